@@ -1,0 +1,82 @@
+//! Compiles the three protocol APIs in `proto/` with protox (pure Rust, no
+//! system `protoc`) and tonic-prost-build. Every message also derives serde
+//! with the protojson field names (lowerCamelCase of the proto name, e.g.
+//! `availableDeviceIDs`, `ID`) and the protojson encoding of 64-bit integers
+//! (JSON strings), so `-o json` and trace files read like grpcurl output.
+
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FileDescriptorSet};
+
+const PROTOS: &[&str] = &[
+    "proto/deviceplugin/v1beta1/api.proto",
+    "proto/pluginregistration/v1/api.proto",
+    "proto/podresources/v1/api.proto",
+];
+
+/// protoc's ToJsonName: drop underscores and upper-case the letter after one.
+fn json_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn field_attributes(
+    prefix: &str,
+    msg: &DescriptorProto,
+    mut builder: tonic_prost_build::Builder,
+) -> tonic_prost_build::Builder {
+    let name = msg.name();
+    let path = format!("{prefix}.{name}");
+    for field in &msg.field {
+        let fpath = format!("{path}.{}", field.name());
+        let mut attrs = vec![format!("#[serde(rename = \"{}\")]", json_name(field.name()))];
+        let repeated = field.label() == Label::Repeated;
+        match (field.r#type(), repeated) {
+            (Type::Int64, false) => attrs.push("#[serde(with = \"crate::api::pj::int64\")]".into()),
+            (Type::Int64, true) => attrs.push("#[serde(with = \"crate::api::pj::int64_list\")]".into()),
+            (Type::Uint64, false) => attrs.push("#[serde(with = \"crate::api::pj::uint64\")]".into()),
+            _ => {}
+        }
+        if field.proto3_optional() {
+            attrs.push("#[serde(skip_serializing_if = \"::std::option::Option::is_none\")]".into());
+        }
+        for a in attrs {
+            builder = builder.field_attribute(&fpath, a);
+        }
+    }
+    for nested in &msg.nested_type {
+        builder = field_attributes(&path, nested, builder);
+    }
+    builder
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    for p in PROTOS {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    let fds: FileDescriptorSet = protox::compile(PROTOS, ["proto"])?;
+    let mut builder = tonic_prost_build::configure()
+        .btree_map(".")
+        .type_attribute(
+            ".",
+            "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]",
+        );
+    for file in &fds.file {
+        let prefix = format!(".{}", file.package());
+        for msg in &file.message_type {
+            builder = field_attributes(&prefix, msg, builder);
+        }
+    }
+    builder.compile_fds(fds)?;
+    Ok(())
+}

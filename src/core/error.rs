@@ -1,0 +1,100 @@
+//! One error type for the whole tool. Every error that reaches the user is
+//! one line that names the socket or file involved and what to do about it.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Result with dpctl's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, classified by exit code.
+#[derive(Debug)]
+pub enum Error {
+    /// Bad flags, values, files or manifests given by the user (exit 2).
+    Usage(String),
+    /// A gRPC call returned an error status (exit 1).
+    Rpc {
+        /// The socket the call went to.
+        target: String,
+        /// The RPC method name, e.g. `Allocate`.
+        method: &'static str,
+        /// The gRPC status code.
+        code: tonic::Code,
+        /// The peer's status message, verbatim.
+        message: String,
+    },
+    /// Any other failure: unreachable socket, timeout, I/O, a failed check (exit 1).
+    Failed(String),
+}
+
+impl Error {
+    /// A usage error (exit 2).
+    pub fn usage(msg: impl Into<String>) -> Self {
+        Error::Usage(msg.into())
+    }
+
+    /// A runtime failure (exit 1).
+    pub fn failed(msg: impl Into<String>) -> Self {
+        Error::Failed(msg.into())
+    }
+
+    /// An I/O error on `path`, phrased for a human.
+    pub fn io(path: &Path, what: &str, err: &std::io::Error) -> Self {
+        let hint = match err.kind() {
+            std::io::ErrorKind::NotFound => " (no such file or directory)",
+            std::io::ErrorKind::PermissionDenied => {
+                " (permission denied: run as a user that may access it, often root)"
+            }
+            _ => "",
+        };
+        Error::Failed(format!("{}: {what}: {err}{hint}", path.display()))
+    }
+
+    /// A call that did not finish in time.
+    pub fn timeout(target: &Path, method: &str, after: Duration) -> Self {
+        Error::Failed(format!(
+            "{}: {method} timed out after {}; the peer accepted the connection but did not answer (raise --timeout to wait longer)",
+            target.display(),
+            crate::core::time::format_duration(after)
+        ))
+    }
+
+    /// The process exit code for this error: 2 for usage errors, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+
+    /// The gRPC code, when this error is an error status from a peer.
+    pub fn code(&self) -> Option<tonic::Code> {
+        match self {
+            Error::Rpc { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(m) | Error::Failed(m) => f.write_str(&one_line(m)),
+            Error::Rpc { target, method, code, message } => {
+                write!(f, "{target}: {method} failed: {code:?}: {}", one_line(message))
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Fold a message onto one line.
+fn one_line(s: &str) -> String {
+    if s.contains('\n') {
+        s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+    } else {
+        s.to_string()
+    }
+}

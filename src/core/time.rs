@@ -1,0 +1,156 @@
+//! Durations in Go's notation (`500ms`, `1m30s`, as kubectl and crictl take
+//! them) and RFC 3339 timestamps, without a date-time dependency.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Parse a duration such as `5s`, `250ms`, `1m30s`, `1.5h` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration; use e.g. 5s, 250ms or 1m30s".into());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return secs_to_duration(secs, s);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(format!("invalid duration {s:?}: expected a number at {rest:?} (use e.g. 5s, 250ms, 1m30s)"));
+        }
+        let value: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: bad number {:?}", &rest[..num_len]))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("invalid duration {s:?}: missing unit after {value} (use ns, us, ms, s, m or h)")),
+            u => return Err(format!("invalid duration {s:?}: unknown unit {u:?} (use ns, us, ms, s, m or h)")),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    secs_to_duration(total, s)
+}
+
+fn secs_to_duration(secs: f64, orig: &str) -> Result<Duration, String> {
+    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+        return Err(format!("invalid duration {orig:?}: out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Format a duration compactly: `850µs`, `12.3ms`, `5s`, `2m30s`.
+pub fn format_duration(d: Duration) -> String {
+    let us = d.as_micros();
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        let ms = d.as_secs_f64() * 1e3;
+        if ms < 10.0 {
+            format!("{ms:.2}ms")
+        } else {
+            format!("{ms:.1}ms")
+        }
+    } else if d.as_secs() < 60 {
+        let s = d.as_secs_f64();
+        if s.fract() == 0.0 {
+            format!("{}s", d.as_secs())
+        } else {
+            format!("{s:.2}s")
+        }
+    } else {
+        let (m, s) = (d.as_secs() / 60, d.as_secs() % 60);
+        if m >= 60 {
+            format!("{}h{}m{}s", m / 60, m % 60, s)
+        } else {
+            format!("{m}m{s}s")
+        }
+    }
+}
+
+/// Milliseconds as a float, for JSON reports.
+pub fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The current time as RFC 3339 UTC with milliseconds, e.g. `2026-11-26T01:02:03.456Z`.
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// Format a time as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, day) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_go_durations() {
+        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("100us").unwrap(), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        for bad in ["", "s", "5x", "5", "-1s", "1..2s", "abc"].iter().filter(|b| **b != "5") {
+            assert!(parse_duration(bad).is_err(), "{bad} should fail");
+        }
+        assert!(parse_duration("-3").is_err());
+    }
+
+    #[test]
+    fn formats_rfc3339() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_764_119_323_456);
+        assert_eq!(rfc3339(t), "2025-11-26T01:08:43.456Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(&rfc3339(leap)[..10], "2000-02-29");
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(format_duration(Duration::from_micros(850)), "850µs");
+        assert_eq!(format_duration(Duration::from_micros(1500)), "1.50ms");
+        assert_eq!(format_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(format_duration(Duration::from_secs(150)), "2m30s");
+    }
+}

@@ -1,0 +1,333 @@
+//! Unix-socket transport: dial with a timeout (authority `localhost`, as the
+//! kubelet sends), listen safely (never replace anything that is not a stale
+//! socket), and serve gRPC through the [`AuthorityFix`] shim.
+
+use crate::core::authority::AuthorityFix;
+use crate::core::{Error, Result};
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// The default dial and call timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What is at a path where a socket is expected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// Nothing there.
+    Missing,
+    /// A Unix socket.
+    Socket,
+    /// A symbolic link (not followed).
+    Symlink,
+    /// A directory.
+    Directory,
+    /// A regular file.
+    File,
+    /// A FIFO, device or other special file.
+    Other,
+}
+
+/// Look at `path` without following a symlink.
+pub fn path_kind(path: &Path) -> std::io::Result<PathKind> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(PathKind::Missing),
+        Err(e) => Err(e),
+        Ok(m) => {
+            let t = m.file_type();
+            Ok(if t.is_symlink() {
+                PathKind::Symlink
+            } else if t.is_socket() {
+                PathKind::Socket
+            } else if t.is_dir() {
+                PathKind::Directory
+            } else if t.is_file() {
+                PathKind::File
+            } else {
+                PathKind::Other
+            })
+        }
+    }
+}
+
+/// Connect a raw Unix stream to `path`, with errors that say what is wrong.
+pub async fn connect_raw(path: &Path, timeout: Duration) -> Result<UnixStream> {
+    let shown = path.display();
+    match tokio::time::timeout(timeout, UnixStream::connect(path)).await {
+        Err(_) => Err(Error::failed(format!(
+            "{shown}: connect timed out after {}; the listener is not accepting (raise --timeout to wait longer)",
+            crate::core::time::format_duration(timeout)
+        ))),
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(connect_error(path, &e)),
+    }
+}
+
+fn connect_error(path: &Path, e: &std::io::Error) -> Error {
+    let shown = path.display();
+    let kind = path_kind(path).ok();
+    Error::failed(match (e.kind(), kind) {
+        (_, Some(PathKind::Missing)) => format!(
+            "{shown}: no such socket; is the plugin or kubelet running? (check the path, --plugin-dir or DPCTL_PLUGIN_DIR)"
+        ),
+        (_, Some(PathKind::File)) => format!("{shown} is a regular file, not a socket; point dpctl at the socket the server listens on"),
+        (_, Some(PathKind::Directory)) => format!("{shown} is a directory, not a socket; name the socket file inside it"),
+        (ErrorKind::ConnectionRefused, _) => format!(
+            "{shown}: connection refused: a stale socket with nothing listening (the server that created it has exited; restart it)"
+        ),
+        (ErrorKind::PermissionDenied, _) => format!("{shown}: permission denied; run as a user that may open the socket (often root)"),
+        _ => format!("{shown}: cannot connect: {e}"),
+    })
+}
+
+/// Dial a gRPC server on a Unix socket. The first connection is made here
+/// (so a missing or stale socket is reported precisely); later reconnects
+/// dial the same path. `:authority` is `localhost`, as the kubelet sends.
+pub async fn dial(path: &Path, timeout: Duration) -> Result<Channel> {
+    let first = connect_raw(path, timeout).await?;
+    let first = Arc::new(Mutex::new(Some(first)));
+    let target: PathBuf = path.to_path_buf();
+    let connector = tower::service_fn(move |_: Uri| {
+        let first = first.lock().ok().and_then(|mut g| g.take());
+        let target = target.clone();
+        async move {
+            let stream = match first {
+                Some(s) => s,
+                None => UnixStream::connect(&target).await?,
+            };
+            Ok::<_, std::io::Error>(TokioIo::new(stream))
+        }
+    });
+    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(timeout);
+    match tokio::time::timeout(timeout, endpoint.connect_with_connector(connector)).await {
+        Err(_) => Err(Error::failed(format!(
+            "{}: HTTP/2 handshake timed out after {}; is this a gRPC socket?",
+            path.display(),
+            crate::core::time::format_duration(timeout)
+        ))),
+        Ok(Err(e)) => Err(Error::failed(format!("{}: gRPC connection failed: {}", path.display(), error_chain(&e)))),
+        Ok(Ok(ch)) => Ok(ch),
+    }
+}
+
+/// A std error and its sources on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Run one unary call with a deadline; map a status or a timeout to [`Error`].
+pub async fn call<T>(
+    target: &Path,
+    method: &'static str,
+    timeout: Duration,
+    fut: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, fut).await {
+        Err(_) => Err(Error::timeout(target, method, timeout)),
+        Ok(Err(status)) => Err(status_error(target, method, status)),
+        Ok(Ok(resp)) => Ok(resp.into_inner()),
+    }
+}
+
+/// A request carrying a `grpc-timeout`, as Go clients send with a context deadline.
+pub fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(timeout);
+    r
+}
+
+/// Map an error status from `target` to [`Error::Rpc`].
+pub fn status_error(target: &Path, method: &'static str, status: tonic::Status) -> Error {
+    let mut message = status.message().to_string();
+    if message.is_empty() {
+        if let Some(src) = std::error::Error::source(&status) {
+            message = error_chain(src);
+        }
+    }
+    Error::Rpc { target: target.display().to_string(), method, code: status.code(), message }
+}
+
+/// Removes a socket file on drop — but only the one this process created
+/// (same device and inode), never a file that replaced it since.
+#[derive(Debug)]
+pub struct SocketGuard {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl SocketGuard {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the path still holds the socket this guard created.
+    pub fn still_ours(&self) -> bool {
+        std::fs::symlink_metadata(&self.path)
+            .map(|m| m.file_type().is_socket() && m.dev() == self.dev && m.ino() == self.ino)
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        if self.still_ours() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Listen on a Unix socket at `path`, safely: a stale socket (nobody answers)
+/// is replaced; a live socket, a regular file, a directory, a symlink or
+/// anything else is never removed. The socket gets mode 0660.
+pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
+    let shown = path.display();
+    let kind = path_kind(path).map_err(|e| Error::io(path, "cannot inspect", &e))?;
+    match kind {
+        PathKind::Missing => {}
+        PathKind::Socket => match UnixStream::connect(path).await {
+            Ok(_) => {
+                return Err(Error::failed(format!(
+                    "{shown}: a live server is already listening there; stop it or choose another socket path"
+                )))
+            }
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).map_err(|e| Error::io(path, "cannot remove stale socket", &e))?;
+            }
+            Err(e) => return Err(Error::failed(format!("{shown}: cannot tell whether the existing socket is stale: {e}; remove it by hand if it is"))),
+        },
+        PathKind::Symlink => {
+            return Err(Error::failed(format!("{shown} is a symlink; refusing to replace it — remove it or choose another socket path")))
+        }
+        PathKind::File => {
+            return Err(Error::failed(format!("{shown} is a regular file, not a socket; refusing to overwrite it — move it away or choose another socket path")))
+        }
+        PathKind::Directory => {
+            return Err(Error::failed(format!("{shown} is a directory; choose a socket path that is not taken")))
+        }
+        PathKind::Other => {
+            return Err(Error::failed(format!("{shown} is a special file; refusing to replace it — choose another socket path")))
+        }
+    }
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() && !parent.is_dir() {
+            return Err(Error::failed(format!(
+                "{}: directory does not exist; create it or choose another path",
+                parent.display()
+            )));
+        }
+    }
+    let listener = UnixListener::bind(path).map_err(|e| Error::io(path, "cannot listen", &e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| Error::io(path, "cannot set socket mode 0660", &e))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, "cannot inspect new socket", &e))?;
+    Ok((listener, SocketGuard { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() }))
+}
+
+/// Serve one gRPC service on `listener` until `shutdown` resolves. Every
+/// accepted connection goes through [`AuthorityFix`], so clients that put the
+/// socket path in `:authority` are served.
+pub async fn serve<S>(listener: UnixListener, svc: S, shutdown: impl Future<Output = ()>) -> Result<()>
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener).map(|r| r.map(AuthorityFix::new));
+    server()
+        .serve_with_incoming_shutdown(svc, incoming, shutdown)
+        .await
+        .map_err(|e| Error::failed(format!("gRPC server failed: {}", error_chain(&e))))
+}
+
+/// A server builder with the settings every dpctl server uses.
+pub fn server() -> tonic::transport::Server {
+    tonic::transport::Server::builder().tcp_nodelay(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn listen_refuses_what_is_not_a_stale_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file.sock");
+        std::fs::write(&file, b"precious").unwrap();
+        let err = listen(&file).await.unwrap_err().to_string();
+        assert!(err.contains("regular file"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"precious");
+
+        let link = dir.path().join("link.sock");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(listen(&link).await.unwrap_err().to_string().contains("symlink"));
+        assert!(link.exists());
+
+        let sub = dir.path().join("dir.sock");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(listen(&sub).await.unwrap_err().to_string().contains("directory"));
+
+        let live = dir.path().join("live.sock");
+        let (_l, _g) = listen(&live).await.unwrap();
+        let mode = std::fs::metadata(&live).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & !0o660, 0, "mode {mode:o} is wider than 0660");
+        assert!(listen(&live).await.unwrap_err().to_string().contains("live server"));
+
+        let stale = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        assert_eq!(path_kind(&stale).unwrap(), PathKind::Socket);
+        let (_l2, g2) = listen(&stale).await.unwrap();
+        assert!(g2.still_ours());
+        drop(g2);
+        assert_eq!(path_kind(&stale).unwrap(), PathKind::Missing);
+    }
+
+    #[tokio::test]
+    async fn guard_leaves_a_replaced_file_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.sock");
+        let (l, g) = listen(&p).await.unwrap();
+        drop(l);
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, b"someone else's").unwrap();
+        drop(g);
+        assert_eq!(std::fs::read(&p).unwrap(), b"someone else's");
+    }
+
+    #[tokio::test]
+    async fn dial_errors_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Duration::from_secs(1);
+        let missing = dial(&dir.path().join("nope.sock"), t).await.unwrap_err().to_string();
+        assert!(missing.contains("no such socket"), "{missing}");
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"").unwrap();
+        assert!(dial(&f, t).await.unwrap_err().to_string().contains("regular file"));
+        let stale = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        assert!(dial(&stale, t).await.unwrap_err().to_string().contains("stale socket"));
+    }
+}

@@ -1,0 +1,237 @@
+//! Validation shared by every command: extended resource names exactly as the
+//! kubelet validates them, device IDs and health strings.
+
+use crate::api::{HEALTHY, UNHEALTHY};
+use std::collections::HashSet;
+
+/// Device IDs are documented as at most this long (the kubelet does not enforce it).
+pub const MAX_DEVICE_ID_LEN: usize = 63;
+
+/// Why a resource name is not a valid extended resource name, or `None` if it
+/// is one. Mirrors the kubelet's `v1helper.IsExtendedResourceName`: not a
+/// native resource (must contain `/`, must not contain `kubernetes.io/`), not
+/// starting with `requests.`, and `requests.<name>` a qualified name.
+pub fn resource_name_problem(name: &str) -> Option<String> {
+    if !name.contains('/') {
+        return Some("it has no domain prefix; extended resources look like vendor.example/foo".into());
+    }
+    if name.contains("kubernetes.io/") {
+        return Some("the kubernetes.io/ prefix is reserved for native resources".into());
+    }
+    if name.starts_with("requests.") {
+        return Some("it must not start with \"requests.\"".into());
+    }
+    let quota = format!("requests.{name}");
+    let (prefix, short) = match quota.split_once('/') {
+        Some((p, n)) if !n.contains('/') => (p, n),
+        _ => return Some("it must contain exactly one '/'".into()),
+    };
+    if let Some(p) = dns_subdomain_problem(prefix) {
+        return Some(format!("prefix {:?} {p}", &prefix["requests.".len()..]));
+    }
+    if short.is_empty() {
+        return Some("the name after '/' is empty".into());
+    }
+    if short.len() > 63 {
+        return Some(format!("the name after '/' is {} characters, at most 63 are allowed", short.len()));
+    }
+    if !qualified_name_part_ok(short) {
+        return Some(format!(
+            "the name after '/' ({short:?}) must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
+        ));
+    }
+    None
+}
+
+/// The kubelet's error text for an invalid resource name.
+pub fn kubelet_invalid_resource_text(name: &str) -> String {
+    format!("the ResourceName {name:?} is invalid")
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`
+fn qualified_name_part_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: u8| c.is_ascii_alphanumeric();
+    !b.is_empty()
+        && edge(b[0])
+        && edge(b[b.len() - 1])
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+}
+
+/// RFC 1123 DNS subdomain: at most 253 characters, dot-separated lowercase labels.
+fn dns_subdomain_problem(s: &str) -> Option<&'static str> {
+    if s.len() > 253 {
+        return Some("is longer than 253 characters");
+    }
+    let label_ok = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_lowercase() | b[0].is_ascii_digit()
+            && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
+            && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    };
+    if s.split('.').all(label_ok) {
+        None
+    } else {
+        Some("must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.', starting and ending with an alphanumeric)")
+    }
+}
+
+/// Check a resource name, as a usage error for the command line.
+pub fn check_resource_name(name: &str) -> crate::core::Result<()> {
+    match resource_name_problem(name) {
+        None => Ok(()),
+        Some(p) => Err(crate::core::Error::usage(format!(
+            "invalid resource name {name:?}: {p}"
+        ))),
+    }
+}
+
+/// A problem found in a list of devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceProblem {
+    /// A device with an empty ID (error).
+    EmptyId,
+    /// The same ID twice (error).
+    DuplicateId(String),
+    /// A health string other than exactly `Healthy` or `Unhealthy` (error: the kubelet treats it as unhealthy).
+    BadHealth(String, String),
+    /// An ID over 63 characters (warning).
+    LongId(String),
+}
+
+impl DeviceProblem {
+    /// Whether this problem is only a warning.
+    pub fn is_warning(&self) -> bool {
+        matches!(self, DeviceProblem::LongId(_))
+    }
+}
+
+impl std::fmt::Display for DeviceProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceProblem::EmptyId => f.write_str("a device has an empty ID"),
+            DeviceProblem::DuplicateId(id) => write!(f, "device ID {id:?} appears more than once"),
+            DeviceProblem::BadHealth(id, h) => write!(
+                f,
+                "device {id:?} has health {h:?}; only the exact strings \"Healthy\" and \"Unhealthy\" are valid (the kubelet counts anything else as unhealthy)"
+            ),
+            DeviceProblem::LongId(id) => write!(
+                f,
+                "device ID {id:?} is {} characters, over the documented limit of {MAX_DEVICE_ID_LEN}",
+                id.len()
+            ),
+        }
+    }
+}
+
+/// Check device IDs (non-empty, unique, at most 63 chars) and health strings.
+pub fn device_problems<'a>(devices: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<DeviceProblem> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut reported_dup = HashSet::new();
+    for (id, health) in devices {
+        if id.is_empty() {
+            out.push(DeviceProblem::EmptyId);
+        } else if !seen.insert(id) {
+            if reported_dup.insert(id) {
+                out.push(DeviceProblem::DuplicateId(id.to_string()));
+            }
+        } else if id.len() > MAX_DEVICE_ID_LEN {
+            out.push(DeviceProblem::LongId(id.to_string()));
+        }
+        if health != HEALTHY && health != UNHEALTHY {
+            out.push(DeviceProblem::BadHealth(id.to_string(), health.to_string()));
+        }
+    }
+    out
+}
+
+/// Parse a health string given by a user: exactly `Healthy` or `Unhealthy`.
+pub fn parse_health(s: &str) -> crate::core::Result<&'static str> {
+    match s {
+        HEALTHY => Ok(HEALTHY),
+        UNHEALTHY => Ok(UNHEALTHY),
+        _ => Err(crate::core::Error::usage(format!(
+            "invalid health {s:?}: use exactly \"Healthy\" or \"Unhealthy\" (case matters to the kubelet)"
+        ))),
+    }
+}
+
+/// Check a user-given list of device IDs: non-empty and unique.
+pub fn check_id_list(what: &str, ids: &[String]) -> crate::core::Result<()> {
+    let mut seen = HashSet::new();
+    for id in ids {
+        if id.is_empty() {
+            return Err(crate::core::Error::usage(format!("{what}: empty device ID")));
+        }
+        if !seen.insert(id) {
+            return Err(crate::core::Error::usage(format!("{what}: device ID {id:?} given twice")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_valid_resource_names() {
+        for ok in ["vendor.example/foo", "nvidia.com/gpu", "intel.com/sriov_netdevice", "a/b", "example.com/Foo.Bar-1"] {
+            assert_eq!(resource_name_problem(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_resource_names() {
+        let cases = [
+            ("gpu", "no domain prefix"),
+            ("kubernetes.io/gpu", "reserved"),
+            ("foo.kubernetes.io/gpu", "reserved"),
+            ("requests.example.com/gpu", "requests."),
+            ("Vendor.example/foo", "lowercase DNS subdomain"),
+            ("vendor.example/", "empty"),
+            ("vendor.example/-foo", "alphanumerics"),
+            ("vendor.example/a/b", "exactly one '/'"),
+            ("vendor..example/foo", "lowercase DNS subdomain"),
+        ];
+        for (name, want) in cases {
+            let p = resource_name_problem(name).unwrap_or_else(|| panic!("{name} accepted"));
+            assert!(p.contains(want), "{name}: {p}");
+        }
+        let long = format!("vendor.example/{}", "a".repeat(64));
+        assert!(resource_name_problem(&long).unwrap().contains("at most 63"));
+        let long_prefix = format!("{}.example/foo", "a".repeat(250));
+        assert!(resource_name_problem(&long_prefix).unwrap().contains("253"));
+    }
+
+    #[test]
+    fn finds_device_problems() {
+        let long = "x".repeat(64);
+        let p = device_problems([
+            ("a", "Healthy"),
+            ("a", "Healthy"),
+            ("", "Healthy"),
+            ("b", "healthy"),
+            (long.as_str(), "Unhealthy"),
+        ]);
+        assert_eq!(
+            p,
+            vec![
+                DeviceProblem::DuplicateId("a".into()),
+                DeviceProblem::EmptyId,
+                DeviceProblem::BadHealth("b".into(), "healthy".into()),
+                DeviceProblem::LongId(long.clone()),
+            ]
+        );
+        assert!(device_problems([("a", "Healthy"), ("b", "Unhealthy")]).is_empty());
+    }
+
+    #[test]
+    fn health_is_case_sensitive() {
+        assert_eq!(parse_health("Healthy").unwrap(), "Healthy");
+        assert!(parse_health("healthy").is_err());
+        assert!(parse_health("UNHEALTHY").is_err());
+    }
+}
