@@ -1,3 +1,12 @@
 //! dpctl: one toolkit for both sides of the Kubernetes device-plugin protocol.
+//!
+//! The library holds the protocol core ([`core`]), the generated APIs
+//! ([`api`]), the kubelet-side connection to a plugin ([`kubelet`]), output
+//! rendering ([`render`]), the command line ([`cli`]) and one module per
+//! subcommand ([`commands`]). `main.rs` only parses and maps exit codes.
 pub mod api;
+pub mod cli;
+pub mod commands;
 pub mod core;
+pub mod kubelet;
+pub mod render;

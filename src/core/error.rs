@@ -26,6 +26,8 @@ pub enum Error {
     },
     /// Any other failure: unreachable socket, timeout, I/O, a failed check (exit 1).
     Failed(String),
+    /// Stdout was closed by its reader (`dpctl watch … | head`): stop quietly (exit 0).
+    BrokenPipe,
 }
 
 impl Error {
@@ -64,6 +66,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) => 2,
+            Error::BrokenPipe => 0,
             _ => 1,
         }
     }
@@ -81,6 +84,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Usage(m) | Error::Failed(m) => f.write_str(&one_line(m)),
+            Error::BrokenPipe => f.write_str("stdout closed"),
             Error::Rpc { target, method, code, message } => {
                 write!(f, "{target}: {method} failed: {code:?}: {}", one_line(message))
             }

@@ -8,3 +8,20 @@ pub mod transport;
 pub mod validate;
 
 pub use error::{Error, Result};
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                _ = t.recv() => {}
+                _ = i.recv() => {}
+            }
+        }
+        // Without signal handlers, never resolve: the default actions still apply.
+        _ => std::future::pending().await,
+    }
+}

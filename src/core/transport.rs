@@ -141,9 +141,16 @@ pub async fn call<T>(
 ) -> Result<T> {
     match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(Error::timeout(target, method, timeout)),
+        // tonic's client enforces the request's grpc-timeout itself.
+        Ok(Err(status)) if is_local_deadline(&status) => Err(Error::timeout(target, method, timeout)),
         Ok(Err(status)) => Err(status_error(target, method, status)),
         Ok(Ok(resp)) => Ok(resp.into_inner()),
     }
+}
+
+/// Whether a status is tonic's client-side deadline expiring.
+fn is_local_deadline(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Cancelled && status.message() == "Timeout expired"
 }
 
 /// A request carrying a `grpc-timeout`, as Go clients send with a context deadline.

@@ -1,0 +1,81 @@
+//! `dpctl allocate SOCKET ID... [--container ID,ID]...`: Allocate.
+
+use super::Ctx;
+use crate::api::deviceplugin::{AllocateRequest, AllocateResponse, ContainerAllocateRequest};
+use crate::cli::AllocateArgs;
+use crate::core::validate::check_id_list;
+use crate::core::{Error, Result};
+use crate::render::{emit, structured, table, Format};
+
+/// The containers of the request: the positional IDs, then each `--container`.
+pub fn containers(a: &AllocateArgs) -> Result<Vec<Vec<String>>> {
+    let mut out = Vec::new();
+    if !a.ids.is_empty() {
+        out.push(a.ids.clone());
+    }
+    for c in &a.containers {
+        out.push(c.split(',').map(|s| s.trim().to_string()).collect());
+    }
+    if out.is_empty() {
+        return Err(Error::usage(
+            "no device IDs: give them as `dpctl allocate SOCKET ID...` or `--container ID,ID` (repeatable)",
+        ));
+    }
+    for (i, ids) in out.iter().enumerate() {
+        check_id_list(&format!("container {i}"), ids)?;
+    }
+    Ok(out)
+}
+
+/// Rows of an allocate response table: CONTAINER KIND NAME VALUE.
+pub fn rows(resp: &AllocateResponse) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for (i, c) in resp.container_responses.iter().enumerate() {
+        let i = i.to_string();
+        let before = rows.len();
+        for (k, v) in &c.envs {
+            rows.push(vec![i.clone(), "env".into(), k.clone(), v.clone()]);
+        }
+        for m in &c.mounts {
+            let ro = if m.read_only { " (ro)" } else { " (rw)" };
+            rows.push(vec![i.clone(), "mount".into(), m.container_path.clone(), format!("{}{ro}", m.host_path)]);
+        }
+        for d in &c.devices {
+            rows.push(vec![i.clone(), "device".into(), d.container_path.clone(), format!("{} ({})", d.host_path, d.permissions)]);
+        }
+        for (k, v) in &c.annotations {
+            rows.push(vec![i.clone(), "annotation".into(), k.clone(), v.clone()]);
+        }
+        for d in &c.cdi_devices {
+            rows.push(vec![i.clone(), "cdi".into(), d.name.clone(), String::new()]);
+        }
+        if rows.len() == before {
+            rows.push(vec![i, "(empty)".into(), String::new(), String::new()]);
+        }
+    }
+    rows
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, a: &AllocateArgs) -> Result<()> {
+    let containers = containers(a)?;
+    let conn = ctx.plugin(&a.socket).await?;
+    let want = containers.len();
+    let req = AllocateRequest {
+        container_requests: containers.into_iter().map(|devices_ids| ContainerAllocateRequest { devices_ids }).collect(),
+    };
+    let resp = conn.allocate(req).await?;
+    match ctx.format {
+        Format::Table if resp.container_responses.is_empty() => {}
+        Format::Table => emit(&table(&["CONTAINER", "KIND", "NAME", "VALUE"], &rows(&resp)))?,
+        f => emit(&structured(f, &resp)?)?,
+    }
+    let got = resp.container_responses.len();
+    if got != want {
+        return Err(Error::failed(format!(
+            "{}: Allocate returned {got} container response(s) for {want} container request(s); the kubelet fails the pod when a plugin does this",
+            conn.socket().display()
+        )));
+    }
+    Ok(())
+}

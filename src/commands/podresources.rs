@@ -1,0 +1,134 @@
+//! `dpctl podresources list | allocatable | get POD`: the kubelet's
+//! PodResources v1 API.
+
+use super::Ctx;
+use crate::api::podresources::{
+    pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ContainerResources,
+    GetPodResourcesRequest, ListPodResourcesRequest, PodResources,
+};
+use crate::cli::PodResourcesCommand;
+use crate::core::transport::{call, dial, request};
+use crate::core::Result;
+use crate::render::{emit, list, numa_pr, structured, table, Format};
+use std::path::Path;
+use tonic::transport::Channel;
+
+async fn client(ctx: &Ctx, socket: &Path) -> Result<PodResourcesListerClient<Channel>> {
+    Ok(PodResourcesListerClient::new(dial(socket, ctx.timeout).await?).max_decoding_message_size(super::INSPECT_MAX_RECV))
+}
+
+/// Table rows for one container: one per device group, CPU set, memory block
+/// and dynamic resource claim; one `-` row when it holds nothing.
+fn container_rows(pod: &PodResources, c: &ContainerResources) -> Vec<Vec<String>> {
+    let base = |res: String, ids: String, numa: String| {
+        vec![pod.name.clone(), pod.namespace.clone(), c.name.clone(), res, ids, numa]
+    };
+    let mut rows = Vec::new();
+    for d in &c.devices {
+        rows.push(base(d.resource_name.clone(), list(&d.device_ids), numa_pr(d.topology.as_ref())));
+    }
+    if !c.cpu_ids.is_empty() {
+        let cpus: Vec<String> = c.cpu_ids.iter().map(|i| i.to_string()).collect();
+        rows.push(base("cpu".into(), cpus.join(","), "-".into()));
+    }
+    for m in &c.memory {
+        rows.push(base(format!("memory/{}", m.memory_type), m.size.to_string(), numa_pr(m.topology.as_ref())));
+    }
+    for d in &c.dynamic_resources {
+        let devs: Vec<String> = d
+            .claim_resources
+            .iter()
+            .map(|r| {
+                let cdi: Vec<&str> = r.cdi_devices.iter().map(|c| c.name.as_str()).collect();
+                if cdi.is_empty() {
+                    format!("{}/{}/{}", r.driver_name, r.pool_name, r.device_name)
+                } else {
+                    cdi.join(",")
+                }
+            })
+            .collect();
+        rows.push(base(format!("claim/{}/{}", d.claim_namespace, d.claim_name), list(&devs), "-".into()));
+    }
+    if rows.is_empty() {
+        rows.push(base("-".into(), "-".into(), "-".into()));
+    }
+    rows
+}
+
+const POD_HEADERS: [&str; 6] = ["POD", "NAMESPACE", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"];
+
+fn pods_table(pods: &[PodResources]) -> String {
+    let mut rows = Vec::new();
+    for p in pods {
+        if p.containers.is_empty() {
+            rows.push(vec![p.name.clone(), p.namespace.clone(), "-".into(), "-".into(), "-".into(), "-".into()]);
+        }
+        for c in &p.containers {
+            rows.extend(container_rows(p, c));
+        }
+    }
+    if rows.is_empty() {
+        "no pods".into()
+    } else {
+        table(&POD_HEADERS, &rows)
+    }
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
+    match cmd {
+        PodResourcesCommand::List(s) => {
+            let mut c = client(ctx, &s.socket).await?;
+            let resp = call(&s.socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
+            match ctx.format {
+                Format::Table => emit(&pods_table(&resp.pod_resources)),
+                f => emit(&structured(f, &resp)?),
+            }
+        }
+        PodResourcesCommand::Allocatable(s) => {
+            let mut c = client(ctx, &s.socket).await?;
+            let resp = call(
+                &s.socket,
+                "GetAllocatableResources",
+                ctx.timeout,
+                c.get_allocatable_resources(request(AllocatableResourcesRequest {}, ctx.timeout)),
+            )
+            .await?;
+            match ctx.format {
+                Format::Table => {
+                    let mut rows = Vec::new();
+                    for d in &resp.devices {
+                        for id in &d.device_ids {
+                            rows.push(vec![d.resource_name.clone(), id.clone(), numa_pr(d.topology.as_ref())]);
+                        }
+                    }
+                    if !resp.cpu_ids.is_empty() {
+                        let cpus: Vec<String> = resp.cpu_ids.iter().map(|i| i.to_string()).collect();
+                        rows.push(vec!["cpu".into(), cpus.join(","), "-".into()]);
+                    }
+                    for m in &resp.memory {
+                        rows.push(vec![format!("memory/{}", m.memory_type), m.size.to_string(), numa_pr(m.topology.as_ref())]);
+                    }
+                    if rows.is_empty() {
+                        emit("no allocatable resources")
+                    } else {
+                        emit(&table(&["RESOURCE", "DEVICE", "NUMA"], &rows))
+                    }
+                }
+                f => emit(&structured(f, &resp)?),
+            }
+        }
+        PodResourcesCommand::Get(a) => {
+            let mut c = client(ctx, &a.socket.socket).await?;
+            let req = GetPodResourcesRequest { pod_name: a.pod.clone(), pod_namespace: a.namespace.clone() };
+            let resp = call(&a.socket.socket, "Get", ctx.timeout, c.get(request(req, ctx.timeout))).await?;
+            match ctx.format {
+                Format::Table => {
+                    let pods: Vec<PodResources> = resp.pod_resources.into_iter().collect();
+                    emit(&pods_table(&pods))
+                }
+                f => emit(&structured(f, &resp)?),
+            }
+        }
+    }
+}

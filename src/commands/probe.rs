@@ -1,0 +1,244 @@
+//! `dpctl probe SOCKET`: a one-shot health check of a plugin. Each check
+//! prints PASS, WARN or FAIL with the latency of its call; exit 0 only if
+//! nothing failed.
+
+use super::Ctx;
+use crate::api::deviceplugin::{
+    AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
+    PreferredAllocationRequest,
+};
+use crate::api::{HEALTHY, KUBELET_MAX_RECV};
+use crate::cli::ProbeArgs;
+use crate::core::time::{format_duration, millis};
+use crate::core::validate::device_problems;
+use crate::core::{Error, Result};
+use crate::kubelet::conn::Update;
+use crate::render::{emit, structured, table, verdict, Format};
+use prost::Message;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// Fine.
+    Pass,
+    /// Works, but something is off.
+    Warn,
+    /// Broken.
+    Fail,
+}
+
+/// One check's result.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// Its verdict.
+    pub status: Status,
+    /// The latency of the call behind it, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// What was seen.
+    pub detail: String,
+}
+
+/// The whole report, as `-o json` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The plugin's socket.
+    pub socket: String,
+    /// The worst verdict.
+    pub result: Status,
+    /// Every check in order.
+    pub checks: Vec<Check>,
+}
+
+struct Probe {
+    checks: Vec<Check>,
+}
+
+impl Probe {
+    fn add(&mut self, name: &'static str, status: Status, latency: Option<Duration>, detail: impl Into<String>) {
+        self.checks.push(Check { name, status, latency_ms: latency.map(millis), detail: detail.into() });
+    }
+}
+
+/// Run every check; stops early only when a later check cannot run.
+async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
+    let t = Instant::now();
+    let conn = match ctx.plugin(&a.socket).await {
+        Ok(c) => c,
+        Err(e) => return p.add("connect", Status::Fail, Some(t.elapsed()), e.to_string()),
+    };
+    p.add("connect", Status::Pass, Some(t.elapsed()), conn.socket().display().to_string());
+
+    let t = Instant::now();
+    let opts = match conn.options().await {
+        Ok(o) => o,
+        Err(e) => return p.add("options", Status::Fail, Some(t.elapsed()), e.to_string()),
+    };
+    p.add(
+        "options",
+        Status::Pass,
+        Some(t.elapsed()),
+        format!(
+            "pre_start_required={} get_preferred_allocation_available={}",
+            opts.pre_start_required, opts.get_preferred_allocation_available
+        ),
+    );
+
+    let t = Instant::now();
+    let first = async {
+        let mut s = conn.list_and_watch().await?;
+        match s.next().await? {
+            Update::Snapshot(r) => Ok((r, s)),
+            Update::Closed => Err(Error::failed("the plugin closed ListAndWatch before sending a snapshot")),
+        }
+    };
+    let (snap, _stream) = match tokio::time::timeout(ctx.timeout, first).await {
+        Err(_) => {
+            return p.add(
+                "list-and-watch",
+                Status::Fail,
+                Some(t.elapsed()),
+                format!("no snapshot within {}", format_duration(ctx.timeout)),
+            )
+        }
+        Ok(Err(e)) => return p.add("list-and-watch", Status::Fail, Some(t.elapsed()), e.to_string()),
+        Ok(Ok(x)) => x,
+    };
+    let healthy: Vec<String> = snap.devices.iter().filter(|d| d.health == HEALTHY).map(|d| d.id.clone()).collect();
+    p.add(
+        "list-and-watch",
+        Status::Pass,
+        Some(t.elapsed()),
+        format!("first snapshot: {} device(s), {} healthy", snap.devices.len(), healthy.len()),
+    );
+
+    let size = snap.encoded_len();
+    let (st, what) = if size > KUBELET_MAX_RECV {
+        (Status::Fail, "over the kubelet's receive limit: the kubelet drops this stream")
+    } else if size > KUBELET_MAX_RECV / 4 * 3 {
+        (Status::Warn, "close to the kubelet's receive limit")
+    } else {
+        (Status::Pass, "within the kubelet's receive limit")
+    };
+    p.add("snapshot-size", st, None, format!("{size} bytes of {KUBELET_MAX_RECV}: {what}"));
+
+    let problems = device_problems(snap.devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
+    let errors: Vec<String> = problems.iter().filter(|x| !x.is_warning()).map(|x| x.to_string()).collect();
+    let warnings: Vec<String> = problems.iter().filter(|x| x.is_warning()).map(|x| x.to_string()).collect();
+    if !errors.is_empty() {
+        p.add("devices", Status::Fail, None, errors.join("; "));
+    } else if !warnings.is_empty() {
+        p.add("devices", Status::Warn, None, warnings.join("; "));
+    } else if snap.devices.is_empty() {
+        p.add("devices", Status::Warn, None, "the plugin advertises no devices");
+    } else if healthy.is_empty() {
+        p.add("devices", Status::Warn, None, "no device is Healthy: nothing can be allocated");
+    } else {
+        p.add("devices", Status::Pass, None, "IDs unique and non-empty, health strings exact");
+    }
+
+    if opts.get_preferred_allocation_available && !healthy.is_empty() {
+        let want = healthy.len().min(2);
+        let creq = ContainerPreferredAllocationRequest {
+            available_device_i_ds: healthy.clone(),
+            must_include_device_i_ds: vec![],
+            allocation_size: want as i32,
+        };
+        let t = Instant::now();
+        match conn.preferred(PreferredAllocationRequest { container_requests: vec![creq.clone()] }).await {
+            Err(e) => p.add("preferred", Status::Fail, Some(t.elapsed()), e.to_string()),
+            Ok(resp) => {
+                let v = super::preferred::violations(&creq, &resp);
+                let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
+                if v.is_empty() {
+                    p.add("preferred", Status::Pass, Some(t.elapsed()), format!("asked for {want} of {}: got {ids}", healthy.len()));
+                } else {
+                    p.add("preferred", Status::Fail, Some(t.elapsed()), v.join("; "));
+                }
+            }
+        }
+    }
+
+    if a.allocate {
+        let Some(id) = healthy.first() else {
+            return p.add("allocate", Status::Fail, None, "no healthy device to allocate");
+        };
+        let t = Instant::now();
+        let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
+        match conn.allocate(req).await {
+            Err(e) => p.add("allocate", Status::Fail, Some(t.elapsed()), e.to_string()),
+            Ok(resp) => match resp.container_responses.as_slice() {
+                [] => p.add("allocate", Status::Fail, Some(t.elapsed()), "no container_responses: the kubelet fails the pod"),
+                [c] => {
+                    let n = c.envs.len() + c.mounts.len() + c.devices.len() + c.annotations.len() + c.cdi_devices.len();
+                    let detail = format!(
+                        "{id}: {} env, {} mount, {} device, {} annotation, {} CDI",
+                        c.envs.len(),
+                        c.mounts.len(),
+                        c.devices.len(),
+                        c.annotations.len(),
+                        c.cdi_devices.len()
+                    );
+                    if n == 0 {
+                        p.add("allocate", Status::Warn, Some(t.elapsed()), format!("{detail}: the response gives the container nothing"));
+                    } else {
+                        p.add("allocate", Status::Pass, Some(t.elapsed()), detail);
+                    }
+                }
+                many => p.add(
+                    "allocate",
+                    Status::Fail,
+                    Some(t.elapsed()),
+                    format!("{} container_responses for 1 container request", many.len()),
+                ),
+            },
+        }
+        if opts.pre_start_required {
+            let t = Instant::now();
+            match conn.pre_start(PreStartContainerRequest { devices_ids: vec![id.clone()] }, ctx.timeout).await {
+                Err(e) => p.add("pre-start", Status::Fail, Some(t.elapsed()), e.to_string()),
+                Ok(_) => p.add("pre-start", Status::Pass, Some(t.elapsed()), id.clone()),
+            }
+        }
+    }
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
+    let mut p = Probe { checks: Vec::new() };
+    checks(ctx, a, &mut p).await;
+    let result = p.checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
+    let socket = ctx.paths.resolve_socket(&a.socket).display().to_string();
+    let failed: Vec<&str> = p.checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
+    match ctx.format {
+        Format::Table => {
+            let rows: Vec<Vec<String>> = p
+                .checks
+                .iter()
+                .map(|c| {
+                    let v = match c.status {
+                        Status::Pass => "PASS",
+                        Status::Warn => "WARN",
+                        Status::Fail => "FAIL",
+                    };
+                    let lat = c.latency_ms.map(|ms| format_duration(Duration::from_secs_f64(ms / 1e3))).unwrap_or_else(|| "-".into());
+                    vec![verdict(v), c.name.to_string(), lat, c.detail.clone()]
+                })
+                .collect();
+            emit(&table(&["RESULT", "CHECK", "LATENCY", "DETAIL"], &rows))?;
+        }
+        f => emit(&structured(f, &Report { socket: socket.clone(), result, checks: p.checks })?)?,
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::failed(format!("{socket}: probe failed: {}", failed.join(", "))))
+    }
+}

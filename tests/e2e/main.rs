@@ -1,0 +1,6 @@
+//! End-to-end tests: the real `dpctl` binary against real gRPC servers on
+//! Unix sockets in temp dirs. One test binary keeps link time down.
+
+mod authority;
+mod client;
+mod support;

@@ -1,0 +1,412 @@
+//! Test support: temp dirs, an in-test device plugin that can misbehave on
+//! demand, in-test kubelet-side servers, and running the real `dpctl` binary.
+
+#![allow(dead_code)]
+
+use dpctl::api::deviceplugin::{
+    device_plugin_server::{DevicePlugin, DevicePluginServer},
+    AllocateRequest, AllocateResponse, ContainerAllocateResponse, ContainerPreferredAllocationResponse, Device,
+    DevicePluginOptions, DeviceSpec, Empty, ListAndWatchResponse, NumaNode, PreStartContainerRequest,
+    PreStartContainerResponse, PreferredAllocationRequest, PreferredAllocationResponse, TopologyInfo,
+};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tonic::{Code, Request, Response, Status};
+
+/// A device with an optional NUMA node.
+pub fn dev(id: &str, health: &str, numa: Option<i64>) -> Device {
+    Device {
+        id: id.into(),
+        health: health.into(),
+        topology: numa.map(|n| TopologyInfo { nodes: vec![NumaNode { id: n }] }),
+    }
+}
+
+/// How the in-test plugin behaves.
+#[derive(Clone, Default)]
+pub struct Behaviour {
+    /// What GetDevicePluginOptions returns.
+    pub options: DevicePluginOptions,
+    /// Every unary call fails with this status.
+    pub fail: Option<(Code, String)>,
+    /// Every call (and ListAndWatch's first message) hangs forever.
+    pub hang: bool,
+    /// ListAndWatch ends cleanly after this many messages.
+    pub close_after: Option<usize>,
+    /// GetPreferredAllocation answers these IDs instead of the first `size` available.
+    pub preferred: Option<Vec<String>>,
+}
+
+/// The in-test device plugin.
+#[derive(Clone)]
+pub struct TestPlugin {
+    devices: watch::Receiver<Vec<Device>>,
+    b: Behaviour,
+    /// Calls seen, e.g. `Allocate(a,b|c)`.
+    pub calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl TestPlugin {
+    async fn gate(&self, name: String) -> Result<(), Status> {
+        self.calls.lock().unwrap().push(name);
+        if self.b.hang {
+            std::future::pending::<()>().await;
+        }
+        match &self.b.fail {
+            Some((code, msg)) => Err(Status::new(*code, msg.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl DevicePlugin for TestPlugin {
+    async fn get_device_plugin_options(&self, _: Request<Empty>) -> Result<Response<DevicePluginOptions>, Status> {
+        self.gate("GetDevicePluginOptions".into()).await?;
+        Ok(Response::new(self.b.options))
+    }
+
+    type ListAndWatchStream = tokio_stream::wrappers::ReceiverStream<Result<ListAndWatchResponse, Status>>;
+
+    async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        self.calls.lock().unwrap().push("ListAndWatch".into());
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut devices = self.devices.clone();
+        let b = self.b.clone();
+        tokio::spawn(async move {
+            if b.hang {
+                std::future::pending::<()>().await;
+            }
+            let mut sent = 0;
+            loop {
+                let snapshot = devices.borrow_and_update().clone();
+                if tx.send(Ok(ListAndWatchResponse { devices: snapshot })).await.is_err() {
+                    return;
+                }
+                sent += 1;
+                if b.close_after.is_some_and(|n| sent >= n) {
+                    return;
+                }
+                if devices.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        r: Request<PreferredAllocationRequest>,
+    ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        let r = r.into_inner();
+        let desc: Vec<String> = r
+            .container_requests
+            .iter()
+            .map(|c| format!("{}/{}/{}", c.available_device_i_ds.join(","), c.must_include_device_i_ds.join(","), c.allocation_size))
+            .collect();
+        self.gate(format!("GetPreferredAllocation({})", desc.join("|"))).await?;
+        let container_responses = r
+            .container_requests
+            .iter()
+            .map(|c| ContainerPreferredAllocationResponse {
+                device_i_ds: self.b.preferred.clone().unwrap_or_else(|| {
+                    let mut ids = c.must_include_device_i_ds.clone();
+                    for a in &c.available_device_i_ds {
+                        if ids.len() < c.allocation_size as usize && !ids.contains(a) {
+                            ids.push(a.clone());
+                        }
+                    }
+                    ids
+                }),
+            })
+            .collect();
+        Ok(Response::new(PreferredAllocationResponse { container_responses }))
+    }
+
+    async fn allocate(&self, r: Request<AllocateRequest>) -> Result<Response<AllocateResponse>, Status> {
+        let r = r.into_inner();
+        let desc: Vec<String> = r.container_requests.iter().map(|c| c.devices_ids.join(",")).collect();
+        self.gate(format!("Allocate({})", desc.join("|"))).await?;
+        let container_responses = r
+            .container_requests
+            .iter()
+            .map(|c| ContainerAllocateResponse {
+                envs: [("TEST_DEVICES".to_string(), c.devices_ids.join(","))].into_iter().collect(),
+                devices: c
+                    .devices_ids
+                    .iter()
+                    .map(|d| DeviceSpec { container_path: format!("/dev/{d}"), host_path: format!("/dev/{d}"), permissions: "rw".into() })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(Response::new(AllocateResponse { container_responses }))
+    }
+
+    async fn pre_start_container(
+        &self,
+        r: Request<PreStartContainerRequest>,
+    ) -> Result<Response<PreStartContainerResponse>, Status> {
+        self.gate(format!("PreStartContainer({})", r.into_inner().devices_ids.join(","))).await?;
+        Ok(Response::new(PreStartContainerResponse {}))
+    }
+}
+
+/// A running in-test plugin.
+pub struct PluginHandle {
+    /// Its socket.
+    pub path: PathBuf,
+    /// Push a new device list to every ListAndWatch stream.
+    pub devices: watch::Sender<Vec<Device>>,
+    /// Calls seen.
+    pub calls: Arc<Mutex<Vec<String>>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl PluginHandle {
+    /// Stop serving.
+    pub fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+
+    /// Wait until a call whose text starts with `prefix` was seen.
+    pub async fn wait_call(&self, prefix: &str) {
+        for _ in 0..500 {
+            if self.calls.lock().unwrap().iter().any(|c| c.starts_with(prefix)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no {prefix} call within 5s; calls: {:?}", self.calls.lock().unwrap());
+    }
+}
+
+impl Drop for PluginHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Serve a [`TestPlugin`] at `path` through dpctl's core listener.
+pub async fn start_plugin(path: &Path, devices: Vec<Device>, b: Behaviour) -> PluginHandle {
+    let (tx, rx) = watch::channel(devices);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let plugin = TestPlugin { devices: rx, b, calls: calls.clone() };
+    let (listener, guard) = dpctl::core::transport::listen(path).await.expect("listen");
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let _guard = guard;
+        let _ = dpctl::core::transport::serve(listener, DevicePluginServer::new(plugin), async {
+            let _ = stop_rx.await;
+        })
+        .await;
+    });
+    PluginHandle { path: path.to_path_buf(), devices: tx, calls, stop: Some(stop_tx) }
+}
+
+/// Four healthy devices on two NUMA nodes.
+pub fn four_devices() -> Vec<Device> {
+    (0..4).map(|i| dev(&format!("foo-{i}"), "Healthy", Some(i / 2))).collect()
+}
+
+/// What a dpctl run printed.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit code (-1 if killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Assert the exit code, showing the output on failure.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "unexpected exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// A `dpctl` command with a clean environment.
+pub fn dpctl_cmd(args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpctl"));
+    c.args(args)
+        .env_remove("DPCTL_PLUGIN_DIR")
+        .env_remove("DPCTL_KUBELET_SOCKET")
+        .env_remove("DPCTL_POD_RESOURCES_SOCKET")
+        .env_remove("NO_COLOR")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+/// Run `dpctl` to completion (at most 30 s).
+pub async fn dpctl(args: &[&str]) -> Run {
+    run_cmd(dpctl_cmd(args)).await
+}
+
+/// Run a prepared command to completion (at most 30 s).
+pub async fn run_cmd(mut c: tokio::process::Command) -> Run {
+    let out = tokio::time::timeout(Duration::from_secs(30), c.output())
+        .await
+        .expect("dpctl did not finish within 30s")
+        .expect("spawn dpctl");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A temp dir.
+pub fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("dpctl-test").tempdir().expect("tempdir")
+}
+
+/// A path as &str.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// An in-test kubelet Registration server that records requests and
+/// answers with `reject` when set.
+pub mod kubelet {
+    use super::*;
+    use dpctl::api::deviceplugin::registration_server::{Registration, RegistrationServer};
+    use dpctl::api::deviceplugin::RegisterRequest;
+
+    /// The in-test Registration service.
+    #[derive(Clone)]
+    pub struct TestRegistration {
+        /// Requests received.
+        pub requests: Arc<Mutex<Vec<RegisterRequest>>>,
+        /// Reject every request with this message.
+        pub reject: Option<String>,
+    }
+
+    #[tonic::async_trait]
+    impl Registration for TestRegistration {
+        async fn register(&self, r: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+            self.requests.lock().unwrap().push(r.into_inner());
+            match &self.reject {
+                Some(m) => Err(Status::unknown(m.clone())),
+                None => Ok(Response::new(Empty {})),
+            }
+        }
+    }
+
+    /// Serve it at `path`; returns the request log and a stop handle.
+    pub async fn start(path: &Path, reject: Option<String>) -> (Arc<Mutex<Vec<RegisterRequest>>>, oneshot::Sender<()>) {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let svc = TestRegistration { requests: requests.clone(), reject };
+        let (listener, guard) = dpctl::core::transport::listen(path).await.expect("listen");
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _guard = guard;
+            let _ = dpctl::core::transport::serve(listener, RegistrationServer::new(svc), async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        (requests, tx)
+    }
+}
+
+/// An in-test PodResources server with fixed content.
+pub mod podresources {
+    use super::{oneshot, Path, Request, Response, Status};
+    use dpctl::api::podresources::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
+    use dpctl::api::podresources::{
+        AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices, ContainerResources, GetPodResourcesRequest,
+        GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
+    };
+
+    /// The in-test PodResources service.
+    #[derive(Clone)]
+    pub struct TestPodResources {
+        /// The pods it reports.
+        pub pods: Vec<PodResources>,
+        /// What GetAllocatableResources reports.
+        pub allocatable: AllocatableResourcesResponse,
+    }
+
+    #[tonic::async_trait]
+    impl PodResourcesLister for TestPodResources {
+        async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
+            Ok(Response::new(ListPodResourcesResponse { pod_resources: self.pods.clone() }))
+        }
+        async fn get_allocatable_resources(
+            &self,
+            _: Request<AllocatableResourcesRequest>,
+        ) -> Result<Response<AllocatableResourcesResponse>, Status> {
+            Ok(Response::new(self.allocatable.clone()))
+        }
+        async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
+            let r = r.into_inner();
+            match self.pods.iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
+                Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(p.clone()) })),
+                None => Err(Status::not_found(format!("pod not found: {}/{}", r.pod_namespace, r.pod_name))),
+            }
+        }
+    }
+
+    fn topo(n: i64) -> Option<TopologyInfo> {
+        Some(TopologyInfo { nodes: vec![NumaNode { id: n }] })
+    }
+
+    /// A node with one pod holding two devices.
+    pub fn sample() -> TestPodResources {
+        TestPodResources {
+            pods: vec![PodResources {
+                name: "trainer".into(),
+                namespace: "ml".into(),
+                containers: vec![
+                    ContainerResources {
+                        name: "main".into(),
+                        devices: vec![ContainerDevices {
+                            resource_name: "vendor.example/foo".into(),
+                            device_ids: vec!["foo-0".into(), "foo-1".into()],
+                            topology: topo(0),
+                        }],
+                        cpu_ids: vec![2, 3],
+                        ..Default::default()
+                    },
+                    ContainerResources { name: "sidecar".into(), ..Default::default() },
+                ],
+            }],
+            allocatable: AllocatableResourcesResponse {
+                devices: (0..3)
+                    .map(|i| ContainerDevices {
+                        resource_name: "vendor.example/foo".into(),
+                        device_ids: vec![format!("foo-{i}")],
+                        topology: topo(i / 2),
+                    })
+                    .collect(),
+                cpu_ids: vec![0, 1, 2, 3],
+                memory: vec![],
+            },
+        }
+    }
+
+    /// Serve it at `path`.
+    pub async fn start(path: &Path, svc: TestPodResources) -> oneshot::Sender<()> {
+        let (listener, guard) = dpctl::core::transport::listen(path).await.expect("listen");
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _guard = guard;
+            let _ = dpctl::core::transport::serve(listener, PodResourcesListerServer::new(svc), async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        tx
+    }
+}
