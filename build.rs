@@ -67,10 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds: FileDescriptorSet = protox::compile(PROTOS, ["proto"])?;
     let mut builder = tonic_prost_build::configure()
         .btree_map(".")
-        .type_attribute(
-            ".",
-            "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]",
-        );
+        .type_attribute(".", "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]");
     for file in &fds.file {
         let prefix = format!(".{}", file.package());
         for msg in &file.message_type {

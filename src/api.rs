@@ -93,10 +93,7 @@ pub mod pj {
         }
         /// Accept strings or numbers.
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
-            Vec::<IntOrString>::deserialize(d)?
-                .into_iter()
-                .map(|v| parse(v).map_err(de::Error::custom))
-                .collect()
+            Vec::<IntOrString>::deserialize(d)?.into_iter().map(|v| parse(v).map_err(de::Error::custom)).collect()
         }
     }
 }

@@ -29,7 +29,7 @@ fn positive_duration_arg(s: &str) -> Result<Duration, String> {
     long_about = "dpctl talks the kubelet's device-plugin gRPC protocol (deviceplugin v1beta1, \
 pluginregistration v1, podresources v1) over Unix sockets. Point it at a plugin's socket to see \
 what the kubelet would see.\n\nExit codes: 0 ok, 1 failure (RPC error, failed check, unreachable \
-socket), 2 usage error.",
+socket), 2 usage error."
 )]
 pub struct Cli {
     /// Options every command takes.

@@ -61,8 +61,7 @@ pub fn table<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>]) -> String {
         b.push_record(r.iter().map(|c| c.as_ref().to_string()));
     }
     let mut t = b.build();
-    t.with(tabled::settings::Style::empty())
-        .with(tabled::settings::Padding::new(0, 3, 0, 0));
+    t.with(tabled::settings::Style::empty()).with(tabled::settings::Padding::new(0, 3, 0, 0));
     let s = t.to_string();
     s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
 }

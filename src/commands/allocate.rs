@@ -41,7 +41,12 @@ pub fn rows(resp: &AllocateResponse) -> Vec<Vec<String>> {
             rows.push(vec![i.clone(), "mount".into(), m.container_path.clone(), format!("{}{ro}", m.host_path)]);
         }
         for d in &c.devices {
-            rows.push(vec![i.clone(), "device".into(), d.container_path.clone(), format!("{} ({})", d.host_path, d.permissions)]);
+            rows.push(vec![
+                i.clone(),
+                "device".into(),
+                d.container_path.clone(),
+                format!("{} ({})", d.host_path, d.permissions),
+            ]);
         }
         for (k, v) in &c.annotations {
             rows.push(vec![i.clone(), "annotation".into(), k.clone(), v.clone()]);
@@ -62,7 +67,10 @@ pub async fn run(ctx: &Ctx, a: &AllocateArgs) -> Result<()> {
     let conn = ctx.plugin(&a.socket).await?;
     let want = containers.len();
     let req = AllocateRequest {
-        container_requests: containers.into_iter().map(|devices_ids| ContainerAllocateRequest { devices_ids }).collect(),
+        container_requests: containers
+            .into_iter()
+            .map(|devices_ids| ContainerAllocateRequest { devices_ids })
+            .collect(),
     };
     let resp = conn.allocate(req).await?;
     match ctx.format {

@@ -14,7 +14,10 @@ pub async fn run(ctx: &Ctx, a: &SocketArg) -> Result<()> {
             &["OPTION", "VALUE"],
             &[
                 vec!["pre_start_required".to_string(), opts.pre_start_required.to_string()],
-                vec!["get_preferred_allocation_available".to_string(), opts.get_preferred_allocation_available.to_string()],
+                vec![
+                    "get_preferred_allocation_available".to_string(),
+                    opts.get_preferred_allocation_available.to_string(),
+                ],
             ],
         )),
         f => emit(&structured(f, &opts)?),

@@ -14,7 +14,8 @@ use std::path::Path;
 use tonic::transport::Channel;
 
 async fn client(ctx: &Ctx, socket: &Path) -> Result<PodResourcesListerClient<Channel>> {
-    Ok(PodResourcesListerClient::new(dial(socket, ctx.timeout).await?).max_decoding_message_size(super::INSPECT_MAX_RECV))
+    Ok(PodResourcesListerClient::new(dial(socket, ctx.timeout).await?)
+        .max_decoding_message_size(super::INSPECT_MAX_RECV))
 }
 
 /// Table rows for one container: one per device group, CPU set, memory block
@@ -79,7 +80,8 @@ pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
     match cmd {
         PodResourcesCommand::List(s) => {
             let mut c = client(ctx, &s.socket).await?;
-            let resp = call(&s.socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
+            let resp =
+                call(&s.socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
             match ctx.format {
                 Format::Table => emit(&pods_table(&resp.pod_resources)),
                 f => emit(&structured(f, &resp)?),
@@ -107,7 +109,11 @@ pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
                         rows.push(vec!["cpu".into(), cpus.join(","), "-".into()]);
                     }
                     for m in &resp.memory {
-                        rows.push(vec![format!("memory/{}", m.memory_type), m.size.to_string(), numa_pr(m.topology.as_ref())]);
+                        rows.push(vec![
+                            format!("memory/{}", m.memory_type),
+                            m.size.to_string(),
+                            numa_pr(m.topology.as_ref()),
+                        ]);
                     }
                     if rows.is_empty() {
                         emit("no allocatable resources")

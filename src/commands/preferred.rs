@@ -2,7 +2,9 @@
 //! and a check of the answer against the rules the kubelet relies on.
 
 use super::Ctx;
-use crate::api::deviceplugin::{ContainerPreferredAllocationRequest, PreferredAllocationRequest, PreferredAllocationResponse};
+use crate::api::deviceplugin::{
+    ContainerPreferredAllocationRequest, PreferredAllocationRequest, PreferredAllocationResponse,
+};
 use crate::cli::PreferredArgs;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
@@ -63,7 +65,11 @@ pub async fn run(ctx: &Ctx, a: &PreferredArgs) -> Result<()> {
         return Err(Error::usage(format!("--must-include {m:?} is not in --available")));
     }
     if usize::try_from(a.size).unwrap_or(0) > a.available.len() {
-        return Err(Error::usage(format!("--size {} is more than the {} available device(s)", a.size, a.available.len())));
+        return Err(Error::usage(format!(
+            "--size {} is more than the {} available device(s)",
+            a.size,
+            a.available.len()
+        )));
     }
     let creq = ContainerPreferredAllocationRequest {
         available_device_i_ds: a.available.clone(),
@@ -79,7 +85,10 @@ pub async fn run(ctx: &Ctx, a: &PreferredArgs) -> Result<()> {
             let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
             let mut s = format!("preferred: {}\n", if ids.is_empty() { "(none)" } else { &ids });
             if v.is_empty() {
-                s.push_str(&format!("{} answer honours size, must-include and available\n", crate::render::verdict("PASS")));
+                s.push_str(&format!(
+                    "{} answer honours size, must-include and available\n",
+                    crate::render::verdict("PASS")
+                ));
             }
             for x in &v {
                 s.push_str(&format!("{} {x}\n", crate::render::verdict("FAIL")));
@@ -114,7 +123,9 @@ mod tests {
     }
     fn resp(ids: &[&str]) -> PreferredAllocationResponse {
         PreferredAllocationResponse {
-            container_responses: vec![ContainerPreferredAllocationResponse { device_i_ds: ids.iter().map(|s| s.to_string()).collect() }],
+            container_responses: vec![ContainerPreferredAllocationResponse {
+                device_i_ds: ids.iter().map(|s| s.to_string()).collect(),
+            }],
         }
     }
 

@@ -16,11 +16,9 @@ pub async fn run(ctx: &Ctx, a: &PrestartArgs) -> Result<()> {
     let resp = conn.pre_start(PreStartContainerRequest { devices_ids: a.ids.clone() }, ctx.timeout).await?;
     let took = start.elapsed();
     match ctx.format {
-        Format::Table => emit(&format!(
-            "PreStartContainer({}) succeeded in {}",
-            a.ids.join(","),
-            format_duration(took)
-        )),
+        Format::Table => {
+            emit(&format!("PreStartContainer({}) succeeded in {}", a.ids.join(","), format_duration(took)))
+        }
         f => emit(&structured(f, &resp)?),
     }
 }

@@ -158,7 +158,12 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                 let v = super::preferred::violations(&creq, &resp);
                 let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
                 if v.is_empty() {
-                    p.add("preferred", Status::Pass, Some(t.elapsed()), format!("asked for {want} of {}: got {ids}", healthy.len()));
+                    p.add(
+                        "preferred",
+                        Status::Pass,
+                        Some(t.elapsed()),
+                        format!("asked for {want} of {}: got {ids}", healthy.len()),
+                    );
                 } else {
                     p.add("preferred", Status::Fail, Some(t.elapsed()), v.join("; "));
                 }
@@ -171,11 +176,17 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
             return p.add("allocate", Status::Fail, None, "no healthy device to allocate");
         };
         let t = Instant::now();
-        let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
+        let req =
+            AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
         match conn.allocate(req).await {
             Err(e) => p.add("allocate", Status::Fail, Some(t.elapsed()), e.to_string()),
             Ok(resp) => match resp.container_responses.as_slice() {
-                [] => p.add("allocate", Status::Fail, Some(t.elapsed()), "no container_responses: the kubelet fails the pod"),
+                [] => p.add(
+                    "allocate",
+                    Status::Fail,
+                    Some(t.elapsed()),
+                    "no container_responses: the kubelet fails the pod",
+                ),
                 [c] => {
                     let n = c.envs.len() + c.mounts.len() + c.devices.len() + c.annotations.len() + c.cdi_devices.len();
                     let detail = format!(
@@ -187,7 +198,12 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                         c.cdi_devices.len()
                     );
                     if n == 0 {
-                        p.add("allocate", Status::Warn, Some(t.elapsed()), format!("{detail}: the response gives the container nothing"));
+                        p.add(
+                            "allocate",
+                            Status::Warn,
+                            Some(t.elapsed()),
+                            format!("{detail}: the response gives the container nothing"),
+                        );
                     } else {
                         p.add("allocate", Status::Pass, Some(t.elapsed()), detail);
                     }
@@ -228,7 +244,10 @@ pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
                         Status::Warn => "WARN",
                         Status::Fail => "FAIL",
                     };
-                    let lat = c.latency_ms.map(|ms| format_duration(Duration::from_secs_f64(ms / 1e3))).unwrap_or_else(|| "-".into());
+                    let lat = c
+                        .latency_ms
+                        .map(|ms| format_duration(Duration::from_secs_f64(ms / 1e3)))
+                        .unwrap_or_else(|| "-".into());
                     vec![verdict(v), c.name.to_string(), lat, c.detail.clone()]
                 })
                 .collect();

@@ -37,12 +37,12 @@ pub async fn run(ctx: &Ctx, a: &RegisterArgs) -> Result<()> {
     let mut client = RegistrationClient::new(dial(&kubelet, ctx.timeout).await?);
     call(&kubelet, "Register", ctx.timeout, client.register(request(req.clone(), ctx.timeout))).await?;
     match ctx.format {
-        Format::Table => emit(&format!(
-            "the kubelet at {} accepted {} (endpoint {})",
-            kubelet.display(),
-            a.resource,
-            a.endpoint
-        )),
-        f => emit(&structured(f, &Report { accepted: true, kubelet_socket: kubelet.display().to_string(), request: &req })?),
+        Format::Table => {
+            emit(&format!("the kubelet at {} accepted {} (endpoint {})", kubelet.display(), a.resource, a.endpoint))
+        }
+        f => emit(&structured(
+            f,
+            &Report { accepted: true, kubelet_socket: kubelet.display().to_string(), request: &req },
+        )?),
     }
 }

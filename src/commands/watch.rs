@@ -80,22 +80,13 @@ fn render_first(resp: &ListAndWatchResponse) -> String {
         .map(|d| vec![d.id.clone(), render::health(&d.health), render::numa(d.topology.as_ref())])
         .collect();
     let mut s = if rows.is_empty() { "(no devices)".to_string() } else { table(&["ID", "HEALTH", "NUMA"], &rows) };
-    s.push_str(&format!(
-        "\n{} device(s), {} healthy\n",
-        resp.devices.len(),
-        healthy(&resp.devices)
-    ));
+    s.push_str(&format!("\n{} device(s), {} healthy\n", resp.devices.len(), healthy(&resp.devices)));
     s.push_str(&problems_text(&resp.devices));
     s
 }
 
 fn render_update(n: u64, resp: &ListAndWatchResponse, d: &Diff) -> String {
-    let mut s = format!(
-        "{}  update {n}: {}/{} healthy\n",
-        now_rfc3339(),
-        healthy(&resp.devices),
-        resp.devices.len()
-    );
+    let mut s = format!("{}  update {n}: {}/{} healthy\n", now_rfc3339(), healthy(&resp.devices), resp.devices.len());
     for (id, old, new) in &d.health {
         s.push_str(&format!("  ~ {id}  {} -> {}\n", render::health(old), render::health(new)));
     }

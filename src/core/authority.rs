@@ -134,7 +134,8 @@ impl<T> AuthorityFix<T> {
                                 return Err(protocol_error("HEADERS frame inside an unfinished header block"));
                             }
                             let fragment = headers_fragment(payload, flags)?.to_vec();
-                            let block = PendingBlock { stream_id, end_stream: flags & FLAG_END_STREAM != 0, block: fragment };
+                            let block =
+                                PendingBlock { stream_id, end_stream: flags & FLAG_END_STREAM != 0, block: fragment };
                             if flags & FLAG_END_HEADERS != 0 {
                                 self.finish_block(block)?;
                             } else {
@@ -145,7 +146,9 @@ impl<T> AuthorityFix<T> {
                             let payload = &self.raw[pos + FRAME_HEADER_LEN..frame_end];
                             let mut block = match self.pending.take() {
                                 Some(b) if b.stream_id == stream_id => b,
-                                _ => return Err(protocol_error("CONTINUATION frame without a header block to continue")),
+                                _ => {
+                                    return Err(protocol_error("CONTINUATION frame without a header block to continue"))
+                                }
                             };
                             if block.block.len() + payload.len() > MAX_HEADER_BLOCK {
                                 return Err(protocol_error("header block larger than 1 MiB"));
@@ -242,16 +245,19 @@ pub fn write_header_frames(out: &mut Vec<u8>, stream_id: u32, end_stream: bool, 
     let mut chunks = block.chunks(MAX_OUT_FRAME).peekable();
     let mut first = true;
     if block.is_empty() {
-        write_frame_header(out, 0, TYPE_HEADERS, FLAG_END_HEADERS | if end_stream { FLAG_END_STREAM } else { 0 }, stream_id);
+        write_frame_header(
+            out,
+            0,
+            TYPE_HEADERS,
+            FLAG_END_HEADERS | if end_stream { FLAG_END_STREAM } else { 0 },
+            stream_id,
+        );
         return;
     }
     while let Some(chunk) = chunks.next() {
         let last = chunks.peek().is_none();
-        let (typ, mut flags) = if first {
-            (TYPE_HEADERS, if end_stream { FLAG_END_STREAM } else { 0 })
-        } else {
-            (TYPE_CONTINUATION, 0)
-        };
+        let (typ, mut flags) =
+            if first { (TYPE_HEADERS, if end_stream { FLAG_END_STREAM } else { 0 }) } else { (TYPE_CONTINUATION, 0) };
         if last {
             flags |= FLAG_END_HEADERS;
         }
@@ -313,7 +319,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for AuthorityFix<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
@@ -375,7 +385,7 @@ mod tests {
             ]);
             let mut input = PREFACE.to_vec();
             input.extend(frame(0x4, 0, 0, &[])); // SETTINGS
-            // padded + priority HEADERS, split over a CONTINUATION
+                                                 // padded + priority HEADERS, split over a CONTINUATION
             let (a, b) = block.split_at(block.len() / 2);
             let mut payload = vec![3u8, 0, 0, 0, 0, 16];
             payload.extend_from_slice(a);
@@ -428,7 +438,8 @@ mod tests {
     #[tokio::test]
     async fn huffman_coded_block_from_rfc7541() {
         // RFC 7541 C.4.1: :method GET, :scheme http, :path /, :authority www.example.com (Huffman)
-        let block = [0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff];
+        let block =
+            [0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff];
         let mut input = PREFACE.to_vec();
         input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 1, &block));
         let out = run(input).await.unwrap();

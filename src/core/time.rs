@@ -31,7 +31,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            "" => return Err(format!("invalid duration {s:?}: missing unit after {value} (use ns, us, ms, s, m or h)")),
+            "" => {
+                return Err(format!("invalid duration {s:?}: missing unit after {value} (use ns, us, ms, s, m or h)"))
+            }
             u => return Err(format!("invalid duration {s:?}: unknown unit {u:?} (use ns, us, ms, s, m or h)")),
         };
         total += value * scale;
@@ -41,7 +43,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn secs_to_duration(secs: f64, orig: &str) -> Result<Duration, String> {
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(format!("invalid duration {orig:?}: out of range"));
     }
     Ok(Duration::from_secs_f64(secs))

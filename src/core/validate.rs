@@ -81,9 +81,7 @@ fn dns_subdomain_problem(s: &str) -> Option<&'static str> {
 pub fn check_resource_name(name: &str) -> crate::core::Result<()> {
     match resource_name_problem(name) {
         None => Ok(()),
-        Some(p) => Err(crate::core::Error::usage(format!(
-            "invalid resource name {name:?}: {p}"
-        ))),
+        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {name:?}: {p}"))),
     }
 }
 
@@ -178,7 +176,8 @@ mod tests {
 
     #[test]
     fn accepts_valid_resource_names() {
-        for ok in ["vendor.example/foo", "nvidia.com/gpu", "intel.com/sriov_netdevice", "a/b", "example.com/Foo.Bar-1"] {
+        for ok in ["vendor.example/foo", "nvidia.com/gpu", "intel.com/sriov_netdevice", "a/b", "example.com/Foo.Bar-1"]
+        {
             assert_eq!(resource_name_problem(ok), None, "{ok}");
         }
     }

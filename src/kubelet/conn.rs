@@ -25,7 +25,8 @@ impl PluginConn {
     /// kubelet uses 4 MiB; inspection tools take more so they can report the size).
     pub async fn connect(socket: &Path, timeout: Duration, max_recv: usize) -> Result<Self> {
         let channel = dial(socket, timeout).await?;
-        let client = DevicePluginClient::new(channel).max_decoding_message_size(max_recv).max_encoding_message_size(usize::MAX);
+        let client =
+            DevicePluginClient::new(channel).max_decoding_message_size(max_recv).max_encoding_message_size(usize::MAX);
         Ok(PluginConn { socket: socket.to_path_buf(), client, timeout })
     }
 
@@ -42,7 +43,13 @@ impl PluginConn {
     /// GetDevicePluginOptions.
     pub async fn options(&self) -> Result<DevicePluginOptions> {
         let mut c = self.client.clone();
-        call(&self.socket, "GetDevicePluginOptions", self.timeout, c.get_device_plugin_options(request(Empty {}, self.timeout))).await
+        call(
+            &self.socket,
+            "GetDevicePluginOptions",
+            self.timeout,
+            c.get_device_plugin_options(request(Empty {}, self.timeout)),
+        )
+        .await
     }
 
     /// Open ListAndWatch. The stream itself has no deadline.
@@ -55,7 +62,13 @@ impl PluginConn {
     /// GetPreferredAllocation.
     pub async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse> {
         let mut c = self.client.clone();
-        call(&self.socket, "GetPreferredAllocation", self.timeout, c.get_preferred_allocation(request(req, self.timeout))).await
+        call(
+            &self.socket,
+            "GetPreferredAllocation",
+            self.timeout,
+            c.get_preferred_allocation(request(req, self.timeout)),
+        )
+        .await
     }
 
     /// Allocate.
@@ -65,7 +78,11 @@ impl PluginConn {
     }
 
     /// PreStartContainer, with `timeout` (the kubelet uses 30 s).
-    pub async fn pre_start(&self, req: PreStartContainerRequest, timeout: Duration) -> Result<PreStartContainerResponse> {
+    pub async fn pre_start(
+        &self,
+        req: PreStartContainerRequest,
+        timeout: Duration,
+    ) -> Result<PreStartContainerResponse> {
         let mut c = self.client.clone();
         call(&self.socket, "PreStartContainer", timeout, c.pre_start_container(request(req, timeout))).await
     }
@@ -116,12 +133,9 @@ fn stream_error(socket: &Path, status: tonic::Status, received: u64) -> Error {
         ));
     }
     match status_error(socket, "ListAndWatch", status) {
-        Error::Rpc { target, method, code, message } => Error::Rpc {
-            target,
-            method,
-            code,
-            message: format!("{message} (after {received} snapshot(s))"),
-        },
+        Error::Rpc { target, method, code, message } => {
+            Error::Rpc { target, method, code, message: format!("{message} (after {received} snapshot(s))") }
+        }
         e => e,
     }
 }

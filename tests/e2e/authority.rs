@@ -50,8 +50,13 @@ async fn raw_register(sock: &Path, authority: &str) -> Outcome {
     ] {
         encode_literal(&mut block, n.as_bytes(), v.as_bytes());
     }
-    let msg = RegisterRequest { version: "v1beta1".into(), endpoint: "x.sock".into(), resource_name: "vendor.example/x".into(), options: None }
-        .encode_to_vec();
+    let msg = RegisterRequest {
+        version: "v1beta1".into(),
+        endpoint: "x.sock".into(),
+        resource_name: "vendor.example/x".into(),
+        options: None,
+    }
+    .encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     body.extend_from_slice(&msg);
@@ -77,11 +82,16 @@ async fn raw_register(sock: &Path, authority: &str) -> Outcome {
                 buf.drain(..9 + len);
                 match typ {
                     0x4 if flags & 1 == 0 => conn.write_all(&frame(0x4, 1, 0, &[])).await.unwrap(),
-                    0x3 if sid == 1 => return Outcome::Reset(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])),
+                    0x3 if sid == 1 => {
+                        return Outcome::Reset(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]))
+                    }
                     0x7 => return Outcome::Closed,
                     0x1 if sid == 1 => {
                         for (n, v) in dec.decode(&payload).expect("server HPACK") {
-                            headers.push((String::from_utf8_lossy(&n).into_owned(), String::from_utf8_lossy(&v).into_owned()));
+                            headers.push((
+                                String::from_utf8_lossy(&n).into_owned(),
+                                String::from_utf8_lossy(&v).into_owned(),
+                            ));
                         }
                         if flags & 0x1 != 0 {
                             return Outcome::Answered(headers);
@@ -128,18 +138,20 @@ async fn a_stock_tonic_server_resets_them_control() {
     let listener = tokio::net::UnixListener::bind(&sock).unwrap();
     let svc = kubelet::TestRegistration { requests: Arc::new(Mutex::new(Vec::new())), reject: None };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(
-        tonic::transport::Server::builder().serve_with_incoming_shutdown(
-            RegistrationServer::new(svc),
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
-            async {
-                let _ = rx.await;
-            },
-        ),
-    );
+    tokio::spawn(tonic::transport::Server::builder().serve_with_incoming_shutdown(
+        RegistrationServer::new(svc),
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        async {
+            let _ = rx.await;
+        },
+    ));
     for auth in AUTHORITIES {
         let o = raw_register(&sock, auth).await;
-        assert_eq!(o, Outcome::Reset(1), "stock h2 should reset {auth} with PROTOCOL_ERROR; if this changed, the shim may be unnecessary");
+        assert_eq!(
+            o,
+            Outcome::Reset(1),
+            "stock h2 should reset {auth} with PROTOCOL_ERROR; if this changed, the shim may be unnecessary"
+        );
     }
     assert_eq!(grpc_status(&raw_register(&sock, "localhost").await), Some("0"));
     drop(tx);

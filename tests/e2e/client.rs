@@ -5,7 +5,6 @@ use dpctl::api::deviceplugin::DevicePluginOptions;
 use std::time::Duration;
 use tonic::Code;
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_table_and_json() {
     let d = tmp();
@@ -18,7 +17,11 @@ async fn options_table_and_json() {
     let r = dpctl(&["options", s(&sock)]).await;
     r.expect_code(0);
     assert!(r.stdout.contains("pre_start_required") && r.stdout.contains("true"), "{}", r.stdout);
-    assert!(r.stdout.lines().any(|l| l.starts_with("get_preferred_allocation_available") && l.ends_with("false")), "{}", r.stdout);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("get_preferred_allocation_available") && l.ends_with("false")),
+        "{}",
+        r.stdout
+    );
     assert!(!r.stdout.contains('\x1b'), "no colour when stdout is not a terminal");
 
     let r = dpctl(&["options", s(&sock), "-o", "json"]).await;
@@ -63,7 +66,10 @@ async fn watch_shows_table_then_diffs() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].starts_with("ID") && lines[0].contains("HEALTH") && lines[0].contains("NUMA"), "{stdout}");
-    assert!(lines.iter().any(|l| l.starts_with("foo-3") && l.contains("Healthy") && l.trim_end().ends_with('1')), "{stdout}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("foo-3") && l.contains("Healthy") && l.trim_end().ends_with('1')),
+        "{stdout}"
+    );
     assert!(stdout.contains("4 device(s), 4 healthy"), "{stdout}");
     assert!(stdout.contains("update 2: 3/4 healthy"), "{stdout}");
     assert!(stdout.contains("~ foo-1  Healthy -> Unhealthy"), "{stdout}");
@@ -160,13 +166,17 @@ async fn preferred_checks_the_answer() {
     let b = Behaviour { preferred: Some(vec!["foo-0".into(), "foo-7".into(), "foo-1".into()]), ..Default::default() };
     let _q = start_plugin(&bad, four_devices(), b).await;
 
-    let r = dpctl(&["preferred", s(&good), "--available", "foo-0,foo-1,foo-2", "--must-include", "foo-2", "--size", "2"]).await;
+    let r =
+        dpctl(&["preferred", s(&good), "--available", "foo-0,foo-1,foo-2", "--must-include", "foo-2", "--size", "2"])
+            .await;
     r.expect_code(0);
     assert!(r.stdout.contains("preferred: foo-2,foo-0"), "{}", r.stdout);
     assert!(r.stdout.contains("PASS"), "{}", r.stdout);
     assert!(p.calls.lock().unwrap().contains(&"GetPreferredAllocation(foo-0,foo-1,foo-2/foo-2/2)".to_string()));
 
-    let r = dpctl(&["preferred", s(&bad), "--available", "foo-0,foo-1,foo-2", "--must-include", "foo-2", "--size", "2"]).await;
+    let r =
+        dpctl(&["preferred", s(&bad), "--available", "foo-0,foo-1,foo-2", "--must-include", "foo-2", "--size", "2"])
+            .await;
     r.expect_code(1);
     assert!(r.stdout.contains("FAIL size not honoured: asked for 2, got 3"), "{}", r.stdout);
     assert!(r.stdout.contains("IDs not in the available list: foo-7"), "{}", r.stdout);
@@ -194,7 +204,14 @@ async fn register_sends_the_request_and_reports_the_answer() {
     let kubelet = d.path().join("kubelet.sock");
     let (reqs, _stop) = kubelet::start(&kubelet, None).await;
     let r = dpctl(&[
-        "register", "--plugin-dir", s(d.path()), "--resource", "vendor.example/foo", "--endpoint", "foo.sock", "--preferred-allocation",
+        "register",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--endpoint",
+        "foo.sock",
+        "--preferred-allocation",
     ])
     .await;
     r.expect_code(0);
@@ -244,7 +261,11 @@ async fn podresources_list_allocatable_get() {
 
     let r = dpctl(&["podresources", "allocatable", "--socket", s(&sock)]).await;
     r.expect_code(0);
-    assert!(r.stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["vendor.example/foo", "foo-2", "1"]), "{}", r.stdout);
+    assert!(
+        r.stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["vendor.example/foo", "foo-2", "1"]),
+        "{}",
+        r.stdout
+    );
 
     let r = dpctl(&["podresources", "get", "trainer", "-n", "ml", "--socket", s(&sock), "-o", "yaml"]).await;
     r.expect_code(0);
@@ -265,7 +286,9 @@ async fn probe_passes_a_good_plugin() {
     let p = start_plugin(&sock, four_devices(), b).await;
     let r = dpctl(&["probe", s(&sock), "--allocate"]).await;
     r.expect_code(0);
-    for check in ["connect", "options", "list-and-watch", "snapshot-size", "devices", "preferred", "allocate", "pre-start"] {
+    for check in
+        ["connect", "options", "list-and-watch", "snapshot-size", "devices", "preferred", "allocate", "pre-start"]
+    {
         assert!(
             r.stdout.lines().any(|l| l.starts_with("PASS") && l.split_whitespace().nth(1) == Some(check)),
             "{check} did not pass:\n{}",
@@ -279,7 +302,11 @@ async fn probe_passes_a_good_plugin() {
     r.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["result"], "PASS");
-    assert!(v["checks"].as_array().unwrap().iter().any(|c| c["name"] == "list-and-watch" && c["latencyMs"].as_f64().is_some()));
+    assert!(v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "list-and-watch" && c["latencyMs"].as_f64().is_some()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,7 +334,11 @@ async fn probe_fails_an_unhealthy_only_and_an_error_plugin() {
     let _p = start_plugin(&sock, four_devices(), b).await;
     let r = dpctl(&["probe", s(&sock)]).await;
     r.expect_code(1);
-    assert!(r.stdout.lines().any(|l| l.starts_with("FAIL") && l.contains("options") && l.contains("Internal: boom")), "{}", r.stdout);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("FAIL") && l.contains("options") && l.contains("Internal: boom")),
+        "{}",
+        r.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

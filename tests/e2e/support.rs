@@ -105,7 +105,14 @@ impl DevicePlugin for TestPlugin {
         let desc: Vec<String> = r
             .container_requests
             .iter()
-            .map(|c| format!("{}/{}/{}", c.available_device_i_ds.join(","), c.must_include_device_i_ds.join(","), c.allocation_size))
+            .map(|c| {
+                format!(
+                    "{}/{}/{}",
+                    c.available_device_i_ds.join(","),
+                    c.must_include_device_i_ds.join(","),
+                    c.allocation_size
+                )
+            })
             .collect();
         self.gate(format!("GetPreferredAllocation({})", desc.join("|"))).await?;
         let container_responses = r
@@ -138,7 +145,11 @@ impl DevicePlugin for TestPlugin {
                 devices: c
                     .devices_ids
                     .iter()
-                    .map(|d| DeviceSpec { container_path: format!("/dev/{d}"), host_path: format!("/dev/{d}"), permissions: "rw".into() })
+                    .map(|d| DeviceSpec {
+                        container_path: format!("/dev/{d}"),
+                        host_path: format!("/dev/{d}"),
+                        permissions: "rw".into(),
+                    })
                     .collect(),
                 ..Default::default()
             })
@@ -325,8 +336,9 @@ pub mod podresources {
     use super::{oneshot, Path, Request, Response, Status};
     use dpctl::api::podresources::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
     use dpctl::api::podresources::{
-        AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices, ContainerResources, GetPodResourcesRequest,
-        GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
+        AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices, ContainerResources,
+        GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse, NumaNode,
+        PodResources, TopologyInfo,
     };
 
     /// The in-test PodResources service.
@@ -340,7 +352,10 @@ pub mod podresources {
 
     #[tonic::async_trait]
     impl PodResourcesLister for TestPodResources {
-        async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
+        async fn list(
+            &self,
+            _: Request<ListPodResourcesRequest>,
+        ) -> Result<Response<ListPodResourcesResponse>, Status> {
             Ok(Response::new(ListPodResourcesResponse { pod_resources: self.pods.clone() }))
         }
         async fn get_allocatable_resources(
