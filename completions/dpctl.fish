@@ -28,7 +28,7 @@ complete -c dpctl -n "__fish_dpctl_needs_command" -s o -l output -d 'Output form
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_needs_command" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_needs_command" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_needs_command" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_needs_command" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s V -l version -d 'Print version'
@@ -40,12 +40,14 @@ complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "prestart" -d 'Call PreS
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
+complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
+complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l count -d 'Stop after N ListAndWatch messages (the initial snapshot counts as the first)' -r
@@ -54,7 +56,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s o -l output -d 'Ou
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l container -d 'Device IDs for one more container, comma-separated (repeat for several containers)' -r
@@ -62,7 +64,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s o -l output -d 
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l available -d 'Candidate device IDs, comma-separated' -r
@@ -72,14 +74,14 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s o -l output -d
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
@@ -90,7 +92,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand register" -s o -l output -d 
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l pre-start -d 'Set options.pre_start_required'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l preferred-allocation -d 'Set options.get_preferred_allocation_available'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
@@ -99,7 +101,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
@@ -111,7 +113,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_see
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l socket -d 'The kubelet\'s PodResources socket' -r -F
@@ -119,7 +121,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_see
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s n -l namespace -d 'The pod\'s namespace' -r
@@ -128,7 +130,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_see
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
@@ -139,19 +141,123 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s o -l output -d 'Ou
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l allocate -d 'Also allocate one healthy device and check the response (and PreStartContainer if required)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l config -d 'Serve the resources described in this JSON file (see the README)' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l count -d 'Number of devices (IDs from --id-pattern)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l devices -d 'Explicit device IDs, comma-separated' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l id-pattern -d 'ID pattern; {i} is the index [default: <short name>-{i}, e.g. foo-{i}]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l numa-nodes -d 'Spread the devices over N NUMA nodes (reported in Device.topology)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l unhealthy -d 'Devices that start Unhealthy, comma-separated' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l policy -d 'GetPreferredAllocation policy' -r -f -a "packed\t'Fewest NUMA nodes, lowest IDs'
+distributed\t'Spread across NUMA nodes'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l env -d 'Allocate: an env var per container; {ids} = the allocated IDs [default: <NAME>_VISIBLE_DEVICES={ids}]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l annotation -d 'Allocate: an annotation per container ({ids})' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l mount -d 'Allocate: a mount per container ({ids})' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l device-spec -d 'Allocate: a device node per allocated device; {id} = the device ID' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l cdi -d 'Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l socket-name -d 'Socket file name in the plugin directory [default: unique per start]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l registration -d 'How to register' -r -f -a "kubelet\t'Call Register on the kubelet\'s kubelet.sock'
+plugin-watcher\t'Serve pluginregistration.Registration in the plugin-watcher directory'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugins-registry-dir -d 'The plugin watcher\'s directory [default: /var/lib/kubelet/plugins_registry]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l control-socket -d 'Live-control socket [default: <plugin-dir>/dpctl-control/serve-<pid>.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
+json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l flap -d 'Fault: toggle a device\'s health every PERIOD (repeatable)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l allocate-latency -d 'Fault: extra latency of every Allocate' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l allocate-failure-rate -d 'Fault: fraction of Allocate calls that fail with Internal (0..1)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-fault -d 'Fault: a wrong GetPreferredAllocation answer' -r -f -a "none\t'Answer correctly'
+foreign\t'Include an ID that was not offered'
+too-many\t'Answer one device more than asked for'
+drop-must-include\t'Leave out the must-include devices'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start -d 'Advertise pre_start_required and log PreStartContainer calls'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-allocation -d 'Advertise and implement GetPreferredAllocation'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-fail -d 'Fault: PreStartContainer fails with Internal'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "list" -d 'List the devices of running dpctl serve processes'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "set-health" -d 'Set devices Healthy or Unhealthy: IDs, then the health'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "add" -d 'Add devices'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "remove" -d 'Remove devices'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l resource -d 'The resource to change (needed when several are served)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l resource -d 'The resource to change (needed when several are served)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l numa -d 'NUMA node of the new devices' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l resource -d 'The resource to change (needed when several are served)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l unhealthy -d 'Add them Unhealthy'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l resource -d 'The resource to change (needed when several are served)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the devices of running dpctl serve processes'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "set-health" -d 'Set devices Healthy or Unhealthy: IDs, then the health'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add devices'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove devices'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "get" -d 'Show one pod\'s resources'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from device" -f -a "list" -d 'List the devices of running dpctl serve processes'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from device" -f -a "set-health" -d 'Set devices Healthy or Unhealthy: IDs, then the health'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from device" -f -a "add" -d 'Add devices'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from device" -f -a "remove" -d 'Remove devices'

@@ -1,7 +1,9 @@
 //! The command line, defined once with clap: the source of `--help`, shell
 //! completions (`completions/`) and man pages (`man/`).
 
-use crate::core::paths::{DEFAULT_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET};
+use crate::core::log::LogFormat;
+use crate::core::paths::DEFAULT_POD_RESOURCES_SOCKET;
+use crate::plugin::config::{MountTemplate, Policy, PreferredFault, RegistrationMode};
 use crate::render::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -56,8 +58,9 @@ pub struct GlobalArgs {
     pub no_color: bool,
 
     /// The kubelet's device-plugin directory; bare socket names are looked up here
-    #[arg(long, global = true, env = "DPCTL_PLUGIN_DIR", default_value = DEFAULT_PLUGIN_DIR, value_name = "DIR")]
-    pub plugin_dir: PathBuf,
+    /// [default: /var/lib/kubelet/device-plugins/]
+    #[arg(long, global = true, env = "DPCTL_PLUGIN_DIR", value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -80,6 +83,11 @@ pub enum Command {
     PodResources(PodResourcesCommand),
     /// One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies
     Probe(ProbeArgs),
+    /// Serve simulated devices as a device plugin, registered with a real or mock kubelet
+    Serve(Box<ServeArgs>),
+    /// Change the devices of a running `dpctl serve` (live control)
+    #[command(subcommand)]
+    Device(DeviceCommand),
 }
 
 /// A plugin socket argument.
@@ -211,4 +219,205 @@ pub struct ProbeArgs {
     /// Also allocate one healthy device and check the response (and PreStartContainer if required)
     #[arg(long)]
     pub allocate: bool,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+fn mount_arg(s: &str) -> Result<MountTemplate, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, ctr, ro) = match parts.as_slice() {
+        [h, c] => (h, c, false),
+        [h, c, "ro"] => (h, c, true),
+        [h, c, "rw"] => (h, c, false),
+        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:ro|rw]")),
+    };
+    if host.is_empty() || ctr.is_empty() {
+        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+    }
+    Ok(MountTemplate { host_path: host.to_string(), container_path: ctr.to_string(), read_only: ro })
+}
+
+fn device_spec_arg(s: &str) -> Result<crate::plugin::config::DeviceSpecTemplate, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, ctr, perms) = match parts.as_slice() {
+        [h, c] => (h, c, "rw"),
+        [h, c, p] => (h, c, *p),
+        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:PERMISSIONS]")),
+    };
+    if host.is_empty() || ctr.is_empty() {
+        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+    }
+    if perms.is_empty() || !perms.chars().all(|c| "rwm".contains(c)) {
+        return Err(format!("{s:?}: permissions must be any of r, w, m"));
+    }
+    Ok(crate::plugin::config::DeviceSpecTemplate {
+        host_path: host.to_string(),
+        container_path: ctr.to_string(),
+        permissions: perms.to_string(),
+    })
+}
+
+fn flap_arg(s: &str) -> Result<crate::plugin::config::Flap, String> {
+    let (dev, period) = s.rsplit_once(':').ok_or_else(|| format!("{s:?} is not DEVICE:PERIOD (e.g. foo-1:2s)"))?;
+    let period = positive_duration_arg(period)?;
+    Ok(crate::plugin::config::Flap { device: dev.to_string(), period })
+}
+
+fn rate_arg(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&r) {
+        return Err("must be between 0 and 1".into());
+    }
+    Ok(r)
+}
+
+/// `dpctl serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve the resources described in this JSON file (see the README)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail"])]
+    pub config: Option<PathBuf>,
+    /// Extended resource name, e.g. vendor.example/foo
+    #[arg(long, value_name = "NAME", required_unless_present = "config")]
+    pub resource: Option<String>,
+    /// Number of devices (IDs from --id-pattern)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "devices")]
+    pub count: Option<u64>,
+    /// Explicit device IDs, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub devices: Vec<String>,
+    /// ID pattern; {i} is the index [default: <short name>-{i}, e.g. foo-{i}]
+    #[arg(long, value_name = "PATTERN")]
+    pub id_pattern: Option<String>,
+    /// Spread the devices over N NUMA nodes (reported in Device.topology)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub numa_nodes: Option<u32>,
+    /// Devices that start Unhealthy, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub unhealthy: Vec<String>,
+    /// Advertise pre_start_required and log PreStartContainer calls
+    #[arg(long)]
+    pub pre_start: bool,
+    /// Advertise and implement GetPreferredAllocation
+    #[arg(long)]
+    pub preferred_allocation: bool,
+    /// GetPreferredAllocation policy
+    #[arg(long, value_enum, default_value_t = Policy::Packed)]
+    pub policy: Policy,
+    /// Allocate: an env var per container; {ids} = the allocated IDs [default: <NAME>_VISIBLE_DEVICES={ids}]
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub env: Vec<(String, String)>,
+    /// Allocate: an annotation per container ({ids})
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub annotation: Vec<(String, String)>,
+    /// Allocate: a mount per container ({ids})
+    #[arg(long, value_name = "HOST:CONTAINER[:ro]", value_parser = mount_arg)]
+    pub mount: Vec<MountTemplate>,
+    /// Allocate: a device node per allocated device; {id} = the device ID
+    #[arg(long, value_name = "HOST:CONTAINER[:PERMS]", value_parser = device_spec_arg)]
+    pub device_spec: Vec<crate::plugin::config::DeviceSpecTemplate>,
+    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}
+    #[arg(long, value_name = "NAME")]
+    pub cdi: Vec<String>,
+    /// Socket file name in the plugin directory [default: unique per start]
+    #[arg(long, value_name = "NAME")]
+    pub socket_name: Option<String>,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// How to register
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub registration: Option<RegistrationMode>,
+    /// The plugin watcher's directory [default: /var/lib/kubelet/plugins_registry]
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// Serve without registering (for client-side tests and dpctl probe)
+    #[arg(long)]
+    pub no_register: bool,
+    /// Keep retrying a failed first registration (with backoff) instead of exiting 1
+    #[arg(long)]
+    pub retry: bool,
+    /// Live-control socket [default: <plugin-dir>/dpctl-control/serve-<pid>.sock]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Log format
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Fault: toggle a device's health every PERIOD (repeatable)
+    #[arg(long, value_name = "DEVICE:PERIOD", value_parser = flap_arg)]
+    pub flap: Vec<crate::plugin::config::Flap>,
+    /// Fault: extra latency of every Allocate
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub allocate_latency: Option<Duration>,
+    /// Fault: fraction of Allocate calls that fail with Internal (0..1)
+    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    pub allocate_failure_rate: Option<f64>,
+    /// Fault: a wrong GetPreferredAllocation answer
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub preferred_fault: Option<PreferredFault>,
+    /// Fault: end every ListAndWatch stream after N messages
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub close_stream_after: Option<u64>,
+    /// Fault: extra latency of PreStartContainer
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub pre_start_latency: Option<Duration>,
+    /// Fault: PreStartContainer fails with Internal
+    #[arg(long)]
+    pub pre_start_fail: bool,
+}
+
+/// Which running `dpctl serve` and resource to control.
+#[derive(Debug, Args)]
+pub struct ControlTarget {
+    /// The resource to change (needed when several are served)
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// A specific control socket [default: found in <plugin-dir>/dpctl-control/]
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+/// `dpctl device …`
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// List the devices of running dpctl serve processes
+    List(#[command(flatten)] ControlTarget),
+    /// Set devices Healthy or Unhealthy: IDs, then the health
+    SetHealth {
+        /// Device IDs followed by Healthy or Unhealthy
+        #[arg(value_name = "ID... HEALTH", num_args = 2.., required = true)]
+        args: Vec<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
+    /// Add devices
+    Add {
+        /// New device IDs
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
+        /// NUMA node of the new devices
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+        numa: Option<i64>,
+        /// Add them Unhealthy
+        #[arg(long)]
+        unhealthy: bool,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
+    /// Remove devices
+    Remove {
+        /// Device IDs
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
 }

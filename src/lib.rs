@@ -9,4 +9,5 @@ pub mod cli;
 pub mod commands;
 pub mod core;
 pub mod kubelet;
+pub mod plugin;
 pub mod render;

@@ -2,16 +2,18 @@
 //! command line. [`run`] dispatches.
 
 pub mod allocate;
+pub mod device;
 pub mod options;
 pub mod podresources;
 pub mod preferred;
 pub mod prestart;
 pub mod probe;
 pub mod register;
+pub mod serve;
 pub mod watch;
 
 use crate::cli::{Cli, Command};
-use crate::core::paths::{Paths, DEFAULT_POD_RESOURCES_SOCKET};
+use crate::core::paths::{Paths, DEFAULT_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET};
 use crate::core::Result;
 use crate::kubelet::PluginConn;
 use crate::render::Format;
@@ -31,6 +33,8 @@ pub struct Ctx {
     pub timeout: Duration,
     /// Node paths.
     pub paths: Paths,
+    /// Whether --plugin-dir (or DPCTL_PLUGIN_DIR) was given, so a config file may not override it.
+    pub plugin_dir_given: bool,
 }
 
 impl Ctx {
@@ -43,10 +47,13 @@ impl Ctx {
 /// Run the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
+    let plugin_dir_given = g.plugin_dir.is_some();
+    let plugin_dir = g.plugin_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR));
     let ctx = Ctx {
         format: g.output,
         timeout: g.timeout,
-        paths: Paths::new(g.plugin_dir, None, PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET)),
+        paths: Paths::new(plugin_dir, None, PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET)),
+        plugin_dir_given,
     };
     match cli.command {
         Command::Options(a) => options::run(&ctx, &a).await,
@@ -57,5 +64,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Register(a) => register::run(&ctx, &a).await,
         Command::PodResources(c) => podresources::run(&ctx, &c).await,
         Command::Probe(a) => probe::run(&ctx, &a).await,
+        Command::Serve(a) => serve::run(&ctx, &a).await,
+        Command::Device(c) => device::run(&ctx, &c).await,
     }
 }

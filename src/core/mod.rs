@@ -2,6 +2,7 @@
 //! serve), the HTTP/2 `:authority` shim, validation, paths, errors and time.
 pub mod authority;
 pub mod error;
+pub mod log;
 pub mod paths;
 pub mod time;
 pub mod transport;

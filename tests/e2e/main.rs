@@ -3,4 +3,5 @@
 
 mod authority;
 mod client;
+mod serve;
 mod support;

@@ -425,3 +425,51 @@ pub mod podresources {
         tx
     }
 }
+
+/// Poll `cond` every 20 ms for up to `secs` seconds.
+pub async fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out after {secs}s waiting for {what}");
+}
+
+/// Send SIGTERM to a child.
+pub fn sigterm(child: &tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    }
+}
+
+/// SIGTERM a child and collect what it printed (at most 10 s).
+pub async fn stop_child(child: tokio::process::Child) -> Run {
+    sigterm(&child);
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("child did not exit within 10s of SIGTERM")
+        .expect("wait");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The sockets in a directory (names).
+pub fn sockets_in(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().map(|t| t.is_socket()).unwrap_or(false))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

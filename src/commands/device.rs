@@ -1,0 +1,158 @@
+//! `dpctl device list | set-health | add | remove`: live control of a
+//! running `dpctl serve`, found through its control socket.
+
+use super::Ctx;
+use crate::cli::{ControlTarget, DeviceCommand};
+use crate::core::validate::{check_id_list, parse_health};
+use crate::core::{Error, Result};
+use crate::plugin::control::{self, Answer, Request, ResourceView};
+use crate::render::{emit, health, numa, structured, table, Format};
+use std::path::PathBuf;
+
+/// Find the control socket serving `target`.
+async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<ResourceView>)> {
+    let candidates: Vec<PathBuf> = match &target.control {
+        Some(p) => vec![p.clone()],
+        None => {
+            let dir = ctx.paths.plugin_dir.join(control::CONTROL_DIR);
+            let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        }
+    };
+    let mut found = Vec::new();
+    let mut last_err = None;
+    for path in candidates {
+        match control::send(&path, &Request { op: "list".into(), ..Default::default() }, ctx.timeout).await {
+            Ok(a) if a.ok => found.push((path, a.resources)),
+            Ok(a) => last_err = a.error.map(Error::failed),
+            Err(e) => last_err = Some(e),
+        }
+    }
+    if let Some(r) = &target.resource {
+        return found.into_iter().find(|(_, res)| res.iter().any(|x| &x.resource == r)).ok_or_else(|| {
+            Error::failed(format!(
+                "no running dpctl serve in {} serves {r}; check --plugin-dir or the resource name",
+                ctx.paths.plugin_dir.display()
+            ))
+        });
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(last_err.filter(|_| target.control.is_some()).unwrap_or_else(|| {
+            Error::failed(format!(
+                "no running dpctl serve found (no live control socket in {}); start one, or pass --plugin-dir / --control",
+                ctx.paths.plugin_dir.join(control::CONTROL_DIR).display()
+            ))
+        })),
+        _ => Err(Error::usage(format!(
+            "several dpctl serve processes are running ({}); choose one with --resource or --control",
+            found.iter().flat_map(|(_, r)| r.iter().map(|x| x.resource.clone())).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn show(ctx: &Ctx, resources: &[ResourceView]) -> Result<()> {
+    match ctx.format {
+        Format::Table => {
+            let mut rows = Vec::new();
+            for r in resources {
+                for d in &r.devices {
+                    rows.push(vec![r.resource.clone(), d.id.clone(), health(&d.health), numa(d.topology.as_ref())]);
+                }
+            }
+            emit(&table(&["RESOURCE", "ID", "HEALTH", "NUMA"], &rows))
+        }
+        f => emit(&structured(f, &resources)?),
+    }
+}
+
+async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<()> {
+    let (path, resources) = find(ctx, target).await?;
+    if req.resource.is_none() {
+        req.resource = match resources.as_slice() {
+            [one] => Some(one.resource.clone()),
+            _ => {
+                return Err(Error::usage(format!(
+                    "{} serves several resources ({}); name one with --resource",
+                    path.display(),
+                    resources.iter().map(|r| r.resource.clone()).collect::<Vec<_>>().join(", ")
+                )))
+            }
+        };
+    }
+    let a: Answer = control::send(&path, &req, ctx.timeout).await?;
+    if !a.ok {
+        return Err(Error::failed(format!("{}: {}", path.display(), a.error.unwrap_or_default())));
+    }
+    match ctx.format {
+        Format::Table => {
+            for r in &a.resources {
+                let healthy = r.devices.iter().filter(|d| d.health == crate::api::HEALTHY).count();
+                emit(&format!(
+                    "{} {}: {} ({healthy}/{} healthy)",
+                    r.resource,
+                    req.op,
+                    req.ids.join(","),
+                    r.devices.len()
+                ))?;
+            }
+            Ok(())
+        }
+        f => emit(&structured(f, &a.resources)?),
+    }
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
+    match cmd {
+        DeviceCommand::List(t) => {
+            let (_, resources) = find(ctx, t).await?;
+            let shown: Vec<ResourceView> =
+                resources.into_iter().filter(|r| t.resource.as_ref().is_none_or(|x| x == &r.resource)).collect();
+            show(ctx, &shown)
+        }
+        DeviceCommand::SetHealth { args, target } => {
+            let (h, ids) =
+                args.split_last().ok_or_else(|| Error::usage("give device IDs, then Healthy or Unhealthy"))?;
+            let h = parse_health(h)?;
+            check_id_list("device IDs", ids)?;
+            let req = Request {
+                op: "set-health".into(),
+                resource: target.resource.clone(),
+                ids: ids.to_vec(),
+                health: Some(h.into()),
+                numa: None,
+            };
+            change(ctx, target, req).await
+        }
+        DeviceCommand::Add { ids, numa, unhealthy, target } => {
+            check_id_list("device IDs", ids)?;
+            let h = if *unhealthy { crate::api::UNHEALTHY } else { crate::api::HEALTHY };
+            let req = Request {
+                op: "add".into(),
+                resource: target.resource.clone(),
+                ids: ids.clone(),
+                health: Some(h.into()),
+                numa: *numa,
+            };
+            change(ctx, target, req).await
+        }
+        DeviceCommand::Remove { ids, target } => {
+            check_id_list("device IDs", ids)?;
+            let req = Request {
+                op: "remove".into(),
+                resource: target.resource.clone(),
+                ids: ids.clone(),
+                ..Default::default()
+            };
+            change(ctx, target, req).await
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! `dpctl serve`: simulated devices as a device plugin. Wires the config
+//! (flags or `--config`), one plugin lifecycle per resource, health flaps
+//! and the live-control socket together, until SIGINT/SIGTERM.
+
+use super::Ctx;
+use crate::cli::ServeArgs;
+use crate::core::log::{LogFormat, Logger};
+use crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR;
+use crate::core::{Error, Result};
+use crate::plugin::config::{check_resources, parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
+use crate::plugin::control;
+use crate::plugin::registrar::{self, Settings};
+use crate::plugin::server::stopped;
+use crate::plugin::simulated::Simulated;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// The config field names of flag-built resources, as flag names.
+const FLAG_NAMES: &[(&str, &str)] = &[
+    ("faults.flap", "--flap"),
+    ("faults.allocateFailureRate", "--allocate-failure-rate"),
+    ("faults.preferred", "--preferred-fault"),
+    ("faults.preStartFail", "--pre-start-fail/--pre-start-latency"),
+    ("allocate.device.devices.permissions", "--device-spec"),
+    ("idPattern", "--id-pattern"),
+    ("socketName", "--socket-name"),
+    ("numaNodes", "--numa-nodes"),
+    ("unhealthy", "--unhealthy"),
+    ("resource", "--resource"),
+    ("devices", "--devices"),
+    ("count", "--count"),
+];
+
+/// Build the one resource the flags describe.
+pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
+    let resource = a.resource.clone().ok_or_else(|| Error::usage("--resource NAME is required (or --config FILE)"))?;
+    let template = AllocateTemplate {
+        container: Scope {
+            envs: a.env.iter().cloned().collect(),
+            annotations: a.annotation.iter().cloned().collect(),
+            mounts: a.mount.clone(),
+            ..Default::default()
+        },
+        device: Scope { devices: a.device_spec.clone(), cdi_devices: a.cdi.clone(), ..Default::default() },
+    };
+    let r = ResourceConfig {
+        resource,
+        socket_name: a.socket_name.clone(),
+        count: if a.devices.is_empty() { Some(a.count.unwrap_or(1) as usize) } else { None },
+        id_pattern: a.id_pattern.clone(),
+        devices: a
+            .devices
+            .iter()
+            .map(|id| crate::plugin::config::DeviceConfig {
+                id: id.clone(),
+                health: crate::api::HEALTHY.into(),
+                numa: None,
+            })
+            .collect(),
+        numa_nodes: a.numa_nodes,
+        unhealthy: a.unhealthy.clone(),
+        pre_start: a.pre_start,
+        preferred_allocation: a.preferred_allocation,
+        policy: a.policy,
+        allocate: Some(template),
+        faults: Faults {
+            flap: a.flap.clone(),
+            allocate_latency: a.allocate_latency,
+            allocate_failure_rate: a.allocate_failure_rate.unwrap_or(0.0),
+            preferred: a.preferred_fault.unwrap_or_default(),
+            close_stream_after: a.close_stream_after,
+            pre_start_latency: a.pre_start_latency,
+            pre_start_fail: a.pre_start_fail,
+        },
+    };
+    check_resources(std::slice::from_ref(&r), "flags").map_err(|e| {
+        let msg = e.to_string();
+        let rest = msg.strip_prefix("flags: resources[0].").unwrap_or(&msg);
+        let named = FLAG_NAMES
+            .iter()
+            .find(|(field, _)| rest.starts_with(field))
+            .map(|(field, flag)| {
+                let tail = rest[field.len()..].trim_start_matches(|c: char| c != ':');
+                format!("{flag}{tail}")
+            })
+            .unwrap_or_else(|| rest.to_string());
+        Error::usage(named)
+    })?;
+    Ok(r)
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
+    let (file, resources) = match &a.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::usage(format!("{}: cannot read config: {e}", path.display())))?;
+            let f = parse_file(&text, path)?;
+            let r = f.resources.clone();
+            (f, r)
+        }
+        None => (FileConfig::default(), vec![resource_from_flags(a)?]),
+    };
+    let plugin_dir = match (&file.plugin_dir, ctx.plugin_dir_given) {
+        (Some(d), false) => d.clone(),
+        _ => ctx.paths.plugin_dir.clone(),
+    };
+    if !plugin_dir.is_dir() {
+        return Err(Error::failed(format!(
+            "{}: plugin directory does not exist; create it or pass --plugin-dir",
+            plugin_dir.display()
+        )));
+    }
+    let kubelet_socket = a
+        .kubelet_socket
+        .clone()
+        .or(file.kubelet_socket.clone())
+        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+    let mode = a.registration.or(file.registration).unwrap_or_default();
+    let registry_dir = a
+        .plugins_registry_dir
+        .clone()
+        .or(file.plugins_registry_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_REGISTRY_DIR));
+    let register = !a.no_register && file.register.unwrap_or(true);
+    if register && mode == crate::plugin::config::RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
+        return Err(Error::failed(format!(
+            "{}: plugin-watcher directory does not exist; create it or pass --plugins-registry-dir",
+            registry_dir.display()
+        )));
+    }
+    let log = Logger::new(a.log_format.or(file.log_format).unwrap_or(LogFormat::Human));
+    let control_path = a
+        .control_socket
+        .clone()
+        .or(file.control_socket.clone())
+        .unwrap_or_else(|| control::default_socket(&plugin_dir));
+
+    let (shut_tx, shut_rx) = watch::channel(false);
+    let mut tasks: JoinSet<Result<()>> = JoinSet::new();
+    let mut entries = BTreeMap::new();
+    for r in &resources {
+        let sim = Arc::new(Simulated::new(r)?);
+        let socket = Arc::new(Mutex::new(PathBuf::new()));
+        entries.insert(r.resource.clone(), control::Entry { inventory: sim.inventory.clone(), socket: socket.clone() });
+        for flap in sim.flaps() {
+            let (inv, log, mut stop) = (sim.inventory.clone(), log.clone(), shut_rx.clone());
+            let (id, period, res) = (flap.device.clone(), flap.period, r.resource.clone());
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            if let Ok(h) = inv.toggle(&id) {
+                                log.event("flap", &[("resource", json!(res)), ("device", json!(id)), ("health", json!(h))]);
+                            }
+                        }
+                        _ = stopped(&mut stop) => return Ok(()),
+                    }
+                }
+            });
+        }
+        let settings = Settings {
+            plugin_dir: plugin_dir.clone(),
+            socket_name: r.socket_name.clone(),
+            kubelet_socket: kubelet_socket.clone(),
+            mode,
+            registry_dir: registry_dir.clone(),
+            register,
+            retry: a.retry || file.retry.unwrap_or(false),
+            timeout: ctx.timeout,
+        };
+        let (log, stop) = (log.clone(), shut_rx.clone());
+        tasks.spawn(registrar::run(sim, settings, log, stop, move |p| {
+            if let Ok(mut s) = socket.lock() {
+                *s = p.to_path_buf();
+            }
+        }));
+    }
+    {
+        let (entries, log, stop) = (Arc::new(entries), log.clone(), shut_rx.clone());
+        tasks.spawn(async move { control::serve(&control_path, entries, log, stop).await });
+    }
+
+    let mut failure = None;
+    tokio::select! {
+        _ = crate::core::interrupted() => log.event("stopping", &[("reason", json!("signal"))]),
+        Some(done) = tasks.join_next() => {
+            failure = match done {
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(Error::failed(format!("internal error: {e}"))),
+                Ok(Ok(())) => None,
+            };
+        }
+    }
+    let _ = shut_tx.send(true);
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(5), drain).await.is_err() {
+        tasks.abort_all();
+    }
+    log.event("stopped", &[]);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

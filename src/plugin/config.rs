@@ -1,0 +1,510 @@
+//! What `dpctl serve` serves: one or more resources, from flags or from a
+//! JSON `--config` file (every flag has a config equivalent). Validation
+//! errors name the field and exit 2.
+
+use crate::api::{HEALTHY, UNHEALTHY};
+use crate::core::log::LogFormat;
+use crate::core::validate::resource_name_problem;
+use crate::core::{Error, Result};
+use serde::{Deserialize, Deserializer};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Duration>, D::Error> {
+    let s: Option<String> = Option::deserialize(d)?;
+    s.map(|s| crate::core::time::parse_duration(&s).map_err(serde::de::Error::custom)).transpose()
+}
+
+fn de_duration_req<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::core::time::parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+/// How a plugin registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegistrationMode {
+    /// Call Register on the kubelet's kubelet.sock
+    #[default]
+    Kubelet,
+    /// Serve pluginregistration.Registration in the plugin-watcher directory
+    PluginWatcher,
+}
+
+/// GetPreferredAllocation policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Fewest NUMA nodes, lowest IDs
+    #[default]
+    Packed,
+    /// Spread across NUMA nodes
+    Distributed,
+}
+
+/// A deliberately wrong GetPreferredAllocation answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreferredFault {
+    /// Answer correctly
+    #[default]
+    None,
+    /// Include an ID that was not offered
+    Foreign,
+    /// Answer one device more than asked for
+    TooMany,
+    /// Leave out the must-include devices
+    DropMustInclude,
+}
+
+/// The whole `--config` file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileConfig {
+    /// `--plugin-dir`
+    pub plugin_dir: Option<PathBuf>,
+    /// `--kubelet-socket`
+    pub kubelet_socket: Option<PathBuf>,
+    /// `--registration`
+    pub registration: Option<RegistrationMode>,
+    /// `--plugins-registry-dir`
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// `false` = `--no-register`
+    pub register: Option<bool>,
+    /// `--retry`
+    pub retry: Option<bool>,
+    /// `--log-format`
+    pub log_format: Option<LogFormat>,
+    /// `--control-socket`
+    pub control_socket: Option<PathBuf>,
+    /// The resources to serve.
+    pub resources: Vec<ResourceConfig>,
+}
+
+/// One explicitly listed device.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeviceConfig {
+    /// Device ID.
+    pub id: String,
+    /// `Healthy` (default) or `Unhealthy`.
+    #[serde(default = "healthy")]
+    pub health: String,
+    /// NUMA node.
+    pub numa: Option<i64>,
+}
+
+fn healthy() -> String {
+    HEALTHY.to_string()
+}
+
+/// A mount in an Allocate template.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MountTemplate {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Read-only.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// A device node in an Allocate template.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeviceSpecTemplate {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Any of r, w, m.
+    #[serde(default = "rw")]
+    pub permissions: String,
+}
+
+fn rw() -> String {
+    "rw".into()
+}
+
+/// Parts of a ContainerAllocateResponse, with placeholders.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scope {
+    /// Environment variables.
+    #[serde(default)]
+    pub envs: BTreeMap<String, String>,
+    /// Mounts.
+    #[serde(default)]
+    pub mounts: Vec<MountTemplate>,
+    /// Device nodes.
+    #[serde(default)]
+    pub devices: Vec<DeviceSpecTemplate>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Fully qualified CDI device names.
+    #[serde(default)]
+    pub cdi_devices: Vec<String>,
+}
+
+impl Scope {
+    fn is_empty(&self) -> bool {
+        self == &Scope::default()
+    }
+}
+
+/// The Allocate response template: `container` parts once per container
+/// (`{ids}`, `{count}`, `{resource}`), `device` parts once per allocated
+/// device (`{id}`, `{i}`, `{numa}`, `{resource}`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AllocateTemplate {
+    /// Once per container.
+    #[serde(default)]
+    pub container: Scope,
+    /// Once per device.
+    #[serde(default)]
+    pub device: Scope,
+}
+
+/// A health flap: the device toggles health every `period`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Flap {
+    /// Device ID.
+    pub device: String,
+    /// Toggle period.
+    #[serde(deserialize_with = "de_duration_req")]
+    pub period: Duration,
+}
+
+/// Faults to inject.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Faults {
+    /// Health flapping.
+    #[serde(default)]
+    pub flap: Vec<Flap>,
+    /// Extra latency of every Allocate.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub allocate_latency: Option<Duration>,
+    /// Fraction of Allocate calls that fail (0..1).
+    #[serde(default)]
+    pub allocate_failure_rate: f64,
+    /// A wrong GetPreferredAllocation answer.
+    #[serde(default)]
+    pub preferred: PreferredFault,
+    /// End every ListAndWatch stream after this many messages.
+    pub close_stream_after: Option<u64>,
+    /// Extra latency of PreStartContainer.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub pre_start_latency: Option<Duration>,
+    /// PreStartContainer fails.
+    #[serde(default)]
+    pub pre_start_fail: bool,
+}
+
+/// One resource to serve.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceConfig {
+    /// Extended resource name.
+    pub resource: String,
+    /// Socket file name in the plugin directory (default: unique per start).
+    pub socket_name: Option<String>,
+    /// Number of generated devices.
+    pub count: Option<usize>,
+    /// ID pattern for generated devices; `{i}` is the index.
+    pub id_pattern: Option<String>,
+    /// Explicit devices (instead of count).
+    #[serde(default)]
+    pub devices: Vec<DeviceConfig>,
+    /// Spread devices over this many NUMA nodes.
+    pub numa_nodes: Option<u32>,
+    /// Devices that start Unhealthy.
+    #[serde(default)]
+    pub unhealthy: Vec<String>,
+    /// Advertise pre_start_required.
+    #[serde(default)]
+    pub pre_start: bool,
+    /// Advertise and implement GetPreferredAllocation.
+    #[serde(default)]
+    pub preferred_allocation: bool,
+    /// GetPreferredAllocation policy.
+    #[serde(default)]
+    pub policy: Policy,
+    /// The Allocate response template.
+    pub allocate: Option<AllocateTemplate>,
+    /// Faults.
+    #[serde(default)]
+    pub faults: Faults,
+}
+
+/// A device as served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// ID.
+    pub id: String,
+    /// Health string.
+    pub health: String,
+    /// NUMA node.
+    pub numa: Option<i64>,
+}
+
+/// The short name of a resource: `vendor.example/foo` → `foo`.
+pub fn short_name(resource: &str) -> &str {
+    resource.rsplit('/').next().unwrap_or(resource)
+}
+
+/// The default env var of a resource: `vendor.example/foo` → `FOO_VISIBLE_DEVICES`.
+pub fn visible_devices_env(resource: &str) -> String {
+    let up: String = short_name(resource)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect();
+    format!("{up}_VISIBLE_DEVICES")
+}
+
+impl ResourceConfig {
+    /// The device list this config describes (validated).
+    pub fn device_list(&self, at: &str) -> Result<Vec<DeviceSpec>> {
+        let bad = |field: &str, msg: String| Error::usage(format!("{at}.{field}: {msg}"));
+        let mut out: Vec<DeviceSpec> = if !self.devices.is_empty() {
+            if self.count.is_some() {
+                return Err(bad("count", "give either count or devices, not both".into()));
+            }
+            self.devices
+                .iter()
+                .map(|d| DeviceSpec { id: d.id.clone(), health: d.health.clone(), numa: d.numa })
+                .collect()
+        } else {
+            let n = self.count.unwrap_or(1);
+            if n == 0 {
+                return Err(bad("count", "must be at least 1".into()));
+            }
+            let default_pattern = format!("{}-{{i}}", short_name(&self.resource));
+            let pattern = self.id_pattern.as_deref().unwrap_or(&default_pattern);
+            if !pattern.contains("{i}") {
+                return Err(bad(
+                    "idPattern",
+                    format!("{pattern:?} has no {{i}}, so every device would get the same ID"),
+                ));
+            }
+            (0..n)
+                .map(|i| DeviceSpec { id: pattern.replace("{i}", &i.to_string()), health: HEALTHY.into(), numa: None })
+                .collect()
+        };
+        if let Some(nodes) = self.numa_nodes {
+            if nodes == 0 {
+                return Err(bad("numaNodes", "must be at least 1".into()));
+            }
+            let len = out.len();
+            for (i, d) in out.iter_mut().enumerate() {
+                if d.numa.is_none() {
+                    d.numa = Some((i * nodes as usize / len) as i64);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        for (i, d) in out.iter().enumerate() {
+            if d.id.is_empty() {
+                return Err(bad(&format!("devices[{i}].id"), "must not be empty".into()));
+            }
+            if !seen.insert(d.id.as_str()) {
+                return Err(bad(&format!("devices[{i}].id"), format!("{:?} appears more than once", d.id)));
+            }
+            if d.health != HEALTHY && d.health != UNHEALTHY {
+                return Err(bad(
+                    &format!("devices[{i}].health"),
+                    format!("{:?} must be exactly \"Healthy\" or \"Unhealthy\"", d.health),
+                ));
+            }
+            if d.numa.is_some_and(|n| n < 0) {
+                return Err(bad(&format!("devices[{i}].numa"), "must not be negative".into()));
+            }
+        }
+        for u in &self.unhealthy {
+            match out.iter_mut().find(|d| &d.id == u) {
+                Some(d) => d.health = UNHEALTHY.into(),
+                None => return Err(bad("unhealthy", format!("no device {u:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Allocate template, or the default (`<NAME>_VISIBLE_DEVICES={ids}`).
+    pub fn template(&self) -> AllocateTemplate {
+        match &self.allocate {
+            Some(t) if !(t.container.is_empty() && t.device.is_empty()) => t.clone(),
+            _ => AllocateTemplate {
+                container: Scope {
+                    envs: [(visible_devices_env(&self.resource), "{ids}".to_string())].into_iter().collect(),
+                    ..Default::default()
+                },
+                device: Scope::default(),
+            },
+        }
+    }
+
+    /// Validate everything but the device list.
+    pub fn validate(&self, at: &str, devices: &[DeviceSpec]) -> Result<()> {
+        let bad = |field: &str, msg: String| Err(Error::usage(format!("{at}.{field}: {msg}")));
+        if let Some(p) = resource_name_problem(&self.resource) {
+            return bad("resource", format!("invalid resource name {:?}: {p}", self.resource));
+        }
+        if let Some(n) = &self.socket_name {
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return bad("socketName", format!("{n:?} must be a plain file name inside the plugin directory"));
+            }
+            if n == crate::core::paths::KUBELET_SOCKET_NAME || n == crate::core::paths::CHECKPOINT_NAME {
+                return bad("socketName", format!("{n:?} is the kubelet's; choose another name"));
+            }
+        }
+        let f = &self.faults;
+        if !(0.0..=1.0).contains(&f.allocate_failure_rate) {
+            return bad("faults.allocateFailureRate", format!("{} must be between 0 and 1", f.allocate_failure_rate));
+        }
+        if f.close_stream_after == Some(0) {
+            return bad("faults.closeStreamAfter", "must be at least 1".into());
+        }
+        for (i, fl) in f.flap.iter().enumerate() {
+            if !devices.iter().any(|d| d.id == fl.device) {
+                return bad(&format!("faults.flap[{i}].device"), format!("no device {:?}", fl.device));
+            }
+            if fl.period.is_zero() {
+                return bad(&format!("faults.flap[{i}].period"), "must be greater than zero".into());
+            }
+        }
+        if f.preferred != PreferredFault::None && !self.preferred_allocation {
+            return bad("faults.preferred", "needs preferredAllocation: true (--preferred-allocation)".into());
+        }
+        if (f.pre_start_fail || f.pre_start_latency.is_some()) && !self.pre_start {
+            return bad("faults.preStartFail", "needs preStart: true (--pre-start)".into());
+        }
+        for d in &self.template().device.devices {
+            if d.permissions.is_empty() || !d.permissions.chars().all(|c| "rwm".contains(c)) {
+                return bad(
+                    "allocate.device.devices.permissions",
+                    format!("{:?} must be any of r, w, m", d.permissions),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse and validate a config file's text.
+pub fn parse_file(text: &str, path: &std::path::Path) -> Result<FileConfig> {
+    let cfg: FileConfig = serde_json::from_str(text).map_err(|e| {
+        Error::usage(format!("{}: invalid config: {e} (see the README for the format)", path.display()))
+    })?;
+    if cfg.resources.is_empty() {
+        return Err(Error::usage(format!("{}: resources: at least one resource is needed", path.display())));
+    }
+    check_resources(&cfg.resources, &path.display().to_string())?;
+    Ok(cfg)
+}
+
+/// Validate a set of resources (from a file or flags); `origin` prefixes errors.
+pub fn check_resources(resources: &[ResourceConfig], origin: &str) -> Result<()> {
+    let mut names = HashSet::new();
+    let mut sockets = HashSet::new();
+    for (i, r) in resources.iter().enumerate() {
+        let at = format!("{origin}: resources[{i}]");
+        let devices = r.device_list(&at)?;
+        r.validate(&at, &devices)?;
+        if !names.insert(r.resource.as_str()) {
+            return Err(Error::usage(format!("{at}.resource: {:?} is served twice", r.resource)));
+        }
+        if let Some(s) = &r.socket_name {
+            if !sockets.insert(s.as_str()) {
+                return Err(Error::usage(format!("{at}.socketName: {s:?} is used twice")));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn res(json: &str) -> Result<FileConfig> {
+        parse_file(json, Path::new("c.json"))
+    }
+
+    #[test]
+    fn generates_ids_and_spreads_numa() {
+        let r = ResourceConfig {
+            resource: "vendor.example/foo".into(),
+            count: Some(4),
+            numa_nodes: Some(2),
+            ..Default::default()
+        };
+        let d = r.device_list("x").unwrap();
+        assert_eq!(d.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["foo-0", "foo-1", "foo-2", "foo-3"]);
+        assert_eq!(d.iter().map(|d| d.numa.unwrap()).collect::<Vec<_>>(), [0, 0, 1, 1]);
+        assert_eq!(r.template().container.envs["FOO_VISIBLE_DEVICES"], "{ids}");
+    }
+
+    #[test]
+    fn a_full_file_parses() {
+        let cfg = res(r#"{
+          "pluginDir": "/tmp/dp", "registration": "plugin-watcher", "logFormat": "json",
+          "resources": [
+            {"resource": "vendor.example/foo", "count": 2, "idPattern": "gpu{i}", "numaNodes": 2,
+             "preferredAllocation": true, "policy": "distributed", "unhealthy": ["gpu1"],
+             "allocate": {"container": {"envs": {"FOO": "{ids}"}}, "device": {"devices": [{"containerPath": "/dev/{id}", "hostPath": "/dev/null"}], "cdiDevices": ["vendor.example/foo={id}"]}},
+             "faults": {"flap": [{"device": "gpu0", "period": "2s"}], "allocateLatency": "5ms", "allocateFailureRate": 0.5, "preferred": "too-many", "closeStreamAfter": 3}},
+            {"resource": "vendor.example/bar", "devices": [{"id": "b0", "numa": 1}, {"id": "b1", "health": "Unhealthy"}]}
+          ]}"#)
+        .unwrap();
+        assert_eq!(cfg.registration, Some(RegistrationMode::PluginWatcher));
+        let r = &cfg.resources[0];
+        assert_eq!(r.faults.flap[0].period, Duration::from_secs(2));
+        assert_eq!(r.faults.allocate_latency, Some(Duration::from_millis(5)));
+        assert_eq!(r.device_list("x").unwrap()[1].health, "Unhealthy");
+        assert_eq!(cfg.resources[1].device_list("x").unwrap()[0].numa, Some(1));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (r#"{"resources": [{"resource": "foo"}]}"#, "resources[0].resource"),
+            (r#"{"resources": [{"resource": "v.e/foo", "count": 0}]}"#, "resources[0].count"),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "devices": [{"id": "a"}, {"id": "a"}]}]}"#,
+                "resources[0].devices[1].id",
+            ),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "devices": [{"id": "a", "health": "ok"}]}]}"#,
+                "devices[0].health",
+            ),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "faults": {"allocateFailureRate": 2}}]}"#,
+                "allocateFailureRate",
+            ),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "faults": {"flap": [{"device": "x", "period": "1s"}]}}]}"#,
+                "flap[0].device",
+            ),
+            (r#"{"resources": [{"resource": "v.e/foo", "socketName": "../x"}]}"#, "socketName"),
+            (r#"{"resources": [{"resource": "v.e/foo", "idPattern": "same"}]}"#, "idPattern"),
+            (r#"{"resources": [{"resource": "v.e/foo", "colour": 1}]}"#, "unknown field `colour`"),
+            (r#"{"resources": [{"resource": "v.e/foo", "faults": {"allocateLatency": "fast"}}]}"#, "invalid duration"),
+            (r#"{"resources": [{"resource": "v.e/a"}, {"resource": "v.e/a"}]}"#, "served twice"),
+            (r#"{"resources": []}"#, "at least one resource"),
+            (r#"not json"#, "invalid config"),
+        ];
+        for (json, want) in cases {
+            let e = res(json).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(want), "{json}: {e}");
+            assert!(e.to_string().starts_with("c.json"), "{e}");
+        }
+    }
+}

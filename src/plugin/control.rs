@@ -1,0 +1,218 @@
+//! Live control of a running `dpctl serve`: a Unix socket speaking JSON
+//! lines, in `<plugin-dir>/dpctl-control/` (a subdirectory, so a kubelet
+//! restart — which deletes the sockets in the plugin directory — leaves it).
+//! One request per line, one answer per line:
+//!
+//! ```text
+//! {"op":"list"}
+//! {"op":"set-health","resource":"vendor.example/foo","ids":["foo-1"],"health":"Unhealthy"}
+//! {"op":"add","ids":["foo-9"],"numa":1,"health":"Healthy"}
+//! {"op":"remove","ids":["foo-9"]}
+//! ```
+//!
+//! Answers: `{"ok":true,"resources":[{"resource":…,"socket":…,"devices":[…]}]}`
+//! or `{"ok":false,"error":"…"}`.
+
+use crate::api::deviceplugin::{Device, NumaNode, TopologyInfo};
+use crate::core::log::Logger;
+use crate::core::transport::{connect_raw, listen};
+use crate::core::{Error, Result};
+use crate::plugin::devices::Inventory;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The subdirectory of the plugin directory holding control sockets.
+pub const CONTROL_DIR: &str = "dpctl-control";
+
+/// The default control socket of this process.
+pub fn default_socket(plugin_dir: &Path) -> PathBuf {
+    plugin_dir.join(CONTROL_DIR).join(format!("serve-{}.sock", std::process::id()))
+}
+
+/// One served resource, as live control sees it.
+#[derive(Clone)]
+pub struct Entry {
+    /// Its devices.
+    pub inventory: Inventory,
+    /// The socket it serves on now.
+    pub socket: Arc<Mutex<PathBuf>>,
+}
+
+/// A control request.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Request {
+    /// list, set-health, add or remove.
+    pub op: String,
+    /// Which resource (optional when only one is served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Device IDs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// Health for set-health and add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// NUMA node for add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<i64>,
+}
+
+/// One resource in an answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceView {
+    /// Resource name.
+    pub resource: String,
+    /// Plugin socket.
+    pub socket: String,
+    /// Devices.
+    pub devices: Vec<Device>,
+}
+
+/// A control answer.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// Success.
+    pub ok: bool,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The resources after the operation.
+    #[serde(default)]
+    pub resources: Vec<ResourceView>,
+}
+
+fn handle(entries: &BTreeMap<String, Entry>, req: Request) -> std::result::Result<Vec<ResourceView>, String> {
+    let view = |name: &String, e: &Entry| ResourceView {
+        resource: name.clone(),
+        socket: e.socket.lock().map(|p| p.display().to_string()).unwrap_or_default(),
+        devices: e.inventory.current().devices().to_vec(),
+    };
+    if req.op == "list" {
+        return Ok(entries
+            .iter()
+            .filter(|(n, _)| req.resource.as_ref().is_none_or(|r| r == *n))
+            .map(|(n, e)| view(n, e))
+            .collect());
+    }
+    let (name, entry) = match &req.resource {
+        Some(r) => entries.get_key_value(r).ok_or_else(|| format!("this dpctl serve does not serve {r}"))?,
+        None if entries.len() == 1 => entries.iter().next().ok_or("no resources")?,
+        None => {
+            return Err(format!(
+                "several resources are served ({}); name one with --resource",
+                entries.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        }
+    };
+    if req.ids.is_empty() {
+        return Err("no device IDs given".into());
+    }
+    let inv = &entry.inventory;
+    match req.op.as_str() {
+        "set-health" => inv.set_health(&req.ids, req.health.as_deref().unwrap_or(""))?,
+        "remove" => inv.remove(&req.ids)?,
+        "add" => {
+            let health = req.health.clone().unwrap_or_else(|| crate::api::HEALTHY.into());
+            crate::core::validate::parse_health(&health).map_err(|e| e.to_string())?;
+            inv.add(
+                req.ids
+                    .iter()
+                    .map(|id| Device {
+                        id: id.clone(),
+                        health: health.clone(),
+                        topology: req.numa.map(|n| TopologyInfo { nodes: vec![NumaNode { id: n }] }),
+                    })
+                    .collect(),
+            )?
+        }
+        other => return Err(format!("unknown op {other:?}: use list, set-health, add or remove")),
+    }
+    Ok(vec![view(name, entry)])
+}
+
+/// Serve live control on `path` until `shutdown`; the socket is removed on exit.
+pub async fn serve(
+    path: &Path,
+    entries: Arc<BTreeMap<String, Entry>>,
+    log: Logger,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+    }
+    let (listener, guard) = listen(path).await?;
+    log.event("control", &[("socket", json!(path.display().to_string()))]);
+    loop {
+        tokio::select! {
+            _ = crate::plugin::server::stopped(&mut shutdown) => break,
+            conn = listener.accept() => {
+                let Ok((stream, _)) = conn else { continue };
+                let entries = entries.clone();
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let (r, mut w) = stream.into_split();
+                    let mut lines = BufReader::new(r).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        let answer = match serde_json::from_str::<Request>(&line) {
+                            Err(e) => Answer { ok: false, error: Some(format!("bad request: {e}")), resources: vec![] },
+                            Ok(req) => {
+                                let op = req.op.clone();
+                                let ids = req.ids.join(",");
+                                match handle(&entries, req) {
+                                    Ok(resources) => {
+                                        if op != "list" {
+                                            log.event("control", &[("op", json!(op)), ("ids", json!(ids))]);
+                                        }
+                                        Answer { ok: true, error: None, resources }
+                                    }
+                                    Err(e) => Answer { ok: false, error: Some(e), resources: vec![] },
+                                }
+                            }
+                        };
+                        let mut text = serde_json::to_string(&answer).unwrap_or_else(|_| "{\"ok\":false}".into());
+                        text.push('\n');
+                        if w.write_all(text.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
+    }
+    drop(guard);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir); // only if empty
+    }
+    Ok(())
+}
+
+/// Send one request to a control socket.
+pub async fn send(path: &Path, req: &Request, timeout: Duration) -> Result<Answer> {
+    let stream = connect_raw(path, timeout).await?;
+    let (r, mut w) = stream.into_split();
+    let mut line = serde_json::to_string(req).map_err(|e| Error::failed(e.to_string()))?;
+    line.push('\n');
+    let work = async {
+        w.write_all(line.as_bytes()).await?;
+        let mut lines = BufReader::new(r).lines();
+        lines.next_line().await
+    };
+    let reply = match tokio::time::timeout(timeout, work).await {
+        Err(_) => return Err(Error::timeout(path, "live control", timeout)),
+        Ok(Err(e)) => return Err(Error::io(path, "live control", &e)),
+        Ok(Ok(None)) => {
+            return Err(Error::failed(format!("{}: the control socket closed without answering", path.display())))
+        }
+        Ok(Ok(Some(l))) => l,
+    };
+    serde_json::from_str(&reply)
+        .map_err(|e| Error::failed(format!("{}: not a dpctl control socket (bad answer: {e})", path.display())))
+}

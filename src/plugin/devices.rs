@@ -1,0 +1,195 @@
+//! A plugin's device inventory: one `tokio::sync::watch` of an immutable
+//! snapshot. Every ListAndWatch stream holds its own receiver, so every
+//! stream sees every change (a known bug of real plugins is that only one of
+//! several streams hears about it).
+
+use crate::api::deviceplugin::{Device, ListAndWatchResponse, NumaNode, TopologyInfo};
+use crate::api::{HEALTHY, UNHEALTHY};
+use crate::plugin::config::DeviceSpec;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// An immutable view of the devices.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The ListAndWatch message for this state.
+    pub response: ListAndWatchResponse,
+    index: HashMap<String, usize>,
+}
+
+impl Snapshot {
+    fn new(devices: Vec<Device>) -> Self {
+        let index = devices.iter().enumerate().map(|(i, d)| (d.id.clone(), i)).collect();
+        Snapshot { response: ListAndWatchResponse { devices }, index }
+    }
+
+    /// A device by ID.
+    pub fn get(&self, id: &str) -> Option<&Device> {
+        self.index.get(id).map(|&i| &self.response.devices[i])
+    }
+
+    /// The NUMA node of a device (the first, if several).
+    pub fn numa(&self, id: &str) -> Option<i64> {
+        self.get(id).and_then(|d| d.topology.as_ref()).and_then(|t| t.nodes.first()).map(|n| n.id)
+    }
+
+    /// All devices.
+    pub fn devices(&self) -> &[Device] {
+        &self.response.devices
+    }
+}
+
+/// A proto Device from a spec.
+pub fn to_device(d: &DeviceSpec) -> Device {
+    Device {
+        id: d.id.clone(),
+        health: d.health.clone(),
+        topology: d.numa.map(|n| TopologyInfo { nodes: vec![NumaNode { id: n }] }),
+    }
+}
+
+/// The live inventory.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    tx: Arc<watch::Sender<Arc<Snapshot>>>,
+}
+
+impl Inventory {
+    /// An inventory holding `devices`.
+    pub fn new(devices: Vec<Device>) -> Self {
+        let (tx, _) = watch::channel(Arc::new(Snapshot::new(devices)));
+        Inventory { tx: Arc::new(tx) }
+    }
+
+    /// The current snapshot.
+    pub fn current(&self) -> Arc<Snapshot> {
+        self.tx.borrow().clone()
+    }
+
+    /// A receiver that sees every future change.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.tx.subscribe()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Vec<Device>) -> Result<(), String>) -> Result<(), String> {
+        let mut result = Ok(());
+        self.tx.send_if_modified(|snap| {
+            let mut devices = snap.response.devices.clone();
+            match f(&mut devices) {
+                Ok(()) => {
+                    *snap = Arc::new(Snapshot::new(devices));
+                    true
+                }
+                Err(e) => {
+                    result = Err(e);
+                    false
+                }
+            }
+        });
+        result
+    }
+
+    /// Set the health of devices; unknown IDs are an error and change nothing.
+    pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), String> {
+        if health != HEALTHY && health != UNHEALTHY {
+            return Err(format!("invalid health {health:?}: use exactly \"Healthy\" or \"Unhealthy\""));
+        }
+        self.update(|devices| {
+            let unknown: Vec<&str> =
+                ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
+            if !unknown.is_empty() {
+                return Err(format!("unknown device(s): {}", unknown.join(",")));
+            }
+            for d in devices.iter_mut().filter(|d| ids.contains(&d.id)) {
+                d.health = health.to_string();
+            }
+            Ok(())
+        })
+    }
+
+    /// Toggle one device between Healthy and Unhealthy; returns the new health.
+    pub fn toggle(&self, id: &str) -> Result<String, String> {
+        let mut new = String::new();
+        self.update(|devices| {
+            let d = devices.iter_mut().find(|d| d.id == id).ok_or_else(|| format!("unknown device {id}"))?;
+            d.health = if d.health == HEALTHY { UNHEALTHY } else { HEALTHY }.to_string();
+            new = d.health.clone();
+            Ok(())
+        })?;
+        Ok(new)
+    }
+
+    /// Add devices; an ID that exists already is an error and changes nothing.
+    pub fn add(&self, new: Vec<Device>) -> Result<(), String> {
+        self.update(|devices| {
+            for (i, d) in new.iter().enumerate() {
+                if d.id.is_empty() {
+                    return Err("a device ID must not be empty".into());
+                }
+                if devices.iter().any(|x| x.id == d.id) || new[..i].iter().any(|x| x.id == d.id) {
+                    return Err(format!("device {} exists already", d.id));
+                }
+            }
+            devices.extend(new);
+            Ok(())
+        })
+    }
+
+    /// Remove devices; unknown IDs are an error and change nothing.
+    pub fn remove(&self, ids: &[String]) -> Result<(), String> {
+        self.update(|devices| {
+            let unknown: Vec<&str> =
+                ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
+            if !unknown.is_empty() {
+                return Err(format!("unknown device(s): {}", unknown.join(",")));
+            }
+            devices.retain(|d| !ids.contains(&d.id));
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv() -> Inventory {
+        Inventory::new(vec![
+            to_device(&DeviceSpec { id: "a".into(), health: HEALTHY.into(), numa: Some(0) }),
+            to_device(&DeviceSpec { id: "b".into(), health: HEALTHY.into(), numa: None }),
+        ])
+    }
+
+    #[tokio::test]
+    async fn every_subscriber_sees_every_change() {
+        let inv = inv();
+        let mut r1 = inv.subscribe();
+        let mut r2 = inv.subscribe();
+        inv.set_health(&["a".into()], UNHEALTHY).unwrap();
+        for r in [&mut r1, &mut r2] {
+            r.changed().await.unwrap();
+            assert_eq!(r.borrow_and_update().get("a").unwrap().health, UNHEALTHY);
+        }
+        inv.add(vec![Device { id: "c".into(), health: HEALTHY.into(), topology: None }]).unwrap();
+        inv.remove(&["b".into()]).unwrap();
+        let ids: Vec<String> = inv.current().devices().iter().map(|d| d.id.clone()).collect();
+        assert_eq!(ids, ["a", "c"]);
+        assert_eq!(inv.current().numa("a"), Some(0));
+    }
+
+    #[test]
+    fn bad_changes_change_nothing() {
+        let inv = inv();
+        let mut r = inv.subscribe();
+        r.borrow_and_update();
+        assert!(inv.set_health(&["a".into(), "zz".into()], UNHEALTHY).unwrap_err().contains("zz"));
+        assert!(inv.set_health(&["a".into()], "healthy").is_err());
+        assert!(inv.add(vec![Device { id: "a".into(), ..Default::default() }]).is_err());
+        assert!(inv.remove(&["nope".into()]).is_err());
+        assert!(!r.has_changed().unwrap());
+        assert_eq!(inv.current().get("a").unwrap().health, HEALTHY);
+        assert_eq!(inv.toggle("b").unwrap(), UNHEALTHY);
+        assert_eq!(inv.toggle("b").unwrap(), HEALTHY);
+    }
+}

@@ -1,0 +1,10 @@
+//! The plugin side of the protocol: a DevicePlugin server over a backend,
+//! the simulated backend of `dpctl serve`, registration and restart handling,
+//! and live control.
+pub mod config;
+pub mod control;
+pub mod devices;
+pub mod policy;
+pub mod registrar;
+pub mod server;
+pub mod simulated;

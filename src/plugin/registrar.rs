@@ -1,0 +1,311 @@
+//! A plugin's lifecycle, like a well-behaved vendor plugin: serve the
+//! DevicePlugin socket first, then register (kubelet.sock, or the plugin
+//! watcher's registry directory); watch for a kubelet restart (kubelet.sock
+//! re-created, or our socket deleted) and then serve again on a fresh socket
+//! and register again. Never exit because the kubelet went away.
+
+use crate::api::deviceplugin::RegisterRequest;
+use crate::api::deviceplugin::{device_plugin_server::DevicePluginServer, registration_client::RegistrationClient};
+use crate::api::pluginregistration::{
+    registration_server::{Registration, RegistrationServer},
+    InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
+};
+use crate::core::log::Logger;
+use crate::core::transport::{call, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
+use crate::core::{Error, Result};
+use crate::plugin::config::RegistrationMode;
+use crate::plugin::server::{stopped, Backend, PluginService};
+use serde_json::json;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How often the plugin looks for a kubelet restart.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Where and how a plugin serves and registers.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The device-plugin directory (our socket goes here).
+    pub plugin_dir: PathBuf,
+    /// A fixed socket name; default: unique per start.
+    pub socket_name: Option<String>,
+    /// The kubelet's Registration socket.
+    pub kubelet_socket: PathBuf,
+    /// kubelet.sock or plugin watcher.
+    pub mode: RegistrationMode,
+    /// The plugin watcher's directory.
+    pub registry_dir: PathBuf,
+    /// Register at all (`--no-register` turns it off).
+    pub register: bool,
+    /// Retry a failed first registration with backoff instead of exiting.
+    pub retry: bool,
+    /// Dial and call timeout.
+    pub timeout: Duration,
+}
+
+/// `vendor.example/foo` → `vendor.example_foo`, for file names.
+pub fn file_stem(resource: &str) -> String {
+    resource.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect()
+}
+
+fn ident(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|_| path_kind(path).ok() == Some(PathKind::Socket))
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Send one RegisterRequest for `endpoint` (a file name in the plugin dir).
+pub async fn register<B: Backend>(s: &Settings, backend: &B, endpoint: &str) -> Result<()> {
+    let mut c = RegistrationClient::new(dial(&s.kubelet_socket, s.timeout).await?);
+    let req = RegisterRequest {
+        version: crate::api::VERSION.into(),
+        endpoint: endpoint.into(),
+        resource_name: backend.resource().into(),
+        options: Some(backend.options()),
+    };
+    // The kubelet dials us back inside Register (10 s timeout of its own).
+    let t = s.timeout.max(Duration::from_secs(15));
+    call(&s.kubelet_socket, "Register", t, c.register(request(req, t))).await.map(|_| ())
+}
+
+/// The plugin watcher's view of us: GetInfo and NotifyRegistrationStatus.
+#[derive(Clone)]
+struct WatcherRegistration {
+    resource: String,
+    endpoint: watch::Receiver<Option<PathBuf>>,
+    status: mpsc::Sender<RegistrationStatus>,
+}
+
+#[tonic::async_trait]
+impl Registration for WatcherRegistration {
+    async fn get_info(
+        &self,
+        _: tonic::Request<InfoRequest>,
+    ) -> std::result::Result<tonic::Response<PluginInfo>, tonic::Status> {
+        // While we restart after a kubelet restart, wait briefly for the new endpoint.
+        let mut rx = self.endpoint.clone();
+        let ep = tokio::time::timeout(
+            Duration::from_millis(800),
+            rx.wait_for(|e| e.as_deref().is_some_and(|p| ident(p).is_some())),
+        )
+        .await
+        .ok()
+        .and_then(|r| r.ok().and_then(|e| e.clone()));
+        let Some(ep) = ep else {
+            return Err(tonic::Status::unavailable(format!(
+                "{}: the device plugin socket is restarting",
+                self.resource
+            )));
+        };
+        Ok(tonic::Response::new(PluginInfo {
+            r#type: "DevicePlugin".into(),
+            name: self.resource.clone(),
+            endpoint: ep.display().to_string(),
+            supported_versions: vec![crate::api::VERSION.into()],
+        }))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        r: tonic::Request<RegistrationStatus>,
+    ) -> std::result::Result<tonic::Response<RegistrationStatusResponse>, tonic::Status> {
+        let _ = self.status.send(r.into_inner()).await;
+        Ok(tonic::Response::new(RegistrationStatusResponse {}))
+    }
+}
+
+struct Served {
+    name: String,
+    path: PathBuf,
+    guard: SocketGuard,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Served {
+    async fn shut(self) {
+        let _ = self.stop.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
+            task.abort();
+        }
+        drop(self.guard);
+    }
+}
+
+async fn start_server<B: Backend>(backend: &Arc<B>, s: &Settings, log: &Logger, generation: u64) -> Result<Served> {
+    let name = s
+        .socket_name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}-{generation}.sock", file_stem(backend.resource()), std::process::id()));
+    let path = s.plugin_dir.join(&name);
+    let (listener, guard) = listen(&path).await?;
+    let (stop, stop_rx) = watch::channel(false);
+    let svc = DevicePluginServer::new(PluginService::new(backend.clone(), log.clone(), stop_rx.clone()))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    let mut stop_rx2 = stop_rx;
+    let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut stop_rx2).await }).await });
+    log.event("serving", &[("resource", json!(backend.resource())), ("socket", json!(path.display().to_string()))]);
+    Ok(Served { name, path, guard, stop, task })
+}
+
+/// Run one resource's plugin until `shutdown`. `on_socket` is told every
+/// socket path the plugin serves on (live control shows it).
+pub async fn run<B: Backend>(
+    backend: Arc<B>,
+    s: Settings,
+    log: Logger,
+    mut shutdown: watch::Receiver<bool>,
+    on_socket: impl Fn(&Path) + Send + Sync,
+) -> Result<()> {
+    let resource = backend.resource().to_string();
+    let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
+    let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
+    let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
+    let watcher_reg = WatcherRegistration { resource: resource.clone(), endpoint: endpoint_rx, status: status_tx };
+    let mut reg_served: Option<(SocketGuard, watch::Sender<bool>)> = None;
+
+    let mut generation = 0u64;
+    let mut first = true;
+    loop {
+        let served = match start_server(&backend, &s, &log, generation).await {
+            Ok(x) => x,
+            Err(e) if first => return Err(e),
+            Err(e) => {
+                log.event("error", &[("resource", json!(resource)), ("error", json!(e.to_string()))]);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    _ = stopped(&mut shutdown) => return Ok(()),
+                }
+            }
+        };
+        on_socket(&served.path);
+        let _ = endpoint_tx.send(Some(served.path.clone()));
+
+        let mut kubelet_id = ident(&s.kubelet_socket);
+        if s.register {
+            match s.mode {
+                RegistrationMode::Kubelet => {
+                    let mut backoff = POLL;
+                    loop {
+                        // Wait for a kubelet socket to exist before trying.
+                        if ident(&s.kubelet_socket).is_some() || first {
+                            match register(&s, backend.as_ref(), &served.name).await {
+                                Ok(()) => {
+                                    kubelet_id = ident(&s.kubelet_socket);
+                                    log.event(
+                                        "registered",
+                                        &[
+                                            ("resource", json!(resource)),
+                                            ("endpoint", json!(served.name)),
+                                            ("kubelet", json!(s.kubelet_socket.display().to_string())),
+                                        ],
+                                    );
+                                    break;
+                                }
+                                Err(e) if first && !s.retry => {
+                                    served.shut().await;
+                                    return Err(Error::failed(format!(
+                                        "registration failed: {e} (pass --retry to keep trying)"
+                                    )));
+                                }
+                                Err(e) => log.event(
+                                    "register-failed",
+                                    &[
+                                        ("resource", json!(resource)),
+                                        ("error", json!(e.to_string())),
+                                        ("retryInMs", json!(backoff.as_millis() as u64)),
+                                    ],
+                                ),
+                            }
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = stopped(&mut shutdown) => { served.shut().await; return Ok(()); }
+                        }
+                        if ident(&s.kubelet_socket).is_some() {
+                            backoff = (backoff * 2).min(Duration::from_secs(5));
+                        }
+                        if !served.guard.still_ours() {
+                            break;
+                        }
+                    }
+                }
+                RegistrationMode::PluginWatcher => {
+                    // (Re)create the registration socket so a running watcher sees a new plugin.
+                    if let Some((g, stop)) = reg_served.take() {
+                        let _ = stop.send(true);
+                        drop(g);
+                    }
+                    match listen(&reg_path).await {
+                        Ok((l, g)) => {
+                            let (stop, mut stop_rx) = watch::channel(false);
+                            let svc = RegistrationServer::new(watcher_reg.clone());
+                            tokio::spawn(
+                                async move { serve(l, svc, async move { stopped(&mut stop_rx).await }).await },
+                            );
+                            log.event(
+                                "watcher-socket",
+                                &[("resource", json!(resource)), ("socket", json!(reg_path.display().to_string()))],
+                            );
+                            reg_served = Some((g, stop));
+                        }
+                        Err(e) if first => {
+                            served.shut().await;
+                            return Err(e);
+                        }
+                        Err(e) => log.event("error", &[("resource", json!(resource)), ("error", json!(e.to_string()))]),
+                    }
+                }
+            }
+        }
+        first = false;
+
+        // Watch for a kubelet restart.
+        let why = loop {
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = stopped(&mut shutdown) => {
+                    served.shut().await;
+                    if let Some((g, stop)) = reg_served.take() { let _ = stop.send(true); drop(g); }
+                    return Ok(());
+                }
+                Some(st) = status_rx.recv() => {
+                    if st.plugin_registered {
+                        log.event("registered", &[("resource", json!(resource)), ("via", json!("plugin-watcher"))]);
+                    } else {
+                        served.shut().await;
+                        if let Some((g, stop)) = reg_served.take() { let _ = stop.send(true); drop(g); }
+                        return Err(Error::failed(format!("the kubelet rejected the registration of {resource}: {}", st.error)));
+                    }
+                }
+            }
+            if !served.guard.still_ours() {
+                break "our socket was deleted (kubelet restart?)";
+            }
+            if s.register && s.mode == RegistrationMode::Kubelet {
+                let now = ident(&s.kubelet_socket);
+                if now.is_some() && now != kubelet_id {
+                    break "kubelet.sock was re-created (kubelet restart)";
+                }
+                if now.is_none() {
+                    kubelet_id = None;
+                }
+            }
+            if let Some((g, _)) = &reg_served {
+                if !g.still_ours() {
+                    break "our plugin-watcher socket was deleted";
+                }
+            }
+        };
+        log.event("restarting", &[("resource", json!(resource)), ("reason", json!(why))]);
+        let _ = endpoint_tx.send(None);
+        served.shut().await;
+        generation += 1;
+    }
+}

@@ -1,0 +1,195 @@
+//! The DevicePlugin gRPC service, written once over a [`Backend`] (where the
+//! devices and answers come from: a simulation, a recorded trace, …). It
+//! logs every RPC with its device IDs and latency, and fans ListAndWatch out
+//! to any number of streams, each of which sees every change.
+
+use crate::api::deviceplugin::{
+    device_plugin_server::DevicePlugin, AllocateRequest, AllocateResponse, DevicePluginOptions, Empty,
+    ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse, PreferredAllocationRequest,
+    PreferredAllocationResponse,
+};
+use crate::core::log::{ms, Logger};
+use crate::plugin::devices::Snapshot;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc, watch};
+use tonic::{Request, Response, Status};
+
+/// Where a plugin's devices and answers come from.
+#[tonic::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The extended resource name.
+    fn resource(&self) -> &str;
+    /// What GetDevicePluginOptions returns.
+    fn options(&self) -> DevicePluginOptions;
+    /// The device snapshots: the current one, then every change.
+    fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>>;
+    /// End each ListAndWatch stream after this many messages (a fault).
+    fn close_stream_after(&self) -> Option<u64> {
+        None
+    }
+    /// GetPreferredAllocation.
+    async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse, Status>;
+    /// Allocate.
+    async fn allocate(&self, req: AllocateRequest) -> Result<AllocateResponse, Status>;
+    /// PreStartContainer.
+    async fn pre_start(&self, req: PreStartContainerRequest) -> Result<PreStartContainerResponse, Status>;
+}
+
+/// The DevicePlugin service over a backend.
+pub struct PluginService<B> {
+    backend: Arc<B>,
+    log: Logger,
+    stop: watch::Receiver<bool>,
+}
+
+impl<B> Clone for PluginService<B> {
+    fn clone(&self) -> Self {
+        PluginService { backend: self.backend.clone(), log: self.log.clone(), stop: self.stop.clone() }
+    }
+}
+
+impl<B: Backend> PluginService<B> {
+    /// A service that ends its streams when `stop` turns true.
+    pub fn new(backend: Arc<B>, log: Logger, stop: watch::Receiver<bool>) -> Self {
+        PluginService { backend, log, stop }
+    }
+
+    fn done<T>(&self, rpc: &str, start: Instant, mut fields: Vec<(&str, Value)>, r: &Result<T, Status>) {
+        fields.insert(0, ("resource", json!(self.backend.resource())));
+        fields.push(("latencyMs", ms(start.elapsed())));
+        if let Err(s) = r {
+            fields.push(("code", json!(format!("{:?}", s.code()))));
+            fields.push(("error", json!(s.message())));
+        }
+        self.log.event(rpc, &fields);
+    }
+}
+
+/// Resolves once `stop` is (or becomes) true, or its sender is gone.
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+fn containers(ids: impl Iterator<Item = Vec<String>>) -> Value {
+    Value::Array(ids.map(|v| json!(v.join(","))).collect())
+}
+
+#[tonic::async_trait]
+impl<B: Backend> DevicePlugin for PluginService<B> {
+    async fn get_device_plugin_options(&self, _: Request<Empty>) -> Result<Response<DevicePluginOptions>, Status> {
+        let start = Instant::now();
+        let o = self.backend.options();
+        let r = Ok(o);
+        self.done(
+            "GetDevicePluginOptions",
+            start,
+            vec![
+                ("preStartRequired", json!(o.pre_start_required)),
+                ("getPreferredAllocationAvailable", json!(o.get_preferred_allocation_available)),
+            ],
+            &r,
+        );
+        r.map(Response::new)
+    }
+
+    type ListAndWatchStream = tokio_stream::wrappers::ReceiverStream<Result<ListAndWatchResponse, Status>>;
+
+    async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        let (tx, rx) = mpsc::channel(1);
+        let mut snaps = self.backend.subscribe();
+        let mut stop = self.stop.clone();
+        let limit = self.backend.close_stream_after();
+        let log = self.log.clone();
+        let resource = self.backend.resource().to_string();
+        log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
+        tokio::spawn(async move {
+            let mut sent = 0u64;
+            let end = |why: &str, sent: u64| {
+                log.event(
+                    "ListAndWatch",
+                    &[
+                        ("resource", json!(resource)),
+                        ("state", json!("closed")),
+                        ("reason", json!(why)),
+                        ("sent", json!(sent)),
+                    ],
+                )
+            };
+            loop {
+                let snap = snaps.borrow_and_update().clone();
+                let start = Instant::now();
+                let msg = snap.response.clone();
+                let healthy = msg.devices.iter().filter(|d| d.health == crate::api::HEALTHY).count();
+                let total = msg.devices.len();
+                tokio::select! {
+                    r = tx.send(Ok(msg)) => if r.is_err() { return end("the client went away", sent) },
+                    _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
+                }
+                sent += 1;
+                log.event(
+                    "ListAndWatch",
+                    &[
+                        ("resource", json!(resource)),
+                        ("state", json!("sent")),
+                        ("update", json!(sent)),
+                        ("devices", json!(total)),
+                        ("healthy", json!(healthy)),
+                        ("latencyMs", ms(start.elapsed())),
+                    ],
+                );
+                if limit.is_some_and(|n| sent >= n) {
+                    return end("fault: close-stream-after", sent);
+                }
+                tokio::select! {
+                    r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
+                    _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
+                    _ = tx.closed() => return end("the client went away", sent),
+                }
+            }
+        });
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        req: Request<PreferredAllocationRequest>,
+    ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        let start = Instant::now();
+        let req = req.into_inner();
+        let fields = vec![
+            ("available", containers(req.container_requests.iter().map(|c| c.available_device_i_ds.clone()))),
+            ("mustInclude", containers(req.container_requests.iter().map(|c| c.must_include_device_i_ds.clone()))),
+            ("size", Value::Array(req.container_requests.iter().map(|c| json!(c.allocation_size)).collect())),
+        ];
+        let r = self.backend.preferred(req).await;
+        let mut fields = fields;
+        if let Ok(resp) = &r {
+            fields.push(("preferred", containers(resp.container_responses.iter().map(|c| c.device_i_ds.clone()))));
+        }
+        self.done("GetPreferredAllocation", start, fields, &r);
+        r.map(Response::new)
+    }
+
+    async fn allocate(&self, req: Request<AllocateRequest>) -> Result<Response<AllocateResponse>, Status> {
+        let start = Instant::now();
+        let req = req.into_inner();
+        let fields = vec![("containers", containers(req.container_requests.iter().map(|c| c.devices_ids.clone())))];
+        let r = self.backend.allocate(req).await;
+        self.done("Allocate", start, fields, &r);
+        r.map(Response::new)
+    }
+
+    async fn pre_start_container(
+        &self,
+        req: Request<PreStartContainerRequest>,
+    ) -> Result<Response<PreStartContainerResponse>, Status> {
+        let start = Instant::now();
+        let req = req.into_inner();
+        let fields = vec![("devices", json!(req.devices_ids.join(",")))];
+        let r = self.backend.pre_start(req).await;
+        self.done("PreStartContainer", start, fields, &r);
+        r.map(Response::new)
+    }
+}

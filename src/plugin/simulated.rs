@@ -1,0 +1,242 @@
+//! The backend of `dpctl serve`: simulated devices, Allocate answers built
+//! from a template, preferred-allocation policies, and injected faults.
+
+use crate::api::deviceplugin::{
+    AllocateRequest, AllocateResponse, CdiDevice, ContainerAllocateResponse, ContainerPreferredAllocationResponse,
+    DevicePluginOptions, DeviceSpec, Mount, PreStartContainerRequest, PreStartContainerResponse,
+    PreferredAllocationRequest, PreferredAllocationResponse,
+};
+use crate::api::HEALTHY;
+use crate::plugin::config::{AllocateTemplate, Faults, Policy, PreferredFault, ResourceConfig};
+use crate::plugin::devices::{to_device, Inventory, Snapshot};
+use crate::plugin::policy::choose;
+use crate::plugin::server::Backend;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tonic::Status;
+
+/// A simulated plugin for one resource.
+pub struct Simulated {
+    resource: String,
+    options: DevicePluginOptions,
+    policy: Policy,
+    template: AllocateTemplate,
+    faults: Faults,
+    /// The live devices (live control changes them).
+    pub inventory: Inventory,
+    rng: AtomicU64,
+}
+
+impl Simulated {
+    /// Build from a validated resource config.
+    pub fn new(cfg: &ResourceConfig) -> crate::core::Result<Self> {
+        let devices = cfg.device_list(&format!("resource {}", cfg.resource))?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x9e37_79b9_7f4a_7c15)
+            | 1;
+        Ok(Simulated {
+            resource: cfg.resource.clone(),
+            options: DevicePluginOptions {
+                pre_start_required: cfg.pre_start,
+                get_preferred_allocation_available: cfg.preferred_allocation,
+            },
+            policy: cfg.policy,
+            template: cfg.template(),
+            faults: cfg.faults.clone(),
+            inventory: Inventory::new(devices.iter().map(to_device).collect()),
+            rng: AtomicU64::new(seed),
+        })
+    }
+
+    /// The flaps configured for this resource.
+    pub fn flaps(&self) -> &[crate::plugin::config::Flap] {
+        &self.faults.flap
+    }
+
+    /// A uniform random number in [0, 1) (xorshift; no crypto needed).
+    fn random(&self) -> f64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn render(&self, ids: &[String], snap: &Snapshot) -> ContainerAllocateResponse {
+        let joined = ids.join(",");
+        let count = ids.len().to_string();
+        let c = |s: &str| s.replace("{ids}", &joined).replace("{count}", &count).replace("{resource}", &self.resource);
+        let t = &self.template;
+        let mut r = ContainerAllocateResponse {
+            envs: t.container.envs.iter().map(|(k, v)| (c(k), c(v))).collect(),
+            mounts: t
+                .container
+                .mounts
+                .iter()
+                .map(|m| Mount {
+                    container_path: c(&m.container_path),
+                    host_path: c(&m.host_path),
+                    read_only: m.read_only,
+                })
+                .collect(),
+            devices: t
+                .container
+                .devices
+                .iter()
+                .map(|d| DeviceSpec {
+                    container_path: c(&d.container_path),
+                    host_path: c(&d.host_path),
+                    permissions: d.permissions.clone(),
+                })
+                .collect(),
+            annotations: t.container.annotations.iter().map(|(k, v)| (c(k), c(v))).collect(),
+            cdi_devices: t.container.cdi_devices.iter().map(|n| CdiDevice { name: c(n) }).collect(),
+        };
+        for (i, id) in ids.iter().enumerate() {
+            let numa = snap.numa(id).map(|n| n.to_string()).unwrap_or_default();
+            let istr = i.to_string();
+            let d = |s: &str| {
+                s.replace("{id}", id)
+                    .replace("{i}", &istr)
+                    .replace("{numa}", &numa)
+                    .replace("{resource}", &self.resource)
+            };
+            let dev = &t.device;
+            r.envs.extend(dev.envs.iter().map(|(k, v)| (d(k), d(v))));
+            r.annotations.extend(dev.annotations.iter().map(|(k, v)| (d(k), d(v))));
+            r.mounts.extend(dev.mounts.iter().map(|m| Mount {
+                container_path: d(&m.container_path),
+                host_path: d(&m.host_path),
+                read_only: m.read_only,
+            }));
+            r.devices.extend(dev.devices.iter().map(|s| DeviceSpec {
+                container_path: d(&s.container_path),
+                host_path: d(&s.host_path),
+                permissions: s.permissions.clone(),
+            }));
+            r.cdi_devices.extend(dev.cdi_devices.iter().map(|n| CdiDevice { name: d(n) }));
+        }
+        r
+    }
+}
+
+#[tonic::async_trait]
+impl Backend for Simulated {
+    fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    fn options(&self) -> DevicePluginOptions {
+        self.options
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.inventory.subscribe()
+    }
+
+    fn close_stream_after(&self) -> Option<u64> {
+        self.faults.close_stream_after
+    }
+
+    async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse, Status> {
+        if !self.options.get_preferred_allocation_available {
+            return Err(Status::unimplemented(format!(
+                "{}: GetPreferredAllocation is not enabled (start dpctl serve with --preferred-allocation)",
+                self.resource
+            )));
+        }
+        let snap = self.inventory.current();
+        let mut out = Vec::new();
+        for c in &req.container_requests {
+            let size = usize::try_from(c.allocation_size).unwrap_or(0);
+            let mut ids =
+                choose(self.policy, &c.available_device_i_ds, &c.must_include_device_i_ds, size, |id| snap.numa(id));
+            match self.faults.preferred {
+                PreferredFault::None => {}
+                PreferredFault::Foreign => {
+                    let foreign = format!("{}-not-offered", crate::plugin::config::short_name(&self.resource));
+                    match ids.last_mut() {
+                        Some(last) => *last = foreign,
+                        None => ids.push(foreign),
+                    }
+                }
+                PreferredFault::TooMany => {
+                    let extra = c
+                        .available_device_i_ds
+                        .iter()
+                        .find(|a| !ids.contains(a))
+                        .cloned()
+                        .unwrap_or_else(|| format!("{}-extra", crate::plugin::config::short_name(&self.resource)));
+                    ids.push(extra);
+                }
+                PreferredFault::DropMustInclude => {
+                    let others: Vec<String> = c
+                        .available_device_i_ds
+                        .iter()
+                        .filter(|a| !c.must_include_device_i_ds.contains(a))
+                        .cloned()
+                        .collect();
+                    ids = choose(self.policy, &others, &[], size, |id| snap.numa(id));
+                }
+            }
+            out.push(ContainerPreferredAllocationResponse { device_i_ds: ids });
+        }
+        Ok(PreferredAllocationResponse { container_responses: out })
+    }
+
+    async fn allocate(&self, req: AllocateRequest) -> Result<AllocateResponse, Status> {
+        if let Some(l) = self.faults.allocate_latency {
+            tokio::time::sleep(l).await;
+        }
+        let rate = self.faults.allocate_failure_rate;
+        if rate > 0.0 && self.random() < rate {
+            return Err(Status::internal(format!(
+                "{}: injected Allocate failure (failure rate {rate})",
+                self.resource
+            )));
+        }
+        let snap = self.inventory.current();
+        let mut unknown = Vec::new();
+        let mut unhealthy = Vec::new();
+        for c in &req.container_requests {
+            for id in &c.devices_ids {
+                match snap.get(id) {
+                    None => unknown.push(id.as_str()),
+                    Some(d) if d.health != HEALTHY => unhealthy.push(id.as_str()),
+                    _ => {}
+                }
+            }
+        }
+        if !unknown.is_empty() || !unhealthy.is_empty() {
+            let mut parts = Vec::new();
+            if !unknown.is_empty() {
+                parts.push(format!("unknown device(s) {}", unknown.join(",")));
+            }
+            if !unhealthy.is_empty() {
+                parts.push(format!("unhealthy device(s) {}", unhealthy.join(",")));
+            }
+            return Err(Status::invalid_argument(format!("{}: {}", self.resource, parts.join("; "))));
+        }
+        Ok(AllocateResponse {
+            container_responses: req.container_requests.iter().map(|c| self.render(&c.devices_ids, &snap)).collect(),
+        })
+    }
+
+    async fn pre_start(&self, req: PreStartContainerRequest) -> Result<PreStartContainerResponse, Status> {
+        if let Some(l) = self.faults.pre_start_latency {
+            tokio::time::sleep(l).await;
+        }
+        if self.faults.pre_start_fail {
+            return Err(Status::internal(format!(
+                "{}: injected PreStartContainer failure for {}",
+                self.resource,
+                req.devices_ids.join(",")
+            )));
+        }
+        Ok(PreStartContainerResponse {})
+    }
+}
