@@ -375,3 +375,41 @@ async fn config_file_with_two_resources_and_faults() {
     assert!(events.iter().any(|e| e["event"] == "flap" && e["device"] == "gpu-1"));
     assert!(events.iter().any(|e| e["event"] == "Allocate" && e["code"] == "Internal"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_plugin_exceeds_the_kubelets_4mib_limit() {
+    let d = tmp();
+    let child = serve_cmd(
+        d.path(),
+        &[
+            "--resource",
+            "vendor.example/foo",
+            "--count",
+            "100000",
+            "--id-pattern",
+            "vendor-accelerator-device-{i}",
+            "--no-register",
+            "--socket-name",
+            "big.sock",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let sock = d.path().join("big.sock");
+    wait_until(20, "big.sock", || sock.exists()).await;
+    let r = dpctl(&["probe", s(&sock), "-o", "json", "--timeout", "20s"]).await;
+    r.expect_code(1);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let size = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "snapshot-size").unwrap();
+    assert_eq!(size["status"], "FAIL", "{size}");
+    assert!(size["detail"].as_str().unwrap().contains("over the kubelet's receive limit"));
+    // A kubelet-side client with the kubelet's 4 MiB limit is refused the snapshot.
+    let p = PluginConn::connect(&sock, Duration::from_secs(20), dpctl::api::KUBELET_MAX_RECV).await.unwrap();
+    let mut st = p.list_and_watch().await.unwrap();
+    let err = match st.next().await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a 4 MiB client accepted the snapshot"),
+    };
+    assert!(err.contains("receive limit"), "{err}");
+    stop_child(child).await.expect_code(0);
+}
