@@ -88,6 +88,10 @@ pub enum Command {
     /// Change the devices of a running `dpctl serve` (live control)
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Stand in for the kubelet's device manager: registration, pods, allocation, PodResources
+    MockKubelet(MockKubeletArgs),
+    /// Show the node's device capacity and allocatable, read from the running mock kubelet
+    Node,
 }
 
 /// A plugin socket argument.
@@ -420,4 +424,61 @@ pub enum DeviceCommand {
         /// Which serve.
         target: ControlTarget,
     },
+}
+
+fn byte_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4194304, 4Mi, 512Ki)"))?;
+    let mult = match unit {
+        "" => 1,
+        "K" | "k" => 1000,
+        "Ki" => 1024,
+        "M" => 1_000_000,
+        "Mi" => 1 << 20,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use Ki, Mi, K or M)")),
+    };
+    n.checked_mul(mult).filter(|n| *n > 0).ok_or_else(|| format!("{s:?} is out of range"))
+}
+
+/// `dpctl mock-kubelet`
+#[derive(Debug, Args)]
+pub struct MockKubeletArgs {
+    /// Serve PodResources here [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// Do not serve the PodResources API
+    #[arg(long, conflicts_with = "pod_resources_socket")]
+    pub no_pod_resources: bool,
+    /// Admit pods from static pod manifests (YAML or JSON) in this directory
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+    /// Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long a plugin's devices stay (unhealthy) after its stream ends
+    #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
+    pub grace_period: Duration,
+    /// Receive limit for plugin messages (the kubelet's is the gRPC default, 4 MiB)
+    #[arg(long, default_value = "4Mi", value_parser = byte_size, value_name = "BYTES")]
+    pub max_recv_size: usize,
+    /// Topology manager policy
+    #[arg(long, value_enum, default_value_t = crate::kubelet::manager::TopologyPolicy::None)]
+    pub topology_policy: crate::kubelet::manager::TopologyPolicy,
+    /// Simulate a kubelet restart on this schedule (as SIGHUP does)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_every: Option<Duration>,
+    /// How long to keep dialing a plugin back inside Register (the kubelet's: 10s)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub dial_timeout: Duration,
+    /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
+    #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub call_timeout: Duration,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
 }

@@ -3,6 +3,8 @@
 
 pub mod allocate;
 pub mod device;
+pub mod mock_kubelet;
+pub mod node;
 pub mod options;
 pub mod podresources;
 pub mod preferred;
@@ -66,5 +68,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Probe(a) => probe::run(&ctx, &a).await,
         Command::Serve(a) => serve::run(&ctx, &a).await,
         Command::Device(c) => device::run(&ctx, &c).await,
+        Command::MockKubelet(a) => mock_kubelet::run(&ctx, &a).await,
+        Command::Node => node::run(&ctx).await,
     }
 }

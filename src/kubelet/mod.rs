@@ -1,5 +1,13 @@
 //! The kubelet side of the protocol: the connection to a plugin, shared by
 //! the client commands (and later the mock kubelet, record and replay).
+pub mod checkpoint;
 pub mod conn;
+pub mod manager;
+pub mod manifest;
+pub mod metrics;
+pub mod mock;
+pub mod podresources;
+pub mod registration;
+pub mod watcher;
 
 pub use conn::PluginConn;

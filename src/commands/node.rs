@@ -1,0 +1,97 @@
+//! `dpctl node`: the node's device capacity and allocatable per resource,
+//! like `kubectl describe node`, read from the running mock kubelet.
+
+use super::Ctx;
+use crate::core::transport::connect_raw;
+use crate::core::{Error, Result};
+use crate::kubelet::mock::{status_socket, NodeStatus};
+use crate::render::{emit, structured, table, Format};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Read the status of the mock kubelet that owns the plugin directory.
+pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
+    let path = status_socket(&ctx.paths.plugin_dir);
+    let stream = connect_raw(&path, ctx.timeout).await.map_err(|e| {
+        Error::failed(format!("{e} — no dpctl mock-kubelet owns {}; start one or pass --plugin-dir", ctx.paths.plugin_dir.display()))
+    })?;
+    let (r, mut w) = stream.into_split();
+    let work = async {
+        w.write_all(b"{\"op\":\"node\"}\n").await?;
+        BufReader::new(r).lines().next_line().await
+    };
+    let line = match tokio::time::timeout(ctx.timeout, work).await {
+        Err(_) => return Err(Error::timeout(&path, "node status", ctx.timeout)),
+        Ok(Err(e)) => return Err(Error::io(&path, "node status", &e)),
+        Ok(Ok(None)) => return Err(Error::failed(format!("{}: closed without answering", path.display()))),
+        Ok(Ok(Some(l))) => l,
+    };
+    let v: Value = serde_json::from_str(&line).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))?;
+    if v["ok"] != true {
+        return Err(Error::failed(format!("{}: {}", path.display(), v["error"].as_str().unwrap_or("error"))));
+    }
+    serde_json::from_value(v["node"].clone()).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx) -> Result<()> {
+    let n = fetch(ctx).await?;
+    if ctx.format != Format::Table {
+        return emit(&structured(ctx.format, &n)?);
+    }
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        o => o.to_string(),
+    };
+    let rows: Vec<Vec<String>> = n
+        .resources
+        .iter()
+        .map(|r| {
+            vec![s(&r["resource"]), s(&r["capacity"]), s(&r["allocatable"]), s(&r["allocated"]), s(&r["state"]), s(&r["endpoint"])]
+        })
+        .collect();
+    let mut out = String::new();
+    if rows.is_empty() {
+        out.push_str("no device plugin resources registered\n");
+    } else {
+        out.push_str(&table(&["RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "STATE", "ENDPOINT"], &rows));
+        out.push('\n');
+    }
+    let mut pods = Vec::new();
+    for p in &n.pods {
+        for c in p["containers"].as_array().into_iter().flatten() {
+            let (name, res) = (s(&c[0]), &c[2]);
+            for (r, by_numa) in res.as_object().into_iter().flatten() {
+                let mut ids = Vec::new();
+                let mut numa = Vec::new();
+                for (node, list) in by_numa.as_object().into_iter().flatten() {
+                    ids.extend(list.as_array().into_iter().flatten().map(s));
+                    if node != "-1" {
+                        numa.push(node.clone());
+                    }
+                }
+                pods.push(vec![
+                    s(&p["namespace"]),
+                    s(&p["name"]),
+                    name.clone(),
+                    r.clone(),
+                    ids.join(","),
+                    if numa.is_empty() { "-".into() } else { numa.join(",") },
+                ]);
+            }
+        }
+    }
+    if !pods.is_empty() {
+        out.push('\n');
+        out.push_str(&table(&["NAMESPACE", "POD", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"], &pods));
+        out.push('\n');
+    }
+    if !n.rejected.is_empty() {
+        out.push_str("\nRejected manifests:\n");
+        for (f, why) in &n.rejected {
+            out.push_str(&format!("  {f}: {why}\n"));
+        }
+    }
+    emit(&out)
+}

@@ -1,0 +1,186 @@
+//! Static pod manifests, the kubelet's convention: one Pod per file (YAML or
+//! JSON) in a directory. Only what the device manager needs is read:
+//! metadata (name, namespace, uid) and each init and app container's
+//! extended-resource limits.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A container's device needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    /// Container name.
+    pub name: String,
+    /// Extended resource → count.
+    pub resources: BTreeMap<String, u64>,
+}
+
+/// A pod, as the device manager sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    /// UID (metadata.uid, or derived from the file as the kubelet does for static pods).
+    pub uid: String,
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Init containers, in order.
+    pub init_containers: Vec<Container>,
+    /// App containers.
+    pub containers: Vec<Container>,
+}
+
+impl Pod {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Is this a resource the device manager handles (an extended resource)?
+pub fn is_extended(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+fn fnv64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A stable UUID-shaped UID from the file name and content (a changed file is a new pod).
+fn derived_uid(file: &str, text: &str) -> String {
+    let a = fnv64(format!("{file}\0{text}").as_bytes());
+    let b = fnv64(format!("{text}\0{file}").as_bytes());
+    let h = format!("{a:016x}{b:016x}");
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+fn quantity(v: &Value, what: &str) -> Result<u64, String> {
+    let s = match v {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.trim().to_string(),
+        other => return Err(format!("{what}: quantity {other} is not a number")),
+    };
+    if s.starts_with('-') {
+        return Err(format!("{what}: quantity {s:?} is negative"));
+    }
+    s.parse::<u64>().map_err(|_| format!("{what}: quantity {s:?} must be a whole number of devices"))
+}
+
+fn container(c: &Value, at: &str) -> Result<Container, String> {
+    let name = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or(format!("{at}: a container needs a name"))?;
+    let res = c.get("resources");
+    let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
+    let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
+    let mut out = BTreeMap::new();
+    if let Some(limits) = limits {
+        for (k, v) in limits.iter().filter(|(k, _)| is_extended(k)) {
+            let n = quantity(v, &format!("{at} {name:?} limits {k}"))?;
+            if let Some(r) = requests.and_then(|r| r.get(k)) {
+                let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
+                if rn != n {
+                    return Err(format!("{at} {name:?}: requests {k}={rn} must equal limits {k}={n} for an extended resource"));
+                }
+            }
+            if n > 0 {
+                out.insert(k.clone(), n);
+            }
+        }
+    }
+    if let Some(requests) = requests {
+        if let Some((k, _)) = requests.iter().find(|(k, _)| is_extended(k) && !limits.is_some_and(|l| l.contains_key(*k))) {
+            return Err(format!("{at} {name:?}: {k} is requested without a limit; extended resources must be set in limits"));
+        }
+    }
+    Ok(Container { name: name.to_string(), resources: out })
+}
+
+/// Parse one manifest file's text. `file` names it in errors and in the derived UID.
+pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
+    let shown = file.display().to_string();
+    let v: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?
+    } else {
+        serde_norway::from_str(text).map_err(|e| format!("{shown}: not valid YAML: {e}"))?
+    };
+    if let Some(kind) = v.get("kind").and_then(Value::as_str) {
+        if kind != "Pod" {
+            return Err(format!("{shown}: kind is {kind:?}; a static pod manifest holds one Pod"));
+        }
+    }
+    let meta = v.get("metadata").ok_or(format!("{shown}: no metadata"))?;
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or(format!("{shown}: metadata.name is required"))?;
+    let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
+    let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string).unwrap_or_else(|| derived_uid(&fname, text));
+    let spec = v.get("spec").ok_or(format!("{shown}: no spec"))?;
+    let list = |key: &str| -> Result<Vec<Container>, String> {
+        match spec.get(key) {
+            None | Some(Value::Null) => Ok(vec![]),
+            Some(Value::Array(a)) => a.iter().enumerate().map(|(i, c)| container(c, &format!("{shown}: spec.{key}[{i}]"))).collect(),
+            Some(_) => Err(format!("{shown}: spec.{key} must be a list")),
+        }
+    };
+    let init_containers = list("initContainers")?;
+    let containers = list("containers")?;
+    if containers.is_empty() {
+        return Err(format!("{shown}: spec.containers must list at least one container"));
+    }
+    let mut names = std::collections::HashSet::new();
+    for c in init_containers.iter().chain(&containers) {
+        if !names.insert(c.name.as_str()) {
+            return Err(format!("{shown}: container name {:?} is used twice", c.name));
+        }
+    }
+    Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_yaml_and_json() {
+        let y = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\nspec:\n  initContainers:\n  - name: init\n    resources:\n      limits:\n        vendor.example/foo: 1\n  containers:\n  - name: main\n    resources:\n      limits:\n        vendor.example/foo: \"2\"\n        cpu: 500m\n      requests:\n        vendor.example/foo: 2\n  - name: side\n";
+        let p = parse(y, Path::new("trainer.yaml")).unwrap();
+        assert_eq!(p.key(), "ml/trainer");
+        assert_eq!(p.init_containers[0].resources["vendor.example/foo"], 1);
+        assert_eq!(p.containers[0].resources.len(), 1, "cpu is not a device resource");
+        assert_eq!(p.containers[0].resources["vendor.example/foo"], 2);
+        assert!(p.containers[1].resources.is_empty());
+        assert_eq!(p.uid, parse(y, Path::new("trainer.yaml")).unwrap().uid, "stable UID");
+        assert_eq!(p.uid.len(), 36);
+
+        let j = r#"{"metadata":{"name":"x","uid":"u-1"},"spec":{"containers":[{"name":"c","resources":{"limits":{"v.e/a":3}}}]}}"#;
+        let p = parse(j, Path::new("x.json")).unwrap();
+        assert_eq!((p.uid.as_str(), p.namespace.as_str()), ("u-1", "default"));
+    }
+
+    #[test]
+    fn clear_errors() {
+        let base = |limits: &str| format!("{{\"metadata\":{{\"name\":\"x\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{limits}}}]}}}}");
+        for (text, want) in [
+            (base(r#"{"limits":{"v.e/a":"1.5"}}"#), "must be a whole number"),
+            (base(r#"{"limits":{"v.e/a":-1}}"#), "negative"),
+            (base(r#"{"limits":{"v.e/a":"500m"}}"#), "whole number"),
+            (base(r#"{"requests":{"v.e/a":1}}"#), "without a limit"),
+            (base(r#"{"limits":{"v.e/a":1},"requests":{"v.e/a":2}}"#), "must equal limits"),
+            ("{\"metadata\":{},\"spec\":{\"containers\":[]}}".to_string(), "metadata.name"),
+            ("kind: Deployment\nmetadata: {name: x}".to_string(), "kind is \"Deployment\""),
+            (": : :".to_string(), "not valid YAML"),
+            ("{".to_string(), "not valid JSON"),
+        ] {
+            let e = parse(&text, Path::new("bad.yaml")).unwrap_err();
+            assert!(e.contains(want) && e.starts_with("bad.yaml"), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `dpctl mock-kubelet` put together: at each (re)start delete the sockets
+//! in the plugin directory as the kubelet does, restore from the checkpoint,
+//! serve Registration on kubelet.sock and PodResources, admit pods from the
+//! manifest directory, watch the plugin-watcher directory; restart in place
+//! on request (SIGHUP, `--restart-every`).
+
+use crate::api::deviceplugin::registration_server::RegistrationServer;
+use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
+use crate::core::log::Logger;
+use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
+use crate::core::transport::{listen, path_kind, serve, PathKind};
+use crate::core::{Error, Result};
+use crate::kubelet::manager::{Config, Manager};
+use crate::kubelet::podresources::PodResourcesService;
+use crate::kubelet::registration::RegistrationService;
+use crate::plugin::server::stopped;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+
+/// The status socket `dpctl node` reads, in the control subdirectory.
+pub fn status_socket(plugin_dir: &Path) -> PathBuf {
+    plugin_dir.join(crate::plugin::control::CONTROL_DIR).join("mock-kubelet.sock")
+}
+
+/// Mock kubelet settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Plugin directory.
+    pub plugin_dir: PathBuf,
+    /// PodResources socket (None: not served).
+    pub pod_resources_socket: Option<PathBuf>,
+    /// Static pod manifests.
+    pub manifests: Option<PathBuf>,
+    /// Plugin-watcher directory.
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// Metrics address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Restart in place on this schedule.
+    pub restart_every: Option<Duration>,
+    /// How long to keep dialing a plugin back.
+    pub dial_timeout: Duration,
+    /// Device manager settings.
+    pub manager: Config,
+}
+
+/// What `dpctl node` shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// Resources.
+    pub resources: Vec<serde_json::Value>,
+    /// Admitted pods.
+    pub pods: Vec<serde_json::Value>,
+    /// Rejected manifests: file → reason.
+    pub rejected: BTreeMap<String, String>,
+    /// The plugin directory.
+    pub plugin_dir: String,
+}
+
+/// Snapshot the node status.
+pub fn node_status(mgr: &Manager) -> NodeStatus {
+    NodeStatus {
+        resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
+        pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
+        rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
+        plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
+    }
+}
+
+/// Delete every socket in the plugin directory (not recursively; never
+/// regular files, directories, symlinks or the checkpoint), as the kubelet
+/// does at start. Refuses if another server answers on kubelet.sock.
+pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
+    let kubelet = dir.join(KUBELET_SOCKET_NAME);
+    if path_kind(&kubelet).ok() == Some(PathKind::Socket) && tokio::net::UnixStream::connect(&kubelet).await.is_ok() {
+        return Err(Error::failed(format!(
+            "{}: another kubelet is serving there; stop it, or use another --plugin-dir",
+            kubelet.display()
+        )));
+    }
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "cannot read the plugin directory", &e))?;
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == CHECKPOINT_NAME) {
+            continue;
+        }
+        if path_kind(&p).ok() == Some(PathKind::Socket) {
+            match std::fs::remove_file(&p) {
+                Ok(()) => log.event("socket-deleted", &[("socket", json!(p.display().to_string()))]),
+                Err(err) => log.event("error", &[("socket", json!(p.display().to_string())), ("error", json!(err.to_string()))]),
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Seen {
+    modified: Option<SystemTime>,
+    len: u64,
+    uid: Option<String>,
+}
+
+/// Follow the manifest directory: admit new files, remove pods whose file is
+/// gone, re-admit changed files. `first_scan` fires after the first pass.
+async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Receiver<bool>) {
+    let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
+    let mut first = true;
+    loop {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        !name.starts_with('.')
+                            && ["yaml", "yml", "json"].iter().any(|x| p.extension().is_some_and(|e| e == *x))
+                            && p.is_file()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
+            if let Some(s) = seen.remove(&gone) {
+                match s.uid {
+                    Some(uid) => mgr.remove_pod(&uid),
+                    None => mgr.forget_rejected(&gone),
+                }
+            }
+        }
+        for f in &files {
+            let meta = std::fs::metadata(f).ok();
+            let (modified, len) = (meta.as_ref().and_then(|m| m.modified().ok()), meta.as_ref().map(|m| m.len()).unwrap_or(0));
+            if let Some(s) = seen.get(f) {
+                if s.modified == modified && s.len == len {
+                    continue;
+                }
+                if let Some(uid) = &s.uid {
+                    mgr.remove_pod(uid);
+                }
+            }
+            let text = match std::fs::read_to_string(f) {
+                Ok(t) => t,
+                Err(e) => {
+                    mgr.reject_file(f.clone(), format!("{}: cannot read: {e}", f.display()));
+                    seen.insert(f.clone(), Seen { modified, len, uid: None });
+                    continue;
+                }
+            };
+            let uid = match crate::kubelet::manifest::parse(&text, f) {
+                Err(e) => {
+                    mgr.reject_file(f.clone(), e);
+                    None
+                }
+                Ok(pod) => {
+                    let uid = pod.uid.clone();
+                    match mgr.admit(pod, f.clone()).await {
+                        Ok(()) => Some(uid),
+                        Err(e) => {
+                            mgr.reject_file(f.clone(), e);
+                            None
+                        }
+                    }
+                }
+            };
+            seen.insert(f.clone(), Seen { modified, len, uid });
+        }
+        if first {
+            mgr.drop_orphans();
+            first = false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = stopped(&mut stop) => return,
+        }
+    }
+}
+
+async fn serve_status(path: PathBuf, current: watch::Receiver<Option<Arc<Manager>>>, mut stop: watch::Receiver<bool>, log: Logger) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+    }
+    let (listener, guard) = listen(&path).await?;
+    log.event("status", &[("socket", json!(path.display().to_string()))]);
+    loop {
+        let conn = tokio::select! {
+            c = listener.accept() => c,
+            _ = stopped(&mut stop) => break,
+        };
+        let Ok((stream, _)) = conn else { continue };
+        let current = current.clone();
+        tokio::spawn(async move {
+            let (r, mut w) = stream.into_split();
+            let mut lines = BufReader::new(r).lines();
+            while let Ok(Some(_)) = lines.next_line().await {
+                let mgr = current.borrow().clone();
+                let v = match mgr {
+                    Some(m) => json!({"ok": true, "node": node_status(&m)}),
+                    None => json!({"ok": false, "error": "the mock kubelet is restarting; try again"}),
+                };
+                let mut text = v.to_string();
+                text.push('\n');
+                if w.write_all(text.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(guard);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
+    Ok(())
+}
+
+/// Run until `shutdown`; `restart` requests a restart in place.
+pub async fn run(s: Settings, log: Logger, mut shutdown: watch::Receiver<bool>, mut restart: mpsc::Receiver<()>) -> Result<()> {
+    let (current_tx, current_rx) = watch::channel::<Option<Arc<Manager>>>(None);
+    let mut background = tokio::task::JoinSet::new();
+    {
+        let (p, c, st, l) = (status_socket(&s.plugin_dir), current_rx.clone(), shutdown.clone(), log.clone());
+        // Fail early if the status socket cannot be created.
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+        }
+        background.spawn(async move {
+            if let Err(e) = serve_status(p, c, st, l.clone()).await {
+                l.event("error", &[("error", json!(e.to_string()))]);
+            }
+        });
+    }
+    if let Some(addr) = s.metrics_addr {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Error::failed(format!("--metrics-addr {addr}: cannot listen: {e}; choose a free port")))?;
+        log.event("metrics", &[("addr", json!(format!("http://{addr}/metrics")))]);
+        background.spawn(crate::kubelet::metrics::serve(l, current_rx.clone(), shutdown.clone()));
+    }
+    let mut generation = 0u64;
+    loop {
+        let started = Instant::now();
+        clean_plugin_dir(&s.plugin_dir, &log).await?;
+        let mgr = Manager::new(s.manager.clone(), log.clone());
+        let from_checkpoint = mgr.restore();
+        if generation > 0 {
+            mgr.expect_back(from_checkpoint);
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        let ksock = s.plugin_dir.join(KUBELET_SOCKET_NAME);
+        let (l, g) = listen(&ksock).await?;
+        let reg = RegistrationServer::new(RegistrationService { mgr: mgr.clone(), dial_timeout: s.dial_timeout });
+        let mut st = stop_rx.clone();
+        tasks.spawn(async move {
+            let _g = g;
+            serve(l, reg, async move { stopped(&mut st).await }).await
+        });
+        if let Some(pr) = &s.pod_resources_socket {
+            let (l, g) = listen(pr).await?;
+            let svc = PodResourcesListerServer::new(PodResourcesService::new(mgr.clone()));
+            let mut st = stop_rx.clone();
+            tasks.spawn(async move {
+                let _g = g;
+                serve(l, svc, async move { stopped(&mut st).await }).await
+            });
+        }
+        if let Some(dir) = &s.manifests {
+            tasks.spawn({
+                let (m, d, st) = (mgr.clone(), dir.clone(), stop_rx.clone());
+                async move {
+                    watch_manifests(m, d, st).await;
+                    Ok(())
+                }
+            });
+        }
+        if let Some(dir) = &s.plugins_registry_dir {
+            tasks.spawn({
+                let (m, d, t, st) = (mgr.clone(), dir.clone(), s.dial_timeout, stop_rx.clone());
+                async move {
+                    crate::kubelet::watcher::run(m, d, t, st).await;
+                    Ok(())
+                }
+            });
+        }
+        let _ = current_tx.send(Some(mgr.clone()));
+        log.event(
+            if generation == 0 { "started" } else { "restarted" },
+            &[
+                ("kubeletSocket", json!(ksock.display().to_string())),
+                ("podResourcesSocket", json!(s.pod_resources_socket.as_ref().map(|p| p.display().to_string()))),
+                ("generation", json!(generation)),
+                ("startMs", crate::core::log::ms(started.elapsed())),
+            ],
+        );
+        let timer = async {
+            match s.restart_every {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut quit = false;
+        let mut failure = None;
+        tokio::select! {
+            _ = stopped(&mut shutdown) => quit = true,
+            _ = restart.recv() => log.event("restarting", &[("reason", json!("SIGHUP"))]),
+            _ = timer => log.event("restarting", &[("reason", json!("--restart-every"))]),
+            Some(done) = tasks.join_next() => {
+                if let Ok(Err(e)) = done { failure = Some(e); }
+                quit = true;
+            }
+        }
+        let _ = current_tx.send(None);
+        let _ = stop_tx.send(true);
+        mgr.stop_all();
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(3), drain).await.is_err() {
+            tasks.abort_all();
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if quit {
+            break;
+        }
+        generation += 1;
+    }
+    while tokio::time::timeout(Duration::from_secs(2), background.join_next()).await.ok().flatten().is_some() {}
+    log.event("stopped", &[]);
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The kubelet's PodResources v1 API over the device manager's state,
+//! rate-limited as the kubelet does (100 QPS, burst 10).
+
+use crate::api::podresources::{
+    pod_resources_lister_server::PodResourcesLister, AllocatableResourcesRequest, AllocatableResourcesResponse,
+    ContainerDevices, ContainerResources, GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest,
+    ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
+};
+use crate::kubelet::manager::{Manager, PodStatus};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tonic::{Request, Response, Status};
+
+/// A token bucket.
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// The service.
+pub struct PodResourcesService {
+    mgr: Arc<Manager>,
+    bucket: Mutex<Bucket>,
+}
+
+const QPS: f64 = 100.0;
+const BURST: f64 = 10.0;
+
+fn topo(numa: &str) -> Option<TopologyInfo> {
+    numa.parse::<i64>().ok().filter(|n| *n >= 0).map(|id| TopologyInfo { nodes: vec![NumaNode { id }] })
+}
+
+fn pod_resources(p: &PodStatus) -> PodResources {
+    PodResources {
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        containers: p
+            .containers
+            .iter()
+            .filter(|(_, app, _)| *app)
+            .map(|(name, _, res)| ContainerResources {
+                name: name.clone(),
+                devices: res
+                    .iter()
+                    .flat_map(|(r, by_numa)| {
+                        by_numa.iter().map(move |(numa, ids)| ContainerDevices {
+                            resource_name: r.clone(),
+                            device_ids: ids.clone(),
+                            topology: topo(numa),
+                        })
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+impl PodResourcesService {
+    /// A service over `mgr`.
+    pub fn new(mgr: Arc<Manager>) -> Self {
+        PodResourcesService { mgr, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
+    }
+
+    fn admit(&self) -> Result<(), Status> {
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * QPS).min(BURST);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Status::resource_exhausted("rejected by rate limit"))
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl PodResourcesLister for PodResourcesService {
+    async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
+        self.admit()?;
+        Ok(Response::new(ListPodResourcesResponse { pod_resources: self.mgr.pods().iter().map(pod_resources).collect() }))
+    }
+
+    async fn get_allocatable_resources(
+        &self,
+        _: Request<AllocatableResourcesRequest>,
+    ) -> Result<Response<AllocatableResourcesResponse>, Status> {
+        self.admit()?;
+        let mut devices = Vec::new();
+        for r in self.mgr.resources().into_iter().filter(|r| r.state == "running") {
+            for (id, d) in r.devices.iter().filter(|(_, d)| d.health == crate::api::HEALTHY) {
+                devices.push(ContainerDevices {
+                    resource_name: r.resource.clone(),
+                    device_ids: vec![id.clone()],
+                    topology: d.numa.map(|id| TopologyInfo { nodes: vec![NumaNode { id }] }),
+                });
+            }
+        }
+        Ok(Response::new(AllocatableResourcesResponse { devices, ..Default::default() }))
+    }
+
+    async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
+        self.admit()?;
+        let r = r.into_inner();
+        match self.mgr.pods().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
+            Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p)) })),
+            None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The kubelet's `v1beta1.Registration` service: validate the request with
+//! the kubelet's error texts, dial the plugin back inside the call, read its
+//! options, then follow its ListAndWatch stream.
+
+use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
+use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
+use crate::kubelet::conn::{PluginConn, Update};
+use crate::kubelet::manager::Manager;
+use prost::Message;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The kubelet's text for an unsupported version.
+pub fn unsupported_version_text(v: &str) -> String {
+    format!("requested API version {v:?} is not supported by kubelet. Supported version is {:?}", crate::api::VERSION)
+}
+
+/// Why an endpoint name would escape the plugin directory (upstream does not check; a safe tool must).
+pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
+    if endpoint.is_empty() || endpoint.contains('/') || endpoint == "." || endpoint == ".." || endpoint.contains('\0') {
+        Some(format!(
+            "endpoint {endpoint:?} is not a socket file name inside the plugin directory {}; send the socket's file name (e.g. \"vendor.sock\")",
+            plugin_dir.display()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Dial a plugin, retrying until `timeout` (as grpc-go's blocking dial does), then read its options.
+pub async fn connect_plugin(
+    mgr: &Manager,
+    socket: &Path,
+    timeout: Duration,
+) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
+    let start = Instant::now();
+    let conn = loop {
+        let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
+        match PluginConn::connect(socket, left.min(mgr.cfg.call_timeout), mgr.cfg.max_recv).await {
+            Ok(c) => break c,
+            Err(e) if start.elapsed() >= timeout => {
+                return Err(format!(
+                    "failed to dial device plugin: {e} (tried for {}; the plugin must serve its socket before calling Register)",
+                    crate::core::time::format_duration(timeout)
+                ))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let options = conn.options().await.map_err(|e| format!("failed to get device plugin options: {e}"))?;
+    Ok((conn, options))
+}
+
+/// Follow one endpoint's ListAndWatch until it ends.
+pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, generation: u64, conn: PluginConn) {
+    let mut stream = match conn.list_and_watch().await {
+        Ok(s) => s,
+        Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+    };
+    loop {
+        match stream.next().await {
+            Ok(Update::Snapshot(r)) => {
+                let bytes = r.encoded_len();
+                mgr.snapshot(&resource, generation, r.devices, bytes);
+            }
+            Ok(Update::Closed) => return mgr.stream_ended(&resource, generation, "the plugin closed the ListAndWatch stream"),
+            Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+        }
+    }
+}
+
+/// Install a connected endpoint and start following it.
+pub fn start_endpoint(
+    mgr: &Arc<Manager>,
+    resource: &str,
+    conn: PluginConn,
+    options: crate::api::deviceplugin::DevicePluginOptions,
+    via: &'static str,
+) -> u64 {
+    let generation = mgr.add_endpoint(resource, conn.clone(), options, via);
+    let task = tokio::spawn(run_endpoint(mgr.clone(), resource.to_string(), generation, conn));
+    mgr.set_task(resource, generation, task.abort_handle());
+    generation
+}
+
+/// The Registration service.
+pub struct RegistrationService {
+    /// The device manager.
+    pub mgr: Arc<Manager>,
+    /// How long to keep dialing a plugin back (the kubelet: 10 s).
+    pub dial_timeout: Duration,
+}
+
+impl RegistrationService {
+    async fn handle(&self, r: &RegisterRequest) -> Result<(), String> {
+        if r.version != crate::api::VERSION {
+            return Err(unsupported_version_text(&r.version));
+        }
+        if resource_name_problem(&r.resource_name).is_some() {
+            return Err(kubelet_invalid_resource_text(&r.resource_name));
+        }
+        if let Some(p) = endpoint_problem(&r.endpoint, &self.mgr.cfg.plugin_dir) {
+            return Err(p);
+        }
+        let socket = self.mgr.cfg.plugin_dir.join(&r.endpoint);
+        let (conn, options) = connect_plugin(&self.mgr, &socket, self.dial_timeout).await?;
+        start_endpoint(&self.mgr, &r.resource_name, conn, options, "kubelet.sock");
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Registration for RegistrationService {
+    async fn register(&self, req: tonic::Request<RegisterRequest>) -> Result<tonic::Response<Empty>, tonic::Status> {
+        let r = req.into_inner();
+        self.mgr.count_registration(&r.resource_name);
+        match self.handle(&r).await {
+            Ok(()) => Ok(tonic::Response::new(Empty {})),
+            Err(msg) => {
+                let why = resource_name_problem(&r.resource_name);
+                let mut fields = vec![
+                    ("resource", json!(r.resource_name)),
+                    ("endpoint", json!(r.endpoint)),
+                    ("version", json!(r.version)),
+                    ("error", json!(msg)),
+                ];
+                if let Some(w) = why {
+                    fields.push(("why", json!(w)));
+                }
+                self.mgr.log.event("registration-rejected", &fields);
+                Err(tonic::Status::unknown(msg))
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The kubelet's plugin watcher for device plugins: scan the registry
+//! directory (recursively; names starting with `.` and non-sockets ignored),
+//! call GetInfo (1 s), register `DevicePlugin`s, tell them with
+//! NotifyRegistrationStatus (5 s); a deleted socket deregisters its plugin.
+
+use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
+use crate::core::transport::{call, dial, path_kind, request, PathKind};
+use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
+use crate::kubelet::manager::Manager;
+use crate::kubelet::registration::{connect_plugin, start_endpoint};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+fn scan(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if e.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        match path_kind(&p) {
+            Ok(PathKind::Socket) => out.push(p),
+            Ok(PathKind::Directory) if depth < 8 => scan(&p, out, depth + 1),
+            _ => {}
+        }
+    }
+}
+
+async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
+    let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
+    let mut client = RegistrationClient::new(ch);
+    let t = Duration::from_secs(1);
+    let info = call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t))).await.map_err(|e| e.to_string())?;
+    if info.r#type != "DevicePlugin" {
+        return Err(format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type));
+    }
+    let result = async {
+        if !info.supported_versions.iter().any(|v| v == crate::api::VERSION) {
+            return Err(format!(
+                "manager version, {}, is not among plugin supported versions {:?}",
+                crate::api::VERSION,
+                info.supported_versions
+            ));
+        }
+        if resource_name_problem(&info.name).is_some() {
+            return Err(kubelet_invalid_resource_text(&info.name));
+        }
+        let endpoint = if info.endpoint.is_empty() { sock.to_path_buf() } else { PathBuf::from(&info.endpoint) };
+        let (conn, options) = connect_plugin(mgr, &endpoint, dial_timeout).await?;
+        start_endpoint(mgr, &info.name, conn, options, "plugin-watcher");
+        Ok(endpoint)
+    }
+    .await;
+    let status = match &result {
+        Ok(_) => RegistrationStatus { plugin_registered: true, error: String::new() },
+        Err(e) => RegistrationStatus { plugin_registered: false, error: e.clone() },
+    };
+    let t = Duration::from_secs(5);
+    let notified = call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
+    match (result, notified) {
+        (Ok(ep), Ok(_)) => Ok((info.name, ep)),
+        (Ok(ep), Err(e)) => {
+            // A failed notify deregisters the plugin.
+            if let Some((res, generation)) = mgr.resource_of(&ep) {
+                mgr.stream_ended(&res, generation, "NotifyRegistrationStatus failed");
+            }
+            Err(format!("NotifyRegistrationStatus failed: {e}"))
+        }
+        (Err(e), _) => Err(e),
+    }
+}
+
+/// Watch `dir` until `stop`.
+pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut stop: watch::Receiver<bool>) {
+    let mut known: BTreeMap<PathBuf, Option<(String, PathBuf)>> = BTreeMap::new();
+    mgr.log.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
+    loop {
+        let mut now = Vec::new();
+        scan(&dir, &mut now, 0);
+        for sock in &now {
+            if known.contains_key(sock) {
+                continue;
+            }
+            let r = register_one(&mgr, sock, dial_timeout).await;
+            match &r {
+                Ok((res, ep)) => mgr.log.event(
+                    "watcher-registered",
+                    &[("socket", json!(sock.display().to_string())), ("resource", json!(res)), ("endpoint", json!(ep.display().to_string()))],
+                ),
+                Err(e) => mgr.log.event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
+            }
+            known.insert(sock.clone(), r.ok());
+        }
+        let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
+        for g in gone {
+            if let Some(Some((res, ep))) = known.remove(&g) {
+                if let Some((r, generation)) = mgr.resource_of(&ep) {
+                    if r == res {
+                        mgr.stream_ended(&res, generation, "its plugin-watcher socket was deleted (deregistered)");
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = crate::plugin::server::stopped(&mut stop) => return,
+        }
+    }
+}
