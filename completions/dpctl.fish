@@ -42,6 +42,8 @@ complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "podresources" -d 'Query
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
+complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "mock-kubelet" -d 'Stand in for the kubelet\'s device manager: registration, pods, allocation, PodResources'
+complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "node" -d 'Show the node\'s device capacity and allocatable, read from the running mock kubelet'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -243,17 +245,49 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subc
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add devices'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove devices'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l pod-resources-socket -d 'Serve PodResources here [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l manifests -d 'Admit pods from static pod manifests (YAML or JSON) in this directory' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l metrics-addr -d 'Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l grace-period -d 'How long a plugin\'s devices stay (unhealthy) after its stream ends' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l max-recv-size -d 'Receive limit for plugin messages (the kubelet\'s is the gRPC default, 4 MiB)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l topology-policy -d 'Topology manager policy' -r -f -a "none\t'No NUMA alignment'
+best-effort\t'Prefer aligned devices, never reject'
+restricted\t'Reject pods whose best alignment is not the preferred one'
+single-numa-node\t'Reject pods that cannot get all devices from one NUMA node'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l restart-every -d 'Simulate a kubelet restart on this schedule (as SIGHUP does)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l dial-timeout -d 'How long to keep dialing a plugin back inside Register (the kubelet\'s: 10s)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l call-timeout -d 'Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
+json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "mock-kubelet" -d 'Stand in for the kubelet\'s device manager: registration, pods, allocation, PodResources'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "node" -d 'Show the node\'s device capacity and allocatable, read from the running mock kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "get" -d 'Show one pod\'s resources'

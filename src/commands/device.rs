@@ -30,7 +30,10 @@ async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<Resourc
     let mut last_err = None;
     for path in candidates {
         match control::send(&path, &Request { op: "list".into(), ..Default::default() }, ctx.timeout).await {
-            Ok(a) if a.ok => found.push((path, a.resources)),
+            Ok(a) if a.ok && !a.resources.is_empty() => found.push((path, a.resources)),
+            Ok(a) if a.ok => {
+                last_err = Some(Error::failed(format!("{}: not a dpctl serve control socket", path.display())))
+            }
             Ok(a) => last_err = a.error.map(Error::failed),
             Err(e) => last_err = Some(e),
         }

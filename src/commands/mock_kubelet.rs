@@ -16,7 +16,10 @@ use tokio::sync::{mpsc, watch};
 pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
     let plugin_dir = ctx.paths.plugin_dir.clone();
     if !plugin_dir.is_dir() {
-        return Err(Error::failed(format!("{}: plugin directory does not exist; create it or pass --plugin-dir", plugin_dir.display())));
+        return Err(Error::failed(format!(
+            "{}: plugin directory does not exist; create it or pass --plugin-dir",
+            plugin_dir.display()
+        )));
     }
     let pod_resources_socket = if a.no_pod_resources {
         None
@@ -32,7 +35,9 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
     };
     if let Some(p) = &pod_resources_socket {
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the pod-resources directory (pass --pod-resources-socket)", &e))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::io(dir, "cannot create the pod-resources directory (pass --pod-resources-socket)", &e)
+            })?;
         }
     }
     for (flag, d) in [("--manifests", &a.manifests), ("--plugins-registry-dir", &a.plugins_registry_dir)] {

@@ -13,7 +13,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
     let path = status_socket(&ctx.paths.plugin_dir);
     let stream = connect_raw(&path, ctx.timeout).await.map_err(|e| {
-        Error::failed(format!("{e} — no dpctl mock-kubelet owns {}; start one or pass --plugin-dir", ctx.paths.plugin_dir.display()))
+        Error::failed(format!(
+            "{e} — no dpctl mock-kubelet owns {}; start one or pass --plugin-dir",
+            ctx.paths.plugin_dir.display()
+        ))
     })?;
     let (r, mut w) = stream.into_split();
     let work = async {
@@ -26,7 +29,8 @@ pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
         Ok(Ok(None)) => return Err(Error::failed(format!("{}: closed without answering", path.display()))),
         Ok(Ok(Some(l))) => l,
     };
-    let v: Value = serde_json::from_str(&line).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))?;
+    let v: Value =
+        serde_json::from_str(&line).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))?;
     if v["ok"] != true {
         return Err(Error::failed(format!("{}: {}", path.display(), v["error"].as_str().unwrap_or("error"))));
     }
@@ -48,7 +52,14 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
         .resources
         .iter()
         .map(|r| {
-            vec![s(&r["resource"]), s(&r["capacity"]), s(&r["allocatable"]), s(&r["allocated"]), s(&r["state"]), s(&r["endpoint"])]
+            vec![
+                s(&r["resource"]),
+                s(&r["capacity"]),
+                s(&r["allocatable"]),
+                s(&r["allocated"]),
+                s(&r["state"]),
+                s(&r["endpoint"]),
+            ]
         })
         .collect();
     let mut out = String::new();
@@ -61,7 +72,7 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
     let mut pods = Vec::new();
     for p in &n.pods {
         for c in p["containers"].as_array().into_iter().flatten() {
-            let (name, res) = (s(&c[0]), &c[2]);
+            let (name, res) = (s(&c["name"]), &c["resources"]);
             for (r, by_numa) in res.as_object().into_iter().flatten() {
                 let mut ids = Vec::new();
                 let mut numa = Vec::new();

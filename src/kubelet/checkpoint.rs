@@ -64,7 +64,8 @@ impl PodDeviceEntry {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.alloc_resp.trim())
             .map_err(|e| format!("AllocResp is not base64: {e}"))?;
-        ContainerAllocateResponse::decode(bytes.as_slice()).map_err(|e| format!("AllocResp is not a ContainerAllocateResponse: {e}"))
+        ContainerAllocateResponse::decode(bytes.as_slice())
+            .map_err(|e| format!("AllocResp is not a ContainerAllocateResponse: {e}"))
     }
 
     /// Encode a response into AllocResp.
@@ -135,7 +136,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded> {
     }
     let checkpoint: Checkpoint = serde_json::from_value(value)
         .map_err(|e| Error::failed(format!("{}: corrupt checkpoint: {e}", path.display())))?;
-    let checksum_ours = serde_json::to_vec(&checkpoint.data).map(|b| fnv32a(&b) == checkpoint.checksum).unwrap_or(false);
+    let checksum_ours =
+        serde_json::to_vec(&checkpoint.data).map(|b| fnv32a(&b) == checkpoint.checksum).unwrap_or(false);
     Ok(Loaded { checkpoint, checksum_ours })
 }
 
@@ -154,7 +156,11 @@ pub fn write(path: &Path, data: &Data) -> Result<()> {
     let cp = Checkpoint { data: data.clone(), checksum: fnv32a(&body) };
     let text = serde_json::to_vec(&cp).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint"), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint"),
+        std::process::id()
+    ));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(&text)?;
@@ -186,7 +192,10 @@ mod tests {
 
     #[test]
     fn reads_both_layouts_and_round_trips() {
-        let resp = ContainerAllocateResponse { envs: [("A".to_string(), "b".to_string())].into_iter().collect(), ..Default::default() };
+        let resp = ContainerAllocateResponse {
+            envs: [("A".to_string(), "b".to_string())].into_iter().collect(),
+            ..Default::default()
+        };
         let b64 = PodDeviceEntry::encode_alloc_resp(&resp);
         let current = format!(
             r#"{{"Data":{{"PodDeviceEntries":[{{"PodUID":"u1","ContainerName":"c","ResourceName":"v.e/foo","DeviceIDs":{{"0":["foo-0"],"1":["foo-3"]}},"AllocResp":"{b64}"}}],"RegisteredDevices":{{"v.e/foo":["foo-0","foo-3"]}}}},"Checksum":12345}}"#
@@ -213,7 +222,9 @@ mod tests {
 
     #[test]
     fn corrupt_files_are_errors() {
-        for (text, want) in [("{", "not JSON"), ("{\"x\":1}", "no \"Data\""), ("{\"Data\":{\"PodDeviceEntries\":7}}", "corrupt")] {
+        for (text, want) in
+            [("{", "not JSON"), ("{\"x\":1}", "no \"Data\""), ("{\"Data\":{\"PodDeviceEntries\":7}}", "corrupt")]
+        {
             let e = parse(text, Path::new("cp")).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }

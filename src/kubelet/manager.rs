@@ -197,8 +197,20 @@ pub struct PodStatus {
     pub uid: String,
     /// Manifest file.
     pub file: String,
-    /// container → resource → device IDs by NUMA node.
-    pub containers: Vec<(String, bool, BTreeMap<String, BTreeMap<String, Vec<String>>>)>,
+    /// Init containers first, then app containers.
+    pub containers: Vec<ContainerStatus>,
+}
+
+/// One container's devices.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    /// Container name.
+    pub name: String,
+    /// An init container.
+    pub init: bool,
+    /// resource → NUMA node (`-1`: none) → device IDs.
+    pub resources: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 fn kubelet_admission_error(e: &str) -> String {
@@ -222,7 +234,8 @@ impl Manager {
         let loaded = match checkpoint::read(path) {
             Ok(l) => l,
             Err(e) => {
-                let aside = checkpoint::set_aside(path).map(|p| p.display().to_string()).unwrap_or_else(|e2| e2.to_string());
+                let aside =
+                    checkpoint::set_aside(path).map(|p| p.display().to_string()).unwrap_or_else(|e2| e2.to_string());
                 self.log.event("checkpoint-corrupt", &[("error", json!(e.to_string())), ("setAside", json!(aside))]);
                 None
             }
@@ -231,7 +244,10 @@ impl Manager {
         if !l.checksum_ours {
             self.log.event(
                 "checkpoint-checksum",
-                &[("file", json!(path.display().to_string())), ("note", json!("checksum not dpctl's (written by a real kubelet?); content used as is"))],
+                &[
+                    ("file", json!(path.display().to_string())),
+                    ("note", json!("checksum not dpctl's (written by a real kubelet?); content used as is")),
+                ],
             );
         }
         let mut st = self.lock();
@@ -250,7 +266,10 @@ impl Manager {
         }
         let resources: BTreeSet<String> = st.resources.keys().cloned().collect();
         drop(st);
-        self.log.event("checkpoint-restored", &[("allocations", json!(n)), ("resources", json!(resources.iter().collect::<Vec<_>>()))]);
+        self.log.event(
+            "checkpoint-restored",
+            &[("allocations", json!(n)), ("resources", json!(resources.iter().collect::<Vec<_>>()))],
+        );
         resources
     }
 
@@ -300,7 +319,13 @@ impl Manager {
 
     /// Install a newly registered endpoint (replacing any earlier one for the
     /// resource) and return its generation.
-    pub fn add_endpoint(&self, resource: &str, conn: PluginConn, options: DevicePluginOptions, via: &'static str) -> u64 {
+    pub fn add_endpoint(
+        &self,
+        resource: &str,
+        conn: PluginConn,
+        options: DevicePluginOptions,
+        via: &'static str,
+    ) -> u64 {
         let mut st = self.lock();
         st.generation += 1;
         let generation = st.generation;
@@ -370,12 +395,15 @@ impl Manager {
         let removed: Vec<&String> = r.devices.keys().filter(|k| !new.contains_key(*k)).collect();
         let changed: Vec<String> = new
             .iter()
-            .filter_map(|(k, d)| r.devices.get(k).filter(|o| o.health != d.health).map(|o| format!("{k}:{}->{}", o.health, d.health)))
+            .filter_map(|(k, d)| {
+                r.devices.get(k).filter(|o| o.health != d.health).map(|o| format!("{k}:{}->{}", o.health, d.health))
+            })
             .collect();
-        let problems: Vec<String> = crate::core::validate::device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())))
-            .iter()
-            .map(|p| p.to_string())
-            .collect();
+        let problems: Vec<String> =
+            crate::core::validate::device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())))
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
         let fields = vec![
             ("resource", json!(resource)),
             ("capacity", json!(new.len())),
@@ -386,7 +414,8 @@ impl Manager {
             ("bytes", json!(bytes)),
         ];
         r.devices = new;
-        let registered_changed = !fields[3].1.as_array().is_some_and(|a| a.is_empty()) || !fields[4].1.as_array().is_some_and(|a| a.is_empty());
+        let registered_changed = !fields[3].1.as_array().is_some_and(|a| a.is_empty())
+            || !fields[4].1.as_array().is_some_and(|a| a.is_empty());
         if registered_changed {
             self.save(&st);
         }
@@ -434,7 +463,10 @@ impl Manager {
                 st.resources.remove(&resource);
                 me.save(&st);
                 drop(st);
-                me.log.event("resource-removed", &[("resource", json!(resource)), ("reason", json!("grace period over"))]);
+                me.log.event(
+                    "resource-removed",
+                    &[("resource", json!(resource)), ("reason", json!("grace period over"))],
+                );
             }
         });
     }
@@ -484,7 +516,10 @@ impl Manager {
                     endpoint: r.endpoint.as_ref().map(|e| e.conn.socket().display().to_string()),
                     via: r.endpoint.as_ref().map(|e| e.via.to_string()),
                     pre_start_required: r.endpoint.as_ref().is_some_and(|e| e.options.pre_start_required),
-                    get_preferred_allocation_available: r.endpoint.as_ref().is_some_and(|e| e.options.get_preferred_allocation_available),
+                    get_preferred_allocation_available: r
+                        .endpoint
+                        .as_ref()
+                        .is_some_and(|e| e.options.get_preferred_allocation_available),
                     devices: r.devices.clone(),
                 }
             })
@@ -503,14 +538,15 @@ impl Manager {
                     .iter()
                     .map(|c| (c, false))
                     .chain(p.pod.containers.iter().map(|c| (c, true)))
-                    .map(|(c, app)| {
-                        let res = st
+                    .map(|(c, app)| ContainerStatus {
+                        name: c.name.clone(),
+                        init: !app,
+                        resources: st
                             .allocations
                             .iter()
                             .filter(|((u, cn, _), _)| u == &p.pod.uid && cn == &c.name)
                             .map(|((_, _, r), a)| (r.clone(), a.numa.clone()))
-                            .collect();
-                        (c.name.clone(), app, res)
+                            .collect(),
                     })
                     .collect();
                 PodStatus {
@@ -560,7 +596,15 @@ impl Manager {
         self.save(&st);
         drop(st);
         for (u, c, r) in orphans {
-            self.log.event("allocation-freed", &[("podUID", json!(u)), ("container", json!(c)), ("resource", json!(r)), ("reason", json!("pod no longer exists"))]);
+            self.log.event(
+                "allocation-freed",
+                &[
+                    ("podUID", json!(u)),
+                    ("container", json!(c)),
+                    ("resource", json!(r)),
+                    ("reason", json!("pod no longer exists")),
+                ],
+            );
         }
     }
 
@@ -608,12 +652,23 @@ impl Manager {
                     .await
                     .map_err(|e| kubelet_admission_error(&e))?;
                 let ids = match chosen {
-                    None => self.lock().allocations.get(&(pod.uid.clone(), c.name.clone(), res.clone())).map(|a| a.ids.clone()).unwrap_or_default(),
+                    None => self
+                        .lock()
+                        .allocations
+                        .get(&(pod.uid.clone(), c.name.clone(), res.clone()))
+                        .map(|a| a.ids.clone())
+                        .unwrap_or_default(),
                     Some(ids) => {
-                        let resp = self.allocate_rpc(&pod, &c.name, res, &ids).await.map_err(|e| kubelet_admission_error(&e))?;
+                        let resp = self
+                            .allocate_rpc(&pod, &c.name, res, &ids)
+                            .await
+                            .map_err(|e| kubelet_admission_error(&e))?;
                         allocate_calls += 1;
                         let numa = self.by_numa(res, &ids);
-                        pending.insert((pod.uid.clone(), c.name.clone(), res.clone()), Allocation { ids: ids.clone(), numa, resp });
+                        pending.insert(
+                            (pod.uid.clone(), c.name.clone(), res.clone()),
+                            Allocation { ids: ids.clone(), numa, resp },
+                        );
                         ids
                     }
                 };
@@ -675,7 +730,8 @@ impl Manager {
                 let (ep, ids) = {
                     let st = self.lock();
                     let ep = st.resources.get(res).and_then(|r| r.endpoint.clone());
-                    let ids = st.allocations.get(&(pod.uid.clone(), c.name.clone(), res.clone())).map(|a| a.ids.clone());
+                    let ids =
+                        st.allocations.get(&(pod.uid.clone(), c.name.clone(), res.clone())).map(|a| a.ids.clone());
                     (ep, ids)
                 };
                 let (Some(ep), Some(ids)) = (ep, ids) else { continue };
@@ -683,7 +739,10 @@ impl Manager {
                     continue;
                 }
                 let t = Instant::now();
-                let r = ep.conn.pre_start(PreStartContainerRequest { devices_ids: ids.clone() }, self.cfg.pre_start_timeout).await;
+                let r = ep
+                    .conn
+                    .pre_start(PreStartContainerRequest { devices_ids: ids.clone() }, self.cfg.pre_start_timeout)
+                    .await;
                 let mut fields = vec![
                     ("pod", json!(pod.key())),
                     ("container", json!(c.name)),
@@ -761,17 +820,24 @@ impl Manager {
         let mut masks: Vec<u32> = (1..(1u32 << all.len())).collect();
         masks.sort_by_key(|m| (m.count_ones(), *m));
         let fits = |m: u32, need: &(usize, Vec<i64>)| {
-            need.1.iter().filter(|n| all.iter().position(|a| a == *n).is_some_and(|i| m & (1 << i) != 0)).count() >= need.0
+            need.1.iter().filter(|n| all.iter().position(|a| a == *n).is_some_and(|i| m & (1 << i) != 0)).count()
+                >= need.0
         };
         let best = masks.iter().copied().find(|&m| needs.iter().all(|n| fits(m, n)));
-        let min_each = needs.iter().map(|n| masks.iter().find(|&&m| fits(m, n)).map(|m| m.count_ones()).unwrap_or(u32::MAX)).max().unwrap_or(0);
+        let min_each = needs
+            .iter()
+            .map(|n| masks.iter().find(|&&m| fits(m, n)).map(|m| m.count_ones()).unwrap_or(u32::MAX))
+            .max()
+            .unwrap_or(0);
         let err = "Resources cannot be allocated with Topology locality".to_string();
         match (self.cfg.topology, best) {
             (TopologyPolicy::BestEffort, None) => Ok(None),
             (_, None) => Err(err),
             (TopologyPolicy::Restricted, Some(m)) if m.count_ones() > min_each => Err(err),
             (TopologyPolicy::SingleNumaNode, Some(m)) if m.count_ones() > 1 => Err(err),
-            (_, Some(m)) => Ok(Some(all.iter().enumerate().filter(|(i, _)| m & (1 << i) != 0).map(|(_, n)| *n).collect())),
+            (_, Some(m)) => {
+                Ok(Some(all.iter().enumerate().filter(|(i, _)| m & (1 << i) != 0).map(|(_, n)| *n).collect()))
+            }
         }
     }
 
@@ -852,11 +918,16 @@ impl Manager {
             if take(&mut preferred.into_iter().filter(|p| available.contains(p)), &mut allocated, &mut needed) {
                 return Ok(Some(allocated));
             }
-            if take(&mut unaligned.into_iter(), &mut allocated, &mut needed) || take(&mut no_affinity.into_iter(), &mut allocated, &mut needed) {
+            if take(&mut unaligned.into_iter(), &mut allocated, &mut needed)
+                || take(&mut no_affinity.into_iter(), &mut allocated, &mut needed)
+            {
                 return Ok(Some(allocated));
             }
         }
-        Err(format!("unexpectedly allocated less resources than required. Requested: {required}, Got: {}", required - needed))
+        Err(format!(
+            "unexpectedly allocated less resources than required. Requested: {required}, Got: {}",
+            required - needed
+        ))
     }
 
     /// GetPreferredAllocation with the kubelet's arguments; only the first
@@ -913,7 +984,13 @@ impl Manager {
         }
     }
 
-    async fn allocate_rpc(&self, pod: &Pod, container: &str, res: &str, ids: &[String]) -> Result<ContainerAllocateResponse, String> {
+    async fn allocate_rpc(
+        &self,
+        pod: &Pod,
+        container: &str,
+        res: &str,
+        ids: &[String],
+    ) -> Result<ContainerAllocateResponse, String> {
         let (ep, stopped) = {
             let st = self.lock();
             let r = st.resources.get(res);
@@ -927,7 +1004,9 @@ impl Manager {
         let t = Instant::now();
         let r = ep
             .conn
-            .allocate(AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: ids.to_vec() }] })
+            .allocate(AllocateRequest {
+                container_requests: vec![ContainerAllocateRequest { devices_ids: ids.to_vec() }],
+            })
             .await;
         let took = t.elapsed();
         self.lock().alloc_hist.entry(res.to_string()).or_default().observe(took.as_secs_f64());

@@ -73,7 +73,11 @@ fn quantity(v: &Value, what: &str) -> Result<u64, String> {
 }
 
 fn container(c: &Value, at: &str) -> Result<Container, String> {
-    let name = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or(format!("{at}: a container needs a name"))?;
+    let name = c
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or(format!("{at}: a container needs a name"))?;
     let res = c.get("resources");
     let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
     let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
@@ -84,7 +88,9 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             if let Some(r) = requests.and_then(|r| r.get(k)) {
                 let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
                 if rn != n {
-                    return Err(format!("{at} {name:?}: requests {k}={rn} must equal limits {k}={n} for an extended resource"));
+                    return Err(format!(
+                        "{at} {name:?}: requests {k}={rn} must equal limits {k}={n} for an extended resource"
+                    ));
                 }
             }
             if n > 0 {
@@ -93,8 +99,12 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
         }
     }
     if let Some(requests) = requests {
-        if let Some((k, _)) = requests.iter().find(|(k, _)| is_extended(k) && !limits.is_some_and(|l| l.contains_key(*k))) {
-            return Err(format!("{at} {name:?}: {k} is requested without a limit; extended resources must be set in limits"));
+        if let Some((k, _)) =
+            requests.iter().find(|(k, _)| is_extended(k) && !limits.is_some_and(|l| l.contains_key(*k)))
+        {
+            return Err(format!(
+                "{at} {name:?}: {k} is requested without a limit; extended resources must be set in limits"
+            ));
         }
     }
     Ok(Container { name: name.to_string(), resources: out })
@@ -121,12 +131,19 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
         .ok_or(format!("{shown}: metadata.name is required"))?;
     let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
     let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string).unwrap_or_else(|| derived_uid(&fname, text));
+    let uid = meta
+        .get("uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| derived_uid(&fname, text));
     let spec = v.get("spec").ok_or(format!("{shown}: no spec"))?;
     let list = |key: &str| -> Result<Vec<Container>, String> {
         match spec.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
-            Some(Value::Array(a)) => a.iter().enumerate().map(|(i, c)| container(c, &format!("{shown}: spec.{key}[{i}]"))).collect(),
+            Some(Value::Array(a)) => {
+                a.iter().enumerate().map(|(i, c)| container(c, &format!("{shown}: spec.{key}[{i}]"))).collect()
+            }
             Some(_) => Err(format!("{shown}: spec.{key} must be a list")),
         }
     };
@@ -167,7 +184,9 @@ mod tests {
 
     #[test]
     fn clear_errors() {
-        let base = |limits: &str| format!("{{\"metadata\":{{\"name\":\"x\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{limits}}}]}}}}");
+        let base = |limits: &str| {
+            format!("{{\"metadata\":{{\"name\":\"x\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{limits}}}]}}}}")
+        };
         for (text, want) in [
             (base(r#"{"limits":{"v.e/a":"1.5"}}"#), "must be a whole number"),
             (base(r#"{"limits":{"v.e/a":-1}}"#), "negative"),

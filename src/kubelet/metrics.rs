@@ -26,9 +26,17 @@ pub fn render(mgr: &Manager) -> String {
     for (r, h) in &hists {
         let l = label(r);
         for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(s, "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name=\"{l}\",le=\"{b}\"}} {}", h.buckets[i]);
+            let _ = writeln!(
+                s,
+                "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name=\"{l}\",le=\"{b}\"}} {}",
+                h.buckets[i]
+            );
         }
-        let _ = writeln!(s, "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name=\"{l}\",le=\"+Inf\"}} {}", h.count);
+        let _ = writeln!(
+            s,
+            "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name=\"{l}\",le=\"+Inf\"}} {}",
+            h.count
+        );
         let _ = writeln!(s, "kubelet_device_plugin_alloc_duration_seconds_sum{{resource_name=\"{l}\"}} {}", h.sum);
         let _ = writeln!(s, "kubelet_device_plugin_alloc_duration_seconds_count{{resource_name=\"{l}\"}} {}", h.count);
     }
@@ -48,7 +56,11 @@ pub fn render(mgr: &Manager) -> String {
 }
 
 /// Serve until `stop`. `current` holds the manager of the running generation.
-pub async fn serve(listener: TcpListener, current: watch::Receiver<Option<Arc<Manager>>>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    current: watch::Receiver<Option<Arc<Manager>>>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,

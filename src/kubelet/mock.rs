@@ -94,7 +94,9 @@ pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
         if path_kind(&p).ok() == Some(PathKind::Socket) {
             match std::fs::remove_file(&p) {
                 Ok(()) => log.event("socket-deleted", &[("socket", json!(p.display().to_string()))]),
-                Err(err) => log.event("error", &[("socket", json!(p.display().to_string())), ("error", json!(err.to_string()))]),
+                Err(err) => {
+                    log.event("error", &[("socket", json!(p.display().to_string())), ("error", json!(err.to_string()))])
+                }
             }
         }
     }
@@ -137,7 +139,8 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
         }
         for f in &files {
             let meta = std::fs::metadata(f).ok();
-            let (modified, len) = (meta.as_ref().and_then(|m| m.modified().ok()), meta.as_ref().map(|m| m.len()).unwrap_or(0));
+            let (modified, len) =
+                (meta.as_ref().and_then(|m| m.modified().ok()), meta.as_ref().map(|m| m.len()).unwrap_or(0));
             if let Some(s) = seen.get(f) {
                 if s.modified == modified && s.len == len {
                     continue;
@@ -183,7 +186,12 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
     }
 }
 
-async fn serve_status(path: PathBuf, current: watch::Receiver<Option<Arc<Manager>>>, mut stop: watch::Receiver<bool>, log: Logger) -> Result<()> {
+async fn serve_status(
+    path: PathBuf,
+    current: watch::Receiver<Option<Arc<Manager>>>,
+    mut stop: watch::Receiver<bool>,
+    log: Logger,
+) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
@@ -221,7 +229,12 @@ async fn serve_status(path: PathBuf, current: watch::Receiver<Option<Arc<Manager
 }
 
 /// Run until `shutdown`; `restart` requests a restart in place.
-pub async fn run(s: Settings, log: Logger, mut shutdown: watch::Receiver<bool>, mut restart: mpsc::Receiver<()>) -> Result<()> {
+pub async fn run(
+    s: Settings,
+    log: Logger,
+    mut shutdown: watch::Receiver<bool>,
+    mut restart: mpsc::Receiver<()>,
+) -> Result<()> {
     let (current_tx, current_rx) = watch::channel::<Option<Arc<Manager>>>(None);
     let mut background = tokio::task::JoinSet::new();
     {

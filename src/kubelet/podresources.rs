@@ -37,10 +37,11 @@ fn pod_resources(p: &PodStatus) -> PodResources {
         containers: p
             .containers
             .iter()
-            .filter(|(_, app, _)| *app)
-            .map(|(name, _, res)| ContainerResources {
-                name: name.clone(),
-                devices: res
+            .filter(|c| !c.init)
+            .map(|c| ContainerResources {
+                name: c.name.clone(),
+                devices: c
+                    .resources
                     .iter()
                     .flat_map(|(r, by_numa)| {
                         by_numa.iter().map(move |(numa, ids)| ContainerDevices {
@@ -80,7 +81,9 @@ impl PodResourcesService {
 impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
-        Ok(Response::new(ListPodResourcesResponse { pod_resources: self.mgr.pods().iter().map(pod_resources).collect() }))
+        Ok(Response::new(ListPodResourcesResponse {
+            pod_resources: self.mgr.pods().iter().map(pod_resources).collect(),
+        }))
     }
 
     async fn get_allocatable_resources(

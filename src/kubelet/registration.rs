@@ -65,7 +65,9 @@ pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, generation: u64, 
                 let bytes = r.encoded_len();
                 mgr.snapshot(&resource, generation, r.devices, bytes);
             }
-            Ok(Update::Closed) => return mgr.stream_ended(&resource, generation, "the plugin closed the ListAndWatch stream"),
+            Ok(Update::Closed) => {
+                return mgr.stream_ended(&resource, generation, "the plugin closed the ListAndWatch stream")
+            }
             Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
         }
     }

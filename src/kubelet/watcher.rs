@@ -34,7 +34,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
     let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
     let mut client = RegistrationClient::new(ch);
     let t = Duration::from_secs(1);
-    let info = call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t))).await.map_err(|e| e.to_string())?;
+    let info =
+        call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t))).await.map_err(|e| e.to_string())?;
     if info.r#type != "DevicePlugin" {
         return Err(format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type));
     }
@@ -60,7 +61,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
         Err(e) => RegistrationStatus { plugin_registered: false, error: e.clone() },
     };
     let t = Duration::from_secs(5);
-    let notified = call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
+    let notified =
+        call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
     match (result, notified) {
         (Ok(ep), Ok(_)) => Ok((info.name, ep)),
         (Ok(ep), Err(e)) => {
@@ -89,9 +91,15 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
             match &r {
                 Ok((res, ep)) => mgr.log.event(
                     "watcher-registered",
-                    &[("socket", json!(sock.display().to_string())), ("resource", json!(res)), ("endpoint", json!(ep.display().to_string()))],
+                    &[
+                        ("socket", json!(sock.display().to_string())),
+                        ("resource", json!(res)),
+                        ("endpoint", json!(ep.display().to_string())),
+                    ],
                 ),
-                Err(e) => mgr.log.event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
+                Err(e) => mgr
+                    .log
+                    .event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
             }
             known.insert(sock.clone(), r.ok());
         }

@@ -29,9 +29,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 /// The subdirectory of the plugin directory holding control sockets.
 pub const CONTROL_DIR: &str = "dpctl-control";
 
+/// The file-name prefix of `dpctl serve` control sockets (what `dpctl device` looks for).
+pub const SERVE_PREFIX: &str = "serve-";
+
 /// The default control socket of this process.
 pub fn default_socket(plugin_dir: &Path) -> PathBuf {
-    plugin_dir.join(CONTROL_DIR).join(format!("serve-{}.sock", std::process::id()))
+    plugin_dir.join(CONTROL_DIR).join(format!("{SERVE_PREFIX}{}.sock", std::process::id()))
 }
 
 /// One served resource, as live control sees it.

@@ -13,14 +13,14 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-const AUTHORITIES: [&str; 3] = [
+pub const AUTHORITIES: [&str; 3] = [
     "/tmp/d/kubelet.sock",       // grpc-go 1.33
     "%2Ftmp%2Fd%2Fkubelet.sock", // grpc-go 1.65
     "tmp%2Fd%2Fkubelet.sock",    // grpcio 1.85
 ];
 
 #[derive(Debug, PartialEq)]
-enum Outcome {
+pub enum Outcome {
     /// The response's final headers (trailers included).
     Answered(Vec<(String, String)>),
     /// RST_STREAM with this error code.
@@ -38,6 +38,17 @@ fn frame(typ: u8, flags: u8, sid: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 async fn raw_register(sock: &Path, authority: &str) -> Outcome {
+    let req = RegisterRequest {
+        version: "v1beta1".into(),
+        endpoint: "x.sock".into(),
+        resource_name: "vendor.example/x".into(),
+        options: None,
+    };
+    raw_register_req(sock, authority, &req).await
+}
+
+/// Send one Register over a raw HTTP/2 connection with the given `:authority`.
+pub async fn raw_register_req(sock: &Path, authority: &str, req: &RegisterRequest) -> Outcome {
     let mut conn = UnixStream::connect(sock).await.unwrap();
     let mut block = Vec::new();
     for (n, v) in [
@@ -50,13 +61,7 @@ async fn raw_register(sock: &Path, authority: &str) -> Outcome {
     ] {
         encode_literal(&mut block, n.as_bytes(), v.as_bytes());
     }
-    let msg = RegisterRequest {
-        version: "v1beta1".into(),
-        endpoint: "x.sock".into(),
-        resource_name: "vendor.example/x".into(),
-        options: None,
-    }
-    .encode_to_vec();
+    let msg = req.encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     body.extend_from_slice(&msg);
@@ -110,7 +115,8 @@ async fn raw_register(sock: &Path, authority: &str) -> Outcome {
     tokio::time::timeout(Duration::from_secs(5), work).await.expect("no answer within 5s")
 }
 
-fn grpc_status(o: &Outcome) -> Option<&str> {
+/// The grpc-status of an answered call.
+pub fn grpc_status(o: &Outcome) -> Option<&str> {
     match o {
         Outcome::Answered(h) => h.iter().find(|(n, _)| n == "grpc-status").map(|(_, v)| v.as_str()),
         _ => None,

@@ -3,5 +3,6 @@
 
 mod authority;
 mod client;
+mod mock_kubelet;
 mod serve;
 mod support;
