@@ -92,6 +92,16 @@ pub enum Command {
     MockKubelet(MockKubeletArgs),
     /// Show the node's device capacity and allocatable, read from the running mock kubelet
     Node,
+    /// A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted
+    Demo(DemoArgs),
+}
+
+/// `dpctl demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Show the result and exit instead of running until Ctrl-C
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// A plugin socket argument.

@@ -2,6 +2,7 @@
 //! command line. [`run`] dispatches.
 
 pub mod allocate;
+pub mod demo;
 pub mod device;
 pub mod mock_kubelet;
 pub mod node;
@@ -70,5 +71,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Device(c) => device::run(&ctx, &c).await,
         Command::MockKubelet(a) => mock_kubelet::run(&ctx, &a).await,
         Command::Node => node::run(&ctx).await,
+        Command::Demo(a) => demo::run(&ctx, &a).await,
     }
 }

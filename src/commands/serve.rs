@@ -9,16 +9,9 @@ use crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR;
 use crate::core::{Error, Result};
 use crate::plugin::config::{check_resources, parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
 use crate::plugin::control;
-use crate::plugin::registrar::{self, Settings};
-use crate::plugin::server::stopped;
-use crate::plugin::simulated::Simulated;
-use serde_json::json;
-use std::collections::BTreeMap;
+use crate::plugin::registrar::Settings;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 /// The config field names of flag-built resources, as flag names.
 const FLAG_NAMES: &[(&str, &str)] = &[
@@ -141,71 +134,20 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         .or(file.control_socket.clone())
         .unwrap_or_else(|| control::default_socket(&plugin_dir));
 
+    let settings = Settings {
+        plugin_dir: plugin_dir.clone(),
+        socket_name: None,
+        kubelet_socket,
+        mode,
+        registry_dir,
+        register,
+        retry: a.retry || file.retry.unwrap_or(false),
+        timeout: ctx.timeout,
+    };
     let (shut_tx, shut_rx) = watch::channel(false);
-    let mut tasks: JoinSet<Result<()>> = JoinSet::new();
-    let mut entries = BTreeMap::new();
-    for r in &resources {
-        let sim = Arc::new(Simulated::new(r)?);
-        let socket = Arc::new(Mutex::new(PathBuf::new()));
-        entries.insert(r.resource.clone(), control::Entry { inventory: sim.inventory.clone(), socket: socket.clone() });
-        for flap in sim.flaps() {
-            let (inv, log, mut stop) = (sim.inventory.clone(), log.clone(), shut_rx.clone());
-            let (id, period, res) = (flap.device.clone(), flap.period, r.resource.clone());
-            tasks.spawn(async move {
-                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            if let Ok(h) = inv.toggle(&id) {
-                                log.event("flap", &[("resource", json!(res)), ("device", json!(id)), ("health", json!(h))]);
-                            }
-                        }
-                        _ = stopped(&mut stop) => return Ok(()),
-                    }
-                }
-            });
-        }
-        let settings = Settings {
-            plugin_dir: plugin_dir.clone(),
-            socket_name: r.socket_name.clone(),
-            kubelet_socket: kubelet_socket.clone(),
-            mode,
-            registry_dir: registry_dir.clone(),
-            register,
-            retry: a.retry || file.retry.unwrap_or(false),
-            timeout: ctx.timeout,
-        };
-        let (log, stop) = (log.clone(), shut_rx.clone());
-        tasks.spawn(registrar::run(sim, settings, log, stop, move |p| {
-            if let Ok(mut s) = socket.lock() {
-                *s = p.to_path_buf();
-            }
-        }));
-    }
-    {
-        let (entries, log, stop) = (Arc::new(entries), log.clone(), shut_rx.clone());
-        tasks.spawn(async move { control::serve(&control_path, entries, log, stop).await });
-    }
-
-    let mut failure = None;
-    tokio::select! {
-        _ = crate::core::interrupted() => log.event("stopping", &[("reason", json!("signal"))]),
-        Some(done) = tasks.join_next() => {
-            failure = match done {
-                Ok(Err(e)) => Some(e),
-                Err(e) => Some(Error::failed(format!("internal error: {e}"))),
-                Ok(Ok(())) => None,
-            };
-        }
-    }
-    let _ = shut_tx.send(true);
-    let drain = async { while tasks.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(5), drain).await.is_err() {
-        tasks.abort_all();
-    }
-    log.event("stopped", &[]);
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    tokio::spawn(async move {
+        crate::core::interrupted().await;
+        let _ = shut_tx.send(true);
+    });
+    crate::plugin::run::run(&resources, settings, Some(control_path), log, shut_rx).await
 }

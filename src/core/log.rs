@@ -23,17 +23,28 @@ pub enum LogFormat {
 pub struct Logger {
     format: LogFormat,
     quiet: Arc<AtomicBool>,
+    file: Option<Arc<std::sync::Mutex<std::fs::File>>>,
 }
 
 impl Logger {
     /// A logger writing `format` lines to stdout.
     pub fn new(format: LogFormat) -> Self {
-        Logger { format, quiet: Arc::new(AtomicBool::new(false)) }
+        Logger { format, quiet: Arc::new(AtomicBool::new(false)), file: None }
+    }
+
+    /// A logger appending `format` lines to a file.
+    pub fn to_file(format: LogFormat, path: &std::path::Path) -> crate::core::Result<Self> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| crate::core::Error::io(path, "cannot open log file", &e))?;
+        Ok(Logger { format, quiet: Arc::new(AtomicBool::new(false)), file: Some(Arc::new(std::sync::Mutex::new(f))) })
     }
 
     /// A logger that writes nothing (benchmarks, in-process use).
     pub fn silent() -> Self {
-        Logger { format: LogFormat::Human, quiet: Arc::new(AtomicBool::new(true)) }
+        Logger { format: LogFormat::Human, quiet: Arc::new(AtomicBool::new(true)), file: None }
     }
 
     /// Log one event with its fields.
@@ -42,8 +53,17 @@ impl Logger {
             return;
         }
         let line = self.format_line(event, fields);
-        let mut out = std::io::stdout().lock();
-        if out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_err() {
+        let ok = match &self.file {
+            Some(f) => match f.lock() {
+                Ok(mut f) => f.write_all(line.as_bytes()).is_ok(),
+                Err(_) => false,
+            },
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_ok()
+            }
+        };
+        if !ok {
             self.quiet.store(true, Ordering::Relaxed);
         }
     }

@@ -6,5 +6,6 @@ pub mod control;
 pub mod devices;
 pub mod policy;
 pub mod registrar;
+pub mod run;
 pub mod server;
 pub mod simulated;

@@ -579,3 +579,28 @@ async fn metrics_and_healthz() {
     stop_child(sv).await;
     stop_child(k).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_shows_an_admitted_pod_and_cleans_up() {
+    let r = dpctl(&["demo", "--once"]).await;
+    r.expect_code(0);
+    let o = &r.stdout;
+    let dir =
+        o.split_whitespace().find(|w| w.contains("dpctl-demo-")).unwrap().trim_end_matches(['.', ',']).to_string();
+    assert!(
+        o.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["example.com/gpu", "4", "4", "2", "running"]),
+        "{o}"
+    );
+    assert!(
+        o.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["demo-trainer", "trainer", "example.com/gpu", "gpu-0,gpu-1", "0"]),
+        "{o}"
+    );
+    assert!(o.contains("env  GPU_VISIBLE_DEVICES=gpu-0,gpu-1") && o.contains("cdi  example.com/gpu=gpu-1"), "{o}");
+    for cmd in
+        ["dpctl watch gpu.sock", "dpctl podresources list", "dpctl device set-health gpu-3 Unhealthy", "kill -HUP"]
+    {
+        assert!(o.contains(cmd), "missing {cmd}: {o}");
+    }
+    assert!(!std::path::Path::new(&dir).exists(), "{dir} removed");
+}

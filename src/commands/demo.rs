@@ -1,0 +1,265 @@
+//! `dpctl demo`: in a fresh temp directory, a mock kubelet and a simulated
+//! plugin (both in this process), a sample pod admitted, the result shown,
+//! and the commands to poke them printed; runs until Ctrl-C.
+
+use super::Ctx;
+use crate::cli::DemoArgs;
+use crate::core::log::{LogFormat, Logger};
+use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
+use crate::core::{Error, Result};
+use crate::kubelet::manager::{Config, TopologyPolicy};
+use crate::kubelet::mock;
+use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, Scope};
+use crate::plugin::registrar::Settings;
+use crate::render::{emit, table};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+const RESOURCE: &str = "example.com/gpu";
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-trainer
+  namespace: default
+spec:
+  containers:
+  - name: trainer
+    image: example.com/trainer:latest
+    resources:
+      limits:
+        example.com/gpu: 2
+";
+
+/// Removes the demo's own temp directory on drop.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            return Err(Error::failed(format!(
+                "demo: {what} did not happen within {secs}s; see the logs in the demo directory"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn dpctl_hint() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.to_path_buf();
+    let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == dir));
+    (!on_path).then(|| format!("alias dpctl='{}'", exe.display()))
+}
+
+fn allocation_lines(checkpoint: &Path) -> Vec<String> {
+    let Ok(Some(l)) = crate::kubelet::checkpoint::read(checkpoint) else { return vec![] };
+    let mut out = Vec::new();
+    for e in l.checkpoint.data.pod_device_entries {
+        if let Ok(r) = e.decode_alloc_resp() {
+            out.extend(r.envs.iter().map(|(k, v)| format!("env  {k}={v}")));
+            out.extend(r.cdi_devices.iter().map(|c| format!("cdi  {}", c.name)));
+        }
+    }
+    out
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
+    let root = std::env::temp_dir().join(format!("dpctl-demo-{}", std::process::id()));
+    let (dp, pr_dir, manifests) = (root.join("device-plugins"), root.join("pod-resources"), root.join("manifests"));
+    for d in [&dp, &pr_dir, &manifests] {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create the demo directory", &e))?;
+    }
+    let _cleanup = TempRoot(root.clone());
+    let pr_sock = pr_dir.join("kubelet.sock");
+    let (shut_tx, shut_rx) = watch::channel(false);
+
+    let settings = mock::Settings {
+        plugin_dir: dp.clone(),
+        pod_resources_socket: Some(pr_sock.clone()),
+        manifests: Some(manifests.clone()),
+        plugins_registry_dir: None,
+        metrics_addr: None,
+        restart_every: None,
+        dial_timeout: Duration::from_secs(10),
+        manager: Config {
+            plugin_dir: dp.clone(),
+            checkpoint: dp.join(CHECKPOINT_NAME),
+            topology: TopologyPolicy::None,
+            grace_period: Duration::from_secs(300),
+            max_recv: crate::api::KUBELET_MAX_RECV,
+            call_timeout: Duration::from_secs(30),
+            pre_start_timeout: Duration::from_secs(30),
+        },
+    };
+    let (restart_tx, restart_rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        while hup.recv().await.is_some() {
+            let _ = restart_tx.try_send(());
+        }
+    });
+    let klog = Logger::to_file(LogFormat::Human, &root.join("kubelet.log"))?;
+    let mut kubelet = tokio::spawn(mock::run(settings, klog, shut_rx.clone(), restart_rx));
+    let ksock = dp.join(KUBELET_SOCKET_NAME);
+    wait_for("the mock kubelet's start", 5, async || tokio::net::UnixStream::connect(&ksock).await.ok().map(|_| ()))
+        .await?;
+
+    let gpu = ResourceConfig {
+        resource: RESOURCE.into(),
+        socket_name: Some("gpu.sock".into()),
+        count: Some(4),
+        numa_nodes: Some(2),
+        pre_start: true,
+        preferred_allocation: true,
+        allocate: Some(AllocateTemplate {
+            container: Scope {
+                envs: [("GPU_VISIBLE_DEVICES".to_string(), "{ids}".to_string())].into_iter().collect(),
+                ..Default::default()
+            },
+            device: Scope { cdi_devices: vec![format!("{RESOURCE}={{id}}")], ..Default::default() },
+        }),
+        ..Default::default()
+    };
+    let plugin_settings = Settings {
+        plugin_dir: dp.clone(),
+        socket_name: None,
+        kubelet_socket: ksock.clone(),
+        mode: RegistrationMode::Kubelet,
+        registry_dir: root.join("plugins_registry"),
+        register: true,
+        retry: false,
+        timeout: ctx.timeout,
+    };
+    let plog = Logger::to_file(LogFormat::Human, &root.join("plugin.log"))?;
+    let control = crate::plugin::control::default_socket(&dp);
+    let mut plugin = {
+        let stop = shut_rx.clone();
+        tokio::spawn(async move { crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, stop).await })
+    };
+    let demo_ctx =
+        Ctx { paths: crate::core::paths::Paths { plugin_dir: dp.clone(), ..ctx.paths.clone() }, ..ctx.clone() };
+    let work = async {
+        wait_for("the plugin's registration", 10, async || {
+            let n = super::node::fetch(&demo_ctx).await.ok()?;
+            n.resources.iter().any(|r| r["resource"] == RESOURCE && r["allocatable"] == 4).then_some(())
+        })
+        .await?;
+        let manifest = manifests.join("demo-trainer.yaml");
+        std::fs::write(&manifest, POD).map_err(|e| Error::io(&manifest, "cannot write the sample pod", &e))?;
+        wait_for("the sample pod's admission", 10, async || {
+            let n = super::node::fetch(&demo_ctx).await.ok()?;
+            (!n.pods.is_empty()).then_some(())
+        })
+        .await?;
+        Ok::<PathBuf, Error>(manifest)
+    };
+    let manifest = tokio::select! {
+        r = work => r?,
+        r = &mut kubelet => return Err(r.map_err(|e| Error::failed(e.to_string())).and_then(|x| x).err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
+        r = &mut plugin => return Err(r.map_err(|e| Error::failed(e.to_string())).and_then(|x| x).err().unwrap_or_else(|| Error::failed("the plugin stopped"))),
+    };
+
+    let n = super::node::fetch(&demo_ctx).await?;
+    let mut out =
+        format!("dpctl demo: a mock kubelet and a simulated device plugin, running in {}\n\n", root.display());
+    out.push_str(&format!("1. The plugin registered {RESOURCE} with the kubelet (4 devices on 2 NUMA nodes):\n\n"));
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+    let rows: Vec<Vec<String>> = n
+        .resources
+        .iter()
+        .map(|r| vec![s(&r["resource"]), s(&r["capacity"]), s(&r["allocatable"]), s(&r["allocated"]), s(&r["state"])])
+        .collect();
+    out.push_str(&indent(&table(&["RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "STATE"], &rows)));
+    out.push_str(&format!("\n\n2. A pod asking for 2 GPUs was admitted ({}):\n\n", manifest.display()));
+    let mut prow = Vec::new();
+    for p in &n.pods {
+        for c in p["containers"].as_array().into_iter().flatten() {
+            for (res, by_numa) in c["resources"].as_object().into_iter().flatten() {
+                let ids: Vec<String> = by_numa
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|(_, l)| l.as_array().cloned().unwrap_or_default())
+                    .map(|v| s(&v))
+                    .collect();
+                let numa: Vec<String> =
+                    by_numa.as_object().into_iter().flatten().map(|(k, _)| k.clone()).filter(|k| k != "-1").collect();
+                prow.push(vec![s(&p["name"]), s(&c["name"]), res.clone(), ids.join(","), numa.join(",")]);
+            }
+        }
+    }
+    out.push_str(&indent(&table(&["POD", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"], &prow)));
+    let lines = allocation_lines(&dp.join(CHECKPOINT_NAME));
+    if !lines.is_empty() {
+        out.push_str("\n\n   The plugin's Allocate answer, which the container runtime would apply:\n");
+        for l in lines {
+            out.push_str(&format!("     {l}\n"));
+        }
+    }
+    out.push_str("\n3. Both keep running until Ctrl-C. In another shell, try:\n\n");
+    if let Some(alias) = dpctl_hint() {
+        out.push_str(&format!("   {alias}\n"));
+    }
+    let cmds = [
+        (format!("export DPCTL_PLUGIN_DIR={}", dp.display()), ""),
+        (format!("export DPCTL_POD_RESOURCES_SOCKET={}", pr_sock.display()), ""),
+        ("dpctl watch gpu.sock".into(), "# follow ListAndWatch"),
+        ("dpctl probe gpu.sock --allocate".into(), "# health-check the plugin"),
+        ("dpctl allocate gpu.sock gpu-2".into(), "# ask the plugin for a device"),
+        ("dpctl podresources list".into(), "# what the kubelet allocated"),
+        ("dpctl device set-health gpu-3 Unhealthy".into(), "# break a device: watch and node see it"),
+        ("dpctl node".into(), "# capacity and allocatable"),
+        (
+            format!(
+                "sed 's/demo-trainer/second/' {} > {}",
+                manifest.display(),
+                manifests.join("second.yaml").display()
+            ),
+            "# admit a second pod",
+        ),
+        (format!("kill -HUP {}", std::process::id()), "# simulate a kubelet restart"),
+    ];
+    let width = cmds.iter().map(|(c, _)| c.len()).filter(|l| *l <= 44).max().unwrap_or(0);
+    for (c, why) in &cmds {
+        out.push_str(&format!("   {c:width$}  {why}\n").trim_end().to_string());
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\n   Logs: {}  {}\n",
+        root.join("kubelet.log").display(),
+        root.join("plugin.log").display()
+    ));
+    emit(&out)?;
+
+    if !a.once {
+        tokio::select! {
+            _ = crate::core::interrupted() => {}
+            r = &mut kubelet => { let _ = r; }
+            r = &mut plugin => { let _ = r; }
+        }
+    }
+    let _ = shut_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = plugin.await;
+        let _ = kubelet.await;
+    })
+    .await;
+    Ok(())
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")
+}
