@@ -234,7 +234,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     ];
     let width = cmds.iter().map(|(c, _)| c.len()).filter(|l| *l <= 44).max().unwrap_or(0);
     for (c, why) in &cmds {
-        out.push_str(&format!("   {c:width$}  {why}\n").trim_end().to_string());
+        out.push_str(format!("   {c:width$}  {why}").trim_end());
         out.push('\n');
     }
     out.push_str(&format!(
