@@ -19,11 +19,17 @@ _dpctl() {
             dpctl,allocate)
                 cmd="dpctl__subcmd__allocate"
                 ;;
+            dpctl,checkpoint)
+                cmd="dpctl__subcmd__checkpoint"
+                ;;
             dpctl,demo)
                 cmd="dpctl__subcmd__demo"
                 ;;
             dpctl,device)
                 cmd="dpctl__subcmd__device"
+                ;;
+            dpctl,doctor)
+                cmd="dpctl__subcmd__doctor"
                 ;;
             dpctl,help)
                 cmd="dpctl__subcmd__help"
@@ -91,11 +97,17 @@ _dpctl() {
             dpctl__subcmd__help,allocate)
                 cmd="dpctl__subcmd__help__subcmd__allocate"
                 ;;
+            dpctl__subcmd__help,checkpoint)
+                cmd="dpctl__subcmd__help__subcmd__checkpoint"
+                ;;
             dpctl__subcmd__help,demo)
                 cmd="dpctl__subcmd__help__subcmd__demo"
                 ;;
             dpctl__subcmd__help,device)
                 cmd="dpctl__subcmd__help__subcmd__device"
+                ;;
+            dpctl__subcmd__help,doctor)
+                cmd="dpctl__subcmd__help__subcmd__doctor"
                 ;;
             dpctl__subcmd__help,help)
                 cmd="dpctl__subcmd__help__subcmd__help"
@@ -182,7 +194,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -h -V --output --timeout --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo help"
+            opts="-o -h -V --output --timeout --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -219,6 +231,40 @@ _dpctl() {
             fi
             case "${prev}" in
                 --container)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__checkpoint)
+            opts="-o -h --file --output --timeout --no-color --plugin-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -545,8 +591,46 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__doctor)
+            opts="-o -h --pod-resources-socket --plugins-registry-dir --output --timeout --no-color --plugin-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pod-resources-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugins-registry-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__help)
-            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo help"
+            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -560,6 +644,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__allocate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__checkpoint)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -646,6 +744,20 @@ _dpctl() {
         dpctl__subcmd__help__subcmd__device__subcmd__set__subcmd__health)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__doctor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

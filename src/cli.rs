@@ -94,6 +94,29 @@ pub enum Command {
     Node,
     /// A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted
     Demo(DemoArgs),
+    /// Show the kubelet's device-manager checkpoint, with each allocation's decoded Allocate answer
+    Checkpoint(CheckpointArgs),
+    /// Inspect the node read-only and say what is wrong with its device plugins, and how to fix it
+    Doctor(DoctorArgs),
+}
+
+/// `dpctl checkpoint`
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The checkpoint file [default: <plugin-dir>/kubelet_internal_checkpoint]
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// `dpctl doctor`
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The kubelet's PodResources socket
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", default_value = DEFAULT_POD_RESOURCES_SOCKET, value_name = "PATH")]
+    pub pod_resources_socket: PathBuf,
+    /// The plugin-watcher directory (checked when it exists)
+    #[arg(long, default_value = crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR, value_name = "DIR")]
+    pub plugins_registry_dir: PathBuf,
 }
 
 /// `dpctl demo`

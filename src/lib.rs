@@ -8,6 +8,7 @@ pub mod api;
 pub mod cli;
 pub mod commands;
 pub mod core;
+pub mod doctor;
 pub mod kubelet;
 pub mod plugin;
 pub mod render;

@@ -2,8 +2,10 @@
 //! command line. [`run`] dispatches.
 
 pub mod allocate;
+pub mod checkpoint;
 pub mod demo;
 pub mod device;
+pub mod doctor;
 pub mod mock_kubelet;
 pub mod node;
 pub mod options;
@@ -72,5 +74,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::MockKubelet(a) => mock_kubelet::run(&ctx, &a).await,
         Command::Node => node::run(&ctx).await,
         Command::Demo(a) => demo::run(&ctx, &a).await,
+        Command::Checkpoint(a) => checkpoint::run(&ctx, &a),
+        Command::Doctor(a) => doctor::run(&ctx, &a).await,
     }
 }

@@ -3,6 +3,7 @@
 
 mod authority;
 mod client;
+mod doctor;
 mod mock_kubelet;
 mod serve;
 mod support;

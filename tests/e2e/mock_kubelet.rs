@@ -9,31 +9,31 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::process::Child;
 
-struct Node {
-    dir: tempfile::TempDir,
+pub struct Node {
+    pub dir: tempfile::TempDir,
 }
 
 impl Node {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let n = Node { dir: tmp() };
         for d in ["dp", "pods", "registry"] {
             std::fs::create_dir(n.dir.path().join(d)).unwrap();
         }
         n
     }
-    fn dp(&self) -> PathBuf {
+    pub fn dp(&self) -> PathBuf {
         self.dir.path().join("dp")
     }
-    fn pods(&self) -> PathBuf {
+    pub fn pods(&self) -> PathBuf {
         self.dir.path().join("pods")
     }
-    fn pr(&self) -> PathBuf {
+    pub fn pr(&self) -> PathBuf {
         self.dir.path().join("pr.sock")
     }
-    fn kubelet(&self) -> PathBuf {
+    pub fn kubelet(&self) -> PathBuf {
         self.dp().join("kubelet.sock")
     }
-    async fn start(&self, extra: &[&str]) -> Child {
+    pub async fn start(&self, extra: &[&str]) -> Child {
         let dp = self.dp();
         let pods = self.pods();
         let pr = self.pr();
@@ -55,26 +55,31 @@ impl Node {
         wait_until(10, "a live kubelet.sock", || std::os::unix::net::UnixStream::connect(&k).is_ok()).await;
         child
     }
-    async fn serve(&self, extra: &[&str]) -> Child {
+    pub async fn serve(&self, extra: &[&str]) -> Child {
         let dp = self.dp();
         let mut args = vec!["serve", "--plugin-dir", s(&dp)];
         args.extend_from_slice(extra);
         dpctl_cmd(&args).spawn().unwrap()
     }
-    fn pod(&self, file: &str, text: &str) {
+    pub fn pod(&self, file: &str, text: &str) {
         let tmp = self.pods().join(format!(".{file}.tmp"));
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(tmp, self.pods().join(file)).unwrap();
     }
-    async fn node(&self) -> serde_json::Value {
+    pub async fn node(&self) -> serde_json::Value {
         let r = dpctl(&["node", "--plugin-dir", s(&self.dp()), "-o", "json"]).await;
         r.expect_code(0);
         serde_json::from_str(&r.stdout).unwrap()
     }
-    async fn resource(&self, name: &str) -> Option<serde_json::Value> {
+    pub async fn resource(&self, name: &str) -> Option<serde_json::Value> {
         self.node().await["resources"].as_array().unwrap().iter().find(|r| r["resource"] == name).cloned()
     }
-    async fn wait_resource(&self, name: &str, what: &str, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    pub async fn wait_resource(
+        &self,
+        name: &str,
+        what: &str,
+        f: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         for _ in 0..250 {
             if let Some(r) = self.resource(name).await {
                 if f(&r) {
@@ -85,7 +90,7 @@ impl Node {
         }
         panic!("timed out waiting for {name}: {what}; node: {}", self.node().await);
     }
-    async fn wait_pod(&self, name: &str) -> serde_json::Value {
+    pub async fn wait_pod(&self, name: &str) -> serde_json::Value {
         for _ in 0..250 {
             let n = self.node().await;
             if let Some(p) = n["pods"].as_array().unwrap().iter().find(|p| p["name"] == name) {
@@ -95,7 +100,7 @@ impl Node {
         }
         panic!("pod {name} not admitted: {}", self.node().await);
     }
-    async fn wait_rejected(&self, file: &str) -> String {
+    pub async fn wait_rejected(&self, file: &str) -> String {
         for _ in 0..250 {
             let n = self.node().await;
             if let Some((_, why)) = n["rejected"].as_object().unwrap().iter().find(|(f, _)| f.ends_with(file)) {
@@ -107,7 +112,7 @@ impl Node {
     }
 }
 
-fn pod_yaml(name: &str, res: &str, n: u32) -> String {
+pub fn pod_yaml(name: &str, res: &str, n: u32) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  containers:\n  - name: main\n    resources:\n      limits:\n        {res}: {n}\n"
     )

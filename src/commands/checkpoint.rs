@@ -1,0 +1,132 @@
+//! `dpctl checkpoint [--file PATH]`: the kubelet's device-manager checkpoint
+//! as a table, with each allocation's AllocResp decoded. Read-only.
+
+use super::Ctx;
+use crate::api::deviceplugin::ContainerAllocateResponse;
+use crate::cli::CheckpointArgs;
+use crate::core::paths::CHECKPOINT_NAME;
+use crate::core::{Error, Result};
+use crate::kubelet::checkpoint;
+use crate::render::{emit, structured, table, Format};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    pod_uid: String,
+    container_name: String,
+    resource_name: String,
+    device_ids: BTreeMap<String, Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alloc_resp: Option<ContainerAllocateResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alloc_resp_error: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct View {
+    file: String,
+    checksum_verified: bool,
+    entries: Vec<Entry>,
+    registered_devices: BTreeMap<String, Vec<String>>,
+}
+
+/// A one-cell summary of an Allocate answer.
+pub fn summary(r: &ContainerAllocateResponse) -> String {
+    let mut parts = Vec::new();
+    parts.extend(r.envs.iter().map(|(k, v)| format!("env {k}={v}")));
+    parts.extend(
+        r.mounts
+            .iter()
+            .map(|m| format!("mount {}:{}{}", m.host_path, m.container_path, if m.read_only { ":ro" } else { "" })),
+    );
+    parts.extend(r.devices.iter().map(|d| format!("device {}:{}:{}", d.host_path, d.container_path, d.permissions)));
+    parts.extend(r.annotations.iter().map(|(k, v)| format!("annotation {k}={v}")));
+    parts.extend(r.cdi_devices.iter().map(|c| format!("cdi {}", c.name)));
+    if parts.is_empty() {
+        "(empty)".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// Run the command.
+pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
+    let path = a.file.clone().unwrap_or_else(|| ctx.paths.plugin_dir.join(CHECKPOINT_NAME));
+    let loaded = checkpoint::read(&path)?.ok_or_else(|| {
+        Error::failed(format!(
+            "{}: no checkpoint (the kubelet writes it once a device plugin registered); check --plugin-dir or --file",
+            path.display()
+        ))
+    })?;
+    let data = loaded.checkpoint.data;
+    let entries: Vec<Entry> = data
+        .pod_device_entries
+        .iter()
+        .map(|e| {
+            let (alloc_resp, alloc_resp_error) = match e.decode_alloc_resp() {
+                Ok(r) => (Some(r), None),
+                Err(err) => (None, Some(err)),
+            };
+            Entry {
+                pod_uid: e.pod_uid.clone(),
+                container_name: e.container_name.clone(),
+                resource_name: e.resource_name.clone(),
+                device_ids: e.device_ids.clone(),
+                alloc_resp,
+                alloc_resp_error,
+            }
+        })
+        .collect();
+    let view = View {
+        file: path.display().to_string(),
+        checksum_verified: loaded.checksum_ours,
+        entries,
+        registered_devices: data.registered_devices,
+    };
+    if ctx.format != Format::Table {
+        return emit(&structured(ctx.format, &view)?);
+    }
+    let mut out = String::new();
+    if view.entries.is_empty() {
+        out.push_str("no allocations\n");
+    } else {
+        let rows: Vec<Vec<String>> = view
+            .entries
+            .iter()
+            .map(|e| {
+                let ids: Vec<String> = e.device_ids.values().flatten().cloned().collect();
+                let numa: Vec<String> = e.device_ids.keys().filter(|k| *k != "-1").cloned().collect();
+                vec![
+                    e.pod_uid.clone(),
+                    e.container_name.clone(),
+                    e.resource_name.clone(),
+                    ids.join(","),
+                    if numa.is_empty() { "-".into() } else { numa.join(",") },
+                    match (&e.alloc_resp, &e.alloc_resp_error) {
+                        (Some(r), _) => summary(r),
+                        (_, Some(err)) => format!("(undecodable: {err})"),
+                        _ => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["POD UID", "CONTAINER", "RESOURCE", "DEVICES", "NUMA", "ALLOCATION"], &rows));
+        out.push('\n');
+    }
+    out.push('\n');
+    let rows: Vec<Vec<String>> = view
+        .registered_devices
+        .iter()
+        .map(|(r, ids)| vec![r.clone(), ids.len().to_string(), crate::render::list(ids)])
+        .collect();
+    if rows.is_empty() {
+        out.push_str("no registered resources\n");
+    } else {
+        out.push_str(&table(&["REGISTERED RESOURCE", "DEVICES", "IDS"], &rows));
+        out.push('\n');
+    }
+    emit(&out)
+}
