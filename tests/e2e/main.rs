@@ -4,6 +4,7 @@
 mod authority;
 mod client;
 mod doctor;
+mod interop;
 mod mock_kubelet;
 mod serve;
 mod support;

@@ -1,0 +1,413 @@
+//! Interop matrix: dpctl against independent implementations — a Python
+//! peer (grpcio) and a Go peer (grpc-go 1.33, which sends the socket path
+//! as :authority) — built from proto/ by tests/interop/setup.sh. Every
+//! cell runs against both. Without built peers the tests fail under CI
+//! (CI=true) and say loudly that they were skipped elsewhere.
+
+use crate::mock_kubelet::{pod_yaml, Node};
+use crate::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin};
+
+#[derive(Clone, Copy, Debug)]
+enum Lang {
+    Python,
+    Go,
+}
+
+fn peers_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop");
+    if dir.join("go-peer").exists() && dir.join("python/peer.py").exists() && dir.join("venv/bin/python").exists() {
+        return Some(dir);
+    }
+    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
+        panic!("interop peers are not built in {}: run tests/interop/setup.sh", dir.display());
+    }
+    eprintln!("SKIPPED: interop peers are not built; run tests/interop/setup.sh to run the interop matrix");
+    None
+}
+
+struct Peer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    events: Arc<Mutex<Vec<Value>>>,
+    lang: Lang,
+}
+
+impl Peer {
+    fn spawn(dir: &Path, lang: Lang, args: &[&str]) -> Peer {
+        let mut c = match lang {
+            Lang::Go => tokio::process::Command::new(dir.join("go-peer")),
+            Lang::Python => {
+                let mut c = tokio::process::Command::new(dir.join("venv/bin/python"));
+                c.arg(dir.join("python/peer.py")).env("PYTHONPATH", dir.join("python"));
+                c
+            }
+        };
+        c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+        let mut child = c.spawn().expect("spawn peer");
+        let stdout = child.stdout.take().unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev = events.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    ev.lock().unwrap().push(v);
+                }
+            }
+        });
+        Peer { stdin: child.stdin.take(), child, events, lang }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        s.flush().await.unwrap();
+    }
+
+    /// Wait for the `nth` (0-based) event matching `f`.
+    async fn wait_nth(&self, nth: usize, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..500 {
+            if let Some(v) = self.events.lock().unwrap().iter().filter(|e| f(e)).nth(nth) {
+                return v.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("{:?} peer: no {what} within 10s; events: {:?}", self.lang, self.events.lock().unwrap());
+    }
+
+    async fn wait(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        self.wait_nth(0, what, f).await
+    }
+
+    fn calls(&self, method: &str) -> Vec<Value> {
+        self.events.lock().unwrap().iter().filter(|e| e["event"] == "call" && e["method"] == method).cloned().collect()
+    }
+}
+
+fn ev(name: &'static str) -> impl Fn(&Value) -> bool {
+    move |e| e["event"] == name
+}
+
+macro_rules! both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn python() {
+                if let Some(d) = super::peers_dir() {
+                    super::$body(&d, super::Lang::Python).await;
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn go() {
+                if let Some(d) = super::peers_dir() {
+                    super::$body(&d, super::Lang::Go).await;
+                }
+            }
+        }
+    };
+}
+
+both!(serve_registers_with_peer_kubelet, serve_with_peer_kubelet);
+both!(peer_plugin_registers_with_mock_kubelet, peer_plugin_with_mock_kubelet);
+both!(client_commands_against_peer_plugin, client_commands);
+both!(register_and_podresources_against_peer, register_and_podresources);
+both!(errors_across_implementations, errors);
+
+async fn serve_with_peer_kubelet(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let mut k = Peer::spawn(dir, lang, &["kubelet", "--dir", s(d.path())]);
+    k.wait("ready", ev("ready")).await;
+    let sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--numa-nodes",
+        "2",
+        "--preferred-allocation",
+        "--pre-start",
+        "--cdi",
+        "vendor.example/foo={id}",
+        "--env",
+        "FOO_VISIBLE_DEVICES={ids}",
+    ])
+    .spawn()
+    .unwrap();
+    let reg = k.wait("register", ev("register")).await;
+    assert_eq!(reg["version"], "v1beta1");
+    assert_eq!(reg["resource"], "vendor.example/foo");
+    assert_eq!(reg["options"]["getPreferredAllocationAvailable"], true);
+    let opts = k.wait("options", ev("options")).await;
+    assert_eq!(
+        (opts["preStartRequired"].as_bool(), opts["getPreferredAllocationAvailable"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let snap = k.wait("snapshot", ev("snapshot")).await;
+    let devs = snap["devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 4);
+    assert_eq!((devs[3]["id"].as_str(), devs[3]["health"].as_str()), (Some("foo-3"), Some("Healthy")));
+    assert_eq!(devs[3]["numa"], serde_json::json!([1]));
+
+    dpctl(&["--plugin-dir", s(d.path()), "device", "set-health", "foo-1", "Unhealthy"]).await.expect_code(0);
+    let snap = k.wait_nth(1, "second snapshot", ev("snapshot")).await;
+    assert_eq!(snap["devices"][1]["health"], "Unhealthy");
+
+    k.send("allocate foo-0,foo-2").await;
+    let a = k.wait("allocate", ev("allocate")).await;
+    assert_eq!(a["response"]["envs"]["FOO_VISIBLE_DEVICES"], "foo-0,foo-2");
+    assert_eq!(a["response"]["cdi"], serde_json::json!(["vendor.example/foo=foo-0", "vendor.example/foo=foo-2"]));
+    k.send("allocate foo-1").await;
+    let e = k.wait("error", ev("error")).await;
+    assert!(
+        e["code"].as_str().unwrap().eq_ignore_ascii_case("invalidargument") || e["code"] == "INVALID_ARGUMENT",
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains("unhealthy device(s) foo-1"), "{e}");
+    k.send("preferred foo-0,foo-2,foo-3 foo-3 2").await;
+    let p = k.wait("preferred", ev("preferred")).await;
+    assert_eq!(p["ids"], serde_json::json!(["foo-3", "foo-2"]));
+    k.send("prestart foo-0").await;
+    k.wait("prestart", ev("prestart")).await;
+
+    // a kubelet restart: sockets deleted, kubelet.sock re-created → serve registers again
+    k.send("restart").await;
+    k.wait("restarted", ev("restarted")).await;
+    let reg2 = k.wait_nth(1, "re-registration", ev("register")).await;
+    assert_ne!(reg2["endpoint"], reg["endpoint"], "a fresh socket after the restart");
+    k.wait_nth(2, "snapshot after re-registration", ev("snapshot")).await;
+    stop_child(sv).await.expect_code(0);
+}
+
+async fn peer_plugin_with_mock_kubelet(dir: &Path, lang: Lang) {
+    let n = Node::new();
+    let mk = n.start(&[]).await;
+    let sock = n.dp().join("peer.sock");
+    let kubelet = n.kubelet();
+    let mut p = Peer::spawn(
+        dir,
+        lang,
+        &["plugin", "--socket", s(&sock), "--kubelet-socket", s(&kubelet), "--preferred", "--prestart"],
+    );
+    p.wait("registered", ev("registered")).await;
+    n.wait_resource("vendor.example/peer", "4 allocatable", |r| r["allocatable"] == 4).await;
+    n.pod("a.yaml", &pod_yaml("a", "vendor.example/peer", 2));
+    let pod = n.wait_pod("a").await;
+    let pref = p.calls("GetPreferredAllocation");
+    assert_eq!(pref.len(), 1, "{pref:?}");
+    assert_eq!(pref[0]["available"], serde_json::json!(["p-0", "p-1", "p-2", "p-3"]));
+    assert!(pref[0]["mustInclude"].as_array().is_none_or(|a| a.is_empty()), "{pref:?}");
+    assert_eq!(pref[0]["size"], 2);
+    let alloc = p.wait("Allocate", |e| e["method"] == "Allocate").await;
+    assert_eq!(alloc["ids"], serde_json::json!([["p-0", "p-1"]]));
+    p.wait("PreStartContainer", |e| e["method"] == "PreStartContainer").await;
+    assert_eq!(pod["containers"][0]["resources"]["vendor.example/peer"]["0"], serde_json::json!(["p-0", "p-1"]));
+    let r = dpctl(&["podresources", "list", "--socket", s(&n.pr())]).await;
+    assert!(r.stdout.contains("vendor.example/peer   p-0,p-1"), "{}", r.stdout);
+
+    p.send("health p-3 Unhealthy").await;
+    n.wait_resource("vendor.example/peer", "3 allocatable", |r| r["allocatable"] == 3 && r["capacity"] == 4).await;
+    stop_child(mk).await;
+}
+
+async fn client_commands(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let sock = d.path().join("peer.sock");
+    let mut p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
+    p.wait("ready", ev("ready")).await;
+
+    let r = dpctl(&["options", s(&sock), "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["preStartRequired"].as_bool(), v["getPreferredAllocationAvailable"].as_bool()),
+        (Some(true), Some(true))
+    );
+
+    let watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
+    p.wait("ListAndWatch from watch", |e| e["method"] == "ListAndWatch").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p.send("health p-2 Unhealthy").await;
+    let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["devices"][3]["topology"]["nodes"][0]["ID"], "1");
+    assert_eq!(lines[1]["devices"][2]["health"], "Unhealthy");
+    assert_eq!(lines[1]["healthy"], 3);
+
+    let r = dpctl(&["allocate", s(&sock), "p-0", "p-1", "--container", "p-3", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let c0 = &v["containerResponses"][0];
+    assert_eq!(c0["envs"]["PEER_DEVICES"], "p-0,p-1");
+    assert_eq!(c0["annotations"]["peer"], if matches!(lang, Lang::Go) { "go" } else { "python" });
+    assert_eq!(c0["mounts"][0], serde_json::json!({"containerPath": "/peer", "hostPath": "/tmp", "readOnly": true}));
+    assert_eq!(
+        c0["devices"][1],
+        serde_json::json!({"containerPath": "/dev/p-1", "hostPath": "/dev/null", "permissions": "rw"})
+    );
+    assert_eq!(c0["cdiDevices"][0]["name"], "vendor.example/peer=p-0");
+    assert_eq!(v["containerResponses"][1]["envs"]["PEER_DEVICES"], "p-3");
+    assert_eq!(p.calls("Allocate").last().unwrap()["ids"], serde_json::json!([["p-0", "p-1"], ["p-3"]]));
+
+    let r = dpctl(&["preferred", s(&sock), "--available", "p-0,p-1,p-3", "--must-include", "p-3", "--size", "2"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("preferred: p-3,p-0"), "{}", r.stdout);
+    let last = p.calls("GetPreferredAllocation").last().unwrap().clone();
+    assert_eq!(
+        (last["available"].clone(), last["mustInclude"].clone(), last["size"].clone()),
+        (serde_json::json!(["p-0", "p-1", "p-3"]), serde_json::json!(["p-3"]), serde_json::json!(2))
+    );
+
+    dpctl(&["prestart", s(&sock), "p-1"]).await.expect_code(0);
+    assert_eq!(p.calls("PreStartContainer").last().unwrap()["ids"], serde_json::json!(["p-1"]));
+
+    let r = dpctl(&["probe", s(&sock), "--allocate", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["result"], "PASS", "{v}");
+    assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 3 healthy");
+    assert_eq!(v["checks"].as_array().unwrap().len(), 8);
+}
+
+async fn register_and_podresources(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let k = Peer::spawn(dir, lang, &["kubelet", "--dir", s(d.path())]);
+    k.wait("ready", ev("ready")).await;
+    let sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--no-register",
+        "--socket-name",
+        "foo.sock",
+    ])
+    .spawn()
+    .unwrap();
+    wait_until(10, "foo.sock", || d.path().join("foo.sock").exists()).await;
+    let r = dpctl(&[
+        "register",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--endpoint",
+        "foo.sock",
+        "--pre-start",
+    ])
+    .await;
+    r.expect_code(0);
+    let reg = k.wait("register", ev("register")).await;
+    assert_eq!(
+        (reg["endpoint"].as_str(), reg["options"]["preStartRequired"].as_bool()),
+        (Some("foo.sock"), Some(true))
+    );
+    k.wait("snapshot", ev("snapshot")).await;
+    // a registration the peer cannot dial back: its error comes back verbatim
+    let r = dpctl(&[
+        "register",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--endpoint",
+        "nope.sock",
+        "--timeout",
+        "15s",
+    ])
+    .await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("Register failed: Unknown: failed to"), "{}", r.stderr);
+    stop_child(sv).await;
+
+    let pr = d.path().join("pr.sock");
+    let _pr = Peer::spawn(dir, lang, &["podresources", "--socket", s(&pr)]);
+    wait_until(10, "pr.sock", || pr.exists()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = dpctl(&["podresources", "list", "--socket", s(&pr)]).await;
+    r.expect_code(0);
+    let rows: Vec<Vec<&str>> = r.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert!(
+        rows.contains(&vec!["interop-pod", "default", "main", "vendor.example/peer", "p-0,p-1", "0"]),
+        "{}",
+        r.stdout
+    );
+    assert!(rows.contains(&vec!["interop-pod", "default", "main", "cpu", "1,2", "-"]), "{}", r.stdout);
+    assert!(rows.contains(&vec!["interop-pod", "default", "main", "memory/memory", "1073741824", "0"]), "{}", r.stdout);
+    assert!(
+        rows.contains(&vec![
+            "interop-pod",
+            "default",
+            "main",
+            "claim/default/gpu-claim",
+            "vendor.example/peer=p-9",
+            "-"
+        ]),
+        "{}",
+        r.stdout
+    );
+    let r = dpctl(&["podresources", "list", "--socket", s(&pr), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let claim = &v["podResources"][0]["containers"][0]["dynamicResources"][0];
+    assert_eq!(claim["claimResources"][0]["shareId"], "share-1");
+    assert_eq!(claim["claimResources"][0]["driverName"], "drv");
+    assert_eq!(v["podResources"][0]["containers"][0]["memory"][0]["size"], "1073741824");
+    let r = dpctl(&["podresources", "allocatable", "--socket", s(&pr), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["devices"].as_array().unwrap().len(), 4);
+    assert_eq!(v["devices"][3]["topology"]["nodes"][0]["ID"], "1");
+    assert_eq!(v["cpuIds"], serde_json::json!(["0", "1", "2", "3"]));
+    let r = dpctl(&["podresources", "get", "interop-pod", "--socket", s(&pr)]).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("p-0,p-1"));
+    let r = dpctl(&["podresources", "get", "ghost", "--socket", s(&pr)]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("NotFound: pod ghost in namespace default not found"), "{}", r.stderr);
+}
+
+async fn errors(dir: &Path, lang: Lang) {
+    let d = tmp();
+    // an error status
+    let failing = d.path().join("fail.sock");
+    let mut p =
+        Peer::spawn(dir, lang, &["plugin", "--socket", s(&failing), "--fail", "RESOURCE_EXHAUSTED:peer says no"]);
+    p.wait("ready", ev("ready")).await;
+    let r = dpctl(&["allocate", s(&failing), "p-0"]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("Allocate failed: ResourceExhausted: peer says no"), "{}", r.stderr);
+    p.send("").await;
+
+    // a stream the peer closes
+    let closing = d.path().join("close.sock");
+    let c = Peer::spawn(dir, lang, &["plugin", "--socket", s(&closing), "--close-after", "1"]);
+    c.wait("ready", ev("ready")).await;
+    let r = dpctl(&["watch", s(&closing)]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("closed the ListAndWatch stream after 1 update"), "{}", r.stderr);
+    drop(c);
+
+    // a peer killed mid-stream
+    let dying = d.path().join("die.sock");
+    let mut k = Peer::spawn(dir, lang, &["plugin", "--socket", s(&dying)]);
+    k.wait("ready", ev("ready")).await;
+    let watch = dpctl_cmd(&["watch", s(&dying)]).spawn().unwrap();
+    k.wait("ListAndWatch", |e| e["method"] == "ListAndWatch").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    k.child.start_kill().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(s(&dying)) && (err.contains("ListAndWatch") || err.contains("closed")), "{err}");
+}
