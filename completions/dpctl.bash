@@ -55,8 +55,14 @@ _dpctl() {
             dpctl,probe)
                 cmd="dpctl__subcmd__probe"
                 ;;
+            dpctl,record)
+                cmd="dpctl__subcmd__record"
+                ;;
             dpctl,register)
                 cmd="dpctl__subcmd__register"
+                ;;
+            dpctl,replay)
+                cmd="dpctl__subcmd__replay"
                 ;;
             dpctl,serve)
                 cmd="dpctl__subcmd__serve"
@@ -133,8 +139,14 @@ _dpctl() {
             dpctl__subcmd__help,probe)
                 cmd="dpctl__subcmd__help__subcmd__probe"
                 ;;
+            dpctl__subcmd__help,record)
+                cmd="dpctl__subcmd__help__subcmd__record"
+                ;;
             dpctl__subcmd__help,register)
                 cmd="dpctl__subcmd__help__subcmd__register"
+                ;;
+            dpctl__subcmd__help,replay)
+                cmd="dpctl__subcmd__help__subcmd__replay"
                 ;;
             dpctl__subcmd__help,serve)
                 cmd="dpctl__subcmd__help__subcmd__serve"
@@ -194,7 +206,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -h -V --output --timeout --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor help"
+            opts="-o -h -V --output --timeout --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -630,7 +642,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor help"
+            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -923,7 +935,35 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__help__subcmd__record)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__help__subcmd__register)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__replay)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1411,6 +1451,60 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__record)
+            opts="-o -h --plugin --resource --out --kubelet-socket --duration --log-format --output --timeout --no-color --plugin-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --plugin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__register)
             opts="-o -h --resource --endpoint --kubelet-socket --version --pre-start --preferred-allocation --output --timeout --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1432,6 +1526,68 @@ _dpctl() {
                     ;;
                 --version)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__replay)
+            opts="-o -h --against --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --timeout --no-color --plugin-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --against)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --registration)
+                    COMPREPLY=($(compgen -W "kubelet plugin-watcher" -- "${cur}"))
+                    return 0
+                    ;;
+                --plugins-registry-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -1588,7 +1744,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__watch)
-            opts="-o -h --count --duration --output --timeout --no-color --plugin-dir --help"
+            opts="-o -h --count --duration --record --output --timeout --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1599,6 +1755,10 @@ _dpctl() {
                     return 0
                     ;;
                 --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

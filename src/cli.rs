@@ -98,6 +98,10 @@ pub enum Command {
     Checkpoint(CheckpointArgs),
     /// Inspect the node read-only and say what is wrong with its device plugins, and how to fix it
     Doctor(DoctorArgs),
+    /// Record everything the kubelet asks a plugin and it answers, through a tap socket
+    Record(RecordArgs),
+    /// Replay a trace as the plugin (against a kubelet), or as the kubelet (--against a plugin)
+    Replay(ReplayArgs),
 }
 
 /// `dpctl checkpoint`
@@ -147,6 +151,9 @@ pub struct WatchArgs {
     /// Stop after this long (e.g. 30s, 5m)
     #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
     pub duration: Option<Duration>,
+    /// Also record the options and every snapshot to this trace file (must not exist)
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 /// `dpctl allocate`
@@ -361,24 +368,9 @@ pub struct ServeArgs {
     /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}
     #[arg(long, value_name = "NAME")]
     pub cdi: Vec<String>,
-    /// Socket file name in the plugin directory [default: unique per start]
-    #[arg(long, value_name = "NAME")]
-    pub socket_name: Option<String>,
-    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
-    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
-    pub kubelet_socket: Option<PathBuf>,
-    /// How to register
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub registration: Option<RegistrationMode>,
-    /// The plugin watcher's directory [default: /var/lib/kubelet/plugins_registry]
-    #[arg(long, value_name = "DIR")]
-    pub plugins_registry_dir: Option<PathBuf>,
-    /// Serve without registering (for client-side tests and dpctl probe)
-    #[arg(long)]
-    pub no_register: bool,
-    /// Keep retrying a failed first registration (with backoff) instead of exiting 1
-    #[arg(long)]
-    pub retry: bool,
+    /// How to register (kubelet socket, plugin watcher, …)
+    #[command(flatten)]
+    pub reg: RegistrationArgs,
     /// Live-control socket [default: <plugin-dir>/dpctl-control/serve-<pid>.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
@@ -406,6 +398,86 @@ pub struct ServeArgs {
     /// Fault: PreStartContainer fails with Internal
     #[arg(long)]
     pub pre_start_fail: bool,
+}
+
+/// How a plugin role (serve, replay) serves and registers.
+#[derive(Debug, Args)]
+pub struct RegistrationArgs {
+    /// Socket file name in the plugin directory [default: unique per start]
+    #[arg(long, value_name = "NAME")]
+    pub socket_name: Option<String>,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// How to register
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub registration: Option<RegistrationMode>,
+    /// The plugin watcher's directory [default: /var/lib/kubelet/plugins_registry]
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// Serve without registering (for client-side tests and dpctl probe)
+    #[arg(long)]
+    pub no_register: bool,
+    /// Keep retrying a failed first registration (with backoff) instead of exiting 1
+    #[arg(long)]
+    pub retry: bool,
+}
+
+/// `dpctl record`
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(long, value_name = "SOCKET")]
+    pub plugin: PathBuf,
+    /// The plugin's resource name (the tap registers under it)
+    #[arg(long, value_name = "NAME")]
+    pub resource: String,
+    /// The trace file to write (must not exist)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// `dpctl replay`
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace file
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Act as the kubelet: send the recorded calls to this plugin and diff the answers
+    #[arg(long, value_name = "SOCKET")]
+    pub against: Option<PathBuf>,
+    /// Resource name to register (default: the trace's)
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// Replay the ListAndWatch timeline this many times faster
+    #[arg(long, default_value_t = 1.0, value_parser = speed_arg, value_name = "FACTOR")]
+    pub speed: f64,
+    /// Replay the ListAndWatch timeline without its recorded pauses
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How to serve and register (as the plugin)
+    #[command(flatten)]
+    pub reg: RegistrationArgs,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+fn speed_arg(s: &str) -> Result<f64, String> {
+    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(f.is_finite() && f > 0.0) {
+        return Err("must be greater than zero".into());
+    }
+    Ok(f)
 }
 
 /// Which running `dpctl serve` and resource to control.

@@ -12,3 +12,4 @@ pub mod doctor;
 pub mod kubelet;
 pub mod plugin;
 pub mod render;
+pub mod trace;

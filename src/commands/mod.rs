@@ -13,7 +13,9 @@ pub mod podresources;
 pub mod preferred;
 pub mod prestart;
 pub mod probe;
+pub mod record;
 pub mod register;
+pub mod replay;
 pub mod serve;
 pub mod watch;
 
@@ -76,5 +78,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Demo(a) => demo::run(&ctx, &a).await,
         Command::Checkpoint(a) => checkpoint::run(&ctx, &a),
         Command::Doctor(a) => doctor::run(&ctx, &a).await,
+        Command::Record(a) => record::run(&ctx, &a).await,
+        Command::Replay(a) => replay::run(&ctx, &a).await,
     }
 }

@@ -3,7 +3,7 @@
 //! and the live-control socket together, until SIGINT/SIGTERM.
 
 use super::Ctx;
-use crate::cli::ServeArgs;
+use crate::cli::{RegistrationArgs, ServeArgs};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR;
 use crate::core::{Error, Result};
@@ -43,7 +43,7 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
     };
     let r = ResourceConfig {
         resource,
-        socket_name: a.socket_name.clone(),
+        socket_name: a.reg.socket_name.clone(),
         count: if a.devices.is_empty() { Some(a.count.unwrap_or(1) as usize) } else { None },
         id_pattern: a.id_pattern.clone(),
         devices: a
@@ -87,6 +87,49 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
     Ok(r)
 }
 
+/// Resolve where a plugin role serves and how it registers: flags (and
+/// env) first, then the config file, then the kubelet's defaults.
+pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<Settings> {
+    let plugin_dir = match (&file.plugin_dir, ctx.plugin_dir_given) {
+        (Some(d), false) => d.clone(),
+        _ => ctx.paths.plugin_dir.clone(),
+    };
+    if !plugin_dir.is_dir() {
+        return Err(Error::failed(format!(
+            "{}: plugin directory does not exist; create it or pass --plugin-dir",
+            plugin_dir.display()
+        )));
+    }
+    let kubelet_socket = reg
+        .kubelet_socket
+        .clone()
+        .or(file.kubelet_socket.clone())
+        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+    let mode = reg.registration.or(file.registration).unwrap_or_default();
+    let registry_dir = reg
+        .plugins_registry_dir
+        .clone()
+        .or(file.plugins_registry_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_REGISTRY_DIR));
+    let register = !reg.no_register && file.register.unwrap_or(true);
+    if register && mode == crate::plugin::config::RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
+        return Err(Error::failed(format!(
+            "{}: plugin-watcher directory does not exist; create it or pass --plugins-registry-dir",
+            registry_dir.display()
+        )));
+    }
+    Ok(Settings {
+        plugin_dir,
+        socket_name: reg.socket_name.clone(),
+        kubelet_socket,
+        mode,
+        registry_dir,
+        register,
+        retry: reg.retry || file.retry.unwrap_or(false),
+        timeout: ctx.timeout,
+    })
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
     let (file, resources) = match &a.config {
@@ -99,34 +142,8 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         }
         None => (FileConfig::default(), vec![resource_from_flags(a)?]),
     };
-    let plugin_dir = match (&file.plugin_dir, ctx.plugin_dir_given) {
-        (Some(d), false) => d.clone(),
-        _ => ctx.paths.plugin_dir.clone(),
-    };
-    if !plugin_dir.is_dir() {
-        return Err(Error::failed(format!(
-            "{}: plugin directory does not exist; create it or pass --plugin-dir",
-            plugin_dir.display()
-        )));
-    }
-    let kubelet_socket = a
-        .kubelet_socket
-        .clone()
-        .or(file.kubelet_socket.clone())
-        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
-    let mode = a.registration.or(file.registration).unwrap_or_default();
-    let registry_dir = a
-        .plugins_registry_dir
-        .clone()
-        .or(file.plugins_registry_dir.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_REGISTRY_DIR));
-    let register = !a.no_register && file.register.unwrap_or(true);
-    if register && mode == crate::plugin::config::RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
-        return Err(Error::failed(format!(
-            "{}: plugin-watcher directory does not exist; create it or pass --plugins-registry-dir",
-            registry_dir.display()
-        )));
-    }
+    let settings = settings(ctx, &a.reg, &file)?;
+    let plugin_dir = settings.plugin_dir.clone();
     let log = Logger::new(a.log_format.or(file.log_format).unwrap_or(LogFormat::Human));
     let control_path = a
         .control_socket
@@ -134,16 +151,6 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         .or(file.control_socket.clone())
         .unwrap_or_else(|| control::default_socket(&plugin_dir));
 
-    let settings = Settings {
-        plugin_dir: plugin_dir.clone(),
-        socket_name: None,
-        kubelet_socket,
-        mode,
-        registry_dir,
-        register,
-        retry: a.retry || file.retry.unwrap_or(false),
-        timeout: ctx.timeout,
-    };
     let (shut_tx, shut_rx) = watch::channel(false);
     tokio::spawn(async move {
         crate::core::interrupted().await;

@@ -109,6 +109,23 @@ fn render_update(n: u64, resp: &ListAndWatchResponse, d: &Diff) -> String {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &WatchArgs) -> Result<()> {
     let conn = ctx.plugin(&a.socket).await?;
+    // --record: the options and every snapshot go to a trace, without disturbing the plugin.
+    let recorder = match &a.record {
+        None => None,
+        Some(path) => {
+            let w = crate::trace::Writer::create(path, "", "watch", conn.socket())?;
+            let t = w.t();
+            let start = std::time::Instant::now();
+            let r = conn.client().get_device_plugin_options(crate::api::deviceplugin::Empty {}).await;
+            let latency_ms = crate::core::time::millis(start.elapsed());
+            let (response, error) = match r {
+                Ok(o) => (Some(o.into_inner()), None),
+                Err(s) => (None, Some(crate::trace::RpcError::from_status(&s))),
+            };
+            w.write(&crate::trace::Event::Options { t, latency_ms, response, error })?;
+            Some(w)
+        }
+    };
     let mut stream = conn.list_and_watch().await?;
     let socket = conn.socket().display().to_string();
     let stop_at = a.duration.map(|d| tokio::time::Instant::now() + d);
@@ -138,19 +155,32 @@ pub async fn run(ctx: &Ctx, a: &WatchArgs) -> Result<()> {
             }
         };
         let update = tokio::select! {
-            u = stream.next() => u?,
+            u = stream.next() => u,
             _ = crate::core::interrupted() => return Ok(()),
             r = wait => return r,
         };
-        let resp = match update {
+        if let (Some(w), Err(e)) = (&recorder, &update) {
+            let error = Some(crate::trace::RpcError {
+                code: format!("{:?}", e.code().unwrap_or(tonic::Code::Unknown)),
+                message: e.to_string(),
+            });
+            w.write(&crate::trace::Event::ListAndWatchEnd { t: w.t(), stream: 1, error })?;
+        }
+        let resp = match update? {
             Update::Snapshot(r) => r,
             Update::Closed => {
+                if let Some(w) = &recorder {
+                    w.write(&crate::trace::Event::ListAndWatchEnd { t: w.t(), stream: 1, error: None })?;
+                }
                 return Err(Error::failed(format!(
                     "{socket}: the plugin closed the ListAndWatch stream after {n} update(s); the kubelet would mark all its devices unhealthy and not redial"
-                )))
+                )));
             }
         };
         n += 1;
+        if let Some(w) = &recorder {
+            w.write(&crate::trace::Event::ListAndWatch { t: w.t(), stream: 1, seq: n, response: resp.clone() })?;
+        }
         let idx = index(&resp.devices);
         let text = match ctx.format {
             Format::Table => match &prev {

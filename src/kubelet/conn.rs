@@ -35,6 +35,11 @@ impl PluginConn {
         &self.socket
     }
 
+    /// The raw gRPC client, for callers that forward statuses unchanged (the record tap).
+    pub fn client(&self) -> DevicePluginClient<Channel> {
+        self.client.clone()
+    }
+
     /// The per-call timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout

@@ -1,5 +1,6 @@
 //! The kubelet side of the protocol: the connection to a plugin, shared by
 //! the client commands (and later the mock kubelet, record and replay).
+pub mod against;
 pub mod checkpoint;
 pub mod conn;
 pub mod manager;

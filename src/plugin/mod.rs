@@ -6,6 +6,8 @@ pub mod control;
 pub mod devices;
 pub mod policy;
 pub mod registrar;
+pub mod replay;
 pub mod run;
 pub mod server;
 pub mod simulated;
+pub mod tap;

@@ -29,12 +29,25 @@ pub trait Backend: Send + Sync + 'static {
     fn close_stream_after(&self) -> Option<u64> {
         None
     }
+    /// A fixed ListAndWatch timeline (replay): every stream gets every step, in order.
+    fn timeline(&self) -> Option<Arc<Vec<Step>>> {
+        None
+    }
     /// GetPreferredAllocation.
     async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse, Status>;
     /// Allocate.
     async fn allocate(&self, req: AllocateRequest) -> Result<AllocateResponse, Status>;
     /// PreStartContainer.
     async fn pre_start(&self, req: PreStartContainerRequest) -> Result<PreStartContainerResponse, Status>;
+}
+
+/// One step of a fixed ListAndWatch timeline.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Wait, then send a snapshot.
+    Send(std::time::Duration, ListAndWatchResponse),
+    /// Wait, then end the stream (with an error status, or cleanly).
+    End(std::time::Duration, Option<Status>),
 }
 
 /// The DevicePlugin service over a backend.
@@ -104,6 +117,55 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let log = self.log.clone();
         let resource = self.backend.resource().to_string();
         log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
+        if let Some(timeline) = self.backend.timeline() {
+            tokio::spawn(async move {
+                let mut sent = 0u64;
+                for step in timeline.iter() {
+                    let (delay, msg) = match step {
+                        Step::Send(d, m) => (*d, Ok(m.clone())),
+                        Step::End(d, None) => (*d, Err(None)),
+                        Step::End(d, Some(s)) => (*d, Err(Some(s.clone()))),
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = stopped(&mut stop) => return,
+                        _ = tx.closed() => return,
+                    }
+                    match msg {
+                        Ok(m) => {
+                            if tx.send(Ok(m)).await.is_err() {
+                                return;
+                            }
+                            sent += 1;
+                            log.event(
+                                "ListAndWatch",
+                                &[("resource", json!(resource)), ("state", json!("sent")), ("update", json!(sent))],
+                            );
+                        }
+                        Err(end) => {
+                            log.event(
+                                "ListAndWatch",
+                                &[
+                                    ("resource", json!(resource)),
+                                    ("state", json!("closed")),
+                                    ("reason", json!("as recorded")),
+                                ],
+                            );
+                            if let Some(s) = end {
+                                let _ = tx.send(Err(s)).await;
+                            }
+                            return;
+                        }
+                    }
+                }
+                // The recording ends here; keep the stream open like a plugin with nothing new to say.
+                tokio::select! {
+                    _ = stopped(&mut stop) => {}
+                    _ = tx.closed() => {}
+                }
+            });
+            return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
+        }
         tokio::spawn(async move {
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {

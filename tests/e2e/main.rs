@@ -6,5 +6,6 @@ mod client;
 mod doctor;
 mod interop;
 mod mock_kubelet;
+mod record;
 mod serve;
 mod support;
