@@ -102,6 +102,72 @@ pub enum Command {
     Record(RecordArgs),
     /// Replay a trace as the plugin (against a kubelet), or as the kubelet (--against a plugin)
     Replay(ReplayArgs),
+    /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// How much load to generate.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Number of calls (ignored with --duration)
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+    /// Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes
+    #[arg(long, default_value_t = 1, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub concurrency: u64,
+    /// Devices per request (allocate, preferred)
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub devices_per_request: u64,
+    /// Run for this long instead of a number of calls
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+}
+
+/// `dpctl bench …`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Allocate throughput and latency of any plugin
+    Allocate(LoadArgs),
+    /// GetPreferredAllocation throughput and latency of any plugin
+    Preferred(LoadArgs),
+    /// ListAndWatch: open a stream, take the first snapshot, close — throughput and latency
+    ListAndWatch(LoadArgs),
+    /// Health change → ListAndWatch client latency, and first-snapshot time of large plugins
+    Watch(BenchWatchArgs),
+    /// A mock kubelet with P simulated plugins: registration, admission, restart, peak RSS
+    Kubelet(BenchKubeletArgs),
+}
+
+/// `dpctl bench watch`
+#[derive(Debug, Args)]
+pub struct BenchWatchArgs {
+    /// A running `dpctl serve` socket to measure (changes go through its live control); default: an in-process one
+    #[arg(long, value_name = "SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// Health changes to time
+    #[arg(long, default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub changes: u64,
+    /// Plugin sizes whose first snapshot to time
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000", value_name = "N,N")]
+    pub sizes: Vec<usize>,
+}
+
+/// `dpctl bench kubelet`
+#[derive(Debug, Args)]
+pub struct BenchKubeletArgs {
+    /// Simulated plugins (one resource each)
+    #[arg(long, default_value_t = 100, value_name = "P", value_parser = clap::value_parser!(u64).range(1..=2000))]
+    pub plugins: u64,
+    /// Devices per plugin
+    #[arg(long, default_value_t = 100, value_name = "D", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub devices: u64,
+    /// Pods to admit (one device each)
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub pods: u64,
 }
 
 /// `dpctl checkpoint`

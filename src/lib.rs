@@ -5,6 +5,7 @@
 //! rendering ([`render`]), the command line ([`cli`]) and one module per
 //! subcommand ([`commands`]). `main.rs` only parses and maps exit codes.
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod core;

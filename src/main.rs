@@ -5,7 +5,16 @@ use clap::Parser;
 fn main() {
     let cli = dpctl::cli::Cli::parse();
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
-    let code = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let workers = std::env::var("DPCTL_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| dpctl::commands::runtime_workers(&cli.command));
+    let rt = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()
+    };
+    let code = match rt {
         Err(e) => {
             eprintln!("dpctl: cannot start the async runtime: {e}");
             1

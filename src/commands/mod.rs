@@ -2,6 +2,7 @@
 //! command line. [`run`] dispatches.
 
 pub mod allocate;
+pub mod bench;
 pub mod checkpoint;
 pub mod demo;
 pub mod device;
@@ -51,6 +52,21 @@ impl Ctx {
     }
 }
 
+/// Runtime worker threads for a command (0 = a single-threaded runtime).
+/// Measured on 2 cores (BENCHMARKS.md): a plugin serves fastest on one
+/// worker — two workers spend their time waking each other across cores;
+/// one-shot clients and the load generator stay on one thread, leaving the
+/// other core to the plugin under test; the kubelet roles, which host many
+/// connections, keep two. `DPCTL_WORKERS` overrides it.
+pub fn runtime_workers(cmd: &Command) -> usize {
+    match cmd {
+        Command::Serve(_) | Command::Replay(_) | Command::Record(_) => 1,
+        Command::MockKubelet(_) | Command::Demo(_) => 2,
+        Command::Bench(crate::cli::BenchCommand::Kubelet(_)) => 2,
+        _ => 0,
+    }
+}
+
 /// Run the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
@@ -80,5 +96,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Doctor(a) => doctor::run(&ctx, &a).await,
         Command::Record(a) => record::run(&ctx, &a).await,
         Command::Replay(a) => replay::run(&ctx, &a).await,
+        Command::Bench(c) => bench::run(&ctx, &c).await,
     }
 }

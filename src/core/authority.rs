@@ -6,12 +6,24 @@
 //! from grpcio). h2, under tonic, answers such requests with RST_STREAM
 //! PROTOCOL_ERROR before any handler runs, while the kubelet's Go server
 //! ignores the value. [`AuthorityFix`] wraps an accepted connection and
-//! rewrites the client's header blocks before h2 parses them: it decodes each
-//! HPACK block with the connection's decoder state, replaces an authority that
-//! is not a valid URI authority by `localhost`, and re-encodes every field as
-//! a literal without indexing, so h2's own HPACK table stays empty and in
-//! step. Frames other than HEADERS/CONTINUATION pass through unchanged;
-//! the server-to-client direction is untouched.
+//! rewrites the client's header blocks before h2 parses them.
+//!
+//! A client's `:authority` is fixed per channel, so the first header block
+//! that carries one decides the connection's mode:
+//! - valid (`localhost`, as the kubelet and tonic send): every byte passes
+//!   through unchanged from then on, and nothing more is decoded — the hot
+//!   path (kubelet → plugin) pays only a copy;
+//! - invalid (a socket path): that block and every later one is decoded with
+//!   the connection's HPACK state and re-encoded as literals without
+//!   indexing, with the authority replaced by `localhost`. Literal-only output
+//!   never refers to h2's HPACK table, so h2 stays consistent whatever the
+//!   client's encoder indexed.
+//!
+//! (A client that sent a valid authority first and an invalid one later on
+//! the same connection would get h2's reset for the later stream, exactly as
+//! without the shim; no known client does.) Frames other than
+//! HEADERS/CONTINUATION pass through unchanged; the server-to-client
+//! direction is untouched.
 
 use std::io;
 use std::pin::Pin;
@@ -50,6 +62,19 @@ struct PendingBlock {
     stream_id: u32,
     end_stream: bool,
     block: Vec<u8>,
+    /// The original frames, forwarded as they are when nothing needs rewriting.
+    raw: Vec<u8>,
+}
+
+/// What the connection does with header blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No `:authority` seen yet: decode (to track HPACK state), forward unchanged.
+    Inspect,
+    /// The authority was valid: forward everything unchanged, decode nothing.
+    Passthrough,
+    /// The authority was invalid: decode and re-encode every block.
+    Rewrite,
 }
 
 /// An accepted connection whose incoming HTTP/2 header blocks get a valid `:authority`.
@@ -63,6 +88,7 @@ pub struct AuthorityFix<T> {
     pending: Option<PendingBlock>,
     eof: bool,
     rewritten: u64,
+    mode: Mode,
 }
 
 impl<T> AuthorityFix<T> {
@@ -78,6 +104,7 @@ impl<T> AuthorityFix<T> {
             pending: None,
             eof: false,
             rewritten: 0,
+            mode: Mode::Inspect,
         }
     }
 
@@ -127,6 +154,11 @@ impl<T> AuthorityFix<T> {
                     let (typ, flags) = (have[3], have[4]);
                     let stream_id = u32::from_be_bytes([have[5], have[6], have[7], have[8]]) & 0x7fff_ffff;
                     let frame_end = pos + FRAME_HEADER_LEN + len;
+                    if self.mode == Mode::Passthrough {
+                        self.out.extend_from_slice(&self.raw[pos..frame_end]);
+                        pos = frame_end;
+                        continue;
+                    }
                     match typ {
                         TYPE_HEADERS => {
                             let payload = &self.raw[pos + FRAME_HEADER_LEN..frame_end];
@@ -134,8 +166,13 @@ impl<T> AuthorityFix<T> {
                                 return Err(protocol_error("HEADERS frame inside an unfinished header block"));
                             }
                             let fragment = headers_fragment(payload, flags)?.to_vec();
-                            let block =
-                                PendingBlock { stream_id, end_stream: flags & FLAG_END_STREAM != 0, block: fragment };
+                            let raw = self.raw[pos..frame_end].to_vec();
+                            let block = PendingBlock {
+                                stream_id,
+                                end_stream: flags & FLAG_END_STREAM != 0,
+                                block: fragment,
+                                raw,
+                            };
                             if flags & FLAG_END_HEADERS != 0 {
                                 self.finish_block(block)?;
                             } else {
@@ -154,6 +191,7 @@ impl<T> AuthorityFix<T> {
                                 return Err(protocol_error("header block larger than 1 MiB"));
                             }
                             block.block.extend_from_slice(payload);
+                            block.raw.extend_from_slice(&self.raw[pos..frame_end]);
                             if flags & FLAG_END_HEADERS != 0 {
                                 self.finish_block(block)?;
                             } else {
@@ -180,6 +218,20 @@ impl<T> AuthorityFix<T> {
             .decoder
             .decode(&block.block)
             .map_err(|e| protocol_error(&format!("undecodable HPACK header block: {e}")))?;
+        if self.mode == Mode::Inspect {
+            match fields.iter().find(|(n, _)| n.as_slice() == b":authority") {
+                None => {
+                    self.out.extend_from_slice(&block.raw);
+                    return Ok(());
+                }
+                Some((_, v)) if authority_is_valid(v) => {
+                    self.mode = Mode::Passthrough;
+                    self.out.extend_from_slice(&block.raw);
+                    return Ok(());
+                }
+                Some(_) => self.mode = Mode::Rewrite,
+            }
+        }
         let mut encoded = Vec::with_capacity(block.block.len() + 64);
         for (name, value) in &fields {
             if name.as_slice() == b":authority" && !authority_is_valid(value) {
@@ -276,6 +328,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for AuthorityFix<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
+            // Passthrough with nothing buffered: read straight into the caller's buffer.
+            if this.mode == Mode::Passthrough && this.out_pos >= this.out.len() && this.raw.is_empty() {
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
+            }
             if this.out_pos < this.out.len() {
                 let n = buf.remaining().min(this.out.len() - this.out_pos);
                 buf.put_slice(&this.out[this.out_pos..this.out_pos + n]);
@@ -449,14 +505,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_valid_authority_means_byte_for_byte_passthrough() {
+        let mut enc = loona_hpack::Encoder::new();
+        let b1 = enc.encode(vec![(&b":method"[..], &b"POST"[..]), (b":authority", b"localhost"), (b":path", b"/a")]);
+        // a later block that would need decoding is not touched either
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, 1, &b1));
+        input.extend(frame(0x0, FLAG_END_STREAM, 1, b"hello"));
+        input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS | FLAG_PADDED, 3, &[1, 0x82, 0]));
+        assert_eq!(run(input.clone()).await.unwrap(), input);
+    }
+
+    #[tokio::test]
     async fn large_blocks_are_split_and_garbage_passes_through() {
         let big = vec![b'a'; 40_000];
         let mut block = Vec::new();
+        encode_literal(&mut block, b":authority", b"/run/kubelet.sock");
         encode_literal(&mut block, b"x-big", &big);
         let mut input = PREFACE.to_vec();
         input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, 1, &block));
         let out = run(input).await.unwrap();
-        assert_eq!(decode_headers(&out)[0].1, big);
+        assert_eq!(decode_headers(&out)[1].1, big);
         assert_eq!(out[PREFACE.len() + 3], TYPE_HEADERS);
         assert_eq!(out[PREFACE.len() + 4] & FLAG_END_HEADERS, 0);
 

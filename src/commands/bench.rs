@@ -1,0 +1,531 @@
+//! `dpctl bench`: a load generator for any plugin, health-change latency of
+//! `dpctl serve`, and the mock kubelet at scale. Numbers go to BENCHMARKS.md
+//! (see bench/compare.sh); nothing here is a pass/fail test.
+
+use super::Ctx;
+use crate::api::deviceplugin::{
+    device_plugin_server::DevicePluginServer, AllocateRequest, ContainerAllocateRequest,
+    ContainerPreferredAllocationRequest, Empty, PreferredAllocationRequest,
+};
+use crate::api::HEALTHY;
+use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
+use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
+use crate::core::log::Logger;
+use crate::core::time::millis;
+use crate::core::transport::{listen, serve};
+use crate::core::{Error, Result};
+use crate::kubelet::conn::{PluginConn, Update};
+use crate::plugin::config::ResourceConfig;
+use crate::plugin::server::{stopped, PluginService};
+use crate::plugin::simulated::Simulated;
+use crate::render::{emit, structured, table, Format};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::watch;
+
+fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if ctx.format != Format::Table || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = match a.duration {
+        Some(_) => indicatif::ProgressBar::new_spinner(),
+        None => indicatif::ProgressBar::new(a.requests),
+    };
+    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    Some(pb)
+}
+
+fn show_load(ctx: &Ctx, r: &LoadReport) -> Result<()> {
+    match ctx.format {
+        Format::Table => {
+            let l = &r.latency_ms;
+            let errs = if r.errors == 0 {
+                "0".to_string()
+            } else {
+                r.errors_by_code.iter().map(|(c, n)| format!("{c}:{n}")).collect::<Vec<_>>().join(",")
+            };
+            emit(&table(
+                &["CALL", "CONCURRENCY", "REQUESTS", "ERRORS", "CALLS/S", "P50 MS", "P90 MS", "P99 MS", "MAX MS"],
+                &[vec![
+                    r.call.clone(),
+                    r.concurrency.to_string(),
+                    r.requests.to_string(),
+                    errs,
+                    format!("{}", r.throughput),
+                    format!("{:.3}", l.p50),
+                    format!("{:.3}", l.p90),
+                    format!("{:.3}", l.p99),
+                    format!("{:.3}", l.max),
+                ]],
+            ))
+        }
+        f => emit(&structured(f, r)?),
+    }
+}
+
+async fn healthy_ids(conn: &PluginConn) -> Result<Vec<String>> {
+    let mut s = conn.list_and_watch().await?;
+    match s.next().await? {
+        Update::Snapshot(r) => Ok(r.devices.into_iter().filter(|d| d.health == HEALTHY).map(|d| d.id).collect()),
+        Update::Closed => Err(Error::failed(format!(
+            "{}: the plugin closed ListAndWatch before its first snapshot",
+            conn.socket().display()
+        ))),
+    }
+}
+
+async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
+    let conn = PluginConn::connect(&ctx.paths.resolve_socket(&a.socket), ctx.timeout, super::INSPECT_MAX_RECV).await?;
+    let budget = a.duration.map(Budget::Duration).unwrap_or(Budget::Requests(a.requests));
+    let c = a.concurrency as usize;
+    let k = a.devices_per_request as usize;
+    let report = match which {
+        "ListAndWatch" => {
+            let client = conn.client();
+            load("ListAndWatch", c, budget, progress(ctx, a), move |_| {
+                let mut client = client.clone();
+                async move {
+                    let mut s = client.list_and_watch(Empty {}).await.map_err(|s| s.code())?.into_inner();
+                    s.message().await.map_err(|s| s.code())?.ok_or(tonic::Code::Unavailable).map(|_| ())
+                }
+            })
+            .await
+        }
+        _ => {
+            let ids = Arc::new(healthy_ids(&conn).await?);
+            if ids.len() < k {
+                return Err(Error::usage(format!(
+                    "--devices-per-request {k} is more than the plugin's {} healthy device(s)",
+                    ids.len()
+                )));
+            }
+            let client = conn.client();
+            if which == "Allocate" {
+                load("Allocate", c, budget, progress(ctx, a), move |i| {
+                    let (mut client, ids) = (client.clone(), ids.clone());
+                    async move {
+                        let start = (i as usize * k) % ids.len();
+                        let devs: Vec<String> = (0..k).map(|j| ids[(start + j) % ids.len()].clone()).collect();
+                        let req = AllocateRequest {
+                            container_requests: vec![ContainerAllocateRequest { devices_ids: devs }],
+                        };
+                        client.allocate(req).await.map(|_| ()).map_err(|s| s.code())
+                    }
+                })
+                .await
+            } else {
+                load("GetPreferredAllocation", c, budget, progress(ctx, a), move |_| {
+                    let (mut client, ids) = (client.clone(), ids.clone());
+                    async move {
+                        let req = PreferredAllocationRequest {
+                            container_requests: vec![ContainerPreferredAllocationRequest {
+                                available_device_i_ds: ids.to_vec(),
+                                must_include_device_i_ds: vec![],
+                                allocation_size: k as i32,
+                            }],
+                        };
+                        client.get_preferred_allocation(req).await.map(|_| ()).map_err(|s| s.code())
+                    }
+                })
+                .await
+            }
+        }
+    };
+    show_load(ctx, &report)
+}
+
+/// A simulated plugin served in this process on a temp socket.
+struct Local {
+    sim: Arc<Simulated>,
+    socket: PathBuf,
+    stop: watch::Sender<bool>,
+    _dir: TempDir,
+}
+
+/// A temp directory removed on drop (the library has no tempfile dependency).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Result<Self> {
+        let p = std::env::temp_dir().join(format!(
+            "dpctl-bench-{tag}-{}-{}",
+            std::process::id(),
+            crate::core::time::now_rfc3339().replace([':', '.'], "")
+        ));
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, "cannot create a temp dir", &e))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn local_plugin(devices: usize, tag: &str) -> Result<Local> {
+    let dir = TempDir::new(tag)?;
+    let cfg = ResourceConfig {
+        resource: "bench.example/dev".into(),
+        count: Some(devices),
+        id_pattern: Some("dev-{i}".into()),
+        ..Default::default()
+    };
+    let sim = Arc::new(Simulated::new(&cfg)?);
+    let socket = dir.0.join("bench.sock");
+    let (listener, guard) = listen(&socket).await?;
+    let (stop, rx) = watch::channel(false);
+    let svc = DevicePluginServer::new(PluginService::new(sim.clone(), Logger::silent(), rx.clone()))
+        .max_encoding_message_size(usize::MAX);
+    let mut r2 = rx;
+    tokio::spawn(async move {
+        let _g = guard;
+        serve(listener, svc, async move { stopped(&mut r2).await }).await
+    });
+    Ok(Local { sim, socket, stop, _dir: dir })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WatchReport {
+    health_change_to_client_ms: crate::bench::Percentiles,
+    changes: u64,
+    via: String,
+    first_snapshot_ms: Vec<Value>,
+}
+
+async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
+    // Health change → client.
+    let (local, socket) = match &a.socket {
+        Some(s) => (None, ctx.paths.resolve_socket(s)),
+        None => {
+            let l = local_plugin(8, "watch").await?;
+            let s = l.socket.clone();
+            (Some(l), s)
+        }
+    };
+    let conn = PluginConn::connect(&socket, ctx.timeout, super::INSPECT_MAX_RECV).await?;
+    let mut stream = conn.list_and_watch().await?;
+    let first = match stream.next().await? {
+        Update::Snapshot(r) => r,
+        Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
+    };
+    let id = first.devices.first().map(|d| d.id.clone()).ok_or_else(|| Error::failed("the plugin has no devices"))?;
+    let control = match &local {
+        Some(_) => None,
+        None => Some(find_control(ctx, &socket).await?),
+    };
+    let mut lat = Vec::new();
+    for i in 0..a.changes {
+        let health = if i % 2 == 0 { crate::api::UNHEALTHY } else { HEALTHY };
+        let t = Instant::now();
+        match (&local, &control) {
+            (Some(l), _) => l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?,
+            (None, Some(path)) => {
+                let req = crate::plugin::control::Request {
+                    op: "set-health".into(),
+                    ids: vec![id.clone()],
+                    health: Some(health.into()),
+                    ..Default::default()
+                };
+                let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
+                if !ans.ok {
+                    return Err(Error::failed(ans.error.unwrap_or_default()));
+                }
+            }
+            _ => unreachable!("either in-process or through live control"),
+        }
+        loop {
+            match tokio::time::timeout(ctx.timeout, stream.next()).await {
+                Err(_) => return Err(Error::failed("a health change did not reach the ListAndWatch client in time")),
+                Ok(u) => match u? {
+                    Update::Snapshot(r) if r.devices.iter().any(|d| d.id == id && d.health == health) => break,
+                    Update::Snapshot(_) => continue,
+                    Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
+                },
+            }
+        }
+        lat.push(t.elapsed());
+    }
+    if let Some(l) = &local {
+        let _ = l.stop.send(true);
+    }
+    // First snapshot of large plugins.
+    let mut sizes = Vec::new();
+    for &n in &a.sizes {
+        let l = local_plugin(n, "size").await?;
+        let mut runs = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let c = PluginConn::connect(&l.socket, ctx.timeout, usize::MAX).await?;
+            let mut s = c.list_and_watch().await?;
+            if let Update::Snapshot(r) = s.next().await? {
+                bytes = prost::Message::encoded_len(&r);
+            }
+            runs.push(t.elapsed());
+        }
+        let p = percentiles(runs);
+        sizes.push(json!({"devices": n, "bytes": bytes, "p50": p.p50, "max": p.max}));
+        let _ = l.stop.send(true);
+    }
+    let report = WatchReport {
+        health_change_to_client_ms: percentiles(lat),
+        changes: a.changes,
+        via: if local.is_some() {
+            "in-process dpctl serve backend".into()
+        } else {
+            format!("live control of {}", socket.display())
+        },
+        first_snapshot_ms: sizes,
+    };
+    match ctx.format {
+        Format::Table => {
+            let p = &report.health_change_to_client_ms;
+            let mut rows = vec![vec![
+                format!("health change → client ({} changes, {})", report.changes, report.via),
+                format!("{:.3}", p.p50),
+                format!("{:.3}", p.p99),
+                format!("{:.3}", p.max),
+            ]];
+            for s in &report.first_snapshot_ms {
+                rows.push(vec![
+                    format!("first snapshot, {} devices ({} bytes), connect included", s["devices"], s["bytes"]),
+                    format!("{:.3}", s["p50"].as_f64().unwrap_or(0.0)),
+                    "-".into(),
+                    format!("{:.3}", s["max"].as_f64().unwrap_or(0.0)),
+                ]);
+            }
+            emit(&table(&["MEASUREMENT", "P50 MS", "P99 MS", "MAX MS"], &rows))
+        }
+        f => emit(&structured(f, &report)?),
+    }
+}
+
+/// The control socket of the `dpctl serve` that serves `socket`.
+async fn find_control(ctx: &Ctx, socket: &Path) -> Result<PathBuf> {
+    let dir = socket.parent().unwrap_or(Path::new(".")).join(crate::plugin::control::CONTROL_DIR);
+    let rd = std::fs::read_dir(&dir).map_err(|e| {
+        Error::failed(format!("{}: no live control here ({e}); --socket must be a dpctl serve's socket", dir.display()))
+    })?;
+    for e in rd.flatten() {
+        let p = e.path();
+        let req = crate::plugin::control::Request { op: "list".into(), ..Default::default() };
+        if let Ok(a) = crate::plugin::control::send(&p, &req, ctx.timeout).await {
+            if a.resources.iter().any(|r| Path::new(&r.socket) == socket) {
+                return Ok(p);
+            }
+        }
+    }
+    Err(Error::failed(format!("no dpctl serve control socket in {} serves {}", dir.display(), socket.display())))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KubeletReport {
+    plugins: u64,
+    devices_per_plugin: u64,
+    pods: u64,
+    all_registered_and_allocatable_ms: f64,
+    admission_ms: f64,
+    admissions_per_second: f64,
+    rejected: u64,
+    restart_all_back_ms: f64,
+    peak_rss_mib: Option<f64>,
+}
+
+async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
+    let dir = TempDir::new("kubelet")?;
+    let (dp, manifests) = (dir.0.join("dp"), dir.0.join("manifests"));
+    for d in [&dp, &manifests] {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", &e))?;
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find dpctl itself: {e}")))?;
+    let mut child = tokio::process::Command::new(exe)
+        .args(["mock-kubelet", "--plugin-dir"])
+        .arg(&dp)
+        .arg("--manifests")
+        .arg(&manifests)
+        .args(["--no-pod-resources", "--log-format", "json", "--grace-period", "1h"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| Error::failed(format!("cannot start the mock kubelet: {e}")))?;
+    let pid = child.id().unwrap_or(0);
+    let stdout = child.stdout.take().ok_or_else(|| Error::failed("no stdout from the mock kubelet"))?;
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let ksock = dp.join(crate::core::paths::KUBELET_SOCKET_NAME);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::UnixStream::connect(&ksock).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(Error::failed("the mock kubelet did not start"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let wait_for = async |events: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+                          what: &str,
+                          mut done: Box<dyn FnMut(&Value) -> bool + Send + '_>|
+           -> Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) => return Err(Error::failed(format!("bench: timed out waiting for {what}"))),
+                Ok(None) => return Err(Error::failed("the mock kubelet exited")),
+                Ok(Some(v)) => {
+                    if done(&v) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    };
+
+    // P plugins, in this process.
+    let resources: Vec<ResourceConfig> = (0..a.plugins)
+        .map(|i| ResourceConfig {
+            resource: format!("bench.example/r{i}"),
+            count: Some(a.devices as usize),
+            socket_name: Some(format!("r{i}.sock")),
+            ..Default::default()
+        })
+        .collect();
+    let settings = crate::plugin::registrar::Settings {
+        plugin_dir: dp.clone(),
+        socket_name: None,
+        kubelet_socket: ksock.clone(),
+        mode: crate::plugin::config::RegistrationMode::Kubelet,
+        registry_dir: dir.0.join("registry"),
+        register: true,
+        retry: true,
+        timeout: ctx.timeout,
+    };
+    let (shut_tx, shut_rx) = watch::channel(false);
+    let t0 = Instant::now();
+    let plugins =
+        tokio::spawn(
+            async move { crate::plugin::run::run(&resources, settings, None, Logger::silent(), shut_rx).await },
+        );
+    let want = a.plugins as usize;
+    let d = a.devices;
+    let mut ready = std::collections::BTreeSet::new();
+    wait_for(
+        &mut events,
+        "all plugins registered and allocatable",
+        Box::new(|v| {
+            if v["event"] == "devices" && v["allocatable"] == d {
+                ready.insert(v["resource"].as_str().unwrap_or_default().to_string());
+            }
+            ready.len() == want
+        }),
+    )
+    .await?;
+    let registered = t0.elapsed();
+
+    // N pods, one device each.
+    for i in 0..a.pods {
+        let text = format!(
+            "{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"bench\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"limits\":{{\"bench.example/r{}\":1}}}}}}]}}}}",
+            i % a.plugins
+        );
+        let tmp = manifests.join(format!(".pod-{i}.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write", &e))?;
+        std::fs::rename(&tmp, manifests.join(format!("pod-{i}.json")))
+            .map_err(|e| Error::io(&tmp, "cannot rename", &e))?;
+    }
+    let t1 = Instant::now();
+    let (mut admitted, mut rejected) = (0u64, 0u64);
+    let pods = a.pods;
+    if pods > 0 {
+        wait_for(
+            &mut events,
+            "pod admissions",
+            Box::new(|v| {
+                if v["event"] == "pod-admitted" {
+                    admitted += 1;
+                } else if v["event"] == "pod-rejected" {
+                    rejected += 1;
+                }
+                admitted + rejected >= pods
+            }),
+        )
+        .await?;
+    }
+    let admission = t1.elapsed();
+
+    // A kubelet restart: every plugin must come back.
+    let t2 = Instant::now();
+    let _ = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status();
+    wait_for(&mut events, "all plugins back after a restart", Box::new(|v| v["event"] == "all-plugins-back")).await?;
+    let back = t2.elapsed();
+    let rss = peak_rss_mib(pid);
+
+    let _ = shut_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), plugins).await;
+    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+
+    let report = KubeletReport {
+        plugins: a.plugins,
+        devices_per_plugin: a.devices,
+        pods: a.pods,
+        all_registered_and_allocatable_ms: millis(registered),
+        admission_ms: millis(admission),
+        admissions_per_second: if admission.as_secs_f64() > 0.0 {
+            (admitted as f64 / admission.as_secs_f64()).round()
+        } else {
+            0.0
+        },
+        rejected,
+        restart_all_back_ms: millis(back),
+        peak_rss_mib: rss,
+    };
+    match ctx.format {
+        Format::Table => emit(&table(
+            &["MEASUREMENT", "VALUE"],
+            &[
+                vec![
+                    format!("{} plugins × {} devices registered and allocatable", a.plugins, a.devices),
+                    format!("{:.1} ms", report.all_registered_and_allocatable_ms),
+                ],
+                vec![
+                    format!("{} pods admitted ({} rejected)", admitted, rejected),
+                    format!("{:.1} ms ({}/s)", report.admission_ms, report.admissions_per_second),
+                ],
+                vec![
+                    "all plugins back after a restart (SIGHUP)".into(),
+                    format!("{:.1} ms", report.restart_all_back_ms),
+                ],
+                vec![
+                    "mock kubelet peak RSS".into(),
+                    rss.map(|r| format!("{r} MiB")).unwrap_or_else(|| "unknown".into()),
+                ],
+            ],
+        )),
+        f => emit(&structured(f, &report)?),
+    }
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, c: &BenchCommand) -> Result<()> {
+    match c {
+        BenchCommand::Allocate(a) => load_cmd(ctx, a, "Allocate").await,
+        BenchCommand::Preferred(a) => load_cmd(ctx, a, "GetPreferredAllocation").await,
+        BenchCommand::ListAndWatch(a) => load_cmd(ctx, a, "ListAndWatch").await,
+        BenchCommand::Watch(a) => watch_cmd(ctx, a).await,
+        BenchCommand::Kubelet(a) => kubelet_cmd(ctx, a).await,
+    }
+}
