@@ -101,6 +101,8 @@ pub struct Allocation {
     pub numa: BTreeMap<String, Vec<String>>,
     /// The plugin's answer.
     pub resp: ContainerAllocateResponse,
+    /// The answer as the checkpoint stores it (base64 protobuf), encoded once.
+    pub resp_b64: String,
 }
 
 type AllocKey = (String, String, String); // pod uid, container, resource
@@ -147,12 +149,18 @@ struct State {
     alloc_hist: BTreeMap<String, Histogram>,
     generation: u64,
     restart: Option<(Instant, BTreeSet<String>)>,
+    /// Bumped on every change the checkpoint holds.
+    version: u64,
 }
 
 /// The device manager.
 pub struct Manager {
     state: Mutex<State>,
     admission: tokio::sync::Mutex<()>,
+    /// The state version last written to the checkpoint; held while writing, so writes are ordered.
+    written: tokio::sync::Mutex<u64>,
+    /// Wakes the background checkpoint writer.
+    dirty: Arc<tokio::sync::Notify>,
     /// Settings.
     pub cfg: Config,
     /// Event log.
@@ -220,7 +228,49 @@ fn kubelet_admission_error(e: &str) -> String {
 impl Manager {
     /// A manager with empty state.
     pub fn new(cfg: Config, log: Logger) -> Arc<Self> {
-        Arc::new(Manager { state: Mutex::new(State::default()), admission: tokio::sync::Mutex::new(()), cfg, log })
+        let dirty = Arc::new(tokio::sync::Notify::new());
+        let m = Arc::new(Manager {
+            state: Mutex::new(State::default()),
+            admission: tokio::sync::Mutex::new(()),
+            written: tokio::sync::Mutex::new(0),
+            dirty: dirty.clone(),
+            cfg,
+            log,
+        });
+        // Registration and device changes are persisted in the background,
+        // coalesced; admissions flush synchronously before they are acknowledged.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&m);
+            rt.spawn(async move {
+                loop {
+                    dirty.notified().await;
+                    let Some(m) = weak.upgrade() else { return };
+                    if let Err(e) = m.flush().await {
+                        m.log.event("checkpoint-error", &[("error", json!(e.to_string()))]);
+                    }
+                }
+            });
+        }
+        m
+    }
+
+    /// Write the checkpoint if the state changed since the last write. The
+    /// file is written outside the state lock, on the blocking pool.
+    pub async fn flush(&self) -> crate::core::Result<()> {
+        let mut written = self.written.lock().await;
+        let (data, version) = {
+            let st = self.lock();
+            (Self::checkpoint_data(&st), st.version)
+        };
+        if version <= *written {
+            return Ok(());
+        }
+        let path = self.cfg.checkpoint.clone();
+        tokio::task::spawn_blocking(move || checkpoint::write(&path, &data))
+            .await
+            .map_err(|e| crate::core::Error::failed(format!("checkpoint writer failed: {e}")))??;
+        *written = version;
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -260,7 +310,7 @@ impl Manager {
             st.resources.entry(e.resource_name.clone()).or_default();
             st.allocations.insert(
                 (e.pod_uid.clone(), e.container_name.clone(), e.resource_name.clone()),
-                Allocation { ids: e.ids(), numa: e.device_ids.clone(), resp },
+                Allocation { ids: e.ids(), numa: e.device_ids.clone(), resp, resp_b64: e.alloc_resp.clone() },
             );
             n += 1;
         }
@@ -290,7 +340,7 @@ impl Manager {
                     container_name: c.clone(),
                     resource_name: r.clone(),
                     device_ids: a.numa.clone(),
-                    alloc_resp: PodDeviceEntry::encode_alloc_resp(&a.resp),
+                    alloc_resp: a.resp_b64.clone(),
                 })
                 .collect(),
             registered_devices: st
@@ -302,14 +352,10 @@ impl Manager {
         }
     }
 
-    fn write_checkpoint(&self, st: &State) -> crate::core::Result<()> {
-        checkpoint::write(&self.cfg.checkpoint, &Self::checkpoint_data(st))
-    }
-
-    fn save(&self, st: &State) {
-        if let Err(e) = self.write_checkpoint(st) {
-            self.log.event("checkpoint-error", &[("error", json!(e.to_string()))]);
-        }
+    /// Mark the state changed; the background writer persists it.
+    fn save(&self, st: &mut State) {
+        st.version += 1;
+        self.dirty.notify_one();
     }
 
     /// Count a Register call (before validation, as the kubelet does).
@@ -346,7 +392,7 @@ impl Manager {
         if back.is_some_and(|(_, all)| all) {
             st.restart = None;
         }
-        self.save(&st);
+        self.save(&mut st);
         drop(st);
         self.log.event(
             "registered",
@@ -417,7 +463,7 @@ impl Manager {
         let registered_changed = !fields[3].1.as_array().is_some_and(|a| a.is_empty())
             || !fields[4].1.as_array().is_some_and(|a| a.is_empty());
         if registered_changed {
-            self.save(&st);
+            self.save(&mut st);
         }
         drop(st);
         self.log.event("devices", &fields);
@@ -461,7 +507,7 @@ impl Manager {
                 .is_some_and(|r| r.stopped && r.endpoint.as_ref().map(|e| e.generation) == Some(generation));
             if expired {
                 st.resources.remove(&resource);
-                me.save(&st);
+                me.save(&mut st);
                 drop(st);
                 me.log.event(
                     "resource-removed",
@@ -593,7 +639,7 @@ impl Manager {
         for k in &orphans {
             st.allocations.remove(k);
         }
-        self.save(&st);
+        self.save(&mut st);
         drop(st);
         for (u, c, r) in orphans {
             self.log.event(
@@ -614,7 +660,7 @@ impl Manager {
         let Some(p) = st.pods.remove(uid) else { return };
         let keys: Vec<AllocKey> = st.allocations.keys().filter(|(u, _, _)| u == uid).cloned().collect();
         let freed: Vec<String> = keys.iter().filter_map(|k| st.allocations.remove(k)).flat_map(|a| a.ids).collect();
-        self.save(&st);
+        self.save(&mut st);
         drop(st);
         self.log.event("pod-removed", &[("pod", json!(p.pod.key())), ("uid", json!(uid)), ("freed", json!(freed))]);
     }
@@ -622,11 +668,108 @@ impl Manager {
     /// Admit a pod the kubelet way; on failure nothing stays allocated and
     /// the returned error is the kubelet's text.
     pub async fn admit(&self, pod: Pod, file: PathBuf) -> Result<(), String> {
+        self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r).unwrap_or(Ok(()))
+    }
+
+    /// Admit pods in order, then commit them together: the checkpoint is
+    /// written once, and only then is any of them acknowledged (logged,
+    /// listed, its containers started). A failed write rejects the whole
+    /// batch and frees what it allocated.
+    pub async fn admit_batch(&self, pods: Vec<(Pod, PathBuf)>) -> Vec<(PathBuf, Result<(), String>)> {
         let _serial = self.admission.lock().await;
-        let start = Instant::now();
-        if let Some(existing) = self.lock().pods.values().find(|p| p.pod.key() == pod.key() && p.pod.uid != pod.uid) {
-            return Err(format!("pod {} already exists (from {})", pod.key(), existing.file.display()));
+        let mut results = Vec::new();
+        struct Staged {
+            pod: Pod,
+            file: PathBuf,
+            restored: bool,
+            keys: Vec<AllocKey>,
+            calls: usize,
+            start: Instant,
         }
+        let mut staged: Vec<Staged> = Vec::new();
+        for (pod, file) in pods {
+            let start = Instant::now();
+            let dup = {
+                let st = self.lock();
+                st.pods
+                    .values()
+                    .find(|p| p.pod.key() == pod.key() && p.pod.uid != pod.uid)
+                    .map(|p| p.file.clone())
+                    .or_else(|| staged.iter().find(|s| s.pod.key() == pod.key()).map(|s| s.file.clone()))
+            };
+            if let Some(other) = dup {
+                results.push((file, Err(format!("pod {} already exists (from {})", pod.key(), other.display()))));
+                continue;
+            }
+            match self.allocate_pod(&pod).await {
+                Err(e) => results.push((file, Err(e))),
+                Ok((pending, restored, calls)) => {
+                    let keys: Vec<AllocKey> = pending.keys().cloned().collect();
+                    let mut st = self.lock();
+                    for (k, a) in pending {
+                        st.allocations.insert(k, a);
+                    }
+                    st.version += 1;
+                    drop(st);
+                    staged.push(Staged { pod, file, restored, keys, calls, start });
+                }
+            }
+        }
+        if staged.is_empty() {
+            return results;
+        }
+        if let Err(e) = self.flush().await {
+            let mut st = self.lock();
+            for s in &staged {
+                for k in &s.keys {
+                    st.allocations.remove(k);
+                }
+            }
+            st.version += 1;
+            drop(st);
+            for s in staged {
+                results.push((s.file, Err(format!("cannot write the checkpoint: {e}"))));
+            }
+            return results;
+        }
+        {
+            let mut st = self.lock();
+            for s in &staged {
+                st.pods.insert(s.pod.uid.clone(), PodRecord { pod: s.pod.clone(), file: s.file.clone() });
+                st.rejected.remove(&s.file);
+            }
+        }
+        for s in staged {
+            let summary: Vec<String> = {
+                let st = self.lock();
+                st.allocations
+                    .iter()
+                    .filter(|((u, _, _), _)| u == &s.pod.uid)
+                    .map(|((_, c, r), a)| format!("{c}:{r}={}", a.ids.join(",")))
+                    .collect()
+            };
+            self.log.event(
+                if s.restored { "pod-restored" } else { "pod-admitted" },
+                &[
+                    ("pod", json!(s.pod.key())),
+                    ("uid", json!(s.pod.uid)),
+                    ("allocations", json!(summary)),
+                    ("allocateCalls", json!(s.calls)),
+                    ("latencyMs", ms(s.start.elapsed())),
+                ],
+            );
+            if !s.restored {
+                self.start_containers(&s.pod).await;
+            }
+            results.push((s.file, Ok(())));
+        }
+        results
+    }
+
+    /// Choose and allocate every container's devices; nothing is committed.
+    /// Returns the new allocations, whether the pod was restored from the
+    /// checkpoint, and the number of Allocate calls.
+    async fn allocate_pod(&self, pod: &Pod) -> Result<(BTreeMap<AllocKey, Allocation>, bool, usize), String> {
         let restored = self.lock().allocations.keys().any(|(u, _, _)| u == &pod.uid);
         let mut pending: BTreeMap<AllocKey, Allocation> = BTreeMap::new();
         let mut reusable: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -660,14 +803,15 @@ impl Manager {
                         .unwrap_or_default(),
                     Some(ids) => {
                         let resp = self
-                            .allocate_rpc(&pod, &c.name, res, &ids)
+                            .allocate_rpc(pod, &c.name, res, &ids)
                             .await
                             .map_err(|e| kubelet_admission_error(&e))?;
                         allocate_calls += 1;
                         let numa = self.by_numa(res, &ids);
+                        let resp_b64 = PodDeviceEntry::encode_alloc_resp(&resp);
                         pending.insert(
                             (pod.uid.clone(), c.name.clone(), res.clone()),
-                            Allocation { ids: ids.clone(), numa, resp },
+                            Allocation { ids: ids.clone(), numa, resp, resp_b64 },
                         );
                         ids
                     }
@@ -682,45 +826,7 @@ impl Manager {
                 }
             }
         }
-        // Commit: allocations, the pod, the checkpoint — all or nothing.
-        {
-            let mut st = self.lock();
-            let keys: Vec<AllocKey> = pending.keys().cloned().collect();
-            for (k, a) in pending.clone() {
-                st.allocations.insert(k, a);
-            }
-            st.pods.insert(pod.uid.clone(), PodRecord { pod: pod.clone(), file: file.clone() });
-            if let Err(e) = self.write_checkpoint(&st) {
-                for k in &keys {
-                    st.allocations.remove(k);
-                }
-                st.pods.remove(&pod.uid);
-                return Err(format!("cannot write the checkpoint: {e}"));
-            }
-            st.rejected.remove(&file);
-        }
-        let summary: Vec<String> = {
-            let st = self.lock();
-            st.allocations
-                .iter()
-                .filter(|((u, _, _), _)| u == &pod.uid)
-                .map(|((_, c, r), a)| format!("{c}:{r}={}", a.ids.join(",")))
-                .collect()
-        };
-        self.log.event(
-            if restored { "pod-restored" } else { "pod-admitted" },
-            &[
-                ("pod", json!(pod.key())),
-                ("uid", json!(pod.uid)),
-                ("allocations", json!(summary)),
-                ("allocateCalls", json!(allocate_calls)),
-                ("latencyMs", ms(start.elapsed())),
-            ],
-        );
-        if !restored {
-            self.start_containers(&pod).await;
-        }
-        Ok(())
+        Ok((pending, restored, allocate_calls))
     }
 
     /// PreStartContainer before each container start, when the plugin asks for it.

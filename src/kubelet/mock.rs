@@ -103,6 +103,9 @@ pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
     Ok(())
 }
 
+/// Pods admitted (and committed to the checkpoint) together, at most.
+const BATCH: usize = 256;
+
 struct Seen {
     modified: Option<SystemTime>,
     len: u64,
@@ -129,6 +132,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
             })
             .unwrap_or_default();
         files.sort();
+        let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
@@ -157,23 +161,31 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
                     continue;
                 }
             };
-            let uid = match crate::kubelet::manifest::parse(&text, f) {
+            match crate::kubelet::manifest::parse(&text, f) {
                 Err(e) => {
                     mgr.reject_file(f.clone(), e);
-                    None
+                    seen.insert(f.clone(), Seen { modified, len, uid: None });
                 }
                 Ok(pod) => {
-                    let uid = pod.uid.clone();
-                    match mgr.admit(pod, f.clone()).await {
-                        Ok(()) => Some(uid),
-                        Err(e) => {
-                            mgr.reject_file(f.clone(), e);
-                            None
+                    seen.insert(f.clone(), Seen { modified, len, uid: None });
+                    batch.push((pod, f.clone()));
+                }
+            }
+        }
+        // Everything found in this scan is admitted and committed together
+        // (in chunks, so a large drop of manifests still shows progress).
+        for chunk in batch.chunks(BATCH) {
+            let uids: BTreeMap<PathBuf, String> = chunk.iter().map(|(p, f)| (f.clone(), p.uid.clone())).collect();
+            for (file, result) in mgr.admit_batch(chunk.to_vec()).await {
+                match result {
+                    Ok(()) => {
+                        if let Some(s) = seen.get_mut(&file) {
+                            s.uid = uids.get(&file).cloned();
                         }
                     }
+                    Err(e) => mgr.reject_file(file, e),
                 }
-            };
-            seen.insert(f.clone(), Seen { modified, len, uid });
+            }
         }
         if first {
             mgr.drop_orphans();
@@ -332,6 +344,9 @@ pub async fn run(
         let _ = current_tx.send(None);
         let _ = stop_tx.send(true);
         mgr.stop_all();
+        if let Err(e) = mgr.flush().await {
+            log.event("checkpoint-error", &[("error", json!(e.to_string()))]);
+        }
         let drain = async { while tasks.join_next().await.is_some() {} };
         if tokio::time::timeout(Duration::from_secs(3), drain).await.is_err() {
             tasks.abort_all();
