@@ -15,7 +15,7 @@ use crate::kubelet::conn::{PluginConn, Update};
 use prost::Message;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How bad a finding is.
@@ -186,21 +186,6 @@ async fn inspect_plugin(socket: PathBuf, timeout: Duration, out: &mut Vec<Findin
         ));
     }
     Some(PluginView { socket, devices: snap.devices.into_iter().map(|d| (d.id, d.health)).collect() })
-}
-
-fn scan_registry(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        match path_kind(&p) {
-            Ok(PathKind::Socket) => out.push(p),
-            Ok(PathKind::Directory) if depth < 8 => scan_registry(&p, out, depth + 1),
-            _ => {}
-        }
-    }
 }
 
 /// Inspect the node.
@@ -422,8 +407,7 @@ pub async fn inspect(o: &Options) -> Report {
 
     // Plugin watcher.
     if o.plugins_registry_dir.is_dir() {
-        let mut socks = Vec::new();
-        scan_registry(&o.plugins_registry_dir, &mut socks, 0);
+        let socks = crate::core::transport::find_sockets(&o.plugins_registry_dir);
         checked.watcher_sockets = socks.len();
         let mut set = tokio::task::JoinSet::new();
         for s in socks {

@@ -12,7 +12,7 @@ use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
 use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
 use crate::core::log::Logger;
 use crate::core::time::millis;
-use crate::core::transport::{listen, serve};
+use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
 use crate::kubelet::conn::{PluginConn, Update};
 use crate::plugin::config::ResourceConfig;
@@ -147,27 +147,6 @@ struct Local {
     _dir: TempDir,
 }
 
-/// A temp directory removed on drop (the library has no tempfile dependency).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Result<Self> {
-        let p = std::env::temp_dir().join(format!(
-            "dpctl-bench-{tag}-{}-{}",
-            std::process::id(),
-            crate::core::time::now_rfc3339().replace([':', '.'], "")
-        ));
-        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, "cannot create a temp dir", &e))?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 async fn local_plugin(devices: usize, tag: &str) -> Result<Local> {
     let dir = TempDir::new(tag)?;
     let cfg = ResourceConfig {
@@ -177,7 +156,7 @@ async fn local_plugin(devices: usize, tag: &str) -> Result<Local> {
         ..Default::default()
     };
     let sim = Arc::new(Simulated::new(&cfg)?);
-    let socket = dir.0.join("bench.sock");
+    let socket = dir.path().join("bench.sock");
     let (listener, guard) = listen(&socket).await?;
     let (stop, rx) = watch::channel(false);
     let svc = DevicePluginServer::new(PluginService::new(sim.clone(), Logger::silent(), rx.clone()))
@@ -341,7 +320,7 @@ struct KubeletReport {
 
 async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     let dir = TempDir::new("kubelet")?;
-    let (dp, manifests) = (dir.0.join("dp"), dir.0.join("manifests"));
+    let (dp, manifests) = (dir.path().join("dp"), dir.path().join("manifests"));
     for d in [&dp, &manifests] {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", &e))?;
     }
@@ -408,7 +387,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         socket_name: None,
         kubelet_socket: ksock.clone(),
         mode: crate::plugin::config::RegistrationMode::Kubelet,
-        registry_dir: dir.0.join("registry"),
+        registry_dir: dir.path().join("registry"),
         register: true,
         retry: true,
         timeout: ctx.timeout,

@@ -31,15 +31,6 @@ spec:
         example.com/gpu: 2
 ";
 
-/// Removes the demo's own temp directory on drop.
-struct TempRoot(PathBuf);
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> Result<T> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -76,12 +67,12 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
-    let root = std::env::temp_dir().join(format!("dpctl-demo-{}", std::process::id()));
+    let tmp = crate::core::transport::TempDir::new("demo")?;
+    let root = tmp.path().to_path_buf();
     let (dp, pr_dir, manifests) = (root.join("device-plugins"), root.join("pod-resources"), root.join("manifests"));
     for d in [&dp, &pr_dir, &manifests] {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create the demo directory", &e))?;
     }
-    let _cleanup = TempRoot(root.clone());
     let pr_sock = pr_dir.join("kubelet.sock");
     let (shut_tx, shut_rx) = watch::channel(false);
 

@@ -57,6 +57,55 @@ pub fn path_kind(path: &Path) -> std::io::Result<PathKind> {
     }
 }
 
+/// Every socket under `dir`, recursively (at most 8 levels), skipping names
+/// that start with `.` — the plugin watcher's rules.
+pub fn find_sockets(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            match path_kind(&p) {
+                Ok(PathKind::Socket) => out.push(p),
+                Ok(PathKind::Directory) if depth < 8 => walk(&p, out, depth + 1),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out, 0);
+    out.sort();
+    out
+}
+
+/// A temporary directory removed (with everything in it) on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Create `<tmp>/dpctl-<tag>-<pid>-<n>`.
+    pub fn new(tag: &str) -> Result<Self> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("dpctl-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, "cannot create a temp directory", &e))?;
+        Ok(TempDir(p))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Connect a raw Unix stream to `path`, with errors that say what is wrong.
 pub async fn connect_raw(path: &Path, timeout: Duration) -> Result<UnixStream> {
     let shown = path.display();

@@ -81,6 +81,17 @@ fn outcome<T: Serialize>(r: Result<tonic::Response<T>, tonic::Status>) -> Result
     }
 }
 
+/// Await a call with a deadline; a timeout is recorded as DeadlineExceeded.
+async fn timed<T: Serialize>(
+    timeout: Duration,
+    fut: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<Value, RpcError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Err(_) => Err(RpcError { code: "DeadlineExceeded".into(), message: "no answer in time".into() }),
+        Ok(r) => outcome(r),
+    }
+}
+
 fn recorded<T: Serialize>(resp: &Option<T>, err: &Option<RpcError>) -> Result<Value, RpcError> {
     match (resp, err) {
         (_, Some(e)) => Err(e.clone()),
@@ -118,10 +129,7 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
     for ev in &trace.events {
         let (call, diffs) = match ev {
             Event::Options { response, error, .. } => {
-                let got = tokio::time::timeout(timeout, c.get_device_plugin_options(Empty {})).await;
-                let got = got
-                    .map_err(|_| RpcError { code: "DeadlineExceeded".into(), message: "no answer in time".into() })
-                    .and_then(outcome);
+                let got = timed(timeout, c.get_device_plugin_options(Empty {})).await;
                 (count("GetDevicePluginOptions"), compare(recorded(response, error), got))
             }
             Event::ListAndWatch { stream, seq, response, .. } => {
@@ -153,24 +161,15 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
                 continue;
             }
             Event::Preferred { request, response, error, .. } => {
-                let got = tokio::time::timeout(timeout, c.get_preferred_allocation(request.clone())).await;
-                let got = got
-                    .map_err(|_| RpcError { code: "DeadlineExceeded".into(), message: "no answer in time".into() })
-                    .and_then(outcome);
+                let got = timed(timeout, c.get_preferred_allocation(request.clone())).await;
                 (count("GetPreferredAllocation"), compare(recorded(response, error), got))
             }
             Event::Allocate { request, response, error, .. } => {
-                let got = tokio::time::timeout(timeout, c.allocate(request.clone())).await;
-                let got = got
-                    .map_err(|_| RpcError { code: "DeadlineExceeded".into(), message: "no answer in time".into() })
-                    .and_then(outcome);
+                let got = timed(timeout, c.allocate(request.clone())).await;
                 (count("Allocate"), compare(recorded(response, error), got))
             }
             Event::PreStart { request, response, error, .. } => {
-                let got = tokio::time::timeout(timeout, c.pre_start_container(request.clone())).await;
-                let got = got
-                    .map_err(|_| RpcError { code: "DeadlineExceeded".into(), message: "no answer in time".into() })
-                    .and_then(outcome);
+                let got = timed(timeout, c.pre_start_container(request.clone())).await;
                 (count("PreStartContainer"), compare(recorded(response, error), got))
             }
         };

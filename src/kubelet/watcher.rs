@@ -4,7 +4,7 @@
 //! NotifyRegistrationStatus (5 s); a deleted socket deregisters its plugin.
 
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
-use crate::core::transport::{call, dial, path_kind, request, PathKind};
+use crate::core::transport::{call, dial, request};
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::kubelet::manager::Manager;
 use crate::kubelet::registration::{connect_plugin, start_endpoint};
@@ -14,21 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-fn scan(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        match path_kind(&p) {
-            Ok(PathKind::Socket) => out.push(p),
-            Ok(PathKind::Directory) if depth < 8 => scan(&p, out, depth + 1),
-            _ => {}
-        }
-    }
-}
 
 async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
     let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
@@ -81,8 +66,7 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
     let mut known: BTreeMap<PathBuf, Option<(String, PathBuf)>> = BTreeMap::new();
     mgr.log.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
     loop {
-        let mut now = Vec::new();
-        scan(&dir, &mut now, 0);
+        let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
             if known.contains_key(sock) {
                 continue;

@@ -7,7 +7,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
 use crate::api::HEALTHY;
-use crate::plugin::config::{AllocateTemplate, Faults, Policy, PreferredFault, ResourceConfig};
+use crate::plugin::config::{AllocateTemplate, Faults, Policy, PreferredFault, ResourceConfig, Scope};
 use crate::plugin::devices::{to_device, Inventory, Snapshot};
 use crate::plugin::policy::choose;
 use crate::plugin::server::Backend;
@@ -69,59 +69,43 @@ impl Simulated {
     fn render(&self, ids: &[String], snap: &Snapshot) -> ContainerAllocateResponse {
         let joined = ids.join(",");
         let count = ids.len().to_string();
-        let c = |s: &str| s.replace("{ids}", &joined).replace("{count}", &count).replace("{resource}", &self.resource);
         let t = &self.template;
-        let mut r = ContainerAllocateResponse {
-            envs: t.container.envs.iter().map(|(k, v)| (c(k), c(v))).collect(),
-            mounts: t
-                .container
-                .mounts
-                .iter()
-                .map(|m| Mount {
-                    container_path: c(&m.container_path),
-                    host_path: c(&m.host_path),
-                    read_only: m.read_only,
-                })
-                .collect(),
-            devices: t
-                .container
-                .devices
-                .iter()
-                .map(|d| DeviceSpec {
-                    container_path: c(&d.container_path),
-                    host_path: c(&d.host_path),
-                    permissions: d.permissions.clone(),
-                })
-                .collect(),
-            annotations: t.container.annotations.iter().map(|(k, v)| (c(k), c(v))).collect(),
-            cdi_devices: t.container.cdi_devices.iter().map(|n| CdiDevice { name: c(n) }).collect(),
-        };
+        let mut r = ContainerAllocateResponse::default();
+        apply(
+            &t.container,
+            &|s: &str| s.replace("{ids}", &joined).replace("{count}", &count).replace("{resource}", &self.resource),
+            &mut r,
+        );
         for (i, id) in ids.iter().enumerate() {
             let numa = snap.numa(id).map(|n| n.to_string()).unwrap_or_default();
             let istr = i.to_string();
-            let d = |s: &str| {
+            let sub = |s: &str| {
                 s.replace("{id}", id)
                     .replace("{i}", &istr)
                     .replace("{numa}", &numa)
                     .replace("{resource}", &self.resource)
             };
-            let dev = &t.device;
-            r.envs.extend(dev.envs.iter().map(|(k, v)| (d(k), d(v))));
-            r.annotations.extend(dev.annotations.iter().map(|(k, v)| (d(k), d(v))));
-            r.mounts.extend(dev.mounts.iter().map(|m| Mount {
-                container_path: d(&m.container_path),
-                host_path: d(&m.host_path),
-                read_only: m.read_only,
-            }));
-            r.devices.extend(dev.devices.iter().map(|s| DeviceSpec {
-                container_path: d(&s.container_path),
-                host_path: d(&s.host_path),
-                permissions: s.permissions.clone(),
-            }));
-            r.cdi_devices.extend(dev.cdi_devices.iter().map(|n| CdiDevice { name: d(n) }));
+            apply(&t.device, &sub, &mut r);
         }
         r
     }
+}
+
+/// Add one template scope to a response, substituting placeholders with `sub`.
+fn apply(scope: &Scope, sub: &dyn Fn(&str) -> String, r: &mut ContainerAllocateResponse) {
+    r.envs.extend(scope.envs.iter().map(|(k, v)| (sub(k), sub(v))));
+    r.annotations.extend(scope.annotations.iter().map(|(k, v)| (sub(k), sub(v))));
+    r.mounts.extend(scope.mounts.iter().map(|m| Mount {
+        container_path: sub(&m.container_path),
+        host_path: sub(&m.host_path),
+        read_only: m.read_only,
+    }));
+    r.devices.extend(scope.devices.iter().map(|d| DeviceSpec {
+        container_path: sub(&d.container_path),
+        host_path: sub(&d.host_path),
+        permissions: d.permissions.clone(),
+    }));
+    r.cdi_devices.extend(scope.cdi_devices.iter().map(|n| CdiDevice { name: sub(n) }));
 }
 
 #[tonic::async_trait]

@@ -3,9 +3,9 @@
 //! (errors included) and written to the trace with its time and latency.
 
 use crate::api::deviceplugin::{
-    device_plugin_server::DevicePlugin, AllocateRequest, AllocateResponse, DevicePluginOptions, Empty,
-    ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse, PreferredAllocationRequest,
-    PreferredAllocationResponse,
+    device_plugin_client::DevicePluginClient, device_plugin_server::DevicePlugin, AllocateRequest, AllocateResponse,
+    DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse,
+    PreferredAllocationRequest, PreferredAllocationResponse,
 };
 use crate::core::log::{ms, Logger};
 use crate::kubelet::conn::PluginConn;
@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 /// The tap.
@@ -46,34 +47,47 @@ impl Tap {
     }
 }
 
-fn split<T>(r: Result<Response<T>, Status>) -> (Option<T>, Option<RpcError>, Result<T, Status>)
-where
-    T: Clone,
-{
-    match r {
-        Ok(resp) => {
-            let v = resp.into_inner();
-            (Some(v.clone()), None, Ok(v))
-        }
-        Err(s) => (None, Some(RpcError::from_status(&s)), Err(s)),
+impl Tap {
+    /// Forward one unary call unchanged and record it: `event` builds the
+    /// trace line from (t, latency ms, request, response, error).
+    async fn forward<Req, Resp, Fut>(
+        &self,
+        method: &str,
+        req: Req,
+        call: impl FnOnce(DevicePluginClient<Channel>, Req) -> Fut,
+        event: impl FnOnce(f64, f64, Req, Option<Resp>, Option<RpcError>) -> Event,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Clone,
+        Resp: Clone,
+        Fut: std::future::Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let (t, start) = (self.trace.t(), Instant::now());
+        let r = call(self.upstream.client(), req.clone()).await;
+        let took = start.elapsed();
+        let (response, error, out) = match r {
+            Ok(resp) => {
+                let v = resp.into_inner();
+                (Some(v.clone()), None, Ok(v))
+            }
+            Err(s) => (None, Some(RpcError::from_status(&s)), Err(s)),
+        };
+        let err = out.as_ref().err().cloned();
+        self.record(event(t, crate::core::time::millis(took), req, response, error), method, took, err.as_ref());
+        out.map(Response::new)
     }
 }
 
 #[tonic::async_trait]
 impl DevicePlugin for Tap {
     async fn get_device_plugin_options(&self, _: Request<Empty>) -> Result<Response<DevicePluginOptions>, Status> {
-        let (t, start) = (self.trace.t(), Instant::now());
-        let r = self.upstream.client().get_device_plugin_options(Empty {}).await;
-        let took = start.elapsed();
-        let (response, error, out) = split(r);
-        let err = out.as_ref().err().cloned();
-        self.record(
-            Event::Options { t, latency_ms: crate::core::time::millis(took), response, error },
+        self.forward(
             "GetDevicePluginOptions",
-            took,
-            err.as_ref(),
-        );
-        out.map(Response::new)
+            Empty {},
+            |mut c, r| async move { c.get_device_plugin_options(r).await },
+            |t, latency_ms, _, response, error| Event::Options { t, latency_ms, response, error },
+        )
+        .await
     }
 
     type ListAndWatchStream = tokio_stream::wrappers::ReceiverStream<Result<ListAndWatchResponse, Status>>;
@@ -151,53 +165,35 @@ impl DevicePlugin for Tap {
         &self,
         req: Request<PreferredAllocationRequest>,
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        let req = req.into_inner();
-        let (t, start) = (self.trace.t(), Instant::now());
-        let r = self.upstream.client().get_preferred_allocation(req.clone()).await;
-        let took = start.elapsed();
-        let (response, error, out) = split(r);
-        let err = out.as_ref().err().cloned();
-        self.record(
-            Event::Preferred { t, latency_ms: crate::core::time::millis(took), request: req, response, error },
+        self.forward(
             "GetPreferredAllocation",
-            took,
-            err.as_ref(),
-        );
-        out.map(Response::new)
+            req.into_inner(),
+            |mut c, r| async move { c.get_preferred_allocation(r).await },
+            |t, latency_ms, request, response, error| Event::Preferred { t, latency_ms, request, response, error },
+        )
+        .await
     }
 
     async fn allocate(&self, req: Request<AllocateRequest>) -> Result<Response<AllocateResponse>, Status> {
-        let req = req.into_inner();
-        let (t, start) = (self.trace.t(), Instant::now());
-        let r = self.upstream.client().allocate(req.clone()).await;
-        let took = start.elapsed();
-        let (response, error, out) = split(r);
-        let err = out.as_ref().err().cloned();
-        self.record(
-            Event::Allocate { t, latency_ms: crate::core::time::millis(took), request: req, response, error },
+        self.forward(
             "Allocate",
-            took,
-            err.as_ref(),
-        );
-        out.map(Response::new)
+            req.into_inner(),
+            |mut c, r| async move { c.allocate(r).await },
+            |t, latency_ms, request, response, error| Event::Allocate { t, latency_ms, request, response, error },
+        )
+        .await
     }
 
     async fn pre_start_container(
         &self,
         req: Request<PreStartContainerRequest>,
     ) -> Result<Response<PreStartContainerResponse>, Status> {
-        let req = req.into_inner();
-        let (t, start) = (self.trace.t(), Instant::now());
-        let r = self.upstream.client().pre_start_container(req.clone()).await;
-        let took = start.elapsed();
-        let (response, error, out) = split(r);
-        let err = out.as_ref().err().cloned();
-        self.record(
-            Event::PreStart { t, latency_ms: crate::core::time::millis(took), request: req, response, error },
+        self.forward(
             "PreStartContainer",
-            took,
-            err.as_ref(),
-        );
-        out.map(Response::new)
+            req.into_inner(),
+            |mut c, r| async move { c.pre_start_container(r).await },
+            |t, latency_ms, request, response, error| Event::PreStart { t, latency_ms, request, response, error },
+        )
+        .await
     }
 }

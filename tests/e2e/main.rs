@@ -2,6 +2,7 @@
 //! Unix sockets in temp dirs. One test binary keeps link time down.
 
 mod authority;
+mod bench;
 mod client;
 mod doctor;
 mod interop;

@@ -609,3 +609,30 @@ async fn demo_shows_an_admitted_pod_and_cleans_up() {
     }
     assert!(!std::path::Path::new(&dir).exists(), "{dir} removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_snapshots_are_refused_with_the_receive_limit() {
+    let n = Node::new();
+    let k = n.start(&["--max-recv-size", "2Ki"]).await;
+    let sv = n.serve(&["--resource", "vendor.example/big", "--count", "200"]).await;
+    let r = n.wait_resource("vendor.example/big", "stream refused", |r| r["state"] == "stopped").await;
+    assert_eq!(r["allocatable"], 0);
+    stop_child(sv).await;
+    let out = stop_child(k).await;
+    let line = out.stdout.lines().find(|l| l.contains("stream-ended")).unwrap().to_string();
+    assert!(line.contains("receive limit"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_every_restarts_on_a_schedule() {
+    let n = Node::new();
+    let k = n.start(&["--restart-every", "700ms"]).await;
+    let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2"]).await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    n.wait_resource("vendor.example/foo", "back", |r| r["allocatable"] == 2).await;
+    stop_child(sv).await;
+    let out = stop_child(k).await;
+    assert!(out.stdout.matches("restarting reason=--restart-every").count() >= 2, "{}", out.stdout);
+    assert!(out.stdout.contains("plugin-back resource=vendor.example/foo"), "{}", out.stdout);
+}

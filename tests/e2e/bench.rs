@@ -1,0 +1,127 @@
+//! `dpctl bench` works against any plugin and reports what it measured.
+//! (Functional checks only: speed targets live in BENCHMARKS.md.)
+
+use crate::support::*;
+use dpctl::api::deviceplugin::DevicePluginOptions;
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_generator_counts_calls_latencies_and_errors() {
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let b = Behaviour {
+        options: DevicePluginOptions { pre_start_required: false, get_preferred_allocation_available: true },
+        ..Default::default()
+    };
+    let p = start_plugin(&sock, four_devices(), b).await;
+    let r = dpctl(&[
+        "bench",
+        "allocate",
+        s(&sock),
+        "--requests",
+        "200",
+        "--concurrency",
+        "4",
+        "--devices-per-request",
+        "2",
+        "-o",
+        "json",
+    ])
+    .await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["call"].as_str(), v["requests"].as_u64(), v["errors"].as_u64()),
+        (Some("Allocate"), Some(200), Some(0))
+    );
+    assert!(v["throughput"].as_f64().unwrap() > 0.0);
+    let l = &v["latencyMs"];
+    assert!(
+        l["p50"].as_f64().unwrap() <= l["p99"].as_f64().unwrap()
+            && l["p99"].as_f64().unwrap() <= l["max"].as_f64().unwrap(),
+        "{l}"
+    );
+    let calls = p.calls.lock().unwrap();
+    assert_eq!(calls.iter().filter(|c| c.starts_with("Allocate(")).count(), 200);
+    assert!(calls.contains(&"Allocate(foo-2,foo-3)".to_string()), "devices cycle through the healthy ones");
+    drop(calls);
+
+    let r = dpctl(&["bench", "preferred", s(&sock), "--requests", "50"]).await;
+    r.expect_code(0);
+    assert!(
+        r.stdout.lines().nth(1).unwrap().starts_with("GetPreferredAllocation   1             50         0"),
+        "{}",
+        r.stdout
+    );
+    let r = dpctl(&["bench", "list-and-watch", s(&sock), "--requests", "20", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["requests"], 20);
+
+    // errors are counted by code, not fatal
+    let f = d.path().join("f.sock");
+    let _q = start_plugin(
+        &f,
+        four_devices(),
+        Behaviour { fail: Some((tonic::Code::Unavailable, "busy".into())), ..Default::default() },
+    )
+    .await;
+    let r = dpctl(&["bench", "allocate", s(&f), "--requests", "30", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["errorsByCode"]["Unavailable"], 30);
+    let r = dpctl(&["bench", "allocate", s(&sock), "--devices-per-request", "9"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("more than the plugin's 4 healthy"), "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_and_kubelet_benchmarks_report_every_measurement() {
+    let r = dpctl(&["bench", "watch", "--changes", "20", "--sizes", "50,500", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["changes"], 20);
+    assert!(v["healthChangeToClientMs"]["p99"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["firstSnapshotMs"][1]["devices"], 500);
+    assert!(v["firstSnapshotMs"][1]["bytes"].as_u64().unwrap() > v["firstSnapshotMs"][0]["bytes"].as_u64().unwrap());
+
+    // against a running dpctl serve, through its live control
+    let d = tmp();
+    let sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "v.e/foo",
+        "--no-register",
+        "--socket-name",
+        "s.sock",
+    ])
+    .spawn()
+    .unwrap();
+    wait_until(10, "s.sock", || d.path().join("s.sock").exists()).await;
+    let r = dpctl(&[
+        "bench",
+        "watch",
+        "--socket",
+        s(&d.path().join("s.sock")),
+        "--changes",
+        "10",
+        "--sizes",
+        "5",
+        "-o",
+        "json",
+    ])
+    .await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v["via"].as_str().unwrap().starts_with("live control"), "{v}");
+    stop_child(sv).await;
+
+    let r = dpctl(&["bench", "kubelet", "--plugins", "3", "--devices", "4", "--pods", "6", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!((v["plugins"].as_u64(), v["pods"].as_u64(), v["rejected"].as_u64()), (Some(3), Some(6), Some(0)));
+    for k in ["allRegisteredAndAllocatableMs", "admissionMs", "restartAllBackMs", "peakRssMib"] {
+        assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+}
