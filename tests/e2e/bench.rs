@@ -41,10 +41,11 @@ async fn load_generator_counts_calls_latencies_and_errors() {
             && l["p99"].as_f64().unwrap() <= l["max"].as_f64().unwrap(),
         "{l}"
     );
-    let calls = p.calls.lock().unwrap();
-    assert_eq!(calls.iter().filter(|c| c.starts_with("Allocate(")).count(), 200);
-    assert!(calls.contains(&"Allocate(foo-2,foo-3)".to_string()), "devices cycle through the healthy ones");
-    drop(calls);
+    {
+        let calls = p.calls.lock().unwrap();
+        assert_eq!(calls.iter().filter(|c| c.starts_with("Allocate(")).count(), 200);
+        assert!(calls.contains(&"Allocate(foo-2,foo-3)".to_string()), "devices cycle through the healthy ones");
+    }
 
     let r = dpctl(&["bench", "preferred", s(&sock), "--requests", "50"]).await;
     r.expect_code(0);
