@@ -109,7 +109,8 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                 load("Allocate", c, budget, progress(ctx, a), move |i| {
                     let (mut client, ids) = (client.clone(), ids.clone());
                     async move {
-                        let start = (i as usize * k) % ids.len();
+                        let n = ids.len() as u64;
+                        let start = ((i % n) as usize * k) % ids.len();
                         let devs: Vec<String> = (0..k).map(|j| ids[(start + j) % ids.len()].clone()).collect();
                         let req = AllocateRequest {
                             container_requests: vec![ContainerAllocateRequest { devices_ids: devs }],
@@ -203,21 +204,19 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
     for i in 0..a.changes {
         let health = if i % 2 == 0 { crate::api::UNHEALTHY } else { HEALTHY };
         let t = Instant::now();
-        match (&local, &control) {
-            (Some(l), _) => l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?,
-            (None, Some(path)) => {
-                let req = crate::plugin::control::Request {
-                    op: "set-health".into(),
-                    ids: vec![id.clone()],
-                    health: Some(health.into()),
-                    ..Default::default()
-                };
-                let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
-                if !ans.ok {
-                    return Err(Error::failed(ans.error.unwrap_or_default()));
-                }
+        if let Some(path) = &control {
+            let req = crate::plugin::control::Request {
+                op: "set-health".into(),
+                ids: vec![id.clone()],
+                health: Some(health.into()),
+                ..Default::default()
+            };
+            let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
+            if !ans.ok {
+                return Err(Error::failed(ans.error.unwrap_or_default()));
             }
-            _ => unreachable!("either in-process or through live control"),
+        } else if let Some(l) = &local {
+            l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
         }
         loop {
             match tokio::time::timeout(ctx.timeout, stream.next()).await {

@@ -79,7 +79,8 @@ impl Replayed {
             match prev {
                 _ if no_wait => Duration::ZERO,
                 None => Duration::ZERO,
-                Some(p) => Duration::from_secs_f64(((t - p) / speed).max(0.0)),
+                // A crafted trace may hold any number: clamp instead of panicking.
+                Some(p) => Duration::try_from_secs_f64(((t - p) / speed).clamp(0.0, 86_400.0)).unwrap_or_default(),
             }
         };
         for e in &trace.events {
@@ -174,5 +175,22 @@ impl Backend for Replayed {
     }
     async fn pre_start(&self, req: PreStartContainerRequest) -> std::result::Result<PreStartContainerResponse, Status> {
         answer("PreStartContainer", &self.pre_start, &req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_times_do_not_panic() {
+        let text = "{\"dpctlTrace\":1,\"resource\":\"v.e/foo\",\"dpctlVersion\":\"x\",\"created\":\"x\",\"source\":\"record\"}\n\
+            {\"kind\":\"options\",\"t\":0,\"latencyMs\":0,\"response\":{}}\n\
+            {\"kind\":\"listAndWatch\",\"t\":-5,\"stream\":1,\"seq\":1,\"response\":{\"devices\":[]}}\n\
+            {\"kind\":\"listAndWatch\",\"t\":1e300,\"stream\":1,\"seq\":2,\"response\":{\"devices\":[]}}\n\
+            {\"kind\":\"listAndWatch\",\"t\":-1e300,\"stream\":1,\"seq\":3,\"response\":{\"devices\":[]}}\n";
+        let t = crate::trace::parse(text, std::path::Path::new("t")).unwrap();
+        let r = Replayed::new(&t, None, 1e-300, false).unwrap();
+        assert_eq!(r.steps(), 3);
     }
 }
