@@ -32,11 +32,15 @@ fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
     if ctx.format != Format::Table || !std::io::stderr().is_terminal() {
         return None;
     }
-    let pb = match a.duration {
-        Some(_) => indicatif::ProgressBar::new_spinner(),
-        None => indicatif::ProgressBar::new(a.requests),
+    let (pb, template) = match a.duration {
+        Some(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {elapsed} {pos} calls, {per_sec}"),
+        None => (indicatif::ProgressBar::new(a.requests), "{bar:40} {pos}/{len} calls, {per_sec}, eta {eta}"),
     };
-    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        pb.set_style(style);
+    }
+    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(10));
+    pb.enable_steady_tick(std::time::Duration::from_millis(100));
     Some(pb)
 }
 

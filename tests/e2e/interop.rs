@@ -119,6 +119,7 @@ both!(peer_plugin_registers_with_mock_kubelet, peer_plugin_with_mock_kubelet);
 both!(client_commands_against_peer_plugin, client_commands);
 both!(register_and_podresources_against_peer, register_and_podresources);
 both!(errors_across_implementations, errors);
+both!(monitoring_agents_read_mock_kubelet_podresources, podresources_client);
 
 async fn serve_with_peer_kubelet(dir: &Path, lang: Lang) {
     let d = tmp();
@@ -410,4 +411,26 @@ async fn errors(dir: &Path, lang: Lang) {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(s(&dying)) && (err.contains("ListAndWatch") || err.contains("closed")), "{err}");
+}
+
+async fn podresources_client(dir: &Path, lang: Lang) {
+    let n = Node::new();
+    let mk = n.start(&[]).await;
+    let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "4", "--numa-nodes", "2"]).await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+    n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 2));
+    n.wait_pod("a").await;
+    // grpcio and grpc-go put the socket path in :authority; the PodResources server must answer.
+    let pr = n.pr();
+    let agent = Peer::spawn(dir, lang, &["podresources-client", "--socket", s(&pr)]);
+    let list = agent.wait("list", ev("list")).await;
+    let pod = &list["pods"][0];
+    assert_eq!((pod["name"].as_str(), pod["namespace"].as_str()), (Some("a"), Some("default")));
+    assert_eq!(pod["containers"][0]["devices"][0]["resource"], "vendor.example/foo");
+    assert_eq!(pod["containers"][0]["devices"][0]["ids"], serde_json::json!(["foo-0", "foo-1"]));
+    assert_eq!(pod["containers"][0]["devices"][0]["numa"], serde_json::json!([0]));
+    let alloc = agent.wait("allocatable", ev("allocatable")).await;
+    assert_eq!(alloc["ids"], serde_json::json!(["foo-0", "foo-1", "foo-2", "foo-3"]));
+    stop_child(sv).await;
+    stop_child(mk).await;
 }

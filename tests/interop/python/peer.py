@@ -6,6 +6,7 @@ device-plugin protocol roles, driven by dpctl's interop tests.
                  [--preferred] [--prestart] [--fail CODE:MSG] [--close-after N]
   peer.py kubelet --dir DIR
   peer.py podresources --socket PATH
+  peer.py podresources-client --socket PATH
 
 Events go to stdout as JSON lines; commands come on stdin, one per line
 (plugin: "health ID Healthy|Unhealthy"; kubelet: "allocate ID,ID",
@@ -276,6 +277,19 @@ def run_podresources(args):
     server.stop(0)
 
 
+def run_podresources_client(args):
+    # A monitoring agent: grpcio sends "path%2Fto%2Fkubelet.sock" as :authority.
+    with grpc.insecure_channel("unix:" + args.socket) as ch:
+        stub = pr_grpc.PodResourcesListerStub(ch)
+        resp = stub.List(pr.ListPodResourcesRequest(), timeout=10)
+        alloc = stub.GetAllocatableResources(pr.AllocatableResourcesRequest(), timeout=10)
+    emit(event="list", pods=[{"name": p.name, "namespace": p.namespace, "containers": [
+        {"name": c.name, "devices": [{"resource": d.resource_name, "ids": list(d.device_ids),
+                                      "numa": [n.ID for n in d.topology.nodes]} for d in c.devices]}
+        for c in p.containers]} for p in resp.pod_resources])
+    emit(event="allocatable", ids=sorted(i for d in alloc.devices for i in d.device_ids))
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="role", required=True)
@@ -292,8 +306,11 @@ def main():
     k.add_argument("--dir", required=True)
     r = sub.add_parser("podresources")
     r.add_argument("--socket", required=True)
+    c = sub.add_parser("podresources-client")
+    c.add_argument("--socket", required=True)
     args = ap.parse_args()
-    {"plugin": run_plugin, "kubelet": run_kubelet, "podresources": run_podresources}[args.role](args)
+    {"plugin": run_plugin, "kubelet": run_kubelet, "podresources": run_podresources,
+     "podresources-client": run_podresources_client}[args.role](args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 //	            [--preferred] [--prestart] [--fail CODE:MSG] [--close-after N]
 //	peer kubelet --dir DIR
 //	peer podresources --socket PATH
+//	peer podresources-client --socket PATH
 //
 // Built in GOPATH mode (GO111MODULE=off) against Debian's grpc-go; the
 // k8s.io/kubelet/... packages are generated from dpctl's proto/ by setup.sh.
@@ -20,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -437,6 +439,58 @@ func runPodResources(args []string) {
 	s.Stop()
 }
 
+// runPodResourcesClient is a monitoring agent: the bare socket path as the
+// target, so grpc-go 1.33 sends it as :authority.
+func runPodResourcesClient(args []string) {
+	fs := flag.NewFlagSet("podresources-client", flag.ExitOnError)
+	socket := fs.String("socket", "", "")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := grpc.DialContext(ctx, *socket, grpc.WithInsecure(), grpc.WithBlock(), grpc.WithContextDialer(unixDialer))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dial:", err)
+		os.Exit(1)
+	}
+	defer conn.Close()
+	c := pr.NewPodResourcesListerClient(conn)
+	resp, err := c.List(ctx, &pr.ListPodResourcesRequest{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "List:", err)
+		os.Exit(1)
+	}
+	pods := []map[string]interface{}{}
+	for _, p := range resp.PodResources {
+		containers := []map[string]interface{}{}
+		for _, ctr := range p.Containers {
+			devs := []map[string]interface{}{}
+			for _, d := range ctr.Devices {
+				numa := []int64{}
+				if d.Topology != nil {
+					for _, n := range d.Topology.Nodes {
+						numa = append(numa, n.ID)
+					}
+				}
+				devs = append(devs, map[string]interface{}{"resource": d.ResourceName, "ids": d.DeviceIds, "numa": numa})
+			}
+			containers = append(containers, map[string]interface{}{"name": ctr.Name, "devices": devs})
+		}
+		pods = append(pods, map[string]interface{}{"name": p.Name, "namespace": p.Namespace, "containers": containers})
+	}
+	emit(map[string]interface{}{"event": "list", "pods": pods})
+	alloc, err := c.GetAllocatableResources(ctx, &pr.AllocatableResourcesRequest{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "GetAllocatableResources:", err)
+		os.Exit(1)
+	}
+	ids := []string{}
+	for _, d := range alloc.Devices {
+		ids = append(ids, d.DeviceIds...)
+	}
+	sort.Strings(ids)
+	emit(map[string]interface{}{"event": "allocatable", "ids": ids})
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: peer plugin|kubelet|podresources ...")
@@ -449,6 +503,8 @@ func main() {
 		runKubelet(os.Args[2:])
 	case "podresources":
 		runPodResources(os.Args[2:])
+	case "podresources-client":
+		runPodResourcesClient(os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", os.Args[1])
 		os.Exit(2)
