@@ -49,22 +49,26 @@ async fn raw_register(sock: &Path, authority: &str) -> Outcome {
 
 /// Send one Register over a raw HTTP/2 connection with the given `:authority`.
 pub async fn raw_register_req(sock: &Path, authority: &str, req: &RegisterRequest) -> Outcome {
+    raw_call(sock, authority, "/v1beta1.Registration/Register", &req.encode_to_vec()).await
+}
+
+/// Send one unary gRPC call over a raw HTTP/2 connection with the given `:authority`.
+pub async fn raw_call(sock: &Path, authority: &str, path: &str, msg: &[u8]) -> Outcome {
     let mut conn = UnixStream::connect(sock).await.unwrap();
     let mut block = Vec::new();
     for (n, v) in [
         (":method", "POST"),
         (":scheme", "http"),
-        (":path", "/v1beta1.Registration/Register"),
+        (":path", path),
         (":authority", authority),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
     ] {
         encode_literal(&mut block, n.as_bytes(), v.as_bytes());
     }
-    let msg = req.encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    body.extend_from_slice(&msg);
+    body.extend_from_slice(msg);
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend(frame(0x4, 0, 0, &[]));
     write_header_frames(&mut out, 1, false, &block);
@@ -161,4 +165,64 @@ async fn a_stock_tonic_server_resets_them_control() {
     }
     assert_eq!(grpc_status(&raw_register(&sock, "localhost").await), Some("0"));
     drop(tx);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dpctl_serve_plugin_accepts_them_too() {
+    let d = tmp();
+    let sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "v.e/foo",
+        "--no-register",
+        "--socket-name",
+        "p.sock",
+    ])
+    .spawn()
+    .unwrap();
+    let sock = d.path().join("p.sock");
+    wait_until(10, "p.sock", || sock.exists()).await;
+    for auth in AUTHORITIES.iter().chain(["localhost"].iter()) {
+        let o = raw_call(&sock, auth, "/v1beta1.DevicePlugin/GetDevicePluginOptions", &[]).await;
+        assert_eq!(grpc_status(&o), Some("0"), "authority {auth}: {o:?}");
+    }
+    stop_child(sv).await.expect_code(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dpctl_clients_send_localhost_as_the_kubelet_does() {
+    let d = tmp();
+    let sock = d.path().join("raw.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+    let seen = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut tmp = [0u8; 4096];
+        let preface = 24;
+        loop {
+            let n = conn.read(&mut tmp).await.unwrap();
+            assert!(n > 0, "client closed before sending headers");
+            buf.extend_from_slice(&tmp[..n]);
+            let mut pos = preface;
+            while buf.len() >= pos + 9 {
+                let len = (usize::from(buf[pos]) << 16) | (usize::from(buf[pos + 1]) << 8) | usize::from(buf[pos + 2]);
+                if buf.len() < pos + 9 + len {
+                    break;
+                }
+                if buf[pos + 3] == 0x1 {
+                    let fields = loona_hpack::Decoder::new().decode(&buf[pos + 9..pos + 9 + len]).unwrap();
+                    return fields
+                        .into_iter()
+                        .find(|(n, _)| n == b":authority")
+                        .map(|(_, v)| String::from_utf8(v).unwrap());
+                }
+                pos += 9 + len;
+            }
+        }
+    });
+    let r = dpctl(&["options", s(&sock), "--timeout", "1s"]).await;
+    assert_eq!(r.code, 1, "the raw server never answers");
+    assert_eq!(seen.await.unwrap().as_deref(), Some("localhost"));
 }
