@@ -636,3 +636,35 @@ async fn restart_every_restarts_on_a_schedule() {
     assert!(out.stdout.matches("restarting reason=--restart-every").count() >= 2, "{}", out.stdout);
     assert!(out.stdout.contains("plugin-back resource=vendor.example/foo"), "{}", out.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_rules_health_strings_empty_answers_and_prestart_failures() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    // only the exact string "Healthy" is healthy
+    let devs = vec![dev("a-0", "Healthy", None), dev("a-1", "healthy", None), dev("a-2", "HEALTHY", None)];
+    let _a = start_plugin(&n.dp().join("a.sock"), devs, Behaviour::default()).await;
+    register(&n.kubelet(), req("vendor.example/a", "a.sock")).await.unwrap();
+    let r = n.wait_resource("vendor.example/a", "up", |r| r["capacity"] == 3).await;
+    assert_eq!(r["allocatable"], 1);
+    // an Allocate answer without container responses fails admission
+    let _b =
+        start_plugin(&n.dp().join("b.sock"), four_devices(), Behaviour { empty_allocate: true, ..Default::default() })
+            .await;
+    register(&n.kubelet(), req("vendor.example/b", "b.sock")).await.unwrap();
+    n.wait_resource("vendor.example/b", "up", |r| r["allocatable"] == 4).await;
+    n.pod("b.yaml", &pod_yaml("b", "vendor.example/b", 1));
+    let why = n.wait_rejected("b.yaml").await;
+    assert_eq!(why, "Allocate failed due to no containers return in allocation response, which is unexpected");
+    assert_eq!(n.resource("vendor.example/b").await.unwrap()["allocated"], 0);
+    // a failing PreStartContainer fails the container start (the pod keeps its devices, as on a node)
+    let sv = n.serve(&["--resource", "vendor.example/c", "--count", "2", "--pre-start", "--pre-start-fail"]).await;
+    n.wait_resource("vendor.example/c", "up", |r| r["allocatable"] == 2).await;
+    n.pod("c.yaml", &pod_yaml("c", "vendor.example/c", 1));
+    n.wait_pod("c").await;
+    stop_child(sv).await;
+    let out = stop_child(k).await;
+    let line =
+        out.stdout.lines().find(|l| l.contains("container-start-failed")).unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(line.contains("pod=default/c") && line.contains("injected PreStartContainer failure"), "{line}");
+}

@@ -37,6 +37,8 @@ pub struct Behaviour {
     pub close_after: Option<usize>,
     /// GetPreferredAllocation answers these IDs instead of the first `size` available.
     pub preferred: Option<Vec<String>>,
+    /// Allocate answers with no container responses at all.
+    pub empty_allocate: bool,
 }
 
 /// The in-test device plugin.
@@ -137,6 +139,9 @@ impl DevicePlugin for TestPlugin {
         let r = r.into_inner();
         let desc: Vec<String> = r.container_requests.iter().map(|c| c.devices_ids.join(",")).collect();
         self.gate(format!("Allocate({})", desc.join("|"))).await?;
+        if self.b.empty_allocate {
+            return Ok(Response::new(AllocateResponse { container_responses: vec![] }));
+        }
         let container_responses = r
             .container_requests
             .iter()
