@@ -53,11 +53,11 @@ async fn watch_shows_table_then_diffs() {
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "3"]).spawn().unwrap();
     p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut devs = four_devices();
     devs[1].health = "Unhealthy".into();
     p.devices.send(devs.clone()).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     devs.remove(3);
     devs.push(dev("foo-9", "Healthy", Some(1)));
     p.devices.send(devs).unwrap();
@@ -85,7 +85,7 @@ async fn watch_json_lines_carry_the_full_device_list() {
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
     p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();

@@ -183,7 +183,7 @@ async fn watch_records_without_disturbing() {
     let t = d.path().join("w.jsonl");
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "--record", s(&t)]).spawn().unwrap();
     p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();
