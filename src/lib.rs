@@ -4,6 +4,8 @@
 //! ([`api`]), the kubelet-side connection to a plugin ([`kubelet`]), output
 //! rendering ([`render`]), the command line ([`cli`]) and one module per
 //! subcommand ([`commands`]). `main.rs` only parses and maps exit codes.
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod bench;
 pub mod cli;
