@@ -1,9 +1,15 @@
 //! dpctl: one toolkit for both sides of the Kubernetes device-plugin protocol.
 //!
-//! The library holds the protocol core ([`core`]), the generated APIs
-//! ([`api`]), the kubelet-side connection to a plugin ([`kubelet`]), output
-//! rendering ([`render`]), the command line ([`cli`]) and one module per
-//! subcommand ([`commands`]). `main.rs` only parses and maps exit codes.
+//! The library holds the protocol core ([`core`]: transport, the
+//! `:authority` shim, validation, errors), the generated APIs ([`api`]), the
+//! two protocol roles — the plugin side ([`plugin`]: server over a backend,
+//! simulated and replayed backends, registration, live control, record tap)
+//! and the kubelet side ([`kubelet`]: connection to a plugin, the device
+//! manager, registration, PodResources, checkpoint, the mock kubelet) — plus
+//! node inspection ([`doctor`]), the trace format ([`trace`]), benchmarks
+//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and
+//! one module per subcommand ([`commands`]). `main.rs` only parses, picks
+//! the runtime and maps errors to exit codes.
 #![deny(missing_docs)]
 
 pub mod api;
