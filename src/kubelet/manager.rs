@@ -221,6 +221,18 @@ pub struct ContainerStatus {
     pub resources: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
+/// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
+fn capped<T: ToString>(items: &[T]) -> serde_json::Value {
+    let mut v: Vec<serde_json::Value> = items.iter().take(LOG_LIST).map(|x| json!(x.to_string())).collect();
+    if items.len() > LOG_LIST {
+        v.push(json!(format!("+{} more", items.len() - LOG_LIST)));
+    }
+    serde_json::Value::Array(v)
+}
+
+/// How many IDs one event-log field lists.
+const LOG_LIST: usize = 20;
+
 fn kubelet_admission_error(e: &str) -> String {
     format!("Allocate failed due to {e}, which is unexpected")
 }
@@ -450,18 +462,17 @@ impl Manager {
                 .iter()
                 .map(|p| p.to_string())
                 .collect();
+        let registered_changed = !added.is_empty() || !removed.is_empty();
         let fields = vec![
             ("resource", json!(resource)),
             ("capacity", json!(new.len())),
             ("allocatable", json!(new.values().filter(|d| d.health == HEALTHY).count())),
-            ("added", json!(added)),
-            ("removed", json!(removed)),
-            ("healthChanged", json!(changed)),
+            ("added", capped(&added)),
+            ("removed", capped(&removed)),
+            ("healthChanged", capped(&changed)),
             ("bytes", json!(bytes)),
         ];
         r.devices = new;
-        let registered_changed = !fields[3].1.as_array().is_some_and(|a| a.is_empty())
-            || !fields[4].1.as_array().is_some_and(|a| a.is_empty());
         if registered_changed {
             self.save(&mut st);
         }
@@ -1060,8 +1071,8 @@ impl Manager {
         let mut fields = vec![
             ("resource", json!(res)),
             ("container", json!(container)),
-            ("available", json!(req.available_device_i_ds)),
-            ("mustInclude", json!(req.must_include_device_i_ds)),
+            ("available", capped(&req.available_device_i_ds)),
+            ("mustInclude", capped(&req.must_include_device_i_ds)),
             ("size", json!(size)),
             ("latencyMs", ms(t.elapsed())),
         ];
@@ -1135,5 +1146,19 @@ impl Manager {
         }
         self.log.event("allocate", &fields);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lists_are_capped() {
+        let ids: Vec<String> = (0..25).map(|i| format!("d{i}")).collect();
+        let v = capped(&ids);
+        assert_eq!(v.as_array().unwrap().len(), 21);
+        assert_eq!(v[20], "+5 more");
+        assert_eq!(capped(&ids[..3]), json!(["d0", "d1", "d2"]));
     }
 }
