@@ -507,6 +507,12 @@ pub struct RecordArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM)
     #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
     pub duration: Option<Duration>,
+    /// The kubelet's PodResources socket, read for which pod each Allocate was for [default: <plugin-dir>/../pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// After a kubelet restart, give up (exit 1) if the kubelet and the plugin are not back within this long
+    #[arg(long, default_value = "2m", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_timeout: Duration,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -519,8 +525,11 @@ pub struct ReplayArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// Act as the kubelet: send the recorded calls to this plugin and diff the answers
-    #[arg(long, value_name = "SOCKET")]
+    #[arg(long, value_name = "SOCKET", conflicts_with = "kubelet")]
     pub against: Option<PathBuf>,
+    /// Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ
+    #[arg(long)]
+    pub kubelet: bool,
     /// Resource name to register (default: the trace's)
     #[arg(long, value_name = "NAME")]
     pub resource: Option<String>,

@@ -1,32 +1,50 @@
 //! `dpctl record`: put a tap between the kubelet and a plugin. The tap
 //! registers under the plugin's resource name (the newest registration
-//! wins), forwards every call unchanged and writes the trace; on exit the
-//! plugin's own socket is registered again, leaving the node as it was.
+//! wins), forwards every call unchanged and writes the trace. It survives
+//! kubelet restarts: when kubelet.sock is re-created or the tap's socket is
+//! deleted, it serves a fresh tap, waits for the kubelet and the plugin to
+//! come back, registers again, and registers once more if the plugin's own
+//! re-registration replaced it. On exit the plugin's own socket is
+//! registered again, leaving the node as it was.
 
 use super::Ctx;
 use crate::api::deviceplugin::{
-    device_plugin_server::DevicePluginServer, registration_client::RegistrationClient, RegisterRequest,
+    device_plugin_server::DevicePluginServer, registration_client::RegistrationClient, DevicePluginOptions,
+    RegisterRequest,
 };
 use crate::cli::RecordArgs;
 use crate::core::log::Logger;
-use crate::core::transport::{call, dial, listen, request, serve};
+use crate::core::time::format_duration;
+use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
 use crate::core::validate::check_resource_name;
 use crate::core::{Error, Result};
 use crate::kubelet::PluginConn;
 use crate::plugin::server::stopped;
-use crate::plugin::tap::Tap;
-use crate::trace::Writer;
+use crate::plugin::tap::{Note, Owners, Tap};
+use crate::trace::{Event, Writer};
 use serde_json::json;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// How often the tap looks for a kubelet restart.
+const POLL: Duration = Duration::from_millis(100);
+/// After the kubelet closes the tap's stream, how long to wait for signs of
+/// a restart before concluding that another registration replaced the tap.
+const REPLACED_AFTER: Duration = Duration::from_millis(500);
+/// How long after registering the kubelet has to open ListAndWatch.
+const STREAM_EXPECTED: Duration = Duration::from_secs(10);
+/// The whole exit (re-registering the plugin, stopping the tap) fits in this.
+const EXIT_BUDGET: Duration = Duration::from_millis(900);
 
 async fn register(
     kubelet: &Path,
     endpoint: &str,
     resource: &str,
-    options: crate::api::deviceplugin::DevicePluginOptions,
+    options: DevicePluginOptions,
     timeout: Duration,
 ) -> Result<()> {
     let mut c = RegistrationClient::new(dial(kubelet, timeout).await?);
@@ -36,13 +54,202 @@ async fn register(
         resource_name: resource.into(),
         options: Some(options),
     };
-    let t = timeout.max(Duration::from_secs(15));
-    call(kubelet, "Register", t, c.register(request(req, t))).await.map(|_| ())
+    call(kubelet, "Register", timeout, c.register(request(req, timeout))).await.map(|_| ())
+}
+
+fn ident(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|_| path_kind(path).ok() == Some(PathKind::Socket))
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Run `fut` unless `stop` turns true first (`None` then).
+async fn unless_stopped<T>(stop: &mut watch::Receiver<bool>, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        r = fut => Some(r),
+        _ = stopped(stop) => None,
+    }
+}
+
+/// One served tap socket.
+struct Served {
+    guard: SocketGuard,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Served {
+    async fn start(path: &Path, tap: &Tap) -> Result<Served> {
+        let (listener, guard) = listen(path).await?;
+        let (stop, mut st) = watch::channel(false);
+        let svc = DevicePluginServer::new(tap.clone())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut st).await }).await });
+        Ok(Served { guard, stop, task })
+    }
+
+    /// Stop serving: gracefully for `within`, then abort in-flight calls.
+    async fn shut(self, within: Duration) {
+        let _ = self.stop.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(within, &mut task).await.is_err() {
+            task.abort();
+            let _ = task.await;
+        }
+        drop(self.guard);
+    }
+}
+
+/// Everything a recording needs.
+struct Recorder {
+    plugin: PathBuf,
+    plugin_name: String,
+    kubelet: PathBuf,
+    tap_path: PathBuf,
+    tap_name: String,
+    resource: String,
+    timeout: Duration,
+    restart_timeout: Duration,
+    log: Logger,
+    writer: Arc<Writer>,
+    tap: Tap,
+}
+
+impl Recorder {
+    fn write(&self, ev: &Event) {
+        if let Err(e) = self.writer.write(ev) {
+            self.log.event("trace-error", &[("error", json!(e.to_string()))]);
+        }
+    }
+
+    async fn register_tap(&self, options: DevicePluginOptions) -> Result<()> {
+        register(&self.kubelet, &self.tap_name, &self.resource, options, self.timeout).await
+    }
+
+    /// After a kubelet restart: serve a fresh tap, wait for the kubelet and
+    /// the plugin, register again. Each step retries until the restart timeout.
+    async fn reattach(
+        &self,
+        old: Served,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<Result<(Served, DevicePluginOptions)>> {
+        old.shut(Duration::from_millis(200)).await;
+        let deadline = Instant::now() + self.restart_timeout;
+        let gave_up = |what: String| {
+            Error::failed(format!(
+                "{what} within {} of the kubelet restart; the trace holds everything recorded until then (raise --restart-timeout to wait longer)",
+                format_duration(self.restart_timeout)
+            ))
+        };
+        // 1. The kubelet is back.
+        let back = unless_stopped(stop, async {
+            while Instant::now() < deadline {
+                if tokio::net::UnixStream::connect(&self.kubelet).await.is_ok() {
+                    return true;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+            false
+        })
+        .await?;
+        if !back {
+            return Some(Err(gave_up(format!("the kubelet did not serve {} again", self.kubelet.display()))));
+        }
+        // 2. A fresh tap socket.
+        let served = match Served::start(&self.tap_path, &self.tap).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Some(Err(Error::failed(format!("cannot serve the tap again after a kubelet restart: {e}"))))
+            }
+        };
+        // 3. The plugin is back (it re-creates its socket before it registers).
+        let options = unless_stopped(stop, async {
+            let mut last = String::from("no answer");
+            while Instant::now() < deadline {
+                if let Ok(conn) = PluginConn::connect(&self.plugin, Duration::from_secs(1), usize::MAX).await {
+                    match conn.options().await {
+                        Ok(o) => {
+                            self.tap.set_upstream(conn);
+                            return Ok(o);
+                        }
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+                tokio::time::sleep(POLL).await;
+            }
+            Err(last)
+        })
+        .await;
+        let options = match options {
+            None => {
+                served.shut(Duration::from_millis(100)).await;
+                return None;
+            }
+            Some(Err(e)) => {
+                served.shut(Duration::from_millis(100)).await;
+                return Some(Err(gave_up(format!("the plugin did not serve {} again ({e})", self.plugin.display()))));
+            }
+            Some(Ok(o)) => o,
+        };
+        // 4. Register the tap again (the kubelet may still be starting up).
+        let registered = unless_stopped(stop, async {
+            loop {
+                match self.register_tap(options).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) if Instant::now() >= deadline => return Err(e),
+                    Err(_) => tokio::time::sleep(POLL).await,
+                }
+            }
+        })
+        .await;
+        match registered {
+            None => {
+                served.shut(Duration::from_millis(100)).await;
+                None
+            }
+            Some(Err(e)) => {
+                served.shut(Duration::from_millis(100)).await;
+                Some(Err(Error::failed(format!("cannot register the tap again after a kubelet restart: {e}"))))
+            }
+            Some(Ok(())) => {
+                self.log.event(
+                    "reattached",
+                    &[("tap", json!(self.tap_path.display().to_string())), ("resource", json!(self.resource))],
+                );
+                Some(Ok((served, options)))
+            }
+        }
+    }
 }
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
     check_resource_name(&a.resource)?;
+    // Ctrl-C, SIGTERM and --duration stop the recording in whatever state it is.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let duration = a.duration;
+    let signals = tokio::spawn(async move {
+        let until = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = crate::core::interrupted() => {}
+            _ = until => {}
+        }
+        let _ = stop_tx.send(true);
+    });
+    let r = record(ctx, a, stop_rx).await;
+    signals.abort();
+    let _ = signals.await;
+    r
+}
+
+async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> Result<()> {
     let plugin = ctx.paths.resolve_socket(&a.plugin);
     let plugin_dir = if ctx.plugin_dir_given {
         ctx.paths.plugin_dir.clone()
@@ -58,34 +265,84 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
         )));
     }
     let kubelet = a.kubelet_socket.clone().unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+    let pod_resources = a.pod_resources_socket.clone().unwrap_or_else(|| {
+        plugin_dir.parent().map(|p| p.join("pod-resources").join("kubelet.sock")).unwrap_or_default()
+    });
+    let checkpoint = plugin_dir.join(crate::core::paths::CHECKPOINT_NAME);
     let log = Logger::new(a.log_format);
-    let upstream = PluginConn::connect(&plugin, ctx.timeout, usize::MAX).await?;
-    let options = upstream.options().await?;
+    let early = || Error::failed("stopped before recording began; nothing was recorded");
+
+    let upstream =
+        unless_stopped(&mut stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
+    let mut options = unless_stopped(&mut stop, upstream.options()).await.ok_or_else(early)??;
+    let view_timeout = ctx.timeout.min(Duration::from_secs(2));
+    let view =
+        unless_stopped(&mut stop, crate::kubelet::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
+            .await
+            .ok_or_else(early)?;
     let writer = Arc::new(Writer::create(&a.out, &a.resource, "record", &plugin)?);
+    let remove_unused = |writer: &Writer| {
+        // Only the kubelet's view was written: the file holds no recording.
+        if writer.events() <= 1 {
+            let _ = std::fs::remove_file(&a.out);
+        }
+    };
+    if let Err(e) = writer.write(&Event::KubeletState {
+        t: writer.t(),
+        source: view.source.clone(),
+        allocatable: view.allocatable.clone(),
+        pods: view.pods.clone(),
+        note: view.note.clone(),
+    }) {
+        let _ = std::fs::remove_file(&a.out);
+        return Err(e);
+    }
+    if let Some(n) = &view.note {
+        log.event("kubelet-view", &[("source", json!(view.source)), ("note", json!(n))]);
+    }
 
     let tap_name = format!("dpctl-record-{}.sock", std::process::id());
     let tap_path = plugin_dir.join(&tap_name);
-    let (listener, guard) = match listen(&tap_path).await {
-        Ok(x) => x,
+    let (tap_stop_tx, tap_stop_rx) = watch::channel(false);
+    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let owners = Owners {
+        pod_resources: pod_resources.clone(),
+        checkpoint: checkpoint.clone(),
+        resource: a.resource.clone(),
+        within: Duration::from_secs(10),
+    };
+    let tap = Tap::new(upstream, writer.clone(), log.clone(), tap_stop_rx, notes_tx, Some(owners));
+    let rec = Recorder {
+        plugin: plugin.clone(),
+        plugin_name,
+        kubelet: kubelet.clone(),
+        tap_path: tap_path.clone(),
+        tap_name,
+        resource: a.resource.clone(),
+        timeout: ctx.timeout,
+        restart_timeout: a.restart_timeout,
+        log: log.clone(),
+        writer: writer.clone(),
+        tap: tap.clone(),
+    };
+    let mut served = match Served::start(&tap_path, &tap).await {
+        Ok(s) => s,
         Err(e) => {
             let _ = std::fs::remove_file(&a.out);
             return Err(e);
         }
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let svc = DevicePluginServer::new(Tap::new(upstream, writer.clone(), log.clone(), stop_rx.clone()))
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
-    let mut st = stop_rx.clone();
-    let server = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut st).await }).await });
-    if let Err(e) = register(&kubelet, &tap_name, &a.resource, options, ctx.timeout).await {
-        let _ = stop_tx.send(true);
-        let _ = server.await;
-        drop(guard);
-        if writer.count.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-            let _ = std::fs::remove_file(&a.out);
+    let mut kubelet_id = ident(&kubelet);
+    match unless_stopped(&mut stop, rec.register_tap(options)).await {
+        Some(Ok(())) => {}
+        failed => {
+            served.shut(Duration::from_millis(200)).await;
+            remove_unused(&writer);
+            return Err(match failed {
+                Some(Err(e)) => Error::failed(format!("cannot register the tap: {e}")),
+                _ => early(),
+            });
         }
-        return Err(Error::failed(format!("cannot register the tap: {e}")));
     }
     log.event(
         "recording",
@@ -96,24 +353,120 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
             ("out", json!(a.out.display().to_string())),
         ],
     );
-    let until = async {
-        match a.duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
+
+    // Watch for kubelet restarts and for the tap being replaced.
+    let mut replaced_at: Option<Instant> = None;
+    let mut awaiting_stream: Option<Instant> = Some(Instant::now());
+    let mut failures = 0u32;
+    let mut failure: Option<Error> = None;
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            Some(n) = notes.recv() => match n {
+                Note::StreamOpened(_) => awaiting_stream = None,
+                Note::ClosedByKubelet(_) => { replaced_at.get_or_insert_with(Instant::now); }
+            },
+            _ = tokio::time::sleep(POLL) => {}
+        }
+        let now_id = ident(&kubelet);
+        let restart = if !served.guard.still_ours() {
+            Some("the tap's socket was deleted (kubelet restart)")
+        } else if now_id.is_some() && now_id != kubelet_id {
+            Some("kubelet.sock was re-created (kubelet restart)")
+        } else {
+            None
+        };
+        if let Some(reason) = restart {
+            replaced_at = None;
+            rec.write(&Event::KubeletRestart { t: writer.t(), reason: reason.into() });
+            log.event("kubelet-restart", &[("reason", json!(reason))]);
+            match rec.reattach(served, &mut stop).await {
+                None => {
+                    // Stopped while waiting: nothing is served; leave the plugin registered.
+                    return finish(&rec, None, options, &a.out).await;
+                }
+                Some(Err(e)) => {
+                    log.event("error", &[("error", json!(e.to_string()))]);
+                    let _ = tap_stop_tx.send(true);
+                    tap.shutdown(Duration::from_millis(200)).await;
+                    return Err(e);
+                }
+                Some(Ok((s, o))) => {
+                    served = s;
+                    options = o;
+                }
+            }
+            kubelet_id = ident(&kubelet);
+            awaiting_stream = Some(Instant::now());
+            failures = 0;
+            continue;
+        }
+        let replaced = replaced_at.is_some_and(|t| t.elapsed() >= REPLACED_AFTER);
+        let no_stream = awaiting_stream.is_some_and(|t| t.elapsed() >= STREAM_EXPECTED);
+        if replaced || no_stream {
+            let reason = if replaced {
+                "the kubelet closed the tap's stream: another registration for the resource (the plugin's own) replaced it"
+            } else {
+                "the kubelet opened no ListAndWatch on the tap after its registration"
+            };
+            replaced_at = None;
+            match rec.register_tap(options).await {
+                Ok(()) => {
+                    failures = 0;
+                    awaiting_stream = Some(Instant::now());
+                    rec.write(&Event::Reregistered { t: writer.t(), reason: reason.into() });
+                    log.event("reregistered", &[("reason", json!(reason))]);
+                }
+                Err(e) => {
+                    failures += 1;
+                    log.event("register-failed", &[("error", json!(e.to_string())), ("attempt", json!(failures))]);
+                    if failures >= 3 {
+                        failure = Some(Error::failed(format!(
+                            "cannot register the tap again after it was replaced: {e}; the trace holds everything recorded until now"
+                        )));
+                        break;
+                    }
+                    // Try again on the next tick (unless a restart shows up first).
+                    replaced_at = Some(Instant::now() - REPLACED_AFTER);
+                }
+            }
+        }
+    }
+    if let Some(e) = failure {
+        let _ = tap_stop_tx.send(true);
+        served.shut(Duration::from_millis(200)).await;
+        tap.shutdown(Duration::from_millis(200)).await;
+        return Err(e);
+    }
+    let r = finish(&rec, Some(served), options, &a.out).await;
+    let _ = tap_stop_tx.send(true);
+    tap.shutdown(Duration::from_millis(200)).await;
+    r
+}
+
+/// Leave the node as it was — the plugin's own socket registered again —
+/// and stop the tap, all within [`EXIT_BUDGET`].
+async fn finish(rec: &Recorder, served: Option<Served>, options: DevicePluginOptions, out: &Path) -> Result<()> {
+    let start = Instant::now();
+    let restored = match connect_raw(&rec.plugin, Duration::from_millis(200)).await {
+        Err(_) => Err(Error::failed(format!(
+            "the trace is complete, but the plugin's socket {} is gone, so it was not registered again; restart the plugin so it registers itself",
+            rec.plugin.display()
+        ))),
+        Ok(_) => {
+            let left = EXIT_BUDGET.saturating_sub(start.elapsed()).saturating_sub(Duration::from_millis(250));
+            match register(&rec.kubelet, &rec.plugin_name, &rec.resource, options, left.max(Duration::from_millis(100))).await {
+                Ok(()) => Ok(()),
+                Err(e) => Err(Error::failed(format!(
+                    "the trace is complete, but the plugin's own socket could not be registered again: {e}; restart the plugin so it registers itself"
+                ))),
+            }
         }
     };
-    tokio::select! {
-        _ = crate::core::interrupted() => {}
-        _ = until => {}
+    if let Some(s) = served {
+        s.shut(Duration::from_millis(150)).await;
     }
-    // Leave the node as it was: the plugin's own socket registered again.
-    let restored = register(&kubelet, &plugin_name, &a.resource, options, ctx.timeout).await;
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(3), server).await;
-    drop(guard);
-    let n = writer.count.load(std::sync::atomic::Ordering::Relaxed);
-    log.event("recorded", &[("events", json!(n)), ("out", json!(a.out.display().to_string()))]);
-    restored.map_err(|e| {
-        Error::failed(format!("the trace is complete, but the plugin's own socket could not be registered again: {e}; restart the plugin so it registers itself"))
-    })
+    let n = rec.writer.events();
+    rec.log.event("recorded", &[("events", json!(n)), ("out", json!(out.display().to_string()))]);
+    restored
 }

@@ -57,16 +57,17 @@ async fn against(ctx: &Ctx, conn: &PluginConn, trace: &crate::trace::Trace) -> R
                     } else {
                         crate::render::verdict("FAIL")
                     };
-                    vec![
-                        v,
-                        r.call.clone(),
-                        if r.diffs.is_empty() { "same as recorded".into() } else { r.diffs.join("; ") },
-                    ]
+                    let text = match &r.devices {
+                        Some(d) => d.parts().into_iter().map(|(k, s)| paint(k, &s)).collect::<Vec<_>>().join("; "),
+                        None if r.diffs.is_empty() => "same as recorded".into(),
+                        None => r.diffs.join("; "),
+                    };
+                    vec![v, r.call.clone(), text]
                 })
                 .collect();
             let mut out = table(&["RESULT", "CALL", "DIFFERENCE"], &rows);
             out.push_str(&format!(
-                "\n{} call(s) replayed, {differing} differ; {skipped} later ListAndWatch message(s) not compared (they depend on events outside the calls)\n",
+                "\n{} call(s) replayed, {differing} differ; {skipped} ListAndWatch message(s) and stream end(s) not lined up (the plugin sent nothing matching: they depend on events outside the calls)\n",
                 results.len()
             ));
             emit(&out)?;
@@ -81,4 +82,15 @@ async fn against(ctx: &Ctx, conn: &PluginConn, trace: &crate::trace::Trace) -> R
         )));
     }
     Ok(())
+}
+
+/// Colour one device difference: removed red, added green, changed yellow
+/// (plain when colour is off: `colored` honours NO_COLOR and --no-color).
+fn paint(kind: char, s: &str) -> String {
+    use colored::Colorize;
+    match kind {
+        '-' => s.red().to_string(),
+        '+' => s.green().to_string(),
+        _ => s.yellow().to_string(),
+    }
 }

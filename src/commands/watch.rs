@@ -164,13 +164,23 @@ pub async fn run(ctx: &Ctx, a: &WatchArgs) -> Result<()> {
                 code: format!("{:?}", e.code().unwrap_or(tonic::Code::Unknown)),
                 message: e.to_string(),
             });
-            w.write(&crate::trace::Event::ListAndWatchEnd { t: w.t(), stream: 1, error })?;
+            w.write(&crate::trace::Event::ListAndWatchEnd {
+                t: w.t(),
+                stream: 1,
+                error,
+                by: Some(crate::trace::EndedBy::Plugin),
+            })?;
         }
         let resp = match update? {
             Update::Snapshot(r) => r,
             Update::Closed => {
                 if let Some(w) = &recorder {
-                    w.write(&crate::trace::Event::ListAndWatchEnd { t: w.t(), stream: 1, error: None })?;
+                    w.write(&crate::trace::Event::ListAndWatchEnd {
+                        t: w.t(),
+                        stream: 1,
+                        error: None,
+                        by: Some(crate::trace::EndedBy::Plugin),
+                    })?;
                 }
                 return Err(Error::failed(format!(
                     "{socket}: the plugin closed the ListAndWatch stream after {n} update(s); the kubelet would mark all its devices unhealthy and not redial"

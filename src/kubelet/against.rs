@@ -1,23 +1,159 @@
 //! Replay as the kubelet: send a trace's calls to a live plugin in order and
 //! compare each answer with the recorded one, field by field, ignoring order
-//! where the protocol defines none (devices of a snapshot, mounts, device
-//! nodes, CDI devices, preferred IDs).
+//! where the protocol defines none (mounts, device nodes, CDI devices,
+//! preferred IDs). ListAndWatch snapshots are compared by device ID (added,
+//! removed, health and topology per ID), every one that can be lined up:
+//! each recorded stream gets a live stream, and each later recorded message
+//! is compared with the live stream's next message if the plugin sends one.
 
-use crate::api::deviceplugin::Empty;
+use crate::api::deviceplugin::{Device, Empty, ListAndWatchResponse};
 use crate::kubelet::conn::PluginConn;
 use crate::trace::{Event, RpcError, Trace};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// One replayed call and what differed.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallResult {
-    /// e.g. `Allocate #2`.
+    /// e.g. `Allocate #2`, `ListAndWatch stream 1 message 2`.
     pub call: String,
     /// Differences; empty = same as recorded.
     pub diffs: Vec<String>,
+    /// For a snapshot: the differences by device ID.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<DeviceDiff>,
+}
+
+/// A device as shown in a diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceState {
+    /// Device ID.
+    pub id: String,
+    /// Health.
+    pub health: String,
+    /// NUMA nodes (empty: no topology).
+    pub numa: Vec<i64>,
+}
+
+/// A changed field of one device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changed<T> {
+    /// Device ID.
+    pub id: String,
+    /// As recorded.
+    pub recorded: T,
+    /// As the live plugin sent it.
+    pub got: T,
+}
+
+/// Two snapshots compared by device ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceDiff {
+    /// In the live snapshot only.
+    pub added: Vec<DeviceState>,
+    /// In the recorded snapshot only.
+    pub removed: Vec<DeviceState>,
+    /// Health changed.
+    pub health: Vec<Changed<String>>,
+    /// NUMA nodes changed.
+    pub topology: Vec<Changed<Vec<i64>>>,
+    /// IDs listed more than once in the live snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<String>,
+}
+
+fn numa_of(d: &Device) -> Vec<i64> {
+    let mut v: Vec<i64> = d.topology.iter().flat_map(|t| t.nodes.iter().map(|n| n.id)).collect();
+    v.sort_unstable();
+    v
+}
+
+fn state(d: &Device) -> DeviceState {
+    DeviceState { id: d.id.clone(), health: d.health.clone(), numa: numa_of(d) }
+}
+
+fn numa_text(n: &[i64]) -> String {
+    if n.is_empty() {
+        "none".into()
+    } else {
+        n.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    }
+}
+
+impl DeviceDiff {
+    /// Compare by ID; order is free.
+    pub fn between(recorded: &[Device], got: &[Device]) -> Self {
+        let rec: BTreeMap<&str, &Device> = recorded.iter().map(|d| (d.id.as_str(), d)).collect();
+        let mut live: BTreeMap<&str, &Device> = BTreeMap::new();
+        let mut out = DeviceDiff::default();
+        for d in got {
+            if live.insert(d.id.as_str(), d).is_some() && !out.duplicates.contains(&d.id) {
+                out.duplicates.push(d.id.clone());
+            }
+        }
+        for (id, r) in &rec {
+            match live.get(id) {
+                None => out.removed.push(state(r)),
+                Some(g) => {
+                    if r.health != g.health {
+                        out.health.push(Changed {
+                            id: id.to_string(),
+                            recorded: r.health.clone(),
+                            got: g.health.clone(),
+                        });
+                    }
+                    let (a, b) = (numa_of(r), numa_of(g));
+                    if a != b {
+                        out.topology.push(Changed { id: id.to_string(), recorded: a, got: b });
+                    }
+                }
+            }
+        }
+        out.added = live.iter().filter(|(id, _)| !rec.contains_key(*id)).map(|(_, d)| state(d)).collect();
+        out
+    }
+
+    /// No difference at all.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.health.is_empty()
+            && self.topology.is_empty()
+            && self.duplicates.is_empty()
+    }
+
+    /// One compact line per difference, plain text.
+    pub fn lines(&self) -> Vec<String> {
+        self.parts().into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// One compact item per difference, with its kind for colouring:
+    /// `-` removed, `+` added, `~` changed.
+    pub fn parts(&self) -> Vec<(char, String)> {
+        let mut v = Vec::new();
+        for d in &self.removed {
+            v.push(('-', format!("-{} removed (was {}, NUMA {})", d.id, d.health, numa_text(&d.numa))));
+        }
+        for d in &self.added {
+            v.push(('+', format!("+{} added ({}, NUMA {})", d.id, d.health, numa_text(&d.numa))));
+        }
+        for c in &self.health {
+            v.push(('~', format!("~{} health {} → {}", c.id, c.recorded, c.got)));
+        }
+        for c in &self.topology {
+            v.push(('~', format!("~{} NUMA {} → {}", c.id, numa_text(&c.recorded), numa_text(&c.got))));
+        }
+        for id in &self.duplicates {
+            v.push(('~', format!("~{id} listed more than once")));
+        }
+        v
+    }
 }
 
 /// Keys whose arrays are ordered by the protocol (one entry per container).
@@ -114,12 +250,45 @@ fn compare(want: Result<Value, RpcError>, got: Result<Value, RpcError>) -> Vec<S
     out
 }
 
-/// Replay `trace`'s calls against `conn`.
+/// The live stream lined up with one recorded stream.
+struct Live {
+    recorded_stream: u64,
+    stream: Option<tonic::Streaming<ListAndWatchResponse>>,
+    last_t: f64,
+    /// The plugin sent nothing when a later message was expected: stop waiting.
+    quiet: bool,
+}
+
+fn snapshot_result(
+    call: String,
+    recorded: &ListAndWatchResponse,
+    got: Result<ListAndWatchResponse, RpcError>,
+) -> CallResult {
+    match got {
+        Ok(m) => {
+            let d = DeviceDiff::between(&recorded.devices, &m.devices);
+            CallResult { call, diffs: d.lines(), devices: (!d.is_empty()).then_some(d) }
+        }
+        Err(e) => CallResult {
+            call,
+            diffs: vec![format!(
+                "recorded a snapshot of {} device(s), got the error {}: {}",
+                recorded.devices.len(),
+                e.code,
+                e.message
+            )],
+            devices: None,
+        },
+    }
+}
+
+/// Replay `trace`'s calls against `conn`. Returns the results and the number
+/// of recorded ListAndWatch messages and stream ends that could not be lined up.
 pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<CallResult>, usize) {
     let mut results = Vec::new();
     let mut skipped = 0;
     let mut n: std::collections::BTreeMap<&str, usize> = Default::default();
-    let mut first_stream: Option<u64> = None;
+    let mut live: Option<Live> = None;
     let mut c = conn.client();
     let mut count = |name: &'static str| {
         let e = n.entry(name).or_default();
@@ -132,29 +301,69 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
                 let got = timed(timeout, c.get_device_plugin_options(Empty {})).await;
                 (count("GetDevicePluginOptions"), compare(recorded(response, error), got))
             }
-            Event::ListAndWatch { stream, seq, response, .. } => {
-                if first_stream.is_some_and(|s| s != *stream) || *seq != 1 {
-                    skipped += 1;
+            Event::ListAndWatch { t, stream, seq, response } => {
+                let call = format!("ListAndWatch stream {stream} message {seq}");
+                let same = live.as_ref().is_some_and(|l| l.recorded_stream == *stream);
+                if !same {
+                    // A new recorded stream: open a new live one and compare its first message.
+                    let mut l = Live { recorded_stream: *stream, stream: None, last_t: *t, quiet: false };
+                    let got = async {
+                        let mut s = c.list_and_watch(Empty {}).await?.into_inner();
+                        let m = s
+                            .message()
+                            .await?
+                            .ok_or_else(|| tonic::Status::unavailable("the stream ended before its first snapshot"))?;
+                        Ok::<_, tonic::Status>((s, m))
+                    };
+                    let got = match tokio::time::timeout(timeout, got).await {
+                        Err(_) => Err(RpcError {
+                            code: "DeadlineExceeded".into(),
+                            message: "no first snapshot in time".into(),
+                        }),
+                        Ok(Err(s)) => Err(RpcError::from_status(&s)),
+                        Ok(Ok((s, m))) => {
+                            l.stream = Some(s);
+                            Ok(m)
+                        }
+                    };
+                    live = Some(l);
+                    results.push(snapshot_result(call, response, got));
                     continue;
                 }
-                first_stream = Some(*stream);
-                let got = async {
-                    let mut s = c.list_and_watch(Empty {}).await?.into_inner();
-                    s.message()
-                        .await?
-                        .ok_or_else(|| tonic::Status::unavailable("the stream ended before its first snapshot"))
+                let Some(l) = live.as_mut() else { continue };
+                let gap = (t - l.last_t).clamp(0.2, 2.0);
+                l.last_t = *t;
+                let wait = if l.quiet { Duration::ZERO } else { Duration::from_secs_f64(gap).min(timeout) };
+                let next = match l.stream.as_mut() {
+                    None => None,
+                    Some(s) => tokio::time::timeout(wait.max(Duration::from_millis(1)), s.message()).await.ok(),
                 };
-                let got = match tokio::time::timeout(timeout, got).await {
-                    Err(_) => {
-                        Err(RpcError { code: "DeadlineExceeded".into(), message: "no first snapshot in time".into() })
+                match next {
+                    None => {
+                        // Nothing came: this message depended on something outside the calls.
+                        l.quiet = true;
+                        skipped += 1;
+                        continue;
                     }
-                    Ok(Err(s)) => Err(RpcError::from_status(&s)),
-                    Ok(Ok(m)) => Ok(serde_json::to_value(m).unwrap_or_default()),
-                };
-                (
-                    count("ListAndWatch first snapshot"),
-                    compare(Ok(serde_json::to_value(response).unwrap_or_default()), got),
-                )
+                    Some(Ok(Some(m))) => {
+                        results.push(snapshot_result(call, response, Ok(m)));
+                        continue;
+                    }
+                    Some(Ok(None)) => {
+                        l.stream = None;
+                        results.push(snapshot_result(
+                            call,
+                            response,
+                            Err(RpcError { code: "OK".into(), message: "the plugin ended the stream".into() }),
+                        ));
+                        continue;
+                    }
+                    Some(Err(s)) => {
+                        l.stream = None;
+                        results.push(snapshot_result(call, response, Err(RpcError::from_status(&s))));
+                        continue;
+                    }
+                }
             }
             Event::ListAndWatchEnd { .. } => {
                 skipped += 1;
@@ -172,8 +381,13 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
                 let got = timed(timeout, c.pre_start_container(request.clone())).await;
                 (count("PreStartContainer"), compare(recorded(response, error), got))
             }
+            // What the kubelet knew and did: not calls to the plugin.
+            Event::KubeletState { .. }
+            | Event::KubeletRestart { .. }
+            | Event::Reregistered { .. }
+            | Event::AllocateFor { .. } => continue,
         };
-        results.push(CallResult { call, diffs });
+        results.push(CallResult { call, diffs, devices: None });
     }
     (results, skipped)
 }
@@ -197,5 +411,39 @@ mod tests {
         let mut out = vec![];
         diff("", &normalize(&a, ""), &normalize(&swapped, ""), &mut out);
         assert!(!out.is_empty(), "container order matters");
+    }
+
+    fn d(id: &str, health: &str, numa: Option<i64>) -> Device {
+        Device {
+            id: id.into(),
+            health: health.into(),
+            topology: numa.map(|n| crate::api::deviceplugin::TopologyInfo {
+                nodes: vec![crate::api::deviceplugin::NumaNode { id: n }],
+            }),
+        }
+    }
+
+    #[test]
+    fn snapshots_compare_by_device_id() {
+        let rec = vec![d("foo-0", "Healthy", Some(0)), d("foo-1", "Healthy", Some(0)), d("foo-2", "Healthy", Some(1))];
+        // same devices, another order: no difference
+        let shuffled = vec![rec[2].clone(), rec[0].clone(), rec[1].clone()];
+        assert!(DeviceDiff::between(&rec, &shuffled).is_empty());
+        let got = vec![d("foo-2", "Unhealthy", Some(0)), d("foo-0", "Healthy", Some(0)), d("foo-9", "Healthy", None)];
+        let diff = DeviceDiff::between(&rec, &got);
+        assert_eq!(
+            diff.lines(),
+            vec![
+                "-foo-1 removed (was Healthy, NUMA 0)".to_string(),
+                "+foo-9 added (Healthy, NUMA none)".to_string(),
+                "~foo-2 health Healthy → Unhealthy".to_string(),
+                "~foo-2 NUMA 1 → 0".to_string(),
+            ]
+        );
+        let v = serde_json::to_value(&diff).unwrap();
+        assert_eq!(v["health"][0], json!({"id": "foo-2", "recorded": "Healthy", "got": "Unhealthy"}));
+        assert_eq!(v["added"][0]["id"], "foo-9");
+        let dup = DeviceDiff::between(&rec, &[rec[0].clone(), rec[0].clone(), rec[1].clone(), rec[2].clone()]);
+        assert_eq!(dup.duplicates, ["foo-0"]);
     }
 }

@@ -10,7 +10,7 @@ use crate::api::deviceplugin::{
 use crate::core::{Error, Result};
 use crate::plugin::devices::{Inventory, Snapshot};
 use crate::plugin::server::{Backend, Step};
-use crate::trace::{Event, RpcError, Trace};
+use crate::trace::{EndedBy, Event, RpcError, Trace};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +90,9 @@ impl Replayed {
                     prev = Some(*t);
                     last = Some(response.clone());
                 }
-                Event::ListAndWatchEnd { t, stream, error } if *stream == stream_id => {
+                // Only the plugin's own ends are its behaviour; a stream the
+                // kubelet or dpctl closed stays open in the replay.
+                Event::ListAndWatchEnd { t, stream, error, by: None | Some(EndedBy::Plugin) } if *stream == stream_id => {
                     steps.push(Step::End(delay(prev, *t), error.as_ref().map(RpcError::to_status)));
                     break;
                 }

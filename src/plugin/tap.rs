@@ -1,6 +1,9 @@
 //! The record tap: a DevicePlugin service that the kubelet talks to in place
 //! of the real plugin. Every call is forwarded to the plugin unchanged
-//! (errors included) and written to the trace with its time and latency.
+//! (errors included) and written to the trace with its time and latency;
+//! every ListAndWatch stream's end is written too, whichever side ended it.
+//! After a successful Allocate the tap asks the kubelet (PodResources, then
+//! its checkpoint) which pod and container got the devices.
 
 use crate::api::deviceplugin::{
     device_plugin_client::DevicePluginClient, device_plugin_server::DevicePlugin, AllocateRequest, AllocateResponse,
@@ -10,60 +13,144 @@ use crate::api::deviceplugin::{
 use crate::core::log::{ms, Logger};
 use crate::kubelet::conn::PluginConn;
 use crate::plugin::server::stopped;
-use crate::trace::{Event, RpcError, Writer};
+use crate::trace::{EndedBy, Event, RpcError, Writer};
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
+
+/// What the tap tells its owner (`dpctl record`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// The kubelet opened a ListAndWatch stream.
+    StreamOpened(u64),
+    /// The kubelet closed a ListAndWatch stream (restart, or another
+    /// registration for the resource replaced the tap).
+    ClosedByKubelet(u64),
+}
+
+/// Where the tap asks which pod an Allocate was for.
+#[derive(Debug, Clone)]
+pub struct Owners {
+    /// The kubelet's PodResources socket.
+    pub pod_resources: PathBuf,
+    /// The kubelet's device-manager checkpoint.
+    pub checkpoint: PathBuf,
+    /// The recorded resource.
+    pub resource: String,
+    /// How long to keep looking after an Allocate.
+    pub within: Duration,
+}
 
 /// The tap.
 #[derive(Clone)]
 pub struct Tap {
-    upstream: PluginConn,
+    upstream: Arc<Mutex<PluginConn>>,
     trace: Arc<Writer>,
     log: Logger,
     streams: Arc<AtomicU64>,
     stop: watch::Receiver<bool>,
+    notes: mpsc::UnboundedSender<Note>,
+    owners: Option<Arc<Owners>>,
+    tasks: Arc<Mutex<JoinSet<()>>>,
 }
 
 impl Tap {
-    /// A tap forwarding to `upstream` and recording into `trace`.
-    pub fn new(upstream: PluginConn, trace: Arc<Writer>, log: Logger, stop: watch::Receiver<bool>) -> Self {
-        Tap { upstream, trace, log, streams: Arc::new(AtomicU64::new(0)), stop }
+    /// A tap forwarding to `upstream` and recording into `trace`; it ends
+    /// its streams when `stop` turns true, and tells `notes` about streams.
+    pub fn new(
+        upstream: PluginConn,
+        trace: Arc<Writer>,
+        log: Logger,
+        stop: watch::Receiver<bool>,
+        notes: mpsc::UnboundedSender<Note>,
+        owners: Option<Owners>,
+    ) -> Self {
+        Tap {
+            upstream: Arc::new(Mutex::new(upstream)),
+            trace,
+            log,
+            streams: Arc::new(AtomicU64::new(0)),
+            stop,
+            notes,
+            owners: owners.map(Arc::new),
+            tasks: Arc::new(Mutex::new(JoinSet::new())),
+        }
     }
 
-    fn record(&self, ev: Event, method: &str, latency: std::time::Duration, err: Option<&Status>) {
-        if let Err(e) = self.trace.write(&ev) {
-            self.log.event("trace-error", &[("error", json!(e.to_string()))]);
+    /// Forward to a new connection from now on (the plugin's socket was re-created).
+    pub fn set_upstream(&self, conn: PluginConn) {
+        if let Ok(mut u) = self.upstream.lock() {
+            *u = conn;
         }
+    }
+
+    fn client(&self) -> Option<DevicePluginClient<Channel>> {
+        self.upstream.lock().ok().map(|u| u.client())
+    }
+
+    /// Stop every stream and lookup task and wait for them (at most `within`, then abort).
+    pub async fn shutdown(&self, within: Duration) {
+        let mut set = match self.tasks.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(_) => return,
+        };
+        let drain = async { while set.join_next().await.is_some() {} };
+        if tokio::time::timeout(within, drain).await.is_err() {
+            set.abort_all();
+            while set.join_next().await.is_some() {}
+        }
+    }
+
+    fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Ok(mut g) = self.tasks.lock() {
+            // Reap finished tasks so a long recording does not accumulate them.
+            while g.try_join_next().is_some() {}
+            g.spawn(f);
+        }
+    }
+
+    fn record(&self, ev: Event, method: &str, latency: Duration, err: Option<&Status>) -> Option<u64> {
+        let n = match self.trace.write(&ev) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.log.event("trace-error", &[("error", json!(e.to_string()))]);
+                None
+            }
+        };
         let mut f = vec![("method", json!(method)), ("latencyMs", ms(latency))];
         if let Some(s) = err {
             f.push(("code", json!(format!("{:?}", s.code()))));
         }
         self.log.event("recorded", &f);
+        n
     }
-}
 
-impl Tap {
     /// Forward one unary call unchanged and record it: `event` builds the
-    /// trace line from (t, latency ms, request, response, error).
+    /// trace line from (t, latency ms, request, response, error). Returns
+    /// the event's number with the answer.
     async fn forward<Req, Resp, Fut>(
         &self,
         method: &str,
         req: Req,
         call: impl FnOnce(DevicePluginClient<Channel>, Req) -> Fut,
         event: impl FnOnce(f64, f64, Req, Option<Resp>, Option<RpcError>) -> Event,
-    ) -> Result<Response<Resp>, Status>
+    ) -> (Option<u64>, Result<Response<Resp>, Status>)
     where
         Req: Clone,
         Resp: Clone,
         Fut: std::future::Future<Output = Result<Response<Resp>, Status>>,
     {
         let (t, start) = (self.trace.t(), Instant::now());
-        let r = call(self.upstream.client(), req.clone()).await;
+        let r = match self.client() {
+            Some(c) => call(c, req.clone()).await,
+            None => Err(Status::internal("dpctl record: the tap's plugin connection is unusable")),
+        };
         let took = start.elapsed();
         let (response, error, out) = match r {
             Ok(resp) => {
@@ -73,8 +160,59 @@ impl Tap {
             Err(s) => (None, Some(RpcError::from_status(&s)), Err(s)),
         };
         let err = out.as_ref().err().cloned();
-        self.record(event(t, crate::core::time::millis(took), req, response, error), method, took, err.as_ref());
-        out.map(Response::new)
+        let n =
+            self.record(event(t, crate::core::time::millis(took), req, response, error), method, took, err.as_ref());
+        (n, out.map(Response::new))
+    }
+
+    /// Look up (in the background) which pod/container each container
+    /// request of Allocate event `n` was for, and record it.
+    fn find_owners(&self, n: u64, req: &AllocateRequest) {
+        let Some(o) = self.owners.clone() else { return };
+        for (i, c) in req.container_requests.iter().enumerate() {
+            let (me, o, ids) = (self.clone(), o.clone(), c.devices_ids.clone());
+            let mut stop = self.stop.clone();
+            self.spawn(async move {
+                let found = tokio::select! {
+                    f = crate::kubelet::view::owner(&o.pod_resources, &o.checkpoint, &o.resource, &ids, o.within) => f,
+                    _ = stopped(&mut stop) => return,
+                };
+                match found {
+                    Some((namespace, pod, uid, container)) => {
+                        let ev = Event::AllocateFor {
+                            t: me.trace.t(),
+                            event: n,
+                            container_request: i,
+                            namespace,
+                            pod,
+                            uid,
+                            container,
+                        };
+                        if let Err(e) = me.trace.write(&ev) {
+                            me.log.event("trace-error", &[("error", json!(e.to_string()))]);
+                        }
+                    }
+                    None => me.log.event(
+                        "owner-unknown",
+                        &[
+                            ("event", json!(n)),
+                            ("devices", json!(ids)),
+                            ("note", json!("neither PodResources nor the checkpoint shows who holds these devices")),
+                        ],
+                    ),
+                }
+            });
+        }
+    }
+
+    fn ended(&self, stream: u64, by: EndedBy, error: Option<RpcError>) {
+        let status = error.as_ref().map(RpcError::to_status);
+        self.record(
+            Event::ListAndWatchEnd { t: self.trace.t(), stream, error, by: Some(by) },
+            "ListAndWatch",
+            Duration::ZERO,
+            status.as_ref(),
+        );
     }
 }
 
@@ -88,70 +226,73 @@ impl DevicePlugin for Tap {
             |t, latency_ms, _, response, error| Event::Options { t, latency_ms, response, error },
         )
         .await
+        .1
     }
 
     type ListAndWatchStream = tokio_stream::wrappers::ReceiverStream<Result<ListAndWatchResponse, Status>>;
 
     async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let stream_id = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut upstream = match self.upstream.client().list_and_watch(Empty {}).await {
+        let _ = self.notes.send(Note::StreamOpened(stream_id));
+        let opened = match self.client() {
+            Some(mut c) => c.list_and_watch(Empty {}).await,
+            None => Err(Status::internal("dpctl record: the tap's plugin connection is unusable")),
+        };
+        let mut upstream = match opened {
             Ok(s) => s.into_inner(),
             Err(s) => {
-                let ev = Event::ListAndWatchEnd {
-                    t: self.trace.t(),
-                    stream: stream_id,
-                    error: Some(RpcError::from_status(&s)),
-                };
-                self.record(ev, "ListAndWatch", std::time::Duration::ZERO, Some(&s));
+                self.ended(stream_id, EndedBy::Plugin, Some(RpcError::from_status(&s)));
                 return Err(s);
             }
         };
         let (tx, rx) = mpsc::channel(4);
         let me = self.clone();
         let mut stop = self.stop.clone();
-        tokio::spawn(async move {
+        self.spawn(async move {
             let mut seq = 0;
+            let kubelet_closed = |me: &Tap| {
+                me.ended(
+                    stream_id,
+                    EndedBy::Kubelet,
+                    Some(RpcError { code: "Canceled".into(), message: "the kubelet closed the stream".into() }),
+                );
+                let _ = me.notes.send(Note::ClosedByKubelet(stream_id));
+            };
             loop {
                 let next = tokio::select! {
                     m = upstream.message() => m,
-                    _ = stopped(&mut stop) => return,
-                    _ = tx.closed() => return,
+                    _ = stopped(&mut stop) => {
+                        me.ended(stream_id, EndedBy::Dpctl, Some(RpcError { code: "Canceled".into(), message: "dpctl record stopped".into() }));
+                        return;
+                    }
+                    _ = tx.closed() => {
+                        kubelet_closed(&me);
+                        return;
+                    }
                 };
                 match next {
                     Ok(Some(resp)) => {
                         seq += 1;
                         let t = me.trace.t();
                         // forward first: the tap must not delay the kubelet
-                        if tx.send(Ok(resp.clone())).await.is_err() {
-                            return;
-                        }
+                        let sent = tx.send(Ok(resp.clone())).await;
                         me.record(
                             Event::ListAndWatch { t, stream: stream_id, seq, response: resp },
                             "ListAndWatch",
-                            std::time::Duration::ZERO,
+                            Duration::ZERO,
                             None,
                         );
+                        if sent.is_err() {
+                            kubelet_closed(&me);
+                            return;
+                        }
                     }
                     Ok(None) => {
-                        me.record(
-                            Event::ListAndWatchEnd { t: me.trace.t(), stream: stream_id, error: None },
-                            "ListAndWatch",
-                            std::time::Duration::ZERO,
-                            None,
-                        );
+                        me.ended(stream_id, EndedBy::Plugin, None);
                         return;
                     }
                     Err(s) => {
-                        me.record(
-                            Event::ListAndWatchEnd {
-                                t: me.trace.t(),
-                                stream: stream_id,
-                                error: Some(RpcError::from_status(&s)),
-                            },
-                            "ListAndWatch",
-                            std::time::Duration::ZERO,
-                            Some(&s),
-                        );
+                        me.ended(stream_id, EndedBy::Plugin, Some(RpcError::from_status(&s)));
                         let _ = tx.send(Err(s)).await;
                         return;
                     }
@@ -172,16 +313,23 @@ impl DevicePlugin for Tap {
             |t, latency_ms, request, response, error| Event::Preferred { t, latency_ms, request, response, error },
         )
         .await
+        .1
     }
 
     async fn allocate(&self, req: Request<AllocateRequest>) -> Result<Response<AllocateResponse>, Status> {
-        self.forward(
-            "Allocate",
-            req.into_inner(),
-            |mut c, r| async move { c.allocate(r).await },
-            |t, latency_ms, request, response, error| Event::Allocate { t, latency_ms, request, response, error },
-        )
-        .await
+        let req = req.into_inner();
+        let (n, r) = self
+            .forward(
+                "Allocate",
+                req.clone(),
+                |mut c, r| async move { c.allocate(r).await },
+                |t, latency_ms, request, response, error| Event::Allocate { t, latency_ms, request, response, error },
+            )
+            .await;
+        if let (Some(n), Ok(_)) = (n, &r) {
+            self.find_owners(n, &req);
+        }
+        r
     }
 
     async fn pre_start_container(
@@ -195,5 +343,6 @@ impl DevicePlugin for Tap {
             |t, latency_ms, request, response, error| Event::PreStart { t, latency_ms, request, response, error },
         )
         .await
+        .1
     }
 }

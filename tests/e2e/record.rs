@@ -72,7 +72,7 @@ async fn record_a_session_then_replay_it_both_ways() {
     assert_eq!(back["state"], "running");
 
     let ev = events(&trace);
-    assert_eq!(ev[0]["dpctlTrace"], 1);
+    assert_eq!(ev[0]["dpctlTrace"], 2);
     assert_eq!(ev[0]["resource"], "vendor.example/foo");
     assert_eq!(ev[0]["dpctlVersion"], env!("CARGO_PKG_VERSION"));
     let kinds: Vec<&str> = ev[1..].iter().map(|e| e["kind"].as_str().unwrap()).collect();
