@@ -92,7 +92,9 @@ impl Replayed {
                 }
                 // Only the plugin's own ends are its behaviour; a stream the
                 // kubelet or dpctl closed stays open in the replay.
-                Event::ListAndWatchEnd { t, stream, error, by: None | Some(EndedBy::Plugin) } if *stream == stream_id => {
+                Event::ListAndWatchEnd { t, stream, error, by: None | Some(EndedBy::Plugin) }
+                    if *stream == stream_id =>
+                {
                     steps.push(Step::End(delay(prev, *t), error.as_ref().map(RpcError::to_status)));
                     break;
                 }

@@ -200,3 +200,166 @@ async fn watch_records_without_disturbing() {
     assert!(r.stderr.contains("exists"), "{}", r.stderr);
     assert_eq!(events(&t).len(), 4);
 }
+
+/// Collect a child's stdout lines as they come.
+fn collect_stdout(child: &mut tokio::process::Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    use tokio::io::AsyncBufReadExt;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = child.stdout.take().unwrap();
+    let l = lines.clone();
+    tokio::spawn(async move {
+        let mut r = tokio::io::BufReader::new(out).lines();
+        while let Ok(Some(line)) = r.next_line().await {
+            l.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+fn count_events(lines: &std::sync::Mutex<Vec<String>>, event: &str) -> usize {
+    lines.lock().unwrap().iter().filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["event"] == event)).count()
+}
+
+fn trace_kinds(path: &std::path::Path, kind: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["kind"] == kind))
+        .count()
+}
+
+fn pod_devices(pod: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = pod["containers"][0]["resources"]["vendor.example/foo"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap().clone())
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_survives_two_kubelet_restarts_and_finds_every_allocate() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let mut args = SERVE.to_vec();
+    args.extend(["--socket-name", "foo.sock", "--log-format", "json"]);
+    let mut sv = n.serve(&args).await;
+    let plugin_log = collect_stdout(&mut sv);
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+    let trace = n.dir.path().join("trace.jsonl");
+    let dp = n.dp();
+    let rec = dpctl_cmd(&[
+        "record",
+        "--plugin",
+        s(&dp.join("foo.sock")),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--pod-resources-socket",
+        s(&n.pr()),
+    ])
+    .spawn()
+    .unwrap();
+    let is_tap =
+        |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running";
+    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
+
+    let mut held = Vec::new();
+    for (i, pod) in ["a", "b", "c"].into_iter().enumerate() {
+        if i > 0 {
+            // Simulate a kubelet restart, as SIGHUP does: every socket in the
+            // plugin directory is deleted and kubelet.sock served anew.
+            let _ = std::process::Command::new("kill").arg("-HUP").arg(k.id().unwrap().to_string()).status();
+            wait_until(20, "kubeletRestart in the trace", || trace_kinds(&trace, "kubeletRestart") == i).await;
+            // The plugin registers itself again (generation i); the tap must end up
+            // registered after it, whichever came first.
+            wait_until(20, "the plugin's own re-registration", || count_events(&plugin_log, "registered") > i).await;
+            n.wait_resource("vendor.example/foo", "the tap registered again", is_tap).await;
+        }
+        n.pod(&format!("{pod}.yaml"), &pod_yaml(pod, "vendor.example/foo", 1));
+        held.push((pod, pod_devices(&n.wait_pod(pod).await)));
+    }
+    // Each Allocate's owner is looked up after the call: wait for the last one.
+    wait_until(20, "three allocateFor events", || trace_kinds(&trace, "allocateFor") == 3).await;
+    let out = stop_child(rec).await;
+    out.expect_code(0);
+    n.wait_resource("vendor.example/foo", "the plugin registered again at exit", |r| {
+        r["endpoint"].as_str().is_some_and(|e| e.ends_with("foo.sock"))
+    })
+    .await;
+
+    let ev = events(&trace);
+    assert_eq!(ev[0]["dpctlTrace"], 2);
+    assert_eq!(ev[1]["kind"], "kubeletState", "the kubelet's view comes first");
+    assert_eq!(ev[1]["source"], "podResources");
+    assert_eq!(ev[1]["allocatable"].as_array().unwrap().len(), 4);
+    assert_eq!(ev.iter().filter(|e| e["kind"] == "kubeletRestart").count(), 2);
+    let allocs: Vec<(usize, &Value)> = ev.iter().enumerate().filter(|(_, e)| e["kind"] == "allocate").collect();
+    assert_eq!(allocs.len(), 3, "every Allocate is in the trace: {ev:#?}");
+    for (pod, devices) in &held {
+        // the Allocate that gave this pod its devices, and its owner
+        let (i, a) = allocs
+            .iter()
+            .find(|(_, a)| {
+                let mut ids: Vec<String> = a["request"]["containerRequests"][0]["devicesIds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect();
+                ids.sort();
+                &ids == devices
+            })
+            .unwrap_or_else(|| panic!("no Allocate of {devices:?} for pod {pod}"));
+        assert!(a["response"]["containerResponses"][0]["envs"]["FOO"].is_string());
+        let owner = ev
+            .iter()
+            .find(|e| e["kind"] == "allocateFor" && e["event"] == *i as u64)
+            .unwrap_or_else(|| panic!("no allocateFor for event {i}"));
+        assert_eq!((owner["pod"].as_str(), owner["namespace"].as_str()), (Some(*pod), Some("default")));
+        assert_eq!(owner["container"], "main");
+        assert!(owner["uid"].as_str().is_some_and(|u| !u.is_empty()), "the checkpoint gave the UID: {owner}");
+    }
+    // The restarts ended streams from the kubelet's side, and that is recorded.
+    let ends: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "listAndWatchEnd").collect();
+    assert!(ends.iter().any(|e| e["by"] == "kubelet" && e["error"]["code"] == "Canceled"), "{ends:?}");
+    stop_child(sv).await;
+    stop_child(k).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_exits_at_once_when_the_plugin_is_gone() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let sock = n.dp().join("p.sock");
+    let mut p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
+    let trace = n.dir.path().join("t.jsonl");
+    let rec = dpctl_cmd(&[
+        "record",
+        "--plugin",
+        s(&sock),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--pod-resources-socket",
+        s(&n.pr()),
+    ])
+    .spawn()
+    .unwrap();
+    n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
+    // The plugin dies and its socket is removed (as a crashed plugin's is on restart).
+    p.stop();
+    std::fs::remove_file(&sock).unwrap();
+    let out = stop_child(rec).await;
+    out.expect_code(1);
+    assert!(out.stderr.contains("p.sock is gone, so it was not registered again"), "{}", out.stderr);
+    // The stream dpctl ended at exit is recorded with who ended it.
+    let ev = events(&trace);
+    assert!(ev.iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "dpctl"), "{ev:?}");
+    stop_child(k).await;
+}
