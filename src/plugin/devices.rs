@@ -90,6 +90,11 @@ impl Inventory {
         result
     }
 
+    /// Replace the whole device list (one change, seen by every stream).
+    pub fn replace(&self, devices: Vec<Device>) {
+        self.tx.send_replace(Arc::new(Snapshot::new(devices)));
+    }
+
     /// Set the health of devices; unknown IDs are an error and change nothing.
     pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), String> {
         if health != HEALTHY && health != UNHEALTHY {

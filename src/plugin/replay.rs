@@ -1,7 +1,9 @@
 //! Replay as the plugin: a [`Backend`] that serves a recorded trace — the
-//! same options, the first recorded ListAndWatch stream with its timing,
-//! and the recorded answer for each matching GetPreferredAllocation,
-//! Allocate and PreStartContainer request.
+//! same options, the first recorded ListAndWatch stream with its timing
+//! (or, stepped, whatever device list its driver sets), and the recorded
+//! answer for each matching GetPreferredAllocation, Allocate and
+//! PreStartContainer request. A request it never saw gets NotFound naming
+//! the closest recorded request and how it differs.
 
 use crate::api::deviceplugin::{
     AllocateRequest, AllocateResponse, DevicePluginOptions, PreStartContainerRequest, PreStartContainerResponse,
@@ -24,6 +26,7 @@ pub struct Replayed {
     resource: String,
     options: DevicePluginOptions,
     timeline: Arc<Vec<Step>>,
+    stepped: bool,
     last: Inventory,
     preferred: Vec<Outcome<PreferredAllocationResponse>>,
     allocate: Vec<Outcome<AllocateResponse>>,
@@ -105,6 +108,7 @@ impl Replayed {
             resource,
             options,
             timeline: Arc::new(steps),
+            stepped: false,
             last: Inventory::new(last.map(|l| l.devices).unwrap_or_default()),
             preferred: Vec::new(),
             allocate: Vec::new(),
@@ -136,6 +140,62 @@ impl Replayed {
     pub fn resource_name(&self) -> &str {
         &self.resource
     }
+
+    /// Serve no timeline: every stream sends the device list set with
+    /// [`Replayed::set_devices`] and each change to it.
+    pub fn stepped(mut self, devices: Vec<crate::api::deviceplugin::Device>) -> Self {
+        self.stepped = true;
+        self.last.replace(devices);
+        self
+    }
+
+    /// Set the device list (stepped replay).
+    pub fn set_devices(&self, devices: Vec<crate::api::deviceplugin::Device>) {
+        self.last.replace(devices);
+    }
+}
+
+/// A request's leaves, `path=value` (string lists as `path[]=value`, order-free).
+fn leaves(v: &serde_json::Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                leaves(x, &if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, out);
+            }
+        }
+        Value::Array(a) if a.iter().all(Value::is_string) => {
+            for x in a {
+                out.insert(format!("{path}[]={}", x.as_str().unwrap_or_default()));
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                leaves(x, &format!("{path}[{i}]"), out);
+            }
+        }
+        other => {
+            out.insert(format!("{path}={other}"));
+        }
+    }
+}
+
+/// The recorded request closest to `key` (fewest differing leaves): its
+/// index and the differences (`+` only in this request, `-` only in the recorded one).
+pub fn closest<T>(recorded: &[Outcome<T>], key: &serde_json::Value) -> Option<(usize, Vec<String>)> {
+    let mut mine = std::collections::BTreeSet::new();
+    leaves(key, "", &mut mine);
+    recorded
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _, _))| {
+            let mut theirs = std::collections::BTreeSet::new();
+            leaves(k, "", &mut theirs);
+            let mut d: Vec<String> = mine.difference(&theirs).map(|x| format!("+{x}")).collect();
+            d.extend(theirs.difference(&mine).map(|x| format!("-{x}")));
+            (i, d)
+        })
+        .min_by_key(|(i, d)| (d.len(), *i))
 }
 
 fn answer<T: Clone, R: Serialize>(method: &str, recorded: &[Outcome<T>], req: &R) -> std::result::Result<T, Status> {
@@ -146,11 +206,25 @@ fn answer<T: Clone, R: Serialize>(method: &str, recorded: &[Outcome<T>], req: &R
         Some((_, None, None)) => {
             Err(Status::internal(format!("the trace holds neither an answer nor an error for this {method}")))
         }
-        None => Err(Status::not_found(format!(
-            "no recorded {method} matches this request: {}; the trace has {} {method} call(s)",
-            serde_json::to_string(req).unwrap_or_default(),
-            recorded.len()
-        ))),
+        None => {
+            let near = match closest(recorded, &key) {
+                Some((i, d)) => {
+                    let shown: Vec<&str> = d.iter().take(10).map(String::as_str).collect();
+                    let more = if d.len() > 10 { format!(" (+{} more)", d.len() - 10) } else { String::new() };
+                    format!(
+                        "; the closest recorded one is {method} #{} of {}, which differs in: {}{more}",
+                        i + 1,
+                        recorded.len(),
+                        shown.join(" ")
+                    )
+                }
+                None => format!("; the trace has no {method} call"),
+            };
+            Err(Status::not_found(format!(
+                "no recorded {method} matches this request: {}{near}",
+                serde_json::to_string(req).unwrap_or_default()
+            )))
+        }
     }
 }
 
@@ -166,7 +240,7 @@ impl Backend for Replayed {
         self.last.subscribe()
     }
     fn timeline(&self) -> Option<Arc<Vec<Step>>> {
-        Some(self.timeline.clone())
+        (!self.stepped).then(|| self.timeline.clone())
     }
     async fn preferred(
         &self,
@@ -196,5 +270,38 @@ mod tests {
         let t = crate::trace::parse(text, std::path::Path::new("t")).unwrap();
         let r = Replayed::new(&t, None, 1e-300, false).unwrap();
         assert_eq!(r.steps(), 3);
+    }
+
+    #[test]
+    fn not_found_names_the_closest_recorded_request() {
+        use crate::api::deviceplugin::ContainerAllocateRequest;
+        let req = |ids: &[&str]| AllocateRequest {
+            container_requests: vec![ContainerAllocateRequest {
+                devices_ids: ids.iter().map(|s| s.to_string()).collect(),
+            }],
+        };
+        let recorded: Vec<Outcome<AllocateResponse>> = [&["foo-0", "foo-1"][..], &["foo-2", "foo-3"][..]]
+            .iter()
+            .map(|ids| (request_key(&req(ids)), Some(AllocateResponse::default()), None))
+            .collect();
+        assert!(answer("Allocate", &recorded, &req(&["foo-1", "foo-0"])).is_ok(), "order-free match");
+        let e = answer("Allocate", &recorded, &req(&["foo-3", "foo-1"])).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        // both are one ID off; the first wins the tie
+        assert!(
+            e.message().contains(
+                "the closest recorded one is Allocate #1 of 2, which differs in: +containerRequests[0].devicesIds[]=foo-3 -containerRequests[0].devicesIds[]=foo-0"
+            ),
+            "{}",
+            e.message()
+        );
+        let e = answer("Allocate", &recorded, &req(&["foo-2", "foo-9"])).unwrap_err();
+        assert!(e.message().contains("Allocate #2 of 2"), "{}", e.message());
+        assert!(e.message().contains("+containerRequests[0].devicesIds[]=foo-9"), "{}", e.message());
+        let none: Vec<Outcome<AllocateResponse>> = vec![];
+        assert!(answer("Allocate", &none, &req(&["x"]))
+            .unwrap_err()
+            .message()
+            .contains("the trace has no Allocate call"));
     }
 }

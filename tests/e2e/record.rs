@@ -112,6 +112,7 @@ async fn record_a_session_then_replay_it_both_ways() {
     let r = dpctl(&["allocate", &rsock, "foo-1"]).await;
     r.expect_code(1);
     assert!(r.stderr.contains("NotFound: no recorded Allocate matches this request"), "{}", r.stderr);
+    assert!(r.stderr.contains("the closest recorded one is Allocate #"), "{}", r.stderr);
     stop_child(rp).await.expect_code(0);
     let klog2 = stop_child(k2).await.stdout;
     assert_eq!(
