@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod mock;
 pub mod podresources;
 pub mod registration;
+pub mod reproduce;
 pub mod view;
 pub mod watcher;
 

@@ -27,6 +27,7 @@ pub struct Replayed {
     options: DevicePluginOptions,
     timeline: Arc<Vec<Step>>,
     stepped: bool,
+    received: std::sync::Mutex<Vec<AllocateRequest>>,
     last: Inventory,
     preferred: Vec<Outcome<PreferredAllocationResponse>>,
     allocate: Vec<Outcome<AllocateResponse>>,
@@ -109,6 +110,7 @@ impl Replayed {
             options,
             timeline: Arc::new(steps),
             stepped: false,
+            received: Default::default(),
             last: Inventory::new(last.map(|l| l.devices).unwrap_or_default()),
             preferred: Vec::new(),
             allocate: Vec::new(),
@@ -147,6 +149,11 @@ impl Replayed {
         self.stepped = true;
         self.last.replace(devices);
         self
+    }
+
+    /// Every Allocate request received so far, in order.
+    pub fn allocate_requests(&self) -> Vec<AllocateRequest> {
+        self.received.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Set the device list (stepped replay).
@@ -249,6 +256,9 @@ impl Backend for Replayed {
         answer("GetPreferredAllocation", &self.preferred, &req)
     }
     async fn allocate(&self, req: AllocateRequest) -> std::result::Result<AllocateResponse, Status> {
+        if let Ok(mut v) = self.received.lock() {
+            v.push(req.clone());
+        }
         answer("Allocate", &self.allocate, &req)
     }
     async fn pre_start(&self, req: PreStartContainerRequest) -> std::result::Result<PreStartContainerResponse, Status> {
