@@ -1,6 +1,10 @@
 //! `dpctl replay TRACE`: as the recorded plugin (registering like `serve`),
-//! or with `--against SOCKET` as the recorded kubelet, diffing a live
-//! plugin's answers against the recording.
+//! with `--against SOCKET` as the recorded kubelet, diffing a live plugin's
+//! answers against the recording, or with `--kubelet` both at once: a mock
+//! kubelet (a child `dpctl mock-kubelet` in a temp dir, seeded through its
+//! public inputs — a checkpoint and pod manifests) with the recorded pods,
+//! the replayed plugin, and the recorded pods admitted again one by one,
+//! reporting where the kubelet's device choices differ from the recorded ones.
 
 use super::Ctx;
 use crate::cli::ReplayArgs;
@@ -21,6 +25,9 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
     if let Some(sock) = &a.against {
         let conn = ctx.plugin(sock).await?;
         return against(ctx, &conn, &trace).await;
+    }
+    if a.kubelet {
+        return reproduce(ctx, a, &trace).await;
     }
     let backend = Arc::new(Replayed::new(&trace, a.resource.as_deref(), a.speed, a.no_wait)?);
     crate::core::validate::check_resource_name(backend.resource_name())?;
@@ -93,4 +100,324 @@ fn paint(kind: char, s: &str) -> String {
         '+' => s.green().to_string(),
         _ => s.yellow().to_string(),
     }
+}
+
+/// What one container got, then and now.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Decision {
+    /// The recorded Allocate.
+    call: String,
+    /// `namespace/pod/container`.
+    container: String,
+    /// Devices the kubelet chose when recording (or the recorded error).
+    recorded: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded_error: Option<String>,
+    /// Devices the mock kubelet chose now (empty if it made no Allocate).
+    replayed: Vec<String>,
+    /// Why the pod was not admitted now, if it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejected: Option<String>,
+    /// Same decision as recorded.
+    same: bool,
+}
+
+/// The mock kubelet child and what it needs to be cleaned up.
+struct Node {
+    dir: crate::core::transport::TempDir,
+    child: tokio::process::Child,
+    ctx: Ctx,
+}
+
+impl Node {
+    fn pods(&self) -> std::path::PathBuf {
+        self.dir.path().join("pods")
+    }
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("kubelet.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+    async fn status(&self) -> Option<crate::kubelet::mock::NodeStatus> {
+        super::node::fetch(&self.ctx).await.ok()
+    }
+    /// Poll the node until `f` gives an answer (at most `within`).
+    async fn wait<T>(
+        &mut self,
+        what: &str,
+        within: std::time::Duration,
+        f: impl Fn(&crate::kubelet::mock::NodeStatus) -> Option<T>,
+    ) -> Result<T> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(Error::failed(format!(
+                    "the mock kubelet exited ({st}) while waiting for {what}; its log ends:\n{}",
+                    self.log_tail()
+                )));
+            }
+            if let Some(s) = self.status().await {
+                if let Some(v) = f(&s) {
+                    return Ok(v);
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::failed(format!(
+                    "the mock kubelet did not show {what} within {}",
+                    crate::core::time::format_duration(within)
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Write a manifest whole (temp file, then rename), so no scan sees half of it.
+fn write_manifest(dir: &std::path::Path, file: &str, text: &str) -> Result<()> {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    let to = dir.join(file);
+    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write a pod manifest", &e))?;
+    std::fs::rename(&tmp, &to).map_err(|e| Error::io(&to, "cannot write a pod manifest", &e))
+}
+
+fn resource_of<'a>(s: &'a crate::kubelet::mock::NodeStatus, res: &str) -> Option<&'a serde_json::Value> {
+    s.resources.iter().find(|r| r["resource"] == res)
+}
+
+/// The devices the node shows for a resource equal `want` (IDs and health).
+fn shows_devices(s: &crate::kubelet::mock::NodeStatus, res: &str, want: &[crate::api::deviceplugin::Device]) -> bool {
+    let Some(r) = resource_of(s, res) else { return false };
+    let Some(devs) = r["devices"].as_object() else { return false };
+    r["state"] == "running"
+        && devs.len() == want.iter().map(|d| &d.id).collect::<std::collections::BTreeSet<_>>().len()
+        && want.iter().all(|d| devs.get(&d.id).is_some_and(|x| x["health"] == d.health.as_str()))
+}
+
+/// Pod status (by manifest file name) or the rejection of that file.
+fn admitted(
+    s: &crate::kubelet::mock::NodeStatus,
+    file: &str,
+) -> Option<std::result::Result<serde_json::Value, String>> {
+    let ends = |f: &str| std::path::Path::new(f).file_name().is_some_and(|n| n == file);
+    if let Some(p) = s.pods.iter().find(|p| p["file"].as_str().is_some_and(ends)) {
+        return Some(Ok(p.clone()));
+    }
+    s.rejected.iter().find(|(f, _)| ends(f)).map(|(_, why)| Err(why.clone()))
+}
+
+fn container_devices(pod: &serde_json::Value, container: &str, res: &str) -> Vec<String> {
+    let mut ids: Vec<String> = pod["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == container)
+        .flat_map(|c| c["resources"][res].as_object().into_iter().flatten())
+        .flat_map(|(_, v)| v.as_array().into_iter().flatten())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Result<()> {
+    use std::time::Duration;
+    let backend = Replayed::new(trace, a.resource.as_deref(), 1.0, true)?;
+    let resource = backend.resource_name().to_string();
+    crate::core::validate::check_resource_name(&resource)?;
+    let plan = crate::kubelet::reproduce::plan(trace, &resource);
+    let backend = Arc::new(backend.stepped(plan.initial.clone()));
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
+
+    // The node tree: device-plugins/ (with the seeded checkpoint), pods/ (seeded manifests).
+    let dir = crate::core::transport::TempDir::new("replay")?;
+    let (dp, pods) = (dir.path().join("device-plugins"), dir.path().join("pods"));
+    for d in [&dp, &pods] {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", &e))?;
+    }
+    crate::kubelet::checkpoint::write(&dp.join(crate::core::paths::CHECKPOINT_NAME), &plan.seed.checkpoint)?;
+    let log_path = dir.path().join("kubelet.log");
+    let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, "cannot create", &e))?;
+    let pr = dir.path().join("pod-resources.sock");
+    // The seeded manifests are in place before the mock kubelet's first scan,
+    // so the checkpointed allocations find their pods.
+    for (file, text) in &plan.seed.manifests {
+        write_manifest(&pods, file, text)?;
+    }
+    let child = tokio::process::Command::new(exe)
+        .arg("mock-kubelet")
+        .arg("--plugin-dir")
+        .arg(&dp)
+        .arg("--manifests")
+        .arg(&pods)
+        .arg("--pod-resources-socket")
+        .arg(&pr)
+        .args(["--log-format", "json"])
+        .env_remove("DPCTL_KUBELET_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone().map_err(|e| Error::io(&log_path, "cannot open", &e))?)
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| Error::failed(format!("cannot start the mock kubelet: {e}")))?;
+    let mut nctx = ctx.clone();
+    nctx.paths = crate::core::paths::Paths::new(dp.clone(), None, pr.clone());
+    nctx.timeout = ctx.timeout.min(Duration::from_secs(2));
+    let mut node = Node { dir, child, ctx: nctx };
+
+    let (shut_tx, shut_rx) = watch::channel(false);
+    let settings = crate::plugin::registrar::Settings {
+        plugin_dir: dp.clone(),
+        socket_name: Some("dpctl-replayed.sock".into()),
+        kubelet_socket: dp.join(crate::core::paths::KUBELET_SOCKET_NAME),
+        mode: crate::plugin::config::RegistrationMode::Kubelet,
+        registry_dir: node.dir.path().to_path_buf(),
+        register: true,
+        retry: true,
+        timeout: ctx.timeout,
+    };
+    let plog = Logger::to_file(a.log_format, &node.dir.path().join("plugin.log"))?;
+    let plugin = tokio::spawn(crate::plugin::registrar::run(backend.clone(), settings, plog, shut_rx, |_| {}));
+
+    let work = drive(&mut node, &plan, &backend);
+    let outcome = tokio::select! {
+        r = work => r,
+        _ = crate::core::interrupted() => Err(Error::failed("interrupted")),
+    };
+    let _ = shut_tx.send(true);
+    if tokio::time::timeout(Duration::from_secs(1), plugin).await.is_err() {
+        // (the registrar ends promptly on shutdown; this only bounds a stuck one)
+    }
+    let _ = node.child.start_kill();
+    let _ = node.child.wait().await;
+    let (decisions, notes) = outcome?;
+    let differing = decisions.iter().filter(|d| !d.same).count();
+    match ctx.format {
+        Format::Table => {
+            let rows: Vec<Vec<String>> = decisions
+                .iter()
+                .map(|d| {
+                    let v = crate::render::verdict(if d.same { "PASS" } else { "FAIL" });
+                    let recorded = match &d.recorded_error {
+                        Some(e) => format!("error: {e}"),
+                        None => crate::render::list(&d.recorded),
+                    };
+                    let now = match (&d.rejected, d.replayed.is_empty()) {
+                        (Some(why), true) => format!("rejected: {why}"),
+                        (Some(why), false) => format!("{} (rejected: {why})", crate::render::list(&d.replayed)),
+                        (None, _) => crate::render::list(&d.replayed),
+                    };
+                    vec![v, d.call.clone(), d.container.clone(), recorded, now]
+                })
+                .collect();
+            let mut out = String::new();
+            for n in &notes {
+                out.push_str(&format!("note: {n}\n"));
+            }
+            if rows.is_empty() {
+                out.push_str("the trace has no Allocate to reproduce\n");
+            } else {
+                out.push_str(&table(&["RESULT", "CALL", "CONTAINER", "RECORDED", "NOW"], &rows));
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "\n{} pod(s) seeded from the recorded kubelet state; {} Allocate decision(s) reproduced, {differing} differ\n",
+                plan.seed.manifests.len(),
+                decisions.len()
+            ));
+            emit(&out)?;
+        }
+        f => emit(&structured(
+            f,
+            &json!({
+                "resource": resource,
+                "seededPods": plan.seed.manifests.len(),
+                "notes": notes,
+                "results": decisions,
+                "differing": differing,
+            }),
+        )?)?,
+    }
+    if differing > 0 {
+        return Err(Error::failed(format!(
+            "{differing} of {} Allocate decision(s) differ from the recording",
+            decisions.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Seeded node up, then each recorded pod admitted again; what the kubelet chose.
+async fn drive(
+    node: &mut Node,
+    plan: &crate::kubelet::reproduce::Plan,
+    backend: &Replayed,
+) -> Result<(Vec<Decision>, Vec<String>)> {
+    use std::time::Duration;
+    let res = plan.resource.clone();
+    let mut notes = plan.notes.clone();
+    let up = Duration::from_secs(15);
+    node.wait("the replayed plugin registered with its devices", up, |s| {
+        shows_devices(s, &res, &plan.initial).then_some(())
+    })
+    .await?;
+    for (file, _) in &plan.seed.manifests {
+        match node.wait(&format!("the seeded pod {file}"), up, |s| admitted(s, file)).await? {
+            Ok(_) => {}
+            Err(why) => notes.push(format!("the mock kubelet rejected the seeded pod {file}: {why}")),
+        }
+    }
+    let mut decisions = Vec::new();
+    for step in &plan.steps {
+        for f in &step.frees {
+            let p = node.pods().join(f);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| Error::io(&p, "cannot remove a pod manifest", &e))?;
+                node.wait(&format!("{f} removed"), up, |s| admitted(s, f).is_none().then_some(())).await?;
+            }
+        }
+        backend.set_devices(step.devices.clone());
+        node.wait("the device list of the time", up, |s| shows_devices(s, &res, &step.devices).then_some(())).await?;
+        let before = backend.allocate_requests().len();
+        let cs: Vec<(String, usize)> = step.containers.iter().map(|c| (c.name.clone(), c.count)).collect();
+        let text = crate::kubelet::reproduce::manifest(&step.namespace, &step.name, &step.uid, &res, &cs);
+        write_manifest(&node.pods(), &step.file, &text)?;
+        let result = node
+            .wait(&format!("pod {}/{} admitted or rejected", step.namespace, step.name), up, |s| {
+                admitted(s, &step.file)
+            })
+            .await?;
+        let sent = backend.allocate_requests();
+        let sent = &sent[before.min(sent.len())..];
+        for (i, c) in step.containers.iter().enumerate() {
+            // What the kubelet chose: the admitted allocation, else the Allocate it sent.
+            let mut chosen = match &result {
+                Ok(pod) => container_devices(pod, &c.name, &res),
+                Err(_) => Vec::new(),
+            };
+            if chosen.is_empty() {
+                if let Some(r) = sent.get(i) {
+                    chosen = r.container_requests.iter().flat_map(|x| x.devices_ids.iter().cloned()).collect();
+                    chosen.sort();
+                }
+            }
+            let rejected = result.as_ref().err().cloned();
+            let same = match &c.error {
+                None => rejected.is_none() && chosen == c.recorded,
+                // The plugin refused then: the same request must be refused now.
+                Some(_) => rejected.is_some() && chosen == c.recorded,
+            };
+            decisions.push(Decision {
+                call: c.call.clone(),
+                container: format!("{}/{}/{}", step.namespace, step.name, c.name),
+                recorded: c.recorded.clone(),
+                recorded_error: c.error.as_ref().map(|e| format!("{}: {}", e.code, e.message)),
+                replayed: chosen,
+                rejected,
+                same,
+            });
+        }
+    }
+    Ok((decisions, notes))
 }

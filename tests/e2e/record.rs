@@ -364,3 +364,107 @@ async fn record_exits_at_once_when_the_plugin_is_gone() {
     assert!(ev.iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "dpctl"), "{ev:?}");
     stop_child(k).await;
 }
+
+/// A trace as version 1 wrote it: no kubelet state, no owners, no `by`.
+fn as_version_1(trace: &std::path::Path, to: &std::path::Path) {
+    let mut out = String::new();
+    for (i, l) in std::fs::read_to_string(trace).unwrap().lines().enumerate() {
+        let mut v: Value = serde_json::from_str(l).unwrap();
+        if i == 0 {
+            v["dpctlTrace"] = 1.into();
+        } else if ["kubeletState", "kubeletRestart", "reregistered", "allocateFor"]
+            .contains(&v["kind"].as_str().unwrap())
+        {
+            continue;
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.remove("by");
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(to, out).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_node_replays_with_kubelet_to_the_same_choices() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    // No GetPreferredAllocation: the kubelet picks among the free devices itself.
+    let sv = n
+        .serve(&[
+            "--resource",
+            "vendor.example/foo",
+            "--count",
+            "4",
+            "--numa-nodes",
+            "2",
+            "--env",
+            "FOO={ids}",
+            "--retry",
+            "--socket-name",
+            "foo.sock",
+        ])
+        .await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+    // A pod holds two devices before recording starts.
+    n.pod("old.yaml", &pod_yaml("old", "vendor.example/foo", 2));
+    let old = pod_devices(&n.wait_pod("old").await);
+
+    let trace = n.dir.path().join("busy.jsonl");
+    let rec = dpctl_cmd(&[
+        "record",
+        "--plugin",
+        s(&n.dp().join("foo.sock")),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--pod-resources-socket",
+        s(&n.pr()),
+    ])
+    .spawn()
+    .unwrap();
+    n.wait_resource("vendor.example/foo", "the tap registered", |r| {
+        r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running"
+    })
+    .await;
+    n.pod("new.yaml", &pod_yaml("new", "vendor.example/foo", 1));
+    let new = pod_devices(&n.wait_pod("new").await);
+    assert!(!old.contains(&new[0]));
+    wait_until(20, "the Allocate's owner", || trace_kinds(&trace, "allocateFor") == 1).await;
+    stop_child(rec).await.expect_code(0);
+    stop_child(sv).await;
+    stop_child(k).await;
+    let ev = events(&trace);
+    assert_eq!(ev[1]["pods"][0]["name"], "old", "{}", ev[1]);
+    assert_eq!(ev[1]["pods"][0]["containers"][0]["devices"], serde_json::json!(old));
+
+    // On a laptop: one command, no node.
+    let r = dpctl(&["replay", s(&trace), "--kubelet", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["seededPods"], 1, "{v}");
+    assert_eq!(v["differing"], 0, "{v}");
+    let res = &v["results"][0];
+    assert_eq!(res["call"], "Allocate #1");
+    assert_eq!(res["container"], "default/new/main");
+    assert_eq!(res["recorded"], serde_json::json!(new));
+    assert_eq!(res["replayed"], serde_json::json!(new), "{v}");
+    let r = dpctl(&["replay", s(&trace), "--kubelet"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.lines().any(|l| l.starts_with("PASS") && l.contains("Allocate #1")), "{}", r.stdout);
+
+    // The same trace as version 1 still replays — without the kubelet's view the
+    // mock kubelet has no pods, picks another device, and the difference is reported.
+    let v1 = n.dir.path().join("v1.jsonl");
+    as_version_1(&trace, &v1);
+    let r = dpctl(&["replay", s(&v1), "--kubelet", "-o", "json"]).await;
+    r.expect_code(1);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["differing"], 1, "{v}");
+    assert_ne!(v["results"][0]["replayed"], serde_json::json!(new), "{v}");
+    assert!(v["results"][0]["rejected"].as_str().unwrap().contains("closest recorded one is Allocate #1"), "{v}");
+    assert!(v["notes"][0].as_str().unwrap().contains("no kubelet state"), "{v}");
+    assert!(r.stderr.contains("1 of 1 Allocate decision(s) differ"), "{}", r.stderr);
+}
