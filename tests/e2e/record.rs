@@ -468,3 +468,91 @@ async fn a_busy_node_replays_with_kubelet_to_the_same_choices() {
     assert!(v["notes"][0].as_str().unwrap().contains("no kubelet state"), "{v}");
     assert!(r.stderr.contains("1 of 1 Allocate decision(s) differ"), "{}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_compares_every_snapshot_by_device_id() {
+    let d = tmp();
+    let snapshot = |devs: &[dpctl::api::deviceplugin::Device]| {
+        serde_json::to_value(dpctl::api::deviceplugin::ListAndWatchResponse { devices: devs.to_vec() }).unwrap()
+    };
+    let four = four_devices();
+    let mut later = four.clone();
+    later[2].health = "Unhealthy".into();
+    let lines = [
+        serde_json::json!({"dpctlTrace": 2, "resource": "vendor.example/foo", "dpctlVersion": "0.1.0", "created": "x", "source": "record"}),
+        serde_json::json!({"kind": "options", "t": 0.0, "latencyMs": 0.1, "response": {}}),
+        serde_json::json!({"kind": "listAndWatch", "t": 0.1, "stream": 1, "seq": 1, "response": snapshot(&four)}),
+        serde_json::json!({"kind": "listAndWatch", "t": 2.1, "stream": 1, "seq": 2, "response": snapshot(&later)}),
+    ];
+    let trace = d.path().join("t.jsonl");
+    std::fs::write(&trace, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+
+    // The same devices in another order: no difference.
+    let same = d.path().join("same.sock");
+    let mut shuffled = four.clone();
+    shuffled.reverse();
+    let _p = start_plugin(&same, shuffled, Behaviour::default()).await;
+    let short = d.path().join("short.jsonl");
+    std::fs::write(&short, lines[..3].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let r = dpctl(&["replay", s(&short), "--against", s(&same)]).await;
+    r.expect_code(0);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("PASS") && l.contains("ListAndWatch stream 1 message 1")),
+        "{}",
+        r.stdout
+    );
+
+    // A changed plugin: foo-3 on another NUMA node at first; then foo-0 goes and foo-9 comes.
+    let sock = d.path().join("p.sock");
+    let mut first = four.clone();
+    first[3] = dev("foo-3", "Healthy", Some(0));
+    first.swap(0, 3);
+    let p = start_plugin(&sock, first, Behaviour::default()).await;
+    let replay = dpctl_cmd(&["replay", s(&trace), "--against", s(&sock), "-o", "json"]).spawn().unwrap();
+    p.wait_call("ListAndWatch").await;
+    let mut second: Vec<_> = later.iter().filter(|x| x.id != "foo-0").cloned().collect();
+    second.push(dev("foo-9", "Healthy", Some(1)));
+    p.devices.send(second).unwrap();
+    let out = replay.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let m1 = results.iter().find(|r| r["call"] == "ListAndWatch stream 1 message 1").unwrap();
+    assert_eq!(m1["devices"]["topology"], serde_json::json!([{"id": "foo-3", "recorded": [1], "got": [0]}]), "{m1}");
+    assert_eq!(m1["diffs"], serde_json::json!(["~foo-3 NUMA 1 → 0"]));
+    let m2 =
+        results.iter().find(|r| r["call"] == "ListAndWatch stream 1 message 2").expect("the second snapshot lined up");
+    assert_eq!(m2["devices"]["removed"][0]["id"], "foo-0", "{m2}");
+    assert_eq!(m2["devices"]["added"][0]["id"], "foo-9", "{m2}");
+    assert!(m2["devices"]["health"].as_array().unwrap().is_empty(), "foo-2 is Unhealthy in both: {m2}");
+    assert_eq!(v["differing"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_stops_at_once_while_the_plugin_hangs() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let sock = n.dp().join("hung.sock");
+    let p = start_plugin(&sock, four_devices(), Behaviour { hang: true, ..Default::default() }).await;
+    let trace = n.dir.path().join("t.jsonl");
+    // A long --timeout: only the signal can end the wait.
+    let rec = dpctl_cmd(&[
+        "--timeout",
+        "1h",
+        "record",
+        "--plugin",
+        s(&sock),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+    ])
+    .spawn()
+    .unwrap();
+    p.wait_call("GetDevicePluginOptions").await;
+    let out = stop_child(rec).await;
+    out.expect_code(1);
+    assert!(out.stderr.contains("stopped before recording began; nothing was recorded"), "{}", out.stderr);
+    assert!(!trace.exists(), "no empty trace is left behind");
+    stop_child(k).await;
+}
