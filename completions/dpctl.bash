@@ -1943,7 +1943,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__record)
-            opts="-o -h --plugin --resource --out --kubelet-socket --duration --log-format --output --timeout --no-color --plugin-dir --help"
+            opts="-o -h --plugin --resource --out --kubelet-socket --duration --pod-resources-socket --restart-timeout --log-format --output --timeout --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1966,6 +1966,14 @@ _dpctl() {
                     return 0
                     ;;
                 --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-resources-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --restart-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2043,7 +2051,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__replay)
-            opts="-o -h --against --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --timeout --no-color --plugin-dir --help"
+            opts="-o -h --against --kubelet --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --timeout --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

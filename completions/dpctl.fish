@@ -312,6 +312,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l resource -d 'The 
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l out -d 'The trace file to write (must not exist)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l duration -d 'Stop after this long (default: until SIGINT/SIGTERM)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l pod-resources-socket -d 'The kubelet\'s PodResources socket, read for which pod each Allocate was for [default: <plugin-dir>/../pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l restart-timeout -d 'After a kubelet restart, give up (exit 1) if the kubelet and the plugin are not back within this long' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
@@ -336,6 +338,7 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet -d 'Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-wait -d 'Replay the ListAndWatch timeline without its recorded pauses'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
