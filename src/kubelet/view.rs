@@ -181,19 +181,34 @@ pub async fn owner(
     devices: &[String],
     within: Duration,
 ) -> Option<(String, String, String, String)> {
-    let deadline = tokio::time::Instant::now() + within;
+    let now = tokio::time::Instant::now;
+    let deadline = now() + within;
     let call_timeout = Duration::from_secs(1);
+    // Named by PodResources, but the checkpoint (UID) not written yet: wait a little longer for it.
+    let mut named: Option<((String, String, String), tokio::time::Instant)> = None;
     loop {
         let cp = read_checkpoint(checkpoint, resource).ok().map(|(_, p)| p).unwrap_or_default();
         let by_uid = find_owner(&cp, devices).map(|(p, c)| (p.uid.clone(), c.name.clone()));
         if let Ok((_, mut pods)) = read_pod_resources(pod_resources, resource, call_timeout).await {
             merge_uids(&mut pods, &cp);
             if let Some((p, c)) = find_owner(&pods, devices) {
-                let uid = if p.uid.is_empty() { by_uid.map(|(u, _)| u).unwrap_or_default() } else { p.uid.clone() };
-                return Some((p.namespace.clone(), p.name.clone(), uid, c.name.clone()));
+                let uid =
+                    if p.uid.is_empty() { by_uid.clone().map(|(u, _)| u).unwrap_or_default() } else { p.uid.clone() };
+                if !uid.is_empty() {
+                    return Some((p.namespace.clone(), p.name.clone(), uid, c.name.clone()));
+                }
+                named.get_or_insert((
+                    (p.namespace.clone(), p.name.clone(), c.name.clone()),
+                    now() + Duration::from_secs(2),
+                ));
             }
         }
-        if tokio::time::Instant::now() >= deadline {
+        if let Some(((ns, pod, c), until)) = &named {
+            if now() >= *until || now() >= deadline {
+                return Some((ns.clone(), pod.clone(), String::new(), c.clone()));
+            }
+        }
+        if now() >= deadline {
             // The checkpoint alone still names the container.
             return by_uid.map(|(u, c)| (String::new(), String::new(), u, c));
         }
