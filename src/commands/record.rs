@@ -383,7 +383,10 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
             match rec.reattach(served, &mut stop).await {
                 None => {
                     // Stopped while waiting: nothing is served; leave the plugin registered.
-                    return finish(&rec, None, options, &a.out).await;
+                    let r = finish(&rec, None, options, &a.out).await;
+                    let _ = tap_stop_tx.send(true);
+                    tap.shutdown(Duration::from_millis(100)).await;
+                    return r;
                 }
                 Some(Err(e)) => {
                     log.event("error", &[("error", json!(e.to_string()))]);
@@ -440,7 +443,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
     }
     let r = finish(&rec, Some(served), options, &a.out).await;
     let _ = tap_stop_tx.send(true);
-    tap.shutdown(Duration::from_millis(200)).await;
+    tap.shutdown(Duration::from_millis(100)).await;
     r
 }
 
@@ -448,13 +451,13 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
 /// and stop the tap, all within [`EXIT_BUDGET`].
 async fn finish(rec: &Recorder, served: Option<Served>, options: DevicePluginOptions, out: &Path) -> Result<()> {
     let start = Instant::now();
-    let restored = match connect_raw(&rec.plugin, Duration::from_millis(200)).await {
+    let restored = match connect_raw(&rec.plugin, Duration::from_millis(100)).await {
         Err(_) => Err(Error::failed(format!(
             "the trace is complete, but the plugin's socket {} is gone, so it was not registered again; restart the plugin so it registers itself",
             rec.plugin.display()
         ))),
         Ok(_) => {
-            let left = EXIT_BUDGET.saturating_sub(start.elapsed()).saturating_sub(Duration::from_millis(250));
+            let left = EXIT_BUDGET.saturating_sub(start.elapsed()).saturating_sub(Duration::from_millis(200));
             match register(&rec.kubelet, &rec.plugin_name, &rec.resource, options, left.max(Duration::from_millis(100))).await {
                 Ok(()) => Ok(()),
                 Err(e) => Err(Error::failed(format!(
@@ -464,7 +467,7 @@ async fn finish(rec: &Recorder, served: Option<Served>, options: DevicePluginOpt
         }
     };
     if let Some(s) = served {
-        s.shut(Duration::from_millis(150)).await;
+        s.shut(Duration::from_millis(100)).await;
     }
     let n = rec.writer.events();
     rec.log.event("recorded", &[("events", json!(n)), ("out", json!(out.display().to_string()))]);
