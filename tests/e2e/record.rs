@@ -556,3 +556,55 @@ async fn record_stops_at_once_while_the_plugin_hangs() {
     assert!(!trace.exists(), "no empty trace is left behind");
     stop_child(k).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_never_comes_back_after_a_kubelet_restart_is_reported() {
+    // (1) --restart-timeout: record gives up by itself, on stderr, exit 1, trace kept.
+    // (2) SIGTERM while waiting for the plugin: record exits at once.
+    for stop_early in [false, true] {
+        let n = Node::new();
+        let k = n.start(&[]).await;
+        let sock = n.dp().join("once.sock");
+        // An in-test plugin that never re-creates its socket or registers again.
+        let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
+        let trace = n.dir.path().join("t.jsonl");
+        let rec = dpctl_cmd(&[
+            "record",
+            "--plugin",
+            s(&sock),
+            "--resource",
+            "vendor.example/foo",
+            "--out",
+            s(&trace),
+            "--restart-timeout",
+            if stop_early { "10m" } else { "1s" },
+        ])
+        .spawn()
+        .unwrap();
+        n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
+        let _ = std::process::Command::new("kill").arg("-HUP").arg(k.id().unwrap().to_string()).status();
+        wait_until(20, "kubeletRestart in the trace", || trace_kinds(&trace, "kubeletRestart") == 1).await;
+        let out = if stop_early {
+            stop_child(rec).await
+        } else {
+            let o = tokio::time::timeout(std::time::Duration::from_secs(20), rec.wait_with_output())
+                .await
+                .expect("record gives up after --restart-timeout")
+                .unwrap();
+            Run {
+                code: o.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            }
+        };
+        out.expect_code(1);
+        if stop_early {
+            assert!(out.stderr.contains("once.sock is gone, so it was not registered again"), "{}", out.stderr);
+        } else {
+            assert!(out.stderr.contains("the plugin did not serve"), "{}", out.stderr);
+            assert!(out.stderr.contains("within 1s of the kubelet restart"), "{}", out.stderr);
+        }
+        assert!(events(&trace).iter().any(|e| e["kind"] == "kubeletRestart"), "the trace is kept");
+        stop_child(k).await;
+    }
+}
