@@ -285,4 +285,22 @@ mod tests {
         assert!(find_owner(&pods, &["foo-1".into()]).is_none(), "a subset is not the container's allocation");
         assert!(from_checkpoint(&cp(), "v.e/bar").1.is_empty());
     }
+
+    #[tokio::test]
+    async fn without_pod_resources_the_checkpoint_is_read() {
+        let d = tempfile::tempdir().unwrap();
+        let cp_path = d.path().join("kubelet_internal_checkpoint");
+        let (pr, t) = (d.path().join("no-such.sock"), Duration::from_millis(200));
+        let v = read(&pr, &cp_path, "v.e/foo", t).await;
+        assert_eq!(v.source, "none");
+        assert!(v.note.unwrap().contains("PodResources unavailable"));
+        crate::kubelet::checkpoint::write(&cp_path, &cp()).unwrap();
+        let v = read(&pr, &cp_path, "v.e/foo", t).await;
+        assert_eq!(v.source, "checkpoint");
+        assert_eq!(v.allocatable, ["foo-1", "foo-2", "foo-3"]);
+        assert_eq!(v.pods[0].uid, "u-1");
+        assert!(v.pods[0].name.is_empty(), "names come only from PodResources");
+        let o = owner(&pr, &cp_path, "v.e/foo", &["foo-2".into(), "foo-1".into()], Duration::ZERO).await;
+        assert_eq!(o, Some((String::new(), String::new(), "u-1".into(), "main".into())));
+    }
 }
