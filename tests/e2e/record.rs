@@ -608,3 +608,28 @@ async fn a_plugin_that_never_comes_back_after_a_kubelet_restart_is_reported() {
         stop_child(k).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tap_registers_again_when_the_plugin_replaces_it() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let sock = n.dp().join("p.sock");
+    let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
+    let trace = n.dir.path().join("t.jsonl");
+    let rec = dpctl_cmd(&["record", "--plugin", s(&sock), "--resource", "vendor.example/foo", "--out", s(&trace)])
+        .spawn()
+        .unwrap();
+    let is_tap = |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-"));
+    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
+    // The plugin registers itself again (as real plugins do on their own schedule).
+    dpctl(&["--plugin-dir", s(&n.dp()), "register", "--resource", "vendor.example/foo", "--endpoint", "p.sock"])
+        .await
+        .expect_code(0);
+    wait_until(20, "reregistered in the trace", || trace_kinds(&trace, "reregistered") == 1).await;
+    n.wait_resource("vendor.example/foo", "the tap registered again", |r| is_tap(r) && r["state"] == "running").await;
+    stop_child(rec).await.expect_code(0);
+    let ev = events(&trace);
+    assert!(ev.iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "kubelet"), "{ev:?}");
+    assert_eq!(ev.iter().filter(|e| e["kind"] == "kubeletRestart").count(), 0, "no restart happened");
+    stop_child(k).await;
+}
