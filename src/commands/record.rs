@@ -358,6 +358,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
     let mut replaced_at: Option<Instant> = None;
     let mut awaiting_stream: Option<Instant> = Some(Instant::now());
     let mut failures = 0u32;
+    let mut kubelet_down: Option<Instant> = None;
     let mut failure: Option<Error> = None;
     loop {
         tokio::select! {
@@ -402,10 +403,29 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
             kubelet_id = ident(&kubelet);
             awaiting_stream = Some(Instant::now());
             failures = 0;
+            kubelet_down = None;
             continue;
         }
         let replaced = replaced_at.is_some_and(|t| t.elapsed() >= REPLACED_AFTER);
         let no_stream = awaiting_stream.is_some_and(|t| t.elapsed() >= STREAM_EXPECTED);
+        if (replaced || no_stream) && tokio::net::UnixStream::connect(&kubelet).await.is_err() {
+            // The kubelet is down (stopped, or restarting slowly): wait for it
+            // to come back, which shows as a restart, up to --restart-timeout.
+            let since = *kubelet_down.get_or_insert_with(|| {
+                log.event("kubelet-down", &[("kubelet", json!(kubelet.display().to_string()))]);
+                Instant::now()
+            });
+            if since.elapsed() >= a.restart_timeout {
+                failure = Some(Error::failed(format!(
+                    "the kubelet stopped answering on {} and did not come back within {} (raise --restart-timeout to wait longer); the trace holds everything recorded until then",
+                    kubelet.display(),
+                    format_duration(a.restart_timeout)
+                )));
+                break;
+            }
+            continue;
+        }
+        kubelet_down = None;
         if replaced || no_stream {
             let reason = if replaced {
                 "the kubelet closed the tap's stream: another registration for the resource (the plugin's own) replaced it"

@@ -286,8 +286,11 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         _ = crate::core::interrupted() => Err(Error::failed("interrupted")),
     };
     let _ = shut_tx.send(true);
-    if tokio::time::timeout(Duration::from_secs(1), plugin).await.is_err() {
-        // (the registrar ends promptly on shutdown; this only bounds a stuck one)
+    let mut plugin = plugin;
+    if tokio::time::timeout(Duration::from_secs(1), &mut plugin).await.is_err() {
+        // The registrar ends promptly on shutdown; this only bounds a stuck one.
+        plugin.abort();
+        let _ = plugin.await;
     }
     let _ = node.child.start_kill();
     let _ = node.child.wait().await;

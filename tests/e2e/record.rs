@@ -633,3 +633,74 @@ async fn the_tap_registers_again_when_the_plugin_replaces_it() {
     assert_eq!(ev.iter().filter(|e| e["kind"] == "kubeletRestart").count(), 0, "no restart happened");
     stop_child(k).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_and_restarted_kubelet_process_is_followed() {
+    let n = Node::new();
+    let mut k = n.start(&[]).await;
+    let mut args = SERVE.to_vec();
+    args.extend(["--socket-name", "foo.sock"]);
+    let sv = n.serve(&args).await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+    let trace = n.dir.path().join("t.jsonl");
+    let rec = dpctl_cmd(&[
+        "record",
+        "--plugin",
+        s(&n.dp().join("foo.sock")),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--pod-resources-socket",
+        s(&n.pr()),
+    ])
+    .spawn()
+    .unwrap();
+    let is_tap =
+        |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running";
+    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
+    // The kubelet process dies (its sockets stay behind, stale) and a new one starts.
+    k.kill().await.unwrap();
+    let k = n.start(&[]).await;
+    wait_until(20, "kubeletRestart in the trace", || trace_kinds(&trace, "kubeletRestart") == 1).await;
+    n.wait_resource("vendor.example/foo", "the tap registered with the new kubelet", is_tap).await;
+    n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
+    n.wait_pod("a").await;
+    wait_until(20, "the Allocate's owner", || trace_kinds(&trace, "allocateFor") == 1).await;
+    stop_child(rec).await.expect_code(0);
+    assert_eq!(events(&trace).iter().filter(|e| e["kind"] == "allocate").count(), 1);
+    stop_child(sv).await;
+    stop_child(k).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_that_stays_down_is_reported() {
+    let n = Node::new();
+    let mut k = n.start(&[]).await;
+    let sock = n.dp().join("p.sock");
+    let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
+    let trace = n.dir.path().join("t.jsonl");
+    let rec = dpctl_cmd(&[
+        "record",
+        "--plugin",
+        s(&sock),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--restart-timeout",
+        "1s",
+    ])
+    .spawn()
+    .unwrap();
+    n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
+    k.kill().await.unwrap();
+    let o = tokio::time::timeout(std::time::Duration::from_secs(20), rec.wait_with_output())
+        .await
+        .expect("record gives up after --restart-timeout")
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("the kubelet stopped answering on") && err.contains("did not come back within 1s"), "{err}");
+    assert!(events(&trace).iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "kubelet"));
+}
