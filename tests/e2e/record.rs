@@ -388,24 +388,33 @@ fn as_version_1(trace: &std::path::Path, to: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_node_replays_with_kubelet_to_the_same_choices() {
+    busy_node(false).await;
+    busy_node(true).await;
+}
+
+async fn busy_node(preferred: bool) {
     let n = Node::new();
     let k = n.start(&[]).await;
-    // No GetPreferredAllocation: the kubelet picks among the free devices itself.
-    let sv = n
-        .serve(&[
-            "--resource",
-            "vendor.example/foo",
-            "--count",
-            "4",
-            "--numa-nodes",
-            "2",
-            "--env",
-            "FOO={ids}",
-            "--retry",
-            "--socket-name",
-            "foo.sock",
-        ])
-        .await;
+    // Without GetPreferredAllocation the kubelet picks among the free devices
+    // itself; with it, the plugin is asked (and the replayed plugin must be
+    // asked the same question to answer it).
+    let mut args = vec![
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--numa-nodes",
+        "2",
+        "--env",
+        "FOO={ids}",
+        "--retry",
+        "--socket-name",
+        "foo.sock",
+    ];
+    if preferred {
+        args.push("--preferred-allocation");
+    }
+    let sv = n.serve(&args).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
     // A pod holds two devices before recording starts.
     n.pod("old.yaml", &pod_yaml("old", "vendor.example/foo", 2));
@@ -464,7 +473,10 @@ async fn a_busy_node_replays_with_kubelet_to_the_same_choices() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["differing"], 1, "{v}");
     assert_ne!(v["results"][0]["replayed"], serde_json::json!(new), "{v}");
-    assert!(v["results"][0]["rejected"].as_str().unwrap().contains("closest recorded one is Allocate #1"), "{v}");
+    // The replayed plugin's NotFound names the closest recorded call: the
+    // preferred question when the kubelet asks one, else the Allocate.
+    let asked = if preferred { "GetPreferredAllocation #1" } else { "Allocate #1" };
+    assert!(v["results"][0]["rejected"].as_str().unwrap().contains(&format!("closest recorded one is {asked}")), "{v}");
     assert!(v["notes"][0].as_str().unwrap().contains("no kubelet state"), "{v}");
     assert!(r.stderr.contains("1 of 1 Allocate decision(s) differ"), "{}", r.stderr);
 }
