@@ -102,6 +102,9 @@ fn paint(kind: char, s: &str) -> String {
     }
 }
 
+/// The replayed plugin's socket name in the temp node's plugin directory.
+const REPLAYED_SOCKET: &str = "dpctl-replayed.sock";
+
 /// What one container got, then and now.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -269,7 +272,7 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
     let (shut_tx, shut_rx) = watch::channel(false);
     let settings = crate::plugin::registrar::Settings {
         plugin_dir: dp.clone(),
-        socket_name: Some("dpctl-replayed.sock".into()),
+        socket_name: Some(REPLAYED_SOCKET.into()),
         kubelet_socket: dp.join(crate::core::paths::KUBELET_SOCKET_NAME),
         mode: crate::plugin::config::RegistrationMode::Kubelet,
         registry_dir: node.dir.path().to_path_buf(),
@@ -405,7 +408,9 @@ async fn drive(
                     chosen.sort();
                 }
             }
-            let rejected = result.as_ref().err().cloned();
+            // The temp socket path says nothing to the reader.
+            let sock = node.dir.path().join("device-plugins").join(REPLAYED_SOCKET).display().to_string();
+            let rejected = result.as_ref().err().map(|why| why.replace(&format!("{sock}: "), "the replayed plugin: "));
             let same = match &c.error {
                 None => rejected.is_none() && chosen == c.recorded,
                 // The plugin refused then: the same request must be refused now.
