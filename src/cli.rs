@@ -100,7 +100,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Record everything the kubelet asks a plugin and it answers, through a tap socket
     Record(RecordArgs),
-    /// Replay a trace as the plugin (against a kubelet), or as the kubelet (--against a plugin)
+    /// Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)
     Replay(ReplayArgs),
     /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
     #[command(subcommand)]
