@@ -333,7 +333,11 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
                 let Some(l) = live.as_mut() else { continue };
                 let gap = (t - l.last_t).clamp(0.2, 2.0);
                 l.last_t = *t;
-                let wait = if l.quiet { Duration::ZERO } else { Duration::from_secs_f64(gap).min(timeout) };
+                let wait = if l.quiet {
+                    Duration::ZERO
+                } else {
+                    Duration::try_from_secs_f64(gap).unwrap_or(Duration::from_secs(2)).min(timeout)
+                };
                 let next = match l.stream.as_mut() {
                     None => None,
                     Some(s) => tokio::time::timeout(wait.max(Duration::from_millis(1)), s.message()).await.ok(),
