@@ -566,6 +566,29 @@ async fn record_stops_at_once_while_the_plugin_hangs() {
     out.expect_code(1);
     assert!(out.stderr.contains("stopped before recording began; nothing was recorded"), "{}", out.stderr);
     assert!(!trace.exists(), "no empty trace is left behind");
+    // --duration ends it the same way.
+    let rec = dpctl_cmd(&[
+        "--timeout",
+        "1h",
+        "record",
+        "--plugin",
+        s(&sock),
+        "--resource",
+        "vendor.example/foo",
+        "--out",
+        s(&trace),
+        "--duration",
+        "300ms",
+    ])
+    .spawn()
+    .unwrap();
+    let o = tokio::time::timeout(std::time::Duration::from_secs(20), rec.wait_with_output())
+        .await
+        .expect("--duration ends record while the plugin hangs")
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("stopped before recording began"));
+    assert!(!trace.exists());
     stop_child(k).await;
 }
 
