@@ -1,23 +1,63 @@
-//! `dpctl doctor`: read-only node inspection; exit 1 when a finding is an error.
+//! `dpctl doctor`: read-only node inspection; exit 1 when a finding is an
+//! error or something could not be checked. `--npd` speaks
+//! node-problem-detector's custom-plugin protocol instead: one short line,
+//! exit 0 ok, 1 problem, 2 unknown.
 
 use super::Ctx;
 use crate::cli::DoctorArgs;
 use crate::core::{Error, Result};
-use crate::doctor::{inspect, Options, Severity};
+use crate::doctor::{inspect, Options, Report, Severity};
 use crate::render::{emit, structured, Format};
 use colored::Colorize;
 use std::time::Duration;
 
+/// NPD truncates a custom plugin's message; keep it well under its default 80 bytes.
+const NPD_MAX: usize = 200;
+
+/// The one line and exit code for node-problem-detector.
+pub fn npd_line(r: &Report) -> (String, i32) {
+    let worst = r.findings.first();
+    let n = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+    let (code, mut line) = match (r.result.as_str(), worst) {
+        ("error", Some(f)) => (1, format!("{} error(s): {} {}: {}", n(Severity::Error), f.check, f.subject, f.message)),
+        ("unknown", Some(f)) => (2, format!("cannot check: {} {}", f.check, f.message)),
+        _ => (0, format!("device plugins ok ({} warning(s))", n(Severity::Warning))),
+    };
+    line = line.replace(['\n', '\r'], " ");
+    if line.len() > NPD_MAX {
+        let mut cut = NPD_MAX - 3;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push_str("...");
+    }
+    (line, code)
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
+    let p = &ctx.paths;
     let o = Options {
-        plugin_dir: ctx.paths.plugin_dir.clone(),
-        pod_resources_socket: a.pod_resources_socket.clone(),
-        plugins_registry_dir: a.plugins_registry_dir.clone(),
+        plugin_dir: p.plugin_dir.clone(),
+        pod_resources_socket: a.pod_resources_socket.as_deref().map(|s| p.host(s)).unwrap_or_else(|| p.pod_resources_socket.clone()),
+        plugins_registry_dir: p.plugins_registry_dir(a.plugins_registry_dir.as_deref()),
+        pods_dir: p.plugin_dir.parent().map(|d| d.join("pods")).unwrap_or_else(|| p.kubelet_root.join("pods")),
+        cdi_spec_dirs: p.cdi_spec_dirs(&a.cdi_spec_dir),
+        streams: !a.no_streams,
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),
     };
     let report = inspect(&o).await;
+    if a.npd {
+        let (line, code) = npd_line(&report);
+        emit(&format!("{line}\n"))?;
+        return match code {
+            0 => Ok(()),
+            // NPD reads only stdout and the exit code: nothing on stderr.
+            c => Err(Error::Silent(c)),
+        };
+    }
     if ctx.format != Format::Table {
         emit(&structured(ctx.format, &report)?)?;
     } else {
@@ -25,6 +65,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         for f in &report.findings {
             let sev = match f.severity {
                 Severity::Error => "ERROR".red().to_string(),
+                Severity::Unknown => "UNKNOWN".magenta().to_string(),
                 Severity::Warning => "WARN ".yellow().to_string(),
                 Severity::Info => "INFO ".normal().to_string(),
             };
@@ -36,20 +77,27 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         }
         let c = &report.checked;
         out.push_str(&format!(
-            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s)\n",
+            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}\n",
             report.result,
             report.findings.len(),
             c.plugin_sockets,
             if c.kubelet_socket_live { "live" } else { "not live" },
             c.checkpoint_allocations,
             if c.pod_resources { "answered" } else { "not reached" },
-            c.watcher_sockets
+            c.watcher_sockets,
+            if c.streams { "" } else { "; ListAndWatch not opened (--no-streams)" }
         ));
         emit(&out)?;
     }
-    if report.result == "error" {
-        let n = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
-        return Err(Error::failed(format!("doctor found {n} error(s) in {}", ctx.paths.plugin_dir.display())));
+    match report.result.as_str() {
+        "error" => {
+            let n = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
+            Err(Error::failed(format!("doctor found {n} error(s) in {}", p.plugin_dir.display())))
+        }
+        "unknown" => Err(Error::failed(format!(
+            "doctor could not check everything in {} (permission denied); run it as root",
+            p.plugin_dir.display()
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }

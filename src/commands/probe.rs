@@ -207,6 +207,22 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                     } else {
                         p.add("allocate", Status::Pass, Some(t.elapsed()), detail);
                     }
+                    // CDI names must resolve to a spec, or the runtime fails the container.
+                    let names = crate::doctor::cdi::names_in(c);
+                    if !names.is_empty() {
+                        let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
+                        let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
+                        if bad.is_empty() {
+                            p.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs));
+                        } else {
+                            p.add(
+                                "cdi",
+                                Status::Fail,
+                                None,
+                                format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
+                            );
+                        }
+                    }
                 }
                 many => p.add(
                     "allocate",
