@@ -101,3 +101,35 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::{Checked, Finding};
+
+    fn report(result: &str, sevs: &[Severity]) -> Report {
+        let findings = sevs
+            .iter()
+            .map(|s| Finding {
+                severity: *s,
+                check: "plugin-died",
+                subject: "vendor.example/foo".into(),
+                message: "x\ny".repeat(100),
+                evidence: String::new(),
+                fix: String::new(),
+            })
+            .collect();
+        Report { result: result.into(), checked: Checked::default(), findings }
+    }
+
+    #[test]
+    fn npd_lines_are_short_single_lines_with_npd_exit_codes() {
+        let (l, c) = npd_line(&report("ok", &[]));
+        assert_eq!((l.as_str(), c), ("device plugins ok (0 warning(s))", 0));
+        assert_eq!(npd_line(&report("warning", &[Severity::Warning])).1, 0);
+        let (l, c) = npd_line(&report("error", &[Severity::Error, Severity::Warning]));
+        assert_eq!(c, 1);
+        assert!(l.starts_with("1 error(s): plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'), "{l}");
+        assert_eq!(npd_line(&report("unknown", &[Severity::Unknown])).1, 2);
+    }
+}

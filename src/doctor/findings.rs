@@ -817,3 +817,313 @@ pub fn derive(f: &Facts) -> Report {
     };
     Report { result: result.into(), checked, findings: out }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deviceplugin::{CdiDevice, ContainerAllocateResponse};
+    use crate::doctor::facts::{Entry, Plugin, PodContainer};
+    use crate::kubelet::checkpoint::Data;
+    use std::path::PathBuf;
+
+    const DP: &str = "/n/dp/";
+
+    fn node() -> Facts {
+        Facts::empty(DP)
+    }
+    fn sock(f: &mut Facts, name: &str, c: Connect) {
+        f.entries.push(Entry {
+            path: PathBuf::from(DP).join(name),
+            name: name.into(),
+            kind: PathKind::Socket,
+            connect: Some(c),
+            mtime: None,
+        });
+    }
+    fn plugin(f: &mut Facts, name: &str, devs: &[(&str, &str)]) {
+        sock(f, name, Connect::Answered);
+        f.plugins.push(Plugin::with_devices(PathBuf::from(DP).join(name), devs));
+    }
+    fn entry(uid: &str, c: &str, r: &str, ids: &[&str]) -> PodDeviceEntry {
+        PodDeviceEntry {
+            pod_uid: uid.into(),
+            container_name: c.into(),
+            resource_name: r.into(),
+            device_ids: [("0".to_string(), ids.iter().map(|s| s.to_string()).collect())].into_iter().collect(),
+            alloc_resp: String::new(),
+        }
+    }
+    fn checkpoint(f: &mut Facts, entries: Vec<PodDeviceEntry>, reg: &[(&str, &[&str])]) {
+        f.checkpoint = Checkpoint::Read(Data {
+            pod_device_entries: entries,
+            registered_devices: reg.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect(),
+        });
+    }
+    fn alloc(f: &mut Facts, a: &[(&str, &[&str])]) {
+        f.allocatable =
+            Got::Yes(a.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect());
+    }
+    fn pod(f: &mut Facts, ns: &str, name: &str, containers: &[(&str, &[(&str, &[&str])])]) {
+        let Got::Yes(pods) = &mut f.pods else { panic!("pods not answered") };
+        pods.push(Pod {
+            namespace: ns.into(),
+            name: name.into(),
+            containers: containers
+                .iter()
+                .map(|(c, d)| PodContainer {
+                    name: c.to_string(),
+                    devices: d.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect(),
+                })
+                .collect(),
+        });
+    }
+    fn checks(r: &Report) -> Vec<(&'static str, String)> {
+        r.findings.iter().map(|x| (x.check, x.subject.clone())).collect()
+    }
+    fn one<'a>(r: &'a Report, check: &str) -> &'a Finding {
+        let v: Vec<&Finding> = r.findings.iter().filter(|x| x.check == check).collect();
+        assert_eq!(v.len(), 1, "one {check} finding expected: {:#?}", r.findings);
+        v[0]
+    }
+    const H: &str = "Healthy";
+
+    #[test]
+    fn a_running_pods_init_container_devices_are_normal() {
+        let mut f = node();
+        plugin(&mut f, "a.sock", &[("a-0", H), ("a-1", H)]);
+        plugin(&mut f, "b.sock", &[("b-0", H)]);
+        checkpoint(
+            &mut f,
+            vec![entry("u1", "setup", "example.com/a", &["a-0"]), entry("u1", "main", "example.com/b", &["b-0"])],
+            &[("example.com/a", &["a-0", "a-1"]), ("example.com/b", &["b-0"])],
+        );
+        alloc(&mut f, &[("example.com/a", &["a-0", "a-1"]), ("example.com/b", &["b-0"])]);
+        pod(&mut f, "ml", "trainer", &[("main", &[("example.com/b", &["b-0"])])]);
+        let r = derive(&f);
+        assert_eq!(r.result, "ok", "{:#?}", r.findings);
+        assert!(r.findings.is_empty(), "{:#?}", r.findings);
+        assert_eq!(r.checked.plugins.len(), 2);
+    }
+
+    #[test]
+    fn allocations_of_pods_not_on_the_node_are_stale_and_name_the_pod_uid() {
+        let mut f = node();
+        plugin(&mut f, "a.sock", &[("a-0", H), ("a-1", H)]);
+        checkpoint(
+            &mut f,
+            vec![entry("gone", "main", "example.com/a", &["a-1"]), entry("initonly", "setup", "example.com/a", &["a-0"])],
+            &[("example.com/a", &["a-0", "a-1"])],
+        );
+        alloc(&mut f, &[("example.com/a", &["a-0", "a-1"])]);
+        // The kubelet still has a directory for the pod whose init container runs.
+        f.pod_dirs = Some(["initonly".to_string()].into_iter().collect());
+        let r = derive(&f);
+        let s = one(&r, "stale-allocation");
+        assert!(s.evidence.contains("pod UID gone") && s.evidence.contains("a-1"), "{s:?}");
+        assert_eq!(one(&r, "pod-not-running").severity, Severity::Info);
+        assert_eq!(r.result, "error");
+    }
+
+    #[test]
+    fn identical_device_ids_across_resources_do_not_hide_a_dead_plugin() {
+        // smarter-device-manager: "\x00".. for every resource.
+        for (live, dead) in [("smarter-ttyUSB0.sock", "smarter-ttyUSB1.sock"), ("p1.sock", "p2.sock")] {
+            let mut f = node();
+            plugin(&mut f, live, &[("\u{0}", H)]);
+            sock(&mut f, dead, Connect::Refused);
+            checkpoint(
+                &mut f,
+                vec![entry("u1", "main", "smarter-devices/ttyUSB1", &["\u{0}"])],
+                &[("smarter-devices/ttyUSB0", &["\u{0}"]), ("smarter-devices/ttyUSB1", &["\u{0}"])],
+            );
+            alloc(&mut f, &[("smarter-devices/ttyUSB0", &["\u{0}"])]);
+            pod(&mut f, "default", "serial", &[("main", &[("smarter-devices/ttyUSB1", &["\u{0}"])])]);
+            let r = derive(&f);
+            let d = one(&r, "plugin-died");
+            assert_eq!(d.subject, "smarter-devices/ttyUSB1");
+            assert!(d.message.contains(dead), "{d:?}");
+            assert_eq!(r.checked.plugins.len(), 1);
+            assert_eq!(r.checked.plugins[0].resource, "smarter-devices/ttyUSB0");
+            assert!(!checks(&r).iter().any(|(c, _)| *c == "stale-socket"), "the stale socket is explained once");
+            assert_eq!(r.result, "error");
+        }
+    }
+
+    #[test]
+    fn a_killed_plugin_is_not_a_kubelet_restart() {
+        let mut f = node();
+        sock(&mut f, "foo.sock", Connect::Refused);
+        checkpoint(&mut f, vec![], &[("example.com/foo", &["foo-0", "foo-1"])]);
+        alloc(&mut f, &[]);
+        let r = derive(&f);
+        let d = one(&r, "plugin-died");
+        assert!(d.message.contains("grace period") && !d.message.contains("re-register"), "{d:?}");
+        assert!(d.evidence.contains("allocatable: 0"));
+        assert!(!checks(&r).iter().any(|(c, _)| *c == "not-re-registered"));
+    }
+
+    #[test]
+    fn a_plugin_that_did_not_re_register_after_a_kubelet_restart() {
+        let mut f = node();
+        plugin(&mut f, "bar.sock", &[("bar-0", H)]);
+        checkpoint(&mut f, vec![], &[("example.com/foo", &["foo-0"]), ("example.com/bar", &["bar-0"])]);
+        alloc(&mut f, &[("example.com/bar", &["bar-0"])]);
+        let r = derive(&f);
+        let d = one(&r, "not-re-registered");
+        assert_eq!(d.subject, "example.com/foo");
+        assert!(d.message.contains("did not register again after the kubelet restarted"));
+        // Without PodResources the same follows from the sockets alone.
+        f.allocatable = Got::Failed("Unimplemented".into());
+        assert_eq!(one(&derive(&f), "not-re-registered").subject, "example.com/foo");
+    }
+
+    #[test]
+    fn a_missing_kubelet_socket_is_reported_once() {
+        for k in [Connect::Missing, Connect::Refused] {
+            let mut f = node();
+            f.kubelet = k;
+            sock(&mut f, "foo.sock", Connect::Refused);
+            checkpoint(&mut f, vec![entry("u", "main", "example.com/foo", &["foo-0"])], &[("example.com/foo", &["foo-0"])]);
+            f.pods = Got::Connect(Connect::Missing);
+            f.allocatable = Got::Connect(Connect::Missing);
+            let r = derive(&f);
+            assert_eq!(checks(&r), [("kubelet-down", format!("{DP}kubelet.sock"))], "{:#?}", r.findings);
+            assert!(r.findings[0].evidence.contains("foo.sock"));
+        }
+    }
+
+    #[test]
+    fn permission_denied_is_unknown_and_never_advises_removal() {
+        let mut f = node();
+        f.kubelet = Connect::PermissionDenied;
+        sock(&mut f, "live.sock", Connect::PermissionDenied);
+        sock(&mut f, "other.sock", Connect::PermissionDenied);
+        checkpoint(&mut f, vec![], &[("example.com/foo", &["foo-0"])]);
+        f.pods = Got::Connect(Connect::PermissionDenied);
+        f.allocatable = Got::Connect(Connect::PermissionDenied);
+        let r = derive(&f);
+        assert_eq!(r.result, "unknown", "{:#?}", r.findings);
+        let p = one(&r, "permission-denied");
+        assert!(p.evidence.contains("live.sock") && p.evidence.contains("kubelet.sock"), "{p:?}");
+        assert!(p.fix.contains("run doctor as root") && p.fix.contains("do not remove"));
+        for x in &r.findings {
+            assert!(!x.fix.contains("removing it is safe") && x.check != "stale-socket", "{x:?}");
+        }
+    }
+
+    #[test]
+    fn a_stale_socket_alone_is_a_warning_with_safe_removal() {
+        let mut f = node();
+        sock(&mut f, "dead.sock", Connect::Refused);
+        let r = derive(&f);
+        let s = one(&r, "stale-socket");
+        assert_eq!(s.severity, Severity::Warning);
+        assert!(s.fix.contains("connect was refused"));
+    }
+
+    #[test]
+    fn plugin_and_kubelet_disagreeing_is_a_warning_listing_both_sides() {
+        let mut f = node();
+        plugin(&mut f, "gdp.sock", &[("x1", H), ("x2", H), ("x3", H)]);
+        checkpoint(&mut f, vec![], &[("squat.ai/serial", &["x1", "x2"])]);
+        alloc(&mut f, &[("squat.ai/serial", &["x1", "x2"])]);
+        let r = derive(&f);
+        let m = one(&r, "plugin-kubelet-mismatch");
+        assert_eq!(m.severity, Severity::Warning);
+        assert!(m.message.contains("3 healthy") && m.message.contains("2 allocatable"), "{m:?}");
+        assert!(m.evidence.contains("only in the plugin: x3") && m.fix.contains("only one ListAndWatch stream"));
+        assert_eq!(r.result, "warning");
+        // An unhealthy update the kubelet missed: its IDs equal the checkpoint's.
+        let mut f = node();
+        plugin(&mut f, "p.sock", &[("a", H), ("b", "Unhealthy")]);
+        checkpoint(&mut f, vec![], &[("example.com/r", &["a", "b"])]);
+        alloc(&mut f, &[("example.com/r", &["a", "b"])]);
+        let m = derive(&f);
+        assert!(one(&m, "plugin-kubelet-mismatch").evidence.contains("only in the kubelet: b"));
+        // With --no-streams nothing is compared.
+        f.streams = false;
+        f.plugins[0].devices = None;
+        assert!(!checks(&derive(&f)).iter().any(|(c, _)| *c == "plugin-kubelet-mismatch"));
+    }
+
+    #[test]
+    fn undecidable_mappings_warn_instead_of_passing() {
+        let mut f = node();
+        plugin(&mut f, "x.sock", &[("0", H)]);
+        plugin(&mut f, "y.sock", &[("0", H)]);
+        checkpoint(&mut f, vec![], &[("example.com/a", &["0"]), ("example.com/b", &["0"])]);
+        alloc(&mut f, &[("example.com/a", &["0"]), ("example.com/b", &["0"])]);
+        let r = derive(&f);
+        assert_eq!(r.result, "warning", "{:#?}", r.findings);
+        assert_eq!(r.findings.iter().filter(|x| x.check == "plugin-mapping-ambiguous").count(), 2);
+        // Socket names decide.
+        let mut f = node();
+        plugin(&mut f, "smarter-ttyUSB1.sock", &[("0", H)]);
+        plugin(&mut f, "smarter-ttyUSB0.sock", &[("0", H)]);
+        checkpoint(&mut f, vec![], &[("smarter-devices/ttyUSB0", &["0"]), ("smarter-devices/ttyUSB1", &["0"])]);
+        alloc(&mut f, &[("smarter-devices/ttyUSB0", &["0"]), ("smarter-devices/ttyUSB1", &["0"])]);
+        let r = derive(&f);
+        assert_eq!(r.result, "ok", "{:#?}", r.findings);
+        assert_eq!(r.checked.plugins[0].socket, format!("{DP}smarter-ttyUSB0.sock"));
+        assert_eq!(r.checked.plugins[0].how, "healthy IDs equal the kubelet's allocatable IDs");
+        // So does the plugin watcher's GetInfo.
+        let mut f = node();
+        plugin(&mut f, "x.sock", &[("0", H)]);
+        plugin(&mut f, "y.sock", &[("0", H)]);
+        f.watchers.push(crate::doctor::facts::Watcher {
+            socket: "/n/reg/y.sock".into(),
+            info: Got::Yes(("DevicePlugin".into(), "example.com/a".into(), format!("{DP}y.sock"))),
+        });
+        checkpoint(&mut f, vec![], &[("example.com/a", &["0"]), ("example.com/b", &["0"])]);
+        alloc(&mut f, &[("example.com/a", &["0"]), ("example.com/b", &["0"])]);
+        let r = derive(&f);
+        assert_eq!(r.result, "ok", "{:#?}", r.findings);
+        let a = r.checked.plugins.iter().find(|s| s.resource == "example.com/a").unwrap();
+        assert!(a.socket.ends_with("y.sock") && a.how.contains("GetInfo"), "{a:?}");
+    }
+
+    #[test]
+    fn unresolvable_cdi_names_are_errors_naming_the_pod() {
+        let mut f = node();
+        plugin(&mut f, "foo.sock", &[("foo-0", H)]);
+        let mut e = entry("u1", "main", "vendor.example/foo", &["foo-0"]);
+        e.alloc_resp = PodDeviceEntry::encode_alloc_resp(&ContainerAllocateResponse {
+            cdi_devices: vec![CdiDevice { name: "vendor.example/foo=foo-9".into() }],
+            annotations: [("cdi.k8s.io/foo".to_string(), "vendor.example/foo=foo-0".to_string())].into_iter().collect(),
+            ..Default::default()
+        });
+        checkpoint(&mut f, vec![e], &[("vendor.example/foo", &["foo-0"])]);
+        alloc(&mut f, &[("vendor.example/foo", &["foo-0"])]);
+        pod(&mut f, "ml", "trainer", &[("main", &[("vendor.example/foo", &["foo-0"])])]);
+        f.cdi.dirs = vec!["/etc/cdi".into()];
+        f.cdi.specs = 1;
+        f.cdi.devices.insert("vendor.example/foo=foo-0".into());
+        f.cdi.invalid.push(("/etc/cdi/bad.yaml".into(), "no cdiVersion".into()));
+        let r = derive(&f);
+        let c = one(&r, "cdi-unresolvable");
+        assert_eq!(c.subject, "vendor.example/foo=foo-9");
+        assert!(c.evidence.contains("ml/trainer (UID u1)") && c.message.contains("unresolvable CDI devices"), "{c:?}");
+        assert_eq!(one(&r, "cdi-spec-invalid").subject, "/etc/cdi/bad.yaml");
+        assert_eq!(r.checked.cdi_names, 2);
+    }
+
+    #[test]
+    fn allocated_unhealthy_devices_name_the_pod_and_uid() {
+        let mut f = node();
+        plugin(&mut f, "foo.sock", &[("foo-0", H), ("foo-1", "Unhealthy")]);
+        checkpoint(&mut f, vec![entry("u1", "main", "example.com/foo", &["foo-1"])], &[("example.com/foo", &["foo-0", "foo-1"])]);
+        alloc(&mut f, &[("example.com/foo", &["foo-0"])]);
+        pod(&mut f, "ml", "trainer", &[("main", &[("example.com/foo", &["foo-1"])])]);
+        let r = derive(&f);
+        assert!(one(&r, "allocated-device-unhealthy").evidence.starts_with("ml/trainer (UID u1) container \"main\""));
+    }
+
+    #[test]
+    fn socket_names_match_resources() {
+        assert!(name_matches(Path::new("/x/nvidia-gpu.sock"), "nvidia.com/gpu"));
+        assert!(name_matches(Path::new("/x/vendor.example_foo.sock"), "vendor.example/foo"));
+        assert!(!name_matches(Path::new("/x/dpctl-123.sock"), "vendor.example/foo"));
+        assert!(endpoint_is(Path::new("/host/var/lib/kubelet/device-plugins/a.sock"), "/var/lib/kubelet/device-plugins/a.sock"));
+        assert!(!endpoint_is(Path::new("/host/var/lib/kubelet/device-plugins/a.sock"), "/var/lib/kubelet/device-plugins/b.sock"));
+    }
+}
