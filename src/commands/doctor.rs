@@ -11,8 +11,8 @@ use crate::render::{emit, structured, Format};
 use colored::Colorize;
 use std::time::Duration;
 
-/// NPD truncates a custom plugin's message; keep it well under its default 80 bytes.
-const NPD_MAX: usize = 200;
+/// NPD keeps the first `max_output_length` bytes (default 80) of a custom plugin's output.
+const NPD_MAX: usize = 80;
 
 /// The one line and exit code for node-problem-detector.
 pub fn npd_line(r: &Report) -> (String, i32) {

@@ -140,7 +140,7 @@ async fn stale_allocations_and_resources_without_plugins() {
     let gone = findings(&v, "not-re-registered");
     assert_eq!(gone.len(), 1, "{v}");
     assert_eq!(gone[0]["subject"], "vendor.example/gone");
-    assert!(gone[0]["message"].as_str().unwrap().contains("did not re-register after a kubelet restart"));
+    assert!(gone[0]["message"].as_str().unwrap().contains("did not register again after the kubelet restarted"));
     let sick = findings(&v, "allocated-device-unhealthy");
     assert!(sick[0]["message"].as_str().unwrap().contains("device foo-2"), "{v}");
     assert_eq!(findings(&v, "unhealthy-devices").len(), 1);

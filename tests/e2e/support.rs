@@ -256,6 +256,8 @@ pub fn dpctl_cmd(args: &[&str]) -> tokio::process::Command {
         .env_remove("DPCTL_PLUGIN_DIR")
         .env_remove("DPCTL_KUBELET_SOCKET")
         .env_remove("DPCTL_POD_RESOURCES_SOCKET")
+        .env_remove("DPCTL_ROOT")
+        .env_remove("DPCTL_KUBELET_ROOT_DIR")
         .env_remove("NO_COLOR")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
