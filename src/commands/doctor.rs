@@ -40,7 +40,11 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
     let p = &ctx.paths;
     let o = Options {
         plugin_dir: p.plugin_dir.clone(),
-        pod_resources_socket: a.pod_resources_socket.as_deref().map(|s| p.host(s)).unwrap_or_else(|| p.pod_resources_socket.clone()),
+        pod_resources_socket: a
+            .pod_resources_socket
+            .as_deref()
+            .map(|s| p.host(s))
+            .unwrap_or_else(|| p.pod_resources_socket.clone()),
         plugins_registry_dir: p.plugins_registry_dir(a.plugins_registry_dir.as_deref()),
         pods_dir: p.plugin_dir.parent().map(|d| d.join("pods")).unwrap_or_else(|| p.kubelet_root.join("pods")),
         cdi_spec_dirs: p.cdi_spec_dirs(&a.cdi_spec_dir),
@@ -129,7 +133,10 @@ mod tests {
         assert_eq!(npd_line(&report("warning", &[Severity::Warning])).1, 0);
         let (l, c) = npd_line(&report("error", &[Severity::Error, Severity::Warning]));
         assert_eq!(c, 1);
-        assert!(l.starts_with("1 error(s): plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'), "{l}");
+        assert!(
+            l.starts_with("1 error(s): plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'),
+            "{l}"
+        );
         assert_eq!(npd_line(&report("unknown", &[Severity::Unknown])).1, 2);
     }
 }

@@ -76,7 +76,9 @@ pub async fn run(cli: Cli) -> Result<()> {
     let kubelet_root = match (&g.kubelet_root_dir, &g.plugin_dir) {
         (Some(d), _) => d.clone(),
         (None, Some(_)) => PathBuf::from(DEFAULT_KUBELET_ROOT),
-        (None, None) => discover_kubelet_root(Path::new("/proc")).unwrap_or_else(|| PathBuf::from(DEFAULT_KUBELET_ROOT)),
+        (None, None) => {
+            discover_kubelet_root(Path::new("/proc")).unwrap_or_else(|| PathBuf::from(DEFAULT_KUBELET_ROOT))
+        }
     };
     let ctx = Ctx {
         format: g.output,

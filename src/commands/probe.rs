@@ -213,13 +213,21 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                         let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
                         let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
                         if bad.is_empty() {
-                            p.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs));
+                            p.add(
+                                "cdi",
+                                Status::Pass,
+                                None,
+                                format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs),
+                            );
                         } else {
                             p.add(
                                 "cdi",
                                 Status::Fail,
                                 None,
-                                format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
+                                format!(
+                                    "unresolvable CDI devices (the runtime fails the container): {}",
+                                    bad.join("; ")
+                                ),
                             );
                         }
                     }

@@ -57,7 +57,11 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
             plugin_dir.display()
         )));
     }
-    let kubelet = a.kubelet_socket.as_deref().map(|k| ctx.paths.host(k)).unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+    let kubelet = a
+        .kubelet_socket
+        .as_deref()
+        .map(|k| ctx.paths.host(k))
+        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
     let log = Logger::new(a.log_format);
     let upstream = PluginConn::connect(&plugin, ctx.timeout, usize::MAX).await?;
     let options = upstream.options().await?;

@@ -40,9 +40,7 @@ impl HostRoot {
     /// absolute and not already under it; relative paths stay relative.
     pub fn path(&self, p: &Path) -> PathBuf {
         match &self.0 {
-            Some(root) if p.is_absolute() && !p.starts_with(root) => {
-                root.join(p.strip_prefix("/").unwrap_or(p))
-            }
+            Some(root) if p.is_absolute() && !p.starts_with(root) => root.join(p.strip_prefix("/").unwrap_or(p)),
             _ => p.to_path_buf(),
         }
     }
@@ -180,7 +178,10 @@ mod tests {
         let p = Paths::for_node(r.clone(), Path::new("/var/lib/rancher/k3s/agent/kubelet"), None);
         assert_eq!(p.plugin_dir, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/"));
         assert_eq!(p.kubelet_socket, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/kubelet.sock"));
-        assert_eq!(p.pod_resources_socket, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/pod-resources/kubelet.sock"));
+        assert_eq!(
+            p.pod_resources_socket,
+            Path::new("/host/var/lib/rancher/k3s/agent/kubelet/pod-resources/kubelet.sock")
+        );
         assert_eq!(p.plugins_registry_dir(None), Path::new("/host/var/lib/rancher/k3s/agent/kubelet/plugins_registry"));
         assert_eq!(p.cdi_spec_dirs(&[]), [Path::new("/host/etc/cdi"), Path::new("/host/var/run/cdi")]);
         assert_eq!(p.resolve_socket(Path::new("/var/lib/kubelet/x.sock")), Path::new("/host/var/lib/kubelet/x.sock"));
@@ -202,7 +203,8 @@ mod tests {
         assert_eq!(kubelet_root_from_cmdline(&argv("/usr/bin/containerd --root-dir=/nope")), None);
         assert_eq!(kubelet_root_from_cmdline(&argv("kubelet --root-dir=")), None);
         let d = tempfile::tempdir().unwrap();
-        for (pid, cmd) in [("1", "/sbin/init\0"), ("42", "/usr/bin/kubelet\0--root-dir\0/srv/kubelet\0"), ("self", "x")] {
+        for (pid, cmd) in [("1", "/sbin/init\0"), ("42", "/usr/bin/kubelet\0--root-dir\0/srv/kubelet\0"), ("self", "x")]
+        {
             std::fs::create_dir(d.path().join(pid)).unwrap();
             std::fs::write(d.path().join(pid).join("cmdline"), cmd).unwrap();
         }

@@ -43,9 +43,7 @@ struct SpecDevice {
 /// Whether `kind` is `vendor/class` as CDI requires.
 fn kind_ok(kind: &str) -> bool {
     let Some((vendor, class)) = kind.split_once('/') else { return false };
-    let ok = |s: &str, extra: &str| {
-        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
-    };
+    let ok = |s: &str, extra: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
     ok(vendor, ".-") && ok(class, "_-") && !class.contains('/')
 }
 
@@ -129,7 +127,8 @@ pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
         return None;
     }
     let dirs: Vec<String> = r.dirs.iter().map(|d| d.display().to_string()).collect();
-    let same_kind: Vec<&str> = r.devices.iter().filter(|d| d.starts_with(&format!("{kind}="))).map(String::as_str).collect();
+    let same_kind: Vec<&str> =
+        r.devices.iter().filter(|d| d.starts_with(&format!("{kind}="))).map(String::as_str).collect();
     Some(if same_kind.is_empty() {
         format!("no CDI spec of kind {kind} in {} ({} spec(s) read)", dirs.join(", "), r.specs)
     } else {
@@ -171,7 +170,9 @@ mod tests {
         assert_eq!(parse_spec(y, true).unwrap(), ["nvidia.com/gpu=0"]);
         assert!(parse_spec("{", false).unwrap_err().contains("not valid JSON"));
         assert!(parse_spec("kind: a/b\ndevices: [{name: x}]", true).unwrap_err().contains("cdiVersion"));
-        assert!(parse_spec("cdiVersion: 0.6.0\nkind: nokind\ndevices: [{name: x}]", true).unwrap_err().contains("kind"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: nokind\ndevices: [{name: x}]", true)
+            .unwrap_err()
+            .contains("kind"));
         assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true).unwrap_err().contains("no name"));
     }
 
@@ -181,8 +182,13 @@ mod tests {
         let (etc, run) = (d.path().join("etc"), d.path().join("run"));
         std::fs::create_dir_all(&etc).unwrap();
         std::fs::create_dir_all(&run).unwrap();
-        std::fs::write(etc.join("foo.yaml"), "cdiVersion: 0.6.0\nkind: vendor.example/foo\ndevices:\n- name: foo-0\n").unwrap();
-        std::fs::write(run.join("bar.json"), r#"{"cdiVersion":"0.6.0","kind":"vendor.example/bar","devices":[{"name":"b"}]}"#).unwrap();
+        std::fs::write(etc.join("foo.yaml"), "cdiVersion: 0.6.0\nkind: vendor.example/foo\ndevices:\n- name: foo-0\n")
+            .unwrap();
+        std::fs::write(
+            run.join("bar.json"),
+            r#"{"cdiVersion":"0.6.0","kind":"vendor.example/bar","devices":[{"name":"b"}]}"#,
+        )
+        .unwrap();
         std::fs::write(run.join("broken.json"), "{").unwrap();
         std::fs::write(run.join("README"), "not a spec").unwrap();
         let dirs = vec![etc, run.clone(), d.path().join("missing")];

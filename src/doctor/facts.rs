@@ -183,7 +183,8 @@ impl Facts {
 }
 
 async fn inspect_plugin(socket: PathBuf, timeout: Duration, streams: bool) -> Plugin {
-    let mut p = Plugin { socket: socket.clone(), options: None, devices: None, snapshot_bytes: 0, hung: None, error: None };
+    let mut p =
+        Plugin { socket: socket.clone(), options: None, devices: None, snapshot_bytes: 0, hung: None, error: None };
     let work = async {
         // The outer deadline decides; the per-call one must not fire first.
         let conn = PluginConn::connect(&socket, timeout + Duration::from_secs(1), 512 << 20).await?;
@@ -318,7 +319,8 @@ pub async fn gather(o: &Options) -> Facts {
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     for e in entries {
         if e.name == KUBELET_SOCKET_NAME {
-            f.kubelet = e.connect.clone().unwrap_or_else(|| Connect::NotASocket(format!("{:?}", e.kind).to_lowercase()));
+            f.kubelet =
+                e.connect.clone().unwrap_or_else(|| Connect::NotASocket(format!("{:?}", e.kind).to_lowercase()));
             f.kubelet_started = e.mtime;
         } else {
             f.entries.push(e);

@@ -39,7 +39,14 @@ fn finding(
     evidence: impl Into<String>,
     fix: impl Into<String>,
 ) -> Finding {
-    Finding { severity, check, subject: subject.into(), message: message.into(), evidence: evidence.into(), fix: fix.into() }
+    Finding {
+        severity,
+        check,
+        subject: subject.into(),
+        message: message.into(),
+        evidence: evidence.into(),
+        fix: fix.into(),
+    }
 }
 
 fn show(p: &Path) -> String {
@@ -154,7 +161,7 @@ pub fn map_plugins(f: &Facts) -> Mapping {
     ];
     let mut m = Mapping::default();
     let mut used: BTreeSet<usize> = BTreeSet::new();
-    for l in 0..HOW.len() {
+    for (l, how) in HOW.iter().enumerate() {
         loop {
             let open: Vec<&str> = resources
                 .iter()
@@ -205,7 +212,7 @@ pub fn map_plugins(f: &Facts) -> Mapping {
             match decided {
                 Some((r, i)) => {
                     used.insert(i);
-                    m.served.insert(r, (i, HOW[l]));
+                    m.served.insert(r, (i, *how));
                 }
                 None => {
                     // Ties at the strong levels are final; weak ones (names, overlap) just do not decide.
@@ -305,7 +312,10 @@ pub fn derive(f: &Facts) -> Report {
             let evidence = if stale.is_empty() {
                 evidence
             } else {
-                format!("{evidence}; plugin sockets with nothing listening, which the kubelet removes when it starts: {}", stale.join(", "))
+                format!(
+                    "{evidence}; plugin sockets with nothing listening, which the kubelet removes when it starts: {}",
+                    stale.join(", ")
+                )
             };
             out.push(finding(
                 Severity::Error,
@@ -539,7 +549,11 @@ pub fn derive(f: &Facts) -> Report {
                 ));
             } else if !stale_left.is_empty() {
                 // A socket left behind with nothing listening: its plugin died.
-                let pick = stale_left.iter().position(|s| name_matches(s, r)).or(if stale_left.len() == 1 { Some(0) } else { None });
+                let pick = stale_left.iter().position(|s| name_matches(s, r)).or(if stale_left.len() == 1 {
+                    Some(0)
+                } else {
+                    None
+                });
                 let (what, ev) = match pick {
                     Some(k) => {
                         let s = stale_left.remove(k);
@@ -547,7 +561,10 @@ pub fn derive(f: &Facts) -> Report {
                     }
                     None => (
                         "one of the sockets left with nothing listening was probably its plugin's".to_string(),
-                        format!("; stale sockets: {}", stale_left.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")),
+                        format!(
+                            "; stale sockets: {}",
+                            stale_left.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")
+                        ),
                     ),
                 };
                 out.push(finding(
@@ -705,7 +722,10 @@ pub fn derive(f: &Facts) -> Report {
                     Severity::Warning,
                     "allocated-device-gone",
                     e.resource_name.clone(),
-                    format!("device {} is allocated to a container but its plugin no longer reports it", id.escape_debug()),
+                    format!(
+                        "device {} is allocated to a container but its plugin no longer reports it",
+                        id.escape_debug()
+                    ),
                     format!("{who} container {:?}; plugin {}", e.container_name, show(&p.socket)),
                     "check the hardware; restart the affected pod once the device is back",
                 )),
@@ -728,7 +748,10 @@ pub fn derive(f: &Facts) -> Report {
         if let Ok(resp) = e.decode_alloc_resp() {
             let who = pod_name(identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
             for n in cdi::names_in(&resp) {
-                names.entry(n).or_default().push(format!("{who} container {:?} ({})", e.container_name, e.resource_name));
+                names
+                    .entry(n)
+                    .or_default()
+                    .push(format!("{who} container {:?} ({})", e.container_name, e.resource_name));
             }
         }
     }
@@ -739,7 +762,14 @@ pub fn derive(f: &Facts) -> Report {
         untested.extend(cdi_denied.iter().cloned());
         for (p, why, denied) in &f.cdi.unreadable {
             if !denied {
-                out.push(finding(Severity::Warning, "cdi-spec-dir", show(p), "a CDI spec directory cannot be read", why.clone(), "check the path given with --cdi-spec-dir"));
+                out.push(finding(
+                    Severity::Warning,
+                    "cdi-spec-dir",
+                    show(p),
+                    "a CDI spec directory cannot be read",
+                    why.clone(),
+                    "check the path given with --cdi-spec-dir",
+                ));
             }
         }
         if cdi_denied.is_empty() {
@@ -808,7 +838,9 @@ pub fn derive(f: &Facts) -> Report {
         ));
     }
 
-    out.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.check.cmp(b.check)).then_with(|| a.subject.cmp(&b.subject)));
+    out.sort_by(|a, b| {
+        b.severity.cmp(&a.severity).then_with(|| a.check.cmp(b.check)).then_with(|| a.subject.cmp(&b.subject))
+    });
     let result = match out.iter().map(|x| x.severity).max() {
         Some(Severity::Error) => "error",
         Some(Severity::Unknown) => "unknown",
@@ -856,14 +888,18 @@ mod tests {
     fn checkpoint(f: &mut Facts, entries: Vec<PodDeviceEntry>, reg: &[(&str, &[&str])]) {
         f.checkpoint = Checkpoint::Read(Data {
             pod_device_entries: entries,
-            registered_devices: reg.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect(),
+            registered_devices: reg
+                .iter()
+                .map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect()))
+                .collect(),
         });
     }
     fn alloc(f: &mut Facts, a: &[(&str, &[&str])]) {
         f.allocatable =
             Got::Yes(a.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect());
     }
-    fn pod(f: &mut Facts, ns: &str, name: &str, containers: &[(&str, &[(&str, &[&str])])]) {
+    type Devices<'a> = &'a [(&'a str, &'a [&'a str])];
+    fn pod(f: &mut Facts, ns: &str, name: &str, containers: &[(&str, Devices)]) {
         let Got::Yes(pods) = &mut f.pods else { panic!("pods not answered") };
         pods.push(Pod {
             namespace: ns.into(),
@@ -872,7 +908,10 @@ mod tests {
                 .iter()
                 .map(|(c, d)| PodContainer {
                     name: c.to_string(),
-                    devices: d.iter().map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect())).collect(),
+                    devices: d
+                        .iter()
+                        .map(|(r, i)| (r.to_string(), i.iter().map(|s| s.to_string()).collect()))
+                        .collect(),
                 })
                 .collect(),
         });
@@ -911,7 +950,10 @@ mod tests {
         plugin(&mut f, "a.sock", &[("a-0", H), ("a-1", H)]);
         checkpoint(
             &mut f,
-            vec![entry("gone", "main", "example.com/a", &["a-1"]), entry("initonly", "setup", "example.com/a", &["a-0"])],
+            vec![
+                entry("gone", "main", "example.com/a", &["a-1"]),
+                entry("initonly", "setup", "example.com/a", &["a-0"]),
+            ],
             &[("example.com/a", &["a-0", "a-1"])],
         );
         alloc(&mut f, &[("example.com/a", &["a-0", "a-1"])]);
@@ -983,7 +1025,11 @@ mod tests {
             let mut f = node();
             f.kubelet = k;
             sock(&mut f, "foo.sock", Connect::Refused);
-            checkpoint(&mut f, vec![entry("u", "main", "example.com/foo", &["foo-0"])], &[("example.com/foo", &["foo-0"])]);
+            checkpoint(
+                &mut f,
+                vec![entry("u", "main", "example.com/foo", &["foo-0"])],
+                &[("example.com/foo", &["foo-0"])],
+            );
             f.pods = Got::Connect(Connect::Missing);
             f.allocatable = Got::Connect(Connect::Missing);
             let r = derive(&f);
@@ -1111,7 +1157,11 @@ mod tests {
     fn allocated_unhealthy_devices_name_the_pod_and_uid() {
         let mut f = node();
         plugin(&mut f, "foo.sock", &[("foo-0", H), ("foo-1", "Unhealthy")]);
-        checkpoint(&mut f, vec![entry("u1", "main", "example.com/foo", &["foo-1"])], &[("example.com/foo", &["foo-0", "foo-1"])]);
+        checkpoint(
+            &mut f,
+            vec![entry("u1", "main", "example.com/foo", &["foo-1"])],
+            &[("example.com/foo", &["foo-0", "foo-1"])],
+        );
         alloc(&mut f, &[("example.com/foo", &["foo-0"])]);
         pod(&mut f, "ml", "trainer", &[("main", &[("example.com/foo", &["foo-1"])])]);
         let r = derive(&f);
@@ -1123,7 +1173,13 @@ mod tests {
         assert!(name_matches(Path::new("/x/nvidia-gpu.sock"), "nvidia.com/gpu"));
         assert!(name_matches(Path::new("/x/vendor.example_foo.sock"), "vendor.example/foo"));
         assert!(!name_matches(Path::new("/x/dpctl-123.sock"), "vendor.example/foo"));
-        assert!(endpoint_is(Path::new("/host/var/lib/kubelet/device-plugins/a.sock"), "/var/lib/kubelet/device-plugins/a.sock"));
-        assert!(!endpoint_is(Path::new("/host/var/lib/kubelet/device-plugins/a.sock"), "/var/lib/kubelet/device-plugins/b.sock"));
+        assert!(endpoint_is(
+            Path::new("/host/var/lib/kubelet/device-plugins/a.sock"),
+            "/var/lib/kubelet/device-plugins/a.sock"
+        ));
+        assert!(!endpoint_is(
+            Path::new("/host/var/lib/kubelet/device-plugins/a.sock"),
+            "/var/lib/kubelet/device-plugins/b.sock"
+        ));
     }
 }
