@@ -19,7 +19,13 @@ pub fn npd_line(r: &Report) -> (String, i32) {
     let worst = r.findings.first();
     let n = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
     let (code, mut line) = match (r.result.as_str(), worst) {
-        ("error", Some(f)) => (1, format!("{} error(s): {} {}: {}", n(Severity::Error), f.check, f.subject, f.message)),
+        ("error", Some(f)) => {
+            let more = match n(Severity::Error) {
+                1 => String::new(),
+                k => format!(" (+{} more)", k - 1),
+            };
+            (1, format!("{} {}{more}: {}", f.check, f.subject, f.message))
+        }
         ("unknown", Some(f)) => (2, format!("cannot check: {} {}", f.check, f.message)),
         _ => (0, format!("device plugins ok ({} warning(s))", n(Severity::Warning))),
     };
@@ -133,10 +139,11 @@ mod tests {
         assert_eq!(npd_line(&report("warning", &[Severity::Warning])).1, 0);
         let (l, c) = npd_line(&report("error", &[Severity::Error, Severity::Warning]));
         assert_eq!(c, 1);
-        assert!(
-            l.starts_with("1 error(s): plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'),
-            "{l}"
-        );
+        assert!(npd_line(&report("error", &[Severity::Error, Severity::Error]))
+            .0
+            .starts_with("plugin-died vendor.example/foo (+1 more): "));
+        assert_eq!(c, 1);
+        assert!(l.starts_with("plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'), "{l}");
         assert_eq!(npd_line(&report("unknown", &[Severity::Unknown])).1, 2);
     }
 }

@@ -457,7 +457,7 @@ pub fn derive(f: &Facts) -> Report {
     }
     let reg = registered(f);
     let alloc = f.allocatable.ok();
-    let untested_sockets = untested.iter().filter(|u| !u.contains(" (")).count();
+    let untested_sockets = f.entries.iter().filter(|e| e.connect.as_ref().is_some_and(Connect::untested)).count();
     let mut stale_left: Vec<&Path> = stale.clone();
 
     if kubelet == Kubelet::Up {

@@ -328,7 +328,11 @@ async fn a_dead_plugin_is_found_when_two_resources_share_device_ids() {
     assert_eq!(v["checked"]["plugins"][0]["resource"], "example.com/tty0", "{v}");
     let r = npd(&n).await;
     r.expect_code(1);
-    assert!(r.stdout.starts_with("1 error(s): plugin-died example.com/tty1"), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("plugin-died example.com/tty1: the plugin serving this resource died"),
+        "{}",
+        r.stdout
+    );
     stop_child(p1).await;
     stop_child(k).await;
 }
