@@ -221,6 +221,8 @@ pub fn classify_connect(path: &Path, e: &std::io::Error) -> Connect {
             Connect::NotASocket(format!("{k:?}").to_lowercase())
         }
         (ErrorKind::ConnectionRefused, _) => Connect::Refused,
+        // A full listen backlog: the listener is not accepting.
+        (ErrorKind::WouldBlock, _) => Connect::Timeout,
         _ if e.raw_os_error() == Some(1) => Connect::PermissionDenied,
         _ => Connect::Failed(e.to_string()),
     }

@@ -472,6 +472,12 @@ pub fn derive(f: &Facts) -> Report {
                 "name each plugin's socket after its resource (e.g. vendor.example_foo.sock), or check each with `dpctl probe`",
             ));
         }
+        let unread_unmapped = f
+            .plugins
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.devices.is_none() && !m.served.values().any(|(j, _)| j == i))
+            .count();
         let mut resources: BTreeSet<&String> = reg.map(|r| r.keys().collect()).unwrap_or_default();
         if let Some(a) = alloc {
             resources.extend(a.keys());
@@ -509,7 +515,9 @@ pub fn derive(f: &Facts) -> Report {
             let Some(g) = g else { continue };
             let nothing = match &a {
                 Some(a) => a.is_empty(),
-                None => served.is_none() && !m.ambiguous.contains_key(r),
+                // Without PodResources only the sockets tell; a live plugin whose
+                // devices were not read (--no-streams, errors) may be this one.
+                None => served.is_none() && !m.ambiguous.contains_key(r) && unread_unmapped == 0,
             };
             if !nothing {
                 continue;
@@ -1016,6 +1024,15 @@ mod tests {
         assert!(d.message.contains("did not register again after the kubelet restarted"));
         // Without PodResources the same follows from the sockets alone.
         f.allocatable = Got::Failed("Unimplemented".into());
+        assert_eq!(one(&derive(&f), "not-re-registered").subject, "example.com/foo");
+        // … unless a live plugin's devices were not read (--no-streams): it may be foo's.
+        f.streams = false;
+        f.plugins[0].devices = None;
+        f.plugins[0].socket = format!("{DP}p.sock").into();
+        let r = derive(&f);
+        assert!(!checks(&r).iter().any(|(c, _)| *c == "not-re-registered"), "{:#?}", r.findings);
+        // A socket named after its resource still maps without devices.
+        f.plugins[0].socket = format!("{DP}bar.sock").into();
         assert_eq!(one(&derive(&f), "not-re-registered").subject, "example.com/foo");
     }
 
