@@ -57,6 +57,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         streams: !a.no_streams,
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),
+        root: p.root.clone(),
     };
     let report = inspect(&o).await;
     if a.npd {

@@ -367,6 +367,39 @@ pub async fn gather(o: &Options) -> Facts {
     f.plugins = plugins;
     f.watchers = watchers;
 
+    // Device plugins registered through the plugin watcher may serve from
+    // anywhere: inspect each GetInfo endpoint outside the plugin directory too.
+    let extra: BTreeSet<PathBuf> = f
+        .watchers
+        .iter()
+        .filter_map(|w| w.info.ok())
+        .filter(|(ty, _, e)| ty == "DevicePlugin" && Path::new(e).is_absolute())
+        .map(|(_, _, e)| o.root.path(Path::new(e)))
+        .filter(|e| e.parent() != Some(o.plugin_dir.as_path()) && !f.entries.iter().any(|x| &x.path == e))
+        .collect();
+    let mut set = tokio::task::JoinSet::new();
+    for p in extra {
+        set.spawn(async move {
+            let kind = path_kind(&p).unwrap_or(PathKind::Other);
+            let (connect, _) = try_connect(&p, t).await;
+            let plugin =
+                if connect == Connect::Answered { Some(inspect_plugin(p.clone(), t, streams).await) } else { None };
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let mtime = std::fs::symlink_metadata(&p).and_then(|m| m.modified()).ok();
+            (Entry { path: p, name, kind, connect: Some(connect), mtime }, plugin)
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        if let Ok((e, p)) = r {
+            // A vanished endpoint is the watcher socket's problem, reported there.
+            if e.kind == PathKind::Socket {
+                f.entries.push(e);
+            }
+            f.plugins.extend(p);
+        }
+    }
+    f.plugins.sort_by(|a, b| a.socket.cmp(&b.socket));
+
     let cp = o.plugin_dir.join(CHECKPOINT_NAME);
     f.checkpoint = match std::fs::File::open(&cp) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Checkpoint::Missing,

@@ -96,6 +96,8 @@ pub struct Options {
     pub streams: bool,
     /// Per-socket timeout.
     pub timeout: Duration,
+    /// The `--root` prefix, for host paths found on the node (plugin-watcher endpoints).
+    pub root: crate::core::paths::HostRoot,
 }
 
 /// Inspect the node: gather facts, then derive findings.

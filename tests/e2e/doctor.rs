@@ -660,3 +660,64 @@ async fn socket_paths_over_108_bytes_connect() {
     assert!(sock.as_os_str().len() > 108, "{}", sock.display());
     root_tree(&root).await;
 }
+
+mod watcher_reg {
+    use dpctl::api::pluginregistration::registration_server::{Registration, RegistrationServer};
+    use dpctl::api::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse};
+    use tonic::{Request, Response, Status};
+
+    #[derive(Clone)]
+    pub struct Reg(pub PluginInfo);
+
+    #[tonic::async_trait]
+    impl Registration for Reg {
+        async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
+            Ok(Response::new(self.0.clone()))
+        }
+        async fn notify_registration_status(
+            &self,
+            _: Request<RegistrationStatus>,
+        ) -> Result<Response<RegistrationStatusResponse>, Status> {
+            Ok(Response::new(RegistrationStatusResponse {}))
+        }
+    }
+
+    pub async fn start(path: &std::path::Path, info: PluginInfo) -> tokio::sync::oneshot::Sender<()> {
+        let (l, g) = dpctl::core::transport::listen(path).await.unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _g = g;
+            let _ = dpctl::core::transport::serve(l, RegistrationServer::new(Reg(info)), async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        tx
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_registered_through_the_plugin_watcher_is_found_at_its_endpoint() {
+    let n = Node::new();
+    let reg = n.dir.path().join("registry");
+    let k = n.start(&["--plugins-registry-dir", s(&reg)]).await;
+    // the device-plugin socket lives outside the device-plugin directory
+    let elsewhere = n.dir.path().join("plugins/vendor");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let _p = start_plugin(&elsewhere.join("dp.sock"), four_devices(), Behaviour::default()).await;
+    let info = dpctl::api::pluginregistration::PluginInfo {
+        r#type: "DevicePlugin".into(),
+        name: "example.com/w".into(),
+        endpoint: s(&elsewhere.join("dp.sock")).into(),
+        supported_versions: vec!["v1beta1".into()],
+    };
+    let _r = watcher_reg::start(&reg.join("vendor-reg.sock"), info).await;
+    n.wait_resource("example.com/w", "registered via the watcher", |r| r["allocatable"] == 4).await;
+    let (r, v) = doctor(&n, &n.pr()).await;
+    r.expect_code(0);
+    assert_eq!(v["result"], "ok", "{v}");
+    assert_eq!(v["checked"]["pluginSockets"], 1, "{v}");
+    assert_eq!(v["checked"]["plugins"][0]["resource"], "example.com/w", "{v}");
+    assert_eq!(v["checked"]["plugins"][0]["how"], "plugin-watcher GetInfo", "{v}");
+    stop_child(k).await;
+}
