@@ -256,8 +256,9 @@ pub fn derive(f: &Facts) -> Report {
         if *denied {
             untested.push(format!("{dir} (directory)"));
         } else {
+            // Nothing here to judge: a wrong path or no kubelet, not a broken plugin.
             out.push(finding(
-                Severity::Error,
+                Severity::Unknown,
                 "plugin-dir",
                 &dir,
                 "the device-plugin directory cannot be read",
