@@ -479,6 +479,14 @@ pub fn derive(f: &Facts) -> Report {
             .enumerate()
             .filter(|(i, p)| p.devices.is_none() && !m.served.values().any(|(j, _)| j == i))
             .count();
+        // Live plugins no resource maps to that report no devices at all.
+        let empty_unmapped: Vec<String> = f
+            .plugins
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.devices.as_ref().is_some_and(Vec::is_empty) && !m.served.values().any(|(j, _)| j == i))
+            .map(|(_, p)| show(&p.socket))
+            .collect();
         let mut resources: BTreeSet<&String> = reg.map(|r| r.keys().collect()).unwrap_or_default();
         if let Some(a) = alloc {
             resources.extend(a.keys());
@@ -555,6 +563,16 @@ pub fn derive(f: &Facts) -> Report {
                     "nothing of this resource can be allocated, and it cannot be told which live socket (if any) is its plugin",
                     format!("{registered_ev}{alloc_ev}; candidates reporting the same IDs: {}; stale sockets: {}", socks.join(", "), stale.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")),
                     "check each plugin with `dpctl probe`; restart the plugin of this resource",
+                ));
+            } else if !empty_unmapped.is_empty() {
+                let empty = &empty_unmapped;
+                out.push(finding(
+                    Severity::Warning,
+                    "resource-unavailable",
+                    r.clone(),
+                    "nothing of this resource can be allocated; live plugins that report no devices at all may include its plugin (then it found no hardware)",
+                    format!("{registered_ev}{alloc_ev}; plugins with no devices: {}", empty.join(", ")),
+                    "check the plugin's logs for why it finds no devices (drivers, device files, its config)",
                 ));
             } else if !stale_left.is_empty() {
                 // A socket left behind with nothing listening: its plugin died.
@@ -1035,6 +1053,17 @@ mod tests {
         // A socket named after its resource still maps without devices.
         f.plugins[0].socket = format!("{DP}bar.sock").into();
         assert_eq!(one(&derive(&f), "not-re-registered").subject, "example.com/foo");
+    }
+
+    #[test]
+    fn a_live_plugin_without_devices_is_not_called_unregistered() {
+        let mut f = node();
+        plugin(&mut f, "nvidia-x.sock", &[]);
+        checkpoint(&mut f, vec![], &[("nvidia.com/gpu", &[])]);
+        alloc(&mut f, &[]);
+        let r = derive(&f);
+        assert_eq!(r.result, "warning", "{:#?}", r.findings);
+        assert!(one(&r, "resource-unavailable").evidence.contains("nvidia-x.sock"));
     }
 
     #[test]
