@@ -564,16 +564,6 @@ pub fn derive(f: &Facts) -> Report {
                     format!("{registered_ev}{alloc_ev}; candidates reporting the same IDs: {}; stale sockets: {}", socks.join(", "), stale.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")),
                     "check each plugin with `dpctl probe`; restart the plugin of this resource",
                 ));
-            } else if !empty_unmapped.is_empty() {
-                let empty = &empty_unmapped;
-                out.push(finding(
-                    Severity::Warning,
-                    "resource-unavailable",
-                    r.clone(),
-                    "nothing of this resource can be allocated; live plugins that report no devices at all may include its plugin (then it found no hardware)",
-                    format!("{registered_ev}{alloc_ev}; plugins with no devices: {}", empty.join(", ")),
-                    "check the plugin's logs for why it finds no devices (drivers, device files, its config)",
-                ));
             } else if !stale_left.is_empty() {
                 // A socket left behind with nothing listening: its plugin died.
                 let pick = stale_left.iter().position(|s| name_matches(s, r)).or(if stale_left.len() == 1 {
@@ -601,6 +591,16 @@ pub fn derive(f: &Facts) -> Report {
                     format!("the plugin serving this resource died: {what}. The kubelet keeps the resource's capacity for a grace period (5 minutes) with every device unhealthy, so nothing can be allocated, then drops it"),
                     format!("{registered_ev}{alloc_ev}; connect: connection refused{ev}"),
                     "restart the plugin (delete its DaemonSet pod) and read why it died (kubectl logs --previous); its new instance replaces the stale socket",
+                ));
+            } else if !empty_unmapped.is_empty() {
+                let empty = &empty_unmapped;
+                out.push(finding(
+                    Severity::Warning,
+                    "resource-unavailable",
+                    r.clone(),
+                    "nothing of this resource can be allocated; live plugins that report no devices at all may include its plugin (then it found no hardware)",
+                    format!("{registered_ev}{alloc_ev}; plugins with no devices: {}", empty.join(", ")),
+                    "check the plugin's logs for why it finds no devices (drivers, device files, its config)",
                 ));
             } else if untested_sockets > 0 {
                 out.push(finding(
