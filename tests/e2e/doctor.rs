@@ -521,6 +521,13 @@ async fn unresolvable_cdi_names_fail_doctor_and_probe() {
     let (code, cdi) = probe("bar.sock", &good).await;
     assert_eq!((code, cdi["status"].as_str().unwrap()), (1, "FAIL"), "{cdi}");
     assert!(cdi["detail"].as_str().unwrap().contains("unresolvable CDI devices"), "{cdi}");
+    // a machine without any CDI spec directory: a warning, not a failure
+    let r = dpctl(&["probe", s(&n.dp().join("bar.sock")), "--allocate", "--root", s(n.dir.path()), "-o", "json"]).await;
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let cdi = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "cdi").cloned().unwrap();
+    assert_eq!(cdi["status"], "WARN", "{cdi}");
+    assert!(cdi["detail"].as_str().unwrap().contains("no CDI spec directory"), "{cdi}");
     let ok = n
         .serve(&[
             "--resource",
