@@ -268,7 +268,7 @@ pub fn derive(f: &Facts) -> Report {
         }
     }
     if f.kubelet == Connect::PermissionDenied {
-        untested.push(format!("{dir}kubelet.sock").replace("//", "/"));
+        untested.push(show(&f.plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME)));
     }
     for e in &f.entries {
         if e.connect == Some(Connect::PermissionDenied) {
