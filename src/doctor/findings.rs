@@ -159,66 +159,65 @@ pub fn map_plugins(f: &Facts) -> Mapping {
         "socket name",
         "the only live plugin sharing device IDs with it",
     ];
+    // Every relation is computed once (resources × plugins), so the
+    // assignment below costs lookups, not set comparisons.
+    let rs: Vec<&str> = resources.iter().copied().collect();
+    let np = f.plugins.len();
+    let table = |g: &dyn Fn(&str, usize) -> bool| -> Vec<Vec<bool>> {
+        rs.iter().map(|r| (0..np).map(|i| g(r, i)).collect()).collect()
+    };
+    let info_t = table(&info);
+    let name_t = table(&by_name);
     let mut m = Mapping::default();
-    let mut used: BTreeSet<usize> = BTreeSet::new();
+    let mut used = vec![false; np];
+    let mut done = vec![false; rs.len()];
     for (l, how) in HOW.iter().enumerate() {
+        let t = table(&|r, i| level(l, r, i));
         loop {
-            let open: Vec<&str> = resources
-                .iter()
-                .copied()
-                .filter(|r| !m.served.contains_key(*r) && !m.ambiguous.contains_key(*r))
-                .collect();
-            let cands = |r: &str| -> Vec<usize> {
-                (0..f.plugins.len()).filter(|i| !used.contains(i) && level(l, r, *i)).collect()
-            };
-            let mut decided: Option<(String, usize)> = None;
-            let mut tied: Vec<(String, Vec<usize>)> = Vec::new();
-            for r in &open {
-                let c = cands(r);
+            let open: Vec<usize> = (0..rs.len()).filter(|k| !done[*k]).collect();
+            let mut decided: Option<(usize, usize)> = None;
+            let mut tied: Vec<(usize, Vec<usize>)> = Vec::new();
+            for &k in &open {
+                let c: Vec<usize> = (0..np).filter(|i| !used[*i] && t[k][*i]).collect();
                 if c.is_empty() {
                     continue;
                 }
                 // One-to-one at this level, or made so by GetInfo / socket names.
-                let pick = |c: &[usize]| -> Option<usize> {
-                    if c.len() == 1 {
-                        return Some(c[0]);
-                    }
-                    for tb in [&info as &dyn Fn(&str, usize) -> bool, &by_name] {
-                        let n: Vec<usize> = c.iter().copied().filter(|i| tb(r, *i)).collect();
-                        if n.len() == 1 {
-                            return Some(n[0]);
-                        }
-                    }
-                    None
+                let pick = if c.len() == 1 {
+                    Some(c[0])
+                } else {
+                    [&info_t, &name_t].iter().find_map(|tb| {
+                        let n: Vec<usize> = c.iter().copied().filter(|i| tb[k][*i]).collect();
+                        (n.len() == 1).then(|| n[0])
+                    })
                 };
-                match pick(&c) {
+                match pick {
                     Some(i) => {
-                        let rivals: Vec<&str> = open.iter().copied().filter(|r2| level(l, r2, i)).collect();
-                        let ok = rivals.len() == 1 || {
-                            // The plugin fits several resources: names must single this one out.
-                            let n: Vec<&str> =
-                                rivals.iter().copied().filter(|r2| info(r2, i) || by_name(r2, i)).collect();
-                            n == [*r]
-                        };
+                        let rivals: Vec<usize> = open.iter().copied().filter(|k2| t[*k2][i]).collect();
+                        // The plugin fits several resources: names must single this one out.
+                        let ok = rivals.len() == 1
+                            || rivals.iter().copied().filter(|k2| info_t[*k2][i] || name_t[*k2][i]).eq([k]);
                         if ok {
-                            decided = Some((r.to_string(), i));
+                            decided = Some((k, i));
                             break;
                         }
-                        tied.push((r.to_string(), c));
+                        tied.push((k, c));
                     }
-                    None => tied.push((r.to_string(), c)),
+                    None => tied.push((k, c)),
                 }
             }
             match decided {
-                Some((r, i)) => {
-                    used.insert(i);
-                    m.served.insert(r, (i, *how));
+                Some((k, i)) => {
+                    used[i] = true;
+                    done[k] = true;
+                    m.served.insert(rs[k].to_string(), (i, *how));
                 }
                 None => {
                     // Ties at the strong levels are final; weak ones (names, overlap) just do not decide.
                     if l <= 2 {
-                        for (r, c) in tied {
-                            m.ambiguous.insert(r, c);
+                        for (k, c) in tied {
+                            done[k] = true;
+                            m.ambiguous.insert(rs[k].to_string(), c);
                         }
                     }
                     break;
@@ -1213,6 +1212,28 @@ mod tests {
         pod(&mut f, "ml", "trainer", &[("main", &[("example.com/foo", &["foo-1"])])]);
         let r = derive(&f);
         assert!(one(&r, "allocated-device-unhealthy").evidence.starts_with("ml/trainer (UID u1) container \"main\""));
+    }
+
+    #[test]
+    fn many_plugins_map_one_to_one() {
+        let mut f = node();
+        let mut reg: Vec<(String, Vec<String>)> = Vec::new();
+        for r in 0..150 {
+            let ids: Vec<String> = (0..16).map(|i| format!("r{r}-d{i}")).collect();
+            let devs: Vec<(&str, &str)> = ids.iter().map(|i| (i.as_str(), H)).collect();
+            plugin(&mut f, &format!("p{r:03}.sock"), &devs);
+            reg.push((format!("example.com/res{r}"), ids));
+        }
+        let data = Data { pod_device_entries: vec![], registered_devices: reg.iter().cloned().collect() };
+        f.allocatable = Got::Yes(reg.iter().map(|(r, i)| (r.clone(), i.iter().cloned().collect())).collect());
+        f.checkpoint = Checkpoint::Read(data);
+        let r = derive(&f);
+        assert_eq!(r.result, "ok", "{:#?}", &r.findings[..r.findings.len().min(3)]);
+        assert_eq!(r.checked.plugins.len(), 150);
+        assert!(r.checked.plugins.iter().all(|s| {
+            let n = s.resource.trim_start_matches("example.com/res");
+            s.socket.ends_with(&format!("p{:03}.sock", n.parse::<usize>().unwrap()))
+        }));
     }
 
     #[test]
