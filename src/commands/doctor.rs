@@ -105,10 +105,14 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
             let n = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
             Err(Error::failed(format!("doctor found {n} error(s) in {}", p.plugin_dir.display())))
         }
-        "unknown" => Err(Error::failed(format!(
-            "doctor could not check everything in {} (permission denied); run it as root",
-            p.plugin_dir.display()
-        ))),
+        "unknown" => {
+            let why = match report.findings.iter().find(|f| f.severity == Severity::Unknown) {
+                Some(f) if f.check == "permission-denied" => "permission denied; run it as root".to_string(),
+                Some(f) => format!("{}: {}", f.subject, f.message),
+                None => String::new(),
+            };
+            Err(Error::failed(format!("doctor could not check everything in {} ({why})", p.plugin_dir.display())))
+        }
         _ => Ok(()),
     }
 }
