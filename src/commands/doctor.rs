@@ -98,6 +98,9 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
             c.watcher_sockets,
             if c.streams { "" } else { "; ListAndWatch not opened (--no-streams)" }
         ));
+        for sv in &c.plugins {
+            out.push_str(&format!("  {} is served by {} ({})\n", sv.resource, sv.socket, sv.how));
+        }
         emit(&out)?;
     }
     match report.result.as_str() {

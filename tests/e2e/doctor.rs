@@ -74,6 +74,12 @@ async fn a_healthy_node_has_no_findings() {
     let r = dpctl(&doctor_args(&n, &n.pr())[..7]).await;
     r.expect_code(0);
     assert!(r.stdout.starts_with("ok: 0 finding(s); checked 1 plugin socket(s), kubelet.sock live"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("  vendor.example/foo is served by ")
+            && r.stdout.contains("(healthy IDs equal the kubelet's allocatable IDs)"),
+        "{}",
+        r.stdout
+    );
     stop_child(sv).await;
     stop_child(k).await;
 }
