@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_dpctl_global_optspecs
-    string join \n o/output= timeout= no-color plugin-dir= h/help V/version
+    string join \n o/output= timeout= no-color plugin-dir= root= kubelet-root-dir= h/help V/version
 end
 
 function __fish_dpctl_needs_command
@@ -29,6 +29,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_needs_command" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_needs_command" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_needs_command" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_needs_command" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_needs_command" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s V -l version -d 'Print version'
@@ -56,6 +58,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l count -d 'Stop after N ListAndWatch messages (the initial snapshot counts as the first)' -r
@@ -66,6 +70,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l container -d 'Device IDs for one more container, comma-separated (repeat for several containers)' -r
@@ -74,6 +80,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l available -d 'Candidate device IDs, comma-separated' -r
@@ -84,6 +92,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
@@ -91,6 +101,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
@@ -102,6 +114,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l pre-start -d 'Set options.pre_start_required'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l preferred-allocation -d 'Set options.get_preferred_allocation_available'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
@@ -111,46 +125,57 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "get" -d 'Show one pod\'s resources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l socket -d 'The kubelet\'s PodResources socket' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l socket -d 'The kubelet\'s PodResources socket' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s n -l namespace -d 'The pod\'s namespace' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l socket -d 'The kubelet\'s PodResources socket' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show one pod\'s resources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l cdi-spec-dir -d 'With --allocate: a directory of CDI specs to resolve CDI names in (repeatable) [default: /etc/cdi and /var/run/cdi]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l allocate -d 'Also allocate one healthy device and check the response (and PreStartContainer if required)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -190,6 +215,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start -d 'Advertise pre_start_required and log PreStartContainer calls'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-allocation -d 'Advertise and implement GetPreferredAllocation'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
@@ -202,6 +229,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "list" -d 'List the devices of running dpctl serve processes'
@@ -216,6 +245,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l resource -d 'The resource to change (needed when several are served)' -r
@@ -225,6 +256,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l numa -d 'NUMA node of the new devices' -r
@@ -235,6 +268,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l unhealthy -d 'Add them Unhealthy'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -245,6 +280,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the devices of running dpctl serve processes'
@@ -272,6 +309,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -280,6 +319,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
@@ -287,6 +328,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l once -d 'Show the result and exit instead of running until Ctrl-C'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -296,15 +339,22 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l pod-resources-socket -d 'The kubelet\'s PodResources socket' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugins-registry-dir -d 'The plugin-watcher directory (checked when it exists)' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l pod-resources-socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugins-registry-dir -d 'The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l cdi-spec-dir -d 'A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l no-streams -d 'Never open ListAndWatch: some plugins let an extra stream swallow updates meant for the kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l npd -d 'node-problem-detector custom plugin mode: one short line; exit 0 ok, 1 problem, 2 unknown'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l plugin -d 'The plugin\'s socket (a bare name is looked up in --plugin-dir)' -r -F
@@ -321,6 +371,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l against -d 'Act as the kubelet: send the recorded calls to this plugin and diff the answers' -r -F
@@ -338,6 +390,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet -d 'Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-wait -d 'Replay the ListAndWatch timeline without its recorded pauses'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
@@ -349,6 +403,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -f -a "allocate" -d 'Allocate throughput and latency of any plugin'
@@ -366,6 +422,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l requests -d 'Number of calls (ignored with --duration)' -r
@@ -377,6 +435,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l requests -d 'Number of calls (ignored with --duration)' -r
@@ -388,6 +448,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l socket -d 'A running `dpctl serve` socket to measure (changes go through its live control); default: an in-process one' -r -F
@@ -398,6 +460,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugins -d 'Simulated plugins (one resource each)' -r
@@ -408,6 +472,8 @@ json\t'JSON (protojson field names)'
 yaml\t'YAML'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allocate" -d 'Allocate throughput and latency of any plugin'

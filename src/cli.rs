@@ -2,7 +2,6 @@
 //! completions (`completions/`) and man pages (`man/`).
 
 use crate::core::log::LogFormat;
-use crate::core::paths::DEFAULT_POD_RESOURCES_SOCKET;
 use crate::plugin::config::{MountTemplate, Policy, PreferredFault, RegistrationMode};
 use crate::render::Format;
 use clap::{Args, Parser, Subcommand};
@@ -61,6 +60,15 @@ pub struct GlobalArgs {
     /// [default: /var/lib/kubelet/device-plugins/]
     #[arg(long, global = true, env = "DPCTL_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
+
+    /// Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`
+    #[arg(long, global = true, env = "DPCTL_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// The kubelet's --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet)
+    /// [default: a running kubelet's --root-dir from /proc, else /var/lib/kubelet]
+    #[arg(long, global = true, env = "DPCTL_KUBELET_ROOT_DIR", value_name = "DIR")]
+    pub kubelet_root_dir: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -181,12 +189,21 @@ pub struct CheckpointArgs {
 /// `dpctl doctor`
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// The kubelet's PodResources socket
-    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", default_value = DEFAULT_POD_RESOURCES_SOCKET, value_name = "PATH")]
-    pub pod_resources_socket: PathBuf,
-    /// The plugin-watcher directory (checked when it exists)
-    #[arg(long, default_value = crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR, value_name = "DIR")]
-    pub plugins_registry_dir: PathBuf,
+    /// The kubelet's PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_spec_dir: Vec<PathBuf>,
+    /// Never open ListAndWatch: some plugins let an extra stream swallow updates meant for the kubelet
+    #[arg(long)]
+    pub no_streams: bool,
+    /// node-problem-detector custom plugin mode: one short line; exit 0 ok, 1 problem, 2 unknown
+    #[arg(long)]
+    pub npd: bool,
 }
 
 /// `dpctl demo`
@@ -301,9 +318,9 @@ pub enum PodResourcesCommand {
 /// The PodResources socket.
 #[derive(Debug, Args)]
 pub struct PodResourcesSocket {
-    /// The kubelet's PodResources socket
-    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", default_value = DEFAULT_POD_RESOURCES_SOCKET, value_name = "PATH")]
-    pub socket: PathBuf,
+    /// The kubelet's PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 /// `dpctl podresources get`
@@ -329,6 +346,9 @@ pub struct ProbeArgs {
     /// Also allocate one healthy device and check the response (and PreStartContainer if required)
     #[arg(long)]
     pub allocate: bool,
+    /// With --allocate: a directory of CDI specs to resolve CDI names in (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR", requires = "allocate")]
+    pub cdi_spec_dir: Vec<PathBuf>,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {

@@ -25,7 +25,7 @@ fn main() {
             match result {
                 Ok(()) => 0,
                 Err(e) => {
-                    if e.exit_code() != 0 {
+                    if e.exit_code() != 0 && !matches!(e, dpctl::core::Error::Silent(_)) {
                         eprintln!("dpctl: {e}");
                     }
                     e.exit_code()

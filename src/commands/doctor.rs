@@ -1,23 +1,74 @@
-//! `dpctl doctor`: read-only node inspection; exit 1 when a finding is an error.
+//! `dpctl doctor`: read-only node inspection; exit 1 when a finding is an
+//! error or something could not be checked. `--npd` speaks
+//! node-problem-detector's custom-plugin protocol instead: one short line,
+//! exit 0 ok, 1 problem, 2 unknown.
 
 use super::Ctx;
 use crate::cli::DoctorArgs;
 use crate::core::{Error, Result};
-use crate::doctor::{inspect, Options, Severity};
+use crate::doctor::{inspect, Options, Report, Severity};
 use crate::render::{emit, structured, Format};
 use colored::Colorize;
 use std::time::Duration;
 
+/// NPD keeps the first `max_output_length` bytes (default 80) of a custom plugin's output.
+const NPD_MAX: usize = 80;
+
+/// The one line and exit code for node-problem-detector.
+pub fn npd_line(r: &Report) -> (String, i32) {
+    let worst = r.findings.first();
+    let n = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+    let (code, mut line) = match (r.result.as_str(), worst) {
+        ("error", Some(f)) => {
+            let more = match n(Severity::Error) {
+                1 => String::new(),
+                k => format!(" (+{} more)", k - 1),
+            };
+            (1, format!("{} {}{more}: {}", f.check, f.subject, f.message))
+        }
+        ("unknown", Some(f)) => (2, format!("cannot check: {} {}", f.check, f.message)),
+        _ => (0, format!("device plugins ok ({} warning(s))", n(Severity::Warning))),
+    };
+    line = line.replace(['\n', '\r'], " ");
+    if line.len() > NPD_MAX {
+        let mut cut = NPD_MAX - 3;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push_str("...");
+    }
+    (line, code)
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
+    let p = &ctx.paths;
     let o = Options {
-        plugin_dir: ctx.paths.plugin_dir.clone(),
-        pod_resources_socket: a.pod_resources_socket.clone(),
-        plugins_registry_dir: a.plugins_registry_dir.clone(),
+        plugin_dir: p.plugin_dir.clone(),
+        pod_resources_socket: a
+            .pod_resources_socket
+            .as_deref()
+            .map(|s| p.host(s))
+            .unwrap_or_else(|| p.pod_resources_socket.clone()),
+        plugins_registry_dir: p.plugins_registry_dir(a.plugins_registry_dir.as_deref()),
+        pods_dir: p.plugin_dir.parent().map(|d| d.join("pods")).unwrap_or_else(|| p.kubelet_root.join("pods")),
+        cdi_spec_dirs: p.cdi_spec_dirs(&a.cdi_spec_dir),
+        streams: !a.no_streams,
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),
+        root: p.root.clone(),
     };
     let report = inspect(&o).await;
+    if a.npd {
+        let (line, code) = npd_line(&report);
+        emit(&format!("{line}\n"))?;
+        return match code {
+            0 => Ok(()),
+            // NPD reads only stdout and the exit code: nothing on stderr.
+            c => Err(Error::Silent(c)),
+        };
+    }
     if ctx.format != Format::Table {
         emit(&structured(ctx.format, &report)?)?;
     } else {
@@ -25,6 +76,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         for f in &report.findings {
             let sev = match f.severity {
                 Severity::Error => "ERROR".red().to_string(),
+                Severity::Unknown => "UNKNOWN".magenta().to_string(),
                 Severity::Warning => "WARN ".yellow().to_string(),
                 Severity::Info => "INFO ".normal().to_string(),
             };
@@ -36,20 +88,70 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         }
         let c = &report.checked;
         out.push_str(&format!(
-            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s)\n",
+            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}\n",
             report.result,
             report.findings.len(),
             c.plugin_sockets,
             if c.kubelet_socket_live { "live" } else { "not live" },
             c.checkpoint_allocations,
             if c.pod_resources { "answered" } else { "not reached" },
-            c.watcher_sockets
+            c.watcher_sockets,
+            if c.streams { "" } else { "; ListAndWatch not opened (--no-streams)" }
         ));
+        for sv in &c.plugins {
+            out.push_str(&format!("  {} is served by {} ({})\n", sv.resource, sv.socket, sv.how));
+        }
         emit(&out)?;
     }
-    if report.result == "error" {
-        let n = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
-        return Err(Error::failed(format!("doctor found {n} error(s) in {}", ctx.paths.plugin_dir.display())));
+    match report.result.as_str() {
+        "error" => {
+            let n = report.findings.iter().filter(|f| f.severity == Severity::Error).count();
+            Err(Error::failed(format!("doctor found {n} error(s) in {}", p.plugin_dir.display())))
+        }
+        "unknown" => {
+            let why = match report.findings.iter().find(|f| f.severity == Severity::Unknown) {
+                Some(f) if f.check == "permission-denied" => "permission denied; run it as root".to_string(),
+                Some(f) => format!("{}: {}", f.subject, f.message),
+                None => String::new(),
+            };
+            Err(Error::failed(format!("doctor could not check everything in {} ({why})", p.plugin_dir.display())))
+        }
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::{Checked, Finding};
+
+    fn report(result: &str, sevs: &[Severity]) -> Report {
+        let findings = sevs
+            .iter()
+            .map(|s| Finding {
+                severity: *s,
+                check: "plugin-died",
+                subject: "vendor.example/foo".into(),
+                message: "x\ny".repeat(100),
+                evidence: String::new(),
+                fix: String::new(),
+            })
+            .collect();
+        Report { result: result.into(), checked: Checked::default(), findings }
+    }
+
+    #[test]
+    fn npd_lines_are_short_single_lines_with_npd_exit_codes() {
+        let (l, c) = npd_line(&report("ok", &[]));
+        assert_eq!((l.as_str(), c), ("device plugins ok (0 warning(s))", 0));
+        assert_eq!(npd_line(&report("warning", &[Severity::Warning])).1, 0);
+        let (l, c) = npd_line(&report("error", &[Severity::Error, Severity::Warning]));
+        assert_eq!(c, 1);
+        assert!(npd_line(&report("error", &[Severity::Error, Severity::Error]))
+            .0
+            .starts_with("plugin-died vendor.example/foo (+1 more): "));
+        assert_eq!(c, 1);
+        assert!(l.starts_with("plugin-died vendor.example/foo: x y") && l.len() <= NPD_MAX && !l.contains('\n'), "{l}");
+        assert_eq!(npd_line(&report("unknown", &[Severity::Unknown])).1, 2);
+    }
 }

@@ -4,11 +4,10 @@
 use super::Ctx;
 use crate::cli::MockKubeletArgs;
 use crate::core::log::Logger;
-use crate::core::paths::{CHECKPOINT_NAME, DEFAULT_POD_RESOURCES_SOCKET};
+use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
 use crate::kubelet::manager::Config;
 use crate::kubelet::mock::{self, Settings};
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -30,7 +29,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
                 let parent = plugin_dir.canonicalize().unwrap_or(plugin_dir.clone());
                 parent.parent().unwrap_or(&parent).join("pod-resources").join("kubelet.sock")
             }
-            (None, false) => PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET),
+            (None, false) => ctx.paths.pod_resources_socket.clone(),
         })
     };
     if let Some(p) = &pod_resources_socket {

@@ -21,7 +21,7 @@ pub mod serve;
 pub mod watch;
 
 use crate::cli::{Cli, Command};
-use crate::core::paths::{Paths, DEFAULT_PLUGIN_DIR, DEFAULT_POD_RESOURCES_SOCKET};
+use crate::core::paths::{discover_kubelet_root, HostRoot, Paths, DEFAULT_KUBELET_ROOT};
 use crate::core::Result;
 use crate::kubelet::PluginConn;
 use crate::render::Format;
@@ -71,11 +71,19 @@ pub fn runtime_workers(cmd: &Command) -> usize {
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
     let plugin_dir_given = g.plugin_dir.is_some();
-    let plugin_dir = g.plugin_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR));
+    // The kubelet's root: given, else a running kubelet's --root-dir (the
+    // process table is the host's in a `kubectl debug node/…` pod), else the default.
+    let kubelet_root = match (&g.kubelet_root_dir, &g.plugin_dir) {
+        (Some(d), _) => d.clone(),
+        (None, Some(_)) => PathBuf::from(DEFAULT_KUBELET_ROOT),
+        (None, None) => {
+            discover_kubelet_root(Path::new("/proc")).unwrap_or_else(|| PathBuf::from(DEFAULT_KUBELET_ROOT))
+        }
+    };
     let ctx = Ctx {
         format: g.output,
         timeout: g.timeout,
-        paths: Paths::new(plugin_dir, None, PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET)),
+        paths: Paths::for_node(HostRoot::new(g.root), &kubelet_root, g.plugin_dir.as_deref()),
         plugin_dir_given,
     };
     match cli.command {

@@ -75,22 +75,29 @@ fn pods_table(pods: &[PodResources]) -> String {
     }
 }
 
+/// The socket: --socket under --root, or the kubelet's.
+fn pr_socket(ctx: &Ctx, s: &crate::cli::PodResourcesSocket) -> std::path::PathBuf {
+    s.socket.as_deref().map(|p| ctx.paths.host(p)).unwrap_or_else(|| ctx.paths.pod_resources_socket.clone())
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
     match cmd {
         PodResourcesCommand::List(s) => {
-            let mut c = client(ctx, &s.socket).await?;
+            let socket = pr_socket(ctx, s);
+            let mut c = client(ctx, &socket).await?;
             let resp =
-                call(&s.socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
+                call(&socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
             match ctx.format {
                 Format::Table => emit(&pods_table(&resp.pod_resources)),
                 f => emit(&structured(f, &resp)?),
             }
         }
         PodResourcesCommand::Allocatable(s) => {
-            let mut c = client(ctx, &s.socket).await?;
+            let socket = pr_socket(ctx, s);
+            let mut c = client(ctx, &socket).await?;
             let resp = call(
-                &s.socket,
+                &socket,
                 "GetAllocatableResources",
                 ctx.timeout,
                 c.get_allocatable_resources(request(AllocatableResourcesRequest {}, ctx.timeout)),
@@ -125,9 +132,10 @@ pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
             }
         }
         PodResourcesCommand::Get(a) => {
-            let mut c = client(ctx, &a.socket.socket).await?;
+            let socket = pr_socket(ctx, &a.socket);
+            let mut c = client(ctx, &socket).await?;
             let req = GetPodResourcesRequest { pod_name: a.pod.clone(), pod_namespace: a.namespace.clone() };
-            let resp = call(&a.socket.socket, "Get", ctx.timeout, c.get(request(req, ctx.timeout))).await?;
+            let resp = call(&socket, "Get", ctx.timeout, c.get(request(req, ctx.timeout))).await?;
             match ctx.format {
                 Format::Table => {
                     let pods: Vec<PodResources> = resp.pod_resources.into_iter().collect();

@@ -207,6 +207,44 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                     } else {
                         p.add("allocate", Status::Pass, Some(t.elapsed()), detail);
                     }
+                    // CDI names must resolve to a spec, or the runtime fails the container.
+                    let names = crate::doctor::cdi::names_in(c);
+                    if !names.is_empty() {
+                        let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
+                        let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
+                        let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
+                        if bad.is_empty() {
+                            p.add(
+                                "cdi",
+                                Status::Pass,
+                                None,
+                                format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs),
+                            );
+                        } else if no_specs_here {
+                            // Not a node with CDI specs (a workstation): say so, do not fail.
+                            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                            p.add(
+                                "cdi",
+                                Status::Warn,
+                                None,
+                                format!(
+                                    "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
+                                    names.join(","),
+                                    shown.join(", ")
+                                ),
+                            );
+                        } else {
+                            p.add(
+                                "cdi",
+                                Status::Fail,
+                                None,
+                                format!(
+                                    "unresolvable CDI devices (the runtime fails the container): {}",
+                                    bad.join("; ")
+                                ),
+                            );
+                        }
+                    }
                 }
                 many => p.add(
                     "allocate",

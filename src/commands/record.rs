@@ -264,8 +264,12 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
             plugin_dir.display()
         )));
     }
-    let kubelet = a.kubelet_socket.clone().unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
-    let pod_resources = a.pod_resources_socket.clone().unwrap_or_else(|| {
+    let kubelet = a
+        .kubelet_socket
+        .as_deref()
+        .map(|k| ctx.paths.host(k))
+        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+    let pod_resources = a.pod_resources_socket.as_deref().map(|p| ctx.paths.host(p)).unwrap_or_else(|| {
         plugin_dir.parent().map(|p| p.join("pod-resources").join("kubelet.sock")).unwrap_or_default()
     });
     let checkpoint = plugin_dir.join(crate::core::paths::CHECKPOINT_NAME);

@@ -21,7 +21,8 @@ struct Report<'a> {
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &RegisterArgs) -> Result<()> {
-    let kubelet = a.kubelet_socket.clone().unwrap_or_else(|| ctx.paths.kubelet_socket.clone());
+    let kubelet =
+        a.kubelet_socket.as_deref().map(|k| ctx.paths.host(k)).unwrap_or_else(|| ctx.paths.kubelet_socket.clone());
     if let Some(p) = resource_name_problem(&a.resource) {
         eprintln!("dpctl: warning: resource name {:?} will be rejected by the kubelet: {p}", a.resource);
     }

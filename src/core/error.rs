@@ -28,6 +28,8 @@ pub enum Error {
     Failed(String),
     /// Stdout was closed by its reader (`dpctl watch … | head`): stop quietly (exit 0).
     BrokenPipe,
+    /// Exit with this code and print nothing more (the output already said it, e.g. `doctor --npd`).
+    Silent(i32),
 }
 
 impl Error {
@@ -67,6 +69,7 @@ impl Error {
         match self {
             Error::Usage(_) => 2,
             Error::BrokenPipe => 0,
+            Error::Silent(c) => *c,
             _ => 1,
         }
     }
@@ -85,6 +88,7 @@ impl fmt::Display for Error {
         match self {
             Error::Usage(m) | Error::Failed(m) => f.write_str(&one_line(m)),
             Error::BrokenPipe => f.write_str("stdout closed"),
+            Error::Silent(c) => write!(f, "exit {c}"),
             Error::Rpc { target, method, code, message } => {
                 write!(f, "{target}: {method} failed: {code:?}: {}", one_line(message))
             }

@@ -4,6 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+/// The kubelet's default `--root-dir`.
+pub const DEFAULT_KUBELET_ROOT: &str = "/var/lib/kubelet";
+/// Where container runtimes look for CDI specs, in priority order (lowest first).
+pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
+
 /// The kubelet's default device-plugin directory.
 pub const DEFAULT_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins/";
 /// The kubelet's default PodResources socket.
@@ -15,6 +20,73 @@ pub const KUBELET_SOCKET_NAME: &str = "kubelet.sock";
 /// The name of the kubelet's device-manager checkpoint inside the plugin directory.
 pub const CHECKPOINT_NAME: &str = "kubelet_internal_checkpoint";
 
+/// The host's filesystem as seen from here: with `--root /host` (in a
+/// `kubectl debug node/…` pod) every host path is looked up under it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostRoot(Option<PathBuf>);
+
+impl HostRoot {
+    /// No prefix (`None`) or a prefix directory.
+    pub fn new(root: Option<PathBuf>) -> Self {
+        HostRoot(root.filter(|r| r.as_os_str() != "/" && !r.as_os_str().is_empty()))
+    }
+
+    /// The prefix, if any.
+    pub fn dir(&self) -> Option<&Path> {
+        self.0.as_deref()
+    }
+
+    /// Where host path `p` is seen from here: under the root when `p` is
+    /// absolute and not already under it; relative paths stay relative.
+    pub fn path(&self, p: &Path) -> PathBuf {
+        match &self.0 {
+            Some(root) if p.is_absolute() && !p.starts_with(root) => root.join(p.strip_prefix("/").unwrap_or(p)),
+            _ => p.to_path_buf(),
+        }
+    }
+}
+
+/// The kubelet's `--root-dir` named on one process's command line (argv),
+/// when that process is a kubelet (`kubelet`, `kubelite`, `k0s kubelet` …)
+/// that passes `--root-dir`.
+pub fn kubelet_root_from_cmdline(argv: &[String]) -> Option<PathBuf> {
+    let exe = argv.first()?.rsplit('/').next().unwrap_or_default();
+    let is_kubelet = exe.contains("kubelet") || argv.get(1).is_some_and(|a| a == "kubelet");
+    if !is_kubelet {
+        return None;
+    }
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        let a = a.strip_prefix("--").or_else(|| a.strip_prefix('-'));
+        match a {
+            Some("root-dir") => return it.next().filter(|v| !v.is_empty()).map(PathBuf::from),
+            Some(x) if x.starts_with("root-dir=") => {
+                return Some(PathBuf::from(&x["root-dir=".len()..])).filter(|p| !p.as_os_str().is_empty())
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Look through `proc_dir/*/cmdline` for a running kubelet's `--root-dir`.
+/// Unreadable entries are skipped; `None` when no kubelet names one.
+pub fn discover_kubelet_root(proc_dir: &Path) -> Option<PathBuf> {
+    let rd = std::fs::read_dir(proc_dir).ok()?;
+    for e in rd.flatten() {
+        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let argv: Vec<String> =
+            raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if let Some(r) = kubelet_root_from_cmdline(&argv) {
+            return Some(r);
+        }
+    }
+    None
+}
+
 /// Where things live on the node (or in a test's temp dir).
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -24,13 +96,55 @@ pub struct Paths {
     pub kubelet_socket: PathBuf,
     /// The kubelet's PodResources socket.
     pub pod_resources_socket: PathBuf,
+    /// The `--root` prefix of every host path.
+    pub root: HostRoot,
+    /// The kubelet's root directory, as seen from here (prefixed).
+    pub kubelet_root: PathBuf,
 }
 
 impl Paths {
     /// Paths rooted at `plugin_dir`, with an optional explicit kubelet socket.
     pub fn new(plugin_dir: PathBuf, kubelet_socket: Option<PathBuf>, pod_resources_socket: PathBuf) -> Self {
         let kubelet_socket = kubelet_socket.unwrap_or_else(|| plugin_dir.join(KUBELET_SOCKET_NAME));
-        Paths { plugin_dir, kubelet_socket, pod_resources_socket }
+        Paths {
+            plugin_dir,
+            kubelet_socket,
+            pod_resources_socket,
+            root: HostRoot::default(),
+            kubelet_root: PathBuf::from(DEFAULT_KUBELET_ROOT),
+        }
+    }
+
+    /// The node's paths from the global flags: every host path under `root`;
+    /// the plugin directory and PodResources socket below the kubelet's root
+    /// directory unless given.
+    pub fn for_node(root: HostRoot, kubelet_root: &Path, plugin_dir: Option<&Path>) -> Self {
+        let kr = root.path(kubelet_root);
+        let plugin_dir = match plugin_dir {
+            Some(d) => root.path(d),
+            None => kr.join("device-plugins/"),
+        };
+        let pr = kr.join("pod-resources").join(KUBELET_SOCKET_NAME);
+        Paths { root, kubelet_root: kr, ..Paths::new(plugin_dir, None, pr) }
+    }
+
+    /// Host path `p` as seen from here (under `--root`).
+    pub fn host(&self, p: &Path) -> PathBuf {
+        self.root.path(p)
+    }
+
+    /// The plugin-watcher directory: `given` under `--root`, or the kubelet's.
+    pub fn plugins_registry_dir(&self, given: Option<&Path>) -> PathBuf {
+        given.map(|d| self.host(d)).unwrap_or_else(|| self.kubelet_root.join("plugins_registry"))
+    }
+
+    /// The CDI spec directories: `given` (under `--root`), or the defaults.
+    pub fn cdi_spec_dirs(&self, given: &[PathBuf]) -> Vec<PathBuf> {
+        if given.is_empty() {
+            DEFAULT_CDI_SPEC_DIRS.iter().map(|d| self.host(Path::new(d))).collect()
+        } else {
+            given.iter().map(|d| self.host(d)).collect()
+        }
     }
 
     /// Resolve a socket argument: a bare name (no `/`) that does not exist in
@@ -41,7 +155,59 @@ impl Paths {
         if !s.contains('/') && !arg.exists() {
             self.plugin_dir.join(arg)
         } else {
-            arg.to_path_buf()
+            self.host(arg)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn root_prefixes_absolute_host_paths_once() {
+        let r = HostRoot::new(Some("/host".into()));
+        assert_eq!(r.path(Path::new("/var/lib/kubelet")), Path::new("/host/var/lib/kubelet"));
+        assert_eq!(r.path(Path::new("/host/var/lib/kubelet")), Path::new("/host/var/lib/kubelet"));
+        assert_eq!(r.path(Path::new("rel.sock")), Path::new("rel.sock"));
+        assert_eq!(HostRoot::new(Some("/".into())).path(Path::new("/x")), Path::new("/x"));
+        let p = Paths::for_node(r.clone(), Path::new("/var/lib/rancher/k3s/agent/kubelet"), None);
+        assert_eq!(p.plugin_dir, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/"));
+        assert_eq!(p.kubelet_socket, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/kubelet.sock"));
+        assert_eq!(
+            p.pod_resources_socket,
+            Path::new("/host/var/lib/rancher/k3s/agent/kubelet/pod-resources/kubelet.sock")
+        );
+        assert_eq!(p.plugins_registry_dir(None), Path::new("/host/var/lib/rancher/k3s/agent/kubelet/plugins_registry"));
+        assert_eq!(p.cdi_spec_dirs(&[]), [Path::new("/host/etc/cdi"), Path::new("/host/var/run/cdi")]);
+        assert_eq!(p.resolve_socket(Path::new("/var/lib/kubelet/x.sock")), Path::new("/host/var/lib/kubelet/x.sock"));
+        let given = Paths::for_node(r, Path::new(DEFAULT_KUBELET_ROOT), Some(Path::new("/opt/dp")));
+        assert_eq!(given.plugin_dir, Path::new("/host/opt/dp"));
+    }
+
+    #[test]
+    fn kubelet_root_dir_from_command_lines() {
+        assert_eq!(
+            kubelet_root_from_cmdline(&argv("/usr/bin/kubelet --config=/x --root-dir=/data/kubelet")),
+            Some(PathBuf::from("/data/kubelet"))
+        );
+        assert_eq!(
+            kubelet_root_from_cmdline(&argv("/usr/local/bin/k0s kubelet --root-dir /var/lib/k0s/kubelet")),
+            Some(PathBuf::from("/var/lib/k0s/kubelet"))
+        );
+        assert_eq!(kubelet_root_from_cmdline(&argv("/usr/bin/kubelet --config=/x")), None);
+        assert_eq!(kubelet_root_from_cmdline(&argv("/usr/bin/containerd --root-dir=/nope")), None);
+        assert_eq!(kubelet_root_from_cmdline(&argv("kubelet --root-dir=")), None);
+        let d = tempfile::tempdir().unwrap();
+        for (pid, cmd) in [("1", "/sbin/init\0"), ("42", "/usr/bin/kubelet\0--root-dir\0/srv/kubelet\0"), ("self", "x")]
+        {
+            std::fs::create_dir(d.path().join(pid)).unwrap();
+            std::fs::write(d.path().join(pid).join("cmdline"), cmd).unwrap();
+        }
+        assert_eq!(discover_kubelet_root(d.path()), Some(PathBuf::from("/srv/kubelet")));
     }
 }

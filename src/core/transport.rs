@@ -106,10 +106,141 @@ impl Drop for TempDir {
     }
 }
 
+/// The longest socket path `sockaddr_un.sun_path` holds (108 bytes with the NUL).
+pub const SUN_PATH_MAX: usize = 107;
+
+/// A socket path the kernel accepts, and the directory handle that must stay
+/// open while it is used. Paths over [`SUN_PATH_MAX`] bytes (easy under
+/// `--root /host`) are reached as `/proc/self/fd/N/NAME`, where N is an
+/// `O_PATH` handle on the socket's directory.
+#[derive(Debug)]
+pub struct SockPath {
+    path: PathBuf,
+    _dir: Option<std::fs::File>,
+}
+
+impl SockPath {
+    /// The path to hand to connect(2) or bind(2).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
+))]
+const O_PATH: i32 = 0o10000000;
+#[cfg(not(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
+)))]
+const O_PATH: i32 = 0;
+
+/// A connectable form of `path`: itself when short enough, else a
+/// `/proc/self/fd/N/NAME` path through a handle on its directory.
+pub fn sock_path(path: &Path) -> std::io::Result<SockPath> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    if path.as_os_str().as_bytes().len() <= SUN_PATH_MAX {
+        return Ok(SockPath { path: path.to_path_buf(), _dir: None });
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(ErrorKind::InvalidInput, "socket path has no file name"));
+    };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let handle = std::fs::OpenOptions::new().read(true).custom_flags(O_PATH).open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd())).join(name);
+    if short.as_os_str().as_bytes().len() > SUN_PATH_MAX {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("socket file name is too long ({} bytes; at most about 90 fit)", name.len()),
+        ));
+    }
+    Ok(SockPath { path: short, _dir: Some(handle) })
+}
+
+/// `UnixStream::connect` for paths of any length.
+pub async fn connect_unix(path: &Path) -> std::io::Result<UnixStream> {
+    let p = sock_path(path)?;
+    UnixStream::connect(p.path()).await
+}
+
+/// `UnixListener::bind` for paths of any length.
+pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+    let p = sock_path(path)?;
+    UnixListener::bind(p.path())
+}
+
+/// What connecting to a socket path found, without sending a byte.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase", tag = "result", content = "detail")]
+pub enum Connect {
+    /// A listener accepted the connection.
+    Answered,
+    /// Nothing listens: a stale socket (ECONNREFUSED).
+    Refused,
+    /// We may not connect (EACCES/EPERM): nothing is known about the listener.
+    PermissionDenied,
+    /// The connect did not finish in time (a full backlog or a stopped process).
+    Timeout,
+    /// Nothing at the path.
+    Missing,
+    /// Something other than a socket at the path.
+    NotASocket(String),
+    /// Any other error.
+    Failed(String),
+}
+
+impl Connect {
+    /// Whether the result says nothing about the listener (we could not test it).
+    pub fn untested(&self) -> bool {
+        matches!(self, Connect::PermissionDenied | Connect::Failed(_))
+    }
+}
+
+/// Classify an I/O error from connect(2) on `path`.
+pub fn classify_connect(path: &Path, e: &std::io::Error) -> Connect {
+    match (e.kind(), path_kind(path).ok()) {
+        (_, Some(PathKind::Missing)) => Connect::Missing,
+        (ErrorKind::PermissionDenied, _) => Connect::PermissionDenied,
+        (_, Some(k @ (PathKind::File | PathKind::Directory | PathKind::Other))) => {
+            Connect::NotASocket(format!("{k:?}").to_lowercase())
+        }
+        (ErrorKind::ConnectionRefused, _) => Connect::Refused,
+        // A full listen backlog: the listener is not accepting.
+        (ErrorKind::WouldBlock, _) => Connect::Timeout,
+        _ if e.raw_os_error() == Some(1) => Connect::PermissionDenied,
+        _ => Connect::Failed(e.to_string()),
+    }
+}
+
+/// Try to connect to `path` and say what happened; the stream on success.
+pub async fn try_connect(path: &Path, timeout: Duration) -> (Connect, Option<UnixStream>) {
+    match tokio::time::timeout(timeout, connect_unix(path)).await {
+        Err(_) => (Connect::Timeout, None),
+        Ok(Ok(s)) => (Connect::Answered, Some(s)),
+        Ok(Err(e)) => (classify_connect(path, &e), None),
+    }
+}
+
 /// Connect a raw Unix stream to `path`, with errors that say what is wrong.
 pub async fn connect_raw(path: &Path, timeout: Duration) -> Result<UnixStream> {
     let shown = path.display();
-    match tokio::time::timeout(timeout, UnixStream::connect(path)).await {
+    match tokio::time::timeout(timeout, connect_unix(path)).await {
         Err(_) => Err(Error::failed(format!(
             "{shown}: connect timed out after {}; the listener is not accepting (raise --timeout to wait longer)",
             crate::core::time::format_duration(timeout)
@@ -149,7 +280,7 @@ pub async fn dial(path: &Path, timeout: Duration) -> Result<Channel> {
         async move {
             let stream = match first {
                 Some(s) => s,
-                None => UnixStream::connect(&target).await?,
+                None => connect_unix(&target).await?,
             };
             Ok::<_, std::io::Error>(TokioIo::new(stream))
         }
@@ -259,7 +390,7 @@ pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     let kind = path_kind(path).map_err(|e| Error::io(path, "cannot inspect", &e))?;
     match kind {
         PathKind::Missing => {}
-        PathKind::Socket => match UnixStream::connect(path).await {
+        PathKind::Socket => match connect_unix(path).await {
             Ok(_) => {
                 return Err(Error::failed(format!(
                     "{shown}: a live server is already listening there; stop it or choose another socket path"
@@ -291,7 +422,7 @@ pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
             )));
         }
     }
-    let listener = UnixListener::bind(path).map_err(|e| Error::io(path, "cannot listen", &e))?;
+    let listener = bind_unix(path).map_err(|e| Error::io(path, "cannot listen", &e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| Error::io(path, "cannot set socket mode 0660", &e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, "cannot inspect new socket", &e))?;
@@ -385,5 +516,26 @@ mod tests {
         let stale = dir.path().join("stale.sock");
         drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
         assert!(dial(&stale, t).await.unwrap_err().to_string().contains("stale socket"));
+    }
+
+    #[tokio::test]
+    async fn sockets_over_108_bytes_listen_and_connect() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a".repeat(60)).join("b".repeat(60));
+        std::fs::create_dir_all(&deep).unwrap();
+        let p = deep.join("plugin.sock");
+        assert!(p.as_os_str().len() > 108);
+        assert!(std::os::unix::net::UnixStream::connect(&p).is_err(), "the plain call fails on long paths");
+        let (l, g) = listen(&p).await.unwrap();
+        assert_eq!(path_kind(&p).unwrap(), PathKind::Socket, "the socket is at the long path itself");
+        let (c, s) = try_connect(&p, Duration::from_secs(1)).await;
+        assert_eq!(c, Connect::Answered);
+        drop(s);
+        drop(l);
+        assert_eq!(try_connect(&p, Duration::from_secs(1)).await.0, Connect::Refused);
+        drop(g);
+        assert_eq!(try_connect(&p, Duration::from_secs(1)).await.0, Connect::Missing);
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(try_connect(&p, Duration::from_secs(1)).await.0, Connect::NotASocket("file".into()));
     }
 }

@@ -273,12 +273,19 @@ async fn client_commands(dir: &Path, lang: Lang) {
     dpctl(&["prestart", s(&sock), "p-1"]).await.expect_code(0);
     assert_eq!(p.calls("PreStartContainer").last().unwrap()["ids"], serde_json::json!(["p-1"]));
 
-    let r = dpctl(&["probe", s(&sock), "--allocate", "-o", "json"]).await;
+    // the peer answers CDI names; probe resolves them against the spec dir
+    let cdi = tmp();
+    std::fs::write(
+        cdi.path().join("peer.yaml"),
+        "cdiVersion: 0.6.0\nkind: vendor.example/peer\ndevices:\n- name: p-0\n- name: p-1\n- name: p-2\n- name: p-3\n",
+    )
+    .unwrap();
+    let r = dpctl(&["probe", s(&sock), "--allocate", "--cdi-spec-dir", s(cdi.path()), "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["result"], "PASS", "{v}");
     assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 3 healthy");
-    assert_eq!(v["checks"].as_array().unwrap().len(), 8);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 9, "{v}");
 }
 
 async fn register_and_podresources(dir: &Path, lang: Lang) {

@@ -39,6 +39,9 @@ pub struct Behaviour {
     pub preferred: Option<Vec<String>>,
     /// Allocate answers with no container responses at all.
     pub empty_allocate: bool,
+    /// The first ListAndWatch stream gets its snapshot and never an update
+    /// (a plugin whose streams share one change flag, as generic-device-plugin's do).
+    pub freeze_first_stream: bool,
 }
 
 /// The in-test device plugin.
@@ -73,7 +76,11 @@ impl DevicePlugin for TestPlugin {
     type ListAndWatchStream = tokio_stream::wrappers::ReceiverStream<Result<ListAndWatchResponse, Status>>;
 
     async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
-        self.calls.lock().unwrap().push("ListAndWatch".into());
+        let nth = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push("ListAndWatch".into());
+            calls.iter().filter(|c| *c == "ListAndWatch").count()
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let mut devices = self.devices.clone();
         let b = self.b.clone();
@@ -89,6 +96,10 @@ impl DevicePlugin for TestPlugin {
                 }
                 sent += 1;
                 if b.close_after.is_some_and(|n| sent >= n) {
+                    return;
+                }
+                if b.freeze_first_stream && nth == 1 {
+                    tx.closed().await;
                     return;
                 }
                 if devices.changed().await.is_err() {
@@ -256,6 +267,8 @@ pub fn dpctl_cmd(args: &[&str]) -> tokio::process::Command {
         .env_remove("DPCTL_PLUGIN_DIR")
         .env_remove("DPCTL_KUBELET_SOCKET")
         .env_remove("DPCTL_POD_RESOURCES_SOCKET")
+        .env_remove("DPCTL_ROOT")
+        .env_remove("DPCTL_KUBELET_ROOT_DIR")
         .env_remove("NO_COLOR")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
