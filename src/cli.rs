@@ -390,7 +390,7 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve the resources described in this JSON file (see the README)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -464,6 +464,27 @@ pub struct ServeArgs {
     /// Fault: PreStartContainer fails with Internal
     #[arg(long)]
     pub pre_start_fail: bool,
+    /// Fault: never register again after a kubelet restart
+    #[arg(long)]
+    pub no_reregister: bool,
+    /// Fault: register again only DURATION after a kubelet restart
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub reregister_delay: Option<Duration>,
+    /// Fault: new device IDs at every start and kubelet restart
+    #[arg(long)]
+    pub new_ids_after_restart: bool,
+    /// Fault: delete every other socket in the plugin directory at start (kubelet.sock excepted)
+    #[arg(long)]
+    pub delete_other_sockets: bool,
+    /// Fault: leave the socket behind on SIGTERM
+    #[arg(long)]
+    pub keep_socket_on_exit: bool,
+    /// Fault: exit at start when kubelet.sock is missing, even with --retry
+    #[arg(long)]
+    pub exit_without_kubelet: bool,
+    /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
+    #[arg(long)]
+    pub hang_after_cancel: bool,
 }
 
 /// How a plugin role (serve, replay) serves and registers.

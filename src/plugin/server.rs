@@ -29,6 +29,14 @@ pub trait Backend: Send + Sync + 'static {
     fn close_stream_after(&self) -> Option<u64> {
         None
     }
+    /// Once a client cancels a ListAndWatch stream, later streams never send (a fault).
+    fn hang_after_cancel(&self) -> bool {
+        false
+    }
+    /// Faults in the plugin's lifecycle (registration, restart, exit).
+    fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
+        Default::default()
+    }
     /// A fixed ListAndWatch timeline (replay): every stream gets every step, in order.
     fn timeline(&self) -> Option<Arc<Vec<Step>>> {
         None
@@ -55,18 +63,25 @@ pub struct PluginService<B> {
     backend: Arc<B>,
     log: Logger,
     stop: watch::Receiver<bool>,
+    /// Set once a client cancelled a stream (for the hang-after-cancel fault).
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<B> Clone for PluginService<B> {
     fn clone(&self) -> Self {
-        PluginService { backend: self.backend.clone(), log: self.log.clone(), stop: self.stop.clone() }
+        PluginService {
+            backend: self.backend.clone(),
+            log: self.log.clone(),
+            stop: self.stop.clone(),
+            cancelled: self.cancelled.clone(),
+        }
     }
 }
 
 impl<B: Backend> PluginService<B> {
     /// A service that ends its streams when `stop` turns true.
     pub fn new(backend: Arc<B>, log: Logger, stop: watch::Receiver<bool>) -> Self {
-        PluginService { backend, log, stop }
+        PluginService { backend, log, stop, cancelled: Default::default() }
     }
 
     fn done<T>(&self, rpc: &str, start: Instant, mut fields: Vec<(&str, Value)>, r: &Result<T, Status>) {
@@ -176,9 +191,24 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
+        let hang = self.backend.hang_after_cancel();
+        let cancelled = self.cancelled.clone();
+        if hang && cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("fault: hang-after-cancel"))]);
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stopped(&mut stop) => {}
+                    _ = tx.closed() => {}
+                }
+            });
+            return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
+        }
         tokio::spawn(async move {
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {
+                if why == "the client went away" {
+                    cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 log.event(
                     "ListAndWatch",
                     &[
