@@ -105,6 +105,51 @@ pub enum Command {
     /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Conformance suite: run a plugin against a mock kubelet through every scenario
+    Test(TestArgs),
+}
+
+/// `dpctl test`
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
+  dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
+  dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  dpctl test --isolate -- ./plugin-with-hard-coded-paths
+  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
+
+Placeholders in the plugin command (also exported as environment variables):
+  {plugin-dir}            $DPCTL_TEST_PLUGIN_DIR
+  {kubelet-socket}        $DPCTL_TEST_KUBELET_SOCKET
+  {plugins-registry-dir}  $DPCTL_TEST_PLUGINS_REGISTRY_DIR
+  {pod-resources-socket}  $DPCTL_TEST_POD_RESOURCES_SOCKET
+
+Exit codes: 0 nothing failed, 1 a scenario failed, 2 usage error.")]
+pub struct TestArgs {
+    /// The resource to test [default: the first one the plugin registers]
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// Run only scenarios whose ID, group or title matches (substring or glob; ^ $ anchor; a|b alternatives)
+    #[arg(long, value_name = "PATTERN")]
+    pub focus: Option<String>,
+    /// Leave out scenarios whose ID, group or title matches (same syntax as --focus)
+    #[arg(long, value_name = "PATTERN")]
+    pub skip: Option<String>,
+    /// Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…
+    #[arg(long)]
+    pub isolate: bool,
+    /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
+    #[arg(long, value_name = "CMD")]
+    pub health_trigger: Option<String>,
+    /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
+    pub socket: Option<PathBuf>,
+    /// The plugin's command line, after --
+    #[arg(last = true, value_name = "PLUGIN-COMMAND")]
+    pub plugin: Vec<String>,
 }
 
 /// How much load to generate.
