@@ -62,7 +62,7 @@ pub enum Progress<'a> {
 const REGISTER_WITHIN: Duration = Duration::from_secs(10);
 const FIRST_SNAPSHOT_WITHIN: Duration = Duration::from_secs(5);
 const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
-const COME_BACK_WITHIN: Duration = Duration::from_secs(15);
+const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 const POD_WITHIN: Duration = Duration::from_secs(10);
 const HEALTH_WITHIN: Duration = Duration::from_secs(10);
@@ -321,8 +321,19 @@ impl<'a> Sess<'a> {
             }) {
                 return Some(r.clone());
             }
-            let e = tokio::time::timeout_at(until.into(), self.events.recv()).await.ok().flatten()?;
-            self.take(e);
+            // A plugin that exited registers no more; look every 100 ms.
+            let step = until.min(Instant::now() + Duration::from_millis(100));
+            match tokio::time::timeout_at(step.into(), self.events.recv()).await {
+                Ok(Some(e)) => self.take(e),
+                Ok(None) => return None,
+                Err(_) if Instant::now() >= until => return None,
+                Err(_) => {
+                    if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
+                        self.drain();
+                        return self.regs.iter().find(|r| r.generation >= min_gen && r.at >= since && self.wanted(r) && (!good || (r.rejected.is_none() && r.dial_back.is_ok()))).cloned();
+                    }
+                }
+            }
         }
     }
 
@@ -1165,26 +1176,34 @@ impl Sess<'_> {
         while let Ok(Some(e)) = tokio::time::timeout_at(settle.into(), self.events.recv()).await {
             self.take(e);
         }
-        let count = self.regs.iter().filter(|x| x.generation == last && self.wanted(x)).count();
-        if count != 1 {
+        // The kubelet keeps the latest registration per resource; what must not
+        // happen is two endpoints of the plugin alive and registered at once,
+        // or the latest registration pointing at a dead socket.
+        let latest = self.regs.iter().rev().find(|x| x.generation == last && self.wanted(x) && x.rejected.is_none()).cloned().unwrap_or(r);
+        let endpoints: BTreeSet<PathBuf> = self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
+        let mut live = Vec::new();
+        for ep in endpoints {
+            if let Ok(mut c) = plugin_client(&ep, self.o.timeout).await {
+                if c.get_device_plugin_options(Empty {}).await.is_ok() {
+                    live.push(ep);
+                }
+            }
+        }
+        if !live.contains(&latest.socket) {
             return Ok(Outcome::fail(
-                "Register after 3 quick kubelet restarts",
-                format!("{count} registrations with the last kubelet"),
-                "register once per kubelet start; debounce directory events",
+                "GetDevicePluginOptions on the last registered endpoint",
+                format!("{} does not answer", latest.socket.display()),
+                "register only the socket you serve, after serving it",
             ));
         }
-        let alive = match crate::suite::env::plugin_client(&r.socket, self.o.timeout).await {
-            Ok(mut c) => c.get_device_plugin_options(Empty {}).await.is_ok(),
-            Err(_) => false,
-        };
-        match alive {
-            true => Ok(Outcome::pass("one live registration")),
-            false => Ok(Outcome::fail(
-                "GetDevicePluginOptions on the registered endpoint",
-                format!("{} does not answer", r.socket.display()),
-                "keep serving the socket you registered",
-            )),
+        if live.len() != 1 {
+            return Ok(Outcome::fail(
+                "registered endpoints after 3 quick kubelet restarts",
+                format!("{} registered endpoints answer: {live:?}", live.len()),
+                "stop the old server before registering a new one; register once per kubelet start",
+            ));
         }
+        Ok(Outcome::pass("one live registration"))
     }
 
     async fn kres_pods_keep(&mut self) -> Res {
@@ -1203,7 +1222,8 @@ impl Sess<'_> {
         }
         let t0 = Instant::now();
         let res = self.resource.clone().unwrap_or_default();
-        let back = self.wait_allocatable(COME_BACK_WITHIN, |ids| before.iter().all(|d| ids.contains(d))).await;
+        // Back = devices advertised again; then they must include the pod's.
+        let back = self.wait_allocatable(COME_BACK_WITHIN, |_| true).await.filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
         if back.is_none() {
             let now = match &self.mock {
                 Some(mk) => {
