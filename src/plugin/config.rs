@@ -518,6 +518,27 @@ mod tests {
     }
 
     #[test]
+    fn lifecycle_faults_parse_from_a_file() {
+        let cfg = res(r#"{"resources": [{"resource": "v.e/foo", "faults": {
+            "noReregister": true, "reregisterDelay": "2s", "newIdsAfterRestart": true, "deleteOtherSockets": true,
+            "keepSocketOnExit": true, "exitWithoutKubelet": true, "hangAfterCancel": true}}]}"#)
+        .unwrap();
+        let f = &cfg.resources[0].faults;
+        assert!(f.new_ids_after_restart && f.delete_other_sockets && f.hang_after_cancel);
+        assert_eq!(
+            f.lifecycle(),
+            LifecycleFaults {
+                no_reregister: true,
+                reregister_delay: Some(Duration::from_secs(2)),
+                keep_socket_on_exit: true,
+                exit_without_kubelet: true
+            }
+        );
+        let none = res(r#"{"resources": [{"resource": "v.e/foo"}]}"#).unwrap();
+        assert_eq!(none.resources[0].faults.lifecycle(), LifecycleFaults::default());
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             (r#"{"resources": [{"resource": "foo"}]}"#, "resources[0].resource"),

@@ -330,7 +330,16 @@ impl<'a> Sess<'a> {
                 Err(_) => {
                     if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
                         self.drain();
-                        return self.regs.iter().find(|r| r.generation >= min_gen && r.at >= since && self.wanted(r) && (!good || (r.rejected.is_none() && r.dial_back.is_ok()))).cloned();
+                        return self
+                            .regs
+                            .iter()
+                            .find(|r| {
+                                r.generation >= min_gen
+                                    && r.at >= since
+                                    && self.wanted(r)
+                                    && (!good || (r.rejected.is_none() && r.dial_back.is_ok()))
+                            })
+                            .cloned();
                     }
                 }
             }
@@ -1179,8 +1188,15 @@ impl Sess<'_> {
         // The kubelet keeps the latest registration per resource; what must not
         // happen is two endpoints of the plugin alive and registered at once,
         // or the latest registration pointing at a dead socket.
-        let latest = self.regs.iter().rev().find(|x| x.generation == last && self.wanted(x) && x.rejected.is_none()).cloned().unwrap_or(r);
-        let endpoints: BTreeSet<PathBuf> = self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
+        let latest = self
+            .regs
+            .iter()
+            .rev()
+            .find(|x| x.generation == last && self.wanted(x) && x.rejected.is_none())
+            .cloned()
+            .unwrap_or(r);
+        let endpoints: BTreeSet<PathBuf> =
+            self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
         let mut live = Vec::new();
         for ep in endpoints {
             if let Ok(mut c) = plugin_client(&ep, self.o.timeout).await {
@@ -1223,7 +1239,10 @@ impl Sess<'_> {
         let t0 = Instant::now();
         let res = self.resource.clone().unwrap_or_default();
         // Back = devices advertised again; then they must include the pod's.
-        let back = self.wait_allocatable(COME_BACK_WITHIN, |_| true).await.filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
+        let back = self
+            .wait_allocatable(COME_BACK_WITHIN, |_| true)
+            .await
+            .filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
         if back.is_none() {
             let now = match &self.mock {
                 Some(mk) => {

@@ -28,8 +28,23 @@ async fn suite(args: &[&str]) -> Run {
 
 fn serve_args(extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = [
-        "-o", "json", "test", "--", BIN, "serve", "--resource", "vendor.example/foo", "--count", "4", "--plugin-dir",
-        "{plugin-dir}", "--retry", "--preferred-allocation", "--pre-start", "--numa-nodes", "2",
+        "-o",
+        "json",
+        "test",
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
+        "--preferred-allocation",
+        "--pre-start",
+        "--numa-nodes",
+        "2",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -100,7 +115,11 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
                 .filter(|s| s["result"] == "FAIL")
                 .map(|s| format!("{}: {}", s["id"], s["evidence"]))
                 .collect();
-            problems.push(format!("{flags:?}: failed {failed:?}, want {want:?}, exit {}\n  {}", run.code, evidence.join("\n  ")));
+            problems.push(format!(
+                "{flags:?}: failed {failed:?}, want {want:?}, exit {}\n  {}",
+                run.code,
+                evidence.join("\n  ")
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -152,9 +171,25 @@ async fn a_healthy_plugin_passes_every_scenario_with_junit_and_table_output() {
     let junit = dir.path().join("report.xml");
     let trigger = format!("{BIN} device set-health foo-1 Unhealthy --plugin-dir {{plugin-dir}}");
     let run = suite(&[
-        "test", "--junit", s(&junit), "--health-trigger", &trigger, "--", BIN, "serve", "--resource",
-        "vendor.example/foo", "--count", "4", "--numa-nodes", "2", "--pre-start", "--preferred-allocation",
-        "--plugin-dir", "{plugin-dir}", "--retry",
+        "test",
+        "--junit",
+        s(&junit),
+        "--health-trigger",
+        &trigger,
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--numa-nodes",
+        "2",
+        "--pre-start",
+        "--preferred-allocation",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
     ])
     .await;
     run.expect_code(0);
@@ -177,9 +212,26 @@ async fn failures_carry_evidence_in_json_and_junit() {
     let junit = dir.path().join("out").join("r.xml");
     std::fs::create_dir_all(junit.parent().unwrap()).unwrap();
     let run = suite(&[
-        "-o", "json", "test", "--focus", "^REG-|^PREF-", "--junit", s(&junit), "--", BIN, "serve", "--resource",
-        "vendor.example/foo", "--count", "3", "--plugin-dir", "{plugin-dir}", "--preferred-allocation",
-        "--preferred-fault", "foreign", "--delete-other-sockets",
+        "-o",
+        "json",
+        "test",
+        "--focus",
+        "^REG-|^PREF-",
+        "--junit",
+        s(&junit),
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "3",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--preferred-allocation",
+        "--preferred-fault",
+        "foreign",
+        "--delete-other-sockets",
     ])
     .await;
     run.expect_code(1);
@@ -218,8 +270,16 @@ async fn usage_errors_exit_2_with_a_hint() {
 async fn socket_mode_tests_a_running_plugin_without_controlling_it() {
     let dir = tmp();
     let mut serve = dpctl_cmd(&[
-        "serve", "--resource", "vendor.example/foo", "--count", "2", "--plugin-dir", s(dir.path()), "--no-register",
-        "--socket-name", "foo.sock",
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+        "--plugin-dir",
+        s(dir.path()),
+        "--no-register",
+        "--socket-name",
+        "foo.sock",
     ]);
     let child = serve.spawn().expect("serve");
     let sock = dir.path().join("foo.sock");
@@ -265,6 +325,10 @@ async fn isolate_runs_a_plugin_that_hard_codes_the_kubelet_paths() {
         // Without isolation the same plugin finds no kubelet: the suite says so.
         let run = suite(&["test", "--focus", "^REG-001$", "--", s(&plugin)]).await;
         run.expect_code(1);
-        assert!(run.stdout.contains("FAIL  REG-001") && run.stdout.contains("plugin directory does not exist"), "{}", run.stdout);
+        assert!(
+            run.stdout.contains("FAIL  REG-001") && run.stdout.contains("plugin directory does not exist"),
+            "{}",
+            run.stdout
+        );
     }
 }
