@@ -113,6 +113,9 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     if let Some(e) = write_err {
         return Err(e);
     }
+    if records.is_empty() {
+        return Err(Error::usage("--focus/--skip selected no scenario; see the scenario IDs in the README"));
+    }
     let took = started.elapsed();
     if let Some(path) = &a.junit {
         write_atomic(path, &report::junit(&records, took))?;
@@ -132,9 +135,6 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
             };
             emit(&structured(f, &doc)?)?;
         }
-    }
-    if records.is_empty() {
-        return Err(Error::usage("--focus/--skip selected no scenario; see the scenario IDs in the README"));
     }
     let failed = report::totals(&records).failed;
     if failed > 0 {

@@ -332,3 +332,21 @@ async fn isolate_runs_a_plugin_that_hard_codes_the_kubelet_paths() {
         );
     }
 }
+
+#[test]
+fn the_readme_documents_every_scenario_and_fault() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    for s in dpctl::suite::catalog::SCENARIOS {
+        let row = format!("| `{}` | {} |", s.id, s.title);
+        assert!(readme.contains(&row), "README lacks the scenario row {row}");
+        assert!(readme.contains(s.source), "README lacks the source of {}", s.id);
+    }
+    for (flags, fails) in FAULTS.iter().skip(1) {
+        let flag = format!("| `{}` |", flags.join(" "));
+        let line = readme.lines().find(|l| l.starts_with(&flag)).unwrap_or_else(|| panic!("README lacks fault {flag}"));
+        assert!(
+            line.ends_with(&format!("| {} |", fails.join(", "))),
+            "README fault row disagrees with the test: {line}"
+        );
+    }
+}
