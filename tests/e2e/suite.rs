@@ -350,3 +350,19 @@ fn the_readme_documents_every_scenario_and_fault() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_watcher_plugin_passes_with_getinfo_checked() {
+    let run = suite(&[
+        "-o", "json", "test", "--", BIN, "serve", "--resource", "vendor.example/foo", "--count", "2", "--plugin-dir",
+        "{plugin-dir}", "--registration", "plugin-watcher", "--plugins-registry-dir", "{plugins-registry-dir}",
+    ])
+    .await;
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {} {}", run.stdout, run.stderr));
+    assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::new(), "{doc}");
+    run.expect_code(0);
+    let passed = ids_with(&doc, "PASS");
+    assert!(passed.contains("REG-008") && passed.contains("KRES-001") && passed.contains("E2E-001"), "{passed:?}");
+    // The plugin watcher sends no options; that check does not apply.
+    assert!(ids_with(&doc, "SKIP").contains("REG-006"));
+}
