@@ -321,6 +321,39 @@ async fn isolate_runs_a_plugin_that_hard_codes_the_kubelet_paths() {
     assert!(run.stdout.contains("PASS  REG-004") && run.stdout.contains("PASS  E2E-001"), "{}", run.stdout);
     let after = host.exists().then(|| std::fs::read_dir(host).map(|r| r.count()).unwrap_or(0));
     assert_eq!(before, after, "the host's /var/lib/kubelet must not change");
+    // Rootless: the same run as nobody, through a user namespace where the kernel allows it;
+    // where it does not, a one-line reason and exit 1.
+    let has_setpriv = std::process::Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success());
+    if has_setpriv {
+        let mut c = tokio::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "test",
+            "--isolate",
+            "--focus",
+            "^REG-00|^LAW-001$",
+            "--",
+            BIN,
+        ])
+        .args(["serve", "--resource", "vendor.example/hard", "--retry"])
+        .env_remove("DPCTL_PLUGIN_DIR")
+        .env_remove("DPCTL_KUBELET_SOCKET")
+        .current_dir(std::env::temp_dir())
+        .kill_on_drop(true);
+        let out =
+            tokio::time::timeout(Duration::from_secs(60), c.output()).await.expect("rootless run").expect("spawn");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        match out.status.code() {
+            Some(0) => assert!(stdout.contains("PASS  REG-004") && stdout.contains("PASS  LAW-001"), "{stdout}"),
+            _ => assert!(
+                stderr.contains("--isolate is unavailable") && stderr.lines().count() == 1,
+                "{stdout}\n{stderr}"
+            ),
+        }
+    }
     if before.is_none() {
         // Without isolation the same plugin finds no kubelet: the suite says so.
         let run = suite(&["test", "--focus", "^REG-001$", "--", s(&plugin)]).await;
@@ -354,8 +387,22 @@ fn the_readme_documents_every_scenario_and_fault() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_watcher_plugin_passes_with_getinfo_checked() {
     let run = suite(&[
-        "-o", "json", "test", "--", BIN, "serve", "--resource", "vendor.example/foo", "--count", "2", "--plugin-dir",
-        "{plugin-dir}", "--registration", "plugin-watcher", "--plugins-registry-dir", "{plugins-registry-dir}",
+        "-o",
+        "json",
+        "test",
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--registration",
+        "plugin-watcher",
+        "--plugins-registry-dir",
+        "{plugins-registry-dir}",
     ])
     .await;
     let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {} {}", run.stdout, run.stderr));
@@ -365,4 +412,14 @@ async fn a_plugin_watcher_plugin_passes_with_getinfo_checked() {
     assert!(passed.contains("REG-008") && passed.contains("KRES-001") && passed.contains("E2E-001"), "{passed:?}");
     // The plugin watcher sends no options; that check does not apply.
     assert!(ids_with(&doc, "SKIP").contains("REG-006"));
+}
+
+#[tokio::test]
+async fn isolate_says_clearly_when_it_is_unavailable() {
+    let mut c = dpctl_cmd(&["test", "--isolate", "--", "true"]);
+    c.env("PATH", "/nonexistent");
+    let r = run_cmd(c).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("--isolate is unavailable") && r.stderr.contains("unshare"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 }
