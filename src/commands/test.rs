@@ -73,7 +73,7 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     let table = ctx.format == Format::Table;
     let bar = {
         use std::io::IsTerminal;
-        (table && std::io::stdout().is_terminal()).then(|| {
+        (table && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()).then(|| {
             let pb = indicatif::ProgressBar::new_spinner();
             if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
                 pb.set_style(style);

@@ -371,10 +371,16 @@ impl<'a> Sess<'a> {
                 r.rejected.clone().or(r.dial_back.clone().err()).unwrap_or_default()
             )
         });
+        let others: BTreeSet<&str> =
+            self.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
+        let others = match (&self.o.resource, others.is_empty()) {
+            (Some(want), false) => format!("; it registered {others:?}, not --resource {want:?}"),
+            _ => String::new(),
+        };
         Outcome::fail(
             "Register on kubelet.sock (or GetInfo on a plugins_registry socket)",
             format!(
-                "no accepted registration within {within:?}{}{}; plugin log: {}",
+                "no accepted registration within {within:?}{}{}{others}; plugin log: {}",
                 exited.map(|s| format!("; the plugin exited ({s})")).unwrap_or_default(),
                 rejected.unwrap_or_default(),
                 self.plugin_log()
