@@ -95,6 +95,9 @@ impl<B: Backend> PluginService<B> {
     }
 }
 
+/// Why a stream ended when its client cancelled it.
+const CLIENT_GONE: &str = "the client went away";
+
 /// Resolves once `stop` is (or becomes) true, or its sender is gone.
 pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -206,7 +209,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         tokio::spawn(async move {
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {
-                if why == "the client went away" {
+                if why == CLIENT_GONE {
                     cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 log.event(
@@ -226,7 +229,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 let healthy = msg.devices.iter().filter(|d| d.health == crate::api::HEALTHY).count();
                 let total = msg.devices.len();
                 tokio::select! {
-                    r = tx.send(Ok(msg)) => if r.is_err() { return end("the client went away", sent) },
+                    r = tx.send(Ok(msg)) => if r.is_err() { return end(CLIENT_GONE, sent) },
                     _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
                 }
                 sent += 1;
@@ -247,7 +250,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 tokio::select! {
                     r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
                     _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
-                    _ = tx.closed() => return end("the client went away", sent),
+                    _ = tx.closed() => return end(CLIENT_GONE, sent),
                 }
             }
         });

@@ -31,11 +31,6 @@ impl Session {
         Session::EndToEnd,
         Session::Health,
     ];
-
-    /// Whether the session can run against an already running plugin (`--socket`).
-    pub fn works_with_socket(self) -> bool {
-        self == Session::Basic
-    }
 }
 
 /// One scenario's description.
