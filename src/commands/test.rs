@@ -84,7 +84,7 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     };
     let started = Instant::now();
     let mut write_err = None;
-    let records = run::run(&opts, &mut |p| match p {
+    let mut show = |p: Progress| match p {
         Progress::Started(s) => {
             if let Some(pb) = &bar {
                 pb.set_message(format!("{} {}", s.id, s.title));
@@ -104,8 +104,13 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
                 }
             }
         }
-    })
-    .await;
+    };
+    // Ctrl-C / SIGTERM: dropping the run kills the plugin's process group and
+    // the mock kubelet and removes the temp tree.
+    let records = tokio::select! {
+        r = run::run(&opts, &mut show) => r,
+        _ = crate::core::interrupted() => Err(Error::failed("interrupted; the plugin and the mock kubelet were stopped")),
+    };
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }

@@ -423,3 +423,37 @@ async fn isolate_says_clearly_when_it_is_unavailable() {
     assert!(r.stderr.contains("--isolate is unavailable") && r.stderr.contains("unshare"), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 }
+
+/// Processes whose command line is exactly `argv`.
+fn processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+                .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_plugin_and_removes_the_tree() {
+    // A "plugin" that never registers, with a command line no one else has.
+    let marker = ["sleep", "271.828"];
+    let mut c = dpctl_cmd(&["test", "--focus", "^REG-001$", "--", marker[0], marker[1]]);
+    let child = c.spawn().expect("dpctl test");
+    let prefix = format!("dpctl-test-{}-", child.id().expect("pid"));
+    let trees = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count())
+            .unwrap_or(0)
+    };
+    wait_until(10, "the plugin process", || !processes(&marker).is_empty()).await;
+    assert!(trees() > 0, "the node tree should exist while the suite runs");
+    let run = stop_child(child).await;
+    assert_eq!(run.code, 1, "{} {}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
+    wait_until(5, "the plugin process to be gone", || processes(&marker).is_empty()).await;
+    assert_eq!(trees(), 0, "the node tree must be removed");
+}
