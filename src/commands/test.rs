@@ -70,6 +70,10 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
         timeout: ctx.timeout,
         exe,
     };
+    if let Some(sock) = &opts.socket {
+        // Say up front that nothing answers there, instead of failing every scenario.
+        crate::core::transport::connect_raw(sock, ctx.timeout).await?;
+    }
     let table = ctx.format == Format::Table;
     let bar = {
         use std::io::IsTerminal;

@@ -253,6 +253,9 @@ async fn failures_carry_evidence_in_json_and_junit() {
 #[tokio::test]
 async fn usage_errors_exit_2_with_a_hint() {
     let dir = tmp();
+    let r = dpctl(&["test", "--socket", s(&dir.path().join("nope.sock"))]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("nope.sock") && r.stderr.lines().count() == 1, "{}", r.stderr);
     let cases: [(&[&str], &str); 4] = [
         (&["test"], "no plugin to test"),
         (&["test", "--focus", "REG||LAW", "--", "true"], "--focus"),
