@@ -113,6 +113,51 @@ pub enum Command {
     /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Conformance suite: run a plugin against a mock kubelet through every scenario
+    Test(TestArgs),
+}
+
+/// `dpctl test`
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
+  dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
+  dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  dpctl test --isolate -- ./plugin-with-hard-coded-paths
+  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
+
+Placeholders in the plugin command (also exported as environment variables):
+  {plugin-dir}            $DPCTL_TEST_PLUGIN_DIR
+  {kubelet-socket}        $DPCTL_TEST_KUBELET_SOCKET
+  {plugins-registry-dir}  $DPCTL_TEST_PLUGINS_REGISTRY_DIR
+  {pod-resources-socket}  $DPCTL_TEST_POD_RESOURCES_SOCKET
+
+Exit codes: 0 nothing failed, 1 a scenario failed, 2 usage error.")]
+pub struct TestArgs {
+    /// The resource to test [default: the first one the plugin registers]
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// Run only scenarios whose ID, group or title matches (substring or glob; ^ $ anchor; a|b alternatives)
+    #[arg(long, value_name = "PATTERN")]
+    pub focus: Option<String>,
+    /// Leave out scenarios whose ID, group or title matches (same syntax as --focus)
+    #[arg(long, value_name = "PATTERN")]
+    pub skip: Option<String>,
+    /// Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…
+    #[arg(long)]
+    pub isolate: bool,
+    /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
+    #[arg(long, value_name = "CMD")]
+    pub health_trigger: Option<String>,
+    /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
+    pub socket: Option<PathBuf>,
+    /// The plugin's command line, after --
+    #[arg(last = true, value_name = "PLUGIN-COMMAND")]
+    pub plugin: Vec<String>,
 }
 
 /// How much load to generate.
@@ -410,7 +455,7 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve the resources described in this JSON file (see the README)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -484,6 +529,27 @@ pub struct ServeArgs {
     /// Fault: PreStartContainer fails with Internal
     #[arg(long)]
     pub pre_start_fail: bool,
+    /// Fault: never register again after a kubelet restart
+    #[arg(long)]
+    pub no_reregister: bool,
+    /// Fault: register again only DURATION after a kubelet restart
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub reregister_delay: Option<Duration>,
+    /// Fault: new device IDs at every start and kubelet restart
+    #[arg(long)]
+    pub new_ids_after_restart: bool,
+    /// Fault: delete every other socket in the plugin directory at start (kubelet.sock excepted)
+    #[arg(long)]
+    pub delete_other_sockets: bool,
+    /// Fault: leave the socket behind on SIGTERM
+    #[arg(long)]
+    pub keep_socket_on_exit: bool,
+    /// Fault: exit at start when kubelet.sock is missing, even with --retry
+    #[arg(long)]
+    pub exit_without_kubelet: bool,
+    /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
+    #[arg(long)]
+    pub hang_after_cancel: bool,
 }
 
 /// How a plugin role (serve, replay) serves and registers.

@@ -21,4 +21,5 @@ pub mod doctor;
 pub mod kubelet;
 pub mod plugin;
 pub mod render;
+pub mod suite;
 pub mod trace;

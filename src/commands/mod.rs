@@ -18,6 +18,7 @@ pub mod record;
 pub mod register;
 pub mod replay;
 pub mod serve;
+pub mod test;
 pub mod watch;
 
 use crate::cli::{Cli, Command};
@@ -61,7 +62,7 @@ impl Ctx {
 pub fn runtime_workers(cmd: &Command) -> usize {
     match cmd {
         Command::Serve(_) | Command::Replay(_) | Command::Record(_) => 1,
-        Command::MockKubelet(_) | Command::Demo(_) => 2,
+        Command::MockKubelet(_) | Command::Demo(_) | Command::Test(_) => 2,
         Command::Bench(crate::cli::BenchCommand::Kubelet(_)) => 2,
         _ => 0,
     }
@@ -105,5 +106,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Record(a) => record::run(&ctx, &a).await,
         Command::Replay(a) => replay::run(&ctx, &a).await,
         Command::Bench(c) => bench::run(&ctx, &c).await,
+        Command::Test(a) => test::run(&ctx, &a).await,
     }
 }

@@ -69,6 +69,13 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
             close_stream_after: a.close_stream_after,
             pre_start_latency: a.pre_start_latency,
             pre_start_fail: a.pre_start_fail,
+            no_reregister: a.no_reregister,
+            reregister_delay: a.reregister_delay,
+            new_ids_after_restart: a.new_ids_after_restart,
+            delete_other_sockets: a.delete_other_sockets,
+            keep_socket_on_exit: a.keep_socket_on_exit,
+            exit_without_kubelet: a.exit_without_kubelet,
+            hang_after_cancel: a.hang_after_cancel,
         },
     };
     check_resources(std::slice::from_ref(&r), "flags").map_err(|e| {

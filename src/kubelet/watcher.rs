@@ -63,13 +63,27 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
 
 /// Watch `dir` until `stop`.
 pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut stop: watch::Receiver<bool>) {
-    let mut known: BTreeMap<PathBuf, Option<(String, PathBuf)>> = BTreeMap::new();
+    // Keyed by path and inode: a socket re-created between two scans (a plugin
+    // restarting) is a new registration, as inotify's Create tells the kubelet.
+    let mut known: BTreeMap<PathBuf, (u64, Option<(String, PathBuf)>)> = BTreeMap::new();
+    let inode = |p: &Path| std::fs::symlink_metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
     mgr.log.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
-            if known.contains_key(sock) {
-                continue;
+            let ino = inode(sock);
+            match known.get(sock) {
+                Some((i, _)) if *i == ino => continue,
+                Some(_) => {
+                    if let Some((_, Some((res, ep)))) = known.remove(sock) {
+                        if let Some((r, generation)) = mgr.resource_of(&ep) {
+                            if r == res {
+                                mgr.stream_ended(&res, generation, "its plugin-watcher socket was re-created");
+                            }
+                        }
+                    }
+                }
+                None => {}
             }
             let r = register_one(&mgr, sock, dial_timeout).await;
             match &r {
@@ -85,11 +99,11 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
                     .log
                     .event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
             }
-            known.insert(sock.clone(), r.ok());
+            known.insert(sock.clone(), (ino, r.ok()));
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
-            if let Some(Some((res, ep))) = known.remove(&g) {
+            if let Some((_, Some((res, ep)))) = known.remove(&g) {
                 if let Some((r, generation)) = mgr.resource_of(&ep) {
                     if r == res {
                         mgr.stream_ended(&res, generation, "its plugin-watcher socket was deleted (deregistered)");

@@ -205,6 +205,52 @@ pub struct Faults {
     /// PreStartContainer fails.
     #[serde(default)]
     pub pre_start_fail: bool,
+    /// Never register again after a kubelet restart.
+    #[serde(default)]
+    pub no_reregister: bool,
+    /// Register again only after this delay once the kubelet restarted.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub reregister_delay: Option<Duration>,
+    /// New device IDs at every start and every restart.
+    #[serde(default)]
+    pub new_ids_after_restart: bool,
+    /// Delete every other socket in the plugin directory at start (not kubelet.sock).
+    #[serde(default)]
+    pub delete_other_sockets: bool,
+    /// Leave the socket behind on SIGTERM.
+    #[serde(default)]
+    pub keep_socket_on_exit: bool,
+    /// Exit at start when kubelet.sock is missing (even with --retry).
+    #[serde(default)]
+    pub exit_without_kubelet: bool,
+    /// Once the kubelet cancels a ListAndWatch stream, later streams never send.
+    #[serde(default)]
+    pub hang_after_cancel: bool,
+}
+
+/// The faults that change a plugin's lifecycle rather than its answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LifecycleFaults {
+    /// Never register again after a kubelet restart.
+    pub no_reregister: bool,
+    /// Register again only after this delay.
+    pub reregister_delay: Option<Duration>,
+    /// Leave the socket behind on SIGTERM.
+    pub keep_socket_on_exit: bool,
+    /// Exit at start when kubelet.sock is missing.
+    pub exit_without_kubelet: bool,
+}
+
+impl Faults {
+    /// The lifecycle faults among these.
+    pub fn lifecycle(&self) -> LifecycleFaults {
+        LifecycleFaults {
+            no_reregister: self.no_reregister,
+            reregister_delay: self.reregister_delay,
+            keep_socket_on_exit: self.keep_socket_on_exit,
+            exit_without_kubelet: self.exit_without_kubelet,
+        }
+    }
 }
 
 /// One resource to serve.
@@ -469,6 +515,27 @@ mod tests {
         assert_eq!(r.faults.allocate_latency, Some(Duration::from_millis(5)));
         assert_eq!(r.device_list("x").unwrap()[1].health, "Unhealthy");
         assert_eq!(cfg.resources[1].device_list("x").unwrap()[0].numa, Some(1));
+    }
+
+    #[test]
+    fn lifecycle_faults_parse_from_a_file() {
+        let cfg = res(r#"{"resources": [{"resource": "v.e/foo", "faults": {
+            "noReregister": true, "reregisterDelay": "2s", "newIdsAfterRestart": true, "deleteOtherSockets": true,
+            "keepSocketOnExit": true, "exitWithoutKubelet": true, "hangAfterCancel": true}}]}"#)
+        .unwrap();
+        let f = &cfg.resources[0].faults;
+        assert!(f.new_ids_after_restart && f.delete_other_sockets && f.hang_after_cancel);
+        assert_eq!(
+            f.lifecycle(),
+            LifecycleFaults {
+                no_reregister: true,
+                reregister_delay: Some(Duration::from_secs(2)),
+                keep_socket_on_exit: true,
+                exit_without_kubelet: true
+            }
+        );
+        let none = res(r#"{"resources": [{"resource": "v.e/foo"}]}"#).unwrap();
+        assert_eq!(none.resources[0].faults.lifecycle(), LifecycleFaults::default());
     }
 
     #[test]

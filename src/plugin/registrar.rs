@@ -10,7 +10,7 @@ use crate::api::pluginregistration::{
     registration_server::{Registration, RegistrationServer},
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
-use crate::core::log::Logger;
+use crate::core::log::{ms, Logger};
 use crate::core::transport::{call, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
 use crate::core::{Error, Result};
 use crate::plugin::config::RegistrationMode;
@@ -128,12 +128,21 @@ struct Served {
 
 impl Served {
     async fn shut(self) {
+        self.shut_keeping(false).await
+    }
+
+    /// Stop serving; with `keep` (a fault) the socket file stays behind.
+    async fn shut_keeping(self, keep: bool) {
         let _ = self.stop.send(true);
         let mut task = self.task;
         if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
             task.abort();
         }
-        drop(self.guard);
+        if keep {
+            std::mem::forget(self.guard);
+        } else {
+            drop(self.guard);
+        }
     }
 }
 
@@ -170,6 +179,17 @@ pub async fn run<B: Backend>(
     let watcher_reg = WatcherRegistration { resource: resource.clone(), endpoint: endpoint_rx, status: status_tx };
     let mut reg_served: Option<(SocketGuard, watch::Sender<bool>)> = None;
 
+    let faults = backend.lifecycle_faults();
+    if faults.exit_without_kubelet
+        && s.register
+        && s.mode == RegistrationMode::Kubelet
+        && ident(&s.kubelet_socket).is_none()
+    {
+        return Err(Error::failed(format!(
+            "fault exit-without-kubelet: {} does not exist; exiting",
+            s.kubelet_socket.display()
+        )));
+    }
     let mut generation = 0u64;
     let mut first = true;
     loop {
@@ -226,7 +246,7 @@ pub async fn run<B: Backend>(
                         }
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
-                            _ = stopped(&mut shutdown) => { served.shut().await; return Ok(()); }
+                            _ = stopped(&mut shutdown) => { served.shut_keeping(faults.keep_socket_on_exit).await; return Ok(()); }
                         }
                         if ident(&s.kubelet_socket).is_some() {
                             backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -271,7 +291,7 @@ pub async fn run<B: Backend>(
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = stopped(&mut shutdown) => {
-                    served.shut().await;
+                    served.shut_keeping(faults.keep_socket_on_exit).await;
                     if let Some((g, stop)) = reg_served.take() { let _ = stop.send(true); drop(g); }
                     return Ok(());
                 }
@@ -303,9 +323,32 @@ pub async fn run<B: Backend>(
                 }
             }
         };
+        if faults.no_reregister {
+            log.event(
+                "fault",
+                &[("resource", json!(resource)), ("fault", json!("no-reregister")), ("ignored", json!(why))],
+            );
+            stopped(&mut shutdown).await;
+            served.shut_keeping(faults.keep_socket_on_exit).await;
+            if let Some((g, stop)) = reg_served.take() {
+                let _ = stop.send(true);
+                drop(g);
+            }
+            return Ok(());
+        }
         log.event("restarting", &[("resource", json!(resource)), ("reason", json!(why))]);
         let _ = endpoint_tx.send(None);
         served.shut().await;
         generation += 1;
+        if let Some(delay) = faults.reregister_delay {
+            log.event(
+                "fault",
+                &[("resource", json!(resource)), ("fault", json!("reregister-delay")), ("delayMs", ms(delay))],
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stopped(&mut shutdown) => return Ok(()),
+            }
+        }
     }
 }

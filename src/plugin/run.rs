@@ -30,9 +30,13 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks: JoinSet<Result<()>> = JoinSet::new();
     let mut entries = BTreeMap::new();
+    if resources.iter().any(|r| r.faults.delete_other_sockets) {
+        delete_other_sockets(&settings.plugin_dir, &log);
+    }
     for r in resources {
         let sim = Arc::new(Simulated::new(r)?);
         let socket = Arc::new(Mutex::new(PathBuf::new()));
+        let renamer = r.faults.new_ids_after_restart.then(|| NewIds::new(&sim.inventory));
         entries.insert(r.resource.clone(), control::Entry { inventory: sim.inventory.clone(), socket: socket.clone() });
         for flap in sim.flaps() {
             let (inv, log, mut stop) = (sim.inventory.clone(), log.clone(), stop_rx.clone());
@@ -54,6 +58,9 @@ pub async fn run(
         let s = Settings { socket_name: r.socket_name.clone(), ..settings.clone() };
         let (log, stop) = (log.clone(), stop_rx.clone());
         tasks.spawn(registrar::run(sim, s, log, stop, move |p| {
+            if let Some(r) = &renamer {
+                r.next();
+            }
             if let Ok(mut s) = socket.lock() {
                 *s = p.to_path_buf();
             }
@@ -85,5 +92,57 @@ pub async fn run(
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// The fault delete-other-sockets: remove every socket in the plugin
+/// directory but kubelet.sock, as careless plugins clean up at start.
+fn delete_other_sockets(dir: &std::path::Path, log: &Logger) {
+    use crate::core::transport::{path_kind, PathKind};
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if e.file_name() == crate::core::paths::KUBELET_SOCKET_NAME || path_kind(&p).ok() != Some(PathKind::Socket) {
+            continue;
+        }
+        if std::fs::remove_file(&p).is_ok() {
+            log.event(
+                "fault",
+                &[("fault", json!("delete-other-sockets")), ("deleted", json!(p.display().to_string()))],
+            );
+        }
+    }
+}
+
+/// The fault new-ids-after-restart: every (re)start renames every device
+/// (`<id>-p<pid>g<generation>`), so IDs differ across kubelet and plugin restarts.
+struct NewIds {
+    inventory: crate::plugin::devices::Inventory,
+    base: Vec<crate::api::deviceplugin::Device>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl NewIds {
+    fn new(inventory: &crate::plugin::devices::Inventory) -> Self {
+        NewIds {
+            inventory: inventory.clone(),
+            base: inventory.current().devices().to_vec(),
+            generation: Default::default(),
+        }
+    }
+
+    fn next(&self) {
+        let g = self.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let current: Vec<String> = self.inventory.current().devices().iter().map(|d| d.id.clone()).collect();
+        let renamed = self
+            .base
+            .iter()
+            .map(|d| crate::api::deviceplugin::Device {
+                id: format!("{}-p{}g{g}", d.id, std::process::id()),
+                ..d.clone()
+            })
+            .collect();
+        let _ = self.inventory.remove(&current);
+        let _ = self.inventory.add(renamed);
     }
 }

@@ -29,6 +29,14 @@ pub trait Backend: Send + Sync + 'static {
     fn close_stream_after(&self) -> Option<u64> {
         None
     }
+    /// Once a client cancels a ListAndWatch stream, later streams never send (a fault).
+    fn hang_after_cancel(&self) -> bool {
+        false
+    }
+    /// Faults in the plugin's lifecycle (registration, restart, exit).
+    fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
+        Default::default()
+    }
     /// A fixed ListAndWatch timeline (replay): every stream gets every step, in order.
     fn timeline(&self) -> Option<Arc<Vec<Step>>> {
         None
@@ -55,18 +63,25 @@ pub struct PluginService<B> {
     backend: Arc<B>,
     log: Logger,
     stop: watch::Receiver<bool>,
+    /// Set once a client cancelled a stream (for the hang-after-cancel fault).
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<B> Clone for PluginService<B> {
     fn clone(&self) -> Self {
-        PluginService { backend: self.backend.clone(), log: self.log.clone(), stop: self.stop.clone() }
+        PluginService {
+            backend: self.backend.clone(),
+            log: self.log.clone(),
+            stop: self.stop.clone(),
+            cancelled: self.cancelled.clone(),
+        }
     }
 }
 
 impl<B: Backend> PluginService<B> {
     /// A service that ends its streams when `stop` turns true.
     pub fn new(backend: Arc<B>, log: Logger, stop: watch::Receiver<bool>) -> Self {
-        PluginService { backend, log, stop }
+        PluginService { backend, log, stop, cancelled: Default::default() }
     }
 
     fn done<T>(&self, rpc: &str, start: Instant, mut fields: Vec<(&str, Value)>, r: &Result<T, Status>) {
@@ -79,6 +94,9 @@ impl<B: Backend> PluginService<B> {
         self.log.event(rpc, &fields);
     }
 }
+
+/// Why a stream ended when its client cancelled it.
+const CLIENT_GONE: &str = "the client went away";
 
 /// Resolves once `stop` is (or becomes) true, or its sender is gone.
 pub async fn stopped(stop: &mut watch::Receiver<bool>) {
@@ -176,9 +194,24 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
+        let hang = self.backend.hang_after_cancel();
+        let cancelled = self.cancelled.clone();
+        if hang && cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("fault: hang-after-cancel"))]);
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stopped(&mut stop) => {}
+                    _ = tx.closed() => {}
+                }
+            });
+            return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
+        }
         tokio::spawn(async move {
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {
+                if why == CLIENT_GONE {
+                    cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 log.event(
                     "ListAndWatch",
                     &[
@@ -196,7 +229,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 let healthy = msg.devices.iter().filter(|d| d.health == crate::api::HEALTHY).count();
                 let total = msg.devices.len();
                 tokio::select! {
-                    r = tx.send(Ok(msg)) => if r.is_err() { return end("the client went away", sent) },
+                    r = tx.send(Ok(msg)) => if r.is_err() { return end(CLIENT_GONE, sent) },
                     _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
                 }
                 sent += 1;
@@ -217,7 +250,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 tokio::select! {
                     r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
                     _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
-                    _ = tx.closed() => return end("the client went away", sent),
+                    _ = tx.closed() => return end(CLIENT_GONE, sent),
                 }
             }
         });

@@ -126,6 +126,14 @@ impl Backend for Simulated {
         self.faults.close_stream_after
     }
 
+    fn hang_after_cancel(&self) -> bool {
+        self.faults.hang_after_cancel
+    }
+
+    fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
+        self.faults.lifecycle()
+    }
+
     async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse, Status> {
         if !self.options.get_preferred_allocation_available {
             return Err(Status::unimplemented(format!(

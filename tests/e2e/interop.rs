@@ -441,3 +441,19 @@ async fn podresources_client(dir: &Path, lang: Lang) {
     stop_child(sv).await;
     stop_child(mk).await;
 }
+
+both!(suite_passes_peer_plugins, suite_against_peer_plugin);
+
+/// `dpctl test --socket` against the Go and Python peer plugins: every protocol
+/// scenario passes, except ALLOC-004 — the peers do not validate device IDs.
+async fn suite_against_peer_plugin(dir: &Path, lang: Lang) {
+    let t = tmp();
+    let sock = t.path().join("peer.sock");
+    let p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
+    p.wait("ready", ev("ready")).await;
+    let r = dpctl(&["-o", "json", "test", "--socket", s(&sock), "--skip", "ALLOC-004"]).await;
+    r.expect_code(0);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(doc["failed"], 0, "{doc}");
+    assert_eq!(doc["passed"], 15, "{doc}");
+}

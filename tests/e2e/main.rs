@@ -9,4 +9,5 @@ mod interop;
 mod mock_kubelet;
 mod record;
 mod serve;
+mod suite;
 mod support;

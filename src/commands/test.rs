@@ -1,0 +1,153 @@
+//! `dpctl test`: run the conformance suite against a plugin command (or a
+//! running plugin's socket), with live output, `-o json|yaml`, and
+//! `--junit FILE`. Exit 1 when any scenario failed.
+
+use super::Ctx;
+use crate::cli::TestArgs;
+use crate::core::{Error, Result};
+use crate::render::{emit, structured, Format};
+use crate::suite::filter::Pattern;
+use crate::suite::report::{self, Document};
+use crate::suite::run::{self, Options, Progress};
+use crate::suite::{Record, Verdict};
+use colored::Colorize;
+use std::path::Path;
+use std::time::Instant;
+
+fn pattern(flag: &str, p: &Option<String>) -> Result<Option<Pattern>> {
+    p.as_deref().map(|t| Pattern::parse(t).map_err(|e| Error::usage(format!("{flag} {e}")))).transpose()
+}
+
+/// Write `text` to `path` through a temp file and a rename, so a reader never sees half a report.
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::usage(format!("--junit {}: is a directory; name a file", path.display())));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "junit.xml".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| Error::io(path, "cannot write the JUnit report", &e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, "cannot write the JUnit report", &e)
+    })
+}
+
+fn coloured(line: String, r: &Record) -> String {
+    let (word, paint): (&str, fn(&str) -> colored::ColoredString) = match r.result {
+        Verdict::Pass => ("PASS", |s| s.green()),
+        Verdict::Fail => ("FAIL", |s| s.red().bold()),
+        Verdict::Skip => ("SKIP", |s| s.yellow()),
+    };
+    match line.strip_prefix(word) {
+        Some(rest) => format!("{}{rest}", paint(word)),
+        None => line,
+    }
+}
+
+/// Run the command.
+pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
+    if a.plugin.is_empty() && a.socket.is_none() {
+        return Err(Error::usage(
+            "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET",
+        ));
+    }
+    if let Some(j) = &a.junit {
+        if j.is_dir() {
+            return Err(Error::usage(format!("--junit {}: is a directory; name a file", j.display())));
+        }
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
+    let opts = Options {
+        plugin: a.plugin.clone(),
+        socket: a.socket.as_ref().map(|s| ctx.paths.resolve_socket(s)),
+        resource: a.resource.clone(),
+        focus: pattern("--focus", &a.focus)?,
+        skip: pattern("--skip", &a.skip)?,
+        isolate: a.isolate,
+        health_trigger: a.health_trigger.clone(),
+        timeout: ctx.timeout,
+        exe,
+    };
+    if let Some(sock) = &opts.socket {
+        // Say up front that nothing answers there, instead of failing every scenario.
+        crate::core::transport::connect_raw(sock, ctx.timeout).await?;
+    }
+    let table = ctx.format == Format::Table;
+    let bar = {
+        use std::io::IsTerminal;
+        (table && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()).then(|| {
+            let pb = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+                pb.set_style(style);
+            }
+            pb.enable_steady_tick(std::time::Duration::from_millis(100));
+            pb
+        })
+    };
+    let started = Instant::now();
+    let mut write_err = None;
+    let mut show = |p: Progress| match p {
+        Progress::Started(s) => {
+            if let Some(pb) = &bar {
+                pb.set_message(format!("{} {}", s.id, s.title));
+            }
+        }
+        Progress::Finished(r) => {
+            if !table {
+                return;
+            }
+            let line = coloured(report::line(r), r);
+            match &bar {
+                Some(pb) => pb.println(line),
+                None => {
+                    if let Err(e) = emit(&line) {
+                        write_err.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    };
+    // Ctrl-C / SIGTERM: dropping the run kills the plugin's process group and
+    // the mock kubelet and removes the temp tree.
+    let records = tokio::select! {
+        r = run::run(&opts, &mut show) => r,
+        _ = crate::core::interrupted() => Err(Error::failed("interrupted; the plugin and the mock kubelet were stopped")),
+    };
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    let records = records?;
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    if records.is_empty() {
+        return Err(Error::usage("--focus/--skip selected no scenario; see the scenario IDs in the README"));
+    }
+    let took = started.elapsed();
+    if let Some(path) = &a.junit {
+        write_atomic(path, &report::junit(&records, took))?;
+    }
+    let shown: Vec<String> = match &a.socket {
+        Some(s) => vec![s.display().to_string()],
+        None => a.plugin.clone(),
+    };
+    match ctx.format {
+        Format::Table => emit(&report::summary(&records, took))?,
+        f => {
+            let doc = Document {
+                plugin: &shown,
+                totals: report::totals(&records),
+                duration_ms: took.as_millis() as u64,
+                scenarios: &records,
+            };
+            emit(&structured(f, &doc)?)?;
+        }
+    }
+    let failed = report::totals(&records).failed;
+    if failed > 0 {
+        return Err(Error::failed(format!("{failed} scenario(s) failed")));
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The suite's output, decided here without I/O: one plain line per
+//! scenario (with the evidence of a failure under it), the summary, the JSON
+//! document and JUnit XML in the shape GitHub's and GitLab's renderers read
+//! (`testsuites` > `testsuite` per group > `testcase` with `failure` or
+//! `skipped`).
+
+use super::{Record, Verdict};
+use serde::Serialize;
+use std::time::Duration;
+
+fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+/// The plain line(s) for one finished scenario.
+pub fn line(r: &Record) -> String {
+    let verdict = match r.result {
+        Verdict::Pass => "PASS",
+        Verdict::Fail => "FAIL",
+        Verdict::Skip => "SKIP",
+    };
+    let mut s = format!("{verdict}  {:<10} {:>7}  {}", r.id, secs(r.duration), r.title);
+    if !r.detail.is_empty() {
+        s.push_str(&format!(" — {}", r.detail));
+    }
+    if let Some(e) = &r.evidence {
+        s.push_str(&format!(
+            "\n      rpc:    {}\n      answer: {}\n      rule:   {} ({})\n      fix:    {}",
+            e.rpc, e.answer, r.rule, r.source, e.fix
+        ));
+    }
+    s
+}
+
+/// Counts of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Passed.
+    pub passed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Skipped.
+    pub skipped: usize,
+}
+
+/// Count the verdicts.
+pub fn totals(records: &[Record]) -> Totals {
+    let mut t = Totals::default();
+    for r in records {
+        match r.result {
+            Verdict::Pass => t.passed += 1,
+            Verdict::Fail => t.failed += 1,
+            Verdict::Skip => t.skipped += 1,
+        }
+    }
+    t
+}
+
+/// The last line of the table.
+pub fn summary(records: &[Record], took: Duration) -> String {
+    let t = totals(records);
+    format!("{} passed, {} failed, {} skipped in {}", t.passed, t.failed, t.skipped, secs(took))
+}
+
+/// The `-o json` document.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Document<'a> {
+    /// The plugin command (or the socket with --socket).
+    pub plugin: &'a [String],
+    /// Counts.
+    #[serde(flatten)]
+    pub totals: Totals,
+    /// Wall time of the run, milliseconds.
+    pub duration_ms: u64,
+    /// One entry per scenario run.
+    pub scenarios: &'a [Record],
+}
+
+/// Escape text for XML attributes and content; drop characters XML 1.0 forbids.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' | '\r' => out.push(' '),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one testsuite per group, in first-seen order.
+pub fn junit(records: &[Record], took: Duration) -> String {
+    let t = totals(records);
+    let mut groups: Vec<&str> = Vec::new();
+    for r in records {
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
+        }
+    }
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    x.push_str(&format!(
+        "<testsuites name=\"dpctl test\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">\n",
+        records.len(),
+        t.failed,
+        t.skipped,
+        took.as_secs_f64()
+    ));
+    for g in groups {
+        let rs: Vec<&Record> = records.iter().filter(|r| r.group == g).collect();
+        let gt = totals(&rs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
+        let time: f64 = rs.iter().map(|r| r.duration.as_secs_f64()).sum();
+        x.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{time:.3}\">\n",
+            xml_escape(g),
+            rs.len(),
+            gt.failed,
+            gt.skipped
+        ));
+        for r in rs {
+            let open = format!(
+                "    <testcase classname=\"dpctl.{}\" name=\"{}\" time=\"{:.3}\"",
+                xml_escape(g),
+                xml_escape(&format!("{} {}", r.id, r.title)),
+                r.duration.as_secs_f64()
+            );
+            match (r.result, &r.evidence) {
+                (Verdict::Fail, Some(e)) => {
+                    let body = format!(
+                        "rpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
+                        e.rpc, e.answer, r.rule, r.source, e.fix
+                    );
+                    x.push_str(&format!(
+                        "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                        xml_escape(&e.answer),
+                        xml_escape(r.id.as_str()),
+                        xml_escape(&body)
+                    ));
+                }
+                (Verdict::Fail, None) => {
+                    x.push_str(&format!("{open}>\n      <failure message=\"failed\"/>\n    </testcase>\n"));
+                }
+                (Verdict::Skip, _) => x.push_str(&format!(
+                    "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    xml_escape(&r.detail)
+                )),
+                (Verdict::Pass, _) => x.push_str(&format!("{open}/>\n")),
+            }
+        }
+        x.push_str("  </testsuite>\n");
+    }
+    x.push_str("</testsuites>\n");
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::catalog::find;
+    use crate::suite::Outcome;
+
+    fn recs() -> Vec<Record> {
+        vec![
+            Record::new(find("REG-001").unwrap(), Outcome::pass("after 12 ms"), Duration::from_millis(12)),
+            Record::new(
+                find("REG-002").unwrap(),
+                Outcome::fail("Register", "version \"v1<beta>\" & \"x\"\u{1}", "send v1beta1"),
+                Duration::from_millis(3),
+            ),
+            Record::new(find("PREF-001").unwrap(), Outcome::skip("not advertised"), Duration::ZERO),
+        ]
+    }
+
+    #[test]
+    fn lines_show_verdict_and_evidence() {
+        let r = recs();
+        assert!(line(&r[0]).starts_with("PASS  REG-001"));
+        let f = line(&r[1]);
+        assert!(f.starts_with("FAIL  REG-002") && f.contains("fix:    send v1beta1") && f.contains("rule:"), "{f}");
+        assert!(line(&r[2]).contains("SKIP") && line(&r[2]).contains("not advertised"));
+        assert_eq!(summary(&r, Duration::from_secs(1)), "1 passed, 1 failed, 1 skipped in 1.00s");
+    }
+
+    #[test]
+    fn junit_counts_groups_and_escapes() {
+        let x = junit(&recs(), Duration::from_millis(15));
+        assert!(
+            x.contains("<testsuites name=\"dpctl test\" tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+            "{x}"
+        );
+        assert!(x.contains("<testsuite name=\"registration\" tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("<testsuite name=\"preferred\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\""));
+        assert!(x.contains("v1&lt;beta&gt;&quot; &amp; &quot;x&quot;\u{FFFD}"), "{x}");
+        assert!(!x.contains('\u{1}'));
+        assert!(x.contains("<skipped message=\"not advertised\"/>"));
+        assert_eq!(x.matches("<testcase ").count(), 3);
+        assert_eq!(x.matches("</testsuite>").count(), 2);
+    }
+}

@@ -1,0 +1,1538 @@
+//! The runner and the code of every scenario. A session sets up a fresh
+//! environment (node tree, kubelet, plugin process), runs its selected
+//! scenarios in order and tears everything down; each scenario returns an
+//! [`Outcome`]. Waiting is on events (the recorder's channel, process exit)
+//! or on polling the kubelet's API, always with the scenario's bound.
+
+use super::catalog::{Scenario, Session, SCENARIOS};
+use super::checks;
+use super::env::{
+    is_socket, log_tail, plugin_client, pod_manifest, wipe_sockets, Event, Isolation, MockKubelet, PluginProcess,
+    Recorder, Registration, Tree, Via,
+};
+use super::filter::Pattern;
+use super::{Outcome, Record};
+use crate::api::deviceplugin::{
+    AllocateRequest, AllocateResponse, ContainerAllocateRequest, ContainerPreferredAllocationRequest,
+    DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,
+};
+use crate::core::{Error, Result};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The plugin command (empty with `socket`).
+    pub plugin: Vec<String>,
+    /// An already running plugin's socket.
+    pub socket: Option<PathBuf>,
+    /// The resource to test (default: the first one registered).
+    pub resource: Option<String>,
+    /// Run only matching scenarios.
+    pub focus: Option<Pattern>,
+    /// Leave out matching scenarios.
+    pub skip: Option<Pattern>,
+    /// Run the plugin in a private mount namespace.
+    pub isolate: bool,
+    /// A shell command that makes one device unhealthy.
+    pub health_trigger: Option<String>,
+    /// Per-call timeout.
+    pub timeout: Duration,
+    /// This binary (runs the mock kubelet).
+    pub exe: PathBuf,
+}
+
+/// Whether a scenario is selected by `--focus` / `--skip`.
+pub fn selected(o: &Options, s: &Scenario) -> bool {
+    let fields = [s.id, s.group, s.title];
+    o.focus.as_ref().is_none_or(|p| p.matches(&fields)) && !o.skip.as_ref().is_some_and(|p| p.matches(&fields))
+}
+
+/// Progress of a run, for live output.
+pub enum Progress<'a> {
+    /// A scenario starts.
+    Started(&'a Scenario),
+    /// A scenario finished.
+    Finished(&'a Record),
+}
+
+const REGISTER_WITHIN: Duration = Duration::from_secs(10);
+const FIRST_SNAPSHOT_WITHIN: Duration = Duration::from_secs(5);
+const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
+const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
+const EXIT_WITHIN: Duration = Duration::from_secs(10);
+const POD_WITHIN: Duration = Duration::from_secs(10);
+const HEALTH_WITHIN: Duration = Duration::from_secs(10);
+const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
+const DECOY: &str = "dpctl-test-other-vendor.sock";
+const UNKNOWN_ID: &str = "dpctl-test-no-such-device";
+
+fn ms(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+/// Run the selected scenarios; `progress` sees each start and result.
+pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<Record>> {
+    if o.plugin.is_empty() && o.socket.is_none() {
+        return Err(Error::usage(
+            "no plugin command; run dpctl test [FLAGS] -- PLUGIN-COMMAND [ARGS…], or pass --socket",
+        ));
+    }
+    let mut isolation = Isolation::None;
+    if o.isolate && o.socket.is_none() {
+        let probe_tree = Tree::new()?;
+        isolation = super::env::probe_isolation(&probe_tree).await?;
+    }
+    let mut records = Vec::new();
+    for session in Session::ALL {
+        let chosen: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.session == session && selected(o, s)).collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        let mut sess: Option<Sess> = None;
+        let mut setup_failure: Option<Outcome> = None;
+        for s in chosen {
+            progress(Progress::Started(s));
+            let start = Instant::now();
+            let outcome = if o.socket.is_some() && s.needs_control {
+                Outcome::skip("needs control of the plugin's process and kubelet; not with --socket")
+            } else if let Some(f) = &setup_failure {
+                f.clone()
+            } else {
+                if sess.is_none() {
+                    match Sess::setup(o, session, isolation).await {
+                        Ok(x) => sess = Some(x),
+                        Err(f) => setup_failure = Some(f),
+                    }
+                }
+                match (&mut sess, &setup_failure) {
+                    (Some(x), _) => tokio::time::timeout(SCENARIO_LIMIT, x.scenario(s.id)).await.unwrap_or_else(|_| {
+                        Outcome::fail(
+                            s.id,
+                            format!("the scenario did not finish within {SCENARIO_LIMIT:?}"),
+                            "see the plugin's log",
+                        )
+                    }),
+                    (None, Some(f)) => f.clone(),
+                    (None, None) => Outcome::fail(s.id, "internal error: no session", "report this bug"),
+                }
+            };
+            let rec = Record::new(s, outcome, start.elapsed());
+            progress(Progress::Finished(&rec));
+            records.push(rec);
+        }
+        if let Some(x) = sess {
+            x.teardown().await;
+        }
+    }
+    Ok(records)
+}
+
+struct Snap {
+    generation: u64,
+    socket: PathBuf,
+    at: Instant,
+    bytes: usize,
+    resp: ListAndWatchResponse,
+}
+
+/// One session's environment and what was seen so far.
+struct Sess<'a> {
+    o: &'a Options,
+    isolation: Isolation,
+    tree: Option<Tree>,
+    plugin: Option<PluginProcess>,
+    plugin_started: Instant,
+    restarts: u32,
+    recorder: Option<Recorder>,
+    generation: u64,
+    restarted_at: Option<Instant>,
+    events_tx: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedReceiver<Event>,
+    regs: Vec<Registration>,
+    snaps: Vec<Snap>,
+    mock: Option<MockKubelet>,
+    decoy: Option<tokio::net::UnixListener>,
+    streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
+    first: Option<(Duration, usize, ListAndWatchResponse)>,
+    resource: Option<String>,
+    baseline: Option<Vec<String>>,
+    allocated: Vec<String>,
+}
+
+fn setup_fail(what: &str, answer: String, fix: &str) -> Outcome {
+    Outcome::fail(format!("session setup: {what}"), answer, fix)
+}
+
+impl<'a> Sess<'a> {
+    async fn setup(o: &'a Options, session: Session, isolation: Isolation) -> std::result::Result<Sess<'a>, Outcome> {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let mut s = Sess {
+            o,
+            isolation,
+            tree: None,
+            plugin: None,
+            plugin_started: Instant::now(),
+            restarts: 0,
+            recorder: None,
+            generation: 0,
+            restarted_at: None,
+            events_tx,
+            events,
+            regs: Vec::new(),
+            snaps: Vec::new(),
+            mock: None,
+            decoy: None,
+            streams: Vec::new(),
+            first: None,
+            resource: o.resource.clone(),
+            baseline: None,
+            allocated: Vec::new(),
+        };
+        if o.socket.is_some() {
+            return Ok(s);
+        }
+        let tree = Tree::new().map_err(|e| setup_fail("node tree", e.to_string(), "check $TMPDIR"))?;
+        s.tree = Some(tree);
+        match session {
+            Session::Basic => {
+                s.start_recorder().await?;
+                let path = s.tree().plugin_dir.join(DECOY);
+                s.decoy = Some(tokio::net::UnixListener::bind(&path).map_err(|e| {
+                    setup_fail("decoy socket", format!("{}: {e}", path.display()), "check the temp dir")
+                })?);
+                s.start_plugin()?;
+            }
+            Session::StartOrder => s.start_plugin()?,
+            Session::KubeletRestart | Session::PluginRestart => {
+                s.start_recorder().await?;
+                s.start_plugin()?;
+                s.baseline_snapshot().await?;
+            }
+            Session::EndToEnd | Session::Health => {
+                let mk = MockKubelet::start(&o.exe, s.tree()).await.map_err(|e| {
+                    setup_fail("mock kubelet", e.to_string(), "run dpctl mock-kubelet by hand to see why")
+                })?;
+                s.mock = Some(mk);
+                s.start_plugin()?;
+                let (res, ids) = s.wait_allocatable(REGISTER_WITHIN, |_| true).await.ok_or_else(|| {
+                    setup_fail(
+                        "waiting for the plugin's devices in the mock kubelet",
+                        format!("no allocatable devices within {REGISTER_WITHIN:?}; plugin log: {}", s.plugin_log()),
+                        "the plugin must register and advertise healthy devices (see REG-001, LAW-001)",
+                    )
+                })?;
+                s.resource = Some(res);
+                s.baseline = Some(ids);
+            }
+        }
+        Ok(s)
+    }
+
+    fn tree(&self) -> &Tree {
+        // Only called in sessions that own a tree (never with --socket).
+        self.tree.as_ref().expect("sessions without --socket own a tree")
+    }
+
+    async fn teardown(mut self) {
+        self.streams.clear();
+        if let Some(p) = self.plugin.take() {
+            p.stop(Duration::from_secs(5)).await;
+        }
+        if let Some(r) = self.recorder.take() {
+            r.stop().await;
+        }
+        if let Some(m) = self.mock.take() {
+            m.stop().await;
+        }
+    }
+
+    fn plugin_log(&self) -> String {
+        self.plugin.as_ref().map(|p| log_tail(&p.log, 4)).unwrap_or_else(|| "(no plugin process)".into())
+    }
+
+    fn start_plugin(&mut self) -> std::result::Result<(), Outcome> {
+        let tree = self.tree();
+        let isolated = self.isolation != Isolation::None;
+        let vars = tree.vars(isolated);
+        let argv: Vec<String> = self.o.plugin.iter().map(|a| vars.substitute(a)).collect();
+        let argv = super::env::isolated_argv(self.isolation, &tree.root, &argv);
+        let log = tree.logs.join(format!("plugin-{}.log", self.restarts));
+        self.restarts += 1;
+        let p = PluginProcess::spawn(&argv, &vars.env(), &log)
+            .map_err(|e| setup_fail("starting the plugin", e.to_string(), "check the command after --"))?;
+        self.plugin_started = Instant::now();
+        self.plugin = Some(p);
+        Ok(())
+    }
+
+    async fn start_recorder(&mut self) -> std::result::Result<(), Outcome> {
+        let r = Recorder::start(self.tree(), self.generation, self.events_tx.clone(), self.o.timeout)
+            .await
+            .map_err(|e| setup_fail("kubelet.sock", e.to_string(), "check the temp dir"))?;
+        self.recorder = Some(r);
+        Ok(())
+    }
+
+    /// A kubelet restart: stop (streams cancelled), wipe the sockets, start again.
+    async fn restart_kubelet(&mut self) -> std::result::Result<(), Outcome> {
+        if let Some(r) = self.recorder.take() {
+            r.stop().await;
+        }
+        wipe_sockets(&self.tree().plugin_dir);
+        self.generation += 1;
+        self.start_recorder().await?;
+        self.restarted_at = Some(Instant::now());
+        Ok(())
+    }
+
+    fn drain(&mut self) {
+        while let Ok(e) = self.events.try_recv() {
+            self.take(e);
+        }
+    }
+
+    fn take(&mut self, e: Event) {
+        match e {
+            Event::Registered(r) => self.regs.push(*r),
+            Event::Snapshot { generation, socket, at, bytes, resp } => {
+                self.snaps.push(Snap { generation, socket, at, bytes, resp })
+            }
+            Event::StreamEnded { .. } => {}
+        }
+    }
+
+    fn wanted(&self, r: &Registration) -> bool {
+        self.o.resource.as_ref().is_none_or(|n| &r.resource == n)
+    }
+
+    /// Wait for a registration (of generation ≥ `min_gen`, at or after `since`); `good` = accepted.
+    async fn wait_reg(&mut self, min_gen: u64, since: Instant, until: Instant, good: bool) -> Option<Registration> {
+        loop {
+            self.drain();
+            if let Some(r) = self.regs.iter().find(|r| {
+                r.generation >= min_gen
+                    && r.at >= since
+                    && self.wanted(r)
+                    && (!good || (r.rejected.is_none() && r.dial_back.is_ok()))
+            }) {
+                return Some(r.clone());
+            }
+            // A plugin that exited registers no more; look every 100 ms.
+            let step = until.min(Instant::now() + Duration::from_millis(100));
+            match tokio::time::timeout_at(step.into(), self.events.recv()).await {
+                Ok(Some(e)) => self.take(e),
+                Ok(None) => return None,
+                Err(_) if Instant::now() >= until => return None,
+                Err(_) => {
+                    if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
+                        self.drain();
+                        return self
+                            .regs
+                            .iter()
+                            .find(|r| {
+                                r.generation >= min_gen
+                                    && r.at >= since
+                                    && self.wanted(r)
+                                    && (!good || (r.rejected.is_none() && r.dial_back.is_ok()))
+                            })
+                            .cloned();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wait for the kubelet's first snapshot on `socket` in `generation`.
+    async fn wait_snap(
+        &mut self,
+        generation: u64,
+        socket: &std::path::Path,
+        until: Instant,
+    ) -> Option<(Instant, usize, ListAndWatchResponse)> {
+        loop {
+            self.drain();
+            if let Some(s) = self.snaps.iter().find(|s| s.generation == generation && s.socket == socket) {
+                return Some((s.at, s.bytes, s.resp.clone()));
+            }
+            let e = tokio::time::timeout_at(until.into(), self.events.recv()).await.ok().flatten()?;
+            self.take(e);
+        }
+    }
+
+    fn no_registration(&mut self, within: Duration) -> Outcome {
+        let exited = self.plugin.as_mut().and_then(|p| p.exited());
+        let rejected = self.regs.iter().rev().find(|r| r.rejected.is_some() || r.dial_back.is_err()).map(|r| {
+            format!(
+                "; a registration was refused: {}",
+                r.rejected.clone().or(r.dial_back.clone().err()).unwrap_or_default()
+            )
+        });
+        let others: BTreeSet<&str> =
+            self.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
+        let others = match (&self.o.resource, others.is_empty()) {
+            (Some(want), false) => format!("; it registered {others:?}, not --resource {want:?}"),
+            _ => String::new(),
+        };
+        Outcome::fail(
+            "Register on kubelet.sock (or GetInfo on a plugins_registry socket)",
+            format!(
+                "no accepted registration within {within:?}{}{}{others}; plugin log: {}",
+                exited.map(|s| format!("; the plugin exited ({s})")).unwrap_or_default(),
+                rejected.unwrap_or_default(),
+                self.plugin_log()
+            ),
+            "serve the DevicePlugin socket first, then call Register on {kubelet-socket} (or serve pluginregistration in {plugins-registry-dir})",
+        )
+    }
+
+    /// The first accepted registration of this session.
+    async fn ensure_reg(&mut self) -> std::result::Result<Registration, Outcome> {
+        let until = self.plugin_started + REGISTER_WITHIN;
+        match self.wait_reg(0, self.plugin_started, until, false).await {
+            Some(r) => Ok(r),
+            None => Err(self.no_registration(REGISTER_WITHIN)),
+        }
+    }
+
+    async fn baseline_snapshot(&mut self) -> std::result::Result<(), Outcome> {
+        let until = self.plugin_started + REGISTER_WITHIN;
+        let Some(r) = self.wait_reg(0, self.plugin_started, until, true).await else {
+            return Err(self.no_registration(REGISTER_WITHIN));
+        };
+        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        else {
+            return Err(setup_fail(
+                "waiting for the first ListAndWatch snapshot",
+                format!("nothing within {FIRST_SNAPSHOT_WITHIN:?}"),
+                "send the device list as soon as ListAndWatch is called",
+            ));
+        };
+        self.resource = Some(r.resource.clone());
+        self.baseline = Some(snap.devices.iter().map(|d| d.id.clone()).collect());
+        Ok(())
+    }
+
+    /// The plugin's socket: --socket, or the registered endpoint.
+    async fn endpoint(&mut self) -> std::result::Result<PathBuf, Outcome> {
+        if let Some(s) = &self.o.socket {
+            return Ok(s.clone());
+        }
+        let r = self.ensure_reg().await?;
+        if r.rejected.is_some() || r.dial_back.is_err() {
+            let until = self.plugin_started + REGISTER_WITHIN;
+            return match self.wait_reg(0, self.plugin_started, until, true).await {
+                Some(r) => Ok(r.socket),
+                None => Err(self.no_registration(REGISTER_WITHIN)),
+            };
+        }
+        Ok(r.socket)
+    }
+
+    async fn client(
+        &mut self,
+    ) -> std::result::Result<
+        crate::api::deviceplugin::device_plugin_client::DevicePluginClient<tonic::transport::Channel>,
+        Outcome,
+    > {
+        let ep = self.endpoint().await?;
+        plugin_client(&ep, self.o.timeout)
+            .await
+            .map_err(|e| Outcome::fail("dial the plugin", e.to_string(), "keep serving the socket you registered"))
+    }
+
+    async fn options(&mut self) -> std::result::Result<DevicePluginOptions, Outcome> {
+        let mut c = self.client().await?;
+        match tokio::time::timeout(self.o.timeout, c.get_device_plugin_options(Empty {})).await {
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(s)) => Err(Outcome::fail(
+                "GetDevicePluginOptions",
+                format!("{:?}: {}", s.code(), s.message()),
+                "answer GetDevicePluginOptions",
+            )),
+            Err(_) => {
+                Err(Outcome::fail("GetDevicePluginOptions", "timed out", "answer GetDevicePluginOptions promptly"))
+            }
+        }
+    }
+
+    /// Open a ListAndWatch stream and read its first message within the bound.
+    async fn open_stream(
+        &mut self,
+    ) -> std::result::Result<(Duration, tonic::Streaming<ListAndWatchResponse>, ListAndWatchResponse), Outcome> {
+        let mut c = self.client().await?;
+        let start = Instant::now();
+        let until = start + FIRST_SNAPSHOT_WITHIN;
+        let mut stream = match tokio::time::timeout_at(until.into(), c.list_and_watch(Empty {})).await {
+            Ok(Ok(s)) => s.into_inner(),
+            Ok(Err(s)) => {
+                return Err(Outcome::fail(
+                    "ListAndWatch",
+                    format!("{:?}: {}", s.code(), s.message()),
+                    "serve ListAndWatch",
+                ))
+            }
+            Err(_) => {
+                return Err(Outcome::fail(
+                    "ListAndWatch",
+                    format!("no answer within {FIRST_SNAPSHOT_WITHIN:?}"),
+                    "send the device list as soon as ListAndWatch is called",
+                ))
+            }
+        };
+        match tokio::time::timeout_at(until.into(), stream.message()).await {
+            Ok(Ok(Some(m))) => Ok((start.elapsed(), stream, m)),
+            Ok(Ok(None)) => Err(Outcome::fail(
+                "ListAndWatch",
+                "the stream ended without a snapshot",
+                "keep the stream open and send the device list first",
+            )),
+            Ok(Err(s)) => Err(Outcome::fail(
+                "ListAndWatch",
+                format!("{:?}: {}", s.code(), s.message()),
+                "send the device list first",
+            )),
+            Err(_) => Err(Outcome::fail(
+                "ListAndWatch",
+                format!("no snapshot within {FIRST_SNAPSHOT_WITHIN:?}"),
+                "send the full device list as soon as ListAndWatch is called",
+            )),
+        }
+    }
+
+    /// The first snapshot the kubelet got (or, with --socket, our own first stream's).
+    async fn ensure_first(&mut self) -> std::result::Result<(Duration, usize, ListAndWatchResponse), Outcome> {
+        if let Some(f) = &self.first {
+            return Ok(f.clone());
+        }
+        let first = if self.o.socket.is_some() {
+            let (took, stream, m) = self.open_stream().await?;
+            self.streams.push(stream);
+            let bytes = prost::Message::encoded_len(&m);
+            (took, bytes, m)
+        } else {
+            let r = self.ensure_reg().await?;
+            let ep = self.endpoint().await?;
+            let reg_at =
+                self.regs.iter().find(|x| x.socket == ep && x.generation == r.generation).map(|x| x.at).unwrap_or(r.at);
+            match self.wait_snap(r.generation, &ep, reg_at + FIRST_SNAPSHOT_WITHIN).await {
+                Some((at, bytes, m)) => (at.saturating_duration_since(reg_at), bytes, m),
+                None => {
+                    return Err(Outcome::fail(
+                        "ListAndWatch (the kubelet's stream)",
+                        format!(
+                            "no snapshot within {FIRST_SNAPSHOT_WITHIN:?} of registering; plugin log: {}",
+                            self.plugin_log()
+                        ),
+                        "send the full device list as soon as ListAndWatch is called",
+                    ))
+                }
+            }
+        };
+        self.first = Some(first.clone());
+        Ok(first)
+    }
+
+    async fn healthy(&mut self) -> std::result::Result<Vec<String>, Outcome> {
+        let (_, _, m) = self.ensure_first().await?;
+        Ok(checks::healthy_ids(&m.devices))
+    }
+
+    async fn allocate(
+        &mut self,
+        containers: Vec<Vec<String>>,
+    ) -> std::result::Result<std::result::Result<AllocateResponse, String>, Outcome> {
+        let mut c = self.client().await?;
+        let req = AllocateRequest {
+            container_requests: containers
+                .into_iter()
+                .map(|ids| ContainerAllocateRequest { devices_ids: ids })
+                .collect(),
+        };
+        Ok(match tokio::time::timeout(self.o.timeout, c.allocate(req)).await {
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
+            Err(_) => Err(format!("no answer within {:?}", self.o.timeout)),
+        })
+    }
+
+    async fn wait_allocatable(
+        &mut self,
+        within: Duration,
+        pred: impl Fn(&[String]) -> bool,
+    ) -> Option<(String, Vec<String>)> {
+        let until = Instant::now() + within;
+        loop {
+            if let Some(mk) = &self.mock {
+                if let Ok(all) = mk.allocatable(self.o.timeout).await {
+                    let hit = match &self.resource {
+                        Some(r) => all.get(r).filter(|ids| !ids.is_empty()).map(|ids| (r.clone(), ids.clone())),
+                        None => all.into_iter().find(|(_, ids)| !ids.is_empty()),
+                    };
+                    if let Some((r, ids)) = hit {
+                        if pred(&ids) {
+                            return Some((r, ids));
+                        }
+                    }
+                }
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_pod(&mut self, name: &str, present: bool, within: Duration) -> Option<Vec<String>> {
+        let until = Instant::now() + within;
+        let res = self.resource.clone().unwrap_or_default();
+        loop {
+            if let Some(mk) = &self.mock {
+                if let Ok(p) = mk.pod_devices(name, self.o.timeout).await {
+                    match (present, p) {
+                        (true, Some(devs)) => return Some(devs.get(&res).cloned().unwrap_or_default()),
+                        (false, None) => return Some(Vec::new()),
+                        _ => {}
+                    }
+                }
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn write_pod(&self, name: &str, n: usize) -> std::result::Result<PathBuf, Outcome> {
+        let res = self.resource.clone().unwrap_or_default();
+        let path = self.tree().manifests.join(format!("{name}.yaml"));
+        std::fs::write(&path, pod_manifest(name, &res, n))
+            .map_err(|e| Outcome::fail("write a pod manifest", e.to_string(), "check the temp dir"))?;
+        Ok(path)
+    }
+
+    fn kubelet_log(&self) -> String {
+        self.mock.as_ref().map(|m| log_tail(&m.log, 3)).unwrap_or_default()
+    }
+
+    async fn scenario(&mut self, id: &str) -> Outcome {
+        let r = match id {
+            "REG-001" => self.reg_within().await,
+            "REG-002" => self.reg_version().await,
+            "REG-003" => self.reg_resource().await,
+            "REG-004" => self.reg_endpoint().await,
+            "REG-005" => self.reg_dial_back().await,
+            "REG-006" => self.reg_options().await,
+            "REG-007" => self.reg_keeps_sockets().await,
+            "REG-008" => self.reg_watcher().await,
+            "LAW-001" => self.law_first().await,
+            "LAW-002" => {
+                self.law_check(
+                    checks::id_problems,
+                    "use unique, non-empty IDs of at most 63 printable characters without spaces",
+                )
+                .await
+            }
+            "LAW-003" => {
+                self.law_check(
+                    checks::health_problems,
+                    "send exactly \"Healthy\" or \"Unhealthy\" (pluginapi.Healthy / pluginapi.Unhealthy)",
+                )
+                .await
+            }
+            "LAW-004" => self.law_size().await,
+            "LAW-005" => {
+                self.law_check(
+                    checks::topology_problems,
+                    "list each NUMA node once, none negative, or leave topology unset",
+                )
+                .await
+            }
+            "LAW-006" => self.law_second().await,
+            "LAW-007" => self.law_cancel().await,
+            "ALLOC-001" => self.alloc_each().await,
+            "ALLOC-002" => self.alloc_multi().await,
+            "ALLOC-003" => self.alloc_not_empty().await,
+            "ALLOC-004" => self.alloc_unknown().await,
+            "ALLOC-005" => self.alloc_concurrent().await,
+            "PREF-001" | "PREF-002" | "PREF-003" => self.preferred(id).await,
+            "PRE-001" => self.pre_start().await,
+            "ORDER-001" => self.start_order().await,
+            "KRES-001" => self.kres_reregister().await,
+            "KRES-002" => self.kres_same_ids().await,
+            "KRES-003" => self.kres_repeated().await,
+            "KRES-004" => self.kres_pods_keep().await,
+            "PRES-001" => self.pres_exit().await,
+            "PRES-002" => self.pres_own_socket().await,
+            "PRES-003" => self.pres_others().await,
+            "PRES-004" => self.pres_same_ids().await,
+            "E2E-001" => self.e2e_pod().await,
+            "E2E-002" => self.e2e_free().await,
+            "HEALTH-001" => self.health().await,
+            other => Err(Outcome::fail(other, "no code for this scenario", "report this bug")),
+        };
+        r.unwrap_or_else(|o| o)
+    }
+}
+
+type Res = std::result::Result<Outcome, Outcome>;
+
+impl Sess<'_> {
+    async fn reg_within(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        let via = if r.via == Via::KubeletSocket { "kubelet.sock" } else { "the plugin watcher" };
+        Ok(Outcome::pass(format!("after {} via {via}", ms(r.at.saturating_duration_since(self.plugin_started)))))
+    }
+
+    async fn reg_version(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        let ok = r.version.split(',').any(|v| v == crate::api::VERSION);
+        if ok && (r.via == Via::PluginWatcher || r.version == crate::api::VERSION) {
+            return Ok(Outcome::pass(""));
+        }
+        Ok(Outcome::fail("RegisterRequest.version", format!("{:?}", r.version), "send pluginapi.Version (\"v1beta1\")"))
+    }
+
+    async fn reg_resource(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        if let Some(p) = crate::core::validate::resource_name_problem(&r.resource) {
+            return Ok(Outcome::fail(
+                "RegisterRequest.resource_name",
+                format!("{:?}: {p}", r.resource),
+                "register a name like vendor.example/gpu",
+            ));
+        }
+        Ok(Outcome::pass(r.resource))
+    }
+
+    async fn reg_endpoint(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        if r.via == Via::KubeletSocket {
+            if let Some(p) = checks::endpoint_problem(&r.endpoint) {
+                return Ok(Outcome::fail(
+                    "RegisterRequest.endpoint",
+                    p,
+                    "send the socket's file name, e.g. \"vendor-gpu.sock\"",
+                ));
+            }
+        } else if r.socket.parent() != Some(self.tree().plugin_dir.as_path()) {
+            return Ok(Outcome::fail(
+                "GetInfo.endpoint",
+                format!("{:?}", r.endpoint),
+                "serve the DevicePlugin socket in the device-plugin directory",
+            ));
+        }
+        if !is_socket(&r.socket) {
+            return Ok(Outcome::fail(
+                "RegisterRequest.endpoint",
+                format!("{} is not a socket", r.socket.display()),
+                "register the socket you serve on",
+            ));
+        }
+        Ok(Outcome::pass(r.endpoint))
+    }
+
+    async fn reg_dial_back(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        match (&r.rejected, &r.dial_back) {
+            (None, Ok(_)) => Ok(Outcome::pass("")),
+            (Some(e), _) => Ok(Outcome::fail(
+                "Register",
+                format!("the kubelet would reject it: {e}"),
+                "fix the request (see REG-002..REG-004)",
+            )),
+            (None, Err(e)) => Ok(Outcome::fail(
+                "GetDevicePluginOptions (the kubelet's dial-back inside Register)",
+                e.clone(),
+                "start serving the DevicePlugin socket before calling Register",
+            )),
+        }
+    }
+
+    async fn reg_options(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        if r.via == Via::PluginWatcher {
+            return Ok(Outcome::skip("the plugin watcher sends no options; the kubelet reads GetDevicePluginOptions"));
+        }
+        let Ok(got) = &r.dial_back else {
+            return Ok(Outcome::fail(
+                "GetDevicePluginOptions",
+                "the dial-back failed (see REG-005)",
+                "serve before registering",
+            ));
+        };
+        let sent = r.request_options.unwrap_or_default();
+        if &sent == got {
+            Ok(Outcome::pass(checks::options_text(got)))
+        } else {
+            Ok(Outcome::fail(
+                "RegisterRequest.options vs GetDevicePluginOptions",
+                format!(
+                    "sent {}, GetDevicePluginOptions says {}",
+                    checks::options_text(&sent),
+                    checks::options_text(got)
+                ),
+                "send the same options in RegisterRequest as GetDevicePluginOptions returns",
+            ))
+        }
+    }
+
+    async fn reg_keeps_sockets(&mut self) -> Res {
+        self.ensure_reg().await?;
+        let tree = self.tree();
+        let missing: Vec<String> = [crate::core::paths::KUBELET_SOCKET_NAME, DECOY]
+            .iter()
+            .filter(|n| !is_socket(&tree.plugin_dir.join(n)))
+            .map(|n| n.to_string())
+            .collect();
+        if missing.is_empty() {
+            Ok(Outcome::pass(""))
+        } else {
+            Ok(Outcome::fail(
+                "plugin start",
+                format!("{} deleted from the plugin directory", missing.join(" and ")),
+                "delete only your own socket (a stale one from your previous run), never *.sock",
+            ))
+        }
+    }
+
+    async fn reg_watcher(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        if r.via == Via::KubeletSocket {
+            return Ok(Outcome::skip("the plugin registered through kubelet.sock, not the plugin watcher"));
+        }
+        if let Some(e) = &r.rejected {
+            return Ok(Outcome::fail(
+                "GetInfo",
+                e.clone(),
+                "return type DevicePlugin, the resource name, the socket path and [\"v1beta1\"]",
+            ));
+        }
+        match &r.notify {
+            Some(Err(e)) => Ok(Outcome::fail("NotifyRegistrationStatus", e.clone(), "answer NotifyRegistrationStatus")),
+            _ => Ok(Outcome::pass("")),
+        }
+    }
+
+    async fn law_first(&mut self) -> Res {
+        let (took, _, m) = self.ensure_first().await?;
+        Ok(Outcome::pass(format!("{} device(s) after {}", m.devices.len(), ms(took))))
+    }
+
+    async fn law_check(&mut self, f: fn(&[crate::api::deviceplugin::Device]) -> Vec<String>, fix: &str) -> Res {
+        let (_, _, m) = self.ensure_first().await?;
+        let p = f(&m.devices);
+        if p.is_empty() {
+            Ok(Outcome::pass(""))
+        } else {
+            let mut text = p.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
+            if p.len() > 5 {
+                text.push_str(&format!("; +{} more", p.len() - 5));
+            }
+            Ok(Outcome::fail("ListAndWatch (first snapshot)", text, fix))
+        }
+    }
+
+    async fn law_size(&mut self) -> Res {
+        let (_, bytes, _) = self.ensure_first().await?;
+        if bytes <= crate::api::KUBELET_MAX_RECV {
+            Ok(Outcome::pass(format!("{bytes} bytes")))
+        } else {
+            Ok(Outcome::fail(
+                "ListAndWatch (first snapshot)",
+                format!("{bytes} bytes, over the kubelet's {} byte limit", crate::api::KUBELET_MAX_RECV),
+                "advertise fewer devices per resource or shorter IDs",
+            ))
+        }
+    }
+
+    async fn law_second(&mut self) -> Res {
+        self.ensure_first().await?;
+        let (took, stream, m) = self.open_stream().await?;
+        self.streams.push(stream);
+        self.drain();
+        let latest: BTreeSet<String> = match self.snaps.last() {
+            Some(s) if self.o.socket.is_none() => s.resp.devices.iter().map(|d| d.id.clone()).collect(),
+            _ => self.first.as_ref().map(|f| f.2.devices.iter().map(|d| d.id.clone()).collect()).unwrap_or_default(),
+        };
+        let got: BTreeSet<String> = m.devices.iter().map(|d| d.id.clone()).collect();
+        if got != latest {
+            return Ok(Outcome::fail(
+                "ListAndWatch (second stream)",
+                format!("{} device(s) where the first stream has {}", got.len(), latest.len()),
+                "send every stream the full, current device list",
+            ));
+        }
+        Ok(Outcome::pass(format!("after {}", ms(took))))
+    }
+
+    async fn law_cancel(&mut self) -> Res {
+        if self.streams.is_empty() {
+            let (_, stream, _) = self.open_stream().await?;
+            self.streams.push(stream);
+        }
+        // Dropping the streams sends RST_STREAM(CANCEL), as the kubelet does.
+        self.streams.clear();
+        let (took, stream, _) = self.open_stream().await.map_err(|mut o| {
+            if let Some(e) = &mut o.evidence {
+                e.rpc = "ListAndWatch (a new stream after the kubelet cancelled one)".into();
+                e.fix = "stop each stream's sender when its context is cancelled; never let a dead stream keep the update channel".into();
+            }
+            o
+        })?;
+        drop(stream);
+        self.options().await?;
+        Ok(Outcome::pass(format!("new stream answered after {}", ms(took))))
+    }
+
+    async fn alloc_each(&mut self) -> Res {
+        let healthy = self.healthy().await?;
+        if healthy.is_empty() {
+            return Ok(Outcome::skip("no healthy devices"));
+        }
+        let n = healthy.len().min(64);
+        for id in healthy.iter().take(n) {
+            match self.allocate(vec![vec![id.clone()]]).await? {
+                Ok(r) if r.container_responses.len() == 1 => self.allocated.push(id.clone()),
+                Ok(r) => {
+                    return Ok(Outcome::fail(
+                        format!("Allocate([{id}])"),
+                        format!("{} container responses for 1 container", r.container_responses.len()),
+                        "answer one ContainerAllocateResponse per container request",
+                    ))
+                }
+                Err(e) => {
+                    return Ok(Outcome::fail(
+                        format!("Allocate([{id}])"),
+                        e,
+                        "allocate every device you advertise as Healthy",
+                    ))
+                }
+            }
+        }
+        Ok(Outcome::pass(format!("{n} device(s)")))
+    }
+
+    async fn alloc_multi(&mut self) -> Res {
+        let healthy = self.healthy().await?;
+        if healthy.len() < 2 {
+            return Ok(Outcome::skip("fewer than 2 healthy devices"));
+        }
+        let req = vec![vec![healthy[0].clone()], vec![healthy[1].clone()]];
+        match self.allocate(req).await? {
+            Ok(r) if r.container_responses.len() == 2 => Ok(Outcome::pass("")),
+            Ok(r) => Ok(Outcome::fail(
+                format!("Allocate([{}], [{}])", healthy[0], healthy[1]),
+                format!("{} container responses for 2 containers", r.container_responses.len()),
+                "answer one ContainerAllocateResponse per ContainerAllocateRequest, in order",
+            )),
+            Err(e) => Ok(Outcome::fail("Allocate (2 containers)", e, "accept several container requests in one call")),
+        }
+    }
+
+    async fn alloc_not_empty(&mut self) -> Res {
+        let healthy = self.healthy().await?;
+        let Some(id) = healthy.first().cloned() else { return Ok(Outcome::skip("no healthy devices")) };
+        match self.allocate(vec![vec![id.clone()]]).await? {
+            Ok(r) if r.container_responses.is_empty() => Ok(Outcome::fail(
+                format!("Allocate([{id}])"),
+                "no container responses (the kubelet fails the pod)",
+                "answer one ContainerAllocateResponse per container",
+            )),
+            Ok(r) if r.container_responses.iter().all(checks::is_empty_answer) => Ok(Outcome::fail(
+                format!("Allocate([{id}])"),
+                "an empty ContainerAllocateResponse: no envs, mounts, devices, annotations or CDI devices",
+                "tell the runtime how to reach the device (device nodes, CDI names or env vars)",
+            )),
+            Ok(_) => Ok(Outcome::pass("")),
+            Err(e) => {
+                Ok(Outcome::fail(format!("Allocate([{id}])"), e, "allocate every device you advertise as Healthy"))
+            }
+        }
+    }
+
+    async fn alloc_unknown(&mut self) -> Res {
+        match self.allocate(vec![vec![UNKNOWN_ID.to_string()]]).await? {
+            Err(e) => Ok(Outcome::pass(e)),
+            Ok(_) => Ok(Outcome::fail(
+                format!("Allocate([{UNKNOWN_ID}])"),
+                "success for a device the plugin never advertised",
+                "return an error (InvalidArgument) for unknown device IDs",
+            )),
+        }
+    }
+
+    async fn alloc_concurrent(&mut self) -> Res {
+        let healthy = self.healthy().await?;
+        if healthy.is_empty() {
+            return Ok(Outcome::skip("no healthy devices"));
+        }
+        let c = self.client().await?;
+        let timeout = self.o.timeout;
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let id = healthy[i % healthy.len()].clone();
+            let mut c = c.clone();
+            set.spawn(async move {
+                let req = AllocateRequest {
+                    container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }],
+                };
+                match tokio::time::timeout(timeout, c.allocate(req)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(s)) => Err(format!("{id}: {:?}: {}", s.code(), s.message())),
+                    Err(_) => Err(format!("{id}: no answer within {timeout:?}")),
+                }
+            });
+        }
+        let mut errors = Vec::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(Err(e)) = r {
+                errors.push(e);
+            }
+        }
+        if errors.is_empty() {
+            Ok(Outcome::pass("8 parallel calls"))
+        } else {
+            Ok(Outcome::fail(
+                "8 parallel Allocate calls",
+                errors.join("; "),
+                "serve Allocate concurrently; do not hold a lock across a call",
+            ))
+        }
+    }
+
+    async fn preferred(&mut self, id: &str) -> Res {
+        let opts = self.options().await?;
+        if !opts.get_preferred_allocation_available {
+            return Ok(Outcome::skip("GetPreferredAllocation is not advertised"));
+        }
+        let available = self.healthy().await?;
+        if available.is_empty() {
+            return Ok(Outcome::skip("no healthy devices"));
+        }
+        let mut c = self.client().await?;
+        let n = available.len().min(64);
+        for size in 1..=n {
+            let must: Vec<String> = if size >= 2 { vec![available[n - 1].clone()] } else { Vec::new() };
+            let req = PreferredAllocationRequest {
+                container_requests: vec![ContainerPreferredAllocationRequest {
+                    available_device_i_ds: available.clone(),
+                    must_include_device_i_ds: must.clone(),
+                    allocation_size: size as i32,
+                }],
+            };
+            let call = format!("GetPreferredAllocation(size {size}, mustInclude {must:?})");
+            let answer = match tokio::time::timeout(self.o.timeout, c.get_preferred_allocation(req)).await {
+                Ok(Ok(r)) => r.into_inner(),
+                Ok(Err(s)) => {
+                    return Ok(Outcome::fail(
+                        call,
+                        format!("{:?}: {}", s.code(), s.message()),
+                        "answer every size from 1 to all devices (an error fails pod admission)",
+                    ))
+                }
+                Err(_) => return Ok(Outcome::fail(call, "timed out", "answer GetPreferredAllocation promptly")),
+            };
+            let Some(first) = answer.container_responses.first() else {
+                return Ok(Outcome::fail(
+                    call,
+                    "no container responses",
+                    "answer one ContainerPreferredAllocationResponse per container",
+                ));
+            };
+            let p = checks::preferred_problems(&available, &must, size, &first.device_i_ds);
+            let (problem, fix) = match id {
+                "PREF-001" => (p.size, "return exactly allocation_size distinct IDs"),
+                "PREF-002" => (p.available, "choose only from available_deviceIDs"),
+                _ => (p.must_include, "always include must_include_deviceIDs"),
+            };
+            if let Some(problem) = problem {
+                return Ok(Outcome::fail(call, problem, fix));
+            }
+        }
+        Ok(Outcome::pass(format!("sizes 1..={n}")))
+    }
+
+    async fn pre_start(&mut self) -> Res {
+        let opts = self.options().await?;
+        if !opts.pre_start_required {
+            return Ok(Outcome::skip("PreStartContainer is not required by the plugin"));
+        }
+        let healthy = self.healthy().await?;
+        let Some(id) = healthy.first().cloned() else { return Ok(Outcome::skip("no healthy devices")) };
+        if let Err(e) = self.allocate(vec![vec![id.clone()]]).await? {
+            return Ok(Outcome::fail(format!("Allocate([{id}])"), e, "allocate every healthy device"));
+        }
+        let mut c = self.client().await?;
+        let req = PreStartContainerRequest { devices_ids: vec![id.clone()] };
+        let start = Instant::now();
+        match tokio::time::timeout(Duration::from_secs(30), c.pre_start_container(req)).await {
+            Ok(Ok(_)) => Ok(Outcome::pass(format!("after {}", ms(start.elapsed())))),
+            Ok(Err(s)) => Ok(Outcome::fail(
+                format!("PreStartContainer([{id}])"),
+                format!("{:?}: {}", s.code(), s.message()),
+                "succeed for devices you allocated (an error fails the container start)",
+            )),
+            Err(_) => Ok(Outcome::fail(
+                format!("PreStartContainer([{id}])"),
+                "no answer within the kubelet's 30s",
+                "answer PreStartContainer within 30s",
+            )),
+        }
+    }
+
+    async fn start_order(&mut self) -> Res {
+        let wait = Duration::from_millis(1500);
+        if let Some(status) = self.plugin.as_mut().and_then(|p| p.exited()) {
+            return Ok(self.exited_early(status));
+        }
+        let exited = match self.plugin.as_mut() {
+            Some(p) => p.wait_exit(wait).await,
+            None => None,
+        };
+        if let Some(status) = exited {
+            return Ok(self.exited_early(status));
+        }
+        self.start_recorder().await?;
+        let appeared = Instant::now();
+        match self.wait_reg(0, appeared, appeared + REGISTER_WITHIN, true).await {
+            Some(r) => Ok(Outcome::pass(format!(
+                "registered {} after kubelet.sock appeared",
+                ms(r.at.saturating_duration_since(appeared))
+            ))),
+            None => Ok(self.no_registration(REGISTER_WITHIN)),
+        }
+    }
+
+    fn exited_early(&self, status: std::process::ExitStatus) -> Outcome {
+        Outcome::fail(
+            "plugin start without kubelet.sock",
+            format!("the plugin exited ({status}) before the kubelet existed; plugin log: {}", self.plugin_log()),
+            "wait (watch the directory or retry with backoff) for kubelet.sock instead of exiting",
+        )
+    }
+
+    async fn kres_reregister(&mut self) -> Res {
+        self.restart_kubelet().await?;
+        let t0 = self.restarted_at.unwrap_or_else(Instant::now);
+        match self.wait_reg(self.generation, t0, t0 + REREGISTER_WITHIN, true).await {
+            Some(r) => Ok(Outcome::pass(format!("re-registered after {}", ms(r.at.saturating_duration_since(t0))))),
+            None => Ok(Outcome::fail(
+                "Register after the kubelet restarted (sockets deleted, kubelet.sock re-created)",
+                format!("no registration within {REREGISTER_WITHIN:?}; plugin log: {}", self.plugin_log()),
+                "watch the plugin directory: when kubelet.sock is re-created or your socket deleted, serve again and call Register",
+            )),
+        }
+    }
+
+    /// Wait until the plugin is back after the last kubelet restart (restart once if none yet).
+    async fn back_after_restart(&mut self) -> std::result::Result<(Registration, ListAndWatchResponse), Outcome> {
+        if self.generation == 0 {
+            self.restart_kubelet().await?;
+        }
+        let t0 = self.restarted_at.unwrap_or_else(Instant::now);
+        let Some(r) = self.wait_reg(self.generation, t0, t0 + COME_BACK_WITHIN, true).await else {
+            return Err(Outcome::fail(
+                "Register after a kubelet restart",
+                format!("the plugin did not come back within {COME_BACK_WITHIN:?}; plugin log: {}", self.plugin_log()),
+                "re-register after every kubelet restart (see KRES-001)",
+            ));
+        };
+        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        else {
+            return Err(Outcome::fail(
+                "ListAndWatch after re-registering",
+                format!("no snapshot within {FIRST_SNAPSHOT_WITHIN:?}"),
+                "send the device list on every new stream",
+            ));
+        };
+        Ok((r, snap))
+    }
+
+    async fn kres_same_ids(&mut self) -> Res {
+        let (_, snap) = self.back_after_restart().await?;
+        let before: BTreeSet<String> = self.baseline.clone().unwrap_or_default().into_iter().collect();
+        let after: BTreeSet<String> = snap.devices.iter().map(|d| d.id.clone()).collect();
+        if before == after {
+            return Ok(Outcome::pass(format!("{} device(s)", after.len())));
+        }
+        let gone: Vec<&String> = before.difference(&after).take(5).collect();
+        let new: Vec<&String> = after.difference(&before).take(5).collect();
+        Ok(Outcome::fail(
+            "ListAndWatch before and after a kubelet restart",
+            format!("IDs changed: gone {gone:?}, new {new:?}"),
+            "derive device IDs from the hardware (serial, PCI address), never from a counter or a start time",
+        ))
+    }
+
+    async fn kres_repeated(&mut self) -> Res {
+        for _ in 0..3 {
+            self.restart_kubelet().await?;
+            let t = Instant::now();
+            let _ = self.wait_reg(self.generation, t, t + Duration::from_millis(300), true).await;
+        }
+        let last = self.generation;
+        let t0 = self.restarted_at.unwrap_or_else(Instant::now);
+        let Some(r) = self.wait_reg(last, t0, t0 + COME_BACK_WITHIN, true).await else {
+            return Ok(Outcome::fail(
+                "Register after 3 quick kubelet restarts",
+                format!(
+                    "no registration with the last kubelet within {COME_BACK_WITHIN:?}; plugin log: {}",
+                    self.plugin_log()
+                ),
+                "re-register after every kubelet restart, also when restarts come quickly",
+            ));
+        };
+        // A second registration with the same kubelet would arrive right after the first.
+        let settle = Instant::now() + Duration::from_secs(1);
+        while let Ok(Some(e)) = tokio::time::timeout_at(settle.into(), self.events.recv()).await {
+            self.take(e);
+        }
+        // The kubelet keeps the latest registration per resource; what must not
+        // happen is two endpoints of the plugin alive and registered at once,
+        // or the latest registration pointing at a dead socket.
+        let latest = self
+            .regs
+            .iter()
+            .rev()
+            .find(|x| x.generation == last && self.wanted(x) && x.rejected.is_none())
+            .cloned()
+            .unwrap_or(r);
+        let endpoints: BTreeSet<PathBuf> =
+            self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
+        let mut live = Vec::new();
+        for ep in endpoints {
+            if let Ok(mut c) = plugin_client(&ep, self.o.timeout).await {
+                if c.get_device_plugin_options(Empty {}).await.is_ok() {
+                    live.push(ep);
+                }
+            }
+        }
+        if !live.contains(&latest.socket) {
+            return Ok(Outcome::fail(
+                "GetDevicePluginOptions on the last registered endpoint",
+                format!("{} does not answer", latest.socket.display()),
+                "register only the socket you serve, after serving it",
+            ));
+        }
+        if live.len() != 1 {
+            return Ok(Outcome::fail(
+                "registered endpoints after 3 quick kubelet restarts",
+                format!("{} registered endpoints answer: {live:?}", live.len()),
+                "stop the old server before registering a new one; register once per kubelet start",
+            ));
+        }
+        Ok(Outcome::pass("one live registration"))
+    }
+
+    async fn kres_pods_keep(&mut self) -> Res {
+        self.write_pod("dpctl-test-keep", 1)?;
+        let Some(before) = self.wait_pod("dpctl-test-keep", true, POD_WITHIN).await else {
+            return Ok(Outcome::fail(
+                "admit a pod (1 device)",
+                format!("not admitted within {POD_WITHIN:?}; kubelet log: {}", self.kubelet_log()),
+                "see E2E-001",
+            ));
+        };
+        if let Some(mk) = &mut self.mock {
+            mk.restart()
+                .await
+                .map_err(|e| Outcome::fail("restart the mock kubelet", e.to_string(), "see the mock kubelet's log"))?;
+        }
+        let t0 = Instant::now();
+        let res = self.resource.clone().unwrap_or_default();
+        // Back = devices advertised again; then they must include the pod's.
+        let back = self
+            .wait_allocatable(COME_BACK_WITHIN, |_| true)
+            .await
+            .filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
+        if back.is_none() {
+            let now = match &self.mock {
+                Some(mk) => {
+                    mk.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).cloned()).unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            return Ok(Outcome::fail(
+                "PodResources GetAllocatableResources after a kubelet restart",
+                format!("the pod's devices {before:?} are not advertised again within {COME_BACK_WITHIN:?} (allocatable now: {} device(s) {:?})", now.len(), now.iter().take(5).collect::<Vec<_>>()),
+                "re-register after a kubelet restart and keep device IDs stable",
+            ));
+        }
+        match self.wait_pod("dpctl-test-keep", true, POD_WITHIN).await {
+            Some(after) if after == before => {
+                Ok(Outcome::pass(format!("{before:?} kept; back after {}", ms(t0.elapsed()))))
+            }
+            other => Ok(Outcome::fail(
+                "PodResources List after a kubelet restart",
+                format!("the pod had {before:?}, now {other:?}"),
+                "keep device IDs stable",
+            )),
+        }
+    }
+
+    async fn pres_exit(&mut self) -> Res {
+        // Another vendor's socket appears after our plugin started.
+        let path = self.tree().plugin_dir.join(DECOY);
+        if self.decoy.is_none() {
+            self.decoy = tokio::net::UnixListener::bind(&path).ok();
+        }
+        let Some(p) = self.plugin.as_mut() else {
+            return Ok(Outcome::fail("SIGTERM", "no plugin process", "report this bug"));
+        };
+        if let Some(status) = p.exited() {
+            return Ok(Outcome::fail(
+                "SIGTERM",
+                format!("the plugin had already exited ({status})"),
+                "keep running until told to stop",
+            ));
+        }
+        p.terminate();
+        let start = Instant::now();
+        match p.wait_exit(EXIT_WITHIN).await {
+            Some(status) => Ok(Outcome::pass(format!("exited ({status}) after {}", ms(start.elapsed())))),
+            None => Ok(Outcome::fail(
+                "SIGTERM",
+                format!("still running after {EXIT_WITHIN:?}"),
+                "handle SIGTERM: stop serving, remove your socket, exit",
+            )),
+        }
+    }
+
+    async fn ensure_stopped(&mut self) -> std::result::Result<(), Outcome> {
+        let running = self.plugin.as_mut().is_some_and(|p| p.exited().is_none());
+        if running && self.pres_exit().await?.verdict != super::Verdict::Pass {
+            return Err(Outcome::fail("SIGTERM", "the plugin did not exit (see PRES-001)", "handle SIGTERM"));
+        }
+        Ok(())
+    }
+
+    async fn pres_own_socket(&mut self) -> Res {
+        let r = self.ensure_reg().await?;
+        self.ensure_stopped().await?;
+        if is_socket(&r.socket) {
+            return Ok(Outcome::fail(
+                "SIGTERM",
+                format!("{} is still there after the plugin exited", r.socket.display()),
+                "remove your socket when you exit (defer os.Remove)",
+            ));
+        }
+        Ok(Outcome::pass(""))
+    }
+
+    async fn pres_others(&mut self) -> Res {
+        self.ensure_stopped().await?;
+        let tree = self.tree();
+        let missing: Vec<&str> = [crate::core::paths::KUBELET_SOCKET_NAME, DECOY]
+            .into_iter()
+            .filter(|n| !is_socket(&tree.plugin_dir.join(n)))
+            .collect();
+        if missing.is_empty() {
+            Ok(Outcome::pass(""))
+        } else {
+            Ok(Outcome::fail(
+                "SIGTERM",
+                format!("{} deleted when the plugin exited", missing.join(" and ")),
+                "remove only your own socket",
+            ))
+        }
+    }
+
+    async fn pres_same_ids(&mut self) -> Res {
+        let healthy = self.baseline.clone().unwrap_or_default();
+        let Some(id) = healthy.first().cloned() else { return Ok(Outcome::skip("no devices")) };
+        if self.allocated.is_empty() {
+            if let Ok(Ok(_)) = self.allocate(vec![vec![id.clone()]]).await {
+                self.allocated.push(id.clone());
+            }
+        }
+        self.ensure_stopped().await?;
+        self.start_plugin()?;
+        let t0 = self.plugin_started;
+        let Some(r) = self.wait_reg(0, t0, t0 + REGISTER_WITHIN, true).await else {
+            return Ok(self.no_registration(REGISTER_WITHIN));
+        };
+        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        else {
+            return Ok(Outcome::fail(
+                "ListAndWatch after the restart",
+                format!("no snapshot within {FIRST_SNAPSHOT_WITHIN:?}"),
+                "send the device list first",
+            ));
+        };
+        let now: BTreeSet<String> = snap.devices.iter().map(|d| d.id.clone()).collect();
+        let lost: Vec<&String> =
+            self.allocated.iter().chain(healthy.iter()).filter(|d| !now.contains(*d)).take(5).collect();
+        if lost.is_empty() {
+            Ok(Outcome::pass(format!("{} device(s) kept", now.len())))
+        } else {
+            Ok(Outcome::fail(
+                "ListAndWatch before and after a plugin restart",
+                format!(
+                    "{lost:?} (allocated before the restart) are gone; now {:?}",
+                    now.iter().take(5).collect::<Vec<_>>()
+                ),
+                "derive device IDs from the hardware, never from the process (pid, start time, counter)",
+            ))
+        }
+    }
+
+    async fn e2e_pod(&mut self) -> Res {
+        let path = self.write_pod("dpctl-test-a", 1)?;
+        let got = self.wait_pod("dpctl-test-a", true, POD_WITHIN).await;
+        let _ = std::fs::remove_file(&path);
+        let baseline = self.baseline.clone().unwrap_or_default();
+        match got {
+            None => Ok(Outcome::fail(
+                "admit a pod (1 device) through the mock kubelet",
+                format!("not in PodResources within {POD_WITHIN:?}; kubelet log: {}", self.kubelet_log()),
+                "answer Allocate (and GetPreferredAllocation / PreStartContainer when advertised) without errors",
+            )),
+            Some(ids) if ids.len() == 1 && baseline.contains(&ids[0]) => {
+                let _ = self.wait_pod("dpctl-test-a", false, POD_WITHIN).await;
+                Ok(Outcome::pass(format!("got {}", ids[0])))
+            }
+            Some(ids) => Ok(Outcome::fail(
+                "PodResources List",
+                format!(
+                    "the pod holds {ids:?}, the plugin advertised {:?}",
+                    baseline.iter().take(5).collect::<Vec<_>>()
+                ),
+                "report what you allocate",
+            )),
+        }
+    }
+
+    async fn e2e_free(&mut self) -> Res {
+        let n = self.baseline.as_ref().map(|b| b.len()).unwrap_or(0);
+        let path = self.write_pod("dpctl-test-b", 1)?;
+        if self.wait_pod("dpctl-test-b", true, POD_WITHIN).await.is_none() {
+            return Ok(Outcome::fail(
+                "admit a pod (1 device)",
+                format!("not admitted; kubelet log: {}", self.kubelet_log()),
+                "see E2E-001",
+            ));
+        }
+        let _ = std::fs::remove_file(&path);
+        if self.wait_pod("dpctl-test-b", false, POD_WITHIN).await.is_none() {
+            return Ok(Outcome::fail(
+                "delete the pod",
+                "still listed by PodResources",
+                "(a mock kubelet problem; report it)",
+            ));
+        }
+        let path = self.write_pod("dpctl-test-all", n)?;
+        let got = self.wait_pod("dpctl-test-all", true, POD_WITHIN).await;
+        let _ = std::fs::remove_file(&path);
+        let _ = self.wait_pod("dpctl-test-all", false, POD_WITHIN).await;
+        match got {
+            Some(ids) if ids.len() == n => Ok(Outcome::pass(format!("a pod then took all {n}"))),
+            other => Ok(Outcome::fail(
+                format!("admit a pod asking for all {n} devices"),
+                format!("got {other:?}; kubelet log: {}", self.kubelet_log()),
+                "keep every device allocatable after its pod is gone",
+            )),
+        }
+    }
+
+    async fn health(&mut self) -> Res {
+        let Some(cmd) = self.o.health_trigger.clone() else {
+            return Ok(Outcome::skip("no --health-trigger given"));
+        };
+        let before = self.baseline.as_ref().map(|b| b.len()).unwrap_or(0);
+        let vars = self.tree().vars(self.isolation != Isolation::None);
+        let cmd = vars.substitute(&cmd);
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .envs(vars.env())
+                .stdin(std::process::Stdio::null())
+                .output(),
+        )
+        .await;
+        match out {
+            Ok(Ok(o)) if o.status.success() => {}
+            Ok(Ok(o)) => {
+                return Ok(Outcome::fail(
+                    format!("--health-trigger {cmd:?}"),
+                    format!("{}: {}", o.status, String::from_utf8_lossy(&o.stderr).trim()),
+                    "fix the trigger command",
+                ))
+            }
+            Ok(Err(e)) => {
+                return Ok(Outcome::fail(format!("--health-trigger {cmd:?}"), e.to_string(), "fix the trigger command"))
+            }
+            Err(_) => {
+                return Ok(Outcome::fail(
+                    format!("--health-trigger {cmd:?}"),
+                    "did not finish within 30s",
+                    "make the trigger return",
+                ))
+            }
+        }
+        let t0 = Instant::now();
+        match self.wait_allocatable_drop(before).await {
+            Some(after) => Ok(Outcome::pass(format!("allocatable {before} → {after} after {}", ms(t0.elapsed())))),
+            None => Ok(Outcome::fail(
+                "ListAndWatch → kubelet allocatable after the health trigger",
+                format!("allocatable still {before} after {HEALTH_WITHIN:?}; plugin log: {}", self.plugin_log()),
+                "send a new snapshot with the device Unhealthy as soon as its health changes",
+            )),
+        }
+    }
+
+    async fn wait_allocatable_drop(&mut self, before: usize) -> Option<usize> {
+        let until = Instant::now() + HEALTH_WITHIN;
+        let res = self.resource.clone().unwrap_or_default();
+        loop {
+            if let Some(mk) = &self.mock {
+                if let Ok(a) = mk.allocatable(self.o.timeout).await {
+                    let n = a.get(&res).map(|v| v.len()).unwrap_or(0);
+                    if n < before {
+                        return Some(n);
+                    }
+                }
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(focus: Option<&str>, skip: Option<&str>) -> Options {
+        Options {
+            plugin: vec!["x".into()],
+            socket: None,
+            resource: None,
+            focus: focus.map(|f| Pattern::parse(f).unwrap()),
+            skip: skip.map(|f| Pattern::parse(f).unwrap()),
+            isolate: false,
+            health_trigger: None,
+            timeout: Duration::from_secs(5),
+            exe: PathBuf::from("dpctl"),
+        }
+    }
+
+    #[test]
+    fn focus_and_skip_select() {
+        let all = SCENARIOS.iter().filter(|s| selected(&opts(None, None), s)).count();
+        assert_eq!(all, SCENARIOS.len());
+        let reg: Vec<&str> =
+            SCENARIOS.iter().filter(|s| selected(&opts(Some("^REG-"), None), s)).map(|s| s.id).collect();
+        assert_eq!(reg.len(), 8);
+        let o = opts(Some("kubelet-restart"), Some("KRES-004"));
+        let k: Vec<&str> = SCENARIOS.iter().filter(|s| selected(&o, s)).map(|s| s.id).collect();
+        assert_eq!(k, ["KRES-001", "KRES-002", "KRES-003"]);
+    }
+}

@@ -1,0 +1,462 @@
+//! `dpctl test`: the suite passes a healthy `dpctl serve`, each serve fault
+//! fails exactly the scenarios that target it, JUnit and JSON output, usage
+//! errors, `--socket`, and `--isolate` with a plugin that hard-codes the
+//! kubelet's paths.
+
+use crate::support::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dpctl");
+
+/// `dpctl <args>` with a longer limit than `dpctl()` (a full suite with faults takes a while).
+async fn suite(args: &[&str]) -> Run {
+    let c = dpctl_cmd(args);
+    let mut c = c;
+    let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+        .await
+        .expect("dpctl test did not finish within 120s")
+        .expect("spawn dpctl");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn serve_args(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "-o",
+        "json",
+        "test",
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
+        "--preferred-allocation",
+        "--pre-start",
+        "--numa-nodes",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
+    doc["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .filter(|s| s["result"] == result)
+        .map(|s| s["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The fault table (also in the README): each fault and exactly the scenarios it fails.
+const FAULTS: &[(&[&str], &[&str])] = &[
+    (&[], &[]),
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004"]),
+    (&["--reregister-delay", "6s"], &["KRES-001"]),
+    (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"]),
+    (&["--delete-other-sockets"], &["REG-007"]),
+    (&["--keep-socket-on-exit"], &["PRES-002"]),
+    (&["--exit-without-kubelet"], &["ORDER-001"]),
+    (&["--hang-after-cancel"], &["LAW-007"]),
+    (&["--preferred-fault", "foreign"], &["PREF-002"]),
+    (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"]),
+    (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"]),
+    (&["--pre-start-fail"], &["PRE-001"]),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
+    // The runs mostly wait (on restarts, bounds); run a few at a time.
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+    let mut set = tokio::task::JoinSet::new();
+    for (flags, want) in FAULTS {
+        let sem = sem.clone();
+        set.spawn(async move {
+            let _permit = sem.acquire().await.expect("semaphore");
+            let args = serve_args(flags);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let run = suite(&args).await;
+            (flags, want, run)
+        });
+    }
+    let mut problems = Vec::new();
+    while let Some(r) = set.join_next().await {
+        let (flags, want, run) = r.expect("task");
+        let doc: Value = match serde_json::from_str(&run.stdout) {
+            Ok(d) => d,
+            Err(e) => {
+                problems.push(format!("{flags:?}: no JSON ({e}): {}\n{}", run.stdout, run.stderr));
+                continue;
+            }
+        };
+        let failed = ids_with(&doc, "FAIL");
+        let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        let code = if want.is_empty() { 0 } else { 1 };
+        if failed != want || run.code != code {
+            let evidence: Vec<String> = doc["scenarios"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| s["result"] == "FAIL")
+                .map(|s| format!("{}: {}", s["id"], s["evidence"]))
+                .collect();
+            problems.push(format!(
+                "{flags:?}: failed {failed:?}, want {want:?}, exit {}\n  {}",
+                run.code,
+                evidence.join("\n  ")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Check JUnit XML with Python's standard XML parser against the shape
+/// GitHub's and GitLab's renderers read; returns false when no python3.
+fn check_junit(path: &Path) -> bool {
+    let script = r#"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites", root.tag
+ok_suite = {"name", "tests", "failures", "errors", "skipped", "time"}
+total = fails = skips = 0
+for s in root:
+    assert s.tag == "testsuite", s.tag
+    assert set(s.attrib) <= ok_suite and {"name", "tests"} <= set(s.attrib), s.attrib
+    cases = list(s)
+    assert int(s.get("tests")) == len(cases)
+    f = k = 0
+    for c in cases:
+        assert c.tag == "testcase" and {"classname", "name", "time"} <= set(c.attrib), c.attrib
+        float(c.get("time"))
+        for x in c:
+            assert x.tag in ("failure", "skipped"), x.tag
+            assert "message" in x.attrib
+            f += x.tag == "failure"; k += x.tag == "skipped"
+    assert int(s.get("failures")) == f and int(s.get("skipped")) == k
+    total += len(cases); fails += f; skips += k
+assert int(root.get("tests")) == total and int(root.get("failures")) == fails and int(root.get("skipped")) == skips
+print(total, fails, skips)
+"#;
+    match std::process::Command::new("python3").arg("-c").arg(script).arg(path).output() {
+        Err(_) => {
+            assert!(std::env::var_os("CI").is_none(), "python3 is needed to check JUnit XML in CI");
+            eprintln!("SKIPPED: no python3 to check the JUnit XML");
+            false
+        }
+        Ok(o) => {
+            assert!(o.status.success(), "JUnit XML invalid: {}", String::from_utf8_lossy(&o.stderr));
+            true
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_plugin_passes_every_scenario_with_junit_and_table_output() {
+    let dir = tmp();
+    let junit = dir.path().join("report.xml");
+    let trigger = format!("{BIN} device set-health foo-1 Unhealthy --plugin-dir {{plugin-dir}}");
+    let run = suite(&[
+        "test",
+        "--junit",
+        s(&junit),
+        "--health-trigger",
+        &trigger,
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--numa-nodes",
+        "2",
+        "--pre-start",
+        "--preferred-allocation",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
+    ])
+    .await;
+    run.expect_code(0);
+    // Plain lines (stdout is not a terminal): one per scenario, then the summary.
+    let lines: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("PASS") || l.starts_with("SKIP")).collect();
+    assert_eq!(lines.len(), dpctl::suite::catalog::SCENARIOS.len(), "{}", run.stdout);
+    let skipped: Vec<&&str> = lines.iter().filter(|l| l.starts_with("SKIP")).collect();
+    assert_eq!(skipped.len(), 1, "only the plugin-watcher scenario may skip: {skipped:?}");
+    assert!(skipped[0].contains("REG-008") && skipped[0].contains("kubelet.sock"));
+    assert!(run.stdout.contains("HEALTH-001") && run.stdout.contains("allocatable 4 → 3"), "{}", run.stdout);
+    assert!(run.stdout.lines().last().unwrap_or_default().contains("0 failed"), "{}", run.stdout);
+    let xml = std::fs::read_to_string(&junit).expect("junit written");
+    assert!(xml.contains("failures=\"0\"") && xml.contains("REG-001"));
+    check_junit(&junit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_carry_evidence_in_json_and_junit() {
+    let dir = tmp();
+    let junit = dir.path().join("out").join("r.xml");
+    std::fs::create_dir_all(junit.parent().unwrap()).unwrap();
+    let run = suite(&[
+        "-o",
+        "json",
+        "test",
+        "--focus",
+        "^REG-|^PREF-",
+        "--junit",
+        s(&junit),
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "3",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--preferred-allocation",
+        "--preferred-fault",
+        "foreign",
+        "--delete-other-sockets",
+    ])
+    .await;
+    run.expect_code(1);
+    let doc: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(doc["failed"], 2, "{doc}");
+    assert_eq!(doc["scenarios"].as_array().unwrap().len(), 11, "focus selects REG-* and PREF-*");
+    let f = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "PREF-002").unwrap();
+    assert!(f["evidence"]["rpc"].as_str().unwrap().starts_with("GetPreferredAllocation"));
+    assert!(f["evidence"]["answer"].as_str().unwrap().contains("not in available_deviceIDs"), "{f}");
+    assert!(!f["evidence"]["fix"].as_str().unwrap().is_empty() && !f["rule"].as_str().unwrap().is_empty());
+    assert!(run.stderr.contains("2 scenario(s) failed"), "{}", run.stderr);
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    check_junit(&junit);
+    // No temp file left next to the report.
+    assert_eq!(std::fs::read_dir(junit.parent().unwrap()).unwrap().count(), 1);
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_with_a_hint() {
+    let dir = tmp();
+    let r = dpctl(&["test", "--socket", s(&dir.path().join("nope.sock"))]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("nope.sock") && r.stderr.lines().count() == 1, "{}", r.stderr);
+    let cases: [(&[&str], &str); 4] = [
+        (&["test"], "no plugin to test"),
+        (&["test", "--focus", "REG||LAW", "--", "true"], "--focus"),
+        (&["test", "--focus", "NO-SUCH-SCENARIO", "--", "true"], "selected no scenario"),
+        (&["test", "--junit", s(dir.path()), "--", "true"], "is a directory"),
+    ];
+    for (args, want) in cases {
+        let r = dpctl(args).await;
+        assert_eq!(r.code, 2, "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_mode_tests_a_running_plugin_without_controlling_it() {
+    let dir = tmp();
+    let mut serve = dpctl_cmd(&[
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+        "--plugin-dir",
+        s(dir.path()),
+        "--no-register",
+        "--socket-name",
+        "foo.sock",
+    ]);
+    let child = serve.spawn().expect("serve");
+    let sock = dir.path().join("foo.sock");
+    wait_until(10, "serve's socket", || sock.exists()).await;
+    let run = suite(&["-o", "json", "test", "--socket", s(&sock)]).await;
+    stop_child(child).await;
+    run.expect_code(0);
+    let doc: Value = serde_json::from_str(&run.stdout).expect("json");
+    let passed = ids_with(&doc, "PASS");
+    let skipped = ids_with(&doc, "SKIP");
+    assert!(passed.contains("LAW-001") && passed.contains("ALLOC-004") && passed.contains("LAW-007"), "{passed:?}");
+    assert!(skipped.contains("REG-001") && skipped.contains("KRES-001") && skipped.contains("PRES-001"), "{skipped:?}");
+    let reason = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "KRES-001").unwrap()["detail"].clone();
+    assert!(reason.as_str().unwrap().contains("--socket"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn isolate_runs_a_plugin_that_hard_codes_the_kubelet_paths() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(std::env::var_os("CI").is_none(), "the --isolate test runs as root in CI");
+        eprintln!("SKIPPED: --isolate is tested as root");
+        return;
+    }
+    let dir = tmp();
+    // A plugin with the kubelet's paths built in: no flags, no placeholders.
+    let plugin = dir.path().join("hard-coded-plugin.sh");
+    std::fs::write(
+        &plugin,
+        format!("#!/bin/sh\nunset DPCTL_PLUGIN_DIR DPCTL_KUBELET_SOCKET\nexec {BIN} serve --resource vendor.example/hard --count 2 --retry\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let host = Path::new("/var/lib/kubelet");
+    let before = host.exists().then(|| std::fs::read_dir(host).map(|r| r.count()).unwrap_or(0));
+    let run = suite(&["test", "--isolate", "--", s(&plugin)]).await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("PASS  REG-004") && run.stdout.contains("PASS  E2E-001"), "{}", run.stdout);
+    let after = host.exists().then(|| std::fs::read_dir(host).map(|r| r.count()).unwrap_or(0));
+    assert_eq!(before, after, "the host's /var/lib/kubelet must not change");
+    // Rootless: the same run as nobody, through a user namespace where the kernel allows it;
+    // where it does not, a one-line reason and exit 1.
+    let has_setpriv = std::process::Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success());
+    if has_setpriv {
+        let mut c = tokio::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "test",
+            "--isolate",
+            "--focus",
+            "^REG-00|^LAW-001$",
+            "--",
+            BIN,
+        ])
+        .args(["serve", "--resource", "vendor.example/hard", "--retry"])
+        .env_remove("DPCTL_PLUGIN_DIR")
+        .env_remove("DPCTL_KUBELET_SOCKET")
+        .current_dir(std::env::temp_dir())
+        .kill_on_drop(true);
+        let out =
+            tokio::time::timeout(Duration::from_secs(60), c.output()).await.expect("rootless run").expect("spawn");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        match out.status.code() {
+            Some(0) => assert!(stdout.contains("PASS  REG-004") && stdout.contains("PASS  LAW-001"), "{stdout}"),
+            _ => assert!(
+                stderr.contains("--isolate is unavailable") && stderr.lines().count() == 1,
+                "{stdout}\n{stderr}"
+            ),
+        }
+    }
+    if before.is_none() {
+        // Without isolation the same plugin finds no kubelet: the suite says so.
+        let run = suite(&["test", "--focus", "^REG-001$", "--", s(&plugin)]).await;
+        run.expect_code(1);
+        assert!(
+            run.stdout.contains("FAIL  REG-001") && run.stdout.contains("plugin directory does not exist"),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn the_readme_documents_every_scenario_and_fault() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    for s in dpctl::suite::catalog::SCENARIOS {
+        let row = format!("| `{}` | {} |", s.id, s.title);
+        assert!(readme.contains(&row), "README lacks the scenario row {row}");
+        assert!(readme.contains(s.source), "README lacks the source of {}", s.id);
+    }
+    for (flags, fails) in FAULTS.iter().skip(1) {
+        let flag = format!("| `{}` |", flags.join(" "));
+        let line = readme.lines().find(|l| l.starts_with(&flag)).unwrap_or_else(|| panic!("README lacks fault {flag}"));
+        assert!(
+            line.ends_with(&format!("| {} |", fails.join(", "))),
+            "README fault row disagrees with the test: {line}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_watcher_plugin_passes_with_getinfo_checked() {
+    let run = suite(&[
+        "-o",
+        "json",
+        "test",
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--registration",
+        "plugin-watcher",
+        "--plugins-registry-dir",
+        "{plugins-registry-dir}",
+    ])
+    .await;
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {} {}", run.stdout, run.stderr));
+    assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::new(), "{doc}");
+    run.expect_code(0);
+    let passed = ids_with(&doc, "PASS");
+    assert!(passed.contains("REG-008") && passed.contains("KRES-001") && passed.contains("E2E-001"), "{passed:?}");
+    // The plugin watcher sends no options; that check does not apply.
+    assert!(ids_with(&doc, "SKIP").contains("REG-006"));
+}
+
+#[tokio::test]
+async fn isolate_says_clearly_when_it_is_unavailable() {
+    let mut c = dpctl_cmd(&["test", "--isolate", "--", "true"]);
+    c.env("PATH", "/nonexistent");
+    let r = run_cmd(c).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("--isolate is unavailable") && r.stderr.contains("unshare"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+/// Processes whose command line is exactly `argv`.
+fn processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+                .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_plugin_and_removes_the_tree() {
+    // A "plugin" that never registers, with a command line no one else has.
+    let marker = ["sleep", "271.828"];
+    let mut c = dpctl_cmd(&["test", "--focus", "^REG-001$", "--", marker[0], marker[1]]);
+    let child = c.spawn().expect("dpctl test");
+    let prefix = format!("dpctl-test-{}-", child.id().expect("pid"));
+    let trees = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count())
+            .unwrap_or(0)
+    };
+    wait_until(10, "the plugin process", || !processes(&marker).is_empty()).await;
+    assert!(trees() > 0, "the node tree should exist while the suite runs");
+    let run = stop_child(child).await;
+    assert_eq!(run.code, 1, "{} {}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
+    wait_until(5, "the plugin process to be gone", || processes(&marker).is_empty()).await;
+    assert_eq!(trees(), 0, "the node tree must be removed");
+}
