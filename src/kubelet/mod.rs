@@ -3,12 +3,13 @@
 pub mod against;
 pub mod checkpoint;
 pub mod conn;
-pub mod manager;
+pub mod devicemanager;
 pub mod manifest;
 pub mod metrics;
 pub mod mock;
 pub mod podresources;
 pub mod registration;
+pub mod shell;
 pub mod watcher;
 
 pub use conn::PluginConn;

@@ -6,14 +6,13 @@
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
-use crate::kubelet::manager::Manager;
-use crate::kubelet::registration::{connect_plugin, start_endpoint};
+use crate::kubelet::registration::connect_plugin;
+use crate::kubelet::shell::Manager;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
     let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
@@ -37,7 +36,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
         }
         let endpoint = if info.endpoint.is_empty() { sock.to_path_buf() } else { PathBuf::from(&info.endpoint) };
         let (conn, options) = connect_plugin(mgr, &endpoint, dial_timeout).await?;
-        start_endpoint(mgr, &info.name, conn, options, "plugin-watcher");
+        mgr.start_endpoint(&info.name, conn, options, "plugin-watcher")
+            .ok_or_else(|| "the kubelet is restarting".to_string())?;
         Ok(endpoint)
     }
     .await;
@@ -62,9 +62,9 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
 }
 
 /// Watch `dir` until `stop`.
-pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut stop: watch::Receiver<bool>) {
+pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
     let mut known: BTreeMap<PathBuf, Option<(String, PathBuf)>> = BTreeMap::new();
-    mgr.log.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
+    mgr.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
@@ -73,7 +73,7 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
             }
             let r = register_one(&mgr, sock, dial_timeout).await;
             match &r {
-                Ok((res, ep)) => mgr.log.event(
+                Ok((res, ep)) => mgr.event(
                     "watcher-registered",
                     &[
                         ("socket", json!(sock.display().to_string())),
@@ -81,9 +81,9 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
                         ("endpoint", json!(ep.display().to_string())),
                     ],
                 ),
-                Err(e) => mgr
-                    .log
-                    .event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
+                Err(e) => {
+                    mgr.event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))])
+                }
             }
             known.insert(sock.clone(), r.ok());
         }
@@ -97,9 +97,6 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
                 }
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = crate::plugin::server::stopped(&mut stop) => return,
-        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
