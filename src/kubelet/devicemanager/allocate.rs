@@ -354,3 +354,7 @@ impl PodAdmission {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "allocate_tests.rs"]
+mod tests;

@@ -13,3 +13,6 @@ pub use allocate::{admission_error, Admitted, Answer, PodAdmission, Step};
 pub use state::{AllocKey, Allocation, Dev, EndpointInfo, PodRecord, State};
 pub use topology::TopologyPolicy;
 pub use view::{ContainerStatus, Histogram, PodStatus, ResourceStatus, BUCKETS};
+
+#[cfg(test)]
+mod testutil;

@@ -328,3 +328,7 @@ impl State {
         self.in_use(resource, &BTreeMap::new()).len()
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

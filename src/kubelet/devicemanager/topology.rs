@@ -288,3 +288,7 @@ pub fn filter_by_affinity(
     }
     (aligned, unaligned, none)
 }
+
+#[cfg(test)]
+#[path = "topology_tests.rs"]
+mod tests;
