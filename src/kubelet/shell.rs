@@ -165,17 +165,18 @@ impl Manager {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Log an event unless this generation is closed.
+    /// Log an event, tagged with this generation, unless the generation is closed.
     pub fn event(&self, name: &str, fields: &[(&str, Value)]) {
         let g = self.lock();
-        if !g.closed {
-            self.log.event(name, fields);
-        }
+        self.ev(&g, name, fields);
     }
 
+    /// [`Manager::event`] with the state lock held, so closing cannot slip in between.
     fn ev(&self, g: &Inner, name: &str, fields: &[(&str, Value)]) {
         if !g.closed {
-            self.log.event(name, fields);
+            let mut f = fields.to_vec();
+            f.push(("generation", json!(self.gen.number)));
+            self.log.event(name, &f);
         }
     }
 
@@ -219,7 +220,7 @@ impl Manager {
 
     /// Restore from the checkpoint. A corrupt file is set aside and reported.
     /// Returns the resources the checkpoint lists (capacity 0 until their plugin returns).
-    pub fn restore(&self) -> BTreeSet<String> {
+    pub fn restore(self: &Arc<Self>) -> BTreeSet<String> {
         let path = &self.cfg.checkpoint;
         let loaded = match checkpoint::read(path) {
             Ok(l) => l,
@@ -247,6 +248,21 @@ impl Manager {
         let resources: BTreeSet<String> = g.st.resources.keys().cloned().collect();
         let list: Vec<&String> = resources.iter().collect();
         self.ev(&g, "checkpoint-restored", &[("allocations", json!(n)), ("resources", json!(list))]);
+        drop(g);
+        // As the kubelet does, a resource known only from the checkpoint is an
+        // endpoint stopped now: it goes when the grace period ends without its plugin.
+        for r in &resources {
+            let (me, r) = (self.clone(), r.clone());
+            self.gen.spawn(async move {
+                tokio::time::sleep(me.cfg.grace_period).await;
+                let mut g = me.lock();
+                if !g.closed && g.st.waiting_over(&r) {
+                    me.ev(&g, "resource-removed", &[("resource", json!(r)), ("reason", json!("grace period over"))]);
+                    drop(g);
+                    me.changed();
+                }
+            });
+        }
         resources
     }
 

@@ -211,6 +211,17 @@ impl State {
         true
     }
 
+    /// The grace period of a resource known only from the checkpoint is over:
+    /// remove it if its plugin has not registered. Returns whether it was removed.
+    pub fn waiting_over(&mut self, resource: &str) -> bool {
+        if !self.resources.get(resource).is_some_and(|r| r.endpoint.is_none()) {
+            return false;
+        }
+        self.resources.remove(resource);
+        self.version += 1;
+        true
+    }
+
     /// The resource and endpoint ID registered from `socket`.
     pub fn endpoint_at(&self, socket: &Path) -> Option<(String, u64)> {
         self.resources

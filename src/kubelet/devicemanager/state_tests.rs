@@ -100,6 +100,12 @@ fn upstream_checkpoint() {
     assert_eq!(numbers(&back, R1), Some((0, 0, "waiting".into())));
     assert_eq!(back.allocated(R1), 3);
     assert_eq!(back.checkpoint_data().pod_device_entries, data.pod_device_entries);
+    // the kubelet treats restored resources as stopped endpoints: one whose
+    // plugin registers stays, one whose plugin does not goes after the grace period
+    register(&mut back, R2, &[dev("e1", &[])], false);
+    assert!(!back.waiting_over(R2));
+    assert!(back.waiting_over(R1));
+    assert_eq!(numbers(&back, R1), None);
 }
 
 /// TestGetContainerDevices (pod_devices_test.go): a device reported on NUMA

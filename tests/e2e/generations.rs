@@ -1,0 +1,221 @@
+//! The mock kubelet's generations and the kubelet transitions of the
+//! upstream node e2e tests (test/e2e_node/device_plugin_test.go) that dpctl
+//! can express, against the real binary.
+
+use crate::mock_kubelet::{pod_yaml, Node};
+use crate::support::*;
+use dpctl::api::deviceplugin::registration_client::RegistrationClient;
+use dpctl::api::deviceplugin::RegisterRequest;
+use dpctl::api::podresources::pod_resources_lister_client::PodResourcesListerClient;
+use dpctl::api::podresources::{AllocatableResourcesRequest, ListPodResourcesRequest, PodResources};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+async fn register(kubelet: &Path, resource: &str, endpoint: &str) {
+    let mut c = RegistrationClient::new(dpctl::core::transport::dial(kubelet, Duration::from_secs(5)).await.unwrap());
+    let req = RegisterRequest {
+        version: "v1beta1".into(),
+        endpoint: endpoint.into(),
+        resource_name: resource.into(),
+        options: None,
+    };
+    c.register(req).await.unwrap();
+}
+
+async fn pr_client(n: &Node) -> PodResourcesListerClient<tonic::transport::Channel> {
+    PodResourcesListerClient::new(dpctl::core::transport::dial(&n.pr(), Duration::from_secs(5)).await.unwrap())
+}
+
+async fn pr_list(n: &Node) -> Vec<PodResources> {
+    pr_client(n).await.list(ListPodResourcesRequest {}).await.unwrap().into_inner().pod_resources
+}
+
+/// Pod UIDs → allocated device IDs, from the checkpoint file.
+fn checkpoint_pods(n: &Node) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(n.dp().join("kubelet_internal_checkpoint")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["Data"]["PodDeviceEntries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["PodUID"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Admitted pods: name → UID.
+async fn admitted(n: &Node) -> Vec<(String, String)> {
+    let v = n.node().await;
+    v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["uid"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Regression: a restart (SIGHUP) during a grace period and during
+/// admissions, repeated. The old generation's grace timer and checkpoint
+/// writer must be gone before the new generation starts: after every restart
+/// the checkpoint holds every allocation acknowledged before it, and no event
+/// of an older generation follows a `restarted` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_during_grace_periods_and_admissions_keeps_generations_apart() {
+    let n = Node::new();
+    let k = n.start(&["--grace-period", "3s"]).await;
+    let pid = k.id().unwrap().to_string();
+    let sv = n.serve(&["--resource", "vendor.example/b", "--count", "64", "--allocate-latency", "100ms"]).await;
+    let mut acknowledged: BTreeSet<String> = BTreeSet::new();
+    for round in 0..3 {
+        n.wait_resource("vendor.example/b", "serving", |r| r["state"] == "running").await;
+        // a plugin that stops: its grace period is running when the restart comes
+        let sock = format!("a{round}.sock");
+        let a = start_plugin(&n.dp().join(&sock), four_devices(), Behaviour::default()).await;
+        register(&n.kubelet(), "vendor.example/a", &sock).await;
+        n.wait_resource("vendor.example/a", "running", |r| r["state"] == "running" && r["capacity"] == 4).await;
+        drop(a); // ends its ListAndWatch stream
+        n.wait_resource("vendor.example/a", "stopped", |r| r["state"] == "stopped").await;
+        // admissions in flight (Allocate takes 100 ms each)
+        for j in 0..4 {
+            n.pod(&format!("p{round}-{j}.yaml"), &pod_yaml(&format!("p{round}-{j}"), "vendor.example/b", 1));
+        }
+        n.wait_pod(&format!("p{round}-0")).await;
+        acknowledged.extend(admitted(&n).await.into_iter().map(|(_, uid)| uid));
+        std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+        // the new generation restored "a" from the checkpoint: waiting, not stopped
+        n.wait_resource("vendor.example/a", "restored by the new generation", |r| r["state"] == "waiting").await;
+        let cp = checkpoint_pods(&n);
+        assert!(acknowledged.is_subset(&cp), "round {round}: acknowledged {acknowledged:?}, checkpoint {cp:?}");
+        for j in 0..4 {
+            n.wait_pod(&format!("p{round}-{j}")).await;
+        }
+        acknowledged.extend(admitted(&n).await.into_iter().map(|(_, uid)| uid));
+    }
+    // past every grace period of every generation: nothing stale was written
+    wait_until(10, "vendor.example/a removed after its grace period", || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dpctl"))
+            .args(["node", "--plugin-dir", s(&n.dp()), "-o", "json"])
+            .output()
+            .unwrap();
+        !String::from_utf8_lossy(&out.stdout).contains("vendor.example/a\"")
+    })
+    .await;
+    n.pod("last.yaml", &pod_yaml("last", "vendor.example/b", 1));
+    n.wait_pod("last").await;
+    acknowledged.extend(admitted(&n).await.into_iter().map(|(_, uid)| uid));
+    let cp = checkpoint_pods(&n);
+    assert_eq!(acknowledged.len(), 13);
+    assert!(acknowledged.is_subset(&cp), "acknowledged {acknowledged:?}, checkpoint {cp:?}");
+    stop_child(sv).await;
+    let out = stop_child(k).await;
+    out.expect_code(0);
+    let mut current = 0u64;
+    let mut restarts = 0;
+    for line in out.stdout.lines() {
+        let generation =
+            line.split_whitespace().find_map(|w| w.strip_prefix("generation=")).and_then(|g| g.parse::<u64>().ok());
+        if line.contains("restarted ") {
+            current = generation.unwrap();
+            restarts += 1;
+        } else if let Some(g) = generation {
+            assert!(g >= current, "an event of generation {g} after generation {current} started: {line}");
+        }
+    }
+    assert_eq!(restarts, 3, "{}", out.stdout);
+    let removed: Vec<&str> = out.stdout.lines().filter(|l| l.contains("resource-removed")).collect();
+    assert!(removed.iter().all(|l| l.contains("generation=3")), "{removed:?}");
+}
+
+/// device_plugin_test.go ("Keeps device plugin assignments after the device
+/// plugin has been removed" / "…re-registered"): while a plugin is gone its
+/// capacity stays and allocatable is 0; once the grace period is over the
+/// resource is gone (the kubelet reports capacity and allocatable 0); the
+/// pod keeps its devices in PodResources throughout; when the plugin comes
+/// back, capacity returns and the assignment still stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_and_allocatable_across_the_grace_period() {
+    let n = Node::new();
+    let k = n.start(&["--grace-period", "1500ms"]).await;
+    let p = start_plugin(&n.dp().join("p.sock"), four_devices(), Behaviour::default()).await;
+    register(&n.kubelet(), "vendor.example/foo", "p.sock").await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+    n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
+    n.wait_pod("a").await;
+    let devices_of_a = |l: &[PodResources]| -> Vec<String> {
+        l.iter()
+            .filter(|p| p.name == "a")
+            .flat_map(|p| p.containers.iter().flat_map(|c| c.devices.iter().flat_map(|d| d.device_ids.clone())))
+            .collect()
+    };
+    let before = devices_of_a(&pr_list(&n).await);
+    assert_eq!(before.len(), 1);
+
+    drop(p); // ends its ListAndWatch stream
+    let r = n.wait_resource("vendor.example/foo", "stopped", |r| r["state"] == "stopped").await;
+    assert_eq!(
+        (r["capacity"].as_u64(), r["allocatable"].as_u64(), r["allocated"].as_u64()),
+        (Some(4), Some(0), Some(1))
+    );
+    let alloc = pr_client(&n).await.get_allocatable_resources(AllocatableResourcesRequest {}).await.unwrap();
+    assert!(alloc.into_inner().devices.is_empty(), "a stopped plugin's devices are not allocatable");
+    assert_eq!(devices_of_a(&pr_list(&n).await), before, "assignments kept while the plugin is gone");
+
+    let mut gone = false;
+    for _ in 0..250 {
+        if n.resource("vendor.example/foo").await.is_none() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert!(gone, "the resource is gone once the grace period is over: {}", n.node().await);
+    // the checkpoint is rewritten in the background: wait for it
+    let cp = n.dp().join("kubelet_internal_checkpoint");
+    let read = || std::fs::read_to_string(&cp).unwrap();
+    wait_until(10, "the checkpoint without the resource", || {
+        !read().contains("\"RegisteredDevices\":{\"vendor.example/foo\"")
+    })
+    .await;
+    let text = read();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(v["Data"]["RegisteredDevices"].get("vendor.example/foo").is_none(), "{text}");
+    assert_eq!(v["Data"]["PodDeviceEntries"].as_array().unwrap().len(), 1, "the pod's allocation stays: {text}");
+    assert_eq!(devices_of_a(&pr_list(&n).await), before, "assignments kept after the grace period");
+
+    let _q = start_plugin(&n.dp().join("q.sock"), four_devices(), Behaviour::default()).await;
+    register(&n.kubelet(), "vendor.example/foo", "q.sock").await;
+    let r = n.wait_resource("vendor.example/foo", "back", |r| r["allocatable"] == 4).await;
+    assert_eq!((r["capacity"].as_u64(), r["allocated"].as_u64()), (Some(4), Some(1)));
+    assert_eq!(devices_of_a(&pr_list(&n).await), before, "assignments kept after re-registration");
+    stop_child(k).await.expect_code(0);
+}
+
+/// While a pod's Allocate is in flight, PodResources List already shows the
+/// pod, with no devices (released kubelets list every pod the pod manager
+/// holds, and record devices only once Allocate answered); `dpctl node` shows
+/// it only once admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn podresources_while_allocate_is_in_flight() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let sv = n.serve(&["--resource", "vendor.example/slow", "--count", "2", "--allocate-latency", "700ms"]).await;
+    n.wait_resource("vendor.example/slow", "up", |r| r["allocatable"] == 2).await;
+    n.pod("s.yaml", &pod_yaml("s", "vendor.example/slow", 1));
+    let mut in_flight = None;
+    for _ in 0..250 {
+        if let Some(p) = pr_list(&n).await.into_iter().find(|p| p.name == "s") {
+            in_flight = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let p = in_flight.expect("the pod is listed while it is admitted");
+    assert_eq!(p.containers.len(), 1);
+    assert!(p.containers[0].devices.is_empty(), "no devices before Allocate answers: {p:?}");
+    assert!(admitted(&n).await.is_empty(), "not admitted yet");
+    n.wait_pod("s").await;
+    let p = pr_list(&n).await.into_iter().find(|p| p.name == "s").unwrap();
+    assert_eq!(p.containers[0].devices.len(), 1, "{p:?}");
+    stop_child(sv).await;
+    stop_child(k).await.expect_code(0);
+}
