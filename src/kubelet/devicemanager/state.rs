@@ -214,7 +214,7 @@ impl State {
     /// The grace period of a resource known only from the checkpoint is over:
     /// remove it if its plugin has not registered. Returns whether it was removed.
     pub fn waiting_over(&mut self, resource: &str) -> bool {
-        if !self.resources.get(resource).is_some_and(|r| r.endpoint.is_none()) {
+        if self.resources.get(resource).is_none_or(|r| r.endpoint.is_some()) {
             return false;
         }
         self.resources.remove(resource);
