@@ -256,7 +256,9 @@ impl State {
         m
     }
 
-    /// What the checkpoint holds: allocations, and the devices of registered resources.
+    /// What the checkpoint holds: allocations, and every known resource with
+    /// its devices (as the kubelet writes them: a resource waiting for its
+    /// plugin after a restart stays, with no devices, until its grace period ends).
     pub fn checkpoint_data(&self) -> Data {
         Data {
             pod_device_entries: self
@@ -273,7 +275,6 @@ impl State {
             registered_devices: self
                 .resources
                 .iter()
-                .filter(|(_, r)| r.endpoint.is_some())
                 .map(|(n, r)| (n.clone(), r.devices.keys().cloned().collect()))
                 .collect(),
         }
