@@ -480,3 +480,7 @@ impl Manager {
 
 #[path = "admit.rs"]
 mod admit;
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;
