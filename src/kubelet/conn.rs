@@ -93,9 +93,8 @@ impl ConnError {
             // tonic's decoder reports a message over the receive limit as OUT_OF_RANGE
             // (the device-plugin API gives that code no other use).
             tonic::Code::OutOfRange => ConnError::TooLarge { socket, method, limit, status },
-            tonic::Code::Unavailable
-                if std::error::Error::source(&status).is_some() || status.metadata().is_empty() =>
-            {
+            // A broken connection and a peer saying it is unavailable mean the same to the kubelet.
+            tonic::Code::Unavailable => {
                 ConnError::Unavailable { socket, method: Some(method), source: Box::new(status) }
             }
             _ => ConnError::Status { socket, method, status, after_snapshots: None },
@@ -335,6 +334,11 @@ mod tests {
         assert_eq!(e.to_string(), "/x/p.sock: Allocate failed: Internal: message length too large");
         let core: Error = e.into();
         assert_eq!(core.code(), Some(tonic::Code::Internal));
+        // unavailable: the code, not the text, decides
+        let e = ConnError::classify(p, "Allocate", t, Duration::ZERO, 10, tonic::Status::unavailable("anything"));
+        assert!(matches!(e, ConnError::Unavailable { method: Some("Allocate"), .. }), "{e:?}");
+        assert_eq!(e.code(), Some(tonic::Code::Unavailable));
+        assert_eq!(e.to_string(), "/x/p.sock: Allocate failed: Unavailable: anything");
     }
 
     #[tokio::test]

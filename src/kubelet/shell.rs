@@ -13,7 +13,9 @@ use crate::core::log::{ms, Logger};
 use crate::kubelet::checkpoint;
 use crate::kubelet::conn::PluginConn;
 use crate::kubelet::devicemanager::state::{EndpointInfo, PodRecord};
-use crate::kubelet::devicemanager::{Answer, Histogram, PodAdmission, PodStatus, ResourceStatus, State, Step};
+use crate::kubelet::devicemanager::{
+    Answer, ContainerStatus, Histogram, PodAdmission, PodStatus, ResourceStatus, State, Step,
+};
 use crate::kubelet::manifest::Pod;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -418,11 +420,18 @@ impl Manager {
     pub fn pods_listed(&self) -> Vec<PodStatus> {
         let g = self.lock();
         let mut pods = g.st.pod_status();
-        for p in g.admitting.values() {
-            let mut st = State::default();
-            st.pods.insert(p.uid.clone(), PodRecord { pod: p.clone(), file: PathBuf::new() });
-            pods.extend(st.pod_status());
-        }
+        pods.extend(g.admitting.values().map(|p| {
+            let containers = p.init_containers.iter().map(|c| (c, true)).chain(p.containers.iter().map(|c| (c, false)));
+            PodStatus {
+                name: p.name.clone(),
+                namespace: p.namespace.clone(),
+                uid: p.uid.clone(),
+                file: String::new(),
+                containers: containers
+                    .map(|(c, init)| ContainerStatus { name: c.name.clone(), init, resources: BTreeMap::new() })
+                    .collect(),
+            }
+        }));
         pods
     }
 
