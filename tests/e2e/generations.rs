@@ -249,3 +249,52 @@ async fn podresources_while_allocate_is_in_flight() {
     stop_child(sv).await;
     stop_child(k).await.expect_code(0);
 }
+
+/// A device reporting two NUMA nodes is recorded under each, in the
+/// checkpoint and in PodResources (List and GetAllocatableResources answer
+/// one ContainerDevices per device and NUMA node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_numa_devices_are_listed_under_each_node() {
+    use dpctl::api::deviceplugin::{NumaNode, TopologyInfo};
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let mut both = dev("m-0", "Healthy", None);
+    both.topology = Some(TopologyInfo { nodes: vec![NumaNode { id: 0 }, NumaNode { id: 1 }] });
+    let _p = start_plugin(&n.dp().join("m.sock"), vec![both, dev("m-1", "Healthy", None)], Behaviour::default()).await;
+    register(&n.kubelet(), "vendor.example/m", "m.sock").await;
+    n.wait_resource("vendor.example/m", "up", |r| r["allocatable"] == 2).await;
+    let shape = |devs: &[dpctl::api::podresources::ContainerDevices]| -> Vec<(String, Option<i64>)> {
+        let mut v: Vec<(String, Option<i64>)> = devs
+            .iter()
+            .map(|d| {
+                assert_eq!(d.device_ids.len(), 1, "one device per entry: {d:?}");
+                (d.device_ids[0].clone(), d.topology.as_ref().map(|t| t.nodes[0].id))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let alloc = pr_client(&n).await.get_allocatable_resources(AllocatableResourcesRequest {}).await.unwrap();
+    assert_eq!(
+        shape(&alloc.into_inner().devices),
+        [("m-0".to_string(), Some(0)), ("m-0".to_string(), Some(1)), ("m-1".to_string(), None)]
+    );
+    // a pod that gets m-0 (ask for both devices)
+    n.pod("m.yaml", &pod_yaml("m", "vendor.example/m", 2));
+    n.wait_pod("m").await;
+    let p = pr_list(&n).await.into_iter().find(|p| p.name == "m").unwrap();
+    assert_eq!(
+        shape(&p.containers[0].devices),
+        [("m-0".to_string(), Some(0)), ("m-0".to_string(), Some(1)), ("m-1".to_string(), None)]
+    );
+    let text = std::fs::read_to_string(n.dp().join("kubelet_internal_checkpoint")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ids = &v["Data"]["PodDeviceEntries"][0]["DeviceIDs"];
+    assert_eq!(
+        (ids["0"].clone(), ids["1"].clone(), ids["-1"].clone()),
+        (serde_json::json!(["m-0"]), serde_json::json!(["m-0"]), serde_json::json!(["m-1"])),
+        "{text}"
+    );
+    assert_eq!(n.resource("vendor.example/m").await.unwrap()["allocated"], 2, "counted once");
+    stop_child(k).await.expect_code(0);
+}
