@@ -105,6 +105,9 @@ pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
     Ok(())
 }
 
+/// How long a `dpctl node` request waits for the next generation during a restart.
+const RESTART_WAIT: Duration = Duration::from_secs(5);
+
 /// Pods admitted (and committed to the checkpoint) together, at most.
 const BATCH: usize = 256;
 
@@ -215,13 +218,15 @@ async fn serve_status(
             _ = stop.cancelled() => break,
         };
         let Ok((stream, _)) = conn else { continue };
-        let current = current.clone();
+        let mut current = current.clone();
         let stop = stop.clone();
         tracker.spawn(stop.run_until_cancelled_owned(async move {
             let (r, mut w) = stream.into_split();
             let mut lines = BufReader::new(r).lines();
             while let Ok(Some(_)) = lines.next_line().await {
-                let mgr = current.borrow().clone();
+                // Between generations, wait a little for the next one rather than fail.
+                let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
+                let mgr = next.ok().and_then(|r| r.ok()).and_then(|m| m.clone());
                 let v = match mgr {
                     Some(m) => json!({"ok": true, "node": node_status(&m)}),
                     None => json!({"ok": false, "error": "the mock kubelet is restarting; try again"}),

@@ -4,6 +4,7 @@ pub mod against;
 pub mod checkpoint;
 pub mod conn;
 pub mod devicemanager;
+pub mod generation;
 pub mod manifest;
 pub mod metrics;
 pub mod mock;

@@ -19,14 +19,13 @@ use crate::kubelet::devicemanager::{
 use crate::kubelet::manifest::Pod;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub use crate::kubelet::devicemanager::TopologyPolicy;
+pub use crate::kubelet::generation::Generation;
 
 /// Manager settings.
 #[derive(Debug, Clone)]
@@ -45,43 +44,6 @@ pub struct Config {
     pub call_timeout: Duration,
     /// PreStartContainer timeout (the kubelet's: 30 s).
     pub pre_start_timeout: Duration,
-}
-
-/// One generation of the mock kubelet: a cancellation token and a tracker
-/// that every task of the generation is spawned on.
-#[derive(Clone, Default)]
-pub struct Generation {
-    /// 0 for the first start, then one more per restart.
-    pub number: u64,
-    /// Cancelled when the generation ends.
-    pub token: CancellationToken,
-    /// Holds every task of the generation.
-    pub tracker: TaskTracker,
-}
-
-impl Generation {
-    /// Generation `number`.
-    pub fn new(number: u64) -> Self {
-        Generation { number, token: CancellationToken::new(), tracker: TaskTracker::new() }
-    }
-
-    /// Run `f` as a task of this generation; it is dropped when the generation ends.
-    pub fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
-        let token = self.token.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                _ = f => {}
-                _ = token.cancelled() => {}
-            }
-        });
-    }
-
-    /// Cancel every task and wait until all of them are gone.
-    pub async fn end(&self) {
-        self.token.cancel();
-        self.tracker.close();
-        self.tracker.wait().await;
-    }
 }
 
 /// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
@@ -103,11 +65,15 @@ struct Inner {
     endpoints: BTreeMap<String, CancellationToken>,
     admitting: BTreeMap<String, Pod>,
     closed: bool,
+    /// Events decided under the lock, logged after it is released.
+    outbox: Vec<(String, Vec<(String, Value)>)>,
 }
 
 /// The device manager of one generation.
 pub struct Manager {
     inner: Mutex<Inner>,
+    /// Set when the generation closes; the event log is read-locked while it writes.
+    gate: std::sync::RwLock<bool>,
     admission: tokio::sync::Mutex<()>,
     /// The state version last written; held while writing, so writes are ordered.
     written: Arc<Mutex<u64>>,
@@ -131,9 +97,11 @@ impl Manager {
             endpoints: BTreeMap::new(),
             admitting: BTreeMap::new(),
             closed: false,
+            outbox: Vec::new(),
         };
         Arc::new(Manager {
             inner: Mutex::new(inner),
+            gate: std::sync::RwLock::new(false),
             admission: tokio::sync::Mutex::new(()),
             written: Arc::new(Mutex::new(0)),
             dirty: tokio::sync::Notify::new(),
@@ -169,16 +137,27 @@ impl Manager {
 
     /// Log an event, tagged with this generation, unless the generation is closed.
     pub fn event(&self, name: &str, fields: &[(&str, Value)]) {
-        let g = self.lock();
-        self.ev(&g, name, fields);
-    }
-
-    /// [`Manager::event`] with the state lock held, so closing cannot slip in between.
-    fn ev(&self, g: &Inner, name: &str, fields: &[(&str, Value)]) {
-        if !g.closed {
+        let closed = self.gate.read().unwrap_or_else(|p| p.into_inner());
+        if !*closed {
             let mut f = fields.to_vec();
             f.push(("generation", json!(self.gen.number)));
             self.log.event(name, &f);
+        }
+    }
+
+    /// Queue an event decided under the state lock; [`Manager::unlock`] logs it.
+    fn ev(&self, g: &mut Inner, name: &str, fields: &[(&str, Value)]) {
+        g.outbox.push((name.to_string(), fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()));
+    }
+
+    /// Release the state lock, then log what was queued under it (the log can
+    /// block on a slow reader; state readers must not wait for it).
+    fn unlock(&self, mut g: MutexGuard<'_, Inner>) {
+        let out = std::mem::take(&mut g.outbox);
+        drop(g);
+        for (name, fields) in out {
+            let f: Vec<(&str, Value)> = fields.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            self.event(&name, &f);
         }
     }
 
@@ -209,6 +188,7 @@ impl Manager {
     /// End this generation: no event or checkpoint write of it after this
     /// returns, except the final checkpoint written here.
     pub async fn close(self: &Arc<Self>) {
+        *self.gate.write().unwrap_or_else(|p| p.into_inner()) = true;
         self.lock().closed = true;
         self.gen.end().await;
         if let Err(e) = self.flush(true).await {
@@ -249,8 +229,8 @@ impl Manager {
         *self.written.lock().unwrap_or_else(|p| p.into_inner()) = g.st.version;
         let resources: BTreeSet<String> = g.st.resources.keys().cloned().collect();
         let list: Vec<&String> = resources.iter().collect();
-        self.ev(&g, "checkpoint-restored", &[("allocations", json!(n)), ("resources", json!(list))]);
-        drop(g);
+        self.ev(&mut g, "checkpoint-restored", &[("allocations", json!(n)), ("resources", json!(list))]);
+        self.unlock(g);
         // As the kubelet does, a resource known only from the checkpoint is an
         // endpoint stopped now: it goes when the grace period ends without its plugin.
         for r in &resources {
@@ -259,8 +239,12 @@ impl Manager {
                 tokio::time::sleep(me.cfg.grace_period).await;
                 let mut g = me.lock();
                 if !g.closed && g.st.waiting_over(&r) {
-                    me.ev(&g, "resource-removed", &[("resource", json!(r)), ("reason", json!("grace period over"))]);
-                    drop(g);
+                    me.ev(
+                        &mut g,
+                        "resource-removed",
+                        &[("resource", json!(r)), ("reason", json!("grace period over"))],
+                    );
+                    me.unlock(g);
                     me.changed();
                 }
             });
@@ -303,13 +287,17 @@ impl Manager {
             get_preferred_allocation_available: options.get_preferred_allocation_available,
         };
         let socket = ep.socket.display().to_string();
+        // A replaced endpoint's connection goes with it.
+        if let Some(old) = g.st.resources.get(resource).and_then(|r| r.endpoint.as_ref()).map(|e| e.id) {
+            g.conns.remove(&old);
+        }
         let reg = g.st.register(resource, ep);
         g.conns.insert(reg.id, conn.clone());
         if let Some(old) = g.endpoints.insert(resource.to_string(), token.clone()) {
             old.cancel();
         }
         self.ev(
-            &g,
+            &mut g,
             "registered",
             &[
                 ("resource", json!(resource)),
@@ -323,12 +311,12 @@ impl Manager {
         if let Some(all) = reg.back {
             let took = self.restarted.lock().unwrap_or_else(|p| p.into_inner()).map(|t| t.elapsed());
             let took = ms(took.unwrap_or_default());
-            self.ev(&g, "plugin-back", &[("resource", json!(resource)), ("afterMs", took.clone())]);
+            self.ev(&mut g, "plugin-back", &[("resource", json!(resource)), ("afterMs", took.clone())]);
             if all {
-                self.ev(&g, "all-plugins-back", &[("afterMs", took)]);
+                self.ev(&mut g, "all-plugins-back", &[("afterMs", took)]);
             }
         }
-        drop(g);
+        self.unlock(g);
         self.changed();
         let me = self.clone();
         let res = resource.to_string();
@@ -348,7 +336,7 @@ impl Manager {
         let problems =
             crate::core::validate::device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
         self.ev(
-            &g,
+            &mut g,
             "devices",
             &[
                 ("resource", json!(resource)),
@@ -361,9 +349,9 @@ impl Manager {
             ],
         );
         for p in problems {
-            self.ev(&g, "device-warning", &[("resource", json!(resource)), ("problem", json!(p.to_string()))]);
+            self.ev(&mut g, "device-warning", &[("resource", json!(resource)), ("problem", json!(p.to_string()))]);
         }
-        drop(g);
+        self.unlock(g);
         self.changed();
     }
 
@@ -373,7 +361,7 @@ impl Manager {
         let mut g = self.lock();
         let Some(capacity) = g.st.stream_ended(resource, id) else { return };
         self.ev(
-            &g,
+            &mut g,
             "stream-ended",
             &[
                 ("resource", json!(resource)),
@@ -383,7 +371,7 @@ impl Manager {
                 ("gracePeriodMs", ms(self.cfg.grace_period)),
             ],
         );
-        drop(g);
+        self.unlock(g);
         let me = self.clone();
         let resource = resource.to_string();
         self.gen.spawn(async move {
@@ -393,8 +381,8 @@ impl Manager {
                 return;
             }
             g.conns.remove(&id);
-            me.ev(&g, "resource-removed", &[("resource", json!(resource)), ("reason", json!("grace period over"))]);
-            drop(g);
+            me.ev(&mut g, "resource-removed", &[("resource", json!(resource)), ("reason", json!("grace period over"))]);
+            me.unlock(g);
             me.changed();
         });
     }
@@ -449,8 +437,9 @@ impl Manager {
     /// Record a manifest that could not be admitted.
     pub fn reject_file(&self, file: PathBuf, why: String) {
         let mut g = self.lock();
-        self.ev(&g, "pod-rejected", &[("file", json!(file.display().to_string())), ("reason", json!(why))]);
+        self.ev(&mut g, "pod-rejected", &[("file", json!(file.display().to_string())), ("reason", json!(why))]);
         g.st.rejected.insert(file, why);
+        self.unlock(g);
     }
 
     /// Forget a rejected manifest (its file was removed or changed).
@@ -469,9 +458,9 @@ impl Manager {
                 ("resource", json!(r)),
                 ("reason", json!("pod no longer exists")),
             ];
-            self.ev(&g, "allocation-freed", &f);
+            self.ev(&mut g, "allocation-freed", &f);
         }
-        drop(g);
+        self.unlock(g);
         if !orphans.is_empty() {
             self.changed();
         }
@@ -481,8 +470,8 @@ impl Manager {
     pub fn remove_pod(&self, uid: &str) {
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
-        self.ev(&g, "pod-removed", &[("pod", json!(p.pod.key())), ("uid", json!(uid)), ("freed", json!(freed))]);
-        drop(g);
+        self.ev(&mut g, "pod-removed", &[("pod", json!(p.pod.key())), ("uid", json!(uid)), ("freed", json!(freed))]);
+        self.unlock(g);
         self.changed();
     }
 }
