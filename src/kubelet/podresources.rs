@@ -101,20 +101,7 @@ impl PodResourcesLister for PodResourcesService {
         _: Request<AllocatableResourcesRequest>,
     ) -> Result<Response<AllocatableResourcesResponse>, Status> {
         self.admit()?;
-        let mut devices = Vec::new();
-        for r in self.mgr.resources().into_iter().filter(|r| r.state == "running") {
-            let mut by_numa: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for (id, d) in r.devices.iter().filter(|(_, d)| d.health == crate::api::HEALTHY) {
-                let nodes: std::collections::BTreeSet<i64> = d.numa.iter().copied().collect();
-                if nodes.is_empty() {
-                    by_numa.entry("-1".into()).or_default().push(id.clone());
-                }
-                for n in nodes {
-                    by_numa.entry(n.to_string()).or_default().push(id.clone());
-                }
-            }
-            devices.extend(container_devices(&r.resource, &by_numa));
-        }
+        let devices = self.mgr.allocatable().iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect();
         Ok(Response::new(AllocatableResourcesResponse { devices, ..Default::default() }))
     }
 

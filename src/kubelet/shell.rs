@@ -397,6 +397,11 @@ impl Manager {
         self.lock().st.resource_status()
     }
 
+    /// Healthy devices of running resources by NUMA node (GetAllocatableResources).
+    pub fn allocatable(&self) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+        self.lock().st.allocatable_devices()
+    }
+
     /// Admitted pods and their allocations.
     pub fn pods(&self) -> Vec<PodStatus> {
         self.lock().st.pod_status()

@@ -129,6 +129,29 @@ fn upstream_get_container_devices() {
     assert_eq!(nodes, [(vec!["dev1".to_string()], vec![0]), (vec!["dev1".to_string()], vec![1])]);
 }
 
+/// TestGetAllocatableDevicesMultipleResources and
+/// TestGetAllocatableDevicesHealthTransition: allocatable devices are the
+/// healthy ones of every registered resource, and follow health changes; a
+/// stopped plugin's devices are not allocatable.
+#[test]
+fn upstream_get_allocatable_devices() {
+    let mut st = State::default();
+    let id1 = register(&mut st, R1, &[dev("r1d1", &[0]), dev("r1d2", &[1]), dev_h("r1d3", "Unhealthy", &[])], false);
+    register(&mut st, R2, &[dev("r2d1", &[]), dev("r2d2", &[0, 1])], false);
+    let ids = |st: &State, r: &str| -> BTreeSet<String> {
+        st.allocatable_devices().get(r).map(|m| m.values().flatten().cloned().collect()).unwrap_or_default()
+    };
+    assert_eq!(ids(&st, R1), set(&["r1d1", "r1d2"]));
+    assert_eq!(ids(&st, R2), set(&["r2d1", "r2d2"]));
+    assert_eq!(st.allocatable_devices()[R2]["1"], ["r2d2"], "a device on two nodes is listed under each");
+    // health transition: unhealthy goes, healthy comes back
+    st.snapshot(R1, id1, &[dev_h("r1d1", "Unhealthy", &[0]), dev("r1d2", &[1]), dev("r1d3", &[])]);
+    assert_eq!(ids(&st, R1), set(&["r1d2", "r1d3"]));
+    st.stream_ended(R1, id1);
+    assert!(!st.allocatable_devices().contains_key(R1), "a stopped plugin lists nothing");
+    assert_eq!(ids(&st, R2).len(), 2);
+}
+
 /// Pods and orphans: removing a pod frees its devices; allocations whose
 /// pod no manifest describes are dropped after the first scan.
 #[test]
@@ -149,3 +172,4 @@ fn pod_removal_and_orphans() {
 }
 
 use crate::api::deviceplugin::Device;
+use std::collections::BTreeSet;

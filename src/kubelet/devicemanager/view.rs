@@ -114,6 +114,21 @@ impl State {
             .collect()
     }
 
+    /// What GetAllocatableResources lists: the healthy devices of running
+    /// resources, per resource and NUMA node (`-1`: none; a device on several
+    /// nodes under each).
+    pub fn allocatable_devices(&self) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+        self.resources
+            .iter()
+            .filter(|(_, r)| r.endpoint.is_some() && !r.stopped)
+            .map(|(name, r)| {
+                let ids: Vec<String> = r.healthy().into_iter().collect();
+                (name.clone(), self.by_numa(name, &ids))
+            })
+            .filter(|(_, m)| !m.is_empty())
+            .collect()
+    }
+
     /// Admitted pods and their allocations.
     pub fn pod_status(&self) -> Vec<PodStatus> {
         self.pods
