@@ -53,22 +53,20 @@ pub async fn connect_plugin(
     Ok((conn, options))
 }
 
-/// Follow one endpoint's ListAndWatch until it ends.
-pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, generation: u64, conn: PluginConn) {
+/// Follow endpoint `id`'s ListAndWatch until it ends.
+pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, id: u64, conn: PluginConn) {
     let mut stream = match conn.list_and_watch().await {
         Ok(s) => s,
-        Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+        Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
     };
     loop {
         match stream.next().await {
             Ok(Update::Snapshot(r)) => {
                 let bytes = r.encoded_len();
-                mgr.snapshot(&resource, generation, r.devices, bytes);
+                mgr.snapshot(&resource, id, r.devices, bytes);
             }
-            Ok(Update::Closed) => {
-                return mgr.stream_ended(&resource, generation, "the plugin closed the ListAndWatch stream")
-            }
-            Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+            Ok(Update::Closed) => return mgr.stream_ended(&resource, id, "the plugin closed the ListAndWatch stream"),
+            Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
         }
     }
 }

@@ -52,8 +52,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
         (Ok(ep), Ok(_)) => Ok((info.name, ep)),
         (Ok(ep), Err(e)) => {
             // A failed notify deregisters the plugin.
-            if let Some((res, generation)) = mgr.resource_of(&ep) {
-                mgr.stream_ended(&res, generation, "NotifyRegistrationStatus failed");
+            if let Some((res, id)) = mgr.resource_of(&ep) {
+                mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
             }
             Err(format!("NotifyRegistrationStatus failed: {e}"))
         }
@@ -90,9 +90,9 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
             if let Some(Some((res, ep))) = known.remove(&g) {
-                if let Some((r, generation)) = mgr.resource_of(&ep) {
+                if let Some((r, id)) = mgr.resource_of(&ep) {
                     if r == res {
-                        mgr.stream_ended(&res, generation, "its plugin-watcher socket was deleted (deregistered)");
+                        mgr.stream_ended(&res, id, "its plugin-watcher socket was deleted (deregistered)");
                     }
                 }
             }

@@ -169,7 +169,7 @@ pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<H
             break;
         }
         // every permutation of one hint per resource
-        let perm: Vec<&Hint> = lists.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
+        let perm: Vec<&Hint> = lists.iter().zip(&idx).filter_map(|(l, i)| l.get(*i)).collect();
         let affinities: Vec<&BTreeSet<i64>> = perm.iter().filter_map(|h| h.affinity.as_ref()).collect();
         let preferred = perm.iter().all(|h| h.preferred) && affinities.windows(2).all(|w| w[0] == w[1]);
         let merged: BTreeSet<i64> =
