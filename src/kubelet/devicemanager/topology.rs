@@ -32,6 +32,11 @@ pub const TOPOLOGY_ERROR: &str = "Resources cannot be allocated with Topology lo
 /// The kubelet's limit on NUMA nodes for the topology manager.
 pub const MAX_NUMA_NODES: usize = 8;
 
+/// At most this many hint combinations are merged for one container (the
+/// kubelet has no bound); beyond it only each resource's preferred hints
+/// count, and beyond that only its first.
+pub const MAX_COMBINATIONS: u128 = 100_000;
+
 /// A topology hint: a NUMA affinity (None: any) and whether it is preferred.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hint {
@@ -160,6 +165,20 @@ pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<H
         for l in &mut lists {
             l.retain(|h| h.preferred && h.affinity.as_ref().is_none_or(|a| a.len() == 1));
         }
+    }
+    // Every combination of one hint per resource is merged; bound the work a
+    // pod with many topology-aware resources can cause.
+    let combinations = |lists: &[Vec<Hint>]| lists.iter().map(|l| l.len() as u128).product::<u128>();
+    if combinations(&lists) > MAX_COMBINATIONS {
+        for l in &mut lists {
+            let keep: Vec<Hint> = l.iter().filter(|h| h.preferred).take(MAX_NUMA_NODES).cloned().collect();
+            if !keep.is_empty() {
+                *l = keep;
+            }
+        }
+    }
+    if combinations(&lists) > MAX_COMBINATIONS {
+        lists.iter_mut().for_each(|l| l.truncate(1));
     }
     let mut best: Option<Hint> = None;
     let mut idx = vec![0usize; lists.len()];

@@ -470,3 +470,23 @@ fn filter_by_affinity_splits_multi_numa_devices() {
     let (a, u, n) = filter_by_affinity(&st, "r", &all, None);
     assert!(a.is_empty() && u.is_empty() && n == all, "no affinity: all without alignment");
 }
+
+/// Many topology-aware resources on 8 NUMA nodes: the merge stays bounded
+/// (255 hints each would be 255^6 combinations) and still finds a single node.
+#[test]
+fn merging_many_resources_is_bounded() {
+    let nodes: Vec<i64> = (0..8).collect();
+    let devices: Vec<Device> = (0..16).map(|i| dev(&format!("d{i}"), &[i % 8])).collect();
+    let resources: Vec<(String, Vec<Device>)> =
+        (0..6).map(|r| (format!("vendor.example/r{r}"), devices.clone())).collect();
+    let refs: Vec<(&str, Vec<Device>)> = resources.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    let st = state(&refs, false);
+    let hints: Vec<Option<Vec<Hint>>> = resources
+        .iter()
+        .map(|(r, _)| resource_hints(&st, &nodes, "p", "c", r, 1, &BTreeSet::new(), &BTreeMap::new()))
+        .collect();
+    assert_eq!(hints[0].as_ref().map(Vec::len), Some(255));
+    let (best, admit) = merge(TopologyPolicy::SingleNumaNode, &nodes, &hints);
+    assert!(admit, "{best:?}");
+    assert_eq!(best.affinity.map(|a| a.len()), Some(1));
+}
