@@ -733,8 +733,8 @@ pub struct MockKubeletArgs {
     #[arg(long, default_value = "4Mi", value_parser = byte_size, value_name = "BYTES")]
     pub max_recv_size: usize,
     /// Topology manager policy
-    #[arg(long, value_enum, default_value_t = crate::kubelet::manager::TopologyPolicy::None)]
-    pub topology_policy: crate::kubelet::manager::TopologyPolicy,
+    #[arg(long, value_enum, default_value_t = crate::kubelet::devicemanager::TopologyPolicy::None)]
+    pub topology_policy: crate::kubelet::devicemanager::TopologyPolicy,
     /// Simulate a kubelet restart on this schedule (as SIGHUP does)
     #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
     pub restart_every: Option<Duration>,

@@ -6,8 +6,8 @@ use crate::cli::MockKubeletArgs;
 use crate::core::log::Logger;
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
-use crate::kubelet::manager::Config;
 use crate::kubelet::mock::{self, Settings};
+use crate::kubelet::shell::Config;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -72,16 +72,22 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     let log = Logger::new(a.log_format);
     let (shut_tx, shut_rx) = watch::channel(false);
     let (restart_tx, restart_rx) = mpsc::channel(1);
-    tokio::spawn(async move {
+    // The signal listeners are owned here and end with the run.
+    let (signals, token) = (tokio_util::task::TaskTracker::new(), tokio_util::sync::CancellationToken::new());
+    signals.spawn(token.clone().run_until_cancelled_owned(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
         while hup.recv().await.is_some() {
             let _ = restart_tx.try_send(());
         }
-    });
-    tokio::spawn(async move {
+    }));
+    signals.spawn(token.clone().run_until_cancelled_owned(async move {
         crate::core::interrupted().await;
         let _ = shut_tx.send(true);
-    });
-    mock::run(s, log, shut_rx, restart_rx).await
+    }));
+    let result = mock::run(s, log, shut_rx, restart_rx).await;
+    token.cancel();
+    signals.close();
+    signals.wait().await;
+    result
 }

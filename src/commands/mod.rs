@@ -49,7 +49,7 @@ pub struct Ctx {
 impl Ctx {
     /// Resolve a socket argument and dial the plugin there.
     pub async fn plugin(&self, socket: &Path) -> Result<PluginConn> {
-        PluginConn::connect(&self.paths.resolve_socket(socket), self.timeout, INSPECT_MAX_RECV).await
+        Ok(PluginConn::connect(&self.paths.resolve_socket(socket), self.timeout, INSPECT_MAX_RECV).await?)
     }
 }
 

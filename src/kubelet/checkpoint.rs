@@ -51,9 +51,10 @@ fn device_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<BTr
 }
 
 impl PodDeviceEntry {
-    /// All device IDs, in NUMA order.
+    /// All device IDs, in NUMA order, each once (a device on several NUMA nodes is listed under each).
     pub fn ids(&self) -> Vec<String> {
-        self.device_ids.values().flatten().cloned().collect()
+        let mut seen = std::collections::BTreeSet::new();
+        self.device_ids.values().flatten().filter(|i| seen.insert(i.as_str())).cloned().collect()
     }
 
     /// Decode AllocResp.

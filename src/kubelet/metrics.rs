@@ -1,12 +1,15 @@
 //! `/metrics` (Prometheus text format) and `/healthz` on a TCP address:
 //! the kubelet's device-plugin metrics plus capacity/allocatable gauges.
 
-use crate::kubelet::manager::{Manager, BUCKETS};
+use crate::kubelet::devicemanager::BUCKETS;
+use crate::kubelet::shell::Manager;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -59,16 +62,17 @@ pub fn render(mgr: &Manager) -> String {
 pub async fn serve(
     listener: TcpListener,
     current: watch::Receiver<Option<Arc<Manager>>>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
 ) {
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
-            _ = crate::plugin::server::stopped(&mut stop) => return,
+            _ = stop.cancelled() => return,
         };
         let Ok((mut sock, _)) = conn else { continue };
         let current = current.clone();
-        tokio::spawn(async move {
+        tracker.spawn(stop.clone().run_until_cancelled_owned(async move {
             let mut buf = vec![0u8; 8192];
             let mut n = 0;
             while n < buf.len() {
@@ -95,6 +99,6 @@ pub async fn serve(
             );
             let _ = sock.write_all(resp.as_bytes()).await;
             let _ = sock.shutdown().await;
-        });
+        }));
     }
 }

@@ -10,9 +10,9 @@ use crate::core::log::Logger;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
-use crate::kubelet::manager::{Config, Manager};
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::registration::RegistrationService;
+use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::plugin::server::stopped;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// The status socket `dpctl node` reads, in the control subdirectory.
 pub fn status_socket(plugin_dir: &Path) -> PathBuf {
@@ -103,6 +105,9 @@ pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
     Ok(())
 }
 
+/// How long a `dpctl node` request waits for the next generation during a restart.
+const RESTART_WAIT: Duration = Duration::from_secs(5);
+
 /// Pods admitted (and committed to the checkpoint) together, at most.
 const BATCH: usize = 256;
 
@@ -114,7 +119,7 @@ struct Seen {
 
 /// Follow the manifest directory: admit new files, remove pods whose file is
 /// gone, re-admit changed files. `first_scan` fires after the first pass.
-async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Receiver<bool>) {
+async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     let mut first = true;
     loop {
@@ -191,17 +196,15 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
             mgr.drop_orphans();
             first = false;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = stopped(&mut stop) => return,
-        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
 async fn serve_status(
     path: PathBuf,
     current: watch::Receiver<Option<Arc<Manager>>>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
     log: Logger,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
@@ -212,15 +215,18 @@ async fn serve_status(
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
-            _ = stopped(&mut stop) => break,
+            _ = stop.cancelled() => break,
         };
         let Ok((stream, _)) = conn else { continue };
-        let current = current.clone();
-        tokio::spawn(async move {
+        let mut current = current.clone();
+        let stop = stop.clone();
+        tracker.spawn(stop.run_until_cancelled_owned(async move {
             let (r, mut w) = stream.into_split();
             let mut lines = BufReader::new(r).lines();
             while let Ok(Some(_)) = lines.next_line().await {
-                let mgr = current.borrow().clone();
+                // Between generations, wait a little for the next one rather than fail.
+                let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
+                let mgr = next.ok().and_then(|r| r.ok()).and_then(|m| m.clone());
                 let v = match mgr {
                     Some(m) => json!({"ok": true, "node": node_status(&m)}),
                     None => json!({"ok": false, "error": "the mock kubelet is restarting; try again"}),
@@ -231,7 +237,7 @@ async fn serve_status(
                     break;
                 }
             }
-        });
+        }));
     }
     drop(guard);
     if let Some(dir) = path.parent() {
@@ -240,7 +246,50 @@ async fn serve_status(
     Ok(())
 }
 
-/// Run until `shutdown`; `restart` requests a restart in place.
+/// Start generation `gen`: clean the plugin directory, restore the
+/// checkpoint, serve Registration and PodResources, follow manifests and the
+/// plugin-watcher directory — every task on the generation's tracker.
+async fn start_generation(s: &Settings, log: &Logger, gen: Generation) -> Result<Arc<Manager>> {
+    clean_plugin_dir(&s.plugin_dir, log).await?;
+    let number = gen.number;
+    let mgr = Manager::new(s.manager.clone(), log.clone(), gen.clone());
+    let from_checkpoint = mgr.restore();
+    if number > 0 {
+        mgr.expect_back(from_checkpoint);
+    }
+    mgr.start();
+    let ksock = s.plugin_dir.join(KUBELET_SOCKET_NAME);
+    let (l, g) = listen(&ksock).await?;
+    let reg = RegistrationServer::new(RegistrationService { mgr: mgr.clone(), dial_timeout: s.dial_timeout });
+    let failed = gen.token.clone();
+    let l2 = log.clone();
+    gen.spawn(async move {
+        let _g = g;
+        if let Err(e) = serve(l, reg, std::future::pending()).await {
+            l2.event("error", &[("error", json!(e.to_string()))]);
+            failed.cancel();
+        }
+    });
+    if let Some(pr) = &s.pod_resources_socket {
+        let (l, g) = listen(pr).await?;
+        let svc = PodResourcesListerServer::new(PodResourcesService::new(mgr.clone()));
+        gen.spawn(async move {
+            let _g = g;
+            let _ = serve(l, svc, std::future::pending()).await;
+        });
+    }
+    if let Some(dir) = &s.manifests {
+        gen.spawn(watch_manifests(mgr.clone(), dir.clone()));
+    }
+    if let Some(dir) = &s.plugins_registry_dir {
+        gen.spawn(crate::kubelet::watcher::run(mgr.clone(), dir.clone(), s.dial_timeout));
+    }
+    Ok(mgr)
+}
+
+/// Run until `shutdown`; `restart` requests a restart in place. A restart
+/// ends the running generation completely (its tasks cancelled and awaited,
+/// its last checkpoint written) before the next one starts.
 pub async fn run(
     s: Settings,
     log: Logger,
@@ -248,15 +297,17 @@ pub async fn run(
     mut restart: mpsc::Receiver<()>,
 ) -> Result<()> {
     let (current_tx, current_rx) = watch::channel::<Option<Arc<Manager>>>(None);
-    let mut background = tokio::task::JoinSet::new();
+    // Process-wide tasks (status socket, metrics) outlive generations.
+    let process = Generation::new(0);
     {
-        let (p, c, st, l) = (status_socket(&s.plugin_dir), current_rx.clone(), shutdown.clone(), log.clone());
+        let p = status_socket(&s.plugin_dir);
         // Fail early if the status socket cannot be created.
         if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
         }
-        background.spawn(async move {
-            if let Err(e) = serve_status(p, c, st, l.clone()).await {
+        let (c, st, tr, l) = (current_rx.clone(), process.token.clone(), process.tracker.clone(), log.clone());
+        process.tracker.spawn(async move {
+            if let Err(e) = serve_status(p, c, st, tr, l.clone()).await {
                 l.event("error", &[("error", json!(e.to_string()))]);
             }
         });
@@ -266,61 +317,31 @@ pub async fn run(
             .await
             .map_err(|e| Error::failed(format!("--metrics-addr {addr}: cannot listen: {e}; choose a free port")))?;
         log.event("metrics", &[("addr", json!(format!("http://{addr}/metrics")))]);
-        background.spawn(crate::kubelet::metrics::serve(l, current_rx.clone(), shutdown.clone()));
+        process.tracker.spawn(crate::kubelet::metrics::serve(
+            l,
+            current_rx.clone(),
+            process.token.clone(),
+            process.tracker.clone(),
+        ));
     }
-    let mut generation = 0u64;
-    loop {
+    let mut number = 0u64;
+    let result = loop {
         let started = Instant::now();
-        clean_plugin_dir(&s.plugin_dir, &log).await?;
-        let mgr = Manager::new(s.manager.clone(), log.clone());
-        let from_checkpoint = mgr.restore();
-        if generation > 0 {
-            mgr.expect_back(from_checkpoint);
-        }
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let mut tasks = tokio::task::JoinSet::new();
-        let ksock = s.plugin_dir.join(KUBELET_SOCKET_NAME);
-        let (l, g) = listen(&ksock).await?;
-        let reg = RegistrationServer::new(RegistrationService { mgr: mgr.clone(), dial_timeout: s.dial_timeout });
-        let mut st = stop_rx.clone();
-        tasks.spawn(async move {
-            let _g = g;
-            serve(l, reg, async move { stopped(&mut st).await }).await
-        });
-        if let Some(pr) = &s.pod_resources_socket {
-            let (l, g) = listen(pr).await?;
-            let svc = PodResourcesListerServer::new(PodResourcesService::new(mgr.clone()));
-            let mut st = stop_rx.clone();
-            tasks.spawn(async move {
-                let _g = g;
-                serve(l, svc, async move { stopped(&mut st).await }).await
-            });
-        }
-        if let Some(dir) = &s.manifests {
-            tasks.spawn({
-                let (m, d, st) = (mgr.clone(), dir.clone(), stop_rx.clone());
-                async move {
-                    watch_manifests(m, d, st).await;
-                    Ok(())
-                }
-            });
-        }
-        if let Some(dir) = &s.plugins_registry_dir {
-            tasks.spawn({
-                let (m, d, t, st) = (mgr.clone(), dir.clone(), s.dial_timeout, stop_rx.clone());
-                async move {
-                    crate::kubelet::watcher::run(m, d, t, st).await;
-                    Ok(())
-                }
-            });
-        }
+        let gen = Generation::new(number);
+        let mgr = match start_generation(&s, &log, gen.clone()).await {
+            Ok(m) => m,
+            Err(e) => {
+                gen.end().await;
+                break Err(e);
+            }
+        };
         let _ = current_tx.send(Some(mgr.clone()));
         log.event(
-            if generation == 0 { "started" } else { "restarted" },
+            if number == 0 { "started" } else { "restarted" },
             &[
-                ("kubeletSocket", json!(ksock.display().to_string())),
+                ("kubeletSocket", json!(s.plugin_dir.join(KUBELET_SOCKET_NAME).display().to_string())),
                 ("podResourcesSocket", json!(s.pod_resources_socket.as_ref().map(|p| p.display().to_string()))),
-                ("generation", json!(generation)),
+                ("generation", json!(number)),
                 ("startMs", crate::core::log::ms(started.elapsed())),
             ],
         );
@@ -336,30 +357,26 @@ pub async fn run(
             _ = stopped(&mut shutdown) => quit = true,
             _ = restart.recv() => log.event("restarting", &[("reason", json!("SIGHUP"))]),
             _ = timer => log.event("restarting", &[("reason", json!("--restart-every"))]),
-            Some(done) = tasks.join_next() => {
-                if let Ok(Err(e)) = done { failure = Some(e); }
+            _ = gen.token.cancelled() => {
+                failure = Some(Error::failed("the kubelet socket stopped serving"));
                 quit = true;
             }
         }
         let _ = current_tx.send(None);
-        let _ = stop_tx.send(true);
-        mgr.stop_all();
-        if let Err(e) = mgr.flush().await {
-            log.event("checkpoint-error", &[("error", json!(e.to_string()))]);
-        }
-        let drain = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(3), drain).await.is_err() {
-            tasks.abort_all();
-        }
+        mgr.close().await;
         if let Some(e) = failure {
-            return Err(e);
+            break Err(e);
         }
         if quit {
-            break;
+            break Ok(());
         }
-        generation += 1;
+        number += 1;
+    };
+    process.token.cancel();
+    process.tracker.close();
+    let _ = tokio::time::timeout(Duration::from_secs(2), process.tracker.wait()).await;
+    if result.is_ok() {
+        log.event("stopped", &[]);
     }
-    while tokio::time::timeout(Duration::from_secs(2), background.join_next()).await.ok().flatten().is_some() {}
-    log.event("stopped", &[]);
-    Ok(())
+    result
 }

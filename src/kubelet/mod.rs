@@ -3,13 +3,15 @@
 pub mod against;
 pub mod checkpoint;
 pub mod conn;
-pub mod manager;
+pub mod devicemanager;
+pub mod generation;
 pub mod manifest;
 pub mod metrics;
 pub mod mock;
 pub mod podresources;
 pub mod registration;
 pub mod reproduce;
+pub mod shell;
 pub mod view;
 pub mod watcher;
 

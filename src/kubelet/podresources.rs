@@ -6,7 +6,9 @@ use crate::api::podresources::{
     ContainerDevices, ContainerResources, GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest,
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
-use crate::kubelet::manager::{Manager, PodStatus};
+use crate::kubelet::devicemanager::PodStatus;
+use crate::kubelet::shell::Manager;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tonic::{Request, Response, Status};
@@ -26,11 +28,29 @@ pub struct PodResourcesService {
 const QPS: f64 = 100.0;
 const BURST: f64 = 10.0;
 
-fn topo(numa: &str) -> Option<TopologyInfo> {
-    numa.parse::<i64>().ok().filter(|n| *n >= 0).map(|id| TopologyInfo { nodes: vec![NumaNode { id }] })
+fn topo(numa: i64) -> Option<TopologyInfo> {
+    (numa >= 0).then(|| TopologyInfo { nodes: vec![NumaNode { id: numa }] })
 }
 
-fn pod_resources(p: &PodStatus) -> PodResources {
+/// One `ContainerDevices` per device and NUMA node, as the kubelet answers
+/// since 1.21: a device on several NUMA nodes is listed under each, a device
+/// without topology once without it.
+pub fn container_devices(resource: &str, by_numa: &BTreeMap<String, Vec<String>>) -> Vec<ContainerDevices> {
+    by_numa
+        .iter()
+        .flat_map(|(numa, ids)| {
+            let n = numa.parse::<i64>().unwrap_or(-1);
+            ids.iter().map(move |id| ContainerDevices {
+                resource_name: resource.to_string(),
+                device_ids: vec![id.clone()],
+                topology: topo(n),
+            })
+        })
+        .collect()
+}
+
+/// A pod as PodResources lists it: app containers only.
+pub fn pod_resources(p: &PodStatus) -> PodResources {
     PodResources {
         name: p.name.clone(),
         namespace: p.namespace.clone(),
@@ -40,17 +60,7 @@ fn pod_resources(p: &PodStatus) -> PodResources {
             .filter(|c| !c.init)
             .map(|c| ContainerResources {
                 name: c.name.clone(),
-                devices: c
-                    .resources
-                    .iter()
-                    .flat_map(|(r, by_numa)| {
-                        by_numa.iter().map(move |(numa, ids)| ContainerDevices {
-                            resource_name: r.clone(),
-                            device_ids: ids.clone(),
-                            topology: topo(numa),
-                        })
-                    })
-                    .collect(),
+                devices: c.resources.iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect(),
                 ..Default::default()
             })
             .collect(),
@@ -82,7 +92,7 @@ impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
         Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: self.mgr.pods().iter().map(pod_resources).collect(),
+            pod_resources: self.mgr.pods_listed().iter().map(pod_resources).collect(),
         }))
     }
 
@@ -91,23 +101,14 @@ impl PodResourcesLister for PodResourcesService {
         _: Request<AllocatableResourcesRequest>,
     ) -> Result<Response<AllocatableResourcesResponse>, Status> {
         self.admit()?;
-        let mut devices = Vec::new();
-        for r in self.mgr.resources().into_iter().filter(|r| r.state == "running") {
-            for (id, d) in r.devices.iter().filter(|(_, d)| d.health == crate::api::HEALTHY) {
-                devices.push(ContainerDevices {
-                    resource_name: r.resource.clone(),
-                    device_ids: vec![id.clone()],
-                    topology: d.numa.map(|id| TopologyInfo { nodes: vec![NumaNode { id }] }),
-                });
-            }
-        }
+        let devices = self.mgr.allocatable().iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect();
         Ok(Response::new(AllocatableResourcesResponse { devices, ..Default::default() }))
     }
 
     async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
         self.admit()?;
         let r = r.into_inner();
-        match self.mgr.pods().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
+        match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
             Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p)) })),
             None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
         }

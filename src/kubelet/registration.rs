@@ -5,7 +5,7 @@
 use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::kubelet::conn::{PluginConn, Update};
-use crate::kubelet::manager::Manager;
+use crate::kubelet::shell::Manager;
 use prost::Message;
 use serde_json::json;
 use std::path::Path;
@@ -53,38 +53,22 @@ pub async fn connect_plugin(
     Ok((conn, options))
 }
 
-/// Follow one endpoint's ListAndWatch until it ends.
-pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, generation: u64, conn: PluginConn) {
+/// Follow endpoint `id`'s ListAndWatch until it ends.
+pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, id: u64, conn: PluginConn) {
     let mut stream = match conn.list_and_watch().await {
         Ok(s) => s,
-        Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+        Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
     };
     loop {
         match stream.next().await {
             Ok(Update::Snapshot(r)) => {
                 let bytes = r.encoded_len();
-                mgr.snapshot(&resource, generation, r.devices, bytes);
+                mgr.snapshot(&resource, id, r.devices, bytes);
             }
-            Ok(Update::Closed) => {
-                return mgr.stream_ended(&resource, generation, "the plugin closed the ListAndWatch stream")
-            }
-            Err(e) => return mgr.stream_ended(&resource, generation, &e.to_string()),
+            Ok(Update::Closed) => return mgr.stream_ended(&resource, id, "the plugin closed the ListAndWatch stream"),
+            Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
         }
     }
-}
-
-/// Install a connected endpoint and start following it.
-pub fn start_endpoint(
-    mgr: &Arc<Manager>,
-    resource: &str,
-    conn: PluginConn,
-    options: crate::api::deviceplugin::DevicePluginOptions,
-    via: &'static str,
-) -> u64 {
-    let generation = mgr.add_endpoint(resource, conn.clone(), options, via);
-    let task = tokio::spawn(run_endpoint(mgr.clone(), resource.to_string(), generation, conn));
-    mgr.set_task(resource, generation, task.abort_handle());
-    generation
 }
 
 /// The Registration service.
@@ -108,8 +92,10 @@ impl RegistrationService {
         }
         let socket = self.mgr.cfg.plugin_dir.join(&r.endpoint);
         let (conn, options) = connect_plugin(&self.mgr, &socket, self.dial_timeout).await?;
-        start_endpoint(&self.mgr, &r.resource_name, conn, options, "kubelet.sock");
-        Ok(())
+        self.mgr
+            .start_endpoint(&r.resource_name, conn, options, "kubelet.sock")
+            .map(|_| ())
+            .ok_or_else(|| "the kubelet is restarting; register again".to_string())
     }
 }
 
@@ -118,7 +104,11 @@ impl Registration for RegistrationService {
     async fn register(&self, req: tonic::Request<RegisterRequest>) -> Result<tonic::Response<Empty>, tonic::Status> {
         let r = req.into_inner();
         self.mgr.count_registration(&r.resource_name);
-        match self.handle(&r).await {
+        // The call's work belongs to the generation: a restart cancels it and waits for it.
+        let gen = &self.mgr.gen;
+        let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));
+        let result = work.await.unwrap_or_else(|| Err("the kubelet is restarting; register again".to_string()));
+        match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),
             Err(msg) => {
                 let why = resource_name_problem(&r.resource_name);
@@ -131,7 +121,7 @@ impl Registration for RegistrationService {
                 if let Some(w) = why {
                     fields.push(("why", json!(w)));
                 }
-                self.mgr.log.event("registration-rejected", &fields);
+                self.mgr.event("registration-rejected", &fields);
                 Err(tonic::Status::unknown(msg))
             }
         }

@@ -6,14 +6,13 @@
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
-use crate::kubelet::manager::Manager;
-use crate::kubelet::registration::{connect_plugin, start_endpoint};
+use crate::kubelet::registration::connect_plugin;
+use crate::kubelet::shell::Manager;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
     let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
@@ -37,7 +36,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
         }
         let endpoint = if info.endpoint.is_empty() { sock.to_path_buf() } else { PathBuf::from(&info.endpoint) };
         let (conn, options) = connect_plugin(mgr, &endpoint, dial_timeout).await?;
-        start_endpoint(mgr, &info.name, conn, options, "plugin-watcher");
+        mgr.start_endpoint(&info.name, conn, options, "plugin-watcher")
+            .ok_or_else(|| "the kubelet is restarting".to_string())?;
         Ok(endpoint)
     }
     .await;
@@ -52,8 +52,8 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
         (Ok(ep), Ok(_)) => Ok((info.name, ep)),
         (Ok(ep), Err(e)) => {
             // A failed notify deregisters the plugin.
-            if let Some((res, generation)) = mgr.resource_of(&ep) {
-                mgr.stream_ended(&res, generation, "NotifyRegistrationStatus failed");
+            if let Some((res, id)) = mgr.resource_of(&ep) {
+                mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
             }
             Err(format!("NotifyRegistrationStatus failed: {e}"))
         }
@@ -62,12 +62,12 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
 }
 
 /// Watch `dir` until `stop`.
-pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut stop: watch::Receiver<bool>) {
+pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
     // Keyed by path and inode: a socket re-created between two scans (a plugin
     // restarting) is a new registration, as inotify's Create tells the kubelet.
     let mut known: BTreeMap<PathBuf, (u64, Option<(String, PathBuf)>)> = BTreeMap::new();
     let inode = |p: &Path| std::fs::symlink_metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
-    mgr.log.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
+    mgr.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
@@ -76,9 +76,9 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
                 Some((i, _)) if *i == ino => continue,
                 Some(_) => {
                     if let Some((_, Some((res, ep)))) = known.remove(sock) {
-                        if let Some((r, generation)) = mgr.resource_of(&ep) {
+                        if let Some((r, id)) = mgr.resource_of(&ep) {
                             if r == res {
-                                mgr.stream_ended(&res, generation, "its plugin-watcher socket was re-created");
+                                mgr.stream_ended(&res, id, "its plugin-watcher socket was re-created");
                             }
                         }
                     }
@@ -87,7 +87,7 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
             }
             let r = register_one(&mgr, sock, dial_timeout).await;
             match &r {
-                Ok((res, ep)) => mgr.log.event(
+                Ok((res, ep)) => mgr.event(
                     "watcher-registered",
                     &[
                         ("socket", json!(sock.display().to_string())),
@@ -95,25 +95,22 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, mut st
                         ("endpoint", json!(ep.display().to_string())),
                     ],
                 ),
-                Err(e) => mgr
-                    .log
-                    .event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))]),
+                Err(e) => {
+                    mgr.event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))])
+                }
             }
             known.insert(sock.clone(), (ino, r.ok()));
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
             if let Some((_, Some((res, ep)))) = known.remove(&g) {
-                if let Some((r, generation)) = mgr.resource_of(&ep) {
+                if let Some((r, id)) = mgr.resource_of(&ep) {
                     if r == res {
-                        mgr.stream_ended(&res, generation, "its plugin-watcher socket was deleted (deregistered)");
+                        mgr.stream_ended(&res, id, "its plugin-watcher socket was deleted (deregistered)");
                     }
                 }
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = crate::plugin::server::stopped(&mut stop) => return,
-        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

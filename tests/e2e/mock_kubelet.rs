@@ -185,8 +185,14 @@ async fn serve_registers_pods_get_devices_and_podresources_shows_them() {
     let pr = &v["podResources"][0];
     assert_eq!((pr["name"].as_str(), pr["namespace"].as_str()), (Some("trainer"), Some("ml")));
     assert_eq!(pr["containers"].as_array().unwrap().len(), 1, "app containers only");
-    assert_eq!(pr["containers"][0]["devices"][0]["deviceIds"], serde_json::json!(["foo-0", "foo-1"]));
-    assert_eq!(pr["containers"][0]["devices"][0]["topology"]["nodes"][0]["ID"], "0");
+    // one ContainerDevices per device and NUMA node, as kubelets since 1.21 answer
+    let devs = pr["containers"][0]["devices"].as_array().unwrap();
+    let ids: Vec<&str> = devs.iter().map(|d| d["deviceIds"].as_array().unwrap()[0].as_str().unwrap()).collect();
+    assert_eq!(ids, ["foo-0", "foo-1"]);
+    for d in devs {
+        assert_eq!(d["deviceIds"].as_array().unwrap().len(), 1, "{d}");
+        assert_eq!(d["topology"]["nodes"][0]["ID"], "0");
+    }
 
     // health change: allocatable drops, PodResources allocatable lists only healthy devices
     dpctl(&["--plugin-dir", s(&n.dp()), "device", "set-health", "foo-3", "Unhealthy"]).await.expect_code(0);

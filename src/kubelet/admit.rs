@@ -1,0 +1,259 @@
+//! The shell's side of pod admission: carry out the core's plan
+//! ([`PodAdmission`]) — GetPreferredAllocation and Allocate calls — then
+//! commit a batch to the checkpoint before acknowledging any of it, and call
+//! PreStartContainer where the plugin asks for it.
+
+use super::*;
+use crate::kubelet::devicemanager::state::AllocKey;
+
+/// A pod whose allocations are staged, waiting for the checkpoint write.
+struct Staged {
+    pod: Pod,
+    file: PathBuf,
+    restored: bool,
+    keys: Vec<AllocKey>,
+    calls: usize,
+    start: Instant,
+}
+
+impl Manager {
+    /// Admit a pod the kubelet way; on failure nothing stays allocated and
+    /// the returned error is the kubelet's text.
+    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<(), String> {
+        self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r).unwrap_or(Ok(()))
+    }
+
+    /// Admit pods in order, then commit them together: the checkpoint is
+    /// written once, and only then is any of them acknowledged (logged,
+    /// listed, its containers started). A failed write rejects the whole
+    /// batch and frees what it allocated.
+    pub async fn admit_batch(self: &Arc<Self>, pods: Vec<(Pod, PathBuf)>) -> Vec<(PathBuf, Result<(), String>)> {
+        let _serial = self.admission.lock().await;
+        let mut results = Vec::new();
+        let mut staged: Vec<Staged> = Vec::new();
+        for (pod, file) in pods {
+            let start = Instant::now();
+            let dup = {
+                let g = self.lock();
+                g.st.pods
+                    .values()
+                    .find(|p| p.pod.key() == pod.key() && p.pod.uid != pod.uid)
+                    .map(|p| p.file.clone())
+                    .or_else(|| staged.iter().find(|s| s.pod.key() == pod.key()).map(|s| s.file.clone()))
+            };
+            if let Some(other) = dup {
+                results.push((file, Err(format!("pod {} already exists (from {})", pod.key(), other.display()))));
+                continue;
+            }
+            self.lock().admitting.insert(pod.uid.clone(), pod.clone());
+            let done = self.run_plan(&pod).await;
+            let mut g = self.lock();
+            g.admitting.remove(&pod.uid);
+            match done {
+                Err(e) => results.push((file, Err(e))),
+                Ok(a) => {
+                    let keys = g.st.stage(a.pending);
+                    staged.push(Staged { pod, file, restored: a.restored, keys, calls: a.allocate_calls, start });
+                }
+            }
+        }
+        if staged.is_empty() {
+            return results;
+        }
+        if let Err(e) = self.flush(false).await {
+            let mut g = self.lock();
+            for s in &staged {
+                g.st.unstage(&s.keys);
+            }
+            drop(g);
+            for s in staged {
+                results.push((s.file, Err(format!("cannot write the checkpoint: {e}"))));
+            }
+            return results;
+        }
+        {
+            let mut g = self.lock();
+            if g.closed {
+                // The generation ended before the commit: nothing is acknowledged.
+                return results;
+            }
+            for s in &staged {
+                g.st.pods.insert(s.pod.uid.clone(), PodRecord { pod: s.pod.clone(), file: s.file.clone() });
+                g.st.rejected.remove(&s.file);
+            }
+        }
+        for s in staged {
+            let summary: Vec<String> = {
+                let g = self.lock();
+                g.st.allocations
+                    .iter()
+                    .filter(|((u, _, _), _)| u == &s.pod.uid)
+                    .map(|((_, c, r), a)| format!("{c}:{r}={}", a.ids.join(",")))
+                    .collect()
+            };
+            self.event(
+                if s.restored { "pod-restored" } else { "pod-admitted" },
+                &[
+                    ("pod", json!(s.pod.key())),
+                    ("uid", json!(s.pod.uid)),
+                    ("allocations", json!(summary)),
+                    ("allocateCalls", json!(s.calls)),
+                    ("latencyMs", ms(s.start.elapsed())),
+                ],
+            );
+            if !s.restored {
+                self.start_containers(&s.pod).await;
+            }
+            results.push((s.file, Ok(())));
+        }
+        results
+    }
+
+    /// Carry out the core's plan for one pod.
+    async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::Admitted, String> {
+        let mut plan = PodAdmission::new(pod, &self.lock().st);
+        let mut answer = Answer::Begin;
+        loop {
+            let step = {
+                let g = self.lock();
+                plan.next(&g.st, self.cfg.topology, answer)
+            };
+            answer = match step {
+                Step::Done(r) => return r,
+                Step::Preferred { container, resource, request } => {
+                    self.preferred(&resource, &container, request).await
+                }
+                Step::Allocate { container, resource, ids } => self.allocate(pod, &container, &resource, ids).await,
+            };
+        }
+    }
+
+    fn conn_of(&self, resource: &str) -> Option<PluginConn> {
+        let g = self.lock();
+        let id = g.st.resources.get(resource)?.endpoint.as_ref()?.id;
+        g.conns.get(&id).cloned()
+    }
+
+    /// GetPreferredAllocation with the kubelet's arguments.
+    async fn preferred(
+        &self,
+        res: &str,
+        container: &str,
+        req: crate::api::deviceplugin::ContainerPreferredAllocationRequest,
+    ) -> Answer {
+        let Some(conn) = self.conn_of(res) else { return Answer::Preferred(Vec::new()) };
+        let t = Instant::now();
+        let r = conn.preferred(PreferredAllocationRequest { container_requests: vec![req.clone()] }).await;
+        let mut fields = vec![
+            ("resource", json!(res)),
+            ("container", json!(container)),
+            ("available", capped(&req.available_device_i_ds)),
+            ("mustInclude", capped(&req.must_include_device_i_ds)),
+            ("size", json!(req.allocation_size)),
+            ("latencyMs", ms(t.elapsed())),
+        ];
+        match r {
+            Err(e) => {
+                fields.push(("error", json!(e.to_string())));
+                self.event("preferred", &fields);
+                Answer::PreferredFailed(e.to_string())
+            }
+            Ok(resp) => {
+                let ids = resp.container_responses.into_iter().next().map(|c| c.device_i_ds).unwrap_or_default();
+                let foreign: Vec<&String> = ids.iter().filter(|i| !req.available_device_i_ds.contains(*i)).collect();
+                fields.push(("preferred", json!(ids)));
+                if !foreign.is_empty() {
+                    fields.push(("ignoredForeign", json!(foreign)));
+                }
+                let size = usize::try_from(req.allocation_size).unwrap_or(0);
+                if ids.len() < size {
+                    fields.push(("toppedUp", json!(size - ids.len())));
+                }
+                self.event("preferred", &fields);
+                Answer::Preferred(ids)
+            }
+        }
+    }
+
+    /// Allocate one container's devices of one resource.
+    async fn allocate(&self, pod: &Pod, container: &str, res: &str, ids: Vec<String>) -> Answer {
+        let Some(conn) = self.conn_of(res) else {
+            return Answer::AllocateFailed(format!("unknown Device Plugin {res}"));
+        };
+        let t = Instant::now();
+        let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: ids.clone() }] };
+        let r = conn.allocate(req).await;
+        let took = t.elapsed();
+        self.lock().hist.entry(res.to_string()).or_default().observe(took.as_secs_f64());
+        let mut fields = vec![
+            ("pod", json!(pod.key())),
+            ("container", json!(container)),
+            ("resource", json!(res)),
+            ("devices", json!(ids)),
+            ("latencyMs", ms(took)),
+        ];
+        let answer = match r {
+            Err(e) => Answer::AllocateFailed(e.to_string()),
+            Ok(resp) if resp.container_responses.is_empty() => {
+                fields.push(("error", json!("no containers return in allocation response")));
+                Answer::Allocated(resp)
+            }
+            Ok(resp) => Answer::Allocated(resp),
+        };
+        if let Answer::AllocateFailed(e) = &answer {
+            fields.push(("error", json!(e)));
+        }
+        self.event("allocate", &fields);
+        answer
+    }
+
+    /// PreStartContainer before each container start, when the plugin asks for it.
+    async fn start_containers(&self, pod: &Pod) {
+        for c in pod.init_containers.iter().chain(&pod.containers) {
+            for res in c.resources.keys() {
+                let (conn, ids) = {
+                    let g = self.lock();
+                    let r = g.st.resources.get(res);
+                    let ep = r.and_then(|r| r.endpoint.as_ref()).filter(|e| e.pre_start_required);
+                    let conn = ep.and_then(|e| g.conns.get(&e.id).cloned());
+                    let key = (pod.uid.clone(), c.name.clone(), res.clone());
+                    (conn, g.st.allocations.get(&key).map(|a| a.ids.clone()))
+                };
+                let (Some(conn), Some(ids)) = (conn, ids) else { continue };
+                let t = Instant::now();
+                let r = conn
+                    .pre_start(PreStartContainerRequest { devices_ids: ids.clone() }, self.cfg.pre_start_timeout)
+                    .await;
+                let mut fields = vec![
+                    ("pod", json!(pod.key())),
+                    ("container", json!(c.name)),
+                    ("resource", json!(res)),
+                    ("devices", json!(ids)),
+                    ("latencyMs", ms(t.elapsed())),
+                ];
+                match r {
+                    Ok(_) => self.event("pre-start", &fields),
+                    Err(e) => {
+                        fields.push(("error", json!(e.to_string())));
+                        self.event("container-start-failed", &fields);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capped;
+    use serde_json::json;
+
+    #[test]
+    fn log_lists_are_capped() {
+        let ids: Vec<String> = (0..25).map(|i| format!("d{i}")).collect();
+        let v = capped(&ids);
+        assert_eq!(v.as_array().map(Vec::len), Some(21));
+        assert_eq!(v[20], "+5 more");
+        assert_eq!(capped(&ids[..3]), json!(["d0", "d1", "d2"]));
+    }
+}

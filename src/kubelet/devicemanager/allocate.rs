@@ -1,0 +1,360 @@
+//! Admitting a pod, as a plan the shell carries out step by step: for each
+//! container (init containers first), the topology affinity, then for each
+//! resource the kubelet's devicesToAllocate. Where the kubelet would ask the
+//! plugin (GetPreferredAllocation, Allocate), [`PodAdmission::next`] returns
+//! that question as a [`Step`] and takes the answer back with the next call;
+//! it never awaits, so every branch is a unit test.
+
+use super::state::{AllocKey, Allocation, State};
+use super::topology::{container_affinity, filter_by_affinity, TopologyPolicy};
+use crate::api::deviceplugin::{AllocateResponse, ContainerPreferredAllocationRequest};
+use crate::kubelet::manifest::Pod;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The kubelet's wrapping of an allocation failure.
+pub fn admission_error(e: &str) -> String {
+    format!("Allocate failed due to {e}, which is unexpected")
+}
+
+/// What devicesToAllocate decided for one container and resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    /// The container already has these devices (restored from the checkpoint): no Allocate.
+    Existing(Vec<String>),
+    /// Ask the plugin first; call again with its answer.
+    Ask(ContainerPreferredAllocationRequest),
+    /// Allocate these.
+    Chosen(Vec<String>),
+}
+
+/// The inputs of devicesToAllocate besides the state.
+#[derive(Debug, Clone, Copy)]
+pub struct Want<'a> {
+    /// Pod UID.
+    pub uid: &'a str,
+    /// Container name.
+    pub container: &'a str,
+    /// Resource name.
+    pub resource: &'a str,
+    /// Devices requested.
+    pub required: usize,
+    /// Devices an earlier init container of the pod released.
+    pub reusable: Option<&'a BTreeSet<String>>,
+    /// Allocations of this admission so far.
+    pub pending: &'a BTreeMap<AllocKey, Allocation>,
+    /// The topology affinity for the container.
+    pub affinity: Option<&'a BTreeSet<i64>>,
+    /// The plugin's GetPreferredAllocation answer, once asked.
+    pub preferred: Option<&'a [String]>,
+}
+
+/// The kubelet's devicesToAllocate. Errors are the kubelet's texts (before wrapping).
+pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
+    let key = (w.uid.to_string(), w.container.to_string(), w.resource.to_string());
+    if let Some(a) = st.allocations.get(&key).or_else(|| w.pending.get(&key)) {
+        if a.ids.len() != w.required {
+            return Err(format!(
+                "pod {:?} container {:?} changed request for resource {:?} from {} to {}",
+                w.uid,
+                w.container,
+                w.resource,
+                a.ids.len(),
+                w.required
+            ));
+        }
+        return Ok(Choice::Existing(a.ids.clone()));
+    }
+    let r =
+        st.resources.get(w.resource).ok_or_else(|| format!("cannot allocate unregistered device {}", w.resource))?;
+    let mut needed = w.required;
+    let mut allocated: Vec<String> = Vec::new();
+    let take = |from: &mut dyn Iterator<Item = String>, allocated: &mut Vec<String>, needed: &mut usize| {
+        for id in from {
+            if *needed == 0 {
+                break;
+            }
+            if !allocated.contains(&id) {
+                allocated.push(id);
+                *needed -= 1;
+            }
+        }
+        *needed == 0
+    };
+    if take(&mut w.reusable.into_iter().flatten().cloned(), &mut allocated, &mut needed) {
+        return Ok(Choice::Chosen(allocated));
+    }
+    let in_use = st.in_use(w.resource, w.pending);
+    let available: BTreeSet<String> = r.healthy().into_iter().filter(|d| !in_use.contains(d)).collect();
+    if available.len() < needed {
+        return Err(format!(
+            "requested number of devices unavailable for {}. Requested: {needed}, Available: {}",
+            w.resource,
+            available.len()
+        ));
+    }
+    let (aligned, unaligned, no_affinity) = filter_by_affinity(st, w.resource, &available, w.affinity);
+    let asks = r.endpoint.as_ref().is_some_and(|e| e.get_preferred_allocation_available);
+    // The plugin's answer, limited to the candidates; a question if not asked yet.
+    let preferred = |candidates: &BTreeSet<String>, allocated: &[String]| -> Result<Vec<String>, Choice> {
+        if !asks {
+            return Ok(Vec::new());
+        }
+        let all: BTreeSet<String> = candidates.iter().chain(allocated).cloned().collect();
+        match w.preferred {
+            None => {
+                let mut must: Vec<String> = allocated.to_vec();
+                must.sort();
+                Err(Choice::Ask(ContainerPreferredAllocationRequest {
+                    available_device_i_ds: all.into_iter().collect(),
+                    must_include_device_i_ds: must,
+                    allocation_size: i32::try_from(w.required).unwrap_or(i32::MAX),
+                }))
+            }
+            Some(ans) => {
+                let set: BTreeSet<String> = ans.iter().filter(|i| candidates.contains(*i)).cloned().collect();
+                Ok(set.into_iter().collect())
+            }
+        }
+    };
+    if needed < aligned.len() {
+        let p = match preferred(&aligned, &allocated) {
+            Ok(p) => p,
+            Err(ask) => return Ok(ask),
+        };
+        if take(&mut p.into_iter(), &mut allocated, &mut needed)
+            || take(&mut aligned.into_iter(), &mut allocated, &mut needed)
+        {
+            return Ok(Choice::Chosen(allocated));
+        }
+    } else {
+        if take(&mut aligned.into_iter(), &mut allocated, &mut needed) {
+            return Ok(Choice::Chosen(allocated));
+        }
+        let p = match preferred(&available, &allocated) {
+            Ok(p) => p,
+            Err(ask) => return Ok(ask),
+        };
+        if take(&mut p.into_iter(), &mut allocated, &mut needed)
+            || take(&mut unaligned.into_iter(), &mut allocated, &mut needed)
+            || take(&mut no_affinity.into_iter(), &mut allocated, &mut needed)
+        {
+            return Ok(Choice::Chosen(allocated));
+        }
+    }
+    Err(format!(
+        "unexpectedly allocated less resources than required. Requested: {}, Got: {}",
+        w.required,
+        w.required - needed
+    ))
+}
+
+/// A question for the plugin, or the end of the admission.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Call GetPreferredAllocation with this one container request.
+    Preferred {
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// The request.
+        request: ContainerPreferredAllocationRequest,
+    },
+    /// Call Allocate for these devices.
+    Allocate {
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Device IDs.
+        ids: Vec<String>,
+    },
+    /// Done: the allocations to commit, or the kubelet's rejection text.
+    Done(Result<Admitted, String>),
+}
+
+/// What the shell brings back.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// The first call.
+    Begin,
+    /// GetPreferredAllocation's device IDs (only the first container response is read).
+    Preferred(Vec<String>),
+    /// GetPreferredAllocation failed.
+    PreferredFailed(String),
+    /// Allocate's answer.
+    Allocated(AllocateResponse),
+    /// Allocate failed (or the endpoint is gone).
+    AllocateFailed(String),
+}
+
+/// A finished admission.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    /// New allocations.
+    pub pending: BTreeMap<AllocKey, Allocation>,
+    /// The pod had allocations in the checkpoint (no Allocate was needed for them).
+    pub restored: bool,
+    /// Allocate calls made.
+    pub allocate_calls: usize,
+}
+
+/// A container's name, whether it is an init container, and its requests.
+type ContainerPlan = (String, bool, Vec<(String, usize)>);
+
+/// One pod's admission in progress.
+#[derive(Debug, Clone)]
+pub struct PodAdmission {
+    uid: String,
+    containers: Vec<ContainerPlan>,
+    c: usize,
+    r: usize,
+    affinity: Option<Option<BTreeSet<i64>>>,
+    reusable: BTreeMap<String, BTreeSet<String>>,
+    pending: BTreeMap<AllocKey, Allocation>,
+    preferred: Option<Vec<String>>,
+    chosen: Option<Vec<String>>,
+    restored: bool,
+    calls: usize,
+}
+
+impl PodAdmission {
+    /// Start admitting `pod` against `st`.
+    pub fn new(pod: &Pod, st: &State) -> Self {
+        let containers = pod
+            .init_containers
+            .iter()
+            .map(|c| (c, true))
+            .chain(pod.containers.iter().map(|c| (c, false)))
+            .map(|(c, init)| {
+                let res = c.resources.iter().map(|(r, n)| (r.clone(), usize::try_from(*n).unwrap_or(usize::MAX)));
+                (c.name.clone(), init, res.collect())
+            })
+            .collect();
+        PodAdmission {
+            uid: pod.uid.clone(),
+            containers,
+            c: 0,
+            r: 0,
+            affinity: None,
+            reusable: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            preferred: None,
+            chosen: None,
+            restored: st.allocations.keys().any(|(u, _, _)| u == &pod.uid),
+            calls: 0,
+        }
+    }
+
+    /// The allocations made so far (to show while in flight).
+    pub fn pending(&self) -> &BTreeMap<AllocKey, Allocation> {
+        &self.pending
+    }
+
+    fn done_with(&mut self, is_init: bool, res: &str, ids: &[String]) {
+        let set = self.reusable.entry(res.to_string()).or_default();
+        if is_init {
+            set.extend(ids.iter().cloned());
+        } else {
+            for id in ids {
+                set.remove(id);
+            }
+        }
+        self.r += 1;
+        self.preferred = None;
+        self.chosen = None;
+    }
+
+    /// Take the answer to the last step and return the next one.
+    pub fn next(&mut self, st: &State, policy: TopologyPolicy, answer: Answer) -> Step {
+        match answer {
+            Answer::Begin => {}
+            Answer::Preferred(ids) => self.preferred = Some(ids),
+            Answer::PreferredFailed(e) => {
+                return Step::Done(Err(admission_error(&format!(
+                    "device plugin GetPreferredAllocation rpc failed with err: {e}"
+                ))))
+            }
+            Answer::AllocateFailed(e) => return Step::Done(Err(admission_error(&e))),
+            Answer::Allocated(resp) => {
+                let Some(c) = resp.container_responses.into_iter().next() else {
+                    return Step::Done(Err(admission_error("no containers return in allocation response")));
+                };
+                let (Some((name, init, resources)), Some(ids)) = (self.containers.get(self.c), self.chosen.take())
+                else {
+                    return Step::Done(Err("an Allocate answer without a question".into()));
+                };
+                let (name, init) = (name.clone(), *init);
+                let Some((res, _)) = resources.get(self.r).cloned() else {
+                    return Step::Done(Err("an Allocate answer without a question".into()));
+                };
+                self.calls += 1;
+                let a = Allocation::new(st, &res, ids.clone(), c);
+                self.pending.insert((self.uid.clone(), name, res.clone()), a);
+                self.done_with(init, &res, &ids);
+            }
+        }
+        loop {
+            let Some((name, init, resources)) = self.containers.get(self.c).cloned() else {
+                let a = Admitted {
+                    pending: std::mem::take(&mut self.pending),
+                    restored: self.restored,
+                    allocate_calls: self.calls,
+                };
+                return Step::Done(Ok(a));
+            };
+            if self.affinity.is_none() {
+                // Unknown resources fail the kubelet's resource-fit check before the device manager runs.
+                if let Some((res, n)) = resources.iter().find(|(r, _)| !st.resources.contains_key(r)) {
+                    return Step::Done(Err(format!(
+                        "Node didn't have enough resource: {res}, requested: {n}, used: 0, capacity: 0"
+                    )));
+                }
+                match container_affinity(st, policy, &self.uid, &name, &resources, &self.reusable, &self.pending) {
+                    Ok(a) => self.affinity = Some(a),
+                    Err(e) => return Step::Done(Err(e)),
+                }
+            }
+            let Some((res, n)) = resources.get(self.r).cloned() else {
+                self.c += 1;
+                self.r = 0;
+                self.affinity = None;
+                continue;
+            };
+            let want = Want {
+                uid: &self.uid,
+                container: &name,
+                resource: &res,
+                required: n,
+                reusable: self.reusable.get(&res),
+                pending: &self.pending,
+                affinity: self.affinity.as_ref().and_then(|a| a.as_ref()),
+                preferred: self.preferred.as_deref(),
+            };
+            match devices_to_allocate(st, &want) {
+                Err(e) => return Step::Done(Err(admission_error(&e))),
+                Ok(Choice::Existing(ids)) => self.done_with(init, &res, &ids),
+                Ok(Choice::Ask(request)) => return Step::Preferred { container: name, resource: res, request },
+                Ok(Choice::Chosen(ids)) => {
+                    let Some(r) = st.resources.get(&res) else {
+                        return Step::Done(Err(admission_error(&format!("unknown Device Plugin {res}"))));
+                    };
+                    match &r.endpoint {
+                        None => return Step::Done(Err(admission_error(&format!("unknown Device Plugin {res}")))),
+                        Some(e) if r.stopped => {
+                            let msg = format!("endpoint {res} ({}) has been stopped", e.socket.display());
+                            return Step::Done(Err(admission_error(&msg)));
+                        }
+                        Some(_) => {}
+                    }
+                    self.chosen = Some(ids.clone());
+                    return Step::Allocate { container: name, resource: res, ids };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "allocate_tests.rs"]
+mod tests;

@@ -1,0 +1,346 @@
+//! The device manager's bookkeeping as plain data: registered endpoints,
+//! devices and their health, allocations, admitted pods. Every change is a
+//! method that returns what happened, for the shell to log; nothing here
+//! does I/O, sleeps or awaits.
+
+use crate::api::deviceplugin::{ContainerAllocateResponse, Device};
+use crate::api::HEALTHY;
+use crate::kubelet::checkpoint::{Data, PodDeviceEntry};
+use crate::kubelet::manifest::Pod;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// (pod UID, container name, resource name).
+pub type AllocKey = (String, String, String);
+
+/// A device as the manager tracks it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dev {
+    /// Health string as last reported (only the exact `Healthy` counts).
+    pub health: String,
+    /// NUMA nodes the device reports (empty: no topology).
+    pub numa: Vec<i64>,
+}
+
+impl Dev {
+    /// The device of a ListAndWatch entry.
+    pub fn of(d: &Device) -> Self {
+        let numa = d.topology.as_ref().map(|t| t.nodes.iter().map(|n| n.id).collect()).unwrap_or_default();
+        Dev { health: d.health.clone(), numa }
+    }
+}
+
+/// A registered endpoint, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointInfo {
+    /// Unique per registration (a re-registration gets a new one).
+    pub id: u64,
+    /// The plugin's socket.
+    pub socket: PathBuf,
+    /// `kubelet.sock` or `plugin-watcher`.
+    pub via: &'static str,
+    /// From GetDevicePluginOptions.
+    pub pre_start_required: bool,
+    /// From GetDevicePluginOptions.
+    pub get_preferred_allocation_available: bool,
+}
+
+/// One resource.
+#[derive(Debug, Clone, Default)]
+pub struct Resource {
+    /// The current endpoint (None: known from the checkpoint only).
+    pub endpoint: Option<EndpointInfo>,
+    /// All devices, healthy or not.
+    pub devices: BTreeMap<String, Dev>,
+    /// The stream ended; the grace period runs.
+    pub stopped: bool,
+}
+
+impl Resource {
+    /// Healthy devices (none while stopped).
+    pub fn healthy(&self) -> BTreeSet<String> {
+        if self.stopped {
+            return BTreeSet::new();
+        }
+        self.devices.iter().filter(|(_, d)| d.health == HEALTHY).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Whether any device reports a NUMA node.
+    pub fn has_topology(&self) -> bool {
+        self.devices.values().any(|d| !d.numa.is_empty())
+    }
+}
+
+/// One container's devices of one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    /// Device IDs, in the order chosen.
+    pub ids: Vec<String>,
+    /// Device IDs by NUMA node (`-1`: none); a device on several nodes is under each.
+    pub numa: BTreeMap<String, Vec<String>>,
+    /// The plugin's answer.
+    pub resp: ContainerAllocateResponse,
+    /// The answer as the checkpoint stores it (base64 protobuf).
+    pub resp_b64: String,
+}
+
+impl Allocation {
+    /// An allocation of `ids` of `resource`, grouped by the devices' NUMA nodes.
+    pub fn new(st: &State, resource: &str, ids: Vec<String>, resp: ContainerAllocateResponse) -> Self {
+        let numa = st.by_numa(resource, &ids);
+        let resp_b64 = PodDeviceEntry::encode_alloc_resp(&resp);
+        Allocation { ids, numa, resp, resp_b64 }
+    }
+}
+
+/// An admitted pod.
+#[derive(Debug, Clone)]
+pub struct PodRecord {
+    /// The pod.
+    pub pod: Pod,
+    /// Its manifest.
+    pub file: PathBuf,
+}
+
+/// What a ListAndWatch snapshot changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotDiff {
+    /// Devices now.
+    pub capacity: usize,
+    /// Healthy devices now.
+    pub allocatable: usize,
+    /// New IDs.
+    pub added: Vec<String>,
+    /// Gone IDs.
+    pub removed: Vec<String>,
+    /// `id:old->new` health changes.
+    pub health_changed: Vec<String>,
+}
+
+/// What a registration did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// The endpoint's ID.
+    pub id: u64,
+    /// An earlier endpoint of the resource was replaced.
+    pub replaced: bool,
+    /// The resource was expected back after a restart: `Some(all back)`.
+    pub back: Option<bool>,
+}
+
+/// The device manager's state.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    /// Resources by name.
+    pub resources: BTreeMap<String, Resource>,
+    /// Admitted pods by UID.
+    pub pods: BTreeMap<String, PodRecord>,
+    /// Allocations.
+    pub allocations: BTreeMap<AllocKey, Allocation>,
+    /// Rejected manifests and why.
+    pub rejected: BTreeMap<PathBuf, String>,
+    /// Register calls per resource (counted before validation, as the kubelet does).
+    pub registrations: BTreeMap<String, u64>,
+    /// Resources from the checkpoint not back yet after a restart.
+    pub expected_back: BTreeSet<String>,
+    /// Bumped on every change the checkpoint holds.
+    pub version: u64,
+    next_endpoint: u64,
+}
+
+impl State {
+    /// Install an endpoint for `resource`, replacing any earlier one.
+    pub fn register(&mut self, resource: &str, mut ep: EndpointInfo) -> Registered {
+        self.next_endpoint += 1;
+        ep.id = self.next_endpoint;
+        let id = ep.id;
+        let r = self.resources.entry(resource.to_string()).or_default();
+        let replaced = r.endpoint.is_some();
+        r.endpoint = Some(ep);
+        r.stopped = false;
+        let back = self.expected_back.remove(resource).then_some(self.expected_back.is_empty());
+        self.version += 1;
+        Registered { id, replaced, back }
+    }
+
+    fn current(&mut self, resource: &str, id: u64) -> Option<&mut Resource> {
+        self.resources.get_mut(resource).filter(|r| r.endpoint.as_ref().is_some_and(|e| e.id == id))
+    }
+
+    /// A full ListAndWatch snapshot from endpoint `id` (ignored if it was replaced).
+    pub fn snapshot(&mut self, resource: &str, id: u64, devices: &[Device]) -> Option<SnapshotDiff> {
+        let r = self.current(resource, id)?;
+        let new: BTreeMap<String, Dev> = devices.iter().map(|d| (d.id.clone(), Dev::of(d))).collect();
+        let added: Vec<String> = new.keys().filter(|k| !r.devices.contains_key(*k)).cloned().collect();
+        let removed: Vec<String> = r.devices.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
+        let health_changed = new
+            .iter()
+            .filter_map(|(k, d)| {
+                r.devices.get(k).filter(|o| o.health != d.health).map(|o| format!("{k}:{}->{}", o.health, d.health))
+            })
+            .collect();
+        r.devices = new;
+        let diff =
+            SnapshotDiff { capacity: r.devices.len(), allocatable: r.healthy().len(), added, removed, health_changed };
+        if !diff.added.is_empty() || !diff.removed.is_empty() {
+            self.version += 1;
+        }
+        Some(diff)
+    }
+
+    /// Endpoint `id`'s stream ended: its devices turn unhealthy for the grace
+    /// period. Returns the capacity kept, or None if the endpoint was replaced.
+    pub fn stream_ended(&mut self, resource: &str, id: u64) -> Option<usize> {
+        let r = self.current(resource, id)?;
+        r.stopped = true;
+        for d in r.devices.values_mut() {
+            d.health = crate::api::UNHEALTHY.into();
+        }
+        Some(r.devices.len())
+    }
+
+    /// The grace period of endpoint `id` is over: remove the resource if it is
+    /// still that stopped endpoint's. Returns whether it was removed.
+    pub fn grace_over(&mut self, resource: &str, id: u64) -> bool {
+        if !self.current(resource, id).is_some_and(|r| r.stopped) {
+            return false;
+        }
+        self.resources.remove(resource);
+        self.version += 1;
+        true
+    }
+
+    /// The grace period of a resource known only from the checkpoint is over:
+    /// remove it if its plugin has not registered. Returns whether it was removed.
+    pub fn waiting_over(&mut self, resource: &str) -> bool {
+        if self.resources.get(resource).is_none_or(|r| r.endpoint.is_some()) {
+            return false;
+        }
+        self.resources.remove(resource);
+        self.version += 1;
+        true
+    }
+
+    /// The resource and endpoint ID registered from `socket`.
+    pub fn endpoint_at(&self, socket: &Path) -> Option<(String, u64)> {
+        self.resources
+            .iter()
+            .find_map(|(n, r)| r.endpoint.as_ref().filter(|e| e.socket == socket).map(|e| (n.clone(), e.id)))
+    }
+
+    /// Device IDs of `resource` in use by allocations (committed and `pending`).
+    pub fn in_use(&self, resource: &str, pending: &BTreeMap<AllocKey, Allocation>) -> BTreeSet<String> {
+        self.allocations
+            .iter()
+            .chain(pending.iter())
+            .filter(|((_, _, r), _)| r == resource)
+            .flat_map(|(_, a)| a.ids.iter().cloned())
+            .collect()
+    }
+
+    /// `ids` of `resource` by NUMA node (`-1`: none); a device on several nodes is listed under each.
+    pub fn by_numa(&self, resource: &str, ids: &[String]) -> BTreeMap<String, Vec<String>> {
+        let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for id in ids {
+            let nodes = self.resources.get(resource).and_then(|r| r.devices.get(id)).map(|d| d.numa.clone());
+            match nodes.filter(|n| !n.is_empty()) {
+                None => m.entry("-1".into()).or_default().push(id.clone()),
+                Some(nodes) => {
+                    for n in nodes.into_iter().collect::<BTreeSet<_>>() {
+                        m.entry(n.to_string()).or_default().push(id.clone());
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// What the checkpoint holds: allocations, and every known resource with
+    /// its devices (as the kubelet writes them: a resource waiting for its
+    /// plugin after a restart stays, with no devices, until its grace period ends).
+    pub fn checkpoint_data(&self) -> Data {
+        Data {
+            pod_device_entries: self
+                .allocations
+                .iter()
+                .map(|((uid, c, r), a)| PodDeviceEntry {
+                    pod_uid: uid.clone(),
+                    container_name: c.clone(),
+                    resource_name: r.clone(),
+                    device_ids: a.numa.clone(),
+                    alloc_resp: a.resp_b64.clone(),
+                })
+                .collect(),
+            registered_devices: self
+                .resources
+                .iter()
+                .map(|(n, r)| (n.clone(), r.devices.keys().cloned().collect()))
+                .collect(),
+        }
+    }
+
+    /// Load a checkpoint: its resources wait for their plugins (capacity 0),
+    /// its allocations stand. Returns the number of allocations.
+    pub fn restore(&mut self, data: &Data) -> usize {
+        for r in data.registered_devices.keys() {
+            self.resources.entry(r.clone()).or_default();
+        }
+        for e in &data.pod_device_entries {
+            self.resources.entry(e.resource_name.clone()).or_default();
+            let resp = e.decode_alloc_resp().unwrap_or_default();
+            self.allocations.insert(
+                (e.pod_uid.clone(), e.container_name.clone(), e.resource_name.clone()),
+                Allocation { ids: e.ids(), numa: e.device_ids.clone(), resp, resp_b64: e.alloc_resp.clone() },
+            );
+        }
+        data.pod_device_entries.len()
+    }
+
+    /// Commit allocations of an admission (not yet acknowledged).
+    pub fn stage(&mut self, pending: BTreeMap<AllocKey, Allocation>) -> Vec<AllocKey> {
+        let keys = pending.keys().cloned().collect();
+        self.allocations.extend(pending);
+        self.version += 1;
+        keys
+    }
+
+    /// Undo [`State::stage`] (the checkpoint could not be written).
+    pub fn unstage(&mut self, keys: &[AllocKey]) {
+        for k in keys {
+            self.allocations.remove(k);
+        }
+        self.version += 1;
+    }
+
+    /// Remove a pod and free its devices. Returns the pod and the freed IDs.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<(PodRecord, Vec<String>)> {
+        let p = self.pods.remove(uid)?;
+        let keys: Vec<AllocKey> = self.allocations.keys().filter(|(u, _, _)| u == uid).cloned().collect();
+        let freed = keys.iter().filter_map(|k| self.allocations.remove(k)).flat_map(|a| a.ids).collect();
+        self.version += 1;
+        Some((p, freed))
+    }
+
+    /// Drop allocations whose pod no manifest describes (after the first scan).
+    pub fn drop_orphans(&mut self) -> Vec<AllocKey> {
+        let orphans: Vec<AllocKey> =
+            self.allocations.keys().filter(|(u, _, _)| !self.pods.contains_key(u)).cloned().collect();
+        for k in &orphans {
+            self.allocations.remove(k);
+        }
+        if !orphans.is_empty() {
+            self.version += 1;
+        }
+        orphans
+    }
+
+    /// Devices allocated from `resource`.
+    pub fn allocated(&self, resource: &str) -> usize {
+        self.in_use(resource, &BTreeMap::new()).len()
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
