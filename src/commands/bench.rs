@@ -11,6 +11,7 @@ use crate::api::HEALTHY;
 use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
 use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
 use crate::core::log::Logger;
+use crate::core::status::grpc_go_code;
 use crate::core::time::millis;
 use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
@@ -94,8 +95,8 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
             load("ListAndWatch", c, budget, progress(ctx, a), move |_| {
                 let mut client = client.clone();
                 async move {
-                    let mut s = client.list_and_watch(Empty {}).await.map_err(|s| s.code())?.into_inner();
-                    s.message().await.map_err(|s| s.code())?.ok_or(tonic::Code::Unavailable).map(|_| ())
+                    let mut s = client.list_and_watch(Empty {}).await.map_err(|s| grpc_go_code(&s))?.into_inner();
+                    s.message().await.map_err(|s| grpc_go_code(&s))?.ok_or(tonic::Code::Unavailable).map(|_| ())
                 }
             })
             .await
@@ -119,7 +120,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                         let req = AllocateRequest {
                             container_requests: vec![ContainerAllocateRequest { devices_ids: devs }],
                         };
-                        client.allocate(req).await.map(|_| ()).map_err(|s| s.code())
+                        client.allocate(req).await.map(|_| ()).map_err(|s| grpc_go_code(&s))
                     }
                 })
                 .await
@@ -134,7 +135,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                                 allocation_size: k as i32,
                             }],
                         };
-                        client.get_preferred_allocation(req).await.map(|_| ()).map_err(|s| s.code())
+                        client.get_preferred_allocation(req).await.map(|_| ()).map_err(|s| grpc_go_code(&s))
                     }
                 })
                 .await

@@ -4,6 +4,7 @@ pub mod authority;
 pub mod error;
 pub mod log;
 pub mod paths;
+pub mod status;
 pub mod time;
 pub mod transport;
 pub mod validate;

@@ -210,7 +210,9 @@ pub fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
 }
 
 /// Map an error status from `target` to [`Error::Rpc`].
+/// Transport failures get grpc-go's code ([`crate::core::status::grpc_go_status`]).
 pub fn status_error(target: &Path, method: &'static str, status: tonic::Status) -> Error {
+    let status = crate::core::status::grpc_go_status(status);
     let mut message = status.message().to_string();
     if message.is_empty() {
         if let Some(src) = std::error::Error::source(&status) {

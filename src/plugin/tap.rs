@@ -8,6 +8,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
 use crate::core::log::{ms, Logger};
+use crate::core::status::grpc_go_status;
 use crate::kubelet::conn::PluginConn;
 use crate::plugin::server::stopped;
 use crate::trace::{Event, RpcError, Writer};
@@ -63,7 +64,7 @@ impl Tap {
         Fut: std::future::Future<Output = Result<Response<Resp>, Status>>,
     {
         let (t, start) = (self.trace.t(), Instant::now());
-        let r = call(self.upstream.client(), req.clone()).await;
+        let r = call(self.upstream.client(), req.clone()).await.map_err(grpc_go_status);
         let took = start.elapsed();
         let (response, error, out) = match r {
             Ok(resp) => {
@@ -94,7 +95,7 @@ impl DevicePlugin for Tap {
 
     async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let stream_id = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut upstream = match self.upstream.client().list_and_watch(Empty {}).await {
+        let mut upstream = match self.upstream.client().list_and_watch(Empty {}).await.map_err(grpc_go_status) {
             Ok(s) => s.into_inner(),
             Err(s) => {
                 let ev = Event::ListAndWatchEnd {
@@ -113,7 +114,7 @@ impl DevicePlugin for Tap {
             let mut seq = 0;
             loop {
                 let next = tokio::select! {
-                    m = upstream.message() => m,
+                    m = upstream.message() => m.map_err(grpc_go_status),
                     _ = stopped(&mut stop) => return,
                     _ = tx.closed() => return,
                 };
