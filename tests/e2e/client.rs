@@ -52,12 +52,11 @@ async fn watch_shows_table_then_diffs() {
     let sock = d.path().join("p.sock");
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "3"]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[1].health = "Unhealthy".into();
     p.devices.send(devs.clone()).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(2).await;
     devs.remove(3);
     devs.push(dev("foo-9", "Healthy", Some(1)));
     p.devices.send(devs).unwrap();
@@ -84,8 +83,7 @@ async fn watch_json_lines_carry_the_full_device_list() {
     let sock = d.path().join("p.sock");
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();
@@ -394,4 +392,36 @@ async fn malformed_flags_are_usage_errors() {
         assert_eq!(r.code, 2, "{args:?} should be a usage error: {}", r.stderr);
         assert!(!r.stderr.is_empty());
     }
+}
+
+/// A plugin process that dies mid-call: the Go kubelet sees Unavailable, so must dpctl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dying_mid_stream_is_unavailable() {
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let mut plugin = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--socket-name",
+        "p.sock",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+    ])
+    .spawn()
+    .unwrap();
+    wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
+    let mut watch = dpctl_cmd(&["watch", s(&sock)]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
+    tail.wait_for("2 device(s)", 1).await;
+    plugin.start_kill().unwrap();
+    let _ = plugin.wait().await;
+    let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ListAndWatch failed: Unavailable"), "{err}");
+    assert!(!err.contains("Unknown"), "{err}");
 }

@@ -234,14 +234,15 @@ async fn client_commands(dir: &Path, lang: Lang) {
         (Some(true), Some(true))
     );
 
-    let watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
+    let mut watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
     p.wait("ListAndWatch from watch", |e| e["method"] == "ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tail.wait_for("\"update\":1", 1).await;
     p.send("health p-2 Unhealthy").await;
     let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let lines: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let stdout = tail.rest().await;
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["devices"][3]["topology"]["nodes"][0]["ID"], "1");
     assert_eq!(lines[1]["devices"][2]["health"], "Unhealthy");
     assert_eq!(lines[1]["healthy"], 3);
@@ -335,8 +336,7 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
 
     let pr = d.path().join("pr.sock");
     let _pr = Peer::spawn(dir, lang, &["podresources", "--socket", s(&pr)]);
-    wait_until(10, "pr.sock", || pr.exists()).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(10, "pr.sock answering", || std::os::unix::net::UnixStream::connect(&pr).is_ok()).await;
     let r = dpctl(&["podresources", "list", "--socket", s(&pr)]).await;
     r.expect_code(0);
     let rows: Vec<Vec<&str>> = r.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
@@ -403,9 +403,10 @@ async fn errors(dir: &Path, lang: Lang) {
     let dying = d.path().join("die.sock");
     let mut k = Peer::spawn(dir, lang, &["plugin", "--socket", s(&dying)]);
     k.wait("ready", ev("ready")).await;
-    let watch = dpctl_cmd(&["watch", s(&dying)]).spawn().unwrap();
+    let mut watch = dpctl_cmd(&["watch", s(&dying)]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
     k.wait("ListAndWatch", |e| e["method"] == "ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tail.wait_for("device(s)", 1).await;
     k.child.start_kill().unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(1));

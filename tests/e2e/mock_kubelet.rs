@@ -626,13 +626,15 @@ async fn oversized_snapshots_are_refused_with_the_receive_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_every_restarts_on_a_schedule() {
     let n = Node::new();
-    let k = n.start(&["--restart-every", "700ms"]).await;
+    let mut k = n.start(&["--restart-every", "700ms"]).await;
+    let mut tail = Tail::stdout(&mut k);
     let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2"]).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
-    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    tail.wait_for("restarting reason=--restart-every", 2).await;
+    tail.wait_for("plugin-back resource=vendor.example/foo", 1).await;
     n.wait_resource("vendor.example/foo", "back", |r| r["allocatable"] == 2).await;
     stop_child(sv).await;
-    let out = stop_child(k).await;
+    let out = stop_tailed(k, tail).await;
     assert!(out.stdout.matches("restarting reason=--restart-every").count() >= 2, "{}", out.stdout);
     assert!(out.stdout.contains("plugin-back resource=vendor.example/foo"), "{}", out.stdout);
 }

@@ -182,8 +182,7 @@ async fn watch_records_without_disturbing() {
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let t = d.path().join("w.jsonl");
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "--record", s(&t)]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();
