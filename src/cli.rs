@@ -2,7 +2,7 @@
 //! completions (`completions/`) and man pages (`man/`).
 
 use crate::core::log::LogFormat;
-use crate::core::paths::DEFAULT_POD_RESOURCES_SOCKET;
+use crate::help::examples;
 use crate::plugin::config::{MountTemplate, Policy, PreferredFault, RegistrationMode};
 use crate::render::Format;
 use clap::{Args, Parser, Subcommand};
@@ -44,20 +44,35 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global Options")]
 pub struct GlobalArgs {
-    /// Output format
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
-    pub output: Format,
+    /// Output format [default: table] (serve, mock-kubelet, demo, record and replay log instead: see --log-format)
+    #[arg(short = 'o', long, global = true, value_enum)]
+    pub output: Option<Format>,
+
+    /// -o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson's EmitDefaults
+    #[arg(long, global = true)]
+    pub emit_defaults: bool,
+
+    /// Print tables without their header line
+    #[arg(long, global = true)]
+    pub no_headers: bool,
 
     /// Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)
-    #[arg(long, global = true, default_value = "5s", value_parser = positive_duration_arg, value_name = "DURATION")]
-    pub timeout: Duration,
+    /// [default: 5s; register: 15s, longer than the kubelet's 10s dial-back]
+    #[arg(long, global = true, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+
+    /// Client commands: print each call's method, socket, request (JSON), status and latency on stderr
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
 
     /// Never colour the output (also: NO_COLOR set, or stdout not a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
 
-    /// The kubelet's device-plugin directory; bare socket names are looked up here
+    /// The kubelet's device-plugin directory; bare socket names are looked up here, and the
+    /// PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given
     /// [default: /var/lib/kubelet/device-plugins/]
     #[arg(long, global = true, env = "DPCTL_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
@@ -67,44 +82,81 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Call GetDevicePluginOptions on a plugin
+    #[command(after_help = examples::OPTIONS)]
     Options(SocketArg),
     /// Stream a plugin's ListAndWatch: the device table, then a diff per update
+    #[command(after_help = examples::WATCH)]
     Watch(WatchArgs),
     /// Call Allocate on a plugin for one or more containers
+    #[command(after_help = examples::ALLOCATE)]
     Allocate(AllocateArgs),
     /// Call GetPreferredAllocation and check the answer against the request
+    #[command(after_help = examples::PREFERRED)]
     Preferred(PreferredArgs),
     /// Call PreStartContainer on a plugin
+    #[command(after_help = examples::PRESTART)]
     Prestart(PrestartArgs),
     /// Send one RegisterRequest to a kubelet (real or mock) and report its answer
+    #[command(after_help = examples::REGISTER)]
     Register(RegisterArgs),
     /// Query the kubelet's PodResources v1 API
-    #[command(subcommand, name = "podresources")]
+    #[command(subcommand, name = "podresources", after_help = examples::PODRESOURCES)]
     PodResources(PodResourcesCommand),
     /// One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies
+    #[command(after_help = examples::PROBE)]
     Probe(ProbeArgs),
     /// Serve simulated devices as a device plugin, registered with a real or mock kubelet
+    #[command(after_help = examples::SERVE)]
     Serve(Box<ServeArgs>),
     /// Change the devices of a running `dpctl serve` (live control)
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::DEVICE)]
     Device(DeviceCommand),
     /// Stand in for the kubelet's device manager: registration, pods, allocation, PodResources
+    #[command(after_help = examples::MOCK_KUBELET)]
     MockKubelet(MockKubeletArgs),
     /// Show the node's device capacity and allocatable, read from the running mock kubelet
+    #[command(after_help = examples::NODE)]
     Node,
     /// A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted
+    #[command(after_help = examples::DEMO)]
     Demo(DemoArgs),
     /// Show the kubelet's device-manager checkpoint, with each allocation's decoded Allocate answer
+    #[command(after_help = examples::CHECKPOINT)]
     Checkpoint(CheckpointArgs),
     /// Inspect the node read-only and say what is wrong with its device plugins, and how to fix it
+    #[command(after_help = examples::DOCTOR)]
     Doctor(DoctorArgs),
     /// Record everything the kubelet asks a plugin and it answers, through a tap socket
+    #[command(after_help = examples::RECORD)]
     Record(RecordArgs),
     /// Replay a trace as the plugin (against a kubelet), or as the kubelet (--against a plugin)
+    #[command(after_help = examples::REPLAY)]
     Replay(ReplayArgs),
     /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::BENCH)]
     Bench(BenchCommand),
+    /// Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir
+    #[command(after_help = examples::COMPLETION)]
+    Completion(CompletionArgs),
+}
+
+/// `dpctl completion`
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// Shells `dpctl completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// bash (source it, or put it in /etc/bash_completion.d/)
+    Bash,
+    /// zsh (put it on $fpath as _dpctl)
+    Zsh,
+    /// fish (put it in ~/.config/fish/completions/)
+    Fish,
 }
 
 /// How much load to generate.
@@ -181,9 +233,10 @@ pub struct CheckpointArgs {
 /// `dpctl doctor`
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// The kubelet's PodResources socket
-    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", default_value = DEFAULT_POD_RESOURCES_SOCKET, value_name = "PATH")]
-    pub pod_resources_socket: PathBuf,
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
     /// The plugin-watcher directory (checked when it exists)
     #[arg(long, default_value = crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR, value_name = "DIR")]
     pub plugins_registry_dir: PathBuf,
@@ -291,7 +344,7 @@ pub struct RegisterArgs {
 #[derive(Debug, Subcommand)]
 pub enum PodResourcesCommand {
     /// List every pod's containers and the devices allocated to them
-    List(PodResourcesSocket),
+    List(PodResourcesListArgs),
     /// Show the node's allocatable devices (healthy devices of registered resources)
     Allocatable(PodResourcesSocket),
     /// Show one pod's resources
@@ -301,9 +354,24 @@ pub enum PodResourcesCommand {
 /// The PodResources socket.
 #[derive(Debug, Args)]
 pub struct PodResourcesSocket {
-    /// The kubelet's PodResources socket
-    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", default_value = DEFAULT_POD_RESOURCES_SOCKET, value_name = "PATH")]
-    pub socket: PathBuf,
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// `dpctl podresources list`
+#[derive(Debug, Args)]
+pub struct PodResourcesListArgs {
+    /// Only pods in this namespace
+    #[arg(short = 'n', long, value_name = "NAMESPACE", conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// Pods in every namespace (the default)
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    /// The PodResources socket.
+    pub socket: PodResourcesSocket,
 }
 
 /// `dpctl podresources get`
@@ -326,9 +394,16 @@ pub struct ProbeArgs {
     /// The plugin's socket (a bare name is looked up in --plugin-dir)
     #[arg(value_name = "SOCKET")]
     pub socket: PathBuf,
-    /// Also allocate one healthy device and check the response (and PreStartContainer if required)
+    /// Also allocate one healthy device that no container holds (per PodResources) and check the
+    /// response (and PreStartContainer if required)
     #[arg(long)]
     pub allocate: bool,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a plugin)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// The kubelet's PodResources socket, to pick a free device for --allocate [default: as podresources]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -428,10 +503,11 @@ pub struct ServeArgs {
     /// Allocate: a mount per container ({ids})
     #[arg(long, value_name = "HOST:CONTAINER[:ro]", value_parser = mount_arg)]
     pub mount: Vec<MountTemplate>,
-    /// Allocate: a device node per allocated device; {id} = the device ID
+    /// Allocate: a device node per allocated device; {id} = the device ID, {i} = its index in the
+    /// served list (gpu-3 → 3), {pos} = its position in the request
     #[arg(long, value_name = "HOST:CONTAINER[:PERMS]", value_parser = device_spec_arg)]
     pub device_spec: Vec<crate::plugin::config::DeviceSpecTemplate>,
-    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}
+    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id} ({i}, {pos} as --device-spec)
     #[arg(long, value_name = "NAME")]
     pub cdi: Vec<String>,
     /// How to register (kubelet socket, plugin watcher, …)
@@ -563,9 +639,10 @@ pub enum DeviceCommand {
     /// List the devices of running dpctl serve processes
     List(#[command(flatten)] ControlTarget),
     /// Set devices Healthy or Unhealthy: IDs, then the health
+    #[command(override_usage = "dpctl device set-health [OPTIONS] ID... HEALTH")]
     SetHealth {
         /// Device IDs followed by Healthy or Unhealthy
-        #[arg(value_name = "ID... HEALTH", num_args = 2.., required = true)]
+        #[arg(value_name = "ID|HEALTH", num_args = 2.., required = true)]
         args: Vec<String>,
         #[command(flatten)]
         /// Which serve.

@@ -34,21 +34,37 @@ fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let (pb, template) = match a.duration {
-        Some(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {elapsed} {pos} calls, {per_sec}"),
-        None => (indicatif::ProgressBar::new(a.requests), "{bar:40} {pos}/{len} calls, {per_sec}, eta {eta}"),
+        Some(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {elapsed} {pos} calls, {rate}"),
+        None => (indicatif::ProgressBar::new(a.requests), "{bar:40} {pos}/{len} calls, {rate}, eta {eta}"),
     };
     if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-        pb.set_style(style);
+        // whole calls per second: 27342/s, not 27,342.4481/s
+        pb.set_style(style.with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{}", rate_text(s.per_sec()));
+        }));
     }
     pb.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(10));
     pb.enable_steady_tick(std::time::Duration::from_millis(100));
     Some(pb)
 }
 
+/// A rate as the progress bar shows it: whole calls per second.
+pub fn rate_text(per_sec: f64) -> String {
+    format!("{:.0}/s", per_sec.max(0.0))
+}
+
 fn show_load(ctx: &Ctx, r: &LoadReport) -> Result<()> {
+    if r.interrupted {
+        eprintln!(
+            "dpctl: interrupted after {:.1}s: the figures cover the {} call(s) made so far",
+            r.seconds, r.requests
+        );
+    }
     match ctx.format {
         Format::Table => {
-            let l = &r.latency_ms;
+            let ms = |f: fn(&crate::bench::Percentiles) -> f64| {
+                r.latency_ms.as_ref().map(|l| format!("{:.3}", f(l))).unwrap_or_else(|| "-".into())
+            };
             let errs = if r.errors == 0 {
                 "0".to_string()
             } else {
@@ -62,10 +78,10 @@ fn show_load(ctx: &Ctx, r: &LoadReport) -> Result<()> {
                     r.requests.to_string(),
                     errs,
                     format!("{}", r.throughput),
-                    format!("{:.3}", l.p50),
-                    format!("{:.3}", l.p90),
-                    format!("{:.3}", l.p99),
-                    format!("{:.3}", l.max),
+                    ms(|l| l.p50),
+                    ms(|l| l.p90),
+                    ms(|l| l.p99),
+                    ms(|l| l.max),
                 ]],
             ))
         }
@@ -92,7 +108,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
     let report = match which {
         "ListAndWatch" => {
             let client = conn.client();
-            load("ListAndWatch", c, budget, progress(ctx, a), move |_| {
+            load("ListAndWatch", c, budget, progress(ctx, a), crate::core::interrupted(), move |_| {
                 let mut client = client.clone();
                 async move {
                     let mut s = client.list_and_watch(Empty {}).await.map_err(|s| grpc_go_code(&s))?.into_inner();
@@ -111,7 +127,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
             }
             let client = conn.client();
             if which == "Allocate" {
-                load("Allocate", c, budget, progress(ctx, a), move |i| {
+                load("Allocate", c, budget, progress(ctx, a), crate::core::interrupted(), move |i| {
                     let (mut client, ids) = (client.clone(), ids.clone());
                     async move {
                         let n = ids.len() as u64;
@@ -125,7 +141,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                 })
                 .await
             } else {
-                load("GetPreferredAllocation", c, budget, progress(ctx, a), move |_| {
+                load("GetPreferredAllocation", c, budget, progress(ctx, a), crate::core::interrupted(), move |_| {
                     let (mut client, ids) = (client.clone(), ids.clone());
                     async move {
                         let req = PreferredAllocationRequest {
@@ -142,7 +158,11 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
             }
         }
     };
-    show_load(ctx, &report)
+    show_load(ctx, &report)?;
+    match report.failure() {
+        Some(f) => Err(Error::failed(format!("{}: {f}", conn.socket().display()))),
+        None => Ok(()),
+    }
 }
 
 /// A simulated plugin served in this process on a temp socket.

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
     let o = Options {
         plugin_dir: ctx.paths.plugin_dir.clone(),
-        pod_resources_socket: a.pod_resources_socket.clone(),
+        pod_resources_socket: ctx.pod_resources(a.pod_resources_socket.as_ref()),
         plugins_registry_dir: a.plugins_registry_dir.clone(),
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),

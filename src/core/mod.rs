@@ -8,6 +8,7 @@ pub mod status;
 pub mod time;
 pub mod transport;
 pub mod validate;
+pub mod verbose;
 
 pub use error::{Error, Result};
 

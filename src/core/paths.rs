@@ -15,6 +15,17 @@ pub const KUBELET_SOCKET_NAME: &str = "kubelet.sock";
 /// The name of the kubelet's device-manager checkpoint inside the plugin directory.
 pub const CHECKPOINT_NAME: &str = "kubelet_internal_checkpoint";
 
+/// The PodResources socket for a plugin directory: with `--plugin-dir` given,
+/// `<plugin-dir>/../pod-resources/kubelet.sock` (the kubelet's layout, as
+/// `dpctl mock-kubelet` serves it), else the kubelet's default.
+pub fn pod_resources_socket_for(plugin_dir: &Path, plugin_dir_given: bool) -> PathBuf {
+    if !plugin_dir_given {
+        return PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET);
+    }
+    let dir = plugin_dir.canonicalize().unwrap_or_else(|_| plugin_dir.to_path_buf());
+    dir.parent().unwrap_or(&dir).join("pod-resources").join("kubelet.sock")
+}
+
 /// Where things live on the node (or in a test's temp dir).
 #[derive(Debug, Clone)]
 pub struct Paths {

@@ -48,6 +48,7 @@ impl PluginConn {
     /// GetDevicePluginOptions.
     pub async fn options(&self) -> Result<DevicePluginOptions> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "GetDevicePluginOptions", &Empty {});
         call(
             &self.socket,
             "GetDevicePluginOptions",
@@ -60,6 +61,7 @@ impl PluginConn {
     /// Open ListAndWatch. The stream itself has no deadline.
     pub async fn list_and_watch(&self) -> Result<ListAndWatch> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "ListAndWatch", &Empty {});
         let stream = call(&self.socket, "ListAndWatch", self.timeout, c.list_and_watch(Empty {})).await?;
         Ok(ListAndWatch { socket: self.socket.clone(), stream, received: 0 })
     }
@@ -67,6 +69,7 @@ impl PluginConn {
     /// GetPreferredAllocation.
     pub async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "GetPreferredAllocation", &req);
         call(
             &self.socket,
             "GetPreferredAllocation",
@@ -79,6 +82,7 @@ impl PluginConn {
     /// Allocate.
     pub async fn allocate(&self, req: AllocateRequest) -> Result<AllocateResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "Allocate", &req);
         call(&self.socket, "Allocate", self.timeout, c.allocate(request(req, self.timeout))).await
     }
 
@@ -89,6 +93,7 @@ impl PluginConn {
         timeout: Duration,
     ) -> Result<PreStartContainerResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "PreStartContainer", &req);
         call(&self.socket, "PreStartContainer", timeout, c.pre_start_container(request(req, timeout))).await
     }
 }
