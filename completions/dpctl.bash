@@ -25,6 +25,9 @@ _dpctl() {
             dpctl,checkpoint)
                 cmd="dpctl__subcmd__checkpoint"
                 ;;
+            dpctl,completion)
+                cmd="dpctl__subcmd__completion"
+                ;;
             dpctl,demo)
                 cmd="dpctl__subcmd__demo"
                 ;;
@@ -148,6 +151,9 @@ _dpctl() {
             dpctl__subcmd__help,checkpoint)
                 cmd="dpctl__subcmd__help__subcmd__checkpoint"
                 ;;
+            dpctl__subcmd__help,completion)
+                cmd="dpctl__subcmd__help__subcmd__completion"
+                ;;
             dpctl__subcmd__help,demo)
                 cmd="dpctl__subcmd__help__subcmd__demo"
                 ;;
@@ -263,7 +269,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -h -V --output --timeout --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench help"
+            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -293,7 +299,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__allocate)
-            opts="-o -h --container --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --container --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -327,7 +333,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help allocate preferred list-and-watch watch kubelet help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help allocate preferred list-and-watch watch kubelet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -357,7 +363,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__allocate)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -501,7 +507,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__kubelet)
-            opts="-o -h --plugins --devices --pods --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --plugins --devices --pods --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -543,7 +549,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__list__subcmd__and__subcmd__watch)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -589,7 +595,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__preferred)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -635,7 +641,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__watch)
-            opts="-o -h --socket --changes --sizes --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --socket --changes --sizes --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -677,7 +683,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__checkpoint)
-            opts="-o -h --file --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --file --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -710,8 +716,38 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__completion)
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help bash zsh fish"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__demo)
-            opts="-o -h --once --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --once --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -741,7 +777,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help list set-health add remove help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help list set-health add remove help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -771,7 +807,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__add)
-            opts="-o -h --numa --unhealthy --resource --control --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --numa --unhealthy --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -897,7 +933,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__list)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -935,7 +971,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__remove)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -973,7 +1009,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__set__subcmd__health)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1011,7 +1047,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__doctor)
-            opts="-o -h --pod-resources-socket --plugins-registry-dir --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --pod-resources-socket --plugins-registry-dir --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1049,7 +1085,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench help"
+            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1161,6 +1197,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__checkpoint)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__completion)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1497,7 +1547,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --log-format --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1571,7 +1621,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__node)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1601,7 +1651,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__options)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1631,7 +1681,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help list allocatable get help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help list allocatable get help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1661,7 +1711,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__allocatable)
-            opts="-o -h --socket --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1695,7 +1745,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__get)
-            opts="-n -o -h --namespace --socket --output --timeout --no-color --plugin-dir --help"
+            opts="-n -o -v -h --namespace --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1807,12 +1857,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__list)
-            opts="-o -h --socket --output --timeout --no-color --plugin-dir --help"
+            opts="-n -A -o -v -h --namespace --all-namespaces --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1841,7 +1899,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__preferred)
-            opts="-o -h --available --must-include --size --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --available --must-include --size --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1883,7 +1941,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__prestart)
-            opts="-o -h --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1913,12 +1971,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__probe)
-            opts="-o -h --allocate --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --allocate --wait --pod-resources-socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-resources-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --output)
                     COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
                     return 0
@@ -1943,7 +2009,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__record)
-            opts="-o -h --plugin --resource --out --kubelet-socket --duration --log-format --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --plugin --resource --out --kubelet-socket --duration --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1997,7 +2063,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__register)
-            opts="-o -h --resource --endpoint --kubelet-socket --version --pre-start --preferred-allocation --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --resource --endpoint --kubelet-socket --version --pre-start --preferred-allocation --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2043,7 +2109,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__replay)
-            opts="-o -h --against --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --against --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2105,7 +2171,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__serve)
-            opts="-o -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2235,7 +2301,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__watch)
-            opts="-o -h --count --duration --record --output --timeout --no-color --plugin-dir --help"
+            opts="-o -v -h --count --duration --record --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2284,3 +2350,33 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _dpctl -o bashdefault -o default dpctl
 fi
+
+# dpctl: socket arguments also complete from the plugin directory.
+_dpctl_plugin_sockets() {
+    local dir="${DPCTL_PLUGIN_DIR:-/var/lib/kubelet/device-plugins/}" i f
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --plugin-dir) dir="${COMP_WORDS[i+1]}" ;;
+            --plugin-dir=*) dir="${COMP_WORDS[i]#--plugin-dir=}" ;;
+        esac
+    done
+    for f in "$dir"/*; do [[ -S "$f" ]] && printf '%s\n' "${f##*/}"; done
+}
+_dpctl_with_sockets() {
+    _dpctl "$@"
+    local cur="${COMP_WORDS[COMP_CWORD]}" sub="" w
+    local skip=0
+    for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+        if ((skip)); then skip=0; continue; fi
+        case "$w" in
+            --plugin-dir|-o|--output|--timeout) skip=1 ;;
+            -*) ;;
+            *) sub="$w"; break ;;
+        esac
+    done
+    case " options watch allocate preferred prestart probe " in *" $sub "*) ;; *) return ;; esac
+    if [[ -n "$sub" && "$cur" != -* && "$cur" != */* ]]; then
+        COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
+    fi
+}
+complete -F _dpctl_with_sockets -o nosort -o bashdefault -o default dpctl

@@ -2,12 +2,25 @@
 //! completions (`completions/`) and man pages (`man/`).
 
 use crate::core::log::LogFormat;
-use crate::help::examples;
 use crate::plugin::config::{MountTemplate, Policy, PreferredFault, RegistrationMode};
 use crate::render::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The command line with every command's Examples section
+/// ([`crate::help::with_examples`]): what `--help`, completions and man pages show.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    crate::help::with_examples(Cli::command())
+}
+
+/// Parse the process's arguments (exits with clap's message and code 2 on a usage error).
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let m = command().get_matches();
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
 
 /// Parse a `--timeout`-style duration for clap.
 pub fn duration_arg(s: &str) -> Result<Duration, String> {
@@ -46,7 +59,7 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global Options")]
 pub struct GlobalArgs {
-    /// Output format [default: table] (serve, mock-kubelet, demo, record and replay log instead: see --log-format)
+    /// Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)
     #[arg(short = 'o', long, global = true, value_enum)]
     pub output: Option<Format>,
 
@@ -82,61 +95,45 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Call GetDevicePluginOptions on a plugin
-    #[command(after_help = examples::OPTIONS)]
     Options(SocketArg),
     /// Stream a plugin's ListAndWatch: the device table, then a diff per update
-    #[command(after_help = examples::WATCH)]
     Watch(WatchArgs),
     /// Call Allocate on a plugin for one or more containers
-    #[command(after_help = examples::ALLOCATE)]
     Allocate(AllocateArgs),
     /// Call GetPreferredAllocation and check the answer against the request
-    #[command(after_help = examples::PREFERRED)]
     Preferred(PreferredArgs),
     /// Call PreStartContainer on a plugin
-    #[command(after_help = examples::PRESTART)]
     Prestart(PrestartArgs),
     /// Send one RegisterRequest to a kubelet (real or mock) and report its answer
-    #[command(after_help = examples::REGISTER)]
     Register(RegisterArgs),
     /// Query the kubelet's PodResources v1 API
-    #[command(subcommand, name = "podresources", after_help = examples::PODRESOURCES)]
+    #[command(subcommand, name = "podresources")]
     PodResources(PodResourcesCommand),
     /// One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies
-    #[command(after_help = examples::PROBE)]
     Probe(ProbeArgs),
     /// Serve simulated devices as a device plugin, registered with a real or mock kubelet
-    #[command(after_help = examples::SERVE)]
     Serve(Box<ServeArgs>),
     /// Change the devices of a running `dpctl serve` (live control)
-    #[command(subcommand, after_help = examples::DEVICE)]
+    #[command(subcommand)]
     Device(DeviceCommand),
     /// Stand in for the kubelet's device manager: registration, pods, allocation, PodResources
-    #[command(after_help = examples::MOCK_KUBELET)]
     MockKubelet(MockKubeletArgs),
     /// Show the node's device capacity and allocatable, read from the running mock kubelet
-    #[command(after_help = examples::NODE)]
     Node,
     /// A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted
-    #[command(after_help = examples::DEMO)]
     Demo(DemoArgs),
     /// Show the kubelet's device-manager checkpoint, with each allocation's decoded Allocate answer
-    #[command(after_help = examples::CHECKPOINT)]
     Checkpoint(CheckpointArgs),
     /// Inspect the node read-only and say what is wrong with its device plugins, and how to fix it
-    #[command(after_help = examples::DOCTOR)]
     Doctor(DoctorArgs),
     /// Record everything the kubelet asks a plugin and it answers, through a tap socket
-    #[command(after_help = examples::RECORD)]
     Record(RecordArgs),
     /// Replay a trace as the plugin (against a kubelet), or as the kubelet (--against a plugin)
-    #[command(after_help = examples::REPLAY)]
     Replay(ReplayArgs),
     /// Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale
-    #[command(subcommand, after_help = examples::BENCH)]
+    #[command(subcommand)]
     Bench(BenchCommand),
     /// Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir
-    #[command(after_help = examples::COMPLETION)]
     Completion(CompletionArgs),
 }
 
@@ -464,7 +461,8 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 /// `dpctl serve`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Serve the resources described in this JSON file (see the README)
+    /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
+    /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
@@ -641,8 +639,8 @@ pub enum DeviceCommand {
     /// Set devices Healthy or Unhealthy: IDs, then the health
     #[command(override_usage = "dpctl device set-health [OPTIONS] ID... HEALTH")]
     SetHealth {
-        /// Device IDs followed by Healthy or Unhealthy
-        #[arg(value_name = "ID|HEALTH", num_args = 2.., required = true)]
+        /// Device IDs, then the health: Healthy or Unhealthy (the last word)
+        #[arg(value_name = "ID", num_args = 2.., required = true)]
         args: Vec<String>,
         #[command(flatten)]
         /// Which serve.

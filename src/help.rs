@@ -1,8 +1,8 @@
 //! Help text shared by `--help`, the man pages and `dpctl completion`: each
 //! command's Examples section, the environment variables and exit codes, and
 //! the completion scripts (clap's, plus socket names from the plugin dir).
-//! A new subcommand adds its constant in [`examples`] and an
-//! `after_help = examples::NAME` attribute in `cli.rs`.
+//! A new subcommand adds its Examples text to [`EXAMPLES`], keyed by its
+//! path (`"serve"`, `"bench allocate"`); [`with_examples`] attaches them.
 
 /// Each command's Examples section (shown after its `--help`, and in its man page).
 pub mod examples {
@@ -142,6 +142,127 @@ pub mod examples {
   dpctl completion zsh > \"${fpath[1]}/_dpctl\"
   # fish
   dpctl completion fish > ~/.config/fish/completions/dpctl.fish";
+}
+
+/// Examples of nested subcommands (each `--help` ends with its own).
+pub mod nested {
+    /// dpctl podresources list
+    pub const PODRESOURCES_LIST: &str = "Examples:
+  dpctl podresources list
+  dpctl podresources list -n ml
+  dpctl podresources list -A --no-headers -o table
+  dpctl podresources list --plugin-dir /tmp/node/device-plugins -o json";
+    /// dpctl podresources allocatable
+    pub const PODRESOURCES_ALLOCATABLE: &str = "Examples:
+  dpctl podresources allocatable
+  dpctl podresources allocatable --socket /tmp/node/pod-resources/kubelet.sock -o yaml";
+    /// dpctl podresources get
+    pub const PODRESOURCES_GET: &str = "Examples:
+  dpctl podresources get trainer -n ml
+  dpctl podresources get demo-trainer -o json";
+    /// dpctl device list
+    pub const DEVICE_LIST: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device list
+  dpctl device list --control /tmp/dp/dpctl-control/serve-1234.sock -o json";
+    /// dpctl device set-health
+    pub const DEVICE_SET_HEALTH: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device set-health foo-1 foo-2 Unhealthy
+  dpctl --plugin-dir /tmp/dp device set-health foo-1 Healthy --resource vendor.example/foo";
+    /// dpctl device add
+    pub const DEVICE_ADD: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device add foo-9 --numa 1
+  dpctl --plugin-dir /tmp/dp device add foo-10 foo-11 --unhealthy";
+    /// dpctl device remove
+    pub const DEVICE_REMOVE: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device remove foo-9";
+    /// dpctl bench allocate
+    pub const BENCH_ALLOCATE: &str = "Examples:
+  dpctl bench allocate vendor.sock --concurrency 16 --duration 10s
+  dpctl bench allocate vendor.sock --requests 20000 --devices-per-request 2 -o json";
+    /// dpctl bench preferred
+    pub const BENCH_PREFERRED: &str = "Examples:
+  dpctl bench preferred vendor.sock --devices-per-request 2 --requests 20000";
+    /// dpctl bench list-and-watch
+    pub const BENCH_LIST_AND_WATCH: &str = "Examples:
+  dpctl bench list-and-watch vendor.sock --concurrency 4";
+    /// dpctl bench watch
+    pub const BENCH_WATCH: &str = "Examples:
+  dpctl bench watch
+  dpctl bench watch --socket /tmp/dp/foo.sock --changes 200 --sizes 1000";
+    /// dpctl bench kubelet
+    pub const BENCH_KUBELET: &str = "Examples:
+  dpctl bench kubelet --plugins 100 --devices 100 --pods 1000 -o json";
+}
+
+/// The top-level Examples.
+pub const TOP: &str = "Examples:
+  # What a plugin on this node tells the kubelet
+  dpctl probe nvidia-gpu.sock
+  dpctl watch nvidia-gpu.sock
+  # the first minute: mock kubelet + simulated plugin + a pod, in a temp dir
+  dpctl demo
+  # what is wrong with this node's device plugins
+  dpctl doctor";
+
+/// Every command's Examples section, by command path.
+pub const EXAMPLES: &[(&str, &str)] = &[
+    ("", TOP),
+    ("options", examples::OPTIONS),
+    ("watch", examples::WATCH),
+    ("allocate", examples::ALLOCATE),
+    ("preferred", examples::PREFERRED),
+    ("prestart", examples::PRESTART),
+    ("register", examples::REGISTER),
+    ("podresources", examples::PODRESOURCES),
+    ("podresources list", nested::PODRESOURCES_LIST),
+    ("podresources allocatable", nested::PODRESOURCES_ALLOCATABLE),
+    ("podresources get", nested::PODRESOURCES_GET),
+    ("probe", examples::PROBE),
+    ("serve", examples::SERVE),
+    ("device", examples::DEVICE),
+    ("device list", nested::DEVICE_LIST),
+    ("device set-health", nested::DEVICE_SET_HEALTH),
+    ("device add", nested::DEVICE_ADD),
+    ("device remove", nested::DEVICE_REMOVE),
+    ("mock-kubelet", examples::MOCK_KUBELET),
+    ("node", examples::NODE),
+    ("demo", examples::DEMO),
+    ("checkpoint", examples::CHECKPOINT),
+    ("doctor", examples::DOCTOR),
+    ("record", examples::RECORD),
+    ("replay", examples::REPLAY),
+    ("bench", examples::BENCH),
+    ("bench allocate", nested::BENCH_ALLOCATE),
+    ("bench preferred", nested::BENCH_PREFERRED),
+    ("bench list-and-watch", nested::BENCH_LIST_AND_WATCH),
+    ("bench watch", nested::BENCH_WATCH),
+    ("bench kubelet", nested::BENCH_KUBELET),
+    ("completion", examples::COMPLETION),
+];
+
+/// The Examples text of a command path (`""` for dpctl itself).
+pub fn examples_for(path: &str) -> Option<&'static str> {
+    EXAMPLES.iter().find(|(p, _)| *p == path).map(|(_, e)| *e)
+}
+
+/// Attach each command's Examples section as its `after_help` (kept when a
+/// command already sets its own).
+pub fn with_examples(cmd: clap::Command) -> clap::Command {
+    fn walk(cmd: clap::Command, path: String) -> clap::Command {
+        let mut cmd = cmd;
+        if cmd.get_after_help().is_none() {
+            if let Some(e) = examples_for(&path) {
+                cmd = cmd.after_help(e);
+            }
+        }
+        let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+        for n in names {
+            let sub_path = if path.is_empty() { n.clone() } else { format!("{path} {n}") };
+            cmd = cmd.mut_subcommand(&n, |s| walk(s, sub_path));
+        }
+        cmd
+    }
+    walk(cmd, String::new())
 }
 
 /// The environment variables dpctl reads (for man pages and `--help`).

@@ -140,8 +140,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
         Command::Replay(a) => replay::run(&ctx, &a).await,
         Command::Bench(c) => bench::run(&ctx, &c).await,
         Command::Completion(a) => {
-            use clap::CommandFactory;
-            let script = crate::help::completion_script(a.shell, &mut Cli::command());
+            let script = crate::help::completion_script(a.shell, &mut crate::cli::command());
             crate::render::emit(&String::from_utf8_lossy(&script))
         }
     }
