@@ -7,6 +7,7 @@ mod client;
 mod doctor;
 mod interop;
 mod mock_kubelet;
+mod operator;
 mod record;
 mod serve;
 mod support;

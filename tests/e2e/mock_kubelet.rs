@@ -72,7 +72,13 @@ impl Node {
         serde_json::from_str(&r.stdout).unwrap()
     }
     pub async fn resource(&self, name: &str) -> Option<serde_json::Value> {
-        self.node().await["resources"].as_array().unwrap().iter().find(|r| r["resource"] == name).cloned()
+        self.node().await["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .find(|r| r["resource"] == name)
+            .cloned()
     }
     pub async fn wait_resource(
         &self,
@@ -93,7 +99,8 @@ impl Node {
     pub async fn wait_pod(&self, name: &str) -> serde_json::Value {
         for _ in 0..250 {
             let n = self.node().await;
-            if let Some(p) = n["pods"].as_array().unwrap().iter().find(|p| p["name"] == name) {
+            // an empty list is omitted from -o json (a protojson default)
+            if let Some(p) = n["pods"].as_array().into_iter().flatten().find(|p| p["name"] == name) {
                 return p.clone();
             }
             tokio::time::sleep(Duration::from_millis(40)).await;
@@ -103,7 +110,7 @@ impl Node {
     pub async fn wait_rejected(&self, file: &str) -> String {
         for _ in 0..250 {
             let n = self.node().await;
-            if let Some((_, why)) = n["rejected"].as_object().unwrap().iter().find(|(f, _)| f.ends_with(file)) {
+            if let Some((_, why)) = n["rejected"].as_object().into_iter().flatten().find(|(f, _)| f.ends_with(file)) {
                 return why.as_str().unwrap().to_string();
             }
             tokio::time::sleep(Duration::from_millis(40)).await;

@@ -146,7 +146,8 @@ async fn record_a_session_then_replay_it_both_ways() {
     r.expect_code(1);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["differing"], 1, "{v}");
-    let diff = v["results"].as_array().unwrap().iter().find(|x| !x["diffs"].as_array().unwrap().is_empty()).unwrap();
+    let diff =
+        v["results"].as_array().unwrap().iter().find(|x| x["diffs"].as_array().is_some_and(|d| !d.is_empty())).unwrap();
     assert_eq!(diff["call"], "Allocate #1");
     assert!(
         diff["diffs"][0].as_str().unwrap().starts_with("containerResponses[0].envs.FOO: recorded \"foo-"),
