@@ -610,7 +610,7 @@ async fn demo_shows_an_admitted_pod_and_cleans_up() {
     );
     assert!(o.contains("env  GPU_VISIBLE_DEVICES=gpu-0,gpu-1") && o.contains("cdi  example.com/gpu=gpu-1"), "{o}");
     for cmd in
-        ["dpctl watch gpu.sock", "dpctl podresources list", "dpctl device set-health gpu-3 Unhealthy", "kill -HUP"]
+        ["dpctl watch gpu.sock", "dpctl podresources list", "dpctl device set-health gpu-0 Unhealthy", "kill -HUP"]
     {
         assert!(o.contains(cmd), "missing {cmd}: {o}");
     }
