@@ -123,12 +123,12 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
             return Err(format!("kind is {kind:?}; a static pod manifest holds one Pod"));
         }
     }
-    let meta = v.get("metadata").ok_or(format!("no metadata"))?;
+    let meta = v.get("metadata").ok_or_else(|| "no metadata".to_string())?;
     let name = meta
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or(format!("metadata.name is required"))?;
+        .ok_or_else(|| "metadata.name is required".to_string())?;
     let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
     let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let uid = meta
@@ -137,7 +137,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .unwrap_or_else(|| derived_uid(&fname, text));
-    let spec = v.get("spec").ok_or(format!("no spec"))?;
+    let spec = v.get("spec").ok_or_else(|| "no spec".to_string())?;
     let list = |key: &str| -> Result<Vec<Container>, String> {
         match spec.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
@@ -150,7 +150,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
     let init_containers = list("initContainers")?;
     let containers = list("containers")?;
     if containers.is_empty() {
-        return Err(format!("spec.containers must list at least one container"));
+        return Err("spec.containers must list at least one container".to_string());
     }
     let mut names = std::collections::HashSet::new();
     for c in init_containers.iter().chain(&containers) {
