@@ -104,7 +104,12 @@ pub async fn explain_unimplemented(ctx: &Ctx, e: Error) -> Error {
             let peer = if message.is_empty() { String::new() } else { format!(" ({message})") };
             Error::failed(format!("{target}: {method} failed: Unimplemented{peer}: {what}"))
         }
-        Error::Failed(m) if m.contains("gRPC connection failed") || m.contains("HTTP/2 handshake") => {
+        // A control socket speaks JSON lines: the HTTP/2 exchange breaks in one way or another.
+        Error::Rpc { target, .. } => match control_socket_hint(Path::new(target)) {
+            Some(h) => Error::failed(format!("{e}; {h}")),
+            None => e,
+        },
+        Error::Failed(m) => {
             let first = m.split(':').next().unwrap_or_default();
             match control_socket_hint(Path::new(first)) {
                 Some(h) => Error::failed(format!("{m}; {h}")),

@@ -118,7 +118,9 @@ both!(serve_registers_with_peer_kubelet, serve_with_peer_kubelet);
 both!(peer_plugin_registers_with_mock_kubelet, peer_plugin_with_mock_kubelet);
 both!(client_commands_against_peer_plugin, client_commands);
 both!(register_and_podresources_against_peer, register_and_podresources);
-both!(errors_across_implementations, errors);
+both!(errors_status_codes_cross_implementations, error_status);
+both!(errors_stream_closed_by_peer, error_closed_stream);
+both!(errors_peer_killed_mid_stream, error_killed_mid_stream);
 both!(monitoring_agents_read_mock_kubelet_podresources, podresources_client);
 
 async fn serve_with_peer_kubelet(dir: &Path, lang: Lang) {
@@ -378,9 +380,9 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
     assert!(r.stderr.contains("NotFound: pod ghost in namespace default not found"), "{}", r.stderr);
 }
 
-async fn errors(dir: &Path, lang: Lang) {
+/// An error status from the peer: code and message verbatim.
+async fn error_status(dir: &Path, lang: Lang) {
     let d = tmp();
-    // an error status
     let failing = d.path().join("fail.sock");
     let mut p =
         Peer::spawn(dir, lang, &["plugin", "--socket", s(&failing), "--fail", "RESOURCE_EXHAUSTED:peer says no"]);
@@ -389,8 +391,11 @@ async fn errors(dir: &Path, lang: Lang) {
     r.expect_code(1);
     assert!(r.stderr.contains("Allocate failed: ResourceExhausted: peer says no"), "{}", r.stderr);
     p.send("").await;
+}
 
-    // a stream the peer closes
+/// A ListAndWatch stream the peer ends cleanly.
+async fn error_closed_stream(dir: &Path, lang: Lang) {
+    let d = tmp();
     let closing = d.path().join("close.sock");
     let c = Peer::spawn(dir, lang, &["plugin", "--socket", s(&closing), "--close-after", "1"]);
     c.wait("ready", ev("ready")).await;
@@ -398,8 +403,11 @@ async fn errors(dir: &Path, lang: Lang) {
     r.expect_code(1);
     assert!(r.stderr.contains("closed the ListAndWatch stream after 1 update"), "{}", r.stderr);
     drop(c);
+}
 
-    // a peer killed mid-stream
+/// A peer process killed mid-stream: `Unavailable`, as a Go kubelet would see it.
+async fn error_killed_mid_stream(dir: &Path, lang: Lang) {
+    let d = tmp();
     let dying = d.path().join("die.sock");
     let mut k = Peer::spawn(dir, lang, &["plugin", "--socket", s(&dying)]);
     k.wait("ready", ev("ready")).await;
@@ -411,7 +419,7 @@ async fn errors(dir: &Path, lang: Lang) {
     let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(s(&dying)) && (err.contains("ListAndWatch") || err.contains("closed")), "{err}");
+    assert!(err.contains(s(&dying)) && err.contains("ListAndWatch failed: Unavailable"), "{err}");
 }
 
 async fn podresources_client(dir: &Path, lang: Lang) {

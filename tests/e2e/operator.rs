@@ -110,6 +110,16 @@ async fn unimplemented_names_the_service_and_the_command() {
     let r = dpctl(&["options", s(&pr)]).await;
     r.expect_code(1);
     assert!(r.stderr.contains(&format!("dpctl podresources list --socket {}", s(&pr))), "{}", r.stderr);
+
+    // a dpctl control socket (JSON lines, not gRPC)
+    let dp = d.path().join("dp");
+    std::fs::create_dir(&dp).unwrap();
+    let (sv, tail) = serve_at(&dp, "p.sock", &["--resource", "vendor.example/foo"]).await;
+    let control = std::fs::read_dir(dp.join("dpctl-control")).unwrap().next().unwrap().unwrap().path();
+    let r = dpctl(&["watch", s(&control), "--timeout", "3s"]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("a dpctl control socket") && r.stderr.contains("dpctl device list"), "{}", r.stderr);
+    stop_tailed(sv, tail).await;
 }
 
 /// Item 8: the PodResources socket follows --plugin-dir in every command, and
