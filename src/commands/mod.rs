@@ -88,6 +88,7 @@ fn rejects_output_flag(cmd: &Command) -> Option<&'static str> {
             Some("demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it")
         }
         Command::Record(_) => Some("record writes a JSON-lines trace (--out); use --log-format json for its log"),
+        Command::Completion(_) => Some("completion prints a shell script"),
         _ => None,
     }
 }

@@ -420,3 +420,35 @@ async fn demo_text_is_true_and_its_commands_work() {
     assert!(admitted, "the second pod was admitted");
     stop_tailed(demo, tail).await;
 }
+
+/// Item 6, traces: the record tap writes a plugin's death mid-stream with grpc-go's code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tap_records_a_dead_plugin_as_unavailable() {
+    let n = Node::new();
+    let k = n.start(&[]).await;
+    let mut sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2", "--socket-name", "foo.sock"]).await;
+    n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
+    let trace = n.dir.path().join("t.jsonl");
+    let plugin = n.dp().join("foo.sock");
+    let rec = dpctl_cmd(&["record", "--plugin", s(&plugin), "--resource", "vendor.example/foo", "--out", s(&trace)])
+        .spawn()
+        .unwrap();
+    n.wait_resource("vendor.example/foo", "devices through the tap", |r| {
+        r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["allocatable"] == 2
+    })
+    .await;
+    sv.start_kill().unwrap();
+    let _ = sv.wait().await;
+    let ended = || {
+        std::fs::read_to_string(&trace)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["kind"] == "listAndWatchEnd")
+    };
+    wait_until(20, "the tap to record the stream's end", || ended().is_some()).await;
+    let end = ended().unwrap();
+    assert_eq!(end["error"]["code"], "Unavailable", "{end}");
+    stop_child(rec).await;
+    stop_child(k).await;
+}
