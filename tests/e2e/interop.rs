@@ -116,7 +116,11 @@ macro_rules! both {
 
 both!(serve_registers_with_peer_kubelet, serve_with_peer_kubelet);
 both!(peer_plugin_registers_with_mock_kubelet, peer_plugin_with_mock_kubelet);
-both!(client_commands_against_peer_plugin, client_commands);
+both!(client_options_against_peer_plugin, client_options);
+both!(client_watch_against_peer_plugin, client_watch);
+both!(client_allocate_against_peer_plugin, client_allocate);
+both!(client_preferred_and_prestart_against_peer_plugin, client_preferred_and_prestart);
+both!(client_probe_against_peer_plugin, client_probe);
 both!(register_and_podresources_against_peer, register_and_podresources);
 both!(errors_status_codes_cross_implementations, error_status);
 both!(errors_stream_closed_by_peer, error_closed_stream);
@@ -222,12 +226,17 @@ async fn peer_plugin_with_mock_kubelet(dir: &Path, lang: Lang) {
     stop_child(mk).await;
 }
 
-async fn client_commands(dir: &Path, lang: Lang) {
-    let d = tmp();
-    let sock = d.path().join("peer.sock");
-    let mut p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
+/// A peer plugin (with GetPreferredAllocation and PreStartContainer) in `d`.
+async fn peer_plugin(dir: &Path, lang: Lang, d: &Path) -> (Peer, PathBuf) {
+    let sock = d.join("peer.sock");
+    let p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
     p.wait("ready", ev("ready")).await;
+    (p, sock)
+}
 
+async fn client_options(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (_p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["options", s(&sock), "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -235,7 +244,11 @@ async fn client_commands(dir: &Path, lang: Lang) {
         (v["preStartRequired"].as_bool(), v["getPreferredAllocationAvailable"].as_bool()),
         (Some(true), Some(true))
     );
+}
 
+async fn client_watch(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (mut p, sock) = peer_plugin(dir, lang, d.path()).await;
     let mut watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
     let mut tail = Tail::stdout(&mut watch);
     p.wait("ListAndWatch from watch", |e| e["method"] == "ListAndWatch").await;
@@ -248,7 +261,11 @@ async fn client_commands(dir: &Path, lang: Lang) {
     assert_eq!(lines[0]["devices"][3]["topology"]["nodes"][0]["ID"], "1");
     assert_eq!(lines[1]["devices"][2]["health"], "Unhealthy");
     assert_eq!(lines[1]["healthy"], 3);
+}
 
+async fn client_allocate(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["allocate", s(&sock), "p-0", "p-1", "--container", "p-3", "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -263,7 +280,11 @@ async fn client_commands(dir: &Path, lang: Lang) {
     assert_eq!(c0["cdiDevices"][0]["name"], "vendor.example/peer=p-0");
     assert_eq!(v["containerResponses"][1]["envs"]["PEER_DEVICES"], "p-3");
     assert_eq!(p.calls("Allocate").last().unwrap()["ids"], serde_json::json!([["p-0", "p-1"], ["p-3"]]));
+}
 
+async fn client_preferred_and_prestart(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["preferred", s(&sock), "--available", "p-0,p-1,p-3", "--must-include", "p-3", "--size", "2"]).await;
     r.expect_code(0);
     assert!(r.stdout.contains("preferred: p-3,p-0"), "{}", r.stdout);
@@ -275,12 +296,16 @@ async fn client_commands(dir: &Path, lang: Lang) {
 
     dpctl(&["prestart", s(&sock), "p-1"]).await.expect_code(0);
     assert_eq!(p.calls("PreStartContainer").last().unwrap()["ids"], serde_json::json!(["p-1"]));
+}
 
+async fn client_probe(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (_p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["probe", s(&sock), "--allocate", "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["result"], "PASS", "{v}");
-    assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 3 healthy");
+    assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 4 healthy");
     assert_eq!(v["checks"].as_array().unwrap().len(), 8);
 }
 
