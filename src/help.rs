@@ -288,7 +288,8 @@ pub const EXIT_STATUS: &[(&str, &str)] = &[
 pub const SOCKET_COMMANDS: &[&str] = &["options", "watch", "allocate", "preferred", "prestart", "probe"];
 
 /// The completion script for `shell`: clap's, plus socket names found in
-/// `$DPCTL_PLUGIN_DIR` (or the kubelet's directory) for socket arguments.
+/// `$DPCTL_PLUGIN_DIR` (or the kubelet's directory) for socket arguments
+/// (bash and fish: positional SOCKET arguments; zsh: every SOCKET argument).
 pub fn completion_script(shell: crate::cli::Shell, cmd: &mut clap::Command) -> Vec<u8> {
     use crate::cli::Shell;
     let mut buf = Vec::new();
@@ -346,9 +347,37 @@ end
 complete -c dpctl -n "__fish_seen_subcommand_from {cmds}" -a "(__dpctl_plugin_sockets)"
 "#
         ),
-        // clap's zsh script is an autoloaded function file: it stays as generated.
-        Shell::Zsh => String::new(),
+        Shell::Zsh => return zsh_with_sockets(&buf),
     };
     buf.extend_from_slice(extra.as_bytes());
     buf
+}
+
+/// clap's zsh script (an autoloaded function file), with socket arguments
+/// completing from the plugin directory (files as well).
+fn zsh_with_sockets(script: &[u8]) -> Vec<u8> {
+    const HELPER: &str = r#"
+# dpctl: socket arguments also complete from the plugin directory.
+_dpctl_sockets() {
+    local dir="${DPCTL_PLUGIN_DIR:-/var/lib/kubelet/device-plugins}"
+    local -a socks
+    socks=( "$dir"/*(N=:t) )
+    _alternative 'sockets:plugin socket:compadd -a socks' 'files:file:_files'
+}
+"#;
+    let text = String::from_utf8_lossy(script);
+    let mut out = String::with_capacity(text.len() + HELPER.len());
+    for (i, line) in text.lines().enumerate() {
+        let socket_arg = line.starts_with("':socket -- ") || line.contains("]:SOCKET:_files'");
+        if socket_arg {
+            out.push_str(&line.replace(":_files'", ":_dpctl_sockets'"));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+        if i == 0 && line.starts_with("#compdef") {
+            out.push_str(HELPER);
+        }
+    }
+    out.into_bytes()
 }

@@ -332,11 +332,15 @@ async fn completion_offers_plugin_sockets() {
         );
         assert!(!got.lines().any(|l| l == "not-a-socket.txt" && line.contains("watch")), "{got}");
     }
-    for sh in ["zsh", "fish"] {
-        let r = dpctl(&["completion", sh]).await;
-        r.expect_code(0);
-        assert!(r.stdout.contains("dpctl"), "{sh}");
-    }
+    let r = dpctl(&["completion", "zsh"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.starts_with("#compdef dpctl\n"), "{}", &r.stdout[..80.min(r.stdout.len())]);
+    assert!(r
+        .stdout
+        .contains("':socket -- The plugin'\\''s socket (a bare name is looked up in --plugin-dir):_dpctl_sockets'"));
+    let r = dpctl(&["completion", "fish"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("__dpctl_plugin_sockets"));
     let r = dpctl(&["completion", "tcsh"]).await;
     r.expect_code(2);
 }
