@@ -109,7 +109,8 @@ pub async fn explain_unimplemented(ctx: &Ctx, e: Error) -> Error {
             Some(h) => Error::failed(format!("{e}; {h}")),
             None => e,
         },
-        Error::Failed(m) => {
+        // Only a failed gRPC exchange: `dpctl device` itself reports errors on control sockets.
+        Error::Failed(m) if m.contains("gRPC connection failed") || m.contains("HTTP/2 handshake") => {
             let first = m.split(':').next().unwrap_or_default();
             match control_socket_hint(Path::new(first)) {
                 Some(h) => Error::failed(format!("{m}; {h}")),

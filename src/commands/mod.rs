@@ -120,26 +120,25 @@ pub async fn run(cli: Cli) -> Result<()> {
 }
 
 async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
-    let ctx = ctx.clone();
     match command {
-        Command::Options(a) => options::run(&ctx, &a).await,
-        Command::Watch(a) => watch::run(&ctx, &a).await,
-        Command::Allocate(a) => allocate::run(&ctx, &a).await,
-        Command::Preferred(a) => preferred::run(&ctx, &a).await,
-        Command::Prestart(a) => prestart::run(&ctx, &a).await,
-        Command::Register(a) => register::run(&ctx, &a).await,
-        Command::PodResources(c) => podresources::run(&ctx, &c).await,
-        Command::Probe(a) => probe::run(&ctx, &a).await,
-        Command::Serve(a) => serve::run(&ctx, &a).await,
-        Command::Device(c) => device::run(&ctx, &c).await,
-        Command::MockKubelet(a) => mock_kubelet::run(&ctx, &a).await,
-        Command::Node => node::run(&ctx).await,
-        Command::Demo(a) => demo::run(&ctx, &a).await,
-        Command::Checkpoint(a) => checkpoint::run(&ctx, &a),
-        Command::Doctor(a) => doctor::run(&ctx, &a).await,
-        Command::Record(a) => record::run(&ctx, &a).await,
-        Command::Replay(a) => replay::run(&ctx, &a).await,
-        Command::Bench(c) => bench::run(&ctx, &c).await,
+        Command::Options(a) => options::run(ctx, &a).await,
+        Command::Watch(a) => watch::run(ctx, &a).await,
+        Command::Allocate(a) => allocate::run(ctx, &a).await,
+        Command::Preferred(a) => preferred::run(ctx, &a).await,
+        Command::Prestart(a) => prestart::run(ctx, &a).await,
+        Command::Register(a) => register::run(ctx, &a).await,
+        Command::PodResources(c) => podresources::run(ctx, &c).await,
+        Command::Probe(a) => probe::run(ctx, &a).await,
+        Command::Serve(a) => serve::run(ctx, &a).await,
+        Command::Device(c) => device::run(ctx, &c).await,
+        Command::MockKubelet(a) => mock_kubelet::run(ctx, &a).await,
+        Command::Node => node::run(ctx).await,
+        Command::Demo(a) => demo::run(ctx, &a).await,
+        Command::Checkpoint(a) => checkpoint::run(ctx, &a),
+        Command::Doctor(a) => doctor::run(ctx, &a).await,
+        Command::Record(a) => record::run(ctx, &a).await,
+        Command::Replay(a) => replay::run(ctx, &a).await,
+        Command::Bench(c) => bench::run(ctx, &c).await,
         Command::Completion(a) => {
             let script = crate::help::completion_script(a.shell, &mut crate::cli::command());
             crate::render::emit(&String::from_utf8_lossy(&script))
