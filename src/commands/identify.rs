@@ -8,18 +8,19 @@ use std::path::Path;
 use std::time::Duration;
 
 /// What else a socket can be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Service {
     /// The kubelet's device-plugin Registration service (kubelet.sock).
     KubeletRegistration,
     /// The kubelet's PodResources API.
     PodResources,
-    /// A plugin's plugin-watcher Registration service (pluginregistration.v1).
-    PluginWatcher,
+    /// A plugin's plugin-watcher Registration service (pluginregistration.v1),
+    /// with the DevicePlugin endpoint its GetInfo names.
+    PluginWatcher(String),
 }
 
 /// The hint for a socket that serves `s`, naming the command to use instead.
-pub fn hint(s: Service, socket: &Path) -> String {
+pub fn hint(s: &Service, socket: &Path) -> String {
     let p = socket.display();
     match s {
         Service::KubeletRegistration => format!(
@@ -29,9 +30,13 @@ use `dpctl register --kubelet-socket {p} …` to register, and point this comman
         Service::PodResources => format!(
             "{p} serves the kubelet's PodResources API, not a device plugin; use `dpctl podresources list --socket {p}`"
         ),
-        Service::PluginWatcher => format!(
+        Service::PluginWatcher(endpoint) if !endpoint.is_empty() => format!(
             "{p} serves a plugin's plugin-watcher Registration service (GetInfo), not its DevicePlugin service; \
-its DevicePlugin socket is the endpoint GetInfo names — point this command there"
+its DevicePlugin socket, per GetInfo, is {endpoint}: point this command there"
+        ),
+        Service::PluginWatcher(_) => format!(
+            "{p} serves a plugin's plugin-watcher Registration service (GetInfo), not its DevicePlugin service; \
+its DevicePlugin socket is the endpoint GetInfo names: point this command there"
         ),
     }
 }
@@ -68,8 +73,10 @@ pub async fn identify(socket: &Path, timeout: Duration) -> Option<Service> {
         return Some(Service::PodResources);
     }
     let mut w = WatcherClient::new(ch.clone());
-    if answers(w.get_info(request(crate::api::pluginregistration::InfoRequest {}, timeout)).await.map(|_| ())) {
-        return Some(Service::PluginWatcher);
+    match w.get_info(request(crate::api::pluginregistration::InfoRequest {}, timeout)).await {
+        Ok(info) => return Some(Service::PluginWatcher(info.into_inner().endpoint)),
+        Err(s) if s.code() != tonic::Code::Unimplemented => return Some(Service::PluginWatcher(String::new())),
+        Err(_) => {}
     }
     // An unsupported version is rejected before anything else: no side effect on a kubelet.
     let probe = crate::api::deviceplugin::RegisterRequest {
@@ -96,7 +103,7 @@ pub async fn explain_unimplemented(ctx: &Ctx, e: Error) -> Error {
         {
             let socket = Path::new(target);
             let what = match identify(socket, ctx.timeout).await {
-                Some(s) => hint(s, socket),
+                Some(s) => hint(&s, socket),
                 None => format!(
                     "{target} does not serve the DevicePlugin service (v1beta1.DevicePlugin); is it a device plugin's socket?"
                 ),
@@ -128,9 +135,9 @@ mod tests {
     #[test]
     fn hints_name_the_command_to_use() {
         let p = Path::new("/n/kubelet.sock");
-        assert!(hint(Service::KubeletRegistration, p).contains("dpctl register"));
-        assert!(hint(Service::PodResources, p).contains("dpctl podresources list --socket /n/kubelet.sock"));
-        assert!(hint(Service::PluginWatcher, p).contains("GetInfo"));
+        assert!(hint(&Service::KubeletRegistration, p).contains("dpctl register"));
+        assert!(hint(&Service::PodResources, p).contains("dpctl podresources list --socket /n/kubelet.sock"));
+        assert!(hint(&Service::PluginWatcher("/dp/x.sock".into()), p).contains("per GetInfo, is /dp/x.sock"));
         assert!(control_socket_hint(Path::new("/n/dpctl-control/serve-1.sock")).unwrap().contains("dpctl device list"));
         assert!(control_socket_hint(Path::new("/n/p.sock")).is_none());
     }

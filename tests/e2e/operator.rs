@@ -114,11 +114,39 @@ async fn unimplemented_names_the_service_and_the_command() {
     // a dpctl control socket (JSON lines, not gRPC)
     let dp = d.path().join("dp");
     std::fs::create_dir(&dp).unwrap();
-    let (sv, tail) = serve_at(&dp, "p.sock", &["--resource", "vendor.example/foo"]).await;
+    let (sv, mut tail) = serve_at(&dp, "p.sock", &["--resource", "vendor.example/foo"]).await;
+    tail.wait_for("control socket=", 1).await;
     let control = std::fs::read_dir(dp.join("dpctl-control")).unwrap().next().unwrap().unwrap().path();
     let r = dpctl(&["watch", s(&control), "--timeout", "3s"]).await;
     r.expect_code(1);
     assert!(r.stderr.contains("a dpctl control socket") && r.stderr.contains("dpctl device list"), "{}", r.stderr);
+    stop_tailed(sv, tail).await;
+
+    // a plugin's plugin-watcher socket: the hint names its DevicePlugin socket
+    let reg = d.path().join("registry");
+    std::fs::create_dir(&reg).unwrap();
+    let mut sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(&dp),
+        "--resource",
+        "vendor.example/bar",
+        "--socket-name",
+        "bar.sock",
+        "--registration",
+        "plugin-watcher",
+        "--plugins-registry-dir",
+        s(&reg),
+    ])
+    .spawn()
+    .unwrap();
+    let tail = Tail::stdout(&mut sv);
+    let watcher = reg.join("vendor.example_bar-reg.sock");
+    wait_until(10, "the watcher socket", || std::os::unix::net::UnixStream::connect(&watcher).is_ok()).await;
+    let r = dpctl(&["options", s(&watcher)]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("plugin-watcher Registration service"), "{}", r.stderr);
+    assert!(r.stderr.contains("bar.sock"), "names the DevicePlugin socket: {}", r.stderr);
     stop_tailed(sv, tail).await;
 }
 
