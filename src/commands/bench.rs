@@ -201,6 +201,7 @@ struct WatchReport {
     health_change_to_client_ms: crate::bench::Percentiles,
     changes: u64,
     via: String,
+    interrupted: bool,
     first_snapshot_ms: Vec<Value>,
 }
 
@@ -226,41 +227,62 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         None => Some(find_control(ctx, &socket).await?),
     };
     let mut lat = Vec::new();
+    // Ctrl-C: stop changing, report the changes timed so far.
+    let interrupt = crate::core::interrupted();
+    tokio::pin!(interrupt);
+    let mut interrupted = false;
     for i in 0..a.changes {
         let health = if i % 2 == 0 { crate::api::UNHEALTHY } else { HEALTHY };
-        let t = Instant::now();
-        if let Some(path) = &control {
-            let req = crate::plugin::control::Request {
-                op: "set-health".into(),
-                ids: vec![id.clone()],
-                health: Some(health.into()),
-                ..Default::default()
-            };
-            let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
-            if !ans.ok {
-                return Err(Error::failed(ans.error.unwrap_or_default()));
+        let one = async {
+            let t = Instant::now();
+            if let Some(path) = &control {
+                let req = crate::plugin::control::Request {
+                    op: "set-health".into(),
+                    ids: vec![id.clone()],
+                    health: Some(health.into()),
+                    ..Default::default()
+                };
+                let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
+                if !ans.ok {
+                    return Err(Error::failed(ans.error.unwrap_or_default()));
+                }
+            } else if let Some(l) = &local {
+                l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
             }
-        } else if let Some(l) = &local {
-            l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
-        }
-        loop {
-            match tokio::time::timeout(ctx.timeout, stream.next()).await {
-                Err(_) => return Err(Error::failed("a health change did not reach the ListAndWatch client in time")),
-                Ok(u) => match u? {
-                    Update::Snapshot(r) if r.devices.iter().any(|d| d.id == id && d.health == health) => break,
-                    Update::Snapshot(_) => continue,
-                    Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
-                },
+            loop {
+                match tokio::time::timeout(ctx.timeout, stream.next()).await {
+                    Err(_) => {
+                        return Err(Error::failed("a health change did not reach the ListAndWatch client in time"))
+                    }
+                    Ok(u) => match u? {
+                        Update::Snapshot(r) if r.devices.iter().any(|d| d.id == id && d.health == health) => break,
+                        Update::Snapshot(_) => continue,
+                        Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
+                    },
+                }
+            }
+            Ok::<Duration, Error>(t.elapsed())
+        };
+        tokio::select! {
+            r = one => lat.push(r?),
+            _ = &mut interrupt => {
+                interrupted = true;
+                break;
             }
         }
-        lat.push(t.elapsed());
+    }
+    if interrupted && lat.is_empty() {
+        return Err(Error::failed("interrupted before the first health change was timed"));
+    }
+    if interrupted {
+        eprintln!("dpctl: interrupted after {} health change(s): first-snapshot sizes skipped", lat.len());
     }
     if let Some(l) = &local {
         let _ = l.stop.send(true);
     }
     // First snapshot of large plugins.
     let mut sizes = Vec::new();
-    for &n in &a.sizes {
+    for &n in a.sizes.iter().filter(|_| !interrupted) {
         let l = local_plugin(n, "size").await?;
         let mut runs = Vec::new();
         let mut bytes = 0;
@@ -277,9 +299,11 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         sizes.push(json!({"devices": n, "bytes": bytes, "p50": p.p50, "max": p.max}));
         let _ = l.stop.send(true);
     }
+    let lat_count = lat.len() as u64;
     let report = WatchReport {
         health_change_to_client_ms: percentiles(lat),
-        changes: a.changes,
+        changes: lat_count,
+        interrupted,
         via: if local.is_some() {
             "in-process dpctl serve backend".into()
         } else {

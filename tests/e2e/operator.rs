@@ -484,3 +484,28 @@ async fn the_tap_records_a_dead_plugin_as_unavailable() {
     stop_child(rec).await;
     stop_child(k).await;
 }
+
+/// Item 14, `bench watch`: Ctrl-C reports the health changes timed so far.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_watch_interrupted_reports_what_it_timed() {
+    let d = tmp();
+    let (sv, mut tail) = serve_at(d.path(), "s.sock", &["--resource", "v.e/foo"]).await;
+    tail.wait_for("control socket=", 1).await;
+    let sock = d.path().join("s.sock");
+    let bench =
+        dpctl_cmd(&["bench", "watch", "--socket", s(&sock), "--changes", "100000000", "-o", "json"]).spawn().unwrap();
+    // the serve logs each live-control change: two means one was timed
+    tail.wait_for("control op=set-health", 2).await;
+    if let Some(pid) = bench.id() {
+        let _ = std::process::Command::new("kill").arg("-INT").arg(pid.to_string()).status();
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), bench.wait_with_output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert!(v["changes"].as_u64().unwrap() >= 1 && v.get("firstSnapshotMs").is_none(), "{v}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    stop_tailed(sv, tail).await;
+}
