@@ -25,6 +25,9 @@ _dpctl() {
             dpctl,checkpoint)
                 cmd="dpctl__subcmd__checkpoint"
                 ;;
+            dpctl,completion)
+                cmd="dpctl__subcmd__completion"
+                ;;
             dpctl,demo)
                 cmd="dpctl__subcmd__demo"
                 ;;
@@ -151,6 +154,9 @@ _dpctl() {
             dpctl__subcmd__help,checkpoint)
                 cmd="dpctl__subcmd__help__subcmd__checkpoint"
                 ;;
+            dpctl__subcmd__help,completion)
+                cmd="dpctl__subcmd__help__subcmd__completion"
+                ;;
             dpctl__subcmd__help,demo)
                 cmd="dpctl__subcmd__help__subcmd__demo"
                 ;;
@@ -269,7 +275,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -h -V --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help"
+            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -307,7 +313,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__allocate)
-            opts="-o -h --container --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --container --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -349,7 +355,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch watch kubelet help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch watch kubelet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -387,7 +393,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__allocate)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -539,7 +545,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__kubelet)
-            opts="-o -h --plugins --devices --pods --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --plugins --devices --pods --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -589,7 +595,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__list__subcmd__and__subcmd__watch)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -643,7 +649,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__preferred)
-            opts="-o -h --requests --concurrency --devices-per-request --duration --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --requests --concurrency --devices-per-request --duration --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -697,7 +703,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__watch)
-            opts="-o -h --socket --changes --sizes --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --socket --changes --sizes --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -747,7 +753,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__checkpoint)
-            opts="-o -h --file --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --file --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -788,8 +794,46 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__completion)
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help bash zsh fish"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__demo)
-            opts="-o -h --once --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -827,7 +871,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help list set-health add remove help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help list set-health add remove help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -865,7 +909,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__add)
-            opts="-o -h --numa --unhealthy --resource --control --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --numa --unhealthy --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -999,7 +1043,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__list)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1045,7 +1089,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__remove)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1091,7 +1135,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__device__subcmd__set__subcmd__health)
-            opts="-o -h --resource --control --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1137,7 +1181,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__doctor)
-            opts="-o -h --pod-resources-socket --plugins-registry-dir --cdi-spec-dir --no-streams --npd --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --plugins-registry-dir --cdi-spec-dir --no-streams --npd --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1187,7 +1231,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help"
+            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1299,6 +1343,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__checkpoint)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__completion)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1649,7 +1707,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --log-format --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1731,7 +1789,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__node)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1769,7 +1827,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__options)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1807,7 +1865,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help list allocatable get help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help list allocatable get help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1845,7 +1903,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__allocatable)
-            opts="-o -h --socket --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1887,7 +1945,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__get)
-            opts="-n -o -h --namespace --socket --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-n -o -v -h --namespace --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2007,12 +2065,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__podresources__subcmd__list)
-            opts="-o -h --socket --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-n -A -o -v -h --namespace --all-namespaces --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2049,7 +2115,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__preferred)
-            opts="-o -h --available --must-include --size --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --available --must-include --size --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2099,7 +2165,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__prestart)
-            opts="-o -h --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2137,13 +2203,21 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__probe)
-            opts="-o -h --allocate --cdi-spec-dir --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --allocate --cdi-spec-dir --wait --pod-resources-socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --cdi-spec-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-resources-socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2179,7 +2253,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__record)
-            opts="-o -h --plugin --resource --out --kubelet-socket --duration --pod-resources-socket --restart-timeout --log-format --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --plugin --resource --out --kubelet-socket --duration --pod-resources-socket --restart-timeout --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2249,7 +2323,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__register)
-            opts="-o -h --resource --endpoint --kubelet-socket --version --pre-start --preferred-allocation --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --endpoint --kubelet-socket --version --pre-start --preferred-allocation --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2303,7 +2377,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__replay)
-            opts="-o -h --against --kubelet --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --against --kubelet --resource --speed --no-wait --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2373,7 +2447,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__serve)
-            opts="-o -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2515,7 +2589,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__test)
-            opts="-o -h --resource --focus --skip --junit --isolate --health-trigger --socket --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2577,7 +2651,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__watch)
-            opts="-o -h --count --duration --record --output --timeout --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --count --duration --record --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2634,3 +2708,33 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _dpctl -o bashdefault -o default dpctl
 fi
+
+# dpctl: socket arguments also complete from the plugin directory.
+_dpctl_plugin_sockets() {
+    local dir="${DPCTL_PLUGIN_DIR:-/var/lib/kubelet/device-plugins/}" i f
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --plugin-dir) dir="${COMP_WORDS[i+1]}" ;;
+            --plugin-dir=*) dir="${COMP_WORDS[i]#--plugin-dir=}" ;;
+        esac
+    done
+    for f in "$dir"/*; do [[ -S "$f" ]] && printf '%s\n' "${f##*/}"; done
+}
+_dpctl_with_sockets() {
+    _dpctl "$@"
+    local cur="${COMP_WORDS[COMP_CWORD]}" sub="" w
+    local skip=0
+    for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+        if ((skip)); then skip=0; continue; fi
+        case "$w" in
+            --plugin-dir|-o|--output|--timeout) skip=1 ;;
+            -*) ;;
+            *) sub="$w"; break ;;
+        esac
+    done
+    case " options watch allocate preferred prestart probe " in *" $sub "*) ;; *) return ;; esac
+    if [[ -n "$sub" && "$cur" != -* && "$cur" != */* ]]; then
+        COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
+    fi
+}
+complete -F _dpctl_with_sockets -o nosort -o bashdefault -o default dpctl

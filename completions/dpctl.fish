@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_dpctl_global_optspecs
-    string join \n o/output= timeout= no-color plugin-dir= root= kubelet-root-dir= h/help V/version
+    string join \n o/output= emit-defaults no-headers timeout= v/verbose no-color plugin-dir= root= kubelet-root-dir= h/help V/version
 end
 
 function __fish_dpctl_needs_command
@@ -24,13 +24,16 @@ function __fish_dpctl_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c dpctl -n "__fish_dpctl_needs_command" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_needs_command" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_needs_command" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_needs_command" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_needs_command" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_needs_command" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_needs_command" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_needs_command" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_needs_command" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_needs_command" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_needs_command" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_needs_command" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_needs_command" -s V -l version -d 'Print version'
@@ -53,116 +56,149 @@ complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "record" -d 'Record ever
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "replay" -d 'Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "bench" -d 'Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "test" -d 'Conformance suite: run a plugin against a mock kubelet through every scenario'
+complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir'
 complete -c dpctl -n "__fish_dpctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand options" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l count -d 'Stop after N ListAndWatch messages (the initial snapshot counts as the first)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l duration -d 'Stop after this long (e.g. 30s, 5m)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l record -d 'Also record the options and every snapshot to this trace file (must not exist)' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l container -d 'Device IDs for one more container, comma-separated (repeat for several containers)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l available -d 'Candidate device IDs, comma-separated' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l must-include -d 'Device IDs the answer must include, comma-separated' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l size -d 'How many devices to ask for' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand preferred" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand prestart" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l endpoint -d 'The plugin\'s socket name, relative to the plugin directory (sent as given)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l version -d 'API version to send' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand register" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l pre-start -d 'Set options.pre_start_required'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l preferred-allocation -d 'Set options.get_preferred_allocation_available'
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand register" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand register" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "get" -d 'Show one pod\'s resources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and not __fish_seen_subcommand_from list allocatable get help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s n -l namespace -d 'Only pods in this namespace' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l socket -d 'The kubelet\'s PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s A -l all-namespaces -d 'Pods in every namespace (the default)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l socket -d 'The kubelet\'s PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from allocatable" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s n -l namespace -d 'The pod\'s namespace' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l socket -d 'The kubelet\'s PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
@@ -170,17 +206,22 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_see
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show one pod\'s resources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand podresources; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l cdi-spec-dir -d 'With --allocate: a directory of CDI specs to resolve CDI names in (repeatable) [default: /etc/cdi and /var/run/cdi]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l wait -d 'Wait up to this long for the socket to appear and answer before checking (for CI right after starting a plugin)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l pod-resources-socket -d 'The kubelet\'s PodResources socket, to pick a free device for --allocate [default: as podresources]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l allocate -d 'Also allocate one healthy device and check the response (and PreStartContainer if required)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l allocate -d 'Also allocate one healthy device that no container holds (per PodResources) and check the response (and PreStartContainer if required)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l config -d 'Serve the resources described in this JSON file (see the README)' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l config -d 'Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]}; every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l count -d 'Number of devices (IDs from --id-pattern)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l devices -d 'Explicit device IDs, comma-separated' -r
@@ -192,8 +233,8 @@ distributed\t'Spread across NUMA nodes'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l env -d 'Allocate: an env var per container; {ids} = the allocated IDs [default: <NAME>_VISIBLE_DEVICES={ids}]' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l annotation -d 'Allocate: an annotation per container ({ids})' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l mount -d 'Allocate: a mount per container ({ids})' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l device-spec -d 'Allocate: a device node per allocated device; {id} = the device ID' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l cdi -d 'Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l device-spec -d 'Allocate: a device node per allocated device; {id} = the device ID, {i} = its index in the served list (gpu-3 → 3), {pos} = its position in the request' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l cdi -d 'Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id} ({i}, {pos} as --device-spec)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l socket-name -d 'Socket file name in the plugin directory [default: unique per start]' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l registration -d 'How to register' -r -f -a "kubelet\t'Call Register on the kubelet\'s kubelet.sock'
@@ -212,11 +253,11 @@ drop-must-include\t'Leave out the must-include devices'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-delay -d 'Fault: register again only DURATION after a kubelet restart' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start -d 'Advertise pre_start_required and log PreStartContainer calls'
@@ -230,15 +271,21 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l delete-other-socke
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l keep-socket-on-exit -d 'Fault: leave the socket behind on SIGTERM'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l exit-without-kubelet -d 'Fault: exit at start when kubelet.sock is missing, even with --retry'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l hang-after-cancel -d 'Fault: once the kubelet cancels a ListAndWatch stream, later streams never send'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "list" -d 'List the devices of running dpctl serve processes'
@@ -248,48 +295,60 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and not __fish_seen_subcommand_from list set-health add remove help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l resource -d 'The resource to change (needed when several are served)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l resource -d 'The resource to change (needed when several are served)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from set-health" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l numa -d 'NUMA node of the new devices' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l resource -d 'The resource to change (needed when several are served)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l unhealthy -d 'Add them Unhealthy'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l resource -d 'The resource to change (needed when several are served)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l control -d 'A specific control socket [default: found in <plugin-dir>/dpctl-control/]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand device; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the devices of running dpctl serve processes'
@@ -312,57 +371,72 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l dial-timeou
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l call-timeout -d 'Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l once -d 'Show the result and exit instead of running until Ctrl-C'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l file -d 'The checkpoint file [default: <plugin-dir>/kubelet_internal_checkpoint]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l pod-resources-socket -d 'The kubelet\'s PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l pod-resources-socket -d 'The kubelet\'s PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugins-registry-dir -d 'The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l cdi-spec-dir -d 'A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l no-streams -d 'Never open ListAndWatch: some plugins let an extra stream swallow updates meant for the kubelet'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l npd -d 'node-problem-detector custom plugin mode: one short line; exit 0 ok, 1 problem, 2 unknown'
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l plugin -d 'The plugin\'s socket (a bare name is looked up in --plugin-dir)' -r -F
@@ -374,13 +448,16 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l pod-resources-soc
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l restart-timeout -d 'After a kubelet restart, give up (exit 1) if the kubelet and the plugin are not back within this long' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l against -d 'Act as the kubelet: send the recorded calls to this plugin and diff the answers' -r -F
@@ -393,26 +470,32 @@ plugin-watcher\t'Serve pluginregistration.Registration in the plugin-watcher dir
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugins-registry-dir -d 'The plugin watcher\'s directory [default: /var/lib/kubelet/plugins_registry]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet -d 'Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-wait -d 'Replay the ListAndWatch timeline without its recorded pauses'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -f -a "allocate" -d 'Allocate throughput and latency of any plugin'
@@ -425,63 +508,78 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l duration -d 'Run for this long instead of a number of calls' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l requests -d 'Number of calls (ignored with --duration)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l duration -d 'Run for this long instead of a number of calls' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l requests -d 'Number of calls (ignored with --duration)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l duration -d 'Run for this long instead of a number of calls' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l socket -d 'A running `dpctl serve` socket to measure (changes go through its live control); default: an in-process one' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l changes -d 'Health changes to time' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l sizes -d 'Plugin sizes whose first snapshot to time' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugins -d 'Simulated plugins (one resource each)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l devices -d 'Devices per plugin' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l pods -d 'Pods to admit (one device each)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "allocate" -d 'Allocate throughput and latency of any plugin'
@@ -496,36 +594,52 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l skip -d 'Leave out 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l junit -d 'Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-trigger -d 'A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l socket -d 'Test an already running plugin on SOCKET (only scenarios that need no control of it)' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s o -l output -d 'Output format' -r -f -a "table\t'Human-readable tables'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "mock-kubelet" -d 'Stand in for the kubelet\'s device manager: registration, pods, allocation, PodResources'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "node" -d 'Show the node\'s device capacity and allocatable, read from the running mock kubelet'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "demo" -d 'A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "checkpoint" -d 'Show the kubelet\'s device-manager checkpoint, with each allocation\'s decoded Allocate answer'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "doctor" -d 'Inspect the node read-only and say what is wrong with its device plugins, and how to fix it'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "record" -d 'Record everything the kubelet asks a plugin and it answers, through a tap socket'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "replay" -d 'Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "bench" -d 'Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "test" -d 'Conformance suite: run a plugin against a mock kubelet through every scenario'
-complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
+json\t'JSON (protojson field names)'
+yaml\t'YAML'"
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l timeout -d 'Timeout for connecting and for each call (e.g. 500ms, 5s, 1m) [default: 5s; register: 15s, longer than the kubelet\'s 10s dial-back]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l plugin-dir -d 'The kubelet\'s device-plugin directory; bare socket names are looked up here, and the PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given [default: /var/lib/kubelet/device-plugins/]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l no-headers -d 'Print tables without their header line'
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand completion" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "options" -d 'Call GetDevicePluginOptions on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "watch" -d 'Stream a plugin\'s ListAndWatch: the device table, then a diff per update'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "allocate" -d 'Call Allocate on a plugin for one or more containers'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "preferred" -d 'Call GetPreferredAllocation and check the answer against the request'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "prestart" -d 'Call PreStartContainer on a plugin'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "register" -d 'Send one RegisterRequest to a kubelet (real or mock) and report its answer'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "podresources" -d 'Query the kubelet\'s PodResources v1 API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "probe" -d 'One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "serve" -d 'Serve simulated devices as a device plugin, registered with a real or mock kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "device" -d 'Change the devices of a running `dpctl serve` (live control)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "mock-kubelet" -d 'Stand in for the kubelet\'s device manager: registration, pods, allocation, PodResources'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "node" -d 'Show the node\'s device capacity and allocatable, read from the running mock kubelet'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "demo" -d 'A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "checkpoint" -d 'Show the kubelet\'s device-manager checkpoint, with each allocation\'s decoded Allocate answer'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "doctor" -d 'Inspect the node read-only and say what is wrong with its device plugins, and how to fix it'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "record" -d 'Record everything the kubelet asks a plugin and it answers, through a tap socket'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "replay" -d 'Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "bench" -d 'Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "test" -d 'Conformance suite: run a plugin against a mock kubelet through every scenario'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "completion" -d 'Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir'
+complete -c dpctl -n "__fish_dpctl_using_subcommand help; and not __fish_seen_subcommand_from options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test completion help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "list" -d 'List every pod\'s containers and the devices allocated to them'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "allocatable" -d 'Show the node\'s allocatable devices (healthy devices of registered resources)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from podresources" -f -a "get" -d 'Show one pod\'s resources'
@@ -538,3 +652,13 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcom
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "list-and-watch" -d 'ListAndWatch: open a stream, take the first snapshot, close — throughput and latency'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "watch" -d 'Health change → ListAndWatch client latency, and first-snapshot time of large plugins'
 complete -c dpctl -n "__fish_dpctl_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "kubelet" -d 'A mock kubelet with P simulated plugins: registration, admission, restart, peak RSS'
+
+# dpctl: socket arguments also complete from the plugin directory.
+function __dpctl_plugin_sockets
+    set -l dir /var/lib/kubelet/device-plugins
+    set -q DPCTL_PLUGIN_DIR; and set dir $DPCTL_PLUGIN_DIR
+    for f in $dir/*
+        test -S $f; and basename $f
+    end
+end
+complete -c dpctl -n "__fish_seen_subcommand_from options watch allocate preferred prestart probe" -a "(__dpctl_plugin_sockets)"

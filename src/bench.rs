@@ -49,8 +49,21 @@ pub struct LoadReport {
     pub seconds: f64,
     /// Calls per second.
     pub throughput: f64,
-    /// Latency of successful calls.
-    pub latency_ms: Percentiles,
+    /// Latency of successful calls; none when every call failed.
+    pub latency_ms: Option<Percentiles>,
+    /// Stopped early by Ctrl-C (SIGINT) or SIGTERM: the figures cover the calls made so far.
+    pub interrupted: bool,
+}
+
+impl LoadReport {
+    /// The failure a run with errors is, e.g. `2000 of 2000 calls failed (Unimplemented: 2000)`.
+    pub fn failure(&self) -> Option<String> {
+        if self.errors == 0 {
+            return None;
+        }
+        let by: Vec<String> = self.errors_by_code.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        Some(format!("{} of {} calls failed ({})", self.errors, self.requests, by.join(", ")))
+    }
 }
 
 /// How long a load run goes.
@@ -62,12 +75,15 @@ pub enum Budget {
     Duration(Duration),
 }
 
-/// Run `call(i)` from `concurrency` workers until the budget is spent.
+/// Run `call(i)` from `concurrency` workers until the budget is spent or
+/// `interrupt` resolves (then calls in flight are dropped and the report
+/// covers what finished).
 pub async fn load<F, Fut>(
     call_name: &str,
     concurrency: usize,
     budget: Budget,
     progress: Option<indicatif::ProgressBar>,
+    interrupt: impl Future<Output = ()>,
     call: F,
 ) -> LoadReport
 where
@@ -86,9 +102,11 @@ where
         Budget::Requests(n) => n,
         Budget::Duration(_) => u64::MAX,
     };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
         let (call, next, errors, progress) = (call.clone(), next.clone(), errors.clone(), progress.clone());
+        let mut stop = stop_rx.clone();
         workers.spawn(async move {
             let mut lat = Vec::with_capacity(1024);
             loop {
@@ -100,7 +118,11 @@ where
                     break;
                 }
                 let t = Instant::now();
-                match call(i).await {
+                let r = tokio::select! {
+                    r = call(i) => r,
+                    _ = stop.wait_for(|s| *s) => break,
+                };
+                match r {
                     Ok(()) => lat.push(t.elapsed()),
                     Err(code) => {
                         *errors.lock().unwrap_or_else(|p| p.into_inner()).entry(format!("{code:?}")).or_default() += 1
@@ -114,8 +136,19 @@ where
         });
     }
     let mut all = Vec::new();
-    while let Some(r) = workers.join_next().await {
-        all.extend(r.unwrap_or_default());
+    let mut interrupted = false;
+    tokio::pin!(interrupt);
+    loop {
+        tokio::select! {
+            r = workers.join_next() => match r {
+                Some(r) => all.extend(r.unwrap_or_default()),
+                None => break,
+            },
+            _ = &mut interrupt, if !interrupted => {
+                interrupted = true;
+                let _ = stop_tx.send(true);
+            }
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     let errors = Arc::try_unwrap(errors).map(|m| m.into_inner().unwrap_or_default()).unwrap_or_default();
@@ -132,7 +165,8 @@ where
         errors_by_code: errors,
         seconds: (seconds * 1000.0).round() / 1000.0,
         throughput: (requests as f64 / seconds).round(),
-        latency_ms: percentiles(all),
+        latency_ms: (!all.is_empty()).then(|| percentiles(all)),
+        interrupted,
     }
 }
 
@@ -158,7 +192,7 @@ mod tests {
 
     #[tokio::test]
     async fn load_counts_calls_and_errors() {
-        let r = load("x", 4, Budget::Requests(100), None, |i| async move {
+        let r = load("x", 4, Budget::Requests(100), None, std::future::pending(), |i| async move {
             if i % 10 == 0 {
                 Err(tonic::Code::Internal)
             } else {
@@ -168,5 +202,50 @@ mod tests {
         .await;
         assert_eq!((r.requests, r.errors), (100, 10));
         assert_eq!(r.errors_by_code["Internal"], 10);
+        assert_eq!(r.failure().unwrap(), "10 of 100 calls failed (Internal: 10)");
+        assert!(r.latency_ms.is_some() && !r.interrupted);
+    }
+
+    #[tokio::test]
+    async fn all_errors_give_no_latency_and_an_interrupt_keeps_the_results() {
+        let r = load("x", 2, Budget::Requests(50), None, std::future::pending(), |_| async {
+            Err(tonic::Code::Unimplemented)
+        })
+        .await;
+        assert!(r.latency_ms.is_none(), "no latency figures from failed calls");
+        assert_eq!(r.failure().unwrap(), "50 of 50 calls failed (Unimplemented: 50)");
+
+        // calls that never finish, interrupted: the run ends with what it had
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let done = Arc::new(AtomicU64::new(0));
+        let d = done.clone();
+        let run = load(
+            "x",
+            2,
+            Budget::Requests(u64::MAX),
+            None,
+            async {
+                let _ = rx.await;
+            },
+            move |i| {
+                let d = d.clone();
+                async move {
+                    if i < 5 {
+                        d.fetch_add(1, Ordering::Relaxed);
+                        Ok(())
+                    } else {
+                        std::future::pending().await
+                    }
+                }
+            },
+        );
+        let (r, _) = tokio::join!(run, async {
+            while done.load(Ordering::Relaxed) < 5 {
+                tokio::task::yield_now().await;
+            }
+            let _ = tx.send(());
+        });
+        assert!(r.interrupted);
+        assert_eq!(r.requests, 5);
     }
 }

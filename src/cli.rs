@@ -8,6 +8,20 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The command line with every command's Examples section
+/// ([`crate::help::with_examples`]): what `--help`, completions and man pages show.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    crate::help::with_examples(Cli::command())
+}
+
+/// Parse the process's arguments (exits with clap's message and code 2 on a usage error).
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let m = command().get_matches();
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
 /// Parse a `--timeout`-style duration for clap.
 pub fn duration_arg(s: &str) -> Result<Duration, String> {
     crate::core::time::parse_duration(s)
@@ -43,20 +57,35 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global Options")]
 pub struct GlobalArgs {
-    /// Output format
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
-    pub output: Format,
+    /// Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)
+    #[arg(short = 'o', long, global = true, value_enum)]
+    pub output: Option<Format>,
+
+    /// -o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson's EmitDefaults
+    #[arg(long, global = true)]
+    pub emit_defaults: bool,
+
+    /// Print tables without their header line
+    #[arg(long, global = true)]
+    pub no_headers: bool,
 
     /// Timeout for connecting and for each call (e.g. 500ms, 5s, 1m)
-    #[arg(long, global = true, default_value = "5s", value_parser = positive_duration_arg, value_name = "DURATION")]
-    pub timeout: Duration,
+    /// [default: 5s; register: 15s, longer than the kubelet's 10s dial-back]
+    #[arg(long, global = true, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+
+    /// Client commands: print each call's method, socket, request (JSON), status and latency on stderr
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
 
     /// Never colour the output (also: NO_COLOR set, or stdout not a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
 
-    /// The kubelet's device-plugin directory; bare socket names are looked up here
+    /// The kubelet's device-plugin directory; bare socket names are looked up here, and the
+    /// PodResources socket defaults to <plugin-dir>/../pod-resources/kubelet.sock when it is given
     /// [default: /var/lib/kubelet/device-plugins/]
     #[arg(long, global = true, env = "DPCTL_PLUGIN_DIR", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
@@ -115,24 +144,12 @@ pub enum Command {
     Bench(BenchCommand),
     /// Conformance suite: run a plugin against a mock kubelet through every scenario
     Test(TestArgs),
+    /// Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir
+    Completion(CompletionArgs),
 }
 
 /// `dpctl test`
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:
-  dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
-  dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
-  dpctl test --focus 'KRES|PRES' -- ./my-plugin
-  dpctl test --isolate -- ./plugin-with-hard-coded-paths
-  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
-
-Placeholders in the plugin command (also exported as environment variables):
-  {plugin-dir}            $DPCTL_TEST_PLUGIN_DIR
-  {kubelet-socket}        $DPCTL_TEST_KUBELET_SOCKET
-  {plugins-registry-dir}  $DPCTL_TEST_PLUGINS_REGISTRY_DIR
-  {pod-resources-socket}  $DPCTL_TEST_POD_RESOURCES_SOCKET
-
-Exit codes: 0 nothing failed, 1 a scenario failed, 2 usage error.")]
 pub struct TestArgs {
     /// The resource to test [default: the first one the plugin registers]
     #[arg(long, value_name = "NAME")]
@@ -158,6 +175,25 @@ pub struct TestArgs {
     /// The plugin's command line, after --
     #[arg(last = true, value_name = "PLUGIN-COMMAND")]
     pub plugin: Vec<String>,
+}
+
+/// `dpctl completion`
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// Shells `dpctl completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// bash (source it, or put it in /etc/bash_completion.d/)
+    Bash,
+    /// zsh (put it on $fpath as _dpctl)
+    Zsh,
+    /// fish (put it in ~/.config/fish/completions/)
+    Fish,
 }
 
 /// How much load to generate.
@@ -234,7 +270,8 @@ pub struct CheckpointArgs {
 /// `dpctl doctor`
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// The kubelet's PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]
     #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
     pub pod_resources_socket: Option<PathBuf>,
     /// The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]
@@ -353,7 +390,7 @@ pub struct RegisterArgs {
 #[derive(Debug, Subcommand)]
 pub enum PodResourcesCommand {
     /// List every pod's containers and the devices allocated to them
-    List(PodResourcesSocket),
+    List(PodResourcesListArgs),
     /// Show the node's allocatable devices (healthy devices of registered resources)
     Allocatable(PodResourcesSocket),
     /// Show one pod's resources
@@ -363,9 +400,24 @@ pub enum PodResourcesCommand {
 /// The PodResources socket.
 #[derive(Debug, Args)]
 pub struct PodResourcesSocket {
-    /// The kubelet's PodResources socket [default: <kubelet-root-dir>/pod-resources/kubelet.sock]
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]
     #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
+}
+
+/// `dpctl podresources list`
+#[derive(Debug, Args)]
+pub struct PodResourcesListArgs {
+    /// Only pods in this namespace
+    #[arg(short = 'n', long, value_name = "NAMESPACE", conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// Pods in every namespace (the default)
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    /// The PodResources socket.
+    pub socket: PodResourcesSocket,
 }
 
 /// `dpctl podresources get`
@@ -388,12 +440,19 @@ pub struct ProbeArgs {
     /// The plugin's socket (a bare name is looked up in --plugin-dir)
     #[arg(value_name = "SOCKET")]
     pub socket: PathBuf,
-    /// Also allocate one healthy device and check the response (and PreStartContainer if required)
+    /// Also allocate one healthy device that no container holds (per PodResources) and check the
+    /// response (and PreStartContainer if required)
     #[arg(long)]
     pub allocate: bool,
     /// With --allocate: a directory of CDI specs to resolve CDI names in (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR", requires = "allocate")]
     pub cdi_spec_dir: Vec<PathBuf>,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a plugin)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// The kubelet's PodResources socket, to pick a free device for --allocate [default: as podresources]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -454,7 +513,8 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 /// `dpctl serve`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Serve the resources described in this JSON file (see the README)
+    /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
+    /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
@@ -493,10 +553,11 @@ pub struct ServeArgs {
     /// Allocate: a mount per container ({ids})
     #[arg(long, value_name = "HOST:CONTAINER[:ro]", value_parser = mount_arg)]
     pub mount: Vec<MountTemplate>,
-    /// Allocate: a device node per allocated device; {id} = the device ID
+    /// Allocate: a device node per allocated device; {id} = the device ID, {i} = its index in the
+    /// served list (gpu-3 → 3), {pos} = its position in the request
     #[arg(long, value_name = "HOST:CONTAINER[:PERMS]", value_parser = device_spec_arg)]
     pub device_spec: Vec<crate::plugin::config::DeviceSpecTemplate>,
-    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id}
+    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id} ({i}, {pos} as --device-spec)
     #[arg(long, value_name = "NAME")]
     pub cdi: Vec<String>,
     /// How to register (kubelet socket, plugin watcher, …)
@@ -658,9 +719,10 @@ pub enum DeviceCommand {
     /// List the devices of running dpctl serve processes
     List(#[command(flatten)] ControlTarget),
     /// Set devices Healthy or Unhealthy: IDs, then the health
+    #[command(override_usage = "dpctl device set-health [OPTIONS] ID... HEALTH")]
     SetHealth {
-        /// Device IDs followed by Healthy or Unhealthy
-        #[arg(value_name = "ID... HEALTH", num_args = 2.., required = true)]
+        /// Device IDs, then the health: Healthy or Unhealthy (the last word)
+        #[arg(value_name = "ID", num_args = 2.., required = true)]
         args: Vec<String>,
         #[command(flatten)]
         /// Which serve.

@@ -7,7 +7,8 @@
 //! and the kubelet side ([`kubelet`]: connection to a plugin, the device
 //! manager, registration, PodResources, checkpoint, the mock kubelet) — plus
 //! node inspection ([`doctor`]), the trace format ([`trace`]), benchmarks
-//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and
+//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and its
+//! examples and completion scripts ([`help`]) and
 //! one module per subcommand ([`commands`]). `main.rs` only parses, picks
 //! the runtime and maps errors to exit codes.
 #![deny(missing_docs)]
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod commands;
 pub mod core;
 pub mod doctor;
+pub mod help;
 pub mod kubelet;
 pub mod plugin;
 pub mod render;

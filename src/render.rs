@@ -1,11 +1,70 @@
 //! Output: `-o table` (tabled, with Healthy green / Unhealthy red unless
-//! colour is off), `-o json` (protojson field names; pretty for one object,
-//! one compact object per line for streams) and `-o yaml`.
+//! colour is off; `--no-headers` drops the header line), `-o json`
+//! (protojson field names; pretty for one object, one compact object per line
+//! for streams) and `-o yaml`.
+//!
+//! One rule for structured output, applied here and nowhere else: a field at
+//! its default value (null, false, "", [], {}) is omitted, as protojson and
+//! grpcurl do, unless `--emit-defaults` asks for the full shape. Numbers are
+//! kept (a count of 0 is an answer; 64-bit IDs are protojson strings anyway).
 
 use crate::core::{Error, Result};
 use colored::Colorize;
 use serde::Serialize;
 use std::io::Write;
+use std::sync::OnceLock;
+
+/// Process-wide rendering options, set once from the global flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Keep fields at their default value in JSON and YAML.
+    pub emit_defaults: bool,
+    /// Tables without their header line.
+    pub no_headers: bool,
+}
+
+static OPTIONS: OnceLock<Options> = OnceLock::new();
+
+/// Set the rendering options (once, from the command line; later calls are ignored).
+pub fn configure(o: Options) {
+    let _ = OPTIONS.set(o);
+}
+
+fn options() -> Options {
+    OPTIONS.get().copied().unwrap_or_default()
+}
+
+/// Whether a JSON value is a protojson default (omitted unless `--emit-defaults`).
+fn is_default(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// Drop every object field whose value is a default, depth first (an object
+/// emptied that way is dropped too). List elements are kept, so positions
+/// still mean something (container_responses[1] stays the second container).
+pub fn omit_defaults(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            Value::Object(o.into_iter().map(|(k, v)| (k, omit_defaults(v))).filter(|(_, v)| !is_default(v)).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(omit_defaults).collect()),
+        other => other,
+    }
+}
+
+/// The value as structured output shows it: defaults omitted unless `emit_defaults`.
+pub fn shaped<T: Serialize>(value: &T, emit_defaults: bool) -> Result<serde_json::Value> {
+    let v = serde_json::to_value(value).map_err(|e| Error::failed(format!("cannot render JSON: {e}")))?;
+    Ok(if emit_defaults { v } else { omit_defaults(v) })
+}
 
 /// An output format, as crictl and kubectl spell them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -42,21 +101,30 @@ pub fn emit(text: &str) -> Result<()> {
 
 /// Render a value for `-o json` (pretty) or `-o yaml`.
 pub fn structured<T: Serialize>(format: Format, value: &T) -> Result<String> {
+    let value = shaped(value, options().emit_defaults)?;
     match format {
-        Format::Yaml => serde_norway::to_string(value).map_err(|e| Error::failed(format!("cannot render YAML: {e}"))),
-        _ => serde_json::to_string_pretty(value).map_err(|e| Error::failed(format!("cannot render JSON: {e}"))),
+        Format::Yaml => serde_norway::to_string(&value).map_err(|e| Error::failed(format!("cannot render YAML: {e}"))),
+        _ => serde_json::to_string_pretty(&value).map_err(|e| Error::failed(format!("cannot render JSON: {e}"))),
     }
 }
 
 /// Render a value as one compact JSON line (streams).
 pub fn json_line<T: Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::failed(format!("cannot render JSON: {e}")))
+    serde_json::to_string(&shaped(value, options().emit_defaults)?)
+        .map_err(|e| Error::failed(format!("cannot render JSON: {e}")))
 }
 
 /// A kubectl-style table: upper-case headers, no borders, columns three spaces apart.
 pub fn table<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>]) -> String {
+    table_with(headers, rows, options().no_headers)
+}
+
+/// [`table`] with the header line shown or not.
+pub fn table_with<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>], no_headers: bool) -> String {
     let mut b = tabled::builder::Builder::default();
-    b.push_record(headers.iter().map(|h| h.to_string()));
+    if !no_headers {
+        b.push_record(headers.iter().map(|h| h.to_string()));
+    }
     for r in rows {
         b.push_record(r.iter().map(|c| c.as_ref().to_string()));
     }
@@ -108,5 +176,35 @@ pub fn list(items: &[String]) -> String {
         "-".into()
     } else {
         items.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_are_omitted_and_kept_on_request() {
+        let v = json!({
+            "devices": [{"ID": "a", "health": "Healthy", "topology": null}],
+            "envs": {}, "cdiDevices": [], "annotations": {"k": ""}, "preStartRequired": false,
+            "healthy": 0, "numa": {"nodes": [{"ID": "0"}]}, "name": ""
+        });
+        let out = omit_defaults(v.clone());
+        assert_eq!(
+            out,
+            json!({"devices": [{"ID": "a", "health": "Healthy"}], "healthy": 0, "numa": {"nodes": [{"ID": "0"}]}})
+        );
+        assert_eq!(shaped(&v, true).unwrap(), v);
+        // list positions survive: an empty element stays
+        assert_eq!(omit_defaults(json!({"c": [{}, {"a": 1}]})), json!({"c": [{}, {"a": 1}]}));
+    }
+
+    #[test]
+    fn tables_can_drop_their_header() {
+        let rows = vec![vec!["a", "b"]];
+        assert_eq!(table_with(&["X", "Y"], &rows, false).lines().count(), 2);
+        assert_eq!(table_with(&["X", "Y"], &rows, true), "a   b");
     }
 }

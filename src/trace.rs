@@ -54,9 +54,10 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    /// From a tonic status.
+    /// From a tonic status; a transport failure is recorded under grpc-go's
+    /// code ([`crate::core::status::grpc_go_code`]), as a Go kubelet saw it.
     pub fn from_status(s: &tonic::Status) -> Self {
-        RpcError { code: format!("{:?}", s.code()), message: s.message().to_string() }
+        RpcError { code: format!("{:?}", crate::core::status::grpc_go_code(s)), message: s.message().to_string() }
     }
 
     /// Back to a tonic status.

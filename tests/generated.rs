@@ -2,42 +2,115 @@
 //! test fails when they are out of date; regenerate them with
 //! `DPCTL_REGENERATE=1 cargo test --test generated`.
 
-use clap::CommandFactory;
 use std::path::{Path, PathBuf};
+
+fn roff_escape(line: &str) -> String {
+    let l = line.replace('\\', "\\e").replace('-', "\\-");
+    if l.starts_with('.') || l.starts_with('\'') {
+        format!("\\&{l}")
+    } else {
+        l
+    }
+}
+
+/// The sections clap_mangen does not write: examples, environment, exit status, see also.
+fn extra_sections(path: &str, name: &str) -> String {
+    let mut s = String::new();
+    if let Some(ex) = dpctl::help::examples_for(path) {
+        s.push_str(".SH EXAMPLES\n.nf\n");
+        for l in ex.lines().skip(1) {
+            s.push_str(&roff_escape(l.strip_prefix("  ").unwrap_or(l)));
+            s.push('\n');
+        }
+        s.push_str(".fi\n");
+    }
+    s.push_str(".SH ENVIRONMENT\n");
+    for (var, what) in dpctl::help::ENVIRONMENT {
+        s.push_str(&format!(".TP\n.B {var}\n{}\n", roff_escape(what)));
+    }
+    s.push_str(".SH \"EXIT STATUS\"\n");
+    for (code, what) in dpctl::help::EXIT_STATUS {
+        s.push_str(&format!(".TP\n.B {code}\n{}\n", roff_escape(what)));
+    }
+    s.push_str(".SH \"SEE ALSO\"\n");
+    if name == "dpctl" {
+        s.push_str("dpctl\\-<command>(1) for each command; dpctl <command> \\-\\-help\n");
+    } else {
+        s.push_str("dpctl(1)\n");
+    }
+    s
+}
 
 fn expected() -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for (shell, name) in [
-        (clap_complete::Shell::Bash, "dpctl.bash"),
-        (clap_complete::Shell::Zsh, "_dpctl"),
-        (clap_complete::Shell::Fish, "dpctl.fish"),
+        (dpctl::cli::Shell::Bash, "dpctl.bash"),
+        (dpctl::cli::Shell::Zsh, "_dpctl"),
+        (dpctl::cli::Shell::Fish, "dpctl.fish"),
     ] {
-        let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut dpctl::cli::Cli::command(), "dpctl", &mut buf);
+        let buf = dpctl::help::completion_script(shell, &mut dpctl::cli::command());
         files.push((root.join("completions").join(name), buf));
     }
-    let cmd = dpctl::cli::Cli::command();
-    let mut pages = vec![(String::from("dpctl"), cmd.clone())];
-    fn walk(prefix: &str, cmd: &clap::Command, pages: &mut Vec<(String, clap::Command)>) {
+    // Built, so each subcommand knows its usage name ("dpctl serve") and carries the global options.
+    let mut cmd = dpctl::cli::command();
+    cmd.build();
+    let mut pages = vec![(String::from("dpctl"), String::new(), cmd.clone())];
+    fn walk(prefix: &str, path: &str, cmd: &clap::Command, pages: &mut Vec<(String, String, clap::Command)>) {
         for sub in cmd.get_subcommands() {
             if sub.get_name() == "help" {
                 continue;
             }
             let name = format!("{prefix}-{}", sub.get_name());
-            let static_name: &'static str = Box::leak(name.clone().into_boxed_str());
-            let page = sub.clone().name(static_name);
-            pages.push((name.clone(), page));
-            walk(&name, sub, pages);
+            let sub_path =
+                if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
+            pages.push((name.clone(), sub_path.clone(), sub.clone()));
+            walk(&name, &sub_path, sub, pages);
         }
     }
-    walk("dpctl", &cmd, &mut pages);
-    for (name, page) in pages {
+    walk("dpctl", "", &cmd, &mut pages);
+    for (name, path, page) in pages {
+        let man = clap_mangen::Man::new(page.clone()).title(name.to_uppercase());
         let mut buf = Vec::new();
-        clap_mangen::Man::new(page).render(&mut buf).expect("render man page");
+        man.render_title(&mut buf).expect("render");
+        man.render_name_section(&mut buf).expect("render");
+        man.render_synopsis_section(&mut buf).expect("render");
+        man.render_description_section(&mut buf).expect("render");
+        if page.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut buf).expect("render");
+        }
+        if page.get_subcommands().next().is_some() {
+            man.render_subcommands_section(&mut buf).expect("render");
+        }
+        buf.extend_from_slice(extra_sections(&path, &name).as_bytes());
         files.push((root.join("man").join(format!("{name}.1")), buf));
     }
     files
+}
+
+#[test]
+fn man_pages_say_what_the_readme_says() {
+    let files = expected();
+    let page = |n: &str| {
+        let (_, b) = files.iter().find(|(p, _)| p.ends_with(n)).unwrap_or_else(|| panic!("no {n}"));
+        String::from_utf8_lossy(b).into_owned()
+    };
+    let serve = page("man/dpctl-serve.1");
+    let synopsis = serve.split(".SH SYNOPSIS").nth(1).unwrap_or_default();
+    assert!(synopsis.contains("dpctl serve"), "SYNOPSIS names the real command: {synopsis}");
+    assert!(!synopsis.starts_with("\n\\fBdpctl\\-serve"), "{synopsis}");
+    for (_, b) in &files {
+        let t = String::from_utf8_lossy(b);
+        if !t.contains("\n.TH ") {
+            continue;
+        }
+        assert!(!t.contains("see the README"), "a man page says it itself");
+        for section in [".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH EXAMPLES"] {
+            assert!(t.contains(section), "{section} missing in {}", t.lines().next().unwrap_or_default());
+        }
+    }
+    assert!(serve.contains("\\-\\-plugin\\-dir"), "global options are listed on subcommand pages");
+    assert!(serve.contains("DPCTL_POD_RESOURCES_SOCKET"));
 }
 
 #[test]

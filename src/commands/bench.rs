@@ -11,6 +11,7 @@ use crate::api::HEALTHY;
 use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
 use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
 use crate::core::log::Logger;
+use crate::core::status::grpc_go_code;
 use crate::core::time::millis;
 use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
@@ -33,21 +34,37 @@ fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
         return None;
     }
     let (pb, template) = match a.duration {
-        Some(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {elapsed} {pos} calls, {per_sec}"),
-        None => (indicatif::ProgressBar::new(a.requests), "{bar:40} {pos}/{len} calls, {per_sec}, eta {eta}"),
+        Some(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {elapsed} {pos} calls, {rate}"),
+        None => (indicatif::ProgressBar::new(a.requests), "{bar:40} {pos}/{len} calls, {rate}, eta {eta}"),
     };
     if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-        pb.set_style(style);
+        // whole calls per second: 27342/s, not 27,342.4481/s
+        pb.set_style(style.with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{}", rate_text(s.per_sec()));
+        }));
     }
     pb.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(10));
     pb.enable_steady_tick(std::time::Duration::from_millis(100));
     Some(pb)
 }
 
+/// A rate as the progress bar shows it: whole calls per second.
+pub fn rate_text(per_sec: f64) -> String {
+    format!("{:.0}/s", per_sec.max(0.0))
+}
+
 fn show_load(ctx: &Ctx, r: &LoadReport) -> Result<()> {
+    if r.interrupted {
+        eprintln!(
+            "dpctl: interrupted after {:.1}s: the figures cover the {} call(s) made so far",
+            r.seconds, r.requests
+        );
+    }
     match ctx.format {
         Format::Table => {
-            let l = &r.latency_ms;
+            let ms = |f: fn(&crate::bench::Percentiles) -> f64| {
+                r.latency_ms.as_ref().map(|l| format!("{:.3}", f(l))).unwrap_or_else(|| "-".into())
+            };
             let errs = if r.errors == 0 {
                 "0".to_string()
             } else {
@@ -61,10 +78,10 @@ fn show_load(ctx: &Ctx, r: &LoadReport) -> Result<()> {
                     r.requests.to_string(),
                     errs,
                     format!("{}", r.throughput),
-                    format!("{:.3}", l.p50),
-                    format!("{:.3}", l.p90),
-                    format!("{:.3}", l.p99),
-                    format!("{:.3}", l.max),
+                    ms(|l| l.p50),
+                    ms(|l| l.p90),
+                    ms(|l| l.p99),
+                    ms(|l| l.max),
                 ]],
             ))
         }
@@ -91,11 +108,11 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
     let report = match which {
         "ListAndWatch" => {
             let client = conn.client();
-            load("ListAndWatch", c, budget, progress(ctx, a), move |_| {
+            load("ListAndWatch", c, budget, progress(ctx, a), crate::core::interrupted(), move |_| {
                 let mut client = client.clone();
                 async move {
-                    let mut s = client.list_and_watch(Empty {}).await.map_err(|s| s.code())?.into_inner();
-                    s.message().await.map_err(|s| s.code())?.ok_or(tonic::Code::Unavailable).map(|_| ())
+                    let mut s = client.list_and_watch(Empty {}).await.map_err(|s| grpc_go_code(&s))?.into_inner();
+                    s.message().await.map_err(|s| grpc_go_code(&s))?.ok_or(tonic::Code::Unavailable).map(|_| ())
                 }
             })
             .await
@@ -110,7 +127,7 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
             }
             let client = conn.client();
             if which == "Allocate" {
-                load("Allocate", c, budget, progress(ctx, a), move |i| {
+                load("Allocate", c, budget, progress(ctx, a), crate::core::interrupted(), move |i| {
                     let (mut client, ids) = (client.clone(), ids.clone());
                     async move {
                         let n = ids.len() as u64;
@@ -119,12 +136,12 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                         let req = AllocateRequest {
                             container_requests: vec![ContainerAllocateRequest { devices_ids: devs }],
                         };
-                        client.allocate(req).await.map(|_| ()).map_err(|s| s.code())
+                        client.allocate(req).await.map(|_| ()).map_err(|s| grpc_go_code(&s))
                     }
                 })
                 .await
             } else {
-                load("GetPreferredAllocation", c, budget, progress(ctx, a), move |_| {
+                load("GetPreferredAllocation", c, budget, progress(ctx, a), crate::core::interrupted(), move |_| {
                     let (mut client, ids) = (client.clone(), ids.clone());
                     async move {
                         let req = PreferredAllocationRequest {
@@ -134,14 +151,18 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
                                 allocation_size: k as i32,
                             }],
                         };
-                        client.get_preferred_allocation(req).await.map(|_| ()).map_err(|s| s.code())
+                        client.get_preferred_allocation(req).await.map(|_| ()).map_err(|s| grpc_go_code(&s))
                     }
                 })
                 .await
             }
         }
     };
-    show_load(ctx, &report)
+    show_load(ctx, &report)?;
+    match report.failure() {
+        Some(f) => Err(Error::failed(format!("{}: {f}", conn.socket().display()))),
+        None => Ok(()),
+    }
 }
 
 /// A simulated plugin served in this process on a temp socket.
@@ -180,6 +201,7 @@ struct WatchReport {
     health_change_to_client_ms: crate::bench::Percentiles,
     changes: u64,
     via: String,
+    interrupted: bool,
     first_snapshot_ms: Vec<Value>,
 }
 
@@ -205,41 +227,62 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         None => Some(find_control(ctx, &socket).await?),
     };
     let mut lat = Vec::new();
+    // Ctrl-C: stop changing, report the changes timed so far.
+    let interrupt = crate::core::interrupted();
+    tokio::pin!(interrupt);
+    let mut interrupted = false;
     for i in 0..a.changes {
         let health = if i % 2 == 0 { crate::api::UNHEALTHY } else { HEALTHY };
-        let t = Instant::now();
-        if let Some(path) = &control {
-            let req = crate::plugin::control::Request {
-                op: "set-health".into(),
-                ids: vec![id.clone()],
-                health: Some(health.into()),
-                ..Default::default()
-            };
-            let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
-            if !ans.ok {
-                return Err(Error::failed(ans.error.unwrap_or_default()));
+        let one = async {
+            let t = Instant::now();
+            if let Some(path) = &control {
+                let req = crate::plugin::control::Request {
+                    op: "set-health".into(),
+                    ids: vec![id.clone()],
+                    health: Some(health.into()),
+                    ..Default::default()
+                };
+                let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
+                if !ans.ok {
+                    return Err(Error::failed(ans.error.unwrap_or_default()));
+                }
+            } else if let Some(l) = &local {
+                l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
             }
-        } else if let Some(l) = &local {
-            l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
-        }
-        loop {
-            match tokio::time::timeout(ctx.timeout, stream.next()).await {
-                Err(_) => return Err(Error::failed("a health change did not reach the ListAndWatch client in time")),
-                Ok(u) => match u? {
-                    Update::Snapshot(r) if r.devices.iter().any(|d| d.id == id && d.health == health) => break,
-                    Update::Snapshot(_) => continue,
-                    Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
-                },
+            loop {
+                match tokio::time::timeout(ctx.timeout, stream.next()).await {
+                    Err(_) => {
+                        return Err(Error::failed("a health change did not reach the ListAndWatch client in time"))
+                    }
+                    Ok(u) => match u? {
+                        Update::Snapshot(r) if r.devices.iter().any(|d| d.id == id && d.health == health) => break,
+                        Update::Snapshot(_) => continue,
+                        Update::Closed => return Err(Error::failed("the plugin closed ListAndWatch")),
+                    },
+                }
+            }
+            Ok::<Duration, Error>(t.elapsed())
+        };
+        tokio::select! {
+            r = one => lat.push(r?),
+            _ = &mut interrupt => {
+                interrupted = true;
+                break;
             }
         }
-        lat.push(t.elapsed());
+    }
+    if interrupted && lat.is_empty() {
+        return Err(Error::failed("interrupted before the first health change was timed"));
+    }
+    if interrupted {
+        eprintln!("dpctl: interrupted after {} health change(s): first-snapshot sizes skipped", lat.len());
     }
     if let Some(l) = &local {
         let _ = l.stop.send(true);
     }
     // First snapshot of large plugins.
     let mut sizes = Vec::new();
-    for &n in &a.sizes {
+    for &n in a.sizes.iter().filter(|_| !interrupted) {
         let l = local_plugin(n, "size").await?;
         let mut runs = Vec::new();
         let mut bytes = 0;
@@ -256,9 +299,11 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         sizes.push(json!({"devices": n, "bytes": bytes, "p50": p.p50, "max": p.max}));
         let _ = l.stop.send(true);
     }
+    let lat_count = lat.len() as u64;
     let report = WatchReport {
         health_change_to_client_ms: percentiles(lat),
-        changes: a.changes,
+        changes: lat_count,
+        interrupted,
         via: if local.is_some() {
             "in-process dpctl serve backend".into()
         } else {

@@ -176,6 +176,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     out.push_str(&indent(&table(&["RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "STATE"], &rows)));
     out.push_str(&format!("\n\n2. A pod asking for 2 GPUs was admitted ({}):\n\n", manifest.display()));
     let mut prow = Vec::new();
+    let mut held: Vec<String> = Vec::new();
     for p in &n.pods {
         for c in p["containers"].as_array().into_iter().flatten() {
             for (res, by_numa) in c["resources"].as_object().into_iter().flatten() {
@@ -188,6 +189,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
                     .collect();
                 let numa: Vec<String> =
                     by_numa.as_object().into_iter().flatten().map(|(k, _)| k.clone()).filter(|k| k != "-1").collect();
+                held.extend(ids.iter().cloned());
                 prow.push(vec![s(&p["name"]), s(&c["name"]), res.clone(), ids.join(","), numa.join(",")]);
             }
         }
@@ -200,10 +202,11 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             out.push_str(&format!("     {l}\n"));
         }
     }
-    out.push_str("\n3. Both keep running until Ctrl-C. In another shell, try:\n\n");
+    out.push_str(&next_steps_heading(a.once));
     if let Some(alias) = dpctl_hint() {
         out.push_str(&format!("   {alias}\n"));
     }
+    let broken = held.first().cloned().unwrap_or_else(|| "gpu-0".into());
     let cmds = [
         (format!("export DPCTL_PLUGIN_DIR={}", dp.display()), ""),
         (format!("export DPCTL_POD_RESOURCES_SOCKET={}", pr_sock.display()), ""),
@@ -211,16 +214,19 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         ("dpctl probe gpu.sock --allocate".into(), "# health-check the plugin"),
         ("dpctl allocate gpu.sock gpu-2".into(), "# ask the plugin for a device"),
         ("dpctl podresources list".into(), "# what the kubelet allocated"),
-        ("dpctl device set-health gpu-3 Unhealthy".into(), "# break a device: watch and node see it"),
-        ("dpctl node".into(), "# capacity and allocatable"),
+        // The second pod takes the last two healthy GPUs: admit it before breaking one.
         (
             format!(
                 "sed 's/demo-trainer/second/' {} > {}",
                 manifest.display(),
                 manifests.join("second.yaml").display()
             ),
-            "# admit a second pod",
+            "# admit a second pod (2 more GPUs)",
         ),
+        ("dpctl node".into(), "# capacity, allocatable, both pods"),
+        // Break a device the first pod already holds: the second pod's admission
+        // (which may still be running) is not affected, and watch and node see it.
+        (format!("dpctl device set-health {broken} Unhealthy"), "# break a device the first pod holds"),
         (format!("kill -HUP {}", std::process::id()), "# simulate a kubelet restart"),
     ];
     let width = cmds.iter().map(|(c, _)| c.len()).filter(|l| *l <= 44).max().unwrap_or(0);
@@ -249,6 +255,18 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     })
     .await;
     Ok(())
+}
+
+/// What the demo says before its suggested commands: true for `--once`
+/// (everything has stopped) and for the default (running until Ctrl-C).
+pub fn next_steps_heading(once: bool) -> String {
+    if once {
+        "\n3. With --once the kubelet and the plugin stop now, and the directory is removed.\n   \
+Run `dpctl demo` (without --once) to keep them running, then in another shell try:\n\n"
+            .to_string()
+    } else {
+        "\n3. Both keep running until Ctrl-C. In another shell, try:\n\n".to_string()
+    }
 }
 
 fn indent(s: &str) -> String {

@@ -46,11 +46,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
     let p = &ctx.paths;
     let o = Options {
         plugin_dir: p.plugin_dir.clone(),
-        pod_resources_socket: a
-            .pod_resources_socket
-            .as_deref()
-            .map(|s| p.host(s))
-            .unwrap_or_else(|| p.pod_resources_socket.clone()),
+        pod_resources_socket: ctx.pod_resources(a.pod_resources_socket.as_ref()),
         plugins_registry_dir: p.plugins_registry_dir(a.plugins_registry_dir.as_deref()),
         pods_dir: p.plugin_dir.parent().map(|d| d.join("pods")).unwrap_or_else(|| p.kubelet_root.join("pods")),
         cdi_spec_dirs: p.cdi_spec_dirs(&a.cdi_spec_dir),

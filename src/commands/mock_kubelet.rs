@@ -20,18 +20,8 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
             plugin_dir.display()
         )));
     }
-    let pod_resources_socket = if a.no_pod_resources {
-        None
-    } else {
-        Some(match (&a.pod_resources_socket, ctx.plugin_dir_given) {
-            (Some(p), _) => p.clone(),
-            (None, true) => {
-                let parent = plugin_dir.canonicalize().unwrap_or(plugin_dir.clone());
-                parent.parent().unwrap_or(&parent).join("pod-resources").join("kubelet.sock")
-            }
-            (None, false) => ctx.paths.pod_resources_socket.clone(),
-        })
-    };
+    let pod_resources_socket =
+        if a.no_pod_resources { None } else { Some(ctx.pod_resources(a.pod_resources_socket.as_ref())) };
     if let Some(p) = &pod_resources_socket {
         if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).map_err(|e| {

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod demo;
 pub mod device;
 pub mod doctor;
+pub mod identify;
 pub mod mock_kubelet;
 pub mod node;
 pub mod options;
@@ -23,7 +24,7 @@ pub mod watch;
 
 use crate::cli::{Cli, Command};
 use crate::core::paths::{discover_kubelet_root, HostRoot, Paths, DEFAULT_KUBELET_ROOT};
-use crate::core::Result;
+use crate::core::{Error, Result};
 use crate::kubelet::PluginConn;
 use crate::render::Format;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,8 @@ pub struct Ctx {
     pub format: Format,
     /// Dial and per-call timeout.
     pub timeout: Duration,
+    /// `--timeout` as given, for commands whose default differs (register).
+    pub timeout_given: Option<Duration>,
     /// Node paths.
     pub paths: Paths,
     /// Whether --plugin-dir (or DPCTL_PLUGIN_DIR) was given, so a config file may not override it.
@@ -50,6 +53,12 @@ impl Ctx {
     /// Resolve a socket argument and dial the plugin there.
     pub async fn plugin(&self, socket: &Path) -> Result<PluginConn> {
         Ok(PluginConn::connect(&self.paths.resolve_socket(socket), self.timeout, INSPECT_MAX_RECV).await?)
+    }
+
+    /// The PodResources socket: the flag (or `DPCTL_POD_RESOURCES_SOCKET`) if
+    /// given, else derived from `--plugin-dir` as every command does.
+    pub fn pod_resources(&self, flag: Option<&PathBuf>) -> PathBuf {
+        flag.map(|p| self.paths.host(p)).unwrap_or_else(|| self.paths.pod_resources_socket.clone())
     }
 }
 
@@ -68,9 +77,32 @@ pub fn runtime_workers(cmd: &Command) -> usize {
     }
 }
 
+/// Commands that log events instead of rendering a result: `-o` is a usage
+/// error there (with the flag that does what was meant), never silently ignored.
+fn rejects_output_flag(cmd: &Command) -> Option<&'static str> {
+    match cmd {
+        Command::Serve(_) => Some("serve logs events; use --log-format json for JSON lines"),
+        Command::MockKubelet(_) => {
+            Some("mock-kubelet logs events; use --log-format json, or dpctl node -o json for its state")
+        }
+        Command::Demo(_) => {
+            Some("demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it")
+        }
+        Command::Record(_) => Some("record writes a JSON-lines trace (--out); use --log-format json for its log"),
+        Command::Completion(_) => Some("completion prints a shell script"),
+        _ => None,
+    }
+}
+
 /// Run the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
+    if let (Some(f), Some(why)) = (g.output, rejects_output_flag(&cli.command)) {
+        let f = format!("{f:?}").to_lowercase();
+        return Err(Error::usage(format!("-o {f} is not supported here: {why}")));
+    }
+    crate::render::configure(crate::render::Options { emit_defaults: g.emit_defaults, no_headers: g.no_headers });
+    crate::core::verbose::set(g.verbose);
     let plugin_dir_given = g.plugin_dir.is_some();
     // The kubelet's root: given, else a running kubelet's --root-dir (the
     // process table is the host's in a `kubectl debug node/…` pod), else the default.
@@ -82,30 +114,43 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
     };
     let ctx = Ctx {
-        format: g.output,
-        timeout: g.timeout,
+        format: g.output.unwrap_or(Format::Table),
+        timeout: g.timeout.unwrap_or(crate::core::transport::DEFAULT_TIMEOUT),
+        timeout_given: g.timeout,
         paths: Paths::for_node(HostRoot::new(g.root), &kubelet_root, g.plugin_dir.as_deref()),
         plugin_dir_given,
     };
-    match cli.command {
-        Command::Options(a) => options::run(&ctx, &a).await,
-        Command::Watch(a) => watch::run(&ctx, &a).await,
-        Command::Allocate(a) => allocate::run(&ctx, &a).await,
-        Command::Preferred(a) => preferred::run(&ctx, &a).await,
-        Command::Prestart(a) => prestart::run(&ctx, &a).await,
-        Command::Register(a) => register::run(&ctx, &a).await,
-        Command::PodResources(c) => podresources::run(&ctx, &c).await,
-        Command::Probe(a) => probe::run(&ctx, &a).await,
-        Command::Serve(a) => serve::run(&ctx, &a).await,
-        Command::Device(c) => device::run(&ctx, &c).await,
-        Command::MockKubelet(a) => mock_kubelet::run(&ctx, &a).await,
-        Command::Node => node::run(&ctx).await,
-        Command::Demo(a) => demo::run(&ctx, &a).await,
-        Command::Checkpoint(a) => checkpoint::run(&ctx, &a),
-        Command::Doctor(a) => doctor::run(&ctx, &a).await,
-        Command::Record(a) => record::run(&ctx, &a).await,
-        Command::Replay(a) => replay::run(&ctx, &a).await,
-        Command::Bench(c) => bench::run(&ctx, &c).await,
-        Command::Test(a) => test::run(&ctx, &a).await,
+    let result = dispatch(&ctx, cli.command).await;
+    match result {
+        Err(e) => Err(identify::explain_unimplemented(&ctx, e).await),
+        ok => ok,
+    }
+}
+
+async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
+    match command {
+        Command::Options(a) => options::run(ctx, &a).await,
+        Command::Watch(a) => watch::run(ctx, &a).await,
+        Command::Allocate(a) => allocate::run(ctx, &a).await,
+        Command::Preferred(a) => preferred::run(ctx, &a).await,
+        Command::Prestart(a) => prestart::run(ctx, &a).await,
+        Command::Register(a) => register::run(ctx, &a).await,
+        Command::PodResources(c) => podresources::run(ctx, &c).await,
+        Command::Probe(a) => probe::run(ctx, &a).await,
+        Command::Serve(a) => serve::run(ctx, &a).await,
+        Command::Device(c) => device::run(ctx, &c).await,
+        Command::MockKubelet(a) => mock_kubelet::run(ctx, &a).await,
+        Command::Node => node::run(ctx).await,
+        Command::Demo(a) => demo::run(ctx, &a).await,
+        Command::Checkpoint(a) => checkpoint::run(ctx, &a),
+        Command::Doctor(a) => doctor::run(ctx, &a).await,
+        Command::Record(a) => record::run(ctx, &a).await,
+        Command::Replay(a) => replay::run(ctx, &a).await,
+        Command::Bench(c) => bench::run(ctx, &c).await,
+        Command::Test(a) => test::run(ctx, &a).await,
+        Command::Completion(a) => {
+            let script = crate::help::completion_script(a.shell, &mut crate::cli::command());
+            crate::render::emit(&String::from_utf8_lossy(&script))
+        }
     }
 }

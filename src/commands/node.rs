@@ -37,10 +37,26 @@ pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
     serde_json::from_value(v["node"].clone()).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))
 }
 
+/// NUMA node IDs as PodResources (and protojson) write them: int64 as a
+/// JSON string, so `numa` in `node -o json` and `ID` in `podresources -o json`
+/// are the same type.
+pub fn numa_as_protojson(resources: &mut [Value]) {
+    for r in resources {
+        for d in r.get_mut("devices").and_then(Value::as_object_mut).into_iter().flatten().map(|(_, d)| d) {
+            if let Some(n) = d.get_mut("numa") {
+                if let Some(i) = n.as_i64() {
+                    *n = Value::String(i.to_string());
+                }
+            }
+        }
+    }
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx) -> Result<()> {
-    let n = fetch(ctx).await?;
+    let mut n = fetch(ctx).await?;
     if ctx.format != Format::Table {
+        numa_as_protojson(&mut n.resources);
         return emit(&structured(ctx.format, &n)?);
     }
     let s = |v: &Value| match v {
@@ -105,4 +121,17 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
         }
     }
     emit(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numa_becomes_a_protojson_string() {
+        let mut r = vec![serde_json::json!({"devices": {"a": {"numa": 1}, "b": {"numa": null}, "c": {}}})];
+        numa_as_protojson(&mut r);
+        assert_eq!(r[0]["devices"]["a"]["numa"], "1");
+        assert!(r[0]["devices"]["b"]["numa"].is_null());
+    }
 }

@@ -7,15 +7,28 @@ use crate::api::podresources::{
     GetPodResourcesRequest, ListPodResourcesRequest, PodResources,
 };
 use crate::cli::PodResourcesCommand;
-use crate::core::transport::{call, dial, request};
+use crate::core::transport::{call, dial_hint, request};
 use crate::core::Result;
 use crate::render::{emit, list, numa_pr, structured, table, Format};
 use std::path::Path;
 use tonic::transport::Channel;
 
-async fn client(ctx: &Ctx, socket: &Path) -> Result<PodResourcesListerClient<Channel>> {
-    Ok(PodResourcesListerClient::new(dial(socket, ctx.timeout).await?)
+/// What points dpctl at the PodResources socket.
+pub const POD_RESOURCES_FIX: &str =
+    "pass --socket or set DPCTL_POD_RESOURCES_SOCKET; with --plugin-dir DIR it is DIR/../pod-resources/kubelet.sock";
+
+/// Dial the PodResources socket; a missing socket names the flag that fixes it.
+pub async fn client(ctx: &Ctx, socket: &Path) -> Result<PodResourcesListerClient<Channel>> {
+    Ok(PodResourcesListerClient::new(dial_hint(socket, ctx.timeout, POD_RESOURCES_FIX).await?)
         .max_decoding_message_size(super::INSPECT_MAX_RECV))
+}
+
+/// The pods `-n NAMESPACE` selects (every pod without it), in the kubelet's order.
+pub fn in_namespace(pods: Vec<PodResources>, namespace: Option<&str>) -> Vec<PodResources> {
+    match namespace {
+        None => pods,
+        Some(ns) => pods.into_iter().filter(|p| p.namespace == ns).collect(),
+    }
 }
 
 /// Table rows for one container: one per device group, CPU set, memory block
@@ -76,26 +89,25 @@ fn pods_table(pods: &[PodResources]) -> String {
 }
 
 /// The socket: --socket under --root, or the kubelet's.
-fn pr_socket(ctx: &Ctx, s: &crate::cli::PodResourcesSocket) -> std::path::PathBuf {
-    s.socket.as_deref().map(|p| ctx.paths.host(p)).unwrap_or_else(|| ctx.paths.pod_resources_socket.clone())
-}
-
 /// Run the command.
 pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
     match cmd {
-        PodResourcesCommand::List(s) => {
-            let socket = pr_socket(ctx, s);
+        PodResourcesCommand::List(a) => {
+            let socket = ctx.pod_resources(a.socket.socket.as_ref());
             let mut c = client(ctx, &socket).await?;
-            let resp =
+            crate::core::verbose::request(&socket, "List", &ListPodResourcesRequest {});
+            let mut resp =
                 call(&socket, "List", ctx.timeout, c.list(request(ListPodResourcesRequest {}, ctx.timeout))).await?;
+            resp.pod_resources = in_namespace(resp.pod_resources, a.namespace.as_deref());
             match ctx.format {
                 Format::Table => emit(&pods_table(&resp.pod_resources)),
                 f => emit(&structured(f, &resp)?),
             }
         }
         PodResourcesCommand::Allocatable(s) => {
-            let socket = pr_socket(ctx, s);
+            let socket = ctx.pod_resources(s.socket.as_ref());
             let mut c = client(ctx, &socket).await?;
+            crate::core::verbose::request(&socket, "GetAllocatableResources", &AllocatableResourcesRequest {});
             let resp = call(
                 &socket,
                 "GetAllocatableResources",
@@ -132,9 +144,10 @@ pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
             }
         }
         PodResourcesCommand::Get(a) => {
-            let socket = pr_socket(ctx, &a.socket);
+            let socket = ctx.pod_resources(a.socket.socket.as_ref());
             let mut c = client(ctx, &socket).await?;
             let req = GetPodResourcesRequest { pod_name: a.pod.clone(), pod_namespace: a.namespace.clone() };
+            crate::core::verbose::request(&socket, "Get", &req);
             let resp = call(&socket, "Get", ctx.timeout, c.get(request(req, ctx.timeout))).await?;
             match ctx.format {
                 Format::Table => {

@@ -12,11 +12,22 @@ use crate::render::{emit, structured, Format};
 use serde::Serialize;
 use std::collections::HashSet;
 
-/// Which rules a preferred allocation breaks, in words.
+/// What is off in an answer the kubelet still tolerates: no
+/// container_responses at all (the kubelet then picks the devices itself).
+pub fn warnings(resp: &PreferredAllocationResponse) -> Vec<String> {
+    if resp.container_responses.is_empty() {
+        vec!["no container_responses: the kubelet ignores the answer and picks the devices itself".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Which rules a preferred allocation breaks, in words (an empty answer
+/// breaks none: see [`warnings`]).
 pub fn violations(req: &ContainerPreferredAllocationRequest, resp: &PreferredAllocationResponse) -> Vec<String> {
     let mut v = Vec::new();
     let Some(first) = resp.container_responses.first() else {
-        return vec!["no container_responses: the kubelet reads container_responses[0]".into()];
+        return v;
     };
     if resp.container_responses.len() > 1 {
         v.push(format!(
@@ -52,10 +63,15 @@ fn join(ids: &[&String]) -> String {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Report<'a> {
+    advertised: bool,
     request: &'a PreferredAllocationRequest,
-    response: &'a PreferredAllocationResponse,
+    response: Option<&'a PreferredAllocationResponse>,
     violations: &'a [String],
+    warnings: &'a [String],
 }
+
+const NOT_ADVERTISED: &str = "the plugin does not advertise GetPreferredAllocation \
+(get_preferred_allocation_available=false): the kubelet would never call it";
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &PreferredArgs) -> Result<()> {
@@ -78,24 +94,53 @@ pub async fn run(ctx: &Ctx, a: &PreferredArgs) -> Result<()> {
     };
     let req = PreferredAllocationRequest { container_requests: vec![creq.clone()] };
     let conn = ctx.plugin(&a.socket).await?;
-    let resp = conn.preferred(req.clone()).await?;
-    let v = violations(&creq, &resp);
+    let advertised = conn.options().await?.get_preferred_allocation_available;
+    if !advertised && ctx.format == Format::Table {
+        emit(&format!("{} {NOT_ADVERTISED}", crate::render::verdict("WARN")))?;
+    }
+    let (resp, mut w, v) = match conn.preferred(req.clone()).await {
+        Ok(resp) => {
+            let v = violations(&creq, &resp);
+            (Some(resp.clone()), warnings(&resp), v)
+        }
+        // Not advertised and not implemented: what the kubelet expects.
+        Err(e) if !advertised && e.code() == Some(tonic::Code::Unimplemented) => {
+            (None, vec![format!("GetPreferredAllocation is not implemented ({e})")], Vec::new())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // A plugin that does not advertise it is never asked: its answer breaks nothing.
+    let (v, not_called) = if advertised { (v, Vec::new()) } else { (Vec::new(), v) };
+    w.extend(not_called.into_iter().map(|x| format!("{x} (the kubelet never calls it)")));
+    if !advertised {
+        w.insert(0, NOT_ADVERTISED.to_string());
+    }
     match ctx.format {
         Format::Table => {
-            let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
+            let ids = resp
+                .as_ref()
+                .and_then(|r| r.container_responses.first())
+                .map(|c| c.device_i_ds.join(","))
+                .unwrap_or_default();
             let mut s = format!("preferred: {}\n", if ids.is_empty() { "(none)" } else { &ids });
-            if v.is_empty() {
+            if v.is_empty() && w.is_empty() {
                 s.push_str(&format!(
                     "{} answer honours size, must-include and available\n",
                     crate::render::verdict("PASS")
                 ));
+            }
+            for x in w.iter().filter(|x| x.as_str() != NOT_ADVERTISED) {
+                s.push_str(&format!("{} {x}\n", crate::render::verdict("WARN")));
             }
             for x in &v {
                 s.push_str(&format!("{} {x}\n", crate::render::verdict("FAIL")));
             }
             emit(&s)?;
         }
-        f => emit(&structured(f, &Report { request: &req, response: &resp, violations: &v })?)?,
+        f => emit(&structured(
+            f,
+            &Report { advertised, request: &req, response: resp.as_ref(), violations: &v, warnings: &w },
+        )?)?,
     }
     if v.is_empty() {
         Ok(())
@@ -138,6 +183,8 @@ mod tests {
         assert!(v.iter().any(|s| s.contains("not in the available list: x")), "{v:?}");
         assert!(v.iter().any(|s| s.contains("must-include IDs missing: c")), "{v:?}");
         assert!(violations(&r, &resp(&["c", "c"])).iter().any(|s| s.contains("more than once")));
-        assert!(violations(&r, &PreferredAllocationResponse::default())[0].contains("no container_responses"));
+        assert!(violations(&r, &PreferredAllocationResponse::default()).is_empty());
+        assert!(warnings(&PreferredAllocationResponse::default())[0].contains("no container_responses"));
+        assert!(warnings(&resp(&["a"])).is_empty());
     }
 }

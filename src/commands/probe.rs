@@ -16,6 +16,7 @@ use crate::kubelet::conn::Update;
 use crate::render::{emit, structured, table, verdict, Format};
 use prost::Message;
 use serde::Serialize;
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// The verdict of one check.
@@ -67,8 +68,72 @@ impl Probe {
     }
 }
 
+/// `--wait`: until the socket exists, accepts and answers GetDevicePluginOptions
+/// (or `wait` has passed: then the checks run and report what is wrong).
+async fn wait_ready(ctx: &Ctx, socket: &std::path::Path, wait: Duration) {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let per = Ctx { timeout: left.min(ctx.timeout), ..ctx.clone() };
+        if let Ok(c) = per.plugin(socket).await {
+            if c.options().await.is_ok() {
+                return;
+            }
+        }
+        tokio::time::sleep_until((tokio::time::Instant::now() + POLL).min(deadline)).await;
+    }
+}
+
+/// How often `--wait` looks again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The device `--allocate` takes: the first healthy one no container holds,
+/// and what was known about it.
+pub fn pick_free(healthy: &[String], held: Option<&HashSet<String>>) -> Option<(String, String)> {
+    match held {
+        None => healthy
+            .first()
+            .map(|id| (id.clone(), format!("{id} (PodResources not reachable: it may be in use by a pod)"))),
+        Some(h) => healthy
+            .iter()
+            .find(|id| !h.contains(*id))
+            .map(|id| (id.clone(), format!("{id} (held by no container, per PodResources)"))),
+    }
+}
+
+/// Device IDs some container holds, per the PodResources socket (None when it does not answer).
+async fn held_devices(ctx: &Ctx, a: &ProbeArgs) -> Option<HashSet<String>> {
+    use crate::api::podresources::ListPodResourcesRequest;
+    let socket = ctx.pod_resources(a.pod_resources_socket.as_ref());
+    let mut c = super::podresources::client(ctx, &socket).await.ok()?;
+    let resp = crate::core::transport::call(
+        &socket,
+        "List",
+        ctx.timeout,
+        c.list(crate::core::transport::request(ListPodResourcesRequest {}, ctx.timeout)),
+    )
+    .await
+    .ok()?;
+    Some(
+        resp.pod_resources
+            .iter()
+            .flat_map(|p| &p.containers)
+            .flat_map(|c| &c.devices)
+            .flat_map(|d| d.device_ids.iter().cloned())
+            .collect(),
+    )
+}
+
 /// Run every check; stops early only when a later check cannot run.
 async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
+    if let Some(w) = a.wait {
+        let t = Instant::now();
+        wait_ready(ctx, &ctx.paths.resolve_socket(&a.socket), w).await;
+        p.add("wait", Status::Pass, Some(t.elapsed()), format!("waited up to {} for the socket", format_duration(w)));
+    }
     let t = Instant::now();
     let conn = match ctx.plugin(&a.socket).await {
         Ok(c) => c,
@@ -156,8 +221,11 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
             Err(e) => p.add("preferred", Status::Fail, Some(t.elapsed()), e.to_string()),
             Ok(resp) => {
                 let v = super::preferred::violations(&creq, &resp);
+                let w = super::preferred::warnings(&resp);
                 let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
-                if v.is_empty() {
+                if !w.is_empty() && v.is_empty() {
+                    p.add("preferred", Status::Warn, Some(t.elapsed()), w.join("; "));
+                } else if v.is_empty() {
                     p.add(
                         "preferred",
                         Status::Pass,
@@ -172,9 +240,19 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
     }
 
     if a.allocate {
-        let Some(id) = healthy.first() else {
+        if healthy.is_empty() {
             return p.add("allocate", Status::Fail, None, "no healthy device to allocate");
+        }
+        let held = held_devices(ctx, a).await;
+        let Some((id, which)) = pick_free(&healthy, held.as_ref()) else {
+            return p.add(
+                "allocate",
+                Status::Warn,
+                None,
+                format!("skipped: all {} healthy device(s) are held by containers, per PodResources", healthy.len()),
+            );
         };
+        let id = &id;
         let t = Instant::now();
         let req =
             AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
@@ -190,7 +268,7 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
                 [c] => {
                     let n = c.envs.len() + c.mounts.len() + c.devices.len() + c.annotations.len() + c.cdi_devices.len();
                     let detail = format!(
-                        "{id}: {} env, {} mount, {} device, {} annotation, {} CDI",
+                        "{which}: {} env, {} mount, {} device, {} annotation, {} CDI",
                         c.envs.len(),
                         c.mounts.len(),
                         c.devices.len(),

@@ -5,11 +5,12 @@
 use super::Ctx;
 use crate::api::deviceplugin::{registration_client::RegistrationClient, DevicePluginOptions, RegisterRequest};
 use crate::cli::RegisterArgs;
-use crate::core::transport::{call, dial, request};
+use crate::core::transport::{call, dial_hint, request};
 use crate::core::validate::resource_name_problem;
-use crate::core::Result;
+use crate::core::{Error, Result};
 use crate::render::{emit, structured, Format};
 use serde::Serialize;
+use std::time::Duration;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -17,6 +18,15 @@ struct Report<'a> {
     accepted: bool,
     kubelet_socket: String,
     request: &'a RegisterRequest,
+}
+
+/// How long the kubelet keeps dialing a plugin back inside Register.
+pub const KUBELET_DIAL_BACK: Duration = Duration::from_secs(10);
+
+/// Register's wait: `--timeout` if given, else long enough for the kubelet's
+/// dial-back to fail and its own error ("failed to dial device plugin") to arrive.
+pub fn register_timeout(given: Option<Duration>) -> Duration {
+    given.unwrap_or(KUBELET_DIAL_BACK + Duration::from_secs(5))
 }
 
 /// Run the command.
@@ -35,8 +45,19 @@ pub async fn run(ctx: &Ctx, a: &RegisterArgs) -> Result<()> {
             get_preferred_allocation_available: a.preferred_allocation,
         }),
     };
-    let mut client = RegistrationClient::new(dial(&kubelet, ctx.timeout).await?);
-    call(&kubelet, "Register", ctx.timeout, client.register(request(req.clone(), ctx.timeout))).await?;
+    let timeout = register_timeout(ctx.timeout_given);
+    let fix = "pass --kubelet-socket or set DPCTL_KUBELET_SOCKET; the default is <plugin-dir>/kubelet.sock";
+    let mut client = RegistrationClient::new(dial_hint(&kubelet, ctx.timeout, fix).await?);
+    crate::core::verbose::request(&kubelet, "Register", &req);
+    call(&kubelet, "Register", timeout, client.register(request(req.clone(), timeout))).await.map_err(|e| {
+        if timeout <= KUBELET_DIAL_BACK && e.code().is_none() {
+            Error::failed(format!(
+                "{e}; the kubelet dials the plugin back for up to 10s before it answers: use a --timeout over 10s to see its verdict"
+            ))
+        } else {
+            e
+        }
+    })?;
     match ctx.format {
         Format::Table => {
             emit(&format!("the kubelet at {} accepted {} (endpoint {})", kubelet.display(), a.resource, a.endpoint))

@@ -116,7 +116,11 @@ pub async fn run(ctx: &Ctx, a: &WatchArgs) -> Result<()> {
             let w = crate::trace::Writer::create(path, "", "watch", conn.socket())?;
             let t = w.t();
             let start = std::time::Instant::now();
-            let r = conn.client().get_device_plugin_options(crate::api::deviceplugin::Empty {}).await;
+            let r = conn
+                .client()
+                .get_device_plugin_options(crate::api::deviceplugin::Empty {})
+                .await
+                .map_err(crate::core::status::grpc_go_status);
             let latency_ms = crate::core::time::millis(start.elapsed());
             let (response, error) = match r {
                 Ok(o) => (Some(o.into_inner()), None),

@@ -4,9 +4,11 @@ pub mod authority;
 pub mod error;
 pub mod log;
 pub mod paths;
+pub mod status;
 pub mod time;
 pub mod transport;
 pub mod validate;
+pub mod verbose;
 
 pub use error::{Error, Result};
 

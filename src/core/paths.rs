@@ -87,6 +87,17 @@ pub fn discover_kubelet_root(proc_dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// The PodResources socket for a plugin directory: with `--plugin-dir` given,
+/// `<plugin-dir>/../pod-resources/kubelet.sock` (the kubelet's layout, as
+/// `dpctl mock-kubelet` serves it), else the kubelet's default.
+pub fn pod_resources_socket_for(plugin_dir: &Path, plugin_dir_given: bool) -> PathBuf {
+    if !plugin_dir_given {
+        return PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET);
+    }
+    let dir = plugin_dir.canonicalize().unwrap_or_else(|_| plugin_dir.to_path_buf());
+    dir.parent().unwrap_or(&dir).join("pod-resources").join("kubelet.sock")
+}
+
 /// Where things live on the node (or in a test's temp dir).
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -120,11 +131,17 @@ impl Paths {
     /// directory unless given.
     pub fn for_node(root: HostRoot, kubelet_root: &Path, plugin_dir: Option<&Path>) -> Self {
         let kr = root.path(kubelet_root);
+        let given_dir = plugin_dir.is_some();
         let plugin_dir = match plugin_dir {
             Some(d) => root.path(d),
             None => kr.join("device-plugins/"),
         };
-        let pr = kr.join("pod-resources").join(KUBELET_SOCKET_NAME);
+        // With --plugin-dir, the PodResources socket sits beside it (the
+        // kubelet's layout, as mock-kubelet serves it); else under the root dir.
+        let pr = match plugin_dir.as_path() {
+            d if given_dir => pod_resources_socket_for(d, true),
+            _ => kr.join("pod-resources").join(KUBELET_SOCKET_NAME),
+        };
         Paths { root, kubelet_root: kr, ..Paths::new(plugin_dir, None, pr) }
     }
 

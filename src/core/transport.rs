@@ -237,8 +237,17 @@ pub async fn try_connect(path: &Path, timeout: Duration) -> (Connect, Option<Uni
     }
 }
 
+/// What fixes a missing plugin socket.
+pub const PLUGIN_SOCKET_FIX: &str = "check the path, --plugin-dir or DPCTL_PLUGIN_DIR";
+
 /// Connect a raw Unix stream to `path`, with errors that say what is wrong.
 pub async fn connect_raw(path: &Path, timeout: Duration) -> Result<UnixStream> {
+    connect_raw_hint(path, timeout, PLUGIN_SOCKET_FIX).await
+}
+
+/// [`connect_raw`], where a missing socket's message names `fix` (the flag
+/// or variable that points dpctl at the right path).
+pub async fn connect_raw_hint(path: &Path, timeout: Duration, fix: &str) -> Result<UnixStream> {
     let shown = path.display();
     match tokio::time::timeout(timeout, connect_unix(path)).await {
         Err(_) => Err(Error::failed(format!(
@@ -246,16 +255,16 @@ pub async fn connect_raw(path: &Path, timeout: Duration) -> Result<UnixStream> {
             crate::core::time::format_duration(timeout)
         ))),
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(connect_error(path, &e)),
+        Ok(Err(e)) => Err(connect_error(path, &e, fix)),
     }
 }
 
-fn connect_error(path: &Path, e: &std::io::Error) -> Error {
+fn connect_error(path: &Path, e: &std::io::Error, fix: &str) -> Error {
     let shown = path.display();
     let kind = path_kind(path).ok();
     Error::failed(match (e.kind(), kind) {
         (_, Some(PathKind::Missing)) => format!(
-            "{shown}: no such socket; is the plugin or kubelet running? (check the path, --plugin-dir or DPCTL_PLUGIN_DIR)"
+            "{shown}: no such socket; is the plugin or kubelet running? ({fix})"
         ),
         (_, Some(PathKind::File)) => format!("{shown} is a regular file, not a socket; point dpctl at the socket the server listens on"),
         (_, Some(PathKind::Directory)) => format!("{shown} is a directory, not a socket; name the socket file inside it"),
@@ -271,7 +280,12 @@ fn connect_error(path: &Path, e: &std::io::Error) -> Error {
 /// (so a missing or stale socket is reported precisely); later reconnects
 /// dial the same path. `:authority` is `localhost`, as the kubelet sends.
 pub async fn dial(path: &Path, timeout: Duration) -> Result<Channel> {
-    let first = connect_raw(path, timeout).await?;
+    dial_hint(path, timeout, PLUGIN_SOCKET_FIX).await
+}
+
+/// [`dial`], where a missing socket's message names `fix`.
+pub async fn dial_hint(path: &Path, timeout: Duration, fix: &str) -> Result<Channel> {
+    let first = connect_raw_hint(path, timeout, fix).await?;
     let first = Arc::new(Mutex::new(Some(first)));
     let target: PathBuf = path.to_path_buf();
     let connector = tower::service_fn(move |_: Uri| {
@@ -319,13 +333,23 @@ pub async fn call<T>(
     timeout: Duration,
     fut: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T> {
-    match tokio::time::timeout(timeout, fut).await {
+    let start = std::time::Instant::now();
+    let r = match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(Error::timeout(target, method, timeout)),
         // tonic's client enforces the request's grpc-timeout itself.
         Ok(Err(status)) if is_local_deadline(&status) => Err(Error::timeout(target, method, timeout)),
         Ok(Err(status)) => Err(status_error(target, method, status)),
         Ok(Ok(resp)) => Ok(resp.into_inner()),
+    };
+    if crate::core::verbose::on() {
+        let code = match &r {
+            Ok(_) => "OK".to_string(),
+            Err(Error::Rpc { code, message, .. }) => format!("{code:?}: {message}"),
+            Err(_) => "DeadlineExceeded".to_string(),
+        };
+        crate::core::verbose::outcome(target, method, &code, start.elapsed());
     }
+    r
 }
 
 /// Whether a status is tonic's client-side deadline expiring.
@@ -341,7 +365,9 @@ pub fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
 }
 
 /// Map an error status from `target` to [`Error::Rpc`].
+/// Transport failures get grpc-go's code ([`crate::core::status::grpc_go_status`]).
 pub fn status_error(target: &Path, method: &'static str, status: tonic::Status) -> Error {
+    let status = crate::core::status::grpc_go_status(status);
     let mut message = status.message().to_string();
     if message.is_empty() {
         if let Some(src) = std::error::Error::source(&status) {

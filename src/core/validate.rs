@@ -234,3 +234,98 @@ mod tests {
         assert!(parse_health("UNHEALTHY").is_err());
     }
 }
+
+/// Edit distance between two short strings (for "did you mean").
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a typo.
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let best = candidates.iter().map(|c| (distance(word, c), *c)).min_by_key(|(d, _)| *d)?;
+    (best.0 <= (word.len() / 3).max(2)).then_some(best.1)
+}
+
+/// What serde's Rust type names mean to someone writing a file.
+fn type_in_users_terms(t: &str) -> &str {
+    match t {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number, 0 or more",
+        "i64" | "i32" | "i16" | "i8" | "isize" => "a whole number",
+        "f64" | "f32" => "a number",
+        "a boolean" | "bool" => "true or false",
+        other => other,
+    }
+}
+
+/// A serde (JSON/YAML) error message said in the user's terms: an unknown
+/// field gets a "did you mean", Rust type names (`usize`) become what they
+/// accept ("a whole number, 0 or more"). The position (line, column) stays.
+pub fn serde_error_in_users_terms(msg: &str) -> String {
+    let tick = |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(str::to_string).collect() };
+    if let Some(rest) = msg.strip_prefix("unknown field ") {
+        let (names, pos) = match rest.find(" at line ") {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let words = tick(names);
+        if let Some((field, expected)) = words.split_first() {
+            let cands: Vec<&str> = expected.iter().map(String::as_str).collect();
+            let hint = match did_you_mean(field, &cands) {
+                Some(c) => format!(" (did you mean {c:?}?)"),
+                None if cands.is_empty() => String::new(),
+                None => format!(" (known fields: {})", cands.join(", ")),
+            };
+            return format!("unknown field {field:?}{hint}{pos}");
+        }
+    }
+    // "invalid value: integer `-1`, expected usize at line 1 column 30"
+    // "invalid type: string \"x\", expected u64 at line …"
+    if let Some(i) = msg.find(", expected ") {
+        let (head, tail) = msg.split_at(i);
+        let tail = &tail[", expected ".len()..];
+        let (ty, pos) = match tail.find(" at line ") {
+            Some(j) => (&tail[..j], &tail[j..]),
+            None => (tail, ""),
+        };
+        let meant = type_in_users_terms(ty);
+        if meant != ty {
+            let got =
+                head.strip_prefix("invalid value: ").or_else(|| head.strip_prefix("invalid type: ")).unwrap_or(head);
+            let got = got.replace('`', "");
+            return format!("{got} is not allowed here: expected {meant}{pos}");
+        }
+    }
+    msg.to_string()
+}
+
+#[cfg(test)]
+mod users_terms_tests {
+    use super::*;
+
+    #[test]
+    fn serde_errors_in_users_terms() {
+        let m = serde_error_in_users_terms(
+            "unknown field `idPatern`, expected one of `resource`, `count`, `idPattern` at line 1 column 12",
+        );
+        assert_eq!(m, "unknown field \"idPatern\" (did you mean \"idPattern\"?) at line 1 column 12");
+        let m = serde_error_in_users_terms("unknown field `zzzzzzzz`, expected `resource` or `count`");
+        assert!(m.contains("known fields: resource, count"), "{m}");
+        let m = serde_error_in_users_terms("invalid value: integer `-1`, expected usize at line 1 column 30");
+        assert_eq!(m, "integer -1 is not allowed here: expected a whole number, 0 or more at line 1 column 30");
+        assert!(!serde_error_in_users_terms("invalid type: string \"x\", expected u64").contains("u64"));
+        assert_eq!(serde_error_in_users_terms("EOF while parsing"), "EOF while parsing");
+        assert_eq!(did_you_mean("numaNode", &["numaNodes", "count"]), Some("numaNodes"));
+        assert_eq!(did_you_mean("xyz", &["numaNodes"]), None);
+    }
+}

@@ -85,6 +85,8 @@ impl ConnError {
         status: tonic::Status,
     ) -> Self {
         let socket = socket.to_path_buf();
+        // Transport failures first get the code grpc-go would give them.
+        let status = crate::core::status::grpc_go_status(status);
         match status.code() {
             // tonic ends a call whose grpc-timeout passed with CANCELLED; only the clock says it was ours.
             tonic::Code::Cancelled | tonic::Code::DeadlineExceeded if elapsed >= after => {
@@ -219,6 +221,7 @@ impl PluginConn {
     /// GetDevicePluginOptions.
     pub async fn options(&self) -> Result<DevicePluginOptions> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "GetDevicePluginOptions", &Empty {});
         self.call("GetDevicePluginOptions", self.timeout, c.get_device_plugin_options(request(Empty {}, self.timeout)))
             .await
     }
@@ -226,6 +229,7 @@ impl PluginConn {
     /// Open ListAndWatch. The stream itself has no deadline.
     pub async fn list_and_watch(&self) -> Result<ListAndWatch> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "ListAndWatch", &Empty {});
         let stream = self.call("ListAndWatch", self.timeout, c.list_and_watch(Empty {})).await?;
         Ok(ListAndWatch { socket: self.socket.clone(), stream, received: 0, max_recv: self.max_recv })
     }
@@ -233,12 +237,14 @@ impl PluginConn {
     /// GetPreferredAllocation.
     pub async fn preferred(&self, req: PreferredAllocationRequest) -> Result<PreferredAllocationResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "GetPreferredAllocation", &req);
         self.call("GetPreferredAllocation", self.timeout, c.get_preferred_allocation(request(req, self.timeout))).await
     }
 
     /// Allocate.
     pub async fn allocate(&self, req: AllocateRequest) -> Result<AllocateResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "Allocate", &req);
         self.call("Allocate", self.timeout, c.allocate(request(req, self.timeout))).await
     }
 
@@ -249,6 +255,7 @@ impl PluginConn {
         timeout: Duration,
     ) -> Result<PreStartContainerResponse> {
         let mut c = self.client.clone();
+        crate::core::verbose::request(&self.socket, "PreStartContainer", &req);
         self.call("PreStartContainer", timeout, c.pre_start_container(request(req, timeout))).await
     }
 }

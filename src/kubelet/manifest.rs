@@ -110,25 +110,25 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
     Ok(Container { name: name.to_string(), resources: out })
 }
 
-/// Parse one manifest file's text. `file` names it in errors and in the derived UID.
+/// Parse one manifest file's text. `file` goes into the derived UID; errors
+/// do not repeat it (the caller shows them next to the file's name).
 pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
-    let shown = file.display().to_string();
     let v: Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
     } else {
-        serde_norway::from_str(text).map_err(|e| format!("{shown}: not valid YAML: {e}"))?
+        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
     };
     if let Some(kind) = v.get("kind").and_then(Value::as_str) {
         if kind != "Pod" {
-            return Err(format!("{shown}: kind is {kind:?}; a static pod manifest holds one Pod"));
+            return Err(format!("kind is {kind:?}; a static pod manifest holds one Pod"));
         }
     }
-    let meta = v.get("metadata").ok_or(format!("{shown}: no metadata"))?;
+    let meta = v.get("metadata").ok_or_else(|| "no metadata".to_string())?;
     let name = meta
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or(format!("{shown}: metadata.name is required"))?;
+        .ok_or_else(|| "metadata.name is required".to_string())?;
     let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
     let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let uid = meta
@@ -137,25 +137,25 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .unwrap_or_else(|| derived_uid(&fname, text));
-    let spec = v.get("spec").ok_or(format!("{shown}: no spec"))?;
+    let spec = v.get("spec").ok_or_else(|| "no spec".to_string())?;
     let list = |key: &str| -> Result<Vec<Container>, String> {
         match spec.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
             Some(Value::Array(a)) => {
-                a.iter().enumerate().map(|(i, c)| container(c, &format!("{shown}: spec.{key}[{i}]"))).collect()
+                a.iter().enumerate().map(|(i, c)| container(c, &format!("spec.{key}[{i}]"))).collect()
             }
-            Some(_) => Err(format!("{shown}: spec.{key} must be a list")),
+            Some(_) => Err(format!("spec.{key} must be a list")),
         }
     };
     let init_containers = list("initContainers")?;
     let containers = list("containers")?;
     if containers.is_empty() {
-        return Err(format!("{shown}: spec.containers must list at least one container"));
+        return Err("spec.containers must list at least one container".to_string());
     }
     let mut names = std::collections::HashSet::new();
     for c in init_containers.iter().chain(&containers) {
         if !names.insert(c.name.as_str()) {
-            return Err(format!("{shown}: container name {:?} is used twice", c.name));
+            return Err(format!("container name {:?} is used twice", c.name));
         }
     }
     Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers })
@@ -199,7 +199,7 @@ mod tests {
             ("{".to_string(), "not valid JSON"),
         ] {
             let e = parse(&text, Path::new("bad.yaml")).unwrap_err();
-            assert!(e.contains(want) && e.starts_with("bad.yaml"), "{text}: {e}");
+            assert!(e.contains(want) && !e.contains("bad.yaml"), "{text}: {e}");
         }
     }
 }

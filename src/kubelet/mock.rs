@@ -161,7 +161,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
             let text = match std::fs::read_to_string(f) {
                 Ok(t) => t,
                 Err(e) => {
-                    mgr.reject_file(f.clone(), format!("{}: cannot read: {e}", f.display()));
+                    mgr.reject_file(f.clone(), format!("cannot read: {e}"));
                     seen.insert(f.clone(), Seen { modified, len, uid: None });
                     continue;
                 }

@@ -158,7 +158,8 @@ impl Scope {
 
 /// The Allocate response template: `container` parts once per container
 /// (`{ids}`, `{count}`, `{resource}`), `device` parts once per allocated
-/// device (`{id}`, `{i}`, `{numa}`, `{resource}`).
+/// device (`{id}`; `{i}`, the device's index in the served list; `{pos}`,
+/// its position in the request; `{numa}`, `{resource}`).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AllocateTemplate {
@@ -445,7 +446,11 @@ impl ResourceConfig {
 /// Parse and validate a config file's text.
 pub fn parse_file(text: &str, path: &std::path::Path) -> Result<FileConfig> {
     let cfg: FileConfig = serde_json::from_str(text).map_err(|e| {
-        Error::usage(format!("{}: invalid config: {e} (see the README for the format)", path.display()))
+        Error::usage(format!(
+            "{}: invalid config: {} (see `dpctl serve --help` and the README for the format)",
+            path.display(),
+            crate::core::validate::serde_error_in_users_terms(&e.to_string())
+        ))
     })?;
     if cfg.resources.is_empty() {
         return Err(Error::usage(format!("{}: resources: at least one resource is needed", path.display())));
@@ -561,7 +566,9 @@ mod tests {
             ),
             (r#"{"resources": [{"resource": "v.e/foo", "socketName": "../x"}]}"#, "socketName"),
             (r#"{"resources": [{"resource": "v.e/foo", "idPattern": "same"}]}"#, "idPattern"),
-            (r#"{"resources": [{"resource": "v.e/foo", "colour": 1}]}"#, "unknown field `colour`"),
+            (r#"{"resources": [{"resource": "v.e/foo", "colour": 1}]}"#, "unknown field \"colour\""),
+            (r#"{"resources": [{"resource": "v.e/foo", "numaNode": 1}]}"#, "did you mean \"numaNodes\""),
+            (r#"{"resources": [{"resource": "v.e/foo", "count": -1}]}"#, "expected a whole number, 0 or more"),
             (r#"{"resources": [{"resource": "v.e/foo", "faults": {"allocateLatency": "fast"}}]}"#, "invalid duration"),
             (r#"{"resources": [{"resource": "v.e/a"}, {"resource": "v.e/a"}]}"#, "served twice"),
             (r#"{"resources": []}"#, "at least one resource"),

@@ -24,6 +24,11 @@ impl Snapshot {
         Snapshot { response: ListAndWatchResponse { devices }, index }
     }
 
+    /// A device's position in the served list (its index, `{i}` in templates).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
     /// A device by ID.
     pub fn get(&self, id: &str) -> Option<&Device> {
         self.index.get(id).map(|&i| &self.response.devices[i])

@@ -76,12 +76,16 @@ impl Simulated {
             &|s: &str| s.replace("{ids}", &joined).replace("{count}", &count).replace("{resource}", &self.resource),
             &mut r,
         );
-        for (i, id) in ids.iter().enumerate() {
+        for (pos, id) in ids.iter().enumerate() {
             let numa = snap.numa(id).map(|n| n.to_string()).unwrap_or_default();
-            let istr = i.to_string();
+            // {i}: the device's own index (its position in the served list);
+            // {pos}: its position within this container's request.
+            let istr = snap.position(id).unwrap_or(pos).to_string();
+            let posstr = pos.to_string();
             let sub = |s: &str| {
                 s.replace("{id}", id)
                     .replace("{i}", &istr)
+                    .replace("{pos}", &posstr)
                     .replace("{numa}", &numa)
                     .replace("{resource}", &self.resource)
             };

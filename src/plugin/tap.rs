@@ -11,6 +11,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
 use crate::core::log::{ms, Logger};
+use crate::core::status::grpc_go_status;
 use crate::kubelet::conn::PluginConn;
 use crate::plugin::server::stopped;
 use crate::trace::{EndedBy, Event, RpcError, Writer};
@@ -148,7 +149,7 @@ impl Tap {
     {
         let (t, start) = (self.trace.t(), Instant::now());
         let r = match self.client() {
-            Some(c) => call(c, req.clone()).await,
+            Some(c) => call(c, req.clone()).await.map_err(grpc_go_status),
             None => Err(Status::internal("dpctl record: the tap's plugin connection is unusable")),
         };
         let took = start.elapsed();
@@ -235,7 +236,7 @@ impl DevicePlugin for Tap {
         let stream_id = self.streams.fetch_add(1, Ordering::Relaxed) + 1;
         let _ = self.notes.send(Note::StreamOpened(stream_id));
         let opened = match self.client() {
-            Some(mut c) => c.list_and_watch(Empty {}).await,
+            Some(mut c) => c.list_and_watch(Empty {}).await.map_err(grpc_go_status),
             None => Err(Status::internal("dpctl record: the tap's plugin connection is unusable")),
         };
         let mut upstream = match opened {
@@ -260,7 +261,7 @@ impl DevicePlugin for Tap {
             };
             loop {
                 let next = tokio::select! {
-                    m = upstream.message() => m,
+                    m = upstream.message() => m.map_err(grpc_go_status),
                     _ = stopped(&mut stop) => {
                         me.ended(stream_id, EndedBy::Dpctl, Some(RpcError { code: "Canceled".into(), message: "dpctl record stopped".into() }));
                         return;

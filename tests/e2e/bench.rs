@@ -58,7 +58,7 @@ async fn load_generator_counts_calls_latencies_and_errors() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["requests"], 20);
 
-    // errors are counted by code, not fatal
+    // errors are counted by code, and a run with errors exits 1 saying how many
     let f = d.path().join("f.sock");
     let _q = start_plugin(
         &f,
@@ -67,9 +67,15 @@ async fn load_generator_counts_calls_latencies_and_errors() {
     )
     .await;
     let r = dpctl(&["bench", "allocate", s(&f), "--requests", "30", "-o", "json"]).await;
-    r.expect_code(0);
+    r.expect_code(1);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["errorsByCode"]["Unavailable"], 30);
+    assert!(v.get("latencyMs").is_none(), "all errors: no latency figures, not zeros: {v}");
+    assert!(r.stderr.contains("30 of 30 calls failed (Unavailable: 30)"), "{}", r.stderr);
+    let r = dpctl(&["bench", "allocate", s(&f), "--requests", "30"]).await;
+    r.expect_code(1);
+    let row = r.stdout.lines().nth(1).unwrap_or_default().to_string();
+    assert!(row.ends_with("-   -   -   -") || row.split_whitespace().rev().take(4).all(|c| c == "-"), "{}", r.stdout);
     let r = dpctl(&["bench", "allocate", s(&sock), "--devices-per-request", "9"]).await;
     r.expect_code(2);
     assert!(r.stderr.contains("more than the plugin's 4 healthy"), "{}", r.stderr);
@@ -125,4 +131,62 @@ async fn watch_and_kubelet_benchmarks_report_every_measurement() {
     for k in ["allRegisteredAndAllocatableMs", "admissionMs", "restartAllBackMs", "peakRssMib"] {
         assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
     }
+}
+
+/// The case: `bench preferred` against a plugin without GetPreferredAllocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_preferred_against_a_plugin_without_it_fails() {
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let mut sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--socket-name",
+        "p.sock",
+        "--resource",
+        "v.e/foo",
+    ])
+    .spawn()
+    .unwrap();
+    let tail = Tail::stdout(&mut sv);
+    wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
+    let r = dpctl(&["bench", "preferred", s(&sock), "--requests", "40", "-o", "json"]).await;
+    r.expect_code(1);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["errors"], 40, "{v}");
+    assert!(v.get("latencyMs").is_none(), "{v}");
+    assert!(r.stderr.contains("40 of 40 calls failed"), "{}", r.stderr);
+    stop_tailed(sv, tail).await;
+}
+
+/// Ctrl-C (SIGINT) during a run prints the results so far.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_interrupted_prints_what_it_measured() {
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
+    let child = dpctl_cmd(&["bench", "allocate", s(&sock), "--duration", "5m", "-o", "json"]).spawn().unwrap();
+    p.wait_call("Allocate").await;
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill").arg("-INT").arg(pid.to_string()).status();
+    }
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("bench stops on SIGINT")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert!(v["requests"].as_u64().unwrap() >= 1, "{v}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+}
+
+#[test]
+fn progress_rate_is_whole_calls_per_second() {
+    assert_eq!(dpctl::commands::bench::rate_text(27342.4481), "27342/s");
+    assert_eq!(dpctl::commands::bench::rate_text(0.4), "0/s");
 }

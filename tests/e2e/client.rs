@@ -28,6 +28,10 @@ async fn options_table_and_json() {
     r.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["preStartRequired"], true);
+    assert!(v.get("getPreferredAllocationAvailable").is_none(), "false is a default, omitted like protojson: {v}");
+    let r = dpctl(&["options", s(&sock), "-o", "json", "--emit-defaults"]).await;
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["getPreferredAllocationAvailable"], false);
 
     let r = dpctl(&["options", s(&sock), "-o", "yaml"]).await;
@@ -52,12 +56,11 @@ async fn watch_shows_table_then_diffs() {
     let sock = d.path().join("p.sock");
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "3"]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[1].health = "Unhealthy".into();
     p.devices.send(devs.clone()).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(2).await;
     devs.remove(3);
     devs.push(dev("foo-9", "Healthy", Some(1)));
     p.devices.send(devs).unwrap();
@@ -84,8 +87,7 @@ async fn watch_json_lines_carry_the_full_device_list() {
     let sock = d.path().join("p.sock");
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();
@@ -141,7 +143,16 @@ async fn allocate_renders_each_container() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["containerResponses"][0]["envs"]["TEST_DEVICES"], "foo-3");
     assert_eq!(v["containerResponses"][0]["devices"][0]["containerPath"], "/dev/foo-3");
-    assert!(v["containerResponses"][0]["cdiDevices"].as_array().unwrap().is_empty());
+    let c = &v["containerResponses"][0];
+    for empty in ["cdiDevices", "mounts", "annotations"] {
+        assert!(c.get(empty).is_none(), "{empty} is empty, so omitted: {c}");
+    }
+    let r = dpctl(&["allocate", s(&sock), "foo-3", "-o", "yaml"]).await;
+    assert!(!r.stdout.contains("cdiDevices") && !r.stdout.contains("null"), "{}", r.stdout);
+    let r = dpctl(&["allocate", s(&sock), "foo-3", "-o", "json", "--emit-defaults"]).await;
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["containerResponses"][0]["cdiDevices"], serde_json::json!([]));
+    assert_eq!(v["containerResponses"][0]["annotations"], serde_json::json!({}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,8 +173,13 @@ async fn preferred_checks_the_answer() {
     let d = tmp();
     let good = d.path().join("good.sock");
     let bad = d.path().join("bad.sock");
-    let p = start_plugin(&good, four_devices(), Behaviour::default()).await;
-    let b = Behaviour { preferred: Some(vec!["foo-0".into(), "foo-7".into(), "foo-1".into()]), ..Default::default() };
+    let advertises = DevicePluginOptions { get_preferred_allocation_available: true, ..Default::default() };
+    let p = start_plugin(&good, four_devices(), Behaviour { options: advertises, ..Default::default() }).await;
+    let b = Behaviour {
+        options: advertises,
+        preferred: Some(vec!["foo-0".into(), "foo-7".into(), "foo-1".into()]),
+        ..Default::default()
+    };
     let _q = start_plugin(&bad, four_devices(), b).await;
 
     let r =
@@ -181,6 +197,14 @@ async fn preferred_checks_the_answer() {
     assert!(r.stdout.contains("FAIL size not honoured: asked for 2, got 3"), "{}", r.stdout);
     assert!(r.stdout.contains("IDs not in the available list: foo-7"), "{}", r.stdout);
     assert!(r.stdout.contains("must-include IDs missing: foo-2"), "{}", r.stdout);
+
+    // advertised, but an empty answer: the kubelet tolerates it (and picks itself)
+    let empty = d.path().join("empty.sock");
+    let b = Behaviour { options: advertises, preferred: Some(vec![]), ..Default::default() };
+    let _e = start_plugin(&empty, four_devices(), b).await;
+    let r = dpctl(&["preferred", s(&empty), "--available", "foo-0,foo-1", "--size", "1"]).await;
+    r.expect_code(1); // an empty list inside container_responses[0] breaks the size rule
+    assert!(r.stdout.contains("FAIL size not honoured"), "{}", r.stdout);
 
     let r = dpctl(&["preferred", s(&bad), "--available", "foo-0", "--size", "2"]).await;
     r.expect_code(2);
@@ -394,4 +418,80 @@ async fn malformed_flags_are_usage_errors() {
         assert_eq!(r.code, 2, "{args:?} should be a usage error: {}", r.stderr);
         assert!(!r.stderr.is_empty());
     }
+}
+
+/// A plugin process that dies mid-call: the Go kubelet sees Unavailable, so must dpctl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dying_mid_stream_is_unavailable() {
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let mut plugin = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--socket-name",
+        "p.sock",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+    ])
+    .spawn()
+    .unwrap();
+    wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
+    let mut watch = dpctl_cmd(&["watch", s(&sock)]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
+    tail.wait_for("2 device(s)", 1).await;
+    plugin.start_kill().unwrap();
+    let _ = plugin.wait().await;
+    let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ListAndWatch failed: Unavailable"), "{err}");
+    assert!(!err.contains("Unknown"), "{err}");
+}
+
+/// A plugin that does not advertise GetPreferredAllocation: the kubelet never
+/// calls it, so dpctl says so up front and an empty or missing answer is a WARN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preferred_not_advertised_is_a_warning() {
+    let d = tmp();
+    // dpctl serve without --preferred-allocation, as squat/generic-device-plugin
+    let sock = d.path().join("p.sock");
+    let mut sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--socket-name",
+        "p.sock",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "2",
+    ])
+    .spawn()
+    .unwrap();
+    let tail = Tail::stdout(&mut sv);
+    wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
+    let r = dpctl(&["preferred", s(&sock), "--available", "foo-0,foo-1", "--size", "1"]).await;
+    r.expect_code(0);
+    let first = r.stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with("WARN") && first.contains("does not advertise GetPreferredAllocation"), "{}", r.stdout);
+    assert!(r.stdout.contains("the kubelet would never call it"), "{}", r.stdout);
+    assert!(!r.stdout.contains("FAIL"), "{}", r.stdout);
+    let r = dpctl(&["preferred", s(&sock), "--available", "foo-0,foo-1", "--size", "1", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(v.get("advertised").is_none(), "false is omitted: {v}");
+    assert!(v["warnings"][0].as_str().unwrap().contains("does not advertise"), "{v}");
+    stop_tailed(sv, tail).await;
+
+    // the in-test plugin answers with no container_responses at all
+    let empty = d.path().join("e.sock");
+    let _e = start_plugin(&empty, four_devices(), Behaviour { preferred: None, ..Default::default() }).await;
+    let r = dpctl(&["preferred", s(&empty), "--available", "foo-0,foo-1", "--size", "1"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("WARN"), "{}", r.stdout);
 }

@@ -116,9 +116,15 @@ macro_rules! both {
 
 both!(serve_registers_with_peer_kubelet, serve_with_peer_kubelet);
 both!(peer_plugin_registers_with_mock_kubelet, peer_plugin_with_mock_kubelet);
-both!(client_commands_against_peer_plugin, client_commands);
+both!(client_options_against_peer_plugin, client_options);
+both!(client_watch_against_peer_plugin, client_watch);
+both!(client_allocate_against_peer_plugin, client_allocate);
+both!(client_preferred_and_prestart_against_peer_plugin, client_preferred_and_prestart);
+both!(client_probe_against_peer_plugin, client_probe);
 both!(register_and_podresources_against_peer, register_and_podresources);
-both!(errors_across_implementations, errors);
+both!(errors_status_codes_cross_implementations, error_status);
+both!(errors_stream_closed_by_peer, error_closed_stream);
+both!(errors_peer_killed_mid_stream, error_killed_mid_stream);
 both!(monitoring_agents_read_mock_kubelet_podresources, podresources_client);
 
 async fn serve_with_peer_kubelet(dir: &Path, lang: Lang) {
@@ -220,12 +226,17 @@ async fn peer_plugin_with_mock_kubelet(dir: &Path, lang: Lang) {
     stop_child(mk).await;
 }
 
-async fn client_commands(dir: &Path, lang: Lang) {
-    let d = tmp();
-    let sock = d.path().join("peer.sock");
-    let mut p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
+/// A peer plugin (with GetPreferredAllocation and PreStartContainer) in `d`.
+async fn peer_plugin(dir: &Path, lang: Lang, d: &Path) -> (Peer, PathBuf) {
+    let sock = d.join("peer.sock");
+    let p = Peer::spawn(dir, lang, &["plugin", "--socket", s(&sock), "--preferred", "--prestart"]);
     p.wait("ready", ev("ready")).await;
+    (p, sock)
+}
 
+async fn client_options(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (_p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["options", s(&sock), "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -233,19 +244,28 @@ async fn client_commands(dir: &Path, lang: Lang) {
         (v["preStartRequired"].as_bool(), v["getPreferredAllocationAvailable"].as_bool()),
         (Some(true), Some(true))
     );
+}
 
-    let watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
+async fn client_watch(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (mut p, sock) = peer_plugin(dir, lang, d.path()).await;
+    let mut watch = dpctl_cmd(&["watch", s(&sock), "--count", "2", "-o", "json"]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
     p.wait("ListAndWatch from watch", |e| e["method"] == "ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tail.wait_for("\"update\":1", 1).await;
     p.send("health p-2 Unhealthy").await;
     let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let lines: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let stdout = tail.rest().await;
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["devices"][3]["topology"]["nodes"][0]["ID"], "1");
     assert_eq!(lines[1]["devices"][2]["health"], "Unhealthy");
     assert_eq!(lines[1]["healthy"], 3);
+}
 
+async fn client_allocate(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["allocate", s(&sock), "p-0", "p-1", "--container", "p-3", "-o", "json"]).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -260,7 +280,11 @@ async fn client_commands(dir: &Path, lang: Lang) {
     assert_eq!(c0["cdiDevices"][0]["name"], "vendor.example/peer=p-0");
     assert_eq!(v["containerResponses"][1]["envs"]["PEER_DEVICES"], "p-3");
     assert_eq!(p.calls("Allocate").last().unwrap()["ids"], serde_json::json!([["p-0", "p-1"], ["p-3"]]));
+}
 
+async fn client_preferred_and_prestart(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (p, sock) = peer_plugin(dir, lang, d.path()).await;
     let r = dpctl(&["preferred", s(&sock), "--available", "p-0,p-1,p-3", "--must-include", "p-3", "--size", "2"]).await;
     r.expect_code(0);
     assert!(r.stdout.contains("preferred: p-3,p-0"), "{}", r.stdout);
@@ -272,7 +296,11 @@ async fn client_commands(dir: &Path, lang: Lang) {
 
     dpctl(&["prestart", s(&sock), "p-1"]).await.expect_code(0);
     assert_eq!(p.calls("PreStartContainer").last().unwrap()["ids"], serde_json::json!(["p-1"]));
+}
 
+async fn client_probe(dir: &Path, lang: Lang) {
+    let d = tmp();
+    let (_p, sock) = peer_plugin(dir, lang, d.path()).await;
     // the peer answers CDI names; probe resolves them against the spec dir
     let cdi = tmp();
     std::fs::write(
@@ -284,7 +312,7 @@ async fn client_commands(dir: &Path, lang: Lang) {
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["result"], "PASS", "{v}");
-    assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 3 healthy");
+    assert_eq!(v["checks"][2]["detail"], "first snapshot: 4 device(s), 4 healthy");
     assert_eq!(v["checks"].as_array().unwrap().len(), 9, "{v}");
 }
 
@@ -342,8 +370,7 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
 
     let pr = d.path().join("pr.sock");
     let _pr = Peer::spawn(dir, lang, &["podresources", "--socket", s(&pr)]);
-    wait_until(10, "pr.sock", || pr.exists()).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(10, "pr.sock answering", || std::os::unix::net::UnixStream::connect(&pr).is_ok()).await;
     let r = dpctl(&["podresources", "list", "--socket", s(&pr)]).await;
     r.expect_code(0);
     let rows: Vec<Vec<&str>> = r.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
@@ -385,9 +412,9 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
     assert!(r.stderr.contains("NotFound: pod ghost in namespace default not found"), "{}", r.stderr);
 }
 
-async fn errors(dir: &Path, lang: Lang) {
+/// An error status from the peer: code and message verbatim.
+async fn error_status(dir: &Path, lang: Lang) {
     let d = tmp();
-    // an error status
     let failing = d.path().join("fail.sock");
     let mut p =
         Peer::spawn(dir, lang, &["plugin", "--socket", s(&failing), "--fail", "RESOURCE_EXHAUSTED:peer says no"]);
@@ -396,8 +423,11 @@ async fn errors(dir: &Path, lang: Lang) {
     r.expect_code(1);
     assert!(r.stderr.contains("Allocate failed: ResourceExhausted: peer says no"), "{}", r.stderr);
     p.send("").await;
+}
 
-    // a stream the peer closes
+/// A ListAndWatch stream the peer ends cleanly.
+async fn error_closed_stream(dir: &Path, lang: Lang) {
+    let d = tmp();
     let closing = d.path().join("close.sock");
     let c = Peer::spawn(dir, lang, &["plugin", "--socket", s(&closing), "--close-after", "1"]);
     c.wait("ready", ev("ready")).await;
@@ -405,19 +435,23 @@ async fn errors(dir: &Path, lang: Lang) {
     r.expect_code(1);
     assert!(r.stderr.contains("closed the ListAndWatch stream after 1 update"), "{}", r.stderr);
     drop(c);
+}
 
-    // a peer killed mid-stream
+/// A peer process killed mid-stream: `Unavailable`, as a Go kubelet would see it.
+async fn error_killed_mid_stream(dir: &Path, lang: Lang) {
+    let d = tmp();
     let dying = d.path().join("die.sock");
     let mut k = Peer::spawn(dir, lang, &["plugin", "--socket", s(&dying)]);
     k.wait("ready", ev("ready")).await;
-    let watch = dpctl_cmd(&["watch", s(&dying)]).spawn().unwrap();
+    let mut watch = dpctl_cmd(&["watch", s(&dying)]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut watch);
     k.wait("ListAndWatch", |e| e["method"] == "ListAndWatch").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tail.wait_for("device(s)", 1).await;
     k.child.start_kill().unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), watch.wait_with_output()).await.unwrap().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(s(&dying)) && (err.contains("ListAndWatch") || err.contains("closed")), "{err}");
+    assert!(err.contains(s(&dying)) && err.contains("ListAndWatch failed: Unavailable"), "{err}");
 }
 
 async fn podresources_client(dir: &Path, lang: Lang) {

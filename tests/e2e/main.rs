@@ -8,6 +8,7 @@ mod doctor;
 mod generations;
 mod interop;
 mod mock_kubelet;
+mod operator;
 mod record;
 mod serve;
 mod suite;

@@ -72,7 +72,13 @@ impl Node {
         serde_json::from_str(&r.stdout).unwrap()
     }
     pub async fn resource(&self, name: &str) -> Option<serde_json::Value> {
-        self.node().await["resources"].as_array().unwrap().iter().find(|r| r["resource"] == name).cloned()
+        self.node().await["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .find(|r| r["resource"] == name)
+            .cloned()
     }
     pub async fn wait_resource(
         &self,
@@ -93,7 +99,8 @@ impl Node {
     pub async fn wait_pod(&self, name: &str) -> serde_json::Value {
         for _ in 0..250 {
             let n = self.node().await;
-            if let Some(p) = n["pods"].as_array().unwrap().iter().find(|p| p["name"] == name) {
+            // an empty list is omitted from -o json (a protojson default)
+            if let Some(p) = n["pods"].as_array().into_iter().flatten().find(|p| p["name"] == name) {
                 return p.clone();
             }
             tokio::time::sleep(Duration::from_millis(40)).await;
@@ -103,7 +110,7 @@ impl Node {
     pub async fn wait_rejected(&self, file: &str) -> String {
         for _ in 0..250 {
             let n = self.node().await;
-            if let Some((_, why)) = n["rejected"].as_object().unwrap().iter().find(|(f, _)| f.ends_with(file)) {
+            if let Some((_, why)) = n["rejected"].as_object().into_iter().flatten().find(|(f, _)| f.ends_with(file)) {
                 return why.as_str().unwrap().to_string();
             }
             tokio::time::sleep(Duration::from_millis(40)).await;
@@ -609,7 +616,7 @@ async fn demo_shows_an_admitted_pod_and_cleans_up() {
     );
     assert!(o.contains("env  GPU_VISIBLE_DEVICES=gpu-0,gpu-1") && o.contains("cdi  example.com/gpu=gpu-1"), "{o}");
     for cmd in
-        ["dpctl watch gpu.sock", "dpctl podresources list", "dpctl device set-health gpu-3 Unhealthy", "kill -HUP"]
+        ["dpctl watch gpu.sock", "dpctl podresources list", "dpctl device set-health gpu-0 Unhealthy", "kill -HUP"]
     {
         assert!(o.contains(cmd), "missing {cmd}: {o}");
     }
@@ -632,13 +639,15 @@ async fn oversized_snapshots_are_refused_with_the_receive_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_every_restarts_on_a_schedule() {
     let n = Node::new();
-    let k = n.start(&["--restart-every", "700ms"]).await;
+    let mut k = n.start(&["--restart-every", "700ms"]).await;
+    let mut tail = Tail::stdout(&mut k);
     let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2"]).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
-    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    tail.wait_for("restarting reason=--restart-every", 2).await;
+    tail.wait_for("plugin-back resource=vendor.example/foo", 1).await;
     n.wait_resource("vendor.example/foo", "back", |r| r["allocatable"] == 2).await;
     stop_child(sv).await;
-    let out = stop_child(k).await;
+    let out = stop_tailed(k, tail).await;
     assert!(out.stdout.matches("restarting reason=--restart-every").count() >= 2, "{}", out.stdout);
     assert!(out.stdout.contains("plugin-back resource=vendor.example/foo"), "{}", out.stdout);
 }

@@ -147,7 +147,8 @@ async fn record_a_session_then_replay_it_both_ways() {
     r.expect_code(1);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["differing"], 1, "{v}");
-    let diff = v["results"].as_array().unwrap().iter().find(|x| !x["diffs"].as_array().unwrap().is_empty()).unwrap();
+    let diff =
+        v["results"].as_array().unwrap().iter().find(|x| x["diffs"].as_array().is_some_and(|d| !d.is_empty())).unwrap();
     assert_eq!(diff["call"], "Allocate #1");
     assert!(
         diff["diffs"][0].as_str().unwrap().starts_with("containerResponses[0].envs.FOO: recorded \"foo-"),
@@ -183,8 +184,7 @@ async fn watch_records_without_disturbing() {
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let t = d.path().join("w.jsonl");
     let child = dpctl_cmd(&["watch", s(&sock), "--count", "2", "--record", s(&t)]).spawn().unwrap();
-    p.wait_call("ListAndWatch").await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    p.wait_sent(1).await;
     let mut devs = four_devices();
     devs[0].health = "Unhealthy".into();
     p.devices.send(devs).unwrap();

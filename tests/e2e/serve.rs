@@ -188,9 +188,14 @@ async fn reregisters_after_a_kubelet_restart() {
 
     // The kubelet restarts: it deletes every socket in the directory, then listens again.
     drop(k1);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_until(10, "the old kubelet to stop listening", || std::os::unix::net::UnixStream::connect(&ksock).is_err())
+        .await;
     for name in sockets_in(d.path()) {
-        std::fs::remove_file(d.path().join(name)).unwrap();
+        // the old kubelet's own socket may vanish on its own as it stops
+        match std::fs::remove_file(d.path().join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("remove: {e}"),
+            _ => {}
+        }
     }
     let (reqs2, _k2) = kubelet::start(&ksock, None).await;
     let start = std::time::Instant::now();
@@ -273,9 +278,10 @@ async fn registration_failures_exit_1_with_the_kubelets_error() {
     assert!(r.stderr.contains(msg), "{}", r.stderr);
 
     // with --retry it keeps serving and retrying
-    let child = serve_cmd(d.path(), &["--resource", "vendor.example/foo", "--retry"]).spawn().unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let out = stop_child(child).await;
+    let mut child = serve_cmd(d.path(), &["--resource", "vendor.example/foo", "--retry"]).spawn().unwrap();
+    let mut tail = Tail::stdout(&mut child);
+    tail.wait_for("register-failed", 2).await;
+    let out = stop_tailed(child, tail).await;
     out.expect_code(0);
     assert!(out.stdout.matches("register-failed").count() >= 2, "{}", out.stdout);
 }

@@ -51,6 +51,8 @@ pub struct TestPlugin {
     b: Behaviour,
     /// Calls seen, e.g. `Allocate(a,b|c)`.
     pub calls: Arc<Mutex<Vec<String>>>,
+    /// ListAndWatch snapshots handed to the transport so far (all streams).
+    sent: Arc<watch::Sender<u64>>,
 }
 
 impl TestPlugin {
@@ -84,6 +86,7 @@ impl DevicePlugin for TestPlugin {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let mut devices = self.devices.clone();
         let b = self.b.clone();
+        let counter = self.sent.clone();
         tokio::spawn(async move {
             if b.hang {
                 std::future::pending::<()>().await;
@@ -94,6 +97,7 @@ impl DevicePlugin for TestPlugin {
                 if tx.send(Ok(ListAndWatchResponse { devices: snapshot })).await.is_err() {
                     return;
                 }
+                counter.send_modify(|n| *n += 1);
                 sent += 1;
                 if b.close_after.is_some_and(|n| sent >= n) {
                     return;
@@ -190,6 +194,7 @@ pub struct PluginHandle {
     pub devices: watch::Sender<Vec<Device>>,
     /// Calls seen.
     pub calls: Arc<Mutex<Vec<String>>>,
+    sent: watch::Receiver<u64>,
     stop: Option<oneshot::Sender<()>>,
 }
 
@@ -199,6 +204,15 @@ impl PluginHandle {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
+    }
+
+    /// Wait until `n` ListAndWatch snapshots (over all streams) were taken
+    /// from the device list and handed to the transport: a device update
+    /// pushed after this is a new snapshot, never folded into an earlier one.
+    pub async fn wait_sent(&self, n: u64) {
+        let mut rx = self.sent.clone();
+        let r = tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|c| *c >= n)).await;
+        assert!(matches!(r, Ok(Ok(_))), "fewer than {n} ListAndWatch snapshots sent within 20s");
     }
 
     /// Wait until a call whose text starts with `prefix` was seen.
@@ -223,7 +237,8 @@ impl Drop for PluginHandle {
 pub async fn start_plugin(path: &Path, devices: Vec<Device>, b: Behaviour) -> PluginHandle {
     let (tx, rx) = watch::channel(devices);
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let plugin = TestPlugin { devices: rx, b, calls: calls.clone() };
+    let (sent_tx, sent_rx) = watch::channel(0u64);
+    let plugin = TestPlugin { devices: rx, b, calls: calls.clone(), sent: Arc::new(sent_tx) };
     let (listener, guard) = dpctl::core::transport::listen(path).await.expect("listen");
     let (stop_tx, stop_rx) = oneshot::channel();
     tokio::spawn(async move {
@@ -233,7 +248,7 @@ pub async fn start_plugin(path: &Path, devices: Vec<Device>, b: Behaviour) -> Pl
         })
         .await;
     });
-    PluginHandle { path: path.to_path_buf(), devices: tx, calls, stop: Some(stop_tx) }
+    PluginHandle { path: path.to_path_buf(), devices: tx, calls, sent: sent_rx, stop: Some(stop_tx) }
 }
 
 /// Four healthy devices on two NUMA nodes.
@@ -490,4 +505,69 @@ pub fn sockets_in(dir: &Path) -> Vec<String> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// A child's standard output, read as it comes, so a test can wait for the
+/// line it needs instead of sleeping.
+pub struct Tail {
+    text: Arc<Mutex<String>>,
+    grew: watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Tail {
+    /// Take `child`'s stdout (it must be piped) and start reading it.
+    pub fn stdout(child: &mut tokio::process::Child) -> Tail {
+        use tokio::io::AsyncBufReadExt;
+        let out = child.stdout.take().expect("stdout is piped");
+        let text = Arc::new(Mutex::new(String::new()));
+        let (tx, grew) = watch::channel(0usize);
+        let t = text.clone();
+        let task = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(out).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                let mut g = t.lock().unwrap();
+                g.push_str(&l);
+                g.push('\n');
+                let len = g.len();
+                drop(g);
+                tx.send_replace(len);
+            }
+        });
+        Tail { text, grew, task }
+    }
+
+    /// Everything read so far.
+    pub fn seen(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Wait (at most 20 s) until `needle` has appeared `count` times.
+    pub async fn wait_for(&mut self, needle: &str, count: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.seen().matches(needle).count() >= count {
+                return;
+            }
+            match tokio::time::timeout_at(deadline, self.grew.changed()).await {
+                Ok(Ok(())) => {}
+                _ => panic!("{needle:?} did not appear {count} time(s) within 20s; stdout so far:\n{}", self.seen()),
+            }
+        }
+    }
+
+    /// All of stdout, once the child closed it.
+    pub async fn rest(self) -> String {
+        let Tail { text, task, .. } = self;
+        let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+        let t = text.lock().unwrap().clone();
+        t
+    }
+}
+
+/// SIGTERM a child whose stdout a [`Tail`] reads; the run's stdout is all of it.
+pub async fn stop_tailed(child: tokio::process::Child, tail: Tail) -> Run {
+    let mut r = stop_child(child).await;
+    r.stdout = tail.rest().await;
+    r
 }

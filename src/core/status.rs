@@ -1,0 +1,157 @@
+//! What a Go client would have seen: transport failures mapped to the gRPC
+//! status code grpc-go gives them.
+//!
+//! tonic reports a peer that dies mid-call as `Unknown: h2 protocol error:
+//! error reading a body from connection`; a Go kubelet (grpc-go) sees
+//! `Unavailable`. [`grpc_go_status`] is applied once, at the client-call edge
+//! ([`crate::core::transport::call`], [`crate::core::transport::status_error`],
+//! the record tap, the load generator), so every command and every trace
+//! reports the code the kubelet would log.
+//!
+//! The rules, from grpc-go's `internal/transport` (`http2ErrConvTab`,
+//! `ErrConnClosing`, `ConnectionError`) and `status.FromContextError`:
+//! - a status the peer sent (a `grpc-status` trailer) is kept as it is;
+//! - the call's own deadline expiring → `DeadlineExceeded`;
+//! - the connection failing, closing or being refused (I/O errors, GOAWAY,
+//!   hyper's closed or timed-out connection) → `Unavailable`;
+//! - a stream reset by the peer (RST_STREAM) → the code of its HTTP/2 reason:
+//!   `CANCEL` → `Cancelled`, `REFUSED_STREAM` → `Unavailable`,
+//!   `FLOW_CONTROL_ERROR`/`ENHANCE_YOUR_CALM` → `ResourceExhausted`,
+//!   `INADEQUATE_SECURITY` → `PermissionDenied`, anything else → `Internal`.
+
+use std::error::Error as StdError;
+use tonic::{Code, Status};
+
+/// Whether `status` was produced locally by a failed transport (it carries
+/// the underlying error as its source); a status sent by the peer has none.
+fn local_source(status: &Status) -> Option<&(dyn StdError + 'static)> {
+    StdError::source(status)
+}
+
+/// grpc-go's code for an HTTP/2 RST_STREAM reason (`http2ErrConvTab`).
+pub fn code_for_h2_reason(reason: h2::Reason) -> Code {
+    match reason {
+        h2::Reason::REFUSED_STREAM => Code::Unavailable,
+        h2::Reason::CANCEL => Code::Cancelled,
+        h2::Reason::FLOW_CONTROL_ERROR | h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+        h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
+        _ => Code::Internal,
+    }
+}
+
+/// The code grpc-go gives the transport failure in `err`'s chain, if any.
+fn transport_code(err: &(dyn StdError + 'static)) -> Option<Code> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if e.downcast_ref::<tonic::TimeoutExpired>().is_some() {
+            return Some(Code::DeadlineExceeded);
+        }
+        if e.downcast_ref::<tonic::ConnectError>().is_some() || e.downcast_ref::<std::io::Error>().is_some() {
+            return Some(Code::Unavailable);
+        }
+        if let Some(h) = e.downcast_ref::<h2::Error>() {
+            return Some(if h.is_io() || h.is_go_away() {
+                Code::Unavailable
+            } else if h.is_reset() && h.is_remote() {
+                h.reason().map(code_for_h2_reason).unwrap_or(Code::Internal)
+            } else if h.reason() == Some(h2::Reason::CANCEL) {
+                Code::Cancelled
+            } else {
+                // h2 itself found the peer breaking the protocol: grpc-go closes the connection.
+                Code::Unavailable
+            });
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            // The source (usually an h2 or I/O error) says more; look at it first.
+            if let Some(c) = e.source().and_then(transport_code) {
+                return Some(c);
+            }
+            if h.is_timeout() || h.is_closed() || h.is_canceled() || h.is_incomplete_message() {
+                return Some(Code::Unavailable);
+            }
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// The status a grpc-go client would have reported for this call: a status
+/// from the peer unchanged, a transport failure under grpc-go's code (the
+/// message is kept, so the cause stays visible). Use it on every status a
+/// client call returns before showing or recording it.
+pub fn grpc_go_status(status: Status) -> Status {
+    if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
+        return Status::new(Code::DeadlineExceeded, "context deadline exceeded (Timeout expired)");
+    }
+    let Some(code) = local_source(&status).and_then(transport_code) else {
+        return status;
+    };
+    if code == status.code() {
+        return status;
+    }
+    let mut message = status.message().to_string();
+    if code == Code::Unavailable && !message.contains("connection") {
+        message = format!("connection lost: {message}");
+    }
+    Status::new(code, message)
+}
+
+/// Just the code of [`grpc_go_status`].
+pub fn grpc_go_code(status: &Status) -> Code {
+    if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
+        return Code::DeadlineExceeded;
+    }
+    local_source(status).and_then(transport_code).unwrap_or(status.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind) -> Box<dyn StdError + Send + Sync> {
+        Box::new(std::io::Error::new(kind, "broken"))
+    }
+
+    #[test]
+    fn peer_statuses_are_kept() {
+        for code in [Code::Unknown, Code::Internal, Code::Unimplemented, Code::Cancelled] {
+            let s = grpc_go_status(Status::new(code, "from the peer"));
+            assert_eq!(s.code(), code);
+            assert_eq!(s.message(), "from the peer");
+        }
+    }
+
+    #[test]
+    fn connection_failures_are_unavailable() {
+        let s = grpc_go_status(Status::from_error(io(std::io::ErrorKind::ConnectionReset)));
+        assert_eq!(s.code(), Code::Unavailable, "{s:?}");
+        let s = Status::from_error(io(std::io::ErrorKind::BrokenPipe));
+        assert_eq!(grpc_go_code(&s), Code::Unavailable);
+        // tonic's own code for a broken connection is Unknown; the message stays.
+        assert_eq!(s.code(), Code::Unknown);
+        assert!(grpc_go_status(s).message().contains("broken"));
+        let local_protocol = Status::from_error(Box::new(h2::Error::from(h2::Reason::PROTOCOL_ERROR)));
+        assert_eq!(grpc_go_code(&local_protocol), Code::Unavailable);
+        let cancel = Status::from_error(Box::new(h2::Error::from(h2::Reason::CANCEL)));
+        assert_eq!(grpc_go_code(&cancel), Code::Cancelled);
+    }
+
+    #[test]
+    fn resets_follow_grpc_go_table() {
+        assert_eq!(code_for_h2_reason(h2::Reason::CANCEL), Code::Cancelled);
+        assert_eq!(code_for_h2_reason(h2::Reason::REFUSED_STREAM), Code::Unavailable);
+        assert_eq!(code_for_h2_reason(h2::Reason::ENHANCE_YOUR_CALM), Code::ResourceExhausted);
+        assert_eq!(code_for_h2_reason(h2::Reason::FLOW_CONTROL_ERROR), Code::ResourceExhausted);
+        assert_eq!(code_for_h2_reason(h2::Reason::INADEQUATE_SECURITY), Code::PermissionDenied);
+        assert_eq!(code_for_h2_reason(h2::Reason::PROTOCOL_ERROR), Code::Internal);
+        assert_eq!(code_for_h2_reason(h2::Reason::NO_ERROR), Code::Internal);
+    }
+
+    #[test]
+    fn local_deadline_is_deadline_exceeded() {
+        let s = Status::from_error(Box::new(tonic::TimeoutExpired(())));
+        assert_eq!(grpc_go_code(&s), Code::DeadlineExceeded);
+        assert_eq!(grpc_go_status(s).code(), Code::DeadlineExceeded);
+        assert_eq!(grpc_go_status(Status::cancelled("Timeout expired")).code(), Code::DeadlineExceeded);
+    }
+}
