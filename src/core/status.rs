@@ -83,6 +83,13 @@ pub fn grpc_go_status(status: Status) -> Status {
     if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
         return Status::new(Code::DeadlineExceeded, "context deadline exceeded (Timeout expired)");
     }
+    transport_status(status)
+}
+
+/// The part of [`grpc_go_status`] that looks only at the error's source
+/// chain (never at message text): a local transport failure gets grpc-go's
+/// code; anything the peer sent is returned unchanged.
+pub fn transport_status(status: Status) -> Status {
     let Some(code) = local_source(&status).and_then(transport_code) else {
         return status;
     };

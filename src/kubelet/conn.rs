@@ -85,8 +85,9 @@ impl ConnError {
         status: tonic::Status,
     ) -> Self {
         let socket = socket.to_path_buf();
-        // Transport failures first get the code grpc-go would give them.
-        let status = crate::core::status::grpc_go_status(status);
+        // Transport failures first get the code grpc-go would give them
+        // (decided from the error's source chain, not its text).
+        let status = crate::core::status::transport_status(status);
         match status.code() {
             // tonic ends a call whose grpc-timeout passed with CANCELLED; only the clock says it was ours.
             tonic::Code::Cancelled | tonic::Code::DeadlineExceeded if elapsed >= after => {
