@@ -126,15 +126,8 @@ pub mod examples {
   dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   dpctl test --focus 'KRES|PRES' -- ./my-plugin
   dpctl test --isolate -- ./plugin-with-hard-coded-paths
-  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
-
-Placeholders in the plugin command (also exported as environment variables):
-  {plugin-dir}            $DPCTL_TEST_PLUGIN_DIR
-  {kubelet-socket}        $DPCTL_TEST_KUBELET_SOCKET
-  {plugins-registry-dir}  $DPCTL_TEST_PLUGINS_REGISTRY_DIR
-  {pod-resources-socket}  $DPCTL_TEST_POD_RESOURCES_SOCKET
-
-Exit codes: 0 nothing failed, 1 a scenario failed, 2 usage error.";
+  # a plugin that is already running (no process or kubelet control)
+  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock";
 
     /// dpctl record
     pub const RECORD: &str = "Examples:

@@ -43,10 +43,16 @@ pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
 pub fn numa_as_protojson(resources: &mut [Value]) {
     for r in resources {
         for d in r.get_mut("devices").and_then(Value::as_object_mut).into_iter().flatten().map(|(_, d)| d) {
-            if let Some(n) = d.get_mut("numa") {
+            // One NUMA node (a number) or several (a list of numbers).
+            let as_string = |n: &mut Value| {
                 if let Some(i) = n.as_i64() {
                     *n = Value::String(i.to_string());
                 }
+            };
+            match d.get_mut("numa") {
+                Some(Value::Array(list)) => list.iter_mut().for_each(as_string),
+                Some(n) => as_string(n),
+                None => {}
             }
         }
     }
@@ -129,9 +135,12 @@ mod tests {
 
     #[test]
     fn numa_becomes_a_protojson_string() {
-        let mut r = vec![serde_json::json!({"devices": {"a": {"numa": 1}, "b": {"numa": null}, "c": {}}})];
+        let mut r = vec![
+            serde_json::json!({"devices": {"a": {"numa": 1}, "b": {"numa": null}, "c": {}, "d": {"numa": [0, 1]}}}),
+        ];
         numa_as_protojson(&mut r);
         assert_eq!(r[0]["devices"]["a"]["numa"], "1");
+        assert_eq!(r[0]["devices"]["d"]["numa"], serde_json::json!(["0", "1"]));
         assert!(r[0]["devices"]["b"]["numa"].is_null());
     }
 }

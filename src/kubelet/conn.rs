@@ -195,13 +195,25 @@ impl PluginConn {
         fut: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T> {
         let start = Instant::now();
-        match tokio::time::timeout(after, fut).await {
+        let r = match tokio::time::timeout(after, fut).await {
             Err(_) => Err(ConnError::Timeout { socket: self.socket.clone(), method, after }),
             Ok(Ok(r)) => Ok(r.into_inner()),
             Ok(Err(status)) => {
                 Err(ConnError::classify(&self.socket, method, after, start.elapsed(), self.max_recv, status))
             }
+        };
+        if crate::core::verbose::on() {
+            let code = match &r {
+                Ok(_) => "OK".to_string(),
+                Err(ConnError::Timeout { .. }) => "DeadlineExceeded".to_string(),
+                Err(e) => match e.code() {
+                    Some(c) => format!("{c:?}: {e}"),
+                    None => e.to_string(),
+                },
+            };
+            crate::core::verbose::outcome(&self.socket, method, &code, start.elapsed());
         }
+        r
     }
 
     /// The plugin's socket.

@@ -593,7 +593,11 @@ impl<'a> Sess<'a> {
             if let Some(mk) = &self.mock {
                 if let Ok(p) = mk.pod_devices(name, self.o.timeout).await {
                     match (present, p) {
-                        (true, Some(devs)) => return Some(devs.get(&res).cloned().unwrap_or_default()),
+                        // Released kubelets list a pod still being admitted, without
+                        // devices; every suite pod asks for at least one, so wait for them.
+                        (true, Some(devs)) if devs.get(&res).is_some_and(|d| !d.is_empty()) => {
+                            return devs.get(&res).cloned()
+                        }
                         (false, None) => return Some(Vec::new()),
                         _ => {}
                     }

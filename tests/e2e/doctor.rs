@@ -17,6 +17,8 @@ fn doctor_args<'a>(n: &'a Node, pr: &'a Path) -> Vec<&'a str> {
         s(n.dir.path().join("registry").as_path()).to_string().leak(),
         "-o",
         "json",
+        // these tests read the report's full shape (false, [] included)
+        "--emit-defaults",
     ]
 }
 

@@ -66,10 +66,11 @@ fn resource_state(v: &serde_json::Value, name: &str) -> Option<String> {
 /// Admitted pods: name → UID.
 async fn admitted(n: &Node) -> Vec<(String, String)> {
     let v = n.node().await;
+    // no pods: the field is omitted (a default value)
     v["pods"]
         .as_array()
-        .unwrap()
-        .iter()
+        .into_iter()
+        .flatten()
         .map(|p| (p["name"].as_str().unwrap().to_string(), p["uid"].as_str().unwrap().to_string()))
         .collect()
 }

@@ -219,7 +219,9 @@ async fn peer_plugin_with_mock_kubelet(dir: &Path, lang: Lang) {
     p.wait("PreStartContainer", |e| e["method"] == "PreStartContainer").await;
     assert_eq!(pod["containers"][0]["resources"]["vendor.example/peer"]["0"], serde_json::json!(["p-0", "p-1"]));
     let r = dpctl(&["podresources", "list", "--socket", s(&n.pr())]).await;
-    assert!(r.stdout.contains("vendor.example/peer   p-0,p-1"), "{}", r.stdout);
+    // one ContainerDevices per device and NUMA node, as current kubelets answer
+    assert!(r.stdout.contains("vendor.example/peer   p-0 "), "{}", r.stdout);
+    assert!(r.stdout.contains("vendor.example/peer   p-1 "), "{}", r.stdout);
 
     p.send("health p-3 Unhealthy").await;
     n.wait_resource("vendor.example/peer", "3 allocatable", |r| r["allocatable"] == 3 && r["capacity"] == 4).await;
@@ -468,8 +470,11 @@ async fn podresources_client(dir: &Path, lang: Lang) {
     let pod = &list["pods"][0];
     assert_eq!((pod["name"].as_str(), pod["namespace"].as_str()), (Some("a"), Some("default")));
     assert_eq!(pod["containers"][0]["devices"][0]["resource"], "vendor.example/foo");
-    assert_eq!(pod["containers"][0]["devices"][0]["ids"], serde_json::json!(["foo-0", "foo-1"]));
+    // one ContainerDevices per device and NUMA node, as current kubelets answer
+    assert_eq!(pod["containers"][0]["devices"][0]["ids"], serde_json::json!(["foo-0"]));
     assert_eq!(pod["containers"][0]["devices"][0]["numa"], serde_json::json!([0]));
+    assert_eq!(pod["containers"][0]["devices"][1]["ids"], serde_json::json!(["foo-1"]));
+    assert_eq!(pod["containers"][0]["devices"][1]["numa"], serde_json::json!([0]));
     let alloc = agent.wait("allocatable", ev("allocatable")).await;
     assert_eq!(alloc["ids"], serde_json::json!(["foo-0", "foo-1", "foo-2", "foo-3"]));
     stop_child(sv).await;

@@ -285,7 +285,9 @@ fn numa_values(v: &Value) -> Vec<Value> {
     match v {
         Value::Object(o) => {
             for (k, x) in o {
-                if k == "numa" && !x.is_object() {
+                if k == "numa" && x.is_array() {
+                    out.extend(x.as_array().into_iter().flatten().cloned());
+                } else if k == "numa" && !x.is_object() {
                     out.push(x.clone());
                 } else {
                     out.extend(numa_values(x));
