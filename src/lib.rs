@@ -7,9 +7,10 @@
 //! and the kubelet side ([`kubelet`]: connection to a plugin, the device
 //! manager, registration, PodResources, checkpoint, the mock kubelet) — plus
 //! node inspection ([`doctor`]), the trace format ([`trace`]), benchmarks
-//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and
-//! one module per subcommand ([`commands`]). `main.rs` only parses, picks
-//! the runtime and maps errors to exit codes.
+//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]),
+//! one module per subcommand ([`commands`]) and the build's identity for
+//! `--version` ([`version`]). `main.rs` only parses, picks the runtime and
+//! maps errors to exit codes.
 #![deny(missing_docs)]
 
 pub mod api;
@@ -22,3 +23,4 @@ pub mod kubelet;
 pub mod plugin;
 pub mod render;
 pub mod trace;
+pub mod version;

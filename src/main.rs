@@ -1,9 +1,12 @@
 //! dpctl's entry point: parse, run, map errors to exit codes — nothing else.
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
-    let cli = dpctl::cli::Cli::parse();
+    // --version names the commit and target; set here, not in cli.rs, so the
+    // generated man pages do not change with every commit.
+    let matches = dpctl::cli::Cli::command().version(dpctl::version::LONG).get_matches();
+    let cli = dpctl::cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
     let workers = std::env::var("DPCTL_WORKERS")
         .ok()
