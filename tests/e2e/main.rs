@@ -8,5 +8,6 @@ mod doctor;
 mod interop;
 mod mock_kubelet;
 mod record;
+mod release;
 mod serve;
 mod support;
