@@ -112,7 +112,8 @@ check_binary() { # ARCH PATH
 
 if [ $do_build -eq 1 ]; then
   need_apt file binutils
-  command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain with rustup"
+  { command -v cargo >/dev/null && command -v rustup >/dev/null; } ||
+    die "cargo or rustup not found: install a Rust toolchain with rustup (the musl targets come from rustup)"
   installed=$(rustup target list --installed)
   for a in "${arches[@]}"; do
     grep -qx "$(triple "$a")" <<<"$installed" || rustup target add "$(triple "$a")"
@@ -247,12 +248,12 @@ run() {
 # version_ok ARCH OUTPUT: OUTPUT is the --version line of this build for ARCH. With
 # --smoke-only the artefacts may predate uncommitted edits: -dirty or not, same HEAD.
 version_ok() {
-  local want="dpctl $version (commit $commit, target $(triple "$1"))"
-  [ "$2" = "$want" ] && return 0
+  local t
+  t=$(triple "$1")
+  [ "$2" = "dpctl $version (commit $commit, target $t)" ] && return 0
   [ $do_build -eq 0 ] || return 1
   local clean=${commit%-dirty}
-  [ "$2" = "dpctl $version (commit $clean, target $(triple "$1"))" ] ||
-    [ "$2" = "dpctl $version (commit $clean-dirty, target $(triple "$1"))" ]
+  [ "$2" = "dpctl $version (commit $clean, target $t)" ] || [ "$2" = "dpctl $version (commit $clean-dirty, target $t)" ]
 }
 
 # wait_for_socket PATH PID: until PATH is a socket (or the server PID died, or 60 s passed).
@@ -287,7 +288,7 @@ for a in "${arches[@]}"; do
   ok "$a: archive layout; binary static, stripped, $(file_arch "$a")"
 
   got=$(run "$a" --version)
-  version_ok "$a" "$got" || die "$a: --version says '$got', expected 'dpctl $version (commit $commit, target $(triple "$a"))'"
+  version_ok "$a" "$got" || die "$a: --version says '$got', expected 'dpctl $version (commit $commit, target $(triple "$a"))' (artefacts of another commit? rebuild: scripts/release.sh)"
   ok "$a: --version: $got"
 
   demo=$(run "$a" demo --once 2>&1) || die "$a: demo --once failed:
@@ -313,7 +314,7 @@ $out"
 $out"
   out=$(run "$c" -o json allocate "$dir/smoke.sock" smoke-1 smoke-3 2>&1) || die "$c allocate against $s serve failed:
 $out"
-  grep -q 'SMOKE_VISIBLE_DEVICES' <<<"$out" && grep -q 'smoke-1,smoke-3' <<<"$out" ||
+  { grep -q 'SMOKE_VISIBLE_DEVICES' <<<"$out" && grep -q 'smoke-1,smoke-3' <<<"$out"; } ||
     die "$c allocate against $s serve: no SMOKE_VISIBLE_DEVICES=smoke-1,smoke-3 in:
 $out"
   kill -TERM "$pid"
