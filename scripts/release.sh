@@ -52,6 +52,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# Everything temporary is ours and goes at exit: temp dirs, and servers the smoke tests started.
+scratch=() pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${scratch[@]}"; do rm -rf "$p"; done
+}
+trap cleanup EXIT
+
 triple() { case $1 in amd64) echo x86_64-unknown-linux-musl ;; arm64) echo aarch64-unknown-linux-musl ;; esac; }
 # What `file` and `readelf -h` say for each architecture.
 file_arch() { case $1 in amd64) echo "x86-64" ;; arm64) echo "ARM aarch64" ;; esac; }
@@ -88,7 +98,6 @@ fi
 export DPCTL_GIT_COMMIT=$commit SOURCE_DATE_EPOCH
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 target_dir=${DPCTL_RELEASE_TARGET_DIR:-$root/target/musl}
-stage=$out/stage
 layout=$out/dpctl-oci
 archive() { echo "$out/dpctl-$version-linux-$1.tar.gz"; }
 echo "release.sh: dpctl $version (commit $commit) for ${arches[*]} into $out"
@@ -124,7 +133,8 @@ if [ $do_build -eq 1 ]; then
   CARGO_TARGET_DIR=$target_dir cargo build --locked --profile dist "${targets[@]}"
 
   mkdir -p "$out"
-  rm -rf "$stage"
+  stage=$(mktemp -d "$out/.stage.XXXXXX")
+  scratch+=("$stage")
   for a in "${arches[@]}"; do
     bin=$target_dir/$(triple "$a")/dist/dpctl
     check_binary "$a" "$bin"
@@ -145,7 +155,7 @@ if [ $do_build -eq 1 ]; then
     need_apt umoci skopeo python3
     rootless=()
     [ "$(id -u)" -eq 0 ] || rootless=(--rootless)
-    rm -rf "$layout" "$stage/bundle"
+    rm -rf "$layout"
     umoci init --layout "$layout"
     for a in "${arches[@]}"; do
       img=$layout:$version-$a
@@ -204,7 +214,6 @@ PY
   for a in "${arches[@]}"; do files+=("$(basename "$(archive "$a")")"); done
   [ $do_image -eq 1 ] && files+=("dpctl-$version-oci.tar")
   (cd "$out" && sha256sum "${files[@]}" >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)
-  rm -rf "$stage"
   echo "release.sh: SHA256SUMS"
   sed 's/^/  /' "$out/SHA256SUMS"
 fi
@@ -216,14 +225,7 @@ fi
 need_apt file binutils
 for a in "${arches[@]}"; do [ "$a" = arm64 ] && need_apt qemu-user-static; done
 work=$(mktemp -d "${TMPDIR:-/tmp}/dpctl-release-smoke.XXXXXX")
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+scratch+=("$work")
 passed=0
 ok() {
   passed=$((passed + 1))
