@@ -5,6 +5,10 @@
 //! (JSON strings), so `-o json` and trace files read like grpcurl output.
 
 use prost_types::field_descriptor_proto::{Label, Type};
+use std::path::Path;
+
+#[path = "src/version/source.rs"]
+mod source;
 use prost_types::{DescriptorProto, FileDescriptorSet};
 
 const PROTOS: &[&str] = &[
@@ -60,7 +64,26 @@ fn field_attributes(
     builder
 }
 
+/// `dpctl --version`: the commit (`DPCTL_GIT_COMMIT` from the release
+/// script, else the checkout's HEAD, else `unknown`) and the target triple.
+fn version_info() {
+    println!("cargo:rerun-if-env-changed=DPCTL_GIT_COMMIT");
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let checkout = source::git_commit(Path::new(&manifest));
+    if let Some((_, watch)) = &checkout {
+        for p in watch {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
+    let over = std::env::var("DPCTL_GIT_COMMIT").ok();
+    let commit = source::resolve(over.as_deref(), checkout.as_ref().map(|(c, _)| c.as_str()));
+    let target = std::env::var("TARGET").unwrap_or_else(|_| source::UNKNOWN.into());
+    println!("cargo:rustc-env=DPCTL_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=DPCTL_TARGET={target}");
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    version_info();
     for p in PROTOS {
         println!("cargo:rerun-if-changed={p}");
     }

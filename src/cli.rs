@@ -17,8 +17,17 @@ pub fn command() -> clap::Command {
 
 /// Parse the process's arguments (exits with clap's message and code 2 on a usage error).
 pub fn parse() -> Cli {
+    parse_from(command())
+}
+
+/// [`parse`], with `version` as the text of `--version`.
+pub fn parse_with_version(version: &'static str) -> Cli {
+    parse_from(command().version(version))
+}
+
+fn parse_from(cmd: clap::Command) -> Cli {
     use clap::FromArgMatches;
-    let m = command().get_matches();
+    let m = cmd.get_matches();
     Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
 }
 

@@ -8,9 +8,10 @@
 //! manager, registration, PodResources, checkpoint, the mock kubelet) — plus
 //! node inspection ([`doctor`]), the trace format ([`trace`]), benchmarks
 //! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and its
-//! examples and completion scripts ([`help`]) and
-//! one module per subcommand ([`commands`]). `main.rs` only parses, picks
-//! the runtime and maps errors to exit codes.
+//! examples and completion scripts ([`help`]), the conformance suite
+//! ([`suite`]), one module per subcommand ([`commands`]) and the build's
+//! identity for `--version` ([`version`]). `main.rs` only parses, picks the
+//! runtime and maps errors to exit codes.
 #![deny(missing_docs)]
 
 pub mod api;
@@ -25,3 +26,4 @@ pub mod plugin;
 pub mod render;
 pub mod suite;
 pub mod trace;
+pub mod version;

@@ -1,7 +1,9 @@
 //! dpctl's entry point: parse, run, map errors to exit codes — nothing else.
 
 fn main() {
-    let cli = dpctl::cli::parse();
+    // --version names the commit and target; set here, not in cli.rs, so the
+    // generated man pages do not change with every commit.
+    let cli = dpctl::cli::parse_with_version(dpctl::version::LONG);
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
     let workers = std::env::var("DPCTL_WORKERS")
         .ok()

@@ -10,6 +10,7 @@ mod interop;
 mod mock_kubelet;
 mod operator;
 mod record;
+mod release;
 mod serve;
 mod suite;
 mod support;
