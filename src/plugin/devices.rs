@@ -99,7 +99,7 @@ impl Inventory {
             let unknown: Vec<&str> =
                 ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", unknown.join(",")));
+                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
             }
             for d in devices.iter_mut().filter(|d| ids.contains(&d.id)) {
                 d.health = health.to_string();
@@ -112,7 +112,10 @@ impl Inventory {
     pub fn toggle(&self, id: &str) -> Result<String, String> {
         let mut new = String::new();
         self.update(|devices| {
-            let d = devices.iter_mut().find(|d| d.id == id).ok_or_else(|| format!("unknown device {id}"))?;
+            let d = devices
+                .iter_mut()
+                .find(|d| d.id == id)
+                .ok_or_else(|| format!("unknown device {}", crate::core::text::quote(id)))?;
             d.health = if d.health == HEALTHY { UNHEALTHY } else { HEALTHY }.to_string();
             new = d.health.clone();
             Ok(())
@@ -128,7 +131,7 @@ impl Inventory {
                     return Err("a device ID must not be empty".into());
                 }
                 if devices.iter().any(|x| x.id == d.id) || new[..i].iter().any(|x| x.id == d.id) {
-                    return Err(format!("device {} exists already", d.id));
+                    return Err(format!("device {} exists already", crate::core::text::quote(&d.id)));
                 }
             }
             devices.extend(new);
@@ -142,7 +145,7 @@ impl Inventory {
             let unknown: Vec<&str> =
                 ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", unknown.join(",")));
+                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
             }
             devices.retain(|d| !ids.contains(&d.id));
             Ok(())

@@ -5,6 +5,7 @@ mod authority;
 mod bench;
 mod client;
 mod doctor;
+mod hardening;
 mod interop;
 mod mock_kubelet;
 mod record;
