@@ -653,3 +653,20 @@ pub struct MockKubeletArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
 }
+
+/// Parse the command line, or exit as clap does: help and version on stdout
+/// (exit 0), usage errors on stderr (exit 2) — with every echoed value
+/// escaped and capped, so a 128 KiB argument makes a short error line.
+pub fn parse_or_exit() -> Cli {
+    use clap::Parser;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let text = e.to_string();
+            let capped: Vec<String> = text.lines().map(|l| crate::core::text::cap_words(l).into_owned()).collect();
+            eprintln!("{}", capped.join("\n").trim_end());
+            std::process::exit(e.exit_code());
+        }
+        Err(e) => e.exit(),
+    }
+}

@@ -1,9 +1,7 @@
 //! dpctl's entry point: parse, run, map errors to exit codes — nothing else.
 
-use clap::Parser;
-
 fn main() {
-    let cli = dpctl::cli::Cli::parse();
+    let cli = dpctl::cli::parse_or_exit();
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
     let workers = std::env::var("DPCTL_WORKERS")
         .ok()

@@ -28,7 +28,7 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
         _ => return Some("it must contain exactly one '/'".into()),
     };
     if let Some(p) = dns_subdomain_problem(prefix) {
-        return Some(format!("prefix {:?} {p}", &prefix["requests.".len()..]));
+        return Some(format!("prefix {} {p}", quote(prefix.strip_prefix("requests.").unwrap_or(prefix))));
     }
     if short.is_empty() {
         return Some("the name after '/' is empty".into());
@@ -38,7 +38,8 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
     }
     if !qualified_name_part_ok(short) {
         return Some(format!(
-            "the name after '/' ({short:?}) must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
+            "the name after '/' ({}) must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric",
+            quote(short)
         ));
     }
     None
@@ -46,7 +47,7 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
 
 /// The kubelet's error text for an invalid resource name.
 pub fn kubelet_invalid_resource_text(name: &str) -> String {
-    format!("the ResourceName {name:?} is invalid")
+    format!("the ResourceName {} is invalid", quote(name))
 }
 
 /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`
@@ -82,7 +83,7 @@ fn dns_subdomain_problem(s: &str) -> Option<&'static str> {
 pub fn check_resource_name(name: &str) -> crate::core::Result<()> {
     match resource_name_problem(name) {
         None => Ok(()),
-        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {name:?}: {p}"))),
+        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {}: {p}", quote(name)))),
     }
 }
 
@@ -168,7 +169,8 @@ pub fn parse_health(s: &str) -> crate::core::Result<&'static str> {
         HEALTHY => Ok(HEALTHY),
         UNHEALTHY => Ok(UNHEALTHY),
         _ => Err(crate::core::Error::usage(format!(
-            "invalid health {s:?}: use exactly \"Healthy\" or \"Unhealthy\" (case matters to the kubelet)"
+            "invalid health {}: use exactly \"Healthy\" or \"Unhealthy\" (case matters to the kubelet)",
+            quote(s)
         ))),
     }
 }
@@ -181,7 +183,7 @@ pub fn check_id_list(what: &str, ids: &[String]) -> crate::core::Result<()> {
             return Err(crate::core::Error::usage(format!("{what}: empty device ID")));
         }
         if !seen.insert(id) {
-            return Err(crate::core::Error::usage(format!("{what}: device ID {id:?} given twice")));
+            return Err(crate::core::Error::usage(format!("{what}: device ID {} given twice", quote(id))));
         }
     }
     Ok(())

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 /// The status socket `dpctl node` reads, in the control subdirectory.
@@ -217,17 +217,26 @@ async fn serve_status(
         let Ok((stream, _)) = conn else { continue };
         let current = current.clone();
         tokio::spawn(async move {
+            use crate::core::limits::{read_line, Line, MAX_CONTROL_LINE};
             let (r, mut w) = stream.into_split();
-            let mut lines = BufReader::new(r).lines();
-            while let Ok(Some(_)) = lines.next_line().await {
-                let mgr = current.borrow().clone();
-                let v = match mgr {
-                    Some(m) => json!({"ok": true, "node": node_status(&m)}),
-                    None => json!({"ok": false, "error": "the mock kubelet is restarting; try again"}),
+            let mut r = BufReader::new(r);
+            loop {
+                let (v, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
+                    Err(_) | Ok(Line::Eof) => break,
+                    Ok(Line::TooLong) => {
+                        (json!({"ok": false, "error": "request line longer than 1 MiB; closing the connection"}), true)
+                    }
+                    Ok(Line::NotUtf8) => {
+                        (json!({"ok": false, "error": "request line is not UTF-8; closing the connection"}), true)
+                    }
+                    Ok(Line::Text(_)) => match current.borrow().clone() {
+                        Some(m) => (json!({"ok": true, "node": node_status(&m)}), false),
+                        None => (json!({"ok": false, "error": "the mock kubelet is restarting; try again"}), false),
+                    },
                 };
                 let mut text = v.to_string();
                 text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() {
+                if w.write_all(text.as_bytes()).await.is_err() || close {
                     break;
                 }
             }

@@ -34,3 +34,73 @@ async fn control_character_ids_are_escaped_and_probe_warns() {
     let header = r.stdout.lines().next().unwrap();
     assert!(rows.iter().all(|l| col(l) == header.find("HEALTH").unwrap()), "misaligned:\n{}", r.stdout);
 }
+
+/// Send `payload` to a line socket and read the first answer line, while the
+/// peer may close early. Returns the answer and whether writing all of it succeeded.
+async fn line_exchange(sock: &std::path::Path, payload: Vec<u8>) -> (String, bool) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let stream = tokio::net::UnixStream::connect(sock).await.expect("connect");
+    let (r, mut w) = stream.into_split();
+    let writer = tokio::spawn(async move { w.write_all(&payload).await.is_ok() && w.flush().await.is_ok() });
+    let mut line = String::new();
+    let mut r = BufReader::new(r);
+    let read = r.read_line(&mut line);
+    tokio::time::timeout(std::time::Duration::from_secs(20), read).await.expect("no answer within 20s").expect("read");
+    let wrote_all = tokio::time::timeout(std::time::Duration::from_secs(20), writer).await.expect("writer").unwrap();
+    (line, wrote_all)
+}
+
+async fn wait_socket(p: &std::path::Path) {
+    wait_until(10, "the socket", || std::os::unix::net::UnixStream::connect(p).is_ok()).await;
+}
+
+/// Items 4 and 13: a line without end is cut at 1 MiB and answered; invalid
+/// UTF-8 is answered before the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_and_status_sockets_bound_lines_and_answer_bad_utf8() {
+    let d = tmp();
+    let dp = d.path().join("dp");
+    std::fs::create_dir(&dp).unwrap();
+    let control = d.path().join("c.sock");
+    let serve = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(&dp),
+        "--no-register",
+        "--resource",
+        "v.e/a",
+        "--control-socket",
+        s(&control),
+    ])
+    .spawn()
+    .unwrap();
+    wait_socket(&control).await;
+
+    // 64 MiB without a newline: answered after at most 1 MiB, then closed.
+    let (answer, wrote_all) = line_exchange(&control, vec![b'x'; 64 << 20]).await;
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"));
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("longer than 1 MiB"), "{answer}");
+    assert!(!wrote_all, "the server read all 64 MiB instead of closing");
+
+    let (answer, _) = line_exchange(&control, b"{\"op\":\"li\xffst\"}\n{\"op\":\"list\"}\n".to_vec()).await;
+    assert!(answer.contains("\"ok\":false") && answer.contains("not UTF-8"), "{answer:?}");
+
+    // a valid request still works afterwards
+    let (answer, _) = line_exchange(&control, b"{\"op\":\"list\"}\n".to_vec()).await;
+    assert!(answer.contains("\"ok\":true") && answer.contains("a-0"), "{answer:?}");
+    let out = stop_child(serve).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // the mock kubelet's status socket, the same way
+    let n = crate::mock_kubelet::Node::new();
+    let k = n.start(&[]).await;
+    let status = dpctl::kubelet::mock::status_socket(&n.dp());
+    wait_socket(&status).await;
+    let (answer, wrote_all) = line_exchange(&status, vec![b'{'; 64 << 20]).await;
+    assert!(answer.contains("\"ok\":false") && answer.contains("longer than 1 MiB"), "{answer:?}");
+    assert!(!wrote_all);
+    let (answer, _) = line_exchange(&status, b"\xc3\x28\n".to_vec()).await;
+    assert!(answer.contains("not UTF-8"), "{answer:?}");
+    stop_child(k).await;
+}
