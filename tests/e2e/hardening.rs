@@ -104,3 +104,32 @@ async fn control_and_status_sockets_bound_lines_and_answer_bad_utf8() {
     assert!(answer.contains("not UTF-8"), "{answer:?}");
     stop_child(k).await;
 }
+
+/// Item 1: device counts far past any real plugin are usage errors naming
+/// the flag or field, not a panic (exit 101) or an abort (SIGABRT).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_counts_are_usage_errors() {
+    let d = tmp();
+    let dp = s(d.path());
+    for (count, flag) in [("18446744073709551615", "--count"), ("4294967296", "--count"), ("100001", "--count")] {
+        let r = dpctl(&["serve", "--plugin-dir", dp, "--no-register", "--resource", "v.e/a", "--count", count]).await;
+        r.expect_code(2);
+        assert!(r.stderr.contains(flag) && r.stderr.lines().count() <= 4, "{}", r.stderr);
+    }
+    let r = dpctl(&["serve", "--plugin-dir", dp, "--no-register", "--resource", "v.e/a", "--numa-nodes", "4294967295"])
+        .await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("--numa-nodes"), "{}", r.stderr);
+    let r = dpctl(&["bench", "watch", "--sizes", "10,18446744073709551615"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("--sizes"), "{}", r.stderr);
+    let r = dpctl(&["mock-kubelet", "--plugin-dir", dp, "--max-recv-size", "16384Mi"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("--max-recv-size"), "{}", r.stderr);
+
+    let cfg = d.path().join("c.json");
+    std::fs::write(&cfg, r#"{"register": false, "resources": [{"resource": "v.e/a", "count": 100000000}]}"#).unwrap();
+    let r = dpctl(&["serve", "--plugin-dir", dp, "--config", s(&cfg)]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("resources[0].count: 100000000 is out of range; at most 100000"), "{}", r.stderr);
+}
