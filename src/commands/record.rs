@@ -74,7 +74,7 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let svc = DevicePluginServer::new(Tap::new(upstream, writer.clone(), log.clone(), stop_rx.clone()))
-        .max_decoding_message_size(usize::MAX)
+        .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
         .max_encoding_message_size(usize::MAX);
     let mut st = stop_rx.clone();
     let server = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut st).await }).await });

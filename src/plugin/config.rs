@@ -3,8 +3,8 @@
 //! errors name the field and exit 2.
 
 use crate::api::{HEALTHY, UNHEALTHY};
-use crate::core::log::LogFormat;
 use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN, MAX_NUMA_NODES};
+use crate::core::log::LogFormat;
 use crate::core::text::quote;
 use crate::core::validate::resource_name_problem;
 use crate::core::{Error, Result};
@@ -279,7 +279,10 @@ impl ResourceConfig {
                 return Err(bad("count", "give either count or devices, not both".into()));
             }
             if self.devices.len() > MAX_DEVICES {
-                return Err(bad("devices", format!("{} devices are too many; at most {MAX_DEVICES} are allowed", self.devices.len())));
+                return Err(bad(
+                    "devices",
+                    format!("{} devices are too many; at most {MAX_DEVICES} are allowed", self.devices.len()),
+                ));
             }
             self.devices
                 .iter()
@@ -296,7 +299,10 @@ impl ResourceConfig {
             let default_pattern = format!("{}-{{i}}", short_name(&self.resource));
             let pattern = self.id_pattern.as_deref().unwrap_or(&default_pattern);
             if pattern.len() > MAX_ID_LEN {
-                return Err(bad("idPattern", format!("{} bytes is too long; at most {MAX_ID_LEN} are allowed", pattern.len())));
+                return Err(bad(
+                    "idPattern",
+                    format!("{} bytes is too long; at most {MAX_ID_LEN} are allowed", pattern.len()),
+                ));
             }
             if !pattern.contains("{i}") {
                 return Err(bad(
@@ -377,7 +383,10 @@ impl ResourceConfig {
         }
         if let Some(n) = &self.socket_name {
             if n.is_empty() || n.contains('/') || n == "." || n == ".." || n.len() > 255 {
-                return bad("socketName", format!("{n:?} must be a plain file name (at most 255 bytes) inside the plugin directory"));
+                return bad(
+                    "socketName",
+                    format!("{n:?} must be a plain file name (at most 255 bytes) inside the plugin directory"),
+                );
             }
             if n == crate::core::paths::KUBELET_SOCKET_NAME || n == crate::core::paths::CHECKPOINT_NAME {
                 return bad("socketName", format!("{n:?} is the kubelet's; choose another name"));
@@ -496,7 +505,10 @@ mod tests {
         let cases = [
             (r#"{"resources": [{"resource": "foo"}]}"#, "resources[0].resource"),
             (r#"{"resources": [{"resource": "v.e/foo", "count": 0}]}"#, "resources[0].count"),
-            (r#"{"resources": [{"resource": "v.e/foo", "count": 100000000}]}"#, "resources[0].count: 100000000 is out of range"),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "count": 100000000}]}"#,
+                "resources[0].count: 100000000 is out of range",
+            ),
             (r#"{"resources": [{"resource": "v.e/foo", "count": 18446744073709551615}]}"#, "resources[0].count"),
             (r#"{"resources": [{"resource": "v.e/foo", "numaNodes": 4294967295}]}"#, "resources[0].numaNodes"),
             (

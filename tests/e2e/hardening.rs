@@ -133,3 +133,49 @@ async fn huge_counts_are_usage_errors() {
     r.expect_code(2);
     assert!(r.stderr.contains("resources[0].count: 100000000 is out of range; at most 100000"), "{}", r.stderr);
 }
+
+/// Items 5 and 6: `serve` decodes at most the kubelet's 4 MiB, and its
+/// InvalidArgument answer lists a bounded number of unknown IDs, so the
+/// status fits the 16 KiB metadata limit of grpc clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_bounds_requests_and_status_messages() {
+    use dpctl::api::deviceplugin::device_plugin_client::DevicePluginClient;
+    use dpctl::api::deviceplugin::{AllocateRequest, ContainerAllocateRequest};
+    let d = tmp();
+    let dp = d.path().join("dp");
+    std::fs::create_dir(&dp).unwrap();
+    let serve = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(&dp),
+        "--no-register",
+        "--resource",
+        "v.e/a",
+        "--socket-name",
+        "a.sock",
+    ])
+    .spawn()
+    .unwrap();
+    let sock = dp.join("a.sock");
+    wait_socket(&sock).await;
+    let ch = dpctl::core::transport::dial(&sock, std::time::Duration::from_secs(5)).await.unwrap();
+    let mut c = DevicePluginClient::new(ch).max_encoding_message_size(usize::MAX).max_decoding_message_size(usize::MAX);
+    let req = |n: usize| AllocateRequest {
+        container_requests: vec![ContainerAllocateRequest {
+            devices_ids: (0..n).map(|i| format!("unknown-{i:08}")).collect(),
+        }],
+    };
+    // 6 MiB: refused by the receive limit, before any decoding
+    let e = c.allocate(req(6 << 20 >> 4)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e:?}");
+    assert!(e.message().contains("4194304"), "{}", e.message());
+    // 3 MiB of unknown IDs: a short InvalidArgument naming 20 and counting the rest
+    let n = 3 << 20 >> 4;
+    let e = c.allocate(req(n)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().len() < 2048, "{} bytes", e.message().len());
+    assert!(e.message().contains(&format!("+{} more", n - 20)), "{}", e.message());
+    let out = stop_child(serve).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.len() < 1 << 20, "the event log echoed the request: {} bytes", out.stdout.len());
+}
