@@ -176,7 +176,7 @@ pub struct Writer {
 impl Writer {
     /// Create `path` (which must not exist: a trace never overwrites a file) and write the header.
     pub fn create(path: &Path, resource: &str, source: &str, plugin: &Path) -> Result<Self> {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
+        let mut file = crate::core::files::create_new(path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::usage(format!(
                     "{}: exists; choose another trace file or remove it (a trace never overwrites a file)",

@@ -35,7 +35,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
     };
     if let Some(p) = &pod_resources_socket {
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
+            crate::core::files::create_dir_all(dir).map_err(|e| {
                 Error::io(dir, "cannot create the pod-resources directory (pass --pod-resources-socket)", &e)
             })?;
         }

@@ -34,7 +34,9 @@ impl Logger {
 
     /// A logger appending `format` lines to a file.
     pub fn to_file(format: LogFormat, path: &std::path::Path) -> crate::core::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = std::fs::OpenOptions::new()
+            .mode(crate::core::files::FILE_MODE)
             .create(true)
             .append(true)
             .open(path)

@@ -3,6 +3,7 @@
 //! and capping/escaping of echoed text.
 pub mod authority;
 pub mod error;
+pub mod files;
 pub mod limits;
 pub mod log;
 pub mod paths;

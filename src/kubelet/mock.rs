@@ -205,7 +205,8 @@ async fn serve_status(
     log: Logger,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+        crate::core::files::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
     let (listener, guard) = listen(&path).await?;
     log.event("status", &[("socket", json!(path.display().to_string()))]);
@@ -262,7 +263,8 @@ pub async fn run(
         let (p, c, st, l) = (status_socket(&s.plugin_dir), current_rx.clone(), shutdown.clone(), log.clone());
         // Fail early if the status socket cannot be created.
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+            crate::core::files::create_dir_all(dir)
+                .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
         }
         background.spawn(async move {
             if let Err(e) = serve_status(p, c, st, l.clone()).await {

@@ -174,7 +174,8 @@ pub async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+        crate::core::files::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
     let (listener, guard) = listen(path).await?;
     log.event("control", &[("socket", json!(path.display().to_string()))]);

@@ -179,3 +179,75 @@ async fn serve_bounds_requests_and_status_messages() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.len() < 1 << 20, "the event log echoed the request: {} bytes", out.stdout.len());
 }
+
+/// `dpctl ARGS` under `umask 000`.
+fn dpctl_umask000(args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("sh");
+    c.arg("-c").arg("umask 000; exec \"$0\" \"$@\"").arg(env!("CARGO_BIN_EXE_dpctl")).args(args);
+    c.env_remove("DPCTL_PLUGIN_DIR")
+        .env_remove("DPCTL_KUBELET_SOCKET")
+        .env_remove("DPCTL_POD_RESOURCES_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).mode() & 0o777
+}
+
+/// Items 8 and 10: a symlink planted at the old predictable checkpoint temp
+/// name is never followed, and under `umask 000` directories are 0750, the
+/// checkpoint and traces 0600, sockets 0660.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_symlinks_are_not_followed_and_modes_ignore_the_umask() {
+    let n = crate::mock_kubelet::Node::new();
+    let (dp, pods) = (n.dp(), n.pods());
+    let pr_sock = n.dir.path().join("pr").join("kubelet.sock");
+    let victim = n.dir.path().join("victim.conf");
+    std::fs::write(&victim, "precious").unwrap();
+    let kubelet = dpctl_umask000(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&dp),
+        "--manifests",
+        s(&pods),
+        "--pod-resources-socket",
+        s(&pr_sock),
+    ])
+    .spawn()
+    .unwrap();
+    let pid = kubelet.id().unwrap();
+    std::os::unix::fs::symlink(&victim, dp.join(format!(".kubelet_internal_checkpoint.tmp-{pid}"))).unwrap();
+    let k = n.kubelet();
+    wait_until(10, "kubelet.sock", || std::os::unix::net::UnixStream::connect(&k).is_ok()).await;
+    let serve = dpctl_umask000(&["serve", "--plugin-dir", s(&dp), "--resource", "v.e/a", "--socket-name", "a.sock"])
+        .spawn()
+        .unwrap();
+    n.wait_resource("v.e/a", "registered", |r| r["allocatable"] == 1).await;
+    n.pod("p.yaml", &crate::mock_kubelet::pod_yaml("p", "v.e/a", 1));
+    n.wait_pod("p").await;
+    let cp = dp.join("kubelet_internal_checkpoint");
+    wait_until(10, "the checkpoint to hold the pod", || {
+        std::fs::read_to_string(&cp).is_ok_and(|t| t.contains("v.e/a") && t.contains("a-0"))
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "the checkpoint went through the symlink");
+
+    assert_eq!(mode(&cp), 0o600, "checkpoint");
+    assert_eq!(mode(&dp.join("dpctl-control")), 0o750, "dpctl-control/");
+    assert_eq!(mode(pr_sock.parent().unwrap()), 0o750, "pod-resources dir");
+    for sock in [k.clone(), pr_sock.clone(), dp.join("a.sock")] {
+        assert_eq!(mode(&sock), 0o660, "{}", sock.display());
+    }
+
+    let trace = n.dir.path().join("w.trace");
+    let r = run_cmd(dpctl_umask000(&["watch", s(&dp.join("a.sock")), "--count", "1", "--record", s(&trace)])).await;
+    r.expect_code(0);
+    assert_eq!(mode(&trace), 0o600, "watch --record trace");
+    stop_child(serve).await;
+    stop_child(kubelet).await;
+}
