@@ -24,10 +24,14 @@ pub const MAX_ID_LEN: usize = 1024;
 pub const MAX_CONTROL_LINE: usize = 1 << 20;
 /// A `serve --config` file.
 pub const MAX_CONFIG_FILE: u64 = 4 << 20;
-/// A static pod manifest (the API server's own object limit is 1.5 MiB).
-pub const MAX_MANIFEST_FILE: u64 = 1536 << 10;
+/// A static pod manifest (real ones are a few KiB).
+pub const MAX_MANIFEST_FILE: u64 = 512 << 10;
 /// Nesting depth of a manifest (a real pod spec is about 10 deep).
 pub const MAX_MANIFEST_DEPTH: usize = 64;
+/// Flow collections (`[…]`, `{…}`) in a YAML manifest: YAML parsing costs
+/// time in the product of flow depth and tokens, and the number of `[`/`{`
+/// bounds the depth whatever quotes around them mean.
+pub const MAX_MANIFEST_FLOW: usize = 256;
 /// A checkpoint file.
 pub const MAX_CHECKPOINT_FILE: u64 = 64 << 20;
 /// A trace file.

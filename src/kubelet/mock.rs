@@ -132,7 +132,6 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
             })
             .unwrap_or_default();
         files.sort();
-        let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
@@ -141,6 +140,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
                 }
             }
         }
+        let mut changed = Vec::new();
         for f in &files {
             let meta = std::fs::metadata(f).ok();
             let (modified, len) =
@@ -153,23 +153,33 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
                     mgr.remove_pod(uid);
                 }
             }
-            let text = match std::fs::read_to_string(f) {
-                Ok(t) => t,
-                Err(e) => {
-                    mgr.reject_file(f.clone(), format!("{}: cannot read: {e}", f.display()));
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                    continue;
-                }
-            };
-            match crate::kubelet::manifest::parse(&text, f) {
-                Err(e) => {
-                    mgr.reject_file(f.clone(), e);
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                }
-                Ok(pod) => {
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                    batch.push((pod, f.clone()));
-                }
+            seen.insert(f.clone(), Seen { modified, len, uid: None });
+            changed.push(f.clone());
+        }
+        // Reading and parsing (bounded in size and depth) run on the blocking
+        // pool, never on the workers that serve Registration and PodResources.
+        let parsed = if changed.is_empty() {
+            Vec::new()
+        } else {
+            let work = tokio::task::spawn_blocking(move || {
+                changed
+                    .into_iter()
+                    .map(|f| {
+                        let r = crate::kubelet::manifest::load(&f);
+                        (f, r)
+                    })
+                    .collect::<Vec<_>>()
+            });
+            match work.await {
+                Ok(v) => v,
+                Err(_) => Vec::new(),
+            }
+        };
+        let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
+        for (f, r) in parsed {
+            match r {
+                Err(e) => mgr.reject_file(f, e),
+                Ok(pod) => batch.push((pod, f)),
             }
         }
         // Everything found in this scan is admitted and committed together

@@ -251,3 +251,26 @@ async fn planted_symlinks_are_not_followed_and_modes_ignore_the_umask() {
     stop_child(serve).await;
     stop_child(kubelet).await;
 }
+
+/// Item 2: a 100 KB manifest of nested flow collections (24 s of parsing
+/// before) is refused at once, and admissions and PodResources go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_manifests_stall_nothing() {
+    let n = crate::mock_kubelet::Node::new();
+    let k = n.start(&[]).await;
+    let serve = n.serve(&["--resource", "v.e/a", "--count", "2"]).await;
+    n.wait_resource("v.e/a", "registered", |r| r["allocatable"] == 2).await;
+    n.pod("n.yaml", &format!("metadata: {{name: {}}}\n", "[".repeat(100_000)));
+    n.pod("m.yaml", &format!("a: x 'y\nb: {}\n", "[ 'x]', ".repeat(60_000)));
+    n.pod("p.yaml", &crate::mock_kubelet::pod_yaml("p", "v.e/a", 1));
+    n.wait_pod("p").await;
+    let why = n.wait_rejected("n.yaml").await;
+    assert!(why.contains("nested 100001 levels deep"), "{why}");
+    let why = n.wait_rejected("m.yaml").await;
+    assert!(why.contains("flow collections"), "{why}");
+    let r = dpctl(&["podresources", "list", "--socket", s(&n.pr()), "--timeout", "5s"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("p"), "{}", r.stdout);
+    stop_child(serve).await;
+    stop_child(k).await;
+}
