@@ -274,3 +274,45 @@ async fn deeply_nested_manifests_stall_nothing() {
     stop_child(serve).await;
     stop_child(k).await;
 }
+
+/// Item 7: a real dpctl server (through its `:authority` shim) answers a frame
+/// over SETTINGS_MAX_FRAME_SIZE with GOAWAY FRAME_SIZE_ERROR instead of
+/// buffering 16 MiB, and keeps serving other connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authority_shim_answers_oversized_frames_with_goaway() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = tmp();
+    let sock = d.path().join("kubelet.sock");
+    let (_requests, _stop) = kubelet::start(&sock, None).await;
+    let mut conn = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // SETTINGS
+    out.extend_from_slice(&[0xff, 0xff, 0xff, 0x1, 0x4, 0, 0, 0, 1]); // HEADERS of 16 MiB - 1
+    out.extend(vec![0u8; 64 << 10]);
+    let _ = conn.write_all(&out).await;
+    let mut buf = Vec::new();
+    let goaway = async {
+        loop {
+            while buf.len() >= 9 {
+                let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+                if buf.len() < 9 + len {
+                    break;
+                }
+                if buf[3] == 0x7 {
+                    return Some(u32::from_be_bytes([buf[13], buf[14], buf[15], buf[16]]));
+                }
+                buf.drain(..9 + len);
+            }
+            let mut tmp = [0u8; 4096];
+            match conn.read(&mut tmp).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    };
+    let code = tokio::time::timeout(std::time::Duration::from_secs(10), goaway).await.expect("no answer in 10s");
+    assert_eq!(code, Some(0x6), "expected GOAWAY FRAME_SIZE_ERROR");
+    // the server is still there for well-behaved clients
+    let o = crate::authority::raw_call(&sock, "/tmp/d/kubelet.sock", "/v1beta1.Registration/Register", &[]).await;
+    assert!(matches!(o, crate::authority::Outcome::Answered(_)), "{o:?}");
+}
