@@ -117,7 +117,18 @@ const QUOTES_CLOSE: &[char] = &['`', '"', '\'', ')', ']', '}', ',', ';', ':', '.
 /// without whitespace) longer than [`MAX_ECHO`] characters is cut, unless it
 /// is a path (starts with `/`), which may be up to PATH_MAX.
 pub fn cap_words(msg: &str) -> Cow<'_, str> {
-    let limit = |w: &str| if w.starts_with('/') { MAX_PATH_ECHO } else { MAX_ECHO };
+    // A word [`cap`] already cut (it ends in `…`, and each shown character is
+    // at most a 10-character escape) is not cut again.
+    let capped = |w: &str| w.ends_with('…') && w.chars().nth(MAX_ECHO * 10 + 1).is_none();
+    let limit = |w: &str| {
+        if capped(w) {
+            usize::MAX
+        } else if w.starts_with('/') {
+            MAX_PATH_ECHO
+        } else {
+            MAX_ECHO
+        }
+    };
     let too_long = msg.split(char::is_whitespace).any(|w| w.chars().nth(limit(w)).is_some());
     if !too_long {
         return escape(msg);
@@ -197,6 +208,9 @@ mod tests {
         let path = format!("/{}/x.sock: gone", "d".repeat(200));
         assert_eq!(cap_words(&path), path);
         assert_eq!(cap_words("a \u{0} b"), "a \\x00 b");
+        // what cap already cut is not cut again
+        let once = format!("name {} is invalid", quote(&"r".repeat(5000)));
+        assert_eq!(cap_words(&once), once);
     }
 
     #[test]

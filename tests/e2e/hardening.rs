@@ -316,3 +316,48 @@ async fn the_authority_shim_answers_oversized_frames_with_goaway() {
     let o = crate::authority::raw_call(&sock, "/tmp/d/kubelet.sock", "/v1beta1.Registration/Register", &[]).await;
     assert!(matches!(o, crate::authority::Outcome::Answered(_)), "{o:?}");
 }
+
+/// Item 11: errors and logs echo at most 80 characters of a value, then its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echoed_values_are_capped() {
+    let d = tmp();
+    let dp = s(d.path());
+    // a config with a 2 MB enum value: one short line, not 2 MB
+    let cfg = d.path().join("c.json");
+    let huge = "B".repeat(2_000_000);
+    std::fs::write(&cfg, format!(r#"{{"registration": "{huge}", "resources": [{{"resource": "v.e/a"}}]}}"#)).unwrap();
+    let r = dpctl(&["serve", "--plugin-dir", dp, "--config", s(&cfg)]).await;
+    r.expect_code(2);
+    assert!(r.stderr.len() < 400, "{} bytes of error", r.stderr.len());
+    assert!(
+        r.stderr.contains("unknown variant `BBBB") && r.stderr.contains("… (2000000 bytes)`, expected `kubelet`"),
+        "{}",
+        r.stderr
+    );
+    // a 100 KB flag value
+    let long = "9".repeat(100_000);
+    let r = dpctl(&["watch", "x.sock", "--timeout", &format!("{long}x")]).await;
+    r.expect_code(2);
+    assert!(r.stderr.len() < 600, "{} bytes of error: {}", r.stderr.len(), &r.stderr[..300.min(r.stderr.len())]);
+    assert!(r.stderr.contains("--timeout"), "{}", r.stderr);
+
+    // a Register with a 5,000-character endpoint: a short error back, a short log line
+    let n = crate::mock_kubelet::Node::new();
+    let k = n.start(&[]).await;
+    let ch = dpctl::core::transport::dial(&n.kubelet(), std::time::Duration::from_secs(5)).await.unwrap();
+    let mut c = dpctl::api::deviceplugin::registration_client::RegistrationClient::new(ch);
+    let e = c
+        .register(dpctl::api::deviceplugin::RegisterRequest {
+            version: "v1beta1".into(),
+            endpoint: "e".repeat(5000),
+            resource_name: format!("v.e/{}", "r".repeat(5000)),
+            options: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message().len() < 300, "{} bytes: {}", e.message().len(), e.message());
+    assert!(e.message().contains("… (5004 bytes)"), "{}", e.message());
+    let out = stop_child(k).await;
+    let line = out.stdout.lines().find(|l| l.contains("registration-rejected")).expect("a rejection is logged");
+    assert!(line.len() < 1000, "{} bytes: {line}", line.len());
+}
