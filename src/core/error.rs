@@ -94,6 +94,17 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Fold a message onto one line, escape what is not printable and cap every
+/// long word (a value echoed in full by serde or by a peer).
+fn one_line(s: &str) -> String {
+    let folded = if s.contains('\n') {
+        s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+    } else {
+        s.to_string()
+    };
+    crate::core::text::cap_words(&folded).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,15 +123,4 @@ mod tests {
         };
         assert_eq!(e.to_string(), "p.sock: Allocate failed: InvalidArgument: id \\x00");
     }
-}
-
-/// Fold a message onto one line, escape what is not printable and cap every
-/// long word (a value echoed in full by serde or by a peer).
-fn one_line(s: &str) -> String {
-    let folded = if s.contains('\n') {
-        s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
-    } else {
-        s.to_string()
-    };
-    crate::core::text::cap_words(&folded).into_owned()
 }

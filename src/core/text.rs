@@ -62,13 +62,8 @@ pub fn cap_at(s: &str, max: usize) -> Cow<'_, str> {
         return escape(s);
     }
     let mut out = String::with_capacity(max + 24);
-    let mut shown = 0;
-    for c in s.chars() {
-        if shown >= max {
-            break;
-        }
+    for c in s.chars().take(max) {
         push_escaped(&mut out, c);
-        shown += 1;
     }
     let _ = write!(out, "… ({} bytes)", s.len());
     Cow::Owned(out)

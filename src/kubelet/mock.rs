@@ -170,10 +170,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf, mut stop: watch::Recei
                     })
                     .collect::<Vec<_>>()
             });
-            match work.await {
-                Ok(v) => v,
-                Err(_) => Vec::new(),
-            }
+            work.await.unwrap_or_default()
         };
         let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for (f, r) in parsed {
