@@ -361,3 +361,19 @@ async fn echoed_values_are_capped() {
     let line = out.stdout.lines().find(|l| l.contains("registration-rejected")).expect("a rejection is logged");
     assert!(line.len() < 1000, "{} bytes: {line}", line.len());
 }
+
+/// Item 3: `replay --against` diffs a trace holding non-ASCII text around the
+/// 160-byte cut of its diff lines (it panicked on `&s[..160]`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_against_diffs_non_ascii_values() {
+    let d = tmp();
+    let (a, b) = (d.path().join("a.sock"), d.path().join("b.sock"));
+    let id = "é".repeat(200);
+    let _pa = start_plugin(&a, vec![dev(&id, "Healthy", None)], Behaviour::default()).await;
+    let _pb = start_plugin(&b, vec![dev("plain", "Healthy", None)], Behaviour::default()).await;
+    let trace = d.path().join("t.jsonl");
+    dpctl(&["watch", s(&a), "--count", "1", "--record", s(&trace)]).await.expect_code(0);
+    let r = dpctl(&["replay", s(&trace), "--against", s(&b)]).await;
+    assert_eq!(r.code, 1, "a difference, not a panic (101)\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("éé… (") && !r.stderr.contains("panicked"), "{}\n{}", r.stdout, r.stderr);
+}
