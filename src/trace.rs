@@ -275,7 +275,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Trace> {
 
 /// Read a trace file.
 pub fn read(path: &Path) -> Result<Trace> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::core::limits::read_file(path, crate::core::limits::MAX_TRACE_FILE, "trace")
         .map_err(|e| Error::usage(format!("{}: cannot read trace: {e}", path.display())))?;
     parse(&text, path)
 }

@@ -142,7 +142,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded> {
 
 /// Read a checkpoint file (never modifies it). `Ok(None)` if there is none.
 pub fn read(path: &Path) -> Result<Option<Loaded>> {
-    match std::fs::read_to_string(path) {
+    match crate::core::limits::read_file(path, crate::core::limits::MAX_CHECKPOINT_FILE, "checkpoint") {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(path, "cannot read checkpoint", &e)),
         Ok(text) => parse(&text, path).map(Some),

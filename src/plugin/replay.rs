@@ -144,7 +144,7 @@ fn answer<T: Clone, R: Serialize>(method: &str, recorded: &[Outcome<T>], req: &R
         }
         None => Err(Status::not_found(format!(
             "no recorded {method} matches this request: {}; the trace has {} {method} call(s)",
-            serde_json::to_string(req).unwrap_or_default(),
+            crate::core::text::cap(&serde_json::to_string(req).unwrap_or_default()),
             recorded.len()
         ))),
     }
