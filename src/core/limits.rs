@@ -20,8 +20,11 @@ pub const MAX_DEVICES: usize = 100_000;
 pub const MAX_NUMA_NODES: u32 = 1024;
 /// A device ID pattern or one ID given by a user.
 pub const MAX_ID_LEN: usize = 1024;
-/// One request or answer line on a control or status socket.
+/// One request line on a control or status socket.
 pub const MAX_CONTROL_LINE: usize = 1 << 20;
+/// One answer line read back from a control or status socket (a `list` of
+/// 100,000 devices is about 6 MiB).
+pub const MAX_CONTROL_ANSWER: usize = 64 << 20;
 /// A `serve --config` file.
 pub const MAX_CONFIG_FILE: u64 = 4 << 20;
 /// A static pod manifest (real ones are a few KiB).

@@ -224,7 +224,7 @@ pub async fn send(path: &Path, req: &Request, timeout: Duration) -> Result<Answe
     line.push('\n');
     let work = async {
         w.write_all(line.as_bytes()).await?;
-        read_line(&mut BufReader::new(r), MAX_CONTROL_LINE).await
+        read_line(&mut BufReader::new(r), crate::core::limits::MAX_CONTROL_ANSWER).await
     };
     let reply = match tokio::time::timeout(timeout, work).await {
         Err(_) => return Err(Error::timeout(path, "live control", timeout)),

@@ -377,3 +377,30 @@ async fn replay_against_diffs_non_ascii_values() {
     assert_eq!(r.code, 1, "a difference, not a panic (101)\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("éé… (") && !r.stderr.contains("panicked"), "{}\n{}", r.stdout, r.stderr);
 }
+
+/// The bounds leave the largest allowed plugin usable: 100,000 devices are
+/// served and listed through live control (an answer of several MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_allowed_plugin_still_works() {
+    let d = tmp();
+    let control = d.path().join("c.sock");
+    let serve = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--resource",
+        "v.e/a",
+        "--count",
+        "100000",
+        "--control-socket",
+        s(&control),
+    ])
+    .spawn()
+    .unwrap();
+    wait_socket(&control).await;
+    let r = dpctl(&["device", "list", "--control", s(&control), "-o", "json"]).await;
+    r.expect_code(0);
+    assert!(r.stdout.len() > 1 << 20 && r.stdout.contains("a-99999"), "{} bytes", r.stdout.len());
+    stop_child(serve).await;
+}
