@@ -42,8 +42,8 @@
 //! limits is exactly the client's. A bad connection gets a GOAWAY naming the
 //! last stream handed to h2, then the read fails and h2 closes it.
 //!
-//! The shim exists because of hyperium/h2#487 ("Allow invalid :authority on
-//! server"): <https://github.com/hyperium/h2/issues/487>. When h2 accepts the
+//! The shim exists because of hyperium/h2#487, h2 refusing these
+//! `:authority` values: <https://github.com/hyperium/h2/issues/487>. When h2 accepts the
 //! authorities grpc-go and grpcio send for Unix sockets, delete this module
 //! and `core::transport` can serve the accepted stream directly.
 
