@@ -223,10 +223,10 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -l no-color -d 'Never
 complete -c dpctl -n "__fish_dpctl_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l config -d 'Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]}; every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l resource -d 'Extended resource name, e.g. vendor.example/foo' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l count -d 'Number of devices (IDs from --id-pattern)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l count -d 'Number of devices (IDs from --id-pattern), at most 100000' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l devices -d 'Explicit device IDs, comma-separated' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l id-pattern -d 'ID pattern; {i} is the index [default: <short name>-{i}, e.g. foo-{i}]' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l numa-nodes -d 'Spread the devices over N NUMA nodes (reported in Device.topology)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l numa-nodes -d 'Spread the devices over N NUMA nodes (reported in Device.topology), at most 1024' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l unhealthy -d 'Devices that start Unhealthy, comma-separated' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l policy -d 'GetPreferredAllocation policy' -r -f -a "packed\t'Fewest NUMA nodes, lowest IDs'
 distributed\t'Spread across NUMA nodes'"
@@ -506,7 +506,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_s
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and not __fish_seen_subcommand_from allocate preferred list-and-watch watch kubelet help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l requests -d 'Number of calls (ignored with --duration)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l devices-per-request -d 'Devices per request (allocate, preferred), at most 100000' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -l duration -d 'Run for this long instead of a number of calls' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -522,7 +522,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from allocate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l requests -d 'Number of calls (ignored with --duration)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l devices-per-request -d 'Devices per request (allocate, preferred), at most 100000' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -l duration -d 'Run for this long instead of a number of calls' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -538,7 +538,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from preferred" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l requests -d 'Number of calls (ignored with --duration)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l concurrency -d 'Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l devices-per-request -d 'Devices per request (allocate, preferred)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l devices-per-request -d 'Devices per request (allocate, preferred), at most 100000' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -l duration -d 'Run for this long instead of a number of calls' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -554,7 +554,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from list-and-watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l socket -d 'A running `dpctl serve` socket to measure (changes go through its live control); default: an in-process one' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l changes -d 'Health changes to time' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l sizes -d 'Plugin sizes whose first snapshot to time' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -l sizes -d 'Plugin sizes whose first snapshot to time (each 1..=100000)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from watch" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"

@@ -25,10 +25,21 @@ pub fn parse_with_version(version: &'static str) -> Cli {
     parse_from(command().version(version))
 }
 
+/// Parse the command line, or exit as clap does: help and version on stdout
+/// (exit 0), usage errors on stderr (exit 2) — with every echoed value
+/// escaped and capped, so a 128 KiB argument makes a short error line.
 fn parse_from(cmd: clap::Command) -> Cli {
     use clap::FromArgMatches;
-    let m = cmd.get_matches();
-    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+    match cmd.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let text = e.to_string();
+            let capped: Vec<String> = text.lines().map(|l| crate::core::text::cap_words(l).into_owned()).collect();
+            eprintln!("{}", capped.join("\n").trim_end());
+            std::process::exit(e.exit_code());
+        }
+        Err(e) => e.exit(),
+    }
 }
 
 /// Parse a `--timeout`-style duration for clap.
@@ -220,8 +231,8 @@ pub struct LoadArgs {
     /// Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes
     #[arg(long, default_value_t = 1, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub concurrency: u64,
-    /// Devices per request (allocate, preferred)
-    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Devices per request (allocate, preferred), at most 100000
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=crate::core::limits::MAX_DEVICES as u64))]
     pub devices_per_request: u64,
     /// Run for this long instead of a number of calls
     #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
@@ -252,8 +263,8 @@ pub struct BenchWatchArgs {
     /// Health changes to time
     #[arg(long, default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub changes: u64,
-    /// Plugin sizes whose first snapshot to time
-    #[arg(long, value_delimiter = ',', default_value = "10000,100000", value_name = "N,N")]
+    /// Plugin sizes whose first snapshot to time (each 1..=100000)
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000", value_name = "N,N", value_parser = device_count_arg)]
     pub sizes: Vec<usize>,
 }
 
@@ -532,8 +543,8 @@ pub struct ServeArgs {
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
     pub resource: Option<String>,
-    /// Number of devices (IDs from --id-pattern)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "devices")]
+    /// Number of devices (IDs from --id-pattern), at most 100000
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::core::limits::MAX_DEVICES as u64), conflicts_with = "devices")]
     pub count: Option<u64>,
     /// Explicit device IDs, comma-separated
     #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
@@ -541,8 +552,8 @@ pub struct ServeArgs {
     /// ID pattern; {i} is the index [default: <short name>-{i}, e.g. foo-{i}]
     #[arg(long, value_name = "PATTERN")]
     pub id_pattern: Option<String>,
-    /// Spread the devices over N NUMA nodes (reported in Device.topology)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Spread the devices over N NUMA nodes (reported in Device.topology), at most 1024
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::core::limits::MAX_NUMA_NODES as i64))]
     pub numa_nodes: Option<u32>,
     /// Devices that start Unhealthy, comma-separated
     #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
@@ -766,6 +777,23 @@ pub enum DeviceCommand {
     },
 }
 
+fn device_count_arg(s: &str) -> Result<usize, String> {
+    let max = crate::core::limits::MAX_DEVICES;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a number of devices from 1 to {max}")),
+    }
+}
+
+fn recv_size_arg(s: &str) -> Result<usize, String> {
+    let n = byte_size(s)?;
+    let max = crate::core::limits::GRPC_MAX_RECV_CEILING;
+    if n > max {
+        return Err(format!("at most {max} (1Gi) is allowed"));
+    }
+    Ok(n)
+}
+
 fn byte_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -804,7 +832,7 @@ pub struct MockKubeletArgs {
     #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
     pub grace_period: Duration,
     /// Receive limit for plugin messages (the kubelet's is the gRPC default, 4 MiB)
-    #[arg(long, default_value = "4Mi", value_parser = byte_size, value_name = "BYTES")]
+    #[arg(long, default_value = "4Mi", value_parser = recv_size_arg, value_name = "BYTES")]
     pub max_recv_size: usize,
     /// Topology manager policy
     #[arg(long, value_enum, default_value_t = crate::kubelet::devicemanager::TopologyPolicy::None)]

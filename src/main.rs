@@ -7,7 +7,8 @@ fn main() {
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
     let workers = std::env::var("DPCTL_WORKERS")
         .ok()
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|n| n.min(256))
         .unwrap_or_else(|| dpctl::commands::runtime_workers(&cli.command));
     let rt = if workers == 0 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()

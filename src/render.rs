@@ -115,23 +115,50 @@ pub fn json_line<T: Serialize>(value: &T) -> Result<String> {
 }
 
 /// A kubectl-style table: upper-case headers, no borders, columns three spaces apart.
+/// Cells are escaped ([`cell`]): a device ID holding control characters cannot misalign it.
 pub fn table<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>]) -> String {
     table_with(headers, rows, options().no_headers)
 }
 
 /// [`table`] with the header line shown or not.
 pub fn table_with<S: AsRef<str>>(headers: &[&str], rows: &[Vec<S>], no_headers: bool) -> String {
+    let colour = colored::control::SHOULD_COLORIZE.should_colorize();
     let mut b = tabled::builder::Builder::default();
     if !no_headers {
         b.push_record(headers.iter().map(|h| h.to_string()));
     }
     for r in rows {
-        b.push_record(r.iter().map(|c| c.as_ref().to_string()));
+        b.push_record(r.iter().map(|c| cell(c.as_ref(), colour)));
     }
     let mut t = b.build();
     t.with(tabled::settings::Style::empty()).with(tabled::settings::Padding::new(0, 3, 0, 0));
     let s = t.to_string();
     s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
+}
+
+/// A table cell with non-printable characters escaped. With colour on, the
+/// SGR sequences (`ESC [ digits ; m`) this module adds are kept.
+fn cell(s: &str, colour: bool) -> String {
+    if !colour || !s.contains('\u{1b}') {
+        return crate::core::text::escape(s).into_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\u{1b}') {
+        out.push_str(&crate::core::text::escape(&rest[..i]));
+        let seq = &rest[i..];
+        let body = seq[1..].strip_prefix('[').unwrap_or("");
+        let n = body.find(|c: char| !(c.is_ascii_digit() || c == ';')).unwrap_or(body.len());
+        if body[n..].starts_with('m') {
+            out.push_str(&seq[..2 + n + 1]);
+            rest = &seq[2 + n + 1..];
+        } else {
+            out.push_str("\\x1b");
+            rest = &seq[1..];
+        }
+    }
+    out.push_str(&crate::core::text::escape(rest));
+    out
 }
 
 /// A health string, coloured when colour is on: Healthy green, Unhealthy red,
@@ -206,5 +233,18 @@ mod tests {
         let rows = vec![vec!["a", "b"]];
         assert_eq!(table_with(&["X", "Y"], &rows, false).lines().count(), 2);
         assert_eq!(table_with(&["X", "Y"], &rows, true), "a   b");
+    }
+
+    #[test]
+    fn table_cells_are_escaped() {
+        let t = table(&["ID", "HEALTH"], &[vec!["\u{0}", "Healthy"], vec!["\u{3}\t", "Healthy"], vec!["long-id", "x"]]);
+        assert!(!t.contains(|c: char| c.is_control() && c != '\n'), "{t:?}");
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[1], "\\x00       Healthy");
+        assert_eq!(lines[2], "\\x03\\x09   Healthy");
+        // colour codes survive only when colouring, data escapes never do
+        assert_eq!(cell("\u{1b}[32mHealthy\u{1b}[0m", true), "\u{1b}[32mHealthy\u{1b}[0m");
+        assert_eq!(cell("\u{1b}[32mx", false), "\\x1b[32mx");
+        assert_eq!(cell("a\u{1b}]0;title\u{7}", true), "a\\x1b]0;title\\x07");
     }
 }

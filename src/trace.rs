@@ -294,7 +294,7 @@ pub struct Writer {
 impl Writer {
     /// Create `path` (which must not exist: a trace never overwrites a file) and write the header.
     pub fn create(path: &Path, resource: &str, source: &str, plugin: &Path) -> Result<Self> {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
+        let mut file = crate::core::files::create_new(path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::usage(format!(
                     "{}: exists; choose another trace file or remove it (a trace never overwrites a file)",
@@ -428,7 +428,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Trace> {
 
 /// Read a trace file.
 pub fn read(path: &Path) -> Result<Trace> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::core::limits::read_file(path, crate::core::limits::MAX_TRACE_FILE, "trace")
         .map_err(|e| Error::usage(format!("{}: cannot read trace: {e}", path.display())))?;
     parse(&text, path)
 }

@@ -24,7 +24,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
         if a.no_pod_resources { None } else { Some(ctx.pod_resources(a.pod_resources_socket.as_ref())) };
     if let Some(p) = &pod_resources_socket {
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
+            crate::core::files::create_dir_all(dir).map_err(|e| {
                 Error::io(dir, "cannot create the pod-resources directory (pass --pod-resources-socket)", &e)
             })?;
         }

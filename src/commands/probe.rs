@@ -197,10 +197,18 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
     let problems = device_problems(snap.devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
     let errors: Vec<String> = problems.iter().filter(|x| !x.is_warning()).map(|x| x.to_string()).collect();
     let warnings: Vec<String> = problems.iter().filter(|x| x.is_warning()).map(|x| x.to_string()).collect();
+    // At most MAX_LIST problems, then "+N more": 100,000 bad IDs make one short line.
+    let joined = |v: &[String]| {
+        let mut s = v.iter().take(crate::core::text::MAX_LIST).cloned().collect::<Vec<_>>().join("; ");
+        if v.len() > crate::core::text::MAX_LIST {
+            s.push_str(&format!("; +{} more", v.len() - crate::core::text::MAX_LIST));
+        }
+        s
+    };
     if !errors.is_empty() {
-        p.add("devices", Status::Fail, None, errors.join("; "));
+        p.add("devices", Status::Fail, None, joined(&errors));
     } else if !warnings.is_empty() {
-        p.add("devices", Status::Warn, None, warnings.join("; "));
+        p.add("devices", Status::Warn, None, joined(&warnings));
     } else if snap.devices.is_empty() {
         p.add("devices", Status::Warn, None, "the plugin advertises no devices");
     } else if healthy.is_empty() {

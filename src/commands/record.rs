@@ -84,7 +84,7 @@ impl Served {
         let (listener, guard) = listen(path).await?;
         let (stop, mut st) = watch::channel(false);
         let svc = DevicePluginServer::new(tap.clone())
-            .max_decoding_message_size(usize::MAX)
+            .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
             .max_encoding_message_size(usize::MAX);
         let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut st).await }).await });
         Ok(Served { guard, stop, task })

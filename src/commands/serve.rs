@@ -141,7 +141,7 @@ pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<
 pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
     let (file, resources) = match &a.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::core::limits::read_file(path, crate::core::limits::MAX_CONFIG_FILE, "config")
                 .map_err(|e| Error::usage(format!("{}: cannot read config: {e}", path.display())))?;
             let f = parse_file(&text, path)?;
             let r = f.resources.clone();

@@ -87,17 +87,18 @@ fn render_first(resp: &ListAndWatchResponse) -> String {
 
 fn render_update(n: u64, resp: &ListAndWatchResponse, d: &Diff) -> String {
     let mut s = format!("{}  update {n}: {}/{} healthy\n", now_rfc3339(), healthy(&resp.devices), resp.devices.len());
+    let show = |id: &str| crate::core::text::cap(id).into_owned();
     for (id, old, new) in &d.health {
-        s.push_str(&format!("  ~ {id}  {} -> {}\n", render::health(old), render::health(new)));
+        s.push_str(&format!("  ~ {}  {} -> {}\n", show(id), render::health(old), render::health(new)));
     }
     for (id, h, numa) in &d.added {
-        s.push_str(&format!("  + {id}  {}  numa {numa}\n", render::health(h)));
+        s.push_str(&format!("  + {}  {}  numa {numa}\n", show(id), render::health(h)));
     }
     for id in &d.removed {
-        s.push_str(&format!("  - {id}\n"));
+        s.push_str(&format!("  - {}\n", show(id)));
     }
     for (id, old, new) in &d.topology {
-        s.push_str(&format!("  ~ {id}  numa {old} -> {new}\n"));
+        s.push_str(&format!("  ~ {}  numa {old} -> {new}\n", show(id)));
     }
     if d == &Diff::default() {
         s.push_str("  (no change)\n");

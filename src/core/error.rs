@@ -98,11 +98,33 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Fold a message onto one line.
+/// Fold a message onto one line, escape what is not printable and cap every
+/// long word (a value echoed in full by serde or by a peer).
 fn one_line(s: &str) -> String {
-    if s.contains('\n') {
+    let folded = if s.contains('\n') {
         s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
     } else {
         s.to_string()
+    };
+    crate::core::text::cap_words(&folded).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_capped_escaped_line() {
+        let e = Error::usage(format!("c.json: unknown variant `{}`, expected `a`\nat line 1", "B".repeat(2_000_000)));
+        let s = e.to_string();
+        assert!(s.len() < 200, "{s}");
+        assert!(s.contains("B… (2000000 bytes)`, expected `a`; at line 1"), "{s}");
+        let e = Error::Rpc {
+            target: "p.sock".into(),
+            method: "Allocate",
+            code: tonic::Code::InvalidArgument,
+            message: "id \u{0}".into(),
+        };
+        assert_eq!(e.to_string(), "p.sock: Allocate failed: InvalidArgument: id \\x00");
     }
 }

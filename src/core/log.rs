@@ -34,7 +34,9 @@ impl Logger {
 
     /// A logger appending `format` lines to a file.
     pub fn to_file(format: LogFormat, path: &std::path::Path) -> crate::core::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
         let f = std::fs::OpenOptions::new()
+            .mode(crate::core::files::FILE_MODE)
             .create(true)
             .append(true)
             .open(path)
@@ -90,7 +92,7 @@ impl Logger {
                         Value::Array(a) => a
                             .iter()
                             .map(|x| match x {
-                                Value::String(s) => s.clone(),
+                                Value::String(s) => crate::core::text::escape(s).into_owned(),
                                 o => o.to_string(),
                             })
                             .collect::<Vec<_>>()
@@ -106,11 +108,13 @@ impl Logger {
     }
 }
 
+/// Quote a value that holds whitespace or quotes; escape what is not printable
+/// either way, so a log line stays one line of text.
 fn quote_if_needed(s: &str) -> String {
     if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '"') {
         format!("{s:?}")
     } else {
-        s.to_string()
+        crate::core::text::escape(s).into_owned()
     }
 }
 
@@ -133,5 +137,13 @@ mod tests {
         let v: Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["event"], "allocate");
         assert_eq!(v["latencyMs"], 1.5);
+    }
+
+    #[test]
+    fn human_lines_escape_control_characters() {
+        let h = Logger::new(LogFormat::Human)
+            .format_line("allocate", &[("ids", json!(["\u{0}", "\u{3}"])), ("id", json!("a\u{1}"))]);
+        assert!(h.ends_with(" allocate ids=\\x00,\\x03 id=a\\x01\n"), "{h}");
+        assert!(!h.trim_end().contains(|c: char| c.is_control()), "{h:?}");
     }
 }

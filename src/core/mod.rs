@@ -1,10 +1,14 @@
 //! The protocol core every subcommand shares: transport (dial, safe listen,
-//! serve), the HTTP/2 `:authority` shim, validation, paths, errors and time.
+//! serve), the HTTP/2 `:authority` shim, validation, paths, errors, time,
+//! and capping/escaping of echoed text.
 pub mod authority;
 pub mod error;
+pub mod files;
+pub mod limits;
 pub mod log;
 pub mod paths;
 pub mod status;
+pub mod text;
 pub mod time;
 pub mod transport;
 pub mod validate;

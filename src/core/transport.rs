@@ -80,29 +80,27 @@ pub fn find_sockets(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A temporary directory removed (with everything in it) on drop.
+/// A temporary directory removed (with everything in it) on drop:
+/// `<tmp>/dpctl-<tag>-<random>`, created new with mode 0700, so nobody can
+/// have made it first.
 #[derive(Debug)]
-pub struct TempDir(PathBuf);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// Create `<tmp>/dpctl-<tag>-<pid>-<n>`.
+    /// Create `<tmp>/dpctl-<tag>-<random>`.
     pub fn new(tag: &str) -> Result<Self> {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("dpctl-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, "cannot create a temp directory", &e))?;
-        Ok(TempDir(p))
+        let tmp = std::env::temp_dir();
+        tempfile::Builder::new()
+            .prefix(&format!("dpctl-{tag}-"))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&tmp)
+            .map(TempDir)
+            .map_err(|e| Error::io(&tmp, "cannot create a temp directory", &e))
     }
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

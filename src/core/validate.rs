@@ -2,6 +2,7 @@
 //! kubelet validates them, device IDs and health strings.
 
 use crate::api::{HEALTHY, UNHEALTHY};
+use crate::core::text::{is_printable_ascii, quote};
 use std::collections::HashSet;
 
 /// Device IDs are documented as at most this long (the kubelet does not enforce it).
@@ -27,7 +28,7 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
         _ => return Some("it must contain exactly one '/'".into()),
     };
     if let Some(p) = dns_subdomain_problem(prefix) {
-        return Some(format!("prefix {:?} {p}", &prefix["requests.".len()..]));
+        return Some(format!("prefix {} {p}", quote(prefix.strip_prefix("requests.").unwrap_or(prefix))));
     }
     if short.is_empty() {
         return Some("the name after '/' is empty".into());
@@ -37,7 +38,8 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
     }
     if !qualified_name_part_ok(short) {
         return Some(format!(
-            "the name after '/' ({short:?}) must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
+            "the name after '/' ({}) must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric",
+            quote(short)
         ));
     }
     None
@@ -45,7 +47,7 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
 
 /// The kubelet's error text for an invalid resource name.
 pub fn kubelet_invalid_resource_text(name: &str) -> String {
-    format!("the ResourceName {name:?} is invalid")
+    format!("the ResourceName {} is invalid", quote(name))
 }
 
 /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`
@@ -81,7 +83,7 @@ fn dns_subdomain_problem(s: &str) -> Option<&'static str> {
 pub fn check_resource_name(name: &str) -> crate::core::Result<()> {
     match resource_name_problem(name) {
         None => Ok(()),
-        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {name:?}: {p}"))),
+        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {}: {p}", quote(name)))),
     }
 }
 
@@ -96,12 +98,15 @@ pub enum DeviceProblem {
     BadHealth(String, String),
     /// An ID over 63 characters (warning).
     LongId(String),
+    /// An ID that is not printable ASCII (warning: the kubelet accepts it,
+    /// tables, logs and shell tools choke on it).
+    NonPrintableId(String),
 }
 
 impl DeviceProblem {
     /// Whether this problem is only a warning.
     pub fn is_warning(&self) -> bool {
-        matches!(self, DeviceProblem::LongId(_))
+        matches!(self, DeviceProblem::LongId(_) | DeviceProblem::NonPrintableId(_))
     }
 }
 
@@ -109,15 +114,23 @@ impl std::fmt::Display for DeviceProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DeviceProblem::EmptyId => f.write_str("a device has an empty ID"),
-            DeviceProblem::DuplicateId(id) => write!(f, "device ID {id:?} appears more than once"),
+            DeviceProblem::DuplicateId(id) => write!(f, "device ID {} appears more than once", quote(id)),
             DeviceProblem::BadHealth(id, h) => write!(
                 f,
-                "device {id:?} has health {h:?}; only the exact strings \"Healthy\" and \"Unhealthy\" are valid (the kubelet counts anything else as unhealthy)"
+                "device {} has health {}; only the exact strings \"Healthy\" and \"Unhealthy\" are valid (the kubelet counts anything else as unhealthy)",
+                quote(id),
+                quote(h)
             ),
             DeviceProblem::LongId(id) => write!(
                 f,
-                "device ID {id:?} is {} characters, over the documented limit of {MAX_DEVICE_ID_LEN}",
+                "device ID {} is {} characters, over the documented limit of {MAX_DEVICE_ID_LEN}",
+                quote(id),
                 id.len()
+            ),
+            DeviceProblem::NonPrintableId(id) => write!(
+                f,
+                "device ID {} is not printable ASCII; the kubelet accepts it, but tables, logs and tools like grep choke on it",
+                quote(id)
             ),
         }
     }
@@ -135,8 +148,13 @@ pub fn device_problems<'a>(devices: impl IntoIterator<Item = (&'a str, &'a str)>
             if reported_dup.insert(id) {
                 out.push(DeviceProblem::DuplicateId(id.to_string()));
             }
-        } else if id.len() > MAX_DEVICE_ID_LEN {
-            out.push(DeviceProblem::LongId(id.to_string()));
+        } else {
+            if id.len() > MAX_DEVICE_ID_LEN {
+                out.push(DeviceProblem::LongId(id.to_string()));
+            }
+            if !is_printable_ascii(id) {
+                out.push(DeviceProblem::NonPrintableId(id.to_string()));
+            }
         }
         if health != HEALTHY && health != UNHEALTHY {
             out.push(DeviceProblem::BadHealth(id.to_string(), health.to_string()));
@@ -151,7 +169,8 @@ pub fn parse_health(s: &str) -> crate::core::Result<&'static str> {
         HEALTHY => Ok(HEALTHY),
         UNHEALTHY => Ok(UNHEALTHY),
         _ => Err(crate::core::Error::usage(format!(
-            "invalid health {s:?}: use exactly \"Healthy\" or \"Unhealthy\" (case matters to the kubelet)"
+            "invalid health {}: use exactly \"Healthy\" or \"Unhealthy\" (case matters to the kubelet)",
+            quote(s)
         ))),
     }
 }
@@ -164,7 +183,7 @@ pub fn check_id_list(what: &str, ids: &[String]) -> crate::core::Result<()> {
             return Err(crate::core::Error::usage(format!("{what}: empty device ID")));
         }
         if !seen.insert(id) {
-            return Err(crate::core::Error::usage(format!("{what}: device ID {id:?} given twice")));
+            return Err(crate::core::Error::usage(format!("{what}: device ID {} given twice", quote(id))));
         }
     }
     Ok(())
@@ -225,6 +244,13 @@ mod tests {
             ]
         );
         assert!(device_problems([("a", "Healthy"), ("b", "Unhealthy")]).is_empty());
+        let p = device_problems([("\u{0}", "Healthy"), ("gpu-é", "Healthy")]);
+        assert_eq!(
+            p,
+            vec![DeviceProblem::NonPrintableId("\u{0}".into()), DeviceProblem::NonPrintableId("gpu-é".into())]
+        );
+        assert!(p[0].is_warning());
+        assert!(p[0].to_string().contains("\"\\x00\" is not printable ASCII"), "{}", p[0]);
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Manager {
                 g.st.allocations
                     .iter()
                     .filter(|((u, _, _), _)| u == &s.pod.uid)
-                    .map(|((_, c, r), a)| format!("{c}:{r}={}", a.ids.join(",")))
+                    .map(|((_, c, r), a)| format!("{c}:{r}={}", crate::core::text::id_list(&a.ids)))
                     .collect()
             };
             self.event(

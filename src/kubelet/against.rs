@@ -201,13 +201,9 @@ pub fn diff(path: &str, recorded: &Value, got: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// A recorded or received value for a diff line: escaped, at most 160 characters.
 fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 160 {
-        format!("{}…", &s[..160])
-    } else {
-        s
-    }
+    crate::core::text::cap_at(&v.to_string(), 160).into_owned()
 }
 
 fn outcome<T: Serialize>(r: Result<tonic::Response<T>, tonic::Status>) -> Result<Value, RpcError> {
@@ -398,6 +394,15 @@ pub async fn run(conn: &PluginConn, trace: &Trace, timeout: Duration) -> (Vec<Ca
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn short_cuts_non_ascii_text_on_a_character_boundary() {
+        // 159 ASCII bytes after the opening quote, then 'é' straddles byte 160.
+        let v = Value::String(format!("{}é and more", "a".repeat(158)));
+        let s = super::short(&v);
+        assert!(s.starts_with("\"aaa") && s.ends_with("é… (171 bytes)"), "{s}");
+        assert_eq!(super::short(&Value::from(1)), "1");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -11,7 +11,6 @@ use base64::Engine;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One allocation: a container's devices of one resource.
@@ -144,7 +143,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded> {
 
 /// Read a checkpoint file (never modifies it). `Ok(None)` if there is none.
 pub fn read(path: &Path) -> Result<Option<Loaded>> {
-    match std::fs::read_to_string(path) {
+    match crate::core::limits::read_file(path, crate::core::limits::MAX_CHECKPOINT_FILE, "checkpoint") {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(path, "cannot read checkpoint", &e)),
         Ok(text) => parse(&text, path).map(Some),
@@ -156,33 +155,20 @@ pub fn write(path: &Path, data: &Data) -> Result<()> {
     let body = serde_json::to_vec(data).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
     let cp = Checkpoint { data: data.clone(), checksum: fnv32a(&body) };
     let text = serde_json::to_vec(&cp).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint"),
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| Error::io(path, "cannot write checkpoint", &e))
+    crate::core::files::write_atomic(path, &text).map_err(|e| Error::io(path, "cannot write checkpoint", &e))
 }
 
 /// Move a corrupt checkpoint aside (`<name>.corrupt-<unix time>`); returns the new path.
 pub fn set_aside(path: &Path) -> Result<PathBuf> {
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint");
-    let to = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    // Never rename over a file that is already there.
+    let mut to = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    let mut n = 1;
+    while std::fs::symlink_metadata(&to).is_ok() {
+        to = path.with_file_name(format!("{name}.corrupt-{stamp}-{n}"));
+        n += 1;
+    }
     std::fs::rename(path, &to).map_err(|e| Error::io(path, "cannot set the corrupt checkpoint aside", &e))?;
     Ok(to)
 }

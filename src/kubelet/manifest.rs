@@ -3,6 +3,8 @@
 //! metadata (name, namespace, uid) and each init and app container's
 //! extended-resource limits.
 
+use crate::core::limits::{MAX_MANIFEST_DEPTH, MAX_MANIFEST_FILE, MAX_MANIFEST_FLOW};
+use crate::core::text::cap_words;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -110,13 +112,58 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
     Ok(Container { name: name.to_string(), resources: out })
 }
 
+/// Why a YAML text is too deeply nested to hand to the YAML parser, whose
+/// cost grows with flow depth times tokens (a 100 KB `{name: [[[…` took 24 s).
+/// Checked in one pass before parsing: the bracket depth (ignoring quotes),
+/// and — a bound no quoting trick can get around — the number of `[` and `{`.
+pub fn yaml_nesting_problem(text: &str) -> Option<String> {
+    let (mut depth, mut max, mut opens) = (0usize, 0usize, 0usize);
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                opens += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if max > MAX_MANIFEST_DEPTH {
+        return Some(format!(
+            "nested {max} levels deep; at most {MAX_MANIFEST_DEPTH} are allowed (a pod spec needs about 10)"
+        ));
+    }
+    if opens > MAX_MANIFEST_FLOW {
+        return Some(format!(
+            "{opens} flow collections ([…] or {{…}}); at most {MAX_MANIFEST_FLOW} are allowed in YAML (write large manifests as JSON or in block style)"
+        ));
+    }
+    None
+}
+
+/// Read (at most [`MAX_MANIFEST_FILE`] bytes) and parse one manifest file.
+/// Blocking and CPU-bound: call it off the async workers (`spawn_blocking`).
+pub fn load(file: &Path) -> Result<Pod, String> {
+    let text =
+        crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
+    parse(&text, file)
+}
+
 /// Parse one manifest file's text. `file` goes into the derived UID; errors
 /// do not repeat it (the caller shows them next to the file's name).
 pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
+    if text.len() as u64 > MAX_MANIFEST_FILE {
+        return Err(format!("larger than {}", crate::core::limits::human_bytes(MAX_MANIFEST_FILE)));
+    }
     let v: Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+        // serde_json is linear and stops at 128 levels by itself.
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {}", cap_words(&e.to_string())))?
     } else {
-        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+        if let Some(p) = yaml_nesting_problem(text) {
+            return Err(p);
+        }
+        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {}", cap_words(&e.to_string())))?
     };
     if let Some(kind) = v.get("kind").and_then(Value::as_str) {
         if kind != "Pod" {
@@ -201,5 +248,26 @@ mod tests {
             let e = parse(&text, Path::new("bad.yaml")).unwrap_err();
             assert!(e.contains(want) && !e.contains("bad.yaml"), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn deep_or_huge_manifests_are_refused_before_parsing() {
+        // The fuzzing run's stall: 100 KB of '[' inside a mapping (24 s before).
+        let deep = format!("metadata: {{name: {}}}\n", "[".repeat(100_000));
+        let e = parse(&deep, Path::new("n.yaml")).unwrap_err();
+        assert!(e.contains("nested 100001 levels deep; at most 64"), "{e}");
+        // Quotes cannot hide depth: closers inside quoted scalars do not count for the parser,
+        // but every opener counts for the bound.
+        let tricky = format!("a: x 'y\nb: {}\n", "[ 'x]', ".repeat(5_000));
+        let e = parse(&tricky, Path::new("t.yaml")).unwrap_err();
+        assert!(e.contains("5000 flow collections"), "{e}");
+        let big = format!("metadata: {{name: x}}\n#{}\n", "a".repeat(MAX_MANIFEST_FILE as usize));
+        assert!(parse(&big, Path::new("b.yaml")).unwrap_err().contains("larger than 512 KiB"));
+        // JSON goes to serde_json, which is linear and refuses > 128 levels itself.
+        let json = format!("{{\"metadata\": {}", "[".repeat(100_000));
+        assert!(parse(&json, Path::new("j.json")).unwrap_err().contains("not valid JSON"));
+        // A realistic manifest with flow collections still parses.
+        let ok = "metadata: {name: p}\nspec:\n  containers:\n  - name: c\n    command: [\"sh\", \"-c\", \"[ -f x ] && echo '[['\"]\n    resources: {limits: {v.e/a: 1}}\n";
+        assert_eq!(parse(ok, Path::new("ok.yaml")).unwrap().containers[0].resources["v.e/a"], 1);
     }
 }

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -137,7 +137,6 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
             })
             .unwrap_or_default();
         files.sort();
-        let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
@@ -146,6 +145,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 }
             }
         }
+        let mut changed = Vec::new();
         for f in &files {
             let meta = std::fs::metadata(f).ok();
             let (modified, len) =
@@ -158,23 +158,30 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                     mgr.remove_pod(uid);
                 }
             }
-            let text = match std::fs::read_to_string(f) {
-                Ok(t) => t,
-                Err(e) => {
-                    mgr.reject_file(f.clone(), format!("cannot read: {e}"));
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                    continue;
-                }
-            };
-            match crate::kubelet::manifest::parse(&text, f) {
-                Err(e) => {
-                    mgr.reject_file(f.clone(), e);
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                }
-                Ok(pod) => {
-                    seen.insert(f.clone(), Seen { modified, len, uid: None });
-                    batch.push((pod, f.clone()));
-                }
+            seen.insert(f.clone(), Seen { modified, len, uid: None });
+            changed.push(f.clone());
+        }
+        // Reading and parsing (bounded in size and depth) run on the blocking
+        // pool, never on the workers that serve Registration and PodResources.
+        let parsed = if changed.is_empty() {
+            Vec::new()
+        } else {
+            let work = tokio::task::spawn_blocking(move || {
+                changed
+                    .into_iter()
+                    .map(|f| {
+                        let r = crate::kubelet::manifest::load(&f);
+                        (f, r)
+                    })
+                    .collect::<Vec<_>>()
+            });
+            work.await.unwrap_or_default()
+        };
+        let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
+        for (f, r) in parsed {
+            match r {
+                Err(e) => mgr.reject_file(f, e),
+                Ok(pod) => batch.push((pod, f)),
             }
         }
         // Everything found in this scan is admitted and committed together
@@ -208,7 +215,8 @@ async fn serve_status(
     log: Logger,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+        crate::core::files::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
     let (listener, guard) = listen(&path).await?;
     log.event("status", &[("socket", json!(path.display().to_string()))]);
@@ -221,19 +229,30 @@ async fn serve_status(
         let mut current = current.clone();
         let stop = stop.clone();
         tracker.spawn(stop.run_until_cancelled_owned(async move {
+            use crate::core::limits::{read_line, Line, MAX_CONTROL_LINE};
             let (r, mut w) = stream.into_split();
-            let mut lines = BufReader::new(r).lines();
-            while let Ok(Some(_)) = lines.next_line().await {
-                // Between generations, wait a little for the next one rather than fail.
-                let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
-                let mgr = next.ok().and_then(|r| r.ok()).and_then(|m| m.clone());
-                let v = match mgr {
-                    Some(m) => json!({"ok": true, "node": node_status(&m)}),
-                    None => json!({"ok": false, "error": "the mock kubelet is restarting; try again"}),
+            let mut r = BufReader::new(r);
+            loop {
+                let (v, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
+                    Err(_) | Ok(Line::Eof) => break,
+                    Ok(Line::TooLong) => {
+                        (json!({"ok": false, "error": "request line longer than 1 MiB; closing the connection"}), true)
+                    }
+                    Ok(Line::NotUtf8) => {
+                        (json!({"ok": false, "error": "request line is not UTF-8; closing the connection"}), true)
+                    }
+                    Ok(Line::Text(_)) => {
+                        // Between generations, wait a little for the next one rather than fail.
+                        let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
+                        match next.ok().and_then(|r| r.ok()).and_then(|m| m.clone()) {
+                            Some(m) => (json!({"ok": true, "node": node_status(&m)}), false),
+                            None => (json!({"ok": false, "error": "the mock kubelet is restarting; try again"}), false),
+                        }
+                    }
                 };
                 let mut text = v.to_string();
                 text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() {
+                if w.write_all(text.as_bytes()).await.is_err() || close {
                     break;
                 }
             }
@@ -303,7 +322,8 @@ pub async fn run(
         let p = status_socket(&s.plugin_dir);
         // Fail early if the status socket cannot be created.
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+            crate::core::files::create_dir_all(dir)
+                .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
         }
         let (c, st, tr, l) = (current_rx.clone(), process.token.clone(), process.tracker.clone(), log.clone());
         process.tracker.spawn(async move {

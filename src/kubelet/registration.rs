@@ -14,14 +14,28 @@ use std::time::{Duration, Instant};
 
 /// The kubelet's text for an unsupported version.
 pub fn unsupported_version_text(v: &str) -> String {
-    format!("requested API version {v:?} is not supported by kubelet. Supported version is {:?}", crate::api::VERSION)
+    format!(
+        "requested API version {} is not supported by kubelet. Supported version is {:?}",
+        crate::core::text::quote(v),
+        crate::api::VERSION
+    )
 }
+
+/// The longest file name Linux allows.
+const NAME_MAX: usize = 255;
 
 /// Why an endpoint name would escape the plugin directory (upstream does not check; a safe tool must).
 pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
-    if endpoint.is_empty() || endpoint.contains('/') || endpoint == "." || endpoint == ".." || endpoint.contains('\0') {
+    if endpoint.is_empty()
+        || endpoint.contains('/')
+        || endpoint == "."
+        || endpoint == ".."
+        || endpoint.contains('\0')
+        || endpoint.len() > NAME_MAX
+    {
         Some(format!(
-            "endpoint {endpoint:?} is not a socket file name inside the plugin directory {}; send the socket's file name (e.g. \"vendor.sock\")",
+            "endpoint {} is not a socket file name inside the plugin directory {}; send the socket's file name (e.g. \"vendor.sock\", at most {NAME_MAX} bytes)",
+            crate::core::text::quote(endpoint),
             plugin_dir.display()
         ))
     } else {
@@ -111,11 +125,13 @@ impl Registration for RegistrationService {
         match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),
             Err(msg) => {
+                use crate::core::text::{cap, cap_words};
+                let msg = cap_words(&msg).into_owned();
                 let why = resource_name_problem(&r.resource_name);
                 let mut fields = vec![
-                    ("resource", json!(r.resource_name)),
-                    ("endpoint", json!(r.endpoint)),
-                    ("version", json!(r.version)),
+                    ("resource", json!(cap(&r.resource_name))),
+                    ("endpoint", json!(cap(&r.endpoint))),
+                    ("version", json!(cap(&r.version))),
                     ("error", json!(msg)),
                 ];
                 if let Some(w) = why {

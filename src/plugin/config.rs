@@ -3,7 +3,9 @@
 //! errors name the field and exit 2.
 
 use crate::api::{HEALTHY, UNHEALTHY};
+use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN, MAX_NUMA_NODES};
 use crate::core::log::LogFormat;
+use crate::core::text::quote;
 use crate::core::validate::resource_name_problem;
 use crate::core::{Error, Result};
 use serde::{Deserialize, Deserializer};
@@ -323,6 +325,12 @@ impl ResourceConfig {
             if self.count.is_some() {
                 return Err(bad("count", "give either count or devices, not both".into()));
             }
+            if self.devices.len() > MAX_DEVICES {
+                return Err(bad(
+                    "devices",
+                    format!("{} devices are too many; at most {MAX_DEVICES} are allowed", self.devices.len()),
+                ));
+            }
             self.devices
                 .iter()
                 .map(|d| DeviceSpec { id: d.id.clone(), health: d.health.clone(), numa: d.numa })
@@ -332,8 +340,17 @@ impl ResourceConfig {
             if n == 0 {
                 return Err(bad("count", "must be at least 1".into()));
             }
+            if n > MAX_DEVICES {
+                return Err(bad("count", format!("{n} is out of range; at most {MAX_DEVICES} devices are allowed")));
+            }
             let default_pattern = format!("{}-{{i}}", short_name(&self.resource));
             let pattern = self.id_pattern.as_deref().unwrap_or(&default_pattern);
+            if pattern.len() > MAX_ID_LEN {
+                return Err(bad(
+                    "idPattern",
+                    format!("{} bytes is too long; at most {MAX_ID_LEN} are allowed", pattern.len()),
+                ));
+            }
             if !pattern.contains("{i}") {
                 return Err(bad(
                     "idPattern",
@@ -348,6 +365,9 @@ impl ResourceConfig {
             if nodes == 0 {
                 return Err(bad("numaNodes", "must be at least 1".into()));
             }
+            if nodes > MAX_NUMA_NODES {
+                return Err(bad("numaNodes", format!("{nodes} is out of range; at most {MAX_NUMA_NODES} are allowed")));
+            }
             let len = out.len();
             for (i, d) in out.iter_mut().enumerate() {
                 if d.numa.is_none() {
@@ -360,13 +380,19 @@ impl ResourceConfig {
             if d.id.is_empty() {
                 return Err(bad(&format!("devices[{i}].id"), "must not be empty".into()));
             }
+            if d.id.len() > MAX_ID_LEN {
+                return Err(bad(
+                    &format!("devices[{i}].id"),
+                    format!("{} is {} bytes; at most {MAX_ID_LEN} are allowed", quote(&d.id), d.id.len()),
+                ));
+            }
             if !seen.insert(d.id.as_str()) {
-                return Err(bad(&format!("devices[{i}].id"), format!("{:?} appears more than once", d.id)));
+                return Err(bad(&format!("devices[{i}].id"), format!("{} appears more than once", quote(&d.id))));
             }
             if d.health != HEALTHY && d.health != UNHEALTHY {
                 return Err(bad(
                     &format!("devices[{i}].health"),
-                    format!("{:?} must be exactly \"Healthy\" or \"Unhealthy\"", d.health),
+                    format!("{} must be exactly \"Healthy\" or \"Unhealthy\"", quote(&d.health)),
                 ));
             }
             if d.numa.is_some_and(|n| n < 0) {
@@ -376,7 +402,7 @@ impl ResourceConfig {
         for u in &self.unhealthy {
             match out.iter_mut().find(|d| &d.id == u) {
                 Some(d) => d.health = UNHEALTHY.into(),
-                None => return Err(bad("unhealthy", format!("no device {u:?}"))),
+                None => return Err(bad("unhealthy", format!("no device {}", quote(u)))),
             }
         }
         Ok(out)
@@ -403,8 +429,11 @@ impl ResourceConfig {
             return bad("resource", format!("invalid resource name {:?}: {p}", self.resource));
         }
         if let Some(n) = &self.socket_name {
-            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
-                return bad("socketName", format!("{n:?} must be a plain file name inside the plugin directory"));
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." || n.len() > 255 {
+                return bad(
+                    "socketName",
+                    format!("{n:?} must be a plain file name (at most 255 bytes) inside the plugin directory"),
+                );
             }
             if n == crate::core::paths::KUBELET_SOCKET_NAME || n == crate::core::paths::CHECKPOINT_NAME {
                 return bad("socketName", format!("{n:?} is the kubelet's; choose another name"));
@@ -548,6 +577,12 @@ mod tests {
         let cases = [
             (r#"{"resources": [{"resource": "foo"}]}"#, "resources[0].resource"),
             (r#"{"resources": [{"resource": "v.e/foo", "count": 0}]}"#, "resources[0].count"),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "count": 100000000}]}"#,
+                "resources[0].count: 100000000 is out of range",
+            ),
+            (r#"{"resources": [{"resource": "v.e/foo", "count": 18446744073709551615}]}"#, "resources[0].count"),
+            (r#"{"resources": [{"resource": "v.e/foo", "numaNodes": 4294967295}]}"#, "resources[0].numaNodes"),
             (
                 r#"{"resources": [{"resource": "v.e/foo", "devices": [{"id": "a"}, {"id": "a"}]}]}"#,
                 "resources[0].devices[1].id",

@@ -14,7 +14,9 @@
 //! or `{"ok":false,"error":"…"}`.
 
 use crate::api::deviceplugin::{Device, NumaNode, TopologyInfo};
+use crate::core::limits::{human_bytes, read_line, Line, MAX_CONTROL_LINE};
 use crate::core::log::Logger;
+use crate::core::text::{cap, cap_words, id_list, quote};
 use crate::core::transport::{connect_raw, listen};
 use crate::core::{Error, Result};
 use crate::plugin::devices::Inventory;
@@ -24,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 /// The subdirectory of the plugin directory holding control sockets.
 pub const CONTROL_DIR: &str = "dpctl-control";
@@ -106,7 +108,7 @@ fn handle(entries: &BTreeMap<String, Entry>, req: Request) -> std::result::Resul
             .collect());
     }
     let (name, entry) = match &req.resource {
-        Some(r) => entries.get_key_value(r).ok_or_else(|| format!("this dpctl serve does not serve {r}"))?,
+        Some(r) => entries.get_key_value(r).ok_or_else(|| format!("this dpctl serve does not serve {}", quote(r)))?,
         None if entries.len() == 1 => entries.iter().next().ok_or("no resources")?,
         None => {
             return Err(format!(
@@ -136,9 +138,32 @@ fn handle(entries: &BTreeMap<String, Entry>, req: Request) -> std::result::Resul
                     .collect(),
             )?
         }
-        other => return Err(format!("unknown op {other:?}: use list, set-health, add or remove")),
+        other => return Err(format!("unknown op {}: use list, set-health, add or remove", quote(other))),
     }
     Ok(vec![view(name, entry)])
+}
+
+fn refusal(error: &str) -> Answer {
+    Answer { ok: false, error: Some(error.to_string()), resources: vec![] }
+}
+
+/// Answer one request line.
+fn answer(entries: &BTreeMap<String, Entry>, log: &Logger, line: &str) -> Answer {
+    let req = match serde_json::from_str::<Request>(line) {
+        Err(e) => return refusal(&format!("bad request: {}", cap_words(&e.to_string()))),
+        Ok(req) => req,
+    };
+    let op = cap(&req.op).into_owned();
+    let ids = id_list(&req.ids);
+    match handle(entries, req) {
+        Ok(resources) => {
+            if op != "list" {
+                log.event("control", &[("op", json!(op)), ("ids", json!(ids))]);
+            }
+            Answer { ok: true, error: None, resources }
+        }
+        Err(e) => refusal(&cap_words(&e)),
+    }
 }
 
 /// Serve live control on `path` until `shutdown`; the socket is removed on exit.
@@ -149,7 +174,8 @@ pub async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+        crate::core::files::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
     let (listener, guard) = listen(path).await?;
     log.event("control", &[("socket", json!(path.display().to_string()))]);
@@ -162,27 +188,20 @@ pub async fn serve(
                 let log = log.clone();
                 tokio::spawn(async move {
                     let (r, mut w) = stream.into_split();
-                    let mut lines = BufReader::new(r).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        let answer = match serde_json::from_str::<Request>(&line) {
-                            Err(e) => Answer { ok: false, error: Some(format!("bad request: {e}")), resources: vec![] },
-                            Ok(req) => {
-                                let op = req.op.clone();
-                                let ids = req.ids.join(",");
-                                match handle(&entries, req) {
-                                    Ok(resources) => {
-                                        if op != "list" {
-                                            log.event("control", &[("op", json!(op)), ("ids", json!(ids))]);
-                                        }
-                                        Answer { ok: true, error: None, resources }
-                                    }
-                                    Err(e) => Answer { ok: false, error: Some(e), resources: vec![] },
-                                }
-                            }
+                    let mut r = BufReader::new(r);
+                    loop {
+                        let (answer, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
+                            Err(_) | Ok(Line::Eof) => break,
+                            Ok(Line::TooLong) => (refusal(&format!(
+                                "request line longer than {}; closing the connection",
+                                human_bytes(MAX_CONTROL_LINE as u64)
+                            )), true),
+                            Ok(Line::NotUtf8) => (refusal("request line is not UTF-8; closing the connection"), true),
+                            Ok(Line::Text(line)) => (answer(&entries, &log, &line), false),
                         };
                         let mut text = serde_json::to_string(&answer).unwrap_or_else(|_| "{\"ok\":false}".into());
                         text.push('\n');
-                        if w.write_all(text.as_bytes()).await.is_err() {
+                        if w.write_all(text.as_bytes()).await.is_err() || close {
                             break;
                         }
                     }
@@ -205,16 +224,21 @@ pub async fn send(path: &Path, req: &Request, timeout: Duration) -> Result<Answe
     line.push('\n');
     let work = async {
         w.write_all(line.as_bytes()).await?;
-        let mut lines = BufReader::new(r).lines();
-        lines.next_line().await
+        read_line(&mut BufReader::new(r), crate::core::limits::MAX_CONTROL_ANSWER).await
     };
     let reply = match tokio::time::timeout(timeout, work).await {
         Err(_) => return Err(Error::timeout(path, "live control", timeout)),
         Ok(Err(e)) => return Err(Error::io(path, "live control", &e)),
-        Ok(Ok(None)) => {
+        Ok(Ok(Line::Eof)) => {
             return Err(Error::failed(format!("{}: the control socket closed without answering", path.display())))
         }
-        Ok(Ok(Some(l))) => l,
+        Ok(Ok(Line::TooLong | Line::NotUtf8)) => {
+            return Err(Error::failed(format!(
+                "{}: not a dpctl control socket (answer too long or not UTF-8)",
+                path.display()
+            )))
+        }
+        Ok(Ok(Line::Text(l))) => l,
     };
     serde_json::from_str(&reply)
         .map_err(|e| Error::failed(format!("{}: not a dpctl control socket (bad answer: {e})", path.display())))

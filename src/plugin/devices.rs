@@ -6,7 +6,7 @@
 use crate::api::deviceplugin::{Device, ListAndWatchResponse, NumaNode, TopologyInfo};
 use crate::api::{HEALTHY, UNHEALTHY};
 use crate::plugin::config::DeviceSpec;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -105,13 +105,15 @@ impl Inventory {
         if health != HEALTHY && health != UNHEALTHY {
             return Err(format!("invalid health {health:?}: use exactly \"Healthy\" or \"Unhealthy\""));
         }
+        // Sets, not nested scans: a control request may name 100,000 IDs.
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
-            let unknown: Vec<&str> =
-                ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
+            let have: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+            let unknown: Vec<&str> = ids.iter().map(String::as_str).filter(|id| !have.contains(id)).collect();
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", unknown.join(",")));
+                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
             }
-            for d in devices.iter_mut().filter(|d| ids.contains(&d.id)) {
+            for d in devices.iter_mut().filter(|d| wanted.contains(d.id.as_str())) {
                 d.health = health.to_string();
             }
             Ok(())
@@ -122,7 +124,10 @@ impl Inventory {
     pub fn toggle(&self, id: &str) -> Result<String, String> {
         let mut new = String::new();
         self.update(|devices| {
-            let d = devices.iter_mut().find(|d| d.id == id).ok_or_else(|| format!("unknown device {id}"))?;
+            let d = devices
+                .iter_mut()
+                .find(|d| d.id == id)
+                .ok_or_else(|| format!("unknown device {}", crate::core::text::quote(id)))?;
             d.health = if d.health == HEALTHY { UNHEALTHY } else { HEALTHY }.to_string();
             new = d.health.clone();
             Ok(())
@@ -132,13 +137,28 @@ impl Inventory {
 
     /// Add devices; an ID that exists already is an error and changes nothing.
     pub fn add(&self, new: Vec<Device>) -> Result<(), String> {
+        use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN};
         self.update(|devices| {
-            for (i, d) in new.iter().enumerate() {
+            if devices.len() + new.len() > MAX_DEVICES {
+                return Err(format!(
+                    "{} devices would be served; at most {MAX_DEVICES} are allowed",
+                    devices.len() + new.len()
+                ));
+            }
+            let mut seen: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+            for d in &new {
                 if d.id.is_empty() {
                     return Err("a device ID must not be empty".into());
                 }
-                if devices.iter().any(|x| x.id == d.id) || new[..i].iter().any(|x| x.id == d.id) {
-                    return Err(format!("device {} exists already", d.id));
+                if d.id.len() > MAX_ID_LEN {
+                    return Err(format!(
+                        "device ID {} is {} bytes; at most {MAX_ID_LEN} are allowed",
+                        crate::core::text::quote(&d.id),
+                        d.id.len()
+                    ));
+                }
+                if !seen.insert(d.id.as_str()) {
+                    return Err(format!("device {} exists already", crate::core::text::quote(&d.id)));
                 }
             }
             devices.extend(new);
@@ -148,13 +168,14 @@ impl Inventory {
 
     /// Remove devices; unknown IDs are an error and change nothing.
     pub fn remove(&self, ids: &[String]) -> Result<(), String> {
+        let gone: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
-            let unknown: Vec<&str> =
-                ids.iter().filter(|id| !devices.iter().any(|d| &d.id == *id)).map(String::as_str).collect();
+            let have: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+            let unknown: Vec<&str> = ids.iter().map(String::as_str).filter(|id| !have.contains(id)).collect();
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", unknown.join(",")));
+                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
             }
-            devices.retain(|d| !ids.contains(&d.id));
+            devices.retain(|d| !gone.contains(d.id.as_str()));
             Ok(())
         })
     }
@@ -197,6 +218,12 @@ mod tests {
         assert!(inv.set_health(&["a".into()], "healthy").is_err());
         assert!(inv.add(vec![Device { id: "a".into(), ..Default::default() }]).is_err());
         assert!(inv.remove(&["nope".into()]).is_err());
+        let many: Vec<Device> = (0..crate::core::limits::MAX_DEVICES)
+            .map(|i| Device { id: format!("n{i}"), health: HEALTHY.into(), topology: None })
+            .collect();
+        assert!(inv.add(many).unwrap_err().contains("at most 100000"));
+        let e = inv.add(vec![Device { id: "x".repeat(5000), ..Default::default() }]).unwrap_err();
+        assert!(e.contains("is 5000 bytes") && e.len() < 200, "{e}");
         assert!(!r.has_changed().unwrap());
         assert_eq!(inv.current().get("a").unwrap().health, HEALTHY);
         assert_eq!(inv.toggle("b").unwrap(), UNHEALTHY);

@@ -49,13 +49,15 @@ pub fn choose(
     size: usize,
     numa: impl Fn(&str) -> Option<i64>,
 ) -> Vec<String> {
+    // A set for membership: a request may carry 100,000s of IDs.
+    let mut must: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut chosen: Vec<String> = Vec::new();
     for m in must_include {
-        if !chosen.contains(m) {
+        if must.insert(m.as_str()) {
             chosen.push(m.clone());
         }
     }
-    let mut rest: Vec<&String> = available.iter().filter(|a| !chosen.contains(a)).collect();
+    let mut rest: Vec<&String> = available.iter().filter(|a| !must.contains(a.as_str())).collect();
     rest.sort_by(|a, b| natural_cmp(a, b));
     rest.dedup();
     let mut need = size.saturating_sub(chosen.len()).min(rest.len());
@@ -95,17 +97,26 @@ pub fn choose(
             }
         }
         Policy::Distributed => {
+            // Counts per node and queues, so each pick costs O(nodes), not O(chosen).
+            let mut counts: BTreeMap<Option<i64>, usize> = BTreeMap::new();
+            for c in &chosen {
+                *counts.entry(numa(c)).or_default() += 1;
+            }
+            let mut queues: BTreeMap<Option<i64>, std::collections::VecDeque<&String>> =
+                groups.into_iter().map(|(n, ids)| (n, ids.into())).collect();
             while need > 0 {
-                let pick = groups
+                let pick = queues
                     .iter()
-                    .filter(|(_, ids)| !ids.is_empty())
+                    .filter_map(|(n, ids)| ids.front().map(|first| (n, *first)))
                     .min_by(|(na, a), (nb, b)| {
-                        used(&chosen, na).cmp(&used(&chosen, nb)).then_with(|| natural_cmp(a[0], b[0]))
+                        let (ua, ub) = (counts.get(*na).copied().unwrap_or(0), counts.get(*nb).copied().unwrap_or(0));
+                        ua.cmp(&ub).then_with(|| natural_cmp(a, b))
                     })
                     .map(|(n, _)| *n);
                 let Some(node) = pick else { break };
-                if let Some(ids) = groups.get_mut(&node) {
-                    chosen.push(ids.remove(0).to_string());
+                if let Some(id) = queues.get_mut(&node).and_then(|q| q.pop_front()) {
+                    chosen.push(id.to_string());
+                    *counts.entry(node).or_default() += 1;
                     need -= 1;
                 }
             }

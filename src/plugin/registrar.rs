@@ -155,7 +155,7 @@ async fn start_server<B: Backend>(backend: &Arc<B>, s: &Settings, log: &Logger, 
     let (listener, guard) = listen(&path).await?;
     let (stop, stop_rx) = watch::channel(false);
     let svc = DevicePluginServer::new(PluginService::new(backend.clone(), log.clone(), stop_rx.clone()))
-        .max_decoding_message_size(usize::MAX)
+        .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
         .max_encoding_message_size(usize::MAX);
     let mut stop_rx2 = stop_rx;
     let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut stop_rx2).await }).await });

@@ -229,7 +229,7 @@ fn answer<T: Clone, R: Serialize>(method: &str, recorded: &[Outcome<T>], req: &R
             };
             Err(Status::not_found(format!(
                 "no recorded {method} matches this request: {}{near}",
-                serde_json::to_string(req).unwrap_or_default()
+                crate::core::text::cap(&serde_json::to_string(req).unwrap_or_default())
             )))
         }
     }

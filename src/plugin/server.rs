@@ -105,16 +105,7 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 /// Each container's IDs as one comma-joined string (at most 20, then `+N more`).
 fn containers(ids: impl Iterator<Item = Vec<String>>) -> Value {
-    Value::Array(
-        ids.map(|v| {
-            let mut s = v.iter().take(20).cloned().collect::<Vec<_>>().join(",");
-            if v.len() > 20 {
-                s.push_str(&format!(",+{} more", v.len() - 20));
-            }
-            json!(s)
-        })
-        .collect(),
-    )
+    Value::Array(ids.map(|v| json!(crate::core::text::id_list(&v))).collect())
 }
 
 #[tonic::async_trait]

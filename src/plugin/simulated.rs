@@ -7,6 +7,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
 use crate::api::HEALTHY;
+use crate::core::text::id_list;
 use crate::plugin::config::{AllocateTemplate, Faults, Policy, PreferredFault, ResourceConfig, Scope};
 use crate::plugin::devices::{to_device, Inventory, Snapshot};
 use crate::plugin::policy::choose;
@@ -210,10 +211,10 @@ impl Backend for Simulated {
         if !unknown.is_empty() || !unhealthy.is_empty() {
             let mut parts = Vec::new();
             if !unknown.is_empty() {
-                parts.push(format!("unknown device(s) {}", unknown.join(",")));
+                parts.push(format!("unknown device(s) {}", id_list(&unknown)));
             }
             if !unhealthy.is_empty() {
-                parts.push(format!("unhealthy device(s) {}", unhealthy.join(",")));
+                parts.push(format!("unhealthy device(s) {}", id_list(&unhealthy)));
             }
             return Err(Status::invalid_argument(format!("{}: {}", self.resource, parts.join("; "))));
         }
@@ -230,7 +231,7 @@ impl Backend for Simulated {
             return Err(Status::internal(format!(
                 "{}: injected PreStartContainer failure for {}",
                 self.resource,
-                req.devices_ids.join(",")
+                id_list(&req.devices_ids)
             )));
         }
         Ok(PreStartContainerResponse {})

@@ -6,6 +6,7 @@ mod bench;
 mod client;
 mod doctor;
 mod generations;
+mod hardening;
 mod interop;
 mod mock_kubelet;
 mod operator;
