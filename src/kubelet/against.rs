@@ -137,20 +137,22 @@ impl DeviceDiff {
     /// `-` removed, `+` added, `~` changed.
     pub fn parts(&self) -> Vec<(char, String)> {
         let mut v = Vec::new();
+        // IDs and health strings are the peer's text: escaped and capped.
+        use crate::core::text::cap;
         for d in &self.removed {
-            v.push(('-', format!("-{} removed (was {}, NUMA {})", d.id, d.health, numa_text(&d.numa))));
+            v.push(('-', format!("-{} removed (was {}, NUMA {})", cap(&d.id), cap(&d.health), numa_text(&d.numa))));
         }
         for d in &self.added {
-            v.push(('+', format!("+{} added ({}, NUMA {})", d.id, d.health, numa_text(&d.numa))));
+            v.push(('+', format!("+{} added ({}, NUMA {})", cap(&d.id), cap(&d.health), numa_text(&d.numa))));
         }
         for c in &self.health {
-            v.push(('~', format!("~{} health {} → {}", c.id, c.recorded, c.got)));
+            v.push(('~', format!("~{} health {} → {}", cap(&c.id), cap(&c.recorded), cap(&c.got))));
         }
         for c in &self.topology {
-            v.push(('~', format!("~{} NUMA {} → {}", c.id, numa_text(&c.recorded), numa_text(&c.got))));
+            v.push(('~', format!("~{} NUMA {} → {}", cap(&c.id), numa_text(&c.recorded), numa_text(&c.got))));
         }
         for id in &self.duplicates {
-            v.push(('~', format!("~{id} listed more than once")));
+            v.push(('~', format!("~{} listed more than once", cap(id))));
         }
         v
     }

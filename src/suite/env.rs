@@ -53,7 +53,7 @@ pub struct Tree {
 impl Tree {
     /// Create a fresh tree.
     pub fn new() -> Result<Self> {
-        let dir = TempDir::new("test")?;
+        let dir = TempDir::new(&format!("test-{}", std::process::id()))?;
         let root = dir.path().to_path_buf();
         let t = Tree {
             plugin_dir: root.join("device-plugins"),
