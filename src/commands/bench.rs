@@ -358,15 +358,20 @@ struct KubeletReport {
     plugins: u64,
     devices_per_plugin: u64,
     pods: u64,
-    all_registered_and_allocatable_ms: f64,
-    admission_ms: f64,
-    admissions_per_second: f64,
+    all_registered_and_allocatable_ms: Option<f64>,
+    admission_ms: Option<f64>,
+    admissions_per_second: Option<f64>,
+    admitted: u64,
     rejected: u64,
-    restart_all_back_ms: f64,
+    restart_all_back_ms: Option<f64>,
     peak_rss_mib: Option<f64>,
+    /// Ctrl-C (or SIGTERM) ended the run: later stages were not measured.
+    interrupted: bool,
 }
 
 async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
+    // Listen for Ctrl-C before anything starts, so no stage runs unowned.
+    let interrupt = crate::core::interrupted();
     let dir = TempDir::new("kubelet")?;
     let (dp, manifests) = (dir.path().join("dp"), dir.path().join("manifests"));
     for d in [&dp, &manifests] {
@@ -446,99 +451,125 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         tokio::spawn(
             async move { crate::plugin::run::run(&resources, settings, None, Logger::silent(), shut_rx).await },
         );
-    let want = a.plugins as usize;
-    let d = a.devices;
-    let mut ready = std::collections::BTreeSet::new();
-    wait_for(
-        &mut events,
-        "all plugins registered and allocatable",
-        Box::new(|v| {
-            if v["event"] == "devices" && v["allocatable"] == d {
-                ready.insert(v["resource"].as_str().unwrap_or_default().to_string());
+    let mut report = KubeletReport {
+        plugins: a.plugins,
+        devices_per_plugin: a.devices,
+        pods: a.pods,
+        all_registered_and_allocatable_ms: None,
+        admission_ms: None,
+        admissions_per_second: None,
+        admitted: 0,
+        rejected: 0,
+        restart_all_back_ms: None,
+        peak_rss_mib: None,
+        interrupted: false,
+    };
+    // The stages in order; Ctrl-C ends them and the figures so far are shown.
+    let outcome = {
+        let r = &mut report;
+        let stages = async {
+            let want = a.plugins as usize;
+            let d = a.devices;
+            let mut ready = std::collections::BTreeSet::new();
+            wait_for(
+                &mut events,
+                "all plugins registered and allocatable",
+                Box::new(|v| {
+                    if v["event"] == "devices" && v["allocatable"] == d {
+                        ready.insert(v["resource"].as_str().unwrap_or_default().to_string());
+                    }
+                    ready.len() == want
+                }),
+            )
+            .await?;
+            r.all_registered_and_allocatable_ms = Some(millis(t0.elapsed()));
+
+            // N pods, one device each.
+            for i in 0..a.pods {
+                let text = format!(
+                    "{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"bench\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"limits\":{{\"bench.example/r{}\":1}}}}}}]}}}}",
+                    i % a.plugins
+                );
+                let tmp = manifests.join(format!(".pod-{i}.tmp"));
+                std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write", &e))?;
+                std::fs::rename(&tmp, manifests.join(format!("pod-{i}.json")))
+                    .map_err(|e| Error::io(&tmp, "cannot rename", &e))?;
             }
-            ready.len() == want
-        }),
-    )
-    .await?;
-    let registered = t0.elapsed();
+            let t1 = Instant::now();
+            let (mut admitted, mut rejected) = (0u64, 0u64);
+            let pods = a.pods;
+            if pods > 0 {
+                wait_for(
+                    &mut events,
+                    "pod admissions",
+                    Box::new(|v| {
+                        if v["event"] == "pod-admitted" {
+                            admitted += 1;
+                        } else if v["event"] == "pod-rejected" {
+                            rejected += 1;
+                        }
+                        admitted + rejected >= pods
+                    }),
+                )
+                .await?;
+            }
+            let admission = t1.elapsed();
+            (r.admitted, r.rejected) = (admitted, rejected);
+            r.admission_ms = Some(millis(admission));
+            r.admissions_per_second = Some(if admission.as_secs_f64() > 0.0 {
+                (admitted as f64 / admission.as_secs_f64()).round()
+            } else {
+                0.0
+            });
 
-    // N pods, one device each.
-    for i in 0..a.pods {
-        let text = format!(
-            "{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"bench\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"limits\":{{\"bench.example/r{}\":1}}}}}}]}}}}",
-            i % a.plugins
-        );
-        let tmp = manifests.join(format!(".pod-{i}.tmp"));
-        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write", &e))?;
-        std::fs::rename(&tmp, manifests.join(format!("pod-{i}.json")))
-            .map_err(|e| Error::io(&tmp, "cannot rename", &e))?;
-    }
-    let t1 = Instant::now();
-    let (mut admitted, mut rejected) = (0u64, 0u64);
-    let pods = a.pods;
-    if pods > 0 {
-        wait_for(
-            &mut events,
-            "pod admissions",
-            Box::new(|v| {
-                if v["event"] == "pod-admitted" {
-                    admitted += 1;
-                } else if v["event"] == "pod-rejected" {
-                    rejected += 1;
-                }
-                admitted + rejected >= pods
-            }),
-        )
-        .await?;
-    }
-    let admission = t1.elapsed();
-
-    // A kubelet restart: every plugin must come back.
-    let t2 = Instant::now();
-    let _ = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status();
-    wait_for(&mut events, "all plugins back after a restart", Box::new(|v| v["event"] == "all-plugins-back")).await?;
-    let back = t2.elapsed();
-    let rss = peak_rss_mib(pid);
+            // A kubelet restart: every plugin must come back.
+            let t2 = Instant::now();
+            let _ = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status();
+            wait_for(&mut events, "all plugins back after a restart", Box::new(|v| v["event"] == "all-plugins-back"))
+                .await?;
+            r.restart_all_back_ms = Some(millis(t2.elapsed()));
+            Ok::<(), Error>(())
+        };
+        tokio::select! {
+            o = stages => Some(o),
+            _ = interrupt => None,
+        }
+    };
+    report.peak_rss_mib = peak_rss_mib(pid);
 
     let _ = shut_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), plugins).await;
     let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    match outcome {
+        Some(Err(e)) => return Err(e),
+        Some(Ok(())) => {}
+        None => {
+            report.interrupted = true;
+            eprintln!("dpctl: interrupted: the figures cover the stages finished so far ('-' was not measured)");
+        }
+    }
 
-    let report = KubeletReport {
-        plugins: a.plugins,
-        devices_per_plugin: a.devices,
-        pods: a.pods,
-        all_registered_and_allocatable_ms: millis(registered),
-        admission_ms: millis(admission),
-        admissions_per_second: if admission.as_secs_f64() > 0.0 {
-            (admitted as f64 / admission.as_secs_f64()).round()
-        } else {
-            0.0
-        },
-        rejected,
-        restart_all_back_ms: millis(back),
-        peak_rss_mib: rss,
-    };
+    let ms = |v: Option<f64>| v.map(|v| format!("{v:.1} ms")).unwrap_or_else(|| "-".into());
     match ctx.format {
         Format::Table => emit(&table(
             &["MEASUREMENT", "VALUE"],
             &[
                 vec![
                     format!("{} plugins × {} devices registered and allocatable", a.plugins, a.devices),
-                    format!("{:.1} ms", report.all_registered_and_allocatable_ms),
+                    ms(report.all_registered_and_allocatable_ms),
                 ],
                 vec![
-                    format!("{} pods admitted ({} rejected)", admitted, rejected),
-                    format!("{:.1} ms ({}/s)", report.admission_ms, report.admissions_per_second),
+                    format!("{} pods admitted ({} rejected)", report.admitted, report.rejected),
+                    match (report.admission_ms, report.admissions_per_second) {
+                        (Some(t), Some(r)) => format!("{t:.1} ms ({r}/s)"),
+                        _ => "-".into(),
+                    },
                 ],
-                vec![
-                    "all plugins back after a restart (SIGHUP)".into(),
-                    format!("{:.1} ms", report.restart_all_back_ms),
-                ],
+                vec!["all plugins back after a restart (SIGHUP)".into(), ms(report.restart_all_back_ms)],
                 vec![
                     "mock kubelet peak RSS".into(),
-                    rss.map(|r| format!("{r} MiB")).unwrap_or_else(|| "unknown".into()),
+                    report.peak_rss_mib.map(|r| format!("{r} MiB")).unwrap_or_else(|| "unknown".into()),
                 ],
             ],
         )),

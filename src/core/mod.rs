@@ -16,19 +16,23 @@ pub mod verbose;
 
 pub use error::{Error, Result};
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn interrupted() {
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when
+/// this is called, not when it is first polled, so a signal that arrives in
+/// between is not lost (nor does it kill the process with work half done).
+pub fn interrupted() -> impl std::future::Future<Output = ()> + Send {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut t), Ok(mut i)) => {
-            tokio::select! {
-                _ = t.recv() => {}
-                _ = i.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut t), Ok(mut i)) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = i.recv() => {}
+                }
             }
+            // Without signal handlers, never resolve: the default actions still apply.
+            _ => std::future::pending().await,
         }
-        // Without signal handlers, never resolve: the default actions still apply.
-        _ => std::future::pending().await,
     }
 }

@@ -190,3 +190,51 @@ fn progress_rate_is_whole_calls_per_second() {
     assert_eq!(dpctl::commands::bench::rate_text(27342.4481), "27342/s");
     assert_eq!(dpctl::commands::bench::rate_text(0.4), "0/s");
 }
+
+/// `bench kubelet` on Ctrl-C: the stages finished so far, `interrupted`, and
+/// the mock kubelet it started is stopped (issue 12, item 14).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_kubelet_interrupted_reports_and_cleans_up() {
+    let child = dpctl_cmd(&["bench", "kubelet", "--plugins", "2", "--devices", "200", "--pods", "300", "-o", "json"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().expect("pid");
+    // Its mock kubelet is a child process: interrupt once it exists.
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    };
+    let mut kids = Vec::new();
+    for _ in 0..500 {
+        kids = children();
+        if !kids.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(!kids.is_empty(), "bench kubelet started a mock kubelet");
+    let _ = std::process::Command::new("kill").arg("-INT").arg(pid.to_string()).status();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("bench kubelet stops on SIGINT")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["plugins"], 2, "{v}");
+    assert!(stderr.contains("interrupted: the figures cover the stages finished so far"), "{stderr}");
+    for k in kids {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{k}")).exists() || {
+                // a zombie until reaped by init is gone for our purposes
+                std::fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default().contains(") Z ")
+            },
+            "the mock kubelet {k} was stopped"
+        );
+    }
+}
