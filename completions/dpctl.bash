@@ -2732,6 +2732,12 @@ _dpctl_with_sockets() {
             *) sub="$w"; break ;;
         esac
     done
+    local prev="${COMP_WORDS[COMP_CWORD-1]}"
+    case "$sub $prev" in
+        "record --plugin"|"replay --against"|"test --socket")
+            [[ "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
+            return ;;
+    esac
     case " options watch allocate preferred prestart probe " in *" $sub "*) ;; *) return ;; esac
     if [[ -n "$sub" && "$cur" != -* && "$cur" != */* ]]; then
         COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )

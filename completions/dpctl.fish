@@ -662,3 +662,6 @@ function __dpctl_plugin_sockets
     end
 end
 complete -c dpctl -n "__fish_seen_subcommand_from options watch allocate preferred prestart probe" -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from record" -l plugin -r -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from replay" -l against -r -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from test" -l socket -r -a "(__dpctl_plugin_sockets)"

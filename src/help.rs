@@ -306,7 +306,8 @@ pub const SOCKET_COMMANDS: &[&str] = &["options", "watch", "allocate", "preferre
 
 /// The completion script for `shell`: clap's, plus socket names found in
 /// `$DPCTL_PLUGIN_DIR` (or the kubelet's directory) for socket arguments
-/// (bash and fish: positional SOCKET arguments; zsh: every SOCKET argument).
+/// (bash and fish: positional SOCKET arguments plus `record --plugin`,
+/// `replay --against` and `test --socket`; zsh: every SOCKET argument).
 pub fn completion_script(shell: crate::cli::Shell, cmd: &mut clap::Command) -> Vec<u8> {
     use crate::cli::Shell;
     let mut buf = Vec::new();
@@ -343,6 +344,12 @@ _dpctl_with_sockets() {{
             *) sub="$w"; break ;;
         esac
     done
+    local prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    case "$sub $prev" in
+        "record --plugin"|"replay --against"|"test --socket")
+            [[ "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
+            return ;;
+    esac
     case " {cmds} " in *" $sub "*) ;; *) return ;; esac
     if [[ -n "$sub" && "$cur" != -* && "$cur" != */* ]]; then
         COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
@@ -362,6 +369,9 @@ function __dpctl_plugin_sockets
     end
 end
 complete -c dpctl -n "__fish_seen_subcommand_from {cmds}" -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from record" -l plugin -r -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from replay" -l against -r -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from test" -l socket -r -a "(__dpctl_plugin_sockets)"
 "#
         ),
         Shell::Zsh => return zsh_with_sockets(&buf),

@@ -339,7 +339,15 @@ async fn completion_offers_plugin_sockets() {
     r.expect_code(0);
     let script = d.path().join("dpctl.bash");
     std::fs::write(&script, &r.stdout).unwrap();
-    for (line, want) in [("dpctl watch ", true), ("dpctl --plugin-dir DIR probe v", true), ("dpctl node ", false)] {
+    for (line, want) in [
+        ("dpctl watch ", true),
+        ("dpctl --plugin-dir DIR probe v", true),
+        ("dpctl node ", false),
+        ("dpctl record --plugin ", true),
+        ("dpctl replay t.jsonl --against v", true),
+        ("dpctl test --socket ", true),
+        ("dpctl record --resource ", false),
+    ] {
         let words = line.replace("DIR", s(d.path()));
         let test = format!(
             "source {}; COMP_WORDS=({words}{}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; _dpctl_with_sockets dpctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
@@ -371,6 +379,7 @@ async fn completion_offers_plugin_sockets() {
     let r = dpctl(&["completion", "fish"]).await;
     r.expect_code(0);
     assert!(r.stdout.contains("__dpctl_plugin_sockets"));
+    assert!(r.stdout.contains("__fish_seen_subcommand_from record\" -l plugin -r -a \"(__dpctl_plugin_sockets)\""));
     let r = dpctl(&["completion", "tcsh"]).await;
     r.expect_code(2);
 }
