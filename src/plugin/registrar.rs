@@ -163,6 +163,25 @@ async fn start_server<B: Backend>(backend: &Arc<B>, s: &Settings, log: &Logger, 
     Ok(Served { name, path, guard, stop, task })
 }
 
+/// The plugin-watcher registration socket while it is served: stopped and
+/// awaited (never left running) when the plugin restarts or stops.
+struct RegServed {
+    guard: SocketGuard,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl RegServed {
+    async fn shut(self) {
+        let _ = self.stop.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
+            task.abort();
+        }
+        drop(self.guard);
+    }
+}
+
 /// Run one resource's plugin until `shutdown`. `on_socket` is told every
 /// socket path the plugin serves on (live control shows it).
 pub async fn run<B: Backend>(
@@ -177,7 +196,7 @@ pub async fn run<B: Backend>(
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
     let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
     let watcher_reg = WatcherRegistration { resource: resource.clone(), endpoint: endpoint_rx, status: status_tx };
-    let mut reg_served: Option<(SocketGuard, watch::Sender<bool>)> = None;
+    let mut reg_served: Option<RegServed> = None;
 
     let faults = backend.lifecycle_faults();
     if faults.exit_without_kubelet
@@ -258,22 +277,22 @@ pub async fn run<B: Backend>(
                 }
                 RegistrationMode::PluginWatcher => {
                     // (Re)create the registration socket so a running watcher sees a new plugin.
-                    if let Some((g, stop)) = reg_served.take() {
-                        let _ = stop.send(true);
-                        drop(g);
+                    if let Some(r) = reg_served.take() {
+                        r.shut().await;
                     }
                     match listen(&reg_path).await {
                         Ok((l, g)) => {
                             let (stop, mut stop_rx) = watch::channel(false);
                             let svc = RegistrationServer::new(watcher_reg.clone());
-                            tokio::spawn(
-                                async move { serve(l, svc, async move { stopped(&mut stop_rx).await }).await },
-                            );
+                            let task =
+                                tokio::spawn(
+                                    async move { serve(l, svc, async move { stopped(&mut stop_rx).await }).await },
+                                );
                             log.event(
                                 "watcher-socket",
                                 &[("resource", json!(resource)), ("socket", json!(reg_path.display().to_string()))],
                             );
-                            reg_served = Some((g, stop));
+                            reg_served = Some(RegServed { guard: g, stop, task });
                         }
                         Err(e) if first => {
                             served.shut().await;
@@ -292,7 +311,7 @@ pub async fn run<B: Backend>(
                 _ = tokio::time::sleep(POLL) => {}
                 _ = stopped(&mut shutdown) => {
                     served.shut_keeping(faults.keep_socket_on_exit).await;
-                    if let Some((g, stop)) = reg_served.take() { let _ = stop.send(true); drop(g); }
+                    if let Some(r) = reg_served.take() { r.shut().await; }
                     return Ok(());
                 }
                 Some(st) = status_rx.recv() => {
@@ -300,7 +319,7 @@ pub async fn run<B: Backend>(
                         log.event("registered", &[("resource", json!(resource)), ("via", json!("plugin-watcher"))]);
                     } else {
                         served.shut().await;
-                        if let Some((g, stop)) = reg_served.take() { let _ = stop.send(true); drop(g); }
+                        if let Some(r) = reg_served.take() { r.shut().await; }
                         return Err(Error::failed(format!("the kubelet rejected the registration of {resource}: {}", st.error)));
                     }
                 }
@@ -317,8 +336,8 @@ pub async fn run<B: Backend>(
                     kubelet_id = None;
                 }
             }
-            if let Some((g, _)) = &reg_served {
-                if !g.still_ours() {
+            if let Some(r) = &reg_served {
+                if !r.guard.still_ours() {
                     break "our plugin-watcher socket was deleted";
                 }
             }
@@ -330,9 +349,8 @@ pub async fn run<B: Backend>(
             );
             stopped(&mut shutdown).await;
             served.shut_keeping(faults.keep_socket_on_exit).await;
-            if let Some((g, stop)) = reg_served.take() {
-                let _ = stop.send(true);
-                drop(g);
+            if let Some(r) = reg_served.take() {
+                r.shut().await;
             }
             return Ok(());
         }
