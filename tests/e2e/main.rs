@@ -6,6 +6,7 @@ mod bench;
 mod client;
 mod doctor;
 mod interop;
+mod log;
 mod mock_kubelet;
 mod record;
 mod serve;
