@@ -87,9 +87,8 @@ fn main() {
         eprintln!("bare: DEVICES must be a number");
         std::process::exit(2);
     };
-    let devices = (0..count)
-        .map(|i| Device { id: format!("foo-{i}"), health: "Healthy".into(), topology: None })
-        .collect();
+    let devices =
+        (0..count).map(|i| Device { id: format!("foo-{i}"), health: "Healthy".into(), topology: None }).collect();
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

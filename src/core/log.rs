@@ -248,6 +248,7 @@ fn writer(s: &Shared, format: LogFormat, mut sink: Box<dyn Write + Send>) {
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut reported = 0u64;
     let mut broken = false;
+    let mut clock = Clock::default();
     loop {
         let last = {
             let mut st = s.lock();
@@ -263,12 +264,26 @@ fn writer(s: &Shared, format: LogFormat, mut sink: Box<dyn Write + Send>) {
         if !broken {
             buf.clear();
             for p in batch.drain(..) {
-                format_line(&mut buf, format, p.time, &p.event, p.fields.iter().map(|(k, v)| (k.as_ref(), v)));
+                format_line(
+                    &mut buf,
+                    &mut clock,
+                    format,
+                    p.time,
+                    &p.event,
+                    p.fields.iter().map(|(k, v)| (k.as_ref(), v)),
+                );
             }
             let dropped = s.dropped.load(Ordering::Relaxed);
             if dropped > reported {
                 let lost = json!(dropped - reported);
-                format_line(&mut buf, format, SystemTime::now(), "log-dropped", [("lines", &lost)].into_iter());
+                format_line(
+                    &mut buf,
+                    &mut clock,
+                    format,
+                    SystemTime::now(),
+                    "log-dropped",
+                    [("lines", &lost)].into_iter(),
+                );
                 reported = dropped;
             }
             if !buf.is_empty() {
@@ -296,55 +311,96 @@ fn writer(s: &Shared, format: LogFormat, mut sink: Box<dyn Write + Send>) {
     }
 }
 
+/// Formats line timestamps, reusing the `YYYY-MM-DDTHH:MM:SS` part while
+/// the second stays the same (most lines of a batch share it).
+#[derive(Default)]
+struct Clock {
+    second: Option<u64>,
+    prefix: String,
+}
+
+impl Clock {
+    fn stamp(&mut self, out: &mut Vec<u8>, t: SystemTime) {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if self.second != Some(d.as_secs()) {
+            let full = crate::core::time::rfc3339(t); // …:SS.mmmZ
+            self.prefix = full.get(..full.len().saturating_sub(5)).unwrap_or_default().to_string();
+            self.second = Some(d.as_secs());
+        }
+        out.extend_from_slice(self.prefix.as_bytes());
+        let ms = d.subsec_millis();
+        out.extend_from_slice(&[
+            b'.',
+            b'0' + (ms / 100) as u8,
+            b'0' + (ms / 10 % 10) as u8,
+            b'0' + (ms % 10) as u8,
+            b'Z',
+        ]);
+    }
+}
+
 /// Append one formatted line to `out`.
 fn format_line<'a>(
     out: &mut Vec<u8>,
+    clock: &mut Clock,
     format: LogFormat,
     time: SystemTime,
     event: &str,
     fields: impl Iterator<Item = (&'a str, &'a Value)>,
 ) {
-    let time = crate::core::time::rfc3339(time);
+    // Writing into a Vec cannot fail: the results below are ignored.
     match format {
         LogFormat::Json => {
-            let mut m = Map::new();
-            m.insert("time".into(), Value::String(time));
-            m.insert("event".into(), Value::String(event.into()));
+            out.extend_from_slice(b"{\"time\":\"");
+            clock.stamp(out, time);
+            out.extend_from_slice(b"\",\"event\":");
+            let _ = serde_json::to_writer(&mut *out, event);
             for (k, v) in fields {
-                m.insert(k.into(), v.clone());
+                out.push(b',');
+                let _ = serde_json::to_writer(&mut *out, k);
+                out.push(b':');
+                let _ = serde_json::to_writer(&mut *out, v);
             }
-            // Writing JSON into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, &Value::Object(m));
+            out.push(b'}');
         }
         LogFormat::Human => {
-            out.extend_from_slice(time.as_bytes());
+            clock.stamp(out, time);
             out.push(b' ');
             out.extend_from_slice(event.as_bytes());
             for (k, v) in fields {
-                let v = match v {
-                    Value::String(s) => quote_if_needed(s),
-                    Value::Array(a) => a
-                        .iter()
-                        .map(|x| match x {
-                            Value::String(s) => s.clone(),
-                            o => o.to_string(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    o => o.to_string(),
-                };
-                let _ = write!(out, " {k}={v}");
+                out.push(b' ');
+                out.extend_from_slice(k.as_bytes());
+                out.push(b'=');
+                match v {
+                    Value::String(s) => push_quoted_if_needed(out, s),
+                    Value::Array(a) => {
+                        for (i, x) in a.iter().enumerate() {
+                            if i > 0 {
+                                out.push(b',');
+                            }
+                            match x {
+                                Value::String(s) => out.extend_from_slice(s.as_bytes()),
+                                o => {
+                                    let _ = serde_json::to_writer(&mut *out, o);
+                                }
+                            }
+                        }
+                    }
+                    o => {
+                        let _ = serde_json::to_writer(&mut *out, o);
+                    }
+                }
             }
         }
     }
     out.push(b'\n');
 }
 
-fn quote_if_needed(s: &str) -> String {
+fn push_quoted_if_needed(out: &mut Vec<u8>, s: &str) {
     if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '"') {
-        format!("{s:?}")
+        let _ = write!(out, "{s:?}");
     } else {
-        s.to_string()
+        out.extend_from_slice(s.as_bytes());
     }
 }
 
@@ -360,7 +416,14 @@ mod tests {
 
     fn line(format: LogFormat, event: &str, fields: &[(&str, Value)]) -> String {
         let mut out = Vec::new();
-        format_line(&mut out, format, SystemTime::now(), event, fields.iter().map(|(k, v)| (*k, v)));
+        format_line(
+            &mut out,
+            &mut Clock::default(),
+            format,
+            SystemTime::now(),
+            event,
+            fields.iter().map(|(k, v)| (*k, v)),
+        );
         String::from_utf8(out).unwrap()
     }
 
@@ -372,6 +435,26 @@ mod tests {
         let v: Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["event"], "allocate");
         assert_eq!(v["latencyMs"], 1.5);
+        let t = v["time"].as_str().unwrap();
+        assert_eq!((t.len(), &t[10..11], &t[19..20], &t[23..]), (24, "T", ".", "Z"), "{t}");
+        let q = line(LogFormat::Json, "x\"y", &[("a\nb", json!("\"quoted\""))]);
+        let v: Value = serde_json::from_str(&q).unwrap();
+        assert_eq!((v["event"].as_str(), v["a\nb"].as_str()), (Some("x\"y"), Some("\"quoted\"")));
+    }
+
+    #[test]
+    fn timestamps_reuse_the_second_but_not_the_millis() {
+        let mut c = Clock::default();
+        let t0 = std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_007);
+        let mut out = Vec::new();
+        for t in [t0, t0 + Duration::from_millis(120), t0 + Duration::from_millis(1000)] {
+            c.stamp(&mut out, t);
+            out.push(b' ');
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2023-11-14T22:13:20.007Z 2023-11-14T22:13:20.127Z 2023-11-14T22:13:21.007Z "
+        );
     }
 
     /// An output that holds every write until released, telling the test

@@ -69,15 +69,13 @@ impl<B: Backend> PluginService<B> {
         PluginService { backend, log, stop }
     }
 
-    fn done<T>(
-        &self,
-        rpc: &'static str,
-        start: Instant,
-        mut fields: Vec<(&'static str, Value)>,
-        r: &Result<T, Status>,
-    ) {
-        fields.insert(0, ("resource", json!(self.backend.resource())));
-        fields.push(("latencyMs", ms(start.elapsed())));
+    fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
+        let latency = ms(start.elapsed());
+        let mut all = Vec::with_capacity(fields.len() + 4);
+        all.push(("resource", json!(self.backend.resource())));
+        all.extend(fields);
+        all.push(("latencyMs", latency));
+        let mut fields = all;
         if let Err(s) = r {
             fields.push(("code", json!(format!("{:?}", s.code()))));
             fields.push(("error", json!(s.message())));
