@@ -13,7 +13,7 @@
 //! line before returning, bounded by a timeout so a blocked stdout cannot
 //! hold up the exit.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
