@@ -110,7 +110,7 @@ def profile(pid, fn, out):
 
 # Where a server's CPU goes, by symbol name (first match wins).
 BUCKETS = [
-    ("`:authority` shim (core::authority, HPACK)", r"authority|hpack"),
+    ("`:authority` shim (core::authority, loona-hpack)", r"core::authority|loona_hpack"),
     ("event log (core::log, JSON, time formatting)", r"core::log|serde_json|rfc3339|civil_from_days"),
     ("Allocate answer (plugin::simulated, templates)", r"plugin::simulated|plugin::config|template|Inventory"),
     ("gRPC / HTTP/2 (tonic, h2, hyper, prost)", r"tonic|h2::|hyper|prost|http::|bytes::"),
@@ -298,7 +298,9 @@ def main():
     rw_tput_path = median(rewrite["g16path"], "throughput")
     rw_delta = (rw_path - rw_local) / rw_path * 100 if rw_path else float("nan")
     rw_prof = buckets(prof["rewrite"][1])[BUCKETS[0][0]] if prof["rewrite"][1] else None
-    rw_share = rw_prof if rw_prof is not None else rw_delta
+    # The target counts everything rewrite mode adds (the shim's own work and h2 decoding literals
+    # instead of indexed fields): the CPU-per-call difference. The profile's direct share is shown beside it.
+    rw_share = rw_delta
     tap_p50 = tapped["latencyMs"]["p50"] - direct["latencyMs"]["p50"]
     tap_p99 = tapped["latencyMs"]["p99"] - direct["latencyMs"]["p99"]
     sizes = {s["devices"]: s for s in watch["firstSnapshotMs"]}
@@ -315,7 +317,8 @@ def main():
         ("Allocate throughput vs the Go plugin (concurrency 16, `dpctl bench`)", ">= 2x",
          x(ratio(dp_["d16"]["tput"], go["d16"]["tput"])), ratio(dp_["d16"]["tput"], go["d16"]["tput"]) >= 2),
         ("`:authority` rewrite mode: share of the server's CPU (grpc-go 1.33 client, socket path as authority)", "<= 5%",
-         "%.1f%%" % rw_share, rw_share <= 5),
+         "%.1f%% (CPU per call, rewrite vs passthrough)%s" % (rw_share, "" if rw_prof is None else "; in the shim's own code %.1f%% (perf)" % rw_prof),
+         rw_share <= 5),
         ("Allocate p99 at concurrency 1", "< 1 ms", "%.3f ms" % dp_["d1"]["p99"], dp_["d1"]["p99"] < 1),
         ("Health change to a watching client, p99", "< 1 ms", "%.3f ms" % watch["healthChangeToClientMs"]["p99"], watch["healthChangeToClientMs"]["p99"] < 1),
         ("First snapshot of 100,000 devices (p50, connect included)", "< 100 ms", "%.1f ms" % sizes[100000]["p50"], sizes[100000]["p50"] < 100),

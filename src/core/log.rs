@@ -42,7 +42,14 @@ pub enum LogFormat {
 struct Pending {
     time: SystemTime,
     event: Cow<'static, str>,
-    fields: Vec<(Cow<'static, str>, Value)>,
+    fields: Fields,
+}
+
+/// An event's fields as the caller gave them (moved, not copied, when the
+/// keys are static).
+enum Fields {
+    Static(Vec<(&'static str, Value)>),
+    Owned(Vec<(String, Value)>),
 }
 
 #[derive(Default)]
@@ -176,8 +183,8 @@ impl Logger {
         if self.inner.is_none() {
             return;
         }
-        let fields = fields.iter().map(|(k, v)| (Cow::Owned(k.to_string()), v.clone())).collect();
-        self.push(Cow::Owned(event.to_string()), fields);
+        let fields = fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        self.push(Cow::Owned(event.to_string()), Fields::Owned(fields));
     }
 
     /// Log one event, taking its fields as they are (no copies: for the
@@ -186,11 +193,10 @@ impl Logger {
         if self.inner.is_none() {
             return;
         }
-        let fields = fields.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)).collect();
-        self.push(Cow::Borrowed(event), fields);
+        self.push(Cow::Borrowed(event), Fields::Static(fields));
     }
 
-    fn push(&self, event: Cow<'static, str>, fields: Vec<(Cow<'static, str>, Value)>) {
+    fn push(&self, event: Cow<'static, str>, fields: Fields) {
         let Some(h) = &self.inner else { return };
         let s = &h.shared;
         let p = Pending { time: SystemTime::now(), event, fields };
@@ -264,14 +270,11 @@ fn writer(s: &Shared, format: LogFormat, mut sink: Box<dyn Write + Send>) {
         if !broken {
             buf.clear();
             for p in batch.drain(..) {
-                format_line(
-                    &mut buf,
-                    &mut clock,
-                    format,
-                    p.time,
-                    &p.event,
-                    p.fields.iter().map(|(k, v)| (k.as_ref(), v)),
-                );
+                let (b, c, t, e) = (&mut buf, &mut clock, p.time, &p.event);
+                match &p.fields {
+                    Fields::Static(f) => format_line(b, c, format, t, e, f.iter().map(|(k, v)| (*k, v))),
+                    Fields::Owned(f) => format_line(b, c, format, t, e, f.iter().map(|(k, v)| (k.as_str(), v))),
+                }
             }
             let dropped = s.dropped.load(Ordering::Relaxed);
             if dropped > reported {
