@@ -78,7 +78,7 @@ async fn a_blocked_stdout_never_stalls_allocate_and_shutdown_flushes_every_line(
         300,
         "every call's line, once unblocked: {events:?}"
     );
-    assert_eq!(events.first(), Some(&"serving"), "{events:?}");
+    assert!(events.contains(&"serving"), "{events:?}");
     assert_eq!(events.last(), Some(&"stopped"), "the last line survives the shutdown: {events:?}");
     assert!(!events.contains(&"log-dropped"), "300 lines fit the queue: {events:?}");
 }
