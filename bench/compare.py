@@ -101,9 +101,12 @@ def profile(pid, fn, out):
         return r, None
     shares = {}
     for line in rep.splitlines():
-        m = re.match(r"\s*([0-9.]+)%\s+\[[.k]\]\s+(.*)$", line)
+        m = re.match(r"\s*([0-9.]+)%\s+\[([.k])\]\s+(.*)$", line)
         if m:
-            sym = m.group(2).strip()
+            words = m.group(3).split()
+            while words and words[-1] == "-":
+                words.pop()
+            sym = ("[k] " if m.group(2) == "k" else "") + " ".join(words)
             shares[sym] = shares.get(sym, 0) + float(m.group(1))
     return r, shares
 
@@ -111,12 +114,12 @@ def profile(pid, fn, out):
 # Where a server's CPU goes, by symbol name (first match wins).
 BUCKETS = [
     ("`:authority` shim (core::authority, loona-hpack)", r"core::authority|loona_hpack"),
+    ("kernel (syscalls, socket I/O, wake-ups)", r"^\[k\] "),
     ("event log (core::log, JSON, time formatting)", r"core::log|serde_json|rfc3339|civil_from_days"),
     ("Allocate answer (plugin::simulated, templates)", r"plugin::simulated|plugin::config|template|Inventory"),
     ("gRPC / HTTP/2 (tonic, h2, hyper, prost)", r"tonic|h2::|hyper|prost|http::|bytes::"),
     ("async runtime (tokio)", r"tokio"),
-    ("memory allocation", r"malloc|free|realloc|_int_|memcpy|memmove|alloc::"),
-    ("kernel (syscalls, wake-ups)", r"^0x|\[k\]|entry_|syscall|futex|epoll|unix_|sock_|skb|schedule"),
+    ("memory (malloc/free, memcpy)", r"malloc|free|realloc|_int_|memcpy|memmove|alloc::"),
 ]
 
 
@@ -394,11 +397,14 @@ def main():
 
     out.append("\n## Where the CPU goes (perf, concurrency 16)\n")
     if all(prof[k][1] for k in prof):
-        out.append("Share of the server process's CPU samples (`perf record -e cpu-clock -p PID`, %s), by symbol name:\n" % DUR)
+        out.append("Share of the server process's CPU samples (`perf record -e cpu-clock -p PID`, all threads, %s), by "
+                   "symbol name, and that share of the CPU per call:\n" % DUR)
         bk = {k: buckets(prof[k][1]) for k in prof}
         out.append("| component | bare tonic (`dpctl bench`) | dpctl serve (`dpctl bench`) | dpctl serve, rewrite mode (grpc-go) |\n|---|---|---|---|")
+        cpu = {k: prof[k][0]["cpuPerCallUs"] for k in prof}
         for name in [n for n, _ in BUCKETS] + ["other"]:
-            out.append("| %s | %.1f%% | %.1f%% | %.1f%% |" % (name, bk["bare"][name], bk["dpctl"][name], bk["rewrite"][name]))
+            out.append("| %s | %s |" % (name, " | ".join("%.1f%% (%.2f µs)" % (bk[k][name], bk[k][name] * cpu[k] / 100)
+                                                         for k in ["bare", "dpctl", "rewrite"])))
         out.append("| CPU per call during the profile (µs) | %.1f | %.1f | %.1f |" % (
             prof["bare"][0]["cpuPerCallUs"], prof["dpctl"][0]["cpuPerCallUs"], prof["rewrite"][0]["cpuPerCallUs"]))
         top = sorted(prof["dpctl"][1].items(), key=lambda kv: -kv[1])[:12]
