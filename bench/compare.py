@@ -382,7 +382,7 @@ def main():
                "`dpctl bench`); %s and %s with the grpc-go generator. The Go and Python peers log every call to stdout "
                "synchronously, as many real plugins do; `dpctl serve` logged %d lines to a file during the run (%d dropped). "
                "Per Allocate the grpc-go plugin spends %s and the Python plugin %s of dpctl's server CPU; the bare "
-               "server reaches %s the grpc-go plugin's throughput in this run (the most any tonic server could show here)." % (
+               "server reaches %s the grpc-go plugin's throughput in this run (a tonic server with nothing added)." % (
                    x(ratio(dp_["d16"]["tput"], go["d16"]["tput"])), x(ratio(dp_["d16"]["tput"], py["d16"]["tput"])),
                    x(ratio(dp_["g16"]["tput"], go["g16"]["tput"])), x(ratio(dp_["g16"]["tput"], py["g16"]["tput"])),
                    log_lines, log_dropped, x(ratio(go["d16"]["cpu"], dp_["d16"]["cpu"])), x(ratio(py["d16"]["cpu"], dp_["d16"]["cpu"])),
