@@ -83,12 +83,16 @@ def with_cpu(pid, fn):
     return r
 
 
-def profile(pid, fn, out):
-    """Run fn() under `perf record -p pid`; return (fn's result, {symbol: share}) or (result, None)."""
+def profile(pid, fn, out, graph=False):
+    """Run fn() under `perf record -p pid`; return (fn's result, {symbol: share}) or (result, None).
+    With graph, also record call graphs (dwarf) and return (result, shares, {symbol: inclusive share},
+    {thread name: share})."""
     if not shutil.which("perf"):
-        return fn(), None
-    rec = subprocess.Popen(["perf", "record", "-F", "1999", "-e", "cpu-clock", "-p", str(pid), "-o", out],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return (fn(), None, None, None) if graph else (fn(), None)
+    cmd = ["perf", "record", "-F", "999" if graph else "1999", "-e", "cpu-clock", "-p", str(pid), "-o", out]
+    if graph:
+        cmd[2:2] = ["--call-graph", "dwarf,16384"]
+    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
     try:
         r = fn()
@@ -96,19 +100,47 @@ def profile(pid, fn, out):
         rec.send_signal(2)
         rec.wait(timeout=30)
     try:
-        rep = sh("perf", "report", "-i", out, "--no-children", "--sort", "symbol", "--stdio", "--percent-limit", "0")
+        rep = sh("perf", "report", "-i", out, "--no-children", "--sort", "symbol", "--stdio", "--percent-limit", "0",
+                 "-g", "none")
     except (subprocess.CalledProcessError, OSError):
-        return r, None
+        return (r, None, None, None) if graph else (r, None)
+    shares = parse_report(rep, r"\s*([0-9.]+)%\s+\[([.k])\]\s+(.*)$")
+    if not graph:
+        return r, shares
+    try:
+        inc = parse_report(sh("perf", "report", "-i", out, "--children", "--sort", "symbol", "--stdio",
+                              "--percent-limit", "0.3", "-g", "none"), r"\s*([0-9.]+)%\s+[0-9.]+%\s+\[([.k])\]\s+(.*)$")
+        threads = {}
+        for line in sh("perf", "report", "-i", out, "--no-children", "--sort", "comm", "--stdio", "-g", "none").splitlines():
+            m = re.match(r"\s*([0-9.]+)%\s+(\S.*)$", line)
+            if m:
+                threads[m.group(2).strip()] = float(m.group(1))
+    except (subprocess.CalledProcessError, OSError):
+        inc, threads = None, None
+    return r, shares, inc, threads
+
+
+def parse_report(rep, rx):
     shares = {}
     for line in rep.splitlines():
-        m = re.match(r"\s*([0-9.]+)%\s+\[([.k])\]\s+(.*)$", line)
+        m = re.match(rx, line)
         if m:
             words = m.group(3).split()
             while words and words[-1] == "-":
                 words.pop()
             sym = ("[k] " if m.group(2) == "k" else "") + " ".join(words)
             shares[sym] = shares.get(sym, 0) + float(m.group(1))
-    return r, shares
+    return shares
+
+
+# dpctl's own parts of the per-call path, by the inclusive (callees counted) share of their frames.
+FRAMES = [
+    ("the event log's writer thread (formatting, batched write, freeing the queued lines)", r"^dpctl::core::log::writer$"),
+    ("queueing a log line on the RPC path (`Logger::event_owned`)", r"^dpctl::core::log::Logger::event_owned$"),
+    ("the Allocate answer (inventory lookup, health check, template)", r"^<dpctl::plugin::simulated::Simulated as .*Backend>::allocate"),
+    ("dpctl's Allocate handler in all (log fields, the answer, queueing the line)", r"^<dpctl::plugin::server::PluginService<B> as .*>::allocate"),
+    ("the `:authority` shim's reads (passthrough: the socket read itself)", r"^<dpctl::core::authority::AuthorityFix<T> as .*AsyncRead>::poll_read$"),
+]
 
 
 # Where a server's CPU goes, by symbol name (first match wins).
@@ -234,10 +266,13 @@ def main():
         for key, name, fn in [
             ("dpctl", "dpctl serve", lambda: with_cpu(pids["dpctl serve"], lambda: bench("allocate", socks["dpctl serve"], "--concurrency", "16", "--duration", DUR))),
             ("bare", "bare tonic", lambda: with_cpu(pids["bare tonic"], lambda: bench("allocate", socks["bare tonic"], "--concurrency", "16", "--duration", DUR))),
+            ("passthrough", "dpctl serve", lambda: with_cpu(pids["dpctl serve"], lambda: gobench(socks["dpctl serve"], 16, "localhost"))),
             ("rewrite", "dpctl serve", lambda: with_cpu(pids["dpctl serve"], lambda: gobench(socks["dpctl serve"], 16, "path"))),
         ]:
             r, shares = profile(pids[name], fn, os.path.join(d, key + ".perf"))
             prof[key] = (r, shares)
+        graph = profile(pids["dpctl serve"], lambda: with_cpu(pids["dpctl serve"], lambda: bench(
+            "allocate", socks["dpctl serve"], "--concurrency", "16", "--duration", DUR)), os.path.join(d, "graph.perf"), graph=True)
         try:
             log_lines = sum(1 for _ in open(serve_log))
             log_dropped = sum(json.loads(l).get("lines", 0) if l.startswith("{") else int(l.rsplit("lines=", 1)[1])
@@ -396,23 +431,35 @@ def main():
     out.append("| `localhost` (passthrough) | %.0f | %.1f |" % (rw_tput_local, rw_local))
     out.append("| socket path (rewrite) | %.0f | %.1f |" % (rw_tput_path, rw_path))
     out.append("\nRewrite mode costs %.1f%% of the server's CPU by the CPU-per-call difference%s." % (
-        rw_delta, "" if rw_prof is None else "; the profile puts %.1f%% of the samples in the shim (`core::authority`, HPACK)" % rw_prof))
+        rw_delta, "" if rw_prof is None else "; the profile puts %.1f%% of the samples in the shim's own code (`core::authority`, loona-hpack); compare the passthrough and rewrite columns of the profile below for the rest (h2 decoding literals, memory)" % rw_prof))
 
     out.append("\n## Where the CPU goes (perf, concurrency 16)\n")
     if all(prof[k][1] for k in prof):
         out.append("Share of the server process's CPU samples (`perf record -e cpu-clock -p PID`, all threads, %s), by "
                    "symbol name, and that share of the CPU per call:\n" % DUR)
         bk = {k: buckets(prof[k][1]) for k in prof}
-        out.append("| component | bare tonic (`dpctl bench`) | dpctl serve (`dpctl bench`) | dpctl serve, rewrite mode (grpc-go) |\n|---|---|---|---|")
+        out.append("| component | bare tonic (`dpctl bench`) | dpctl serve (`dpctl bench`) | dpctl serve, passthrough (grpc-go) | dpctl serve, rewrite mode (grpc-go) |\n|---|---|---|---|---|")
         cpu = {k: prof[k][0]["cpuPerCallUs"] for k in prof}
         for name in [n for n, _ in BUCKETS] + ["other"]:
             out.append("| %s | %s |" % (name, " | ".join("%.1f%% (%.2f µs)" % (bk[k][name], bk[k][name] * cpu[k] / 100)
-                                                         for k in ["bare", "dpctl", "rewrite"])))
-        out.append("| CPU per call during the profile (µs) | %.1f | %.1f | %.1f |" % (
-            prof["bare"][0]["cpuPerCallUs"], prof["dpctl"][0]["cpuPerCallUs"], prof["rewrite"][0]["cpuPerCallUs"]))
+                                                         for k in ["bare", "dpctl", "passthrough", "rewrite"])))
+        out.append("| CPU per call during the profile (µs) | %s |" % " | ".join(
+            "%.1f" % prof[k][0]["cpuPerCallUs"] for k in ["bare", "dpctl", "passthrough", "rewrite"]))
         top = sorted(prof["dpctl"][1].items(), key=lambda kv: -kv[1])[:12]
         out.append("\nTop symbols in dpctl serve (`dpctl bench`, concurrency 16): " + "; ".join(
             "%s %.1f%%" % (re.sub(r"::h[0-9a-f]{16}$", "", s)[:90].replace("|", "\\|"), v) for s, v in top) + ".")
+        g_r, _, g_inc, g_threads = graph
+        if g_inc:
+            cpu_g = g_r["cpuPerCallUs"]
+            out.append("\ndpctl's own parts of the call, from a profile with call graphs (`perf record --call-graph dwarf`, "
+                       "`dpctl bench` at concurrency 16, %.1f µs of server CPU per call; a frame's share includes "
+                       "everything it calls):\n" % cpu_g)
+            out.append("| part | share of the server's CPU | per call |\n|---|---|---|")
+            for label, rx in FRAMES:
+                v = max([pct for sym, pct in g_inc.items() if re.search(rx, sym)] or [0.0])
+                out.append("| %s | %.1f%% | %.2f µs |" % (label, v, v * cpu_g / 100))
+            if g_threads:
+                out.append("\nBy thread: " + ", ".join("`%s` %.1f%%" % (t, v) for t, v in sorted(g_threads.items(), key=lambda kv: -kv[1])) + ".")
     else:
         out.append("perf was not available or not permitted; no profile.")
 
@@ -436,10 +483,10 @@ def main():
 
 # What the measurements above taught (kept with the script so one run rewrites the whole file).
 NOTES = """- The event log is off the RPC path: an RPC only stamps the time and queues its fields (moved, not copied); a writer thread per log formats and writes the lines in batches (one `write` per ~5 ms of lines, the timestamp's date part formatted once per second) instead of a JSON line formatted, written and flushed before every response. A stdout that blocks or closes no longer stalls or fails calls: beyond 8192 queued lines new ones are dropped and counted (`log-dropped lines=N`), and a clean exit writes every queued line. Allocate templates are substituted in one pass (one allocation per string instead of one per placeholder). In development profiles (dwarf call graphs, same machine) the writer thread went from ~6.5% to ~4% of the server's CPU and the template from ~4.9% to ~1.2%; CPU per call against the bare server from 1.3-1.45x to 1.2-1.25x.
-- What stands between `dpctl serve` and the bare server's CPU per call (the profile table above): dpctl does per call what the bare server does not — it logs the call (the queue push on the RPC path, then formatting and one batched write on the writer thread, plus freeing the queued fields on a thread other than the one that allocated them, which glibc's malloc pays for), looks the devices up in the live inventory (unknown and unhealthy IDs are refused) and renders the Allocate template. Together that is the 10-25% more CPU per call the table shows; the logging share is the price of an event log a user can read, and could only go with the log itself (a `--log-level` that skips per-call lines would be the lever; not built).
+- What stands between `dpctl serve` and the bare server's CPU per call (the call-graph table above): dpctl does per call what the bare server does not — it logs the call (building the fields and queueing them on the RPC path, then formatting, one batched write and freeing the queued fields on the writer thread, which glibc's malloc pays extra for because another thread allocated them) and answers from the live inventory (unknown and unhealthy IDs are refused) through the Allocate template. The log is most of it, about 1 µs of CPU per call all told; it is the price of an event log a user can read, and could only go with the log itself (a `--log-level` that skips per-call lines would be the lever; not built). The rest of the measured difference moves from run to run on this shared machine (the `kernel` and `memory` rows of the flat profile differ between runs of the same binary by as much).
 - Latency at concurrency 1: p50 tracks the bare server; p99 on this loaded machine is set by the scheduler (a runnable server thread waiting for a core), for the bare server as for dpctl, so its ratio moves from run to run in both directions.
 - Against grpc-go: the grpc-go plugin uses both cores (GOMAXPROCS=2) and logs every call synchronously. With one load generator on a 2-core machine the throughput ratios are compressed by the generator: the bare tonic server itself reaches only the ratio to grpc-go shown in the ceiling table, so no tonic server can show 2x there; server CPU per call (above: what grpc-go spends per Allocate against dpctl) is the measure of the difference that does not depend on the generator.
-- The `:authority` shim decides per connection: a valid first authority (the kubelet's `localhost`) switches it to byte-for-byte passthrough (not measurable in the profile). In rewrite mode the shim's own code (HPACK decode with loona-hpack, re-encode) is a few percent of the CPU; the larger part of what rewrite mode costs is in h2, which must decode every header as a literal (the shim re-encodes every field as a literal without indexing, so h2 can never use its HPACK table: `h2::hpack::decoder::decode_literal` rises from ~1% to ~5% in the profile). The way to the 5% target: rewrite only the `:authority` field and pass every other field's representation through, keeping h2's HPACK table in step with the client's (same-size replacement so the table evicts identically) — a change to `src/core/authority.rs`, left for its owner.
+- The `:authority` shim decides per connection: a valid first authority (the kubelet's `localhost`) switches it to byte-for-byte passthrough (not measurable in the profile). In rewrite mode the shim's own code (HPACK decode with loona-hpack, re-encode) is a few percent of the CPU; the larger part of what rewrite mode costs is in h2, which must decode every header as a literal (the shim re-encodes every field as a literal without indexing, so h2 can never use its HPACK table: in a development profile with call graphs `h2::hpack::decoder::Decoder::decode` took ~7% of the CPU in rewrite mode, `decode_literal` ~5%), and in the extra allocations and copies of both (the `memory` row). The way to the 5% target: rewrite only the `:authority` field and pass every other field's representation through, keeping h2's HPACK table in step with the client's (same-size replacement so the table evicts identically) — a change to `src/core/authority.rs`, left for its owner.
 - Runtime shape: on 2 cores a plugin serves fastest on one tokio worker (two workers spent their time waking each other across cores: 19.8k → 37.5k Allocate/s), and the load generator runs single-threaded.
 - Mock kubelet: checkpoint writes moved out of the state lock and coalesced; pod admissions committed per manifest scan (one fsync) instead of per pod; each allocation's AllocResp base64-encoded once. 1,000 pods: 10.6 s → under 1 s; restart: 4.4 s → under 0.3 s."""
 
