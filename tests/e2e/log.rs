@@ -34,34 +34,20 @@ async fn drain(mut rx: tokio::net::unix::pipe::Receiver) -> String {
     String::from_utf8_lossy(&out).trim_start_matches('#').to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocked_stdout_never_stalls_allocate_and_shutdown_flushes_every_line() {
-    let d = tmp();
+/// Start `dpctl ARGS` (a plugin role serving `sock`) with a full pipe as
+/// stdout, make 300 Allocate calls for `id`, stop it, and check its log.
+async fn blocked_stdout_plugin(args: &[&str], sock: &std::path::Path, id: &str) {
     let (w, rx) = full_pipe();
-    let mut cmd = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "4",
-        "--no-register",
-        "--socket-name",
-        "foo.sock",
-        "--log-format",
-        "json",
-    ]);
+    let mut cmd = dpctl_cmd(args);
     cmd.stdout(std::process::Stdio::from(w));
     let child = cmd.spawn().unwrap();
     drop(cmd); // our copy of the pipe's write end: EOF comes when the child exits
-    let sock = d.path().join("foo.sock");
     wait_until(10, "the plugin's socket", || sock.exists()).await;
-    let conn = PluginConn::connect(&sock, T, 4 << 20).await.expect("dial");
+    let conn = PluginConn::connect(sock, T, 4 << 20).await.expect("dial");
     // Its first log line is stuck in a full pipe; every call is still answered.
     for i in 0..300 {
-        let id = format!("foo-{}", i % 4);
-        let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id] }] };
+        let ids = vec![id.to_string()];
+        let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: ids }] };
         let r = tokio::time::timeout(T, conn.client().allocate(req)).await;
         assert!(matches!(r, Ok(Ok(_))), "Allocate {i} with a blocked stdout: {r:?}");
     }
@@ -81,6 +67,58 @@ async fn a_blocked_stdout_never_stalls_allocate_and_shutdown_flushes_every_line(
     assert!(events.contains(&"serving"), "{events:?}");
     assert_eq!(events.last(), Some(&"stopped"), "the last line survives the shutdown: {events:?}");
     assert!(!events.contains(&"log-dropped"), "300 lines fit the queue: {events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_stdout_never_stalls_allocate_and_shutdown_flushes_every_line() {
+    let d = tmp();
+    let args = [
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--no-register",
+        "--socket-name",
+        "foo.sock",
+        "--log-format",
+        "json",
+    ];
+    blocked_stdout_plugin(&args, &d.path().join("foo.sock"), "foo-1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_with_a_blocked_stdout_answers_and_flushes_every_line() {
+    let d = tmp();
+    let trace = d.path().join("t.jsonl");
+    std::fs::write(
+        &trace,
+        concat!(
+            r#"{"dpctlTrace":1,"resource":"vendor.example/foo","dpctlVersion":"0.1.0","created":"2026-11-26T01:02:03.456Z","source":"record"}"#,
+            "\n",
+            r#"{"kind":"options","t":0.001,"latencyMs":0.1,"response":{}}"#,
+            "\n",
+            r#"{"kind":"listAndWatch","t":0.002,"stream":1,"seq":1,"response":{"devices":[{"ID":"foo-0","health":"Healthy"}]}}"#,
+            "\n",
+            r#"{"kind":"allocate","t":0.003,"latencyMs":0.1,"request":{"containerRequests":[{"devicesIds":["foo-0"]}]},"response":{"containerResponses":[{"envs":{"FOO":"foo-0"}}]}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let args = [
+        "replay",
+        s(&trace),
+        "--plugin-dir",
+        s(d.path()),
+        "--no-register",
+        "--socket-name",
+        "r.sock",
+        "--log-format",
+        "json",
+    ];
+    blocked_stdout_plugin(&args, &d.path().join("r.sock"), "foo-0").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
