@@ -23,6 +23,8 @@ fn main() {
         Ok(rt) => {
             let result = rt.block_on(dpctl::commands::run(cli));
             rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            // Every queued event-log line out before exiting (bounded: a blocked stdout cannot hold the exit).
+            dpctl::core::log::flush_all(std::time::Duration::from_secs(2));
             match result {
                 Ok(()) => 0,
                 Err(e) => {

@@ -84,14 +84,18 @@ impl<B: Backend> PluginService<B> {
         PluginService { backend, log, stop, cancelled: Default::default() }
     }
 
-    fn done<T>(&self, rpc: &str, start: Instant, mut fields: Vec<(&str, Value)>, r: &Result<T, Status>) {
-        fields.insert(0, ("resource", json!(self.backend.resource())));
-        fields.push(("latencyMs", ms(start.elapsed())));
+    fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
+        let latency = ms(start.elapsed());
+        let mut all = Vec::with_capacity(fields.len() + 4);
+        all.push(("resource", json!(self.backend.resource())));
+        all.extend(fields);
+        all.push(("latencyMs", latency));
+        let mut fields = all;
         if let Err(s) = r {
             fields.push(("code", json!(format!("{:?}", s.code()))));
             fields.push(("error", json!(s.message())));
         }
-        self.log.event(rpc, &fields);
+        self.log.event_owned(rpc, fields);
     }
 }
 
@@ -104,8 +108,8 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Each container's IDs as one comma-joined string (at most 20, then `+N more`).
-fn containers(ids: impl Iterator<Item = Vec<String>>) -> Value {
-    Value::Array(ids.map(|v| json!(crate::core::text::id_list(&v))).collect())
+fn containers<'a>(ids: impl Iterator<Item = &'a [String]>) -> Value {
+    Value::Array(ids.map(|v| json!(crate::core::text::id_list(v))).collect())
 }
 
 #[tonic::async_trait]
@@ -255,14 +259,14 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let start = Instant::now();
         let req = req.into_inner();
         let fields = vec![
-            ("available", containers(req.container_requests.iter().map(|c| c.available_device_i_ds.clone()))),
-            ("mustInclude", containers(req.container_requests.iter().map(|c| c.must_include_device_i_ds.clone()))),
+            ("available", containers(req.container_requests.iter().map(|c| c.available_device_i_ds.as_slice()))),
+            ("mustInclude", containers(req.container_requests.iter().map(|c| c.must_include_device_i_ds.as_slice()))),
             ("size", Value::Array(req.container_requests.iter().map(|c| json!(c.allocation_size)).collect())),
         ];
         let r = self.backend.preferred(req).await;
         let mut fields = fields;
         if let Ok(resp) = &r {
-            fields.push(("preferred", containers(resp.container_responses.iter().map(|c| c.device_i_ds.clone()))));
+            fields.push(("preferred", containers(resp.container_responses.iter().map(|c| c.device_i_ds.as_slice()))));
         }
         self.done("GetPreferredAllocation", start, fields, &r);
         r.map(Response::new)
@@ -271,7 +275,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
     async fn allocate(&self, req: Request<AllocateRequest>) -> Result<Response<AllocateResponse>, Status> {
         let start = Instant::now();
         let req = req.into_inner();
-        let fields = vec![("containers", containers(req.container_requests.iter().map(|c| c.devices_ids.clone())))];
+        let fields = vec![("containers", containers(req.container_requests.iter().map(|c| c.devices_ids.as_slice())))];
         let r = self.backend.allocate(req).await;
         self.done("Allocate", start, fields, &r);
         r.map(Response::new)

@@ -72,28 +72,53 @@ impl Simulated {
         let count = ids.len().to_string();
         let t = &self.template;
         let mut r = ContainerAllocateResponse::default();
-        apply(
-            &t.container,
-            &|s: &str| s.replace("{ids}", &joined).replace("{count}", &count).replace("{resource}", &self.resource),
-            &mut r,
-        );
+        let vars = [("{ids}", joined.as_str()), ("{count}", count.as_str()), ("{resource}", self.resource.as_str())];
+        apply(&t.container, &|s: &str| substitute(s, &vars), &mut r);
+        if t.device == Scope::default() {
+            return r;
+        }
         for (pos, id) in ids.iter().enumerate() {
             let numa = snap.numa(id).map(|n| n.to_string()).unwrap_or_default();
             // {i}: the device's own index (its position in the served list);
             // {pos}: its position within this container's request.
             let istr = snap.position(id).unwrap_or(pos).to_string();
             let posstr = pos.to_string();
-            let sub = |s: &str| {
-                s.replace("{id}", id)
-                    .replace("{i}", &istr)
-                    .replace("{pos}", &posstr)
-                    .replace("{numa}", &numa)
-                    .replace("{resource}", &self.resource)
-            };
-            apply(&t.device, &sub, &mut r);
+            let vars = [
+                ("{id}", id.as_str()),
+                ("{i}", &istr),
+                ("{pos}", &posstr),
+                ("{numa}", &numa),
+                ("{resource}", &self.resource),
+            ];
+            apply(&t.device, &|s: &str| substitute(s, &vars), &mut r);
         }
         r
     }
+}
+
+/// Replace `{name}` placeholders from `vars` (keys with their braces) in one
+/// pass: one allocation per string, and a value is never substituted again.
+fn substitute(s: &str, vars: &[(&str, &str)]) -> String {
+    let Some(first) = s.find('{') else { return s.to_string() };
+    let mut out = String::with_capacity(s.len() + 32);
+    out.push_str(&s[..first]);
+    let mut rest = &s[first..];
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        match vars.iter().find(|(k, _)| tail.starts_with(k)) {
+            Some((k, v)) => {
+                out.push_str(v);
+                rest = &tail[k.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Add one template scope to a response, substituting placeholders with `sub`.
@@ -235,5 +260,19 @@ impl Backend for Simulated {
             )));
         }
         Ok(PreStartContainerResponse {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::substitute;
+
+    #[test]
+    fn substitute_replaces_known_placeholders_once() {
+        let vars = [("{id}", "a{i}"), ("{i}", "0"), ("{resource}", "vendor.example/foo")];
+        assert_eq!(substitute("/dev/{id}-{i}", &vars), "/dev/a{i}-0", "a value is not substituted again");
+        assert_eq!(substitute("{resource}={id}", &vars), "vendor.example/foo=a{i}");
+        assert_eq!(substitute("{unknown} {", &vars), "{unknown} {");
+        assert_eq!(substitute("plain", &vars), "plain");
     }
 }

@@ -8,6 +8,7 @@ mod doctor;
 mod generations;
 mod hardening;
 mod interop;
+mod log;
 mod mock_kubelet;
 mod operator;
 mod record;

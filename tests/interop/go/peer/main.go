@@ -7,6 +7,8 @@
 //	peer kubelet --dir DIR
 //	peer podresources --socket PATH
 //	peer podresources-client --socket PATH
+//	peer bench --socket PATH [--concurrency N] [--duration D | --requests N]
+//	           [--authority localhost|path]
 //
 // Built in GOPATH mode (GO111MODULE=off) against Debian's grpc-go; the
 // k8s.io/kubelet/... packages are generated from dpctl's proto/ by setup.sh.
@@ -18,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -491,6 +495,107 @@ func runPodResourcesClient(args []string) {
 	emit(map[string]interface{}{"event": "allocatable", "ids": ids})
 }
 
+// --- bench --------------------------------------------------------------------
+
+// runBench is a grpc-go load generator for Allocate, the counterpart of
+// `dpctl bench allocate` (one connection, 1 device per call, the IDs taken
+// from the first ListAndWatch snapshot). --authority localhost dials as the
+// kubelet does; --authority path sends the socket path as :authority, as
+// grpc-go 1.33 clients that dial a bare path do. Prints one JSON report.
+func runBench(args []string) {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	socket := fs.String("socket", "", "")
+	conc := fs.Int("concurrency", 1, "")
+	dur := fs.Duration("duration", 0, "")
+	reqs := fs.Int64("requests", 1000, "")
+	auth := fs.String("authority", "localhost", "")
+	fs.Parse(args)
+	opts := []grpc.DialOption{grpc.WithInsecure(), grpc.WithBlock(), grpc.WithContextDialer(unixDialer)}
+	if *auth != "path" {
+		opts = append(opts, grpc.WithAuthority(*auth))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, err := grpc.DialContext(ctx, *socket, opts...)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dial:", err)
+		os.Exit(1)
+	}
+	defer conn.Close()
+	c := dp.NewDevicePluginClient(conn)
+	lctx, lcancel := context.WithCancel(context.Background())
+	stream, err := c.ListAndWatch(lctx, &dp.Empty{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ListAndWatch:", err)
+		os.Exit(1)
+	}
+	first, err := stream.Recv()
+	lcancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ListAndWatch:", err)
+		os.Exit(1)
+	}
+	ids := []string{}
+	for _, d := range first.Devices {
+		if d.Health == "Healthy" {
+			ids = append(ids, d.ID)
+		}
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(os.Stderr, "the plugin has no healthy device")
+		os.Exit(1)
+	}
+	var next, errs int64
+	lats := make([][]time.Duration, *conc)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < *conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for {
+				i := atomic.AddInt64(&next, 1) - 1
+				if *dur > 0 {
+					if time.Since(start) >= *dur {
+						return
+					}
+				} else if i >= *reqs {
+					return
+				}
+				req := &dp.AllocateRequest{ContainerRequests: []*dp.ContainerAllocateRequest{{DevicesIds: []string{ids[i%int64(len(ids))]}}}}
+				t := time.Now()
+				if _, err := c.Allocate(context.Background(), req); err != nil {
+					atomic.AddInt64(&errs, 1)
+					continue
+				}
+				lats[w] = append(lats[w], time.Since(t))
+			}
+		}(w)
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	all := []time.Duration{}
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		// As dpctl bench: the ceil(n*p)-th smallest sample.
+		i := int(math.Ceil(p*float64(len(all)))) - 1
+		if i < 0 {
+			i = 0
+		}
+		return float64(all[i].Nanoseconds()) / 1e6
+	}
+	n := int64(len(all)) + errs
+	emit(map[string]interface{}{"call": "Allocate", "concurrency": *conc, "requests": n, "errors": errs, "seconds": secs,
+		"throughput": float64(n) / secs, "authority": *auth,
+		"latencyMs": map[string]float64{"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": pct(1)}})
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: peer plugin|kubelet|podresources ...")
@@ -505,6 +610,8 @@ func main() {
 		runPodResources(os.Args[2:])
 	case "podresources-client":
 		runPodResourcesClient(os.Args[2:])
+	case "bench":
+		runBench(os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", os.Args[1])
 		os.Exit(2)
