@@ -598,6 +598,8 @@ async fn root_tree(root: &std::path::Path) {
         "example.com/foo={id}",
         "--socket-name",
         "foo.sock",
+        // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
+        "--retry",
     ])
     .spawn()
     .unwrap();
