@@ -136,7 +136,7 @@ def parse_report(rep, rx):
 # dpctl's own parts of the per-call path, by the inclusive (callees counted) share of their frames.
 FRAMES = [
     ("the event log's writer thread (formatting, batched write, freeing the queued lines)", r"^dpctl::core::log::writer$"),
-    ("queueing a log line on the RPC path (`Logger::event_owned`)", r"^dpctl::core::log::Logger::event_owned$"),
+    ("queueing a log line on the RPC path (`Logger::event_owned`/`push`; 0 where inlined into the handler)", r"^dpctl::core::log::Logger::(event_owned|push)$"),
     ("the Allocate answer (inventory lookup, health check, template)", r"^<dpctl::plugin::simulated::Simulated as .*Backend>::allocate"),
     ("dpctl's Allocate handler in all (log fields, the answer, queueing the line)", r"^<dpctl::plugin::server::PluginService<B> as .*>::allocate"),
     ("the `:authority` shim's reads (passthrough: the socket read itself)", r"^<dpctl::core::authority::AuthorityFix<T> as .*AsyncRead>::poll_read$"),
