@@ -284,8 +284,10 @@ impl<'a> Sess<'a> {
         }
         wipe_sockets(&self.tree().plugin_dir);
         self.generation += 1;
-        self.start_recorder().await?;
+        // Set before the new kubelet starts: a plugin may register again
+        // before start_recorder returns.
         self.restarted_at = Some(Instant::now());
+        self.start_recorder().await?;
         Ok(())
     }
 
@@ -1100,8 +1102,10 @@ impl Sess<'_> {
         if let Some(status) = exited {
             return Ok(self.exited_early(status));
         }
-        self.start_recorder().await?;
+        // Measured from just before the kubelet starts: with the plugin watcher
+        // the first registration can complete before start_recorder returns.
         let appeared = Instant::now();
+        self.start_recorder().await?;
         match self.wait_reg(0, appeared, appeared + REGISTER_WITHIN, true).await {
             Some(r) => Ok(Outcome::pass(format!(
                 "registered {} after kubelet.sock appeared",
