@@ -12,7 +12,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
     let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
@@ -61,24 +61,54 @@ async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -
     }
 }
 
+/// What tells one socket file from another at the same path: inode numbers
+/// are reused when a plugin deletes and re-creates its socket at once, the
+/// change time (to the nanosecond) is not.
+type Ident = (u64, i64, i64);
+
+fn ident(p: &Path) -> Ident {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).map(|m| (m.ino(), m.ctime(), m.ctime_nsec())).unwrap_or((0, 0, 0))
+}
+
+/// One socket the watcher has seen.
+struct Known {
+    ident: Ident,
+    /// The resource and endpoint it registered, if it did.
+    registered: Option<(String, PathBuf)>,
+    /// A failed registration is tried again from then on, as the kubelet's
+    /// plugin-manager reconciler does (every second).
+    retry_at: Option<Instant>,
+    /// The last rejection, logged once rather than on every retry.
+    last_error: Option<String>,
+}
+
+/// How often a failed plugin-watcher registration is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+
 /// Watch `dir` until `stop`.
 pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
-    // Keyed by path and inode: a socket re-created between two scans (a plugin
-    // restarting) is a new registration, as inotify's Create tells the kubelet.
-    let mut known: BTreeMap<PathBuf, (u64, Option<(String, PathBuf)>)> = BTreeMap::new();
-    let inode = |p: &Path| std::fs::symlink_metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
+    // Keyed by path and identity: a socket re-created between two scans (a
+    // plugin restarting) is a new registration, as inotify's Create tells the kubelet.
+    let mut known: BTreeMap<PathBuf, Known> = BTreeMap::new();
     mgr.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
-            let ino = inode(sock);
+            let id = ident(sock);
+            let mut last_error = None;
             match known.get(sock) {
-                Some((i, _)) if *i == ino => continue,
+                Some(k) if k.ident == id => {
+                    if k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t) {
+                        continue;
+                    }
+                    last_error = k.last_error.clone();
+                }
                 Some(_) => {
-                    if let Some((_, Some((res, ep)))) = known.remove(sock) {
-                        if let Some((r, id)) = mgr.resource_of(&ep) {
+                    if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(sock) {
+                        if let Some((r, gen)) = mgr.resource_of(&ep) {
                             if r == res {
-                                mgr.stream_ended(&res, id, "its plugin-watcher socket was re-created");
+                                mgr.stream_ended(&res, gen, "its plugin-watcher socket was re-created");
                             }
                         }
                     }
@@ -86,24 +116,33 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
                 None => {}
             }
             let r = register_one(&mgr, sock, dial_timeout).await;
-            match &r {
-                Ok((res, ep)) => mgr.event(
-                    "watcher-registered",
-                    &[
-                        ("socket", json!(sock.display().to_string())),
-                        ("resource", json!(res)),
-                        ("endpoint", json!(ep.display().to_string())),
-                    ],
-                ),
-                Err(e) => {
-                    mgr.event("watcher-rejected", &[("socket", json!(sock.display().to_string())), ("error", json!(e))])
+            let entry = match r {
+                Ok((res, ep)) => {
+                    mgr.event(
+                        "watcher-registered",
+                        &[
+                            ("socket", json!(sock.display().to_string())),
+                            ("resource", json!(res)),
+                            ("endpoint", json!(ep.display().to_string())),
+                        ],
+                    );
+                    Known { ident: id, registered: Some((res, ep)), retry_at: None, last_error: None }
                 }
-            }
-            known.insert(sock.clone(), (ino, r.ok()));
+                Err(e) => {
+                    if last_error.as_deref() != Some(e.as_str()) {
+                        mgr.event(
+                            "watcher-rejected",
+                            &[("socket", json!(sock.display().to_string())), ("error", json!(e))],
+                        );
+                    }
+                    Known { ident: id, registered: None, retry_at: Some(Instant::now() + RETRY), last_error: Some(e) }
+                }
+            };
+            known.insert(sock.clone(), entry);
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
-            if let Some((_, Some((res, ep)))) = known.remove(&g) {
+            if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(&g) {
                 if let Some((r, id)) = mgr.resource_of(&ep) {
                     if r == res {
                         mgr.stream_ended(&res, id, "its plugin-watcher socket was deleted (deregistered)");

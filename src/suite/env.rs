@@ -331,9 +331,13 @@ pub fn is_socket(path: &Path) -> bool {
     path_kind(path).ok() == Some(PathKind::Socket)
 }
 
-/// The (device, inode) of a socket, to tell a re-created one.
-pub fn socket_ident(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path).ok().filter(|_| is_socket(path)).map(|m| (m.dev(), m.ino()))
+/// The (device, inode, change time) of a socket, to tell a re-created one:
+/// an inode number is often reused at once, the change time is not.
+pub fn socket_ident(path: &Path) -> Option<(u64, u64, i64, i64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|_| is_socket(path))
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }
 
 /// A DevicePlugin client that accepts snapshots of any size (the suite measures them itself).
@@ -605,7 +609,7 @@ impl Recorder {
             let mut st = stop_rx.clone();
             let server = serve(listener, RegistrationServer::new(rec.clone()), async move { stopped(&mut st).await });
             tokio::pin!(server);
-            let mut seen: HashSet<(PathBuf, u64)> = HashSet::new();
+            let mut seen: HashSet<(PathBuf, (u64, u64, i64, i64))> = HashSet::new();
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             let mut stop_rx = stop_rx;
             let mut served = false;
@@ -623,8 +627,8 @@ impl Recorder {
                     }
                     _ = tick.tick() => {
                         for s in find_sockets(&registry) {
-                            let Some((_, ino)) = socket_ident(&s) else { continue };
-                            if seen.insert((s.clone(), ino)) {
+                            let Some(id) = socket_ident(&s) else { continue };
+                            if seen.insert((s.clone(), id)) {
                                 tasks.spawn(watcher_register(s, rec.clone(), root.clone(), plugin_dir.clone()));
                             }
                         }
@@ -668,7 +672,7 @@ pub struct MockKubelet {
     pub log: PathBuf,
 }
 
-async fn wait_socket(path: &Path, within: Duration, not: Option<(u64, u64)>) -> bool {
+async fn wait_socket(path: &Path, within: Duration, not: Option<(u64, u64, i64, i64)>) -> bool {
     let start = Instant::now();
     while start.elapsed() < within {
         let id = socket_ident(path);
