@@ -882,6 +882,10 @@ impl Sess<'_> {
         }
         // Dropping the streams sends RST_STREAM(CANCEL), as the kubelet does.
         self.streams.clear();
+        // The kubelet opens the next stream only after re-registration, never in
+        // the same instant; give the plugin that moment to see the cancel (a
+        // plugin that breaks on it is what this scenario is for).
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let (took, stream, _) = self.open_stream().await.map_err(|mut o| {
             if let Some(e) = &mut o.evidence {
                 e.rpc = "ListAndWatch (a new stream after the kubelet cancelled one)".into();
