@@ -217,8 +217,11 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         // The second pod takes the last two healthy GPUs: admit it before breaking one.
         (
             format!(
-                "sed 's/demo-trainer/second/' {} > {}",
+                // written aside, then renamed: the kubelet never reads half a manifest
+                "sed 's/demo-trainer/second/' {} > {} && mv {} {}",
                 manifest.display(),
+                manifests.join(".second.yaml.tmp").display(),
+                manifests.join(".second.yaml.tmp").display(),
                 manifests.join("second.yaml").display()
             ),
             "# admit a second pod (2 more GPUs)",
