@@ -86,6 +86,12 @@ impl Peer {
         self.wait_nth(0, what, f).await
     }
 
+    /// The first call of `method`, waiting for the peer's line about it (the
+    /// answer can reach dpctl before the peer's stdout reaches the test).
+    async fn first_call(&self, method: &str) -> Value {
+        self.wait(method, |e| e["event"] == "call" && e["method"] == method).await
+    }
+
     fn calls(&self, method: &str) -> Vec<Value> {
         self.events.lock().unwrap().iter().filter(|e| e["event"] == "call" && e["method"] == method).cloned().collect()
     }
@@ -281,7 +287,7 @@ async fn client_allocate(dir: &Path, lang: Lang) {
     );
     assert_eq!(c0["cdiDevices"][0]["name"], "vendor.example/peer=p-0");
     assert_eq!(v["containerResponses"][1]["envs"]["PEER_DEVICES"], "p-3");
-    assert_eq!(p.calls("Allocate").last().unwrap()["ids"], serde_json::json!([["p-0", "p-1"], ["p-3"]]));
+    assert_eq!(p.first_call("Allocate").await["ids"], serde_json::json!([["p-0", "p-1"], ["p-3"]]));
 }
 
 async fn client_preferred_and_prestart(dir: &Path, lang: Lang) {
@@ -290,14 +296,14 @@ async fn client_preferred_and_prestart(dir: &Path, lang: Lang) {
     let r = dpctl(&["preferred", s(&sock), "--available", "p-0,p-1,p-3", "--must-include", "p-3", "--size", "2"]).await;
     r.expect_code(0);
     assert!(r.stdout.contains("preferred: p-3,p-0"), "{}", r.stdout);
-    let last = p.calls("GetPreferredAllocation").last().unwrap().clone();
+    let last = p.first_call("GetPreferredAllocation").await;
     assert_eq!(
         (last["available"].clone(), last["mustInclude"].clone(), last["size"].clone()),
         (serde_json::json!(["p-0", "p-1", "p-3"]), serde_json::json!(["p-3"]), serde_json::json!(2))
     );
 
     dpctl(&["prestart", s(&sock), "p-1"]).await.expect_code(0);
-    assert_eq!(p.calls("PreStartContainer").last().unwrap()["ids"], serde_json::json!(["p-1"]));
+    assert_eq!(p.first_call("PreStartContainer").await["ids"], serde_json::json!(["p-1"]));
 }
 
 async fn client_probe(dir: &Path, lang: Lang) {
