@@ -80,10 +80,24 @@ fn transport_code(err: &(dyn StdError + 'static)) -> Option<Code> {
 /// message is kept, so the cause stays visible). Use it on every status a
 /// client call returns before showing or recording it.
 pub fn grpc_go_status(status: Status) -> Status {
-    if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
+    if is_local_deadline(&status) {
         return Status::new(Code::DeadlineExceeded, "context deadline exceeded (Timeout expired)");
     }
     transport_status(status)
+}
+
+/// Whether this status is the call's own deadline expiring in tonic's client
+/// (a `TimeoutExpired` in its source chain). A CANCELLED the peer sent, even
+/// with the same text, is not.
+pub fn is_local_deadline(status: &Status) -> bool {
+    let mut cur = local_source(status);
+    while let Some(e) = cur {
+        if e.downcast_ref::<tonic::TimeoutExpired>().is_some() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The part of [`grpc_go_status`] that looks only at the error's source
@@ -105,9 +119,6 @@ pub fn transport_status(status: Status) -> Status {
 
 /// Just the code of [`grpc_go_status`].
 pub fn grpc_go_code(status: &Status) -> Code {
-    if status.code() == Code::Cancelled && status.message() == "Timeout expired" {
-        return Code::DeadlineExceeded;
-    }
     local_source(status).and_then(transport_code).unwrap_or(status.code())
 }
 
@@ -159,6 +170,10 @@ mod tests {
         let s = Status::from_error(Box::new(tonic::TimeoutExpired(())));
         assert_eq!(grpc_go_code(&s), Code::DeadlineExceeded);
         assert_eq!(grpc_go_status(s).code(), Code::DeadlineExceeded);
-        assert_eq!(grpc_go_status(Status::cancelled("Timeout expired")).code(), Code::DeadlineExceeded);
+        // the same words from the peer are the peer's CANCELLED
+        let peer = Status::cancelled("Timeout expired");
+        assert!(!is_local_deadline(&peer));
+        assert_eq!(grpc_go_code(&peer), Code::Cancelled);
+        assert_eq!(grpc_go_status(peer).code(), Code::Cancelled);
     }
 }

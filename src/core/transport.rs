@@ -335,7 +335,9 @@ pub async fn call<T>(
     let r = match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(Error::timeout(target, method, timeout)),
         // tonic's client enforces the request's grpc-timeout itself.
-        Ok(Err(status)) if is_local_deadline(&status) => Err(Error::timeout(target, method, timeout)),
+        Ok(Err(status)) if crate::core::status::is_local_deadline(&status) => {
+            Err(Error::timeout(target, method, timeout))
+        }
         Ok(Err(status)) => Err(status_error(target, method, status)),
         Ok(Ok(resp)) => Ok(resp.into_inner()),
     };
@@ -348,11 +350,6 @@ pub async fn call<T>(
         crate::core::verbose::outcome(target, method, &code, start.elapsed());
     }
     r
-}
-
-/// Whether a status is tonic's client-side deadline expiring.
-fn is_local_deadline(status: &tonic::Status) -> bool {
-    status.code() == tonic::Code::Cancelled && status.message() == "Timeout expired"
 }
 
 /// A request carrying a `grpc-timeout`, as Go clients send with a context deadline.
@@ -540,6 +537,62 @@ mod tests {
         let stale = dir.path().join("stale.sock");
         drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
         assert!(dial(&stale, t).await.unwrap_err().to_string().contains("stale socket"));
+    }
+
+    /// A raw HTTP/2 peer on `path`: each request is either held unanswered
+    /// (`answer` None) or answered trailers-only with grpc-status `answer`.
+    async fn raw_peer(path: &Path, answer: Option<(u32, &'static str)>) -> tokio::task::JoinHandle<()> {
+        let (l, g) = listen(path).await.unwrap();
+        tokio::spawn(async move {
+            let _g = g;
+            let (io, _) = l.accept().await.unwrap();
+            let mut conn = h2::server::handshake(io).await.unwrap();
+            let mut held = Vec::new();
+            while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                match answer {
+                    None => held.push(respond),
+                    Some((code, msg)) => {
+                        let resp = http::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .header("grpc-status", code.to_string())
+                            .header("grpc-message", msg)
+                            .body(())
+                            .unwrap();
+                        respond.send_response(resp, true).unwrap();
+                    }
+                }
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn deadline_is_told_from_a_peer_cancelled_by_source_not_text() {
+        use crate::api::deviceplugin::{device_plugin_client::DevicePluginClient, Empty};
+        let dir = tempfile::tempdir().unwrap();
+        let t = Duration::from_millis(200);
+
+        // tonic's own grpc-timeout fires first (the outer wait is longer): a timeout
+        let hang = dir.path().join("hang.sock");
+        let peer = raw_peer(&hang, None).await;
+        let mut c = DevicePluginClient::new(dial(&hang, Duration::from_secs(2)).await.unwrap());
+        let fut = c.get_device_plugin_options(request(Empty {}, t));
+        let e = call(&hang, "GetDevicePluginOptions", Duration::from_secs(30), fut).await.unwrap_err();
+        assert!(e.to_string().contains("GetDevicePluginOptions timed out after"), "{e}");
+        peer.abort();
+
+        // the peer itself says CANCELLED "Timeout expired": its status, not our deadline
+        let says = dir.path().join("says.sock");
+        let peer = raw_peer(&says, Some((1, "Timeout expired"))).await;
+        let mut c = DevicePluginClient::new(dial(&says, Duration::from_secs(2)).await.unwrap());
+        let fut = c.get_device_plugin_options(request(Empty {}, Duration::from_secs(30)));
+        match call(&says, "GetDevicePluginOptions", Duration::from_secs(30), fut).await.unwrap_err() {
+            Error::Rpc { code, message, .. } => {
+                assert_eq!(code, tonic::Code::Cancelled);
+                assert_eq!(message, "Timeout expired");
+            }
+            e => panic!("expected the peer's status, got {e}"),
+        }
+        peer.abort();
     }
 
     #[tokio::test]
