@@ -239,7 +239,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l socket-name -d 'So
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l registration -d 'How to register' -r -f -a "kubelet\t'Call Register on the kubelet\'s kubelet.sock'
 plugin-watcher\t'Serve pluginregistration.Registration in the plugin-watcher directory'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugins-registry-dir -d 'The plugin watcher\'s directory [default: /var/lib/kubelet/plugins_registry]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l plugins-registry-dir -d 'The plugin watcher\'s directory, under --root [default: <kubelet-root-dir>/plugins_registry]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l control-socket -d 'Live-control socket [default: <plugin-dir>/dpctl-control/serve-<pid>.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
@@ -467,7 +467,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l socket-name -d 'S
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet-socket -d 'The kubelet\'s Registration socket [default: <plugin-dir>/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l registration -d 'How to register' -r -f -a "kubelet\t'Call Register on the kubelet\'s kubelet.sock'
 plugin-watcher\t'Serve pluginregistration.Registration in the plugin-watcher directory'"
-complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugins-registry-dir -d 'The plugin watcher\'s directory [default: /var/lib/kubelet/plugins_registry]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l plugins-registry-dir -d 'The plugin watcher\'s directory, under --root [default: <kubelet-root-dir>/plugins_registry]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'

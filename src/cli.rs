@@ -648,7 +648,7 @@ pub struct RegistrationArgs {
     /// How to register
     #[arg(long, value_enum, value_name = "MODE")]
     pub registration: Option<RegistrationMode>,
-    /// The plugin watcher's directory [default: /var/lib/kubelet/plugins_registry]
+    /// The plugin watcher's directory, under --root [default: <kubelet-root-dir>/plugins_registry]
     #[arg(long, value_name = "DIR")]
     pub plugins_registry_dir: Option<PathBuf>,
     /// Serve without registering (for client-side tests and dpctl probe)

@@ -444,6 +444,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         register: true,
         retry: true,
         timeout: ctx.timeout,
+        host_root: Default::default(), // a private temp tree
     };
     let (shut_tx, shut_rx) = watch::channel(false);
     let t0 = Instant::now();

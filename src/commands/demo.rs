@@ -133,6 +133,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         register: true,
         retry: false,
         timeout: ctx.timeout,
+        host_root: Default::default(), // a private temp tree
     };
     let plog = Logger::to_file(LogFormat::Human, &root.join("plugin.log"))?;
     let control = crate::plugin::control::default_socket(&dp);

@@ -279,6 +279,7 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         register: true,
         retry: true,
         timeout: ctx.timeout,
+        host_root: Default::default(), // a private temp tree
     };
     let plog = Logger::to_file(a.log_format, &node.dir.path().join("plugin.log"))?;
     let plugin = tokio::spawn(crate::plugin::registrar::run(backend.clone(), settings, plog, shut_rx, |_| {}));

@@ -5,12 +5,10 @@
 use super::Ctx;
 use crate::cli::{RegistrationArgs, ServeArgs};
 use crate::core::log::{LogFormat, Logger};
-use crate::core::paths::DEFAULT_PLUGINS_REGISTRY_DIR;
 use crate::core::{Error, Result};
 use crate::plugin::config::{check_resources, parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
 use crate::plugin::control;
 use crate::plugin::registrar::Settings;
-use std::path::PathBuf;
 use tokio::sync::watch;
 
 /// The config field names of flag-built resources, as flag names.
@@ -97,8 +95,9 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
 /// Resolve where a plugin role serves and how it registers: flags (and
 /// env) first, then the config file, then the kubelet's defaults.
 pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<Settings> {
+    // Every host path, from a flag or the config file, is under --root.
     let plugin_dir = match (&file.plugin_dir, ctx.plugin_dir_given) {
-        (Some(d), false) => d.clone(),
+        (Some(d), false) => ctx.paths.host(d),
         _ => ctx.paths.plugin_dir.clone(),
     };
     if !plugin_dir.is_dir() {
@@ -111,13 +110,11 @@ pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<
         .kubelet_socket
         .clone()
         .or(file.kubelet_socket.clone())
+        .map(|k| ctx.paths.host(&k))
         .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
     let mode = reg.registration.or(file.registration).unwrap_or_default();
-    let registry_dir = reg
-        .plugins_registry_dir
-        .clone()
-        .or(file.plugins_registry_dir.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_REGISTRY_DIR));
+    let registry_dir =
+        ctx.paths.plugins_registry_dir(reg.plugins_registry_dir.as_deref().or(file.plugins_registry_dir.as_deref()));
     let register = !reg.no_register && file.register.unwrap_or(true);
     if register && mode == crate::plugin::config::RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
         return Err(Error::failed(format!(
@@ -134,6 +131,7 @@ pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<
         register,
         retry: reg.retry || file.retry.unwrap_or(false),
         timeout: ctx.timeout,
+        host_root: ctx.paths.root.clone(),
     })
 }
 

@@ -13,8 +13,6 @@ pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
 pub const DEFAULT_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins/";
 /// The kubelet's default PodResources socket.
 pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
-/// The kubelet's default plugin-watcher directory.
-pub const DEFAULT_PLUGINS_REGISTRY_DIR: &str = "/var/lib/kubelet/plugins_registry";
 /// The name of the kubelet's Registration socket inside the plugin directory.
 pub const KUBELET_SOCKET_NAME: &str = "kubelet.sock";
 /// The name of the kubelet's device-manager checkpoint inside the plugin directory.
@@ -42,6 +40,19 @@ impl HostRoot {
         match &self.0 {
             Some(root) if p.is_absolute() && !p.starts_with(root) => root.join(p.strip_prefix("/").unwrap_or(p)),
             _ => p.to_path_buf(),
+        }
+    }
+
+    /// The host's own name for `p`, a path as seen from here: the root
+    /// prefix taken off (what the kubelet must be told, e.g. a plugin-watcher
+    /// endpoint). Paths outside the root are returned unchanged.
+    pub fn on_host(&self, p: &Path) -> PathBuf {
+        match &self.0 {
+            Some(root) => match p.strip_prefix(root) {
+                Ok(rest) => Path::new("/").join(rest),
+                Err(_) => p.to_path_buf(),
+            },
+            None => p.to_path_buf(),
         }
     }
 }
@@ -192,6 +203,10 @@ mod tests {
         assert_eq!(r.path(Path::new("/host/var/lib/kubelet")), Path::new("/host/var/lib/kubelet"));
         assert_eq!(r.path(Path::new("rel.sock")), Path::new("rel.sock"));
         assert_eq!(HostRoot::new(Some("/".into())).path(Path::new("/x")), Path::new("/x"));
+        // and back: the host's own name for a path seen from here
+        assert_eq!(r.on_host(Path::new("/host/var/lib/kubelet/x.sock")), Path::new("/var/lib/kubelet/x.sock"));
+        assert_eq!(r.on_host(Path::new("/hostile/x")), Path::new("/hostile/x"));
+        assert_eq!(HostRoot::new(None).on_host(Path::new("/host/x")), Path::new("/host/x"));
         let p = Paths::for_node(r.clone(), Path::new("/var/lib/rancher/k3s/agent/kubelet"), None);
         assert_eq!(p.plugin_dir, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/"));
         assert_eq!(p.kubelet_socket, Path::new("/host/var/lib/rancher/k3s/agent/kubelet/device-plugins/kubelet.sock"));

@@ -44,6 +44,9 @@ pub struct Settings {
     pub retry: bool,
     /// Dial and call timeout.
     pub timeout: Duration,
+    /// The `--root` the paths above are under; a plugin-watcher endpoint is
+    /// reported to the kubelet as the host's own path.
+    pub host_root: crate::core::paths::HostRoot,
 }
 
 /// `vendor.example/foo` → `vendor.example_foo`, for file names.
@@ -77,6 +80,7 @@ pub async fn register<B: Backend>(s: &Settings, backend: &B, endpoint: &str) -> 
 struct WatcherRegistration {
     resource: String,
     endpoint: watch::Receiver<Option<PathBuf>>,
+    host_root: crate::core::paths::HostRoot,
     status: mpsc::Sender<RegistrationStatus>,
 }
 
@@ -104,7 +108,7 @@ impl Registration for WatcherRegistration {
         Ok(tonic::Response::new(PluginInfo {
             r#type: "DevicePlugin".into(),
             name: self.resource.clone(),
-            endpoint: ep.display().to_string(),
+            endpoint: self.host_root.on_host(&ep).display().to_string(),
             supported_versions: vec![crate::api::VERSION.into()],
         }))
     }
@@ -195,7 +199,12 @@ pub async fn run<B: Backend>(
     let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
     let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
-    let watcher_reg = WatcherRegistration { resource: resource.clone(), endpoint: endpoint_rx, status: status_tx };
+    let watcher_reg = WatcherRegistration {
+        resource: resource.clone(),
+        endpoint: endpoint_rx,
+        host_root: s.host_root.clone(),
+        status: status_tx,
+    };
     let mut reg_served: Option<RegServed> = None;
 
     let faults = backend.lifecycle_faults();

@@ -259,6 +259,47 @@ async fn plugin_watcher_registration() {
     assert!(!reg_sock.exists() && sockets_in(d.path()).is_empty(), "sockets cleaned up");
 }
 
+/// `serve --root /host` in a pod: every host path (kubelet.sock from a flag,
+/// the plugin-watcher directory) is under the root, and the plugin-watcher
+/// endpoint is reported as the host's own path, the one the kubelet dials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_under_root_registers_with_host_paths() {
+    use dpctl::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest};
+    let d = tmp();
+    let root = d.path().join("host");
+    let dp = root.join("var/lib/kubelet/device-plugins");
+    let reg = root.join("var/lib/kubelet/plugins_registry");
+    std::fs::create_dir_all(&dp).unwrap();
+    std::fs::create_dir_all(&reg).unwrap();
+    std::fs::create_dir_all(root.join("run/k")).unwrap();
+    let base = ["--root", s(&root), "--kubelet-root-dir", "/var/lib/kubelet", "--resource", "vendor.example/foo"];
+
+    // kubelet.sock named by a host path: looked up under the root
+    let (reqs, _k) = kubelet::start(&root.join("run/k/kubelet.sock"), None).await;
+    let mut args = vec!["serve"];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--kubelet-socket", "/run/k/kubelet.sock"]);
+    let child = dpctl_cmd(&args).spawn().unwrap();
+    wait_until(10, "a RegisterRequest", || !reqs.lock().unwrap().is_empty()).await;
+    let ep = reqs.lock().unwrap()[0].endpoint.clone();
+    assert!(dp.join(&ep).exists(), "the plugin serves in the host's plugin dir: {ep}");
+    stop_child(child).await.expect_code(0);
+
+    // plugin-watcher mode with the default directory: <root>/<kubelet-root>/plugins_registry
+    let mut args = vec!["serve"];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--registration", "plugin-watcher", "--socket-name", "foo.sock"]);
+    let child = dpctl_cmd(&args).spawn().unwrap();
+    let reg_sock = reg.join("vendor.example_foo-reg.sock");
+    wait_until(10, "the registration socket under the root", || reg_sock.exists()).await;
+    let mut c = RegistrationClient::new(dpctl::core::transport::dial(&reg_sock, T).await.unwrap());
+    let info = c.get_info(InfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(info.endpoint, "/var/lib/kubelet/device-plugins/foo.sock", "the host's path, without the root");
+    let p = PluginConn::connect(&root.join(info.endpoint.trim_start_matches('/')), T, 4 << 20).await.unwrap();
+    assert!(!p.options().await.unwrap().pre_start_required);
+    stop_child(child).await.expect_code(0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registration_failures_exit_1_with_the_kubelets_error() {
     let d = tmp();
