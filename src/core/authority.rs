@@ -14,10 +14,14 @@
 //!   through unchanged from then on, and nothing more is decoded — the hot
 //!   path (kubelet → plugin) pays only a copy;
 //! - invalid (a socket path): that block and every later one is decoded with
-//!   the connection's HPACK state and re-encoded as literals without
-//!   indexing, with the authority replaced by `localhost`. Literal-only output
-//!   never refers to h2's HPACK table, so h2 stays consistent whatever the
-//!   client's encoder indexed.
+//!   the connection's HPACK state (to follow the client's table). A literal
+//!   field carrying an invalid authority gets its value replaced by a valid
+//!   one of the same length (`localhost`, cut or extended with `-`), keeping
+//!   its representation — with incremental indexing it enters h2's table as
+//!   the replacement, at the same size, so both tables evict alike and a
+//!   later reference by index names the replacement. Every other byte of the
+//!   block passes through; a block with nothing to replace (grpc-go's second
+//!   and later calls, which name the authority by index) is forwarded as sent.
 //!
 //! (A client that sent a valid authority first and an invalid one later on
 //! the same connection would get h2's reset for the later stream, exactly as
@@ -73,8 +77,6 @@ pub const DEFAULT_MAX_FRAME_SIZE: usize = 16_384;
 pub const HEADER_TABLE_SIZE: usize = 4096;
 /// hyper's SETTINGS_MAX_HEADER_LIST_SIZE for h2 servers (16 KiB).
 pub const MAX_HEADER_LIST_SIZE: usize = 16 << 10;
-/// h2 stops decoding a header block at this many times the list limit.
-const HEADER_LIST_ABUSE_SIZE: usize = MAX_HEADER_LIST_SIZE * 4;
 /// What a rewritten authority is made of.
 pub const REPLACEMENT_AUTHORITY: &str = "localhost";
 
@@ -100,7 +102,11 @@ pub fn authority_is_valid(value: &[u8]) -> bool {
 /// `localhost` cut to length or extended with `-`, so h2's header-list size
 /// accounting sees exactly the client's sizes.
 pub fn replacement_for(original: &[u8]) -> Vec<u8> {
-    let n = original.len().max(1);
+    replacement_of_len(original.len())
+}
+
+fn replacement_of_len(len: usize) -> Vec<u8> {
+    let n = len.max(1);
     let mut v: Vec<u8> = REPLACEMENT_AUTHORITY.bytes().take(n).collect();
     v.resize(n, b'-');
     v
@@ -226,6 +232,7 @@ pub struct AuthorityFix<T> {
     failure: Option<Failure>,
     goaway: Vec<u8>,
     goaway_pos: usize,
+    scratch: Box<[u8]>,
 }
 
 impl<T> AuthorityFix<T> {
@@ -250,6 +257,7 @@ impl<T> AuthorityFix<T> {
             failure: None,
             goaway: Vec::new(),
             goaway_pos: 0,
+            scratch: vec![0; 16_384].into_boxed_slice(),
         }
     }
 
@@ -389,42 +397,48 @@ impl<T> AuthorityFix<T> {
         if let Some(problem) = size_update_problem(&block.block) {
             return Err(failure(Reason::Compression, problem.to_string()));
         }
-        // Decode everything (the HPACK state is the connection's), keep
-        // fields only up to the size at which h2 stops decoding too.
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut size = 0usize;
+        // Decode everything (the HPACK state is the connection's), noting
+        // only the first `:authority`'s validity and which fields carry an
+        // authority h2 would refuse: nothing else is kept.
+        let mut first_authority: Option<bool> = None;
+        let mut invalid: Vec<(usize, usize)> = Vec::new();
+        let mut field = 0usize;
         let decoded = self.decoder.decode_with_cb(&block.block, |n: Cow<[u8]>, v: Cow<[u8]>| {
-            if size <= HEADER_LIST_ABUSE_SIZE {
-                size += n.len() + v.len() + 32;
-                fields.push((n.into_owned(), v.into_owned()));
+            if n.as_ref() == b":authority" {
+                let valid = authority_is_valid(&v);
+                first_authority.get_or_insert(valid);
+                // An empty authority stays as it is: h2 refuses it, as it would without the shim.
+                if !valid && !v.is_empty() {
+                    invalid.push((field, v.len()));
+                }
             }
+            field += 1;
         });
         decoded.map_err(|e| failure(Reason::Compression, format!("undecodable HPACK header block: {e:?}")))?;
         self.last_stream = self.last_stream.max(block.stream_id);
         if self.mode == Mode::Inspect {
-            match fields.iter().find(|(n, _)| n.as_slice() == b":authority") {
+            match first_authority {
                 None => {
                     self.out.extend_from_slice(&block.raw);
                     return Ok(());
                 }
-                Some((_, v)) if authority_is_valid(v) => {
+                Some(true) => {
                     self.mode = Mode::Passthrough;
                     self.out.extend_from_slice(&block.raw);
                     return Ok(());
                 }
-                Some(_) => self.mode = Mode::Rewrite,
+                Some(false) => self.mode = Mode::Rewrite,
             }
         }
-        let mut encoded = Vec::with_capacity(block.block.len() + 64);
-        for (name, value) in &fields {
-            // An empty authority stays as it is: h2 refuses it, as it would without the shim.
-            if name.as_slice() == b":authority" && !value.is_empty() && !authority_is_valid(value) {
-                self.rewritten += 1;
-                encode_literal(&mut encoded, name, &replacement_for(value));
-            } else {
-                encode_literal(&mut encoded, name, value);
-            }
+        // Only literal representations are rewritten; an indexed one refers
+        // to an entry h2's table already holds with the replacement.
+        let (encoded, n) = rewrite_authorities(&block.block, &invalid)
+            .ok_or_else(|| failure(Reason::Compression, "undecodable HPACK header block".to_string()))?;
+        if n == 0 {
+            self.out.extend_from_slice(&block.raw);
+            return Ok(());
         }
+        self.rewritten += n;
         write_header_frames_with(&mut self.out, block.stream_id, block.end_stream, block.priority, &encoded);
         Ok(())
     }
@@ -543,6 +557,55 @@ fn size_update_problem(b: &[u8]) -> Option<&'static str> {
     None
 }
 
+/// `block` with the value of each literal field listed in `invalid` (field
+/// number, decoded value length) replaced by a same-length valid authority
+/// (an uncompressed string); every other byte, representation and indexing
+/// instruction is kept, so h2's HPACK table stays the client's, entry sizes
+/// included. Indexed fields are left alone: the entry they name was added by
+/// a literal rewritten here. Returns the block and how many values were
+/// replaced, or `None` if the block does not parse (the decoder took it, so
+/// it does).
+fn rewrite_authorities(block: &[u8], invalid: &[(usize, usize)]) -> Option<(Vec<u8>, u64)> {
+    if invalid.is_empty() {
+        return Some((Vec::new(), 0));
+    }
+    let mut out = Vec::with_capacity(block.len() + 16);
+    let mut todo = invalid.iter().peekable();
+    let (mut i, mut field, mut replaced) = (0usize, 0usize, 0u64);
+    while i < block.len() {
+        let c = block[i];
+        if c & 0xe0 == 0x20 {
+            // dynamic table size update: not a field
+            let (_, j) = read_int(block, i, 5)?;
+            out.extend_from_slice(&block[i..j]);
+            i = j;
+            continue;
+        }
+        let this = todo.next_if(|(f, _)| *f == field);
+        if c & 0x80 != 0 {
+            let (_, j) = read_int(block, i, 7)?;
+            out.extend_from_slice(&block[i..j]);
+            i = j;
+        } else {
+            let (index, j) = read_int(block, i, if c & 0xc0 == 0x40 { 6 } else { 4 })?;
+            let value = if index == 0 { skip_string(block, j)? } else { j };
+            let end = skip_string(block, value)?;
+            match this {
+                Some((_, len)) => {
+                    out.extend_from_slice(&block[i..value]);
+                    encode_int(&mut out, 0x00, 7, *len);
+                    out.extend_from_slice(&replacement_of_len(*len));
+                    replaced += 1;
+                }
+                None => out.extend_from_slice(&block[i..end]),
+            }
+            i = end;
+        }
+        field += 1;
+    }
+    Some((out, replaced))
+}
+
 /// HPACK integer with an N-bit prefix (RFC 7541 §5.1).
 fn encode_int(out: &mut Vec<u8>, first: u8, prefix_bits: u8, mut v: usize) {
     let max = (1usize << prefix_bits) - 1;
@@ -658,8 +721,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for AuthorityFix<T> {
             if this.eof {
                 return Poll::Ready(Ok(()));
             }
-            let mut tmp = [0u8; 16_384];
-            let mut rb = ReadBuf::new(&mut tmp);
+            // A buffer kept across reads: a fresh one would be zeroed on every call.
+            let mut rb = ReadBuf::new(&mut this.scratch);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut rb))?;
             let got = rb.filled();
             if got.is_empty() {
@@ -1017,7 +1080,16 @@ mod tests {
     /// once: a reference for the streaming implementation.
     enum Item {
         Raw(Vec<u8>),
-        Block { sid: u32, end_stream: bool, priority: Option<[u8; 5]>, fields: Vec<(Vec<u8>, Vec<u8>)> },
+        /// A header block h2 must decode (with its own, persistent HPACK
+        /// state) to `fields`; `raw`: it must also be the client's bytes.
+        Block {
+            sid: u32,
+            end_stream: bool,
+            priority: Option<[u8; 5]>,
+            fields: Vec<(Vec<u8>, Vec<u8>)>,
+            raw: Option<Vec<u8>>,
+            rewritten: bool,
+        },
     }
 
     fn oracle(input: &[u8]) -> (Vec<Item>, Option<(u32, Reason)>) {
@@ -1110,26 +1182,27 @@ mod tests {
             if size_update_problem(&b.block).is_some() {
                 return (items, violation(Reason::Compression, last));
             }
-            let mut fields = Vec::new();
-            let mut size = 0;
-            let ok = dec.decode_with_cb(&b.block, |n, v| {
-                if size <= HEADER_LIST_ABUSE_SIZE {
-                    size += n.len() + v.len() + 32;
-                    fields.push((n.into_owned(), v.into_owned()));
-                }
-            });
-            if ok.is_err() {
+            let Ok(mut fields) = dec.decode(&b.block) else {
                 return (items, violation(Reason::Compression, last));
-            }
+            };
             last = last.max(b.stream_id);
             let auth = fields.iter().find(|(n, _)| n == b":authority").map(|(_, v)| v.clone());
+            let (sid, end_stream, priority) = (b.stream_id, b.end_stream, b.priority);
             if mode == Mode::Inspect {
                 match auth {
                     None => {
-                        items.push(Item::Raw(b.raw));
+                        items.push(Item::Block {
+                            sid,
+                            end_stream,
+                            priority,
+                            fields,
+                            raw: Some(b.raw),
+                            rewritten: false,
+                        });
                         continue;
                     }
                     Some(v) if authority_is_valid(&v) => {
+                        // From here on h2 sees the client's bytes; nothing more to check.
                         mode = Mode::Passthrough;
                         items.push(Item::Raw(b.raw));
                         continue;
@@ -1137,20 +1210,24 @@ mod tests {
                     Some(_) => mode = Mode::Rewrite,
                 }
             }
+            let mut rewritten = false;
             for (n, v) in fields.iter_mut() {
                 if n == b":authority" && !v.is_empty() && !authority_is_valid(v) {
                     let r = replacement_for(v);
                     assert_eq!(r.len(), v.len(), "the header-list size h2 checks must not change");
                     *v = r;
+                    rewritten = true;
                 }
             }
-            items.push(Item::Block { sid: b.stream_id, end_stream: b.end_stream, priority: b.priority, fields });
+            items.push(Item::Block { sid, end_stream, priority, fields, raw: None, rewritten });
         }
         (items, None)
     }
 
     fn check_against_oracle(input: &[u8], out: &[u8], r: &io::Result<()>, written: &[u8], case: u64) {
         let (items, violation) = oracle(input);
+        let mut h2 = loona_hpack::Decoder::new();
+        h2.set_max_allowed_table_size(HEADER_TABLE_SIZE);
         let mut at = 0;
         for item in items {
             match item {
@@ -1158,7 +1235,10 @@ mod tests {
                     assert!(out[at..].starts_with(&bytes), "case {case}: raw bytes at {at} differ");
                     at += bytes.len();
                 }
-                Item::Block { sid, end_stream, priority, fields } => {
+                Item::Block { sid, end_stream, priority, fields, raw, .. } => {
+                    if let Some(raw) = &raw {
+                        assert!(out[at..].starts_with(raw), "case {case}: a block to pass through was changed");
+                    }
                     let mut block = Vec::new();
                     let mut first = true;
                     loop {
@@ -1168,26 +1248,29 @@ mod tests {
                         assert!(len <= DEFAULT_MAX_FRAME_SIZE, "case {case}: the shim emitted a {len}-byte frame");
                         let fsid = u32::from_be_bytes([f[5], f[6], f[7], f[8]]);
                         assert_eq!(fsid, sid, "case {case}");
-                        let mut payload = &f[9..9 + len];
+                        let payload = &f[9..9 + len];
                         if first {
                             assert_eq!(f[3], TYPE_HEADERS, "case {case}");
                             assert_eq!(f[4] & FLAG_END_STREAM != 0, end_stream, "case {case}");
-                            assert_eq!(f[4] & FLAG_PADDED, 0);
-                            if let Some(p) = priority {
-                                assert!(f[4] & FLAG_PRIORITY != 0 && payload[..5] == p, "case {case}: priority lost");
-                                payload = &payload[5..];
-                            }
+                            let Ok((frag, p)) = headers_fragment(payload, f[4]) else {
+                                panic!("case {case}: a malformed HEADERS frame")
+                            };
+                            assert_eq!(p, priority, "case {case}: priority lost");
+                            block.extend_from_slice(frag);
                         } else {
                             assert_eq!(f[3], TYPE_CONTINUATION, "case {case}");
+                            block.extend_from_slice(payload);
                         }
-                        block.extend_from_slice(payload);
                         at += 9 + len;
                         first = false;
                         if f[4] & FLAG_END_HEADERS != 0 {
                             break;
                         }
                     }
-                    let got = loona_hpack::Decoder::new().decode(&block).expect("the shim emits decodable blocks");
+                    // h2's decoder keeps its table across blocks: the client's
+                    // indexing must leave it holding what the client's holds,
+                    // but for the replaced authorities.
+                    let got = h2.decode(&block).expect("the shim emits blocks h2 can decode");
                     assert_eq!(got, fields, "case {case}: h2 would see other header fields");
                 }
             }
@@ -1212,7 +1295,7 @@ mod tests {
             [b"localhost", b"/tmp/d/kubelet.sock", b"%2Ftmp%2Fd%2Fk.sock", b"tmp%2Fd.sock", b"", b"a b", b"[::1]:80"];
         let mut sid = 1u32;
         for _ in 0..1 + rng.below(12) {
-            match rng.below(10) {
+            match rng.below(11) {
                 0..=4 => {
                     let long = vec![b'v'; rng.below(24_000)];
                     let auth = if rng.chance(5) { &long[..] } else { authorities[rng.below(authorities.len())] };
@@ -1221,7 +1304,10 @@ mod tests {
                         (b":scheme", b"http"),
                         (b":path", b"/v1beta1.DevicePlugin/Allocate"),
                     ];
-                    if !rng.chance(10) {
+                    // grpc-go adds its authority to the HPACK table (literal with
+                    // incremental indexing) and later refers to it by index.
+                    let indexed = rng.chance(30);
+                    if !indexed && !rng.chance(10) {
                         fields.push((b":authority", auth));
                     }
                     fields.push((b"content-type", b"application/grpc"));
@@ -1232,6 +1318,11 @@ mod tests {
                     let mut block = Vec::new();
                     if rng.chance(5) {
                         block.push(0x20 | rng.below(32) as u8); // a (valid) table size update first
+                    }
+                    if indexed {
+                        encode_int(&mut block, 0x40, 6, 1);
+                        encode_int(&mut block, 0x00, 7, auth.len());
+                        block.extend_from_slice(auth);
                     }
                     block.extend(enc.encode(fields));
                     if rng.chance(4) {
@@ -1282,6 +1373,11 @@ mod tests {
                     input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, sid, &garbage));
                     sid += 2;
                 }
+                9 => {
+                    // a later call naming the indexed authority: POST, http, "/", dynamic entry 62
+                    input.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, sid, &[0x83, 0x86, 0x84, 0x80 | 62]));
+                    sid += 2;
+                }
                 _ => input.extend(frame(0x8, 0, 0, &[0, 0, 1, 0])),
             }
         }
@@ -1305,7 +1401,7 @@ mod tests {
             let (out, r, written) = run_peer(input.clone(), rng.next()).await;
             check_against_oracle(&input, &out, &r, &written, case);
             let (items, violation) = oracle(&input);
-            let blocks = items.iter().filter(|i| matches!(i, Item::Block { .. })).count();
+            let blocks = items.iter().filter(|i| matches!(i, Item::Block { rewritten: true, .. })).count();
             *seen.entry(format!("{:?}", violation.map(|v| v.1))).or_default() += 1;
             *seen.entry(if blocks > 0 { "rewritten".into() } else { "not rewritten".into() }).or_default() += 1;
         }

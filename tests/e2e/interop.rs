@@ -502,3 +502,37 @@ async fn suite_against_peer_plugin(dir: &Path, lang: Lang) {
     assert_eq!(doc["failed"], 0, "{doc}");
     assert_eq!(doc["passed"], 15, "{doc}");
 }
+
+/// grpc-go 1.33 with the socket path as `:authority`, hundreds of calls from
+/// four goroutines on one connection: grpc-go's encoder adds the authority to
+/// its HPACK table (Huffman-coded) once and then refers to it by index. The
+/// shim rewrites only that literal and passes everything else through, so
+/// h2's table must stay in step with grpc-go's for every call to succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_go_path_authority_many_calls_one_connection() {
+    let Some(dir) = peers_dir() else { return };
+    let d = tmp();
+    let sv = dpctl_cmd(&[
+        "serve",
+        "--plugin-dir",
+        s(d.path()),
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--no-register",
+        "--socket-name",
+        "foo.sock",
+    ])
+    .spawn()
+    .unwrap();
+    let sock = d.path().join("foo.sock");
+    wait_until(10, "the plugin's socket", || sock.exists()).await;
+    for auth in ["path", "localhost"] {
+        let args = ["bench", "--socket", s(&sock), "--requests", "400", "--concurrency", "4", "--authority", auth];
+        let b = Peer::spawn(&dir, Lang::Go, &args);
+        let r = b.wait("the bench result", |e| e["call"] == "Allocate").await;
+        assert_eq!((r["requests"].as_i64(), r["errors"].as_i64()), (Some(400), Some(0)), "{auth}: {r}");
+    }
+    stop_child(sv).await.expect_code(0);
+}
