@@ -170,20 +170,7 @@ async fn a_stock_tonic_server_resets_them_control() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dpctl_serve_plugin_accepts_them_too() {
     let d = tmp();
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "v.e/foo",
-        "--no-register",
-        "--socket-name",
-        "p.sock",
-    ])
-    .spawn()
-    .unwrap();
-    let sock = d.path().join("p.sock");
-    wait_until(10, "p.sock", || sock.exists()).await;
+    let (sv, sock) = serve_unregistered(d.path(), "v.e/foo", "p.sock", &[]).await;
     for auth in AUTHORITIES.iter().chain(["localhost"].iter()) {
         let o = raw_call(&sock, auth, "/v1beta1.DevicePlugin/GetDevicePluginOptions", &[]).await;
         assert_eq!(grpc_status(&o), Some("0"), "authority {auth}: {o:?}");

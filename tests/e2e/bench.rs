@@ -93,19 +93,7 @@ async fn watch_and_kubelet_benchmarks_report_every_measurement() {
 
     // against a running dpctl serve, through its live control
     let d = tmp();
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "v.e/foo",
-        "--no-register",
-        "--socket-name",
-        "s.sock",
-    ])
-    .spawn()
-    .unwrap();
-    wait_until(10, "s.sock", || d.path().join("s.sock").exists()).await;
+    let (sv, _) = serve_unregistered(d.path(), "v.e/foo", "s.sock", &[]).await;
     let r = dpctl(&[
         "bench",
         "watch",

@@ -512,22 +512,7 @@ async fn suite_against_peer_plugin(dir: &Path, lang: Lang) {
 async fn grpc_go_path_authority_many_calls_one_connection() {
     let Some(dir) = peers_dir() else { return };
     let d = tmp();
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "4",
-        "--no-register",
-        "--socket-name",
-        "foo.sock",
-    ])
-    .spawn()
-    .unwrap();
-    let sock = d.path().join("foo.sock");
-    wait_until(10, "the plugin's socket", || sock.exists()).await;
+    let (sv, sock) = serve_unregistered(d.path(), "vendor.example/foo", "foo.sock", &["--count", "4"]).await;
     for auth in ["path", "localhost"] {
         let args = ["bench", "--socket", s(&sock), "--requests", "400", "--concurrency", "4", "--authority", auth];
         let b = Peer::spawn(&dir, Lang::Go, &args);

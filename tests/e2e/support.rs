@@ -471,6 +471,23 @@ pub async fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     panic!("timed out after {secs}s waiting for {what}");
 }
 
+/// `dpctl serve` of `resource` (plus `extra` flags) in `dir` without
+/// registering, as socket `name`; returns once the socket exists.
+pub async fn serve_unregistered(
+    dir: &Path,
+    resource: &str,
+    name: &str,
+    extra: &[&str],
+) -> (tokio::process::Child, std::path::PathBuf) {
+    let mut args =
+        vec!["serve", "--plugin-dir", s(dir), "--resource", resource, "--no-register", "--socket-name", name];
+    args.extend_from_slice(extra);
+    let child = dpctl_cmd(&args).spawn().unwrap();
+    let sock = dir.join(name);
+    wait_until(10, name, || sock.exists()).await;
+    (child, sock)
+}
+
 /// Send SIGTERM to a child.
 pub fn sigterm(child: &tokio::process::Child) {
     if let Some(pid) = child.id() {
