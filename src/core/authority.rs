@@ -208,6 +208,90 @@ impl Outgoing {
     }
 }
 
+/// The connection's header-block state: its HPACK decoder (the client's
+/// table), what it does with blocks, and what it has seen.
+struct Blocks {
+    decoder: loona_hpack::Decoder<'static>,
+    mode: Mode,
+    rewritten: u64,
+    last_stream: u32,
+}
+
+/// A complete header block, borrowed from where it was read.
+struct BlockRef<'a> {
+    stream_id: u32,
+    end_stream: bool,
+    priority: Option<[u8; 5]>,
+    /// The header block fragments, joined, without padding or priority.
+    block: &'a [u8],
+    /// The original frames.
+    raw: &'a [u8],
+}
+
+impl PendingBlock {
+    fn as_ref(&self) -> BlockRef<'_> {
+        BlockRef {
+            stream_id: self.stream_id,
+            end_stream: self.end_stream,
+            priority: self.priority,
+            block: &self.block,
+            raw: &self.raw,
+        }
+    }
+}
+
+impl Blocks {
+    fn finish(&mut self, block: BlockRef<'_>, out: &mut Vec<u8>) -> Result<(), Failure> {
+        if let Some(problem) = size_update_problem(block.block) {
+            return Err(failure(Reason::Compression, problem.to_string()));
+        }
+        // Decode everything (the HPACK state is the connection's), noting
+        // only the first `:authority`'s validity and which fields carry an
+        // authority h2 would refuse: nothing else is kept.
+        let mut first_authority: Option<bool> = None;
+        let mut invalid: Vec<(usize, usize)> = Vec::new();
+        let mut field = 0usize;
+        let decoded = self.decoder.decode_with_cb(block.block, |n: Cow<[u8]>, v: Cow<[u8]>| {
+            if n.as_ref() == b":authority" {
+                let valid = authority_is_valid(&v);
+                first_authority.get_or_insert(valid);
+                // An empty authority stays as it is: h2 refuses it, as it would without the shim.
+                if !valid && !v.is_empty() {
+                    invalid.push((field, v.len()));
+                }
+            }
+            field += 1;
+        });
+        decoded.map_err(|e| failure(Reason::Compression, format!("undecodable HPACK header block: {e:?}")))?;
+        self.last_stream = self.last_stream.max(block.stream_id);
+        if self.mode == Mode::Inspect {
+            match first_authority {
+                None => {
+                    out.extend_from_slice(block.raw);
+                    return Ok(());
+                }
+                Some(true) => {
+                    self.mode = Mode::Passthrough;
+                    out.extend_from_slice(block.raw);
+                    return Ok(());
+                }
+                Some(false) => self.mode = Mode::Rewrite,
+            }
+        }
+        // Only literal representations are rewritten; an indexed one refers
+        // to an entry h2's table already holds with the replacement.
+        let (encoded, n) = rewrite_authorities(block.block, &invalid)
+            .ok_or_else(|| failure(Reason::Compression, "undecodable HPACK header block".to_string()))?;
+        if n == 0 {
+            out.extend_from_slice(block.raw);
+            return Ok(());
+        }
+        self.rewritten += n;
+        write_header_frames_with(out, block.stream_id, block.end_stream, block.priority, &encoded);
+        Ok(())
+    }
+}
+
 /// Why the shim closed a connection.
 struct Failure {
     reason: Reason,
@@ -221,13 +305,10 @@ pub struct AuthorityFix<T> {
     out: Vec<u8>,
     out_pos: usize,
     state: State,
-    decoder: loona_hpack::Decoder<'static>,
+    blocks: Blocks,
     pending: Option<PendingBlock>,
     eof: bool,
-    rewritten: u64,
-    mode: Mode,
     max_frame: usize,
-    last_stream: u32,
     outgoing: Outgoing,
     failure: Option<Failure>,
     goaway: Vec<u8>,
@@ -246,13 +327,10 @@ impl<T> AuthorityFix<T> {
             out: Vec::with_capacity(16_384),
             out_pos: 0,
             state: State::Preface,
-            decoder,
+            blocks: Blocks { decoder, mode: Mode::Inspect, rewritten: 0, last_stream: 0 },
             pending: None,
             eof: false,
-            rewritten: 0,
-            mode: Mode::Inspect,
             max_frame: DEFAULT_MAX_FRAME_SIZE,
-            last_stream: 0,
             outgoing: Outgoing::default(),
             failure: None,
             goaway: Vec::new(),
@@ -263,7 +341,7 @@ impl<T> AuthorityFix<T> {
 
     /// How many `:authority` values this connection had rewritten so far.
     pub fn rewritten(&self) -> u64 {
-        self.rewritten
+        self.blocks.rewritten
     }
 
     /// The wrapped connection.
@@ -302,7 +380,7 @@ impl<T> AuthorityFix<T> {
                     self.state = State::Frames;
                 }
                 State::Frames => {
-                    if self.mode == Mode::Passthrough {
+                    if self.blocks.mode == Mode::Passthrough {
                         // Nothing is decoded any more: h2 sees the client's bytes as sent.
                         self.out.extend_from_slice(&self.raw[*pos..]);
                         *pos = self.raw.len();
@@ -334,20 +412,23 @@ impl<T> AuthorityFix<T> {
                             }
                             let payload = &self.raw[payload_start..frame_end];
                             let (fragment, priority) = headers_fragment(payload, flags)?;
-                            let block = PendingBlock {
-                                stream_id,
-                                end_stream: flags & FLAG_END_STREAM != 0,
-                                priority,
-                                block: fragment.to_vec(),
-                                raw: self.raw[*pos..frame_end].to_vec(),
-                                continuations: 0,
-                            };
-                            *pos = frame_end;
+                            let end_stream = flags & FLAG_END_STREAM != 0;
+                            let raw = &self.raw[*pos..frame_end];
                             if flags & FLAG_END_HEADERS != 0 {
-                                self.finish_block(block)?;
+                                // A whole block in one frame (the usual case): decoded where it lies.
+                                let b = BlockRef { stream_id, end_stream, priority, block: fragment, raw };
+                                self.blocks.finish(b, &mut self.out)?;
                             } else {
-                                self.pending = Some(block);
+                                self.pending = Some(PendingBlock {
+                                    stream_id,
+                                    end_stream,
+                                    priority,
+                                    block: fragment.to_vec(),
+                                    raw: raw.to_vec(),
+                                    continuations: 0,
+                                });
                             }
+                            *pos = frame_end;
                         }
                         TYPE_CONTINUATION => {
                             let mut block = match self.pending.take() {
@@ -369,7 +450,7 @@ impl<T> AuthorityFix<T> {
                             block.raw.extend_from_slice(&self.raw[*pos..frame_end]);
                             *pos = frame_end;
                             if end {
-                                self.finish_block(block)?;
+                                self.blocks.finish(block.as_ref(), &mut self.out)?;
                             } else {
                                 self.pending = Some(block);
                             }
@@ -393,61 +474,11 @@ impl<T> AuthorityFix<T> {
         }
     }
 
-    fn finish_block(&mut self, block: PendingBlock) -> Result<(), Failure> {
-        if let Some(problem) = size_update_problem(&block.block) {
-            return Err(failure(Reason::Compression, problem.to_string()));
-        }
-        // Decode everything (the HPACK state is the connection's), noting
-        // only the first `:authority`'s validity and which fields carry an
-        // authority h2 would refuse: nothing else is kept.
-        let mut first_authority: Option<bool> = None;
-        let mut invalid: Vec<(usize, usize)> = Vec::new();
-        let mut field = 0usize;
-        let decoded = self.decoder.decode_with_cb(&block.block, |n: Cow<[u8]>, v: Cow<[u8]>| {
-            if n.as_ref() == b":authority" {
-                let valid = authority_is_valid(&v);
-                first_authority.get_or_insert(valid);
-                // An empty authority stays as it is: h2 refuses it, as it would without the shim.
-                if !valid && !v.is_empty() {
-                    invalid.push((field, v.len()));
-                }
-            }
-            field += 1;
-        });
-        decoded.map_err(|e| failure(Reason::Compression, format!("undecodable HPACK header block: {e:?}")))?;
-        self.last_stream = self.last_stream.max(block.stream_id);
-        if self.mode == Mode::Inspect {
-            match first_authority {
-                None => {
-                    self.out.extend_from_slice(&block.raw);
-                    return Ok(());
-                }
-                Some(true) => {
-                    self.mode = Mode::Passthrough;
-                    self.out.extend_from_slice(&block.raw);
-                    return Ok(());
-                }
-                Some(false) => self.mode = Mode::Rewrite,
-            }
-        }
-        // Only literal representations are rewritten; an indexed one refers
-        // to an entry h2's table already holds with the replacement.
-        let (encoded, n) = rewrite_authorities(&block.block, &invalid)
-            .ok_or_else(|| failure(Reason::Compression, "undecodable HPACK header block".to_string()))?;
-        if n == 0 {
-            self.out.extend_from_slice(&block.raw);
-            return Ok(());
-        }
-        self.rewritten += n;
-        write_header_frames_with(&mut self.out, block.stream_id, block.end_stream, block.priority, &encoded);
-        Ok(())
-    }
-
     /// Stop: the GOAWAY to send, then the error h2 reads.
     fn fail(&mut self, f: Failure) {
         let mut g = Vec::with_capacity(FRAME_HEADER_LEN + 8 + f.message.len());
         write_frame_header(&mut g, 8 + f.message.len(), TYPE_GOAWAY, 0, 0);
-        g.extend_from_slice(&(self.last_stream & 0x7fff_ffff).to_be_bytes());
+        g.extend_from_slice(&(self.blocks.last_stream & 0x7fff_ffff).to_be_bytes());
         g.extend_from_slice(&(f.reason as u32).to_be_bytes());
         g.extend_from_slice(f.message.as_bytes());
         self.goaway = g;
@@ -680,7 +711,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for AuthorityFix<T> {
         let this = self.get_mut();
         loop {
             // Passthrough with nothing buffered: read straight into the caller's buffer.
-            if this.mode == Mode::Passthrough
+            if this.blocks.mode == Mode::Passthrough
                 && this.failure.is_none()
                 && this.out_pos >= this.out.len()
                 && this.raw.is_empty()
