@@ -144,20 +144,7 @@ async fn serve_bounds_requests_and_status_messages() {
     let d = tmp();
     let dp = d.path().join("dp");
     std::fs::create_dir(&dp).unwrap();
-    let serve = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(&dp),
-        "--no-register",
-        "--resource",
-        "v.e/a",
-        "--socket-name",
-        "a.sock",
-    ])
-    .spawn()
-    .unwrap();
-    let sock = dp.join("a.sock");
-    wait_socket(&sock).await;
+    let (serve, sock) = serve_unregistered(&dp, "v.e/a", "a.sock", &[]).await;
     let ch = dpctl::core::transport::dial(&sock, std::time::Duration::from_secs(5)).await.unwrap();
     let mut c = DevicePluginClient::new(ch).max_encoding_message_size(usize::MAX).max_decoding_message_size(usize::MAX);
     let req = |n: usize| AllocateRequest {

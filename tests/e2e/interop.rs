@@ -328,19 +328,7 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
     let d = tmp();
     let k = Peer::spawn(dir, lang, &["kubelet", "--dir", s(d.path())]);
     k.wait("ready", ev("ready")).await;
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "vendor.example/foo",
-        "--no-register",
-        "--socket-name",
-        "foo.sock",
-    ])
-    .spawn()
-    .unwrap();
-    wait_until(10, "foo.sock", || d.path().join("foo.sock").exists()).await;
+    let (sv, _) = serve_unregistered(d.path(), "vendor.example/foo", "foo.sock", &[]).await;
     let r = dpctl(&[
         "register",
         "--plugin-dir",

@@ -272,21 +272,7 @@ async fn usage_errors_exit_2_with_a_hint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_mode_tests_a_running_plugin_without_controlling_it() {
     let dir = tmp();
-    let mut serve = dpctl_cmd(&[
-        "serve",
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "2",
-        "--plugin-dir",
-        s(dir.path()),
-        "--no-register",
-        "--socket-name",
-        "foo.sock",
-    ]);
-    let child = serve.spawn().expect("serve");
-    let sock = dir.path().join("foo.sock");
-    wait_until(10, "serve's socket", || sock.exists()).await;
+    let (child, sock) = serve_unregistered(dir.path(), "vendor.example/foo", "foo.sock", &["--count", "2"]).await;
     let run = suite(&["-o", "json", "test", "--socket", s(&sock)]).await;
     stop_child(child).await;
     run.expect_code(0);
