@@ -124,27 +124,9 @@ impl SockPath {
     }
 }
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
-const O_PATH: i32 = 0o10000000;
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-)))]
+#[cfg(target_os = "linux")]
+const O_PATH: i32 = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
 const O_PATH: i32 = 0;
 
 /// A connectable form of `path`: itself when short enough, else a

@@ -127,6 +127,11 @@ pub fn pod_yaml(name: &str, res: &str, n: u32) -> String {
 
 fn containers_devices(p: &serde_json::Value, container: &str, res: &str) -> Vec<String> {
     let c = p["containers"].as_array().unwrap().iter().find(|c| c["name"] == container).unwrap();
+    container_devices(c, res)
+}
+
+/// The IDs of `res` a container of a `node` pod holds, sorted.
+pub fn container_devices(c: &serde_json::Value, res: &str) -> Vec<String> {
     let mut ids: Vec<String> = c["resources"][res]
         .as_object()
         .unwrap()

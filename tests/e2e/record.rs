@@ -1,9 +1,26 @@
 //! record / replay: a serve session recorded through mock-kubelet, replayed
 //! as the plugin and as the kubelet.
 
-use crate::mock_kubelet::{pod_yaml, Node};
+use crate::mock_kubelet::{container_devices, pod_yaml, Node};
 use crate::support::*;
 use serde_json::Value;
+
+/// `dpctl record` of vendor.example/foo from `plugin` into `trace`, with `extra` flags.
+fn record(plugin: &std::path::Path, trace: &std::path::Path, extra: &[&str]) -> tokio::process::Child {
+    let mut args = vec!["record", "--plugin", s(plugin), "--resource", "vendor.example/foo", "--out", s(trace)];
+    args.extend_from_slice(extra);
+    dpctl_cmd(&args).spawn().unwrap()
+}
+
+/// The resource's endpoint is record's tap.
+fn is_tap(r: &Value) -> bool {
+    r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-"))
+}
+
+/// The tap is registered and its endpoint running.
+fn tap_running(r: &Value) -> bool {
+    is_tap(r) && r["state"] == "running"
+}
 
 fn events(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -32,22 +49,8 @@ async fn record_a_session_then_replay_it_both_ways() {
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
     let trace = n.dir.path().join("trace.jsonl");
     let dp = n.dp();
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&dp.join("foo.sock")),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-    ])
-    .spawn()
-    .unwrap();
-    let tap = n
-        .wait_resource("vendor.example/foo", "the tap registered", |r| {
-            r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-"))
-        })
-        .await;
+    let rec = record(&dp.join("foo.sock"), &trace, &[]);
+    let tap = n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
     let tap_sock = tap["endpoint"].as_str().unwrap().to_string();
     n.wait_resource("vendor.example/foo", "devices through the tap", |r| r["allocatable"] == 4).await;
 
@@ -230,15 +233,7 @@ fn trace_kinds(path: &std::path::Path, kind: &str) -> usize {
 }
 
 fn pod_devices(pod: &Value) -> Vec<String> {
-    let mut ids: Vec<String> = pod["containers"][0]["resources"]["vendor.example/foo"]
-        .as_object()
-        .unwrap()
-        .values()
-        .flat_map(|v| v.as_array().unwrap().clone())
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    ids.sort();
-    ids
+    container_devices(&pod["containers"][0], "vendor.example/foo")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,22 +247,8 @@ async fn record_survives_two_kubelet_restarts_and_finds_every_allocate() {
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
     let trace = n.dir.path().join("trace.jsonl");
     let dp = n.dp();
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&dp.join("foo.sock")),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--pod-resources-socket",
-        s(&n.pr()),
-    ])
-    .spawn()
-    .unwrap();
-    let is_tap =
-        |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running";
-    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
+    let rec = record(&dp.join("foo.sock"), &trace, &["--pod-resources-socket", s(&n.pr())]);
+    n.wait_resource("vendor.example/foo", "the tap registered", tap_running).await;
 
     let mut held = Vec::new();
     for (i, pod) in ["a", "b", "c"].into_iter().enumerate() {
@@ -279,7 +260,7 @@ async fn record_survives_two_kubelet_restarts_and_finds_every_allocate() {
             // The plugin registers itself again (generation i); the tap must end up
             // registered after it, whichever came first.
             wait_until(20, "the plugin's own re-registration", || count_events(&plugin_log, "registered") > i).await;
-            n.wait_resource("vendor.example/foo", "the tap registered again", is_tap).await;
+            n.wait_resource("vendor.example/foo", "the tap registered again", tap_running).await;
         }
         n.pod(&format!("{pod}.yaml"), &pod_yaml(pod, "vendor.example/foo", 1));
         held.push((pod, pod_devices(&n.wait_pod(pod).await)));
@@ -339,19 +320,7 @@ async fn record_exits_at_once_when_the_plugin_is_gone() {
     let sock = n.dp().join("p.sock");
     let mut p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let trace = n.dir.path().join("t.jsonl");
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&sock),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--pod-resources-socket",
-        s(&n.pr()),
-    ])
-    .spawn()
-    .unwrap();
+    let rec = record(&sock, &trace, &["--pod-resources-socket", s(&n.pr())]);
     n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
     // The plugin dies and its socket is removed (as a crashed plugin's is on restart).
     p.stop();
@@ -421,23 +390,8 @@ async fn busy_node(preferred: bool) {
     let old = pod_devices(&n.wait_pod("old").await);
 
     let trace = n.dir.path().join("busy.jsonl");
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&n.dp().join("foo.sock")),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--pod-resources-socket",
-        s(&n.pr()),
-    ])
-    .spawn()
-    .unwrap();
-    n.wait_resource("vendor.example/foo", "the tap registered", |r| {
-        r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running"
-    })
-    .await;
+    let rec = record(&n.dp().join("foo.sock"), &trace, &["--pod-resources-socket", s(&n.pr())]);
+    n.wait_resource("vendor.example/foo", "the tap registered", tap_running).await;
     n.pod("new.yaml", &pod_yaml("new", "vendor.example/foo", 1));
     let new = pod_devices(&n.wait_pod("new").await);
     assert!(!old.contains(&new[0]));
@@ -548,40 +502,14 @@ async fn record_stops_at_once_while_the_plugin_hangs() {
     let p = start_plugin(&sock, four_devices(), Behaviour { hang: true, ..Default::default() }).await;
     let trace = n.dir.path().join("t.jsonl");
     // A long --timeout: only the signal can end the wait.
-    let rec = dpctl_cmd(&[
-        "--timeout",
-        "1h",
-        "record",
-        "--plugin",
-        s(&sock),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-    ])
-    .spawn()
-    .unwrap();
+    let rec = record(&sock, &trace, &["--timeout", "1h"]);
     p.wait_call("GetDevicePluginOptions").await;
     let out = stop_child(rec).await;
     out.expect_code(1);
     assert!(out.stderr.contains("stopped before recording began; nothing was recorded"), "{}", out.stderr);
     assert!(!trace.exists(), "no empty trace is left behind");
     // --duration ends it the same way.
-    let rec = dpctl_cmd(&[
-        "--timeout",
-        "1h",
-        "record",
-        "--plugin",
-        s(&sock),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--duration",
-        "300ms",
-    ])
-    .spawn()
-    .unwrap();
+    let rec = record(&sock, &trace, &["--timeout", "1h", "--duration", "300ms"]);
     let o = tokio::time::timeout(std::time::Duration::from_secs(20), rec.wait_with_output())
         .await
         .expect("--duration ends record while the plugin hangs")
@@ -603,19 +531,7 @@ async fn a_plugin_that_never_comes_back_after_a_kubelet_restart_is_reported() {
         // An in-test plugin that never re-creates its socket or registers again.
         let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
         let trace = n.dir.path().join("t.jsonl");
-        let rec = dpctl_cmd(&[
-            "record",
-            "--plugin",
-            s(&sock),
-            "--resource",
-            "vendor.example/foo",
-            "--out",
-            s(&trace),
-            "--restart-timeout",
-            if stop_early { "10m" } else { "1s" },
-        ])
-        .spawn()
-        .unwrap();
+        let rec = record(&sock, &trace, &["--restart-timeout", if stop_early { "10m" } else { "1s" }]);
         n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
         let _ = std::process::Command::new("kill").arg("-HUP").arg(k.id().unwrap().to_string()).status();
         wait_until(20, "kubeletRestart in the trace", || trace_kinds(&trace, "kubeletRestart") == 1).await;
@@ -651,17 +567,14 @@ async fn the_tap_registers_again_when_the_plugin_replaces_it() {
     let sock = n.dp().join("p.sock");
     let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let trace = n.dir.path().join("t.jsonl");
-    let rec = dpctl_cmd(&["record", "--plugin", s(&sock), "--resource", "vendor.example/foo", "--out", s(&trace)])
-        .spawn()
-        .unwrap();
-    let is_tap = |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-"));
+    let rec = record(&sock, &trace, &[]);
     n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
     // The plugin registers itself again (as real plugins do on their own schedule).
     dpctl(&["--plugin-dir", s(&n.dp()), "register", "--resource", "vendor.example/foo", "--endpoint", "p.sock"])
         .await
         .expect_code(0);
     wait_until(20, "reregistered in the trace", || trace_kinds(&trace, "reregistered") == 1).await;
-    n.wait_resource("vendor.example/foo", "the tap registered again", |r| is_tap(r) && r["state"] == "running").await;
+    n.wait_resource("vendor.example/foo", "the tap registered again", tap_running).await;
     stop_child(rec).await.expect_code(0);
     let ev = events(&trace);
     assert!(ev.iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "kubelet"), "{ev:?}");
@@ -678,27 +591,13 @@ async fn a_killed_and_restarted_kubelet_process_is_followed() {
     let sv = n.serve(&args).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
     let trace = n.dir.path().join("t.jsonl");
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&n.dp().join("foo.sock")),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--pod-resources-socket",
-        s(&n.pr()),
-    ])
-    .spawn()
-    .unwrap();
-    let is_tap =
-        |r: &Value| r["endpoint"].as_str().is_some_and(|e| e.contains("dpctl-record-")) && r["state"] == "running";
-    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
+    let rec = record(&n.dp().join("foo.sock"), &trace, &["--pod-resources-socket", s(&n.pr())]);
+    n.wait_resource("vendor.example/foo", "the tap registered", tap_running).await;
     // The kubelet process dies (its sockets stay behind, stale) and a new one starts.
     k.kill().await.unwrap();
     let k = n.start(&[]).await;
     wait_until(20, "kubeletRestart in the trace", || trace_kinds(&trace, "kubeletRestart") == 1).await;
-    n.wait_resource("vendor.example/foo", "the tap registered with the new kubelet", is_tap).await;
+    n.wait_resource("vendor.example/foo", "the tap registered with the new kubelet", tap_running).await;
     n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
     n.wait_pod("a").await;
     wait_until(20, "the Allocate's owner", || trace_kinds(&trace, "allocateFor") == 1).await;
@@ -715,19 +614,7 @@ async fn a_kubelet_that_stays_down_is_reported() {
     let sock = n.dp().join("p.sock");
     let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let trace = n.dir.path().join("t.jsonl");
-    let rec = dpctl_cmd(&[
-        "record",
-        "--plugin",
-        s(&sock),
-        "--resource",
-        "vendor.example/foo",
-        "--out",
-        s(&trace),
-        "--restart-timeout",
-        "1s",
-    ])
-    .spawn()
-    .unwrap();
+    let rec = record(&sock, &trace, &["--restart-timeout", "1s"]);
     n.wait_resource("vendor.example/foo", "the tap registered", |r| r["allocatable"] == 4).await;
     k.kill().await.unwrap();
     let o = tokio::time::timeout(std::time::Duration::from_secs(20), rec.wait_with_output())

@@ -13,17 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_dpctl");
 
 /// `dpctl <args>` with a longer limit than `dpctl()` (a full suite with faults takes a while).
 async fn suite(args: &[&str]) -> Run {
-    let c = dpctl_cmd(args);
-    let mut c = c;
-    let out = tokio::time::timeout(Duration::from_secs(120), c.output())
-        .await
-        .expect("dpctl test did not finish within 120s")
-        .expect("spawn dpctl");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_cmd_within(dpctl_cmd(args), 120).await
 }
 
 fn serve_args(extra: &[&str]) -> Vec<String> {

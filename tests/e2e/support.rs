@@ -298,10 +298,15 @@ pub async fn dpctl(args: &[&str]) -> Run {
 }
 
 /// Run a prepared command to completion (at most 30 s).
-pub async fn run_cmd(mut c: tokio::process::Command) -> Run {
-    let out = tokio::time::timeout(Duration::from_secs(30), c.output())
+pub async fn run_cmd(c: tokio::process::Command) -> Run {
+    run_cmd_within(c, 30).await
+}
+
+/// Run a prepared command to completion (at most `secs` seconds).
+pub async fn run_cmd_within(mut c: tokio::process::Command, secs: u64) -> Run {
+    let out = tokio::time::timeout(Duration::from_secs(secs), c.output())
         .await
-        .expect("dpctl did not finish within 30s")
+        .unwrap_or_else(|_| panic!("dpctl did not finish within {secs}s"))
         .expect("spawn dpctl");
     Run {
         code: out.status.code().unwrap_or(-1),
