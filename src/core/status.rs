@@ -90,14 +90,7 @@ pub fn grpc_go_status(status: Status) -> Status {
 /// (a `TimeoutExpired` in its source chain). A CANCELLED the peer sent, even
 /// with the same text, is not.
 pub fn is_local_deadline(status: &Status) -> bool {
-    let mut cur = local_source(status);
-    while let Some(e) = cur {
-        if e.downcast_ref::<tonic::TimeoutExpired>().is_some() {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+    local_source(status).and_then(transport_code) == Some(Code::DeadlineExceeded)
 }
 
 /// The part of [`grpc_go_status`] that looks only at the error's source
