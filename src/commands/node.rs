@@ -4,7 +4,7 @@
 use super::Ctx;
 use crate::core::transport::connect_raw;
 use crate::core::{Error, Result};
-use crate::kubelet::mock::{status_socket, NodeStatus};
+use crate::kubelet::node::{status_socket, NodeStatus};
 use crate::render::{emit, structured, table, Format};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

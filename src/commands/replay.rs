@@ -142,7 +142,7 @@ impl Node {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
-    async fn status(&self) -> Option<crate::kubelet::mock::NodeStatus> {
+    async fn status(&self) -> Option<crate::kubelet::node::NodeStatus> {
         super::node::fetch(&self.ctx).await.ok()
     }
     /// Poll the node until `f` gives an answer (at most `within`).
@@ -150,7 +150,7 @@ impl Node {
         &mut self,
         what: &str,
         within: std::time::Duration,
-        f: impl Fn(&crate::kubelet::mock::NodeStatus) -> Option<T>,
+        f: impl Fn(&crate::kubelet::node::NodeStatus) -> Option<T>,
     ) -> Result<T> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -184,12 +184,12 @@ fn write_manifest(dir: &std::path::Path, file: &str, text: &str) -> Result<()> {
     std::fs::rename(&tmp, &to).map_err(|e| Error::io(&to, "cannot write a pod manifest", &e))
 }
 
-fn resource_of<'a>(s: &'a crate::kubelet::mock::NodeStatus, res: &str) -> Option<&'a serde_json::Value> {
+fn resource_of<'a>(s: &'a crate::kubelet::node::NodeStatus, res: &str) -> Option<&'a serde_json::Value> {
     s.resources.iter().find(|r| r["resource"] == res)
 }
 
 /// The devices the node shows for a resource equal `want` (IDs and health).
-fn shows_devices(s: &crate::kubelet::mock::NodeStatus, res: &str, want: &[crate::api::deviceplugin::Device]) -> bool {
+fn shows_devices(s: &crate::kubelet::node::NodeStatus, res: &str, want: &[crate::api::deviceplugin::Device]) -> bool {
     let Some(r) = resource_of(s, res) else { return false };
     let Some(devs) = r["devices"].as_object() else { return false };
     r["state"] == "running"
@@ -199,7 +199,7 @@ fn shows_devices(s: &crate::kubelet::mock::NodeStatus, res: &str, want: &[crate:
 
 /// Pod status (by manifest file name) or the rejection of that file.
 fn admitted(
-    s: &crate::kubelet::mock::NodeStatus,
+    s: &crate::kubelet::node::NodeStatus,
     file: &str,
 ) -> Option<std::result::Result<serde_json::Value, String>> {
     let ends = |f: &str| std::path::Path::new(f).file_name().is_some_and(|n| n == file);

@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The directory (in the plugin directory) that holds dpctl's control and
+/// status sockets: `serve`'s live control and the mock kubelet's status.
+pub const CONTROL_DIR: &str = "dpctl-control";
+
 /// The kubelet's default `--root-dir`.
 pub const DEFAULT_KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// Where container runtimes look for CDI specs, in priority order (lowest first).

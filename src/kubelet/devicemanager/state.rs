@@ -39,7 +39,7 @@ pub struct EndpointInfo {
     /// The plugin's socket.
     pub socket: PathBuf,
     /// `kubelet.sock` or `plugin-watcher`.
-    pub via: &'static str,
+    pub via: crate::kubelet::event::Via,
     /// From GetDevicePluginOptions.
     pub pre_start_required: bool,
     /// From GetDevicePluginOptions.
