@@ -39,7 +39,8 @@ async fn wait_for(
     secs: u64,
     f: impl Fn(&KubeletEvent) -> bool,
 ) -> Result<()> {
-    let late = || Error::failed(format!("demo: {what} did not happen within {secs}s; see the logs in the demo directory"));
+    let late =
+        || Error::failed(format!("demo: {what} did not happen within {secs}s; see the logs in the demo directory"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
         match tokio::time::timeout_at(deadline, events.recv()).await {
@@ -120,14 +121,18 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         let stop = shut_rx.clone();
         tasks.spawn(async move {
             let r = crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, stop).await;
-            let _ = plugin_done_tx.send(Some(r.err().map(|e| e.to_string()).unwrap_or_else(|| "the plugin stopped".into())));
+            let _ = plugin_done_tx
+                .send(Some(r.err().map(|e| e.to_string()).unwrap_or_else(|| "the plugin stopped".into())));
         });
     }
     let manifest = manifests.join("demo-trainer.yaml");
     let work = async {
-        wait_for(&mut events, "the plugin's registration", 10, |e| {
-            matches!(e, KubeletEvent::Devices { resource, allocatable: 4, .. } if resource == RESOURCE)
-        })
+        wait_for(
+            &mut events,
+            "the plugin's registration",
+            10,
+            |e| matches!(e, KubeletEvent::Devices { resource, allocatable: 4, .. } if resource == RESOURCE),
+        )
         .await?;
         crate::core::files::write_atomic(&manifest, POD.as_bytes())
             .map_err(|e| Error::io(&manifest, "cannot write the sample pod", &e))?;
@@ -227,11 +232,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         out.push_str(format!("   {c:width$}  {why}").trim_end());
         out.push('\n');
     }
-    out.push_str(&format!(
-        "\n   Logs: {}  {}\n",
-        kubelet_log.display(),
-        plugin_log.display()
-    ));
+    out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), plugin_log.display()));
     emit(&out)?;
 
     if !a.once {

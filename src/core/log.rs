@@ -196,7 +196,7 @@ impl Logger {
             return;
         }
         let Ok(Value::Object(mut m)) = serde_json::to_value(value) else { return };
-        let name = match m.remove("event") {
+        let name = match m.shift_remove("event") {
             Some(Value::String(s)) => s,
             _ => return,
         };

@@ -575,5 +575,6 @@ mod tests {
         let c = capped(&ids);
         assert_eq!(c.len(), LOG_LIST + 1);
         assert_eq!(c.last().unwrap(), "+5 more");
+        assert_eq!(capped(&ids[..3]), ["d0", "d1", "d2"]);
     }
 }

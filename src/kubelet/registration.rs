@@ -110,9 +110,9 @@ impl Registration for RegistrationService {
         // The call's work belongs to the generation: a restart cancels it and waits for it.
         let gen = &self.mgr.gen;
         let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));
-        let result = work.await.unwrap_or_else(|| {
-            Err((RejectStage::Restarting, "the kubelet is restarting; register again".to_string()))
-        });
+        let result = work
+            .await
+            .unwrap_or_else(|| Err((RejectStage::Restarting, "the kubelet is restarting; register again".to_string())));
         match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),
             Err((stage, msg)) => {
@@ -123,7 +123,7 @@ impl Registration for RegistrationService {
                     stage,
                     resource: cap(&r.resource_name).into_owned(),
                     endpoint: cap(&r.endpoint).into_owned(),
-                    socket: self.mgr.cfg.plugin_dir.join(&r.endpoint).display().to_string(),
+                    socket: cap(&self.mgr.cfg.plugin_dir.join(&r.endpoint).display().to_string()).into_owned(),
                     version: cap(&r.version).into_owned(),
                     request_options: r.options.map(Into::into),
                     error: msg.clone(),

@@ -58,11 +58,8 @@ async fn register_one(
         let e = format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type);
         return Err(Rejected { info: Some(info), ..Rejected::new(RejectStage::Validation, e) });
     }
-    let endpoint = if info.endpoint.is_empty() {
-        sock.to_path_buf()
-    } else {
-        host_endpoint(Path::new(&info.endpoint), alias)
-    };
+    let endpoint =
+        if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
     let result = async {
         if !info.supported_versions.iter().any(|v| v == crate::api::VERSION) {
             return Err((

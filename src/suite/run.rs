@@ -7,8 +7,7 @@
 use super::catalog::{Scenario, Session, SCENARIOS};
 use super::checks;
 use super::env::{
-    is_socket, log_tail, plugin_client, pod_manifest, Isolation, Kubelet, PluginProcess, Registration, Seen, Tree,
-    Via,
+    is_socket, log_tail, plugin_client, pod_manifest, Isolation, Kubelet, PluginProcess, Registration, Seen, Tree, Via,
 };
 use super::filter::Pattern;
 use super::{Outcome, Record};
@@ -19,8 +18,8 @@ use crate::api::deviceplugin::{
 use crate::core::{Error, Result};
 use crate::kubelet::event::Stamped;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -503,8 +502,13 @@ impl<'a> Sess<'a> {
         } else {
             let r = self.ensure_reg().await?;
             let ep = self.endpoint().await?;
-            let reg_at =
-                self.seen.regs.iter().find(|x| x.socket == ep && x.generation == r.generation).map(|x| x.at).unwrap_or(r.at);
+            let reg_at = self
+                .seen
+                .regs
+                .iter()
+                .find(|x| x.socket == ep && x.generation == r.generation)
+                .map(|x| x.at)
+                .unwrap_or(r.at);
             match self.wait_snap(r.generation, &ep, reg_at + FIRST_SNAPSHOT_WITHIN).await {
                 Some((at, bytes, m)) => (at.saturating_duration_since(reg_at), bytes, m),
                 None => {
@@ -1236,7 +1240,9 @@ impl Sess<'_> {
             ));
         };
         if let Some(k) = &self.kubelet {
-            k.restart().await.map_err(|e| Outcome::fail("restart the kubelet", e.to_string(), "see the kubelet's log"))?;
+            k.restart()
+                .await
+                .map_err(|e| Outcome::fail("restart the kubelet", e.to_string(), "see the kubelet's log"))?;
         }
         let t0 = Instant::now();
         let res = self.resource.clone().unwrap_or_default();

@@ -144,12 +144,7 @@ impl Manager {
     }
 
     /// GetPreferredAllocation with the kubelet's arguments.
-    async fn preferred(
-        &self,
-        res: &str,
-        container: &str,
-        req: ContainerPreferredAllocationRequest,
-    ) -> Answer {
+    async fn preferred(&self, res: &str, container: &str, req: ContainerPreferredAllocationRequest) -> Answer {
         let Some(conn) = self.conn_of(res) else { return Answer::Preferred(Vec::new()) };
         let t = Instant::now();
         let r = conn.preferred(PreferredAllocationRequest { container_requests: vec![req.clone()] }).await;
@@ -247,20 +242,5 @@ impl Manager {
                 });
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::capped;
-    use serde_json::json;
-
-    #[test]
-    fn log_lists_are_capped() {
-        let ids: Vec<String> = (0..25).map(|i| format!("d{i}")).collect();
-        let v = capped(&ids);
-        assert_eq!(v.as_array().map(Vec::len), Some(21));
-        assert_eq!(v[20], "+5 more");
-        assert_eq!(capped(&ids[..3]), json!(["d0", "d1", "d2"]));
     }
 }

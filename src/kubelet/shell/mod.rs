@@ -7,13 +7,11 @@
 
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::core::time::millis;
-use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
 use crate::kubelet::checkpoint;
 use crate::kubelet::conn::PluginConn;
 use crate::kubelet::devicemanager::state::EndpointInfo;
-use crate::kubelet::devicemanager::{
-    ContainerStatus, Histogram, PodStatus, ResourceStatus, State,
-};
+use crate::kubelet::devicemanager::{ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
+use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -472,10 +470,7 @@ impl Manager {
     pub fn remove_pod(&self, uid: &str) {
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
-        self.ev(
-            &mut g,
-            KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) },
-        );
+        self.ev(&mut g, KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) });
         self.unlock(g);
         self.changed();
     }
