@@ -436,6 +436,11 @@ impl Node {
         }
     }
 
+    /// Whether the engine has ended by itself (or was stopped).
+    pub fn has_ended(&self) -> bool {
+        self.ended.borrow().is_some()
+    }
+
     /// Stop: end the generation (final checkpoint written), cancel and await every task.
     pub async fn stop(&self) {
         self.stop.cancel();
