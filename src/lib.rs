@@ -17,6 +17,7 @@
 pub mod api;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod core;
 pub mod doctor;

@@ -15,7 +15,7 @@ use crate::core::status::grpc_go_code;
 use crate::core::time::millis;
 use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
-use crate::kubelet::conn::{PluginConn, Update};
+use crate::client::conn::{PluginConn, Update};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::tree::TempNode;

@@ -10,7 +10,7 @@ use super::Ctx;
 use crate::cli::ReplayArgs;
 use crate::core::log::Logger;
 use crate::core::{Error, Result};
-use crate::kubelet::PluginConn;
+use crate::client::PluginConn;
 use crate::plugin::config::FileConfig;
 use crate::plugin::replay::Replayed;
 use crate::render::{emit, structured, table, Format};

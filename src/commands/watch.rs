@@ -8,7 +8,7 @@ use crate::cli::WatchArgs;
 use crate::core::time::now_rfc3339;
 use crate::core::validate::device_problems;
 use crate::core::{Error, Result};
-use crate::kubelet::conn::Update;
+use crate::client::conn::Update;
 use crate::render::{self, emit, json_line, table, Format};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use crate::api::podresources::{
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::transport::{call, dial, path_kind, request, try_connect, Connect, PathKind};
 use crate::kubelet::checkpoint::Data;
-use crate::kubelet::conn::{PluginConn, Update};
+use crate::client::conn::{PluginConn, Update};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

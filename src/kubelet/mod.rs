@@ -4,7 +4,6 @@
 //! reporting typed events ([`event`]).
 pub mod against;
 pub mod checkpoint;
-pub mod conn;
 pub mod devicemanager;
 pub mod event;
 pub mod generation;
@@ -16,7 +15,5 @@ pub mod registration;
 pub mod reproduce;
 pub mod shell;
 pub mod tree;
-pub mod view;
 pub mod watcher;
 
-pub use conn::PluginConn;

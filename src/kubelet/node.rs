@@ -20,7 +20,6 @@ use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,7 +31,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use crate::kubelet::tree::status_socket;
+pub use crate::client::status::NodeStatus;
+pub use crate::core::paths::status_socket;
 
 /// What a node is: where it lives and how it behaves.
 #[derive(Debug, Clone)]
@@ -74,20 +74,6 @@ impl NodeSpec {
             manager: Config::kubelet(&tree.plugin_dir),
         }
     }
-}
-
-/// What `dpctl node` shows.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeStatus {
-    /// Resources.
-    pub resources: Vec<serde_json::Value>,
-    /// Admitted pods.
-    pub pods: Vec<serde_json::Value>,
-    /// Rejected manifests: file → reason.
-    pub rejected: BTreeMap<String, String>,
-    /// The plugin directory.
-    pub plugin_dir: String,
 }
 
 /// Snapshot the node status.

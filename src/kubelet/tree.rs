@@ -3,7 +3,7 @@
 //! `dpctl test`, `demo`, `bench kubelet`, `replay --kubelet` and the e2e tests
 //! all lay out and find the same files.
 
-use crate::core::paths::{CHECKPOINT_NAME, CONTROL_DIR, KUBELET_SOCKET_NAME};
+use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::transport::TempDir;
 use crate::core::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -79,10 +79,7 @@ impl NodeTree {
     }
 }
 
-/// The status socket of the mock kubelet serving `plugin_dir`.
-pub fn status_socket(plugin_dir: &Path) -> PathBuf {
-    plugin_dir.join(CONTROL_DIR).join("mock-kubelet.sock")
-}
+pub use crate::core::paths::status_socket;
 
 /// A node tree in a fresh temp dir, removed when dropped.
 #[derive(Debug)]
@@ -117,6 +114,6 @@ mod tests {
         assert_eq!(t.kubelet_socket(), t.plugin_dir.join("kubelet.sock"));
         assert_eq!(t.host_path(Path::new("/var/lib/kubelet/device-plugins/a.sock")), t.plugin_dir.join("a.sock"));
         assert_eq!(t.host_path(Path::new("/elsewhere/a.sock")), Path::new("/elsewhere/a.sock"));
-        assert!(t.status_socket().starts_with(t.plugin_dir.join(CONTROL_DIR)));
+        assert!(t.status_socket().starts_with(t.plugin_dir.join(crate::core::paths::CONTROL_DIR)));
     }
 }

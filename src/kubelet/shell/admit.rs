@@ -9,7 +9,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationRequest,
 };
 use crate::core::time::millis;
-use crate::kubelet::conn::PluginConn;
+use crate::client::conn::PluginConn;
 use crate::kubelet::devicemanager::state::{AllocKey, PodRecord};
 use crate::kubelet::devicemanager::{Answer, PodAdmission, Step};
 use crate::kubelet::event::{capped, KubeletEvent};

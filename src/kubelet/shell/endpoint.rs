@@ -2,7 +2,7 @@
 //! into the manager, until the stream ends.
 
 use super::Manager;
-use crate::kubelet::conn::{PluginConn, Update};
+use crate::client::conn::{PluginConn, Update};
 use prost::Message;
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::core::time::millis;
 use crate::kubelet::checkpoint;
-use crate::kubelet::conn::PluginConn;
+use crate::client::conn::PluginConn;
 use crate::kubelet::devicemanager::state::EndpointInfo;
 use crate::kubelet::devicemanager::{ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
 use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
