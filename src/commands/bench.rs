@@ -10,12 +10,12 @@ use crate::api::deviceplugin::{
 use crate::api::HEALTHY;
 use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
 use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
+use crate::client::conn::{PluginConn, Update};
 use crate::core::log::Logger;
 use crate::core::status::grpc_go_code;
 use crate::core::time::millis;
 use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
-use crate::client::conn::{PluginConn, Update};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::tree::TempNode;

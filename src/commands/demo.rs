@@ -59,7 +59,7 @@ fn dpctl_hint() -> Option<String> {
 }
 
 fn allocation_lines(checkpoint: &Path) -> Vec<String> {
-    let Ok(Some(l)) = crate::kubelet::checkpoint::read(checkpoint) else { return vec![] };
+    let Ok(Some(l)) = crate::client::checkpoint::read(checkpoint) else { return vec![] };
     let mut out = Vec::new();
     for e in l.checkpoint.data.pod_device_entries {
         if let Ok(r) = e.decode_alloc_resp() {

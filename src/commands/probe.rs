@@ -9,10 +9,10 @@ use crate::api::deviceplugin::{
 };
 use crate::api::{HEALTHY, KUBELET_MAX_RECV};
 use crate::cli::ProbeArgs;
+use crate::client::conn::Update;
 use crate::core::time::{format_duration, millis};
 use crate::core::validate::device_problems;
 use crate::core::{Error, Result};
-use crate::client::conn::Update;
 use crate::render::{emit, structured, table, verdict, Format};
 use prost::Message;
 use serde::Serialize;

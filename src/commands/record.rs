@@ -13,12 +13,12 @@ use crate::api::deviceplugin::{
     RegisterRequest,
 };
 use crate::cli::RecordArgs;
+use crate::client::PluginConn;
 use crate::core::log::Logger;
 use crate::core::time::format_duration;
 use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
 use crate::core::validate::check_resource_name;
 use crate::core::{Error, Result};
-use crate::client::PluginConn;
 use crate::plugin::server::stopped;
 use crate::plugin::tap::{Note, Owners, Tap};
 use crate::trace::{Event, Writer};

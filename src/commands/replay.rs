@@ -8,9 +8,9 @@
 
 use super::Ctx;
 use crate::cli::ReplayArgs;
+use crate::client::PluginConn;
 use crate::core::log::Logger;
 use crate::core::{Error, Result};
-use crate::client::PluginConn;
 use crate::plugin::config::FileConfig;
 use crate::plugin::replay::Replayed;
 use crate::render::{emit, structured, table, Format};
@@ -239,7 +239,7 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
     let dir = crate::kubelet::tree::TempNode::new("replay")?;
     let tree = dir.tree.clone();
     let dp = tree.plugin_dir.clone();
-    crate::kubelet::checkpoint::write(&tree.checkpoint(), &plan.seed.checkpoint)?;
+    crate::client::checkpoint::write(&tree.checkpoint(), &plan.seed.checkpoint)?;
     for (file, text) in &plan.seed.manifests {
         write_manifest(&tree.manifests, file, text)?;
     }

@@ -3,7 +3,6 @@
 //! ([`devicemanager`] core + [`shell`]), checkpoint, PodResources, metrics —
 //! reporting typed events ([`event`]).
 pub mod against;
-pub mod checkpoint;
 pub mod devicemanager;
 pub mod event;
 pub mod generation;
@@ -16,4 +15,3 @@ pub mod reproduce;
 pub mod shell;
 pub mod tree;
 pub mod watcher;
-

@@ -3,8 +3,8 @@
 //! options, then follow its ListAndWatch stream.
 
 use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
-use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::client::conn::PluginConn;
+use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::shell::Manager;
 use std::path::Path;

@@ -10,9 +10,9 @@ use crate::api::deviceplugin::{
     DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse,
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
+use crate::client::conn::PluginConn;
 use crate::core::log::{ms, Logger};
 use crate::core::status::grpc_go_status;
-use crate::client::conn::PluginConn;
 use crate::plugin::server::stopped;
 use crate::trace::{EndedBy, Event, RpcError, Writer};
 use serde_json::json;

@@ -5,7 +5,7 @@
 
 use crate::api::deviceplugin::{ContainerAllocateResponse, Device};
 use crate::api::HEALTHY;
-use crate::kubelet::checkpoint::{Data, PodDeviceEntry};
+use crate::client::checkpoint::{Data, PodDeviceEntry};
 use crate::kubelet::manifest::Pod;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,8 +8,8 @@ use crate::api::deviceplugin::{
     AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
     PreferredAllocationRequest,
 };
-use crate::core::time::millis;
 use crate::client::conn::PluginConn;
+use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::{AllocKey, PodRecord};
 use crate::kubelet::devicemanager::{Answer, PodAdmission, Step};
 use crate::kubelet::event::{capped, KubeletEvent};

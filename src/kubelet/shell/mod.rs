@@ -6,9 +6,9 @@
 //! generation can happen after the next one starts.
 
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
-use crate::core::time::millis;
-use crate::kubelet::checkpoint;
+use crate::client::checkpoint;
 use crate::client::conn::PluginConn;
+use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::EndpointInfo;
 use crate::kubelet::devicemanager::{ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
 use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};

@@ -72,7 +72,7 @@ async fn closing_stops_timers_events_and_writes_except_the_last() {
     let log = std::fs::read_to_string(dir.path().join("events.log")).unwrap();
     assert!(log.contains("stream-ended") && log.contains("generation=7"), "{log}");
     // the grace timer did not remove the resource; the last write holds it
-    let cp = crate::kubelet::checkpoint::read(&m.cfg.checkpoint).unwrap().unwrap();
+    let cp = crate::client::checkpoint::read(&m.cfg.checkpoint).unwrap().unwrap();
     assert!(cp.checkpoint.data.registered_devices.contains_key("vendor.example/r"));
     // after close: no event, no background write
     m.event(KubeletEvent::AfterClose);
