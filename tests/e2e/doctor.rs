@@ -586,21 +586,21 @@ async fn root_tree(root: &std::path::Path) {
     ])
     .spawn()
     .unwrap();
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(&dp),
-        "--resource",
-        "example.com/foo",
-        "--count",
-        "2",
-        "--cdi",
-        "example.com/foo={id}",
-        "--socket-name",
-        "foo.sock",
-        // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
-        "--retry",
-    ])
+    let sv = serve_cmd(
+        &dp,
+        &[
+            "--resource",
+            "example.com/foo",
+            "--count",
+            "2",
+            "--cdi",
+            "example.com/foo={id}",
+            "--socket-name",
+            "foo.sock",
+            // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
+            "--retry",
+        ],
+    )
     .spawn()
     .unwrap();
     let dps = s(&dp).to_string();

@@ -61,10 +61,7 @@ impl Node {
         child
     }
     pub async fn serve(&self, extra: &[&str]) -> Child {
-        let dp = self.dp();
-        let mut args = vec!["serve", "--plugin-dir", s(&dp)];
-        args.extend_from_slice(extra);
-        dpctl_cmd(&args).spawn().unwrap()
+        serve_cmd(&self.dp(), extra).spawn().unwrap()
     }
     pub fn pod(&self, file: &str, text: &str) {
         let tmp = self.pods().join(format!(".{file}.tmp"));
