@@ -3,9 +3,10 @@
 
 use super::Ctx;
 use crate::cli::{ControlTarget, DeviceCommand};
-use crate::core::validate::{check_id_list, parse_health};
+use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};
+use crate::protocol::rules::parse_health;
 use crate::render::{emit, health, numa, structured, table, Format};
 use std::path::PathBuf;
 
@@ -124,7 +125,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
         DeviceCommand::SetHealth { args, target } => {
             let (h, ids) =
                 args.split_last().ok_or_else(|| Error::usage("give device IDs, then Healthy or Unhealthy"))?;
-            let h = parse_health(h)?;
+            let h = parse_health(h).map_err(|v| crate::core::Error::usage(v.to_string()))?;
             check_id_list("device IDs", ids)?;
             let req = Request {
                 op: "set-health".into(),

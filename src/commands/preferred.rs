@@ -8,56 +8,17 @@ use crate::api::deviceplugin::{
 use crate::cli::PreferredArgs;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
+use crate::protocol::rules;
 use crate::render::{emit, structured, Format};
 use serde::Serialize;
-use std::collections::HashSet;
 
-/// What is off in an answer the kubelet still tolerates: no
-/// container_responses at all (the kubelet then picks the devices itself).
-pub fn warnings(resp: &PreferredAllocationResponse) -> Vec<String> {
-    if resp.container_responses.is_empty() {
-        vec!["no container_responses: the kubelet ignores the answer and picks the devices itself".into()]
-    } else {
-        Vec::new()
-    }
-}
-
-/// Which rules a preferred allocation breaks, in words (an empty answer
-/// breaks none: see [`warnings`]).
-pub fn violations(req: &ContainerPreferredAllocationRequest, resp: &PreferredAllocationResponse) -> Vec<String> {
-    let mut v = Vec::new();
-    let Some(first) = resp.container_responses.first() else {
-        return v;
-    };
-    if resp.container_responses.len() > 1 {
-        v.push(format!(
-            "{} container_responses for 1 container request (the kubelet reads only the first)",
-            resp.container_responses.len()
-        ));
-    }
-    let ids = &first.device_i_ds;
-    let size = usize::try_from(req.allocation_size).unwrap_or(0);
-    if ids.len() != size {
-        v.push(format!("size not honoured: asked for {size}, got {}", ids.len()));
-    }
-    let available: HashSet<&String> = req.available_device_i_ds.iter().collect();
-    let foreign: Vec<&String> = ids.iter().filter(|i| !available.contains(i)).collect();
-    if !foreign.is_empty() {
-        v.push(format!("IDs not in the available list: {}", join(&foreign)));
-    }
-    let got: HashSet<&String> = ids.iter().collect();
-    let missing: Vec<&String> = req.must_include_device_i_ds.iter().filter(|m| !got.contains(m)).collect();
-    if !missing.is_empty() {
-        v.push(format!("must-include IDs missing: {}", join(&missing)));
-    }
-    if got.len() != ids.len() {
-        v.push("the answer lists a device more than once".into());
-    }
-    v
-}
-
-fn join(ids: &[&String]) -> String {
-    ids.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+/// The answer checked by the rulebook: (violations that FAIL, warnings).
+pub fn judge(
+    req: &ContainerPreferredAllocationRequest,
+    resp: &PreferredAllocationResponse,
+) -> (Vec<String>, Vec<String>) {
+    let (fail, warn): (Vec<_>, Vec<_>) = rules::preferred(req, resp).into_iter().partition(|v| v.is_fail());
+    (fail.iter().map(ToString::to_string).collect(), warn.iter().map(ToString::to_string).collect())
 }
 
 #[derive(Serialize)]
@@ -100,8 +61,8 @@ pub async fn run(ctx: &Ctx, a: &PreferredArgs) -> Result<()> {
     }
     let (resp, mut w, v) = match conn.preferred(req.clone()).await {
         Ok(resp) => {
-            let v = violations(&creq, &resp);
-            (Some(resp.clone()), warnings(&resp), v)
+            let (v, w) = judge(&creq, &resp);
+            (Some(resp), w, v)
         }
         // Not advertised and not implemented: what the kubelet expects.
         Err(e) if !advertised && e.code() == Some(tonic::Code::Unimplemented) => {
@@ -159,32 +120,22 @@ mod tests {
     use super::*;
     use crate::api::deviceplugin::ContainerPreferredAllocationResponse;
 
-    fn req(avail: &[&str], must: &[&str], size: i32) -> ContainerPreferredAllocationRequest {
-        ContainerPreferredAllocationRequest {
-            available_device_i_ds: avail.iter().map(|s| s.to_string()).collect(),
-            must_include_device_i_ds: must.iter().map(|s| s.to_string()).collect(),
-            allocation_size: size,
-        }
-    }
-    fn resp(ids: &[&str]) -> PreferredAllocationResponse {
-        PreferredAllocationResponse {
+    #[test]
+    fn fails_and_warns_by_the_rulebook() {
+        let req = ContainerPreferredAllocationRequest {
+            available_device_i_ds: vec!["a".into(), "b".into()],
+            must_include_device_i_ds: vec![],
+            allocation_size: 1,
+        };
+        let resp = |ids: &[&str]| PreferredAllocationResponse {
             container_responses: vec![ContainerPreferredAllocationResponse {
                 device_i_ds: ids.iter().map(|s| s.to_string()).collect(),
             }],
-        }
-    }
-
-    #[test]
-    fn names_each_broken_rule() {
-        let r = req(&["a", "b", "c"], &["c"], 2);
-        assert!(violations(&r, &resp(&["a", "c"])).is_empty());
-        let v = violations(&r, &resp(&["a", "x", "b"]));
-        assert!(v.iter().any(|s| s.contains("asked for 2, got 3")), "{v:?}");
-        assert!(v.iter().any(|s| s.contains("not in the available list: x")), "{v:?}");
-        assert!(v.iter().any(|s| s.contains("must-include IDs missing: c")), "{v:?}");
-        assert!(violations(&r, &resp(&["c", "c"])).iter().any(|s| s.contains("more than once")));
-        assert!(violations(&r, &PreferredAllocationResponse::default()).is_empty());
-        assert!(warnings(&PreferredAllocationResponse::default())[0].contains("no container_responses"));
-        assert!(warnings(&resp(&["a"])).is_empty());
+        };
+        assert_eq!(judge(&req, &resp(&["a"])), (vec![], vec![]));
+        let (v, w) = judge(&req, &resp(&["x"]));
+        assert!(v[0].contains("IDs not in the available list: x") && w.is_empty(), "{v:?}");
+        let (v, w) = judge(&req, &PreferredAllocationResponse::default());
+        assert!(v.is_empty() && w[0].contains("no container_responses"), "{w:?}");
     }
 }

@@ -4,15 +4,15 @@
 
 use super::Ctx;
 use crate::api::deviceplugin::{
-    AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
-    PreferredAllocationRequest,
+    AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse, ContainerPreferredAllocationRequest,
+    DevicePluginOptions, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,
 };
 use crate::api::{HEALTHY, KUBELET_MAX_RECV};
 use crate::cli::ProbeArgs;
-use crate::client::conn::Update;
+use crate::client::conn::{PluginConn, Update};
 use crate::core::time::{format_duration, millis};
-use crate::core::validate::device_problems;
 use crate::core::{Error, Result};
+use crate::protocol::rules::{self, Verdict, Violation};
 use crate::render::{emit, structured, table, verdict, Format};
 use prost::Message;
 use serde::Serialize;
@@ -155,7 +155,24 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
             opts.pre_start_required, opts.get_preferred_allocation_available
         ),
     );
+    // The stream stays open while the later calls run, as the kubelet's does.
+    let Some((snap, _stream)) = first_snapshot(ctx, &conn, p).await else { return };
+    let healthy: Vec<String> = snap.devices.iter().filter(|d| d.health == HEALTHY).map(|d| d.id.clone()).collect();
+    judge_snapshot(&snap, &healthy, p);
+    if opts.get_preferred_allocation_available && !healthy.is_empty() {
+        preferred(&conn, &healthy, p).await;
+    }
+    if a.allocate {
+        allocate(ctx, a, &conn, &opts, &healthy, p).await;
+    }
+}
 
+/// The first ListAndWatch snapshot, and the stream it came on.
+async fn first_snapshot(
+    ctx: &Ctx,
+    conn: &PluginConn,
+    p: &mut Probe,
+) -> Option<(ListAndWatchResponse, crate::client::conn::ListAndWatch)> {
     let t = Instant::now();
     let first = async {
         let mut s = conn.list_and_watch().await?;
@@ -164,51 +181,56 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
             Update::Closed => Err(Error::failed("the plugin closed ListAndWatch before sending a snapshot")),
         }
     };
-    let (snap, _stream) = match tokio::time::timeout(ctx.timeout, first).await {
-        Err(_) => {
-            return p.add(
-                "list-and-watch",
-                Status::Fail,
-                Some(t.elapsed()),
-                format!("no snapshot within {}", format_duration(ctx.timeout)),
-            )
+    let fail = |p: &mut Probe, detail: String| p.add("list-and-watch", Status::Fail, Some(t.elapsed()), detail);
+    match tokio::time::timeout(ctx.timeout, first).await {
+        Err(_) => fail(p, format!("no snapshot within {}", format_duration(ctx.timeout))),
+        Ok(Err(e)) => fail(p, e.to_string()),
+        Ok(Ok((snap, s))) => {
+            let healthy = snap.devices.iter().filter(|d| d.health == HEALTHY).count();
+            let detail = format!("first snapshot: {} device(s), {healthy} healthy", snap.devices.len());
+            p.add("list-and-watch", Status::Pass, Some(t.elapsed()), detail);
+            return Some((snap, s));
         }
-        Ok(Err(e)) => return p.add("list-and-watch", Status::Fail, Some(t.elapsed()), e.to_string()),
-        Ok(Ok(x)) => x,
-    };
-    let healthy: Vec<String> = snap.devices.iter().filter(|d| d.health == HEALTHY).map(|d| d.id.clone()).collect();
-    p.add(
-        "list-and-watch",
-        Status::Pass,
-        Some(t.elapsed()),
-        format!("first snapshot: {} device(s), {} healthy", snap.devices.len(), healthy.len()),
-    );
+    }
+    None
+}
 
+/// The verdict of a rule's violations: FAIL if any fails, WARN if any warns.
+fn status_of(v: &[Violation]) -> Status {
+    match v.iter().map(|x| x.rule.verdict).max() {
+        Some(Verdict::Fail) => Status::Fail,
+        Some(Verdict::Warn) => Status::Warn,
+        None => Status::Pass,
+    }
+}
+
+/// At most MAX_LIST violations, worst first, then "+N more": 100,000 bad IDs make one short line.
+fn joined(v: &[Violation]) -> String {
+    let mut sorted: Vec<&Violation> = v.iter().collect();
+    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.verdict));
+    let max = crate::core::text::MAX_LIST;
+    let mut s = sorted.iter().take(max).map(|x| x.to_string()).collect::<Vec<_>>().join("; ");
+    if v.len() > max {
+        s.push_str(&format!("; +{} more", v.len() - max));
+    }
+    s
+}
+
+/// The snapshot's size and devices, by the rulebook.
+fn judge_snapshot(snap: &ListAndWatchResponse, healthy: &[String], p: &mut Probe) {
     let size = snap.encoded_len();
-    let (st, what) = if size > KUBELET_MAX_RECV {
-        (Status::Fail, "over the kubelet's receive limit: the kubelet drops this stream")
-    } else if size > KUBELET_MAX_RECV / 4 * 3 {
-        (Status::Warn, "close to the kubelet's receive limit")
-    } else {
-        (Status::Pass, "within the kubelet's receive limit")
-    };
-    p.add("snapshot-size", st, None, format!("{size} bytes of {KUBELET_MAX_RECV}: {what}"));
-
-    let problems = device_problems(snap.devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
-    let errors: Vec<String> = problems.iter().filter(|x| !x.is_warning()).map(|x| x.to_string()).collect();
-    let warnings: Vec<String> = problems.iter().filter(|x| x.is_warning()).map(|x| x.to_string()).collect();
-    // At most MAX_LIST problems, then "+N more": 100,000 bad IDs make one short line.
-    let joined = |v: &[String]| {
-        let mut s = v.iter().take(crate::core::text::MAX_LIST).cloned().collect::<Vec<_>>().join("; ");
-        if v.len() > crate::core::text::MAX_LIST {
-            s.push_str(&format!("; +{} more", v.len() - crate::core::text::MAX_LIST));
-        }
-        s
-    };
-    if !errors.is_empty() {
-        p.add("devices", Status::Fail, None, joined(&errors));
-    } else if !warnings.is_empty() {
-        p.add("devices", Status::Warn, None, joined(&warnings));
+    match rules::snapshot_size(size, snap.devices.len()) {
+        Some(v) => p.add("snapshot-size", status_of(std::slice::from_ref(&v)), None, v.to_string()),
+        None => p.add(
+            "snapshot-size",
+            Status::Pass,
+            None,
+            format!("{size} bytes of {KUBELET_MAX_RECV}: within the kubelet's receive limit"),
+        ),
+    }
+    let problems = rules::devices(&snap.devices);
+    if !problems.is_empty() {
+        p.add("devices", status_of(&problems), None, joined(&problems));
     } else if snap.devices.is_empty() {
         p.add("devices", Status::Warn, None, "the plugin advertises no devices");
     } else if healthy.is_empty() {
@@ -216,137 +238,117 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
     } else {
         p.add("devices", Status::Pass, None, "IDs unique and non-empty, health strings exact");
     }
+}
 
-    if opts.get_preferred_allocation_available && !healthy.is_empty() {
-        let want = healthy.len().min(2);
-        let creq = ContainerPreferredAllocationRequest {
-            available_device_i_ds: healthy.clone(),
-            must_include_device_i_ds: vec![],
-            allocation_size: want as i32,
-        };
-        let t = Instant::now();
-        match conn.preferred(PreferredAllocationRequest { container_requests: vec![creq.clone()] }).await {
-            Err(e) => p.add("preferred", Status::Fail, Some(t.elapsed()), e.to_string()),
-            Ok(resp) => {
-                let v = super::preferred::violations(&creq, &resp);
-                let w = super::preferred::warnings(&resp);
-                let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
-                if !w.is_empty() && v.is_empty() {
-                    p.add("preferred", Status::Warn, Some(t.elapsed()), w.join("; "));
-                } else if v.is_empty() {
-                    p.add(
-                        "preferred",
-                        Status::Pass,
-                        Some(t.elapsed()),
-                        format!("asked for {want} of {}: got {ids}", healthy.len()),
-                    );
-                } else {
-                    p.add("preferred", Status::Fail, Some(t.elapsed()), v.join("; "));
-                }
+/// GetPreferredAllocation for up to 2 of the healthy devices, by the rulebook.
+async fn preferred(conn: &PluginConn, healthy: &[String], p: &mut Probe) {
+    let want = healthy.len().min(2);
+    let creq = ContainerPreferredAllocationRequest {
+        available_device_i_ds: healthy.to_vec(),
+        must_include_device_i_ds: vec![],
+        allocation_size: want as i32,
+    };
+    let t = Instant::now();
+    match conn.preferred(PreferredAllocationRequest { container_requests: vec![creq.clone()] }).await {
+        Err(e) => p.add("preferred", Status::Fail, Some(t.elapsed()), e.to_string()),
+        Ok(resp) => {
+            let v = rules::preferred(&creq, &resp);
+            let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
+            let detail =
+                if v.is_empty() { format!("asked for {want} of {}: got {ids}", healthy.len()) } else { joined(&v) };
+            p.add("preferred", status_of(&v), Some(t.elapsed()), detail);
+        }
+    }
+}
+
+/// Allocate one free healthy device (and PreStartContainer it), by the rulebook.
+async fn allocate(
+    ctx: &Ctx,
+    a: &ProbeArgs,
+    conn: &PluginConn,
+    opts: &DevicePluginOptions,
+    healthy: &[String],
+    p: &mut Probe,
+) {
+    if healthy.is_empty() {
+        return p.add("allocate", Status::Fail, None, "no healthy device to allocate");
+    }
+    let held = held_devices(ctx, a).await;
+    let Some((id, which)) = pick_free(healthy, held.as_ref()) else {
+        return p.add(
+            "allocate",
+            Status::Warn,
+            None,
+            format!("skipped: all {} healthy device(s) are held by containers, per PodResources", healthy.len()),
+        );
+    };
+    let t = Instant::now();
+    let req = AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
+    match conn.allocate(req).await {
+        Err(e) => p.add("allocate", Status::Fail, Some(t.elapsed()), e.to_string()),
+        Ok(resp) => {
+            let v = rules::allocate(1, &resp);
+            let detail = match resp.container_responses.first() {
+                Some(c) => format!(
+                    "{which}: {} env, {} mount, {} device, {} annotation, {} CDI",
+                    c.envs.len(),
+                    c.mounts.len(),
+                    c.devices.len(),
+                    c.annotations.len(),
+                    c.cdi_devices.len()
+                ),
+                None => which,
+            };
+            let detail = if v.is_empty() { detail } else { format!("{detail}: {}", joined(&v)) };
+            p.add("allocate", status_of(&v), Some(t.elapsed()), detail);
+            if let Some(c) = resp.container_responses.first() {
+                cdi(ctx, a, c, p);
             }
         }
     }
-
-    if a.allocate {
-        if healthy.is_empty() {
-            return p.add("allocate", Status::Fail, None, "no healthy device to allocate");
-        }
-        let held = held_devices(ctx, a).await;
-        let Some((id, which)) = pick_free(&healthy, held.as_ref()) else {
-            return p.add(
-                "allocate",
-                Status::Warn,
-                None,
-                format!("skipped: all {} healthy device(s) are held by containers, per PodResources", healthy.len()),
-            );
-        };
-        let id = &id;
+    if opts.pre_start_required {
         let t = Instant::now();
-        let req =
-            AllocateRequest { container_requests: vec![ContainerAllocateRequest { devices_ids: vec![id.clone()] }] };
-        match conn.allocate(req).await {
-            Err(e) => p.add("allocate", Status::Fail, Some(t.elapsed()), e.to_string()),
-            Ok(resp) => match resp.container_responses.as_slice() {
-                [] => p.add(
-                    "allocate",
-                    Status::Fail,
-                    Some(t.elapsed()),
-                    "no container_responses: the kubelet fails the pod",
-                ),
-                [c] => {
-                    let n = c.envs.len() + c.mounts.len() + c.devices.len() + c.annotations.len() + c.cdi_devices.len();
-                    let detail = format!(
-                        "{which}: {} env, {} mount, {} device, {} annotation, {} CDI",
-                        c.envs.len(),
-                        c.mounts.len(),
-                        c.devices.len(),
-                        c.annotations.len(),
-                        c.cdi_devices.len()
-                    );
-                    if n == 0 {
-                        p.add(
-                            "allocate",
-                            Status::Warn,
-                            Some(t.elapsed()),
-                            format!("{detail}: the response gives the container nothing"),
-                        );
-                    } else {
-                        p.add("allocate", Status::Pass, Some(t.elapsed()), detail);
-                    }
-                    // CDI names must resolve to a spec, or the runtime fails the container.
-                    let names = crate::doctor::cdi::names_in(c);
-                    if !names.is_empty() {
-                        let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-                        let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
-                        let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
-                        if bad.is_empty() {
-                            p.add(
-                                "cdi",
-                                Status::Pass,
-                                None,
-                                format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs),
-                            );
-                        } else if no_specs_here {
-                            // Not a node with CDI specs (a workstation): say so, do not fail.
-                            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-                            p.add(
-                                "cdi",
-                                Status::Warn,
-                                None,
-                                format!(
-                                    "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
-                                    names.join(","),
-                                    shown.join(", ")
-                                ),
-                            );
-                        } else {
-                            p.add(
-                                "cdi",
-                                Status::Fail,
-                                None,
-                                format!(
-                                    "unresolvable CDI devices (the runtime fails the container): {}",
-                                    bad.join("; ")
-                                ),
-                            );
-                        }
-                    }
-                }
-                many => p.add(
-                    "allocate",
-                    Status::Fail,
-                    Some(t.elapsed()),
-                    format!("{} container_responses for 1 container request", many.len()),
-                ),
-            },
+        let got = conn.pre_start(PreStartContainerRequest { devices_ids: vec![id.clone()] }, ctx.timeout).await;
+        let error = got.err().map(|e| e.to_string());
+        match rules::pre_start(error.as_deref(), t.elapsed()) {
+            Some(v) => p.add("pre-start", status_of(std::slice::from_ref(&v)), Some(t.elapsed()), v.to_string()),
+            None => p.add("pre-start", Status::Pass, Some(t.elapsed()), id),
         }
-        if opts.pre_start_required {
-            let t = Instant::now();
-            match conn.pre_start(PreStartContainerRequest { devices_ids: vec![id.clone()] }, ctx.timeout).await {
-                Err(e) => p.add("pre-start", Status::Fail, Some(t.elapsed()), e.to_string()),
-                Ok(_) => p.add("pre-start", Status::Pass, Some(t.elapsed()), id.clone()),
-            }
-        }
+    }
+}
+
+/// CDI names must resolve to a spec, or the runtime fails the container.
+fn cdi(ctx: &Ctx, a: &ProbeArgs, c: &ContainerAllocateResponse, p: &mut Probe) {
+    // Unqualified names are the allocate check's (the rulebook's allocate-cdi-name).
+    let names: Vec<String> = rules::cdi_names(c).into_iter().filter(|n| rules::cdi_name(n).is_none()).collect();
+    if names.is_empty() {
+        return;
+    }
+    let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
+    let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
+    let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
+    if bad.is_empty() {
+        p.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs));
+    } else if no_specs_here {
+        // Not a node with CDI specs (a workstation): say so, do not fail.
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        p.add(
+            "cdi",
+            Status::Warn,
+            None,
+            format!(
+                "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
+                names.join(","),
+                shown.join(", ")
+            ),
+        );
+    } else {
+        p.add(
+            "cdi",
+            Status::Fail,
+            None,
+            format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
+        );
     }
 }
 

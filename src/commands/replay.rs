@@ -30,7 +30,7 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
         return reproduce(ctx, a, &trace).await;
     }
     let backend = Arc::new(Replayed::new(&trace, a.resource.as_deref(), a.speed, a.no_wait)?);
-    crate::core::validate::check_resource_name(backend.resource_name())?;
+    crate::protocol::rules::check_resource_name(backend.resource_name())?;
     let settings = super::serve::settings(ctx, &a.reg, &FileConfig::default())?;
     let log = Logger::new(a.log_format);
     log.event(
@@ -223,7 +223,7 @@ fn container_devices(pod: &serde_json::Value, container: &str, res: &str) -> Vec
 async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Result<()> {
     let backend = Replayed::new(trace, a.resource.as_deref(), 1.0, true)?;
     let resource = backend.resource_name().to_string();
-    crate::core::validate::check_resource_name(&resource)?;
+    crate::protocol::rules::check_resource_name(&resource)?;
     let plan = crate::kubelet::reproduce::plan(trace, &resource);
     let backend = Arc::new(backend.stepped(plan.initial.clone()));
 

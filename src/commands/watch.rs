@@ -7,7 +7,6 @@ use crate::api::HEALTHY;
 use crate::cli::WatchArgs;
 use crate::client::conn::Update;
 use crate::core::time::now_rfc3339;
-use crate::core::validate::device_problems;
 use crate::core::{Error, Result};
 use crate::render::{self, emit, json_line, table, Format};
 use serde::Serialize;
@@ -67,10 +66,7 @@ fn healthy(devices: &[Device]) -> usize {
 }
 
 fn problems_text(devices: &[Device]) -> String {
-    device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())))
-        .iter()
-        .map(|p| format!("warning: {p}\n"))
-        .collect()
+    crate::protocol::rules::devices(devices).iter().map(|p| format!("warning: {p}\n")).collect()
 }
 
 fn render_first(resp: &ListAndWatchResponse) -> String {

@@ -40,12 +40,7 @@ struct SpecDevice {
     name: String,
 }
 
-/// Whether `kind` is `vendor/class` as CDI requires.
-fn kind_ok(kind: &str) -> bool {
-    let Some((vendor, class)) = kind.split_once('/') else { return false };
-    let ok = |s: &str, extra: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
-    ok(vendor, ".-") && ok(class, "_-") && !class.contains('/')
-}
+use crate::protocol::rules::cdi_kind_ok as kind_ok;
 
 /// Parse one spec file's text: the qualified device names it defines.
 pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, String> {
@@ -117,12 +112,10 @@ pub fn load(dirs: &[PathBuf]) -> Registry {
 
 /// Why a CDI device name cannot be used, or `None` when it resolves.
 pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
-    let Some((kind, dev)) = name.split_once('=') else {
-        return Some(format!("{name:?} is not a qualified CDI name (vendor.example/class=device)"));
-    };
-    if !kind_ok(kind) || dev.is_empty() {
-        return Some(format!("{name:?} is not a qualified CDI name (vendor.example/class=device)"));
+    if let Some(v) = crate::protocol::rules::cdi_name(name) {
+        return Some(v.to_string());
     }
+    let Some((kind, dev)) = name.split_once('=') else { return None };
     if r.devices.contains(name) {
         return None;
     }
@@ -139,17 +132,7 @@ pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
     })
 }
 
-/// The CDI device names a container gets from an Allocate answer: its
-/// `cdi_devices` and the values of `cdi.k8s.io/*` annotations.
-pub fn names_in(resp: &crate::api::deviceplugin::ContainerAllocateResponse) -> Vec<String> {
-    let mut v: Vec<String> = resp.cdi_devices.iter().map(|d| d.name.clone()).collect();
-    for (k, val) in &resp.annotations {
-        if k.starts_with("cdi.k8s.io/") {
-            v.extend(val.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
-        }
-    }
-    v
-}
+pub use crate::protocol::rules::cdi_names as names_in;
 
 /// Check names against the spec directories: one line per name that does not resolve.
 pub fn check(dirs: &[PathBuf], names: &[String]) -> (Registry, Vec<String>) {

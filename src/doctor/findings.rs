@@ -5,7 +5,7 @@ use super::{cdi, Checked, Finding, Report, Severity};
 use crate::api::HEALTHY;
 use crate::client::checkpoint::PodDeviceEntry;
 use crate::core::transport::{Connect, PathKind};
-use crate::core::validate::device_problems;
+use crate::protocol::rules::{self, Verdict, Violation};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -47,6 +47,24 @@ fn finding(
         evidence: evidence.into(),
         fix: fix.into(),
     }
+}
+
+/// A rulebook violation as a finding: error for a FAIL rule, warning for a WARN one.
+fn rule_finding(v: &Violation, subject: &str, evidence: impl Into<String>) -> Finding {
+    let severity = match v.rule.verdict {
+        Verdict::Fail => Severity::Error,
+        Verdict::Warn => Severity::Warning,
+    };
+    finding(severity, v.rule.id, subject, v.to_string(), evidence, v.rule.fix)
+}
+
+/// The device rules of the rulebook over a plugin's first snapshot (IDs and health).
+fn device_rules(devs: &[(String, String)], subject: &str) -> Vec<Finding> {
+    let devices: Vec<crate::api::deviceplugin::Device> = devs
+        .iter()
+        .map(|(id, health)| crate::api::deviceplugin::Device { id: id.clone(), health: health.clone(), topology: None })
+        .collect();
+    rules::devices(&devices).iter().map(|v| rule_finding(v, subject, "first ListAndWatch snapshot")).collect()
 }
 
 fn show(p: &Path) -> String {
@@ -413,30 +431,10 @@ pub fn derive(f: &Facts) -> Report {
         }
         let Some(devs) = &p.devices else { continue };
         let size = p.snapshot_bytes;
-        let max = crate::api::KUBELET_MAX_RECV;
-        if size > max {
-            out.push(finding(
-                Severity::Error,
-                "snapshot-too-large",
-                &shown,
-                "the ListAndWatch snapshot is over the kubelet's 4 MiB receive limit; the kubelet drops the stream and the resource's devices become unhealthy",
-                format!("{size} bytes for {} devices (limit {max})", devs.len()),
-                "advertise fewer devices per plugin (split the resource) or shorten the device IDs",
-            ));
-        } else if size > max / 4 * 3 {
-            out.push(finding(
-                Severity::Warning,
-                "snapshot-size",
-                &shown,
-                "the ListAndWatch snapshot is close to the kubelet's 4 MiB receive limit",
-                format!("{size} bytes for {} devices", devs.len()),
-                "plan for fewer devices per plugin or shorter IDs before it grows",
-            ));
+        if let Some(v) = rules::snapshot_size(size, devs.len()) {
+            out.push(rule_finding(&v, &shown, format!("{size} bytes for {} devices", devs.len())));
         }
-        for pr in device_problems(devs.iter().map(|(i, h)| (i.as_str(), h.as_str()))) {
-            let sev = if pr.is_warning() { Severity::Warning } else { Severity::Error };
-            out.push(finding(sev, "device-ids", &shown, pr.to_string(), "first ListAndWatch snapshot", "fix the plugin's device list: unique non-empty IDs of at most 63 characters, health exactly \"Healthy\" or \"Unhealthy\""));
-        }
+        out.extend(device_rules(devs, &shown));
         let unhealthy: Vec<&String> = devs.iter().filter(|(_, h)| h != HEALTHY).map(|(i, _)| i).collect();
         if !unhealthy.is_empty() {
             out.push(finding(

@@ -155,6 +155,9 @@ pub enum KubeletEvent {
         /// Why a resource name is invalid, if that was the reason.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         why: Option<String>,
+        /// The rulebook rule the request broke (`protocol::rules`), when a rule refused it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
     },
     /// A plugin-watcher registration completed (NotifyRegistrationStatus acknowledged).
     WatcherRegistered {
@@ -194,6 +197,9 @@ pub enum KubeletEvent {
         resource: String,
         /// The problem.
         problem: String,
+        /// The rulebook rule the snapshot broke (`protocol::rules`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
     },
     /// An endpoint's ListAndWatch stream ended.
     #[serde(rename_all = "camelCase")]
@@ -548,6 +554,7 @@ mod tests {
                 request_options: Some(Options { pre_start_required: true, get_preferred_allocation_available: false }),
                 error: "requested API version \"v1\" is not supported by kubelet".into(),
                 why: None,
+                rule: Some("register-version".into()),
             },
             KubeletEvent::Stopped,
         ];

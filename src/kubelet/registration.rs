@@ -4,42 +4,70 @@
 
 use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
 use crate::client::conn::PluginConn;
-use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::shell::Manager;
+use crate::protocol::rules::{self, Violation};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The kubelet's text for an unsupported version.
-pub fn unsupported_version_text(v: &str) -> String {
-    format!(
-        "requested API version {} is not supported by kubelet. Supported version is {:?}",
-        crate::core::text::quote(v),
-        crate::api::VERSION
-    )
+/// Why the kubelet refused a registration. Its `Display` is the kubelet's
+/// text (what Register returns to the plugin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegisterError {
+    /// The request breaks a rule of the rulebook (version, resource name, endpoint).
+    Invalid(Violation),
+    /// Dialing the plugin back or GetDevicePluginOptions failed.
+    DialBack(String),
+    /// The kubelet was restarting: register again.
+    Restarting,
 }
 
-/// The longest file name Linux allows.
-const NAME_MAX: usize = 255;
-
-/// Why an endpoint name would escape the plugin directory (upstream does not check; a safe tool must).
-pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
-    if endpoint.is_empty()
-        || endpoint.contains('/')
-        || endpoint == "."
-        || endpoint == ".."
-        || endpoint.contains('\0')
-        || endpoint.len() > NAME_MAX
-    {
-        Some(format!(
-            "endpoint {} is not a socket file name inside the plugin directory {}; send the socket's file name (e.g. \"vendor.sock\", at most {NAME_MAX} bytes)",
-            crate::core::text::quote(endpoint),
-            plugin_dir.display()
-        ))
-    } else {
-        None
+impl RegisterError {
+    /// Where the registration failed.
+    pub fn stage(&self) -> RejectStage {
+        match self {
+            RegisterError::Invalid(_) => RejectStage::Validation,
+            RegisterError::DialBack(_) => RejectStage::DialBack,
+            RegisterError::Restarting => RejectStage::Restarting,
+        }
     }
+
+    /// The rule broken, when a rule refused it.
+    pub fn rule(&self) -> Option<&'static rules::Rule> {
+        match self {
+            RegisterError::Invalid(v) => Some(v.rule),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisterError::Invalid(v) => v.fmt(f),
+            RegisterError::DialBack(e) => f.write_str(e),
+            RegisterError::Restarting => f.write_str("the kubelet is restarting; register again"),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RegisterError::Invalid(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Check a RegisterRequest against the rulebook, in the kubelet's order
+/// (version, resource name), then the endpoint (upstream does not check it).
+pub fn check_request(r: &RegisterRequest, plugin_dir: &Path) -> Result<(), RegisterError> {
+    rules::register_version(&r.version)
+        .or_else(|| rules::register_resource_name(&r.resource_name))
+        .or_else(|| rules::register_endpoint(&r.endpoint, plugin_dir))
+        .map_or(Ok(()), |v| Err(RegisterError::Invalid(v)))
 }
 
 /// Dial a plugin, retrying until `timeout` (as grpc-go's blocking dial does), then read its options.
@@ -75,30 +103,18 @@ pub struct RegistrationService {
 }
 
 impl RegistrationService {
-    async fn handle(&self, r: &RegisterRequest) -> Result<(), (RejectStage, String)> {
-        let invalid = |e| Err((RejectStage::Validation, e));
-        if r.version != crate::api::VERSION {
-            return invalid(unsupported_version_text(&r.version));
-        }
-        if resource_name_problem(&r.resource_name).is_some() {
-            return invalid(kubelet_invalid_resource_text(&r.resource_name));
-        }
-        if let Some(p) = endpoint_problem(&r.endpoint, &self.mgr.cfg.plugin_dir) {
-            return invalid(p);
-        }
+    async fn handle(&self, r: &RegisterRequest) -> Result<(), RegisterError> {
+        check_request(r, &self.mgr.cfg.plugin_dir)?;
         let socket = self.mgr.cfg.plugin_dir.join(&r.endpoint);
         let (conn, options) =
-            connect_plugin(&self.mgr, &socket, self.dial_timeout).await.map_err(|e| (RejectStage::DialBack, e))?;
+            connect_plugin(&self.mgr, &socket, self.dial_timeout).await.map_err(RegisterError::DialBack)?;
         let who = Registrant {
             via: Via::KubeletSocket,
             version: r.version.clone(),
             endpoint: r.endpoint.clone(),
             request_options: r.options.map(Into::into),
         };
-        self.mgr
-            .start_endpoint(&r.resource_name, conn, options, who)
-            .map(|_| ())
-            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting; register again".to_string()))
+        self.mgr.start_endpoint(&r.resource_name, conn, options, who).map(|_| ()).ok_or(RegisterError::Restarting)
     }
 }
 
@@ -110,24 +126,23 @@ impl Registration for RegistrationService {
         // The call's work belongs to the generation: a restart cancels it and waits for it.
         let gen = &self.mgr.gen;
         let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));
-        let result = work
-            .await
-            .unwrap_or_else(|| Err((RejectStage::Restarting, "the kubelet is restarting; register again".to_string())));
+        let result = work.await.unwrap_or(Err(RegisterError::Restarting));
         match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),
-            Err((stage, msg)) => {
+            Err(e) => {
                 use crate::core::text::{cap, cap_words};
-                let msg = cap_words(&msg).into_owned();
+                let msg = cap_words(&e.to_string()).into_owned();
                 self.mgr.event(KubeletEvent::RegistrationRejected {
                     via: Via::KubeletSocket,
-                    stage,
+                    stage: e.stage(),
                     resource: cap(&r.resource_name).into_owned(),
                     endpoint: cap(&r.endpoint).into_owned(),
                     socket: cap(&self.mgr.cfg.plugin_dir.join(&r.endpoint).display().to_string()).into_owned(),
                     version: cap(&r.version).into_owned(),
                     request_options: r.options.map(Into::into),
                     error: msg.clone(),
-                    why: resource_name_problem(&r.resource_name),
+                    why: rules::resource_name_problem(&r.resource_name),
+                    rule: e.rule().map(|x| x.id.to_string()),
                 });
                 Err(tonic::Status::unknown(msg))
             }

@@ -5,10 +5,10 @@
 
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
-use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::registration::connect_plugin;
 use crate::kubelet::shell::Manager;
+use crate::protocol::rules;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,11 +21,13 @@ struct Rejected {
     /// What GetInfo said, when it answered.
     info: Option<crate::api::pluginregistration::PluginInfo>,
     endpoint: Option<PathBuf>,
+    /// The rulebook rule the plugin broke, when a rule refused it.
+    rule: Option<&'static str>,
 }
 
 impl Rejected {
     fn new(stage: RejectStage, error: String) -> Self {
-        Rejected { stage, error, info: None, endpoint: None }
+        Rejected { stage, error, info: None, endpoint: None, rule: None }
     }
 }
 
@@ -61,21 +63,13 @@ async fn register_one(
     let endpoint =
         if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
     let result = async {
-        if !info.supported_versions.iter().any(|v| v == crate::api::VERSION) {
-            return Err((
-                RejectStage::Validation,
-                format!(
-                    "manager version, {}, is not among plugin supported versions {:?}",
-                    crate::api::VERSION,
-                    info.supported_versions
-                ),
-            ));
-        }
-        if resource_name_problem(&info.name).is_some() {
-            return Err((RejectStage::Validation, kubelet_invalid_resource_text(&info.name)));
+        let broken =
+            rules::watcher_versions(&info.supported_versions).or_else(|| rules::register_resource_name(&info.name));
+        if let Some(v) = broken {
+            return Err((RejectStage::Validation, v.to_string(), Some(v.rule.id)));
         }
         let (conn, options) =
-            connect_plugin(mgr, &endpoint, dial_timeout).await.map_err(|e| (RejectStage::DialBack, e))?;
+            connect_plugin(mgr, &endpoint, dial_timeout).await.map_err(|e| (RejectStage::DialBack, e, None))?;
         let who = Registrant {
             via: Via::PluginWatcher,
             version: info.supported_versions.join(","),
@@ -83,18 +77,24 @@ async fn register_one(
             request_options: None,
         };
         mgr.start_endpoint(&info.name, conn, options, who)
-            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting".to_string()))?;
+            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting".to_string(), None))?;
         Ok(())
     }
     .await;
     let status = match &result {
         Ok(_) => RegistrationStatus { plugin_registered: true, error: String::new() },
-        Err((_, e)) => RegistrationStatus { plugin_registered: false, error: e.clone() },
+        Err((_, e, _)) => RegistrationStatus { plugin_registered: false, error: e.clone() },
     };
     let t = Duration::from_secs(5);
     let notified =
         call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
-    let rejected = |stage, error| Rejected { stage, error, info: Some(info.clone()), endpoint: Some(endpoint.clone()) };
+    let rejected = |stage, error, rule| Rejected {
+        stage,
+        error,
+        info: Some(info.clone()),
+        endpoint: Some(endpoint.clone()),
+        rule,
+    };
     match (result, notified) {
         (Ok(()), Ok(_)) => Ok((info.name.clone(), endpoint.clone())),
         (Ok(()), Err(e)) => {
@@ -102,9 +102,9 @@ async fn register_one(
             if let Some((res, id)) = mgr.resource_of(&endpoint) {
                 mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
             }
-            Err(rejected(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}")))
+            Err(rejected(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}"), None))
         }
-        (Err((stage, e)), _) => Err(rejected(stage, e)),
+        (Err((stage, e, rule)), _) => Err(rejected(stage, e, rule)),
     }
 }
 
@@ -185,7 +185,8 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
                             version: cap(&info.supported_versions.join(",")).into_owned(),
                             request_options: None,
                             error: cap_words(&r.error).into_owned(),
-                            why: resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
+                            why: rules::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
+                            rule: r.rule.map(String::from),
                         });
                     }
                     let e = r.error;

@@ -6,8 +6,8 @@ use crate::api::{HEALTHY, UNHEALTHY};
 use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN, MAX_NUMA_NODES};
 use crate::core::log::LogFormat;
 use crate::core::text::quote;
-use crate::core::validate::resource_name_problem;
 use crate::core::{Error, Result};
+use crate::protocol::rules::{self, resource_name_problem};
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -303,6 +303,18 @@ pub struct DeviceSpec {
     pub numa: Option<i64>,
 }
 
+impl DeviceSpec {
+    /// The device as ListAndWatch sends it.
+    pub fn device(&self) -> crate::api::deviceplugin::Device {
+        use crate::api::deviceplugin::{Device, NumaNode, TopologyInfo};
+        Device {
+            id: self.id.clone(),
+            health: self.health.clone(),
+            topology: self.numa.map(|id| TopologyInfo { nodes: vec![NumaNode { id }] }),
+        }
+    }
+}
+
 /// The short name of a resource: `vendor.example/foo` → `foo`.
 pub fn short_name(resource: &str) -> &str {
     resource.rsplit('/').next().unwrap_or(resource)
@@ -375,29 +387,25 @@ impl ResourceConfig {
                 }
             }
         }
-        let mut seen = HashSet::new();
         for (i, d) in out.iter().enumerate() {
-            if d.id.is_empty() {
-                return Err(bad(&format!("devices[{i}].id"), "must not be empty".into()));
-            }
             if d.id.len() > MAX_ID_LEN {
                 return Err(bad(
                     &format!("devices[{i}].id"),
                     format!("{} is {} bytes; at most {MAX_ID_LEN} are allowed", quote(&d.id), d.id.len()),
                 ));
             }
-            if !seen.insert(d.id.as_str()) {
-                return Err(bad(&format!("devices[{i}].id"), format!("{} appears more than once", quote(&d.id))));
-            }
-            if d.health != HEALTHY && d.health != UNHEALTHY {
-                return Err(bad(
-                    &format!("devices[{i}].health"),
-                    format!("{} must be exactly \"Healthy\" or \"Unhealthy\"", quote(&d.health)),
-                ));
-            }
-            if d.numa.is_some_and(|n| n < 0) {
-                return Err(bad(&format!("devices[{i}].numa"), "must not be negative".into()));
-            }
+        }
+        // The protocol's device rules, from the rulebook: a FAIL rule refuses the configuration.
+        if let Some(v) =
+            rules::devices(&out.iter().map(DeviceSpec::device).collect::<Vec<_>>()).into_iter().find(|v| v.is_fail())
+        {
+            let i = v.device.unwrap_or(0);
+            let field = match v.rule.id {
+                id if id == rules::DEVICE_HEALTH.id => "health",
+                id if id == rules::DEVICE_TOPOLOGY.id => "numa",
+                _ => "id",
+            };
+            return Err(bad(&format!("devices[{i}].{field}"), v.to_string()));
         }
         for u in &self.unhealthy {
             match out.iter_mut().find(|d| &d.id == u) {

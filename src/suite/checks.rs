@@ -1,97 +1,43 @@
-//! Pure checks of what a plugin sent: each returns the problems found, in
-//! words a plugin author can act on. No I/O here.
+//! The suite's view of the rulebook (`protocol::rules`): what a plugin
+//! sent, checked by rule, as the texts the scenarios report. No rule is
+//! implemented here; no I/O here.
 
-use crate::api::deviceplugin::{ContainerAllocateResponse, Device, DevicePluginOptions};
-use crate::api::{HEALTHY, UNHEALTHY};
-use std::collections::HashSet;
+use crate::api::deviceplugin::Device;
+use crate::api::HEALTHY;
+use crate::protocol::rules::{self, Violation};
+use std::path::Path;
 
-/// The documented maximum length of a device ID.
-pub const MAX_ID_LEN: usize = 63;
+pub use crate::protocol::rules::{is_empty_answer, options_text, MAX_DEVICE_ID_LEN as MAX_ID_LEN};
 
-/// Why a RegisterRequest endpoint is not a plain socket file name.
-pub fn endpoint_problem(endpoint: &str) -> Option<String> {
-    if endpoint.is_empty() {
-        Some("the endpoint is empty".into())
-    } else if endpoint.contains('/') || endpoint == "." || endpoint == ".." || endpoint.contains('\0') {
-        Some(format!("endpoint {endpoint:?} is not a plain file name in the plugin directory"))
-    } else {
-        None
-    }
+/// Why a RegisterRequest endpoint is not a plain socket file name in `plugin_dir`.
+pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
+    rules::register_endpoint(endpoint, plugin_dir).map(|v| v.to_string())
+}
+
+fn texts(v: Vec<Violation>, ids: &[&str]) -> Vec<String> {
+    v.into_iter().filter(|x| ids.contains(&x.rule.id)).map(|x| x.to_string()).collect()
 }
 
 /// Problems with device IDs: empty, duplicated, unprintable, too long.
 pub fn id_problems(devices: &[Device]) -> Vec<String> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for d in devices {
-        if d.id.is_empty() {
-            out.push("a device has an empty ID".to_string());
-            continue;
-        }
-        if !seen.insert(d.id.as_str()) {
-            out.push(format!("ID {:?} appears more than once", d.id));
-        }
-        if d.id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            out.push(format!("ID {:?} contains whitespace or control characters", d.id));
-        }
-        if d.id.len() > MAX_ID_LEN {
-            out.push(format!("ID {:?} is {} bytes, over the documented {MAX_ID_LEN}", d.id, d.id.len()));
-        }
-    }
-    out.dedup();
-    out
+    let ids =
+        [rules::DEVICE_ID_EMPTY.id, rules::DEVICE_ID_UNIQUE.id, rules::DEVICE_ID_LENGTH.id, rules::DEVICE_ID_CHARS.id];
+    texts(rules::devices(devices), &ids)
 }
 
 /// Health strings other than exactly `Healthy` / `Unhealthy`.
 pub fn health_problems(devices: &[Device]) -> Vec<String> {
-    devices
-        .iter()
-        .filter(|d| d.health != HEALTHY && d.health != UNHEALTHY)
-        .map(|d| format!("device {:?} has health {:?}", d.id, d.health))
-        .collect()
+    texts(rules::devices(devices), &[rules::DEVICE_HEALTH.id])
 }
 
 /// Malformed topology: an empty node list, negative or repeated NUMA IDs.
 pub fn topology_problems(devices: &[Device]) -> Vec<String> {
-    let mut out = Vec::new();
-    for d in devices {
-        let Some(t) = &d.topology else { continue };
-        if t.nodes.is_empty() {
-            out.push(format!("device {:?} has a topology with no NUMA nodes (leave topology unset instead)", d.id));
-        }
-        let mut seen = HashSet::new();
-        for n in &t.nodes {
-            if n.id < 0 {
-                out.push(format!("device {:?} has NUMA node {}", d.id, n.id));
-            }
-            if !seen.insert(n.id) {
-                out.push(format!("device {:?} lists NUMA node {} twice", d.id, n.id));
-            }
-        }
-    }
-    out
+    texts(rules::devices(devices), &[rules::DEVICE_TOPOLOGY.id, rules::DEVICE_TOPOLOGY_EMPTY.id])
 }
 
 /// The IDs of healthy devices, in the plugin's order.
 pub fn healthy_ids(devices: &[Device]) -> Vec<String> {
     devices.iter().filter(|d| d.health == HEALTHY).map(|d| d.id.clone()).collect()
-}
-
-/// Whether an Allocate answer gives the container nothing at all.
-pub fn is_empty_answer(r: &ContainerAllocateResponse) -> bool {
-    r.envs.is_empty()
-        && r.mounts.is_empty()
-        && r.devices.is_empty()
-        && r.annotations.is_empty()
-        && r.cdi_devices.is_empty()
-}
-
-/// Options as text.
-pub fn options_text(o: &DevicePluginOptions) -> String {
-    format!(
-        "{{preStartRequired: {}, getPreferredAllocationAvailable: {}}}",
-        o.pre_start_required, o.get_preferred_allocation_available
-    )
 }
 
 /// What is wrong with one GetPreferredAllocation answer, by rule.
@@ -108,17 +54,13 @@ pub struct PreferredProblems {
 /// Check a preferred answer against its request.
 pub fn preferred_problems(available: &[String], must: &[String], size: usize, answer: &[String]) -> PreferredProblems {
     let mut p = PreferredProblems::default();
-    let distinct: HashSet<&String> = answer.iter().collect();
-    if answer.len() != size || distinct.len() != answer.len() {
-        p.size = Some(format!("asked for {size}, got {} ID(s) {:?}", answer.len(), answer));
-    }
-    let foreign: Vec<&String> = answer.iter().filter(|a| !available.contains(a)).collect();
-    if !foreign.is_empty() {
-        p.available = Some(format!("size {size}: {foreign:?} were not in available_deviceIDs"));
-    }
-    let missing: Vec<&String> = must.iter().filter(|m| !answer.contains(m)).collect();
-    if !missing.is_empty() {
-        p.must_include = Some(format!("size {size}: must-include {missing:?} missing from {answer:?}"));
+    for v in rules::preferred_ids(available, must, size, answer) {
+        let slot = match v.rule.id {
+            id if id == rules::PREFERRED_SIZE.id => &mut p.size,
+            id if id == rules::PREFERRED_AVAILABLE.id => &mut p.available,
+            _ => &mut p.must_include,
+        };
+        *slot = Some(format!("size {size}: {v}"));
     }
     p
 }
@@ -127,6 +69,7 @@ pub fn preferred_problems(available: &[String], must: &[String], size: usize, an
 mod tests {
     use super::*;
     use crate::api::deviceplugin::{NumaNode, TopologyInfo};
+    use crate::api::UNHEALTHY;
 
     fn dev(id: &str, health: &str, numa: Option<Vec<i64>>) -> Device {
         Device {
@@ -160,6 +103,7 @@ mod tests {
         assert!(p.size.is_none() && p.available.is_some() && p.must_include.is_none());
         let p = preferred_problems(&av, &must, 2, &["a".into(), "b".into()]);
         assert!(p.size.is_none() && p.available.is_none() && p.must_include.is_some());
-        assert!(endpoint_problem("../x.sock").is_some() && endpoint_problem("x.sock").is_none());
+        let dir = Path::new("/p");
+        assert!(endpoint_problem("../x.sock", dir).is_some() && endpoint_problem("x.sock", dir).is_none());
     }
 }

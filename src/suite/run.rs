@@ -693,7 +693,7 @@ impl Sess<'_> {
 
     async fn reg_resource(&mut self) -> Res {
         let r = self.ensure_reg().await?;
-        if let Some(p) = crate::core::validate::resource_name_problem(&r.resource) {
+        if let Some(p) = crate::protocol::rules::resource_name_problem(&r.resource) {
             return Ok(Outcome::fail(
                 "RegisterRequest.resource_name",
                 format!("{:?}: {p}", r.resource),
@@ -706,7 +706,7 @@ impl Sess<'_> {
     async fn reg_endpoint(&mut self) -> Res {
         let r = self.ensure_reg().await?;
         if r.via == Via::KubeletSocket {
-            if let Some(p) = checks::endpoint_problem(&r.endpoint) {
+            if let Some(p) = checks::endpoint_problem(&r.endpoint, &self.tree().plugin_dir) {
                 return Ok(Outcome::fail(
                     "RegisterRequest.endpoint",
                     p,

@@ -181,7 +181,7 @@ async fn oversized_snapshots_and_corrupt_checkpoints() {
     let r = dpctl(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>()).await;
     r.expect_code(1);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-    let big = findings(&v, "snapshot-too-large");
+    let big = findings(&v, "snapshot-size");
     assert_eq!(big.len(), 1, "{v}");
     assert!(big[0]["evidence"].as_str().unwrap().contains("100000 devices"));
     let corrupt = findings(&v, "checkpoint-corrupt");

@@ -325,8 +325,7 @@ impl Manager {
     pub fn snapshot(&self, resource: &str, id: u64, devices: Vec<Device>, bytes: usize) {
         let mut g = self.lock();
         let Some(d) = g.st.snapshot(resource, id, &devices) else { return };
-        let problems =
-            crate::core::validate::device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
+        let problems = crate::protocol::rules::devices(&devices);
         let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
         self.ev(
             &mut g,
@@ -343,7 +342,11 @@ impl Manager {
             },
         );
         for p in problems {
-            self.ev(&mut g, KubeletEvent::DeviceWarning { resource: resource.to_string(), problem: p.to_string() });
+            let rule = Some(p.rule.id.to_string());
+            self.ev(
+                &mut g,
+                KubeletEvent::DeviceWarning { resource: resource.to_string(), problem: p.to_string(), rule },
+            );
         }
         self.unlock(g);
         self.changed();
