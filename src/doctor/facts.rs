@@ -2,7 +2,7 @@
 //! timeout per socket. No judgement here: [`super::findings`] decides.
 
 use super::{cdi, Options};
-use crate::api::deviceplugin::DevicePluginOptions;
+use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ListPodResourcesRequest,
 };
@@ -59,8 +59,8 @@ pub struct Plugin {
     pub socket: PathBuf,
     /// GetDevicePluginOptions.
     pub options: Option<DevicePluginOptions>,
-    /// The first ListAndWatch snapshot, `(id, health)` in the plugin's order (None with --no-streams).
-    pub devices: Option<Vec<(String, String)>>,
+    /// The first ListAndWatch snapshot's devices, in the plugin's order (None with --no-streams).
+    pub devices: Option<Vec<Device>>,
     /// Its encoded size.
     pub snapshot_bytes: usize,
     /// No answer within this long.
@@ -75,7 +75,12 @@ impl Plugin {
         Plugin {
             socket: socket.into(),
             options: Some(DevicePluginOptions::default()),
-            devices: Some(devices.iter().map(|(i, h)| (i.to_string(), h.to_string())).collect()),
+            devices: Some(
+                devices
+                    .iter()
+                    .map(|(i, h)| Device { id: i.to_string(), health: h.to_string(), topology: None })
+                    .collect(),
+            ),
             snapshot_bytes: 0,
             hung: None,
             error: None,
@@ -207,7 +212,7 @@ async fn inspect_plugin(socket: PathBuf, timeout: Duration, streams: bool) -> Pl
             p.options = Some(opts);
             if let Some(r) = snap {
                 p.snapshot_bytes = r.encoded_len();
-                p.devices = Some(r.devices.into_iter().map(|d| (d.id, d.health)).collect());
+                p.devices = Some(r.devices);
             }
         }
     }

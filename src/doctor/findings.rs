@@ -58,13 +58,9 @@ fn rule_finding(v: &Violation, subject: &str, evidence: impl Into<String>) -> Fi
     finding(severity, v.rule.id, subject, v.to_string(), evidence, v.rule.fix)
 }
 
-/// The device rules of the rulebook over a plugin's first snapshot (IDs and health).
-fn device_rules(devs: &[(String, String)], subject: &str) -> Vec<Finding> {
-    let devices: Vec<crate::api::deviceplugin::Device> = devs
-        .iter()
-        .map(|(id, health)| crate::api::deviceplugin::Device { id: id.clone(), health: health.clone(), topology: None })
-        .collect();
-    rules::devices(&devices).iter().map(|v| rule_finding(v, subject, "first ListAndWatch snapshot")).collect()
+/// The device rules of the rulebook over a plugin's first snapshot.
+fn device_rules(devs: &[crate::api::deviceplugin::Device], subject: &str) -> Vec<Finding> {
+    rules::devices(devs).iter().map(|v| rule_finding(v, subject, "first ListAndWatch snapshot")).collect()
 }
 
 fn show(p: &Path) -> String {
@@ -141,11 +137,11 @@ pub fn map_plugins(f: &Facts) -> Mapping {
     }
     resources.extend(infos.iter().map(|(n, _)| *n));
     let all: Vec<Option<BTreeSet<&str>>> =
-        f.plugins.iter().map(|p| p.devices.as_ref().map(|d| d.iter().map(|(i, _)| i.as_str()).collect())).collect();
+        f.plugins.iter().map(|p| p.devices.as_ref().map(|d| d.iter().map(|x| x.id.as_str()).collect())).collect();
     let healthy: Vec<Option<BTreeSet<&str>>> = f
         .plugins
         .iter()
-        .map(|p| p.devices.as_ref().map(|d| d.iter().filter(|(_, h)| h == HEALTHY).map(|(i, _)| i.as_str()).collect()))
+        .map(|p| p.devices.as_ref().map(|d| d.iter().filter(|x| x.health == HEALTHY).map(|x| x.id.as_str()).collect()))
         .collect();
     let info = |r: &str, i: usize| infos.iter().any(|(n, e)| *n == r && endpoint_is(&f.plugins[i].socket, e));
     let by_name = |r: &str, i: usize| name_matches(&f.plugins[i].socket, r);
@@ -435,7 +431,7 @@ pub fn derive(f: &Facts) -> Report {
             out.push(rule_finding(&v, &shown, format!("{size} bytes for {} devices", devs.len())));
         }
         out.extend(device_rules(devs, &shown));
-        let unhealthy: Vec<&String> = devs.iter().filter(|(_, h)| h != HEALTHY).map(|(i, _)| i).collect();
+        let unhealthy: Vec<&String> = devs.iter().filter(|x| x.health != HEALTHY).map(|x| &x.id).collect();
         if !unhealthy.is_empty() {
             out.push(finding(
                 Severity::Warning,
@@ -493,7 +489,7 @@ pub fn derive(f: &Facts) -> Report {
             let g = reg.and_then(|x| x.get(r));
             let served = m.served.get(r).map(|(i, _)| &f.plugins[*i]);
             let plugin_healthy: Option<BTreeSet<String>> = served.and_then(|p| {
-                p.devices.as_ref().map(|d| d.iter().filter(|(_, h)| h == HEALTHY).map(|(i, _)| i.clone()).collect())
+                p.devices.as_ref().map(|d| d.iter().filter(|x| x.health == HEALTHY).map(|x| x.id.clone()).collect())
             });
             // Plugin versus kubelet.
             if let (Some(p), Some(h), Some(a)) = (served, &plugin_healthy, &a) {
@@ -741,7 +737,7 @@ pub fn derive(f: &Facts) -> Report {
         let Some(devs) = &p.devices else { continue };
         let who = pod_name(identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
         for id in e.ids() {
-            match devs.iter().find(|(i, _)| *i == id) {
+            match devs.iter().find(|x| x.id == id).map(|x| (&x.id, &x.health)) {
                 None => out.push(finding(
                     Severity::Warning,
                     "allocated-device-gone",

@@ -895,13 +895,12 @@ impl Sess<'_> {
         let n = healthy.len().min(64);
         for id in healthy.iter().take(n) {
             match self.allocate(vec![vec![id.clone()]]).await? {
-                Ok(r) if r.container_responses.len() == 1 => self.allocated.push(id.clone()),
                 Ok(r) => {
-                    return Ok(Outcome::fail(
-                        format!("Allocate([{id}])"),
-                        format!("{} container responses for 1 container", r.container_responses.len()),
-                        "answer one ContainerAllocateResponse per container request",
-                    ))
+                    let answers = crate::protocol::rules::allocate(1, &r);
+                    match answers.into_iter().find(|v| v.rule == &crate::protocol::rules::ALLOCATE_ANSWERS) {
+                        None => self.allocated.push(id.clone()),
+                        Some(v) => return Ok(Outcome::fail(format!("Allocate([{id}])"), v.to_string(), v.rule.fix)),
+                    }
                 }
                 Err(e) => {
                     return Ok(Outcome::fail(

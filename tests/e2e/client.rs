@@ -251,7 +251,7 @@ async fn register_sends_the_request_and_reports_the_answer() {
     }
 
     let rejecting = d.path().join("rejecting.sock");
-    let msg = "requested API version \"v9\" is not supported by kubelet. Supported version is \"v1beta1\"";
+    let msg = "requested API version \"v9\" is not supported by kubelet. Supported version is [\"v1beta1\"]";
     let (_r2, _stop2) = kubelet::start(&rejecting, Some(msg.into())).await;
     let mut c = dpctl_cmd(&["register", "--resource", "gpu", "--endpoint", "x.sock", "--version", "v9"]);
     c.env("DPCTL_KUBELET_SOCKET", &rejecting);

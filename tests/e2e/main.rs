@@ -13,6 +13,7 @@ mod mock_kubelet;
 mod operator;
 mod record;
 mod release;
+mod rules;
 mod serve;
 mod suite;
 mod support;

@@ -265,7 +265,7 @@ async fn registration_is_validated_like_the_kubelet() {
     let cases = [
         (
             RegisterRequest { version: "v1alpha".into(), ..req("vendor.example/foo", "p.sock") },
-            "requested API version \"v1alpha\" is not supported by kubelet. Supported version is \"v1beta1\"",
+            "requested API version \"v1alpha\" is not supported by kubelet. Supported version is [\"v1beta1\"]",
         ),
         (req("foo", "p.sock"), "the ResourceName \"foo\" is invalid"),
         (req("kubernetes.io/foo", "p.sock"), "the ResourceName \"kubernetes.io/foo\" is invalid"),
