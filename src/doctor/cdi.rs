@@ -115,7 +115,7 @@ pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
     if let Some(v) = crate::protocol::rules::cdi_name(name) {
         return Some(v.to_string());
     }
-    let Some((kind, dev)) = name.split_once('=') else { return None };
+    let (kind, dev) = name.split_once('=')?;
     if r.devices.contains(name) {
         return None;
     }
