@@ -125,7 +125,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
         DeviceCommand::SetHealth { args, target } => {
             let (h, ids) =
                 args.split_last().ok_or_else(|| Error::usage("give device IDs, then Healthy or Unhealthy"))?;
-            let h = parse_health(h).map_err(|v| crate::core::Error::usage(v.to_string()))?;
+            let h = parse_health(h).map_err(crate::core::Error::usage_from)?;
             check_id_list("device IDs", ids)?;
             let req = Request {
                 op: "set-health".into(),

@@ -30,6 +30,9 @@ pub enum Error {
     BrokenPipe,
     /// Exit with this code and print nothing more (the output already said it, e.g. `doctor --npd`).
     Silent(i32),
+    /// An error and the typed error that caused it (a broken rule, a refused
+    /// registration): message and exit code are the first's, `source()` is the cause.
+    Caused(Box<Error>, Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl Error {
@@ -41,6 +44,21 @@ impl Error {
     /// A runtime failure (exit 1).
     pub fn failed(msg: impl Into<String>) -> Self {
         Error::Failed(msg.into())
+    }
+
+    /// A usage error whose message is `cause`'s, which stays its source.
+    pub fn usage_from(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::usage(cause.to_string()).caused_by(cause)
+    }
+
+    /// A runtime failure whose message is `cause`'s, which stays its source.
+    pub fn failed_from(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::failed(cause.to_string()).caused_by(cause)
+    }
+
+    /// This error, caused by `cause` (kept for [`std::error::Error::source`]).
+    pub fn caused_by(self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Caused(Box::new(self), Box::new(cause))
     }
 
     /// An I/O error on `path`, phrased for a human.
@@ -70,6 +88,7 @@ impl Error {
             Error::Usage(_) => 2,
             Error::BrokenPipe => 0,
             Error::Silent(c) => *c,
+            Error::Caused(e, _) => e.exit_code(),
             _ => 1,
         }
     }
@@ -78,6 +97,7 @@ impl Error {
     pub fn code(&self) -> Option<tonic::Code> {
         match self {
             Error::Rpc { code, .. } => Some(*code),
+            Error::Caused(e, _) => e.code(),
             _ => None,
         }
     }
@@ -92,11 +112,19 @@ impl fmt::Display for Error {
             Error::Rpc { target, method, code, message } => {
                 write!(f, "{target}: {method} failed: {code:?}: {}", one_line(message))
             }
+            Error::Caused(e, _) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Caused(_, cause) => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// Fold a message onto one line, escape what is not printable and cap every
 /// long word (a value echoed in full by serde or by a peer).
@@ -126,5 +154,18 @@ mod tests {
             message: "id \u{0}".into(),
         };
         assert_eq!(e.to_string(), "p.sock: Allocate failed: InvalidArgument: id \\x00");
+    }
+
+    #[test]
+    fn a_cause_is_kept_and_the_message_and_exit_code_stay() {
+        use std::error::Error as _;
+        let cause = std::io::Error::other("the typed cause");
+        let e = Error::usage("invalid health \"x\"").caused_by(cause);
+        assert_eq!(e.to_string(), "invalid health \"x\"");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("the typed cause"));
+        let e = Error::failed_from(std::io::Error::other("line\nbreak"));
+        assert_eq!((e.to_string().as_str(), e.exit_code()), ("line; break", 1));
+        assert!(e.source().is_some() && Error::failed("x").source().is_none());
     }
 }

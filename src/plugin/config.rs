@@ -405,7 +405,7 @@ impl ResourceConfig {
                 id if id == rules::DEVICE_TOPOLOGY.id => "numa",
                 _ => "id",
             };
-            return Err(bad(&format!("devices[{i}].{field}"), v.to_string()));
+            return Err(bad(&format!("devices[{i}].{field}"), v.to_string()).caused_by(v));
         }
         for u in &self.unhealthy {
             match out.iter_mut().find(|d| &d.id == u) {

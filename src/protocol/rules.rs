@@ -567,9 +567,11 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
 
 /// Check a resource name given on the command line, as a usage error.
 pub fn check_resource_name(name: &str) -> crate::core::Result<()> {
-    match resource_name_problem(name) {
-        None => Ok(()),
-        Some(p) => Err(crate::core::Error::usage(format!("invalid resource name {}: {p}", quote(name)))),
+    match (register_resource_name(name), resource_name_problem(name)) {
+        (Some(v), Some(p)) => {
+            Err(crate::core::Error::usage(format!("invalid resource name {}: {p}", quote(name))).caused_by(v))
+        }
+        _ => Ok(()),
     }
 }
 

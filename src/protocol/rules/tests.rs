@@ -217,3 +217,13 @@ fn options_compare() {
     let v = register_options(&DevicePluginOptions::default(), &a).unwrap();
     assert!(v.to_string().contains("preStartRequired: true"), "{v}");
 }
+
+#[test]
+fn command_line_errors_carry_the_broken_rule() {
+    use std::error::Error as _;
+    let e = check_resource_name("gpu").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().starts_with("invalid resource name \"gpu\": it has no domain prefix"), "{e}");
+    assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("the ResourceName \"gpu\" is invalid"));
+    assert!(check_resource_name("vendor.example/gpu").is_ok());
+}
