@@ -1,7 +1,8 @@
 //! Findings from facts: pure functions, one scenario per unit test.
 
-use super::facts::{Checkpoint, Facts, Got, Pod};
+use super::facts::{Checkpoint, Facts, Got, Plugin, Pod};
 use super::{cdi, Checked, Finding, Report, Severity};
+use crate::api::deviceplugin::Device;
 use crate::api::HEALTHY;
 use crate::client::checkpoint::PodDeviceEntry;
 use crate::core::transport::{Connect, PathKind};
@@ -257,99 +258,237 @@ fn pod_name(p: Option<&Pod>, uid: &str) -> String {
     }
 }
 
-/// Derive every finding from the facts.
-pub fn derive(f: &Facts) -> Report {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut checked = Checked { streams: f.streams, ..Default::default() };
-    let dir = show(&f.plugin_dir);
+/// `(resource, device)` → the running pod and container PodResources says hold it.
+type Held<'a> = BTreeMap<(&'a str, &'a str), (&'a Pod, &'a str)>;
 
-    // What could not be tested at all (permission denied): reported once.
-    let mut untested: Vec<String> = Vec::new();
-    if let Some((why, denied)) = &f.plugin_dir_error {
-        if *denied {
-            untested.push(format!("{dir} (directory)"));
+/// What the finding kinds share: the facts and what is derived from them once.
+struct View<'a> {
+    f: &'a Facts,
+    kubelet: Kubelet,
+    /// Which plugin serves which resource.
+    m: Mapping,
+    /// Plugin sockets with nothing listening.
+    stale: Vec<&'a Path>,
+    /// The checkpoint's allocations.
+    entries: &'a [PodDeviceEntry],
+    /// Devices running containers hold, per PodResources (None when it does not answer).
+    held: Option<Held<'a>>,
+    /// Which running pod each checkpoint pod UID is.
+    identity: BTreeMap<&'a str, &'a Pod>,
+}
+
+impl<'a> View<'a> {
+    fn new(f: &'a Facts) -> Self {
+        let entries: &[PodDeviceEntry] = match &f.checkpoint {
+            Checkpoint::Read(d) => &d.pod_device_entries,
+            _ => &[],
+        };
+        let held = f.pods.ok().map(|pods| held_devices(pods));
+        let identity = held.as_ref().map(|h| identities(h, entries)).unwrap_or_default();
+        let stale = f
+            .entries
+            .iter()
+            .filter(|e| e.kind == PathKind::Socket && e.connect == Some(Connect::Refused))
+            .map(|e| e.path.as_path())
+            .collect();
+        View { f, kubelet: kubelet_state(f), m: map_plugins(f), stale, entries, held, identity }
+    }
+
+    /// The pods (`namespace/name`) holding devices of `resource`: from
+    /// PodResources, else the checkpoint's pod UIDs.
+    fn holders(&self, resource: &str) -> Vec<String> {
+        let mut out: BTreeSet<String> = BTreeSet::new();
+        match &self.held {
+            Some(h) => out.extend(
+                h.iter().filter(|((r, _), _)| *r == resource).map(|(_, (p, _))| format!("{}/{}", p.namespace, p.name)),
+            ),
+            None => out.extend(
+                self.entries
+                    .iter()
+                    .filter(|e| e.resource_name == resource)
+                    .map(|e| pod_name(self.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid)),
+            ),
+        }
+        out.into_iter().collect()
+    }
+
+    /// "; pods holding its devices: a/b, c/d", or nothing.
+    fn holders_text(&self, resource: &str) -> String {
+        let h = self.holders(resource);
+        if h.is_empty() {
+            String::new()
         } else {
-            // Nothing here to judge: a wrong path or no kubelet, not a broken plugin.
-            out.push(finding(
-                Severity::Unknown,
-                "plugin-dir",
-                &dir,
-                "the device-plugin directory cannot be read",
-                why.clone(),
-                "check the kubelet's root directory: pass --kubelet-root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet), or --root /host inside `kubectl debug node/…`",
-            ));
+            let shown: Vec<String> = h.iter().take(12).cloned().collect();
+            let more = if h.len() > 12 { format!(" (+{} more)", h.len() - 12) } else { String::new() };
+            format!("; pods holding its devices: {}{more}", shown.join(", "))
         }
     }
-    if f.kubelet == Connect::PermissionDenied {
-        untested.push(show(&f.plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME)));
-    }
-    for e in &f.entries {
-        if e.connect == Some(Connect::PermissionDenied) {
-            untested.push(show(&e.path));
-        }
-    }
-    if matches!(f.pods, Got::Connect(Connect::PermissionDenied)) {
-        untested.push(format!("{} (PodResources)", show(&f.pod_resources_socket)));
-    }
-    if let Checkpoint::Bad(_, true) = &f.checkpoint {
-        untested.push(format!("{} (checkpoint)", show(&f.plugin_dir.join(crate::core::paths::CHECKPOINT_NAME))));
-    }
-    for w in &f.watchers {
-        if matches!(w.info, Got::Connect(Connect::PermissionDenied)) {
-            untested.push(show(&w.socket));
-        }
-    }
+}
 
-    // The kubelet.
-    let kubelet = match &f.kubelet {
+fn held_devices(pods: &[Pod]) -> Held<'_> {
+    let mut held = Held::new();
+    for p in pods {
+        for c in &p.containers {
+            for (r, ids) in &c.devices {
+                for id in ids {
+                    held.insert((r.as_str(), id.as_str()), (p, c.name.as_str()));
+                }
+            }
+        }
+    }
+    held
+}
+
+fn identities<'a>(held: &Held<'a>, entries: &'a [PodDeviceEntry]) -> BTreeMap<&'a str, &'a Pod> {
+    let mut identity = BTreeMap::new();
+    for e in entries {
+        for id in e.device_ids.values().flatten() {
+            if let Some((p, c)) = held.get(&(e.resource_name.as_str(), id.as_str())) {
+                if *c == e.container_name {
+                    identity.insert(e.pod_uid.as_str(), *p);
+                }
+            }
+        }
+    }
+    identity
+}
+
+fn kubelet_state(f: &Facts) -> Kubelet {
+    match &f.kubelet {
         Connect::Answered => Kubelet::Up,
         Connect::PermissionDenied | Connect::Failed(_) => Kubelet::Unknown,
         _ if f.plugin_dir_error.is_some() => Kubelet::Unknown,
-        other => {
-            let stale: Vec<String> =
-                f.entries.iter().filter(|e| e.connect == Some(Connect::Refused)).map(|e| e.name.clone()).collect();
-            let (message, evidence) = match other {
-                Connect::Missing => (
-                    "kubelet.sock is missing: no kubelet serves device-plugin registration (it is down, or runs with another --root-dir)",
-                    "no kubelet.sock in the device-plugin directory".to_string(),
-                ),
-                Connect::Refused => (
-                    "kubelet.sock exists but nothing listens: the kubelet is down or restarting",
-                    "connect: connection refused".to_string(),
-                ),
-                Connect::Timeout => (
-                    "kubelet.sock accepts no connection: the kubelet is hung or overloaded",
-                    format!("connect timed out after {}", crate::core::time::format_duration(f.timeout)),
-                ),
-                _ => ("kubelet.sock is not a socket", format!("{other:?}")),
-            };
-            let evidence = if stale.is_empty() {
-                evidence
-            } else {
-                format!(
-                    "{evidence}; plugin sockets with nothing listening, which the kubelet removes when it starts: {}",
-                    stale.join(", ")
-                )
-            };
-            out.push(finding(
-                Severity::Error,
-                "kubelet-down",
-                show(&f.plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME)),
-                message,
-                evidence,
-                "check the kubelet (systemctl status kubelet; journalctl -u kubelet); plugins register again when it is back. If it uses another root directory pass --kubelet-root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet)",
-            ));
-            Kubelet::Down
-        }
-    };
-    checked.kubelet_socket_live = kubelet == Kubelet::Up;
+        _ => Kubelet::Down,
+    }
+}
 
-    // Entries of the plugin directory.
-    let mut stale: Vec<&Path> = Vec::new();
+/// One finding kind: the facts (through the view) in, its findings out.
+type Kind = fn(&View) -> Vec<Finding>;
+
+/// Every finding kind, in the order they are derived (the report sorts them).
+const KINDS: &[(&str, Kind)] = &[
+    ("plugin-dir", plugin_dir),
+    ("kubelet-down", kubelet_down),
+    ("directory entries", dir_entries),
+    ("plugin-hangs/plugin-error", plugin_answers),
+    ("rulebook rules", plugin_rules),
+    ("unhealthy-devices", unhealthy_devices),
+    ("plugin-mapping-ambiguous", mapping_ambiguous),
+    ("plugin-kubelet-mismatch", plugin_kubelet_mismatch),
+    ("resource-unavailable/plugin-died/not-re-registered, stale-socket", resources_unavailable),
+    ("unregistered-plugin", unregistered_plugins),
+    ("checkpoint-corrupt", checkpoint_corrupt),
+    ("stale-allocation/pod-not-running", stale_allocations),
+    ("pod-resources", pod_resources),
+    ("allocated-device-gone/unhealthy", allocated_devices),
+    ("cdi-*", cdi_names),
+    ("watcher-socket", watcher_sockets),
+    ("permission-denied", permission_denied),
+];
+
+/// Derive every finding from the facts: each kind in turn.
+pub fn derive(f: &Facts) -> Report {
+    let v = View::new(f);
+    let mut out: Vec<Finding> = KINDS.iter().flat_map(|(_, kind)| kind(&v)).collect();
+    out.sort_by(|a, b| {
+        b.severity.cmp(&a.severity).then_with(|| a.check.cmp(b.check)).then_with(|| a.subject.cmp(&b.subject))
+    });
+    let result = match out.iter().map(|x| x.severity).max() {
+        Some(Severity::Error) => "error",
+        Some(Severity::Unknown) => "unknown",
+        Some(Severity::Warning) => "warning",
+        _ => "ok",
+    };
+    Report { result: result.into(), checked: checked(&v), findings: out }
+}
+
+/// What was checked, for the report's summary.
+fn checked(v: &View) -> Checked {
+    let f = v.f;
+    Checked {
+        streams: f.streams,
+        kubelet_socket_live: v.kubelet == Kubelet::Up,
+        plugin_sockets: f.plugins.len(),
+        checkpoint_allocations: v.entries.len(),
+        pod_resources: f.pods.ok().is_some(),
+        watcher_sockets: f.watchers.len(),
+        cdi_names: cdi_users(v).len(),
+        plugins: v
+            .m
+            .served
+            .iter()
+            .map(|(r, (i, how))| Served {
+                resource: r.clone(),
+                socket: show(&f.plugins[*i].socket),
+                how: how.to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The device-plugin directory cannot be read (not for permission: see [`permission_denied`]).
+fn plugin_dir(v: &View) -> Vec<Finding> {
+    let Some((why, false)) = &v.f.plugin_dir_error else { return Vec::new() };
+    // Nothing here to judge: a wrong path or no kubelet, not a broken plugin.
+    vec![finding(
+        Severity::Unknown,
+        "plugin-dir",
+        show(&v.f.plugin_dir),
+        "the device-plugin directory cannot be read",
+        why.clone(),
+        "check the kubelet's root directory: pass --kubelet-root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet), or --root /host inside `kubectl debug node/…`",
+    )]
+}
+
+/// kubelet.sock missing, refused, hung or not a socket.
+fn kubelet_down(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    if v.kubelet != Kubelet::Down {
+        return Vec::new();
+    }
+    let stale: Vec<String> =
+        f.entries.iter().filter(|e| e.connect == Some(Connect::Refused)).map(|e| e.name.clone()).collect();
+    let (message, evidence) = match &f.kubelet {
+        Connect::Missing => (
+            "kubelet.sock is missing: no kubelet serves device-plugin registration (it is down, or runs with another --root-dir)",
+            "no kubelet.sock in the device-plugin directory".to_string(),
+        ),
+        Connect::Refused => (
+            "kubelet.sock exists but nothing listens: the kubelet is down or restarting",
+            "connect: connection refused".to_string(),
+        ),
+        Connect::Timeout => (
+            "kubelet.sock accepts no connection: the kubelet is hung or overloaded",
+            format!("connect timed out after {}", crate::core::time::format_duration(f.timeout)),
+        ),
+        other => ("kubelet.sock is not a socket", format!("{other:?}")),
+    };
+    let evidence = if stale.is_empty() {
+        evidence
+    } else {
+        format!(
+            "{evidence}; plugin sockets with nothing listening, which the kubelet removes when it starts: {}",
+            stale.join(", ")
+        )
+    };
+    vec![finding(
+        Severity::Error,
+        "kubelet-down",
+        show(&f.plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME)),
+        message,
+        evidence,
+        "check the kubelet (systemctl status kubelet; journalctl -u kubelet); plugins register again when it is back. If it uses another root directory pass --kubelet-root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet)",
+    )]
+}
+
+/// What else is in the plugin directory: hung or untestable sockets, files, symlinks.
+fn dir_entries(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    let mut out = Vec::new();
     for e in &f.entries {
         let shown = show(&e.path);
         match (&e.kind, &e.connect) {
-            (PathKind::Socket, Some(Connect::Refused)) => stale.push(&e.path),
             (PathKind::Socket, Some(Connect::Timeout)) => out.push(finding(
                 Severity::Error,
                 "socket-timeout",
@@ -394,9 +533,13 @@ pub fn derive(f: &Facts) -> Report {
             _ => {}
         }
     }
+    out
+}
 
-    // Each live plugin on its own.
-    checked.plugin_sockets = f.plugins.len();
+/// Live plugins that hang or answer the API wrongly.
+fn plugin_answers(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    let mut out = Vec::new();
     for p in &f.plugins {
         let shown = show(&p.socket);
         if let Some(t) = p.hung {
@@ -412,9 +555,7 @@ pub fn derive(f: &Facts) -> Report {
                 ),
                 "restart the plugin and check its logs for a deadlock or a blocked health check",
             ));
-            continue;
-        }
-        if let Some(e) = &p.error {
+        } else if let Some(e) = &p.error {
             out.push(finding(
                 Severity::Error,
                 "plugin-error",
@@ -423,321 +564,382 @@ pub fn derive(f: &Facts) -> Report {
                 e.clone(),
                 "check the plugin's logs; `dpctl probe` shows which call fails",
             ));
-            continue;
         }
-        let Some(devs) = &p.devices else { continue };
+    }
+    out
+}
+
+/// The plugins that answered, with the devices of their first snapshot.
+fn answered<'a>(v: &View<'a>) -> impl Iterator<Item = (&'a Plugin, &'a [Device])> {
+    v.f.plugins
+        .iter()
+        .filter(|p| p.hung.is_none() && p.error.is_none())
+        .filter_map(|p| Some((p, p.devices.as_deref()?)))
+}
+
+/// The rulebook over each live plugin's first snapshot (size, IDs, health, topology).
+fn plugin_rules(v: &View) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (p, devs) in answered(v) {
+        let shown = show(&p.socket);
         let size = p.snapshot_bytes;
-        if let Some(v) = rules::snapshot_size(size, devs.len()) {
-            out.push(rule_finding(&v, &shown, format!("{size} bytes for {} devices", devs.len())));
+        if let Some(x) = rules::snapshot_size(size, devs.len()) {
+            out.push(rule_finding(&x, &shown, format!("{size} bytes for {} devices", devs.len())));
         }
         out.extend(device_rules(devs, &shown));
+    }
+    out
+}
+
+/// Devices a live plugin reports not Healthy.
+fn unhealthy_devices(v: &View) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (p, devs) in answered(v) {
         let unhealthy: Vec<&String> = devs.iter().filter(|x| x.health != HEALTHY).map(|x| &x.id).collect();
         if !unhealthy.is_empty() {
             out.push(finding(
                 Severity::Warning,
                 "unhealthy-devices",
-                &shown,
+                show(&p.socket),
                 format!("{} of {} devices are not Healthy and cannot be allocated", unhealthy.len(), devs.len()),
                 ids(unhealthy),
                 "check the hardware and the plugin's health checks; the kubelet allocates only Healthy devices",
             ));
         }
     }
+    out
+}
 
-    // Which plugin serves which resource.
-    let m = map_plugins(f);
-    for (r, (i, how)) in &m.served {
-        checked.plugins.push(Served { resource: r.clone(), socket: show(&f.plugins[*i].socket), how: how.to_string() });
+/// Resources whose plugin cannot be told among several live sockets.
+fn mapping_ambiguous(v: &View) -> Vec<Finding> {
+    if v.kubelet != Kubelet::Up {
+        return Vec::new();
     }
-    let reg = registered(f);
-    let alloc = f.allocatable.ok();
-    let untested_sockets = f.entries.iter().filter(|e| e.connect.as_ref().is_some_and(Connect::untested)).count();
-    let mut stale_left: Vec<&Path> = stale.clone();
-
-    if kubelet == Kubelet::Up {
-        for (r, cands) in &m.ambiguous {
-            let socks: Vec<String> = cands.iter().map(|i| show(&f.plugins[*i].socket)).collect();
-            out.push(finding(
+    v.m.ambiguous
+        .iter()
+        .map(|(r, cands)| {
+            let socks: Vec<String> = cands.iter().map(|i| show(&v.f.plugins[*i].socket)).collect();
+            finding(
                 Severity::Warning,
                 "plugin-mapping-ambiguous",
                 r.clone(),
                 "cannot tell which live plugin serves this resource: the candidates report the same device IDs and neither GetInfo nor socket names decide; plugin-versus-kubelet checks were skipped for it",
                 format!("candidates: {}", socks.join(", ")),
                 "name each plugin's socket after its resource (e.g. vendor.example_foo.sock), or check each with `dpctl probe`",
-            ));
-        }
-        let unread_unmapped = f
-            .plugins
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| p.devices.is_none() && !m.served.values().any(|(j, _)| j == i))
-            .count();
-        // Live plugins no resource maps to that report no devices at all.
-        let empty_unmapped: Vec<String> = f
-            .plugins
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| p.devices.as_ref().is_some_and(Vec::is_empty) && !m.served.values().any(|(j, _)| j == i))
-            .map(|(_, p)| show(&p.socket))
-            .collect();
-        let mut resources: BTreeSet<&String> = reg.map(|r| r.keys().collect()).unwrap_or_default();
-        if let Some(a) = alloc {
-            resources.extend(a.keys());
-        }
-        for r in resources {
-            let a = alloc.map(|a| a.get(r).cloned().unwrap_or_default());
-            let g = reg.and_then(|x| x.get(r));
-            let served = m.served.get(r).map(|(i, _)| &f.plugins[*i]);
-            let plugin_healthy: Option<BTreeSet<String>> = served.and_then(|p| {
-                p.devices.as_ref().map(|d| d.iter().filter(|x| x.health == HEALTHY).map(|x| x.id.clone()).collect())
-            });
-            // Plugin versus kubelet.
-            if let (Some(p), Some(h), Some(a)) = (served, &plugin_healthy, &a) {
-                if h != a {
-                    let only_p: Vec<&String> = h.difference(a).collect();
-                    let only_k: Vec<&String> = a.difference(h).collect();
-                    out.push(finding(
-                        Severity::Warning,
-                        "plugin-kubelet-mismatch",
-                        r.clone(),
-                        format!("the plugin reports {} healthy device(s) but the kubelet has {} allocatable", h.len(), a.len()),
-                        format!(
-                            "plugin {}: healthy {}; kubelet allocatable: {}; only in the plugin: {}; only in the kubelet: {}",
-                            show(&p.socket),
-                            ids(h),
-                            ids(a),
-                            ids(only_p),
-                            ids(only_k)
-                        ),
-                        "some plugins (generic-device-plugin, NVIDIA's) tell only one ListAndWatch stream about a change, so an extra client (dpctl probe or watch, doctor itself) can swallow an update the kubelet never gets; restart the plugin to resync the kubelet, and use `doctor --no-streams` on such nodes",
-                    ));
-                }
-            }
-            // Registered with the kubelet but nothing to allocate.
-            let Some(g) = g else { continue };
-            let nothing = match &a {
-                Some(a) => a.is_empty(),
-                // Without PodResources only the sockets tell; a live plugin whose
-                // devices were not read (--no-streams, errors) may be this one.
-                None => served.is_none() && !m.ambiguous.contains_key(r) && unread_unmapped == 0,
-            };
-            if !nothing {
-                continue;
-            }
-            let registered_ev = format!("{} device(s) registered in the checkpoint: {}", g.len(), ids(g));
-            let alloc_ev = match &a {
-                Some(_) => "; allocatable: 0".to_string(),
-                None => String::new(),
-            };
-            if let Some(p) = served {
-                let why = match &plugin_healthy {
-                    None => format!("its plugin {} answers (its devices were not read: --no-streams)", show(&p.socket)),
-                    Some(h) if h.is_empty() => format!("its plugin {} reports no Healthy device", show(&p.socket)),
-                    Some(h) => format!(
-                        "the kubelet has none of the {} device(s) its plugin {} reports Healthy (see plugin-kubelet-mismatch)",
-                        h.len(),
-                        show(&p.socket)
-                    ),
-                };
-                out.push(finding(
-                    Severity::Error,
-                    "resource-unavailable",
-                    r.clone(),
-                    format!("nothing of this resource can be allocated: {why}"),
-                    format!("{registered_ev}{alloc_ev}"),
-                    "check the plugin's logs and devices; restart the plugin so it sends the kubelet a fresh device list",
-                ));
-            } else if let Some(c) = m.ambiguous.get(r) {
-                let socks: Vec<String> = c.iter().map(|i| show(&f.plugins[*i].socket)).collect();
-                out.push(finding(
-                    Severity::Error,
-                    "resource-unavailable",
-                    r.clone(),
-                    "nothing of this resource can be allocated, and it cannot be told which live socket (if any) is its plugin",
-                    format!("{registered_ev}{alloc_ev}; candidates reporting the same IDs: {}; stale sockets: {}", socks.join(", "), stale.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")),
-                    "check each plugin with `dpctl probe`; restart the plugin of this resource",
-                ));
-            } else if !stale_left.is_empty() {
-                // A socket left behind with nothing listening: its plugin died.
-                let pick = stale_left.iter().position(|s| name_matches(s, r)).or(if stale_left.len() == 1 {
-                    Some(0)
-                } else {
-                    None
-                });
-                let (what, ev) = match pick {
-                    Some(k) => {
-                        let s = stale_left.remove(k);
-                        (format!("its socket {} is left with nothing listening", show(s)), String::new())
-                    }
-                    None => (
-                        "one of the sockets left with nothing listening was probably its plugin's".to_string(),
-                        format!(
-                            "; stale sockets: {}",
-                            stale_left.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")
-                        ),
-                    ),
-                };
-                out.push(finding(
-                    Severity::Error,
-                    "plugin-died",
-                    r.clone(),
-                    format!("the plugin serving this resource died: {what}. The kubelet keeps the resource's capacity for a grace period (5 minutes) with every device unhealthy, so nothing can be allocated, then drops it"),
-                    format!("{registered_ev}{alloc_ev}; connect: connection refused{ev}"),
-                    "restart the plugin (delete its DaemonSet pod) and read why it died (kubectl logs --previous); its new instance replaces the stale socket",
-                ));
-            } else if !empty_unmapped.is_empty() {
-                let empty = &empty_unmapped;
-                out.push(finding(
-                    Severity::Warning,
-                    "resource-unavailable",
-                    r.clone(),
-                    "nothing of this resource can be allocated; live plugins that report no devices at all may include its plugin (then it found no hardware)",
-                    format!("{registered_ev}{alloc_ev}; plugins with no devices: {}", empty.join(", ")),
-                    "check the plugin's logs for why it finds no devices (drivers, device files, its config)",
-                ));
-            } else if untested_sockets > 0 {
-                out.push(finding(
-                    Severity::Error,
-                    "resource-unavailable",
-                    r.clone(),
-                    "nothing of this resource can be allocated; its plugin may be behind one of the sockets that could not be tested",
-                    format!("{registered_ev}{alloc_ev}"),
-                    "run doctor as root to tell whether its plugin is alive",
-                ));
-            } else {
-                let started = f
-                    .kubelet_started
-                    .map(|t| format!("; kubelet.sock created {}", crate::core::time::rfc3339(t)))
-                    .unwrap_or_default();
-                out.push(finding(
-                    Severity::Error,
-                    "not-re-registered",
-                    r.clone(),
-                    "no socket in the device-plugin directory serves this resource: the kubelet removes every plugin socket when it starts, and this resource's plugin did not register again after the kubelet restarted (capacity stays 0 until it does)",
-                    format!("{registered_ev}{alloc_ev}{started}"),
-                    "restart the plugin (delete its DaemonSet pod); a plugin must watch for kubelet.sock being re-created and register again",
-                ));
-            }
-        }
-        // Live plugins no resource maps to.
-        if f.streams && alloc.is_some() {
-            let in_play: BTreeSet<usize> =
-                m.served.values().map(|(i, _)| *i).chain(m.ambiguous.values().flatten().copied()).collect();
-            for (i, p) in f.plugins.iter().enumerate() {
-                if !in_play.contains(&i) && p.devices.is_some() {
-                    out.push(finding(
-                        Severity::Info,
-                        "unregistered-plugin",
-                        show(&p.socket),
-                        "this plugin answers but serves no resource the kubelet knows (it did not register, or its registration failed)",
-                        format!("{} device(s)", p.devices.as_ref().map_or(0, Vec::len)),
-                        "if it should serve a resource, check its logs for the Register error (`dpctl register` shows the kubelet's answer)",
-                    ));
-                }
-            }
-        }
-    }
-    if kubelet != Kubelet::Down {
-        for s in stale_left {
-            out.push(finding(
-                Severity::Warning,
-                "stale-socket",
-                show(s),
-                "a stale socket: nothing listens on it (its plugin exited without removing it)",
-                "connect: connection refused",
-                "restart the plugin that owned it; since nothing listens (connect was refused) removing it is safe, and the kubelet removes it at its next start",
-            ));
-        }
-    }
+            )
+        })
+        .collect()
+}
 
-    // Allocations.
-    let entries: &[PodDeviceEntry] = match &f.checkpoint {
-        Checkpoint::Read(d) => &d.pod_device_entries,
-        _ => &[],
+/// Resources the kubelet knows (registered in the checkpoint or allocatable).
+fn known_resources<'a>(v: &View<'a>) -> BTreeSet<&'a String> {
+    let mut resources: BTreeSet<&String> = registered(v.f).map(|r| r.keys().collect()).unwrap_or_default();
+    if let Some(a) = v.f.allocatable.ok() {
+        resources.extend(a.keys());
+    }
+    resources
+}
+
+/// The healthy device IDs of the plugin serving `r`, when its devices were read.
+fn plugin_healthy(v: &View, r: &str) -> Option<BTreeSet<String>> {
+    let p = v.m.served.get(r).map(|(i, _)| &v.f.plugins[*i])?;
+    p.devices.as_ref().map(|d| d.iter().filter(|x| x.health == HEALTHY).map(|x| x.id.clone()).collect())
+}
+
+/// The plugin's healthy devices differ from the kubelet's allocatable ones.
+fn plugin_kubelet_mismatch(v: &View) -> Vec<Finding> {
+    let Some(alloc) = v.f.allocatable.ok().filter(|_| v.kubelet == Kubelet::Up) else { return Vec::new() };
+    let mut out = Vec::new();
+    for r in known_resources(v) {
+        let a = alloc.get(r).cloned().unwrap_or_default();
+        let (Some((i, _)), Some(h)) = (v.m.served.get(r), plugin_healthy(v, r)) else { continue };
+        if h == a {
+            continue;
+        }
+        let only_p: Vec<&String> = h.difference(&a).collect();
+        let only_k: Vec<&String> = a.difference(&h).collect();
+        out.push(finding(
+            Severity::Warning,
+            "plugin-kubelet-mismatch",
+            r.clone(),
+            format!("the plugin reports {} healthy device(s) but the kubelet has {} allocatable", h.len(), a.len()),
+            format!(
+                "plugin {}: healthy {}; kubelet allocatable: {}; only in the plugin: {}; only in the kubelet: {}",
+                show(&v.f.plugins[*i].socket),
+                ids(&h),
+                ids(&a),
+                ids(only_p),
+                ids(only_k)
+            ),
+            "some plugins (generic-device-plugin, NVIDIA's) tell only one ListAndWatch stream about a change, so an extra client (dpctl probe or watch, doctor itself) can swallow an update the kubelet never gets; restart the plugin to resync the kubelet, and use `doctor --no-streams` on such nodes",
+        ));
+    }
+    out
+}
+
+/// Resources registered with the kubelet with nothing to allocate, and why
+/// (its plugin reports nothing, died, or never came back); then the stale
+/// sockets no dead plugin claimed.
+fn resources_unavailable(v: &View) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut stale_left: Vec<&Path> = v.stale.clone();
+    if v.kubelet == Kubelet::Up {
+        let reg = registered(v.f);
+        for r in known_resources(v) {
+            let Some(g) = reg.and_then(|x| x.get(r)) else { continue };
+            if let Some(x) = unavailable(v, r, g, &mut stale_left) {
+                out.push(x);
+            }
+        }
+    }
+    if v.kubelet != Kubelet::Down {
+        out.extend(stale_left.into_iter().map(stale_socket));
+    }
+    out
+}
+
+fn stale_socket(s: &Path) -> Finding {
+    finding(
+        Severity::Warning,
+        "stale-socket",
+        show(s),
+        "a stale socket: nothing listens on it (its plugin exited without removing it)",
+        "connect: connection refused",
+        "restart the plugin that owned it; since nothing listens (connect was refused) removing it is safe, and the kubelet removes it at its next start",
+    )
+}
+
+/// Why registered resource `r` (devices `g` in the checkpoint) has nothing to allocate, if it has not.
+fn unavailable<'a>(v: &View<'a>, r: &String, g: &[String], stale_left: &mut Vec<&'a Path>) -> Option<Finding> {
+    let f = v.f;
+    let a = f.allocatable.ok().map(|a| a.get(r).cloned().unwrap_or_default());
+    let served = v.m.served.get(r).map(|(i, _)| &f.plugins[*i]);
+    let unread_unmapped = f
+        .plugins
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| p.devices.is_none() && !v.m.served.values().any(|(j, _)| j == i))
+        .count();
+    let nothing = match &a {
+        Some(a) => a.is_empty(),
+        // Without PodResources only the sockets tell; a live plugin whose
+        // devices were not read (--no-streams, errors) may be this one.
+        None => served.is_none() && !v.m.ambiguous.contains_key(r) && unread_unmapped == 0,
     };
-    checked.checkpoint_allocations = entries.len();
-    if let Checkpoint::Bad(why, false) = &f.checkpoint {
-        out.push(finding(Severity::Error, "checkpoint-corrupt", show(&f.plugin_dir.join(crate::core::paths::CHECKPOINT_NAME)), "the device manager's checkpoint cannot be read", why.clone(), "move it aside (mv kubelet_internal_checkpoint kubelet_internal_checkpoint.bad) and restart the kubelet; allocations of running pods are re-created"));
+    if !nothing {
+        return None;
     }
-    checked.pod_resources = f.pods.ok().is_some();
-    // Which running pod (if any) each UID is, from the devices PodResources shows.
-    let mut identity: BTreeMap<&str, &Pod> = BTreeMap::new();
-    if let Some(pods) = f.pods.ok() {
-        let mut held: BTreeMap<(&str, &str), (&Pod, &str)> = BTreeMap::new();
-        for p in pods {
-            for c in &p.containers {
-                for (r, ids) in &c.devices {
-                    for id in ids {
-                        held.insert((r.as_str(), id.as_str()), (p, c.name.as_str()));
-                    }
-                }
-            }
-        }
-        for e in entries {
-            for id in e.device_ids.values().flatten() {
-                if let Some((p, c)) = held.get(&(e.resource_name.as_str(), id.as_str())) {
-                    if *c == e.container_name {
-                        identity.insert(e.pod_uid.as_str(), p);
-                    }
-                }
-            }
-        }
-        if kubelet == Kubelet::Up {
-            for e in entries {
-                if identity.contains_key(e.pod_uid.as_str()) {
-                    // A running pod: a container PodResources does not list is an
-                    // init container, whose devices stay allocated until the pod ends.
-                    continue;
-                }
-                let ids_e = e.ids();
-                if ids_e.iter().any(|id| held.contains_key(&(e.resource_name.as_str(), id.as_str()))) {
-                    continue;
-                }
-                if f.pod_dirs.as_ref().is_some_and(|d| d.contains(&e.pod_uid)) {
-                    out.push(finding(
-                        Severity::Info,
-                        "pod-not-running",
-                        e.resource_name.clone(),
-                        "devices are allocated to a pod that is still on the node but has no running container holding them (its init containers are running, or it is terminating); they stay allocated until the pod ends",
-                        format!("pod UID {} container {:?}: {}", e.pod_uid, e.container_name, ids(&ids_e)),
-                        "nothing to do unless the pod stays like this; then look at it (kubectl get pods -A -o wide | grep the node)",
-                    ));
-                    continue;
-                }
-                out.push(finding(
-                    Severity::Error,
-                    "stale-allocation",
-                    e.resource_name.clone(),
-                    format!("{} device(s) are allocated in the checkpoint to a pod that is not on the node; they count as in use and cause \"Requested: N, Available: 0\" admission errors", ids_e.len()),
-                    format!("pod UID {} container {:?}: {} (PodResources lists no pod holding them)", e.pod_uid, e.container_name, ids(&ids_e)),
-                    "restart the kubelet so it drops allocations of pods it no longer runs; if the pod is stuck terminating, force-delete it",
-                ));
-            }
-        }
-    } else if kubelet == Kubelet::Up {
-        let why = match &f.pods {
-            Got::Connect(Connect::PermissionDenied) | Got::Yes(_) => None,
-            Got::Connect(c) => Some(format!("{c:?}")),
-            Got::Failed(e) => Some(e.clone()),
+    let alloc_ev = if a.is_some() { "; allocatable: 0" } else { "" };
+    let base = format!("{} device(s) registered in the checkpoint: {}{alloc_ev}", g.len(), ids(g));
+    let pods = v.holders_text(r);
+    if let Some(p) = served {
+        let why = match plugin_healthy(v, r) {
+            None => format!("its plugin {} answers (its devices were not read: --no-streams)", show(&p.socket)),
+            Some(h) if h.is_empty() => format!("its plugin {} reports no Healthy device", show(&p.socket)),
+            Some(h) => format!(
+                "the kubelet has none of the {} device(s) its plugin {} reports Healthy (see plugin-kubelet-mismatch)",
+                h.len(),
+                show(&p.socket)
+            ),
         };
-        if let Some(why) = why {
-            out.push(finding(
-                Severity::Warning,
-                "pod-resources",
-                show(&f.pod_resources_socket),
-                "the PodResources API does not answer, so allocations and allocatable devices cannot be checked",
-                why,
-                "pass --pod-resources-socket (the kubelet's is <root-dir>/pod-resources/kubelet.sock), or --kubelet-root-dir",
-            ));
-        }
+        return Some(finding(
+            Severity::Error,
+            "resource-unavailable",
+            r.clone(),
+            format!("nothing of this resource can be allocated: {why}"),
+            format!("{base}{pods}"),
+            "check the plugin's logs and devices; restart the plugin so it sends the kubelet a fresh device list",
+        ));
     }
-    // Allocated devices their plugin no longer reports healthy.
-    for e in entries {
-        let Some(p) = m.served.get(&e.resource_name).map(|(i, _)| &f.plugins[*i]) else { continue };
+    if let Some(c) = v.m.ambiguous.get(r) {
+        let socks: Vec<String> = c.iter().map(|i| show(&f.plugins[*i].socket)).collect();
+        let stale: Vec<String> = v.stale.iter().map(|s| show(s)).collect();
+        return Some(finding(
+            Severity::Error,
+            "resource-unavailable",
+            r.clone(),
+            "nothing of this resource can be allocated, and it cannot be told which live socket (if any) is its plugin",
+            format!(
+                "{base}; candidates reporting the same IDs: {}; stale sockets: {}{pods}",
+                socks.join(", "),
+                stale.join(", ")
+            ),
+            "check each plugin with `dpctl probe`; restart the plugin of this resource",
+        ));
+    }
+    if !stale_left.is_empty() {
+        return Some(plugin_died(r, &base, &pods, stale_left));
+    }
+    let empty_unmapped: Vec<String> = f
+        .plugins
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| p.devices.as_ref().is_some_and(Vec::is_empty) && !v.m.served.values().any(|(j, _)| j == i))
+        .map(|(_, p)| show(&p.socket))
+        .collect();
+    if !empty_unmapped.is_empty() {
+        return Some(finding(
+            Severity::Warning,
+            "resource-unavailable",
+            r.clone(),
+            "nothing of this resource can be allocated; live plugins that report no devices at all may include its plugin (then it found no hardware)",
+            format!("{base}; plugins with no devices: {}{pods}", empty_unmapped.join(", ")),
+            "check the plugin's logs for why it finds no devices (drivers, device files, its config)",
+        ));
+    }
+    if f.entries.iter().any(|e| e.connect.as_ref().is_some_and(Connect::untested)) {
+        return Some(finding(
+            Severity::Error,
+            "resource-unavailable",
+            r.clone(),
+            "nothing of this resource can be allocated; its plugin may be behind one of the sockets that could not be tested",
+            format!("{base}{pods}"),
+            "run doctor as root to tell whether its plugin is alive",
+        ));
+    }
+    let started = f
+        .kubelet_started
+        .map(|t| format!("; kubelet.sock created {}", crate::core::time::rfc3339(t)))
+        .unwrap_or_default();
+    Some(finding(
+        Severity::Error,
+        "not-re-registered",
+        r.clone(),
+        "no socket in the device-plugin directory serves this resource: the kubelet removes every plugin socket when it starts, and this resource's plugin did not register again after the kubelet restarted (capacity stays 0 until it does)",
+        format!("{base}{started}{pods}"),
+        "restart the plugin (delete its DaemonSet pod); a plugin must watch for kubelet.sock being re-created and register again",
+    ))
+}
+
+/// A socket left behind with nothing listening: the plugin of `r` died (it claims that socket).
+fn plugin_died(r: &str, base: &str, pods: &str, stale_left: &mut Vec<&Path>) -> Finding {
+    let pick =
+        stale_left.iter().position(|s| name_matches(s, r)).or(if stale_left.len() == 1 { Some(0) } else { None });
+    let (what, ev) = match pick {
+        Some(k) => {
+            let s = stale_left.remove(k);
+            (format!("its socket {} is left with nothing listening", show(s)), String::new())
+        }
+        None => (
+            "one of the sockets left with nothing listening was probably its plugin's".to_string(),
+            format!("; stale sockets: {}", stale_left.iter().map(|s| show(s)).collect::<Vec<_>>().join(", ")),
+        ),
+    };
+    finding(
+        Severity::Error,
+        "plugin-died",
+        r,
+        format!("the plugin serving this resource died: {what}. The kubelet keeps the resource's capacity for a grace period (5 minutes) with every device unhealthy, so nothing can be allocated, then drops it"),
+        format!("{base}; connect: connection refused{ev}{pods}"),
+        "restart the plugin (delete its DaemonSet pod) and read why it died (kubectl logs --previous); its new instance replaces the stale socket",
+    )
+}
+
+/// Live plugins no resource maps to.
+fn unregistered_plugins(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    if v.kubelet != Kubelet::Up || !f.streams || f.allocatable.ok().is_none() {
+        return Vec::new();
+    }
+    let in_play: BTreeSet<usize> =
+        v.m.served.values().map(|(i, _)| *i).chain(v.m.ambiguous.values().flatten().copied()).collect();
+    f.plugins
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| !in_play.contains(i) && p.devices.is_some())
+        .map(|(_, p)| {
+            finding(
+                Severity::Info,
+                "unregistered-plugin",
+                show(&p.socket),
+                "this plugin answers but serves no resource the kubelet knows (it did not register, or its registration failed)",
+                format!("{} device(s)", p.devices.as_ref().map_or(0, Vec::len)),
+                "if it should serve a resource, check its logs for the Register error (`dpctl register` shows the kubelet's answer)",
+            )
+        })
+        .collect()
+}
+
+/// The device manager's checkpoint does not parse.
+fn checkpoint_corrupt(v: &View) -> Vec<Finding> {
+    let Checkpoint::Bad(why, false) = &v.f.checkpoint else { return Vec::new() };
+    vec![finding(
+        Severity::Error,
+        "checkpoint-corrupt",
+        show(&v.f.plugin_dir.join(crate::core::paths::CHECKPOINT_NAME)),
+        "the device manager's checkpoint cannot be read",
+        why.clone(),
+        "move it aside (mv kubelet_internal_checkpoint kubelet_internal_checkpoint.bad) and restart the kubelet; allocations of running pods are re-created",
+    )]
+}
+
+/// Allocations of pods that are gone (or not running).
+fn stale_allocations(v: &View) -> Vec<Finding> {
+    let (Some(held), Kubelet::Up) = (&v.held, v.kubelet) else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in v.entries {
+        if v.identity.contains_key(e.pod_uid.as_str()) {
+            // A running pod: a container PodResources does not list is an
+            // init container, whose devices stay allocated until the pod ends.
+            continue;
+        }
+        let ids_e = e.ids();
+        if ids_e.iter().any(|id| held.contains_key(&(e.resource_name.as_str(), id.as_str()))) {
+            continue;
+        }
+        if v.f.pod_dirs.as_ref().is_some_and(|d| d.contains(&e.pod_uid)) {
+            out.push(finding(
+                Severity::Info,
+                "pod-not-running",
+                e.resource_name.clone(),
+                "devices are allocated to a pod that is still on the node but has no running container holding them (its init containers are running, or it is terminating); they stay allocated until the pod ends",
+                format!("pod UID {} container {:?}: {}", e.pod_uid, e.container_name, ids(&ids_e)),
+                "nothing to do unless the pod stays like this; then look at it (kubectl get pods -A -o wide | grep the node)",
+            ));
+            continue;
+        }
+        out.push(finding(
+            Severity::Error,
+            "stale-allocation",
+            e.resource_name.clone(),
+            format!("{} device(s) are allocated in the checkpoint to a pod that is not on the node; they count as in use and cause \"Requested: N, Available: 0\" admission errors", ids_e.len()),
+            format!("pod UID {} container {:?}: {} (PodResources lists no pod holding them)", e.pod_uid, e.container_name, ids(&ids_e)),
+            "restart the kubelet so it drops allocations of pods it no longer runs; if the pod is stuck terminating, force-delete it",
+        ));
+    }
+    out
+}
+
+/// The PodResources API does not answer a live kubelet.
+fn pod_resources(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    if v.kubelet != Kubelet::Up {
+        return Vec::new();
+    }
+    let why = match &f.pods {
+        Got::Connect(Connect::PermissionDenied) | Got::Yes(_) => return Vec::new(),
+        Got::Connect(c) => format!("{c:?}"),
+        Got::Failed(e) => e.clone(),
+    };
+    vec![finding(
+        Severity::Warning,
+        "pod-resources",
+        show(&f.pod_resources_socket),
+        "the PodResources API does not answer, so allocations and allocatable devices cannot be checked",
+        why,
+        "pass --pod-resources-socket (the kubelet's is <root-dir>/pod-resources/kubelet.sock), or --kubelet-root-dir",
+    )]
+}
+
+/// Allocated devices their plugin no longer reports, or reports unhealthy.
+fn allocated_devices(v: &View) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for e in v.entries {
+        let Some(p) = v.m.served.get(&e.resource_name).map(|(i, _)| &v.f.plugins[*i]) else { continue };
         let Some(devs) = &p.devices else { continue };
-        let who = pod_name(identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
+        let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
         for id in e.ids() {
-            match devs.iter().find(|x| x.id == id).map(|x| (&x.id, &x.health)) {
+            match devs.iter().find(|x| x.id == id) {
                 None => out.push(finding(
                     Severity::Warning,
                     "allocated-device-gone",
@@ -749,11 +951,15 @@ pub fn derive(f: &Facts) -> Report {
                     format!("{who} container {:?}; plugin {}", e.container_name, show(&p.socket)),
                     "check the hardware; restart the affected pod once the device is back",
                 )),
-                Some((_, h)) if h != HEALTHY => out.push(finding(
+                Some(d) if d.health != HEALTHY => out.push(finding(
                     Severity::Warning,
                     "allocated-device-unhealthy",
                     e.resource_name.clone(),
-                    format!("device {} is allocated to a container but its plugin reports it {h}", id.escape_debug()),
+                    format!(
+                        "device {} is allocated to a container but its plugin reports it {}",
+                        id.escape_debug(),
+                        d.health
+                    ),
                     format!("{who} container {:?}; plugin {}", e.container_name, show(&p.socket)),
                     "the workload may be failing; check the device and reschedule the pod",
                 )),
@@ -761,12 +967,15 @@ pub fn derive(f: &Facts) -> Report {
             }
         }
     }
+    out
+}
 
-    // CDI names in the Allocate answers.
+/// CDI names in the checkpoint's Allocate answers → who got them.
+fn cdi_users(v: &View) -> BTreeMap<String, Vec<String>> {
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in entries {
+    for e in v.entries {
         if let Ok(resp) = e.decode_alloc_resp() {
-            let who = pod_name(identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
+            let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
             for n in cdi::names_in(&resp) {
                 names
                     .entry(n)
@@ -775,11 +984,20 @@ pub fn derive(f: &Facts) -> Report {
             }
         }
     }
-    checked.cdi_names = names.len();
-    let cdi_denied: Vec<String> =
-        f.cdi.unreadable.iter().filter(|(_, _, d)| *d).map(|(p, _, _)| format!("{} (CDI specs)", show(p))).collect();
+    names
+}
+
+/// CDI spec directories that are unreadable for permission (reported under permission-denied).
+fn cdi_denied(v: &View) -> Vec<String> {
+    v.f.cdi.unreadable.iter().filter(|(_, _, d)| *d).map(|(p, _, _)| format!("{} (CDI specs)", show(p))).collect()
+}
+
+/// CDI names in Allocate answers the runtime cannot resolve; unreadable or invalid specs.
+fn cdi_names(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    let mut out = Vec::new();
+    let names = cdi_users(v);
     if !names.is_empty() {
-        untested.extend(cdi_denied.iter().cloned());
         for (p, why, denied) in &f.cdi.unreadable {
             if !denied {
                 out.push(finding(
@@ -792,7 +1010,7 @@ pub fn derive(f: &Facts) -> Report {
                 ));
             }
         }
-        if cdi_denied.is_empty() {
+        if cdi_denied(v).is_empty() {
             for (n, users) in &names {
                 if let Some(why) = cdi::unresolvable(&f.cdi, n) {
                     out.push(finding(
@@ -817,10 +1035,13 @@ pub fn derive(f: &Facts) -> Report {
             "fix or regenerate the spec (cdiVersion, kind vendor.example/class, devices[].name)",
         ));
     }
+    out
+}
 
-    // The plugin watcher.
-    checked.watcher_sockets = f.watchers.len();
-    for w in &f.watchers {
+/// Plugin-watcher sockets that are stale or do not answer GetInfo.
+fn watcher_sockets(v: &View) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for w in &v.f.watchers {
         let why = match &w.info {
             Got::Yes(_) | Got::Connect(Connect::PermissionDenied) => continue,
             Got::Connect(Connect::Refused) => {
@@ -846,28 +1067,46 @@ pub fn derive(f: &Facts) -> Report {
             "restart the plugin that owns it",
         ));
     }
+    out
+}
 
-    if !untested.is_empty() {
-        out.push(finding(
-            Severity::Unknown,
-            "permission-denied",
-            &dir,
-            format!("{} path(s) could not be tested (permission denied); nothing is known about what is behind them", untested.len()),
-            untested.join(", "),
-            "run doctor as root (sudo, or `kubectl debug node/NODE -it --profile=sysadmin --image=… -- dpctl doctor --root /host`); do not remove sockets that could not be tested",
-        ));
+/// Everything that could not be tested for lack of permission, as one finding.
+fn permission_denied(v: &View) -> Vec<Finding> {
+    let f = v.f;
+    let mut untested: Vec<String> = Vec::new();
+    if let Some((_, true)) = &f.plugin_dir_error {
+        untested.push(format!("{} (directory)", show(&f.plugin_dir)));
     }
-
-    out.sort_by(|a, b| {
-        b.severity.cmp(&a.severity).then_with(|| a.check.cmp(b.check)).then_with(|| a.subject.cmp(&b.subject))
-    });
-    let result = match out.iter().map(|x| x.severity).max() {
-        Some(Severity::Error) => "error",
-        Some(Severity::Unknown) => "unknown",
-        Some(Severity::Warning) => "warning",
-        _ => "ok",
-    };
-    Report { result: result.into(), checked, findings: out }
+    if f.kubelet == Connect::PermissionDenied {
+        untested.push(show(&f.plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME)));
+    }
+    untested.extend(f.entries.iter().filter(|e| e.connect == Some(Connect::PermissionDenied)).map(|e| show(&e.path)));
+    if matches!(f.pods, Got::Connect(Connect::PermissionDenied)) {
+        untested.push(format!("{} (PodResources)", show(&f.pod_resources_socket)));
+    }
+    if let Checkpoint::Bad(_, true) = &f.checkpoint {
+        untested.push(format!("{} (checkpoint)", show(&f.plugin_dir.join(crate::core::paths::CHECKPOINT_NAME))));
+    }
+    untested.extend(
+        f.watchers
+            .iter()
+            .filter(|w| matches!(w.info, Got::Connect(Connect::PermissionDenied)))
+            .map(|w| show(&w.socket)),
+    );
+    if !cdi_users(v).is_empty() {
+        untested.extend(cdi_denied(v));
+    }
+    if untested.is_empty() {
+        return Vec::new();
+    }
+    vec![finding(
+        Severity::Unknown,
+        "permission-denied",
+        show(&f.plugin_dir),
+        format!("{} path(s) could not be tested (permission denied); nothing is known about what is behind them", untested.len()),
+        untested.join(", "),
+        "run doctor as root (sudo, or `kubectl debug node/NODE -it --profile=sysadmin --image=… -- dpctl doctor --root /host`); do not remove sockets that could not be tested",
+    )]
 }
 
 #[cfg(test)]
@@ -1243,5 +1482,136 @@ mod tests {
             Path::new("/host/var/lib/kubelet/device-plugins/a.sock"),
             "/var/lib/kubelet/device-plugins/b.sock"
         ));
+    }
+
+    #[test]
+    fn a_dead_or_missing_plugins_finding_names_the_pods_holding_its_devices() {
+        // Died: PodResources names the pods.
+        let mut f = node();
+        sock(&mut f, "foo.sock", Connect::Refused);
+        let e =
+            vec![entry("u1", "main", "example.com/foo", &["foo-0"]), entry("u2", "c", "example.com/foo", &["foo-1"])];
+        checkpoint(&mut f, e, &[("example.com/foo", &["foo-0", "foo-1"])]);
+        alloc(&mut f, &[]);
+        f.pods = Got::Yes(Vec::new());
+        pod(&mut f, "ml", "trainer", &[("main", &[("example.com/foo", &["foo-0"])])]);
+        pod(&mut f, "ml", "eval", &[("c", &[("example.com/foo", &["foo-1"])])]);
+        let d = derive(&f);
+        let d = one(&d, "plugin-died");
+        assert!(d.evidence.ends_with("; pods holding its devices: ml/eval, ml/trainer"), "{d:?}");
+        // Missing (not re-registered), PodResources down: the checkpoint's pod UIDs.
+        let mut f = node();
+        checkpoint(
+            &mut f,
+            vec![entry("u1", "main", "example.com/foo", &["foo-0"])],
+            &[("example.com/foo", &["foo-0"])],
+        );
+        f.pods = Got::Connect(Connect::Missing);
+        let r = derive(&f);
+        let d = one(&r, "not-re-registered");
+        assert!(d.evidence.ends_with("; pods holding its devices: pod UID u1"), "{d:?}");
+        // A resource nobody holds says nothing about pods.
+        let mut f = node();
+        checkpoint(&mut f, vec![], &[("example.com/foo", &["foo-0"])]);
+        alloc(&mut f, &[]);
+        assert!(!one(&derive(&f), "not-re-registered").evidence.contains("pods holding"));
+    }
+
+    /// Each finding kind on its own: facts that trigger it, and only its checks come out.
+    #[test]
+    fn each_kind_is_a_function_of_the_facts() {
+        type Setup = fn(&mut Facts);
+        let cases: &[(Kind, Setup, &[&str])] = &[
+            (plugin_dir, |f| f.plugin_dir_error = Some(("no such directory".into(), false)), &["plugin-dir"]),
+            (kubelet_down, |f| f.kubelet = Connect::Missing, &["kubelet-down"]),
+            (dir_entries, |f| sock(f, "slow.sock", Connect::Timeout), &["socket-timeout"]),
+            (
+                plugin_answers,
+                |f| {
+                    plugin(f, "a.sock", &[]);
+                    f.plugins[0].error = Some("Unimplemented".into());
+                },
+                &["plugin-error"],
+            ),
+            (plugin_rules, |f| plugin(f, "a.sock", &[("a", H), ("a", H)]), &["device-id-unique"]),
+            (unhealthy_devices, |f| plugin(f, "a.sock", &[("a", "Unhealthy")]), &["unhealthy-devices"]),
+            (
+                plugin_kubelet_mismatch,
+                |f| {
+                    plugin(f, "foo.sock", &[("foo-0", H)]);
+                    checkpoint(f, vec![], &[("example.com/foo", &["foo-0", "foo-1"])]);
+                    alloc(f, &[("example.com/foo", &["foo-1"])]);
+                },
+                &["plugin-kubelet-mismatch"],
+            ),
+            (
+                resources_unavailable,
+                |f| {
+                    sock(f, "foo.sock", Connect::Refused);
+                    checkpoint(f, vec![], &[("example.com/foo", &["foo-0"])]);
+                    alloc(f, &[]);
+                },
+                &["plugin-died"],
+            ),
+            (resources_unavailable, |f| sock(f, "dead.sock", Connect::Refused), &["stale-socket"]),
+            (
+                unregistered_plugins,
+                |f| {
+                    plugin(f, "x.sock", &[("x-0", H)]);
+                    alloc(f, &[]);
+                },
+                &["unregistered-plugin"],
+            ),
+            (
+                checkpoint_corrupt,
+                |f| f.checkpoint = Checkpoint::Bad("truncated".into(), false),
+                &["checkpoint-corrupt"],
+            ),
+            (
+                stale_allocations,
+                |f| {
+                    checkpoint(f, vec![entry("u9", "main", "example.com/foo", &["foo-0"])], &[]);
+                    f.pods = Got::Yes(Vec::new());
+                },
+                &["stale-allocation"],
+            ),
+            (pod_resources, |f| f.pods = Got::Failed("Unimplemented".into()), &["pod-resources"]),
+            (
+                allocated_devices,
+                |f| {
+                    plugin(f, "foo.sock", &[("foo-0", "Unhealthy")]);
+                    checkpoint(
+                        f,
+                        vec![entry("u1", "main", "example.com/foo", &["foo-0"])],
+                        &[("example.com/foo", &["foo-0"])],
+                    );
+                    alloc(f, &[("example.com/foo", &[])]);
+                },
+                &["allocated-device-unhealthy"],
+            ),
+            (cdi_names, |f| f.cdi.invalid.push(("/etc/cdi/x.yaml".into(), "bad".into())), &["cdi-spec-invalid"]),
+            (
+                watcher_sockets,
+                |f| {
+                    f.watchers.push(crate::doctor::facts::Watcher {
+                        socket: "/r/x-reg.sock".into(),
+                        info: Got::Failed("GetInfo: Unimplemented".into()),
+                    })
+                },
+                &["watcher-socket"],
+            ),
+            (permission_denied, |f| sock(f, "p.sock", Connect::PermissionDenied), &["permission-denied"]),
+        ];
+        for (kind, setup, want) in cases {
+            let mut f = node();
+            f.kubelet = Connect::Answered;
+            setup(&mut f);
+            let got: Vec<&str> = kind(&View::new(&f)).iter().map(|x| x.check).collect();
+            assert_eq!(&got, want, "{want:?}");
+            // A node with nothing wrong gives no finding of any kind.
+            let quiet = node();
+            assert!(kind(&View::new(&quiet)).is_empty(), "{want:?} on a quiet node");
+        }
+        assert_eq!(KINDS.len(), 17);
     }
 }
