@@ -423,7 +423,6 @@ fn checked(v: &View) -> Checked {
                 how: how.to_string(),
             })
             .collect(),
-        ..Default::default()
     }
 }
 
