@@ -17,12 +17,14 @@
 pub mod api;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod core;
 pub mod doctor;
 pub mod help;
 pub mod kubelet;
 pub mod plugin;
+pub mod protocol;
 pub mod render;
 pub mod suite;
 pub mod trace;
