@@ -164,6 +164,9 @@ pub enum Command {
     Bench(BenchCommand),
     /// Conformance suite: run a plugin against a mock kubelet through every scenario
     Test(TestArgs),
+    /// DRA kubelet plugins: info, probe, prepare, unprepare, health, list; a simulated driver (serve)
+    #[command(subcommand)]
+    Dra(crate::commands::dra::DraCommand),
     /// Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir
     Completion(CompletionArgs),
 }
