@@ -1,0 +1,265 @@
+//! `dpctl dra …` end to end: `dpctl dra serve` as a real process under a
+//! temp kubelet root, and every client command against it as a real process.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const DRIVER: &str = "gpu.example.com";
+
+/// `dpctl dra serve` under `root`, started and waited for (its registration
+/// socket, or its service socket with --no-register).
+async fn dra_serve(root: &Path, extra: &[&str]) -> (tokio::process::Child, PathBuf) {
+    let cdi = root.join("cdi");
+    let mut args = vec!["--kubelet-root-dir", s(root), "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi)];
+    args.extend_from_slice(extra);
+    let child = dpctl_cmd(&args).spawn().unwrap();
+    let rolling = extra.iter().position(|a| *a == "--rolling-update").map(|i| extra[i + 1]);
+    let reg = match rolling {
+        Some(u) => root.join(format!("plugins_registry/{DRIVER}-{u}-reg.sock")),
+        None => root.join(format!("plugins_registry/{DRIVER}-reg.sock")),
+    };
+    let wait = if extra.contains(&"--no-register") { root.join(format!("plugins/{DRIVER}/dra.sock")) } else { reg };
+    wait_until(10, "the dra serve socket", || wait.exists()).await;
+    (child, wait)
+}
+
+async fn dra(root: &Path, args: &[&str]) -> Run {
+    let mut a = vec!["--kubelet-root-dir", s(root), "dra"];
+    a.extend_from_slice(args);
+    dpctl(&a).await
+}
+
+fn json(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", r.stdout, r.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_command_works_against_dra_serve() {
+    let d = tmp();
+    let root = d.path();
+    let (child, _reg) = dra_serve(root, &[]).await;
+    let reg = format!("{DRIVER}-reg.sock");
+
+    // list: one live DRA plugin with its endpoint inside the kubelet root.
+    let l = dra(root, &["list", "-o", "json"]).await;
+    l.expect_code(0);
+    let l = json(&l);
+    assert_eq!(l[0]["driver"], DRIVER);
+    assert_eq!(l[0]["state"], "live");
+    assert_eq!(l[0]["endpoint"], root.join(format!("plugins/{DRIVER}/dra.sock")).display().to_string());
+
+    // info: GetInfo on the registration socket (a bare name, found in plugins_registry/).
+    let i = dra(root, &["info", &reg, "-o", "json"]).await;
+    i.expect_code(0);
+    let i = json(&i);
+    assert_eq!(i["type"], "DRAPlugin");
+    assert_eq!(i["name"], DRIVER);
+    assert_eq!(
+        i["supportedVersions"],
+        serde_json::json!(["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"])
+    );
+
+    // prepare: one device per claim, CDI IDs whose specs exist; twice gives the same answer.
+    let p = dra(
+        root,
+        &[
+            "prepare",
+            &reg,
+            "--claim",
+            "default/a/uid-a",
+            "--claim",
+            "ml/b/uid-b",
+            "--twice",
+            "--cdi-spec-dir",
+            s(&root.join("cdi")),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    p.expect_code(0);
+    let p = json(&p);
+    assert_eq!(p["service"], "v1.DRAPlugin");
+    assert!(p["violations"].as_array().is_none_or(|v| v.is_empty()), "{p}");
+    let a = &p["claims"]["uid-a"]["devices"][0];
+    assert_eq!(a["poolName"], "pool-0");
+    assert_eq!(a["deviceName"], "dev-0");
+    assert_eq!(a["cdiDeviceIds"][0], "k8s.gpu.example.com/claim=uid-a-dev-0");
+    assert_eq!(p["claims"]["uid-b"]["devices"][0]["deviceName"], "dev-1");
+    let spec = root.join(format!("cdi/dpctl-dra-{DRIVER}-uid-a.json"));
+    let text = std::fs::read_to_string(&spec).expect("the CDI spec of uid-a is written");
+    assert!(text.contains("uid-a-dev-0") && text.contains("DPCTL_DRA_CLAIM=default/a"), "{text}");
+
+    // The deprecated v1beta1 service answers the same.
+    let b = dra(root, &["prepare", &reg, "--claim", "default/a/uid-a", "--service", "v1beta1", "-o", "json"]).await;
+    b.expect_code(0);
+    assert_eq!(json(&b)["claims"]["uid-a"]["devices"][0]["deviceName"], "dev-0");
+
+    // Live control: a device turns Unhealthy with a message; health shows it (v1 and v1alpha1).
+    let sh = dra(root, &["device", "set-health", "dev-1", "Unhealthy", "--message", "ECC errors"]).await;
+    sh.expect_code(0);
+    assert!(sh.stdout.contains("ml/b"), "dev-1 is prepared for ml/b:\n{}", sh.stdout);
+    for svc in ["v1", "v1alpha1"] {
+        let h = dra(root, &["health", &reg, "--count", "1", "--service", svc, "-o", "json"]).await;
+        h.expect_code(0);
+        let h = json(&h);
+        let dev1 = h["devices"].as_array().unwrap().iter().find(|x| x["device"] == "dev-1").unwrap().clone();
+        assert_eq!(dev1["health"], "Unhealthy", "{svc}: {h}");
+        assert_eq!(dev1["message"], "ECC errors", "{svc}");
+        assert_eq!(h["devices"].as_array().unwrap().len(), 4);
+    }
+
+    // unprepare removes the CDI specs.
+    let u = dra(root, &["unprepare", &reg, "--claim", "default/a/uid-a", "--claim", "ml/b/uid-b"]).await;
+    u.expect_code(0);
+    assert!(u.stdout.contains("unprepared"), "{}", u.stdout);
+    assert!(!spec.exists(), "the CDI spec of uid-a is removed on unprepare");
+    assert!(!root.join(format!("cdi/dpctl-dra-{DRIVER}-uid-b.json")).exists());
+
+    // probe, on the registration socket and on the service socket: every rule passes.
+    for sock in [reg.clone(), root.join(format!("plugins/{DRIVER}/dra.sock")).display().to_string()] {
+        let pr = dra(root, &["probe", &sock, "--prepare", "--cdi-spec-dir", s(&root.join("cdi")), "-o", "json"]).await;
+        pr.expect_code(0);
+        let pr = json(&pr);
+        let not_pass: Vec<&Value> = pr["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] != "PASS" && c["name"] != "get-info" && c["name"] != "service-answers")
+            .collect();
+        assert!(not_pass.is_empty(), "{sock}: {not_pass:?}");
+        assert!(pr["checks"].as_array().unwrap().iter().any(|c| c["name"] == "idempotent" && c["status"] == "PASS"));
+    }
+
+    let out = stop_child(child).await;
+    assert!(out.stdout.contains("prepare") && out.stdout.contains("stopping"), "{}", out.stdout);
+    assert!(sockets_in(&root.join("plugins_registry")).is_empty(), "the registration socket is removed on exit");
+    assert!(sockets_in(&root.join(format!("plugins/{DRIVER}"))).is_empty(), "the service socket is removed on exit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_probe_flags_each_rule_that_a_serve_fault_breaks() {
+    // (fault, rule it breaks, FAIL or WARN, extra probe flags)
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        ("wrong-type", "plugin-type", "FAIL", &[]),
+        ("bad-driver-name", "driver-name", "FAIL", &[]),
+        ("relative-endpoint", "endpoint-absolute", "FAIL", &[]),
+        ("endpoint-outside-root", "endpoint-inside-root", "FAIL", &[]),
+        ("long-endpoint", "endpoint-length", "FAIL", &[]),
+        ("no-versions", "supported-versions", "FAIL", &[]),
+        ("v1beta1-first", "version-order", "WARN", &[]),
+        ("dead-endpoint", "endpoint-reachable", "FAIL", &[]),
+        ("unserved-v1", "service-answers", "FAIL", &[]),
+        ("slow=5s", "service-answers", "FAIL", &["--timeout", "1s"]),
+        ("missing-uid", "answer-complete", "FAIL", &["--prepare"]),
+        ("extra-uid", "answer-extra", "WARN", &[]),
+        ("no-pool-name", "device-fields", "FAIL", &["--prepare"]),
+        ("bad-cdi-id", "cdi-id", "FAIL", &["--prepare"]),
+        ("not-idempotent", "idempotent", "FAIL", &["--prepare"]),
+        ("unserved-health", "health-answers", "FAIL", &[]),
+        ("health-stream-end", "health-stream", "WARN", &[]),
+        ("health-bad-device", "health-device", "FAIL", &[]),
+        ("long-message", "health-message", "WARN", &[]),
+        ("no-timestamp", "health-time", "WARN", &[]),
+    ];
+    for (fault, rule, status, flags) in cases {
+        let d = tmp();
+        let root = d.path();
+        let (child, reg) = dra_serve(root, &["--fault", fault]).await;
+        let mut args = vec!["probe", s(&reg), "-o", "json"];
+        args.extend_from_slice(flags);
+        let r = dra(root, &args).await;
+        let want = if *status == "FAIL" { 1 } else { 0 };
+        assert_eq!(r.code, want, "--fault {fault}: exit code\n{}\n{}", r.stdout, r.stderr);
+        let v = json(&r);
+        let hit = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == *rule && c["status"] == *status);
+        assert!(hit.is_some(), "--fault {fault}: no {status} {rule}:\n{}", r.stdout);
+        // Only that rule (and what follows from it) is flagged: no other rule of the
+        // registration fails because of it.
+        let others: Vec<&Value> = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] != "PASS" && c["name"] != *rule)
+            .filter(|c| !matches!(c["name"].as_str(), Some("service-answers" | "prepare" | "cdi")))
+            .collect();
+        assert!(others.is_empty(), "--fault {fault}: other rules flagged: {others:?}");
+        stop_child(child).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_reports_per_claim_errors_and_missing_answers() {
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &["--fault", "prepare-error=device is on fire"]).await;
+    let r = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a"]).await;
+    r.expect_code(1);
+    assert!(r.stdout.contains("device is on fire"), "{}", r.stdout);
+    assert!(r.stderr.contains("1 of 1 claim(s) failed to prepare"), "{}", r.stderr);
+    stop_child(child).await;
+
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &["--fault", "missing-uid"]).await;
+    let r = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--claim", "default/b/uid-b"]).await;
+    r.expect_code(1);
+    assert!(r.stdout.contains("(no answer)"), "{}", r.stdout);
+    assert!(r.stderr.contains("answer-complete") && r.stderr.contains("uid-b"), "{}", r.stderr);
+    stop_child(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_runs_two_instances_at_once() {
+    let d = tmp();
+    let root = d.path();
+    let (old, _) = dra_serve(root, &["--rolling-update", "aaa"]).await;
+    let (new, _) = dra_serve(root, &["--rolling-update", "bbb", "--control-socket", s(&root.join("bbb.ctl"))]).await;
+    let l = dra(root, &["list", "-o", "json"]).await;
+    l.expect_code(0);
+    let l = json(&l);
+    let mut eps: Vec<String> =
+        l.as_array().unwrap().iter().map(|x| x["endpoint"].as_str().unwrap().to_string()).collect();
+    eps.sort();
+    assert_eq!(
+        eps,
+        [
+            root.join(format!("plugins/{DRIVER}/dra-aaa.sock")).display().to_string(),
+            root.join(format!("plugins/{DRIVER}/dra-bbb.sock")).display().to_string()
+        ]
+    );
+    assert!(l.as_array().unwrap().iter().all(|x| x["state"] == "live"), "{l}");
+    stop_child(old).await;
+    let l = json(&dra(root, &["list", "-o", "json"]).await);
+    assert_eq!(l.as_array().unwrap().len(), 1, "{l}");
+    assert_eq!(
+        l[0]["registration"],
+        root.join(format!("plugins_registry/{DRIVER}-bbb-reg.sock")).display().to_string()
+    );
+    let p = dra(root, &["prepare", &format!("{DRIVER}-bbb-reg.sock"), "--claim", "default/a/uid-a"]).await;
+    p.expect_code(0);
+    stop_child(new).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_usage_error_naming_the_fix() {
+    let d = tmp();
+    let root = d.path();
+    let r = dpctl(&["--kubelet-root-dir", s(root), "dra", "serve", "--driver", "Bad_Name"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("--driver") && r.stderr.contains("lowercase DNS subdomain"), "{}", r.stderr);
+    let r =
+        dpctl(&["--kubelet-root-dir", s(root), "dra", "serve", "--driver", DRIVER, "--fault", "missing-uids"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("did you mean missing-uid"), "{}", r.stderr);
+    let r = dra(root, &["prepare", "x.sock", "--claim", "default/a"]).await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("NAMESPACE/NAME/UID"), "{}", r.stderr);
+    // A socket that is not there: one line naming where bare names are looked up.
+    let r = dra(root, &["info", "nope-reg.sock"]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("plugins_registry"), "{}", r.stderr);
+    // Nothing was created for the bad serves.
+    assert!(!root.join("plugins_registry").exists());
+}
