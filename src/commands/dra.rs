@@ -462,8 +462,22 @@ async fn probe_prepare(ctx: &Ctx, a: &DraProbeArgs, service: &DraConn, svc: &str
     if !ids.is_empty() {
         let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
         let (reg, bad) = crate::doctor::cdi::check(&dirs, &ids);
+        let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
         if bad.is_empty() {
             c.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", ids.join(","), reg.specs));
+        } else if no_specs_here {
+            // Not a node with CDI specs (a workstation): say so, do not fail.
+            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            c.add(
+                "cdi",
+                Status::Warn,
+                None,
+                format!(
+                    "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
+                    ids.join(","),
+                    shown.join(", ")
+                ),
+            );
         } else {
             c.add(
                 "cdi",

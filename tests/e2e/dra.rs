@@ -263,3 +263,112 @@ async fn bad_input_is_a_usage_error_naming_the_fix() {
     // Nothing was created for the bad serves.
     assert!(!root.join("plugins_registry").exists());
 }
+
+/// The interop peers built by tests/interop/setup.sh (the Python one speaks DRA).
+fn python_peer() -> Option<(PathBuf, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop");
+    let (py, peer) = (dir.join("venv/bin/python"), dir.join("python/dra_peer.py"));
+    if py.exists() && peer.exists() {
+        return Some((py, peer));
+    }
+    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
+        panic!("the DRA interop peer is not built in {}: run tests/interop/setup.sh", dir.display());
+    }
+    eprintln!("SKIPPED: the DRA interop peer is not built; run tests/interop/setup.sh");
+    None
+}
+
+fn peer_cmd(py: &Path, peer: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(py);
+    c.arg(peer)
+        .args(args)
+        .env("PYTHONPATH", peer.parent().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
+    let Some((py, peer)) = python_peer() else { return };
+    let d = tmp();
+    let root = d.path();
+    let mut drv = peer_cmd(&py, &peer, &["driver", "--root", s(root), "--driver", "peer.example.com"]).spawn().unwrap();
+    let mut stdin = drv.stdin.take().unwrap();
+    let mut tail = Tail::stdout(&mut drv);
+    tail.wait_for("\"serving\"", 1).await;
+    let reg = "peer.example.com-reg.sock";
+    wait_until(10, "the peer's registration socket", || root.join("plugins_registry").join(reg).exists()).await;
+
+    let pr = dra(root, &["probe", reg, "--prepare", "-o", "json"]).await;
+    pr.expect_code(0);
+    let pr = json(&pr);
+    let failed: Vec<&Value> = pr["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "FAIL").collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(pr["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "health-answers"
+            && c["detail"].as_str().unwrap().starts_with("v1alpha1.DRAResourceHealth")));
+
+    let p = dra(root, &["prepare", reg, "--claim", "default/a/uid-a", "--twice", "-o", "json"]).await;
+    p.expect_code(0);
+    let p = json(&p);
+    assert_eq!(p["claims"]["uid-a"]["devices"][0]["cdiDeviceIds"][0], "peer.example.com/gpu=gpu-0");
+    tail.wait_for("NodePrepareResources", 4).await;
+
+    // A health change in the peer reaches `dra health` as a diff line.
+    let mut h = dpctl_cmd(&["--kubelet-root-dir", s(root), "dra", "health", reg, "--count", "2"]).spawn().unwrap();
+    let mut ht = Tail::stdout(&mut h);
+    ht.wait_for("gpu-1", 1).await;
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"health gpu-1 UNHEALTHY\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    ht.wait_for("~ peer-pool/gpu-1 Healthy -> Unhealthy", 1).await;
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), h.wait()).await.expect("health exits").unwrap();
+    assert!(out.success());
+
+    let u = dra(root, &["unprepare", reg, "--claim", "default/a/uid-a"]).await;
+    u.expect_code(0);
+    drop(stdin);
+    let _ = stop_child(drv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_a_grpcio_kubelet_registers_prepares_and_watches_dra_serve() {
+    let Some((py, peer)) = python_peer() else { return };
+    let d = tmp();
+    let root = d.path();
+    let (serve, _) = dra_serve(root, &["--services", "v1.DRAPlugin,v1.DRAResourceHealth"]).await;
+    let mut k = peer_cmd(&py, &peer, &["kubelet", "--root", s(root)]).spawn().unwrap();
+    let mut stdin = k.stdin.take().unwrap();
+    let mut tail = Tail::stdout(&mut k);
+    tail.wait_for("\"registered\"", 1).await;
+    assert!(tail.seen().contains("\"type\": \"DRAPlugin\""), "{}", tail.seen());
+    tail.wait_for("\"health\"", 1).await;
+    assert!(tail.seen().contains("\"pool-0/dev-0\": \"Healthy\""), "{}", tail.seen());
+
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"prepare default/a/uid-a,default/b/uid-b\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    tail.wait_for("\"prepared\"", 1).await;
+    assert!(tail.seen().contains("k8s.gpu.example.com/claim=uid-a-dev-0"), "{}", tail.seen());
+    assert!(root.join(format!("cdi/dpctl-dra-{DRIVER}-uid-b.json")).exists());
+
+    // Live control reaches the grpcio kubelet's health stream.
+    dra(root, &["device", "set-health", "dev-0", "Unhealthy", "--message", "too hot"]).await.expect_code(0);
+    tail.wait_for("\"pool-0/dev-0\": \"Unhealthy\"", 1).await;
+    assert!(tail.seen().contains("too hot"), "{}", tail.seen());
+
+    stdin.write_all(b"unprepare default/a/uid-a,default/b/uid-b\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    tail.wait_for("\"unprepared\"", 1).await;
+    assert!(!root.join(format!("cdi/dpctl-dra-{DRIVER}-uid-b.json")).exists());
+    let out = stop_child(serve).await;
+    // The registration status the grpcio kubelet sent reached dpctl dra serve.
+    assert!(out.stdout.contains("registered driver=gpu.example.com via=plugin-watcher"), "{}", out.stdout);
+    drop(stdin);
+}
