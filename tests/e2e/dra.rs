@@ -10,16 +10,21 @@ const DRIVER: &str = "gpu.example.com";
 /// `dpctl dra serve` under `root`, started and waited for (its registration
 /// socket, or its service socket with --no-register).
 async fn dra_serve(root: &Path, extra: &[&str]) -> (tokio::process::Child, PathBuf) {
+    dra_serve_as(root, DRIVER, extra).await
+}
+
+/// [`dra_serve`] of another driver name.
+async fn dra_serve_as(root: &Path, driver: &str, extra: &[&str]) -> (tokio::process::Child, PathBuf) {
     let cdi = root.join("cdi");
-    let mut args = vec!["--kubelet-root-dir", s(root), "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi)];
+    let mut args = vec!["--kubelet-root-dir", s(root), "dra", "serve", "--driver", driver, "--cdi-dir", s(&cdi)];
     args.extend_from_slice(extra);
     let child = dpctl_cmd(&args).spawn().unwrap();
     let rolling = extra.iter().position(|a| *a == "--rolling-update").map(|i| extra[i + 1]);
     let reg = match rolling {
-        Some(u) => root.join(format!("plugins_registry/{DRIVER}-{u}-reg.sock")),
-        None => root.join(format!("plugins_registry/{DRIVER}-reg.sock")),
+        Some(u) => root.join(format!("plugins_registry/{driver}-{u}-reg.sock")),
+        None => root.join(format!("plugins_registry/{driver}-reg.sock")),
     };
-    let wait = if extra.contains(&"--no-register") { root.join(format!("plugins/{DRIVER}/dra.sock")) } else { reg };
+    let wait = if extra.contains(&"--no-register") { root.join(format!("plugins/{driver}/dra.sock")) } else { reg };
     wait_until(10, "the dra serve socket", || wait.exists()).await;
     (child, wait)
 }
@@ -371,4 +376,51 @@ async fn interop_a_grpcio_kubelet_registers_prepares_and_watches_dra_serve() {
     // The registration status the grpcio kubelet sent reached dpctl dra serve.
     assert!(out.stdout.contains("registered driver=gpu.example.com via=plugin-watcher"), "{}", out.stdout);
     drop(stdin);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable_cdi_ids() {
+    let d = tmp();
+    let root = d.path();
+    let (good, _) = dra_serve(root, &[]).await;
+    let (nohealth, _) = dra_serve_as(root, "b.example.com", &["--fault", "unserved-health"]).await;
+    let (outside, _) = dra_serve_as(root, "c.example.com", &["--fault", "endpoint-outside-root"]).await;
+    // A claim prepared through the real driver (its CDI spec exists) and one whose spec is gone.
+    let reg = format!("{DRIVER}-reg.sock");
+    dra(root, &["prepare", &reg, "--claim", "ml/ok/uid-ok"]).await.expect_code(0);
+    let entries = serde_json::json!([
+        {"ClaimUID": "uid-ok", "ClaimName": "ok", "Namespace": "ml", "PodUIDs": {"p1": {}},
+         "DriverState": {DRIVER: {"Devices": [{"PoolName": "pool-0", "DeviceName": "dev-0",
+            "CDIDeviceIDs": ["k8s.gpu.example.com/claim=uid-ok-dev-0"]}]}}},
+        {"ClaimUID": "uid-gone", "ClaimName": "gone", "Namespace": "ml", "PodUIDs": {"p2": {}},
+         "DriverState": {DRIVER: {"Devices": [{"PoolName": "pool-0", "DeviceName": "dev-1",
+            "CDIDeviceIDs": ["k8s.gpu.example.com/claim=uid-gone-dev-1"]}]}}}
+    ]);
+    let data = serde_json::json!({"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1", "Entries": entries});
+    let cp = serde_json::json!({"Data": data.to_string(), "Checksum": 0});
+    std::fs::write(root.join("dra_manager_state"), cp.to_string()).unwrap();
+
+    let r =
+        dpctl(&["--kubelet-root-dir", s(root), "doctor", "--cdi-spec-dir", s(&root.join("cdi")), "-o", "json"]).await;
+    let v = json(&r);
+    let f = |check: &str| -> Vec<Value> {
+        v["findings"].as_array().unwrap().iter().filter(|x| x["check"] == check).cloned().collect()
+    };
+    let listed: Vec<String> = f("dra-plugin").iter().map(|x| x["subject"].as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, ["b.example.com", "c.example.com", DRIVER], "{v}");
+    let regs = f("dra-registration");
+    assert_eq!(regs.len(), 1, "{v}");
+    assert!(regs[0]["subject"].as_str().unwrap().contains("c.example.com"));
+    assert!(regs[0]["evidence"].as_str().unwrap().contains("endpoint-inside-root"), "{}", regs[0]);
+    let h = f("dra-health");
+    assert_eq!(h.len(), 1, "{v}");
+    assert_eq!(h[0]["subject"], "b.example.com");
+    let c = f("dra-cdi");
+    assert_eq!(c.len(), 1, "{v}");
+    assert!(c[0]["subject"].as_str().unwrap().contains("uid-gone"));
+    assert!(c[0]["evidence"].as_str().unwrap().contains("uid-gone-dev-1"));
+    assert_eq!(v["checked"]["draPlugins"], 3);
+    for child in [good, nohealth, outside] {
+        stop_child(child).await;
+    }
 }
