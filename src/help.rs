@@ -259,7 +259,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 
 /// The Examples text of a command path (`""` for dpctl itself).
 pub fn examples_for(path: &str) -> Option<&'static str> {
-    EXAMPLES.iter().find(|(p, _)| *p == path).map(|(_, e)| *e)
+    EXAMPLES.iter().chain(crate::commands::dra::EXAMPLES).find(|(p, _)| *p == path).map(|(_, e)| *e)
 }
 
 /// Attach each command's Examples section as its `after_help` (kept when a
