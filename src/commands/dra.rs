@@ -379,9 +379,14 @@ impl Checks {
             if mine.is_empty() {
                 self.add(r.id, Status::Pass, None, pass.to_string());
             }
-            for x in mine {
+            // One row per rule: its first few violations, then how many more.
+            if let Some(x) = mine.first() {
                 let st = if x.rule.severity == Severity::Fail { Status::Fail } else { Status::Warn };
-                self.add(r.id, st, None, format!("{}; fix: {}", x.detail, x.rule.fix));
+                let mut detail = mine.iter().take(3).map(|x| x.detail.as_str()).collect::<Vec<_>>().join("; ");
+                if mine.len() > 3 {
+                    detail.push_str(&format!("; +{} more", mine.len() - 3));
+                }
+                self.add(r.id, st, None, format!("{detail}; fix: {}", x.rule.fix));
             }
         }
     }
