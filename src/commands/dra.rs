@@ -221,6 +221,12 @@ pub struct DraServeArgs {
     /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<Fault>,
+    /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The node the ResourceSlice names [default: this host's name]
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
     /// The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
@@ -1096,6 +1102,21 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         rolling_uid: a.rolling_update.clone(),
         health_timeout_secs: a.health_timeout,
         faults: a.faults.clone(),
+        publish: match &a.kubeconfig {
+            None => None,
+            Some(k) => {
+                let api = crate::plugin::dra::slices::load_kubeconfig(k)?;
+                let node = match &a.node_name {
+                    Some(n) => n.clone(),
+                    None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_string())
+                        .ok()
+                        .filter(|h| !h.is_empty())
+                        .ok_or_else(|| Error::usage("--node-name: this host's name is unknown; name the node"))?,
+                };
+                Some((api, node))
+            }
+        },
     })
 }
 

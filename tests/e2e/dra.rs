@@ -424,3 +424,146 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
         stop_child(child).await;
     }
 }
+
+/// Requests an in-test API server saw: (method, path, body).
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>;
+
+/// An in-test plain-HTTP API server that keeps ResourceSlices in a map and records every request.
+async fn fake_api_server() -> (String, Seen, tokio::sync::oneshot::Sender<()>) {
+    use hyper::body::Body as _;
+    use std::sync::{Arc, Mutex};
+    let seen: Seen = Arc::default();
+    let store: Arc<Mutex<std::collections::BTreeMap<String, Value>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let s2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = tokio::select! {
+                c = listener.accept() => c.unwrap(),
+                _ = &mut rx => return,
+            };
+            let (seen, store) = (s2.clone(), store.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let (seen, store) = (seen.clone(), store.clone());
+                    async move {
+                        let (parts, mut body) = req.into_parts();
+                        let mut buf = Vec::new();
+                        while let Some(Ok(f)) =
+                            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+                        {
+                            if let Ok(d) = f.into_data() {
+                                buf.extend_from_slice(&d);
+                            }
+                        }
+                        let v: Value = serde_json::from_slice(&buf).unwrap_or(Value::Null);
+                        let path = parts.uri.path().to_string();
+                        seen.lock().unwrap().push((parts.method.to_string(), path.clone(), v.clone()));
+                        let name = path.rsplit('/').next().unwrap_or("").to_string();
+                        let mut st = store.lock().unwrap();
+                        let (code, out) = match parts.method.as_str() {
+                            "POST" => {
+                                let n = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+                                match st.entry(n) {
+                                    std::collections::btree_map::Entry::Occupied(_) => (
+                                        409,
+                                        serde_json::json!({"kind": "Status", "reason": "AlreadyExists", "message": "exists"}),
+                                    ),
+                                    std::collections::btree_map::Entry::Vacant(e) => {
+                                        let mut v = v.clone();
+                                        v["metadata"]["resourceVersion"] = "1".into();
+                                        e.insert(v.clone());
+                                        (201, v)
+                                    }
+                                }
+                            }
+                            "GET" => match st.get(&name) {
+                                Some(v) => (200, v.clone()),
+                                None => (404, serde_json::json!({"message": "not found"})),
+                            },
+                            "PUT" => {
+                                let mut v = v.clone();
+                                v["metadata"]["resourceVersion"] = "2".into();
+                                st.insert(name, v.clone());
+                                (200, v)
+                            }
+                            "DELETE" => match st.remove(&name) {
+                                Some(v) => (200, v),
+                                None => (404, serde_json::json!({"message": "not found"})),
+                            },
+                            _ => (405, Value::Null),
+                        };
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder().status(code).body(out.to_string()).unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, seen, tx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
+    let d = tmp();
+    let root = d.path();
+    let (addr, seen, _stop) = fake_api_server().await;
+    let kc = root.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nclusters:\n- name: t\n  cluster: {{server: 'http://{addr}'}}\nusers:\n- name: u\n  user: {{token: tok}}\ncontexts:\n- name: c\n  context: {{cluster: t, user: u}}\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let run =
+        |seen: &Seen| -> Vec<String> { seen.lock().unwrap().iter().map(|(m, p, _)| format!("{m} {p}")).collect() };
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let name = format!("node-1-{DRIVER}-pool-0");
+    let (child, _) = dra_serve(root, &["--kubeconfig", s(&kc), "--node-name", "node-1", "--devices", "2"]).await;
+    wait_until(10, "the ResourceSlice POST", || !seen.lock().unwrap().is_empty()).await;
+    {
+        let g = seen.lock().unwrap();
+        let (_, _, body) = &g[0];
+        assert_eq!(body["spec"]["driver"], DRIVER);
+        assert_eq!(body["spec"]["nodeName"], "node-1");
+        assert_eq!(body["spec"]["devices"], serde_json::json!([{"name": "dev-0"}, {"name": "dev-1"}]));
+        assert_eq!(body["metadata"]["name"], name);
+    }
+    // A second instance (same node, driver and pool) replaces the slice: POST → 409 → GET → PUT.
+    let d2 = tmp();
+    let (child2, _) = dra_serve(d2.path(), &["--kubeconfig", s(&kc), "--node-name", "node-1", "--devices", "2"]).await;
+    wait_until(10, "the ResourceSlice PUT", || run(&seen).iter().any(|r| r.starts_with("PUT"))).await;
+    assert_eq!(
+        run(&seen),
+        [format!("POST {path}"), format!("POST {path}"), format!("GET {path}/{name}"), format!("PUT {path}/{name}")]
+    );
+    let out = stop_child(child2).await;
+    assert!(out.stdout.contains("resourceslice-deleted"), "{}", out.stdout);
+    assert_eq!(run(&seen).last().unwrap(), &format!("DELETE {path}/{name}"));
+    stop_child(child).await;
+
+    // https is refused up front: a usage error naming the limit.
+    std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\n").unwrap();
+    let r = dpctl(&[
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--kubeconfig",
+        s(&kc),
+        "--node-name",
+        "n",
+    ])
+    .await;
+    r.expect_code(2);
+    assert!(r.stderr.contains("plain-http"), "{}", r.stderr);
+}

@@ -9,6 +9,7 @@
 //! serve at once. Each `--fault` breaks one rule of [`crate::protocol::dra`].
 
 pub mod driver;
+pub mod slices;
 
 use crate::api::pluginregistration::PluginInfo;
 use crate::core::log::Logger;
@@ -180,6 +181,8 @@ pub struct Config {
     pub control_socket: PathBuf,
     /// Faults.
     pub faults: Vec<Fault>,
+    /// Publish the devices as a ResourceSlice to this API server, for this node.
+    pub publish: Option<(slices::ApiServer, String)>,
 }
 
 impl Config {
@@ -457,6 +460,29 @@ async fn run_inner(
             &[("driver", json!(cfg.driver)), ("socket", json!(reg_path.display().to_string()))],
         );
     }
+    let published = match &cfg.publish {
+        None => None,
+        Some((api, node)) => {
+            let name = slices::slice_name(node, &cfg.driver, &cfg.pool);
+            let obj = slices::slice(&name, node, &cfg.driver, &cfg.pool, &cfg.devices);
+            if let Err(e) = slices::publish(api, &obj, Duration::from_secs(10)).await {
+                if let Some(r) = reg_served.take() {
+                    r.shut().await;
+                }
+                return Err(e);
+            }
+            log.event(
+                "resourceslice",
+                &[
+                    ("name", json!(name)),
+                    ("node", json!(node)),
+                    ("server", json!(api.authority)),
+                    ("devices", json!(cfg.devices.len())),
+                ],
+            );
+            Some((api, name))
+        }
+    };
     let result = loop {
         tokio::select! {
             _ = stop.cancelled() => break Ok(()),
@@ -488,8 +514,86 @@ async fn run_inner(
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
+    if let Some((api, name)) = published {
+        match slices::withdraw(api, &name, Duration::from_secs(5)).await {
+            Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
+            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+        }
+    }
     log.event("stopping", &[("driver", json!(cfg.driver))]);
     drop(guard);
     drop(outside);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(faults: Vec<Fault>) -> Config {
+        let root = PathBuf::from("/var/lib/kubelet");
+        Config {
+            driver: "gpu.example.com".into(),
+            pool: "pool-0".into(),
+            devices: vec!["dev-0".into()],
+            registry_dir: root.join("plugins_registry"),
+            plugin_dir: root.join("plugins/gpu.example.com"),
+            kubelet_root: root,
+            host_root: HostRoot::default(),
+            cdi_dir: "/var/run/cdi".into(),
+            services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
+            register: true,
+            rolling_uid: None,
+            health_timeout_secs: 0,
+            control_socket: "/tmp/x.sock".into(),
+            faults,
+            publish: None,
+        }
+    }
+
+    #[test]
+    fn each_registration_fault_breaks_exactly_its_rule() {
+        let root = Path::new("/var/lib/kubelet");
+        let ok = cfg(vec![]);
+        assert!(ok.validate().is_ok());
+        assert!(rules::info_violations(&ok.info(&ok.service_socket(None)), root).is_empty());
+        for (fault, rule) in [
+            (Fault::WrongType, "plugin-type"),
+            (Fault::BadDriverName, "driver-name"),
+            (Fault::RelativeEndpoint, "endpoint-absolute"),
+            (Fault::LongEndpoint, "endpoint-length"),
+            (Fault::NoVersions, "supported-versions"),
+            (Fault::V1beta1First, "version-order"),
+        ] {
+            let c = cfg(vec![fault.clone()]);
+            assert!(c.validate().is_ok(), "{fault:?}");
+            let v = rules::info_violations(&c.info(&c.service_socket(None)), root);
+            assert_eq!(v.iter().map(|x| x.rule.id).collect::<Vec<_>>(), [rule], "{fault:?}");
+        }
+        let c = cfg(vec![Fault::EndpointOutsideRoot]);
+        let v = rules::info_violations(&c.info(&c.service_socket(Some(Path::new("/tmp/o")))), root);
+        assert_eq!(v.iter().map(|x| x.rule.id).collect::<Vec<_>>(), ["endpoint-inside-root"]);
+        assert_eq!(cfg(vec![Fault::UnservedV1]).served(), [DRA_V1BETA1, HEALTH_V1]);
+        assert_eq!(cfg(vec![Fault::UnservedHealth]).served(), [DRA_V1, DRA_V1BETA1]);
+    }
+
+    #[test]
+    fn every_fault_name_parses_and_bad_ones_say_what_is_known() {
+        for (name, _) in FAULTS {
+            let n = name.replace("DURATION", "1s").replace("MESSAGE", "boom");
+            assert!(n.parse::<Fault>().is_ok(), "{n}");
+        }
+        assert_eq!("slow=250ms".parse::<Fault>().unwrap(), Fault::Slow(Duration::from_millis(250)));
+        assert!("slow".parse::<Fault>().unwrap_err().contains("needs a value"));
+        assert!("misssing-uid".parse::<Fault>().unwrap_err().contains("did you mean missing-uid"));
+        let mut bad = cfg(vec![]);
+        bad.driver = "Bad".into();
+        assert!(bad.validate().unwrap_err().to_string().contains("--driver"));
+        let mut bad = cfg(vec![]);
+        bad.services = vec![HEALTH_V1.into()];
+        assert!(bad.validate().unwrap_err().to_string().contains("--services"));
+        let mut bad = cfg(vec![]);
+        bad.rolling_uid = Some("a/b".into());
+        assert!(bad.validate().is_err());
+    }
 }
