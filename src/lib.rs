@@ -29,3 +29,6 @@ pub mod render;
 pub mod suite;
 pub mod trace;
 pub mod version;
+
+#[cfg(test)]
+mod layers;

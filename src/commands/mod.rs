@@ -24,9 +24,9 @@ pub mod test;
 pub mod watch;
 
 use crate::cli::{Cli, Command};
+use crate::client::PluginConn;
 use crate::core::paths::{discover_kubelet_root, HostRoot, Paths, DEFAULT_KUBELET_ROOT};
 use crate::core::{Error, Result};
-use crate::kubelet::PluginConn;
 use crate::render::Format;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -72,7 +72,7 @@ impl Ctx {
 pub fn runtime_workers(cmd: &Command) -> usize {
     match cmd {
         Command::Serve(_) | Command::Replay(_) | Command::Record(_) => 1,
-        Command::Dra(dra::DraCommand::Serve(_)) => 1,
+        Command::Dra(crate::cli::DraCommand::Serve(_)) => 1,
         Command::MockKubelet(_) | Command::Demo(_) | Command::Test(_) => 2,
         Command::Bench(crate::cli::BenchCommand::Kubelet(_)) => 2,
         _ => 0,
