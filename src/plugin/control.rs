@@ -202,17 +202,24 @@ pub async fn serve_lines(
     }
     let (listener, guard) = listen(path).await?;
     log.event("control", &[("socket", json!(path.display().to_string()))]);
+    // Each connection is a task owned here: stopped and awaited on shutdown.
+    let conns = tokio_util::task::TaskTracker::new();
     loop {
         tokio::select! {
             _ = crate::plugin::server::stopped(&mut shutdown) => break,
             conn = listener.accept() => {
                 let Ok((stream, _)) = conn else { continue };
                 let handler = handler.clone();
-                tokio::spawn(async move {
+                let mut stop = shutdown.clone();
+                conns.spawn(async move {
                     let (r, mut w) = stream.into_split();
                     let mut r = BufReader::new(r);
                     loop {
-                        let (mut text, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
+                        let line = tokio::select! {
+                            l = read_line(&mut r, MAX_CONTROL_LINE) => l,
+                            _ = crate::plugin::server::stopped(&mut stop) => break,
+                        };
+                        let (mut text, close) = match line {
                             Err(_) | Ok(Line::Eof) => break,
                             Ok(Line::TooLong) => (refusal_line(&format!(
                                 "request line longer than {}; closing the connection",
@@ -230,6 +237,8 @@ pub async fn serve_lines(
             }
         }
     }
+    conns.close();
+    conns.wait().await;
     drop(guard);
     if let Some(dir) = path.parent() {
         let _ = std::fs::remove_dir(dir); // only if empty

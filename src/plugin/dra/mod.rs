@@ -436,12 +436,17 @@ async fn run_inner(
         let log = log.clone();
         let stop = inner.clone();
         tracker.spawn(async move {
-            tokio::select! {
-                r = crate::plugin::control::serve_lines(&path, handler, log.clone(), rx) => {
-                    if let Err(e) = r { log.event("error", &[("error", json!(e.to_string()))]); }
+            // Stop through the server's own shutdown, so it removes its socket and awaits its connections.
+            let cancel = async move {
+                stop.cancelled().await;
+                let _ = tx.send(true);
+            };
+            let serve = async {
+                if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), rx).await {
+                    log.event("error", &[("error", json!(e.to_string()))]);
                 }
-                _ = stop.cancelled() => { let _ = tx.send(true); }
-            }
+            };
+            tokio::join!(serve, cancel);
         });
     }
     let (endpoint_tx, endpoint_rx) = watch::channel(Some(sock.clone()));
