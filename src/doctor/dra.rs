@@ -68,6 +68,8 @@ pub struct DraFacts {
     pub kubelet_root: PathBuf,
     /// DRA plugins registered through the plugin watcher.
     pub plugins: Vec<DraPlugin>,
+    /// DRA service sockets (`dra*.sock` in `<root-dir>/plugins/*/`, host paths) and what connecting found.
+    pub service_sockets: Vec<(PathBuf, Connect)>,
     /// The checkpoint file.
     pub checkpoint_path: PathBuf,
     /// Its content.
@@ -166,6 +168,20 @@ pub async fn gather(
         }
     }
     plugins.sort_by(|a, b| a.socket.cmp(&b.socket));
+    let mut service_sockets = Vec::new();
+    let dirs = std::fs::read_dir(kubelet_root_here.join("plugins"))
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for d in dirs {
+        for sock in crate::core::transport::find_sockets(&d) {
+            let n = sock.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if n.starts_with("dra") && n.ends_with(".sock") {
+                let (c, _) = try_connect(&sock, t).await;
+                service_sockets.push((root.on_host(&sock), c));
+            }
+        }
+    }
+    service_sockets.sort_by(|a, b| a.0.cmp(&b.0));
     let checkpoint_path = kubelet_root_here.join(CHECKPOINT_NAME);
     let checkpoint = match crate::core::limits::read_file(&checkpoint_path, 64 << 20, "DRA checkpoint") {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => DraCheckpoint::Missing,
@@ -175,7 +191,7 @@ pub async fn gather(
             Err(e) => DraCheckpoint::Bad(e, false),
         },
     };
-    DraFacts { kubelet_root: root.on_host(kubelet_root_here), plugins, checkpoint_path, checkpoint }
+    DraFacts { kubelet_root: root.on_host(kubelet_root_here), plugins, service_sockets, checkpoint_path, checkpoint }
 }
 
 fn finding(
@@ -250,6 +266,31 @@ pub fn endpoint_findings(f: &DraFacts) -> Vec<Finding> {
         .collect()
 }
 
+/// DRA service sockets with nothing listening (a driver that died or was
+/// replaced without cleaning up); the registered ones are `dra-endpoint`.
+pub fn stale_socket_findings(f: &DraFacts) -> Vec<Finding> {
+    f.service_sockets
+        .iter()
+        .filter(|(_, c)| *c == Connect::Refused)
+        .filter(|(p, _)| {
+            !f.plugins.iter().any(|x| {
+                Path::new(&x.info.endpoint) == f.kubelet_root.join(p.strip_prefix(&f.kubelet_root).unwrap_or(p))
+                    || Path::new(&x.info.endpoint) == p.as_path()
+            })
+        })
+        .map(|(p, _)| {
+            finding(
+                Severity::Warning,
+                "dra-stale-socket",
+                p.display().to_string(),
+                "a stale DRA service socket: nothing listens on it".into(),
+                "connect: connection refused".into(),
+                "restart the driver that owned it; since nothing listens removing it is safe",
+            )
+        })
+        .collect()
+}
+
 /// A health service advertised but not answering.
 pub fn health_findings(f: &DraFacts) -> Vec<Finding> {
     f.plugins
@@ -318,6 +359,7 @@ pub fn findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
     let mut v = registered_findings(f);
     v.extend(registration_findings(f));
     v.extend(endpoint_findings(f));
+    v.extend(stale_socket_findings(f));
     v.extend(health_findings(f));
     v.extend(checkpoint_findings(f));
     v.extend(cdi_findings(f, cdi));
@@ -346,6 +388,7 @@ mod tests {
         DraFacts {
             kubelet_root: "/var/lib/kubelet".into(),
             plugins,
+            service_sockets: vec![],
             checkpoint_path: "/var/lib/kubelet/dra_manager_state".into(),
             checkpoint: DraCheckpoint::Missing,
         }
@@ -374,6 +417,15 @@ mod tests {
         let e = endpoint_findings(&f);
         assert_eq!(checks(&e), ["dra-endpoint"]);
         assert!(e[0].evidence.contains("Refused"));
+        // A stale service socket nobody registers is its own finding; a registered one is not repeated.
+        let mut f = f;
+        f.service_sockets = vec![
+            ("/var/lib/kubelet/plugins/a/dra.sock".into(), Connect::Refused),
+            ("/var/lib/kubelet/plugins/old/dra.sock".into(), Connect::Refused),
+            ("/var/lib/kubelet/plugins/live/dra.sock".into(), Connect::Answered),
+        ];
+        let s = stale_socket_findings(&f);
+        assert_eq!(s.iter().map(|x| x.subject.as_str()).collect::<Vec<_>>(), ["/var/lib/kubelet/plugins/old/dra.sock"]);
     }
 
     #[test]

@@ -400,6 +400,9 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
     let cp = serde_json::json!({"Data": data.to_string(), "Checksum": 0});
     std::fs::write(root.join("dra_manager_state"), cp.to_string()).unwrap();
 
+    // A service socket left behind by a driver that died.
+    std::fs::create_dir_all(root.join("plugins/old.example.com")).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(root.join("plugins/old.example.com/dra.sock")).unwrap());
     let r =
         dpctl(&["--kubelet-root-dir", s(root), "doctor", "--cdi-spec-dir", s(&root.join("cdi")), "-o", "json"]).await;
     let v = json(&r);
@@ -420,6 +423,9 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
     assert!(c[0]["subject"].as_str().unwrap().contains("uid-gone"));
     assert!(c[0]["evidence"].as_str().unwrap().contains("uid-gone-dev-1"));
     assert_eq!(v["checked"]["draPlugins"], 3);
+    let stale = f("dra-stale-socket");
+    assert_eq!(stale.len(), 1, "{v}");
+    assert!(stale[0]["subject"].as_str().unwrap().ends_with("plugins/old.example.com/dra.sock"));
     for child in [good, nohealth, outside] {
         stop_child(child).await;
     }
@@ -566,4 +572,25 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     .await;
     r.expect_code(2);
     assert!(r.stderr.contains("plain-http"), "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_recreates_a_deleted_socket_and_keeps_answering() {
+    let d = tmp();
+    let root = d.path();
+    let (mut child, reg) = dra_serve(root, &[]).await;
+    let mut tail = Tail::stdout(&mut child);
+    let svc = root.join(format!("plugins/{DRIVER}/dra.sock"));
+    // The kubelet's plugin watcher sees a deleted registration socket as the plugin leaving:
+    // the driver serves a new one so it registers again; likewise its service socket.
+    std::fs::remove_file(&reg).unwrap();
+    tail.wait_for("our plugin-watcher socket was deleted", 1).await;
+    wait_until(10, "a new registration socket", || reg.exists()).await;
+    std::fs::remove_file(&svc).unwrap();
+    tail.wait_for("our service socket was deleted", 1).await;
+    wait_until(10, "a new service socket", || svc.exists()).await;
+    let p = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a"]).await;
+    p.expect_code(0);
+    assert!(p.stdout.contains("pool-0/dev-0"), "{}", p.stdout);
+    stop_tailed(child, tail).await;
 }
