@@ -904,7 +904,7 @@ pub struct DraClaimsArgs {
     /// prepare: call twice and check both answers are the same (the kubelet repeats calls)
     #[arg(long)]
     pub twice: bool,
-    /// prepare: resolve the CDI IDs of the answer in this spec directory (repeatable)
+    /// prepare: resolve the CDI IDs of the answer in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR")]
     pub cdi_spec_dir: Vec<PathBuf>,
 }

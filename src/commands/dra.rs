@@ -491,15 +491,25 @@ async fn prepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
         }
     }
     let mut problems: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-    if !a.cdi_spec_dir.is_empty() {
-        let ids: Vec<String> = resp
-            .claims
-            .values()
-            .filter(|r| r.error.is_empty())
-            .flat_map(|r| &r.devices)
-            .flat_map(|d| d.cdi_device_ids.clone())
-            .collect();
-        let (_, bad) = crate::doctor::cdi::check(&ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir), &ids);
+    // CDI IDs must resolve to a spec, or the runtime fails the container (as probe --allocate checks).
+    let ids: Vec<String> = resp
+        .claims
+        .values()
+        .filter(|r| r.error.is_empty())
+        .flat_map(|r| &r.devices)
+        .flat_map(|d| d.cdi_device_ids.iter().filter(|id| rules::cdi_id_ok(id)).cloned())
+        .collect();
+    let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
+    let (_, bad) = crate::doctor::cdi::check(&dirs, &ids);
+    let mut notes = Vec::new();
+    if !bad.is_empty() && a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir()) {
+        // Not a node with CDI specs (a workstation): say so, do not fail.
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        notes.push(format!(
+            "the CDI IDs cannot be resolved here: no CDI spec directory ({}); on a node unresolvable IDs fail the container (pass --cdi-spec-dir)",
+            shown.join(", ")
+        ));
+    } else {
         problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b}")));
     }
     match ctx.format {
@@ -532,7 +542,7 @@ async fn prepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
                 }
             }
             emit(&table(&["CLAIM", "DEVICE", "REQUESTS", "CDI DEVICE IDS", "RESULT"], &rows))?;
-            for p in &problems {
+            for p in problems.iter().chain(&notes) {
                 eprintln!("warning: {p}");
             }
         }

@@ -97,7 +97,23 @@ async fn every_client_command_works_against_dra_serve() {
     assert!(text.contains("uid-a-dev-0") && text.contains("DPCTL_DRA_CLAIM=default/a"), "{text}");
 
     // The deprecated v1beta1 service answers the same.
-    let b = dra(root, &["prepare", &reg, "--claim", "default/a/uid-a", "--service", "v1beta1", "-o", "json"]).await;
+    let cdi = root.join("cdi");
+    let b = dra(
+        root,
+        &[
+            "prepare",
+            &reg,
+            "--claim",
+            "default/a/uid-a",
+            "--service",
+            "v1beta1",
+            "--cdi-spec-dir",
+            s(&cdi),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
     b.expect_code(0);
     assert_eq!(json(&b)["claims"]["uid-a"]["devices"][0]["deviceName"], "dev-0");
 
@@ -213,6 +229,17 @@ async fn prepare_reports_per_claim_errors_and_missing_answers() {
     assert!(r.stdout.contains("(no answer)"), "{}", r.stdout);
     assert!(r.stderr.contains("answer-complete") && r.stderr.contains("uid-b"), "{}", r.stderr);
     stop_child(child).await;
+
+    // CDI IDs whose spec is not in the spec directories: the runtime would fail the container.
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &[]).await;
+    let elsewhere = root.join("etc-cdi");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let r = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&elsewhere)]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("unresolvable CDI device k8s.gpu.example.com/claim=uid-a-dev-0"), "{}", r.stderr);
+    stop_child(child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +269,18 @@ async fn rolling_update_runs_two_instances_at_once() {
         l[0]["registration"],
         root.join(format!("plugins_registry/{DRIVER}-bbb-reg.sock")).display().to_string()
     );
-    let p = dra(root, &["prepare", &format!("{DRIVER}-bbb-reg.sock"), "--claim", "default/a/uid-a"]).await;
+    let p = dra(
+        root,
+        &[
+            "prepare",
+            &format!("{DRIVER}-bbb-reg.sock"),
+            "--claim",
+            "default/a/uid-a",
+            "--cdi-spec-dir",
+            s(&root.join("cdi")),
+        ],
+    )
+    .await;
     p.expect_code(0);
     stop_child(new).await;
 }
@@ -300,14 +338,18 @@ async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
     let Some((py, peer)) = python_peer() else { return };
     let d = tmp();
     let root = d.path();
-    let mut drv = peer_cmd(&py, &peer, &["driver", "--root", s(root), "--driver", "peer.example.com"]).spawn().unwrap();
+    let cdi = root.join("cdi");
+    let mut drv =
+        peer_cmd(&py, &peer, &["driver", "--root", s(root), "--driver", "peer.example.com", "--cdi-dir", s(&cdi)])
+            .spawn()
+            .unwrap();
     let mut stdin = drv.stdin.take().unwrap();
     let mut tail = Tail::stdout(&mut drv);
     tail.wait_for("\"serving\"", 1).await;
     let reg = "peer.example.com-reg.sock";
     wait_until(10, "the peer's registration socket", || root.join("plugins_registry").join(reg).exists()).await;
 
-    let pr = dra(root, &["probe", reg, "--prepare", "-o", "json"]).await;
+    let pr = dra(root, &["probe", reg, "--prepare", "--cdi-spec-dir", s(&cdi), "-o", "json"]).await;
     pr.expect_code(0);
     let pr = json(&pr);
     let failed: Vec<&Value> = pr["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "FAIL").collect();
@@ -319,7 +361,9 @@ async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
         .any(|c| c["name"] == "health-answers"
             && c["detail"].as_str().unwrap().starts_with("v1alpha1.DRAResourceHealth")));
 
-    let p = dra(root, &["prepare", reg, "--claim", "default/a/uid-a", "--twice", "-o", "json"]).await;
+    let p =
+        dra(root, &["prepare", reg, "--claim", "default/a/uid-a", "--twice", "--cdi-spec-dir", s(&cdi), "-o", "json"])
+            .await;
     p.expect_code(0);
     let p = json(&p);
     assert_eq!(p["claims"]["uid-a"]["devices"][0]["cdiDeviceIds"][0], "peer.example.com/gpu=gpu-0");
@@ -387,7 +431,9 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
     let (outside, _) = dra_serve_as(root, "c.example.com", &["--fault", "endpoint-outside-root"]).await;
     // A claim prepared through the real driver (its CDI spec exists) and one whose spec is gone.
     let reg = format!("{DRIVER}-reg.sock");
-    dra(root, &["prepare", &reg, "--claim", "ml/ok/uid-ok"]).await.expect_code(0);
+    dra(root, &["prepare", &reg, "--claim", "ml/ok/uid-ok", "--cdi-spec-dir", s(&root.join("cdi"))])
+        .await
+        .expect_code(0);
     let entries = serde_json::json!([
         {"ClaimUID": "uid-ok", "ClaimName": "ok", "Namespace": "ml", "PodUIDs": {"p1": {}},
          "DriverState": {DRIVER: {"Devices": [{"PoolName": "pool-0", "DeviceName": "dev-0",
@@ -589,7 +635,8 @@ async fn dra_serve_recreates_a_deleted_socket_and_keeps_answering() {
     std::fs::remove_file(&svc).unwrap();
     tail.wait_for("our service socket was deleted", 1).await;
     wait_until(10, "a new service socket", || svc.exists()).await;
-    let p = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a"]).await;
+    let p =
+        dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&root.join("cdi"))]).await;
     p.expect_code(0);
     assert!(p.stdout.contains("pool-0/dev-0"), "{}", p.stdout);
     stop_tailed(child, tail).await;
