@@ -641,3 +641,27 @@ async fn dra_serve_recreates_a_deleted_socket_and_keeps_answering() {
     assert!(p.stdout.contains("pool-0/dev-0"), "{}", p.stdout);
     stop_tailed(child, tail).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_accepts_socket_path_authorities_on_both_sockets() {
+    use crate::authority::{grpc_status, raw_call, AUTHORITIES};
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &[]).await;
+    let svc = root.join(format!("plugins/{DRIVER}/dra.sock"));
+    for auth in AUTHORITIES.iter().chain(["localhost"].iter()) {
+        let o = raw_call(&reg, auth, "/pluginregistration.Registration/GetInfo", &[]).await;
+        assert_eq!(grpc_status(&o), Some("0"), "GetInfo, authority {auth}: {o:?}");
+        for path in [
+            "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+            "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
+        ] {
+            let o = raw_call(&svc, auth, path, &[]).await;
+            assert_eq!(grpc_status(&o), Some("0"), "{path}, authority {auth}: {o:?}");
+        }
+        // A service this socket does not serve is Unimplemented (12), as grpc-go answers.
+        let o = raw_call(&svc, auth, "/v1beta1.DevicePlugin/GetDevicePluginOptions", &[]).await;
+        assert_eq!(grpc_status(&o), Some("12"), "authority {auth}: {o:?}");
+    }
+    stop_child(child).await;
+}
