@@ -887,6 +887,9 @@ pub struct DraProbeArgs {
     /// With --prepare: resolve CDI IDs in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR", requires = "prepare")]
     pub cdi_spec_dir: Vec<PathBuf>,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a driver)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
 }
 
 /// `dpctl dra prepare|unprepare`

@@ -168,7 +168,33 @@ async fn probe(ctx: &Ctx, a: &DraProbeArgs) -> Result<()> {
     report(ctx, path.display().to_string(), c.0)
 }
 
+/// `--wait`: until the socket exists and answers GetInfo (a registration
+/// socket) or any call (a service socket), or `wait` has passed: then the
+/// checks run and report what is wrong.
+async fn wait_ready(ctx: &Ctx, path: &Path, wait: Duration) {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        if let Ok(c) = DraConn::connect(path, left.min(ctx.timeout)).await {
+            match c.info().await {
+                Ok(_) => return,
+                Err(e) if e.code().is_some() => return, // it answers (a service socket: Unimplemented)
+                Err(_) => {}
+            }
+        }
+        tokio::time::sleep_until((tokio::time::Instant::now() + Duration::from_millis(100)).min(deadline)).await;
+    }
+}
+
 async fn probe_checks(ctx: &Ctx, a: &DraProbeArgs, path: &Path, c: &mut Checks) {
+    if let Some(w) = a.wait {
+        let t = Instant::now();
+        wait_ready(ctx, path, w).await;
+        c.add("wait", Status::Pass, Some(t.elapsed()), format!("waited up to {} for the socket", format_duration(w)));
+    }
     let t = Instant::now();
     let conn = match DraConn::connect(path, ctx.timeout).await {
         Ok(x) => x,

@@ -665,3 +665,49 @@ async fn dra_serve_accepts_socket_path_authorities_on_both_sockets() {
     }
     stop_child(child).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_probe_waits_for_a_driver_that_is_still_starting() {
+    let d = tmp();
+    let root = d.path();
+    // Probe first (nothing there yet), then start the driver: --wait bridges the gap.
+    let probe = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "probe",
+        &format!("{DRIVER}-reg.sock"),
+        "--wait",
+        "20s",
+        "-o",
+        "json",
+    ])
+    .spawn()
+    .unwrap();
+    let cdi = root.join("cdi");
+    let child = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        s(&cdi),
+        "--health-timeout",
+        "30",
+    ])
+    .spawn()
+    .unwrap();
+    let out =
+        tokio::time::timeout(std::time::Duration::from_secs(30), probe.wait_with_output()).await.unwrap().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checks"][0]["name"], "wait");
+    assert!(v["checks"].as_array().unwrap().iter().any(|c| c["name"] == "health-answers" && c["status"] == "PASS"));
+    // --health-timeout reaches the health entries.
+    let h = dra(root, &["health", &format!("{DRIVER}-reg.sock"), "--count", "1", "-o", "json"]).await;
+    h.expect_code(0);
+    assert_eq!(json(&h)["devices"][0]["healthCheckTimeoutSeconds"], 30);
+    stop_child(child).await;
+}
