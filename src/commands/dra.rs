@@ -927,17 +927,9 @@ async fn serve(ctx: &Ctx, a: &DraServeArgs) -> Result<()> {
     }
     let cfg = config(ctx, a)?;
     let log = Logger::new(a.log_format);
-    let stop = tokio_util::sync::CancellationToken::new();
-    let s = stop.clone();
-    let run = crate::plugin::dra::run(cfg, log.clone(), stop);
-    tokio::pin!(run);
-    let r = tokio::select! {
-        r = &mut run => r,
-        _ = crate::core::interrupted() => {
-            s.cancel();
-            run.await
-        }
-    };
+    let tasks = crate::core::task::Tasks::new();
+    let r =
+        crate::core::task::until_interrupted(&tasks, crate::plugin::dra::run(cfg, log.clone(), tasks.clone())).await;
     log.close(Duration::from_secs(2));
     r
 }
