@@ -143,12 +143,7 @@ async fn every_client_command_works_against_dra_serve() {
         let pr = dra(root, &["probe", &sock, "--prepare", "--cdi-spec-dir", s(&root.join("cdi")), "-o", "json"]).await;
         pr.expect_code(0);
         let pr = json(&pr);
-        let not_pass: Vec<&Value> = pr["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["status"] != "PASS" && c["name"] != "get-info" && c["name"] != "service-answers")
-            .collect();
+        let not_pass: Vec<&Value> = pr["checks"].as_array().unwrap().iter().filter(|c| c["status"] != "PASS").collect();
         assert!(not_pass.is_empty(), "{sock}: {not_pass:?}");
         assert!(pr["checks"].as_array().unwrap().iter().any(|c| c["name"] == "idempotent" && c["status"] == "PASS"));
     }
@@ -709,5 +704,22 @@ async fn dra_probe_waits_for_a_driver_that_is_still_starting() {
     let h = dra(root, &["health", &format!("{DRIVER}-reg.sock"), "--count", "1", "-o", "json"]).await;
     h.expect_code(0);
     assert_eq!(json(&h)["devices"][0]["healthCheckTimeoutSeconds"], 30);
+    stop_child(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_socket_serving_only_v1_and_no_health_probes_clean() {
+    let d = tmp();
+    let root = d.path();
+    let (child, svc) = dra_serve(root, &["--no-register", "--services", "v1.DRAPlugin"]).await;
+    assert!(sockets_in(&root.join("plugins_registry")).is_empty(), "--no-register creates no registration socket");
+    let r = dra(root, &["probe", s(&svc), "-o", "json"]).await;
+    r.expect_code(0);
+    let v = json(&r);
+    assert_eq!(v["result"], "PASS", "{v}");
+    let details: Vec<&str> =
+        v["checks"].as_array().unwrap().iter().map(|c| c["detail"].as_str().unwrap_or("")).collect();
+    assert!(details.iter().any(|d| d.contains("v1beta1.DRAPlugin: not served here")), "{details:?}");
+    assert!(details.iter().any(|d| d.contains("no health service served here")), "{details:?}");
     stop_child(child).await;
 }
