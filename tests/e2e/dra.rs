@@ -344,6 +344,12 @@ async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
     let reg = "peer.example.com-reg.sock";
     wait_until(10, "the peer's registration socket", || root.join("plugins_registry").join(reg).exists()).await;
 
+    let i = dra(root, &["info", reg, "-o", "json"]).await;
+    i.expect_code(0);
+    let i = json(&i);
+    assert_eq!((i["type"].as_str(), i["name"].as_str()), (Some("DRAPlugin"), Some("peer.example.com")));
+    let l = json(&dra(root, &["list", "-o", "json"]).await);
+    assert_eq!((l[0]["driver"].as_str(), l[0]["state"].as_str()), (Some("peer.example.com"), Some("live")), "{l}");
     let pr = dra(root, &["probe", reg, "--prepare", "--cdi-spec-dir", s(&cdi), "-o", "json"]).await;
     pr.expect_code(0);
     let pr = json(&pr);
