@@ -384,6 +384,7 @@ const KINDS: &[(&str, Kind)] = &[
     ("cdi-*", cdi_names),
     ("watcher-socket", watcher_sockets),
     ("permission-denied", permission_denied),
+    ("dra-*", dra_plugins),
 ];
 
 /// Derive every finding from the facts: each kind in turn.
@@ -413,6 +414,7 @@ fn checked(v: &View) -> Checked {
         pod_resources: f.pods.ok().is_some(),
         watcher_sockets: f.watchers.len(),
         cdi_names: cdi_users(v).len(),
+        dra_plugins: f.dra.plugins.len(),
         plugins: v
             .m
             .served
@@ -1069,6 +1071,11 @@ fn watcher_sockets(v: &View) -> Vec<Finding> {
     out
 }
 
+/// DRA kubelet plugins and the DRA checkpoint.
+fn dra_plugins(v: &View) -> Vec<Finding> {
+    super::dra::findings(&v.f.dra, &v.f.cdi)
+}
+
 /// Everything that could not be tested for lack of permission, as one finding.
 fn permission_denied(v: &View) -> Vec<Finding> {
     let f = v.f;
@@ -1611,6 +1618,6 @@ mod tests {
             let quiet = node();
             assert!(kind(&View::new(&quiet)).is_empty(), "{want:?} on a quiet node");
         }
-        assert_eq!(KINDS.len(), 17);
+        assert_eq!(KINDS.len(), 18);
     }
 }
