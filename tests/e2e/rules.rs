@@ -259,3 +259,27 @@ async fn allocate_rules_get_one_verdict_and_text_from_every_role() {
     assert!(rejected.contains(&text), "{rejected}");
     stop_child(k).await;
 }
+
+/// The README's rule table is the rulebook: every rule, its verdict and what the kubelet does.
+#[test]
+fn the_readme_lists_every_rule_as_the_rulebook_says() {
+    use dpctl::protocol::rules::Kubelet;
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `") && l.ends_with(" |")).collect();
+    for r in rules::RULES {
+        let row = rows
+            .iter()
+            .find(|l| l.starts_with(&format!("| `{}` |", r.id)))
+            .unwrap_or_else(|| panic!("README lacks the rule row {}", r.id));
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.last().copied(), Some(verdict(r)), "{row}");
+        let kubelet = match r.kubelet {
+            Kubelet::Rejects => "refuses the registration",
+            Kubelet::FailsPod => "fails the pod",
+            Kubelet::DropsStream => "fails the stream",
+            Kubelet::Tolerates => "accepts it",
+            Kubelet::MockRejects => "accepts it (dpctl's mock kubelet refuses)",
+        };
+        assert_eq!(cells.get(2).copied(), Some(kubelet), "{row}");
+    }
+}
