@@ -65,6 +65,17 @@ pub enum ConnError {
 }
 
 impl ConnError {
+    /// The error as the kubelet's texts embed it: Go's `%v` of the gRPC status
+    /// (a deadline is `DeadlineExceeded`), else dpctl's words.
+    pub fn go_text(&self) -> String {
+        use crate::protocol::rules::go_status;
+        match self {
+            ConnError::Status { status, .. } => go_status(status.code(), status.message()),
+            ConnError::Timeout { .. } => go_status(tonic::Code::DeadlineExceeded, "context deadline exceeded"),
+            other => other.to_string(),
+        }
+    }
+
     /// The gRPC code, when the plugin (or its connection) gave one.
     pub fn code(&self) -> Option<tonic::Code> {
         match self {

@@ -309,7 +309,7 @@ async fn allocate(
     if opts.pre_start_required {
         let t = Instant::now();
         let got = conn.pre_start(PreStartContainerRequest { devices_ids: vec![id.clone()] }, ctx.timeout).await;
-        let error = got.err().map(|e| e.to_string());
+        let error = got.err().map(|e| e.go_text());
         match rules::pre_start(error.as_deref(), t.elapsed()) {
             Some(v) => p.add("pre-start", status_of(std::slice::from_ref(&v)), Some(t.elapsed()), v.to_string()),
             None => p.add("pre-start", Status::Pass, Some(t.elapsed()), id),

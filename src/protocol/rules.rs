@@ -750,7 +750,12 @@ pub fn cdi_name(name: &str) -> Option<Violation> {
     })
 }
 
-/// Check a PreStartContainer call's outcome (`error`: the gRPC error's text).
+/// A gRPC error status as Go prints it (`%v`), as the kubelet's texts embed it.
+pub fn go_status(code: tonic::Code, message: &str) -> String {
+    format!("rpc error: code = {code:?} desc = {message}")
+}
+
+/// Check a PreStartContainer call's outcome (`error`: the error as [`go_status`] prints it).
 pub fn pre_start(error: Option<&str>, took: Duration) -> Option<Violation> {
     if let Some(e) = error {
         return Some(PRE_START.violated(format!("device plugin PreStartContainer rpc failed with err: {e}")));

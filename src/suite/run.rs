@@ -1069,11 +1069,16 @@ impl Sess<'_> {
         let start = Instant::now();
         match tokio::time::timeout(Duration::from_secs(30), c.pre_start_container(req)).await {
             Ok(Ok(_)) => Ok(Outcome::pass(format!("after {}", ms(start.elapsed())))),
-            Ok(Err(s)) => Ok(Outcome::fail(
-                format!("PreStartContainer([{id}])"),
-                format!("{:?}: {}", s.code(), s.message()),
-                "succeed for devices you allocated (an error fails the container start)",
-            )),
+            Ok(Err(s)) => {
+                let text = crate::protocol::rules::go_status(s.code(), s.message());
+                let v = crate::protocol::rules::pre_start(Some(&text), start.elapsed());
+                let answer = v.map(|v| v.to_string()).unwrap_or(text);
+                Ok(Outcome::fail(
+                    format!("PreStartContainer([{id}])"),
+                    answer,
+                    "succeed for devices you allocated (an error fails the container start)",
+                ))
+            }
             Err(_) => Ok(Outcome::fail(
                 format!("PreStartContainer([{id}])"),
                 "no answer within the kubelet's 30s",

@@ -260,6 +260,42 @@ async fn allocate_rules_get_one_verdict_and_text_from_every_role() {
     stop_child(k).await;
 }
 
+/// PreStartContainer failing: the kubelet fails the container start with its
+/// text; probe and `dpctl test` fail with the same text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_start_rule_gets_one_verdict_and_text_from_every_role() {
+    let rule = &rules::PRE_START;
+    let error = rules::go_status(tonic::Code::Internal, "device reset failed");
+    let text = only(rule, rules::pre_start(Some(&error), std::time::Duration::ZERO).into_iter().collect()).to_string();
+    assert_eq!(
+        text,
+        "device plugin PreStartContainer rpc failed with err: rpc error: code = Internal desc = device reset failed"
+    );
+    let n = Node::new();
+    let mut k = n.start(&["--log-format", "json"]).await;
+    let tail = Tail::stdout(&mut k);
+    let sock = n.dp().join("p.sock");
+    let b = Behaviour {
+        options: DevicePluginOptions { pre_start_required: true, get_preferred_allocation_available: false },
+        pre_start_fail: Some((tonic::Code::Internal, "device reset failed".into())),
+        ..Default::default()
+    };
+    let _plugin = start_plugin(&sock, four_devices(), b).await;
+    probe(&sock, &["--allocate"], "pre-start", rule, &text).await;
+    suite(&sock, "PRE-001", rule, &text).await;
+    dpctl(&["register", "--plugin-dir", s(&n.dp()), "--resource", RES, "--endpoint", "p.sock"]).await.expect_code(0);
+    n.wait_resource(RES, "registered", |r| r["allocatable"] == 4).await;
+    n.pod("a.yaml", &pod_yaml("a", RES, 1));
+    n.wait_pod("a").await;
+    let mut tail = tail;
+    tail.wait_for("container-start-failed", 1).await;
+    let out = stop_tailed(k, tail).await;
+    let failed = events(&out.stdout)
+        .into_iter()
+        .any(|e| matches!(&e.event, KubeletEvent::ContainerStartFailed { error, .. } if *error == text));
+    assert!(failed, "no container-start-failed {text:?}:\n{}", out.stdout);
+}
+
 /// The README's rule table is the rulebook: every rule, its verdict and what the kubelet does.
 #[test]
 fn the_readme_lists_every_rule_as_the_rulebook_says() {

@@ -39,6 +39,8 @@ pub struct Behaviour {
     pub preferred: Option<Vec<String>>,
     /// Allocate answers with no container responses at all.
     pub empty_allocate: bool,
+    /// PreStartContainer fails with this status.
+    pub pre_start_fail: Option<(Code, String)>,
     /// The first ListAndWatch stream gets its snapshot and never an update
     /// (a plugin whose streams share one change flag, as generic-device-plugin's do).
     pub freeze_first_stream: bool,
@@ -182,6 +184,9 @@ impl DevicePlugin for TestPlugin {
         r: Request<PreStartContainerRequest>,
     ) -> Result<Response<PreStartContainerResponse>, Status> {
         self.gate(format!("PreStartContainer({})", r.into_inner().devices_ids.join(","))).await?;
+        if let Some((code, msg)) = &self.b.pre_start_fail {
+            return Err(Status::new(*code, msg.clone()));
+        }
         Ok(Response::new(PreStartContainerResponse {}))
     }
 }

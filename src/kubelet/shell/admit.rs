@@ -191,7 +191,7 @@ impl Manager {
         let answer = match r {
             Err(e) => Answer::AllocateFailed(e.to_string()),
             Ok(resp) if resp.container_responses.is_empty() => {
-                error = Some("no containers return in allocation response".to_string());
+                error = crate::protocol::rules::allocate(1, &resp).first().map(ToString::to_string);
                 Answer::Allocated(resp)
             }
             Ok(resp) => Answer::Allocated(resp),
@@ -228,16 +228,18 @@ impl Manager {
                     .pre_start(PreStartContainerRequest { devices_ids: ids.clone() }, self.cfg.pre_start_timeout)
                     .await;
                 let (pod, container, resource, devices) = (pod.key(), c.name.clone(), res.clone(), ids);
-                let latency_ms = millis(t.elapsed());
-                self.event(match r {
-                    Ok(_) => KubeletEvent::PreStart { pod, container, resource, devices, latency_ms },
-                    Err(e) => KubeletEvent::ContainerStartFailed {
+                let took = t.elapsed();
+                let latency_ms = millis(took);
+                let error = r.err().map(|e| e.go_text());
+                self.event(match crate::protocol::rules::pre_start(error.as_deref(), took) {
+                    None => KubeletEvent::PreStart { pod, container, resource, devices, latency_ms },
+                    Some(v) => KubeletEvent::ContainerStartFailed {
                         pod,
                         container,
                         resource,
                         devices,
                         latency_ms,
-                        error: e.to_string(),
+                        error: v.to_string(),
                     },
                 });
             }

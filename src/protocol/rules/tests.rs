@@ -208,6 +208,7 @@ fn pre_start_answers() {
         "device plugin PreStartContainer rpc failed with err: boom"
     );
     assert!(pre_start(None, Duration::from_secs(31)).is_some());
+    assert_eq!(go_status(tonic::Code::DeadlineExceeded, "x"), "rpc error: code = DeadlineExceeded desc = x");
 }
 
 #[test]
