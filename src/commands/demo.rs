@@ -8,8 +8,8 @@ use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::{Error, Result};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
-use crate::kubelet::node::{Node, NodeSpec};
-use crate::kubelet::tree::TempNode;
+use crate::kubelet::node::{Node, NodeSpec, NodeStatus};
+use crate::kubelet::tree::{NodeTree, TempNode};
 use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, Scope};
 use crate::plugin::registrar::Settings;
 use crate::render::{emit, table};
@@ -75,8 +75,7 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     let node_dir = TempNode::new("demo")?;
     let tree = node_dir.tree.clone();
-    let (root, dp, manifests, pr_sock) =
-        (tree.root.clone(), tree.plugin_dir.clone(), tree.manifests.clone(), tree.pod_resources.clone());
+    let (root, dp, manifests) = (tree.root.clone(), tree.plugin_dir.clone(), tree.manifests.clone());
     let (kubelet_log, plugin_log) = (tree.logs.join("kubelet.log"), tree.logs.join("plugin.log"));
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
@@ -85,22 +84,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     let node = Node::start(NodeSpec { plugins_registry_dir: None, ..NodeSpec::on_tree(&tree) }, bus).await?;
     let ksock = tree.kubelet_socket();
 
-    let gpu = ResourceConfig {
-        resource: RESOURCE.into(),
-        socket_name: Some("gpu.sock".into()),
-        count: Some(4),
-        numa_nodes: Some(2),
-        pre_start: true,
-        preferred_allocation: true,
-        allocate: Some(AllocateTemplate {
-            container: Scope {
-                envs: [("GPU_VISIBLE_DEVICES".to_string(), "{ids}".to_string())].into_iter().collect(),
-                ..Default::default()
-            },
-            device: Scope { cdi_devices: vec![format!("{RESOURCE}={{id}}")], ..Default::default() },
-        }),
-        ..Default::default()
-    };
+    let gpu = gpu_config();
     let plugin_settings = Settings {
         plugin_dir: dp.clone(),
         socket_name: None,
@@ -157,6 +141,64 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             return Err(e);
         }
     };
+    emit(&walkthrough(&n, &tree, &manifest, a.once))?;
+
+    if !a.once {
+        run_until_stopped(&node, &mut plugin_done, &mut hup).await;
+    }
+    tasks.stop().await;
+    node.stop().await;
+    Ok(())
+}
+
+/// The simulated GPU resource the demo serves: 4 devices on 2 NUMA nodes,
+/// with PreStartContainer, GetPreferredAllocation and a CDI device per GPU.
+fn gpu_config() -> ResourceConfig {
+    ResourceConfig {
+        resource: RESOURCE.into(),
+        socket_name: Some("gpu.sock".into()),
+        count: Some(4),
+        numa_nodes: Some(2),
+        pre_start: true,
+        preferred_allocation: true,
+        allocate: Some(AllocateTemplate {
+            container: Scope {
+                envs: [("GPU_VISIBLE_DEVICES".to_string(), "{ids}".to_string())].into_iter().collect(),
+                ..Default::default()
+            },
+            device: Scope { cdi_devices: vec![format!("{RESOURCE}={{id}}")], ..Default::default() },
+        }),
+        ..Default::default()
+    }
+}
+
+/// Serve until Ctrl-C or either role stops; SIGHUP restarts the kubelet.
+async fn run_until_stopped(
+    node: &Node,
+    plugin_done: &mut watch::Receiver<Option<String>>,
+    hup: &mut tokio::signal::unix::Signal,
+) {
+    let interrupted = crate::core::interrupted();
+    tokio::pin!(interrupted);
+    loop {
+        tokio::select! {
+            _ = &mut interrupted => break,
+            _ = node.finished() => break,
+            _ = plugin_done.wait_for(Option::is_some) => break,
+            Some(()) = hup.recv() => {
+                if node.restart("SIGHUP").await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What the demo prints once the pod is admitted: the resource, the pod's
+/// devices, the Allocate answer, and commands to try next.
+fn walkthrough(n: &NodeStatus, tree: &NodeTree, manifest: &Path, once: bool) -> String {
+    let (root, dp, manifests, pr_sock) = (&tree.root, &tree.plugin_dir, &tree.manifests, &tree.pod_resources);
+    let (kubelet_log, plugin_log) = (tree.logs.join("kubelet.log"), tree.logs.join("plugin.log"));
     let mut out =
         format!("dpctl demo: a mock kubelet and a simulated device plugin, running in {}\n\n", root.display());
     out.push_str(&format!("1. The plugin registered {RESOURCE} with the kubelet (4 devices on 2 NUMA nodes):\n\n"));
@@ -195,7 +237,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             out.push_str(&format!("     {l}\n"));
         }
     }
-    out.push_str(&next_steps_heading(a.once));
+    out.push_str(&next_steps_heading(once));
     if let Some(alias) = dpctl_hint() {
         out.push_str(&format!("   {alias}\n"));
     }
@@ -231,27 +273,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         out.push('\n');
     }
     out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), plugin_log.display()));
-    emit(&out)?;
-
-    if !a.once {
-        let interrupted = crate::core::interrupted();
-        tokio::pin!(interrupted);
-        loop {
-            tokio::select! {
-                _ = &mut interrupted => break,
-                _ = node.finished() => break,
-                _ = plugin_done.wait_for(Option::is_some) => break,
-                Some(()) = hup.recv() => {
-                    if node.restart("SIGHUP").await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    tasks.stop().await;
-    node.stop().await;
-    Ok(())
+    out
 }
 
 /// What the demo says before its suggested commands: true for `--once`
