@@ -54,9 +54,8 @@ pub struct Scenario {
     pub needs_control: bool,
 }
 
-const PROTO: &str = "shared/protocol.md";
-const DOCS: &str = "seeds/k8s-docs-device-plugins.md";
-const DESIGN: &str = "seeds/device-plugin-design-proposal.md";
+const DESIGN: &str =
+    "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md";
 const E2E: &str = "kubernetes test/e2e_node/device_plugin_test.go";
 const FAILURES: &str = "kubernetes test/e2e_node/device_plugin_failures_test.go";
 
@@ -78,55 +77,55 @@ macro_rules! sc {
 pub const SCENARIOS: &[Scenario] = &[
     sc!("REG-001", "registration", Basic, true, "registers within 10s of starting",
         "a plugin calls Register on kubelet.sock (or serves a plugin-watcher socket) soon after it starts",
-        "seeds/k8s-docs-device-plugins.md (device plugin registration); device_plugin_test.go waits for the resource to appear"),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/ (device plugin registration); device_plugin_test.go waits for the resource to appear"),
     sc!("REG-002", "registration", Basic, true, "asks for API version v1beta1",
         "RegisterRequest.version (or PluginInfo.supported_versions) is \"v1beta1\", the only version the kubelet supports",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (Register: isVersionCompatibleWithPlugin)"),
     sc!("REG-003", "registration", Basic, true, "registers a valid extended resource name",
         "the name contains '/', is not in kubernetes.io/, has a DNS-subdomain prefix and a name of at most 63 characters (and equals --resource when given)",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (Register: v1helper.IsExtendedResourceName)"),
     sc!("REG-004", "registration", Basic, true, "names an endpoint inside the plugin directory",
         "the endpoint is a plain socket file name in the device-plugin directory and that socket exists",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (Register joins the endpoint to the plugin directory unchecked)"),
     sc!("REG-005", "registration", Basic, true, "serves before registering (the dial-back works)",
         "inside Register the kubelet dials the endpoint and calls GetDevicePluginOptions; the plugin must already serve",
-        "shared/protocol.md; device_plugin_failures_test.go (a plugin that cannot be dialled back fails registration)"),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (connectClient dials the plugin inside Register); device_plugin_failures_test.go (a plugin that cannot be dialled back fails registration)"),
     sc!("REG-006", "registration", Basic, true, "sends the options GetDevicePluginOptions returns",
         "the options in RegisterRequest equal GetDevicePluginOptions (the kubelet trusts the latter)",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (Connect reads GetDevicePluginOptions)"),
     sc!("REG-007", "registration", Basic, true, "leaves kubelet.sock and other plugins' sockets alone at start",
         "the plugin directory is shared: a plugin creates and removes only its own socket",
-        "seeds/device-plugin-design-proposal.md (socket per plugin in /var/lib/kubelet/device-plugins)"),
+        "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md (socket per plugin in /var/lib/kubelet/device-plugins)"),
     sc!("REG-008", "registration", Basic, true, "answers the plugin watcher (GetInfo, NotifyRegistrationStatus)",
         "with the plugin watcher, GetInfo returns type DevicePlugin, the resource name, an endpoint in the plugin directory and v1beta1; NotifyRegistrationStatus is accepted",
-        "shared/protocol.md (pluginregistration/v1)"),
+        "kubernetes pkg/kubelet/pluginmanager/pluginwatcher/plugin_watcher.go; pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go (ValidatePlugin)"),
     sc!("LAW-001", "listandwatch", Basic, false, "sends a first snapshot within 5s",
         "ListAndWatch sends the full device list right away; the kubelet has no devices until it does",
         DESIGN),
     sc!("LAW-002", "listandwatch", Basic, false, "sends unique, non-empty, printable device IDs",
         "device IDs are unique, non-empty, printable without spaces, at most 63 characters",
-        "shared/protocol.md; seeds/device-plugin-design-proposal.md"),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (Device.ID: at most 63 characters); https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("LAW-003", "listandwatch", Basic, false, "uses exactly \"Healthy\" and \"Unhealthy\"",
         "only the exact string Healthy counts as healthy; anything else is unhealthy",
-        PROTO),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/constants.go (Healthy, Unhealthy); manager.go (only Healthy is allocatable)"),
     sc!("LAW-004", "listandwatch", Basic, false, "keeps a snapshot under the kubelet's 4 MiB limit",
         "the kubelet receives at most 4 MiB per message; a larger snapshot fails the stream (kubernetes#109304)",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (the stream is read with gRPC's default 4 MiB limit)"),
     sc!("LAW-005", "listandwatch", Basic, false, "reports well-formed topology",
         "Device.topology, when set, lists at least one NUMA node, none negative, none twice",
-        "seeds/kep-3573-device-manager.md; shared/protocol.md"),
+        "https://github.com/kubernetes/enhancements/tree/master/keps/sig-node/3573-device-plugin; kubernetes pkg/kubelet/cm/devicemanager/topology_hints.go"),
     sc!("LAW-006", "listandwatch", Basic, false, "gives a second stream a full snapshot",
         "every ListAndWatch stream starts with the full device list, also while another stream is open",
-        DESIGN),
+        "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("ALLOC-001", "allocate", Basic, false, "allocates every healthy device on its own",
         "Allocate succeeds for each advertised healthy device, with one container response",
         E2E),
     sc!("ALLOC-002", "allocate", Basic, false, "answers several containers in one request",
         "one ContainerAllocateResponse per ContainerAllocateRequest, in order",
-        PROTO),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (AllocateRequest.container_requests, AllocateResponse.container_responses)"),
     sc!("ALLOC-003", "allocate", Basic, false, "gives a container something to reach its device",
         "an Allocate answer sets envs, mounts, device nodes, annotations or CDI devices; an empty answer gives the container nothing",
-        DOCS),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/"),
     sc!("ALLOC-004", "allocate", Basic, false, "rejects an unknown device ID",
         "Allocate for an ID the plugin never advertised is an error, not a success",
         FAILURES),
@@ -135,40 +134,40 @@ pub const SCENARIOS: &[Scenario] = &[
         E2E),
     sc!("PREF-001", "preferred", Basic, false, "GetPreferredAllocation answers the requested size",
         "for every size from 1 to all devices, exactly allocation_size distinct IDs (when advertised)",
-        PROTO),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (ContainerPreferredAllocationRequest.allocation_size); manager.go (callGetPreferredAllocationIfAvailable)"),
     sc!("PREF-002", "preferred", Basic, false, "GetPreferredAllocation picks only available devices",
         "every preferred ID is one of available_deviceIDs (when advertised)",
-        PROTO),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (available_deviceIDs); manager.go (filterByAffinity / callGetPreferredAllocationIfAvailable)"),
     sc!("PREF-003", "preferred", Basic, false, "GetPreferredAllocation keeps the must-include devices",
         "every must_include_deviceID is in the answer (when advertised)",
-        PROTO),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (must_include_deviceIDs); manager.go (callGetPreferredAllocationIfAvailable)"),
     sc!("PRE-001", "prestart", Basic, false, "PreStartContainer answers for allocated devices",
         "when pre_start_required, PreStartContainer succeeds within the kubelet's 30s timeout",
-        PROTO),
+        "kubernetes pkg/kubelet/cm/devicemanager/manager.go (callPreStartContainerIfNeeded); constants.go (KubeletPreStartContainerRPCTimeoutInSecs = 30)"),
     sc!("LAW-007", "listandwatch", Basic, false, "survives the kubelet cancelling a stream",
         "after a stream is cancelled, a new stream still gets a full snapshot and the plugin keeps serving",
-        "shared/protocol.md (the kubelet ends streams on restart and re-registration)"),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (the kubelet ends streams on restart and re-registration)"),
     sc!("ORDER-001", "start-order", StartOrder, true, "waits for kubelet.sock and registers once it appears",
         "a plugin started before the kubelet keeps running and registers when kubelet.sock appears",
-        "seeds/k8s-docs-device-plugins.md; kubernetes#92958"),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/; kubernetes#92958"),
     sc!("KRES-001", "kubelet-restart", KubeletRestart, true, "re-registers within 5s of a kubelet restart",
         "the kubelet deletes every socket and re-creates kubelet.sock; plugins must notice and register again",
-        "seeds/k8s-docs-device-plugins.md; device_plugin_test.go (re-registration after kubelet restart); kubernetes#92958, #131013"),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/; device_plugin_test.go (re-registration after kubelet restart); kubernetes#92958, #131013"),
     sc!("KRES-002", "kubelet-restart", KubeletRestart, true, "keeps the same device IDs across a kubelet restart",
         "device IDs are stable: pods hold them in the kubelet's checkpoint",
         E2E),
     sc!("KRES-003", "kubelet-restart", KubeletRestart, true, "leaves one live registration after quick restarts",
         "after several kubelet restarts in quick succession, the plugin registers once with the last kubelet and its endpoint answers",
-        "shared/protocol.md (a second registration replaces the first)"),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (a second registration of a resource replaces the first)"),
     sc!("PRES-001", "plugin-restart", PluginRestart, true, "exits within 10s of SIGTERM",
         "a plugin stops promptly on SIGTERM (pods are deleted with a grace period)",
-        DOCS),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/"),
     sc!("PRES-002", "plugin-restart", PluginRestart, true, "removes its own socket when it exits",
         "a stale socket in the plugin directory misleads the kubelet and tools",
-        DESIGN),
+        "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("PRES-003", "plugin-restart", PluginRestart, true, "never removes kubelet.sock or another plugin's socket",
         "the plugin directory is shared; only the plugin's own socket is its to delete",
-        DESIGN),
+        "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("PRES-004", "plugin-restart", PluginRestart, true, "keeps the device IDs of allocated devices across a restart",
         "after a plugin restart the devices already allocated to pods keep their IDs",
         "device_plugin_test.go (assignments kept after the device plugin re-registers)"),
@@ -183,7 +182,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "device_plugin_test.go (Keeps device plugin assignments across pod and kubelet restarts)"),
     sc!("HEALTH-001", "health", Health, true, "an unhealthy device leaves the kubelet's allocatable",
         "after --health-trigger, the plugin sends a snapshot with the device Unhealthy and allocatable drops within 10s",
-        "device_plugin_failures_test.go (unhealthy devices); shared/protocol.md"),
+        "device_plugin_failures_test.go (unhealthy devices); kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback)"),
 ];
 
 /// A scenario by ID.
@@ -204,5 +203,22 @@ mod tests {
         }
         assert!(SCENARIOS.windows(2).all(|w| w[0].session <= w[1].session), "sessions must be contiguous");
         assert!(find("KRES-004").is_some() && find("NOPE").is_none());
+    }
+}
+
+#[cfg(test)]
+mod sources_tests {
+    /// A reader of the repository can open every source: upstream files, issues and pages, never our notes.
+    #[test]
+    fn sources_are_citable_upstream() {
+        for s in super::SCENARIOS {
+            assert!(!s.source.contains("seeds/") && !s.source.contains("shared/"), "{}: {}", s.id, s.source);
+            assert!(
+                s.source.contains("kubernetes") || s.source.starts_with("https://") || s.source.contains(".go"),
+                "{}: {}",
+                s.id,
+                s.source
+            );
+        }
     }
 }
