@@ -653,6 +653,20 @@ pub struct RegistrationArgs {
     pub retry: bool,
 }
 
+impl RegistrationArgs {
+    /// What these flags ask of registration.
+    pub fn requested(&self) -> crate::plugin::registrar::Requested {
+        crate::plugin::registrar::Requested {
+            socket_name: self.socket_name.clone(),
+            kubelet_socket: self.kubelet_socket.clone(),
+            mode: self.registration,
+            registry_dir: self.plugins_registry_dir.clone(),
+            no_register: self.no_register,
+            retry: self.retry,
+        }
+    }
+}
+
 /// `dpctl record`
 #[derive(Debug, Args)]
 pub struct RecordArgs {

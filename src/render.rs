@@ -206,6 +206,87 @@ pub fn list(items: &[String]) -> String {
     }
 }
 
+/// A PASS/WARN/FAIL report of checks (`probe`, `dra probe`): the table, or `-o json|yaml`.
+pub mod checks {
+    use super::{emit, structured, table, verdict, Format};
+    use crate::core::time::format_duration;
+    use crate::core::{Error, Result};
+    use serde::Serialize;
+    use std::time::Duration;
+
+    /// The verdict of one check.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "UPPERCASE")]
+    pub enum Status {
+        /// Fine.
+        Pass,
+        /// Works, but something is off.
+        Warn,
+        /// Broken.
+        Fail,
+    }
+
+    /// One check's result.
+    #[derive(Debug, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Check {
+        /// What was checked.
+        pub name: &'static str,
+        /// Its verdict.
+        pub status: Status,
+        /// The latency of the call behind it, in milliseconds.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub latency_ms: Option<f64>,
+        /// What was seen.
+        pub detail: String,
+    }
+
+    /// The whole report, as `-o json` prints it.
+    #[derive(Debug, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Report {
+        /// The socket checked.
+        pub socket: String,
+        /// The worst verdict.
+        pub result: Status,
+        /// Every check in order.
+        pub checks: Vec<Check>,
+    }
+
+    /// Print the report; an error naming the failed checks when any failed.
+    pub fn report(format: Format, socket: String, checks: Vec<Check>) -> Result<()> {
+        let result = checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
+        let mut failed: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
+        failed.dedup();
+        match format {
+            Format::Table => {
+                let rows: Vec<Vec<String>> = checks
+                    .iter()
+                    .map(|c| {
+                        let v = match c.status {
+                            Status::Pass => "PASS",
+                            Status::Warn => "WARN",
+                            Status::Fail => "FAIL",
+                        };
+                        let lat = c
+                            .latency_ms
+                            .map(|ms| format_duration(Duration::from_secs_f64(ms / 1e3)))
+                            .unwrap_or_else(|| "-".into());
+                        vec![verdict(v), c.name.to_string(), lat, c.detail.clone()]
+                    })
+                    .collect();
+                emit(&table(&["RESULT", "CHECK", "LATENCY", "DETAIL"], &rows))?;
+            }
+            f => emit(&structured(f, &Report { socket: socket.clone(), result, checks })?)?,
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::failed(format!("{socket}: probe failed: {}", failed.join(", "))))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

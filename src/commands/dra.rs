@@ -6,7 +6,6 @@
 //! socket; bare names are looked up in `<kubelet-root>/plugins_registry/`
 //! and `<kubelet-root>/plugins/*/`.
 
-use super::probe::{report, Check, Status};
 use super::Ctx;
 use crate::api::dra_health_v1::DeviceHealth;
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse};
@@ -23,6 +22,7 @@ use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
 use crate::protocol::dra::{
     self as rules, health_word, Severity, Violation, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1,
 };
+use crate::render::checks::{report, Check, Status};
 use crate::render::{emit, json_line, structured, table, Format};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -165,7 +165,7 @@ async fn probe(ctx: &Ctx, a: &DraProbeArgs) -> Result<()> {
     let mut c = Checks(Vec::new());
     let path = resolve(&ctx.paths, &a.socket.socket);
     probe_checks(ctx, a, &path, &mut c).await;
-    report(ctx, path.display().to_string(), c.0)
+    report(ctx.format, path.display().to_string(), c.0)
 }
 
 /// `--wait`: until the socket exists and answers GetInfo (a registration

@@ -13,50 +13,11 @@ use crate::client::conn::{PluginConn, Update};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
 use crate::protocol::rules::{self, Verdict, Violation};
-use crate::render::{emit, structured, table, verdict, Format};
 use prost::Message;
-use serde::Serialize;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-/// The verdict of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Status {
-    /// Fine.
-    Pass,
-    /// Works, but something is off.
-    Warn,
-    /// Broken.
-    Fail,
-}
-
-/// One check's result.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Check {
-    /// What was checked.
-    pub name: &'static str,
-    /// Its verdict.
-    pub status: Status,
-    /// The latency of the call behind it, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency_ms: Option<f64>,
-    /// What was seen.
-    pub detail: String,
-}
-
-/// The whole report, as `-o json` prints it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// The plugin's socket.
-    pub socket: String,
-    /// The worst verdict.
-    pub result: Status,
-    /// Every check in order.
-    pub checks: Vec<Check>,
-}
+pub use crate::render::checks::{Check, Report, Status};
 
 struct Probe {
     checks: Vec<Check>,
@@ -363,33 +324,5 @@ pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
 /// Print a probe report (the PASS/WARN/FAIL table, or `-o json|yaml`); an
 /// error naming the failed checks when any failed.
 pub fn report(ctx: &Ctx, socket: String, checks: Vec<Check>) -> Result<()> {
-    let result = checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
-    let mut failed: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
-    failed.dedup();
-    match ctx.format {
-        Format::Table => {
-            let rows: Vec<Vec<String>> = checks
-                .iter()
-                .map(|c| {
-                    let v = match c.status {
-                        Status::Pass => "PASS",
-                        Status::Warn => "WARN",
-                        Status::Fail => "FAIL",
-                    };
-                    let lat = c
-                        .latency_ms
-                        .map(|ms| format_duration(Duration::from_secs_f64(ms / 1e3)))
-                        .unwrap_or_else(|| "-".into());
-                    vec![verdict(v), c.name.to_string(), lat, c.detail.clone()]
-                })
-                .collect();
-            emit(&table(&["RESULT", "CHECK", "LATENCY", "DETAIL"], &rows))?;
-        }
-        f => emit(&structured(f, &Report { socket: socket.clone(), result, checks })?)?,
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::failed(format!("{socket}: probe failed: {}", failed.join(", "))))
-    }
+    crate::render::checks::report(ctx.format, socket, checks)
 }

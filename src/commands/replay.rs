@@ -31,7 +31,13 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
     }
     let backend = Arc::new(Replayed::new(&trace, a.resource.as_deref(), a.speed, a.no_wait)?);
     crate::protocol::rules::check_resource_name(backend.resource_name())?;
-    let settings = super::serve::settings(ctx, &a.reg, &FileConfig::default())?;
+    let settings = crate::plugin::registrar::Settings::resolve(
+        &ctx.paths,
+        ctx.plugin_dir_given,
+        ctx.timeout,
+        &a.reg.requested(),
+        &FileConfig::default(),
+    )?;
     let log = Logger::new(a.log_format);
     log.event(
         "replaying",

@@ -3,7 +3,7 @@
 //! and the live-control socket together, until SIGINT/SIGTERM.
 
 use super::Ctx;
-use crate::cli::{RegistrationArgs, ServeArgs};
+use crate::cli::ServeArgs;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
@@ -92,49 +92,6 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
     Ok(r)
 }
 
-/// Resolve where a plugin role serves and how it registers: flags (and
-/// env) first, then the config file, then the kubelet's defaults.
-pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<Settings> {
-    // Every host path, from a flag or the config file, is under --root.
-    let plugin_dir = match (&file.plugin_dir, ctx.plugin_dir_given) {
-        (Some(d), false) => ctx.paths.host(d),
-        _ => ctx.paths.plugin_dir.clone(),
-    };
-    if !plugin_dir.is_dir() {
-        return Err(Error::failed(format!(
-            "{}: plugin directory does not exist; create it or pass --plugin-dir",
-            plugin_dir.display()
-        )));
-    }
-    let kubelet_socket = reg
-        .kubelet_socket
-        .clone()
-        .or(file.kubelet_socket.clone())
-        .map(|k| ctx.paths.host(&k))
-        .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
-    let mode = reg.registration.or(file.registration).unwrap_or_default();
-    let registry_dir =
-        ctx.paths.plugins_registry_dir(reg.plugins_registry_dir.as_deref().or(file.plugins_registry_dir.as_deref()));
-    let register = !reg.no_register && file.register.unwrap_or(true);
-    if register && mode == crate::plugin::config::RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
-        return Err(Error::failed(format!(
-            "{}: plugin-watcher directory does not exist; create it or pass --plugins-registry-dir",
-            registry_dir.display()
-        )));
-    }
-    Ok(Settings {
-        plugin_dir,
-        socket_name: reg.socket_name.clone(),
-        kubelet_socket,
-        mode,
-        registry_dir,
-        register,
-        retry: reg.retry || file.retry.unwrap_or(false),
-        timeout: ctx.timeout,
-        host_root: ctx.paths.root.clone(),
-    })
-}
-
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
     let (file, resources) = match &a.config {
@@ -147,7 +104,7 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         }
         None => (FileConfig::default(), vec![resource_from_flags(a)?]),
     };
-    let settings = settings(ctx, &a.reg, &file)?;
+    let settings = Settings::resolve(&ctx.paths, ctx.plugin_dir_given, ctx.timeout, &a.reg.requested(), &file)?;
     let plugin_dir = settings.plugin_dir.clone();
     let log = Logger::new(a.log_format.or(file.log_format).unwrap_or(LogFormat::Human));
     let control_path = a

@@ -50,6 +50,75 @@ pub struct Settings {
     pub host_root: crate::core::paths::HostRoot,
 }
 
+/// What the command line asks of registration (the config file and the
+/// kubelet's defaults fill in the rest): `serve`'s and `replay`'s flags.
+#[derive(Debug, Clone, Default)]
+pub struct Requested {
+    /// A fixed socket name.
+    pub socket_name: Option<String>,
+    /// The kubelet's Registration socket.
+    pub kubelet_socket: Option<PathBuf>,
+    /// kubelet.sock or plugin watcher.
+    pub mode: Option<RegistrationMode>,
+    /// The plugin watcher's directory.
+    pub registry_dir: Option<PathBuf>,
+    /// `--no-register`.
+    pub no_register: bool,
+    /// `--retry`.
+    pub retry: bool,
+}
+
+impl Settings {
+    /// Resolve where a plugin role serves and how it registers: flags (and
+    /// env) first, then the config file, then the kubelet's defaults. Every
+    /// host path, from a flag or the config file, is under `paths`' root.
+    pub fn resolve(
+        paths: &crate::core::paths::Paths,
+        plugin_dir_given: bool,
+        timeout: Duration,
+        req: &Requested,
+        file: &crate::plugin::config::FileConfig,
+    ) -> Result<Settings> {
+        let plugin_dir = match (&file.plugin_dir, plugin_dir_given) {
+            (Some(d), false) => paths.host(d),
+            _ => paths.plugin_dir.clone(),
+        };
+        if !plugin_dir.is_dir() {
+            return Err(Error::failed(format!(
+                "{}: plugin directory does not exist; create it or pass --plugin-dir",
+                plugin_dir.display()
+            )));
+        }
+        let kubelet_socket = req
+            .kubelet_socket
+            .clone()
+            .or(file.kubelet_socket.clone())
+            .map(|k| paths.host(&k))
+            .unwrap_or_else(|| plugin_dir.join(crate::core::paths::KUBELET_SOCKET_NAME));
+        let mode = req.mode.or(file.registration).unwrap_or_default();
+        let registry_dir =
+            paths.plugins_registry_dir(req.registry_dir.as_deref().or(file.plugins_registry_dir.as_deref()));
+        let register = !req.no_register && file.register.unwrap_or(true);
+        if register && mode == RegistrationMode::PluginWatcher && !registry_dir.is_dir() {
+            return Err(Error::failed(format!(
+                "{}: plugin-watcher directory does not exist; create it or pass --plugins-registry-dir",
+                registry_dir.display()
+            )));
+        }
+        Ok(Settings {
+            plugin_dir,
+            socket_name: req.socket_name.clone(),
+            kubelet_socket,
+            mode,
+            registry_dir,
+            register,
+            retry: req.retry || file.retry.unwrap_or(false),
+            timeout,
+            host_root: paths.root.clone(),
+        })
+    }
+}
+
 /// `vendor.example/foo` → `vendor.example_foo`, for file names.
 pub fn file_stem(resource: &str) -> String {
     resource.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect()
