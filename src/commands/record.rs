@@ -247,7 +247,18 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
     r
 }
 
-async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToken) -> Result<()> {
+/// Where recording happens: the plugin's socket, its directory and the kubelet's files.
+struct Where {
+    plugin: PathBuf,
+    plugin_dir: PathBuf,
+    plugin_name: String,
+    kubelet: PathBuf,
+    pod_resources: PathBuf,
+    checkpoint: PathBuf,
+}
+
+/// Resolve the paths from the flags; the plugin's socket must be inside the plugin directory.
+fn resolve(ctx: &Ctx, a: &RecordArgs) -> Result<Where> {
     let plugin = ctx.paths.resolve_socket(&a.plugin);
     let plugin_dir = if ctx.plugin_dir_given {
         ctx.paths.plugin_dir.clone()
@@ -271,23 +282,12 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
         plugin_dir.parent().map(|p| p.join("pod-resources").join("kubelet.sock")).unwrap_or_default()
     });
     let checkpoint = plugin_dir.join(crate::core::paths::CHECKPOINT_NAME);
-    let log = Logger::new(a.log_format);
-    let early = || Error::failed("stopped before recording began; nothing was recorded");
+    Ok(Where { plugin, plugin_dir, plugin_name, kubelet, pod_resources, checkpoint })
+}
 
-    let upstream =
-        unless_stopped(stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
-    let mut options = unless_stopped(stop, upstream.options()).await.ok_or_else(early)??;
-    let view_timeout = ctx.timeout.min(Duration::from_secs(2));
-    let view = unless_stopped(stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
-        .await
-        .ok_or_else(early)?;
-    let writer = Arc::new(Writer::create(&a.out, &a.resource, "record", &plugin)?);
-    let remove_unused = |writer: &Writer| {
-        // Only the kubelet's view was written: the file holds no recording.
-        if writer.events() <= 1 {
-            let _ = std::fs::remove_file(&a.out);
-        }
-    };
+/// Create the trace and write the kubelet's view first (no file is left behind on failure).
+fn open_trace(a: &RecordArgs, plugin: &Path, view: &crate::client::view::View) -> Result<Arc<Writer>> {
+    let writer = Arc::new(Writer::create(&a.out, &a.resource, "record", plugin)?);
     if let Err(e) = writer.write(&Event::KubeletState {
         t: writer.t(),
         source: view.source.clone(),
@@ -298,6 +298,28 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
         let _ = std::fs::remove_file(&a.out);
         return Err(e);
     }
+    Ok(writer)
+}
+
+async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToken) -> Result<()> {
+    let Where { plugin, plugin_dir, plugin_name, kubelet, pod_resources, checkpoint } = resolve(ctx, a)?;
+    let log = Logger::new(a.log_format);
+    let early = || Error::failed("stopped before recording began; nothing was recorded");
+
+    let upstream =
+        unless_stopped(stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
+    let mut options = unless_stopped(stop, upstream.options()).await.ok_or_else(early)??;
+    let view_timeout = ctx.timeout.min(Duration::from_secs(2));
+    let view = unless_stopped(stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
+        .await
+        .ok_or_else(early)?;
+    let writer = open_trace(a, &plugin, &view)?;
+    let remove_unused = |writer: &Writer| {
+        // Only the kubelet's view was written: the file holds no recording.
+        if writer.events() <= 1 {
+            let _ = std::fs::remove_file(&a.out);
+        }
+    };
     if let Some(n) = &view.note {
         log.event("kubelet-view", &[("source", json!(view.source)), ("note", json!(n))]);
     }
@@ -425,31 +447,12 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
         }
         kubelet_down = None;
         if replaced || no_stream {
-            let reason = if replaced {
-                "the kubelet closed the tap's stream: another registration for the resource (the plugin's own) replaced it"
-            } else {
-                "the kubelet opened no ListAndWatch on the tap after its registration"
-            };
             replaced_at = None;
-            match rec.register_tap(options).await {
-                Ok(()) => {
-                    failures = 0;
-                    awaiting_stream = Some(Instant::now());
-                    rec.write(&Event::Reregistered { t: writer.t(), reason: reason.into() });
-                    log.event("reregistered", &[("reason", json!(reason))]);
-                }
-                Err(e) => {
-                    failures += 1;
-                    log.event("register-failed", &[("error", json!(e.to_string())), ("attempt", json!(failures))]);
-                    if failures >= 3 {
-                        failure = Some(Error::failed(format!(
-                            "cannot register the tap again after it was replaced: {e}; the trace holds everything recorded until now"
-                        )));
-                        break;
-                    }
-                    // Try again on the next tick (unless a restart shows up first).
-                    replaced_at = Some(Instant::now() - REPLACED_AFTER);
-                }
+            let again =
+                Again { replaced_at: &mut replaced_at, awaiting_stream: &mut awaiting_stream, failures: &mut failures };
+            if let Err(e) = rec.register_again(options, replaced, again).await {
+                failure = Some(e);
+                break;
             }
         }
     }
@@ -461,6 +464,47 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
     let r = finish(&rec, Some(served), options, &a.out).await;
     tap.shutdown(Duration::from_millis(100)).await;
     r
+}
+
+/// The loop's state a re-registration updates.
+struct Again<'a> {
+    replaced_at: &'a mut Option<Instant>,
+    awaiting_stream: &'a mut Option<Instant>,
+    failures: &'a mut u32,
+}
+
+impl Recorder {
+    /// Register the tap again after it was replaced (or got no stream); the
+    /// third failure in a row ends the recording.
+    async fn register_again(&self, options: DevicePluginOptions, replaced: bool, st: Again<'_>) -> Result<()> {
+        let reason = if replaced {
+            "the kubelet closed the tap's stream: another registration for the resource (the plugin's own) replaced it"
+        } else {
+            "the kubelet opened no ListAndWatch on the tap after its registration"
+        };
+        match self.register_tap(options).await {
+            Ok(()) => {
+                *st.failures = 0;
+                *st.awaiting_stream = Some(Instant::now());
+                self.write(&Event::Reregistered { t: self.writer.t(), reason: reason.into() });
+                self.log.event("reregistered", &[("reason", json!(reason))]);
+                Ok(())
+            }
+            Err(e) => {
+                *st.failures += 1;
+                let attempt = *st.failures;
+                self.log.event("register-failed", &[("error", json!(e.to_string())), ("attempt", json!(attempt))]);
+                if attempt >= 3 {
+                    return Err(Error::failed(format!(
+                        "cannot register the tap again after it was replaced: {e}; the trace holds everything recorded until now"
+                    )));
+                }
+                // Try again on the next tick (unless a restart shows up first).
+                *st.replaced_at = Some(Instant::now() - REPLACED_AFTER);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Leave the node as it was — the plugin's own socket registered again —
