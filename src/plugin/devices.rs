@@ -102,9 +102,7 @@ impl Inventory {
 
     /// Set the health of devices; unknown IDs are an error and change nothing.
     pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), String> {
-        if health != HEALTHY && health != UNHEALTHY {
-            return Err(format!("invalid health {health:?}: use exactly \"Healthy\" or \"Unhealthy\""));
-        }
+        crate::protocol::rules::parse_health(health).map_err(|v| v.to_string())?;
         // Sets, not nested scans: a control request may name 100,000 IDs.
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
@@ -145,23 +143,23 @@ impl Inventory {
                     devices.len() + new.len()
                 ));
             }
-            let mut seen: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
-            for d in &new {
-                if d.id.is_empty() {
-                    return Err("a device ID must not be empty".into());
-                }
-                if d.id.len() > MAX_ID_LEN {
-                    return Err(format!(
-                        "device ID {} is {} bytes; at most {MAX_ID_LEN} are allowed",
-                        crate::core::text::quote(&d.id),
-                        d.id.len()
-                    ));
-                }
-                if !seen.insert(d.id.as_str()) {
-                    return Err(format!("device {} exists already", crate::core::text::quote(&d.id)));
-                }
+            if let Some(d) = new.iter().find(|d| d.id.len() > MAX_ID_LEN) {
+                return Err(format!(
+                    "device ID {} is {} bytes; at most {MAX_ID_LEN} are allowed",
+                    crate::core::text::quote(&d.id),
+                    d.id.len()
+                ));
             }
+            // The protocol's device rules, from the rulebook: a new device breaking a FAIL rule changes nothing.
+            let old = devices.len();
             devices.extend(new);
+            let broken = crate::protocol::rules::devices(devices.iter())
+                .into_iter()
+                .find(|v| v.is_fail() && v.device.is_some_and(|i| i >= old));
+            if let Some(v) = broken {
+                devices.truncate(old);
+                return Err(v.to_string());
+            }
             Ok(())
         })
     }
@@ -216,7 +214,11 @@ mod tests {
         r.borrow_and_update();
         assert!(inv.set_health(&["a".into(), "zz".into()], UNHEALTHY).unwrap_err().contains("zz"));
         assert!(inv.set_health(&["a".into()], "healthy").is_err());
-        assert!(inv.add(vec![Device { id: "a".into(), ..Default::default() }]).is_err());
+        let dup = inv.add(vec![Device { id: "a".into(), health: HEALTHY.into(), topology: None }]).unwrap_err();
+        assert_eq!(dup, "device ID \"a\" appears more than once", "the rulebook's text");
+        let bad = inv.add(vec![Device { id: "c".into(), health: "ok".into(), topology: None }]).unwrap_err();
+        assert!(bad.starts_with("device \"c\" has health \"ok\""), "{bad}");
+        assert!(inv.add(vec![Device { id: String::new(), health: HEALTHY.into(), topology: None }]).is_err());
         assert!(inv.remove(&["nope".into()]).is_err());
         let many: Vec<Device> = (0..crate::core::limits::MAX_DEVICES)
             .map(|i| Device { id: format!("n{i}"), health: HEALTHY.into(), topology: None })
@@ -228,5 +230,13 @@ mod tests {
         assert_eq!(inv.current().get("a").unwrap().health, HEALTHY);
         assert_eq!(inv.toggle("b").unwrap(), UNHEALTHY);
         assert_eq!(inv.toggle("b").unwrap(), HEALTHY);
+    }
+
+    #[test]
+    fn warn_rules_are_the_simulators_to_break() {
+        // An ID over 63 characters breaks a WARN rule only: a simulated plugin may serve it on purpose.
+        let inv = inv();
+        inv.add(vec![Device { id: "x".repeat(64), health: HEALTHY.into(), topology: None }]).unwrap();
+        assert_eq!(inv.current().devices().len(), 3);
     }
 }
