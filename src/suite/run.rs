@@ -684,11 +684,15 @@ impl Sess<'_> {
 
     async fn reg_version(&mut self) -> Res {
         let r = self.ensure_reg().await?;
-        let ok = r.version.split(',').any(|v| v == crate::api::VERSION);
-        if ok && (r.via == Via::PluginWatcher || r.version == crate::api::VERSION) {
-            return Ok(Outcome::pass(""));
-        }
-        Ok(Outcome::fail("RegisterRequest.version", format!("{:?}", r.version), "send pluginapi.Version (\"v1beta1\")"))
+        let broken = if r.via == Via::PluginWatcher {
+            crate::protocol::rules::watcher_versions(&r.version.split(',').map(String::from).collect::<Vec<_>>())
+        } else {
+            crate::protocol::rules::register_version(&r.version)
+        };
+        Ok(match broken {
+            None => Outcome::pass(""),
+            Some(v) => Outcome::fail("RegisterRequest.version", v.to_string(), v.rule.fix),
+        })
     }
 
     async fn reg_resource(&mut self) -> Res {
