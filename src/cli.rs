@@ -280,6 +280,9 @@ pub struct BenchKubeletArgs {
     /// Pods to admit (one device each)
     #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub pods: u64,
+    /// The mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// `dpctl checkpoint`
@@ -317,6 +320,9 @@ pub struct DemoArgs {
     /// Show the result and exit instead of running until Ctrl-C
     #[arg(long)]
     pub once: bool,
+    /// The demo's kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// A plugin socket argument.
@@ -700,6 +706,9 @@ pub struct ReplayArgs {
     /// Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ
     #[arg(long)]
     pub kubelet: bool,
+    /// With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y", requires = "kubelet")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
     /// Resource name to register (default: the trace's)
     #[arg(long, value_name = "NAME")]
     pub resource: Option<String>,
@@ -846,6 +855,12 @@ pub struct MockKubeletArgs {
     /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
     #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
     pub call_timeout: Duration,
+    /// Behave as this kubelet version (1.25 to 1.37; see --explain-profile)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+    /// Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit
+    #[arg(long)]
+    pub explain_profile: bool,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,

@@ -379,7 +379,9 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     }
     let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find dpctl itself: {e}")))?;
     let mut child = tokio::process::Command::new(exe)
-        .args(["mock-kubelet", "--plugin-dir"])
+        .args(["mock-kubelet", "--kubelet-version"])
+        .arg(a.kubelet_version.to_string())
+        .arg("--plugin-dir")
         .arg(&dp)
         .arg("--manifests")
         .arg(&manifests)

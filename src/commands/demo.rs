@@ -92,6 +92,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             max_recv: crate::api::KUBELET_MAX_RECV,
             call_timeout: Duration::from_secs(30),
             pre_start_timeout: Duration::from_secs(30),
+            profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
         },
     };
     let (restart_tx, restart_rx) = mpsc::channel(1);

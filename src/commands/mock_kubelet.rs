@@ -52,12 +52,17 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
             max_recv: a.max_recv_size,
             call_timeout: a.call_timeout,
             pre_start_timeout: Duration::from_secs(30),
+            profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
         },
     })
 }
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
+    if a.explain_profile {
+        print!("{}", crate::kubelet::profile::Profile::of(a.kubelet_version).explain());
+        return Ok(());
+    }
     let s = settings(ctx, a)?;
     let log = Logger::new(a.log_format);
     let (shut_tx, shut_rx) = watch::channel(false);

@@ -250,6 +250,8 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
     }
     let child = tokio::process::Command::new(exe)
         .arg("mock-kubelet")
+        .arg("--kubelet-version")
+        .arg(a.kubelet_version.to_string())
         .arg("--plugin-dir")
         .arg(&dp)
         .arg("--manifests")

@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod mock;
 pub mod podresources;
+pub mod profile;
 pub mod registration;
 pub mod reproduce;
 pub mod shell;

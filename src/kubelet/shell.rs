@@ -44,6 +44,8 @@ pub struct Config {
     pub call_timeout: Duration,
     /// PreStartContainer timeout (the kubelet's: 30 s).
     pub pre_start_timeout: Duration,
+    /// The kubelet version whose behaviour to reproduce.
+    pub profile: crate::kubelet::profile::Profile,
 }
 
 /// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
@@ -62,7 +64,8 @@ struct Inner {
     st: State,
     hist: BTreeMap<String, Histogram>,
     conns: BTreeMap<u64, PluginConn>,
-    endpoints: BTreeMap<String, CancellationToken>,
+    /// Each live endpoint's stream, by endpoint ID.
+    endpoints: BTreeMap<u64, CancellationToken>,
     admitting: BTreeMap<String, Pod>,
     closed: bool,
     /// Events decided under the lock, logged after it is released.
@@ -91,7 +94,7 @@ impl Manager {
     /// A manager with empty state. Call [`Manager::start`] to run its checkpoint writer.
     pub fn new(cfg: Config, log: Logger, gen: Generation) -> Arc<Self> {
         let inner = Inner {
-            st: State::default(),
+            st: State::keyed(cfg.profile.endpoints),
             hist: BTreeMap::new(),
             conns: BTreeMap::new(),
             endpoints: BTreeMap::new(),
@@ -287,15 +290,17 @@ impl Manager {
             get_preferred_allocation_available: options.get_preferred_allocation_available,
         };
         let socket = ep.socket.display().to_string();
-        // A replaced endpoint's connection goes with it.
-        if let Some(old) = g.st.resources.get(resource).and_then(|r| r.endpoint.as_ref()).map(|e| e.id) {
-            g.conns.remove(&old);
-        }
         let reg = g.st.register(resource, ep);
-        g.conns.insert(reg.id, conn.clone());
-        if let Some(old) = g.endpoints.insert(resource.to_string(), token.clone()) {
-            old.cancel();
+        // An endpoint replaced on its socket goes with its connection and stream;
+        // earlier instances on other sockets keep streaming (the kubelet does not close them).
+        for old in &reg.close {
+            g.conns.remove(old);
+            if let Some(t) = g.endpoints.remove(old) {
+                t.cancel();
+            }
         }
+        g.conns.insert(reg.id, conn.clone());
+        g.endpoints.insert(reg.id, token.clone());
         self.ev(
             &mut g,
             "registered",
@@ -306,6 +311,7 @@ impl Manager {
                 ("preStartRequired", json!(options.pre_start_required)),
                 ("getPreferredAllocationAvailable", json!(options.get_preferred_allocation_available)),
                 ("replaced", json!(reg.replaced)),
+                ("olderInstances", json!(reg.older)),
             ],
         );
         if let Some(all) = reg.back {
@@ -355,32 +361,93 @@ impl Manager {
         self.changed();
     }
 
-    /// Endpoint `id`'s stream ended: its devices turn unhealthy, and a grace
-    /// timer of this generation removes the resource unless it registers again.
+    /// Endpoint `id`'s stream ended. What that does depends on the kubelet
+    /// version (see [`crate::kubelet::devicemanager::state::Ended`]); when
+    /// the current endpoint stops, a grace timer of this generation removes
+    /// the resource (listed at 0/0) unless it registers again.
     pub fn stream_ended(self: &Arc<Self>, resource: &str, id: u64, why: &str) {
+        use crate::kubelet::devicemanager::state::Ended;
         let mut g = self.lock();
-        let Some(capacity) = g.st.stream_ended(resource, id) else { return };
-        self.ev(
-            &mut g,
-            "stream-ended",
-            &[
-                ("resource", json!(resource)),
-                ("reason", json!(why)),
-                ("capacity", json!(capacity)),
-                ("allocatable", json!(0)),
-                ("gracePeriodMs", ms(self.cfg.grace_period)),
-            ],
-        );
+        let ended = g.st.stream_ended(resource, id);
+        let stopped = match ended {
+            Ended::Ignored => return,
+            Ended::InstanceGone { capacity, allocatable } => {
+                g.conns.remove(&id);
+                if let Some(t) = g.endpoints.remove(&id) {
+                    t.cancel();
+                }
+                self.ev(
+                    &mut g,
+                    "instance-ended",
+                    &[
+                        ("resource", json!(resource)),
+                        ("reason", json!(why)),
+                        ("capacity", json!(capacity)),
+                        ("allocatable", json!(allocatable)),
+                    ],
+                );
+                self.unlock(g);
+                self.changed();
+                return;
+            }
+            Ended::Stopped { capacity } => {
+                self.ev(
+                    &mut g,
+                    "stream-ended",
+                    &[
+                        ("resource", json!(resource)),
+                        ("reason", json!(why)),
+                        ("capacity", json!(capacity)),
+                        ("allocatable", json!(0)),
+                        ("gracePeriodMs", ms(self.cfg.grace_period)),
+                    ],
+                );
+                id
+            }
+            Ended::Disconnected { victim, capacity } => {
+                g.conns.remove(&id);
+                g.endpoints.remove(&id);
+                // The kubelet closes the *current* instance's connection and stream.
+                if let Some(t) = g.endpoints.remove(&victim) {
+                    t.cancel();
+                }
+                let socket = g.st.resources.get(resource).and_then(|r| r.endpoint.as_ref()).map(|e| e.socket.clone());
+                self.ev(
+                    &mut g,
+                    "stream-ended",
+                    &[
+                        ("resource", json!(resource)),
+                        ("reason", json!(why)),
+                        ("capacity", json!(capacity)),
+                        ("allocatable", json!(0)),
+                        ("gracePeriodMs", ms(self.cfg.grace_period)),
+                        (
+                            "disconnected",
+                            json!(socket.map(|s| s.display().to_string()).unwrap_or_default()),
+                        ),
+                        (
+                            "note",
+                            json!(format!(
+                                "an earlier instance's stream ended and kubelet {} disconnected the current one (kubernetes#121994)",
+                                self.cfg.profile.version
+                            )),
+                        ),
+                    ],
+                );
+                victim
+            }
+        };
         self.unlock(g);
         let me = self.clone();
         let resource = resource.to_string();
         self.gen.spawn(async move {
             tokio::time::sleep(me.cfg.grace_period).await;
             let mut g = me.lock();
-            if g.closed || !g.st.grace_over(&resource, id) {
+            if g.closed || !g.st.grace_over(&resource, stopped) {
                 return;
             }
-            g.conns.remove(&id);
+            g.conns.remove(&stopped);
+            g.endpoints.remove(&stopped);
             me.ev(&mut g, "resource-removed", &[("resource", json!(resource)), ("reason", json!("grace period over"))]);
             me.unlock(g);
             me.changed();
