@@ -60,8 +60,14 @@ pub struct NodeStatus {
     pub resources: Vec<serde_json::Value>,
     /// Admitted pods.
     pub pods: Vec<serde_json::Value>,
-    /// Rejected manifests: file → reason.
+    /// Rejected manifests: file → the kubelet's message.
     pub rejected: BTreeMap<String, String>,
+    /// Rejected manifests: file → the pod status reason (`UnexpectedAdmissionError`, …).
+    #[serde(default)]
+    pub rejected_reasons: BTreeMap<String, String>,
+    /// The kubelet version the mock behaves as.
+    #[serde(default)]
+    pub kubelet_version: String,
     /// The plugin directory.
     pub plugin_dir: String,
 }
@@ -72,6 +78,12 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
         rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
+        rejected_reasons: mgr
+            .rejected()
+            .into_iter()
+            .map(|(k, v)| (k.display().to_string(), crate::kubelet::devicemanager::rejection_reason(&v)))
+            .collect(),
+        kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
     }
 }

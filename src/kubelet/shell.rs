@@ -488,7 +488,12 @@ impl Manager {
                 uid: p.uid.clone(),
                 file: String::new(),
                 containers: containers
-                    .map(|(c, init)| ContainerStatus { name: c.name.clone(), init, resources: BTreeMap::new() })
+                    .map(|(c, init)| ContainerStatus {
+                        name: c.name.clone(),
+                        init,
+                        sidecar: init && c.restart_always,
+                        resources: BTreeMap::new(),
+                    })
                     .collect(),
             }
         }));
@@ -509,7 +514,12 @@ impl Manager {
     /// Record a manifest that could not be admitted.
     pub fn reject_file(&self, file: PathBuf, why: String) {
         let mut g = self.lock();
-        self.ev(&mut g, "pod-rejected", &[("file", json!(file.display().to_string())), ("reason", json!(why))]);
+        let reason = crate::kubelet::devicemanager::rejection_reason(&why);
+        self.ev(
+            &mut g,
+            "pod-rejected",
+            &[("file", json!(file.display().to_string())), ("reason", json!(why)), ("podReason", json!(reason))],
+        );
         g.st.rejected.insert(file, why);
         self.unlock(g);
     }

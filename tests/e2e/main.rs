@@ -16,3 +16,4 @@ mod release;
 mod serve;
 mod suite;
 mod support;
+mod versions;

@@ -17,6 +17,24 @@ pub fn admission_error(e: &str) -> String {
     format!("Allocate failed due to {e}, which is unexpected")
 }
 
+/// The pod status reason the kubelet gives a rejection with this message:
+/// device-manager failures are wrapped as `UnexpectedAdmissionError`,
+/// topology rejections are `TopologyAffinityError`, resource-fit ones
+/// `OutOf<resource>`; anything else is a manifest dpctl could not read.
+pub fn rejection_reason(message: &str) -> String {
+    if message.starts_with("Allocate failed due to ") {
+        "UnexpectedAdmissionError".into()
+    } else if message == super::topology::TOPOLOGY_ERROR {
+        "TopologyAffinityError".into()
+    } else if let Some(rest) = message.strip_prefix("Node didn't have enough resource: ") {
+        format!("OutOf{}", rest.split(',').next().unwrap_or(rest))
+    } else if message.starts_with("cannot write the checkpoint") {
+        "UnexpectedAdmissionError".into()
+    } else {
+        "InvalidManifest".into()
+    }
+}
+
 /// What devicesToAllocate decided for one container and resource.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Choice {

@@ -86,6 +86,8 @@ pub struct ContainerStatus {
     pub name: String,
     /// An init container.
     pub init: bool,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub sidecar: bool,
     /// resource → NUMA node (`-1`: none) → device IDs.
     pub resources: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
@@ -149,6 +151,7 @@ impl State {
                     .map(|(c, init)| ContainerStatus {
                         name: c.name.clone(),
                         init,
+                        sidecar: init && c.restart_always,
                         resources: self
                             .allocations
                             .iter()
