@@ -189,6 +189,9 @@ pub struct TestArgs {
     /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
+    /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
+    #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
+    pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
     pub socket: Option<PathBuf>,

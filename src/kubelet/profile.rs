@@ -69,6 +69,17 @@ impl KubeletVersion {
     }
 }
 
+/// A comma-separated list of versions (`--kubelet-version 1.31,1.37`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionList(pub Vec<KubeletVersion>);
+
+impl VersionList {
+    /// Parse `1.31,1.37` (see [`KubeletVersion::parse_list`]).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        KubeletVersion::parse_list(s).map(VersionList)
+    }
+}
+
 impl Default for KubeletVersion {
     fn default() -> Self {
         Self::DEFAULT

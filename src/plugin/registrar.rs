@@ -198,7 +198,13 @@ pub async fn run<B: Backend>(
     let resource = backend.resource().to_string();
     let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
-    let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
+    // Unique per start like the DevicePlugin socket, so a second instance can
+    // serve while the first runs (a rolling update); fixed with --socket-name.
+    let reg_name = match &s.socket_name {
+        Some(_) => format!("{}-reg.sock", file_stem(&resource)),
+        None => format!("{}-{}-reg.sock", file_stem(&resource), std::process::id()),
+    };
+    let reg_path = s.registry_dir.join(reg_name);
     let watcher_reg = WatcherRegistration {
         resource: resource.clone(),
         endpoint: endpoint_rx,

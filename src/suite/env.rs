@@ -685,8 +685,8 @@ async fn wait_socket(path: &Path, within: Duration, not: Option<(u64, u64, i64, 
 }
 
 impl MockKubelet {
-    /// Start `exe mock-kubelet` on the tree and wait for its sockets.
-    pub async fn start(exe: &Path, tree: &Tree) -> Result<Self> {
+    /// Start `exe mock-kubelet` (as kubelet `version`) on the tree and wait for its sockets.
+    pub async fn start(exe: &Path, tree: &Tree, version: crate::kubelet::profile::KubeletVersion) -> Result<Self> {
         let log = tree.logs.join("mock-kubelet.log");
         let out = std::fs::File::create(&log).map_err(|e| Error::io(&log, "cannot create the kubelet log", &e))?;
         let err = out.try_clone().map_err(|e| Error::io(&log, "cannot create the kubelet log", &e))?;
@@ -694,6 +694,8 @@ impl MockKubelet {
             .arg("--plugin-dir")
             .arg(&tree.plugin_dir)
             .arg("mock-kubelet")
+            .arg("--kubelet-version")
+            .arg(version.to_string())
             .arg("--pod-resources-socket")
             .arg(&tree.pod_resources)
             .arg("--manifests")

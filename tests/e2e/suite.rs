@@ -56,7 +56,7 @@ fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
 /// The fault table (also in the README): each fault and exactly the scenarios it fails.
 const FAULTS: &[(&[&str], &[&str])] = &[
     (&[], &[]),
-    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004"]),
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005"]),
     (&["--reregister-delay", "6s"], &["KRES-001"]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"]),
     (&["--delete-other-sockets"], &["REG-007"]),
@@ -117,7 +117,7 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
 
 /// Check JUnit XML with Python's standard XML parser against the shape
 /// GitHub's and GitLab's renderers read; returns false when no python3.
-fn check_junit(path: &Path) -> bool {
+pub fn check_junit(path: &Path) -> bool {
     let script = r#"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()

@@ -170,3 +170,86 @@ async fn rolling_update_per_version() {
         }
     }
 }
+
+/// `dpctl test --kubelet-version 1.36,1.37`: the suite per profile, results per
+/// version in the table, JSON and JUnit (one testsuite per version). `dpctl
+/// serve` does not register again when the kubelet closes its stream, so on
+/// 1.36 a rolling update leaves the resource unallocatable (ROLL-001 fails
+/// there, with what the node saw); on 1.37 it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_runs_once_per_kubelet_version() {
+    let dir = tmp();
+    let junit = dir.path().join("report.xml");
+    let bin = env!("CARGO_BIN_EXE_dpctl");
+    let args = [
+        "-o",
+        "json",
+        "test",
+        "--kubelet-version",
+        "1.36,v1.37",
+        "--focus",
+        "ROLL-001|KRES-005|E2E-001",
+        "--junit",
+        s(&junit),
+        "--",
+        bin,
+        "serve",
+        "--resource",
+        FOO,
+        "--count",
+        "2",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
+    ];
+    let run = run_cmd_within(dpctl_cmd(&args), 120).await;
+    run.expect_code(1);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["kubeletVersions"], serde_json::json!(["1.36", "1.37"]));
+    let results: Vec<(String, String, String)> = doc["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            (f("kubeletVersion"), f("id"), f("result"))
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = [
+        ("1.36", "E2E-001", "PASS"),
+        ("1.36", "KRES-005", "PASS"),
+        ("1.36", "ROLL-001", "FAIL"),
+        ("1.37", "E2E-001", "PASS"),
+        ("1.37", "KRES-005", "PASS"),
+        ("1.37", "ROLL-001", "PASS"),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(results, want, "{}", run.stdout);
+    let roll = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "ROLL-001").unwrap();
+    let answer = roll["evidence"]["answer"].as_str().unwrap();
+    assert!(
+        answer.contains("kubelet 1.36") && answer.contains("disconnected the second (kubernetes#121994)"),
+        "{answer}"
+    );
+    assert!(roll["evidence"]["fix"].as_str().unwrap().contains("register again when the kubelet closes"), "{roll}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testsuite name=\"kubelet 1.36\" tests=\"3\" failures=\"1\""), "{xml}");
+    assert!(xml.contains("<testsuite name=\"kubelet 1.37\" tests=\"3\" failures=\"0\""), "{xml}");
+    crate::suite::check_junit(&junit);
+
+    // The table: each version's lines under its heading, with its summary.
+    let mut table_args = args.to_vec();
+    table_args.drain(0..2);
+    table_args.retain(|a| *a != "--junit" && *a != s(&junit));
+    let run = run_cmd_within(dpctl_cmd(&table_args), 120).await;
+    run.expect_code(1);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let head36 = lines.iter().position(|l| *l == "kubelet 1.36").expect("a heading per version");
+    let head37 = lines.iter().position(|l| *l == "kubelet 1.37").expect("a heading per version");
+    assert!(head36 < head37, "{}", run.stdout);
+    assert!(lines[head36..head37].iter().any(|l| l.starts_with("FAIL  ROLL-001")), "{}", run.stdout);
+    assert!(lines.iter().any(|l| l.starts_with("kubelet 1.36: 2 passed, 1 failed")), "{}", run.stdout);
+    assert!(lines.iter().any(|l| l.starts_with("kubelet 1.37: 3 passed, 0 failed")), "{}", run.stdout);
+}
