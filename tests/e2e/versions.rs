@@ -253,3 +253,23 @@ async fn the_suite_runs_once_per_kubelet_version() {
     assert!(lines.iter().any(|l| l.starts_with("kubelet 1.36: 2 passed, 1 failed")), "{}", run.stdout);
     assert!(lines.iter().any(|l| l.starts_with("kubelet 1.37: 3 passed, 0 failed")), "{}", run.stdout);
 }
+
+/// PodResources Get per version: absent before 1.27 (Unimplemented), behind
+/// the KubeletPodResourcesGet gate (off) from 1.27 to 1.33, served from 1.34.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_resources_get_per_version() {
+    for (version, code, want) in [
+        ("1.26", 1, "Unimplemented"),
+        ("1.33", 1, "PodResources API Get method disabled"),
+        ("1.34", 1, "pod nope in namespace default not found"),
+    ] {
+        let n = Node::new();
+        let k = n.start(&["--kubelet-version", version]).await;
+        let pr = n.pr();
+        wait_until(10, "the PodResources socket", || std::os::unix::net::UnixStream::connect(&pr).is_ok()).await;
+        let r = dpctl(&["podresources", "get", "nope", "--socket", s(&pr)]).await;
+        r.expect_code(code);
+        assert!(r.stderr.contains(want), "{version}: {}", r.stderr);
+        stop_child(k).await;
+    }
+}
