@@ -7,8 +7,7 @@
 use super::catalog::{Scenario, Session, SCENARIOS};
 use super::checks;
 use super::env::{
-    is_socket, log_tail, plugin_client, pod_manifest, wipe_sockets, Event, Isolation, MockKubelet, PluginProcess,
-    Recorder, Registration, Tree, Via,
+    is_socket, log_tail, plugin_client, pod_manifest, Isolation, Kubelet, PluginProcess, Registration, Seen, Tree, Via,
 };
 use super::filter::Pattern;
 use super::{Outcome, Record};
@@ -17,8 +16,10 @@ use crate::api::deviceplugin::{
     DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,
 };
 use crate::core::{Error, Result};
+use crate::kubelet::event::Stamped;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -133,14 +134,6 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
     Ok(records)
 }
 
-struct Snap {
-    generation: u64,
-    socket: PathBuf,
-    at: Instant,
-    bytes: usize,
-    resp: ListAndWatchResponse,
-}
-
 /// One session's environment and what was seen so far.
 struct Sess<'a> {
     o: &'a Options,
@@ -149,14 +142,11 @@ struct Sess<'a> {
     plugin: Option<PluginProcess>,
     plugin_started: Instant,
     restarts: u32,
-    recorder: Option<Recorder>,
+    kubelet: Option<Kubelet>,
     generation: u64,
     restarted_at: Option<Instant>,
-    events_tx: mpsc::UnboundedSender<Event>,
-    events: mpsc::UnboundedReceiver<Event>,
-    regs: Vec<Registration>,
-    snaps: Vec<Snap>,
-    mock: Option<MockKubelet>,
+    events: Option<mpsc::UnboundedReceiver<Arc<Stamped>>>,
+    seen: Seen,
     decoy: Option<tokio::net::UnixListener>,
     streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
     first: Option<(Duration, usize, ListAndWatchResponse)>,
@@ -171,7 +161,6 @@ fn setup_fail(what: &str, answer: String, fix: &str) -> Outcome {
 
 impl<'a> Sess<'a> {
     async fn setup(o: &'a Options, session: Session, isolation: Isolation) -> std::result::Result<Sess<'a>, Outcome> {
-        let (events_tx, events) = mpsc::unbounded_channel();
         let mut s = Sess {
             o,
             isolation,
@@ -179,14 +168,11 @@ impl<'a> Sess<'a> {
             plugin: None,
             plugin_started: Instant::now(),
             restarts: 0,
-            recorder: None,
+            kubelet: None,
             generation: 0,
             restarted_at: None,
-            events_tx,
-            events,
-            regs: Vec::new(),
-            snaps: Vec::new(),
-            mock: None,
+            events: None,
+            seen: Seen::default(),
             decoy: None,
             streams: Vec::new(),
             first: None,
@@ -215,11 +201,7 @@ impl<'a> Sess<'a> {
                 s.baseline_snapshot().await?;
             }
             Session::EndToEnd | Session::Health => {
-                let mk =
-                    MockKubelet::start(&o.exe, s.tree(), o.kubelet_version.unwrap_or_default()).await.map_err(|e| {
-                        setup_fail("mock kubelet", e.to_string(), "run dpctl mock-kubelet by hand to see why")
-                    })?;
-                s.mock = Some(mk);
+                s.start_recorder().await?;
                 s.start_plugin()?;
                 let (res, ids) = s.wait_allocatable(REGISTER_WITHIN, |_| true).await.ok_or_else(|| {
                     setup_fail(
@@ -245,11 +227,8 @@ impl<'a> Sess<'a> {
         if let Some(p) = self.plugin.take() {
             p.stop(Duration::from_secs(5)).await;
         }
-        if let Some(r) = self.recorder.take() {
-            r.stop().await;
-        }
-        if let Some(m) = self.mock.take() {
-            m.stop().await;
+        if let Some(k) = self.kubelet.take() {
+            k.stop().await;
         }
     }
 
@@ -272,42 +251,46 @@ impl<'a> Sess<'a> {
         Ok(())
     }
 
+    /// Start the kubelet (the engine, in this process) on the tree.
     async fn start_recorder(&mut self) -> std::result::Result<(), Outcome> {
-        let r = Recorder::start(self.tree(), self.generation, self.events_tx.clone(), self.o.timeout)
+        let (k, events) = Kubelet::start(self.tree(), self.o.timeout, self.o.kubelet_version.unwrap_or_default())
             .await
-            .map_err(|e| setup_fail("kubelet.sock", e.to_string(), "check the temp dir"))?;
-        self.recorder = Some(r);
+            .map_err(|e| setup_fail("kubelet", e.to_string(), "check the temp dir"))?;
+        self.kubelet = Some(k);
+        self.events = Some(events);
         Ok(())
     }
 
     /// A kubelet restart: stop (streams cancelled), wipe the sockets, start again.
     async fn restart_kubelet(&mut self) -> std::result::Result<(), Outcome> {
-        if let Some(r) = self.recorder.take() {
-            r.stop().await;
-        }
-        wipe_sockets(&self.tree().plugin_dir);
         self.generation += 1;
         // Set before the new kubelet starts: a plugin may register again
-        // before start_recorder returns.
+        // before the restart returns.
         self.restarted_at = Some(Instant::now());
-        self.start_recorder().await?;
+        match &self.kubelet {
+            Some(k) => k.restart().await.map_err(|e| setup_fail("kubelet restart", e.to_string(), "see its log"))?,
+            None => self.start_recorder().await?,
+        }
         Ok(())
     }
 
     fn drain(&mut self) {
-        while let Ok(e) = self.events.try_recv() {
-            self.take(e);
+        while let Some(e) = self.events.as_mut().and_then(|r| r.try_recv().ok()) {
+            self.seen.take(&e);
         }
     }
 
-    fn take(&mut self, e: Event) {
-        match e {
-            Event::Registered(r) => self.regs.push(*r),
-            Event::Snapshot { generation, socket, at, bytes, resp } => {
-                self.snaps.push(Snap { generation, socket, at, bytes, resp })
-            }
-            Event::StreamEnded { .. } => {}
+    /// The next kubelet event before `until` (None: none came, or no kubelet runs).
+    async fn next_event(&mut self, until: Instant) -> Option<Arc<Stamped>> {
+        let got = match self.events.as_mut() {
+            Some(rx) => tokio::time::timeout_at(until.into(), rx.recv()).await.ok().flatten(),
+            None => None,
+        };
+        if got.is_none() {
+            // No kubelet, or it stopped: nothing more will come before `until`.
+            tokio::time::sleep_until(until.into()).await;
         }
+        got
     }
 
     fn wanted(&self, r: &Registration) -> bool {
@@ -318,7 +301,7 @@ impl<'a> Sess<'a> {
     async fn wait_reg(&mut self, min_gen: u64, since: Instant, until: Instant, good: bool) -> Option<Registration> {
         loop {
             self.drain();
-            if let Some(r) = self.regs.iter().find(|r| {
+            if let Some(r) = self.seen.regs.iter().find(|r| {
                 r.generation >= min_gen
                     && r.at >= since
                     && self.wanted(r)
@@ -328,14 +311,14 @@ impl<'a> Sess<'a> {
             }
             // A plugin that exited registers no more; look every 100 ms.
             let step = until.min(Instant::now() + Duration::from_millis(100));
-            match tokio::time::timeout_at(step.into(), self.events.recv()).await {
-                Ok(Some(e)) => self.take(e),
-                Ok(None) => return None,
-                Err(_) if Instant::now() >= until => return None,
-                Err(_) => {
+            match self.next_event(step).await {
+                Some(e) => self.seen.take(&e),
+                None if Instant::now() >= until => return None,
+                None => {
                     if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
                         self.drain();
                         return self
+                            .seen
                             .regs
                             .iter()
                             .find(|r| {
@@ -360,24 +343,24 @@ impl<'a> Sess<'a> {
     ) -> Option<(Instant, usize, ListAndWatchResponse)> {
         loop {
             self.drain();
-            if let Some(s) = self.snaps.iter().find(|s| s.generation == generation && s.socket == socket) {
+            if let Some(s) = self.seen.snaps.iter().find(|s| s.generation == generation && s.socket == socket) {
                 return Some((s.at, s.bytes, s.resp.clone()));
             }
-            let e = tokio::time::timeout_at(until.into(), self.events.recv()).await.ok().flatten()?;
-            self.take(e);
+            let e = self.next_event(until).await?;
+            self.seen.take(&e);
         }
     }
 
     fn no_registration(&mut self, within: Duration) -> Outcome {
         let exited = self.plugin.as_mut().and_then(|p| p.exited());
-        let rejected = self.regs.iter().rev().find(|r| r.rejected.is_some() || r.dial_back.is_err()).map(|r| {
+        let rejected = self.seen.regs.iter().rev().find(|r| r.rejected.is_some() || r.dial_back.is_err()).map(|r| {
             format!(
                 "; a registration was refused: {}",
                 r.rejected.clone().or(r.dial_back.clone().err()).unwrap_or_default()
             )
         });
         let others: BTreeSet<&str> =
-            self.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
+            self.seen.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
         let others = match (&self.o.resource, others.is_empty()) {
             (Some(want), false) => format!("; it registered {others:?}, not --resource {want:?}"),
             _ => String::new(),
@@ -521,8 +504,13 @@ impl<'a> Sess<'a> {
         } else {
             let r = self.ensure_reg().await?;
             let ep = self.endpoint().await?;
-            let reg_at =
-                self.regs.iter().find(|x| x.socket == ep && x.generation == r.generation).map(|x| x.at).unwrap_or(r.at);
+            let reg_at = self
+                .seen
+                .regs
+                .iter()
+                .find(|x| x.socket == ep && x.generation == r.generation)
+                .map(|x| x.at)
+                .unwrap_or(r.at);
             match self.wait_snap(r.generation, &ep, reg_at + FIRST_SNAPSHOT_WITHIN).await {
                 Some((at, bytes, m)) => (at.saturating_duration_since(reg_at), bytes, m),
                 None => {
@@ -571,7 +559,7 @@ impl<'a> Sess<'a> {
     ) -> Option<(String, Vec<String>)> {
         let until = Instant::now() + within;
         loop {
-            if let Some(mk) = &self.mock {
+            if let Some(mk) = &self.kubelet {
                 if let Ok(all) = mk.allocatable(self.o.timeout).await {
                     let hit = match &self.resource {
                         Some(r) => all.get(r).filter(|ids| !ids.is_empty()).map(|ids| (r.clone(), ids.clone())),
@@ -595,7 +583,7 @@ impl<'a> Sess<'a> {
         let until = Instant::now() + within;
         let res = self.resource.clone().unwrap_or_default();
         loop {
-            if let Some(mk) = &self.mock {
+            if let Some(mk) = &self.kubelet {
                 if let Ok(p) = mk.pod_devices(name, self.o.timeout).await {
                     match (present, p) {
                         // Released kubelets list a pod still being admitted, without
@@ -624,7 +612,7 @@ impl<'a> Sess<'a> {
     }
 
     fn kubelet_log(&self) -> String {
-        self.mock.as_ref().map(|m| log_tail(&m.log, 3)).unwrap_or_default()
+        self.kubelet.as_ref().map(|m| log_tail(&m.log, 3)).unwrap_or_default()
     }
 
     async fn scenario(&mut self, id: &str) -> Outcome {
@@ -868,7 +856,7 @@ impl Sess<'_> {
         let (took, stream, m) = self.open_stream().await?;
         self.streams.push(stream);
         self.drain();
-        let latest: BTreeSet<String> = match self.snaps.last() {
+        let latest: BTreeSet<String> = match self.seen.snaps.last() {
             Some(s) if self.o.socket.is_none() => s.resp.devices.iter().map(|d| d.id.clone()).collect(),
             _ => self.first.as_ref().map(|f| f.2.devices.iter().map(|d| d.id.clone()).collect()).unwrap_or_default(),
         };
@@ -1208,13 +1196,14 @@ impl Sess<'_> {
         };
         // A second registration with the same kubelet would arrive right after the first.
         let settle = Instant::now() + Duration::from_secs(1);
-        while let Ok(Some(e)) = tokio::time::timeout_at(settle.into(), self.events.recv()).await {
-            self.take(e);
+        while let Some(e) = self.next_event(settle).await {
+            self.seen.take(&e);
         }
         // The kubelet keeps the latest registration per resource; what must not
         // happen is two endpoints of the plugin alive and registered at once,
         // or the latest registration pointing at a dead socket.
         let latest = self
+            .seen
             .regs
             .iter()
             .rev()
@@ -1222,7 +1211,7 @@ impl Sess<'_> {
             .cloned()
             .unwrap_or(r);
         let endpoints: BTreeSet<PathBuf> =
-            self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
+            self.seen.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
         let mut live = Vec::new();
         for ep in endpoints {
             if let Ok(mut c) = plugin_client(&ep, self.o.timeout).await {
@@ -1257,10 +1246,10 @@ impl Sess<'_> {
                 "see E2E-001",
             ));
         };
-        if let Some(mk) = &mut self.mock {
-            mk.restart()
+        if let Some(k) = &self.kubelet {
+            k.restart()
                 .await
-                .map_err(|e| Outcome::fail("restart the mock kubelet", e.to_string(), "see the mock kubelet's log"))?;
+                .map_err(|e| Outcome::fail("restart the kubelet", e.to_string(), "see the kubelet's log"))?;
         }
         let t0 = Instant::now();
         let res = self.resource.clone().unwrap_or_default();
@@ -1270,7 +1259,7 @@ impl Sess<'_> {
             .await
             .filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
         if back.is_none() {
-            let now = match &self.mock {
+            let now = match &self.kubelet {
                 Some(mk) => {
                     mk.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).cloned()).unwrap_or_default()
                 }
@@ -1510,7 +1499,7 @@ impl Sess<'_> {
         let until = Instant::now() + HEALTH_WITHIN;
         let res = self.resource.clone().unwrap_or_default();
         loop {
-            if let Some(mk) = &self.mock {
+            if let Some(mk) = &self.kubelet {
                 if let Ok(a) = mk.allocatable(self.o.timeout).await {
                     let n = a.get(&res).map(|v| v.len()).unwrap_or(0);
                     if n < before {

@@ -33,13 +33,13 @@ const ROLL_WITHIN: Duration = Duration::from_secs(10);
 
 impl Sess<'_> {
     fn mock_log(&self) -> Option<PathBuf> {
-        self.mock.as_ref().map(|m| m.log.clone())
+        self.kubelet.as_ref().map(|k| k.log.clone())
     }
 
     async fn allocatable_count(&self) -> usize {
         let res = self.resource.clone().unwrap_or_default();
-        match &self.mock {
-            Some(mk) => mk.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).map(Vec::len)).unwrap_or(0),
+        match &self.kubelet {
+            Some(k) => k.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).map(Vec::len)).unwrap_or(0),
             None => 0,
         }
     }
@@ -50,7 +50,7 @@ impl Sess<'_> {
     /// re-registers, a pod must get devices (the plugin's part).
     pub(super) async fn kres_admission_after_restart(&mut self) -> Res {
         let Some(log) = self.mock_log() else {
-            return Ok(Outcome::fail("mock kubelet", "not running", "report this bug"));
+            return Ok(Outcome::fail("kubelet", "not running", "report this bug"));
         };
         // KRES-004's pod holds a device; it has been checked, so let it go.
         let keep = self.tree().manifests.join("dpctl-test-keep.yaml");
@@ -58,11 +58,7 @@ impl Sess<'_> {
             let _ = std::fs::remove_file(&keep);
             let _ = self.wait_pod("dpctl-test-keep", false, POD_WITHIN).await;
         }
-        if let Some(mk) = &mut self.mock {
-            mk.restart()
-                .await
-                .map_err(|e| Outcome::fail("restart the mock kubelet", e.to_string(), "see the mock kubelet's log"))?;
-        }
+        self.restart_kubelet().await?;
         let t0 = Instant::now();
         let early = self.write_pod("dpctl-test-early", 1)?;
         // Either the plugin was back first (admitted) or the kubelet rejected it.
@@ -122,7 +118,7 @@ impl Sess<'_> {
     /// again when the kubelet closes its stream (kubelets up to 1.36).
     pub(super) async fn rolling_update(&mut self) -> Res {
         let Some(log) = self.mock_log() else {
-            return Ok(Outcome::fail("mock kubelet", "not running", "report this bug"));
+            return Ok(Outcome::fail("kubelet", "not running", "report this bug"));
         };
         let res = self.resource.clone().unwrap_or_default();
         let before = self.allocatable_count().await;

@@ -56,7 +56,8 @@ fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
 /// The fault table (also in the README): each fault and exactly the scenarios it fails.
 const FAULTS: &[(&[&str], &[&str])] = &[
     (&[], &[]),
-    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005"]),
+    // The kubelet deletes every socket at start too, so a plugin started before it must serve again (ORDER-001).
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005", "ORDER-001"]),
     (&["--reregister-delay", "6s"], &["KRES-001"]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"]),
     (&["--delete-other-sockets"], &["REG-007"]),

@@ -83,7 +83,7 @@ fn register_at(st: &mut State, resource: &str, socket: &str, devices: &[Device])
     let ep = EndpointInfo {
         id: 0,
         socket: std::path::PathBuf::from(socket),
-        via: "kubelet.sock",
+        via: crate::kubelet::event::Via::KubeletSocket,
         pre_start_required: false,
         get_preferred_allocation_available: false,
     };
@@ -105,7 +105,7 @@ fn keyed_by_resource_the_old_instance_ending_zeroes_the_new_one() {
         let ep = EndpointInfo {
             id: 0,
             socket: "/dp/new.sock".into(),
-            via: "kubelet.sock",
+            via: crate::kubelet::event::Via::KubeletSocket,
             pre_start_required: false,
             get_preferred_allocation_available: false,
         };
@@ -155,7 +155,7 @@ fn keyed_by_socket_an_instance_ending_touches_only_its_own() {
     let ep = EndpointInfo {
         id: 0,
         socket: "/dp/same.sock".into(),
-        via: "kubelet.sock",
+        via: crate::kubelet::event::Via::KubeletSocket,
         pre_start_required: false,
         get_preferred_allocation_available: false,
     };
