@@ -350,6 +350,11 @@ pub struct Seen {
     pub snaps: Vec<Snap>,
     /// Every stream end: (generation, endpoint, reason, when).
     pub ends: Vec<(u64, PathBuf, String, Instant)>,
+    /// Every rejected pod manifest: (file, pod status reason, the kubelet's message).
+    pub rejected: Vec<(PathBuf, String, String)>,
+    /// Stream ends after which the kubelet disconnected the *current* instance
+    /// (kubelets up to 1.36, kubernetes#121994): (generation, the socket disconnected).
+    pub disconnected: Vec<(u64, PathBuf)>,
     /// Plugin-watcher registrations waiting for NotifyRegistrationStatus, by endpoint.
     pending: BTreeMap<PathBuf, Registration>,
 }
@@ -460,8 +465,14 @@ impl Seen {
                 bytes: *bytes,
                 resp: ListAndWatchResponse { devices: devices.as_ref().clone() },
             }),
-            KubeletEvent::StreamEnded { endpoint, reason, .. } => {
-                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at))
+            KubeletEvent::StreamEnded { endpoint, reason, disconnected, .. } => {
+                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at));
+                if let Some(d) = disconnected {
+                    self.disconnected.push((generation, PathBuf::from(d)));
+                }
+            }
+            KubeletEvent::PodRejected { file, reason, pod_reason } => {
+                self.rejected.push((PathBuf::from(file), pod_reason.clone(), reason.clone()))
             }
             _ => {}
         }

@@ -1,30 +1,9 @@
-//! Scenarios whose outcome depends on the kubelet version the mock kubelet
-//! plays (`dpctl test --kubelet-version`): admission right after a kubelet
-//! restart (KRES-005) and a rolling update with two instances (ROLL-001).
-//! They read what the node saw from the mock kubelet's event log.
+//! Scenarios whose outcome depends on the kubelet version the engine plays
+//! (`dpctl test --kubelet-version`): admission right after a kubelet restart
+//! (KRES-005) and a rolling update with two instances (ROLL-001). They read
+//! what the node saw from the engine's typed events.
 
 use super::*;
-use serde_json::Value;
-
-/// The mock kubelet's events (JSON lines) named `event`, in order.
-fn events(log: &std::path::Path, event: &str) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == event)
-        .collect()
-}
-
-/// How the kubelet rejected the manifest `file`, if it did: (reason, message).
-fn rejection(log: &std::path::Path, file: &str) -> Option<(String, String)> {
-    events(log, "pod-rejected").into_iter().rev().find(|e| e["file"].as_str().is_some_and(|f| f.ends_with(file))).map(
-        |e| {
-            let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-            (s("podReason"), s("reason"))
-        },
-    )
-}
 
 /// How long after a restart the scenario waits for a pod admitted too early to be decided.
 const EARLY_POD_WITHIN: Duration = Duration::from_secs(5);
@@ -32,8 +11,10 @@ const EARLY_POD_WITHIN: Duration = Duration::from_secs(5);
 const ROLL_WITHIN: Duration = Duration::from_secs(10);
 
 impl Sess<'_> {
-    fn mock_log(&self) -> Option<PathBuf> {
-        self.kubelet.as_ref().map(|k| k.log.clone())
+    /// How the kubelet rejected the manifest `file`, if it did: (reason, message).
+    fn rejection(&mut self, file: &str) -> Option<(String, String)> {
+        self.drain();
+        self.seen.rejected.iter().rev().find(|(f, _, _)| f.ends_with(file)).map(|(_, r, m)| (r.clone(), m.clone()))
     }
 
     async fn allocatable_count(&self) -> usize {
@@ -49,9 +30,6 @@ impl Sess<'_> {
     /// not the plugin's fault, reported as what the node saw; once the plugin
     /// re-registers, a pod must get devices (the plugin's part).
     pub(super) async fn kres_admission_after_restart(&mut self) -> Res {
-        let Some(log) = self.mock_log() else {
-            return Ok(Outcome::fail("kubelet", "not running", "report this bug"));
-        };
         // KRES-004's pod holds a device; it has been checked, so let it go.
         let keep = self.tree().manifests.join("dpctl-test-keep.yaml");
         if keep.exists() {
@@ -65,8 +43,8 @@ impl Sess<'_> {
         let until = Instant::now() + EARLY_POD_WITHIN;
         let mut seen = None;
         while Instant::now() < until {
-            if let Some(r) = rejection(&log, "dpctl-test-early.yaml") {
-                seen = Some(format!("rejected as {}: {}", r.0, r.1));
+            if let Some((reason, msg)) = self.rejection("dpctl-test-early.yaml") {
+                seen = Some(format!("rejected as {reason}: {msg}"));
                 break;
             }
             if self.wait_pod("dpctl-test-early", true, Duration::from_millis(200)).await.is_some() {
@@ -74,10 +52,9 @@ impl Sess<'_> {
                 break;
             }
         }
-        let seen = seen.unwrap_or_else(|| "not decided within 5s".into());
+        let seen = seen.unwrap_or_else(|| format!("not decided within {EARLY_POD_WITHIN:?}"));
         let _ = std::fs::remove_file(&early);
-        let back = self.wait_allocatable(COME_BACK_WITHIN, |_| true).await;
-        let Some(_) = back else {
+        if self.wait_allocatable(COME_BACK_WITHIN, |_| true).await.is_none() {
             return Ok(Outcome::fail(
                 "PodResources GetAllocatableResources after a kubelet restart",
                 format!(
@@ -86,11 +63,11 @@ impl Sess<'_> {
                 ),
                 "watch the plugin directory and register again when kubelet.sock is re-created",
             ));
-        };
+        }
         let back_after = t0.elapsed();
         let after = self.write_pod("dpctl-test-after", 1)?;
         let got = self.wait_pod("dpctl-test-after", true, POD_WITHIN).await;
-        let rejected = rejection(&log, "dpctl-test-after.yaml");
+        let rejected = self.rejection("dpctl-test-after.yaml");
         let _ = std::fs::remove_file(&after);
         let _ = self.wait_pod("dpctl-test-after", false, POD_WITHIN).await;
         match (got, rejected) {
@@ -117,22 +94,25 @@ impl Sess<'_> {
     /// resource stays unallocatable, which a plugin avoids by registering
     /// again when the kubelet closes its stream (kubelets up to 1.36).
     pub(super) async fn rolling_update(&mut self) -> Res {
-        let Some(log) = self.mock_log() else {
-            return Ok(Outcome::fail("kubelet", "not running", "report this bug"));
-        };
         let res = self.resource.clone().unwrap_or_default();
         let before = self.allocatable_count().await;
-        let regs = |log: &std::path::Path| {
-            events(log, "registered").into_iter().filter(|e| e["resource"] == res.as_str()).collect::<Vec<_>>()
+        self.drain();
+        let accepted = |s: &Seen| {
+            s.regs.iter().filter(|r| r.resource == res && r.rejected.is_none() && r.dial_back.is_ok()).count()
         };
-        let n0 = regs(&log).len();
+        let n0 = accepted(&self.seen);
+        let first_socket = self.seen.regs.iter().rev().find(|r| r.resource == res).map(|r| r.socket.clone());
         let old = self.plugin.take();
         self.start_plugin()?;
         let until = Instant::now() + REGISTER_WITHIN;
-        while regs(&log).len() <= n0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        while accepted(&self.seen) <= n0 {
+            match self.next_event(until).await {
+                Some(e) => self.seen.take(&e),
+                None => break,
+            }
         }
-        let second = regs(&log).get(n0).cloned();
+        self.drain();
+        let second = self.seen.regs.iter().filter(|r| r.resource == res && r.rejected.is_none()).nth(n0).cloned();
         let Some(second) = second else {
             if let Some(p) = old {
                 p.stop(Duration::from_secs(5)).await;
@@ -140,20 +120,19 @@ impl Sess<'_> {
             return Ok(Outcome::fail(
                 "start a second instance",
                 format!("it did not register within {REGISTER_WITHIN:?}; plugin log: {}", self.plugin_log()),
-                "a second instance must start while the first runs (DaemonSet maxSurge): serve a socket of its own and register",
+                "a second instance must start while the first runs (DaemonSet maxSurge): serve sockets of its own and register",
             ));
         };
-        let same_socket = second["endpoint"].as_str().is_some_and(|e| {
-            regs(&log).first().and_then(|f| f["endpoint"].as_str().map(|f0| f0 == e)).unwrap_or(false)
-        });
-        let ended = events(&log, "stream-ended").len();
+        let same_socket = first_socket.as_ref() == Some(&second.socket);
+        let disconnects = self.seen.disconnected.len();
         let t0 = Instant::now();
         if let Some(p) = old {
             p.stop(Duration::from_secs(5)).await;
         }
         let ok = self.wait_allocatable(ROLL_WITHIN, |ids| ids.len() >= before).await.is_some();
         let after = self.allocatable_count().await;
-        let disconnected = events(&log, "stream-ended").into_iter().skip(ended).any(|e| e["disconnected"].is_string());
+        self.drain();
+        let disconnected = self.seen.disconnected.len() > disconnects;
         let version = self.o.kubelet_version.unwrap_or_default();
         let mut saw = format!(
             "kubelet {version}: the second instance registered on {} socket",
