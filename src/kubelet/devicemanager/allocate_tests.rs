@@ -397,3 +397,19 @@ fn single_numa_node_admission() {
         admit(&st, TopologyPolicy::BestEffort, &pod("big", vec![], vec![ctr("main", &[(R1, 3)])]), no_preferred);
     assert_eq!(got(&r.unwrap(), "main", R1).len(), 3, "best-effort admits across nodes");
 }
+
+/// The pod status reason each rejection text gets, as the kubelet sets it:
+/// device-manager failures are UnexpectedAdmissionError (lifecycle's
+/// unexpectedAdmissionError), resource fit OutOf<resource>, topology TopologyAffinityError.
+#[test]
+fn rejection_reasons_are_the_kubelets() {
+    use super::rejection_reason;
+    for (msg, want) in [
+        ("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices v.e/x, which is unexpected", "UnexpectedAdmissionError"),
+        ("Node didn't have enough resource: v.e/x, requested: 1, used: 0, capacity: 0", "OutOfv.e/x"),
+        (super::super::topology::TOPOLOGY_ERROR, "TopologyAffinityError"),
+        ("not valid YAML: …", "InvalidManifest"),
+    ] {
+        assert_eq!(rejection_reason(msg), want, "{msg}");
+    }
+}
