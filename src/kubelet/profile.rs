@@ -281,7 +281,7 @@ mod tests {
         for (s, m) in [("1.31", 31), ("v1.37", 37), ("1.25.3", 25), (" 1.29 ", 29)] {
             assert_eq!(KubeletVersion::parse(s).map(KubeletVersion::minor), Ok(m), "{s}");
         }
-        for s in ["1.24", "1.38", "2.31", "131", "1.x", "", "1.31.4.1", "1.31.", "v"] {
+        for s in ["1.24", "1.38", "2.31", "131", "1.x", "", "1.31.4.1", "1.31.", "v", "1.99999999999", "1.-1"] {
             let e = KubeletVersion::parse(s).unwrap_err();
             assert!(e.contains("supported: 1.25 to 1.37"), "{s}: {e}");
         }
