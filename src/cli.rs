@@ -657,6 +657,11 @@ pub struct RegistrationArgs {
     /// Keep retrying a failed first registration (with backoff) instead of exiting 1
     #[arg(long)]
     pub retry: bool,
+    /// Register again when the kubelet closes our ListAndWatch stream and opens none within 1s
+    /// while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier
+    /// instance's stream ends, kubernetes#121994)
+    #[arg(long)]
+    pub reregister_on_disconnect: bool,
 }
 
 /// `dpctl record`

@@ -417,6 +417,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

@@ -111,6 +111,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         registry_dir: root.join("plugins_registry"),
         register: true,
         retry: false,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

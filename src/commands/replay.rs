@@ -254,6 +254,7 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

@@ -130,6 +130,7 @@ pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<
         registry_dir,
         register,
         retry: reg.retry || file.retry.unwrap_or(false),
+        reregister_on_disconnect: reg.reregister_on_disconnect,
         timeout: ctx.timeout,
         host_root: ctx.paths.root.clone(),
     })

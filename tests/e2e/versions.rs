@@ -273,3 +273,41 @@ async fn pod_resources_get_per_version() {
         stop_child(k).await;
     }
 }
+
+/// What ROLL-001's fix says works: a plugin that registers again when the
+/// kubelet closed its stream and opened none (`serve --reregister-on-disconnect`)
+/// keeps the resource allocatable through a rolling update on 1.36 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_again_after_a_disconnect_survives_a_rolling_update_on_1_36() {
+    let bin = env!("CARGO_BIN_EXE_dpctl");
+    let args = [
+        "-o",
+        "json",
+        "test",
+        "--kubelet-version",
+        "1.36",
+        "--focus",
+        "ROLL-001",
+        "--",
+        bin,
+        "serve",
+        "--resource",
+        FOO,
+        "--count",
+        "2",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--retry",
+        "--reregister-on-disconnect",
+    ];
+    let run = run_cmd_within(dpctl_cmd(&args), 120).await;
+    run.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let roll = &doc["scenarios"][0];
+    assert_eq!((roll["id"].as_str(), roll["result"].as_str()), (Some("ROLL-001"), Some("PASS")), "{roll}");
+    let detail = roll["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("disconnected the second (kubernetes#121994)") && detail.contains("allocatable 2 again"),
+        "{detail}"
+    );
+}
