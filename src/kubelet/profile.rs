@@ -189,7 +189,7 @@ pub const TABLE: &[Behaviour] = &[
     Behaviour {
         field: "endpoints",
         since: 37,
-        source: "kubernetes#135437 (plugin/v1beta1/handler.go: clients per resource and socket); bug: #121994, #127803",
+        source: "kubernetes#135437, merged after 1.36 shipped (plugin/v1beta1/handler.go: clients per resource and socket); bug: #121994, #127803",
         before: "keyed by resource: a 2nd instance replaces the 1st without closing its stream; the 1st stream's end disconnects the 2nd and zeroes allocatable",
         after: "keyed by (resource, socket): an instance's end touches only its own devices",
     },
