@@ -265,6 +265,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start -d 'Adve
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-allocation -d 'Advertise and implement GetPreferredAllocation'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-on-disconnect -d 'Register again when the kubelet closes our ListAndWatch stream and opens none within 1s while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier instance\'s stream ends, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-fail -d 'Fault: PreStartContainer fails with Internal'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-reregister -d 'Fault: never register again after a kubelet restart'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l new-ids-after-restart -d 'Fault: new device IDs at every start and kubelet restart'
@@ -370,6 +371,7 @@ single-numa-node\t'Reject pods that cannot get all devices from one NUMA node'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l restart-every -d 'Simulate a kubelet restart on this schedule (as SIGHUP does)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l dial-timeout -d 'How long to keep dialing a plugin back inside Register (the kubelet\'s: 10s)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l call-timeout -d 'Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-version -d 'Behave as this kubelet version (1.25 to 1.37; see --explain-profile)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
@@ -380,6 +382,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir 
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l explain-profile -d 'Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -397,6 +400,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-headers -d 'Prin
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-version -d 'The demo\'s kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -462,6 +466,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s v -l verbose -d '
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l against -d 'Act as the kubelet: send the recorded calls to this plugin and diff the answers' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet-version -d 'With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l resource -d 'Resource name to register (default: the trace\'s)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l speed -d 'Replay the ListAndWatch timeline this many times faster' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l socket-name -d 'Socket file name in the plugin directory [default: unique per start]' -r
@@ -482,6 +487,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet -d 'Repro
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-wait -d 'Replay the ListAndWatch timeline without its recorded pauses'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l reregister-on-disconnect -d 'Register again when the kubelet closes our ListAndWatch stream and opens none within 1s while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier instance\'s stream ends, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -571,6 +577,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugins -d 'Simulated plugins (one resource each)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l devices -d 'Devices per plugin' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l pods -d 'Pods to admit (one device each)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l kubelet-version -d 'The mock kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -594,6 +601,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l focus -d 'Run only 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l skip -d 'Leave out scenarios whose ID, group or title matches (same syntax as --focus)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l junit -d 'Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-trigger -d 'A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-version -d 'Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l socket -d 'Test an already running plugin on SOCKET (only scenarios that need no control of it)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'

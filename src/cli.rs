@@ -192,6 +192,9 @@ pub struct TestArgs {
     /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
+    /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
+    #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
+    pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
     pub socket: Option<PathBuf>,
@@ -274,6 +277,9 @@ pub struct BenchKubeletArgs {
     /// Pods to admit (one device each)
     #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub pods: u64,
+    /// The mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// `dpctl checkpoint`
@@ -311,6 +317,9 @@ pub struct DemoArgs {
     /// Show the result and exit instead of running until Ctrl-C
     #[arg(long)]
     pub once: bool,
+    /// The demo's kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// A plugin socket argument.
@@ -651,6 +660,11 @@ pub struct RegistrationArgs {
     /// Keep retrying a failed first registration (with backoff) instead of exiting 1
     #[arg(long)]
     pub retry: bool,
+    /// Register again when the kubelet closes our ListAndWatch stream and opens none within 1s
+    /// while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier
+    /// instance's stream ends, kubernetes#121994)
+    #[arg(long)]
+    pub reregister_on_disconnect: bool,
 }
 
 impl RegistrationArgs {
@@ -663,6 +677,7 @@ impl RegistrationArgs {
             registry_dir: self.plugins_registry_dir.clone(),
             no_register: self.no_register,
             retry: self.retry,
+            reregister_on_disconnect: self.reregister_on_disconnect,
         }
     }
 }
@@ -708,6 +723,9 @@ pub struct ReplayArgs {
     /// Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ
     #[arg(long)]
     pub kubelet: bool,
+    /// With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y", requires = "kubelet")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
     /// Resource name to register (default: the trace's)
     #[arg(long, value_name = "NAME")]
     pub resource: Option<String>,
@@ -854,6 +872,12 @@ pub struct MockKubeletArgs {
     /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
     #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
     pub call_timeout: Duration,
+    /// Behave as this kubelet version (1.25 to 1.37; see --explain-profile)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+    /// Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit
+    #[arg(long)]
+    pub explain_profile: bool,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,

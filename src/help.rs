@@ -88,7 +88,10 @@ pub mod examples {
   # then, in another shell
   dpctl serve --plugin-dir /tmp/node/device-plugins --resource vendor.example/foo --count 4
   dpctl node --plugin-dir /tmp/node/device-plugins
-  dpctl podresources list --plugin-dir /tmp/node/device-plugins";
+  dpctl podresources list --plugin-dir /tmp/node/device-plugins
+  # behave as kubelet 1.31; what that changes
+  dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
+  dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
 
     /// dpctl node
     pub const NODE: &str = "Examples:
@@ -126,6 +129,8 @@ pub mod examples {
   dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   dpctl test --focus 'KRES|PRES' -- ./my-plugin
   dpctl test --isolate -- ./plugin-with-hard-coded-paths
+  # the plugin's support range in one run (results per kubelet version)
+  dpctl test --kubelet-version 1.31,1.37 --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   # a plugin that is already running (no process or kubelet control)
   dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock";
 

@@ -16,6 +16,8 @@ pub struct Container {
     pub name: String,
     /// Extended resource → count.
     pub resources: BTreeMap<String, u64>,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub restart_always: bool,
 }
 
 /// A pod, as the device manager sees it.
@@ -109,7 +111,16 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ));
         }
     }
-    Ok(Container { name: name.to_string(), resources: out })
+    let restart_always = match c.get("restartPolicy") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(p)) if p == "Always" => true,
+        Some(other) => {
+            return Err(format!(
+                "{at} {name:?}: restartPolicy {other} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"
+            ))
+        }
+    };
+    Ok(Container { name: name.to_string(), resources: out, restart_always })
 }
 
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
@@ -196,6 +207,12 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
     };
     let init_containers = list("initContainers")?;
     let containers = list("containers")?;
+    if let Some(c) = containers.iter().find(|c| c.restart_always) {
+        return Err(format!(
+            "container {:?}: restartPolicy Always is only allowed on init containers (sidecars)",
+            c.name
+        ));
+    }
     if containers.is_empty() {
         return Err("spec.containers must list at least one container".to_string());
     }
@@ -223,10 +240,22 @@ mod tests {
         assert!(p.containers[1].resources.is_empty());
         assert_eq!(p.uid, parse(y, Path::new("trainer.yaml")).unwrap().uid, "stable UID");
         assert_eq!(p.uid.len(), 36);
+        assert!(!p.init_containers[0].restart_always);
 
         let j = r#"{"metadata":{"name":"x","uid":"u-1"},"spec":{"containers":[{"name":"c","resources":{"limits":{"v.e/a":3}}}]}}"#;
         let p = parse(j, Path::new("x.json")).unwrap();
         assert_eq!((p.uid.as_str(), p.namespace.as_str()), ("u-1", "default"));
+    }
+
+    #[test]
+    fn sidecars_are_init_containers_with_restart_policy_always() {
+        let j = r#"{"metadata":{"name":"s"},"spec":{"initContainers":[{"name":"side","restartPolicy":"Always"},{"name":"once"}],"containers":[{"name":"c"}]}}"#;
+        let p = parse(j, Path::new("s.json")).unwrap();
+        assert_eq!(p.init_containers.iter().map(|c| c.restart_always).collect::<Vec<_>>(), vec![true, false]);
+        let bad = r#"{"metadata":{"name":"s"},"spec":{"initContainers":[{"name":"side","restartPolicy":"OnFailure"}],"containers":[{"name":"c"}]}}"#;
+        assert!(parse(bad, Path::new("s.json")).unwrap_err().contains("only container restartPolicy is \"Always\""));
+        let app = r#"{"metadata":{"name":"s"},"spec":{"containers":[{"name":"c","restartPolicy":"Always"}]}}"#;
+        assert!(parse(app, Path::new("s.json")).unwrap_err().contains("only allowed on init containers"));
     }
 
     #[test]

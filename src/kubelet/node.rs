@@ -82,6 +82,12 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
         rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
+        rejected_reasons: mgr
+            .rejected()
+            .into_iter()
+            .map(|(k, v)| (k.display().to_string(), crate::kubelet::devicemanager::rejection_reason(&v)))
+            .collect(),
+        kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
     }
 }

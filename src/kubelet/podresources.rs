@@ -7,6 +7,7 @@ use crate::api::podresources::{
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
 use crate::kubelet::devicemanager::PodStatus;
+use crate::kubelet::profile::PodResourcesGet;
 use crate::kubelet::shell::Manager;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -49,15 +50,16 @@ pub fn container_devices(resource: &str, by_numa: &BTreeMap<String, Vec<String>>
         .collect()
 }
 
-/// A pod as PodResources lists it: app containers only.
-pub fn pod_resources(p: &PodStatus) -> PodResources {
+/// A pod as PodResources lists it: sidecars (restartable init containers,
+/// when the kubelet version has them) first, then app containers.
+pub fn pod_resources(p: &PodStatus, sidecars: bool) -> PodResources {
     PodResources {
         name: p.name.clone(),
         namespace: p.namespace.clone(),
         containers: p
             .containers
             .iter()
-            .filter(|c| !c.init)
+            .filter(|c| !c.init || (sidecars && c.sidecar))
             .map(|c| ContainerResources {
                 name: c.name.clone(),
                 devices: c.resources.iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect(),
@@ -71,6 +73,10 @@ impl PodResourcesService {
     /// A service over `mgr`.
     pub fn new(mgr: Arc<Manager>) -> Self {
         PodResourcesService { mgr, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
+    }
+
+    fn sidecars(&self) -> bool {
+        self.mgr.cfg.profile.sidecar_devices
     }
 
     fn admit(&self) -> Result<(), Status> {
@@ -92,7 +98,7 @@ impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
         Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: self.mgr.pods_listed().iter().map(pod_resources).collect(),
+            pod_resources: self.mgr.pods_listed().iter().map(|p| pod_resources(p, self.sidecars())).collect(),
         }))
     }
 
@@ -107,9 +113,18 @@ impl PodResourcesLister for PodResourcesService {
 
     async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
         self.admit()?;
+        match self.mgr.cfg.profile.pod_resources_get {
+            PodResourcesGet::Enabled => {}
+            PodResourcesGet::Disabled => return Err(Status::unknown("PodResources API Get method disabled")),
+            PodResourcesGet::Absent => {
+                return Err(Status::unimplemented("unknown method Get for service v1.PodResourcesLister"))
+            }
+        }
         let r = r.into_inner();
         match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
-            Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p)) })),
+            Some(p) => {
+                Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p, self.sidecars())) }))
+            }
             None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
         }
     }

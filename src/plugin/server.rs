@@ -59,6 +59,40 @@ pub enum Step {
     End(std::time::Duration, Option<Status>),
 }
 
+/// Counts of a service's ListAndWatch streams (the registrar reads them to
+/// notice that the kubelet closed its stream).
+#[derive(Debug, Default)]
+pub struct StreamStats {
+    open: std::sync::atomic::AtomicUsize,
+    client_closed: std::sync::atomic::AtomicU64,
+}
+
+/// One open stream; closes it in the counts when dropped.
+struct OpenStream(Arc<StreamStats>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl StreamStats {
+    fn opened(self: &Arc<Self>) -> OpenStream {
+        self.open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenStream(self.clone())
+    }
+
+    /// Streams open now.
+    pub fn open(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Streams their client ended (cancelled, or its connection closed), so far.
+    pub fn client_closed(&self) -> u64 {
+        self.client_closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// The DevicePlugin service over a backend.
 pub struct PluginService<B> {
     backend: Arc<B>,
@@ -66,6 +100,8 @@ pub struct PluginService<B> {
     tasks: Tasks,
     /// Set once a client cancelled a stream (for the hang-after-cancel fault).
     cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Its streams.
+    streams: Arc<StreamStats>,
 }
 
 impl<B> Clone for PluginService<B> {
@@ -75,6 +111,7 @@ impl<B> Clone for PluginService<B> {
             log: self.log.clone(),
             tasks: self.tasks.clone(),
             cancelled: self.cancelled.clone(),
+            streams: self.streams.clone(),
         }
     }
 }
@@ -82,7 +119,12 @@ impl<B> Clone for PluginService<B> {
 impl<B: Backend> PluginService<B> {
     /// A service whose streams are tasks of `tasks`: they end when it is cancelled.
     pub fn new(backend: Arc<B>, log: Logger, tasks: Tasks) -> Self {
-        PluginService { backend, log, tasks, cancelled: Default::default() }
+        PluginService { backend, log, tasks, cancelled: Default::default(), streams: Default::default() }
+    }
+
+    /// The counts of its ListAndWatch streams.
+    pub fn streams(&self) -> Arc<StreamStats> {
+        self.streams.clone()
     }
 
     fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
@@ -136,8 +178,10 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let log = self.log.clone();
         let resource = self.backend.resource().to_string();
         log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
+        let open = self.streams.opened();
         if let Some(timeline) = self.backend.timeline() {
             tasks.spawn_joined(async move {
+                let _open = open;
                 let mut sent = 0u64;
                 for step in timeline.iter() {
                     let (delay, msg) = match step {
@@ -190,6 +234,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         if hang && cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("fault: hang-after-cancel"))]);
             tasks.spawn_joined(async move {
+                let _open = open;
                 tokio::select! {
                     _ = stop.cancelled() => {}
                     _ = tx.closed() => {}
@@ -197,11 +242,14 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
+        let stats = self.streams.clone();
         tasks.spawn_joined(async move {
+            let _open = open;
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {
                 if why == CLIENT_GONE {
                     cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+                    stats.client_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 log.event(
                     "ListAndWatch",

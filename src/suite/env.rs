@@ -350,6 +350,11 @@ pub struct Seen {
     pub snaps: Vec<Snap>,
     /// Every stream end: (generation, endpoint, reason, when).
     pub ends: Vec<(u64, PathBuf, String, Instant)>,
+    /// Every rejected pod manifest: (file, pod status reason, the kubelet's message).
+    pub rejected: Vec<(PathBuf, String, String)>,
+    /// Stream ends after which the kubelet disconnected the *current* instance
+    /// (kubelets up to 1.36, kubernetes#121994): (generation, the socket disconnected).
+    pub disconnected: Vec<(u64, PathBuf)>,
     /// Plugin-watcher registrations waiting for NotifyRegistrationStatus, by endpoint.
     pending: BTreeMap<PathBuf, Registration>,
 }
@@ -460,8 +465,14 @@ impl Seen {
                 bytes: *bytes,
                 resp: ListAndWatchResponse { devices: devices.as_ref().clone() },
             }),
-            KubeletEvent::StreamEnded { endpoint, reason, .. } => {
-                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at))
+            KubeletEvent::StreamEnded { endpoint, reason, disconnected, .. } => {
+                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at));
+                if let Some(d) = disconnected {
+                    self.disconnected.push((generation, PathBuf::from(d)));
+                }
+            }
+            KubeletEvent::PodRejected { file, reason, pod_reason } => {
+                self.rejected.push((PathBuf::from(file), pod_reason.clone(), reason.clone()))
             }
             _ => {}
         }
@@ -478,13 +489,18 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
-    /// Start it on the tree; `timeout` bounds its calls to the plugin.
-    pub async fn start(tree: &Tree, timeout: Duration) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
+    /// Start it on the tree as kubelet `version`; `timeout` bounds its calls to the plugin.
+    pub async fn start(
+        tree: &Tree,
+        timeout: Duration,
+        version: crate::kubelet::profile::KubeletVersion,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
         let log = tree.logs.join("kubelet.log");
         let bus = EventBus::new(Logger::to_file(LogFormat::Json, &log)?);
         let events = bus.subscribe();
         let mut spec = NodeSpec::on_tree(tree);
         spec.manager.call_timeout = timeout;
+        spec.manager.profile = crate::kubelet::profile::Profile::of(version);
         // A plugin in a private mount namespace reports /var/lib/kubelet paths.
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.

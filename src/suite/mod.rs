@@ -101,6 +101,9 @@ pub struct Record {
     /// Failure evidence.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// The kubelet version the scenario ran against (with several `--kubelet-version`s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet_version: Option<String>,
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -120,6 +123,7 @@ impl Record {
             duration,
             detail: o.detail,
             evidence: o.evidence,
+            kubelet_version: None,
         }
     }
 }

@@ -73,6 +73,9 @@ pub struct Document<'a> {
     pub totals: Totals,
     /// Wall time of the run, milliseconds.
     pub duration_ms: u64,
+    /// The kubelet versions run against (`--kubelet-version`), in order.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub kubelet_versions: &'a [String],
     /// One entry per scenario run.
     pub scenarios: &'a [Record],
 }
@@ -96,13 +99,24 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
-/// JUnit XML: one testsuite per group, in first-seen order.
+/// The JUnit testsuite a record belongs to: its kubelet version's when the
+/// suite ran against several, else its group's.
+fn suite_of(r: &Record) -> String {
+    match &r.kubelet_version {
+        Some(v) => format!("kubelet {v}"),
+        None => r.group.clone(),
+    }
+}
+
+/// JUnit XML: one testsuite per group (per kubelet version with several
+/// `--kubelet-version`s), in first-seen order.
 pub fn junit(records: &[Record], took: Duration) -> String {
     let t = totals(records);
-    let mut groups: Vec<&str> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
     for r in records {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
+        let g = suite_of(r);
+        if !groups.contains(&g) {
+            groups.push(g);
         }
     }
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -113,8 +127,8 @@ pub fn junit(records: &[Record], took: Duration) -> String {
         t.skipped,
         took.as_secs_f64()
     ));
-    for g in groups {
-        let rs: Vec<&Record> = records.iter().filter(|r| r.group == g).collect();
+    for g in &groups {
+        let rs: Vec<&Record> = records.iter().filter(|r| &suite_of(r) == g).collect();
         let gt = totals(&rs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
         let time: f64 = rs.iter().map(|r| r.duration.as_secs_f64()).sum();
         x.push_str(&format!(
@@ -127,7 +141,7 @@ pub fn junit(records: &[Record], took: Duration) -> String {
         for r in rs {
             let open = format!(
                 "    <testcase classname=\"dpctl.{}\" name=\"{}\" time=\"{:.3}\"",
-                xml_escape(g),
+                xml_escape(&r.group),
                 xml_escape(&format!("{} {}", r.id, r.title)),
                 r.duration.as_secs_f64()
             );
@@ -202,5 +216,23 @@ mod tests {
         assert!(x.contains("<skipped message=\"not advertised\"/>"));
         assert_eq!(x.matches("<testcase ").count(), 3);
         assert_eq!(x.matches("</testsuite>").count(), 2);
+    }
+
+    #[test]
+    fn junit_has_one_testsuite_per_kubelet_version() {
+        let mut all = Vec::new();
+        for v in ["1.31", "1.37"] {
+            all.extend(recs().into_iter().map(|mut r| {
+                r.kubelet_version = Some(v.into());
+                r
+            }));
+        }
+        let x = junit(&all, Duration::from_millis(15));
+        assert!(x.contains("<testsuites name=\"dpctl test\" tests=\"6\" failures=\"2\""), "{x}");
+        for v in ["1.31", "1.37"] {
+            assert!(x.contains(&format!("<testsuite name=\"kubelet {v}\" tests=\"3\" failures=\"1\"")), "{x}");
+        }
+        assert_eq!(x.matches("</testsuite>").count(), 2);
+        assert!(x.contains("classname=\"dpctl.registration\""), "{x}");
     }
 }

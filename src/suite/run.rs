@@ -44,6 +44,8 @@ pub struct Options {
     pub timeout: Duration,
     /// This binary (runs the mock kubelet).
     pub exe: PathBuf,
+    /// The kubelet version the mock kubelet behaves as (None: the newest).
+    pub kubelet_version: Option<crate::kubelet::profile::KubeletVersion>,
 }
 
 /// Whether a scenario is selected by `--focus` / `--skip`.
@@ -251,7 +253,7 @@ impl<'a> Sess<'a> {
 
     /// Start the kubelet (the engine, in this process) on the tree.
     async fn start_recorder(&mut self) -> std::result::Result<(), Outcome> {
-        let (k, events) = Kubelet::start(self.tree(), self.o.timeout)
+        let (k, events) = Kubelet::start(self.tree(), self.o.timeout, self.o.kubelet_version.unwrap_or_default())
             .await
             .map_err(|e| setup_fail("kubelet", e.to_string(), "check the temp dir"))?;
         self.kubelet = Some(k);
@@ -666,6 +668,8 @@ impl<'a> Sess<'a> {
             "PRES-004" => self.pres_same_ids().await,
             "E2E-001" => self.e2e_pod().await,
             "E2E-002" => self.e2e_free().await,
+            "KRES-005" => self.kres_admission_after_restart().await,
+            "ROLL-001" => self.rolling_update().await,
             "HEALTH-001" => self.health().await,
             other => Err(Outcome::fail(other, "no code for this scenario", "report this bug")),
         };
@@ -674,6 +678,9 @@ impl<'a> Sess<'a> {
 }
 
 type Res = std::result::Result<Outcome, Outcome>;
+
+#[path = "run_versions.rs"]
+mod versions;
 
 impl Sess<'_> {
     async fn reg_within(&mut self) -> Res {
@@ -1531,6 +1538,7 @@ mod tests {
             health_trigger: None,
             timeout: Duration::from_secs(5),
             exe: PathBuf::from("dpctl"),
+            kubelet_version: None,
         }
     }
 
@@ -1543,6 +1551,6 @@ mod tests {
         assert_eq!(reg.len(), 8);
         let o = opts(Some("kubelet-restart"), Some("KRES-004"));
         let k: Vec<&str> = SCENARIOS.iter().filter(|s| selected(&o, s)).map(|s| s.id).collect();
-        assert_eq!(k, ["KRES-001", "KRES-002", "KRES-003"]);
+        assert_eq!(k, ["KRES-001", "KRES-002", "KRES-003", "KRES-005"]);
     }
 }

@@ -18,3 +18,4 @@ mod rules;
 mod serve;
 mod suite;
 mod support;
+mod versions;

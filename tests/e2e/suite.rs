@@ -57,7 +57,7 @@ fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
 const FAULTS: &[(&[&str], &[&str])] = &[
     (&[], &[]),
     // The kubelet deletes every socket at start too, so a plugin started before it must serve again (ORDER-001).
-    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "ORDER-001"]),
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005", "ORDER-001"]),
     (&["--reregister-delay", "6s"], &["KRES-001"]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"]),
     (&["--delete-other-sockets"], &["REG-007"]),
@@ -118,7 +118,7 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
 
 /// Check JUnit XML with Python's standard XML parser against the shape
 /// GitHub's and GitLab's renderers read; returns false when no python3.
-fn check_junit(path: &Path) -> bool {
+pub fn check_junit(path: &Path) -> bool {
     let script = r#"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
