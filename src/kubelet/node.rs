@@ -81,12 +81,8 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
     NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
-        rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
-        rejected_reasons: mgr
-            .rejected()
-            .into_iter()
-            .map(|(k, v)| (k.display().to_string(), crate::kubelet::devicemanager::rejection_reason(&v)))
-            .collect(),
+        rejected: mgr.rejected().iter().map(|(k, v)| (k.display().to_string(), v.to_string())).collect(),
+        rejected_reasons: mgr.rejected().iter().map(|(k, v)| (k.display().to_string(), v.reason())).collect(),
         kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
     }
@@ -196,7 +192,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for (f, r) in parsed {
             match r {
-                Err(e) => mgr.reject_file(f, e),
+                Err(e) => mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e)),
                 Ok(pod) => batch.push((pod, f)),
             }
         }
@@ -405,9 +401,16 @@ impl Node {
         rx.await.map_err(|_| Error::failed("the kubelet engine stopped while restarting"))?
     }
 
-    /// Admit a pod; the error is the kubelet's text.
-    pub async fn admit(&self, pod: crate::kubelet::manifest::Pod) -> std::result::Result<(), String> {
-        let Some(m) = self.manager().await else { return Err("the kubelet is restarting; try again".into()) };
+    /// Admit a pod; the error says why (its text is the kubelet's, its reason the pod status reason).
+    pub async fn admit(
+        &self,
+        pod: crate::kubelet::manifest::Pod,
+    ) -> std::result::Result<(), crate::kubelet::devicemanager::AdmissionError> {
+        let Some(m) = self.manager().await else {
+            return Err(crate::kubelet::devicemanager::AdmissionError::Invalid(
+                "the kubelet is restarting; try again".into(),
+            ));
+        };
         let file = PathBuf::from(format!("(in process) {}", pod.key()));
         m.admit(pod, file).await
     }

@@ -5,35 +5,13 @@
 //! that question as a [`Step`] and takes the answer back with the next call;
 //! it never awaits, so every branch is a unit test.
 
+use super::admission::{AdmissionError, Cause, DevicesError};
 use super::state::{AllocKey, Allocation, State};
 use super::topology::{container_affinity, filter_by_affinity, TopologyPolicy};
 use crate::api::deviceplugin::{AllocateResponse, ContainerPreferredAllocationRequest};
 use crate::kubelet::manifest::Pod;
 use crate::kubelet::profile::{AdmissionChecks, Profile};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The kubelet's wrapping of an allocation failure.
-pub fn admission_error(e: &str) -> String {
-    format!("Allocate failed due to {e}, which is unexpected")
-}
-
-/// The pod status reason the kubelet gives a rejection with this message:
-/// device-manager failures are wrapped as `UnexpectedAdmissionError`,
-/// topology rejections are `TopologyAffinityError`, resource-fit ones
-/// `OutOf<resource>`; anything else is a manifest dpctl could not read.
-pub fn rejection_reason(message: &str) -> String {
-    if message.starts_with("Allocate failed due to ") {
-        "UnexpectedAdmissionError".into()
-    } else if message == super::topology::TOPOLOGY_ERROR {
-        "TopologyAffinityError".into()
-    } else if let Some(rest) = message.strip_prefix("Node didn't have enough resource: ") {
-        format!("OutOf{}", rest.split(',').next().unwrap_or(rest))
-    } else if message.starts_with("cannot write the checkpoint") {
-        "UnexpectedAdmissionError".into()
-    } else {
-        "InvalidManifest".into()
-    }
-}
 
 /// What devicesToAllocate decided for one container and resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,39 +52,35 @@ pub struct Want<'a> {
 }
 
 /// The kubelet's devicesToAllocate. Errors are the kubelet's texts (before wrapping).
-pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
+pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, DevicesError> {
     let key = (w.uid.to_string(), w.container.to_string(), w.resource.to_string());
     let existing = st.allocations.get(&key).or_else(|| w.pending.get(&key));
     if let Some(a) = existing {
         if a.ids.len() != w.required {
-            return Err(format!(
-                "pod {:?} container {:?} changed request for resource {:?} from {} to {}",
-                w.uid,
-                w.container,
-                w.resource,
-                a.ids.len(),
-                w.required
-            ));
+            return Err(DevicesError::ChangedRequest {
+                uid: w.uid.to_string(),
+                container: w.container.to_string(),
+                resource: w.resource.to_string(),
+                from: a.ids.len(),
+                to: w.required,
+            });
         }
         if w.checks == AdmissionChecks::Legacy || w.running {
             return Ok(Choice::Existing(a.ids.clone()));
         }
     }
-    let r = st.resources.get(w.resource).filter(|r| !r.removed).ok_or_else(|| match w.checks {
-        AdmissionChecks::Legacy => format!("can't allocate unregistered device {}", w.resource),
-        AdmissionChecks::Health => format!("cannot allocate unregistered device {}", w.resource),
+    let r = st.resources.get(w.resource).filter(|r| !r.removed).ok_or_else(|| DevicesError::Unregistered {
+        resource: w.resource.to_string(),
+        legacy: w.checks == AdmissionChecks::Legacy,
     })?;
     if w.checks == AdmissionChecks::Health {
         let healthy = r.healthy();
         if healthy.is_empty() {
-            return Err(format!("no healthy devices present; cannot allocate unhealthy devices {}", w.resource));
+            return Err(DevicesError::NoHealthy { resource: w.resource.to_string() });
         }
         if let Some(a) = existing {
             if !a.ids.iter().all(|id| healthy.contains(id)) {
-                return Err(format!(
-                    "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {}",
-                    w.resource
-                ));
+                return Err(DevicesError::NoLongerHealthy { resource: w.resource.to_string() });
             }
             return Ok(Choice::Existing(a.ids.clone()));
         }
@@ -131,11 +105,11 @@ pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
     let in_use = st.in_use(w.resource, w.pending);
     let available: BTreeSet<String> = r.healthy().into_iter().filter(|d| !in_use.contains(d)).collect();
     if available.len() < needed {
-        return Err(format!(
-            "requested number of devices unavailable for {}. Requested: {needed}, Available: {}",
-            w.resource,
-            available.len()
-        ));
+        return Err(DevicesError::Unavailable {
+            resource: w.resource.to_string(),
+            requested: needed,
+            available: available.len(),
+        });
     }
     let (aligned, unaligned, no_affinity) = filter_by_affinity(st, w.resource, &available, w.affinity);
     let asks = r.endpoint.as_ref().is_some_and(|e| e.get_preferred_allocation_available);
@@ -186,11 +160,7 @@ pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
             return Ok(Choice::Chosen(allocated));
         }
     }
-    Err(format!(
-        "unexpectedly allocated less resources than required. Requested: {}, Got: {}",
-        w.required,
-        w.required - needed
-    ))
+    Err(DevicesError::Short { requested: w.required, got: w.required - needed })
 }
 
 /// A question for the plugin, or the end of the admission.
@@ -214,8 +184,8 @@ pub enum Step {
         /// Device IDs.
         ids: Vec<String>,
     },
-    /// Done: the allocations to commit, or the kubelet's rejection text.
-    Done(Result<Admitted, String>),
+    /// Done: the allocations to commit, or why the kubelet rejects the pod.
+    Done(Result<Admitted, AdmissionError>),
 }
 
 /// What the shell brings back.
@@ -321,23 +291,19 @@ impl PodAdmission {
         match answer {
             Answer::Begin => {}
             Answer::Preferred(ids) => self.preferred = Some(ids),
-            Answer::PreferredFailed(e) => {
-                return Step::Done(Err(admission_error(&format!(
-                    "device plugin GetPreferredAllocation rpc failed with err: {e}"
-                ))))
-            }
-            Answer::AllocateFailed(e) => return Step::Done(Err(admission_error(&e))),
+            Answer::PreferredFailed(e) => return Step::Done(Err(AdmissionError::Unexpected(Cause::Preferred(e)))),
+            Answer::AllocateFailed(e) => return Step::Done(Err(AdmissionError::Unexpected(Cause::Allocate(e)))),
             Answer::Allocated(resp) => {
                 let Some(c) = resp.container_responses.into_iter().next() else {
-                    return Step::Done(Err(admission_error("no containers return in allocation response")));
+                    return Step::Done(Err(AdmissionError::Unexpected(Cause::NoContainers)));
                 };
                 let (Some((name, init, resources)), Some(ids)) = (self.containers.get(self.c), self.chosen.take())
                 else {
-                    return Step::Done(Err("an Allocate answer without a question".into()));
+                    return Step::Done(Err(AdmissionError::Invalid("an Allocate answer without a question".into())));
                 };
                 let (name, init) = (name.clone(), *init);
                 let Some((res, _)) = resources.get(self.r).cloned() else {
-                    return Step::Done(Err("an Allocate answer without a question".into()));
+                    return Step::Done(Err(AdmissionError::Invalid("an Allocate answer without a question".into())));
                 };
                 self.calls += 1;
                 let a = Allocation::new(st, &res, ids.clone(), c);
@@ -357,15 +323,13 @@ impl PodAdmission {
             if self.affinity.is_none() {
                 // Unknown resources fail the kubelet's resource-fit check before the device manager runs.
                 if let Some((res, n)) = resources.iter().find(|(r, _)| !st.resources.contains_key(r)) {
-                    return Step::Done(Err(format!(
-                        "Node didn't have enough resource: {res}, requested: {n}, used: 0, capacity: 0"
-                    )));
+                    return Step::Done(Err(AdmissionError::OutOf { resource: res.clone(), requested: *n }));
                 }
                 let merge = self.profile.hint_merge;
                 match container_affinity(st, policy, merge, &self.uid, &name, &resources, &self.reusable, &self.pending)
                 {
                     Ok(a) => self.affinity = Some(a),
-                    Err(e) => return Step::Done(Err(e)),
+                    Err(_) => return Step::Done(Err(AdmissionError::Topology)),
                 }
             }
             let Some((res, n)) = resources.get(self.r).cloned() else {
@@ -387,18 +351,21 @@ impl PodAdmission {
                 running: self.restored,
             };
             match devices_to_allocate(st, &want) {
-                Err(e) => return Step::Done(Err(admission_error(&e))),
+                Err(e) => return Step::Done(Err(e.into())),
                 Ok(Choice::Existing(ids)) => self.done_with(init, &res, &ids),
                 Ok(Choice::Ask(request)) => return Step::Preferred { container: name, resource: res, request },
                 Ok(Choice::Chosen(ids)) => {
                     let Some(r) = st.resources.get(&res) else {
-                        return Step::Done(Err(admission_error(&format!("unknown Device Plugin {res}"))));
+                        return Step::Done(Err(AdmissionError::Unexpected(Cause::UnknownPlugin(res))));
                     };
                     match &r.endpoint {
-                        None => return Step::Done(Err(admission_error(&format!("unknown Device Plugin {res}")))),
+                        None => return Step::Done(Err(AdmissionError::Unexpected(Cause::UnknownPlugin(res)))),
                         Some(e) if r.stopped => {
-                            let msg = format!("endpoint {res} ({}) has been stopped", e.socket.display());
-                            return Step::Done(Err(admission_error(&msg)));
+                            let socket = e.socket.clone();
+                            return Step::Done(Err(AdmissionError::Unexpected(Cause::Stopped {
+                                resource: res,
+                                socket,
+                            })));
                         }
                         Some(_) => {}
                     }

@@ -117,7 +117,7 @@ fn upstream_pod_container_device_to_allocate() {
         ("the healthy rest", w("pod2", "con2", R1, 1), Ok(Choice::Chosen(vec!["dev3".into()]))),
     ];
     for (name, want, expected) in cases {
-        assert_eq!(devices_to_allocate(&st, &want), expected, "{name}");
+        assert_eq!(devices_to_allocate(&st, &want).map_err(|e| e.to_string()), expected, "{name}");
     }
 }
 
@@ -281,7 +281,7 @@ fn upstream_pod_container_device_to_allocate_errors() {
         ),
     ];
     for (name, want, expected) in cases {
-        assert_eq!(devices_to_allocate(&st, &want), expected, "{name}");
+        assert_eq!(devices_to_allocate(&st, &want).map_err(|e| e.to_string()), expected, "{name}");
     }
     // A container already running while the kubelet's sources are not ready
     // (restored right after a restart) keeps its devices unchecked.
@@ -375,7 +375,13 @@ fn allocate_answers() {
     ] {
         let mut plan = PodAdmission::new(&p, &st, Profile::default());
         assert!(matches!(plan.next(&st, TopologyPolicy::None, Answer::Begin), Step::Allocate { .. }));
-        assert_eq!(plan.next(&st, TopologyPolicy::None, answer), Step::Done(Err(want.into())));
+        match plan.next(&st, TopologyPolicy::None, answer) {
+            Step::Done(Err(e)) => {
+                assert_eq!(e.to_string(), want);
+                assert_eq!(e.reason(), "UnexpectedAdmissionError");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
 
@@ -398,18 +404,32 @@ fn single_numa_node_admission() {
     assert_eq!(got(&r.unwrap(), "main", R1).len(), 3, "best-effort admits across nodes");
 }
 
-/// The pod status reason each rejection text gets, as the kubelet sets it:
-/// device-manager failures are UnexpectedAdmissionError (lifecycle's
-/// unexpectedAdmissionError), resource fit OutOf<resource>, topology TopologyAffinityError.
+/// The pod status reason each rejection gets, as the kubelet sets it, from
+/// the error's kind (never its words): device-manager failures are
+/// UnexpectedAdmissionError (lifecycle's unexpectedAdmissionError), resource
+/// fit OutOf<resource>, topology TopologyAffinityError.
 #[test]
 fn rejection_reasons_are_the_kubelets() {
-    use super::rejection_reason;
-    for (msg, want) in [
-        ("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices v.e/x, which is unexpected", "UnexpectedAdmissionError"),
-        ("Node didn't have enough resource: v.e/x, requested: 1, used: 0, capacity: 0", "OutOfv.e/x"),
-        (super::super::topology::TOPOLOGY_ERROR, "TopologyAffinityError"),
-        ("not valid YAML: …", "InvalidManifest"),
-    ] {
-        assert_eq!(rejection_reason(msg), want, "{msg}");
-    }
+    use super::super::admission::{AdmissionError, DevicesError};
+    let st = state(&[(R1, vec![dev("g0", &[0]), dev("g1", &[1])])], false);
+    let reason = |p: &Pod, policy| {
+        let mut plan = PodAdmission::new(p, &st, Profile::default());
+        match plan.next(&st, policy, Answer::Begin) {
+            Step::Done(Err(e)) => (e.reason(), e.to_string()),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (r, text) = reason(&pod("a", vec![], vec![ctr("c", &[("v.e/none", 1)])]), TopologyPolicy::None);
+    assert_eq!(
+        (r.as_str(), text.as_str()),
+        ("OutOfv.e/none", "Node didn't have enough resource: v.e/none, requested: 1, used: 0, capacity: 0")
+    );
+    let (r, _) = reason(&pod("b", vec![], vec![ctr("c", &[(R1, 2)])]), TopologyPolicy::SingleNumaNode);
+    assert_eq!(r, "TopologyAffinityError");
+    let (r, text) = reason(&pod("c", vec![], vec![ctr("c", &[(R1, 3)])]), TopologyPolicy::None);
+    assert_eq!(r, "UnexpectedAdmissionError");
+    assert!(text.starts_with("Allocate failed due to requested number of devices unavailable"), "{text}");
+    assert_eq!(AdmissionError::Invalid("not valid YAML: …".into()).reason(), "InvalidManifest");
+    let e: AdmissionError = DevicesError::NoHealthy { resource: "v.e/x".into() }.into();
+    assert_eq!(e.reason(), "UnexpectedAdmissionError");
 }

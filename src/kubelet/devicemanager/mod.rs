@@ -4,12 +4,14 @@
 //! [`allocate`] plans a pod's admission as steps the async shell
 //! ([`crate::kubelet::shell`]) carries out; [`view`] is what `dpctl node`,
 //! metrics and PodResources read. Nothing here awaits, sleeps or does I/O.
+pub mod admission;
 pub mod allocate;
 pub mod state;
 pub mod topology;
 pub mod view;
 
-pub use allocate::{admission_error, rejection_reason, Admitted, Answer, PodAdmission, Step};
+pub use admission::{AdmissionError, Cause, DevicesError};
+pub use allocate::{Admitted, Answer, PodAdmission, Step};
 pub use state::{AllocKey, Allocation, Dev, EndpointInfo, PodRecord, State};
 pub use topology::TopologyPolicy;
 pub use view::{ContainerStatus, Histogram, PodStatus, ResourceStatus, BUCKETS};

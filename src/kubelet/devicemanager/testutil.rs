@@ -109,7 +109,7 @@ pub fn admit_as(
         let step = plan.next(st, policy, answer);
         asked.push(step.clone());
         answer = match step {
-            Step::Done(r) => return (r, asked),
+            Step::Done(r) => return (r.map_err(|e| e.to_string()), asked),
             Step::Preferred { request, .. } => match preferred(&request) {
                 Some(ids) => Answer::Preferred(ids),
                 None => Answer::PreferredFailed("rpc error: code = Unavailable".into()),

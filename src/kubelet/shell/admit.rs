@@ -11,7 +11,7 @@ use crate::api::deviceplugin::{
 use crate::client::conn::PluginConn;
 use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::{AllocKey, PodRecord};
-use crate::kubelet::devicemanager::{Answer, PodAdmission, Step};
+use crate::kubelet::devicemanager::{AdmissionError, Answer, PodAdmission, Step};
 use crate::kubelet::event::{capped, KubeletEvent};
 use crate::kubelet::manifest::Pod;
 use std::path::PathBuf;
@@ -30,8 +30,8 @@ struct Staged {
 
 impl Manager {
     /// Admit a pod the kubelet way; on failure nothing stays allocated and
-    /// the returned error is the kubelet's text.
-    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<(), String> {
+    /// the error says why (its text is the kubelet's).
+    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<(), AdmissionError> {
         self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r).unwrap_or(Ok(()))
     }
 
@@ -39,7 +39,10 @@ impl Manager {
     /// written once, and only then is any of them acknowledged (logged,
     /// listed, its containers started). A failed write rejects the whole
     /// batch and frees what it allocated.
-    pub async fn admit_batch(self: &Arc<Self>, pods: Vec<(Pod, PathBuf)>) -> Vec<(PathBuf, Result<(), String>)> {
+    pub async fn admit_batch(
+        self: &Arc<Self>,
+        pods: Vec<(Pod, PathBuf)>,
+    ) -> Vec<(PathBuf, Result<(), AdmissionError>)> {
         let _serial = self.admission.lock().await;
         let mut results = Vec::new();
         let mut staged: Vec<Staged> = Vec::new();
@@ -54,7 +57,7 @@ impl Manager {
                     .or_else(|| staged.iter().find(|s| s.pod.key() == pod.key()).map(|s| s.file.clone()))
             };
             if let Some(other) = dup {
-                results.push((file, Err(format!("pod {} already exists (from {})", pod.key(), other.display()))));
+                results.push((file, Err(AdmissionError::Duplicate { pod: pod.key(), other })));
                 continue;
             }
             self.lock().admitting.insert(pod.uid.clone(), pod.clone());
@@ -79,7 +82,7 @@ impl Manager {
             }
             drop(g);
             for s in staged {
-                results.push((s.file, Err(format!("cannot write the checkpoint: {e}"))));
+                results.push((s.file, Err(AdmissionError::Checkpoint(e.to_string()))));
             }
             return results;
         }
@@ -119,7 +122,7 @@ impl Manager {
     }
 
     /// Carry out the core's plan for one pod.
-    async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::Admitted, String> {
+    async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::Admitted, AdmissionError> {
         let mut plan = PodAdmission::new(pod, &self.lock().st, self.cfg.profile);
         let mut answer = Answer::Begin;
         loop {

@@ -10,7 +10,7 @@ use crate::client::checkpoint;
 use crate::client::conn::PluginConn;
 use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::EndpointInfo;
-use crate::kubelet::devicemanager::{ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
+use crate::kubelet::devicemanager::{AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
 use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
 use serde_json::json;
@@ -497,7 +497,7 @@ impl Manager {
     }
 
     /// Rejected manifests and why.
-    pub fn rejected(&self) -> BTreeMap<PathBuf, String> {
+    pub fn rejected(&self) -> BTreeMap<PathBuf, AdmissionError> {
         self.lock().st.rejected.clone()
     }
 
@@ -508,12 +508,12 @@ impl Manager {
     }
 
     /// Record a manifest that could not be admitted.
-    pub fn reject_file(&self, file: PathBuf, why: String) {
+    pub fn reject_file(&self, file: PathBuf, why: AdmissionError) {
         let mut g = self.lock();
-        let pod_reason = crate::kubelet::devicemanager::rejection_reason(&why);
+        let pod_reason = why.reason();
         self.ev(
             &mut g,
-            KubeletEvent::PodRejected { file: file.display().to_string(), reason: why.clone(), pod_reason },
+            KubeletEvent::PodRejected { file: file.display().to_string(), reason: why.to_string(), pod_reason },
         );
         g.st.rejected.insert(file, why);
         self.unlock(g);
