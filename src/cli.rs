@@ -189,8 +189,17 @@ pub struct TestArgs {
     /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
+    /// How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub health_timeout: Duration,
+    /// Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_backoff: Duration,
+    /// Never restart a plugin that exits on its own (judge it on its first run)
+    #[arg(long, conflicts_with = "restart_backoff")]
+    pub no_restart: bool,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
-    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
     pub socket: Option<PathBuf>,
     /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
     /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as

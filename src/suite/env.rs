@@ -310,20 +310,9 @@ impl Drop for PluginProcess {
     }
 }
 
-/// The last lines of a log, on one line, for evidence.
+/// A log on one line for evidence: its error lines, then its last lines.
 pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = all[all.len().saturating_sub(lines)..].join(" | ");
-    let mut t: String = tail.chars().take(600).collect();
-    if tail.chars().count() > 600 {
-        t.push('…');
-    }
-    if t.is_empty() {
-        "(the plugin wrote nothing)".into()
-    } else {
-        t
-    }
+    super::evidence::log_excerpt(&std::fs::read_to_string(path).unwrap_or_default(), lines, 600)
 }
 
 /// Whether `path` holds a socket now.
@@ -508,7 +497,7 @@ async fn follow(socket: PathBuf, generation: u64, events: mpsc::UnboundedSender<
                 });
             }
             Ok(None) => return ended("the plugin ended the stream".into()),
-            Err(s) => return ended(format!("{:?}: {}", s.code(), s.message())),
+            Err(s) => return ended(super::evidence::status_text(s.code(), s.message())),
         }
     }
 }

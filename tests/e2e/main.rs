@@ -15,4 +15,5 @@ mod record;
 mod release;
 mod serve;
 mod suite;
+mod suite_gaps;
 mod support;
