@@ -390,12 +390,47 @@ pub enum Event {
         /// The snapshot.
         resp: ListAndWatchResponse,
     },
-    /// The kubelet's stream ended.
+    /// The kubelet's stream ended. The recorder never ends a stream itself
+    /// (a stopping recorder drops its streams without reporting them), so
+    /// this is the plugin's doing, or a dial that failed.
     StreamEnded {
         /// Kubelet generation.
         generation: u64,
-        /// Why.
+        /// The endpoint.
+        socket: PathBuf,
+        /// When the kubelet opened the stream.
+        opened: Instant,
+        /// When it ended.
+        at: Instant,
+        /// Messages received before the end.
+        messages: u64,
+        /// Why: how the plugin ended it.
         why: String,
+    },
+    /// A Register call arrived; sent at once, before the dial-back (which
+    /// may take the kubelet's 10 s), so a slow or failing dial-back is seen
+    /// as it happens. A [`Event::Registered`] follows with the result.
+    RegisterStarted {
+        /// Kubelet generation.
+        generation: u64,
+        /// When it arrived.
+        at: Instant,
+        /// RegisterRequest.resource_name.
+        resource: String,
+        /// RegisterRequest.endpoint.
+        endpoint: String,
+    },
+    /// The dial-back inside Register failed (sent once per Register, at the
+    /// first failure; the kubelet keeps trying for 10 s).
+    DialBackFailing {
+        /// Kubelet generation.
+        generation: u64,
+        /// The endpoint's socket.
+        socket: PathBuf,
+        /// When the dial failed.
+        at: Instant,
+        /// The error.
+        error: String,
     },
 }
 
@@ -408,14 +443,25 @@ struct Recording {
     timeout: Duration,
 }
 
-/// Dial back a plugin (retrying for up to 10 s, as the kubelet) and read its options.
-async fn dial_back(socket: &Path, timeout: Duration) -> std::result::Result<DevicePluginOptions, String> {
+/// Dial back a plugin (retrying for up to 10 s, as the kubelet) and read
+/// its options; `failing` hears the first failed dial as it happens.
+async fn dial_back(
+    socket: &Path,
+    timeout: Duration,
+    failing: impl FnOnce(String),
+) -> std::result::Result<DevicePluginOptions, String> {
     let start = Instant::now();
+    let mut failing = Some(failing);
     let mut client = loop {
         match plugin_client(socket, timeout.min(Duration::from_secs(10))).await {
             Ok(c) => break c,
             Err(e) if start.elapsed() >= Duration::from_secs(10) => return Err(format!("dial failed for 10s: {e}")),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => {
+                if let Some(f) = failing.take() {
+                    f(e.to_string());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
         }
     };
     match tokio::time::timeout(timeout, client.get_device_plugin_options(Empty {})).await {
@@ -441,9 +487,23 @@ impl RegistrationSvc for Recording {
             super::checks::endpoint_problem(&r.endpoint)
         };
         let socket = self.tree_plugin_dir.join(&r.endpoint);
+        let _ = self.events.send(Event::RegisterStarted {
+            generation: self.generation,
+            at,
+            resource: r.resource_name.clone(),
+            endpoint: r.endpoint.clone(),
+        });
+        let failing = |error: String| {
+            let _ = self.events.send(Event::DialBackFailing {
+                generation: self.generation,
+                socket: socket.clone(),
+                at: Instant::now(),
+                error,
+            });
+        };
         let dial = match &rejected {
             Some(e) => Err(format!("not dialled: {e}")),
-            None => dial_back(&socket, self.timeout).await,
+            None => dial_back(&socket, self.timeout, failing).await,
         };
         let reg = Registration {
             at,
@@ -474,20 +534,35 @@ impl RegistrationSvc for Recording {
 
 /// Follow one ListAndWatch stream as the kubelet does, reporting every message.
 async fn follow(socket: PathBuf, generation: u64, events: mpsc::UnboundedSender<Event>, timeout: Duration) {
-    let ended = |why: String| {
-        let _ = events.send(Event::StreamEnded { generation, why });
+    let opened = Instant::now();
+    let mut messages = 0u64;
+    let ended = |why: String, messages: u64| {
+        let _ = events.send(Event::StreamEnded {
+            generation,
+            socket: socket.clone(),
+            opened,
+            at: Instant::now(),
+            messages,
+            why,
+        });
     };
     let mut client = match plugin_client(&socket, timeout).await {
         Ok(c) => c,
-        Err(e) => return ended(e.to_string()),
+        Err(e) => return ended(format!("the kubelet could not dial the plugin: {e}"), 0),
     };
     let mut stream = match client.list_and_watch(Empty {}).await {
         Ok(s) => s.into_inner(),
-        Err(s) => return ended(format!("ListAndWatch failed: {:?}: {}", s.code(), s.message())),
+        Err(s) => {
+            return ended(
+                format!("the plugin refused ListAndWatch: {}", super::evidence::status_text(s.code(), s.message())),
+                0,
+            )
+        }
     };
     loop {
         match stream.message().await {
             Ok(Some(m)) => {
+                messages += 1;
                 let _ = events.send(Event::Snapshot {
                     generation,
                     socket: socket.clone(),
@@ -496,8 +571,13 @@ async fn follow(socket: PathBuf, generation: u64, events: mpsc::UnboundedSender<
                     resp: m,
                 });
             }
-            Ok(None) => return ended("the plugin ended the stream".into()),
-            Err(s) => return ended(super::evidence::status_text(s.code(), s.message())),
+            Ok(None) => return ended("the plugin ended the stream (status OK)".into(), messages),
+            Err(s) => {
+                return ended(
+                    format!("the plugin ended the stream with {}", super::evidence::status_text(s.code(), s.message())),
+                    messages,
+                )
+            }
         }
     }
 }
@@ -537,7 +617,7 @@ async fn watcher_register(
     };
     let dial = match &rejected {
         Some(e) => Err(format!("not dialled: {e}")),
-        None => dial_back(&socket, timeout).await,
+        None => dial_back(&socket, timeout, |_| {}).await,
     };
     let status = RegistrationStatus {
         plugin_registered: rejected.is_none() && dial.is_ok(),

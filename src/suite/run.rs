@@ -346,7 +346,7 @@ impl<'a> Sess<'a> {
             Event::Snapshot { generation, socket, at, bytes, resp } => {
                 self.snaps.push(Snap { generation, socket, at, bytes, resp })
             }
-            Event::StreamEnded { .. } => {}
+            Event::StreamEnded { .. } | Event::RegisterStarted { .. } | Event::DialBackFailing { .. } => {}
         }
     }
 
