@@ -33,6 +33,14 @@ pub trait Backend: Send + Sync + 'static {
     fn hang_after_cancel(&self) -> bool {
         false
     }
+    /// Every stream starts with an empty list, the devices 1 ms later (a fault).
+    fn empty_first_snapshot(&self) -> bool {
+        false
+    }
+    /// A change is sent on the oldest open stream only (a fault).
+    fn health_one_stream(&self) -> bool {
+        false
+    }
     /// Faults in the plugin's lifecycle (registration, restart, exit).
     fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
         Default::default()
@@ -65,6 +73,40 @@ pub struct PluginService<B> {
     stop: watch::Receiver<bool>,
     /// Set once a client cancelled a stream (for the hang-after-cancel fault).
     cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Open streams, oldest first (for the health-one-stream fault).
+    open: Arc<std::sync::Mutex<OpenStreams>>,
+}
+
+/// Open ListAndWatch streams by number, oldest first.
+#[derive(Debug, Default)]
+struct OpenStreams {
+    next: u64,
+    open: Vec<u64>,
+}
+
+impl OpenStreams {
+    fn add(&mut self) -> u64 {
+        self.next += 1;
+        self.open.push(self.next);
+        self.next
+    }
+}
+
+/// Forgets a stream when its task ends, however it ends.
+struct OpenGuard(Arc<std::sync::Mutex<OpenStreams>>, u64);
+
+impl OpenGuard {
+    fn oldest(&self) -> bool {
+        self.0.lock().map(|o| o.open.first() == Some(&self.1)).unwrap_or(true)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if let Ok(mut o) = self.0.lock() {
+            o.open.retain(|x| *x != self.1);
+        }
+    }
 }
 
 impl<B> Clone for PluginService<B> {
@@ -74,6 +116,7 @@ impl<B> Clone for PluginService<B> {
             log: self.log.clone(),
             stop: self.stop.clone(),
             cancelled: self.cancelled.clone(),
+            open: self.open.clone(),
         }
     }
 }
@@ -81,7 +124,7 @@ impl<B> Clone for PluginService<B> {
 impl<B: Backend> PluginService<B> {
     /// A service that ends its streams when `stop` turns true.
     pub fn new(backend: Arc<B>, log: Logger, stop: watch::Receiver<bool>) -> Self {
-        PluginService { backend, log, stop, cancelled: Default::default() }
+        PluginService { backend, log, stop, cancelled: Default::default(), open: Default::default() }
     }
 
     fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
@@ -201,8 +244,26 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
+        let empty_first = self.backend.empty_first_snapshot();
+        let one_stream = self.backend.health_one_stream();
+        let me = match self.open.lock() {
+            Ok(mut o) => o.add(),
+            Err(_) => 0,
+        };
+        let open = OpenGuard(self.open.clone(), me);
         tokio::spawn(async move {
+            let _open = &open;
             let mut sent = 0u64;
+            if empty_first {
+                log.event(
+                    "ListAndWatch",
+                    &[("resource", json!(resource)), ("state", json!("fault: empty-first-snapshot"))],
+                );
+                if tx.send(Ok(ListAndWatchResponse::default())).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
             let end = |why: &str, sent: u64| {
                 if why == CLIENT_GONE {
                     cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -242,10 +303,24 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 if limit.is_some_and(|n| sent >= n) {
                     return end("fault: close-stream-after", sent);
                 }
-                tokio::select! {
-                    r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
-                    _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
-                    _ = tx.closed() => return end(CLIENT_GONE, sent),
+                loop {
+                    tokio::select! {
+                        r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
+                        _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
+                        _ = tx.closed() => return end(CLIENT_GONE, sent),
+                    }
+                    // The fault: one shared update channel, read by the stream that has waited longest.
+                    if !one_stream || open.oldest() {
+                        break;
+                    }
+                    snaps.borrow_and_update();
+                    log.event(
+                        "ListAndWatch",
+                        &[
+                            ("resource", json!(resource)),
+                            ("state", json!("fault: health-one-stream (update not sent)")),
+                        ],
+                    );
                 }
             }
         });

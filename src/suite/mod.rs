@@ -71,8 +71,9 @@ pub struct Outcome {
 pub struct Stop {
     /// Why the remaining scenarios cannot run, e.g. "the plugin exited at start".
     pub reason: String,
-    /// Scenarios whose own failure already reports this cause: when one of
-    /// them failed, the stopping scenario is marked not run instead of failed.
+    /// Scenarios whose own check reports this cause: when one of them
+    /// failed before, or is still to run in this session (it then runs), the
+    /// stopping scenario is marked not run instead of failed.
     pub shown_by: &'static [&'static str],
 }
 

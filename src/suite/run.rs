@@ -67,6 +67,10 @@ pub enum Progress<'a> {
 
 const REGISTER_WITHIN: Duration = Duration::from_secs(10);
 const FIRST_SNAPSHOT_WITHIN: Duration = Duration::from_secs(5);
+/// How long an empty first list may wait for the devices to follow.
+const SETTLE_WITHIN: Duration = Duration::from_secs(10);
+/// Devices later than this after registering: the node had none meanwhile (WARN).
+const DEVICES_SLOW: Duration = Duration::from_secs(1);
 const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
 const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
@@ -94,7 +98,8 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
     }
     let mut records: Vec<Record> = Vec::new();
     // Set by a root-cause failure: every scenario after it is not run.
-    let mut stopped: Option<String> = None;
+    // (Scenarios still to run in this session that report the cause itself run anyway.)
+    let mut stopped: Option<(String, Vec<&str>)> = None;
     for session in Session::ALL {
         let chosen: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.session == session && selected(o, s)).collect();
         if chosen.is_empty() {
@@ -102,13 +107,15 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         }
         let mut sess: Option<Sess> = None;
         let mut setup_failure: Option<(&str, Outcome)> = None;
-        for s in chosen {
+        for (i, s) in chosen.iter().copied().enumerate() {
             progress(Progress::Started(s));
             let start = Instant::now();
-            let mut outcome = if let Some(why) = &stopped {
+            let mut outcome = if let Some((why, _)) = stopped.as_ref().filter(|(_, run)| !run.contains(&s.id)) {
                 Outcome::not_run(why.clone())
             } else if o.socket.is_some() && s.needs_control {
                 Outcome::skip("needs control of the plugin's process and kubelet; not with --socket")
+            } else if s.id == "HEALTH-001" && o.health_trigger.is_none() {
+                Outcome::skip("no --health-trigger given")
             } else if let Some((first, _)) = &setup_failure {
                 Outcome::not_run(format!("this group's setup failed (see {first})"))
             } else {
@@ -130,14 +137,19 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
                     (None, None) => Outcome::fail(s.id, "internal error: no session", "report this bug"),
                 }
             };
-            if let Some(stop) = outcome.stop.take() {
-                let shown =
-                    records.iter().find(|r| r.result == Verdict::Fail && stop.shown_by.contains(&r.id.as_str()));
-                let by = shown.map(|r| r.id.clone()).unwrap_or_else(|| s.id.to_string());
-                if shown.is_some() {
-                    outcome = Outcome::not_run(format!("{} (see {by})", stop.reason));
+            if let Some(stop) = outcome.stop.take().filter(|_| stopped.is_none()) {
+                let earlier = records
+                    .iter()
+                    .find(|r| r.result == Verdict::Fail && stop.shown_by.contains(&r.id.as_str()))
+                    .map(|r| r.id.clone());
+                let later: Vec<&str> =
+                    chosen[i + 1..].iter().map(|x| x.id).filter(|id| stop.shown_by.contains(id)).collect();
+                let by = earlier.or(later.first().map(|x| x.to_string())).unwrap_or_else(|| s.id.to_string());
+                let why = format!("{} (see {by})", stop.reason);
+                if by != s.id {
+                    outcome = Outcome::not_run(why.clone());
                 }
-                stopped = Some(format!("{} (see {by})", stop.reason));
+                stopped = Some((why, later));
             }
             let rec = Record::new(s, outcome, start.elapsed());
             progress(Progress::Finished(&rec));
@@ -160,11 +172,68 @@ struct Crash {
     delay: Option<Duration>,
 }
 
+/// What the kubelet's stream brought, from its first message to the
+/// device list the plugin settled on.
+#[derive(Clone)]
+struct Seen {
+    /// The first message.
+    first_at: Instant,
+    /// Devices in the first message.
+    first_len: usize,
+    /// The first message with devices (None: none came).
+    devices_at: Option<Instant>,
+    /// Size of the settled message.
+    bytes: usize,
+    /// The settled message (the first with devices, else the first).
+    resp: ListAndWatchResponse,
+}
+
+/// A Register call as it arrived (before its dial-back finished).
+struct Attempt {
+    generation: u64,
+    at: Instant,
+    resource: String,
+    endpoint: String,
+}
+
+/// The first failed dial-back of a Register.
+struct DialFail {
+    generation: u64,
+    socket: PathBuf,
+    at: Instant,
+    error: String,
+}
+
+/// The end of one of the kubelet's streams (the plugin's doing).
+struct StreamEnd {
+    generation: u64,
+    socket: PathBuf,
+    opened: Instant,
+    at: Instant,
+    messages: u64,
+    why: String,
+}
+
 struct Snap {
     generation: u64,
     socket: PathBuf,
     at: Instant,
     bytes: usize,
+    resp: ListAndWatchResponse,
+}
+
+/// The kubelet's first ListAndWatch message and the list it settled on.
+#[derive(Clone)]
+struct First {
+    /// From registering (or opening the stream) to the first message.
+    first_after: Duration,
+    /// Devices in the first message.
+    first_len: usize,
+    /// From registering to the first message with devices (None: none came).
+    devices_after: Option<Duration>,
+    /// Size of the settled message.
+    bytes: usize,
+    /// The settled message.
     resp: ListAndWatchResponse,
 }
 
@@ -185,11 +254,14 @@ struct Sess<'a> {
     events_tx: mpsc::UnboundedSender<Event>,
     events: mpsc::UnboundedReceiver<Event>,
     regs: Vec<Registration>,
+    attempts: Vec<Attempt>,
+    dial_fails: Vec<DialFail>,
+    ends: Vec<StreamEnd>,
     snaps: Vec<Snap>,
     mock: Option<MockKubelet>,
     decoy: Option<tokio::net::UnixListener>,
     streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
-    first: Option<(Duration, usize, ListAndWatchResponse)>,
+    first: Option<First>,
     resource: Option<String>,
     baseline: Option<Vec<String>>,
     allocated: Vec<String>,
@@ -217,6 +289,9 @@ impl<'a> Sess<'a> {
             events_tx,
             events,
             regs: Vec::new(),
+            attempts: Vec::new(),
+            dial_fails: Vec::new(),
+            ends: Vec::new(),
             snaps: Vec::new(),
             mock: None,
             decoy: None,
@@ -258,6 +333,9 @@ impl<'a> Sess<'a> {
                         format!("no allocatable devices within {REGISTER_WITHIN:?}; plugin log: {}", s.plugin_log()),
                         "the plugin must register and advertise healthy devices (see REG-001, LAW-001)",
                     )
+                    // The pods and health scenarios need those devices; an earlier
+                    // failure of the stream itself is the cause to read.
+                    .stopping("the plugin's devices never became allocatable", &["LAW-001", "LAW-008"])
                 })?;
                 s.resource = Some(res);
                 s.baseline = Some(ids);
@@ -346,7 +424,15 @@ impl<'a> Sess<'a> {
             Event::Snapshot { generation, socket, at, bytes, resp } => {
                 self.snaps.push(Snap { generation, socket, at, bytes, resp })
             }
-            Event::StreamEnded { .. } | Event::RegisterStarted { .. } | Event::DialBackFailing { .. } => {}
+            Event::StreamEnded { generation, socket, opened, at, messages, why } => {
+                self.ends.push(StreamEnd { generation, socket, opened, at, messages, why })
+            }
+            Event::RegisterStarted { generation, at, resource, endpoint } => {
+                self.attempts.push(Attempt { generation, at, resource, endpoint })
+            }
+            Event::DialBackFailing { generation, socket, at, error } => {
+                self.dial_fails.push(DialFail { generation, socket, at, error })
+            }
         }
     }
 
@@ -371,6 +457,7 @@ impl<'a> Sess<'a> {
     /// DaemonSet pod (after the back-off, which extends the wait), once.
     async fn wait_reg(&mut self, min_gen: u64, since: Instant, until: Instant, good: bool) -> Option<Registration> {
         let mut until = until;
+        let mut extended = false;
         loop {
             self.drain();
             if let Some(r) = self.find_reg(min_gen, since, good) {
@@ -381,7 +468,16 @@ impl<'a> Sess<'a> {
             match tokio::time::timeout_at(step.into(), self.events.recv()).await {
                 Ok(Some(e)) => self.take(e),
                 Ok(None) => return None,
-                Err(_) if Instant::now() >= until => return None,
+                Err(_) if Instant::now() >= until => {
+                    // A Register still in its dial-back, or one whose dial-back failed
+                    // (a plugin that registers before it serves, then serves and retries):
+                    // give the answer, or the retry, its moment.
+                    if extended || !(self.pending_attempt(min_gen, since) || self.dial_back_failed(min_gen, since)) {
+                        return None;
+                    }
+                    extended = true;
+                    until = Instant::now() + Duration::from_secs(5);
+                }
                 Err(_) => {
                     let Some(status) = self.plugin.as_mut().and_then(|p| p.exited()) else { continue };
                     self.drain();
@@ -432,20 +528,89 @@ impl<'a> Sess<'a> {
         ))
     }
 
-    /// Wait for the kubelet's first snapshot on `socket` in `generation`.
+    /// Wait for the kubelet's first snapshot on `socket` in `generation`
+    /// (at or after `since`), then for the device list the plugin settles
+    /// on: a plugin may send an empty list first and its devices a moment
+    /// later (Intel's GPU plugin does), which the kubelet copes with.
     async fn wait_snap(
         &mut self,
         generation: u64,
         socket: &std::path::Path,
+        since: Instant,
         until: Instant,
-    ) -> Option<(Instant, usize, ListAndWatchResponse)> {
-        loop {
+    ) -> Option<Seen> {
+        let of = |s: &Snap| s.generation == generation && s.socket == socket && s.at >= since;
+        let first = loop {
             self.drain();
-            if let Some(s) = self.snaps.iter().find(|s| s.generation == generation && s.socket == socket) {
-                return Some((s.at, s.bytes, s.resp.clone()));
+            if let Some(s) = self.snaps.iter().find(|s| of(s)) {
+                break (s.at, s.resp.devices.len(), s.bytes, s.resp.clone());
             }
             let e = tokio::time::timeout_at(until.into(), self.events.recv()).await.ok().flatten()?;
             self.take(e);
+        };
+        let (first_at, first_len, bytes, resp) = first;
+        let mut seen = Seen { first_at, first_len, devices_at: None, bytes, resp };
+        let settle = first_at + SETTLE_WITHIN;
+        loop {
+            self.drain();
+            if let Some(s) = self.snaps.iter().find(|s| of(s) && !s.resp.devices.is_empty()) {
+                seen.devices_at = Some(s.at);
+                seen.bytes = s.bytes;
+                seen.resp = s.resp.clone();
+                return Some(seen);
+            }
+            if self.stream_ended(generation, socket, since) {
+                return Some(seen);
+            }
+            match tokio::time::timeout_at(settle.into(), self.events.recv()).await {
+                Ok(Some(e)) => self.take(e),
+                _ => return Some(seen),
+            }
+        }
+    }
+
+    /// A Register that arrived and has no answer yet (its dial-back runs).
+    fn pending_attempt(&self, min_gen: u64, since: Instant) -> bool {
+        let answered = self.regs.iter().filter(|r| r.generation >= min_gen && r.at >= since).count();
+        let asked = self.attempts.iter().filter(|a| a.generation >= min_gen && a.at >= since).count();
+        asked > answered
+    }
+
+    fn dial_back_failed(&self, min_gen: u64, since: Instant) -> bool {
+        self.regs
+            .iter()
+            .any(|r| r.generation >= min_gen && r.at >= since && r.rejected.is_none() && r.dial_back.is_err())
+    }
+
+    /// How the dial-back of the Register at `at` failed, as it happened.
+    fn dial_back_story(&self, generation: u64, at: Instant) -> Option<String> {
+        let f = self.dial_fails.iter().find(|f| f.generation == generation && f.at >= at)?;
+        Some(format!(
+            "the kubelet's dial-back to {} failed {} after Register arrived: {}",
+            f.socket.display(),
+            ms(f.at.saturating_duration_since(at)),
+            f.error
+        ))
+    }
+
+    fn stream_end(&self, generation: u64, socket: &std::path::Path, since: Instant) -> Option<&StreamEnd> {
+        self.ends.iter().find(|e| e.generation == generation && e.socket == socket && e.at >= since)
+    }
+
+    fn stream_ended(&self, generation: u64, socket: &std::path::Path, since: Instant) -> bool {
+        self.stream_end(generation, socket, since).is_some()
+    }
+
+    /// "; the plugin ended the stream (status OK) 2 ms after the kubelet opened it, after 1 message(s)"
+    fn stream_end_text(&self, generation: u64, socket: &std::path::Path) -> String {
+        match self.stream_end(generation, socket, self.plugin_started) {
+            Some(e) => format!(
+                "; {} {} after the kubelet opened it, after {} message(s)",
+                e.why,
+                ms(e.at.saturating_duration_since(e.opened)),
+                e.messages
+            ),
+            None => String::new(),
         }
     }
 
@@ -463,7 +628,7 @@ impl<'a> Sess<'a> {
                 ),
                 "delete only your own socket (a stale one from your previous run), never *.sock",
             )
-            .stopping("kubelet.sock was deleted by the plugin", &[]);
+            .stopping("kubelet.sock was deleted by the plugin", &["REG-007"]);
         }
         if let (Some(status), false) = (exited, accepted) {
             let again = match self.crashes.iter().find_map(|c| c.delay) {
@@ -499,9 +664,25 @@ impl<'a> Sess<'a> {
             (Some(want), false) => format!("; it registered {others:?}, not --resource {want:?}"),
             _ => String::new(),
         };
+        let pending = self
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| self.o.resource.as_ref().is_none_or(|n| &a.resource == n))
+            .map(|a| {
+                let story = self
+                    .dial_back_story(a.generation, a.at)
+                    .unwrap_or_else(|| "the kubelet is still dialling it back".into());
+                format!(
+                    "; Register (endpoint {:?}) arrived {} after the start, still unanswered: {story}",
+                    a.endpoint,
+                    ms(a.at.saturating_duration_since(self.plugin_started))
+                )
+            })
+            .unwrap_or_default();
         let o = Outcome::fail(
             "Register on kubelet.sock (or GetInfo on a plugins_registry socket)",
-            format!("no registration within {within:?}{others}; plugin log: {log}"),
+            format!("no accepted registration within {within:?}{pending}{others}; plugin log: {log}"),
             "serve the DevicePlugin socket first, then call Register on {kubelet-socket} (or serve pluginregistration in {plugins-registry-dir})",
         );
         if accepted {
@@ -525,7 +706,7 @@ impl<'a> Sess<'a> {
         let Some(r) = self.wait_reg(0, self.plugin_started, until, true).await else {
             return Err(self.no_registration(REGISTER_WITHIN));
         };
-        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        let Some(seen) = self.wait_snap(r.generation, &r.socket, r.at, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
         else {
             return Err(setup_fail(
                 "waiting for the first ListAndWatch snapshot",
@@ -534,7 +715,7 @@ impl<'a> Sess<'a> {
             ));
         };
         self.resource = Some(r.resource.clone());
-        self.baseline = Some(snap.devices.iter().map(|d| d.id.clone()).collect());
+        self.baseline = Some(seen.resp.devices.iter().map(|d| d.id.clone()).collect());
         Ok(())
     }
 
@@ -625,28 +806,54 @@ impl<'a> Sess<'a> {
         }
     }
 
-    /// The first snapshot the kubelet got (or, with --socket, our own first stream's).
-    async fn ensure_first(&mut self) -> std::result::Result<(Duration, usize, ListAndWatchResponse), Outcome> {
+    /// The first snapshot the kubelet got and the list it settled on (or,
+    /// with --socket, our own first stream's), timed from registering.
+    async fn ensure_first(&mut self) -> std::result::Result<First, Outcome> {
         if let Some(f) = &self.first {
             return Ok(f.clone());
         }
         let first = if self.o.socket.is_some() {
-            let (took, stream, m) = self.open_stream().await?;
+            let start = Instant::now();
+            let (took, mut stream, m) = self.open_stream().await?;
+            let mut f = First {
+                first_after: took,
+                first_len: m.devices.len(),
+                devices_after: (!m.devices.is_empty()).then_some(took),
+                bytes: prost::Message::encoded_len(&m),
+                resp: m,
+            };
+            if f.devices_after.is_none() {
+                let until = start + SETTLE_WITHIN;
+                while let Ok(Ok(Some(m))) = tokio::time::timeout_at(until.into(), stream.message()).await {
+                    if !m.devices.is_empty() {
+                        f.devices_after = Some(start.elapsed());
+                        f.bytes = prost::Message::encoded_len(&m);
+                        f.resp = m;
+                        break;
+                    }
+                }
+            }
             self.streams.push(stream);
-            let bytes = prost::Message::encoded_len(&m);
-            (took, bytes, m)
+            f
         } else {
             let r = self.ensure_reg().await?;
             let ep = self.endpoint().await?;
             let reg_at =
                 self.regs.iter().find(|x| x.socket == ep && x.generation == r.generation).map(|x| x.at).unwrap_or(r.at);
-            match self.wait_snap(r.generation, &ep, reg_at + FIRST_SNAPSHOT_WITHIN).await {
-                Some((at, bytes, m)) => (at.saturating_duration_since(reg_at), bytes, m),
+            match self.wait_snap(r.generation, &ep, reg_at, reg_at + FIRST_SNAPSHOT_WITHIN).await {
+                Some(seen) => First {
+                    first_after: seen.first_at.saturating_duration_since(reg_at),
+                    first_len: seen.first_len,
+                    devices_after: seen.devices_at.map(|d| d.saturating_duration_since(reg_at)),
+                    bytes: seen.bytes,
+                    resp: seen.resp,
+                },
                 None => {
                     return Err(Outcome::fail(
                         "ListAndWatch (the kubelet's stream)",
                         format!(
-                            "no snapshot within {FIRST_SNAPSHOT_WITHIN:?} of registering; plugin log: {}",
+                            "no snapshot within {FIRST_SNAPSHOT_WITHIN:?} of registering{}; plugin log: {}",
+                            self.stream_end_text(r.generation, &ep),
                             self.plugin_log()
                         ),
                         "send the full device list as soon as ListAndWatch is called",
@@ -659,8 +866,8 @@ impl<'a> Sess<'a> {
     }
 
     async fn healthy(&mut self) -> std::result::Result<Vec<String>, Outcome> {
-        let (_, _, m) = self.ensure_first().await?;
-        Ok(checks::healthy_ids(&m.devices))
+        let f = self.ensure_first().await?;
+        Ok(checks::healthy_ids(&f.resp.devices))
     }
 
     async fn allocate(
@@ -779,6 +986,7 @@ impl<'a> Sess<'a> {
             }
             "LAW-006" => self.law_second().await,
             "LAW-007" => self.law_cancel().await,
+            "LAW-008" => self.law_open().await,
             "ALLOC-001" => self.alloc_each().await,
             "ALLOC-002" => self.alloc_multi().await,
             "ALLOC-003" => self.alloc_not_empty().await,
@@ -881,16 +1089,35 @@ impl Sess<'_> {
                 format!("the kubelet would reject it: {e}"),
                 "fix the request (see REG-002..REG-004)",
             )),
-            (None, Err(e)) => Ok(Outcome::fail(
-                "GetDevicePluginOptions (the kubelet's dial-back inside Register)",
-                e.clone(),
-                "start serving the DevicePlugin socket before calling Register",
-            )),
+            (None, Err(e)) => {
+                let story = self.dial_back_story(r.generation, r.at).unwrap_or_else(|| "the dial-back failed".into());
+                let later = self
+                    .find_reg(r.generation, r.at, true)
+                    .map(|ok| {
+                        format!(
+                            "; a later Register, {} after the first, was accepted",
+                            ms(ok.at.saturating_duration_since(r.at))
+                        )
+                    })
+                    .unwrap_or_default();
+                Ok(Outcome::fail(
+                    "GetDevicePluginOptions (the kubelet's dial-back inside Register)",
+                    format!("{story}; after 10 s of retries the kubelet refused the registration ({e}){later}"),
+                    "start serving the DevicePlugin socket before calling Register (the kubelet dials back inside Register, which blocks until then)",
+                ))
+            }
         }
     }
 
     async fn reg_options(&mut self) -> Res {
-        let r = self.ensure_reg().await?;
+        let first = self.ensure_reg().await?;
+        let r = if first.dial_back.is_err() && first.rejected.is_none() {
+            // Judged by REG-005; the options are those of the registration that worked.
+            let until = Instant::now() + Duration::from_secs(5);
+            self.wait_reg(first.generation, first.at, until, true).await.unwrap_or(first)
+        } else {
+            first
+        };
         if r.via == Via::PluginWatcher {
             return Ok(Outcome::skip("the plugin watcher sends no options; the kubelet reads GetDevicePluginOptions"));
         }
@@ -918,7 +1145,8 @@ impl Sess<'_> {
     }
 
     async fn reg_keeps_sockets(&mut self) -> Res {
-        self.ensure_reg().await?;
+        // Give the plugin its start; not registering is REG-001's to judge.
+        let _ = self.ensure_reg().await;
         let tree = self.tree();
         let missing: Vec<String> = [crate::core::paths::KUBELET_SOCKET_NAME, DECOY]
             .iter()
@@ -930,7 +1158,7 @@ impl Sess<'_> {
         } else {
             Ok(Outcome::fail(
                 "plugin start",
-                format!("{} deleted from the plugin directory", missing.join(" and ")),
+                format!("{} was deleted by the plugin", missing.join(" and ")),
                 "delete only your own socket (a stale one from your previous run), never *.sock",
             ))
         }
@@ -955,13 +1183,53 @@ impl Sess<'_> {
     }
 
     async fn law_first(&mut self) -> Res {
-        let (took, _, m) = self.ensure_first().await?;
-        Ok(Outcome::pass(format!("{} device(s) after {}", m.devices.len(), ms(took))))
+        let f = self.ensure_first().await?;
+        let n = f.resp.devices.len();
+        let Some(devices_after) = f.devices_after else {
+            return Ok(Outcome::fail(
+                "ListAndWatch (the kubelet's stream)",
+                format!(
+                    "{} message(s), none with a device, within {SETTLE_WITHIN:?} of the first; the node's capacity stays 0",
+                    self.snaps.len().max(1)
+                ),
+                "send the device list you found; do not start ListAndWatch before discovery is done",
+            ));
+        };
+        if devices_after > FIRST_SNAPSHOT_WITHIN {
+            return Ok(Outcome::fail(
+                "ListAndWatch (the kubelet's stream)",
+                format!(
+                    "the devices came {} after registering; the node's capacity was 0 until then",
+                    ms(devices_after)
+                ),
+                "discover devices before registering; send the full list as soon as ListAndWatch is called",
+            ));
+        }
+        if f.first_len == 0 || devices_after > DEVICES_SLOW {
+            let what = if f.first_len == 0 {
+                format!(
+                    "the first message (after {}) listed no devices; the {n} device(s) came {} after registering",
+                    ms(f.first_after),
+                    ms(devices_after)
+                )
+            } else {
+                format!("the {n} device(s) came {} after registering", ms(devices_after))
+            };
+            return Ok(Outcome::warn(
+                format!("{what}; the node reads capacity 0 meanwhile"),
+                Some(super::Evidence {
+                    rpc: "ListAndWatch (the kubelet's stream)".into(),
+                    answer: what,
+                    fix: "send the full device list in the first ListAndWatch message".into(),
+                }),
+            ));
+        }
+        Ok(Outcome::pass(format!("{n} device(s) after {}", ms(f.first_after))))
     }
 
     async fn law_check(&mut self, f: fn(&[crate::api::deviceplugin::Device]) -> Vec<String>, fix: &str) -> Res {
-        let (_, _, m) = self.ensure_first().await?;
-        let p = f(&m.devices);
+        let first = self.ensure_first().await?;
+        let p = f(&first.resp.devices);
         if p.is_empty() {
             Ok(Outcome::pass(""))
         } else {
@@ -974,7 +1242,7 @@ impl Sess<'_> {
     }
 
     async fn law_size(&mut self) -> Res {
-        let (_, bytes, _) = self.ensure_first().await?;
+        let bytes = self.ensure_first().await?.bytes;
         if bytes <= crate::api::KUBELET_MAX_RECV {
             Ok(Outcome::pass(format!("{bytes} bytes")))
         } else {
@@ -988,12 +1256,21 @@ impl Sess<'_> {
 
     async fn law_second(&mut self) -> Res {
         self.ensure_first().await?;
-        let (took, stream, m) = self.open_stream().await?;
+        let (took, mut stream, mut m) = self.open_stream().await?;
+        // An empty first message (judged by LAW-001) may be followed by the list.
+        let until = Instant::now() + SETTLE_WITHIN;
+        let expect_devices = self.first.as_ref().is_some_and(|f| !f.resp.devices.is_empty());
+        while expect_devices && m.devices.is_empty() {
+            match tokio::time::timeout_at(until.into(), stream.message()).await {
+                Ok(Ok(Some(next))) => m = next,
+                _ => break,
+            }
+        }
         self.streams.push(stream);
         self.drain();
         let latest: BTreeSet<String> = match self.snaps.last() {
             Some(s) if self.o.socket.is_none() => s.resp.devices.iter().map(|d| d.id.clone()).collect(),
-            _ => self.first.as_ref().map(|f| f.2.devices.iter().map(|d| d.id.clone()).collect()).unwrap_or_default(),
+            _ => self.first.as_ref().map(|f| f.resp.devices.iter().map(|d| d.id.clone()).collect()).unwrap_or_default(),
         };
         let got: BTreeSet<String> = m.devices.iter().map(|d| d.id.clone()).collect();
         if got != latest {
@@ -1004,6 +1281,36 @@ impl Sess<'_> {
             ));
         }
         Ok(Outcome::pass(format!("after {}", ms(took))))
+    }
+
+    async fn law_open(&mut self) -> Res {
+        self.ensure_first().await?;
+        let ep = self.endpoint().await?;
+        let Some(r) = self.find_reg(0, self.plugin_started, true).filter(|r| r.socket == ep) else {
+            return Ok(Outcome::skip("no accepted registration to follow"));
+        };
+        // A stream ended after its first message ends within milliseconds of it.
+        let until = Instant::now() + Duration::from_millis(300);
+        loop {
+            self.drain();
+            if let Some(e) = self.stream_end(r.generation, &ep, r.at) {
+                return Ok(Outcome::fail(
+                    "ListAndWatch (the kubelet's stream)",
+                    format!(
+                        "{} {} after the kubelet opened it, after {} message(s); the kubelet does not open another: its devices turn unhealthy and the resource leaves allocatable",
+                        e.why,
+                        ms(e.at.saturating_duration_since(e.opened)),
+                        e.messages
+                    ),
+                    "keep the stream open and send a new list on every change; return only when the kubelet cancels (ctx.Done()) or the plugin stops",
+                ));
+            }
+            match tokio::time::timeout_at(until.into(), self.events.recv()).await {
+                Ok(Some(e)) => self.take(e),
+                _ => break,
+            }
+        }
+        Ok(Outcome::pass(format!("still open {} after registering", ms(r.at.elapsed()))))
     }
 
     async fn law_cancel(&mut self) -> Res {
@@ -1301,7 +1608,8 @@ impl Sess<'_> {
                 "re-register after every kubelet restart (see KRES-001)",
             ));
         };
-        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        let Some(Seen { resp: snap, .. }) =
+            self.wait_snap(r.generation, &r.socket, r.at, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
         else {
             return Err(Outcome::fail(
                 "ListAndWatch after re-registering",
@@ -1316,14 +1624,16 @@ impl Sess<'_> {
         let (_, snap) = self.back_after_restart().await?;
         let before: BTreeSet<String> = self.baseline.clone().unwrap_or_default().into_iter().collect();
         let after: BTreeSet<String> = snap.devices.iter().map(|d| d.id.clone()).collect();
-        if before == after {
-            return Ok(Outcome::pass(format!("{} device(s)", after.len())));
+        let gone: Vec<&String> = before.difference(&after).collect();
+        let new: Vec<&String> = after.difference(&before).collect();
+        if gone.is_empty() {
+            // Devices added are no harm: pods hold only the IDs that stayed.
+            let added = if new.is_empty() { String::new() } else { format!(", {} new", new.len()) };
+            return Ok(Outcome::pass(format!("{} device(s) kept{added}", before.len())));
         }
-        let gone: Vec<&String> = before.difference(&after).take(5).collect();
-        let new: Vec<&String> = after.difference(&before).take(5).collect();
         Ok(Outcome::fail(
             "ListAndWatch before and after a kubelet restart",
-            format!("IDs changed: gone {gone:?}, new {new:?}"),
+            format!("IDs changed: gone {}, new {}", evidence::list(&gone, 5), evidence::list(&new, 5)),
             "derive device IDs from the hardware (serial, PCI address), never from a counter or a start time",
         ))
     }
@@ -1418,7 +1728,7 @@ impl Sess<'_> {
             };
             return Ok(Outcome::fail(
                 "PodResources GetAllocatableResources after a kubelet restart",
-                format!("the pod's devices {before:?} are not advertised again within {COME_BACK_WITHIN:?} (allocatable now: {} device(s) {:?})", now.len(), now.iter().take(5).collect::<Vec<_>>()),
+                format!("the pod's devices {before:?} are not advertised again within {COME_BACK_WITHIN:?} (allocatable now: {} device(s) {})", now.len(), evidence::list(&now, 5)),
                 "re-register after a kubelet restart and keep device IDs stable",
             ));
         }
@@ -1518,7 +1828,10 @@ impl Sess<'_> {
             o.stop = None;
             return Ok(o);
         };
-        let Some((_, _, snap)) = self.wait_snap(r.generation, &r.socket, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
+        // Only what the new process sent: with a fixed socket name the old
+        // process's snapshots have the same generation and socket.
+        let Some(Seen { resp: snap, .. }) =
+            self.wait_snap(r.generation, &r.socket, t0, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
         else {
             return Ok(Outcome::fail(
                 "ListAndWatch after the restart",
@@ -1527,16 +1840,19 @@ impl Sess<'_> {
             ));
         };
         let now: BTreeSet<String> = snap.devices.iter().map(|d| d.id.clone()).collect();
-        let lost: Vec<&String> =
-            self.allocated.iter().chain(healthy.iter()).filter(|d| !now.contains(*d)).take(5).collect();
+        let lost: BTreeSet<&String> =
+            self.allocated.iter().chain(healthy.iter()).filter(|d| !now.contains(*d)).collect();
+        let lost: Vec<&String> = lost.into_iter().collect();
+        let now: Vec<&String> = now.iter().collect();
         if lost.is_empty() {
             Ok(Outcome::pass(format!("{} device(s) kept", now.len())))
         } else {
             Ok(Outcome::fail(
-                "ListAndWatch before and after a plugin restart",
+                "ListAndWatch before and after a plugin restart (the new process's list)",
                 format!(
-                    "{lost:?} (allocated before the restart) are gone; now {:?}",
-                    now.iter().take(5).collect::<Vec<_>>()
+                    "{} (advertised or allocated before the restart) are gone; now {}",
+                    evidence::list(&lost, 5),
+                    evidence::list(&now, 5)
                 ),
                 "derive device IDs from the hardware, never from the process (pid, start time, counter)",
             ))
@@ -1560,10 +1876,7 @@ impl Sess<'_> {
             }
             Some(ids) => Ok(Outcome::fail(
                 "PodResources List",
-                format!(
-                    "the pod holds {ids:?}, the plugin advertised {:?}",
-                    baseline.iter().take(5).collect::<Vec<_>>()
-                ),
+                format!("the pod holds {ids:?}, the plugin advertised {}", evidence::list(&baseline, 5)),
                 "report what you allocate",
             )),
         }
