@@ -75,7 +75,6 @@ const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
 const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 const POD_WITHIN: Duration = Duration::from_secs(10);
-const HEALTH_WITHIN: Duration = Duration::from_secs(10);
 const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
 const DECOY: &str = "dpctl-test-other-vendor.sock";
 const UNKNOWN_ID: &str = "dpctl-test-no-such-device";
@@ -261,6 +260,8 @@ struct Sess<'a> {
     mock: Option<MockKubelet>,
     decoy: Option<tokio::net::UnixListener>,
     streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
+    /// A stream opened before the kubelet's (Health session).
+    early: Option<tonic::Streaming<ListAndWatchResponse>>,
     first: Option<First>,
     resource: Option<String>,
     baseline: Option<Vec<String>>,
@@ -296,6 +297,7 @@ impl<'a> Sess<'a> {
             mock: None,
             decoy: None,
             streams: Vec::new(),
+            early: None,
             first: None,
             resource: o.resource.clone(),
             baseline: None,
@@ -321,7 +323,16 @@ impl<'a> Sess<'a> {
                 s.start_plugin()?;
                 s.baseline_snapshot().await?;
             }
-            Session::EndToEnd | Session::Health => {
+            Session::Health => {
+                // Another stream opened before the kubelet's (the plugin serves
+                // before kubelet.sock exists), so the kubelet's is not the one a
+                // shared update channel favours; see HEALTH-001.
+                s.start_plugin()?;
+                s.early = s.open_early_stream().await;
+                s.start_recorder().await?;
+                s.baseline_snapshot().await?;
+            }
+            Session::EndToEnd => {
                 let mk = MockKubelet::start(&o.exe, s.tree()).await.map_err(|e| {
                     setup_fail("mock kubelet", e.to_string(), "run dpctl mock-kubelet by hand to see why")
                 })?;
@@ -351,6 +362,7 @@ impl<'a> Sess<'a> {
 
     async fn teardown(mut self) {
         self.streams.clear();
+        self.early = None;
         if let Some(p) = self.plugin.take() {
             p.stop(Duration::from_secs(5)).await;
         }
@@ -1457,14 +1469,20 @@ impl Sess<'_> {
         if !opts.get_preferred_allocation_available {
             return Ok(Outcome::skip("GetPreferredAllocation is not advertised"));
         }
-        let available = self.healthy().await?;
-        if available.is_empty() {
+        let healthy = self.healthy().await?;
+        if healthy.is_empty() {
             return Ok(Outcome::skip("no healthy devices"));
         }
         let mut c = self.client().await?;
-        let n = available.len().min(64);
+        let healthy: Vec<String> = healthy.into_iter().take(64).collect();
+        let n = healthy.len();
         for size in 1..=n {
-            let must: Vec<String> = if size >= 2 { vec![available[n - 1].clone()] } else { Vec::new() };
+            // The kubelet offers healthy minus allocated: offer proper subsets
+            // (with the must-include device inside) so an answer taken from
+            // outside the offer shows.
+            let available = checks::offer(&healthy, size);
+            let must: Vec<String> =
+                if size >= 2 { available.last().cloned().into_iter().collect() } else { Vec::new() };
             let req = PreferredAllocationRequest {
                 container_requests: vec![ContainerPreferredAllocationRequest {
                     available_device_i_ds: available.clone(),
@@ -1472,7 +1490,10 @@ impl Sess<'_> {
                     allocation_size: size as i32,
                 }],
             };
-            let call = format!("GetPreferredAllocation(size {size}, mustInclude {must:?})");
+            let call = format!(
+                "GetPreferredAllocation(size {size}, available {}, mustInclude {must:?})",
+                evidence::list(&available, 8)
+            );
             let answer = match tokio::time::timeout(self.o.timeout, c.get_preferred_allocation(req)).await {
                 Ok(Ok(r)) => r.into_inner(),
                 Ok(Err(s)) => {
@@ -1918,9 +1939,20 @@ impl Sess<'_> {
         let Some(cmd) = self.o.health_trigger.clone() else {
             return Ok(Outcome::skip("no --health-trigger given"));
         };
-        let before = self.baseline.as_ref().map(|b| b.len()).unwrap_or(0);
+        self.drain();
+        let before = match (self.find_reg(0, self.plugin_started, true), &self.baseline) {
+            (Some(r), Some(b)) => self
+                .snaps
+                .iter()
+                .rev()
+                .find(|s| s.generation == r.generation && s.socket == r.socket)
+                .map(|s| checks::healthy_ids(&s.resp.devices).len())
+                .unwrap_or(b.len()),
+            _ => 0,
+        };
         let vars = self.tree().vars(self.isolation != Isolation::None);
         let cmd = vars.substitute(&cmd);
+        let trigger_at = Some(Instant::now());
         let out = tokio::time::timeout(
             Duration::from_secs(30),
             tokio::process::Command::new("sh")
@@ -1951,34 +1983,96 @@ impl Sess<'_> {
                 ))
             }
         }
-        let t0 = Instant::now();
-        match self.wait_allocatable_drop(before).await {
-            Some(after) => Ok(Outcome::pass(format!("allocatable {before} → {after} after {}", ms(t0.elapsed())))),
-            None => Ok(Outcome::fail(
-                "ListAndWatch → kubelet allocatable after the health trigger",
-                format!("allocatable still {before} after {HEALTH_WITHIN:?}; plugin log: {}", self.plugin_log()),
-                "send a new snapshot with the device Unhealthy as soon as its health changes",
+        let (Some(r), Some(t0)) = (self.find_reg(0, self.plugin_started, true), trigger_at) else {
+            return Ok(Outcome::fail("Register", "no accepted registration", "see REG-001"));
+        };
+        let until = t0 + self.o.health_timeout;
+        // The kubelet's stream: a snapshot after the trigger with fewer healthy devices.
+        let drop = |s: &Snap| {
+            s.generation == r.generation
+                && s.socket == r.socket
+                && s.at >= t0
+                && checks::healthy_ids(&s.resp.devices).len() < before
+        };
+        let kubelet = loop {
+            self.drain();
+            if let Some(s) = self.snaps.iter().find(|s| drop(s)) {
+                break Some((s.at.saturating_duration_since(t0), checks::healthy_ids(&s.resp.devices).len()));
+            }
+            match tokio::time::timeout_at(until.into(), self.events.recv()).await {
+                Ok(Some(e)) => self.take(e),
+                _ => break None,
+            }
+        };
+        // The stream opened first: what it got meanwhile is buffered.
+        let early = match self.early.as_mut() {
+            None => None,
+            Some(stream) => {
+                let until = Instant::now() + Duration::from_millis(if kubelet.is_some() { 1000 } else { 200 });
+                let mut got = false;
+                while let Ok(Ok(Some(m))) = tokio::time::timeout_at(until.into(), stream.message()).await {
+                    if checks::healthy_ids(&m.devices).len() < before {
+                        got = true;
+                        break;
+                    }
+                }
+                Some(got)
+            }
+        };
+        let timeout = self.o.health_timeout;
+        match (kubelet, early) {
+            (Some((took, after)), Some(false)) => Ok(Outcome::warn(
+                format!("allocatable {before} → {after} after {}, but another open stream never got the update", ms(took)),
+                Some(super::Evidence {
+                    rpc: "ListAndWatch (another stream, opened before the kubelet's)".into(),
+                    answer: format!("the kubelet's stream got the Unhealthy snapshot; a stream opened before it got nothing within {timeout:?}: the plugin hands each update to one stream, so `dpctl watch`, a monitoring agent or a stream the plugin still reads after its client left can take the kubelet's"),
+                    fix: "give every stream its own subscription (a broadcast, not one shared channel)".into(),
+                }),
+            )),
+            (Some((took, after)), _) => Ok(Outcome::pass(format!("allocatable {before} → {after} after {}", ms(took)))),
+            (None, Some(true)) => Ok(Outcome::fail(
+                "ListAndWatch (the kubelet's stream) after the health trigger",
+                format!("the kubelet's stream never got the Unhealthy snapshot within {timeout:?}; another stream, opened before it, did: the plugin hands each update to one stream (a shared channel), and the kubelet's lost"),
+                "give every stream its own subscription (a broadcast, not one shared channel)",
+            )),
+            (None, _) => Ok(Outcome::fail(
+                "ListAndWatch (the kubelet's stream) after the health trigger",
+                format!("allocatable still {before} after {timeout:?} (no snapshot with fewer healthy devices); plugin log: {}", self.plugin_log()),
+                "send a new snapshot with the device Unhealthy as soon as its health changes (or raise --health-timeout for a slow health loop)",
             )),
         }
     }
 
-    async fn wait_allocatable_drop(&mut self, before: usize) -> Option<usize> {
-        let until = Instant::now() + HEALTH_WITHIN;
-        let res = self.resource.clone().unwrap_or_default();
-        loop {
-            if let Some(mk) = &self.mock {
-                if let Ok(a) = mk.allocatable(self.o.timeout).await {
-                    let n = a.get(&res).map(|v| v.len()).unwrap_or(0);
-                    if n < before {
-                        return Some(n);
-                    }
+    /// A ListAndWatch stream on the plugin's socket before it registers: the
+    /// first socket other than kubelet.sock to appear (None when it does not
+    /// serve before the kubelet exists; the kubelet's stream is then older).
+    async fn open_early_stream(&mut self) -> Option<tonic::Streaming<ListAndWatchResponse>> {
+        let until = Instant::now() + Duration::from_secs(2);
+        let dir = self.tree().plugin_dir.clone();
+        let kubelet = self.tree().kubelet_socket();
+        while Instant::now() < until {
+            let socks: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| *p != kubelet && is_socket(p))
+                .collect();
+            for sock in socks {
+                let Ok(mut c) = plugin_client(&sock, self.o.timeout).await else { continue };
+                let Ok(Ok(resp)) = tokio::time::timeout(self.o.timeout, c.list_and_watch(Empty {})).await else {
+                    continue;
+                };
+                let mut stream = resp.into_inner();
+                if let Ok(Ok(Some(_))) = tokio::time::timeout(FIRST_SNAPSHOT_WITHIN, stream.message()).await {
+                    return Some(stream);
                 }
             }
-            if Instant::now() >= until {
+            if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        None
     }
 }
 
