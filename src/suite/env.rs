@@ -572,11 +572,14 @@ async fn follow(socket: PathBuf, generation: u64, events: mpsc::UnboundedSender<
                 });
             }
             Ok(None) => return ended("the plugin ended the stream (status OK)".into(), messages),
-            Err(s) => {
+            Err(s) if super::evidence::is_connection_lost(s.message()) => {
                 return ended(
-                    format!("the plugin ended the stream with {}", super::evidence::status_text(s.code(), s.message())),
+                    format!("the plugin closed the connection (exited?) ({:?}: {})", s.code(), s.message()),
                     messages,
                 )
+            }
+            Err(s) => {
+                return ended(format!("the plugin ended the stream with {:?}: {}", s.code(), s.message()), messages)
             }
         }
     }

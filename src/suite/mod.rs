@@ -62,7 +62,7 @@ pub struct Outcome {
     /// Evidence when failed (or warned).
     pub evidence: Option<Evidence>,
     /// Set on a root-cause failure: nothing after it can run.
-    pub stop: Option<Stop>,
+    pub stop: Option<Box<Stop>>,
 }
 
 /// A failure that leaves nothing else to test (the plugin exited at start,
@@ -95,7 +95,7 @@ impl Outcome {
 
     /// This failure stops the run: the rest is marked not run with `reason`.
     pub fn stopping(mut self, reason: impl Into<String>, shown_by: &'static [&'static str]) -> Self {
-        self.stop = Some(Stop { reason: reason.into(), shown_by });
+        self.stop = Some(Box::new(Stop { reason: reason.into(), shown_by }));
         self
     }
 

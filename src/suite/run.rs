@@ -491,6 +491,11 @@ impl<'a> Sess<'a> {
                     until = Instant::now() + Duration::from_secs(5);
                 }
                 Err(_) => {
+                    // Nothing can register once kubelet.sock is gone (deleted by the plugin).
+                    if self.recorder.is_some() && !is_socket(&self.tree().kubelet_socket()) {
+                        self.drain();
+                        return self.find_reg(min_gen, since, good);
+                    }
                     let Some(status) = self.plugin.as_mut().and_then(|p| p.exited()) else { continue };
                     self.drain();
                     if let Some(r) = self.find_reg(min_gen, since, good) {
@@ -850,8 +855,9 @@ impl<'a> Sess<'a> {
         } else {
             let r = self.ensure_reg().await?;
             let ep = self.endpoint().await?;
-            let reg_at =
-                self.regs.iter().find(|x| x.socket == ep && x.generation == r.generation).map(|x| x.at).unwrap_or(r.at);
+            // The registration the kubelet accepted (and then opened its stream for).
+            let r = self.find_reg(0, self.plugin_started, true).filter(|x| x.socket == ep).unwrap_or(r);
+            let reg_at = r.at;
             match self.wait_snap(r.generation, &ep, reg_at, reg_at + FIRST_SNAPSHOT_WITHIN).await {
                 Some(seen) => First {
                     first_after: seen.first_at.saturating_duration_since(reg_at),
@@ -1066,7 +1072,7 @@ impl Sess<'_> {
     }
 
     async fn reg_endpoint(&mut self) -> Res {
-        let r = self.ensure_reg().await?;
+        let r = self.reg_or_retry().await?;
         if r.via == Via::KubeletSocket {
             if let Some(p) = checks::endpoint_problem(&r.endpoint) {
                 return Ok(Outcome::fail(
@@ -1121,15 +1127,19 @@ impl Sess<'_> {
         }
     }
 
-    async fn reg_options(&mut self) -> Res {
+    /// The first registration; when only its dial-back failed (REG-005's
+    /// to judge), the one that worked after it, if one comes.
+    async fn reg_or_retry(&mut self) -> std::result::Result<Registration, Outcome> {
         let first = self.ensure_reg().await?;
-        let r = if first.dial_back.is_err() && first.rejected.is_none() {
-            // Judged by REG-005; the options are those of the registration that worked.
+        if first.dial_back.is_err() && first.rejected.is_none() {
             let until = Instant::now() + Duration::from_secs(5);
-            self.wait_reg(first.generation, first.at, until, true).await.unwrap_or(first)
-        } else {
-            first
-        };
+            return Ok(self.wait_reg(first.generation, first.at, until, true).await.unwrap_or(first));
+        }
+        Ok(first)
+    }
+
+    async fn reg_options(&mut self) -> Res {
+        let r = self.reg_or_retry().await?;
         if r.via == Via::PluginWatcher {
             return Ok(Outcome::skip("the plugin watcher sends no options; the kubelet reads GetDevicePluginOptions"));
         }
@@ -1170,7 +1180,11 @@ impl Sess<'_> {
         } else {
             Ok(Outcome::fail(
                 "plugin start",
-                format!("{} was deleted by the plugin", missing.join(" and ")),
+                format!(
+                    "{} {} deleted by the plugin",
+                    missing.join(" and "),
+                    if missing.len() == 1 { "was" } else { "were" }
+                ),
                 "delete only your own socket (a stale one from your previous run), never *.sock",
             ))
         }

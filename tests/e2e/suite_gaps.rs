@@ -75,3 +75,116 @@ async fn a_plugin_that_dies_at_start_fails_once_with_its_error_line_and_stops() 
     assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
     assert_eq!(xml.matches("<skipped message=\"not run: the plugin exited at start").count(), n - 1, "{xml}");
 }
+
+fn serve(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> =
+        [BIN, "serve", "--resource", "vendor.example/foo", "--count", "4", "--plugin-dir", "{plugin-dir}", "--retry"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `dpctl -o json test <test flags> -- <plugin>`
+async fn test_json(flags: &[&str], plugin: &[String]) -> (Run, Value) {
+    let mut args: Vec<&str> = vec!["-o", "json", "test"];
+    args.extend(flags);
+    args.push("--");
+    args.extend(plugin.iter().map(String::as_str));
+    let run = suite(&args).await;
+    let doc = json(&run);
+    (run, doc)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_deletes_kubelet_sock_fails_reg_007_once() {
+    // Deletes every socket in the plugin directory, kubelet.sock included, then serves.
+    let script = format!("rm -f {{plugin-dir}}/*.sock; exec {}", serve(&[]).join(" "));
+    let started = std::time::Instant::now();
+    let (run, doc) = test_json(&["--skip", "^REG-008$"], &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(1);
+    assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::from(["REG-007".to_string()]), "{doc}");
+    let answer = scenario(&doc, "REG-007")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
+    assert!(answer.contains("kubelet.sock and dpctl-test-other-vendor.sock were deleted by the plugin"), "{answer}");
+    let reg = scenario(&doc, "REG-001");
+    assert_eq!(reg["result"], "NOT-RUN", "{reg}");
+    assert!(reg["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("kubelet.sock was deleted by the plugin (see REG-007)"));
+    assert_eq!(ids_with(&doc, "PASS"), BTreeSet::new(), "{doc}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_registers_before_it_serves_fails_reg_005_naming_the_dial_back() {
+    // Register first (the kubelet dials back inside it, for 10 s, and refuses), then serve and retry.
+    let script = format!(
+        "{BIN} --plugin-dir {{plugin-dir}} register --resource vendor.example/foo --endpoint late.sock; exec {}",
+        serve(&["--socket-name", "late.sock"]).join(" ")
+    );
+    let (run, doc) = test_json(&["--focus", "^REG-|^LAW-001$"], &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(1);
+    assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::from(["REG-005".to_string()]), "{doc}");
+    let answer = scenario(&doc, "REG-005")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
+    assert!(answer.contains("the kubelet's dial-back to") && answer.contains("late.sock failed"), "{answer}");
+    assert!(answer.contains("after Register arrived") && answer.contains("a later Register"), "{answer}");
+    for id in ["REG-001", "REG-002", "REG-006", "REG-007", "LAW-001"] {
+        assert_eq!(scenario(&doc, id)["result"], "PASS", "{id}: {doc}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_exits_without_a_kubelet_is_restarted_and_warned_about() {
+    let plugin = serve(&["--exit-without-kubelet"]);
+    let (run, doc) = test_json(&["--focus", "^ORDER-001$", "--restart-backoff", "1s"], &plugin).await;
+    run.expect_code(0);
+    let o = scenario(&doc, "ORDER-001");
+    assert_eq!(o["result"], "WARN", "{o}");
+    assert!(o["detail"].as_str().unwrap_or_default().contains("only because it was restarted"), "{o}");
+    let answer = o["evidence"]["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.contains("exited (exit status: 1)") && answer.contains("1 restart(s) with back-off, 1 s lost"),
+        "{answer}"
+    );
+    assert!(answer.contains("exit-without-kubelet"), "the first run's log: {answer}");
+    assert_eq!(doc["warned"], 1, "{doc}");
+    // Judged on its first run: a FAIL.
+    let (run, doc) = test_json(&["--focus", "^ORDER-001$", "--no-restart"], &plugin).await;
+    run.expect_code(1);
+    assert_eq!(scenario(&doc, "ORDER-001")["result"], "FAIL", "{doc}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_sent_to_one_stream_only_fails_when_the_kubelet_misses_it() {
+    let trigger = format!("{BIN} device set-health foo-1 Unhealthy --plugin-dir {{plugin-dir}}");
+    let flags = ["--focus", "^HEALTH-001$", "--health-trigger", &trigger, "--health-timeout", "2s"];
+    let started = std::time::Instant::now();
+    let (run, doc) = test_json(&flags, &serve(&["--health-one-stream"])).await;
+    run.expect_code(1);
+    let h = scenario(&doc, "HEALTH-001");
+    let answer = h["evidence"]["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.contains("never got the Unhealthy snapshot within 2s") && answer.contains("opened before it, did"),
+        "{h}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "--health-timeout bounds the wait: {:?}",
+        started.elapsed()
+    );
+    let (run, doc) = test_json(&flags, &serve(&[])).await;
+    run.expect_code(0);
+    assert!(scenario(&doc, "HEALTH-001")["detail"].as_str().unwrap_or_default().contains("allocatable 4 → 3"), "{doc}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_id_lists_say_how_many_more() {
+    let mut plugin = serve(&["--new-ids-after-restart"]);
+    plugin[5] = "16".into(); // --count
+    let (run, doc) = test_json(&["--focus", "^KRES-002$"], &plugin).await;
+    run.expect_code(1);
+    let answer = scenario(&doc, "KRES-002")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
+    assert!(answer.contains("gone [foo-0-") && answer.matches("+11 more").count() == 2, "{answer}");
+}
