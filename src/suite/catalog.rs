@@ -101,8 +101,8 @@ pub const SCENARIOS: &[Scenario] = &[
         "with the plugin watcher, GetInfo returns type DevicePlugin, the resource name, an endpoint in the plugin directory and v1beta1; NotifyRegistrationStatus is accepted",
         "shared/protocol.md (pluginregistration/v1)"),
     sc!("LAW-001", "listandwatch", Basic, false, "sends a first snapshot within 5s",
-        "ListAndWatch sends the full device list right away; the kubelet has no devices until it does",
-        DESIGN),
+        "ListAndWatch sends the full device list right away; the kubelet has no devices until it does (an empty list first is a WARN; devices later than 5s, or none, a FAIL)",
+        "seeds/device-plugin-design-proposal.md; kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback replaces the device set with each message)"),
     sc!("LAW-002", "listandwatch", Basic, false, "sends unique, non-empty, printable device IDs",
         "device IDs are unique, non-empty, printable without spaces, at most 63 characters",
         "shared/protocol.md; seeds/device-plugin-design-proposal.md"),
@@ -185,7 +185,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "after a kubelet restart and re-registration, a pod keeps its devices and the plugin still advertises them",
         "device_plugin_test.go (Keeps device plugin assignments across pod and kubelet restarts)"),
     sc!("HEALTH-001", "health", Health, true, "an unhealthy device leaves the kubelet's allocatable",
-        "after --health-trigger, the plugin sends a snapshot with the device Unhealthy and allocatable drops within 10s",
+        "after --health-trigger, the kubelet's stream gets a snapshot with the device Unhealthy within --health-timeout (10s), also when another stream was opened before it",
         "device_plugin_failures_test.go (unhealthy devices); shared/protocol.md"),
 ];
 
