@@ -67,7 +67,6 @@ pub fn is_connection_lost(message: &str) -> bool {
         "connection closed",
         "stream closed because of a broken pipe",
         "unexpected end of file",
-        "connection refused",
     ]
     .iter()
     .any(|p| m.contains(p))

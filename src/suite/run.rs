@@ -1102,11 +1102,8 @@ impl Sess<'_> {
         let r = self.ensure_reg().await?;
         match (&r.rejected, &r.dial_back) {
             (None, Ok(_)) => Ok(Outcome::pass("")),
-            (Some(e), _) => Ok(Outcome::fail(
-                "Register",
-                format!("the kubelet would reject it: {e}"),
-                "fix the request (see REG-002..REG-004)",
-            )),
+            // The request itself is wrong: REG-002..REG-004 say how; no dial-back happened.
+            (Some(e), _) => Ok(Outcome::not_run(format!("the kubelet refused the request before dialling back: {e}"))),
             (None, Err(e)) => {
                 let story = self.dial_back_story(r.generation, r.at).unwrap_or_else(|| "the dial-back failed".into());
                 let later = self
@@ -1142,6 +1139,9 @@ impl Sess<'_> {
         let r = self.reg_or_retry().await?;
         if r.via == Via::PluginWatcher {
             return Ok(Outcome::skip("the plugin watcher sends no options; the kubelet reads GetDevicePluginOptions"));
+        }
+        if let Some(e) = &r.rejected {
+            return Ok(Outcome::not_run(format!("the kubelet refused the request before dialling back: {e}")));
         }
         let Ok(got) = &r.dial_back else {
             return Ok(Outcome::fail(

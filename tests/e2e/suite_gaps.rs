@@ -188,3 +188,27 @@ async fn cut_id_lists_say_how_many_more() {
     let answer = scenario(&doc, "KRES-002")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
     assert!(answer.contains("gone [foo-0-") && answer.matches("+11 more").count() == 2, "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_registration_fails_its_rule_once_and_stops() {
+    // Serves, then registers with a version the kubelet does not support.
+    let script = format!(
+        "{BIN} serve --plugin-dir {{plugin-dir}} --resource vendor.example/foo --no-register --socket-name x.sock & \
+         sleep 0.5; {BIN} --plugin-dir {{plugin-dir}} register --resource vendor.example/foo --endpoint x.sock --version v1alpha1; wait"
+    );
+    let started = std::time::Instant::now();
+    let (run, doc) = test_json(&[], &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(1);
+    assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::from(["REG-002".to_string()]), "{doc}");
+    let answer = scenario(&doc, "REG-002")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
+    assert!(answer.contains("v1alpha1"), "{answer}");
+    let law = scenario(&doc, "LAW-001");
+    assert_eq!(law["result"], "NOT-RUN", "{law}");
+    assert!(
+        law["detail"].as_str().unwrap_or_default().contains("refused the plugin's registration (see REG-002)"),
+        "{law}"
+    );
+    assert_eq!(scenario(&doc, "REG-005")["result"], "NOT-RUN", "{doc}");
+    assert_eq!(scenario(&doc, "HEALTH-001")["result"], "NOT-RUN", "{doc}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}
