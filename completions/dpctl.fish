@@ -254,6 +254,7 @@ ignore-available\t'Choose among all devices, ignoring which were offered'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-delay -d 'Fault: register again only DURATION after a kubelet restart' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l first-snapshot-delay -d 'Fault: every ListAndWatch stream sends its first list only after DURATION' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"

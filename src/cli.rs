@@ -547,7 +547,7 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 pub struct ServeArgs {
     /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
     /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel", "empty_first_snapshot", "health_one_stream"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel", "empty_first_snapshot", "first_snapshot_delay", "health_one_stream"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -646,6 +646,9 @@ pub struct ServeArgs {
     /// Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later
     #[arg(long)]
     pub empty_first_snapshot: bool,
+    /// Fault: every ListAndWatch stream sends its first list only after DURATION
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub first_snapshot_delay: Option<Duration>,
     /// Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)
     #[arg(long)]
     pub health_one_stream: bool,

@@ -75,6 +75,7 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
             exit_without_kubelet: a.exit_without_kubelet,
             hang_after_cancel: a.hang_after_cancel,
             empty_first_snapshot: a.empty_first_snapshot,
+            first_snapshot_delay: a.first_snapshot_delay,
             health_one_stream: a.health_one_stream,
         },
     };

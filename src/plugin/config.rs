@@ -234,6 +234,9 @@ pub struct Faults {
     /// Every ListAndWatch stream starts with an empty list; the devices follow a moment later.
     #[serde(default)]
     pub empty_first_snapshot: bool,
+    /// Every ListAndWatch stream sends its first list only after this delay.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub first_snapshot_delay: Option<Duration>,
     /// A change (health) goes to one stream only: the oldest open one, as
     /// plugins that share one update channel among their streams do.
     #[serde(default)]

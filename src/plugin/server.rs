@@ -37,6 +37,10 @@ pub trait Backend: Send + Sync + 'static {
     fn empty_first_snapshot(&self) -> bool {
         false
     }
+    /// Every stream's first list comes only after this delay (a fault).
+    fn first_snapshot_delay(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// A change is sent on the oldest open stream only (a fault).
     fn health_one_stream(&self) -> bool {
         false
@@ -245,6 +249,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
         let empty_first = self.backend.empty_first_snapshot();
+        let first_delay = self.backend.first_snapshot_delay();
         let one_stream = self.backend.health_one_stream();
         let me = match self.open.lock() {
             Ok(mut o) => o.add(),
@@ -254,6 +259,21 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         tokio::spawn(async move {
             let _open = &open;
             let mut sent = 0u64;
+            if let Some(d) = first_delay {
+                log.event(
+                    "ListAndWatch",
+                    &[
+                        ("resource", json!(resource)),
+                        ("state", json!("fault: first-snapshot-delay")),
+                        ("delayMs", ms(d)),
+                    ],
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => {}
+                    _ = stopped(&mut stop) => return,
+                    _ = tx.closed() => return,
+                }
+            }
             if empty_first {
                 log.event(
                     "ListAndWatch",

@@ -164,6 +164,10 @@ impl Backend for Simulated {
         self.faults.empty_first_snapshot
     }
 
+    fn first_snapshot_delay(&self) -> Option<std::time::Duration> {
+        self.faults.first_snapshot_delay
+    }
+
     fn health_one_stream(&self) -> bool {
         self.faults.health_one_stream
     }

@@ -67,6 +67,7 @@ const FAULTS: &[Fault] = &[
     (&["--hang-after-cancel"], &["LAW-007"], &[]),
     (&["--close-stream-after", "1"], &["LAW-008"], &[]),
     (&["--empty-first-snapshot"], &[], &["LAW-001"]),
+    (&["--first-snapshot-delay", "2s"], &[], &["LAW-001"]),
     (&["--preferred-fault", "foreign"], &["PREF-002"], &[]),
     (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"], &[]),
     (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"], &[]),
