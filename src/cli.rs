@@ -217,16 +217,7 @@ pub struct CompletionArgs {
     pub shell: Shell,
 }
 
-/// Shells `dpctl completion` writes scripts for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    /// bash (source it, or put it in /etc/bash_completion.d/)
-    Bash,
-    /// zsh (put it on $fpath as _dpctl)
-    Zsh,
-    /// fish (put it in ~/.config/fish/completions/)
-    Fish,
-}
+pub use crate::help::Shell;
 
 /// How much load to generate.
 #[derive(Debug, Args)]

@@ -305,12 +305,22 @@ pub const EXIT_STATUS: &[(&str, &str)] = &[
 /// The commands whose positional SOCKET argument completes from the plugin directory.
 pub const SOCKET_COMMANDS: &[&str] = &["options", "watch", "allocate", "preferred", "prestart", "probe"];
 
+/// Shells `dpctl completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// bash (source it, or put it in /etc/bash_completion.d/)
+    Bash,
+    /// zsh (put it on $fpath as _dpctl)
+    Zsh,
+    /// fish (put it in ~/.config/fish/completions/)
+    Fish,
+}
+
 /// The completion script for `shell`: clap's, plus socket names found in
 /// `$DPCTL_PLUGIN_DIR` (or the kubelet's directory) for socket arguments
 /// (bash and fish: positional SOCKET arguments plus `record --plugin`,
 /// `replay --against` and `test --socket`; zsh: every SOCKET argument).
-pub fn completion_script(shell: crate::cli::Shell, cmd: &mut clap::Command) -> Vec<u8> {
-    use crate::cli::Shell;
+pub fn completion_script(shell: Shell, cmd: &mut clap::Command) -> Vec<u8> {
     let mut buf = Vec::new();
     let gen = match shell {
         Shell::Bash => clap_complete::Shell::Bash,

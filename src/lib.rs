@@ -17,6 +17,7 @@
 pub mod api;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod core;
 pub mod doctor;
@@ -27,3 +28,6 @@ pub mod render;
 pub mod suite;
 pub mod trace;
 pub mod version;
+
+#[cfg(test)]
+mod layers;

@@ -10,12 +10,15 @@ use crate::api::deviceplugin::{
 use crate::api::HEALTHY;
 use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
 use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
+use crate::client::conn::{PluginConn, Update};
 use crate::core::log::Logger;
 use crate::core::status::grpc_go_code;
 use crate::core::time::millis;
 use crate::core::transport::{listen, serve, TempDir};
 use crate::core::{Error, Result};
-use crate::kubelet::conn::{PluginConn, Update};
+use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
+use crate::kubelet::node::{Node, NodeSpec};
+use crate::kubelet::tree::TempNode;
 use crate::plugin::config::ResourceConfig;
 use crate::plugin::server::{stopped, PluginService};
 use crate::plugin::simulated::Simulated;
@@ -25,7 +28,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
 fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
@@ -369,62 +371,35 @@ struct KubeletReport {
     interrupted: bool,
 }
 
+/// Wait (at most 120 s) until `done` has seen enough kubelet events.
+async fn wait_for(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<Arc<Stamped>>,
+    what: &str,
+    mut done: impl FnMut(&KubeletEvent) -> bool,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) => return Err(Error::failed(format!("bench: timed out waiting for {what}"))),
+            Ok(None) => return Err(Error::failed("the kubelet engine stopped")),
+            Ok(Some(e)) if done(&e.event) => return Ok(()),
+            Ok(Some(_)) => {}
+        }
+    }
+}
+
 async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     // Listen for Ctrl-C before anything starts, so no stage runs unowned.
     let interrupt = crate::core::interrupted();
-    let dir = TempDir::new("kubelet")?;
-    let (dp, manifests) = (dir.path().join("dp"), dir.path().join("manifests"));
-    for d in [&dp, &manifests] {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", &e))?;
-    }
-    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find dpctl itself: {e}")))?;
-    let mut child = tokio::process::Command::new(exe)
-        .args(["mock-kubelet", "--plugin-dir"])
-        .arg(&dp)
-        .arg("--manifests")
-        .arg(&manifests)
-        .args(["--no-pod-resources", "--log-format", "json", "--grace-period", "1h"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Error::failed(format!("cannot start the mock kubelet: {e}")))?;
-    let pid = child.id().unwrap_or(0);
-    let stdout = child.stdout.take().ok_or_else(|| Error::failed("no stdout from the mock kubelet"))?;
-    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        while let Ok(Some(l)) = lines.next_line().await {
-            if let Ok(v) = serde_json::from_str::<Value>(&l) {
-                let _ = tx.send(v);
-            }
-        }
-    });
-    let ksock = dp.join(crate::core::paths::KUBELET_SOCKET_NAME);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::UnixStream::connect(&ksock).await.is_err() {
-        if Instant::now() > deadline {
-            return Err(Error::failed("the mock kubelet did not start"));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let wait_for = async |events: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
-                          what: &str,
-                          mut done: Box<dyn FnMut(&Value) -> bool + Send + '_>|
-           -> Result<()> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            match tokio::time::timeout_at(deadline, events.recv()).await {
-                Err(_) => return Err(Error::failed(format!("bench: timed out waiting for {what}"))),
-                Ok(None) => return Err(Error::failed("the mock kubelet exited")),
-                Ok(Some(v)) => {
-                    if done(&v) {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    };
+    let node_dir = TempNode::new("kubelet")?;
+    let tree = node_dir.tree.clone();
+    // The engine `dpctl mock-kubelet` runs, in this process: its typed events time each stage.
+    let bus = EventBus::new(Logger::silent());
+    let mut events = bus.subscribe();
+    let mut spec = NodeSpec::on_tree(&tree);
+    (spec.pod_resources_socket, spec.plugins_registry_dir) = (None, None);
+    spec.manager.grace_period = Duration::from_secs(3600);
+    let node = Node::start(spec, bus).await?;
 
     // P plugins, in this process.
     let resources: Vec<ResourceConfig> = (0..a.plugins)
@@ -436,11 +411,11 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         })
         .collect();
     let settings = crate::plugin::registrar::Settings {
-        plugin_dir: dp.clone(),
+        plugin_dir: tree.plugin_dir.clone(),
         socket_name: None,
-        kubelet_socket: ksock.clone(),
+        kubelet_socket: tree.kubelet_socket(),
         mode: crate::plugin::config::RegistrationMode::Kubelet,
-        registry_dir: dir.path().join("registry"),
+        registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
         timeout: ctx.timeout,
@@ -448,10 +423,8 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     };
     let (shut_tx, shut_rx) = watch::channel(false);
     let t0 = Instant::now();
-    let plugins =
-        tokio::spawn(
-            async move { crate::plugin::run::run(&resources, settings, None, Logger::silent(), shut_rx).await },
-        );
+    let plugins = tokio_util::task::TaskTracker::new();
+    plugins.spawn(async move { crate::plugin::run::run(&resources, settings, None, Logger::silent(), shut_rx).await });
     let mut report = KubeletReport {
         plugins: a.plugins,
         devices_per_plugin: a.devices,
@@ -470,18 +443,16 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         let r = &mut report;
         let stages = async {
             let want = a.plugins as usize;
-            let d = a.devices;
+            let d = a.devices as usize;
             let mut ready = std::collections::BTreeSet::new();
-            wait_for(
-                &mut events,
-                "all plugins registered and allocatable",
-                Box::new(|v| {
-                    if v["event"] == "devices" && v["allocatable"] == d {
-                        ready.insert(v["resource"].as_str().unwrap_or_default().to_string());
+            wait_for(&mut events, "all plugins registered and allocatable", |e| {
+                if let KubeletEvent::Devices { resource, allocatable, .. } = e {
+                    if *allocatable == d {
+                        ready.insert(resource.clone());
                     }
-                    ready.len() == want
-                }),
-            )
+                }
+                ready.len() == want
+            })
             .await?;
             r.all_registered_and_allocatable_ms = Some(millis(t0.elapsed()));
 
@@ -491,27 +462,21 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
                     "{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"bench\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"limits\":{{\"bench.example/r{}\":1}}}}}}]}}}}",
                     i % a.plugins
                 );
-                let tmp = manifests.join(format!(".pod-{i}.tmp"));
-                std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, "cannot write", &e))?;
-                std::fs::rename(&tmp, manifests.join(format!("pod-{i}.json")))
-                    .map_err(|e| Error::io(&tmp, "cannot rename", &e))?;
+                let f = tree.manifests.join(format!("pod-{i}.json"));
+                crate::core::files::write_atomic(&f, text.as_bytes()).map_err(|e| Error::io(&f, "cannot write", &e))?;
             }
             let t1 = Instant::now();
             let (mut admitted, mut rejected) = (0u64, 0u64);
             let pods = a.pods;
             if pods > 0 {
-                wait_for(
-                    &mut events,
-                    "pod admissions",
-                    Box::new(|v| {
-                        if v["event"] == "pod-admitted" {
-                            admitted += 1;
-                        } else if v["event"] == "pod-rejected" {
-                            rejected += 1;
-                        }
-                        admitted + rejected >= pods
-                    }),
-                )
+                wait_for(&mut events, "pod admissions", |e| {
+                    match e {
+                        KubeletEvent::PodAdmitted { .. } => admitted += 1,
+                        KubeletEvent::PodRejected { .. } => rejected += 1,
+                        _ => {}
+                    }
+                    admitted + rejected >= pods
+                })
                 .await?;
             }
             let admission = t1.elapsed();
@@ -525,9 +490,11 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
 
             // A kubelet restart: every plugin must come back.
             let t2 = Instant::now();
-            let _ = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status();
-            wait_for(&mut events, "all plugins back after a restart", Box::new(|v| v["event"] == "all-plugins-back"))
-                .await?;
+            node.restart("bench").await?;
+            wait_for(&mut events, "all plugins back after a restart", |e| {
+                matches!(e, KubeletEvent::AllPluginsBack { .. })
+            })
+            .await?;
             r.restart_all_back_ms = Some(millis(t2.elapsed()));
             Ok::<(), Error>(())
         };
@@ -536,12 +503,12 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
             _ = interrupt => None,
         }
     };
-    report.peak_rss_mib = peak_rss_mib(pid);
+    report.peak_rss_mib = peak_rss_mib(std::process::id());
 
     let _ = shut_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), plugins).await;
-    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    plugins.close();
+    let _ = tokio::time::timeout(Duration::from_secs(10), plugins.wait()).await;
+    node.stop().await;
     match outcome {
         Some(Err(e)) => return Err(e),
         Some(Ok(())) => {}
@@ -567,9 +534,9 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
                         _ => "-".into(),
                     },
                 ],
-                vec!["all plugins back after a restart (SIGHUP)".into(), ms(report.restart_all_back_ms)],
+                vec!["all plugins back after a kubelet restart".into(), ms(report.restart_all_back_ms)],
                 vec![
-                    "mock kubelet peak RSS".into(),
+                    "peak RSS (kubelet engine and plugins, one process)".into(),
                     report.peak_rss_mib.map(|r| format!("{r} MiB")).unwrap_or_else(|| "unknown".into()),
                 ],
             ],

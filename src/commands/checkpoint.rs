@@ -4,9 +4,9 @@
 use super::Ctx;
 use crate::api::deviceplugin::ContainerAllocateResponse;
 use crate::cli::CheckpointArgs;
+use crate::client::checkpoint;
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
-use crate::kubelet::checkpoint;
 use crate::render::{emit, structured, table, Format};
 use serde::Serialize;
 use std::collections::BTreeMap;

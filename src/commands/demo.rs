@@ -5,15 +5,16 @@
 use super::Ctx;
 use crate::cli::DemoArgs;
 use crate::core::log::{LogFormat, Logger};
-use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::{Error, Result};
-use crate::kubelet::mock;
-use crate::kubelet::shell::{Config, TopologyPolicy};
+use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
+use crate::kubelet::node::{Node, NodeSpec};
+use crate::kubelet::tree::TempNode;
 use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, Scope};
 use crate::plugin::registrar::Settings;
 use crate::render::{emit, table};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 const RESOURCE: &str = "example.com/gpu";
@@ -31,18 +32,22 @@ spec:
         example.com/gpu: 2
 ";
 
-async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> Result<T> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+/// Wait (at most `secs`) for the first kubelet event `f` accepts.
+async fn wait_for(
+    events: &mut mpsc::UnboundedReceiver<Arc<Stamped>>,
+    what: &str,
+    secs: u64,
+    f: impl Fn(&KubeletEvent) -> bool,
+) -> Result<()> {
+    let late =
+        || Error::failed(format!("demo: {what} did not happen within {secs}s; see the logs in the demo directory"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
-        if let Some(v) = f().await {
-            return Ok(v);
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) | Ok(None) => return Err(late()),
+            Ok(Some(e)) if f(&e.event) => return Ok(()),
+            Ok(Some(_)) => {}
         }
-        if Instant::now() > deadline {
-            return Err(Error::failed(format!(
-                "demo: {what} did not happen within {secs}s; see the logs in the demo directory"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -54,7 +59,7 @@ fn dpctl_hint() -> Option<String> {
 }
 
 fn allocation_lines(checkpoint: &Path) -> Vec<String> {
-    let Ok(Some(l)) = crate::kubelet::checkpoint::read(checkpoint) else { return vec![] };
+    let Ok(Some(l)) = crate::client::checkpoint::read(checkpoint) else { return vec![] };
     let mut out = Vec::new();
     for e in l.checkpoint.data.pod_device_entries {
         if let Ok(r) = e.decode_alloc_resp() {
@@ -67,46 +72,18 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
-    let tmp = crate::core::transport::TempDir::new("demo")?;
-    let root = tmp.path().to_path_buf();
-    let (dp, pr_dir, manifests) = (root.join("device-plugins"), root.join("pod-resources"), root.join("manifests"));
-    for d in [&dp, &pr_dir, &manifests] {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create the demo directory", &e))?;
-    }
-    let pr_sock = pr_dir.join("kubelet.sock");
+    let node_dir = TempNode::new("demo")?;
+    let tree = node_dir.tree.clone();
+    let (root, dp, manifests, pr_sock) =
+        (tree.root.clone(), tree.plugin_dir.clone(), tree.manifests.clone(), tree.pod_resources.clone());
+    let (kubelet_log, plugin_log) = (tree.logs.join("kubelet.log"), tree.logs.join("plugin.log"));
     let (shut_tx, shut_rx) = watch::channel(false);
-
-    let settings = mock::Settings {
-        plugin_dir: dp.clone(),
-        pod_resources_socket: Some(pr_sock.clone()),
-        manifests: Some(manifests.clone()),
-        plugins_registry_dir: None,
-        metrics_addr: None,
-        restart_every: None,
-        dial_timeout: Duration::from_secs(10),
-        manager: Config {
-            plugin_dir: dp.clone(),
-            checkpoint: dp.join(CHECKPOINT_NAME),
-            topology: TopologyPolicy::None,
-            grace_period: Duration::from_secs(300),
-            max_recv: crate::api::KUBELET_MAX_RECV,
-            call_timeout: Duration::from_secs(30),
-            pre_start_timeout: Duration::from_secs(30),
-        },
-    };
-    let (restart_tx, restart_rx) = mpsc::channel(1);
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
-        while hup.recv().await.is_some() {
-            let _ = restart_tx.try_send(());
-        }
-    });
-    let klog = Logger::to_file(LogFormat::Human, &root.join("kubelet.log"))?;
-    let mut kubelet = tokio::spawn(mock::run(settings, klog, shut_rx.clone(), restart_rx));
-    let ksock = dp.join(KUBELET_SOCKET_NAME);
-    wait_for("the mock kubelet's start", 5, async || tokio::net::UnixStream::connect(&ksock).await.ok().map(|_| ()))
-        .await?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
+    let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
+    let mut events = bus.subscribe();
+    let node = Node::start(NodeSpec { plugins_registry_dir: None, ..NodeSpec::on_tree(&tree) }, bus).await?;
+    let ksock = tree.kubelet_socket();
 
     let gpu = ResourceConfig {
         resource: RESOURCE.into(),
@@ -135,36 +112,53 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };
-    let plog = Logger::to_file(LogFormat::Human, &root.join("plugin.log"))?;
+    let plog = Logger::to_file(LogFormat::Human, &plugin_log)?;
     let control = crate::plugin::control::default_socket(&dp);
-    let mut plugin = {
+    // The plugin is a task of the demo: stopped and awaited before it returns.
+    let tasks = tokio_util::task::TaskTracker::new();
+    let (plugin_done_tx, mut plugin_done) = watch::channel(None::<String>);
+    {
         let stop = shut_rx.clone();
-        tokio::spawn(async move { crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, stop).await })
-    };
-    let demo_ctx =
-        Ctx { paths: crate::core::paths::Paths { plugin_dir: dp.clone(), ..ctx.paths.clone() }, ..ctx.clone() };
+        tasks.spawn(async move {
+            let r = crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, stop).await;
+            let _ = plugin_done_tx
+                .send(Some(r.err().map(|e| e.to_string()).unwrap_or_else(|| "the plugin stopped".into())));
+        });
+    }
+    let manifest = manifests.join("demo-trainer.yaml");
     let work = async {
-        wait_for("the plugin's registration", 10, async || {
-            let n = super::node::fetch(&demo_ctx).await.ok()?;
-            n.resources.iter().any(|r| r["resource"] == RESOURCE && r["allocatable"] == 4).then_some(())
-        })
+        wait_for(
+            &mut events,
+            "the plugin's registration",
+            10,
+            |e| matches!(e, KubeletEvent::Devices { resource, allocatable: 4, .. } if resource == RESOURCE),
+        )
         .await?;
-        let manifest = manifests.join("demo-trainer.yaml");
-        std::fs::write(&manifest, POD).map_err(|e| Error::io(&manifest, "cannot write the sample pod", &e))?;
-        wait_for("the sample pod's admission", 10, async || {
-            let n = super::node::fetch(&demo_ctx).await.ok()?;
-            (!n.pods.is_empty()).then_some(())
-        })
-        .await?;
-        Ok::<PathBuf, Error>(manifest)
+        crate::core::files::write_atomic(&manifest, POD.as_bytes())
+            .map_err(|e| Error::io(&manifest, "cannot write the sample pod", &e))?;
+        wait_for(&mut events, "the sample pod's admission", 10, |e| matches!(e, KubeletEvent::PodAdmitted { .. })).await
     };
-    let manifest = tokio::select! {
-        r = work => r?,
-        r = &mut kubelet => return Err(r.map_err(|e| Error::failed(e.to_string())).and_then(|x| x).err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
-        r = &mut plugin => return Err(r.map_err(|e| Error::failed(e.to_string())).and_then(|x| x).err().unwrap_or_else(|| Error::failed("the plugin stopped"))),
+    let outcome = tokio::select! {
+        r = work => r,
+        r = node.finished() => Err(r.err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
+        r = plugin_done.wait_for(Option::is_some) => {
+            Err(Error::failed(r.ok().and_then(|v| v.clone()).unwrap_or_else(|| "the plugin stopped".into())))
+        }
     };
-
-    let n = super::node::fetch(&demo_ctx).await?;
+    let n = match outcome {
+        Ok(()) => node.status().await.ok_or_else(|| Error::failed("the mock kubelet is restarting")),
+        Err(e) => Err(e),
+    };
+    let n = match n {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = shut_tx.send(true);
+            tasks.close();
+            tasks.wait().await;
+            node.stop().await;
+            return Err(e);
+        }
+    };
     let mut out =
         format!("dpctl demo: a mock kubelet and a simulated device plugin, running in {}\n\n", root.display());
     out.push_str(&format!("1. The plugin registered {RESOURCE} with the kubelet (4 devices on 2 NUMA nodes):\n\n"));
@@ -196,7 +190,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         }
     }
     out.push_str(&indent(&table(&["POD", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"], &prow)));
-    let lines = allocation_lines(&dp.join(CHECKPOINT_NAME));
+    let lines = allocation_lines(&tree.checkpoint());
     if !lines.is_empty() {
         out.push_str("\n\n   The plugin's Allocate answer, which the container runtime would apply:\n");
         for l in lines {
@@ -238,26 +232,29 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         out.push_str(format!("   {c:width$}  {why}").trim_end());
         out.push('\n');
     }
-    out.push_str(&format!(
-        "\n   Logs: {}  {}\n",
-        root.join("kubelet.log").display(),
-        root.join("plugin.log").display()
-    ));
+    out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), plugin_log.display()));
     emit(&out)?;
 
     if !a.once {
-        tokio::select! {
-            _ = crate::core::interrupted() => {}
-            r = &mut kubelet => { let _ = r; }
-            r = &mut plugin => { let _ = r; }
+        let interrupted = crate::core::interrupted();
+        tokio::pin!(interrupted);
+        loop {
+            tokio::select! {
+                _ = &mut interrupted => break,
+                _ = node.finished() => break,
+                _ = plugin_done.wait_for(Option::is_some) => break,
+                Some(()) = hup.recv() => {
+                    if node.restart("SIGHUP").await.is_err() {
+                        break;
+                    }
+                }
+            }
         }
     }
     let _ = shut_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let _ = plugin.await;
-        let _ = kubelet.await;
-    })
-    .await;
+    tasks.close();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+    node.stop().await;
     Ok(())
 }
 

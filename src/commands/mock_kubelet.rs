@@ -6,13 +6,13 @@ use crate::cli::MockKubeletArgs;
 use crate::core::log::Logger;
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
-use crate::kubelet::mock::{self, Settings};
+use crate::kubelet::event::EventBus;
+use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::shell::Config;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
 
 /// Build the settings from the command line.
-pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
+pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
     let plugin_dir = ctx.paths.plugin_dir.clone();
     if !plugin_dir.is_dir() {
         return Err(Error::failed(format!(
@@ -36,8 +36,9 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
             }
         }
     }
-    Ok(Settings {
+    Ok(NodeSpec {
         plugin_dir: plugin_dir.clone(),
+        endpoint_alias: None,
         pod_resources_socket,
         manifests: a.manifests.clone(),
         plugins_registry_dir: a.plugins_registry_dir.clone(),
@@ -53,31 +54,31 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Settings> {
             call_timeout: a.call_timeout,
             pre_start_timeout: Duration::from_secs(30),
         },
+        clean_at_start: true,
     })
 }
 
-/// Run the command.
+/// Run the command: the engine until SIGINT/SIGTERM; SIGHUP restarts it in place.
 pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     let s = settings(ctx, a)?;
-    let log = Logger::new(a.log_format);
-    let (shut_tx, shut_rx) = watch::channel(false);
-    let (restart_tx, restart_rx) = mpsc::channel(1);
-    // The signal listeners are owned here and end with the run.
-    let (signals, token) = (tokio_util::task::TaskTracker::new(), tokio_util::sync::CancellationToken::new());
-    signals.spawn(token.clone().run_until_cancelled_owned(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
-        while hup.recv().await.is_some() {
-            let _ = restart_tx.try_send(());
+    let bus = EventBus::new(Logger::new(a.log_format));
+    // Listen for signals before the node starts, so none is lost.
+    let interrupted = crate::core::interrupted();
+    tokio::pin!(interrupted);
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
+    let node = Node::start(s, bus).await?;
+    let result = loop {
+        tokio::select! {
+            _ = &mut interrupted => break Ok(()),
+            r = node.finished() => break r,
+            Some(()) = hup.recv() => {
+                if let Err(e) = node.restart("SIGHUP").await {
+                    break Err(e);
+                }
+            }
         }
-    }));
-    signals.spawn(token.clone().run_until_cancelled_owned(async move {
-        crate::core::interrupted().await;
-        let _ = shut_tx.send(true);
-    }));
-    let result = mock::run(s, log, shut_rx, restart_rx).await;
-    token.cancel();
-    signals.close();
-    signals.wait().await;
+    };
+    node.stop().await;
     result
 }

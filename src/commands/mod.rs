@@ -23,9 +23,9 @@ pub mod test;
 pub mod watch;
 
 use crate::cli::{Cli, Command};
+use crate::client::PluginConn;
 use crate::core::paths::{discover_kubelet_root, HostRoot, Paths, DEFAULT_KUBELET_ROOT};
 use crate::core::{Error, Result};
-use crate::kubelet::PluginConn;
 use crate::render::Format;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,39 +2,14 @@
 //! like `kubectl describe node`, read from the running mock kubelet.
 
 use super::Ctx;
-use crate::core::transport::connect_raw;
-use crate::core::{Error, Result};
-use crate::kubelet::mock::{status_socket, NodeStatus};
+use crate::client::status::NodeStatus;
+use crate::core::Result;
 use crate::render::{emit, structured, table, Format};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Read the status of the mock kubelet that owns the plugin directory.
 pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {
-    let path = status_socket(&ctx.paths.plugin_dir);
-    let stream = connect_raw(&path, ctx.timeout).await.map_err(|e| {
-        Error::failed(format!(
-            "{e} — no dpctl mock-kubelet owns {}; start one or pass --plugin-dir",
-            ctx.paths.plugin_dir.display()
-        ))
-    })?;
-    let (r, mut w) = stream.into_split();
-    let work = async {
-        w.write_all(b"{\"op\":\"node\"}\n").await?;
-        BufReader::new(r).lines().next_line().await
-    };
-    let line = match tokio::time::timeout(ctx.timeout, work).await {
-        Err(_) => return Err(Error::timeout(&path, "node status", ctx.timeout)),
-        Ok(Err(e)) => return Err(Error::io(&path, "node status", &e)),
-        Ok(Ok(None)) => return Err(Error::failed(format!("{}: closed without answering", path.display()))),
-        Ok(Ok(Some(l))) => l,
-    };
-    let v: Value =
-        serde_json::from_str(&line).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))?;
-    if v["ok"] != true {
-        return Err(Error::failed(format!("{}: {}", path.display(), v["error"].as_str().unwrap_or("error"))));
-    }
-    serde_json::from_value(v["node"].clone()).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))
+    crate::client::status::fetch(&ctx.paths.plugin_dir, ctx.timeout).await
 }
 
 /// NUMA node IDs as PodResources (and protojson) write them: int64 as a

@@ -7,20 +7,17 @@ use crate::api::podresources::{
     GetPodResourcesRequest, ListPodResourcesRequest, PodResources,
 };
 use crate::cli::PodResourcesCommand;
-use crate::core::transport::{call, dial_hint, request};
+use crate::core::transport::{call, request};
 use crate::core::Result;
 use crate::render::{emit, list, numa_pr, structured, table, Format};
 use std::path::Path;
 use tonic::transport::Channel;
 
-/// What points dpctl at the PodResources socket.
-pub const POD_RESOURCES_FIX: &str =
-    "pass --socket or set DPCTL_POD_RESOURCES_SOCKET; with --plugin-dir DIR it is DIR/../pod-resources/kubelet.sock";
+pub use crate::client::podresources::POD_RESOURCES_FIX;
 
 /// Dial the PodResources socket; a missing socket names the flag that fixes it.
 pub async fn client(ctx: &Ctx, socket: &Path) -> Result<PodResourcesListerClient<Channel>> {
-    Ok(PodResourcesListerClient::new(dial_hint(socket, ctx.timeout, POD_RESOURCES_FIX).await?)
-        .max_decoding_message_size(super::INSPECT_MAX_RECV))
+    crate::client::podresources::connect(socket, ctx.timeout, super::INSPECT_MAX_RECV).await
 }
 
 /// The pods `-n NAMESPACE` selects (every pod without it), in the kubelet's order.

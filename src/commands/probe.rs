@@ -9,10 +9,10 @@ use crate::api::deviceplugin::{
 };
 use crate::api::{HEALTHY, KUBELET_MAX_RECV};
 use crate::cli::ProbeArgs;
+use crate::client::conn::Update;
 use crate::core::time::{format_duration, millis};
 use crate::core::validate::device_problems;
 use crate::core::{Error, Result};
-use crate::kubelet::conn::Update;
 use crate::render::{emit, structured, table, verdict, Format};
 use prost::Message;
 use serde::Serialize;
@@ -108,7 +108,7 @@ pub fn pick_free(healthy: &[String], held: Option<&HashSet<String>>) -> Option<(
 async fn held_devices(ctx: &Ctx, a: &ProbeArgs) -> Option<HashSet<String>> {
     use crate::api::podresources::ListPodResourcesRequest;
     let socket = ctx.pod_resources(a.pod_resources_socket.as_ref());
-    let mut c = super::podresources::client(ctx, &socket).await.ok()?;
+    let mut c = crate::client::podresources::connect(&socket, ctx.timeout, super::INSPECT_MAX_RECV).await.ok()?;
     let resp = crate::core::transport::call(
         &socket,
         "List",

@@ -13,12 +13,12 @@ use crate::api::deviceplugin::{
     RegisterRequest,
 };
 use crate::cli::RecordArgs;
+use crate::client::PluginConn;
 use crate::core::log::Logger;
 use crate::core::time::format_duration;
 use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
 use crate::core::validate::check_resource_name;
 use crate::core::{Error, Result};
-use crate::kubelet::PluginConn;
 use crate::plugin::server::stopped;
 use crate::plugin::tap::{Note, Owners, Tap};
 use crate::trace::{Event, Writer};
@@ -281,7 +281,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
     let mut options = unless_stopped(&mut stop, upstream.options()).await.ok_or_else(early)??;
     let view_timeout = ctx.timeout.min(Duration::from_secs(2));
     let view =
-        unless_stopped(&mut stop, crate::kubelet::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
+        unless_stopped(&mut stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
             .await
             .ok_or_else(early)?;
     let writer = Arc::new(Writer::create(&a.out, &a.resource, "record", &plugin)?);

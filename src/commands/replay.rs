@@ -1,16 +1,16 @@
 //! `dpctl replay TRACE`: as the recorded plugin (registering like `serve`),
 //! with `--against SOCKET` as the recorded kubelet, diffing a live plugin's
 //! answers against the recording, or with `--kubelet` both at once: a mock
-//! kubelet (a child `dpctl mock-kubelet` in a temp dir, seeded through its
+//! kubelet (the engine, in this process, on a temp node tree, seeded through its
 //! public inputs — a checkpoint and pod manifests) with the recorded pods,
 //! the replayed plugin, and the recorded pods admitted again one by one,
 //! reporting where the kubelet's device choices differ from the recorded ones.
 
 use super::Ctx;
 use crate::cli::ReplayArgs;
+use crate::client::PluginConn;
 use crate::core::log::Logger;
 use crate::core::{Error, Result};
-use crate::kubelet::PluginConn;
 use crate::plugin::config::FileConfig;
 use crate::plugin::replay::Replayed;
 use crate::render::{emit, structured, table, Format};
@@ -42,11 +42,15 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
         ],
     );
     let (shut_tx, shut_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        crate::core::interrupted().await;
-        let _ = shut_tx.send(true);
-    });
-    let r = crate::plugin::registrar::run(backend, settings, log.clone(), shut_rx, |_| {}).await;
+    let run = crate::plugin::registrar::run(backend, settings, log.clone(), shut_rx, |_| {});
+    tokio::pin!(run);
+    let r = tokio::select! {
+        r = &mut run => r,
+        _ = crate::core::interrupted() => {
+            let _ = shut_tx.send(true);
+            run.await
+        }
+    };
     log.event("stopped", &[]);
     r
 }
@@ -126,37 +130,36 @@ struct Decision {
     same: bool,
 }
 
-/// The mock kubelet child and what it needs to be cleaned up.
+/// The kubelet engine on its temp tree.
 struct Node {
-    dir: crate::core::transport::TempDir,
-    child: tokio::process::Child,
-    ctx: Ctx,
+    dir: crate::kubelet::tree::TempNode,
+    kubelet: crate::kubelet::node::Node,
 }
 
 impl Node {
     fn pods(&self) -> std::path::PathBuf {
-        self.dir.path().join("pods")
+        self.dir.tree.manifests.clone()
     }
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.path().join("kubelet.log")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.dir.tree.logs.join("kubelet.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
-    async fn status(&self) -> Option<crate::kubelet::mock::NodeStatus> {
-        super::node::fetch(&self.ctx).await.ok()
+    async fn status(&self) -> Option<crate::kubelet::node::NodeStatus> {
+        self.kubelet.status().await
     }
     /// Poll the node until `f` gives an answer (at most `within`).
     async fn wait<T>(
         &mut self,
         what: &str,
         within: std::time::Duration,
-        f: impl Fn(&crate::kubelet::mock::NodeStatus) -> Option<T>,
+        f: impl Fn(&crate::kubelet::node::NodeStatus) -> Option<T>,
     ) -> Result<T> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
+            if self.kubelet.has_ended() {
                 return Err(Error::failed(format!(
-                    "the mock kubelet exited ({st}) while waiting for {what}; its log ends:\n{}",
+                    "the mock kubelet stopped while waiting for {what}; its log ends:\n{}",
                     self.log_tail()
                 )));
             }
@@ -184,12 +187,12 @@ fn write_manifest(dir: &std::path::Path, file: &str, text: &str) -> Result<()> {
     std::fs::rename(&tmp, &to).map_err(|e| Error::io(&to, "cannot write a pod manifest", &e))
 }
 
-fn resource_of<'a>(s: &'a crate::kubelet::mock::NodeStatus, res: &str) -> Option<&'a serde_json::Value> {
+fn resource_of<'a>(s: &'a crate::kubelet::node::NodeStatus, res: &str) -> Option<&'a serde_json::Value> {
     s.resources.iter().find(|r| r["resource"] == res)
 }
 
 /// The devices the node shows for a resource equal `want` (IDs and health).
-fn shows_devices(s: &crate::kubelet::mock::NodeStatus, res: &str, want: &[crate::api::deviceplugin::Device]) -> bool {
+fn shows_devices(s: &crate::kubelet::node::NodeStatus, res: &str, want: &[crate::api::deviceplugin::Device]) -> bool {
     let Some(r) = resource_of(s, res) else { return false };
     let Some(devs) = r["devices"].as_object() else { return false };
     r["state"] == "running"
@@ -199,7 +202,7 @@ fn shows_devices(s: &crate::kubelet::mock::NodeStatus, res: &str, want: &[crate:
 
 /// Pod status (by manifest file name) or the rejection of that file.
 fn admitted(
-    s: &crate::kubelet::mock::NodeStatus,
+    s: &crate::kubelet::node::NodeStatus,
     file: &str,
 ) -> Option<std::result::Result<serde_json::Value, String>> {
     let ends = |f: &str| std::path::Path::new(f).file_name().is_some_and(|n| n == file);
@@ -230,44 +233,24 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
     crate::core::validate::check_resource_name(&resource)?;
     let plan = crate::kubelet::reproduce::plan(trace, &resource);
     let backend = Arc::new(backend.stepped(plan.initial.clone()));
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
 
-    // The node tree: device-plugins/ (with the seeded checkpoint), pods/ (seeded manifests).
-    let dir = crate::core::transport::TempDir::new("replay")?;
-    let (dp, pods) = (dir.path().join("device-plugins"), dir.path().join("pods"));
-    for d in [&dp, &pods] {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, "cannot create", &e))?;
-    }
-    crate::kubelet::checkpoint::write(&dp.join(crate::core::paths::CHECKPOINT_NAME), &plan.seed.checkpoint)?;
-    let log_path = dir.path().join("kubelet.log");
-    let log_file = std::fs::File::create(&log_path).map_err(|e| Error::io(&log_path, "cannot create", &e))?;
-    let pr = dir.path().join("pod-resources.sock");
-    // The seeded manifests are in place before the mock kubelet's first scan,
-    // so the checkpointed allocations find their pods.
+    // The node tree, with the seeded checkpoint and the seeded manifests in
+    // place before the kubelet's first scan, so checkpointed allocations find their pods.
+    let dir = crate::kubelet::tree::TempNode::new("replay")?;
+    let tree = dir.tree.clone();
+    let dp = tree.plugin_dir.clone();
+    crate::client::checkpoint::write(&tree.checkpoint(), &plan.seed.checkpoint)?;
     for (file, text) in &plan.seed.manifests {
-        write_manifest(&pods, file, text)?;
+        write_manifest(&tree.manifests, file, text)?;
     }
-    let child = tokio::process::Command::new(exe)
-        .arg("mock-kubelet")
-        .arg("--plugin-dir")
-        .arg(&dp)
-        .arg("--manifests")
-        .arg(&pods)
-        .arg("--pod-resources-socket")
-        .arg(&pr)
-        .args(["--log-format", "json"])
-        .env_remove("DPCTL_KUBELET_SOCKET")
-        .stdin(std::process::Stdio::null())
-        .stdout(log_file.try_clone().map_err(|e| Error::io(&log_path, "cannot open", &e))?)
-        .stderr(log_file)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Error::failed(format!("cannot start the mock kubelet: {e}")))?;
-    let mut nctx = ctx.clone();
-    nctx.paths = crate::core::paths::Paths::new(dp.clone(), None, pr.clone());
-    nctx.timeout = ctx.timeout.min(Duration::from_secs(2));
-    let mut node = Node { dir, child, ctx: nctx };
+    let bus = crate::kubelet::event::EventBus::new(Logger::to_file(
+        crate::core::log::LogFormat::Json,
+        &tree.logs.join("kubelet.log"),
+    )?);
+    let spec =
+        crate::kubelet::node::NodeSpec { plugins_registry_dir: None, ..crate::kubelet::node::NodeSpec::on_tree(&tree) };
+    let kubelet = crate::kubelet::node::Node::start(spec, bus).await?;
+    let mut node = Node { dir, kubelet };
 
     let (shut_tx, shut_rx) = watch::channel(false);
     let settings = crate::plugin::registrar::Settings {
@@ -275,14 +258,15 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         socket_name: Some(REPLAYED_SOCKET.into()),
         kubelet_socket: dp.join(crate::core::paths::KUBELET_SOCKET_NAME),
         mode: crate::plugin::config::RegistrationMode::Kubelet,
-        registry_dir: node.dir.path().to_path_buf(),
+        registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };
-    let plog = Logger::to_file(a.log_format, &node.dir.path().join("plugin.log"))?;
-    let plugin = tokio::spawn(crate::plugin::registrar::run(backend.clone(), settings, plog, shut_rx, |_| {}));
+    let plog = Logger::to_file(a.log_format, &tree.logs.join("plugin.log"))?;
+    let tasks = tokio_util::task::TaskTracker::new();
+    tasks.spawn(crate::plugin::registrar::run(backend.clone(), settings, plog, shut_rx, |_| {}));
 
     let work = drive(&mut node, &plan, &backend);
     let outcome = tokio::select! {
@@ -290,14 +274,10 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         _ = crate::core::interrupted() => Err(Error::failed("interrupted")),
     };
     let _ = shut_tx.send(true);
-    let mut plugin = plugin;
-    if tokio::time::timeout(Duration::from_secs(1), &mut plugin).await.is_err() {
-        // The registrar ends promptly on shutdown; this only bounds a stuck one.
-        plugin.abort();
-        let _ = plugin.await;
-    }
-    let _ = node.child.start_kill();
-    let _ = node.child.wait().await;
+    tasks.close();
+    // The registrar ends promptly on shutdown; this only bounds a stuck one.
+    let _ = tokio::time::timeout(Duration::from_secs(1), tasks.wait()).await;
+    node.kubelet.stop().await;
     let (decisions, notes) = outcome?;
     let differing = decisions.iter().filter(|d| !d.same).count();
     match ctx.format {
@@ -410,7 +390,7 @@ async fn drive(
                 }
             }
             // The temp socket path says nothing to the reader.
-            let sock = node.dir.path().join("device-plugins").join(REPLAYED_SOCKET).display().to_string();
+            let sock = node.dir.tree.plugin_dir.join(REPLAYED_SOCKET).display().to_string();
             let rejected = result.as_ref().err().map(|why| why.replace(&format!("{sock}: "), "the replayed plugin: "));
             let same = match &c.error {
                 None => rejected.is_none() && chosen == c.recorded,

@@ -189,6 +189,20 @@ impl Logger {
         self.push(Cow::Owned(event.to_string()), Fields::Owned(fields));
     }
 
+    /// Log a typed event: its serde form (an object whose `event` field names
+    /// it) is the line, so the line and the value hold the same data.
+    pub fn record<T: serde::Serialize + ?Sized>(&self, value: &T) {
+        if self.inner.is_none() {
+            return;
+        }
+        let Ok(Value::Object(mut m)) = serde_json::to_value(value) else { return };
+        let name = match m.shift_remove("event") {
+            Some(Value::String(s)) => s,
+            _ => return,
+        };
+        self.push(Cow::Owned(name), Fields::Owned(m.into_iter().collect()));
+    }
+
     /// Log one event, taking its fields as they are (no copies: for the
     /// per-RPC lines).
     pub fn event_owned(&self, event: &'static str, fields: Vec<(&'static str, Value)>) {

@@ -4,6 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// The directory (in the plugin directory) that holds dpctl's control and
+/// status sockets: `serve`'s live control and the mock kubelet's status.
+pub const CONTROL_DIR: &str = "dpctl-control";
+
+/// The status socket of the mock kubelet serving `plugin_dir` (what `dpctl node` reads).
+pub fn status_socket(plugin_dir: &Path) -> PathBuf {
+    plugin_dir.join(CONTROL_DIR).join("mock-kubelet.sock")
+}
+
 /// The kubelet's default `--root-dir`.
 pub const DEFAULT_KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// Where container runtimes look for CDI specs, in priority order (lowest first).

@@ -6,10 +6,10 @@ use crate::api::deviceplugin::DevicePluginOptions;
 use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ListPodResourcesRequest,
 };
+use crate::client::checkpoint::Data;
+use crate::client::conn::{PluginConn, Update};
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::transport::{call, dial, path_kind, request, try_connect, Connect, PathKind};
-use crate::kubelet::checkpoint::Data;
-use crate::kubelet::conn::{PluginConn, Update};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -404,7 +404,7 @@ pub async fn gather(o: &Options) -> Facts {
     f.checkpoint = match std::fs::File::open(&cp) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Checkpoint::Missing,
         Err(e) => Checkpoint::Bad(e.to_string(), e.kind() == std::io::ErrorKind::PermissionDenied),
-        Ok(_) => match crate::kubelet::checkpoint::read(&cp) {
+        Ok(_) => match crate::client::checkpoint::read(&cp) {
             Ok(Some(l)) => Checkpoint::Read(l.checkpoint.data),
             Ok(None) => Checkpoint::Missing,
             Err(e) => Checkpoint::Bad(e.to_string(), false),

@@ -3,9 +3,9 @@
 use super::facts::{Checkpoint, Facts, Got, Pod};
 use super::{cdi, Checked, Finding, Report, Severity};
 use crate::api::HEALTHY;
+use crate::client::checkpoint::PodDeviceEntry;
 use crate::core::transport::{Connect, PathKind};
 use crate::core::validate::device_problems;
-use crate::kubelet::checkpoint::PodDeviceEntry;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -880,8 +880,8 @@ pub fn derive(f: &Facts) -> Report {
 mod tests {
     use super::*;
     use crate::api::deviceplugin::{CdiDevice, ContainerAllocateResponse};
+    use crate::client::checkpoint::Data;
     use crate::doctor::facts::{Entry, Plugin, PodContainer};
-    use crate::kubelet::checkpoint::Data;
     use std::path::PathBuf;
 
     const DP: &str = "/n/dp/";

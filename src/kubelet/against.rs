@@ -7,7 +7,7 @@
 //! is compared with the live stream's next message if the plugin sends one.
 
 use crate::api::deviceplugin::{Device, Empty, ListAndWatchResponse};
-use crate::kubelet::conn::PluginConn;
+use crate::client::conn::PluginConn;
 use crate::trace::{Event, RpcError, Trace};
 use serde::Serialize;
 use serde_json::Value;

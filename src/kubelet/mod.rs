@@ -1,18 +1,17 @@
-//! The kubelet side of the protocol: the connection to a plugin, shared by
-//! the client commands (and later the mock kubelet, record and replay).
+//! The kubelet role: one engine ([`node`]) on a node tree ([`tree`]) —
+//! registration and the plugin watcher, the device manager
+//! ([`devicemanager`] core + [`shell`]), checkpoint, PodResources, metrics —
+//! reporting typed events ([`event`]).
 pub mod against;
-pub mod checkpoint;
-pub mod conn;
 pub mod devicemanager;
+pub mod event;
 pub mod generation;
 pub mod manifest;
 pub mod metrics;
-pub mod mock;
+pub mod node;
 pub mod podresources;
 pub mod registration;
 pub mod reproduce;
 pub mod shell;
-pub mod view;
+pub mod tree;
 pub mod watcher;
-
-pub use conn::PluginConn;

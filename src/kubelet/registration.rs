@@ -3,11 +3,10 @@
 //! options, then follow its ListAndWatch stream.
 
 use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
+use crate::client::conn::PluginConn;
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
-use crate::kubelet::conn::{PluginConn, Update};
+use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::shell::Manager;
-use prost::Message;
-use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,7 +48,18 @@ pub async fn connect_plugin(
     socket: &Path,
     timeout: Duration,
 ) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
+    connect_plugin_reporting(mgr, socket, timeout, |_| {}).await
+}
+
+/// [`connect_plugin`], telling `failing` about the first failed dial as it happens.
+pub async fn connect_plugin_reporting(
+    mgr: &Manager,
+    socket: &Path,
+    timeout: Duration,
+    failing: impl FnOnce(String),
+) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
     let start = Instant::now();
+    let mut failing = Some(failing);
     let conn = loop {
         let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
         match PluginConn::connect(socket, left.min(mgr.cfg.call_timeout), mgr.cfg.max_recv).await {
@@ -60,29 +70,16 @@ pub async fn connect_plugin(
                     crate::core::time::format_duration(timeout)
                 ))
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => {
+                if let Some(f) = failing.take() {
+                    f(e.to_string());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
         }
     };
     let options = conn.options().await.map_err(|e| format!("failed to get device plugin options: {e}"))?;
     Ok((conn, options))
-}
-
-/// Follow endpoint `id`'s ListAndWatch until it ends.
-pub async fn run_endpoint(mgr: Arc<Manager>, resource: String, id: u64, conn: PluginConn) {
-    let mut stream = match conn.list_and_watch().await {
-        Ok(s) => s,
-        Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
-    };
-    loop {
-        match stream.next().await {
-            Ok(Update::Snapshot(r)) => {
-                let bytes = r.encoded_len();
-                mgr.snapshot(&resource, id, r.devices, bytes);
-            }
-            Ok(Update::Closed) => return mgr.stream_ended(&resource, id, "the plugin closed the ListAndWatch stream"),
-            Err(e) => return mgr.stream_ended(&resource, id, &e.to_string()),
-        }
-    }
 }
 
 /// The Registration service.
@@ -94,22 +91,38 @@ pub struct RegistrationService {
 }
 
 impl RegistrationService {
-    async fn handle(&self, r: &RegisterRequest) -> Result<(), String> {
+    async fn handle(&self, r: &RegisterRequest) -> Result<(), (RejectStage, String)> {
+        let invalid = |e| Err((RejectStage::Validation, e));
         if r.version != crate::api::VERSION {
-            return Err(unsupported_version_text(&r.version));
+            return invalid(unsupported_version_text(&r.version));
         }
         if resource_name_problem(&r.resource_name).is_some() {
-            return Err(kubelet_invalid_resource_text(&r.resource_name));
+            return invalid(kubelet_invalid_resource_text(&r.resource_name));
         }
         if let Some(p) = endpoint_problem(&r.endpoint, &self.mgr.cfg.plugin_dir) {
-            return Err(p);
+            return invalid(p);
         }
         let socket = self.mgr.cfg.plugin_dir.join(&r.endpoint);
-        let (conn, options) = connect_plugin(&self.mgr, &socket, self.dial_timeout).await?;
+        let failing = |error: String| {
+            self.mgr.event(KubeletEvent::DialBackFailing {
+                resource: crate::core::text::cap(&r.resource_name).into_owned(),
+                socket: socket.display().to_string(),
+                error: crate::core::text::cap_words(&error).into_owned(),
+            })
+        };
+        let (conn, options) = connect_plugin_reporting(&self.mgr, &socket, self.dial_timeout, failing)
+            .await
+            .map_err(|e| (RejectStage::DialBack, e))?;
+        let who = Registrant {
+            via: Via::KubeletSocket,
+            version: r.version.clone(),
+            endpoint: r.endpoint.clone(),
+            request_options: r.options.map(Into::into),
+        };
         self.mgr
-            .start_endpoint(&r.resource_name, conn, options, "kubelet.sock")
+            .start_endpoint(&r.resource_name, conn, options, who)
             .map(|_| ())
-            .ok_or_else(|| "the kubelet is restarting; register again".to_string())
+            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting; register again".to_string()))
     }
 }
 
@@ -118,26 +131,32 @@ impl Registration for RegistrationService {
     async fn register(&self, req: tonic::Request<RegisterRequest>) -> Result<tonic::Response<Empty>, tonic::Status> {
         let r = req.into_inner();
         self.mgr.count_registration(&r.resource_name);
+        self.mgr.event(KubeletEvent::RegisterReceived {
+            resource: crate::core::text::cap(&r.resource_name).into_owned(),
+            endpoint: crate::core::text::cap(&r.endpoint).into_owned(),
+        });
         // The call's work belongs to the generation: a restart cancels it and waits for it.
         let gen = &self.mgr.gen;
         let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));
-        let result = work.await.unwrap_or_else(|| Err("the kubelet is restarting; register again".to_string()));
+        let result = work
+            .await
+            .unwrap_or_else(|| Err((RejectStage::Restarting, "the kubelet is restarting; register again".to_string())));
         match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),
-            Err(msg) => {
+            Err((stage, msg)) => {
                 use crate::core::text::{cap, cap_words};
                 let msg = cap_words(&msg).into_owned();
-                let why = resource_name_problem(&r.resource_name);
-                let mut fields = vec![
-                    ("resource", json!(cap(&r.resource_name))),
-                    ("endpoint", json!(cap(&r.endpoint))),
-                    ("version", json!(cap(&r.version))),
-                    ("error", json!(msg)),
-                ];
-                if let Some(w) = why {
-                    fields.push(("why", json!(w)));
-                }
-                self.mgr.event("registration-rejected", &fields);
+                self.mgr.event(KubeletEvent::RegistrationRejected {
+                    via: Via::KubeletSocket,
+                    stage,
+                    resource: cap(&r.resource_name).into_owned(),
+                    endpoint: cap(&r.endpoint).into_owned(),
+                    socket: cap(&self.mgr.cfg.plugin_dir.join(&r.endpoint).display().to_string()).into_owned(),
+                    version: cap(&r.version).into_owned(),
+                    request_options: r.options.map(Into::into),
+                    error: msg.clone(),
+                    why: resource_name_problem(&r.resource_name),
+                });
                 Err(tonic::Status::unknown(msg))
             }
         }

@@ -5,7 +5,7 @@
 //! chose then. Pure: the command does the I/O and compares.
 
 use crate::api::deviceplugin::Device;
-use crate::kubelet::checkpoint::{Data, PodDeviceEntry};
+use crate::client::checkpoint::{Data, PodDeviceEntry};
 use crate::trace::{Event, RpcError, Trace};
 use serde::Serialize;
 use serde_json::json;

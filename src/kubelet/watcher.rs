@@ -6,58 +6,105 @@
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
 use crate::core::validate::{kubelet_invalid_resource_text, resource_name_problem};
+use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::registration::connect_plugin;
 use crate::kubelet::shell::Manager;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-async fn register_one(mgr: &Arc<Manager>, sock: &Path, dial_timeout: Duration) -> Result<(String, PathBuf), String> {
-    let ch = dial(sock, dial_timeout).await.map_err(|e| e.to_string())?;
+/// A plugin-watcher registration that did not complete.
+struct Rejected {
+    stage: RejectStage,
+    error: String,
+    /// What GetInfo said, when it answered.
+    info: Option<crate::api::pluginregistration::PluginInfo>,
+    endpoint: Option<PathBuf>,
+}
+
+impl Rejected {
+    fn new(stage: RejectStage, error: String) -> Self {
+        Rejected { stage, error, info: None, endpoint: None }
+    }
+}
+
+/// The path where the engine finds an endpoint a plugin reported: a path
+/// under `alias.0` (the kubelet root as the plugin sees it, in a private
+/// mount namespace) is read under `alias.1`.
+pub fn host_endpoint(reported: &Path, alias: Option<&(PathBuf, PathBuf)>) -> PathBuf {
+    match alias {
+        Some((seen, host)) => match reported.strip_prefix(seen) {
+            Ok(rest) if !host.starts_with(seen) => host.join(rest),
+            _ => reported.to_path_buf(),
+        },
+        None => reported.to_path_buf(),
+    }
+}
+
+async fn register_one(
+    mgr: &Arc<Manager>,
+    sock: &Path,
+    dial_timeout: Duration,
+    alias: Option<&(PathBuf, PathBuf)>,
+) -> Result<(String, PathBuf), Rejected> {
+    let ch = dial(sock, dial_timeout).await.map_err(|e| Rejected::new(RejectStage::GetInfo, e.to_string()))?;
     let mut client = RegistrationClient::new(ch);
     let t = Duration::from_secs(1);
-    let info =
-        call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t))).await.map_err(|e| e.to_string())?;
+    let info = call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t)))
+        .await
+        .map_err(|e| Rejected::new(RejectStage::GetInfo, e.to_string()))?;
     if info.r#type != "DevicePlugin" {
-        return Err(format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type));
+        let e = format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type);
+        return Err(Rejected { info: Some(info), ..Rejected::new(RejectStage::Validation, e) });
     }
+    let endpoint =
+        if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
     let result = async {
         if !info.supported_versions.iter().any(|v| v == crate::api::VERSION) {
-            return Err(format!(
-                "manager version, {}, is not among plugin supported versions {:?}",
-                crate::api::VERSION,
-                info.supported_versions
+            return Err((
+                RejectStage::Validation,
+                format!(
+                    "manager version, {}, is not among plugin supported versions {:?}",
+                    crate::api::VERSION,
+                    info.supported_versions
+                ),
             ));
         }
         if resource_name_problem(&info.name).is_some() {
-            return Err(kubelet_invalid_resource_text(&info.name));
+            return Err((RejectStage::Validation, kubelet_invalid_resource_text(&info.name)));
         }
-        let endpoint = if info.endpoint.is_empty() { sock.to_path_buf() } else { PathBuf::from(&info.endpoint) };
-        let (conn, options) = connect_plugin(mgr, &endpoint, dial_timeout).await?;
-        mgr.start_endpoint(&info.name, conn, options, "plugin-watcher")
-            .ok_or_else(|| "the kubelet is restarting".to_string())?;
-        Ok(endpoint)
+        let (conn, options) =
+            connect_plugin(mgr, &endpoint, dial_timeout).await.map_err(|e| (RejectStage::DialBack, e))?;
+        let who = Registrant {
+            via: Via::PluginWatcher,
+            version: info.supported_versions.join(","),
+            endpoint: info.endpoint.clone(),
+            request_options: None,
+        };
+        mgr.start_endpoint(&info.name, conn, options, who)
+            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting".to_string()))?;
+        Ok(())
     }
     .await;
     let status = match &result {
         Ok(_) => RegistrationStatus { plugin_registered: true, error: String::new() },
-        Err(e) => RegistrationStatus { plugin_registered: false, error: e.clone() },
+        Err((_, e)) => RegistrationStatus { plugin_registered: false, error: e.clone() },
     };
     let t = Duration::from_secs(5);
     let notified =
         call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
+    let rejected = |stage, error| Rejected { stage, error, info: Some(info.clone()), endpoint: Some(endpoint.clone()) };
     match (result, notified) {
-        (Ok(ep), Ok(_)) => Ok((info.name, ep)),
-        (Ok(ep), Err(e)) => {
+        (Ok(()), Ok(_)) => Ok((info.name.clone(), endpoint.clone())),
+        (Ok(()), Err(e)) => {
             // A failed notify deregisters the plugin.
-            if let Some((res, id)) = mgr.resource_of(&ep) {
+            if let Some((res, id)) = mgr.resource_of(&endpoint) {
                 mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
             }
-            Err(format!("NotifyRegistrationStatus failed: {e}"))
+            Err(rejected(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}")))
         }
-        (Err(e), _) => Err(e),
+        (Err((stage, e)), _) => Err(rejected(stage, e)),
     }
 }
 
@@ -87,11 +134,11 @@ struct Known {
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Watch `dir` until `stop`.
-pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
+pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias: Option<(PathBuf, PathBuf)>) {
     // Keyed by path and identity: a socket re-created between two scans (a
     // plugin restarting) is a new registration, as inotify's Create tells the kubelet.
     let mut known: BTreeMap<PathBuf, Known> = BTreeMap::new();
-    mgr.event("plugin-watcher", &[("dir", json!(dir.display().to_string()))]);
+    mgr.event(KubeletEvent::PluginWatcher { dir: dir.display().to_string() });
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
@@ -115,26 +162,33 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration) {
                 }
                 None => {}
             }
-            let r = register_one(&mgr, sock, dial_timeout).await;
+            let r = register_one(&mgr, sock, dial_timeout, alias.as_ref()).await;
             let entry = match r {
                 Ok((res, ep)) => {
-                    mgr.event(
-                        "watcher-registered",
-                        &[
-                            ("socket", json!(sock.display().to_string())),
-                            ("resource", json!(res)),
-                            ("endpoint", json!(ep.display().to_string())),
-                        ],
-                    );
+                    mgr.event(KubeletEvent::WatcherRegistered {
+                        socket: sock.display().to_string(),
+                        resource: res.clone(),
+                        endpoint: ep.display().to_string(),
+                    });
                     Known { ident: id, registered: Some((res, ep)), retry_at: None, last_error: None }
                 }
-                Err(e) => {
-                    if last_error.as_deref() != Some(e.as_str()) {
-                        mgr.event(
-                            "watcher-rejected",
-                            &[("socket", json!(sock.display().to_string())), ("error", json!(e))],
-                        );
+                Err(r) => {
+                    if last_error.as_deref() != Some(r.error.as_str()) {
+                        use crate::core::text::{cap, cap_words};
+                        let info = r.info.unwrap_or_default();
+                        mgr.event(KubeletEvent::RegistrationRejected {
+                            via: Via::PluginWatcher,
+                            stage: r.stage,
+                            resource: cap(&info.name).into_owned(),
+                            endpoint: cap(&info.endpoint).into_owned(),
+                            socket: r.endpoint.unwrap_or_else(|| sock.clone()).display().to_string(),
+                            version: cap(&info.supported_versions.join(",")).into_owned(),
+                            request_options: None,
+                            error: cap_words(&r.error).into_owned(),
+                            why: resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
+                        });
                     }
+                    let e = r.error;
                     Known { ident: id, registered: None, retry_at: Some(Instant::now() + RETRY), last_error: Some(e) }
                 }
             };

@@ -28,8 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 
-/// The subdirectory of the plugin directory holding control sockets.
-pub const CONTROL_DIR: &str = "dpctl-control";
+pub use crate::core::paths::CONTROL_DIR;
 
 /// The file-name prefix of `dpctl serve` control sockets (what `dpctl device` looks for).
 pub const SERVE_PREFIX: &str = "serve-";

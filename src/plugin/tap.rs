@@ -10,9 +10,9 @@ use crate::api::deviceplugin::{
     DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse,
     PreferredAllocationRequest, PreferredAllocationResponse,
 };
+use crate::client::conn::PluginConn;
 use crate::core::log::{ms, Logger};
 use crate::core::status::grpc_go_status;
-use crate::kubelet::conn::PluginConn;
 use crate::plugin::server::stopped;
 use crate::trace::{EndedBy, Event, RpcError, Writer};
 use serde_json::json;
@@ -175,7 +175,7 @@ impl Tap {
             let mut stop = self.stop.clone();
             self.spawn(async move {
                 let found = tokio::select! {
-                    f = crate::kubelet::view::owner(&o.pod_resources, &o.checkpoint, &o.resource, &ids, o.within) => f,
+                    f = crate::client::view::owner(&o.pod_resources, &o.checkpoint, &o.resource, &ids, o.within) => f,
                     _ = stopped(&mut stop) => return,
                 };
                 match found {

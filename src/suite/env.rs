@@ -1,98 +1,54 @@
 //! The suite's I/O: the temp node tree, the plugin's process (spawned,
-//! signalled, restarted, optionally in a private mount namespace), a
-//! recording kubelet Registration server for protocol checks, and the mock
-//! kubelet (this binary) for pods. Every task started here has an owner
+//! signalled, restarted, optionally in a private mount namespace), and the
+//! kubelet — the engine `dpctl mock-kubelet` runs, in this process — whose
+//! typed events the scenarios read. Every task started here has an owner
 //! that stops and awaits it; every process is killed when its owner drops.
 
-use crate::api::deviceplugin::{
-    device_plugin_client::DevicePluginClient,
-    registration_server::{Registration as RegistrationSvc, RegistrationServer},
-    DevicePluginOptions, Empty, ListAndWatchResponse, RegisterRequest,
-};
-use crate::api::pluginregistration::{
-    registration_client::RegistrationClient as WatcherClient, InfoRequest, RegistrationStatus,
-};
+use crate::api::deviceplugin::{device_plugin_client::DevicePluginClient, DevicePluginOptions, ListAndWatchResponse};
 use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ListPodResourcesRequest,
 };
-use crate::core::paths::KUBELET_SOCKET_NAME;
-use crate::core::transport::{dial, find_sockets, listen, path_kind, serve, PathKind, TempDir};
+use crate::core::log::{LogFormat, Logger};
+use crate::core::transport::{dial, path_kind, PathKind};
 use crate::core::{Error, Result};
-use crate::plugin::server::stopped;
-use prost::Message;
-use std::collections::{BTreeMap, HashSet};
+use crate::kubelet::event::{EventBus, KubeletEvent, RejectStage, Stamped};
+use crate::kubelet::node::{Node, NodeSpec};
+use crate::kubelet::tree::{NodeTree, TempNode, KUBELET_ROOT};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-/// The kubelet's root as a plugin with hard-coded paths expects it.
-pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
-
-/// The node tree in a temp dir: the kubelet's directories, and ours.
+/// The node tree in a temp dir (the kubelet's directories, and ours).
 #[derive(Debug)]
-pub struct Tree {
-    _dir: TempDir,
-    /// The tree's root (stands for /var/lib/kubelet).
-    pub root: PathBuf,
-    /// device-plugins/
-    pub plugin_dir: PathBuf,
-    /// pod-resources/kubelet.sock
-    pub pod_resources: PathBuf,
-    /// plugins_registry/
-    pub registry_dir: PathBuf,
-    /// Pod manifests for the mock kubelet (outside the kubelet's tree).
-    pub manifests: PathBuf,
-    /// Logs of the plugin and the mock kubelet.
-    pub logs: PathBuf,
+pub struct Tree(TempNode);
+
+impl std::ops::Deref for Tree {
+    type Target = NodeTree;
+    fn deref(&self) -> &NodeTree {
+        &self.0.tree
+    }
 }
 
 impl Tree {
     /// Create a fresh tree.
     pub fn new() -> Result<Self> {
-        let dir = TempDir::new(&format!("test-{}", std::process::id()))?;
-        let root = dir.path().to_path_buf();
-        let t = Tree {
-            plugin_dir: root.join("device-plugins"),
-            pod_resources: root.join("pod-resources").join(KUBELET_SOCKET_NAME),
-            registry_dir: root.join("plugins_registry"),
-            manifests: root.join(".manifests"),
-            logs: root.join(".logs"),
-            root,
-            _dir: dir,
-        };
-        for d in ["device-plugins", "pod-resources", "plugins_registry", "plugins", ".manifests", ".logs"] {
-            let p = t.root.join(d);
-            std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, "cannot create the node tree", &e))?;
-        }
-        Ok(t)
-    }
-
-    /// kubelet.sock in the tree.
-    pub fn kubelet_socket(&self) -> PathBuf {
-        self.plugin_dir.join(KUBELET_SOCKET_NAME)
+        Ok(Tree(TempNode::new(&format!("test-{}", std::process::id()))?))
     }
 
     /// The paths the plugin is given: the tree's, or the kubelet's real
     /// paths when it runs isolated (where the tree is mounted over them).
     pub fn vars(&self, isolated: bool) -> Vars {
-        let root = if isolated { PathBuf::from(KUBELET_ROOT) } else { self.root.clone() };
+        let t = if isolated { NodeTree::under(Path::new(KUBELET_ROOT)) } else { (**self).clone() };
         Vars {
-            plugin_dir: root.join("device-plugins"),
-            kubelet_socket: root.join("device-plugins").join(KUBELET_SOCKET_NAME),
-            plugins_registry_dir: root.join("plugins_registry"),
-            pod_resources_socket: root.join("pod-resources").join(KUBELET_SOCKET_NAME),
-        }
-    }
-
-    /// A path the plugin reported (maybe under /var/lib/kubelet when isolated) as seen from here.
-    pub fn host_path(&self, reported: &Path) -> PathBuf {
-        match reported.strip_prefix(KUBELET_ROOT) {
-            Ok(rest) if !self.root.starts_with(KUBELET_ROOT) => self.root.join(rest),
-            _ => reported.to_path_buf(),
+            kubelet_socket: t.kubelet_socket(),
+            plugin_dir: t.plugin_dir,
+            plugins_registry_dir: t.registry_dir,
+            pod_resources_socket: t.pod_resources,
         }
     }
 }
@@ -310,7 +266,7 @@ impl Drop for PluginProcess {
     }
 }
 
-/// A log on one line for evidence: its error lines, then its last lines.
+/// The last lines of a log, on one line, for evidence.
 pub fn log_tail(path: &Path, lines: usize) -> String {
     super::evidence::log_excerpt(&std::fs::read_to_string(path).unwrap_or_default(), lines, 600)
 }
@@ -336,16 +292,9 @@ pub async fn plugin_client(socket: &Path, timeout: Duration) -> Result<DevicePlu
         .max_encoding_message_size(usize::MAX))
 }
 
-/// How a plugin registered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    /// Register on kubelet.sock.
-    KubeletSocket,
-    /// A socket in plugins_registry.
-    PluginWatcher,
-}
+pub use crate::kubelet::event::Via;
 
-/// One registration, as the recording kubelet saw it.
+/// One registration, as the suite's kubelet saw it.
 #[derive(Debug, Clone)]
 pub struct Registration {
     /// When it arrived.
@@ -366,469 +315,197 @@ pub struct Registration {
     pub request_options: Option<DevicePluginOptions>,
     /// The dial-back: GetDevicePluginOptions, or why it failed.
     pub dial_back: std::result::Result<DevicePluginOptions, String>,
-    /// Why the kubelet would reject it (the recorder answers with this error).
+    /// Why the kubelet rejected it (its text).
     pub rejected: Option<String>,
     /// With the plugin watcher: the NotifyRegistrationStatus result.
     pub notify: Option<std::result::Result<(), String>>,
 }
 
-/// What the recording kubelet saw.
+fn options(o: crate::kubelet::event::Options) -> DevicePluginOptions {
+    DevicePluginOptions {
+        pre_start_required: o.pre_start_required,
+        get_preferred_allocation_available: o.get_preferred_allocation_available,
+    }
+}
+
+/// What the suite reads from the kubelet's events: registrations (accepted
+/// or not, with the kubelet's text), snapshots and stream ends. Plugin-watcher
+/// registrations are held until NotifyRegistrationStatus is answered.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Every registration, in order.
+    pub regs: Vec<Registration>,
+    /// Every ListAndWatch message on the kubelet's streams.
+    pub snaps: Vec<Snap>,
+    /// Every stream end: (generation, endpoint, reason, when).
+    pub ends: Vec<(u64, PathBuf, String, Instant)>,
+    /// Every Register call as it arrived (before its dial-back): (generation, when, resource, endpoint).
+    pub attempts: Vec<(u64, Instant, String, String)>,
+    /// The first failed dial-back of each Register: (generation, socket, when, error).
+    pub dial_fails: Vec<(u64, PathBuf, Instant, String)>,
+    /// Plugin-watcher registrations waiting for NotifyRegistrationStatus, by endpoint.
+    pending: BTreeMap<PathBuf, Registration>,
+}
+
+/// One ListAndWatch message on the kubelet's stream.
 #[derive(Debug, Clone)]
-pub enum Event {
-    /// A registration.
-    Registered(Box<Registration>),
-    /// A ListAndWatch message on the kubelet's stream.
-    Snapshot {
-        /// Kubelet generation.
-        generation: u64,
-        /// The endpoint.
-        socket: PathBuf,
-        /// When.
-        at: Instant,
-        /// Encoded size in bytes.
-        bytes: usize,
-        /// The snapshot.
-        resp: ListAndWatchResponse,
-    },
-    /// The kubelet's stream ended. The recorder never ends a stream itself
-    /// (a stopping recorder drops its streams without reporting them), so
-    /// this is the plugin's doing, or a dial that failed.
-    StreamEnded {
-        /// Kubelet generation.
-        generation: u64,
-        /// The endpoint.
-        socket: PathBuf,
-        /// When the kubelet opened the stream.
-        opened: Instant,
-        /// When it ended.
-        at: Instant,
-        /// Messages received before the end.
-        messages: u64,
-        /// Why: how the plugin ended it.
-        why: String,
-    },
-    /// A Register call arrived; sent at once, before the dial-back (which
-    /// may take the kubelet's 10 s), so a slow or failing dial-back is seen
-    /// as it happens. A [`Event::Registered`] follows with the result.
-    RegisterStarted {
-        /// Kubelet generation.
-        generation: u64,
-        /// When it arrived.
-        at: Instant,
-        /// RegisterRequest.resource_name.
-        resource: String,
-        /// RegisterRequest.endpoint.
-        endpoint: String,
-    },
-    /// The dial-back inside Register failed (sent once per Register, at the
-    /// first failure; the kubelet keeps trying for 10 s).
-    DialBackFailing {
-        /// Kubelet generation.
-        generation: u64,
-        /// The endpoint's socket.
-        socket: PathBuf,
-        /// When the dial failed.
-        at: Instant,
-        /// The error.
-        error: String,
-    },
+pub struct Snap {
+    /// Kubelet generation.
+    pub generation: u64,
+    /// The endpoint.
+    pub socket: PathBuf,
+    /// When.
+    pub at: Instant,
+    /// Encoded size in bytes.
+    pub bytes: usize,
+    /// The snapshot.
+    pub resp: ListAndWatchResponse,
 }
 
-#[derive(Clone)]
-struct Recording {
-    generation: u64,
-    tree_plugin_dir: PathBuf,
-    events: mpsc::UnboundedSender<Event>,
-    follow: mpsc::UnboundedSender<PathBuf>,
-    timeout: Duration,
-}
-
-/// Dial back a plugin (retrying for up to 10 s, as the kubelet) and read
-/// its options; `failing` hears the first failed dial as it happens.
-async fn dial_back(
-    socket: &Path,
-    timeout: Duration,
-    failing: impl FnOnce(String),
-) -> std::result::Result<DevicePluginOptions, String> {
-    let start = Instant::now();
-    let mut failing = Some(failing);
-    let mut client = loop {
-        match plugin_client(socket, timeout.min(Duration::from_secs(10))).await {
-            Ok(c) => break c,
-            Err(e) if start.elapsed() >= Duration::from_secs(10) => return Err(format!("dial failed for 10s: {e}")),
-            Err(e) => {
-                if let Some(f) = failing.take() {
-                    f(e.to_string());
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-        }
-    };
-    match tokio::time::timeout(timeout, client.get_device_plugin_options(Empty {})).await {
-        Err(_) => Err(format!("GetDevicePluginOptions timed out after {timeout:?}")),
-        Ok(Err(s)) => Err(format!("GetDevicePluginOptions failed: {:?}: {}", s.code(), s.message())),
-        Ok(Ok(r)) => Ok(r.into_inner()),
-    }
-}
-
-#[tonic::async_trait]
-impl RegistrationSvc for Recording {
-    async fn register(
-        &self,
-        req: tonic::Request<RegisterRequest>,
-    ) -> std::result::Result<tonic::Response<Empty>, tonic::Status> {
-        let at = Instant::now();
-        let r = req.into_inner();
-        let rejected = if r.version != crate::api::VERSION {
-            Some(crate::kubelet::registration::unsupported_version_text(&r.version))
-        } else if let Some(p) = crate::core::validate::resource_name_problem(&r.resource_name) {
-            Some(format!("invalid resource name {:?}: {p}", r.resource_name))
-        } else {
-            super::checks::endpoint_problem(&r.endpoint)
-        };
-        let socket = self.tree_plugin_dir.join(&r.endpoint);
-        let _ = self.events.send(Event::RegisterStarted {
-            generation: self.generation,
-            at,
-            resource: r.resource_name.clone(),
-            endpoint: r.endpoint.clone(),
-        });
-        let failing = |error: String| {
-            let _ = self.events.send(Event::DialBackFailing {
-                generation: self.generation,
-                socket: socket.clone(),
-                at: Instant::now(),
-                error,
-            });
-        };
-        let dial = match &rejected {
-            Some(e) => Err(format!("not dialled: {e}")),
-            None => dial_back(&socket, self.timeout, failing).await,
-        };
-        let reg = Registration {
-            at,
-            generation: self.generation,
-            via: Via::KubeletSocket,
-            version: r.version.clone(),
-            resource: r.resource_name.clone(),
-            endpoint: r.endpoint.clone(),
-            socket: socket.clone(),
-            request_options: r.options,
-            dial_back: dial.clone(),
-            rejected: rejected.clone(),
-            notify: None,
-        };
-        let _ = self.events.send(Event::Registered(Box::new(reg)));
-        if let Some(e) = rejected {
-            return Err(tonic::Status::unknown(e));
-        }
-        match dial {
-            Ok(_) => {
-                let _ = self.follow.send(socket);
-                Ok(tonic::Response::new(Empty {}))
-            }
-            Err(e) => Err(tonic::Status::unknown(e)),
-        }
-    }
-}
-
-/// Follow one ListAndWatch stream as the kubelet does, reporting every message.
-async fn follow(socket: PathBuf, generation: u64, events: mpsc::UnboundedSender<Event>, timeout: Duration) {
-    let opened = Instant::now();
-    let mut messages = 0u64;
-    let ended = |why: String, messages: u64| {
-        let _ = events.send(Event::StreamEnded {
-            generation,
-            socket: socket.clone(),
-            opened,
-            at: Instant::now(),
-            messages,
-            why,
-        });
-    };
-    let mut client = match plugin_client(&socket, timeout).await {
-        Ok(c) => c,
-        Err(e) => return ended(format!("the kubelet could not dial the plugin: {e}"), 0),
-    };
-    let mut stream = match client.list_and_watch(Empty {}).await {
-        Ok(s) => s.into_inner(),
-        Err(s) => {
-            return ended(
-                format!("the plugin refused ListAndWatch: {}", super::evidence::status_text(s.code(), s.message())),
-                0,
-            )
-        }
-    };
-    loop {
-        match stream.message().await {
-            Ok(Some(m)) => {
-                messages += 1;
-                let _ = events.send(Event::Snapshot {
+impl Seen {
+    /// Take one engine event.
+    pub fn take(&mut self, e: &Stamped) {
+        let generation = e.generation.unwrap_or(0);
+        match &e.event {
+            KubeletEvent::Registered {
+                resource,
+                endpoint,
+                endpoint_sent,
+                via,
+                version,
+                request_options,
+                pre_start_required,
+                get_preferred_allocation_available,
+                ..
+            } => {
+                let r = Registration {
+                    at: e.at,
                     generation,
-                    socket: socket.clone(),
-                    at: Instant::now(),
-                    bytes: m.encoded_len(),
-                    resp: m,
-                });
-            }
-            Ok(None) => return ended("the plugin ended the stream (status OK)".into(), messages),
-            Err(s) if super::evidence::is_connection_lost(s.message()) => {
-                return ended(
-                    format!("the plugin closed the connection (exited?) ({:?}: {})", s.code(), s.message()),
-                    messages,
-                )
-            }
-            Err(s) => {
-                return ended(format!("the plugin ended the stream with {:?}: {}", s.code(), s.message()), messages)
-            }
-        }
-    }
-}
-
-/// Register a plugin-watcher socket as the kubelet does: GetInfo, dial back, notify.
-async fn watcher_register(
-    reg_socket: PathBuf,
-    rec: Recording,
-    tree_root: PathBuf,
-    tree_plugin_dir: PathBuf,
-) -> Option<PathBuf> {
-    let at = Instant::now();
-    let timeout = rec.timeout;
-    let mut client = WatcherClient::new(dial(&reg_socket, timeout).await.ok()?);
-    let info =
-        tokio::time::timeout(Duration::from_secs(1), client.get_info(InfoRequest {})).await.ok()?.ok()?.into_inner();
-    if info.r#type != "DevicePlugin" {
-        return None;
-    }
-    let socket = if info.endpoint.is_empty() {
-        reg_socket.clone()
-    } else {
-        let p = PathBuf::from(&info.endpoint);
-        match p.strip_prefix(KUBELET_ROOT) {
-            Ok(rest) if !tree_root.starts_with(KUBELET_ROOT) => tree_root.join(rest),
-            _ => p,
-        }
-    };
-    let rejected = if !info.supported_versions.iter().any(|v| v == crate::api::VERSION) {
-        Some(format!("supported_versions {:?} lacks {:?}", info.supported_versions, crate::api::VERSION))
-    } else if let Some(p) = crate::core::validate::resource_name_problem(&info.name) {
-        Some(format!("invalid resource name {:?}: {p}", info.name))
-    } else if socket.parent() != Some(tree_plugin_dir.as_path()) {
-        Some(format!("endpoint {:?} is not in the device-plugin directory", info.endpoint))
-    } else {
-        None
-    };
-    let dial = match &rejected {
-        Some(e) => Err(format!("not dialled: {e}")),
-        None => dial_back(&socket, timeout, |_| {}).await,
-    };
-    let status = RegistrationStatus {
-        plugin_registered: rejected.is_none() && dial.is_ok(),
-        error: rejected.clone().or(dial.clone().err()).unwrap_or_default(),
-    };
-    let notify = match tokio::time::timeout(Duration::from_secs(5), client.notify_registration_status(status)).await {
-        Err(_) => Err("NotifyRegistrationStatus timed out after 5s".to_string()),
-        Ok(Err(s)) => Err(format!("NotifyRegistrationStatus failed: {:?}: {}", s.code(), s.message())),
-        Ok(Ok(_)) => Ok(()),
-    };
-    let ok = rejected.is_none() && dial.is_ok() && notify.is_ok();
-    let _ = rec.events.send(Event::Registered(Box::new(Registration {
-        at,
-        generation: rec.generation,
-        via: Via::PluginWatcher,
-        version: info.supported_versions.join(","),
-        resource: info.name,
-        endpoint: info.endpoint,
-        socket: socket.clone(),
-        request_options: None,
-        dial_back: dial,
-        rejected,
-        notify: Some(notify),
-    })));
-    ok.then_some(socket)
-}
-
-/// A recording kubelet: serves Registration on kubelet.sock and watches
-/// plugins_registry; dials every plugin back, follows its ListAndWatch, and
-/// reports everything as [`Event`]s. One generation per start.
-pub struct Recorder {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Recorder {
-    /// Start generation `generation` on the tree.
-    pub async fn start(
-        tree: &Tree,
-        generation: u64,
-        events: mpsc::UnboundedSender<Event>,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let (listener, guard) = listen(&tree.kubelet_socket()).await?;
-        let (follow_tx, mut follow_rx) = mpsc::unbounded_channel();
-        let rec = Recording {
-            generation,
-            tree_plugin_dir: tree.plugin_dir.clone(),
-            events: events.clone(),
-            follow: follow_tx,
-            timeout,
-        };
-        let (stop, stop_rx) = watch::channel(false);
-        let (registry, root, plugin_dir) = (tree.registry_dir.clone(), tree.root.clone(), tree.plugin_dir.clone());
-        let task = tokio::spawn(async move {
-            let _guard = guard;
-            let mut tasks: JoinSet<Option<PathBuf>> = JoinSet::new();
-            let mut st = stop_rx.clone();
-            let server = serve(listener, RegistrationServer::new(rec.clone()), async move { stopped(&mut st).await });
-            tokio::pin!(server);
-            let mut seen: HashSet<(PathBuf, (u64, u64, i64, i64))> = HashSet::new();
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            let mut stop_rx = stop_rx;
-            let mut served = false;
-            loop {
-                tokio::select! {
-                    _ = &mut server => { served = true; break },
-                    _ = stopped(&mut stop_rx) => break,
-                    Some(sock) = follow_rx.recv() => {
-                        let (ev, t) = (rec.events.clone(), rec.timeout);
-                        tasks.spawn(async move { follow(sock, generation, ev, t).await; None });
-                    }
-                    Some(Ok(Some(sock))) = tasks.join_next(), if !tasks.is_empty() => {
-                        let (ev, t) = (rec.events.clone(), rec.timeout);
-                        tasks.spawn(async move { follow(sock, generation, ev, t).await; None });
-                    }
-                    _ = tick.tick() => {
-                        for s in find_sockets(&registry) {
-                            let Some(id) = socket_ident(&s) else { continue };
-                            if seen.insert((s.clone(), id)) {
-                                tasks.spawn(watcher_register(s, rec.clone(), root.clone(), plugin_dir.clone()));
-                            }
-                        }
+                    via: *via,
+                    version: version.clone(),
+                    resource: resource.clone(),
+                    endpoint: endpoint_sent.clone(),
+                    socket: PathBuf::from(endpoint),
+                    request_options: request_options.map(options),
+                    dial_back: Ok(DevicePluginOptions {
+                        pre_start_required: *pre_start_required,
+                        get_preferred_allocation_available: *get_preferred_allocation_available,
+                    }),
+                    rejected: None,
+                    notify: None,
+                };
+                match via {
+                    Via::KubeletSocket => self.regs.push(r),
+                    Via::PluginWatcher => {
+                        self.pending.insert(r.socket.clone(), r);
                     }
                 }
             }
-            // Like a kubelet going away: every stream is cancelled, no call waits.
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-            if !served {
-                let _ = tokio::time::timeout(Duration::from_millis(500), &mut server).await;
+            KubeletEvent::WatcherRegistered { endpoint, .. } => {
+                if let Some(mut r) = self.pending.remove(Path::new(endpoint)) {
+                    r.notify = Some(Ok(()));
+                    self.regs.push(r);
+                }
             }
-        });
-        Ok(Recorder { stop, task })
-    }
-
-    /// Stop: cancel every stream, stop serving, remove kubelet.sock.
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
-    }
-}
-
-/// Delete every socket in the plugin directory, as the kubelet does at start.
-pub fn wipe_sockets(dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        if is_socket(&e.path()) {
-            let _ = std::fs::remove_file(e.path());
+            KubeletEvent::RegistrationRejected {
+                via,
+                stage,
+                resource,
+                endpoint,
+                socket,
+                version,
+                request_options,
+                error,
+                ..
+            } => {
+                let socket = PathBuf::from(socket);
+                let earlier = self.pending.remove(&socket);
+                let mut r = earlier.unwrap_or_else(|| Registration {
+                    at: e.at,
+                    generation,
+                    via: *via,
+                    version: version.clone(),
+                    resource: resource.clone(),
+                    endpoint: endpoint.clone(),
+                    socket,
+                    request_options: request_options.map(options),
+                    dial_back: Err(format!("not dialled: {error}")),
+                    rejected: None,
+                    notify: None,
+                });
+                match stage {
+                    RejectStage::DialBack => r.dial_back = Err(error.clone()),
+                    RejectStage::Notify => r.notify = Some(Err(error.clone())),
+                    RejectStage::Validation | RejectStage::GetInfo | RejectStage::Restarting => {
+                        r.rejected = Some(error.clone())
+                    }
+                }
+                if *via == Via::PluginWatcher && r.notify.is_none() {
+                    // The kubelet told the plugin; whether that call worked is not reported apart.
+                    r.notify = Some(Ok(()));
+                }
+                self.regs.push(r);
+            }
+            KubeletEvent::Devices { endpoint, bytes, snapshot: Some(devices), .. } => self.snaps.push(Snap {
+                generation,
+                socket: PathBuf::from(endpoint),
+                at: e.at,
+                bytes: *bytes,
+                resp: ListAndWatchResponse { devices: devices.as_ref().clone() },
+            }),
+            KubeletEvent::StreamEnded { endpoint, reason, .. } => {
+                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at))
+            }
+            KubeletEvent::RegisterReceived { resource, endpoint } => {
+                self.attempts.push((generation, e.at, resource.clone(), endpoint.clone()))
+            }
+            KubeletEvent::DialBackFailing { socket, error, .. } => {
+                self.dial_fails.push((generation, PathBuf::from(socket), e.at, error.clone()))
+            }
+            _ => {}
         }
     }
 }
 
-/// The mock kubelet (this binary's `mock-kubelet`), for pods and PodResources.
-pub struct MockKubelet {
-    child: tokio::process::Child,
-    kubelet_socket: PathBuf,
-    /// PodResources socket.
-    pub pod_resources: PathBuf,
-    /// Its log.
+/// The suite's kubelet: the same engine as `dpctl mock-kubelet`, in this
+/// process, on the tree; its events are what the scenarios read.
+pub struct Kubelet {
+    node: Node,
+    pod_resources: PathBuf,
+    /// Its log (JSON lines).
     pub log: PathBuf,
 }
 
-async fn wait_socket(path: &Path, within: Duration, not: Option<(u64, u64, i64, i64)>) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        let id = socket_ident(path);
-        if id.is_some() && id != not && tokio::net::UnixStream::connect(path).await.is_ok() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
-}
-
-impl MockKubelet {
-    /// Start `exe mock-kubelet` on the tree and wait for its sockets.
-    pub async fn start(exe: &Path, tree: &Tree) -> Result<Self> {
-        let log = tree.logs.join("mock-kubelet.log");
-        let out = std::fs::File::create(&log).map_err(|e| Error::io(&log, "cannot create the kubelet log", &e))?;
-        let err = out.try_clone().map_err(|e| Error::io(&log, "cannot create the kubelet log", &e))?;
-        let child = tokio::process::Command::new(exe)
-            .arg("--plugin-dir")
-            .arg(&tree.plugin_dir)
-            .arg("mock-kubelet")
-            .arg("--pod-resources-socket")
-            .arg(&tree.pod_resources)
-            .arg("--manifests")
-            .arg(&tree.manifests)
-            .arg("--plugins-registry-dir")
-            .arg(&tree.registry_dir)
-            .arg("--log-format")
-            .arg("json")
-            .env("DPCTL_WORKERS", "1")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| Error::failed(format!("cannot start the mock kubelet ({}): {e}", exe.display())))?;
-        let mk = MockKubelet {
-            child,
-            kubelet_socket: tree.kubelet_socket(),
-            pod_resources: tree.pod_resources.clone(),
-            log,
-        };
-        if !wait_socket(&mk.kubelet_socket, Duration::from_secs(10), None).await
-            || !wait_socket(&mk.pod_resources, Duration::from_secs(10), None).await
-        {
-            return Err(Error::failed(format!("the mock kubelet did not start: {}", log_tail(&mk.log, 3))));
-        }
-        Ok(mk)
+impl Kubelet {
+    /// Start it on the tree; `timeout` bounds its calls to the plugin;
+    /// `clean`: delete the plugin directory's sockets first, as the kubelet does.
+    pub async fn start(
+        tree: &Tree,
+        timeout: Duration,
+        clean: bool,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
+        let log = tree.logs.join("kubelet.log");
+        let bus = EventBus::new(Logger::to_file(LogFormat::Json, &log)?);
+        let events = bus.subscribe();
+        let mut spec = NodeSpec::on_tree(tree);
+        spec.manager.call_timeout = timeout;
+        // A plugin in a private mount namespace reports /var/lib/kubelet paths.
+        spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
+        // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
+        spec.manager.max_recv = usize::MAX;
+        spec.clean_at_start = clean;
+        let node = Node::start(spec, bus).await?;
+        Ok((Kubelet { node, pod_resources: tree.pod_resources.clone(), log }, events))
     }
 
-    /// Restart it in place (SIGHUP) and wait for the new kubelet.sock.
-    pub async fn restart(&mut self) -> Result<()> {
-        let restarts = |log: &Path| {
-            std::fs::read_to_string(log).map(|t| t.matches("\"event\":\"restarted\"").count()).unwrap_or(0)
-        };
-        let before = restarts(&self.log);
-        if let Some(pid) = self.child.id() {
-            // SAFETY: kill(2) on our own child; no memory is involved.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGHUP);
-            }
-        }
-        let start = Instant::now();
-        while restarts(&self.log) == before && start.elapsed() < Duration::from_secs(10) {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        if restarts(&self.log) > before && wait_socket(&self.kubelet_socket, Duration::from_secs(10), None).await {
-            Ok(())
-        } else {
-            Err(Error::failed(format!("the mock kubelet did not restart: {}", log_tail(&self.log, 3))))
-        }
+    /// Restart it in place, as a kubelet restart: streams cancelled, sockets deleted.
+    pub async fn restart(&self) -> Result<()> {
+        self.node.restart("dpctl test").await
     }
 
-    /// Stop it (SIGTERM, then SIGKILL).
-    pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: kill(2) on our own child; no memory is involved.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGTERM);
-            }
-        }
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_err() {
-            let _ = self.child.kill().await;
-        }
+    /// Stop it (every task cancelled and awaited).
+    pub async fn stop(self) {
+        self.node.stop().await;
     }
 
     async fn client(&self, timeout: Duration) -> Result<PodResourcesListerClient<Channel>> {

@@ -1,14 +1,14 @@
 //! The runner and the code of every scenario. A session sets up a fresh
 //! environment (node tree, kubelet, plugin process), runs its selected
 //! scenarios in order and tears everything down; each scenario returns an
-//! [`Outcome`]. Waiting is on events (the recorder's channel, process exit)
+//! [`Outcome`]. Waiting is on events (the kubelet's events, process exit)
 //! or on polling the kubelet's API, always with the scenario's bound.
 
 use super::catalog::{Scenario, Session, SCENARIOS};
 use super::checks;
 use super::env::{
-    is_socket, log_tail, plugin_client, pod_manifest, wipe_sockets, Event, Isolation, MockKubelet, PluginProcess,
-    Recorder, Registration, Tree, Via,
+    is_socket, log_tail, plugin_client, pod_manifest, Isolation, Kubelet, PluginProcess, Registration, Seen, Snap,
+    Tree, Via,
 };
 use super::evidence;
 use super::filter::Pattern;
@@ -18,8 +18,10 @@ use crate::api::deviceplugin::{
     DevicePluginOptions, Empty, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,
 };
 use crate::core::{Error, Result};
+use crate::kubelet::event::Stamped;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -174,7 +176,7 @@ struct Crash {
 /// What the kubelet's stream brought, from its first message to the
 /// device list the plugin settled on.
 #[derive(Clone)]
-struct Seen {
+struct Settled {
     /// The first message.
     first_at: Instant,
     /// Devices in the first message.
@@ -184,40 +186,6 @@ struct Seen {
     /// Size of the settled message.
     bytes: usize,
     /// The settled message (the first with devices, else the first).
-    resp: ListAndWatchResponse,
-}
-
-/// A Register call as it arrived (before its dial-back finished).
-struct Attempt {
-    generation: u64,
-    at: Instant,
-    resource: String,
-    endpoint: String,
-}
-
-/// The first failed dial-back of a Register.
-struct DialFail {
-    generation: u64,
-    socket: PathBuf,
-    at: Instant,
-    error: String,
-}
-
-/// The end of one of the kubelet's streams (the plugin's doing).
-struct StreamEnd {
-    generation: u64,
-    socket: PathBuf,
-    opened: Instant,
-    at: Instant,
-    messages: u64,
-    why: String,
-}
-
-struct Snap {
-    generation: u64,
-    socket: PathBuf,
-    at: Instant,
-    bytes: usize,
     resp: ListAndWatchResponse,
 }
 
@@ -236,6 +204,15 @@ struct First {
     resp: ListAndWatchResponse,
 }
 
+/// The end of one of the kubelet's streams.
+struct StreamEnd {
+    at: Instant,
+    /// When the kubelet accepted the registration (and opened the stream).
+    opened: Instant,
+    messages: usize,
+    why: String,
+}
+
 /// One session's environment and what was seen so far.
 struct Sess<'a> {
     o: &'a Options,
@@ -247,17 +224,11 @@ struct Sess<'a> {
     crashes: Vec<Crash>,
     /// The plugin was sent SIGTERM by us (its exit is no crash).
     terminated: bool,
-    recorder: Option<Recorder>,
+    kubelet: Option<Kubelet>,
     generation: u64,
     restarted_at: Option<Instant>,
-    events_tx: mpsc::UnboundedSender<Event>,
-    events: mpsc::UnboundedReceiver<Event>,
-    regs: Vec<Registration>,
-    attempts: Vec<Attempt>,
-    dial_fails: Vec<DialFail>,
-    ends: Vec<StreamEnd>,
-    snaps: Vec<Snap>,
-    mock: Option<MockKubelet>,
+    events: Option<mpsc::UnboundedReceiver<Arc<Stamped>>>,
+    seen: Seen,
     decoy: Option<tokio::net::UnixListener>,
     streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
     /// A stream opened before the kubelet's (Health session).
@@ -274,7 +245,6 @@ fn setup_fail(what: &str, answer: String, fix: &str) -> Outcome {
 
 impl<'a> Sess<'a> {
     async fn setup(o: &'a Options, session: Session, isolation: Isolation) -> std::result::Result<Sess<'a>, Outcome> {
-        let (events_tx, events) = mpsc::unbounded_channel();
         let mut s = Sess {
             o,
             isolation,
@@ -284,17 +254,11 @@ impl<'a> Sess<'a> {
             restarts: 0,
             crashes: Vec::new(),
             terminated: false,
-            recorder: None,
+            kubelet: None,
             generation: 0,
             restarted_at: None,
-            events_tx,
-            events,
-            regs: Vec::new(),
-            attempts: Vec::new(),
-            dial_fails: Vec::new(),
-            ends: Vec::new(),
-            snaps: Vec::new(),
-            mock: None,
+            events: None,
+            seen: Seen::default(),
             decoy: None,
             streams: Vec::new(),
             early: None,
@@ -329,18 +293,17 @@ impl<'a> Sess<'a> {
                 // shared update channel favours; see HEALTH-001.
                 s.start_plugin()?;
                 s.early = s.open_early_stream().await;
-                s.start_recorder().await?;
+                // A kubelet that finds the plugin serving (its start would
+                // delete the plugin's socket, and the stream with it).
+                s.start_kubelet(false).await?;
                 s.baseline_snapshot().await?;
             }
             Session::EndToEnd => {
-                let mk = MockKubelet::start(&o.exe, s.tree()).await.map_err(|e| {
-                    setup_fail("mock kubelet", e.to_string(), "run dpctl mock-kubelet by hand to see why")
-                })?;
-                s.mock = Some(mk);
+                s.start_recorder().await?;
                 s.start_plugin()?;
                 let (res, ids) = s.wait_allocatable(REGISTER_WITHIN, |_| true).await.ok_or_else(|| {
                     setup_fail(
-                        "waiting for the plugin's devices in the mock kubelet",
+                        "waiting for the plugin's devices in the kubelet",
                         format!("no allocatable devices within {REGISTER_WITHIN:?}; plugin log: {}", s.plugin_log()),
                         "the plugin must register and advertise healthy devices (see REG-001, LAW-001)",
                     )
@@ -366,11 +329,8 @@ impl<'a> Sess<'a> {
         if let Some(p) = self.plugin.take() {
             p.stop(Duration::from_secs(5)).await;
         }
-        if let Some(r) = self.recorder.take() {
-            r.stop().await;
-        }
-        if let Some(m) = self.mock.take() {
-            m.stop().await;
+        if let Some(k) = self.kubelet.take() {
+            k.stop().await;
         }
     }
 
@@ -402,50 +362,51 @@ impl<'a> Sess<'a> {
         Ok(())
     }
 
+    /// Start the kubelet (the engine, in this process) on the tree.
     async fn start_recorder(&mut self) -> std::result::Result<(), Outcome> {
-        let r = Recorder::start(self.tree(), self.generation, self.events_tx.clone(), self.o.timeout)
+        self.start_kubelet(true).await
+    }
+
+    /// Start the kubelet; `clean`: delete the plugin directory's sockets first.
+    async fn start_kubelet(&mut self, clean: bool) -> std::result::Result<(), Outcome> {
+        let (k, events) = Kubelet::start(self.tree(), self.o.timeout, clean)
             .await
-            .map_err(|e| setup_fail("kubelet.sock", e.to_string(), "check the temp dir"))?;
-        self.recorder = Some(r);
+            .map_err(|e| setup_fail("kubelet", e.to_string(), "check the temp dir"))?;
+        self.kubelet = Some(k);
+        self.events = Some(events);
         Ok(())
     }
 
-    /// A kubelet restart: stop (streams cancelled), wipe the sockets, start again.
+    /// A kubelet restart: streams cancelled, sockets deleted, kubelet.sock re-created.
     async fn restart_kubelet(&mut self) -> std::result::Result<(), Outcome> {
-        if let Some(r) = self.recorder.take() {
-            r.stop().await;
-        }
-        wipe_sockets(&self.tree().plugin_dir);
         self.generation += 1;
         // Set before the new kubelet starts: a plugin may register again
-        // before start_recorder returns.
+        // before the restart returns.
         self.restarted_at = Some(Instant::now());
-        self.start_recorder().await?;
+        match &self.kubelet {
+            Some(k) => k.restart().await.map_err(|e| setup_fail("kubelet restart", e.to_string(), "see its log"))?,
+            None => self.start_recorder().await?,
+        }
         Ok(())
     }
 
     fn drain(&mut self) {
-        while let Ok(e) = self.events.try_recv() {
-            self.take(e);
+        while let Some(e) = self.events.as_mut().and_then(|r| r.try_recv().ok()) {
+            self.seen.take(&e);
         }
     }
 
-    fn take(&mut self, e: Event) {
-        match e {
-            Event::Registered(r) => self.regs.push(*r),
-            Event::Snapshot { generation, socket, at, bytes, resp } => {
-                self.snaps.push(Snap { generation, socket, at, bytes, resp })
-            }
-            Event::StreamEnded { generation, socket, opened, at, messages, why } => {
-                self.ends.push(StreamEnd { generation, socket, opened, at, messages, why })
-            }
-            Event::RegisterStarted { generation, at, resource, endpoint } => {
-                self.attempts.push(Attempt { generation, at, resource, endpoint })
-            }
-            Event::DialBackFailing { generation, socket, at, error } => {
-                self.dial_fails.push(DialFail { generation, socket, at, error })
-            }
+    /// The next kubelet event before `until` (None: none came, or no kubelet runs).
+    async fn next_event(&mut self, until: Instant) -> Option<Arc<Stamped>> {
+        let got = match self.events.as_mut() {
+            Some(rx) => tokio::time::timeout_at(until.into(), rx.recv()).await.ok().flatten(),
+            None => None,
+        };
+        if got.is_none() {
+            // No kubelet, or it stopped: nothing more will come before `until`.
+            tokio::time::sleep_until(until.into()).await;
         }
+        got
     }
 
     fn wanted(&self, r: &Registration) -> bool {
@@ -453,7 +414,8 @@ impl<'a> Sess<'a> {
     }
 
     fn find_reg(&self, min_gen: u64, since: Instant, good: bool) -> Option<Registration> {
-        self.regs
+        self.seen
+            .regs
             .iter()
             .find(|r| {
                 r.generation >= min_gen
@@ -477,10 +439,9 @@ impl<'a> Sess<'a> {
             }
             // A plugin that exited registers no more; look every 100 ms.
             let step = until.min(Instant::now() + Duration::from_millis(100));
-            match tokio::time::timeout_at(step.into(), self.events.recv()).await {
-                Ok(Some(e)) => self.take(e),
-                Ok(None) => return None,
-                Err(_) if Instant::now() >= until => {
+            match self.next_event(step).await {
+                Some(e) => self.seen.take(&e),
+                None if Instant::now() >= until => {
                     // A Register still in its dial-back, or one whose dial-back failed
                     // (a plugin that registers before it serves, then serves and retries):
                     // give the answer, or the retry, its moment.
@@ -490,9 +451,9 @@ impl<'a> Sess<'a> {
                     extended = true;
                     until = Instant::now() + Duration::from_secs(5);
                 }
-                Err(_) => {
+                None => {
                     // Nothing can register once kubelet.sock is gone (deleted by the plugin).
-                    if self.recorder.is_some() && !is_socket(&self.tree().kubelet_socket()) {
+                    if self.kubelet.is_some() && !is_socket(&self.tree().kubelet_socket()) {
                         self.drain();
                         return self.find_reg(min_gen, since, good);
                     }
@@ -555,22 +516,22 @@ impl<'a> Sess<'a> {
         socket: &std::path::Path,
         since: Instant,
         until: Instant,
-    ) -> Option<Seen> {
+    ) -> Option<Settled> {
         let of = |s: &Snap| s.generation == generation && s.socket == socket && s.at >= since;
         let first = loop {
             self.drain();
-            if let Some(s) = self.snaps.iter().find(|s| of(s)) {
+            if let Some(s) = self.seen.snaps.iter().find(|s| of(s)) {
                 break (s.at, s.resp.devices.len(), s.bytes, s.resp.clone());
             }
-            let e = tokio::time::timeout_at(until.into(), self.events.recv()).await.ok().flatten()?;
-            self.take(e);
+            let e = self.next_event(until).await?;
+            self.seen.take(&e);
         };
         let (first_at, first_len, bytes, resp) = first;
-        let mut seen = Seen { first_at, first_len, devices_at: None, bytes, resp };
+        let mut seen = Settled { first_at, first_len, devices_at: None, bytes, resp };
         let settle = first_at + SETTLE_WITHIN;
         loop {
             self.drain();
-            if let Some(s) = self.snaps.iter().find(|s| of(s) && !s.resp.devices.is_empty()) {
+            if let Some(s) = self.seen.snaps.iter().find(|s| of(s) && !s.resp.devices.is_empty()) {
                 seen.devices_at = Some(s.at);
                 seen.bytes = s.bytes;
                 seen.resp = s.resp.clone();
@@ -579,39 +540,73 @@ impl<'a> Sess<'a> {
             if self.stream_ended(generation, socket, since) {
                 return Some(seen);
             }
-            match tokio::time::timeout_at(settle.into(), self.events.recv()).await {
-                Ok(Some(e)) => self.take(e),
-                _ => return Some(seen),
+            match self.next_event(settle).await {
+                Some(e) => self.seen.take(&e),
+                None => return Some(seen),
             }
         }
     }
 
     /// A Register that arrived and has no answer yet (its dial-back runs).
     fn pending_attempt(&self, min_gen: u64, since: Instant) -> bool {
-        let answered = self.regs.iter().filter(|r| r.generation >= min_gen && r.at >= since).count();
-        let asked = self.attempts.iter().filter(|a| a.generation >= min_gen && a.at >= since).count();
+        let answered = self.seen.regs.iter().filter(|r| r.generation >= min_gen && r.at >= since).count();
+        let asked = self.seen.attempts.iter().filter(|a| a.0 >= min_gen && a.1 >= since).count();
         asked > answered
     }
 
     fn dial_back_failed(&self, min_gen: u64, since: Instant) -> bool {
-        self.regs
+        self.seen
+            .regs
             .iter()
             .any(|r| r.generation >= min_gen && r.at >= since && r.rejected.is_none() && r.dial_back.is_err())
     }
 
+    /// When the Register behind `r` arrived (the kubelet reports its answer
+    /// only after the dial-back, up to 10 s later).
+    fn arrival(&self, r: &Registration) -> Instant {
+        self.seen
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.0 == r.generation && a.3 == r.endpoint && a.1 <= r.at)
+            .map(|a| a.1)
+            .unwrap_or(r.at)
+    }
+
     /// How the dial-back of the Register at `at` failed, as it happened.
     fn dial_back_story(&self, generation: u64, at: Instant) -> Option<String> {
-        let f = self.dial_fails.iter().find(|f| f.generation == generation && f.at >= at)?;
+        let (_, socket, when, error) = self.seen.dial_fails.iter().find(|f| f.0 == generation && f.2 >= at)?;
         Some(format!(
-            "the kubelet's dial-back to {} failed {} after Register arrived: {}",
-            f.socket.display(),
-            ms(f.at.saturating_duration_since(at)),
-            f.error
+            "the kubelet's dial-back to {} failed {} after Register arrived: {error}",
+            socket.display(),
+            ms(when.saturating_duration_since(at)),
         ))
     }
 
-    fn stream_end(&self, generation: u64, socket: &std::path::Path, since: Instant) -> Option<&StreamEnd> {
-        self.ends.iter().find(|e| e.generation == generation && e.socket == socket && e.at >= since)
+    /// The end of the kubelet's stream on `socket` (the plugin's doing: the
+    /// suite's kubelet ends streams only when it restarts or stops).
+    fn stream_end(&self, generation: u64, socket: &std::path::Path, since: Instant) -> Option<StreamEnd> {
+        let (_, _, why, at) = self.seen.ends.iter().find(|e| e.0 == generation && e.1 == socket && e.3 >= since)?;
+        let opened = self
+            .seen
+            .regs
+            .iter()
+            .rev()
+            .find(|r| r.generation == generation && r.socket == socket && r.at <= *at && r.dial_back.is_ok())
+            .map(|r| r.at)
+            .unwrap_or(*at);
+        let messages = self
+            .seen
+            .snaps
+            .iter()
+            .filter(|s| s.generation == generation && s.socket == socket && s.at >= opened && s.at <= *at)
+            .count();
+        let why = if evidence::is_connection_lost(why) {
+            format!("the plugin closed the connection (exited?) ({why})")
+        } else {
+            why.clone()
+        };
+        Some(StreamEnd { at: *at, opened, messages, why })
     }
 
     fn stream_ended(&self, generation: u64, socket: &std::path::Path, since: Instant) -> bool {
@@ -633,10 +628,10 @@ impl<'a> Sess<'a> {
 
     fn no_registration(&mut self, within: Duration) -> Outcome {
         let exited = self.plugin.as_mut().and_then(|p| p.exited());
-        let accepted = self.regs.iter().any(|r| self.wanted(r) && r.rejected.is_none() && r.dial_back.is_ok());
+        let accepted = self.seen.regs.iter().any(|r| self.wanted(r) && r.rejected.is_none() && r.dial_back.is_ok());
         let log = self.plugin_log();
         // The root causes first: each leaves nothing else to test.
-        if self.recorder.is_some() && !is_socket(&self.tree().kubelet_socket()) {
+        if self.kubelet.is_some() && !is_socket(&self.tree().kubelet_socket()) {
             return Outcome::fail(
                 "plugin start (the shared plugin directory)",
                 format!(
@@ -663,7 +658,7 @@ impl<'a> Sess<'a> {
             )
             .stopping("the plugin exited at start", &[]);
         }
-        if let (Some(r), false) = (self.regs.iter().rev().find(|r| self.wanted(r)), accepted) {
+        if let (Some(r), false) = (self.seen.regs.iter().rev().find(|r| self.wanted(r)), accepted) {
             let why = r.rejected.clone().or(r.dial_back.clone().err()).unwrap_or_default();
             return Outcome::fail(
                 "Register (the kubelet's answer)",
@@ -676,24 +671,24 @@ impl<'a> Sess<'a> {
             );
         }
         let others: BTreeSet<&str> =
-            self.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
+            self.seen.regs.iter().filter(|r| !self.wanted(r)).map(|r| r.resource.as_str()).collect();
         let others = match (&self.o.resource, others.is_empty()) {
             (Some(want), false) => format!("; it registered {others:?}, not --resource {want:?}"),
             _ => String::new(),
         };
         let pending = self
+            .seen
             .attempts
             .iter()
             .rev()
-            .find(|a| self.o.resource.as_ref().is_none_or(|n| &a.resource == n))
-            .map(|a| {
+            .find(|a| self.o.resource.as_ref().is_none_or(|n| &a.2 == n))
+            .map(|(generation, at, _, endpoint)| {
                 let story = self
-                    .dial_back_story(a.generation, a.at)
+                    .dial_back_story(*generation, *at)
                     .unwrap_or_else(|| "the kubelet is still dialling it back".into());
                 format!(
-                    "; Register (endpoint {:?}) arrived {} after the start, still unanswered: {story}",
-                    a.endpoint,
-                    ms(a.at.saturating_duration_since(self.plugin_started))
+                    "; Register (endpoint {endpoint:?}) arrived {} after the start, still unanswered: {story}",
+                    ms(at.saturating_duration_since(self.plugin_started))
                 )
             })
             .unwrap_or_default();
@@ -913,7 +908,7 @@ impl<'a> Sess<'a> {
     ) -> Option<(String, Vec<String>)> {
         let until = Instant::now() + within;
         loop {
-            if let Some(mk) = &self.mock {
+            if let Some(mk) = &self.kubelet {
                 if let Ok(all) = mk.allocatable(self.o.timeout).await {
                     let hit = match &self.resource {
                         Some(r) => all.get(r).filter(|ids| !ids.is_empty()).map(|ids| (r.clone(), ids.clone())),
@@ -937,7 +932,7 @@ impl<'a> Sess<'a> {
         let until = Instant::now() + within;
         let res = self.resource.clone().unwrap_or_default();
         loop {
-            if let Some(mk) = &self.mock {
+            if let Some(mk) = &self.kubelet {
                 if let Ok(p) = mk.pod_devices(name, self.o.timeout).await {
                     match (present, p) {
                         // Released kubelets list a pod still being admitted, without
@@ -966,7 +961,7 @@ impl<'a> Sess<'a> {
     }
 
     fn kubelet_log(&self) -> String {
-        self.mock.as_ref().map(|m| log_tail(&m.log, 3)).unwrap_or_default()
+        self.kubelet.as_ref().map(|m| log_tail(&m.log, 3)).unwrap_or_default()
     }
 
     async fn scenario(&mut self, id: &str) -> Outcome {
@@ -1036,7 +1031,7 @@ impl Sess<'_> {
     async fn reg_within(&mut self) -> Res {
         let r = self.ensure_reg().await?;
         let via = if r.via == Via::KubeletSocket { "kubelet.sock" } else { "the plugin watcher" };
-        let took = format!("after {} via {via}", ms(r.at.saturating_duration_since(self.plugin_started)));
+        let took = format!("after {} via {via}", ms(self.arrival(&r).saturating_duration_since(self.plugin_started)));
         match self.restart_cost() {
             Some(cost) => Ok(Outcome::warn(
                 format!("{took}, only because it was restarted"),
@@ -1105,13 +1100,15 @@ impl Sess<'_> {
             // The request itself is wrong: REG-002..REG-004 say how; no dial-back happened.
             (Some(e), _) => Ok(Outcome::not_run(format!("the kubelet refused the request before dialling back: {e}"))),
             (None, Err(e)) => {
-                let story = self.dial_back_story(r.generation, r.at).unwrap_or_else(|| "the dial-back failed".into());
+                let arrived = self.arrival(&r);
+                let story =
+                    self.dial_back_story(r.generation, arrived).unwrap_or_else(|| "the dial-back failed".into());
                 let later = self
                     .find_reg(r.generation, r.at, true)
                     .map(|ok| {
                         format!(
-                            "; a later Register, {} after the first, was accepted",
-                            ms(ok.at.saturating_duration_since(r.at))
+                            "; a later Register was accepted {} after the first arrived",
+                            ms(ok.at.saturating_duration_since(arrived))
                         )
                     })
                     .unwrap_or_default();
@@ -1216,7 +1213,7 @@ impl Sess<'_> {
                 "ListAndWatch (the kubelet's stream)",
                 format!(
                     "{} message(s), none with a device, within {SETTLE_WITHIN:?} of the first; the node's capacity stays 0",
-                    self.snaps.len().max(1)
+                    self.seen.snaps.len().max(1)
                 ),
                 "send the device list you found; do not start ListAndWatch before discovery is done",
             ));
@@ -1294,7 +1291,7 @@ impl Sess<'_> {
         }
         self.streams.push(stream);
         self.drain();
-        let latest: BTreeSet<String> = match self.snaps.last() {
+        let latest: BTreeSet<String> = match self.seen.snaps.last() {
             Some(s) if self.o.socket.is_none() => s.resp.devices.iter().map(|d| d.id.clone()).collect(),
             _ => self.first.as_ref().map(|f| f.resp.devices.iter().map(|d| d.id.clone()).collect()).unwrap_or_default(),
         };
@@ -1331,9 +1328,9 @@ impl Sess<'_> {
                     "keep the stream open and send a new list on every change; return only when the kubelet cancels (ctx.Done()) or the plugin stops",
                 ));
             }
-            match tokio::time::timeout_at(until.into(), self.events.recv()).await {
-                Ok(Some(e)) => self.take(e),
-                _ => break,
+            match self.next_event(until).await {
+                Some(e) => self.seen.take(&e),
+                None => break,
             }
         }
         Ok(Outcome::pass(format!("still open {} after registering", ms(r.at.elapsed()))))
@@ -1643,7 +1640,7 @@ impl Sess<'_> {
                 "re-register after every kubelet restart (see KRES-001)",
             ));
         };
-        let Some(Seen { resp: snap, .. }) =
+        let Some(Settled { resp: snap, .. }) =
             self.wait_snap(r.generation, &r.socket, r.at, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
         else {
             return Err(Outcome::fail(
@@ -1693,13 +1690,14 @@ impl Sess<'_> {
         };
         // A second registration with the same kubelet would arrive right after the first.
         let settle = Instant::now() + Duration::from_secs(1);
-        while let Ok(Some(e)) = tokio::time::timeout_at(settle.into(), self.events.recv()).await {
-            self.take(e);
+        while let Some(e) = self.next_event(settle).await {
+            self.seen.take(&e);
         }
         // The kubelet keeps the latest registration per resource; what must not
         // happen is two endpoints of the plugin alive and registered at once,
         // or the latest registration pointing at a dead socket.
         let latest = self
+            .seen
             .regs
             .iter()
             .rev()
@@ -1707,7 +1705,7 @@ impl Sess<'_> {
             .cloned()
             .unwrap_or(r);
         let endpoints: BTreeSet<PathBuf> =
-            self.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
+            self.seen.regs.iter().filter(|x| self.wanted(x)).map(|x| x.socket.clone()).collect();
         let mut live = Vec::new();
         for ep in endpoints {
             if let Ok(mut c) = plugin_client(&ep, self.o.timeout).await {
@@ -1742,10 +1740,10 @@ impl Sess<'_> {
                 "see E2E-001",
             ));
         };
-        if let Some(mk) = &mut self.mock {
-            mk.restart()
+        if let Some(k) = &self.kubelet {
+            k.restart()
                 .await
-                .map_err(|e| Outcome::fail("restart the mock kubelet", e.to_string(), "see the mock kubelet's log"))?;
+                .map_err(|e| Outcome::fail("restart the kubelet", e.to_string(), "see the kubelet's log"))?;
         }
         let t0 = Instant::now();
         let res = self.resource.clone().unwrap_or_default();
@@ -1755,7 +1753,7 @@ impl Sess<'_> {
             .await
             .filter(|(_, ids)| before.iter().all(|d| ids.contains(d)));
         if back.is_none() {
-            let now = match &self.mock {
+            let now = match &self.kubelet {
                 Some(mk) => {
                     mk.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).cloned()).unwrap_or_default()
                 }
@@ -1865,7 +1863,7 @@ impl Sess<'_> {
         };
         // Only what the new process sent: with a fixed socket name the old
         // process's snapshots have the same generation and socket.
-        let Some(Seen { resp: snap, .. }) =
+        let Some(Settled { resp: snap, .. }) =
             self.wait_snap(r.generation, &r.socket, t0, Instant::now() + FIRST_SNAPSHOT_WITHIN).await
         else {
             return Ok(Outcome::fail(
@@ -1956,6 +1954,7 @@ impl Sess<'_> {
         self.drain();
         let before = match (self.find_reg(0, self.plugin_started, true), &self.baseline) {
             (Some(r), Some(b)) => self
+                .seen
                 .snaps
                 .iter()
                 .rev()
@@ -2010,12 +2009,12 @@ impl Sess<'_> {
         };
         let kubelet = loop {
             self.drain();
-            if let Some(s) = self.snaps.iter().find(|s| drop(s)) {
+            if let Some(s) = self.seen.snaps.iter().find(|s| drop(s)) {
                 break Some((s.at.saturating_duration_since(t0), checks::healthy_ids(&s.resp.devices).len()));
             }
-            match tokio::time::timeout_at(until.into(), self.events.recv()).await {
-                Ok(Some(e)) => self.take(e),
-                _ => break None,
+            match self.next_event(until).await {
+                Some(e) => self.seen.take(&e),
+                None => break None,
             }
         };
         // The stream opened first: what it got meanwhile is buffered.

@@ -3,7 +3,7 @@
 use crate::mock_kubelet::{pod_yaml, Node};
 use crate::support::*;
 use dpctl::api::deviceplugin::{CdiDevice, ContainerAllocateResponse};
-use dpctl::kubelet::checkpoint::{Data, PodDeviceEntry};
+use dpctl::client::checkpoint::{Data, PodDeviceEntry};
 use std::path::Path;
 
 fn doctor_args<'a>(n: &'a Node, pr: &'a Path) -> Vec<&'a str> {
@@ -55,7 +55,7 @@ fn write_checkpoint(dp: &Path, entries: &[(&str, &str, &str, &[&str])], register
             .map(|(r, ids)| (r.to_string(), ids.iter().map(|s| s.to_string()).collect()))
             .collect(),
     };
-    dpctl::kubelet::checkpoint::write(&dp.join("kubelet_internal_checkpoint"), &data).unwrap();
+    dpctl::client::checkpoint::write(&dp.join("kubelet_internal_checkpoint"), &data).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,7 +95,7 @@ async fn control_and_status_sockets_bound_lines_and_answer_bad_utf8() {
     // the mock kubelet's status socket, the same way
     let n = crate::mock_kubelet::Node::new();
     let k = n.start(&[]).await;
-    let status = dpctl::kubelet::mock::status_socket(&n.dp());
+    let status = dpctl::kubelet::node::status_socket(&n.dp());
     wait_socket(&status).await;
     let (answer, wrote_all) = line_exchange(&status, vec![b'{'; 64 << 20]).await;
     assert!(answer.contains("\"ok\":false") && answer.contains("longer than 1 MiB"), "{answer:?}");

@@ -4,7 +4,7 @@
 
 use crate::support::*;
 use dpctl::api::deviceplugin::{AllocateRequest, ContainerAllocateRequest};
-use dpctl::kubelet::conn::PluginConn;
+use dpctl::client::conn::PluginConn;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;

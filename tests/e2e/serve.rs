@@ -6,7 +6,7 @@ use dpctl::api::deviceplugin::{
     AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
     PreferredAllocationRequest,
 };
-use dpctl::kubelet::conn::{PluginConn, Update};
+use dpctl::client::conn::{PluginConn, Update};
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ async fn dial(dir: &Path, endpoint: &str) -> PluginConn {
     PluginConn::connect(&dir.join(endpoint), T, 4 << 20).await.expect("dial the plugin back")
 }
 
-async fn snapshot(s: &mut dpctl::kubelet::conn::ListAndWatch) -> Vec<(String, String)> {
+async fn snapshot(s: &mut dpctl::client::conn::ListAndWatch) -> Vec<(String, String)> {
     match tokio::time::timeout(T, s.next()).await.expect("snapshot in time").expect("stream ok") {
         Update::Snapshot(r) => r.devices.into_iter().map(|d| (d.id, d.health)).collect(),
         Update::Closed => panic!("stream closed"),

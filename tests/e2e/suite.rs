@@ -57,7 +57,8 @@ fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
 type Fault = (&'static [&'static str], &'static [&'static str], &'static [&'static str]);
 const FAULTS: &[Fault] = &[
     (&[], &[], &[]),
-    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004"], &[]),
+    // The kubelet deletes every socket at start too, so a plugin started before it must serve again (ORDER-001).
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "ORDER-001"], &[]),
     (&["--reregister-delay", "6s"], &["KRES-001"], &[]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
     (&["--new-ids-after-restart", "--socket-name", "fixed.sock"], &["KRES-002", "KRES-004", "PRES-004"], &[]),

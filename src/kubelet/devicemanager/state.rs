@@ -5,7 +5,7 @@
 
 use crate::api::deviceplugin::{ContainerAllocateResponse, Device};
 use crate::api::HEALTHY;
-use crate::kubelet::checkpoint::{Data, PodDeviceEntry};
+use crate::client::checkpoint::{Data, PodDeviceEntry};
 use crate::kubelet::manifest::Pod;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +39,7 @@ pub struct EndpointInfo {
     /// The plugin's socket.
     pub socket: PathBuf,
     /// `kubelet.sock` or `plugin-watcher`.
-    pub via: &'static str,
+    pub via: crate::kubelet::event::Via,
     /// From GetDevicePluginOptions.
     pub pre_start_required: bool,
     /// From GetDevicePluginOptions.

@@ -32,7 +32,7 @@ pub fn register(st: &mut State, resource: &str, devices: &[Device], preferred: b
     let ep = EndpointInfo {
         id: 0,
         socket: PathBuf::from(format!("/dp/{}.sock", resource.replace('/', "_"))),
-        via: "kubelet.sock",
+        via: crate::kubelet::event::Via::KubeletSocket,
         pre_start_required: false,
         get_preferred_allocation_available: preferred,
     };

@@ -105,7 +105,7 @@ impl State {
                     }
                     .into(),
                     endpoint: ep.map(|e| e.socket.display().to_string()),
-                    via: ep.map(|e| e.via.to_string()),
+                    via: ep.map(|e| e.via.as_str().to_string()),
                     pre_start_required: ep.is_some_and(|e| e.pre_start_required),
                     get_preferred_allocation_available: ep.is_some_and(|e| e.get_preferred_allocation_available),
                     devices: r.devices.clone(),

@@ -3,8 +3,9 @@
 //! and background writes, and leaves exactly one final checkpoint write.
 
 use super::*;
-use crate::core::log::LogFormat;
+use crate::core::log::{LogFormat, Logger};
 use crate::kubelet::devicemanager::state::EndpointInfo;
+use crate::kubelet::event::Via;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn manager(dir: &Path, grace: Duration) -> Arc<Manager> {
@@ -18,7 +19,7 @@ fn manager(dir: &Path, grace: Duration) -> Arc<Manager> {
         pre_start_timeout: Duration::from_secs(1),
     };
     let log = Logger::to_file(LogFormat::Human, &dir.join("events.log")).unwrap();
-    let m = Manager::new(cfg, log, Generation::new(7));
+    let m = Manager::new(cfg, EventBus::new(log), Generation::new(7));
     m.start();
     m
 }
@@ -27,7 +28,7 @@ fn endpoint() -> EndpointInfo {
     EndpointInfo {
         id: 0,
         socket: PathBuf::from("/x/p.sock"),
-        via: "kubelet.sock",
+        via: Via::KubeletSocket,
         pre_start_required: false,
         get_preferred_allocation_available: false,
     }
@@ -71,10 +72,10 @@ async fn closing_stops_timers_events_and_writes_except_the_last() {
     let log = std::fs::read_to_string(dir.path().join("events.log")).unwrap();
     assert!(log.contains("stream-ended") && log.contains("generation=7"), "{log}");
     // the grace timer did not remove the resource; the last write holds it
-    let cp = crate::kubelet::checkpoint::read(&m.cfg.checkpoint).unwrap().unwrap();
+    let cp = crate::client::checkpoint::read(&m.cfg.checkpoint).unwrap().unwrap();
     assert!(cp.checkpoint.data.registered_devices.contains_key("vendor.example/r"));
     // after close: no event, no background write
-    m.event("after-close", &[]);
+    m.event(KubeletEvent::AfterClose);
     m.lock().st.registrations.insert("x".into(), 1);
     m.lock().st.version += 1;
     let before = std::fs::read_to_string(&m.cfg.checkpoint).unwrap();

@@ -1,20 +1,25 @@
-//! `dpctl mock-kubelet` put together: at each (re)start delete the sockets
-//! in the plugin directory as the kubelet does, restore from the checkpoint,
-//! serve Registration on kubelet.sock and PodResources, admit pods from the
-//! manifest directory, watch the plugin-watcher directory; restart in place
-//! on request (SIGHUP, `--restart-every`).
+//! The kubelet engine: one node, started in process from a [`NodeSpec`],
+//! driven through its [`Node`] handle. At each (re)start it deletes the
+//! sockets in the plugin directory as the kubelet does, restores from the
+//! checkpoint, serves Registration on kubelet.sock and PodResources, admits
+//! pods from the manifest directory (or [`Node::admit`]), and watches the
+//! plugin-watcher directory; a restart in place ([`Node::restart`], SIGHUP in
+//! `dpctl mock-kubelet`) ends the generation completely before the next one
+//! starts. Everything it does is reported as a typed [`KubeletEvent`] on its
+//! [`EventBus`] (the JSON log is those events serialised). Every task belongs
+//! to the node's tracker; [`Node::stop`] cancels and awaits all of them.
 
 use crate::api::deviceplugin::registration_server::RegistrationServer;
 use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
-use crate::core::log::Logger;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
+use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
+use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
-use crate::plugin::server::stopped;
-use serde::{Deserialize, Serialize};
+use crate::kubelet::tree::NodeTree;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,18 +27,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The status socket `dpctl node` reads, in the control subdirectory.
-pub fn status_socket(plugin_dir: &Path) -> PathBuf {
-    plugin_dir.join(crate::plugin::control::CONTROL_DIR).join("mock-kubelet.sock")
-}
+pub use crate::client::status::NodeStatus;
+pub use crate::core::paths::status_socket;
 
-/// Mock kubelet settings.
+/// What a node is: where it lives and how it behaves.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct NodeSpec {
     /// Plugin directory.
     pub plugin_dir: PathBuf,
     /// PodResources socket (None: not served).
@@ -48,22 +51,34 @@ pub struct Settings {
     pub restart_every: Option<Duration>,
     /// How long to keep dialing a plugin back.
     pub dial_timeout: Duration,
+    /// Endpoints plugins report under `.0` are found under `.1` (a plugin
+    /// in a private mount namespace sees the tree at /var/lib/kubelet).
+    pub endpoint_alias: Option<(PathBuf, PathBuf)>,
     /// Device manager settings.
     pub manager: Config,
+    /// Delete every socket in the plugin directory at start, as the kubelet
+    /// does (true); `dpctl test` turns it off where a plugin must already be
+    /// serving, with a stream of the suite's open, when the kubelet arrives.
+    pub clean_at_start: bool,
 }
 
-/// What `dpctl node` shows.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeStatus {
-    /// Resources.
-    pub resources: Vec<serde_json::Value>,
-    /// Admitted pods.
-    pub pods: Vec<serde_json::Value>,
-    /// Rejected manifests: file → reason.
-    pub rejected: BTreeMap<String, String>,
-    /// The plugin directory.
-    pub plugin_dir: String,
+impl NodeSpec {
+    /// A node on `tree` with the kubelet's defaults: every socket served,
+    /// manifests and the plugin watcher followed, no metrics, no restarts.
+    pub fn on_tree(tree: &NodeTree) -> Self {
+        NodeSpec {
+            plugin_dir: tree.plugin_dir.clone(),
+            pod_resources_socket: Some(tree.pod_resources.clone()),
+            manifests: Some(tree.manifests.clone()),
+            plugins_registry_dir: Some(tree.registry_dir.clone()),
+            metrics_addr: None,
+            restart_every: None,
+            dial_timeout: Duration::from_secs(10),
+            endpoint_alias: None,
+            manager: Config::kubelet(&tree.plugin_dir),
+            clean_at_start: true,
+        }
+    }
 }
 
 /// Snapshot the node status.
@@ -79,7 +94,7 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
 /// Delete every socket in the plugin directory (not recursively; never
 /// regular files, directories, symlinks or the checkpoint), as the kubelet
 /// does at start. Refuses if another server answers on kubelet.sock.
-pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
+pub async fn clean_plugin_dir(dir: &Path, bus: &EventBus, generation: u64) -> Result<()> {
     let kubelet = dir.join(KUBELET_SOCKET_NAME);
     if path_kind(&kubelet).ok() == Some(PathKind::Socket) && tokio::net::UnixStream::connect(&kubelet).await.is_ok() {
         return Err(Error::failed(format!(
@@ -94,12 +109,12 @@ pub async fn clean_plugin_dir(dir: &Path, log: &Logger) -> Result<()> {
             continue;
         }
         if path_kind(&p).ok() == Some(PathKind::Socket) {
-            match std::fs::remove_file(&p) {
-                Ok(()) => log.event("socket-deleted", &[("socket", json!(p.display().to_string()))]),
-                Err(err) => {
-                    log.event("error", &[("socket", json!(p.display().to_string())), ("error", json!(err.to_string()))])
-                }
-            }
+            let socket = p.display().to_string();
+            let event = match std::fs::remove_file(&p) {
+                Ok(()) => KubeletEvent::SocketDeleted { socket },
+                Err(err) => KubeletEvent::Error { error: err.to_string(), socket: Some(socket) },
+            };
+            bus.emit(event, Some(generation));
         }
     }
     Ok(())
@@ -212,14 +227,14 @@ async fn serve_status(
     current: watch::Receiver<Option<Arc<Manager>>>,
     stop: CancellationToken,
     tracker: TaskTracker,
-    log: Logger,
+    bus: EventBus,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
         crate::core::files::create_dir_all(dir)
             .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
     }
     let (listener, guard) = listen(&path).await?;
-    log.event("status", &[("socket", json!(path.display().to_string()))]);
+    bus.emit(KubeletEvent::Status { socket: path.display().to_string() }, None);
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
@@ -268,10 +283,12 @@ async fn serve_status(
 /// Start generation `gen`: clean the plugin directory, restore the
 /// checkpoint, serve Registration and PodResources, follow manifests and the
 /// plugin-watcher directory — every task on the generation's tracker.
-async fn start_generation(s: &Settings, log: &Logger, gen: Generation) -> Result<Arc<Manager>> {
-    clean_plugin_dir(&s.plugin_dir, log).await?;
+async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<Manager>> {
+    if s.clean_at_start {
+        clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
+    }
     let number = gen.number;
-    let mgr = Manager::new(s.manager.clone(), log.clone(), gen.clone());
+    let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
     let from_checkpoint = mgr.restore();
     if number > 0 {
         mgr.expect_back(from_checkpoint);
@@ -281,11 +298,11 @@ async fn start_generation(s: &Settings, log: &Logger, gen: Generation) -> Result
     let (l, g) = listen(&ksock).await?;
     let reg = RegistrationServer::new(RegistrationService { mgr: mgr.clone(), dial_timeout: s.dial_timeout });
     let failed = gen.token.clone();
-    let l2 = log.clone();
+    let b2 = bus.clone();
     gen.spawn(async move {
         let _g = g;
         if let Err(e) = serve(l, reg, std::future::pending()).await {
-            l2.event("error", &[("error", json!(e.to_string()))]);
+            b2.emit(KubeletEvent::Error { error: e.to_string(), socket: None }, Some(number));
             failed.cancel();
         }
     });
@@ -301,70 +318,213 @@ async fn start_generation(s: &Settings, log: &Logger, gen: Generation) -> Result
         gen.spawn(watch_manifests(mgr.clone(), dir.clone()));
     }
     if let Some(dir) = &s.plugins_registry_dir {
-        gen.spawn(crate::kubelet::watcher::run(mgr.clone(), dir.clone(), s.dial_timeout));
+        gen.spawn(crate::kubelet::watcher::run(mgr.clone(), dir.clone(), s.dial_timeout, s.endpoint_alias.clone()));
     }
     Ok(mgr)
 }
 
-/// Run until `shutdown`; `restart` requests a restart in place. A restart
-/// ends the running generation completely (its tasks cancelled and awaited,
-/// its last checkpoint written) before the next one starts.
-pub async fn run(
-    s: Settings,
-    log: Logger,
-    mut shutdown: watch::Receiver<bool>,
-    mut restart: mpsc::Receiver<()>,
+/// A restart request: why, and who waits for the new generation.
+type RestartRequest = (String, oneshot::Sender<Result<()>>);
+
+/// A running node. Dropping it without [`Node::stop`] cancels its tasks.
+pub struct Node {
+    bus: EventBus,
+    current: watch::Receiver<Option<Arc<Manager>>>,
+    restart: mpsc::Sender<RestartRequest>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+    ended: watch::Receiver<Option<std::result::Result<(), String>>>,
+    kubelet_socket: PathBuf,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Node {
+    /// Start a node; returns once its first generation serves (or failed to).
+    /// Subscribe to `bus` before calling to see every event from the start.
+    pub async fn start(spec: NodeSpec, bus: EventBus) -> Result<Node> {
+        let (current_tx, current) = watch::channel::<Option<Arc<Manager>>>(None);
+        let (restart_tx, restart_rx) = mpsc::channel::<RestartRequest>(4);
+        let (ended_tx, ended) = watch::channel(None);
+        let (first_tx, first_rx) = oneshot::channel::<Result<()>>();
+        let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+        let kubelet_socket = spec.plugin_dir.join(KUBELET_SOCKET_NAME);
+        let (b, st) = (bus.clone(), stop.clone());
+        tracker.spawn(async move {
+            let r = run(spec, b, st, current_tx, restart_rx, first_tx).await;
+            let _ = ended_tx.send(Some(r.map_err(|e| e.to_string())));
+        });
+        let node = Node { bus, current, restart: restart_tx, stop, tracker, ended, kubelet_socket };
+        match first_rx.await {
+            Ok(Ok(())) => Ok(node),
+            Ok(Err(e)) => {
+                node.stop().await;
+                Err(e)
+            }
+            Err(_) => {
+                let mut ended = node.ended.clone();
+                let why = ended.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()).and_then(|r| r.err());
+                node.stop().await;
+                Err(Error::failed(why.unwrap_or_else(|| "the kubelet engine stopped at start".into())))
+            }
+        }
+    }
+
+    /// Every event from now on.
+    pub fn events(&self) -> mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>> {
+        self.bus.subscribe()
+    }
+
+    /// kubelet.sock.
+    pub fn kubelet_socket(&self) -> &Path {
+        &self.kubelet_socket
+    }
+
+    /// The running generation's manager (waits up to 5 s during a restart).
+    async fn manager(&self) -> Option<Arc<Manager>> {
+        let mut c = self.current.clone();
+        let next = tokio::time::timeout(RESTART_WAIT, c.wait_for(Option::is_some)).await;
+        next.ok().and_then(|r| r.ok()).and_then(|m| m.clone())
+    }
+
+    /// The node's status, as `dpctl node` shows it (None while restarting for over 5 s).
+    pub async fn status(&self) -> Option<NodeStatus> {
+        self.manager().await.map(|m| node_status(&m))
+    }
+
+    /// Restart in place (as SIGHUP does); returns once the next generation serves.
+    pub async fn restart(&self, reason: &str) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.restart
+            .send((reason.to_string(), tx))
+            .await
+            .map_err(|_| Error::failed("the kubelet engine has stopped; cannot restart it"))?;
+        rx.await.map_err(|_| Error::failed("the kubelet engine stopped while restarting"))?
+    }
+
+    /// Admit a pod; the error is the kubelet's text.
+    pub async fn admit(&self, pod: crate::kubelet::manifest::Pod) -> std::result::Result<(), String> {
+        let Some(m) = self.manager().await else { return Err("the kubelet is restarting; try again".into()) };
+        let file = PathBuf::from(format!("(in process) {}", pod.key()));
+        m.admit(pod, file).await
+    }
+
+    /// Remove a pod and free its devices.
+    pub async fn remove(&self, uid: &str) {
+        if let Some(m) = self.manager().await {
+            m.remove_pod(uid);
+        }
+    }
+
+    /// Wait until the engine ends by itself (kubelet.sock stopped serving).
+    pub async fn finished(&self) -> Result<()> {
+        let mut e = self.ended.clone();
+        match e.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()) {
+            Some(Err(why)) => Err(Error::failed(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the engine has ended by itself (or was stopped).
+    pub fn has_ended(&self) -> bool {
+        self.ended.borrow().is_some()
+    }
+
+    /// Stop: end the generation (final checkpoint written), cancel and await every task.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// Serve the status socket and metrics, then run generations until stopped.
+async fn run(
+    s: NodeSpec,
+    bus: EventBus,
+    stop: CancellationToken,
+    current_tx: watch::Sender<Option<Arc<Manager>>>,
+    mut restart: mpsc::Receiver<RestartRequest>,
+    first: oneshot::Sender<Result<()>>,
 ) -> Result<()> {
-    let (current_tx, current_rx) = watch::channel::<Option<Arc<Manager>>>(None);
+    let mut first = Some(first);
+    let fail_first = |first: &mut Option<oneshot::Sender<Result<()>>>, e: Error| {
+        let text = e.to_string();
+        if let Some(f) = first.take() {
+            let _ = f.send(Err(e));
+        }
+        Err(Error::failed(text))
+    };
     // Process-wide tasks (status socket, metrics) outlive generations.
-    let process = Generation::new(0);
+    let status = Generation::new(0);
+    let current_rx = current_tx.subscribe();
     {
         let p = status_socket(&s.plugin_dir);
         // Fail early if the status socket cannot be created.
         if let Some(dir) = p.parent() {
-            crate::core::files::create_dir_all(dir)
-                .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
+            if let Err(e) = crate::core::files::create_dir_all(dir) {
+                return fail_first(&mut first, Error::io(dir, "cannot create the control directory", &e));
+            }
         }
-        let (c, st, tr, l) = (current_rx.clone(), process.token.clone(), process.tracker.clone(), log.clone());
-        process.tracker.spawn(async move {
-            if let Err(e) = serve_status(p, c, st, tr, l.clone()).await {
-                l.event("error", &[("error", json!(e.to_string()))]);
+        let (c, st, tr, b) = (current_rx.clone(), status.token.clone(), status.tracker.clone(), bus.clone());
+        status.tracker.spawn(async move {
+            if let Err(e) = serve_status(p, c, st, tr, b.clone()).await {
+                b.emit(KubeletEvent::Error { error: e.to_string(), socket: None }, None);
             }
         });
     }
     if let Some(addr) = s.metrics_addr {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::failed(format!("--metrics-addr {addr}: cannot listen: {e}; choose a free port")))?;
-        log.event("metrics", &[("addr", json!(format!("http://{addr}/metrics")))]);
-        process.tracker.spawn(crate::kubelet::metrics::serve(
+        let l = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                status.end().await;
+                let e = Error::failed(format!("--metrics-addr {addr}: cannot listen: {e}; choose a free port"));
+                return fail_first(&mut first, e);
+            }
+        };
+        bus.emit(KubeletEvent::Metrics { addr: format!("http://{addr}/metrics") }, None);
+        status.tracker.spawn(crate::kubelet::metrics::serve(
             l,
             current_rx.clone(),
-            process.token.clone(),
-            process.tracker.clone(),
+            status.token.clone(),
+            status.tracker.clone(),
         ));
     }
     let mut number = 0u64;
+    let mut waiting: Option<oneshot::Sender<Result<()>>> = None;
     let result = loop {
         let started = Instant::now();
         let gen = Generation::new(number);
-        let mgr = match start_generation(&s, &log, gen.clone()).await {
+        let mgr = match start_generation(&s, &bus, gen.clone()).await {
             Ok(m) => m,
             Err(e) => {
                 gen.end().await;
-                break Err(e);
+                if let Some(w) = waiting.take() {
+                    let _ = w.send(Err(Error::failed(e.to_string())));
+                }
+                break fail_first(&mut first, e);
             }
         };
         let _ = current_tx.send(Some(mgr.clone()));
-        log.event(
-            if number == 0 { "started" } else { "restarted" },
-            &[
-                ("kubeletSocket", json!(s.plugin_dir.join(KUBELET_SOCKET_NAME).display().to_string())),
-                ("podResourcesSocket", json!(s.pod_resources_socket.as_ref().map(|p| p.display().to_string()))),
-                ("generation", json!(number)),
-                ("startMs", crate::core::log::ms(started.elapsed())),
-            ],
-        );
+        let kubelet_socket = s.plugin_dir.join(KUBELET_SOCKET_NAME).display().to_string();
+        let pod_resources_socket = s.pod_resources_socket.as_ref().map(|p| p.display().to_string());
+        let start_ms = millis(started.elapsed());
+        let event = if number == 0 {
+            KubeletEvent::Started { kubelet_socket, pod_resources_socket, start_ms }
+        } else {
+            KubeletEvent::Restarted { kubelet_socket, pod_resources_socket, start_ms }
+        };
+        bus.emit(event, Some(number));
+        if let Some(f) = first.take() {
+            let _ = f.send(Ok(()));
+        }
+        if let Some(w) = waiting.take() {
+            let _ = w.send(Ok(()));
+        }
         let timer = async {
             match s.restart_every {
                 Some(d) => tokio::time::sleep(d).await,
@@ -374,9 +534,15 @@ pub async fn run(
         let mut quit = false;
         let mut failure = None;
         tokio::select! {
-            _ = stopped(&mut shutdown) => quit = true,
-            _ = restart.recv() => log.event("restarting", &[("reason", json!("SIGHUP"))]),
-            _ = timer => log.event("restarting", &[("reason", json!("--restart-every"))]),
+            _ = stop.cancelled() => quit = true,
+            r = restart.recv() => match r {
+                Some((reason, ack)) => {
+                    bus.emit(KubeletEvent::Restarting { reason }, Some(number));
+                    waiting = Some(ack);
+                }
+                None => quit = true,
+            },
+            _ = timer => bus.emit(KubeletEvent::Restarting { reason: "--restart-every".into() }, Some(number)),
             _ = gen.token.cancelled() => {
                 failure = Some(Error::failed("the kubelet socket stopped serving"));
                 quit = true;
@@ -392,11 +558,9 @@ pub async fn run(
         }
         number += 1;
     };
-    process.token.cancel();
-    process.tracker.close();
-    let _ = tokio::time::timeout(Duration::from_secs(2), process.tracker.wait()).await;
+    status.end().await;
     if result.is_ok() {
-        log.event("stopped", &[]);
+        bus.emit(KubeletEvent::Stopped, None);
     }
     result
 }

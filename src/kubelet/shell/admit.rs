@@ -3,8 +3,20 @@
 //! commit a batch to the checkpoint before acknowledging any of it, and call
 //! PreStartContainer where the plugin asks for it.
 
-use super::*;
-use crate::kubelet::devicemanager::state::AllocKey;
+use super::Manager;
+use crate::api::deviceplugin::{
+    AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
+    PreferredAllocationRequest,
+};
+use crate::client::conn::PluginConn;
+use crate::core::time::millis;
+use crate::kubelet::devicemanager::state::{AllocKey, PodRecord};
+use crate::kubelet::devicemanager::{Answer, PodAdmission, Step};
+use crate::kubelet::event::{capped, KubeletEvent};
+use crate::kubelet::manifest::Pod;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// A pod whose allocations are staged, waiting for the checkpoint write.
 struct Staged {
@@ -91,16 +103,13 @@ impl Manager {
                     .map(|((_, c, r), a)| format!("{c}:{r}={}", crate::core::text::id_list(&a.ids)))
                     .collect()
             };
-            self.event(
-                if s.restored { "pod-restored" } else { "pod-admitted" },
-                &[
-                    ("pod", json!(s.pod.key())),
-                    ("uid", json!(s.pod.uid)),
-                    ("allocations", json!(summary)),
-                    ("allocateCalls", json!(s.calls)),
-                    ("latencyMs", ms(s.start.elapsed())),
-                ],
-            );
+            let (pod, uid, latency_ms) = (s.pod.key(), s.pod.uid.clone(), millis(s.start.elapsed()));
+            let (allocations, allocate_calls) = (summary, s.calls);
+            self.event(if s.restored {
+                KubeletEvent::PodRestored { pod, uid, allocations, allocate_calls, latency_ms }
+            } else {
+                KubeletEvent::PodAdmitted { pod, uid, allocations, allocate_calls, latency_ms }
+            });
             if !s.restored {
                 self.start_containers(&s.pod).await;
             }
@@ -135,41 +144,34 @@ impl Manager {
     }
 
     /// GetPreferredAllocation with the kubelet's arguments.
-    async fn preferred(
-        &self,
-        res: &str,
-        container: &str,
-        req: crate::api::deviceplugin::ContainerPreferredAllocationRequest,
-    ) -> Answer {
+    async fn preferred(&self, res: &str, container: &str, req: ContainerPreferredAllocationRequest) -> Answer {
         let Some(conn) = self.conn_of(res) else { return Answer::Preferred(Vec::new()) };
         let t = Instant::now();
         let r = conn.preferred(PreferredAllocationRequest { container_requests: vec![req.clone()] }).await;
-        let mut fields = vec![
-            ("resource", json!(res)),
-            ("container", json!(container)),
-            ("available", capped(&req.available_device_i_ds)),
-            ("mustInclude", capped(&req.must_include_device_i_ds)),
-            ("size", json!(req.allocation_size)),
-            ("latencyMs", ms(t.elapsed())),
-        ];
+        let event = |preferred, ignored_foreign, topped_up, error| KubeletEvent::Preferred {
+            resource: res.to_string(),
+            container: container.to_string(),
+            available: capped(&req.available_device_i_ds),
+            must_include: capped(&req.must_include_device_i_ds),
+            size: req.allocation_size,
+            latency_ms: millis(t.elapsed()),
+            preferred,
+            ignored_foreign,
+            topped_up,
+            error,
+        };
         match r {
             Err(e) => {
-                fields.push(("error", json!(e.to_string())));
-                self.event("preferred", &fields);
+                self.event(event(None, None, None, Some(e.to_string())));
                 Answer::PreferredFailed(e.to_string())
             }
             Ok(resp) => {
                 let ids = resp.container_responses.into_iter().next().map(|c| c.device_i_ds).unwrap_or_default();
-                let foreign: Vec<&String> = ids.iter().filter(|i| !req.available_device_i_ds.contains(*i)).collect();
-                fields.push(("preferred", json!(ids)));
-                if !foreign.is_empty() {
-                    fields.push(("ignoredForeign", json!(foreign)));
-                }
+                let foreign: Vec<String> =
+                    ids.iter().filter(|i| !req.available_device_i_ds.contains(*i)).cloned().collect();
                 let size = usize::try_from(req.allocation_size).unwrap_or(0);
-                if ids.len() < size {
-                    fields.push(("toppedUp", json!(size - ids.len())));
-                }
-                self.event("preferred", &fields);
+                let topped = (ids.len() < size).then(|| size - ids.len());
+                self.event(event(Some(ids.clone()), (!foreign.is_empty()).then_some(foreign), topped, None));
                 Answer::Preferred(ids)
             }
         }
@@ -185,25 +187,26 @@ impl Manager {
         let r = conn.allocate(req).await;
         let took = t.elapsed();
         self.lock().hist.entry(res.to_string()).or_default().observe(took.as_secs_f64());
-        let mut fields = vec![
-            ("pod", json!(pod.key())),
-            ("container", json!(container)),
-            ("resource", json!(res)),
-            ("devices", json!(ids)),
-            ("latencyMs", ms(took)),
-        ];
+        let mut error = None;
         let answer = match r {
             Err(e) => Answer::AllocateFailed(e.to_string()),
             Ok(resp) if resp.container_responses.is_empty() => {
-                fields.push(("error", json!("no containers return in allocation response")));
+                error = Some("no containers return in allocation response".to_string());
                 Answer::Allocated(resp)
             }
             Ok(resp) => Answer::Allocated(resp),
         };
         if let Answer::AllocateFailed(e) = &answer {
-            fields.push(("error", json!(e)));
+            error = Some(e.clone());
         }
-        self.event("allocate", &fields);
+        self.event(KubeletEvent::Allocate {
+            pod: pod.key(),
+            container: container.to_string(),
+            resource: res.to_string(),
+            devices: ids,
+            latency_ms: millis(took),
+            error,
+        });
         answer
     }
 
@@ -224,36 +227,20 @@ impl Manager {
                 let r = conn
                     .pre_start(PreStartContainerRequest { devices_ids: ids.clone() }, self.cfg.pre_start_timeout)
                     .await;
-                let mut fields = vec![
-                    ("pod", json!(pod.key())),
-                    ("container", json!(c.name)),
-                    ("resource", json!(res)),
-                    ("devices", json!(ids)),
-                    ("latencyMs", ms(t.elapsed())),
-                ];
-                match r {
-                    Ok(_) => self.event("pre-start", &fields),
-                    Err(e) => {
-                        fields.push(("error", json!(e.to_string())));
-                        self.event("container-start-failed", &fields);
-                    }
-                }
+                let (pod, container, resource, devices) = (pod.key(), c.name.clone(), res.clone(), ids);
+                let latency_ms = millis(t.elapsed());
+                self.event(match r {
+                    Ok(_) => KubeletEvent::PreStart { pod, container, resource, devices, latency_ms },
+                    Err(e) => KubeletEvent::ContainerStartFailed {
+                        pod,
+                        container,
+                        resource,
+                        devices,
+                        latency_ms,
+                        error: e.to_string(),
+                    },
+                });
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::capped;
-    use serde_json::json;
-
-    #[test]
-    fn log_lists_are_capped() {
-        let ids: Vec<String> = (0..25).map(|i| format!("d{i}")).collect();
-        let v = capped(&ids);
-        assert_eq!(v.as_array().map(Vec::len), Some(21));
-        assert_eq!(v[20], "+5 more");
-        assert_eq!(capped(&ids[..3]), json!(["d0", "d1", "d2"]));
     }
 }

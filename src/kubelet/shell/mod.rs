@@ -5,19 +5,15 @@
 //! generation, then writes the final checkpoint, so nothing of an old
 //! generation can happen after the next one starts.
 
-use crate::api::deviceplugin::{
-    AllocateRequest, ContainerAllocateRequest, Device, DevicePluginOptions, PreStartContainerRequest,
-    PreferredAllocationRequest,
-};
-use crate::core::log::{ms, Logger};
-use crate::kubelet::checkpoint;
-use crate::kubelet::conn::PluginConn;
-use crate::kubelet::devicemanager::state::{EndpointInfo, PodRecord};
-use crate::kubelet::devicemanager::{
-    Answer, ContainerStatus, Histogram, PodAdmission, PodStatus, ResourceStatus, State, Step,
-};
+use crate::api::deviceplugin::{Device, DevicePluginOptions};
+use crate::client::checkpoint;
+use crate::client::conn::PluginConn;
+use crate::core::time::millis;
+use crate::kubelet::devicemanager::state::EndpointInfo;
+use crate::kubelet::devicemanager::{ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
+use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,18 +42,6 @@ pub struct Config {
     pub pre_start_timeout: Duration,
 }
 
-/// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
-pub fn capped<T: ToString>(items: &[T]) -> Value {
-    let mut v: Vec<Value> = items.iter().take(LOG_LIST).map(|x| json!(x.to_string())).collect();
-    if items.len() > LOG_LIST {
-        v.push(json!(format!("+{} more", items.len() - LOG_LIST)));
-    }
-    Value::Array(v)
-}
-
-/// How many IDs one event-log field lists.
-const LOG_LIST: usize = 20;
-
 struct Inner {
     st: State,
     hist: BTreeMap<String, Histogram>,
@@ -66,7 +50,23 @@ struct Inner {
     admitting: BTreeMap<String, Pod>,
     closed: bool,
     /// Events decided under the lock, logged after it is released.
-    outbox: Vec<(String, Vec<(String, Value)>)>,
+    outbox: Vec<KubeletEvent>,
+}
+
+impl Config {
+    /// The kubelet's settings for `plugin_dir`: checkpoint inside it, no
+    /// topology policy, 5 min grace period, 4 MiB receive limit, 30 s calls.
+    pub fn kubelet(plugin_dir: &Path) -> Self {
+        Config {
+            plugin_dir: plugin_dir.to_path_buf(),
+            checkpoint: plugin_dir.join(crate::core::paths::CHECKPOINT_NAME),
+            topology: TopologyPolicy::None,
+            grace_period: Duration::from_secs(300),
+            max_recv: crate::api::KUBELET_MAX_RECV,
+            call_timeout: Duration::from_secs(30),
+            pre_start_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 /// The device manager of one generation.
@@ -81,15 +81,15 @@ pub struct Manager {
     restarted: Mutex<Option<Instant>>,
     /// Settings.
     pub cfg: Config,
-    /// Event log.
-    pub log: Logger,
+    /// Where events go (the log and in-process subscribers).
+    pub bus: EventBus,
     /// The generation every task of this manager belongs to.
     pub gen: Generation,
 }
 
 impl Manager {
     /// A manager with empty state. Call [`Manager::start`] to run its checkpoint writer.
-    pub fn new(cfg: Config, log: Logger, gen: Generation) -> Arc<Self> {
+    pub fn new(cfg: Config, bus: EventBus, gen: Generation) -> Arc<Self> {
         let inner = Inner {
             st: State::default(),
             hist: BTreeMap::new(),
@@ -107,7 +107,7 @@ impl Manager {
             dirty: tokio::sync::Notify::new(),
             restarted: Mutex::new(None),
             cfg,
-            log,
+            bus,
             gen,
         })
     }
@@ -125,7 +125,7 @@ impl Manager {
                     _ = token.cancelled() => return,
                 }
                 if let Err(e) = me.flush(false).await {
-                    me.event("checkpoint-error", &[("error", json!(e.to_string()))]);
+                    me.event(KubeletEvent::CheckpointError { error: e.to_string() });
                 }
             }
         });
@@ -135,19 +135,17 @@ impl Manager {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Log an event, tagged with this generation, unless the generation is closed.
-    pub fn event(&self, name: &str, fields: &[(&str, Value)]) {
+    /// Report an event, tagged with this generation, unless the generation is closed.
+    pub fn event(&self, event: KubeletEvent) {
         let closed = self.gate.read().unwrap_or_else(|p| p.into_inner());
         if !*closed {
-            let mut f = fields.to_vec();
-            f.push(("generation", json!(self.gen.number)));
-            self.log.event(name, &f);
+            self.bus.emit(event, Some(self.gen.number));
         }
     }
 
-    /// Queue an event decided under the state lock; [`Manager::unlock`] logs it.
-    fn ev(&self, g: &mut Inner, name: &str, fields: &[(&str, Value)]) {
-        g.outbox.push((name.to_string(), fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()));
+    /// Queue an event decided under the state lock; [`Manager::unlock`] reports it.
+    fn ev(&self, g: &mut Inner, event: KubeletEvent) {
+        g.outbox.push(event);
     }
 
     /// Release the state lock, then log what was queued under it (the log can
@@ -155,9 +153,8 @@ impl Manager {
     fn unlock(&self, mut g: MutexGuard<'_, Inner>) {
         let out = std::mem::take(&mut g.outbox);
         drop(g);
-        for (name, fields) in out {
-            let f: Vec<(&str, Value)> = fields.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            self.event(&name, &f);
+        for event in out {
+            self.event(event);
         }
     }
 
@@ -192,7 +189,7 @@ impl Manager {
         self.lock().closed = true;
         self.gen.end().await;
         if let Err(e) = self.flush(true).await {
-            self.log.event("checkpoint-error", &[("error", json!(e.to_string()))]);
+            self.bus.emit(KubeletEvent::CheckpointError { error: e.to_string() }, Some(self.gen.number));
         }
     }
 
@@ -209,27 +206,24 @@ impl Manager {
             Err(e) => {
                 let aside =
                     checkpoint::set_aside(path).map(|p| p.display().to_string()).unwrap_or_else(|e2| e2.to_string());
-                self.event("checkpoint-corrupt", &[("error", json!(e.to_string())), ("setAside", json!(aside))]);
+                self.event(KubeletEvent::CheckpointCorrupt { error: e.to_string(), set_aside: aside });
                 None
             }
         };
         let Some(l) = loaded else { return BTreeSet::new() };
         if !l.checksum_ours {
-            self.event(
-                "checkpoint-checksum",
-                &[
-                    ("file", json!(path.display().to_string())),
-                    ("note", json!("checksum not dpctl's (written by a real kubelet?); content used as is")),
-                ],
-            );
+            self.event(KubeletEvent::CheckpointChecksum {
+                file: path.display().to_string(),
+                note: "checksum not dpctl's (written by a real kubelet?); content used as is".into(),
+            });
         }
         let mut g = self.lock();
         let n = g.st.restore(&l.checkpoint.data);
         // What was just read is what the file holds.
         *self.written.lock().unwrap_or_else(|p| p.into_inner()) = g.st.version;
         let resources: BTreeSet<String> = g.st.resources.keys().cloned().collect();
-        let list: Vec<&String> = resources.iter().collect();
-        self.ev(&mut g, "checkpoint-restored", &[("allocations", json!(n)), ("resources", json!(list))]);
+        let resources_list = resources.iter().cloned().collect();
+        self.ev(&mut g, KubeletEvent::CheckpointRestored { allocations: n, resources: resources_list });
         self.unlock(g);
         // As the kubelet does, a resource known only from the checkpoint is an
         // endpoint stopped now: it goes when the grace period ends without its plugin.
@@ -239,11 +233,7 @@ impl Manager {
                 tokio::time::sleep(me.cfg.grace_period).await;
                 let mut g = me.lock();
                 if !g.closed && g.st.waiting_over(&r) {
-                    me.ev(
-                        &mut g,
-                        "resource-removed",
-                        &[("resource", json!(r)), ("reason", json!("grace period over"))],
-                    );
+                    me.ev(&mut g, KubeletEvent::ResourceRemoved { resource: r, reason: "grace period over".into() });
                     me.unlock(g);
                     me.changed();
                 }
@@ -272,7 +262,7 @@ impl Manager {
         resource: &str,
         conn: PluginConn,
         options: DevicePluginOptions,
-        via: &'static str,
+        who: Registrant,
     ) -> Option<u64> {
         let token = self.gen.token.child_token();
         let mut g = self.lock();
@@ -282,7 +272,7 @@ impl Manager {
         let ep = EndpointInfo {
             id: 0,
             socket: conn.socket().to_path_buf(),
-            via,
+            via: who.via,
             pre_start_required: options.pre_start_required,
             get_preferred_allocation_available: options.get_preferred_allocation_available,
         };
@@ -298,22 +288,24 @@ impl Manager {
         }
         self.ev(
             &mut g,
-            "registered",
-            &[
-                ("resource", json!(resource)),
-                ("endpoint", json!(socket)),
-                ("via", json!(via)),
-                ("preStartRequired", json!(options.pre_start_required)),
-                ("getPreferredAllocationAvailable", json!(options.get_preferred_allocation_available)),
-                ("replaced", json!(reg.replaced)),
-            ],
+            KubeletEvent::Registered {
+                resource: resource.to_string(),
+                endpoint: socket,
+                endpoint_sent: crate::core::text::cap(&who.endpoint).into_owned(),
+                via: who.via,
+                version: crate::core::text::cap(&who.version).into_owned(),
+                request_options: who.request_options,
+                pre_start_required: options.pre_start_required,
+                get_preferred_allocation_available: options.get_preferred_allocation_available,
+                replaced: reg.replaced,
+            },
         );
         if let Some(all) = reg.back {
             let took = self.restarted.lock().unwrap_or_else(|p| p.into_inner()).map(|t| t.elapsed());
-            let took = ms(took.unwrap_or_default());
-            self.ev(&mut g, "plugin-back", &[("resource", json!(resource)), ("afterMs", took.clone())]);
+            let after_ms = millis(took.unwrap_or_default());
+            self.ev(&mut g, KubeletEvent::PluginBack { resource: resource.to_string(), after_ms });
             if all {
-                self.ev(&mut g, "all-plugins-back", &[("afterMs", took)]);
+                self.ev(&mut g, KubeletEvent::AllPluginsBack { after_ms });
             }
         }
         self.unlock(g);
@@ -322,7 +314,7 @@ impl Manager {
         let res = resource.to_string();
         self.gen.spawn(async move {
             tokio::select! {
-                _ = crate::kubelet::registration::run_endpoint(me.clone(), res, reg.id, conn) => {}
+                _ = endpoint::follow(me.clone(), res, reg.id, conn) => {}
                 _ = token.cancelled() => {}
             }
         });
@@ -335,21 +327,23 @@ impl Manager {
         let Some(d) = g.st.snapshot(resource, id, &devices) else { return };
         let problems =
             crate::core::validate::device_problems(devices.iter().map(|d| (d.id.as_str(), d.health.as_str())));
+        let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
         self.ev(
             &mut g,
-            "devices",
-            &[
-                ("resource", json!(resource)),
-                ("capacity", json!(d.capacity)),
-                ("allocatable", json!(d.allocatable)),
-                ("added", capped(&d.added)),
-                ("removed", capped(&d.removed)),
-                ("healthChanged", capped(&d.health_changed)),
-                ("bytes", json!(bytes)),
-            ],
+            KubeletEvent::Devices {
+                resource: resource.to_string(),
+                endpoint,
+                capacity: d.capacity,
+                allocatable: d.allocatable,
+                added: capped(&d.added),
+                removed: capped(&d.removed),
+                health_changed: capped(&d.health_changed),
+                bytes,
+                snapshot: Some(Arc::new(devices)),
+            },
         );
         for p in problems {
-            self.ev(&mut g, "device-warning", &[("resource", json!(resource)), ("problem", json!(p.to_string()))]);
+            self.ev(&mut g, KubeletEvent::DeviceWarning { resource: resource.to_string(), problem: p.to_string() });
         }
         self.unlock(g);
         self.changed();
@@ -359,17 +353,18 @@ impl Manager {
     /// timer of this generation removes the resource unless it registers again.
     pub fn stream_ended(self: &Arc<Self>, resource: &str, id: u64, why: &str) {
         let mut g = self.lock();
+        let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
         let Some(capacity) = g.st.stream_ended(resource, id) else { return };
         self.ev(
             &mut g,
-            "stream-ended",
-            &[
-                ("resource", json!(resource)),
-                ("reason", json!(why)),
-                ("capacity", json!(capacity)),
-                ("allocatable", json!(0)),
-                ("gracePeriodMs", ms(self.cfg.grace_period)),
-            ],
+            KubeletEvent::StreamEnded {
+                resource: resource.to_string(),
+                endpoint,
+                reason: why.to_string(),
+                capacity,
+                allocatable: 0,
+                grace_period_ms: millis(self.cfg.grace_period),
+            },
         );
         self.unlock(g);
         let me = self.clone();
@@ -381,7 +376,7 @@ impl Manager {
                 return;
             }
             g.conns.remove(&id);
-            me.ev(&mut g, "resource-removed", &[("resource", json!(resource)), ("reason", json!("grace period over"))]);
+            me.ev(&mut g, KubeletEvent::ResourceRemoved { resource, reason: "grace period over".into() });
             me.unlock(g);
             me.changed();
         });
@@ -442,7 +437,7 @@ impl Manager {
     /// Record a manifest that could not be admitted.
     pub fn reject_file(&self, file: PathBuf, why: String) {
         let mut g = self.lock();
-        self.ev(&mut g, "pod-rejected", &[("file", json!(file.display().to_string())), ("reason", json!(why))]);
+        self.ev(&mut g, KubeletEvent::PodRejected { file: file.display().to_string(), reason: why.clone() });
         g.st.rejected.insert(file, why);
         self.unlock(g);
     }
@@ -457,13 +452,13 @@ impl Manager {
         let mut g = self.lock();
         let orphans = g.st.drop_orphans();
         for (u, c, r) in &orphans {
-            let f = [
-                ("podUID", json!(u)),
-                ("container", json!(c)),
-                ("resource", json!(r)),
-                ("reason", json!("pod no longer exists")),
-            ];
-            self.ev(&mut g, "allocation-freed", &f);
+            let e = KubeletEvent::AllocationFreed {
+                pod_uid: u.clone(),
+                container: c.clone(),
+                resource: r.clone(),
+                reason: "pod no longer exists".into(),
+            };
+            self.ev(&mut g, e);
         }
         self.unlock(g);
         if !orphans.is_empty() {
@@ -475,15 +470,14 @@ impl Manager {
     pub fn remove_pod(&self, uid: &str) {
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
-        self.ev(&mut g, "pod-removed", &[("pod", json!(p.pod.key())), ("uid", json!(uid)), ("freed", json!(freed))]);
+        self.ev(&mut g, KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) });
         self.unlock(g);
         self.changed();
     }
 }
 
-#[path = "admit.rs"]
 mod admit;
+mod endpoint;
 
 #[cfg(test)]
-#[path = "shell_tests.rs"]
 mod tests;

@@ -9,8 +9,8 @@ use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, AllocatableResourcesResponse,
     ListPodResourcesRequest, ListPodResourcesResponse,
 };
+use crate::client::checkpoint::Data;
 use crate::core::transport::{call, dial, request};
-use crate::kubelet::checkpoint::Data;
 use crate::trace::{ContainerHolding, PodHolding};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -132,7 +132,7 @@ async fn read_pod_resources(
 }
 
 fn read_checkpoint(path: &Path, resource: &str) -> Result<(Vec<String>, Vec<PodHolding>), String> {
-    match crate::kubelet::checkpoint::read(path) {
+    match crate::client::checkpoint::read(path) {
         Ok(Some(l)) => Ok(from_checkpoint(&l.checkpoint.data, resource)),
         Ok(None) => Err(format!("{}: no checkpoint", path.display())),
         Err(e) => Err(e.to_string()),
@@ -220,7 +220,7 @@ pub async fn owner(
 mod tests {
     use super::*;
     use crate::api::podresources::{ContainerDevices, ContainerResources, PodResources};
-    use crate::kubelet::checkpoint::PodDeviceEntry;
+    use crate::client::checkpoint::PodDeviceEntry;
 
     fn pr() -> ListPodResourcesResponse {
         ListPodResourcesResponse {
@@ -294,7 +294,7 @@ mod tests {
         let v = read(&pr, &cp_path, "v.e/foo", t).await;
         assert_eq!(v.source, "none");
         assert!(v.note.unwrap().contains("PodResources unavailable"));
-        crate::kubelet::checkpoint::write(&cp_path, &cp()).unwrap();
+        crate::client::checkpoint::write(&cp_path, &cp()).unwrap();
         let v = read(&pr, &cp_path, "v.e/foo", t).await;
         assert_eq!(v.source, "checkpoint");
         assert_eq!(v.allocatable, ["foo-1", "foo-2", "foo-3"]);

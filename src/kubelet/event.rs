@@ -1,0 +1,602 @@
+//! What the kubelet engine reports: one typed event per thing that happened.
+//! The serde form of [`Stamped`] *is* the JSON log line (the log adds only
+//! `time`), so the log and in-process consumers (`dpctl test`, `bench
+//! kubelet`, `demo`, the e2e tests) read the same data. In-process
+//! subscribers also get the full ListAndWatch snapshot and the moment the
+//! event was decided, which the log leaves out.
+
+use crate::api::deviceplugin::Device;
+use crate::core::log::Logger;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// How a plugin reached the kubelet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Via {
+    /// `Register` on kubelet.sock.
+    #[serde(rename = "kubelet.sock")]
+    KubeletSocket,
+    /// A socket in the plugin-watcher directory.
+    #[serde(rename = "plugin-watcher")]
+    PluginWatcher,
+}
+
+impl Via {
+    /// As the log writes it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Via::KubeletSocket => "kubelet.sock",
+            Via::PluginWatcher => "plugin-watcher",
+        }
+    }
+}
+
+/// Where a registration failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RejectStage {
+    /// The request itself (version, resource name, endpoint).
+    Validation,
+    /// Dialing the plugin back or GetDevicePluginOptions.
+    DialBack,
+    /// NotifyRegistrationStatus (plugin watcher): a failed notify deregisters.
+    Notify,
+    /// GetInfo on the plugin-watcher socket.
+    GetInfo,
+    /// The kubelet was restarting.
+    Restarting,
+}
+
+/// One event of the kubelet engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum KubeletEvent {
+    /// The engine's first generation is serving.
+    #[serde(rename_all = "camelCase")]
+    Started {
+        /// kubelet.sock.
+        kubelet_socket: String,
+        /// The PodResources socket, if served.
+        pod_resources_socket: Option<String>,
+        /// How long the start took.
+        start_ms: f64,
+    },
+    /// A restart is beginning.
+    Restarting {
+        /// Why (SIGHUP, --restart-every, a request).
+        reason: String,
+    },
+    /// A later generation is serving.
+    #[serde(rename_all = "camelCase")]
+    Restarted {
+        /// kubelet.sock.
+        kubelet_socket: String,
+        /// The PodResources socket, if served.
+        pod_resources_socket: Option<String>,
+        /// How long the restart took.
+        start_ms: f64,
+    },
+    /// The engine stopped.
+    Stopped,
+    /// A socket deleted from the plugin directory at start.
+    SocketDeleted {
+        /// The socket.
+        socket: String,
+    },
+    /// The status socket `dpctl node` reads.
+    Status {
+        /// The socket.
+        socket: String,
+    },
+    /// The metrics endpoint.
+    Metrics {
+        /// Its URL.
+        addr: String,
+    },
+    /// The plugin watcher is watching.
+    PluginWatcher {
+        /// The directory.
+        dir: String,
+    },
+    /// Something failed that does not stop the engine.
+    Error {
+        /// What failed.
+        error: String,
+        /// The path involved, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<String>,
+    },
+    /// A plugin registered (kubelet.sock or the plugin watcher).
+    #[serde(rename_all = "camelCase")]
+    Registered {
+        /// Resource name.
+        resource: String,
+        /// The DevicePlugin socket dialled back.
+        endpoint: String,
+        /// The endpoint as the plugin sent it (a file name on kubelet.sock, a path from GetInfo).
+        endpoint_sent: String,
+        /// How it registered.
+        via: Via,
+        /// The version(s) it sent.
+        version: String,
+        /// The options of its RegisterRequest (kubelet.sock only; the kubelet ignores them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_options: Option<Options>,
+        /// From GetDevicePluginOptions.
+        pre_start_required: bool,
+        /// From GetDevicePluginOptions.
+        get_preferred_allocation_available: bool,
+        /// It replaced an earlier endpoint of the resource.
+        replaced: bool,
+    },
+    /// A Register call arrived on kubelet.sock, before its checks and the
+    /// dial-back (which may take the dial timeout): a slow or failing
+    /// dial-back is seen as it happens. `Registered` or
+    /// `RegistrationRejected` follows.
+    #[serde(rename_all = "camelCase")]
+    RegisterReceived {
+        /// Resource name (capped).
+        resource: String,
+        /// Endpoint as sent (capped).
+        endpoint: String,
+    },
+    /// Dialling a registering plugin back failed; the kubelet keeps trying
+    /// until its dial timeout (reported once per Register, at the first failure).
+    #[serde(rename_all = "camelCase")]
+    DialBackFailing {
+        /// Resource name (capped).
+        resource: String,
+        /// The socket dialled.
+        socket: String,
+        /// Why the dial failed.
+        error: String,
+    },
+    /// A registration the kubelet refused, with the kubelet's text.
+    #[serde(rename_all = "camelCase")]
+    RegistrationRejected {
+        /// How it came.
+        via: Via,
+        /// Where it failed.
+        stage: RejectStage,
+        /// Resource name (capped).
+        resource: String,
+        /// Endpoint as sent (capped).
+        endpoint: String,
+        /// The socket it resolves to (the plugin-watcher socket when GetInfo failed).
+        socket: String,
+        /// The version(s) it sent (capped).
+        version: String,
+        /// The options of its RegisterRequest (kubelet.sock only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_options: Option<Options>,
+        /// The kubelet's error text.
+        error: String,
+        /// Why a resource name is invalid, if that was the reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// A plugin-watcher registration completed (NotifyRegistrationStatus acknowledged).
+    WatcherRegistered {
+        /// The registration socket.
+        socket: String,
+        /// Resource name.
+        resource: String,
+        /// The DevicePlugin socket.
+        endpoint: String,
+    },
+    /// A ListAndWatch message changed the resource.
+    #[serde(rename_all = "camelCase")]
+    Devices {
+        /// Resource name.
+        resource: String,
+        /// The endpoint's socket.
+        endpoint: String,
+        /// All devices.
+        capacity: usize,
+        /// Healthy devices.
+        allocatable: usize,
+        /// New IDs (capped).
+        added: Vec<String>,
+        /// Gone IDs (capped).
+        removed: Vec<String>,
+        /// IDs whose health changed (capped).
+        health_changed: Vec<String>,
+        /// The message's encoded size.
+        bytes: usize,
+        /// The message as received (in process only; the log carries counts and capped lists).
+        #[serde(skip)]
+        snapshot: Option<Arc<Vec<Device>>>,
+    },
+    /// A device the kubelet accepts but a plugin should not send.
+    DeviceWarning {
+        /// Resource name.
+        resource: String,
+        /// The problem.
+        problem: String,
+    },
+    /// An endpoint's ListAndWatch stream ended.
+    #[serde(rename_all = "camelCase")]
+    StreamEnded {
+        /// Resource name.
+        resource: String,
+        /// The endpoint's socket.
+        endpoint: String,
+        /// Who ended it and how.
+        reason: String,
+        /// Devices kept (unhealthy) during the grace period.
+        capacity: usize,
+        /// Always 0.
+        allocatable: usize,
+        /// The grace period.
+        grace_period_ms: f64,
+    },
+    /// A resource's grace period ended without its plugin.
+    ResourceRemoved {
+        /// Resource name.
+        resource: String,
+        /// Why.
+        reason: String,
+    },
+    /// A checkpointed resource's plugin registered again after a restart.
+    #[serde(rename_all = "camelCase")]
+    PluginBack {
+        /// Resource name.
+        resource: String,
+        /// Time since the restart.
+        after_ms: f64,
+    },
+    /// Every checkpointed resource is back.
+    #[serde(rename_all = "camelCase")]
+    AllPluginsBack {
+        /// Time since the restart.
+        after_ms: f64,
+    },
+    /// The checkpoint was read.
+    CheckpointRestored {
+        /// Allocations restored.
+        allocations: usize,
+        /// Resources it lists.
+        resources: Vec<String>,
+    },
+    /// The checkpoint could not be read and was set aside.
+    #[serde(rename_all = "camelCase")]
+    CheckpointCorrupt {
+        /// Why.
+        error: String,
+        /// Where it went.
+        set_aside: String,
+    },
+    /// The checkpoint's checksum is not dpctl's.
+    CheckpointChecksum {
+        /// The file.
+        file: String,
+        /// What that means.
+        note: String,
+    },
+    /// Writing the checkpoint failed.
+    CheckpointError {
+        /// Why.
+        error: String,
+    },
+    /// A pod was admitted.
+    #[serde(rename_all = "camelCase")]
+    PodAdmitted {
+        /// namespace/name.
+        pod: String,
+        /// Pod UID.
+        uid: String,
+        /// `container:resource=ids` per allocation.
+        allocations: Vec<String>,
+        /// Allocate calls made.
+        allocate_calls: usize,
+        /// Admission latency.
+        latency_ms: f64,
+    },
+    /// A checkpointed pod was taken back after a restart.
+    #[serde(rename_all = "camelCase")]
+    PodRestored {
+        /// namespace/name.
+        pod: String,
+        /// Pod UID.
+        uid: String,
+        /// `container:resource=ids` per allocation.
+        allocations: Vec<String>,
+        /// Allocate calls made.
+        allocate_calls: usize,
+        /// Latency.
+        latency_ms: f64,
+    },
+    /// A pod (manifest) was rejected.
+    PodRejected {
+        /// The manifest.
+        file: String,
+        /// The kubelet's reason.
+        reason: String,
+    },
+    /// A pod was removed and its devices freed.
+    PodRemoved {
+        /// namespace/name.
+        pod: String,
+        /// Pod UID.
+        uid: String,
+        /// Freed device IDs per resource.
+        freed: Value,
+    },
+    /// A checkpointed allocation without a pod was freed.
+    #[serde(rename_all = "camelCase")]
+    AllocationFreed {
+        /// Pod UID.
+        #[serde(rename = "podUID")]
+        pod_uid: String,
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Why.
+        reason: String,
+    },
+    /// GetPreferredAllocation.
+    #[serde(rename_all = "camelCase")]
+    Preferred {
+        /// Resource.
+        resource: String,
+        /// Container.
+        container: String,
+        /// Offered IDs (capped).
+        available: Vec<String>,
+        /// Must-include IDs (capped).
+        must_include: Vec<String>,
+        /// Requested size.
+        size: i32,
+        /// Latency.
+        latency_ms: f64,
+        /// The answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preferred: Option<Vec<String>>,
+        /// Answer IDs outside the offer (ignored, as the kubelet does).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ignored_foreign: Option<Vec<String>>,
+        /// IDs added to a short answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        topped_up: Option<usize>,
+        /// The call's error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// Allocate.
+    #[serde(rename_all = "camelCase")]
+    Allocate {
+        /// namespace/name.
+        pod: String,
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Device IDs.
+        devices: Vec<String>,
+        /// Latency.
+        latency_ms: f64,
+        /// The call's error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// PreStartContainer succeeded.
+    #[serde(rename_all = "camelCase")]
+    PreStart {
+        /// namespace/name.
+        pod: String,
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Device IDs.
+        devices: Vec<String>,
+        /// Latency.
+        latency_ms: f64,
+    },
+    /// PreStartContainer failed: the kubelet fails the container's start.
+    #[serde(rename_all = "camelCase")]
+    ContainerStartFailed {
+        /// namespace/name.
+        pod: String,
+        /// Container.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Device IDs.
+        devices: Vec<String>,
+        /// Latency.
+        latency_ms: f64,
+        /// The error.
+        error: String,
+    },
+    /// An event of a test's own (shell tests).
+    AfterClose,
+}
+
+/// Who registered, as the request said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registrant {
+    /// How it came.
+    pub via: Via,
+    /// The version(s) it sent.
+    pub version: String,
+    /// The endpoint as sent.
+    pub endpoint: String,
+    /// The options of its RegisterRequest (kubelet.sock only).
+    pub request_options: Option<Options>,
+}
+
+/// Options as a plugin sent them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Options {
+    /// pre_start_required.
+    pub pre_start_required: bool,
+    /// get_preferred_allocation_available.
+    pub get_preferred_allocation_available: bool,
+}
+
+impl From<crate::api::deviceplugin::DevicePluginOptions> for Options {
+    fn from(o: crate::api::deviceplugin::DevicePluginOptions) -> Self {
+        Options {
+            pre_start_required: o.pre_start_required,
+            get_preferred_allocation_available: o.get_preferred_allocation_available,
+        }
+    }
+}
+
+/// An event with the generation that decided it: the log line's form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stamped {
+    /// The event.
+    #[serde(flatten)]
+    pub event: KubeletEvent,
+    /// The generation (0 first, one more per restart); absent for process-wide events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// When it was decided (in process only).
+    #[serde(skip, default = "Instant::now")]
+    pub at: Instant,
+}
+
+impl Stamped {
+    /// The event's name as the log writes it (`pod-admitted`, …).
+    pub fn name(&self) -> String {
+        match serde_json::to_value(&self.event) {
+            Ok(Value::Object(m)) => m.get("event").and_then(Value::as_str).unwrap_or_default().to_string(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The engine's event fan-out: every event goes to the log and to every
+/// live subscriber, in order. Subscribers are unbounded (a consumer that
+/// must see every snapshot never loses one); one that went away is dropped.
+#[derive(Clone)]
+pub struct EventBus {
+    log: Logger,
+    subs: Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<Stamped>>>>>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus").field("log", &self.log).finish()
+    }
+}
+
+impl EventBus {
+    /// A bus writing to `log`.
+    pub fn new(log: Logger) -> Self {
+        EventBus { log, subs: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    /// Every event from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Arc<Stamped>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subs.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        rx
+    }
+
+    /// The log behind the bus.
+    pub fn log(&self) -> &Logger {
+        &self.log
+    }
+
+    /// Report `event` of `generation`.
+    pub fn emit(&self, event: KubeletEvent, generation: Option<u64>) {
+        let s = Arc::new(Stamped { event, generation, at: Instant::now() });
+        self.log.record(&*s);
+        let mut subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|tx| tx.send(s.clone()).is_ok());
+    }
+}
+
+/// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
+pub fn capped<T: ToString>(items: &[T]) -> Vec<String> {
+    let mut v: Vec<String> = items.iter().take(LOG_LIST).map(|x| x.to_string()).collect();
+    if items.len() > LOG_LIST {
+        v.push(format!("+{} more", items.len() - LOG_LIST));
+    }
+    v
+}
+
+/// How many IDs one event-log field lists.
+pub const LOG_LIST: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::log::LogFormat;
+    use std::io::Write;
+
+    /// A sink the test can read back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_json_log_line_is_the_in_process_event() {
+        let sink = Sink::default();
+        let log = Logger::with_sink(LogFormat::Json, Box::new(sink.clone()), 16);
+        let bus = EventBus::new(log.clone());
+        let mut rx = bus.subscribe();
+        let sent = [
+            KubeletEvent::PodAdmitted {
+                pod: "ns/p".into(),
+                uid: "u-1".into(),
+                allocations: vec!["c:v.e/x=a,b".into()],
+                allocate_calls: 1,
+                latency_ms: 1.5,
+            },
+            KubeletEvent::RegistrationRejected {
+                via: Via::KubeletSocket,
+                stage: RejectStage::Validation,
+                resource: "bad".into(),
+                endpoint: "x.sock".into(),
+                socket: "/t/x.sock".into(),
+                version: "v1".into(),
+                request_options: Some(Options { pre_start_required: true, get_preferred_allocation_available: false }),
+                error: "requested API version \"v1\" is not supported by kubelet".into(),
+                why: None,
+            },
+            KubeletEvent::Stopped,
+        ];
+        for (i, e) in sent.iter().enumerate() {
+            bus.emit(e.clone(), (i > 0).then_some(i as u64));
+        }
+        assert!(log.close(std::time::Duration::from_secs(5)));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), sent.len(), "{text}");
+        for line in lines {
+            let from_log: Stamped = serde_json::from_str(line).unwrap();
+            let in_process = rx.try_recv().unwrap();
+            assert_eq!(from_log.event, in_process.event, "{line}");
+            assert_eq!(from_log.generation, in_process.generation);
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["event"], in_process.name());
+        }
+        assert!(text.contains("\"event\":\"pod-admitted\"") && text.contains("\"allocateCalls\":1"), "{text}");
+    }
+
+    #[test]
+    fn capped_lists_say_how_many_more() {
+        let ids: Vec<String> = (0..25).map(|i| format!("d{i}")).collect();
+        let c = capped(&ids);
+        assert_eq!(c.len(), LOG_LIST + 1);
+        assert_eq!(c.last().unwrap(), "+5 more");
+        assert_eq!(capped(&ids[..3]), ["d0", "d1", "d2"]);
+    }
+}
