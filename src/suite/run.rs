@@ -1313,7 +1313,7 @@ impl Sess<'_> {
             return Ok(Outcome::skip("no accepted registration to follow"));
         };
         // A stream ended after its first message ends within milliseconds of it.
-        let until = Instant::now() + Duration::from_millis(300);
+        let until = r.at + Duration::from_millis(300);
         loop {
             self.drain();
             if let Some(e) = self.stream_end(r.generation, &ep, r.at) {
