@@ -212,3 +212,17 @@ async fn a_refused_registration_fails_its_rule_once_and_stops() {
     assert_eq!(scenario(&doc, "HEALTH-001")["result"], "NOT-RUN", "{doc}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_killed_mid_stream_is_named_as_gone() {
+    // Serves and registers, then dies with SIGKILL (its shell lives on).
+    let script = format!(
+        "{} --socket-name k.sock & p=$!; while [ ! -S {{plugin-dir}}/k.sock ]; do sleep 0.01; done; sleep 0.05; kill -9 $p; sleep 30",
+        serve(&[]).join(" ")
+    );
+    let (run, doc) = test_json(&["--focus", "^LAW-008$"], &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(1);
+    let answer = scenario(&doc, "LAW-008")["evidence"]["answer"].as_str().unwrap_or_default().to_string();
+    assert!(answer.starts_with("the plugin closed the connection (exited?)"), "{answer}");
+    assert!(answer.contains("after the kubelet opened it, after 1 message(s)"), "{answer}");
+}
