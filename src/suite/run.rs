@@ -231,8 +231,10 @@ struct Sess<'a> {
     seen: Seen,
     decoy: Option<tokio::net::UnixListener>,
     streams: Vec<tonic::Streaming<ListAndWatchResponse>>,
-    /// A stream opened before the kubelet's (Health session).
+    /// Another stream than the kubelet's (Health session).
     early: Option<tonic::Streaming<ListAndWatchResponse>>,
+    /// It was opened before the kubelet's.
+    early_first: bool,
     first: Option<First>,
     resource: Option<String>,
     baseline: Option<Vec<String>>,
@@ -262,6 +264,7 @@ impl<'a> Sess<'a> {
             decoy: None,
             streams: Vec::new(),
             early: None,
+            early_first: false,
             first: None,
             resource: o.resource.clone(),
             baseline: None,
@@ -293,10 +296,16 @@ impl<'a> Sess<'a> {
                 // shared update channel favours; see HEALTH-001.
                 s.start_plugin()?;
                 s.early = s.open_early_stream().await;
+                s.early_first = s.early.is_some();
                 // A kubelet that finds the plugin serving (its start would
                 // delete the plugin's socket, and the stream with it).
                 s.start_kubelet(false).await?;
                 s.baseline_snapshot().await?;
+                if s.early.is_none() {
+                    // It served only once the kubelet existed: the other stream comes
+                    // after the kubelet's (a `dpctl watch`, a monitoring agent).
+                    s.early = s.open_late_stream().await;
+                }
             }
             Session::EndToEnd => {
                 s.start_recorder().await?;
@@ -2037,8 +2046,8 @@ impl Sess<'_> {
             (Some((took, after)), Some(false)) => Ok(Outcome::warn(
                 format!("allocatable {before} → {after} after {}, but another open stream never got the update", ms(took)),
                 Some(super::Evidence {
-                    rpc: "ListAndWatch (another stream, opened before the kubelet's)".into(),
-                    answer: format!("the kubelet's stream got the Unhealthy snapshot; a stream opened before it got nothing within {timeout:?}: the plugin hands each update to one stream, so `dpctl watch`, a monitoring agent or a stream the plugin still reads after its client left can take the kubelet's"),
+                    rpc: format!("ListAndWatch (another stream, opened {} the kubelet's)", if self.early_first { "before" } else { "after" }),
+                    answer: format!("the kubelet's stream got the Unhealthy snapshot; another open stream got nothing within {timeout:?}: the plugin hands each update to one stream, so `dpctl watch`, a monitoring agent or a stream the plugin still reads after its client left can take the kubelet's"),
                     fix: "give every stream its own subscription (a broadcast, not one shared channel)".into(),
                 }),
             )),
@@ -2054,6 +2063,16 @@ impl Sess<'_> {
                 "send a new snapshot with the device Unhealthy as soon as its health changes (or raise --health-timeout for a slow health loop)",
             )),
         }
+    }
+
+    /// A ListAndWatch stream on the registered endpoint, after the kubelet's.
+    async fn open_late_stream(&mut self) -> Option<tonic::Streaming<ListAndWatchResponse>> {
+        let r = self.find_reg(0, self.plugin_started, true)?;
+        let mut c = plugin_client(&r.socket, self.o.timeout).await.ok()?;
+        let mut stream =
+            tokio::time::timeout(self.o.timeout, c.list_and_watch(Empty {})).await.ok()?.ok()?.into_inner();
+        tokio::time::timeout(FIRST_SNAPSHOT_WITHIN, stream.message()).await.ok()?.ok()??;
+        Some(stream)
     }
 
     /// A ListAndWatch stream on the plugin's socket before it registers: the

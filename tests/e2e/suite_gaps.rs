@@ -226,3 +226,21 @@ async fn a_plugin_killed_mid_stream_is_named_as_gone() {
     assert!(answer.starts_with("the plugin closed the connection (exited?)"), "{answer}");
     assert!(answer.contains("after the kubelet opened it, after 1 message(s)"), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_missed_only_by_another_stream_is_a_warning() {
+    // Serves only once kubelet.sock exists, so the suite's other stream opens after the
+    // kubelet's; the update goes to the oldest stream, the kubelet's.
+    let script = format!(
+        "while [ ! -S {{kubelet-socket}} ]; do sleep 0.02; done; exec {}",
+        serve(&["--health-one-stream"]).join(" ")
+    );
+    let trigger = format!("{BIN} device set-health foo-1 Unhealthy --plugin-dir {{plugin-dir}}");
+    let flags = ["--focus", "^HEALTH-001$", "--health-trigger", &trigger, "--health-timeout", "2s"];
+    let (run, doc) = test_json(&flags, &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(0);
+    let h = scenario(&doc, "HEALTH-001");
+    assert_eq!(h["result"], "WARN", "{h}");
+    assert!(h["detail"].as_str().unwrap_or_default().contains("allocatable 4 → 3"), "{h}");
+    assert!(h["evidence"]["answer"].as_str().unwrap_or_default().contains("hands each update to one stream"), "{h}");
+}
