@@ -77,6 +77,8 @@ const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
 const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 const POD_WITHIN: Duration = Duration::from_secs(10);
+/// The kubelet's longest container restart back-off (`MaxContainerBackOff`).
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
 const DECOY: &str = "dpctl-test-other-vendor.sock";
 const UNKNOWN_ID: &str = "dpctl-test-no-such-device";
@@ -171,6 +173,8 @@ struct Crash {
     restart: u32,
     /// The back-off before it was restarted (None: not restarted).
     delay: Option<Duration>,
+    /// The process had registered before it exited.
+    registered: bool,
 }
 
 /// What the kubelet's stream brought, from its first message to the
@@ -221,6 +225,8 @@ struct Sess<'a> {
     plugin: Option<PluginProcess>,
     plugin_started: Instant,
     restarts: u32,
+    /// When the session began.
+    began: Instant,
     crashes: Vec<Crash>,
     /// The plugin was sent SIGTERM by us (its exit is no crash).
     terminated: bool,
@@ -254,6 +260,7 @@ impl<'a> Sess<'a> {
             plugin: None,
             plugin_started: Instant::now(),
             restarts: 0,
+            began: Instant::now(),
             crashes: Vec::new(),
             terminated: false,
             kubelet: None,
@@ -345,6 +352,14 @@ impl<'a> Sess<'a> {
 
     fn plugin_log(&self) -> String {
         self.plugin.as_ref().map(|p| log_tail(&p.log, 4)).unwrap_or_else(|| "(no plugin process)".into())
+    }
+
+    /// The log of the process that crashed last.
+    fn last_crash_log(&self) -> String {
+        match (self.crashes.last(), &self.tree) {
+            (Some(c), Some(t)) => log_tail(&t.logs.join(format!("plugin-{}.log", c.restart.saturating_sub(1))), 4),
+            _ => self.plugin_log(),
+        }
     }
 
     /// The log of the process that crashed first (each start has its own log).
@@ -487,12 +502,17 @@ impl<'a> Sess<'a> {
         if self.terminated || self.crashes.last().is_some_and(|c| c.restart == self.restarts) {
             return None; // this exit is already handled
         }
-        self.crashes.push(Crash { at: Instant::now(), status, restart: self.restarts, delay: None });
+        // A crash loop: this process, like the one before it, exited before registering.
+        let registered = self.seen.regs.iter().any(|r| r.at >= self.plugin_started && r.dial_back.is_ok());
+        let looping = !registered && self.crashes.last().is_some_and(|c| !c.registered);
+        self.crashes.push(Crash { at: Instant::now(), status, restart: self.restarts, delay: None, registered });
         let base = self.o.restart_backoff?;
-        if self.crashes.len() > 1 {
+        if looping {
             return None;
         }
-        let delay = base;
+        // The kubelet doubles the back-off at each restart, up to 5 minutes.
+        let done = self.crashes.iter().filter(|c| c.delay.is_some()).count() as u32;
+        let delay = base.saturating_mul(2u32.saturating_pow(done)).min(MAX_BACKOFF);
         tokio::time::sleep(delay).await;
         if let Some(c) = self.crashes.last_mut() {
             c.delay = Some(delay);
@@ -501,9 +521,9 @@ impl<'a> Sess<'a> {
         Some(delay + Duration::from_millis(100))
     }
 
-    /// "after 1 restart (10 s back-off)": what relying on restarts cost, if it did.
-    fn restart_cost(&self) -> Option<String> {
-        let restarted: Vec<&Crash> = self.crashes.iter().filter(|c| c.delay.is_some()).collect();
+    /// What relying on restarts (since `since`) cost, if it did.
+    fn restart_cost(&self, since: Instant) -> Option<String> {
+        let restarted: Vec<&Crash> = self.crashes.iter().filter(|c| c.delay.is_some() && c.at >= since).collect();
         let first = restarted.first()?;
         let waited: Duration = restarted.iter().filter_map(|c| c.delay).sum();
         Some(format!(
@@ -1041,7 +1061,7 @@ impl Sess<'_> {
         let r = self.ensure_reg().await?;
         let via = if r.via == Via::KubeletSocket { "kubelet.sock" } else { "the plugin watcher" };
         let took = format!("after {} via {via}", ms(self.arrival(&r).saturating_duration_since(self.plugin_started)));
-        match self.restart_cost() {
+        match self.restart_cost(self.began) {
             Some(cost) => Ok(Outcome::warn(
                 format!("{took}, only because it was restarted"),
                 Some(super::Evidence {
@@ -1591,7 +1611,7 @@ impl Sess<'_> {
             Some(r) => {
                 let took =
                     format!("registered {} after kubelet.sock appeared", ms(r.at.saturating_duration_since(appeared)));
-                match self.restart_cost() {
+                match self.restart_cost(self.began) {
                     Some(cost) => Ok(Outcome::warn(
                         format!("{took}, only because it was restarted"),
                         Some(super::Evidence {
@@ -1627,7 +1647,20 @@ impl Sess<'_> {
         self.restart_kubelet().await?;
         let t0 = self.restarted_at.unwrap_or_else(Instant::now);
         match self.wait_reg(self.generation, t0, t0 + REREGISTER_WITHIN, true).await {
-            Some(r) => Ok(Outcome::pass(format!("re-registered after {}", ms(r.at.saturating_duration_since(t0))))),
+            Some(r) => {
+                let took = format!("re-registered after {}", ms(self.arrival(&r).saturating_duration_since(t0)));
+                match self.restart_cost(t0) {
+                    Some(cost) => Ok(Outcome::warn(
+                        format!("{took}, only because it was restarted"),
+                        Some(super::Evidence {
+                            rpc: "Register after the kubelet restarted".into(),
+                            answer: format!("{cost}; log of the run that exited: {}", self.last_crash_log()),
+                            fix: "watch the plugin directory: when kubelet.sock is re-created or your socket deleted, serve again and register instead of exiting".into(),
+                        }),
+                    )),
+                    None => Ok(Outcome::pass(took)),
+                }
+            }
             None => Ok(Outcome::fail(
                 "Register after the kubelet restarted (sockets deleted, kubelet.sock re-created)",
                 format!("no registration within {REREGISTER_WITHIN:?}; plugin log: {}", self.plugin_log()),

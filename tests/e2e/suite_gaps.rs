@@ -244,3 +244,20 @@ async fn health_missed_only_by_another_stream_is_a_warning() {
     assert!(h["detail"].as_str().unwrap_or_default().contains("allocatable 4 → 3"), "{h}");
     assert!(h["evidence"]["answer"].as_str().unwrap_or_default().contains("hands each update to one stream"), "{h}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_exits_on_a_kubelet_restart_is_restarted_and_warned_about() {
+    // Exits 1 once the kubelet deleted its socket, leaving the comeback to its DaemonSet.
+    let script = format!(
+        "{} --no-reregister --socket-name x.sock & p=$!; while [ ! -S {{plugin-dir}}/x.sock ]; do sleep 0.02; done; \
+         while [ -S {{plugin-dir}}/x.sock ]; do sleep 0.02; done; kill $p; echo 'E1126 lost the kubelet; exiting' >&2; exit 1",
+        serve(&[]).join(" ")
+    );
+    let (run, doc) =
+        test_json(&["--focus", "^KRES-001$", "--restart-backoff", "1s"], &["sh".into(), "-c".into(), script]).await;
+    run.expect_code(0);
+    let k = scenario(&doc, "KRES-001");
+    assert_eq!(k["result"], "WARN", "{k}");
+    let answer = k["evidence"]["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("1 restart(s) with back-off, 1 s lost") && answer.contains("lost the kubelet"), "{answer}");
+}
