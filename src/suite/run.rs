@@ -302,12 +302,17 @@ impl<'a> Sess<'a> {
                 // before kubelet.sock exists), so the kubelet's is not the one a
                 // shared update channel favours; see HEALTH-001.
                 s.start_plugin()?;
-                s.early = s.open_early_stream().await;
-                s.early_first = s.early.is_some();
+                let early = s.open_early_stream().await;
                 // A kubelet that finds the plugin serving (its start would
                 // delete the plugin's socket, and the stream with it).
                 s.start_kubelet(false).await?;
                 s.baseline_snapshot().await?;
+                // Only a stream on the endpoint under test counts (a plugin may serve several).
+                let registered = s.find_reg(0, s.plugin_started, true).map(|r| r.socket);
+                if let Some((_, stream)) = early.filter(|(sock, _)| Some(sock) == registered.as_ref()) {
+                    s.early = Some(stream);
+                    s.early_first = true;
+                }
                 if s.early.is_none() {
                     // It served only once the kubelet existed: the other stream comes
                     // after the kubelet's (a `dpctl watch`, a monitoring agent).
@@ -2111,7 +2116,7 @@ impl Sess<'_> {
     /// A ListAndWatch stream on the plugin's socket before it registers: the
     /// first socket other than kubelet.sock to appear (None when it does not
     /// serve before the kubelet exists; the kubelet's stream is then older).
-    async fn open_early_stream(&mut self) -> Option<tonic::Streaming<ListAndWatchResponse>> {
+    async fn open_early_stream(&mut self) -> Option<(PathBuf, tonic::Streaming<ListAndWatchResponse>)> {
         let until = Instant::now() + Duration::from_secs(2);
         let dir = self.tree().plugin_dir.clone();
         let kubelet = self.tree().kubelet_socket();
@@ -2129,7 +2134,7 @@ impl Sess<'_> {
                 };
                 let mut stream = resp.into_inner();
                 if let Ok(Ok(Some(_))) = tokio::time::timeout(FIRST_SNAPSHOT_WITHIN, stream.message()).await {
-                    return Some(stream);
+                    return Some((sock, stream));
                 }
             }
             if self.plugin.as_mut().is_some_and(|p| p.exited().is_some()) {
