@@ -2012,7 +2012,7 @@ impl Sess<'_> {
         };
         let vars = self.tree().vars(self.isolation != Isolation::None);
         let cmd = vars.substitute(&cmd);
-        let trigger_at = Some(Instant::now());
+        let t0 = Instant::now();
         let out = tokio::time::timeout(
             Duration::from_secs(30),
             tokio::process::Command::new("sh")
@@ -2043,7 +2043,7 @@ impl Sess<'_> {
                 ))
             }
         }
-        let (Some(r), Some(t0)) = (self.find_reg(0, self.plugin_started, true), trigger_at) else {
+        let Some(r) = self.find_reg(0, self.plugin_started, true) else {
             return Ok(Outcome::fail("Register", "no accepted registration", "see REG-001"));
         };
         let until = t0 + self.o.health_timeout;
