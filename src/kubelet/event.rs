@@ -413,8 +413,6 @@ pub enum KubeletEvent {
         /// The error.
         error: String,
     },
-    /// An event of a test's own (shell tests).
-    AfterClose,
 }
 
 /// Who registered, as the request said.

@@ -165,12 +165,13 @@ fn answer(entries: &BTreeMap<String, Entry>, log: &Logger, line: &str) -> Answer
     }
 }
 
-/// Serve live control on `path` until `shutdown`; the socket is removed on exit.
+/// Serve live control on `path` until `tasks` is cancelled (each connection
+/// is one of its tasks); the socket is removed on exit.
 pub async fn serve(
     path: &Path,
     entries: Arc<BTreeMap<String, Entry>>,
     log: Logger,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    tasks: crate::core::task::Tasks,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
         crate::core::files::create_dir_all(dir)
@@ -180,12 +181,12 @@ pub async fn serve(
     log.event("control", &[("socket", json!(path.display().to_string()))]);
     loop {
         tokio::select! {
-            _ = crate::plugin::server::stopped(&mut shutdown) => break,
+            _ = tasks.cancelled() => break,
             conn = listener.accept() => {
                 let Ok((stream, _)) = conn else { continue };
                 let entries = entries.clone();
                 let log = log.clone();
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     let (r, mut w) = stream.into_split();
                     let mut r = BufReader::new(r);
                     loop {
@@ -208,6 +209,7 @@ pub async fn serve(
             }
         }
     }
+    tasks.stop().await;
     drop(guard);
     if let Some(dir) = path.parent() {
         let _ = std::fs::remove_dir(dir); // only if empty

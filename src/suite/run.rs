@@ -523,7 +523,8 @@ impl<'a> Sess<'a> {
             c.delay = Some(delay);
         }
         self.start_plugin().ok()?;
-        Some(delay + Duration::from_millis(100))
+        // The new process gets the whole start bound, as at its first start.
+        Some(delay + REGISTER_WITHIN)
     }
 
     /// What relying on restarts (since `since`) cost, if it did.
