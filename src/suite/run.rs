@@ -141,18 +141,14 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
                 }
             };
             if let Some(stop) = outcome.stop.take().filter(|_| stopped.is_none()) {
-                let earlier = records
-                    .iter()
-                    .find(|r| r.result == Verdict::Fail && stop.shown_by.contains(&r.id.as_str()))
-                    .map(|r| r.id.clone());
-                let later: Vec<&str> =
-                    chosen[i + 1..].iter().map(|x| x.id).filter(|id| stop.shown_by.contains(id)).collect();
-                let by = earlier.or(later.first().map(|x| x.to_string())).unwrap_or_else(|| s.id.to_string());
-                let why = format!("{} (see {by})", stop.reason);
-                if by != s.id {
-                    outcome = Outcome::not_run(why.clone());
+                let failed: Vec<&str> =
+                    records.iter().filter(|r| r.result == Verdict::Fail).map(|r| r.id.as_str()).collect();
+                let rest: Vec<&'static str> = chosen[i + 1..].iter().map(|x| x.id).collect();
+                let cause = root_cause(&stop, s.id, &failed, &rest);
+                if cause.by != s.id {
+                    outcome = Outcome::not_run(cause.why.clone());
                 }
-                stopped = Some((why, later));
+                stopped = Some((cause.why, cause.still_run));
             }
             let rec = Record::new(s, outcome, start.elapsed());
             progress(Progress::Finished(&rec));
@@ -163,6 +159,27 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         }
     }
     Ok(records)
+}
+
+/// Where a root-cause failure is reported and what still runs (pure).
+#[derive(Debug, PartialEq, Eq)]
+struct RootCause {
+    /// The scenario that reports the cause.
+    by: String,
+    /// The reason every other scenario is not run: "… (see BY)".
+    why: String,
+    /// Scenarios still to run in this session because they report the cause.
+    still_run: Vec<&'static str>,
+}
+
+/// A stop raised by `current`: reported by a scenario of `stop.shown_by`
+/// that already failed, or that is still to run in this session (`rest`),
+/// else by `current` itself.
+fn root_cause(stop: &super::Stop, current: &str, failed: &[&str], rest: &[&'static str]) -> RootCause {
+    let earlier = failed.iter().copied().find(|id| stop.shown_by.contains(id));
+    let still_run: Vec<&'static str> = rest.iter().copied().filter(|id| stop.shown_by.contains(id)).collect();
+    let by = earlier.or(still_run.first().copied()).unwrap_or(current).to_string();
+    RootCause { why: format!("{} (see {by})", stop.reason), by, still_run }
 }
 
 /// The plugin exiting on its own.
@@ -2165,6 +2182,31 @@ mod tests {
             timeout: Duration::from_secs(5),
             exe: PathBuf::from("dpctl"),
         }
+    }
+
+    #[test]
+    fn a_root_cause_is_reported_once_where_its_rule_is() {
+        let stop =
+            super::super::Stop { reason: "kubelet.sock was deleted by the plugin".into(), shown_by: &["REG-007"] };
+        // REG-007 is still to run: REG-001 is not run, REG-007 runs and reports it.
+        let c = root_cause(&stop, "REG-001", &[], &["REG-002", "REG-007", "LAW-001"]);
+        assert_eq!(c.by, "REG-007");
+        assert_eq!(c.why, "kubelet.sock was deleted by the plugin (see REG-007)");
+        assert_eq!(c.still_run, ["REG-007"]);
+        // It already failed: nothing still runs.
+        let c = root_cause(&stop, "LAW-001", &["REG-007"], &["LAW-002"]);
+        assert_eq!((c.by.as_str(), c.still_run.len()), ("REG-007", 0));
+        // Not selected at all: the stopping scenario reports it.
+        let none = super::super::Stop { reason: "the plugin exited at start".into(), shown_by: &[] };
+        let c = root_cause(&none, "REG-001", &[], &["REG-002"]);
+        assert_eq!(
+            c,
+            RootCause {
+                by: "REG-001".into(),
+                why: "the plugin exited at start (see REG-001)".into(),
+                still_run: vec![]
+            }
+        );
     }
 
     #[test]
