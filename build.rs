@@ -1,4 +1,4 @@
-//! Compiles the three protocol APIs in `proto/` with protox (pure Rust, no
+//! Compiles the protocol APIs in `proto/` with protox (pure Rust, no
 //! system `protoc`) and tonic-prost-build. Every message also derives serde
 //! with the protojson field names (lowerCamelCase of the proto name, e.g.
 //! `availableDeviceIDs`, `ID`) and the protojson encoding of 64-bit integers
@@ -15,6 +15,10 @@ const PROTOS: &[&str] = &[
     "proto/deviceplugin/v1beta1/api.proto",
     "proto/pluginregistration/v1/api.proto",
     "proto/podresources/v1/api.proto",
+    "proto/dra/v1/api.proto",
+    "proto/dra/v1beta1/api.proto",
+    "proto/dra-health/v1alpha1/api.proto",
+    "proto/dra-health/v1/api.proto",
 ];
 
 /// protoc's ToJsonName: drop underscores and upper-case the letter after one.
@@ -90,7 +94,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds: FileDescriptorSet = protox::compile(PROTOS, ["proto"])?;
     let mut builder = tonic_prost_build::configure()
         .btree_map(".")
-        .type_attribute(".", "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]");
+        .message_attribute(".", "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]")
+        .enum_attribute(".", "#[derive(::serde::Serialize, ::serde::Deserialize)]");
     for file in &fds.file {
         let prefix = format!(".{}", file.package());
         for msg in &file.message_type {

@@ -21,6 +21,38 @@ pub mod podresources {
     tonic::include_proto!("v1");
 }
 
+/// `dra/v1` (proto package `k8s.io.kubelet.pkg.apis.dra.v1`): the DRA
+/// kubelet plugin's `DRAPlugin` service (NodePrepareResources,
+/// NodeUnprepareResources).
+#[allow(missing_docs, clippy::all)]
+pub mod dra_v1 {
+    tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1");
+}
+
+/// `dra/v1beta1` (proto package `k8s.io.kubelet.pkg.apis.dra.v1beta1`):
+/// the same messages as [`dra_v1`], deprecated since Kubernetes 1.34.
+#[allow(missing_docs, clippy::all)]
+pub mod dra_v1beta1 {
+    tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1beta1");
+}
+
+/// `dra-health/v1alpha1` (proto package `v1alpha1`): the DRA plugin's
+/// `DRAResourceHealth` service (NodeWatchResources).
+#[allow(missing_docs, clippy::all)]
+pub mod dra_health_v1alpha1 {
+    tonic::include_proto!("v1alpha1");
+}
+
+/// `dra-health/v1` (proto package `v1`, shared with PodResources, so prost
+/// generates both into one module): the DRA plugin's `DRAResourceHealth`
+/// service, re-exported here under its own name.
+pub mod dra_health_v1 {
+    pub use super::podresources::{
+        dra_resource_health_client, dra_resource_health_server, DeviceHealth, DeviceIdentifier, HealthStatus,
+        NodeWatchResourcesRequest, NodeWatchResourcesResponse,
+    };
+}
+
 /// The device-plugin API version this tool speaks (the only one the kubelet supports).
 pub const VERSION: &str = "v1beta1";
 /// The only health string the kubelet counts as healthy.

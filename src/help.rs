@@ -258,9 +258,92 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("completion", examples::COMPLETION),
 ];
 
+/// The Examples sections of `dpctl dra …`, by command path (chained after [`EXAMPLES`]).
+pub const DRA_EXAMPLES: &[(&str, &str)] = &[
+    (
+        "dra",
+        "Examples:
+  # Which DRA drivers are registered on this node, and are they live?
+  dpctl dra list
+  # Check a driver against the kubelet's rules, preparing a throwaway claim
+  dpctl dra probe gpu.example.com-reg.sock --prepare
+  # A simulated driver in a temp kubelet root, for tests and demos
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi",
+    ),
+    (
+        "dra info",
+        "Examples:
+  dpctl dra info gpu.example.com-reg.sock
+  dpctl dra info /var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock -o json",
+    ),
+    (
+        "dra probe",
+        "Examples:
+  # registration rules, the endpoint, each advertised service, the health stream
+  dpctl dra probe gpu.example.com-reg.sock
+  # also prepare (twice) and unprepare a throwaway claim; resolve its CDI IDs
+  dpctl dra probe gpu.example.com-reg.sock --prepare --cdi-spec-dir /var/run/cdi
+  # the service socket directly (no GetInfo): v1 and v1beta1 are tried
+  dpctl dra probe /var/lib/kubelet/plugins/gpu.example.com/dra.sock -o json",
+    ),
+    (
+        "dra prepare",
+        "Examples:
+  dpctl dra prepare gpu.example.com-reg.sock --claim default/gpu-claim/6f1c9a2e-0000-4000-8000-000000000001
+  # two claims, called twice (idempotence), CDI IDs resolved, on the deprecated v1beta1 service
+  dpctl dra prepare dra.sock --claim ml/a/uid-a --claim ml/b/uid-b --twice --cdi-spec-dir /var/run/cdi --service v1beta1",
+    ),
+    (
+        "dra unprepare",
+        "Examples:
+  dpctl dra unprepare gpu.example.com-reg.sock --claim default/gpu-claim/6f1c9a2e-0000-4000-8000-000000000001",
+    ),
+    (
+        "dra health",
+        "Examples:
+  # the health table, then a line per change
+  dpctl dra health gpu.example.com-reg.sock
+  # one JSON object per snapshot, on the v1alpha1 service, stop after 3
+  dpctl dra health gpu.example.com-reg.sock --service v1alpha1 -o json --count 3",
+    ),
+    (
+        "dra list",
+        "Examples:
+  dpctl dra list
+  dpctl --kubelet-root-dir /var/lib/rancher/k3s/agent/kubelet dra list -o json",
+    ),
+    (
+        "dra serve",
+        "Examples:
+  # a driver with 4 devices under a temp kubelet root; CDI specs per prepared claim in /tmp/k/cdi
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi
+  # a second instance during a rolling update (uid-named sockets)
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --rolling-update 2 --cdi-dir /tmp/k/cdi
+  # break a rule on purpose: dra probe flags it
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --fault missing-uid --fault long-message",
+    ),
+    (
+        "dra device",
+        "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device list
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-1 Unhealthy --message 'ECC errors'",
+    ),
+    (
+        "dra device list",
+        "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device list -o json",
+    ),
+    (
+        "dra device set-health",
+        "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 dev-1 Unhealthy --message 'XID 79'
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 Healthy --driver gpu.example.com",
+    ),
+];
+
 /// The Examples text of a command path (`""` for dpctl itself).
 pub fn examples_for(path: &str) -> Option<&'static str> {
-    EXAMPLES.iter().find(|(p, _)| *p == path).map(|(_, e)| *e)
+    EXAMPLES.iter().chain(DRA_EXAMPLES).find(|(p, _)| *p == path).map(|(_, e)| *e)
 }
 
 /// Attach each command's Examples section as its `after_help` (kept when a

@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("core", 1),
     ("render", 2),
     ("trace", 2),
+    ("protocol", 2),
     ("bench", 2),
     ("client", 3),
     ("kubelet", 4),

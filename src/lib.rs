@@ -24,6 +24,7 @@ pub mod doctor;
 pub mod help;
 pub mod kubelet;
 pub mod plugin;
+pub mod protocol;
 pub mod render;
 pub mod suite;
 pub mod trace;

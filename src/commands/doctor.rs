@@ -54,6 +54,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),
         root: p.root.clone(),
+        kubelet_root: p.kubelet_root.clone(),
     };
     let report = inspect(&o).await;
     if a.npd {
@@ -84,7 +85,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         }
         let c = &report.checked;
         out.push_str(&format!(
-            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}\n",
+            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}{}\n",
             report.result,
             report.findings.len(),
             c.plugin_sockets,
@@ -92,6 +93,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
             c.checkpoint_allocations,
             if c.pod_resources { "answered" } else { "not reached" },
             c.watcher_sockets,
+            if c.dra_plugins > 0 { format!(" ({} DRA)", c.dra_plugins) } else { String::new() },
             if c.streams { "" } else { "; ListAndWatch not opened (--no-streams)" }
         ));
         for sv in &c.plugins {

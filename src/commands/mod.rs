@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod demo;
 pub mod device;
 pub mod doctor;
+pub mod dra;
 pub mod identify;
 pub mod mock_kubelet;
 pub mod node;
@@ -71,6 +72,7 @@ impl Ctx {
 pub fn runtime_workers(cmd: &Command) -> usize {
     match cmd {
         Command::Serve(_) | Command::Replay(_) | Command::Record(_) => 1,
+        Command::Dra(crate::cli::DraCommand::Serve(_)) => 1,
         Command::MockKubelet(_) | Command::Demo(_) | Command::Test(_) => 2,
         Command::Bench(crate::cli::BenchCommand::Kubelet(_)) => 2,
         _ => 0,
@@ -148,6 +150,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
         Command::Replay(a) => replay::run(ctx, &a).await,
         Command::Bench(c) => bench::run(ctx, &c).await,
         Command::Test(a) => test::run(ctx, &a).await,
+        Command::Dra(c) => dra::run(ctx, &c).await,
         Command::Completion(a) => {
             let script = crate::help::completion_script(a.shell, &mut crate::cli::command());
             crate::render::emit(&String::from_utf8_lossy(&script))

@@ -354,13 +354,19 @@ async fn checks(ctx: &Ctx, a: &ProbeArgs, p: &mut Probe) {
 pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
     let mut p = Probe { checks: Vec::new() };
     checks(ctx, a, &mut p).await;
-    let result = p.checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
     let socket = ctx.paths.resolve_socket(&a.socket).display().to_string();
-    let failed: Vec<&str> = p.checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
+    report(ctx, socket, p.checks)
+}
+
+/// Print a probe report (the PASS/WARN/FAIL table, or `-o json|yaml`); an
+/// error naming the failed checks when any failed.
+pub fn report(ctx: &Ctx, socket: String, checks: Vec<Check>) -> Result<()> {
+    let result = checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
+    let mut failed: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
+    failed.dedup();
     match ctx.format {
         Format::Table => {
-            let rows: Vec<Vec<String>> = p
-                .checks
+            let rows: Vec<Vec<String>> = checks
                 .iter()
                 .map(|c| {
                     let v = match c.status {
@@ -377,7 +383,7 @@ pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
                 .collect();
             emit(&table(&["RESULT", "CHECK", "LATENCY", "DETAIL"], &rows))?;
         }
-        f => emit(&structured(f, &Report { socket: socket.clone(), result, checks: p.checks })?)?,
+        f => emit(&structured(f, &Report { socket: socket.clone(), result, checks })?)?,
     }
     if failed.is_empty() {
         Ok(())

@@ -156,6 +156,8 @@ pub struct Facts {
     pub cdi: cdi::Registry,
     /// The per-socket timeout used.
     pub timeout: Duration,
+    /// DRA kubelet plugins and the DRA checkpoint.
+    pub dra: super::dra::DraFacts,
 }
 
 impl Facts {
@@ -178,6 +180,7 @@ impl Facts {
             pod_dirs: None,
             cdi: cdi::Registry::default(),
             timeout: Duration::from_secs(2),
+            dra: Default::default(),
         }
     }
 }
@@ -366,6 +369,7 @@ pub async fn gather(o: &Options) -> Facts {
     f.allocatable = alloc;
     f.plugins = plugins;
     f.watchers = watchers;
+    f.dra = super::dra::gather(&f.watchers, &o.kubelet_root, &o.root, t.min(Duration::from_secs(1))).await;
 
     // Device plugins registered through the plugin watcher may serve from
     // anywhere: inspect each GetInfo endpoint outside the plugin directory too.

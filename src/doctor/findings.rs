@@ -853,6 +853,10 @@ pub fn derive(f: &Facts) -> Report {
         ));
     }
 
+    // DRA kubelet plugins and the DRA checkpoint.
+    checked.dra_plugins = f.dra.plugins.len();
+    out.extend(super::dra::findings(&f.dra, &f.cdi));
+
     if !untested.is_empty() {
         out.push(finding(
             Severity::Unknown,

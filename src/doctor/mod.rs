@@ -8,6 +8,7 @@
 //! findings, so every scenario is a unit test. Nothing on the node is modified.
 
 pub mod cdi;
+pub mod dra;
 pub mod facts;
 pub mod findings;
 
@@ -64,6 +65,8 @@ pub struct Checked {
     pub streams: bool,
     /// CDI names checked.
     pub cdi_names: usize,
+    /// DRA plugins found through the plugin watcher.
+    pub dra_plugins: usize,
     /// Which live socket serves which resource, and how that was decided.
     pub plugins: Vec<findings::Served>,
 }
@@ -98,6 +101,9 @@ pub struct Options {
     pub timeout: Duration,
     /// The `--root` prefix, for host paths found on the node (plugin-watcher endpoints).
     pub root: crate::core::paths::HostRoot,
+    /// The kubelet's root directory, as seen here (DRA endpoints are checked
+    /// against it; its `dra_manager_state` is read).
+    pub kubelet_root: PathBuf,
 }
 
 /// Inspect the node: gather facts, then derive findings.

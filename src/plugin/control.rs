@@ -173,6 +173,31 @@ pub async fn serve(
     log: Logger,
     tasks: crate::core::task::Tasks,
 ) -> Result<()> {
+    let l = log.clone();
+    let handler: LineHandler = Arc::new(move |line: &str| {
+        serde_json::to_string(&answer(&entries, &l, line)).unwrap_or_else(|_| "{\"ok\":false}".into())
+    });
+    serve_lines(path, handler, log, tasks).await
+}
+
+/// Answers one request line with one answer line (JSON, no newline).
+pub type LineHandler = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// The refusal line for a request that cannot be read.
+pub fn refusal_line(error: &str) -> String {
+    serde_json::to_string(&refusal(error)).unwrap_or_else(|_| "{\"ok\":false}".into())
+}
+
+/// Serve a JSON-lines control protocol on `path` until `tasks` is cancelled
+/// (each connection is one of its tasks): each request line is answered by
+/// `handler`; over-long or non-UTF-8 lines are refused and the connection
+/// closed. The socket is removed on exit.
+pub async fn serve_lines(
+    path: &Path,
+    handler: LineHandler,
+    log: Logger,
+    tasks: crate::core::task::Tasks,
+) -> Result<()> {
     if let Some(dir) = path.parent() {
         crate::core::files::create_dir_all(dir)
             .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
@@ -184,22 +209,20 @@ pub async fn serve(
             _ = tasks.cancelled() => break,
             conn = listener.accept() => {
                 let Ok((stream, _)) = conn else { continue };
-                let entries = entries.clone();
-                let log = log.clone();
+                let handler = handler.clone();
                 tasks.spawn(async move {
                     let (r, mut w) = stream.into_split();
                     let mut r = BufReader::new(r);
                     loop {
-                        let (answer, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
+                        let (mut text, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
                             Err(_) | Ok(Line::Eof) => break,
-                            Ok(Line::TooLong) => (refusal(&format!(
+                            Ok(Line::TooLong) => (refusal_line(&format!(
                                 "request line longer than {}; closing the connection",
                                 human_bytes(MAX_CONTROL_LINE as u64)
                             )), true),
-                            Ok(Line::NotUtf8) => (refusal("request line is not UTF-8; closing the connection"), true),
-                            Ok(Line::Text(line)) => (answer(&entries, &log, &line), false),
+                            Ok(Line::NotUtf8) => (refusal_line("request line is not UTF-8; closing the connection"), true),
+                            Ok(Line::Text(line)) => (handler(&line), false),
                         };
-                        let mut text = serde_json::to_string(&answer).unwrap_or_else(|_| "{\"ok\":false}".into());
                         text.push('\n');
                         if w.write_all(text.as_bytes()).await.is_err() || close {
                             break;
@@ -219,6 +242,15 @@ pub async fn serve(
 
 /// Send one request to a control socket.
 pub async fn send(path: &Path, req: &Request, timeout: Duration) -> Result<Answer> {
+    send_as(path, req, timeout).await
+}
+
+/// Send one request of any shape to a control socket and read its answer.
+pub async fn send_as<Q: Serialize, A: serde::de::DeserializeOwned>(
+    path: &Path,
+    req: &Q,
+    timeout: Duration,
+) -> Result<A> {
     let stream = connect_raw(path, timeout).await?;
     let (r, mut w) = stream.into_split();
     let mut line = serde_json::to_string(req).map_err(|e| Error::failed(e.to_string()))?;

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod control;
 pub mod devices;
+pub mod dra;
 pub mod policy;
 pub mod registrar;
 pub mod replay;

@@ -76,13 +76,47 @@ pub async fn register<B: Backend>(s: &Settings, backend: &B, endpoint: &str) -> 
     call(&s.kubelet_socket, "Register", t, c.register(request(req, t))).await.map(|_| ())
 }
 
-/// The plugin watcher's view of us: GetInfo and NotifyRegistrationStatus.
+/// What a plugin answers GetInfo with, given the host path of the socket it
+/// serves now: the one thing that differs between plugin kinds.
+pub type InfoFn = Arc<dyn Fn(&Path) -> PluginInfo + Send + Sync>;
+
+/// A device plugin's GetInfo: type DevicePlugin, the resource name, the
+/// v1beta1 device-plugin API.
+pub fn device_plugin_info(resource: &str) -> InfoFn {
+    let resource = resource.to_string();
+    Arc::new(move |ep: &Path| PluginInfo {
+        r#type: "DevicePlugin".into(),
+        name: resource.clone(),
+        endpoint: ep.display().to_string(),
+        supported_versions: vec![crate::api::VERSION.into()],
+    })
+}
+
+/// The plugin watcher's view of a plugin (any kind): GetInfo and
+/// NotifyRegistrationStatus on its registration socket.
 #[derive(Clone)]
-struct WatcherRegistration {
-    resource: String,
+pub struct WatcherRegistration {
+    label: String,
     endpoint: watch::Receiver<Option<PathBuf>>,
     host_root: crate::core::paths::HostRoot,
+    info: InfoFn,
     status: mpsc::Sender<RegistrationStatus>,
+}
+
+impl WatcherRegistration {
+    /// A registration answering GetInfo with `info` of the socket `endpoint`
+    /// holds (waiting briefly while it is `None`, i.e. restarting), and
+    /// passing every NotifyRegistrationStatus to `status`. `label` names the
+    /// plugin in errors.
+    pub fn new(
+        label: &str,
+        endpoint: watch::Receiver<Option<PathBuf>>,
+        host_root: crate::core::paths::HostRoot,
+        info: InfoFn,
+        status: mpsc::Sender<RegistrationStatus>,
+    ) -> Self {
+        WatcherRegistration { label: label.to_string(), endpoint, host_root, info, status }
+    }
 }
 
 #[tonic::async_trait]
@@ -102,16 +136,11 @@ impl Registration for WatcherRegistration {
         .and_then(|r| r.ok().and_then(|e| e.clone()));
         let Some(ep) = ep else {
             return Err(tonic::Status::unavailable(format!(
-                "{}: the device plugin socket is restarting",
-                self.resource
+                "{}: the plugin's service socket is restarting",
+                self.label
             )));
         };
-        Ok(tonic::Response::new(PluginInfo {
-            r#type: "DevicePlugin".into(),
-            name: self.resource.clone(),
-            endpoint: self.host_root.on_host(&ep).display().to_string(),
-            supported_versions: vec![crate::api::VERSION.into()],
-        }))
+        Ok(tonic::Response::new((self.info)(&self.host_root.on_host(&ep))))
     }
 
     async fn notify_registration_status(
@@ -172,16 +201,31 @@ async fn start_server<B: Backend>(
 
 /// The plugin-watcher registration socket while it is served: stopped and
 /// awaited (never left running) when the plugin restarts or stops.
-struct RegServed {
+pub struct RegServed {
     guard: SocketGuard,
     tasks: Tasks,
 }
 
 impl RegServed {
-    async fn shut(self) {
+    /// Stop serving, wait for the server, remove the socket (if still ours).
+    pub async fn shut(self) {
         self.tasks.stop().await;
         drop(self.guard);
     }
+
+    /// Whether the socket file is still the one we created.
+    pub fn still_ours(&self) -> bool {
+        self.guard.still_ours()
+    }
+}
+
+/// Serve `reg` on a new registration socket at `path` (what the plugin
+/// watcher finds in plugins_registry/), as a child group of `owner`.
+pub async fn serve_watcher(path: &Path, reg: WatcherRegistration, owner: &Tasks) -> Result<RegServed> {
+    let (l, guard) = listen(path).await?;
+    let tasks = owner.child();
+    serve_owned(&tasks, l, RegistrationServer::new(reg));
+    Ok(RegServed { guard, tasks })
 }
 
 /// Run one resource's plugin until `shutdown`. `on_socket` is told every
@@ -198,12 +242,8 @@ pub async fn run<B: Backend>(
     let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
     let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
-    let watcher_reg = WatcherRegistration {
-        resource: resource.clone(),
-        endpoint: endpoint_rx,
-        host_root: s.host_root.clone(),
-        status: status_tx,
-    };
+    let watcher_reg =
+        WatcherRegistration::new(&resource, endpoint_rx, s.host_root.clone(), device_plugin_info(&resource), status_tx);
     let mut reg_served: Option<RegServed> = None;
 
     let faults = backend.lifecycle_faults();
@@ -288,16 +328,13 @@ pub async fn run<B: Backend>(
                     if let Some(r) = reg_served.take() {
                         r.shut().await;
                     }
-                    match listen(&reg_path).await {
-                        Ok((l, g)) => {
-                            let tasks = owner.child();
-                            let svc = RegistrationServer::new(watcher_reg.clone());
-                            serve_owned(&tasks, l, svc);
+                    match serve_watcher(&reg_path, watcher_reg.clone(), &owner).await {
+                        Ok(r) => {
                             log.event(
                                 "watcher-socket",
                                 &[("resource", json!(resource)), ("socket", json!(reg_path.display().to_string()))],
                             );
-                            reg_served = Some(RegServed { guard: g, tasks });
+                            reg_served = Some(r);
                         }
                         Err(e) if first => {
                             served.shut().await;
@@ -342,7 +379,7 @@ pub async fn run<B: Backend>(
                 }
             }
             if let Some(r) = &reg_served {
-                if !r.guard.still_ours() {
+                if !r.still_ours() {
                     break "our plugin-watcher socket was deleted";
                 }
             }

@@ -5,6 +5,7 @@ mod authority;
 mod bench;
 mod client;
 mod doctor;
+mod dra;
 mod generations;
 mod hardening;
 mod interop;

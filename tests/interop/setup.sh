@@ -10,6 +10,8 @@ root=$PWD
 out=$root/target/interop
 mkdir -p "$out"
 protos=(proto/deviceplugin/v1beta1/api.proto proto/podresources/v1/api.proto proto/pluginregistration/v1/api.proto)
+# DRA kubelet plugins: the Python peer speaks both sides (dra_peer.py).
+dra_protos=(proto/dra/v1/api.proto proto/dra/v1beta1/api.proto proto/dra-health/v1alpha1/api.proto proto/dra-health/v1/api.proto)
 
 apt_pkgs=(golang-go protobuf-compiler protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev)
 missing=()
@@ -30,8 +32,9 @@ if [ ! -x "$out/venv/bin/python" ] || ! "$out/venv/bin/python" -c "import grpc, 
   "$out/venv/bin/pip" install -q --disable-pip-version-check 'grpcio==1.85.*' 'grpcio-tools==1.85.*'
 fi
 rm -rf "$out/python" && mkdir -p "$out/python"
-"$out/venv/bin/python" -m grpc_tools.protoc -I proto --python_out="$out/python" --grpc_python_out="$out/python" "${protos[@]}"
+"$out/venv/bin/python" -m grpc_tools.protoc -I proto --python_out="$out/python" --grpc_python_out="$out/python" "${protos[@]}" "${dra_protos[@]}"
 cp tests/interop/python/peer.py "$out/python/peer.py"
+cp tests/interop/python/dra_peer.py "$out/python/dra_peer.py"
 
 # Go peer: GOPATH mode, code generated from proto/ under k8s.io/kubelet/... as upstream.
 gopath=$out/gopath

@@ -1,0 +1,471 @@
+//! Doctor on DRA nodes: the DRA kubelet plugins in `plugins_registry/`
+//! (each one's GetInfo, its endpoint, its health service) and the kubelet's
+//! DRA checkpoint (`<root-dir>/dra_manager_state`). [`gather`] does the I/O;
+//! each kind of finding is one pure function on the facts, judged with the
+//! rules of [`crate::protocol::dra`].
+
+use super::cdi::{unresolvable, Registry};
+use super::facts::Watcher;
+use super::{Finding, Severity};
+use crate::api::pluginregistration::PluginInfo;
+use crate::client::dra::DraConn;
+use crate::core::transport::{try_connect, Connect};
+use crate::protocol::dra as rules;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The kubelet's DRA checkpoint file name (in its root directory).
+pub const CHECKPOINT_NAME: &str = "dra_manager_state";
+/// The checkpoint's kind.
+pub const CHECKPOINT_KIND: &str = "DRACheckpoint";
+/// The checkpoint's apiVersion.
+pub const CHECKPOINT_API_VERSION: &str = "checkpoint.dra.kubelet.k8s.io/v1";
+
+/// One DRA plugin found in plugins_registry.
+#[derive(Debug, Clone)]
+pub struct DraPlugin {
+    /// Its registration socket.
+    pub socket: PathBuf,
+    /// Its GetInfo answer.
+    pub info: PluginInfo,
+    /// What connecting to its endpoint found (None: the endpoint is not an absolute path).
+    pub endpoint: Option<Connect>,
+    /// The health service it advertises and what opening it gave: the
+    /// first snapshot's size, or why there was none.
+    pub health: Option<(String, Result<usize, String>)>,
+}
+
+/// One claim in the kubelet's DRA checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointClaim {
+    /// namespace/name.
+    pub claim: String,
+    /// Its UID.
+    pub uid: String,
+    /// The driver that prepared devices for it.
+    pub driver: String,
+    /// The CDI device IDs the driver returned.
+    pub cdi_ids: Vec<String>,
+}
+
+/// The DRA checkpoint.
+#[derive(Debug, Clone, Default)]
+pub enum DraCheckpoint {
+    /// No checkpoint (no DRA on this node, or the kubelet never prepared a claim).
+    #[default]
+    Missing,
+    /// Not readable or not understood: why, and whether permission was denied.
+    Bad(String, bool),
+    /// Its claims.
+    Read(Vec<CheckpointClaim>),
+}
+
+/// Everything doctor learns about DRA on the node.
+#[derive(Debug, Clone, Default)]
+pub struct DraFacts {
+    /// The kubelet's root directory as the host names it (endpoints are checked against it).
+    pub kubelet_root: PathBuf,
+    /// DRA plugins registered through the plugin watcher.
+    pub plugins: Vec<DraPlugin>,
+    /// DRA service sockets (`dra*.sock` in `<root-dir>/plugins/*/`, host paths) and what connecting found.
+    pub service_sockets: Vec<(PathBuf, Connect)>,
+    /// The checkpoint file.
+    pub checkpoint_path: PathBuf,
+    /// Its content.
+    pub checkpoint: DraCheckpoint,
+}
+
+/// Parse `dra_manager_state`: `{"Data":"<JSON>","Checksum":N}` where Data is
+/// `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","Entries":[…]}`.
+pub fn parse_checkpoint(text: &str) -> Result<Vec<CheckpointClaim>, String> {
+    let outer: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let data = outer.get("Data").and_then(Value::as_str).ok_or("no Data string")?;
+    let inner: Value = serde_json::from_str(data).map_err(|e| format!("Data is not JSON: {e}"))?;
+    let kind = inner.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api = inner.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if kind != CHECKPOINT_KIND || api != CHECKPOINT_API_VERSION {
+        return Err(format!(
+            "kind {kind:?} apiVersion {api:?}: not a {CHECKPOINT_KIND} {CHECKPOINT_API_VERSION} (another kubelet version?)"
+        ));
+    }
+    let mut out = Vec::new();
+    for e in inner.get("Entries").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let claim = format!("{}/{}", s("Namespace"), s("ClaimName"));
+        let Some(drivers) = e.get("DriverState").and_then(Value::as_object) else { continue };
+        for (driver, st) in drivers {
+            let cdi_ids = st
+                .get("Devices")
+                .and_then(Value::as_array)
+                .map(|ds| {
+                    ds.iter()
+                        .flat_map(|d| d.get("CDIDeviceIDs").and_then(Value::as_array).cloned().unwrap_or_default())
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(CheckpointClaim { claim: claim.clone(), uid: s("ClaimUID"), driver: driver.clone(), cdi_ids });
+        }
+    }
+    Ok(out)
+}
+
+async fn inspect(socket: PathBuf, root: &crate::core::paths::HostRoot, t: Duration) -> Option<DraPlugin> {
+    let conn = DraConn::connect(&socket, t).await.ok()?;
+    let info = tokio::time::timeout(t, conn.info()).await.ok()?.ok()?;
+    if info.r#type != rules::PLUGIN_TYPE {
+        return None;
+    }
+    let mut p = DraPlugin { socket, info, endpoint: None, health: None };
+    if !Path::new(&p.info.endpoint).is_absolute() {
+        return Some(p);
+    }
+    let ep = root.path(Path::new(&p.info.endpoint));
+    let (c, _) = try_connect(&ep, t).await;
+    let answered = c == Connect::Answered;
+    p.endpoint = Some(c);
+    if let Some(svc) = rules::chosen_health(&p.info.supported_versions) {
+        let r = if !answered {
+            Err("the endpoint does not answer".to_string())
+        } else {
+            let work = async {
+                let conn = DraConn::connect(&ep, t).await?;
+                let mut s = conn.health(svc).await?;
+                s.next(&ep).await
+            };
+            match tokio::time::timeout(t, work).await {
+                Err(_) => Err(format!("no snapshot within {}", crate::core::time::format_duration(t))),
+                Ok(Err(e)) => Err(e.to_string()),
+                Ok(Ok(None)) => Err("the stream ended before a snapshot".into()),
+                Ok(Ok(Some(snap))) => Ok(snap.len()),
+            }
+        };
+        p.health = Some((svc.to_string(), r));
+    }
+    Some(p)
+}
+
+/// Gather the DRA facts: the DRA plugins among the plugin-watcher sockets
+/// that answered GetInfo, and the checkpoint.
+pub async fn gather(
+    watchers: &[Watcher],
+    kubelet_root_here: &Path,
+    root: &crate::core::paths::HostRoot,
+    t: Duration,
+) -> DraFacts {
+    let mut set = tokio::task::JoinSet::new();
+    for w in watchers {
+        if w.info.ok().is_some_and(|(ty, _, _)| ty == rules::PLUGIN_TYPE) {
+            let (s, r) = (w.socket.clone(), root.clone());
+            set.spawn(async move { inspect(s, &r, t).await });
+        }
+    }
+    let mut plugins = Vec::new();
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some(p)) = r {
+            plugins.push(p);
+        }
+    }
+    plugins.sort_by(|a, b| a.socket.cmp(&b.socket));
+    let mut service_sockets = Vec::new();
+    let dirs = std::fs::read_dir(kubelet_root_here.join("plugins"))
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for d in dirs {
+        for sock in crate::core::transport::find_sockets(&d) {
+            let n = sock.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if n.starts_with("dra") && n.ends_with(".sock") {
+                let (c, _) = try_connect(&sock, t).await;
+                service_sockets.push((root.on_host(&sock), c));
+            }
+        }
+    }
+    service_sockets.sort_by(|a, b| a.0.cmp(&b.0));
+    let checkpoint_path = kubelet_root_here.join(CHECKPOINT_NAME);
+    let checkpoint = match crate::core::limits::read_file(&checkpoint_path, 64 << 20, "DRA checkpoint") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => DraCheckpoint::Missing,
+        Err(e) => DraCheckpoint::Bad(e.to_string(), e.kind() == std::io::ErrorKind::PermissionDenied),
+        Ok(text) => match parse_checkpoint(&text) {
+            Ok(c) => DraCheckpoint::Read(c),
+            Err(e) => DraCheckpoint::Bad(e, false),
+        },
+    };
+    DraFacts { kubelet_root: root.on_host(kubelet_root_here), plugins, service_sockets, checkpoint_path, checkpoint }
+}
+
+fn finding(
+    severity: Severity,
+    check: &'static str,
+    subject: String,
+    message: String,
+    evidence: String,
+    fix: &str,
+) -> Finding {
+    Finding { severity, check, subject, message, evidence, fix: fix.to_string() }
+}
+
+/// Each DRA plugin as the plugin watcher sees it (info).
+pub fn registered_findings(f: &DraFacts) -> Vec<Finding> {
+    f.plugins
+        .iter()
+        .map(|p| {
+            finding(
+                Severity::Info,
+                "dra-plugin",
+                p.info.name.clone(),
+                format!("DRA driver {} is registered through {}", p.info.name, p.socket.display()),
+                format!("endpoint {}; supported_versions {}", p.info.endpoint, p.info.supported_versions.join(",")),
+                "",
+            )
+        })
+        .collect()
+}
+
+/// GetInfo answers that break the kubelet's registration rules (endpoint
+/// outside the kubelet root, bad driver name, no known service, …).
+pub fn registration_findings(f: &DraFacts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &f.plugins {
+        for v in rules::info_violations(&p.info, &f.kubelet_root) {
+            let sev = if v.rule.severity == rules::Severity::Fail { Severity::Error } else { Severity::Warning };
+            out.push(finding(
+                sev,
+                "dra-registration",
+                p.socket.display().to_string(),
+                format!("DRA driver {}: {}", p.info.name, v.rule.checks),
+                format!("{} (rule {}; {})", v.detail, v.rule.id, v.rule.source),
+                v.rule.fix,
+            ));
+        }
+    }
+    out
+}
+
+/// Endpoints that do not answer: the driver's pods get "DRA driver … is not registered" or time out.
+pub fn endpoint_findings(f: &DraFacts) -> Vec<Finding> {
+    f.plugins
+        .iter()
+        .filter_map(|p| {
+            let c = p.endpoint.as_ref()?;
+            if *c == Connect::Answered || *c == Connect::PermissionDenied {
+                return None;
+            }
+            Some(finding(
+                Severity::Error,
+                "dra-endpoint",
+                p.info.endpoint.clone(),
+                format!(
+                    "the DRA driver {}'s service socket does not answer, so the kubelet cannot prepare its claims",
+                    p.info.name
+                ),
+                format!("{c:?} (registered through {})", p.socket.display()),
+                "restart the driver's kubelet plugin; if it moved, it must re-create its registration socket",
+            ))
+        })
+        .collect()
+}
+
+/// DRA service sockets with nothing listening (a driver that died or was
+/// replaced without cleaning up); the registered ones are `dra-endpoint`.
+pub fn stale_socket_findings(f: &DraFacts) -> Vec<Finding> {
+    f.service_sockets
+        .iter()
+        .filter(|(_, c)| *c == Connect::Refused)
+        .filter(|(p, _)| {
+            !f.plugins.iter().any(|x| {
+                Path::new(&x.info.endpoint) == f.kubelet_root.join(p.strip_prefix(&f.kubelet_root).unwrap_or(p))
+                    || Path::new(&x.info.endpoint) == p.as_path()
+            })
+        })
+        .map(|(p, _)| {
+            finding(
+                Severity::Warning,
+                "dra-stale-socket",
+                p.display().to_string(),
+                "a stale DRA service socket: nothing listens on it".into(),
+                "connect: connection refused".into(),
+                "restart the driver that owned it; since nothing listens removing it is safe",
+            )
+        })
+        .collect()
+}
+
+/// A health service advertised but not answering.
+pub fn health_findings(f: &DraFacts) -> Vec<Finding> {
+    f.plugins
+        .iter()
+        .filter_map(|p| {
+            let (svc, r) = p.health.as_ref()?;
+            let why = r.as_ref().err()?;
+            Some(finding(
+                Severity::Warning,
+                "dra-health",
+                p.info.name.clone(),
+                format!("DRA driver {} advertises {svc} but it does not answer: device health is unknown", p.info.name),
+                why.clone(),
+                rules::HEALTH_ANSWERS.fix,
+            ))
+        })
+        .collect()
+}
+
+/// The checkpoint cannot be read.
+pub fn checkpoint_findings(f: &DraFacts) -> Vec<Finding> {
+    match &f.checkpoint {
+        DraCheckpoint::Bad(why, denied) => vec![finding(
+            if *denied { Severity::Unknown } else { Severity::Warning },
+            "dra-checkpoint",
+            f.checkpoint_path.display().to_string(),
+            "the kubelet's DRA checkpoint cannot be read; prepared claims could not be checked".into(),
+            why.clone(),
+            if *denied {
+                "run doctor as root"
+            } else {
+                "the kubelet rewrites it; if it persists, check the kubelet version"
+            },
+        )],
+        _ => vec![],
+    }
+}
+
+/// CDI IDs of prepared claims that no CDI spec defines: the runtime fails
+/// those containers with "unresolvable CDI devices".
+pub fn cdi_findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
+    let DraCheckpoint::Read(claims) = &f.checkpoint else { return vec![] };
+    let mut out = Vec::new();
+    for c in claims {
+        let bad: Vec<String> =
+            c.cdi_ids.iter().filter_map(|id| unresolvable(cdi, id).map(|why| format!("{id}: {why}"))).collect();
+        if !bad.is_empty() {
+            out.push(finding(
+                Severity::Error,
+                "dra-cdi",
+                format!("{} ({})", c.claim, c.uid),
+                format!(
+                    "claim {} was prepared by {} with CDI devices no spec defines: its containers fail with \"unresolvable CDI devices\"",
+                    c.claim, c.driver
+                ),
+                bad.join("; "),
+                "the driver must write its CDI specs (into /etc/cdi or /var/run/cdi) before answering NodePrepareResources; restart the driver so it re-prepares",
+            ));
+        }
+    }
+    out
+}
+
+/// Every DRA finding.
+pub fn findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
+    let mut v = registered_findings(f);
+    v.extend(registration_findings(f));
+    v.extend(endpoint_findings(f));
+    v.extend(stale_socket_findings(f));
+    v.extend(health_findings(f));
+    v.extend(checkpoint_findings(f));
+    v.extend(cdi_findings(f, cdi));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin(name: &str, ep: &str, versions: &[&str]) -> DraPlugin {
+        DraPlugin {
+            socket: PathBuf::from(format!("/var/lib/kubelet/plugins_registry/{name}-reg.sock")),
+            info: PluginInfo {
+                r#type: "DRAPlugin".into(),
+                name: name.into(),
+                endpoint: ep.into(),
+                supported_versions: versions.iter().map(|s| s.to_string()).collect(),
+            },
+            endpoint: Some(Connect::Answered),
+            health: None,
+        }
+    }
+
+    fn facts(plugins: Vec<DraPlugin>) -> DraFacts {
+        DraFacts {
+            kubelet_root: "/var/lib/kubelet".into(),
+            plugins,
+            service_sockets: vec![],
+            checkpoint_path: "/var/lib/kubelet/dra_manager_state".into(),
+            checkpoint: DraCheckpoint::Missing,
+        }
+    }
+
+    fn checks(v: &[Finding]) -> Vec<&'static str> {
+        v.iter().map(|f| f.check).collect()
+    }
+
+    #[test]
+    fn a_good_plugin_is_only_listed() {
+        let f =
+            facts(vec![plugin("g.example.com", "/var/lib/kubelet/plugins/g.example.com/dra.sock", &["v1.DRAPlugin"])]);
+        assert_eq!(checks(&findings(&f, &Registry::default())), ["dra-plugin"]);
+    }
+
+    #[test]
+    fn endpoints_outside_the_root_and_dead_endpoints_are_errors() {
+        let mut dead = plugin("a.example", "/var/lib/kubelet/plugins/a/dra.sock", &["v1.DRAPlugin"]);
+        dead.endpoint = Some(Connect::Refused);
+        let outside = plugin("b.example", "/run/b/dra.sock", &["v1.DRAPlugin"]);
+        let f = facts(vec![dead, outside]);
+        let r = registration_findings(&f);
+        assert_eq!(checks(&r), ["dra-registration"]);
+        assert!(r[0].evidence.contains("endpoint-inside-root") && r[0].subject.contains("b.example"), "{r:?}");
+        let e = endpoint_findings(&f);
+        assert_eq!(checks(&e), ["dra-endpoint"]);
+        assert!(e[0].evidence.contains("Refused"));
+        // A stale service socket nobody registers is its own finding; a registered one is not repeated.
+        let mut f = f;
+        f.service_sockets = vec![
+            ("/var/lib/kubelet/plugins/a/dra.sock".into(), Connect::Refused),
+            ("/var/lib/kubelet/plugins/old/dra.sock".into(), Connect::Refused),
+            ("/var/lib/kubelet/plugins/live/dra.sock".into(), Connect::Answered),
+        ];
+        let s = stale_socket_findings(&f);
+        assert_eq!(s.iter().map(|x| x.subject.as_str()).collect::<Vec<_>>(), ["/var/lib/kubelet/plugins/old/dra.sock"]);
+    }
+
+    #[test]
+    fn an_advertised_health_service_that_does_not_answer_is_a_warning() {
+        let mut p =
+            plugin("g.example", "/var/lib/kubelet/plugins/g/dra.sock", &["v1.DRAPlugin", "v1.DRAResourceHealth"]);
+        p.health = Some(("v1.DRAResourceHealth".into(), Err("Unimplemented".into())));
+        let h = health_findings(&facts(vec![p.clone()]));
+        assert_eq!(checks(&h), ["dra-health"]);
+        assert_eq!(h[0].severity, Severity::Warning);
+        p.health = Some(("v1.DRAResourceHealth".into(), Ok(4)));
+        assert!(health_findings(&facts(vec![p])).is_empty());
+    }
+
+    #[test]
+    fn checkpoint_claims_with_unresolvable_cdi_ids_are_errors() {
+        let data = serde_json::json!({
+            "kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1",
+            "Entries": [{"ClaimUID": "u1", "ClaimName": "gpu", "Namespace": "ml", "PodUIDs": {"p1": {}},
+                "DriverState": {"g.example.com": {"Devices": [
+                    {"PoolName": "p", "DeviceName": "d0", "RequestNames": ["r"], "CDIDeviceIDs": ["k8s.g.example.com/claim=u1-d0"]},
+                    {"PoolName": "p", "DeviceName": "d1", "RequestNames": ["r"], "CDIDeviceIDs": ["k8s.g.example.com/claim=u1-d1"]}]}}}]
+        });
+        let text = serde_json::json!({"Data": data.to_string(), "Checksum": 1}).to_string();
+        let claims = parse_checkpoint(&text).unwrap();
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].claim, "ml/gpu");
+        assert_eq!(claims[0].cdi_ids.len(), 2);
+        let mut f = facts(vec![]);
+        f.checkpoint = DraCheckpoint::Read(claims);
+        let mut reg = Registry::default();
+        reg.devices.insert("k8s.g.example.com/claim=u1-d0".into());
+        let c = cdi_findings(&f, &reg);
+        assert_eq!(checks(&c), ["dra-cdi"]);
+        assert!(c[0].evidence.contains("u1-d1") && !c[0].evidence.contains("u1-d0:"), "{}", c[0].evidence);
+        assert!(parse_checkpoint("{\"Data\":\"{\\\"kind\\\":\\\"X\\\"}\"}")
+            .unwrap_err()
+            .contains("not a DRACheckpoint"));
+        assert!(parse_checkpoint("nope").is_err());
+        f.checkpoint = DraCheckpoint::Bad("denied".into(), true);
+        assert_eq!(checkpoint_findings(&f)[0].severity, Severity::Unknown);
+    }
+}

@@ -1,0 +1,501 @@
+//! The simulated DRA driver's state and its gRPC services: DRAPlugin (v1 and
+//! v1beta1 over one implementation), DRAResourceHealth (v1 and v1alpha1 over
+//! one snapshot channel), CDI spec files per prepared claim, and the live
+//! control handler. Faults (see [`super::Fault`]) break one rule each.
+
+use super::{Config, Fault};
+use crate::api::dra_health_v1::{self as h1, DeviceHealth, DeviceIdentifier, HealthStatus};
+use crate::api::dra_health_v1alpha1 as h1a;
+use crate::api::dra_v1::{
+    self as v1, Claim, Device, NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
+    NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
+};
+use crate::api::dra_v1beta1 as v1b;
+use crate::client::dra::convert;
+use crate::core::log::Logger;
+use crate::protocol::dra::{health_word, parse_health, safe_word, MAX_HEALTH_MESSAGE};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+/// One simulated device's health.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceState {
+    /// Device name (unique in the pool).
+    pub name: String,
+    /// Healthy, Unhealthy or Unknown.
+    pub health: String,
+    /// The health message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Unix seconds of the last health change.
+    pub updated: i64,
+}
+
+/// One prepared claim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreparedClaim {
+    /// namespace/name.
+    pub claim: String,
+    /// Its UID.
+    pub uid: String,
+    /// The devices it got.
+    pub devices: Vec<String>,
+    /// The CDI spec file written for it.
+    pub cdi_spec: String,
+}
+
+#[derive(Default)]
+struct State {
+    prepared: BTreeMap<String, PreparedClaim>,
+    prepares: u64,
+}
+
+/// The driver: configuration, prepared claims, device health.
+pub struct Driver {
+    cfg: Arc<Config>,
+    state: Mutex<State>,
+    health: watch::Sender<Vec<DeviceState>>,
+    log: Logger,
+    stop: CancellationToken,
+}
+
+/// Unix seconds now.
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+impl Driver {
+    /// A driver with every device Healthy.
+    pub fn new(cfg: Arc<Config>, log: Logger, stop: CancellationToken) -> Arc<Self> {
+        let now = now_secs();
+        let devices = cfg
+            .devices
+            .iter()
+            .map(|n| DeviceState { name: n.clone(), health: "Healthy".into(), message: String::new(), updated: now })
+            .collect();
+        let (health, _) = watch::channel(devices);
+        Arc::new(Driver { cfg, state: Mutex::new(State::default()), health, log, stop })
+    }
+
+    fn has(&self, f: &Fault) -> bool {
+        self.cfg.faults.contains(f)
+    }
+
+    /// The CDI kind of this driver's specs: `k8s.<driver>/claim`.
+    pub fn cdi_kind(&self) -> String {
+        format!("k8s.{}/claim", self.cfg.driver)
+    }
+
+    fn cdi_path(&self, uid: &str) -> PathBuf {
+        self.cfg.cdi_dir.join(format!("dpctl-dra-{}-{}.json", self.cfg.driver, safe_word(uid)))
+    }
+
+    /// Write the claim's CDI spec (atomically; only files named as ours).
+    fn write_spec(&self, c: &Claim, devices: &[String]) -> Result<PathBuf, String> {
+        let path = self.cdi_path(&c.uid);
+        let spec = json!({
+            "cdiVersion": "0.6.0",
+            "kind": self.cdi_kind(),
+            "devices": devices.iter().map(|d| json!({
+                "name": format!("{}-{}", safe_word(&c.uid), d),
+                "containerEdits": {"env": [
+                    format!("DPCTL_DRA_DEVICE={d}"),
+                    format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name),
+                ]},
+            })).collect::<Vec<_>>(),
+        });
+        crate::core::files::create_dir_all(&self.cfg.cdi_dir)
+            .map_err(|e| format!("cannot create CDI spec dir {}: {e}", self.cfg.cdi_dir.display()))?;
+        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
+        crate::core::files::write_atomic(&path, &text)
+            .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Prepare claims (the v1 messages; v1beta1 converts).
+    pub async fn prepare(&self, req: NodePrepareResourcesRequest) -> Result<NodePrepareResourcesResponse, Status> {
+        if let Some(d) = self.cfg.faults.iter().find_map(|f| if let Fault::Slow(d) = f { Some(*d) } else { None }) {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = self.stop.cancelled() => return Err(Status::unavailable("the driver is stopping")),
+            }
+        }
+        let mut resp = NodePrepareResourcesResponse::default();
+        let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
+        st.prepares += 1;
+        let rotate = if self.has(&Fault::NotIdempotent) { st.prepares as usize } else { 0 };
+        for c in &req.claims {
+            let answer = self.prepare_one(&mut st, c, rotate);
+            resp.claims.insert(c.uid.clone(), answer);
+        }
+        drop(st);
+        if self.has(&Fault::MissingUid) {
+            if let Some(last) = req.claims.last() {
+                resp.claims.remove(&last.uid);
+            }
+        }
+        if self.has(&Fault::ExtraUid) {
+            resp.claims.insert("dpctl-not-requested".into(), NodePrepareResourceResponse::default());
+        }
+        self.log.event(
+            "prepare",
+            &[
+                ("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>())),
+                (
+                    "errors",
+                    json!(resp
+                        .claims
+                        .iter()
+                        .filter(|(_, r)| !r.error.is_empty())
+                        .map(|(u, _)| u.clone())
+                        .collect::<Vec<_>>()),
+                ),
+            ],
+        );
+        Ok(resp)
+    }
+
+    fn prepare_one(&self, st: &mut State, c: &Claim, rotate: usize) -> NodePrepareResourceResponse {
+        let fail = |e: String| NodePrepareResourceResponse { devices: vec![], error: e };
+        if let Some(msg) =
+            self.cfg.faults.iter().find_map(|f| if let Fault::PrepareError(m) = f { Some(m) } else { None })
+        {
+            return fail(msg.clone());
+        }
+        if c.uid.is_empty() || c.namespace.is_empty() || c.name.is_empty() {
+            return fail("the claim's namespace, uid and name are all required".into());
+        }
+        let devices = match st.prepared.get(&c.uid) {
+            Some(p) if rotate == 0 => p.devices.clone(),
+            _ => {
+                let held: Vec<&String> =
+                    st.prepared.iter().filter(|(u, _)| *u != &c.uid).flat_map(|(_, p)| &p.devices).collect();
+                let free: Vec<&String> = self.cfg.devices.iter().filter(|d| !held.contains(d)).collect();
+                if free.is_empty() {
+                    return fail(format!(
+                        "no free device in pool {}: all {} are prepared for other claims",
+                        self.cfg.pool,
+                        self.cfg.devices.len()
+                    ));
+                }
+                vec![free[rotate % free.len()].clone()]
+            }
+        };
+        let spec = match self.write_spec(c, &devices) {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        st.prepared.insert(
+            c.uid.clone(),
+            PreparedClaim {
+                claim: format!("{}/{}", c.namespace, c.name),
+                uid: c.uid.clone(),
+                devices: devices.clone(),
+                cdi_spec: spec.display().to_string(),
+            },
+        );
+        let kind = self.cdi_kind();
+        NodePrepareResourceResponse {
+            devices: devices
+                .iter()
+                .map(|d| Device {
+                    request_names: vec![],
+                    pool_name: if self.has(&Fault::NoPoolName) { String::new() } else { self.cfg.pool.clone() },
+                    device_name: d.clone(),
+                    cdi_device_ids: vec![if self.has(&Fault::BadCdiId) {
+                        d.clone()
+                    } else {
+                        format!("{kind}={}-{d}", safe_word(&c.uid))
+                    }],
+                })
+                .collect(),
+            error: String::new(),
+        }
+    }
+
+    /// Unprepare claims: remove their CDI specs; unknown claims are fine (idempotent).
+    pub async fn unprepare(
+        &self,
+        req: NodeUnprepareResourcesRequest,
+    ) -> Result<NodeUnprepareResourcesResponse, Status> {
+        let mut resp = NodeUnprepareResourcesResponse::default();
+        let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
+        for c in &req.claims {
+            let mut error = String::new();
+            if let Some(p) = st.prepared.remove(&c.uid) {
+                if let Err(e) = std::fs::remove_file(&p.cdi_spec) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        error = format!("cannot remove CDI spec {}: {e}", p.cdi_spec);
+                        st.prepared.insert(c.uid.clone(), p);
+                    }
+                }
+            }
+            resp.claims.insert(c.uid.clone(), NodeUnprepareResourceResponse { error });
+        }
+        drop(st);
+        if self.has(&Fault::MissingUid) {
+            if let Some(last) = req.claims.last() {
+                resp.claims.remove(&last.uid);
+            }
+        }
+        self.log.event("unprepare", &[("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>()))]);
+        Ok(resp)
+    }
+
+    /// The health snapshot as sent (faults applied).
+    pub fn snapshot(&self, devices: &[DeviceState]) -> Vec<DeviceHealth> {
+        devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeviceHealth {
+                device: Some(DeviceIdentifier {
+                    pool_name: if self.has(&Fault::HealthBadDevice) && i == 0 {
+                        String::new()
+                    } else {
+                        self.cfg.pool.clone()
+                    },
+                    device_name: d.name.clone(),
+                }),
+                health: parse_health(&d.health).unwrap_or(HealthStatus::Unknown) as i32,
+                last_updated_time: if self.has(&Fault::NoTimestamp) { 0 } else { d.updated },
+                health_check_timeout_seconds: self.cfg.health_timeout_secs,
+                message: if self.has(&Fault::LongMessage) {
+                    "x".repeat(MAX_HEALTH_MESSAGE + 1)
+                } else {
+                    d.message.clone()
+                },
+            })
+            .collect()
+    }
+
+    fn health_stream(self: &Arc<Self>) -> impl Stream<Item = Result<Vec<DeviceHealth>, Status>> + Send + 'static {
+        let me = self.clone();
+        let mut rx = self.health.subscribe();
+        let once = self.has(&Fault::HealthStreamEnd);
+        async_stream(move |tx| async move {
+            loop {
+                let snap = me.snapshot(&rx.borrow_and_update());
+                if tx.send(Ok(snap)).await.is_err() || once {
+                    return;
+                }
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return },
+                    _ = me.stop.cancelled() => return,
+                }
+            }
+        })
+    }
+
+    /// Live control: answer one JSON request line.
+    pub fn control(&self, line: &str) -> String {
+        let out = match serde_json::from_str::<ControlRequest>(line) {
+            Err(e) => Err(format!("bad request: {}", crate::core::text::cap_words(&e.to_string()))),
+            Ok(req) => self.control_op(req),
+        };
+        let a = match out {
+            Ok(()) => self.view(true),
+            Err(e) => ControlAnswer { ok: false, error: Some(e), ..Default::default() },
+        };
+        serde_json::to_string(&a).unwrap_or_else(|_| "{\"ok\":false}".into())
+    }
+
+    fn control_op(&self, req: ControlRequest) -> Result<(), String> {
+        match req.op.as_str() {
+            "list" => Ok(()),
+            "set-health" => {
+                let h = parse_health(req.health.as_deref().unwrap_or(""))
+                    .ok_or("health must be Healthy, Unhealthy or Unknown")?;
+                if req.devices.is_empty() {
+                    return Err("no device names given".into());
+                }
+                let unknown: Vec<&String> = req.devices.iter().filter(|d| !self.cfg.devices.contains(d)).collect();
+                if !unknown.is_empty() {
+                    return Err(format!(
+                        "no device {} in pool {} (devices: {})",
+                        crate::core::text::id_list(&unknown),
+                        self.cfg.pool,
+                        crate::core::text::id_list(&self.cfg.devices)
+                    ));
+                }
+                let now = now_secs();
+                self.health.send_modify(|devs| {
+                    for d in devs.iter_mut().filter(|d| req.devices.contains(&d.name)) {
+                        d.health = health_word(h as i32).into();
+                        d.message = req.message.clone().unwrap_or_default();
+                        d.updated = now;
+                    }
+                });
+                self.log.event(
+                    "control",
+                    &[
+                        ("op", json!("set-health")),
+                        ("devices", json!(req.devices)),
+                        ("health", json!(health_word(h as i32))),
+                    ],
+                );
+                Ok(())
+            }
+            other => Err(format!("unknown op {}: use list or set-health", crate::core::text::quote(other))),
+        }
+    }
+
+    /// What live control shows.
+    pub fn view(&self, ok: bool) -> ControlAnswer {
+        let prepared = self.state.lock().map(|s| s.prepared.values().cloned().collect()).unwrap_or_default();
+        ControlAnswer {
+            ok,
+            error: None,
+            driver: self.cfg.driver.clone(),
+            pool: self.cfg.pool.clone(),
+            devices: self.health.borrow().clone(),
+            prepared,
+        }
+    }
+}
+
+/// A live-control request to `dpctl dra serve`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlRequest {
+    /// list or set-health.
+    pub op: String,
+    /// Device names for set-health.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    /// Healthy, Unhealthy or Unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// The health message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A live-control answer.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlAnswer {
+    /// Success.
+    pub ok: bool,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The driver name.
+    #[serde(default)]
+    pub driver: String,
+    /// The pool.
+    #[serde(default)]
+    pub pool: String,
+    /// Device health.
+    #[serde(default)]
+    pub devices: Vec<DeviceState>,
+    /// Prepared claims.
+    #[serde(default)]
+    pub prepared: Vec<PreparedClaim>,
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// A stream fed by one producer future, which ends when the receiver is dropped.
+fn async_stream<T, F, Fut>(f: F) -> impl Stream<Item = T> + Send + 'static
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    use tokio_stream::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let fut = f(tx);
+    // The producer runs inside the stream: polled only while the stream is
+    // polled, dropped with it — no task of its own.
+    let mut slot = Some(fut);
+    let producer = tokio_stream::once(())
+        .then(move |_| {
+            let f = slot.take();
+            async move {
+                if let Some(f) = f {
+                    f.await
+                }
+            }
+        })
+        .filter_map(|_| None::<T>);
+    tokio_stream::wrappers::ReceiverStream::new(rx).merge(producer)
+}
+
+/// The v1 DRAPlugin service.
+pub struct V1(pub Arc<Driver>);
+/// The v1beta1 DRAPlugin service.
+pub struct V1beta1(pub Arc<Driver>);
+/// The v1 health service.
+pub struct HealthV1(pub Arc<Driver>);
+/// The v1alpha1 health service.
+pub struct HealthV1alpha1(pub Arc<Driver>);
+
+#[tonic::async_trait]
+impl v1::dra_plugin_server::DraPlugin for V1 {
+    async fn node_prepare_resources(
+        &self,
+        r: Request<NodePrepareResourcesRequest>,
+    ) -> Result<Response<NodePrepareResourcesResponse>, Status> {
+        self.0.prepare(r.into_inner()).await.map(Response::new)
+    }
+    async fn node_unprepare_resources(
+        &self,
+        r: Request<NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<NodeUnprepareResourcesResponse>, Status> {
+        self.0.unprepare(r.into_inner()).await.map(Response::new)
+    }
+}
+
+#[tonic::async_trait]
+impl v1b::dra_plugin_server::DraPlugin for V1beta1 {
+    async fn node_prepare_resources(
+        &self,
+        r: Request<v1b::NodePrepareResourcesRequest>,
+    ) -> Result<Response<v1b::NodePrepareResourcesResponse>, Status> {
+        let resp = self.0.prepare(convert(&r.into_inner())).await?;
+        Ok(Response::new(convert(&resp)))
+    }
+    async fn node_unprepare_resources(
+        &self,
+        r: Request<v1b::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<v1b::NodeUnprepareResourcesResponse>, Status> {
+        let resp = self.0.unprepare(convert(&r.into_inner())).await?;
+        Ok(Response::new(convert(&resp)))
+    }
+}
+
+#[tonic::async_trait]
+impl h1::dra_resource_health_server::DraResourceHealth for HealthV1 {
+    type NodeWatchResourcesStream = BoxStream<h1::NodeWatchResourcesResponse>;
+    async fn node_watch_resources(
+        &self,
+        _: Request<h1::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        use tokio_stream::StreamExt;
+        let s = self.0.health_stream().map(|r| r.map(|devices| h1::NodeWatchResourcesResponse { devices }));
+        Ok(Response::new(Box::pin(s)))
+    }
+}
+
+#[tonic::async_trait]
+impl h1a::dra_resource_health_server::DraResourceHealth for HealthV1alpha1 {
+    type NodeWatchResourcesStream = BoxStream<h1a::NodeWatchResourcesResponse>;
+    async fn node_watch_resources(
+        &self,
+        _: Request<h1a::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        use tokio_stream::StreamExt;
+        let s = self.0.health_stream().map(|r| r.map(|devices| convert(&h1::NodeWatchResourcesResponse { devices })));
+        Ok(Response::new(Box::pin(s)))
+    }
+}

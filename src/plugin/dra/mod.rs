@@ -1,0 +1,577 @@
+//! `dpctl dra serve`: a simulated DRA driver's kubelet plugin. It serves the
+//! DRAPlugin service (v1 and v1beta1) and the DRAResourceHealth service (v1
+//! and v1alpha1) on `<kubelet-root>/plugins/<driver>/dra.sock`, registers
+//! through the plugin watcher with `<kubelet-root>/plugins_registry/<driver>-reg.sock`
+//! (the same registration server `dpctl serve` uses, answering a DRAPlugin
+//! PluginInfo), writes a CDI spec per prepared claim and removes it on
+//! unprepare, and takes live control (`dpctl dra device …`). With
+//! `--rolling-update UID` both sockets carry the UID so two instances can
+//! serve at once. Each `--fault` breaks one rule of [`crate::protocol::dra`].
+//! Every server is a task of the [`Tasks`] group `run` is given.
+
+pub mod driver;
+pub mod slices;
+
+use crate::api::pluginregistration::PluginInfo;
+use crate::core::log::Logger;
+use crate::core::paths::HostRoot;
+use crate::core::task::Tasks;
+use crate::core::transport::{listen, serve_owned, SocketGuard};
+use crate::core::{Error, Result};
+use crate::plugin::registrar::{serve_watcher, InfoFn, RegServed, WatcherRegistration};
+use crate::protocol::dra::{self as rules, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, PLUGIN_TYPE};
+use driver::{Driver, HealthV1, HealthV1alpha1, V1beta1, V1};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// The subdirectory of the driver's plugin directory holding its control socket.
+pub const CONTROL_DIR: &str = "dpctl-control";
+/// The file-name prefix of `dpctl dra serve` control sockets.
+pub const CONTROL_PREFIX: &str = "dra-";
+
+/// A way to break one rule on purpose (one fault per rule of the rulebook,
+/// plus per-claim errors and slow calls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// GetInfo type is not DRAPlugin (rule plugin-type).
+    WrongType,
+    /// GetInfo name is not a valid driver name (driver-name).
+    BadDriverName,
+    /// GetInfo endpoint is a relative path (endpoint-absolute).
+    RelativeEndpoint,
+    /// The service socket is served outside the kubelet root (endpoint-inside-root).
+    EndpointOutsideRoot,
+    /// The service socket path is longer than a socket address (endpoint-length).
+    LongEndpoint,
+    /// supported_versions names no service the kubelet speaks (supported-versions).
+    NoVersions,
+    /// v1beta1.DRAPlugin listed before v1.DRAPlugin (version-order).
+    V1beta1First,
+    /// GetInfo names an endpoint nobody serves (endpoint-reachable).
+    DeadEndpoint,
+    /// v1.DRAPlugin advertised but not served (service-answers).
+    UnservedV1,
+    /// Every DRAPlugin call takes this long first (service-answers, with a short --timeout).
+    Slow(Duration),
+    /// The last claim of each call has no entry in the answer (answer-complete).
+    MissingUid,
+    /// The answer has an entry for a claim nobody asked for (answer-extra).
+    ExtraUid,
+    /// Prepared devices have no pool_name (device-fields).
+    NoPoolName,
+    /// CDI IDs are not qualified (cdi-id).
+    BadCdiId,
+    /// Each prepare picks another device (idempotent).
+    NotIdempotent,
+    /// Health advertised but not served (health-answers).
+    UnservedHealth,
+    /// The health stream ends after its first snapshot (health-stream).
+    HealthStreamEnd,
+    /// The first health entry names no pool (health-device).
+    HealthBadDevice,
+    /// Health messages over 1024 characters (health-message).
+    LongMessage,
+    /// last_updated_time not set (health-time).
+    NoTimestamp,
+    /// Every claim fails with this error.
+    PrepareError(String),
+}
+
+/// Every fault name with the rule it breaks (what `--fault` accepts).
+pub const FAULTS: &[(&str, &str)] = &[
+    ("wrong-type", "plugin-type"),
+    ("bad-driver-name", "driver-name"),
+    ("relative-endpoint", "endpoint-absolute"),
+    ("endpoint-outside-root", "endpoint-inside-root"),
+    ("long-endpoint", "endpoint-length"),
+    ("no-versions", "supported-versions"),
+    ("v1beta1-first", "version-order"),
+    ("dead-endpoint", "endpoint-reachable"),
+    ("unserved-v1", "service-answers"),
+    ("slow=DURATION", "service-answers (with a shorter --timeout)"),
+    ("missing-uid", "answer-complete"),
+    ("extra-uid", "answer-extra"),
+    ("no-pool-name", "device-fields"),
+    ("bad-cdi-id", "cdi-id"),
+    ("not-idempotent", "idempotent"),
+    ("unserved-health", "health-answers"),
+    ("health-stream-end", "health-stream"),
+    ("health-bad-device", "health-device"),
+    ("long-message", "health-message"),
+    ("no-timestamp", "health-time"),
+    ("prepare-error=MESSAGE", "(every claim fails with MESSAGE)"),
+];
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (name, value) = match s.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (s, None),
+        };
+        let need = || value.filter(|v| !v.is_empty()).ok_or_else(|| format!("{name} needs a value: {name}=…"));
+        Ok(match name {
+            "wrong-type" => Fault::WrongType,
+            "bad-driver-name" => Fault::BadDriverName,
+            "relative-endpoint" => Fault::RelativeEndpoint,
+            "endpoint-outside-root" => Fault::EndpointOutsideRoot,
+            "long-endpoint" => Fault::LongEndpoint,
+            "no-versions" => Fault::NoVersions,
+            "v1beta1-first" => Fault::V1beta1First,
+            "dead-endpoint" => Fault::DeadEndpoint,
+            "unserved-v1" => Fault::UnservedV1,
+            "slow" => Fault::Slow(crate::core::time::parse_duration(need()?)?),
+            "missing-uid" => Fault::MissingUid,
+            "extra-uid" => Fault::ExtraUid,
+            "no-pool-name" => Fault::NoPoolName,
+            "bad-cdi-id" => Fault::BadCdiId,
+            "not-idempotent" => Fault::NotIdempotent,
+            "unserved-health" => Fault::UnservedHealth,
+            "health-stream-end" => Fault::HealthStreamEnd,
+            "health-bad-device" => Fault::HealthBadDevice,
+            "long-message" => Fault::LongMessage,
+            "no-timestamp" => Fault::NoTimestamp,
+            "prepare-error" => Fault::PrepareError(need()?.to_string()),
+            other => {
+                let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
+                let hint = crate::core::validate::did_you_mean(other, &names)
+                    .map(|n| format!("did you mean {n}? "))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "unknown fault {}: {hint}known: {}",
+                    crate::core::text::quote(other),
+                    names.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// The simulated driver's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The driver name (GetInfo name, CDI vendor).
+    pub driver: String,
+    /// The pool its devices are in.
+    pub pool: String,
+    /// Device names.
+    pub devices: Vec<String>,
+    /// The kubelet's root directory, as seen here.
+    pub kubelet_root: PathBuf,
+    /// The plugin watcher's directory, as seen here.
+    pub registry_dir: PathBuf,
+    /// Where the service socket goes, as seen here (`<kubelet-root>/plugins/<driver>`).
+    pub plugin_dir: PathBuf,
+    /// `--root`.
+    pub host_root: HostRoot,
+    /// Where CDI specs are written, as seen here.
+    pub cdi_dir: PathBuf,
+    /// The services advertised in supported_versions (and served).
+    pub services: Vec<String>,
+    /// Create the registration socket.
+    pub register: bool,
+    /// Rolling-update UID: sockets named `<driver>-<uid>-reg.sock` and `dra-<uid>.sock`.
+    pub rolling_uid: Option<String>,
+    /// health_check_timeout_seconds sent per device.
+    pub health_timeout_secs: i64,
+    /// The live-control socket.
+    pub control_socket: PathBuf,
+    /// Faults.
+    pub faults: Vec<Fault>,
+    /// Publish the devices as a ResourceSlice to this API server, for this node.
+    pub publish: Option<(slices::ApiServer, String)>,
+}
+
+impl Config {
+    /// The registration socket path (as seen here).
+    pub fn registration_socket(&self) -> PathBuf {
+        match &self.rolling_uid {
+            Some(u) => self.registry_dir.join(format!("{}-{u}-reg.sock", self.driver)),
+            None => self.registry_dir.join(format!("{}-reg.sock", self.driver)),
+        }
+    }
+
+    /// The service socket path (as seen here), faults applied.
+    pub fn service_socket(&self, outside_dir: Option<&Path>) -> PathBuf {
+        let name = match &self.rolling_uid {
+            Some(u) => format!("dra-{u}.sock"),
+            None => "dra.sock".to_string(),
+        };
+        if let Some(d) = outside_dir {
+            return d.join(name);
+        }
+        if self.faults.contains(&Fault::LongEndpoint) {
+            // Deep enough that the host path is over 107 bytes.
+            let host_len = self.host_root.on_host(&self.plugin_dir).display().to_string().len();
+            let pad = (crate::core::transport::SUN_PATH_MAX + 1).saturating_sub(host_len + name.len() + 2).max(1);
+            return self.plugin_dir.join("x".repeat(pad.min(200))).join(name);
+        }
+        self.plugin_dir.join(name)
+    }
+
+    /// The services served (advertised ones minus the unserved faults).
+    pub fn served(&self) -> Vec<&str> {
+        self.services
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !(self.faults.contains(&Fault::UnservedV1) && *s == DRA_V1))
+            .filter(|s| !(self.faults.contains(&Fault::UnservedHealth) && (*s == HEALTH_V1 || *s == HEALTH_V1ALPHA1)))
+            .collect()
+    }
+
+    /// The GetInfo answer for the service socket at host path `endpoint`.
+    pub fn info(&self, endpoint: &Path) -> PluginInfo {
+        let f = |x: &Fault| self.faults.contains(x);
+        let mut versions = self.services.clone();
+        if f(&Fault::NoVersions) {
+            versions = vec!["v1alpha4.Node".into()];
+        }
+        if f(&Fault::V1beta1First) {
+            versions.retain(|v| v != DRA_V1 && v != DRA_V1BETA1);
+            versions.splice(0..0, [DRA_V1BETA1.to_string(), DRA_V1.to_string()]);
+        }
+        let endpoint = if f(&Fault::RelativeEndpoint) {
+            endpoint.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        } else if f(&Fault::DeadEndpoint) {
+            endpoint.with_file_name("nobody-serves-this.sock").display().to_string()
+        } else {
+            endpoint.display().to_string()
+        };
+        PluginInfo {
+            r#type: if f(&Fault::WrongType) { "DevicePlugin".into() } else { PLUGIN_TYPE.into() },
+            name: if f(&Fault::BadDriverName) { format!("{}/Bad Name", self.driver) } else { self.driver.clone() },
+            endpoint,
+            supported_versions: versions,
+        }
+    }
+
+    /// Check the configuration against the rules the kubelet applies (faults aside).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(p) = rules::driver_name_problem(&self.driver) {
+            return Err(Error::usage(format!("--driver: {p}")));
+        }
+        if self.pool.is_empty() || self.pool.contains('/') && self.pool.split('/').any(str::is_empty) {
+            return Err(Error::usage("--pool: a pool name is non-empty, e.g. node-1"));
+        }
+        if self.devices.is_empty() {
+            return Err(Error::usage("--devices: at least one device"));
+        }
+        if rules::chosen_service(&self.services).is_none() {
+            return Err(Error::usage(format!(
+                "--services must include {DRA_V1} or {DRA_V1BETA1} (got {})",
+                crate::core::text::id_list(&self.services)
+            )));
+        }
+        if let Some(u) = &self.rolling_uid {
+            if u.is_empty() || !u.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(Error::usage("--rolling-update: the UID is letters, digits and '-'"));
+            }
+        }
+        let host_ep = self.host_root.on_host(&self.service_socket(None));
+        let host_root = self.host_root.on_host(&self.kubelet_root);
+        let problems: Vec<String> = rules::endpoint_violations(&host_ep.display().to_string(), &host_root)
+            .into_iter()
+            .filter(|v| !(self.faults.contains(&Fault::LongEndpoint) && v.rule.id == rules::ENDPOINT_LENGTH.id))
+            .map(|v| v.to_string())
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::usage(problems.join("; ")));
+        }
+        Ok(())
+    }
+}
+
+/// Serve the driver's gRPC services on `path` until `stop`.
+async fn serve_services(driver: &Arc<Driver>, cfg: &Config, path: &Path, serving: &Tasks) -> Result<SocketGuard> {
+    let (listener, guard) = listen(path).await?;
+    let mut mux = Mux::default();
+    let served = cfg.served();
+    let max = crate::core::limits::GRPC_MAX_RECV;
+    if served.contains(&DRA_V1) {
+        mux.add(
+            crate::api::dra_v1::dra_plugin_server::DraPluginServer::new(V1(driver.clone()))
+                .max_decoding_message_size(max),
+        );
+    }
+    if served.contains(&DRA_V1BETA1) {
+        mux.add(
+            crate::api::dra_v1beta1::dra_plugin_server::DraPluginServer::new(V1beta1(driver.clone()))
+                .max_decoding_message_size(max),
+        );
+    }
+    if served.contains(&HEALTH_V1) {
+        mux.add(crate::api::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(HealthV1(
+            driver.clone(),
+        )));
+    }
+    if served.contains(&HEALTH_V1ALPHA1) {
+        mux.add(crate::api::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+            HealthV1alpha1(driver.clone()),
+        ));
+    }
+    serve_owned(serving, listener, mux);
+    Ok(guard)
+}
+
+type GrpcService = tower::util::BoxCloneService<
+    http::Request<tonic::body::Body>,
+    http::Response<tonic::body::Body>,
+    std::convert::Infallible,
+>;
+
+/// Several gRPC services on one socket, picked by the path's service name
+/// (`/<package>.<Service>/<Method>`); an unknown service gets Unimplemented,
+/// as grpc-go answers.
+#[derive(Clone, Default)]
+pub struct Mux {
+    services: Vec<(String, GrpcService)>,
+}
+
+impl Mux {
+    /// Add a generated server.
+    pub fn add<S>(&mut self, svc: S)
+    where
+        S: tower::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.services.push((format!("/{}/", S::NAME), GrpcService::new(svc)));
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Mux {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = std::result::Result<Self::Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<std::result::Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        use tower::ServiceExt;
+        let path = req.uri().path().to_string();
+        match self.services.iter().find(|(p, _)| path.starts_with(p.as_str())) {
+            Some((_, svc)) => Box::pin(svc.clone().oneshot(req)),
+            None => {
+                let st = tonic::Status::unimplemented(format!("unknown service in {path}"));
+                Box::pin(async move { Ok(st.into_http()) })
+            }
+        }
+    }
+}
+
+/// How often the driver looks for its sockets being deleted.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Run the simulated driver until `tasks` is cancelled; every server it
+/// starts is a task of that group, stopped and awaited before it returns.
+pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
+    cfg.validate()?;
+    let cfg = Arc::new(cfg);
+    let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    let result = run_inner(&cfg, &driver, &log, &tasks).await;
+    if tokio::time::timeout(Duration::from_secs(3), tasks.stop()).await.is_err() {
+        log.event("warning", &[("message", json!("some servers did not stop within 3s"))]);
+    }
+    result
+}
+
+async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks: &Tasks) -> Result<()> {
+    let outside = if cfg.faults.contains(&Fault::EndpointOutsideRoot) {
+        Some(crate::core::transport::TempDir::new("dra-outside")?)
+    } else {
+        None
+    };
+    let sock = cfg.service_socket(outside.as_ref().map(|d| d.path()));
+    if let Some(dir) = sock.parent() {
+        crate::core::files::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the plugin directory", &e))?;
+    }
+    let mut serving = tasks.child();
+    let mut guard = serve_services(driver, cfg, &sock, &serving).await?;
+    log.event(
+        "serving",
+        &[
+            ("driver", json!(cfg.driver)),
+            ("socket", json!(sock.display().to_string())),
+            ("services", json!(cfg.served())),
+            ("devices", json!(cfg.devices.len())),
+        ],
+    );
+    // Live control: its connections are a child group; it stops (removing its
+    // socket) when that group is cancelled with ours.
+    {
+        let d = driver.clone();
+        let handler: crate::plugin::control::LineHandler = Arc::new(move |line: &str| d.control(line));
+        let (path, log, ctl) = (cfg.control_socket.clone(), log.clone(), tasks.child());
+        tasks.spawn_joined(async move {
+            if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), ctl).await {
+                log.event("error", &[("error", json!(e.to_string()))]);
+            }
+        });
+    }
+    let (endpoint_tx, endpoint_rx) = watch::channel(Some(sock.clone()));
+    let (status_tx, mut status_rx) = mpsc::channel(4);
+    let c = cfg.clone();
+    let info: InfoFn = Arc::new(move |ep: &Path| c.info(ep));
+    let reg = WatcherRegistration::new(&cfg.driver, endpoint_rx, cfg.host_root.clone(), info, status_tx);
+    let reg_path = cfg.registration_socket();
+    let mut reg_served: Option<RegServed> = None;
+    if cfg.register {
+        crate::core::files::create_dir_all(&cfg.registry_dir)
+            .map_err(|e| Error::io(&cfg.registry_dir, "cannot create the plugin watcher directory", &e))?;
+        reg_served = Some(serve_watcher(&reg_path, reg.clone(), tasks).await?);
+        log.event(
+            "watcher-socket",
+            &[("driver", json!(cfg.driver)), ("socket", json!(reg_path.display().to_string()))],
+        );
+    }
+    let published = match &cfg.publish {
+        None => None,
+        Some((api, node)) => {
+            let name = slices::slice_name(node, &cfg.driver, &cfg.pool);
+            let obj = slices::slice(&name, node, &cfg.driver, &cfg.pool, &cfg.devices);
+            if let Err(e) = slices::publish(api, &obj, Duration::from_secs(10)).await {
+                if let Some(r) = reg_served.take() {
+                    r.shut().await;
+                }
+                return Err(e);
+            }
+            log.event(
+                "resourceslice",
+                &[
+                    ("name", json!(name)),
+                    ("node", json!(node)),
+                    ("server", json!(api.authority)),
+                    ("devices", json!(cfg.devices.len())),
+                ],
+            );
+            Some((api, name))
+        }
+    };
+    let result = loop {
+        tokio::select! {
+            _ = tasks.cancelled() => break Ok(()),
+            Some(st) = status_rx.recv() => {
+                if st.plugin_registered {
+                    log.event("registered", &[("driver", json!(cfg.driver)), ("via", json!("plugin-watcher"))]);
+                } else {
+                    log.event("registration-rejected", &[("driver", json!(cfg.driver)), ("error", json!(st.error))]);
+                    break Err(Error::failed(format!("the kubelet rejected the registration of {}: {}", cfg.driver, st.error)));
+                }
+            }
+            _ = tokio::time::sleep(POLL) => {
+                if !guard.still_ours() {
+                    log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our service socket was deleted"))]);
+                    let _ = endpoint_tx.send(None);
+                    serving.stop().await;
+                    serving = tasks.child();
+                    guard = serve_services(driver, cfg, &sock, &serving).await?;
+                    let _ = endpoint_tx.send(Some(sock.clone()));
+                }
+                if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
+                    if let Some(r) = reg_served.take() { r.shut().await; }
+                    log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our plugin-watcher socket was deleted"))]);
+                    reg_served = Some(serve_watcher(&reg_path, reg.clone(), tasks).await?);
+                }
+            }
+        }
+    };
+    if let Some(r) = reg_served.take() {
+        r.shut().await;
+    }
+    if let Some((api, name)) = published {
+        match slices::withdraw(api, &name, Duration::from_secs(5)).await {
+            Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
+            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+        }
+    }
+    log.event("stopping", &[("driver", json!(cfg.driver))]);
+    drop(guard);
+    drop(outside);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(faults: Vec<Fault>) -> Config {
+        let root = PathBuf::from("/var/lib/kubelet");
+        Config {
+            driver: "gpu.example.com".into(),
+            pool: "pool-0".into(),
+            devices: vec!["dev-0".into()],
+            registry_dir: root.join("plugins_registry"),
+            plugin_dir: root.join("plugins/gpu.example.com"),
+            kubelet_root: root,
+            host_root: HostRoot::default(),
+            cdi_dir: "/var/run/cdi".into(),
+            services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
+            register: true,
+            rolling_uid: None,
+            health_timeout_secs: 0,
+            control_socket: "/tmp/x.sock".into(),
+            faults,
+            publish: None,
+        }
+    }
+
+    #[test]
+    fn each_registration_fault_breaks_exactly_its_rule() {
+        let root = Path::new("/var/lib/kubelet");
+        let ok = cfg(vec![]);
+        assert!(ok.validate().is_ok());
+        assert!(rules::info_violations(&ok.info(&ok.service_socket(None)), root).is_empty());
+        for (fault, rule) in [
+            (Fault::WrongType, "plugin-type"),
+            (Fault::BadDriverName, "driver-name"),
+            (Fault::RelativeEndpoint, "endpoint-absolute"),
+            (Fault::LongEndpoint, "endpoint-length"),
+            (Fault::NoVersions, "supported-versions"),
+            (Fault::V1beta1First, "version-order"),
+        ] {
+            let c = cfg(vec![fault.clone()]);
+            assert!(c.validate().is_ok(), "{fault:?}");
+            let v = rules::info_violations(&c.info(&c.service_socket(None)), root);
+            assert_eq!(v.iter().map(|x| x.rule.id).collect::<Vec<_>>(), [rule], "{fault:?}");
+        }
+        let c = cfg(vec![Fault::EndpointOutsideRoot]);
+        let v = rules::info_violations(&c.info(&c.service_socket(Some(Path::new("/tmp/o")))), root);
+        assert_eq!(v.iter().map(|x| x.rule.id).collect::<Vec<_>>(), ["endpoint-inside-root"]);
+        assert_eq!(cfg(vec![Fault::UnservedV1]).served(), [DRA_V1BETA1, HEALTH_V1]);
+        assert_eq!(cfg(vec![Fault::UnservedHealth]).served(), [DRA_V1, DRA_V1BETA1]);
+    }
+
+    #[test]
+    fn every_fault_name_parses_and_bad_ones_say_what_is_known() {
+        for (name, _) in FAULTS {
+            let n = name.replace("DURATION", "1s").replace("MESSAGE", "boom");
+            assert!(n.parse::<Fault>().is_ok(), "{n}");
+        }
+        assert_eq!("slow=250ms".parse::<Fault>().unwrap(), Fault::Slow(Duration::from_millis(250)));
+        assert!("slow".parse::<Fault>().unwrap_err().contains("needs a value"));
+        assert!("misssing-uid".parse::<Fault>().unwrap_err().contains("did you mean missing-uid"));
+        let mut bad = cfg(vec![]);
+        bad.driver = "Bad".into();
+        assert!(bad.validate().unwrap_err().to_string().contains("--driver"));
+        let mut bad = cfg(vec![]);
+        bad.services = vec![HEALTH_V1.into()];
+        assert!(bad.validate().unwrap_err().to_string().contains("--services"));
+        let mut bad = cfg(vec![]);
+        bad.rolling_uid = Some("a/b".into());
+        assert!(bad.validate().is_err());
+    }
+}
