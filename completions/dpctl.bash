@@ -3481,7 +3481,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__serve)
-            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --reregister-on-disconnect --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --reregister-on-disconnect --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --empty-first-snapshot --first-snapshot-delay --health-one-stream --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3576,7 +3576,7 @@ _dpctl() {
                     return 0
                     ;;
                 --preferred-fault)
-                    COMPREPLY=($(compgen -W "none foreign too-many drop-must-include" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "none foreign too-many drop-must-include ignore-available" -- "${cur}"))
                     return 0
                     ;;
                 --close-stream-after)
@@ -3588,6 +3588,10 @@ _dpctl() {
                     return 0
                     ;;
                 --reregister-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --first-snapshot-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3623,7 +3627,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__test)
-            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --kubelet-version --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --kubelet-version --health-timeout --restart-backoff --no-restart --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3650,6 +3654,14 @@ _dpctl() {
                     return 0
                     ;;
                 --kubelet-version)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --health-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --restart-backoff)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

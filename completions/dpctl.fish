@@ -250,10 +250,12 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l allocate-failure-r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-fault -d 'Fault: a wrong GetPreferredAllocation answer' -r -f -a "none\t'Answer correctly'
 foreign\t'Include an ID that was not offered'
 too-many\t'Answer one device more than asked for'
-drop-must-include\t'Leave out the must-include devices'"
+drop-must-include\t'Leave out the must-include devices'
+ignore-available\t'Choose among all devices, ignoring which were offered'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-delay -d 'Fault: register again only DURATION after a kubelet restart' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l first-snapshot-delay -d 'Fault: every ListAndWatch stream sends its first list only after DURATION' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -273,6 +275,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l delete-other-socke
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l keep-socket-on-exit -d 'Fault: leave the socket behind on SIGTERM'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l exit-without-kubelet -d 'Fault: exit at start when kubelet.sock is missing, even with --retry'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l hang-after-cancel -d 'Fault: once the kubelet cancels a ListAndWatch stream, later streams never send'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l empty-first-snapshot -d 'Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l health-one-stream -d 'Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -602,6 +606,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l skip -d 'Leave out 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l junit -d 'Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-trigger -d 'A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-version -d 'Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-timeout -d 'How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l restart-backoff -d 'Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l socket -d 'Test an already running plugin on SOCKET (only scenarios that need no control of it)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -611,6 +617,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l plugin-dir -d 'The 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-restart -d 'Never restart a plugin that exits on its own (judge it on its first run)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'

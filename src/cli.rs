@@ -195,8 +195,17 @@ pub struct TestArgs {
     /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
     #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
     pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
+    /// How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub health_timeout: Duration,
+    /// Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_backoff: Duration,
+    /// Never restart a plugin that exits on its own (judge it on its first run)
+    #[arg(long, conflicts_with = "restart_backoff")]
+    pub no_restart: bool,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
-    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
     pub socket: Option<PathBuf>,
     /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
     /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as
@@ -541,7 +550,7 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 pub struct ServeArgs {
     /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
     /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel", "empty_first_snapshot", "first_snapshot_delay", "health_one_stream"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -637,6 +646,15 @@ pub struct ServeArgs {
     /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
     #[arg(long)]
     pub hang_after_cancel: bool,
+    /// Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later
+    #[arg(long)]
+    pub empty_first_snapshot: bool,
+    /// Fault: every ListAndWatch stream sends its first list only after DURATION
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub first_snapshot_delay: Option<Duration>,
+    /// Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)
+    #[arg(long)]
+    pub health_one_stream: bool,
 }
 
 /// How a plugin role (serve, replay) serves and registers.

@@ -128,6 +128,7 @@ pub mod examples {
   dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
   dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  dpctl test --restart-backoff 1s --health-trigger './break-gpu0 {plugin-dir}' --health-timeout 60s -- ./my-plugin
   dpctl test --isolate -- ./plugin-with-hard-coded-paths
   # the plugin's support range in one run (results per kubelet version)
   dpctl test --kubelet-version 1.31,1.37 --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}

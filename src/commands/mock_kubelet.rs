@@ -55,6 +55,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             pre_start_timeout: Duration::from_secs(30),
             profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
         },
+        clean_at_start: true,
     })
 }
 

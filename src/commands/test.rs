@@ -34,11 +34,13 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
 }
 
 fn coloured(line: String, r: &Record) -> String {
-    let (word, paint): (&str, fn(&str) -> colored::ColoredString) = match r.result {
-        Verdict::Pass => ("PASS", |s| s.green()),
-        Verdict::Fail => ("FAIL", |s| s.red().bold()),
-        Verdict::Skip => ("SKIP", |s| s.yellow()),
+    let paint: fn(&str) -> colored::ColoredString = match r.result {
+        Verdict::Pass => |s| s.green(),
+        Verdict::Fail => |s| s.red().bold(),
+        Verdict::Warn => |s| s.magenta(),
+        Verdict::Skip | Verdict::NotRun => |s| s.yellow(),
     };
+    let word = report::word(r.result);
     match line.strip_prefix(word) {
         Some(rest) => format!("{}{rest}", paint(word)),
         None => line,
@@ -65,6 +67,8 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     };
     let mut opts = Options {
         plugin: a.plugin.clone(),
+        restart_backoff: (!a.no_restart).then_some(a.restart_backoff),
+        health_timeout: a.health_timeout,
         socket: a.socket.as_ref().map(|s| ctx.paths.resolve_socket(s)),
         resource: a.resource.clone(),
         focus: pattern("--focus", &a.focus)?,

@@ -136,6 +136,28 @@ pub enum KubeletEvent {
         #[serde(default)]
         older_instances: usize,
     },
+    /// A Register call arrived on kubelet.sock, before its checks and the
+    /// dial-back (which may take the dial timeout): a slow or failing
+    /// dial-back is seen as it happens. `Registered` or
+    /// `RegistrationRejected` follows.
+    #[serde(rename_all = "camelCase")]
+    RegisterReceived {
+        /// Resource name (capped).
+        resource: String,
+        /// Endpoint as sent (capped).
+        endpoint: String,
+    },
+    /// Dialling a registering plugin back failed; the kubelet keeps trying
+    /// until its dial timeout (reported once per Register, at the first failure).
+    #[serde(rename_all = "camelCase")]
+    DialBackFailing {
+        /// Resource name (capped).
+        resource: String,
+        /// The socket dialled.
+        socket: String,
+        /// Why the dial failed.
+        error: String,
+    },
     /// A registration the kubelet refused, with the kubelet's text.
     #[serde(rename_all = "camelCase")]
     RegistrationRejected {

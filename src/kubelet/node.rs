@@ -56,6 +56,10 @@ pub struct NodeSpec {
     pub endpoint_alias: Option<(PathBuf, PathBuf)>,
     /// Device manager settings.
     pub manager: Config,
+    /// Delete every socket in the plugin directory at start, as the kubelet
+    /// does (true); `dpctl test` turns it off where a plugin must already be
+    /// serving, with a stream of the suite's open, when the kubelet arrives.
+    pub clean_at_start: bool,
 }
 
 impl NodeSpec {
@@ -72,6 +76,7 @@ impl NodeSpec {
             dial_timeout: Duration::from_secs(10),
             endpoint_alias: None,
             manager: Config::kubelet(&tree.plugin_dir),
+            clean_at_start: true,
         }
     }
 }
@@ -281,7 +286,9 @@ async fn serve_status(
 /// checkpoint, serve Registration and PodResources, follow manifests and the
 /// plugin-watcher directory — every task on the generation's tracker.
 async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<Manager>> {
-    clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
+    if s.clean_at_start {
+        clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
+    }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
     let from_checkpoint = mgr.restore();

@@ -54,8 +54,6 @@ pub struct Scenario {
     pub needs_control: bool,
 }
 
-const DESIGN: &str =
-    "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md";
 const E2E: &str = "kubernetes test/e2e_node/device_plugin_test.go";
 const FAILURES: &str = "kubernetes test/e2e_node/device_plugin_failures_test.go";
 
@@ -100,8 +98,8 @@ pub const SCENARIOS: &[Scenario] = &[
         "with the plugin watcher, GetInfo returns type DevicePlugin, the resource name, an endpoint in the plugin directory and v1beta1; NotifyRegistrationStatus is accepted",
         "kubernetes pkg/kubelet/pluginmanager/pluginwatcher/plugin_watcher.go; pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go (ValidatePlugin)"),
     sc!("LAW-001", "listandwatch", Basic, false, "sends a first snapshot within 5s",
-        "ListAndWatch sends the full device list right away; the kubelet has no devices until it does",
-        DESIGN),
+        "ListAndWatch sends the full device list right away; the kubelet has no devices until it does (an empty list first is a WARN; devices later than 5s, or none, a FAIL)",
+        "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md; kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback replaces the device set with each message)"),
     sc!("LAW-002", "listandwatch", Basic, false, "sends unique, non-empty, printable device IDs",
         "device IDs are unique, non-empty, printable without spaces, at most 63 characters",
         "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (Device.ID: at most 63 characters); https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
@@ -117,6 +115,9 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("LAW-006", "listandwatch", Basic, false, "gives a second stream a full snapshot",
         "every ListAndWatch stream starts with the full device list, also while another stream is open",
         "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
+    sc!("LAW-008", "listandwatch", Basic, true, "keeps the kubelet's stream open",
+        "a ListAndWatch stream lives as long as the plugin serves: the kubelet does not open another, and when it ends every device turns unhealthy",
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (Run returns on the stream's end, \"ListAndWatch ended unexpectedly\")"),
     sc!("ALLOC-001", "allocate", Basic, false, "allocates every healthy device on its own",
         "Allocate succeeds for each advertised healthy device, with one container response",
         E2E),
@@ -187,7 +188,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "during a DaemonSet maxSurge update a second instance registers, then the first exits; kubelets up to 1.36 then disconnect the second (kubernetes#121994) and a plugin must register again when its stream is closed",
         "kubernetes#121994, #127803, #135437"),
     sc!("HEALTH-001", "health", Health, true, "an unhealthy device leaves the kubelet's allocatable",
-        "after --health-trigger, the plugin sends a snapshot with the device Unhealthy and allocatable drops within 10s",
+        "after --health-trigger, the kubelet's stream gets a snapshot with the device Unhealthy within --health-timeout (10s), also when another stream was opened before it",
         "device_plugin_failures_test.go (unhealthy devices); kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback)"),
 ];
 

@@ -2,7 +2,8 @@
 //! scenario (with the evidence of a failure under it), the summary, the JSON
 //! document and JUnit XML in the shape GitHub's and GitLab's renderers read
 //! (`testsuites` > `testsuite` per group > `testcase` with `failure` or
-//! `skipped`).
+//! `skipped`; a scenario not run is `skipped` with the reason, a warning a
+//! passed `testcase` with the warning in `system-out`).
 
 use super::{Record, Verdict};
 use serde::Serialize;
@@ -12,13 +13,20 @@ fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
-/// The plain line(s) for one finished scenario.
-pub fn line(r: &Record) -> String {
-    let verdict = match r.result {
+/// The word shown for a verdict.
+pub fn word(v: Verdict) -> &'static str {
+    match v {
         Verdict::Pass => "PASS",
         Verdict::Fail => "FAIL",
+        Verdict::Warn => "WARN",
         Verdict::Skip => "SKIP",
-    };
+        Verdict::NotRun => "NOT-RUN",
+    }
+}
+
+/// The plain line(s) for one finished scenario.
+pub fn line(r: &Record) -> String {
+    let verdict = word(r.result);
     let mut s = format!("{verdict}  {:<10} {:>7}  {}", r.id, secs(r.duration), r.title);
     if !r.detail.is_empty() {
         s.push_str(&format!(" — {}", r.detail));
@@ -34,13 +42,18 @@ pub fn line(r: &Record) -> String {
 
 /// Counts of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Totals {
     /// Passed.
     pub passed: usize,
     /// Failed.
     pub failed: usize,
+    /// Passed with a warning.
+    pub warned: usize,
     /// Skipped.
     pub skipped: usize,
+    /// Not run because of an earlier root-cause failure.
+    pub not_run: usize,
 }
 
 /// Count the verdicts.
@@ -50,7 +63,9 @@ pub fn totals(records: &[Record]) -> Totals {
         match r.result {
             Verdict::Pass => t.passed += 1,
             Verdict::Fail => t.failed += 1,
+            Verdict::Warn => t.warned += 1,
             Verdict::Skip => t.skipped += 1,
+            Verdict::NotRun => t.not_run += 1,
         }
     }
     t
@@ -59,7 +74,15 @@ pub fn totals(records: &[Record]) -> Totals {
 /// The last line of the table.
 pub fn summary(records: &[Record], took: Duration) -> String {
     let t = totals(records);
-    format!("{} passed, {} failed, {} skipped in {}", t.passed, t.failed, t.skipped, secs(took))
+    let mut s = format!("{} passed, {} failed", t.passed, t.failed);
+    if t.warned > 0 {
+        s.push_str(&format!(", {} warned", t.warned));
+    }
+    s.push_str(&format!(", {} skipped", t.skipped));
+    if t.not_run > 0 {
+        s.push_str(&format!(", {} not run", t.not_run));
+    }
+    format!("{s} in {}", secs(took))
 }
 
 /// The `-o json` document.
@@ -124,7 +147,7 @@ pub fn junit(records: &[Record], took: Duration) -> String {
         "<testsuites name=\"dpctl test\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">\n",
         records.len(),
         t.failed,
-        t.skipped,
+        t.skipped + t.not_run,
         took.as_secs_f64()
     ));
     for g in &groups {
@@ -136,7 +159,7 @@ pub fn junit(records: &[Record], took: Duration) -> String {
             xml_escape(g),
             rs.len(),
             gt.failed,
-            gt.skipped
+            gt.skipped + gt.not_run
         ));
         for r in rs {
             let open = format!(
@@ -165,6 +188,23 @@ pub fn junit(records: &[Record], took: Duration) -> String {
                     "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
                     xml_escape(&r.detail)
                 )),
+                (Verdict::NotRun, _) => x.push_str(&format!(
+                    "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    xml_escape(&format!("not run: {}", r.detail))
+                )),
+                (Verdict::Warn, e) => {
+                    let mut body = format!("WARN: {}", r.detail);
+                    if let Some(e) = e {
+                        body.push_str(&format!(
+                            "\nrpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
+                            e.rpc, e.answer, r.rule, r.source, e.fix
+                        ));
+                    }
+                    x.push_str(&format!(
+                        "{open}>\n      <system-out>{}</system-out>\n    </testcase>\n",
+                        xml_escape(&body)
+                    ));
+                }
                 (Verdict::Pass, _) => x.push_str(&format!("{open}/>\n")),
             }
         }
@@ -190,6 +230,27 @@ mod tests {
             ),
             Record::new(find("PREF-001").unwrap(), Outcome::skip("not advertised"), Duration::ZERO),
         ]
+    }
+
+    #[test]
+    fn warnings_and_not_run_are_counted_and_rendered() {
+        let mut r = recs();
+        r.push(Record::new(find("LAW-001").unwrap(), Outcome::warn("first snapshot empty", None), Duration::ZERO));
+        r.push(Record::new(
+            find("LAW-002").unwrap(),
+            Outcome::not_run("the plugin exited at start (see REG-001)"),
+            Duration::ZERO,
+        ));
+        assert_eq!(summary(&r, Duration::from_secs(1)), "1 passed, 1 failed, 1 warned, 1 skipped, 1 not run in 1.00s");
+        assert!(line(&r[3]).starts_with("WARN  LAW-001") && line(&r[3]).contains("first snapshot empty"));
+        assert!(line(&r[4]).starts_with("NOT-RUN  LAW-002") && line(&r[4]).contains("exited at start"));
+        let x = junit(&r, Duration::from_millis(15));
+        assert!(x.contains("tests=\"5\" failures=\"1\" errors=\"0\" skipped=\"2\""), "{x}");
+        assert!(x.contains("<skipped message=\"not run: the plugin exited at start (see REG-001)\"/>"), "{x}");
+        assert!(x.contains("<system-out>WARN: first snapshot empty</system-out>"), "{x}");
+        let json = serde_json::to_value(&r[4]).unwrap();
+        assert_eq!(json["result"], "NOT-RUN");
+        assert_eq!(serde_json::to_value(totals(&r)).unwrap()["notRun"], 1);
     }
 
     #[test]

@@ -17,5 +17,6 @@ mod release;
 mod rules;
 mod serve;
 mod suite;
+mod suite_gaps;
 mod support;
 mod versions;
