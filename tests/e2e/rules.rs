@@ -210,7 +210,7 @@ async fn preferred_rules_get_one_verdict_and_text_from_every_role() {
         allocation_size: 2,
     };
     let rows: [(&Rule, &[&str]); 2] =
-        [(&rules::PREFERRED_SIZE, &["foo-0"]), (&rules::PREFERRED_AVAILABLE, &["foo-0", "nope"])];
+        [(&rules::PREFERRED_SIZE, &["foo-0"]), (&rules::PREFERRED_AVAILABLE, &["nope-0", "nope-1"])];
     for (i, (rule, ids)) in rows.into_iter().enumerate() {
         let sock = d.path().join(format!("p{i}.sock"));
         let b =
