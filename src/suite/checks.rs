@@ -4,7 +4,8 @@
 
 use crate::api::deviceplugin::Device;
 use crate::api::HEALTHY;
-use crate::protocol::rules::{self, Violation};
+use crate::protocol::rules::{self, Rule, Violation};
+use crate::suite::{Evidence, Outcome};
 use std::path::Path;
 
 pub use crate::protocol::rules::{is_empty_answer, options_text, MAX_DEVICE_ID_LEN as MAX_ID_LEN};
@@ -14,25 +15,45 @@ pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
     rules::register_endpoint(endpoint, plugin_dir).map(|v| v.to_string())
 }
 
-fn texts(v: Vec<Violation>, ids: &[&str]) -> Vec<String> {
-    v.into_iter().filter(|x| ids.contains(&x.rule.id)).map(|x| x.to_string()).collect()
+fn only(v: Vec<Violation>, rules: &[&Rule]) -> Vec<Violation> {
+    v.into_iter().filter(|x| rules.contains(&x.rule)).collect()
 }
 
-/// Problems with device IDs: empty, duplicated, unprintable, too long.
-pub fn id_problems(devices: &[Device]) -> Vec<String> {
-    let ids =
-        [rules::DEVICE_ID_EMPTY.id, rules::DEVICE_ID_UNIQUE.id, rules::DEVICE_ID_LENGTH.id, rules::DEVICE_ID_CHARS.id];
-    texts(rules::devices(devices), &ids)
+/// Device-ID rules broken: empty, duplicated, unprintable, too long.
+pub fn id_problems(devices: &[Device]) -> Vec<Violation> {
+    let ids = [&rules::DEVICE_ID_EMPTY, &rules::DEVICE_ID_UNIQUE, &rules::DEVICE_ID_LENGTH, &rules::DEVICE_ID_CHARS];
+    only(rules::devices(devices), &ids)
 }
 
 /// Health strings other than exactly `Healthy` / `Unhealthy`.
-pub fn health_problems(devices: &[Device]) -> Vec<String> {
-    texts(rules::devices(devices), &[rules::DEVICE_HEALTH.id])
+pub fn health_problems(devices: &[Device]) -> Vec<Violation> {
+    only(rules::devices(devices), &[&rules::DEVICE_HEALTH])
 }
 
 /// Malformed topology: an empty node list, negative or repeated NUMA IDs.
-pub fn topology_problems(devices: &[Device]) -> Vec<String> {
-    texts(rules::devices(devices), &[rules::DEVICE_TOPOLOGY.id, rules::DEVICE_TOPOLOGY_EMPTY.id])
+pub fn topology_problems(devices: &[Device]) -> Vec<Violation> {
+    only(rules::devices(devices), &[&rules::DEVICE_TOPOLOGY, &rules::DEVICE_TOPOLOGY_EMPTY])
+}
+
+/// A scenario's outcome from the rulebook's violations: PASS when there are
+/// none, FAIL when a FAIL rule is broken, else WARN — the rule's verdict,
+/// as `probe` and `doctor` give it. At most 5 texts, worst first, then "+N more".
+pub fn judged(rpc: &str, v: &[Violation], fix: &str) -> Outcome {
+    if v.is_empty() {
+        return Outcome::pass("");
+    }
+    let mut sorted: Vec<&Violation> = v.iter().collect();
+    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.verdict));
+    let mut text = sorted.iter().take(5).map(|x| x.to_string()).collect::<Vec<_>>().join("; ");
+    if v.len() > 5 {
+        text.push_str(&format!("; +{} more", v.len() - 5));
+    }
+    if v.iter().any(Violation::is_fail) {
+        Outcome::fail(rpc, text, fix)
+    } else {
+        let evidence = Evidence { rpc: rpc.into(), answer: text.clone(), fix: fix.into() };
+        Outcome::warn(text, Some(evidence))
+    }
 }
 
 /// The IDs of healthy devices, in the plugin's order.

@@ -1314,18 +1314,14 @@ impl Sess<'_> {
         Ok(Outcome::pass(format!("{n} device(s) after {}", ms(f.first_after))))
     }
 
-    async fn law_check(&mut self, f: fn(&[crate::api::deviceplugin::Device]) -> Vec<String>, fix: &str) -> Res {
+    /// A ListAndWatch scenario judged by the rulebook: the rules `f` selects, each with its own verdict.
+    async fn law_check(
+        &mut self,
+        f: fn(&[crate::api::deviceplugin::Device]) -> Vec<crate::protocol::rules::Violation>,
+        fix: &str,
+    ) -> Res {
         let first = self.ensure_first().await?;
-        let p = f(&first.resp.devices);
-        if p.is_empty() {
-            Ok(Outcome::pass(""))
-        } else {
-            let mut text = p.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
-            if p.len() > 5 {
-                text.push_str(&format!("; +{} more", p.len() - 5));
-            }
-            Ok(Outcome::fail("ListAndWatch (first snapshot)", text, fix))
-        }
+        Ok(checks::judged("ListAndWatch (first snapshot)", &f(&first.resp.devices), fix))
     }
 
     async fn law_size(&mut self) -> Res {
@@ -1471,17 +1467,16 @@ impl Sess<'_> {
         let healthy = self.healthy().await?;
         let Some(id) = healthy.first().cloned() else { return Ok(Outcome::skip("no healthy devices")) };
         match self.allocate(vec![vec![id.clone()]]).await? {
-            Ok(r) if r.container_responses.is_empty() => Ok(Outcome::fail(
-                format!("Allocate([{id}])"),
-                "no container responses (the kubelet fails the pod)",
-                "answer one ContainerAllocateResponse per container",
-            )),
-            Ok(r) if r.container_responses.iter().all(checks::is_empty_answer) => Ok(Outcome::fail(
-                format!("Allocate([{id}])"),
-                "an empty ContainerAllocateResponse: no envs, mounts, devices, annotations or CDI devices",
-                "tell the runtime how to reach the device (device nodes, CDI names or env vars)",
-            )),
-            Ok(_) => Ok(Outcome::pass("")),
+            Ok(r) => {
+                // The rulebook's Allocate rules: no answer fails the pod; an empty one is a WARN.
+                use crate::protocol::rules::{allocate, ALLOCATE_ANSWERS, ALLOCATE_NOT_EMPTY};
+                let v: Vec<_> = allocate(1, &r)
+                    .into_iter()
+                    .filter(|x| x.rule == &ALLOCATE_ANSWERS || x.rule == &ALLOCATE_NOT_EMPTY)
+                    .collect();
+                let fix = v.first().map_or("", |x| x.rule.fix);
+                Ok(checks::judged(&format!("Allocate([{id}])"), &v, fix))
+            }
             Err(e) => {
                 Ok(Outcome::fail(format!("Allocate([{id}])"), e, "allocate every device you advertise as Healthy"))
             }
