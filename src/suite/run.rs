@@ -1120,12 +1120,10 @@ impl Sess<'_> {
 
     async fn reg_resource(&mut self) -> Res {
         let r = self.ensure_reg().await?;
-        if let Some(p) = crate::protocol::rules::resource_name_problem(&r.resource) {
-            return Ok(Outcome::fail(
-                "RegisterRequest.resource_name",
-                format!("{:?}: {p}", r.resource),
-                "register a name like vendor.example/gpu",
-            ));
+        // The kubelet's text, then why (the rulebook's register-resource-name).
+        if let Some(v) = crate::protocol::rules::register_resource_name(&r.resource) {
+            let why = crate::protocol::rules::resource_name_problem(&r.resource).unwrap_or_default();
+            return Ok(Outcome::fail("RegisterRequest.resource_name", format!("{v}: {why}"), v.rule.fix));
         }
         Ok(Outcome::pass(r.resource))
     }
@@ -1212,19 +1210,14 @@ impl Sess<'_> {
             ));
         };
         let sent = r.request_options.unwrap_or_default();
-        if &sent == got {
-            Ok(Outcome::pass(checks::options_text(got)))
-        } else {
-            Ok(Outcome::fail(
+        Ok(match crate::protocol::rules::register_options(&sent, got) {
+            None => Outcome::pass(checks::options_text(got)),
+            Some(v) => checks::judged(
                 "RegisterRequest.options vs GetDevicePluginOptions",
-                format!(
-                    "sent {}, GetDevicePluginOptions says {}",
-                    checks::options_text(&sent),
-                    checks::options_text(got)
-                ),
-                "send the same options in RegisterRequest as GetDevicePluginOptions returns",
-            ))
-        }
+                std::slice::from_ref(&v),
+                v.rule.fix,
+            ),
+        })
     }
 
     async fn reg_keeps_sockets(&mut self) -> Res {
@@ -1325,16 +1318,12 @@ impl Sess<'_> {
     }
 
     async fn law_size(&mut self) -> Res {
-        let bytes = self.ensure_first().await?.bytes;
-        if bytes <= crate::api::KUBELET_MAX_RECV {
-            Ok(Outcome::pass(format!("{bytes} bytes")))
-        } else {
-            Ok(Outcome::fail(
-                "ListAndWatch (first snapshot)",
-                format!("{bytes} bytes, over the kubelet's {} byte limit", crate::api::KUBELET_MAX_RECV),
-                "advertise fewer devices per resource or shorter IDs",
-            ))
-        }
+        let first = self.ensure_first().await?;
+        let (bytes, devices) = (first.bytes, first.resp.devices.len());
+        Ok(match crate::protocol::rules::snapshot_size(bytes, devices) {
+            None => Outcome::pass(format!("{bytes} bytes")),
+            Some(v) => checks::judged("ListAndWatch (first snapshot)", std::slice::from_ref(&v), v.rule.fix),
+        })
     }
 
     async fn law_second(&mut self) -> Res {
