@@ -241,7 +241,10 @@ async fn failures_carry_evidence_in_json_and_junit() {
     assert_eq!(doc["scenarios"].as_array().unwrap().len(), 11, "focus selects REG-* and PREF-*");
     let f = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "PREF-002").unwrap();
     assert!(f["evidence"]["rpc"].as_str().unwrap().starts_with("GetPreferredAllocation"));
-    assert!(f["evidence"]["answer"].as_str().unwrap().contains("not in available_deviceIDs"), "{f}");
+    assert!(
+        f["evidence"]["answer"].as_str().unwrap().contains("IDs not in the available list: foo-not-offered"),
+        "{f}"
+    );
     assert!(!f["evidence"]["fix"].as_str().unwrap().is_empty() && !f["rule"].as_str().unwrap().is_empty());
     assert!(run.stderr.contains("2 scenario(s) failed"), "{}", run.stderr);
     let xml = std::fs::read_to_string(&junit).expect("junit");
