@@ -253,6 +253,21 @@ async fn allocate_rules_get_one_verdict_and_text_from_every_role() {
     stop_child(k).await;
 }
 
+/// An Allocate answer that gives the container nothing: the kubelet accepts
+/// it; probe and `dpctl test` WARN with the same text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_allocate_answer_is_one_warning_everywhere() {
+    use dpctl::api::deviceplugin::ContainerAllocateResponse;
+    let rule = &rules::ALLOCATE_NOT_EMPTY;
+    let resp = AllocateResponse { container_responses: vec![ContainerAllocateResponse::default()] };
+    let text = only(rule, rules::allocate(1, &resp)).to_string();
+    let d = tmp();
+    let sock = d.path().join("p.sock");
+    let _plugin = start_plugin(&sock, four_devices(), Behaviour { nothing_allocate: true, ..Default::default() }).await;
+    probe(&sock, &["--allocate"], "allocate", rule, &text).await;
+    suite(&sock, "ALLOC-003", rule, &text).await;
+}
+
 /// PreStartContainer failing: the kubelet fails the container start with its
 /// text; probe and `dpctl test` fail with the same text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,8 @@ pub struct Behaviour {
     pub preferred: Option<Vec<String>>,
     /// Allocate answers with no container responses at all.
     pub empty_allocate: bool,
+    /// Allocate answers one empty ContainerAllocateResponse per container (nothing for the runtime).
+    pub nothing_allocate: bool,
     /// PreStartContainer fails with this status.
     pub pre_start_fail: Option<(Code, String)>,
     /// The first ListAndWatch stream gets its snapshot and never an update
@@ -158,6 +160,11 @@ impl DevicePlugin for TestPlugin {
         self.gate(format!("Allocate({})", desc.join("|"))).await?;
         if self.b.empty_allocate {
             return Ok(Response::new(AllocateResponse { container_responses: vec![] }));
+        }
+        if self.b.nothing_allocate {
+            let container_responses =
+                r.container_requests.iter().map(|_| ContainerAllocateResponse::default()).collect();
+            return Ok(Response::new(AllocateResponse { container_responses }));
         }
         let container_responses = r
             .container_requests
