@@ -312,6 +312,70 @@ pub async fn serve_watcher(path: &Path, reg: WatcherRegistration, owner: &Tasks)
     Ok(RegServed { guard, tasks })
 }
 
+/// How registering through kubelet.sock ended.
+enum Registering {
+    /// Registered with the kubelet whose socket has this identity.
+    Done(Option<(u64, u64)>),
+    /// Our own socket was deleted meanwhile (a kubelet restart): serve again.
+    SocketLost,
+    /// Shut down while trying.
+    Stopped,
+}
+
+/// Register through kubelet.sock, retrying with back-off (up to 5 s) while
+/// the kubelet is missing or refuses; the first attempt's failure ends the
+/// plugin unless `--retry`.
+async fn register_with_retry<B: Backend>(
+    s: &Settings,
+    backend: &B,
+    served: &Served,
+    first: bool,
+    log: &Logger,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<Registering> {
+    let resource = backend.resource();
+    let mut backoff = POLL;
+    loop {
+        // Wait for a kubelet socket to exist before trying.
+        if ident(&s.kubelet_socket).is_some() || first {
+            match register(s, backend, &served.name).await {
+                Ok(()) => {
+                    log.event(
+                        "registered",
+                        &[
+                            ("resource", json!(resource)),
+                            ("endpoint", json!(served.name)),
+                            ("kubelet", json!(s.kubelet_socket.display().to_string())),
+                        ],
+                    );
+                    return Ok(Registering::Done(ident(&s.kubelet_socket)));
+                }
+                Err(e) if first && !s.retry => {
+                    return Err(Error::failed(format!("registration failed: {e} (pass --retry to keep trying)")));
+                }
+                Err(e) => log.event(
+                    "register-failed",
+                    &[
+                        ("resource", json!(resource)),
+                        ("error", json!(e.to_string())),
+                        ("retryInMs", json!(backoff.as_millis() as u64)),
+                    ],
+                ),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.cancelled() => return Ok(Registering::Stopped),
+        }
+        if ident(&s.kubelet_socket).is_some() {
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        if !served.guard.still_ours() {
+            return Ok(Registering::SocketLost);
+        }
+    }
+}
+
 /// Run one resource's plugin until `shutdown`. `on_socket` is told every
 /// socket path the plugin serves on (live control shows it).
 pub async fn run<B: Backend>(
@@ -368,48 +432,16 @@ pub async fn run<B: Backend>(
         if s.register {
             match s.mode {
                 RegistrationMode::Kubelet => {
-                    let mut backoff = POLL;
-                    loop {
-                        // Wait for a kubelet socket to exist before trying.
-                        if ident(&s.kubelet_socket).is_some() || first {
-                            match register(&s, backend.as_ref(), &served.name).await {
-                                Ok(()) => {
-                                    kubelet_id = ident(&s.kubelet_socket);
-                                    log.event(
-                                        "registered",
-                                        &[
-                                            ("resource", json!(resource)),
-                                            ("endpoint", json!(served.name)),
-                                            ("kubelet", json!(s.kubelet_socket.display().to_string())),
-                                        ],
-                                    );
-                                    break;
-                                }
-                                Err(e) if first && !s.retry => {
-                                    served.shut().await;
-                                    return Err(Error::failed(format!(
-                                        "registration failed: {e} (pass --retry to keep trying)"
-                                    )));
-                                }
-                                Err(e) => log.event(
-                                    "register-failed",
-                                    &[
-                                        ("resource", json!(resource)),
-                                        ("error", json!(e.to_string())),
-                                        ("retryInMs", json!(backoff.as_millis() as u64)),
-                                    ],
-                                ),
-                            }
+                    match register_with_retry(&s, backend.as_ref(), &served, first, &log, owner.token()).await {
+                        Ok(Registering::Done(id)) => kubelet_id = id,
+                        Ok(Registering::SocketLost) => {}
+                        Ok(Registering::Stopped) => {
+                            served.shut_keeping(faults.keep_socket_on_exit).await;
+                            return Ok(());
                         }
-                        tokio::select! {
-                            _ = tokio::time::sleep(backoff) => {}
-                            _ = shutdown.cancelled() => { served.shut_keeping(faults.keep_socket_on_exit).await; return Ok(()); }
-                        }
-                        if ident(&s.kubelet_socket).is_some() {
-                            backoff = (backoff * 2).min(Duration::from_secs(5));
-                        }
-                        if !served.guard.still_ours() {
-                            break;
+                        Err(e) => {
+                            served.shut().await;
+                            return Err(e);
                         }
                     }
                 }
