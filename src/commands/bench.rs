@@ -518,8 +518,13 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         }
     }
 
+    show_kubelet_report(ctx.format, a, &report)
+}
+
+/// `bench kubelet`'s figures: a table, or `-o json|yaml`.
+fn show_kubelet_report(format: Format, a: &BenchKubeletArgs, report: &KubeletReport) -> Result<()> {
     let ms = |v: Option<f64>| v.map(|v| format!("{v:.1} ms")).unwrap_or_else(|| "-".into());
-    match ctx.format {
+    match format {
         Format::Table => emit(&table(
             &["MEASUREMENT", "VALUE"],
             &[
@@ -541,7 +546,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
                 ],
             ],
         )),
-        f => emit(&structured(f, &report)?),
+        f => emit(&structured(f, report)?),
     }
 }
 
