@@ -82,6 +82,59 @@ pub struct StreamStats {
 /// One open stream; closes it in the counts when dropped.
 struct OpenStream(Arc<StreamStats>);
 
+/// A replayed stream: each recorded message after its delay, then the
+/// recorded end (or stay open, as a plugin with nothing new to say).
+async fn send_timeline(
+    timeline: Arc<Vec<Step>>,
+    tx: mpsc::Sender<Result<ListAndWatchResponse, Status>>,
+    stop: tokio_util::sync::CancellationToken,
+    log: Logger,
+    resource: String,
+    open: OpenStream,
+) {
+    let _open = open;
+    let mut sent = 0u64;
+    for step in timeline.iter() {
+        let (delay, msg) = match step {
+            Step::Send(d, m) => (*d, Ok(m.clone())),
+            Step::End(d, None) => (*d, Err(None)),
+            Step::End(d, Some(s)) => (*d, Err(Some(s.clone()))),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+        }
+        match msg {
+            Ok(m) => {
+                if tx.send(Ok(m)).await.is_err() {
+                    return;
+                }
+                sent += 1;
+                log.event(
+                    "ListAndWatch",
+                    &[("resource", json!(resource)), ("state", json!("sent")), ("update", json!(sent))],
+                );
+            }
+            Err(end) => {
+                log.event(
+                    "ListAndWatch",
+                    &[("resource", json!(resource)), ("state", json!("closed")), ("reason", json!("as recorded"))],
+                );
+                if let Some(s) = end {
+                    let _ = tx.send(Err(s)).await;
+                }
+                return;
+            }
+        }
+    }
+    // The recording ends here; keep the stream open like a plugin with nothing new to say.
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tx.closed() => {}
+    }
+}
+
 impl Drop for OpenStream {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -234,53 +287,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
         let open = self.streams.opened();
         if let Some(timeline) = self.backend.timeline() {
-            tasks.spawn_joined(async move {
-                let _open = open;
-                let mut sent = 0u64;
-                for step in timeline.iter() {
-                    let (delay, msg) = match step {
-                        Step::Send(d, m) => (*d, Ok(m.clone())),
-                        Step::End(d, None) => (*d, Err(None)),
-                        Step::End(d, Some(s)) => (*d, Err(Some(s.clone()))),
-                    };
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = stop.cancelled() => return,
-                        _ = tx.closed() => return,
-                    }
-                    match msg {
-                        Ok(m) => {
-                            if tx.send(Ok(m)).await.is_err() {
-                                return;
-                            }
-                            sent += 1;
-                            log.event(
-                                "ListAndWatch",
-                                &[("resource", json!(resource)), ("state", json!("sent")), ("update", json!(sent))],
-                            );
-                        }
-                        Err(end) => {
-                            log.event(
-                                "ListAndWatch",
-                                &[
-                                    ("resource", json!(resource)),
-                                    ("state", json!("closed")),
-                                    ("reason", json!("as recorded")),
-                                ],
-                            );
-                            if let Some(s) = end {
-                                let _ = tx.send(Err(s)).await;
-                            }
-                            return;
-                        }
-                    }
-                }
-                // The recording ends here; keep the stream open like a plugin with nothing new to say.
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = tx.closed() => {}
-                }
-            });
+            tasks.spawn_joined(send_timeline(timeline, tx, stop, log, resource, open));
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
         let hang = self.backend.hang_after_cancel();
