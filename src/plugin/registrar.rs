@@ -376,6 +376,48 @@ async fn register_with_retry<B: Backend>(
     }
 }
 
+/// What the restart watch remembers between polls.
+struct Watch<'a> {
+    /// The kubelet.sock we registered with.
+    kubelet_id: &'a mut Option<(u64, u64)>,
+    /// Streams the kubelet had closed when we registered.
+    closed_at: u64,
+    /// Since when no stream has been open after the kubelet closed ours.
+    quiet: &'a mut Option<tokio::time::Instant>,
+}
+
+/// Why the plugin must serve and register again, if it must: its socket or
+/// its plugin-watcher socket was deleted, kubelet.sock was re-created, or
+/// (`--reregister-on-disconnect`) the kubelet closed its stream and opened none.
+fn restart_reason(s: &Settings, served: &Served, reg: Option<&RegServed>, w: Watch<'_>) -> Option<&'static str> {
+    if !served.guard.still_ours() {
+        return Some("our socket was deleted (kubelet restart?)");
+    }
+    if s.register && s.mode == RegistrationMode::Kubelet {
+        let now = ident(&s.kubelet_socket);
+        if now.is_some() && now != *w.kubelet_id {
+            return Some("kubelet.sock was re-created (kubelet restart)");
+        }
+        if now.is_none() {
+            *w.kubelet_id = None;
+        }
+        if s.reregister_on_disconnect {
+            let closed = served.streams.client_closed() > w.closed_at && served.streams.open() == 0;
+            if closed && now.is_some() && now == *w.kubelet_id {
+                if w.quiet.get_or_insert_with(tokio::time::Instant::now).elapsed() >= DISCONNECT_SETTLE {
+                    return Some("the kubelet closed our ListAndWatch stream and opened none (kubelets up to 1.36 disconnect a plugin when an earlier instance's stream ends, kubernetes#121994)");
+                }
+            } else {
+                *w.quiet = None;
+            }
+        }
+    }
+    if reg.is_some_and(|r| !r.still_ours()) {
+        return Some("our plugin-watcher socket was deleted");
+    }
+    None
+}
+
 /// Run one resource's plugin until `shutdown`. `on_socket` is told every
 /// socket path the plugin serves on (live control shows it).
 pub async fn run<B: Backend>(
@@ -490,32 +532,9 @@ pub async fn run<B: Backend>(
                     }
                 }
             }
-            if !served.guard.still_ours() {
-                break "our socket was deleted (kubelet restart?)";
-            }
-            if s.register && s.mode == RegistrationMode::Kubelet {
-                let now = ident(&s.kubelet_socket);
-                if now.is_some() && now != kubelet_id {
-                    break "kubelet.sock was re-created (kubelet restart)";
-                }
-                if now.is_none() {
-                    kubelet_id = None;
-                }
-                if s.reregister_on_disconnect {
-                    let closed = served.streams.client_closed() > closed_at && served.streams.open() == 0;
-                    if closed && now.is_some() && now == kubelet_id {
-                        if quiet.get_or_insert_with(tokio::time::Instant::now).elapsed() >= DISCONNECT_SETTLE {
-                            break "the kubelet closed our ListAndWatch stream and opened none (kubelets up to 1.36 disconnect a plugin when an earlier instance's stream ends, kubernetes#121994)";
-                        }
-                    } else {
-                        quiet = None;
-                    }
-                }
-            }
-            if let Some(r) = &reg_served {
-                if !r.still_ours() {
-                    break "our plugin-watcher socket was deleted";
-                }
+            let watch = Watch { kubelet_id: &mut kubelet_id, closed_at, quiet: &mut quiet };
+            if let Some(why) = restart_reason(&s, &served, reg_served.as_ref(), watch) {
+                break why;
             }
         };
         if faults.no_reregister {
