@@ -56,6 +56,8 @@ pub struct NodeSpec {
     pub endpoint_alias: Option<(PathBuf, PathBuf)>,
     /// Device manager settings.
     pub manager: Config,
+    /// DRA manager settings (None: DRA plugins are not handled).
+    pub dra: Option<crate::kubelet::dra::DraSpec>,
 }
 
 impl NodeSpec {
@@ -72,6 +74,7 @@ impl NodeSpec {
             dial_timeout: Duration::from_secs(10),
             endpoint_alias: None,
             manager: Config::kubelet(&tree.plugin_dir),
+            dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
         }
     }
 }
@@ -83,6 +86,21 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
         rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
+        dra_drivers: mgr
+            .dra
+            .get()
+            .map(|d| d.drivers().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
+        claims: mgr
+            .dra
+            .get()
+            .map(|d| d.claims().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
+        dra_pods: mgr
+            .dra
+            .get()
+            .map(|d| d.pods().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -127,6 +145,9 @@ struct Seen {
     uid: Option<String>,
 }
 
+/// What `Seen::uid` holds for a DRA object's file (then its key).
+const DRA_OBJECT: &str = "dra-object:";
+
 /// Follow the manifest directory: admit new files, remove pods whose file is
 /// gone, re-admit changed files. `first_scan` fires after the first pass.
 async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
@@ -150,6 +171,11 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
+                    Some(key) if key.starts_with(DRA_OBJECT) => {
+                        if let Some(d) = mgr.dra.get() {
+                            d.forget_object(&key[DRA_OBJECT.len()..]);
+                        }
+                    }
                     Some(uid) => mgr.remove_pod(&uid),
                     None => mgr.forget_rejected(&gone),
                 }
@@ -164,8 +190,10 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 if s.modified == modified && s.len == len {
                     continue;
                 }
-                if let Some(uid) = &s.uid {
-                    mgr.remove_pod(uid);
+                match &s.uid {
+                    Some(key) if key.starts_with(DRA_OBJECT) => {}
+                    Some(uid) => mgr.remove_pod(uid),
+                    None => {}
                 }
             }
             seen.insert(f.clone(), Seen { modified, len, uid: None });
@@ -180,7 +208,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 changed
                     .into_iter()
                     .map(|f| {
-                        let r = crate::kubelet::manifest::load(&f);
+                        let r = crate::kubelet::manifest::load_any(&f);
                         (f, r)
                     })
                     .collect::<Vec<_>>()
@@ -191,7 +219,17 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         for (f, r) in parsed {
             match r {
                 Err(e) => mgr.reject_file(f, e),
-                Ok(pod) => batch.push((pod, f)),
+                Ok(crate::kubelet::manifest::Manifest::Pod(pod)) => batch.push((pod, f)),
+                Ok(crate::kubelet::manifest::Manifest::Dra(obj)) => match mgr.dra.get() {
+                    Some(d) => {
+                        if let Some(s) = seen.get_mut(&f) {
+                            s.uid = Some(format!("{DRA_OBJECT}{}", obj.key()));
+                        }
+                        mgr.forget_rejected(&f);
+                        d.put_object(obj, &f);
+                    }
+                    None => mgr.reject_file(f, "DRA objects need the DRA manager, which is off".into()),
+                },
             }
         }
         // Everything found in this scan is admitted and committed together
@@ -282,6 +320,11 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
+    if let Some(spec) = &s.dra {
+        let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
+        dra.restore();
+        let _ = mgr.dra.set(dra);
+    }
     let from_checkpoint = mgr.restore();
     if number > 0 {
         mgr.expect_back(from_checkpoint);

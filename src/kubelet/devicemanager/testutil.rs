@@ -59,12 +59,12 @@ pub fn allocated(st: &mut State, uid: &str, container: &str, resource: &str, ids
 
 /// A container with requests.
 pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
-    Container { name: name.into(), resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect() }
+    Container { name: name.into(), resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect(), claims: vec![] }
 }
 
 /// A pod.
 pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
-    Pod { uid: uid.into(), name: uid.into(), namespace: "default".into(), init_containers: init, containers: app }
+    Pod { uid: uid.into(), name: uid.into(), namespace: "default".into(), init_containers: init, containers: app, resource_claims: vec![] }
 }
 
 /// An Allocate answer for one container.
