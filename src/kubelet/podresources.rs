@@ -1,5 +1,6 @@
-//! The kubelet's PodResources v1 API over the device manager's state,
-//! rate-limited as the kubelet does (100 QPS, burst 10).
+//! The kubelet's PodResources v1 API over the device manager's state (and
+//! the DRA manager's prepared claims in `dynamic_resources`, as GA kubelets
+//! fill them), rate-limited as the kubelet does (100 QPS, burst 10).
 
 use crate::api::podresources::{
     pod_resources_lister_server::PodResourcesLister, AllocatableResourcesRequest, AllocatableResourcesResponse,
@@ -73,6 +74,17 @@ impl PodResourcesService {
         PodResourcesService { mgr, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
     }
 
+    /// A pod as listed, with each container's prepared claims.
+    fn listed(&self, p: &PodStatus) -> PodResources {
+        let mut pr = pod_resources(p);
+        if let Some(dra) = self.mgr.dra.get() {
+            for c in &mut pr.containers {
+                c.dynamic_resources = dra.dynamic_resources(&p.uid, &c.name);
+            }
+        }
+        pr
+    }
+
     fn admit(&self) -> Result<(), Status> {
         let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -92,7 +104,7 @@ impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
         Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: self.mgr.pods_listed().iter().map(pod_resources).collect(),
+            pod_resources: self.mgr.pods_listed().iter().map(|p| self.listed(p)).collect(),
         }))
     }
 
@@ -109,7 +121,7 @@ impl PodResourcesLister for PodResourcesService {
         self.admit()?;
         let r = r.into_inner();
         match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
-            Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p)) })),
+            Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(self.listed(p)) })),
             None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
         }
     }

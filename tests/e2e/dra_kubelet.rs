@@ -1,0 +1,172 @@
+//! The DRA side of the mock kubelet, end to end: `dpctl mock-kubelet` and
+//! `dpctl dra serve` as real processes on one temp kubelet root; a claim
+//! and a pod dropped in the manifest directory are allocated, prepared
+//! (CDI spec written, PodResources showing it, the DRA checkpoint holding
+//! it), survive a kubelet restart without a second prepare, and are
+//! unprepared when the pod goes.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const DRIVER: &str = "gpu.example.com";
+
+struct Tree {
+    _d: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Self {
+        let d = tmp();
+        let root = d.path().to_path_buf();
+        for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources", "cdi"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        Tree { _d: d, root }
+    }
+    fn p(&self, sub: &str) -> PathBuf {
+        self.root.join(sub)
+    }
+    fn kubelet(&self) -> (tokio::process::Child, Tail) {
+        let mut c = dpctl_cmd(&[
+            "mock-kubelet",
+            "--plugin-dir",
+            s(&self.p("device-plugins")),
+            "--manifests",
+            s(&self.p("manifests")),
+            "--plugins-registry-dir",
+            s(&self.p("plugins_registry")),
+            "--pod-resources-socket",
+            s(&self.p("pod-resources/kubelet.sock")),
+            "--log-format",
+            "json",
+        ]);
+        c.stdout(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let tail = Tail::stdout(&mut child);
+        (child, tail)
+    }
+    fn serve(&self, extra: &[&str]) -> tokio::process::Child {
+        let root = s(&self.root);
+        let cdi = self.p("cdi");
+        let mut args = vec!["--kubelet-root-dir", root, "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi)];
+        args.extend_from_slice(extra);
+        let mut c = dpctl_cmd(&args);
+        c.stdout(Stdio::null());
+        c.spawn().unwrap()
+    }
+    fn write(&self, name: &str, text: &str) {
+        let tmp = self.p(&format!("manifests/.{name}"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, self.p(&format!("manifests/{name}"))).unwrap();
+    }
+}
+
+/// The JSON log lines of `event`, in order.
+fn events(tail: &Tail, event: &str) -> Vec<Value> {
+    tail.seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n";
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n";
+
+fn checkpoint_entries(root: &Path) -> Vec<Value> {
+    let outer: Value = serde_json::from_slice(&std::fs::read(root.join("dra_manager_state")).unwrap()).unwrap();
+    let data: Value = serde_json::from_str(outer["Data"].as_str().unwrap()).unwrap();
+    assert_eq!(data["kind"], "DRACheckpoint");
+    assert_eq!(data["apiVersion"], "checkpoint.dra.kubelet.k8s.io/v1");
+    data["Entries"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--devices", "2"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let reg = &events(&log, "dra-registered")[0];
+    assert_eq!(reg["driver"], DRIVER);
+    assert_eq!(reg["service"], "v1.DRAPlugin", "the first service the plugin lists that the kubelet speaks");
+    assert_eq!(reg["health"], "v1.DRAResourceHealth", "v1 health is preferred over v1alpha1");
+    // Devices come from the health stream (no ResourceSlice manifest here).
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
+
+    // A pod whose claim does not exist yet waits (retried), then prepares once the claim appears.
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let failed = &events(&log, "claim-prepare-failed")[0];
+    assert_eq!(
+        failed["error"],
+        "prepare dynamic resources: fetch ResourceClaim gpu: resourceclaims.resource.k8s.io \"gpu\" not found"
+    );
+    t.write("claim.yaml", CLAIM);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!((p["pod"].as_str(), p["claim"].as_str(), p["cached"].as_bool()), (Some("ml/trainer"), Some("ml/gpu"), Some(false)));
+    let cdi_id = p["cdiIds"][0].as_str().unwrap().to_string();
+    assert!(cdi_id.starts_with("k8s.gpu.example.com/claim="), "{cdi_id}");
+    assert!(events(&log, "cdi-unresolved").is_empty(), "the driver wrote the spec where the kubelet looks");
+    let device = p["devices"][0].as_str().unwrap().to_string();
+    assert!(device.starts_with("gpu.example.com/pool-0/"), "{device}");
+    let spec_files = || std::fs::read_dir(t.p("cdi")).unwrap().count();
+    assert_eq!(spec_files(), 1);
+
+    // The checkpoint holds the prepared claim, with the pod and the CDI ID.
+    let e = checkpoint_entries(&t.root);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0]["ClaimUID"], "11111111-2222-3333-4444-555555555555");
+    assert_eq!(e[0]["PodUIDs"]["pod-1"], serde_json::json!({}));
+    assert_eq!(e[0]["DriverState"][DRIVER]["Devices"][0]["CDIDeviceIDs"][0], cdi_id.as_str());
+
+    // PodResources: the container's dynamic resources (GA kubelets fill them).
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    pr.expect_code(0);
+    let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+    let text = v.to_string();
+    let pods = v["podResources"].as_array().or_else(|| v.as_array()).cloned().unwrap_or_default();
+    let pod = pods.iter().find(|p| p["name"] == "trainer").unwrap_or_else(|| panic!("{text}"));
+    let dr = &pod["containers"][0]["dynamicResources"][0];
+    assert_eq!((dr["claimName"].as_str(), dr["claimNamespace"].as_str()), (Some("gpu"), Some("ml")), "{text}");
+    let cr = &dr["claimResources"][0];
+    assert_eq!(cr["driverName"], DRIVER);
+    assert_eq!(cr["poolName"], "pool-0");
+    assert_eq!(format!("{DRIVER}/pool-0/{}", cr["deviceName"].as_str().unwrap()), device);
+    assert_eq!(cr["cdiDevices"][0]["name"], cdi_id.as_str());
+
+    // dpctl node shows the driver and the claim.
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
+    n.expect_code(0);
+    assert!(n.stdout.contains("DRA DRIVER") && n.stdout.contains("ml/gpu") && n.stdout.contains("Prepared"), "{}", n.stdout);
+
+    // A restart: the checkpoint brings the claim back prepared; no second NodePrepareResources.
+    nix_hup(&kubelet);
+    log.wait_for("\"event\":\"dra-checkpoint-restored\"", 1).await;
+    log.wait_for("\"event\":\"claim-prepared\"", 2).await;
+    assert_eq!(events(&log, "claim-prepared")[1]["cached"], true);
+    log.wait_for("\"event\":\"dra-registered\"", 2).await;
+
+    // The pod goes: NodeUnprepareResources, the CDI spec and the checkpoint entry go.
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    let u = &events(&log, "claim-unprepared")[0];
+    assert_eq!((u["claim"].as_str(), u["stillUsed"].as_bool()), (Some("ml/gpu"), Some(false)));
+    assert_eq!(spec_files(), 0, "dra serve removed the claim's CDI spec");
+    assert!(checkpoint_entries(&t.root).is_empty());
+
+    stop_child(driver).await;
+    let out = stop_tailed(kubelet, log).await;
+    out.expect_code(0);
+}
+
+fn nix_hup(child: &tokio::process::Child) {
+    let pid = child.id().expect("running");
+    let r = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap();
+    assert!(r.success());
+}
