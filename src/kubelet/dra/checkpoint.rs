@@ -160,7 +160,8 @@ mod tests {
         let file = serde_json::json!({"Data": data, "Checksum": crc32(data.as_bytes())}).to_string();
         let got = decode(file.as_bytes()).unwrap();
         assert_eq!(got[0].driver_state["d.x"].devices.as_ref().unwrap()[0].device_name, "d");
-        let bad = file.replace("\"Checksum\":", "\"Checksum\":1");
+        let bad = file.replace("DeviceName\\\":\\\"d\\\"", "DeviceName\\\":\\\"e\\\"");
+        assert_ne!(bad, file);
         assert!(decode(bad.as_bytes()).unwrap_err().contains("corrupted"));
         let other = r#"{"kind":"Other","apiVersion":"v9"}"#;
         let file = serde_json::json!({"Data": other, "Checksum": crc32(other.as_bytes())}).to_string();
