@@ -192,6 +192,10 @@ pub struct TestArgs {
     /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
+    /// Test a DRA driver's kubelet plugin instead (placeholders {kubelet-root-dir},
+    /// {plugins-registry-dir}, {cdi-dir}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
+    #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
+    pub dra: bool,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
     pub socket: Option<PathBuf>,

@@ -485,6 +485,9 @@ impl Kubelet {
         let events = bus.subscribe();
         let mut spec = NodeSpec::on_tree(tree);
         spec.manager.call_timeout = timeout;
+        if let Some(d) = &mut spec.dra {
+            d.call_timeout = timeout;
+        }
         // A plugin in a private mount namespace reports /var/lib/kubelet paths.
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
