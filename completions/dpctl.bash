@@ -3603,7 +3603,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__test)
-            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --dra --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -111,12 +111,19 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
         Value::Array(a) if a.is_empty() => "-".into(),
-        Value::Array(a) => a.iter().map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).collect::<Vec<_>>().join(","),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+            .collect::<Vec<_>>()
+            .join(","),
         o => o.to_string(),
     };
     if !n.dra_drivers.is_empty() {
-        let rows: Vec<Vec<String>> =
-            n.dra_drivers.iter().map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"])]).collect();
+        let rows: Vec<Vec<String>> = n
+            .dra_drivers
+            .iter()
+            .map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"])])
+            .collect();
         out.push('\n');
         out.push_str(&table(&["DRA DRIVER", "SERVICE", "ENDPOINTS", "HEALTH"], &rows));
         out.push('\n');

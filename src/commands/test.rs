@@ -48,13 +48,11 @@ fn coloured(line: String, r: &Record) -> String {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     if a.plugin.is_empty() && a.socket.is_none() {
-        return Err(Error::usage(
-            if a.dra {
-                "no driver to test: put its command after --, e.g. dpctl test --dra -- ./my-driver --kubelet-registry-dir {plugins-registry-dir}"
-            } else {
-                "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET"
-            },
-        ));
+        return Err(Error::usage(if a.dra {
+            "no driver to test: put its command after --, e.g. dpctl test --dra -- ./my-driver --kubelet-registry-dir {plugins-registry-dir}"
+        } else {
+            "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET"
+        }));
     }
     if let Some(j) = &a.junit {
         if j.is_dir() {

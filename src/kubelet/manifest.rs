@@ -132,7 +132,9 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
         }
     }
     let mut claims = Vec::new();
-    for (i, cl) in res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+    for (i, cl) in
+        res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
+    {
         let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
         claims.push(n.ok_or(format!("{at} {name:?} resources.claims[{i}].name is required"))?.to_string());
     }
@@ -265,10 +267,7 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
     let resource_claims = resource_claims(spec)?;
     for c in init_containers.iter().chain(&containers) {
         if let Some(n) = c.claims.iter().find(|n| !resource_claims.iter().any(|r| &r.name == *n)) {
-            return Err(format!(
-                "container {:?} uses claim {n:?}, which is not in spec.resourceClaims",
-                c.name
-            ));
+            return Err(format!("container {:?} uses claim {n:?}, which is not in spec.resourceClaims", c.name));
         }
     }
     Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers, resource_claims })
@@ -290,9 +289,7 @@ fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
             (Some(n), None) => ClaimSource::Claim(n),
             (None, Some(t)) => ClaimSource::Template(t),
             _ => {
-                return Err(format!(
-                    "{at}: exactly one of resourceClaimName and resourceClaimTemplateName must be set"
-                ))
+                return Err(format!("{at}: exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
             }
         };
         if out.iter().any(|o| o.name == name) {

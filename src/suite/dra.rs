@@ -32,7 +32,14 @@ const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
 const HELPER: &str = "k8s.io/dynamic-resource-allocation/kubeletplugin; kubernetes-sigs/dra-example-driver";
 
-const fn sc(id: &'static str, group: &'static str, title: &'static str, rule: &'static str, source: &'static str, session: Session) -> Scenario {
+const fn sc(
+    id: &'static str,
+    group: &'static str,
+    title: &'static str,
+    rule: &'static str,
+    source: &'static str,
+    session: Session,
+) -> Scenario {
     Scenario { id, group, title, rule, source, session, needs_control: true }
 }
 
@@ -98,7 +105,8 @@ struct Sess {
 
 impl Sess {
     async fn setup(o: &Options) -> std::result::Result<Sess, Outcome> {
-        let setup = |what: &str, e: Error| Outcome::fail(format!("session setup: {what}"), e.to_string(), "see the message");
+        let setup =
+            |what: &str, e: Error| Outcome::fail(format!("session setup: {what}"), e.to_string(), "see the message");
         let tree = Tree::new().map_err(|e| setup("node tree", e))?;
         let (kubelet, events) = super::env::Kubelet::start(&tree, o.timeout).await.map_err(|e| setup("kubelet", e))?;
         let argv: Vec<String> = o.plugin.iter().map(|a| substitute(a, &tree)).collect();
@@ -179,12 +187,17 @@ impl Sess {
             .await;
         match got {
             Some(Ok(d)) => Ok(d),
-            Some(Err(e)) => Err(Outcome::fail("plugin watcher: GetInfo, validation, NotifyRegistrationStatus", e, rules::TYPE.fix)),
+            Some(Err(e)) => {
+                Err(Outcome::fail("plugin watcher: GetInfo, validation, NotifyRegistrationStatus", e, rules::TYPE.fix))
+            }
             None => {
                 let exited = self.plugin.as_mut().and_then(|p| p.exited());
                 let why = match exited {
                     Some(st) => format!("the driver exited ({st}); its log: {}", self.log()),
-                    None => format!("no registration socket registered within {REGISTER_WITHIN:?}; driver log: {}", self.log()),
+                    None => format!(
+                        "no registration socket registered within {REGISTER_WITHIN:?}; driver log: {}",
+                        self.log()
+                    ),
                 };
                 Err(Outcome::fail(
                     "plugin watcher",
@@ -195,9 +208,23 @@ impl Sess {
         }
     }
 
+    /// The registered driver (waiting for its registration when no scenario has yet).
+    async fn driver(&mut self) -> std::result::Result<Driver, Outcome> {
+        if let Some(d) = &self.driver {
+            return Ok(d.clone());
+        }
+        match self.registered(0).await {
+            Ok(d) => {
+                self.driver = Some(d.clone());
+                Ok(d)
+            }
+            Err(_) => Err(Outcome::skip("the driver did not register")),
+        }
+    }
+
     /// Write two claims and a pod using both; wait until both are prepared (or fail).
     async fn prepare_pod(&mut self, pod: &str) -> std::result::Result<Vec<String>, Outcome> {
-        let Some(d) = self.driver.clone() else { return Err(Outcome::skip("the driver did not register")) };
+        let d = self.driver().await?;
         let from = self.seen.len();
         let claims = [format!("{pod}-a"), format!("{pod}-b")];
         for c in &claims {
@@ -215,14 +242,25 @@ impl Sess {
         let mut ids = Vec::new();
         for c in &claims {
             let key = format!("{NS}/{c}");
+            // The kubelet retries for ever; the scenario decides after the third failure in a row.
             let got = self
                 .wait(from, POD_WITHIN, |e| match e {
-                    KubeletEvent::ClaimPrepared { claim, cdi_ids, .. } if *claim == key => Some(cdi_ids.clone()),
+                    KubeletEvent::ClaimPrepared { claim, cdi_ids, .. } if *claim == key => Some(Ok(cdi_ids.clone())),
+                    KubeletEvent::ClaimPrepareFailed { error, attempt, .. } if *attempt >= 3 => {
+                        Some(Err(error.clone()))
+                    }
                     _ => None,
                 })
                 .await;
             match got {
-                Some(i) => ids.extend(i),
+                Some(Ok(i)) => ids.extend(i),
+                Some(Err(e)) => {
+                    return Err(fail(
+                        &rules::ANSWER_COMPLETE,
+                        "NodePrepareResources (the kubelet, on admission; 3 attempts)",
+                        e,
+                    ));
+                }
                 None => {
                     let e = self.last_error(from, false).unwrap_or_else(|| format!("no answer within {POD_WITHIN:?}"));
                     return Err(fail(&rules::ANSWER_COMPLETE, "NodePrepareResources (the kubelet, on admission)", e));
@@ -246,10 +284,20 @@ impl Sess {
         for c in [format!("{NS}/{pod}-a"), format!("{NS}/{pod}-b")] {
             let got = self
                 .wait(from, POD_WITHIN, |e| match e {
-                    KubeletEvent::ClaimUnprepared { claim, .. } if *claim == c => Some(()),
+                    KubeletEvent::ClaimUnprepared { claim, .. } if *claim == c => Some(Ok(())),
+                    KubeletEvent::ClaimUnprepareFailed { error, attempt, .. } if *attempt >= 3 => {
+                        Some(Err(error.clone()))
+                    }
                     _ => None,
                 })
                 .await;
+            if let Some(Err(e)) = got {
+                return Err(fail(
+                    &rules::ANSWER_COMPLETE,
+                    "NodeUnprepareResources (the kubelet, on pod removal; 3 attempts)",
+                    e,
+                ));
+            }
             if got.is_none() {
                 let e = self.last_error(from, true).unwrap_or_else(|| format!("no answer within {POD_WITHIN:?}"));
                 return Err(fail(&rules::ANSWER_COMPLETE, "NodeUnprepareResources (the kubelet, on pod removal)", e));
@@ -258,8 +306,8 @@ impl Sess {
         Ok(())
     }
 
-    async fn conn(&self) -> std::result::Result<(DraConn, Driver), Outcome> {
-        let Some(d) = self.driver.clone() else { return Err(Outcome::skip("the driver did not register")) };
+    async fn conn(&mut self) -> std::result::Result<(DraConn, Driver), Outcome> {
+        let d = self.driver().await?;
         let c = DraConn::connect(&d.endpoint, self.timeout)
             .await
             .map_err(|e| fail(&rules::ENDPOINT_REACHABLE, "dial the endpoint", e.to_string()))?;
@@ -291,11 +339,15 @@ impl Sess {
                 Ok(Outcome::pass(note))
             }
             "DRA-REG-002" => {
-                let Some(d) = &self.driver else { return Ok(Outcome::skip("the driver did not register")) };
+                let d = self.driver().await?;
                 if d.service == rules::DRA_V1 {
                     Ok(Outcome::pass(""))
                 } else {
-                    Err(fail(&rules::VERSION_ORDER, "GetInfo supported_versions", format!("the kubelet chose {}", d.service)))
+                    Err(fail(
+                        &rules::VERSION_ORDER,
+                        "GetInfo supported_versions",
+                        format!("the kubelet chose {}", d.service),
+                    ))
                 }
             }
             "DRA-PREP-001" => {
@@ -307,7 +359,10 @@ impl Sess {
                 let (c, d) = self.conn().await?;
                 let claim = self.claim();
                 let uid = claim.uid.clone();
-                let r = c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
+                let r = c
+                    .prepare(&d.service, vec![claim.clone()])
+                    .await
+                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
                 let _ = c.unprepare(&d.service, vec![claim]).await;
                 let v: Vec<String> = rules::prepare_violations(&[uid], &r)
                     .into_iter()
@@ -317,18 +372,32 @@ impl Sess {
                 if let Some(e) = r.claims.values().find(|x| !x.error.is_empty()) {
                     return Err(fail(&rules::ANSWER_COMPLETE, "NodePrepareResources", format!("error: {}", e.error)));
                 }
-                if v.is_empty() { Ok(Outcome::pass("")) } else { Err(fail(&rules::DEVICE_FIELDS, "NodePrepareResources", v.join("; "))) }
+                if v.is_empty() {
+                    Ok(Outcome::pass(""))
+                } else {
+                    Err(fail(&rules::DEVICE_FIELDS, "NodePrepareResources", v.join("; ")))
+                }
             }
             "DRA-PREP-003" => {
                 let (c, d) = self.conn().await?;
                 let claim = self.claim();
-                let a = c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
-                let b = c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(&rules::IDEMPOTENT, "NodePrepareResources (again)", e.to_string()))?;
+                let a = c
+                    .prepare(&d.service, vec![claim.clone()])
+                    .await
+                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
+                let b = c
+                    .prepare(&d.service, vec![claim.clone()])
+                    .await
+                    .map_err(|e| fail(&rules::IDEMPOTENT, "NodePrepareResources (again)", e.to_string()))?;
                 let _ = c.unprepare(&d.service, vec![claim.clone()]).await;
                 if rules::same_answer(&a, &b) {
                     Ok(Outcome::pass(""))
                 } else {
-                    Err(fail(&rules::IDEMPOTENT, "NodePrepareResources twice", format!("first {:?}, then {:?}", a.claims, b.claims)))
+                    Err(fail(
+                        &rules::IDEMPOTENT,
+                        "NodePrepareResources twice",
+                        format!("first {:?}, then {:?}", a.claims, b.claims),
+                    ))
                 }
             }
             "DRA-CDI-001" => {
@@ -365,22 +434,35 @@ impl Sess {
                 if still.is_empty() {
                     Ok(Outcome::pass(""))
                 } else {
-                    Err(Outcome::fail("CDI spec files after NodeUnprepareResources", format!("{} still defined", still.join(", ")), "remove the claim's CDI spec on unprepare"))
+                    Err(Outcome::fail(
+                        "CDI spec files after NodeUnprepareResources",
+                        format!("{} still defined", still.join(", ")),
+                        "remove the claim's CDI spec on unprepare",
+                    ))
                 }
             }
             "DRA-UNPREP-002" => {
                 let (c, d) = self.conn().await?;
                 let claim = self.claim();
                 let uid = claim.uid.clone();
-                c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
+                c.prepare(&d.service, vec![claim.clone()])
+                    .await
+                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
                 for n in ["", " (again)"] {
-                    let r = c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), e.to_string()))?;
+                    let r = c
+                        .unprepare(&d.service, vec![claim.clone()])
+                        .await
+                        .map_err(|e| fail(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), e.to_string()))?;
                     let v = rules::unprepare_violations(std::slice::from_ref(&uid), &r);
                     if let Some(v) = v.first() {
                         return Err(fail(v.rule, format!("NodeUnprepareResources{n}"), v.detail.clone()));
                     }
                     if let Some(e) = r.claims.values().find(|x| !x.error.is_empty()) {
-                        return Err(fail(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), format!("error: {}", e.error)));
+                        return Err(fail(
+                            &rules::IDEMPOTENT,
+                            format!("NodeUnprepareResources{n}"),
+                            format!("error: {}", e.error),
+                        ));
                     }
                 }
                 Ok(Outcome::pass(""))
@@ -389,24 +471,46 @@ impl Sess {
                 let (c, d) = self.conn().await?;
                 let claim = self.claim();
                 let uid = claim.uid.clone();
-                let r = c.unprepare(&d.service, vec![claim]).await.map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodeUnprepareResources", e.to_string()))?;
+                let r = c
+                    .unprepare(&d.service, vec![claim])
+                    .await
+                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodeUnprepareResources", e.to_string()))?;
                 if let Some(v) = rules::unprepare_violations(&[uid], &r).first() {
                     return Err(fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.detail.clone()));
                 }
                 match r.claims.values().find(|x| !x.error.is_empty()) {
-                    Some(e) => Err(fail(&rules::IDEMPOTENT, "NodeUnprepareResources (a claim never prepared)", format!("error: {}", e.error))),
+                    Some(e) => Err(fail(
+                        &rules::IDEMPOTENT,
+                        "NodeUnprepareResources (a claim never prepared)",
+                        format!("error: {}", e.error),
+                    )),
                     None => Ok(Outcome::pass("")),
                 }
             }
             "DRA-HEALTH-001" => {
                 let (c, d) = self.conn().await?;
                 let Some(h) = d.health.clone() else { return Ok(Outcome::skip("no health service advertised")) };
-                let mut s = c.health(&h).await.map_err(|e| fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string()))?;
+                let mut s = c
+                    .health(&h)
+                    .await
+                    .map_err(|e| fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string()))?;
                 let first = tokio::time::timeout(self.timeout, s.next(&d.endpoint)).await;
                 let snap = match first {
-                    Err(_) => return Err(fail(&rules::HEALTH_STREAM, "NodeWatchResources", format!("no snapshot within {:?}", self.timeout))),
+                    Err(_) => {
+                        return Err(fail(
+                            &rules::HEALTH_STREAM,
+                            "NodeWatchResources",
+                            format!("no snapshot within {:?}", self.timeout),
+                        ))
+                    }
                     Ok(Err(e)) => return Err(fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string())),
-                    Ok(Ok(None)) => return Err(fail(&rules::HEALTH_STREAM, "NodeWatchResources", "the stream ended before a snapshot")),
+                    Ok(Ok(None)) => {
+                        return Err(fail(
+                            &rules::HEALTH_STREAM,
+                            "NodeWatchResources",
+                            "the stream ended before a snapshot",
+                        ))
+                    }
                     Ok(Ok(Some(x))) => x,
                 };
                 let now = crate::plugin::dra::driver::now_secs();
@@ -415,7 +519,11 @@ impl Sess {
                 }
                 // The stream stays open: nothing (or another snapshot) for a while, never its end.
                 if let Ok(Ok(None)) = tokio::time::timeout(Duration::from_millis(500), s.next(&d.endpoint)).await {
-                    return Err(fail(&rules::HEALTH_STREAM, "NodeWatchResources", "the stream ended after its first snapshot"));
+                    return Err(fail(
+                        &rules::HEALTH_STREAM,
+                        "NodeWatchResources",
+                        "the stream ended after its first snapshot",
+                    ));
                 }
                 Ok(Outcome::pass(format!("{} device(s)", snap.len())))
             }
@@ -424,17 +532,25 @@ impl Sess {
                 self.prepare_pod("pod-r").await?;
                 let from = self.seen.len();
                 if let Some(k) = &self.kubelet {
-                    k.restart().await.map_err(|e| Outcome::fail("kubelet restart", e.to_string(), "see the kubelet log"))?;
+                    k.restart()
+                        .await
+                        .map_err(|e| Outcome::fail("kubelet restart", e.to_string(), "see the kubelet log"))?;
                 }
                 self.registered(from).await?;
                 let cached = self
                     .wait(from, POD_WITHIN, |e| match e {
-                        KubeletEvent::ClaimPrepared { claim, cached, .. } if claim.ends_with("pod-r-a") => Some(*cached),
+                        KubeletEvent::ClaimPrepared { claim, cached, .. } if claim.ends_with("pod-r-a") => {
+                            Some(*cached)
+                        }
                         _ => None,
                     })
                     .await;
                 if cached != Some(true) {
-                    return Err(Outcome::fail("kubelet restart", format!("the claim was not restored prepared ({cached:?})"), "report this bug: the kubelet's checkpoint"));
+                    return Err(Outcome::fail(
+                        "kubelet restart",
+                        format!("the claim was not restored prepared ({cached:?})"),
+                        "report this bug: the kubelet's checkpoint",
+                    ));
                 }
                 self.remove_pod("pod-r").await?;
                 Ok(Outcome::pass("re-registered; claims kept; unprepared after"))
@@ -446,9 +562,11 @@ impl Sess {
                 if let Some(p) = self.plugin.take() {
                     p.stop(Duration::from_secs(10)).await;
                 }
-                self.wait(from, REGISTER_WITHIN, |e| matches!(e, KubeletEvent::DraDeregistered { .. }).then_some(())).await;
+                self.wait(from, REGISTER_WITHIN, |e| matches!(e, KubeletEvent::DraDeregistered { .. }).then_some(()))
+                    .await;
                 let from = self.seen.len();
-                self.start_plugin().map_err(|e| Outcome::fail("restart the driver", e.to_string(), "check the command"))?;
+                self.start_plugin()
+                    .map_err(|e| Outcome::fail("restart the driver", e.to_string(), "check the command"))?;
                 self.driver = Some(self.registered(from).await?);
                 self.remove_pod("pod-d").await?;
                 Ok(Outcome::pass("re-registered; unprepared through the new instance"))
@@ -493,9 +611,11 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
                 }
             }
             let outcome = match (&mut sess, &setup_failure) {
-                (Some(x), _) => tokio::time::timeout(Duration::from_secs(90), x.scenario(s.id))
-                    .await
-                    .unwrap_or_else(|_| Outcome::fail(s.id, "the scenario did not finish within 90s", "see the driver's log")),
+                (Some(x), _) => {
+                    tokio::time::timeout(Duration::from_secs(90), x.scenario(s.id)).await.unwrap_or_else(|_| {
+                        Outcome::fail(s.id, "the scenario did not finish within 90s", "see the driver's log")
+                    })
+                }
                 (None, Some(f)) => f.clone(),
                 (None, None) => Outcome::fail(s.id, "internal error: no session", "report this bug"),
             };

@@ -66,11 +66,7 @@ impl Tree {
 
 /// The JSON log lines of `event`, in order.
 fn events(tail: &Tail, event: &str) -> Vec<Value> {
-    tail.seen()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == event)
-        .collect()
+    tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
 }
 
 const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n";
@@ -109,7 +105,10 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
     t.write("claim.yaml", CLAIM);
     log.wait_for("\"event\":\"claim-prepared\"", 1).await;
     let p = &events(&log, "claim-prepared")[0];
-    assert_eq!((p["pod"].as_str(), p["claim"].as_str(), p["cached"].as_bool()), (Some("ml/trainer"), Some("ml/gpu"), Some(false)));
+    assert_eq!(
+        (p["pod"].as_str(), p["claim"].as_str(), p["cached"].as_bool()),
+        (Some("ml/trainer"), Some("ml/gpu"), Some(false))
+    );
     let cdi_id = p["cdiIds"][0].as_str().unwrap().to_string();
     assert!(cdi_id.starts_with("k8s.gpu.example.com/claim="), "{cdi_id}");
     assert!(events(&log, "cdi-unresolved").is_empty(), "the driver wrote the spec where the kubelet looks");
@@ -143,7 +142,11 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
     // dpctl node shows the driver and the claim.
     let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
     n.expect_code(0);
-    assert!(n.stdout.contains("DRA DRIVER") && n.stdout.contains("ml/gpu") && n.stdout.contains("Prepared"), "{}", n.stdout);
+    assert!(
+        n.stdout.contains("DRA DRIVER") && n.stdout.contains("ml/gpu") && n.stdout.contains("Prepared"),
+        "{}",
+        n.stdout
+    );
 
     // A restart: the checkpoint brings the claim back prepared; no second NodePrepareResources.
     nix_hup(&kubelet);
@@ -169,4 +172,87 @@ fn nix_hup(child: &tokio::process::Child) {
     let pid = child.id().expect("running");
     let r = std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap();
     assert!(r.success());
+}
+
+fn dra_test(extra_serve: &[&str], flags: &[&str]) -> tokio::process::Command {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let mut args: Vec<&str> = vec!["--timeout", "1s", "test", "--dra"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[
+        "--",
+        exe,
+        "--kubelet-root-dir",
+        "{kubelet-root-dir}",
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        "{cdi-dir}",
+    ]);
+    args.extend_from_slice(extra_serve);
+    dpctl_cmd(&args)
+}
+
+fn failed_ids(r: &Run) -> Vec<String> {
+    let v: Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));
+    v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["result"] == "FAIL")
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_passes_dpctl_test_dra_with_junit() {
+    let d = tmp();
+    let junit = d.path().join("dra.xml");
+    let r = run_cmd_within(dra_test(&[], &["-o", "json", "--junit", s(&junit)]), 120).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
+        (Some(13), Some(0), Some(0)),
+        "{}",
+        r.stdout
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("DRA-RESTART-001") && xml.contains("<testsuite name=\"prepare\""), "{xml}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
+    // (fault, the scenarios it fails); restarts are left out to keep it quick.
+    let table: &[(&str, &[&str])] = &[
+        ("wrong-type", &["DRA-REG-001"]),
+        ("endpoint-outside-root", &["DRA-REG-001"]),
+        ("no-versions", &["DRA-REG-001"]),
+        ("v1beta1-first", &["DRA-REG-002"]),
+        ("extra-uid", &["DRA-PREP-001"]),
+        ("missing-uid", &["DRA-PREP-001", "DRA-UNPREP-002", "DRA-UNPREP-003"]),
+        ("no-pool-name", &["DRA-PREP-002"]),
+        ("bad-cdi-id", &["DRA-PREP-002", "DRA-CDI-001"]),
+        ("not-idempotent", &["DRA-PREP-003"]),
+        ("health-stream-end", &["DRA-HEALTH-001"]),
+        ("no-timestamp", &["DRA-HEALTH-001"]),
+        ("prepare-error=boom", &["DRA-PREP-001", "DRA-PREP-002"]),
+    ];
+    for (fault, want) in table {
+        let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "RESTART", "-o", "json"]), 60).await;
+        r.expect_code(1);
+        assert_eq!(failed_ids(&r), *want, "--fault {fault}:\n{}", r.stdout);
+        // The evidence is the kubelet's own text.
+        let kubelet_text = match *fault {
+            "missing-uid" => Some("prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims"),
+            "extra-uid" => Some("NodePrepareResources returned result for unknown claim UID dpctl-not-requested"),
+            "prepare-error=boom" => Some("NodePrepareResources failed for ResourceClaim pod-1-"),
+            _ => None,
+        };
+        if let Some(text) = kubelet_text {
+            assert!(r.stdout.contains(text), "--fault {fault}: {}", r.stdout);
+        }
+    }
 }

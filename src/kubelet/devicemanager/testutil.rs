@@ -64,7 +64,14 @@ pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
 
 /// A pod.
 pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
-    Pod { uid: uid.into(), name: uid.into(), namespace: "default".into(), init_containers: init, containers: app, resource_claims: vec![] }
+    Pod {
+        uid: uid.into(),
+        name: uid.into(),
+        namespace: "default".into(),
+        init_containers: init,
+        containers: app,
+        resource_claims: vec![],
+    }
 }
 
 /// An Allocate answer for one container.

@@ -111,10 +111,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, String> {
     }
     let data: Data = serde_json::from_str(&outer.data).map_err(|e| format!("Data is not a DRACheckpoint: {e}"))?;
     if data.kind != KIND || data.api_version != API_VERSION {
-        return Err(format!(
-            "kind {:?} apiVersion {:?}: not a {KIND} {API_VERSION}",
-            data.kind, data.api_version
-        ));
+        return Err(format!("kind {:?} apiVersion {:?}: not a {KIND} {API_VERSION}", data.kind, data.api_version));
     }
     Ok(data.entries.unwrap_or_default())
 }
@@ -152,7 +149,10 @@ mod tests {
         };
         let bytes = encode(std::slice::from_ref(&e));
         let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(text.contains(r#"\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\""#), "{text}");
+        assert!(
+            text.contains(r#"\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\""#),
+            "{text}"
+        );
         assert!(text.contains(r#"\"PodUIDs\":{\"p1\":{}}"#), "{text}");
         assert_eq!(decode(&bytes).unwrap(), vec![e]);
         // A checkpoint as a 1.34 kubelet writes it (nil slices as null).

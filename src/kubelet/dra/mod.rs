@@ -269,7 +269,10 @@ impl DraManager {
                         allocation,
                         pods: e.pod_uids.keys().cloned().collect(),
                         prepared: Some(
-                            e.driver_state.iter().map(|(k, v)| (k.clone(), v.devices.clone().unwrap_or_default())).collect(),
+                            e.driver_state
+                                .iter()
+                                .map(|(k, v)| (k.clone(), v.devices.clone().unwrap_or_default()))
+                                .collect(),
                         ),
                         cdi_unresolved: vec![],
                     };
@@ -325,12 +328,7 @@ impl DraManager {
             // The kubelet's texts (dra_plugin_manager.go ValidatePlugin).
             return Err((
                 RejectStage::Validation,
-                format!(
-                    "invalid DRA driver plugin {} at endpoint {}: {}",
-                    info.name,
-                    info.endpoint,
-                    fails.join("; ")
-                ),
+                format!("invalid DRA driver plugin {} at endpoint {}: {}", info.name, info.endpoint, fails.join("; ")),
             ));
         }
         let Some(service) = rules::chosen_service(&info.supported_versions) else {
@@ -410,7 +408,10 @@ impl DraManager {
                         .iter()
                         .filter_map(|d| {
                             let id = d.device.as_ref()?;
-                            Some(((id.pool_name.clone(), id.device_name.clone()), rules::health_word(d.health).to_string()))
+                            Some((
+                                (id.pool_name.clone(), id.device_name.clone()),
+                                rules::health_word(d.health).to_string(),
+                            ))
                         })
                         .collect();
                     let changed = {
@@ -632,7 +633,8 @@ impl DraManager {
                         .filter(|a| !a.admin)
                         .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
                         .collect();
-                    let allocation = objects::allocate(&key, &spec, &classes, &Self::candidates(&st), &taken)
+                    let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
+                    let allocation = objects::allocate(&key, &spec, &classes, &Self::candidates(&st), &taken, &drivers)
                         .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
                     let info = ClaimInfo {
                         namespace: p.namespace.clone(),
@@ -687,7 +689,10 @@ impl DraManager {
         }
         let mut results: BTreeMap<String, BTreeMap<String, Vec<checkpoint::Device>>> = BTreeMap::new();
         for (driver, (conn, service, claims)) in batches {
-            let resp = conn.prepare(service, claims.clone()).await.map_err(|e| wrap_prepare(format!("NodePrepareResources: {e}")))?;
+            let resp = conn
+                .prepare(service, claims.clone())
+                .await
+                .map_err(|e| wrap_prepare(format!("NodePrepareResources: {e}")))?;
             for (claim_uid, r) in &resp.claims {
                 let Some(req) = claims.iter().find(|c| &c.uid == claim_uid) else {
                     return Err(wrap_prepare(format!(
@@ -794,7 +799,10 @@ impl DraManager {
         for (driver, claims) in batches {
             let conn = {
                 let st = self.lock();
-                st.plugins.get(&driver).and_then(|l| l.iter().max_by_key(|i| i.seq)).map(|i| (i.conn.clone(), i.service))
+                st.plugins
+                    .get(&driver)
+                    .and_then(|l| l.iter().max_by_key(|i| i.seq))
+                    .map(|i| (i.conn.clone(), i.service))
             };
             let Some((conn, service)) = conn else {
                 return Err(wrap_unprepare(format!("DRA driver {driver} is not registered")));
@@ -835,7 +843,12 @@ impl DraManager {
             self.event(KubeletEvent::ClaimUnprepared { pod: pod_key.clone(), claim, uid, still_used: true });
         }
         for c in removed {
-            self.event(KubeletEvent::ClaimUnprepared { pod: pod_key.clone(), claim: c.key(), uid: c.uid, still_used: false });
+            self.event(KubeletEvent::ClaimUnprepared {
+                pod: pod_key.clone(),
+                claim: c.key(),
+                uid: c.uid,
+                still_used: false,
+            });
         }
         Ok(())
     }

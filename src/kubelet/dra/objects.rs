@@ -217,7 +217,9 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
         };
         let count = match e.get("count") {
             None => 1,
-            Some(c) => c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?,
+            Some(c) => {
+                c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?
+            }
         };
         let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
         requests.push(Request {
@@ -253,7 +255,9 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "ResourceClaimTemplate" => {
             Object::Template { spec: claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?, namespace, name }
         }
-        "DeviceClass" => Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name },
+        "DeviceClass" => {
+            Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
+        }
         _ => {
             let s = spec.ok_or("no spec")?;
             let driver = s.get("driver").and_then(Value::as_str).filter(|d| !d.is_empty());
@@ -261,7 +265,9 @@ pub fn parse(v: &Value) -> Result<Object, String> {
             let pool = s.get("pool").and_then(|p| p.get("name")).and_then(Value::as_str).filter(|p| !p.is_empty());
             let pool = pool.ok_or("spec.pool.name is required")?.to_string();
             let mut devices = Vec::new();
-            for (i, d) in s.get("devices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+            for (i, d) in
+                s.get("devices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
+            {
                 let dname = d.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
                 let dname = dname.ok_or_else(|| format!("spec.devices[{i}].name is required"))?.to_string();
                 // v1beta1 nests attributes under `basic`.
@@ -318,20 +324,24 @@ fn matches(c: &Candidate, sel: &[Selector]) -> bool {
 }
 
 /// Allocate `spec` over `candidates`; `taken` holds (driver, pool, device)
-/// already given to other claims. Pure: the caller records the result.
+/// already given to other claims; `drivers` are the registered drivers (a
+/// class may name one). Pure: the caller records the result.
 pub fn allocate(
     claim: &str,
     spec: &ClaimSpec,
     classes: &BTreeMap<String, Vec<Selector>>,
     candidates: &[Candidate],
     taken: &BTreeSet<(String, String, String)>,
+    drivers: &BTreeSet<String>,
 ) -> Result<Vec<Allocated>, String> {
     let mut mine: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut out = Vec::new();
     for r in &spec.requests {
         let class = match classes.get(&r.class) {
             Some(s) => s.clone(),
-            None if candidates.iter().any(|c| c.driver == r.class) => vec![Selector::Driver(r.class.clone())],
+            None if drivers.contains(&r.class) || candidates.iter().any(|c| c.driver == r.class) => {
+                vec![Selector::Driver(r.class.clone())]
+            }
             None => {
                 return Err(format!(
                     "claim {claim}: request {:?}: device class {:?} not found (add a DeviceClass manifest, or name a registered driver)",
@@ -339,14 +349,23 @@ pub fn allocate(
                 ))
             }
         };
-        let fitting: Vec<&Candidate> = candidates.iter().filter(|c| matches(c, &class) && matches(c, &r.selectors)).collect();
+        let fitting: Vec<&Candidate> =
+            candidates.iter().filter(|c| matches(c, &class) && matches(c, &r.selectors)).collect();
         let key = |c: &Candidate| (c.driver.clone(), c.pool.clone(), c.device.clone());
-        let free: Vec<&Candidate> =
-            fitting.iter().copied().filter(|c| !mine.contains(&key(c)) && (r.admin || !taken.contains(&key(c)))).collect();
+        let free: Vec<&Candidate> = fitting
+            .iter()
+            .copied()
+            .filter(|c| !mine.contains(&key(c)) && (r.admin || !taken.contains(&key(c))))
+            .collect();
         let want = if r.all { fitting.len() as u64 } else { r.count };
         if want == 0 || (free.len() as u64) < want {
+            let hint = if fitting.is_empty() {
+                " (devices come from ResourceSlice manifests and from the driver's health stream)"
+            } else {
+                ""
+            };
             return Err(format!(
-                "claim {claim}: request {:?} wants {} device(s) of class {:?}; {} match, {} of them free",
+                "claim {claim}: request {:?} wants {} device(s) of class {:?}; {} match, {} of them free{hint}",
                 r.name,
                 if r.all { "all".to_string() } else { want.to_string() },
                 r.class,
@@ -385,14 +404,19 @@ mod tests {
     #[test]
     fn selectors_parse_in_the_documented_subset_only() {
         assert_eq!(
-            parse_selector(r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "a100""#)
-                .unwrap(),
+            parse_selector(
+                r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "a100""#
+            )
+            .unwrap(),
             vec![
                 Selector::Driver("gpu.example.com".into()),
                 Selector::Attribute("gpu.example.com/model".into(), json!("a100"))
             ]
         );
-        assert_eq!(parse_selector(r#"device.attributes["d.x"].n == 4"#).unwrap()[0], Selector::Attribute("d.x/n".into(), json!(4)));
+        assert_eq!(
+            parse_selector(r#"device.attributes["d.x"].n == 4"#).unwrap()[0],
+            Selector::Attribute("d.x/n".into(), json!(4))
+        );
         for bad in [r#"device.driver != "x""#, "device.capacity[\"x\"].mem > 1", r#"device.driver == "a" || true"#] {
             assert!(parse_selector(bad).unwrap_err().contains("outside the supported subset"), "{bad}");
         }
@@ -423,26 +447,63 @@ mod tests {
 
     #[test]
     fn the_allocator_counts_selects_and_shares_only_with_admin_access() {
-        let cands = vec![cand("gpu.x", "g0", "a"), cand("gpu.x", "g1", "b"), cand("gpu.x", "g2", "a"), cand("nic.x", "n0", "a")];
+        let cands = vec![
+            cand("gpu.x", "g0", "a"),
+            cand("gpu.x", "g1", "b"),
+            cand("gpu.x", "g2", "a"),
+            cand("nic.x", "n0", "a"),
+        ];
         let req = |count, sel: Vec<Selector>, admin| ClaimSpec {
-            requests: vec![Request { name: "r".into(), class: "gpu.x".into(), count, all: false, selectors: sel, admin }],
+            requests: vec![Request {
+                name: "r".into(),
+                class: "gpu.x".into(),
+                count,
+                all: false,
+                selectors: sel,
+                admin,
+            }],
         };
         let none = BTreeMap::new();
-        let got = allocate("ns/c", &req(2, vec![], false), &none, &cands, &BTreeSet::new()).unwrap();
+        let got = allocate("ns/c", &req(2, vec![], false), &none, &cands, &BTreeSet::new(), &BTreeSet::new()).unwrap();
         assert_eq!(got.iter().map(|a| a.device.as_str()).collect::<Vec<_>>(), ["g0", "g1"]);
         let sel = vec![Selector::Attribute("gpu.x/model".into(), json!("a"))];
         let taken: BTreeSet<_> = [("gpu.x".to_string(), "node-1".to_string(), "g0".to_string())].into();
-        let got = allocate("ns/c", &req(1, sel.clone(), false), &none, &cands, &taken).unwrap();
+        let got = allocate("ns/c", &req(1, sel.clone(), false), &none, &cands, &taken, &BTreeSet::new()).unwrap();
         assert_eq!(got[0].device, "g2");
-        let e = allocate("ns/c", &req(2, sel.clone(), false), &none, &cands, &taken).unwrap_err();
+        let e = allocate("ns/c", &req(2, sel.clone(), false), &none, &cands, &taken, &BTreeSet::new()).unwrap_err();
         assert!(e.contains("2 match, 1 of them free"), "{e}");
-        assert_eq!(allocate("ns/c", &req(2, sel, true), &none, &cands, &taken).unwrap().len(), 2);
-        let e = allocate("ns/c", &ClaimSpec { requests: vec![Request { class: "nope".into(), ..req(1, vec![], false).requests[0].clone() }] }, &none, &cands, &taken)
-            .unwrap_err();
+        assert_eq!(allocate("ns/c", &req(2, sel, true), &none, &cands, &taken, &BTreeSet::new()).unwrap().len(), 2);
+        let e = allocate(
+            "ns/c",
+            &ClaimSpec {
+                requests: vec![Request { class: "nope".into(), ..req(1, vec![], false).requests[0].clone() }],
+            },
+            &none,
+            &cands,
+            &taken,
+            &BTreeSet::new(),
+        )
+        .unwrap_err();
         assert!(e.contains("device class \"nope\" not found"), "{e}");
-        let classes: BTreeMap<_, _> = [("any-a".to_string(), vec![Selector::Attribute("nic.x/model".into(), json!("a"))])].into();
-        let spec = ClaimSpec { requests: vec![Request { class: "any-a".into(), all: true, ..req(1, vec![], false).requests[0].clone() }] };
-        let got = allocate("ns/c", &spec, &classes, &cands, &BTreeSet::new()).unwrap();
+        let registered: BTreeSet<String> = ["nope".to_string()].into();
+        let e = allocate(
+            "ns/c",
+            &ClaimSpec {
+                requests: vec![Request { class: "nope".into(), ..req(1, vec![], false).requests[0].clone() }],
+            },
+            &none,
+            &cands,
+            &taken,
+            &registered,
+        )
+        .unwrap_err();
+        assert!(e.contains("0 match, 0 of them free (devices come from ResourceSlice manifests"), "{e}");
+        let classes: BTreeMap<_, _> =
+            [("any-a".to_string(), vec![Selector::Attribute("nic.x/model".into(), json!("a"))])].into();
+        let spec = ClaimSpec {
+            requests: vec![Request { class: "any-a".into(), all: true, ..req(1, vec![], false).requests[0].clone() }],
+        };
+        let got = allocate("ns/c", &spec, &classes, &cands, &BTreeSet::new(), &BTreeSet::new()).unwrap();
         assert_eq!(got.iter().map(|a| a.device.as_str()).collect::<Vec<_>>(), ["n0"]);
     }
 }
