@@ -102,11 +102,11 @@ where
         Budget::Requests(n) => n,
         Budget::Duration(_) => u64::MAX,
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_all = tokio_util::sync::CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
         let (call, next, errors, progress) = (call.clone(), next.clone(), errors.clone(), progress.clone());
-        let mut stop = stop_rx.clone();
+        let stop = stop_all.clone();
         workers.spawn(async move {
             let mut lat = Vec::with_capacity(1024);
             loop {
@@ -120,7 +120,7 @@ where
                 let t = Instant::now();
                 let r = tokio::select! {
                     r = call(i) => r,
-                    _ = stop.wait_for(|s| *s) => break,
+                    _ = stop.cancelled() => break,
                 };
                 match r {
                     Ok(()) => lat.push(t.elapsed()),
@@ -146,7 +146,7 @@ where
             },
             _ = &mut interrupt, if !interrupted => {
                 interrupted = true;
-                let _ = stop_tx.send(true);
+                stop_all.cancel();
             }
         }
     }

@@ -891,6 +891,9 @@ pub struct DraProbeArgs {
     /// With --prepare: resolve CDI IDs in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR", requires = "prepare")]
     pub cdi_spec_dir: Vec<PathBuf>,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a driver)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
 }
 
 /// `dpctl dra prepare|unprepare`
@@ -908,7 +911,7 @@ pub struct DraClaimsArgs {
     /// prepare: call twice and check both answers are the same (the kubelet repeats calls)
     #[arg(long)]
     pub twice: bool,
-    /// prepare: resolve the CDI IDs of the answer in this spec directory (repeatable)
+    /// prepare: resolve the CDI IDs of the answer in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR")]
     pub cdi_spec_dir: Vec<PathBuf>,
 }

@@ -13,14 +13,15 @@ use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
 use crate::client::conn::{PluginConn, Update};
 use crate::core::log::Logger;
 use crate::core::status::grpc_go_code;
+use crate::core::task::Tasks;
 use crate::core::time::millis;
-use crate::core::transport::{listen, serve, TempDir};
+use crate::core::transport::{listen, serve_owned, SocketGuard, TempDir};
 use crate::core::{Error, Result};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::tree::TempNode;
 use crate::plugin::config::ResourceConfig;
-use crate::plugin::server::{stopped, PluginService};
+use crate::plugin::server::PluginService;
 use crate::plugin::simulated::Simulated;
 use crate::render::{emit, structured, table, Format};
 use serde::Serialize;
@@ -28,7 +29,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
@@ -171,7 +171,9 @@ async fn load_cmd(ctx: &Ctx, a: &LoadArgs, which: &str) -> Result<()> {
 struct Local {
     sim: Arc<Simulated>,
     socket: PathBuf,
-    stop: watch::Sender<bool>,
+    /// Its server and streams.
+    tasks: Tasks,
+    _guard: SocketGuard,
     _dir: TempDir,
 }
 
@@ -186,15 +188,11 @@ async fn local_plugin(devices: usize, tag: &str) -> Result<Local> {
     let sim = Arc::new(Simulated::new(&cfg)?);
     let socket = dir.path().join("bench.sock");
     let (listener, guard) = listen(&socket).await?;
-    let (stop, rx) = watch::channel(false);
-    let svc = DevicePluginServer::new(PluginService::new(sim.clone(), Logger::silent(), rx.clone()))
+    let tasks = Tasks::new();
+    let svc = DevicePluginServer::new(PluginService::new(sim.clone(), Logger::silent(), tasks.clone()))
         .max_encoding_message_size(usize::MAX);
-    let mut r2 = rx;
-    tokio::spawn(async move {
-        let _g = guard;
-        serve(listener, svc, async move { stopped(&mut r2).await }).await
-    });
-    Ok(Local { sim, socket, stop, _dir: dir })
+    serve_owned(&tasks, listener, svc);
+    Ok(Local { sim, socket, tasks, _guard: guard, _dir: dir })
 }
 
 #[derive(Serialize)]
@@ -280,7 +278,7 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         eprintln!("dpctl: interrupted after {} health change(s): first-snapshot sizes skipped", lat.len());
     }
     if let Some(l) = &local {
-        let _ = l.stop.send(true);
+        l.tasks.stop().await;
     }
     // First snapshot of large plugins.
     let mut sizes = Vec::new();
@@ -299,7 +297,7 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         }
         let p = percentiles(runs);
         sizes.push(json!({"devices": n, "bytes": bytes, "p50": p.p50, "max": p.max}));
-        let _ = l.stop.send(true);
+        l.tasks.stop().await;
     }
     let lat_count = lat.len() as u64;
     let report = WatchReport {
@@ -421,10 +419,12 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };
-    let (shut_tx, shut_rx) = watch::channel(false);
     let t0 = Instant::now();
-    let plugins = tokio_util::task::TaskTracker::new();
-    plugins.spawn(async move { crate::plugin::run::run(&resources, settings, None, Logger::silent(), shut_rx).await });
+    let plugins = Tasks::new();
+    let group = plugins.child();
+    plugins.spawn_joined(async move {
+        let _ = crate::plugin::run::run(&resources, settings, None, Logger::silent(), group).await;
+    });
     let mut report = KubeletReport {
         plugins: a.plugins,
         devices_per_plugin: a.devices,
@@ -505,9 +505,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     };
     report.peak_rss_mib = peak_rss_mib(std::process::id());
 
-    let _ = shut_tx.send(true);
-    plugins.close();
-    let _ = tokio::time::timeout(Duration::from_secs(10), plugins.wait()).await;
+    plugins.stop().await;
     node.stop().await;
     match outcome {
         Some(Err(e)) => return Err(e),

@@ -5,6 +5,7 @@
 use super::Ctx;
 use crate::cli::DemoArgs;
 use crate::core::log::{LogFormat, Logger};
+use crate::core::task::Tasks;
 use crate::core::{Error, Result};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
@@ -77,7 +78,6 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     let (root, dp, manifests, pr_sock) =
         (tree.root.clone(), tree.plugin_dir.clone(), tree.manifests.clone(), tree.pod_resources.clone());
     let (kubelet_log, plugin_log) = (tree.logs.join("kubelet.log"), tree.logs.join("plugin.log"));
-    let (shut_tx, shut_rx) = watch::channel(false);
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
     let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
@@ -115,12 +115,12 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     let plog = Logger::to_file(LogFormat::Human, &plugin_log)?;
     let control = crate::plugin::control::default_socket(&dp);
     // The plugin is a task of the demo: stopped and awaited before it returns.
-    let tasks = tokio_util::task::TaskTracker::new();
+    let tasks = Tasks::new();
     let (plugin_done_tx, mut plugin_done) = watch::channel(None::<String>);
     {
-        let stop = shut_rx.clone();
-        tasks.spawn(async move {
-            let r = crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, stop).await;
+        let plugin = tasks.child();
+        tasks.spawn_joined(async move {
+            let r = crate::plugin::run::run(&[gpu], plugin_settings, Some(control), plog, plugin).await;
             let _ = plugin_done_tx
                 .send(Some(r.err().map(|e| e.to_string()).unwrap_or_else(|| "the plugin stopped".into())));
         });
@@ -152,9 +152,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     let n = match n {
         Ok(n) => n,
         Err(e) => {
-            let _ = shut_tx.send(true);
-            tasks.close();
-            tasks.wait().await;
+            tasks.stop().await;
             node.stop().await;
             return Err(e);
         }
@@ -251,9 +249,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             }
         }
     }
-    let _ = shut_tx.send(true);
-    tasks.close();
-    let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+    tasks.stop().await;
     node.stop().await;
     Ok(())
 }

@@ -168,7 +168,33 @@ async fn probe(ctx: &Ctx, a: &DraProbeArgs) -> Result<()> {
     report(ctx, path.display().to_string(), c.0)
 }
 
+/// `--wait`: until the socket exists and answers GetInfo (a registration
+/// socket) or any call (a service socket), or `wait` has passed: then the
+/// checks run and report what is wrong.
+async fn wait_ready(ctx: &Ctx, path: &Path, wait: Duration) {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        if let Ok(c) = DraConn::connect(path, left.min(ctx.timeout)).await {
+            match c.info().await {
+                Ok(_) => return,
+                Err(e) if e.code().is_some() => return, // it answers (a service socket: Unimplemented)
+                Err(_) => {}
+            }
+        }
+        tokio::time::sleep_until((tokio::time::Instant::now() + Duration::from_millis(100)).min(deadline)).await;
+    }
+}
+
 async fn probe_checks(ctx: &Ctx, a: &DraProbeArgs, path: &Path, c: &mut Checks) {
+    if let Some(w) = a.wait {
+        let t = Instant::now();
+        wait_ready(ctx, path, w).await;
+        c.add("wait", Status::Pass, Some(t.elapsed()), format!("waited up to {} for the socket", format_duration(w)));
+    }
     let t = Instant::now();
     let conn = match DraConn::connect(path, ctx.timeout).await {
         Ok(x) => x,
@@ -181,9 +207,9 @@ async fn probe_checks(ctx: &Ctx, a: &DraProbeArgs, path: &Path, c: &mut Checks) 
         Ok(None) => {
             c.add(
                 "get-info",
-                Status::Warn,
+                Status::Pass,
                 Some(t.elapsed()),
-                "no Registration service: probing it as the service socket",
+                "a service socket (no Registration service): registration rules are checked on the registration socket",
             );
             None
         }
@@ -265,7 +291,8 @@ async fn probe_checks(ctx: &Ctx, a: &DraProbeArgs, path: &Path, c: &mut Checks) 
                 }
             }
             Err(e) if info.is_none() && e.code() == Some(tonic::Code::Unimplemented) => {
-                c.add(rules::SERVICE_ANSWERS.id, Status::Warn, Some(t.elapsed()), format!("{svc}: not served"));
+                // Fine as long as the other version answers (checked below).
+                c.add(rules::SERVICE_ANSWERS.id, Status::Pass, Some(t.elapsed()), format!("{svc}: not served here"));
             }
             Err(e) => c.add(
                 rules::SERVICE_ANSWERS.id,
@@ -491,15 +518,25 @@ async fn prepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
         }
     }
     let mut problems: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-    if !a.cdi_spec_dir.is_empty() {
-        let ids: Vec<String> = resp
-            .claims
-            .values()
-            .filter(|r| r.error.is_empty())
-            .flat_map(|r| &r.devices)
-            .flat_map(|d| d.cdi_device_ids.clone())
-            .collect();
-        let (_, bad) = crate::doctor::cdi::check(&ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir), &ids);
+    // CDI IDs must resolve to a spec, or the runtime fails the container (as probe --allocate checks).
+    let ids: Vec<String> = resp
+        .claims
+        .values()
+        .filter(|r| r.error.is_empty())
+        .flat_map(|r| &r.devices)
+        .flat_map(|d| d.cdi_device_ids.iter().filter(|id| rules::cdi_id_ok(id)).cloned())
+        .collect();
+    let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
+    let (_, bad) = crate::doctor::cdi::check(&dirs, &ids);
+    let mut notes = Vec::new();
+    if !bad.is_empty() && a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir()) {
+        // Not a node with CDI specs (a workstation): say so, do not fail.
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        notes.push(format!(
+            "the CDI IDs cannot be resolved here: no CDI spec directory ({}); on a node unresolvable IDs fail the container (pass --cdi-spec-dir)",
+            shown.join(", ")
+        ));
+    } else {
         problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b}")));
     }
     match ctx.format {
@@ -532,7 +569,7 @@ async fn prepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
                 }
             }
             emit(&table(&["CLAIM", "DEVICE", "REQUESTS", "CDI DEVICE IDS", "RESULT"], &rows))?;
-            for p in &problems {
+            for p in problems.iter().chain(&notes) {
                 eprintln!("warning: {p}");
             }
         }
@@ -891,17 +928,9 @@ async fn serve(ctx: &Ctx, a: &DraServeArgs) -> Result<()> {
     }
     let cfg = config(ctx, a)?;
     let log = Logger::new(a.log_format);
-    let stop = tokio_util::sync::CancellationToken::new();
-    let s = stop.clone();
-    let run = crate::plugin::dra::run(cfg, log.clone(), stop);
-    tokio::pin!(run);
-    let r = tokio::select! {
-        r = &mut run => r,
-        _ = crate::core::interrupted() => {
-            s.cancel();
-            run.await
-        }
-    };
+    let tasks = crate::core::task::Tasks::new();
+    let r =
+        crate::core::task::until_interrupted(&tasks, crate::plugin::dra::run(cfg, log.clone(), tasks.clone())).await;
     log.close(Duration::from_secs(2));
     r
 }

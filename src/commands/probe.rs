@@ -362,8 +362,7 @@ pub async fn run(ctx: &Ctx, a: &ProbeArgs) -> Result<()> {
 /// error naming the failed checks when any failed.
 pub fn report(ctx: &Ctx, socket: String, checks: Vec<Check>) -> Result<()> {
     let result = checks.iter().map(|c| c.status).max_by_key(|s| *s as u8).unwrap_or(Status::Pass);
-    let failed: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
-    let mut failed: Vec<&str> = failed;
+    let mut failed: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.name).collect();
     failed.dedup();
     match ctx.format {
         Format::Table => {

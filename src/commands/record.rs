@@ -15,11 +15,11 @@ use crate::api::deviceplugin::{
 use crate::cli::RecordArgs;
 use crate::client::PluginConn;
 use crate::core::log::Logger;
+use crate::core::task::Tasks;
 use crate::core::time::format_duration;
-use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
+use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve_owned, PathKind, SocketGuard};
 use crate::core::validate::check_resource_name;
 use crate::core::{Error, Result};
-use crate::plugin::server::stopped;
 use crate::plugin::tap::{Note, Owners, Tap};
 use crate::trace::{Event, Writer};
 use serde_json::json;
@@ -27,8 +27,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// How often the tap looks for a kubelet restart.
 const POLL: Duration = Duration::from_millis(100);
@@ -64,40 +65,36 @@ fn ident(path: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// Run `fut` unless `stop` turns true first (`None` then).
-async fn unless_stopped<T>(stop: &mut watch::Receiver<bool>, fut: impl std::future::Future<Output = T>) -> Option<T> {
+/// Run `fut` unless `stop` is cancelled first (`None` then).
+async fn unless_stopped<T>(stop: &CancellationToken, fut: impl std::future::Future<Output = T>) -> Option<T> {
     tokio::select! {
         r = fut => Some(r),
-        _ = stopped(stop) => None,
+        _ = stop.cancelled() => None,
     }
 }
 
 /// One served tap socket.
 struct Served {
     guard: SocketGuard,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<()>>,
+    tasks: Tasks,
 }
 
 impl Served {
-    async fn start(path: &Path, tap: &Tap) -> Result<Served> {
+    async fn start(path: &Path, tap: &Tap, owner: &Tasks) -> Result<Served> {
         let (listener, guard) = listen(path).await?;
-        let (stop, mut st) = watch::channel(false);
+        let tasks = owner.child();
         let svc = DevicePluginServer::new(tap.clone())
             .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
             .max_encoding_message_size(usize::MAX);
-        let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut st).await }).await });
-        Ok(Served { guard, stop, task })
+        serve_owned(&tasks, listener, svc);
+        Ok(Served { guard, tasks })
     }
 
-    /// Stop serving: gracefully for `within`, then abort in-flight calls.
+    /// Stop serving: in-flight calls get `within` (the server is dropped at
+    /// the latest after the transport's grace; its owner awaits it).
     async fn shut(self, within: Duration) {
-        let _ = self.stop.send(true);
-        let mut task = self.task;
-        if tokio::time::timeout(within, &mut task).await.is_err() {
-            task.abort();
-            let _ = task.await;
-        }
+        self.tasks.cancel();
+        let _ = tokio::time::timeout(within, self.tasks.join()).await;
         drop(self.guard);
     }
 }
@@ -133,7 +130,8 @@ impl Recorder {
     async fn reattach(
         &self,
         old: Served,
-        stop: &mut watch::Receiver<bool>,
+        stop: &CancellationToken,
+        root: &Tasks,
     ) -> Option<Result<(Served, DevicePluginOptions)>> {
         old.shut(Duration::from_millis(200)).await;
         let deadline = Instant::now() + self.restart_timeout;
@@ -158,7 +156,7 @@ impl Recorder {
             return Some(Err(gave_up(format!("the kubelet did not serve {} again", self.kubelet.display()))));
         }
         // 2. A fresh tap socket.
-        let served = match Served::start(&self.tap_path, &self.tap).await {
+        let served = match Served::start(&self.tap_path, &self.tap, root).await {
             Ok(s) => s,
             Err(e) => {
                 return Some(Err(Error::failed(format!("cannot serve the tap again after a kubelet restart: {e}"))))
@@ -228,9 +226,10 @@ impl Recorder {
 pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
     check_resource_name(&a.resource)?;
     // Ctrl-C, SIGTERM and --duration stop the recording in whatever state it is.
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (root, stop) = (Tasks::new(), CancellationToken::new());
     let duration = a.duration;
-    let signals = tokio::spawn(async move {
+    let stop_tx = stop.clone();
+    root.spawn(async move {
         let until = async {
             match duration {
                 Some(d) => tokio::time::sleep(d).await,
@@ -241,15 +240,14 @@ pub async fn run(ctx: &Ctx, a: &RecordArgs) -> Result<()> {
             _ = crate::core::interrupted() => {}
             _ = until => {}
         }
-        let _ = stop_tx.send(true);
+        stop_tx.cancel();
     });
-    let r = record(ctx, a, stop_rx).await;
-    signals.abort();
-    let _ = signals.await;
+    let r = record(ctx, a, &root, &stop).await;
+    root.stop().await;
     r
 }
 
-async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> Result<()> {
+async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToken) -> Result<()> {
     let plugin = ctx.paths.resolve_socket(&a.plugin);
     let plugin_dir = if ctx.plugin_dir_given {
         ctx.paths.plugin_dir.clone()
@@ -277,13 +275,12 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
     let early = || Error::failed("stopped before recording began; nothing was recorded");
 
     let upstream =
-        unless_stopped(&mut stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
-    let mut options = unless_stopped(&mut stop, upstream.options()).await.ok_or_else(early)??;
+        unless_stopped(stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
+    let mut options = unless_stopped(stop, upstream.options()).await.ok_or_else(early)??;
     let view_timeout = ctx.timeout.min(Duration::from_secs(2));
-    let view =
-        unless_stopped(&mut stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
-            .await
-            .ok_or_else(early)?;
+    let view = unless_stopped(stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
+        .await
+        .ok_or_else(early)?;
     let writer = Arc::new(Writer::create(&a.out, &a.resource, "record", &plugin)?);
     let remove_unused = |writer: &Writer| {
         // Only the kubelet's view was written: the file holds no recording.
@@ -307,7 +304,6 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
 
     let tap_name = format!("dpctl-record-{}.sock", std::process::id());
     let tap_path = plugin_dir.join(&tap_name);
-    let (tap_stop_tx, tap_stop_rx) = watch::channel(false);
     let (notes_tx, mut notes) = mpsc::unbounded_channel();
     let owners = Owners {
         pod_resources: pod_resources.clone(),
@@ -315,7 +311,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
         resource: a.resource.clone(),
         within: Duration::from_secs(10),
     };
-    let tap = Tap::new(upstream, writer.clone(), log.clone(), tap_stop_rx, notes_tx, Some(owners));
+    let tap = Tap::new(upstream, writer.clone(), log.clone(), root.child(), notes_tx, Some(owners));
     let rec = Recorder {
         plugin: plugin.clone(),
         plugin_name,
@@ -329,7 +325,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
         writer: writer.clone(),
         tap: tap.clone(),
     };
-    let mut served = match Served::start(&tap_path, &tap).await {
+    let mut served = match Served::start(&tap_path, &tap, root).await {
         Ok(s) => s,
         Err(e) => {
             let _ = std::fs::remove_file(&a.out);
@@ -337,7 +333,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
         }
     };
     let mut kubelet_id = ident(&kubelet);
-    match unless_stopped(&mut stop, rec.register_tap(options)).await {
+    match unless_stopped(stop, rec.register_tap(options)).await {
         Some(Ok(())) => {}
         failed => {
             served.shut(Duration::from_millis(200)).await;
@@ -366,7 +362,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
     let mut failure: Option<Error> = None;
     loop {
         tokio::select! {
-            _ = stopped(&mut stop) => break,
+            _ = stop.cancelled() => break,
             Some(n) = notes.recv() => match n {
                 Note::StreamOpened(_) => awaiting_stream = None,
                 Note::ClosedByKubelet(_) => { replaced_at.get_or_insert_with(Instant::now); }
@@ -385,17 +381,15 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
             replaced_at = None;
             rec.write(&Event::KubeletRestart { t: writer.t(), reason: reason.into() });
             log.event("kubelet-restart", &[("reason", json!(reason))]);
-            match rec.reattach(served, &mut stop).await {
+            match rec.reattach(served, stop, root).await {
                 None => {
                     // Stopped while waiting: nothing is served; leave the plugin registered.
                     let r = finish(&rec, None, options, &a.out).await;
-                    let _ = tap_stop_tx.send(true);
                     tap.shutdown(Duration::from_millis(100)).await;
                     return r;
                 }
                 Some(Err(e)) => {
                     log.event("error", &[("error", json!(e.to_string()))]);
-                    let _ = tap_stop_tx.send(true);
                     tap.shutdown(Duration::from_millis(200)).await;
                     return Err(e);
                 }
@@ -460,13 +454,11 @@ async fn record(ctx: &Ctx, a: &RecordArgs, mut stop: watch::Receiver<bool>) -> R
         }
     }
     if let Some(e) = failure {
-        let _ = tap_stop_tx.send(true);
         served.shut(Duration::from_millis(200)).await;
         tap.shutdown(Duration::from_millis(200)).await;
         return Err(e);
     }
     let r = finish(&rec, Some(served), options, &a.out).await;
-    let _ = tap_stop_tx.send(true);
     tap.shutdown(Duration::from_millis(100)).await;
     r
 }

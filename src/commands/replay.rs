@@ -10,13 +10,13 @@ use super::Ctx;
 use crate::cli::ReplayArgs;
 use crate::client::PluginConn;
 use crate::core::log::Logger;
+use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
 use crate::plugin::config::FileConfig;
 use crate::plugin::replay::Replayed;
 use crate::render::{emit, structured, table, Format};
 use serde_json::json;
 use std::sync::Arc;
-use tokio::sync::watch;
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
@@ -41,16 +41,10 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
             ("listAndWatchSteps", json!(backend.steps())),
         ],
     );
-    let (shut_tx, shut_rx) = watch::channel(false);
-    let run = crate::plugin::registrar::run(backend, settings, log.clone(), shut_rx, |_| {});
-    tokio::pin!(run);
-    let r = tokio::select! {
-        r = &mut run => r,
-        _ = crate::core::interrupted() => {
-            let _ = shut_tx.send(true);
-            run.await
-        }
-    };
+    let tasks = Tasks::new();
+    let run = crate::plugin::registrar::run(backend, settings, log.clone(), tasks.clone(), |_| {});
+    let r = until_interrupted(&tasks, run).await;
+    tasks.stop().await;
     log.event("stopped", &[]);
     r
 }
@@ -227,7 +221,6 @@ fn container_devices(pod: &serde_json::Value, container: &str, res: &str) -> Vec
 }
 
 async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Result<()> {
-    use std::time::Duration;
     let backend = Replayed::new(trace, a.resource.as_deref(), 1.0, true)?;
     let resource = backend.resource_name().to_string();
     crate::core::validate::check_resource_name(&resource)?;
@@ -252,7 +245,6 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
     let kubelet = crate::kubelet::node::Node::start(spec, bus).await?;
     let mut node = Node { dir, kubelet };
 
-    let (shut_tx, shut_rx) = watch::channel(false);
     let settings = crate::plugin::registrar::Settings {
         plugin_dir: dp.clone(),
         socket_name: Some(REPLAYED_SOCKET.into()),
@@ -265,18 +257,18 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         host_root: Default::default(), // a private temp tree
     };
     let plog = Logger::to_file(a.log_format, &tree.logs.join("plugin.log"))?;
-    let tasks = tokio_util::task::TaskTracker::new();
-    tasks.spawn(crate::plugin::registrar::run(backend.clone(), settings, plog, shut_rx, |_| {}));
+    let tasks = Tasks::new();
+    let (plugin, b2) = (tasks.child(), backend.clone());
+    tasks.spawn_joined(async move {
+        let _ = crate::plugin::registrar::run(b2, settings, plog, plugin, |_| {}).await;
+    });
 
     let work = drive(&mut node, &plan, &backend);
     let outcome = tokio::select! {
         r = work => r,
         _ = crate::core::interrupted() => Err(Error::failed("interrupted")),
     };
-    let _ = shut_tx.send(true);
-    tasks.close();
-    // The registrar ends promptly on shutdown; this only bounds a stuck one.
-    let _ = tokio::time::timeout(Duration::from_secs(1), tasks.wait()).await;
+    tasks.stop().await;
     node.kubelet.stop().await;
     let (decisions, notes) = outcome?;
     let differing = decisions.iter().filter(|d| !d.same).count();

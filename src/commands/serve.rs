@@ -5,11 +5,11 @@
 use super::Ctx;
 use crate::cli::{RegistrationArgs, ServeArgs};
 use crate::core::log::{LogFormat, Logger};
+use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
 use crate::plugin::config::{check_resources, parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
 use crate::plugin::control;
 use crate::plugin::registrar::Settings;
-use tokio::sync::watch;
 
 /// The config field names of flag-built resources, as flag names.
 const FLAG_NAMES: &[(&str, &str)] = &[
@@ -156,10 +156,9 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         .or(file.control_socket.clone())
         .unwrap_or_else(|| control::default_socket(&plugin_dir));
 
-    let (shut_tx, shut_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        crate::core::interrupted().await;
-        let _ = shut_tx.send(true);
-    });
-    crate::plugin::run::run(&resources, settings, Some(control_path), log, shut_rx).await
+    let tasks = Tasks::new();
+    let run = crate::plugin::run::run(&resources, settings, Some(control_path), log, tasks.clone());
+    let r = until_interrupted(&tasks, run).await;
+    tasks.stop().await;
+    r
 }

@@ -8,6 +8,7 @@ pub mod limits;
 pub mod log;
 pub mod paths;
 pub mod status;
+pub mod task;
 pub mod text;
 pub mod time;
 pub mod transport;

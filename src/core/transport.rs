@@ -432,6 +432,36 @@ pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     Ok((listener, SocketGuard { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() }))
 }
 
+/// How long a server stopped by its owner may finish its open calls before
+/// they are dropped.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Serve `svc` as a task of `tasks` until the group is cancelled; open calls
+/// then get [`STOP_GRACE`] to finish before the server is dropped.
+pub fn serve_owned<S>(tasks: &crate::core::task::Tasks, listener: UnixListener, svc: S)
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let stop = tasks.token().clone();
+    tasks.spawn_joined(async move {
+        let grace = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_GRACE).await;
+        };
+        tokio::select! {
+            _ = serve(listener, svc, stop.cancelled()) => {}
+            _ = grace => {}
+        }
+    });
+}
+
 /// Serve one gRPC service on `listener` until `shutdown` resolves. Every
 /// accepted connection goes through [`AuthorityFix`], so clients that put the
 /// socket path in `:authority` are served.

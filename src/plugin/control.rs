@@ -165,18 +165,19 @@ fn answer(entries: &BTreeMap<String, Entry>, log: &Logger, line: &str) -> Answer
     }
 }
 
-/// Serve live control on `path` until `shutdown`; the socket is removed on exit.
+/// Serve live control on `path` until `tasks` is cancelled (each connection
+/// is one of its tasks); the socket is removed on exit.
 pub async fn serve(
     path: &Path,
     entries: Arc<BTreeMap<String, Entry>>,
     log: Logger,
-    shutdown: tokio::sync::watch::Receiver<bool>,
+    tasks: crate::core::task::Tasks,
 ) -> Result<()> {
     let l = log.clone();
     let handler: LineHandler = Arc::new(move |line: &str| {
         serde_json::to_string(&answer(&entries, &l, line)).unwrap_or_else(|_| "{\"ok\":false}".into())
     });
-    serve_lines(path, handler, log, shutdown).await
+    serve_lines(path, handler, log, tasks).await
 }
 
 /// Answers one request line with one answer line (JSON, no newline).
@@ -187,14 +188,15 @@ pub fn refusal_line(error: &str) -> String {
     serde_json::to_string(&refusal(error)).unwrap_or_else(|_| "{\"ok\":false}".into())
 }
 
-/// Serve a JSON-lines control protocol on `path` until `shutdown`: each
-/// request line is answered by `handler`; over-long or non-UTF-8 lines are
-/// refused and the connection closed. The socket is removed on exit.
+/// Serve a JSON-lines control protocol on `path` until `tasks` is cancelled
+/// (each connection is one of its tasks): each request line is answered by
+/// `handler`; over-long or non-UTF-8 lines are refused and the connection
+/// closed. The socket is removed on exit.
 pub async fn serve_lines(
     path: &Path,
     handler: LineHandler,
     log: Logger,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    tasks: crate::core::task::Tasks,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
         crate::core::files::create_dir_all(dir)
@@ -202,24 +204,17 @@ pub async fn serve_lines(
     }
     let (listener, guard) = listen(path).await?;
     log.event("control", &[("socket", json!(path.display().to_string()))]);
-    // Each connection is a task owned here: stopped and awaited on shutdown.
-    let conns = tokio_util::task::TaskTracker::new();
     loop {
         tokio::select! {
-            _ = crate::plugin::server::stopped(&mut shutdown) => break,
+            _ = tasks.cancelled() => break,
             conn = listener.accept() => {
                 let Ok((stream, _)) = conn else { continue };
                 let handler = handler.clone();
-                let mut stop = shutdown.clone();
-                conns.spawn(async move {
+                tasks.spawn(async move {
                     let (r, mut w) = stream.into_split();
                     let mut r = BufReader::new(r);
                     loop {
-                        let line = tokio::select! {
-                            l = read_line(&mut r, MAX_CONTROL_LINE) => l,
-                            _ = crate::plugin::server::stopped(&mut stop) => break,
-                        };
-                        let (mut text, close) = match line {
+                        let (mut text, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
                             Err(_) | Ok(Line::Eof) => break,
                             Ok(Line::TooLong) => (refusal_line(&format!(
                                 "request line longer than {}; closing the connection",
@@ -237,8 +232,7 @@ pub async fn serve_lines(
             }
         }
     }
-    conns.close();
-    conns.wait().await;
+    tasks.stop().await;
     drop(guard);
     if let Some(dir) = path.parent() {
         let _ = std::fs::remove_dir(dir); // only if empty

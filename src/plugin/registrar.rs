@@ -11,10 +11,11 @@ use crate::api::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
 use crate::core::log::{ms, Logger};
-use crate::core::transport::{call, dial, listen, path_kind, request, serve, PathKind, SocketGuard};
+use crate::core::task::Tasks;
+use crate::core::transport::{call, dial, listen, path_kind, request, serve_owned, PathKind, SocketGuard};
 use crate::core::{Error, Result};
 use crate::plugin::config::RegistrationMode;
-use crate::plugin::server::{stopped, Backend, PluginService};
+use crate::plugin::server::{Backend, PluginService};
 use serde_json::json;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -155,8 +156,8 @@ struct Served {
     name: String,
     path: PathBuf,
     guard: SocketGuard,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<()>>,
+    /// The server and its streams.
+    tasks: Tasks,
 }
 
 impl Served {
@@ -166,11 +167,7 @@ impl Served {
 
     /// Stop serving; with `keep` (a fault) the socket file stays behind.
     async fn shut_keeping(self, keep: bool) {
-        let _ = self.stop.send(true);
-        let mut task = self.task;
-        if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
-            task.abort();
-        }
+        self.tasks.stop().await;
         if keep {
             std::mem::forget(self.guard);
         } else {
@@ -179,39 +176,40 @@ impl Served {
     }
 }
 
-async fn start_server<B: Backend>(backend: &Arc<B>, s: &Settings, log: &Logger, generation: u64) -> Result<Served> {
+async fn start_server<B: Backend>(
+    backend: &Arc<B>,
+    s: &Settings,
+    log: &Logger,
+    generation: u64,
+    owner: &Tasks,
+) -> Result<Served> {
     let name = s
         .socket_name
         .clone()
         .unwrap_or_else(|| format!("{}-{}-{generation}.sock", file_stem(backend.resource()), std::process::id()));
     let path = s.plugin_dir.join(&name);
     let (listener, guard) = listen(&path).await?;
-    let (stop, stop_rx) = watch::channel(false);
-    let svc = DevicePluginServer::new(PluginService::new(backend.clone(), log.clone(), stop_rx.clone()))
+    let tasks = owner.child();
+    let svc = DevicePluginServer::new(PluginService::new(backend.clone(), log.clone(), tasks.clone()))
         .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
         .max_encoding_message_size(usize::MAX);
-    let mut stop_rx2 = stop_rx;
-    let task = tokio::spawn(async move { serve(listener, svc, async move { stopped(&mut stop_rx2).await }).await });
+    // Streams end on cancel; the server then finishes its open calls.
+    serve_owned(&tasks, listener, svc);
     log.event("serving", &[("resource", json!(backend.resource())), ("socket", json!(path.display().to_string()))]);
-    Ok(Served { name, path, guard, stop, task })
+    Ok(Served { name, path, guard, tasks })
 }
 
 /// The plugin-watcher registration socket while it is served: stopped and
 /// awaited (never left running) when the plugin restarts or stops.
 pub struct RegServed {
     guard: SocketGuard,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<()>>,
+    tasks: Tasks,
 }
 
 impl RegServed {
     /// Stop serving, wait for the server, remove the socket (if still ours).
     pub async fn shut(self) {
-        let _ = self.stop.send(true);
-        let mut task = self.task;
-        if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
-            task.abort();
-        }
+        self.tasks.stop().await;
         drop(self.guard);
     }
 
@@ -222,13 +220,12 @@ impl RegServed {
 }
 
 /// Serve `reg` on a new registration socket at `path` (what the plugin
-/// watcher finds in plugins_registry/).
-pub async fn serve_watcher(path: &Path, reg: WatcherRegistration) -> Result<RegServed> {
+/// watcher finds in plugins_registry/), as a child group of `owner`.
+pub async fn serve_watcher(path: &Path, reg: WatcherRegistration, owner: &Tasks) -> Result<RegServed> {
     let (l, guard) = listen(path).await?;
-    let (stop, mut stop_rx) = watch::channel(false);
-    let svc = RegistrationServer::new(reg);
-    let task = tokio::spawn(async move { serve(l, svc, async move { stopped(&mut stop_rx).await }).await });
-    Ok(RegServed { guard, stop, task })
+    let tasks = owner.child();
+    serve_owned(&tasks, l, RegistrationServer::new(reg));
+    Ok(RegServed { guard, tasks })
 }
 
 /// Run one resource's plugin until `shutdown`. `on_socket` is told every
@@ -237,9 +234,10 @@ pub async fn run<B: Backend>(
     backend: Arc<B>,
     s: Settings,
     log: Logger,
-    mut shutdown: watch::Receiver<bool>,
+    owner: Tasks,
     on_socket: impl Fn(&Path) + Send + Sync,
 ) -> Result<()> {
+    let shutdown = owner.token().clone();
     let resource = backend.resource().to_string();
     let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
@@ -262,14 +260,14 @@ pub async fn run<B: Backend>(
     let mut generation = 0u64;
     let mut first = true;
     loop {
-        let served = match start_server(&backend, &s, &log, generation).await {
+        let served = match start_server(&backend, &s, &log, generation, &owner).await {
             Ok(x) => x,
             Err(e) if first => return Err(e),
             Err(e) => {
                 log.event("error", &[("resource", json!(resource)), ("error", json!(e.to_string()))]);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                    _ = stopped(&mut shutdown) => return Ok(()),
+                    _ = shutdown.cancelled() => return Ok(()),
                 }
             }
         };
@@ -315,7 +313,7 @@ pub async fn run<B: Backend>(
                         }
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
-                            _ = stopped(&mut shutdown) => { served.shut_keeping(faults.keep_socket_on_exit).await; return Ok(()); }
+                            _ = shutdown.cancelled() => { served.shut_keeping(faults.keep_socket_on_exit).await; return Ok(()); }
                         }
                         if ident(&s.kubelet_socket).is_some() {
                             backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -330,7 +328,7 @@ pub async fn run<B: Backend>(
                     if let Some(r) = reg_served.take() {
                         r.shut().await;
                     }
-                    match serve_watcher(&reg_path, watcher_reg.clone()).await {
+                    match serve_watcher(&reg_path, watcher_reg.clone(), &owner).await {
                         Ok(r) => {
                             log.event(
                                 "watcher-socket",
@@ -353,7 +351,7 @@ pub async fn run<B: Backend>(
         let why = loop {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
-                _ = stopped(&mut shutdown) => {
+                _ = shutdown.cancelled() => {
                     served.shut_keeping(faults.keep_socket_on_exit).await;
                     if let Some(r) = reg_served.take() { r.shut().await; }
                     return Ok(());
@@ -391,7 +389,7 @@ pub async fn run<B: Backend>(
                 "fault",
                 &[("resource", json!(resource)), ("fault", json!("no-reregister")), ("ignored", json!(why))],
             );
-            stopped(&mut shutdown).await;
+            shutdown.cancelled().await;
             served.shut_keeping(faults.keep_socket_on_exit).await;
             if let Some(r) = reg_served.take() {
                 r.shut().await;
@@ -409,7 +407,7 @@ pub async fn run<B: Backend>(
             );
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
-                _ = stopped(&mut shutdown) => return Ok(()),
+                _ = shutdown.cancelled() => return Ok(()),
             }
         }
     }

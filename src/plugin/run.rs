@@ -3,32 +3,36 @@
 //! by `dpctl serve`, `dpctl demo` and the benchmarks.
 
 use crate::core::log::Logger;
-use crate::core::{Error, Result};
+use crate::core::task::Tasks;
+use crate::core::Result;
 use crate::plugin::config::ResourceConfig;
 use crate::plugin::control;
 use crate::plugin::registrar::{self, Settings};
-use crate::plugin::server::stopped;
 use crate::plugin::simulated::Simulated;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 /// Run `resources` with per-resource `settings` (socket name filled in from
-/// each resource) and a control socket, until `shutdown` turns true or one
-/// part fails.
+/// each resource) and a control socket, as tasks of `owner`, until it is
+/// cancelled or one part fails (then every part is stopped and awaited).
 pub async fn run(
     resources: &[ResourceConfig],
     settings: Settings,
     control_socket: Option<PathBuf>,
     log: Logger,
-    shutdown: watch::Receiver<bool>,
+    owner: Tasks,
 ) -> Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut tasks: JoinSet<Result<()>> = JoinSet::new();
+    let parts = owner.child();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<Result<()>>();
+    let spawn = |f: std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>| {
+        let done = done_tx.clone();
+        parts.spawn_joined(async move {
+            let _ = done.send(f.await);
+        });
+    };
     let mut entries = BTreeMap::new();
     if resources.iter().any(|r| r.faults.delete_other_sockets) {
         delete_other_sockets(&settings.plugin_dir, &log);
@@ -39,9 +43,9 @@ pub async fn run(
         let renamer = r.faults.new_ids_after_restart.then(|| NewIds::new(&sim.inventory));
         entries.insert(r.resource.clone(), control::Entry { inventory: sim.inventory.clone(), socket: socket.clone() });
         for flap in sim.flaps() {
-            let (inv, log, mut stop) = (sim.inventory.clone(), log.clone(), stop_rx.clone());
+            let (inv, log, stop) = (sim.inventory.clone(), log.clone(), parts.token().clone());
             let (id, period, res) = (flap.device.clone(), flap.period, r.resource.clone());
-            tasks.spawn(async move {
+            spawn(Box::pin(async move {
                 let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
                 loop {
                     tokio::select! {
@@ -50,44 +54,36 @@ pub async fn run(
                                 log.event("flap", &[("resource", json!(res)), ("device", json!(id)), ("health", json!(h))]);
                             }
                         }
-                        _ = stopped(&mut stop) => return Ok(()),
+                        _ = stop.cancelled() => return Ok(()),
                     }
                 }
-            });
+            }));
         }
         let s = Settings { socket_name: r.socket_name.clone(), ..settings.clone() };
-        let (log, stop) = (log.clone(), stop_rx.clone());
-        tasks.spawn(registrar::run(sim, s, log, stop, move |p| {
+        let (log, group) = (log.clone(), parts.child());
+        spawn(Box::pin(registrar::run(sim, s, log, group, move |p| {
             if let Some(r) = &renamer {
                 r.next();
             }
             if let Ok(mut s) = socket.lock() {
                 *s = p.to_path_buf();
             }
-        }));
+        })));
     }
     if let Some(path) = control_socket {
-        let (entries, log, stop) = (Arc::new(entries), log.clone(), stop_rx.clone());
-        tasks.spawn(async move { control::serve(&path, entries, log, stop).await });
+        let (entries, log, group) = (Arc::new(entries), log.clone(), parts.child());
+        spawn(Box::pin(async move { control::serve(&path, entries, log, group).await }));
     }
 
+    drop(done_tx);
     let mut failure = None;
-    let mut shutdown = shutdown;
     tokio::select! {
-        _ = stopped(&mut shutdown) => log.event("stopping", &[("reason", json!("signal"))]),
-        Some(done) = tasks.join_next() => {
-            failure = match done {
-                Ok(Err(e)) => Some(e),
-                Err(e) => Some(Error::failed(format!("internal error: {e}"))),
-                Ok(Ok(())) => None,
-            };
-        }
+        _ = owner.cancelled() => log.event("stopping", &[("reason", json!("signal"))]),
+        Some(done) = done_rx.recv() => failure = done.err(),
     }
-    let _ = stop_tx.send(true);
-    let drain = async { while tasks.join_next().await.is_some() {} };
-    if tokio::time::timeout(Duration::from_secs(5), drain).await.is_err() {
-        tasks.abort_all();
-    }
+    parts.cancel();
+    // Every part ends promptly once cancelled; this only bounds a stuck one.
+    let _ = tokio::time::timeout(Duration::from_secs(5), parts.join()).await;
     log.event("stopped", &[]);
     match failure {
         Some(e) => Err(e),

@@ -9,6 +9,7 @@ use crate::api::deviceplugin::{
     PreferredAllocationResponse,
 };
 use crate::core::log::{ms, Logger};
+use crate::core::task::Tasks;
 use crate::plugin::devices::Snapshot;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -62,7 +63,7 @@ pub enum Step {
 pub struct PluginService<B> {
     backend: Arc<B>,
     log: Logger,
-    stop: watch::Receiver<bool>,
+    tasks: Tasks,
     /// Set once a client cancelled a stream (for the hang-after-cancel fault).
     cancelled: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -72,16 +73,16 @@ impl<B> Clone for PluginService<B> {
         PluginService {
             backend: self.backend.clone(),
             log: self.log.clone(),
-            stop: self.stop.clone(),
+            tasks: self.tasks.clone(),
             cancelled: self.cancelled.clone(),
         }
     }
 }
 
 impl<B: Backend> PluginService<B> {
-    /// A service that ends its streams when `stop` turns true.
-    pub fn new(backend: Arc<B>, log: Logger, stop: watch::Receiver<bool>) -> Self {
-        PluginService { backend, log, stop, cancelled: Default::default() }
+    /// A service whose streams are tasks of `tasks`: they end when it is cancelled.
+    pub fn new(backend: Arc<B>, log: Logger, tasks: Tasks) -> Self {
+        PluginService { backend, log, tasks, cancelled: Default::default() }
     }
 
     fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
@@ -101,11 +102,6 @@ impl<B: Backend> PluginService<B> {
 
 /// Why a stream ended when its client cancelled it.
 const CLIENT_GONE: &str = "the client went away";
-
-/// Resolves once `stop` is (or becomes) true, or its sender is gone.
-pub async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
 
 /// Each container's IDs as one comma-joined string (at most 20, then `+N more`).
 fn containers<'a>(ids: impl Iterator<Item = &'a [String]>) -> Value {
@@ -135,13 +131,13 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
     async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let (tx, rx) = mpsc::channel(1);
         let mut snaps = self.backend.subscribe();
-        let mut stop = self.stop.clone();
+        let (tasks, stop) = (self.tasks.clone(), self.tasks.token().clone());
         let limit = self.backend.close_stream_after();
         let log = self.log.clone();
         let resource = self.backend.resource().to_string();
         log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
         if let Some(timeline) = self.backend.timeline() {
-            tokio::spawn(async move {
+            tasks.spawn_joined(async move {
                 let mut sent = 0u64;
                 for step in timeline.iter() {
                     let (delay, msg) = match step {
@@ -151,7 +147,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                     };
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
-                        _ = stopped(&mut stop) => return,
+                        _ = stop.cancelled() => return,
                         _ = tx.closed() => return,
                     }
                     match msg {
@@ -183,7 +179,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 }
                 // The recording ends here; keep the stream open like a plugin with nothing new to say.
                 tokio::select! {
-                    _ = stopped(&mut stop) => {}
+                    _ = stop.cancelled() => {}
                     _ = tx.closed() => {}
                 }
             });
@@ -193,15 +189,15 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let cancelled = self.cancelled.clone();
         if hang && cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("fault: hang-after-cancel"))]);
-            tokio::spawn(async move {
+            tasks.spawn_joined(async move {
                 tokio::select! {
-                    _ = stopped(&mut stop) => {}
+                    _ = stop.cancelled() => {}
                     _ = tx.closed() => {}
                 }
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
-        tokio::spawn(async move {
+        tasks.spawn_joined(async move {
             let mut sent = 0u64;
             let end = |why: &str, sent: u64| {
                 if why == CLIENT_GONE {
@@ -225,7 +221,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 let total = msg.devices.len();
                 tokio::select! {
                     r = tx.send(Ok(msg)) => if r.is_err() { return end(CLIENT_GONE, sent) },
-                    _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
+                    _ = stop.cancelled() => return end("the plugin is stopping", sent),
                 }
                 sent += 1;
                 log.event(
@@ -244,7 +240,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 }
                 tokio::select! {
                     r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
-                    _ = stopped(&mut stop) => return end("the plugin is stopping", sent),
+                    _ = stop.cancelled() => return end("the plugin is stopping", sent),
                     _ = tx.closed() => return end(CLIENT_GONE, sent),
                 }
             }

@@ -13,15 +13,14 @@ use crate::api::deviceplugin::{
 use crate::client::conn::PluginConn;
 use crate::core::log::{ms, Logger};
 use crate::core::status::grpc_go_status;
-use crate::plugin::server::stopped;
+use crate::core::task::Tasks;
 use crate::trace::{EndedBy, Event, RpcError, Writer};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -55,20 +54,21 @@ pub struct Tap {
     trace: Arc<Writer>,
     log: Logger,
     streams: Arc<AtomicU64>,
-    stop: watch::Receiver<bool>,
     notes: mpsc::UnboundedSender<Note>,
     owners: Option<Arc<Owners>>,
-    tasks: Arc<Mutex<JoinSet<()>>>,
+    /// Its streams and lookups.
+    tasks: Tasks,
 }
 
 impl Tap {
-    /// A tap forwarding to `upstream` and recording into `trace`; it ends
-    /// its streams when `stop` turns true, and tells `notes` about streams.
+    /// A tap forwarding to `upstream` and recording into `trace`; its streams
+    /// are tasks of `tasks` (they end when it is cancelled), and it tells
+    /// `notes` about streams.
     pub fn new(
         upstream: PluginConn,
         trace: Arc<Writer>,
         log: Logger,
-        stop: watch::Receiver<bool>,
+        tasks: Tasks,
         notes: mpsc::UnboundedSender<Note>,
         owners: Option<Owners>,
     ) -> Self {
@@ -77,10 +77,9 @@ impl Tap {
             trace,
             log,
             streams: Arc::new(AtomicU64::new(0)),
-            stop,
             notes,
             owners: owners.map(Arc::new),
-            tasks: Arc::new(Mutex::new(JoinSet::new())),
+            tasks,
         }
     }
 
@@ -95,25 +94,15 @@ impl Tap {
         self.upstream.lock().ok().map(|u| u.client())
     }
 
-    /// Stop every stream and lookup task and wait for them (at most `within`, then abort).
+    /// Stop every stream and lookup task and wait for them (at most `within`;
+    /// each ends promptly once cancelled, recording who ended its stream).
     pub async fn shutdown(&self, within: Duration) {
-        let mut set = match self.tasks.lock() {
-            Ok(mut g) => std::mem::take(&mut *g),
-            Err(_) => return,
-        };
-        let drain = async { while set.join_next().await.is_some() {} };
-        if tokio::time::timeout(within, drain).await.is_err() {
-            set.abort_all();
-            while set.join_next().await.is_some() {}
-        }
+        self.tasks.cancel();
+        let _ = tokio::time::timeout(within, self.tasks.join()).await;
     }
 
     fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
-        if let Ok(mut g) = self.tasks.lock() {
-            // Reap finished tasks so a long recording does not accumulate them.
-            while g.try_join_next().is_some() {}
-            g.spawn(f);
-        }
+        self.tasks.spawn_joined(f);
     }
 
     fn record(&self, ev: Event, method: &str, latency: Duration, err: Option<&Status>) -> Option<u64> {
@@ -172,11 +161,11 @@ impl Tap {
         let Some(o) = self.owners.clone() else { return };
         for (i, c) in req.container_requests.iter().enumerate() {
             let (me, o, ids) = (self.clone(), o.clone(), c.devices_ids.clone());
-            let mut stop = self.stop.clone();
+            let stop = self.tasks.token().clone();
             self.spawn(async move {
                 let found = tokio::select! {
                     f = crate::client::view::owner(&o.pod_resources, &o.checkpoint, &o.resource, &ids, o.within) => f,
-                    _ = stopped(&mut stop) => return,
+                    _ = stop.cancelled() => return,
                 };
                 match found {
                     Some((namespace, pod, uid, container)) => {
@@ -248,7 +237,7 @@ impl DevicePlugin for Tap {
         };
         let (tx, rx) = mpsc::channel(4);
         let me = self.clone();
-        let mut stop = self.stop.clone();
+        let stop = self.tasks.token().clone();
         self.spawn(async move {
             let mut seq = 0;
             let kubelet_closed = |me: &Tap| {
@@ -262,7 +251,7 @@ impl DevicePlugin for Tap {
             loop {
                 let next = tokio::select! {
                     m = upstream.message() => m.map_err(grpc_go_status),
-                    _ = stopped(&mut stop) => {
+                    _ = stop.cancelled() => {
                         me.ended(stream_id, EndedBy::Dpctl, Some(RpcError { code: "Canceled".into(), message: "dpctl record stopped".into() }));
                         return;
                     }

@@ -126,18 +126,8 @@ async fn watch_and_kubelet_benchmarks_report_every_measurement() {
 async fn bench_preferred_against_a_plugin_without_it_fails() {
     let d = tmp();
     let sock = d.path().join("p.sock");
-    let mut sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--no-register",
-        "--socket-name",
-        "p.sock",
-        "--resource",
-        "v.e/foo",
-    ])
-    .spawn()
-    .unwrap();
+    let mut sv =
+        serve_cmd(d.path(), &["--no-register", "--socket-name", "p.sock", "--resource", "v.e/foo"]).spawn().unwrap();
     let tail = Tail::stdout(&mut sv);
     wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
     let r = dpctl(&["bench", "preferred", s(&sock), "--requests", "40", "-o", "json"]).await;

@@ -425,18 +425,10 @@ async fn malformed_flags_are_usage_errors() {
 async fn a_plugin_dying_mid_stream_is_unavailable() {
     let d = tmp();
     let sock = d.path().join("p.sock");
-    let mut plugin = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--no-register",
-        "--socket-name",
-        "p.sock",
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "2",
-    ])
+    let mut plugin = serve_cmd(
+        d.path(),
+        &["--no-register", "--socket-name", "p.sock", "--resource", "vendor.example/foo", "--count", "2"],
+    )
     .spawn()
     .unwrap();
     wait_until(10, "p.sock answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
@@ -459,18 +451,10 @@ async fn preferred_not_advertised_is_a_warning() {
     let d = tmp();
     // dpctl serve without --preferred-allocation, as squat/generic-device-plugin
     let sock = d.path().join("p.sock");
-    let mut sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--no-register",
-        "--socket-name",
-        "p.sock",
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "2",
-    ])
+    let mut sv = serve_cmd(
+        d.path(),
+        &["--no-register", "--socket-name", "p.sock", "--resource", "vendor.example/foo", "--count", "2"],
+    )
     .spawn()
     .unwrap();
     let tail = Tail::stdout(&mut sv);

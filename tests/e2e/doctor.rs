@@ -14,7 +14,7 @@ fn doctor_args<'a>(n: &'a Node, pr: &'a Path) -> Vec<&'a str> {
         "--pod-resources-socket",
         s(pr),
         "--plugins-registry-dir",
-        s(n.dir.path().join("registry").as_path()).to_string().leak(),
+        s(n.registry().as_path()).to_string().leak(),
         "-o",
         "json",
         // these tests read the report's full shape (false, [] included)
@@ -374,7 +374,7 @@ async fn as_a_non_root_user_nothing_is_called_stale() {
     let k = n.start(&[]).await;
     let sv = n.serve(&["--resource", "example.com/foo", "--count", "2", "--socket-name", "foo.sock"]).await;
     n.wait_resource("example.com/foo", "up", |r| r["allocatable"] == 2).await;
-    for d in [n.dir.path().to_path_buf(), n.dp(), n.dir.path().join("registry")] {
+    for d in [n.dir.path().to_path_buf(), n.dp(), n.registry()] {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let as_nobody = |extra: &[&str]| {
@@ -586,21 +586,21 @@ async fn root_tree(root: &std::path::Path) {
     ])
     .spawn()
     .unwrap();
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(&dp),
-        "--resource",
-        "example.com/foo",
-        "--count",
-        "2",
-        "--cdi",
-        "example.com/foo={id}",
-        "--socket-name",
-        "foo.sock",
-        // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
-        "--retry",
-    ])
+    let sv = serve_cmd(
+        &dp,
+        &[
+            "--resource",
+            "example.com/foo",
+            "--count",
+            "2",
+            "--cdi",
+            "example.com/foo={id}",
+            "--socket-name",
+            "foo.sock",
+            // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
+            "--retry",
+        ],
+    )
     .spawn()
     .unwrap();
     let dps = s(&dp).to_string();
@@ -716,7 +716,7 @@ mod watcher_reg {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_registered_through_the_plugin_watcher_is_found_at_its_endpoint() {
     let n = Node::new();
-    let reg = n.dir.path().join("registry");
+    let reg = n.registry();
     let k = n.start(&["--plugins-registry-dir", s(&reg)]).await;
     // the device-plugin socket lives outside the device-plugin directory
     let elsewhere = n.dir.path().join("plugins/vendor");

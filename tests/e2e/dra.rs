@@ -97,7 +97,23 @@ async fn every_client_command_works_against_dra_serve() {
     assert!(text.contains("uid-a-dev-0") && text.contains("DPCTL_DRA_CLAIM=default/a"), "{text}");
 
     // The deprecated v1beta1 service answers the same.
-    let b = dra(root, &["prepare", &reg, "--claim", "default/a/uid-a", "--service", "v1beta1", "-o", "json"]).await;
+    let cdi = root.join("cdi");
+    let b = dra(
+        root,
+        &[
+            "prepare",
+            &reg,
+            "--claim",
+            "default/a/uid-a",
+            "--service",
+            "v1beta1",
+            "--cdi-spec-dir",
+            s(&cdi),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
     b.expect_code(0);
     assert_eq!(json(&b)["claims"]["uid-a"]["devices"][0]["deviceName"], "dev-0");
 
@@ -127,12 +143,7 @@ async fn every_client_command_works_against_dra_serve() {
         let pr = dra(root, &["probe", &sock, "--prepare", "--cdi-spec-dir", s(&root.join("cdi")), "-o", "json"]).await;
         pr.expect_code(0);
         let pr = json(&pr);
-        let not_pass: Vec<&Value> = pr["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["status"] != "PASS" && c["name"] != "get-info" && c["name"] != "service-answers")
-            .collect();
+        let not_pass: Vec<&Value> = pr["checks"].as_array().unwrap().iter().filter(|c| c["status"] != "PASS").collect();
         assert!(not_pass.is_empty(), "{sock}: {not_pass:?}");
         assert!(pr["checks"].as_array().unwrap().iter().any(|c| c["name"] == "idempotent" && c["status"] == "PASS"));
     }
@@ -213,6 +224,17 @@ async fn prepare_reports_per_claim_errors_and_missing_answers() {
     assert!(r.stdout.contains("(no answer)"), "{}", r.stdout);
     assert!(r.stderr.contains("answer-complete") && r.stderr.contains("uid-b"), "{}", r.stderr);
     stop_child(child).await;
+
+    // CDI IDs whose spec is not in the spec directories: the runtime would fail the container.
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &[]).await;
+    let elsewhere = root.join("etc-cdi");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let r = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&elsewhere)]).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("unresolvable CDI device k8s.gpu.example.com/claim=uid-a-dev-0"), "{}", r.stderr);
+    stop_child(child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +264,18 @@ async fn rolling_update_runs_two_instances_at_once() {
         l[0]["registration"],
         root.join(format!("plugins_registry/{DRIVER}-bbb-reg.sock")).display().to_string()
     );
-    let p = dra(root, &["prepare", &format!("{DRIVER}-bbb-reg.sock"), "--claim", "default/a/uid-a"]).await;
+    let p = dra(
+        root,
+        &[
+            "prepare",
+            &format!("{DRIVER}-bbb-reg.sock"),
+            "--claim",
+            "default/a/uid-a",
+            "--cdi-spec-dir",
+            s(&root.join("cdi")),
+        ],
+    )
+    .await;
     p.expect_code(0);
     stop_child(new).await;
 }
@@ -300,14 +333,24 @@ async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
     let Some((py, peer)) = python_peer() else { return };
     let d = tmp();
     let root = d.path();
-    let mut drv = peer_cmd(&py, &peer, &["driver", "--root", s(root), "--driver", "peer.example.com"]).spawn().unwrap();
+    let cdi = root.join("cdi");
+    let mut drv =
+        peer_cmd(&py, &peer, &["driver", "--root", s(root), "--driver", "peer.example.com", "--cdi-dir", s(&cdi)])
+            .spawn()
+            .unwrap();
     let mut stdin = drv.stdin.take().unwrap();
     let mut tail = Tail::stdout(&mut drv);
     tail.wait_for("\"serving\"", 1).await;
     let reg = "peer.example.com-reg.sock";
     wait_until(10, "the peer's registration socket", || root.join("plugins_registry").join(reg).exists()).await;
 
-    let pr = dra(root, &["probe", reg, "--prepare", "-o", "json"]).await;
+    let i = dra(root, &["info", reg, "-o", "json"]).await;
+    i.expect_code(0);
+    let i = json(&i);
+    assert_eq!((i["type"].as_str(), i["name"].as_str()), (Some("DRAPlugin"), Some("peer.example.com")));
+    let l = json(&dra(root, &["list", "-o", "json"]).await);
+    assert_eq!((l[0]["driver"].as_str(), l[0]["state"].as_str()), (Some("peer.example.com"), Some("live")), "{l}");
+    let pr = dra(root, &["probe", reg, "--prepare", "--cdi-spec-dir", s(&cdi), "-o", "json"]).await;
     pr.expect_code(0);
     let pr = json(&pr);
     let failed: Vec<&Value> = pr["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "FAIL").collect();
@@ -319,7 +362,9 @@ async fn interop_dpctl_client_commands_against_a_grpcio_dra_driver() {
         .any(|c| c["name"] == "health-answers"
             && c["detail"].as_str().unwrap().starts_with("v1alpha1.DRAResourceHealth")));
 
-    let p = dra(root, &["prepare", reg, "--claim", "default/a/uid-a", "--twice", "-o", "json"]).await;
+    let p =
+        dra(root, &["prepare", reg, "--claim", "default/a/uid-a", "--twice", "--cdi-spec-dir", s(&cdi), "-o", "json"])
+            .await;
     p.expect_code(0);
     let p = json(&p);
     assert_eq!(p["claims"]["uid-a"]["devices"][0]["cdiDeviceIds"][0], "peer.example.com/gpu=gpu-0");
@@ -387,7 +432,9 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
     let (outside, _) = dra_serve_as(root, "c.example.com", &["--fault", "endpoint-outside-root"]).await;
     // A claim prepared through the real driver (its CDI spec exists) and one whose spec is gone.
     let reg = format!("{DRIVER}-reg.sock");
-    dra(root, &["prepare", &reg, "--claim", "ml/ok/uid-ok"]).await.expect_code(0);
+    dra(root, &["prepare", &reg, "--claim", "ml/ok/uid-ok", "--cdi-spec-dir", s(&root.join("cdi"))])
+        .await
+        .expect_code(0);
     let entries = serde_json::json!([
         {"ClaimUID": "uid-ok", "ClaimName": "ok", "Namespace": "ml", "PodUIDs": {"p1": {}},
          "DriverState": {DRIVER: {"Devices": [{"PoolName": "pool-0", "DeviceName": "dev-0",
@@ -589,8 +636,96 @@ async fn dra_serve_recreates_a_deleted_socket_and_keeps_answering() {
     std::fs::remove_file(&svc).unwrap();
     tail.wait_for("our service socket was deleted", 1).await;
     wait_until(10, "a new service socket", || svc.exists()).await;
-    let p = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a"]).await;
+    let p =
+        dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&root.join("cdi"))]).await;
     p.expect_code(0);
     assert!(p.stdout.contains("pool-0/dev-0"), "{}", p.stdout);
     stop_tailed(child, tail).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_accepts_socket_path_authorities_on_both_sockets() {
+    use crate::authority::{grpc_status, raw_call, AUTHORITIES};
+    let d = tmp();
+    let root = d.path();
+    let (child, reg) = dra_serve(root, &[]).await;
+    let svc = root.join(format!("plugins/{DRIVER}/dra.sock"));
+    for auth in AUTHORITIES.iter().chain(["localhost"].iter()) {
+        let o = raw_call(&reg, auth, "/pluginregistration.Registration/GetInfo", &[]).await;
+        assert_eq!(grpc_status(&o), Some("0"), "GetInfo, authority {auth}: {o:?}");
+        for path in [
+            "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+            "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
+        ] {
+            let o = raw_call(&svc, auth, path, &[]).await;
+            assert_eq!(grpc_status(&o), Some("0"), "{path}, authority {auth}: {o:?}");
+        }
+        // A service this socket does not serve is Unimplemented (12), as grpc-go answers.
+        let o = raw_call(&svc, auth, "/v1beta1.DevicePlugin/GetDevicePluginOptions", &[]).await;
+        assert_eq!(grpc_status(&o), Some("12"), "authority {auth}: {o:?}");
+    }
+    stop_child(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_probe_waits_for_a_driver_that_is_still_starting() {
+    let d = tmp();
+    let root = d.path();
+    // Probe first (nothing there yet), then start the driver: --wait bridges the gap.
+    let probe = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "probe",
+        &format!("{DRIVER}-reg.sock"),
+        "--wait",
+        "20s",
+        "-o",
+        "json",
+    ])
+    .spawn()
+    .unwrap();
+    let cdi = root.join("cdi");
+    let child = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        s(&cdi),
+        "--health-timeout",
+        "30",
+    ])
+    .spawn()
+    .unwrap();
+    let out =
+        tokio::time::timeout(std::time::Duration::from_secs(30), probe.wait_with_output()).await.unwrap().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checks"][0]["name"], "wait");
+    assert!(v["checks"].as_array().unwrap().iter().any(|c| c["name"] == "health-answers" && c["status"] == "PASS"));
+    // --health-timeout reaches the health entries.
+    let h = dra(root, &["health", &format!("{DRIVER}-reg.sock"), "--count", "1", "-o", "json"]).await;
+    h.expect_code(0);
+    assert_eq!(json(&h)["devices"][0]["healthCheckTimeoutSeconds"], 30);
+    stop_child(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_socket_serving_only_v1_and_no_health_probes_clean() {
+    let d = tmp();
+    let root = d.path();
+    let (child, svc) = dra_serve(root, &["--no-register", "--services", "v1.DRAPlugin"]).await;
+    assert!(sockets_in(&root.join("plugins_registry")).is_empty(), "--no-register creates no registration socket");
+    let r = dra(root, &["probe", s(&svc), "-o", "json"]).await;
+    r.expect_code(0);
+    let v = json(&r);
+    assert_eq!(v["result"], "PASS", "{v}");
+    let details: Vec<&str> =
+        v["checks"].as_array().unwrap().iter().map(|c| c["detail"].as_str().unwrap_or("")).collect();
+    assert!(details.iter().any(|d| d.contains("v1beta1.DRAPlugin: not served here")), "{details:?}");
+    assert!(details.iter().any(|d| d.contains("no health service served here")), "{details:?}");
+    stop_child(child).await;
 }

@@ -62,18 +62,8 @@ async fn control_and_status_sockets_bound_lines_and_answer_bad_utf8() {
     let dp = d.path().join("dp");
     std::fs::create_dir(&dp).unwrap();
     let control = d.path().join("c.sock");
-    let serve = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(&dp),
-        "--no-register",
-        "--resource",
-        "v.e/a",
-        "--control-socket",
-        s(&control),
-    ])
-    .spawn()
-    .unwrap();
+    let serve =
+        serve_cmd(&dp, &["--no-register", "--resource", "v.e/a", "--control-socket", s(&control)]).spawn().unwrap();
     wait_socket(&control).await;
 
     // 64 MiB without a newline: answered after at most 1 MiB, then closed.
@@ -371,18 +361,10 @@ async fn replay_against_diffs_non_ascii_values() {
 async fn the_largest_allowed_plugin_still_works() {
     let d = tmp();
     let control = d.path().join("c.sock");
-    let serve = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--no-register",
-        "--resource",
-        "v.e/a",
-        "--count",
-        "100000",
-        "--control-socket",
-        s(&control),
-    ])
+    let serve = serve_cmd(
+        d.path(),
+        &["--no-register", "--resource", "v.e/a", "--count", "100000", "--control-socket", s(&control)],
+    )
     .spawn()
     .unwrap();
     wait_socket(&control).await;

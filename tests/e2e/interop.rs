@@ -137,23 +137,23 @@ async fn serve_with_peer_kubelet(dir: &Path, lang: Lang) {
     let d = tmp();
     let mut k = Peer::spawn(dir, lang, &["kubelet", "--dir", s(d.path())]);
     k.wait("ready", ev("ready")).await;
-    let sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "4",
-        "--numa-nodes",
-        "2",
-        "--preferred-allocation",
-        "--pre-start",
-        "--cdi",
-        "vendor.example/foo={id}",
-        "--env",
-        "FOO_VISIBLE_DEVICES={ids}",
-    ])
+    let sv = serve_cmd(
+        d.path(),
+        &[
+            "--resource",
+            "vendor.example/foo",
+            "--count",
+            "4",
+            "--numa-nodes",
+            "2",
+            "--preferred-allocation",
+            "--pre-start",
+            "--cdi",
+            "vendor.example/foo={id}",
+            "--env",
+            "FOO_VISIBLE_DEVICES={ids}",
+        ],
+    )
     .spawn()
     .unwrap();
     let reg = k.wait("register", ev("register")).await;

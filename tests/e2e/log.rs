@@ -133,19 +133,10 @@ async fn mock_kubelet_with_a_blocked_stdout_still_registers_plugins() {
     wait_until(10, "the kubelet's socket", || ksock.exists()).await;
     // `dpctl serve` runs until stopped; registering through a kubelet whose
     // log is blocked must succeed, which `dpctl node` then shows.
-    let mut serve = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(d.path()),
-        "--resource",
-        "vendor.example/foo",
-        "--count",
-        "2",
-        "--socket-name",
-        "foo.sock",
-    ])
-    .spawn()
-    .unwrap();
+    let mut serve =
+        serve_cmd(d.path(), &["--resource", "vendor.example/foo", "--count", "2", "--socket-name", "foo.sock"])
+            .spawn()
+            .unwrap();
     let mut allocatable = false;
     let deadline = std::time::Instant::now() + T;
     while !allocatable && std::time::Instant::now() < deadline {

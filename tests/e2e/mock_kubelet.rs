@@ -5,33 +5,38 @@ use crate::authority::{grpc_status, raw_register_req, AUTHORITIES};
 use crate::support::*;
 use dpctl::api::deviceplugin::registration_client::RegistrationClient;
 use dpctl::api::deviceplugin::{DevicePluginOptions, RegisterRequest};
+use dpctl::kubelet::event::{KubeletEvent, Stamped};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::process::Child;
 
+/// A node for the tests: the product's own node tree (`NodeTree`) in a temp dir.
 pub struct Node {
     pub dir: tempfile::TempDir,
+    pub tree: dpctl::kubelet::tree::NodeTree,
 }
 
 impl Node {
     pub fn new() -> Self {
-        let n = Node { dir: tmp() };
-        for d in ["dp", "pods", "registry"] {
-            std::fs::create_dir(n.dir.path().join(d)).unwrap();
-        }
-        n
+        let dir = tmp();
+        let tree = dpctl::kubelet::tree::NodeTree::under(dir.path());
+        tree.create().unwrap();
+        Node { dir, tree }
     }
     pub fn dp(&self) -> PathBuf {
-        self.dir.path().join("dp")
+        self.tree.plugin_dir.clone()
     }
     pub fn pods(&self) -> PathBuf {
-        self.dir.path().join("pods")
+        self.tree.manifests.clone()
     }
     pub fn pr(&self) -> PathBuf {
-        self.dir.path().join("pr.sock")
+        self.tree.pod_resources.clone()
+    }
+    pub fn registry(&self) -> PathBuf {
+        self.tree.registry_dir.clone()
     }
     pub fn kubelet(&self) -> PathBuf {
-        self.dp().join("kubelet.sock")
+        self.tree.kubelet_socket()
     }
     pub async fn start(&self, extra: &[&str]) -> Child {
         let dp = self.dp();
@@ -56,10 +61,7 @@ impl Node {
         child
     }
     pub async fn serve(&self, extra: &[&str]) -> Child {
-        let dp = self.dp();
-        let mut args = vec!["serve", "--plugin-dir", s(&dp)];
-        args.extend_from_slice(extra);
-        dpctl_cmd(&args).spawn().unwrap()
+        serve_cmd(&self.dp(), extra).spawn().unwrap()
     }
     pub fn pod(&self, file: &str, text: &str) {
         let tmp = self.pods().join(format!(".{file}.tmp"));
@@ -491,7 +493,7 @@ async fn a_corrupt_checkpoint_is_set_aside() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_restart_plugins_come_back() {
     let n = Node::new();
-    let k = n.start(&[]).await;
+    let k = n.start(&["--log-format", "json"]).await;
     let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2"]).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
     n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
@@ -506,18 +508,35 @@ async fn sighup_restart_plugins_come_back() {
     assert_eq!(r["allocated"], 1, "allocation restored from the checkpoint");
     stop_child(sv).await;
     let out = stop_child(k).await;
+    // Every line the binary logs is one of the engine's typed events.
+    let ev = events(&out.stdout);
+    let at = |f: &dyn Fn(&KubeletEvent) -> bool| ev.iter().position(|e| f(&e.event));
+    let restarting = at(&|e| matches!(e, KubeletEvent::Restarting { reason } if reason == "SIGHUP"));
+    let restarted = at(&|e| matches!(e, KubeletEvent::Restarted { .. }));
+    let back = at(&|e| matches!(e, KubeletEvent::PluginBack { resource, .. } if resource == "vendor.example/foo"));
+    let admitted = at(&|e| matches!(e, KubeletEvent::PodAdmitted { pod, .. } if pod == "default/a"));
+    let restored = at(&|e| matches!(e, KubeletEvent::PodRestored { pod, .. } if pod == "default/a"));
     assert!(
-        out.stdout.contains("restarting reason=SIGHUP")
-            && out.stdout.contains("plugin-back resource=vendor.example/foo afterMs="),
-        "{}",
-        out.stdout
+        admitted < restarting && restarting < restarted && restarted < restored && restored < back && back.is_some(),
+        "{ev:#?}"
     );
+    assert!(ev.iter().all(|e| e.generation.is_none() || e.generation <= Some(1)), "{ev:#?}");
+    assert!(matches!(ev.last().map(|e| &e.event), Some(KubeletEvent::Stopped)), "{ev:#?}");
+}
+
+/// The engine's typed events, read back from `--log-format json` lines; a
+/// line that is not one of them fails the test.
+pub fn events(stdout: &str) -> Vec<Stamped> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Stamped>(l).unwrap_or_else(|e| panic!("not a kubelet event ({e}): {l}")))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_watcher_registration_and_deregistration() {
     let n = Node::new();
-    let reg = n.dir.path().join("registry");
+    let reg = n.registry();
     let k = n.start(&["--plugins-registry-dir", s(&reg), "--grace-period", "1h"]).await;
     let sv = n
         .serve(&[

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 /// `dpctl serve --no-register` at `<dir>/<name>`, answering before it returns.
 async fn serve_at(dir: &Path, name: &str, extra: &[&str]) -> (tokio::process::Child, Tail) {
-    let mut args = vec!["serve", "--plugin-dir", s(dir), "--no-register", "--socket-name", name];
+    let mut args = vec!["--no-register", "--socket-name", name];
     args.extend_from_slice(extra);
-    let mut child = dpctl_cmd(&args).spawn().unwrap();
+    let mut child = serve_cmd(dir, &args).spawn().unwrap();
     let tail = Tail::stdout(&mut child);
     let sock = dir.join(name);
     wait_until(10, "the served socket answering", || std::os::unix::net::UnixStream::connect(&sock).is_ok()).await;
@@ -125,19 +125,19 @@ async fn unimplemented_names_the_service_and_the_command() {
     // a plugin's plugin-watcher socket: the hint names its DevicePlugin socket
     let reg = d.path().join("registry");
     std::fs::create_dir(&reg).unwrap();
-    let mut sv = dpctl_cmd(&[
-        "serve",
-        "--plugin-dir",
-        s(&dp),
-        "--resource",
-        "vendor.example/bar",
-        "--socket-name",
-        "bar.sock",
-        "--registration",
-        "plugin-watcher",
-        "--plugins-registry-dir",
-        s(&reg),
-    ])
+    let mut sv = serve_cmd(
+        &dp,
+        &[
+            "--resource",
+            "vendor.example/bar",
+            "--socket-name",
+            "bar.sock",
+            "--registration",
+            "plugin-watcher",
+            "--plugins-registry-dir",
+            s(&reg),
+        ],
+    )
     .spawn()
     .unwrap();
     let tail = Tail::stdout(&mut sv);

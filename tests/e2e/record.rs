@@ -128,9 +128,7 @@ async fn record_a_session_then_replay_it_both_ways() {
     let d = tmp();
     let mut same = SERVE.to_vec();
     same.extend(["--no-register", "--socket-name", "same.sock"]);
-    let mut a = vec!["serve", "--plugin-dir", s(d.path())];
-    a.extend(same.iter());
-    let sv2 = dpctl_cmd(&a).spawn().unwrap();
+    let sv2 = serve_cmd(d.path(), &same).spawn().unwrap();
     wait_until(10, "same.sock", || d.path().join("same.sock").exists()).await;
     let r = dpctl(&["replay", s(&trace), "--against", s(&d.path().join("same.sock"))]).await;
     r.expect_code(0);
@@ -142,9 +140,7 @@ async fn record_a_session_then_replay_it_both_ways() {
     let mut changed = SERVE.to_vec();
     changed[8] = "FOO=gpu:{ids}";
     changed.extend(["--no-register", "--socket-name", "changed.sock"]);
-    let mut a = vec!["serve", "--plugin-dir", s(d.path())];
-    a.extend(changed.iter());
-    let sv3 = dpctl_cmd(&a).spawn().unwrap();
+    let sv3 = serve_cmd(d.path(), &changed).spawn().unwrap();
     wait_until(10, "changed.sock", || d.path().join("changed.sock").exists()).await;
     let r = dpctl(&["replay", s(&trace), "--against", s(&d.path().join("changed.sock")), "-o", "json"]).await;
     r.expect_code(1);

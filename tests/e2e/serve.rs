@@ -23,12 +23,6 @@ async fn snapshot(s: &mut dpctl::client::conn::ListAndWatch) -> Vec<(String, Str
     }
 }
 
-fn serve_cmd(dir: &Path, extra: &[&str]) -> tokio::process::Command {
-    let mut args = vec!["serve", "--plugin-dir", s(dir)];
-    args.extend_from_slice(extra);
-    dpctl_cmd(&args)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registers_and_serves_what_the_kubelet_asks() {
     let d = tmp();

@@ -484,13 +484,19 @@ pub async fn serve_unregistered(
     name: &str,
     extra: &[&str],
 ) -> (tokio::process::Child, std::path::PathBuf) {
-    let mut args =
-        vec!["serve", "--plugin-dir", s(dir), "--resource", resource, "--no-register", "--socket-name", name];
+    let mut args = vec!["--resource", resource, "--no-register", "--socket-name", name];
     args.extend_from_slice(extra);
-    let child = dpctl_cmd(&args).spawn().unwrap();
+    let child = serve_cmd(dir, &args).spawn().unwrap();
     let sock = dir.join(name);
     wait_until(10, name, || sock.exists()).await;
     (child, sock)
+}
+
+/// `dpctl serve --plugin-dir DIR EXTRA…`: how tests start the simulated plugin.
+pub fn serve_cmd(dir: &Path, extra: &[&str]) -> tokio::process::Command {
+    let mut args = vec!["serve", "--plugin-dir", s(dir)];
+    args.extend_from_slice(extra);
+    dpctl_cmd(&args)
 }
 
 /// Send SIGTERM to a child.

@@ -75,7 +75,7 @@ async fn closing_stops_timers_events_and_writes_except_the_last() {
     let cp = crate::client::checkpoint::read(&m.cfg.checkpoint).unwrap().unwrap();
     assert!(cp.checkpoint.data.registered_devices.contains_key("vendor.example/r"));
     // after close: no event, no background write
-    m.event(KubeletEvent::AfterClose);
+    m.event(KubeletEvent::Error { error: "after-close".into(), socket: None });
     m.lock().st.registrations.insert("x".into(), 1);
     m.lock().st.version += 1;
     let before = std::fs::read_to_string(&m.cfg.checkpoint).unwrap();

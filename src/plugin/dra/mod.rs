@@ -7,6 +7,7 @@
 //! unprepare, and takes live control (`dpctl dra device …`). With
 //! `--rolling-update UID` both sockets carry the UID so two instances can
 //! serve at once. Each `--fault` breaks one rule of [`crate::protocol::dra`].
+//! Every server is a task of the [`Tasks`] group `run` is given.
 
 pub mod driver;
 pub mod slices;
@@ -14,7 +15,8 @@ pub mod slices;
 use crate::api::pluginregistration::PluginInfo;
 use crate::core::log::Logger;
 use crate::core::paths::HostRoot;
-use crate::core::transport::{listen, serve};
+use crate::core::task::Tasks;
+use crate::core::transport::{listen, serve_owned, SocketGuard};
 use crate::core::{Error, Result};
 use crate::plugin::registrar::{serve_watcher, InfoFn, RegServed, WatcherRegistration};
 use crate::protocol::dra::{self as rules, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, PLUGIN_TYPE};
@@ -24,8 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// The subdirectory of the driver's plugin directory holding its control socket.
 pub const CONTROL_DIR: &str = "dpctl-control";
@@ -285,13 +285,7 @@ impl Config {
 }
 
 /// Serve the driver's gRPC services on `path` until `stop`.
-async fn serve_services(
-    driver: &Arc<Driver>,
-    cfg: &Config,
-    path: &Path,
-    tracker: &TaskTracker,
-    stop: &CancellationToken,
-) -> Result<crate::core::transport::SocketGuard> {
+async fn serve_services(driver: &Arc<Driver>, cfg: &Config, path: &Path, serving: &Tasks) -> Result<SocketGuard> {
     let (listener, guard) = listen(path).await?;
     let mut mux = Mux::default();
     let served = cfg.served();
@@ -318,8 +312,7 @@ async fn serve_services(
             HealthV1alpha1(driver.clone()),
         ));
     }
-    let stop = stop.clone();
-    tracker.spawn(async move { serve(listener, mux, async move { stop.cancelled().await }).await });
+    serve_owned(serving, listener, mux);
     Ok(guard)
 }
 
@@ -382,30 +375,20 @@ impl tower::Service<http::Request<tonic::body::Body>> for Mux {
 /// How often the driver looks for its sockets being deleted.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Run the simulated driver until `stop` is cancelled.
-pub async fn run(cfg: Config, log: Logger, stop: CancellationToken) -> Result<()> {
+/// Run the simulated driver until `tasks` is cancelled; every server it
+/// starts is a task of that group, stopped and awaited before it returns.
+pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     cfg.validate()?;
     let cfg = Arc::new(cfg);
-    let tracker = TaskTracker::new();
-    let inner = stop.child_token();
-    let driver = Driver::new(cfg.clone(), log.clone(), inner.clone());
-    let result = run_inner(&cfg, &driver, &log, &tracker, &inner, &stop).await;
-    inner.cancel();
-    tracker.close();
-    if tokio::time::timeout(Duration::from_secs(3), tracker.wait()).await.is_err() {
+    let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    let result = run_inner(&cfg, &driver, &log, &tasks).await;
+    if tokio::time::timeout(Duration::from_secs(3), tasks.stop()).await.is_err() {
         log.event("warning", &[("message", json!("some servers did not stop within 3s"))]);
     }
     result
 }
 
-async fn run_inner(
-    cfg: &Arc<Config>,
-    driver: &Arc<Driver>,
-    log: &Logger,
-    tracker: &TaskTracker,
-    inner: &CancellationToken,
-    stop: &CancellationToken,
-) -> Result<()> {
+async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks: &Tasks) -> Result<()> {
     let outside = if cfg.faults.contains(&Fault::EndpointOutsideRoot) {
         Some(crate::core::transport::TempDir::new("dra-outside")?)
     } else {
@@ -416,8 +399,8 @@ async fn run_inner(
         crate::core::files::create_dir_all(dir)
             .map_err(|e| Error::io(dir, "cannot create the plugin directory", &e))?;
     }
-    let mut serving = inner.child_token();
-    let mut guard = serve_services(driver, cfg, &sock, tracker, &serving).await?;
+    let mut serving = tasks.child();
+    let mut guard = serve_services(driver, cfg, &sock, &serving).await?;
     log.event(
         "serving",
         &[
@@ -427,26 +410,16 @@ async fn run_inner(
             ("devices", json!(cfg.devices.len())),
         ],
     );
-    // Live control.
+    // Live control: its connections are a child group; it stops (removing its
+    // socket) when that group is cancelled with ours.
     {
         let d = driver.clone();
         let handler: crate::plugin::control::LineHandler = Arc::new(move |line: &str| d.control(line));
-        let (tx, rx) = watch::channel(false);
-        let path = cfg.control_socket.clone();
-        let log = log.clone();
-        let stop = inner.clone();
-        tracker.spawn(async move {
-            // Stop through the server's own shutdown, so it removes its socket and awaits its connections.
-            let cancel = async move {
-                stop.cancelled().await;
-                let _ = tx.send(true);
-            };
-            let serve = async {
-                if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), rx).await {
-                    log.event("error", &[("error", json!(e.to_string()))]);
-                }
-            };
-            tokio::join!(serve, cancel);
+        let (path, log, ctl) = (cfg.control_socket.clone(), log.clone(), tasks.child());
+        tasks.spawn_joined(async move {
+            if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), ctl).await {
+                log.event("error", &[("error", json!(e.to_string()))]);
+            }
         });
     }
     let (endpoint_tx, endpoint_rx) = watch::channel(Some(sock.clone()));
@@ -459,7 +432,7 @@ async fn run_inner(
     if cfg.register {
         crate::core::files::create_dir_all(&cfg.registry_dir)
             .map_err(|e| Error::io(&cfg.registry_dir, "cannot create the plugin watcher directory", &e))?;
-        reg_served = Some(serve_watcher(&reg_path, reg.clone()).await?);
+        reg_served = Some(serve_watcher(&reg_path, reg.clone(), tasks).await?);
         log.event(
             "watcher-socket",
             &[("driver", json!(cfg.driver)), ("socket", json!(reg_path.display().to_string()))],
@@ -490,7 +463,7 @@ async fn run_inner(
     };
     let result = loop {
         tokio::select! {
-            _ = stop.cancelled() => break Ok(()),
+            _ = tasks.cancelled() => break Ok(()),
             Some(st) = status_rx.recv() => {
                 if st.plugin_registered {
                     log.event("registered", &[("driver", json!(cfg.driver)), ("via", json!("plugin-watcher"))]);
@@ -503,15 +476,15 @@ async fn run_inner(
                 if !guard.still_ours() {
                     log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our service socket was deleted"))]);
                     let _ = endpoint_tx.send(None);
-                    serving.cancel();
-                    serving = inner.child_token();
-                    guard = serve_services(driver, cfg, &sock, tracker, &serving).await?;
+                    serving.stop().await;
+                    serving = tasks.child();
+                    guard = serve_services(driver, cfg, &sock, &serving).await?;
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
                 if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
                     if let Some(r) = reg_served.take() { r.shut().await; }
                     log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our plugin-watcher socket was deleted"))]);
-                    reg_served = Some(serve_watcher(&reg_path, reg.clone()).await?);
+                    reg_served = Some(serve_watcher(&reg_path, reg.clone(), tasks).await?);
                 }
             }
         }

@@ -2,13 +2,14 @@
 """DRA interop peer written with grpcio: an independent implementation of
 both sides of the DRA kubelet-plugin protocol, driven by dpctl's interop tests.
 
-  dra_peer.py driver --root KUBELET_ROOT --driver NAME [--devices N]
+  dra_peer.py driver --root KUBELET_ROOT --driver NAME [--devices N] [--cdi-dir DIR]
   dra_peer.py kubelet --root KUBELET_ROOT
 
 driver: a DRA driver's kubelet plugin: the plugin-watcher registration socket
   <root>/plugins_registry/NAME-reg.sock (GetInfo, NotifyRegistrationStatus) and
   the service socket <root>/plugins/NAME/dra.sock serving v1.DRAPlugin and
-  v1alpha1.DRAResourceHealth. stdin: "health DEVICE HEALTHY|UNHEALTHY".
+  v1alpha1.DRAResourceHealth; with --cdi-dir it writes a CDI spec per prepared
+  claim there. stdin: "health DEVICE HEALTHY|UNHEALTHY".
 kubelet: the kubelet's side: finds registration sockets in
   <root>/plugins_registry, calls GetInfo, NotifyRegistrationStatus, dials the
   endpoint, opens the health stream it advertises (v1 preferred). stdin:
@@ -88,6 +89,11 @@ class Driver(dra_grpc.DRAPluginServicer, ha_grpc.DRAResourceHealthServicer, reg_
                     continue
                 dev = free[0]
                 self.prepared[c.uid] = dev
+            if self.args.cdi_dir:
+                os.makedirs(self.args.cdi_dir, exist_ok=True)
+                with open(os.path.join(self.args.cdi_dir, "peer-%s.json" % c.uid), "w") as f:
+                    json.dump({"cdiVersion": "0.6.0", "kind": "peer.example.com/gpu",
+                               "devices": [{"name": dev, "containerEdits": {"env": ["PEER_GPU=" + dev]}}]}, f)
             resp.claims[c.uid].devices.append(dra.Device(
                 pool_name="peer-pool", device_name=dev,
                 cdi_device_ids=["peer.example.com/gpu=%s" % dev]))
@@ -98,6 +104,11 @@ class Driver(dra_grpc.DRAPluginServicer, ha_grpc.DRAResourceHealthServicer, reg_
         resp = dra.NodeUnprepareResourcesResponse()
         for c in request.claims:
             self.prepared.pop(c.uid, None)
+            if self.args.cdi_dir:
+                try:
+                    os.remove(os.path.join(self.args.cdi_dir, "peer-%s.json" % c.uid))
+                except FileNotFoundError:
+                    pass
             resp.claims[c.uid].error = ""
         return resp
 
@@ -218,6 +229,7 @@ def main():
     d.add_argument("--root", required=True)
     d.add_argument("--driver", required=True)
     d.add_argument("--devices", type=int, default=2)
+    d.add_argument("--cdi-dir")
     k = sub.add_parser("kubelet")
     k.add_argument("--root", required=True)
     args = ap.parse_args()
