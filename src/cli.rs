@@ -315,6 +315,9 @@ pub struct DemoArgs {
     /// Show the result and exit instead of running until Ctrl-C
     #[arg(long)]
     pub once: bool,
+    /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
+    #[arg(long)]
+    pub dra: bool,
 }
 
 /// A plugin socket argument.

@@ -256,3 +256,18 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_dra_shows_a_claim_allocated_prepared_and_in_pod_resources() {
+    let r = run_cmd_within(dpctl_cmd(&["demo", "--dra", "--once"]), 60).await;
+    r.expect_code(0);
+    let out = &r.stdout;
+    assert!(out.contains("gpu.example.com   v1.DRAPlugin   4"), "{out}");
+    assert!(out.contains("default/demo-gpu   node-1/gpu-"), "{out}");
+    // PodResources row: pod, container, claim, driver, device, CDI ID.
+    let row = out.lines().find(|l| l.trim_start().starts_with("demo-trainer")).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("default/demo-gpu") && row.contains("k8s.gpu.example.com/claim="), "{row}");
+    // --once removes its directory.
+    let dir = out.split("running in ").nth(1).and_then(|l| l.lines().next()).unwrap();
+    assert!(!std::path::Path::new(dir.trim()).exists(), "{dir} is left behind");
+}
