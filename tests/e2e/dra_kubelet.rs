@@ -271,3 +271,46 @@ async fn demo_dra_shows_a_claim_allocated_prepared_and_in_pod_resources() {
     let dir = out.split("running in ").nth(1).and_then(|l| l.lines().next()).unwrap();
     assert!(!std::path::Path::new(dir.trim()).exists(), "{dir} is left behind");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_takes_over() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let spawn = |uid: &str| {
+        let root = s(&t.root).to_string();
+        let cdi = t.p("cdi");
+        let args =
+            ["--kubelet-root-dir", &root, "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi), "--rolling-update", uid];
+        let mut c = dpctl_cmd(&args);
+        c.stdout(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let tail = Tail::stdout(&mut child);
+        (child, tail)
+    };
+    let (old, mut old_log) = spawn("a");
+    log.wait_for("\"instances\":1", 1).await;
+    let (new, mut new_log) = spawn("b");
+    log.wait_for("\"instances\":2", 1).await;
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    let eps = v["draDrivers"][0]["endpoints"].as_array().unwrap().clone();
+    assert_eq!(eps.len(), 2, "{}", n.stdout);
+    assert!(eps[1].as_str().unwrap().ends_with("dra-b.sock"), "the newest last: {eps:?}");
+
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    new_log.wait_for("prepare", 1).await;
+    assert!(!old_log.seen().contains(" prepare"), "the older instance was not called: {}", old_log.seen());
+
+    // The newest goes: only its instance is deregistered; the older one unprepares.
+    stop_tailed(new, new_log).await;
+    log.wait_for("\"event\":\"dra-deregistered\"", 1).await;
+    assert_eq!(events(&log, "dra-deregistered")[0]["instances"], 1);
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    old_log.wait_for("unprepare", 1).await;
+    stop_tailed(old, old_log).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
