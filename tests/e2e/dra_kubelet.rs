@@ -148,6 +148,21 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
         n.stdout
     );
 
+    // The driver's health stream shows in the pod's allocatedResourcesStatus (KEP-4680).
+    let dev = device.rsplit('/').next().unwrap().to_string();
+    let root = s(&t.root).to_string();
+    let sh =
+        dpctl(&["--kubelet-root-dir", &root, "dra", "device", "set-health", &dev, "Unhealthy", "--driver", DRIVER])
+            .await;
+    sh.expect_code(0);
+    log.wait_for("=Unhealthy", 1).await;
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
+    assert_eq!(st["name"], "claim:g", "{}", n.stdout);
+    assert_eq!(st["resources"][0]["resourceID"], device.as_str());
+    assert_eq!(st["resources"][0]["health"], "Unhealthy", "{}", n.stdout);
+
     // A restart: the checkpoint brings the claim back prepared; no second NodePrepareResources.
     nix_hup(&kubelet);
     log.wait_for("\"event\":\"dra-checkpoint-restored\"", 1).await;
@@ -280,8 +295,18 @@ async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_t
     let spawn = |uid: &str| {
         let root = s(&t.root).to_string();
         let cdi = t.p("cdi");
-        let args =
-            ["--kubelet-root-dir", &root, "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi), "--rolling-update", uid];
+        let args = [
+            "--kubelet-root-dir",
+            &root,
+            "dra",
+            "serve",
+            "--driver",
+            DRIVER,
+            "--cdi-dir",
+            s(&cdi),
+            "--rolling-update",
+            uid,
+        ];
         let mut c = dpctl_cmd(&args);
         c.stdout(Stdio::piped());
         let mut child = c.spawn().unwrap();

@@ -136,6 +136,11 @@ pub struct PodInfo {
     /// The last error, while retrying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Container → its containerStatuses[].allocatedResourcesStatus, as the kubelet
+    /// fills it from the health stream: `{name: "claim:<pod claim>", resources:
+    /// [{resourceID: "<driver>/<pool>/<device>", health}]}` (devices without a report are Unknown).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocated_resources_status: BTreeMap<String, Vec<serde_json::Value>>,
     #[serde(skip)]
     namespace: String,
     #[serde(skip)]
@@ -504,6 +509,7 @@ impl DraManager {
             containers,
             phase: "Preparing".into(),
             error: None,
+            allocated_resources_status: BTreeMap::new(),
             namespace: pod.namespace.clone(),
             worker: worker.clone(),
         };
@@ -858,9 +864,42 @@ impl DraManager {
         self.lock().claims.values().cloned().collect()
     }
 
-    /// Pods with claims.
+    /// Pods with claims, each container's allocatedResourcesStatus filled.
     pub fn pods(&self) -> Vec<PodInfo> {
-        self.lock().pods.values().cloned().collect()
+        let st = self.lock();
+        st.pods
+            .values()
+            .map(|p| {
+                let mut p = p.clone();
+                for (ctr, used) in &p.containers {
+                    let mut list = Vec::new();
+                    for pc in used {
+                        let Some(c) = p.claims.get(pc).and_then(|n| st.claims.get(&format!("{}/{n}", p.namespace)))
+                        else {
+                            continue;
+                        };
+                        let resources: Vec<serde_json::Value> = c
+                            .allocation
+                            .iter()
+                            .map(|a| {
+                                let health = st
+                                    .health
+                                    .get(&a.driver)
+                                    .and_then(|m| m.get(&(a.pool.clone(), a.device.clone())))
+                                    .cloned()
+                                    .unwrap_or_else(|| "Unknown".into());
+                                serde_json::json!({"resourceID": format!("{}/{}/{}", a.driver, a.pool, a.device), "health": health})
+                            })
+                            .collect();
+                        list.push(serde_json::json!({"name": format!("claim:{pc}"), "resources": resources}));
+                    }
+                    if !list.is_empty() {
+                        p.allocated_resources_status.insert(ctr.clone(), list);
+                    }
+                }
+                p
+            })
+            .collect()
     }
 
     /// Registered drivers.
