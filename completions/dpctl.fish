@@ -361,6 +361,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l pod-resourc
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l manifests -d 'Admit pods from static pod manifests (YAML or JSON) in this directory' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l metrics-addr -d 'Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON ResourceSlices and claims; writes <kubelet-root>/kubeconfig' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l grace-period -d 'How long a plugin\'s devices stay (unhealthy) after its stream ends' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l max-recv-size -d 'Receive limit for plugin messages (the kubelet\'s is the gRPC default, 4 MiB)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l topology-policy -d 'Topology manager policy' -r -f -a "none\t'No NUMA alignment'

@@ -829,6 +829,10 @@ pub struct MockKubeletArgs {
     /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON
+    /// ResourceSlices and claims; writes <kubelet-root>/kubeconfig
+    #[arg(long, value_name = "ADDR")]
+    pub api_server: Option<std::net::SocketAddr>,
     /// How long a plugin's devices stay (unhealthy) after its stream ends
     #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
     pub grace_period: Duration,

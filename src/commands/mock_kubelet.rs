@@ -55,6 +55,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             pre_start_timeout: Duration::from_secs(30),
         },
         dra: dra_spec(ctx, a),
+        api_server: a.api_server,
     })
 }
 

@@ -122,10 +122,10 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         let rows: Vec<Vec<String>> = n
             .dra_drivers
             .iter()
-            .map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"])])
+            .map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"]), s(&d["slices"])])
             .collect();
         out.push('\n');
-        out.push_str(&table(&["DRA DRIVER", "SERVICE", "ENDPOINTS", "HEALTH"], &rows));
+        out.push_str(&table(&["DRA DRIVER", "SERVICE", "ENDPOINTS", "HEALTH", "RESOURCESLICES"], &rows));
         out.push('\n');
     }
     if !n.claims.is_empty() {

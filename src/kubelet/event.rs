@@ -506,6 +506,13 @@ pub enum KubeletEvent {
         /// Why.
         error: String,
     },
+    /// The local API server is serving (a kubeconfig for drivers written).
+    ApiServer {
+        /// Its URL.
+        addr: String,
+        /// The kubeconfig file.
+        kubeconfig: String,
+    },
     /// A ResourceClaim, ResourceClaimTemplate, DeviceClass or ResourceSlice manifest was read.
     #[serde(rename_all = "camelCase")]
     DraObject {

@@ -58,6 +58,9 @@ pub struct NodeSpec {
     pub manager: Config,
     /// DRA manager settings (None: DRA plugins are not handled).
     pub dra: Option<crate::kubelet::dra::DraSpec>,
+    /// Serve the local API server (JSON ResourceSlices and claims) on this
+    /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
+    pub api_server: Option<SocketAddr>,
 }
 
 impl NodeSpec {
@@ -75,6 +78,7 @@ impl NodeSpec {
             endpoint_alias: None,
             manager: Config::kubelet(&tree.plugin_dir),
             dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
+            api_server: None,
         }
     }
 }
@@ -480,7 +484,7 @@ impl Node {
 
 /// Serve the status socket and metrics, then run generations until stopped.
 async fn run(
-    s: NodeSpec,
+    mut s: NodeSpec,
     bus: EventBus,
     stop: CancellationToken,
     current_tx: watch::Sender<Option<Arc<Manager>>>,
@@ -529,6 +533,33 @@ async fn run(
             status.token.clone(),
             status.tracker.clone(),
         ));
+    }
+    if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
+        let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
+        dra.api = Some(store.clone());
+        let started = crate::kubelet::dra::apiserver::start(
+            addr,
+            &dra.root,
+            crate::kubelet::dra::NODE_NAME.to_string(),
+            store,
+            current_rx.clone(),
+            status.token.clone(),
+            status.tracker.clone(),
+        )
+        .await;
+        match started {
+            Ok(a) => bus.emit(
+                KubeletEvent::ApiServer {
+                    addr: format!("http://{}", a.addr),
+                    kubeconfig: a.kubeconfig.display().to_string(),
+                },
+                None,
+            ),
+            Err(e) => {
+                status.end().await;
+                return fail_first(&mut first, e);
+            }
+        }
     }
     let mut number = 0u64;
     let mut waiting: Option<oneshot::Sender<Result<()>>> = None;

@@ -339,3 +339,93 @@ async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_t
     stop_tailed(old, old_log).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// One plain HTTP/1.1 GET; the status line and the body.
+async fn http_get(addr: &str, path: &str) -> (String, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_uses_it() {
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let api = &events(&log, "api-server")[0];
+    let addr = api["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let kubeconfig = t.p("kubeconfig");
+    assert_eq!(api["kubeconfig"], s(&kubeconfig));
+    // No health service: the devices can only come from the published ResourceSlice.
+    let driver = t.serve(&[
+        "--services",
+        "v1.DRAPlugin",
+        "--pool",
+        "slice-pool",
+        "--kubeconfig",
+        s(&kubeconfig),
+        "--node-name",
+        "dpctl-node",
+    ]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let mut slices = Value::Null;
+    for _ in 0..100 {
+        let (st, l) =
+            http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Ddpctl-node").await;
+        assert!(st.contains("200"), "{st}");
+        if !l["items"].as_array().unwrap().is_empty() {
+            slices = l;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(slices["items"][0]["spec"]["driver"], DRIVER, "{slices}");
+    assert_eq!(slices["items"][0]["metadata"]["resourceVersion"], "1");
+    assert_eq!(http_get(&addr, "/api/v1/nodes/dpctl-node").await.1["metadata"]["name"], "dpctl-node");
+
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let p = &events(&log, "claim-prepared")[0];
+    assert!(p["devices"][0].as_str().unwrap().starts_with("gpu.example.com/slice-pool/"), "{p}");
+    // The claim, as the kubeletplugin helper reads it, with its allocation.
+    for v in ["v1", "v1beta1"] {
+        let (st, claim) = http_get(&addr, &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu")).await;
+        assert!(st.contains("200"), "{st}");
+        assert_eq!(claim["metadata"]["uid"], "11111111-2222-3333-4444-555555555555");
+        assert_eq!(claim["status"]["allocation"]["devices"]["results"][0]["pool"], "slice-pool");
+        assert_eq!(claim["status"]["reservedFor"][0]["name"], "trainer");
+    }
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
+    assert!(
+        n.stdout.contains("RESOURCESLICES") && n.stdout.contains("dpctl-node-gpu.example.com-slice-pool"),
+        "{}",
+        n.stdout
+    );
+    // The driver deletes its slice on exit.
+    stop_child(driver).await;
+    assert!(http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices").await.1["items"].as_array().unwrap().is_empty());
+    stop_tailed(kubelet, log).await.expect_code(0);
+}

@@ -15,6 +15,7 @@
 //! followed when the driver advertises it. Errors read as the kubelet's
 //! (pkg/kubelet/cm/dra/manager.go).
 
+pub mod apiserver;
 pub mod checkpoint;
 pub mod objects;
 
@@ -34,6 +35,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// The node's name (the local API server's Node, what drivers publish slices for).
+pub const NODE_NAME: &str = "dpctl-node";
+
 /// Where the DRA manager keeps and checks things.
 #[derive(Debug, Clone)]
 pub struct DraSpec {
@@ -45,6 +49,8 @@ pub struct DraSpec {
     pub call_timeout: Duration,
     /// The first retry delay of a failed prepare or unprepare (doubles up to 16×).
     pub retry: Duration,
+    /// The local API server's objects (ResourceSlices drivers publish), when it runs.
+    pub api: Option<Arc<apiserver::Store>>,
 }
 
 impl DraSpec {
@@ -55,6 +61,7 @@ impl DraSpec {
             cdi_dirs,
             call_timeout: Duration::from_secs(rules::KUBELET_CALL_TIMEOUT_SECS),
             retry: Duration::from_millis(500),
+            api: None,
         }
     }
 
@@ -171,6 +178,9 @@ pub struct DriverStatus {
     /// `pool/device=Health` from its health stream.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<String>,
+    /// Names of the ResourceSlices it published to the local API server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<String>,
 }
 
 /// The DRA manager of one generation.
@@ -449,9 +459,19 @@ impl DraManager {
         self.lock().objects.remove(key);
     }
 
-    fn candidates(st: &State) -> Vec<Candidate> {
+    fn candidates(&self, st: &State) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = Vec::new();
-        for o in st.objects.values() {
+        let published: Vec<Object> = self
+            .spec
+            .api
+            .iter()
+            .flat_map(|a| a.slices())
+            .filter_map(|mut v| {
+                v["kind"] = serde_json::json!("ResourceSlice");
+                objects::parse(&v).ok()
+            })
+            .collect();
+        for o in st.objects.values().chain(&published) {
             if let Object::Slice { driver, pool, devices, .. } = o {
                 for d in devices {
                     out.push(Candidate {
@@ -640,7 +660,7 @@ impl DraManager {
                         .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
                         .collect();
                     let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
-                    let allocation = objects::allocate(&key, &spec, &classes, &Self::candidates(&st), &taken, &drivers)
+                    let allocation = objects::allocate(&key, &spec, &classes, &self.candidates(&st), &taken, &drivers)
                         .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
                     let info = ClaimInfo {
                         namespace: p.namespace.clone(),
@@ -904,6 +924,7 @@ impl DraManager {
 
     /// Registered drivers.
     pub fn drivers(&self) -> Vec<DriverStatus> {
+        let published: Vec<serde_json::Value> = self.spec.api.iter().flat_map(|a| a.slices()).collect();
         let st = self.lock();
         st.plugins
             .iter()
@@ -919,6 +940,11 @@ impl DraManager {
                         .get(d)
                         .map(|m| m.iter().map(|((p, n), h)| format!("{p}/{n}={h}")).collect())
                         .unwrap_or_default(),
+                    slices: published
+                        .iter()
+                        .filter(|s| s["spec"]["driver"] == d.as_str())
+                        .filter_map(|s| s["metadata"]["name"].as_str().map(str::to_string))
+                        .collect(),
                 }
             })
             .collect()
