@@ -8,10 +8,12 @@
 //!
 //! The driver's command gets placeholders: `{kubelet-root-dir}`,
 //! `{plugins-registry-dir}`, `{cdi-dir}` (where the kubelet looks for CDI
-//! specs; also `/etc/cdi` and `/var/run/cdi` are not used here), exported as
-//! `DPCTL_TEST_KUBELET_ROOT_DIR`, `DPCTL_TEST_PLUGINS_REGISTRY_DIR` and
-//! `DPCTL_TEST_CDI_DIR`. Devices to allocate come from the driver's health
-//! stream (there is no API server yet, so no ResourceSlices).
+//! specs; `/etc/cdi` and `/var/run/cdi` are not used here), `{kubeconfig}`
+//! (the engine's local API server) and `{node-name}`, exported as
+//! `DPCTL_TEST_KUBELET_ROOT_DIR`, `DPCTL_TEST_PLUGINS_REGISTRY_DIR`,
+//! `DPCTL_TEST_CDI_DIR`, `DPCTL_TEST_KUBECONFIG` and `DPCTL_TEST_NODE_NAME`.
+//! Devices to allocate come from the ResourceSlices the driver publishes and
+//! from its health stream.
 
 use super::catalog::{Scenario, Session};
 use super::env::{log_tail, PluginProcess, Tree};
@@ -47,6 +49,7 @@ const fn sc(
 pub const SCENARIOS: &[Scenario] = &[
     sc("DRA-REG-001", "registration", "registers through the plugin watcher", "GetInfo: type DRAPlugin, a valid driver name, an absolute endpoint inside the kubelet root that fits a socket address, a DRAPlugin service in supported_versions; the endpoint answers", PLUGIN_MANAGER, Session::Basic),
     sc("DRA-REG-002", "registration", "the kubelet talks v1.DRAPlugin to it", "the kubelet takes the first service it knows in the plugin's supported_versions; v1beta1 is deprecated since 1.34", PLUGIN_MANAGER, Session::Basic),
+    sc("DRA-SLICE-001", "resourceslices", "publishes a ResourceSlice for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig})", HELPER, Session::Basic),
     sc("DRA-PREP-001", "prepare", "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Session::Basic),
     sc("DRA-PREP-002", "prepare", "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
     sc("DRA-PREP-003", "prepare", "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
@@ -69,8 +72,10 @@ pub fn substitute(arg: &str, tree: &Tree) -> String {
     vars(tree).iter().fold(arg.to_string(), |a, (ph, _, v)| a.replace(ph, v))
 }
 
-fn vars(tree: &Tree) -> [(&'static str, &'static str, String); 3] {
+fn vars(tree: &Tree) -> [(&'static str, &'static str, String); 5] {
     [
+        ("{kubeconfig}", "DPCTL_TEST_KUBECONFIG", tree.root.join("kubeconfig").display().to_string()),
+        ("{node-name}", "DPCTL_TEST_NODE_NAME", crate::kubelet::dra::NODE_NAME.to_string()),
         ("{kubelet-root-dir}", "DPCTL_TEST_KUBELET_ROOT_DIR", tree.root.display().to_string()),
         ("{plugins-registry-dir}", "DPCTL_TEST_PLUGINS_REGISTRY_DIR", tree.registry_dir.display().to_string()),
         ("{cdi-dir}", "DPCTL_TEST_CDI_DIR", tree.cdi_dir().display().to_string()),
@@ -337,6 +342,47 @@ impl Sess {
                 let note = format!("{} at {}", d.name, d.endpoint.display());
                 self.driver = Some(d);
                 Ok(Outcome::pass(note))
+            }
+            "DRA-SLICE-001" => {
+                let d = self.driver().await?;
+                let Some(addr) = self.seen.iter().find_map(|e| match &e.event {
+                    KubeletEvent::ApiServer { addr, .. } => Some(addr.trim_start_matches("http://").to_string()),
+                    _ => None,
+                }) else {
+                    return Ok(Outcome::skip("no local API server"));
+                };
+                let api = crate::plugin::dra::slices::ApiServer { authority: addr, prefix: String::new(), token: None };
+                let node = crate::kubelet::dra::NODE_NAME;
+                let deadline = Instant::now() + Duration::from_secs(5);
+                loop {
+                    let path =
+                        format!("{}?fieldSelector=spec.driver%3D{}", crate::plugin::dra::slices::SLICES_PATH, d.name);
+                    let (_, list) =
+                        crate::plugin::dra::slices::request(&api, "GET", &path, None, self.timeout)
+                            .await
+                            .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug"))?;
+                    let items = list["items"].as_array().cloned().unwrap_or_default();
+                    if let Some(s) = items.iter().find(|s| s["spec"]["nodeName"] == node) {
+                        let n = s["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0);
+                        return Ok(Outcome::pass(format!(
+                            "{n} device(s) in pool {}",
+                            s["spec"]["pool"]["name"].as_str().unwrap_or("?")
+                        )));
+                    }
+                    if Instant::now() > deadline {
+                        let nodes: Vec<String> = items.iter().map(|s| s["spec"]["nodeName"].to_string()).collect();
+                        return Err(Outcome::fail(
+                            "GET /apis/resource.k8s.io/v1/resourceslices",
+                            if items.is_empty() {
+                                "no ResourceSlice of the driver".to_string()
+                            } else {
+                                format!("slices for nodes {} only", nodes.join(", "))
+                            },
+                            "publish the devices for the node (pass {kubeconfig} and {node-name} to the driver)",
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             }
             "DRA-REG-002" => {
                 let d = self.driver().await?;

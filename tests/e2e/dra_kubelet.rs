@@ -204,6 +204,10 @@ fn dra_test(extra_serve: &[&str], flags: &[&str]) -> tokio::process::Command {
         DRIVER,
         "--cdi-dir",
         "{cdi-dir}",
+        "--kubeconfig",
+        "{kubeconfig}",
+        "--node-name",
+        "{node-name}",
     ]);
     args.extend_from_slice(extra_serve);
     dpctl_cmd(&args)
@@ -230,7 +234,7 @@ async fn dra_serve_passes_dpctl_test_dra_with_junit() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(13), Some(0), Some(0)),
+        (Some(14), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -255,6 +259,28 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
         ("no-timestamp", &["DRA-HEALTH-001"]),
         ("prepare-error=boom", &["DRA-PREP-001", "DRA-PREP-002"]),
     ];
+    // A driver not given {kubeconfig} publishes no slice.
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let c = dpctl_cmd(&[
+        "test",
+        "--dra",
+        "--focus",
+        "SLICE",
+        "-o",
+        "json",
+        "--",
+        exe,
+        "--kubelet-root-dir",
+        "{kubelet-root-dir}",
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+    ]);
+    let r = run_cmd_within(c, 60).await;
+    r.expect_code(1);
+    assert_eq!(failed_ids(&r), ["DRA-SLICE-001"]);
+    assert!(r.stdout.contains("no ResourceSlice of the driver"), "{}", r.stdout);
     for (fault, want) in table {
         let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "RESTART", "-o", "json"]), 60).await;
         r.expect_code(1);
