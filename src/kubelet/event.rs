@@ -506,6 +506,14 @@ pub enum KubeletEvent {
         /// Why.
         error: String,
     },
+    /// A driver's ResourceSlices on this node were deleted: its last plugin
+    /// instance went away and did not come back within the wiping delay.
+    DraSlicesWiped {
+        /// The driver.
+        driver: String,
+        /// The slices deleted.
+        slices: Vec<String>,
+    },
     /// The local API server is serving (a kubeconfig for drivers written).
     ApiServer {
         /// Its URL.

@@ -54,6 +54,23 @@ impl Store {
     pub fn slices(&self) -> Vec<Value> {
         self.lock().slices.values().cloned().collect()
     }
+
+    /// Delete `driver`'s slices on `node` (what the kubelet does when the
+    /// driver's last plugin went away); the names deleted.
+    pub fn wipe(&self, driver: &str, node: &str) -> Vec<String> {
+        let mut st = self.lock();
+        let names: Vec<String> = st
+            .slices
+            .iter()
+            .filter(|(_, s)| s["spec"]["driver"] == driver && s["spec"]["nodeName"] == node)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &names {
+            st.slices.remove(n);
+            st.version += 1;
+        }
+        names
+    }
 }
 
 /// The node name and where the API server listens.

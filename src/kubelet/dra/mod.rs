@@ -51,6 +51,9 @@ pub struct DraSpec {
     pub retry: Duration,
     /// The local API server's objects (ResourceSlices drivers publish), when it runs.
     pub api: Option<Arc<apiserver::Store>>,
+    /// How long after a driver's last instance went away its ResourceSlices
+    /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
+    pub wipe_delay: Duration,
 }
 
 impl DraSpec {
@@ -62,6 +65,7 @@ impl DraSpec {
             call_timeout: Duration::from_secs(rules::KUBELET_CALL_TIMEOUT_SECS),
             retry: Duration::from_millis(500),
             api: None,
+            wipe_delay: Duration::from_secs(30),
         }
     }
 
@@ -393,7 +397,7 @@ impl DraManager {
     }
 
     /// The instance registered through `socket` went away (socket deleted or re-created).
-    pub fn deregister_socket(&self, socket: &Path) {
+    pub fn deregister_socket(self: &Arc<Self>, socket: &Path) {
         let mut gone = None;
         {
             let mut st = self.lock();
@@ -411,8 +415,27 @@ impl DraManager {
             }
         }
         if let Some((driver, endpoint, instances)) = gone {
-            self.event(KubeletEvent::DraDeregistered { driver, endpoint, instances });
+            self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
+            if instances == 0 {
+                self.wipe_later(driver);
+            }
         }
+    }
+
+    /// Delete the driver's ResourceSlices after the wiping delay, unless it registered again.
+    fn wipe_later(self: &Arc<Self>, driver: String) {
+        let Some(store) = self.spec.api.clone() else { return };
+        let me = self.clone();
+        self.gen.spawn(async move {
+            tokio::time::sleep(me.spec.wipe_delay).await;
+            if me.lock().plugins.contains_key(&driver) {
+                return;
+            }
+            let slices = store.wipe(&driver, NODE_NAME);
+            if !slices.is_empty() {
+                me.event(KubeletEvent::DraSlicesWiped { driver, slices });
+            }
+        });
     }
 
     async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
@@ -1014,3 +1037,6 @@ mod tests {
         assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
     }
 }
+
+#[cfg(test)]
+mod engine_tests;
