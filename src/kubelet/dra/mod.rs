@@ -1037,6 +1037,3 @@ mod tests {
         assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
     }
 }
-
-#[cfg(test)]
-mod engine_tests;
