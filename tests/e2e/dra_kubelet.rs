@@ -455,3 +455,80 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     assert!(http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices").await.1["items"].as_array().unwrap().is_empty());
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// The Go DRA peer built by tests/interop/setup.sh (required in CI, skipped locally when absent).
+fn go_dra_peer() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop/go-dra-peer");
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
+        panic!("{} is not built: run tests/interop/setup.sh", p.display());
+    }
+    eprintln!("SKIPPED: the Go DRA peer is not built; run tests/interop/setup.sh");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_through_the_engine() {
+    let Some(peer) = go_dra_peer() else { return };
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let go_driver = "gpu.go.example.com";
+    let mut g = tokio::process::Command::new(peer);
+    g.args([
+        "-root",
+        s(&t.root),
+        "-driver",
+        go_driver,
+        "-kubeconfig",
+        s(&t.p("kubeconfig")),
+        "-node",
+        "dpctl-node",
+        "-cdi",
+        s(&t.p("cdi")),
+    ])
+    .stdout(Stdio::piped())
+    .kill_on_drop(true);
+    let mut go = g.spawn().unwrap();
+    let mut go_log = Tail::stdout(&mut go);
+    go_log.wait_for("published ", 1).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    go_log.wait_for("registered=true", 1).await;
+    assert_eq!(events(&log, "dra-registered")[0]["driver"], go_driver);
+
+    // The claim names the Go driver's class; its devices come only from the slice it published.
+    t.write("claim.yaml", &CLAIM.replace("deviceClassName: gpu.example.com", &format!("deviceClassName: {go_driver}")));
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!(p["devices"][0], format!("{go_driver}/dpctl-node/gpu-0"), "{p}");
+    assert_eq!(p["cdiIds"][0], format!("k8s.{go_driver}/claim=11111111-2222-3333-4444-555555555555-gpu-0"));
+    assert!(events(&log, "cdi-unresolved").is_empty(), "the Go driver wrote its CDI spec");
+    go_log.wait_for("prepare ml/gpu error=\"\"", 1).await;
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    go_log.wait_for("unprepare ml/gpu", 1).await;
+    sigterm(&go);
+    go_log.wait_for("stopped", 1).await;
+    let _ = go.wait().await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
