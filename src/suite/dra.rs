@@ -105,6 +105,8 @@ struct Sess {
     timeout: Duration,
     driver: Option<Driver>,
     prepared: Option<Vec<String>>,
+    /// The claims the kubelet prepared in DRA-PREP-001 (allocated, fetchable from the API server).
+    engine_claims: Vec<Claim>,
     seq: u32,
 }
 
@@ -125,6 +127,7 @@ impl Sess {
             timeout: o.timeout,
             driver: None,
             prepared: None,
+            engine_claims: Vec::new(),
             seq: 0,
         };
         s.start_plugin().map_err(|e| setup("driver process", e))?;
@@ -250,7 +253,9 @@ impl Sess {
             // The kubelet retries for ever; the scenario decides after the third failure in a row.
             let got = self
                 .wait(from, POD_WITHIN, |e| match e {
-                    KubeletEvent::ClaimPrepared { claim, cdi_ids, .. } if *claim == key => Some(Ok(cdi_ids.clone())),
+                    KubeletEvent::ClaimPrepared { claim, cdi_ids, uid, .. } if *claim == key => {
+                        Some(Ok((cdi_ids.clone(), uid.clone())))
+                    }
                     KubeletEvent::ClaimPrepareFailed { error, attempt, .. } if *attempt >= 3 => {
                         Some(Err(error.clone()))
                     }
@@ -258,7 +263,10 @@ impl Sess {
                 })
                 .await;
             match got {
-                Some(Ok(i)) => ids.extend(i),
+                Some(Ok((i, uid))) => {
+                    ids.extend(i);
+                    self.engine_claims.push(Claim { namespace: NS.into(), name: c.clone(), uid });
+                }
                 Some(Err(e)) => {
                     return Err(fail(
                         &rules::ANSWER_COMPLETE,
@@ -402,14 +410,16 @@ impl Sess {
                 Ok(Outcome::pass("2 claims"))
             }
             "DRA-PREP-002" => {
+                // A claim the kubelet allocated and prepared (a helper-based driver GETs it).
+                let Some(claim) = self.engine_claims.first().cloned() else {
+                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
+                };
                 let (c, d) = self.conn().await?;
-                let claim = self.claim();
                 let uid = claim.uid.clone();
                 let r = c
                     .prepare(&d.service, vec![claim.clone()])
                     .await
                     .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
-                let _ = c.unprepare(&d.service, vec![claim]).await;
                 let v: Vec<String> = rules::prepare_violations(&[uid], &r)
                     .into_iter()
                     .filter(|v| v.rule.id == rules::DEVICE_FIELDS.id || v.rule.id == rules::CDI_ID.id)
@@ -425,8 +435,10 @@ impl Sess {
                 }
             }
             "DRA-PREP-003" => {
+                let Some(claim) = self.engine_claims.first().cloned() else {
+                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
+                };
                 let (c, d) = self.conn().await?;
-                let claim = self.claim();
                 let a = c
                     .prepare(&d.service, vec![claim.clone()])
                     .await
@@ -435,7 +447,6 @@ impl Sess {
                     .prepare(&d.service, vec![claim.clone()])
                     .await
                     .map_err(|e| fail(&rules::IDEMPOTENT, "NodePrepareResources (again)", e.to_string()))?;
-                let _ = c.unprepare(&d.service, vec![claim.clone()]).await;
                 if rules::same_answer(&a, &b) {
                     Ok(Outcome::pass(""))
                 } else {
@@ -488,12 +499,12 @@ impl Sess {
                 }
             }
             "DRA-UNPREP-002" => {
+                // A claim the kubelet prepared and (DRA-UNPREP-001) unprepared: twice more.
+                let Some(claim) = self.engine_claims.first().cloned() else {
+                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
+                };
                 let (c, d) = self.conn().await?;
-                let claim = self.claim();
                 let uid = claim.uid.clone();
-                c.prepare(&d.service, vec![claim.clone()])
-                    .await
-                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
                 for n in ["", " (again)"] {
                     let r = c
                         .unprepare(&d.service, vec![claim.clone()])
