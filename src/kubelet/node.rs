@@ -253,6 +253,9 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         }
         if first {
             mgr.drop_orphans();
+            if let Some(d) = mgr.dra.get() {
+                d.unprepare_orphans();
+            }
             first = false;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -565,3 +565,29 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
         r.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_start() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&[]);
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let spec_files = || std::fs::read_dir(t.p("cdi")).unwrap().count();
+    assert_eq!(spec_files(), 1);
+    stop_tailed(kubelet, log).await.expect_code(0);
+
+    // The pod goes while no kubelet runs; the next one finds the claim in its checkpoint.
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"dra-checkpoint-restored\"", 1).await;
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    assert_eq!(events(&log, "claim-unprepared")[0]["claim"], "ml/gpu");
+    assert_eq!(spec_files(), 0, "the driver was asked to unprepare");
+    assert!(checkpoint_entries(&t.root).is_empty());
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}

@@ -801,6 +801,45 @@ impl DraManager {
         Ok(())
     }
 
+    /// After the first manifest scan of a (re)start: claims the checkpoint
+    /// holds for pods that did not come back are unprepared, as the kubelet's
+    /// pod cleanup does for pods gone while it was down.
+    pub fn unprepare_orphans(self: &Arc<Self>) {
+        let orphans: Vec<String> = {
+            let mut st = self.lock();
+            let known: BTreeSet<String> = st.pods.keys().cloned().collect();
+            let mut orphans: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+            let mut namespaces: BTreeMap<String, String> = BTreeMap::new();
+            for c in st.claims.values() {
+                for p in c.pods.iter().filter(|p| !known.contains(*p)) {
+                    orphans.entry(p.clone()).or_default().insert(c.name.clone(), c.name.clone());
+                    namespaces.insert(p.clone(), c.namespace.clone());
+                }
+            }
+            for (uid, claims) in &orphans {
+                let namespace = namespaces.get(uid).cloned().unwrap_or_default();
+                st.pods.insert(
+                    uid.clone(),
+                    PodInfo {
+                        uid: uid.clone(),
+                        pod: format!("{namespace}/(gone, uid {uid})"),
+                        claims: claims.clone(),
+                        containers: BTreeMap::new(),
+                        phase: "Unpreparing".into(),
+                        error: None,
+                        allocated_resources_status: BTreeMap::new(),
+                        namespace,
+                        worker: self.gen.token.child_token(),
+                    },
+                );
+            }
+            orphans.into_keys().collect()
+        };
+        for uid in orphans {
+            self.pod_removed(&uid);
+        }
+    }
+
     /// A pod was removed: unprepare its claims (in the background, retried until done).
     pub fn pod_removed(self: &Arc<Self>, uid: &str) {
         let worker = {
