@@ -430,6 +430,14 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     assert_eq!(slices["items"][0]["spec"]["driver"], DRIVER, "{slices}");
     assert_eq!(slices["items"][0]["metadata"]["resourceVersion"], "1");
     assert_eq!(http_get(&addr, "/api/v1/nodes/dpctl-node").await.1["metadata"]["name"], "dpctl-node");
+    // A watch-list, as the kubeletplugin helper starts: the slice, then the bookmark ending the initial events.
+    let mut watch = Watch::open(
+        &addr,
+        "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Ddpctl-node",
+    )
+    .await;
+    watch.wait_for("\"type\":\"ADDED\"").await;
+    watch.wait_for("\"k8s.io/initial-events-end\":\"true\"").await;
 
     t.write("claim.yaml", CLAIM);
     t.write("pod.yaml", POD);
@@ -452,6 +460,7 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     );
     // The driver deletes its slice on exit.
     stop_child(driver).await;
+    watch.wait_for("\"type\":\"DELETED\"").await;
     assert!(http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices").await.1["items"].as_array().unwrap().is_empty());
     stop_tailed(kubelet, log).await.expect_code(0);
 }
@@ -590,4 +599,33 @@ async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_star
     assert!(checkpoint_entries(&t.root).is_empty());
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// A raw HTTP/1.1 watch: everything received so far, searchable.
+struct Watch {
+    stream: tokio::net::TcpStream,
+    seen: String,
+}
+
+impl Watch {
+    async fn open(addr: &str, path: &str) -> Watch {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        Watch { stream, seen: String::new() }
+    }
+
+    /// Wait (at most 10 s) until `needle` has arrived.
+    async fn wait_for(&mut self, needle: &str) {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut buf = [0u8; 4096];
+        while !self.seen.contains(needle) {
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => panic!("{needle} did not arrive on the watch; got:\n{}", self.seen),
+            }
+        }
+    }
 }

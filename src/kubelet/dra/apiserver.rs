@@ -12,8 +12,12 @@
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
 //!   mock kubelet has allocated, with `status.allocation` and `reservedFor`.
 //!
-//! Not supported (answered 406/405 with a message): protobuf bodies and
-//! watches (the kubeletplugin helper's watch-list of ResourceSlices).
+//! - watches of `resourceslices` (`watch=true`, JSON lines of WatchEvents),
+//!   with watch-list semantics: `sendInitialEvents=true` sends every
+//!   matching slice as ADDED, then a BOOKMARK annotated
+//!   `k8s.io/initial-events-end: "true"`, then each change.
+//!
+//! Not supported (answered 415 with a message): protobuf bodies.
 
 use crate::core::{Error, Result};
 use crate::kubelet::dra::DraManager;
@@ -33,9 +37,17 @@ const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
 const MAX_BODY: usize = 4 << 20;
 
 /// The objects the API server holds (ResourceSlices), shared with the DRA manager.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Store {
     inner: Mutex<StoreInner>,
+    /// Every change, for watches: (ADDED | MODIFIED | DELETED, the object).
+    changes: tokio::sync::broadcast::Sender<(&'static str, Value)>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store { inner: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -66,10 +78,24 @@ impl Store {
             .map(|(n, _)| n.clone())
             .collect();
         for n in &names {
-            st.slices.remove(n);
-            st.version += 1;
+            if let Some(s) = st.slices.remove(n) {
+                st.version += 1;
+                let _ = self.changes.send(("DELETED", s));
+            }
         }
         names
+    }
+
+    /// Start a watch: the matching slices now and every later change, atomically.
+    #[allow(clippy::type_complexity)]
+    fn watch(
+        &self,
+        sel: &[(String, String)],
+    ) -> (u64, Vec<Value>, tokio::sync::broadcast::Receiver<(&'static str, Value)>) {
+        let st = self.lock();
+        let rx = self.changes.subscribe();
+        let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
+        (st.version, items, rx)
     }
 }
 
@@ -109,6 +135,93 @@ fn field_selector(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+fn is_watch(query: &str) -> bool {
+    query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1")
+}
+
+/// A response body: one whole answer (with a Content-Length), or a watch's stream.
+enum ChannelBody {
+    Whole(Option<hyper::body::Bytes>),
+    Stream(tokio::sync::mpsc::Receiver<hyper::body::Bytes>),
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match &mut *self {
+            ChannelBody::Whole(b) => std::task::Poll::Ready(b.take().map(|b| Ok(hyper::body::Frame::data(b)))),
+            ChannelBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(hyper::body::Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ChannelBody::Whole(None))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ChannelBody::Whole(b) => hyper::body::SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
+            ChannelBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+fn whole(text: String) -> ChannelBody {
+    ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
+}
+
+fn line(kind: &str, obj: &Value) -> hyper::body::Bytes {
+    let mut t = json!({"type": kind, "object": obj}).to_string();
+    t.push('\n');
+    hyper::body::Bytes::from(t)
+}
+
+/// Pump a watch of the slices into `tx` until the client goes or `stop`.
+async fn pump(
+    store: Arc<Store>,
+    query: String,
+    tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
+    stop: CancellationToken,
+) {
+    let sel = field_selector(&query);
+    let (version, items, mut rx) = store.watch(&sel);
+    if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
+        for i in &items {
+            if tx.send(line("ADDED", i)).await.is_err() {
+                return;
+            }
+        }
+        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
+            "resourceVersion": version.to_string(),
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        }});
+        if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+            return;
+        }
+    }
+    loop {
+        let ev = tokio::select! {
+            e = rx.recv() => e,
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+        };
+        match ev {
+            Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
+                if tx.send(line(kind, &obj)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            // Too slow a reader: end the watch; the client lists again.
+            Err(_) => return,
+        }
+    }
+}
+
 fn field(obj: &Value, path: &str) -> String {
     path.split('.').fold(obj, |v, k| &v[k]).as_str().unwrap_or_default().to_string()
 }
@@ -123,12 +236,8 @@ pub fn answer(
     query: &str,
     body: &[u8],
 ) -> (u16, Value) {
-    if query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1") {
-        return status(
-            405,
-            "MethodNotAllowed",
-            "watch is not supported by the dpctl mock API server (JSON get/list/create/update/delete only)".into(),
-        );
+    if is_watch(query) {
+        return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
     }
     if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
         return if method == "GET" && name == node {
@@ -208,6 +317,7 @@ pub fn answer(
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
             st.slices.insert(n, obj.clone());
+            let _ = store.changes.send(("ADDED", obj.clone()));
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => {
@@ -228,11 +338,13 @@ pub fn answer(
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             st.slices.insert(n.to_string(), obj.clone());
+            let _ = store.changes.send(("MODIFIED", obj.clone()));
             (200, obj)
         }
         ("DELETE", n) if !n.is_empty() => match st.slices.remove(n) {
             Some(s) => {
                 st.version += 1;
+                let _ = store.changes.send(("DELETED", s.clone()));
                 (200, s)
             }
             None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
@@ -304,10 +416,23 @@ pub async fn start(
             };
             let Ok((sock, _)) = conn else { continue };
             let (store, current, node) = (store.clone(), current.clone(), node.clone());
+            let (t3, stop2) = (t2.clone(), stop.clone());
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                     let (store, current, node) = (store.clone(), current.clone(), node.clone());
+                    let (tracker, stop) = (t3.clone(), stop2.clone());
                     async move {
+                        let query = req.uri().query().unwrap_or("").to_string();
+                        if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
+                            let (tx, rx) = tokio::sync::mpsc::channel(64);
+                            tracker.spawn(pump(store, query, tx, stop));
+                            let resp = http::Response::builder()
+                                .status(200)
+                                .header("content-type", "application/json")
+                                .body(ChannelBody::Stream(rx))
+                                .unwrap_or_else(|_| http::Response::new(whole(String::new())));
+                            return Ok::<_, std::convert::Infallible>(resp);
+                        }
                         let (parts, mut body) = req.into_parts();
                         let mut buf = Vec::new();
                         use hyper::body::Body as _;
@@ -347,8 +472,8 @@ pub async fn start(
                         let resp = http::Response::builder()
                             .status(code)
                             .header("content-type", "application/json")
-                            .body(v.to_string())
-                            .unwrap_or_default();
+                            .body(whole(v.to_string()))
+                            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
                         Ok::<_, std::convert::Infallible>(resp)
                     }
                 });
@@ -393,7 +518,7 @@ mod tests {
         assert_eq!((c, put["metadata"]["resourceVersion"].as_str()), (200, Some("2")));
         assert_eq!(call(&s, "DELETE", &format!("{SLICES}/{name}"), "", Value::Null).0, 200);
         assert_eq!(call(&s, "GET", &format!("{SLICES}/{name}"), "", Value::Null).0, 404);
-        assert_eq!(call(&s, "GET", SLICES, "watch=true", Value::Null).0, 405);
+        assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
     }
