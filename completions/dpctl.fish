@@ -605,7 +605,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l plugin-dir -d 'The 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
-complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l dra -d 'Test a DRA driver\'s kubelet plugin instead (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l dra -d 'Test a DRA driver\'s kubelet plugin instead (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'

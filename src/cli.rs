@@ -193,7 +193,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
     /// Test a DRA driver's kubelet plugin instead (placeholders {kubelet-root-dir},
-    /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
+    /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
     #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
     pub dra: bool,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)

@@ -11,7 +11,9 @@
 //! specs; `/etc/cdi` and `/var/run/cdi` are not used here), `{kubeconfig}`
 //! (the engine's local API server) and `{node-name}`, exported as
 //! `DPCTL_TEST_KUBELET_ROOT_DIR`, `DPCTL_TEST_PLUGINS_REGISTRY_DIR`,
-//! `DPCTL_TEST_CDI_DIR`, `DPCTL_TEST_KUBECONFIG` and `DPCTL_TEST_NODE_NAME`.
+//! `DPCTL_TEST_CDI_DIR`, `DPCTL_TEST_KUBECONFIG` and `DPCTL_TEST_NODE_NAME`;
+//! `{rolling-uid}` (`DPCTL_TEST_ROLLING_UID`) is `a`, and `b` for the second
+//! instance DRA-ROLL-001 starts (skipped when the command has none).
 //! Devices to allocate come from the ResourceSlices the driver publishes and
 //! from its health stream.
 
@@ -60,6 +62,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc("DRA-UNPREP-003", "unprepare", "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Session::Basic),
     sc("DRA-HEALTH-001", "health", "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open", "KEP-4680; kubernetes pkg/kubelet/cm/dra/healthinfo.go", Session::Basic),
     sc("DRA-RESTART-001", "restart", "after a kubelet restart it registers again and prepared claims survive", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again", KUBELET, Session::KubeletRestart),
+    sc("DRA-ROLL-001", "restart", "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes", PLUGIN_MANAGER, Session::EndToEnd),
     sc("DRA-RESTART-002", "restart", "after a driver restart it registers again and unprepares what it prepared before", "claims prepared by the previous instance unprepare through the new one", PLUGIN_MANAGER, Session::PluginRestart),
 ];
 
@@ -101,6 +104,8 @@ struct Sess {
     events: mpsc::UnboundedReceiver<Arc<Stamped>>,
     seen: Vec<Arc<Stamped>>,
     plugin: Option<PluginProcess>,
+    /// A second instance (rolling update), when running.
+    second: Option<PluginProcess>,
     argv: Vec<String>,
     timeout: Duration,
     driver: Option<Driver>,
@@ -123,6 +128,7 @@ impl Sess {
             events,
             seen: Vec::new(),
             plugin: None,
+            second: None,
             argv,
             timeout: o.timeout,
             driver: None,
@@ -135,10 +141,16 @@ impl Sess {
     }
 
     fn start_plugin(&mut self) -> Result<()> {
-        let env: Vec<(String, String)> = vars(&self.tree).into_iter().map(|(_, k, v)| (k.to_string(), v)).collect();
-        let log = self.tree.logs.join("driver.log");
-        self.plugin = Some(PluginProcess::spawn(&self.argv, &env, &log)?);
+        self.plugin = Some(self.spawn_instance("a", "driver.log")?);
         Ok(())
+    }
+
+    /// Start the driver's command with `{rolling-uid}` set to `uid`.
+    fn spawn_instance(&self, uid: &str, log: &str) -> Result<PluginProcess> {
+        let mut env: Vec<(String, String)> = vars(&self.tree).into_iter().map(|(_, k, v)| (k.to_string(), v)).collect();
+        env.push(("DPCTL_TEST_ROLLING_UID".into(), uid.into()));
+        let argv: Vec<String> = self.argv.iter().map(|a| a.replace("{rolling-uid}", uid)).collect();
+        PluginProcess::spawn(&argv, &env, &self.tree.logs.join(log))
     }
 
     fn log(&self) -> String {
@@ -612,6 +624,57 @@ impl Sess {
                 self.remove_pod("pod-r").await?;
                 Ok(Outcome::pass("re-registered; claims kept; unprepared after"))
             }
+            "DRA-ROLL-001" => {
+                if !self.argv.iter().any(|a| a.contains("{rolling-uid}")) {
+                    return Ok(Outcome::skip(
+                        "the command has no {rolling-uid}: pass it to the driver's rolling-update option",
+                    ));
+                }
+                self.driver = Some(self.registered(0).await?);
+                let from = self.seen.len();
+                self.second = Some(
+                    self.spawn_instance("b", "driver-b.log")
+                        .map_err(|e| Outcome::fail("start a second instance", e.to_string(), "check the command"))?,
+                );
+                let two = self
+                    .wait(from, REGISTER_WITHIN, |e| match e {
+                        KubeletEvent::DraRegistered { instances, endpoint, .. } => Some((*instances, endpoint.clone())),
+                        KubeletEvent::RegistrationRejected { error, .. } => Some((0, error.clone())),
+                        _ => None,
+                    })
+                    .await;
+                let newest = match two {
+                    Some((2, ep)) => ep,
+                    other => return Err(Outcome::fail(
+                        "a second instance's registration",
+                        format!("{other:?}; driver log: {}", log_tail(&self.tree.logs.join("driver-b.log"), 5)),
+                        "name both sockets after the rolling-update UID (<driver>-<uid>-reg.sock, a distinct endpoint)",
+                    )),
+                };
+                if let Some(d) = &mut self.driver {
+                    d.endpoint = PathBuf::from(&newest);
+                }
+                self.prepare_pod("pod-u").await?;
+                let from = self.seen.len();
+                if let Some(p) = self.second.take() {
+                    p.stop(Duration::from_secs(10)).await;
+                }
+                let left = self
+                    .wait(from, REGISTER_WITHIN, |e| match e {
+                        KubeletEvent::DraDeregistered { instances, .. } => Some(*instances),
+                        _ => None,
+                    })
+                    .await;
+                if left != Some(1) {
+                    return Err(Outcome::fail(
+                        "the newest instance stops",
+                        format!("instances left: {left:?}"),
+                        "remove only this instance's sockets on exit",
+                    ));
+                }
+                self.remove_pod("pod-u").await?;
+                Ok(Outcome::pass("two instances; unprepared through the older one"))
+            }
             "DRA-RESTART-002" => {
                 self.driver = Some(self.registered(0).await?);
                 self.prepare_pod("pod-d").await?;
@@ -634,6 +697,9 @@ impl Sess {
 
     async fn teardown(mut self) {
         self.drain();
+        if let Some(p) = self.second.take() {
+            p.stop(Duration::from_secs(5)).await;
+        }
         if let Some(p) = self.plugin.take() {
             p.stop(Duration::from_secs(5)).await;
         }

@@ -208,6 +208,8 @@ fn dra_test(extra_serve: &[&str], flags: &[&str]) -> tokio::process::Command {
         "{kubeconfig}",
         "--node-name",
         "{node-name}",
+        "--rolling-update",
+        "{rolling-uid}",
     ]);
     args.extend_from_slice(extra_serve);
     dpctl_cmd(&args)
@@ -234,7 +236,7 @@ async fn dra_serve_passes_dpctl_test_dra_with_junit() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(14), Some(0), Some(0)),
+        (Some(15), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -566,10 +568,10 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
     let r = run_cmd_within(c, 120).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    // Everything but the health stream, which it does not advertise.
+    // Everything but the health stream, which it does not advertise, and rolling updates.
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(13), Some(0), Some(1)),
+        (Some(13), Some(0), Some(2)),
         "{}",
         r.stdout
     );
