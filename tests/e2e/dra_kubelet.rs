@@ -631,3 +631,61 @@ impl Watch {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_claim_with_a_device_class_selects_by_slice_attributes() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    // No health service: the devices and their attributes come from a ResourceSlice manifest.
+    let driver = t.serve(&["--services", "v1.DRAPlugin", "--pool", "node-1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write(
+        "slice.yaml",
+        &format!(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: node-1-gpus}}\nspec:\n  driver: {DRIVER}\n  nodeName: dpctl-node\n  pool: {{name: node-1, generation: 1, resourceSliceCount: 1}}\n  devices:\n  - name: dev-0\n    attributes: {{model: {{string: a100}}}}\n  - name: dev-1\n    attributes: {{model: {{string: h100}}}}\n"
+        ),
+    );
+    t.write(
+        "class.yaml",
+        &format!(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: big-gpu}}\nspec:\n  selectors:\n  - cel:\n      expression: 'device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].model == \"h100\"'\n"
+        ),
+    );
+    t.write(
+        "template.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: one-big, namespace: ml}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {deviceClassName: big-gpu}\n",
+    );
+    t.write(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer, namespace: ml, uid: pod-t}\nspec:\n  resourceClaims: [{name: g, resourceClaimTemplateName: one-big}]\n  containers: [{name: main, resources: {claims: [{name: g}]}}]\n",
+    );
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!(p["claim"], "ml/trainer-g", "the template's claim is named <pod>-<claim>");
+    // The allocator's choice (dra serve prepares a device of its own choosing: it reads no claims).
+    let a = &events(&log, "claim-allocated")[0];
+    assert_eq!(a["devices"][0], format!("{DRIVER}/node-1/dev-1"), "the h100, by the class's selector");
+    // A selector outside the documented subset is refused with the subset named.
+    t.write(
+        "bad-class.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: bad}\nspec:\n  selectors:\n  - cel: {expression: 'device.capacity[\"x\"].memory > 1'}\n",
+    );
+    let rejected = || async {
+        let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
+        n.stdout.contains("bad-class.yaml") && n.stdout.contains("outside the supported subset")
+    };
+    let mut ok = false;
+    for _ in 0..100 {
+        if rejected().await {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ok, "bad-class.yaml is listed as a rejected manifest with the subset");
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
