@@ -250,10 +250,12 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l allocate-failure-r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-fault -d 'Fault: a wrong GetPreferredAllocation answer' -r -f -a "none\t'Answer correctly'
 foreign\t'Include an ID that was not offered'
 too-many\t'Answer one device more than asked for'
-drop-must-include\t'Leave out the must-include devices'"
+drop-must-include\t'Leave out the must-include devices'
+ignore-available\t'Choose among all devices, ignoring which were offered'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-delay -d 'Fault: register again only DURATION after a kubelet restart' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l first-snapshot-delay -d 'Fault: every ListAndWatch stream sends its first list only after DURATION' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -265,6 +267,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start -d 'Adve
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-allocation -d 'Advertise and implement GetPreferredAllocation'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-on-disconnect -d 'Register again when the kubelet closes our ListAndWatch stream and opens none within 1s while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier instance\'s stream ends, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-fail -d 'Fault: PreStartContainer fails with Internal'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-reregister -d 'Fault: never register again after a kubelet restart'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l new-ids-after-restart -d 'Fault: new device IDs at every start and kubelet restart'
@@ -272,6 +275,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l delete-other-socke
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l keep-socket-on-exit -d 'Fault: leave the socket behind on SIGTERM'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l exit-without-kubelet -d 'Fault: exit at start when kubelet.sock is missing, even with --retry'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l hang-after-cancel -d 'Fault: once the kubelet cancels a ListAndWatch stream, later streams never send'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l empty-first-snapshot -d 'Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l health-one-stream -d 'Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -371,6 +376,7 @@ single-numa-node\t'Reject pods that cannot get all devices from one NUMA node'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l restart-every -d 'Simulate a kubelet restart on this schedule (as SIGHUP does)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l dial-timeout -d 'How long to keep dialing a plugin back inside Register (the kubelet\'s: 10s)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l call-timeout -d 'Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-version -d 'Behave as this kubelet version (1.25 to 1.37; see --explain-profile)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
@@ -381,6 +387,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir 
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l explain-profile -d 'Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -398,6 +405,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-headers -d 'Prin
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-version -d 'The demo\'s kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -464,6 +472,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s v -l verbose -d '
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l against -d 'Act as the kubelet: send the recorded calls to this plugin and diff the answers' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet-version -d 'With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l resource -d 'Resource name to register (default: the trace\'s)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l speed -d 'Replay the ListAndWatch timeline this many times faster' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l socket-name -d 'Socket file name in the plugin directory [default: unique per start]' -r
@@ -484,6 +493,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l kubelet -d 'Repro
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-wait -d 'Replay the ListAndWatch timeline without its recorded pauses'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-register -d 'Serve without registering (for client-side tests and dpctl probe)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l retry -d 'Keep retrying a failed first registration (with backoff) instead of exiting 1'
+complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l reregister-on-disconnect -d 'Register again when the kubelet closes our ListAndWatch stream and opens none within 1s while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier instance\'s stream ends, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -573,6 +583,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subco
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l plugins -d 'Simulated plugins (one resource each)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l devices -d 'Devices per plugin' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l pods -d 'Pods to admit (one device each)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -l kubelet-version -d 'The mock kubelet behaves as this version (1.25 to 1.37)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand bench; and __fish_seen_subcommand_from kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"
@@ -596,6 +607,9 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l focus -d 'Run only 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l skip -d 'Leave out scenarios whose ID, group or title matches (same syntax as --focus)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l junit -d 'Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-trigger -d 'A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-version -d 'Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l health-timeout -d 'How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l restart-backoff -d 'Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l socket -d 'Test an already running plugin on SOCKET (only scenarios that need no control of it)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
@@ -606,6 +620,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l root -d 'Look up ev
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l dra -d 'Test a DRA driver\'s kubelet plugin instead (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-restart -d 'Never restart a plugin that exits on its own (judge it on its first run)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'

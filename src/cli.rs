@@ -196,8 +196,20 @@ pub struct TestArgs {
     /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
     #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
     pub dra: bool,
+    /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
+    #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
+    pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
+    /// How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub health_timeout: Duration,
+    /// Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_backoff: Duration,
+    /// Never restart a plugin that exits on its own (judge it on its first run)
+    #[arg(long, conflicts_with = "restart_backoff")]
+    pub no_restart: bool,
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
-    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin"])]
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
     pub socket: Option<PathBuf>,
     /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
     /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as
@@ -278,6 +290,9 @@ pub struct BenchKubeletArgs {
     /// Pods to admit (one device each)
     #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub pods: u64,
+    /// The mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// `dpctl checkpoint`
@@ -318,6 +333,9 @@ pub struct DemoArgs {
     /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
     #[arg(long)]
     pub dra: bool,
+    /// The demo's kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
 }
 
 /// A plugin socket argument.
@@ -539,7 +557,7 @@ fn rate_arg(s: &str) -> Result<f64, String> {
 pub struct ServeArgs {
     /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
     /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel", "empty_first_snapshot", "first_snapshot_delay", "health_one_stream"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -635,6 +653,15 @@ pub struct ServeArgs {
     /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
     #[arg(long)]
     pub hang_after_cancel: bool,
+    /// Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later
+    #[arg(long)]
+    pub empty_first_snapshot: bool,
+    /// Fault: every ListAndWatch stream sends its first list only after DURATION
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub first_snapshot_delay: Option<Duration>,
+    /// Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)
+    #[arg(long)]
+    pub health_one_stream: bool,
 }
 
 /// How a plugin role (serve, replay) serves and registers.
@@ -658,6 +685,11 @@ pub struct RegistrationArgs {
     /// Keep retrying a failed first registration (with backoff) instead of exiting 1
     #[arg(long)]
     pub retry: bool,
+    /// Register again when the kubelet closes our ListAndWatch stream and opens none within 1s
+    /// while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier
+    /// instance's stream ends, kubernetes#121994)
+    #[arg(long)]
+    pub reregister_on_disconnect: bool,
 }
 
 /// `dpctl record`
@@ -701,6 +733,9 @@ pub struct ReplayArgs {
     /// Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ
     #[arg(long)]
     pub kubelet: bool,
+    /// With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y", requires = "kubelet")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
     /// Resource name to register (default: the trace's)
     #[arg(long, value_name = "NAME")]
     pub resource: Option<String>,
@@ -851,6 +886,12 @@ pub struct MockKubeletArgs {
     /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
     #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
     pub call_timeout: Duration,
+    /// Behave as this kubelet version (1.25 to 1.37; see --explain-profile)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+    /// Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit
+    #[arg(long)]
+    pub explain_profile: bool,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,

@@ -94,7 +94,11 @@ pub mod examples {
   dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --manifests /tmp/node/manifests \\
     --plugins-registry-dir /tmp/node/plugins_registry --api-server 127.0.0.1:0
   dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
-    --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node";
+    --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
+
+  # behave as kubelet 1.31; what that changes
+  dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
+  dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
 
     /// dpctl node
     pub const NODE: &str = "Examples:
@@ -133,7 +137,10 @@ pub mod examples {
   dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
   dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  dpctl test --restart-backoff 1s --health-trigger './break-gpu0 {plugin-dir}' --health-timeout 60s -- ./my-plugin
   dpctl test --isolate -- ./plugin-with-hard-coded-paths
+  # the plugin's support range in one run (results per kubelet version)
+  dpctl test --kubelet-version 1.31,1.37 --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   # a plugin that is already running (no process or kubelet control)
   dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
   # a DRA driver's kubelet plugin, with the engine's local API server

@@ -19,8 +19,14 @@ pub struct NodeStatus {
     pub resources: Vec<Value>,
     /// Admitted pods.
     pub pods: Vec<Value>,
-    /// Rejected manifests: file → reason.
+    /// Rejected manifests: file → the kubelet's message.
     pub rejected: BTreeMap<String, String>,
+    /// Rejected manifests: file → the pod status reason (`UnexpectedAdmissionError`, …).
+    #[serde(default)]
+    pub rejected_reasons: BTreeMap<String, String>,
+    /// The kubelet version the mock behaves as.
+    #[serde(default)]
+    pub kubelet_version: String,
     /// The plugin directory.
     pub plugin_dir: String,
     /// Registered DRA drivers.

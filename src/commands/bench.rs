@@ -397,6 +397,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
     let mut spec = NodeSpec::on_tree(&tree);
     (spec.pod_resources_socket, spec.plugins_registry_dir) = (None, None);
     spec.manager.grace_period = Duration::from_secs(3600);
+    spec.manager.profile = crate::kubelet::profile::Profile::of(a.kubelet_version);
     let node = Node::start(spec, bus).await?;
 
     // P plugins, in this process.
@@ -416,6 +417,7 @@ async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
         registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

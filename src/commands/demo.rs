@@ -85,7 +85,9 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
     let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
     let mut events = bus.subscribe();
-    let node = Node::start(NodeSpec { plugins_registry_dir: None, ..NodeSpec::on_tree(&tree) }, bus).await?;
+    let mut spec = NodeSpec { plugins_registry_dir: None, ..NodeSpec::on_tree(&tree) };
+    spec.manager.profile = crate::kubelet::profile::Profile::of(a.kubelet_version);
+    let node = Node::start(spec, bus).await?;
     let ksock = tree.kubelet_socket();
 
     let gpu = ResourceConfig {
@@ -112,6 +114,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         registry_dir: root.join("plugins_registry"),
         register: true,
         retry: false,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

@@ -53,14 +53,20 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             max_recv: a.max_recv_size,
             call_timeout: a.call_timeout,
             pre_start_timeout: Duration::from_secs(30),
+            profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
         },
         dra: dra_spec(ctx, a),
         api_server: a.api_server,
+        clean_at_start: true,
     })
 }
 
 /// Run the command: the engine until SIGINT/SIGTERM; SIGHUP restarts it in place.
 pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
+    if a.explain_profile {
+        print!("{}", crate::kubelet::profile::Profile::of(a.kubelet_version).explain());
+        return Ok(());
+    }
     let s = settings(ctx, a)?;
     let bus = EventBus::new(Logger::new(a.log_format));
     // Listen for signals before the node starts, so none is lost.

@@ -82,7 +82,7 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
                 pods.push(vec![
                     s(&p["namespace"]),
                     s(&p["name"]),
-                    name.clone(),
+                    if c["sidecar"].as_bool() == Some(true) { format!("{name} (sidecar)") } else { name.clone() },
                     r.clone(),
                     ids.join(","),
                     if numa.is_empty() { "-".into() } else { numa.join(",") },
@@ -99,7 +99,10 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
     if !n.rejected.is_empty() {
         out.push_str("\nRejected manifests:\n");
         for (f, why) in &n.rejected {
-            out.push_str(&format!("  {f}: {why}\n"));
+            match n.rejected_reasons.get(f) {
+                Some(reason) => out.push_str(&format!("  {f}: {reason}: {why}\n")),
+                None => out.push_str(&format!("  {f}: {why}\n")),
+            }
         }
     }
     emit(&out)

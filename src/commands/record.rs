@@ -40,6 +40,9 @@ const REPLACED_AFTER: Duration = Duration::from_millis(500);
 const STREAM_EXPECTED: Duration = Duration::from_secs(10);
 /// The whole exit (re-registering the plugin, stopping the tap) fits in this.
 const EXIT_BUDGET: Duration = Duration::from_millis(900);
+/// After the tap's stream ends at exit, how long the kubelet gets to handle
+/// that end before the plugin registers again.
+const HANDBACK_SETTLE: Duration = Duration::from_millis(250);
 
 async fn register(
     kubelet: &Path,
@@ -384,7 +387,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
             match rec.reattach(served, stop, root).await {
                 None => {
                     // Stopped while waiting: nothing is served; leave the plugin registered.
-                    let r = finish(&rec, None, options, &a.out).await;
+                    let r = finish(&rec, None, &tap, options, &a.out).await;
                     tap.shutdown(Duration::from_millis(100)).await;
                     return r;
                 }
@@ -458,22 +461,40 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
         tap.shutdown(Duration::from_millis(200)).await;
         return Err(e);
     }
-    let r = finish(&rec, Some(served), options, &a.out).await;
+    let r = finish(&rec, Some(served), &tap, options, &a.out).await;
     tap.shutdown(Duration::from_millis(100)).await;
     r
 }
 
 /// Leave the node as it was — the plugin's own socket registered again —
-/// and stop the tap, all within [`EXIT_BUDGET`].
-async fn finish(rec: &Recorder, served: Option<Served>, options: DevicePluginOptions, out: &Path) -> Result<()> {
+/// and stop the tap, all within [`EXIT_BUDGET`]. The tap's stream ends
+/// *first*, and the plugin registers after the kubelet has seen that end:
+/// kubelets up to 1.36 key plugins by resource name, and when a replaced
+/// stream ends they disconnect whatever registration is current
+/// (kubernetes#121994) — the plugin's, had it registered before the tap's
+/// stream ended. From 1.37 either order is safe; this one is safe for all.
+async fn finish(
+    rec: &Recorder,
+    served: Option<Served>,
+    tap: &Tap,
+    options: DevicePluginOptions,
+    out: &Path,
+) -> Result<()> {
     let start = Instant::now();
+    // End the tap's streams towards the kubelet, then stop serving.
+    tap.shutdown(Duration::from_millis(100)).await;
+    if let Some(s) = served {
+        s.shut(Duration::from_millis(100)).await;
+        // The kubelet handles a stream's end at once; give it a moment before the plugin registers.
+        tokio::time::sleep(HANDBACK_SETTLE).await;
+    }
     let restored = match connect_raw(&rec.plugin, Duration::from_millis(100)).await {
         Err(_) => Err(Error::failed(format!(
             "the trace is complete, but the plugin's socket {} is gone, so it was not registered again; restart the plugin so it registers itself",
             rec.plugin.display()
         ))),
         Ok(_) => {
-            let left = EXIT_BUDGET.saturating_sub(start.elapsed()).saturating_sub(Duration::from_millis(200));
+            let left = EXIT_BUDGET.saturating_sub(start.elapsed());
             match register(&rec.kubelet, &rec.plugin_name, &rec.resource, options, left.max(Duration::from_millis(100))).await {
                 Ok(()) => Ok(()),
                 Err(e) => Err(Error::failed(format!(
@@ -482,9 +503,6 @@ async fn finish(rec: &Recorder, served: Option<Served>, options: DevicePluginOpt
             }
         }
     };
-    if let Some(s) = served {
-        s.shut(Duration::from_millis(100)).await;
-    }
     let n = rec.writer.events();
     rec.log.event("recorded", &[("events", json!(n)), ("out", json!(out.display().to_string()))]);
     restored

@@ -240,8 +240,9 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         crate::core::log::LogFormat::Json,
         &tree.logs.join("kubelet.log"),
     )?);
-    let spec =
+    let mut spec =
         crate::kubelet::node::NodeSpec { plugins_registry_dir: None, ..crate::kubelet::node::NodeSpec::on_tree(&tree) };
+    spec.manager.profile = crate::kubelet::profile::Profile::of(a.kubelet_version);
     let kubelet = crate::kubelet::node::Node::start(spec, bus).await?;
     let mut node = Node { dir, kubelet };
 
@@ -253,6 +254,7 @@ async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Re
         registry_dir: tree.registry_dir.clone(),
         register: true,
         retry: true,
+        reregister_on_disconnect: false,
         timeout: ctx.timeout,
         host_root: Default::default(), // a private temp tree
     };

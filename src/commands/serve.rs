@@ -74,6 +74,9 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
             keep_socket_on_exit: a.keep_socket_on_exit,
             exit_without_kubelet: a.exit_without_kubelet,
             hang_after_cancel: a.hang_after_cancel,
+            empty_first_snapshot: a.empty_first_snapshot,
+            first_snapshot_delay: a.first_snapshot_delay,
+            health_one_stream: a.health_one_stream,
         },
     };
     check_resources(std::slice::from_ref(&r), "flags").map_err(|e| {
@@ -130,6 +133,7 @@ pub fn settings(ctx: &Ctx, reg: &RegistrationArgs, file: &FileConfig) -> Result<
         registry_dir,
         register,
         retry: reg.retry || file.retry.unwrap_or(false),
+        reregister_on_disconnect: reg.reregister_on_disconnect,
         timeout: ctx.timeout,
         host_root: ctx.paths.root.clone(),
     })

@@ -34,11 +34,13 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
 }
 
 fn coloured(line: String, r: &Record) -> String {
-    let (word, paint): (&str, fn(&str) -> colored::ColoredString) = match r.result {
-        Verdict::Pass => ("PASS", |s| s.green()),
-        Verdict::Fail => ("FAIL", |s| s.red().bold()),
-        Verdict::Skip => ("SKIP", |s| s.yellow()),
+    let paint: fn(&str) -> colored::ColoredString = match r.result {
+        Verdict::Pass => |s| s.green(),
+        Verdict::Fail => |s| s.red().bold(),
+        Verdict::Warn => |s| s.magenta(),
+        Verdict::Skip | Verdict::NotRun => |s| s.yellow(),
     };
+    let word = report::word(r.result);
     match line.strip_prefix(word) {
         Some(rest) => format!("{}{rest}", paint(word)),
         None => line,
@@ -61,8 +63,14 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
-    let opts = Options {
+    let versions: Vec<Option<crate::kubelet::profile::KubeletVersion>> = match &a.kubelet_version {
+        None => vec![None],
+        Some(l) => l.0.iter().copied().map(Some).collect(),
+    };
+    let mut opts = Options {
         plugin: a.plugin.clone(),
+        restart_backoff: (!a.no_restart).then_some(a.restart_backoff),
+        health_timeout: a.health_timeout,
         socket: a.socket.as_ref().map(|s| ctx.paths.resolve_socket(s)),
         resource: a.resource.clone(),
         focus: pattern("--focus", &a.focus)?,
@@ -71,6 +79,7 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
         health_trigger: a.health_trigger.clone(),
         timeout: ctx.timeout,
         exe,
+        kubelet_version: None,
     };
     if let Some(sock) = &opts.socket {
         // Say up front that nothing answers there, instead of failing every scenario.
@@ -90,37 +99,74 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     };
     let started = Instant::now();
     let mut write_err = None;
-    let mut show = |p: Progress| match p {
-        Progress::Started(s) => {
-            if let Some(pb) = &bar {
-                pb.set_message(format!("{} {}", s.id, s.title));
+    let mut records: Vec<Record> = Vec::new();
+    let several = versions.len() > 1;
+    let listed: Vec<String> = versions.iter().flatten().map(|v| v.to_string()).collect();
+    for version in versions {
+        opts.kubelet_version = version;
+        let vstart = Instant::now();
+        if let (true, true, Some(v)) = (table, several, version) {
+            let head = format!("kubelet {v}");
+            match &bar {
+                Some(pb) => pb.println(head),
+                None => emit(&head)?,
             }
         }
-        Progress::Finished(r) => {
-            if !table {
-                return;
+        let mut show = |p: Progress| match p {
+            Progress::Started(s) => {
+                if let Some(pb) = &bar {
+                    pb.set_message(format!("{} {}", s.id, s.title));
+                }
             }
-            let line = coloured(report::line(r), r);
-            match &bar {
-                Some(pb) => pb.println(line),
-                None => {
-                    if let Err(e) = emit(&line) {
-                        write_err.get_or_insert(e);
+            Progress::Finished(r) => {
+                if !table {
+                    return;
+                }
+                let line = coloured(report::line(r), r);
+                match &bar {
+                    Some(pb) => pb.println(line),
+                    None => {
+                        if let Err(e) = emit(&line) {
+                            write_err.get_or_insert(e);
+                        }
                     }
                 }
             }
+        };
+        // Ctrl-C / SIGTERM: dropping the run kills the plugin's process group and
+        // the mock kubelet and removes the temp tree.
+        let run = tokio::select! {
+            r = async {
+                if a.dra { crate::suite::dra::run(&opts, &mut show).await } else { run::run(&opts, &mut show).await }
+            } => r,
+            _ = crate::core::interrupted() => Err(Error::failed("interrupted; the plugin and the mock kubelet were stopped")),
+        };
+        let mut run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(pb) = &bar {
+                    pb.finish_and_clear();
+                }
+                return Err(e);
+            }
+        };
+        if let Some(v) = version.filter(|_| several) {
+            for r in &mut run {
+                r.kubelet_version = Some(v.to_string());
+            }
+            if table {
+                let line = format!("kubelet {v}: {}", report::summary(&run, vstart.elapsed()));
+                match &bar {
+                    Some(pb) => pb.println(line),
+                    None => emit(&line)?,
+                }
+            }
         }
-    };
-    // Ctrl-C / SIGTERM: dropping the run kills the plugin's process group and
-    // the mock kubelet and removes the temp tree.
-    let records = tokio::select! {
-        r = async { if a.dra { crate::suite::dra::run(&opts, &mut show).await } else { run::run(&opts, &mut show).await } } => r,
-        _ = crate::core::interrupted() => Err(Error::failed("interrupted; the plugin and the mock kubelet were stopped")),
-    };
+        records.extend(run);
+    }
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
-    let records = records?;
     if let Some(e) = write_err {
         return Err(e);
     }
@@ -142,6 +188,7 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
                 plugin: &shown,
                 totals: report::totals(&records),
                 duration_ms: took.as_millis() as u64,
+                kubelet_versions: &listed,
                 scenarios: &records,
             };
             emit(&structured(f, &doc)?)?;

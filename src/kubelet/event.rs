@@ -131,6 +131,32 @@ pub enum KubeletEvent {
         get_preferred_allocation_available: bool,
         /// It replaced an earlier endpoint of the resource.
         replaced: bool,
+        /// Earlier instances of the resource still streaming (what happens to
+        /// them depends on the kubelet version: see `kubelet::profile`).
+        #[serde(default)]
+        older_instances: usize,
+    },
+    /// A Register call arrived on kubelet.sock, before its checks and the
+    /// dial-back (which may take the dial timeout): a slow or failing
+    /// dial-back is seen as it happens. `Registered` or
+    /// `RegistrationRejected` follows.
+    #[serde(rename_all = "camelCase")]
+    RegisterReceived {
+        /// Resource name (capped).
+        resource: String,
+        /// Endpoint as sent (capped).
+        endpoint: String,
+    },
+    /// Dialling a registering plugin back failed; the kubelet keeps trying
+    /// until its dial timeout (reported once per Register, at the first failure).
+    #[serde(rename_all = "camelCase")]
+    DialBackFailing {
+        /// Resource name (capped).
+        resource: String,
+        /// The socket dialled.
+        socket: String,
+        /// Why the dial failed.
+        error: String,
     },
     /// A registration the kubelet refused, with the kubelet's text.
     #[serde(rename_all = "camelCase")]
@@ -210,6 +236,28 @@ pub enum KubeletEvent {
         allocatable: usize,
         /// The grace period.
         grace_period_ms: f64,
+        /// Kubelets up to 1.36 (keyed by resource): an earlier instance's
+        /// stream ended and the kubelet disconnected this *current* endpoint
+        /// instead (kubernetes#121994).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        disconnected: Option<String>,
+        /// What happened, in words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// Kubelets since 1.37 (keyed by socket): one of several instances of a
+    /// resource ended; only its own devices went with it.
+    InstanceEnded {
+        /// Resource name.
+        resource: String,
+        /// The instance's socket.
+        endpoint: String,
+        /// Who ended it and how.
+        reason: String,
+        /// All devices of the resource now.
+        capacity: usize,
+        /// Healthy devices of the resource now.
+        allocatable: usize,
     },
     /// A resource's grace period ended without its plugin.
     ResourceRemoved {
@@ -288,11 +336,15 @@ pub enum KubeletEvent {
         latency_ms: f64,
     },
     /// A pod (manifest) was rejected.
+    #[serde(rename_all = "camelCase")]
     PodRejected {
         /// The manifest.
         file: String,
-        /// The kubelet's reason.
+        /// The kubelet's message.
         reason: String,
+        /// The pod status reason (`UnexpectedAdmissionError`, `OutOf<resource>`, …).
+        #[serde(default)]
+        pod_reason: String,
     },
     /// A pod was removed and its devices freed.
     PodRemoved {

@@ -18,6 +18,8 @@ pub struct Container {
     pub resources: BTreeMap<String, u64>,
     /// resources.claims: the pod claims (spec.resourceClaims names) it uses.
     pub claims: Vec<String>,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub restart_always: bool,
 }
 
 /// Where a pod's resource claim comes from (spec.resourceClaims[]).
@@ -138,7 +140,16 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
         let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
         claims.push(n.ok_or(format!("{at} {name:?} resources.claims[{i}].name is required"))?.to_string());
     }
-    Ok(Container { name: name.to_string(), resources: out, claims })
+    let restart_always = match c.get("restartPolicy") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(p)) if p == "Always" => true,
+        Some(other) => {
+            return Err(format!(
+                "{at} {name:?}: restartPolicy {other} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"
+            ))
+        }
+    };
+    Ok(Container { name: name.to_string(), resources: out, restart_always, claims })
 }
 
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
@@ -255,6 +266,12 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
     };
     let init_containers = list("initContainers")?;
     let containers = list("containers")?;
+    if let Some(c) = containers.iter().find(|c| c.restart_always) {
+        return Err(format!(
+            "container {:?}: restartPolicy Always is only allowed on init containers (sidecars)",
+            c.name
+        ));
+    }
     if containers.is_empty() {
         return Err("spec.containers must list at least one container".to_string());
     }
@@ -315,10 +332,22 @@ mod tests {
         assert!(p.containers[1].resources.is_empty());
         assert_eq!(p.uid, parse(y, Path::new("trainer.yaml")).unwrap().uid, "stable UID");
         assert_eq!(p.uid.len(), 36);
+        assert!(!p.init_containers[0].restart_always);
 
         let j = r#"{"metadata":{"name":"x","uid":"u-1"},"spec":{"containers":[{"name":"c","resources":{"limits":{"v.e/a":3}}}]}}"#;
         let p = parse(j, Path::new("x.json")).unwrap();
         assert_eq!((p.uid.as_str(), p.namespace.as_str()), ("u-1", "default"));
+    }
+
+    #[test]
+    fn sidecars_are_init_containers_with_restart_policy_always() {
+        let j = r#"{"metadata":{"name":"s"},"spec":{"initContainers":[{"name":"side","restartPolicy":"Always"},{"name":"once"}],"containers":[{"name":"c"}]}}"#;
+        let p = parse(j, Path::new("s.json")).unwrap();
+        assert_eq!(p.init_containers.iter().map(|c| c.restart_always).collect::<Vec<_>>(), vec![true, false]);
+        let bad = r#"{"metadata":{"name":"s"},"spec":{"initContainers":[{"name":"side","restartPolicy":"OnFailure"}],"containers":[{"name":"c"}]}}"#;
+        assert!(parse(bad, Path::new("s.json")).unwrap_err().contains("only container restartPolicy is \"Always\""));
+        let app = r#"{"metadata":{"name":"s"},"spec":{"containers":[{"name":"c","restartPolicy":"Always"}]}}"#;
+        assert!(parse(app, Path::new("s.json")).unwrap_err().contains("only allowed on init containers"));
     }
 
     #[test]

@@ -55,6 +55,14 @@ pub fn render(mgr: &Manager) -> String {
             let _ = writeln!(s, "{name}{{resource_name=\"{}\"}} {v}", label(&r.resource));
         }
     }
+    let name = "dpctl_node_resource_state";
+    let _ = writeln!(
+        s,
+        "# HELP {name} A resource's state (running, stopped, waiting, removed: listed at 0/0 as the kubelet keeps it).\n# TYPE {name} gauge"
+    );
+    for r in &res {
+        let _ = writeln!(s, "{name}{{resource_name=\"{}\",state=\"{}\"}} 1", label(&r.resource), label(&r.state));
+    }
     s
 }
 

@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod node;
 pub mod podresources;
+pub mod profile;
 pub mod registration;
 pub mod reproduce;
 pub mod shell;

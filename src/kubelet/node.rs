@@ -61,6 +61,10 @@ pub struct NodeSpec {
     /// Serve the local API server (JSON ResourceSlices and claims) on this
     /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
     pub api_server: Option<SocketAddr>,
+    /// Delete every socket in the plugin directory at start, as the kubelet
+    /// does (true); `dpctl test` turns it off where a plugin must already be
+    /// serving, with a stream of the suite's open, when the kubelet arrives.
+    pub clean_at_start: bool,
 }
 
 impl NodeSpec {
@@ -79,6 +83,7 @@ impl NodeSpec {
             manager: Config::kubelet(&tree.plugin_dir),
             dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
             api_server: None,
+            clean_at_start: true,
         }
     }
 }
@@ -89,6 +94,12 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
         rejected: mgr.rejected().into_iter().map(|(k, v)| (k.display().to_string(), v)).collect(),
+        rejected_reasons: mgr
+            .rejected()
+            .into_iter()
+            .map(|(k, v)| (k.display().to_string(), crate::kubelet::devicemanager::rejection_reason(&v)))
+            .collect(),
+        kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
         dra_drivers: mgr
             .dra
@@ -324,7 +335,9 @@ async fn serve_status(
 /// checkpoint, serve Registration and PodResources, follow manifests and the
 /// plugin-watcher directory — every task on the generation's tracker.
 async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<Manager>> {
-    clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
+    if s.clean_at_start {
+        clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
+    }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
     if let Some(spec) = &s.dra {

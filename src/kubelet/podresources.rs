@@ -8,6 +8,7 @@ use crate::api::podresources::{
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
 use crate::kubelet::devicemanager::PodStatus;
+use crate::kubelet::profile::PodResourcesGet;
 use crate::kubelet::shell::Manager;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -50,15 +51,16 @@ pub fn container_devices(resource: &str, by_numa: &BTreeMap<String, Vec<String>>
         .collect()
 }
 
-/// A pod as PodResources lists it: app containers only.
-pub fn pod_resources(p: &PodStatus) -> PodResources {
+/// A pod as PodResources lists it: sidecars (restartable init containers,
+/// when the kubelet version has them) first, then app containers.
+pub fn pod_resources(p: &PodStatus, sidecars: bool) -> PodResources {
     PodResources {
         name: p.name.clone(),
         namespace: p.namespace.clone(),
         containers: p
             .containers
             .iter()
-            .filter(|c| !c.init)
+            .filter(|c| !c.init || (sidecars && c.sidecar))
             .map(|c| ContainerResources {
                 name: c.name.clone(),
                 devices: c.resources.iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect(),
@@ -76,13 +78,17 @@ impl PodResourcesService {
 
     /// A pod as listed, with each container's prepared claims.
     fn listed(&self, p: &PodStatus) -> PodResources {
-        let mut pr = pod_resources(p);
+        let mut pr = pod_resources(p, self.sidecars());
         if let Some(dra) = self.mgr.dra.get() {
             for c in &mut pr.containers {
                 c.dynamic_resources = dra.dynamic_resources(&p.uid, &c.name);
             }
         }
         pr
+    }
+
+    fn sidecars(&self) -> bool {
+        self.mgr.cfg.profile.sidecar_devices
     }
 
     fn admit(&self) -> Result<(), Status> {
@@ -119,6 +125,13 @@ impl PodResourcesLister for PodResourcesService {
 
     async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
         self.admit()?;
+        match self.mgr.cfg.profile.pod_resources_get {
+            PodResourcesGet::Enabled => {}
+            PodResourcesGet::Disabled => return Err(Status::unknown("PodResources API Get method disabled")),
+            PodResourcesGet::Absent => {
+                return Err(Status::unimplemented("unknown method Get for service v1.PodResourcesLister"))
+            }
+        }
         let r = r.into_inner();
         match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
             Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(self.listed(p)) })),

@@ -48,7 +48,18 @@ pub async fn connect_plugin(
     socket: &Path,
     timeout: Duration,
 ) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
+    connect_plugin_reporting(mgr, socket, timeout, |_| {}).await
+}
+
+/// [`connect_plugin`], telling `failing` about the first failed dial as it happens.
+pub async fn connect_plugin_reporting(
+    mgr: &Manager,
+    socket: &Path,
+    timeout: Duration,
+    failing: impl FnOnce(String),
+) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
     let start = Instant::now();
+    let mut failing = Some(failing);
     let conn = loop {
         let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
         match PluginConn::connect(socket, left.min(mgr.cfg.call_timeout), mgr.cfg.max_recv).await {
@@ -59,7 +70,12 @@ pub async fn connect_plugin(
                     crate::core::time::format_duration(timeout)
                 ))
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => {
+                if let Some(f) = failing.take() {
+                    f(e.to_string());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
         }
     };
     let options = conn.options().await.map_err(|e| format!("failed to get device plugin options: {e}"))?;
@@ -87,8 +103,16 @@ impl RegistrationService {
             return invalid(p);
         }
         let socket = self.mgr.cfg.plugin_dir.join(&r.endpoint);
-        let (conn, options) =
-            connect_plugin(&self.mgr, &socket, self.dial_timeout).await.map_err(|e| (RejectStage::DialBack, e))?;
+        let failing = |error: String| {
+            self.mgr.event(KubeletEvent::DialBackFailing {
+                resource: crate::core::text::cap(&r.resource_name).into_owned(),
+                socket: socket.display().to_string(),
+                error: crate::core::text::cap_words(&error).into_owned(),
+            })
+        };
+        let (conn, options) = connect_plugin_reporting(&self.mgr, &socket, self.dial_timeout, failing)
+            .await
+            .map_err(|e| (RejectStage::DialBack, e))?;
         let who = Registrant {
             via: Via::KubeletSocket,
             version: r.version.clone(),
@@ -107,6 +131,10 @@ impl Registration for RegistrationService {
     async fn register(&self, req: tonic::Request<RegisterRequest>) -> Result<tonic::Response<Empty>, tonic::Status> {
         let r = req.into_inner();
         self.mgr.count_registration(&r.resource_name);
+        self.mgr.event(KubeletEvent::RegisterReceived {
+            resource: crate::core::text::cap(&r.resource_name).into_owned(),
+            endpoint: crate::core::text::cap(&r.endpoint).into_owned(),
+        });
         // The call's work belongs to the generation: a restart cancels it and waits for it.
         let gen = &self.mgr.gen;
         let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));

@@ -58,6 +58,8 @@ pub enum PreferredFault {
     TooMany,
     /// Leave out the must-include devices
     DropMustInclude,
+    /// Choose among all devices, ignoring which were offered
+    IgnoreAvailable,
 }
 
 /// The whole `--config` file.
@@ -229,6 +231,16 @@ pub struct Faults {
     /// Once the kubelet cancels a ListAndWatch stream, later streams never send.
     #[serde(default)]
     pub hang_after_cancel: bool,
+    /// Every ListAndWatch stream starts with an empty list; the devices follow a moment later.
+    #[serde(default)]
+    pub empty_first_snapshot: bool,
+    /// Every ListAndWatch stream sends its first list only after this delay.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub first_snapshot_delay: Option<Duration>,
+    /// A change (health) goes to one stream only: the oldest open one, as
+    /// plugins that share one update channel among their streams do.
+    #[serde(default)]
+    pub health_one_stream: bool,
 }
 
 /// The faults that change a plugin's lifecycle rather than its answers.

@@ -25,6 +25,10 @@ use tokio::sync::{mpsc, watch};
 
 /// How often the plugin looks for a kubelet restart.
 const POLL: Duration = Duration::from_millis(100);
+/// With `reregister_on_disconnect`: how long no stream may be open after the
+/// kubelet closed ours before registering again (a re-registration on the
+/// same socket closes the old stream and opens a new one within this).
+const DISCONNECT_SETTLE: Duration = Duration::from_secs(1);
 
 /// Where and how a plugin serves and registers.
 #[derive(Debug, Clone)]
@@ -43,6 +47,10 @@ pub struct Settings {
     pub register: bool,
     /// Retry a failed first registration with backoff instead of exiting.
     pub retry: bool,
+    /// Register again when the kubelet closed our streams and opened none
+    /// (kubelets up to 1.36 disconnect a plugin when an earlier instance's
+    /// stream ends, kubernetes#121994).
+    pub reregister_on_disconnect: bool,
     /// Dial and call timeout.
     pub timeout: Duration,
     /// The `--root` the paths above are under; a plugin-watcher endpoint is
@@ -156,6 +164,8 @@ struct Served {
     name: String,
     path: PathBuf,
     guard: SocketGuard,
+    /// Its ListAndWatch streams.
+    streams: Arc<crate::plugin::server::StreamStats>,
     /// The server and its streams.
     tasks: Tasks,
 }
@@ -190,13 +200,15 @@ async fn start_server<B: Backend>(
     let path = s.plugin_dir.join(&name);
     let (listener, guard) = listen(&path).await?;
     let tasks = owner.child();
-    let svc = DevicePluginServer::new(PluginService::new(backend.clone(), log.clone(), tasks.clone()))
+    let service = PluginService::new(backend.clone(), log.clone(), tasks.clone());
+    let streams = service.streams();
+    let svc = DevicePluginServer::new(service)
         .max_decoding_message_size(crate::core::limits::GRPC_MAX_RECV)
         .max_encoding_message_size(usize::MAX);
     // Streams end on cancel; the server then finishes its open calls.
     serve_owned(&tasks, listener, svc);
     log.event("serving", &[("resource", json!(backend.resource())), ("socket", json!(path.display().to_string()))]);
-    Ok(Served { name, path, guard, tasks })
+    Ok(Served { name, path, guard, streams, tasks })
 }
 
 /// The plugin-watcher registration socket while it is served: stopped and
@@ -241,7 +253,13 @@ pub async fn run<B: Backend>(
     let resource = backend.resource().to_string();
     let (endpoint_tx, endpoint_rx) = watch::channel::<Option<PathBuf>>(None);
     let (status_tx, mut status_rx) = mpsc::channel::<RegistrationStatus>(4);
-    let reg_path = s.registry_dir.join(format!("{}-reg.sock", file_stem(&resource)));
+    // Unique per start like the DevicePlugin socket, so a second instance can
+    // serve while the first runs (a rolling update); fixed with --socket-name.
+    let reg_name = match &s.socket_name {
+        Some(_) => format!("{}-reg.sock", file_stem(&resource)),
+        None => format!("{}-{}-reg.sock", file_stem(&resource), std::process::id()),
+    };
+    let reg_path = s.registry_dir.join(reg_name);
     let watcher_reg =
         WatcherRegistration::new(&resource, endpoint_rx, s.host_root.clone(), device_plugin_info(&resource), status_tx);
     let mut reg_served: Option<RegServed> = None;
@@ -347,7 +365,9 @@ pub async fn run<B: Backend>(
         }
         first = false;
 
-        // Watch for a kubelet restart.
+        // Watch for a kubelet restart (and, if asked, for the kubelet closing our streams).
+        let closed_at = served.streams.client_closed();
+        let mut quiet: Option<tokio::time::Instant> = None;
         let why = loop {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
@@ -376,6 +396,16 @@ pub async fn run<B: Backend>(
                 }
                 if now.is_none() {
                     kubelet_id = None;
+                }
+                if s.reregister_on_disconnect {
+                    let closed = served.streams.client_closed() > closed_at && served.streams.open() == 0;
+                    if closed && now.is_some() && now == kubelet_id {
+                        if quiet.get_or_insert_with(tokio::time::Instant::now).elapsed() >= DISCONNECT_SETTLE {
+                            break "the kubelet closed our ListAndWatch stream and opened none (kubelets up to 1.36 disconnect a plugin when an earlier instance's stream ends, kubernetes#121994)";
+                        }
+                    } else {
+                        quiet = None;
+                    }
                 }
             }
             if let Some(r) = &reg_served {

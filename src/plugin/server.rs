@@ -34,6 +34,18 @@ pub trait Backend: Send + Sync + 'static {
     fn hang_after_cancel(&self) -> bool {
         false
     }
+    /// Every stream starts with an empty list, the devices 1 ms later (a fault).
+    fn empty_first_snapshot(&self) -> bool {
+        false
+    }
+    /// Every stream's first list comes only after this delay (a fault).
+    fn first_snapshot_delay(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// A change is sent on the oldest open stream only (a fault).
+    fn health_one_stream(&self) -> bool {
+        false
+    }
     /// Faults in the plugin's lifecycle (registration, restart, exit).
     fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
         Default::default()
@@ -59,6 +71,40 @@ pub enum Step {
     End(std::time::Duration, Option<Status>),
 }
 
+/// Counts of a service's ListAndWatch streams (the registrar reads them to
+/// notice that the kubelet closed its stream).
+#[derive(Debug, Default)]
+pub struct StreamStats {
+    open: std::sync::atomic::AtomicUsize,
+    client_closed: std::sync::atomic::AtomicU64,
+}
+
+/// One open stream; closes it in the counts when dropped.
+struct OpenStream(Arc<StreamStats>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl StreamStats {
+    fn opened(self: &Arc<Self>) -> OpenStream {
+        self.open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenStream(self.clone())
+    }
+
+    /// Streams open now.
+    pub fn open(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Streams their client ended (cancelled, or its connection closed), so far.
+    pub fn client_closed(&self) -> u64 {
+        self.client_closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// The DevicePlugin service over a backend.
 pub struct PluginService<B> {
     backend: Arc<B>,
@@ -66,6 +112,42 @@ pub struct PluginService<B> {
     tasks: Tasks,
     /// Set once a client cancelled a stream (for the hang-after-cancel fault).
     cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// Its streams.
+    streams: Arc<StreamStats>,
+    /// Open streams, oldest first (for the health-one-stream fault).
+    order: Arc<std::sync::Mutex<OpenStreams>>,
+}
+
+/// Open ListAndWatch streams by number, oldest first.
+#[derive(Debug, Default)]
+struct OpenStreams {
+    next: u64,
+    open: Vec<u64>,
+}
+
+impl OpenStreams {
+    fn add(&mut self) -> u64 {
+        self.next += 1;
+        self.open.push(self.next);
+        self.next
+    }
+}
+
+/// Forgets a stream when its task ends, however it ends.
+struct OpenGuard(Arc<std::sync::Mutex<OpenStreams>>, u64);
+
+impl OpenGuard {
+    fn oldest(&self) -> bool {
+        self.0.lock().map(|o| o.open.first() == Some(&self.1)).unwrap_or(true)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if let Ok(mut o) = self.0.lock() {
+            o.open.retain(|x| *x != self.1);
+        }
+    }
 }
 
 impl<B> Clone for PluginService<B> {
@@ -75,6 +157,8 @@ impl<B> Clone for PluginService<B> {
             log: self.log.clone(),
             tasks: self.tasks.clone(),
             cancelled: self.cancelled.clone(),
+            streams: self.streams.clone(),
+            order: self.order.clone(),
         }
     }
 }
@@ -82,7 +166,19 @@ impl<B> Clone for PluginService<B> {
 impl<B: Backend> PluginService<B> {
     /// A service whose streams are tasks of `tasks`: they end when it is cancelled.
     pub fn new(backend: Arc<B>, log: Logger, tasks: Tasks) -> Self {
-        PluginService { backend, log, tasks, cancelled: Default::default() }
+        PluginService {
+            backend,
+            log,
+            tasks,
+            cancelled: Default::default(),
+            streams: Default::default(),
+            order: Default::default(),
+        }
+    }
+
+    /// The counts of its ListAndWatch streams.
+    pub fn streams(&self) -> Arc<StreamStats> {
+        self.streams.clone()
     }
 
     fn done<T>(&self, rpc: &'static str, start: Instant, fields: Vec<(&'static str, Value)>, r: &Result<T, Status>) {
@@ -136,8 +232,10 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let log = self.log.clone();
         let resource = self.backend.resource().to_string();
         log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("opened"))]);
+        let open = self.streams.opened();
         if let Some(timeline) = self.backend.timeline() {
             tasks.spawn_joined(async move {
+                let _open = open;
                 let mut sent = 0u64;
                 for step in timeline.iter() {
                     let (delay, msg) = match step {
@@ -190,6 +288,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         if hang && cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             log.event("ListAndWatch", &[("resource", json!(resource)), ("state", json!("fault: hang-after-cancel"))]);
             tasks.spawn_joined(async move {
+                let _open = open;
                 tokio::select! {
                     _ = stop.cancelled() => {}
                     _ = tx.closed() => {}
@@ -197,11 +296,48 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
             });
             return Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
         }
+        let stats = self.streams.clone();
+        let empty_first = self.backend.empty_first_snapshot();
+        let first_delay = self.backend.first_snapshot_delay();
+        let one_stream = self.backend.health_one_stream();
+        let me = match self.order.lock() {
+            Ok(mut o) => o.add(),
+            Err(_) => 0,
+        };
+        let order = OpenGuard(self.order.clone(), me);
         tasks.spawn_joined(async move {
+            let _open = open;
+            let _order = &order;
             let mut sent = 0u64;
+            if let Some(d) = first_delay {
+                log.event(
+                    "ListAndWatch",
+                    &[
+                        ("resource", json!(resource)),
+                        ("state", json!("fault: first-snapshot-delay")),
+                        ("delayMs", ms(d)),
+                    ],
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => {}
+                    _ = stop.cancelled() => return,
+                    _ = tx.closed() => return,
+                }
+            }
+            if empty_first {
+                log.event(
+                    "ListAndWatch",
+                    &[("resource", json!(resource)), ("state", json!("fault: empty-first-snapshot"))],
+                );
+                if tx.send(Ok(ListAndWatchResponse::default())).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
             let end = |why: &str, sent: u64| {
                 if why == CLIENT_GONE {
                     cancelled.store(true, std::sync::atomic::Ordering::Relaxed);
+                    stats.client_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 log.event(
                     "ListAndWatch",
@@ -238,10 +374,24 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 if limit.is_some_and(|n| sent >= n) {
                     return end("fault: close-stream-after", sent);
                 }
-                tokio::select! {
-                    r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
-                    _ = stop.cancelled() => return end("the plugin is stopping", sent),
-                    _ = tx.closed() => return end(CLIENT_GONE, sent),
+                loop {
+                    tokio::select! {
+                        r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
+                        _ = stop.cancelled() => return end("the plugin is stopping", sent),
+                        _ = tx.closed() => return end(CLIENT_GONE, sent),
+                    }
+                    // The fault: one shared update channel, read by the stream that has waited longest.
+                    if !one_stream || order.oldest() {
+                        break;
+                    }
+                    snaps.borrow_and_update();
+                    log.event(
+                        "ListAndWatch",
+                        &[
+                            ("resource", json!(resource)),
+                            ("state", json!("fault: health-one-stream (update not sent)")),
+                        ],
+                    );
                 }
             }
         });

@@ -160,6 +160,18 @@ impl Backend for Simulated {
         self.faults.hang_after_cancel
     }
 
+    fn empty_first_snapshot(&self) -> bool {
+        self.faults.empty_first_snapshot
+    }
+
+    fn first_snapshot_delay(&self) -> Option<std::time::Duration> {
+        self.faults.first_snapshot_delay
+    }
+
+    fn health_one_stream(&self) -> bool {
+        self.faults.health_one_stream
+    }
+
     fn lifecycle_faults(&self) -> crate::plugin::config::LifecycleFaults {
         self.faults.lifecycle()
     }
@@ -194,6 +206,10 @@ impl Backend for Simulated {
                         .cloned()
                         .unwrap_or_else(|| format!("{}-extra", crate::plugin::config::short_name(&self.resource)));
                     ids.push(extra);
+                }
+                PreferredFault::IgnoreAvailable => {
+                    let all: Vec<String> = snap.response.devices.iter().map(|d| d.id.clone()).collect();
+                    ids = choose(self.policy, &all, &c.must_include_device_i_ds, size, |id| snap.numa(id));
                 }
                 PreferredFault::DropMustInclude => {
                     let others: Vec<String> = c

@@ -105,6 +105,23 @@ pub struct PreferredProblems {
     pub must_include: Option<String>,
 }
 
+/// The devices to offer GetPreferredAllocation for `size` out of `healthy`:
+/// a proper subset when there is room (every other device left out in turn,
+/// alternating which end), else all of them.
+pub fn offer(healthy: &[String], size: usize) -> Vec<String> {
+    let spare = healthy.len().saturating_sub(size);
+    if spare == 0 {
+        return healthy.to_vec();
+    }
+    // Leave out `spare.min(2)` devices: from the front for odd sizes, from the back for even ones.
+    let out = spare.min(2);
+    if size % 2 == 1 {
+        healthy[out..].to_vec()
+    } else {
+        healthy[..healthy.len() - out].to_vec()
+    }
+}
+
 /// Check a preferred answer against its request.
 pub fn preferred_problems(available: &[String], must: &[String], size: usize, answer: &[String]) -> PreferredProblems {
     let mut p = PreferredProblems::default();
@@ -161,5 +178,10 @@ mod tests {
         let p = preferred_problems(&av, &must, 2, &["a".into(), "b".into()]);
         assert!(p.size.is_none() && p.available.is_none() && p.must_include.is_some());
         assert!(endpoint_problem("../x.sock").is_some() && endpoint_problem("x.sock").is_none());
+        let h: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(offer(&h, 1), ["c", "d"]);
+        assert_eq!(offer(&h, 2), ["a", "b"]);
+        assert_eq!(offer(&h, 3), ["b", "c", "d"]);
+        assert_eq!(offer(&h, 4), h);
     }
 }

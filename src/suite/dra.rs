@@ -120,7 +120,9 @@ impl Sess {
         let setup =
             |what: &str, e: Error| Outcome::fail(format!("session setup: {what}"), e.to_string(), "see the message");
         let tree = Tree::new().map_err(|e| setup("node tree", e))?;
-        let (kubelet, events) = super::env::Kubelet::start(&tree, o.timeout).await.map_err(|e| setup("kubelet", e))?;
+        let version = o.kubelet_version.unwrap_or(crate::kubelet::profile::KubeletVersion::DEFAULT);
+        let (kubelet, events) =
+            super::env::Kubelet::start(&tree, o.timeout, version, true).await.map_err(|e| setup("kubelet", e))?;
         let argv: Vec<String> = o.plugin.iter().map(|a| substitute(a, &tree)).collect();
         let mut s = Sess {
             tree,

@@ -268,18 +268,7 @@ impl Drop for PluginProcess {
 
 /// The last lines of a log, on one line, for evidence.
 pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = all[all.len().saturating_sub(lines)..].join(" | ");
-    let mut t: String = tail.chars().take(600).collect();
-    if tail.chars().count() > 600 {
-        t.push('…');
-    }
-    if t.is_empty() {
-        "(the plugin wrote nothing)".into()
-    } else {
-        t
-    }
+    super::evidence::log_excerpt(&std::fs::read_to_string(path).unwrap_or_default(), lines, 600)
 }
 
 /// Whether `path` holds a socket now.
@@ -350,6 +339,15 @@ pub struct Seen {
     pub snaps: Vec<Snap>,
     /// Every stream end: (generation, endpoint, reason, when).
     pub ends: Vec<(u64, PathBuf, String, Instant)>,
+    /// Every rejected pod manifest: (file, pod status reason, the kubelet's message).
+    pub rejected: Vec<(PathBuf, String, String)>,
+    /// Stream ends after which the kubelet disconnected the *current* instance
+    /// (kubelets up to 1.36, kubernetes#121994): (generation, the socket disconnected).
+    pub disconnected: Vec<(u64, PathBuf)>,
+    /// Every Register call as it arrived (before its dial-back): (generation, when, resource, endpoint).
+    pub attempts: Vec<(u64, Instant, String, String)>,
+    /// The first failed dial-back of each Register: (generation, socket, when, error).
+    pub dial_fails: Vec<(u64, PathBuf, Instant, String)>,
     /// Plugin-watcher registrations waiting for NotifyRegistrationStatus, by endpoint.
     pending: BTreeMap<PathBuf, Registration>,
 }
@@ -460,8 +458,20 @@ impl Seen {
                 bytes: *bytes,
                 resp: ListAndWatchResponse { devices: devices.as_ref().clone() },
             }),
-            KubeletEvent::StreamEnded { endpoint, reason, .. } => {
-                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at))
+            KubeletEvent::StreamEnded { endpoint, reason, disconnected, .. } => {
+                self.ends.push((generation, PathBuf::from(endpoint), reason.clone(), e.at));
+                if let Some(d) = disconnected {
+                    self.disconnected.push((generation, PathBuf::from(d)));
+                }
+            }
+            KubeletEvent::PodRejected { file, reason, pod_reason } => {
+                self.rejected.push((PathBuf::from(file), pod_reason.clone(), reason.clone()))
+            }
+            KubeletEvent::RegisterReceived { resource, endpoint } => {
+                self.attempts.push((generation, e.at, resource.clone(), endpoint.clone()))
+            }
+            KubeletEvent::DialBackFailing { socket, error, .. } => {
+                self.dial_fails.push((generation, PathBuf::from(socket), e.at, error.clone()))
             }
             _ => {}
         }
@@ -478,13 +488,20 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
-    /// Start it on the tree; `timeout` bounds its calls to the plugin.
-    pub async fn start(tree: &Tree, timeout: Duration) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
+    /// Start it on the tree as kubelet `version`; `timeout` bounds its calls to the plugin;
+    /// `clean`: delete the plugin directory's sockets first, as the kubelet does.
+    pub async fn start(
+        tree: &Tree,
+        timeout: Duration,
+        version: crate::kubelet::profile::KubeletVersion,
+        clean: bool,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
         let log = tree.logs.join("kubelet.log");
         let bus = EventBus::new(Logger::to_file(LogFormat::Json, &log)?);
         let events = bus.subscribe();
         let mut spec = NodeSpec::on_tree(tree);
         spec.manager.call_timeout = timeout;
+        spec.manager.profile = crate::kubelet::profile::Profile::of(version);
         if let Some(d) = &mut spec.dra {
             d.call_timeout = timeout;
         }
@@ -494,6 +511,7 @@ impl Kubelet {
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
         spec.manager.max_recv = usize::MAX;
+        spec.clean_at_start = clean;
         let node = Node::start(spec, bus).await?;
         Ok((Kubelet { node, pod_resources: tree.pod_resources.clone(), log }, events))
     }

@@ -6,6 +6,7 @@
 //!
 //! - [`catalog`]: the scenarios (pure data).
 //! - [`checks`]: pure checks of plugin answers.
+//! - [`evidence`]: log excerpts, cut lists and transport errors in words (pure).
 //! - [`filter`]: `--focus` / `--skip` patterns.
 //! - [`env`]: the node tree, the plugin process, the kubelets (I/O).
 //! - [`run`]: the scenarios' code and the runner.
@@ -16,6 +17,7 @@ pub mod catalog;
 pub mod checks;
 pub mod dra;
 pub mod env;
+pub mod evidence;
 pub mod filter;
 pub mod report;
 pub mod run;
@@ -31,8 +33,14 @@ pub enum Verdict {
     Pass,
     /// It did not.
     Fail,
+    /// It did what the rule asks, but in a way that costs something on a
+    /// real node (the detail says what and how much); exit status 0.
+    Warn,
     /// The scenario does not apply.
     Skip,
+    /// It could not run because an earlier failure (the root cause) makes it moot.
+    #[serde(rename = "NOT-RUN")]
+    NotRun,
 }
 
 /// Why a scenario failed: the call, what came back, and how to fix it.
@@ -49,23 +57,53 @@ pub struct Evidence {
 /// What a scenario found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// PASS / FAIL / SKIP.
+    /// PASS / FAIL / WARN / SKIP / NOT-RUN.
     pub verdict: Verdict,
     /// A note: a measurement when passed, the reason when skipped.
     pub detail: String,
-    /// Evidence when failed.
+    /// Evidence when failed (or warned).
     pub evidence: Option<Evidence>,
+    /// Set on a root-cause failure: nothing after it can run.
+    pub stop: Option<Box<Stop>>,
+}
+
+/// A failure that leaves nothing else to test (the plugin exited at start,
+/// the kubelet refused its registration, kubelet.sock is gone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// Why the remaining scenarios cannot run, e.g. "the plugin exited at start".
+    pub reason: String,
+    /// Scenarios whose own check reports this cause: when one of them
+    /// failed before, or is still to run in this session (it then runs), the
+    /// stopping scenario is marked not run instead of failed.
+    pub shown_by: &'static [&'static str],
 }
 
 impl Outcome {
     /// Passed, with a note (may be empty).
     pub fn pass(detail: impl Into<String>) -> Self {
-        Outcome { verdict: Verdict::Pass, detail: detail.into(), evidence: None }
+        Outcome { verdict: Verdict::Pass, detail: detail.into(), evidence: None, stop: None }
+    }
+
+    /// Passed with a cost worth knowing: the detail says what, the evidence shows it.
+    pub fn warn(detail: impl Into<String>, evidence: Option<Evidence>) -> Self {
+        Outcome { verdict: Verdict::Warn, detail: detail.into(), evidence, stop: None }
+    }
+
+    /// Not run, with the reason (the root cause reported elsewhere).
+    pub fn not_run(reason: impl Into<String>) -> Self {
+        Outcome { verdict: Verdict::NotRun, detail: reason.into(), evidence: None, stop: None }
+    }
+
+    /// This failure stops the run: the rest is marked not run with `reason`.
+    pub fn stopping(mut self, reason: impl Into<String>, shown_by: &'static [&'static str]) -> Self {
+        self.stop = Some(Box::new(Stop { reason: reason.into(), shown_by }));
+        self
     }
 
     /// Skipped, with the reason.
     pub fn skip(reason: impl Into<String>) -> Self {
-        Outcome { verdict: Verdict::Skip, detail: reason.into(), evidence: None }
+        Outcome { verdict: Verdict::Skip, detail: reason.into(), evidence: None, stop: None }
     }
 
     /// Failed, with evidence.
@@ -74,6 +112,7 @@ impl Outcome {
             verdict: Verdict::Fail,
             detail: String::new(),
             evidence: Some(Evidence { rpc: rpc.into(), answer: answer.into(), fix: fix.into() }),
+            stop: None,
         }
     }
 }
@@ -92,7 +131,7 @@ pub struct Record {
     pub rule: String,
     /// Where the rule comes from.
     pub source: String,
-    /// PASS / FAIL / SKIP.
+    /// PASS / FAIL / WARN / SKIP / NOT-RUN.
     pub result: Verdict,
     /// Wall time.
     #[serde(rename = "durationMs", serialize_with = "ser_ms")]
@@ -100,9 +139,12 @@ pub struct Record {
     /// Measurement or skip reason.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub detail: String,
-    /// Failure evidence.
+    /// Failure (or warning) evidence.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// The kubelet version the scenario ran against (with several `--kubelet-version`s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet_version: Option<String>,
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -122,6 +164,7 @@ impl Record {
             duration,
             detail: o.detail,
             evidence: o.evidence,
+            kubelet_version: None,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! scenario (with the evidence of a failure under it), the summary, the JSON
 //! document and JUnit XML in the shape GitHub's and GitLab's renderers read
 //! (`testsuites` > `testsuite` per group > `testcase` with `failure` or
-//! `skipped`).
+//! `skipped`; a scenario not run is `skipped` with the reason, a warning a
+//! passed `testcase` with the warning in `system-out`).
 
 use super::{Record, Verdict};
 use serde::Serialize;
@@ -12,13 +13,20 @@ fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
-/// The plain line(s) for one finished scenario.
-pub fn line(r: &Record) -> String {
-    let verdict = match r.result {
+/// The word shown for a verdict.
+pub fn word(v: Verdict) -> &'static str {
+    match v {
         Verdict::Pass => "PASS",
         Verdict::Fail => "FAIL",
+        Verdict::Warn => "WARN",
         Verdict::Skip => "SKIP",
-    };
+        Verdict::NotRun => "NOT-RUN",
+    }
+}
+
+/// The plain line(s) for one finished scenario.
+pub fn line(r: &Record) -> String {
+    let verdict = word(r.result);
     let mut s = format!("{verdict}  {:<10} {:>7}  {}", r.id, secs(r.duration), r.title);
     if !r.detail.is_empty() {
         s.push_str(&format!(" — {}", r.detail));
@@ -34,13 +42,18 @@ pub fn line(r: &Record) -> String {
 
 /// Counts of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Totals {
     /// Passed.
     pub passed: usize,
     /// Failed.
     pub failed: usize,
+    /// Passed with a warning.
+    pub warned: usize,
     /// Skipped.
     pub skipped: usize,
+    /// Not run because of an earlier root-cause failure.
+    pub not_run: usize,
 }
 
 /// Count the verdicts.
@@ -50,7 +63,9 @@ pub fn totals(records: &[Record]) -> Totals {
         match r.result {
             Verdict::Pass => t.passed += 1,
             Verdict::Fail => t.failed += 1,
+            Verdict::Warn => t.warned += 1,
             Verdict::Skip => t.skipped += 1,
+            Verdict::NotRun => t.not_run += 1,
         }
     }
     t
@@ -59,7 +74,15 @@ pub fn totals(records: &[Record]) -> Totals {
 /// The last line of the table.
 pub fn summary(records: &[Record], took: Duration) -> String {
     let t = totals(records);
-    format!("{} passed, {} failed, {} skipped in {}", t.passed, t.failed, t.skipped, secs(took))
+    let mut s = format!("{} passed, {} failed", t.passed, t.failed);
+    if t.warned > 0 {
+        s.push_str(&format!(", {} warned", t.warned));
+    }
+    s.push_str(&format!(", {} skipped", t.skipped));
+    if t.not_run > 0 {
+        s.push_str(&format!(", {} not run", t.not_run));
+    }
+    format!("{s} in {}", secs(took))
 }
 
 /// The `-o json` document.
@@ -73,6 +96,9 @@ pub struct Document<'a> {
     pub totals: Totals,
     /// Wall time of the run, milliseconds.
     pub duration_ms: u64,
+    /// The kubelet versions run against (`--kubelet-version`), in order.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub kubelet_versions: &'a [String],
     /// One entry per scenario run.
     pub scenarios: &'a [Record],
 }
@@ -96,13 +122,24 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
-/// JUnit XML: one testsuite per group, in first-seen order.
+/// The JUnit testsuite a record belongs to: its kubelet version's when the
+/// suite ran against several, else its group's.
+fn suite_of(r: &Record) -> String {
+    match &r.kubelet_version {
+        Some(v) => format!("kubelet {v}"),
+        None => r.group.clone(),
+    }
+}
+
+/// JUnit XML: one testsuite per group (per kubelet version with several
+/// `--kubelet-version`s), in first-seen order.
 pub fn junit(records: &[Record], took: Duration) -> String {
     let t = totals(records);
-    let mut groups: Vec<&str> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
     for r in records {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
+        let g = suite_of(r);
+        if !groups.contains(&g) {
+            groups.push(g);
         }
     }
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -110,11 +147,11 @@ pub fn junit(records: &[Record], took: Duration) -> String {
         "<testsuites name=\"dpctl test\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">\n",
         records.len(),
         t.failed,
-        t.skipped,
+        t.skipped + t.not_run,
         took.as_secs_f64()
     ));
-    for g in groups {
-        let rs: Vec<&Record> = records.iter().filter(|r| r.group == g).collect();
+    for g in &groups {
+        let rs: Vec<&Record> = records.iter().filter(|r| &suite_of(r) == g).collect();
         let gt = totals(&rs.iter().map(|r| (*r).clone()).collect::<Vec<_>>());
         let time: f64 = rs.iter().map(|r| r.duration.as_secs_f64()).sum();
         x.push_str(&format!(
@@ -122,12 +159,12 @@ pub fn junit(records: &[Record], took: Duration) -> String {
             xml_escape(g),
             rs.len(),
             gt.failed,
-            gt.skipped
+            gt.skipped + gt.not_run
         ));
         for r in rs {
             let open = format!(
                 "    <testcase classname=\"dpctl.{}\" name=\"{}\" time=\"{:.3}\"",
-                xml_escape(g),
+                xml_escape(&r.group),
                 xml_escape(&format!("{} {}", r.id, r.title)),
                 r.duration.as_secs_f64()
             );
@@ -151,6 +188,23 @@ pub fn junit(records: &[Record], took: Duration) -> String {
                     "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
                     xml_escape(&r.detail)
                 )),
+                (Verdict::NotRun, _) => x.push_str(&format!(
+                    "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    xml_escape(&format!("not run: {}", r.detail))
+                )),
+                (Verdict::Warn, e) => {
+                    let mut body = format!("WARN: {}", r.detail);
+                    if let Some(e) = e {
+                        body.push_str(&format!(
+                            "\nrpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
+                            e.rpc, e.answer, r.rule, r.source, e.fix
+                        ));
+                    }
+                    x.push_str(&format!(
+                        "{open}>\n      <system-out>{}</system-out>\n    </testcase>\n",
+                        xml_escape(&body)
+                    ));
+                }
                 (Verdict::Pass, _) => x.push_str(&format!("{open}/>\n")),
             }
         }
@@ -179,6 +233,27 @@ mod tests {
     }
 
     #[test]
+    fn warnings_and_not_run_are_counted_and_rendered() {
+        let mut r = recs();
+        r.push(Record::new(find("LAW-001").unwrap(), Outcome::warn("first snapshot empty", None), Duration::ZERO));
+        r.push(Record::new(
+            find("LAW-002").unwrap(),
+            Outcome::not_run("the plugin exited at start (see REG-001)"),
+            Duration::ZERO,
+        ));
+        assert_eq!(summary(&r, Duration::from_secs(1)), "1 passed, 1 failed, 1 warned, 1 skipped, 1 not run in 1.00s");
+        assert!(line(&r[3]).starts_with("WARN  LAW-001") && line(&r[3]).contains("first snapshot empty"));
+        assert!(line(&r[4]).starts_with("NOT-RUN  LAW-002") && line(&r[4]).contains("exited at start"));
+        let x = junit(&r, Duration::from_millis(15));
+        assert!(x.contains("tests=\"5\" failures=\"1\" errors=\"0\" skipped=\"2\""), "{x}");
+        assert!(x.contains("<skipped message=\"not run: the plugin exited at start (see REG-001)\"/>"), "{x}");
+        assert!(x.contains("<system-out>WARN: first snapshot empty</system-out>"), "{x}");
+        let json = serde_json::to_value(&r[4]).unwrap();
+        assert_eq!(json["result"], "NOT-RUN");
+        assert_eq!(serde_json::to_value(totals(&r)).unwrap()["notRun"], 1);
+    }
+
+    #[test]
     fn lines_show_verdict_and_evidence() {
         let r = recs();
         assert!(line(&r[0]).starts_with("PASS  REG-001"));
@@ -202,5 +277,23 @@ mod tests {
         assert!(x.contains("<skipped message=\"not advertised\"/>"));
         assert_eq!(x.matches("<testcase ").count(), 3);
         assert_eq!(x.matches("</testsuite>").count(), 2);
+    }
+
+    #[test]
+    fn junit_has_one_testsuite_per_kubelet_version() {
+        let mut all = Vec::new();
+        for v in ["1.31", "1.37"] {
+            all.extend(recs().into_iter().map(|mut r| {
+                r.kubelet_version = Some(v.into());
+                r
+            }));
+        }
+        let x = junit(&all, Duration::from_millis(15));
+        assert!(x.contains("<testsuites name=\"dpctl test\" tests=\"6\" failures=\"2\""), "{x}");
+        for v in ["1.31", "1.37"] {
+            assert!(x.contains(&format!("<testsuite name=\"kubelet {v}\" tests=\"3\" failures=\"1\"")), "{x}");
+        }
+        assert_eq!(x.matches("</testsuite>").count(), 2);
+        assert!(x.contains("classname=\"dpctl.registration\""), "{x}");
     }
 }

@@ -137,7 +137,11 @@ async fn sighup_during_grace_periods_and_admissions_keeps_generations_apart() {
     .await;
     let cp = checkpoint_pods(&n);
     assert!(acknowledged.is_subset(&cp), "acknowledged {acknowledged:?}, checkpoint {cp:?}");
-    assert!(n.resource("vendor.example/a").await.is_none(), "removed by the running generation");
+    assert_eq!(
+        n.resource("vendor.example/a").await.map(|r| r["state"].clone()),
+        Some(serde_json::json!("removed")),
+        "removed (listed at 0/0) by the running generation"
+    );
     stop_child(sv).await;
     let out = stop_child(k).await;
     out.expect_code(0);
@@ -192,15 +196,13 @@ async fn capacity_and_allocatable_across_the_grace_period() {
     assert!(alloc.into_inner().devices.is_empty(), "a stopped plugin's devices are not allocatable");
     assert_eq!(devices_of_a(&pr_list(&n).await), before, "assignments kept while the plugin is gone");
 
-    let mut gone = false;
-    for _ in 0..250 {
-        if n.resource("vendor.example/foo").await.is_none() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
-    assert!(gone, "the resource is gone once the grace period is over: {}", n.node().await);
+    // the grace period ends: listed at 0/0 (state removed), as the kubelet keeps it in the node status
+    let r = n.wait_resource("vendor.example/foo", "removed", |r| r["state"] == "removed").await;
+    assert_eq!(
+        (r["capacity"].as_u64(), r["allocatable"].as_u64(), r["allocated"].as_u64()),
+        (Some(0), Some(0), Some(1)),
+        "{r}"
+    );
     // the checkpoint is rewritten in the background: wait for it
     let cp = n.dp().join("kubelet_internal_checkpoint");
     let read = || std::fs::read_to_string(&cp).unwrap();

@@ -17,4 +17,6 @@ mod record;
 mod release;
 mod serve;
 mod suite;
+mod suite_gaps;
 mod support;
+mod versions;

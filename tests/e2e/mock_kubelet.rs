@@ -285,7 +285,9 @@ async fn registration_is_validated_like_the_kubelet() {
     r.expect_code(1);
     assert!(r.stderr.contains("Register failed: Unknown: endpoint \"../x.sock\""), "{}", r.stderr);
 
-    // a good registration, then a second one for the same resource replaces it
+    // a good registration, then a second one for the same resource on another socket: the
+    // newest is the current endpoint; as kubelets since 1.37 key instances by socket,
+    // the first keeps streaming and both instances' devices count
     register(&n.kubelet(), req("vendor.example/foo", "p.sock")).await.unwrap();
     n.wait_resource("vendor.example/foo", "running", |r| r["capacity"] == 4).await;
     let q = start_plugin(&n.dp().join("q.sock"), vec![dev("q-0", "Healthy", None)], Behaviour::default()).await;
@@ -293,8 +295,9 @@ async fn registration_is_validated_like_the_kubelet() {
         dpctl(&["register", "--plugin-dir", s(&n.dp()), "--resource", "vendor.example/foo", "--endpoint", "q.sock"])
             .await;
     r.expect_code(0);
-    let res = n.wait_resource("vendor.example/foo", "replaced", |r| r["capacity"] == 1).await;
+    let res = n.wait_resource("vendor.example/foo", "replaced", |r| r["capacity"] == 5).await;
     assert!(res["endpoint"].as_str().unwrap().ends_with("q.sock"));
+    assert_eq!(res["olderInstances"], 1, "{res}");
     assert!(q.calls.lock().unwrap().contains(&"GetDevicePluginOptions".to_string()), "dialed back inside Register");
     drop(plugin);
     let out = stop_child(k).await;
@@ -418,17 +421,32 @@ async fn stream_end_grace_period_then_removal() {
     for (_, d) in r["devices"].as_object().unwrap() {
         assert_eq!(d["health"], "Unhealthy");
     }
-    // allocation against the stopped plugin fails
+    // allocation against the stopped plugin fails with the kubelet's text since kubernetes#114640
     n.pod("p.yaml", &pod_yaml("p", "vendor.example/foo", 1));
-    assert!(n.wait_rejected("p.yaml").await.contains("Available: 0"));
-    wait_until(10, "resource removal", || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dpctl"))
-            .args(["node", "--plugin-dir", s(&n.dp()), "-o", "json"])
-            .output()
-            .unwrap();
-        !String::from_utf8_lossy(&out.stdout).contains("vendor.example/foo\"")
-    })
-    .await;
+    assert_eq!(
+        n.wait_rejected("p.yaml").await,
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices vendor.example/foo, which is unexpected"
+    );
+    // the grace period ends: the resource stays listed at 0/0, as the kubelet keeps it in the node status
+    let r = n.wait_resource("vendor.example/foo", "removed", |r| r["state"] == "removed").await;
+    assert_eq!((r["capacity"].as_u64(), r["allocatable"].as_u64()), (Some(0), Some(0)), "{r}");
+    std::fs::remove_file(n.pods().join("p.yaml")).unwrap();
+    n.pod("q.yaml", &pod_yaml("q", "vendor.example/foo", 1));
+    assert_eq!(
+        n.wait_rejected("q.yaml").await,
+        "Allocate failed due to cannot allocate unregistered device vendor.example/foo, which is unexpected"
+    );
+    let table = dpctl(&["node", "--plugin-dir", s(&n.dp())]).await;
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.split_whitespace().take(5).collect::<Vec<_>>()
+                == ["vendor.example/foo", "0", "0", "0", "removed"]),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("q.yaml: UnexpectedAdmissionError: Allocate failed due to"), "{}", table.stdout);
     let out = stop_child(k).await;
     assert!(out.stdout.contains("stream-ended") && out.stdout.contains("resource-removed"), "{}", out.stdout);
 }
@@ -593,7 +611,7 @@ async fn metrics_and_healthz() {
     let n = Node::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
-    let k = n.start(&["--metrics-addr", &addr]).await;
+    let k = n.start(&["--metrics-addr", &addr, "--grace-period", "500ms"]).await;
     let sv = n.serve(&["--resource", "vendor.example/foo", "--count", "2"]).await;
     n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 2).await;
     n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
@@ -616,9 +634,20 @@ async fn metrics_and_healthz() {
     assert!(m.contains("# TYPE kubelet_device_plugin_alloc_duration_seconds histogram"), "{m}");
     assert!(m.contains("dpctl_node_allocatable{resource_name=\"vendor.example/foo\"} 2"), "{m}");
     assert!(m.contains("dpctl_node_allocated{resource_name=\"vendor.example/foo\"} 1"), "{m}");
+    assert!(m.contains("dpctl_node_resource_state{resource_name=\"vendor.example/foo\",state=\"running\"} 1"), "{m}");
     assert!(get("/healthz").ends_with("ok"));
     assert!(get("/nope").starts_with("HTTP/1.1 404"));
+    // the plugin goes; after the grace period the resource reads 0/0, state removed
     stop_child(sv).await;
+    n.wait_resource("vendor.example/foo", "removed", |r| r["state"] == "removed").await;
+    let m = get("/metrics");
+    for line in [
+        "dpctl_node_capacity{resource_name=\"vendor.example/foo\"} 0",
+        "dpctl_node_allocatable{resource_name=\"vendor.example/foo\"} 0",
+        "dpctl_node_resource_state{resource_name=\"vendor.example/foo\",state=\"removed\"} 1",
+    ] {
+        assert!(m.contains(line), "{line}: {m}");
+    }
     stop_child(k).await;
 }
 

@@ -556,26 +556,67 @@ async fn a_plugin_that_never_comes_back_after_a_kubelet_restart_is_reported() {
     }
 }
 
+/// `record` must leave a real node as it found it on every kubelet version.
+/// Up to 1.36 the kubelet keys plugins by resource: when the tap's stream
+/// ends after the plugin registered again, the kubelet disconnects the
+/// plugin (kubernetes#121994) — so at exit the tap's stream ends first and
+/// the plugin registers after. Checked with and without the plugin
+/// registering itself while it is tapped (its registration then replaces
+/// the tap's, whose stream no kubelet closes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tap_registers_again_when_the_plugin_replaces_it() {
-    let n = Node::new();
-    let k = n.start(&[]).await;
-    let sock = n.dp().join("p.sock");
-    let _p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
-    let trace = n.dir.path().join("t.jsonl");
-    let rec = record(&sock, &trace, &[]);
-    n.wait_resource("vendor.example/foo", "the tap registered", is_tap).await;
-    // The plugin registers itself again (as real plugins do on their own schedule).
-    dpctl(&["--plugin-dir", s(&n.dp()), "register", "--resource", "vendor.example/foo", "--endpoint", "p.sock"])
-        .await
-        .expect_code(0);
-    wait_until(20, "reregistered in the trace", || trace_kinds(&trace, "reregistered") == 1).await;
-    n.wait_resource("vendor.example/foo", "the tap registered again", tap_running).await;
-    stop_child(rec).await.expect_code(0);
-    let ev = events(&trace);
-    assert!(ev.iter().any(|e| e["kind"] == "listAndWatchEnd" && e["by"] == "kubelet"), "{ev:?}");
-    assert_eq!(ev.iter().filter(|e| e["kind"] == "kubeletRestart").count(), 0, "no restart happened");
-    stop_child(k).await;
+async fn record_leaves_the_node_as_found_on_every_kubelet_version() {
+    for (version, plugin_registers_itself) in [("1.36", false), ("1.36", true), ("1.37", false), ("1.37", true)] {
+        let n = Node::new();
+        let k = n.start(&["--kubelet-version", version, "--log-format", "json"]).await;
+        let mut args = SERVE.to_vec();
+        args.extend(["--socket-name", "foo.sock"]);
+        let sv = n.serve(&args).await;
+        n.wait_resource("vendor.example/foo", "up", |r| r["allocatable"] == 4).await;
+        let trace = n.dir.path().join("t.jsonl");
+        let rec = record(&n.dp().join("foo.sock"), &trace, &[]);
+        n.wait_resource("vendor.example/foo", "the tap registered", tap_running).await;
+        n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
+        n.wait_pod("a").await;
+        if plugin_registers_itself {
+            dpctl(&[
+                "--plugin-dir",
+                s(&n.dp()),
+                "register",
+                "--resource",
+                "vendor.example/foo",
+                "--endpoint",
+                "foo.sock",
+            ])
+            .await
+            .expect_code(0);
+            n.wait_resource("vendor.example/foo", "the plugin replaced the tap", |r| {
+                r["endpoint"].as_str().is_some_and(|e| e.ends_with("foo.sock"))
+                    && r["olderInstances"].as_u64() >= Some(1)
+            })
+            .await;
+        }
+        stop_child(rec).await.expect_code(0);
+        let what = format!("{version}, plugin registered itself: {plugin_registers_itself}");
+        n.wait_resource("vendor.example/foo", "the plugin registered and running", |r| {
+            r["endpoint"].as_str().is_some_and(|e| e.ends_with("foo.sock"))
+                && r["state"] == "running"
+                && r["allocatable"] == 4
+        })
+        .await;
+        // The node still works: a new pod gets a device from the plugin itself.
+        n.pod("b.yaml", &pod_yaml("b", "vendor.example/foo", 1));
+        n.wait_pod("b").await;
+        let r = n.resource("vendor.example/foo").await.unwrap();
+        assert_eq!((r["state"].as_str(), r["allocated"].as_u64()), (Some("running"), Some(2)), "{what}: {r}");
+        // (the kubelet first: the plugin's own exit would end its streams, which is not what is checked here)
+        let log = stop_child(k).await.stdout;
+        stop_child(sv).await;
+        // Had the plugin registered itself while tapped, 1.36 disconnects it when the tap's stream
+        // ends (upstream's behaviour); record's own registration after that end heals it.
+        if !plugin_registers_itself {
+            assert!(!log.contains("\"disconnected\""), "{what}: the kubelet disconnected the plugin:\n{log}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

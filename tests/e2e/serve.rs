@@ -229,7 +229,8 @@ async fn plugin_watcher_registration() {
     )
     .spawn()
     .unwrap();
-    let reg_sock = reg.join("vendor.example_foo-reg.sock");
+    // unique per start (a second instance can serve while the first runs)
+    let reg_sock = reg.join(format!("vendor.example_foo-{}-reg.sock", child.id().unwrap()));
     wait_until(10, "the registration socket", || reg_sock.exists()).await;
     let mut c = RegistrationClient::new(dpctl::core::transport::dial(&reg_sock, T).await.unwrap());
     let info = c.get_info(InfoRequest {}).await.unwrap().into_inner();

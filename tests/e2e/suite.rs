@@ -53,21 +53,27 @@ fn ids_with(doc: &Value, result: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The fault table (also in the README): each fault and exactly the scenarios it fails.
-const FAULTS: &[(&[&str], &[&str])] = &[
-    (&[], &[]),
+/// The fault table (also in the README): each fault and exactly the scenarios it fails and warns about.
+type Fault = (&'static [&'static str], &'static [&'static str], &'static [&'static str]);
+const FAULTS: &[Fault] = &[
+    (&[], &[], &[]),
     // The kubelet deletes every socket at start too, so a plugin started before it must serve again (ORDER-001).
-    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "ORDER-001"]),
-    (&["--reregister-delay", "6s"], &["KRES-001"]),
-    (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"]),
-    (&["--delete-other-sockets"], &["REG-007"]),
-    (&["--keep-socket-on-exit"], &["PRES-002"]),
-    (&["--exit-without-kubelet"], &["ORDER-001"]),
-    (&["--hang-after-cancel"], &["LAW-007"]),
-    (&["--preferred-fault", "foreign"], &["PREF-002"]),
-    (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"]),
-    (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"]),
-    (&["--pre-start-fail"], &["PRE-001"]),
+    (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005", "ORDER-001"], &[]),
+    (&["--reregister-delay", "6s"], &["KRES-001"], &[]),
+    (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
+    (&["--new-ids-after-restart", "--socket-name", "fixed.sock"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
+    (&["--delete-other-sockets"], &["REG-007"], &[]),
+    (&["--keep-socket-on-exit"], &["PRES-002"], &[]),
+    (&["--exit-without-kubelet"], &[], &["ORDER-001"]),
+    (&["--hang-after-cancel"], &["LAW-007"], &[]),
+    (&["--close-stream-after", "1"], &["LAW-008"], &[]),
+    (&["--empty-first-snapshot"], &[], &["LAW-001"]),
+    (&["--first-snapshot-delay", "2s"], &[], &["LAW-001"]),
+    (&["--preferred-fault", "foreign"], &["PREF-002"], &[]),
+    (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"], &[]),
+    (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"], &[]),
+    (&["--preferred-fault", "ignore-available"], &["PREF-002"], &[]),
+    (&["--pre-start-fail"], &["PRE-001"], &[]),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,19 +81,19 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
     // The runs mostly wait (on restarts, bounds); run a few at a time.
     let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
     let mut set = tokio::task::JoinSet::new();
-    for (flags, want) in FAULTS {
+    for (flags, want, warns) in FAULTS {
         let sem = sem.clone();
         set.spawn(async move {
             let _permit = sem.acquire().await.expect("semaphore");
             let args = serve_args(flags);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let run = suite(&args).await;
-            (flags, want, run)
+            (flags, want, warns, run)
         });
     }
     let mut problems = Vec::new();
     while let Some(r) = set.join_next().await {
-        let (flags, want, run) = r.expect("task");
+        let (flags, want, warns, run) = r.expect("task");
         let doc: Value = match serde_json::from_str(&run.stdout) {
             Ok(d) => d,
             Err(e) => {
@@ -96,9 +102,11 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
             }
         };
         let failed = ids_with(&doc, "FAIL");
+        let warned = ids_with(&doc, "WARN");
         let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        let warns: BTreeSet<String> = warns.iter().map(|s| s.to_string()).collect();
         let code = if want.is_empty() { 0 } else { 1 };
-        if failed != want || run.code != code {
+        if failed != want || warned != warns || run.code != code {
             let evidence: Vec<String> = doc["scenarios"]
                 .as_array()
                 .into_iter()
@@ -107,7 +115,7 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
                 .map(|s| format!("{}: {}", s["id"], s["evidence"]))
                 .collect();
             problems.push(format!(
-                "{flags:?}: failed {failed:?}, want {want:?}, exit {}\n  {}",
+                "{flags:?}: failed {failed:?}, want {want:?}; warned {warned:?}, want {warns:?}; exit {}\n  {}",
                 run.code,
                 evidence.join("\n  ")
             ));
@@ -118,7 +126,7 @@ async fn each_fault_fails_exactly_the_scenarios_that_target_it() {
 
 /// Check JUnit XML with Python's standard XML parser against the shape
 /// GitHub's and GitLab's renderers read; returns false when no python3.
-fn check_junit(path: &Path) -> bool {
+pub fn check_junit(path: &Path) -> bool {
     let script = r#"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -135,7 +143,8 @@ for s in root:
         assert c.tag == "testcase" and {"classname", "name", "time"} <= set(c.attrib), c.attrib
         float(c.get("time"))
         for x in c:
-            assert x.tag in ("failure", "skipped"), x.tag
+            assert x.tag in ("failure", "skipped", "system-out"), x.tag
+            if x.tag == "system-out": continue
             assert "message" in x.attrib
             f += x.tag == "failure"; k += x.tag == "skipped"
     assert int(s.get("failures")) == f and int(s.get("skipped")) == k
@@ -354,11 +363,12 @@ fn the_readme_documents_every_scenario_and_fault() {
         assert!(readme.contains(&row), "README lacks the scenario row {row}");
         assert!(readme.contains(s.source), "README lacks the source of {}", s.id);
     }
-    for (flags, fails) in FAULTS.iter().skip(1) {
+    let cell = |ids: &[&str]| if ids.is_empty() { "—".to_string() } else { ids.join(", ") };
+    for (flags, fails, warns) in FAULTS.iter().skip(1) {
         let flag = format!("| `{}` |", flags.join(" "));
         let line = readme.lines().find(|l| l.starts_with(&flag)).unwrap_or_else(|| panic!("README lacks fault {flag}"));
         assert!(
-            line.ends_with(&format!("| {} |", fails.join(", "))),
+            line.ends_with(&format!("| {} | {} |", cell(fails), cell(warns))),
             "README fault row disagrees with the test: {line}"
         );
     }

@@ -9,11 +9,30 @@ use super::state::{AllocKey, Allocation, State};
 use super::topology::{container_affinity, filter_by_affinity, TopologyPolicy};
 use crate::api::deviceplugin::{AllocateResponse, ContainerPreferredAllocationRequest};
 use crate::kubelet::manifest::Pod;
+use crate::kubelet::profile::{AdmissionChecks, Profile};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The kubelet's wrapping of an allocation failure.
 pub fn admission_error(e: &str) -> String {
     format!("Allocate failed due to {e}, which is unexpected")
+}
+
+/// The pod status reason the kubelet gives a rejection with this message:
+/// device-manager failures are wrapped as `UnexpectedAdmissionError`,
+/// topology rejections are `TopologyAffinityError`, resource-fit ones
+/// `OutOf<resource>`; anything else is a manifest dpctl could not read.
+pub fn rejection_reason(message: &str) -> String {
+    if message.starts_with("Allocate failed due to ") {
+        "UnexpectedAdmissionError".into()
+    } else if message == super::topology::TOPOLOGY_ERROR {
+        "TopologyAffinityError".into()
+    } else if let Some(rest) = message.strip_prefix("Node didn't have enough resource: ") {
+        format!("OutOf{}", rest.split(',').next().unwrap_or(rest))
+    } else if message.starts_with("cannot write the checkpoint") {
+        "UnexpectedAdmissionError".into()
+    } else {
+        "InvalidManifest".into()
+    }
 }
 
 /// What devicesToAllocate decided for one container and resource.
@@ -46,12 +65,19 @@ pub struct Want<'a> {
     pub affinity: Option<&'a BTreeSet<i64>>,
     /// The plugin's GetPreferredAllocation answer, once asked.
     pub preferred: Option<&'a [String]>,
+    /// Which checks the kubelet version makes.
+    pub checks: AdmissionChecks,
+    /// The container is already running and the kubelet's sources are not
+    /// ready yet (a pod restored right after a kubelet restart): its devices
+    /// are kept without checks, as the kubelet does since kubernetes#114640.
+    pub running: bool,
 }
 
 /// The kubelet's devicesToAllocate. Errors are the kubelet's texts (before wrapping).
 pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
     let key = (w.uid.to_string(), w.container.to_string(), w.resource.to_string());
-    if let Some(a) = st.allocations.get(&key).or_else(|| w.pending.get(&key)) {
+    let existing = st.allocations.get(&key).or_else(|| w.pending.get(&key));
+    if let Some(a) = existing {
         if a.ids.len() != w.required {
             return Err(format!(
                 "pod {:?} container {:?} changed request for resource {:?} from {} to {}",
@@ -62,10 +88,29 @@ pub fn devices_to_allocate(st: &State, w: &Want) -> Result<Choice, String> {
                 w.required
             ));
         }
-        return Ok(Choice::Existing(a.ids.clone()));
+        if w.checks == AdmissionChecks::Legacy || w.running {
+            return Ok(Choice::Existing(a.ids.clone()));
+        }
     }
-    let r =
-        st.resources.get(w.resource).ok_or_else(|| format!("cannot allocate unregistered device {}", w.resource))?;
+    let r = st.resources.get(w.resource).filter(|r| !r.removed).ok_or_else(|| match w.checks {
+        AdmissionChecks::Legacy => format!("can't allocate unregistered device {}", w.resource),
+        AdmissionChecks::Health => format!("cannot allocate unregistered device {}", w.resource),
+    })?;
+    if w.checks == AdmissionChecks::Health {
+        let healthy = r.healthy();
+        if healthy.is_empty() {
+            return Err(format!("no healthy devices present; cannot allocate unhealthy devices {}", w.resource));
+        }
+        if let Some(a) = existing {
+            if !a.ids.iter().all(|id| healthy.contains(id)) {
+                return Err(format!(
+                    "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {}",
+                    w.resource
+                ));
+            }
+            return Ok(Choice::Existing(a.ids.clone()));
+        }
+    }
     let mut needed = w.required;
     let mut allocated: Vec<String> = Vec::new();
     let take = |from: &mut dyn Iterator<Item = String>, allocated: &mut Vec<String>, needed: &mut usize| {
@@ -199,7 +244,8 @@ pub struct Admitted {
     pub allocate_calls: usize,
 }
 
-/// A container's name, whether it is an init container, and its requests.
+/// A container's name, whether its devices are reusable by later containers
+/// (a plain init container), and its requests.
 type ContainerPlan = (String, bool, Vec<(String, usize)>);
 
 /// One pod's admission in progress.
@@ -216,15 +262,19 @@ pub struct PodAdmission {
     chosen: Option<Vec<String>>,
     restored: bool,
     calls: usize,
+    profile: Profile,
 }
 
 impl PodAdmission {
-    /// Start admitting `pod` against `st`.
-    pub fn new(pod: &Pod, st: &State) -> Self {
+    /// Start admitting `pod` against `st` as the kubelet of `profile` does.
+    /// A sidecar (`restartPolicy: Always`) keeps its devices for the pod's
+    /// life: they go to no later container (from 1.29; before, it is a
+    /// plain init container).
+    pub fn new(pod: &Pod, st: &State, profile: Profile) -> Self {
         let containers = pod
             .init_containers
             .iter()
-            .map(|c| (c, true))
+            .map(|c| (c, !(c.restart_always && profile.sidecar_devices)))
             .chain(pod.containers.iter().map(|c| (c, false)))
             .map(|(c, init)| {
                 let res = c.resources.iter().map(|(r, n)| (r.clone(), usize::try_from(*n).unwrap_or(usize::MAX)));
@@ -243,6 +293,7 @@ impl PodAdmission {
             chosen: None,
             restored: st.allocations.keys().any(|(u, _, _)| u == &pod.uid),
             calls: 0,
+            profile,
         }
     }
 
@@ -310,7 +361,9 @@ impl PodAdmission {
                         "Node didn't have enough resource: {res}, requested: {n}, used: 0, capacity: 0"
                     )));
                 }
-                match container_affinity(st, policy, &self.uid, &name, &resources, &self.reusable, &self.pending) {
+                let merge = self.profile.hint_merge;
+                match container_affinity(st, policy, merge, &self.uid, &name, &resources, &self.reusable, &self.pending)
+                {
                     Ok(a) => self.affinity = Some(a),
                     Err(e) => return Step::Done(Err(e)),
                 }
@@ -330,6 +383,8 @@ impl PodAdmission {
                 pending: &self.pending,
                 affinity: self.affinity.as_ref().and_then(|a| a.as_ref()),
                 preferred: self.preferred.as_deref(),
+                checks: self.profile.admission,
+                running: self.restored,
             };
             match devices_to_allocate(st, &want) {
                 Err(e) => return Step::Done(Err(admission_error(&e))),

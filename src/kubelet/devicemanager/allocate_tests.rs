@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::kubelet::devicemanager::testutil::*;
+use crate::kubelet::profile::Profile;
 
 const R1: &str = "domain1.com/resource1";
 const R2: &str = "domain2.com/resource2";
@@ -89,6 +90,8 @@ fn upstream_pod_container_device_to_allocate() {
         pending: &pending,
         affinity: None,
         preferred: None,
+        checks: crate::kubelet::profile::AdmissionChecks::Health,
+        running: false,
     };
     let cases: Vec<(&str, Want, Result<Choice, String>)> = vec![
         (
@@ -173,7 +176,7 @@ fn questions_follow_the_plugins_options() {
 fn upstream_state_changes_while_the_plugin_is_asked() {
     let mut st = state(&[(R1, vec![dev("a", &[]), dev("b", &[]), dev("c", &[])])], true);
     let p = pod("p", vec![], vec![ctr("c", &[(R1, 1)])]);
-    let mut plan = PodAdmission::new(&p, &st);
+    let mut plan = PodAdmission::new(&p, &st, Profile::default());
     let Step::Preferred { .. } = plan.next(&st, TopologyPolicy::None, Answer::Begin) else { panic!("no question") };
     // meanwhile "a" turns unhealthy
     let id = st.resources[R1].endpoint.as_ref().unwrap().id;
@@ -195,13 +198,165 @@ fn upstream_restored_pod_is_not_allocated_again() {
 }
 
 /// Endpoint expiry (manager_test.go TestUpdateCapacityAllocatable's stopped
-/// endpoint): a stopped plugin's devices are unhealthy, so nothing is available.
+/// endpoint): a stopped plugin's devices are unhealthy, so nothing is
+/// available; the text is the kubelet version's (kubernetes#114640, 1.27).
 #[test]
 fn upstream_stopped_endpoint_allocates_nothing() {
     let mut st = state(&[(R1, vec![dev("a", &[])])], false);
     let id = st.resources[R1].endpoint.as_ref().unwrap().id;
     st.stream_ended(R1, id);
-    let (r, _) = admit(&st, TopologyPolicy::None, &pod("p", vec![], vec![ctr("c", &[(R1, 1)])]), no_preferred);
+    let p = pod("p", vec![], vec![ctr("c", &[(R1, 1)])]);
+    for (minor, want) in [
+        (26, format!("Allocate failed due to requested number of devices unavailable for {R1}. Requested: 1, Available: 0, which is unexpected")),
+        (27, format!("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices {R1}, which is unexpected")),
+        (37, format!("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices {R1}, which is unexpected")),
+    ] {
+        let (r, _) = admit_as(&st, kubelet(minor), TopologyPolicy::None, &p, no_preferred);
+        assert_eq!(r.unwrap_err(), want, "1.{minor}");
+    }
+}
+
+/// TestPodContainerDeviceToAllocate (manager_test.go, kubelets since
+/// kubernetes#114640): registration and health are checked before the
+/// "already allocated" shortcut, so a container whose devices are known
+/// still fails when none is healthy, when its resource is not registered,
+/// or when its own devices turned unhealthy. Before 1.27 the shortcut came
+/// first and an unregistered resource said "can't".
+#[test]
+fn upstream_pod_container_device_to_allocate_errors() {
+    const R3: &str = "domain3.com/resource3";
+    let mut st = State::default();
+    // resource1 registered with no healthy device; resource2 never registered;
+    // resource3's healthy devices no longer include dev5
+    let id1 = register(&mut st, R1, &[dev_h("dev1", "Unhealthy", &[]), dev_h("dev2", "Unhealthy", &[])], false);
+    register(&mut st, R3, &[dev("dev7", &[]), dev("dev8", &[])], false);
+    let _ = id1;
+    allocated(&mut st, "pod1", "con1", R1, &["dev1", "dev2"]);
+    allocated(&mut st, "pod2", "con2", R2, &["dev5"]);
+    allocated(&mut st, "pod3", "con3", R3, &["dev5"]);
+    let pending = BTreeMap::new();
+    let w = |uid: &'static str, c: &'static str, r: &'static str, n: usize, checks| Want {
+        uid,
+        container: c,
+        resource: r,
+        required: n,
+        reusable: None,
+        pending: &pending,
+        affinity: None,
+        preferred: None,
+        checks,
+        running: false,
+    };
+    use crate::kubelet::profile::AdmissionChecks::{Health, Legacy};
+    let cases: Vec<(&str, Want, Result<Choice, String>)> = vec![
+        (
+            "no healthy devices to allocate present",
+            w("pod1", "con1", R1, 2, Health),
+            Err(format!("no healthy devices present; cannot allocate unhealthy devices {R1}")),
+        ),
+        (
+            "resource is not registered",
+            w("pod2", "con2", R2, 1, Health),
+            Err(format!("cannot allocate unregistered device {R2}")),
+        ),
+        (
+            "devices previously allocated no longer healthy",
+            w("pod3", "con3", R3, 1, Health),
+            Err(format!("previously allocated devices are no longer healthy; cannot allocate unhealthy devices {R3}")),
+        ),
+        (
+            "before 1.27: known devices are kept unchecked",
+            w("pod1", "con1", R1, 2, Legacy),
+            Ok(Choice::Existing(vec!["dev1".into(), "dev2".into()])),
+        ),
+        (
+            "before 1.27: unregistered",
+            w("podX", "c", R2, 1, Legacy),
+            Err(format!("can't allocate unregistered device {R2}")),
+        ),
+        (
+            "before 1.27: no healthy device",
+            w("podX", "c", R1, 1, Legacy),
+            Err(format!("requested number of devices unavailable for {R1}. Requested: 1, Available: 0")),
+        ),
+    ];
+    for (name, want, expected) in cases {
+        assert_eq!(devices_to_allocate(&st, &want), expected, "{name}");
+    }
+    // A container already running while the kubelet's sources are not ready
+    // (restored right after a restart) keeps its devices unchecked.
+    let running = Want { running: true, ..w("pod1", "con1", R1, 2, Health) };
+    assert_eq!(devices_to_allocate(&st, &running), Ok(Choice::Existing(vec!["dev1".into(), "dev2".into()])));
+}
+
+/// A resource whose grace period ended stays in the node status at 0/0; the
+/// node's resource-fit check passes it (it is known), and the device manager
+/// says it is unregistered.
+#[test]
+fn removed_resource_is_unregistered_not_unknown() {
+    let mut st = state(&[(R1, vec![dev("a", &[])])], false);
+    let id = st.resources[R1].endpoint.as_ref().unwrap().id;
+    st.stream_ended(R1, id);
+    assert!(st.grace_over(R1, id));
+    let p = pod("p", vec![], vec![ctr("c", &[(R1, 1)])]);
+    let (r, _) = admit(&st, TopologyPolicy::None, &p, no_preferred);
+    assert_eq!(
+        r.unwrap_err(),
+        format!("Allocate failed due to cannot allocate unregistered device {R1}, which is unexpected")
+    );
+}
+
+/// TestRestartableInitContainerDeviceAllocation (manager_test.go): from
+/// 1.29 (SidecarContainers on by default) a restartable init container's
+/// devices come from what earlier init containers released but go to no
+/// later container; app containers get their own. On 1.28 a sidecar is a
+/// plain init container and its devices are reused.
+#[test]
+fn upstream_restartable_init_container_device_allocation() {
+    let st = state(&[(R1, (1..=6).map(|i| dev(&format!("dev{i}"), &[])).collect())], false);
+    let p = pod(
+        "pod",
+        vec![
+            ctr("regularInit1", &[(R1, 3)]),
+            sidecar("restartableInit2", &[(R1, 1)]),
+            sidecar("restartableInit3", &[(R1, 2)]),
+        ],
+        vec![ctr("normal1", &[(R1, 1)]), ctr("normal2", &[(R1, 2)])],
+    );
+    let (r, _) = admit_as(&st, kubelet(29), TopologyPolicy::None, &p, no_preferred);
+    let a = r.unwrap();
+    let g = |c| got(&a, c, R1);
+    let (i1, s2, s3, n1, n2) =
+        (g("regularInit1"), g("restartableInit2"), g("restartableInit3"), g("normal1"), g("normal2"));
+    assert_eq!((i1.len(), s2.len(), s3.len(), n1.len(), n2.len()), (3, 1, 2, 1, 2));
+    assert!(s2.is_subset(&i1) && s3.is_subset(&i1), "sidecars take what the init container released");
+    let dedicated = [&s2, &s3, &n1, &n2];
+    for i in 0..dedicated.len() {
+        for j in i + 1..dedicated.len() {
+            assert!(dedicated[i].is_disjoint(dedicated[j]), "{i} and {j} share: {dedicated:?}");
+        }
+    }
+    // 1.28: the sidecars' devices are reused by the app containers
+    let (r, _) = admit_as(&st, kubelet(28), TopologyPolicy::None, &p, no_preferred);
+    let a = r.unwrap();
+    let side: BTreeSet<String> =
+        got(&a, "restartableInit2", R1).union(&got(&a, "restartableInit3", R1)).cloned().collect();
+    let apps: BTreeSet<String> = got(&a, "normal1", R1).union(&got(&a, "normal2", R1)).cloned().collect();
+    assert!(!side.is_disjoint(&apps), "1.28 shares sidecar devices: {side:?} {apps:?}");
+}
+
+/// Node e2e "Can schedule a pod with a restartable init container": one
+/// device each for the sidecar and the app container, never the same one.
+#[test]
+fn sidecar_and_app_container_never_share() {
+    let st = state(&[(R1, vec![dev("Dev-1", &[]), dev("Dev-2", &[])])], false);
+    let p = pod("p", vec![sidecar("side", &[(R1, 1)])], vec![ctr("main", &[(R1, 1)])]);
+    let (r, _) = admit(&st, TopologyPolicy::None, &p, no_preferred);
+    let a = r.unwrap();
+    assert!(got(&a, "side", R1).is_disjoint(&got(&a, "main", R1)), "{a:?}");
+    // with one device, the pod does not fit
+    let one = state(&[(R1, vec![dev("Dev-1", &[])])], false);
+    let (r, _) = admit(&one, TopologyPolicy::None, &p, no_preferred);
     assert!(r.unwrap_err().contains("Requested: 1, Available: 0"));
 }
 
@@ -218,7 +373,7 @@ fn allocate_answers() {
         ),
         (Answer::AllocateFailed("boom".into()), "Allocate failed due to boom, which is unexpected"),
     ] {
-        let mut plan = PodAdmission::new(&p, &st);
+        let mut plan = PodAdmission::new(&p, &st, Profile::default());
         assert!(matches!(plan.next(&st, TopologyPolicy::None, Answer::Begin), Step::Allocate { .. }));
         assert_eq!(plan.next(&st, TopologyPolicy::None, answer), Step::Done(Err(want.into())));
     }
@@ -241,4 +396,20 @@ fn single_numa_node_admission() {
     let (r, _) =
         admit(&st, TopologyPolicy::BestEffort, &pod("big", vec![], vec![ctr("main", &[(R1, 3)])]), no_preferred);
     assert_eq!(got(&r.unwrap(), "main", R1).len(), 3, "best-effort admits across nodes");
+}
+
+/// The pod status reason each rejection text gets, as the kubelet sets it:
+/// device-manager failures are UnexpectedAdmissionError (lifecycle's
+/// unexpectedAdmissionError), resource fit OutOf<resource>, topology TopologyAffinityError.
+#[test]
+fn rejection_reasons_are_the_kubelets() {
+    use super::rejection_reason;
+    for (msg, want) in [
+        ("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices v.e/x, which is unexpected", "UnexpectedAdmissionError"),
+        ("Node didn't have enough resource: v.e/x, requested: 1, used: 0, capacity: 0", "OutOfv.e/x"),
+        (super::super::topology::TOPOLOGY_ERROR, "TopologyAffinityError"),
+        ("not valid YAML: …", "InvalidManifest"),
+    ] {
+        assert_eq!(rejection_reason(msg), want, "{msg}");
+    }
 }

@@ -9,7 +9,7 @@ pub mod state;
 pub mod topology;
 pub mod view;
 
-pub use allocate::{admission_error, Admitted, Answer, PodAdmission, Step};
+pub use allocate::{admission_error, rejection_reason, Admitted, Answer, PodAdmission, Step};
 pub use state::{AllocKey, Allocation, Dev, EndpointInfo, PodRecord, State};
 pub use topology::TopologyPolicy;
 pub use view::{ContainerStatus, Histogram, PodStatus, ResourceStatus, BUCKETS};

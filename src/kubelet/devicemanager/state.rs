@@ -7,6 +7,7 @@ use crate::api::deviceplugin::{ContainerAllocateResponse, Device};
 use crate::api::HEALTHY;
 use crate::client::checkpoint::{Data, PodDeviceEntry};
 use crate::kubelet::manifest::Pod;
+use crate::kubelet::profile::Endpoints;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -49,18 +50,25 @@ pub struct EndpointInfo {
 /// One resource.
 #[derive(Debug, Clone, Default)]
 pub struct Resource {
-    /// The current endpoint (None: known from the checkpoint only).
+    /// The current endpoint (None: known from the checkpoint only, or removed).
     pub endpoint: Option<EndpointInfo>,
-    /// All devices, healthy or not.
+    /// All devices as the node sees them, healthy or not.
     pub devices: BTreeMap<String, Dev>,
+    /// The current endpoint's own last snapshot.
+    pub own: BTreeMap<String, Dev>,
+    /// Earlier instances whose streams still run, with their own last snapshot.
+    pub older: Vec<(EndpointInfo, BTreeMap<String, Dev>)>,
     /// The stream ended; the grace period runs.
     pub stopped: bool,
+    /// The grace period ended without the plugin: the resource stays in the
+    /// node status at capacity 0 / allocatable 0, as the kubelet keeps it.
+    pub removed: bool,
 }
 
 impl Resource {
-    /// Healthy devices (none while stopped).
+    /// Healthy devices (none while stopped or removed).
     pub fn healthy(&self) -> BTreeSet<String> {
-        if self.stopped {
+        if self.stopped || self.removed {
             return BTreeSet::new();
         }
         self.devices.iter().filter(|(_, d)| d.health == HEALTHY).map(|(id, _)| id.clone()).collect()
@@ -69,6 +77,23 @@ impl Resource {
     /// Whether any device reports a NUMA node.
     pub fn has_topology(&self) -> bool {
         self.devices.values().any(|d| !d.numa.is_empty())
+    }
+
+    /// The node's devices when instances are keyed by socket: every live
+    /// instance's devices, healthy where any of them reports it healthy.
+    fn union(&self) -> BTreeMap<String, Dev> {
+        let mut all = self.own.clone();
+        for (_, devs) in &self.older {
+            for (id, d) in devs {
+                match all.get(id) {
+                    Some(cur) if cur.health == HEALTHY => {}
+                    _ => {
+                        all.insert(id.clone(), d.clone());
+                    }
+                }
+            }
+        }
+        all
     }
 }
 
@@ -127,6 +152,38 @@ pub struct Registered {
     pub replaced: bool,
     /// The resource was expected back after a restart: `Some(all back)`.
     pub back: Option<bool>,
+    /// Endpoints whose streams the shell must close (replaced on the same socket, keyed by socket).
+    pub close: Vec<u64>,
+    /// Earlier instances still streaming after this registration.
+    pub older: usize,
+}
+
+/// What the end of an endpoint's stream did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Not a live endpoint of the resource (already replaced or stopped): nothing.
+    Ignored,
+    /// The current endpoint stopped: its devices are unhealthy and its grace period runs.
+    Stopped {
+        /// Capacity kept.
+        capacity: usize,
+    },
+    /// Keyed by resource (kubelets up to 1.36): an earlier instance's stream
+    /// ended, and the kubelet disconnected the *current* endpoint `victim`
+    /// instead, marking the resource unhealthy (kubernetes#121994).
+    Disconnected {
+        /// The current endpoint, now stopped; the shell closes its stream.
+        victim: u64,
+        /// Capacity kept.
+        capacity: usize,
+    },
+    /// An earlier (or, with one left, the current) instance went; the others stay.
+    InstanceGone {
+        /// Capacity now.
+        capacity: usize,
+        /// Allocatable now.
+        allocatable: usize,
+    },
 }
 
 /// The device manager's state.
@@ -146,32 +203,75 @@ pub struct State {
     pub expected_back: BTreeSet<String>,
     /// Bumped on every change the checkpoint holds.
     pub version: u64,
+    /// How instances of one resource are keyed (the kubelet version's).
+    pub keying: Endpoints,
     next_endpoint: u64,
 }
 
 impl State {
-    /// Install an endpoint for `resource`, replacing any earlier one.
+    /// An empty state whose plugin instances are keyed as a kubelet version keys them.
+    pub fn keyed(keying: Endpoints) -> Self {
+        State { keying, ..State::default() }
+    }
+
+    /// Install an endpoint for `resource`. An earlier live instance keeps
+    /// streaming (as the kubelet keeps its client) unless it was on the same
+    /// socket and instances are keyed by socket, in which case it is closed.
     pub fn register(&mut self, resource: &str, mut ep: EndpointInfo) -> Registered {
         self.next_endpoint += 1;
         ep.id = self.next_endpoint;
         let id = ep.id;
+        let keying = self.keying;
         let r = self.resources.entry(resource.to_string()).or_default();
         let replaced = r.endpoint.is_some();
+        let mut close = Vec::new();
+        if let Some(old) = r.endpoint.take() {
+            if r.stopped {
+                // Its stream is over already.
+            } else if keying == Endpoints::BySocket && old.socket == ep.socket {
+                close.push(old.id);
+            } else {
+                r.older.push((old, std::mem::take(&mut r.own)));
+            }
+        }
+        if keying == Endpoints::BySocket {
+            let (same, keep): (Vec<_>, Vec<_>) = r.older.drain(..).partition(|(o, _)| o.socket == ep.socket);
+            close.extend(same.into_iter().map(|(o, _)| o.id));
+            r.older = keep;
+        }
         r.endpoint = Some(ep);
+        r.own = BTreeMap::new();
         r.stopped = false;
+        r.removed = false;
+        if keying == Endpoints::BySocket {
+            r.devices = r.union();
+        }
+        let older = r.older.len();
         let back = self.expected_back.remove(resource).then_some(self.expected_back.is_empty());
         self.version += 1;
-        Registered { id, replaced, back }
+        Registered { id, replaced, back, close, older }
     }
 
-    fn current(&mut self, resource: &str, id: u64) -> Option<&mut Resource> {
-        self.resources.get_mut(resource).filter(|r| r.endpoint.as_ref().is_some_and(|e| e.id == id))
-    }
-
-    /// A full ListAndWatch snapshot from endpoint `id` (ignored if it was replaced).
+    /// A full ListAndWatch snapshot from endpoint `id`: the current one or an
+    /// earlier instance still streaming. Keyed by resource, any of them
+    /// replaces the node's devices (the kubelet's callback knows only the
+    /// resource name); keyed by socket, each instance's devices are its own.
     pub fn snapshot(&mut self, resource: &str, id: u64, devices: &[Device]) -> Option<SnapshotDiff> {
-        let r = self.current(resource, id)?;
+        let keying = self.keying;
+        let r = self.resources.get_mut(resource)?;
         let new: BTreeMap<String, Dev> = devices.iter().map(|d| (d.id.clone(), Dev::of(d))).collect();
+        let is_current = r.endpoint.as_ref().is_some_and(|e| e.id == id) && !r.stopped;
+        if is_current {
+            r.own = new.clone();
+        } else if let Some((_, own)) = r.older.iter_mut().find(|(e, _)| e.id == id) {
+            *own = new.clone();
+        } else {
+            return None;
+        }
+        let new = match keying {
+            Endpoints::ByResource => new,
+            Endpoints::BySocket => r.union(),
+        };
         let added: Vec<String> = new.keys().filter(|k| !r.devices.contains_key(*k)).cloned().collect();
         let removed: Vec<String> = r.devices.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
         let health_changed = new
@@ -189,44 +289,91 @@ impl State {
         Some(diff)
     }
 
-    /// Endpoint `id`'s stream ended: its devices turn unhealthy for the grace
-    /// period. Returns the capacity kept, or None if the endpoint was replaced.
-    pub fn stream_ended(&mut self, resource: &str, id: u64) -> Option<usize> {
-        let r = self.current(resource, id)?;
-        r.stopped = true;
-        for d in r.devices.values_mut() {
-            d.health = crate::api::UNHEALTHY.into();
+    /// Endpoint `id`'s stream ended. Keyed by resource, the kubelet then
+    /// disconnects whatever client the resource has *now* — the current
+    /// endpoint even when the ended stream was an earlier instance's
+    /// (kubernetes#121994). Keyed by socket, only that instance's devices go.
+    pub fn stream_ended(&mut self, resource: &str, id: u64) -> Ended {
+        let keying = self.keying;
+        let Some(r) = self.resources.get_mut(resource) else { return Ended::Ignored };
+        let current = r.endpoint.as_ref().filter(|_| !r.stopped).map(|e| e.id);
+        let was_older = r.older.iter().any(|(e, _)| e.id == id);
+        if current != Some(id) && !was_older {
+            return Ended::Ignored;
         }
-        Some(r.devices.len())
+        r.older.retain(|(e, _)| e.id != id);
+        match keying {
+            Endpoints::ByResource => {
+                let Some(victim) = current else { return Ended::Ignored };
+                r.stopped = true;
+                for d in r.devices.values_mut() {
+                    d.health = crate::api::UNHEALTHY.into();
+                }
+                let capacity = r.devices.len();
+                if victim == id {
+                    Ended::Stopped { capacity }
+                } else {
+                    Ended::Disconnected { victim, capacity }
+                }
+            }
+            Endpoints::BySocket => {
+                if current == Some(id) {
+                    match r.older.pop() {
+                        Some((next, own)) => {
+                            r.endpoint = Some(next);
+                            r.own = own;
+                        }
+                        None => {
+                            r.stopped = true;
+                            for d in r.devices.values_mut() {
+                                d.health = crate::api::UNHEALTHY.into();
+                            }
+                            return Ended::Stopped { capacity: r.devices.len() };
+                        }
+                    }
+                }
+                r.devices = r.union();
+                let (capacity, allocatable) = (r.devices.len(), r.healthy().len());
+                self.version += 1;
+                Ended::InstanceGone { capacity, allocatable }
+            }
+        }
     }
 
-    /// The grace period of endpoint `id` is over: remove the resource if it is
-    /// still that stopped endpoint's. Returns whether it was removed.
+    /// The grace period of endpoint `id` is over: if the resource is still
+    /// that stopped endpoint's, it is removed from use but stays listed at
+    /// 0/0 (state `removed`). Returns whether it was removed.
     pub fn grace_over(&mut self, resource: &str, id: u64) -> bool {
-        if !self.current(resource, id).is_some_and(|r| r.stopped) {
+        let Some(r) = self.resources.get_mut(resource) else { return false };
+        if !(r.stopped && r.endpoint.as_ref().is_some_and(|e| e.id == id)) {
             return false;
         }
-        self.resources.remove(resource);
+        *r = Resource { removed: true, ..Resource::default() };
         self.version += 1;
         true
     }
 
     /// The grace period of a resource known only from the checkpoint is over:
-    /// remove it if its plugin has not registered. Returns whether it was removed.
+    /// remove it (listed at 0/0) if its plugin has not registered. Returns whether it was removed.
     pub fn waiting_over(&mut self, resource: &str) -> bool {
-        if self.resources.get(resource).is_none_or(|r| r.endpoint.is_some()) {
+        let Some(r) = self.resources.get_mut(resource) else { return false };
+        if r.endpoint.is_some() || r.removed {
             return false;
         }
-        self.resources.remove(resource);
+        *r = Resource { removed: true, ..Resource::default() };
         self.version += 1;
         true
     }
 
     /// The resource and endpoint ID registered from `socket`.
     pub fn endpoint_at(&self, socket: &Path) -> Option<(String, u64)> {
-        self.resources
-            .iter()
-            .find_map(|(n, r)| r.endpoint.as_ref().filter(|e| e.socket == socket).map(|e| (n.clone(), e.id)))
+        self.resources.iter().find_map(|(n, r)| {
+            r.endpoint
+                .iter()
+                .chain(r.older.iter().map(|(e, _)| e))
+                .find(|e| e.socket == socket)
+                .map(|e| (n.clone(), e.id))
+        })
     }
 
     /// Device IDs of `resource` in use by allocations (committed and `pending`).
@@ -275,6 +422,7 @@ impl State {
             registered_devices: self
                 .resources
                 .iter()
+                .filter(|(_, r)| !r.removed)
                 .map(|(n, r)| (n.clone(), r.devices.keys().cloned().collect()))
                 .collect(),
         }

@@ -16,7 +16,8 @@ fn numbers(st: &State, r: &str) -> Option<(usize, usize, String)> {
 /// TestUpdateCapacityAllocatable: capacity counts every device, allocatable
 /// only healthy ones; health changes and removals update both; a stopped
 /// endpoint keeps capacity with nothing allocatable until its grace period is
-/// over, then the resource is gone (the kubelet then reports 0 for it).
+/// over, then the resource is removed: listed at 0/0 (state `removed`), as the
+/// kubelet keeps a removed device-plugin resource in the node status at 0.
 #[test]
 fn upstream_update_capacity_allocatable() {
     let mut st = State::default();
@@ -40,14 +41,16 @@ fn upstream_update_capacity_allocatable() {
     let id2 = register(&mut st, R2, &[dev("e1", &[])], false);
     assert_eq!(numbers(&st, R2), Some((1, 1, "running".into())));
     // the stream ends: capacity kept, allocatable 0, in the checkpoint still
-    assert_eq!(st.stream_ended(R1, id), Some(2));
+    assert_eq!(st.stream_ended(R1, id), Ended::Stopped { capacity: 2 });
     assert_eq!(numbers(&st, R1), Some((2, 0, "stopped".into())));
     assert!(st.checkpoint_data().registered_devices.contains_key(R1));
-    // the grace period ends: gone, and gone from the checkpoint
+    // the grace period ends: 0/0, and gone from the checkpoint
     let v = st.version;
     assert!(st.grace_over(R1, id));
     assert!(st.version > v, "the checkpoint must be rewritten");
-    assert_eq!(numbers(&st, R1), None);
+    assert_eq!(numbers(&st, R1), Some((0, 0, "removed".into())));
+    assert!(st.healthy_or_none(R1).is_empty());
+    assert!(!st.grace_over(R1, id), "removed once");
     assert!(!st.checkpoint_data().registered_devices.contains_key(R1));
     assert_eq!(numbers(&st, R2), Some((1, 1, "running".into())));
     assert!(!st.grace_over(R2, id2), "a running endpoint does not expire");
@@ -64,7 +67,7 @@ fn upstream_device_plugin_re_registration() {
     assert_ne!(old, new);
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())), "devices of the previous registration are gone");
     assert_eq!(st.snapshot(R1, old, &[dev("d1", &[])]), None, "the old stream is ignored");
-    assert_eq!(st.stream_ended(R1, old), None);
+    assert_eq!(st.stream_ended(R1, old), Ended::Ignored);
     assert!(!st.grace_over(R1, old));
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
     // stopped, then back before the grace period ends: not removed
@@ -72,7 +75,92 @@ fn upstream_device_plugin_re_registration() {
     let back = register(&mut st, R1, &[dev("d3", &[])], false);
     assert!(!st.grace_over(R1, new));
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
-    assert!(st.current(R1, back).is_some());
+    assert_eq!(st.resources[R1].endpoint.as_ref().map(|e| e.id), Some(back));
+}
+
+/// Register `resource` from its own `socket` (one instance of several).
+fn register_at(st: &mut State, resource: &str, socket: &str, devices: &[Device]) -> u64 {
+    let ep = EndpointInfo {
+        id: 0,
+        socket: std::path::PathBuf::from(socket),
+        via: crate::kubelet::event::Via::KubeletSocket,
+        pre_start_required: false,
+        get_preferred_allocation_available: false,
+    };
+    let reg = st.register(resource, ep);
+    st.snapshot(resource, reg.id, devices);
+    reg.id
+}
+
+/// A DaemonSet maxSurge update on kubelets up to 1.36 (kubernetes#121994,
+/// #127803): the second instance registers on a new socket; the first keeps
+/// streaming (its snapshots still set the node's devices); when the first
+/// stream ends, the kubelet disconnects the *second* instance and marks the
+/// resource unhealthy: allocatable 0 until the plugin registers again.
+#[test]
+fn keyed_by_resource_the_old_instance_ending_zeroes_the_new_one() {
+    let mut st = State::keyed(Endpoints::ByResource);
+    let old = register_at(&mut st, R1, "/dp/old.sock", &[dev("d1", &[]), dev("d2", &[])]);
+    let reg_new = {
+        let ep = EndpointInfo {
+            id: 0,
+            socket: "/dp/new.sock".into(),
+            via: crate::kubelet::event::Via::KubeletSocket,
+            pre_start_required: false,
+            get_preferred_allocation_available: false,
+        };
+        st.register(R1, ep)
+    };
+    assert_eq!((reg_new.close.len(), reg_new.older), (0, 1), "the first stream is not closed");
+    let new = reg_new.id;
+    st.snapshot(R1, new, &[dev("d1", &[]), dev("d2", &[])]);
+    assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
+    // the old instance's snapshot still counts: the callback knows only the resource
+    assert!(st.snapshot(R1, old, &[dev("d1", &[])]).is_some());
+    assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
+    st.snapshot(R1, new, &[dev("d1", &[]), dev("d2", &[])]);
+    // the old instance exits late
+    assert_eq!(st.stream_ended(R1, old), Ended::Disconnected { victim: new, capacity: 2 });
+    assert_eq!(numbers(&st, R1), Some((2, 0, "stopped".into())));
+    // the new instance's own (closed) stream then ends: nothing more happens
+    assert_eq!(st.stream_ended(R1, new), Ended::Ignored);
+    assert!(st.grace_over(R1, new), "the new instance's grace period removes the resource");
+    // had the old instance exited first, the new one would have been fine
+    let mut st = State::keyed(Endpoints::ByResource);
+    let old = register_at(&mut st, R1, "/dp/old.sock", &[dev("d1", &[])]);
+    assert_eq!(st.stream_ended(R1, old), Ended::Stopped { capacity: 1 });
+    register_at(&mut st, R1, "/dp/new.sock", &[dev("d1", &[])]);
+    assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
+}
+
+/// From 1.37 (kubernetes#135437) instances are keyed by (resource, socket):
+/// each keeps its own devices; the first instance's end touches only its own.
+#[test]
+fn keyed_by_socket_an_instance_ending_touches_only_its_own() {
+    let mut st = State::keyed(Endpoints::BySocket);
+    let old = register_at(&mut st, R1, "/dp/old.sock", &[dev("d1", &[]), dev("d2", &[])]);
+    let new = register_at(&mut st, R1, "/dp/new.sock", &[dev("d1", &[]), dev("d2", &[])]);
+    assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
+    // the old instance marks d2 unhealthy: the new one still reports it healthy
+    st.snapshot(R1, old, &[dev("d1", &[]), dev_h("d2", "Unhealthy", &[])]);
+    assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
+    assert_eq!(st.stream_ended(R1, old), Ended::InstanceGone { capacity: 2, allocatable: 2 });
+    assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
+    assert_eq!(st.resources[R1].endpoint.as_ref().map(|e| e.id), Some(new));
+    assert_eq!(st.stream_ended(R1, new), Ended::Stopped { capacity: 2 });
+    assert_eq!(numbers(&st, R1), Some((2, 0, "stopped".into())));
+    // the same socket registering again replaces (and closes) the earlier instance
+    let mut st = State::keyed(Endpoints::BySocket);
+    let a = register_at(&mut st, R1, "/dp/same.sock", &[dev("d1", &[])]);
+    let ep = EndpointInfo {
+        id: 0,
+        socket: "/dp/same.sock".into(),
+        via: crate::kubelet::event::Via::KubeletSocket,
+        pre_start_required: false,
+        get_preferred_allocation_available: false,
+    };
+    let reg = st.register(R1, ep);
+    assert_eq!((reg.close, reg.older), (vec![a], 0));
 }
 
 /// TestCheckpoint: allocations (with AllocResp) and registered devices
@@ -105,7 +193,11 @@ fn upstream_checkpoint() {
     register(&mut back, R2, &[dev("e1", &[])], false);
     assert!(!back.waiting_over(R2));
     assert!(back.waiting_over(R1));
-    assert_eq!(numbers(&back, R1), None);
+    assert_eq!(numbers(&back, R1), Some((0, 0, "removed".into())));
+    assert!(!back.checkpoint_data().registered_devices.contains_key(R1));
+    // a removed resource comes back when its plugin registers again
+    register(&mut back, R1, &[dev("d1", &[0])], false);
+    assert_eq!(numbers(&back, R1), Some((1, 1, "running".into())));
 }
 
 /// TestGetContainerDevices (pod_devices_test.go): a device reported on NUMA
@@ -172,4 +264,11 @@ fn pod_removal_and_orphans() {
 }
 
 use crate::api::deviceplugin::Device;
+use crate::kubelet::profile::Endpoints;
 use std::collections::BTreeSet;
+
+impl State {
+    fn healthy_or_none(&self, r: &str) -> BTreeSet<String> {
+        self.resources.get(r).map(Resource::healthy).unwrap_or_default()
+    }
+}

@@ -8,6 +8,7 @@ use crate::api::deviceplugin::{
     AllocateResponse, ContainerAllocateResponse, ContainerPreferredAllocationRequest, Device, NumaNode, TopologyInfo,
 };
 use crate::kubelet::manifest::{Container, Pod};
+use crate::kubelet::profile::{KubeletVersion, Profile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -59,7 +60,17 @@ pub fn allocated(st: &mut State, uid: &str, container: &str, resource: &str, ids
 
 /// A container with requests.
 pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
-    Container { name: name.into(), resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect(), claims: vec![] }
+    Container {
+        name: name.into(),
+        resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+        restart_always: false,
+        claims: vec![],
+    }
+}
+
+/// A sidecar: an init container with `restartPolicy: Always`.
+pub fn sidecar(name: &str, req: &[(&str, u64)]) -> Container {
+    Container { restart_always: true, ..ctr(name, req) }
 }
 
 /// A pod.
@@ -79,16 +90,27 @@ pub fn allocated_answer() -> Answer {
     Answer::Allocated(AllocateResponse { container_responses: vec![ContainerAllocateResponse::default()] })
 }
 
-/// Drive an admission to its end: `preferred` answers GetPreferredAllocation
-/// (None: the call fails), Allocate always succeeds. Returns the result and
-/// every question asked.
+/// Drive an admission to its end as the newest kubelet: `preferred` answers
+/// GetPreferredAllocation (None: the call fails), Allocate always succeeds.
+/// Returns the result and every question asked.
 pub fn admit(
     st: &State,
     policy: TopologyPolicy,
     p: &Pod,
+    preferred: impl FnMut(&ContainerPreferredAllocationRequest) -> Option<Vec<String>>,
+) -> (Result<Admitted, String>, Vec<Step>) {
+    admit_as(st, Profile::default(), policy, p, preferred)
+}
+
+/// [`admit`] as the kubelet of `profile`.
+pub fn admit_as(
+    st: &State,
+    profile: Profile,
+    policy: TopologyPolicy,
+    p: &Pod,
     mut preferred: impl FnMut(&ContainerPreferredAllocationRequest) -> Option<Vec<String>>,
 ) -> (Result<Admitted, String>, Vec<Step>) {
-    let mut plan = PodAdmission::new(p, st);
+    let mut plan = PodAdmission::new(p, st, profile);
     let mut answer = Answer::Begin;
     let mut asked = Vec::new();
     for _ in 0..1000 {
@@ -129,4 +151,9 @@ pub fn alignment(st: &State, resource: &str, ids: &BTreeSet<String>) -> BTreeMap
         }
     }
     m
+}
+
+/// The profile of kubelet 1.`minor`.
+pub fn kubelet(minor: u32) -> Profile {
+    Profile::of(KubeletVersion::parse(&format!("1.{minor}")).expect("a supported version"))
 }

@@ -6,10 +6,13 @@
 //! Deliberate differences from the kubelet: the NUMA nodes are those the
 //! devices report (the kubelet reads the machine's), at most 8 of them as the
 //! kubelet allows; hints of other providers (CPU, memory) do not exist here;
-//! among non-preferred merged hints the narrowest wins (the rule of kubelets
-//! up to 1.25; later ones prefer the count nearest the widest minimum).
+//! among non-preferred merged hints, [`HintMerge`] picks the rule: the
+//! narrowest (kubelets up to 1.23), or the one whose size is nearest, not
+//! above, the largest of the resources' minimal hint sizes (since 1.24,
+//! kubernetes#108154).
 
 use super::state::{AllocKey, Allocation, State};
+pub use crate::kubelet::profile::HintMerge;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The kubelet's topology manager policies.
@@ -149,9 +152,49 @@ fn narrower(a: &BTreeSet<i64>, b: &BTreeSet<i64>) -> bool {
     a.len() < b.len() || (a.len() == b.len() && a.iter().lt(b.iter()))
 }
 
-/// Merge per-resource hints under `policy` (the kubelet's policy Merge):
-/// the best hint and whether the pod may be admitted.
+/// The largest of each resource's smallest hint affinity (none: all nodes),
+/// upstream's bestNonPreferredAffinityCount.
+fn best_non_preferred_count(nodes: &[i64], lists: &[Vec<Hint>]) -> usize {
+    lists
+        .iter()
+        .map(|l| l.iter().filter_map(|h| h.affinity.as_ref().map(BTreeSet::len)).fold(nodes.len(), usize::min))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Between two non-preferred merged hints, the kubelet's (since 1.24) choice:
+/// creep towards `best` affinity size, never above it unless nothing is below.
+fn closer_to_best(best: usize, cur: &BTreeSet<i64>, cand: &BTreeSet<i64>) -> bool {
+    let (c, n) = (cur.len(), cand.len());
+    if c > best {
+        return narrower(cand, cur);
+    }
+    if c == best {
+        return n == best && narrower(cand, cur);
+    }
+    if n > best {
+        return false;
+    }
+    if n == best {
+        return true;
+    }
+    !narrower(cand, cur)
+}
+
+/// Merge per-resource hints under `policy` (the kubelet's policy Merge) with
+/// the default rule among non-preferred hints.
 pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<Hint>>]) -> (Hint, bool) {
+    merge_with(policy, HintMerge::BestNonPreferredCount, nodes, per_resource)
+}
+
+/// Merge per-resource hints under `policy` and a kubelet version's `rule`:
+/// the best hint and whether the pod may be admitted.
+pub fn merge_with(
+    policy: TopologyPolicy,
+    rule: HintMerge,
+    nodes: &[i64],
+    per_resource: &[Option<Vec<Hint>>],
+) -> (Hint, bool) {
     let default: BTreeSet<i64> = nodes.iter().copied().collect();
     let mut lists: Vec<Vec<Hint>> = per_resource
         .iter()
@@ -180,6 +223,7 @@ pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<H
     if combinations(&lists) > MAX_COMBINATIONS {
         lists.iter_mut().for_each(|l| l.truncate(1));
     }
+    let best_count = best_non_preferred_count(nodes, &lists);
     let mut best: Option<Hint> = None;
     let mut idx = vec![0usize; lists.len()];
     let empty = lists.iter().any(|l| l.is_empty());
@@ -206,7 +250,11 @@ pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<H
                 }
                 Some(cur) => {
                     let (a, b) = (cand.affinity.as_ref(), cur.affinity.as_ref());
-                    if a.zip(b).is_some_and(|(a, b)| narrower(a, b)) {
+                    let better = a.zip(b).is_some_and(|(a, b)| match (cur.preferred, rule) {
+                        (true, _) | (false, HintMerge::Narrowest) => narrower(a, b),
+                        (false, HintMerge::BestNonPreferredCount) => closer_to_best(best_count, b, a),
+                    });
+                    if better {
                         cand
                     } else {
                         cur
@@ -244,9 +292,11 @@ pub fn merge(policy: TopologyPolicy, nodes: &[i64], per_resource: &[Option<Vec<H
 
 /// The affinity for a container's devices, or the topology rejection.
 /// `Ok(None)`: no alignment (policy none, or no resource reports topology).
+#[allow(clippy::too_many_arguments)]
 pub fn container_affinity(
     st: &State,
     policy: TopologyPolicy,
+    rule: HintMerge,
     uid: &str,
     container: &str,
     resources: &[(String, usize)],
@@ -271,7 +321,7 @@ pub fn container_affinity(
     if hints.iter().all(Option::is_none) {
         return Ok(None);
     }
-    let (best, admit) = merge(policy, &nodes, &hints);
+    let (best, admit) = merge_with(policy, rule, &nodes, &hints);
     if !admit {
         return Err(TOPOLOGY_ERROR.to_string());
     }

@@ -314,6 +314,8 @@ fn upstream_topology_aligned_allocation() {
             pending: &pending,
             affinity: Some(&hint),
             preferred: None,
+            checks: crate::kubelet::profile::AdmissionChecks::Health,
+            running: false,
         };
         let mut choice = devices_to_allocate(&st, &w).unwrap();
         if let Choice::Ask(_) = choice {
@@ -401,6 +403,8 @@ fn upstream_get_preferred_allocation_parameters() {
             pending: &pending,
             affinity: Some(&hint),
             preferred: None,
+            checks: crate::kubelet::profile::AdmissionChecks::Health,
+            running: false,
         };
         let Ok(Choice::Ask(q)) = devices_to_allocate(&st, &w) else { panic!("{name}: no question") };
         assert_eq!(q.available_device_i_ds, set(want_available).into_iter().collect::<Vec<_>>(), "{name}");
@@ -489,4 +493,25 @@ fn merging_many_resources_is_bounded() {
     let (best, admit) = merge(TopologyPolicy::SingleNumaNode, &nodes, &hints);
     assert!(admit, "{best:?}");
     assert_eq!(best.affinity.map(|a| a.len()), Some(1));
+}
+
+/// Hint merging among non-preferred hints, both rules (policy.go): with
+/// resource1 needing two NUMA nodes and resource2 offering {0} (preferred) or
+/// {0,1,2}, the narrowest rule (kubelets before 1.24) picks {0}; since
+/// kubernetes#108154 the kubelet picks the hint nearest the best
+/// non-preferred count (2 here): {0,1}.
+#[test]
+fn non_preferred_hint_merge_rules() {
+    let nodes = [0, 1, 2, 3];
+    let hints =
+        vec![Some(vec![Hint::on(&[0, 1], true)]), Some(vec![Hint::on(&[0], true), Hint::on(&[0, 1, 2], false)])];
+    let (narrow, ok) = merge_with(TopologyPolicy::BestEffort, HintMerge::Narrowest, &nodes, &hints);
+    assert!(ok);
+    assert_eq!(narrow, Hint::on(&[0], false));
+    let (best, ok) = merge_with(TopologyPolicy::BestEffort, HintMerge::BestNonPreferredCount, &nodes, &hints);
+    assert!(ok);
+    assert_eq!(best, Hint::on(&[0, 1], false));
+    assert_eq!(merge(TopologyPolicy::BestEffort, &nodes, &hints).0, best, "the default is the current rule");
+    // restricted rejects both (not preferred)
+    assert!(!merge(TopologyPolicy::Restricted, &nodes, &hints).1);
 }

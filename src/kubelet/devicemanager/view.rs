@@ -44,8 +44,12 @@ pub struct ResourceStatus {
     pub allocatable: usize,
     /// Devices allocated to pods.
     pub allocated: usize,
-    /// `running`, `stopped` (stream ended, in grace period) or `waiting` (from the checkpoint, plugin not back yet).
+    /// `running`, `stopped` (stream ended, in grace period), `waiting` (from
+    /// the checkpoint, plugin not back yet) or `removed` (grace period over:
+    /// listed at 0/0, as the kubelet keeps it in the node status).
     pub state: String,
+    /// Earlier instances of the plugin whose streams still run.
+    pub older_instances: usize,
     /// The plugin's socket.
     pub endpoint: Option<String>,
     /// How it registered.
@@ -82,6 +86,8 @@ pub struct ContainerStatus {
     pub name: String,
     /// An init container.
     pub init: bool,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub sidecar: bool,
     /// resource → NUMA node (`-1`: none) → device IDs.
     pub resources: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
@@ -99,11 +105,13 @@ impl State {
                     allocatable: r.healthy().len(),
                     allocated: self.allocated(name),
                     state: match (ep, r.stopped) {
+                        _ if r.removed => "removed",
                         (None, _) => "waiting",
                         (Some(_), true) => "stopped",
                         _ => "running",
                     }
                     .into(),
+                    older_instances: r.older.len(),
                     endpoint: ep.map(|e| e.socket.display().to_string()),
                     via: ep.map(|e| e.via.as_str().to_string()),
                     pre_start_required: ep.is_some_and(|e| e.pre_start_required),
@@ -143,6 +151,7 @@ impl State {
                     .map(|(c, init)| ContainerStatus {
                         name: c.name.clone(),
                         init,
+                        sidecar: init && c.restart_always,
                         resources: self
                             .allocations
                             .iter()

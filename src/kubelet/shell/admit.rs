@@ -123,7 +123,7 @@ impl Manager {
 
     /// Carry out the core's plan for one pod.
     async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::Admitted, String> {
-        let mut plan = PodAdmission::new(pod, &self.lock().st);
+        let mut plan = PodAdmission::new(pod, &self.lock().st, self.cfg.profile);
         let mut answer = Answer::Begin;
         loop {
             let step = {

@@ -40,13 +40,16 @@ pub struct Config {
     pub call_timeout: Duration,
     /// PreStartContainer timeout (the kubelet's: 30 s).
     pub pre_start_timeout: Duration,
+    /// The kubelet version whose behaviour to reproduce.
+    pub profile: crate::kubelet::profile::Profile,
 }
 
 struct Inner {
     st: State,
     hist: BTreeMap<String, Histogram>,
     conns: BTreeMap<u64, PluginConn>,
-    endpoints: BTreeMap<String, CancellationToken>,
+    /// Each live endpoint's stream, by endpoint ID.
+    endpoints: BTreeMap<u64, CancellationToken>,
     admitting: BTreeMap<String, Pod>,
     closed: bool,
     /// Events decided under the lock, logged after it is released.
@@ -65,6 +68,7 @@ impl Config {
             max_recv: crate::api::KUBELET_MAX_RECV,
             call_timeout: Duration::from_secs(30),
             pre_start_timeout: Duration::from_secs(30),
+            profile: crate::kubelet::profile::Profile::default(),
         }
     }
 }
@@ -93,7 +97,7 @@ impl Manager {
     /// A manager with empty state. Call [`Manager::start`] to run its checkpoint writer.
     pub fn new(cfg: Config, bus: EventBus, gen: Generation) -> Arc<Self> {
         let inner = Inner {
-            st: State::default(),
+            st: State::keyed(cfg.profile.endpoints),
             hist: BTreeMap::new(),
             conns: BTreeMap::new(),
             endpoints: BTreeMap::new(),
@@ -280,15 +284,17 @@ impl Manager {
             get_preferred_allocation_available: options.get_preferred_allocation_available,
         };
         let socket = ep.socket.display().to_string();
-        // A replaced endpoint's connection goes with it.
-        if let Some(old) = g.st.resources.get(resource).and_then(|r| r.endpoint.as_ref()).map(|e| e.id) {
-            g.conns.remove(&old);
-        }
         let reg = g.st.register(resource, ep);
-        g.conns.insert(reg.id, conn.clone());
-        if let Some(old) = g.endpoints.insert(resource.to_string(), token.clone()) {
-            old.cancel();
+        // An endpoint replaced on its socket goes with its connection and stream;
+        // earlier instances on other sockets keep streaming (the kubelet does not close them).
+        for old in &reg.close {
+            g.conns.remove(old);
+            if let Some(t) = g.endpoints.remove(old) {
+                t.cancel();
+            }
         }
+        g.conns.insert(reg.id, conn.clone());
+        g.endpoints.insert(reg.id, token.clone());
         self.ev(
             &mut g,
             KubeletEvent::Registered {
@@ -301,6 +307,7 @@ impl Manager {
                 pre_start_required: options.pre_start_required,
                 get_preferred_allocation_available: options.get_preferred_allocation_available,
                 replaced: reg.replaced,
+                older_instances: reg.older,
             },
         );
         if let Some(all) = reg.back {
@@ -352,33 +359,91 @@ impl Manager {
         self.changed();
     }
 
-    /// Endpoint `id`'s stream ended: its devices turn unhealthy, and a grace
-    /// timer of this generation removes the resource unless it registers again.
+    /// Endpoint `id`'s stream ended. What that does depends on the kubelet
+    /// version (see [`crate::kubelet::devicemanager::state::Ended`]); when
+    /// the current endpoint stops, a grace timer of this generation removes
+    /// the resource (listed at 0/0) unless it registers again.
     pub fn stream_ended(self: &Arc<Self>, resource: &str, id: u64, why: &str) {
+        use crate::kubelet::devicemanager::state::Ended;
         let mut g = self.lock();
         let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
-        let Some(capacity) = g.st.stream_ended(resource, id) else { return };
-        self.ev(
-            &mut g,
-            KubeletEvent::StreamEnded {
-                resource: resource.to_string(),
-                endpoint,
-                reason: why.to_string(),
-                capacity,
-                allocatable: 0,
-                grace_period_ms: millis(self.cfg.grace_period),
-            },
-        );
+        let ended = g.st.stream_ended(resource, id);
+        let stopped = match ended {
+            Ended::Ignored => return,
+            Ended::InstanceGone { capacity, allocatable } => {
+                g.conns.remove(&id);
+                if let Some(t) = g.endpoints.remove(&id) {
+                    t.cancel();
+                }
+                self.ev(
+                    &mut g,
+                    KubeletEvent::InstanceEnded {
+                        resource: resource.to_string(),
+                        endpoint,
+                        reason: why.to_string(),
+                        capacity,
+                        allocatable,
+                    },
+                );
+                self.unlock(g);
+                self.changed();
+                return;
+            }
+            Ended::Stopped { capacity } => {
+                self.ev(
+                    &mut g,
+                    KubeletEvent::StreamEnded {
+                        resource: resource.to_string(),
+                        endpoint,
+                        reason: why.to_string(),
+                        capacity,
+                        allocatable: 0,
+                        grace_period_ms: millis(self.cfg.grace_period),
+                        disconnected: None,
+                        note: None,
+                    },
+                );
+                id
+            }
+            Ended::Disconnected { victim, capacity } => {
+                g.conns.remove(&id);
+                g.endpoints.remove(&id);
+                // The kubelet closes the *current* instance's connection and stream.
+                if let Some(t) = g.endpoints.remove(&victim) {
+                    t.cancel();
+                }
+                let socket = g.st.resources.get(resource).and_then(|r| r.endpoint.as_ref()).map(|e| e.socket.clone());
+                let note = format!(
+                    "an earlier instance's stream ended and kubelet {} disconnected the current one (kubernetes#121994)",
+                    self.cfg.profile.version
+                );
+                self.ev(
+                    &mut g,
+                    KubeletEvent::StreamEnded {
+                        resource: resource.to_string(),
+                        endpoint,
+                        reason: why.to_string(),
+                        capacity,
+                        allocatable: 0,
+                        grace_period_ms: millis(self.cfg.grace_period),
+                        disconnected: Some(socket.map(|s| s.display().to_string()).unwrap_or_default()),
+                        note: Some(note),
+                    },
+                );
+                victim
+            }
+        };
         self.unlock(g);
         let me = self.clone();
         let resource = resource.to_string();
         self.gen.spawn(async move {
             tokio::time::sleep(me.cfg.grace_period).await;
             let mut g = me.lock();
-            if g.closed || !g.st.grace_over(&resource, id) {
+            if g.closed || !g.st.grace_over(&resource, stopped) {
                 return;
             }
-            g.conns.remove(&id);
+            g.conns.remove(&stopped);
+            g.endpoints.remove(&stopped);
             me.ev(&mut g, KubeletEvent::ResourceRemoved { resource, reason: "grace period over".into() });
             me.unlock(g);
             me.changed();
@@ -419,7 +484,12 @@ impl Manager {
                 uid: p.uid.clone(),
                 file: String::new(),
                 containers: containers
-                    .map(|(c, init)| ContainerStatus { name: c.name.clone(), init, resources: BTreeMap::new() })
+                    .map(|(c, init)| ContainerStatus {
+                        name: c.name.clone(),
+                        init,
+                        sidecar: init && c.restart_always,
+                        resources: BTreeMap::new(),
+                    })
                     .collect(),
             }
         }));
@@ -440,7 +510,11 @@ impl Manager {
     /// Record a manifest that could not be admitted.
     pub fn reject_file(&self, file: PathBuf, why: String) {
         let mut g = self.lock();
-        self.ev(&mut g, KubeletEvent::PodRejected { file: file.display().to_string(), reason: why.clone() });
+        let pod_reason = crate::kubelet::devicemanager::rejection_reason(&why);
+        self.ev(
+            &mut g,
+            KubeletEvent::PodRejected { file: file.display().to_string(), reason: why.clone(), pod_reason },
+        );
         g.st.rejected.insert(file, why);
         self.unlock(g);
     }

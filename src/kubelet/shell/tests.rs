@@ -17,6 +17,7 @@ fn manager(dir: &Path, grace: Duration) -> Arc<Manager> {
         max_recv: 1 << 20,
         call_timeout: Duration::from_secs(1),
         pre_start_timeout: Duration::from_secs(1),
+        profile: crate::kubelet::profile::Profile::default(),
     };
     let log = Logger::to_file(LogFormat::Human, &dir.join("events.log")).unwrap();
     let m = Manager::new(cfg, EventBus::new(log), Generation::new(7));
