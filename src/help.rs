@@ -95,7 +95,6 @@ pub mod examples {
     --plugins-registry-dir /tmp/node/plugins_registry --api-server 127.0.0.1:0
   dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
     --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
-
   # behave as kubelet 1.31; what that changes
   dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
   dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
