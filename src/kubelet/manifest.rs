@@ -351,6 +351,29 @@ mod tests {
     }
 
     #[test]
+    fn resource_claims_parse_with_the_containers_that_use_them() {
+        let y = "metadata: {name: p}\nspec:\n  resourceClaims:\n  - {name: a, resourceClaimName: gpu}\n  - {name: b, resourceClaimTemplateName: t}\n  containers:\n  - name: c\n    resources: {claims: [{name: a}, {name: b, request: r}]}\n";
+        let p = parse(y, Path::new("p.yaml")).unwrap();
+        assert_eq!(
+            p.resource_claims,
+            vec![
+                PodClaim { name: "a".into(), source: ClaimSource::Claim("gpu".into()) },
+                PodClaim { name: "b".into(), source: ClaimSource::Template("t".into()) }
+            ]
+        );
+        assert_eq!(p.containers[0].claims, ["a", "b"]);
+        for (text, want) in [
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a}]\n  containers: [{name: c}]\n", "exactly one of"),
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x, resourceClaimTemplateName: y}]\n  containers: [{name: c}]\n", "exactly one of"),
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x}, {name: a, resourceClaimName: y}]\n  containers: [{name: c}]\n", "used twice"),
+            ("metadata: {name: p}\nspec:\n  containers: [{name: c, resources: {claims: [{name: z}]}}]\n", "not in spec.resourceClaims"),
+        ] {
+            let e = parse(text, Path::new("p.yaml")).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn clear_errors() {
         let base = |limits: &str| {
             format!("{{\"metadata\":{{\"name\":\"x\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{limits}}}]}}}}")
