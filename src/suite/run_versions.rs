@@ -114,8 +114,22 @@ impl Sess<'_> {
         self.drain();
         let second = self.seen.regs.iter().filter(|r| r.resource == res && r.rejected.is_none()).nth(n0).cloned();
         let Some(second) = second else {
+            // A second instance that could not run beside the first (a fixed
+            // socket name it will not take over) rules out maxSurge updates:
+            // worth knowing, not a protocol failure.
+            let exited = self.plugin.as_mut().and_then(|p| p.exited());
             if let Some(p) = old {
                 p.stop(Duration::from_secs(5)).await;
+            }
+            if let Some(status) = exited {
+                return Ok(Outcome::warn(
+                    format!("a second instance could not run beside the first ({status}): DaemonSet maxSurge updates are not possible"),
+                    Some(crate::suite::Evidence {
+                        rpc: "start a second instance".into(),
+                        answer: format!("it exited before registering; plugin log: {}", self.plugin_log()),
+                        fix: "serve a socket named per start (e.g. with the pod's name or a random suffix) so two instances can run during a rolling update".into(),
+                    }),
+                ));
             }
             return Ok(Outcome::fail(
                 "start a second instance",

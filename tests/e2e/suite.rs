@@ -61,7 +61,8 @@ const FAULTS: &[Fault] = &[
     (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005", "ORDER-001"], &[]),
     (&["--reregister-delay", "6s"], &["KRES-001"], &[]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
-    (&["--new-ids-after-restart", "--socket-name", "fixed.sock"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
+    // A fixed socket name also leaves no room for a second instance during a rolling update (a WARN).
+    (&["--new-ids-after-restart", "--socket-name", "fixed.sock"], &["KRES-002", "KRES-004", "PRES-004"], &["ROLL-001"]),
     (&["--delete-other-sockets"], &["REG-007"], &[]),
     (&["--keep-socket-on-exit"], &["PRES-002"], &[]),
     (&["--exit-without-kubelet"], &[], &["ORDER-001"]),
