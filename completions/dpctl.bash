@@ -951,7 +951,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__demo)
-            opts="-o -v -h --once --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --dra --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2733,7 +2733,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --api-server --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2752,6 +2752,10 @@ _dpctl() {
                     return 0
                     ;;
                 --metrics-addr)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3627,7 +3631,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__test)
-            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --kubelet-version --health-timeout --restart-backoff --no-restart --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --dra --kubelet-version --health-timeout --restart-backoff --no-restart --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

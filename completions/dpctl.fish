@@ -366,6 +366,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l pod-resourc
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l manifests -d 'Admit pods from static pod manifests (YAML or JSON) in this directory' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l metrics-addr -d 'Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON ResourceSlices and claims; writes <kubelet-root>/kubeconfig' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l grace-period -d 'How long a plugin\'s devices stay (unhealthy) after its stream ends' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l max-recv-size -d 'Receive limit for plugin messages (the kubelet\'s is the gRPC default, 4 MiB)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l topology-policy -d 'Topology manager policy' -r -f -a "none\t'No NUMA alignment'
@@ -413,6 +414,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l plugin-dir -d 'The 
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l once -d 'Show the result and exit instead of running until Ctrl-C'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l dra -d 'Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -617,6 +619,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l plugin-dir -d 'The 
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l dra -d 'Test a DRA driver\'s kubelet plugin instead (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-restart -d 'Never restart a plugin that exits on its own (judge it on its first run)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'

@@ -192,6 +192,10 @@ pub struct TestArgs {
     /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
     #[arg(long, value_name = "CMD")]
     pub health_trigger: Option<String>,
+    /// Test a DRA driver's kubelet plugin instead (placeholders {kubelet-root-dir},
+    /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
+    #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
+    pub dra: bool,
     /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
     #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
     pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
@@ -326,6 +330,9 @@ pub struct DemoArgs {
     /// Show the result and exit instead of running until Ctrl-C
     #[arg(long)]
     pub once: bool,
+    /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
+    #[arg(long)]
+    pub dra: bool,
     /// The demo's kubelet behaves as this version (1.25 to 1.37)
     #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
     pub kubelet_version: crate::kubelet::profile::KubeletVersion,
@@ -872,6 +879,10 @@ pub struct MockKubeletArgs {
     /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON
+    /// ResourceSlices and claims; writes <kubelet-root>/kubeconfig
+    #[arg(long, value_name = "ADDR")]
+    pub api_server: Option<std::net::SocketAddr>,
     /// How long a plugin's devices stay (unhealthy) after its stream ends
     #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
     pub grace_period: Duration,

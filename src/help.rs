@@ -89,6 +89,12 @@ pub mod examples {
   dpctl serve --plugin-dir /tmp/node/device-plugins --resource vendor.example/foo --count 4
   dpctl node --plugin-dir /tmp/node/device-plugins
   dpctl podresources list --plugin-dir /tmp/node/device-plugins
+  # DRA drivers too: a local API server (writes /tmp/node/kubeconfig), claims beside the pods
+  mkdir -p /tmp/node/plugins_registry
+  dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --manifests /tmp/node/manifests \\
+    --plugins-registry-dir /tmp/node/plugins_registry --api-server 127.0.0.1:0
+  dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
+    --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
   # behave as kubelet 1.31; what that changes
   dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
   dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
@@ -103,7 +109,9 @@ pub mod examples {
   # Mock kubelet + simulated plugin + a pod, until Ctrl-C
   dpctl demo
   # the same, printed once, then cleaned up
-  dpctl demo --once";
+  dpctl demo --once
+  # DRA: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
+  dpctl demo --dra --once";
 
     /// dpctl checkpoint
     pub const CHECKPOINT: &str = "Examples:
@@ -133,7 +141,10 @@ pub mod examples {
   # the plugin's support range in one run (results per kubelet version)
   dpctl test --kubelet-version 1.31,1.37 --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   # a plugin that is already running (no process or kubelet control)
-  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock";
+  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
+  # a DRA driver's kubelet plugin, with the engine's local API server
+  dpctl test --dra -- dpctl --kubelet-root-dir {kubelet-root-dir} dra serve --driver gpu.example.com \\
+    --cdi-dir {cdi-dir} --kubeconfig {kubeconfig} --node-name {node-name}";
 
     /// dpctl record
     pub const RECORD: &str = "Examples:

@@ -29,6 +29,15 @@ pub struct NodeStatus {
     pub kubelet_version: String,
     /// The plugin directory.
     pub plugin_dir: String,
+    /// Registered DRA drivers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dra_drivers: Vec<Value>,
+    /// ResourceClaims the kubelet knows (allocated, prepared, used by pods).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Value>,
+    /// Pods with resource claims and their DRA phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dra_pods: Vec<Value>,
 }
 
 /// Read the status of the mock kubelet that owns `plugin_dir`.

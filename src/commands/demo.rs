@@ -73,6 +73,9 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
+    if a.dra {
+        return super::demo_dra::run(ctx, a).await;
+    }
     let node_dir = TempNode::new("demo")?;
     let tree = node_dir.tree.clone();
     let (root, dp, manifests) = (tree.root.clone(), tree.plugin_dir.clone(), tree.manifests.clone());
@@ -291,6 +294,7 @@ Run `dpctl demo` (without --once) to keep them running, then in another shell tr
     }
 }
 
-fn indent(s: &str) -> String {
+/// Indent every line of a table by three spaces.
+pub fn indent(s: &str) -> String {
     s.lines().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")
 }

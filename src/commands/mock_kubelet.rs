@@ -55,6 +55,8 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             pre_start_timeout: Duration::from_secs(30),
             profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
         },
+        dra: dra_spec(ctx, a),
+        api_server: a.api_server,
         clean_at_start: true,
     })
 }
@@ -86,4 +88,16 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     };
     node.stop().await;
     result
+}
+
+/// The DRA manager's settings: the kubelet root is the plugin directory's
+/// parent (device-plugins/ sits under it), where `dra_manager_state` goes;
+/// CDI IDs are checked against /etc/cdi, /var/run/cdi (under --root) and `<root>/cdi`.
+fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSpec> {
+    let root = ctx.paths.plugin_dir.parent()?.to_path_buf();
+    let mut dirs = ctx.paths.cdi_spec_dirs(&[]);
+    dirs.push(root.join("cdi"));
+    let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
+    spec.call_timeout = spec.call_timeout.min(a.call_timeout.max(Duration::from_secs(1)));
+    Some(spec)
 }

@@ -5,6 +5,7 @@ pub mod allocate;
 pub mod bench;
 pub mod checkpoint;
 pub mod demo;
+pub mod demo_dra;
 pub mod device;
 pub mod doctor;
 pub mod dra;

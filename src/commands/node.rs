@@ -95,6 +95,7 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
         out.push_str(&table(&["NAMESPACE", "POD", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"], &pods));
         out.push('\n');
     }
+    dra_tables(&n, &mut out);
     if !n.rejected.is_empty() {
         out.push_str("\nRejected manifests:\n");
         for (f, why) in &n.rejected {
@@ -105,6 +106,69 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
         }
     }
     emit(&out)
+}
+
+/// The DRA part of `dpctl node`: drivers, then claims (one row each).
+fn dra_tables(n: &NodeStatus, out: &mut String) {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        Value::Array(a) if a.is_empty() => "-".into(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+            .collect::<Vec<_>>()
+            .join(","),
+        o => o.to_string(),
+    };
+    if !n.dra_drivers.is_empty() {
+        let rows: Vec<Vec<String>> = n
+            .dra_drivers
+            .iter()
+            .map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"]), s(&d["slices"])])
+            .collect();
+        out.push('\n');
+        out.push_str(&table(&["DRA DRIVER", "SERVICE", "ENDPOINTS", "HEALTH", "RESOURCESLICES"], &rows));
+        out.push('\n');
+    }
+    if !n.claims.is_empty() {
+        let rows: Vec<Vec<String>> = n
+            .claims
+            .iter()
+            .map(|c| {
+                let devices: Vec<String> = c["allocation"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| format!("{}/{}/{}", s(&a["driver"]), s(&a["pool"]), s(&a["device"])))
+                    .collect();
+                let cdi: Vec<String> = c["prepared"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|(_, devs)| devs.as_array().cloned().unwrap_or_default())
+                    .flat_map(|d| d["CDIDeviceIDs"].as_array().cloned().unwrap_or_default())
+                    .map(|x| s(&x))
+                    .collect();
+                let state = if c["prepared"].is_object() { "Prepared" } else { "Allocated" };
+                vec![
+                    format!("{}/{}", s(&c["namespace"]), s(&c["name"])),
+                    state.to_string(),
+                    if devices.is_empty() { "-".into() } else { devices.join(",") },
+                    if cdi.is_empty() { "-".into() } else { cdi.join(",") },
+                    s(&c["pods"]),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(&["CLAIM", "STATE", "DEVICES", "CDI IDS", "PODS"], &rows));
+        out.push('\n');
+    }
+    for p in &n.dra_pods {
+        if let Some(e) = p["error"].as_str() {
+            out.push_str(&format!("\npod {} ({}): {e}\n", s(&p["pod"]), s(&p["phase"])));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -50,9 +50,11 @@ fn coloured(line: String, r: &Record) -> String {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     if a.plugin.is_empty() && a.socket.is_none() {
-        return Err(Error::usage(
-            "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET",
-        ));
+        return Err(Error::usage(if a.dra {
+            "no driver to test: put its command after --, e.g. dpctl test --dra -- ./my-driver --kubelet-registry-dir {plugins-registry-dir}"
+        } else {
+            "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET"
+        }));
     }
     if let Some(j) = &a.junit {
         if j.is_dir() {
@@ -134,7 +136,9 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
         // Ctrl-C / SIGTERM: dropping the run kills the plugin's process group and
         // the mock kubelet and removes the temp tree.
         let run = tokio::select! {
-            r = run::run(&opts, &mut show) => r,
+            r = async {
+                if a.dra { crate::suite::dra::run(&opts, &mut show).await } else { run::run(&opts, &mut show).await }
+            } => r,
             _ = crate::core::interrupted() => Err(Error::failed("interrupted; the plugin and the mock kubelet were stopped")),
         };
         let mut run = match run {

@@ -449,6 +449,146 @@ pub enum KubeletEvent {
         /// The error.
         error: String,
     },
+    /// A DRA driver registered through the plugin watcher (one instance of it).
+    #[serde(rename_all = "camelCase")]
+    DraRegistered {
+        /// The driver.
+        driver: String,
+        /// Its registration socket.
+        socket: String,
+        /// Its service socket.
+        endpoint: String,
+        /// The DRAPlugin service chosen.
+        service: String,
+        /// The health service followed, if advertised.
+        health: Option<String>,
+        /// Instances of the driver now registered (2 during a rolling update).
+        instances: usize,
+    },
+    /// A DRA driver instance went away.
+    #[serde(rename_all = "camelCase")]
+    DraDeregistered {
+        /// The driver.
+        driver: String,
+        /// Its service socket.
+        endpoint: String,
+        /// Instances left.
+        instances: usize,
+    },
+    /// A DRA driver's health snapshot changed.
+    DraHealth {
+        /// The driver.
+        driver: String,
+        /// `pool/device=Health`, each device.
+        devices: Vec<String>,
+    },
+    /// A claim was allocated (the mock scheduler's part).
+    #[serde(rename_all = "camelCase")]
+    ClaimAllocated {
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+        /// `driver/pool/device`, each device.
+        devices: Vec<String>,
+    },
+    /// NodePrepareResources succeeded for a claim.
+    #[serde(rename_all = "camelCase")]
+    ClaimPrepared {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+        /// `driver/pool/device`, each device.
+        devices: Vec<String>,
+        /// CDI device IDs.
+        cdi_ids: Vec<String>,
+        /// Whether it was already prepared (no call made: the kubelet skips prepared claims).
+        cached: bool,
+    },
+    /// Preparing a pod's claims failed; it is retried.
+    #[serde(rename_all = "camelCase")]
+    ClaimPrepareFailed {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// The kubelet's text.
+        error: String,
+        /// Which attempt.
+        attempt: u32,
+    },
+    /// A prepared claim's CDI ID resolves to no spec file (the runtime would fail the container).
+    #[serde(rename_all = "camelCase")]
+    CdiUnresolved {
+        /// `namespace/name`.
+        claim: String,
+        /// The CDI ID.
+        cdi_id: String,
+    },
+    /// NodeUnprepareResources succeeded for a claim (or no call was needed).
+    #[serde(rename_all = "camelCase")]
+    ClaimUnprepared {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+        /// Another pod still uses it: only the reference went.
+        still_used: bool,
+    },
+    /// Unpreparing a pod's claims failed; it is retried.
+    #[serde(rename_all = "camelCase")]
+    ClaimUnprepareFailed {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// The kubelet's text.
+        error: String,
+        /// Which attempt.
+        attempt: u32,
+    },
+    /// The DRA checkpoint was read at start.
+    #[serde(rename_all = "camelCase")]
+    DraCheckpointRestored {
+        /// The file.
+        path: String,
+        /// Prepared claims in it.
+        claims: usize,
+    },
+    /// The DRA checkpoint could not be read or written.
+    #[serde(rename_all = "camelCase")]
+    DraCheckpointError {
+        /// The file.
+        path: String,
+        /// Why.
+        error: String,
+    },
+    /// A driver's ResourceSlices on this node were deleted: its last plugin
+    /// instance went away and did not come back within the wiping delay.
+    DraSlicesWiped {
+        /// The driver.
+        driver: String,
+        /// The slices deleted.
+        slices: Vec<String>,
+    },
+    /// The local API server is serving (a kubeconfig for drivers written).
+    ApiServer {
+        /// Its URL.
+        addr: String,
+        /// The kubeconfig file.
+        kubeconfig: String,
+    },
+    /// A ResourceClaim, ResourceClaimTemplate, DeviceClass or ResourceSlice manifest was read.
+    #[serde(rename_all = "camelCase")]
+    DraObject {
+        /// `Kind namespace/name`.
+        key: String,
+        /// Its file.
+        file: String,
+    },
+    /// An event of a test's own (shell tests).
+    AfterClose,
 }
 
 /// Who registered, as the request said.

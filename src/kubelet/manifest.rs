@@ -16,8 +16,28 @@ pub struct Container {
     pub name: String,
     /// Extended resource → count.
     pub resources: BTreeMap<String, u64>,
+    /// resources.claims: the pod claims (spec.resourceClaims names) it uses.
+    pub claims: Vec<String>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restart_always: bool,
+}
+
+/// Where a pod's resource claim comes from (spec.resourceClaims[]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimSource {
+    /// resourceClaimName: an existing ResourceClaim.
+    Claim(String),
+    /// resourceClaimTemplateName: a claim generated for the pod.
+    Template(String),
+}
+
+/// One entry of spec.resourceClaims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaim {
+    /// The name containers refer to.
+    pub name: String,
+    /// Where the claim comes from.
+    pub source: ClaimSource,
 }
 
 /// A pod, as the device manager sees it.
@@ -33,6 +53,8 @@ pub struct Pod {
     pub init_containers: Vec<Container>,
     /// App containers.
     pub containers: Vec<Container>,
+    /// spec.resourceClaims (DRA).
+    pub resource_claims: Vec<PodClaim>,
 }
 
 impl Pod {
@@ -111,6 +133,13 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ));
         }
     }
+    let mut claims = Vec::new();
+    for (i, cl) in
+        res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
+    {
+        let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+        claims.push(n.ok_or(format!("{at} {name:?} resources.claims[{i}].name is required"))?.to_string());
+    }
     let restart_always = match c.get("restartPolicy") {
         None | Some(Value::Null) => false,
         Some(Value::String(p)) if p == "Always" => true,
@@ -120,7 +149,7 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ))
         }
     };
-    Ok(Container { name: name.to_string(), resources: out, restart_always })
+    Ok(Container { name: name.to_string(), resources: out, restart_always, claims })
 }
 
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
@@ -161,9 +190,35 @@ pub fn load(file: &Path) -> Result<Pod, String> {
     parse(&text, file)
 }
 
+/// What a manifest file holds: a pod, or a DRA object beside the pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Manifest {
+    /// A Pod.
+    Pod(Pod),
+    /// A ResourceClaim, ResourceClaimTemplate, DeviceClass or ResourceSlice.
+    Dra(crate::kubelet::dra::objects::Object),
+}
+
+/// Read and parse a manifest file that may hold a pod or a DRA object
+/// (blocking, like [`load`]).
+pub fn load_any(file: &Path) -> Result<Manifest, String> {
+    let text =
+        crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
+    let v = value(&text)?;
+    if crate::kubelet::dra::objects::dra_kind(&v).is_some() {
+        return crate::kubelet::dra::objects::parse(&v).map(Manifest::Dra);
+    }
+    pod(&v, &text, file).map(Manifest::Pod)
+}
+
 /// Parse one manifest file's text. `file` goes into the derived UID; errors
 /// do not repeat it (the caller shows them next to the file's name).
 pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
+    let v = value(text)?;
+    pod(&v, text, file)
+}
+
+fn value(text: &str) -> Result<Value, String> {
     if text.len() as u64 > MAX_MANIFEST_FILE {
         return Err(format!("larger than {}", crate::core::limits::human_bytes(MAX_MANIFEST_FILE)));
     }
@@ -176,6 +231,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
         }
         serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {}", cap_words(&e.to_string())))?
     };
+    Ok(v)
+}
+
+fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
     if let Some(kind) = v.get("kind").and_then(Value::as_str) {
         if kind != "Pod" {
             return Err(format!("kind is {kind:?}; a static pod manifest holds one Pod"));
@@ -222,7 +281,40 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
             return Err(format!("container name {:?} is used twice", c.name));
         }
     }
-    Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers })
+    let resource_claims = resource_claims(spec)?;
+    for c in init_containers.iter().chain(&containers) {
+        if let Some(n) = c.claims.iter().find(|n| !resource_claims.iter().any(|r| &r.name == *n)) {
+            return Err(format!("container {:?} uses claim {n:?}, which is not in spec.resourceClaims", c.name));
+        }
+    }
+    Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers, resource_claims })
+}
+
+fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
+    let mut out: Vec<PodClaim> = Vec::new();
+    let list = match spec.get("resourceClaims") {
+        None | Some(Value::Null) => return Ok(out),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err("spec.resourceClaims must be a list".into()),
+    };
+    for (i, c) in list.iter().enumerate() {
+        let at = format!("spec.resourceClaims[{i}]");
+        let name = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+        let name = name.ok_or(format!("{at}.name is required"))?.to_string();
+        let s = |k: &str| c.get(k).and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_string);
+        let source = match (s("resourceClaimName"), s("resourceClaimTemplateName")) {
+            (Some(n), None) => ClaimSource::Claim(n),
+            (None, Some(t)) => ClaimSource::Template(t),
+            _ => {
+                return Err(format!("{at}: exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
+            }
+        };
+        if out.iter().any(|o| o.name == name) {
+            return Err(format!("{at}: claim name {name:?} is used twice"));
+        }
+        out.push(PodClaim { name, source });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -256,6 +348,29 @@ mod tests {
         assert!(parse(bad, Path::new("s.json")).unwrap_err().contains("only container restartPolicy is \"Always\""));
         let app = r#"{"metadata":{"name":"s"},"spec":{"containers":[{"name":"c","restartPolicy":"Always"}]}}"#;
         assert!(parse(app, Path::new("s.json")).unwrap_err().contains("only allowed on init containers"));
+    }
+
+    #[test]
+    fn resource_claims_parse_with_the_containers_that_use_them() {
+        let y = "metadata: {name: p}\nspec:\n  resourceClaims:\n  - {name: a, resourceClaimName: gpu}\n  - {name: b, resourceClaimTemplateName: t}\n  containers:\n  - name: c\n    resources: {claims: [{name: a}, {name: b, request: r}]}\n";
+        let p = parse(y, Path::new("p.yaml")).unwrap();
+        assert_eq!(
+            p.resource_claims,
+            vec![
+                PodClaim { name: "a".into(), source: ClaimSource::Claim("gpu".into()) },
+                PodClaim { name: "b".into(), source: ClaimSource::Template("t".into()) }
+            ]
+        );
+        assert_eq!(p.containers[0].claims, ["a", "b"]);
+        for (text, want) in [
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a}]\n  containers: [{name: c}]\n", "exactly one of"),
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x, resourceClaimTemplateName: y}]\n  containers: [{name: c}]\n", "exactly one of"),
+            ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x}, {name: a, resourceClaimName: y}]\n  containers: [{name: c}]\n", "used twice"),
+            ("metadata: {name: p}\nspec:\n  containers: [{name: c, resources: {claims: [{name: z}]}}]\n", "not in spec.resourceClaims"),
+        ] {
+            let e = parse(text, Path::new("p.yaml")).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

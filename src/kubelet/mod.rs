@@ -4,6 +4,7 @@
 //! reporting typed events ([`event`]).
 pub mod against;
 pub mod devicemanager;
+pub mod dra;
 pub mod event;
 pub mod generation;
 pub mod manifest;

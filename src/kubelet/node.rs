@@ -56,6 +56,11 @@ pub struct NodeSpec {
     pub endpoint_alias: Option<(PathBuf, PathBuf)>,
     /// Device manager settings.
     pub manager: Config,
+    /// DRA manager settings (None: DRA plugins are not handled).
+    pub dra: Option<crate::kubelet::dra::DraSpec>,
+    /// Serve the local API server (JSON ResourceSlices and claims) on this
+    /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
+    pub api_server: Option<SocketAddr>,
     /// Delete every socket in the plugin directory at start, as the kubelet
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
@@ -76,6 +81,8 @@ impl NodeSpec {
             dial_timeout: Duration::from_secs(10),
             endpoint_alias: None,
             manager: Config::kubelet(&tree.plugin_dir),
+            dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
+            api_server: None,
             clean_at_start: true,
         }
     }
@@ -90,6 +97,21 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         rejected_reasons: mgr.rejected().iter().map(|(k, v)| (k.display().to_string(), v.reason())).collect(),
         kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
+        dra_drivers: mgr
+            .dra
+            .get()
+            .map(|d| d.drivers().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
+        claims: mgr
+            .dra
+            .get()
+            .map(|d| d.claims().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
+        dra_pods: mgr
+            .dra
+            .get()
+            .map(|d| d.pods().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -134,6 +156,9 @@ struct Seen {
     uid: Option<String>,
 }
 
+/// What `Seen::uid` holds for a DRA object's file (then its key).
+const DRA_OBJECT: &str = "dra-object:";
+
 /// Follow the manifest directory: admit new files, remove pods whose file is
 /// gone, re-admit changed files. `first_scan` fires after the first pass.
 async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
@@ -157,6 +182,11 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
+                    Some(key) if key.starts_with(DRA_OBJECT) => {
+                        if let Some(d) = mgr.dra.get() {
+                            d.forget_object(&key[DRA_OBJECT.len()..]);
+                        }
+                    }
                     Some(uid) => mgr.remove_pod(&uid),
                     None => mgr.forget_rejected(&gone),
                 }
@@ -171,8 +201,10 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 if s.modified == modified && s.len == len {
                     continue;
                 }
-                if let Some(uid) = &s.uid {
-                    mgr.remove_pod(uid);
+                match &s.uid {
+                    Some(key) if key.starts_with(DRA_OBJECT) => {}
+                    Some(uid) => mgr.remove_pod(uid),
+                    None => {}
                 }
             }
             seen.insert(f.clone(), Seen { modified, len, uid: None });
@@ -187,7 +219,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 changed
                     .into_iter()
                     .map(|f| {
-                        let r = crate::kubelet::manifest::load(&f);
+                        let r = crate::kubelet::manifest::load_any(&f);
                         (f, r)
                     })
                     .collect::<Vec<_>>()
@@ -198,7 +230,22 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         for (f, r) in parsed {
             match r {
                 Err(e) => mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e)),
-                Ok(pod) => batch.push((pod, f)),
+                Ok(crate::kubelet::manifest::Manifest::Pod(pod)) => batch.push((pod, f)),
+                Ok(crate::kubelet::manifest::Manifest::Dra(obj)) => match mgr.dra.get() {
+                    Some(d) => {
+                        if let Some(s) = seen.get_mut(&f) {
+                            s.uid = Some(format!("{DRA_OBJECT}{}", obj.key()));
+                        }
+                        mgr.forget_rejected(&f);
+                        d.put_object(obj, &f);
+                    }
+                    None => mgr.reject_file(
+                        f,
+                        crate::kubelet::devicemanager::AdmissionError::Invalid(
+                            "DRA objects need the DRA manager, which is off".into(),
+                        ),
+                    ),
+                },
             }
         }
         // Everything found in this scan is admitted and committed together
@@ -218,6 +265,9 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         }
         if first {
             mgr.drop_orphans();
+            if let Some(d) = mgr.dra.get() {
+                d.unprepare_orphans();
+            }
             first = false;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -291,6 +341,11 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
+    if let Some(spec) = &s.dra {
+        let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
+        dra.restore();
+        let _ = mgr.dra.set(dra);
+    }
     let from_checkpoint = mgr.restore();
     if number > 0 {
         mgr.expect_back(from_checkpoint);
@@ -453,7 +508,7 @@ impl Node {
 
 /// Serve the status socket and metrics, then run generations until stopped.
 async fn run(
-    s: NodeSpec,
+    mut s: NodeSpec,
     bus: EventBus,
     stop: CancellationToken,
     current_tx: watch::Sender<Option<Arc<Manager>>>,
@@ -502,6 +557,33 @@ async fn run(
             status.token.clone(),
             status.tracker.clone(),
         ));
+    }
+    if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
+        let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
+        dra.api = Some(store.clone());
+        let started = crate::kubelet::dra::apiserver::start(
+            addr,
+            &dra.root,
+            crate::kubelet::dra::NODE_NAME.to_string(),
+            store,
+            current_rx.clone(),
+            status.token.clone(),
+            status.tracker.clone(),
+        )
+        .await;
+        match started {
+            Ok(a) => bus.emit(
+                KubeletEvent::ApiServer {
+                    addr: format!("http://{}", a.addr),
+                    kubeconfig: a.kubeconfig.display().to_string(),
+                },
+                None,
+            ),
+            Err(e) => {
+                status.end().await;
+                return fail_first(&mut first, e);
+            }
+        }
     }
     let mut number = 0u64;
     let mut waiting: Option<oneshot::Sender<Result<()>>> = None;

@@ -1,5 +1,6 @@
-//! The kubelet's PodResources v1 API over the device manager's state,
-//! rate-limited as the kubelet does (100 QPS, burst 10).
+//! The kubelet's PodResources v1 API over the device manager's state (and
+//! the DRA manager's prepared claims in `dynamic_resources`, as GA kubelets
+//! fill them), rate-limited as the kubelet does (100 QPS, burst 10).
 
 use crate::api::podresources::{
     pod_resources_lister_server::PodResourcesLister, AllocatableResourcesRequest, AllocatableResourcesResponse,
@@ -75,6 +76,17 @@ impl PodResourcesService {
         PodResourcesService { mgr, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
     }
 
+    /// A pod as listed, with each container's prepared claims.
+    fn listed(&self, p: &PodStatus) -> PodResources {
+        let mut pr = pod_resources(p, self.sidecars());
+        if let Some(dra) = self.mgr.dra.get() {
+            for c in &mut pr.containers {
+                c.dynamic_resources = dra.dynamic_resources(&p.uid, &c.name);
+            }
+        }
+        pr
+    }
+
     fn sidecars(&self) -> bool {
         self.mgr.cfg.profile.sidecar_devices
     }
@@ -98,7 +110,7 @@ impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
         Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: self.mgr.pods_listed().iter().map(|p| pod_resources(p, self.sidecars())).collect(),
+            pod_resources: self.mgr.pods_listed().iter().map(|p| self.listed(p)).collect(),
         }))
     }
 
@@ -122,9 +134,7 @@ impl PodResourcesLister for PodResourcesService {
         }
         let r = r.into_inner();
         match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
-            Some(p) => {
-                Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(pod_resources(p, self.sidecars())) }))
-            }
+            Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(self.listed(p)) })),
             None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
         }
     }

@@ -62,6 +62,12 @@ impl NodeTree {
         self.plugin_dir.join(KUBELET_SOCKET_NAME)
     }
 
+    /// Where DRA drivers on this tree write CDI specs (dpctl's; the mock
+    /// kubelet checks prepared CDI IDs against it).
+    pub fn cdi_dir(&self) -> PathBuf {
+        self.root.join("cdi")
+    }
+
     /// The device manager's checkpoint.
     pub fn checkpoint(&self) -> PathBuf {
         self.plugin_dir.join(CHECKPOINT_NAME)

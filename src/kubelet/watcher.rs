@@ -1,7 +1,8 @@
-//! The kubelet's plugin watcher for device plugins: scan the registry
-//! directory (recursively; names starting with `.` and non-sockets ignored),
-//! call GetInfo (1 s), register `DevicePlugin`s, tell them with
-//! NotifyRegistrationStatus (5 s); a deleted socket deregisters its plugin.
+//! The kubelet's plugin watcher: scan the registry directory (recursively;
+//! names starting with `.` and non-sockets ignored), call GetInfo (1 s),
+//! register `DevicePlugin`s with the device manager and `DRAPlugin`s with
+//! the DRA manager, tell them with NotifyRegistrationStatus (5 s); a
+//! deleted socket deregisters its plugin.
 
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
@@ -56,13 +57,17 @@ async fn register_one(
     let info = call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t)))
         .await
         .map_err(|e| Rejected::new(RejectStage::GetInfo, e.to_string()))?;
-    if info.r#type != "DevicePlugin" {
+    let dra = mgr.dra.get().filter(|_| info.r#type == crate::protocol::dra::PLUGIN_TYPE).cloned();
+    if info.r#type != "DevicePlugin" && dra.is_none() {
         let e = format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type);
         return Err(Rejected { info: Some(info), ..Rejected::new(RejectStage::Validation, e) });
     }
     let endpoint =
         if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
     let result = async {
+        if let Some(dra) = &dra {
+            return dra.register(sock, &info, &endpoint).await.map_err(|(stage, text)| (stage, text, None));
+        }
         let broken =
             rules::watcher_versions(&info.supported_versions).or_else(|| rules::register_resource_name(&info.name));
         if let Some(v) = broken {
@@ -99,6 +104,9 @@ async fn register_one(
         (Ok(()), Ok(_)) => Ok((info.name.clone(), endpoint.clone())),
         (Ok(()), Err(e)) => {
             // A failed notify deregisters the plugin.
+            if let Some(d) = &dra {
+                d.deregister_socket(sock);
+            }
             if let Some((res, id)) = mgr.resource_of(&endpoint) {
                 mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
             }
@@ -152,6 +160,9 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
                     last_error = k.last_error.clone();
                 }
                 Some(_) => {
+                    if let Some(d) = mgr.dra.get() {
+                        d.deregister_socket(sock);
+                    }
                     if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(sock) {
                         if let Some((r, gen)) = mgr.resource_of(&ep) {
                             if r == res {
@@ -197,6 +208,9 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
+            if let Some(d) = mgr.dra.get() {
+                d.deregister_socket(&g);
+            }
             if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(&g) {
                 if let Some((r, id)) = mgr.resource_of(&ep) {
                     if r == res {

@@ -502,6 +502,11 @@ impl Kubelet {
         let mut spec = NodeSpec::on_tree(tree);
         spec.manager.call_timeout = timeout;
         spec.manager.profile = crate::kubelet::profile::Profile::of(version);
+        if let Some(d) = &mut spec.dra {
+            d.call_timeout = timeout;
+        }
+        // The local API server for DRA drivers (`{kubeconfig}`).
+        spec.api_server = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         // A plugin in a private mount namespace reports /var/lib/kubelet paths.
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.

@@ -11,9 +11,11 @@
 //! - [`env`]: the node tree, the plugin process, the kubelets (I/O).
 //! - [`run`]: the scenarios' code and the runner.
 //! - [`report`]: table lines, JSON and JUnit XML (pure).
+//! - [`dra`]: `dpctl test --dra`, the DRA driver scenarios on the same engine.
 
 pub mod catalog;
 pub mod checks;
+pub mod dra;
 pub mod env;
 pub mod evidence;
 pub mod filter;

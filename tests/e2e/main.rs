@@ -6,6 +6,7 @@ mod bench;
 mod client;
 mod doctor;
 mod dra;
+mod dra_kubelet;
 mod generations;
 mod hardening;
 mod interop;

@@ -38,10 +38,13 @@ cp tests/interop/python/dra_peer.py "$out/python/dra_peer.py"
 
 # Go peer: GOPATH mode, code generated from proto/ under k8s.io/kubelet/... as upstream.
 gopath=$out/gopath
-rm -rf "$gopath/src/k8s.io" "$gopath/src/dpctl-interop-peer"
-mkdir -p "$gopath/src/dpctl-interop-peer"
-protoc -I proto --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${protos[@]}"
+rm -rf "$gopath/src/k8s.io" "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
+mkdir -p "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
+protoc -I proto --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${protos[@]}" proto/dra/v1/api.proto
 cp tests/interop/go/peer/main.go "$gopath/src/dpctl-interop-peer/"
+# A kubeletplugin-style DRA driver (registration, ResourceSlice via the API server, prepare with GET claim).
+cp tests/interop/go/drapeer/main.go "$gopath/src/dpctl-interop-drapeer/"
 export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$out/gocache" GOFLAGS=
 (cd "$gopath/src/dpctl-interop-peer" && go build -o "$out/go-peer" .)
+(cd "$gopath/src/dpctl-interop-drapeer" && go build -o "$out/go-dra-peer" .)
 echo "interop: peers ready in $out ($(go version | cut -d' ' -f3), grpc-go $(dpkg-query -W -f='${Version}' golang-google-grpc-dev), grpcio $("$out/venv/bin/python" -c 'import grpc; print(grpc.__version__)'))"

@@ -64,6 +64,7 @@ pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
         name: name.into(),
         resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         restart_always: false,
+        claims: vec![],
     }
 }
 
@@ -74,7 +75,14 @@ pub fn sidecar(name: &str, req: &[(&str, u64)]) -> Container {
 
 /// A pod.
 pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
-    Pod { uid: uid.into(), name: uid.into(), namespace: "default".into(), init_containers: init, containers: app }
+    Pod {
+        uid: uid.into(),
+        name: uid.into(),
+        namespace: "default".into(),
+        init_containers: init,
+        containers: app,
+        resource_claims: vec![],
+    }
 }
 
 /// An Allocate answer for one container.

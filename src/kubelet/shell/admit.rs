@@ -113,6 +113,9 @@ impl Manager {
             } else {
                 KubeletEvent::PodAdmitted { pod, uid, allocations, allocate_calls, latency_ms }
             });
+            if let Some(d) = self.dra.get() {
+                d.pod_added(&s.pod);
+            }
             if !s.restored {
                 self.start_containers(&s.pod).await;
             }

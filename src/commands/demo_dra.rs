@@ -1,0 +1,260 @@
+//! `dpctl demo --dra`: in a fresh temp directory, the kubelet engine and a
+//! simulated DRA driver (both in this process); a ResourceClaim and a pod
+//! using it are dropped in the manifest directory, and the demo shows the
+//! claim allocated, prepared (CDI spec written) and visible in PodResources,
+//! then prints the commands to poke them; runs until Ctrl-C.
+
+use super::Ctx;
+use crate::api::podresources::{pod_resources_lister_client::PodResourcesListerClient, ListPodResourcesRequest};
+use crate::cli::DemoArgs;
+use crate::core::log::{LogFormat, Logger};
+use crate::core::task::Tasks;
+use crate::core::{Error, Result};
+use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
+use crate::kubelet::node::{Node, NodeSpec};
+use crate::kubelet::tree::TempNode;
+use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
+use crate::protocol::dra::{DRA_V1, DRA_V1BETA1, HEALTH_V1};
+use crate::render::{emit, table};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+const DRIVER: &str = "gpu.example.com";
+const CLAIM: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: demo-gpu
+  namespace: default
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.example.com
+";
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-trainer
+  namespace: default
+spec:
+  resourceClaims:
+  - name: gpu
+    resourceClaimName: demo-gpu
+  containers:
+  - name: trainer
+    image: example.com/trainer:latest
+    resources:
+      claims:
+      - name: gpu
+";
+
+/// Wait (at most `secs`) for the first kubelet event `f` accepts; a failed prepare is the error.
+async fn wait_for(
+    events: &mut mpsc::UnboundedReceiver<Arc<Stamped>>,
+    what: &str,
+    secs: u64,
+    f: impl Fn(&KubeletEvent) -> bool,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut last = None;
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) | Ok(None) => {
+                let why = last.map(|e| format!(": {e}")).unwrap_or_default();
+                return Err(Error::failed(format!(
+                    "demo: {what} did not happen within {secs}s{why}; see the logs in the demo directory"
+                )));
+            }
+            Ok(Some(e)) if f(&e.event) => return Ok(()),
+            Ok(Some(e)) => {
+                if let KubeletEvent::ClaimPrepareFailed { error, .. } = &e.event {
+                    last = Some(error.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Run the DRA demo.
+pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
+    let node_dir = TempNode::new("demo-dra")?;
+    let tree = node_dir.tree.clone();
+    let (kubelet_log, driver_log) = (tree.logs.join("kubelet.log"), tree.logs.join("driver.log"));
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
+    let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
+    let mut events = bus.subscribe();
+    let node = Node::start(NodeSpec::on_tree(&tree), bus).await?;
+    let plugin_dir = tree.root.join("plugins").join(DRIVER);
+    let cfg = Config {
+        driver: DRIVER.into(),
+        pool: "node-1".into(),
+        devices: (0..4).map(|i| format!("gpu-{i}")).collect(),
+        kubelet_root: tree.root.clone(),
+        registry_dir: tree.registry_dir.clone(),
+        control_socket: plugin_dir.join(CONTROL_DIR).join(format!("{CONTROL_PREFIX}{}.sock", std::process::id())),
+        plugin_dir,
+        host_root: Default::default(), // a private temp tree
+        cdi_dir: tree.cdi_dir(),
+        services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
+        register: true,
+        rolling_uid: None,
+        health_timeout_secs: 0,
+        faults: vec![],
+        publish: None,
+    };
+    let tasks = Tasks::new();
+    let (done_tx, mut done) = watch::channel(None::<String>);
+    {
+        let log = Logger::to_file(LogFormat::Human, &driver_log)?;
+        let stop = tasks.child();
+        tasks.spawn_joined(async move {
+            let r = crate::plugin::dra::run(cfg, log, stop).await;
+            let _ = done_tx.send(Some(r.err().map(|e| e.to_string()).unwrap_or_else(|| "the driver stopped".into())));
+        });
+    }
+    let (claim_file, pod_file) = (tree.manifests.join("demo-gpu.yaml"), tree.manifests.join("demo-trainer.yaml"));
+    let work = async {
+        wait_for(&mut events, "the driver's registration", 10, |e| matches!(e, KubeletEvent::DraHealth { .. })).await?;
+        for (f, text) in [(&claim_file, CLAIM), (&pod_file, POD)] {
+            crate::core::files::write_atomic(f, text.as_bytes())
+                .map_err(|e| Error::io(f, "cannot write the sample manifest", &e))?;
+        }
+        wait_for(&mut events, "the claim's preparation", 15, |e| matches!(e, KubeletEvent::ClaimPrepared { .. })).await
+    };
+    let outcome = tokio::select! {
+        r = work => r,
+        r = node.finished() => Err(r.err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
+        r = done.wait_for(Option::is_some) => {
+            Err(Error::failed(r.ok().and_then(|v| v.clone()).unwrap_or_else(|| "the driver stopped".into())))
+        }
+    };
+    let listed = match outcome {
+        Ok(()) => list(&tree.pod_resources, ctx.timeout).await,
+        Err(e) => Err(e),
+    };
+    let (n, listed) = match (node.status().await, listed) {
+        (Some(n), Ok(l)) => (n, l),
+        (_, Err(e)) => {
+            tasks.stop().await;
+            node.stop().await;
+            return Err(e);
+        }
+        (None, Ok(_)) => {
+            tasks.stop().await;
+            node.stop().await;
+            return Err(Error::failed("the mock kubelet is restarting"));
+        }
+    };
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+    let mut out =
+        format!("dpctl demo --dra: a mock kubelet and a simulated DRA driver, running in {}\n\n", tree.root.display());
+    out.push_str(&format!("1. The driver {DRIVER} registered through the plugin watcher:\n\n"));
+    let rows: Vec<Vec<String>> = n
+        .dra_drivers
+        .iter()
+        .map(|d| {
+            vec![s(&d["driver"]), s(&d["service"]), d["health"].as_array().map(|h| h.len()).unwrap_or(0).to_string()]
+        })
+        .collect();
+    out.push_str(&super::demo::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
+    out.push_str(&format!(
+        "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
+        claim_file.display()
+    ));
+    let rows: Vec<Vec<String>> = n
+        .claims
+        .iter()
+        .map(|c| {
+            let devices: Vec<String> = c["allocation"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| format!("{}/{}", s(&a["pool"]), s(&a["device"])))
+                .collect();
+            vec![format!("{}/{}", s(&c["namespace"]), s(&c["name"])), devices.join(","), s(&c["uid"])]
+        })
+        .collect();
+    out.push_str(&super::demo::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
+    out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
+    out.push_str(&super::demo::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], &listed)));
+    out.push_str(&format!(
+        "\n\n   The CDI spec the runtime would apply is in {}; the kubelet's DRA checkpoint is {}.\n",
+        tree.cdi_dir().display(),
+        tree.root.join("dra_manager_state").display()
+    ));
+    out.push_str(if a.once {
+        "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
+Run `dpctl demo --dra` (without --once) to keep them running, then in another shell try:\n\n"
+    } else {
+        "\n4. Both keep running until Ctrl-C. In another shell, try:\n\n"
+    });
+    let root = tree.root.display().to_string();
+    let cmds = [
+        (format!("export DPCTL_KUBELET_ROOT_DIR={root}"), ""),
+        (format!("export DPCTL_POD_RESOURCES_SOCKET={}", tree.pod_resources.display()), ""),
+        ("dpctl dra list".to_string(), "# the registered DRA driver"),
+        (format!("dpctl dra probe {DRIVER}-reg.sock"), "# check it against the rules"),
+        ("dpctl podresources list".to_string(), "# the claim, its device and CDI ID"),
+        (format!("dpctl node --plugin-dir {}", tree.plugin_dir.display()), "# drivers, claims, pods"),
+        (format!("rm {}", pod_file.display()), "# the kubelet unprepares the claim"),
+        (format!("kill -HUP {}", std::process::id()), "# a kubelet restart: the claim stays prepared"),
+    ];
+    for (c, why) in &cmds {
+        out.push_str(format!("   {c}  {why}").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), driver_log.display()));
+    emit(&out)?;
+    if !a.once {
+        let interrupted = crate::core::interrupted();
+        tokio::pin!(interrupted);
+        loop {
+            tokio::select! {
+                _ = &mut interrupted => break,
+                _ = node.finished() => break,
+                _ = done.wait_for(Option::is_some) => break,
+                Some(()) = hup.recv() => {
+                    if node.restart("SIGHUP").await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    tasks.stop().await;
+    node.stop().await;
+    Ok(())
+}
+
+/// One row per claim resource PodResources lists.
+async fn list(socket: &std::path::Path, timeout: Duration) -> Result<Vec<Vec<String>>> {
+    let ch = crate::core::transport::dial(socket, timeout).await?;
+    let mut c = PodResourcesListerClient::new(ch);
+    let r = c
+        .list(ListPodResourcesRequest {})
+        .await
+        .map_err(|st| crate::core::transport::status_error(socket, "List", st))?
+        .into_inner();
+    let mut rows = Vec::new();
+    for p in r.pod_resources {
+        for ctr in &p.containers {
+            for d in &ctr.dynamic_resources {
+                for cr in &d.claim_resources {
+                    let cdi: Vec<&str> = cr.cdi_devices.iter().map(|c| c.name.as_str()).collect();
+                    rows.push(vec![
+                        p.name.clone(),
+                        ctr.name.clone(),
+                        format!("{}/{}", d.claim_namespace, d.claim_name),
+                        cr.driver_name.clone(),
+                        format!("{}/{}", cr.pool_name, cr.device_name),
+                        cdi.join(","),
+                    ]);
+                }
+            }
+        }
+    }
+    Ok(rows)
+}

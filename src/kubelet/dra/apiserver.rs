@@ -1,0 +1,549 @@
+//! A local API server inside the mock kubelet: a test stand-in that serves
+//! exactly what a DRA driver's kubelet plugin and the mock kubelet need, in
+//! JSON over plain HTTP/1.1 on loopback, with a kubeconfig written for the
+//! driver (`<root>/kubeconfig`, an empty user). It lives as long as the
+//! node (a kubelet restart does not restart it). Supported:
+//!
+//! - `GET /api/v1/nodes/NAME` (the node the mock kubelet is);
+//! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
+//!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
+//!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
+//!   is 409), delete; resource versions are integers;
+//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
+//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`.
+//!
+//! - watches of `resourceslices` (`watch=true`, JSON lines of WatchEvents),
+//!   with watch-list semantics: `sendInitialEvents=true` sends every
+//!   matching slice as ADDED, then a BOOKMARK annotated
+//!   `k8s.io/initial-events-end: "true"`, then each change.
+//!
+//! Not supported (answered 415 with a message): protobuf bodies.
+
+use crate::core::{Error, Result};
+use crate::kubelet::dra::DraManager;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The ResourceSlices path.
+const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+/// Largest request body read.
+const MAX_BODY: usize = 4 << 20;
+
+/// The objects the API server holds (ResourceSlices), shared with the DRA manager.
+#[derive(Debug)]
+pub struct Store {
+    inner: Mutex<StoreInner>,
+    /// Every change, for watches: (ADDED | MODIFIED | DELETED, the object).
+    changes: tokio::sync::broadcast::Sender<(&'static str, Value)>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store { inner: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
+    }
+}
+
+#[derive(Debug, Default)]
+struct StoreInner {
+    version: u64,
+    slices: BTreeMap<String, Value>,
+    generated: u64,
+}
+
+impl Store {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every ResourceSlice, as stored.
+    pub fn slices(&self) -> Vec<Value> {
+        self.lock().slices.values().cloned().collect()
+    }
+
+    /// Delete `driver`'s slices on `node` (what the kubelet does when the
+    /// driver's last plugin went away); the names deleted.
+    pub fn wipe(&self, driver: &str, node: &str) -> Vec<String> {
+        let mut st = self.lock();
+        let names: Vec<String> = st
+            .slices
+            .iter()
+            .filter(|(_, s)| s["spec"]["driver"] == driver && s["spec"]["nodeName"] == node)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &names {
+            if let Some(s) = st.slices.remove(n) {
+                st.version += 1;
+                let _ = self.changes.send(("DELETED", s));
+            }
+        }
+        names
+    }
+
+    /// Start a watch: the matching slices now and every later change, atomically.
+    #[allow(clippy::type_complexity)]
+    fn watch(
+        &self,
+        sel: &[(String, String)],
+    ) -> (u64, Vec<Value>, tokio::sync::broadcast::Receiver<(&'static str, Value)>) {
+        let st = self.lock();
+        let rx = self.changes.subscribe();
+        let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
+        (st.version, items, rx)
+    }
+}
+
+/// The node name and where the API server listens.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// `127.0.0.1:PORT`.
+    pub addr: SocketAddr,
+    /// The kubeconfig written for drivers.
+    pub kubeconfig: PathBuf,
+}
+
+/// The kubeconfig text for `addr` (plain http, an empty user, as the kubeletplugin helper accepts).
+pub fn kubeconfig(addr: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user: {{}}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
+    )
+}
+
+fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}),
+    )
+}
+
+fn field_selector(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("fieldSelector="))
+        .flat_map(|v| {
+            let v = v.replace("%3D", "=").replace("%2C", ",").replace("%3d", "=").replace("%2c", ",");
+            v.split(',')
+                .filter_map(|t| t.split_once('=').map(|(a, b)| (a.to_string(), b.to_string())))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn is_watch(query: &str) -> bool {
+    query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1")
+}
+
+/// A response body: one whole answer (with a Content-Length), or a watch's stream.
+enum ChannelBody {
+    Whole(Option<hyper::body::Bytes>),
+    Stream(tokio::sync::mpsc::Receiver<hyper::body::Bytes>),
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match &mut *self {
+            ChannelBody::Whole(b) => std::task::Poll::Ready(b.take().map(|b| Ok(hyper::body::Frame::data(b)))),
+            ChannelBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(hyper::body::Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ChannelBody::Whole(None))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ChannelBody::Whole(b) => hyper::body::SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
+            ChannelBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+fn whole(text: String) -> ChannelBody {
+    ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
+}
+
+fn line(kind: &str, obj: &Value) -> hyper::body::Bytes {
+    let mut t = json!({"type": kind, "object": obj}).to_string();
+    t.push('\n');
+    hyper::body::Bytes::from(t)
+}
+
+/// Pump a watch of the slices into `tx` until the client goes or `stop`.
+async fn pump(
+    store: Arc<Store>,
+    query: String,
+    tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
+    stop: CancellationToken,
+) {
+    let sel = field_selector(&query);
+    let (version, items, mut rx) = store.watch(&sel);
+    if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
+        for i in &items {
+            if tx.send(line("ADDED", i)).await.is_err() {
+                return;
+            }
+        }
+        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
+            "resourceVersion": version.to_string(),
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        }});
+        if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+            return;
+        }
+    }
+    loop {
+        let ev = tokio::select! {
+            e = rx.recv() => e,
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+        };
+        match ev {
+            Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
+                if tx.send(line(kind, &obj)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            // Too slow a reader: end the watch; the client lists again.
+            Err(_) => return,
+        }
+    }
+}
+
+fn field(obj: &Value, path: &str) -> String {
+    path.split('.').fold(obj, |v, k| &v[k]).as_str().unwrap_or_default().to_string()
+}
+
+/// Answer one request (pure over the store and the claims): status and body.
+pub fn answer(
+    store: &Store,
+    claims: &[Value],
+    node: &str,
+    method: &str,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> (u16, Value) {
+    if is_watch(query) {
+        return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
+    }
+    if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
+        return if method == "GET" && name == node {
+            (
+                200,
+                json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": super::objects::derived_uid(&format!("node\0{node}")), "resourceVersion": "1"}}),
+            )
+        } else {
+            status(404, "NotFound", format!("nodes {name:?} not found"))
+        };
+    }
+    for v in ["v1", "v1beta2", "v1beta1"] {
+        let prefix = format!("/apis/resource.k8s.io/{v}/namespaces/");
+        if let Some(rest) = path.strip_prefix(&prefix) {
+            let parts: Vec<&str> = rest.split('/').collect();
+            if let [ns, "resourceclaims", name] = parts.as_slice() {
+                if method != "GET" {
+                    return status(
+                        405,
+                        "MethodNotAllowed",
+                        "resourceclaims are read-only here (the mock kubelet allocates them)".into(),
+                    );
+                }
+                return match claims.iter().find(|c| c["metadata"]["namespace"] == *ns && c["metadata"]["name"] == *name)
+                {
+                    Some(c) => {
+                        let mut c = c.clone();
+                        c["apiVersion"] = json!(format!("resource.k8s.io/{v}"));
+                        (200, c)
+                    }
+                    None => status(404, "NotFound", format!("resourceclaims.resource.k8s.io {name:?} not found")),
+                };
+            }
+        }
+    }
+    let Some(rest) = path.strip_prefix(SLICES) else {
+        return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
+    };
+    let mut st = store.lock();
+    let name = rest.strip_prefix('/').unwrap_or("");
+    let parse = |body: &[u8]| {
+        serde_json::from_slice::<Value>(body).map_err(|e| status(400, "BadRequest", format!("body is not JSON: {e}")))
+    };
+    match (method, name) {
+        ("GET", "") => {
+            let sel = field_selector(query);
+            let items: Vec<Value> =
+                st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
+            (
+                200,
+                json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
+            )
+        }
+        ("GET", n) => match st.slices.get(n) {
+            Some(s) => (200, s.clone()),
+            None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
+        },
+        ("POST", "") => {
+            let mut obj = match parse(body) {
+                Ok(o) => o,
+                Err(e) => return e,
+            };
+            let mut n = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            if n.is_empty() {
+                let g = obj["metadata"]["generateName"].as_str().unwrap_or_default().to_string();
+                if g.is_empty() {
+                    return status(422, "Invalid", "metadata.name or metadata.generateName is required".into());
+                }
+                st.generated += 1;
+                n = format!("{g}{:05x}", st.generated);
+            }
+            if st.slices.contains_key(&n) {
+                return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
+            }
+            st.version += 1;
+            obj["metadata"]["name"] = json!(n);
+            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+            obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
+            st.slices.insert(n, obj.clone());
+            let _ = store.changes.send(("ADDED", obj.clone()));
+            (201, obj)
+        }
+        ("PUT", n) if !n.is_empty() => {
+            let mut obj = match parse(body) {
+                Ok(o) => o,
+                Err(e) => return e,
+            };
+            let Some(cur) = st.slices.get(n) else {
+                return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
+            };
+            let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+            if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+                return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
+            }
+            let uid = cur["metadata"]["uid"].clone();
+            st.version += 1;
+            obj["metadata"]["name"] = json!(n);
+            obj["metadata"]["uid"] = uid;
+            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+            st.slices.insert(n.to_string(), obj.clone());
+            let _ = store.changes.send(("MODIFIED", obj.clone()));
+            (200, obj)
+        }
+        ("DELETE", n) if !n.is_empty() => match st.slices.remove(n) {
+            Some(s) => {
+                st.version += 1;
+                let _ = store.changes.send(("DELETED", s.clone()));
+                (200, s)
+            }
+            None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
+        },
+        _ => status(405, "MethodNotAllowed", format!("{method} {path} is not supported")),
+    }
+}
+
+/// The claims of the current DRA manager as resource.k8s.io objects.
+fn claim_objects(dra: Option<&Arc<DraManager>>) -> Vec<Value> {
+    let Some(d) = dra else { return vec![] };
+    let pods = d.pods();
+    d.claims()
+        .into_iter()
+        .map(|c| {
+            let reserved: Vec<Value> = c
+                .pods
+                .iter()
+                .map(|uid| {
+                    let name = pods.iter().find(|p| &p.uid == uid).map(|p| p.pod.rsplit('/').next().unwrap_or("").to_string()).unwrap_or_default();
+                    json!({"resource": "pods", "name": name, "uid": uid})
+                })
+                .collect();
+            json!({
+                "kind": "ResourceClaim",
+                "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
+                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
+                "status": {
+                    "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
+                        let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
+                        if a.admin { r["adminAccess"] = json!(true); }
+                        r
+                    }).collect::<Vec<_>>()}},
+                    "reservedFor": reserved,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
+pub async fn start(
+    addr: SocketAddr,
+    root: &Path,
+    node: String,
+    store: Arc<Store>,
+    current: watch::Receiver<Option<Arc<crate::kubelet::shell::Manager>>>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+) -> Result<Served> {
+    if !addr.ip().is_loopback() {
+        return Err(Error::usage(format!(
+            "--api-server {addr}: the mock API server listens on loopback only (127.0.0.1:PORT)"
+        )));
+    }
+    let l = TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::failed(format!("--api-server {addr}: cannot listen: {e}; choose a free port")))?;
+    let addr = l.local_addr().map_err(|e| Error::failed(format!("API server: {e}")))?;
+    let kubeconfig = root.join("kubeconfig");
+    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr).as_bytes())
+        .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
+    let t2 = tracker.clone();
+    tracker.spawn(async move {
+        loop {
+            let conn = tokio::select! {
+                c = l.accept() => c,
+                _ = stop.cancelled() => return,
+            };
+            let Ok((sock, _)) = conn else { continue };
+            let (store, current, node) = (store.clone(), current.clone(), node.clone());
+            let (t3, stop2) = (t2.clone(), stop.clone());
+            t2.spawn(stop.clone().run_until_cancelled_owned(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let (store, current, node) = (store.clone(), current.clone(), node.clone());
+                    let (tracker, stop) = (t3.clone(), stop2.clone());
+                    async move {
+                        let query = req.uri().query().unwrap_or("").to_string();
+                        if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
+                            let (tx, rx) = tokio::sync::mpsc::channel(64);
+                            tracker.spawn(pump(store, query, tx, stop));
+                            let resp = http::Response::builder()
+                                .status(200)
+                                .header("content-type", "application/json")
+                                .body(ChannelBody::Stream(rx))
+                                .unwrap_or_else(|_| http::Response::new(whole(String::new())));
+                            return Ok::<_, std::convert::Infallible>(resp);
+                        }
+                        let (parts, mut body) = req.into_parts();
+                        let mut buf = Vec::new();
+                        use hyper::body::Body as _;
+                        while let Some(f) =
+                            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+                        {
+                            let Ok(f) = f else { break };
+                            if let Ok(d) = f.into_data() {
+                                buf.extend_from_slice(&d);
+                                if buf.len() > MAX_BODY {
+                                    break;
+                                }
+                            }
+                        }
+                        let ctype = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+                        let (code, v) = if ctype.contains("protobuf") {
+                            status(
+                                415,
+                                "UnsupportedMediaType",
+                                "protobuf bodies are not supported by the dpctl mock API server; send JSON".into(),
+                            )
+                        } else if buf.len() > MAX_BODY {
+                            status(413, "RequestEntityTooLarge", "request body over 4 MiB".into())
+                        } else {
+                            let mgr = current.borrow().clone();
+                            let claims = claim_objects(mgr.as_ref().and_then(|m| m.dra.get()));
+                            answer(
+                                &store,
+                                &claims,
+                                &node,
+                                parts.method.as_str(),
+                                parts.uri.path(),
+                                parts.uri.query().unwrap_or(""),
+                                &buf,
+                            )
+                        };
+                        let resp = http::Response::builder()
+                            .status(code)
+                            .header("content-type", "application/json")
+                            .body(whole(v.to_string()))
+                            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                    .await;
+            }));
+        }
+    });
+    Ok(Served { addr, kubeconfig })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
+        answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+    }
+
+    #[test]
+    fn slices_are_created_listed_replaced_and_deleted_with_integer_versions() {
+        let s = Store::default();
+        let obj = json!({"metadata": {"generateName": "node-1-gpu-"}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p"}, "devices": [{"name": "d0"}]}});
+        let (c, created) = call(&s, "POST", SLICES, "", obj.clone());
+        assert_eq!(c, 201);
+        let name = created["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with("node-1-gpu-"));
+        assert_eq!(created["metadata"]["resourceVersion"], "1");
+        let mut named = obj.clone();
+        named["metadata"] = json!({"name": name});
+        assert_eq!(call(&s, "POST", SLICES, "", named.clone()).0, 409);
+        let (c, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver%3Dgpu.x%2Cspec.nodeName%3Dnode-1", Value::Null);
+        assert_eq!((c, l["items"].as_array().unwrap().len()), (200, 1));
+        let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver=other", Value::Null);
+        assert!(l["items"].as_array().unwrap().is_empty());
+        let mut stale = named.clone();
+        stale["metadata"]["resourceVersion"] = json!("0");
+        assert_eq!(call(&s, "PUT", &format!("{SLICES}/{name}"), "", stale).0, 409);
+        named["metadata"]["resourceVersion"] = json!("1");
+        let (c, put) = call(&s, "PUT", &format!("{SLICES}/{name}"), "", named);
+        assert_eq!((c, put["metadata"]["resourceVersion"].as_str()), (200, Some("2")));
+        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/{name}"), "", Value::Null).0, 200);
+        assert_eq!(call(&s, "GET", &format!("{SLICES}/{name}"), "", Value::Null).0, 404);
+        assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
+        assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
+        assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
+    }
+
+    #[test]
+    fn claims_are_served_in_each_version_with_their_allocation() {
+        let s = Store::default();
+        let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
+        for v in ["v1", "v1beta2", "v1beta1"] {
+            let (c, got) = answer(
+                &s,
+                std::slice::from_ref(&claim),
+                "n",
+                "GET",
+                &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"),
+                "",
+                b"",
+            );
+            assert_eq!(c, 200);
+            assert_eq!(got["apiVersion"], format!("resource.k8s.io/{v}"));
+            assert_eq!(got["status"]["allocation"]["devices"]["results"][0]["driver"], "d");
+        }
+        let (c, e) =
+            answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
+        assert_eq!(c, 404);
+        assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+    }
+}
