@@ -355,12 +355,18 @@ pub fn status_error(target: &Path, method: &'static str, status: tonic::Status) 
 }
 
 /// Removes a socket file on drop — but only the one this process created
-/// (same device and inode), never a file that replaced it since.
+/// (same device, inode and change time: inode numbers are reused at once
+/// when a socket is deleted and another created), never a file that
+/// replaced it since.
 #[derive(Debug)]
 pub struct SocketGuard {
     path: PathBuf,
-    dev: u64,
-    ino: u64,
+    ident: (u64, u64, i64, i64),
+}
+
+/// What tells one socket file from another at the same path.
+fn socket_ident(m: &std::fs::Metadata) -> (u64, u64, i64, i64) {
+    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
 }
 
 impl SocketGuard {
@@ -372,7 +378,7 @@ impl SocketGuard {
     /// Whether the path still holds the socket this guard created.
     pub fn still_ours(&self) -> bool {
         std::fs::symlink_metadata(&self.path)
-            .map(|m| m.file_type().is_socket() && m.dev() == self.dev && m.ino() == self.ino)
+            .map(|m| m.file_type().is_socket() && socket_ident(&m) == self.ident)
             .unwrap_or(false)
     }
 }
@@ -429,7 +435,7 @@ pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| Error::io(path, "cannot set socket mode 0660", &e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, "cannot inspect new socket", &e))?;
-    Ok((listener, SocketGuard { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() }))
+    Ok((listener, SocketGuard { path: path.to_path_buf(), ident: socket_ident(&meta) }))
 }
 
 /// How long a server stopped by its owner may finish its open calls before
@@ -491,6 +497,26 @@ pub fn server() -> tonic::transport::Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_guard_never_removes_the_socket_that_replaced_its_own() {
+        // Deleting a socket and binding a new one at once often reuses the
+        // inode number: the old guard must still tell the new socket apart.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock");
+        for _ in 0..20 {
+            let (l1, old) = listen(&p).await.unwrap();
+            // The server stops (its inode is free), then its socket is deleted.
+            drop(l1);
+            std::fs::remove_file(&p).unwrap();
+            let (l2, new) = listen(&p).await.unwrap();
+            assert!(!old.still_ours() && new.still_ours());
+            drop(old);
+            assert!(p.exists(), "the old guard removed the new socket");
+            drop((l2, new));
+            assert!(!p.exists(), "the new guard removes its own socket");
+        }
+    }
 
     #[tokio::test]
     async fn listen_refuses_what_is_not_a_stale_socket() {

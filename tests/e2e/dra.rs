@@ -632,10 +632,11 @@ async fn dra_serve_recreates_a_deleted_socket_and_keeps_answering() {
     // the driver serves a new one so it registers again; likewise its service socket.
     std::fs::remove_file(&reg).unwrap();
     tail.wait_for("our plugin-watcher socket was deleted", 1).await;
-    wait_until(10, "a new registration socket", || reg.exists()).await;
+    let answers = |p: &Path| std::os::unix::net::UnixStream::connect(p).is_ok();
+    wait_until(10, "a new registration socket answering", || answers(&reg)).await;
     std::fs::remove_file(&svc).unwrap();
     tail.wait_for("our service socket was deleted", 1).await;
-    wait_until(10, "a new service socket", || svc.exists()).await;
+    wait_until(10, "a new service socket answering", || answers(&svc)).await;
     let p =
         dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&root.join("cdi"))]).await;
     p.expect_code(0);
