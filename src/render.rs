@@ -287,6 +287,11 @@ pub mod checks {
     }
 }
 
+/// Indent every line of a table by three spaces (the demos' walkthroughs).
+pub fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

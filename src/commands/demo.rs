@@ -12,7 +12,7 @@ use crate::kubelet::node::{Node, NodeSpec, NodeStatus};
 use crate::kubelet::tree::{NodeTree, TempNode};
 use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, Scope};
 use crate::plugin::registrar::Settings;
-use crate::render::{emit, table};
+use crate::render::{emit, indent, table};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -292,9 +292,4 @@ Run `dpctl demo` (without --once) to keep them running, then in another shell tr
     } else {
         "\n3. Both keep running until Ctrl-C. In another shell, try:\n\n".to_string()
     }
-}
-
-/// Indent every line of a table by three spaces.
-pub fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")
 }

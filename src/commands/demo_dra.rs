@@ -159,7 +159,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             vec![s(&d["driver"]), s(&d["service"]), d["health"].as_array().map(|h| h.len()).unwrap_or(0).to_string()]
         })
         .collect();
-    out.push_str(&super::demo::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
+    out.push_str(&crate::render::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
     out.push_str(&format!(
         "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
         claim_file.display()
@@ -177,9 +177,9 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             vec![format!("{}/{}", s(&c["namespace"]), s(&c["name"])), devices.join(","), s(&c["uid"])]
         })
         .collect();
-    out.push_str(&super::demo::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
+    out.push_str(&crate::render::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
     out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
-    out.push_str(&super::demo::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], &listed)));
+    out.push_str(&crate::render::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], &listed)));
     out.push_str(&format!(
         "\n\n   The CDI spec the runtime would apply is in {}; the kubelet's DRA checkpoint is {}.\n",
         tree.cdi_dir().display(),
