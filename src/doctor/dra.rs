@@ -4,8 +4,8 @@
 //! each kind of finding is one pure function on the facts, judged with the
 //! rules of [`crate::protocol::dra`].
 
+use super::answers::Watcher;
 use super::cdi::{unresolvable, Registry};
-use super::facts::Watcher;
 use super::{Finding, Severity};
 use crate::api::pluginregistration::PluginInfo;
 use crate::client::dra::DraConn;

@@ -1,6 +1,7 @@
 //! Everything doctor learns from the node, gathered concurrently with a
 //! timeout per socket. No judgement here: [`super::findings`] decides.
 
+pub use super::answers::{Got, Watcher};
 use super::{cdi, Options};
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::api::podresources::{
@@ -14,28 +15,6 @@ use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-/// The result of reaching a kubelet API: its answer, the connect result
-/// when the socket did not answer, or the call's error.
-#[derive(Debug, Clone)]
-pub enum Got<T> {
-    /// The answer.
-    Yes(T),
-    /// The socket did not answer.
-    Connect(Connect),
-    /// It answered with an error (or hung).
-    Failed(String),
-}
-
-impl<T> Got<T> {
-    /// The answer, if any.
-    pub fn ok(&self) -> Option<&T> {
-        match self {
-            Got::Yes(t) => Some(t),
-            _ => None,
-        }
-    }
-}
 
 /// One entry of the plugin directory.
 #[derive(Debug, Clone)]
@@ -106,15 +85,6 @@ pub struct Pod {
     pub name: String,
     /// Containers the kubelet lists (running app containers, not finished init containers).
     pub containers: Vec<PodContainer>,
-}
-
-/// A plugin-watcher socket and its GetInfo answer `(type, name, endpoint)`.
-#[derive(Debug, Clone)]
-pub struct Watcher {
-    /// The socket.
-    pub socket: PathBuf,
-    /// GetInfo's answer.
-    pub info: Got<(String, String, String)>,
 }
 
 /// The checkpoint.

@@ -7,6 +7,7 @@
 //! the CDI specs. [`findings::derive`] is a pure function from those facts to
 //! findings, so every scenario is a unit test. Nothing on the node is modified.
 
+pub mod answers;
 pub mod cdi;
 pub mod dra;
 pub mod facts;
