@@ -17,9 +17,10 @@
 //! Devices to allocate come from the ResourceSlices the driver publishes and
 //! from its health stream.
 
-use super::catalog::{Scenario, Session};
+use super::catalog::{Run, Scenario, Session};
+use super::engine::{self, Kind};
+use super::engine::{Options, Progress};
 use super::env::{log_tail, PluginProcess, Tree};
-use super::run::{selected, Options, Progress};
 use super::{Outcome, Record};
 use crate::api::dra_v1::Claim;
 use crate::client::dra::DraConn;
@@ -32,38 +33,45 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+mod scenarios;
+
 const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
 const HELPER: &str = "k8s.io/dynamic-resource-allocation/kubeletplugin; kubernetes-sigs/dra-example-driver";
 
-const fn sc(
-    id: &'static str,
-    group: &'static str,
-    title: &'static str,
-    rule: &'static str,
-    source: &'static str,
-    session: Session,
-) -> Scenario {
-    Scenario { id, group, title, rule, source, session, needs_control: true }
+macro_rules! sc {
+    ($id:literal, $group:literal, $run:path, $title:literal, $rule:literal, $source:expr, $session:ident) => {
+        Scenario {
+            id: $id,
+            group: $group,
+            title: $title,
+            rule: $rule,
+            source: $source,
+            session: Session::$session,
+            needs_control: true,
+            needs_trigger: false,
+            run: Run::Dra(|s| Box::pin($run(s))),
+        }
+    };
 }
 
 /// The DRA scenarios, in run order.
 pub const SCENARIOS: &[Scenario] = &[
-    sc("DRA-REG-001", "registration", "registers through the plugin watcher", "GetInfo: type DRAPlugin, a valid driver name, an absolute endpoint inside the kubelet root that fits a socket address, a DRAPlugin service in supported_versions; the endpoint answers", PLUGIN_MANAGER, Session::Basic),
-    sc("DRA-REG-002", "registration", "the kubelet talks v1.DRAPlugin to it", "the kubelet takes the first service it knows in the plugin's supported_versions; v1beta1 is deprecated since 1.34", PLUGIN_MANAGER, Session::Basic),
-    sc("DRA-SLICE-001", "resourceslices", "publishes a ResourceSlice for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig})", HELPER, Session::Basic),
-    sc("DRA-PREP-001", "prepare", "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Session::Basic),
-    sc("DRA-PREP-002", "prepare", "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
-    sc("DRA-PREP-003", "prepare", "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
-    sc("DRA-CDI-001", "cdi", "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", HELPER, Session::Basic),
-    sc("DRA-UNPREP-001", "unprepare", "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Session::Basic),
-    sc("DRA-CDI-002", "cdi", "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", HELPER, Session::Basic),
-    sc("DRA-UNPREP-002", "unprepare", "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
-    sc("DRA-UNPREP-003", "unprepare", "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Session::Basic),
-    sc("DRA-HEALTH-001", "health", "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open", "KEP-4680; kubernetes pkg/kubelet/cm/dra/healthinfo.go", Session::Basic),
-    sc("DRA-RESTART-001", "restart", "after a kubelet restart it registers again and prepared claims survive", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again", KUBELET, Session::KubeletRestart),
-    sc("DRA-ROLL-001", "restart", "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes", PLUGIN_MANAGER, Session::EndToEnd),
-    sc("DRA-RESTART-002", "restart", "after a driver restart it registers again and unprepares what it prepared before", "claims prepared by the previous instance unprepare through the new one", PLUGIN_MANAGER, Session::PluginRestart),
+    sc!("DRA-REG-001", "registration", scenarios::registers, "registers through the plugin watcher", "GetInfo: type DRAPlugin, a valid driver name, an absolute endpoint inside the kubelet root that fits a socket address, a DRAPlugin service in supported_versions; the endpoint answers", PLUGIN_MANAGER, Basic),
+    sc!("DRA-REG-002", "registration", scenarios::talks_v1, "the kubelet talks v1.DRAPlugin to it", "the kubelet takes the first service it knows in the plugin's supported_versions; v1beta1 is deprecated since 1.34", PLUGIN_MANAGER, Basic),
+    sc!("DRA-SLICE-001", "resourceslices", scenarios::publishes_slice, "publishes a ResourceSlice for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig})", HELPER, Basic),
+    sc!("DRA-PREP-001", "prepare", scenarios::prepares_pod, "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Basic),
+    sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
+    sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
+    sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", HELPER, Basic),
+    sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
+    sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", HELPER, Basic),
+    sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
+    sc!("DRA-UNPREP-003", "unprepare", scenarios::unprepare_unknown, "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Basic),
+    sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open", "KEP-4680; kubernetes pkg/kubelet/cm/dra/healthinfo.go", Basic),
+    sc!("DRA-RESTART-001", "restart", scenarios::kubelet_restart, "after a kubelet restart it registers again and prepared claims survive", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again", KUBELET, KubeletRestart),
+    sc!("DRA-ROLL-001", "restart", scenarios::rolling_update, "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes", PLUGIN_MANAGER, EndToEnd),
+    sc!("DRA-RESTART-002", "restart", scenarios::driver_restart, "after a driver restart it registers again and unprepares what it prepared before", "claims prepared by the previous instance unprepare through the new one", PLUGIN_MANAGER, PluginRestart),
 ];
 
 const REGISTER_WITHIN: Duration = Duration::from_secs(10);
@@ -98,7 +106,9 @@ struct Driver {
     health: Option<String>,
 }
 
-struct Sess {
+/// A DRA session: the node tree, the kubelet (with its DRA manager) and its
+/// events, the driver's process, and what the scenarios learnt.
+pub(crate) struct Sess {
     tree: Tree,
     kubelet: Option<super::env::Kubelet>,
     events: mpsc::UnboundedReceiver<Arc<Stamped>>,
@@ -116,7 +126,7 @@ struct Sess {
 }
 
 impl Sess {
-    async fn setup(o: &Options) -> std::result::Result<Sess, Outcome> {
+    pub(crate) async fn setup(o: &Options) -> std::result::Result<Sess, Outcome> {
         let setup =
             |what: &str, e: Error| Outcome::fail(format!("session setup: {what}"), e.to_string(), "see the message");
         let tree = Tree::new().map_err(|e| setup("node tree", e))?;
@@ -351,353 +361,7 @@ impl Sess {
         }
     }
 
-    async fn scenario(&mut self, id: &str) -> Outcome {
-        match self.run_scenario(id).await {
-            Ok(o) | Err(o) => o,
-        }
-    }
-
-    async fn run_scenario(&mut self, id: &str) -> std::result::Result<Outcome, Outcome> {
-        match id {
-            "DRA-REG-001" => {
-                let d = self.registered(0).await?;
-                let note = format!("{} at {}", d.name, d.endpoint.display());
-                self.driver = Some(d);
-                Ok(Outcome::pass(note))
-            }
-            "DRA-SLICE-001" => {
-                let d = self.driver().await?;
-                let Some(addr) = self.seen.iter().find_map(|e| match &e.event {
-                    KubeletEvent::ApiServer { addr, .. } => Some(addr.trim_start_matches("http://").to_string()),
-                    _ => None,
-                }) else {
-                    return Ok(Outcome::skip("no local API server"));
-                };
-                let api = crate::plugin::dra::slices::ApiServer { authority: addr, prefix: String::new(), token: None };
-                let node = crate::kubelet::dra::NODE_NAME;
-                let deadline = Instant::now() + Duration::from_secs(5);
-                loop {
-                    let path =
-                        format!("{}?fieldSelector=spec.driver%3D{}", crate::plugin::dra::slices::SLICES_PATH, d.name);
-                    let (_, list) =
-                        crate::plugin::dra::slices::request(&api, "GET", &path, None, self.timeout)
-                            .await
-                            .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug"))?;
-                    let items = list["items"].as_array().cloned().unwrap_or_default();
-                    if let Some(s) = items.iter().find(|s| s["spec"]["nodeName"] == node) {
-                        let n = s["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0);
-                        return Ok(Outcome::pass(format!(
-                            "{n} device(s) in pool {}",
-                            s["spec"]["pool"]["name"].as_str().unwrap_or("?")
-                        )));
-                    }
-                    if Instant::now() > deadline {
-                        let nodes: Vec<String> = items.iter().map(|s| s["spec"]["nodeName"].to_string()).collect();
-                        return Err(Outcome::fail(
-                            "GET /apis/resource.k8s.io/v1/resourceslices",
-                            if items.is_empty() {
-                                "no ResourceSlice of the driver".to_string()
-                            } else {
-                                format!("slices for nodes {} only", nodes.join(", "))
-                            },
-                            "publish the devices for the node (pass {kubeconfig} and {node-name} to the driver)",
-                        ));
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            "DRA-REG-002" => {
-                let d = self.driver().await?;
-                if d.service == rules::DRA_V1 {
-                    Ok(Outcome::pass(""))
-                } else {
-                    Err(fail(
-                        &rules::VERSION_ORDER,
-                        "GetInfo supported_versions",
-                        format!("the kubelet chose {}", d.service),
-                    ))
-                }
-            }
-            "DRA-PREP-001" => {
-                let ids = self.prepare_pod("pod-1").await?;
-                self.prepared = Some(ids);
-                Ok(Outcome::pass("2 claims"))
-            }
-            "DRA-PREP-002" => {
-                // A claim the kubelet allocated and prepared (a helper-based driver GETs it).
-                let Some(claim) = self.engine_claims.first().cloned() else {
-                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
-                };
-                let (c, d) = self.conn().await?;
-                let uid = claim.uid.clone();
-                let r = c
-                    .prepare(&d.service, vec![claim.clone()])
-                    .await
-                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
-                let v: Vec<String> = rules::prepare_violations(&[uid], &r)
-                    .into_iter()
-                    .filter(|v| v.rule.id == rules::DEVICE_FIELDS.id || v.rule.id == rules::CDI_ID.id)
-                    .map(|v| v.to_string())
-                    .collect();
-                if let Some(e) = r.claims.values().find(|x| !x.error.is_empty()) {
-                    return Err(fail(&rules::ANSWER_COMPLETE, "NodePrepareResources", format!("error: {}", e.error)));
-                }
-                if v.is_empty() {
-                    Ok(Outcome::pass(""))
-                } else {
-                    Err(fail(&rules::DEVICE_FIELDS, "NodePrepareResources", v.join("; ")))
-                }
-            }
-            "DRA-PREP-003" => {
-                let Some(claim) = self.engine_claims.first().cloned() else {
-                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
-                };
-                let (c, d) = self.conn().await?;
-                let a = c
-                    .prepare(&d.service, vec![claim.clone()])
-                    .await
-                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodePrepareResources", e.to_string()))?;
-                let b = c
-                    .prepare(&d.service, vec![claim.clone()])
-                    .await
-                    .map_err(|e| fail(&rules::IDEMPOTENT, "NodePrepareResources (again)", e.to_string()))?;
-                if rules::same_answer(&a, &b) {
-                    Ok(Outcome::pass(""))
-                } else {
-                    Err(fail(
-                        &rules::IDEMPOTENT,
-                        "NodePrepareResources twice",
-                        format!("first {:?}, then {:?}", a.claims, b.claims),
-                    ))
-                }
-            }
-            "DRA-CDI-001" => {
-                let Some(ids) = self.prepared.clone() else { return Ok(Outcome::skip("DRA-PREP-001 did not prepare")) };
-                if ids.is_empty() {
-                    return Ok(Outcome::skip("the driver returned no CDI IDs"));
-                }
-                let bad = unresolved_cdi(&[self.tree.cdi_dir()], &ids);
-                if bad.is_empty() {
-                    Ok(Outcome::pass(format!("{} CDI ID(s)", ids.len())))
-                } else {
-                    Err(Outcome::fail(
-                        "CDI spec files in {cdi-dir}",
-                        format!("{} resolve to no spec file", bad.join(", ")),
-                        "write a CDI spec defining each returned ID (kind=name) into the CDI directory ({cdi-dir}) before answering",
-                    ))
-                }
-            }
-            "DRA-UNPREP-001" => {
-                if self.prepared.is_none() {
-                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
-                }
-                self.remove_pod("pod-1").await?;
-                Ok(Outcome::pass("2 claims"))
-            }
-            "DRA-CDI-002" => {
-                let Some(ids) = self.prepared.clone().filter(|i| !i.is_empty()) else {
-                    return Ok(Outcome::skip("nothing was prepared with CDI IDs"));
-                };
-                let still: Vec<String> = {
-                    let bad = unresolved_cdi(&[self.tree.cdi_dir()], &ids);
-                    ids.iter().filter(|i| !bad.contains(i)).cloned().collect()
-                };
-                if still.is_empty() {
-                    Ok(Outcome::pass(""))
-                } else {
-                    Err(Outcome::fail(
-                        "CDI spec files after NodeUnprepareResources",
-                        format!("{} still defined", still.join(", ")),
-                        "remove the claim's CDI spec on unprepare",
-                    ))
-                }
-            }
-            "DRA-UNPREP-002" => {
-                // A claim the kubelet prepared and (DRA-UNPREP-001) unprepared: twice more.
-                let Some(claim) = self.engine_claims.first().cloned() else {
-                    return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
-                };
-                let (c, d) = self.conn().await?;
-                let uid = claim.uid.clone();
-                for n in ["", " (again)"] {
-                    let r = c
-                        .unprepare(&d.service, vec![claim.clone()])
-                        .await
-                        .map_err(|e| fail(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), e.to_string()))?;
-                    let v = rules::unprepare_violations(std::slice::from_ref(&uid), &r);
-                    if let Some(v) = v.first() {
-                        return Err(fail(v.rule, format!("NodeUnprepareResources{n}"), v.detail.clone()));
-                    }
-                    if let Some(e) = r.claims.values().find(|x| !x.error.is_empty()) {
-                        return Err(fail(
-                            &rules::IDEMPOTENT,
-                            format!("NodeUnprepareResources{n}"),
-                            format!("error: {}", e.error),
-                        ));
-                    }
-                }
-                Ok(Outcome::pass(""))
-            }
-            "DRA-UNPREP-003" => {
-                let (c, d) = self.conn().await?;
-                let claim = self.claim();
-                let uid = claim.uid.clone();
-                let r = c
-                    .unprepare(&d.service, vec![claim])
-                    .await
-                    .map_err(|e| fail(&rules::SERVICE_ANSWERS, "NodeUnprepareResources", e.to_string()))?;
-                if let Some(v) = rules::unprepare_violations(&[uid], &r).first() {
-                    return Err(fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.detail.clone()));
-                }
-                match r.claims.values().find(|x| !x.error.is_empty()) {
-                    Some(e) => Err(fail(
-                        &rules::IDEMPOTENT,
-                        "NodeUnprepareResources (a claim never prepared)",
-                        format!("error: {}", e.error),
-                    )),
-                    None => Ok(Outcome::pass("")),
-                }
-            }
-            "DRA-HEALTH-001" => {
-                let (c, d) = self.conn().await?;
-                let Some(h) = d.health.clone() else { return Ok(Outcome::skip("no health service advertised")) };
-                let mut s = c
-                    .health(&h)
-                    .await
-                    .map_err(|e| fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string()))?;
-                let first = tokio::time::timeout(self.timeout, s.next(&d.endpoint)).await;
-                let snap = match first {
-                    Err(_) => {
-                        return Err(fail(
-                            &rules::HEALTH_STREAM,
-                            "NodeWatchResources",
-                            format!("no snapshot within {:?}", self.timeout),
-                        ))
-                    }
-                    Ok(Err(e)) => return Err(fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string())),
-                    Ok(Ok(None)) => {
-                        return Err(fail(
-                            &rules::HEALTH_STREAM,
-                            "NodeWatchResources",
-                            "the stream ended before a snapshot",
-                        ))
-                    }
-                    Ok(Ok(Some(x))) => x,
-                };
-                let now = crate::plugin::dra::driver::now_secs();
-                if let Some(v) = rules::health_violations(&snap, now).first() {
-                    return Err(fail(v.rule, "NodeWatchResources", v.detail.clone()));
-                }
-                // The stream stays open: nothing (or another snapshot) for a while, never its end.
-                if let Ok(Ok(None)) = tokio::time::timeout(Duration::from_millis(500), s.next(&d.endpoint)).await {
-                    return Err(fail(
-                        &rules::HEALTH_STREAM,
-                        "NodeWatchResources",
-                        "the stream ended after its first snapshot",
-                    ));
-                }
-                Ok(Outcome::pass(format!("{} device(s)", snap.len())))
-            }
-            "DRA-RESTART-001" => {
-                self.driver = Some(self.registered(0).await?);
-                self.prepare_pod("pod-r").await?;
-                let from = self.seen.len();
-                if let Some(k) = &self.kubelet {
-                    k.restart()
-                        .await
-                        .map_err(|e| Outcome::fail("kubelet restart", e.to_string(), "see the kubelet log"))?;
-                }
-                self.registered(from).await?;
-                let cached = self
-                    .wait(from, POD_WITHIN, |e| match e {
-                        KubeletEvent::ClaimPrepared { claim, cached, .. } if claim.ends_with("pod-r-a") => {
-                            Some(*cached)
-                        }
-                        _ => None,
-                    })
-                    .await;
-                if cached != Some(true) {
-                    return Err(Outcome::fail(
-                        "kubelet restart",
-                        format!("the claim was not restored prepared ({cached:?})"),
-                        "report this bug: the kubelet's checkpoint",
-                    ));
-                }
-                self.remove_pod("pod-r").await?;
-                Ok(Outcome::pass("re-registered; claims kept; unprepared after"))
-            }
-            "DRA-ROLL-001" => {
-                if !self.argv.iter().any(|a| a.contains("{rolling-uid}")) {
-                    return Ok(Outcome::skip(
-                        "the command has no {rolling-uid}: pass it to the driver's rolling-update option",
-                    ));
-                }
-                self.driver = Some(self.registered(0).await?);
-                let from = self.seen.len();
-                self.second = Some(
-                    self.spawn_instance("b", "driver-b.log")
-                        .map_err(|e| Outcome::fail("start a second instance", e.to_string(), "check the command"))?,
-                );
-                let two = self
-                    .wait(from, REGISTER_WITHIN, |e| match e {
-                        KubeletEvent::DraRegistered { instances, endpoint, .. } => Some((*instances, endpoint.clone())),
-                        KubeletEvent::RegistrationRejected { error, .. } => Some((0, error.clone())),
-                        _ => None,
-                    })
-                    .await;
-                let newest = match two {
-                    Some((2, ep)) => ep,
-                    other => return Err(Outcome::fail(
-                        "a second instance's registration",
-                        format!("{other:?}; driver log: {}", log_tail(&self.tree.logs.join("driver-b.log"), 5)),
-                        "name both sockets after the rolling-update UID (<driver>-<uid>-reg.sock, a distinct endpoint)",
-                    )),
-                };
-                if let Some(d) = &mut self.driver {
-                    d.endpoint = PathBuf::from(&newest);
-                }
-                self.prepare_pod("pod-u").await?;
-                let from = self.seen.len();
-                if let Some(p) = self.second.take() {
-                    p.stop(Duration::from_secs(10)).await;
-                }
-                let left = self
-                    .wait(from, REGISTER_WITHIN, |e| match e {
-                        KubeletEvent::DraDeregistered { instances, .. } => Some(*instances),
-                        _ => None,
-                    })
-                    .await;
-                if left != Some(1) {
-                    return Err(Outcome::fail(
-                        "the newest instance stops",
-                        format!("instances left: {left:?}"),
-                        "remove only this instance's sockets on exit",
-                    ));
-                }
-                self.remove_pod("pod-u").await?;
-                Ok(Outcome::pass("two instances; unprepared through the older one"))
-            }
-            "DRA-RESTART-002" => {
-                self.driver = Some(self.registered(0).await?);
-                self.prepare_pod("pod-d").await?;
-                let from = self.seen.len();
-                if let Some(p) = self.plugin.take() {
-                    p.stop(Duration::from_secs(10)).await;
-                }
-                self.wait(from, REGISTER_WITHIN, |e| matches!(e, KubeletEvent::DraDeregistered { .. }).then_some(()))
-                    .await;
-                let from = self.seen.len();
-                self.start_plugin()
-                    .map_err(|e| Outcome::fail("restart the driver", e.to_string(), "check the command"))?;
-                self.driver = Some(self.registered(from).await?);
-                self.remove_pod("pod-d").await?;
-                Ok(Outcome::pass("re-registered; unprepared through the new instance"))
-            }
-            other => Ok(Outcome::fail(other, "internal error: unknown scenario", "report this bug")),
-        }
-    }
-
-    async fn teardown(mut self) {
+    pub(crate) async fn teardown(mut self) {
         self.drain();
         if let Some(p) = self.second.take() {
             p.stop(Duration::from_secs(5)).await;
@@ -718,41 +382,7 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
             "no driver command; run dpctl test --dra -- DRIVER-COMMAND (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir})",
         ));
     }
-    let mut records = Vec::new();
-    for session in Session::ALL {
-        let chosen: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.session == session && selected(o, s)).collect();
-        if chosen.is_empty() {
-            continue;
-        }
-        let mut sess: Option<Sess> = None;
-        let mut setup_failure: Option<Outcome> = None;
-        for s in chosen {
-            progress(Progress::Started(s));
-            let start = Instant::now();
-            if sess.is_none() && setup_failure.is_none() {
-                match Sess::setup(o).await {
-                    Ok(x) => sess = Some(x),
-                    Err(f) => setup_failure = Some(f),
-                }
-            }
-            let outcome = match (&mut sess, &setup_failure) {
-                (Some(x), _) => {
-                    tokio::time::timeout(Duration::from_secs(90), x.scenario(s.id)).await.unwrap_or_else(|_| {
-                        Outcome::fail(s.id, "the scenario did not finish within 90s", "see the driver's log")
-                    })
-                }
-                (None, Some(f)) => f.clone(),
-                (None, None) => Outcome::fail(s.id, "internal error: no session", "report this bug"),
-            };
-            let rec = Record::new(s, outcome, start.elapsed());
-            progress(Progress::Finished(&rec));
-            records.push(rec);
-        }
-        if let Some(x) = sess {
-            x.teardown().await;
-        }
-    }
-    Ok(records)
+    Ok(engine::run(Kind::Dra, SCENARIOS, o, progress).await)
 }
 
 #[cfg(test)]

@@ -4,23 +4,38 @@
 //! recording Registration server for protocol checks, the mock kubelet for
 //! pods) and runs the scenarios of [`catalog`].
 //!
-//! - [`catalog`]: the scenarios (pure data).
+//! - [`catalog`]: the scenarios as a table of values.
 //! - [`checks`]: pure checks of plugin answers.
 //! - [`evidence`]: log excerpts, cut lists and transport errors in words (pure).
 //! - [`filter`]: `--focus` / `--skip` patterns.
 //! - [`env`]: the node tree, the plugin process, the kubelets (I/O).
-//! - [`run`]: the scenarios' code and the runner.
+//! - [`engine`]: the runner, one for both plugin kinds.
+//! - [`scenarios`]: the device-plugin scenarios' code, a file per group.
+//! - [`run`]: `dpctl test` for device plugins on the engine.
 //! - [`report`]: table lines, JSON and JUnit XML (pure).
 //! - [`dra`]: `dpctl test --dra`, the DRA driver scenarios on the same engine.
+
+/// The value of a `Result<T, Outcome>`, or return its outcome: a scenario
+/// that cannot get what it needs ends with the outcome that says why.
+macro_rules! need {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(o) => return o,
+        }
+    };
+}
 
 pub mod catalog;
 pub mod checks;
 pub mod dra;
+pub(crate) mod engine;
 pub mod env;
 pub mod evidence;
 pub mod filter;
 pub mod report;
 pub mod run;
+mod scenarios;
 
 use serde::Serialize;
 use std::time::Duration;
