@@ -107,9 +107,20 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
     };
     let same_socket = first_socket.as_ref() == Some(&second.socket);
     let disconnects = s.seen.disconnected.len();
+    let ends = s.seen.ends.len();
     let t0 = Instant::now();
     if let Some(p) = old {
         p.stop(Duration::from_secs(5)).await;
+    }
+    // The kubelet sees the first instance go when its stream ends; until
+    // then allocatable still counts the first's devices, so wait for that
+    // end before judging what the kubelet made of it.
+    let until = Instant::now() + ROLL_WITHIN;
+    while s.seen.ends.len() == ends {
+        match s.next_event(until).await {
+            Some(e) => s.seen.take(&e),
+            None => break,
+        }
     }
     let ok = s.wait_allocatable(ROLL_WITHIN, |ids| ids.len() >= before).await.is_some();
     let after = s.allocatable_count().await;
