@@ -5,42 +5,13 @@
 //! from a fresh node tree, kubelet and plugin process, so a misbehaviour
 //! that one scenario provokes cannot fail another.
 
-use super::dra::Sess as DraSess;
+use super::dra::session::Sess as DraSess;
+pub use super::options::Session;
 use super::scenarios::{
     allocate as alloc, end_to_end as e2e, health, kubelet_restart as kres, listandwatch as law, plugin_restart as pres,
     registration as reg, start_order, Basic, Env, Health,
 };
 use super::Outcome;
-
-/// A fresh environment a group of scenarios runs in, in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Session {
-    /// The kubelet exists; the plugin starts, registers and is questioned.
-    Basic,
-    /// The plugin starts before the kubelet.
-    StartOrder,
-    /// The kubelet restarts under the plugin.
-    KubeletRestart,
-    /// The plugin is stopped with SIGTERM and started again.
-    PluginRestart,
-    /// Pods through the mock kubelet.
-    EndToEnd,
-    /// A user-supplied health trigger.
-    Health,
-}
-
-impl Session {
-    /// Every session, in run order.
-    pub const ALL: [Session; 6] = [
-        Session::Basic,
-        Session::StartOrder,
-        Session::KubeletRestart,
-        Session::PluginRestart,
-        Session::EndToEnd,
-        Session::Health,
-    ];
-}
 
 /// A scenario's code: a plain function of its session's state, by the
 /// state it takes. Which state a session has is fixed ([`Run::fits`]).

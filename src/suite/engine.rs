@@ -4,44 +4,13 @@
 //! state (bounded in time), stops the run at a root-cause failure (the rest
 //! NOT-RUN, reported once where its rule is), and tears the session down.
 
-use super::catalog::{Run, Scenario, Session};
-use super::dra::Sess as DraSess;
+use super::catalog::{Run, Scenario};
+use super::dra::session::Sess as DraSess;
 use super::env::Isolation;
-use super::filter::Pattern;
-use super::scenarios::{self, Basic, Env, Health};
+pub use super::options::{Options, Session};
+use super::scenarios::{self, State as Plugin};
 use super::{Outcome, Record, Verdict};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The plugin command (empty with `socket`).
-    pub plugin: Vec<String>,
-    /// Restart a plugin that exits on its own after this back-off, as the
-    /// kubelet restarts a DaemonSet pod (None: never).
-    pub restart_backoff: Option<Duration>,
-    /// How long HEALTH-001 waits for allocatable to drop after the trigger.
-    pub health_timeout: Duration,
-    /// An already running plugin's socket.
-    pub socket: Option<PathBuf>,
-    /// The resource to test (default: the first one registered).
-    pub resource: Option<String>,
-    /// Run only matching scenarios.
-    pub focus: Option<Pattern>,
-    /// Leave out matching scenarios.
-    pub skip: Option<Pattern>,
-    /// Run the plugin in a private mount namespace.
-    pub isolate: bool,
-    /// A shell command that makes one device unhealthy.
-    pub health_trigger: Option<String>,
-    /// Per-call timeout.
-    pub timeout: Duration,
-    /// This binary (runs the mock kubelet).
-    pub exe: PathBuf,
-    /// The kubelet version the mock kubelet behaves as (None: the newest).
-    pub kubelet_version: Option<crate::kubelet::profile::KubeletVersion>,
-}
 
 /// Whether a scenario is selected by `--focus` / `--skip`.
 pub fn selected(o: &Options, s: &Scenario) -> bool {
@@ -80,7 +49,7 @@ impl Kind {
 
     async fn setup(self, o: &Options, session: Session) -> Result<State<'_>, Outcome> {
         match self {
-            Kind::DevicePlugin(isolation) => scenarios::setup(o, session, isolation).await,
+            Kind::DevicePlugin(isolation) => scenarios::setup(o, session, isolation).await.map(State::Plugin),
             Kind::Dra => DraSess::setup(o).await.map(State::Dra),
         }
     }
@@ -88,12 +57,8 @@ impl Kind {
 
 /// A session's state, set up for its scenarios.
 pub(crate) enum State<'a> {
-    /// The device-plugin basic session.
-    Basic(Basic<'a>),
-    /// A device-plugin session that needs only its environment.
-    Env(Env<'a>),
-    /// The device-plugin health session.
-    Health(Health<'a>),
+    /// A device-plugin session.
+    Plugin(Plugin<'a>),
     /// A DRA driver session.
     Dra(DraSess),
 }
@@ -103,9 +68,9 @@ impl State<'_> {
     /// which the catalog's tests rule out).
     async fn run(&mut self, run: Run) -> Option<Outcome> {
         Some(match (run, self) {
-            (Run::Basic(f), State::Basic(s)) => f(s).await,
-            (Run::Env(f), State::Env(s)) => f(s).await,
-            (Run::Health(f), State::Health(s)) => f(s).await,
+            (Run::Basic(f), State::Plugin(Plugin::Basic(s))) => f(s).await,
+            (Run::Env(f), State::Plugin(Plugin::Env(s))) => f(s).await,
+            (Run::Health(f), State::Plugin(Plugin::Health(s))) => f(s).await,
             (Run::Dra(f), State::Dra(s)) => f(s).await,
             _ => return None,
         })
@@ -113,9 +78,7 @@ impl State<'_> {
 
     async fn teardown(self) {
         match self {
-            State::Basic(b) => b.close().stop().await,
-            State::Env(e) => e.stop().await,
-            State::Health(h) => h.close().stop().await,
+            State::Plugin(p) => p.teardown().await,
             State::Dra(d) => d.teardown().await,
         }
     }
@@ -230,6 +193,8 @@ fn root_cause(stop: &super::Stop, current: &str, failed: &[&str], rest: &[&'stat
 mod tests {
     use super::*;
     use crate::suite::catalog::SCENARIOS;
+    use crate::suite::filter::Pattern;
+    use std::path::PathBuf;
 
     fn opts(focus: Option<&str>, skip: Option<&str>) -> Options {
         Options {

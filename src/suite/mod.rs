@@ -7,6 +7,7 @@
 //! - [`catalog`]: the scenarios as a table of values.
 //! - [`checks`]: pure checks of plugin answers.
 //! - [`evidence`]: log excerpts, cut lists and transport errors in words (pure).
+//! - [`options`]: what a run asks for and the sessions scenarios run in.
 //! - [`filter`]: `--focus` / `--skip` patterns.
 //! - [`env`]: the node tree, the plugin process, the kubelets (I/O).
 //! - [`engine`]: the runner, one for both plugin kinds.
@@ -33,6 +34,7 @@ pub(crate) mod engine;
 pub mod env;
 pub mod evidence;
 pub mod filter;
+pub mod options;
 pub mod report;
 pub mod run;
 mod scenarios;

@@ -1,7 +1,14 @@
 //! The DRA driver scenarios: each a plain function of the session, run by
 //! the suite engine from [`super::SCENARIOS`].
 
-use super::*;
+use super::session::{fail, Sess, POD_WITHIN, REGISTER_WITHIN};
+use crate::kubelet::dra::unresolved_cdi;
+use crate::kubelet::event::KubeletEvent;
+use crate::protocol::dra as rules;
+use crate::suite::env::log_tail;
+use crate::suite::Outcome;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// DRA-REG-001
 pub(crate) async fn registers(s: &mut Sess) -> Outcome {

@@ -6,14 +6,13 @@
 //! plain function of its session's state returning an [`Outcome`]; the
 //! catalog names them.
 
-use super::catalog::Session;
 use super::checks;
-use super::engine::{Options, State};
 use super::env::{
     is_socket, log_tail, plugin_client, pod_manifest, Isolation, Kubelet, PluginProcess, Registration, Seen, Snap,
     Tree, Via,
 };
 use super::evidence;
+use super::options::{Options, Session};
 use super::{Evidence, Outcome, Verdict};
 use crate::api::deviceplugin::{
     AllocateRequest, AllocateResponse, ContainerAllocateRequest, ContainerPreferredAllocationRequest,
@@ -124,6 +123,16 @@ pub(crate) struct Env<'a> {
     baseline: Option<Vec<String>>,
 }
 
+/// A device-plugin session's state, set up for its scenarios.
+pub(crate) enum State<'a> {
+    /// Registration, ListAndWatch, Allocate, preferred and PreStart scenarios.
+    Basic(Basic<'a>),
+    /// Start order, restarts and pods: the environment alone.
+    Env(Env<'a>),
+    /// The health scenario.
+    Health(Health<'a>),
+}
+
 fn setup_fail(what: &str, answer: String, fix: &str) -> Outcome {
     Outcome::fail(format!("session setup: {what}"), answer, fix)
 }
@@ -198,6 +207,17 @@ pub(crate) async fn setup<'a>(o: &'a Options, session: Session, isolation: Isola
             State::Env(s)
         }
     })
+}
+
+impl State<'_> {
+    /// Close the streams the scenarios opened, stop the plugin, then the kubelet.
+    pub(crate) async fn teardown(self) {
+        match self {
+            State::Basic(b) => b.close().stop().await,
+            State::Env(e) => e.stop().await,
+            State::Health(h) => h.close().stop().await,
+        }
+    }
 }
 
 impl Env<'_> {
