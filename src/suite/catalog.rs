@@ -105,7 +105,7 @@ macro_rules! sc {
 pub const SCENARIOS: &[Scenario] = &[
     sc!("REG-001", "registration", Basic, true, reg::reg_within,  "registers within 10s of starting",
         "a plugin calls Register on kubelet.sock (or serves a plugin-watcher socket) soon after it starts",
-        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/ (device plugin registration); device_plugin_test.go waits for the resource to appear"),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/ (device plugin registration); kubernetes test/e2e_node/device_plugin_test.go waits for the resource to appear"),
     sc!("REG-002", "registration", Basic, true, reg::reg_version,  "asks for API version v1beta1",
         "RegisterRequest.version (or PluginInfo.supported_versions) is \"v1beta1\", the only version the kubelet supports",
         "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (Register: isVersionCompatibleWithPlugin)"),
@@ -117,7 +117,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (Register joins the endpoint to the plugin directory unchecked)"),
     sc!("REG-005", "registration", Basic, true, reg::reg_dial_back,  "serves before registering (the dial-back works)",
         "inside Register the kubelet dials the endpoint and calls GetDevicePluginOptions; the plugin must already serve",
-        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (connectClient dials the plugin inside Register); device_plugin_failures_test.go (a plugin that cannot be dialled back fails registration)"),
+        "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go (connectClient dials the plugin inside Register); kubernetes test/e2e_node/device_plugin_failures_test.go (a plugin that cannot be dialled back fails registration)"),
     sc!("REG-006", "registration", Basic, true, reg::reg_options,  "sends the options GetDevicePluginOptions returns",
         "the options in RegisterRequest equal GetDevicePluginOptions (the kubelet trusts the latter)",
         "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (Connect reads GetDevicePluginOptions)"),
@@ -126,7 +126,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md (socket per plugin in /var/lib/kubelet/device-plugins)"),
     sc!("REG-008", "registration", Basic, true, reg::reg_watcher,  "answers the plugin watcher (GetInfo, NotifyRegistrationStatus)",
         "with the plugin watcher, GetInfo returns type DevicePlugin, the resource name, an endpoint in the plugin directory and v1beta1; NotifyRegistrationStatus is accepted",
-        "kubernetes pkg/kubelet/pluginmanager/pluginwatcher/plugin_watcher.go; pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go (ValidatePlugin)"),
+        "kubernetes pkg/kubelet/pluginmanager/pluginwatcher/plugin_watcher.go; kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go (ValidatePlugin)"),
     sc!("LAW-001", "listandwatch", Basic, false, law::law_first,  "sends a first snapshot within 5s",
         "ListAndWatch sends the full device list right away; the kubelet has no devices until it does (an empty list first is a WARN; devices later than 5s, or none, a FAIL)",
         "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md; kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback replaces the device set with each message)"),
@@ -135,7 +135,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (Device.ID: at most 63 characters); https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("LAW-003", "listandwatch", Basic, false, law::law_health,  "uses exactly \"Healthy\" and \"Unhealthy\"",
         "only the exact string Healthy counts as healthy; anything else is unhealthy",
-        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/constants.go (Healthy, Unhealthy); manager.go (only Healthy is allocatable)"),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/constants.go (Healthy, Unhealthy); kubernetes pkg/kubelet/cm/devicemanager/manager.go (only Healthy is allocatable)"),
     sc!("LAW-004", "listandwatch", Basic, false, law::law_size,  "keeps a snapshot under the kubelet's 4 MiB limit",
         "the kubelet receives at most 4 MiB per message; a larger snapshot fails the stream (kubernetes#109304)",
         "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (the stream is read with gRPC's default 4 MiB limit)"),
@@ -165,16 +165,16 @@ pub const SCENARIOS: &[Scenario] = &[
         E2E),
     sc!("PREF-001", "preferred", Basic, false, alloc::pref_size,  "GetPreferredAllocation answers the requested size",
         "for every size from 1 to all devices, exactly allocation_size distinct IDs (when advertised)",
-        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (ContainerPreferredAllocationRequest.allocation_size); manager.go (callGetPreferredAllocationIfAvailable)"),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (ContainerPreferredAllocationRequest.allocation_size); kubernetes pkg/kubelet/cm/devicemanager/manager.go (callGetPreferredAllocationIfAvailable)"),
     sc!("PREF-002", "preferred", Basic, false, alloc::pref_available,  "GetPreferredAllocation picks only available devices",
         "every preferred ID is one of available_deviceIDs (when advertised)",
-        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (available_deviceIDs); manager.go (filterByAffinity / callGetPreferredAllocationIfAvailable)"),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (available_deviceIDs); kubernetes pkg/kubelet/cm/devicemanager/manager.go (filterByAffinity / callGetPreferredAllocationIfAvailable)"),
     sc!("PREF-003", "preferred", Basic, false, alloc::pref_must_include,  "GetPreferredAllocation keeps the must-include devices",
         "every must_include_deviceID is in the answer (when advertised)",
-        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (must_include_deviceIDs); manager.go (callGetPreferredAllocationIfAvailable)"),
+        "kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto (must_include_deviceIDs); kubernetes pkg/kubelet/cm/devicemanager/manager.go (callGetPreferredAllocationIfAvailable)"),
     sc!("PRE-001", "prestart", Basic, false, alloc::pre_start,  "PreStartContainer answers for allocated devices",
         "when pre_start_required, PreStartContainer succeeds within the kubelet's 30s timeout",
-        "kubernetes pkg/kubelet/cm/devicemanager/manager.go (callPreStartContainerIfNeeded); constants.go (KubeletPreStartContainerRPCTimeoutInSecs = 30)"),
+        "kubernetes pkg/kubelet/cm/devicemanager/manager.go (callPreStartContainerIfNeeded); kubernetes staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/constants.go (KubeletPreStartContainerRPCTimeoutInSecs = 30)"),
     sc!("LAW-007", "listandwatch", Basic, false, law::law_cancel,  "survives the kubelet cancelling a stream",
         "after a stream is cancelled, a new stream still gets a full snapshot and the plugin keeps serving",
         "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go (the kubelet ends streams on restart and re-registration)"),
@@ -183,7 +183,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/; kubernetes#92958"),
     sc!("KRES-001", "kubelet-restart", KubeletRestart, true, kres::kres_reregister,  "re-registers within 5s of a kubelet restart",
         "the kubelet deletes every socket and re-creates kubelet.sock; plugins must notice and register again",
-        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/; device_plugin_test.go (re-registration after kubelet restart); kubernetes#92958, #131013"),
+        "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/; kubernetes test/e2e_node/device_plugin_test.go (re-registration after kubelet restart); kubernetes#92958, #131013"),
     sc!("KRES-002", "kubelet-restart", KubeletRestart, true, kres::kres_same_ids,  "keeps the same device IDs across a kubelet restart",
         "device IDs are stable: pods hold them in the kubelet's checkpoint",
         E2E),
@@ -201,25 +201,25 @@ pub const SCENARIOS: &[Scenario] = &[
         "https://github.com/kubernetes/design-proposals-archive/blob/main/resource-management/device-plugin.md"),
     sc!("PRES-004", "plugin-restart", PluginRestart, true, pres::pres_same_ids,  "keeps the device IDs of allocated devices across a restart",
         "after a plugin restart the devices already allocated to pods keep their IDs",
-        "device_plugin_test.go (assignments kept after the device plugin re-registers)"),
+        "kubernetes test/e2e_node/device_plugin_test.go (assignments kept after the device plugin re-registers)"),
     sc!("E2E-001", "end-to-end", EndToEnd, true, e2e::e2e_pod,  "a pod gets the devices the plugin allocated",
         "a pod admitted through the kubelet holds devices of the plugin, shown by PodResources",
-        "device_plugin_test.go (PodResources shows the pod's devices)"),
+        "kubernetes test/e2e_node/device_plugin_test.go (PodResources shows the pod's devices)"),
     sc!("E2E-002", "end-to-end", EndToEnd, true, e2e::e2e_free,  "deleting a pod frees its devices",
         "after a pod is deleted, another pod can take all devices",
         E2E),
     sc!("KRES-004", "kubelet-restart", EndToEnd, true, kres::kres_pods_keep,  "pods keep their devices across a kubelet restart",
         "after a kubelet restart and re-registration, a pod keeps its devices and the plugin still advertises them",
-        "device_plugin_test.go (Keeps device plugin assignments across pod and kubelet restarts)"),
+        "kubernetes test/e2e_node/device_plugin_test.go (Keeps device plugin assignments across pod and kubelet restarts)"),
     sc!("KRES-005", "kubelet-restart", EndToEnd, true, kres::kres_admission_after_restart,  "pods admitted after a kubelet restart get devices once the plugin is back",
         "right after a restart the checkpoint's resources have no healthy device: a pod admitted then fails as UnexpectedAdmissionError (kubelets since kubernetes#114640); once the plugin re-registers, pods get devices",
-        "kubernetes#124345, #130145; device_plugin_test.go (UnexpectedAdmissionError after a node or kubelet restart)"),
+        "kubernetes#124345, #130145; kubernetes test/e2e_node/device_plugin_test.go (UnexpectedAdmissionError after a node or kubelet restart)"),
     sc!("ROLL-001", "rolling-update", EndToEnd, true, e2e::rolling_update,  "a second instance keeps the resource allocatable after the first exits",
         "during a DaemonSet maxSurge update a second instance registers, then the first exits; kubelets up to 1.36 then disconnect the second (kubernetes#121994) and a plugin must register again when its stream is closed",
         "kubernetes#121994, #127803, #135437"),
     Scenario { needs_trigger: true, ..sc!("HEALTH-001", "health", Health, true, health::health, "an unhealthy device leaves the kubelet's allocatable",
         "after --health-trigger, the kubelet's stream gets a snapshot with the device Unhealthy within --health-timeout (10s), also when another stream was opened before it",
-        "device_plugin_failures_test.go (unhealthy devices); kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback)") },
+        "kubernetes test/e2e_node/device_plugin_failures_test.go (unhealthy devices); kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback)") },
 ];
 
 /// A scenario by ID.
@@ -227,35 +227,102 @@ pub fn find(id: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.id == id)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The README's table of `table`: a header and one row per scenario, in
+/// run order (pure; a test holds the README to it).
+pub fn readme_table(table: &[Scenario]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("| ID | checks | rule | source |\n|---|---|---|---|\n");
+    for s in table {
+        out.push_str(&format!("| `{}` | {} | {} | {} |\n", s.id, cell(s.title), cell(s.rule), cell(s.source)));
+    }
+    out
+}
 
-    #[test]
-    fn ids_are_unique_and_sessions_in_order() {
-        let mut ids = std::collections::HashSet::new();
-        for s in SCENARIOS {
-            assert!(ids.insert(s.id), "{} twice", s.id);
-            assert!(!s.title.is_empty() && !s.rule.is_empty() && !s.source.is_empty());
+impl Run {
+    /// Whether this code runs on the state a session of `session` has
+    /// (`dra`: in the DRA suite), as the engine sets it up.
+    pub(crate) fn fits(self, session: Session, dra: bool) -> bool {
+        match self {
+            Run::Dra(_) => dra,
+            Run::Basic(_) => !dra && session == Session::Basic,
+            Run::Health(_) => !dra && session == Session::Health,
+            Run::Env(_) => !dra && !matches!(session, Session::Basic | Session::Health),
         }
-        assert!(SCENARIOS.windows(2).all(|w| w[0].session <= w[1].session), "sessions must be contiguous");
-        assert!(find("KRES-004").is_some() && find("NOPE").is_none());
     }
 }
 
 #[cfg(test)]
-mod sources_tests {
-    /// A reader of the repository can open every source: upstream files, issues and pages, never our notes.
+mod tests {
+    use super::*;
+    use crate::suite::dra::SCENARIOS as DRA;
+
+    #[test]
+    fn ids_are_unique_and_sessions_in_order() {
+        let mut ids = std::collections::HashSet::new();
+        for s in SCENARIOS.iter().chain(DRA) {
+            assert!(ids.insert(s.id), "{} twice", s.id);
+            assert!(!s.title.is_empty() && !s.rule.is_empty() && !s.source.is_empty());
+        }
+        for table in [SCENARIOS, DRA] {
+            assert!(table.windows(2).all(|w| w[0].session <= w[1].session), "tables list sessions in run order");
+        }
+        assert!(find("KRES-004").is_some() && find("NOPE").is_none());
+    }
+
+    #[test]
+    fn every_scenario_runs_on_the_state_its_session_has() {
+        for s in SCENARIOS {
+            assert!(s.run.fits(s.session, false), "{}: {:?} in session {:?}", s.id, s.run, s.session);
+        }
+        for s in DRA {
+            assert!(s.run.fits(s.session, true), "{}: {:?}", s.id, s.run);
+        }
+        // The check can fail: a DRA scenario is no device-plugin one, a health scenario no basic one.
+        assert!(!DRA[0].run.fits(DRA[0].session, false));
+        let health = SCENARIOS.iter().find(|s| s.needs_trigger).map(|s| s.run);
+        assert!(health.is_some_and(|r| !r.fits(Session::Basic, false) && r.fits(Session::Health, false)));
+    }
+
+    /// A reader of the repository can open every source: each part names an
+    /// upstream file (kubernetes/kubernetes path), issue or page; never our notes.
     #[test]
     fn sources_are_citable_upstream() {
-        for s in super::SCENARIOS {
+        let citable = |part: &str| {
+            part.starts_with("https://")
+                || part.starts_with("kubernetes#")
+                || part.starts_with("kubernetes ") && part.contains('/')
+                || part.starts_with("KEP-") && part.contains("https://")
+        };
+        for s in SCENARIOS.iter().chain(DRA) {
             assert!(!s.source.contains("seeds/") && !s.source.contains("shared/"), "{}: {}", s.id, s.source);
-            assert!(
-                s.source.contains("kubernetes") || s.source.starts_with("https://") || s.source.contains(".go"),
-                "{}: {}",
-                s.id,
-                s.source
-            );
+            for part in s.source.split("; ") {
+                assert!(citable(part), "{}: {part:?} names no upstream file, issue or page", s.id);
+            }
+        }
+        assert!(!citable("manager.go (x)") && !citable("protocol.md"));
+    }
+
+    /// The README's two scenario tables are the catalog's, row for row
+    /// (`DPCTL_REGENERATE=1` rewrites them).
+    #[test]
+    fn the_readme_tables_are_the_catalog() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let mut readme = std::fs::read_to_string(&path).expect("README.md");
+        let mut stale = Vec::new();
+        for (heading, table) in [("### Scenarios", SCENARIOS), ("### `dpctl test --dra`", DRA)] {
+            let want = readme_table(table);
+            let start = readme.find(heading).and_then(|h| readme[h..].find("\n| ID |").map(|i| h + i + 1));
+            let Some(start) = start else { panic!("README: no table under {heading}") };
+            let len = readme[start..].lines().take_while(|l| l.starts_with('|')).map(|l| l.len() + 1).sum::<usize>();
+            if readme[start..start + len] != want {
+                stale.push(heading);
+                readme.replace_range(start..start + len, &want);
+            }
+        }
+        if std::env::var_os("DPCTL_REGENERATE").is_some() {
+            std::fs::write(&path, &readme).expect("write README.md");
+        } else {
+            assert!(stale.is_empty(), "README tables {stale:?} differ from the catalog; run DPCTL_REGENERATE=1 cargo test --lib the_readme_tables");
         }
     }
 }

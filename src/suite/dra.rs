@@ -30,7 +30,9 @@ pub use session::substitute;
 
 const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
-const HELPER: &str = "k8s.io/dynamic-resource-allocation/kubeletplugin; kubernetes-sigs/dra-example-driver";
+const HELPER: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (PublishResources); https://github.com/kubernetes-sigs/dra-example-driver";
+const EXAMPLE_CDI: &str = "https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/cdi.go (CreateClaimSpecFile on prepare, DeleteClaimSpecFile on unprepare)";
+const DRA_API: &str = "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto";
 
 macro_rules! sc {
     ($id:literal, $group:literal, $run:path, $title:literal, $rule:literal, $source:expr, $session:ident) => {
@@ -54,17 +56,17 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-REG-002", "registration", scenarios::talks_v1, "the kubelet talks v1.DRAPlugin to it", "the kubelet takes the first service it knows in the plugin's supported_versions; v1beta1 is deprecated since 1.34", PLUGIN_MANAGER, Basic),
     sc!("DRA-SLICE-001", "resourceslices", scenarios::publishes_slice, "publishes a ResourceSlice for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig})", HELPER, Basic),
     sc!("DRA-PREP-001", "prepare", scenarios::prepares_pod, "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Basic),
-    sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
-    sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
-    sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", HELPER, Basic),
+    sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", DRA_API, Basic),
+    sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
+    sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
-    sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", HELPER, Basic),
-    sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Basic),
+    sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", EXAMPLE_CDI, Basic),
+    sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
     sc!("DRA-UNPREP-003", "unprepare", scenarios::unprepare_unknown, "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Basic),
-    sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open", "KEP-4680; kubernetes pkg/kubelet/cm/dra/healthinfo.go", Basic),
+    sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open (skipped when the driver advertises no health service)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (NodeWatchResources); kubernetes pkg/kubelet/cm/dra/healthinfo.go; KEP-4680 https://github.com/kubernetes/enhancements/issues/4680", Basic),
     sc!("DRA-RESTART-001", "restart", scenarios::kubelet_restart, "after a kubelet restart it registers again and prepared claims survive", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again", KUBELET, KubeletRestart),
-    sc!("DRA-ROLL-001", "restart", scenarios::rolling_update, "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes", PLUGIN_MANAGER, EndToEnd),
     sc!("DRA-RESTART-002", "restart", scenarios::driver_restart, "after a driver restart it registers again and unprepares what it prepared before", "claims prepared by the previous instance unprepare through the new one", PLUGIN_MANAGER, PluginRestart),
+    sc!("DRA-ROLL-001", "restart", scenarios::rolling_update, "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes (skipped without {rolling-uid} in the command)", PLUGIN_MANAGER, EndToEnd),
 ];
 
 /// Run the selected DRA scenarios against `o.plugin`.
@@ -77,22 +79,6 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
     Ok(engine::run(Kind::Dra, SCENARIOS, o, progress).await)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scenario_ids_are_unique_and_documented() {
-        let mut ids: Vec<&str> = SCENARIOS.iter().map(|s| s.id).collect();
-        ids.sort();
-        ids.dedup();
-        assert_eq!(ids.len(), SCENARIOS.len());
-        assert!(SCENARIOS.iter().all(|s| s.id.starts_with("DRA-") && !s.rule.is_empty() && !s.source.is_empty()));
-    }
-}
-
-/// The DRA manager on the engine, in process: a real simulated driver (in
-/// process, real sockets) and the local API server over HTTP.
 #[cfg(test)]
 mod engine_tests {
     use crate::core::log::{LogFormat, Logger};
