@@ -158,6 +158,9 @@ fn not_applicable(o: &Options, s: &Scenario) -> Option<&'static str> {
 
 /// One scenario on its session's state, within [`SCENARIO_LIMIT`].
 async fn one(kind: Kind, state: &mut State<'_>, s: &Scenario) -> Outcome {
+    if !s.run.fits(s.session, matches!(kind, Kind::Dra)) {
+        return Outcome::fail(s.id, "internal error: the scenario is for another session", "report this bug");
+    }
     match tokio::time::timeout(SCENARIO_LIMIT, state.run(s.run)).await {
         Ok(Some(o)) => o,
         Ok(None) => Outcome::fail(s.id, "internal error: the scenario is for another session", "report this bug"),

@@ -4,6 +4,7 @@
 
 use super::*;
 
+/// ALLOC-001.
 pub(crate) async fn alloc_each(s: &mut Basic<'_>) -> Outcome {
     let healthy = need!(s.healthy().await);
     if healthy.is_empty() {
@@ -26,6 +27,7 @@ pub(crate) async fn alloc_each(s: &mut Basic<'_>) -> Outcome {
     Outcome::pass(format!("{n} device(s)"))
 }
 
+/// ALLOC-002.
 pub(crate) async fn alloc_multi(s: &mut Basic<'_>) -> Outcome {
     let healthy = need!(s.healthy().await);
     if healthy.len() < 2 {
@@ -43,6 +45,7 @@ pub(crate) async fn alloc_multi(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// ALLOC-003.
 pub(crate) async fn alloc_not_empty(s: &mut Basic<'_>) -> Outcome {
     let healthy = need!(s.healthy().await);
     let Some(id) = healthy.first().cloned() else { return Outcome::skip("no healthy devices") };
@@ -61,6 +64,7 @@ pub(crate) async fn alloc_not_empty(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// ALLOC-004.
 pub(crate) async fn alloc_unknown(s: &mut Basic<'_>) -> Outcome {
     match need!(s.allocate(vec![vec![UNKNOWN_ID.to_string()]]).await) {
         Err(e) => Outcome::pass(e),
@@ -72,6 +76,7 @@ pub(crate) async fn alloc_unknown(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// ALLOC-005.
 pub(crate) async fn alloc_concurrent(s: &mut Basic<'_>) -> Outcome {
     let healthy = need!(s.healthy().await);
     if healthy.is_empty() {
@@ -182,6 +187,7 @@ async fn preferred(s: &mut Basic<'_>, pick: fn(checks::PreferredProblems) -> Opt
     Outcome::pass(format!("sizes 1..={n}"))
 }
 
+/// PRE-001.
 pub(crate) async fn pre_start(s: &mut Basic<'_>) -> Outcome {
     let opts = need!(s.options().await);
     if !opts.pre_start_required {

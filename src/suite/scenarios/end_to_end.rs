@@ -6,6 +6,7 @@ use super::*;
 /// How long after the first instance exits the resource must be allocatable again.
 const ROLL_WITHIN: Duration = Duration::from_secs(10);
 
+/// E2E-001.
 pub(crate) async fn e2e_pod(s: &mut Env<'_>) -> Outcome {
     let path = need!(s.write_pod("dpctl-test-a", 1));
     let got = s.wait_pod("dpctl-test-a", true, POD_WITHIN).await;
@@ -29,6 +30,7 @@ pub(crate) async fn e2e_pod(s: &mut Env<'_>) -> Outcome {
     }
 }
 
+/// E2E-002.
 pub(crate) async fn e2e_free(s: &mut Env<'_>) -> Outcome {
     let n = s.baseline.as_ref().map(|b| b.len()).unwrap_or(0);
     let path = need!(s.write_pod("dpctl-test-b", 1));

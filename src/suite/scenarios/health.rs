@@ -60,6 +60,7 @@ impl<'a> Health<'a> {
     }
 }
 
+/// HEALTH-001.
 pub(crate) async fn health(s: &mut Health<'_>) -> Outcome {
     let Some(cmd) = s.o.health_trigger.clone() else {
         return Outcome::skip("no --health-trigger given");

@@ -7,6 +7,7 @@ use super::*;
 /// How long after a restart KRES-005 waits for a pod admitted too early to be decided.
 const EARLY_POD_WITHIN: Duration = Duration::from_secs(5);
 
+/// KRES-001.
 pub(crate) async fn kres_reregister(s: &mut Env<'_>) -> Outcome {
     need!(s.restart_kubelet().await);
     let t0 = s.restarted_at.unwrap_or_else(Instant::now);
@@ -58,6 +59,7 @@ async fn back_after_restart(s: &mut Env<'_>) -> std::result::Result<(Registratio
     Ok((r, snap))
 }
 
+/// KRES-002.
 pub(crate) async fn kres_same_ids(s: &mut Env<'_>) -> Outcome {
     let (_, snap) = need!(back_after_restart(s).await);
     let before: BTreeSet<String> = s.baseline.clone().unwrap_or_default().into_iter().collect();
@@ -76,6 +78,7 @@ pub(crate) async fn kres_same_ids(s: &mut Env<'_>) -> Outcome {
     )
 }
 
+/// KRES-003.
 pub(crate) async fn kres_repeated(s: &mut Env<'_>) -> Outcome {
     for _ in 0..3 {
         need!(s.restart_kubelet().await);
@@ -136,6 +139,7 @@ pub(crate) async fn kres_repeated(s: &mut Env<'_>) -> Outcome {
     Outcome::pass("one live registration")
 }
 
+/// KRES-004.
 pub(crate) async fn kres_pods_keep(s: &mut Env<'_>) -> Outcome {
     need!(s.write_pod("dpctl-test-keep", 1));
     let Some(before) = s.wait_pod("dpctl-test-keep", true, POD_WITHIN).await else {

@@ -121,6 +121,7 @@ impl<'a> Basic<'a> {
     }
 }
 
+/// LAW-001.
 pub(crate) async fn law_first(s: &mut Basic<'_>) -> Outcome {
     let f = need!(s.ensure_first().await);
     let n = f.resp.devices.len();
@@ -194,6 +195,7 @@ async fn law_check(
     checks::judged("ListAndWatch (first snapshot)", &f(&first.resp.devices), fix)
 }
 
+/// LAW-004.
 pub(crate) async fn law_size(s: &mut Basic<'_>) -> Outcome {
     let first = need!(s.ensure_first().await);
     let (bytes, devices) = (first.bytes, first.resp.devices.len());
@@ -203,6 +205,7 @@ pub(crate) async fn law_size(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// LAW-006.
 pub(crate) async fn law_second(s: &mut Basic<'_>) -> Outcome {
     need!(s.ensure_first().await);
     let (took, mut stream, mut m) = need!(s.open_stream().await);
@@ -232,6 +235,7 @@ pub(crate) async fn law_second(s: &mut Basic<'_>) -> Outcome {
     Outcome::pass(format!("after {}", ms(took)))
 }
 
+/// LAW-008.
 pub(crate) async fn law_open(s: &mut Basic<'_>) -> Outcome {
     need!(s.ensure_first().await);
     let ep = need!(s.endpoint().await);
@@ -262,6 +266,7 @@ pub(crate) async fn law_open(s: &mut Basic<'_>) -> Outcome {
     Outcome::pass(format!("still open {} after registering", ms(r.at.elapsed())))
 }
 
+/// LAW-007.
 pub(crate) async fn law_cancel(s: &mut Basic<'_>) -> Outcome {
     if s.streams.is_empty() {
         let (_, stream, _) = need!(s.open_stream().await);

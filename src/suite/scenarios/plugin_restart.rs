@@ -3,6 +3,7 @@
 
 use super::*;
 
+/// PRES-001.
 pub(crate) async fn pres_exit(s: &mut Env<'_>) -> Outcome {
     // Another vendor's socket appears after our plugin started.
     let path = s.tree().plugin_dir.join(DECOY);
@@ -40,6 +41,7 @@ async fn ensure_stopped(s: &mut Env<'_>) -> std::result::Result<(), Outcome> {
     Ok(())
 }
 
+/// PRES-002.
 pub(crate) async fn pres_own_socket(s: &mut Env<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     need!(ensure_stopped(s).await);
@@ -53,6 +55,7 @@ pub(crate) async fn pres_own_socket(s: &mut Env<'_>) -> Outcome {
     Outcome::pass("")
 }
 
+/// PRES-003.
 pub(crate) async fn pres_others(s: &mut Env<'_>) -> Outcome {
     need!(ensure_stopped(s).await);
     let tree = s.tree();
@@ -71,6 +74,7 @@ pub(crate) async fn pres_others(s: &mut Env<'_>) -> Outcome {
     }
 }
 
+/// PRES-004.
 pub(crate) async fn pres_same_ids(s: &mut Env<'_>) -> Outcome {
     let healthy = s.baseline.clone().unwrap_or_default();
     let Some(id) = healthy.first().cloned() else { return Outcome::skip("no devices") };

@@ -4,6 +4,7 @@
 
 use super::*;
 
+/// REG-001.
 pub(crate) async fn reg_within(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     let via = if r.via == Via::KubeletSocket { "kubelet.sock" } else { "the plugin watcher" };
@@ -21,6 +22,7 @@ pub(crate) async fn reg_within(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// REG-002.
 pub(crate) async fn reg_version(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     let broken = if r.via == Via::PluginWatcher {
@@ -34,6 +36,7 @@ pub(crate) async fn reg_version(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// REG-003.
 pub(crate) async fn reg_resource(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     // The kubelet's text, then why (the rulebook's register-resource-name).
@@ -44,6 +47,7 @@ pub(crate) async fn reg_resource(s: &mut Basic<'_>) -> Outcome {
     Outcome::pass(r.resource)
 }
 
+/// REG-004.
 pub(crate) async fn reg_endpoint(s: &mut Basic<'_>) -> Outcome {
     let r = need!(reg_or_retry(s).await);
     if r.via == Via::KubeletSocket {
@@ -71,6 +75,7 @@ pub(crate) async fn reg_endpoint(s: &mut Basic<'_>) -> Outcome {
     Outcome::pass(r.endpoint)
 }
 
+/// REG-005.
 pub(crate) async fn reg_dial_back(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     match (&r.rejected, &r.dial_back) {
@@ -109,6 +114,7 @@ async fn reg_or_retry(s: &mut Basic<'_>) -> std::result::Result<Registration, Ou
     Ok(first)
 }
 
+/// REG-006.
 pub(crate) async fn reg_options(s: &mut Basic<'_>) -> Outcome {
     let r = need!(reg_or_retry(s).await);
     if r.via == Via::PluginWatcher {
@@ -133,6 +139,7 @@ pub(crate) async fn reg_options(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// REG-007.
 pub(crate) async fn reg_keeps_sockets(s: &mut Basic<'_>) -> Outcome {
     // Give the plugin its start; not registering is REG-001's to judge.
     let _ = s.ensure_reg().await;
@@ -157,6 +164,7 @@ pub(crate) async fn reg_keeps_sockets(s: &mut Basic<'_>) -> Outcome {
     }
 }
 
+/// REG-008.
 pub(crate) async fn reg_watcher(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     if r.via == Via::KubeletSocket {

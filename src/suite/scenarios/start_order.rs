@@ -2,6 +2,7 @@
 
 use super::*;
 
+/// ORDER-001.
 pub(crate) async fn start_order(s: &mut Env<'_>) -> Outcome {
     let wait = Duration::from_millis(1500);
     let exited = match s.plugin.as_mut() {
