@@ -13,7 +13,7 @@ pub(crate) async fn kres_reregister(s: &mut Env<'_>) -> Outcome {
     let t0 = s.restarted_at.unwrap_or_else(Instant::now);
     match s.wait_reg(s.generation, t0, t0 + REREGISTER_WITHIN, true).await {
         Some(r) => {
-            let took = format!("re-registered after {}", ms(s.arrival(&r).saturating_duration_since(t0)));
+            let took = format!("re-registered after {}", ms(s.seen.arrival(&r).saturating_duration_since(t0)));
             match s.restart_cost(t0) {
                 Some(cost) => Outcome::warn(
                     format!("{took}, only because it was restarted"),

@@ -246,7 +246,7 @@ pub(crate) async fn law_open(s: &mut Basic<'_>) -> Outcome {
     let until = r.at + Duration::from_millis(300);
     loop {
         s.drain();
-        if let Some(e) = s.stream_end(r.generation, &ep, r.at) {
+        if let Some(e) = s.seen.stream_end(r.generation, &ep, r.at) {
             return Outcome::fail(
                 "ListAndWatch (the kubelet's stream)",
                 format!(

@@ -33,6 +33,7 @@ pub(super) mod kubelet_restart;
 pub(super) mod listandwatch;
 pub(super) mod plugin_restart;
 pub(super) mod registration;
+mod seen;
 pub(super) mod start_order;
 mod waits;
 
@@ -84,15 +85,6 @@ struct Settled {
     bytes: usize,
     /// The settled message (the first with devices, else the first).
     resp: ListAndWatchResponse,
-}
-
-/// The end of one of the kubelet's streams.
-struct StreamEnd {
-    at: Instant,
-    /// When the kubelet accepted the registration (and opened the stream).
-    opened: Instant,
-    messages: usize,
-    why: String,
 }
 
 /// One device-plugin session's environment and what it saw so far: the

@@ -8,7 +8,7 @@ use super::*;
 pub(crate) async fn reg_within(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     let via = if r.via == Via::KubeletSocket { "kubelet.sock" } else { "the plugin watcher" };
-    let took = format!("after {} via {via}", ms(s.arrival(&r).saturating_duration_since(s.plugin_started)));
+    let took = format!("after {} via {via}", ms(s.seen.arrival(&r).saturating_duration_since(s.plugin_started)));
     match s.restart_cost(s.began) {
         Some(cost) => Outcome::warn(
             format!("{took}, only because it was restarted"),
@@ -83,8 +83,8 @@ pub(crate) async fn reg_dial_back(s: &mut Basic<'_>) -> Outcome {
         // The request itself is wrong: REG-002..REG-004 say how; no dial-back happened.
         (Some(e), _) => Outcome::not_run(format!("the kubelet refused the request before dialling back: {e}")),
         (None, Err(e)) => {
-            let arrived = s.arrival(&r);
-            let story = s.dial_back_story(r.generation, arrived).unwrap_or_else(|| "the dial-back failed".into());
+            let arrived = s.seen.arrival(&r);
+            let story = s.seen.dial_back_story(r.generation, arrived).unwrap_or_else(|| "the dial-back failed".into());
             let later = s
                 .find_reg(r.generation, r.at, true)
                 .map(|ok| {

@@ -67,7 +67,9 @@ impl Env<'_> {
                     // A Register still in its dial-back, or one whose dial-back failed
                     // (a plugin that registers before it serves, then serves and retries):
                     // give the answer, or the retry, its moment.
-                    if extended || !(self.pending_attempt(min_gen, since) || self.dial_back_failed(min_gen, since)) {
+                    if extended
+                        || !(self.seen.pending_attempt(min_gen, since) || self.seen.dial_back_failed(min_gen, since))
+                    {
                         return None;
                     }
                     extended = true;
@@ -165,7 +167,7 @@ impl Env<'_> {
                 seen.resp = s.resp.clone();
                 return Some(seen);
             }
-            if self.stream_ended(generation, socket, since) {
+            if self.seen.stream_ended(generation, socket, since) {
                 return Some(seen);
             }
             match self.next_event(settle).await {
@@ -175,75 +177,9 @@ impl Env<'_> {
         }
     }
 
-    /// A Register that arrived and has no answer yet (its dial-back runs).
-    pub(super) fn pending_attempt(&self, min_gen: u64, since: Instant) -> bool {
-        let answered = self.seen.regs.iter().filter(|r| r.generation >= min_gen && r.at >= since).count();
-        let asked = self.seen.attempts.iter().filter(|a| a.0 >= min_gen && a.1 >= since).count();
-        asked > answered
-    }
-
-    pub(super) fn dial_back_failed(&self, min_gen: u64, since: Instant) -> bool {
-        self.seen
-            .regs
-            .iter()
-            .any(|r| r.generation >= min_gen && r.at >= since && r.rejected.is_none() && r.dial_back.is_err())
-    }
-
-    /// When the Register behind `r` arrived (the kubelet reports its answer
-    /// only after the dial-back, up to 10 s later).
-    pub(super) fn arrival(&self, r: &Registration) -> Instant {
-        self.seen
-            .attempts
-            .iter()
-            .rev()
-            .find(|a| a.0 == r.generation && a.3 == r.endpoint && a.1 <= r.at)
-            .map(|a| a.1)
-            .unwrap_or(r.at)
-    }
-
-    /// How the dial-back of the Register at `at` failed, as it happened.
-    pub(super) fn dial_back_story(&self, generation: u64, at: Instant) -> Option<String> {
-        let (_, socket, when, error) = self.seen.dial_fails.iter().find(|f| f.0 == generation && f.2 >= at)?;
-        Some(format!(
-            "the kubelet's dial-back to {} failed {} after Register arrived: {error}",
-            socket.display(),
-            ms(when.saturating_duration_since(at)),
-        ))
-    }
-
-    /// The end of the kubelet's stream on `socket` (the plugin's doing: the
-    /// suite's kubelet ends streams only when it restarts or stops).
-    pub(super) fn stream_end(&self, generation: u64, socket: &std::path::Path, since: Instant) -> Option<StreamEnd> {
-        let (_, _, why, at) = self.seen.ends.iter().find(|e| e.0 == generation && e.1 == socket && e.3 >= since)?;
-        let opened = self
-            .seen
-            .regs
-            .iter()
-            .rev()
-            .find(|r| r.generation == generation && r.socket == socket && r.at <= *at && r.dial_back.is_ok())
-            .map(|r| r.at)
-            .unwrap_or(*at);
-        let messages = self
-            .seen
-            .snaps
-            .iter()
-            .filter(|s| s.generation == generation && s.socket == socket && s.at >= opened && s.at <= *at)
-            .count();
-        let why = if evidence::is_connection_lost(why) {
-            format!("the plugin closed the connection (exited?) ({why})")
-        } else {
-            why.clone()
-        };
-        Some(StreamEnd { at: *at, opened, messages, why })
-    }
-
-    pub(super) fn stream_ended(&self, generation: u64, socket: &std::path::Path, since: Instant) -> bool {
-        self.stream_end(generation, socket, since).is_some()
-    }
-
     /// "; the plugin ended the stream (status OK) 2 ms after the kubelet opened it, after 1 message(s)"
     pub(super) fn stream_end_text(&self, generation: u64, socket: &std::path::Path) -> String {
-        match self.stream_end(generation, socket, self.plugin_started) {
+        match self.seen.stream_end(generation, socket, self.plugin_started) {
             Some(e) => format!(
                 "; {} {} after the kubelet opened it, after {} message(s)",
                 e.why,
@@ -312,6 +248,7 @@ impl Env<'_> {
             .find(|a| self.o.resource.as_ref().is_none_or(|n| &a.2 == n))
             .map(|(generation, at, _, endpoint)| {
                 let story = self
+                    .seen
                     .dial_back_story(*generation, *at)
                     .unwrap_or_else(|| "the kubelet is still dialling it back".into());
                 format!(
