@@ -242,6 +242,19 @@ mod tests {
     }
 
     #[test]
+    fn scenarios_that_need_control_or_a_trigger_are_skipped_without_them() {
+        let find = |id: &str| SCENARIOS.iter().find(|s| s.id == id).expect(id);
+        let mut o = opts(None, None);
+        assert_eq!(not_applicable(&o, find("HEALTH-001")), Some("no --health-trigger given"));
+        assert_eq!(not_applicable(&o, find("REG-001")), None);
+        o.health_trigger = Some("true".into());
+        assert_eq!(not_applicable(&o, find("HEALTH-001")), None);
+        o.socket = Some(PathBuf::from("/run/p.sock"));
+        assert!(not_applicable(&o, find("REG-001")).is_some_and(|w| w.contains("--socket")));
+        assert_eq!(not_applicable(&o, find("LAW-001")), None);
+    }
+
+    #[test]
     fn focus_and_skip_select() {
         let all = SCENARIOS.iter().filter(|s| selected(&opts(None, None), s)).count();
         assert_eq!(all, SCENARIOS.len());
