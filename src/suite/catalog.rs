@@ -1,9 +1,11 @@
-//! The device-plugin scenarios as a table of values: stable ID, group,
-//! title, rule, source and the function that runs it. The runner, `--focus`
-//! / `--skip`, the reports (table, JSON, JUnit) and the README's scenario
-//! table all come from it. Scenarios run in sessions: each session starts
-//! from a fresh node tree, kubelet and plugin process, so a misbehaviour
-//! that one scenario provokes cannot fail another.
+//! Scenarios as a table of values: stable ID, group, title, rule, source
+//! and the function that runs it. This file holds the [`Scenario`] type of
+//! both suites and the device-plugin table; the DRA driver's table
+//! (`dra::SCENARIOS`) is of the same type and runs on the same engine. The
+//! runner, `--focus` / `--skip`, the reports (table, JSON, JUnit) and the
+//! README's scenario tables all come from them. Scenarios run in sessions:
+//! each session starts from a fresh node tree, kubelet and plugin process,
+//! so a misbehaviour that one scenario provokes cannot fail another.
 
 use super::dra::session::Sess as DraSess;
 pub use super::options::Session;

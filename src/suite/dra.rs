@@ -16,6 +16,10 @@
 //! instance DRA-ROLL-001 starts (skipped when the command has none).
 //! Devices to allocate come from the ResourceSlices the driver publishes and
 //! from its health stream.
+//!
+//! Here: the DRA table ([`SCENARIOS`], the catalog's [`Scenario`] type) and
+//! the entry; `session.rs` holds the session (tree, kubelet, driver process
+//! and the helpers scenarios share), `scenarios.rs` each scenario's function.
 
 use super::catalog::{Run, Scenario};
 use super::engine::{self, Kind, Progress};
