@@ -108,6 +108,16 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
         );
     };
     let same_socket = first_socket.as_ref() == Some(&second.socket);
+    // A DaemonSet stops the old pod once the new one runs: here, once the
+    // kubelet's stream to the second instance brought its first snapshot
+    // (stopping the first before that races the kubelet opening it).
+    let until = Instant::now() + FIRST_SNAPSHOT_WITHIN;
+    while !s.seen.snaps.iter().any(|x| x.socket == second.socket && x.at >= second.at) {
+        match s.next_event(until).await {
+            Some(e) => s.seen.take(&e),
+            None => break,
+        }
+    }
     let disconnects = s.seen.disconnected.len();
     let ends = s.seen.ends.len();
     let t0 = Instant::now();
