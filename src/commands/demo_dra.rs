@@ -6,7 +6,6 @@
 
 use super::Ctx;
 use crate::api::podresources::{pod_resources_lister_client::PodResourcesListerClient, ListPodResourcesRequest};
-use crate::cli::DemoArgs;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::{Error, Result};
@@ -78,7 +77,7 @@ async fn wait_for(
 }
 
 /// Run the DRA demo.
-pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
+pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
     let node_dir = TempNode::new("demo-dra")?;
     let tree = node_dir.tree.clone();
     let (kubelet_log, driver_log) = (tree.logs.join("kubelet.log"), tree.logs.join("driver.log"));
@@ -185,7 +184,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
         tree.cdi_dir().display(),
         tree.root.join("dra_manager_state").display()
     ));
-    out.push_str(if a.once {
+    out.push_str(if once {
         "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
 Run `dpctl demo --dra` (without --once) to keep them running, then in another shell try:\n\n"
     } else {
@@ -208,7 +207,7 @@ Run `dpctl demo --dra` (without --once) to keep them running, then in another sh
     }
     out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), driver_log.display()));
     emit(&out)?;
-    if !a.once {
+    if !once {
         let interrupted = crate::core::interrupted();
         tokio::pin!(interrupted);
         loop {

@@ -8,28 +8,87 @@
 //! registered again, leaving the node as it was.
 
 use super::Ctx;
+use super::surface::{self, Invocation, Running, Spec};
 use crate::api::deviceplugin::{
     device_plugin_server::DevicePluginServer, registration_client::RegistrationClient, DevicePluginOptions,
     RegisterRequest,
 };
-use crate::cli::RecordArgs;
+use crate::cli::positive_duration_arg;
 use crate::client::PluginConn;
+use crate::core::log::LogFormat;
 use crate::core::log::Logger;
 use crate::core::task::Tasks;
 use crate::core::time::format_duration;
 use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve_owned, PathKind, SocketGuard};
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::plugin::tap::{Note, Owners, Tap};
 use crate::protocol::rules::check_resource_name;
 use crate::trace::{Event, Writer};
+use clap::Args;
 use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+
+/// `dpctl record`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "record",
+    about: "Record everything the kubelet asks a plugin and it answers, through a tap socket",
+    args: surface::args::<RecordArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Flag("plugin")],
+    refuses_output: Some("record writes a JSON-lines trace (--out); use --log-format json for its log"),
+    parse: surface::parse::<RecordArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Record everything the kubelet and nvidia-gpu.sock say, until Ctrl-C
+  dpctl record --plugin nvidia-gpu.sock --resource nvidia.com/gpu --out gpu.trace.jsonl
+  dpctl record --plugin vendor.sock --resource vendor.example/foo --out foo.trace.jsonl --duration 10m";
+
+/// `dpctl record`
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(long, value_name = "SOCKET")]
+    pub plugin: PathBuf,
+    /// The plugin's resource name (the tap registers under it)
+    #[arg(long, value_name = "NAME")]
+    pub resource: String,
+    /// The trace file to write (must not exist)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// The kubelet's PodResources socket, read for which pod each Allocate was for [default: <plugin-dir>/../pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// After a kubelet restart, give up (exit 1) if the kubelet and the plugin are not back within this long
+    #[arg(long, default_value = "2m", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_timeout: Duration,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+impl Invocation for RecordArgs {
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// How often the tap looks for a kubelet restart.
 const POLL: Duration = Duration::from_millis(100);

@@ -3,13 +3,220 @@
 //! and the live-control socket together, until SIGINT/SIGTERM.
 
 use super::Ctx;
-use crate::cli::ServeArgs;
+use super::surface::{self, Invocation, Running, Spec};
+use crate::cli::duration_arg;
+use crate::cli::positive_duration_arg;
+use crate::cli::RegistrationArgs;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
+use crate::plugin::config::MountTemplate;
+use crate::plugin::config::Policy;
+use crate::plugin::config::PreferredFault;
 use crate::plugin::config::{check_resources, parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
 use crate::plugin::control;
 use crate::plugin::registrar::Settings;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `dpctl serve`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "serve",
+    about: "Serve simulated devices as a device plugin, registered with a real or mock kubelet",
+    args: surface::args::<ServeArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: Some("serve logs events; use --log-format json for JSON lines"),
+    parse: surface::parse::<ServeArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Four devices on two NUMA nodes, registered with the kubelet
+  dpctl serve --resource vendor.example/foo --count 4 --numa-nodes 2
+  # only serve (no kubelet), at a fixed socket name, for dpctl probe
+  dpctl serve --plugin-dir /tmp/dp --resource vendor.example/foo --count 4 --no-register --socket-name foo.sock
+  # device nodes per allocated device: {i} is the device's index in the served list
+  dpctl serve --resource vendor.example/gpu --count 4 --device-spec '/dev/gpu{i}:/dev/gpu{i}:rw'
+  # resources and faults from a file
+  dpctl serve --config plugin.json";
+
+/// `dpctl serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
+    /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "id_pattern", "numa_nodes", "unhealthy", "pre_start", "preferred_allocation", "policy", "env", "annotation", "mount", "device_spec", "cdi", "socket_name", "flap", "allocate_latency", "allocate_failure_rate", "preferred_fault", "close_stream_after", "pre_start_latency", "pre_start_fail", "no_reregister", "reregister_delay", "new_ids_after_restart", "delete_other_sockets", "keep_socket_on_exit", "exit_without_kubelet", "hang_after_cancel", "empty_first_snapshot", "first_snapshot_delay", "health_one_stream"])]
+    pub config: Option<PathBuf>,
+    /// Extended resource name, e.g. vendor.example/foo
+    #[arg(long, value_name = "NAME", required_unless_present = "config")]
+    pub resource: Option<String>,
+    /// Number of devices (IDs from --id-pattern), at most 100000
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::core::limits::MAX_DEVICES as u64), conflicts_with = "devices")]
+    pub count: Option<u64>,
+    /// Explicit device IDs, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub devices: Vec<String>,
+    /// ID pattern; {i} is the index [default: <short name>-{i}, e.g. foo-{i}]
+    #[arg(long, value_name = "PATTERN")]
+    pub id_pattern: Option<String>,
+    /// Spread the devices over N NUMA nodes (reported in Device.topology), at most 1024
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::core::limits::MAX_NUMA_NODES as i64))]
+    pub numa_nodes: Option<u32>,
+    /// Devices that start Unhealthy, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub unhealthy: Vec<String>,
+    /// Advertise pre_start_required and log PreStartContainer calls
+    #[arg(long)]
+    pub pre_start: bool,
+    /// Advertise and implement GetPreferredAllocation
+    #[arg(long)]
+    pub preferred_allocation: bool,
+    /// GetPreferredAllocation policy
+    #[arg(long, value_enum, default_value_t = Policy::Packed)]
+    pub policy: Policy,
+    /// Allocate: an env var per container; {ids} = the allocated IDs [default: <NAME>_VISIBLE_DEVICES={ids}]
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub env: Vec<(String, String)>,
+    /// Allocate: an annotation per container ({ids})
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
+    pub annotation: Vec<(String, String)>,
+    /// Allocate: a mount per container ({ids})
+    #[arg(long, value_name = "HOST:CONTAINER[:ro]", value_parser = mount_arg)]
+    pub mount: Vec<MountTemplate>,
+    /// Allocate: a device node per allocated device; {id} = the device ID, {i} = its index in the
+    /// served list (gpu-3 → 3), {pos} = its position in the request
+    #[arg(long, value_name = "HOST:CONTAINER[:PERMS]", value_parser = device_spec_arg)]
+    pub device_spec: Vec<crate::plugin::config::DeviceSpecTemplate>,
+    /// Allocate: a CDI device name per allocated device, e.g. vendor.example/foo={id} ({i}, {pos} as --device-spec)
+    #[arg(long, value_name = "NAME")]
+    pub cdi: Vec<String>,
+    /// How to register (kubelet socket, plugin watcher, …)
+    #[command(flatten)]
+    pub reg: RegistrationArgs,
+    /// Live-control socket [default: <plugin-dir>/dpctl-control/serve-<pid>.sock]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Log format
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Fault: toggle a device's health every PERIOD (repeatable)
+    #[arg(long, value_name = "DEVICE:PERIOD", value_parser = flap_arg)]
+    pub flap: Vec<crate::plugin::config::Flap>,
+    /// Fault: extra latency of every Allocate
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub allocate_latency: Option<Duration>,
+    /// Fault: fraction of Allocate calls that fail with Internal (0..1)
+    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    pub allocate_failure_rate: Option<f64>,
+    /// Fault: a wrong GetPreferredAllocation answer
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub preferred_fault: Option<PreferredFault>,
+    /// Fault: end every ListAndWatch stream after N messages
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub close_stream_after: Option<u64>,
+    /// Fault: extra latency of PreStartContainer
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub pre_start_latency: Option<Duration>,
+    /// Fault: PreStartContainer fails with Internal
+    #[arg(long)]
+    pub pre_start_fail: bool,
+    /// Fault: never register again after a kubelet restart
+    #[arg(long)]
+    pub no_reregister: bool,
+    /// Fault: register again only DURATION after a kubelet restart
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub reregister_delay: Option<Duration>,
+    /// Fault: new device IDs at every start and kubelet restart
+    #[arg(long)]
+    pub new_ids_after_restart: bool,
+    /// Fault: delete every other socket in the plugin directory at start (kubelet.sock excepted)
+    #[arg(long)]
+    pub delete_other_sockets: bool,
+    /// Fault: leave the socket behind on SIGTERM
+    #[arg(long)]
+    pub keep_socket_on_exit: bool,
+    /// Fault: exit at start when kubelet.sock is missing, even with --retry
+    #[arg(long)]
+    pub exit_without_kubelet: bool,
+    /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
+    #[arg(long)]
+    pub hang_after_cancel: bool,
+    /// Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later
+    #[arg(long)]
+    pub empty_first_snapshot: bool,
+    /// Fault: every ListAndWatch stream sends its first list only after DURATION
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub first_snapshot_delay: Option<Duration>,
+    /// Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)
+    #[arg(long)]
+    pub health_one_stream: bool,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+fn mount_arg(s: &str) -> Result<MountTemplate, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, ctr, ro) = match parts.as_slice() {
+        [h, c] => (h, c, false),
+        [h, c, "ro"] => (h, c, true),
+        [h, c, "rw"] => (h, c, false),
+        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:ro|rw]")),
+    };
+    if host.is_empty() || ctr.is_empty() {
+        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+    }
+    Ok(MountTemplate { host_path: host.to_string(), container_path: ctr.to_string(), read_only: ro })
+}
+
+fn device_spec_arg(s: &str) -> Result<crate::plugin::config::DeviceSpecTemplate, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, ctr, perms) = match parts.as_slice() {
+        [h, c] => (h, c, "rw"),
+        [h, c, p] => (h, c, *p),
+        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:PERMISSIONS]")),
+    };
+    if host.is_empty() || ctr.is_empty() {
+        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+    }
+    if perms.is_empty() || !perms.chars().all(|c| "rwm".contains(c)) {
+        return Err(format!("{s:?}: permissions must be any of r, w, m"));
+    }
+    Ok(crate::plugin::config::DeviceSpecTemplate {
+        host_path: host.to_string(),
+        container_path: ctr.to_string(),
+        permissions: perms.to_string(),
+    })
+}
+
+fn flap_arg(s: &str) -> Result<crate::plugin::config::Flap, String> {
+    let (dev, period) = s.rsplit_once(':').ok_or_else(|| format!("{s:?} is not DEVICE:PERIOD (e.g. foo-1:2s)"))?;
+    let period = positive_duration_arg(period)?;
+    Ok(crate::plugin::config::Flap { device: dev.to_string(), period })
+}
+
+fn rate_arg(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&r) {
+        return Err("must be between 0 and 1".into());
+    }
+    Ok(r)
+}
+
+impl Invocation for ServeArgs {
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// The config field names of flag-built resources, as flag names.
 const FLAG_NAMES: &[(&str, &str)] = &[
