@@ -132,7 +132,7 @@ pub struct SocketArg {
 #[derive(Debug, Args)]
 pub struct RegistrationArgs {
     /// Socket file name in the plugin directory [default: unique per start]
-    #[arg(long, value_name = "NAME")]
+    #[arg(id = "socketName", long = "socket-name", value_name = "NAME")]
     pub socket_name: Option<String>,
     /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
     #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]

@@ -98,3 +98,79 @@ pub fn socket_hints(table: &[&Spec]) -> crate::help::SocketHints {
     }
     hints
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{command, Cli, ALL};
+    use super::*;
+
+    fn every_command(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let p = format!("{path} {}", sub.get_name()).trim().to_string();
+            out.push((p.clone(), sub.clone()));
+            every_command(sub, p, out);
+        }
+    }
+
+    #[test]
+    fn the_table_is_the_command_line() {
+        let cmd = command();
+        let names: Vec<&str> = cmd.get_subcommands().map(|s| s.get_name()).collect();
+        let table: Vec<&str> = ALL.iter().map(|s| s.name).collect();
+        assert_eq!(names, table, "one subcommand per Spec, in the table's order");
+        let mut all = vec![(String::from("dpctl"), cmd.clone())];
+        every_command(&cmd, String::new(), &mut all);
+        assert!(all.len() > 40, "{}", all.len());
+        for (path, c) in all {
+            let after = c.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(after.starts_with("Examples:\n  "), "{path} declares no Examples");
+            assert!(c.get_about().is_some(), "{path} has no summary");
+        }
+    }
+
+    #[test]
+    fn socket_hints_name_socket_arguments() {
+        let hints = socket_hints(ALL);
+        assert_eq!(hints.positional, ["options", "watch", "allocate", "preferred", "prestart", "probe"]);
+        assert_eq!(hints.flags, [("record", "plugin"), ("replay", "against"), ("test", "socket")]);
+        let cmd = command();
+        let sub = |n: &str| cmd.find_subcommand(n).unwrap_or_else(|| panic!("no {n}")).clone();
+        for name in hints.positional {
+            let c = sub(name);
+            let pos = c.get_positionals().next().unwrap_or_else(|| panic!("{name} has no positional"));
+            assert_eq!(pos.get_value_names().map(|v| v.to_vec()), Some(vec!["SOCKET".into()]), "{name}");
+        }
+        for (name, flag) in hints.flags {
+            let c = sub(name);
+            let arg =
+                c.get_arguments().find(|a| a.get_long() == Some(flag)).unwrap_or_else(|| panic!("{name} --{flag}"));
+            assert_eq!(arg.get_value_names().map(|v| v.to_vec()), Some(vec!["SOCKET".into()]), "{name} --{flag}");
+        }
+    }
+
+    #[test]
+    fn runtime_hints_follow_the_parsed_command() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("dpctl").chain(args.iter().copied())).unwrap_or_else(|e| panic!("{e}"))
+        };
+        for (args, workers, refuses) in [
+            (&["options", "x.sock"][..], 0, false),
+            (&["serve", "--resource", "v.e/foo"], 1, true),
+            (&["replay", "t.jsonl"], 1, false),
+            (&["record", "--plugin", "p.sock", "--resource", "v.e/foo", "--out", "t"], 1, true),
+            (&["mock-kubelet"], 2, true),
+            (&["demo"], 2, true),
+            (&["test", "--", "plugin"], 2, false),
+            (&["bench", "kubelet"], 2, false),
+            (&["bench", "watch"], 0, false),
+            (&["dra", "serve", "--driver", "gpu.example.com"], 1, false),
+            (&["dra", "list"], 0, false),
+            (&["completion", "bash"], 0, true),
+            (&["node"], 0, false),
+        ] {
+            let cli = parse(args);
+            assert_eq!(cli.workers(), workers, "{args:?}");
+            assert_eq!(cli.spec.refuses_output.is_some(), refuses, "{args:?}");
+        }
+    }
+}
