@@ -20,14 +20,12 @@
 //! Not supported (answered 415 with a message): protobuf bodies.
 
 use crate::core::{Error, Result};
-use crate::kubelet::dra::DraManager;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -353,37 +351,10 @@ pub fn answer(
     }
 }
 
-/// The claims of the current DRA manager as resource.k8s.io objects.
-fn claim_objects(dra: Option<&Arc<DraManager>>) -> Vec<Value> {
-    let Some(d) = dra else { return vec![] };
-    let pods = d.pods();
-    d.claims()
-        .into_iter()
-        .map(|c| {
-            let reserved: Vec<Value> = c
-                .pods
-                .iter()
-                .map(|uid| {
-                    let name = pods.iter().find(|p| &p.uid == uid).map(|p| p.pod.rsplit('/').next().unwrap_or("").to_string()).unwrap_or_default();
-                    json!({"resource": "pods", "name": name, "uid": uid})
-                })
-                .collect();
-            json!({
-                "kind": "ResourceClaim",
-                "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
-                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
-                "status": {
-                    "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
-                        let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
-                        if a.admin { r["adminAccess"] = json!(true); }
-                        r
-                    }).collect::<Vec<_>>()}},
-                    "reservedFor": reserved,
-                }
-            })
-        })
-        .collect()
-}
+/// Where the server reads the claims it serves: the current kubelet
+/// generation's DRA manager, as resource.k8s.io objects (the engine supplies
+/// it, so the server knows nothing of the kubelet's managers).
+pub type Claims = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
 
 /// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
 pub async fn start(
@@ -391,7 +362,7 @@ pub async fn start(
     root: &Path,
     node: String,
     store: Arc<Store>,
-    current: watch::Receiver<Option<Arc<crate::kubelet::shell::Manager>>>,
+    claims: Claims,
     stop: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Served> {
@@ -415,11 +386,11 @@ pub async fn start(
                 _ = stop.cancelled() => return,
             };
             let Ok((sock, _)) = conn else { continue };
-            let (store, current, node) = (store.clone(), current.clone(), node.clone());
+            let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
             let (t3, stop2) = (t2.clone(), stop.clone());
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (store, current, node) = (store.clone(), current.clone(), node.clone());
+                    let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
                     let (tracker, stop) = (t3.clone(), stop2.clone());
                     async move {
                         let query = req.uri().query().unwrap_or("").to_string();
@@ -457,8 +428,7 @@ pub async fn start(
                         } else if buf.len() > MAX_BODY {
                             status(413, "RequestEntityTooLarge", "request body over 4 MiB".into())
                         } else {
-                            let mgr = current.borrow().clone();
-                            let claims = claim_objects(mgr.as_ref().and_then(|m| m.dra.get()));
+                            let claims = claims();
                             answer(
                                 &store,
                                 &claims,
