@@ -1,7 +1,7 @@
 //! `dpctl allocate SOCKET ID... [--container ID,ID]...`: Allocate.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{AllocateRequest, AllocateResponse, ContainerAllocateRequest};
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};

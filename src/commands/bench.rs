@@ -2,8 +2,8 @@
 //! `dpctl serve`, and the mock kubelet at scale. Numbers go to BENCHMARKS.md
 //! (see bench/compare.sh); nothing here is a pass/fail test.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{
     device_plugin_server::DevicePluginServer, AllocateRequest, ContainerAllocateRequest,
     ContainerPreferredAllocationRequest, Empty, PreferredAllocationRequest,

@@ -1,8 +1,8 @@
 //! `dpctl checkpoint [--file PATH]`: the kubelet's device-manager checkpoint
 //! as a table, with each allocation's AllocResp decoded. Read-only.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::ContainerAllocateResponse;
 use crate::client::checkpoint;
 use crate::core::paths::CHECKPOINT_NAME;

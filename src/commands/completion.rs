@@ -1,8 +1,8 @@
 //! `dpctl completion SHELL`: a shell completion script, from the same
 //! definitions as `--help` and the man pages.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::core::Result;
 use crate::help::Shell;
 use clap::Args;

@@ -2,8 +2,8 @@
 //! plugin (both in this process), a sample pod admitted, the result shown,
 //! and the commands to poke them printed; runs until Ctrl-C.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::{Error, Result};
@@ -14,10 +14,10 @@ use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, 
 use crate::plugin::registrar::Settings;
 use crate::render::{emit, indent, table};
 use clap::Args;
-use tokio::sync::{mpsc, watch};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{mpsc, watch};
 
 /// `dpctl demo`: its surface.
 pub const COMMAND: Spec = Spec {
@@ -26,7 +26,9 @@ pub const COMMAND: Spec = Spec {
     args: surface::args::<DemoArgs>,
     examples: EXAMPLES,
     sockets: &[],
-    refuses_output: Some("demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it"),
+    refuses_output: Some(
+        "demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it",
+    ),
     parse: surface::parse::<DemoArgs>,
 };
 

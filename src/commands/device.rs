@@ -1,8 +1,8 @@
 //! `dpctl device list | set-health | add | remove`: live control of a
 //! running `dpctl serve`, found through its control socket.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};

@@ -3,8 +3,8 @@
 //! node-problem-detector's custom-plugin protocol instead: one short line,
 //! exit 0 ok, 1 problem, 2 unknown.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::core::{Error, Result};
 use crate::doctor::{inspect, Options, Report, Severity};
 use crate::render::{emit, structured, Format};

@@ -6,15 +6,14 @@
 //! socket; bare names are looked up in `<kubelet-root>/plugins_registry/`
 //! and `<kubelet-root>/plugins/*/`.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::dra_health_v1::DeviceHealth;
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse};
 use crate::api::pluginregistration::PluginInfo;
 use crate::cli::positive_duration_arg;
 use crate::client::dra::{resolve, DraConn, HealthStream};
-use crate::core::log::LogFormat;
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
 use crate::plugin::dra::driver::{ControlAnswer, ControlRequest};

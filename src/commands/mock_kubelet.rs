@@ -1,12 +1,10 @@
 //! `dpctl mock-kubelet`: the kubelet's device manager on a laptop. SIGHUP
 //! simulates a kubelet restart in place; SIGINT/SIGTERM stop it.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
-use crate::cli::duration_arg;
-use crate::cli::positive_duration_arg;
-use crate::core::log::LogFormat;
-use crate::core::log::Logger;
+use super::Ctx;
+use crate::cli::{duration_arg, positive_duration_arg};
+use crate::core::log::{LogFormat, Logger};
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
 use crate::kubelet::event::EventBus;

@@ -1,10 +1,31 @@
 //! One file per subcommand; each declares its surface (a [`Spec`]: args,
 //! examples, completion and runtime hints) next to its `run`, and [`ALL`]
-//! lists them. Adding a command is its file plus one line in [`commands!`].
+//! lists them: adding a command is its file plus its line in [`ALL`].
 
+pub mod allocate;
+pub mod bench;
+pub mod checkpoint;
+pub mod completion;
+pub mod demo;
 pub mod demo_dra;
+pub mod device;
+pub mod doctor;
+pub mod dra;
 pub mod identify;
+pub mod mock_kubelet;
+pub mod node;
+pub mod options;
+pub mod podresources;
+pub mod preferred;
+pub mod prestart;
+pub mod probe;
+pub mod record;
+pub mod register;
+pub mod replay;
+pub mod serve;
 pub mod surface;
+pub mod test;
+pub mod watch;
 
 use crate::cli::GlobalArgs;
 use crate::client::PluginConn;
@@ -15,39 +36,32 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use surface::{Invocation, Spec};
 
-/// Declares each command's module and lists its [`Spec`] in [`ALL`], in
-/// the order `dpctl --help` shows them.
-macro_rules! commands {
-    ($($module:ident),* $(,)?) => {
-        $(pub mod $module;)*
-        /// Every command, in the order `dpctl --help` lists them.
-        pub const ALL: &[&Spec] = &[$(&$module::COMMAND),*];
-    };
-}
-
-commands! {
-    options,
-    watch,
-    allocate,
-    preferred,
-    prestart,
-    register,
-    podresources,
-    probe,
-    serve,
-    device,
-    mock_kubelet,
-    node,
-    demo,
-    checkpoint,
-    doctor,
-    record,
-    replay,
-    bench,
-    test,
-    dra,
-    completion,
-}
+/// Every command, in the order `dpctl --help` lists them. A new command is
+/// its file (with its `mod` line above) and its line here; a unit test
+/// fails on a command file missing from this table.
+pub const ALL: &[&Spec] = &[
+    &options::COMMAND,
+    &watch::COMMAND,
+    &allocate::COMMAND,
+    &preferred::COMMAND,
+    &prestart::COMMAND,
+    &register::COMMAND,
+    &podresources::COMMAND,
+    &probe::COMMAND,
+    &serve::COMMAND,
+    &device::COMMAND,
+    &mock_kubelet::COMMAND,
+    &node::COMMAND,
+    &demo::COMMAND,
+    &checkpoint::COMMAND,
+    &doctor::COMMAND,
+    &record::COMMAND,
+    &replay::COMMAND,
+    &bench::COMMAND,
+    &test::COMMAND,
+    &dra::COMMAND,
+    &completion::COMMAND,
+];
 
 /// Inspection commands accept snapshots far over the kubelet's 4 MiB limit,
 /// so they can report the size instead of failing on it.

@@ -1,8 +1,8 @@
 //! `dpctl node`: the node's device capacity and allocatable per resource,
 //! like `kubectl describe node`, read from the running mock kubelet.
 
-use super::Ctx;
 use super::surface::{Invocation, Running, Spec};
+use super::Ctx;
 use crate::client::status::NodeStatus;
 use crate::core::Result;
 use crate::render::{emit, structured, table, Format};

@@ -1,7 +1,7 @@
 //! `dpctl options SOCKET`: GetDevicePluginOptions.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::core::Result;
 use crate::help::Socket;
 use crate::render::{emit, structured, table, Format};

@@ -1,19 +1,18 @@
 //! `dpctl podresources list | allocatable | get POD`: the kubelet's
 //! PodResources v1 API.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ContainerResources,
     GetPodResourcesRequest, ListPodResourcesRequest, PodResources,
 };
-use crate::core::Result;
 use crate::core::transport::{call, request};
+use crate::core::Result;
 use crate::render::{emit, list, numa_pr, structured, table, Format};
 use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
 use tonic::transport::Channel;
-use std::path::Path;
-use std::path::PathBuf;
 
 /// `dpctl podresources`: its surface.
 pub const COMMAND: Spec = Spec {

@@ -1,8 +1,8 @@
 //! `dpctl preferred SOCKET --available … --size N`: GetPreferredAllocation,
 //! and a check of the answer against the rules the kubelet relies on.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{
     ContainerPreferredAllocationRequest, PreferredAllocationRequest, PreferredAllocationResponse,
 };

@@ -1,11 +1,11 @@
 //! `dpctl prestart SOCKET ID...`: PreStartContainer.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::PreStartContainerRequest;
-use crate::core::Result;
 use crate::core::time::format_duration;
 use crate::core::validate::check_id_list;
+use crate::core::Result;
 use crate::help::Socket;
 use crate::render::{emit, structured, Format};
 use clap::Args;

@@ -2,8 +2,8 @@
 //! prints PASS, WARN or FAIL with the latency of its call; exit 0 only if
 //! nothing failed.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{
     AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse, ContainerPreferredAllocationRequest,
     DevicePluginOptions, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,

@@ -7,16 +7,15 @@
 //! re-registration replaced it. On exit the plugin's own socket is
 //! registered again, leaving the node as it was.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{
     device_plugin_server::DevicePluginServer, registration_client::RegistrationClient, DevicePluginOptions,
     RegisterRequest,
 };
 use crate::cli::positive_duration_arg;
 use crate::client::PluginConn;
-use crate::core::log::LogFormat;
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::time::format_duration;
 use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve_owned, PathKind, SocketGuard};
@@ -27,13 +26,13 @@ use crate::protocol::rules::check_resource_name;
 use crate::trace::{Event, Writer};
 use clap::Args;
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// `dpctl record`: its surface.
 pub const COMMAND: Spec = Spec {

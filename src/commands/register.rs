@@ -2,8 +2,8 @@
 //! answer verbatim. The request is sent as given (so a kubelet's validation
 //! can be tested); a name the kubelet will reject gets a warning first.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{registration_client::RegistrationClient, DevicePluginOptions, RegisterRequest};
 use crate::core::transport::{call, dial_hint, request};
 use crate::core::{Error, Result};

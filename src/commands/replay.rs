@@ -6,12 +6,11 @@
 //! the replayed plugin, and the recorded pods admitted again one by one,
 //! reporting where the kubelet's device choices differ from the recorded ones.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::cli::RegistrationArgs;
 use crate::client::PluginConn;
-use crate::core::log::LogFormat;
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
 use crate::help::Socket;

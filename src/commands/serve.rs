@@ -2,18 +2,15 @@
 //! (flags or `--config`), one plugin lifecycle per resource, health flaps
 //! and the live-control socket together, until SIGINT/SIGTERM.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
-use crate::cli::duration_arg;
-use crate::cli::positive_duration_arg;
-use crate::cli::RegistrationArgs;
+use super::Ctx;
+use crate::cli::{duration_arg, positive_duration_arg, RegistrationArgs};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
-use crate::plugin::config::MountTemplate;
-use crate::plugin::config::Policy;
-use crate::plugin::config::PreferredFault;
-use crate::plugin::config::{parse_file, AllocateTemplate, Faults, FileConfig, ResourceConfig, Scope};
+use crate::plugin::config::{
+    parse_file, AllocateTemplate, Faults, FileConfig, MountTemplate, Policy, PreferredFault, ResourceConfig, Scope,
+};
 use crate::plugin::control;
 use crate::plugin::registrar::Settings;
 use clap::Args;

@@ -129,6 +129,27 @@ mod tests {
     }
 
     #[test]
+    fn every_command_file_is_in_the_table() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+        let mut declared = Vec::new();
+        for e in std::fs::read_dir(&dir).expect("src/commands") {
+            let path = e.expect("entry").path();
+            if path.ends_with("surface.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if let Some(rest) = text.split("pub const COMMAND: Spec = Spec {").nth(1) {
+                let name = rest.split("name: \"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+                declared.push(name.to_string());
+            }
+        }
+        declared.sort();
+        let mut listed: Vec<String> = ALL.iter().map(|s| s.name.to_string()).collect();
+        listed.sort();
+        assert_eq!(declared, listed, "a command file's COMMAND is missing from commands::ALL");
+    }
+
+    #[test]
     fn socket_hints_name_socket_arguments() {
         let hints = socket_hints(ALL);
         assert_eq!(hints.positional, ["options", "watch", "allocate", "preferred", "prestart", "probe"]);

@@ -2,8 +2,8 @@
 //! running plugin's socket), with live output, `-o json|yaml`, and
 //! `--junit FILE`. Exit 1 when any scenario failed.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::cli::positive_duration_arg;
 use crate::core::{Error, Result};
 use crate::help::Socket;
@@ -14,10 +14,8 @@ use crate::suite::run::{self, Options, Progress};
 use crate::suite::{Record, Verdict};
 use clap::Args;
 use colored::Colorize;
-use std::path::Path;
-use std::path::PathBuf;
-use std::time::Duration;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// `dpctl test`: its surface.
 pub const COMMAND: Spec = Spec {

@@ -1,8 +1,8 @@
 //! `dpctl watch SOCKET`: follow ListAndWatch — the full device table first,
 //! then a timestamped diff per update.
 
-use super::Ctx;
 use super::surface::{self, Invocation, Running, Spec};
+use super::Ctx;
 use crate::api::deviceplugin::{Device, ListAndWatchResponse};
 use crate::api::HEALTHY;
 use crate::cli::positive_duration_arg;
