@@ -10,8 +10,8 @@
 //! - [`options`]: what a run asks for and the sessions scenarios run in.
 //! - [`filter`]: `--focus` / `--skip` patterns.
 //! - [`env`]: the node tree, the plugin process, the kubelets (I/O).
-//! - [`engine`]: the runner, one for both plugin kinds.
-//! - [`scenarios`]: the device-plugin scenarios' code, a file per group.
+//! - `engine`: the runner, one for both plugin kinds.
+//! - `scenarios`: the device-plugin scenarios' code, a file per group.
 //! - [`run`]: `dpctl test` for device plugins on the engine.
 //! - [`report`]: table lines, JSON and JUnit XML (pure).
 //! - [`dra`]: `dpctl test --dra`, the DRA driver scenarios on the same engine.
