@@ -94,7 +94,7 @@ pub(crate) async fn alloc_concurrent(s: &mut Basic<'_>) -> Outcome {
             };
             match tokio::time::timeout(timeout, c.allocate(req)).await {
                 Ok(Ok(_)) => Ok(()),
-                Ok(Err(s)) => Err(format!("{id}: {}", evidence::status_text(s.code(), s.message()))),
+                Ok(Err(st)) => Err(format!("{id}: {}", evidence::status_text(st.code(), st.message()))),
                 Err(_) => Err(format!("{id}: no answer within {timeout:?}")),
             }
         });
@@ -163,10 +163,10 @@ async fn preferred(s: &mut Basic<'_>, pick: fn(checks::PreferredProblems) -> Opt
         );
         let answer = match tokio::time::timeout(s.o.timeout, c.get_preferred_allocation(req)).await {
             Ok(Ok(r)) => r.into_inner(),
-            Ok(Err(s)) => {
+            Ok(Err(st)) => {
                 return Outcome::fail(
                     call,
-                    evidence::status_text(s.code(), s.message()),
+                    evidence::status_text(st.code(), st.message()),
                     "answer every size from 1 to all devices (an error fails pod admission)",
                 )
             }
@@ -203,13 +203,13 @@ pub(crate) async fn pre_start(s: &mut Basic<'_>) -> Outcome {
     let start = Instant::now();
     match tokio::time::timeout(Duration::from_secs(30), c.pre_start_container(req)).await {
         Ok(Ok(_)) => Outcome::pass(format!("after {}", ms(start.elapsed()))),
-        Ok(Err(s)) if evidence::is_connection_lost(s.message()) => Outcome::fail(
+        Ok(Err(st)) if evidence::is_connection_lost(st.message()) => Outcome::fail(
             format!("PreStartContainer([{id}])"),
-            evidence::status_text(s.code(), s.message()),
+            evidence::status_text(st.code(), st.message()),
             "succeed for devices you allocated (an error fails the container start)",
         ),
-        Ok(Err(s)) => {
-            let text = crate::protocol::rules::go_status(s.code(), s.message());
+        Ok(Err(st)) => {
+            let text = crate::protocol::rules::go_status(st.code(), st.message());
             let v = crate::protocol::rules::pre_start(Some(&text), start.elapsed());
             let answer = v.map(|v| v.to_string()).unwrap_or(text);
             Outcome::fail(

@@ -68,8 +68,9 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
     let res = s.resource.clone().unwrap_or_default();
     let before = s.allocatable_count().await;
     s.drain();
-    let accepted =
-        |s: &Seen| s.regs.iter().filter(|r| r.resource == res && r.rejected.is_none() && r.dial_back.is_ok()).count();
+    let accepted = |seen: &Seen| {
+        seen.regs.iter().filter(|r| r.resource == res && r.rejected.is_none() && r.dial_back.is_ok()).count()
+    };
     let n0 = accepted(&s.seen);
     let first_socket = s.seen.regs.iter().rev().find(|r| r.resource == res).map(|r| r.socket.clone());
     let old = s.plugin.take();

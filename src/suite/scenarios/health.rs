@@ -72,8 +72,8 @@ pub(crate) async fn health(s: &mut Health<'_>) -> Outcome {
             .snaps
             .iter()
             .rev()
-            .find(|s| s.generation == r.generation && s.socket == r.socket)
-            .map(|s| checks::healthy_ids(&s.resp.devices).len())
+            .find(|x| x.generation == r.generation && x.socket == r.socket)
+            .map(|x| checks::healthy_ids(&x.resp.devices).len())
             .unwrap_or(b.len()),
         _ => 0,
     };
@@ -115,16 +115,16 @@ pub(crate) async fn health(s: &mut Health<'_>) -> Outcome {
     };
     let until = t0 + s.o.health_timeout;
     // The kubelet's stream: a snapshot after the trigger with fewer healthy devices.
-    let drop = |s: &Snap| {
-        s.generation == r.generation
-            && s.socket == r.socket
-            && s.at >= t0
-            && checks::healthy_ids(&s.resp.devices).len() < before
+    let drop = |x: &Snap| {
+        x.generation == r.generation
+            && x.socket == r.socket
+            && x.at >= t0
+            && checks::healthy_ids(&x.resp.devices).len() < before
     };
     let kubelet = loop {
         s.drain();
-        if let Some(s) = s.seen.snaps.iter().find(|s| drop(s)) {
-            break Some((s.at.saturating_duration_since(t0), checks::healthy_ids(&s.resp.devices).len()));
+        if let Some(snap) = s.seen.snaps.iter().find(|x| drop(x)) {
+            break Some((snap.at.saturating_duration_since(t0), checks::healthy_ids(&snap.resp.devices).len()));
         }
         match s.next_event(until).await {
             Some(e) => s.seen.take(&e),
