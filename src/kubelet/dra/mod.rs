@@ -18,6 +18,7 @@
 pub mod apiserver;
 pub mod checkpoint;
 pub mod objects;
+pub mod protobuf;
 
 use crate::api::dra_v1::Claim;
 use crate::api::pluginregistration::PluginInfo;
