@@ -521,7 +521,31 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     .kill_on_drop(true);
     let mut go = g.spawn().unwrap();
     let mut go_log = Tail::stdout(&mut go);
+    // Everything below between the peer and the API server is protobuf, as client-go sends it.
+    go_log.wait_for("node dpctl-node uid=", 1).await;
+    go_log.wait_for("watch-list synced rv=0", 1).await;
     go_log.wait_for("published ", 1).await;
+    let name = go_log
+        .seen()
+        .lines()
+        .find_map(|l| l.strip_prefix("published "))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(name.starts_with(&format!("dpctl-node-{go_driver}-")), "{name}");
+    go_log.wait_for(&format!("watch ADDED {name} rv=1 devices=2"), 1).await;
+    go_log.wait_for(&format!("updated {name} rv=2 devices=3"), 1).await;
+    go_log.wait_for(&format!("watch MODIFIED {name} rv=2 devices=3"), 1).await;
+    // The protobuf bodies landed in the store: read back as JSON, with the attribute the PUT added.
+    let api = &events(&log, "api-server")[0];
+    let addr = api["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
+    assert!(st.contains("200"), "{st}");
+    assert_eq!(got["spec"]["driver"], go_driver, "{got}");
+    assert_eq!(got["spec"]["pool"]["resourceSliceCount"], 1, "{got}");
+    assert_eq!(got["spec"]["devices"][2]["attributes"]["model"]["string"], "go-peer", "{got}");
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     go_log.wait_for("registered=true", 1).await;
     assert_eq!(events(&log, "dra-registered")[0]["driver"], go_driver);

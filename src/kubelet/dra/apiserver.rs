@@ -1,6 +1,6 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
-//! exactly what a DRA driver's kubelet plugin and the mock kubelet need, in
-//! JSON over plain HTTP/1.1 on loopback, with a kubeconfig written for the
+//! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
+//! over plain HTTP/1.1 on loopback, with a kubeconfig written for the
 //! driver (`<root>/kubeconfig`, an empty user). It lives as long as the
 //! node (a kubelet restart does not restart it). Supported:
 //!
@@ -10,16 +10,26 @@
 //!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
 //!   is 409), delete; resource versions are integers;
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
-//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`.
+//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`;
+//! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
+//!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
+//!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
+//!   resource version, then each change.
 //!
-//! - watches of `resourceslices` (`watch=true`, JSON lines of WatchEvents),
-//!   with watch-list semantics: `sendInitialEvents=true` sends every
-//!   matching slice as ADDED, then a BOOKMARK annotated
-//!   `k8s.io/initial-events-end: "true"`, then each change.
-//!
-//! Not supported (answered 415 with a message): protobuf bodies.
+//! Every answer, errors (`Status`) included, is JSON or Kubernetes protobuf
+//! by the request's `Accept` (client-go sends
+//! `application/vnd.kubernetes.protobuf,application/json`; [`protobuf::negotiate`]),
+//! and request bodies are read by their `Content-Type` (JSON or protobuf;
+//! anything else is 415, an unacceptable `Accept` 406). Protobuf objects are
+//! `k8s\0` + `runtime.Unknown`; watches are JSON lines of WatchEvents or
+//! length-prefixed protobuf WatchEvents (`;stream=watch`), as kube-apiserver
+//! sends them. Claims in the v1beta1 and v1beta2 paths are encoded with v1's
+//! messages: they agree on every field filled here (metadata, request
+//! names, status). Fields outside the protobuf subset (proto/k8s) are
+//! dropped from protobuf bodies.
 
 use crate::core::{Error, Result};
+use crate::kubelet::dra::protobuf::{self, Media};
 use crate::kubelet::dra::DraManager;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -174,16 +184,31 @@ fn whole(text: String) -> ChannelBody {
     ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
 }
 
-fn line(kind: &str, obj: &Value) -> hyper::body::Bytes {
-    let mut t = json!({"type": kind, "object": obj}).to_string();
-    t.push('\n');
-    hyper::body::Bytes::from(t)
+/// One watch event in the negotiated encoding: a JSON line, or a protobuf frame.
+fn event(media: Media, kind: &str, obj: &Value) -> hyper::body::Bytes {
+    match media {
+        Media::Json => {
+            let mut t = json!({"type": kind, "object": obj}).to_string();
+            t.push('\n');
+            hyper::body::Bytes::from(t)
+        }
+        Media::Protobuf => {
+            let mut obj = obj.clone();
+            if obj["kind"].as_str().unwrap_or_default().is_empty() {
+                obj["kind"] = json!("ResourceSlice");
+                obj["apiVersion"] = json!("resource.k8s.io/v1");
+            }
+            // A ResourceSlice always has its protobuf form (message_for knows the kind).
+            hyper::body::Bytes::from(protobuf::watch_frame(kind, &obj).unwrap_or_default())
+        }
+    }
 }
 
 /// Pump a watch of the slices into `tx` until the client goes or `stop`.
 async fn pump(
     store: Arc<Store>,
     query: String,
+    media: Media,
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
@@ -191,7 +216,7 @@ async fn pump(
     let (version, items, mut rx) = store.watch(&sel);
     if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
         for i in &items {
-            if tx.send(line("ADDED", i)).await.is_err() {
+            if tx.send(event(media, "ADDED", i)).await.is_err() {
                 return;
             }
         }
@@ -199,7 +224,7 @@ async fn pump(
             "resourceVersion": version.to_string(),
             "annotations": {"k8s.io/initial-events-end": "true"},
         }});
-        if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+        if tx.send(event(media, "BOOKMARK", &bookmark)).await.is_err() {
             return;
         }
     }
@@ -211,7 +236,7 @@ async fn pump(
         };
         match ev {
             Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
-                if tx.send(line(kind, &obj)).await.is_err() {
+                if tx.send(event(media, kind, &obj)).await.is_err() {
                     return;
                 }
             }
@@ -220,6 +245,12 @@ async fn pump(
             Err(_) => return,
         }
     }
+}
+
+/// A stored ResourceSlice names its kind and version, as kube-apiserver answers it.
+fn set_kind(obj: &mut Value) {
+    obj["apiVersion"] = json!("resource.k8s.io/v1");
+    obj["kind"] = json!("ResourceSlice");
 }
 
 fn field(obj: &Value, path: &str) -> String {
@@ -313,6 +344,7 @@ pub fn answer(
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
             st.version += 1;
+            set_kind(&mut obj);
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
@@ -334,6 +366,7 @@ pub fn answer(
             }
             let uid = cur["metadata"]["uid"].clone();
             st.version += 1;
+            set_kind(&mut obj);
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
@@ -385,13 +418,118 @@ fn claim_objects(dra: Option<&Arc<DraManager>>) -> Vec<Value> {
         .collect()
 }
 
+type Current = watch::Receiver<Option<Arc<crate::kubelet::shell::Manager>>>;
+
+/// One HTTP answer: a status and a whole body, in `media`.
+fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
+    let (media, code, body) = match media {
+        Media::Json => (media, code, v.to_string().into_bytes()),
+        Media::Protobuf => match protobuf::encode_object(v) {
+            Ok(b) => (media, code, b),
+            Err(e) => {
+                let (c, st) = status(500, "InternalError", format!("cannot encode the answer as protobuf: {e}"));
+                (Media::Json, c, st.to_string().into_bytes())
+            }
+        },
+    };
+    http::Response::builder()
+        .status(code)
+        .header("content-type", media.content_type(false))
+        .body(ChannelBody::Whole(Some(hyper::body::Bytes::from(body))))
+        .unwrap_or_else(|_| http::Response::new(whole(String::new())))
+}
+
+/// Read a request body, up to just over [`MAX_BODY`].
+async fn read_body(mut body: hyper::body::Incoming) -> Vec<u8> {
+    use hyper::body::Body as _;
+    let mut buf = Vec::new();
+    while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(f) = f else { break };
+        if let Ok(d) = f.into_data() {
+            buf.extend_from_slice(&d);
+            if buf.len() > MAX_BODY {
+                break;
+            }
+        }
+    }
+    buf
+}
+
+/// The request body as JSON bytes, whatever its Content-Type; or the error answer.
+fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (u16, Value)> {
+    if buf.len() > MAX_BODY {
+        return Err(status(413, "RequestEntityTooLarge", "request body over 4 MiB".into()));
+    }
+    match protobuf::request_media(content_type) {
+        Some(Media::Json) => Ok(buf),
+        Some(Media::Protobuf) if buf.is_empty() => Ok(buf),
+        Some(Media::Protobuf) => protobuf::decode_object(&buf)
+            .map(|v| v.to_string().into_bytes())
+            .map_err(|e| status(400, "BadRequest", format!("the protobuf body cannot be decoded: {e}"))),
+        None => Err(status(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body's content type {content_type:?} is not supported; send application/json or {}",
+                protobuf::PROTOBUF
+            ),
+        )),
+    }
+}
+
+/// Serve one request: negotiate the answer's encoding, decode the body, answer or start a watch.
+async fn respond(
+    req: http::Request<hyper::body::Incoming>,
+    store: Arc<Store>,
+    current: Current,
+    node: String,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let accept = header("accept");
+    let Some(media) = protobuf::negotiate(&accept) else {
+        let (c, v) = status(
+            406,
+            "NotAcceptable",
+            format!(
+                "none of the types in Accept {accept:?} is served; accept application/json or {}",
+                protobuf::PROTOBUF
+            ),
+        );
+        return Ok(reply(Media::Json, c, &v));
+    };
+    let query = req.uri().query().unwrap_or("").to_string();
+    if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        tracker.spawn(pump(store, query, media, tx, stop));
+        let resp = http::Response::builder()
+            .status(200)
+            .header("content-type", media.content_type(true))
+            .body(ChannelBody::Stream(rx))
+            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
+        return Ok(resp);
+    }
+    let content_type = header("content-type");
+    let (parts, body) = req.into_parts();
+    let (code, v) = match json_body(&content_type, read_body(body).await) {
+        Err(e) => e,
+        Ok(buf) => {
+            let mgr = current.borrow().clone();
+            let claims = claim_objects(mgr.as_ref().and_then(|m| m.dra.get()));
+            answer(&store, &claims, &node, parts.method.as_str(), parts.uri.path(), &query, &buf)
+        }
+    };
+    Ok(reply(media, code, &v))
+}
+
 /// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
 pub async fn start(
     addr: SocketAddr,
     root: &Path,
     node: String,
     store: Arc<Store>,
-    current: watch::Receiver<Option<Arc<crate::kubelet::shell::Manager>>>,
+    current: Current,
     stop: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Served> {
@@ -421,61 +559,7 @@ pub async fn start(
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                     let (store, current, node) = (store.clone(), current.clone(), node.clone());
                     let (tracker, stop) = (t3.clone(), stop2.clone());
-                    async move {
-                        let query = req.uri().query().unwrap_or("").to_string();
-                        if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
-                            let (tx, rx) = tokio::sync::mpsc::channel(64);
-                            tracker.spawn(pump(store, query, tx, stop));
-                            let resp = http::Response::builder()
-                                .status(200)
-                                .header("content-type", "application/json")
-                                .body(ChannelBody::Stream(rx))
-                                .unwrap_or_else(|_| http::Response::new(whole(String::new())));
-                            return Ok::<_, std::convert::Infallible>(resp);
-                        }
-                        let (parts, mut body) = req.into_parts();
-                        let mut buf = Vec::new();
-                        use hyper::body::Body as _;
-                        while let Some(f) =
-                            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
-                        {
-                            let Ok(f) = f else { break };
-                            if let Ok(d) = f.into_data() {
-                                buf.extend_from_slice(&d);
-                                if buf.len() > MAX_BODY {
-                                    break;
-                                }
-                            }
-                        }
-                        let ctype = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
-                        let (code, v) = if ctype.contains("protobuf") {
-                            status(
-                                415,
-                                "UnsupportedMediaType",
-                                "protobuf bodies are not supported by the dpctl mock API server; send JSON".into(),
-                            )
-                        } else if buf.len() > MAX_BODY {
-                            status(413, "RequestEntityTooLarge", "request body over 4 MiB".into())
-                        } else {
-                            let mgr = current.borrow().clone();
-                            let claims = claim_objects(mgr.as_ref().and_then(|m| m.dra.get()));
-                            answer(
-                                &store,
-                                &claims,
-                                &node,
-                                parts.method.as_str(),
-                                parts.uri.path(),
-                                parts.uri.query().unwrap_or(""),
-                                &buf,
-                            )
-                        };
-                        let resp = http::Response::builder()
-                            .status(code)
-                            .header("content-type", "application/json")
-                            .body(whole(v.to_string()))
-                            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
+                    respond(req, store, current, node, tracker, stop)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
@@ -545,5 +629,36 @@ mod tests {
             answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
         assert_eq!(c, 404);
         assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+    }
+
+    #[test]
+    fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
+        let s = Store::default();
+        let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
+        let pb = protobuf::encode_object(&obj).unwrap();
+        let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
+        let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
+        assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
+        assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
+        let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
+        assert_eq!(e.0, 415);
+        assert!(e.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("send application/json or application/vnd.kubernetes.protobuf"));
+        let e = json_body("application/vnd.kubernetes.protobuf", b"{}".to_vec()).unwrap_err();
+        assert_eq!(e.0, 400);
+        assert!(e.1["message"].as_str().unwrap().contains("magic"));
+        // An error answer in protobuf is an enveloped Status.
+        let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
+        let r = reply(Media::Protobuf, c, &v);
+        assert_eq!(r.status(), 404);
+        assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
+        let ChannelBody::Whole(Some(b)) = r.into_body() else { panic!("a whole body") };
+        let st = protobuf::decode_object(&b).unwrap();
+        assert_eq!(
+            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
+            (Some("Status"), Some(404), Some("NotFound"))
+        );
     }
 }

@@ -381,11 +381,16 @@ fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, String> 
         },
         (Type::String | Type::Bytes | Type::Message, _) => return Err(wrong()),
         (
-            Type::Bool | Type::Int64 | Type::Int32 | Type::Uint64 | Type::Uint32 | Type::Enum | Type::Double | Type::Float,
+            Type::Bool
+            | Type::Int64
+            | Type::Int32
+            | Type::Uint64
+            | Type::Uint32
+            | Type::Enum
+            | Type::Double
+            | Type::Float,
             _,
-        ) => {
-            return Err(wrong())
-        }
+        ) => return Err(wrong()),
         // Not used by the Kubernetes types served here.
         _ => Value::Null,
     })
@@ -436,7 +441,8 @@ pub fn decode_object(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    let name = message_for(&kind).ok_or_else(|| format!("kind {kind:?} (apiVersion {api_version:?}) is not served here"))?;
+    let name =
+        message_for(&kind).ok_or_else(|| format!("kind {kind:?} (apiVersion {api_version:?}) is not served here"))?;
     let mut obj = decode(name, raw)?;
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(kind);
@@ -555,8 +561,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':'
-    {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
         return None;
     }
     let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
@@ -716,7 +721,8 @@ mod tests {
 
     #[test]
     fn times_read_and_write_as_rfc3339() {
-        for (s, v) in [("1970-01-01T00:00:00Z", 0), ("2024-02-29T12:34:56Z", 1709210096), ("1969-12-31T23:59:59Z", -1)] {
+        for (s, v) in [("1970-01-01T00:00:00Z", 0), ("2024-02-29T12:34:56Z", 1709210096), ("1969-12-31T23:59:59Z", -1)]
+        {
             assert_eq!(parse_rfc3339(s), Some(v), "{s}");
             assert_eq!(format_rfc3339(v), s);
         }
