@@ -43,23 +43,143 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `crate::a::b::c` paths named in a file (outside comments), as segment lists.
-fn crate_paths(text: &str) -> Vec<Vec<String>> {
+/// The module path of a file under `src` (`a/b.rs` and `a/b/mod.rs` are
+/// both `a::b`; `lib.rs` and `main.rs` are the crate root).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    let mut segs: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if let Some(last) = segs.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if !matches!(stem, "mod" | "lib" | "main") {
+            segs.push(stem.to_string());
+        }
+    }
+    segs
+}
+
+/// `mod name;` declarations of a file: the bare paths it may use for its children.
+fn child_modules(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start().trim_start_matches("pub(crate) ").trim_start_matches("pub ");
+        if let Some(rest) = t.strip_prefix("mod ") {
+            if let Some(name) = rest.strip_suffix(';') {
+                out.push(name.trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Parse a path tree at `s` (`a::b::{c, d::e}`), pushing each full path onto `out`.
+fn path_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix.to_vec();
+    let mut i = 0;
+    let b = s.as_bytes();
+    loop {
+        let start = i;
+        while i < b.len() && is_ident(b[i] as char) {
+            i += 1;
+        }
+        if i > start {
+            let seg = &s[start..i];
+            if seg != "self" {
+                path.push(seg.to_string());
+            }
+        }
+        let group = if s[i..].starts_with("::{") {
+            Some(3)
+        } else if i == start && s[i..].starts_with('{') {
+            Some(1)
+        } else {
+            None
+        };
+        if let Some(skip) = group {
+            i += skip;
+            loop {
+                while i < b.len() && (b[i] as char).is_whitespace() {
+                    i += 1;
+                }
+                if i >= b.len() || b[i] == b'}' {
+                    break;
+                }
+                i += path_tree(&s[i..], &path, out);
+                while i < b.len() && (b[i] as char).is_whitespace() {
+                    i += 1;
+                }
+                if i < b.len() && b[i] == b',' {
+                    i += 1;
+                }
+                while i < b.len() && (b[i] as char).is_whitespace() {
+                    i += 1;
+                }
+                if i < b.len() && b[i] != b'}' && !is_ident(b[i] as char) {
+                    // `as name` or something unparsed: skip to the next item.
+                    while i < b.len() && b[i] != b',' && b[i] != b'}' {
+                        i += 1;
+                    }
+                }
+            }
+            return i + 1;
+        }
+        if s[i..].starts_with("::") && s[i + 2..].starts_with(|c: char| is_ident(c) || c == '{') {
+            i += 2;
+            continue;
+        }
+        if !path.is_empty() {
+            out.push(path);
+        }
+        return i;
+    }
+}
+
+/// The module paths a file names (outside comments), absolute from the crate
+/// root: `crate::…`, `super::…`, `self::…`, and bare paths into the file's
+/// own child modules.
+fn crate_paths(text: &str, here: &[String], children: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for line in text.lines() {
         let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            let tail = &rest[i + "crate::".len()..];
-            let segs: Vec<String> = tail
-                .split("::")
-                .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
-                .take_while(|s| !s.is_empty())
-                .collect();
-            if !segs.is_empty() {
-                out.push(segs);
+        let mut i = 0;
+        while i < code.len() {
+            let rest = &code[i..];
+            let before = code[..i].chars().next_back();
+            let at_start = !before.is_some_and(|c| is_ident(c) || c == ':');
+            let head: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+            if head.is_empty() || !at_start {
+                i += rest.chars().next().map_or(1, char::len_utf8);
+                continue;
             }
-            rest = tail;
+            let after = &rest[head.len()..];
+            if !after.starts_with("::") {
+                i += head.len();
+                continue;
+            }
+            let mut base: Vec<String> = match head.as_str() {
+                "crate" => vec![],
+                "self" => here.to_vec(),
+                "super" => here[..here.len().saturating_sub(1)].to_vec(),
+                c if children.iter().any(|x| x == c) => {
+                    let mut v = here.to_vec();
+                    v.push(c.to_string());
+                    v
+                }
+                _ => {
+                    i += head.len();
+                    continue;
+                }
+            };
+            let mut tail = &after[2..];
+            while let Some(t) = tail.strip_prefix("super::") {
+                base.pop();
+                tail = t;
+            }
+            let used = path_tree(tail, &base, &mut out);
+            i += head.len() + 2 + (after.len() - 2 - tail.len()) + used.max(1);
         }
     }
     out
@@ -104,11 +224,14 @@ fn imports_only_run_down_the_layers_and_never_in_a_circle() {
         let text = std::fs::read_to_string(f).unwrap_or_default();
         // Tests may reach anywhere; only the code's own imports count.
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for segs in crate_paths(code) {
-            let target = &segs[0];
+        let here = module_path(&src, f);
+        for segs in crate_paths(code, &here, &child_modules(code)) {
+            let Some(target) = segs.first() else { continue };
             if *target == m {
+                // A child naming its own ancestor (`super::Manager`) is one
+                // module split over files, not a circle between modules.
                 if let Some(to) = file_of(&src, &segs, &files) {
-                    if &to != f {
+                    if &to != f && !here.starts_with(&module_path(&src, &to)) {
                         graph.entry(f.clone()).or_default().insert(to);
                     }
                 }
@@ -156,7 +279,24 @@ fn imports_only_run_down_the_layers_and_never_in_a_circle() {
 
 #[test]
 fn the_check_sees_an_upward_import_and_a_circle() {
-    assert_eq!(crate_paths("use crate::kubelet::node::Node; // crate::plugin"), vec![vec!["kubelet", "node", "Node"]]);
+    let here = ["kubelet".to_string(), "dra".to_string()];
+    let kids = ["apiserver".to_string()];
+    assert_eq!(
+        crate_paths("use crate::kubelet::node::Node; // crate::plugin", &here, &kids),
+        vec![vec!["kubelet", "node", "Node"]]
+    );
+    assert_eq!(
+        crate_paths("use super::{shell::Manager, node};", &here, &kids),
+        vec![vec!["kubelet", "shell", "Manager"], vec!["kubelet", "node"]]
+    );
+    assert_eq!(
+        crate_paths("let s: Arc<apiserver::Store> = self::objects::x(); let y = other::apiserver::Z;", &here, &kids),
+        vec![vec!["kubelet", "dra", "apiserver", "Store"], vec!["kubelet", "dra", "objects", "x"]]
+    );
+    assert_eq!(
+        crate_paths("use crate::{core::{Error, Result}, kubelet::tree};", &here, &kids),
+        vec![vec!["core", "Error"], vec!["core", "Result"], vec!["kubelet", "tree"]]
+    );
     assert!(layer("plugin") == layer("kubelet"), "siblings share a layer, so neither may import the other");
     assert!(layer("client") < layer("kubelet") && layer("core") < layer("client"));
 }

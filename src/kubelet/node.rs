@@ -566,7 +566,7 @@ async fn run(
             &dra.root,
             crate::kubelet::dra::NODE_NAME.to_string(),
             store,
-            current_rx.clone(),
+            claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
         )
@@ -654,4 +654,10 @@ async fn run(
         bus.emit(KubeletEvent::Stopped, None);
     }
     result
+}
+
+/// The claims the local API server serves: those of the current
+/// generation's DRA manager, read at each request.
+fn claims_of(current: watch::Receiver<Option<Arc<Manager>>>) -> crate::kubelet::dra::apiserver::Claims {
+    Arc::new(move || current.borrow().as_ref().and_then(|m| m.dra.get()).map(|d| d.claim_objects()).unwrap_or_default())
 }

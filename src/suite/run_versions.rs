@@ -139,9 +139,20 @@ impl Sess<'_> {
         };
         let same_socket = first_socket.as_ref() == Some(&second.socket);
         let disconnects = self.seen.disconnected.len();
+        let ends = self.seen.ends.len();
         let t0 = Instant::now();
         if let Some(p) = old {
             p.stop(Duration::from_secs(5)).await;
+        }
+        // The kubelet sees the first instance go when its stream ends; until
+        // then allocatable still counts the first's devices, so wait for that
+        // end before judging what the kubelet made of it.
+        let until = Instant::now() + ROLL_WITHIN;
+        while self.seen.ends.len() == ends {
+            match self.next_event(until).await {
+                Some(e) => self.seen.take(&e),
+                None => break,
+            }
         }
         let ok = self.wait_allocatable(ROLL_WITHIN, |ids| ids.len() >= before).await.is_some();
         let after = self.allocatable_count().await;

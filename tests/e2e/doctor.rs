@@ -573,7 +573,7 @@ async fn root_tree(root: &std::path::Path) {
         r#"{"cdiVersion":"0.6.0","kind":"example.com/foo","devices":[{"name":"foo-0"},{"name":"foo-1"}]}"#,
     )
     .unwrap();
-    let k = dpctl_cmd(&[
+    let mut k = dpctl_cmd(&[
         "mock-kubelet",
         "--plugin-dir",
         s(&dp),
@@ -583,9 +583,14 @@ async fn root_tree(root: &std::path::Path) {
         s(&pr),
         "--dial-timeout",
         "1s",
+        "--log-format",
+        "json",
     ])
     .spawn()
     .unwrap();
+    // Wait on the kubelet's own events, not on polls of `dpctl node`.
+    let mut log = Tail::stdout(&mut k);
+    log.wait_for("\"event\":\"started\"", 1).await;
     let sv = serve_cmd(
         &dp,
         &[
@@ -597,44 +602,24 @@ async fn root_tree(root: &std::path::Path) {
             "example.com/foo={id}",
             "--socket-name",
             "foo.sock",
-            // the mock kubelet may not listen yet: wait for kubelet.sock instead of exiting
             "--retry",
         ],
     )
     .spawn()
     .unwrap();
-    let dps = s(&dp).to_string();
-    let node = || async {
-        let r = dpctl(&["node", "--plugin-dir", &dps, "-o", "json"]).await;
-        if r.code == 0 {
-            serde_json::from_str::<serde_json::Value>(&r.stdout).ok()
-        } else {
-            None
-        }
-    };
-    let mut up = false;
-    for _ in 0..250 {
-        if node()
-            .await
-            .is_some_and(|v| v["resources"].as_array().is_some_and(|rs| rs.iter().any(|r| r["allocatable"] == 2)))
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
-    }
-    assert!(up, "plugin registered under {}", root.display());
+    log.wait_for("\"allocatable\":2", 1).await;
     std::fs::write(pods.join(".a.tmp"), pod_yaml("a", "example.com/foo", 1)).unwrap();
     std::fs::rename(pods.join(".a.tmp"), pods.join("a.yaml")).unwrap();
-    let mut admitted = false;
-    for _ in 0..250 {
-        if node().await.is_some_and(|v| v["pods"].as_array().is_some_and(|p| !p.is_empty())) {
-            admitted = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
-    }
-    assert!(admitted, "pod admitted under {}", root.display());
+    log.wait_for("\"event\":\"pod-admitted\"", 1).await;
+    let node = dpctl(&["node", "--plugin-dir", s(&dp), "-o", "json"]).await;
+    node.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&node.stdout).unwrap();
+    assert!(
+        v["resources"].as_array().is_some_and(|rs| rs.iter().any(|r| r["allocatable"] == 2))
+            && v["pods"].as_array().is_some_and(|p| !p.is_empty()),
+        "dpctl node under {}: {v}",
+        root.display()
+    );
     let rs = s(root).to_string();
     // flags
     let r = dpctl(&["doctor", "--root", &rs, "--kubelet-root-dir", kr_host, "-o", "json"]).await;
@@ -660,7 +645,7 @@ async fn root_tree(root: &std::path::Path) {
     let r = dpctl(&["options", &host_path, "--root", &rs]).await;
     r.expect_code(0);
     stop_child(sv).await;
-    stop_child(k).await;
+    stop_tailed(k, log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

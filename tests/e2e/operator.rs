@@ -415,8 +415,11 @@ async fn demo_text_is_true_and_its_commands_work() {
 
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_dpctl")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // Its node tree goes under the test's own temp dir, so a failed run
+    // (the demo killed on drop) leaves nothing in /tmp.
+    let scratch = tmp();
     let mut c = dpctl_cmd(&["demo"]);
-    c.env("PATH", &path);
+    c.env("PATH", &path).env("TMPDIR", scratch.path());
     let mut demo = c.spawn().unwrap();
     let mut tail = Tail::stdout(&mut demo);
     tail.wait_for("Logs:", 1).await;

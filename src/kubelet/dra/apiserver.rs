@@ -30,14 +30,12 @@
 
 use crate::core::{Error, Result};
 use crate::kubelet::dra::protobuf::{self, Media};
-use crate::kubelet::dra::DraManager;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -386,39 +384,10 @@ pub fn answer(
     }
 }
 
-/// The claims of the current DRA manager as resource.k8s.io objects.
-fn claim_objects(dra: Option<&Arc<DraManager>>) -> Vec<Value> {
-    let Some(d) = dra else { return vec![] };
-    let pods = d.pods();
-    d.claims()
-        .into_iter()
-        .map(|c| {
-            let reserved: Vec<Value> = c
-                .pods
-                .iter()
-                .map(|uid| {
-                    let name = pods.iter().find(|p| &p.uid == uid).map(|p| p.pod.rsplit('/').next().unwrap_or("").to_string()).unwrap_or_default();
-                    json!({"resource": "pods", "name": name, "uid": uid})
-                })
-                .collect();
-            json!({
-                "kind": "ResourceClaim",
-                "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
-                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
-                "status": {
-                    "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
-                        let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
-                        if a.admin { r["adminAccess"] = json!(true); }
-                        r
-                    }).collect::<Vec<_>>()}},
-                    "reservedFor": reserved,
-                }
-            })
-        })
-        .collect()
-}
-
-type Current = watch::Receiver<Option<Arc<crate::kubelet::shell::Manager>>>;
+/// Where the server reads the claims it serves: the current kubelet
+/// generation's DRA manager, as resource.k8s.io objects (the engine supplies
+/// it, so the server knows nothing of the kubelet's managers).
+pub type Claims = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
 
 /// One HTTP answer: a status and a whole body, in `media`.
 fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
@@ -481,7 +450,7 @@ fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (
 async fn respond(
     req: http::Request<hyper::body::Incoming>,
     store: Arc<Store>,
-    current: Current,
+    claims: Claims,
     node: String,
     tracker: TaskTracker,
     stop: CancellationToken,
@@ -515,8 +484,7 @@ async fn respond(
     let (code, v) = match json_body(&content_type, read_body(body).await) {
         Err(e) => e,
         Ok(buf) => {
-            let mgr = current.borrow().clone();
-            let claims = claim_objects(mgr.as_ref().and_then(|m| m.dra.get()));
+            let claims = claims();
             answer(&store, &claims, &node, parts.method.as_str(), parts.uri.path(), &query, &buf)
         }
     };
@@ -529,7 +497,7 @@ pub async fn start(
     root: &Path,
     node: String,
     store: Arc<Store>,
-    current: Current,
+    claims: Claims,
     stop: CancellationToken,
     tracker: TaskTracker,
 ) -> Result<Served> {
@@ -553,13 +521,13 @@ pub async fn start(
                 _ = stop.cancelled() => return,
             };
             let Ok((sock, _)) = conn else { continue };
-            let (store, current, node) = (store.clone(), current.clone(), node.clone());
+            let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
             let (t3, stop2) = (t2.clone(), stop.clone());
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (store, current, node) = (store.clone(), current.clone(), node.clone());
+                    let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
                     let (tracker, stop) = (t3.clone(), stop2.clone());
-                    respond(req, store, current, node, tracker, stop)
+                    respond(req, store, claims, node, tracker, stop)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)

@@ -942,6 +942,39 @@ impl DraManager {
         Ok(())
     }
 
+    /// The claims this manager holds as resource.k8s.io objects (what the
+    /// local API server serves), with `status.allocation` and `reservedFor`.
+    pub fn claim_objects(&self) -> Vec<serde_json::Value> {
+        use serde_json::json;
+        let pods = self.pods();
+        self.claims()
+        .into_iter()
+        .map(|c| {
+            let reserved: Vec<serde_json::Value> = c
+                .pods
+                .iter()
+                .map(|uid| {
+                    let name = pods.iter().find(|p| &p.uid == uid).map(|p| p.pod.rsplit('/').next().unwrap_or("").to_string()).unwrap_or_default();
+                    json!({"resource": "pods", "name": name, "uid": uid})
+                })
+                .collect();
+            json!({
+                "kind": "ResourceClaim",
+                "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
+                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
+                "status": {
+                    "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
+                        let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
+                        if a.admin { r["adminAccess"] = json!(true); }
+                        r
+                    }).collect::<Vec<_>>()}},
+                    "reservedFor": reserved,
+                }
+            })
+        })
+        .collect()
+    }
+
     /// Known claims.
     pub fn claims(&self) -> Vec<ClaimInfo> {
         self.lock().claims.values().cloned().collect()
