@@ -572,6 +572,15 @@ pub enum KubeletEvent {
         /// The slices deleted.
         slices: Vec<String>,
     },
+    /// At start, before any driver registers, every ResourceSlice of this
+    /// node was deleted (all drivers), as the kubelet's DRA plugin manager
+    /// does: none is usable until its driver comes back and publishes again.
+    DraNodeSlicesWiped {
+        /// The node.
+        node: String,
+        /// The slices deleted.
+        slices: Vec<String>,
+    },
     /// The local API server is serving (a kubeconfig for drivers written).
     ApiServer {
         /// Its URL.

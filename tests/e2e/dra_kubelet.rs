@@ -562,6 +562,12 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
     go_log.wait_for("unprepare ml/gpu", 1).await;
+    // A kubelet restart wipes the node's slices; the driver's watch sees it and publishes again.
+    sighup(&kubelet);
+    log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
+    assert_eq!(events(&log, "dra-node-slices-wiped")[0]["slices"], serde_json::json!([name]));
+    go_log.wait_for(&format!("watch DELETED {name}"), 1).await;
+    go_log.wait_for("republished ", 1).await;
     sigterm(&go);
     go_log.wait_for("stopped", 1).await;
     let _ = go.wait().await;
@@ -627,6 +633,66 @@ async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_star
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+fn sighup(child: &tokio::process::Child) {
+    let pid = child.id().unwrap();
+    assert!(std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+}
+
+/// kubernetes#132058 family: the kubelet deletes every ResourceSlice of its
+/// node when it starts (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+/// NewDRAPluginManager); a driver that still runs publishes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again() {
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let mut watch = Watch::open(
+        &addr,
+        "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&fieldSelector=spec.nodeName%3Ddpctl-node",
+    )
+    .await;
+    watch.wait_for("\"k8s.io/initial-events-end\":\"true\"").await;
+    let kubeconfig = t.p("kubeconfig");
+    let driver = t.serve(&["--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    watch.wait_for("\"type\":\"ADDED\"").await;
+    let name = "dpctl-node-gpu.example.com-pool-0";
+    assert!(watch.seen.contains(name), "{}", watch.seen);
+    assert!(events(&log, "dra-node-slices-wiped").is_empty(), "nothing to wipe at the first start");
+
+    sighup(&kubelet);
+    log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
+    let wiped = &events(&log, "dra-node-slices-wiped")[0];
+    assert_eq!((wiped["node"].as_str(), &wiped["slices"]), (Some("dpctl-node"), &serde_json::json!([name])));
+    watch.wait_for("\"type\":\"DELETED\"").await;
+    // dra serve sees its slice gone and publishes it again.
+    let after = watch.seen.find("\"type\":\"DELETED\"").unwrap();
+    watch.wait_for_after(after, "\"type\":\"ADDED\"").await;
+    let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
+    assert!(st.contains("200"), "{st}");
+    assert_eq!(got["spec"]["driver"], DRIVER);
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// A raw HTTP/1.1 watch: everything received so far, searchable.
 struct Watch {
     stream: tokio::net::TcpStream,
@@ -644,10 +710,15 @@ impl Watch {
 
     /// Wait (at most 10 s) until `needle` has arrived.
     async fn wait_for(&mut self, needle: &str) {
+        self.wait_for_after(0, needle).await
+    }
+
+    /// Wait (at most 10 s) until `needle` has arrived after the first `from` bytes.
+    async fn wait_for_after(&mut self, from: usize, needle: &str) {
         use tokio::io::AsyncReadExt;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut buf = [0u8; 4096];
-        while !self.seen.contains(needle) {
+        while !self.seen[from..].contains(needle) {
             match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
                 _ => panic!("{needle} did not arrive on the watch; got:\n{}", self.seen),

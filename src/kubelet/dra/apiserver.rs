@@ -94,6 +94,21 @@ impl Store {
         names
     }
 
+    /// Delete every ResourceSlice of `node`, whatever its driver (what the
+    /// kubelet does at start); the names deleted.
+    pub fn wipe_node(&self, node: &str) -> Vec<String> {
+        let mut st = self.lock();
+        let names: Vec<String> =
+            st.slices.iter().filter(|(_, s)| s["spec"]["nodeName"] == node).map(|(n, _)| n.clone()).collect();
+        for n in &names {
+            if let Some(s) = st.slices.remove(n) {
+                st.version += 1;
+                let _ = self.changes.send(("DELETED", s));
+            }
+        }
+        names
+    }
+
     /// Start a watch: the matching slices now and every later change, atomically.
     #[allow(clippy::type_complexity)]
     fn watch(

@@ -423,6 +423,20 @@ impl DraManager {
         }
     }
 
+    /// At start, before the plugin watcher runs: delete every ResourceSlice
+    /// of this node (all drivers, no delay), as the kubelet's DRA plugin
+    /// manager does when it starts (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+    /// NewDRAPluginManager: `wipeResourceSlices(ctx, "" /* all drivers */)`).
+    /// Drivers that are still running publish again (the kubeletplugin
+    /// helper's slice controller sees the deletion).
+    pub fn wipe_at_start(&self) {
+        let Some(store) = &self.spec.api else { return };
+        let slices = store.wipe_node(NODE_NAME);
+        if !slices.is_empty() {
+            self.event(KubeletEvent::DraNodeSlicesWiped { node: NODE_NAME.into(), slices });
+        }
+    }
+
     /// Delete the driver's ResourceSlices after the wiping delay, unless it registered again.
     fn wipe_later(self: &Arc<Self>, driver: String) {
         let Some(store) = self.spec.api.clone() else { return };

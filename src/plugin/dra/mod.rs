@@ -388,6 +388,24 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     result
 }
 
+/// How often a publishing driver checks that its ResourceSlice is still there.
+const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
+
+/// Publish the slice again when it is gone (a kubelet deletes a node's slices
+/// when it starts, and a driver's when its last plugin went away), as the
+/// kubeletplugin helper's slice controller does when its watch sees the deletion.
+async fn republish(api: &slices::ApiServer, name: &str, obj: &serde_json::Value, log: &Logger) {
+    let t = Duration::from_secs(5);
+    match slices::exists(api, name, t).await {
+        Ok(true) => {}
+        Ok(false) => match slices::publish(api, obj, t).await {
+            Ok(()) => log.event("resourceslice", &[("name", json!(name)), ("republished", json!(true))]),
+            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+        },
+        Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+    }
+}
+
 async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks: &Tasks) -> Result<()> {
     let outside = if cfg.faults.contains(&Fault::EndpointOutsideRoot) {
         Some(crate::core::transport::TempDir::new("dra-outside")?)
@@ -458,9 +476,10 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     ("devices", json!(cfg.devices.len())),
                 ],
             );
-            Some((api, name))
+            Some((api, name, obj))
         }
     };
+    let mut next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
     let result = loop {
         tokio::select! {
             _ = tasks.cancelled() => break Ok(()),
@@ -481,6 +500,10 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     guard = serve_services(driver, cfg, &sock, &serving).await?;
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
+                if let Some((api, name, obj)) = published.as_ref().filter(|_| tokio::time::Instant::now() >= next_check) {
+                    next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
+                    republish(api, name, obj, log).await;
+                }
                 if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
                     if let Some(r) = reg_served.take() { r.shut().await; }
                     log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our plugin-watcher socket was deleted"))]);
@@ -492,7 +515,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
-    if let Some((api, name)) = published {
+    if let Some((api, name, _)) = published {
         match slices::withdraw(api, &name, Duration::from_secs(5)).await {
             Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
             Err(e) => log.event("error", &[("error", json!(e.to_string()))]),

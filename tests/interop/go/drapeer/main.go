@@ -10,7 +10,8 @@
 // "application/vnd.kubernetes.protobuf,application/json", protobuf request
 // bodies (k8s\0 + runtime.Unknown), a protobuf watch-list of its slices
 // (length-prefixed WatchEvents, ended by the initial-events-end bookmark)
-// before it publishes, and a PUT resync; the types are generated from
+// before it publishes, a PUT resync, and a new slice when its watch sees
+// its slice deleted (a kubelet wipes its node's slices when it starts); the types are generated from
 // dpctl's proto/k8s subset by tests/interop/setup.sh.
 package main
 
@@ -124,8 +125,8 @@ func unwrap(ctype string, body []byte, want string, m proto.Message) error {
 
 // watchSlices runs the helper's watch-list of this driver's slices on this
 // node over protobuf and reports what it sees; synced is closed at the
-// bookmark that ends the initial events.
-func watchSlices(synced chan<- struct{}) {
+// bookmark that ends the initial events; deleted slices' names go to deleted.
+func watchSlices(synced chan<- struct{}, deleted chan<- string) {
 	q := "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=" +
 		url.QueryEscape("spec.driver="+*driver+",spec.nodeName="+*node)
 	req, _ := http.NewRequest("GET", server+"/apis/resource.k8s.io/v1/resourceslices?"+q, nil)
@@ -162,6 +163,9 @@ func watchSlices(synced chan<- struct{}) {
 			continue
 		}
 		fmt.Printf("watch %s %s rv=%s devices=%d\n", ev.GetType(), md.GetName(), md.GetResourceVersion(), len(s.GetSpec().GetDevices()))
+		if ev.GetType() == "DELETED" {
+			deleted <- md.GetName()
+		}
 	}
 }
 
@@ -250,6 +254,28 @@ func (p *plugin) NodeUnprepareResources(_ context.Context, r *dra.NodeUnprepareR
 	return out, nil
 }
 
+// publish creates this driver's ResourceSlice (generateName), in protobuf.
+func publish() *resourcev1.ResourceSlice {
+	slice := &resourcev1.ResourceSlice{
+		Metadata: &metav1.ObjectMeta{GenerateName: proto.String(*node + "-" + *driver + "-")},
+		Spec: &resourcev1.ResourceSliceSpec{
+			Driver:   proto.String(*driver),
+			NodeName: proto.String(*node),
+			Pool:     &resourcev1.ResourcePool{Name: proto.String(*node), Generation: proto.Int64(1), ResourceSliceCount: proto.Int64(1)},
+			Devices:  []*resourcev1.Device{{Name: proto.String("gpu-0")}, {Name: proto.String("gpu-1")}},
+		},
+	}
+	code, body, ctype, err := api("POST", "/apis/resource.k8s.io/v1/resourceslices", envelope("resource.k8s.io/v1", "ResourceSlice", slice))
+	var created resourcev1.ResourceSlice
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceSlice", &created)
+	}
+	if err != nil || code != 201 {
+		die("create ResourceSlice: %d %v", code, err)
+	}
+	return &created
+}
+
 func die(f string, a ...interface{}) {
 	fmt.Fprintf(os.Stderr, f+"\n", a...)
 	os.Exit(1)
@@ -279,26 +305,11 @@ func main() {
 	}
 	fmt.Printf("node %s uid=%s\n", n.GetMetadata().GetName(), n.GetMetadata().GetUid())
 	synced := make(chan struct{})
-	go watchSlices(synced)
+	deleted := make(chan string, 16)
+	go watchSlices(synced, deleted)
 	<-synced
 
-	slice := &resourcev1.ResourceSlice{
-		Metadata: &metav1.ObjectMeta{GenerateName: proto.String(*node + "-" + *driver + "-")},
-		Spec: &resourcev1.ResourceSliceSpec{
-			Driver:   proto.String(*driver),
-			NodeName: proto.String(*node),
-			Pool:     &resourcev1.ResourcePool{Name: proto.String(*node), Generation: proto.Int64(1), ResourceSliceCount: proto.Int64(1)},
-			Devices:  []*resourcev1.Device{{Name: proto.String("gpu-0")}, {Name: proto.String("gpu-1")}},
-		},
-	}
-	code, body, ctype, err = api("POST", "/apis/resource.k8s.io/v1/resourceslices", envelope("resource.k8s.io/v1", "ResourceSlice", slice))
-	var created resourcev1.ResourceSlice
-	if err == nil {
-		err = unwrap(ctype, body, "ResourceSlice", &created)
-	}
-	if err != nil || code != 201 {
-		die("create ResourceSlice: %d %v", code, err)
-	}
+	created := publish()
 	sliceName := created.GetMetadata().GetName()
 	fmt.Printf("published %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
 	// A resync as the helper's controller does it: PUT with the resource version read back.
@@ -306,7 +317,7 @@ func main() {
 		Name:       proto.String("gpu-2"),
 		Attributes: map[string]*resourcev1.DeviceAttribute{"model": {String_: proto.String("go-peer")}},
 	})
-	code, body, ctype, err = api("PUT", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, envelope("resource.k8s.io/v1", "ResourceSlice", &created))
+	code, body, ctype, err = api("PUT", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, envelope("resource.k8s.io/v1", "ResourceSlice", created))
 	var updated resourcev1.ResourceSlice
 	if err == nil {
 		err = unwrap(ctype, body, "ResourceSlice", &updated)
@@ -340,7 +351,20 @@ func main() {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	// As the helper's slice controller: a slice deleted under us (a kubelet
+	// wipes its node's slices when it starts) is published again.
+	for running := true; running; {
+		select {
+		case <-sig:
+			running = false
+		case name := <-deleted:
+			if name == sliceName {
+				created := publish()
+				sliceName = created.GetMetadata().GetName()
+				fmt.Printf("republished %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
+			}
+		}
+	}
 	rs.Stop()
 	s.Stop()
 	if code, _, _, err := api("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, nil); err != nil || code != 200 {
