@@ -563,7 +563,7 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
     go_log.wait_for("unprepare ml/gpu", 1).await;
     // A kubelet restart wipes the node's slices; the driver's watch sees it and publishes again.
-    sighup(&kubelet);
+    nix_hup(&kubelet);
     log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
     assert_eq!(events(&log, "dra-node-slices-wiped")[0]["slices"], serde_json::json!([name]));
     go_log.wait_for(&format!("watch DELETED {name}"), 1).await;
@@ -633,9 +633,49 @@ async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_star
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
-fn sighup(child: &tokio::process::Child) {
+fn signal(child: &tokio::process::Child, sig: &str) {
     let pid = child.id().unwrap();
-    assert!(std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    assert!(std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+}
+
+/// healthinfo.go: a device whose last health report is older than its
+/// `health_check_timeout_seconds` (30 s when unset) counts as Unknown in the
+/// pod's allocatedResourcesStatus; dra serve sends its snapshot again every
+/// half timeout, so only a driver that stops sending goes Unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--health-timeout", "2"]);
+    log.wait_for("=Healthy", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let device = events(&log, "claim-prepared")[0]["devices"][0].as_str().unwrap().to_string();
+    let pool_dev = device.split_once('/').unwrap().1.to_string();
+
+    // The driver freezes: its stream stays open but sends nothing.
+    // (Counted, not just seen: a loaded machine may let a report go stale once before.)
+    let (unknown, healthy) = (format!("{pool_dev}=Unknown"), format!("{pool_dev}=Healthy"));
+    let count = |log: &Tail, needle: &str| log.seen().matches(needle).count();
+    let (unknown_before, healthy_before) = (count(&log, &unknown), count(&log, &healthy));
+    signal(&driver, "-STOP");
+    log.wait_for(&unknown, unknown_before + 1).await;
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
+    assert_eq!(
+        (st["resources"][0]["resourceID"].as_str(), st["resources"][0]["health"].as_str()),
+        (Some(device.as_str()), Some("Unknown")),
+        "{}",
+        n.stdout
+    );
+    // It sends again: Healthy again.
+    signal(&driver, "-CONT");
+    log.wait_for(&healthy, healthy_before + 1).await;
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
 }
 
 /// kubernetes#132058 family: the kubelet deletes every ResourceSlice of its
@@ -678,7 +718,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
     assert!(watch.seen.contains(name), "{}", watch.seen);
     assert!(events(&log, "dra-node-slices-wiped").is_empty(), "nothing to wipe at the first start");
 
-    sighup(&kubelet);
+    nix_hup(&kubelet);
     log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
     let wiped = &events(&log, "dra-node-slices-wiped")[0];
     assert_eq!((wiped["node"].as_str(), &wiped["slices"]), (Some("dpctl-node"), &serde_json::json!([name])));

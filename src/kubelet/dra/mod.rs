@@ -164,10 +164,49 @@ struct State {
     plugins: BTreeMap<String, Vec<Instance>>,
     seq: u64,
     objects: BTreeMap<String, Object>,
-    /// Driver → (pool, device) → health word.
+    /// Driver → (pool, device) → health word, as it counts now (Unknown once
+    /// a device's report is older than its timeout).
     health: BTreeMap<String, BTreeMap<(String, String), String>>,
+    /// Driver → (pool, device) → the last report of the device.
+    reports: BTreeMap<String, BTreeMap<(String, String), Report>>,
     claims: BTreeMap<String, ClaimInfo>,
     pods: BTreeMap<String, PodInfo>,
+}
+
+/// The kubelet's default health timeout (pkg/kubelet/cm/dra/healthinfo.go,
+/// DefaultHealthTimeout): a device reported without `health_check_timeout_seconds`
+/// counts as Unknown once its last report is older than this.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One device's last health report.
+#[derive(Debug, Clone, PartialEq)]
+struct Report {
+    health: String,
+    at: tokio::time::Instant,
+    timeout: Duration,
+}
+
+/// The health each device counts as at `now` (healthinfo.go getHealthInfo:
+/// Unknown once `now - lastUpdated > timeout`), and when the next report goes stale.
+fn effective_health(
+    reports: &BTreeMap<(String, String), Report>,
+    now: tokio::time::Instant,
+) -> (BTreeMap<(String, String), String>, Option<tokio::time::Instant>) {
+    let mut next: Option<tokio::time::Instant> = None;
+    let map = reports
+        .iter()
+        .map(|(k, r)| {
+            let stale_at = r.at + r.timeout;
+            let word = if now > stale_at {
+                "Unknown".to_string()
+            } else {
+                next = Some(next.map_or(stale_at, |n| n.min(stale_at)));
+                r.health.clone()
+            };
+            (k.clone(), word)
+        })
+        .collect();
+    (map, next)
 }
 
 /// A registered driver, as `dpctl node` shows it.
@@ -413,6 +452,7 @@ impl DraManager {
             if let Some((d, _, 0)) = &gone {
                 st.plugins.remove(d);
                 st.health.remove(d);
+                st.reports.remove(d);
             }
         }
         if let Some((driver, endpoint, instances)) = gone {
@@ -456,32 +496,63 @@ impl DraManager {
     async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
         loop {
             if let Ok(mut s) = conn.health(service).await {
-                while let Ok(Some(snap)) = s.next(conn.socket()).await {
-                    let map: BTreeMap<(String, String), String> = snap
-                        .iter()
-                        .filter_map(|d| {
-                            let id = d.device.as_ref()?;
-                            Some((
-                                (id.pool_name.clone(), id.device_name.clone()),
-                                rules::health_word(d.health).to_string(),
-                            ))
-                        })
-                        .collect();
-                    let changed = {
-                        let mut st = self.lock();
-                        let old = st.health.insert(driver.clone(), map.clone());
-                        old.as_ref() != Some(&map)
+                loop {
+                    let stale = self.refresh_health(&driver);
+                    let got = tokio::select! {
+                        r = s.next(conn.socket()) => Some(r),
+                        _ = async { match stale {
+                            Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
+                            None => std::future::pending().await,
+                        } } => None,
                     };
-                    if changed {
-                        let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
-                        self.event(KubeletEvent::DraHealth { driver: driver.clone(), devices });
-                        self.changed.notify_waiters();
+                    match got {
+                        Some(Ok(Some(snap))) => self.health_report(&driver, &snap),
+                        Some(_) => break,
+                        None => {}
                     }
                 }
             }
             // The kubelet reconnects after a stream ends.
             tokio::time::sleep(Duration::from_secs(1)).await;
+            self.refresh_health(&driver);
         }
+    }
+
+    /// Record one snapshot of the driver's health stream: every device in it
+    /// reported now; devices left out keep their last report (they go
+    /// Unknown when it is older than its timeout, healthinfo.go updateHealthInfo).
+    fn health_report(&self, driver: &str, snap: &[crate::api::dra_health_v1::DeviceHealth]) {
+        let now = tokio::time::Instant::now();
+        let mut st = self.lock();
+        let reports = st.reports.entry(driver.to_string()).or_default();
+        for d in snap {
+            let Some(id) = d.device.as_ref() else { continue };
+            let timeout = u64::try_from(d.health_check_timeout_seconds)
+                .ok()
+                .filter(|s| *s > 0)
+                .map_or(DEFAULT_HEALTH_TIMEOUT, Duration::from_secs);
+            let r = Report { health: rules::health_word(d.health).to_string(), at: now, timeout };
+            reports.insert((id.pool_name.clone(), id.device_name.clone()), r);
+        }
+    }
+
+    /// Recompute the health the driver's devices count as now; an event when
+    /// it changed. When the next report goes stale.
+    fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
+        let (map, next, changed) = {
+            let mut st = self.lock();
+            let Some(reports) = st.reports.get(driver) else { return None };
+            let (map, next) = effective_health(reports, tokio::time::Instant::now());
+            let old = st.health.insert(driver.to_string(), map.clone());
+            let changed = old.as_ref() != Some(&map);
+            (map, next, changed)
+        };
+        if changed {
+            let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
+            self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+            self.changed.notify_waiters();
+        }
+        next
     }
 
     /// A DRA object manifest was read (or changed).
@@ -1122,5 +1193,23 @@ mod tests {
         let ids = vec!["k8s.gpu.x/claim=u-g0".to_string(), "v.x/c=n".into(), "k8s.gpu.x/claim=gone".into()];
         assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &ids), ["k8s.gpu.x/claim=gone"]);
         assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
+    }
+
+    #[test]
+    fn a_report_older_than_its_timeout_counts_as_unknown() {
+        let t0 = tokio::time::Instant::now();
+        let key = |d: &str| ("p".to_string(), d.to_string());
+        let mut reports = BTreeMap::new();
+        reports.insert(key("a"), Report { health: "Healthy".into(), at: t0, timeout: Duration::from_secs(1) });
+        reports.insert(key("b"), Report { health: "Unhealthy".into(), at: t0, timeout: DEFAULT_HEALTH_TIMEOUT });
+        let (m, next) = effective_health(&reports, t0 + Duration::from_millis(500));
+        assert_eq!((m[&key("a")].as_str(), m[&key("b")].as_str()), ("Healthy", "Unhealthy"));
+        assert_eq!(next, Some(t0 + Duration::from_secs(1)), "the earliest report to go stale");
+        let (m, next) = effective_health(&reports, t0 + Duration::from_millis(1001));
+        assert_eq!((m[&key("a")].as_str(), m[&key("b")].as_str()), ("Unknown", "Unhealthy"));
+        assert_eq!(next, Some(t0 + Duration::from_secs(30)));
+        let (m, next) = effective_health(&reports, t0 + Duration::from_secs(31));
+        assert_eq!(m[&key("b")], "Unknown");
+        assert_eq!(next, None);
     }
 }

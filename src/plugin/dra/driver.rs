@@ -69,6 +69,13 @@ pub struct Driver {
     stop: CancellationToken,
 }
 
+/// How often an unchanged health snapshot is sent again: half the
+/// `health_check_timeout_seconds` sent (the kubelet's 30 s default when 0).
+pub fn resend_every(timeout_secs: i64) -> std::time::Duration {
+    let t = u64::try_from(timeout_secs).ok().filter(|s| *s > 0).unwrap_or(30);
+    std::time::Duration::from_millis(t * 500)
+}
+
 /// Unix seconds now.
 pub fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
@@ -282,6 +289,7 @@ impl Driver {
         let me = self.clone();
         let mut rx = self.health.subscribe();
         let once = self.has(&Fault::HealthStreamEnd);
+        let resend = resend_every(self.cfg.health_timeout_secs);
         async_stream(move |tx| async move {
             loop {
                 let snap = me.snapshot(&rx.borrow_and_update());
@@ -290,6 +298,9 @@ impl Driver {
                 }
                 tokio::select! {
                     r = rx.changed() => if r.is_err() { return },
+                    // Unchanged health is sent again well within the timeout,
+                    // or the kubelet marks the devices Unknown.
+                    _ = tokio::time::sleep(resend) => {}
                     _ = me.stop.cancelled() => return,
                 }
             }
