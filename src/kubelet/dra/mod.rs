@@ -541,7 +541,7 @@ impl DraManager {
     fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
         let (map, next, changed) = {
             let mut st = self.lock();
-            let Some(reports) = st.reports.get(driver) else { return None };
+            let reports = st.reports.get(driver)?;
             let (map, next) = effective_health(reports, tokio::time::Instant::now());
             let old = st.health.insert(driver.to_string(), map.clone());
             let changed = old.as_ref() != Some(&map);
