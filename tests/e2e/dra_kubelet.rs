@@ -678,6 +678,71 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+/// A real driver (the kubeletplugin helper) GETs the claim and prepares the
+/// devices in `status.allocation.devices.results` for its driver; so does
+/// `dra serve` given a kubeconfig (it used to prepare one device of its choosing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let driver = t.serve(&["--devices", "3", "--kubeconfig", s(&t.p("kubeconfig")), "--node-name", "dpctl-node"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write(
+        "claim.yaml",
+        &CLAIM
+            .replace("name: one\n", "name: two\n")
+            .replace("deviceClassName: gpu.example.com\n", "deviceClassName: gpu.example.com\n        count: 2\n"),
+    );
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let (_, claim) = http_get(&addr, "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu").await;
+    let mut allocated: Vec<String> = claim["status"]["allocation"]["devices"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}/{}",
+                r["driver"].as_str().unwrap(),
+                r["pool"].as_str().unwrap(),
+                r["device"].as_str().unwrap()
+            )
+        })
+        .collect();
+    allocated.sort();
+    assert_eq!(allocated.len(), 2, "{claim}");
+    let p = &events(&log, "claim-prepared")[0];
+    let mut prepared: Vec<String> =
+        p["devices"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+    prepared.sort();
+    assert_eq!(prepared, allocated, "{p}");
+    // The answer names the request each device is for (the checkpoint keeps it).
+    let e = checkpoint_entries(&t.root);
+    let devs = e[0]["DriverState"][DRIVER]["Devices"].as_array().unwrap();
+    assert!(devs.iter().all(|d| d["RequestNames"] == serde_json::json!(["two"])), "{devs:?}");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// kubernetes#132058 family: the kubelet deletes every ResourceSlice of its
 /// node when it starts (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
 /// NewDRAPluginManager); a driver that still runs publishes again.
