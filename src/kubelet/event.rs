@@ -572,6 +572,17 @@ pub enum KubeletEvent {
         /// The slices deleted.
         slices: Vec<String>,
     },
+    /// A node operation was skipped for a driver's part of a claim: every
+    /// device of that driver in the allocation skips it (KEP-5945,
+    /// `skipNodeOperations`); no driver lookup, no call.
+    DraOperationSkipped {
+        /// `namespace/name`.
+        claim: String,
+        /// The driver.
+        driver: String,
+        /// `NodePrepareResources` or `NodeUnprepareResources`.
+        operation: String,
+    },
     /// At start, before any driver registers, every ResourceSlice of this
     /// node was deleted (all drivers), as the kubelet's DRA plugin manager
     /// does: none is usable until its driver comes back and publishes again.

@@ -678,6 +678,36 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+/// KEP-5945: devices whose slice says `skipNodeOperations: ["*"]` need no
+/// node-local driver: the kubelet skips the driver lookup and both calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_devices_that_skip_node_operations_runs_without_a_driver() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let cp = "cp.example.com";
+    t.write(
+        "slice.yaml",
+        &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: central\nspec:\n  driver: {cp}\n  pool:\n    name: central-pool\n  allNodes: true\n  skipNodeOperations: [\"*\"]\n  devices:\n  - name: virtual-0\n"),
+    );
+    log.wait_for("\"event\":\"dra-object\"", 1).await;
+    t.write("claim.yaml", &CLAIM.replace("deviceClassName: gpu.example.com", &format!("deviceClassName: {cp}")));
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let skipped = events(&log, "dra-operation-skipped");
+    assert_eq!(
+        (skipped[0]["driver"].as_str(), skipped[0]["operation"].as_str()),
+        (Some(cp), Some("NodePrepareResources"))
+    );
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!(p["devices"][0], format!("{cp}/central-pool/virtual-0"), "{p}");
+    assert!(events(&log, "claim-prepare-failed").is_empty(), "no driver was looked up");
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    assert_eq!(events(&log, "dra-operation-skipped")[1]["operation"], "NodeUnprepareResources");
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// A real driver (the kubeletplugin helper) GETs the claim and prepares the
 /// devices in `status.allocation.devices.results` for its driver; so does
 /// `dra serve` given a kubeconfig (it used to prepare one device of its choosing).

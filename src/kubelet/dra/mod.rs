@@ -236,6 +236,21 @@ pub struct DraManager {
     changed: Notify,
 }
 
+/// KEP-5945: the node operations every device of `driver` in the claim's
+/// allocation skips (`*` is every one; unknown values are ignored).
+pub fn skipped_operations(c: &ClaimInfo, driver: &str) -> BTreeSet<String> {
+    const OPS: [&str; 2] = ["NodePrepareResources", "NodeUnprepareResources"];
+    let mut sets = c.allocation.iter().filter(|a| a.driver == driver).map(|a| {
+        let all = a.skip_node_operations.iter().any(|o| o == "*");
+        OPS.iter()
+            .filter(|op| all || a.skip_node_operations.iter().any(|o| o == *op))
+            .map(|o| o.to_string())
+            .collect::<BTreeSet<String>>()
+    });
+    let Some(first) = sets.next() else { return BTreeSet::new() };
+    sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
+}
+
 fn wrap_prepare(e: String) -> String {
     format!("prepare dynamic resources: {e}")
 }
@@ -318,6 +333,7 @@ impl DraManager {
                                 pool: d.pool_name.clone(),
                                 device: d.device_name.clone(),
                                 admin: false,
+                                skip_node_operations: ds.skip_node_operations.clone().unwrap_or_default(),
                             });
                         }
                     }
@@ -360,7 +376,14 @@ impl DraManager {
                     pod_uids: c.pods.iter().map(|p| (p.clone(), Default::default())).collect(),
                     driver_state: prepared
                         .iter()
-                        .map(|(d, devs)| (d.clone(), checkpoint::DriverState { devices: Some(devs.clone()) }))
+                        .map(|(d, devs)| {
+                            let skip: Vec<String> = skipped_operations(c, d).into_iter().collect();
+                            let state = checkpoint::DriverState {
+                                devices: Some(devs.clone()),
+                                skip_node_operations: (!skip.is_empty()).then_some(skip),
+                            };
+                            (d.clone(), state)
+                        })
                         .collect(),
                 })
             })
@@ -581,13 +604,14 @@ impl DraManager {
             })
             .collect();
         for o in st.objects.values().chain(&published) {
-            if let Object::Slice { driver, pool, devices, .. } = o {
+            if let Object::Slice { driver, pool, devices, skip, .. } = o {
                 for d in devices {
                     out.push(Candidate {
                         driver: driver.clone(),
                         pool: pool.clone(),
                         device: d.name.clone(),
                         attributes: d.attributes.clone(),
+                        skip: skip.clone(),
                     });
                 }
             }
@@ -600,6 +624,7 @@ impl DraManager {
                         pool: pool.clone(),
                         device: device.clone(),
                         attributes: BTreeMap::new(),
+                        skip: vec![],
                     });
                 }
             }
@@ -726,6 +751,7 @@ impl DraManager {
         let mut batches: BTreeMap<String, (DraConn, &'static str, Vec<Claim>)> = BTreeMap::new();
         let pod_key;
         let mut cached = Vec::new();
+        let mut skipped: Vec<(String, String, Vec<checkpoint::Device>)> = Vec::new();
         {
             let mut st = self.lock();
             let Some(p) = st.pods.get(uid).cloned() else { return Ok(()) };
@@ -797,6 +823,28 @@ impl DraManager {
                     continue;
                 }
                 for driver in c.drivers() {
+                    if skipped_operations(&c, &driver).contains("NodePrepareResources") {
+                        // No driver lookup, no call: the allocated devices count as prepared.
+                        let devs = c
+                            .allocation
+                            .iter()
+                            .filter(|a| a.driver == driver)
+                            .map(|a| checkpoint::Device {
+                                pool_name: a.pool.clone(),
+                                device_name: a.device.clone(),
+                                request_names: Some(vec![a.request.clone()]),
+                                cdi_device_ids: Some(vec![]),
+                                share_id: None,
+                            })
+                            .collect();
+                        skipped.push((c.uid.clone(), driver.clone(), devs));
+                        self.event(KubeletEvent::DraOperationSkipped {
+                            claim: key.clone(),
+                            driver: driver.clone(),
+                            operation: "NodePrepareResources".into(),
+                        });
+                        continue;
+                    }
                     let inst = st.plugins.get(&driver).and_then(|l| l.iter().max_by_key(|i| i.seq));
                     let Some(inst) = inst else {
                         return Err(wrap_prepare(format!("DRA driver {driver} is not registered")));
@@ -823,6 +871,9 @@ impl DraManager {
             }
         }
         let mut results: BTreeMap<String, BTreeMap<String, Vec<checkpoint::Device>>> = BTreeMap::new();
+        for (claim_uid, driver, devs) in skipped {
+            results.entry(claim_uid).or_default().insert(driver, devs);
+        }
         for (driver, (conn, service, claims)) in batches {
             let resp = conn
                 .prepare(service, claims.clone())
@@ -949,6 +1000,7 @@ impl DraManager {
         let mut batches: BTreeMap<String, Vec<Claim>> = BTreeMap::new();
         let mut shared = Vec::new();
         let mut to_remove = Vec::new();
+        let mut skipped_unprepare = Vec::new();
         let pod_key;
         {
             let mut st = self.lock();
@@ -964,11 +1016,18 @@ impl DraManager {
                 }
                 if c.prepared.is_some() {
                     for d in c.drivers() {
+                        if skipped_operations(c, &d).contains("NodeUnprepareResources") {
+                            skipped_unprepare.push((key.clone(), d));
+                            continue;
+                        }
                         batches.entry(d).or_default().push(c.claim());
                     }
                 }
                 to_remove.push(key);
             }
+        }
+        for (claim, driver) in skipped_unprepare {
+            self.event(KubeletEvent::DraOperationSkipped { claim, driver, operation: "NodeUnprepareResources".into() });
         }
         for (driver, claims) in batches {
             let conn = {
@@ -1046,11 +1105,12 @@ impl DraManager {
             json!({
                 "kind": "ResourceClaim",
                 "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
-                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
+                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.split('/').next().unwrap_or_default().to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
                 "status": {
                     "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
                         let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
                         if a.admin { r["adminAccess"] = json!(true); }
+                        if !a.skip_node_operations.is_empty() { r["skipNodeOperations"] = json!(a.skip_node_operations); }
                         r
                     }).collect::<Vec<_>>()}},
                     "reservedFor": reserved,
@@ -1211,5 +1271,32 @@ mod tests {
         let (m, next) = effective_health(&reports, t0 + Duration::from_secs(31));
         assert_eq!(m[&key("b")], "Unknown");
         assert_eq!(next, None);
+    }
+
+    #[test]
+    fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
+        let a = |driver: &str, skip: &[&str]| Allocated {
+            request: "r".into(),
+            driver: driver.into(),
+            pool: "p".into(),
+            device: "d".into(),
+            admin: false,
+            skip_node_operations: skip.iter().map(|s| s.to_string()).collect(),
+        };
+        let c = |allocation| ClaimInfo {
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u".into(),
+            allocation,
+            pods: BTreeSet::new(),
+            prepared: None,
+            cdi_unresolved: vec![],
+        };
+        let both = ["NodePrepareResources", "NodeUnprepareResources"];
+        assert_eq!(skipped_operations(&c(vec![a("x", &["*"])]), "x"), both.iter().map(|s| s.to_string()).collect());
+        let mixed = c(vec![a("x", &["*"]), a("x", &["NodeUnprepareResources", "SomethingNew"]), a("y", &[])]);
+        assert_eq!(skipped_operations(&mixed, "x"), ["NodeUnprepareResources".to_string()].into());
+        assert!(skipped_operations(&mixed, "y").is_empty());
+        assert!(skipped_operations(&mixed, "absent").is_empty());
     }
 }
