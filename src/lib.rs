@@ -7,9 +7,10 @@
 //! and the kubelet side ([`kubelet`]: connection to a plugin, the device
 //! manager, registration, PodResources, checkpoint, the mock kubelet) — plus
 //! node inspection ([`doctor`]), the trace format ([`trace`]), benchmarks
-//! ([`bench`]), output rendering ([`render`]), the command line ([`cli`]) and its
-//! examples and completion scripts ([`help`]), the conformance suite
-//! ([`suite`]), one module per subcommand ([`commands`]) and the build's
+//! ([`bench`]), output rendering ([`render`]), the shared part of the command
+//! line ([`cli`]), environment, exit codes and completion scripts ([`help`]),
+//! the conformance suite ([`suite`]), one module per subcommand, each
+//! declaring its own surface ([`commands`]) and the build's
 //! identity for `--version` ([`version`]). `main.rs` only parses, picks the
 //! runtime and maps errors to exit codes.
 #![deny(missing_docs)]

@@ -1,15 +1,15 @@
 //! dpctl's entry point: parse, run, map errors to exit codes — nothing else.
 
 fn main() {
-    // --version names the commit and target; set here, not in cli.rs, so the
+    // --version names the commit and target; set here, not in the command line's definition, so the
     // generated man pages do not change with every commit.
-    let cli = dpctl::cli::parse_with_version(dpctl::version::LONG);
+    let cli = dpctl::commands::parse_with_version(dpctl::version::LONG);
     colored::control::set_override(dpctl::render::color_wanted(cli.global.no_color));
     let workers = std::env::var("DPCTL_WORKERS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .map(|n| n.min(256))
-        .unwrap_or_else(|| dpctl::commands::runtime_workers(&cli.command));
+        .unwrap_or_else(|| cli.workers());
     let rt = if workers == 0 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     } else {

@@ -13,10 +13,11 @@ fn roff_escape(line: &str) -> String {
     }
 }
 
-/// The sections clap_mangen does not write: examples, environment, exit status, see also.
-fn extra_sections(path: &str, name: &str) -> String {
+/// The sections clap_mangen does not write: examples (the command's
+/// `after_help`), environment, exit status, see also.
+fn extra_sections(page: &clap::Command, name: &str) -> String {
     let mut s = String::new();
-    if let Some(ex) = dpctl::help::examples_for(path) {
+    if let Some(ex) = page.get_after_help().map(|e| e.to_string()) {
         s.push_str(".SH EXAMPLES\n.nf\n");
         for l in ex.lines().skip(1) {
             s.push_str(&roff_escape(l.strip_prefix("  ").unwrap_or(l)));
@@ -44,32 +45,31 @@ fn extra_sections(path: &str, name: &str) -> String {
 fn expected() -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sockets = dpctl::commands::surface::socket_hints(dpctl::commands::ALL);
     for (shell, name) in [
-        (dpctl::cli::Shell::Bash, "dpctl.bash"),
-        (dpctl::cli::Shell::Zsh, "_dpctl"),
-        (dpctl::cli::Shell::Fish, "dpctl.fish"),
+        (dpctl::help::Shell::Bash, "dpctl.bash"),
+        (dpctl::help::Shell::Zsh, "_dpctl"),
+        (dpctl::help::Shell::Fish, "dpctl.fish"),
     ] {
-        let buf = dpctl::help::completion_script(shell, &mut dpctl::cli::command());
+        let buf = dpctl::help::completion_script(shell, &mut dpctl::commands::command(), &sockets);
         files.push((root.join("completions").join(name), buf));
     }
     // Built, so each subcommand knows its usage name ("dpctl serve") and carries the global options.
-    let mut cmd = dpctl::cli::command();
+    let mut cmd = dpctl::commands::command();
     cmd.build();
-    let mut pages = vec![(String::from("dpctl"), String::new(), cmd.clone())];
-    fn walk(prefix: &str, path: &str, cmd: &clap::Command, pages: &mut Vec<(String, String, clap::Command)>) {
+    let mut pages = vec![(String::from("dpctl"), cmd.clone())];
+    fn walk(prefix: &str, cmd: &clap::Command, pages: &mut Vec<(String, clap::Command)>) {
         for sub in cmd.get_subcommands() {
             if sub.get_name() == "help" {
                 continue;
             }
             let name = format!("{prefix}-{}", sub.get_name());
-            let sub_path =
-                if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
-            pages.push((name.clone(), sub_path.clone(), sub.clone()));
-            walk(&name, &sub_path, sub, pages);
+            pages.push((name.clone(), sub.clone()));
+            walk(&name, sub, pages);
         }
     }
-    walk("dpctl", "", &cmd, &mut pages);
-    for (name, path, page) in pages {
+    walk("dpctl", &cmd, &mut pages);
+    for (name, page) in pages {
         let man = clap_mangen::Man::new(page.clone()).title(name.to_uppercase());
         let mut buf = Vec::new();
         man.render_title(&mut buf).expect("render");
@@ -82,7 +82,7 @@ fn expected() -> Vec<(PathBuf, Vec<u8>)> {
         if page.get_subcommands().next().is_some() {
             man.render_subcommands_section(&mut buf).expect("render");
         }
-        buf.extend_from_slice(extra_sections(&path, &name).as_bytes());
+        buf.extend_from_slice(extra_sections(&page, &name).as_bytes());
         files.push((root.join("man").join(format!("{name}.1")), buf));
     }
     files

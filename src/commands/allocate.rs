@@ -1,11 +1,51 @@
 //! `dpctl allocate SOCKET ID... [--container ID,ID]...`: Allocate.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{AllocateRequest, AllocateResponse, ContainerAllocateRequest};
-use crate::cli::AllocateArgs;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::render::{emit, structured, table, Format};
+use clap::Args;
+use std::path::PathBuf;
+
+/// `dpctl allocate`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "allocate",
+    about: "Call Allocate on a plugin for one or more containers",
+    args: surface::args::<AllocateArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Positional],
+    refuses_output: None,
+    parse: surface::parse::<AllocateArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Allocate two devices for one container
+  dpctl allocate vendor.sock foo-0 foo-2
+  # two containers: foo-0 for the first, foo-1 and foo-3 for the second
+  dpctl allocate vendor.sock foo-0 --container foo-1,foo-3 -o yaml";
+
+/// `dpctl allocate`
+#[derive(Debug, Args)]
+pub struct AllocateArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Device IDs for one container
+    #[arg(value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Device IDs for one more container, comma-separated (repeat for several containers)
+    #[arg(long = "container", value_name = "ID,ID")]
+    pub containers: Vec<String>,
+}
+
+impl Invocation for AllocateArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// The containers of the request: the positional IDs, then each `--container`.
 pub fn containers(a: &AllocateArgs) -> Result<Vec<Vec<String>>> {

@@ -2,6 +2,7 @@
 //! `dpctl serve`, and the mock kubelet at scale. Numbers go to BENCHMARKS.md
 //! (see bench/compare.sh); nothing here is a pass/fail test.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{
     device_plugin_server::DevicePluginServer, AllocateRequest, ContainerAllocateRequest,
@@ -9,7 +10,7 @@ use crate::api::deviceplugin::{
 };
 use crate::api::HEALTHY;
 use crate::bench::{load, peak_rss_mib, percentiles, Budget, LoadReport};
-use crate::cli::{BenchCommand, BenchKubeletArgs, BenchWatchArgs, LoadArgs};
+use crate::cli::positive_duration_arg;
 use crate::client::conn::{PluginConn, Update};
 use crate::core::log::Logger;
 use crate::core::status::grpc_go_code;
@@ -24,11 +25,139 @@ use crate::plugin::config::ResourceConfig;
 use crate::plugin::server::PluginService;
 use crate::plugin::simulated::Simulated;
 use crate::render::{emit, structured, table, Format};
+use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// `dpctl bench`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "bench",
+    about: "Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale",
+    args: surface::subcommands::<BenchCommand>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<BenchCommand>,
+};
+
+const EXAMPLES: &str = "Examples:
+  dpctl bench allocate vendor.sock --concurrency 16 --duration 10s
+  dpctl bench preferred vendor.sock --devices-per-request 2 --requests 20000 -o json
+  dpctl bench list-and-watch vendor.sock --concurrency 4
+  dpctl bench watch
+  dpctl bench kubelet --plugins 100 --devices 100 --pods 1000";
+
+const ALLOCATE_EXAMPLES: &str = "Examples:
+  dpctl bench allocate vendor.sock --concurrency 16 --duration 10s
+  dpctl bench allocate vendor.sock --requests 20000 --devices-per-request 2 -o json";
+
+const PREFERRED_EXAMPLES: &str = "Examples:
+  dpctl bench preferred vendor.sock --devices-per-request 2 --requests 20000";
+
+const LIST_AND_WATCH_EXAMPLES: &str = "Examples:
+  dpctl bench list-and-watch vendor.sock --concurrency 4";
+
+const WATCH_EXAMPLES: &str = "Examples:
+  dpctl bench watch
+  dpctl bench watch --socket /tmp/dp/foo.sock --changes 200 --sizes 1000";
+
+const KUBELET_EXAMPLES: &str = "Examples:
+  dpctl bench kubelet --plugins 100 --devices 100 --pods 1000 -o json";
+
+/// How much load to generate.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Number of calls (ignored with --duration)
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+    /// Concurrent callers on one HTTP/2 connection, as the kubelet multiplexes
+    #[arg(long, default_value_t = 1, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub concurrency: u64,
+    /// Devices per request (allocate, preferred), at most 100000
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=crate::core::limits::MAX_DEVICES as u64))]
+    pub devices_per_request: u64,
+    /// Run for this long instead of a number of calls
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+}
+
+/// `dpctl bench …`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Allocate throughput and latency of any plugin
+    #[command(after_help = ALLOCATE_EXAMPLES)]
+    Allocate(LoadArgs),
+    /// GetPreferredAllocation throughput and latency of any plugin
+    #[command(after_help = PREFERRED_EXAMPLES)]
+    Preferred(LoadArgs),
+    /// ListAndWatch: open a stream, take the first snapshot, close — throughput and latency
+    #[command(after_help = LIST_AND_WATCH_EXAMPLES)]
+    ListAndWatch(LoadArgs),
+    /// Health change → ListAndWatch client latency, and first-snapshot time of large plugins
+    #[command(after_help = WATCH_EXAMPLES)]
+    Watch(BenchWatchArgs),
+    /// A mock kubelet with P simulated plugins: registration, admission, restart, peak RSS
+    #[command(after_help = KUBELET_EXAMPLES)]
+    Kubelet(BenchKubeletArgs),
+}
+
+/// `dpctl bench watch`
+#[derive(Debug, Args)]
+pub struct BenchWatchArgs {
+    /// A running `dpctl serve` socket to measure (changes go through its live control); default: an in-process one
+    #[arg(long, value_name = "SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// Health changes to time
+    #[arg(long, default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub changes: u64,
+    /// Plugin sizes whose first snapshot to time (each 1..=100000)
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000", value_name = "N,N", value_parser = device_count_arg)]
+    pub sizes: Vec<usize>,
+}
+
+/// `dpctl bench kubelet`
+#[derive(Debug, Args)]
+pub struct BenchKubeletArgs {
+    /// Simulated plugins (one resource each)
+    #[arg(long, default_value_t = 100, value_name = "P", value_parser = clap::value_parser!(u64).range(1..=2000))]
+    pub plugins: u64,
+    /// Devices per plugin
+    #[arg(long, default_value_t = 100, value_name = "D", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub devices: u64,
+    /// Pods to admit (one device each)
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub pods: u64,
+    /// The mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+}
+
+fn device_count_arg(s: &str) -> Result<usize, String> {
+    let max = crate::core::limits::MAX_DEVICES;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a number of devices from 1 to {max}")),
+    }
+}
+
+impl Invocation for BenchCommand {
+    fn workers(&self) -> usize {
+        match self {
+            BenchCommand::Kubelet(_) => 2,
+            _ => 0,
+        }
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 fn progress(ctx: &Ctx, a: &LoadArgs) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;

@@ -1,15 +1,46 @@
 //! `dpctl checkpoint [--file PATH]`: the kubelet's device-manager checkpoint
 //! as a table, with each allocation's AllocResp decoded. Read-only.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::ContainerAllocateResponse;
-use crate::cli::CheckpointArgs;
 use crate::client::checkpoint;
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
 use crate::render::{emit, structured, table, Format};
+use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// `dpctl checkpoint`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "checkpoint",
+    about: "Show the kubelet's device-manager checkpoint, with each allocation's decoded Allocate answer",
+    args: surface::args::<CheckpointArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<CheckpointArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  dpctl checkpoint
+  dpctl checkpoint --file /tmp/node/device-plugins/kubelet_internal_checkpoint -o json";
+
+/// `dpctl checkpoint`
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The checkpoint file [default: <plugin-dir>/kubelet_internal_checkpoint]
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+impl Invocation for CheckpointArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(async move { run(ctx, self) })
+    }
+}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

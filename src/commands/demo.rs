@@ -2,8 +2,8 @@
 //! plugin (both in this process), a sample pod admitted, the result shown,
 //! and the commands to poke them printed; runs until Ctrl-C.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::DemoArgs;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::{Error, Result};
@@ -13,10 +13,56 @@ use crate::kubelet::tree::{NodeTree, TempNode};
 use crate::plugin::config::{AllocateTemplate, RegistrationMode, ResourceConfig, Scope};
 use crate::plugin::registrar::Settings;
 use crate::render::{emit, indent, table};
+use clap::Args;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+
+/// `dpctl demo`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "demo",
+    about: "A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted",
+    args: surface::args::<DemoArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: Some(
+        "demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it",
+    ),
+    parse: surface::parse::<DemoArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Mock kubelet + simulated plugin + a pod, until Ctrl-C
+  dpctl demo
+  # the same, printed once, then cleaned up
+  dpctl demo --once
+  # DRA: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
+  dpctl demo --dra --once";
+
+/// `dpctl demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Show the result and exit instead of running until Ctrl-C
+    #[arg(long)]
+    pub once: bool,
+    /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
+    #[arg(long)]
+    pub dra: bool,
+    /// The demo's kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+}
+
+impl Invocation for DemoArgs {
+    fn workers(&self) -> usize {
+        2
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 const RESOURCE: &str = "example.com/gpu";
 const POD: &str = "apiVersion: v1
@@ -74,7 +120,7 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     if a.dra {
-        return super::demo_dra::run(ctx, a).await;
+        return super::demo_dra::run(ctx, a.once).await;
     }
     let node_dir = TempNode::new("demo")?;
     let tree = node_dir.tree.clone();

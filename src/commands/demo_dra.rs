@@ -6,13 +6,13 @@
 
 use super::Ctx;
 use crate::api::podresources::{pod_resources_lister_client::PodResourcesListerClient, ListPodResourcesRequest};
-use crate::cli::DemoArgs;
+use crate::client::status::NodeStatus;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::{Error, Result};
 use crate::kubelet::event::{EventBus, KubeletEvent, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
-use crate::kubelet::tree::TempNode;
+use crate::kubelet::tree::{NodeTree, TempNode};
 use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
 use crate::protocol::dra::{DRA_V1, DRA_V1BETA1, HEALTH_V1};
 use crate::render::{emit, table};
@@ -78,7 +78,7 @@ async fn wait_for(
 }
 
 /// Run the DRA demo.
-pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
+pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
     let node_dir = TempNode::new("demo-dra")?;
     let tree = node_dir.tree.clone();
     let (kubelet_log, driver_log) = (tree.logs.join("kubelet.log"), tree.logs.join("driver.log"));
@@ -148,67 +148,9 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             return Err(Error::failed("the mock kubelet is restarting"));
         }
     };
-    let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
-    let mut out =
-        format!("dpctl demo --dra: a mock kubelet and a simulated DRA driver, running in {}\n\n", tree.root.display());
-    out.push_str(&format!("1. The driver {DRIVER} registered through the plugin watcher:\n\n"));
-    let rows: Vec<Vec<String>> = n
-        .dra_drivers
-        .iter()
-        .map(|d| {
-            vec![s(&d["driver"]), s(&d["service"]), d["health"].as_array().map(|h| h.len()).unwrap_or(0).to_string()]
-        })
-        .collect();
-    out.push_str(&crate::render::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
-    out.push_str(&format!(
-        "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
-        claim_file.display()
-    ));
-    let rows: Vec<Vec<String>> = n
-        .claims
-        .iter()
-        .map(|c| {
-            let devices: Vec<String> = c["allocation"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|a| format!("{}/{}", s(&a["pool"]), s(&a["device"])))
-                .collect();
-            vec![format!("{}/{}", s(&c["namespace"]), s(&c["name"])), devices.join(","), s(&c["uid"])]
-        })
-        .collect();
-    out.push_str(&crate::render::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
-    out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
-    out.push_str(&crate::render::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], &listed)));
-    out.push_str(&format!(
-        "\n\n   The CDI spec the runtime would apply is in {}; the kubelet's DRA checkpoint is {}.\n",
-        tree.cdi_dir().display(),
-        tree.root.join("dra_manager_state").display()
-    ));
-    out.push_str(if a.once {
-        "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
-Run `dpctl demo --dra` (without --once) to keep them running, then in another shell try:\n\n"
-    } else {
-        "\n4. Both keep running until Ctrl-C. In another shell, try:\n\n"
-    });
-    let root = tree.root.display().to_string();
-    let cmds = [
-        (format!("export DPCTL_KUBELET_ROOT_DIR={root}"), ""),
-        (format!("export DPCTL_POD_RESOURCES_SOCKET={}", tree.pod_resources.display()), ""),
-        ("dpctl dra list".to_string(), "# the registered DRA driver"),
-        (format!("dpctl dra probe {DRIVER}-reg.sock"), "# check it against the rules"),
-        ("dpctl podresources list".to_string(), "# the claim, its device and CDI ID"),
-        (format!("dpctl node --plugin-dir {}", tree.plugin_dir.display()), "# drivers, claims, pods"),
-        (format!("rm {}", pod_file.display()), "# the kubelet unprepares the claim"),
-        (format!("kill -HUP {}", std::process::id()), "# a kubelet restart: the claim stays prepared"),
-    ];
-    for (c, why) in &cmds {
-        out.push_str(format!("   {c}  {why}").trim_end());
-        out.push('\n');
-    }
-    out.push_str(&format!("\n   Logs: {}  {}\n", kubelet_log.display(), driver_log.display()));
-    emit(&out)?;
-    if !a.once {
+    let files = Files { claim: &claim_file, pod: &pod_file, kubelet_log: &kubelet_log, driver_log: &driver_log };
+    emit(&page(&tree, &n, &listed, &files, once))?;
+    if !once {
         let interrupted = crate::core::interrupted();
         tokio::pin!(interrupted);
         loop {
@@ -227,6 +169,78 @@ Run `dpctl demo --dra` (without --once) to keep them running, then in another sh
     tasks.stop().await;
     node.stop().await;
     Ok(())
+}
+
+/// The files the demo's page names.
+struct Files<'a> {
+    claim: &'a std::path::Path,
+    pod: &'a std::path::Path,
+    kubelet_log: &'a std::path::Path,
+    driver_log: &'a std::path::Path,
+}
+
+/// The demo's page (pure): what the node shows, then what to try next.
+fn page(tree: &NodeTree, n: &NodeStatus, listed: &[Vec<String>], f: &Files<'_>, once: bool) -> String {
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+    let mut out =
+        format!("dpctl demo --dra: a mock kubelet and a simulated DRA driver, running in {}\n\n", tree.root.display());
+    out.push_str(&format!("1. The driver {DRIVER} registered through the plugin watcher:\n\n"));
+    let rows: Vec<Vec<String>> = n
+        .dra_drivers
+        .iter()
+        .map(|d| {
+            vec![s(&d["driver"]), s(&d["service"]), d["health"].as_array().map(|h| h.len()).unwrap_or(0).to_string()]
+        })
+        .collect();
+    out.push_str(&crate::render::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
+    out.push_str(&format!(
+        "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
+        f.claim.display()
+    ));
+    let rows: Vec<Vec<String>> = n
+        .claims
+        .iter()
+        .map(|c| {
+            let devices: Vec<String> = c["allocation"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| format!("{}/{}", s(&a["pool"]), s(&a["device"])))
+                .collect();
+            vec![format!("{}/{}", s(&c["namespace"]), s(&c["name"])), devices.join(","), s(&c["uid"])]
+        })
+        .collect();
+    out.push_str(&crate::render::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
+    out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
+    out.push_str(&crate::render::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], listed)));
+    out.push_str(&format!(
+        "\n\n   The CDI spec the runtime would apply is in {}; the kubelet's DRA checkpoint is {}.\n",
+        tree.cdi_dir().display(),
+        tree.root.join("dra_manager_state").display()
+    ));
+    out.push_str(if once {
+        "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
+Run `dpctl demo --dra` (without --once) to keep them running, then in another shell try:\n\n"
+    } else {
+        "\n4. Both keep running until Ctrl-C. In another shell, try:\n\n"
+    });
+    let root = tree.root.display().to_string();
+    let cmds = [
+        (format!("export DPCTL_KUBELET_ROOT_DIR={root}"), ""),
+        (format!("export DPCTL_POD_RESOURCES_SOCKET={}", tree.pod_resources.display()), ""),
+        ("dpctl dra list".to_string(), "# the registered DRA driver"),
+        (format!("dpctl dra probe {DRIVER}-reg.sock"), "# check it against the rules"),
+        ("dpctl podresources list".to_string(), "# the claim, its device and CDI ID"),
+        (format!("dpctl node --plugin-dir {}", tree.plugin_dir.display()), "# drivers, claims, pods"),
+        (format!("rm {}", f.pod.display()), "# the kubelet unprepares the claim"),
+        (format!("kill -HUP {}", std::process::id()), "# a kubelet restart: the claim stays prepared"),
+    ];
+    for (c, why) in &cmds {
+        out.push_str(format!("   {c}  {why}").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!("\n   Logs: {}  {}\n", f.kubelet_log.display(), f.driver_log.display()));
+    out
 }
 
 /// One row per claim resource PodResources lists.

@@ -1,14 +1,109 @@
 //! `dpctl device list | set-health | add | remove`: live control of a
 //! running `dpctl serve`, found through its control socket.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::{ControlTarget, DeviceCommand};
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};
 use crate::protocol::rules::parse_health;
 use crate::render::{emit, health, numa, structured, table, Format};
+use clap::{Args, Subcommand};
 use std::path::PathBuf;
+
+/// `dpctl device`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "device",
+    about: "Change the devices of a running `dpctl serve` (live control)",
+    args: surface::subcommands::<DeviceCommand>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<DeviceCommand>,
+};
+
+const EXAMPLES: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device list
+  dpctl --plugin-dir /tmp/dp device set-health foo-1 foo-2 Unhealthy
+  dpctl --plugin-dir /tmp/dp device add foo-9 --numa 1 --unhealthy
+  dpctl --plugin-dir /tmp/dp device remove foo-9";
+
+const LIST_EXAMPLES: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device list
+  dpctl device list --control /tmp/dp/dpctl-control/serve-1234.sock -o json";
+
+const SET_HEALTH_EXAMPLES: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device set-health foo-1 foo-2 Unhealthy
+  dpctl --plugin-dir /tmp/dp device set-health foo-1 Healthy --resource vendor.example/foo";
+
+const ADD_EXAMPLES: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device add foo-9 --numa 1
+  dpctl --plugin-dir /tmp/dp device add foo-10 foo-11 --unhealthy";
+
+const REMOVE_EXAMPLES: &str = "Examples:
+  dpctl --plugin-dir /tmp/dp device remove foo-9";
+
+/// Which running `dpctl serve` and resource to control.
+#[derive(Debug, Args)]
+pub struct ControlTarget {
+    /// The resource to change (needed when several are served)
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// A specific control socket [default: found in <plugin-dir>/dpctl-control/]
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+/// `dpctl device …`
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// List the devices of running dpctl serve processes
+    #[command(after_help = LIST_EXAMPLES)]
+    List(#[command(flatten)] ControlTarget),
+    /// Set devices Healthy or Unhealthy: IDs, then the health
+    #[command(override_usage = "dpctl device set-health [OPTIONS] ID... HEALTH")]
+    #[command(after_help = SET_HEALTH_EXAMPLES)]
+    SetHealth {
+        /// Device IDs, then the health: Healthy or Unhealthy (the last word)
+        #[arg(value_name = "ID", num_args = 2.., required = true)]
+        args: Vec<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
+    /// Add devices
+    #[command(after_help = ADD_EXAMPLES)]
+    Add {
+        /// New device IDs
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
+        /// NUMA node of the new devices
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+        numa: Option<i64>,
+        /// Add them Unhealthy
+        #[arg(long)]
+        unhealthy: bool,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
+    /// Remove devices
+    #[command(after_help = REMOVE_EXAMPLES)]
+    Remove {
+        /// Device IDs
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: ControlTarget,
+    },
+}
+
+impl Invocation for DeviceCommand {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// Find the control socket serving `target`.
 async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<ResourceView>)> {

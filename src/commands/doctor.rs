@@ -3,13 +3,64 @@
 //! node-problem-detector's custom-plugin protocol instead: one short line,
 //! exit 0 ok, 1 problem, 2 unknown.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::DoctorArgs;
 use crate::core::{Error, Result};
 use crate::doctor::{inspect, Options, Report, Severity};
 use crate::render::{emit, structured, Format};
+use clap::Args;
 use colored::Colorize;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// `dpctl doctor`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "doctor",
+    about: "Inspect the node read-only and say what is wrong with its device plugins, and how to fix it",
+    args: surface::args::<DoctorArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<DoctorArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # What is wrong with this node's device plugins, and how to fix it
+  dpctl doctor
+  dpctl doctor -o json
+  # from a debug pod, with the node's filesystem at /host
+  kubectl debug node/NODE -it --profile=sysadmin --image=IMAGE -- dpctl doctor --root /host
+  # never open ListAndWatch (plugins that misbehave with extra clients)
+  dpctl doctor --no-streams
+  # node-problem-detector custom plugin: one line, exit 0 ok / 1 problem / 2 unknown
+  dpctl doctor --npd";
+
+/// `dpctl doctor`
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_spec_dir: Vec<PathBuf>,
+    /// Never open ListAndWatch: some plugins let an extra stream swallow updates meant for the kubelet
+    #[arg(long)]
+    pub no_streams: bool,
+    /// node-problem-detector custom plugin mode: one short line; exit 0 ok, 1 problem, 2 unknown
+    #[arg(long)]
+    pub npd: bool,
+}
+
+impl Invocation for DoctorArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// NPD keeps the first `max_output_length` bytes (default 80) of a custom plugin's output.
 const NPD_MAX: usize = 80;

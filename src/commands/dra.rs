@@ -6,15 +6,14 @@
 //! socket; bare names are looked up in `<kubelet-root>/plugins_registry/`
 //! and `<kubelet-root>/plugins/*/`.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::dra_health_v1::DeviceHealth;
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse};
 use crate::api::pluginregistration::PluginInfo;
-use crate::cli::{
-    DraClaimsArgs, DraCommand, DraControlTarget, DraDeviceCommand, DraHealthArgs, DraProbeArgs, DraServeArgs, DraSocket,
-};
+use crate::cli::positive_duration_arg;
 use crate::client::dra::{resolve, DraConn, HealthStream};
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
 use crate::plugin::dra::driver::{ControlAnswer, ControlRequest};
@@ -24,10 +23,261 @@ use crate::protocol::dra::{
 };
 use crate::render::checks::{report, Check, Status};
 use crate::render::{emit, json_line, structured, table, Format};
+use clap::{Args, Subcommand};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// `dpctl dra`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "dra",
+    about: "DRA kubelet plugins: info, probe, prepare, unprepare, health, list; a simulated driver (serve)",
+    args: surface::subcommands::<DraCommand>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<DraCommand>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Which DRA drivers are registered on this node, and are they live?
+  dpctl dra list
+  # Check a driver against the kubelet's rules, preparing a throwaway claim
+  dpctl dra probe gpu.example.com-reg.sock --prepare
+  # A simulated driver in a temp kubelet root, for tests and demos
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi";
+
+const INFO_EXAMPLES: &str = "Examples:
+  dpctl dra info gpu.example.com-reg.sock
+  dpctl dra info /var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock -o json";
+
+const PROBE_EXAMPLES: &str = "Examples:
+  # registration rules, the endpoint, each advertised service, the health stream
+  dpctl dra probe gpu.example.com-reg.sock
+  # also prepare (twice) and unprepare a throwaway claim; resolve its CDI IDs
+  dpctl dra probe gpu.example.com-reg.sock --prepare --cdi-spec-dir /var/run/cdi
+  # the service socket directly (no GetInfo): v1 and v1beta1 are tried
+  dpctl dra probe /var/lib/kubelet/plugins/gpu.example.com/dra.sock -o json";
+
+const PREPARE_EXAMPLES: &str = "Examples:
+  dpctl dra prepare gpu.example.com-reg.sock --claim default/gpu-claim/6f1c9a2e-0000-4000-8000-000000000001
+  # two claims, called twice (idempotence), CDI IDs resolved, on the deprecated v1beta1 service
+  dpctl dra prepare dra.sock --claim ml/a/uid-a --claim ml/b/uid-b --twice --cdi-spec-dir /var/run/cdi --service v1beta1";
+
+const UNPREPARE_EXAMPLES: &str = "Examples:
+  dpctl dra unprepare gpu.example.com-reg.sock --claim default/gpu-claim/6f1c9a2e-0000-4000-8000-000000000001";
+
+const HEALTH_EXAMPLES: &str = "Examples:
+  # the health table, then a line per change
+  dpctl dra health gpu.example.com-reg.sock
+  # one JSON object per snapshot, on the v1alpha1 service, stop after 3
+  dpctl dra health gpu.example.com-reg.sock --service v1alpha1 -o json --count 3";
+
+const LIST_EXAMPLES: &str = "Examples:
+  dpctl dra list
+  dpctl --kubelet-root-dir /var/lib/rancher/k3s/agent/kubelet dra list -o json";
+
+const SERVE_EXAMPLES: &str = "Examples:
+  # a driver with 4 devices under a temp kubelet root; CDI specs per prepared claim in /tmp/k/cdi
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi
+  # a second instance during a rolling update (uid-named sockets)
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --rolling-update 2 --cdi-dir /tmp/k/cdi
+  # break a rule on purpose: dra probe flags it
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --fault missing-uid --fault long-message";
+
+const DEVICE_EXAMPLES: &str = "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device list
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-1 Unhealthy --message 'ECC errors'";
+
+const DEVICE_LIST_EXAMPLES: &str = "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device list -o json";
+
+const DEVICE_SET_HEALTH_EXAMPLES: &str = "Examples:
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 dev-1 Unhealthy --message 'XID 79'
+  dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 Healthy --driver gpu.example.com";
+
+/// `dpctl dra …`
+#[derive(Debug, Subcommand)]
+pub enum DraCommand {
+    /// Call GetInfo on a DRA plugin's registration socket
+    #[command(after_help = INFO_EXAMPLES)]
+    Info(DraSocket),
+    /// One-shot check of a DRA plugin against the kubelet's rules: PASS/WARN/FAIL per rule
+    #[command(after_help = PROBE_EXAMPLES)]
+    Probe(DraProbeArgs),
+    /// Call NodePrepareResources for one or more claims and check the answer
+    #[command(after_help = PREPARE_EXAMPLES)]
+    Prepare(DraClaimsArgs),
+    /// Call NodeUnprepareResources for one or more claims
+    #[command(after_help = UNPREPARE_EXAMPLES)]
+    Unprepare(DraClaimsArgs),
+    /// Watch a DRA plugin's device health (NodeWatchResources): a table, then a line per change
+    #[command(after_help = HEALTH_EXAMPLES)]
+    Health(DraHealthArgs),
+    /// List the DRA plugins registered under the kubelet's root: driver, endpoint, versions, live or stale
+    #[command(after_help = LIST_EXAMPLES)]
+    List,
+    /// Serve a simulated DRA driver's kubelet plugin, registered through the plugin watcher
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(Box<DraServeArgs>),
+    /// Show or change the devices of a running `dpctl dra serve` (live control)
+    #[command(subcommand)]
+    #[command(after_help = DEVICE_EXAMPLES)]
+    Device(DraDeviceCommand),
+}
+
+/// A DRA plugin socket.
+#[derive(Debug, Args)]
+pub struct DraSocket {
+    /// Registration or service socket (a bare name is looked up in plugins_registry/ and plugins/*/)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+}
+
+/// `dpctl dra probe`
+#[derive(Debug, Args)]
+pub struct DraProbeArgs {
+    #[command(flatten)]
+    /// The socket.
+    pub socket: DraSocket,
+    /// Also prepare a throwaway claim (twice, for idempotence), resolve its CDI IDs, then unprepare it
+    #[arg(long)]
+    pub prepare: bool,
+    /// With --prepare: resolve CDI IDs in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR", requires = "prepare")]
+    pub cdi_spec_dir: Vec<PathBuf>,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a driver)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+}
+
+/// `dpctl dra prepare|unprepare`
+#[derive(Debug, Args)]
+pub struct DraClaimsArgs {
+    #[command(flatten)]
+    /// The socket.
+    pub socket: DraSocket,
+    /// A claim as NAMESPACE/NAME/UID (repeatable)
+    #[arg(long = "claim", value_name = "NS/NAME/UID", required = true, value_parser = crate::client::dra::parse_claim)]
+    pub claims: Vec<crate::api::dra_v1::Claim>,
+    /// The service to call: v1 or v1beta1 [default: the kubelet's choice from GetInfo, else v1]
+    #[arg(long, value_name = "VERSION", value_parser = ["v1", "v1beta1"])]
+    pub service: Option<String>,
+    /// prepare: call twice and check both answers are the same (the kubelet repeats calls)
+    #[arg(long)]
+    pub twice: bool,
+    /// prepare: resolve the CDI IDs of the answer in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_spec_dir: Vec<PathBuf>,
+}
+
+/// `dpctl dra health`
+#[derive(Debug, Args)]
+pub struct DraHealthArgs {
+    #[command(flatten)]
+    /// The socket.
+    pub socket: DraSocket,
+    /// The health service: v1 or v1alpha1 [default: the kubelet's choice from GetInfo, else v1 then v1alpha1]
+    #[arg(long, value_name = "VERSION", value_parser = ["v1", "v1alpha1"])]
+    pub service: Option<String>,
+    /// Stop after this many snapshots
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
+/// `dpctl dra serve`
+#[derive(Debug, Args)]
+pub struct DraServeArgs {
+    /// The driver name (a lowercase DNS subdomain, e.g. gpu.example.com)
+    #[arg(long, value_name = "NAME")]
+    pub driver: String,
+    /// The pool the devices are in
+    #[arg(long, value_name = "NAME", default_value = "pool-0")]
+    pub pool: String,
+    /// How many devices (named dev-0, dev-1, …)
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub devices: u32,
+    /// Where to write a CDI spec per prepared claim (removed on unprepare) [default: /var/run/cdi under --root]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_dir: Option<PathBuf>,
+    /// The services to serve and list in supported_versions, in order
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_values_t = [crate::protocol::dra::DRA_V1.to_string(), crate::protocol::dra::DRA_V1BETA1.to_string(), crate::protocol::dra::HEALTH_V1.to_string(), crate::protocol::dra::HEALTH_V1ALPHA1.to_string()])]
+    pub services: Vec<String>,
+    /// Do not create the plugin-watcher registration socket (serve the service socket only)
+    #[arg(long)]
+    pub no_register: bool,
+    /// Rolling-update mode: sockets <driver>-UID-reg.sock and dra-UID.sock, so two instances serve at once
+    #[arg(long, value_name = "UID")]
+    pub rolling_update: Option<String>,
+    /// health_check_timeout_seconds sent for each device (0: the kubelet's default)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub health_timeout: i64,
+    /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
+    /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
+    /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, unserved-health,
+    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE
+    #[arg(long = "fault", value_name = "FAULT")]
+    pub faults: Vec<crate::plugin::dra::Fault>,
+    /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The node the ResourceSlice names [default: this host's name]
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// Which running `dpctl dra serve` to control.
+#[derive(Debug, Args)]
+pub struct DraControlTarget {
+    /// The driver whose serve to control (needed when several run)
+    #[arg(long, value_name = "NAME")]
+    pub driver: Option<String>,
+    /// A specific control socket [default: found in <kubelet-root>/plugins/*/dpctl-control/]
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+/// `dpctl dra device …`
+#[derive(Debug, Subcommand)]
+pub enum DraDeviceCommand {
+    /// List the devices and prepared claims of a running dpctl dra serve
+    #[command(after_help = DEVICE_LIST_EXAMPLES)]
+    List(#[command(flatten)] DraControlTarget),
+    /// Set devices Healthy, Unhealthy or Unknown: names, then the health
+    #[command(override_usage = "dpctl dra device set-health [OPTIONS] DEVICE... HEALTH")]
+    #[command(after_help = DEVICE_SET_HEALTH_EXAMPLES)]
+    SetHealth {
+        /// Device names, then the health: Healthy, Unhealthy or Unknown (the last word)
+        #[arg(value_name = "DEVICE", num_args = 2.., required = true)]
+        args: Vec<String>,
+        /// The health message (at most 1024 characters reach the kubelet unchanged)
+        #[arg(long, value_name = "TEXT")]
+        message: Option<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: DraControlTarget,
+    },
+}
+
+impl Invocation for DraCommand {
+    fn workers(&self) -> usize {
+        match self {
+            DraCommand::Serve(_) => 1,
+            _ => 0,
+        }
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// Run a `dpctl dra` command.
 pub async fn run(ctx: &Ctx, c: &DraCommand) -> Result<()> {

@@ -1,15 +1,133 @@
 //! `dpctl mock-kubelet`: the kubelet's device manager on a laptop. SIGHUP
 //! simulates a kubelet restart in place; SIGINT/SIGTERM stop it.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::MockKubeletArgs;
-use crate::core::log::Logger;
+use crate::cli::{duration_arg, positive_duration_arg};
+use crate::core::log::{LogFormat, Logger};
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
 use crate::kubelet::event::EventBus;
 use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::shell::Config;
+use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// `dpctl mock-kubelet`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "mock-kubelet",
+    about: "Stand in for the kubelet's device manager: registration, pods, allocation, PodResources",
+    args: surface::args::<MockKubeletArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: Some("mock-kubelet logs events; use --log-format json, or dpctl node -o json for its state"),
+    parse: surface::parse::<MockKubeletArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # A device manager in a temp dir; pods from manifests
+  mkdir -p /tmp/node/device-plugins /tmp/node/manifests
+  dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --manifests /tmp/node/manifests
+  # then, in another shell
+  dpctl serve --plugin-dir /tmp/node/device-plugins --resource vendor.example/foo --count 4
+  dpctl node --plugin-dir /tmp/node/device-plugins
+  dpctl podresources list --plugin-dir /tmp/node/device-plugins
+  # DRA drivers too: a local API server (writes /tmp/node/kubeconfig), claims beside the pods
+  mkdir -p /tmp/node/plugins_registry
+  dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --manifests /tmp/node/manifests \\
+    --plugins-registry-dir /tmp/node/plugins_registry --api-server 127.0.0.1:0
+  dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
+    --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
+  # behave as kubelet 1.31; what that changes
+  dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
+  dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
+
+/// `dpctl mock-kubelet`
+#[derive(Debug, Args)]
+pub struct MockKubeletArgs {
+    /// Serve PodResources here [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// Do not serve the PodResources API
+    #[arg(long, conflicts_with = "pod_resources_socket")]
+    pub no_pod_resources: bool,
+    /// Admit pods from static pod manifests (YAML or JSON) in this directory
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+    /// Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)
+    #[arg(long, value_name = "DIR")]
+    pub plugins_registry_dir: Option<PathBuf>,
+    /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON
+    /// ResourceSlices and claims; writes <kubelet-root>/kubeconfig
+    #[arg(long, value_name = "ADDR")]
+    pub api_server: Option<std::net::SocketAddr>,
+    /// How long a plugin's devices stay (unhealthy) after its stream ends
+    #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
+    pub grace_period: Duration,
+    /// Receive limit for plugin messages (the kubelet's is the gRPC default, 4 MiB)
+    #[arg(long, default_value = "4Mi", value_parser = recv_size_arg, value_name = "BYTES")]
+    pub max_recv_size: usize,
+    /// Topology manager policy
+    #[arg(long, value_enum, default_value_t = crate::kubelet::devicemanager::TopologyPolicy::None)]
+    pub topology_policy: crate::kubelet::devicemanager::TopologyPolicy,
+    /// Simulate a kubelet restart on this schedule (as SIGHUP does)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_every: Option<Duration>,
+    /// How long to keep dialing a plugin back inside Register (the kubelet's: 10s)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub dial_timeout: Duration,
+    /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
+    #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub call_timeout: Duration,
+    /// Behave as this kubelet version (1.25 to 1.37; see --explain-profile)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+    /// Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit
+    #[arg(long)]
+    pub explain_profile: bool,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+fn recv_size_arg(s: &str) -> Result<usize, String> {
+    let n = byte_size(s)?;
+    let max = crate::core::limits::GRPC_MAX_RECV_CEILING;
+    if n > max {
+        return Err(format!("at most {max} (1Gi) is allowed"));
+    }
+    Ok(n)
+}
+
+fn byte_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4194304, 4Mi, 512Ki)"))?;
+    let mult = match unit {
+        "" => 1,
+        "K" | "k" => 1000,
+        "Ki" => 1024,
+        "M" => 1_000_000,
+        "Mi" => 1 << 20,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use Ki, Mi, K or M)")),
+    };
+    n.checked_mul(mult).filter(|n| *n > 0).ok_or_else(|| format!("{s:?} is out of range"))
+}
+
+impl Invocation for MockKubeletArgs {
+    fn workers(&self) -> usize {
+        2
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// Build the settings from the command line.
 pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {

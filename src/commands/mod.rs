@@ -1,9 +1,11 @@
-//! One file per subcommand; each wires the core or one protocol role to the
-//! command line. [`run`] dispatches.
+//! One file per subcommand; each declares its surface (a [`Spec`]: args,
+//! examples, completion and runtime hints) next to its `run`, and [`ALL`]
+//! lists them: adding a command is its file plus its line in [`ALL`].
 
 pub mod allocate;
 pub mod bench;
 pub mod checkpoint;
+pub mod completion;
 pub mod demo;
 pub mod demo_dra;
 pub mod device;
@@ -21,16 +23,45 @@ pub mod record;
 pub mod register;
 pub mod replay;
 pub mod serve;
+pub mod surface;
 pub mod test;
 pub mod watch;
 
-use crate::cli::{Cli, Command};
+use crate::cli::GlobalArgs;
 use crate::client::PluginConn;
 use crate::core::paths::{discover_kubelet_root, HostRoot, Paths, DEFAULT_KUBELET_ROOT};
 use crate::core::{Error, Result};
 use crate::render::Format;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use surface::{Invocation, Spec};
+
+/// Every command, in the order `dpctl --help` lists them. A new command is
+/// its file (with its `mod` line above) and its line here; a unit test
+/// fails on a command file missing from this table.
+pub const ALL: &[&Spec] = &[
+    &options::COMMAND,
+    &watch::COMMAND,
+    &allocate::COMMAND,
+    &preferred::COMMAND,
+    &prestart::COMMAND,
+    &register::COMMAND,
+    &podresources::COMMAND,
+    &probe::COMMAND,
+    &serve::COMMAND,
+    &device::COMMAND,
+    &mock_kubelet::COMMAND,
+    &node::COMMAND,
+    &demo::COMMAND,
+    &checkpoint::COMMAND,
+    &doctor::COMMAND,
+    &record::COMMAND,
+    &replay::COMMAND,
+    &bench::COMMAND,
+    &test::COMMAND,
+    &dra::COMMAND,
+    &completion::COMMAND,
+];
 
 /// Inspection commands accept snapshots far over the kubelet's 4 MiB limit,
 /// so they can report the size instead of failing on it.
@@ -49,6 +80,8 @@ pub struct Ctx {
     pub paths: Paths,
     /// Whether --plugin-dir (or DPCTL_PLUGIN_DIR) was given, so a config file may not override it.
     pub plugin_dir_given: bool,
+    /// Every command, for those that describe the command line (completion).
+    pub commands: &'static [&'static Spec],
 }
 
 impl Ctx {
@@ -64,43 +97,63 @@ impl Ctx {
     }
 }
 
-/// Runtime worker threads for a command (0 = a single-threaded runtime).
-/// Measured on 2 cores (BENCHMARKS.md): a plugin serves fastest on one
-/// worker — two workers spend their time waking each other across cores;
-/// one-shot clients and the load generator stay on one thread, leaving the
-/// other core to the plugin under test; the kubelet roles, which host many
-/// connections, keep two. `DPCTL_WORKERS` overrides it.
-pub fn runtime_workers(cmd: &Command) -> usize {
-    match cmd {
-        Command::Serve(_) | Command::Replay(_) | Command::Record(_) => 1,
-        Command::Dra(crate::cli::DraCommand::Serve(_)) => 1,
-        Command::MockKubelet(_) | Command::Demo(_) | Command::Test(_) => 2,
-        Command::Bench(crate::cli::BenchCommand::Kubelet(_)) => 2,
-        _ => 0,
+/// The whole command line: dpctl's global options and every command of [`ALL`].
+pub fn command() -> clap::Command {
+    surface::assemble(crate::cli::top(), ALL)
+}
+
+/// A parsed command line.
+pub struct Cli {
+    /// Options every command takes.
+    pub global: GlobalArgs,
+    /// The command given.
+    pub spec: &'static Spec,
+    /// Its arguments, ready to run.
+    pub invocation: Box<dyn Invocation>,
+}
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cli").field("global", &self.global).field("command", &self.spec.name).finish()
     }
 }
 
-/// Commands that log events instead of rendering a result: `-o` is a usage
-/// error there (with the flag that does what was meant), never silently ignored.
-fn rejects_output_flag(cmd: &Command) -> Option<&'static str> {
-    match cmd {
-        Command::Serve(_) => Some("serve logs events; use --log-format json for JSON lines"),
-        Command::MockKubelet(_) => {
-            Some("mock-kubelet logs events; use --log-format json, or dpctl node -o json for its state")
-        }
-        Command::Demo(_) => {
-            Some("demo prints a walkthrough; use dpctl node -o json or dpctl podresources list -o json against it")
-        }
-        Command::Record(_) => Some("record writes a JSON-lines trace (--out); use --log-format json for its log"),
-        Command::Completion(_) => Some("completion prints a shell script"),
-        _ => None,
+impl Cli {
+    /// Runtime worker threads for this command line (0 = a single-threaded
+    /// runtime): the command's [`Invocation::workers`].
+    pub fn workers(&self) -> usize {
+        self.invocation.workers()
     }
+
+    /// Parse `args` (the program name first), as the process's arguments are parsed.
+    pub fn try_parse_from<I, T>(args: I) -> std::result::Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        from_matches(&command().try_get_matches_from(args)?)
+    }
+}
+
+fn from_matches(m: &clap::ArgMatches) -> std::result::Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let global = GlobalArgs::from_arg_matches(m)?;
+    let missing = || clap::Error::new(clap::error::ErrorKind::MissingSubcommand);
+    let (name, sub) = m.subcommand().ok_or_else(missing)?;
+    let spec = ALL.iter().copied().find(|s| s.name == name).ok_or_else(missing)?;
+    Ok(Cli { global, spec, invocation: (spec.parse)(sub)? })
+}
+
+/// Parse the process's arguments (exits with clap's message and code 2 on a
+/// usage error), with `version` as the text of `--version`.
+pub fn parse_with_version(version: &'static str) -> Cli {
+    crate::cli::parse_or_exit(command().version(version), from_matches)
 }
 
 /// Run the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
-    if let (Some(f), Some(why)) = (g.output, rejects_output_flag(&cli.command)) {
+    if let (Some(f), Some(why)) = (g.output, cli.spec.refuses_output) {
         let f = format!("{f:?}").to_lowercase();
         return Err(Error::usage(format!("-o {f} is not supported here: {why}")));
     }
@@ -122,39 +175,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         timeout_given: g.timeout,
         paths: Paths::for_node(HostRoot::new(g.root), &kubelet_root, g.plugin_dir.as_deref()),
         plugin_dir_given,
+        commands: ALL,
     };
-    let result = dispatch(&ctx, cli.command).await;
+    let result = cli.invocation.run(&ctx).await;
     match result {
         Err(e) => Err(identify::explain_unimplemented(&ctx, e).await),
         ok => ok,
-    }
-}
-
-async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
-    match command {
-        Command::Options(a) => options::run(ctx, &a).await,
-        Command::Watch(a) => watch::run(ctx, &a).await,
-        Command::Allocate(a) => allocate::run(ctx, &a).await,
-        Command::Preferred(a) => preferred::run(ctx, &a).await,
-        Command::Prestart(a) => prestart::run(ctx, &a).await,
-        Command::Register(a) => register::run(ctx, &a).await,
-        Command::PodResources(c) => podresources::run(ctx, &c).await,
-        Command::Probe(a) => probe::run(ctx, &a).await,
-        Command::Serve(a) => serve::run(ctx, &a).await,
-        Command::Device(c) => device::run(ctx, &c).await,
-        Command::MockKubelet(a) => mock_kubelet::run(ctx, &a).await,
-        Command::Node => node::run(ctx).await,
-        Command::Demo(a) => demo::run(ctx, &a).await,
-        Command::Checkpoint(a) => checkpoint::run(ctx, &a),
-        Command::Doctor(a) => doctor::run(ctx, &a).await,
-        Command::Record(a) => record::run(ctx, &a).await,
-        Command::Replay(a) => replay::run(ctx, &a).await,
-        Command::Bench(c) => bench::run(ctx, &c).await,
-        Command::Test(a) => test::run(ctx, &a).await,
-        Command::Dra(c) => dra::run(ctx, &c).await,
-        Command::Completion(a) => {
-            let script = crate::help::completion_script(a.shell, &mut crate::cli::command());
-            crate::render::emit(&String::from_utf8_lossy(&script))
-        }
     }
 }

@@ -1,11 +1,41 @@
 //! `dpctl node`: the node's device capacity and allocatable per resource,
 //! like `kubectl describe node`, read from the running mock kubelet.
 
+use super::surface::{Invocation, Running, Spec};
 use super::Ctx;
 use crate::client::status::NodeStatus;
 use crate::core::Result;
 use crate::render::{emit, structured, table, Format};
 use serde_json::Value;
+
+/// `dpctl node`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "node",
+    about: "Show the node's device capacity and allocatable, read from the running mock kubelet",
+    args: std::convert::identity,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: parse_node,
+};
+
+const EXAMPLES: &str = "Examples:
+  dpctl node --plugin-dir /tmp/node/device-plugins
+  dpctl node --plugin-dir /tmp/node/device-plugins -o json";
+
+/// `dpctl node` takes no arguments of its own.
+#[derive(Debug)]
+pub struct NodeArgs;
+
+fn parse_node(_: &clap::ArgMatches) -> std::result::Result<Box<dyn Invocation>, clap::Error> {
+    Ok(Box::new(NodeArgs))
+}
+
+impl Invocation for NodeArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx))
+    }
+}
 
 /// Read the status of the mock kubelet that owns the plugin directory.
 pub async fn fetch(ctx: &Ctx) -> Result<NodeStatus> {

@@ -1,17 +1,109 @@
 //! `dpctl podresources list | allocatable | get POD`: the kubelet's
 //! PodResources v1 API.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::podresources::{
     pod_resources_lister_client::PodResourcesListerClient, AllocatableResourcesRequest, ContainerResources,
     GetPodResourcesRequest, ListPodResourcesRequest, PodResources,
 };
-use crate::cli::PodResourcesCommand;
 use crate::core::transport::{call, request};
 use crate::core::Result;
 use crate::render::{emit, list, numa_pr, structured, table, Format};
-use std::path::Path;
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
 use tonic::transport::Channel;
+
+/// `dpctl podresources`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "podresources",
+    about: "Query the kubelet's PodResources v1 API",
+    args: surface::subcommands::<PodResourcesCommand>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<PodResourcesCommand>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Every pod's devices (all namespaces), then one namespace's
+  dpctl podresources list
+  dpctl podresources list -n ml --no-headers
+  # healthy devices of registered resources
+  dpctl podresources allocatable
+  # one pod; the socket of a mock kubelet
+  dpctl podresources get trainer -n ml --socket /tmp/node/pod-resources/kubelet.sock";
+
+const LIST_EXAMPLES: &str = "Examples:
+  dpctl podresources list
+  dpctl podresources list -n ml
+  dpctl podresources list -A --no-headers -o table
+  dpctl podresources list --plugin-dir /tmp/node/device-plugins -o json";
+
+const ALLOCATABLE_EXAMPLES: &str = "Examples:
+  dpctl podresources allocatable
+  dpctl podresources allocatable --socket /tmp/node/pod-resources/kubelet.sock -o yaml";
+
+const GET_EXAMPLES: &str = "Examples:
+  dpctl podresources get trainer -n ml
+  dpctl podresources get demo-trainer -o json";
+
+/// `dpctl podresources …`
+#[derive(Debug, Subcommand)]
+pub enum PodResourcesCommand {
+    /// List every pod's containers and the devices allocated to them
+    #[command(after_help = LIST_EXAMPLES)]
+    List(PodResourcesListArgs),
+    /// Show the node's allocatable devices (healthy devices of registered resources)
+    #[command(after_help = ALLOCATABLE_EXAMPLES)]
+    Allocatable(PodResourcesSocket),
+    /// Show one pod's resources
+    #[command(after_help = GET_EXAMPLES)]
+    Get(PodResourcesGetArgs),
+}
+
+/// The PodResources socket.
+#[derive(Debug, Args)]
+pub struct PodResourcesSocket {
+    /// The kubelet's PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with
+    /// --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// `dpctl podresources list`
+#[derive(Debug, Args)]
+pub struct PodResourcesListArgs {
+    /// Only pods in this namespace
+    #[arg(short = 'n', long, value_name = "NAMESPACE", conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// Pods in every namespace (the default)
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    /// The PodResources socket.
+    pub socket: PodResourcesSocket,
+}
+
+/// `dpctl podresources get`
+#[derive(Debug, Args)]
+pub struct PodResourcesGetArgs {
+    /// The pod's name
+    #[arg(value_name = "POD")]
+    pub pod: String,
+    /// The pod's namespace
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    #[command(flatten)]
+    /// The PodResources socket.
+    pub socket: PodResourcesSocket,
+}
+
+impl Invocation for PodResourcesCommand {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 pub use crate::client::podresources::POD_RESOURCES_FIX;
 

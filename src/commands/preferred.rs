@@ -1,16 +1,57 @@
 //! `dpctl preferred SOCKET --available … --size N`: GetPreferredAllocation,
 //! and a check of the answer against the rules the kubelet relies on.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{
     ContainerPreferredAllocationRequest, PreferredAllocationRequest, PreferredAllocationResponse,
 };
-use crate::cli::PreferredArgs;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::protocol::rules;
 use crate::render::{emit, structured, Format};
+use clap::Args;
 use serde::Serialize;
+use std::path::PathBuf;
+
+/// `dpctl preferred`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "preferred",
+    about: "Call GetPreferredAllocation and check the answer against the request",
+    args: surface::args::<PreferredArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Positional],
+    refuses_output: None,
+    parse: surface::parse::<PreferredArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Ask for 2 of 4 devices, foo-3 included, and check the answer
+  dpctl preferred vendor.sock --available foo-0,foo-1,foo-2,foo-3 --must-include foo-3 --size 2";
+
+/// `dpctl preferred`
+#[derive(Debug, Args)]
+pub struct PreferredArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Candidate device IDs, comma-separated
+    #[arg(long, value_delimiter = ',', required = true, value_name = "ID,ID")]
+    pub available: Vec<String>,
+    /// Device IDs the answer must include, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub must_include: Vec<String>,
+    /// How many devices to ask for
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+    pub size: i32,
+}
+
+impl Invocation for PreferredArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// The answer checked by the rulebook: (violations that FAIL, warnings).
 pub fn judge(

@@ -2,20 +2,68 @@
 //! prints PASS, WARN or FAIL with the latency of its call; exit 0 only if
 //! nothing failed.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{
     AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse, ContainerPreferredAllocationRequest,
     DevicePluginOptions, ListAndWatchResponse, PreStartContainerRequest, PreferredAllocationRequest,
 };
 use crate::api::{HEALTHY, KUBELET_MAX_RECV};
-use crate::cli::ProbeArgs;
+use crate::cli::positive_duration_arg;
 use crate::client::conn::{PluginConn, Update};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::protocol::rules::{self, Verdict, Violation};
+use clap::Args;
 use prost::Message;
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// `dpctl probe`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "probe",
+    about: "One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies",
+    args: surface::args::<ProbeArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Positional],
+    refuses_output: None,
+    parse: surface::parse::<ProbeArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # PASS/WARN/FAIL per check; exit 1 if anything failed
+  dpctl probe nvidia-gpu.sock
+  # CI: start the plugin, then wait up to 30s for its socket, and allocate a free device
+  dpctl probe --plugin-dir /tmp/dp foo.sock --wait 30s --allocate -o json";
+
+/// `dpctl probe`
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Also allocate one healthy device that no container holds (per PodResources) and check the
+    /// response (and PreStartContainer if required)
+    #[arg(long)]
+    pub allocate: bool,
+    /// With --allocate: a directory of CDI specs to resolve CDI names in (repeatable) [default: /etc/cdi and /var/run/cdi]
+    #[arg(long, value_name = "DIR", requires = "allocate")]
+    pub cdi_spec_dir: Vec<PathBuf>,
+    /// Wait up to this long for the socket to appear and answer before checking (for CI right after starting a plugin)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+    /// The kubelet's PodResources socket, to pick a free device for --allocate [default: as podresources]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+}
+
+impl Invocation for ProbeArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 pub use crate::render::checks::{Check, Report, Status};
 

@@ -7,21 +7,24 @@
 //! re-registration replaced it. On exit the plugin's own socket is
 //! registered again, leaving the node as it was.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{
     device_plugin_server::DevicePluginServer, registration_client::RegistrationClient, DevicePluginOptions,
     RegisterRequest,
 };
-use crate::cli::RecordArgs;
+use crate::cli::positive_duration_arg;
 use crate::client::PluginConn;
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::core::time::format_duration;
 use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request, serve_owned, PathKind, SocketGuard};
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::plugin::tap::{Note, Owners, Tap};
 use crate::protocol::rules::check_resource_name;
 use crate::trace::{Event, Writer};
+use clap::Args;
 use serde_json::json;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +33,61 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// `dpctl record`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "record",
+    about: "Record everything the kubelet asks a plugin and it answers, through a tap socket",
+    args: surface::args::<RecordArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Flag("plugin")],
+    refuses_output: Some("record writes a JSON-lines trace (--out); use --log-format json for its log"),
+    parse: surface::parse::<RecordArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Record everything the kubelet and nvidia-gpu.sock say, until Ctrl-C
+  dpctl record --plugin nvidia-gpu.sock --resource nvidia.com/gpu --out gpu.trace.jsonl
+  dpctl record --plugin vendor.sock --resource vendor.example/foo --out foo.trace.jsonl --duration 10m";
+
+/// `dpctl record`
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(long, value_name = "SOCKET")]
+    pub plugin: PathBuf,
+    /// The plugin's resource name (the tap registers under it)
+    #[arg(long, value_name = "NAME")]
+    pub resource: String,
+    /// The trace file to write (must not exist)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// The kubelet's PodResources socket, read for which pod each Allocate was for [default: <plugin-dir>/../pod-resources/kubelet.sock]
+    #[arg(long, env = "DPCTL_POD_RESOURCES_SOCKET", value_name = "PATH")]
+    pub pod_resources_socket: Option<PathBuf>,
+    /// After a kubelet restart, give up (exit 1) if the kubelet and the plugin are not back within this long
+    #[arg(long, default_value = "2m", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_timeout: Duration,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+impl Invocation for RecordArgs {
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// How often the tap looks for a kubelet restart.
 const POLL: Duration = Duration::from_millis(100);
@@ -311,7 +369,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
 
     let upstream =
         unless_stopped(stop, PluginConn::connect(&plugin, ctx.timeout, usize::MAX)).await.ok_or_else(early)??;
-    let mut options = unless_stopped(stop, upstream.options()).await.ok_or_else(early)??;
+    let options = unless_stopped(stop, upstream.options()).await.ok_or_else(early)??;
     let view_timeout = ctx.timeout.min(Duration::from_secs(2));
     let view = unless_stopped(stop, crate::client::view::read(&pod_resources, &checkpoint, &a.resource, view_timeout))
         .await
@@ -329,7 +387,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
 
     let tap_name = format!("dpctl-record-{}.sock", std::process::id());
     let tap_path = plugin_dir.join(&tap_name);
-    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let (notes_tx, notes) = mpsc::unbounded_channel();
     let owners = Owners {
         pod_resources: pod_resources.clone(),
         checkpoint: checkpoint.clone(),
@@ -340,7 +398,7 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
     let rec = Recorder {
         plugin: plugin.clone(),
         plugin_name,
-        kubelet: kubelet.clone(),
+        kubelet,
         tap_path: tap_path.clone(),
         tap_name,
         resource: a.resource.clone(),
@@ -350,14 +408,14 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
         writer: writer.clone(),
         tap: tap.clone(),
     };
-    let mut served = match Served::start(&tap_path, &tap, root).await {
+    let served = match Served::start(&tap_path, &tap, root).await {
         Ok(s) => s,
         Err(e) => {
             let _ = std::fs::remove_file(&a.out);
             return Err(e);
         }
     };
-    let mut kubelet_id = ident(&kubelet);
+    let kubelet_id = ident(&rec.kubelet);
     match unless_stopped(stop, rec.register_tap(options)).await {
         Some(Ok(())) => {}
         failed => {
@@ -378,108 +436,172 @@ async fn record(ctx: &Ctx, a: &RecordArgs, root: &Tasks, stop: &CancellationToke
             ("out", json!(a.out.display().to_string())),
         ],
     );
-
-    // Watch for kubelet restarts and for the tap being replaced.
-    let mut replaced_at: Option<Instant> = None;
-    let mut awaiting_stream: Option<Instant> = Some(Instant::now());
-    let mut failures = 0u32;
-    let mut kubelet_down: Option<Instant> = None;
-    let mut failure: Option<Error> = None;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            Some(n) = notes.recv() => match n {
-                Note::StreamOpened(_) => awaiting_stream = None,
-                Note::ClosedByKubelet(_) => { replaced_at.get_or_insert_with(Instant::now); }
-            },
-            _ = tokio::time::sleep(POLL) => {}
-        }
-        let now_id = ident(&kubelet);
-        let restart = if !served.guard.still_ours() {
-            Some("the tap's socket was deleted (kubelet restart)")
-        } else if now_id.is_some() && now_id != kubelet_id {
-            Some("kubelet.sock was re-created (kubelet restart)")
-        } else {
-            None
-        };
-        if let Some(reason) = restart {
-            replaced_at = None;
-            rec.write(&Event::KubeletRestart { t: writer.t(), reason: reason.into() });
-            log.event("kubelet-restart", &[("reason", json!(reason))]);
-            match rec.reattach(served, stop, root).await {
-                None => {
-                    // Stopped while waiting: nothing is served; leave the plugin registered.
-                    let r = finish(&rec, None, &tap, options, &a.out).await;
-                    tap.shutdown(Duration::from_millis(100)).await;
-                    return r;
-                }
-                Some(Err(e)) => {
-                    log.event("error", &[("error", json!(e.to_string()))]);
-                    tap.shutdown(Duration::from_millis(200)).await;
-                    return Err(e);
-                }
-                Some(Ok((s, o))) => {
-                    served = s;
-                    options = o;
-                }
-            }
-            kubelet_id = ident(&kubelet);
-            awaiting_stream = Some(Instant::now());
-            failures = 0;
-            kubelet_down = None;
-            continue;
-        }
-        let replaced = replaced_at.is_some_and(|t| t.elapsed() >= REPLACED_AFTER);
-        let no_stream = awaiting_stream.is_some_and(|t| t.elapsed() >= STREAM_EXPECTED);
-        if (replaced || no_stream) && tokio::net::UnixStream::connect(&kubelet).await.is_err() {
-            // The kubelet is down (stopped, or restarting slowly): wait for it
-            // to come back, which shows as a restart, up to --restart-timeout.
-            let since = *kubelet_down.get_or_insert_with(|| {
-                log.event("kubelet-down", &[("kubelet", json!(kubelet.display().to_string()))]);
-                Instant::now()
-            });
-            if since.elapsed() >= a.restart_timeout {
-                failure = Some(Error::failed(format!(
-                    "the kubelet stopped answering on {} and did not come back within {} (raise --restart-timeout to wait longer); the trace holds everything recorded until then",
-                    kubelet.display(),
-                    format_duration(a.restart_timeout)
-                )));
-                break;
-            }
-            continue;
-        }
-        kubelet_down = None;
-        if replaced || no_stream {
-            replaced_at = None;
-            let again =
-                Again { replaced_at: &mut replaced_at, awaiting_stream: &mut awaiting_stream, failures: &mut failures };
-            if let Err(e) = rec.register_again(options, replaced, again).await {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(e) = failure {
-        served.shut(Duration::from_millis(200)).await;
-        tap.shutdown(Duration::from_millis(200)).await;
-        return Err(e);
-    }
-    let r = finish(&rec, Some(served), &tap, options, &a.out).await;
-    tap.shutdown(Duration::from_millis(100)).await;
-    r
+    let following = Following { served, options, kubelet_id, notes };
+    rec.follow(following, stop, root, &a.out).await
 }
 
-/// The loop's state a re-registration updates.
-struct Again<'a> {
-    replaced_at: &'a mut Option<Instant>,
-    awaiting_stream: &'a mut Option<Instant>,
-    failures: &'a mut u32,
+/// Why the tap must be served and registered afresh: its socket is gone, or
+/// kubelet.sock is another file than when the tap registered.
+fn restart_reason(
+    tap_ours: bool,
+    kubelet_now: Option<(u64, u64)>,
+    kubelet_then: Option<(u64, u64)>,
+) -> Option<&'static str> {
+    if !tap_ours {
+        Some("the tap's socket was deleted (kubelet restart)")
+    } else if kubelet_now.is_some() && kubelet_now != kubelet_then {
+        Some("kubelet.sock was re-created (kubelet restart)")
+    } else {
+        None
+    }
+}
+
+/// What the watch over a registered tap remembers between ticks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Watch {
+    /// When the kubelet closed the tap's stream (another registration replaced it).
+    replaced_at: Option<Instant>,
+    /// Since when a ListAndWatch on the tap is awaited.
+    awaiting_stream: Option<Instant>,
+    /// Failed registrations in a row.
+    failures: u32,
+    /// Since when the kubelet does not answer.
+    kubelet_down: Option<Instant>,
+}
+
+/// The kubelet did not answer: keep waiting (first: log it), or give up.
+#[derive(Debug, PartialEq, Eq)]
+enum Down {
+    First,
+    Waiting,
+    GaveUp,
+}
+
+impl Watch {
+    /// Just registered: a stream is awaited.
+    fn registered(now: Instant) -> Self {
+        Watch { replaced_at: None, awaiting_stream: Some(now), failures: 0, kubelet_down: None }
+    }
+
+    fn noted(&mut self, note: &Note, now: Instant) {
+        match note {
+            Note::StreamOpened(_) => self.awaiting_stream = None,
+            Note::ClosedByKubelet(_) => {
+                self.replaced_at.get_or_insert(now);
+            }
+        }
+    }
+
+    /// Whether the tap should register again, and if so whether because it
+    /// was replaced (`Some(true)`) or got no stream (`Some(false)`).
+    fn due(&self, now: Instant) -> Option<bool> {
+        let replaced = self.replaced_at.is_some_and(|t| now.saturating_duration_since(t) >= REPLACED_AFTER);
+        let no_stream = self.awaiting_stream.is_some_and(|t| now.saturating_duration_since(t) >= STREAM_EXPECTED);
+        (replaced || no_stream).then_some(replaced)
+    }
+
+    fn kubelet_silent(&mut self, now: Instant, restart_timeout: Duration) -> Down {
+        match self.kubelet_down {
+            None => {
+                self.kubelet_down = Some(now);
+                if restart_timeout.is_zero() {
+                    Down::GaveUp
+                } else {
+                    Down::First
+                }
+            }
+            Some(since) if now.saturating_duration_since(since) >= restart_timeout => Down::GaveUp,
+            Some(_) => Down::Waiting,
+        }
+    }
+
+    /// A registration again failed: retry on the next tick, or (the third
+    /// failure in a row) give up (`false`).
+    fn register_failed(&mut self, now: Instant) -> bool {
+        self.failures += 1;
+        self.replaced_at = Some(now - REPLACED_AFTER);
+        self.failures < 3
+    }
+}
+
+/// A registered tap being followed.
+struct Following {
+    served: Served,
+    options: DevicePluginOptions,
+    kubelet_id: Option<(u64, u64)>,
+    notes: mpsc::UnboundedReceiver<Note>,
 }
 
 impl Recorder {
+    /// Watch for kubelet restarts and for the tap being replaced until
+    /// stopped, then hand the plugin back.
+    async fn follow(&self, f: Following, stop: &CancellationToken, root: &Tasks, out: &Path) -> Result<()> {
+        let Following { mut served, mut options, mut kubelet_id, mut notes } = f;
+        let mut w = Watch::registered(Instant::now());
+        let failure = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break None,
+                Some(n) = notes.recv() => w.noted(&n, Instant::now()),
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            if let Some(reason) = restart_reason(served.guard.still_ours(), ident(&self.kubelet), kubelet_id) {
+                self.write(&Event::KubeletRestart { t: self.writer.t(), reason: reason.into() });
+                self.log.event("kubelet-restart", &[("reason", json!(reason))]);
+                match self.reattach(served, stop, root).await {
+                    None => {
+                        // Stopped while waiting: nothing is served; leave the plugin registered.
+                        let r = finish(self, None, &self.tap, options, out).await;
+                        self.tap.shutdown(Duration::from_millis(100)).await;
+                        return r;
+                    }
+                    Some(Err(e)) => {
+                        self.log.event("error", &[("error", json!(e.to_string()))]);
+                        self.tap.shutdown(Duration::from_millis(200)).await;
+                        return Err(e);
+                    }
+                    Some(Ok((s, o))) => (served, options) = (s, o),
+                }
+                kubelet_id = ident(&self.kubelet);
+                w = Watch::registered(Instant::now());
+                continue;
+            }
+            let due = w.due(Instant::now());
+            if due.is_some() && tokio::net::UnixStream::connect(&self.kubelet).await.is_err() {
+                // The kubelet is down (stopped, or restarting slowly): wait for it
+                // to come back, which shows as a restart, up to --restart-timeout.
+                match w.kubelet_silent(Instant::now(), self.restart_timeout) {
+                    Down::First => {
+                        self.log.event("kubelet-down", &[("kubelet", json!(self.kubelet.display().to_string()))])
+                    }
+                    Down::Waiting => {}
+                    Down::GaveUp => break Some(Error::failed(format!(
+                        "the kubelet stopped answering on {} and did not come back within {} (raise --restart-timeout to wait longer); the trace holds everything recorded until then",
+                        self.kubelet.display(),
+                        format_duration(self.restart_timeout)
+                    ))),
+                }
+                continue;
+            }
+            w.kubelet_down = None;
+            let Some(replaced) = due else { continue };
+            w.replaced_at = None;
+            if let Err(e) = self.register_again(options, replaced, &mut w).await {
+                break Some(e);
+            }
+        };
+        if let Some(e) = failure {
+            served.shut(Duration::from_millis(200)).await;
+            self.tap.shutdown(Duration::from_millis(200)).await;
+            return Err(e);
+        }
+        let r = finish(self, Some(served), &self.tap, options, out).await;
+        self.tap.shutdown(Duration::from_millis(100)).await;
+        r
+    }
+
     /// Register the tap again after it was replaced (or got no stream); the
     /// third failure in a row ends the recording.
-    async fn register_again(&self, options: DevicePluginOptions, replaced: bool, st: Again<'_>) -> Result<()> {
+    async fn register_again(&self, options: DevicePluginOptions, replaced: bool, w: &mut Watch) -> Result<()> {
         let reason = if replaced {
             "the kubelet closed the tap's stream: another registration for the resource (the plugin's own) replaced it"
         } else {
@@ -487,23 +609,19 @@ impl Recorder {
         };
         match self.register_tap(options).await {
             Ok(()) => {
-                *st.failures = 0;
-                *st.awaiting_stream = Some(Instant::now());
+                *w = Watch::registered(Instant::now());
                 self.write(&Event::Reregistered { t: self.writer.t(), reason: reason.into() });
                 self.log.event("reregistered", &[("reason", json!(reason))]);
                 Ok(())
             }
             Err(e) => {
-                *st.failures += 1;
-                let attempt = *st.failures;
-                self.log.event("register-failed", &[("error", json!(e.to_string())), ("attempt", json!(attempt))]);
-                if attempt >= 3 {
+                let retry = w.register_failed(Instant::now());
+                self.log.event("register-failed", &[("error", json!(e.to_string())), ("attempt", json!(w.failures))]);
+                if !retry {
                     return Err(Error::failed(format!(
                         "cannot register the tap again after it was replaced: {e}; the trace holds everything recorded until now"
                     )));
                 }
-                // Try again on the next tick (unless a restart shows up first).
-                *st.replaced_at = Some(Instant::now() - REPLACED_AFTER);
                 Ok(())
             }
         }
@@ -550,4 +668,54 @@ async fn finish(
     let n = rec.writer.events();
     rec.log.event("recorded", &[("events", json!(n)), ("out", json!(out.display().to_string()))]);
     restored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restart_is_a_lost_tap_socket_or_a_new_kubelet_sock() {
+        let (a, b) = (Some((1, 10)), Some((1, 11)));
+        assert_eq!(restart_reason(true, a, a), None);
+        assert_eq!(restart_reason(true, None, a), None, "kubelet.sock missing for a moment is no restart yet");
+        assert!(restart_reason(true, b, a).is_some_and(|r| r.contains("re-created")));
+        assert!(restart_reason(false, a, a).is_some_and(|r| r.contains("deleted")));
+    }
+
+    #[test]
+    fn the_tap_registers_again_when_replaced_or_left_without_a_stream() {
+        let t0 = Instant::now();
+        let mut w = Watch::registered(t0);
+        assert_eq!(w.due(t0 + Duration::from_secs(1)), None);
+        assert_eq!(w.due(t0 + STREAM_EXPECTED), Some(false), "no ListAndWatch came");
+        w.noted(&Note::StreamOpened(1), t0 + Duration::from_secs(1));
+        assert_eq!(w.due(t0 + STREAM_EXPECTED), None);
+        let closed = t0 + Duration::from_secs(2);
+        w.noted(&Note::ClosedByKubelet(1), closed);
+        w.noted(&Note::ClosedByKubelet(2), closed + Duration::from_millis(400));
+        assert_eq!(w.due(closed + Duration::from_millis(499)), None, "the first close counts");
+        assert_eq!(w.due(closed + REPLACED_AFTER), Some(true));
+    }
+
+    #[test]
+    fn a_silent_kubelet_is_waited_for_up_to_the_restart_timeout() {
+        let t0 = Instant::now();
+        let mut w = Watch::registered(t0);
+        let limit = Duration::from_secs(120);
+        assert_eq!(w.kubelet_silent(t0, limit), Down::First);
+        assert_eq!(w.kubelet_silent(t0 + Duration::from_secs(119), limit), Down::Waiting);
+        assert_eq!(w.kubelet_silent(t0 + limit, limit), Down::GaveUp);
+    }
+
+    #[test]
+    fn the_third_failed_registration_in_a_row_gives_up() {
+        let t0 = Instant::now() + Duration::from_secs(5);
+        let mut w = Watch::registered(t0);
+        assert!(w.register_failed(t0));
+        assert_eq!(w.due(t0), Some(true), "retried on the next tick");
+        assert!(w.register_failed(t0));
+        assert!(!w.register_failed(t0));
+        assert_eq!(Watch::registered(t0).failures, 0, "a success starts the count again");
+    }
 }

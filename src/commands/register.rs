@@ -2,15 +2,63 @@
 //! answer verbatim. The request is sent as given (so a kubelet's validation
 //! can be tested); a name the kubelet will reject gets a warning first.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{registration_client::RegistrationClient, DevicePluginOptions, RegisterRequest};
-use crate::cli::RegisterArgs;
 use crate::core::transport::{call, dial_hint, request};
 use crate::core::{Error, Result};
 use crate::protocol::rules::resource_name_problem;
 use crate::render::{emit, structured, Format};
+use clap::Args;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// `dpctl register`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "register",
+    about: "Send one RegisterRequest to a kubelet (real or mock) and report its answer",
+    args: surface::args::<RegisterArgs>,
+    examples: EXAMPLES,
+    sockets: &[],
+    refuses_output: None,
+    parse: surface::parse::<RegisterArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Register vendor.sock (in the plugin directory) with the kubelet
+  dpctl register --resource vendor.example/foo --endpoint vendor.sock --preferred-allocation
+  # with a mock kubelet in a temp dir
+  dpctl register --plugin-dir /tmp/node/device-plugins --resource vendor.example/foo --endpoint foo.sock";
+
+/// `dpctl register`
+#[derive(Debug, Args)]
+pub struct RegisterArgs {
+    /// Extended resource name, e.g. vendor.example/foo
+    #[arg(long, value_name = "NAME")]
+    pub resource: String,
+    /// The plugin's socket name, relative to the plugin directory (sent as given)
+    #[arg(long, value_name = "FILE")]
+    pub endpoint: String,
+    /// The kubelet's Registration socket [default: <plugin-dir>/kubelet.sock]
+    #[arg(long, env = "DPCTL_KUBELET_SOCKET", value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// API version to send
+    #[arg(id = "api_version", long = "version", default_value = crate::api::VERSION, value_name = "VERSION")]
+    pub version: String,
+    /// Set options.pre_start_required
+    #[arg(long)]
+    pub pre_start: bool,
+    /// Set options.get_preferred_allocation_available
+    #[arg(long)]
+    pub preferred_allocation: bool,
+}
+
+impl Invocation for RegisterArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

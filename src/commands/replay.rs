@@ -6,17 +6,88 @@
 //! the replayed plugin, and the recorded pods admitted again one by one,
 //! reporting where the kubelet's device choices differ from the recorded ones.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::ReplayArgs;
+use crate::cli::RegistrationArgs;
 use crate::client::PluginConn;
-use crate::core::log::Logger;
+use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::plugin::config::FileConfig;
 use crate::plugin::replay::Replayed;
 use crate::render::{emit, structured, table, Format};
+use clap::Args;
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::Arc;
+
+/// `dpctl replay`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "replay",
+    about: "Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)",
+    args: surface::args::<ReplayArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Flag("against")],
+    refuses_output: None,
+    parse: surface::parse::<ReplayArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Be the recorded plugin again, against a (mock) kubelet
+  dpctl replay gpu.trace.jsonl --plugin-dir /tmp/node/device-plugins --speed 10
+  # be the kubelet: send the recorded calls to a plugin and diff the answers
+  dpctl replay gpu.trace.jsonl --against /tmp/dp/my-plugin.sock";
+
+/// `dpctl replay`
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace file
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Act as the kubelet: send the recorded calls to this plugin and diff the answers
+    #[arg(long, value_name = "SOCKET", conflicts_with = "kubelet")]
+    pub against: Option<PathBuf>,
+    /// Reproduce on this machine: a mock kubelet seeded with the recorded pods and allocations, the replayed plugin, the recorded pods admitted again; report where the device choices differ
+    #[arg(long)]
+    pub kubelet: bool,
+    /// With --kubelet: the mock kubelet behaves as this version (1.25 to 1.37)
+    #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y", requires = "kubelet")]
+    pub kubelet_version: crate::kubelet::profile::KubeletVersion,
+    /// Resource name to register (default: the trace's)
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// Replay the ListAndWatch timeline this many times faster
+    #[arg(long, default_value_t = 1.0, value_parser = speed_arg, value_name = "FACTOR")]
+    pub speed: f64,
+    /// Replay the ListAndWatch timeline without its recorded pauses
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How to serve and register (as the plugin)
+    #[command(flatten)]
+    pub reg: RegistrationArgs,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+fn speed_arg(s: &str) -> Result<f64, String> {
+    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(f.is_finite() && f > 0.0) {
+        return Err("must be greater than zero".into());
+    }
+    Ok(f)
+}
+
+impl Invocation for ReplayArgs {
+    fn workers(&self) -> usize {
+        1
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {

@@ -2,17 +2,104 @@
 //! running plugin's socket), with live output, `-o json|yaml`, and
 //! `--junit FILE`. Exit 1 when any scenario failed.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::TestArgs;
+use crate::cli::positive_duration_arg;
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::render::{emit, structured, Format};
 use crate::suite::filter::Pattern;
 use crate::suite::report::{self, Document};
 use crate::suite::run::{self, Options, Progress};
 use crate::suite::{Record, Verdict};
+use clap::Args;
 use colored::Colorize;
-use std::path::Path;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// `dpctl test`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "test",
+    about: "Conformance suite: run a plugin against a mock kubelet through every scenario",
+    args: surface::args::<TestArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Flag("socket")],
+    refuses_output: None,
+    parse: surface::parse::<TestArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # Run a plugin through every scenario against a mock kubelet in a temp dir
+  dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
+  dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
+  dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  dpctl test --restart-backoff 1s --health-trigger './break-gpu0 {plugin-dir}' --health-timeout 60s -- ./my-plugin
+  dpctl test --isolate -- ./plugin-with-hard-coded-paths
+  # the plugin's support range in one run (results per kubelet version)
+  dpctl test --kubelet-version 1.31,1.37 --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
+  # a plugin that is already running (no process or kubelet control)
+  dpctl test --socket /var/lib/kubelet/device-plugins/gpu.sock
+  # a DRA driver's kubelet plugin, with the engine's local API server
+  dpctl test --dra -- dpctl --kubelet-root-dir {kubelet-root-dir} dra serve --driver gpu.example.com \\
+    --cdi-dir {cdi-dir} --kubeconfig {kubeconfig} --node-name {node-name}";
+
+/// `dpctl test`
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The resource to test [default: the first one the plugin registers]
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
+    /// Run only scenarios whose ID, group or title matches (substring or glob; ^ $ anchor; a|b alternatives)
+    #[arg(long, value_name = "PATTERN")]
+    pub focus: Option<String>,
+    /// Leave out scenarios whose ID, group or title matches (same syntax as --focus)
+    #[arg(long, value_name = "PATTERN")]
+    pub skip: Option<String>,
+    /// Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…
+    #[arg(long)]
+    pub isolate: bool,
+    /// A shell command that makes one device unhealthy (placeholders allowed); enables HEALTH-001
+    #[arg(long, value_name = "CMD")]
+    pub health_trigger: Option<String>,
+    /// Test a DRA driver's kubelet plugin instead (placeholders {kubelet-root-dir},
+    /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
+    #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
+    pub dra: bool,
+    /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
+    #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
+    pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
+    /// How long HEALTH-001 waits for the unhealthy device to leave allocatable (slow health loops)
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub health_timeout: Duration,
+    /// Back-off before a plugin that exited on its own is restarted, as the kubelet restarts a DaemonSet pod
+    #[arg(long, default_value = "10s", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub restart_backoff: Duration,
+    /// Never restart a plugin that exits on its own (judge it on its first run)
+    #[arg(long, conflicts_with = "restart_backoff")]
+    pub no_restart: bool,
+    /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
+    pub socket: Option<PathBuf>,
+    /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
+    /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as
+    /// DPCTL_TEST_PLUGIN_DIR, DPCTL_TEST_KUBELET_SOCKET, DPCTL_TEST_PLUGINS_REGISTRY_DIR and
+    /// DPCTL_TEST_POD_RESOURCES_SOCKET
+    #[arg(last = true, value_name = "PLUGIN-COMMAND")]
+    pub plugin: Vec<String>,
+}
+
+impl Invocation for TestArgs {
+    fn workers(&self) -> usize {
+        2
+    }
+
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 fn pattern(flag: &str, p: &Option<String>) -> Result<Option<Pattern>> {
     p.as_deref().map(|t| Pattern::parse(t).map_err(|e| Error::usage(format!("{flag} {e}")))).transpose()

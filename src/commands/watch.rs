@@ -1,16 +1,63 @@
 //! `dpctl watch SOCKET`: follow ListAndWatch — the full device table first,
 //! then a timestamped diff per update.
 
+use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{Device, ListAndWatchResponse};
 use crate::api::HEALTHY;
-use crate::cli::WatchArgs;
+use crate::cli::positive_duration_arg;
 use crate::client::conn::Update;
 use crate::core::time::now_rfc3339;
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::render::{self, emit, json_line, table, Format};
+use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `dpctl watch`: its surface.
+pub const COMMAND: Spec = Spec {
+    name: "watch",
+    about: "Stream a plugin's ListAndWatch: the device table, then a diff per update",
+    args: surface::args::<WatchArgs>,
+    examples: EXAMPLES,
+    sockets: &[Socket::Positional],
+    refuses_output: None,
+    parse: surface::parse::<WatchArgs>,
+};
+
+const EXAMPLES: &str = "Examples:
+  # The device table, then a diff per ListAndWatch update
+  dpctl watch nvidia-gpu.sock
+  # one JSON object per update, stop after 3 messages
+  dpctl watch vendor.sock -o json --count 3
+  # follow for 10 minutes and keep a trace for dpctl replay
+  dpctl watch vendor.sock --duration 10m --record vendor.trace.jsonl";
+
+/// `dpctl watch`
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The plugin's socket (a bare name is looked up in --plugin-dir)
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    /// Stop after N ListAndWatch messages (the initial snapshot counts as the first)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Stop after this long (e.g. 30s, 5m)
+    #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Also record the options and every snapshot to this trace file (must not exist)
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+impl Invocation for WatchArgs {
+    fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
+        Box::pin(run(ctx, self))
+    }
+}
 
 /// One ListAndWatch message as `-o json` prints it.
 #[derive(Serialize)]

@@ -341,10 +341,61 @@ pub fn visible_devices_env(resource: &str) -> String {
     format!("{up}_VISIBLE_DEVICES")
 }
 
+/// A problem with one field of one resource's configuration: the field's
+/// path inside the resource, in the config file's terms (`idPattern`,
+/// `faults.flap[0].device`: serde's path notation), and what is wrong. A
+/// config file prefixes the resource's path; `dpctl serve` names the flag
+/// that sets the field instead.
+#[derive(Debug)]
+pub struct FieldError {
+    /// The field's path inside the resource.
+    pub field: String,
+    /// What is wrong, and the fix.
+    pub problem: String,
+    /// The protocol rule broken, when the rulebook found it.
+    pub rule: Option<rules::Violation>,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        FieldError { field: field.into(), problem: problem.into(), rule: None }
+    }
+
+    /// A usage error naming the field under `at` (e.g. `c.json: resources[0]`).
+    pub fn at(self, at: &str) -> Error {
+        Error::usage(format!("{at}.{self}")).caused_by(self)
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for FieldError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.rule.as_ref().map(|v| v as &(dyn std::error::Error + 'static))
+    }
+}
+
+type Checked<T> = std::result::Result<T, FieldError>;
+
 impl ResourceConfig {
-    /// The device list this config describes (validated).
+    /// The device list this config describes (validated); errors name the field under `at`.
     pub fn device_list(&self, at: &str) -> Result<Vec<DeviceSpec>> {
-        let bad = |field: &str, msg: String| Error::usage(format!("{at}.{field}: {msg}"));
+        self.checked_devices().map_err(|e| e.at(at))
+    }
+
+    /// Validate the whole resource: its device list, which it returns, and every other field.
+    pub fn check(&self) -> Checked<Vec<DeviceSpec>> {
+        let devices = self.checked_devices()?;
+        self.validate(&devices)?;
+        Ok(devices)
+    }
+
+    fn checked_devices(&self) -> Checked<Vec<DeviceSpec>> {
+        let bad = |field: &str, msg: String| FieldError::new(field, msg);
         let mut out: Vec<DeviceSpec> = if !self.devices.is_empty() {
             if self.count.is_some() {
                 return Err(bad("count", "give either count or devices, not both".into()));
@@ -417,7 +468,7 @@ impl ResourceConfig {
                 id if id == rules::DEVICE_TOPOLOGY.id => "numa",
                 _ => "id",
             };
-            return Err(bad(&format!("devices[{i}].{field}"), v.to_string()).caused_by(v));
+            return Err(FieldError { field: format!("devices[{i}].{field}"), problem: v.to_string(), rule: Some(v) });
         }
         for u in &self.unhealthy {
             match out.iter_mut().find(|d| &d.id == u) {
@@ -443,8 +494,8 @@ impl ResourceConfig {
     }
 
     /// Validate everything but the device list.
-    pub fn validate(&self, at: &str, devices: &[DeviceSpec]) -> Result<()> {
-        let bad = |field: &str, msg: String| Err(Error::usage(format!("{at}.{field}: {msg}")));
+    fn validate(&self, devices: &[DeviceSpec]) -> Checked<()> {
+        let bad = |field: &str, msg: String| Err(FieldError::new(field, msg));
         if let Some(p) = resource_name_problem(&self.resource) {
             return bad("resource", format!("invalid resource name {:?}: {p}", self.resource));
         }
@@ -478,7 +529,8 @@ impl ResourceConfig {
             return bad("faults.preferred", "needs preferredAllocation: true (--preferred-allocation)".into());
         }
         if (f.pre_start_fail || f.pre_start_latency.is_some()) && !self.pre_start {
-            return bad("faults.preStartFail", "needs preStart: true (--pre-start)".into());
+            let field = if f.pre_start_fail { "faults.preStartFail" } else { "faults.preStartLatency" };
+            return bad(field, "needs preStart: true (--pre-start)".into());
         }
         for d in &self.template().device.devices {
             if d.permissions.is_empty() || !d.permissions.chars().all(|c| "rwm".contains(c)) {
@@ -492,14 +544,19 @@ impl ResourceConfig {
     }
 }
 
-/// Parse and validate a config file's text.
+/// Parse and validate a config file's text. An error names the field by
+/// its path, as the deserializer found it (`resources[0].faults.allocateLatency`).
 pub fn parse_file(text: &str, path: &std::path::Path) -> Result<FileConfig> {
-    let cfg: FileConfig = serde_json::from_str(text).map_err(|e| {
+    let cfg = deserialize(text).map_err(|(field, e)| {
+        let at = match field {
+            Some(field) => format!("{}: {field}", path.display()),
+            None => format!("{}: invalid config", path.display()),
+        };
         Error::usage(format!(
-            "{}: invalid config: {} (see `dpctl serve --help` and the README for the format)",
-            path.display(),
+            "{at}: {} (see `dpctl serve --help` and the README for the format)",
             crate::core::validate::serde_error_in_users_terms(&e.to_string())
         ))
+        .caused_by(e)
     })?;
     if cfg.resources.is_empty() {
         return Err(Error::usage(format!("{}: resources: at least one resource is needed", path.display())));
@@ -508,14 +565,25 @@ pub fn parse_file(text: &str, path: &std::path::Path) -> Result<FileConfig> {
     Ok(cfg)
 }
 
-/// Validate a set of resources (from a file or flags); `origin` prefixes errors.
+/// The file's text as a [`FileConfig`], or the path of the field the
+/// deserializer stopped at (`None` for the document itself) and why.
+fn deserialize(text: &str) -> std::result::Result<FileConfig, (Option<String>, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let cfg: FileConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = Some(e.path().to_string()).filter(|p| p != ".");
+        (field, e.into_inner())
+    })?;
+    de.end().map_err(|e| (None, e))?;
+    Ok(cfg)
+}
+
+/// Validate a set of resources (from a file); `origin` prefixes errors.
 pub fn check_resources(resources: &[ResourceConfig], origin: &str) -> Result<()> {
     let mut names = HashSet::new();
     let mut sockets = HashSet::new();
     for (i, r) in resources.iter().enumerate() {
         let at = format!("{origin}: resources[{i}]");
-        let devices = r.device_list(&at)?;
-        r.validate(&at, &devices)?;
+        r.check().map_err(|e| e.at(&at))?;
         if !names.insert(r.resource.as_str()) {
             return Err(Error::usage(format!("{at}.resource: {:?} is served twice", r.resource)));
         }
@@ -590,6 +658,54 @@ mod tests {
         );
         let none = res(r#"{"resources": [{"resource": "v.e/foo"}]}"#).unwrap();
         assert_eq!(none.resources[0].faults.lifecycle(), LifecycleFaults::default());
+    }
+
+    #[test]
+    fn a_file_error_names_the_field_by_its_path() {
+        let cases = [
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "faults": {"allocateLatency": "fast"}}]}"#,
+                "c.json: resources[0].faults.allocateLatency: invalid duration",
+            ),
+            (
+                r#"{"resources": [{"resource": "v.e/a"}, {"resource": "v.e/b", "devices": [{"id": "b0", "numa": "one"}]}]}"#,
+                "c.json: resources[1].devices[0].numa: ",
+            ),
+            (
+                r#"{"resources": [{"resource": "v.e/foo", "faults": {"flap": [{"device": "foo-0", "period": 2}]}}]}"#,
+                "c.json: resources[0].faults.flap[0].period: ",
+            ),
+            (r#"{"resources": [{"resource": "v.e/foo", "count": -1}]}"#, "c.json: resources[0].count: "),
+            (r#"{"pluginDir": 7, "resources": []}"#, "c.json: pluginDir: "),
+            (r#"{"resources": [{"resource": "v.e/foo"}]} trailing"#, "c.json: invalid config: trailing characters"),
+        ];
+        for (json, want) in cases {
+            let e = res(json).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(text.starts_with(want), "{json}: {text}");
+            assert!(text.ends_with("(see `dpctl serve --help` and the README for the format)"), "{text}");
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+    }
+
+    #[test]
+    fn a_field_error_keeps_the_broken_rule_as_its_source() {
+        let r = ResourceConfig {
+            resource: "v.e/foo".into(),
+            devices: vec![DeviceConfig { id: "a".into(), health: "ok".into(), numa: None }],
+            ..Default::default()
+        };
+        let e = r.check().unwrap_err();
+        assert_eq!(e.field, "devices[0].health");
+        assert!(std::error::Error::source(&e).is_some(), "{e}");
+        let r = ResourceConfig { pre_start: false, ..r };
+        let r = ResourceConfig {
+            devices: vec![],
+            faults: Faults { pre_start_latency: Some(Duration::from_secs(1)), ..Default::default() },
+            ..r
+        };
+        assert_eq!(r.check().unwrap_err().field, "faults.preStartLatency");
     }
 
     #[test]

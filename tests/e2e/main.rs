@@ -3,6 +3,7 @@
 
 mod authority;
 mod bench;
+mod cli;
 mod client;
 mod doctor;
 mod dra;

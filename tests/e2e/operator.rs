@@ -312,7 +312,7 @@ async fn every_help_ends_with_examples() {
             walk(sub, p, out);
         }
     }
-    walk(&dpctl::cli::command(), vec![], &mut paths);
+    walk(&dpctl::commands::command(), vec![], &mut paths);
     assert!(paths.len() > 20);
     for p in paths {
         let mut args: Vec<&str> = p.iter().map(String::as_str).collect();

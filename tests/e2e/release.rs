@@ -73,13 +73,12 @@ fn deploy_command_lines() -> Vec<(String, Vec<String>)> {
 
 /// Parse each deploy command line whose subcommand is `sub` with the real CLI.
 fn assert_deploy_commands_parse(sub: &str) {
-    use clap::Parser;
     let lines: Vec<_> =
         deploy_command_lines().into_iter().filter(|(_, c)| c.get(1).map(String::as_str) == Some(sub)).collect();
     assert!(!lines.is_empty(), "no `dpctl {sub}` command line in deploy/");
     for (file, cmd) in lines {
         assert_eq!(cmd[0], "dpctl", "deploy/{file}: the image's PATH has dpctl: {cmd:?}");
-        if let Err(e) = dpctl::cli::Cli::try_parse_from(&cmd) {
+        if let Err(e) = dpctl::commands::Cli::try_parse_from(&cmd) {
             panic!("deploy/{file}: `{}` does not parse:\n{e}", cmd.join(" "));
         }
     }
