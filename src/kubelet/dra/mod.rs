@@ -84,6 +84,8 @@ struct Instance {
     conn: DraConn,
     seq: u64,
     stop: CancellationToken,
+    /// Whether its endpoint accepts connections (gRPC's connection state, probed).
+    connected: bool,
 }
 
 /// One claim the kubelet knows (its ClaimInfo).
@@ -171,6 +173,30 @@ struct State {
     reports: BTreeMap<String, BTreeMap<(String, String), Report>>,
     claims: BTreeMap<String, ClaimInfo>,
     pods: BTreeMap<String, PodInfo>,
+    /// Driver → the ticket of its pending slice wipe.
+    pending_wipes: BTreeMap<String, u64>,
+}
+
+/// How often a registered instance's endpoint is probed (the kubelet learns of
+/// a dropped connection from gRPC at once; a probe stands in for that).
+const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+/// What a change in a driver's instances means for its slices (the kubelet's
+/// DRAPluginManager.sync): wipe them later when no instance is connected and
+/// no wipe is pending; cancel a pending wipe when one is.
+#[derive(Debug, PartialEq, Eq)]
+enum WipeDecision {
+    Schedule,
+    Cancel,
+    Nothing,
+}
+
+fn wipe_decision(usable: bool, pending: bool) -> WipeDecision {
+    match (usable, pending) {
+        (true, true) => WipeDecision::Cancel,
+        (false, false) => WipeDecision::Schedule,
+        _ => WipeDecision::Nothing,
+    }
 }
 
 /// The kubelet's default health timeout (pkg/kubelet/cm/dra/healthinfo.go,
@@ -437,9 +463,19 @@ impl DraManager {
                 conn: conn.clone(),
                 seq,
                 stop: stop.clone(),
+                connected: true,
             });
             list.len()
         };
+        self.sync_wipe(&info.name);
+        {
+            let (me, driver, endpoint, socket) =
+                (self.clone(), info.name.clone(), endpoint.to_path_buf(), socket.to_path_buf());
+            let stop = stop.clone();
+            self.gen.spawn(async move {
+                stop.run_until_cancelled_owned(me.probe(driver, socket, endpoint)).await;
+            });
+        }
         self.event(KubeletEvent::DraRegistered {
             driver: info.name.clone(),
             socket: socket.display().to_string(),
@@ -480,10 +516,73 @@ impl DraManager {
         }
         if let Some((driver, endpoint, instances)) = gone {
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
-            if instances == 0 {
-                self.wipe_later(driver);
+            self.sync_wipe(&driver);
+        }
+    }
+
+    /// Follow whether the instance's endpoint accepts connections; a change syncs the wipe.
+    async fn probe(self: Arc<Self>, driver: String, socket: PathBuf, endpoint: PathBuf) {
+        loop {
+            tokio::time::sleep(PROBE_EVERY).await;
+            let up = matches!(
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::UnixStream::connect(&endpoint)).await,
+                Ok(Ok(_))
+            );
+            let changed = {
+                let mut st = self.lock();
+                let inst = st.plugins.get_mut(&driver).and_then(|l| l.iter_mut().find(|i| i.socket == socket));
+                match inst {
+                    Some(i) if i.connected != up => {
+                        i.connected = up;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if changed {
+                self.event(KubeletEvent::DraConnection {
+                    driver: driver.clone(),
+                    endpoint: endpoint.display().to_string(),
+                    connected: up,
+                });
+                self.sync_wipe(&driver);
             }
         }
+    }
+
+    /// The kubelet's sync: a driver with no connected instance gets its
+    /// slices wiped after the delay; one that is usable again cancels that.
+    fn sync_wipe(self: &Arc<Self>, driver: &str) {
+        let Some(store) = self.spec.api.clone() else { return };
+        let ticket = {
+            let mut st = self.lock();
+            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected));
+            match wipe_decision(usable, st.pending_wipes.contains_key(driver)) {
+                WipeDecision::Cancel => {
+                    st.pending_wipes.remove(driver);
+                    return;
+                }
+                WipeDecision::Nothing => return,
+                WipeDecision::Schedule => {
+                    st.seq += 1;
+                    let t = st.seq;
+                    st.pending_wipes.insert(driver.to_string(), t);
+                    t
+                }
+            }
+        };
+        let (me, driver) = (self.clone(), driver.to_string());
+        self.gen.spawn(async move {
+            tokio::time::sleep(me.spec.wipe_delay).await;
+            if me.lock().pending_wipes.get(&driver) != Some(&ticket) {
+                return;
+            }
+            me.lock().pending_wipes.remove(&driver);
+            let slices = store.wipe(&driver, NODE_NAME);
+            if !slices.is_empty() {
+                me.event(KubeletEvent::DraSlicesWiped { driver, slices });
+            }
+        });
     }
 
     /// At start, before the plugin watcher runs: delete every ResourceSlice
@@ -498,22 +597,6 @@ impl DraManager {
         if !slices.is_empty() {
             self.event(KubeletEvent::DraNodeSlicesWiped { node: NODE_NAME.into(), slices });
         }
-    }
-
-    /// Delete the driver's ResourceSlices after the wiping delay, unless it registered again.
-    fn wipe_later(self: &Arc<Self>, driver: String) {
-        let Some(store) = self.spec.api.clone() else { return };
-        let me = self.clone();
-        self.gen.spawn(async move {
-            tokio::time::sleep(me.spec.wipe_delay).await;
-            if me.lock().plugins.contains_key(&driver) {
-                return;
-            }
-            let slices = store.wipe(&driver, NODE_NAME);
-            if !slices.is_empty() {
-                me.event(KubeletEvent::DraSlicesWiped { driver, slices });
-            }
-        });
     }
 
     async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
@@ -1298,5 +1381,83 @@ mod tests {
         assert_eq!(skipped_operations(&mixed, "x"), ["NodeUnprepareResources".to_string()].into());
         assert!(skipped_operations(&mixed, "y").is_empty());
         assert!(skipped_operations(&mixed, "absent").is_empty());
+    }
+
+    #[test]
+    fn slices_are_wiped_only_when_no_instance_is_connected() {
+        assert_eq!(wipe_decision(false, false), WipeDecision::Schedule);
+        assert_eq!(wipe_decision(false, true), WipeDecision::Nothing, "the first deadline stands");
+        assert_eq!(wipe_decision(true, true), WipeDecision::Cancel);
+        assert_eq!(wipe_decision(true, false), WipeDecision::Nothing);
+    }
+
+    /// kubernetes#132058: a driver that dies without removing its sockets
+    /// (no deregistration) loses its connection; its slices go after the delay.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_delay() {
+        use crate::core::log::{LogFormat, Logger};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let endpoint = root.join("plugins/gpu.x/dra.sock");
+        std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
+        // A gRPC endpoint that answers nothing but HTTP/2 (all the kubelet dials).
+        let server = Generation::new(0);
+        let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+        let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        });
+        server.spawn(async move {
+            let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+        });
+        let store = Arc::new(apiserver::Store::default());
+        let slice = serde_json::json!({"metadata": {"name": "s0"}, "spec": {"driver": "gpu.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        let other = serde_json::json!({"metadata": {"name": "s1"}, "spec": {"driver": "nic.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        for o in [slice, other] {
+            let (code, _) = apiserver::answer(
+                &store,
+                &[],
+                NODE_NAME,
+                "POST",
+                "/apis/resource.k8s.io/v1/resourceslices",
+                "",
+                o.to_string().as_bytes(),
+            );
+            assert_eq!(code, 201);
+        }
+        let mut spec = DraSpec::new(&root, vec![]);
+        spec.api = Some(store.clone());
+        spec.wipe_delay = Duration::from_millis(200);
+        let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+        let mut rx = bus.subscribe();
+        let gen = Generation::new(0);
+        let dra = DraManager::new(spec, bus, gen.clone());
+        let info = PluginInfo {
+            r#type: "DRAPlugin".into(),
+            name: "gpu.x".into(),
+            endpoint: endpoint.display().to_string(),
+            supported_versions: vec!["v1.DRAPlugin".into()],
+        };
+        dra.register(&root.join("plugins_registry/gpu.x-reg.sock"), &info, &endpoint).await.unwrap();
+        // The driver dies; its socket file stays (no deregistration).
+        server.token.cancel();
+        assert!(endpoint.exists());
+        let mut seen = Vec::new();
+        let wiped = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(e) = rx.recv().await {
+                seen.push(serde_json::to_string(&*e).unwrap());
+                if let KubeletEvent::DraSlicesWiped { driver, slices } = &e.event {
+                    return (driver.clone(), slices.clone());
+                }
+            }
+            panic!("the bus closed")
+        })
+        .await
+        .expect("no dra-slices-wiped within 10s");
+        assert_eq!(wiped, ("gpu.x".to_string(), vec!["s0".to_string()]));
+        assert!(seen.iter().any(|e| e.contains("\"dra-connection\"") && e.contains("\"connected\":false")), "{seen:?}");
+        let left: Vec<String> =
+            store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(left, ["s1"], "another driver's slice stays");
+        gen.token.cancel();
     }
 }
