@@ -711,6 +711,7 @@ async fn a_claim_on_devices_that_skip_node_operations_runs_without_a_driver() {
 /// A real driver (the kubeletplugin helper) GETs the claim and prepares the
 /// devices in `status.allocation.devices.results` for its driver; so does
 /// `dra serve` given a kubeconfig (it used to prepare one device of its choosing).
+/// The claim's request is a firstAvailable one: the result names its sub-request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
     let t = Tree::new();
@@ -738,9 +739,11 @@ async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write(
         "claim.yaml",
-        &CLAIM
-            .replace("name: one\n", "name: two\n")
-            .replace("deviceClassName: gpu.example.com\n", "deviceClassName: gpu.example.com\n        count: 2\n"),
+        // firstAvailable: five devices cannot be had (there are three), a pair can.
+        &CLAIM.replace(
+            "    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n",
+            "    - name: two\n      firstAvailable:\n      - name: five\n        deviceClassName: gpu.example.com\n        count: 5\n      - name: pair\n        deviceClassName: gpu.example.com\n        count: 2\n",
+        ),
     );
     t.write("pod.yaml", POD);
     log.wait_for("\"event\":\"claim-prepared\"", 1).await;
@@ -768,7 +771,9 @@ async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
     // The answer names the request each device is for (the checkpoint keeps it).
     let e = checkpoint_entries(&t.root);
     let devs = e[0]["DriverState"][DRIVER]["Devices"].as_array().unwrap();
-    assert!(devs.iter().all(|d| d["RequestNames"] == serde_json::json!(["two"])), "{devs:?}");
+    assert!(devs.iter().all(|d| d["RequestNames"] == serde_json::json!(["two/pair"])), "{devs:?}");
+    assert_eq!(claim["status"]["allocation"]["devices"]["results"][0]["request"], "two/pair", "{claim}");
+    assert_eq!(claim["spec"]["devices"]["requests"][0]["name"], "two", "{claim}");
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
