@@ -55,6 +55,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc("DRA-PREP-001", "prepare", "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Session::Basic),
     sc("DRA-PREP-002", "prepare", "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
     sc("DRA-PREP-003", "prepare", "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto", Session::Basic),
+    sc("DRA-PREP-004", "prepare", "it prepares the devices the claim's allocation names", "the devices prepared for a claim are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", HELPER, Session::Basic),
     sc("DRA-CDI-001", "cdi", "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", HELPER, Session::Basic),
     sc("DRA-UNPREP-001", "unprepare", "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Session::Basic),
     sc("DRA-CDI-002", "cdi", "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", HELPER, Session::Basic),
@@ -351,6 +352,48 @@ impl Sess {
         }
     }
 
+    /// DRA-PREP-004: per claim PREP-001 prepared, the devices the kubelet
+    /// allocated (claim-allocated) against those the driver prepared (claim-prepared).
+    fn allocated_devices_prepared(&self) -> std::result::Result<Outcome, Outcome> {
+        if self.engine_claims.is_empty() {
+            return Ok(Outcome::skip("DRA-PREP-001 did not prepare"));
+        }
+        let mut wrong = Vec::new();
+        for c in &self.engine_claims {
+            let key = format!("{}/{}", c.namespace, c.name);
+            // driver/device: a missing pool name is DRA-PREP-002's finding, not this one's.
+            let sorted = |v: Vec<String>| {
+                let mut v: Vec<String> = v
+                    .iter()
+                    .map(|w| {
+                        let parts: Vec<&str> = w.split('/').collect();
+                        format!("{}/{}", parts.first().unwrap_or(&""), parts.last().unwrap_or(&""))
+                    })
+                    .collect();
+                v.sort();
+                v
+            };
+            let allocated = self.seen.iter().rev().find_map(|e| match &e.event {
+                KubeletEvent::ClaimAllocated { claim, devices, .. } if *claim == key => Some(sorted(devices.clone())),
+                _ => None,
+            });
+            let prepared = self.seen.iter().rev().find_map(|e| match &e.event {
+                KubeletEvent::ClaimPrepared { claim, devices, .. } if *claim == key => Some(sorted(devices.clone())),
+                _ => None,
+            });
+            if let (Some(a), Some(p)) = (allocated, prepared) {
+                if a != p {
+                    wrong.push(format!("{key}: allocated {}, prepared {}", a.join(", "), p.join(", ")));
+                }
+            }
+        }
+        if wrong.is_empty() {
+            Ok(Outcome::pass(format!("{} claim(s)", self.engine_claims.len())))
+        } else {
+            Err(fail(&rules::ALLOCATED_DEVICES, "NodePrepareResources (the kubelet, on admission)", wrong.join("; ")))
+        }
+    }
+
     async fn scenario(&mut self, id: &str) -> Outcome {
         match self.run_scenario(id).await {
             Ok(o) | Err(o) => o,
@@ -471,6 +514,7 @@ impl Sess {
                     ))
                 }
             }
+            "DRA-PREP-004" => self.allocated_devices_prepared(),
             "DRA-CDI-001" => {
                 let Some(ids) = self.prepared.clone() else { return Ok(Outcome::skip("DRA-PREP-001 did not prepare")) };
                 if ids.is_empty() {

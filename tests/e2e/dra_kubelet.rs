@@ -236,7 +236,7 @@ async fn dra_serve_passes_dpctl_test_dra_with_junit() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(15), Some(0), Some(0)),
+        (Some(16), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -257,6 +257,7 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
         ("no-pool-name", &["DRA-PREP-002"]),
         ("bad-cdi-id", &["DRA-PREP-002", "DRA-CDI-001"]),
         ("not-idempotent", &["DRA-PREP-003"]),
+        ("ignore-allocation", &["DRA-PREP-004"]),
         ("health-stream-end", &["DRA-HEALTH-001"]),
         ("no-timestamp", &["DRA-HEALTH-001"]),
         ("prepare-error=boom", &["DRA-PREP-001"]),
@@ -601,7 +602,7 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
     // Everything but the health stream, which it does not advertise, and rolling updates.
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(13), Some(0), Some(2)),
+        (Some(14), Some(0), Some(2)),
         "{}",
         r.stdout
     );

@@ -209,8 +209,10 @@ impl Driver {
         let mut allocations = Vec::new();
         for c in &req.claims {
             allocations.push(match &self.cfg.publish {
-                Some((api, _)) => Some(fetch_allocation(api, c, &self.cfg.driver).await),
-                None => None,
+                Some((api, _)) if !self.has(&Fault::IgnoreAllocation) => {
+                    Some(fetch_allocation(api, c, &self.cfg.driver).await)
+                }
+                _ => None,
             });
         }
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
@@ -276,7 +278,8 @@ impl Driver {
             allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
         let devices = match (st.prepared.get(&c.uid), allocated) {
             (Some(p), _) if rotate == 0 => p.devices.clone(),
-            (_, Some(a)) if rotate == 0 => a.into_iter().map(|a| a.device).collect(),
+            // The first prepare of a claim follows its allocation (not-idempotent only changes a repeat).
+            (None, Some(a)) => a.into_iter().map(|a| a.device).collect(),
             _ => {
                 let held: Vec<&String> =
                     st.prepared.iter().filter(|(u, _)| *u != &c.uid).flat_map(|(_, p)| &p.devices).collect();
@@ -288,10 +291,15 @@ impl Driver {
                         self.cfg.devices.len()
                     ));
                 }
-                vec![free[rotate % free.len()].clone()]
+                let pick = if self.has(&Fault::IgnoreAllocation) { free.len() - 1 } else { rotate % free.len() };
+                vec![free[pick].clone()]
             }
         };
-        let spec = match self.write_spec(c, &devices) {
+        // The spec keeps every device this claim was given (a repeat that picks
+        // another device, as not-idempotent does, leaves earlier CDI IDs resolvable).
+        let mut in_spec = st.prepared.get(&c.uid).map(|p| p.devices.clone()).unwrap_or_default();
+        in_spec.extend(devices.iter().filter(|d| !in_spec.contains(d)).cloned().collect::<Vec<_>>());
+        let spec = match self.write_spec(c, &in_spec) {
             Ok(p) => p,
             Err(e) => return fail(e),
         };

@@ -66,6 +66,8 @@ pub enum Fault {
     BadCdiId,
     /// Each prepare picks another device (idempotent).
     NotIdempotent,
+    /// Prepare devices of its own choosing (from the end of its list), not the claim's allocation (allocated-devices).
+    IgnoreAllocation,
     /// Health advertised but not served (health-answers).
     UnservedHealth,
     /// The health stream ends after its first snapshot (health-stream).
@@ -97,6 +99,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("no-pool-name", "device-fields"),
     ("bad-cdi-id", "cdi-id"),
     ("not-idempotent", "idempotent"),
+    ("ignore-allocation", "allocated-devices"),
     ("unserved-health", "health-answers"),
     ("health-stream-end", "health-stream"),
     ("health-bad-device", "health-device"),
@@ -129,6 +132,7 @@ impl std::str::FromStr for Fault {
             "no-pool-name" => Fault::NoPoolName,
             "bad-cdi-id" => Fault::BadCdiId,
             "not-idempotent" => Fault::NotIdempotent,
+            "ignore-allocation" => Fault::IgnoreAllocation,
             "unserved-health" => Fault::UnservedHealth,
             "health-stream-end" => Fault::HealthStreamEnd,
             "health-bad-device" => Fault::HealthBadDevice,
