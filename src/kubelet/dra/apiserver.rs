@@ -20,7 +20,8 @@
 //! by the request's `Accept` (client-go sends
 //! `application/vnd.kubernetes.protobuf,application/json`; [`protobuf::negotiate`]),
 //! and request bodies are read by their `Content-Type` (JSON or protobuf;
-//! anything else is 415, an unacceptable `Accept` 406). Protobuf objects are
+//! anything else is 415; an `Accept` naming nothing served gets JSON, as
+//! kube-apiserver answers it). Protobuf objects are
 //! `k8s\0` + `runtime.Unknown`; watches are JSON lines of WatchEvents or
 //! length-prefixed protobuf WatchEvents (`;stream=watch`), as kube-apiserver
 //! sends them. Claims in the v1beta1 and v1beta2 paths are encoded with v1's
@@ -471,18 +472,7 @@ async fn respond(
     stop: CancellationToken,
 ) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let accept = header("accept");
-    let Some(media) = protobuf::negotiate(&accept) else {
-        let (c, v) = status(
-            406,
-            "NotAcceptable",
-            format!(
-                "none of the types in Accept {accept:?} is served; accept application/json or {}",
-                protobuf::PROTOBUF
-            ),
-        );
-        return Ok(reply(Media::Json, c, &v));
-    };
+    let media = protobuf::negotiate(&header("accept"));
     let query = req.uri().query().unwrap_or("").to_string();
     if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
         let (tx, rx) = tokio::sync::mpsc::channel(64);

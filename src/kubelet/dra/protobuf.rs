@@ -485,41 +485,74 @@ impl Media {
     }
 }
 
-/// The answer's encoding for an `Accept` header, as kube-apiserver picks it:
-/// the acceptable types by their `q` (default 1), ties in the client's order;
-/// `*/*`, `application/*` and no header mean JSON; types this server does
-/// not produce (YAML, CBOR, `;as=Table`) are passed over. `None`: nothing
-/// acceptable (answered 406).
-pub fn negotiate(accept: &str) -> Option<Media> {
-    if accept.trim().is_empty() {
-        return Some(Media::Json);
-    }
-    let mut best: Option<(f32, Media)> = None;
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let ty = parts.next().unwrap_or("").to_ascii_lowercase();
-        let mut q = 1.0f32;
-        let mut other_params = false;
-        for p in parts {
-            match p.split_once('=') {
-                Some(("q", v)) => q = v.trim().parse().unwrap_or(0.0),
-                Some(("stream", "watch")) => {}
-                _ => other_params = true,
+/// One media range of an Accept header, as goautoneg parses it.
+struct Clause {
+    ty: String,
+    sub: String,
+    q: f32,
+    params: Vec<(String, String)>,
+}
+
+fn parse_accept(header: &str) -> Vec<Clause> {
+    let mut out: Vec<Clause> = header
+        .split(',')
+        .filter_map(|part| {
+            let mut it = part.trim().split(';');
+            let range = it.next()?.trim().to_ascii_lowercase();
+            let (ty, sub) = match range.split_once('/') {
+                Some((t, s)) => (t.trim().to_string(), s.trim().to_string()),
+                None if range == "*" => ("*".to_string(), "*".to_string()),
+                None => return None,
+            };
+            let mut c = Clause { ty, sub, q: 1.0, params: vec![] };
+            for p in it {
+                let Some((k, v)) = p.split_once('=') else { continue };
+                if k.trim() == "q" {
+                    c.q = v.trim().parse().unwrap_or(0.0);
+                } else {
+                    c.params.push((k.trim().to_string(), v.trim().to_string()));
+                }
+            }
+            Some(c)
+        })
+        .collect();
+    // Higher q first; at equal q a concrete type before a wildcard; else the client's order.
+    out.sort_by(|a, b| {
+        b.q.partial_cmp(&a.q)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then((a.ty == "*").cmp(&(b.ty == "*")))
+            .then((a.sub == "*").cmp(&(b.sub == "*")))
+    });
+    out
+}
+
+/// The answer's encoding for an `Accept` header, as kube-apiserver negotiates
+/// it (apiserver pkg/endpoints/handlers/negotiation/negotiate.go over
+/// goautoneg): clauses by `q` (a concrete type before a wildcard, then the
+/// client's order), each matched against the types served in the server's
+/// order (JSON, then protobuf: so `*/*` and `application/*` mean JSON); a
+/// clause asking for a conversion (`as=Table`…), another stream than
+/// `watch` or a server version (`sv`) is passed over; other parameters
+/// (`charset`…) are ignored. When nothing matches, the server's first type,
+/// JSON — kube-apiserver answers rather than refusing (YAML and CBOR, which
+/// it also serves, are not served here, so they get JSON too).
+pub fn negotiate(accept: &str) -> Media {
+    const SERVED: [(&str, &str, Media); 2] =
+        [("application", "json", Media::Json), ("application", "vnd.kubernetes.protobuf", Media::Protobuf)];
+    for c in parse_accept(accept) {
+        for (ty, sub, media) in SERVED {
+            let matches = (c.ty == ty && (c.sub == sub || c.sub == "*")) || (c.ty == "*" && c.sub == "*");
+            let refused = c.params.iter().any(|(k, v)| match k.as_str() {
+                "as" | "g" | "v" => true,
+                "stream" | "sv" => !v.is_empty() && !(k == "stream" && v == "watch"),
+                _ => false,
+            });
+            if matches && !refused {
+                return media;
             }
         }
-        let media = match ty.as_str() {
-            "application/json" | "application/*" | "*/*" => Media::Json,
-            PROTOBUF => Media::Protobuf,
-            _ => continue,
-        };
-        if other_params || q <= 0.0 {
-            continue;
-        }
-        if best.is_none_or(|(bq, _)| q > bq) {
-            best = Some((q, media));
-        }
     }
-    best.map(|(_, m)| m)
+    Media::Json
 }
 
 /// A request body's encoding by its Content-Type (none: JSON); `None`: not supported (415).
@@ -705,15 +738,27 @@ mod tests {
 
     #[test]
     fn accept_headers_are_negotiated_as_kube_apiserver_does() {
-        assert_eq!(negotiate("application/vnd.kubernetes.protobuf,application/json"), Some(Media::Protobuf));
-        assert_eq!(negotiate("application/json, application/vnd.kubernetes.protobuf"), Some(Media::Json));
-        assert_eq!(negotiate("application/vnd.kubernetes.protobuf;q=0.5,application/json;q=0.9"), Some(Media::Json));
-        assert_eq!(negotiate("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"), Some(Media::Json));
-        assert_eq!(negotiate("application/vnd.kubernetes.protobuf;stream=watch"), Some(Media::Protobuf));
-        assert_eq!(negotiate(""), Some(Media::Json));
-        assert_eq!(negotiate("*/*"), Some(Media::Json));
-        assert_eq!(negotiate("application/yaml"), None);
-        assert_eq!(negotiate("application/vnd.kubernetes.protobuf;q=0"), None);
+        let n = negotiate;
+        assert_eq!(n("application/vnd.kubernetes.protobuf,application/json"), Media::Protobuf, "client-go");
+        assert_eq!(n("application/json, application/vnd.kubernetes.protobuf"), Media::Json);
+        assert_eq!(n("application/vnd.kubernetes.protobuf;q=0.5,application/json;q=0.9"), Media::Json);
+        assert_eq!(n("*/*;q=0.8,application/vnd.kubernetes.protobuf"), Media::Protobuf);
+        assert_eq!(n("*/*,application/vnd.kubernetes.protobuf"), Media::Protobuf, "a concrete type before a wildcard");
+        assert_eq!(n("application/*"), Media::Json, "the server's first type");
+        assert_eq!(
+            n("application/json;as=Table;v=v1;g=meta.k8s.io,application/vnd.kubernetes.protobuf"),
+            Media::Protobuf
+        );
+        assert_eq!(n("application/vnd.kubernetes.protobuf;stream=watch"), Media::Protobuf);
+        assert_eq!(n("application/vnd.kubernetes.protobuf;stream=other,application/json"), Media::Json);
+        assert_eq!(
+            n("application/vnd.kubernetes.protobuf; charset=utf-8"),
+            Media::Protobuf,
+            "unknown parameters are ignored"
+        );
+        assert_eq!(n(""), Media::Json);
+        assert_eq!(n("application/yaml"), Media::Json, "nothing served matches: JSON, not 406");
+        assert_eq!(n("text/html,garbage"), Media::Json);
         assert_eq!(request_media("application/vnd.kubernetes.protobuf"), Some(Media::Protobuf));
         assert_eq!(request_media("application/json; charset=utf-8"), Some(Media::Json));
         assert_eq!(request_media("application/yaml"), None);
