@@ -544,7 +544,8 @@ pub fn negotiate(accept: &str) -> Media {
             let matches = (c.ty == ty && (c.sub == sub || c.sub == "*")) || (c.ty == "*" && c.sub == "*");
             let refused = c.params.iter().any(|(k, v)| match k.as_str() {
                 "as" | "g" | "v" => true,
-                "stream" | "sv" => !v.is_empty() && !(k == "stream" && v == "watch"),
+                "stream" => !v.is_empty() && v != "watch",
+                "sv" => !v.is_empty(),
                 _ => false,
             });
             if matches && !refused {
