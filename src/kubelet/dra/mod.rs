@@ -12,8 +12,14 @@
 //! it counts, and read back at start, so a restarted kubelet does not call
 //! the driver again for claims it has prepared. Prepared CDI IDs are
 //! checked against the CDI spec directories. The health stream is
-//! followed when the driver advertises it. Errors read as the kubelet's
-//! (pkg/kubelet/cm/dra/manager.go).
+//! followed when the driver advertises it; a device whose last report is
+//! older than its timeout counts as Unknown (healthinfo.go). A driver whose
+//! every device in a claim skips a node operation (KEP-5945,
+//! `skipNodeOperations`) is neither looked up nor called for it. With the
+//! local API server, the node's ResourceSlices are wiped at start, and a
+//! driver's when none of its instances is registered and connected for the
+//! wiping delay (the kubelet's DRAPluginManager). Errors read as the
+//! kubelet's (pkg/kubelet/cm/dra/manager.go).
 
 pub mod apiserver;
 pub mod checkpoint;

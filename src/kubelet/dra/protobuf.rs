@@ -714,6 +714,24 @@ mod tests {
         for n in 0..good.len() {
             let _ = decode_object(&good[..n]);
         }
+        // Random bytes behind the magic, and bit flips of a good body: never a panic.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let n = (next() % 64) as usize;
+            let mut b = MAGIC.to_vec();
+            b.extend((0..n).map(|_| next() as u8));
+            let _ = decode_object(&b);
+            let mut g = good.clone();
+            let at = 4 + (next() as usize) % (g.len() - 4);
+            g[at] ^= 1 << (next() % 8);
+            let _ = decode_object(&g);
+        }
         // A string field given as a varint is an error.
         assert!(decode(".k8s.io.api.resource.v1.ResourceSlice", &[0x12, 2, 0x08, 1]).is_err());
     }
