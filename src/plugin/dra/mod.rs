@@ -6,8 +6,13 @@
 //! PluginInfo), writes a CDI spec per prepared claim and removes it on
 //! unprepare, and takes live control (`dpctl dra device …`). With
 //! `--rolling-update UID` both sockets carry the UID so two instances can
-//! serve at once. Each `--fault` breaks one rule of [`crate::protocol::dra`].
-//! Every server is a task of the [`Tasks`] group `run` is given.
+//! serve at once. With `--kubeconfig` it publishes its devices as a
+//! ResourceSlice (again when it is gone), and prepares what each claim's
+//! allocation names (GET the ResourceClaim, as the kubeletplugin helper
+//! does); without, it picks a free device per claim. Unchanged health is
+//! sent again every half timeout. Each `--fault` breaks one rule of
+//! [`crate::protocol::dra`]. Every server is a task of the [`Tasks`] group
+//! `run` is given.
 
 pub mod driver;
 pub mod slices;
