@@ -569,8 +569,19 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     assert_eq!(events(&log, "dra-node-slices-wiped")[0]["slices"], serde_json::json!([name]));
     go_log.wait_for(&format!("watch DELETED {name}"), 1).await;
     go_log.wait_for("republished ", 1).await;
+    let republished = go_log
+        .seen()
+        .lines()
+        .find_map(|l| l.strip_prefix("republished "))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
     sigterm(&go);
     go_log.wait_for("stopped", 1).await;
+    // Its DELETE carried protobuf DeleteOptions with a UID precondition, as client-go sends them.
+    assert!(go_log.seen().contains(&format!("deleted {republished}")), "{}", go_log.seen());
     let _ = go.wait().await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

@@ -8,7 +8,8 @@
 //! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
 //!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
 //!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
-//!   is 409), delete; resource versions are integers;
+//!   is 409), delete (a DeleteOptions body's preconditions honoured);
+//!   resource versions are integers;
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
 //!   mock kubelet has allocated, with `status.allocation` and `reservedFor`;
 //! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
@@ -388,14 +389,31 @@ pub fn answer(
             let _ = store.changes.send(("MODIFIED", obj.clone()));
             (200, obj)
         }
-        ("DELETE", n) if !n.is_empty() => match st.slices.remove(n) {
-            Some(s) => {
-                st.version += 1;
-                let _ = store.changes.send(("DELETED", s.clone()));
-                (200, s)
+        ("DELETE", n) if !n.is_empty() => {
+            // The body, when any, is DeleteOptions (client-go always sends one); its preconditions count.
+            let opts = if body.is_empty() { Value::Null } else { parse(body).unwrap_or(Value::Null) };
+            let Some(cur) = st.slices.get(n) else {
+                return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
+            };
+            for (field, have) in
+                [("uid", &cur["metadata"]["uid"]), ("resourceVersion", &cur["metadata"]["resourceVersion"])]
+            {
+                let want = opts["preconditions"][field].as_str().unwrap_or_default();
+                let have = have.as_str().unwrap_or_default();
+                if !want.is_empty() && want != have {
+                    let what = if field == "uid" { "UID" } else { "ResourceVersion" };
+                    return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"));
+                }
             }
-            None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
-        },
+            match st.slices.remove(n) {
+                Some(s) => {
+                    st.version += 1;
+                    let _ = store.changes.send(("DELETED", s.clone()));
+                    (200, s)
+                }
+                None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
+            }
+        }
         _ => status(405, "MethodNotAllowed", format!("{method} {path} is not supported")),
     }
 }
@@ -633,5 +651,22 @@ mod tests {
             (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
             (Some("Status"), Some(404), Some("NotFound"))
         );
+    }
+
+    #[test]
+    fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
+        let s = Store::default();
+        let obj = json!({"metadata": {"name": "s"}, "spec": {"driver": "d", "nodeName": "n"}});
+        let (_, created) = call(&s, "POST", SLICES, "", obj);
+        let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+        let opts = |uid: &str| {
+            let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
+            json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
+        };
+        let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
+        assert_eq!(c, 409);
+        assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
+        let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
+        assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
     }
 }

@@ -79,6 +79,7 @@ pub fn message_for(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "Node" => ".k8s.io.api.core.v1.Node",
         "Status" => ".k8s.io.apimachinery.pkg.apis.meta.v1.Status",
+        "DeleteOptions" => ".k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
         "ResourceSlice" => ".k8s.io.api.resource.v1.ResourceSlice",
         "ResourceSliceList" => ".k8s.io.api.resource.v1.ResourceSliceList",
         "ResourceClaim" => ".k8s.io.api.resource.v1.ResourceClaim",

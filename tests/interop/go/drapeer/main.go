@@ -310,7 +310,7 @@ func main() {
 	<-synced
 
 	created := publish()
-	sliceName := created.GetMetadata().GetName()
+	sliceName, sliceUID := created.GetMetadata().GetName(), created.GetMetadata().GetUid()
 	fmt.Printf("published %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
 	// A resync as the helper's controller does it: PUT with the resource version read back.
 	created.Spec.Devices = append(created.Spec.Devices, &resourcev1.Device{
@@ -360,15 +360,24 @@ func main() {
 		case name := <-deleted:
 			if name == sliceName {
 				created := publish()
-				sliceName = created.GetMetadata().GetName()
+				sliceName, sliceUID = created.GetMetadata().GetName(), created.GetMetadata().GetUid()
 				fmt.Printf("republished %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
 			}
 		}
 	}
 	rs.Stop()
 	s.Stop()
-	if code, _, _, err := api("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, nil); err != nil || code != 200 {
-		fmt.Printf("delete %s: %d %v\n", sliceName, code, err)
+	// As the slice controller deletes: DeleteOptions (protobuf) with a UID precondition.
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{Uid: proto.String(sliceUID)}}
+	code, body, ctype, err = api("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, envelope("resource.k8s.io/v1", "DeleteOptions", opts))
+	var gone resourcev1.ResourceSlice
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceSlice", &gone)
+	}
+	if err != nil || code != 200 {
+		fmt.Printf("delete %s failed: %d %v\n", sliceName, code, err)
+	} else {
+		fmt.Printf("deleted %s\n", gone.GetMetadata().GetName())
 	}
 	_ = os.Remove(regPath)
 	_ = os.Remove(endpoint)
