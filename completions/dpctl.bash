@@ -3774,18 +3774,33 @@ _dpctl_plugin_sockets() {
     done
     for f in "$dir"/*; do [[ -S "$f" ]] && printf '%s\n' "${f##*/}"; done
 }
+_dpctl_registry_sockets() {
+    local root="${DPCTL_KUBELET_ROOT_DIR:-/var/lib/kubelet}" i f
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --kubelet-root-dir) root="${COMP_WORDS[i+1]}" ;;
+            --kubelet-root-dir=*) root="${COMP_WORDS[i]#--kubelet-root-dir=}" ;;
+        esac
+    done
+    for f in "$root"/plugins_registry/*; do [[ -S "$f" ]] && printf '%s\n' "${f##*/}"; done
+}
 _dpctl_with_sockets() {
     _dpctl "$@"
-    local cur="${COMP_WORDS[COMP_CWORD]}" sub="" w
+    local cur="${COMP_WORDS[COMP_CWORD]}" sub="" sub2="" w
     local skip=0
     for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
         if ((skip)); then skip=0; continue; fi
         case "$w" in
-            --plugin-dir|-o|--output|--timeout) skip=1 ;;
+            --plugin-dir|--kubelet-root-dir|--root|-o|--output|--timeout) skip=1 ;;
             -*) ;;
-            *) sub="$w"; break ;;
+            *) if [[ -z "$sub" ]]; then sub="$w"; else sub2="$w"; break; fi ;;
         esac
     done
+    case "$sub $sub2" in
+        "dra info"|"dra probe"|"dra prepare"|"dra unprepare"|"dra health")
+            [[ "$cur" != -* && "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_registry_sockets)" -- "$cur") )
+            return ;;
+    esac
     local prev="${COMP_WORDS[COMP_CWORD-1]}"
     case "$sub $prev" in
         "record --plugin"|"replay --against"|"test --socket")

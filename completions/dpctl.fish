@@ -848,7 +848,15 @@ function __dpctl_plugin_sockets
         test -S $f; and basename $f
     end
 end
+function __dpctl_registry_sockets
+    set -l root /var/lib/kubelet
+    set -q DPCTL_KUBELET_ROOT_DIR; and set root $DPCTL_KUBELET_ROOT_DIR
+    for f in $root/plugins_registry/*
+        test -S $f; and basename $f
+    end
+end
 complete -c dpctl -n "__fish_seen_subcommand_from options watch allocate preferred prestart probe" -a "(__dpctl_plugin_sockets)"
 complete -c dpctl -n "__fish_seen_subcommand_from record" -l plugin -r -a "(__dpctl_plugin_sockets)"
 complete -c dpctl -n "__fish_seen_subcommand_from replay" -l against -r -a "(__dpctl_plugin_sockets)"
 complete -c dpctl -n "__fish_seen_subcommand_from test" -l socket -r -a "(__dpctl_plugin_sockets)"
+complete -c dpctl -n "__fish_seen_subcommand_from dra; and __fish_seen_subcommand_from info probe prepare unprepare health" -a "(__dpctl_registry_sockets)"

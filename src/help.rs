@@ -30,7 +30,15 @@ pub enum Socket {
     Positional,
     /// A flag taking a socket (its long name, without `--`).
     Flag(&'static str),
+    /// These subcommands' positional SOCKET names a DRA plugin: it completes
+    /// from `<kubelet-root-dir>/plugins_registry/`.
+    Registry(&'static [&'static str]),
 }
+
+/// The help of a DRA plugin's SOCKET argument (the zsh script finds DRA
+/// socket arguments by it).
+pub const DRA_SOCKET_HELP: &str =
+    "Registration or service socket (a bare name is looked up in plugins_registry/ and plugins/*/)";
 
 /// The socket arguments of every command, for the completion scripts.
 #[derive(Debug, Default, Clone)]
@@ -39,6 +47,8 @@ pub struct SocketHints {
     pub positional: Vec<&'static str>,
     /// `(command, flag)`: flags that take a socket.
     pub flags: Vec<(&'static str, &'static str)>,
+    /// `(command, subcommand)`: subcommands whose positional argument is a DRA plugin's socket.
+    pub registry: Vec<(&'static str, &'static str)>,
 }
 
 /// Shells `dpctl completion` writes scripts for.
@@ -54,7 +64,8 @@ pub enum Shell {
 
 /// The completion script for `shell`: clap's, plus socket names found in
 /// `$DPCTL_PLUGIN_DIR` (or the kubelet's directory) for socket arguments
-/// (bash and fish: the arguments `sockets` names; zsh: every SOCKET argument).
+/// (bash and fish: the arguments `sockets` names; zsh: every SOCKET argument),
+/// and DRA plugin sockets from `$DPCTL_KUBELET_ROOT_DIR/plugins_registry`.
 pub fn completion_script(shell: Shell, cmd: &mut clap::Command, sockets: &SocketHints) -> Vec<u8> {
     let mut buf = Vec::new();
     let gen = match shell {
@@ -75,6 +86,28 @@ pub fn completion_script(shell: Shell, cmd: &mut clap::Command, sockets: &Socket
             )
         })
         .collect();
+    let registry_case = if sockets.registry.is_empty() {
+        String::new()
+    } else {
+        let pairs: Vec<String> = sockets.registry.iter().map(|(c, sub)| format!("\"{c} {sub}\"")).collect();
+        format!(
+            r#"    case "$sub $sub2" in
+        {})
+            [[ "$cur" != -* && "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_registry_sockets)" -- "$cur") )
+            return ;;
+    esac
+"#,
+            pairs.join("|")
+        )
+    };
+    let mut fish_registry = String::new();
+    for c in sockets.registry.iter().map(|(c, _)| *c).collect::<std::collections::BTreeSet<_>>() {
+        let subs: Vec<&str> = sockets.registry.iter().filter(|(x, _)| *x == c).map(|(_, s)| *s).collect();
+        fish_registry.push_str(&format!(
+            "complete -c dpctl -n \"__fish_seen_subcommand_from {c}; and __fish_seen_subcommand_from {}\" -a \"(__dpctl_registry_sockets)\"\n",
+            subs.join(" ")
+        ));
+    }
     let extra = match shell {
         Shell::Bash => format!(
             r#"
@@ -89,19 +122,29 @@ _dpctl_plugin_sockets() {{
     done
     for f in "$dir"/*; do [[ -S "$f" ]] && printf '%s\n' "${{f##*/}}"; done
 }}
+_dpctl_registry_sockets() {{
+    local root="${{DPCTL_KUBELET_ROOT_DIR:-/var/lib/kubelet}}" i f
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            --kubelet-root-dir) root="${{COMP_WORDS[i+1]}}" ;;
+            --kubelet-root-dir=*) root="${{COMP_WORDS[i]#--kubelet-root-dir=}}" ;;
+        esac
+    done
+    for f in "$root"/plugins_registry/*; do [[ -S "$f" ]] && printf '%s\n' "${{f##*/}}"; done
+}}
 _dpctl_with_sockets() {{
     _dpctl "$@"
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" sub="" w
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" sub="" sub2="" w
     local skip=0
     for w in "${{COMP_WORDS[@]:1:COMP_CWORD-1}}"; do
         if ((skip)); then skip=0; continue; fi
         case "$w" in
-            --plugin-dir|-o|--output|--timeout) skip=1 ;;
+            --plugin-dir|--kubelet-root-dir|--root|-o|--output|--timeout) skip=1 ;;
             -*) ;;
-            *) sub="$w"; break ;;
+            *) if [[ -z "$sub" ]]; then sub="$w"; else sub2="$w"; break; fi ;;
         esac
     done
-    local prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+{registry_case}    local prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     case "$sub $prev" in
         {bash_flags})
             [[ "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_plugin_sockets)" -- "$cur") )
@@ -125,8 +168,15 @@ function __dpctl_plugin_sockets
         test -S $f; and basename $f
     end
 end
+function __dpctl_registry_sockets
+    set -l root /var/lib/kubelet
+    set -q DPCTL_KUBELET_ROOT_DIR; and set root $DPCTL_KUBELET_ROOT_DIR
+    for f in $root/plugins_registry/*
+        test -S $f; and basename $f
+    end
+end
 complete -c dpctl -n "__fish_seen_subcommand_from {cmds}" -a "(__dpctl_plugin_sockets)"
-{fish_flags}"#
+{fish_flags}{fish_registry}"#
         ),
         Shell::Zsh => return zsh_with_sockets(&buf),
     };
@@ -145,12 +195,20 @@ _dpctl_sockets() {
     socks=( "$dir"/*(N=:t) )
     _alternative 'sockets:plugin socket:compadd -a socks' 'files:file:_files'
 }
+_dpctl_dra_sockets() {
+    local root="${DPCTL_KUBELET_ROOT_DIR:-/var/lib/kubelet}"
+    local -a socks
+    socks=( "$root"/plugins_registry/*(N=:t) )
+    _alternative 'sockets:DRA plugin socket:compadd -a socks' 'files:file:_files'
+}
 "#;
     let text = String::from_utf8_lossy(script);
     let mut out = String::with_capacity(text.len() + HELPER.len());
     for (i, line) in text.lines().enumerate() {
         let socket_arg = line.starts_with("':socket -- ") || line.contains("]:SOCKET:_files'");
-        if socket_arg {
+        if socket_arg && line.contains(DRA_SOCKET_HELP) {
+            out.push_str(&line.replace(":_files'", ":_dpctl_dra_sockets'"));
+        } else if socket_arg {
             out.push_str(&line.replace(":_files'", ":_dpctl_sockets'"));
         } else {
             out.push_str(line);

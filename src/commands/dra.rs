@@ -16,6 +16,7 @@ use crate::client::dra::{resolve, DraConn, HealthStream};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
+use crate::help::Socket;
 use crate::plugin::dra::driver::{ControlAnswer, ControlRequest};
 use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
 use crate::protocol::dra::{
@@ -35,7 +36,7 @@ pub const COMMAND: Spec = Spec {
     about: "DRA kubelet plugins: info, probe, prepare, unprepare, health, list; a simulated driver (serve)",
     args: surface::subcommands::<DraCommand>,
     examples: EXAMPLES,
-    sockets: &[],
+    sockets: &[Socket::Registry(&["info", "probe", "prepare", "unprepare", "health"])],
     refuses_output: None,
     parse: surface::parse::<DraCommand>,
 };
@@ -131,7 +132,7 @@ pub enum DraCommand {
 #[derive(Debug, Args)]
 pub struct DraSocket {
     /// Registration or service socket (a bare name is looked up in plugins_registry/ and plugins/*/)
-    #[arg(value_name = "SOCKET")]
+    #[arg(value_name = "SOCKET", help = crate::help::DRA_SOCKET_HELP)]
     pub socket: PathBuf,
 }
 

@@ -93,6 +93,7 @@ pub fn socket_hints(table: &[&Spec]) -> crate::help::SocketHints {
             match h {
                 Socket::Positional => hints.positional.push(s.name),
                 Socket::Flag(f) => hints.flags.push((s.name, f)),
+                Socket::Registry(subs) => hints.registry.extend(subs.iter().map(|sub| (s.name, *sub))),
             }
         }
     }

@@ -384,6 +384,62 @@ async fn completion_offers_plugin_sockets() {
     r.expect_code(2);
 }
 
+/// DRA commands complete their SOCKET from `<kubelet-root-dir>/plugins_registry/`
+/// (bash, with `--kubelet-root-dir` or `DPCTL_KUBELET_ROOT_DIR`), not from the
+/// device-plugin directory; zsh and fish name the same helper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_offers_dra_plugin_sockets() {
+    let d = tmp();
+    let (root, dp) = (d.path().join("kubelet"), d.path().join("dp"));
+    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
+    std::fs::create_dir_all(&dp).unwrap();
+    let _reg = std::os::unix::net::UnixListener::bind(root.join("plugins_registry/gpu.example.com-reg.sock")).unwrap();
+    let _dp = std::os::unix::net::UnixListener::bind(dp.join("vendor.sock")).unwrap();
+    let r = dpctl(&["completion", "bash"]).await;
+    r.expect_code(0);
+    let script = d.path().join("dpctl.bash");
+    std::fs::write(&script, &r.stdout).unwrap();
+    for (line, env_root, want) in [
+        ("dpctl --kubelet-root-dir ROOT dra probe ", false, Some("gpu.example.com-reg.sock")),
+        ("dpctl dra info g", true, Some("gpu.example.com-reg.sock")),
+        ("dpctl dra prepare ", true, Some("gpu.example.com-reg.sock")),
+        ("dpctl dra health ", true, Some("gpu.example.com-reg.sock")),
+        ("dpctl dra list ", true, None),
+        ("dpctl dra ", true, None),
+        ("dpctl probe ", true, Some("vendor.sock")),
+    ] {
+        let words = line.replace("ROOT", s(&root));
+        let test = format!(
+            "source {}; COMP_WORDS=({words}{}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; _dpctl_with_sockets dpctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            s(&script),
+            if line.ends_with(' ') { " ''" } else { "" }
+        );
+        let mut c = tokio::process::Command::new("bash");
+        c.arg("-c").arg(&test).env("DPCTL_PLUGIN_DIR", &dp).env_remove("DPCTL_KUBELET_ROOT_DIR");
+        if env_root {
+            c.env("DPCTL_KUBELET_ROOT_DIR", &root);
+        }
+        let out = c.output().await.unwrap();
+        let got = String::from_utf8_lossy(&out.stdout);
+        let socks: Vec<&str> = got.lines().filter(|l| l.ends_with(".sock")).collect();
+        assert_eq!(
+            socks,
+            want.into_iter().collect::<Vec<_>>(),
+            "{line}: {got}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let r = dpctl(&["completion", "zsh"]).await;
+    assert!(r.stdout.contains("plugins/*/):_dpctl_dra_sockets'"), "zsh: DRA sockets from plugins_registry");
+    assert!(r.stdout.contains("_dpctl_dra_sockets() {"));
+    let r = dpctl(&["completion", "fish"]).await;
+    assert!(
+        r.stdout.contains("__fish_seen_subcommand_from dra; and __fish_seen_subcommand_from info probe prepare unprepare health\" -a \"(__dpctl_registry_sockets)\""),
+        "{}",
+        r.stdout
+    );
+}
+
 /// Item 19: `-v` shows each call's method, socket, request, status and latency on stderr.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verbose_shows_each_call() {
