@@ -283,6 +283,22 @@ pub fn skipped_operations(c: &ClaimInfo, driver: &str) -> BTreeSet<String> {
     sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
 }
 
+/// The allocated devices of `driver` as the checkpoint keeps prepared ones
+/// (no CDI IDs: NodePrepareResources was skipped for them).
+fn unprepared_devices(c: &ClaimInfo, driver: &str) -> Vec<checkpoint::Device> {
+    c.allocation
+        .iter()
+        .filter(|a| a.driver == driver)
+        .map(|a| checkpoint::Device {
+            pool_name: a.pool.clone(),
+            device_name: a.device.clone(),
+            request_names: Some(vec![a.request.clone()]),
+            cdi_device_ids: Some(vec![]),
+            share_id: None,
+        })
+        .collect()
+}
+
 fn wrap_prepare(e: String) -> String {
     format!("prepare dynamic resources: {e}")
 }
@@ -834,6 +850,74 @@ impl DraManager {
         }
     }
 
+    /// Allocate a pod's claim (from its ResourceClaim or its template) and
+    /// record it: the mock scheduler's part.
+    fn allocate_claim(
+        &self,
+        st: &mut State,
+        p: &PodInfo,
+        uid: &str,
+        pod_claim: &str,
+        name: &str,
+        templates: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let key = format!("{}/{name}", p.namespace);
+        let (spec, claim_uid) = match templates.get(pod_claim) {
+            Some(t) => {
+                let tk = format!("ResourceClaimTemplate {}/{t}", p.namespace);
+                let Some(Object::Template { spec, .. }) = st.objects.get(&tk) else {
+                    return Err(wrap_prepare(format!(
+                        "fetch ResourceClaimTemplate {t}: resourceclaimtemplates.resource.k8s.io {t:?} not found"
+                    )));
+                };
+                (spec.clone(), objects::derived_uid(&format!("generated\0{uid}\0{key}")))
+            }
+            None => {
+                let ck = format!("ResourceClaim {key}");
+                let Some(Object::Claim { spec, uid: cu, .. }) = st.objects.get(&ck) else {
+                    return Err(wrap_prepare(format!(
+                        "fetch ResourceClaim {name}: resourceclaims.resource.k8s.io {name:?} not found"
+                    )));
+                };
+                (spec.clone(), cu.clone())
+            }
+        };
+        let classes: BTreeMap<String, Vec<objects::Selector>> = st
+            .objects
+            .values()
+            .filter_map(|o| match o {
+                Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
+                _ => None,
+            })
+            .collect();
+        let taken: BTreeSet<(String, String, String)> = st
+            .claims
+            .values()
+            .flat_map(|c| &c.allocation)
+            .filter(|a| !a.admin)
+            .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
+            .collect();
+        let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
+        let allocation = objects::allocate(&key, &spec, &classes, &self.candidates(st), &taken, &drivers)
+            .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
+        let info = ClaimInfo {
+            namespace: p.namespace.clone(),
+            name: name.to_string(),
+            uid: claim_uid.clone(),
+            allocation: allocation.clone(),
+            pods: BTreeSet::new(),
+            prepared: None,
+            cdi_unresolved: vec![],
+        };
+        st.claims.insert(key.clone(), info);
+        self.event(KubeletEvent::ClaimAllocated {
+            claim: key.clone(),
+            uid: claim_uid,
+            devices: allocation.iter().map(|a| format!("{}/{}/{}", a.driver, a.pool, a.device)).collect(),
+        });
+        Ok(())
+    }
+
     /// One attempt at preparing a pod's claims (manager.go prepareResources).
     async fn prepare_pod(self: &Arc<Self>, uid: &str, templates: &BTreeMap<String, String>) -> Result<(), String> {
         // Resolve, allocate and batch under the lock; call without it.
@@ -848,59 +932,7 @@ impl DraManager {
             for (pod_claim, name) in &p.claims {
                 let key = format!("{}/{name}", p.namespace);
                 if !st.claims.contains_key(&key) {
-                    let (spec, claim_uid) = match templates.get(pod_claim) {
-                        Some(t) => {
-                            let tk = format!("ResourceClaimTemplate {}/{t}", p.namespace);
-                            let Some(Object::Template { spec, .. }) = st.objects.get(&tk) else {
-                                return Err(wrap_prepare(format!(
-                                    "fetch ResourceClaimTemplate {t}: resourceclaimtemplates.resource.k8s.io {t:?} not found"
-                                )));
-                            };
-                            (spec.clone(), objects::derived_uid(&format!("generated\0{uid}\0{key}")))
-                        }
-                        None => {
-                            let ck = format!("ResourceClaim {key}");
-                            let Some(Object::Claim { spec, uid: cu, .. }) = st.objects.get(&ck) else {
-                                return Err(wrap_prepare(format!(
-                                    "fetch ResourceClaim {name}: resourceclaims.resource.k8s.io {name:?} not found"
-                                )));
-                            };
-                            (spec.clone(), cu.clone())
-                        }
-                    };
-                    let classes: BTreeMap<String, Vec<objects::Selector>> = st
-                        .objects
-                        .values()
-                        .filter_map(|o| match o {
-                            Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
-                            _ => None,
-                        })
-                        .collect();
-                    let taken: BTreeSet<(String, String, String)> = st
-                        .claims
-                        .values()
-                        .flat_map(|c| &c.allocation)
-                        .filter(|a| !a.admin)
-                        .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
-                        .collect();
-                    let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
-                    let allocation = objects::allocate(&key, &spec, &classes, &self.candidates(&st), &taken, &drivers)
-                        .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
-                    let info = ClaimInfo {
-                        namespace: p.namespace.clone(),
-                        name: name.clone(),
-                        uid: claim_uid.clone(),
-                        allocation: allocation.clone(),
-                        pods: BTreeSet::new(),
-                        prepared: None,
-                        cdi_unresolved: vec![],
-                    };
-                    st.claims.insert(key.clone(), info);
-                    self.event(KubeletEvent::ClaimAllocated {
-                        claim: key.clone(),
-                        uid: claim_uid,
-                        devices: allocation.iter().map(|a| format!("{}/{}/{}", a.driver, a.pool, a.device)).collect(),
-                    });
+                    self.allocate_claim(&mut st, &p, uid, pod_claim, name, templates)?;
                 }
                 let Some(c) = st.claims.get(&key).cloned() else { continue };
                 if c.prepared.is_some() {
@@ -914,19 +946,7 @@ impl DraManager {
                 for driver in c.drivers() {
                     if skipped_operations(&c, &driver).contains("NodePrepareResources") {
                         // No driver lookup, no call: the allocated devices count as prepared.
-                        let devs = c
-                            .allocation
-                            .iter()
-                            .filter(|a| a.driver == driver)
-                            .map(|a| checkpoint::Device {
-                                pool_name: a.pool.clone(),
-                                device_name: a.device.clone(),
-                                request_names: Some(vec![a.request.clone()]),
-                                cdi_device_ids: Some(vec![]),
-                                share_id: None,
-                            })
-                            .collect();
-                        skipped.push((c.uid.clone(), driver.clone(), devs));
+                        skipped.push((c.uid.clone(), driver.clone(), unprepared_devices(&c, &driver)));
                         self.event(KubeletEvent::DraOperationSkipped {
                             claim: key.clone(),
                             driver: driver.clone(),
