@@ -15,7 +15,9 @@
 //! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
 //!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
-//!   resource version, then each change.
+//!   resource version, then each change; without it, a watch from
+//!   `resourceVersion=N` first gets every change after N (the last 1000 are
+//!   kept; an older N gets an ERROR event, 410 Expired, as a reflector expects).
 //!
 //! Every answer, errors (`Status`) included, is JSON or Kubernetes protobuf
 //! by the request's `Accept` (client-go sends
@@ -65,9 +67,36 @@ struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
     generated: u64,
+    /// The latest changes (at most [`HISTORY`]): what a watch from a resource version replays.
+    history: std::collections::VecDeque<(u64, &'static str, Value)>,
+    /// The newest version no longer in `history`.
+    forgotten: u64,
 }
 
+/// How many changes a watch can resume across.
+const HISTORY: usize = 1000;
+
+/// A watch's start: the resource version now, the matching objects, the
+/// changes after the version asked for, and the live changes from here.
+type WatchStart =
+    (u64, Vec<Value>, Vec<(&'static str, Value)>, tokio::sync::broadcast::Receiver<(&'static str, Value)>);
+
 impl Store {
+    /// Record a change at the current version (already counted) and tell the watches;
+    /// a deleted object carries the version of its deletion, as kube-apiserver sends it.
+    fn emit(&self, st: &mut StoreInner, kind: &'static str, mut obj: Value) {
+        if kind == "DELETED" {
+            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+        }
+        st.history.push_back((st.version, kind, obj.clone()));
+        while st.history.len() > HISTORY {
+            if let Some((v, _, _)) = st.history.pop_front() {
+                st.forgotten = v;
+            }
+        }
+        let _ = self.changes.send((kind, obj));
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -90,7 +119,7 @@ impl Store {
         for n in &names {
             if let Some(s) = st.slices.remove(n) {
                 st.version += 1;
-                let _ = self.changes.send(("DELETED", s));
+                self.emit(&mut st, "DELETED", s);
             }
         }
         names
@@ -105,22 +134,25 @@ impl Store {
         for n in &names {
             if let Some(s) = st.slices.remove(n) {
                 st.version += 1;
-                let _ = self.changes.send(("DELETED", s));
+                self.emit(&mut st, "DELETED", s);
             }
         }
         names
     }
 
-    /// Start a watch: the matching slices now and every later change, atomically.
-    #[allow(clippy::type_complexity)]
-    fn watch(
-        &self,
-        sel: &[(String, String)],
-    ) -> (u64, Vec<Value>, tokio::sync::broadcast::Receiver<(&'static str, Value)>) {
+    /// Start a watch, atomically: the matching slices now, the changes after
+    /// `from` (a watch resuming at a resource version), and every later
+    /// change. `Err(oldest)`: `from` is older than the changes kept.
+    fn watch(&self, sel: &[(String, String)], from: Option<u64>) -> std::result::Result<WatchStart, u64> {
         let st = self.lock();
         let rx = self.changes.subscribe();
         let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
-        (st.version, items, rx)
+        let replay = match from {
+            Some(f) if f < st.forgotten => return Err(st.forgotten + 1),
+            Some(f) => st.history.iter().filter(|(v, _, _)| *v > f).map(|(_, k, o)| (*k, o.clone())).collect(),
+            None => vec![],
+        };
+        Ok((st.version, items, replay, rx))
     }
 }
 
@@ -228,8 +260,28 @@ async fn pump(
     stop: CancellationToken,
 ) {
     let sel = field_selector(&query);
-    let (version, items, mut rx) = store.watch(&sel);
-    if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
+    let initial = query.split('&').any(|kv| kv == "sendInitialEvents=true");
+    // Without initial events, a watch from resourceVersion N gets every change after N.
+    let from = query
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("resourceVersion="))
+        .find_map(|v| v.parse::<u64>().ok())
+        .filter(|v| *v > 0 && !initial);
+    let (version, items, replay, mut rx) = match store.watch(&sel, from) {
+        Ok(w) => w,
+        Err(oldest) => {
+            let (_, st) =
+                status(410, "Expired", format!("too old resource version: {} ({oldest})", from.unwrap_or_default()));
+            let _ = tx.send(event(media, "ERROR", &st)).await;
+            return;
+        }
+    };
+    for (kind, obj) in replay.iter().filter(|(_, o)| sel.iter().all(|(k, v)| field(o, k) == *v)) {
+        if tx.send(event(media, kind, obj)).await.is_err() {
+            return;
+        }
+    }
+    if initial {
         for i in &items {
             if tx.send(event(media, "ADDED", i)).await.is_err() {
                 return;
@@ -364,7 +416,7 @@ pub fn answer(
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
             st.slices.insert(n, obj.clone());
-            let _ = store.changes.send(("ADDED", obj.clone()));
+            store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => {
@@ -386,7 +438,7 @@ pub fn answer(
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             st.slices.insert(n.to_string(), obj.clone());
-            let _ = store.changes.send(("MODIFIED", obj.clone()));
+            store.emit(&mut st, "MODIFIED", obj.clone());
             (200, obj)
         }
         ("DELETE", n) if !n.is_empty() => {
@@ -408,7 +460,7 @@ pub fn answer(
             match st.slices.remove(n) {
                 Some(s) => {
                     st.version += 1;
-                    let _ = store.changes.send(("DELETED", s.clone()));
+                    store.emit(&mut st, "DELETED", s.clone());
                     (200, s)
                 }
                 None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
@@ -668,5 +720,58 @@ mod tests {
         assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
         let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
         assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
+    }
+
+    /// The lines a JSON watch with `query` sends until it has `n` of them.
+    async fn watch_lines(store: &Arc<Store>, query: &str, n: usize) -> Vec<Value> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
+        let mut out = Vec::new();
+        while out.len() < n {
+            let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+            out.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        stop.cancel();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_resource_version_gets_every_change_after_it() {
+        let s = Arc::new(Store::default());
+        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": node}});
+        assert_eq!(call(&s, "POST", SLICES, "", slice("a", "n1")).0, 201); // rv 1
+        assert_eq!(call(&s, "POST", SLICES, "", slice("b", "n2")).0, 201); // rv 2
+        assert_eq!(call(&s, "POST", SLICES, "", slice("c", "n1")).0, 201); // rv 3
+        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/a"), "", Value::Null).0, 200); // rv 4
+        let got = watch_lines(&s, "watch=true&resourceVersion=1&fieldSelector=spec.nodeName%3Dn1", 2).await;
+        let words: Vec<String> = got
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["type"].as_str().unwrap(),
+                    e["object"]["metadata"]["name"].as_str().unwrap(),
+                    e["object"]["metadata"]["resourceVersion"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            words,
+            ["ADDED c 3", "DELETED a 4"],
+            "b is another node's; a deleted carries the deletion's version"
+        );
+        // Too old: the changes after it are no longer kept.
+        for i in 0..HISTORY {
+            call(&s, "POST", SLICES, "", slice(&format!("x{i}"), "n3"));
+        }
+        let got = watch_lines(&s, "watch=true&resourceVersion=2", 1).await;
+        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
+        assert!(
+            got[0]["object"]["message"].as_str().unwrap().starts_with("too old resource version: 2 ("),
+            "{}",
+            got[0]
+        );
     }
 }
