@@ -21,6 +21,18 @@ const PROTOS: &[&str] = &[
     "proto/dra-health/v1/api.proto",
 ];
 
+/// The Kubernetes API types (a subset, upstream's field numbers) the local
+/// API server speaks as protobuf; compiled to a descriptor set only (no Rust
+/// types: src/kubelet/dra/protobuf.rs converts JSON to and from the wire
+/// format by walking these descriptors).
+const K8S_PROTOS: &[&str] = &[
+    "proto/k8s/apimachinery/pkg/runtime/generated.proto",
+    "proto/k8s/apimachinery/pkg/api/resource/generated.proto",
+    "proto/k8s/apimachinery/pkg/apis/meta/v1/generated.proto",
+    "proto/k8s/api/core/v1/generated.proto",
+    "proto/k8s/api/resource/v1/generated.proto",
+];
+
 /// protoc's ToJsonName: drop underscores and upper-case the letter after one.
 fn json_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -103,5 +115,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     builder.compile_fds(fds)?;
+    for p in K8S_PROTOS {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    let mut k8s = protox::Compiler::new(["proto"])?;
+    k8s.include_imports(true).open_files(K8S_PROTOS)?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("k8s_descriptors.bin");
+    std::fs::write(out, k8s.encode_file_descriptor_set())?;
     Ok(())
 }

@@ -216,7 +216,7 @@ pub struct DraServeArgs {
     pub health_timeout: i64,
     /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
     /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
-    /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, unserved-health,
+    /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health,
     /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,

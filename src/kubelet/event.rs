@@ -564,11 +564,42 @@ pub enum KubeletEvent {
         /// Why.
         error: String,
     },
-    /// A driver's ResourceSlices on this node were deleted: its last plugin
-    /// instance went away and did not come back within the wiping delay.
+    /// A driver's ResourceSlices on this node were deleted: none of its
+    /// plugin instances was registered and connected for the wiping delay.
     DraSlicesWiped {
         /// The driver.
         driver: String,
+        /// The slices deleted.
+        slices: Vec<String>,
+    },
+    /// A registered DRA plugin instance's endpoint stopped (or started again)
+    /// accepting connections: the kubelet's gRPC connection state. With no
+    /// connected instance left, the driver's slices are wiped after the delay.
+    DraConnection {
+        /// The driver.
+        driver: String,
+        /// The endpoint.
+        endpoint: String,
+        /// Whether it accepts connections now.
+        connected: bool,
+    },
+    /// A node operation was skipped for a driver's part of a claim: every
+    /// device of that driver in the allocation skips it (KEP-5945,
+    /// `skipNodeOperations`); no driver lookup, no call.
+    DraOperationSkipped {
+        /// `namespace/name`.
+        claim: String,
+        /// The driver.
+        driver: String,
+        /// `NodePrepareResources` or `NodeUnprepareResources`.
+        operation: String,
+    },
+    /// At start, before any driver registers, every ResourceSlice of this
+    /// node was deleted (all drivers), as the kubelet's DRA plugin manager
+    /// does: none is usable until its driver comes back and publishes again.
+    DraNodeSlicesWiped {
+        /// The node.
+        node: String,
         /// The slices deleted.
         slices: Vec<String>,
     },

@@ -344,6 +344,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(spec) = &s.dra {
         let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
         dra.restore();
+        dra.wipe_at_start();
         let _ = mgr.dra.set(dra);
     }
     let from_checkpoint = mgr.restore();

@@ -174,6 +174,14 @@ pub const IDEMPOTENT: Rule = Rule {
     fix: "make NodePrepareResources idempotent: the kubelet repeats it after a restart or timeout",
     source: "dra/v1 api.proto; KEP-4381",
 };
+/// The devices prepared are those the claim was allocated.
+pub const ALLOCATED_DEVICES: Rule = Rule {
+    id: "allocated-devices",
+    checks: "the devices prepared for a claim are those of its status.allocation.devices.results for this driver",
+    severity: Severity::Fail,
+    fix: "GET the ResourceClaim and prepare the devices its allocation names for your driver (the kubeletplugin helper hands them to the driver)",
+    source: "k8s.io/dynamic-resource-allocation/kubeletplugin; KEP-4381",
+};
 /// The health service answers when advertised.
 pub const HEALTH_ANSWERS: Rule = Rule {
     id: "health-answers",
@@ -231,6 +239,7 @@ pub const RULES: &[&Rule] = &[
     &DEVICE_FIELDS,
     &CDI_ID,
     &IDEMPOTENT,
+    &ALLOCATED_DEVICES,
     &HEALTH_ANSWERS,
     &HEALTH_STREAM,
     &HEALTH_DEVICE,

@@ -37,6 +37,7 @@ const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_ma
 const HELPER: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (PublishResources); https://github.com/kubernetes-sigs/dra-example-driver";
 const EXAMPLE_CDI: &str = "https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/cdi.go (CreateClaimSpecFile on prepare, DeleteClaimSpecFile on unprepare)";
 const DRA_API: &str = "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto";
+const EXAMPLE_PREPARE: &str = "https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/state.go (prepares the devices of claim.status.allocation.devices.results)";
 
 macro_rules! sc {
     ($id:literal, $group:literal, $run:path, $title:literal, $rule:literal, $source:expr, $session:ident) => {
@@ -62,6 +63,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-PREP-001", "prepare", scenarios::prepares_pod, "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Basic),
     sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", DRA_API, Basic),
     sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
+    sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
     sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
     sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", EXAMPLE_CDI, Basic),

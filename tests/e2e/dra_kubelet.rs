@@ -263,7 +263,7 @@ async fn dra_serve_passes_dpctl_test_dra_with_junit() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(15), Some(0), Some(0)),
+        (Some(16), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -284,6 +284,7 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
         ("no-pool-name", &["DRA-PREP-002"]),
         ("bad-cdi-id", &["DRA-PREP-002", "DRA-CDI-001"]),
         ("not-idempotent", &["DRA-PREP-003"]),
+        ("ignore-allocation", &["DRA-PREP-004"]),
         ("health-stream-end", &["DRA-HEALTH-001"]),
         ("no-timestamp", &["DRA-HEALTH-001"]),
         ("prepare-error=boom", &["DRA-PREP-001"]),
@@ -548,7 +549,31 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     .kill_on_drop(true);
     let mut go = g.spawn().unwrap();
     let mut go_log = Tail::stdout(&mut go);
+    // Everything below between the peer and the API server is protobuf, as client-go sends it.
+    go_log.wait_for("node dpctl-node uid=", 1).await;
+    go_log.wait_for("watch-list synced rv=0", 1).await;
     go_log.wait_for("published ", 1).await;
+    let name = go_log
+        .seen()
+        .lines()
+        .find_map(|l| l.strip_prefix("published "))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(name.starts_with(&format!("dpctl-node-{go_driver}-")), "{name}");
+    go_log.wait_for(&format!("watch ADDED {name} rv=1 devices=2"), 1).await;
+    go_log.wait_for(&format!("updated {name} rv=2 devices=3"), 1).await;
+    go_log.wait_for(&format!("watch MODIFIED {name} rv=2 devices=3"), 1).await;
+    // The protobuf bodies landed in the store: read back as JSON, with the attribute the PUT added.
+    let api = &events(&log, "api-server")[0];
+    let addr = api["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
+    assert!(st.contains("200"), "{st}");
+    assert_eq!(got["spec"]["driver"], go_driver, "{got}");
+    assert_eq!(got["spec"]["pool"]["resourceSliceCount"], 1, "{got}");
+    assert_eq!(got["spec"]["devices"][2]["attributes"]["model"]["string"], "go-peer", "{got}");
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     go_log.wait_for("registered=true", 1).await;
     assert_eq!(events(&log, "dra-registered")[0]["driver"], go_driver);
@@ -565,8 +590,25 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
     go_log.wait_for("unprepare ml/gpu", 1).await;
+    // A kubelet restart wipes the node's slices; the driver's watch sees it and publishes again.
+    nix_hup(&kubelet);
+    log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
+    assert_eq!(events(&log, "dra-node-slices-wiped")[0]["slices"], serde_json::json!([name]));
+    go_log.wait_for(&format!("watch DELETED {name}"), 1).await;
+    go_log.wait_for("republished ", 1).await;
+    let republished = go_log
+        .seen()
+        .lines()
+        .find_map(|l| l.strip_prefix("republished "))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
     sigterm(&go);
     go_log.wait_for("stopped", 1).await;
+    // Its DELETE carried protobuf DeleteOptions with a UID precondition, as client-go sends them.
+    assert!(go_log.seen().contains(&format!("deleted {republished}")), "{}", go_log.seen());
     let _ = go.wait().await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
@@ -598,7 +640,7 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
     // Everything but the health stream, which it does not advertise, and rolling updates.
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(13), Some(0), Some(2)),
+        (Some(14), Some(0), Some(2)),
         "{}",
         r.stdout
     );
@@ -630,6 +672,206 @@ async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_star
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+fn signal(child: &tokio::process::Child, sig: &str) {
+    let pid = child.id().unwrap();
+    assert!(std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+}
+
+/// healthinfo.go: a device whose last health report is older than its
+/// `health_check_timeout_seconds` (30 s when unset) counts as Unknown in the
+/// pod's allocatedResourcesStatus; dra serve sends its snapshot again every
+/// half timeout, so only a driver that stops sending goes Unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--health-timeout", "2"]);
+    log.wait_for("=Healthy", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let device = events(&log, "claim-prepared")[0]["devices"][0].as_str().unwrap().to_string();
+    let pool_dev = device.split_once('/').unwrap().1.to_string();
+
+    // The driver freezes: its stream stays open but sends nothing.
+    // (Counted, not just seen: a loaded machine may let a report go stale once before.)
+    let (unknown, healthy) = (format!("{pool_dev}=Unknown"), format!("{pool_dev}=Healthy"));
+    let count = |log: &Tail, needle: &str| log.seen().matches(needle).count();
+    let (unknown_before, healthy_before) = (count(&log, &unknown), count(&log, &healthy));
+    signal(&driver, "-STOP");
+    log.wait_for(&unknown, unknown_before + 1).await;
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
+    assert_eq!(
+        (st["resources"][0]["resourceID"].as_str(), st["resources"][0]["health"].as_str()),
+        (Some(device.as_str()), Some("Unknown")),
+        "{}",
+        n.stdout
+    );
+    // It sends again: Healthy again.
+    signal(&driver, "-CONT");
+    log.wait_for(&healthy, healthy_before + 1).await;
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// KEP-5945: devices whose slice says `skipNodeOperations: ["*"]` need no
+/// node-local driver: the kubelet skips the driver lookup and both calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_devices_that_skip_node_operations_runs_without_a_driver() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let cp = "cp.example.com";
+    t.write(
+        "slice.yaml",
+        &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata:\n  name: central\nspec:\n  driver: {cp}\n  pool:\n    name: central-pool\n  allNodes: true\n  skipNodeOperations: [\"*\"]\n  devices:\n  - name: virtual-0\n"),
+    );
+    log.wait_for("\"event\":\"dra-object\"", 1).await;
+    t.write("claim.yaml", &CLAIM.replace("deviceClassName: gpu.example.com", &format!("deviceClassName: {cp}")));
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let skipped = events(&log, "dra-operation-skipped");
+    assert_eq!(
+        (skipped[0]["driver"].as_str(), skipped[0]["operation"].as_str()),
+        (Some(cp), Some("NodePrepareResources"))
+    );
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!(p["devices"][0], format!("{cp}/central-pool/virtual-0"), "{p}");
+    assert!(events(&log, "claim-prepare-failed").is_empty(), "no driver was looked up");
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    assert_eq!(events(&log, "dra-operation-skipped")[1]["operation"], "NodeUnprepareResources");
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// A real driver (the kubeletplugin helper) GETs the claim and prepares the
+/// devices in `status.allocation.devices.results` for its driver; so does
+/// `dra serve` given a kubeconfig (it used to prepare one device of its choosing).
+/// The claim's request is a firstAvailable one: the result names its sub-request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let driver = t.serve(&["--devices", "3", "--kubeconfig", s(&t.p("kubeconfig")), "--node-name", "dpctl-node"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write(
+        "claim.yaml",
+        // firstAvailable: five devices cannot be had (there are three), a pair can.
+        &CLAIM.replace(
+            "    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n",
+            "    - name: two\n      firstAvailable:\n      - name: five\n        deviceClassName: gpu.example.com\n        count: 5\n      - name: pair\n        deviceClassName: gpu.example.com\n        count: 2\n",
+        ),
+    );
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let (_, claim) = http_get(&addr, "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu").await;
+    let mut allocated: Vec<String> = claim["status"]["allocation"]["devices"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}/{}",
+                r["driver"].as_str().unwrap(),
+                r["pool"].as_str().unwrap(),
+                r["device"].as_str().unwrap()
+            )
+        })
+        .collect();
+    allocated.sort();
+    assert_eq!(allocated.len(), 2, "{claim}");
+    let p = &events(&log, "claim-prepared")[0];
+    let mut prepared: Vec<String> =
+        p["devices"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+    prepared.sort();
+    assert_eq!(prepared, allocated, "{p}");
+    // The answer names the request each device is for (the checkpoint keeps it).
+    let e = checkpoint_entries(&t.root);
+    let devs = e[0]["DriverState"][DRIVER]["Devices"].as_array().unwrap();
+    assert!(devs.iter().all(|d| d["RequestNames"] == serde_json::json!(["two/pair"])), "{devs:?}");
+    assert_eq!(claim["status"]["allocation"]["devices"]["results"][0]["request"], "two/pair", "{claim}");
+    assert_eq!(claim["spec"]["devices"]["requests"][0]["name"], "two", "{claim}");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// kubernetes#132058 family: the kubelet deletes every ResourceSlice of its
+/// node when it starts (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+/// NewDRAPluginManager); a driver that still runs publishes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again() {
+    let t = Tree::new();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--manifests",
+        s(&t.p("manifests")),
+        "--plugins-registry-dir",
+        s(&t.p("plugins_registry")),
+        "--pod-resources-socket",
+        s(&t.p("pod-resources/kubelet.sock")),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let mut watch = Watch::open(
+        &addr,
+        "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&fieldSelector=spec.nodeName%3Ddpctl-node",
+    )
+    .await;
+    watch.wait_for("\"k8s.io/initial-events-end\":\"true\"").await;
+    let kubeconfig = t.p("kubeconfig");
+    let driver = t.serve(&["--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    watch.wait_for("\"type\":\"ADDED\"").await;
+    let name = "dpctl-node-gpu.example.com-pool-0";
+    assert!(watch.seen.contains(name), "{}", watch.seen);
+    assert!(events(&log, "dra-node-slices-wiped").is_empty(), "nothing to wipe at the first start");
+
+    nix_hup(&kubelet);
+    log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
+    let wiped = &events(&log, "dra-node-slices-wiped")[0];
+    assert_eq!((wiped["node"].as_str(), &wiped["slices"]), (Some("dpctl-node"), &serde_json::json!([name])));
+    watch.wait_for("\"type\":\"DELETED\"").await;
+    // dra serve sees its slice gone and publishes it again.
+    let after = watch.seen.find("\"type\":\"DELETED\"").unwrap();
+    watch.wait_for_after(after, "\"type\":\"ADDED\"").await;
+    let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
+    assert!(st.contains("200"), "{st}");
+    assert_eq!(got["spec"]["driver"], DRIVER);
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// A raw HTTP/1.1 watch: everything received so far, searchable.
 struct Watch {
     stream: tokio::net::TcpStream,
@@ -647,10 +889,15 @@ impl Watch {
 
     /// Wait (at most 10 s) until `needle` has arrived.
     async fn wait_for(&mut self, needle: &str) {
+        self.wait_for_after(0, needle).await
+    }
+
+    /// Wait (at most 10 s) until `needle` has arrived after the first `from` bytes.
+    async fn wait_for_after(&mut self, from: usize, needle: &str) {
         use tokio::io::AsyncReadExt;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut buf = [0u8; 4096];
-        while !self.seen.contains(needle) {
+        while !self.seen[from..].contains(needle) {
             match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
                 _ => panic!("{needle} did not arrive on the watch; got:\n{}", self.seen),

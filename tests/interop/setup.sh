@@ -41,8 +41,12 @@ gopath=$out/gopath
 rm -rf "$gopath/src/k8s.io" "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
 mkdir -p "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
 protoc -I proto --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${protos[@]}" proto/dra/v1/api.proto
+# The Kubernetes API subset the local API server speaks as protobuf (go_package k8s.io/api/..., k8s.io/apimachinery/...).
+protoc -I proto --go_out="$gopath/src" proto/k8s/apimachinery/pkg/runtime/generated.proto \
+  proto/k8s/apimachinery/pkg/api/resource/generated.proto proto/k8s/apimachinery/pkg/apis/meta/v1/generated.proto \
+  proto/k8s/api/core/v1/generated.proto proto/k8s/api/resource/v1/generated.proto
 cp tests/interop/go/peer/main.go "$gopath/src/dpctl-interop-peer/"
-# A kubeletplugin-style DRA driver (registration, ResourceSlice via the API server, prepare with GET claim).
+# A kubeletplugin-style DRA driver (registration, ResourceSlices via the API server in protobuf, prepare with GET claim).
 cp tests/interop/go/drapeer/main.go "$gopath/src/dpctl-interop-drapeer/"
 export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$out/gocache" GOFLAGS=
 (cd "$gopath/src/dpctl-interop-peer" && go build -o "$out/go-peer" .)

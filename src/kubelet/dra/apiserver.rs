@@ -1,6 +1,6 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
-//! exactly what a DRA driver's kubelet plugin and the mock kubelet need, in
-//! JSON over plain HTTP/1.1 on loopback, with a kubeconfig written for the
+//! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
+//! over plain HTTP/1.1 on loopback, with a kubeconfig written for the
 //! driver (`<root>/kubeconfig`, an empty user). It lives as long as the
 //! node (a kubelet restart does not restart it). Supported:
 //!
@@ -8,18 +8,32 @@
 //! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
 //!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
 //!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
-//!   is 409), delete; resource versions are integers;
+//!   is 409), delete (a DeleteOptions body's preconditions honoured);
+//!   resource versions are integers;
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
-//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`.
+//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`;
+//! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
+//!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
+//!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
+//!   resource version, then each change; without it, a watch from
+//!   `resourceVersion=N` first gets every change after N (the last 1000 are
+//!   kept; an older N gets an ERROR event, 410 Expired, as a reflector expects).
 //!
-//! - watches of `resourceslices` (`watch=true`, JSON lines of WatchEvents),
-//!   with watch-list semantics: `sendInitialEvents=true` sends every
-//!   matching slice as ADDED, then a BOOKMARK annotated
-//!   `k8s.io/initial-events-end: "true"`, then each change.
-//!
-//! Not supported (answered 415 with a message): protobuf bodies.
+//! Every answer, errors (`Status`) included, is JSON or Kubernetes protobuf
+//! by the request's `Accept` (client-go sends
+//! `application/vnd.kubernetes.protobuf,application/json`; [`protobuf::negotiate`]),
+//! and request bodies are read by their `Content-Type` (JSON or protobuf;
+//! anything else is 415; an `Accept` naming nothing served gets JSON, as
+//! kube-apiserver answers it). Protobuf objects are
+//! `k8s\0` + `runtime.Unknown`; watches are JSON lines of WatchEvents or
+//! length-prefixed protobuf WatchEvents (`;stream=watch`), as kube-apiserver
+//! sends them. Claims in the v1beta1 and v1beta2 paths are encoded with v1's
+//! messages: they agree on every field filled here (metadata, request
+//! names, status). Fields outside the protobuf subset (proto/k8s) are
+//! dropped from protobuf bodies.
 
 use crate::core::{Error, Result};
+use crate::kubelet::dra::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -53,9 +67,36 @@ struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
     generated: u64,
+    /// The latest changes (at most [`HISTORY`]): what a watch from a resource version replays.
+    history: std::collections::VecDeque<(u64, &'static str, Value)>,
+    /// The newest version no longer in `history`.
+    forgotten: u64,
 }
 
+/// How many changes a watch can resume across.
+const HISTORY: usize = 1000;
+
+/// A watch's start: the resource version now, the matching objects, the
+/// changes after the version asked for, and the live changes from here.
+type WatchStart =
+    (u64, Vec<Value>, Vec<(&'static str, Value)>, tokio::sync::broadcast::Receiver<(&'static str, Value)>);
+
 impl Store {
+    /// Record a change at the current version (already counted) and tell the watches;
+    /// a deleted object carries the version of its deletion, as kube-apiserver sends it.
+    fn emit(&self, st: &mut StoreInner, kind: &'static str, mut obj: Value) {
+        if kind == "DELETED" {
+            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+        }
+        st.history.push_back((st.version, kind, obj.clone()));
+        while st.history.len() > HISTORY {
+            if let Some((v, _, _)) = st.history.pop_front() {
+                st.forgotten = v;
+            }
+        }
+        let _ = self.changes.send((kind, obj));
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -78,22 +119,40 @@ impl Store {
         for n in &names {
             if let Some(s) = st.slices.remove(n) {
                 st.version += 1;
-                let _ = self.changes.send(("DELETED", s));
+                self.emit(&mut st, "DELETED", s);
             }
         }
         names
     }
 
-    /// Start a watch: the matching slices now and every later change, atomically.
-    #[allow(clippy::type_complexity)]
-    fn watch(
-        &self,
-        sel: &[(String, String)],
-    ) -> (u64, Vec<Value>, tokio::sync::broadcast::Receiver<(&'static str, Value)>) {
+    /// Delete every ResourceSlice of `node`, whatever its driver (what the
+    /// kubelet does at start); the names deleted.
+    pub fn wipe_node(&self, node: &str) -> Vec<String> {
+        let mut st = self.lock();
+        let names: Vec<String> =
+            st.slices.iter().filter(|(_, s)| s["spec"]["nodeName"] == node).map(|(n, _)| n.clone()).collect();
+        for n in &names {
+            if let Some(s) = st.slices.remove(n) {
+                st.version += 1;
+                self.emit(&mut st, "DELETED", s);
+            }
+        }
+        names
+    }
+
+    /// Start a watch, atomically: the matching slices now, the changes after
+    /// `from` (a watch resuming at a resource version), and every later
+    /// change. `Err(oldest)`: `from` is older than the changes kept.
+    fn watch(&self, sel: &[(String, String)], from: Option<u64>) -> std::result::Result<WatchStart, u64> {
         let st = self.lock();
         let rx = self.changes.subscribe();
         let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
-        (st.version, items, rx)
+        let replay = match from {
+            Some(f) if f < st.forgotten => return Err(st.forgotten + 1),
+            Some(f) => st.history.iter().filter(|(v, _, _)| *v > f).map(|(_, k, o)| (*k, o.clone())).collect(),
+            None => vec![],
+        };
+        Ok((st.version, items, replay, rx))
     }
 }
 
@@ -172,24 +231,59 @@ fn whole(text: String) -> ChannelBody {
     ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
 }
 
-fn line(kind: &str, obj: &Value) -> hyper::body::Bytes {
-    let mut t = json!({"type": kind, "object": obj}).to_string();
-    t.push('\n');
-    hyper::body::Bytes::from(t)
+/// One watch event in the negotiated encoding: a JSON line, or a protobuf frame.
+fn event(media: Media, kind: &str, obj: &Value) -> hyper::body::Bytes {
+    match media {
+        Media::Json => {
+            let mut t = json!({"type": kind, "object": obj}).to_string();
+            t.push('\n');
+            hyper::body::Bytes::from(t)
+        }
+        Media::Protobuf => {
+            let mut obj = obj.clone();
+            if obj["kind"].as_str().unwrap_or_default().is_empty() {
+                obj["kind"] = json!("ResourceSlice");
+                obj["apiVersion"] = json!("resource.k8s.io/v1");
+            }
+            // A ResourceSlice always has its protobuf form (message_for knows the kind).
+            hyper::body::Bytes::from(protobuf::watch_frame(kind, &obj).unwrap_or_default())
+        }
+    }
 }
 
 /// Pump a watch of the slices into `tx` until the client goes or `stop`.
 async fn pump(
     store: Arc<Store>,
     query: String,
+    media: Media,
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
     let sel = field_selector(&query);
-    let (version, items, mut rx) = store.watch(&sel);
-    if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
+    let initial = query.split('&').any(|kv| kv == "sendInitialEvents=true");
+    // Without initial events, a watch from resourceVersion N gets every change after N.
+    let from = query
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("resourceVersion="))
+        .find_map(|v| v.parse::<u64>().ok())
+        .filter(|v| *v > 0 && !initial);
+    let (version, items, replay, mut rx) = match store.watch(&sel, from) {
+        Ok(w) => w,
+        Err(oldest) => {
+            let (_, st) =
+                status(410, "Expired", format!("too old resource version: {} ({oldest})", from.unwrap_or_default()));
+            let _ = tx.send(event(media, "ERROR", &st)).await;
+            return;
+        }
+    };
+    for (kind, obj) in replay.iter().filter(|(_, o)| sel.iter().all(|(k, v)| field(o, k) == *v)) {
+        if tx.send(event(media, kind, obj)).await.is_err() {
+            return;
+        }
+    }
+    if initial {
         for i in &items {
-            if tx.send(line("ADDED", i)).await.is_err() {
+            if tx.send(event(media, "ADDED", i)).await.is_err() {
                 return;
             }
         }
@@ -197,7 +291,7 @@ async fn pump(
             "resourceVersion": version.to_string(),
             "annotations": {"k8s.io/initial-events-end": "true"},
         }});
-        if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
+        if tx.send(event(media, "BOOKMARK", &bookmark)).await.is_err() {
             return;
         }
     }
@@ -209,7 +303,7 @@ async fn pump(
         };
         match ev {
             Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
-                if tx.send(line(kind, &obj)).await.is_err() {
+                if tx.send(event(media, kind, &obj)).await.is_err() {
                     return;
                 }
             }
@@ -218,6 +312,12 @@ async fn pump(
             Err(_) => return,
         }
     }
+}
+
+/// A stored ResourceSlice names its kind and version, as kube-apiserver answers it.
+fn set_kind(obj: &mut Value) {
+    obj["apiVersion"] = json!("resource.k8s.io/v1");
+    obj["kind"] = json!("ResourceSlice");
 }
 
 fn field(obj: &Value, path: &str) -> String {
@@ -311,11 +411,12 @@ pub fn answer(
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
             st.version += 1;
+            set_kind(&mut obj);
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
             st.slices.insert(n, obj.clone());
-            let _ = store.changes.send(("ADDED", obj.clone()));
+            store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => {
@@ -332,21 +433,39 @@ pub fn answer(
             }
             let uid = cur["metadata"]["uid"].clone();
             st.version += 1;
+            set_kind(&mut obj);
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             st.slices.insert(n.to_string(), obj.clone());
-            let _ = store.changes.send(("MODIFIED", obj.clone()));
+            store.emit(&mut st, "MODIFIED", obj.clone());
             (200, obj)
         }
-        ("DELETE", n) if !n.is_empty() => match st.slices.remove(n) {
-            Some(s) => {
-                st.version += 1;
-                let _ = store.changes.send(("DELETED", s.clone()));
-                (200, s)
+        ("DELETE", n) if !n.is_empty() => {
+            // The body, when any, is DeleteOptions (client-go always sends one); its preconditions count.
+            let opts = if body.is_empty() { Value::Null } else { parse(body).unwrap_or(Value::Null) };
+            let Some(cur) = st.slices.get(n) else {
+                return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
+            };
+            for (field, have) in
+                [("uid", &cur["metadata"]["uid"]), ("resourceVersion", &cur["metadata"]["resourceVersion"])]
+            {
+                let want = opts["preconditions"][field].as_str().unwrap_or_default();
+                let have = have.as_str().unwrap_or_default();
+                if !want.is_empty() && want != have {
+                    let what = if field == "uid" { "UID" } else { "ResourceVersion" };
+                    return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"));
+                }
             }
-            None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
-        },
+            match st.slices.remove(n) {
+                Some(s) => {
+                    st.version += 1;
+                    store.emit(&mut st, "DELETED", s.clone());
+                    (200, s)
+                }
+                None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
+            }
+        }
         _ => status(405, "MethodNotAllowed", format!("{method} {path} is not supported")),
     }
 }
@@ -355,6 +474,97 @@ pub fn answer(
 /// generation's DRA manager, as resource.k8s.io objects (the engine supplies
 /// it, so the server knows nothing of the kubelet's managers).
 pub type Claims = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
+
+/// One HTTP answer: a status and a whole body, in `media`.
+fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
+    let (media, code, body) = match media {
+        Media::Json => (media, code, v.to_string().into_bytes()),
+        Media::Protobuf => match protobuf::encode_object(v) {
+            Ok(b) => (media, code, b),
+            Err(e) => {
+                let (c, st) = status(500, "InternalError", format!("cannot encode the answer as protobuf: {e}"));
+                (Media::Json, c, st.to_string().into_bytes())
+            }
+        },
+    };
+    http::Response::builder()
+        .status(code)
+        .header("content-type", media.content_type(false))
+        .body(ChannelBody::Whole(Some(hyper::body::Bytes::from(body))))
+        .unwrap_or_else(|_| http::Response::new(whole(String::new())))
+}
+
+/// Read a request body, up to just over [`MAX_BODY`].
+async fn read_body(mut body: hyper::body::Incoming) -> Vec<u8> {
+    use hyper::body::Body as _;
+    let mut buf = Vec::new();
+    while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(f) = f else { break };
+        if let Ok(d) = f.into_data() {
+            buf.extend_from_slice(&d);
+            if buf.len() > MAX_BODY {
+                break;
+            }
+        }
+    }
+    buf
+}
+
+/// The request body as JSON bytes, whatever its Content-Type; or the error answer.
+fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (u16, Value)> {
+    if buf.len() > MAX_BODY {
+        return Err(status(413, "RequestEntityTooLarge", "request body over 4 MiB".into()));
+    }
+    match protobuf::request_media(content_type) {
+        Some(Media::Json) => Ok(buf),
+        Some(Media::Protobuf) if buf.is_empty() => Ok(buf),
+        Some(Media::Protobuf) => protobuf::decode_object(&buf)
+            .map(|v| v.to_string().into_bytes())
+            .map_err(|e| status(400, "BadRequest", format!("the protobuf body cannot be decoded: {e}"))),
+        None => Err(status(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body's content type {content_type:?} is not supported; send application/json or {}",
+                protobuf::PROTOBUF
+            ),
+        )),
+    }
+}
+
+/// Serve one request: negotiate the answer's encoding, decode the body, answer or start a watch.
+async fn respond(
+    req: http::Request<hyper::body::Incoming>,
+    store: Arc<Store>,
+    claims: Claims,
+    node: String,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let media = protobuf::negotiate(&header("accept"));
+    let query = req.uri().query().unwrap_or("").to_string();
+    if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        tracker.spawn(pump(store, query, media, tx, stop));
+        let resp = http::Response::builder()
+            .status(200)
+            .header("content-type", media.content_type(true))
+            .body(ChannelBody::Stream(rx))
+            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
+        return Ok(resp);
+    }
+    let content_type = header("content-type");
+    let (parts, body) = req.into_parts();
+    let (code, v) = match json_body(&content_type, read_body(body).await) {
+        Err(e) => e,
+        Ok(buf) => {
+            let claims = claims();
+            answer(&store, &claims, &node, parts.method.as_str(), parts.uri.path(), &query, &buf)
+        }
+    };
+    Ok(reply(media, code, &v))
+}
 
 /// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
 pub async fn start(
@@ -392,60 +602,7 @@ pub async fn start(
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                     let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
                     let (tracker, stop) = (t3.clone(), stop2.clone());
-                    async move {
-                        let query = req.uri().query().unwrap_or("").to_string();
-                        if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
-                            let (tx, rx) = tokio::sync::mpsc::channel(64);
-                            tracker.spawn(pump(store, query, tx, stop));
-                            let resp = http::Response::builder()
-                                .status(200)
-                                .header("content-type", "application/json")
-                                .body(ChannelBody::Stream(rx))
-                                .unwrap_or_else(|_| http::Response::new(whole(String::new())));
-                            return Ok::<_, std::convert::Infallible>(resp);
-                        }
-                        let (parts, mut body) = req.into_parts();
-                        let mut buf = Vec::new();
-                        use hyper::body::Body as _;
-                        while let Some(f) =
-                            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
-                        {
-                            let Ok(f) = f else { break };
-                            if let Ok(d) = f.into_data() {
-                                buf.extend_from_slice(&d);
-                                if buf.len() > MAX_BODY {
-                                    break;
-                                }
-                            }
-                        }
-                        let ctype = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
-                        let (code, v) = if ctype.contains("protobuf") {
-                            status(
-                                415,
-                                "UnsupportedMediaType",
-                                "protobuf bodies are not supported by the dpctl mock API server; send JSON".into(),
-                            )
-                        } else if buf.len() > MAX_BODY {
-                            status(413, "RequestEntityTooLarge", "request body over 4 MiB".into())
-                        } else {
-                            let claims = claims();
-                            answer(
-                                &store,
-                                &claims,
-                                &node,
-                                parts.method.as_str(),
-                                parts.uri.path(),
-                                parts.uri.query().unwrap_or(""),
-                                &buf,
-                            )
-                        };
-                        let resp = http::Response::builder()
-                            .status(code)
-                            .header("content-type", "application/json")
-                            .body(whole(v.to_string()))
-                            .unwrap_or_else(|_| http::Response::new(whole(String::new())));
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
+                    respond(req, store, claims, node, tracker, stop)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
@@ -515,5 +672,106 @@ mod tests {
             answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
         assert_eq!(c, 404);
         assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+    }
+
+    #[test]
+    fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
+        let s = Store::default();
+        let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
+        let pb = protobuf::encode_object(&obj).unwrap();
+        let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
+        let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
+        assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
+        assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
+        let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
+        assert_eq!(e.0, 415);
+        assert!(e.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("send application/json or application/vnd.kubernetes.protobuf"));
+        let e = json_body("application/vnd.kubernetes.protobuf", b"{}".to_vec()).unwrap_err();
+        assert_eq!(e.0, 400);
+        assert!(e.1["message"].as_str().unwrap().contains("magic"));
+        // An error answer in protobuf is an enveloped Status.
+        let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
+        let r = reply(Media::Protobuf, c, &v);
+        assert_eq!(r.status(), 404);
+        assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
+        let ChannelBody::Whole(Some(b)) = r.into_body() else { panic!("a whole body") };
+        let st = protobuf::decode_object(&b).unwrap();
+        assert_eq!(
+            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
+            (Some("Status"), Some(404), Some("NotFound"))
+        );
+    }
+
+    #[test]
+    fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
+        let s = Store::default();
+        let obj = json!({"metadata": {"name": "s"}, "spec": {"driver": "d", "nodeName": "n"}});
+        let (_, created) = call(&s, "POST", SLICES, "", obj);
+        let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+        let opts = |uid: &str| {
+            let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
+            json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
+        };
+        let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
+        assert_eq!(c, 409);
+        assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
+        let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
+        assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
+    }
+
+    /// The lines a JSON watch with `query` sends until it has `n` of them.
+    async fn watch_lines(store: &Arc<Store>, query: &str, n: usize) -> Vec<Value> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
+        let mut out = Vec::new();
+        while out.len() < n {
+            let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+            out.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        stop.cancel();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_resource_version_gets_every_change_after_it() {
+        let s = Arc::new(Store::default());
+        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": node}});
+        assert_eq!(call(&s, "POST", SLICES, "", slice("a", "n1")).0, 201); // rv 1
+        assert_eq!(call(&s, "POST", SLICES, "", slice("b", "n2")).0, 201); // rv 2
+        assert_eq!(call(&s, "POST", SLICES, "", slice("c", "n1")).0, 201); // rv 3
+        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/a"), "", Value::Null).0, 200); // rv 4
+        let got = watch_lines(&s, "watch=true&resourceVersion=1&fieldSelector=spec.nodeName%3Dn1", 2).await;
+        let words: Vec<String> = got
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["type"].as_str().unwrap(),
+                    e["object"]["metadata"]["name"].as_str().unwrap(),
+                    e["object"]["metadata"]["resourceVersion"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            words,
+            ["ADDED c 3", "DELETED a 4"],
+            "b is another node's; a deleted carries the deletion's version"
+        );
+        // Too old: the changes after it are no longer kept.
+        for i in 0..HISTORY {
+            call(&s, "POST", SLICES, "", slice(&format!("x{i}"), "n3"));
+        }
+        let got = watch_lines(&s, "watch=true&resourceVersion=2", 1).await;
+        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
+        assert!(
+            got[0]["object"]["message"].as_str().unwrap().starts_with("too old resource version: 2 ("),
+            "{}",
+            got[0]
+        );
     }
 }

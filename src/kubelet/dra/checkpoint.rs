@@ -42,6 +42,11 @@ pub struct DriverState {
     /// Devices.
     #[serde(rename = "Devices", default)]
     pub devices: Option<Vec<Device>>,
+    /// The node operations every allocated device of this driver skips
+    /// (KEP-5945; kept so a restarted kubelet still skips them). dpctl's
+    /// name for it: upstream's field is not published yet.
+    #[serde(rename = "SkipNodeOperations", default, skip_serializing_if = "Option::is_none")]
+    pub skip_node_operations: Option<Vec<String>>,
 }
 
 /// One claim (ClaimInfoState).
@@ -143,6 +148,7 @@ mod tests {
                         cdi_device_ids: Some(vec!["k8s.gpu.example.com/claim=u1-gpu-0".into()]),
                         share_id: None,
                     }]),
+                    skip_node_operations: None,
                 },
             )]
             .into(),

@@ -12,12 +12,19 @@
 //! it counts, and read back at start, so a restarted kubelet does not call
 //! the driver again for claims it has prepared. Prepared CDI IDs are
 //! checked against the CDI spec directories. The health stream is
-//! followed when the driver advertises it. Errors read as the kubelet's
-//! (pkg/kubelet/cm/dra/manager.go).
+//! followed when the driver advertises it; a device whose last report is
+//! older than its timeout counts as Unknown (healthinfo.go). A driver whose
+//! every device in a claim skips a node operation (KEP-5945,
+//! `skipNodeOperations`) is neither looked up nor called for it. With the
+//! local API server, the node's ResourceSlices are wiped at start, and a
+//! driver's when none of its instances is registered and connected for the
+//! wiping delay (the kubelet's DRAPluginManager). Errors read as the
+//! kubelet's (pkg/kubelet/cm/dra/manager.go).
 
 pub mod apiserver;
 pub mod checkpoint;
 pub mod objects;
+pub mod protobuf;
 
 use crate::api::dra_v1::Claim;
 use crate::api::pluginregistration::PluginInfo;
@@ -83,6 +90,8 @@ struct Instance {
     conn: DraConn,
     seq: u64,
     stop: CancellationToken,
+    /// Whether its endpoint accepts connections (gRPC's connection state, probed).
+    connected: bool,
 }
 
 /// One claim the kubelet knows (its ClaimInfo).
@@ -163,10 +172,73 @@ struct State {
     plugins: BTreeMap<String, Vec<Instance>>,
     seq: u64,
     objects: BTreeMap<String, Object>,
-    /// Driver → (pool, device) → health word.
+    /// Driver → (pool, device) → health word, as it counts now (Unknown once
+    /// a device's report is older than its timeout).
     health: BTreeMap<String, BTreeMap<(String, String), String>>,
+    /// Driver → (pool, device) → the last report of the device.
+    reports: BTreeMap<String, BTreeMap<(String, String), Report>>,
     claims: BTreeMap<String, ClaimInfo>,
     pods: BTreeMap<String, PodInfo>,
+    /// Driver → the ticket of its pending slice wipe.
+    pending_wipes: BTreeMap<String, u64>,
+}
+
+/// How often a registered instance's endpoint is probed (the kubelet learns of
+/// a dropped connection from gRPC at once; a probe stands in for that).
+const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+/// What a change in a driver's instances means for its slices (the kubelet's
+/// DRAPluginManager.sync): wipe them later when no instance is connected and
+/// no wipe is pending; cancel a pending wipe when one is.
+#[derive(Debug, PartialEq, Eq)]
+enum WipeDecision {
+    Schedule,
+    Cancel,
+    Nothing,
+}
+
+fn wipe_decision(usable: bool, pending: bool) -> WipeDecision {
+    match (usable, pending) {
+        (true, true) => WipeDecision::Cancel,
+        (false, false) => WipeDecision::Schedule,
+        _ => WipeDecision::Nothing,
+    }
+}
+
+/// The kubelet's default health timeout (pkg/kubelet/cm/dra/healthinfo.go,
+/// DefaultHealthTimeout): a device reported without `health_check_timeout_seconds`
+/// counts as Unknown once its last report is older than this.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One device's last health report.
+#[derive(Debug, Clone, PartialEq)]
+struct Report {
+    health: String,
+    at: tokio::time::Instant,
+    timeout: Duration,
+}
+
+/// The health each device counts as at `now` (healthinfo.go getHealthInfo:
+/// Unknown once `now - lastUpdated > timeout`), and when the next report goes stale.
+fn effective_health(
+    reports: &BTreeMap<(String, String), Report>,
+    now: tokio::time::Instant,
+) -> (BTreeMap<(String, String), String>, Option<tokio::time::Instant>) {
+    let mut next: Option<tokio::time::Instant> = None;
+    let map = reports
+        .iter()
+        .map(|(k, r)| {
+            let stale_at = r.at + r.timeout;
+            let word = if now > stale_at {
+                "Unknown".to_string()
+            } else {
+                next = Some(next.map_or(stale_at, |n| n.min(stale_at)));
+                r.health.clone()
+            };
+            (k.clone(), word)
+        })
+        .collect();
+    (map, next)
 }
 
 /// A registered driver, as `dpctl node` shows it.
@@ -194,6 +266,37 @@ pub struct DraManager {
     gen: Generation,
     state: Mutex<State>,
     changed: Notify,
+}
+
+/// KEP-5945: the node operations every device of `driver` in the claim's
+/// allocation skips (`*` is every one; unknown values are ignored).
+pub fn skipped_operations(c: &ClaimInfo, driver: &str) -> BTreeSet<String> {
+    const OPS: [&str; 2] = ["NodePrepareResources", "NodeUnprepareResources"];
+    let mut sets = c.allocation.iter().filter(|a| a.driver == driver).map(|a| {
+        let all = a.skip_node_operations.iter().any(|o| o == "*");
+        OPS.iter()
+            .filter(|op| all || a.skip_node_operations.iter().any(|o| o == *op))
+            .map(|o| o.to_string())
+            .collect::<BTreeSet<String>>()
+    });
+    let Some(first) = sets.next() else { return BTreeSet::new() };
+    sets.fold(first, |acc, s| acc.intersection(&s).cloned().collect())
+}
+
+/// The allocated devices of `driver` as the checkpoint keeps prepared ones
+/// (no CDI IDs: NodePrepareResources was skipped for them).
+fn unprepared_devices(c: &ClaimInfo, driver: &str) -> Vec<checkpoint::Device> {
+    c.allocation
+        .iter()
+        .filter(|a| a.driver == driver)
+        .map(|a| checkpoint::Device {
+            pool_name: a.pool.clone(),
+            device_name: a.device.clone(),
+            request_names: Some(vec![a.request.clone()]),
+            cdi_device_ids: Some(vec![]),
+            share_id: None,
+        })
+        .collect()
 }
 
 fn wrap_prepare(e: String) -> String {
@@ -278,6 +381,7 @@ impl DraManager {
                                 pool: d.pool_name.clone(),
                                 device: d.device_name.clone(),
                                 admin: false,
+                                skip_node_operations: ds.skip_node_operations.clone().unwrap_or_default(),
                             });
                         }
                     }
@@ -320,7 +424,14 @@ impl DraManager {
                     pod_uids: c.pods.iter().map(|p| (p.clone(), Default::default())).collect(),
                     driver_state: prepared
                         .iter()
-                        .map(|(d, devs)| (d.clone(), checkpoint::DriverState { devices: Some(devs.clone()) }))
+                        .map(|(d, devs)| {
+                            let skip: Vec<String> = skipped_operations(c, d).into_iter().collect();
+                            let state = checkpoint::DriverState {
+                                devices: Some(devs.clone()),
+                                skip_node_operations: (!skip.is_empty()).then_some(skip),
+                            };
+                            (d.clone(), state)
+                        })
                         .collect(),
                 })
             })
@@ -374,9 +485,19 @@ impl DraManager {
                 conn: conn.clone(),
                 seq,
                 stop: stop.clone(),
+                connected: true,
             });
             list.len()
         };
+        self.sync_wipe(&info.name);
+        {
+            let (me, driver, endpoint, socket) =
+                (self.clone(), info.name.clone(), endpoint.to_path_buf(), socket.to_path_buf());
+            let stop = stop.clone();
+            self.gen.spawn(async move {
+                stop.run_until_cancelled_owned(me.probe(driver, socket, endpoint)).await;
+            });
+        }
         self.event(KubeletEvent::DraRegistered {
             driver: info.name.clone(),
             socket: socket.display().to_string(),
@@ -412,25 +533,73 @@ impl DraManager {
             if let Some((d, _, 0)) = &gone {
                 st.plugins.remove(d);
                 st.health.remove(d);
+                st.reports.remove(d);
             }
         }
         if let Some((driver, endpoint, instances)) = gone {
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
-            if instances == 0 {
-                self.wipe_later(driver);
+            self.sync_wipe(&driver);
+        }
+    }
+
+    /// Follow whether the instance's endpoint accepts connections; a change syncs the wipe.
+    async fn probe(self: Arc<Self>, driver: String, socket: PathBuf, endpoint: PathBuf) {
+        loop {
+            tokio::time::sleep(PROBE_EVERY).await;
+            let up = matches!(
+                tokio::time::timeout(Duration::from_secs(1), tokio::net::UnixStream::connect(&endpoint)).await,
+                Ok(Ok(_))
+            );
+            let changed = {
+                let mut st = self.lock();
+                let inst = st.plugins.get_mut(&driver).and_then(|l| l.iter_mut().find(|i| i.socket == socket));
+                match inst {
+                    Some(i) if i.connected != up => {
+                        i.connected = up;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if changed {
+                self.event(KubeletEvent::DraConnection {
+                    driver: driver.clone(),
+                    endpoint: endpoint.display().to_string(),
+                    connected: up,
+                });
+                self.sync_wipe(&driver);
             }
         }
     }
 
-    /// Delete the driver's ResourceSlices after the wiping delay, unless it registered again.
-    fn wipe_later(self: &Arc<Self>, driver: String) {
+    /// The kubelet's sync: a driver with no connected instance gets its
+    /// slices wiped after the delay; one that is usable again cancels that.
+    fn sync_wipe(self: &Arc<Self>, driver: &str) {
         let Some(store) = self.spec.api.clone() else { return };
-        let me = self.clone();
+        let ticket = {
+            let mut st = self.lock();
+            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected));
+            match wipe_decision(usable, st.pending_wipes.contains_key(driver)) {
+                WipeDecision::Cancel => {
+                    st.pending_wipes.remove(driver);
+                    return;
+                }
+                WipeDecision::Nothing => return,
+                WipeDecision::Schedule => {
+                    st.seq += 1;
+                    let t = st.seq;
+                    st.pending_wipes.insert(driver.to_string(), t);
+                    t
+                }
+            }
+        };
+        let (me, driver) = (self.clone(), driver.to_string());
         self.gen.spawn(async move {
             tokio::time::sleep(me.spec.wipe_delay).await;
-            if me.lock().plugins.contains_key(&driver) {
+            if me.lock().pending_wipes.get(&driver) != Some(&ticket) {
                 return;
             }
+            me.lock().pending_wipes.remove(&driver);
             let slices = store.wipe(&driver, NODE_NAME);
             if !slices.is_empty() {
                 me.event(KubeletEvent::DraSlicesWiped { driver, slices });
@@ -438,35 +607,80 @@ impl DraManager {
         });
     }
 
+    /// At start, before the plugin watcher runs: delete every ResourceSlice
+    /// of this node (all drivers, no delay), as the kubelet's DRA plugin
+    /// manager does when it starts (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+    /// NewDRAPluginManager: `wipeResourceSlices(ctx, "" /* all drivers */)`).
+    /// Drivers that are still running publish again (the kubeletplugin
+    /// helper's slice controller sees the deletion).
+    pub fn wipe_at_start(&self) {
+        let Some(store) = &self.spec.api else { return };
+        let slices = store.wipe_node(NODE_NAME);
+        if !slices.is_empty() {
+            self.event(KubeletEvent::DraNodeSlicesWiped { node: NODE_NAME.into(), slices });
+        }
+    }
+
     async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
         loop {
             if let Ok(mut s) = conn.health(service).await {
-                while let Ok(Some(snap)) = s.next(conn.socket()).await {
-                    let map: BTreeMap<(String, String), String> = snap
-                        .iter()
-                        .filter_map(|d| {
-                            let id = d.device.as_ref()?;
-                            Some((
-                                (id.pool_name.clone(), id.device_name.clone()),
-                                rules::health_word(d.health).to_string(),
-                            ))
-                        })
-                        .collect();
-                    let changed = {
-                        let mut st = self.lock();
-                        let old = st.health.insert(driver.clone(), map.clone());
-                        old.as_ref() != Some(&map)
+                loop {
+                    let stale = self.refresh_health(&driver);
+                    let got = tokio::select! {
+                        r = s.next(conn.socket()) => Some(r),
+                        _ = async { match stale {
+                            Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
+                            None => std::future::pending().await,
+                        } } => None,
                     };
-                    if changed {
-                        let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
-                        self.event(KubeletEvent::DraHealth { driver: driver.clone(), devices });
-                        self.changed.notify_waiters();
+                    match got {
+                        Some(Ok(Some(snap))) => self.health_report(&driver, &snap),
+                        Some(_) => break,
+                        None => {}
                     }
                 }
             }
             // The kubelet reconnects after a stream ends.
             tokio::time::sleep(Duration::from_secs(1)).await;
+            self.refresh_health(&driver);
         }
+    }
+
+    /// Record one snapshot of the driver's health stream: every device in it
+    /// reported now; devices left out keep their last report (they go
+    /// Unknown when it is older than its timeout, healthinfo.go updateHealthInfo).
+    fn health_report(&self, driver: &str, snap: &[crate::api::dra_health_v1::DeviceHealth]) {
+        let now = tokio::time::Instant::now();
+        let mut st = self.lock();
+        let reports = st.reports.entry(driver.to_string()).or_default();
+        for d in snap {
+            let Some(id) = d.device.as_ref() else { continue };
+            let timeout = u64::try_from(d.health_check_timeout_seconds)
+                .ok()
+                .filter(|s| *s > 0)
+                .map_or(DEFAULT_HEALTH_TIMEOUT, Duration::from_secs);
+            let r = Report { health: rules::health_word(d.health).to_string(), at: now, timeout };
+            reports.insert((id.pool_name.clone(), id.device_name.clone()), r);
+        }
+    }
+
+    /// Recompute the health the driver's devices count as now; an event when
+    /// it changed. When the next report goes stale.
+    fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
+        let (map, next, changed) = {
+            let mut st = self.lock();
+            let reports = st.reports.get(driver)?;
+            let (map, next) = effective_health(reports, tokio::time::Instant::now());
+            let old = st.health.insert(driver.to_string(), map.clone());
+            let changed = old.as_ref() != Some(&map);
+            (map, next, changed)
+        };
+        if changed {
+            let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
+            self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+            self.changed.notify_waiters();
+        }
+        next
     }
 
     /// A DRA object manifest was read (or changed).
@@ -495,13 +709,14 @@ impl DraManager {
             })
             .collect();
         for o in st.objects.values().chain(&published) {
-            if let Object::Slice { driver, pool, devices, .. } = o {
+            if let Object::Slice { driver, pool, devices, skip, .. } = o {
                 for d in devices {
                     out.push(Candidate {
                         driver: driver.clone(),
                         pool: pool.clone(),
                         device: d.name.clone(),
                         attributes: d.attributes.clone(),
+                        skip: skip.clone(),
                     });
                 }
             }
@@ -514,6 +729,7 @@ impl DraManager {
                         pool: pool.clone(),
                         device: device.clone(),
                         attributes: BTreeMap::new(),
+                        skip: vec![],
                     });
                 }
             }
@@ -634,12 +850,81 @@ impl DraManager {
         }
     }
 
+    /// Allocate a pod's claim (from its ResourceClaim or its template) and
+    /// record it: the mock scheduler's part.
+    fn allocate_claim(
+        &self,
+        st: &mut State,
+        p: &PodInfo,
+        uid: &str,
+        pod_claim: &str,
+        name: &str,
+        templates: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let key = format!("{}/{name}", p.namespace);
+        let (spec, claim_uid) = match templates.get(pod_claim) {
+            Some(t) => {
+                let tk = format!("ResourceClaimTemplate {}/{t}", p.namespace);
+                let Some(Object::Template { spec, .. }) = st.objects.get(&tk) else {
+                    return Err(wrap_prepare(format!(
+                        "fetch ResourceClaimTemplate {t}: resourceclaimtemplates.resource.k8s.io {t:?} not found"
+                    )));
+                };
+                (spec.clone(), objects::derived_uid(&format!("generated\0{uid}\0{key}")))
+            }
+            None => {
+                let ck = format!("ResourceClaim {key}");
+                let Some(Object::Claim { spec, uid: cu, .. }) = st.objects.get(&ck) else {
+                    return Err(wrap_prepare(format!(
+                        "fetch ResourceClaim {name}: resourceclaims.resource.k8s.io {name:?} not found"
+                    )));
+                };
+                (spec.clone(), cu.clone())
+            }
+        };
+        let classes: BTreeMap<String, Vec<objects::Selector>> = st
+            .objects
+            .values()
+            .filter_map(|o| match o {
+                Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
+                _ => None,
+            })
+            .collect();
+        let taken: BTreeSet<(String, String, String)> = st
+            .claims
+            .values()
+            .flat_map(|c| &c.allocation)
+            .filter(|a| !a.admin)
+            .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
+            .collect();
+        let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
+        let allocation = objects::allocate(&key, &spec, &classes, &self.candidates(st), &taken, &drivers)
+            .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
+        let info = ClaimInfo {
+            namespace: p.namespace.clone(),
+            name: name.to_string(),
+            uid: claim_uid.clone(),
+            allocation: allocation.clone(),
+            pods: BTreeSet::new(),
+            prepared: None,
+            cdi_unresolved: vec![],
+        };
+        st.claims.insert(key.clone(), info);
+        self.event(KubeletEvent::ClaimAllocated {
+            claim: key.clone(),
+            uid: claim_uid,
+            devices: allocation.iter().map(|a| format!("{}/{}/{}", a.driver, a.pool, a.device)).collect(),
+        });
+        Ok(())
+    }
+
     /// One attempt at preparing a pod's claims (manager.go prepareResources).
     async fn prepare_pod(self: &Arc<Self>, uid: &str, templates: &BTreeMap<String, String>) -> Result<(), String> {
         // Resolve, allocate and batch under the lock; call without it.
         let mut batches: BTreeMap<String, (DraConn, &'static str, Vec<Claim>)> = BTreeMap::new();
         let pod_key;
         let mut cached = Vec::new();
+        let mut skipped: Vec<(String, String, Vec<checkpoint::Device>)> = Vec::new();
         {
             let mut st = self.lock();
             let Some(p) = st.pods.get(uid).cloned() else { return Ok(()) };
@@ -647,59 +932,7 @@ impl DraManager {
             for (pod_claim, name) in &p.claims {
                 let key = format!("{}/{name}", p.namespace);
                 if !st.claims.contains_key(&key) {
-                    let (spec, claim_uid) = match templates.get(pod_claim) {
-                        Some(t) => {
-                            let tk = format!("ResourceClaimTemplate {}/{t}", p.namespace);
-                            let Some(Object::Template { spec, .. }) = st.objects.get(&tk) else {
-                                return Err(wrap_prepare(format!(
-                                    "fetch ResourceClaimTemplate {t}: resourceclaimtemplates.resource.k8s.io {t:?} not found"
-                                )));
-                            };
-                            (spec.clone(), objects::derived_uid(&format!("generated\0{uid}\0{key}")))
-                        }
-                        None => {
-                            let ck = format!("ResourceClaim {key}");
-                            let Some(Object::Claim { spec, uid: cu, .. }) = st.objects.get(&ck) else {
-                                return Err(wrap_prepare(format!(
-                                    "fetch ResourceClaim {name}: resourceclaims.resource.k8s.io {name:?} not found"
-                                )));
-                            };
-                            (spec.clone(), cu.clone())
-                        }
-                    };
-                    let classes: BTreeMap<String, Vec<objects::Selector>> = st
-                        .objects
-                        .values()
-                        .filter_map(|o| match o {
-                            Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
-                            _ => None,
-                        })
-                        .collect();
-                    let taken: BTreeSet<(String, String, String)> = st
-                        .claims
-                        .values()
-                        .flat_map(|c| &c.allocation)
-                        .filter(|a| !a.admin)
-                        .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
-                        .collect();
-                    let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
-                    let allocation = objects::allocate(&key, &spec, &classes, &self.candidates(&st), &taken, &drivers)
-                        .map_err(|e| wrap_prepare(format!("ResourceClaim {name} is not allocated: {e}")))?;
-                    let info = ClaimInfo {
-                        namespace: p.namespace.clone(),
-                        name: name.clone(),
-                        uid: claim_uid.clone(),
-                        allocation: allocation.clone(),
-                        pods: BTreeSet::new(),
-                        prepared: None,
-                        cdi_unresolved: vec![],
-                    };
-                    st.claims.insert(key.clone(), info);
-                    self.event(KubeletEvent::ClaimAllocated {
-                        claim: key.clone(),
-                        uid: claim_uid,
-                        devices: allocation.iter().map(|a| format!("{}/{}/{}", a.driver, a.pool, a.device)).collect(),
-                    });
+                    self.allocate_claim(&mut st, &p, uid, pod_claim, name, templates)?;
                 }
                 let Some(c) = st.claims.get(&key).cloned() else { continue };
                 if c.prepared.is_some() {
@@ -711,6 +944,16 @@ impl DraManager {
                     continue;
                 }
                 for driver in c.drivers() {
+                    if skipped_operations(&c, &driver).contains("NodePrepareResources") {
+                        // No driver lookup, no call: the allocated devices count as prepared.
+                        skipped.push((c.uid.clone(), driver.clone(), unprepared_devices(&c, &driver)));
+                        self.event(KubeletEvent::DraOperationSkipped {
+                            claim: key.clone(),
+                            driver: driver.clone(),
+                            operation: "NodePrepareResources".into(),
+                        });
+                        continue;
+                    }
                     let inst = st.plugins.get(&driver).and_then(|l| l.iter().max_by_key(|i| i.seq));
                     let Some(inst) = inst else {
                         return Err(wrap_prepare(format!("DRA driver {driver} is not registered")));
@@ -737,6 +980,9 @@ impl DraManager {
             }
         }
         let mut results: BTreeMap<String, BTreeMap<String, Vec<checkpoint::Device>>> = BTreeMap::new();
+        for (claim_uid, driver, devs) in skipped {
+            results.entry(claim_uid).or_default().insert(driver, devs);
+        }
         for (driver, (conn, service, claims)) in batches {
             let resp = conn
                 .prepare(service, claims.clone())
@@ -863,6 +1109,7 @@ impl DraManager {
         let mut batches: BTreeMap<String, Vec<Claim>> = BTreeMap::new();
         let mut shared = Vec::new();
         let mut to_remove = Vec::new();
+        let mut skipped_unprepare = Vec::new();
         let pod_key;
         {
             let mut st = self.lock();
@@ -878,11 +1125,18 @@ impl DraManager {
                 }
                 if c.prepared.is_some() {
                     for d in c.drivers() {
+                        if skipped_operations(c, &d).contains("NodeUnprepareResources") {
+                            skipped_unprepare.push((key.clone(), d));
+                            continue;
+                        }
                         batches.entry(d).or_default().push(c.claim());
                     }
                 }
                 to_remove.push(key);
             }
+        }
+        for (claim, driver) in skipped_unprepare {
+            self.event(KubeletEvent::DraOperationSkipped { claim, driver, operation: "NodeUnprepareResources".into() });
         }
         for (driver, claims) in batches {
             let conn = {
@@ -960,11 +1214,12 @@ impl DraManager {
             json!({
                 "kind": "ResourceClaim",
                 "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid, "resourceVersion": "1"},
-                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
+                "spec": {"devices": {"requests": c.allocation.iter().map(|a| a.request.split('/').next().unwrap_or_default().to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().map(|r| json!({"name": r})).collect::<Vec<_>>()}},
                 "status": {
                     "allocation": {"devices": {"results": c.allocation.iter().map(|a| {
                         let mut r = json!({"request": a.request, "driver": a.driver, "pool": a.pool, "device": a.device});
                         if a.admin { r["adminAccess"] = json!(true); }
+                        if !a.skip_node_operations.is_empty() { r["skipNodeOperations"] = json!(a.skip_node_operations); }
                         r
                     }).collect::<Vec<_>>()}},
                     "reservedFor": reserved,
@@ -1107,5 +1362,128 @@ mod tests {
         let ids = vec!["k8s.gpu.x/claim=u-g0".to_string(), "v.x/c=n".into(), "k8s.gpu.x/claim=gone".into()];
         assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &ids), ["k8s.gpu.x/claim=gone"]);
         assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
+    }
+
+    #[test]
+    fn a_report_older_than_its_timeout_counts_as_unknown() {
+        let t0 = tokio::time::Instant::now();
+        let key = |d: &str| ("p".to_string(), d.to_string());
+        let mut reports = BTreeMap::new();
+        reports.insert(key("a"), Report { health: "Healthy".into(), at: t0, timeout: Duration::from_secs(1) });
+        reports.insert(key("b"), Report { health: "Unhealthy".into(), at: t0, timeout: DEFAULT_HEALTH_TIMEOUT });
+        let (m, next) = effective_health(&reports, t0 + Duration::from_millis(500));
+        assert_eq!((m[&key("a")].as_str(), m[&key("b")].as_str()), ("Healthy", "Unhealthy"));
+        assert_eq!(next, Some(t0 + Duration::from_secs(1)), "the earliest report to go stale");
+        let (m, next) = effective_health(&reports, t0 + Duration::from_millis(1001));
+        assert_eq!((m[&key("a")].as_str(), m[&key("b")].as_str()), ("Unknown", "Unhealthy"));
+        assert_eq!(next, Some(t0 + Duration::from_secs(30)));
+        let (m, next) = effective_health(&reports, t0 + Duration::from_secs(31));
+        assert_eq!(m[&key("b")], "Unknown");
+        assert_eq!(next, None);
+    }
+
+    #[test]
+    fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
+        let a = |driver: &str, skip: &[&str]| Allocated {
+            request: "r".into(),
+            driver: driver.into(),
+            pool: "p".into(),
+            device: "d".into(),
+            admin: false,
+            skip_node_operations: skip.iter().map(|s| s.to_string()).collect(),
+        };
+        let c = |allocation| ClaimInfo {
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u".into(),
+            allocation,
+            pods: BTreeSet::new(),
+            prepared: None,
+            cdi_unresolved: vec![],
+        };
+        let both = ["NodePrepareResources", "NodeUnprepareResources"];
+        assert_eq!(skipped_operations(&c(vec![a("x", &["*"])]), "x"), both.iter().map(|s| s.to_string()).collect());
+        let mixed = c(vec![a("x", &["*"]), a("x", &["NodeUnprepareResources", "SomethingNew"]), a("y", &[])]);
+        assert_eq!(skipped_operations(&mixed, "x"), ["NodeUnprepareResources".to_string()].into());
+        assert!(skipped_operations(&mixed, "y").is_empty());
+        assert!(skipped_operations(&mixed, "absent").is_empty());
+    }
+
+    #[test]
+    fn slices_are_wiped_only_when_no_instance_is_connected() {
+        assert_eq!(wipe_decision(false, false), WipeDecision::Schedule);
+        assert_eq!(wipe_decision(false, true), WipeDecision::Nothing, "the first deadline stands");
+        assert_eq!(wipe_decision(true, true), WipeDecision::Cancel);
+        assert_eq!(wipe_decision(true, false), WipeDecision::Nothing);
+    }
+
+    /// kubernetes#132058: a driver that dies without removing its sockets
+    /// (no deregistration) loses its connection; its slices go after the delay.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_delay() {
+        use crate::core::log::{LogFormat, Logger};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let endpoint = root.join("plugins/gpu.x/dra.sock");
+        std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
+        // A gRPC endpoint that answers nothing but HTTP/2 (all the kubelet dials).
+        let server = Generation::new(0);
+        let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+        let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        });
+        server.spawn(async move {
+            let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+        });
+        let store = Arc::new(apiserver::Store::default());
+        let slice = serde_json::json!({"metadata": {"name": "s0"}, "spec": {"driver": "gpu.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        let other = serde_json::json!({"metadata": {"name": "s1"}, "spec": {"driver": "nic.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        for o in [slice, other] {
+            let (code, _) = apiserver::answer(
+                &store,
+                &[],
+                NODE_NAME,
+                "POST",
+                "/apis/resource.k8s.io/v1/resourceslices",
+                "",
+                o.to_string().as_bytes(),
+            );
+            assert_eq!(code, 201);
+        }
+        let mut spec = DraSpec::new(&root, vec![]);
+        spec.api = Some(store.clone());
+        spec.wipe_delay = Duration::from_millis(200);
+        let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+        let mut rx = bus.subscribe();
+        let gen = Generation::new(0);
+        let dra = DraManager::new(spec, bus, gen.clone());
+        let info = PluginInfo {
+            r#type: "DRAPlugin".into(),
+            name: "gpu.x".into(),
+            endpoint: endpoint.display().to_string(),
+            supported_versions: vec!["v1.DRAPlugin".into()],
+        };
+        dra.register(&root.join("plugins_registry/gpu.x-reg.sock"), &info, &endpoint).await.unwrap();
+        // The driver dies; its socket file stays (no deregistration).
+        server.token.cancel();
+        assert!(endpoint.exists());
+        let mut seen = Vec::new();
+        let wiped = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(e) = rx.recv().await {
+                seen.push(serde_json::to_string(&*e).unwrap());
+                if let KubeletEvent::DraSlicesWiped { driver, slices } = &e.event {
+                    return (driver.clone(), slices.clone());
+                }
+            }
+            panic!("the bus closed")
+        })
+        .await
+        .expect("no dra-slices-wiped within 10s");
+        assert_eq!(wiped, ("gpu.x".to_string(), vec!["s0".to_string()]));
+        assert!(seen.iter().any(|e| e.contains("\"dra-connection\"") && e.contains("\"connected\":false")), "{seen:?}");
+        let left: Vec<String> =
+            store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(left, ["s1"], "another driver's slice stays");
+        gen.token.cancel();
     }
 }

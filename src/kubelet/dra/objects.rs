@@ -5,7 +5,13 @@
 //!
 //! The allocator's documented subset:
 //! - a request is `exactly: {deviceClassName, count | allocationMode: All, selectors, adminAccess}`
-//!   (v1) or the same fields directly on the request (v1beta1); `firstAvailable` is refused;
+//!   (v1) or the same fields directly on the request (v1beta1), or `firstAvailable`: a list
+//!   of sub-requests (the same fields but adminAccess), of which the first that can be
+//!   satisfied is taken, its devices' `request` being `<request>/<subrequest>`; like the
+//!   scheduler, a later request that cannot be satisfied makes the allocator try the next
+//!   sub-request of an earlier one;
+//! - a ResourceSlice's `spec.skipNodeOperations` (KEP-5945) is copied to each device it
+//!   gives (`skipNodeOperations` of the allocation result), as the scheduler does;
 //! - a device class is a DeviceClass manifest; when none has that name and a
 //!   driver of that name is known, the class means "every device of that driver";
 //! - selectors are CEL expressions of the form `TERM && TERM …` where a term is
@@ -43,6 +49,8 @@ pub struct Request {
     pub selectors: Vec<Selector>,
     /// adminAccess: the device may be shared with other claims.
     pub admin: bool,
+    /// firstAvailable: sub-requests tried in order (then the fields above are unused).
+    pub first_available: Vec<Request>,
 }
 
 /// A claim's spec.
@@ -92,6 +100,8 @@ pub enum Object {
         pool: String,
         /// spec.devices.
         devices: Vec<SliceDevice>,
+        /// spec.skipNodeOperations (KEP-5945).
+        skip: Vec<String>,
     },
 }
 
@@ -196,6 +206,24 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
     Ok(out)
 }
 
+/// A request's (or sub-request's) fields: class, count or All, selectors, adminAccess.
+fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> {
+    let class = e.get("deviceClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
+    let class = class.ok_or_else(|| format!("{at}: deviceClassName is required"))?.to_string();
+    let all = match e.get("allocationMode").and_then(Value::as_str) {
+        None | Some("ExactCount") => false,
+        Some("All") => true,
+        Some(other) => return Err(format!("{at}: allocationMode {other:?} is not ExactCount or All")),
+    };
+    let count = match e.get("count") {
+        None => 1,
+        Some(c) => c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?,
+    };
+    let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
+    let selectors = selectors(e.get("selectors"), &format!("{at}.selectors"))?;
+    Ok(Request { name, class, count, all, selectors, admin, first_available: vec![] })
+}
+
 fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
     let reqs = spec.and_then(|s| s.get("devices")).and_then(|d| d.get("requests")).and_then(Value::as_array);
     let mut requests = Vec::new();
@@ -203,33 +231,37 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
         let at = format!("{at}.devices.requests[{i}]");
         let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
         let name = name.ok_or_else(|| format!("{at}.name is required"))?.to_string();
-        if r.get("firstAvailable").is_some() {
-            return Err(format!("{at}: firstAvailable is not supported by the mock kubelet's allocator"));
+        let subs = r.get("firstAvailable").and_then(Value::as_array);
+        if let Some(subs) = subs {
+            if r.get("exactly").is_some() || r.get("deviceClassName").is_some() {
+                return Err(format!("{at}: set exactly one of exactly and firstAvailable"));
+            }
+            if subs.is_empty() || subs.len() > 8 {
+                return Err(format!("{at}.firstAvailable must list 1 to 8 sub-requests"));
+            }
+            let mut first_available = Vec::new();
+            for (j, sub) in subs.iter().enumerate() {
+                let at = format!("{at}.firstAvailable[{j}]");
+                let sname = sub.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+                let sname = sname.ok_or_else(|| format!("{at}.name is required"))?.to_string();
+                if sub.get("adminAccess").is_some() {
+                    return Err(format!("{at}: adminAccess is not allowed in a sub-request"));
+                }
+                first_available.push(request_fields(sname, sub, &at)?);
+            }
+            requests.push(Request {
+                name,
+                class: String::new(),
+                count: 0,
+                all: false,
+                selectors: vec![],
+                admin: false,
+                first_available,
+            });
+            continue;
         }
         // v1 nests the request under `exactly`; v1beta1 has the fields on the request.
-        let e = r.get("exactly").unwrap_or(r);
-        let class = e.get("deviceClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
-        let class = class.ok_or_else(|| format!("{at}: deviceClassName is required"))?.to_string();
-        let all = match e.get("allocationMode").and_then(Value::as_str) {
-            None | Some("ExactCount") => false,
-            Some("All") => true,
-            Some(other) => return Err(format!("{at}: allocationMode {other:?} is not ExactCount or All")),
-        };
-        let count = match e.get("count") {
-            None => 1,
-            Some(c) => {
-                c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?
-            }
-        };
-        let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
-        requests.push(Request {
-            name,
-            class,
-            count,
-            all,
-            selectors: selectors(e.get("selectors"), &format!("{at}.selectors"))?,
-            admin,
-        });
+        requests.push(request_fields(name, r.get("exactly").unwrap_or(r), &at)?);
     }
     if requests.is_empty() {
         return Err(format!("{at}.devices.requests must list at least one request"));
@@ -281,7 +313,12 @@ pub fn parse(v: &Value) -> Result<Object, String> {
                 }
                 devices.push(SliceDevice { name: dname, attributes });
             }
-            Object::Slice { name, driver, pool, devices }
+            let skip = s
+                .get("skipNodeOperations")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            Object::Slice { name, driver, pool, devices, skip }
         }
     })
 }
@@ -297,6 +334,8 @@ pub struct Candidate {
     pub device: String,
     /// Its attributes (fully qualified names).
     pub attributes: BTreeMap<String, Value>,
+    /// Its slice's skipNodeOperations.
+    pub skip: Vec<String>,
 }
 
 /// One allocated device (status.allocation.devices.results[]).
@@ -314,6 +353,9 @@ pub struct Allocated {
     /// adminAccess.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub admin: bool,
+    /// skipNodeOperations, copied from the device's slice (KEP-5945).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_node_operations: Vec<String>,
 }
 
 fn matches(c: &Candidate, sel: &[Selector]) -> bool {
@@ -321,6 +363,119 @@ fn matches(c: &Candidate, sel: &[Selector]) -> bool {
         Selector::Driver(d) => &c.driver == d,
         Selector::Attribute(k, v) => c.attributes.get(k) == Some(v),
     })
+}
+
+/// What one allocation works over (pure inputs).
+struct Pool<'a> {
+    claim: &'a str,
+    classes: &'a BTreeMap<String, Vec<Selector>>,
+    candidates: &'a [Candidate],
+    taken: &'a BTreeSet<(String, String, String)>,
+    drivers: &'a BTreeSet<String>,
+}
+
+type Key = (String, String, String);
+
+impl Pool<'_> {
+    /// The devices for one (sub-)request `r`, recorded as `label`, given the claim's own picks `mine`.
+    fn pick(&self, r: &Request, label: &str, mine: &BTreeSet<Key>) -> Result<Vec<Allocated>, String> {
+        let claim = self.claim;
+        let class = match self.classes.get(&r.class) {
+            Some(s) => s.clone(),
+            None if self.drivers.contains(&r.class) || self.candidates.iter().any(|c| c.driver == r.class) => {
+                vec![Selector::Driver(r.class.clone())]
+            }
+            None => {
+                return Err(format!(
+                    "claim {claim}: request {label:?}: device class {:?} not found (add a DeviceClass manifest, or name a registered driver)",
+                    r.class
+                ))
+            }
+        };
+        let fitting: Vec<&Candidate> =
+            self.candidates.iter().filter(|c| matches(c, &class) && matches(c, &r.selectors)).collect();
+        let key = |c: &Candidate| (c.driver.clone(), c.pool.clone(), c.device.clone());
+        let free: Vec<&Candidate> = fitting
+            .iter()
+            .copied()
+            .filter(|c| !mine.contains(&key(c)) && (r.admin || !self.taken.contains(&key(c))))
+            .collect();
+        let want = if r.all { fitting.len() as u64 } else { r.count };
+        if want == 0 || (free.len() as u64) < want {
+            let hint = if fitting.is_empty() {
+                " (devices come from ResourceSlice manifests and from the driver's health stream)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "claim {claim}: request {label:?} wants {} device(s) of class {:?}; {} match, {} of them free{hint}",
+                if r.all { "all".to_string() } else { want.to_string() },
+                r.class,
+                fitting.len(),
+                free.len()
+            ));
+        }
+        Ok(free
+            .into_iter()
+            .take(want as usize)
+            .map(|c| Allocated {
+                request: label.to_string(),
+                driver: c.driver.clone(),
+                pool: c.pool.clone(),
+                device: c.device.clone(),
+                admin: r.admin,
+                skip_node_operations: c.skip.clone(),
+            })
+            .collect())
+    }
+
+    /// Requests `reqs[i..]`, trying each sub-request of a firstAvailable
+    /// request in order and going back when a later request cannot be met.
+    fn from(
+        &self,
+        reqs: &[Request],
+        i: usize,
+        mine: &mut BTreeSet<Key>,
+        out: &mut Vec<Allocated>,
+    ) -> Result<(), String> {
+        let Some(r) = reqs.get(i) else { return Ok(()) };
+        let options: Vec<(&Request, String)> = if r.first_available.is_empty() {
+            vec![(r, r.name.clone())]
+        } else {
+            r.first_available.iter().map(|s| (s, format!("{}/{}", r.name, s.name))).collect()
+        };
+        let mut errors = Vec::new();
+        for (opt, label) in &options {
+            let picked = match self.pick(opt, label, mine) {
+                Ok(p) => p,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            let (saved, len) = (mine.clone(), out.len());
+            mine.extend(picked.iter().map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone())));
+            out.extend(picked);
+            match self.from(reqs, i + 1, mine, out) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    *mine = saved;
+                    out.truncate(len);
+                    errors.push(e);
+                }
+            }
+        }
+        Err(if options.len() == 1 {
+            errors.pop().unwrap_or_default()
+        } else {
+            format!(
+                "claim {}: no sub-request of firstAvailable request {:?} can be allocated: {}",
+                self.claim,
+                r.name,
+                errors.join("; ")
+            )
+        })
+    }
 }
 
 /// Allocate `spec` over `candidates`; `taken` holds (driver, pool, device)
@@ -334,56 +489,9 @@ pub fn allocate(
     taken: &BTreeSet<(String, String, String)>,
     drivers: &BTreeSet<String>,
 ) -> Result<Vec<Allocated>, String> {
-    let mut mine: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let pool = Pool { claim, classes, candidates, taken, drivers };
     let mut out = Vec::new();
-    for r in &spec.requests {
-        let class = match classes.get(&r.class) {
-            Some(s) => s.clone(),
-            None if drivers.contains(&r.class) || candidates.iter().any(|c| c.driver == r.class) => {
-                vec![Selector::Driver(r.class.clone())]
-            }
-            None => {
-                return Err(format!(
-                    "claim {claim}: request {:?}: device class {:?} not found (add a DeviceClass manifest, or name a registered driver)",
-                    r.name, r.class
-                ))
-            }
-        };
-        let fitting: Vec<&Candidate> =
-            candidates.iter().filter(|c| matches(c, &class) && matches(c, &r.selectors)).collect();
-        let key = |c: &Candidate| (c.driver.clone(), c.pool.clone(), c.device.clone());
-        let free: Vec<&Candidate> = fitting
-            .iter()
-            .copied()
-            .filter(|c| !mine.contains(&key(c)) && (r.admin || !taken.contains(&key(c))))
-            .collect();
-        let want = if r.all { fitting.len() as u64 } else { r.count };
-        if want == 0 || (free.len() as u64) < want {
-            let hint = if fitting.is_empty() {
-                " (devices come from ResourceSlice manifests and from the driver's health stream)"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "claim {claim}: request {:?} wants {} device(s) of class {:?}; {} match, {} of them free{hint}",
-                r.name,
-                if r.all { "all".to_string() } else { want.to_string() },
-                r.class,
-                fitting.len(),
-                free.len()
-            ));
-        }
-        for c in free.into_iter().take(want as usize) {
-            mine.insert(key(c));
-            out.push(Allocated {
-                request: r.name.clone(),
-                driver: c.driver.clone(),
-                pool: c.pool.clone(),
-                device: c.device.clone(),
-                admin: r.admin,
-            });
-        }
-    }
+    pool.from(&spec.requests, 0, &mut BTreeSet::new(), &mut out)?;
     Ok(out)
 }
 
@@ -398,6 +506,7 @@ mod tests {
             pool: "node-1".into(),
             device: dev.into(),
             attributes: [(format!("{driver}/model"), json!(model))].into_iter().collect(),
+            skip: vec![],
         }
     }
 
@@ -461,6 +570,7 @@ mod tests {
                 all: false,
                 selectors: sel,
                 admin,
+                first_available: vec![],
             }],
         };
         let none = BTreeMap::new();
@@ -505,5 +615,59 @@ mod tests {
         };
         let got = allocate("ns/c", &spec, &classes, &cands, &BTreeSet::new(), &BTreeSet::new()).unwrap();
         assert_eq!(got.iter().map(|a| a.device.as_str()).collect::<Vec<_>>(), ["n0"]);
+    }
+
+    fn claim(spec: Value) -> ClaimSpec {
+        let v = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": spec});
+        match parse(&v).unwrap() {
+            Object::Claim { spec, .. } => spec,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn first_available_takes_the_first_sub_request_that_fits_and_names_it() {
+        let cands = vec![cand("gpu.x", "g0", "small"), cand("gpu.x", "g1", "small"), cand("nic.x", "n0", "a")];
+        let spec = claim(json!({"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu.x", "selectors": [{"cel": {"expression": "device.attributes[\"gpu.x\"].model == \"big\""}}]},
+            {"name": "two-small", "deviceClassName": "gpu.x", "count": 2},
+        ]}]}}));
+        let none = BTreeMap::new();
+        let got = allocate("ns/c", &spec, &none, &cands, &BTreeSet::new(), &BTreeSet::new()).unwrap();
+        let words: Vec<String> = got.iter().map(|a| format!("{} {}", a.request, a.device)).collect();
+        assert_eq!(words, ["gpu/two-small g0", "gpu/two-small g1"]);
+        // None fits: every sub-request's reason.
+        let taken: BTreeSet<_> = [("gpu.x".to_string(), "node-1".to_string(), "g0".to_string())].into();
+        let e = allocate("ns/c", &spec, &none, &cands, &taken, &BTreeSet::new()).unwrap_err();
+        assert!(
+            e.contains("no sub-request of firstAvailable request \"gpu\"")
+                && e.contains("\"gpu/big\"")
+                && e.contains("\"gpu/two-small\" wants 2"),
+            "{e}"
+        );
+        // A later request that cannot be met sends the allocator back to the next sub-request.
+        let spec = claim(json!({"devices": {"requests": [
+            {"name": "any", "firstAvailable": [{"name": "first", "deviceClassName": "gpu.x"}, {"name": "nic", "deviceClassName": "nic.x"}]},
+            {"name": "both", "exactly": {"deviceClassName": "gpu.x", "count": 2}},
+        ]}}));
+        let got = allocate("ns/c", &spec, &none, &cands, &BTreeSet::new(), &BTreeSet::new()).unwrap();
+        let words: Vec<String> = got.iter().map(|a| format!("{} {}", a.request, a.device)).collect();
+        assert_eq!(words, ["any/nic n0", "both g0", "both g1"]);
+        let bad = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": "x"}, "firstAvailable": [{"name": "s", "deviceClassName": "x"}]}]}}});
+        assert!(parse(&bad).unwrap_err().contains("exactly one of exactly and firstAvailable"));
+    }
+
+    #[test]
+    fn a_slices_skip_node_operations_reach_the_allocation() {
+        let slice = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+            "spec": {"driver": "cp.x", "pool": {"name": "p"}, "devices": [{"name": "v0"}], "skipNodeOperations": ["*"]}});
+        let Object::Slice { skip, .. } = parse(&slice).unwrap() else { panic!() };
+        assert_eq!(skip, ["*"]);
+        let mut c = cand("cp.x", "v0", "a");
+        c.skip = skip;
+        let spec = claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "cp.x"}}]}}));
+        let got = allocate("ns/c", &spec, &BTreeMap::new(), &[c], &BTreeSet::new(), &BTreeSet::new()).unwrap();
+        assert_eq!(got[0].skip_node_operations, ["*"]);
     }
 }

@@ -69,6 +69,79 @@ pub struct Driver {
     stop: CancellationToken,
 }
 
+/// One device of a claim's allocation (`status.allocation.devices.results[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllocatedDevice {
+    /// The request (`<request>` or `<request>/<subrequest>`).
+    pub request: String,
+    /// The pool.
+    pub pool: String,
+    /// The device.
+    pub device: String,
+}
+
+/// What the kubeletplugin helper checks in a fetched ResourceClaim: the UID
+/// matches the one the kubelet sent, `status.allocation` is there; the
+/// result is the allocation's devices of `driver`.
+pub fn allocation_of(claim: &serde_json::Value, c: &Claim, driver: &str) -> Result<Vec<AllocatedDevice>, String> {
+    let uid = claim["metadata"]["uid"].as_str().unwrap_or_default();
+    if uid != c.uid {
+        return Err(format!(
+            "claim {}/{}: the API server has UID {uid:?}, the kubelet asked for {:?} (a claim of the same name was re-created)",
+            c.namespace, c.name, c.uid
+        ));
+    }
+    let Some(alloc) = claim["status"].get("allocation").filter(|a| a.is_object()) else {
+        return Err(format!("claim {}/{}: not allocated (no status.allocation)", c.namespace, c.name));
+    };
+    let results = alloc["devices"]["results"].as_array().cloned().unwrap_or_default();
+    Ok(results
+        .iter()
+        .filter(|r| r["driver"] == driver)
+        .map(|r| AllocatedDevice {
+            request: r["request"].as_str().unwrap_or_default().to_string(),
+            pool: r["pool"].as_str().unwrap_or_default().to_string(),
+            device: r["device"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect())
+}
+
+/// GET the claim as the kubeletplugin helper does (resource.k8s.io v1, then
+/// v1beta2 and v1beta1 on 404) and read its allocation for `driver`.
+async fn fetch_allocation(
+    api: &super::slices::ApiServer,
+    c: &Claim,
+    driver: &str,
+) -> Result<Vec<AllocatedDevice>, String> {
+    let t = std::time::Duration::from_secs(10);
+    let mut last = String::new();
+    for v in ["v1", "v1beta2", "v1beta1"] {
+        let path = format!("/apis/resource.k8s.io/{v}/namespaces/{}/resourceclaims/{}", c.namespace, c.name);
+        let (st, body) = super::slices::request(api, "GET", &path, None, t)
+            .await
+            .map_err(|e| format!("fetch ResourceClaim {}/{}: {e}", c.namespace, c.name))?;
+        match st {
+            200..=299 => return allocation_of(&body, c, driver),
+            404 => last = body["message"].as_str().unwrap_or("not found").to_string(),
+            _ => {
+                let msg = body["message"].as_str().unwrap_or_default();
+                return Err(format!(
+                    "fetch ResourceClaim {}/{}: the API server answered {st} {msg}",
+                    c.namespace, c.name
+                ));
+            }
+        }
+    }
+    Err(format!("fetch ResourceClaim {}/{}: {last}", c.namespace, c.name))
+}
+
+/// How often an unchanged health snapshot is sent again: half the
+/// `health_check_timeout_seconds` sent (the kubelet's 30 s default when 0).
+pub fn resend_every(timeout_secs: i64) -> std::time::Duration {
+    let t = u64::try_from(timeout_secs).ok().filter(|s| *s > 0).unwrap_or(30);
+    std::time::Duration::from_millis(t * 500)
+}
+
 /// Unix seconds now.
 pub fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
@@ -131,11 +204,26 @@ impl Driver {
             }
         }
         let mut resp = NodePrepareResourcesResponse::default();
+        // With an API server (--kubeconfig), prepare what the claim's allocation
+        // names, as a real driver (the kubeletplugin helper) does; without, choose.
+        let mut allocations = Vec::new();
+        for c in &req.claims {
+            allocations.push(match &self.cfg.publish {
+                Some((api, _)) if !self.has(&Fault::IgnoreAllocation) => {
+                    Some(fetch_allocation(api, c, &self.cfg.driver).await)
+                }
+                _ => None,
+            });
+        }
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         st.prepares += 1;
         let rotate = if self.has(&Fault::NotIdempotent) { st.prepares as usize } else { 0 };
-        for c in &req.claims {
-            let answer = self.prepare_one(&mut st, c, rotate);
+        for (c, allocated) in req.claims.iter().zip(allocations) {
+            let answer = match allocated {
+                Some(Err(e)) => NodePrepareResourceResponse { devices: vec![], error: e },
+                Some(Ok(a)) => self.prepare_one(&mut st, c, rotate, Some(a)),
+                None => self.prepare_one(&mut st, c, rotate, None),
+            };
             resp.claims.insert(c.uid.clone(), answer);
         }
         drop(st);
@@ -165,7 +253,13 @@ impl Driver {
         Ok(resp)
     }
 
-    fn prepare_one(&self, st: &mut State, c: &Claim, rotate: usize) -> NodePrepareResourceResponse {
+    fn prepare_one(
+        &self,
+        st: &mut State,
+        c: &Claim,
+        rotate: usize,
+        allocated: Option<Vec<AllocatedDevice>>,
+    ) -> NodePrepareResourceResponse {
         let fail = |e: String| NodePrepareResourceResponse { devices: vec![], error: e };
         if let Some(msg) =
             self.cfg.faults.iter().find_map(|f| if let Fault::PrepareError(m) = f { Some(m) } else { None })
@@ -175,8 +269,17 @@ impl Driver {
         if c.uid.is_empty() || c.namespace.is_empty() || c.name.is_empty() {
             return fail("the claim's namespace, uid and name are all required".into());
         }
-        let devices = match st.prepared.get(&c.uid) {
-            Some(p) if rotate == 0 => p.devices.clone(),
+        let allocated = match allocated.map(|a| self.own_devices(c, a)) {
+            Some(Err(e)) => return fail(e),
+            Some(Ok(a)) => Some(a),
+            None => None,
+        };
+        let requests: BTreeMap<String, String> =
+            allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
+        let devices = match (st.prepared.get(&c.uid), allocated) {
+            (Some(p), _) if rotate == 0 => p.devices.clone(),
+            // The first prepare of a claim follows its allocation (not-idempotent only changes a repeat).
+            (None, Some(a)) => a.into_iter().map(|a| a.device).collect(),
             _ => {
                 let held: Vec<&String> =
                     st.prepared.iter().filter(|(u, _)| *u != &c.uid).flat_map(|(_, p)| &p.devices).collect();
@@ -188,10 +291,15 @@ impl Driver {
                         self.cfg.devices.len()
                     ));
                 }
-                vec![free[rotate % free.len()].clone()]
+                let pick = if self.has(&Fault::IgnoreAllocation) { free.len() - 1 } else { rotate % free.len() };
+                vec![free[pick].clone()]
             }
         };
-        let spec = match self.write_spec(c, &devices) {
+        // The spec keeps every device this claim was given (a repeat that picks
+        // another device, as not-idempotent does, leaves earlier CDI IDs resolvable).
+        let mut in_spec = st.prepared.get(&c.uid).map(|p| p.devices.clone()).unwrap_or_default();
+        in_spec.extend(devices.iter().filter(|d| !in_spec.contains(d)).cloned().collect::<Vec<_>>());
+        let spec = match self.write_spec(c, &in_spec) {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
@@ -209,7 +317,7 @@ impl Driver {
             devices: devices
                 .iter()
                 .map(|d| Device {
-                    request_names: vec![],
+                    request_names: requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default(),
                     pool_name: if self.has(&Fault::NoPoolName) { String::new() } else { self.cfg.pool.clone() },
                     device_name: d.clone(),
                     cdi_device_ids: vec![if self.has(&Fault::BadCdiId) {
@@ -221,6 +329,29 @@ impl Driver {
                 .collect(),
             error: String::new(),
         }
+    }
+
+    /// The allocated devices this driver has (its pool, its device names);
+    /// one it does not have is an error naming what it has.
+    fn own_devices(&self, c: &Claim, a: Vec<AllocatedDevice>) -> Result<Vec<AllocatedDevice>, String> {
+        if a.is_empty() {
+            return Err(format!(
+                "claim {}/{}: its allocation has no device of driver {}",
+                c.namespace, c.name, self.cfg.driver
+            ));
+        }
+        if let Some(x) = a.iter().find(|x| x.pool != self.cfg.pool || !self.cfg.devices.contains(&x.device)) {
+            return Err(format!(
+                "claim {}/{}: allocated device {}/{} is not one of this driver's (pool {}: {})",
+                c.namespace,
+                c.name,
+                x.pool,
+                x.device,
+                self.cfg.pool,
+                crate::core::text::id_list(&self.cfg.devices)
+            ));
+        }
+        Ok(a)
     }
 
     /// Unprepare claims: remove their CDI specs; unknown claims are fine (idempotent).
@@ -282,6 +413,7 @@ impl Driver {
         let me = self.clone();
         let mut rx = self.health.subscribe();
         let once = self.has(&Fault::HealthStreamEnd);
+        let resend = resend_every(self.cfg.health_timeout_secs);
         async_stream(move |tx| async move {
             loop {
                 let snap = me.snapshot(&rx.borrow_and_update());
@@ -290,6 +422,9 @@ impl Driver {
                 }
                 tokio::select! {
                     r = rx.changed() => if r.is_err() { return },
+                    // Unchanged health is sent again well within the timeout,
+                    // or the kubelet marks the devices Unknown.
+                    _ = tokio::time::sleep(resend) => {}
                     _ = me.stop.cancelled() => return,
                 }
             }
@@ -497,5 +632,36 @@ impl h1a::dra_resource_health_server::DraResourceHealth for HealthV1alpha1 {
         use tokio_stream::StreamExt;
         let s = self.0.health_stream().map(|r| r.map(|devices| convert(&h1::NodeWatchResourcesResponse { devices })));
         Ok(Response::new(Box::pin(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> Claim {
+        Claim { namespace: "ml".into(), name: "gpu".into(), uid: "u-1".into() }
+    }
+
+    #[test]
+    fn the_allocation_is_read_as_the_kubeletplugin_helper_checks_it() {
+        let obj = json!({"metadata": {"uid": "u-1"}, "status": {"allocation": {"devices": {"results": [
+            {"request": "r/a", "driver": "gpu.x", "pool": "p", "device": "d1"},
+            {"request": "r2", "driver": "other.x", "pool": "p", "device": "d9"},
+        ]}}}});
+        let a = allocation_of(&obj, &claim(), "gpu.x").unwrap();
+        assert_eq!(a, vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into() }]);
+        let mut other = obj.clone();
+        other["metadata"]["uid"] = json!("u-2");
+        assert!(allocation_of(&other, &claim(), "gpu.x").unwrap_err().contains("\"u-2\""));
+        let unallocated = json!({"metadata": {"uid": "u-1"}, "status": {}});
+        assert!(allocation_of(&unallocated, &claim(), "gpu.x").unwrap_err().contains("not allocated"));
+    }
+
+    #[test]
+    fn an_unchanged_snapshot_is_resent_every_half_timeout() {
+        assert_eq!(resend_every(0), std::time::Duration::from_secs(15));
+        assert_eq!(resend_every(-3), std::time::Duration::from_secs(15));
+        assert_eq!(resend_every(2), std::time::Duration::from_secs(1));
     }
 }

@@ -6,8 +6,13 @@
 //! PluginInfo), writes a CDI spec per prepared claim and removes it on
 //! unprepare, and takes live control (`dpctl dra device …`). With
 //! `--rolling-update UID` both sockets carry the UID so two instances can
-//! serve at once. Each `--fault` breaks one rule of [`crate::protocol::dra`].
-//! Every server is a task of the [`Tasks`] group `run` is given.
+//! serve at once. With `--kubeconfig` it publishes its devices as a
+//! ResourceSlice (again when it is gone), and prepares what each claim's
+//! allocation names (GET the ResourceClaim, as the kubeletplugin helper
+//! does); without, it picks a free device per claim. Unchanged health is
+//! sent again every half timeout. Each `--fault` breaks one rule of
+//! [`crate::protocol::dra`]. Every server is a task of the [`Tasks`] group
+//! `run` is given.
 
 pub mod driver;
 pub mod slices;
@@ -66,6 +71,8 @@ pub enum Fault {
     BadCdiId,
     /// Each prepare picks another device (idempotent).
     NotIdempotent,
+    /// Prepare devices of its own choosing (from the end of its list), not the claim's allocation (allocated-devices).
+    IgnoreAllocation,
     /// Health advertised but not served (health-answers).
     UnservedHealth,
     /// The health stream ends after its first snapshot (health-stream).
@@ -97,6 +104,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("no-pool-name", "device-fields"),
     ("bad-cdi-id", "cdi-id"),
     ("not-idempotent", "idempotent"),
+    ("ignore-allocation", "allocated-devices"),
     ("unserved-health", "health-answers"),
     ("health-stream-end", "health-stream"),
     ("health-bad-device", "health-device"),
@@ -129,6 +137,7 @@ impl std::str::FromStr for Fault {
             "no-pool-name" => Fault::NoPoolName,
             "bad-cdi-id" => Fault::BadCdiId,
             "not-idempotent" => Fault::NotIdempotent,
+            "ignore-allocation" => Fault::IgnoreAllocation,
             "unserved-health" => Fault::UnservedHealth,
             "health-stream-end" => Fault::HealthStreamEnd,
             "health-bad-device" => Fault::HealthBadDevice,
@@ -388,6 +397,24 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     result
 }
 
+/// How often a publishing driver checks that its ResourceSlice is still there.
+const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
+
+/// Publish the slice again when it is gone (a kubelet deletes a node's slices
+/// when it starts, and a driver's when its last plugin went away), as the
+/// kubeletplugin helper's slice controller does when its watch sees the deletion.
+async fn republish(api: &slices::ApiServer, name: &str, obj: &serde_json::Value, log: &Logger) {
+    let t = Duration::from_secs(5);
+    match slices::exists(api, name, t).await {
+        Ok(true) => {}
+        Ok(false) => match slices::publish(api, obj, t).await {
+            Ok(()) => log.event("resourceslice", &[("name", json!(name)), ("republished", json!(true))]),
+            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+        },
+        Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+    }
+}
+
 async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks: &Tasks) -> Result<()> {
     let outside = if cfg.faults.contains(&Fault::EndpointOutsideRoot) {
         Some(crate::core::transport::TempDir::new("dra-outside")?)
@@ -458,9 +485,10 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     ("devices", json!(cfg.devices.len())),
                 ],
             );
-            Some((api, name))
+            Some((api, name, obj))
         }
     };
+    let mut next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
     let result = loop {
         tokio::select! {
             _ = tasks.cancelled() => break Ok(()),
@@ -481,6 +509,10 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     guard = serve_services(driver, cfg, &sock, &serving).await?;
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
+                if let Some((api, name, obj)) = published.as_ref().filter(|_| tokio::time::Instant::now() >= next_check) {
+                    next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
+                    republish(api, name, obj, log).await;
+                }
                 if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
                     if let Some(r) = reg_served.take() { r.shut().await; }
                     log.event("restarting", &[("driver", json!(cfg.driver)), ("reason", json!("our plugin-watcher socket was deleted"))]);
@@ -492,7 +524,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
-    if let Some((api, name)) = published {
+    if let Some((api, name, _)) = published {
         match slices::withdraw(api, &name, Duration::from_secs(5)).await {
             Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
             Err(e) => log.event("error", &[("error", json!(e.to_string()))]),

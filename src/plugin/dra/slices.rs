@@ -194,6 +194,16 @@ pub async fn publish(api: &ApiServer, obj: &Value, t: Duration) -> Result<()> {
     }
 }
 
+/// Whether the slice is there (a kubelet wipes a node's slices when it starts).
+pub async fn exists(api: &ApiServer, name: &str, t: Duration) -> Result<bool> {
+    let (st, body) = request(api, "GET", &format!("{SLICES_PATH}/{name}"), None, t).await?;
+    match st {
+        200..=299 => Ok(true),
+        404 => Ok(false),
+        _ => Err(api_error(&format!("get ResourceSlice {name}"), st, &body)),
+    }
+}
+
 /// Delete the slice (a missing one is fine).
 pub async fn withdraw(api: &ApiServer, name: &str, t: Duration) -> Result<()> {
     let (st, body) = request(api, "DELETE", &format!("{SLICES_PATH}/{name}"), None, t).await?;

@@ -127,6 +127,48 @@ pub(crate) async fn prepare_twice(s: &mut Sess) -> Outcome {
     }
 }
 
+/// DRA-PREP-004: per claim DRA-PREP-001 prepared, the devices the kubelet
+/// allocated (claim-allocated) against those the driver prepared (claim-prepared).
+pub(crate) async fn allocated_devices_prepared(s: &mut Sess) -> Outcome {
+    if s.engine_claims.is_empty() {
+        return Outcome::skip("DRA-PREP-001 did not prepare");
+    }
+    // driver/device: a missing pool name is DRA-PREP-002's finding, not this one's.
+    let sorted = |v: &[String]| {
+        let mut v: Vec<String> = v
+            .iter()
+            .map(|w| {
+                let parts: Vec<&str> = w.split('/').collect();
+                format!("{}/{}", parts.first().unwrap_or(&""), parts.last().unwrap_or(&""))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut wrong = Vec::new();
+    for c in &s.engine_claims {
+        let key = format!("{}/{}", c.namespace, c.name);
+        let allocated = s.seen.iter().rev().find_map(|e| match &e.event {
+            KubeletEvent::ClaimAllocated { claim, devices, .. } if *claim == key => Some(sorted(devices)),
+            _ => None,
+        });
+        let prepared = s.seen.iter().rev().find_map(|e| match &e.event {
+            KubeletEvent::ClaimPrepared { claim, devices, .. } if *claim == key => Some(sorted(devices)),
+            _ => None,
+        });
+        if let (Some(a), Some(p)) = (allocated, prepared) {
+            if a != p {
+                wrong.push(format!("{key}: allocated {}, prepared {}", a.join(", "), p.join(", ")));
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Outcome::pass(format!("{} claim(s)", s.engine_claims.len()))
+    } else {
+        fail(&rules::ALLOCATED_DEVICES, "NodePrepareResources (the kubelet, on admission)", wrong.join("; "))
+    }
+}
+
 /// DRA-CDI-001
 pub(crate) async fn cdi_resolves(s: &mut Sess) -> Outcome {
     let Some(ids) = s.prepared.clone() else { return Outcome::skip("DRA-PREP-001 did not prepare") };

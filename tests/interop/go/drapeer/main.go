@@ -1,23 +1,31 @@
 // A kubeletplugin-style DRA driver in Go (grpc-go), written from the
 // documented behaviour of k8s.io/dynamic-resource-allocation/kubeletplugin:
-// it reads a kubeconfig, GETs its Node, publishes its devices as a
+// it reads a kubeconfig, GETs its Node, watch-lists its slices, publishes its devices as a
 // ResourceSlice (resource.k8s.io/v1, generateName), serves DRAPlugin v1 and
 // registers through the plugin watcher; on NodePrepareResources it GETs each
 // claim from the API server, requires a matching UID and status.allocation,
 // answers the devices allocated to this driver with CDI IDs and writes a CDI
-// spec; unprepare removes it. On SIGTERM it deletes its slice. JSON only
-// (dpctl's local API server speaks JSON).
+// spec; unprepare removes it. On SIGTERM it deletes its slice. It talks to
+// the API server as client-go does for built-in types: Accept
+// "application/vnd.kubernetes.protobuf,application/json", protobuf request
+// bodies (k8s\0 + runtime.Unknown), a protobuf watch-list of its slices
+// (length-prefixed WatchEvents, ended by the initial-events-end bookmark)
+// before it publishes, a PUT resync, and a new slice when its watch sees
+// its slice deleted (a kubelet wipes its node's slices when it starts); the types are generated from
+// dpctl's proto/k8s subset by tests/interop/setup.sh.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +33,11 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	dra "k8s.io/kubelet/pkg/apis/dra/v1"
 	reg "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -38,23 +51,122 @@ var (
 	server     string
 )
 
-func api(method, path string, body interface{}) (int, map[string]interface{}, error) {
+const protoType = "application/vnd.kubernetes.protobuf"
+
+// client-go's Accept for built-in types.
+const accept = protoType + ",application/json"
+
+var magic = []byte("k8s\x00")
+
+// api makes one request as client-go does: protobuf preferred, protobuf body.
+func api(method, path string, body []byte) (int, []byte, string, error) {
 	var r io.Reader
 	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
+		r = bytes.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, server+path, r)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if body != nil {
+		req.Header.Set("Content-Type", protoType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
-	var out map[string]interface{}
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out, nil
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header.Get("Content-Type"), err
+}
+
+// envelope wraps a message as kube-apiserver's protobuf serializer does.
+func envelope(apiVersion, kind string, m proto.Message) []byte {
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		die("marshal %s: %v", kind, err)
+	}
+	u := &kruntime.Unknown{
+		TypeMeta:        &kruntime.TypeMeta{ApiVersion: proto.String(apiVersion), Kind: proto.String(kind)},
+		Raw:             raw,
+		ContentEncoding: proto.String(""),
+		ContentType:     proto.String(""),
+	}
+	b, err := proto.Marshal(u)
+	if err != nil {
+		die("marshal envelope: %v", err)
+	}
+	return append(append([]byte{}, magic...), b...)
+}
+
+// unwrap reads an enveloped object of kind want into m; a Status becomes the error.
+func unwrap(ctype string, body []byte, want string, m proto.Message) error {
+	if ctype != protoType {
+		return fmt.Errorf("Content-Type %q, not %q", ctype, protoType)
+	}
+	if !bytes.HasPrefix(body, magic) {
+		return fmt.Errorf("no k8s magic in %q", body)
+	}
+	var u kruntime.Unknown
+	if err := proto.Unmarshal(body[len(magic):], &u); err != nil {
+		return err
+	}
+	kind := u.GetTypeMeta().GetKind()
+	if kind == "Status" && want != "Status" {
+		var st metav1.Status
+		if err := proto.Unmarshal(u.Raw, &st); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: %s (%d)", st.GetReason(), st.GetMessage(), st.GetCode())
+	}
+	if kind != want {
+		return fmt.Errorf("kind %q (%s), not %q", kind, u.GetTypeMeta().GetApiVersion(), want)
+	}
+	return proto.Unmarshal(u.Raw, m)
+}
+
+// watchSlices runs the helper's watch-list of this driver's slices on this
+// node over protobuf and reports what it sees; synced is closed at the
+// bookmark that ends the initial events; deleted slices' names go to deleted.
+func watchSlices(synced chan<- struct{}, deleted chan<- string) {
+	q := "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&fieldSelector=" +
+		url.QueryEscape("spec.driver="+*driver+",spec.nodeName="+*node)
+	req, _ := http.NewRequest("GET", server+"/apis/resource.k8s.io/v1/resourceslices?"+q, nil)
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		die("watch: %v", err)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != protoType+";stream=watch" {
+		die("watch: %d %q", resp.StatusCode, ct)
+	}
+	for {
+		var n [4]byte
+		if _, err := io.ReadFull(resp.Body, n[:]); err != nil {
+			fmt.Printf("watch ended: %v\n", err)
+			return
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(resp.Body, frame); err != nil {
+			die("watch frame: %v", err)
+		}
+		var ev metav1.WatchEvent
+		if err := proto.Unmarshal(frame, &ev); err != nil {
+			die("watch event: %v", err)
+		}
+		var s resourcev1.ResourceSlice
+		if err := unwrap(protoType, ev.GetObject().GetRaw(), "ResourceSlice", &s); err != nil {
+			die("watch object: %v", err)
+		}
+		md := s.GetMetadata()
+		if ev.GetType() == "BOOKMARK" && md.GetAnnotations()["k8s.io/initial-events-end"] == "true" {
+			fmt.Printf("watch-list synced rv=%s\n", md.GetResourceVersion())
+			close(synced)
+			continue
+		}
+		fmt.Printf("watch %s %s rv=%s devices=%d\n", ev.GetType(), md.GetName(), md.GetResourceVersion(), len(s.GetSpec().GetDevices()))
+		if ev.GetType() == "DELETED" {
+			deleted <- md.GetName()
+		}
+	}
 }
 
 type registration struct {
@@ -78,36 +190,35 @@ type plugin struct {
 func specPath(uid string) string { return filepath.Join(*cdiDir, *driver+"-"+uid+".json") }
 
 func prepareOne(c *dra.Claim) *dra.NodePrepareResourceResponse {
-	code, obj, err := api("GET", fmt.Sprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", c.Namespace, c.Name), nil)
+	code, body, ctype, err := api("GET", fmt.Sprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", c.Namespace, c.Name), nil)
+	var claim resourcev1.ResourceClaim
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceClaim", &claim)
+	}
 	if err != nil || code != 200 {
 		return &dra.NodePrepareResourceResponse{Error: fmt.Sprintf("fetch ResourceClaim %s/%s: %d %v", c.Namespace, c.Name, code, err)}
 	}
-	meta, _ := obj["metadata"].(map[string]interface{})
-	if meta["uid"] != c.Uid {
-		return &dra.NodePrepareResourceResponse{Error: fmt.Sprintf("claim %s/%s: UID %v, not %s", c.Namespace, c.Name, meta["uid"], c.Uid)}
+	if uid := claim.GetMetadata().GetUid(); uid != c.Uid {
+		return &dra.NodePrepareResourceResponse{Error: fmt.Sprintf("claim %s/%s: UID %s, not %s", c.Namespace, c.Name, uid, c.Uid)}
 	}
-	status, _ := obj["status"].(map[string]interface{})
-	alloc, ok := status["allocation"].(map[string]interface{})
-	if !ok {
+	alloc := claim.GetStatus().GetAllocation()
+	if alloc == nil {
 		return &dra.NodePrepareResourceResponse{Error: "claim is not allocated"}
 	}
-	devs, _ := alloc["devices"].(map[string]interface{})
-	results, _ := devs["results"].([]interface{})
 	resp := &dra.NodePrepareResourceResponse{}
 	var cdiDevs []map[string]interface{}
-	for _, x := range results {
-		res, _ := x.(map[string]interface{})
-		if res["driver"] != *driver {
+	for _, res := range alloc.GetDevices().GetResults() {
+		if res.GetDriver() != *driver {
 			continue
 		}
-		name := fmt.Sprintf("%s-%v", c.Uid, res["device"])
+		name := fmt.Sprintf("%s-%s", c.Uid, res.GetDevice())
 		resp.Devices = append(resp.Devices, &dra.Device{
-			RequestNames: []string{fmt.Sprint(res["request"])},
-			PoolName:     fmt.Sprint(res["pool"]),
-			DeviceName:   fmt.Sprint(res["device"]),
+			RequestNames: []string{res.GetRequest()},
+			PoolName:     res.GetPool(),
+			DeviceName:   res.GetDevice(),
 			CdiDeviceIds: []string{"k8s." + *driver + "/claim=" + name},
 		})
-		cdiDevs = append(cdiDevs, map[string]interface{}{"name": name, "containerEdits": map[string]interface{}{"env": []string{"GO_PEER_DEVICE=" + fmt.Sprint(res["device"])}}})
+		cdiDevs = append(cdiDevs, map[string]interface{}{"name": name, "containerEdits": map[string]interface{}{"env": []string{"GO_PEER_DEVICE=" + res.GetDevice()}}})
 	}
 	spec, _ := json.Marshal(map[string]interface{}{"cdiVersion": "0.6.0", "kind": "k8s." + *driver + "/claim", "devices": cdiDevs})
 	_ = os.MkdirAll(*cdiDir, 0o755)
@@ -143,6 +254,28 @@ func (p *plugin) NodeUnprepareResources(_ context.Context, r *dra.NodeUnprepareR
 	return out, nil
 }
 
+// publish creates this driver's ResourceSlice (generateName), in protobuf.
+func publish() *resourcev1.ResourceSlice {
+	slice := &resourcev1.ResourceSlice{
+		Metadata: &metav1.ObjectMeta{GenerateName: proto.String(*node + "-" + *driver + "-")},
+		Spec: &resourcev1.ResourceSliceSpec{
+			Driver:   proto.String(*driver),
+			NodeName: proto.String(*node),
+			Pool:     &resourcev1.ResourcePool{Name: proto.String(*node), Generation: proto.Int64(1), ResourceSliceCount: proto.Int64(1)},
+			Devices:  []*resourcev1.Device{{Name: proto.String("gpu-0")}, {Name: proto.String("gpu-1")}},
+		},
+	}
+	code, body, ctype, err := api("POST", "/apis/resource.k8s.io/v1/resourceslices", envelope("resource.k8s.io/v1", "ResourceSlice", slice))
+	var created resourcev1.ResourceSlice
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceSlice", &created)
+	}
+	if err != nil || code != 201 {
+		die("create ResourceSlice: %d %v", code, err)
+	}
+	return &created
+}
+
 func die(f string, a ...interface{}) {
 	fmt.Fprintf(os.Stderr, f+"\n", a...)
 	os.Exit(1)
@@ -162,24 +295,37 @@ func main() {
 	if !strings.HasPrefix(server, "http://") {
 		die("kubeconfig: no plain-http server")
 	}
-	if code, _, err := api("GET", "/api/v1/nodes/"+*node, nil); err != nil || code != 200 {
+	code, body, ctype, err := api("GET", "/api/v1/nodes/"+*node, nil)
+	var n corev1.Node
+	if err == nil {
+		err = unwrap(ctype, body, "Node", &n)
+	}
+	if err != nil || code != 200 {
 		die("get node %s: %d %v", *node, code, err)
 	}
-	slice := map[string]interface{}{
-		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-		"metadata": map[string]interface{}{"generateName": *node + "-" + *driver + "-"},
-		"spec": map[string]interface{}{
-			"driver": *driver, "nodeName": *node,
-			"pool":    map[string]interface{}{"name": *node, "generation": 1, "resourceSliceCount": 1},
-			"devices": []interface{}{map[string]interface{}{"name": "gpu-0"}, map[string]interface{}{"name": "gpu-1"}},
-		},
+	fmt.Printf("node %s uid=%s\n", n.GetMetadata().GetName(), n.GetMetadata().GetUid())
+	synced := make(chan struct{})
+	deleted := make(chan string, 16)
+	go watchSlices(synced, deleted)
+	<-synced
+
+	created := publish()
+	sliceName, sliceUID := created.GetMetadata().GetName(), created.GetMetadata().GetUid()
+	fmt.Printf("published %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
+	// A resync as the helper's controller does it: PUT with the resource version read back.
+	created.Spec.Devices = append(created.Spec.Devices, &resourcev1.Device{
+		Name:       proto.String("gpu-2"),
+		Attributes: map[string]*resourcev1.DeviceAttribute{"model": {String_: proto.String("go-peer")}},
+	})
+	code, body, ctype, err = api("PUT", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, envelope("resource.k8s.io/v1", "ResourceSlice", created))
+	var updated resourcev1.ResourceSlice
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceSlice", &updated)
 	}
-	code, created, err := api("POST", "/apis/resource.k8s.io/v1/resourceslices", slice)
-	if err != nil || code != 201 {
-		die("create ResourceSlice: %d %v %v", code, err, created)
+	if err != nil || code != 200 {
+		die("update ResourceSlice: %d %v", code, err)
 	}
-	sliceName := created["metadata"].(map[string]interface{})["name"].(string)
-	fmt.Printf("published %s\n", sliceName)
+	fmt.Printf("updated %s rv=%s devices=%d\n", sliceName, updated.GetMetadata().GetResourceVersion(), len(updated.GetSpec().GetDevices()))
 
 	dir := filepath.Join(*root, "plugins", *driver)
 	_ = os.MkdirAll(dir, 0o755)
@@ -205,10 +351,34 @@ func main() {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	// As the helper's slice controller: a slice deleted under us (a kubelet
+	// wipes its node's slices when it starts) is published again.
+	for running := true; running; {
+		select {
+		case <-sig:
+			running = false
+		case name := <-deleted:
+			if name == sliceName {
+				created := publish()
+				sliceName, sliceUID = created.GetMetadata().GetName(), created.GetMetadata().GetUid()
+				fmt.Printf("republished %s rv=%s\n", sliceName, created.GetMetadata().GetResourceVersion())
+			}
+		}
+	}
 	rs.Stop()
 	s.Stop()
-	_, _, _ = api("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, nil)
+	// As the slice controller deletes: DeleteOptions (protobuf) with a UID precondition.
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{Uid: proto.String(sliceUID)}}
+	code, body, ctype, err = api("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"+sliceName, envelope("resource.k8s.io/v1", "DeleteOptions", opts))
+	var gone resourcev1.ResourceSlice
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceSlice", &gone)
+	}
+	if err != nil || code != 200 {
+		fmt.Printf("delete %s failed: %d %v\n", sliceName, code, err)
+	} else {
+		fmt.Printf("deleted %s\n", gone.GetMetadata().GetName())
+	}
 	_ = os.Remove(regPath)
 	_ = os.Remove(endpoint)
 	fmt.Println("stopped")
