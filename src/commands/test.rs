@@ -148,42 +148,17 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
             return Err(Error::usage(format!("--junit {}: is a directory; name a file", j.display())));
         }
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
+    let mut opts = options(ctx, a)?;
     let versions: Vec<Option<crate::kubelet::profile::KubeletVersion>> = match &a.kubelet_version {
         None => vec![None],
         Some(l) => l.0.iter().copied().map(Some).collect(),
-    };
-    let mut opts = Options {
-        plugin: a.plugin.clone(),
-        restart_backoff: (!a.no_restart).then_some(a.restart_backoff),
-        health_timeout: a.health_timeout,
-        socket: a.socket.as_ref().map(|s| ctx.paths.resolve_socket(s)),
-        resource: a.resource.clone(),
-        focus: pattern("--focus", &a.focus)?,
-        skip: pattern("--skip", &a.skip)?,
-        isolate: a.isolate,
-        health_trigger: a.health_trigger.clone(),
-        timeout: ctx.timeout,
-        exe,
-        kubelet_version: None,
     };
     if let Some(sock) = &opts.socket {
         // Say up front that nothing answers there, instead of failing every scenario.
         crate::core::transport::connect_raw(sock, ctx.timeout).await?;
     }
     let table = ctx.format == Format::Table;
-    let bar = {
-        use std::io::IsTerminal;
-        (table && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()).then(|| {
-            let pb = indicatif::ProgressBar::new_spinner();
-            if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
-                pb.set_style(style);
-            }
-            pb.enable_steady_tick(std::time::Duration::from_millis(100));
-            pb
-        })
-    };
+    let bar = spinner(table);
     let started = Instant::now();
     let mut write_err = None;
     let mut records: Vec<Record> = Vec::new();
@@ -260,28 +235,65 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
     if records.is_empty() {
         return Err(Error::usage("--focus/--skip selected no scenario; see the scenario IDs in the README"));
     }
-    let took = started.elapsed();
+    finish(ctx, a, &records, started.elapsed(), &listed)
+}
+
+/// The suite's options from the command line (the kubelet version is set per run).
+fn options(ctx: &Ctx, a: &TestArgs) -> Result<Options> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("cannot find the dpctl binary to run the mock kubelet: {e}")))?;
+    Ok(Options {
+        plugin: a.plugin.clone(),
+        restart_backoff: (!a.no_restart).then_some(a.restart_backoff),
+        health_timeout: a.health_timeout,
+        socket: a.socket.as_ref().map(|s| ctx.paths.resolve_socket(s)),
+        resource: a.resource.clone(),
+        focus: pattern("--focus", &a.focus)?,
+        skip: pattern("--skip", &a.skip)?,
+        isolate: a.isolate,
+        health_trigger: a.health_trigger.clone(),
+        timeout: ctx.timeout,
+        exe,
+        kubelet_version: None,
+    })
+}
+
+/// A spinner naming the running scenario, on a terminal with table output.
+fn spinner(table: bool) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    (table && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+            pb.set_style(style);
+        }
+        pb.enable_steady_tick(std::time::Duration::from_millis(100));
+        pb
+    })
+}
+
+/// Write the JUnit file and the report; a failed scenario is exit 1.
+fn finish(ctx: &Ctx, a: &TestArgs, records: &[Record], took: std::time::Duration, listed: &[String]) -> Result<()> {
     if let Some(path) = &a.junit {
-        write_atomic(path, &report::junit(&records, took))?;
+        write_atomic(path, &report::junit(records, took))?;
     }
     let shown: Vec<String> = match &a.socket {
         Some(s) => vec![s.display().to_string()],
         None => a.plugin.clone(),
     };
     match ctx.format {
-        Format::Table => emit(&report::summary(&records, took))?,
+        Format::Table => emit(&report::summary(records, took))?,
         f => {
             let doc = Document {
                 plugin: &shown,
-                totals: report::totals(&records),
+                totals: report::totals(records),
                 duration_ms: took.as_millis() as u64,
-                kubelet_versions: &listed,
-                scenarios: &records,
+                kubelet_versions: listed,
+                scenarios: records,
             };
             emit(&structured(f, &doc)?)?;
         }
     }
-    let failed = report::totals(&records).failed;
+    let failed = report::totals(records).failed;
     if failed > 0 {
         return Err(Error::failed(format!("{failed} scenario(s) failed")));
     }
