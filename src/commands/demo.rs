@@ -174,13 +174,7 @@ pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
             .map_err(|e| Error::io(&manifest, "cannot write the sample pod", &e))?;
         wait_for(&mut events, "the sample pod's admission", 10, |e| matches!(e, KubeletEvent::PodAdmitted { .. })).await
     };
-    let outcome = tokio::select! {
-        r = work => r,
-        r = node.finished() => Err(r.err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
-        r = plugin_done.wait_for(Option::is_some) => {
-            Err(Error::failed(r.ok().and_then(|v| v.clone()).unwrap_or_else(|| "the plugin stopped".into())))
-        }
-    };
+    let outcome = node.race(work, &mut plugin_done, "the plugin").await;
     let n = match outcome {
         Ok(()) => node.status().await.ok_or_else(|| Error::failed("the mock kubelet is restarting")),
         Err(e) => Err(e),

@@ -124,13 +124,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         }
         wait_for(&mut events, "the claim's preparation", 15, |e| matches!(e, KubeletEvent::ClaimPrepared { .. })).await
     };
-    let outcome = tokio::select! {
-        r = work => r,
-        r = node.finished() => Err(r.err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
-        r = done.wait_for(Option::is_some) => {
-            Err(Error::failed(r.ok().and_then(|v| v.clone()).unwrap_or_else(|| "the driver stopped".into())))
-        }
-    };
+    let outcome = node.race(work, &mut done, "the driver").await;
     let listed = match outcome {
         Ok(()) => list(&tree.pod_resources, ctx.timeout).await,
         Err(e) => Err(e),

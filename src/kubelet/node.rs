@@ -494,6 +494,24 @@ impl Node {
         }
     }
 
+    /// Drive `work` while the node and a companion (a plugin or driver run
+    /// beside it, whose end `companion` reports with its reason) keep
+    /// running: either ending first is an error naming it.
+    pub async fn race<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+        companion: &mut watch::Receiver<Option<String>>,
+        what: &str,
+    ) -> Result<T> {
+        tokio::select! {
+            r = work => r,
+            r = self.finished() => Err(r.err().unwrap_or_else(|| Error::failed("the mock kubelet stopped"))),
+            r = companion.wait_for(Option::is_some) => {
+                Err(Error::failed(r.ok().and_then(|v| v.clone()).unwrap_or_else(|| format!("{what} stopped"))))
+            }
+        }
+    }
+
     /// Whether the engine has ended by itself (or was stopped).
     pub fn has_ended(&self) -> bool {
         self.ended.borrow().is_some()
