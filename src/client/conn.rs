@@ -68,7 +68,7 @@ impl ConnError {
     /// The error as the kubelet's texts embed it: Go's `%v` of the gRPC status
     /// (a deadline is `DeadlineExceeded`), else dpctl's words.
     pub fn go_text(&self) -> String {
-        use crate::protocol::rules::go_status;
+        use crate::protocol::go_status;
         match self {
             ConnError::Status { status, .. } => go_status(status.code(), status.message()),
             ConnError::Timeout { .. } => go_status(tonic::Code::DeadlineExceeded, "context deadline exceeded"),

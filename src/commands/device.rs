@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};
-use crate::protocol::rules::parse_health;
+use crate::protocol::deviceplugin::parse_health;
 use crate::render::{emit, health, numa, structured, table, Format};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;

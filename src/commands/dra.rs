@@ -19,9 +19,8 @@ use crate::core::{Error, Result};
 use crate::help::Socket;
 use crate::plugin::dra::driver::{ControlAnswer, ControlRequest};
 use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
-use crate::protocol::dra::{
-    self as rules, health_word, Severity, Violation, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1,
-};
+use crate::protocol::dra::{self as rules, health_word, DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1};
+use crate::protocol::{Rule, Severity, Violation};
 use crate::render::checks::{report, Check, Status};
 use crate::render::{emit, json_line, structured, table, Format};
 use clap::{Args, Subcommand};
@@ -393,7 +392,7 @@ impl Checks {
     }
 
     /// One row per violation, or a PASS row per rule in `rules` that holds.
-    fn rules(&mut self, checked: &[&'static rules::Rule], v: &[Violation], pass: &str) {
+    fn rules(&mut self, checked: &[&'static Rule], v: &[Violation], pass: &str) {
         for r in checked {
             let mine: Vec<&Violation> = v.iter().filter(|x| x.rule.id == r.id).collect();
             if mine.is_empty() {
@@ -402,7 +401,7 @@ impl Checks {
             // One row per rule: its first few violations, then how many more.
             if let Some(x) = mine.first() {
                 let st = if x.rule.severity == Severity::Fail { Status::Fail } else { Status::Warn };
-                let mut detail = mine.iter().take(3).map(|x| x.detail.as_str()).collect::<Vec<_>>().join("; ");
+                let mut detail = mine.iter().take(3).map(|x| x.text.as_str()).collect::<Vec<_>>().join("; ");
                 if mine.len() > 3 {
                     detail.push_str(&format!("; +{} more", mine.len() - 3));
                 }
@@ -762,20 +761,21 @@ async fn prepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
     if a.twice {
         let second = t.service.prepare(svc, a.claims.clone()).await?;
         if !rules::same_answer(&resp, &second) {
-            v.push(Violation {
-                rule: &rules::IDEMPOTENT,
-                detail: format!("the second call answered {} (first: {})", answer_text(&second), answer_text(&resp)),
-            });
+            v.push(rules::IDEMPOTENT.violated(format!(
+                "the second call answered {} (first: {})",
+                answer_text(&second),
+                answer_text(&resp)
+            )));
         }
     }
-    let mut problems: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    let mut problems: Vec<String> = v.iter().map(Violation::explained).collect();
     // CDI IDs must resolve to a spec, or the runtime fails the container (as probe --allocate checks).
     let ids: Vec<String> = resp
         .claims
         .values()
         .filter(|r| r.error.is_empty())
         .flat_map(|r| &r.devices)
-        .flat_map(|d| d.cdi_device_ids.iter().filter(|id| rules::cdi_id_ok(id)).cloned())
+        .flat_map(|d| d.cdi_device_ids.iter().filter(|id| crate::protocol::cdi::name_ok(id)).cloned())
         .collect();
     let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
     let (_, bad) = crate::doctor::cdi::check(&dirs, &ids);
@@ -877,7 +877,7 @@ async fn unprepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
                 .collect();
             emit(&table(&["CLAIM", "RESULT"], &rows))?;
             for x in &v {
-                eprintln!("warning: {x}");
+                eprintln!("warning: {}", x.explained());
             }
         }
         f => emit(&structured(f, &resp)?)?,
@@ -887,7 +887,7 @@ async fn unprepare(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
         return Err(Error::failed(format!("{failed} of {} claim(s) failed to unprepare", a.claims.len())));
     }
     if v.iter().any(|x| x.rule.severity == Severity::Fail) {
-        let t: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        let t: Vec<String> = v.iter().map(Violation::explained).collect();
         return Err(Error::failed(format!("the answer breaks the kubelet's rules: {}", t.join("; "))));
     }
     Ok(())

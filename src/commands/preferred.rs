@@ -9,7 +9,7 @@ use crate::api::deviceplugin::{
 use crate::core::validate::check_id_list;
 use crate::core::{Error, Result};
 use crate::help::Socket;
-use crate::protocol::rules;
+use crate::protocol::deviceplugin;
 use crate::render::{emit, structured, Format};
 use clap::Args;
 use serde::Serialize;
@@ -58,7 +58,7 @@ pub fn judge(
     req: &ContainerPreferredAllocationRequest,
     resp: &PreferredAllocationResponse,
 ) -> (Vec<String>, Vec<String>) {
-    let (fail, warn): (Vec<_>, Vec<_>) = rules::preferred(req, resp).into_iter().partition(|v| v.is_fail());
+    let (fail, warn): (Vec<_>, Vec<_>) = deviceplugin::preferred(req, resp).into_iter().partition(|v| v.is_fail());
     (fail.iter().map(ToString::to_string).collect(), warn.iter().map(ToString::to_string).collect())
 }
 

@@ -14,7 +14,8 @@ use crate::client::conn::{PluginConn, Update};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
 use crate::help::Socket;
-use crate::protocol::rules::{self, Verdict, Violation};
+use crate::protocol::cdi;
+use crate::protocol::{deviceplugin, Severity, Violation};
 use clap::Args;
 use prost::Message;
 use std::collections::HashSet;
@@ -206,9 +207,9 @@ async fn first_snapshot(
 
 /// The verdict of a rule's violations: FAIL if any fails, WARN if any warns.
 fn status_of(v: &[Violation]) -> Status {
-    match v.iter().map(|x| x.rule.verdict).max() {
-        Some(Verdict::Fail) => Status::Fail,
-        Some(Verdict::Warn) => Status::Warn,
+    match v.iter().map(|x| x.rule.severity).max() {
+        Some(Severity::Fail) => Status::Fail,
+        Some(Severity::Warn) => Status::Warn,
         None => Status::Pass,
     }
 }
@@ -216,7 +217,7 @@ fn status_of(v: &[Violation]) -> Status {
 /// At most MAX_LIST violations, worst first, then "+N more": 100,000 bad IDs make one short line.
 fn joined(v: &[Violation]) -> String {
     let mut sorted: Vec<&Violation> = v.iter().collect();
-    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.verdict));
+    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.severity));
     let max = crate::core::text::MAX_LIST;
     let mut s = sorted.iter().take(max).map(|x| x.to_string()).collect::<Vec<_>>().join("; ");
     if v.len() > max {
@@ -228,7 +229,7 @@ fn joined(v: &[Violation]) -> String {
 /// The snapshot's size and devices, by the rulebook.
 fn judge_snapshot(snap: &ListAndWatchResponse, healthy: &[String], p: &mut Probe) {
     let size = snap.encoded_len();
-    match rules::snapshot_size(size, snap.devices.len()) {
+    match deviceplugin::snapshot_size(size, snap.devices.len()) {
         Some(v) => p.add("snapshot-size", status_of(std::slice::from_ref(&v)), None, v.to_string()),
         None => p.add(
             "snapshot-size",
@@ -237,7 +238,7 @@ fn judge_snapshot(snap: &ListAndWatchResponse, healthy: &[String], p: &mut Probe
             format!("{size} bytes of {KUBELET_MAX_RECV}: within the kubelet's receive limit"),
         ),
     }
-    let problems = rules::devices(&snap.devices);
+    let problems = deviceplugin::devices(&snap.devices);
     if !problems.is_empty() {
         p.add("devices", status_of(&problems), None, joined(&problems));
     } else if snap.devices.is_empty() {
@@ -261,7 +262,7 @@ async fn preferred(conn: &PluginConn, healthy: &[String], p: &mut Probe) {
     match conn.preferred(PreferredAllocationRequest { container_requests: vec![creq.clone()] }).await {
         Err(e) => p.add("preferred", Status::Fail, Some(t.elapsed()), e.to_string()),
         Ok(resp) => {
-            let v = rules::preferred(&creq, &resp);
+            let v = deviceplugin::preferred(&creq, &resp);
             let ids = resp.container_responses.first().map(|c| c.device_i_ds.join(",")).unwrap_or_default();
             let detail =
                 if v.is_empty() { format!("asked for {want} of {}: got {ids}", healthy.len()) } else { joined(&v) };
@@ -296,7 +297,7 @@ async fn allocate(
     match conn.allocate(req).await {
         Err(e) => p.add("allocate", Status::Fail, Some(t.elapsed()), e.to_string()),
         Ok(resp) => {
-            let v = rules::allocate(1, &resp);
+            let v = deviceplugin::allocate(1, &resp);
             let detail = match resp.container_responses.first() {
                 Some(c) => format!(
                     "{which}: {} env, {} mount, {} device, {} annotation, {} CDI",
@@ -319,7 +320,7 @@ async fn allocate(
         let t = Instant::now();
         let got = conn.pre_start(PreStartContainerRequest { devices_ids: vec![id.clone()] }, ctx.timeout).await;
         let error = got.err().map(|e| e.go_text());
-        match rules::pre_start(error.as_deref(), t.elapsed()) {
+        match deviceplugin::pre_start(error.as_deref(), t.elapsed()) {
             Some(v) => p.add("pre-start", status_of(std::slice::from_ref(&v)), Some(t.elapsed()), v.to_string()),
             None => p.add("pre-start", Status::Pass, Some(t.elapsed()), id),
         }
@@ -329,7 +330,7 @@ async fn allocate(
 /// CDI names must resolve to a spec, or the runtime fails the container.
 fn cdi(ctx: &Ctx, a: &ProbeArgs, c: &ContainerAllocateResponse, p: &mut Probe) {
     // Unqualified names are the allocate check's (the rulebook's allocate-cdi-name).
-    let names: Vec<String> = rules::cdi_names(c).into_iter().filter(|n| rules::cdi_name(n).is_none()).collect();
+    let names: Vec<String> = cdi::names(c).into_iter().filter(|n| deviceplugin::cdi_name(n).is_none()).collect();
     if names.is_empty() {
         return;
     }

@@ -22,7 +22,7 @@ use crate::core::transport::{call, connect_raw, dial, listen, path_kind, request
 use crate::core::{Error, Result};
 use crate::help::Socket;
 use crate::plugin::tap::{Note, Owners, Tap};
-use crate::protocol::rules::check_resource_name;
+use crate::protocol::registration::check_resource_name;
 use crate::trace::{Event, Writer};
 use clap::Args;
 use serde_json::json;

@@ -7,7 +7,7 @@ use super::Ctx;
 use crate::api::deviceplugin::{registration_client::RegistrationClient, DevicePluginOptions, RegisterRequest};
 use crate::core::transport::{call, dial_hint, request};
 use crate::core::{Error, Result};
-use crate::protocol::rules::resource_name_problem;
+use crate::protocol::registration::resource_name_problem;
 use crate::render::{emit, structured, Format};
 use clap::Args;
 use serde::Serialize;

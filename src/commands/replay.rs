@@ -101,7 +101,7 @@ pub async fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<()> {
         return reproduce(ctx, a, &trace).await;
     }
     let backend = Arc::new(Replayed::new(&trace, a.resource.as_deref(), a.speed, a.no_wait)?);
-    crate::protocol::rules::check_resource_name(backend.resource_name())?;
+    crate::protocol::registration::check_resource_name(backend.resource_name())?;
     let settings = crate::plugin::registrar::Settings::resolve(
         &ctx.paths,
         ctx.plugin_dir_given,
@@ -300,7 +300,7 @@ fn container_devices(pod: &serde_json::Value, container: &str, res: &str) -> Vec
 async fn reproduce(ctx: &Ctx, a: &ReplayArgs, trace: &crate::trace::Trace) -> Result<()> {
     let backend = Replayed::new(trace, a.resource.as_deref(), 1.0, true)?;
     let resource = backend.resource_name().to_string();
-    crate::protocol::rules::check_resource_name(&resource)?;
+    crate::protocol::registration::check_resource_name(&resource)?;
     let plan = crate::kubelet::reproduce::plan(trace, &resource);
     let backend = Arc::new(backend.stepped(plan.initial.clone()));
 

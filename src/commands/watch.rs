@@ -113,7 +113,7 @@ fn healthy(devices: &[Device]) -> usize {
 }
 
 fn problems_text(devices: &[Device]) -> String {
-    crate::protocol::rules::devices(devices).iter().map(|p| format!("warning: {p}\n")).collect()
+    crate::protocol::deviceplugin::devices(devices).iter().map(|p| format!("warning: {p}\n")).collect()
 }
 
 fn render_first(resp: &ListAndWatchResponse) -> String {

@@ -1,9 +1,60 @@
 //! Validation of what users type that is not a protocol rule (those live in
-//! `protocol::rules`): lists of device IDs on the command line, "did you
-//! mean", serde errors in the user's terms.
+//! `protocol`): lists of device IDs on the command line, "did you mean",
+//! serde errors in the user's terms, and the one DNS-subdomain checker
+//! (apimachinery's `IsDNS1123Subdomain`) that device-plugin resource names
+//! and DRA driver names are both judged by.
 
 use crate::core::text::quote;
 use std::collections::HashSet;
+
+/// The longest DNS subdomain (RFC 1123), as apimachinery's `DNS1123SubdomainMaxLength`.
+pub const DNS_SUBDOMAIN_MAX: usize = 253;
+
+/// apimachinery's error text for a string that is not a DNS subdomain
+/// (`dns1123SubdomainErrorMsg`, with its example and regex, as `RegexError` prints it).
+pub const DNS_SUBDOMAIN_TEXT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+     characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex \
+     used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Why a string is not a DNS subdomain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnsProblem {
+    /// Longer than [`DNS_SUBDOMAIN_MAX`] (or the caller's own limit): how long it is.
+    TooLong(usize, usize),
+    /// Not dot-separated lowercase alphanumeric labels (`-` inside).
+    NotDnsSubdomain,
+}
+
+impl std::fmt::Display for DnsProblem {
+    /// apimachinery's texts (`MaxLenError`, `RegexError`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DnsProblem::TooLong(_, max) => write!(f, "must be no more than {max} characters"),
+            DnsProblem::NotDnsSubdomain => f.write_str(DNS_SUBDOMAIN_TEXT),
+        }
+    }
+}
+
+impl std::error::Error for DnsProblem {}
+
+/// Check a DNS subdomain as apimachinery's `IsDNS1123Subdomain` does: at most
+/// `max` (253 there) characters, then `[a-z0-9]([-a-z0-9]*[a-z0-9])?` labels
+/// joined by `.` (no per-label limit). Empty is not a subdomain.
+pub fn dns_subdomain(s: &str, max: usize) -> Result<(), DnsProblem> {
+    if s.len() > max {
+        return Err(DnsProblem::TooLong(s.len(), max));
+    }
+    let label_ok = |l: &str| {
+        let b = l.as_bytes();
+        let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !b.is_empty() && alnum(b[0]) && alnum(b[b.len() - 1]) && b.iter().all(|&c| alnum(c) || c == b'-')
+    };
+    if s.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(DnsProblem::NotDnsSubdomain)
+    }
+}
 
 /// Check a user-given list of device IDs: non-empty and unique.
 pub fn check_id_list(what: &str, ids: &[String]) -> crate::core::Result<()> {
@@ -96,6 +147,24 @@ pub fn serde_error_in_users_terms(msg: &str) -> String {
 #[cfg(test)]
 mod users_terms_tests {
     use super::*;
+
+    #[test]
+    fn dns_subdomains_as_apimachinery_checks_them() {
+        for ok in ["a", "example.com", "gpu.example.com", "0.a-b.9", &"a".repeat(253)] {
+            assert_eq!(dns_subdomain(ok, DNS_SUBDOMAIN_MAX), Ok(()), "{ok}");
+        }
+        // apimachinery's validation_test.go TestIsDNS1123Subdomain bad cases, and ours.
+        for bad in ["", "A", "ABC", "aBc", "a..b", "-a", "a-", "a.-b", "a_b", "a b", ".a", "a.", "a/b", "é"] {
+            assert_eq!(dns_subdomain(bad, DNS_SUBDOMAIN_MAX), Err(DnsProblem::NotDnsSubdomain), "{bad:?}");
+        }
+        assert_eq!(dns_subdomain(&"a".repeat(254), DNS_SUBDOMAIN_MAX), Err(DnsProblem::TooLong(254, 253)));
+        assert_eq!(dns_subdomain(&"a".repeat(64), 63).unwrap_err().to_string(), "must be no more than 63 characters");
+        let t = DnsProblem::NotDnsSubdomain.to_string();
+        assert!(t.starts_with("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters"));
+        assert!(t.ends_with(
+            r"regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ));
+    }
 
     #[test]
     fn serde_errors_in_users_terms() {

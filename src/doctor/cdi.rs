@@ -4,7 +4,7 @@
 //! naming a device no spec defines makes the runtime fail the container
 //! with "unresolvable CDI devices".
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -24,50 +24,7 @@ pub struct Registry {
     pub unreadable: Vec<(PathBuf, String, bool)>,
 }
 
-#[derive(Deserialize)]
-struct Spec {
-    #[serde(rename = "cdiVersion", default)]
-    cdi_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    devices: Option<Vec<SpecDevice>>,
-}
-
-#[derive(Deserialize)]
-struct SpecDevice {
-    #[serde(default)]
-    name: String,
-}
-
-use crate::protocol::rules::cdi_kind_ok as kind_ok;
-
-/// Parse one spec file's text: the qualified device names it defines.
-pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, String> {
-    let spec: Spec = if yaml {
-        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
-    } else {
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
-    };
-    if spec.cdi_version.trim().is_empty() {
-        return Err("no cdiVersion".into());
-    }
-    if !kind_ok(&spec.kind) {
-        return Err(format!("kind {:?} is not vendor.example/class", spec.kind));
-    }
-    let devices = spec.devices.unwrap_or_default();
-    if devices.is_empty() {
-        return Err("no devices".into());
-    }
-    let mut out = Vec::new();
-    for (i, d) in devices.iter().enumerate() {
-        if d.name.is_empty() {
-            return Err(format!("devices[{i}] has no name"));
-        }
-        out.push(format!("{}={}", spec.kind, d.name));
-    }
-    Ok(out)
-}
+pub use crate::protocol::cdi::parse_spec;
 
 /// Read every spec in `dirs` (a missing directory is no error).
 pub fn load(dirs: &[PathBuf]) -> Registry {
@@ -112,7 +69,7 @@ pub fn load(dirs: &[PathBuf]) -> Registry {
 
 /// Why a CDI device name cannot be used, or `None` when it resolves.
 pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
-    if let Some(v) = crate::protocol::rules::cdi_name(name) {
+    if let Some(v) = crate::protocol::deviceplugin::cdi_name(name) {
         return Some(v.to_string());
     }
     let (kind, dev) = name.split_once('=')?;
@@ -132,7 +89,7 @@ pub fn unresolvable(r: &Registry, name: &str) -> Option<String> {
     })
 }
 
-pub use crate::protocol::rules::cdi_names as names_in;
+pub use crate::protocol::cdi::names as names_in;
 
 /// Check names against the spec directories: one line per name that does not resolve.
 pub fn check(dirs: &[PathBuf], names: &[String]) -> (Registry, Vec<String>) {
@@ -144,20 +101,6 @@ pub fn check(dirs: &[PathBuf], names: &[String]) -> (Registry, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn specs_parse_in_json_and_yaml_and_bad_ones_say_why() {
-        let j = r#"{"cdiVersion":"0.6.0","kind":"vendor.example/foo","devices":[{"name":"foo-0","containerEdits":{}},{"name":"all"}]}"#;
-        assert_eq!(parse_spec(j, false).unwrap(), ["vendor.example/foo=foo-0", "vendor.example/foo=all"]);
-        let y = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits: {}\n";
-        assert_eq!(parse_spec(y, true).unwrap(), ["nvidia.com/gpu=0"]);
-        assert!(parse_spec("{", false).unwrap_err().contains("not valid JSON"));
-        assert!(parse_spec("kind: a/b\ndevices: [{name: x}]", true).unwrap_err().contains("cdiVersion"));
-        assert!(parse_spec("cdiVersion: 0.6.0\nkind: nokind\ndevices: [{name: x}]", true)
-            .unwrap_err()
-            .contains("kind"));
-        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true).unwrap_err().contains("no name"));
-    }
 
     #[test]
     fn names_resolve_against_every_spec_dir() {

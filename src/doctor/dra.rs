@@ -228,13 +228,13 @@ pub fn registration_findings(f: &DraFacts) -> Vec<Finding> {
     let mut out = Vec::new();
     for p in &f.plugins {
         for v in rules::info_violations(&p.info, &f.kubelet_root) {
-            let sev = if v.rule.severity == rules::Severity::Fail { Severity::Error } else { Severity::Warning };
+            let sev = if v.rule.is_fail() { Severity::Error } else { Severity::Warning };
             out.push(finding(
                 sev,
                 "dra-registration",
                 p.socket.display().to_string(),
                 format!("DRA driver {}: {}", p.info.name, v.rule.checks),
-                format!("{} (rule {}; {})", v.detail, v.rule.id, v.rule.source),
+                format!("{} (rule {}; {})", v.text, v.rule.id, v.rule.source),
                 v.rule.fix,
             ));
         }

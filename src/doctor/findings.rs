@@ -6,7 +6,7 @@ use crate::api::deviceplugin::Device;
 use crate::api::HEALTHY;
 use crate::client::checkpoint::PodDeviceEntry;
 use crate::core::transport::{Connect, PathKind};
-use crate::protocol::rules::{self, Verdict, Violation};
+use crate::protocol::{self, deviceplugin, Violation};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -52,16 +52,16 @@ fn finding(
 
 /// A rulebook violation as a finding: error for a FAIL rule, warning for a WARN one.
 fn rule_finding(v: &Violation, subject: &str, evidence: impl Into<String>) -> Finding {
-    let severity = match v.rule.verdict {
-        Verdict::Fail => Severity::Error,
-        Verdict::Warn => Severity::Warning,
+    let severity = match v.rule.severity {
+        protocol::Severity::Fail => Severity::Error,
+        protocol::Severity::Warn => Severity::Warning,
     };
     finding(severity, v.rule.id, subject, v.to_string(), evidence, v.rule.fix)
 }
 
 /// The device rules of the rulebook over a plugin's first snapshot.
 fn device_rules(devs: &[crate::api::deviceplugin::Device], subject: &str) -> Vec<Finding> {
-    rules::devices(devs).iter().map(|v| rule_finding(v, subject, "first ListAndWatch snapshot")).collect()
+    deviceplugin::devices(devs).iter().map(|v| rule_finding(v, subject, "first ListAndWatch snapshot")).collect()
 }
 
 fn show(p: &Path) -> String {
@@ -584,7 +584,7 @@ fn plugin_rules(v: &View) -> Vec<Finding> {
     for (p, devs) in answered(v) {
         let shown = show(&p.socket);
         let size = p.snapshot_bytes;
-        if let Some(x) = rules::snapshot_size(size, devs.len()) {
+        if let Some(x) = deviceplugin::snapshot_size(size, devs.len()) {
             out.push(rule_finding(&x, &shown, format!("{size} bytes for {} devices", devs.len())));
         }
         out.extend(device_rules(devs, &shown));

@@ -181,7 +181,7 @@ pub enum KubeletEvent {
         /// Why a resource name is invalid, if that was the reason.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         why: Option<String>,
-        /// The rulebook rule the request broke (`protocol::rules`), when a rule refused it.
+        /// The rulebook rule the request broke (`protocol`), when a rule refused it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rule: Option<String>,
     },
@@ -223,7 +223,7 @@ pub enum KubeletEvent {
         resource: String,
         /// The problem.
         problem: String,
-        /// The rulebook rule the snapshot broke (`protocol::rules`).
+        /// The rulebook rule the snapshot broke (`protocol`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rule: Option<String>,
     },

@@ -6,7 +6,7 @@ use crate::api::deviceplugin::{registration_server::Registration, Empty, Registe
 use crate::client::conn::PluginConn;
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::shell::Manager;
-use crate::protocol::rules::{self, Violation};
+use crate::protocol::{registration, Rule, Violation};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ impl RegisterError {
     }
 
     /// The rule broken, when a rule refused it.
-    pub fn rule(&self) -> Option<&'static rules::Rule> {
+    pub fn rule(&self) -> Option<&'static Rule> {
         match self {
             RegisterError::Invalid(v) => Some(v.rule),
             _ => None,
@@ -64,9 +64,9 @@ impl std::error::Error for RegisterError {
 /// Check a RegisterRequest against the rulebook, in the kubelet's order
 /// (version, resource name), then the endpoint (upstream does not check it).
 pub fn check_request(r: &RegisterRequest, plugin_dir: &Path) -> Result<(), RegisterError> {
-    rules::register_version(&r.version)
-        .or_else(|| rules::register_resource_name(&r.resource_name))
-        .or_else(|| rules::register_endpoint(&r.endpoint, plugin_dir))
+    registration::register_version(&r.version)
+        .or_else(|| registration::register_resource_name(&r.resource_name))
+        .or_else(|| registration::register_endpoint(&r.endpoint, plugin_dir))
         .map_or(Ok(()), |v| Err(RegisterError::Invalid(v)))
 }
 
@@ -169,7 +169,7 @@ impl Registration for RegistrationService {
                     version: cap(&r.version).into_owned(),
                     request_options: r.options.map(Into::into),
                     error: msg.clone(),
-                    why: rules::resource_name_problem(&r.resource_name),
+                    why: registration::resource_name_problem(&r.resource_name),
                     rule: e.rule().map(|x| x.id.to_string()),
                 });
                 Err(tonic::Status::unknown(msg))

@@ -9,7 +9,7 @@ use crate::core::transport::{call, dial, request};
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
 use crate::kubelet::registration::connect_plugin;
 use crate::kubelet::shell::Manager;
-use crate::protocol::rules;
+use crate::protocol::registration;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,8 +68,8 @@ async fn register_one(
         if let Some(dra) = &dra {
             return dra.register(sock, &info, &endpoint).await.map_err(|(stage, text)| (stage, text, None));
         }
-        let broken =
-            rules::watcher_versions(&info.supported_versions).or_else(|| rules::register_resource_name(&info.name));
+        let broken = registration::watcher_versions(&info.supported_versions)
+            .or_else(|| registration::register_resource_name(&info.name));
         if let Some(v) = broken {
             return Err((RejectStage::Validation, v.to_string(), Some(v.rule.id)));
         }
@@ -196,7 +196,7 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
                             version: cap(&info.supported_versions.join(",")).into_owned(),
                             request_options: None,
                             error: cap_words(&r.error).into_owned(),
-                            why: rules::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
+                            why: registration::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
                             rule: r.rule.map(String::from),
                         });
                     }

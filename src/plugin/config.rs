@@ -7,7 +7,8 @@ use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN, MAX_NUMA_NODES};
 use crate::core::log::LogFormat;
 use crate::core::text::quote;
 use crate::core::{Error, Result};
-use crate::protocol::rules::{self, resource_name_problem};
+use crate::protocol::deviceplugin;
+use crate::protocol::registration::resource_name_problem;
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -353,7 +354,7 @@ pub struct FieldError {
     /// What is wrong, and the fix.
     pub problem: String,
     /// The protocol rule broken, when the rulebook found it.
-    pub rule: Option<rules::Violation>,
+    pub rule: Option<crate::protocol::Violation>,
 }
 
 impl FieldError {
@@ -459,13 +460,14 @@ impl ResourceConfig {
             }
         }
         // The protocol's device rules, from the rulebook: a FAIL rule refuses the configuration.
-        if let Some(v) =
-            rules::devices(&out.iter().map(DeviceSpec::device).collect::<Vec<_>>()).into_iter().find(|v| v.is_fail())
+        if let Some(v) = deviceplugin::devices(&out.iter().map(DeviceSpec::device).collect::<Vec<_>>())
+            .into_iter()
+            .find(|v| v.is_fail())
         {
             let i = v.device.unwrap_or(0);
             let field = match v.rule.id {
-                id if id == rules::DEVICE_HEALTH.id => "health",
-                id if id == rules::DEVICE_TOPOLOGY.id => "numa",
+                id if id == deviceplugin::DEVICE_HEALTH.id => "health",
+                id if id == deviceplugin::DEVICE_TOPOLOGY.id => "numa",
                 _ => "id",
             };
             return Err(FieldError { field: format!("devices[{i}].{field}"), problem: v.to_string(), rule: Some(v) });

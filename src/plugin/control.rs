@@ -125,7 +125,7 @@ fn handle(entries: &BTreeMap<String, Entry>, req: Request) -> std::result::Resul
         "remove" => inv.remove(&req.ids)?,
         "add" => {
             let health = req.health.clone().unwrap_or_else(|| crate::api::HEALTHY.into());
-            crate::protocol::rules::parse_health(&health).map_err(|e| e.to_string())?;
+            crate::protocol::deviceplugin::parse_health(&health).map_err(|e| e.to_string())?;
             inv.add(
                 req.ids
                     .iter()

@@ -102,7 +102,7 @@ impl Inventory {
 
     /// Set the health of devices; unknown IDs are an error and change nothing.
     pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), String> {
-        crate::protocol::rules::parse_health(health).map_err(|v| v.to_string())?;
+        crate::protocol::deviceplugin::parse_health(health).map_err(|v| v.to_string())?;
         // Sets, not nested scans: a control request may name 100,000 IDs.
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
@@ -153,7 +153,7 @@ impl Inventory {
             // The protocol's device rules, from the rulebook: a new device breaking a FAIL rule changes nothing.
             let old = devices.len();
             devices.extend(new);
-            let broken = crate::protocol::rules::devices(devices.iter())
+            let broken = crate::protocol::deviceplugin::devices(devices.iter())
                 .into_iter()
                 .find(|v| v.is_fail() && v.device.is_some_and(|i| i >= old));
             if let Some(v) = broken {

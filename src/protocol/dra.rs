@@ -6,10 +6,11 @@
 //! configuration with them (and breaks one on purpose per `--fault`), and
 //! `doctor` reports them for the plugins it finds on a node.
 
+use super::rule::{Kubelet, Rule, Severity, Violation};
 use crate::api::dra_health_v1::{DeviceHealth, HealthStatus};
 use crate::api::dra_v1::{NodePrepareResourcesResponse, NodeUnprepareResourcesResponse};
 use crate::api::pluginregistration::PluginInfo;
-use serde::Serialize;
+use crate::core::validate::DnsProblem;
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
@@ -34,197 +35,213 @@ pub const MAX_HEALTH_MESSAGE: usize = 1024;
 /// The kubelet's timeout for each DRAPlugin call.
 pub const KUBELET_CALL_TIMEOUT_SECS: u64 = 45;
 
-/// How bad breaking a rule is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Severity {
-    /// It works, but something is off.
-    Warn,
-    /// The kubelet rejects the plugin or fails the pod.
-    Fail,
-}
-
-/// One rule of the protocol.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Rule {
-    /// Stable id (what `--fault` and the docs name).
-    pub id: &'static str,
-    /// What it checks.
-    pub checks: &'static str,
-    /// Breaking it is a warning or a failure.
-    pub severity: Severity,
-    /// How to fix a driver that breaks it.
-    pub fix: &'static str,
-    /// Where upstream says so.
-    pub source: &'static str,
-}
-
 const REG_SRC: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (RegisterPlugin, ValidatePlugin)";
 
 /// GetInfo's type must be DRAPlugin.
-pub const TYPE: Rule = Rule {
+pub static TYPE: Rule = Rule {
     id: "plugin-type",
     checks: "GetInfo type is \"DRAPlugin\"",
     severity: Severity::Fail,
+    kubelet: Kubelet::Rejects,
+    kubelet_text: Some("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s"),
     fix: "answer GetInfo with type \"DRAPlugin\" (the kubelet logs \"no handler registered for plugin type\")",
-    source: "kubernetes pkg/kubelet/pluginmanager/operationexecutor (handler per plugin type)",
+    source: "kubernetes pkg/kubelet/pluginmanager/operationexecutor/operation_generator.go (a handler per plugin type)",
 };
 /// The driver name is a DNS subdomain of at most 63 characters.
-pub const DRIVER_NAME: Rule = Rule {
+pub static DRIVER_NAME: Rule = Rule {
     id: "driver-name",
     checks: "GetInfo name is a valid DRA driver name (lowercase DNS subdomain, at most 63 characters)",
     severity: Severity::Fail,
+    kubelet: Kubelet::MockRejects,
+    kubelet_text: None,
     fix: "register under the driver name the ResourceSlices use, e.g. gpu.example.com",
-    source:
-        "kubernetes#140837; pkg/kubelet/cm/dra/plugin/registration_test.go (TestRegisterPluginRejectsUntrustedInput)",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/registration_test.go (TestRegisterPluginRejectsUntrustedInput; \
+             kubernetes#140837); staging/src/k8s.io/api/resource/v1/types.go (DriverNameMaxLength)",
 };
 /// The endpoint is an absolute path.
-pub const ENDPOINT_ABSOLUTE: Rule = Rule {
+pub static ENDPOINT_ABSOLUTE: Rule = Rule {
     id: "endpoint-absolute",
     checks: "GetInfo endpoint is a non-empty absolute path",
     severity: Severity::Fail,
+    kubelet: Kubelet::MockRejects,
+    kubelet_text: None,
     fix: "report the service socket's full host path, e.g. /var/lib/kubelet/plugins/<driver>/dra.sock",
     source: REG_SRC,
 };
 /// The endpoint is inside the kubelet's root directory.
-pub const ENDPOINT_INSIDE_ROOT: Rule = Rule {
+pub static ENDPOINT_INSIDE_ROOT: Rule = Rule {
     id: "endpoint-inside-root",
     checks: "GetInfo endpoint is inside the kubelet's root directory",
     severity: Severity::Fail,
+    kubelet: Kubelet::MockRejects,
+    kubelet_text: None,
     fix: "serve under <kubelet-root>/plugins/<driver>/ (pass the kubelet's --root-dir to the driver)",
-    source: "kubernetes#140837; registration_test.go (endpoint-outside-rootDir)",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/registration_test.go (endpoint-outside-rootDir; kubernetes#140837)",
 };
 /// The endpoint fits a socket address.
-pub const ENDPOINT_LENGTH: Rule = Rule {
+pub static ENDPOINT_LENGTH: Rule = Rule {
     id: "endpoint-length",
     checks: "GetInfo endpoint fits a Unix socket address (at most 107 bytes)",
     severity: Severity::Fail,
+    kubelet: Kubelet::MockRejects,
+    kubelet_text: None,
     fix: "use a shorter socket path",
-    source: "kubernetes#140837; registration_test.go (endpoint-too-long)",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/registration_test.go (endpoint-too-long; kubernetes#140837)",
 };
 /// supported_versions names a DRAPlugin service the kubelet speaks.
-pub const VERSIONS: Rule = Rule {
+pub static VERSIONS: Rule = Rule {
     id: "supported-versions",
     checks: "supported_versions lists v1.DRAPlugin or v1beta1.DRAPlugin (gRPC service names)",
     severity: Severity::Fail,
+    kubelet: Kubelet::Rejects,
+    kubelet_text: Some("invalid supported gRPC versions of DRA driver plugin %s at endpoint %s: %w"),
     fix: "list the gRPC services the plugin serves, e.g. [\"v1.DRAPlugin\", \"v1beta1.DRAPlugin\"]",
     source: REG_SRC,
 };
 /// The kubelet picks the first supported service in the plugin's order.
-pub const VERSION_ORDER: Rule = Rule {
+pub static VERSION_ORDER: Rule = Rule {
     id: "version-order",
     checks: "the kubelet would choose v1.DRAPlugin (it takes the first one it knows, in the plugin's order)",
     severity: Severity::Warn,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "serve v1.DRAPlugin and list it before v1beta1.DRAPlugin (v1beta1 is deprecated since 1.34)",
-    source: "dra_plugin_manager.go validateSupportedServices",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (validateSupportedServices)",
 };
 /// The endpoint answers.
-pub const ENDPOINT_REACHABLE: Rule = Rule {
+pub static ENDPOINT_REACHABLE: Rule = Rule {
     id: "endpoint-reachable",
     checks: "the endpoint socket accepts a gRPC connection",
     severity: Severity::Fail,
+    kubelet: Kubelet::FailsPod,
+    kubelet_text: None,
     fix: "serve the DRAPlugin socket before creating the registration socket, and keep it served",
-    source: "dra_plugin_manager.go (the kubelet dials the endpoint after registration)",
+    source:
+        "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (the kubelet dials the endpoint after registration)",
 };
 /// Each advertised DRAPlugin service answers.
-pub const SERVICE_ANSWERS: Rule = Rule {
+pub static SERVICE_ANSWERS: Rule = Rule {
     id: "service-answers",
     checks: "each advertised DRAPlugin service answers an empty NodePrepareResources in time",
     severity: Severity::Fail,
+    kubelet: Kubelet::FailsPod,
+    kubelet_text: None,
     fix: "serve every service listed in supported_versions; answer within the kubelet's 45s call timeout",
-    source: "dra_plugin.go (NodePrepareResources on the chosen service, 45s defaultClientCallTimeout)",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin.go (NodePrepareResources on the chosen service, 45s defaultClientCallTimeout)",
 };
 /// Every requested claim gets an answer.
-pub const ANSWER_COMPLETE: Rule = Rule {
+pub static ANSWER_COMPLETE: Rule = Rule {
     id: "answer-complete",
     checks: "the answer has one entry per requested claim UID",
     severity: Severity::Fail,
+    kubelet: Kubelet::FailsPod,
+    kubelet_text: None,
     fix: "answer every claim, with its error set when it failed (the kubelet asks again for a missing UID)",
-    source: "dra/v1 api.proto NodePrepareResourcesResponse.claims",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto (NodePrepareResourcesResponse.claims)",
 };
 /// No entries for claims that were not asked for.
-pub const ANSWER_EXTRA: Rule = Rule {
+pub static ANSWER_EXTRA: Rule = Rule {
     id: "answer-extra",
     checks: "the answer has no entry for a claim that was not requested",
     severity: Severity::Warn,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "key the answer by the UIDs of the request",
-    source: "dra/v1 api.proto NodePrepareResourcesResponse.claims",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto (NodePrepareResourcesResponse.claims)",
 };
 /// Prepared devices name their pool and device.
-pub const DEVICE_FIELDS: Rule = Rule {
+pub static DEVICE_FIELDS: Rule = Rule {
     id: "device-fields",
     checks: "every prepared device has pool_name and device_name",
     severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "set pool_name and device_name (both required) as in the ResourceSlice",
-    source: "dra/v1 api.proto Device",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto (Device)",
 };
 /// CDI IDs are fully qualified.
-pub const CDI_ID: Rule = Rule {
+pub static CDI_ID: Rule = Rule {
     id: "cdi-id",
     checks: "every cdi_device_id is a qualified CDI name (vendor.example/class=device)",
     severity: Severity::Fail,
+    kubelet: Kubelet::FailsPod,
+    kubelet_text: None,
     fix: "return qualified CDI names and write their specs before answering",
-    source: "CDI spec (tags.cncf.io/container-device-interface)",
+    source: super::cdi::SPEC,
 };
 /// Preparing the same claims twice gives the same answer.
-pub const IDEMPOTENT: Rule = Rule {
+pub static IDEMPOTENT: Rule = Rule {
     id: "idempotent",
     checks: "preparing the same claims again gives the same answer",
     severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "make NodePrepareResources idempotent: the kubelet repeats it after a restart or timeout",
-    source: "dra/v1 api.proto; KEP-4381",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto; KEP-4381",
 };
 /// The devices prepared are those the claim was allocated.
-pub const ALLOCATED_DEVICES: Rule = Rule {
+pub static ALLOCATED_DEVICES: Rule = Rule {
     id: "allocated-devices",
     checks: "the devices prepared for a claim are those of its status.allocation.devices.results for this driver",
     severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "GET the ResourceClaim and prepare the devices its allocation names for your driver (the kubeletplugin helper hands them to the driver)",
-    source: "k8s.io/dynamic-resource-allocation/kubeletplugin; KEP-4381",
+    source: "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin; KEP-4381",
 };
 /// The health service answers when advertised.
-pub const HEALTH_ANSWERS: Rule = Rule {
+pub static HEALTH_ANSWERS: Rule = Rule {
     id: "health-answers",
     checks: "an advertised DRAResourceHealth service sends a first snapshot",
     severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "serve the health service listed in supported_versions and send a snapshot at once",
-    source: "dra_plugin_manager.go (health stream retried every 5s); KEP-4680",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (health stream retried every 5s); KEP-4680",
 };
 /// The health stream stays open.
-pub const HEALTH_STREAM: Rule = Rule {
+pub static HEALTH_STREAM: Rule = Rule {
     id: "health-stream",
     checks: "the health stream stays open after its first snapshot",
     severity: Severity::Warn,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "keep NodeWatchResources open and send a full snapshot on every change",
-    source: "dra_plugin_manager.go (the kubelet reopens an ended stream after 5s)",
+    source: "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (the kubelet reopens an ended stream after 5s)",
 };
 /// Health entries identify a device.
-pub const HEALTH_DEVICE: Rule = Rule {
+pub static HEALTH_DEVICE: Rule = Rule {
     id: "health-device",
     checks: "every health entry names a pool and a device, once",
     severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "set device.pool_name and device.device_name in every DeviceHealth, one entry per device",
-    source: "dra-health/v1 api.proto DeviceIdentifier",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (DeviceIdentifier)",
 };
 /// Health messages fit.
-pub const HEALTH_MESSAGE: Rule = Rule {
+pub static HEALTH_MESSAGE: Rule = Rule {
     id: "health-message",
     checks: "health messages are at most 1024 characters",
     severity: Severity::Warn,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "shorten the message: the kubelet truncates it to 1021 characters and \"...\"",
-    source: "dra-health/v1 api.proto DeviceHealth.message",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (DeviceHealth.message)",
 };
 /// Health entries carry a timestamp.
-pub const HEALTH_TIME: Rule = Rule {
+pub static HEALTH_TIME: Rule = Rule {
     id: "health-time",
     checks: "every health entry has last_updated_time set and not in the future",
     severity: Severity::Warn,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
     fix: "set last_updated_time to the Unix seconds of the last health check",
-    source: "dra-health/v1 api.proto DeviceHealth.last_updated_time",
+    source: "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (DeviceHealth.last_updated_time)",
 };
 
 /// Every rule, in report order.
-pub const RULES: &[&Rule] = &[
+pub static RULES: &[&Rule] = &[
     &TYPE,
     &DRIVER_NAME,
     &ENDPOINT_ABSOLUTE,
@@ -247,48 +264,21 @@ pub const RULES: &[&Rule] = &[
     &HEALTH_TIME,
 ];
 
-/// A rule broken, with what was seen.
-#[derive(Debug, Clone, Serialize)]
-pub struct Violation {
-    /// The rule.
-    pub rule: &'static Rule,
-    /// What was seen.
-    pub detail: String,
-}
-
-impl Violation {
-    fn new(rule: &'static Rule, detail: impl Into<String>) -> Self {
-        Violation { rule, detail: detail.into() }
-    }
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}; fix: {})", self.detail, self.rule.id, self.rule.fix)
-    }
-}
-
-/// Why `name` is not a valid DRA driver name, or `None`.
+/// Why `name` is not a valid DRA driver name, or `None`: a DNS subdomain
+/// (apimachinery's `IsDNS1123Subdomain`, the one checker device-plugin
+/// resource names use too) of at most 63 characters, as the API server
+/// validates ResourceSlice.spec.driver; the texts are apimachinery's.
 pub fn driver_name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("the driver name is empty".into());
     }
-    if name.len() > MAX_DRIVER_NAME {
-        return Some(format!("the driver name is {} characters long (at most {MAX_DRIVER_NAME})", name.len()));
+    match crate::core::validate::dns_subdomain(name, MAX_DRIVER_NAME) {
+        Ok(()) => None,
+        Err(p @ DnsProblem::TooLong(len, _)) => Some(format!("the driver name is {len} characters long: {p}")),
+        Err(p @ DnsProblem::NotDnsSubdomain) => {
+            Some(format!("{} is not a lowercase DNS subdomain: {p}", crate::core::text::quote(name)))
+        }
     }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if !name.split('.').all(label_ok) {
-        return Some(format!(
-            "{} is not a lowercase DNS subdomain (a-z, 0-9, '-' and '.', e.g. gpu.example.com)",
-            crate::core::text::quote(name)
-        ));
-    }
-    None
 }
 
 /// `path` with `.` and `..` resolved lexically (as Go's filepath.Clean).
@@ -312,30 +302,27 @@ pub fn clean(path: &Path) -> PathBuf {
 pub fn endpoint_violations(endpoint: &str, kubelet_root: &Path) -> Vec<Violation> {
     let mut v = Vec::new();
     if endpoint.is_empty() {
-        v.push(Violation::new(&ENDPOINT_ABSOLUTE, "the endpoint is empty"));
+        v.push(ENDPOINT_ABSOLUTE.violated("the endpoint is empty"));
         return v;
     }
     let p = Path::new(endpoint);
     if !p.is_absolute() {
-        v.push(Violation::new(&ENDPOINT_ABSOLUTE, format!("endpoint {endpoint} must be an absolute path")));
+        v.push(ENDPOINT_ABSOLUTE.violated(format!("endpoint {endpoint} must be an absolute path")));
         return v;
     }
     if endpoint.len() > crate::core::transport::SUN_PATH_MAX {
-        v.push(Violation::new(
-            &ENDPOINT_LENGTH,
-            format!(
-                "endpoint is {} bytes, longer than a socket address holds ({})",
-                endpoint.len(),
-                crate::core::transport::SUN_PATH_MAX
-            ),
-        ));
+        v.push(ENDPOINT_LENGTH.violated(format!(
+            "endpoint is {} bytes, longer than a socket address holds ({})",
+            endpoint.len(),
+            crate::core::transport::SUN_PATH_MAX
+        )));
     }
     let root = clean(kubelet_root);
     if !clean(p).starts_with(&root) {
-        v.push(Violation::new(
-            &ENDPOINT_INSIDE_ROOT,
-            format!("endpoint {endpoint} is not inside the kubelet root {}", root.display()),
-        ));
+        v.push(
+            ENDPOINT_INSIDE_ROOT
+                .violated(format!("endpoint {endpoint} is not inside the kubelet root {}", root.display())),
+        );
     }
     v
 }
@@ -355,10 +342,10 @@ pub fn chosen_health(supported: &[String]) -> Option<&'static str> {
 pub fn info_violations(info: &PluginInfo, kubelet_root: &Path) -> Vec<Violation> {
     let mut v = Vec::new();
     if info.r#type != PLUGIN_TYPE {
-        v.push(Violation::new(&TYPE, format!("type is {}, not {PLUGIN_TYPE}", crate::core::text::quote(&info.r#type))));
+        v.push(TYPE.violated(format!("type is {}, not {PLUGIN_TYPE}", crate::core::text::quote(&info.r#type))));
     }
     if let Some(p) = driver_name_problem(&info.name) {
-        v.push(Violation::new(&DRIVER_NAME, p));
+        v.push(DRIVER_NAME.violated(p));
     }
     v.extend(endpoint_violations(&info.endpoint, kubelet_root));
     v.extend(version_violations(&info.supported_versions));
@@ -368,32 +355,19 @@ pub fn info_violations(info: &PluginInfo, kubelet_root: &Path) -> Vec<Violation>
 /// The supported_versions rules.
 pub fn version_violations(supported: &[String]) -> Vec<Violation> {
     match chosen_service(supported) {
-        None if supported.is_empty() => vec![Violation::new(&VERSIONS, "supported_versions is empty")],
-        None => vec![Violation::new(
-            &VERSIONS,
-            format!(
-                "none of {} is a DRAPlugin service the kubelet speaks ({})",
-                crate::core::text::id_list(supported),
-                KUBELET_DRA_SERVICES.join(", ")
-            ),
-        )],
-        Some(DRA_V1BETA1) if supported.iter().any(|s| s == DRA_V1) => vec![Violation::new(
-            &VERSION_ORDER,
-            "v1beta1.DRAPlugin is listed before v1.DRAPlugin: the kubelet uses the deprecated v1beta1",
-        )],
+        None if supported.is_empty() => vec![VERSIONS.violated("supported_versions is empty")],
+        None => vec![VERSIONS.violated(format!(
+            "none of {} is a DRAPlugin service the kubelet speaks ({})",
+            crate::core::text::id_list(supported),
+            KUBELET_DRA_SERVICES.join(", ")
+        ))],
+        Some(DRA_V1BETA1) if supported.iter().any(|s| s == DRA_V1) => vec![VERSION_ORDER
+            .violated("v1beta1.DRAPlugin is listed before v1.DRAPlugin: the kubelet uses the deprecated v1beta1")],
         Some(DRA_V1BETA1) => {
-            vec![Violation::new(&VERSION_ORDER, "only v1beta1.DRAPlugin is offered (deprecated since 1.34)")]
+            vec![VERSION_ORDER.violated("only v1beta1.DRAPlugin is offered (deprecated since 1.34)")]
         }
         Some(_) => vec![],
     }
-}
-
-/// Whether `id` is a qualified CDI device name.
-pub fn cdi_id_ok(id: &str) -> bool {
-    let Some((kind, dev)) = id.split_once('=') else { return false };
-    let Some((vendor, class)) = kind.split_once('/') else { return false };
-    let ok = |s: &str, extra: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
-    ok(vendor, ".-") && ok(class, "_-") && !dev.is_empty()
 }
 
 /// Every rule for a NodePrepareResources answer to claims with `requested` UIDs.
@@ -405,20 +379,17 @@ pub fn prepare_violations(requested: &[String], resp: &NodePrepareResourcesRespo
         }
         for d in &r.devices {
             if d.pool_name.is_empty() || d.device_name.is_empty() {
-                v.push(Violation::new(
-                    &DEVICE_FIELDS,
-                    format!(
-                        "claim {uid}: device {}/{} lacks its pool_name or device_name",
-                        crate::core::text::quote(&d.pool_name),
-                        crate::core::text::quote(&d.device_name)
-                    ),
-                ));
+                v.push(DEVICE_FIELDS.violated(format!(
+                    "claim {uid}: device {}/{} lacks its pool_name or device_name",
+                    crate::core::text::quote(&d.pool_name),
+                    crate::core::text::quote(&d.device_name)
+                )));
             }
-            for id in d.cdi_device_ids.iter().filter(|id| !cdi_id_ok(id)) {
-                v.push(Violation::new(
-                    &CDI_ID,
-                    format!("claim {uid}: {} is not a qualified CDI name", crate::core::text::quote(id)),
-                ));
+            for id in d.cdi_device_ids.iter().filter(|id| !super::cdi::name_ok(id)) {
+                v.push(
+                    CDI_ID
+                        .violated(format!("claim {uid}: {} is not a qualified CDI name", crate::core::text::quote(id))),
+                );
             }
         }
     }
@@ -436,17 +407,17 @@ fn completeness<'a>(call: &str, requested: &[String], answered: impl Iterator<It
     let mut v = Vec::new();
     let missing: Vec<&String> = asked.difference(&answered).copied().collect();
     if !missing.is_empty() {
-        v.push(Violation::new(
-            &ANSWER_COMPLETE,
-            format!("{call} answered no entry for claim(s) {}", crate::core::text::id_list(&missing)),
-        ));
+        v.push(
+            ANSWER_COMPLETE
+                .violated(format!("{call} answered no entry for claim(s) {}", crate::core::text::id_list(&missing))),
+        );
     }
     let extra: Vec<&String> = answered.difference(&asked).copied().collect();
     if !extra.is_empty() {
-        v.push(Violation::new(
-            &ANSWER_EXTRA,
-            format!("{call} answered claim(s) not asked for: {}", crate::core::text::id_list(&extra)),
-        ));
+        v.push(
+            ANSWER_EXTRA
+                .violated(format!("{call} answered claim(s) not asked for: {}", crate::core::text::id_list(&extra))),
+        );
     }
     v
 }
@@ -486,21 +457,21 @@ pub fn health_violations(devices: &[DeviceHealth], now: i64) -> Vec<Violation> {
         let (pool, name) =
             d.device.as_ref().map(|x| (x.pool_name.as_str(), x.device_name.as_str())).unwrap_or(("", ""));
         if pool.is_empty() || name.is_empty() {
-            v.push(Violation::new(&HEALTH_DEVICE, format!("devices[{i}] does not name its pool and device")));
+            v.push(HEALTH_DEVICE.violated(format!("devices[{i}] does not name its pool and device")));
         } else if !seen.insert((pool, name)) {
-            v.push(Violation::new(&HEALTH_DEVICE, format!("{pool}/{name} is listed twice")));
+            v.push(HEALTH_DEVICE.violated(format!("{pool}/{name} is listed twice")));
         }
         let chars = d.message.chars().count();
         if chars > MAX_HEALTH_MESSAGE {
-            v.push(Violation::new(
-                &HEALTH_MESSAGE,
-                format!("{pool}/{name}: message is {chars} characters (at most {MAX_HEALTH_MESSAGE})"),
-            ));
+            v.push(
+                HEALTH_MESSAGE
+                    .violated(format!("{pool}/{name}: message is {chars} characters (at most {MAX_HEALTH_MESSAGE})")),
+            );
         }
         if d.last_updated_time <= 0 {
-            v.push(Violation::new(&HEALTH_TIME, format!("{pool}/{name}: last_updated_time is not set")));
+            v.push(HEALTH_TIME.violated(format!("{pool}/{name}: last_updated_time is not set")));
         } else if d.last_updated_time > now + 60 {
-            v.push(Violation::new(&HEALTH_TIME, format!("{pool}/{name}: last_updated_time is in the future")));
+            v.push(HEALTH_TIME.violated(format!("{pool}/{name}: last_updated_time is in the future")));
         }
     }
     v
@@ -652,7 +623,7 @@ mod tests {
         assert_eq!(parse_health("HEALTHY"), Some(HealthStatus::Healthy));
         assert_eq!(parse_health("ok"), None);
         assert!(driver_name_problem("gpu.example.com").is_none());
-        assert!(cdi_id_ok("k8s.gpu.example.com/claim=abc-0"));
-        assert!(!cdi_id_ok("gpu=0"));
+        assert!(super::super::cdi::name_ok("k8s.gpu.example.com/claim=abc-0"));
+        assert!(!super::super::cdi::name_ok("gpu=0"));
     }
 }

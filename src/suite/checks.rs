@@ -1,18 +1,19 @@
-//! The suite's view of the rulebook (`protocol::rules`): what a plugin
+//! The suite's view of the rulebook (`protocol`): what a plugin
 //! sent, checked by rule, as the texts the scenarios report. No rule is
 //! implemented here; no I/O here.
 
 use crate::api::deviceplugin::Device;
 use crate::api::HEALTHY;
-use crate::protocol::rules::{self, Rule, Violation};
+use crate::protocol::{deviceplugin, registration, Rule, Violation};
 use crate::suite::{Evidence, Outcome};
 use std::path::Path;
 
-pub use crate::protocol::rules::{is_empty_answer, options_text, MAX_DEVICE_ID_LEN as MAX_ID_LEN};
+pub use crate::protocol::deviceplugin::{is_empty_answer, MAX_DEVICE_ID_LEN as MAX_ID_LEN};
+pub use crate::protocol::registration::options_text;
 
 /// Why a RegisterRequest endpoint is not a plain socket file name in `plugin_dir`.
 pub fn endpoint_problem(endpoint: &str, plugin_dir: &Path) -> Option<String> {
-    rules::register_endpoint(endpoint, plugin_dir).map(|v| v.to_string())
+    registration::register_endpoint(endpoint, plugin_dir).map(|v| v.to_string())
 }
 
 fn only(v: Vec<Violation>, rules: &[&Rule]) -> Vec<Violation> {
@@ -21,18 +22,23 @@ fn only(v: Vec<Violation>, rules: &[&Rule]) -> Vec<Violation> {
 
 /// Device-ID rules broken: empty, duplicated, unprintable, too long.
 pub fn id_problems(devices: &[Device]) -> Vec<Violation> {
-    let ids = [&rules::DEVICE_ID_EMPTY, &rules::DEVICE_ID_UNIQUE, &rules::DEVICE_ID_LENGTH, &rules::DEVICE_ID_CHARS];
-    only(rules::devices(devices), &ids)
+    let ids = [
+        &deviceplugin::DEVICE_ID_EMPTY,
+        &deviceplugin::DEVICE_ID_UNIQUE,
+        &deviceplugin::DEVICE_ID_LENGTH,
+        &deviceplugin::DEVICE_ID_CHARS,
+    ];
+    only(deviceplugin::devices(devices), &ids)
 }
 
 /// Health strings other than exactly `Healthy` / `Unhealthy`.
 pub fn health_problems(devices: &[Device]) -> Vec<Violation> {
-    only(rules::devices(devices), &[&rules::DEVICE_HEALTH])
+    only(deviceplugin::devices(devices), &[&deviceplugin::DEVICE_HEALTH])
 }
 
 /// Malformed topology: an empty node list, negative or repeated NUMA IDs.
 pub fn topology_problems(devices: &[Device]) -> Vec<Violation> {
-    only(rules::devices(devices), &[&rules::DEVICE_TOPOLOGY, &rules::DEVICE_TOPOLOGY_EMPTY])
+    only(deviceplugin::devices(devices), &[&deviceplugin::DEVICE_TOPOLOGY, &deviceplugin::DEVICE_TOPOLOGY_EMPTY])
 }
 
 /// A scenario's outcome from the rulebook's violations: PASS when there are
@@ -43,7 +49,7 @@ pub fn judged(rpc: &str, v: &[Violation], fix: &str) -> Outcome {
         return Outcome::pass("");
     }
     let mut sorted: Vec<&Violation> = v.iter().collect();
-    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.verdict));
+    sorted.sort_by_key(|x| std::cmp::Reverse(x.rule.severity));
     let mut text = sorted.iter().take(5).map(|x| x.to_string()).collect::<Vec<_>>().join("; ");
     if v.len() > 5 {
         text.push_str(&format!("; +{} more", v.len() - 5));
@@ -92,10 +98,10 @@ pub fn offer(healthy: &[String], size: usize) -> Vec<String> {
 /// Check a preferred answer against its request.
 pub fn preferred_problems(available: &[String], must: &[String], size: usize, answer: &[String]) -> PreferredProblems {
     let mut p = PreferredProblems::default();
-    for v in rules::preferred_ids(available, must, size, answer) {
+    for v in deviceplugin::preferred_ids(available, must, size, answer) {
         let slot = match v.rule.id {
-            id if id == rules::PREFERRED_SIZE.id => &mut p.size,
-            id if id == rules::PREFERRED_AVAILABLE.id => &mut p.available,
+            id if id == deviceplugin::PREFERRED_SIZE.id => &mut p.size,
+            id if id == deviceplugin::PREFERRED_AVAILABLE.id => &mut p.available,
             _ => &mut p.must_include,
         };
         *slot = Some(format!("size {size}: {v}"));

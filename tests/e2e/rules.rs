@@ -11,15 +11,15 @@ use dpctl::api::deviceplugin::{
     DevicePluginOptions, NumaNode, PreferredAllocationResponse, TopologyInfo,
 };
 use dpctl::kubelet::event::KubeletEvent;
-use dpctl::protocol::rules::{self, Rule, Verdict, Violation};
+use dpctl::protocol::{deviceplugin, registration, Rule, Severity, Violation};
 use serde_json::Value;
 
 const RES: &str = "vendor.example/foo";
 
 fn verdict(r: &Rule) -> &'static str {
-    match r.verdict {
-        Verdict::Fail => "FAIL",
-        Verdict::Warn => "WARN",
+    match r.severity {
+        Severity::Fail => "FAIL",
+        Severity::Warn => "WARN",
     }
 }
 
@@ -48,7 +48,7 @@ async fn probe(sock: &std::path::Path, extra: &[&str], check: &str, rule: &Rule,
     let mut args = vec!["probe", s(sock), "-o", "json"];
     args.extend_from_slice(extra);
     let r = dpctl(&args).await;
-    r.expect_code(if rule.verdict == Verdict::Fail { 1 } else { 0 });
+    r.expect_code(if rule.severity == Severity::Fail { 1 } else { 0 });
     let v = json(&r);
     let c = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == check).unwrap_or_else(|| panic!("{v}"));
     assert_eq!(c["status"], verdict(rule), "{}: {c}", rule.id);
@@ -83,7 +83,7 @@ async fn doctor(n: &Node, rule: &Rule, text: &str) {
     let f: Vec<&Value> = v["findings"].as_array().unwrap().iter().filter(|f| f["check"] == rule.id).collect();
     assert_eq!(f.len(), 1, "{}: {v}", rule.id);
     assert_eq!(f[0]["message"], text, "{}", rule.id);
-    let severity = if rule.verdict == Verdict::Fail { "error" } else { "warning" };
+    let severity = if rule.severity == Severity::Fail { "error" } else { "warning" };
     assert_eq!(f[0]["severity"], severity, "{}", rule.id);
     assert_eq!(f[0]["fix"], rule.fix, "{}", rule.id);
 }
@@ -100,18 +100,18 @@ fn dev(id: &str, health: &str, numa: Option<Vec<i64>>) -> Device {
 fn device_rows() -> Vec<(&'static Rule, Vec<Device>, &'static str)> {
     let ok = || dev("ok-0", "Healthy", Some(vec![0]));
     vec![
-        (&rules::DEVICE_ID_EMPTY, vec![ok(), dev("", "Healthy", None)], "LAW-002"),
-        (&rules::DEVICE_ID_UNIQUE, vec![ok(), dev("ok-0", "Healthy", Some(vec![0]))], "LAW-002"),
-        (&rules::DEVICE_ID_LENGTH, vec![ok(), dev(&"x".repeat(64), "Healthy", None)], "LAW-002"),
-        (&rules::DEVICE_ID_CHARS, vec![ok(), dev("gpu 1", "Healthy", None)], "LAW-002"),
-        (&rules::DEVICE_HEALTH, vec![ok(), dev("b", "healthy", None)], "LAW-003"),
-        (&rules::DEVICE_TOPOLOGY, vec![ok(), dev("b", "Healthy", Some(vec![-1]))], "LAW-005"),
-        (&rules::DEVICE_TOPOLOGY_EMPTY, vec![ok(), dev("b", "Healthy", Some(vec![]))], "LAW-005"),
+        (&deviceplugin::DEVICE_ID_EMPTY, vec![ok(), dev("", "Healthy", None)], "LAW-002"),
+        (&deviceplugin::DEVICE_ID_UNIQUE, vec![ok(), dev("ok-0", "Healthy", Some(vec![0]))], "LAW-002"),
+        (&deviceplugin::DEVICE_ID_LENGTH, vec![ok(), dev(&"x".repeat(64), "Healthy", None)], "LAW-002"),
+        (&deviceplugin::DEVICE_ID_CHARS, vec![ok(), dev("gpu 1", "Healthy", None)], "LAW-002"),
+        (&deviceplugin::DEVICE_HEALTH, vec![ok(), dev("b", "healthy", None)], "LAW-003"),
+        (&deviceplugin::DEVICE_TOPOLOGY, vec![ok(), dev("b", "Healthy", Some(vec![-1]))], "LAW-005"),
+        (&deviceplugin::DEVICE_TOPOLOGY_EMPTY, vec![ok(), dev("b", "Healthy", Some(vec![]))], "LAW-005"),
     ]
 }
 
 async fn device_row(rule: &'static Rule, devices: Vec<Device>, scenario: &'static str) {
-    let text = only(rule, rules::devices(&devices)).to_string();
+    let text = only(rule, deviceplugin::devices(&devices)).to_string();
     let n = Node::new();
     // The kubelet first: it deletes every socket in the plugin directory at start.
     let mut k = n.start(&["--log-format", "json"]).await;
@@ -152,9 +152,17 @@ async fn registration_rules_get_the_kubelets_text_from_every_role() {
     let tail = Tail::stdout(&mut k);
     let _plugin = start_plugin(&n.dp().join("p.sock"), four_devices(), Behaviour::default()).await;
     let rows: [(&Rule, Option<Violation>, [&str; 3]); 3] = [
-        (&rules::REGISTER_VERSION, rules::register_version("v9"), ["v9", RES, "p.sock"]),
-        (&rules::REGISTER_RESOURCE_NAME, rules::register_resource_name("gpu"), ["v1beta1", "gpu", "p.sock"]),
-        (&rules::REGISTER_ENDPOINT, rules::register_endpoint("../p.sock", &n.dp()), ["v1beta1", RES, "../p.sock"]),
+        (&registration::REGISTER_VERSION, registration::register_version("v9"), ["v9", RES, "p.sock"]),
+        (
+            &registration::REGISTER_RESOURCE_NAME,
+            registration::register_resource_name("gpu"),
+            ["v1beta1", "gpu", "p.sock"],
+        ),
+        (
+            &registration::REGISTER_ENDPOINT,
+            registration::register_endpoint("../p.sock", &n.dp()),
+            ["v1beta1", RES, "../p.sock"],
+        ),
     ];
     let mut texts = Vec::new();
     for (rule, v, [version, resource, endpoint]) in rows {
@@ -203,18 +211,18 @@ async fn preferred_rules_get_one_verdict_and_text_from_every_role() {
         allocation_size: 2,
     };
     let rows: [(&Rule, &[&str]); 2] =
-        [(&rules::PREFERRED_SIZE, &["foo-0"]), (&rules::PREFERRED_AVAILABLE, &["nope-0", "nope-1"])];
+        [(&deviceplugin::PREFERRED_SIZE, &["foo-0"]), (&deviceplugin::PREFERRED_AVAILABLE, &["nope-0", "nope-1"])];
     for (i, (rule, ids)) in rows.into_iter().enumerate() {
         let sock = d.path().join(format!("p{i}.sock"));
         let b =
             Behaviour { options, preferred: Some(ids.iter().map(|s| s.to_string()).collect()), ..Default::default() };
         let _p = start_plugin(&sock, four_devices(), b).await;
-        let text = only(rule, rules::preferred(&probe_req, &answer(ids))).to_string();
+        let text = only(rule, deviceplugin::preferred(&probe_req, &answer(ids))).to_string();
         probe(&sock, &[], "preferred", rule, &text).await;
         let r = dpctl(&["preferred", s(&sock), "--available", &healthy.join(","), "--size", "2"]).await;
         r.expect_code(1);
         assert!(r.stdout.contains(&format!("{} {text}", verdict(rule))), "{}: {}", rule.id, r.stdout);
-        if rule.id == rules::PREFERRED_AVAILABLE.id {
+        if rule.id == deviceplugin::PREFERRED_AVAILABLE.id {
             // The same foreign ID whatever the suite asks for.
             suite(&sock, "PREF-002", rule, &text).await;
         }
@@ -223,9 +231,9 @@ async fn preferred_rules_get_one_verdict_and_text_from_every_role() {
     let sock = d.path().join("must.sock");
     let b = Behaviour { options, preferred: Some(vec!["foo-0".into(), "foo-1".into()]), ..Default::default() };
     let _p = start_plugin(&sock, four_devices(), b).await;
-    let rule = &rules::PREFERRED_MUST_INCLUDE;
+    let rule = &deviceplugin::PREFERRED_MUST_INCLUDE;
     let req = ContainerPreferredAllocationRequest { must_include_device_i_ds: vec!["foo-3".into()], ..probe_req };
-    let text = only(rule, rules::preferred(&req, &answer(&["foo-0", "foo-1"]))).to_string();
+    let text = only(rule, deviceplugin::preferred(&req, &answer(&["foo-0", "foo-1"]))).to_string();
     let r =
         dpctl(&["preferred", s(&sock), "--available", &healthy.join(","), "--must-include", "foo-3", "--size", "2"])
             .await;
@@ -237,8 +245,8 @@ async fn preferred_rules_get_one_verdict_and_text_from_every_role() {
 /// rule's text; probe and `dpctl test` fail with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allocate_rules_get_one_verdict_and_text_from_every_role() {
-    let rule = &rules::ALLOCATE_ANSWERS;
-    let text = only(rule, rules::allocate(1, &AllocateResponse::default())).to_string();
+    let rule = &deviceplugin::ALLOCATE_ANSWERS;
+    let text = only(rule, deviceplugin::allocate(1, &AllocateResponse::default())).to_string();
     let n = Node::new();
     let k = n.start(&[]).await;
     let sock = n.dp().join("p.sock");
@@ -258,9 +266,9 @@ async fn allocate_rules_get_one_verdict_and_text_from_every_role() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_allocate_answer_is_one_warning_everywhere() {
     use dpctl::api::deviceplugin::ContainerAllocateResponse;
-    let rule = &rules::ALLOCATE_NOT_EMPTY;
+    let rule = &deviceplugin::ALLOCATE_NOT_EMPTY;
     let resp = AllocateResponse { container_responses: vec![ContainerAllocateResponse::default()] };
-    let text = only(rule, rules::allocate(1, &resp)).to_string();
+    let text = only(rule, deviceplugin::allocate(1, &resp)).to_string();
     let d = tmp();
     let sock = d.path().join("p.sock");
     let _plugin = start_plugin(&sock, four_devices(), Behaviour { nothing_allocate: true, ..Default::default() }).await;
@@ -272,9 +280,10 @@ async fn an_empty_allocate_answer_is_one_warning_everywhere() {
 /// text; probe and `dpctl test` fail with the same text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_start_rule_gets_one_verdict_and_text_from_every_role() {
-    let rule = &rules::PRE_START;
-    let error = rules::go_status(tonic::Code::Internal, "device reset failed");
-    let text = only(rule, rules::pre_start(Some(&error), std::time::Duration::ZERO).into_iter().collect()).to_string();
+    let rule = &deviceplugin::PRE_START;
+    let error = go_status(tonic::Code::Internal, "device reset failed");
+    let text =
+        only(rule, deviceplugin::pre_start(Some(&error), std::time::Duration::ZERO).into_iter().collect()).to_string();
     assert_eq!(
         text,
         "device plugin PreStartContainer rpc failed with err: rpc error: code = Internal desc = device reset failed"
@@ -307,10 +316,10 @@ async fn pre_start_rule_gets_one_verdict_and_text_from_every_role() {
 /// The README's rule table is the rulebook: every rule, its verdict and what the kubelet does.
 #[test]
 fn the_readme_lists_every_rule_as_the_rulebook_says() {
-    use dpctl::protocol::rules::Kubelet;
+    use dpctl::protocol::Kubelet;
     let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `") && l.ends_with(" |")).collect();
-    for r in rules::RULES {
+    for r in deviceplugin::RULES {
         let row = rows
             .iter()
             .find(|l| l.starts_with(&format!("| `{}` |", r.id)))

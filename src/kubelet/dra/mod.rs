@@ -326,15 +326,8 @@ pub fn unresolved_cdi(dirs: &[PathBuf], ids: &[String]) -> Vec<String> {
                 continue;
             }
             let Ok(text) = crate::core::limits::read_file(&p, 1 << 20, "CDI spec") else { continue };
-            let v: Option<serde_json::Value> =
-                if ext == "json" { serde_json::from_str(&text).ok() } else { serde_norway::from_str(&text).ok() };
-            let Some(v) = v else { continue };
-            let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
-            for dev in v.get("devices").and_then(|d| d.as_array()).map(Vec::as_slice).unwrap_or(&[]) {
-                if let Some(n) = dev.get("name").and_then(|n| n.as_str()) {
-                    known.insert(format!("{kind}={n}"));
-                }
-            }
+            // A spec the runtime refuses defines nothing (the rulebook says what a spec is).
+            known.extend(crate::protocol::cdi::parse_spec(&text, ext != "json").unwrap_or_default());
         }
     }
     ids.iter().filter(|i| !known.contains(*i)).cloned().collect()
@@ -451,8 +444,8 @@ impl DraManager {
     ) -> Result<(), (RejectStage, String)> {
         let fails: Vec<String> = rules::info_violations(info, &self.spec.root)
             .into_iter()
-            .filter(|v| v.rule.severity == rules::Severity::Fail)
-            .map(|v| v.detail)
+            .filter(|v| v.rule.is_fail())
+            .map(|v| v.text)
             .collect();
         if !fails.is_empty() {
             // The kubelet's texts (dra_plugin_manager.go ValidatePlugin).

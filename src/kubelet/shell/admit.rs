@@ -197,7 +197,7 @@ impl Manager {
         let answer = match r {
             Err(e) => Answer::AllocateFailed(e.to_string()),
             Ok(resp) if resp.container_responses.is_empty() => {
-                error = crate::protocol::rules::allocate(1, &resp).first().map(ToString::to_string);
+                error = crate::protocol::deviceplugin::allocate(1, &resp).first().map(ToString::to_string);
                 Answer::Allocated(resp)
             }
             Ok(resp) => Answer::Allocated(resp),
@@ -237,7 +237,7 @@ impl Manager {
                 let took = t.elapsed();
                 let latency_ms = millis(took);
                 let error = r.err().map(|e| e.go_text());
-                self.event(match crate::protocol::rules::pre_start(error.as_deref(), took) {
+                self.event(match crate::protocol::deviceplugin::pre_start(error.as_deref(), took) {
                     None => KubeletEvent::PreStart { pod, container, resource, devices, latency_ms },
                     Some(v) => KubeletEvent::ContainerStartFailed {
                         pod,

@@ -335,7 +335,7 @@ impl Manager {
     pub fn snapshot(&self, resource: &str, id: u64, devices: Vec<Device>, bytes: usize) {
         let mut g = self.lock();
         let Some(d) = g.st.snapshot(resource, id, &devices) else { return };
-        let problems = crate::protocol::rules::devices(&devices);
+        let problems = crate::protocol::deviceplugin::devices(&devices);
         let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
         self.ev(
             &mut g,

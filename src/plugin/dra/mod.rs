@@ -284,7 +284,7 @@ impl Config {
         let problems: Vec<String> = rules::endpoint_violations(&host_ep.display().to_string(), &host_root)
             .into_iter()
             .filter(|v| !(self.faults.contains(&Fault::LongEndpoint) && v.rule.id == rules::ENDPOINT_LENGTH.id))
-            .map(|v| v.to_string())
+            .map(|v| v.explained())
             .collect();
         if !problems.is_empty() {
             return Err(Error::usage(problems.join("; ")));

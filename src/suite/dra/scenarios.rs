@@ -232,7 +232,7 @@ pub(crate) async fn unprepare_twice(s: &mut Sess) -> Outcome {
         )));
         let v = rules::unprepare_violations(std::slice::from_ref(&uid), &r);
         if let Some(v) = v.first() {
-            return fail(v.rule, format!("NodeUnprepareResources{n}"), v.detail.clone());
+            return fail(v.rule, format!("NodeUnprepareResources{n}"), v.text.clone());
         }
         if let Some(e) = r.claims.values().find(|x| !x.error.is_empty()) {
             return fail(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), format!("error: {}", e.error));
@@ -252,7 +252,7 @@ pub(crate) async fn unprepare_unknown(s: &mut Sess) -> Outcome {
         e.to_string()
     )));
     if let Some(v) = rules::unprepare_violations(&[uid], &r).first() {
-        return fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.detail.clone());
+        return fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.text.clone());
     }
     match r.claims.values().find(|x| !x.error.is_empty()) {
         Some(e) => {
@@ -279,7 +279,7 @@ pub(crate) async fn health_stream(s: &mut Sess) -> Outcome {
     };
     let now = crate::plugin::dra::driver::now_secs();
     if let Some(v) = rules::health_violations(&snap, now).first() {
-        return fail(v.rule, "NodeWatchResources", v.detail.clone());
+        return fail(v.rule, "NodeWatchResources", v.text.clone());
     }
     // The stream stays open: nothing (or another snapshot) for a while, never its end.
     if let Ok(Ok(None)) = tokio::time::timeout(Duration::from_millis(500), stream.next(&d.endpoint)).await {

@@ -14,8 +14,10 @@ pub(crate) async fn alloc_each(s: &mut Basic<'_>) -> Outcome {
     for id in healthy.iter().take(n) {
         match need!(s.allocate(vec![vec![id.clone()]]).await) {
             Ok(r) => {
-                let answers = crate::protocol::rules::allocate(1, &r);
-                if let Some(v) = answers.into_iter().find(|v| v.rule == &crate::protocol::rules::ALLOCATE_ANSWERS) {
+                let answers = crate::protocol::deviceplugin::allocate(1, &r);
+                if let Some(v) =
+                    answers.into_iter().find(|v| v.rule == &crate::protocol::deviceplugin::ALLOCATE_ANSWERS)
+                {
                     return Outcome::fail(format!("Allocate([{id}])"), v.to_string(), v.rule.fix);
                 }
             }
@@ -52,7 +54,7 @@ pub(crate) async fn alloc_not_empty(s: &mut Basic<'_>) -> Outcome {
     match need!(s.allocate(vec![vec![id.clone()]]).await) {
         Ok(r) => {
             // The rulebook's Allocate rules: no answer fails the pod; an empty one is a WARN.
-            use crate::protocol::rules::{allocate, ALLOCATE_ANSWERS, ALLOCATE_NOT_EMPTY};
+            use crate::protocol::deviceplugin::{allocate, ALLOCATE_ANSWERS, ALLOCATE_NOT_EMPTY};
             let v: Vec<_> = allocate(1, &r)
                 .into_iter()
                 .filter(|x| x.rule == &ALLOCATE_ANSWERS || x.rule == &ALLOCATE_NOT_EMPTY)
@@ -209,8 +211,8 @@ pub(crate) async fn pre_start(s: &mut Basic<'_>) -> Outcome {
             "succeed for devices you allocated (an error fails the container start)",
         ),
         Ok(Err(st)) => {
-            let text = crate::protocol::rules::go_status(st.code(), st.message());
-            let v = crate::protocol::rules::pre_start(Some(&text), start.elapsed());
+            let text = crate::protocol::go_status(st.code(), st.message());
+            let v = crate::protocol::deviceplugin::pre_start(Some(&text), start.elapsed());
             let answer = v.map(|v| v.to_string()).unwrap_or(text);
             Outcome::fail(
                 format!("PreStartContainer([{id}])"),

@@ -188,7 +188,7 @@ pub(crate) async fn law_topology(s: &mut Basic<'_>) -> Outcome {
 /// A ListAndWatch scenario judged by the rulebook: the rules `f` selects, each with its own verdict.
 async fn law_check(
     s: &mut Basic<'_>,
-    f: fn(&[crate::api::deviceplugin::Device]) -> Vec<crate::protocol::rules::Violation>,
+    f: fn(&[crate::api::deviceplugin::Device]) -> Vec<crate::protocol::Violation>,
     fix: &str,
 ) -> Outcome {
     let first = need!(s.ensure_first().await);
@@ -199,7 +199,7 @@ async fn law_check(
 pub(crate) async fn law_size(s: &mut Basic<'_>) -> Outcome {
     let first = need!(s.ensure_first().await);
     let (bytes, devices) = (first.bytes, first.resp.devices.len());
-    match crate::protocol::rules::snapshot_size(bytes, devices) {
+    match crate::protocol::deviceplugin::snapshot_size(bytes, devices) {
         None => Outcome::pass(format!("{bytes} bytes")),
         Some(v) => checks::judged("ListAndWatch (first snapshot)", std::slice::from_ref(&v), v.rule.fix),
     }

@@ -26,9 +26,9 @@ pub(crate) async fn reg_within(s: &mut Basic<'_>) -> Outcome {
 pub(crate) async fn reg_version(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     let broken = if r.via == Via::PluginWatcher {
-        crate::protocol::rules::watcher_versions(&r.version.split(',').map(String::from).collect::<Vec<_>>())
+        crate::protocol::registration::watcher_versions(&r.version.split(',').map(String::from).collect::<Vec<_>>())
     } else {
-        crate::protocol::rules::register_version(&r.version)
+        crate::protocol::registration::register_version(&r.version)
     };
     match broken {
         None => Outcome::pass(""),
@@ -40,8 +40,8 @@ pub(crate) async fn reg_version(s: &mut Basic<'_>) -> Outcome {
 pub(crate) async fn reg_resource(s: &mut Basic<'_>) -> Outcome {
     let r = need!(s.ensure_reg().await);
     // The kubelet's text, then why (the rulebook's register-resource-name).
-    if let Some(v) = crate::protocol::rules::register_resource_name(&r.resource) {
-        let why = crate::protocol::rules::resource_name_problem(&r.resource).unwrap_or_default();
+    if let Some(v) = crate::protocol::registration::register_resource_name(&r.resource) {
+        let why = crate::protocol::registration::resource_name_problem(&r.resource).unwrap_or_default();
         return Outcome::fail("RegisterRequest.resource_name", format!("{v}: {why}"), v.rule.fix);
     }
     Outcome::pass(r.resource)
@@ -131,7 +131,7 @@ pub(crate) async fn reg_options(s: &mut Basic<'_>) -> Outcome {
         );
     };
     let sent = r.request_options.unwrap_or_default();
-    match crate::protocol::rules::register_options(&sent, got) {
+    match crate::protocol::registration::register_options(&sent, got) {
         None => Outcome::pass(checks::options_text(got)),
         Some(v) => {
             checks::judged("RegisterRequest.options vs GetDevicePluginOptions", std::slice::from_ref(&v), v.rule.fix)

@@ -1,7 +1,10 @@
 use super::*;
 use crate::api::deviceplugin::{
-    CdiDevice, ContainerPreferredAllocationResponse, NumaNode, PreferredAllocationResponse, TopologyInfo,
+    CdiDevice, ContainerPreferredAllocationResponse, DevicePluginOptions, NumaNode, TopologyInfo,
 };
+use crate::protocol::go_status;
+use crate::protocol::registration::*;
+use std::path::Path;
 
 fn dev(id: &str, health: &str, numa: Option<Vec<i64>>) -> Device {
     Device {
@@ -13,23 +16,6 @@ fn dev(id: &str, health: &str, numa: Option<Vec<i64>>) -> Device {
 
 fn ids(v: &[Violation]) -> Vec<&'static str> {
     v.iter().map(|x| x.rule.id).collect()
-}
-
-#[test]
-fn the_table_is_whole_and_citable() {
-    let mut seen = HashSet::new();
-    for r in RULES {
-        assert!(seen.insert(r.id), "{} twice", r.id);
-        assert_eq!(rule(r.id).map(|x| x.id), Some(r.id));
-        assert!(!r.checks.is_empty() && !r.fix.is_empty(), "{}", r.id);
-        // A reader of the repository can open the source: upstream, never our own notes.
-        assert!(r.source.starts_with("kubernetes ") || r.source.starts_with("https://"), "{}: {}", r.id, r.source);
-        assert!(!r.source.contains("seeds/") && !r.source.contains("shared/"), "{}", r.id);
-        if r.kubelet == Kubelet::Rejects {
-            assert!(r.kubelet_text.is_some(), "{}: the kubelet rejects it, so it has a text", r.id);
-        }
-    }
-    assert!(rule("no-such-rule").is_none());
 }
 
 #[test]

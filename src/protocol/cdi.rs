@@ -1,0 +1,173 @@
+//! The CDI (Container Device Interface) rules, once: what a qualified device
+//! name (`vendor.example/class=name`) and a spec file are, as the container
+//! runtime's CDI parser (tags.cncf.io/container-device-interface,
+//! `pkg/parser`, `specs-go`/`validator`) judges them. A device plugin's
+//! Allocate answer ([`super::deviceplugin::ALLOCATE_CDI_NAME`]) and a DRA
+//! driver's prepared devices ([`super::dra::CDI_ID`]) name devices this way;
+//! resolving names against the spec directories (I/O) is the callers'.
+
+use crate::api::deviceplugin::ContainerAllocateResponse;
+use serde::Deserialize;
+
+/// The annotation prefix a device plugin may name CDI devices under (values: comma-separated names).
+pub const ANNOTATION_PREFIX: &str = "cdi.k8s.io/";
+/// Where the CDI specification is.
+pub const SPEC: &str = "https://github.com/cncf-tags/container-device-interface/blob/main/SPEC.md";
+
+/// `[A-Za-z]`, then `[A-Za-z0-9_.-]*`, ending `[A-Za-z0-9]`: a vendor or class name.
+fn vendor_or_class_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphabetic()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+/// `[A-Za-z0-9]`, then `[A-Za-z0-9_.:-]*`, ending `[A-Za-z0-9]`: a device name.
+pub fn device_name_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b':'))
+}
+
+/// Whether `kind` is `vendor/class` as CDI requires.
+pub fn kind_ok(kind: &str) -> bool {
+    kind.split_once('/').is_some_and(|(vendor, class)| vendor_or_class_ok(vendor) && vendor_or_class_ok(class))
+}
+
+/// Whether `name` is a qualified CDI device name: `vendor/class=device`.
+pub fn name_ok(name: &str) -> bool {
+    name.split_once('=').is_some_and(|(kind, dev)| kind_ok(kind) && device_name_ok(dev))
+}
+
+/// The CDI device names a container gets from an Allocate answer: its
+/// `cdi_devices` and the values of `cdi.k8s.io/*` annotations.
+pub fn names(resp: &ContainerAllocateResponse) -> Vec<String> {
+    let mut v: Vec<String> = resp.cdi_devices.iter().map(|d| d.name.clone()).collect();
+    for (k, val) in &resp.annotations {
+        if k.starts_with(ANNOTATION_PREFIX) {
+            v.extend(val.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
+        }
+    }
+    v
+}
+
+#[derive(Deserialize)]
+struct Spec {
+    #[serde(rename = "cdiVersion", default)]
+    cdi_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    devices: Option<Vec<SpecDevice>>,
+}
+
+#[derive(Deserialize)]
+struct SpecDevice {
+    #[serde(default)]
+    name: String,
+}
+
+/// Parse one spec file's text (YAML when `yaml`, else JSON): the qualified
+/// device names it defines, or why the runtime would refuse it (no
+/// cdiVersion, a kind that is not `vendor/class`, no devices, a device
+/// without a name).
+pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, String> {
+    let spec: Spec = if yaml {
+        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+    } else {
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+    };
+    if spec.cdi_version.trim().is_empty() {
+        return Err("no cdiVersion".into());
+    }
+    if !kind_ok(&spec.kind) {
+        return Err(format!("kind {:?} is not vendor.example/class", spec.kind));
+    }
+    let devices = spec.devices.unwrap_or_default();
+    if devices.is_empty() {
+        return Err("no devices".into());
+    }
+    let mut out = Vec::new();
+    for (i, d) in devices.iter().enumerate() {
+        if d.name.is_empty() {
+            return Err(format!("devices[{i}] has no name"));
+        }
+        out.push(format!("{}={}", spec.kind, d.name));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deviceplugin::CdiDevice;
+
+    #[test]
+    fn names_are_qualified_as_the_cdi_parser_says() {
+        // tags.cncf.io/container-device-interface pkg/parser: vendor and class
+        // start with a letter and end with a letter or digit; a device name
+        // starts and ends with a letter or digit; '_', '-', '.' (and ':' in
+        // device names) between.
+        for ok in [
+            "vendor.example/class=dev",
+            "nvidia.com/gpu=0",
+            "k8s.gpu.example.com/claim=u1-gpu-0",
+            "a/b=c",
+            "vendor.com/c_l-a.ss=dev:0",
+        ] {
+            assert!(name_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "gpu0",
+            "gpu=0",
+            "vendor.example=dev",
+            "vendor.example/class=",
+            "/class=dev",
+            "vendor/=dev",
+            "0vendor/class=dev",
+            "vendor-/class=dev",
+            "vendor/class-=dev",
+            "vendor/a/b=dev",
+            "vendor/class=-dev",
+            "vendor/class=dev-",
+            "vendor/class=a b",
+            "vendor/class=dév",
+        ] {
+            assert!(!name_ok(bad), "{bad:?}");
+        }
+        assert!(kind_ok("vendor.example/foo") && !kind_ok("nokind"));
+    }
+
+    #[test]
+    fn names_come_from_cdi_devices_and_annotations() {
+        let r = ContainerAllocateResponse {
+            cdi_devices: vec![CdiDevice { name: "v.example/c=a".into() }],
+            annotations: [
+                ("cdi.k8s.io/x".to_string(), "v.example/c=b, v.example/c=c,".to_string()),
+                ("other".to_string(), "v.example/c=z".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(names(&r), ["v.example/c=a", "v.example/c=b", "v.example/c=c"]);
+    }
+
+    #[test]
+    fn specs_parse_in_json_and_yaml_and_bad_ones_say_why() {
+        let j = r#"{"cdiVersion":"0.6.0","kind":"vendor.example/foo","devices":[{"name":"foo-0","containerEdits":{}},{"name":"all"}]}"#;
+        assert_eq!(parse_spec(j, false).unwrap(), ["vendor.example/foo=foo-0", "vendor.example/foo=all"]);
+        let y = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits: {}\n";
+        assert_eq!(parse_spec(y, true).unwrap(), ["nvidia.com/gpu=0"]);
+        assert!(parse_spec("{", false).unwrap_err().contains("not valid JSON"));
+        assert!(parse_spec("kind: a/b\ndevices: [{name: x}]", true).unwrap_err().contains("cdiVersion"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: nokind\ndevices: [{name: x}]", true)
+            .unwrap_err()
+            .contains("kind"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: []", true).unwrap_err().contains("no devices"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true).unwrap_err().contains("no name"));
+    }
+}
