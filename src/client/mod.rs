@@ -4,12 +4,14 @@
 //! kubelet's PodResources and the mock kubelet's status socket; [`view`] is
 //! the kubelet's view of a resource as `record` captures it; [`checkpoint`]
 //! is the device manager's checkpoint file, which the engine writes and
-//! doctor, `checkpoint` and `record` read. [`dra`] is the kubelet's side of a
+//! doctor, `checkpoint` and `record` read; [`dra_checkpoint`] is the DRA
+//! manager's, which the engine writes and doctor reads. [`dra`] is the kubelet's side of a
 //! DRA kubelet plugin (GetInfo, prepare/unprepare, the health stream), used
 //! by `dpctl dra`, `doctor` and the simulated driver's conversions.
 pub mod checkpoint;
 pub mod conn;
 pub mod dra;
+pub mod dra_checkpoint;
 pub mod podresources;
 pub mod status;
 pub mod view;

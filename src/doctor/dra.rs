@@ -9,18 +9,11 @@ use super::cdi::{unresolvable, Registry};
 use super::{Finding, Severity};
 use crate::api::pluginregistration::PluginInfo;
 use crate::client::dra::DraConn;
+use crate::client::dra_checkpoint;
 use crate::core::transport::{try_connect, Connect};
 use crate::protocol::dra as rules;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The kubelet's DRA checkpoint file name (in its root directory).
-pub const CHECKPOINT_NAME: &str = "dra_manager_state";
-/// The checkpoint's kind.
-pub const CHECKPOINT_KIND: &str = "DRACheckpoint";
-/// The checkpoint's apiVersion.
-pub const CHECKPOINT_API_VERSION: &str = "checkpoint.dra.kubelet.k8s.io/v1";
 
 /// One DRA plugin found in plugins_registry.
 #[derive(Debug, Clone)]
@@ -76,36 +69,19 @@ pub struct DraFacts {
     pub checkpoint: DraCheckpoint,
 }
 
-/// Parse `dra_manager_state`: `{"Data":"<JSON>","Checksum":N}` where Data is
-/// `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","Entries":[…]}`.
-pub fn parse_checkpoint(text: &str) -> Result<Vec<CheckpointClaim>, String> {
-    let outer: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let data = outer.get("Data").and_then(Value::as_str).ok_or("no Data string")?;
-    let inner: Value = serde_json::from_str(data).map_err(|e| format!("Data is not JSON: {e}"))?;
-    let kind = inner.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api = inner.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if kind != CHECKPOINT_KIND || api != CHECKPOINT_API_VERSION {
-        return Err(format!(
-            "kind {kind:?} apiVersion {api:?}: not a {CHECKPOINT_KIND} {CHECKPOINT_API_VERSION} (another kubelet version?)"
-        ));
-    }
+/// Parse `dra_manager_state` ([`crate::client::dra_checkpoint`], the format
+/// the kubelet engine writes too): one claim per entry and driver.
+pub fn parse_checkpoint(text: &str) -> Result<Vec<CheckpointClaim>, dra_checkpoint::DecodeError> {
     let mut out = Vec::new();
-    for e in inner.get("Entries").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
-        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let claim = format!("{}/{}", s("Namespace"), s("ClaimName"));
-        let Some(drivers) = e.get("DriverState").and_then(Value::as_object) else { continue };
-        for (driver, st) in drivers {
-            let cdi_ids = st
-                .get("Devices")
-                .and_then(Value::as_array)
-                .map(|ds| {
-                    ds.iter()
-                        .flat_map(|d| d.get("CDIDeviceIDs").and_then(Value::as_array).cloned().unwrap_or_default())
-                        .filter_map(|v| v.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push(CheckpointClaim { claim: claim.clone(), uid: s("ClaimUID"), driver: driver.clone(), cdi_ids });
+    for e in dra_checkpoint::decode(text.as_bytes())? {
+        let claim = format!("{}/{}", e.namespace, e.claim_name);
+        for (driver, ids) in e.cdi_ids() {
+            out.push(CheckpointClaim {
+                claim: claim.clone(),
+                uid: e.claim_uid.clone(),
+                driver: driver.to_string(),
+                cdi_ids: ids.into_iter().map(String::from).collect(),
+            });
         }
     }
     Ok(out)
@@ -182,13 +158,13 @@ pub async fn gather(
         }
     }
     service_sockets.sort_by(|a, b| a.0.cmp(&b.0));
-    let checkpoint_path = kubelet_root_here.join(CHECKPOINT_NAME);
+    let checkpoint_path = kubelet_root_here.join(dra_checkpoint::NAME);
     let checkpoint = match crate::core::limits::read_file(&checkpoint_path, 64 << 20, "DRA checkpoint") {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => DraCheckpoint::Missing,
         Err(e) => DraCheckpoint::Bad(e.to_string(), e.kind() == std::io::ErrorKind::PermissionDenied),
         Ok(text) => match parse_checkpoint(&text) {
             Ok(c) => DraCheckpoint::Read(c),
-            Err(e) => DraCheckpoint::Bad(e, false),
+            Err(e) => DraCheckpoint::Bad(e.to_string(), false),
         },
     };
     DraFacts { kubelet_root: root.on_host(kubelet_root_here), plugins, service_sockets, checkpoint_path, checkpoint }
@@ -449,7 +425,8 @@ mod tests {
                     {"PoolName": "p", "DeviceName": "d0", "RequestNames": ["r"], "CDIDeviceIDs": ["k8s.g.example.com/claim=u1-d0"]},
                     {"PoolName": "p", "DeviceName": "d1", "RequestNames": ["r"], "CDIDeviceIDs": ["k8s.g.example.com/claim=u1-d1"]}]}}}]
         });
-        let text = serde_json::json!({"Data": data.to_string(), "Checksum": 1}).to_string();
+        let data = data.to_string();
+        let text = serde_json::json!({"Data": data, "Checksum": dra_checkpoint::crc32(data.as_bytes())}).to_string();
         let claims = parse_checkpoint(&text).unwrap();
         assert_eq!(claims.len(), 1);
         assert_eq!(claims[0].claim, "ml/gpu");
@@ -461,9 +438,12 @@ mod tests {
         let c = cdi_findings(&f, &reg);
         assert_eq!(checks(&c), ["dra-cdi"]);
         assert!(c[0].evidence.contains("u1-d1") && !c[0].evidence.contains("u1-d0:"), "{}", c[0].evidence);
-        assert!(parse_checkpoint("{\"Data\":\"{\\\"kind\\\":\\\"X\\\"}\"}")
-            .unwrap_err()
-            .contains("not a DRACheckpoint"));
+        let other = r#"{"kind":"X"}"#;
+        let other = serde_json::json!({"Data": other, "Checksum": dra_checkpoint::crc32(other.as_bytes())});
+        assert!(parse_checkpoint(&other.to_string()).unwrap_err().to_string().contains("not a DRACheckpoint"));
+        // A checkpoint the kubelet would refuse (its checksum does not match) is not read either.
+        let corrupt = text.replace("u1-d1", "u1-d2");
+        assert!(parse_checkpoint(&corrupt).unwrap_err().to_string().contains("corrupted"));
         assert!(parse_checkpoint("nope").is_err());
         f.checkpoint = DraCheckpoint::Bad("denied".into(), true);
         assert_eq!(checkpoint_findings(&f)[0].severity, Severity::Unknown);

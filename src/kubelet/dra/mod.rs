@@ -22,7 +22,7 @@
 //! kubelet's (pkg/kubelet/cm/dra/manager.go).
 
 pub mod apiserver;
-pub mod checkpoint;
+use crate::client::dra_checkpoint as checkpoint;
 pub mod objects;
 pub mod protobuf;
 
@@ -360,7 +360,9 @@ impl DraManager {
             }
         };
         match checkpoint::decode(&bytes) {
-            Err(error) => self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error }),
+            Err(e) => {
+                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
+            }
             Ok(entries) => {
                 let mut st = self.lock();
                 for e in &entries {

@@ -1,5 +1,7 @@
 //! The kubelet's DRA checkpoint, `<root-dir>/dra_manager_state`, in the
-//! format of pkg/kubelet/cm/dra/checkpoint (kubelet ≥ 1.32):
+//! format of pkg/kubelet/cm/dra/checkpoint (kubelet ≥ 1.32), beside the
+//! device manager's ([`super::checkpoint`]): the kubelet engine writes and
+//! restores it, `doctor` reads it.
 //! `{"Data":"<JSON>","Checksum":<crc32 IEEE of Data>}` where Data is
 //! `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","Entries":[ClaimInfoState…]}`
 //! and each entry carries ClaimUID, ClaimName, Namespace, PodUIDs (a Go set:
@@ -71,8 +73,10 @@ pub struct Entry {
 
 #[derive(Serialize, Deserialize)]
 struct Data {
+    // metav1.TypeMeta, inline: both omitempty.
+    #[serde(default)]
     kind: String,
-    #[serde(rename = "apiVersion")]
+    #[serde(rename = "apiVersion", default)]
     api_version: String,
     #[serde(rename = "Entries", default)]
     entries: Option<Vec<Entry>>,
@@ -106,19 +110,82 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
     serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
 }
 
+/// Why a file is not a DRA checkpoint the kubelet would restore.
+#[derive(Debug)]
+pub enum DecodeError {
+    /// Not `{"Data":"…","Checksum":N}` JSON.
+    NotCheckpoint(serde_json::Error),
+    /// Data does not sum to Checksum (the kubelet refuses to start on it).
+    Corrupted {
+        /// The Checksum the file carries.
+        checksum: u32,
+        /// What Data sums to.
+        sums_to: u32,
+    },
+    /// Data is not the JSON of a DRACheckpoint.
+    Data(serde_json::Error),
+    /// Another kind or apiVersion (another kubelet version's format?).
+    OtherKind {
+        /// Data.kind.
+        kind: String,
+        /// Data.apiVersion.
+        api_version: String,
+    },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::NotCheckpoint(e) => write!(f, "not a DRA checkpoint: {e}"),
+            DecodeError::Corrupted { checksum, sums_to } => {
+                write!(f, "checkpoint is corrupted: checksum {checksum} but Data sums to {sums_to}")
+            }
+            DecodeError::Data(e) => write!(f, "Data is not a {KIND}: {e}"),
+            DecodeError::OtherKind { kind, api_version } => write!(
+                f,
+                "kind {kind:?} apiVersion {api_version:?}: not a {KIND} {API_VERSION} (another kubelet version?)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DecodeError::NotCheckpoint(e) | DecodeError::Data(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Parse the file, checking its checksum, kind and apiVersion (the kubelet
 /// refuses to start on a corrupt checkpoint; the caller reports it).
-pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, String> {
-    let outer: Outer = serde_json::from_slice(bytes).map_err(|e| format!("not a DRA checkpoint: {e}"))?;
-    let want = crc32(outer.data.as_bytes());
-    if want != outer.checksum {
-        return Err(format!("checkpoint is corrupted: checksum {} but Data sums to {want}", outer.checksum));
+pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, DecodeError> {
+    let outer: Outer = serde_json::from_slice(bytes).map_err(DecodeError::NotCheckpoint)?;
+    let sums_to = crc32(outer.data.as_bytes());
+    if sums_to != outer.checksum {
+        return Err(DecodeError::Corrupted { checksum: outer.checksum, sums_to });
     }
-    let data: Data = serde_json::from_str(&outer.data).map_err(|e| format!("Data is not a DRACheckpoint: {e}"))?;
+    let data: Data = serde_json::from_str(&outer.data).map_err(DecodeError::Data)?;
     if data.kind != KIND || data.api_version != API_VERSION {
-        return Err(format!("kind {:?} apiVersion {:?}: not a {KIND} {API_VERSION}", data.kind, data.api_version));
+        return Err(DecodeError::OtherKind { kind: data.kind, api_version: data.api_version });
     }
     Ok(data.entries.unwrap_or_default())
+}
+
+impl Entry {
+    /// Every CDI device ID a driver returned for the claim, by driver (in driver order).
+    pub fn cdi_ids(&self) -> impl Iterator<Item = (&str, Vec<&str>)> {
+        self.driver_state.iter().map(|(driver, st)| {
+            let ids = st
+                .devices
+                .iter()
+                .flatten()
+                .flat_map(|d| d.cdi_device_ids.iter().flatten().map(String::as_str))
+                .collect();
+            (driver.as_str(), ids)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -168,9 +235,18 @@ mod tests {
         assert_eq!(got[0].driver_state["d.x"].devices.as_ref().unwrap()[0].device_name, "d");
         let bad = file.replace("DeviceName\\\":\\\"d\\\"", "DeviceName\\\":\\\"e\\\"");
         assert_ne!(bad, file);
-        assert!(decode(bad.as_bytes()).unwrap_err().contains("corrupted"));
+        let e = decode(bad.as_bytes()).unwrap_err();
+        assert!(matches!(e, DecodeError::Corrupted { .. }) && e.to_string().contains("corrupted"), "{e}");
         let other = r#"{"kind":"Other","apiVersion":"v9"}"#;
         let file = serde_json::json!({"Data": other, "Checksum": crc32(other.as_bytes())}).to_string();
-        assert!(decode(file.as_bytes()).unwrap_err().contains("not a DRACheckpoint"));
+        let e = decode(file.as_bytes()).unwrap_err();
+        assert!(matches!(e, DecodeError::OtherKind { .. }) && e.to_string().contains("not a DRACheckpoint"), "{e}");
+        // No TypeMeta at all (both fields are omitempty in Go): another format, said so.
+        let bare = r#"{"Entries":[]}"#;
+        let file = serde_json::json!({"Data": bare, "Checksum": crc32(bare.as_bytes())}).to_string();
+        assert!(decode(file.as_bytes()).unwrap_err().to_string().contains("another kubelet version"));
+        assert!(matches!(decode(b"nope").unwrap_err(), DecodeError::NotCheckpoint(_)));
+        let notdata = serde_json::json!({"Data": "[1]", "Checksum": crc32(b"[1]")}).to_string();
+        assert!(matches!(decode(notdata.as_bytes()).unwrap_err(), DecodeError::Data(_)));
     }
 }
