@@ -103,8 +103,11 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-/// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// The civil date (year, month 1-12, day 1-31; proleptic Gregorian) of a
+/// day count since 1970-01-01: Howard Hinnant's days-to-civil algorithm.
+/// The one date conversion: RFC 3339 here and metav1.Time in the API
+/// server's encodings both use it.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -115,6 +118,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian; month 1-12):
+/// the inverse of [`civil_from_days`].
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -146,6 +160,18 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(&rfc3339(leap)[..10], "2000-02-29");
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        for z in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(z);
+            assert_eq!(days_from_civil(y, i64::from(m), i64::from(d)), z, "{y}-{m}-{d}");
+        }
     }
 
     #[test]

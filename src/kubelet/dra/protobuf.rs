@@ -23,6 +23,7 @@
 //! the wire are dropped (Go writes every non-pointer string; its JSON omits
 //! empty ones).
 
+use crate::core::time::{civil_from_days, days_from_civil};
 use base64::Engine as _;
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -568,28 +569,6 @@ pub fn request_media(content_type: &str) -> Option<Media> {
 }
 
 // ---- metav1.Time ----
-
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
 
 /// Seconds since the epoch of an RFC 3339 time (`2024-05-01T10:00:00Z`,
 /// fractions dropped, `±HH:MM` offsets applied).
