@@ -11,7 +11,7 @@ use dpctl::api::deviceplugin::{
     DevicePluginOptions, NumaNode, PreferredAllocationResponse, TopologyInfo,
 };
 use dpctl::kubelet::event::KubeletEvent;
-use dpctl::protocol::{deviceplugin, registration, Rule, Severity, Violation};
+use dpctl::protocol::{deviceplugin, go_status, registration, Rule, Severity, Violation};
 use serde_json::Value;
 
 const RES: &str = "vendor.example/foo";
