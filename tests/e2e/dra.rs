@@ -444,7 +444,9 @@ async fn doctor_reports_dra_plugins_broken_registrations_health_and_unresolvable
             "CDIDeviceIDs": ["k8s.gpu.example.com/claim=uid-gone-dev-1"]}]}}}
     ]);
     let data = serde_json::json!({"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1", "Entries": entries});
-    let cp = serde_json::json!({"Data": data.to_string(), "Checksum": 0});
+    let data = data.to_string();
+    // The kubelet's CRC-32 of Data: a checkpoint the kubelet would refuse is not read.
+    let cp = serde_json::json!({"Data": data, "Checksum": dpctl::client::dra_checkpoint::crc32(data.as_bytes())});
     std::fs::write(root.join("dra_manager_state"), cp.to_string()).unwrap();
 
     // A service socket left behind by a driver that died.
