@@ -165,7 +165,7 @@ pub type InfoFn = Arc<dyn Fn(&Path) -> PluginInfo + Send + Sync>;
 pub fn device_plugin_info(resource: &str) -> InfoFn {
     let resource = resource.to_string();
     Arc::new(move |ep: &Path| PluginInfo {
-        r#type: "DevicePlugin".into(),
+        r#type: crate::protocol::registration::PLUGIN_TYPE.into(),
         name: resource.clone(),
         endpoint: ep.display().to_string(),
         supported_versions: vec![crate::api::VERSION.into()],

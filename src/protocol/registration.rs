@@ -16,6 +16,19 @@ const SERVER: &str = "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/ser
 
 /// The longest file name Linux allows (a RegisterRequest endpoint is one).
 pub const NAME_MAX: usize = 255;
+/// The plugin type a device plugin registers with through the plugin watcher
+/// (GetInfo; a DRA driver's is [`super::dra::PLUGIN_TYPE`]).
+pub const PLUGIN_TYPE: &str = "DevicePlugin";
+
+/// The kubelet's text when no handler takes a plugin watcher registration's
+/// type (sent with NotifyRegistrationStatus registered=false;
+/// pkg/kubelet/pluginmanager/operationexecutor/operation_generator.go).
+pub fn no_handler(plugin_type: &str, socket: &Path) -> String {
+    format!(
+        "RegisterPlugin error -- no handler registered for plugin type: {plugin_type} at socket {}",
+        socket.display()
+    )
+}
 
 /// RegisterRequest.version is v1beta1.
 pub static REGISTER_VERSION: Rule = Rule {

@@ -250,7 +250,11 @@ impl Config {
             endpoint.display().to_string()
         };
         PluginInfo {
-            r#type: if f(&Fault::WrongType) { "DevicePlugin".into() } else { PLUGIN_TYPE.into() },
+            r#type: if f(&Fault::WrongType) {
+                crate::protocol::registration::PLUGIN_TYPE.into()
+            } else {
+                PLUGIN_TYPE.into()
+            },
             name: if f(&Fault::BadDriverName) { format!("{}/Bad Name", self.driver) } else { self.driver.clone() },
             endpoint,
             supported_versions: versions,

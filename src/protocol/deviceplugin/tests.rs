@@ -214,3 +214,16 @@ fn command_line_errors_carry_the_broken_rule() {
     assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("the ResourceName \"gpu\" is invalid"));
     assert!(check_resource_name("vendor.example/gpu").is_ok());
 }
+
+#[test]
+fn an_unhandled_plugin_type_gets_the_kubelets_text() {
+    let t = no_handler("CSIPlugin", Path::new("/var/lib/kubelet/plugins_registry/x.sock"));
+    assert_eq!(
+        t,
+        "RegisterPlugin error -- no handler registered for plugin type: CSIPlugin at socket \
+         /var/lib/kubelet/plugins_registry/x.sock"
+    );
+    // The DRA rule for a wrong type cites the same text.
+    let f = crate::protocol::dra::TYPE.kubelet_text.unwrap().replacen("%s", "CSIPlugin", 1);
+    assert_eq!(f.replacen("%s", "/var/lib/kubelet/plugins_registry/x.sock", 1), t);
+}
