@@ -330,7 +330,7 @@ async fn allocate(
 /// CDI names must resolve to a spec, or the runtime fails the container.
 fn cdi(ctx: &Ctx, a: &ProbeArgs, c: &ContainerAllocateResponse, p: &mut Probe) {
     // Unqualified names are the allocate check's (the rulebook's allocate-cdi-name).
-    let names: Vec<String> = cdi::names(c).into_iter().filter(|n| deviceplugin::cdi_name(n).is_none()).collect();
+    let names: Vec<String> = cdi::names(c).into_iter().filter(|n| cdi::name_ok(n)).collect();
     if names.is_empty() {
         return;
     }
