@@ -1,7 +1,8 @@
 //! The DRA kubelet-plugin rules: what the kubelet requires of a DRA
 //! driver's registration (plugin watcher GetInfo), of its DRAPlugin answers
-//! and of its health stream. Each rule is data ([`Rule`]: id, what it
-//! checks, severity, fix, upstream source) with a pure check beside it;
+//! and of its health stream. Each rule is data (the rulebook's one [`Rule`]:
+//! id, what it checks, what the kubelet does, severity, the kubelet's text,
+//! fix, upstream source) with a pure check beside it returning [`Violation`]s;
 //! `dpctl dra probe` reports them, `dpctl dra serve` validates its own
 //! configuration with them (and breaks one on purpose per `--fault`), and
 //! `doctor` reports them for the plugins it finds on a node.
