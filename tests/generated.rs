@@ -19,6 +19,7 @@ fn extra_sections(page: &clap::Command, name: &str) -> String {
     let mut s = String::new();
     if let Some(ex) = page.get_after_help().map(|e| e.to_string()) {
         s.push_str(".SH EXAMPLES\n.nf\n");
+        let ex = ex.split("\n\nEnvironment:").next().unwrap_or_default();
         for l in ex.lines().skip(1) {
             s.push_str(&roff_escape(l.strip_prefix("  ").unwrap_or(l)));
             s.push('\n');
@@ -26,7 +27,7 @@ fn extra_sections(page: &clap::Command, name: &str) -> String {
         s.push_str(".fi\n");
     }
     s.push_str(".SH ENVIRONMENT\n");
-    for (var, what) in dpctl::help::ENVIRONMENT {
+    for (var, what) in dpctl::help::environment(page, name) {
         s.push_str(&format!(".TP\n.B {var}\n{}\n", roff_escape(what)));
     }
     s.push_str(".SH \"EXIT STATUS\"\n");
@@ -110,7 +111,115 @@ fn man_pages_say_what_the_readme_says() {
         }
     }
     assert!(serve.contains("\\-\\-plugin\\-dir"), "global options are listed on subcommand pages");
-    assert!(serve.contains("DPCTL_POD_RESOURCES_SOCKET"));
+}
+
+/// The ENVIRONMENT section of a man page: the variables it lists.
+fn environment_of(page: &str) -> Vec<String> {
+    let section = page.split(".SH ENVIRONMENT\n").nth(1).and_then(|s| s.split("\n.SH ").next()).unwrap_or_default();
+    section.lines().filter_map(|l| l.strip_prefix(".B ")).map(str::to_string).collect()
+}
+
+/// Every page lists the variables its command reads, and only those: the
+/// global options' everywhere, DRA's on `dra serve`, the device-plugin
+/// sockets' only where a flag reads them; `man dpctl` lists them all.
+#[test]
+fn man_pages_list_the_environment_their_command_reads() {
+    let files = expected();
+    let page = |n: &str| {
+        let (_, b) = files.iter().find(|(p, _)| p.ends_with(n)).unwrap_or_else(|| panic!("no {n}"));
+        environment_of(&String::from_utf8_lossy(b))
+    };
+    let has = |env: &[String], v: &str| env.iter().any(|e| e == v);
+    for (path, b) in &files {
+        let t = String::from_utf8_lossy(b);
+        if !t.contains("\n.TH ") {
+            continue;
+        }
+        let env = environment_of(&t);
+        for v in ["DPCTL_ROOT", "DPCTL_KUBELET_ROOT_DIR", "DPCTL_PLUGIN_DIR", "NO_COLOR", "DPCTL_WORKERS"] {
+            assert!(has(&env, v), "{}: no {v} in ENVIRONMENT: {env:?}", path.display());
+        }
+    }
+    let all: Vec<&str> = dpctl::help::ENVIRONMENT.iter().map(|(v, _)| *v).collect();
+    assert_eq!(page("man/dpctl.1"), all, "man dpctl lists every variable");
+    let dra_serve = page("man/dpctl-dra-serve.1");
+    assert!(has(&dra_serve, "NODE_NAME"), "{dra_serve:?}");
+    assert!(
+        !has(&dra_serve, "DPCTL_KUBELET_SOCKET") && !has(&dra_serve, "DPCTL_POD_RESOURCES_SOCKET"),
+        "{dra_serve:?}"
+    );
+    let serve = page("man/dpctl-serve.1");
+    assert!(has(&serve, "DPCTL_KUBELET_SOCKET") && !has(&serve, "NODE_NAME"), "{serve:?}");
+    assert!(has(&page("man/dpctl-podresources-list.1"), "DPCTL_POD_RESOURCES_SOCKET"));
+    assert!(has(&page("man/dpctl-demo.1"), "TMPDIR") && !has(&page("man/dpctl-probe.1"), "TMPDIR"));
+}
+
+/// `man dpctl` and `dpctl --help` open with both plugin kinds; the summaries
+/// of commands that serve both say so.
+#[test]
+fn help_names_both_plugin_kinds() {
+    let files = expected();
+    let top = files.iter().find(|(p, _)| p.ends_with("man/dpctl.1")).map(|(_, b)| String::from_utf8_lossy(b));
+    let top = top.expect("man/dpctl.1");
+    let description = top.split(".SH DESCRIPTION").nth(1).unwrap_or_default();
+    let opening = description.split(".SH ").next().unwrap_or_default();
+    for kind in ["device plugins", "DRA drivers"] {
+        assert!(opening.contains(kind), "man dpctl DESCRIPTION does not name {kind}: {opening}");
+        let name = top.split(".SH NAME").nth(1).and_then(|n| n.split(".SH").next()).unwrap_or_default();
+        assert!(name.contains(kind), "man dpctl NAME does not name {kind}: {name}");
+    }
+    let mut cmd = dpctl::commands::command();
+    let help = cmd.render_long_help().to_string();
+    assert!(help.starts_with("dpctl speaks the kubelet's plugin gRPC protocols"), "{help}");
+    assert!(help.contains("device plugins") && help.contains("DRA drivers"));
+    for heading in
+        ["Getting started:", "Talk to a device plugin or DRA driver:", "Stand in for the kubelet:", "Diagnose a node:"]
+    {
+        assert!(help.contains(&format!("\n{heading}\n")), "dpctl --help lacks {heading}:\n{help}");
+    }
+    assert!(help.contains("\nEnvironment:\n  DPCTL_PLUGIN_DIR"), "{help}");
+    let about = |path: &[&str]| {
+        let mut c = &cmd;
+        for p in path {
+            c = c.find_subcommand(p).unwrap_or_else(|| panic!("no {p}"));
+        }
+        c.get_about().map(|a| a.to_string()).unwrap_or_default()
+    };
+    for path in [&["mock-kubelet"][..], &["node"], &["doctor"], &["podresources", "list"], &["completion"], &["test"]] {
+        let a = about(path);
+        let dra = a.contains("DRA") || a.contains("plugins_registry");
+        assert!(dra, "{path:?}: the summary names only device plugins: {a}");
+    }
+    let api = cmd.find_subcommand("mock-kubelet").and_then(|m| m.get_arguments().find(|a| a.get_id() == "api_server"));
+    let api = api.and_then(|a| a.get_help()).map(|h| h.to_string()).unwrap_or_default();
+    assert!(api.contains("protobuf") && api.contains("JSON"), "{api}");
+}
+
+/// `--kubelet-version` completes the versions of the profile table, in each shell.
+#[test]
+fn kubelet_version_completes_the_known_versions() {
+    let versions = dpctl::commands::surface::socket_hints(dpctl::commands::ALL).kubelet_versions;
+    assert_eq!(versions.first().map(String::as_str), Some("1.25"));
+    assert!(versions.len() >= 13, "{versions:?}");
+    let list = versions.join(" ");
+    let files = expected();
+    let script = |n: &str| {
+        let (_, b) = files.iter().find(|(p, _)| p.ends_with(n)).unwrap_or_else(|| panic!("no {n}"));
+        String::from_utf8_lossy(b).into_owned()
+    };
+    let bash = script("completions/dpctl.bash");
+    let bash_cases =
+        bash.matches(&format!("--kubelet-version)\n                    COMPREPLY=($(compgen -W \"{list}\"")).count();
+    let zsh = script("completions/_dpctl");
+    let zsh_specs = zsh.lines().filter(|l| l.starts_with("'--kubelet-version=[")).collect::<Vec<_>>();
+    let fish = script("completions/dpctl.fish");
+    let fish_specs = fish.lines().filter(|l| l.contains(" -l kubelet-version ")).collect::<Vec<_>>();
+    // mock-kubelet, demo, replay, bench kubelet, test
+    assert_eq!(bash_cases, 5, "bash: every --kubelet-version completes the versions");
+    assert_eq!(zsh_specs.len(), 5);
+    assert!(zsh_specs.iter().all(|l| l.contains(&format!(":_sequence compadd - {list}'"))), "{zsh_specs:#?}");
+    assert_eq!(fish_specs.len(), 5);
+    assert!(fish_specs.iter().all(|l| l.ends_with(&format!(" -x -a \"{list}\""))), "{fish_specs:#?}");
 }
 
 #[test]
