@@ -495,17 +495,9 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
-/// The Go DRA peer built by tests/interop/setup.sh (required in CI, skipped locally when absent).
+/// The Go DRA peer built by tests/interop/setup.sh (see `support::interop_peers`).
 fn go_dra_peer() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop/go-dra-peer");
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
-        panic!("{} is not built: run tests/interop/setup.sh", p.display());
-    }
-    eprintln!("SKIPPED: the Go DRA peer is not built; run tests/interop/setup.sh");
-    None
+    interop_peers(&["go-dra-peer"]).map(|d| d.join("go-dra-peer"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
