@@ -254,3 +254,119 @@ fn completions_and_man_pages_are_up_to_date() {
         stale.join(", ")
     );
 }
+
+/// GitHub's anchor for a heading: lowercase, punctuation dropped (`-` and
+/// `_` kept), spaces as `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown page's headings (outside code blocks),
+/// duplicates numbered as GitHub numbers them.
+fn anchors(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut fence = false;
+    for l in text.lines() {
+        if l.starts_with("```") {
+            fence = !fence;
+        }
+        if fence || !l.starts_with('#') {
+            continue;
+        }
+        let base = slug(l.trim_start_matches('#'));
+        let n = out.iter().filter(|a| **a == base || a.starts_with(&format!("{base}-"))).count();
+        out.push(if n == 0 { base } else { format!("{base}-{n}") });
+    }
+    out
+}
+
+/// Relative links `[text](target)` of a markdown page that do not resolve:
+/// a missing file, or an anchor no heading of the target has.
+fn broken_links(page: &Path, text: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut fence = false;
+    for l in text.lines() {
+        if l.starts_with("```") {
+            fence = !fence;
+        }
+        if fence {
+            continue;
+        }
+        // Inline code is not a link: drop every `…` span.
+        let l: String = l.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        for part in l.split("](").skip(1) {
+            let Some(target) = part.split(')').next() else { continue };
+            if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() { page.to_path_buf() } else { page.parent().unwrap_or(Path::new(".")).join(file) };
+            if !path.exists() {
+                broken.push(format!("{}: {target}: no such file", page.display()));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let t = std::fs::read_to_string(&path).unwrap_or_default();
+                if !anchors(&t).iter().any(|a| a == anchor) {
+                    broken.push(format!("{}: {target}: no heading with that anchor", page.display()));
+                }
+            }
+        }
+    }
+    broken
+}
+
+/// Every relative link in README.md, CONTRIBUTING.md and docs/*.md points to
+/// a file that exists, and every anchor to a heading there; the README is a
+/// front page that links every docs page.
+#[test]
+fn every_docs_link_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md"), root.join("CONTRIBUTING.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    assert!(docs.len() >= 8, "{docs:?}");
+    pages.extend(docs.iter().cloned());
+    let mut broken = Vec::new();
+    let mut links = 0;
+    for p in &pages {
+        let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        links += text.matches("](").count();
+        broken.extend(broken_links(p, &text));
+    }
+    assert!(links > 50, "{links} links");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    assert!(readme.lines().count() <= 300, "README.md is a front page: {} lines", readme.lines().count());
+    for d in &docs {
+        let name = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        assert!(readme.contains(&format!("(docs/{name}")), "README.md does not link docs/{name}");
+    }
+    assert!(readme.starts_with("# dpctl\n\n```sh\ncargo run --release -- demo"), "README opens with the demo");
+    assert!(readme.contains("\ncargo test "), "and cargo test");
+    assert!(readme.contains("cargo install --path ."), "README says how to put dpctl on PATH");
+}
+
+/// The checker itself finds what it must: a missing file, a missing anchor.
+#[test]
+fn the_link_checker_finds_broken_links() {
+    assert_eq!(slug(" Kubelet versions: `--kubelet-version`"), "kubelet-versions---kubelet-version");
+    assert_eq!(slug(" `dpctl test --dra`: a conformance suite for DRA drivers"), "dpctl-test---dra-a-conformance-suite-for-dra-drivers");
+    assert_eq!(anchors("# A\n```\n# not\n```\n## A\n"), ["a", "a-1"]);
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = "[ok](docs/test.md) [gone](docs/nope.md) [bad](docs/test.md#no-such-heading) [web](https://x.y/z)\n\
+                [self](#install) `[not](a link)`\n```\n[code](nope.md)\n```";
+    let broken = broken_links(&readme, text);
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert!(broken[0].ends_with("docs/nope.md: no such file") && broken[1].contains("no heading"), "{broken:?}");
+}
