@@ -306,7 +306,8 @@ fn broken_links(page: &Path, text: &str) -> Vec<String> {
                 continue;
             }
             let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
-            let path = if file.is_empty() { page.to_path_buf() } else { page.parent().unwrap_or(Path::new(".")).join(file) };
+            let path =
+                if file.is_empty() { page.to_path_buf() } else { page.parent().unwrap_or(Path::new(".")).join(file) };
             if !path.exists() {
                 broken.push(format!("{}: {target}: no such file", page.display()));
                 continue;
@@ -355,13 +356,20 @@ fn every_docs_link_resolves() {
     assert!(readme.starts_with("# dpctl\n\n```sh\ncargo run --release -- demo"), "README opens with the demo");
     assert!(readme.contains("\ncargo test "), "and cargo test");
     assert!(readme.contains("cargo install --path ."), "README says how to put dpctl on PATH");
+    let commands = std::fs::read_to_string(root.join("docs/commands.md")).expect("docs/commands.md");
+    for (var, _) in dpctl::help::ENVIRONMENT {
+        assert!(commands.contains(&format!("`{var}")), "docs/commands.md does not document {var}");
+    }
 }
 
 /// The checker itself finds what it must: a missing file, a missing anchor.
 #[test]
 fn the_link_checker_finds_broken_links() {
     assert_eq!(slug(" Kubelet versions: `--kubelet-version`"), "kubelet-versions---kubelet-version");
-    assert_eq!(slug(" `dpctl test --dra`: a conformance suite for DRA drivers"), "dpctl-test---dra-a-conformance-suite-for-dra-drivers");
+    assert_eq!(
+        slug(" `dpctl test --dra`: a conformance suite for DRA drivers"),
+        "dpctl-test---dra-a-conformance-suite-for-dra-drivers"
+    );
     assert_eq!(anchors("# A\n```\n# not\n```\n## A\n"), ["a", "a-1"]);
     let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
     let text = "[ok](docs/test.md) [gone](docs/nope.md) [bad](docs/test.md#no-such-heading) [web](https://x.y/z)\n\
