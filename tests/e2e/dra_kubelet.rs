@@ -312,7 +312,7 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
     assert_eq!(failed_ids(&r), ["DRA-SLICE-001"]);
     assert!(r.stdout.contains("no ResourceSlice of the driver"), "{}", r.stdout);
     for (fault, want) in table {
-        let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "RESTART", "-o", "json"]), 60).await;
+        let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "group:restart", "-o", "json"]), 60).await;
         r.expect_code(1);
         assert_eq!(failed_ids(&r), *want, "--fault {fault}:\n{}", r.stdout);
         // The evidence is the kubelet's own text.
