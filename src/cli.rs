@@ -14,7 +14,7 @@ use std::time::Duration;
 /// dpctl itself with its global options and Examples, but no commands yet.
 pub fn top() -> clap::Command {
     use clap::CommandFactory;
-    Top::command().after_help(format!("{TOP_EXAMPLES}\n\n{}", crate::help::environment_help()))
+    Top::command().after_help(TOP_EXAMPLES)
 }
 
 /// dpctl's one-line summary (`dpctl -h`, the NAME of `man dpctl`).
@@ -36,7 +36,7 @@ pub const TOP_EXAMPLES: &str = "Examples:
   # the first minute: mock kubelet + simulated plugin + a pod, in a temp dir (--dra: a DRA driver and a claim)
   dpctl demo
   dpctl demo --dra
-  # What a plugin or a DRA driver on this node tells the kubelet
+  # what a plugin or a DRA driver on this node tells the kubelet
   dpctl probe nvidia-gpu.sock
   dpctl watch nvidia-gpu.sock
   dpctl dra list

@@ -19,7 +19,6 @@ fn extra_sections(page: &clap::Command, name: &str) -> String {
     let mut s = String::new();
     if let Some(ex) = page.get_after_help().map(|e| e.to_string()) {
         s.push_str(".SH EXAMPLES\n.nf\n");
-        let ex = ex.split("\n\nEnvironment:").next().unwrap_or_default();
         for l in ex.lines().skip(1) {
             s.push_str(&roff_escape(l.strip_prefix("  ").unwrap_or(l)));
             s.push('\n');

@@ -125,7 +125,8 @@ pub fn assemble(top: clap::Command, table: &[&Spec]) -> clap::Command {
 }
 
 /// `dpctl --help`: clap's layout, with the commands grouped by task (clap
-/// has headings for arguments, not for subcommands).
+/// has headings for arguments, not for subcommands) and the environment
+/// variables before the Examples.
 pub fn help_template(table: &[&Spec]) -> String {
     let width = table.iter().map(|s| s.name.len()).max().unwrap_or(0) + 2;
     let mut t = String::from("{about-with-newline}\n{usage-heading} {usage}\n");
@@ -140,7 +141,9 @@ pub fn help_template(table: &[&Spec]) -> String {
         }
     }
     t.push_str(&format!("  {:width$}{}\n", "help", "Print this message or the help of the given command(s)"));
-    t.push_str("\nOptions:\n{options}{after-help}");
+    t.push_str("\nOptions:\n{options}\n\n");
+    t.push_str(&crate::help::environment_help());
+    t.push_str("{after-help}");
     t
 }
 
