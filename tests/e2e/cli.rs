@@ -133,3 +133,33 @@ async fn help_is_grouped_by_task_and_names_both_plugin_kinds() {
     assert!(r.stdout.contains("group:NAME or title:TEXT"), "{}", r.stdout);
     assert!(r.stdout.contains("--list"), "{}", r.stdout);
 }
+
+/// `--kubelet-version <TAB>` in bash offers the mock kubelet's versions,
+/// through the script `dpctl completion bash` prints (called as bash calls
+/// it: command, current word, previous word).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_completes_kubelet_versions() {
+    let d = tmp();
+    let r = dpctl(&["completion", "bash"]).await;
+    r.expect_code(0);
+    let script = d.path().join("dpctl.bash");
+    std::fs::write(&script, &r.stdout).unwrap();
+    for (words, want) in [
+        (
+            "dpctl mock-kubelet --kubelet-version 1.3",
+            &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37"][..],
+        ),
+        ("dpctl demo --kubelet-version 1.2", &["1.25", "1.26", "1.27", "1.28", "1.29"]),
+        ("dpctl bench kubelet --kubelet-version 1.37", &["1.37"]),
+        ("dpctl test --kubelet-version 1.25", &["1.25"]),
+    ] {
+        let test = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; _dpctl_with_sockets dpctl \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            s(&script)
+        );
+        let out = tokio::process::Command::new("bash").arg("-c").arg(&test).output().await.unwrap();
+        let got = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<&str> = got.lines().collect();
+        assert_eq!(got, want, "{words}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
