@@ -93,7 +93,8 @@ pub struct TestArgs {
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
     pub socket: Option<PathBuf>,
-    /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
+    /// The plugin's command line, after -- (found on PATH: for `dpctl serve`, run `cargo install --path .`
+    /// in a checkout first). Placeholders {plugin-dir}, {kubelet-socket},
     /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as
     /// DPCTL_TEST_PLUGIN_DIR, DPCTL_TEST_KUBELET_SOCKET, DPCTL_TEST_PLUGINS_REGISTRY_DIR and
     /// DPCTL_TEST_POD_RESOURCES_SOCKET
