@@ -389,7 +389,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test dra completion help"
+            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -678,7 +678,7 @@ _dpctl() {
                     return 0
                     ;;
                 --kubelet-version)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -958,7 +958,7 @@ _dpctl() {
             fi
             case "${prev}" in
                 --kubelet-version)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -2103,7 +2103,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="options watch allocate preferred prestart register podresources probe serve device mock-kubelet node demo checkpoint doctor record replay bench test dra completion help"
+            opts="demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2784,7 +2784,7 @@ _dpctl() {
                     return 0
                     ;;
                 --kubelet-version)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --log-format)
@@ -3422,7 +3422,7 @@ _dpctl() {
                     return 0
                     ;;
                 --kubelet-version)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --resource)
@@ -3631,7 +3631,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__test)
-            opts="-o -v -h --resource --focus --skip --junit --isolate --health-trigger --dra --kubelet-version --health-timeout --restart-backoff --no-restart --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --resource --focus --skip --list --junit --isolate --health-trigger --dra --kubelet-version --health-timeout --restart-backoff --no-restart --socket --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3658,7 +3658,7 @@ _dpctl() {
                     return 0
                     ;;
                 --kubelet-version)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --health-timeout)

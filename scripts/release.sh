@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build a dpctl release: static (musl) binaries for linux/amd64 and linux/arm64,
 # stripped and checked; dpctl-VERSION-linux-ARCH.tar.gz archives (binary,
-# completions/, man/, LICENSE, README.md) and SHA256SUMS; a multi-arch OCI image
+# completions/, man/, docs/, LICENSE, README.md) and SHA256SUMS; a multi-arch OCI image
 # (the binary and an empty /tmp, nothing else) built without a container daemon
-# (umoci + skopeo); then smoke tests of exactly those artefacts. See README.md,
+# (umoci + skopeo); then smoke tests of exactly those artefacts. See CONTRIBUTING.md,
 # "Cutting a release".
 #
 #   scripts/release.sh                  everything, into dist/
@@ -141,7 +141,7 @@ if [ $do_build -eq 1 ]; then
     name=dpctl-$version-linux-$a
     mkdir -p "$stage/$name"
     install -m 0755 "$bin" "$stage/$name/dpctl"
-    cp -R completions man "$stage/$name/"
+    cp -R completions man docs "$stage/$name/"
     cp LICENSE README.md "$stage/$name/"
     find "$stage/$name" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
     tar --sort=name --owner=0 --group=0 --numeric-owner --mode='u+rwX,go+rX,go-w' \
@@ -281,7 +281,7 @@ for a in "${arches[@]}"; do
   name=dpctl-$version-linux-$a
   mkdir -p "$work/unpack-$a"
   tar -C "$work/unpack-$a" -xzf "$f"
-  for want in dpctl LICENSE README.md completions/dpctl.bash completions/_dpctl completions/dpctl.fish man/dpctl.1 man/dpctl-serve.1; do
+  for want in dpctl LICENSE README.md docs/test.md completions/dpctl.bash completions/_dpctl completions/dpctl.fish man/dpctl.1 man/dpctl-serve.1; do
     [ -e "$work/unpack-$a/$name/$want" ] || die "$(basename "$f") lacks $name/$want"
   done
   [ "$(ls "$work/unpack-$a")" = "$name" ] || die "$(basename "$f") must hold only the directory $name/"

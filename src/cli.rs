@@ -17,14 +17,34 @@ pub fn top() -> clap::Command {
     Top::command().after_help(TOP_EXAMPLES)
 }
 
+/// dpctl's one-line summary (`dpctl -h`, the NAME of `man dpctl`).
+pub const ABOUT: &str =
+    "Test, inspect and stand in for either side of the kubelet's plugin protocols: device plugins and DRA drivers";
+
+/// What `dpctl --help` and `man dpctl` open with.
+pub const LONG_ABOUT: &str = "dpctl speaks the kubelet's plugin gRPC protocols over Unix sockets, for both \
+plugin kinds: device plugins (deviceplugin v1beta1, podresources v1) and DRA drivers' kubelet plugins \
+(dra v1 and v1beta1, dra-health), both registered through pluginregistration v1. Point it at a plugin's \
+or a driver's socket to see what the kubelet would see; serve a simulated plugin or driver; stand in for \
+the kubelet (a mock kubelet, with a local API server for DRA drivers); run a plugin or a driver through \
+a conformance suite; or find out what is wrong with a node.
+
+Exit codes: 0 ok, 1 failure (RPC error, failed check, unreachable socket, timeout), 2 usage error.";
+
 /// The top-level Examples.
 pub const TOP_EXAMPLES: &str = "Examples:
-  # What a plugin on this node tells the kubelet
+  # the first minute: mock kubelet + simulated plugin + a pod, in a temp dir (--dra: a DRA driver and a claim)
+  dpctl demo
+  dpctl demo --dra
+  # what a plugin or a DRA driver on this node tells the kubelet
   dpctl probe nvidia-gpu.sock
   dpctl watch nvidia-gpu.sock
-  # the first minute: mock kubelet + simulated plugin + a pod, in a temp dir
-  dpctl demo
-  # what is wrong with this node's device plugins
+  dpctl dra list
+  dpctl dra probe gpu.example.com-reg.sock
+  # your plugin or driver through the conformance suite
+  dpctl test -- ./my-plugin --socket-dir {plugin-dir}
+  dpctl test --dra -- ./my-driver --kubelet-root {kubelet-root-dir} --kubeconfig {kubeconfig}
+  # what is wrong with this node's device plugins and DRA drivers
   dpctl doctor";
 
 /// Parse the process's arguments against `cmd` and turn the matches into
@@ -58,16 +78,13 @@ pub fn positive_duration_arg(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Test, inspect and stand in for either side of the Kubernetes device-plugin protocol.
+/// Test, inspect and stand in for either side of the kubelet's plugin protocols.
 #[derive(Debug, Parser)]
 #[command(
     name = "dpctl",
     version,
-    about = "Test, inspect and stand in for either side of the Kubernetes device-plugin protocol",
-    long_about = "dpctl talks the kubelet's device-plugin gRPC protocol (deviceplugin v1beta1, \
-pluginregistration v1, podresources v1) over Unix sockets. Point it at a plugin's socket to see \
-what the kubelet would see.\n\nExit codes: 0 ok, 1 failure (RPC error, failed check, unreachable \
-socket), 2 usage error."
+    about = ABOUT,
+    long_about = LONG_ABOUT
 )]
 pub struct Top {
     /// Options every command takes.

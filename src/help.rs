@@ -3,17 +3,73 @@
 //! plus socket names from the plugin dir). Each command's own Examples and
 //! socket hints live in its file under `commands/`.
 
-/// The environment variables dpctl reads (for man pages and `--help`).
+/// Every environment variable dpctl reads, each described once (man pages'
+/// ENVIRONMENT sections and `dpctl --help`); a unit test holds this table to
+/// the variables the code reads.
 pub const ENVIRONMENT: &[(&str, &str)] = &[
-    ("DPCTL_PLUGIN_DIR", "The device-plugin directory (--plugin-dir); default /var/lib/kubelet/device-plugins/."),
+    ("DPCTL_PLUGIN_DIR", "The device-plugin directory (--plugin-dir); default <kubelet-root-dir>/device-plugins/."),
+    (
+        "DPCTL_KUBELET_ROOT_DIR",
+        "The kubelet's --root-dir (--kubelet-root-dir): plugins_registry/, plugins/ (DRA drivers), pod-resources/ and dra_manager_state are under it; default a running kubelet's --root-dir (read from /proc), else /var/lib/kubelet.",
+    ),
+    (
+        "DPCTL_ROOT",
+        "Look up every host path under this directory (--root): plugin dir, sockets, checkpoints, CDI specs, e.g. /host in a kubectl debug node pod; default /.",
+    ),
     ("DPCTL_KUBELET_SOCKET", "The kubelet's Registration socket (--kubelet-socket); default <plugin-dir>/kubelet.sock."),
     (
         "DPCTL_POD_RESOURCES_SOCKET",
-        "The kubelet's PodResources socket (--socket, --pod-resources-socket); default <plugin-dir>/../pod-resources/kubelet.sock when --plugin-dir is given, else /var/lib/kubelet/pod-resources/kubelet.sock.",
+        "The kubelet's PodResources socket (--socket, --pod-resources-socket); default <plugin-dir>/../pod-resources/kubelet.sock when --plugin-dir is given, else <kubelet-root-dir>/pod-resources/kubelet.sock.",
     ),
+    ("NODE_NAME", "The node a DRA driver publishes its ResourceSlice for (--node-name); default this host's name."),
     ("NO_COLOR", "Set to anything non-empty: never colour the output (as --no-color)."),
     ("DPCTL_WORKERS", "Runtime worker threads (0: one thread); default per command."),
+    (
+        "TMPDIR",
+        "Where demo, test, bench kubelet and replay --kubelet create their temporary node trees; default /tmp.",
+    ),
+    (
+        "PATH",
+        "Where dpctl test finds the plugin's command (dpctl itself too: cargo install --path . puts it there); demo checks whether dpctl is on it.",
+    ),
 ];
+
+/// Variables every command reads, whatever its flags.
+const EVERY_COMMAND: &[&str] = &["NO_COLOR", "DPCTL_WORKERS"];
+
+/// Variables only some commands read (not through a flag), by man page name.
+const SOME_COMMANDS: &[(&str, &[&str])] = &[
+    ("TMPDIR", &["dpctl-demo", "dpctl-test", "dpctl-bench", "dpctl-bench-kubelet", "dpctl-replay"]),
+    ("PATH", &["dpctl-demo", "dpctl-test"]),
+];
+
+/// The environment variables the command `page` (a built clap command, so
+/// it carries the global options; `name` as its man page is named, e.g.
+/// `dpctl-dra-serve`) reads: those of its flags, then the ones every command
+/// reads, in [`ENVIRONMENT`]'s order. `dpctl` itself lists all of them.
+pub fn environment(page: &clap::Command, name: &str) -> Vec<(&'static str, &'static str)> {
+    let flags: Vec<String> =
+        page.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    ENVIRONMENT
+        .iter()
+        .copied()
+        .filter(|(var, _)| {
+            name == "dpctl"
+                || flags.iter().any(|f| f == var)
+                || EVERY_COMMAND.contains(var)
+                || SOME_COMMANDS.iter().any(|(v, pages)| v == var && pages.contains(&name))
+        })
+        .collect()
+}
+
+/// The top-level `--help`'s Environment section.
+pub fn environment_help() -> String {
+    let mut s = String::from("Environment:\n");
+    for (var, what) in ENVIRONMENT {
+        s.push_str(&format!("  {var:28}{what}\n"));
+    }
+    s.trim_end().to_string()
+}
 
 /// The exit codes.
 pub const EXIT_STATUS: &[(&str, &str)] = &[
@@ -40,7 +96,7 @@ pub enum Socket {
 pub const DRA_SOCKET_HELP: &str =
     "Registration or service socket (a bare name is looked up in plugins_registry/ and plugins/*/)";
 
-/// The socket arguments of every command, for the completion scripts.
+/// The socket arguments of every command and the kubelet versions, for the completion scripts.
 #[derive(Debug, Default, Clone)]
 pub struct SocketHints {
     /// Commands whose positional argument is a socket.
@@ -49,6 +105,8 @@ pub struct SocketHints {
     pub flags: Vec<(&'static str, &'static str)>,
     /// `(command, subcommand)`: subcommands whose positional argument is a DRA plugin's socket.
     pub registry: Vec<(&'static str, &'static str)>,
+    /// The values `--kubelet-version` completes (the kubelet profiles' versions).
+    pub kubelet_versions: Vec<String>,
 }
 
 /// Shells `dpctl completion` writes scripts for.
@@ -74,6 +132,7 @@ pub fn completion_script(shell: Shell, cmd: &mut clap::Command, sockets: &Socket
         Shell::Fish => clap_complete::Shell::Fish,
     };
     clap_complete::generate(gen, cmd, "dpctl", &mut buf);
+    let mut buf = with_kubelet_versions(shell, &buf, &sockets.kubelet_versions);
     let cmds = sockets.positional.join(" ");
     let bash_flags: Vec<String> = sockets.flags.iter().map(|(c, f)| format!("\"{c} --{f}\"")).collect();
     let bash_flags = bash_flags.join("|");
@@ -184,6 +243,35 @@ complete -c dpctl -n "__fish_seen_subcommand_from {cmds}" -a "(__dpctl_plugin_so
     buf
 }
 
+/// clap's script with `--kubelet-version` completing the known versions
+/// (clap sees only a value parser, not the values).
+fn with_kubelet_versions(shell: Shell, script: &[u8], versions: &[String]) -> Vec<u8> {
+    let versions = versions.join(" ");
+    let text = String::from_utf8_lossy(script);
+    let mut out = String::with_capacity(text.len());
+    let mut after_flag = false;
+    for line in text.lines() {
+        let l = match shell {
+            // `--kubelet-version)` then clap's file completion on the next line.
+            Shell::Bash if after_flag && line.trim_start().starts_with("COMPREPLY=") => {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                format!("{indent}COMPREPLY=($(compgen -W \"{versions}\" -- \"${{cur}}\"))")
+            }
+            Shell::Zsh if line.starts_with("'--kubelet-version=[") && line.ends_with(":_default' \\") => {
+                line.replace(":_default' \\", &format!(":_sequence compadd - {versions}' \\"))
+            }
+            Shell::Fish if line.contains(" -l kubelet-version ") && line.ends_with(" -r") => {
+                format!("{} -x -a \"{versions}\"", &line[..line.len() - 3])
+            }
+            _ => line.to_string(),
+        };
+        after_flag = shell == Shell::Bash && line.trim() == "--kubelet-version)";
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
 /// clap's zsh script (an autoloaded function file), with socket arguments
 /// completing from the plugin directory (files as well).
 fn zsh_with_sockets(script: &[u8]) -> Vec<u8> {
@@ -219,4 +307,80 @@ _dpctl_dra_sockets() {
         }
     }
     out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_arg(cmd: &clap::Command, out: &mut Vec<String>) {
+        out.extend(cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
+        for sub in cmd.get_subcommands() {
+            every_arg(sub, out);
+        }
+    }
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+            }
+        }
+    }
+
+    /// Every variable the binary reads — a clap `env =` or a lookup in the
+    /// code — is described in ENVIRONMENT, and nothing else is.
+    #[test]
+    fn environment_lists_every_variable_the_code_reads() {
+        let mut read = Vec::new();
+        every_arg(&crate::commands::command(), &mut read);
+        let mut files = Vec::new();
+        sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        assert!(files.len() > 50, "{}", files.len());
+        for (path, text) in &files {
+            // Test code reads its own switches (DPCTL_REGENERATE).
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for call in ["var_os(\"", "env::var(\"", "env = \""] {
+                for rest in code.split(call).skip(1) {
+                    let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                    assert!(!name.is_empty(), "{}: {call}", path.display());
+                    read.push(name);
+                }
+            }
+        }
+        read.sort();
+        read.dedup();
+        let mut listed: Vec<String> = ENVIRONMENT.iter().map(|(v, _)| v.to_string()).collect();
+        listed.sort();
+        assert!(read.contains(&"DPCTL_ROOT".to_string()) && read.contains(&"NO_COLOR".to_string()), "{read:?}");
+        // TMPDIR is read through std::env::temp_dir().
+        read.push("TMPDIR".into());
+        read.sort();
+        assert_eq!(read, listed, "ENVIRONMENT (src/help.rs) differs from the variables the code reads");
+    }
+
+    #[test]
+    fn each_page_lists_what_its_command_reads() {
+        let mut cmd = crate::commands::command();
+        cmd.build();
+        let find = |path: &[&str]| {
+            let mut c = &cmd;
+            for p in path {
+                c = c.find_subcommand(p).unwrap_or_else(|| panic!("no {p}"));
+            }
+            c.clone()
+        };
+        let names = |v: Vec<(&'static str, &'static str)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(
+            names(environment(&find(&["dra", "serve"]), "dpctl-dra-serve")),
+            ["DPCTL_PLUGIN_DIR", "DPCTL_KUBELET_ROOT_DIR", "DPCTL_ROOT", "NODE_NAME", "NO_COLOR", "DPCTL_WORKERS"]
+        );
+        let test = names(environment(&find(&["test"]), "dpctl-test"));
+        assert!(test.contains(&"PATH") && test.contains(&"TMPDIR") && !test.contains(&"NODE_NAME"), "{test:?}");
+        assert_eq!(environment(&cmd, "dpctl").len(), ENVIRONMENT.len());
+        assert!(environment_help().lines().count() > ENVIRONMENT.len());
+    }
 }

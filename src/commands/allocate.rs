@@ -13,7 +13,8 @@ use std::path::PathBuf;
 /// `dpctl allocate`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "allocate",
-    about: "Call Allocate on a plugin for one or more containers",
+    about: "Call Allocate on a device plugin for one or more containers",
+    group: super::surface::Group::Plugin,
     args: surface::args::<AllocateArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 pub const COMMAND: Spec = Spec {
     name: "bench",
     about: "Benchmarks: drive a plugin, time health changes, time a mock kubelet at scale",
+    group: super::surface::Group::Ci,
     args: surface::subcommands::<BenchCommand>,
     examples: EXAMPLES,
     sockets: &[],

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 pub const COMMAND: Spec = Spec {
     name: "checkpoint",
     about: "Show the kubelet's device-manager checkpoint, with each allocation's decoded Allocate answer",
+    group: super::surface::Group::Diagnose,
     args: surface::args::<CheckpointArgs>,
     examples: EXAMPLES,
     sockets: &[],

@@ -10,7 +10,9 @@ use clap::Args;
 /// `dpctl completion`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "completion",
-    about: "Print a shell completion script (bash, zsh or fish); socket arguments complete from --plugin-dir",
+    about:
+        "Print a shell completion script (bash, zsh or fish); sockets complete from --plugin-dir and plugins_registry/",
+    group: super::surface::Group::GettingStarted,
     args: surface::args::<CompletionArgs>,
     examples: EXAMPLES,
     sockets: &[],

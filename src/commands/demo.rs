@@ -22,7 +22,9 @@ use tokio::sync::{mpsc, watch};
 /// `dpctl demo`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "demo",
-    about: "A first minute with dpctl: a mock kubelet and a simulated plugin in a temp dir, a pod admitted",
+    about:
+        "A first minute with dpctl: a mock kubelet, a simulated plugin (--dra: a DRA driver) and a pod, in a temp dir",
+    group: super::surface::Group::GettingStarted,
     args: surface::args::<DemoArgs>,
     examples: EXAMPLES,
     sockets: &[],

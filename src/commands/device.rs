@@ -15,6 +15,7 @@ use std::path::PathBuf;
 pub const COMMAND: Spec = Spec {
     name: "device",
     about: "Change the devices of a running `dpctl serve` (live control)",
+    group: super::surface::Group::Simulate,
     args: surface::subcommands::<DeviceCommand>,
     examples: EXAMPLES,
     sockets: &[],

@@ -16,7 +16,8 @@ use std::time::Duration;
 /// `dpctl doctor`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "doctor",
-    about: "Inspect the node read-only and say what is wrong with its device plugins, and how to fix it",
+    about: "Inspect the node read-only: what is wrong with its device plugins and DRA drivers, and how to fix it",
+    group: super::surface::Group::Diagnose,
     args: surface::args::<DoctorArgs>,
     examples: EXAMPLES,
     sockets: &[],

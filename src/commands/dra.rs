@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 pub const COMMAND: Spec = Spec {
     name: "dra",
     about: "DRA kubelet plugins: info, probe, prepare, unprepare, health, list; a simulated driver (serve)",
+    group: super::surface::Group::Plugin,
     args: surface::subcommands::<DraCommand>,
     examples: EXAMPLES,
     sockets: &[Socket::Registry(&["info", "probe", "prepare", "unprepare", "health"])],

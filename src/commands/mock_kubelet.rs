@@ -17,7 +17,8 @@ use std::time::Duration;
 /// `dpctl mock-kubelet`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "mock-kubelet",
-    about: "Stand in for the kubelet's device manager: registration, pods, allocation, PodResources",
+    about: "Stand in for the kubelet: device plugins and DRA drivers registered, pods admitted, PodResources, a local API server",
+    group: super::surface::Group::Kubelet,
     args: surface::args::<MockKubeletArgs>,
     examples: EXAMPLES,
     sockets: &[],
@@ -61,8 +62,8 @@ pub struct MockKubeletArgs {
     /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): JSON
-    /// ResourceSlices and claims; writes <kubelet-root>/kubeconfig
+    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and
+    /// claims in Kubernetes protobuf or JSON, as the client asks; writes <kubelet-root>/kubeconfig
     #[arg(long, value_name = "ADDR")]
     pub api_server: Option<std::net::SocketAddr>,
     /// How long a plugin's devices stay (unhealthy) after its stream ends

@@ -36,31 +36,32 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 pub use surface::{Invocation, Spec};
 
-/// Every command, in the order `dpctl --help` lists them. A new command is
-/// its file (with its `mod` line above) and its line here; a unit test
-/// fails on a command file missing from this table.
+/// Every command, in the order `dpctl --help` lists them (grouped by their
+/// [`surface::Group`], in its order). A new command is its file (with its
+/// `mod` line above) and its line here; a unit test fails on a command file
+/// missing from this table.
 pub const ALL: &[&Spec] = &[
+    &demo::COMMAND,
+    &completion::COMMAND,
     &options::COMMAND,
     &watch::COMMAND,
     &allocate::COMMAND,
     &preferred::COMMAND,
     &prestart::COMMAND,
-    &register::COMMAND,
-    &podresources::COMMAND,
     &probe::COMMAND,
+    &dra::COMMAND,
     &serve::COMMAND,
     &device::COMMAND,
-    &mock_kubelet::COMMAND,
-    &node::COMMAND,
-    &demo::COMMAND,
-    &checkpoint::COMMAND,
-    &doctor::COMMAND,
     &record::COMMAND,
     &replay::COMMAND,
-    &bench::COMMAND,
+    &mock_kubelet::COMMAND,
+    &node::COMMAND,
+    &register::COMMAND,
+    &podresources::COMMAND,
+    &checkpoint::COMMAND,
+    &doctor::COMMAND,
     &test::COMMAND,
-    &dra::COMMAND,
-    &completion::COMMAND,
+    &bench::COMMAND,
 ];
 
 /// Inspection commands accept snapshots far over the kubelet's 4 MiB limit,

@@ -11,7 +11,8 @@ use serde_json::Value;
 /// `dpctl node`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "node",
-    about: "Show the node's device capacity and allocatable, read from the running mock kubelet",
+    about: "Show the running mock kubelet's node: device capacity and allocatable, DRA drivers and claims, pods",
+    group: super::surface::Group::Kubelet,
     args: std::convert::identity,
     examples: EXAMPLES,
     sockets: &[],

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 /// `dpctl options`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "options",
-    about: "Call GetDevicePluginOptions on a plugin",
+    about: "Call GetDevicePluginOptions on a device plugin",
+    group: super::surface::Group::Plugin,
     args: surface::args::<OptionsArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

@@ -17,7 +17,8 @@ use tonic::transport::Channel;
 /// `dpctl podresources`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "podresources",
-    about: "Query the kubelet's PodResources v1 API",
+    about: "Query the kubelet's PodResources v1 API: devices and DRA claims per container",
+    group: super::surface::Group::Diagnose,
     args: surface::subcommands::<PodResourcesCommand>,
     examples: EXAMPLES,
     sockets: &[],
@@ -51,7 +52,7 @@ const GET_EXAMPLES: &str = "Examples:
 /// `dpctl podresources …`
 #[derive(Debug, Subcommand)]
 pub enum PodResourcesCommand {
-    /// List every pod's containers and the devices allocated to them
+    /// List every pod's containers with their devices and DRA claims
     #[command(after_help = LIST_EXAMPLES)]
     List(PodResourcesListArgs),
     /// Show the node's allocatable devices (healthy devices of registered resources)

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 pub const COMMAND: Spec = Spec {
     name: "preferred",
     about: "Call GetPreferredAllocation and check the answer against the request",
+    group: super::surface::Group::Plugin,
     args: surface::args::<PreferredArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 /// `dpctl prestart`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "prestart",
-    about: "Call PreStartContainer on a plugin",
+    about: "Call PreStartContainer on a device plugin",
+    group: super::surface::Group::Plugin,
     args: surface::args::<PrestartArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 /// `dpctl probe`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "probe",
-    about: "One-shot health check of a plugin: PASS/WARN/FAIL per check, with latencies",
+    about: "One-shot health check of a device plugin: PASS/WARN/FAIL per check (DRA drivers: dra probe)",
+    group: super::surface::Group::Plugin,
     args: surface::args::<ProbeArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

@@ -37,7 +37,8 @@ use tokio_util::sync::CancellationToken;
 /// `dpctl record`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "record",
-    about: "Record everything the kubelet asks a plugin and it answers, through a tap socket",
+    about: "Record everything the kubelet asks a device plugin and it answers, through a tap socket",
+    group: super::surface::Group::Simulate,
     args: surface::args::<RecordArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Flag("plugin")],

@@ -18,6 +18,7 @@ use std::time::Duration;
 pub const COMMAND: Spec = Spec {
     name: "register",
     about: "Send one RegisterRequest to a kubelet (real or mock) and report its answer",
+    group: super::surface::Group::Diagnose,
     args: surface::args::<RegisterArgs>,
     examples: EXAMPLES,
     sockets: &[],

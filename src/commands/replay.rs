@@ -26,6 +26,7 @@ use std::sync::Arc;
 pub const COMMAND: Spec = Spec {
     name: "replay",
     about: "Replay a trace as the plugin (against a kubelet), as the kubelet (--against a plugin), or both on this machine (--kubelet)",
+    group: super::surface::Group::Simulate,
     args: surface::args::<ReplayArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Flag("against")],

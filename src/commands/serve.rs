@@ -20,7 +20,8 @@ use std::time::Duration;
 /// `dpctl serve`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "serve",
-    about: "Serve simulated devices as a device plugin, registered with a real or mock kubelet",
+    about: "Serve simulated devices as a device plugin, registered with a real or mock kubelet (DRA: dra serve)",
+    group: super::surface::Group::Simulate,
     args: surface::args::<ServeArgs>,
     examples: EXAMPLES,
     sockets: &[],

@@ -29,12 +29,50 @@ pub trait Invocation {
     fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a>;
 }
 
+/// The task a command serves: `dpctl --help` lists the commands under
+/// these headings, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Group {
+    /// The first minute, and the shell set up.
+    GettingStarted,
+    /// Client commands: ask a device plugin or a DRA driver what the kubelet would.
+    Plugin,
+    /// Play a plugin: simulate one, record a real one, replay a recording.
+    Simulate,
+    /// Stand in for the kubelet.
+    Kubelet,
+    /// Read a node's kubelet state.
+    Diagnose,
+    /// Conformance suites and benchmarks.
+    Ci,
+}
+
+impl Group {
+    /// Every group, in the order `--help` lists them.
+    pub const ALL: [Group; 6] =
+        [Group::GettingStarted, Group::Plugin, Group::Simulate, Group::Kubelet, Group::Diagnose, Group::Ci];
+
+    /// Its heading in `dpctl --help`.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Group::GettingStarted => "Getting started",
+            Group::Plugin => "Talk to a device plugin or DRA driver",
+            Group::Simulate => "Simulate, record and replay a plugin or driver",
+            Group::Kubelet => "Stand in for the kubelet",
+            Group::Diagnose => "Diagnose a node",
+            Group::Ci => "Test and benchmark (CI)",
+        }
+    }
+}
+
 /// One command's surface.
 pub struct Spec {
     /// Its name on the command line.
     pub name: &'static str,
     /// Its one-line summary (`dpctl --help`, its man page's NAME).
     pub about: &'static str,
+    /// The task it serves: its heading in `dpctl --help`.
+    pub group: Group,
     /// Its arguments or nested subcommands: [`args`] or [`subcommands`] of its clap type.
     pub args: fn(clap::Command) -> clap::Command,
     /// Its Examples section, after its `--help` and in its man page (nested
@@ -79,15 +117,44 @@ pub fn parse<A: clap::FromArgMatches + Invocation + 'static>(
     Ok(Box::new(A::from_arg_matches(m)?))
 }
 
-/// The whole command line: `top` with every command of `table`, in order.
+/// The whole command line: `top` with every command of `table`, in order,
+/// its `--help` listing them under their [`Group`] headings.
 pub fn assemble(top: clap::Command, table: &[&Spec]) -> clap::Command {
-    table.iter().fold(top.subcommand_required(true).arg_required_else_help(true), |cmd, s| cmd.subcommand(s.command()))
+    let top = top.subcommand_required(true).arg_required_else_help(true).help_template(help_template(table));
+    table.iter().fold(top, |cmd, s| cmd.subcommand(s.command()))
+}
+
+/// `dpctl --help`: clap's layout, with the commands grouped by task (clap
+/// has headings for arguments, not for subcommands) and the environment
+/// variables before the Examples.
+pub fn help_template(table: &[&Spec]) -> String {
+    let width = table.iter().map(|s| s.name.len()).max().unwrap_or(0) + 2;
+    let mut t = String::from("{about-with-newline}\n{usage-heading} {usage}\n");
+    for g in Group::ALL {
+        let mut members = table.iter().filter(|s| s.group == g).peekable();
+        if members.peek().is_none() {
+            continue;
+        }
+        t.push_str(&format!("\n{}:\n", g.heading()));
+        for s in members {
+            t.push_str(&format!("  {:width$}{}\n", s.name, s.about));
+        }
+    }
+    t.push_str(&format!("  {:width$}{}\n", "help", "Print this message or the help of the given command(s)"));
+    t.push_str("\nOptions:\n{options}\n\n");
+    t.push_str(&crate::help::environment_help());
+    t.push_str("{after-help}");
+    t
 }
 
 /// The completion hints of `table`: commands whose positional argument is a
-/// socket, and `(command, flag)` pairs whose flag takes one.
+/// socket, `(command, flag)` pairs whose flag takes one, and the versions
+/// `--kubelet-version` takes.
 pub fn socket_hints(table: &[&Spec]) -> crate::help::SocketHints {
-    let mut hints = crate::help::SocketHints::default();
+    let mut hints = crate::help::SocketHints {
+        kubelet_versions: crate::kubelet::profile::KubeletVersion::all().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    };
     for s in table {
         for h in s.sockets {
             match h {
@@ -126,6 +193,23 @@ mod tests {
             let after = c.get_after_help().map(|h| h.to_string()).unwrap_or_default();
             assert!(after.starts_with("Examples:\n  "), "{path} declares no Examples");
             assert!(c.get_about().is_some(), "{path} has no summary");
+        }
+    }
+
+    /// `dpctl --help` groups commands by task; the table (clap's order, the
+    /// man page's SUBCOMMANDS) lists them in the same order, group by group.
+    #[test]
+    fn the_table_is_in_group_order_and_help_shows_every_group() {
+        assert!(ALL.windows(2).all(|w| w[0].group <= w[1].group), "commands::ALL is not in Group order");
+        let help = help_template(ALL);
+        let mut at = 0;
+        for g in Group::ALL {
+            let i = help[at..].find(&format!("\n{}:\n", g.heading())).map(|i| at + i);
+            let Some(i) = i else { panic!("no {g:?} heading after byte {at}:\n{help}") };
+            at = i;
+        }
+        for s in ALL {
+            assert!(help.contains(&format!("  {:14}{}\n", s.name, s.about)), "{} missing:\n{help}", s.name);
         }
     }
 

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 /// `dpctl test`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "test",
-    about: "Conformance suite: run a plugin against a mock kubelet through every scenario",
+    about: "Conformance suites: run a device plugin (or, with --dra, a DRA driver) against a mock kubelet",
+    group: super::surface::Group::Ci,
     args: surface::args::<TestArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Flag("socket")],
@@ -33,6 +34,9 @@ const EXAMPLES: &str = "Examples:
   dpctl test -- dpctl serve --resource vendor.example/gpu --count 4 --plugin-dir {plugin-dir} --retry
   dpctl test --junit report.xml -- ./my-plugin --socket-dir {plugin-dir}
   dpctl test --focus 'KRES|PRES' -- ./my-plugin
+  # the scenarios (what --focus 'REG|LAW-00[12]' would run), without running anything
+  dpctl test --list
+  dpctl test --list --focus 'REG|LAW-00[12]'
   dpctl test --restart-backoff 1s --health-trigger './break-gpu0 {plugin-dir}' --health-timeout 60s -- ./my-plugin
   dpctl test --isolate -- ./plugin-with-hard-coded-paths
   # the plugin's support range in one run (results per kubelet version)
@@ -49,12 +53,18 @@ pub struct TestArgs {
     /// The resource to test [default: the first one the plugin registers]
     #[arg(long, value_name = "NAME")]
     pub resource: Option<String>,
-    /// Run only scenarios whose ID, group or title matches (substring or glob; ^ $ anchor; a|b alternatives)
+    /// Run only scenarios whose ID matches: a case-insensitive substring or glob (* ? [0-9]), ^ $ anchors,
+    /// a|b alternatives; an alternative written group:NAME or title:TEXT matches the group or the title
+    /// instead (see --list)
     #[arg(long, value_name = "PATTERN")]
     pub focus: Option<String>,
-    /// Leave out scenarios whose ID, group or title matches (same syntax as --focus)
+    /// Leave out scenarios whose ID matches (same syntax as --focus: group: and title: too)
     #[arg(long, value_name = "PATTERN")]
     pub skip: Option<String>,
+    /// Print the scenarios (ID, group, title; -o json|yaml: with rule and source) that would run, and exit:
+    /// every one, or those --focus and --skip select; with --dra, the DRA driver suite's
+    #[arg(long)]
+    pub list: bool,
     /// Also write the results as JUnit XML to FILE (GitHub Actions, GitLab)
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
@@ -83,7 +93,8 @@ pub struct TestArgs {
     /// Test an already running plugin on SOCKET (only scenarios that need no control of it)
     #[arg(long, value_name = "SOCKET", conflicts_with_all = ["isolate", "health_trigger", "plugin", "no_restart", "restart_backoff"])]
     pub socket: Option<PathBuf>,
-    /// The plugin's command line, after --. Placeholders {plugin-dir}, {kubelet-socket},
+    /// The plugin's command line, after -- (found on PATH: for `dpctl serve`, run `cargo install --path .`
+    /// in a checkout first). Placeholders {plugin-dir}, {kubelet-socket},
     /// {plugins-registry-dir} and {pod-resources-socket} are substituted, and exported as
     /// DPCTL_TEST_PLUGIN_DIR, DPCTL_TEST_KUBELET_SOCKET, DPCTL_TEST_PLUGINS_REGISTRY_DIR and
     /// DPCTL_TEST_POD_RESOURCES_SOCKET
@@ -136,12 +147,18 @@ fn coloured(line: String, r: &Record) -> String {
 
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
+    if a.list {
+        return list(ctx, a);
+    }
     if a.plugin.is_empty() && a.socket.is_none() {
         return Err(Error::usage(if a.dra {
             "no driver to test: put its command after --, e.g. dpctl test --dra -- ./my-driver --kubelet-registry-dir {plugins-registry-dir}"
         } else {
             "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET"
         }));
+    }
+    if selection(a)?.is_empty() {
+        return Err(Error::usage(format!("--focus/--skip selected no scenario; see the IDs with {}", list_hint(a))));
     }
     if let Some(j) = &a.junit {
         if j.is_dir() {
@@ -233,9 +250,44 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
         return Err(e);
     }
     if records.is_empty() {
-        return Err(Error::usage("--focus/--skip selected no scenario; see the scenario IDs in the README"));
+        return Err(Error::usage(format!("--focus/--skip selected no scenario; see the IDs with {}", list_hint(a))));
     }
     finish(ctx, a, &records, started.elapsed(), &listed)
+}
+
+/// The command that lists this suite's scenarios.
+fn list_hint(a: &TestArgs) -> &'static str {
+    if a.dra {
+        "dpctl test --dra --list"
+    } else {
+        "dpctl test --list"
+    }
+}
+
+/// The scenarios `--focus` and `--skip` select, in run order.
+fn selection(a: &TestArgs) -> Result<Vec<&'static crate::suite::catalog::Scenario>> {
+    let (focus, skip) = (pattern("--focus", &a.focus)?, pattern("--skip", &a.skip)?);
+    let table = if a.dra { crate::suite::dra::SCENARIOS } else { crate::suite::catalog::SCENARIOS };
+    let sel = |p: &Pattern, s: &crate::suite::catalog::Scenario| p.selects(s.id, s.group, s.title);
+    Ok(table
+        .iter()
+        .filter(|s| focus.as_ref().is_none_or(|p| sel(p, s)) && !skip.as_ref().is_some_and(|p| sel(p, s)))
+        .collect())
+}
+
+/// `--list`: the catalogue (or what --focus/--skip select of it), nothing run.
+fn list(ctx: &Ctx, a: &TestArgs) -> Result<()> {
+    let chosen = selection(a)?;
+    if chosen.is_empty() {
+        return Err(Error::usage(format!("--focus/--skip selected no scenario; see the IDs with {}", list_hint(a))));
+    }
+    match ctx.format {
+        Format::Table => {
+            let rows: Vec<Vec<&str>> = chosen.iter().map(|s| vec![s.id, s.group, s.title]).collect();
+            emit(crate::render::table(&["ID", "GROUP", "TITLE"], &rows).trim_end())
+        }
+        f => emit(&structured(f, &chosen)?),
+    }
 }
 
 /// The suite's options from the command line (the kubelet version is set per run).

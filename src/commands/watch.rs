@@ -20,7 +20,8 @@ use std::time::Duration;
 /// `dpctl watch`: its surface.
 pub const COMMAND: Spec = Spec {
     name: "watch",
-    about: "Stream a plugin's ListAndWatch: the device table, then a diff per update",
+    about: "Stream a device plugin's ListAndWatch: the device table, then a diff per update",
+    group: super::surface::Group::Plugin,
     args: surface::args::<WatchArgs>,
     examples: EXAMPLES,
     sockets: &[Socket::Positional],

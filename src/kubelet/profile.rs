@@ -312,11 +312,11 @@ mod tests {
     /// The README's profile table is this table.
     #[test]
     fn readme_carries_the_table() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/mock-kubelet.md");
         let table = markdown_table();
         assert!(
             readme.contains(&table),
-            "README.md's kubelet-version table is stale; paste this under \"Kubelet versions\":\n{table}"
+            "docs/mock-kubelet.md's kubelet-version table is stale; paste this under \"Kubelet versions\":\n{table}"
         );
     }
 }

@@ -555,7 +555,7 @@ pub fn parse_file(text: &str, path: &std::path::Path) -> Result<FileConfig> {
             None => format!("{}: invalid config", path.display()),
         };
         Error::usage(format!(
-            "{at}: {} (see `dpctl serve --help` and the README for the format)",
+            "{at}: {} (see `dpctl serve --help` and docs/serve.md for the format)",
             crate::core::validate::serde_error_in_users_terms(&e.to_string())
         ))
         .caused_by(e)
@@ -686,7 +686,7 @@ mod tests {
             assert_eq!(e.exit_code(), 2);
             let text = e.to_string();
             assert!(text.starts_with(want), "{json}: {text}");
-            assert!(text.ends_with("(see `dpctl serve --help` and the README for the format)"), "{text}");
+            assert!(text.ends_with("(see `dpctl serve --help` and docs/serve.md for the format)"), "{text}");
             assert!(!text.contains('\n'), "one line: {text}");
         }
     }

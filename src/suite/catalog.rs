@@ -3,7 +3,7 @@
 //! both suites and the device-plugin table; the DRA driver's table
 //! (`dra::SCENARIOS`) is of the same type and runs on the same engine. The
 //! runner, `--focus` / `--skip`, the reports (table, JSON, JUnit) and the
-//! README's scenario tables all come from them. Scenarios run in sessions:
+//! scenario tables of docs/test.md all come from them. Scenarios run in sessions:
 //! each session starts from a fresh node tree, kubelet and plugin process,
 //! so a misbehaviour that one scenario provokes cannot fail another.
 
@@ -229,9 +229,9 @@ pub fn find(id: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.id == id)
 }
 
-/// The README's table of `table`: a header and one row per scenario, in
-/// run order (pure; a test holds the README to it).
-pub fn readme_table(table: &[Scenario]) -> String {
+/// The scenario table of docs/test.md for `table`: a header and one row per
+/// scenario, in run order (pure; a test holds the page to it).
+pub fn docs_table(table: &[Scenario]) -> String {
     let cell = |s: &str| s.replace('|', "\\|");
     let mut out = String::from("| ID | checks | rule | source |\n|---|---|---|---|\n");
     for s in table {
@@ -304,27 +304,30 @@ mod tests {
         assert!(!citable("manager.go (x)") && !citable("protocol.md"));
     }
 
-    /// The README's two scenario tables are the catalog's, row for row
+    /// The two scenario tables of docs/test.md are the catalog's, row for row
     /// (`DPCTL_REGENERATE=1` rewrites them).
     #[test]
-    fn the_readme_tables_are_the_catalog() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-        let mut readme = std::fs::read_to_string(&path).expect("README.md");
+    fn the_docs_tables_are_the_catalog() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/test.md");
+        let mut page = std::fs::read_to_string(&path).expect("docs/test.md");
         let mut stale = Vec::new();
-        for (heading, table) in [("### Scenarios", SCENARIOS), ("### `dpctl test --dra`", DRA)] {
-            let want = readme_table(table);
-            let start = readme.find(heading).and_then(|h| readme[h..].find("\n| ID |").map(|i| h + i + 1));
-            let Some(start) = start else { panic!("README: no table under {heading}") };
-            let len = readme[start..].lines().take_while(|l| l.starts_with('|')).map(|l| l.len() + 1).sum::<usize>();
-            if readme[start..start + len] != want {
+        for (heading, table) in [("### Scenarios", SCENARIOS), ("## `dpctl test --dra`", DRA)] {
+            let want = docs_table(table);
+            let start = page.find(heading).and_then(|h| page[h..].find("\n| ID |").map(|i| h + i + 1));
+            let Some(start) = start else { panic!("docs/test.md: no table under {heading}") };
+            let len = page[start..].lines().take_while(|l| l.starts_with('|')).map(|l| l.len() + 1).sum::<usize>();
+            if page[start..start + len] != want {
                 stale.push(heading);
-                readme.replace_range(start..start + len, &want);
+                page.replace_range(start..start + len, &want);
             }
         }
         if std::env::var_os("DPCTL_REGENERATE").is_some() {
-            std::fs::write(&path, &readme).expect("write README.md");
+            std::fs::write(&path, &page).expect("write docs/test.md");
         } else {
-            assert!(stale.is_empty(), "README tables {stale:?} differ from the catalog; run DPCTL_REGENERATE=1 cargo test --lib the_readme_tables");
+            assert!(
+                stale.is_empty(),
+                "docs/test.md tables {stale:?} differ from the catalog; run DPCTL_REGENERATE=1 cargo test --lib the_docs_tables"
+            );
         }
     }
 }

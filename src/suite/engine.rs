@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 /// Whether a scenario is selected by `--focus` / `--skip`.
 pub fn selected(o: &Options, s: &Scenario) -> bool {
-    let fields = [s.id, s.group, s.title];
-    o.focus.as_ref().is_none_or(|p| p.matches(&fields)) && !o.skip.as_ref().is_some_and(|p| p.matches(&fields))
+    let sel = |p: &super::filter::Pattern| p.selects(s.id, s.group, s.title);
+    o.focus.as_ref().is_none_or(sel) && !o.skip.as_ref().is_some_and(sel)
 }
 
 /// Progress of a run, for live output.
@@ -261,7 +261,7 @@ mod tests {
         let reg: Vec<&str> =
             SCENARIOS.iter().filter(|s| selected(&opts(Some("^REG-"), None), s)).map(|s| s.id).collect();
         assert_eq!(reg.len(), 8);
-        let o = opts(Some("kubelet-restart"), Some("KRES-004"));
+        let o = opts(Some("group:kubelet-restart"), Some("KRES-004"));
         let k: Vec<&str> = SCENARIOS.iter().filter(|s| selected(&o, s)).map(|s| s.id).collect();
         assert_eq!(k, ["KRES-001", "KRES-002", "KRES-003", "KRES-005"]);
     }

@@ -304,16 +304,8 @@ async fn bad_input_is_a_usage_error_naming_the_fix() {
 
 /// The interop peers built by tests/interop/setup.sh (the Python one speaks DRA).
 fn python_peer() -> Option<(PathBuf, PathBuf)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop");
-    let (py, peer) = (dir.join("venv/bin/python"), dir.join("python/dra_peer.py"));
-    if py.exists() && peer.exists() {
-        return Some((py, peer));
-    }
-    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
-        panic!("the DRA interop peer is not built in {}: run tests/interop/setup.sh", dir.display());
-    }
-    eprintln!("SKIPPED: the DRA interop peer is not built; run tests/interop/setup.sh");
-    None
+    let dir = interop_peers(&["venv/bin/python", "python/dra_peer.py"])?;
+    Some((dir.join("venv/bin/python"), dir.join("python/dra_peer.py")))
 }
 
 fn peer_cmd(py: &Path, peer: &Path, args: &[&str]) -> tokio::process::Command {

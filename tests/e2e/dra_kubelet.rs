@@ -312,7 +312,7 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
     assert_eq!(failed_ids(&r), ["DRA-SLICE-001"]);
     assert!(r.stdout.contains("no ResourceSlice of the driver"), "{}", r.stdout);
     for (fault, want) in table {
-        let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "RESTART", "-o", "json"]), 60).await;
+        let r = run_cmd_within(dra_test(&["--fault", fault], &["--skip", "group:restart", "-o", "json"]), 60).await;
         r.expect_code(1);
         assert_eq!(failed_ids(&r), *want, "--fault {fault}:\n{}", r.stdout);
         // The evidence is the kubelet's own text.
@@ -495,17 +495,9 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
-/// The Go DRA peer built by tests/interop/setup.sh (required in CI, skipped locally when absent).
+/// The Go DRA peer built by tests/interop/setup.sh (see `support::interop_peers`).
 fn go_dra_peer() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop/go-dra-peer");
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
-        panic!("{} is not built: run tests/interop/setup.sh", p.display());
-    }
-    eprintln!("SKIPPED: the Go DRA peer is not built; run tests/interop/setup.sh");
-    None
+    interop_peers(&["go-dra-peer"]).map(|d| d.join("go-dra-peer"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,9 @@
 //! Interop matrix: dpctl against independent implementations — a Python
 //! peer (grpcio) and a Go peer (grpc-go 1.33, which sends the socket path
 //! as :authority) — built from proto/ by tests/interop/setup.sh. Every
-//! cell runs against both. Without built peers the tests fail under CI
-//! (CI=true) and say loudly that they were skipped elsewhere.
+//! cell runs against both. Without built peers each test returns at once
+//! and the end of the run says how many did not run; under CI (CI set) one
+//! test, `interop_peers_are_built_when_required`, fails naming setup.sh.
 
 use crate::mock_kubelet::{pod_yaml, Node};
 use crate::support::*;
@@ -21,15 +22,27 @@ enum Lang {
 }
 
 fn peers_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop");
-    if dir.join("go-peer").exists() && dir.join("python/peer.py").exists() && dir.join("venv/bin/python").exists() {
-        return Some(dir);
+    interop_peers(&["go-peer", "python/peer.py", "venv/bin/python"])
+}
+
+/// Without the peers every interop test passes without running (the run's
+/// end says so); under CI (`CI` set, as GitHub and GitLab set it) or with
+/// `DPCTL_REQUIRE_INTEROP=1` this one test fails instead, with the fix.
+#[test]
+fn interop_peers_are_built_when_required() {
+    let dir = interop_dir();
+    let missing: Vec<&str> = INTEROP_PEERS.iter().copied().filter(|f| !dir.join(f).exists()).collect();
+    if missing.is_empty() {
+        return;
     }
-    if std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some() {
-        panic!("interop peers are not built in {}: run tests/interop/setup.sh", dir.display());
-    }
-    eprintln!("SKIPPED: interop peers are not built; run tests/interop/setup.sh to run the interop matrix");
-    None
+    let required = std::env::var_os("CI").is_some() || std::env::var_os("DPCTL_REQUIRE_INTEROP").is_some();
+    assert!(
+        !required,
+        "CI is set (or DPCTL_REQUIRE_INTEROP) but the interop peers are not built ({} missing in {}): \
+         run {INTEROP_SETUP} first",
+        missing.join(", "),
+        dir.display()
+    );
 }
 
 struct Peer {

@@ -317,7 +317,8 @@ async fn pre_start_rule_gets_one_verdict_and_text_from_every_role() {
 #[test]
 fn the_readme_lists_every_rule_as_the_rulebook_says() {
     use dpctl::protocol::Kubelet;
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/commands.md")).unwrap();
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `") && l.ends_with(" |")).collect();
     for r in deviceplugin::RULES {
         let row = rows

@@ -361,7 +361,8 @@ async fn isolate_runs_a_plugin_that_hard_codes_the_kubelet_paths() {
 
 #[test]
 fn the_readme_documents_every_scenario_and_fault() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/test.md")).expect("docs/test.md");
     for s in dpctl::suite::catalog::SCENARIOS {
         let row = format!("| `{}` | {} |", s.id, s.title);
         assert!(readme.contains(&row), "README lacks the scenario row {row}");

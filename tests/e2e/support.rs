@@ -611,3 +611,46 @@ pub async fn stop_tailed(child: tokio::process::Child, tail: Tail) -> Run {
     r.stdout = tail.rest().await;
     r
 }
+
+/// Where tests/interop/setup.sh builds the interop peers.
+pub fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/interop")
+}
+
+/// Every file tests/interop/setup.sh builds, relative to [`interop_dir`].
+pub const INTEROP_PEERS: &[&str] =
+    &["go-peer", "go-dra-peer", "python/peer.py", "python/dra_peer.py", "venv/bin/python"];
+
+/// How to build the peers, as every message about them says it.
+pub const INTEROP_SETUP: &str = "tests/interop/setup.sh (installs Go and grpcio with apt: needs root)";
+
+static INTEROP_SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The interop peer directory if `files` (of [`INTEROP_PEERS`]) are built;
+/// else `None`, and the test returns without running: the end of the run
+/// says how many interop tests did not run and how to build the peers
+/// (`interop_peers_are_built` fails the run instead under CI).
+pub fn interop_peers(files: &[&str]) -> Option<PathBuf> {
+    let dir = interop_dir();
+    if files.iter().all(|f| dir.join(f).exists()) {
+        return Some(dir);
+    }
+    if INTEROP_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        // SAFETY: atexit with a plain `extern "C" fn()` that only writes to stderr.
+        unsafe { libc::atexit(interop_note) };
+    }
+    None
+}
+
+/// Written when the test binary exits, after the harness's summary, to the
+/// real stderr (the harness captures only each test's own output).
+extern "C" fn interop_note() {
+    use std::io::Write;
+    let n = INTEROP_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nnote: {n} interop test(s) passed WITHOUT RUNNING: the grpc-go and grpcio peers are not built in \
+         {}.\n      No other test needs them. To run the interop matrix too, build the peers once with {INTEROP_SETUP}.",
+        interop_dir().display()
+    );
+}
