@@ -1,6 +1,7 @@
 //! `dpctl device list | set-health | add | remove`: live control of a
 //! running `dpctl serve`, found through its control socket.
 
+use super::shared::control::ControlRole;
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::core::validate::check_id_list;
@@ -8,7 +9,7 @@ use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};
 use crate::protocol::rules::parse_health;
 use crate::render::{emit, health, numa, structured, table, Format};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use std::path::PathBuf;
 
 /// `dpctl device`: its surface.
@@ -43,16 +44,31 @@ const ADD_EXAMPLES: &str = "Examples:
 const REMOVE_EXAMPLES: &str = "Examples:
   dpctl --plugin-dir /tmp/dp device remove foo-9";
 
-/// Which running `dpctl serve` and resource to control.
-#[derive(Debug, Args)]
-pub struct ControlTarget {
-    /// The resource to change (needed when several are served)
-    #[arg(long, value_name = "NAME")]
-    pub resource: Option<String>,
-    /// A specific control socket [default: found in <plugin-dir>/dpctl-control/]
-    #[arg(long, value_name = "PATH")]
-    pub control: Option<PathBuf>,
+/// `dpctl device` controls a `dpctl serve`, picked by the resource it serves.
+#[derive(Debug)]
+pub struct Serve;
+
+impl ControlRole for Serve {
+    const SELECT: &'static str = "resource";
+    const SELECT_HELP: &'static str = "The resource to change (needed when several are served)";
+    const CONTROL_HELP: &'static str = "A specific control socket [default: found in <plugin-dir>/dpctl-control/]";
+
+    fn discover(ctx: &Ctx, _: Option<&str>) -> Vec<PathBuf> {
+        let dir = ctx.paths.plugin_dir.join(control::CONTROL_DIR);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
 }
+
+/// Which running `dpctl serve` and resource to control.
+pub type ControlTarget = super::shared::control::ControlTarget<Serve>;
 
 /// `dpctl device …`
 #[derive(Debug, Subcommand)]
@@ -107,21 +123,7 @@ impl Invocation for DeviceCommand {
 
 /// Find the control socket serving `target`.
 async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<ResourceView>)> {
-    let candidates: Vec<PathBuf> = match &target.control {
-        Some(p) => vec![p.clone()],
-        None => {
-            let dir = ctx.paths.plugin_dir.join(control::CONTROL_DIR);
-            let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            v.sort();
-            v
-        }
-    };
+    let candidates = target.sockets(ctx);
     let mut found = Vec::new();
     let mut last_err = None;
     for path in candidates {
@@ -134,7 +136,7 @@ async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<Resourc
             Err(e) => last_err = Some(e),
         }
     }
-    if let Some(r) = &target.resource {
+    if let Some(r) = &target.select {
         return found.into_iter().find(|(_, res)| res.iter().any(|x| &x.resource == r)).ok_or_else(|| {
             Error::failed(format!(
                 "no running dpctl serve in {} serves {r}; check --plugin-dir or the resource name",
@@ -214,7 +216,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
         DeviceCommand::List(t) => {
             let (_, resources) = find(ctx, t).await?;
             let shown: Vec<ResourceView> =
-                resources.into_iter().filter(|r| t.resource.as_ref().is_none_or(|x| x == &r.resource)).collect();
+                resources.into_iter().filter(|r| t.select.as_ref().is_none_or(|x| x == &r.resource)).collect();
             show(ctx, &shown)
         }
         DeviceCommand::SetHealth { args, target } => {
@@ -224,7 +226,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
             check_id_list("device IDs", ids)?;
             let req = Request {
                 op: "set-health".into(),
-                resource: target.resource.clone(),
+                resource: target.select.clone(),
                 ids: ids.to_vec(),
                 health: Some(h.into()),
                 numa: None,
@@ -236,7 +238,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
             let h = if *unhealthy { crate::api::UNHEALTHY } else { crate::api::HEALTHY };
             let req = Request {
                 op: "add".into(),
-                resource: target.resource.clone(),
+                resource: target.select.clone(),
                 ids: ids.clone(),
                 health: Some(h.into()),
                 numa: *numa,
@@ -247,7 +249,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
             check_id_list("device IDs", ids)?;
             let req = Request {
                 op: "remove".into(),
-                resource: target.resource.clone(),
+                resource: target.select.clone(),
                 ids: ids.clone(),
                 ..Default::default()
             };

@@ -2,12 +2,13 @@
 //! `dpctl dra serve`, found through its control socket.
 
 use super::Ctx;
+use crate::commands::shared::control::{ControlRole, ControlTarget};
 use crate::core::{Error, Result};
 use crate::plugin::dra::driver::{ControlAnswer, ControlRequest};
 use crate::plugin::dra::{CONTROL_DIR, CONTROL_PREFIX};
 use crate::protocol::dra as rules;
 use crate::render::{emit, structured, table, Format};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use std::path::PathBuf;
 
 pub(super) const EXAMPLES: &str = "Examples:
@@ -21,16 +22,34 @@ const DEVICE_SET_HEALTH_EXAMPLES: &str = "Examples:
   dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 dev-1 Unhealthy --message 'XID 79'
   dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 Healthy --driver gpu.example.com";
 
-/// Which running `dpctl dra serve` to control.
-#[derive(Debug, Args)]
-pub struct DraControlTarget {
-    /// The driver whose serve to control (needed when several run)
-    #[arg(long, value_name = "NAME")]
-    pub driver: Option<String>,
-    /// A specific control socket [default: found in <kubelet-root>/plugins/*/dpctl-control/]
-    #[arg(long, value_name = "PATH")]
-    pub control: Option<PathBuf>,
+/// `dpctl dra device` controls a `dpctl dra serve`, picked by its driver.
+#[derive(Debug)]
+pub struct DraServe;
+
+impl ControlRole for DraServe {
+    const SELECT: &'static str = "driver";
+    const SELECT_HELP: &'static str = "The driver whose serve to control (needed when several run)";
+    const CONTROL_HELP: &'static str =
+        "A specific control socket [default: found in <kubelet-root>/plugins/*/dpctl-control/]";
+
+    fn discover(ctx: &Ctx, driver: Option<&str>) -> Vec<PathBuf> {
+        let plugins = ctx.paths.kubelet_root.join("plugins");
+        let dirs: Vec<PathBuf> = match driver {
+            Some(d) => vec![plugins.join(d)],
+            None => std::fs::read_dir(&plugins).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default(),
+        };
+        let mut out: Vec<PathBuf> = dirs
+            .iter()
+            .flat_map(|d| crate::core::transport::find_sockets(&d.join(CONTROL_DIR)))
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(CONTROL_PREFIX)))
+            .collect();
+        out.sort();
+        out
+    }
 }
+
+/// Which running `dpctl dra serve` to control.
+pub type DraControlTarget = ControlTarget<DraServe>;
 
 /// `dpctl dra device …`
 #[derive(Debug, Subcommand)]
@@ -52,25 +71,6 @@ pub enum DraDeviceCommand {
         /// Which serve.
         target: DraControlTarget,
     },
-}
-
-/// The control sockets of running `dpctl dra serve` processes.
-fn control_sockets(ctx: &Ctx, t: &DraControlTarget) -> Vec<PathBuf> {
-    if let Some(p) = &t.control {
-        return vec![ctx.paths.host(p)];
-    }
-    let plugins = ctx.paths.kubelet_root.join("plugins");
-    let dirs: Vec<PathBuf> = match &t.driver {
-        Some(d) => vec![plugins.join(d)],
-        None => std::fs::read_dir(&plugins).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default(),
-    };
-    let mut out: Vec<PathBuf> = dirs
-        .iter()
-        .flat_map(|d| crate::core::transport::find_sockets(&d.join(CONTROL_DIR)))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(CONTROL_PREFIX)))
-        .collect();
-    out.sort();
-    out
 }
 
 /// Run the command.
@@ -96,7 +96,7 @@ pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
             )
         }
     };
-    let socks = control_sockets(ctx, target);
+    let socks = target.sockets(ctx);
     let mut answers = Vec::new();
     for s in &socks {
         match crate::plugin::control::send_as::<_, ControlAnswer>(s, &req, ctx.timeout).await {

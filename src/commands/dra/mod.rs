@@ -19,7 +19,7 @@ mod probe;
 mod serve;
 mod unprepare;
 
-pub use device::DraDeviceCommand;
+pub use device::{DraControlTarget, DraDeviceCommand};
 pub use health::{health_diff, health_rows, DraHealthArgs, HealthRow};
 pub use list::{list_plugins, Listed};
 pub use probe::DraProbeArgs;

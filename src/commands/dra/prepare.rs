@@ -2,6 +2,7 @@
 //! the answer checked against the kubelet's rules and its CDI IDs resolved.
 
 use super::{answer_text, claim_text, dra_service, target, Ctx, DraClaimsArgs};
+use crate::commands::shared::cdi::{self, Resolution};
 use crate::core::{Error, Result};
 use crate::protocol::dra::{self as rules, Severity, Violation};
 use crate::render::{emit, structured, table, Format};
@@ -49,17 +50,15 @@ pub(super) async fn run(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
         .flat_map(|d| d.cdi_device_ids.iter().filter(|id| rules::cdi_id_ok(id)).cloned())
         .collect();
     let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-    let (_, bad) = crate::doctor::cdi::check(&dirs, &ids);
     let mut notes = Vec::new();
-    if !bad.is_empty() && a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir()) {
+    match cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &ids) {
+        Resolution::Resolved { .. } => {}
         // Not a node with CDI specs (a workstation): say so, do not fail.
-        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        notes.push(format!(
+        Resolution::NoSpecDirectory { dirs } => notes.push(format!(
             "the CDI IDs cannot be resolved here: no CDI spec directory ({}); on a node unresolvable IDs fail the container (pass --cdi-spec-dir)",
-            shown.join(", ")
-        ));
-    } else {
-        problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b}")));
+            Resolution::dirs_text(&dirs)
+        )),
+        Resolution::Unresolvable(bad) => problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b}"))),
     }
     match ctx.format {
         Format::Table => {

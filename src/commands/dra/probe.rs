@@ -6,6 +6,7 @@ use super::{answer_text, devices_text, dra_service, endpoint_here, host_kubelet_
 use crate::api::dra_v1::Claim;
 use crate::cli::positive_duration_arg;
 use crate::client::dra::{resolve, DraConn};
+use crate::commands::shared::cdi;
 use crate::core::time::{format_duration, millis};
 use crate::core::Error;
 use crate::core::Result;
@@ -252,31 +253,8 @@ async fn probe_prepare(ctx: &Ctx, a: &DraProbeArgs, service: &DraConn, svc: &str
         first.claims.values().flat_map(|r| &r.devices).flat_map(|d| d.cdi_device_ids.clone()).collect();
     if !ids.is_empty() {
         let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-        let (reg, bad) = crate::doctor::cdi::check(&dirs, &ids);
-        let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
-        if bad.is_empty() {
-            c.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", ids.join(","), reg.specs));
-        } else if no_specs_here {
-            // Not a node with CDI specs (a workstation): say so, do not fail.
-            let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            c.add(
-                "cdi",
-                Status::Warn,
-                None,
-                format!(
-                    "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
-                    ids.join(","),
-                    shown.join(", ")
-                ),
-            );
-        } else {
-            c.add(
-                "cdi",
-                Status::Fail,
-                None,
-                format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
-            );
-        }
+        let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &ids).check(&ids);
+        c.add("cdi", status, None, detail);
     }
     let t = Instant::now();
     match service.prepare(svc, vec![claim.clone()]).await {
