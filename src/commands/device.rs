@@ -127,7 +127,7 @@ async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<Resourc
     let mut found = Vec::new();
     let mut last_err = None;
     for path in candidates {
-        match control::send(&path, &Request { op: "list".into(), ..Default::default() }, ctx.timeout).await {
+        match control::send(&path, &Request::List { resource: None }, ctx.timeout).await {
             Ok(a) if a.ok && !a.resources.is_empty() => found.push((path, a.resources)),
             Ok(a) if a.ok => {
                 last_err = Some(Error::failed(format!("{}: not a dpctl serve control socket", path.display())))
@@ -176,9 +176,9 @@ fn show(ctx: &Ctx, resources: &[ResourceView]) -> Result<()> {
 
 async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<()> {
     let (path, resources) = find(ctx, target).await?;
-    if req.resource.is_none() {
-        req.resource = match resources.as_slice() {
-            [one] => Some(one.resource.clone()),
+    if req.resource().is_none() {
+        match resources.as_slice() {
+            [one] => req.set_resource(one.resource.clone()),
             _ => {
                 return Err(Error::usage(format!(
                     "{} serves several resources ({}); name one with --resource",
@@ -186,7 +186,7 @@ async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<(
                     resources.iter().map(|r| r.resource.clone()).collect::<Vec<_>>().join(", ")
                 )))
             }
-        };
+        }
     }
     let a: Answer = control::send(&path, &req, ctx.timeout).await?;
     if !a.ok {
@@ -199,8 +199,8 @@ async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<(
                 emit(&format!(
                     "{} {}: {} ({healthy}/{} healthy)",
                     r.resource,
-                    req.op,
-                    req.ids.join(","),
+                    req.op(),
+                    req.ids().join(","),
                     r.devices.len()
                 ))?;
             }
@@ -224,35 +224,19 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
                 args.split_last().ok_or_else(|| Error::usage("give device IDs, then Healthy or Unhealthy"))?;
             let h = parse_health(h).map_err(crate::core::Error::usage_from)?;
             check_id_list("device IDs", ids)?;
-            let req = Request {
-                op: "set-health".into(),
-                resource: target.select.clone(),
-                ids: ids.to_vec(),
-                health: Some(h.into()),
-                numa: None,
-            };
+            let req = Request::SetHealth { resource: target.select.clone(), ids: ids.to_vec(), health: h.into() };
             change(ctx, target, req).await
         }
         DeviceCommand::Add { ids, numa, unhealthy, target } => {
             check_id_list("device IDs", ids)?;
             let h = if *unhealthy { crate::api::UNHEALTHY } else { crate::api::HEALTHY };
-            let req = Request {
-                op: "add".into(),
-                resource: target.select.clone(),
-                ids: ids.clone(),
-                health: Some(h.into()),
-                numa: *numa,
-            };
+            let req =
+                Request::Add { resource: target.select.clone(), ids: ids.clone(), health: Some(h.into()), numa: *numa };
             change(ctx, target, req).await
         }
         DeviceCommand::Remove { ids, target } => {
             check_id_list("device IDs", ids)?;
-            let req = Request {
-                op: "remove".into(),
-                resource: target.select.clone(),
-                ids: ids.clone(),
-                ..Default::default()
-            };
+            let req = Request::Remove { resource: target.select.clone(), ids: ids.clone() };
             change(ctx, target, req).await
         }
     }

@@ -76,7 +76,7 @@ pub enum DraDeviceCommand {
 /// Run the command.
 pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
     let (target, req) = match d {
-        DraDeviceCommand::List(t) => (t, ControlRequest { op: "list".into(), ..Default::default() }),
+        DraDeviceCommand::List(t) => (t, ControlRequest::List),
         DraDeviceCommand::SetHealth { args, message, target } => {
             let (health, devices) = args.split_last().ok_or_else(|| Error::usage("name devices, then a health"))?;
             if rules::parse_health(health).is_none() {
@@ -87,10 +87,9 @@ pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
             }
             (
                 target,
-                ControlRequest {
-                    op: "set-health".into(),
+                ControlRequest::SetHealth {
                     devices: devices.to_vec(),
-                    health: Some(health.clone()),
+                    health: health.clone(),
                     message: message.clone(),
                 },
             )
@@ -99,7 +98,7 @@ pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
     let socks = target.sockets(ctx);
     let mut answers = Vec::new();
     for s in &socks {
-        match crate::plugin::control::send_as::<_, ControlAnswer>(s, &req, ctx.timeout).await {
+        match crate::core::control::send::<_, ControlAnswer>(s, &req, ctx.timeout).await {
             Ok(a) => answers.push(a),
             Err(_) if target.control.is_none() => {} // a stale socket of a serve that died
             Err(e) => return Err(e),
@@ -113,7 +112,7 @@ pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
             )))
         }
         1 => answers.remove(0),
-        _ if req.op == "list" => return show_devices(ctx, &answers),
+        _ if req == ControlRequest::List => return show_devices(ctx, &answers),
         _ => {
             let names: Vec<String> = answers.iter().map(|a| a.driver.clone()).collect();
             return Err(Error::usage(format!("several dpctl dra serve run ({}); name one with --driver", names.join(", "))));

@@ -437,14 +437,13 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             ("devices", json!(cfg.devices.len())),
         ],
     );
-    // Live control: its connections are a child group; it stops (removing its
-    // socket) when that group is cancelled with ours.
+    // Live control: it stops (removing its socket) when our group is cancelled.
     {
-        let d = driver.clone();
-        let handler: crate::plugin::control::LineHandler = Arc::new(move |line: &str| d.control(line));
-        let (path, log, ctl) = (cfg.control_socket.clone(), log.clone(), tasks.child());
+        let (d, path, log, stop) = (driver.clone(), cfg.control_socket.clone(), log.clone(), tasks.token().clone());
         tasks.spawn_joined(async move {
-            if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), ctl).await {
+            let shown = path.display().to_string();
+            let listening = || log.event("control", &[("socket", json!(shown))]);
+            if let Err(e) = crate::core::control::serve(&path, d, stop, listening).await {
                 log.event("error", &[("error", json!(e.to_string()))]);
             }
         });
