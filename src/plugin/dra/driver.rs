@@ -670,4 +670,23 @@ mod tests {
         assert_eq!(resend_every(-3), std::time::Duration::from_secs(15));
         assert_eq!(resend_every(2), std::time::Duration::from_secs(1));
     }
+
+    #[test]
+    fn control_requests_keep_their_wire_form() {
+        assert_eq!(serde_json::to_string(&ControlRequest::List).unwrap(), r#"{"op":"list"}"#);
+        let set = ControlRequest::SetHealth {
+            devices: vec!["dev-0".into()],
+            health: "Unhealthy".into(),
+            message: Some("XID 79".into()),
+        };
+        let wire = r#"{"op":"set-health","devices":["dev-0"],"health":"Unhealthy","message":"XID 79"}"#;
+        assert_eq!(serde_json::to_string(&set).unwrap(), wire);
+        assert_eq!(serde_json::from_str::<ControlRequest>(wire).unwrap(), set);
+        // Missing fields reach the handler, which names what is wrong.
+        assert_eq!(
+            serde_json::from_str::<ControlRequest>(r#"{"op":"set-health"}"#).unwrap(),
+            ControlRequest::SetHealth { devices: vec![], health: String::new(), message: None }
+        );
+        assert!(serde_json::from_str::<ControlRequest>(r#"{"op":"add","devices":["x"]}"#).is_err());
+    }
 }
