@@ -40,6 +40,27 @@ pub struct NodeStatus {
     pub dra_pods: Vec<Value>,
 }
 
+/// A request to the status socket: `{"op":"node"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum StatusRequest {
+    /// The node's status.
+    Node,
+}
+
+/// The status socket's answer: `{"ok":true,"node":{…}}` or `{"ok":false,"error":"…"}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusAnswer {
+    /// Success.
+    pub ok: bool,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The node's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeStatus>,
+}
+
 /// Read the status of the mock kubelet that owns `plugin_dir`.
 pub async fn fetch(plugin_dir: &Path, timeout: Duration) -> Result<NodeStatus> {
     let path = status_socket(plugin_dir);
@@ -50,8 +71,10 @@ pub async fn fetch(plugin_dir: &Path, timeout: Duration) -> Result<NodeStatus> {
         ))
     })?;
     let (r, mut w) = stream.into_split();
+    let mut request = serde_json::to_string(&StatusRequest::Node).map_err(|e| Error::failed(e.to_string()))?;
+    request.push('\n');
     let work = async {
-        w.write_all(b"{\"op\":\"node\"}\n").await?;
+        w.write_all(request.as_bytes()).await?;
         BufReader::new(r).lines().next_line().await
     };
     let line = match tokio::time::timeout(timeout, work).await {
@@ -60,10 +83,24 @@ pub async fn fetch(plugin_dir: &Path, timeout: Duration) -> Result<NodeStatus> {
         Ok(Ok(None)) => return Err(Error::failed(format!("{}: closed without answering", path.display()))),
         Ok(Ok(Some(l))) => l,
     };
-    let v: Value =
+    let a: StatusAnswer =
         serde_json::from_str(&line).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))?;
-    if v["ok"] != true {
-        return Err(Error::failed(format!("{}: {}", path.display(), v["error"].as_str().unwrap_or("error"))));
+    match a {
+        StatusAnswer { ok: true, node: Some(node), .. } => Ok(node),
+        StatusAnswer { error, .. } => {
+            Err(Error::failed(format!("{}: {}", path.display(), error.as_deref().unwrap_or("error"))))
+        }
     }
-    serde_json::from_value(v["node"].clone()).map_err(|e| Error::failed(format!("{}: bad answer: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_request_is_op_node() {
+        assert_eq!(serde_json::to_string(&StatusRequest::Node).unwrap(), r#"{"op":"node"}"#);
+        assert_eq!(serde_json::from_str::<StatusRequest>(r#"{"op":"node"}"#).unwrap(), StatusRequest::Node);
+        assert!(serde_json::from_str::<StatusRequest>(r#"{"op":"pods"}"#).is_err());
+    }
 }

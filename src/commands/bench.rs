@@ -366,11 +366,10 @@ async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
         let one = async {
             let t = Instant::now();
             if let Some(path) = &control {
-                let req = crate::plugin::control::Request {
-                    op: "set-health".into(),
+                let req = crate::plugin::control::Request::SetHealth {
+                    resource: None,
                     ids: vec![id.clone()],
-                    health: Some(health.into()),
-                    ..Default::default()
+                    health: health.into(),
                 };
                 let ans = crate::plugin::control::send(path, &req, ctx.timeout).await?;
                 if !ans.ok {
@@ -472,7 +471,7 @@ async fn find_control(ctx: &Ctx, socket: &Path) -> Result<PathBuf> {
     })?;
     for e in rd.flatten() {
         let p = e.path();
-        let req = crate::plugin::control::Request { op: "list".into(), ..Default::default() };
+        let req = crate::plugin::control::Request::List { resource: None };
         if let Ok(a) = crate::plugin::control::send(&p, &req, ctx.timeout).await {
             if a.resources.iter().any(|r| Path::new(&r.socket) == socket) {
                 return Ok(p);

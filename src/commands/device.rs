@@ -1,6 +1,7 @@
 //! `dpctl device list | set-health | add | remove`: live control of a
 //! running `dpctl serve`, found through its control socket.
 
+use super::shared::control::ControlRole;
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::core::validate::check_id_list;
@@ -8,7 +9,7 @@ use crate::core::{Error, Result};
 use crate::plugin::control::{self, Answer, Request, ResourceView};
 use crate::protocol::deviceplugin::parse_health;
 use crate::render::{emit, health, numa, structured, table, Format};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use std::path::PathBuf;
 
 /// `dpctl device`: its surface.
@@ -44,16 +45,31 @@ const ADD_EXAMPLES: &str = "Examples:
 const REMOVE_EXAMPLES: &str = "Examples:
   dpctl --plugin-dir /tmp/dp device remove foo-9";
 
-/// Which running `dpctl serve` and resource to control.
-#[derive(Debug, Args)]
-pub struct ControlTarget {
-    /// The resource to change (needed when several are served)
-    #[arg(long, value_name = "NAME")]
-    pub resource: Option<String>,
-    /// A specific control socket [default: found in <plugin-dir>/dpctl-control/]
-    #[arg(long, value_name = "PATH")]
-    pub control: Option<PathBuf>,
+/// `dpctl device` controls a `dpctl serve`, picked by the resource it serves.
+#[derive(Debug)]
+pub struct Serve;
+
+impl ControlRole for Serve {
+    const SELECT: &'static str = "resource";
+    const SELECT_HELP: &'static str = "The resource to change (needed when several are served)";
+    const CONTROL_HELP: &'static str = "A specific control socket [default: found in <plugin-dir>/dpctl-control/]";
+
+    fn discover(ctx: &Ctx, _: Option<&str>) -> Vec<PathBuf> {
+        let dir = ctx.paths.plugin_dir.join(control::CONTROL_DIR);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
 }
+
+/// Which running `dpctl serve` and resource to control.
+pub type ControlTarget = super::shared::control::ControlTarget<Serve>;
 
 /// `dpctl device …`
 #[derive(Debug, Subcommand)]
@@ -108,25 +124,11 @@ impl Invocation for DeviceCommand {
 
 /// Find the control socket serving `target`.
 async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<ResourceView>)> {
-    let candidates: Vec<PathBuf> = match &target.control {
-        Some(p) => vec![p.clone()],
-        None => {
-            let dir = ctx.paths.plugin_dir.join(control::CONTROL_DIR);
-            let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            v.sort();
-            v
-        }
-    };
+    let candidates = target.sockets(ctx);
     let mut found = Vec::new();
     let mut last_err = None;
     for path in candidates {
-        match control::send(&path, &Request { op: "list".into(), ..Default::default() }, ctx.timeout).await {
+        match control::send(&path, &Request::List { resource: None }, ctx.timeout).await {
             Ok(a) if a.ok && !a.resources.is_empty() => found.push((path, a.resources)),
             Ok(a) if a.ok => {
                 last_err = Some(Error::failed(format!("{}: not a dpctl serve control socket", path.display())))
@@ -135,7 +137,7 @@ async fn find(ctx: &Ctx, target: &ControlTarget) -> Result<(PathBuf, Vec<Resourc
             Err(e) => last_err = Some(e),
         }
     }
-    if let Some(r) = &target.resource {
+    if let Some(r) = &target.select {
         return found.into_iter().find(|(_, res)| res.iter().any(|x| &x.resource == r)).ok_or_else(|| {
             Error::failed(format!(
                 "no running dpctl serve in {} serves {r}; check --plugin-dir or the resource name",
@@ -175,9 +177,9 @@ fn show(ctx: &Ctx, resources: &[ResourceView]) -> Result<()> {
 
 async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<()> {
     let (path, resources) = find(ctx, target).await?;
-    if req.resource.is_none() {
-        req.resource = match resources.as_slice() {
-            [one] => Some(one.resource.clone()),
+    if req.resource().is_none() {
+        match resources.as_slice() {
+            [one] => req.set_resource(one.resource.clone()),
             _ => {
                 return Err(Error::usage(format!(
                     "{} serves several resources ({}); name one with --resource",
@@ -185,7 +187,7 @@ async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<(
                     resources.iter().map(|r| r.resource.clone()).collect::<Vec<_>>().join(", ")
                 )))
             }
-        };
+        }
     }
     let a: Answer = control::send(&path, &req, ctx.timeout).await?;
     if !a.ok {
@@ -198,8 +200,8 @@ async fn change(ctx: &Ctx, target: &ControlTarget, mut req: Request) -> Result<(
                 emit(&format!(
                     "{} {}: {} ({healthy}/{} healthy)",
                     r.resource,
-                    req.op,
-                    req.ids.join(","),
+                    req.op(),
+                    req.ids().join(","),
                     r.devices.len()
                 ))?;
             }
@@ -215,7 +217,7 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
         DeviceCommand::List(t) => {
             let (_, resources) = find(ctx, t).await?;
             let shown: Vec<ResourceView> =
-                resources.into_iter().filter(|r| t.resource.as_ref().is_none_or(|x| x == &r.resource)).collect();
+                resources.into_iter().filter(|r| t.select.as_ref().is_none_or(|x| x == &r.resource)).collect();
             show(ctx, &shown)
         }
         DeviceCommand::SetHealth { args, target } => {
@@ -223,35 +225,19 @@ pub async fn run(ctx: &Ctx, cmd: &DeviceCommand) -> Result<()> {
                 args.split_last().ok_or_else(|| Error::usage("give device IDs, then Healthy or Unhealthy"))?;
             let h = parse_health(h).map_err(crate::core::Error::usage_from)?;
             check_id_list("device IDs", ids)?;
-            let req = Request {
-                op: "set-health".into(),
-                resource: target.resource.clone(),
-                ids: ids.to_vec(),
-                health: Some(h.into()),
-                numa: None,
-            };
+            let req = Request::SetHealth { resource: target.select.clone(), ids: ids.to_vec(), health: h.into() };
             change(ctx, target, req).await
         }
         DeviceCommand::Add { ids, numa, unhealthy, target } => {
             check_id_list("device IDs", ids)?;
             let h = if *unhealthy { crate::api::UNHEALTHY } else { crate::api::HEALTHY };
-            let req = Request {
-                op: "add".into(),
-                resource: target.resource.clone(),
-                ids: ids.clone(),
-                health: Some(h.into()),
-                numa: *numa,
-            };
+            let req =
+                Request::Add { resource: target.select.clone(), ids: ids.clone(), health: Some(h.into()), numa: *numa };
             change(ctx, target, req).await
         }
         DeviceCommand::Remove { ids, target } => {
             check_id_list("device IDs", ids)?;
-            let req = Request {
-                op: "remove".into(),
-                resource: target.resource.clone(),
-                ids: ids.clone(),
-                ..Default::default()
-            };
+            let req = Request::Remove { resource: target.select.clone(), ids: ids.clone() };
             change(ctx, target, req).await
         }
     }

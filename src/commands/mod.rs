@@ -23,6 +23,7 @@ pub mod record;
 pub mod register;
 pub mod replay;
 pub mod serve;
+pub mod shared;
 pub mod surface;
 pub mod test;
 pub mod watch;

@@ -2,6 +2,7 @@
 //! prints PASS, WARN or FAIL with the latency of its call; exit 0 only if
 //! nothing failed.
 
+use super::shared::cdi;
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::api::deviceplugin::{
@@ -14,7 +15,7 @@ use crate::client::conn::{PluginConn, Update};
 use crate::core::time::{format_duration, millis};
 use crate::core::{Error, Result};
 use crate::help::Socket;
-use crate::protocol::cdi;
+use crate::protocol::cdi as cdi_rules;
 use crate::protocol::{deviceplugin, Severity, Violation};
 use clap::Args;
 use prost::Message;
@@ -331,36 +332,13 @@ async fn allocate(
 /// CDI names must resolve to a spec, or the runtime fails the container.
 fn cdi(ctx: &Ctx, a: &ProbeArgs, c: &ContainerAllocateResponse, p: &mut Probe) {
     // Unqualified names are the allocate check's (the rulebook's allocate-cdi-name).
-    let names: Vec<String> = cdi::names(c).into_iter().filter(|n| cdi::name_ok(n)).collect();
+    let names: Vec<String> = cdi_rules::names(c).into_iter().filter(|n| cdi_rules::name_ok(n)).collect();
     if names.is_empty() {
         return;
     }
     let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-    let (reg, bad) = crate::doctor::cdi::check(&dirs, &names);
-    let no_specs_here = a.cdi_spec_dir.is_empty() && !dirs.iter().any(|d| d.is_dir());
-    if bad.is_empty() {
-        p.add("cdi", Status::Pass, None, format!("{} resolve(s) in {} spec(s)", names.join(","), reg.specs));
-    } else if no_specs_here {
-        // Not a node with CDI specs (a workstation): say so, do not fail.
-        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        p.add(
-            "cdi",
-            Status::Warn,
-            None,
-            format!(
-                "{} cannot be resolved here: no CDI spec directory ({}); on a node this fails the container (pass --cdi-spec-dir)",
-                names.join(","),
-                shown.join(", ")
-            ),
-        );
-    } else {
-        p.add(
-            "cdi",
-            Status::Fail,
-            None,
-            format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
-        );
-    }
+    let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &names).check(&names);
+    p.add("cdi", status, None, detail);
 }
 
 /// Run the command.

@@ -5,7 +5,6 @@ use crate::kubelet::devicemanager::BUCKETS;
 use crate::kubelet::shell::Manager;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +65,41 @@ pub fn render(mgr: &Manager) -> String {
     s
 }
 
-/// Serve until `stop`. `current` holds the manager of the running generation.
+/// What one request gets (pure): status, content type and body.
+/// `manager`: the running generation's manager, if one runs.
+fn route(method: &http::Method, path: &str, manager: Option<&Manager>) -> (http::StatusCode, &'static str, String) {
+    use http::StatusCode;
+    let text = "text/plain; charset=utf-8";
+    let known = matches!(path, "/metrics" | "/healthz");
+    if !known {
+        return (StatusCode::NOT_FOUND, text, "not found: try /metrics or /healthz\n".into());
+    }
+    if method != http::Method::GET && method != http::Method::HEAD {
+        return (StatusCode::METHOD_NOT_ALLOWED, text, format!("{method} is not allowed here: use GET or HEAD\n"));
+    }
+    match (path, manager) {
+        (_, None) => (StatusCode::SERVICE_UNAVAILABLE, text, "restarting".into()),
+        ("/metrics", Some(m)) => (StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", render(m)),
+        (_, Some(_)) => (StatusCode::OK, text, "ok".into()),
+    }
+}
+
+/// Answer one request with [`route`] (HEAD gets the headers only: hyper leaves the body out).
+fn respond<B>(req: &http::Request<B>, manager: Option<&Manager>) -> http::Response<String> {
+    let (status, ctype, body) = route(req.method(), req.uri().path(), manager);
+    let mut resp = http::Response::new(body);
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
+    if status == http::StatusCode::METHOD_NOT_ALLOWED {
+        resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
+    }
+    resp
+}
+
+/// Serve HTTP/1.1 until `stop`, one connection per task of `tracker` (as
+/// the local API server does); each answer closes its connection, as the
+/// hand-written server before did. `current` holds the manager of the
+/// running generation.
 pub async fn serve(
     listener: TcpListener,
     current: watch::Receiver<Option<Arc<Manager>>>,
@@ -78,35 +111,80 @@ pub async fn serve(
             c = listener.accept() => c,
             _ = stop.cancelled() => return,
         };
-        let Ok((mut sock, _)) = conn else { continue };
+        let Ok((sock, _)) = conn else { continue };
         let current = current.clone();
         tracker.spawn(stop.clone().run_until_cancelled_owned(async move {
-            let mut buf = vec![0u8; 8192];
-            let mut n = 0;
-            while n < buf.len() {
-                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf[n..])).await {
-                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-                    Ok(Ok(k)) => n += k,
-                }
-                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let path = head.split_whitespace().nth(1).unwrap_or("/");
-            let mgr = current.borrow().clone();
-            let (status, ctype, body) = match (path, mgr) {
-                ("/metrics", Some(m)) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(&m)),
-                ("/healthz", Some(_)) => ("200 OK", "text/plain", "ok".to_string()),
-                ("/healthz" | "/metrics", None) => ("503 Service Unavailable", "text/plain", "restarting".to_string()),
-                _ => ("404 Not Found", "text/plain", "not found: try /metrics or /healthz\n".to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.shutdown().await;
+            let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let mgr = current.borrow().clone();
+                std::future::ready(Ok::<_, std::convert::Infallible>(respond(&req, mgr.as_deref())))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(false)
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                .await;
         }));
+    }
+}
+
+/// How long a client may take to send its request's head.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, StatusCode};
+
+    #[test]
+    fn requests_are_routed_by_path_then_method() {
+        let r = |m: &Method, p: &str| {
+            let (s, _, body) = route(m, p, None);
+            (s, body)
+        };
+        assert_eq!(r(&Method::GET, "/nope").0, StatusCode::NOT_FOUND);
+        assert_eq!(r(&Method::POST, "/nope").0, StatusCode::NOT_FOUND);
+        let (s, body) = r(&Method::POST, "/metrics");
+        assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+        assert!(body.contains("POST") && body.contains("GET or HEAD"), "{body}");
+        assert_eq!(r(&Method::DELETE, "/healthz").0, StatusCode::METHOD_NOT_ALLOWED);
+        // Between generations: no manager yet.
+        assert_eq!(r(&Method::GET, "/metrics"), (StatusCode::SERVICE_UNAVAILABLE, "restarting".into()));
+        assert_eq!(r(&Method::HEAD, "/healthz").0, StatusCode::SERVICE_UNAVAILABLE);
+        let req = http::Request::builder().method(Method::PUT).uri("/metrics").body(()).unwrap();
+        let resp = respond(&req, None);
+        assert_eq!(resp.headers()[http::header::ALLOW], "GET, HEAD");
+    }
+
+    /// One request over a real socket; the whole answer (the server closes the connection).
+    async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        c.write_all(request.as_bytes()).await.expect("write");
+        let mut out = String::new();
+        let read = c.read_to_string(&mut out);
+        tokio::time::timeout(std::time::Duration::from_secs(5), read).await.expect("closed").expect("read");
+        out
+    }
+
+    #[tokio::test]
+    async fn the_server_answers_http_and_closes_each_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let (_tx, rx) = watch::channel(None);
+        let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+        tracker.spawn(serve(l, rx, stop.clone(), tracker.clone()));
+        let get = exchange(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(get.starts_with("HTTP/1.1 503") && get.ends_with("\r\n\r\nrestarting"), "{get:?}");
+        let head = exchange(addr, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(head.starts_with("HTTP/1.1 503") && head.contains("content-length: 10\r\n"), "{head:?}");
+        assert!(head.ends_with("\r\n\r\n"), "HEAD: no body: {head:?}");
+        let post = exchange(addr, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").await;
+        assert!(post.starts_with("HTTP/1.1 405") && post.contains("allow: GET, HEAD"), "{post:?}");
+        let nope = exchange(addr, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(nope.starts_with("HTTP/1.1 404") && nope.contains("try /metrics or /healthz"), "{nope:?}");
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
     }
 }

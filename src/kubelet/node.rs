@@ -20,13 +20,11 @@ use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -278,58 +276,30 @@ async fn serve_status(
     path: PathBuf,
     current: watch::Receiver<Option<Arc<Manager>>>,
     stop: CancellationToken,
-    tracker: TaskTracker,
     bus: EventBus,
 ) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        crate::core::files::create_dir_all(dir)
-            .map_err(|e| Error::io(dir, "cannot create the control directory", &e))?;
-    }
-    let (listener, guard) = listen(&path).await?;
-    bus.emit(KubeletEvent::Status { socket: path.display().to_string() }, None);
-    loop {
-        let conn = tokio::select! {
-            c = listener.accept() => c,
-            _ = stop.cancelled() => break,
-        };
-        let Ok((stream, _)) = conn else { continue };
-        let mut current = current.clone();
-        let stop = stop.clone();
-        tracker.spawn(stop.run_until_cancelled_owned(async move {
-            use crate::core::limits::{read_line, Line, MAX_CONTROL_LINE};
-            let (r, mut w) = stream.into_split();
-            let mut r = BufReader::new(r);
-            loop {
-                let (v, close) = match read_line(&mut r, MAX_CONTROL_LINE).await {
-                    Err(_) | Ok(Line::Eof) => break,
-                    Ok(Line::TooLong) => {
-                        (json!({"ok": false, "error": "request line longer than 1 MiB; closing the connection"}), true)
-                    }
-                    Ok(Line::NotUtf8) => {
-                        (json!({"ok": false, "error": "request line is not UTF-8; closing the connection"}), true)
-                    }
-                    Ok(Line::Text(_)) => {
-                        // Between generations, wait a little for the next one rather than fail.
-                        let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
-                        match next.ok().and_then(|r| r.ok()).and_then(|m| m.clone()) {
-                            Some(m) => (json!({"ok": true, "node": node_status(&m)}), false),
-                            None => (json!({"ok": false, "error": "the mock kubelet is restarting; try again"}), false),
-                        }
-                    }
-                };
-                let mut text = v.to_string();
-                text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() || close {
-                    break;
-                }
+    use crate::client::status::{StatusAnswer, StatusRequest};
+    /// The status socket: the current generation's node status.
+    struct Status(watch::Receiver<Option<Arc<Manager>>>);
+    impl crate::core::control::Handler for Status {
+        type Request = StatusRequest;
+        type Answer = StatusAnswer;
+        fn refusal(error: String) -> StatusAnswer {
+            StatusAnswer { ok: false, error: Some(error), node: None }
+        }
+        async fn answer(&self, req: StatusRequest) -> StatusAnswer {
+            let StatusRequest::Node = req;
+            // Between generations, wait a little for the next one rather than fail.
+            let mut current = self.0.clone();
+            let next = tokio::time::timeout(RESTART_WAIT, current.wait_for(Option::is_some)).await;
+            match next.ok().and_then(|r| r.ok()).and_then(|m| m.clone()) {
+                Some(m) => StatusAnswer { ok: true, error: None, node: Some(node_status(&m)) },
+                None => Self::refusal("the mock kubelet is restarting; try again".into()),
             }
-        }));
+        }
     }
-    drop(guard);
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::remove_dir(dir);
-    }
-    Ok(())
+    let listening = || bus.emit(KubeletEvent::Status { socket: path.display().to_string() }, None);
+    crate::core::control::serve(&path, Arc::new(Status(current)), stop, listening).await
 }
 
 /// Start generation `gen`: clean the plugin directory, restore the
@@ -553,9 +523,9 @@ async fn run(
                 return fail_first(&mut first, Error::io(dir, "cannot create the control directory", &e));
             }
         }
-        let (c, st, tr, b) = (current_rx.clone(), status.token.clone(), status.tracker.clone(), bus.clone());
+        let (c, st, b) = (current_rx.clone(), status.token.clone(), bus.clone());
         status.tracker.spawn(async move {
-            if let Err(e) = serve_status(p, c, st, tr, b.clone()).await {
+            if let Err(e) = serve_status(p, c, st, b.clone()).await {
                 b.emit(KubeletEvent::Error { error: e.to_string(), socket: None }, None);
             }
         });

@@ -179,12 +179,38 @@ fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     )
 }
 
-fn field_selector(query: &str) -> Vec<(String, String)> {
+/// The parameters of a query string, decoded as Go's `url.ParseQuery` does
+/// (`+` is a space, `%XX` an escaped byte).
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        percent_encoding::percent_decode_str(&s).decode_utf8_lossy().into_owned()
+    };
     query
         .split('&')
-        .filter_map(|kv| kv.strip_prefix("fieldSelector="))
-        .flat_map(|v| {
-            let v = v.replace("%3D", "=").replace("%2C", ",").replace("%3d", "=").replace("%2c", ",");
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// The first value of parameter `key`.
+fn param(query: &str, key: &str) -> Option<String> {
+    query_pairs(query).into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// A request path, decoded (as Go's `URL.Path`): object names may be escaped.
+fn decoded_path(path: &str) -> String {
+    percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
+}
+
+fn field_selector(query: &str) -> Vec<(String, String)> {
+    query_pairs(query)
+        .into_iter()
+        .filter(|(k, _)| k == "fieldSelector")
+        .flat_map(|(_, v)| {
             v.split(',')
                 .filter_map(|t| t.split_once('=').map(|(a, b)| (a.to_string(), b.to_string())))
                 .collect::<Vec<_>>()
@@ -193,7 +219,7 @@ fn field_selector(query: &str) -> Vec<(String, String)> {
 }
 
 fn is_watch(query: &str) -> bool {
-    query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1")
+    param(query, "watch").is_some_and(|v| v == "true" || v == "1")
 }
 
 /// A response body: one whole answer (with a Content-Length), or a watch's stream.
@@ -231,13 +257,14 @@ fn whole(text: String) -> ChannelBody {
     ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
 }
 
-/// One watch event in the negotiated encoding: a JSON line, or a protobuf frame.
-fn event(media: Media, kind: &str, obj: &Value) -> hyper::body::Bytes {
+/// One watch event in the negotiated encoding: a JSON line, or a protobuf
+/// frame; `Err` when the object has no form in that encoding.
+fn encode_event(media: Media, kind: &str, obj: &Value) -> std::result::Result<hyper::body::Bytes, String> {
     match media {
         Media::Json => {
             let mut t = json!({"type": kind, "object": obj}).to_string();
             t.push('\n');
-            hyper::body::Bytes::from(t)
+            Ok(hyper::body::Bytes::from(t))
         }
         Media::Protobuf => {
             let mut obj = obj.clone();
@@ -245,8 +272,54 @@ fn event(media: Media, kind: &str, obj: &Value) -> hyper::body::Bytes {
                 obj["kind"] = json!("ResourceSlice");
                 obj["apiVersion"] = json!("resource.k8s.io/v1");
             }
-            // A ResourceSlice always has its protobuf form (message_for knows the kind).
-            hyper::body::Bytes::from(protobuf::watch_frame(kind, &obj).unwrap_or_default())
+            protobuf::watch_frame(kind, &obj).map(hyper::body::Bytes::from)
+        }
+    }
+}
+
+/// What a watcher is sent for one event.
+#[derive(Debug, PartialEq)]
+enum Frame {
+    /// The event; the watch goes on.
+    Event(hyper::body::Bytes),
+    /// The event cannot be encoded: an ERROR event (a `Status`, 500
+    /// InternalError, naming the object and why) instead, and the watch ends
+    /// — the client sees it, lists again and resumes; nothing vanishes.
+    Last(hyper::body::Bytes),
+}
+
+/// Frame one event for a watcher (pure).
+fn event(media: Media, kind: &str, obj: &Value) -> Frame {
+    match encode_event(media, kind, obj) {
+        Ok(b) => Frame::Event(b),
+        Err(e) => {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let what = match media {
+                Media::Json => "JSON",
+                Media::Protobuf => "protobuf",
+            };
+            let (_, st) = status(
+                500,
+                "InternalError",
+                format!("cannot encode the {kind} event of {name:?} as {what}: {e}; the watch ends, list again"),
+            );
+            // A Status always has its form in either encoding; should it
+            // not, the JSON line still tells the client the watch is over.
+            Frame::Last(
+                encode_event(media, "ERROR", &st)
+                    .unwrap_or_else(|_| hyper::body::Bytes::from(json!({"type": "ERROR", "object": st}).to_string())),
+            )
+        }
+    }
+}
+
+/// Send one event; false when the watch is over (the client left, or the event ended it).
+async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: Media, kind: &str, obj: &Value) -> bool {
+    match event(media, kind, obj) {
+        Frame::Event(b) => tx.send(b).await.is_ok(),
+        Frame::Last(b) => {
+            let _ = tx.send(b).await;
+            false
         }
     }
 }
@@ -260,30 +333,26 @@ async fn pump(
     stop: CancellationToken,
 ) {
     let sel = field_selector(&query);
-    let initial = query.split('&').any(|kv| kv == "sendInitialEvents=true");
+    let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
     // Without initial events, a watch from resourceVersion N gets every change after N.
-    let from = query
-        .split('&')
-        .filter_map(|kv| kv.strip_prefix("resourceVersion="))
-        .find_map(|v| v.parse::<u64>().ok())
-        .filter(|v| *v > 0 && !initial);
+    let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
     let (version, items, replay, mut rx) = match store.watch(&sel, from) {
         Ok(w) => w,
         Err(oldest) => {
             let (_, st) =
                 status(410, "Expired", format!("too old resource version: {} ({oldest})", from.unwrap_or_default()));
-            let _ = tx.send(event(media, "ERROR", &st)).await;
+            send_event(&tx, media, "ERROR", &st).await;
             return;
         }
     };
     for (kind, obj) in replay.iter().filter(|(_, o)| sel.iter().all(|(k, v)| field(o, k) == *v)) {
-        if tx.send(event(media, kind, obj)).await.is_err() {
+        if !send_event(&tx, media, kind, obj).await {
             return;
         }
     }
     if initial {
         for i in &items {
-            if tx.send(event(media, "ADDED", i)).await.is_err() {
+            if !send_event(&tx, media, "ADDED", i).await {
                 return;
             }
         }
@@ -291,7 +360,7 @@ async fn pump(
             "resourceVersion": version.to_string(),
             "annotations": {"k8s.io/initial-events-end": "true"},
         }});
-        if tx.send(event(media, "BOOKMARK", &bookmark)).await.is_err() {
+        if !send_event(&tx, media, "BOOKMARK", &bookmark).await {
             return;
         }
     }
@@ -303,7 +372,7 @@ async fn pump(
         };
         match ev {
             Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
-                if tx.send(event(media, kind, &obj)).await.is_err() {
+                if !send_event(&tx, media, kind, &obj).await {
                     return;
                 }
             }
@@ -334,6 +403,8 @@ pub fn answer(
     query: &str,
     body: &[u8],
 ) -> (u16, Value) {
+    let path = decoded_path(path);
+    let path = path.as_str();
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
     }
@@ -544,7 +615,7 @@ async fn respond(
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
     let query = req.uri().query().unwrap_or("").to_string();
-    if req.method() == http::Method::GET && req.uri().path() == SLICES && is_watch(&query) {
+    if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         tracker.spawn(pump(store, query, media, tx, stop));
         let resp = http::Response::builder()
@@ -772,6 +843,118 @@ mod tests {
             got[0]["object"]["message"].as_str().unwrap().starts_with("too old resource version: 2 ("),
             "{}",
             got[0]
+        );
+    }
+
+    /// Split one protobuf field off `b`: (field number, payload, rest); length-delimited fields only.
+    fn pb_field(b: &[u8]) -> (u64, &[u8], &[u8]) {
+        let varint = |b: &[u8]| {
+            let (mut v, mut i) = (0u64, 0);
+            while b[i] & 0x80 != 0 {
+                v |= u64::from(b[i] & 0x7f) << (7 * i);
+                i += 1;
+            }
+            (v | u64::from(b[i]) << (7 * i), i + 1)
+        };
+        let (tag, n) = varint(b);
+        assert_eq!(tag & 7, 2, "a length-delimited field");
+        let (len, m) = varint(&b[n..]);
+        let start = n + m;
+        let end = start + usize::try_from(len).unwrap();
+        (tag >> 3, &b[start..end], &b[end..])
+    }
+
+    /// A protobuf watch frame as (type, object).
+    fn watch_event(frame: &[u8]) -> (String, Value) {
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        let ev = &frame[4..];
+        assert_eq!(ev.len(), len, "one whole frame");
+        let (n, ty, rest) = pb_field(ev);
+        assert_eq!(n, 1);
+        let (n, raw_ext, _) = pb_field(rest);
+        assert_eq!(n, 2);
+        let (n, raw, _) = pb_field(raw_ext);
+        assert_eq!(n, 1);
+        (String::from_utf8(ty.to_vec()).unwrap(), protobuf::decode_object(raw).unwrap())
+    }
+
+    /// Defect 4: an event that cannot be encoded for the watcher (a kind
+    /// outside the protobuf subset) was sent as nothing and the watch went
+    /// on; the watcher must see an ERROR event and the watch end.
+    #[tokio::test]
+    async fn an_event_that_cannot_be_encoded_ends_the_watch_with_an_error_event() {
+        let store = Arc::new(Store::default());
+        let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n"}});
+        let taint =
+            json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1alpha3", "metadata": {"name": "t"}});
+        {
+            let mut st = store.lock();
+            st.version = 4;
+            st.history.extend([(2, "ADDED", slice("a")), (3, "ADDED", taint), (4, "ADDED", slice("b"))]);
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(pump(store.clone(), "watch=true&resourceVersion=1".into(), Media::Protobuf, tx, stop.clone()));
+        let mut got = Vec::new();
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(frame)) => got.push(watch_event(&frame)),
+                Ok(None) => break, // the watch ended
+                Err(_) => {
+                    stop.cancel();
+                    panic!("the watch went on after the event it could not send: {got:?}");
+                }
+            }
+        }
+        stop.cancel();
+        let kinds: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(kinds, ["ADDED", "ERROR"], "{got:?}");
+        assert_eq!(got[0].1["metadata"]["name"], "a");
+        let st = &got[1].1;
+        assert_eq!(
+            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
+            (Some("Status"), Some(500), Some("InternalError"))
+        );
+        let msg = st["message"].as_str().unwrap();
+        assert!(msg.contains("ADDED event of \"t\"") && msg.contains("DeviceTaintRule"), "{msg}");
+        tracker.close();
+        tracker.wait().await;
+    }
+
+    #[test]
+    fn frames_are_events_until_one_cannot_be_encoded() {
+        let ok = json!({"kind": "ResourceSlice", "metadata": {"name": "a"}});
+        assert!(matches!(event(Media::Protobuf, "ADDED", &ok), Frame::Event(b) if !b.is_empty()));
+        let bad = json!({"kind": "Secret", "metadata": {"name": "s"}});
+        assert!(matches!(event(Media::Json, "ADDED", &bad), Frame::Event(_)), "JSON has every kind");
+        let Frame::Last(b) = event(Media::Protobuf, "ADDED", &bad) else { panic!("the watch must end") };
+        let (ty, st) = watch_event(&b);
+        assert_eq!((ty.as_str(), st["code"].as_i64()), ("ERROR", Some(500)));
+    }
+
+    #[test]
+    fn paths_and_query_strings_are_percent_decoded() {
+        let s = Store::default();
+        let obj = json!({"metadata": {"name": "gpu.example.com-node-1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node 1"}});
+        assert_eq!(call(&s, "POST", SLICES, "", obj).0, 201);
+        // An escaped object name finds the object.
+        let (c, got) = call(&s, "GET", &format!("{SLICES}/gpu%2Eexample%2ecom-node-1"), "", Value::Null);
+        assert_eq!((c, got["metadata"]["name"].as_str()), (200, Some("gpu.example.com-node-1")));
+        // A selector escaped whole, with a space as + and as %20.
+        for q in [
+            "fieldSelector=spec%2Edriver%3Dgpu%2Eexample%2Ecom%2Cspec.nodeName%3Dnode+1",
+            "fieldSelector=spec.driver%3dgpu.example.com%2cspec.nodeName%3Dnode%201",
+        ] {
+            let (c, l) = call(&s, "GET", SLICES, q, Value::Null);
+            assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(1)), "{q}");
+        }
+        let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.nodeName%3Dnode%202", Value::Null);
+        assert_eq!(l["items"].as_array().map(Vec::len), Some(0));
+        assert!(is_watch("resourceVersion=0&watch=true") && is_watch("watch=1") && !is_watch("watch=false"));
+        assert_eq!(
+            query_pairs("a=b%26c&d&e=f+g"),
+            [("a".into(), "b&c".into()), ("d".into(), String::new()), ("e".into(), "f g".into())]
         );
     }
 }

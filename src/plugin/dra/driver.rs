@@ -431,29 +431,15 @@ impl Driver {
         })
     }
 
-    /// Live control: answer one JSON request line.
-    pub fn control(&self, line: &str) -> String {
-        let out = match serde_json::from_str::<ControlRequest>(line) {
-            Err(e) => Err(format!("bad request: {}", crate::core::text::cap_words(&e.to_string()))),
-            Ok(req) => self.control_op(req),
-        };
-        let a = match out {
-            Ok(()) => self.view(true),
-            Err(e) => ControlAnswer { ok: false, error: Some(e), ..Default::default() },
-        };
-        serde_json::to_string(&a).unwrap_or_else(|_| "{\"ok\":false}".into())
-    }
-
     fn control_op(&self, req: ControlRequest) -> Result<(), String> {
-        match req.op.as_str() {
-            "list" => Ok(()),
-            "set-health" => {
-                let h = parse_health(req.health.as_deref().unwrap_or(""))
-                    .ok_or("health must be Healthy, Unhealthy or Unknown")?;
-                if req.devices.is_empty() {
+        match req {
+            ControlRequest::List => Ok(()),
+            ControlRequest::SetHealth { devices, health, message } => {
+                let h = parse_health(&health).ok_or("health must be Healthy, Unhealthy or Unknown")?;
+                if devices.is_empty() {
                     return Err("no device names given".into());
                 }
-                let unknown: Vec<&String> = req.devices.iter().filter(|d| !self.cfg.devices.contains(d)).collect();
+                let unknown: Vec<&String> = devices.iter().filter(|d| !self.cfg.devices.contains(d)).collect();
                 if !unknown.is_empty() {
                     return Err(format!(
                         "no device {} in pool {} (devices: {})",
@@ -464,9 +450,9 @@ impl Driver {
                 }
                 let now = now_secs();
                 self.health.send_modify(|devs| {
-                    for d in devs.iter_mut().filter(|d| req.devices.contains(&d.name)) {
+                    for d in devs.iter_mut().filter(|d| devices.contains(&d.name)) {
                         d.health = health_word(h as i32).into();
-                        d.message = req.message.clone().unwrap_or_default();
+                        d.message = message.clone().unwrap_or_default();
                         d.updated = now;
                     }
                 });
@@ -474,13 +460,12 @@ impl Driver {
                     "control",
                     &[
                         ("op", json!("set-health")),
-                        ("devices", json!(req.devices)),
+                        ("devices", json!(devices)),
                         ("health", json!(health_word(h as i32))),
                     ],
                 );
                 Ok(())
             }
-            other => Err(format!("unknown op {}: use list or set-health", crate::core::text::quote(other))),
         }
     }
 
@@ -498,21 +483,42 @@ impl Driver {
     }
 }
 
-/// A live-control request to `dpctl dra serve`.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ControlRequest {
-    /// list or set-health.
-    pub op: String,
-    /// Device names for set-health.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<String>,
-    /// Healthy, Unhealthy or Unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<String>,
-    /// The health message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+/// A live-control request to `dpctl dra serve`: `{"op":"list"}` or
+/// `{"op":"set-health","devices":[…],"health":"Unhealthy","message":"…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ControlRequest {
+    /// The devices and prepared claims.
+    List,
+    /// Set devices' health.
+    SetHealth {
+        /// Device names.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        devices: Vec<String>,
+        /// Healthy, Unhealthy or Unknown.
+        #[serde(default)]
+        health: String,
+        /// The health message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+}
+
+/// Live control of the driver's devices.
+impl crate::core::control::Handler for Driver {
+    type Request = ControlRequest;
+    type Answer = ControlAnswer;
+
+    fn refusal(error: String) -> ControlAnswer {
+        ControlAnswer { ok: false, error: Some(error), ..Default::default() }
+    }
+
+    async fn answer(&self, req: ControlRequest) -> ControlAnswer {
+        match self.control_op(req) {
+            Ok(()) => self.view(true),
+            Err(e) => Self::refusal(e),
+        }
+    }
 }
 
 /// A live-control answer.
@@ -663,5 +669,24 @@ mod tests {
         assert_eq!(resend_every(0), std::time::Duration::from_secs(15));
         assert_eq!(resend_every(-3), std::time::Duration::from_secs(15));
         assert_eq!(resend_every(2), std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn control_requests_keep_their_wire_form() {
+        assert_eq!(serde_json::to_string(&ControlRequest::List).unwrap(), r#"{"op":"list"}"#);
+        let set = ControlRequest::SetHealth {
+            devices: vec!["dev-0".into()],
+            health: "Unhealthy".into(),
+            message: Some("XID 79".into()),
+        };
+        let wire = r#"{"op":"set-health","devices":["dev-0"],"health":"Unhealthy","message":"XID 79"}"#;
+        assert_eq!(serde_json::to_string(&set).unwrap(), wire);
+        assert_eq!(serde_json::from_str::<ControlRequest>(wire).unwrap(), set);
+        // Missing fields reach the handler, which names what is wrong.
+        assert_eq!(
+            serde_json::from_str::<ControlRequest>(r#"{"op":"set-health"}"#).unwrap(),
+            ControlRequest::SetHealth { devices: vec![], health: String::new(), message: None }
+        );
+        assert!(serde_json::from_str::<ControlRequest>(r#"{"op":"add","devices":["x"]}"#).is_err());
     }
 }

@@ -297,92 +297,38 @@ impl Config {
     }
 }
 
-/// Serve the driver's gRPC services on `path` until `stop`.
+/// Serve the driver's gRPC services on `path` until `stop`: one server,
+/// routed by service name (tonic's `Routes`); a service not served gets
+/// Unimplemented, as grpc-go answers.
 async fn serve_services(driver: &Arc<Driver>, cfg: &Config, path: &Path, serving: &Tasks) -> Result<SocketGuard> {
     let (listener, guard) = listen(path).await?;
-    let mut mux = Mux::default();
+    let mut routes = tonic::service::RoutesBuilder::default();
     let served = cfg.served();
     let max = crate::core::limits::GRPC_MAX_RECV;
     if served.contains(&DRA_V1) {
-        mux.add(
+        routes.add_service(
             crate::api::dra_v1::dra_plugin_server::DraPluginServer::new(V1(driver.clone()))
                 .max_decoding_message_size(max),
         );
     }
     if served.contains(&DRA_V1BETA1) {
-        mux.add(
+        routes.add_service(
             crate::api::dra_v1beta1::dra_plugin_server::DraPluginServer::new(V1beta1(driver.clone()))
                 .max_decoding_message_size(max),
         );
     }
     if served.contains(&HEALTH_V1) {
-        mux.add(crate::api::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(HealthV1(
-            driver.clone(),
-        )));
+        routes.add_service(crate::api::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(
+            HealthV1(driver.clone()),
+        ));
     }
     if served.contains(&HEALTH_V1ALPHA1) {
-        mux.add(crate::api::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+        routes.add_service(crate::api::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
             HealthV1alpha1(driver.clone()),
         ));
     }
-    serve_owned(serving, listener, mux);
+    serve_owned(serving, listener, routes.routes().prepare());
     Ok(guard)
-}
-
-type GrpcService = tower::util::BoxCloneService<
-    http::Request<tonic::body::Body>,
-    http::Response<tonic::body::Body>,
-    std::convert::Infallible,
->;
-
-/// Several gRPC services on one socket, picked by the path's service name
-/// (`/<package>.<Service>/<Method>`); an unknown service gets Unimplemented,
-/// as grpc-go answers.
-#[derive(Clone, Default)]
-pub struct Mux {
-    services: Vec<(String, GrpcService)>,
-}
-
-impl Mux {
-    /// Add a generated server.
-    pub fn add<S>(&mut self, svc: S)
-    where
-        S: tower::Service<
-                http::Request<tonic::body::Body>,
-                Response = http::Response<tonic::body::Body>,
-                Error = std::convert::Infallible,
-            > + tonic::server::NamedService
-            + Clone
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-    {
-        self.services.push((format!("/{}/", S::NAME), GrpcService::new(svc)));
-    }
-}
-
-impl tower::Service<http::Request<tonic::body::Body>> for Mux {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = std::result::Result<Self::Response, Self::Error>> + Send + 'static>,
-    >;
-
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<std::result::Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        use tower::ServiceExt;
-        let path = req.uri().path().to_string();
-        match self.services.iter().find(|(p, _)| path.starts_with(p.as_str())) {
-            Some((_, svc)) => Box::pin(svc.clone().oneshot(req)),
-            None => {
-                let st = tonic::Status::unimplemented(format!("unknown service in {path}"));
-                Box::pin(async move { Ok(st.into_http()) })
-            }
-        }
-    }
 }
 
 /// How often the driver looks for its sockets being deleted.
@@ -441,14 +387,13 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             ("devices", json!(cfg.devices.len())),
         ],
     );
-    // Live control: its connections are a child group; it stops (removing its
-    // socket) when that group is cancelled with ours.
+    // Live control: it stops (removing its socket) when our group is cancelled.
     {
-        let d = driver.clone();
-        let handler: crate::plugin::control::LineHandler = Arc::new(move |line: &str| d.control(line));
-        let (path, log, ctl) = (cfg.control_socket.clone(), log.clone(), tasks.child());
+        let (d, path, log, stop) = (driver.clone(), cfg.control_socket.clone(), log.clone(), tasks.token().clone());
         tasks.spawn_joined(async move {
-            if let Err(e) = crate::plugin::control::serve_lines(&path, handler, log.clone(), ctl).await {
+            let shown = path.display().to_string();
+            let listening = || log.event("control", &[("socket", json!(shown))]);
+            if let Err(e) = crate::core::control::serve(&path, d, stop, listening).await {
                 log.event("error", &[("error", json!(e.to_string()))]);
             }
         });

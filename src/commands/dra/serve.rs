@@ -1,0 +1,131 @@
+//! `dpctl dra serve`: a simulated DRA driver's kubelet plugin, registered
+//! through the plugin watcher.
+
+use super::Ctx;
+use crate::core::log::{LogFormat, Logger};
+use crate::core::{Error, Result};
+use crate::plugin::dra::{Config, CONTROL_DIR, CONTROL_PREFIX};
+use crate::protocol::dra::{DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1};
+use crate::render::Format;
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub(super) const EXAMPLES: &str = "Examples:
+  # a driver with 4 devices under a temp kubelet root; CDI specs per prepared claim in /tmp/k/cdi
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi
+  # a second instance during a rolling update (uid-named sockets)
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --rolling-update 2 --cdi-dir /tmp/k/cdi
+  # break a rule on purpose: dra probe flags it
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --fault missing-uid --fault long-message";
+
+/// `dpctl dra serve`
+#[derive(Debug, Args)]
+pub struct DraServeArgs {
+    /// The driver name (a lowercase DNS subdomain, e.g. gpu.example.com)
+    #[arg(long, value_name = "NAME")]
+    pub driver: String,
+    /// The pool the devices are in
+    #[arg(long, value_name = "NAME", default_value = "pool-0")]
+    pub pool: String,
+    /// How many devices (named dev-0, dev-1, …)
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub devices: u32,
+    /// Where to write a CDI spec per prepared claim (removed on unprepare) [default: /var/run/cdi under --root]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_dir: Option<PathBuf>,
+    /// The services to serve and list in supported_versions, in order
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_values_t = [crate::protocol::dra::DRA_V1.to_string(), crate::protocol::dra::DRA_V1BETA1.to_string(), crate::protocol::dra::HEALTH_V1.to_string(), crate::protocol::dra::HEALTH_V1ALPHA1.to_string()])]
+    pub services: Vec<String>,
+    /// Do not create the plugin-watcher registration socket (serve the service socket only)
+    #[arg(long)]
+    pub no_register: bool,
+    /// Rolling-update mode: sockets <driver>-UID-reg.sock and dra-UID.sock, so two instances serve at once
+    #[arg(long, value_name = "UID")]
+    pub rolling_update: Option<String>,
+    /// health_check_timeout_seconds sent for each device (0: the kubelet's default)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub health_timeout: i64,
+    /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
+    /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
+    /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health,
+    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE
+    #[arg(long = "fault", value_name = "FAULT")]
+    pub faults: Vec<crate::plugin::dra::Fault>,
+    /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The node the ResourceSlice names [default: this host's name]
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Log format
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// The driver's configuration from the command line.
+pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
+    let plugin_dir = ctx.paths.kubelet_root.join("plugins").join(&a.driver);
+    let mut services = a.services.clone();
+    services.dedup();
+    for s in &services {
+        if ![DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1].contains(&s.as_str()) {
+            return Err(Error::usage(format!(
+                "--services: {} is not one of {DRA_V1}, {DRA_V1BETA1}, {HEALTH_V1}, {HEALTH_V1ALPHA1}",
+                crate::core::text::quote(s)
+            )));
+        }
+    }
+    Ok(Config {
+        driver: a.driver.clone(),
+        pool: a.pool.clone(),
+        devices: (0..a.devices).map(|i| format!("dev-{i}")).collect(),
+        kubelet_root: ctx.paths.kubelet_root.clone(),
+        registry_dir: ctx.paths.plugins_registry_dir(None),
+        control_socket: a.control_socket.as_ref().map(|p| ctx.paths.host(p)).unwrap_or_else(|| {
+            plugin_dir.join(CONTROL_DIR).join(format!("{CONTROL_PREFIX}{}.sock", std::process::id()))
+        }),
+        plugin_dir,
+        host_root: ctx.paths.root.clone(),
+        cdi_dir: ctx.paths.host(a.cdi_dir.as_deref().unwrap_or(Path::new("/var/run/cdi"))),
+        services,
+        register: !a.no_register,
+        rolling_uid: a.rolling_update.clone(),
+        health_timeout_secs: a.health_timeout,
+        faults: a.faults.clone(),
+        publish: match &a.kubeconfig {
+            None => None,
+            Some(k) => {
+                let api = crate::plugin::dra::slices::load_kubeconfig(k)?;
+                let node = match &a.node_name {
+                    Some(n) => n.clone(),
+                    None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_string())
+                        .ok()
+                        .filter(|h| !h.is_empty())
+                        .ok_or_else(|| Error::usage("--node-name: this host's name is unknown; name the node"))?,
+                };
+                Some((api, node))
+            }
+        },
+    })
+}
+
+/// Run the command.
+pub(super) async fn run(ctx: &Ctx, a: &DraServeArgs) -> Result<()> {
+    if ctx.format != Format::Table {
+        return Err(Error::usage(
+            "-o is not supported here: dra serve logs events; use --log-format json for JSON lines",
+        ));
+    }
+    let cfg = config(ctx, a)?;
+    let log = Logger::new(a.log_format);
+    let tasks = crate::core::task::Tasks::new();
+    let r =
+        crate::core::task::until_interrupted(&tasks, crate::plugin::dra::run(cfg, log.clone(), tasks.clone())).await;
+    log.close(Duration::from_secs(2));
+    r
+}
