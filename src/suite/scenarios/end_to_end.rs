@@ -133,7 +133,10 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
     // stream: no event comes.
     let until = Instant::now() + ROLL_WITHIN;
     let mut event = None;
-    while !same_socket {
+    loop {
+        if same_socket {
+            break;
+        }
         if let Some(g) = s.seen.gone[gone..].first() {
             event = Some((RollEnd::InstanceEnded, g.3));
             break;
