@@ -199,7 +199,12 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     bus.log().event(
         "paths",
         &[
-            ("pluginsRegistryDir", serde_json::json!(watcher.unwrap_or_else(|| "none (pass --plugins-registry-dir or --api-server)".into()))),
+            (
+                "pluginsRegistryDir",
+                serde_json::json!(
+                    watcher.unwrap_or_else(|| "none (pass --plugins-registry-dir or --api-server)".into())
+                ),
+            ),
             ("cdiSpecDirs", serde_json::json!(cdi)),
         ],
     );

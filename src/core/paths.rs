@@ -317,11 +317,18 @@ mod tests {
             "/etc/cdi, /var/run/cdi, /tmp/node/cdi (the defaults; --cdi-spec-dir DIR or $DPCTL_CDI_SPEC_DIRS to change)"
         );
         // With --plugin-dir, the node tree is its parent (the mock kubelet's root).
-        let q = Paths::for_node(HostRoot::default(), Path::new(DEFAULT_KUBELET_ROOT), Some(Path::new("/tmp/n/device-plugins")));
+        let q = Paths::for_node(
+            HostRoot::default(),
+            Path::new(DEFAULT_KUBELET_ROOT),
+            Some(Path::new("/tmp/n/device-plugins")),
+        );
         assert_eq!(q.cdi_search_path_with(&[], None).dirs[2..], [Path::new("/tmp/n/cdi")]);
         let env = std::ffi::OsStr::new("/a:/b");
         let e = p.cdi_search_path_with(&[], Some(env));
-        assert_eq!((e.dirs.as_slice(), e.source), ([PathBuf::from("/a"), PathBuf::from("/b")].as_slice(), CdiSource::Env));
+        assert_eq!(
+            (e.dirs.as_slice(), e.source),
+            ([PathBuf::from("/a"), PathBuf::from("/b")].as_slice(), CdiSource::Env)
+        );
         assert_eq!(p.cdi_search_path_with(&[], Some(std::ffi::OsStr::new(""))).source, CdiSource::Defaults);
         let f = p.cdi_search_path_with(&["/x".into()], Some(env));
         assert_eq!((f.dirs, f.source), (vec![PathBuf::from("/x")], CdiSource::Flags));

@@ -579,3 +579,45 @@ async fn bench_watch_interrupted_reports_what_it_timed() {
     assert!(stderr.contains("interrupted after"), "{stderr}");
     stop_tailed(sv, tail).await;
 }
+
+/// Issue 37: `mock-kubelet --api-server` without `--plugins-registry-dir`
+/// runs the plugin watcher on `<root>/plugins_registry` (created, as the
+/// kubelet creates it), says so at start with the CDI search path, and a
+/// `dra serve` on the same kubelet root registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_defaults_the_plugin_watcher_under_the_kubelet_root() {
+    let d = tmp();
+    let root = d.path();
+    std::fs::create_dir(root.join("device-plugins")).unwrap();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&root.join("device-plugins")),
+        "--no-pod-resources",
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut k = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut k);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let paths: Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "paths")
+        .expect("a paths event");
+    assert_eq!(paths["pluginsRegistryDir"], s(&root.join("plugins_registry")), "{paths}");
+    let cdi = paths["cdiSpecDirs"].as_str().unwrap();
+    assert!(cdi.starts_with(&format!("/etc/cdi, /var/run/cdi, {} (the defaults", s(&root.join("cdi")))), "{cdi}");
+    assert!(root.join("plugins_registry").is_dir());
+    let mut dc = dpctl_cmd(&["--kubelet-root-dir", s(root), "dra", "serve", "--driver", "gpu.example.com"]);
+    dc.args(["--cdi-dir", s(&root.join("cdi"))]).stdout(std::process::Stdio::null());
+    let mut driver = dc.spawn().unwrap();
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let _ = driver.start_kill();
+    let _ = driver.wait().await;
+    stop_tailed(k, log).await;
+}
