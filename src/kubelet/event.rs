@@ -352,6 +352,14 @@ pub enum KubeletEvent {
         #[serde(default)]
         pod_reason: String,
     },
+    /// A manifest has fields the API does not know (kubectl's strict field
+    /// validation words); it is read without them, as the kubelet reads static pods.
+    ManifestWarning {
+        /// The manifest.
+        file: String,
+        /// `unknown field "spec.containers[0].resource"; did you mean "resources"?`, …
+        warnings: Vec<String>,
+    },
     /// A pod was removed and its devices freed.
     PodRemoved {
         /// namespace/name.

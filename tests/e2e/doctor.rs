@@ -75,7 +75,11 @@ async fn a_healthy_node_has_no_findings() {
     assert_eq!(v["checked"]["podResources"], true);
     let r = dpctl(&doctor_args(&n, &n.pr())[..7]).await;
     r.expect_code(0);
-    assert!(r.stdout.starts_with("ok: no problems found; checked 1 plugin socket(s), kubelet.sock live"), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("ok: no problems found; checked 1 plugin socket(s), kubelet.sock live"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout.contains("  vendor.example/foo is served by ")
             && r.stdout.contains("(healthy IDs equal the kubelet's allocatable IDs)"),
