@@ -1005,7 +1005,7 @@ async fn health(ctx: &Ctx, a: &DraHealthArgs) -> Result<()> {
                             r.pool.clone(),
                             r.device.clone(),
                             crate::render::health(&r.health),
-                            r.last_updated_time.to_string(),
+                            crate::render::epoch_age(r.last_updated_time, std::time::SystemTime::now()),
                             if r.health_check_timeout_seconds > 0 {
                                 format!("{}s", r.health_check_timeout_seconds)
                             } else {

@@ -73,6 +73,11 @@ async fn a_healthy_node_has_no_findings() {
     assert_eq!(v["checked"]["pluginSockets"], 1);
     assert_eq!(v["checked"]["checkpointAllocations"], 1);
     assert_eq!(v["checked"]["podResources"], true);
+    // `checkpoint` names the pod (namespace/name) the mock kubelet knows, not its UID.
+    let c = dpctl(&["checkpoint", "--plugin-dir", s(&n.dp())]).await;
+    c.expect_code(0);
+    assert_eq!(c.stdout.lines().next().unwrap().split_whitespace().next(), Some("POD"), "{}", c.stdout);
+    assert!(c.stdout.lines().nth(1).unwrap().starts_with("default/a "), "{}", c.stdout);
     let r = dpctl(&doctor_args(&n, &n.pr())[..7]).await;
     r.expect_code(0);
     assert!(
@@ -212,7 +217,8 @@ async fn checkpoint_command_decodes_allocations() {
     let r = dpctl(&["checkpoint", "--plugin-dir", s(d.path())]).await;
     r.expect_code(0);
     let row: Vec<&str> = r.stdout.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(&row[..5], ["uid-1", "main", "vendor.example/foo", "foo-3", "0"], "{}", r.stdout);
+    // No mock kubelet knows the pod: its UID.
+    assert_eq!(&row[..6], ["UID", "uid-1", "main", "vendor.example/foo", "foo-3", "0"], "{}", r.stdout);
     assert!(r.stdout.contains("env FOO_VISIBLE_DEVICES=foo-3; cdi vendor.example/foo=foo-3"), "{}", r.stdout);
     assert!(
         r.stdout
