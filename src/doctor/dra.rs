@@ -6,7 +6,6 @@
 
 use super::answers::{Got, Watcher};
 use super::cdi::{unresolvable, Registry};
-use super::facts::Pod;
 use super::{Finding, Severity};
 use crate::api::pluginregistration::PluginInfo;
 use crate::client::dra::DraConn;
@@ -328,15 +327,14 @@ pub fn dead_drivers(f: &DraFacts, watchers: &[Watcher]) -> Vec<DeadDriver> {
         .collect()
 }
 
+/// Claim (`namespace/name`) → the pods (`namespace/name`) PodResources
+/// says hold it; None when PodResources did not answer.
+pub type ClaimPods = std::collections::BTreeMap<String, Vec<String>>;
+
 /// The pods holding `claim` (`namespace/name`): from PodResources, else the
 /// checkpoint's pod UIDs.
-fn claim_holders(c: &CheckpointClaim, pods: Option<&[Pod]>) -> Vec<String> {
-    let named: Vec<String> = pods
-        .unwrap_or_default()
-        .iter()
-        .filter(|p| p.containers.iter().any(|k| k.claims.contains(&c.claim)))
-        .map(|p| format!("{}/{}", p.namespace, p.name))
-        .collect();
+fn claim_holders(c: &CheckpointClaim, pods: Option<&ClaimPods>) -> Vec<String> {
+    let named: Vec<String> = pods.and_then(|m| m.get(&c.claim)).cloned().unwrap_or_default();
     if named.is_empty() {
         c.pods.iter().map(|u| format!("pod UID {u}")).collect()
     } else {
@@ -346,7 +344,7 @@ fn claim_holders(c: &CheckpointClaim, pods: Option<&[Pod]>) -> Vec<String> {
 
 /// A dead driver with prepared claims: an error naming the driver, its
 /// claims and the pods holding them, as a dead device plugin is `plugin-died`.
-pub fn died_findings(dead: &[DeadDriver], pods: Option<&[Pod]>) -> Vec<Finding> {
+pub fn died_findings(dead: &[DeadDriver], pods: Option<&ClaimPods>) -> Vec<Finding> {
     dead.iter()
         .map(|d| {
             let claims: Vec<String> = d
@@ -478,8 +476,8 @@ pub fn cdi_findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
 }
 
 /// Every DRA finding; `watchers` are the plugin-watcher sockets (a dead
-/// driver's are folded into its finding), `pods` PodResources' pods.
-pub fn findings(f: &DraFacts, cdi: &Registry, watchers: &[Watcher], pods: Option<&[Pod]>) -> Vec<Finding> {
+/// driver's are folded into its finding), `pods` who holds each claim.
+pub fn findings(f: &DraFacts, cdi: &Registry, watchers: &[Watcher], pods: Option<&ClaimPods>) -> Vec<Finding> {
     let dead = dead_drivers(f, watchers);
     let mut v = registered_findings(f);
     v.extend(registration_findings(f));

@@ -876,7 +876,17 @@ fn watcher_sockets(v: &View) -> Vec<Finding> {
 
 /// DRA kubelet plugins and the DRA checkpoint.
 fn dra_plugins(v: &View) -> Vec<Finding> {
-    super::dra::findings(&v.f.dra, &v.f.cdi, &v.f.watchers, v.f.pods.ok().map(Vec::as_slice))
+    let claim_pods = v.f.pods.ok().map(|pods| {
+        let mut m = super::dra::ClaimPods::new();
+        for p in pods {
+            let claims: BTreeSet<&String> = p.containers.iter().flat_map(|c| &c.claims).collect();
+            for c in claims {
+                m.entry(c.clone()).or_default().push(format!("{}/{}", p.namespace, p.name));
+            }
+        }
+        m
+    });
+    super::dra::findings(&v.f.dra, &v.f.cdi, &v.f.watchers, claim_pods.as_ref())
 }
 
 /// Everything that could not be tested for lack of permission, as one finding.
