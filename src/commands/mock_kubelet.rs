@@ -196,17 +196,13 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     // Where DRA drivers register and where their CDI IDs are resolved, said once at start.
     let watcher = s.plugins_registry_dir.as_ref().map(|d| d.display().to_string());
     let cdi = s.dra.as_ref().map(|_| cdi_search_path(ctx, a).to_string());
-    bus.log().event(
-        "paths",
-        &[
-            (
-                "pluginsRegistryDir",
-                serde_json::json!(
-                    watcher.unwrap_or_else(|| "none (pass --plugins-registry-dir or --api-server)".into())
-                ),
-            ),
-            ("cdiSpecDirs", serde_json::json!(cdi)),
-        ],
+    bus.emit(
+        crate::kubelet::event::KubeletEvent::Paths {
+            plugins_registry_dir: watcher
+                .unwrap_or_else(|| "none (pass --plugins-registry-dir or --api-server)".into()),
+            cdi_spec_dirs: cdi,
+        },
+        None,
     );
     // Listen for signals before the node starts, so none is lost.
     let interrupted = crate::core::interrupted();
