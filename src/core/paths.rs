@@ -308,21 +308,21 @@ mod tests {
 
     #[test]
     fn one_cdi_search_path_flags_then_env_then_defaults() {
-        let p = Paths::for_node(HostRoot::default(), Path::new("/tmp/node"), None);
+        let p = Paths::for_node(HostRoot::default(), Path::new("/srv/node"), None);
         let d = p.cdi_search_path_with(&[], None);
-        assert_eq!(d.dirs, [Path::new("/etc/cdi"), Path::new("/var/run/cdi"), Path::new("/tmp/node/cdi")]);
+        assert_eq!(d.dirs, [Path::new("/etc/cdi"), Path::new("/var/run/cdi"), Path::new("/srv/node/cdi")]);
         assert_eq!(d.source, CdiSource::Defaults);
         assert_eq!(
             d.to_string(),
-            "/etc/cdi, /var/run/cdi, /tmp/node/cdi (the defaults; --cdi-spec-dir DIR or $DPCTL_CDI_SPEC_DIRS to change)"
+            "/etc/cdi, /var/run/cdi, /srv/node/cdi (the defaults; --cdi-spec-dir DIR or $DPCTL_CDI_SPEC_DIRS to change)"
         );
         // With --plugin-dir, the node tree is its parent (the mock kubelet's root).
         let q = Paths::for_node(
             HostRoot::default(),
             Path::new(DEFAULT_KUBELET_ROOT),
-            Some(Path::new("/tmp/n/device-plugins")),
+            Some(Path::new("/srv/n/device-plugins")),
         );
-        assert_eq!(q.cdi_search_path_with(&[], None).dirs[2..], [Path::new("/tmp/n/cdi")]);
+        assert_eq!(q.cdi_search_path_with(&[], None).dirs[2..], [Path::new("/srv/n/cdi")]);
         let env = std::ffi::OsStr::new("/a:/b");
         let e = p.cdi_search_path_with(&[], Some(env));
         assert_eq!(
