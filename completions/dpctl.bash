@@ -2733,7 +2733,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --metrics-addr --api-server --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2748,6 +2748,10 @@ _dpctl() {
                     return 0
                     ;;
                 --plugins-registry-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cdi-spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3485,7 +3489,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__serve)
-            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --reregister-on-disconnect --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --empty-first-snapshot --first-snapshot-delay --health-one-stream --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --config --resource --count --devices --id-pattern --numa-nodes --unhealthy --pre-start --preferred-allocation --policy --env --annotation --mount --device-spec --cdi --socket-name --kubelet-socket --registration --plugins-registry-dir --no-register --retry --reregister-on-disconnect --control-socket --log-format --flap --allocate-latency --allocate-failure-rate --preferred-fault --close-stream-after --pre-start-latency --pre-start-fail --no-reregister --reregister-delay --no-reregister-on-disconnect --new-ids-after-restart --delete-other-sockets --keep-socket-on-exit --exit-without-kubelet --hang-after-cancel --empty-first-snapshot --first-snapshot-delay --health-one-stream --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -287,6 +287,44 @@ pub mod checks {
     }
 }
 
+/// How long ago `t` was, as kubectl prints ages (`45s`, `3m20s`, `12m`,
+/// `5h10m`, `30h`, `3d4h`, `40d`, `2y10d`); `now` is passed in (pure).
+pub fn age(t: std::time::SystemTime, now: std::time::SystemTime) -> String {
+    let s = now.duration_since(t).unwrap_or_default().as_secs();
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    match s {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 => match s % 60 {
+            0 => format!("{m}m"),
+            r => format!("{m}m{r}s"),
+        },
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 => match m % 60 {
+            0 => format!("{h}h"),
+            r => format!("{h}h{r}m"),
+        },
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 24 * 8 => match h % 24 {
+            0 => format!("{d}d"),
+            r => format!("{d}d{r}h"),
+        },
+        _ if d < 365 * 2 => format!("{d}d"),
+        _ => match d % 365 {
+            0 => format!("{}y", d / 365),
+            r => format!("{}y{r}d", d / 365),
+        },
+    }
+}
+
+/// A Unix time in seconds (a protocol's `last_updated_time`) as an age
+/// (see [`age`]); `-` when it is not set (0 or negative).
+pub fn epoch_age(secs: i64, now: std::time::SystemTime) -> String {
+    match u64::try_from(secs) {
+        Ok(s) if s > 0 => age(std::time::UNIX_EPOCH + std::time::Duration::from_secs(s), now),
+        _ => "-".into(),
+    }
+}
+
 /// Indent every line of a table by three spaces (the demos' walkthroughs).
 pub fn indent(s: &str) -> String {
     s.lines().map(|l| format!("   {l}")).collect::<Vec<_>>().join("\n")
@@ -312,6 +350,22 @@ mod tests {
         assert_eq!(shaped(&v, true).unwrap(), v);
         // list positions survive: an empty element stays
         assert_eq!(omit_defaults(json!({"c": [{}, {"a": 1}]})), json!({"c": [{}, {"a": 1}]}));
+    }
+
+    #[test]
+    fn ages_read_as_kubectl_prints_them() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let now = UNIX_EPOCH + Duration::from_secs(1_795_725_600);
+        let ago = |s: u64| age(now - Duration::from_secs(s), now);
+        let got: Vec<String> = [0, 45, 200, 240, 1500, 3 * 3600 + 600, 5 * 3600, 30 * 3600, 76 * 3600, 40 * 86_400]
+            .iter()
+            .map(|s| ago(*s))
+            .collect();
+        assert_eq!(got, ["0s", "45s", "3m20s", "4m", "25m", "3h10m", "5h", "30h", "3d4h", "40d"]);
+        assert_eq!(ago(800 * 86_400), "2y70d");
+        assert_eq!(age(now + Duration::from_secs(5), now), "0s", "a clock ahead is no negative age");
+        assert_eq!(epoch_age(1_795_725_570, now), "30s");
+        assert_eq!((epoch_age(0, now), epoch_age(-1, now)), ("-".to_string(), "-".to_string()));
     }
 
     #[test]

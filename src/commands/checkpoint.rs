@@ -39,7 +39,7 @@ pub struct CheckpointArgs {
 
 impl Invocation for CheckpointArgs {
     fn run<'a>(&'a self, ctx: &'a Ctx) -> Running<'a> {
-        Box::pin(async move { run(ctx, self) })
+        Box::pin(run(ctx, self))
     }
 }
 
@@ -47,6 +47,9 @@ impl Invocation for CheckpointArgs {
 #[serde(rename_all = "camelCase")]
 struct Entry {
     pod_uid: String,
+    /// `namespace/name`, when the mock kubelet serving the plugin directory knows the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod: Option<String>,
     container_name: String,
     resource_name: String,
     device_ids: BTreeMap<String, Vec<String>>,
@@ -84,8 +87,23 @@ pub fn summary(r: &ContainerAllocateResponse) -> String {
     }
 }
 
+/// Pod UID → `namespace/name` from the mock kubelet serving the plugin
+/// directory, if one answers (the checkpoint has only UIDs; a real
+/// kubelet's PodResources has only names).
+async fn pod_names(ctx: &Ctx) -> BTreeMap<String, String> {
+    let t = ctx.timeout.min(std::time::Duration::from_millis(500));
+    let Ok(n) = crate::client::status::fetch(&ctx.paths.plugin_dir, t).await else { return BTreeMap::new() };
+    n.pods
+        .iter()
+        .filter_map(|p| {
+            Some((p["uid"].as_str()?.to_string(), format!("{}/{}", p["namespace"].as_str()?, p["name"].as_str()?)))
+        })
+        .chain(n.dra_pods.iter().filter_map(|p| Some((p["uid"].as_str()?.to_string(), p["pod"].as_str()?.to_string()))))
+        .collect()
+}
+
 /// Run the command.
-pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
+pub async fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
     let path = a.file.clone().unwrap_or_else(|| ctx.paths.plugin_dir.join(CHECKPOINT_NAME));
     let loaded = checkpoint::read(&path)?.ok_or_else(|| {
         Error::failed(format!(
@@ -94,6 +112,7 @@ pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
         ))
     })?;
     let data = loaded.checkpoint.data;
+    let names = pod_names(ctx).await;
     let entries: Vec<Entry> = data
         .pod_device_entries
         .iter()
@@ -103,6 +122,7 @@ pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
                 Err(err) => (None, Some(err)),
             };
             Entry {
+                pod: names.get(&e.pod_uid).cloned(),
                 pod_uid: e.pod_uid.clone(),
                 container_name: e.container_name.clone(),
                 resource_name: e.resource_name.clone(),
@@ -132,7 +152,7 @@ pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
                 let ids: Vec<String> = e.device_ids.values().flatten().cloned().collect();
                 let numa: Vec<String> = e.device_ids.keys().filter(|k| *k != "-1").cloned().collect();
                 vec![
-                    e.pod_uid.clone(),
+                    e.pod.clone().unwrap_or_else(|| format!("UID {}", e.pod_uid)),
                     e.container_name.clone(),
                     e.resource_name.clone(),
                     ids.join(","),
@@ -145,7 +165,7 @@ pub fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
                 ]
             })
             .collect();
-        out.push_str(&table(&["POD UID", "CONTAINER", "RESOURCE", "DEVICES", "NUMA", "ALLOCATION"], &rows));
+        out.push_str(&table(&["POD", "CONTAINER", "RESOURCE", "DEVICES", "NUMA", "ALLOCATION"], &rows));
         out.push('\n');
     }
     out.push('\n');

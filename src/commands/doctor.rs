@@ -46,7 +46,8 @@ pub struct DoctorArgs {
     /// The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]
     #[arg(long, value_name = "DIR")]
     pub plugins_registry_dir: Option<PathBuf>,
-    /// A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]
+    /// A directory of CDI specs (repeatable) [default: $DPCTL_CDI_SPEC_DIRS, else /etc/cdi,
+    /// /var/run/cdi and <kubelet-root>/cdi]
     #[arg(long, value_name = "DIR")]
     pub cdi_spec_dir: Vec<PathBuf>,
     /// Never open ListAndWatch: some plugins let an extra stream swallow updates meant for the kubelet
@@ -93,6 +94,28 @@ pub fn npd_line(r: &Report) -> (String, i32) {
     (line, code)
 }
 
+/// The summary's head: the result and the findings counted by severity,
+/// the same counts the exit message gives ("ok: no problems found" when
+/// there are only notes).
+pub fn headline(r: &Report) -> String {
+    let n = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+    let counts: Vec<String> = [
+        (Severity::Error, "error(s)"),
+        (Severity::Unknown, "unchecked"),
+        (Severity::Warning, "warning(s)"),
+        (Severity::Info, "note(s)"),
+    ]
+    .iter()
+    .filter(|(s, _)| n(*s) > 0)
+    .map(|(s, what)| format!("{} {what}", n(*s)))
+    .collect();
+    match (r.result.as_str(), counts.is_empty()) {
+        ("ok", true) => "ok: no problems found".to_string(),
+        ("ok", false) => format!("ok: no problems found ({})", counts.join(", ")),
+        (result, _) => format!("{result}: {}", counts.join(", ")),
+    }
+}
+
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
     let p = &ctx.paths;
@@ -101,7 +124,7 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         pod_resources_socket: ctx.pod_resources(a.pod_resources_socket.as_ref()),
         plugins_registry_dir: p.plugins_registry_dir(a.plugins_registry_dir.as_deref()),
         pods_dir: p.plugin_dir.parent().map(|d| d.join("pods")).unwrap_or_else(|| p.kubelet_root.join("pods")),
-        cdi_spec_dirs: p.cdi_spec_dirs(&a.cdi_spec_dir),
+        cdi: p.cdi_search_path(&a.cdi_spec_dir),
         streams: !a.no_streams,
         // Every socket is checked concurrently; keep the whole run under 5 s.
         timeout: ctx.timeout.min(Duration::from_secs(2)),
@@ -133,13 +156,14 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
             if !f.evidence.is_empty() {
                 out.push_str(&format!("       evidence: {}\n", f.evidence));
             }
-            out.push_str(&format!("       fix: {}\n", f.fix));
+            if !f.fix.is_empty() {
+                out.push_str(&format!("       fix: {}\n", f.fix));
+            }
         }
         let c = &report.checked;
         out.push_str(&format!(
-            "{}: {} finding(s); checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}{}\n",
-            report.result,
-            report.findings.len(),
+            "{}; checked {} plugin socket(s), kubelet.sock {}, {} checkpoint allocation(s), PodResources {}, {} plugin-watcher socket(s){}{}\n",
+            headline(&report),
             c.plugin_sockets,
             if c.kubelet_socket_live { "live" } else { "not live" },
             c.checkpoint_allocations,
@@ -150,6 +174,9 @@ pub async fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<()> {
         ));
         for sv in &c.plugins {
             out.push_str(&format!("  {} is served by {} ({})\n", sv.resource, sv.socket, sv.how));
+        }
+        if !c.cdi_spec_dirs.is_empty() {
+            out.push_str(&format!("  CDI specs looked up in {}\n", c.cdi_spec_dirs));
         }
         emit(&out)?;
     }
@@ -188,6 +215,17 @@ mod tests {
             })
             .collect();
         Report { result: result.into(), checked: Checked::default(), findings }
+    }
+
+    #[test]
+    fn the_headline_counts_what_the_exit_message_counts() {
+        assert_eq!(headline(&report("ok", &[])), "ok: no problems found");
+        assert_eq!(headline(&report("ok", &[Severity::Info])), "ok: no problems found (1 note(s))");
+        assert_eq!(
+            headline(&report("error", &[Severity::Error, Severity::Warning, Severity::Info])),
+            "error: 1 error(s), 1 warning(s), 1 note(s)"
+        );
+        assert_eq!(headline(&report("unknown", &[Severity::Unknown])), "unknown: 1 unchecked");
     }
 
     #[test]

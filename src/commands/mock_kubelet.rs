@@ -35,9 +35,9 @@ const EXAMPLES: &str = "Examples:
   dpctl node --plugin-dir /tmp/node/device-plugins
   dpctl podresources list --plugin-dir /tmp/node/device-plugins
   # DRA drivers too: a local API server (writes /tmp/node/kubeconfig), claims beside the pods
-  mkdir -p /tmp/node/plugins_registry
+  # (the plugin watcher then runs on /tmp/node/plugins_registry; CDI specs are found in /tmp/node/cdi)
   dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --manifests /tmp/node/manifests \\
-    --plugins-registry-dir /tmp/node/plugins_registry --api-server 127.0.0.1:0
+    --api-server 127.0.0.1:0
   dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
     --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
   # behave as kubelet 1.31; what that changes
@@ -56,14 +56,19 @@ pub struct MockKubeletArgs {
     /// Admit pods from static pod manifests (YAML or JSON) in this directory
     #[arg(long, value_name = "DIR")]
     pub manifests: Option<PathBuf>,
-    /// Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)
+    /// Also register plugins found in this plugin-watcher directory [default with --api-server:
+    /// <kubelet-root>/plugins_registry, created as the kubelet creates it; else none]
     #[arg(long, value_name = "DIR")]
     pub plugins_registry_dir: Option<PathBuf>,
+    /// Resolve DRA drivers' CDI IDs in this spec directory (repeatable) [default: $DPCTL_CDI_SPEC_DIRS,
+    /// else /etc/cdi, /var/run/cdi and <kubelet-root>/cdi]
+    #[arg(long, value_name = "DIR")]
+    pub cdi_spec_dir: Vec<PathBuf>,
     /// Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and
-    /// claims in Kubernetes protobuf or JSON, as the client asks; writes <kubelet-root>/kubeconfig
+    /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices
+    /// and claims (Kubernetes protobuf or JSON, as the client asks); writes <kubelet-root>/kubeconfig; turns on the plugin watcher
     #[arg(long, value_name = "ADDR")]
     pub api_server: Option<std::net::SocketAddr>,
     /// How long a plugin's devices stay (unhealthy) after its stream ends
@@ -155,12 +160,13 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             }
         }
     }
+    let plugins_registry_dir = registry_dir(ctx, a)?;
     Ok(NodeSpec {
         plugin_dir: plugin_dir.clone(),
         endpoint_alias: None,
         pod_resources_socket,
         manifests: a.manifests.clone(),
-        plugins_registry_dir: a.plugins_registry_dir.clone(),
+        plugins_registry_dir,
         metrics_addr: a.metrics_addr,
         restart_every: a.restart_every,
         dial_timeout: a.dial_timeout,
@@ -188,6 +194,17 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     }
     let s = settings(ctx, a)?;
     let bus = EventBus::new(Logger::new(a.log_format));
+    // Where DRA drivers register and where their CDI IDs are resolved, said once at start.
+    let watcher = s.plugins_registry_dir.as_ref().map(|d| d.display().to_string());
+    let cdi = s.dra.as_ref().map(|_| cdi_search_path(ctx, a).to_string());
+    bus.emit(
+        crate::kubelet::event::KubeletEvent::Paths {
+            plugins_registry_dir: watcher
+                .unwrap_or_else(|| "none (pass --plugins-registry-dir or --api-server)".into()),
+            cdi_spec_dirs: cdi,
+        },
+        None,
+    );
     // Listen for signals before the node starts, so none is lost.
     let interrupted = crate::core::interrupted();
     tokio::pin!(interrupted);
@@ -209,13 +226,38 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
     result
 }
 
-/// The DRA manager's settings: the kubelet root is the plugin directory's
-/// parent (device-plugins/ sits under it), where `dra_manager_state` goes;
-/// CDI IDs are checked against /etc/cdi, /var/run/cdi (under --root) and `<root>/cdi`.
+/// The mock kubelet's root directory: the plugin directory's parent
+/// (device-plugins/ sits under it), where `dra_manager_state` goes.
+fn node_root(ctx: &Ctx) -> Option<PathBuf> {
+    ctx.paths.plugin_dir.parent().map(|p| p.to_path_buf())
+}
+
+/// The plugin watcher's directory: given; with `--api-server`, the
+/// kubelet's `<root>/plugins_registry` (DRA drivers register only there),
+/// created as the kubelet's plugin watcher creates it; else none.
+fn registry_dir(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Option<PathBuf>> {
+    if let Some(d) = &a.plugins_registry_dir {
+        return Ok(Some(d.clone()));
+    }
+    let Some(root) = node_root(ctx).filter(|_| a.api_server.is_some()) else { return Ok(None) };
+    let dir = root.join("plugins_registry");
+    crate::core::files::create_dir_all(&dir).map_err(|e| {
+        Error::io(&dir, "cannot create the plugin watcher's directory (pass --plugins-registry-dir DIR)", &e)
+    })?;
+    Ok(Some(dir))
+}
+
+/// The CDI search path DRA drivers' answers are checked against (one
+/// function for mock kubelet, doctor, `dra prepare` and `probe`).
+fn cdi_search_path(ctx: &Ctx, a: &MockKubeletArgs) -> crate::core::paths::CdiSearchPath {
+    ctx.paths.cdi_search_path(&a.cdi_spec_dir)
+}
+
+/// The DRA manager's settings: `dra_manager_state` under [`node_root`];
+/// CDI IDs checked against [`cdi_search_path`].
 fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSpec> {
-    let root = ctx.paths.plugin_dir.parent()?.to_path_buf();
-    let mut dirs = ctx.paths.cdi_spec_dirs(&[]);
-    dirs.push(root.join("cdi"));
+    let root = node_root(ctx)?;
+    let dirs = cdi_search_path(ctx, a).dirs;
     let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
     spec.call_timeout = spec.call_timeout.min(a.call_timeout.max(Duration::from_secs(1)));
     Some(spec)

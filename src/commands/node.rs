@@ -139,6 +139,44 @@ pub async fn run(ctx: &Ctx) -> Result<()> {
     emit(&out)
 }
 
+/// Pod UID → `namespace/name`, from the pods the mock kubelet reports
+/// (device-plugin pods and pods with claims).
+fn pod_names(n: &NodeStatus) -> std::collections::BTreeMap<String, String> {
+    let mut names = std::collections::BTreeMap::new();
+    for p in &n.pods {
+        if let (Some(uid), Some(ns), Some(name)) = (p["uid"].as_str(), p["namespace"].as_str(), p["name"].as_str()) {
+            names.insert(uid.to_string(), format!("{ns}/{name}"));
+        }
+    }
+    for p in &n.dra_pods {
+        if let (Some(uid), Some(pod)) = (p["uid"].as_str(), p["pod"].as_str()) {
+            names.insert(uid.to_string(), pod.to_string());
+        }
+    }
+    names
+}
+
+/// A pod as a table shows it: `namespace/name`, or `UID <uid>` where no name is known.
+pub fn pod_label(uid: &str, names: &std::collections::BTreeMap<String, String>) -> String {
+    names.get(uid).cloned().unwrap_or_else(|| format!("UID {uid}"))
+}
+
+/// A driver's device health (`pool/device=Health` each) summarised: `4
+/// Healthy, 1 Unhealthy` (every device is in `-o json`).
+pub fn health_summary(health: &[String]) -> String {
+    let mut by: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for h in health {
+        *by.entry(h.rsplit_once('=').map_or("Unknown", |(_, x)| x)).or_default() += 1;
+    }
+    if by.is_empty() {
+        return "-".into();
+    }
+    // Healthy first, then the rest by name.
+    let mut parts: Vec<String> = by.get("Healthy").map(|n| format!("{n} Healthy")).into_iter().collect();
+    parts.extend(by.iter().filter(|(k, _)| **k != "Healthy").map(|(k, n)| format!("{n} {k}")));
+    parts.join(", ")
+}
+
 /// The DRA part of `dpctl node`: drivers, then claims (one row each).
 fn dra_tables(n: &NodeStatus, out: &mut String) {
     let s = |v: &Value| match v {
@@ -156,13 +194,18 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         let rows: Vec<Vec<String>> = n
             .dra_drivers
             .iter()
-            .map(|d| vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), s(&d["health"]), s(&d["slices"])])
+            .map(|d| {
+                let health: Vec<String> =
+                    d["health"].as_array().into_iter().flatten().filter_map(|x| x.as_str().map(String::from)).collect();
+                vec![s(&d["driver"]), s(&d["service"]), s(&d["endpoints"]), health_summary(&health), s(&d["slices"])]
+            })
             .collect();
         out.push('\n');
         out.push_str(&table(&["DRA DRIVER", "SERVICE", "ENDPOINTS", "HEALTH", "RESOURCESLICES"], &rows));
         out.push('\n');
     }
     if !n.claims.is_empty() {
+        let names = pod_names(n);
         let rows: Vec<Vec<String>> = n
             .claims
             .iter()
@@ -187,7 +230,15 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
                     state.to_string(),
                     if devices.is_empty() { "-".into() } else { devices.join(",") },
                     if cdi.is_empty() { "-".into() } else { cdi.join(",") },
-                    s(&c["pods"]),
+                    match c["pods"].as_array().filter(|a| !a.is_empty()) {
+                        Some(uids) => uids
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(|u| pod_label(u, &names))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        None => "-".into(),
+                    },
                 ]
             })
             .collect();
@@ -205,6 +256,26 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dra_tables_name_pods_and_summarise_health() {
+        let n: NodeStatus = serde_json::from_value(serde_json::json!({
+            "resources": [], "pods": [], "rejected": {}, "pluginDir": "/n/dp",
+            "draDrivers": [{"driver": "gpu.example.com", "service": "v1.DRAPlugin", "endpoints": ["/n/plugins/g/dra.sock"],
+                "health": ["pool-0/dev-0=Healthy", "pool-0/dev-1=Unhealthy", "pool-0/dev-2=Healthy", "pool-0/dev-3=Healthy", "pool-0/dev-4=Healthy"]}],
+            "claims": [{"namespace": "ml", "name": "gpu", "pods": ["pod-1", "gone-2"],
+                "allocation": [{"driver": "gpu.example.com", "pool": "pool-0", "device": "dev-0"}]}],
+            "draPods": [{"uid": "pod-1", "pod": "ml/trainer", "phase": "Prepared"}]
+        }))
+        .unwrap();
+        let mut out = String::new();
+        dra_tables(&n, &mut out);
+        let driver = out.lines().find(|l| l.starts_with("gpu.example.com")).unwrap();
+        assert!(driver.contains("4 Healthy, 1 Unhealthy") && !driver.contains("dev-1"), "{out}");
+        let claim = out.lines().find(|l| l.starts_with("ml/gpu")).unwrap();
+        assert!(claim.ends_with("ml/trainer,UID gone-2"), "{out}");
+        assert_eq!(health_summary(&[]), "-");
+    }
 
     #[test]
     fn numa_becomes_a_protojson_string() {

@@ -122,59 +122,71 @@ pub fn in_namespace(pods: Vec<PodResources>, namespace: Option<&str>) -> Vec<Pod
 }
 
 /// Table rows for one container: one per device group, CPU set, memory block
-/// and dynamic resource claim; one `-` row when it holds nothing.
+/// and dynamic resource claim; one `-` row when it holds nothing. A claim's
+/// devices are `driver/pool/device`, their CDI IDs in the last column.
 fn container_rows(pod: &PodResources, c: &ContainerResources) -> Vec<Vec<String>> {
-    let base = |res: String, ids: String, numa: String| {
-        vec![pod.name.clone(), pod.namespace.clone(), c.name.clone(), res, ids, numa]
+    let base = |res: String, ids: String, numa: String, cdi: String| {
+        vec![pod.name.clone(), pod.namespace.clone(), c.name.clone(), res, ids, numa, cdi]
     };
     let mut rows = Vec::new();
     for d in &c.devices {
-        rows.push(base(d.resource_name.clone(), list(&d.device_ids), numa_pr(d.topology.as_ref())));
+        rows.push(base(d.resource_name.clone(), list(&d.device_ids), numa_pr(d.topology.as_ref()), "-".into()));
     }
     if !c.cpu_ids.is_empty() {
         let cpus: Vec<String> = c.cpu_ids.iter().map(|i| i.to_string()).collect();
-        rows.push(base("cpu".into(), cpus.join(","), "-".into()));
+        rows.push(base("cpu".into(), cpus.join(","), "-".into(), "-".into()));
     }
     for m in &c.memory {
-        rows.push(base(format!("memory/{}", m.memory_type), m.size.to_string(), numa_pr(m.topology.as_ref())));
+        rows.push(base(
+            format!("memory/{}", m.memory_type),
+            m.size.to_string(),
+            numa_pr(m.topology.as_ref()),
+            "-".into(),
+        ));
     }
     for d in &c.dynamic_resources {
-        let devs: Vec<String> = d
-            .claim_resources
-            .iter()
-            .map(|r| {
-                let cdi: Vec<&str> = r.cdi_devices.iter().map(|c| c.name.as_str()).collect();
-                if cdi.is_empty() {
-                    format!("{}/{}/{}", r.driver_name, r.pool_name, r.device_name)
-                } else {
-                    cdi.join(",")
-                }
-            })
-            .collect();
-        rows.push(base(format!("claim/{}/{}", d.claim_namespace, d.claim_name), list(&devs), "-".into()));
+        let devs: Vec<String> =
+            d.claim_resources.iter().map(|r| format!("{}/{}/{}", r.driver_name, r.pool_name, r.device_name)).collect();
+        let cdi: Vec<String> =
+            d.claim_resources.iter().flat_map(|r| r.cdi_devices.iter().map(|c| c.name.clone())).collect();
+        rows.push(base(format!("claim/{}/{}", d.claim_namespace, d.claim_name), list(&devs), "-".into(), list(&cdi)));
     }
     if rows.is_empty() {
-        rows.push(base("-".into(), "-".into(), "-".into()));
+        rows.push(base("-".into(), "-".into(), "-".into(), "-".into()));
     }
     rows
 }
 
-const POD_HEADERS: [&str; 6] = ["POD", "NAMESPACE", "CONTAINER", "RESOURCE", "DEVICES", "NUMA"];
+const POD_HEADERS: [&str; 7] = ["POD", "NAMESPACE", "CONTAINER", "RESOURCE", "DEVICES", "NUMA", "CDI"];
 
+/// The pods as a table; the CDI column only when a container holds a DRA claim.
 fn pods_table(pods: &[PodResources]) -> String {
     let mut rows = Vec::new();
     for p in pods {
         if p.containers.is_empty() {
-            rows.push(vec![p.name.clone(), p.namespace.clone(), "-".into(), "-".into(), "-".into(), "-".into()]);
+            rows.push(vec![
+                p.name.clone(),
+                p.namespace.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
         }
         for c in &p.containers {
             rows.extend(container_rows(p, c));
         }
     }
+    let dra = pods.iter().any(|p| p.containers.iter().any(|c| !c.dynamic_resources.is_empty()));
+    let cols = if dra { POD_HEADERS.len() } else { POD_HEADERS.len() - 1 };
+    for r in &mut rows {
+        r.truncate(cols);
+    }
     if rows.is_empty() {
         "no pods".into()
     } else {
-        table(&POD_HEADERS, &rows)
+        table(&POD_HEADERS[..cols], &rows)
     }
 }
 
@@ -247,5 +259,55 @@ pub async fn run(ctx: &Ctx, cmd: &PodResourcesCommand) -> Result<()> {
                 f => emit(&structured(f, &resp)?),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::podresources::{CdiDevice, ClaimResource, ContainerDevices, DynamicResource};
+
+    #[test]
+    fn a_dra_device_is_driver_pool_device_with_its_cdi_ids_beside() {
+        let pod = |containers| PodResources { name: "trainer".into(), namespace: "ml".into(), containers };
+        let dp = ContainerResources {
+            name: "main".into(),
+            devices: vec![ContainerDevices {
+                resource_name: "vendor.example/foo".into(),
+                device_ids: vec!["foo-0".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = pods_table(&[pod(vec![dp.clone()])]);
+        assert!(t.lines().next().unwrap().split_whitespace().eq(POD_HEADERS[..6].iter().copied()), "{t}");
+        let mut dra = dp;
+        dra.dynamic_resources = vec![DynamicResource {
+            claim_name: "gpu".into(),
+            claim_namespace: "ml".into(),
+            claim_resources: vec![ClaimResource {
+                driver_name: "gpu.example.com".into(),
+                pool_name: "pool-0".into(),
+                device_name: "dev-1".into(),
+                cdi_devices: vec![CdiDevice { name: "k8s.gpu.example.com/claim=u-dev-1".into() }],
+                ..Default::default()
+            }],
+        }];
+        let t = pods_table(&[pod(vec![dra])]);
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[0], POD_HEADERS);
+        assert_eq!(rows[1], ["trainer", "ml", "main", "vendor.example/foo", "foo-0", "-", "-"]);
+        assert_eq!(
+            rows[2],
+            [
+                "trainer",
+                "ml",
+                "main",
+                "claim/ml/gpu",
+                "gpu.example.com/pool-0/dev-1",
+                "-",
+                "k8s.gpu.example.com/claim=u-dev-1"
+            ]
+        );
     }
 }

@@ -44,7 +44,7 @@ const EXAMPLES: &str = "Examples:
 pub struct ServeArgs {
     /// Serve the resources in this JSON file, e.g. {"resources":[{"resource":"vendor.example/foo","count":4}]};
     /// every per-resource flag is a camelCase field there (idPattern, numaNodes, preStart, allocate, faults, …)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "idPattern", "numaNodes", "unhealthy", "preStart", "preferredAllocation", "policy", "allocate.container.envs", "allocate.container.annotations", "allocate.container.mounts", "allocate.device.devices", "allocate.device.cdiDevices", "socketName", "faults.flap", "faults.allocateLatency", "faults.allocateFailureRate", "faults.preferred", "faults.closeStreamAfter", "faults.preStartLatency", "faults.preStartFail", "faults.noReregister", "faults.reregisterDelay", "faults.newIdsAfterRestart", "faults.deleteOtherSockets", "faults.keepSocketOnExit", "faults.exitWithoutKubelet", "faults.hangAfterCancel", "faults.emptyFirstSnapshot", "faults.firstSnapshotDelay", "faults.healthOneStream"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resource", "count", "devices", "idPattern", "numaNodes", "unhealthy", "preStart", "preferredAllocation", "policy", "allocate.container.envs", "allocate.container.annotations", "allocate.container.mounts", "allocate.device.devices", "allocate.device.cdiDevices", "socketName", "faults.flap", "faults.allocateLatency", "faults.allocateFailureRate", "faults.preferred", "faults.closeStreamAfter", "faults.preStartLatency", "faults.preStartFail", "faults.noReregister", "faults.reregisterDelay", "faults.noReregisterOnDisconnect", "faults.newIdsAfterRestart", "faults.deleteOtherSockets", "faults.keepSocketOnExit", "faults.exitWithoutKubelet", "faults.hangAfterCancel", "faults.emptyFirstSnapshot", "faults.firstSnapshotDelay", "faults.healthOneStream"])]
     pub config: Option<PathBuf>,
     /// Extended resource name, e.g. vendor.example/foo
     #[arg(long, value_name = "NAME", required_unless_present = "config")]
@@ -125,6 +125,10 @@ pub struct ServeArgs {
     /// Fault: register again only DURATION after a kubelet restart
     #[arg(id = "faults.reregisterDelay", long = "reregister-delay", value_name = "DURATION", value_parser = duration_arg)]
     pub reregister_delay: Option<Duration>,
+    /// Fault: never register again when the kubelet closes our ListAndWatch stream and opens none
+    /// (by default serve registers again, as kubelets up to 1.36 need after a rolling update, kubernetes#121994)
+    #[arg(id = "faults.noReregisterOnDisconnect", long = "no-reregister-on-disconnect")]
+    pub no_reregister_on_disconnect: bool,
     /// Fault: new device IDs at every start and kubelet restart
     #[arg(id = "faults.newIdsAfterRestart", long = "new-ids-after-restart")]
     pub new_ids_after_restart: bool,
@@ -258,6 +262,7 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
             pre_start_fail: a.pre_start_fail,
             no_reregister: a.no_reregister,
             reregister_delay: a.reregister_delay,
+            no_reregister_on_disconnect: a.no_reregister_on_disconnect,
             new_ids_after_restart: a.new_ids_after_restart,
             delete_other_sockets: a.delete_other_sockets,
             keep_socket_on_exit: a.keep_socket_on_exit,
@@ -299,7 +304,12 @@ pub async fn run(ctx: &Ctx, a: &ServeArgs) -> Result<()> {
         }
         None => (FileConfig::default(), vec![resource_from_flags(a)?]),
     };
-    let settings = Settings::resolve(&ctx.paths, ctx.plugin_dir_given, ctx.timeout, &a.reg.requested(), &file)?;
+    let mut settings = Settings::resolve(&ctx.paths, ctx.plugin_dir_given, ctx.timeout, &a.reg.requested(), &file)?;
+    // A well-written plugin registers again when the kubelet closed its
+    // stream and opened none (kubelets up to 1.36 do that to the newer
+    // instance of a rolling update, kubernetes#121994); serve does by
+    // default, `--no-reregister-on-disconnect` is the fault that does not.
+    settings.reregister_on_disconnect = true;
     let plugin_dir = settings.plugin_dir.clone();
     let log = Logger::new(a.log_format.or(file.log_format).unwrap_or(LogFormat::Human));
     let control_path = a

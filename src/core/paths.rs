@@ -17,6 +17,49 @@ pub fn status_socket(plugin_dir: &Path) -> PathBuf {
 pub const DEFAULT_KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// Where container runtimes look for CDI specs, in priority order (lowest first).
 pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
+/// The environment variable that replaces the default CDI search path
+/// (directories separated by `:`, like PATH).
+pub const CDI_SPEC_DIRS_ENV: &str = "DPCTL_CDI_SPEC_DIRS";
+/// The CDI directory of a node tree, under the kubelet root: where dpctl's
+/// mock node keeps the specs its drivers write (`{cdi-dir}` in `dpctl test
+/// --dra`, `demo --dra`, the README's `dra serve --cdi-dir <root>/cdi`).
+pub const NODE_CDI_DIR: &str = "cdi";
+
+/// Where a CDI search path came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CdiSource {
+    /// `--cdi-spec-dir` (repeatable).
+    Flags,
+    /// `$DPCTL_CDI_SPEC_DIRS`.
+    Env,
+    /// The runtimes' defaults and the node tree's `<kubelet-root>/cdi`.
+    Defaults,
+}
+
+/// The directories CDI specs are looked up in, lowest priority first, and
+/// where that list came from. One value for every command that resolves
+/// CDI IDs (the mock kubelet, `doctor`, `dra prepare`, `probe`); its
+/// [`Display`](std::fmt::Display) is what they print.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CdiSearchPath {
+    /// The directories, as seen from here (under `--root`).
+    pub dirs: Vec<PathBuf>,
+    /// Where they came from.
+    pub source: CdiSource,
+}
+
+impl std::fmt::Display for CdiSearchPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dirs: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+        let from = match self.source {
+            CdiSource::Flags => "from --cdi-spec-dir",
+            CdiSource::Env => "from $DPCTL_CDI_SPEC_DIRS",
+            CdiSource::Defaults => "the defaults; --cdi-spec-dir DIR or $DPCTL_CDI_SPEC_DIRS to change",
+        };
+        write!(f, "{} ({from})", dirs.join(", "))
+    }
+}
 
 /// The kubelet's default device-plugin directory.
 pub const DEFAULT_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins/";
@@ -175,13 +218,39 @@ impl Paths {
         given.map(|d| self.host(d)).unwrap_or_else(|| self.kubelet_root.join("plugins_registry"))
     }
 
-    /// The CDI spec directories: `given` (under `--root`), or the defaults.
+    /// The directories of [`Paths::cdi_search_path`] (for callers that print nothing of it).
     pub fn cdi_spec_dirs(&self, given: &[PathBuf]) -> Vec<PathBuf> {
-        if given.is_empty() {
-            DEFAULT_CDI_SPEC_DIRS.iter().map(|d| self.host(Path::new(d))).collect()
-        } else {
-            given.iter().map(|d| self.host(d)).collect()
+        self.cdi_search_path(given).dirs
+    }
+
+    /// The CDI search path (reads `$DPCTL_CDI_SPEC_DIRS`; see [`Paths::cdi_search_path_with`]).
+    pub fn cdi_search_path(&self, given: &[PathBuf]) -> CdiSearchPath {
+        self.cdi_search_path_with(given, std::env::var_os(CDI_SPEC_DIRS_ENV).as_deref())
+    }
+
+    /// The CDI search path, each directory under `--root` (pure):
+    /// 1. `given` (`--cdi-spec-dir`, repeatable), exactly;
+    /// 2. else `env` (`$DPCTL_CDI_SPEC_DIRS`, `:`-separated), when it names any;
+    /// 3. else the container runtimes' defaults `/etc/cdi` and
+    ///    `/var/run/cdi`, then the node tree's `<kubelet-root>/cdi` (the
+    ///    plugin directory's parent: `--kubelet-root-dir`, or the mock
+    ///    kubelet's root with `--plugin-dir`). A real runtime reads only the first two; the node tree's is where
+    ///    dpctl's mock node keeps the specs its drivers write. A directory
+    ///    that does not exist is no error.
+    pub fn cdi_search_path_with(&self, given: &[PathBuf], env: Option<&std::ffi::OsStr>) -> CdiSearchPath {
+        if !given.is_empty() {
+            return CdiSearchPath { dirs: given.iter().map(|d| self.host(d)).collect(), source: CdiSource::Flags };
         }
+        let from_env: Vec<PathBuf> =
+            env.map(|v| std::env::split_paths(v).filter(|d| !d.as_os_str().is_empty()).collect()).unwrap_or_default();
+        if !from_env.is_empty() {
+            return CdiSearchPath { dirs: from_env.iter().map(|d| self.host(d)).collect(), source: CdiSource::Env };
+        }
+        let mut dirs: Vec<PathBuf> = DEFAULT_CDI_SPEC_DIRS.iter().map(|d| self.host(Path::new(d))).collect();
+        if let Some(d) = self.plugin_dir.parent().map(|root| root.join(NODE_CDI_DIR)).filter(|d| !dirs.contains(d)) {
+            dirs.push(d);
+        }
+        CdiSearchPath { dirs, source: CdiSource::Defaults }
     }
 
     /// Resolve a socket argument: a bare name (no `/`) that does not exist in
@@ -224,10 +293,48 @@ mod tests {
             Path::new("/host/var/lib/rancher/k3s/agent/kubelet/pod-resources/kubelet.sock")
         );
         assert_eq!(p.plugins_registry_dir(None), Path::new("/host/var/lib/rancher/k3s/agent/kubelet/plugins_registry"));
-        assert_eq!(p.cdi_spec_dirs(&[]), [Path::new("/host/etc/cdi"), Path::new("/host/var/run/cdi")]);
+        assert_eq!(
+            p.cdi_search_path_with(&[], None).dirs,
+            [
+                Path::new("/host/etc/cdi"),
+                Path::new("/host/var/run/cdi"),
+                Path::new("/host/var/lib/rancher/k3s/agent/kubelet/cdi")
+            ]
+        );
         assert_eq!(p.resolve_socket(Path::new("/var/lib/kubelet/x.sock")), Path::new("/host/var/lib/kubelet/x.sock"));
         let given = Paths::for_node(r, Path::new(DEFAULT_KUBELET_ROOT), Some(Path::new("/opt/dp")));
         assert_eq!(given.plugin_dir, Path::new("/host/opt/dp"));
+    }
+
+    #[test]
+    fn one_cdi_search_path_flags_then_env_then_defaults() {
+        let p = Paths::for_node(HostRoot::default(), Path::new("/srv/node"), None);
+        let d = p.cdi_search_path_with(&[], None);
+        assert_eq!(d.dirs, [Path::new("/etc/cdi"), Path::new("/var/run/cdi"), Path::new("/srv/node/cdi")]);
+        assert_eq!(d.source, CdiSource::Defaults);
+        assert_eq!(
+            d.to_string(),
+            "/etc/cdi, /var/run/cdi, /srv/node/cdi (the defaults; --cdi-spec-dir DIR or $DPCTL_CDI_SPEC_DIRS to change)"
+        );
+        // With --plugin-dir, the node tree is its parent (the mock kubelet's root).
+        let q = Paths::for_node(
+            HostRoot::default(),
+            Path::new(DEFAULT_KUBELET_ROOT),
+            Some(Path::new("/srv/n/device-plugins")),
+        );
+        assert_eq!(q.cdi_search_path_with(&[], None).dirs[2..], [Path::new("/srv/n/cdi")]);
+        let env = std::ffi::OsStr::new("/a:/b");
+        let e = p.cdi_search_path_with(&[], Some(env));
+        assert_eq!(
+            (e.dirs.as_slice(), e.source),
+            ([PathBuf::from("/a"), PathBuf::from("/b")].as_slice(), CdiSource::Env)
+        );
+        assert_eq!(p.cdi_search_path_with(&[], Some(std::ffi::OsStr::new(""))).source, CdiSource::Defaults);
+        let f = p.cdi_search_path_with(&["/x".into()], Some(env));
+        assert_eq!((f.dirs, f.source), (vec![PathBuf::from("/x")], CdiSource::Flags));
+        let rooted = Paths::for_node(HostRoot::new(Some("/host".into())), Path::new("/var/lib/kubelet"), None);
+        assert_eq!(rooted.cdi_search_path_with(&["/x".into()], None).dirs, [Path::new("/host/x")]);
+        assert_eq!(rooted.cdi_search_path_with(&[], Some(env)).dirs, [Path::new("/host/a"), Path::new("/host/b")]);
     }
 
     #[test]

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 pub struct Registry {
     /// The directories searched, in order.
     pub dirs: Vec<PathBuf>,
+    /// The search path in words: the directories and where they came from.
+    pub searched: String,
     /// Spec files read.
     pub specs: usize,
     /// Fully qualified device names (`vendor.example/class=name`).

@@ -4,7 +4,7 @@
 //! each kind of finding is one pure function on the facts, judged with the
 //! rules of [`crate::protocol::dra`].
 
-use super::answers::Watcher;
+use super::answers::{Got, Watcher};
 use super::cdi::{unresolvable, Registry};
 use super::{Finding, Severity};
 use crate::api::pluginregistration::PluginInfo;
@@ -40,6 +40,8 @@ pub struct CheckpointClaim {
     pub driver: String,
     /// The CDI device IDs the driver returned.
     pub cdi_ids: Vec<String>,
+    /// The UIDs of the pods that reference it (`PodUIDs`).
+    pub pods: Vec<String>,
 }
 
 /// The DRA checkpoint.
@@ -81,6 +83,7 @@ pub fn parse_checkpoint(text: &str) -> Result<Vec<CheckpointClaim>, dra_checkpoi
                 uid: e.claim_uid.clone(),
                 driver: driver.to_string(),
                 cdi_ids: ids.into_iter().map(String::from).collect(),
+                pods: e.pod_uids.keys().cloned().collect(),
             });
         }
     }
@@ -149,7 +152,9 @@ pub async fn gather(
         .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect::<Vec<_>>())
         .unwrap_or_default();
     for d in dirs {
-        for sock in crate::core::transport::find_sockets(&d) {
+        // dpctl's own live-control sockets (`dpctl-control/`) are not the kubelet's business.
+        let own = |p: &Path| p.components().any(|c| c.as_os_str() == crate::core::paths::CONTROL_DIR);
+        for sock in crate::core::transport::find_sockets(&d).into_iter().filter(|p| !own(p)) {
             let n = sock.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if n.starts_with("dra") && n.ends_with(".sock") {
                 let (c, _) = try_connect(&sock, t).await;
@@ -242,12 +247,118 @@ pub fn endpoint_findings(f: &DraFacts) -> Vec<Finding> {
         .collect()
 }
 
+/// A DRA driver with prepared claims that nothing answers for: no
+/// plugin-watcher registration of it answers GetInfo.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadDriver {
+    /// The driver's name.
+    pub driver: String,
+    /// Its prepared claims, from the checkpoint.
+    pub claims: Vec<CheckpointClaim>,
+    /// Its sockets left with nothing listening (registration and service), as shown.
+    pub sockets: Vec<String>,
+}
+
+/// Whether a plugin-watcher socket's file name is `driver`'s
+/// (`<driver>.sock`, `<driver>-reg.sock`, `<driver>-<uid>-reg.sock`).
+fn names_driver(socket: &Path, driver: &str) -> bool {
+    let n = socket.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    n.strip_prefix(driver).is_some_and(|rest| rest.starts_with('-') || rest == ".sock")
+}
+
+/// The drivers that prepared claims (per the checkpoint) and are not
+/// registered through a socket that answers, with their stale sockets (pure).
+pub fn dead_drivers(f: &DraFacts, watchers: &[Watcher]) -> Vec<DeadDriver> {
+    let DraCheckpoint::Read(claims) = &f.checkpoint else { return vec![] };
+    let drivers: std::collections::BTreeSet<&str> = claims.iter().map(|c| c.driver.as_str()).collect();
+    drivers
+        .into_iter()
+        .filter(|d| !f.plugins.iter().any(|p| p.info.name == *d))
+        .map(|d| {
+            let dir = f.kubelet_root.join("plugins").join(d);
+            let mut sockets: Vec<String> = watchers
+                .iter()
+                .filter(|w| matches!(w.info, Got::Connect(Connect::Refused)) && names_driver(&w.socket, d))
+                .map(|w| w.socket.display().to_string())
+                .collect();
+            sockets.extend(
+                f.service_sockets
+                    .iter()
+                    .filter(|(p, c)| *c == Connect::Refused && p.starts_with(&dir))
+                    .map(|(p, _)| p.display().to_string()),
+            );
+            DeadDriver {
+                driver: d.to_string(),
+                claims: claims.iter().filter(|c| c.driver == d).cloned().collect(),
+                sockets,
+            }
+        })
+        .collect()
+}
+
+/// Claim (`namespace/name`) → the pods (`namespace/name`) PodResources
+/// says hold it; None when PodResources did not answer.
+pub type ClaimPods = std::collections::BTreeMap<String, Vec<String>>;
+
+/// The pods holding `claim` (`namespace/name`): from PodResources, else the
+/// checkpoint's pod UIDs.
+fn claim_holders(c: &CheckpointClaim, pods: Option<&ClaimPods>) -> Vec<String> {
+    let named: Vec<String> = pods.and_then(|m| m.get(&c.claim)).cloned().unwrap_or_default();
+    if named.is_empty() {
+        c.pods.iter().map(|u| format!("pod UID {u}")).collect()
+    } else {
+        named
+    }
+}
+
+/// A dead driver with prepared claims: an error naming the driver, its
+/// claims and the pods holding them, as a dead device plugin is `plugin-died`.
+pub fn died_findings(dead: &[DeadDriver], pods: Option<&ClaimPods>) -> Vec<Finding> {
+    dead.iter()
+        .map(|d| {
+            let claims: Vec<String> = d
+                .claims
+                .iter()
+                .map(|c| {
+                    let holders = claim_holders(c, pods);
+                    let held = if holders.is_empty() { String::new() } else { format!(" held by {}", holders.join(", ")) };
+                    format!("{} (UID {}){held}", c.claim, c.uid)
+                })
+                .collect();
+            let what = if d.sockets.is_empty() {
+                "it is not registered".to_string()
+            } else {
+                format!("nothing listens on its socket(s) {}", d.sockets.join(", "))
+            };
+            finding(
+                Severity::Error,
+                "dra-driver-died",
+                d.driver.clone(),
+                format!(
+                    "DRA driver {} is not running ({what}) while {} claim(s) it prepared are in use: the kubelet cannot unprepare them when their pods go, and new pods with its claims fail (\"DRA driver {} is not registered\")",
+                    d.driver,
+                    d.claims.len(),
+                    d.driver
+                ),
+                format!(
+                    "prepared claims in the DRA checkpoint: {}{}",
+                    claims.join("; "),
+                    if d.sockets.is_empty() { String::new() } else { "; connect: connection refused".into() }
+                ),
+                "restart the driver's kubelet plugin (delete its DaemonSet pod) and read why it died (kubectl logs --previous); its new instance registers again, replacing the stale sockets, and the kubelet unprepares the claims of pods that are gone",
+            )
+        })
+        .collect()
+}
+
 /// DRA service sockets with nothing listening (a driver that died or was
-/// replaced without cleaning up); the registered ones are `dra-endpoint`.
-pub fn stale_socket_findings(f: &DraFacts) -> Vec<Finding> {
+/// replaced without cleaning up); the registered ones are `dra-endpoint`,
+/// a dead driver's are in its `dra-driver-died`.
+pub fn stale_socket_findings(f: &DraFacts, dead: &[DeadDriver]) -> Vec<Finding> {
     f.service_sockets
         .iter()
         .filter(|(_, c)| *c == Connect::Refused)
+        .filter(|(p, _)| !dead.iter().any(|d| d.sockets.contains(&p.display().to_string())))
         .filter(|(p, _)| {
             !f.plugins.iter().any(|x| {
                 Path::new(&x.info.endpoint) == f.kubelet_root.join(p.strip_prefix(&f.kubelet_root).unwrap_or(p))
@@ -323,19 +434,25 @@ pub fn cdi_findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
                     c.claim, c.driver
                 ),
                 bad.join("; "),
-                "the driver must write its CDI specs (into /etc/cdi or /var/run/cdi) before answering NodePrepareResources; restart the driver so it re-prepares",
+                &format!(
+                    "the driver must write its CDI specs into a directory the container runtime reads before answering NodePrepareResources, then restart it so it re-prepares; searched: {}; if the specs are elsewhere, pass that directory with --cdi-spec-dir",
+                    if cdi.searched.is_empty() { "(nothing)" } else { &cdi.searched }
+                ),
             ));
         }
     }
     out
 }
 
-/// Every DRA finding.
-pub fn findings(f: &DraFacts, cdi: &Registry) -> Vec<Finding> {
+/// Every DRA finding; `watchers` are the plugin-watcher sockets (a dead
+/// driver's are folded into its finding), `pods` who holds each claim.
+pub fn findings(f: &DraFacts, cdi: &Registry, watchers: &[Watcher], pods: Option<&ClaimPods>) -> Vec<Finding> {
+    let dead = dead_drivers(f, watchers);
     let mut v = registered_findings(f);
     v.extend(registration_findings(f));
     v.extend(endpoint_findings(f));
-    v.extend(stale_socket_findings(f));
+    v.extend(died_findings(&dead, pods));
+    v.extend(stale_socket_findings(f, &dead));
     v.extend(health_findings(f));
     v.extend(checkpoint_findings(f));
     v.extend(cdi_findings(f, cdi));
@@ -378,7 +495,7 @@ mod tests {
     fn a_good_plugin_is_only_listed() {
         let f =
             facts(vec![plugin("g.example.com", "/var/lib/kubelet/plugins/g.example.com/dra.sock", &["v1.DRAPlugin"])]);
-        assert_eq!(checks(&findings(&f, &Registry::default())), ["dra-plugin"]);
+        assert_eq!(checks(&findings(&f, &Registry::default(), &[], None)), ["dra-plugin"]);
     }
 
     #[test]
@@ -400,7 +517,7 @@ mod tests {
             ("/var/lib/kubelet/plugins/old/dra.sock".into(), Connect::Refused),
             ("/var/lib/kubelet/plugins/live/dra.sock".into(), Connect::Answered),
         ];
-        let s = stale_socket_findings(&f);
+        let s = stale_socket_findings(&f, &[]);
         assert_eq!(s.iter().map(|x| x.subject.as_str()).collect::<Vec<_>>(), ["/var/lib/kubelet/plugins/old/dra.sock"]);
     }
 

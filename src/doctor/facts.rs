@@ -74,6 +74,8 @@ pub struct PodContainer {
     pub name: String,
     /// `(resource, ids)`.
     pub devices: Vec<(String, Vec<String>)>,
+    /// The DRA claims it holds (`namespace/name`, from its dynamic resources).
+    pub claims: Vec<String>,
 }
 
 /// A pod in PodResources List (the API has no UID).
@@ -215,6 +217,11 @@ async fn pod_resources(socket: &Path, t: Duration) -> (Got<Vec<Pod>>, Got<BTreeM
                         .map(|c| PodContainer {
                             name: c.name,
                             devices: c.devices.into_iter().map(|d| (d.resource_name, d.device_ids)).collect(),
+                            claims: c
+                                .dynamic_resources
+                                .into_iter()
+                                .map(|d| format!("{}/{}", d.claim_namespace, d.claim_name))
+                                .collect(),
                         })
                         .collect(),
                 })
@@ -392,6 +399,7 @@ pub async fn gather(o: &Options) -> Facts {
     f.pod_dirs = std::fs::read_dir(&o.pods_dir)
         .ok()
         .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect());
-    f.cdi = cdi::load(&o.cdi_spec_dirs);
+    f.cdi = cdi::load(&o.cdi.dirs);
+    f.cdi.searched = o.cdi.to_string();
     f
 }

@@ -66,6 +66,8 @@ pub struct Checked {
     pub streams: bool,
     /// CDI names checked.
     pub cdi_names: usize,
+    /// Where CDI specs were looked up, and why there.
+    pub cdi_spec_dirs: String,
     /// DRA plugins found through the plugin watcher.
     pub dra_plugins: usize,
     /// Which live socket serves which resource, and how that was decided.
@@ -94,8 +96,8 @@ pub struct Options {
     pub plugins_registry_dir: PathBuf,
     /// The kubelet's pods directory (`<root-dir>/pods`): a pod UID there is still on the node.
     pub pods_dir: PathBuf,
-    /// CDI spec directories.
-    pub cdi_spec_dirs: Vec<PathBuf>,
+    /// Where CDI specs are looked up ([`crate::core::paths::Paths::cdi_search_path`]).
+    pub cdi: crate::core::paths::CdiSearchPath,
     /// Open ListAndWatch for each live plugin (first snapshot).
     pub streams: bool,
     /// Per-socket timeout.

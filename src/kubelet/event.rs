@@ -64,6 +64,16 @@ pub enum KubeletEvent {
         /// How long the start took.
         start_ms: f64,
     },
+    /// Where the mock kubelet looks (said once at start): the plugin
+    /// watcher's directory (none: not watched) and the CDI search path.
+    #[serde(rename_all = "camelCase")]
+    Paths {
+        /// The plugin watcher's directory, or why there is none.
+        plugins_registry_dir: String,
+        /// Where CDI IDs of prepared claims are resolved (None: no DRA manager).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cdi_spec_dirs: Option<String>,
+    },
     /// A restart is beginning.
     Restarting {
         /// Why (SIGHUP, --restart-every, a request).
@@ -351,6 +361,14 @@ pub enum KubeletEvent {
         /// The pod status reason (`UnexpectedAdmissionError`, `OutOf<resource>`, …).
         #[serde(default)]
         pod_reason: String,
+    },
+    /// A manifest has fields the API does not know (kubectl's strict field
+    /// validation words); it is read without them, as the kubelet reads static pods.
+    ManifestWarning {
+        /// The manifest.
+        file: String,
+        /// `unknown field "spec.containers[0].resource"; did you mean "resources"?`, …
+        warnings: Vec<String>,
     },
     /// A pod was removed and its devices freed.
     PodRemoved {

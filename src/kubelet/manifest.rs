@@ -202,13 +202,27 @@ pub enum Manifest {
 /// Read and parse a manifest file that may hold a pod or a DRA object
 /// (blocking, like [`load`]).
 pub fn load_any(file: &Path) -> Result<Manifest, String> {
+    load_any_checked(file).map(|(m, _)| m)
+}
+
+/// [`load_any`], with the manifest's unknown fields as warnings in
+/// kubectl's words (see [`unknown_fields`]).
+pub fn load_any_checked(file: &Path) -> Result<(Manifest, Vec<String>), String> {
     let text =
         crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
     let v = value(&text)?;
-    if crate::kubelet::dra::objects::dra_kind(&v).is_some() {
-        return crate::kubelet::dra::objects::parse(&v).map(Manifest::Dra);
+    let warnings = unknown_fields(&v);
+    let parsed = if crate::kubelet::dra::objects::dra_kind(&v).is_some() {
+        crate::kubelet::dra::objects::parse(&v).map(Manifest::Dra)
+    } else {
+        pod(&v, &text, file).map(Manifest::Pod)
+    };
+    match parsed {
+        Ok(m) => Ok((m, warnings)),
+        // A required field missing is often a misspelt one: say which.
+        Err(e) if !warnings.is_empty() => Err(format!("{e} ({})", warnings.join("; "))),
+        Err(e) => Err(e),
     }
-    pod(&v, &text, file).map(Manifest::Pod)
 }
 
 /// Parse one manifest file's text. `file` goes into the derived UID; errors
@@ -316,6 +330,9 @@ fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
     }
     Ok(out)
 }
+
+mod fields;
+pub use fields::unknown_fields;
 
 #[cfg(test)]
 mod tests {

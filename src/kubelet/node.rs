@@ -217,7 +217,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 changed
                     .into_iter()
                     .map(|f| {
-                        let r = crate::kubelet::manifest::load_any(&f);
+                        let r = crate::kubelet::manifest::load_any_checked(&f);
                         (f, r)
                     })
                     .collect::<Vec<_>>()
@@ -226,6 +226,13 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         };
         let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for (f, r) in parsed {
+            let r = r.map(|(m, warnings)| {
+                if !warnings.is_empty() {
+                    let file = f.display().to_string();
+                    mgr.bus.emit(KubeletEvent::ManifestWarning { file, warnings }, None);
+                }
+                m
+            });
             match r {
                 Err(e) => mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e)),
                 Ok(crate::kubelet::manifest::Manifest::Pod(pod)) => batch.push((pod, f)),

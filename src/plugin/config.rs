@@ -217,6 +217,12 @@ pub struct Faults {
     /// Register again only after this delay once the kubelet restarted.
     #[serde(default, deserialize_with = "de_duration")]
     pub reregister_delay: Option<Duration>,
+    /// Ignore the kubelet closing our ListAndWatch stream (and opening none):
+    /// never register again for it, as a plugin that watches only for a
+    /// kubelet restart does; on kubelets up to 1.36 a rolling update then
+    /// leaves the resource unallocatable (kubernetes#121994).
+    #[serde(default)]
+    pub no_reregister_on_disconnect: bool,
     /// New device IDs at every start and every restart.
     #[serde(default)]
     pub new_ids_after_restart: bool,
@@ -251,6 +257,8 @@ pub struct LifecycleFaults {
     pub no_reregister: bool,
     /// Register again only after this delay.
     pub reregister_delay: Option<Duration>,
+    /// Never register again when the kubelet closed our stream and opened none.
+    pub no_reregister_on_disconnect: bool,
     /// Leave the socket behind on SIGTERM.
     pub keep_socket_on_exit: bool,
     /// Exit at start when kubelet.sock is missing.
@@ -263,6 +271,7 @@ impl Faults {
         LifecycleFaults {
             no_reregister: self.no_reregister,
             reregister_delay: self.reregister_delay,
+            no_reregister_on_disconnect: self.no_reregister_on_disconnect,
             keep_socket_on_exit: self.keep_socket_on_exit,
             exit_without_kubelet: self.exit_without_kubelet,
         }
@@ -645,7 +654,8 @@ mod tests {
     fn lifecycle_faults_parse_from_a_file() {
         let cfg = res(r#"{"resources": [{"resource": "v.e/foo", "faults": {
             "noReregister": true, "reregisterDelay": "2s", "newIdsAfterRestart": true, "deleteOtherSockets": true,
-            "keepSocketOnExit": true, "exitWithoutKubelet": true, "hangAfterCancel": true}}]}"#)
+            "keepSocketOnExit": true, "exitWithoutKubelet": true, "hangAfterCancel": true,
+            "noReregisterOnDisconnect": true}}]}"#)
         .unwrap();
         let f = &cfg.resources[0].faults;
         assert!(f.new_ids_after_restart && f.delete_other_sockets && f.hang_after_cancel);
@@ -654,6 +664,7 @@ mod tests {
             LifecycleFaults {
                 no_reregister: true,
                 reregister_delay: Some(Duration::from_secs(2)),
+                no_reregister_on_disconnect: true,
                 keep_socket_on_exit: true,
                 exit_without_kubelet: true
             }

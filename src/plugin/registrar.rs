@@ -384,6 +384,8 @@ struct Watch<'a> {
     closed_at: u64,
     /// Since when no stream has been open after the kubelet closed ours.
     quiet: &'a mut Option<tokio::time::Instant>,
+    /// The fault `no_reregister_on_disconnect`.
+    ignore_disconnect: bool,
 }
 
 /// Why the plugin must serve and register again, if it must: its socket or
@@ -401,7 +403,7 @@ fn restart_reason(s: &Settings, served: &Served, reg: Option<&RegServed>, w: Wat
         if now.is_none() {
             *w.kubelet_id = None;
         }
-        if s.reregister_on_disconnect {
+        if s.reregister_on_disconnect && !w.ignore_disconnect {
             let closed = served.streams.client_closed() > w.closed_at && served.streams.open() == 0;
             if closed && now.is_some() && now == *w.kubelet_id {
                 if w.quiet.get_or_insert_with(tokio::time::Instant::now).elapsed() >= DISCONNECT_SETTLE {
@@ -532,7 +534,12 @@ pub async fn run<B: Backend>(
                     }
                 }
             }
-            let watch = Watch { kubelet_id: &mut kubelet_id, closed_at, quiet: &mut quiet };
+            let watch = Watch {
+                kubelet_id: &mut kubelet_id,
+                closed_at,
+                quiet: &mut quiet,
+                ignore_disconnect: faults.no_reregister_on_disconnect,
+            };
             if let Some(why) = restart_reason(&s, &served, reg_served.as_ref(), watch) {
                 break why;
             }

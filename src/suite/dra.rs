@@ -82,7 +82,7 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
             "no driver command; run dpctl test --dra -- DRIVER-COMMAND (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir})",
         ));
     }
-    Ok(engine::run(Kind::Dra, SCENARIOS, o, progress).await)
+    engine::run(Kind::Dra, SCENARIOS, o, progress).await
 }
 
 #[cfg(test)]

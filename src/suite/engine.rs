@@ -84,13 +84,20 @@ impl State<'_> {
     }
 }
 
-/// Run the selected scenarios of `table`; `progress` sees each start and result.
+/// Run the selected scenarios of `table`; `progress` sees each start and
+/// result. A command that cannot be started is a usage error, said once
+/// before any scenario runs.
 pub(crate) async fn run(
     kind: Kind,
     table: &'static [Scenario],
     o: &Options,
     progress: &mut dyn FnMut(Progress),
-) -> Vec<Record> {
+) -> crate::core::Result<Vec<Record>> {
+    if let (None, Some(prog)) = (&o.socket, o.plugin.first()) {
+        if let Some(why) = super::env::unstartable(prog, std::env::var_os("PATH").as_deref(), kind.noun()) {
+            return Err(crate::core::Error::usage(why));
+        }
+    }
     let mut records: Vec<Record> = Vec::new();
     // Set by a root-cause failure: every scenario after it is not run.
     // (Scenarios still to run in this session that report the cause itself run anyway.)
@@ -142,7 +149,7 @@ pub(crate) async fn run(
             x.teardown().await;
         }
     }
-    records
+    Ok(records)
 }
 
 /// Why `s` does not apply to this run, if it does not (pure).

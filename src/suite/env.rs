@@ -180,6 +180,36 @@ pub async fn probe_isolation(tree: &Tree) -> Result<Isolation> {
     )))
 }
 
+/// Why the command whose first word is `prog` cannot be started, if it
+/// cannot (pure given `path_var`, the PATH): a name not on PATH, a path
+/// that is missing, a directory or not executable. A first word with a
+/// placeholder is checked when it runs.
+pub fn unstartable(prog: &str, path_var: Option<&std::ffi::OsStr>, noun: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if prog.contains('{') {
+        return None;
+    }
+    if prog.contains('/') {
+        let p = Path::new(prog);
+        let why = match std::fs::metadata(p) {
+            Err(_) => "no such file; check the path",
+            Ok(m) if m.is_dir() => "is a directory; name the executable",
+            Ok(_) if !runnable(p) => "is not executable; chmod +x it",
+            Ok(_) => return None,
+        };
+        return Some(format!("cannot start the {noun} command {prog:?}: {why}"));
+    }
+    let found = path_var.is_some_and(|v| std::env::split_paths(v).any(|d| runnable(&d.join(prog))));
+    if found {
+        return None;
+    }
+    let dpctl = if prog == "dpctl" { " (`cargo install --path .` in a dpctl checkout)" } else { "" };
+    Some(format!(
+        "cannot start the {noun} command {prog:?}: not found on PATH; install it or put it on PATH{dpctl}, or give its path"
+    ))
+}
+
 /// The plugin's process, in its own process group; killed with its group on drop.
 #[derive(Debug)]
 pub struct PluginProcess {
@@ -339,6 +369,9 @@ pub struct Seen {
     pub snaps: Vec<Snap>,
     /// Every stream end: (generation, endpoint, reason, when).
     pub ends: Vec<(u64, PathBuf, String, Instant)>,
+    /// Kubelets since 1.37: one of several instances of a resource ended and
+    /// only its own devices went: (generation, endpoint, allocatable now, when).
+    pub gone: Vec<(u64, PathBuf, usize, Instant)>,
     /// Every rejected pod manifest: (file, pod status reason, the kubelet's message).
     pub rejected: Vec<(PathBuf, String, String)>,
     /// Stream ends after which the kubelet disconnected the *current* instance
@@ -463,6 +496,9 @@ impl Seen {
                 if let Some(d) = disconnected {
                     self.disconnected.push((generation, PathBuf::from(d)));
                 }
+            }
+            KubeletEvent::InstanceEnded { endpoint, allocatable, .. } => {
+                self.gone.push((generation, PathBuf::from(endpoint), *allocatable, e.at))
             }
             KubeletEvent::PodRejected { file, reason, pod_reason } => {
                 self.rejected.push((PathBuf::from(file), pod_reason.clone(), reason.clone()))
@@ -613,5 +649,33 @@ mod tests {
         assert_eq!(t.vars(false).plugin_dir, t.plugin_dir);
         assert_eq!(t.host_path(Path::new("/var/lib/kubelet/device-plugins/a.sock")), t.plugin_dir.join("a.sock"));
         assert!(pod_manifest("p", "v.e/x", 2).contains("v.e/x: 2"));
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_named_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("my-plugin");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = d.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let path = Some(d.path().as_os_str());
+        assert_eq!(unstartable("my-plugin", path, "plugin"), None);
+        assert_eq!(unstartable(exe.to_str().unwrap(), None, "plugin"), None);
+        assert_eq!(unstartable("{plugin-dir}/x", None, "plugin"), None, "checked when it runs");
+        let why = unstartable("dpctl", path, "plugin").unwrap();
+        assert_eq!(
+            why,
+            "cannot start the plugin command \"dpctl\": not found on PATH; install it or put it on PATH (`cargo install --path .` in a dpctl checkout), or give its path"
+        );
+        assert!(unstartable("nope", None, "driver").unwrap().starts_with("cannot start the driver command \"nope\""));
+        assert!(unstartable(plain.to_str().unwrap(), path, "plugin")
+            .unwrap()
+            .ends_with("is not executable; chmod +x it"));
+        assert!(unstartable(d.path().to_str().unwrap(), path, "plugin")
+            .unwrap()
+            .ends_with("is a directory; name the executable"));
+        assert!(unstartable("./no/such", path, "plugin").unwrap().ends_with("no such file; check the path"));
     }
 }

@@ -24,10 +24,18 @@ pub fn word(v: Verdict) -> &'static str {
     }
 }
 
+/// The width of the ID column for `id`: the longest ID of the table it is
+/// in (the device-plugin or the DRA catalog), so every line of a run lines up.
+fn id_width(id: &str) -> usize {
+    let table: &[super::catalog::Scenario] =
+        if id.starts_with("DRA-") { super::dra::SCENARIOS } else { super::catalog::SCENARIOS };
+    table.iter().map(|s| s.id.len()).max().unwrap_or(0).max(id.len())
+}
+
 /// The plain line(s) for one finished scenario.
 pub fn line(r: &Record) -> String {
     let verdict = word(r.result);
-    let mut s = format!("{verdict}  {:<10} {:>7}  {}", r.id, secs(r.duration), r.title);
+    let mut s = format!("{verdict}  {:<w$} {:>7}  {}", r.id, secs(r.duration), r.title, w = id_width(&r.id));
     if !r.detail.is_empty() {
         s.push_str(&format!(" — {}", r.detail));
     }
@@ -261,6 +269,25 @@ mod tests {
         assert!(f.starts_with("FAIL  REG-002") && f.contains("fix:    send v1beta1") && f.contains("rule:"), "{f}");
         assert!(line(&r[2]).contains("SKIP") && line(&r[2]).contains("not advertised"));
         assert_eq!(summary(&r, Duration::from_secs(1)), "1 passed, 1 failed, 1 skipped in 1.00s");
+    }
+
+    #[test]
+    fn ids_fit_their_column_in_both_tables() {
+        // Every DRA line has its duration at the same column: the ID column fits the longest ID.
+        let dra = crate::suite::dra::SCENARIOS;
+        let cols: std::collections::BTreeSet<usize> = dra
+            .iter()
+            .map(|s| line(&Record::new(s, Outcome::pass(""), Duration::from_millis(5))).find("0.01s").unwrap())
+            .collect();
+        assert_eq!(cols.len(), 1, "{cols:?}");
+        let l = line(&Record::new(&dra[0], Outcome::pass(""), Duration::from_millis(5)));
+        assert!(l.starts_with("PASS  DRA-REG-001      "), "{l:?}");
+        let longest = dra.iter().map(|s| s.id).max_by_key(|i| i.len()).unwrap();
+        let s = dra.iter().find(|s| s.id == longest).unwrap();
+        let l = line(&Record::new(s, Outcome::pass(""), Duration::from_millis(5)));
+        assert!(l.starts_with(&format!("PASS  {longest}   0.01s")), "{l:?}");
+        // The device-plugin lines keep their layout.
+        assert!(line(&recs()[0]).starts_with("PASS  REG-001      0.01s"), "{:?}", line(&recs()[0]));
     }
 
     #[test]

@@ -21,5 +21,5 @@ pub async fn run(o: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         let probe_tree = Tree::new()?;
         isolation = super::env::probe_isolation(&probe_tree).await?;
     }
-    Ok(engine::run(Kind::DevicePlugin(isolation), SCENARIOS, o, progress).await)
+    engine::run(Kind::DevicePlugin(isolation), SCENARIOS, o, progress).await
 }

@@ -73,9 +73,18 @@ async fn a_healthy_node_has_no_findings() {
     assert_eq!(v["checked"]["pluginSockets"], 1);
     assert_eq!(v["checked"]["checkpointAllocations"], 1);
     assert_eq!(v["checked"]["podResources"], true);
+    // `checkpoint` names the pod (namespace/name) the mock kubelet knows, not its UID.
+    let c = dpctl(&["checkpoint", "--plugin-dir", s(&n.dp())]).await;
+    c.expect_code(0);
+    assert_eq!(c.stdout.lines().next().unwrap().split_whitespace().next(), Some("POD"), "{}", c.stdout);
+    assert!(c.stdout.lines().nth(1).unwrap().starts_with("default/a "), "{}", c.stdout);
     let r = dpctl(&doctor_args(&n, &n.pr())[..7]).await;
     r.expect_code(0);
-    assert!(r.stdout.starts_with("ok: 0 finding(s); checked 1 plugin socket(s), kubelet.sock live"), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("ok: no problems found; checked 1 plugin socket(s), kubelet.sock live"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout.contains("  vendor.example/foo is served by ")
             && r.stdout.contains("(healthy IDs equal the kubelet's allocatable IDs)"),
@@ -208,7 +217,8 @@ async fn checkpoint_command_decodes_allocations() {
     let r = dpctl(&["checkpoint", "--plugin-dir", s(d.path())]).await;
     r.expect_code(0);
     let row: Vec<&str> = r.stdout.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(&row[..5], ["uid-1", "main", "vendor.example/foo", "foo-3", "0"], "{}", r.stdout);
+    // No mock kubelet knows the pod: its UID.
+    assert_eq!(&row[..6], ["UID", "uid-1", "main", "vendor.example/foo", "foo-3", "0"], "{}", r.stdout);
     assert!(r.stdout.contains("env FOO_VISIBLE_DEVICES=foo-3; cdi vendor.example/foo=foo-3"), "{}", r.stdout);
     assert!(
         r.stdout
@@ -722,4 +732,97 @@ async fn a_plugin_registered_through_the_plugin_watcher_is_found_at_its_endpoint
     assert_eq!(v["checked"]["plugins"][0]["resource"], "example.com/w", "{v}");
     assert_eq!(v["checked"]["plugins"][0]["how"], "plugin-watcher GetInfo", "{v}");
     stop_child(k).await;
+}
+
+// ---- issue 37: doctor on DRA nodes as on device-plugin nodes ----
+
+const DRA_CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n";
+const DRA_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n";
+
+/// The README's DRA node: a mock kubelet on a kubelet root, `dra serve`
+/// writing CDI specs to `<root>/cdi`, a pod with a prepared claim. Healthy,
+/// `doctor --kubelet-root-dir` finds the specs (one CDI search path) and
+/// reads as healthy; after the driver is SIGKILLed it is one error naming
+/// the driver, the claim and the pod, and dpctl's own control socket is
+/// never reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_dra_driver_with_a_prepared_claim_is_one_error_naming_claim_and_pod() {
+    let d = tmp();
+    let root = d.path().to_path_buf();
+    for sub in ["device-plugins", "plugins_registry", "manifests"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let p = |x: &str| root.join(x).display().to_string();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        &p("device-plugins"),
+        "--manifests",
+        &p("manifests"),
+        "--plugins-registry-dir",
+        &p("plugins_registry"),
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut kubelet = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let mut dc = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        &p(""),
+        "dra",
+        "serve",
+        "--driver",
+        "gpu.example.com",
+        "--devices",
+        "2",
+        "--cdi-dir",
+        &p("cdi"),
+    ]);
+    dc.stdout(std::process::Stdio::null());
+    let driver = dc.spawn().unwrap();
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    std::fs::write(root.join("manifests/claim.yaml"), DRA_CLAIM).unwrap();
+    std::fs::write(root.join("manifests/pod.yaml"), DRA_POD).unwrap();
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+
+    let doctor = |format: &'static str| {
+        let root = p("");
+        async move {
+            let mut args = vec!["--kubelet-root-dir", &root, "doctor"];
+            if format == "json" {
+                args.extend(["-o", "json"]);
+            }
+            dpctl(&args).await
+        }
+    };
+    // Healthy: no dra-cdi error (the specs are in <root>/cdi), and it reads as healthy.
+    let r = doctor("table").await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("ok: no problems found (1 note(s))"), "{}", r.stdout);
+    assert!(!r.stdout.contains("dra-cdi") && !r.stdout.contains("fix: \n"), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("CDI specs looked up in /etc/cdi, /var/run/cdi, {}", p("cdi"))), "{}", r.stdout);
+
+    kill9(&driver);
+    let _ = driver.wait_with_output().await;
+    let r = doctor("json").await;
+    r.expect_code(1);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let checks: Vec<(&str, &str)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["check"].as_str().unwrap(), f["severity"].as_str().unwrap()))
+        .collect();
+    assert_eq!(checks, [("dra-driver-died", "error")], "{}", r.stdout);
+    let f = &v["findings"][0];
+    assert_eq!(f["subject"], "gpu.example.com");
+    let ev = f["evidence"].as_str().unwrap();
+    assert!(ev.contains("ml/gpu (UID 11111111-2222-3333-4444-555555555555) held by ml/trainer"), "{ev}");
+    assert!(!r.stdout.contains("dpctl-control"), "dpctl's control socket is never reported: {}", r.stdout);
+    assert!(r.stderr.contains("doctor found 1 error(s)"), "{}", r.stderr);
+    let t = doctor("table").await;
+    assert!(t.stdout.contains("error: 1 error(s); checked"), "{}", t.stdout);
+    stop_tailed(kubelet, log).await;
 }

@@ -384,20 +384,25 @@ async fn register_and_podresources(dir: &Path, lang: Lang) {
     r.expect_code(0);
     let rows: Vec<Vec<&str>> = r.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
     assert!(
-        rows.contains(&vec!["interop-pod", "default", "main", "vendor.example/peer", "p-0,p-1", "0"]),
+        rows.contains(&vec!["interop-pod", "default", "main", "vendor.example/peer", "p-0,p-1", "0", "-"]),
         "{}",
         r.stdout
     );
-    assert!(rows.contains(&vec!["interop-pod", "default", "main", "cpu", "1,2", "-"]), "{}", r.stdout);
-    assert!(rows.contains(&vec!["interop-pod", "default", "main", "memory/memory", "1073741824", "0"]), "{}", r.stdout);
+    assert!(rows.contains(&vec!["interop-pod", "default", "main", "cpu", "1,2", "-", "-"]), "{}", r.stdout);
+    assert!(
+        rows.contains(&vec!["interop-pod", "default", "main", "memory/memory", "1073741824", "0", "-"]),
+        "{}",
+        r.stdout
+    );
     assert!(
         rows.contains(&vec![
             "interop-pod",
             "default",
             "main",
             "claim/default/gpu-claim",
-            "vendor.example/peer=p-9",
-            "-"
+            "drv/pool/dev",
+            "-",
+            "vendor.example/peer=p-9"
         ]),
         "{}",
         r.stdout

@@ -579,3 +579,101 @@ async fn bench_watch_interrupted_reports_what_it_timed() {
     assert!(stderr.contains("interrupted after"), "{stderr}");
     stop_tailed(sv, tail).await;
 }
+
+/// Issue 37: `mock-kubelet --api-server` without `--plugins-registry-dir`
+/// runs the plugin watcher on `<root>/plugins_registry` (created, as the
+/// kubelet creates it), says so at start with the CDI search path, and a
+/// `dra serve` on the same kubelet root registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_defaults_the_plugin_watcher_under_the_kubelet_root() {
+    let d = tmp();
+    let root = d.path();
+    std::fs::create_dir(root.join("device-plugins")).unwrap();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&root.join("device-plugins")),
+        "--no-pod-resources",
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut k = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut k);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let paths: Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "paths")
+        .expect("a paths event");
+    assert_eq!(paths["pluginsRegistryDir"], s(&root.join("plugins_registry")), "{paths}");
+    let cdi = paths["cdiSpecDirs"].as_str().unwrap();
+    assert!(cdi.starts_with(&format!("/etc/cdi, /var/run/cdi, {} (the defaults", s(&root.join("cdi")))), "{cdi}");
+    assert!(root.join("plugins_registry").is_dir());
+    let mut dc = dpctl_cmd(&["--kubelet-root-dir", s(root), "dra", "serve", "--driver", "gpu.example.com"]);
+    dc.args(["--cdi-dir", s(&root.join("cdi"))]).stdout(std::process::Stdio::null());
+    let mut driver = dc.spawn().unwrap();
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let _ = driver.start_kill();
+    let _ = driver.wait().await;
+    stop_tailed(k, log).await;
+}
+
+/// Issue 37: a pod manifest with `resource:` for `resources:` is read as
+/// the kubelet reads static pods (the unknown field dropped: the pod is
+/// admitted, with no devices) with a warning event naming the path and the
+/// field meant, as kubectl's strict field validation words it; a claim
+/// whose `deviceClasName` typo leaves a required field missing is rejected
+/// with the typo named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_manifest_fields_are_warned_about_with_the_field_meant() {
+    let d = tmp();
+    let root = d.path();
+    for sub in ["device-plugins", "manifests"] {
+        std::fs::create_dir(root.join(sub)).unwrap();
+    }
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&root.join("device-plugins")),
+        "--manifests",
+        s(&root.join("manifests")),
+        "--no-pod-resources",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut k = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut k);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: typo, namespace: default}\nspec:\n  containers:\n  - name: main\n    resource:\n      limits: {vendor.example/gpu: 1}\n";
+    std::fs::write(root.join("manifests/pod.yaml"), pod).unwrap();
+    let claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: gpu, namespace: ml}\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly: {deviceClasName: gpu.example.com}\n";
+    std::fs::write(root.join("manifests/claim.yaml"), claim).unwrap();
+    log.wait_for("\"event\":\"manifest-warning\"", 1).await;
+    log.wait_for("\"event\":\"pod-rejected\"", 1).await;
+    log.wait_for("\"event\":\"pod-admitted\"", 1).await;
+    let events: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let warned = |file: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["event"] == "manifest-warning" && e["file"].as_str().unwrap().ends_with(file))
+            .flat_map(|e| e["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().to_string()))
+            .collect()
+    };
+    assert_eq!(warned("pod.yaml"), ["unknown field \"spec.containers[0].resource\"; did you mean \"resources\"?"]);
+    // The claim misses a required field because of the typo: rejected, as the API server would, with the typo named.
+    let rejected = events.iter().find(|e| e["event"] == "pod-rejected").unwrap();
+    assert!(rejected["file"].as_str().unwrap().ends_with("claim.yaml"), "{rejected}");
+    assert_eq!(
+        rejected["reason"],
+        "spec.devices.requests[0]: deviceClassName is required (unknown field \"spec.devices.requests[0].exactly.deviceClasName\"; did you mean \"deviceClassName\"?)"
+    );
+    let admitted = events.iter().find(|e| e["event"] == "pod-admitted").unwrap();
+    assert_eq!(admitted["pod"], "default/typo");
+    assert_eq!(admitted["allocations"], serde_json::json!([]), "the misspelt limits are not read: {admitted}");
+    stop_tailed(k, log).await;
+}

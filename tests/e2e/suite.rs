@@ -452,3 +452,71 @@ async fn sigterm_stops_the_plugin_and_removes_the_tree() {
     wait_until(5, "the plugin process to be gone", || processes(&marker).is_empty()).await;
     assert_eq!(trees(), 0, "the node tree must be removed");
 }
+
+/// A plugin command that cannot be started is a usage error said once
+/// (exit 2), before any session: not once per session with every scenario
+/// NOT-RUN.
+#[tokio::test]
+async fn a_plugin_command_that_cannot_start_is_one_line_and_exit_2() {
+    let dir = tmp();
+    // `dpctl` not on PATH (the README's `dpctl test -- dpctl serve …` from a checkout).
+    let mut c = dpctl_cmd(&["test", "--", "dpctl", "serve", "--resource", "vendor.example/foo"]);
+    c.env("PATH", dir.path());
+    let r = run_cmd(c).await;
+    r.expect_code(2);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot start the plugin command \"dpctl\": not found on PATH")
+            && r.stderr.contains("cargo install --path ."),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "no scenario runs: {}", r.stdout);
+    for (args, want) in [
+        (&["test", "--", "no-such-binary-x7", "--flag"][..], "\"no-such-binary-x7\": not found on PATH"),
+        (&["test", "--dra", "--", "no-such-driver-x7"][..], "cannot start the driver command \"no-such-driver-x7\""),
+    ] {
+        let r = dpctl(args).await;
+        r.expect_code(2);
+        assert!(r.stderr.contains(want) && r.stderr.lines().count() == 1, "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("NOT-RUN"), "{}", r.stdout);
+    }
+}
+
+/// ROLL-001 decides on the kubelet's event for the first instance's end,
+/// not on a fixed wait: on 1.37 the instance ended (only its devices went),
+/// on 1.31 its stream ended and the kubelet disconnected the second, which
+/// `dpctl serve` answers by registering again (its default, as a
+/// well-written plugin does). The naive plugin (the fault
+/// `--no-reregister-on-disconnect`) fails on 1.31.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_plugin_passes_a_rolling_update_on_every_kubelet_version() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["-o", "json", "test", "--kubelet-version", "1.31,1.37", "--focus", "^ROLL-001$", "--"];
+        a.extend([BIN, "serve", "--resource", "vendor.example/gpu", "--count", "4", "--plugin-dir", "{plugin-dir}"]);
+        a.push("--retry");
+        a.extend(extra);
+        a
+    };
+    let run = suite(&args(&[])).await;
+    run.expect_code(0);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let rows = doc["scenarios"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    for (row, version, event) in [
+        (&rows[0], "1.31", "the kubelet saw the first go (its stream ended)"),
+        (&rows[1], "1.37", "the kubelet saw the first go (its instance ended, only its devices went)"),
+    ] {
+        assert_eq!((row["kubeletVersion"].as_str(), row["result"].as_str()), (Some(version), Some("PASS")), "{row}");
+        let detail = row["detail"].as_str().unwrap();
+        assert!(detail.contains(event) && detail.contains("allocatable 4 again"), "{version}: {detail}");
+    }
+    assert!(rows[0]["detail"].as_str().unwrap().contains("disconnected the second (kubernetes#121994)"));
+
+    let run = suite(&args(&["--no-reregister-on-disconnect"])).await;
+    run.expect_code(1);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let results: Vec<&str> =
+        doc["scenarios"].as_array().unwrap().iter().map(|s| s["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["FAIL", "PASS"], "{}", run.stdout);
+}

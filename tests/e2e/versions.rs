@@ -173,7 +173,7 @@ async fn rolling_update_per_version() {
 
 /// `dpctl test --kubelet-version 1.36,1.37`: the suite per profile, results per
 /// version in the table, JSON and JUnit (one testsuite per version). `dpctl
-/// serve` does not register again when the kubelet closes its stream, so on
+/// serve --no-reregister-on-disconnect` does not register again when the kubelet closes its stream, so on
 /// 1.36 a rolling update leaves the resource unallocatable (ROLL-001 fails
 /// there, with what the node saw); on 1.37 it passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,6 +201,7 @@ async fn the_suite_runs_once_per_kubelet_version() {
         "--plugin-dir",
         "{plugin-dir}",
         "--retry",
+        "--no-reregister-on-disconnect",
     ];
     let run = run_cmd_within(dpctl_cmd(&args), 120).await;
     run.expect_code(1);

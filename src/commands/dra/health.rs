@@ -144,7 +144,7 @@ pub(super) async fn run(ctx: &Ctx, a: &DraHealthArgs) -> Result<()> {
                             r.pool.clone(),
                             r.device.clone(),
                             crate::render::health(&r.health),
-                            r.last_updated_time.to_string(),
+                            crate::render::epoch_age(r.last_updated_time, std::time::SystemTime::now()),
                             if r.health_check_timeout_seconds > 0 {
                                 format!("{}s", r.health_check_timeout_seconds)
                             } else {

@@ -120,16 +120,31 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
         }
     }
     let disconnects = s.seen.disconnected.len();
-    let ends = s.seen.ends.len();
+    let (ends, gone) = (s.seen.ends.len(), s.seen.gone.len());
     let t0 = Instant::now();
     if let Some(p) = old {
         p.stop(Duration::from_secs(5)).await;
     }
-    // The kubelet sees the first instance go when its stream ends; until
-    // then allocatable still counts the first's devices, so wait for that
-    // end before judging what the kubelet made of it.
+    // The kubelet sees the first instance go when its stream ends: since
+    // 1.37 an InstanceEnded (only its devices go), up to 1.36 a StreamEnded
+    // (and the kubelet disconnects the second). Until then allocatable
+    // still counts the first's devices, so judge after that event. On the
+    // same socket the second's registration already replaced the first's
+    // stream: no event comes.
     let until = Instant::now() + ROLL_WITHIN;
-    while s.seen.ends.len() == ends {
+    let mut event = None;
+    loop {
+        if same_socket {
+            break;
+        }
+        if let Some(g) = s.seen.gone[gone..].first() {
+            event = Some((RollEnd::InstanceEnded, g.3));
+            break;
+        }
+        if let Some(e) = s.seen.ends[ends..].first() {
+            event = Some((RollEnd::StreamEnded, e.3));
+            break;
+        }
         match s.next_event(until).await {
             Some(e) => s.seen.take(&e),
             None => break,
@@ -144,6 +159,15 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
         "kubelet {version}: the second instance registered on {} socket",
         if same_socket { "the same" } else { "a new" }
     );
+    saw.push_str(&match event {
+        Some((what, at)) => format!(
+            "; the kubelet saw the first go ({}) {} after it was stopped",
+            what.text(),
+            ms(at.saturating_duration_since(t0))
+        ),
+        None if same_socket => String::new(),
+        None => format!("; no end of the first instance's stream within {ROLL_WITHIN:?}"),
+    });
     if disconnected {
         saw.push_str("; when the first exited the kubelet disconnected the second (kubernetes#121994)");
     }
@@ -161,5 +185,23 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
                 "keep serving and advertising devices from the second instance; never delete a socket that is not yours"
             },
         )
+    }
+}
+
+/// The kubelet event that tells ROLL-001 the first instance went.
+#[derive(Debug, Clone, Copy)]
+enum RollEnd {
+    /// Since 1.37: the instance ended, only its devices went.
+    InstanceEnded,
+    /// Up to 1.36: the resource's stream ended (and the current instance was disconnected).
+    StreamEnded,
+}
+
+impl RollEnd {
+    fn text(self) -> &'static str {
+        match self {
+            RollEnd::InstanceEnded => "its instance ended, only its devices went",
+            RollEnd::StreamEnded => "its stream ended",
+        }
     }
 }
