@@ -107,7 +107,10 @@ pub enum Endpoints {
     /// ends, the *new* client is disconnected and the resource marked
     /// unhealthy (kubernetes#121994).
     ByResource,
-    /// One client per (resource, socket): an instance's end touches only its own devices.
+    /// One endpoint per (resource, socket) (kubernetes#135437): instances on
+    /// other sockets coexist, a live instance's socket registering again is
+    /// refused, and an instance's end leaves the others and the devices (the
+    /// last snapshot of any instance) as they are unless it was the last one.
     #[default]
     BySocket,
 }
