@@ -149,6 +149,10 @@ pub struct Registered {
     pub older: usize,
 }
 
+/// What a 1.37 kubelet answers a registration from the socket of a live
+/// instance of the resource (followed by `: <socket>`).
+pub const ALREADY_CONNECTED: &str = "device plugin already connected";
+
 /// A registration the kubelet refuses (keyed by socket, from 1.37).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
@@ -168,7 +172,7 @@ impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refused::AlreadyConnected { socket, .. } => {
-                write!(f, "device plugin already connected: {}", socket.display())
+                write!(f, "{ALREADY_CONNECTED}: {}", socket.display())
             }
         }
     }
