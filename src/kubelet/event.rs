@@ -262,7 +262,7 @@ pub enum KubeletEvent {
         note: Option<String>,
     },
     /// Kubelets since 1.37 (keyed by socket): one of several instances of a
-    /// resource ended; only its own devices went with it.
+    /// resource ended; the others stay and the devices are as they were.
     InstanceEnded {
         /// Resource name.
         resource: String,

@@ -107,7 +107,10 @@ pub enum Endpoints {
     /// ends, the *new* client is disconnected and the resource marked
     /// unhealthy (kubernetes#121994).
     ByResource,
-    /// One client per (resource, socket): an instance's end touches only its own devices.
+    /// One endpoint per (resource, socket) (kubernetes#135437): instances on
+    /// other sockets coexist, a live instance's socket registering again is
+    /// refused, and an instance's end leaves the others and the devices (the
+    /// last snapshot of any instance) as they are unless it was the last one.
     #[default]
     BySocket,
 }
@@ -189,9 +192,9 @@ pub const TABLE: &[Behaviour] = &[
     Behaviour {
         field: "endpoints",
         since: 37,
-        source: "kubernetes#135437, merged after 1.36 shipped (plugin/v1beta1/handler.go: clients per resource and socket); bug: #121994, #127803",
+        source: "kubernetes#135437 (devicemanager/manager.go endpointStore, plugin/v1beta1/handler.go clients per resource and socket), read with the manager_test.go and handler_test.go of #139338; manager.go itself read only through those tests; bug: #121994, #127803",
         before: "keyed by resource: a 2nd instance replaces the 1st without closing its stream; the 1st stream's end disconnects the 2nd and zeroes allocatable",
-        after: "keyed by (resource, socket): an instance's end touches only its own devices",
+        after: "keyed by (resource, socket): instances on other sockets coexist and the last snapshot of any of them is the node's devices (TestDevicePluginReRegistration: 1); an instance's end leaves the others and the devices as they are (the last one's end zeroes allocatable); a live instance's socket registering again is refused: \"device plugin already connected: <socket>\"",
     },
     Behaviour {
         field: "sidecar_devices",
@@ -307,6 +310,8 @@ mod tests {
         assert!(TABLE.iter().all(|b| b.since > 0 && !b.source.is_empty()));
         let e = p(31).explain();
         assert!(e.contains("kubelet 1.31 profile") && e.contains("before 1.37: keyed by resource"), "{e}");
+        let e = p(37).explain();
+        assert!(e.contains("since 1.37: keyed by (resource, socket)") && e.contains("already connected"), "{e}");
     }
 
     /// The README's profile table is this table.

@@ -138,7 +138,11 @@ impl RegistrationService {
             endpoint: r.endpoint.clone(),
             request_options: r.options.map(Into::into),
         };
-        self.mgr.start_endpoint(&r.resource_name, conn, options, who).map(|_| ()).ok_or(RegisterError::Restarting)
+        self.mgr.start_endpoint(&r.resource_name, conn, options, who).map(|_| ()).map_err(|e| match e {
+            crate::kubelet::shell::StartError::Restarting => RegisterError::Restarting,
+            // The kubelet's PluginConnected fails after the dial: its Connect error.
+            refused => RegisterError::DialBack(refused.to_string()),
+        })
     }
 }
 

@@ -81,8 +81,10 @@ async fn register_one(
             endpoint: info.endpoint.clone(),
             request_options: None,
         };
-        mgr.start_endpoint(&info.name, conn, options, who)
-            .ok_or_else(|| (RejectStage::Restarting, "the kubelet is restarting".to_string(), None))?;
+        mgr.start_endpoint(&info.name, conn, options, who).map_err(|e| match e {
+            crate::kubelet::shell::StartError::Restarting => (RejectStage::Restarting, e.to_string(), None),
+            refused => (RejectStage::DialBack, refused.to_string(), None),
+        })?;
         Ok(())
     }
     .await;

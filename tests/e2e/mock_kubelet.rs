@@ -287,7 +287,8 @@ async fn registration_is_validated_like_the_kubelet() {
 
     // a good registration, then a second one for the same resource on another socket: the
     // newest is the current endpoint; as kubelets since 1.37 key instances by socket,
-    // the first keeps streaming and both instances' devices count
+    // the first keeps streaming, and the last snapshot of any instance is the node's
+    // devices (kubernetes#135437; TestDevicePluginReRegistration)
     register(&n.kubelet(), req("vendor.example/foo", "p.sock")).await.unwrap();
     n.wait_resource("vendor.example/foo", "running", |r| r["capacity"] == 4).await;
     let q = start_plugin(&n.dp().join("q.sock"), vec![dev("q-0", "Healthy", None)], Behaviour::default()).await;
@@ -295,7 +296,7 @@ async fn registration_is_validated_like_the_kubelet() {
         dpctl(&["register", "--plugin-dir", s(&n.dp()), "--resource", "vendor.example/foo", "--endpoint", "q.sock"])
             .await;
     r.expect_code(0);
-    let res = n.wait_resource("vendor.example/foo", "replaced", |r| r["capacity"] == 5).await;
+    let res = n.wait_resource("vendor.example/foo", "replaced", |r| r["capacity"] == 1).await;
     assert!(res["endpoint"].as_str().unwrap().ends_with("q.sock"));
     assert_eq!(res["olderInstances"], 1, "{res}");
     assert!(q.calls.lock().unwrap().contains(&"GetDevicePluginOptions".to_string()), "dialed back inside Register");

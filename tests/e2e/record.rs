@@ -578,7 +578,7 @@ async fn record_leaves_the_node_as_found_on_every_kubelet_version() {
         n.pod("a.yaml", &pod_yaml("a", "vendor.example/foo", 1));
         n.wait_pod("a").await;
         if plugin_registers_itself {
-            dpctl(&[
+            let r = dpctl(&[
                 "--plugin-dir",
                 s(&n.dp()),
                 "register",
@@ -587,13 +587,20 @@ async fn record_leaves_the_node_as_found_on_every_kubelet_version() {
                 "--endpoint",
                 "foo.sock",
             ])
-            .await
-            .expect_code(0);
-            n.wait_resource("vendor.example/foo", "the plugin replaced the tap", |r| {
-                r["endpoint"].as_str().is_some_and(|e| e.ends_with("foo.sock"))
-                    && r["olderInstances"].as_u64() >= Some(1)
-            })
             .await;
+            if version == "1.37" {
+                // the kubelet never closed the plugin's own instance: a second one
+                // from its socket is refused (kubernetes#135437)
+                r.expect_code(1);
+                assert!(r.stderr.contains("device plugin already connected"), "{}", r.stderr);
+            } else {
+                r.expect_code(0);
+                n.wait_resource("vendor.example/foo", "the plugin replaced the tap", |r| {
+                    r["endpoint"].as_str().is_some_and(|e| e.ends_with("foo.sock"))
+                        && r["olderInstances"].as_u64() >= Some(1)
+                })
+                .await;
+            }
         }
         stop_child(rec).await.expect_code(0);
         let what = format!("{version}, plugin registered itself: {plugin_registers_itself}");

@@ -312,3 +312,78 @@ async fn registering_again_after_a_disconnect_survives_a_rolling_update_on_1_36(
         "{detail}"
     );
 }
+
+/// TestDevicePluginReRegistration with real plugins: Dev1, Dev2 from
+/// `device-plugin.sock`, again from `device-plugin.sock.new`, then Dev3 from
+/// `device-plugin.sock.third`: capacity = allocatable = 1 on both sides of
+/// kubernetes#135437 (the last snapshot of any instance is the node's
+/// devices), with the earlier instances still streaming. From 1.37 a plugin
+/// registering from the socket of a live instance is refused ("device plugin
+/// already connected: <socket>") and the node is unchanged; up to 1.36 it
+/// replaces the current endpoint. From 1.37 the current instance's exit
+/// leaves a survivor current and the devices as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_registration_per_version() {
+    for version in ["1.36", "1.37"] {
+        let n = Node::new();
+        let k = n.start(&["--kubelet-version", version]).await;
+        let mut plugins = Vec::new();
+        for (sock, devices, want) in [
+            ("device-plugin.sock", "Dev1,Dev2", 2),
+            ("device-plugin.sock.new", "Dev1,Dev2", 2),
+            ("device-plugin.sock.third", "Dev3", 1),
+        ] {
+            plugins.push(n.serve(&["--resource", FOO, "--devices", devices, "--socket-name", sock]).await);
+            let r = n
+                .wait_resource(FOO, sock, |r| {
+                    r["endpoint"].as_str().is_some_and(|e| e.ends_with(sock)) && r["allocatable"] == want
+                })
+                .await;
+            assert_eq!(r["capacity"], want, "{version} {sock}: capacity should equal allocatable: {r}");
+        }
+        let r = n.resource(FOO).await.unwrap();
+        let ids: Vec<&str> = r["devices"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!((ids, r["olderInstances"].as_u64()), (vec!["Dev3"], Some(2)), "{version}: {r}");
+        // a fourth registration names the socket of the live second instance
+        // (the kubelet dials back to that live server: upstream's fast-takeover race)
+        let dp = n.dp();
+        let again = ["register", "--plugin-dir", s(&dp), "--resource", FOO, "--endpoint", "device-plugin.sock.new"];
+        let run = dpctl(&again).await;
+        if version == "1.37" {
+            assert_ne!(run.code, 0, "{version}: refused: {} {}", run.stdout, run.stderr);
+            let said = format!("{}{}", run.stdout, run.stderr);
+            assert!(
+                said.contains("device plugin already connected: ") && said.contains("device-plugin.sock.new"),
+                "{said}"
+            );
+            let r = n.resource(FOO).await.unwrap();
+            assert!(r["endpoint"].as_str().unwrap().ends_with(".third") && r["capacity"] == 1, "unchanged: {r}");
+            assert_eq!(r["olderInstances"], 2, "unchanged: {r}");
+            // the current (third) instance exits: the newest survivor is current, the devices stay
+            stop_child(plugins.pop().unwrap()).await.expect_code(0);
+            let r = n.wait_resource(FOO, "survivor", |r| r["olderInstances"] == 1).await;
+            assert!(r["endpoint"].as_str().unwrap().ends_with("device-plugin.sock.new"), "{r}");
+            let numbers = (r["state"].as_str(), r["capacity"].as_u64(), r["allocatable"].as_u64());
+            assert_eq!(numbers, (Some("running"), Some(1), Some(1)), "{r}");
+        } else {
+            run.expect_code(0);
+            let r = n
+                .wait_resource(FOO, "the fourth replaces", |r| {
+                    r["endpoint"].as_str().is_some_and(|e| e.ends_with("device-plugin.sock.new")) && r["capacity"] == 2
+                })
+                .await;
+            assert_eq!(r["olderInstances"], 3, "{version}: nothing is closed: {r}");
+        }
+        for p in plugins {
+            stop_child(p).await;
+        }
+        let out = stop_child(k).await;
+        if version == "1.37" {
+            assert!(
+                out.stdout.contains("registration-rejected") && out.stdout.contains("already connected"),
+                "{}",
+                out.stdout
+            );
+        }
+    }
+}

@@ -574,6 +574,9 @@ async fn finish(
             let left = EXIT_BUDGET.saturating_sub(start.elapsed());
             match register(&rec.kubelet, &rec.plugin_name, &rec.resource, options, left.max(Duration::from_millis(100))).await {
                 Ok(()) => Ok(()),
+                // From 1.37 the kubelet never closed the plugin's own stream: that
+                // instance is still registered, and a second one from its socket is refused.
+                Err(e) if e.to_string().contains(crate::kubelet::devicemanager::state::ALREADY_CONNECTED) => Ok(()),
                 Err(e) => Err(Error::failed(format!(
                     "the trace is complete, but the plugin's own socket could not be registered again: {e}; restart the plugin so it registers itself"
                 ))),

@@ -51,13 +51,17 @@ pub struct EndpointInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Resource {
     /// The current endpoint (None: known from the checkpoint only, or removed).
+    /// With several instances keyed by socket, the kubelet's "primary" one:
+    /// the newest, or a survivor promoted when it goes.
     pub endpoint: Option<EndpointInfo>,
-    /// All devices as the node sees them, healthy or not.
+    /// All devices as the node sees them, healthy or not: the last
+    /// ListAndWatch snapshot of any live instance (the kubelet's callback
+    /// knows only the resource name, in every version).
     pub devices: BTreeMap<String, Dev>,
-    /// The current endpoint's own last snapshot.
-    pub own: BTreeMap<String, Dev>,
-    /// Earlier instances whose streams still run, with their own last snapshot.
-    pub older: Vec<(EndpointInfo, BTreeMap<String, Dev>)>,
+    /// Earlier instances whose streams still run. Keyed by resource they are
+    /// clients the kubelet forgot but did not close; keyed by socket they are
+    /// the other entries of the kubelet's endpointStore.
+    pub older: Vec<EndpointInfo>,
     /// The stream ended; the grace period runs.
     pub stopped: bool,
     /// The grace period ended without the plugin: the resource stays in the
@@ -79,21 +83,10 @@ impl Resource {
         self.devices.values().any(|d| !d.numa.is_empty())
     }
 
-    /// The node's devices when instances are keyed by socket: every live
-    /// instance's devices, healthy where any of them reports it healthy.
-    fn union(&self) -> BTreeMap<String, Dev> {
-        let mut all = self.own.clone();
-        for (_, devs) in &self.older {
-            for (id, d) in devs {
-                match all.get(id) {
-                    Some(cur) if cur.health == HEALTHY => {}
-                    _ => {
-                        all.insert(id.clone(), d.clone());
-                    }
-                }
-            }
-        }
-        all
+    /// The live instance registered from `socket`, if any.
+    fn live_at(&self, socket: &Path) -> Option<u64> {
+        let current = self.endpoint.as_ref().filter(|_| !self.stopped);
+        current.into_iter().chain(self.older.iter()).find(|e| e.socket == socket).map(|e| e.id)
     }
 }
 
@@ -152,11 +145,40 @@ pub struct Registered {
     pub replaced: bool,
     /// The resource was expected back after a restart: `Some(all back)`.
     pub back: Option<bool>,
-    /// Endpoints whose streams the shell must close (replaced on the same socket, keyed by socket).
-    pub close: Vec<u64>,
     /// Earlier instances still streaming after this registration.
     pub older: usize,
 }
+
+/// What a 1.37 kubelet answers a registration from the socket of a live
+/// instance of the resource (followed by `: <socket>`).
+pub const ALREADY_CONNECTED: &str = "device plugin already connected";
+
+/// A registration the kubelet refuses (keyed by socket, from 1.37).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// A live instance of the resource is registered from the same socket:
+    /// the kubelet's PluginConnected answers `device plugin already
+    /// connected: <socket>` and leaves the earlier instance as it was
+    /// (kubernetes#135437; tests of #139338).
+    AlreadyConnected {
+        /// The socket.
+        socket: PathBuf,
+        /// The live instance on it.
+        id: u64,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::AlreadyConnected { socket, .. } => {
+                write!(f, "{ALREADY_CONNECTED}: {}", socket.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// What the end of an endpoint's stream did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,7 +199,9 @@ pub enum Ended {
         /// Capacity kept.
         capacity: usize,
     },
-    /// An earlier (or, with one left, the current) instance went; the others stay.
+    /// Keyed by socket: one of several instances went; the others stay, a
+    /// survivor becomes the current endpoint if it was the current one, and
+    /// the devices stay as the last snapshot left them.
     InstanceGone {
         /// Capacity now.
         capacity: usize,
@@ -215,63 +239,47 @@ impl State {
     }
 
     /// Install an endpoint for `resource`. An earlier live instance keeps
-    /// streaming (as the kubelet keeps its client) unless it was on the same
-    /// socket and instances are keyed by socket, in which case it is closed.
-    pub fn register(&mut self, resource: &str, mut ep: EndpointInfo) -> Registered {
+    /// streaming: keyed by resource the kubelet forgets it without closing
+    /// it; keyed by socket it stays one of the resource's endpoints, and a
+    /// second registration from the socket of a live instance is refused.
+    /// The devices stay as they are until a snapshot arrives.
+    pub fn register(&mut self, resource: &str, mut ep: EndpointInfo) -> Result<Registered, Refused> {
+        let keying = self.keying;
+        if keying == Endpoints::BySocket {
+            if let Some(id) = self.resources.get(resource).and_then(|r| r.live_at(&ep.socket)) {
+                return Err(Refused::AlreadyConnected { socket: ep.socket, id });
+            }
+        }
         self.next_endpoint += 1;
         ep.id = self.next_endpoint;
         let id = ep.id;
-        let keying = self.keying;
         let r = self.resources.entry(resource.to_string()).or_default();
         let replaced = r.endpoint.is_some();
-        let mut close = Vec::new();
         if let Some(old) = r.endpoint.take() {
-            if r.stopped {
-                // Its stream is over already.
-            } else if keying == Endpoints::BySocket && old.socket == ep.socket {
-                close.push(old.id);
-            } else {
-                r.older.push((old, std::mem::take(&mut r.own)));
+            if !r.stopped {
+                r.older.push(old);
             }
         }
-        if keying == Endpoints::BySocket {
-            let (same, keep): (Vec<_>, Vec<_>) = r.older.drain(..).partition(|(o, _)| o.socket == ep.socket);
-            close.extend(same.into_iter().map(|(o, _)| o.id));
-            r.older = keep;
-        }
         r.endpoint = Some(ep);
-        r.own = BTreeMap::new();
         r.stopped = false;
         r.removed = false;
-        if keying == Endpoints::BySocket {
-            r.devices = r.union();
-        }
         let older = r.older.len();
         let back = self.expected_back.remove(resource).then_some(self.expected_back.is_empty());
         self.version += 1;
-        Registered { id, replaced, back, close, older }
+        Ok(Registered { id, replaced, back, older })
     }
 
     /// A full ListAndWatch snapshot from endpoint `id`: the current one or an
-    /// earlier instance still streaming. Keyed by resource, any of them
-    /// replaces the node's devices (the kubelet's callback knows only the
-    /// resource name); keyed by socket, each instance's devices are its own.
+    /// earlier instance still streaming. In every version it replaces the
+    /// node's devices of the resource: the kubelet's callback knows only the
+    /// resource name, so the last snapshot of any instance wins.
     pub fn snapshot(&mut self, resource: &str, id: u64, devices: &[Device]) -> Option<SnapshotDiff> {
-        let keying = self.keying;
         let r = self.resources.get_mut(resource)?;
-        let new: BTreeMap<String, Dev> = devices.iter().map(|d| (d.id.clone(), Dev::of(d))).collect();
         let is_current = r.endpoint.as_ref().is_some_and(|e| e.id == id) && !r.stopped;
-        if is_current {
-            r.own = new.clone();
-        } else if let Some((_, own)) = r.older.iter_mut().find(|(e, _)| e.id == id) {
-            *own = new.clone();
-        } else {
+        if !is_current && !r.older.iter().any(|e| e.id == id) {
             return None;
         }
-        let new = match keying {
-            Endpoints::ByResource => new,
-            Endpoints::BySocket => r.union(),
-        };
+        let new: BTreeMap<String, Dev> = devices.iter().map(|d| (d.id.clone(), Dev::of(d))).collect();
         let added: Vec<String> = new.keys().filter(|k| !r.devices.contains_key(*k)).cloned().collect();
         let removed: Vec<String> = r.devices.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
         let health_changed = new
@@ -292,24 +300,30 @@ impl State {
     /// Endpoint `id`'s stream ended. Keyed by resource, the kubelet then
     /// disconnects whatever client the resource has *now* — the current
     /// endpoint even when the ended stream was an earlier instance's
-    /// (kubernetes#121994). Keyed by socket, only that instance's devices go.
+    /// (kubernetes#121994). Keyed by socket, only that instance goes: while
+    /// others remain nothing else changes (a survivor becomes current if
+    /// needed; devices keep their last snapshot), and the last one to go
+    /// stops the resource.
     pub fn stream_ended(&mut self, resource: &str, id: u64) -> Ended {
         let keying = self.keying;
         let Some(r) = self.resources.get_mut(resource) else { return Ended::Ignored };
         let current = r.endpoint.as_ref().filter(|_| !r.stopped).map(|e| e.id);
-        let was_older = r.older.iter().any(|(e, _)| e.id == id);
+        let was_older = r.older.iter().any(|e| e.id == id);
         if current != Some(id) && !was_older {
             return Ended::Ignored;
         }
-        r.older.retain(|(e, _)| e.id != id);
+        r.older.retain(|e| e.id != id);
+        let stop = |r: &mut Resource| {
+            r.stopped = true;
+            for d in r.devices.values_mut() {
+                d.health = crate::api::UNHEALTHY.into();
+            }
+            r.devices.len()
+        };
         match keying {
             Endpoints::ByResource => {
                 let Some(victim) = current else { return Ended::Ignored };
-                r.stopped = true;
-                for d in r.devices.values_mut() {
-                    d.health = crate::api::UNHEALTHY.into();
-                }
-                let capacity = r.devices.len();
+                let capacity = stop(r);
                 if victim == id {
                     Ended::Stopped { capacity }
                 } else {
@@ -319,20 +333,10 @@ impl State {
             Endpoints::BySocket => {
                 if current == Some(id) {
                     match r.older.pop() {
-                        Some((next, own)) => {
-                            r.endpoint = Some(next);
-                            r.own = own;
-                        }
-                        None => {
-                            r.stopped = true;
-                            for d in r.devices.values_mut() {
-                                d.health = crate::api::UNHEALTHY.into();
-                            }
-                            return Ended::Stopped { capacity: r.devices.len() };
-                        }
+                        Some(next) => r.endpoint = Some(next),
+                        None => return Ended::Stopped { capacity: stop(r) },
                     }
                 }
-                r.devices = r.union();
                 let (capacity, allocatable) = (r.devices.len(), r.healthy().len());
                 self.version += 1;
                 Ended::InstanceGone { capacity, allocatable }
@@ -368,11 +372,7 @@ impl State {
     /// The resource and endpoint ID registered from `socket`.
     pub fn endpoint_at(&self, socket: &Path) -> Option<(String, u64)> {
         self.resources.iter().find_map(|(n, r)| {
-            r.endpoint
-                .iter()
-                .chain(r.older.iter().map(|(e, _)| e))
-                .find(|e| e.socket == socket)
-                .map(|e| (n.clone(), e.id))
+            r.endpoint.iter().chain(r.older.iter()).find(|e| e.socket == socket).map(|e| (n.clone(), e.id))
         })
     }
 

@@ -56,40 +56,119 @@ fn upstream_update_capacity_allocatable() {
     assert!(!st.grace_over(R2, id2), "a running endpoint does not expire");
 }
 
-/// TestDevicePluginReRegistration: a plugin registering again for the same
-/// resource replaces the endpoint; the new plugin's devices replace the old
-/// ones; the old endpoint's stream, snapshots and grace timer no longer count.
+/// An instance of `resource` registered from its own `socket`, with options.
+fn instance(socket: &str, pre_start: bool, preferred: bool, via: crate::kubelet::event::Via) -> EndpointInfo {
+    EndpointInfo {
+        id: 0,
+        socket: std::path::PathBuf::from(socket),
+        via,
+        pre_start_required: pre_start,
+        get_preferred_allocation_available: preferred,
+    }
+}
+
+/// Register `resource` from its own `socket` (one instance of several) and send one snapshot.
+fn register_at(st: &mut State, resource: &str, socket: &str, devices: &[Device]) -> u64 {
+    let ep = instance(socket, false, false, crate::kubelet::event::Via::KubeletSocket);
+    let id = st.register(resource, ep).expect("no live instance on this socket").id;
+    st.snapshot(resource, id, devices);
+    id
+}
+
+/// The kubelet versions on both sides of kubernetes#135437.
+const BOTH: [(u32, Endpoints); 2] = [(36, Endpoints::ByResource), (37, Endpoints::BySocket)];
+
+/// TestDevicePluginReRegistration (manager_test.go, every copy read up to
+/// the one with #135437's endpointStore and #139338's tests): p1 (Dev1, Dev2)
+/// registers; p2 (Dev1, Dev2) registers from `<socket>.new`: still 2; p3
+/// (Dev3) from `<socket>.third`: capacity = allocatable = 1, "Devices of
+/// plugin previously registered should be removed". Both before and after
+/// #135437, since the ListAndWatch callback knows only the resource name:
+/// the last snapshot of any instance is the node's devices. Each of the four
+/// PreStartRequired / GetPreferredAllocationAvailable combinations of p2 and
+/// p3; the current endpoint's options are the newest instance's.
 #[test]
 fn upstream_device_plugin_re_registration() {
-    let mut st = State::default();
-    let old = register(&mut st, R1, &[dev("d1", &[]), dev("d2", &[])], false);
-    let new = register(&mut st, R1, &[dev("d3", &[])], false);
+    use crate::kubelet::event::Via;
+    let d12 = [dev("Dev1", &[]), dev("Dev2", &[])];
+    for (minor, keying) in BOTH {
+        for pre_start in [false, true] {
+            for preferred in [false, true] {
+                let case = format!("1.{minor} preStart={pre_start} preferred={preferred}");
+                let mut st = State::keyed(keying);
+                let ep = |sock: &str| instance(sock, pre_start, preferred, Via::KubeletSocket);
+                let p1 = st.register(R1, instance("/dp/device-plugin.sock", false, false, Via::KubeletSocket));
+                let p1 = p1.expect("first registration").id;
+                st.snapshot(R1, p1, &d12);
+                assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())), "{case}: Devices are not updated.");
+                let p2 = st.register(R1, ep("/dp/device-plugin.sock.new")).expect("second instance").id;
+                st.snapshot(R1, p2, &d12);
+                assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())), "{case}: Devices shouldn't change.");
+                let p3 = st.register(R1, ep("/dp/device-plugin.sock.third")).expect("third instance").id;
+                st.snapshot(R1, p3, &[dev("Dev3", &[])]);
+                assert_eq!(
+                    numbers(&st, R1),
+                    Some((1, 1, "running".into())),
+                    "{case}: Devices of plugin previously registered should be removed."
+                );
+                let cur = st.resources[R1].endpoint.clone().expect("an endpoint");
+                assert_eq!(
+                    (cur.id, cur.pre_start_required, cur.get_preferred_allocation_available),
+                    (p3, pre_start, preferred),
+                    "{case}"
+                );
+                assert_eq!(st.resources[R1].older.len(), 2, "{case}: p1 and p2 are not closed");
+                assert_eq!(st.healthy_or_none(R1), set(&["Dev3"]), "{case}");
+            }
+        }
+    }
+}
+
+/// TestDevicePluginReRegistrationProbeMode: the same through the plugin
+/// watcher (no options requested): 2, 2, then 1 ("Devices of previous
+/// registered should be removed"), on both sides of #135437.
+#[test]
+fn upstream_device_plugin_re_registration_probe_mode() {
+    use crate::kubelet::event::Via;
+    let d12 = [dev("Dev1", &[]), dev("Dev2", &[])];
+    for (minor, keying) in BOTH {
+        let mut st = State::keyed(keying);
+        let mut seen = Vec::new();
+        for (sock, devices) in [
+            ("/pr/device-plugin.sock", &d12[..]),
+            ("/pr/device-plugin.sock.new", &d12[..]),
+            ("/pr/device-plugin.sock.third", &[dev("Dev3", &[])][..]),
+        ] {
+            let id = st.register(R1, instance(sock, false, false, Via::PluginWatcher)).expect("a new socket").id;
+            st.snapshot(R1, id, devices);
+            seen.push(numbers(&st, R1).map(|(c, a, _)| (c, a)));
+        }
+        assert_eq!(seen, [Some((2, 2)), Some((2, 2)), Some((1, 1))], "1.{minor}");
+    }
+}
+
+/// Re-registration on one socket, keyed by resource (up to 1.36): the new
+/// endpoint replaces the old one; the old endpoint's stream, snapshots and
+/// grace timer no longer count once it has stopped.
+#[test]
+fn keyed_by_resource_re_registration_on_one_socket() {
+    let mut st = State::keyed(Endpoints::ByResource);
+    let old = register_at(&mut st, R1, "/dp/p.sock", &[dev("d1", &[]), dev("d2", &[])]);
+    assert_eq!(st.stream_ended(R1, old), Ended::Stopped { capacity: 2 });
+    let new = register_at(&mut st, R1, "/dp/p.sock", &[dev("d3", &[])]);
     assert_ne!(old, new);
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())), "devices of the previous registration are gone");
     assert_eq!(st.snapshot(R1, old, &[dev("d1", &[])]), None, "the old stream is ignored");
     assert_eq!(st.stream_ended(R1, old), Ended::Ignored);
     assert!(!st.grace_over(R1, old));
-    assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
     // stopped, then back before the grace period ends: not removed
     st.stream_ended(R1, new);
-    let back = register(&mut st, R1, &[dev("d3", &[])], false);
+    let back = register_at(&mut st, R1, "/dp/p.sock", &[dev("d3", &[])]);
     assert!(!st.grace_over(R1, new));
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
     assert_eq!(st.resources[R1].endpoint.as_ref().map(|e| e.id), Some(back));
-}
-
-/// Register `resource` from its own `socket` (one instance of several).
-fn register_at(st: &mut State, resource: &str, socket: &str, devices: &[Device]) -> u64 {
-    let ep = EndpointInfo {
-        id: 0,
-        socket: std::path::PathBuf::from(socket),
-        via: crate::kubelet::event::Via::KubeletSocket,
-        pre_start_required: false,
-        get_preferred_allocation_available: false,
-    };
-    let reg = st.register(resource, ep);
-    st.snapshot(resource, reg.id, devices);
-    reg.id
+    // keyed by resource a live instance on the same socket is simply replaced
+    assert!(st.register(R1, instance("/dp/p.sock", false, false, crate::kubelet::event::Via::KubeletSocket)).is_ok());
 }
 
 /// A DaemonSet maxSurge update on kubelets up to 1.36 (kubernetes#121994,
@@ -101,17 +180,9 @@ fn register_at(st: &mut State, resource: &str, socket: &str, devices: &[Device])
 fn keyed_by_resource_the_old_instance_ending_zeroes_the_new_one() {
     let mut st = State::keyed(Endpoints::ByResource);
     let old = register_at(&mut st, R1, "/dp/old.sock", &[dev("d1", &[]), dev("d2", &[])]);
-    let reg_new = {
-        let ep = EndpointInfo {
-            id: 0,
-            socket: "/dp/new.sock".into(),
-            via: crate::kubelet::event::Via::KubeletSocket,
-            pre_start_required: false,
-            get_preferred_allocation_available: false,
-        };
-        st.register(R1, ep)
-    };
-    assert_eq!((reg_new.close.len(), reg_new.older), (0, 1), "the first stream is not closed");
+    let reg_new = st.register(R1, instance("/dp/new.sock", false, false, crate::kubelet::event::Via::KubeletSocket));
+    let reg_new = reg_new.expect("keyed by resource nothing is refused");
+    assert_eq!(reg_new.older, 1, "the first stream is not closed");
     let new = reg_new.id;
     st.snapshot(R1, new, &[dev("d1", &[]), dev("d2", &[])]);
     assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
@@ -133,34 +204,101 @@ fn keyed_by_resource_the_old_instance_ending_zeroes_the_new_one() {
     assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
 }
 
-/// From 1.37 (kubernetes#135437) instances are keyed by (resource, socket):
-/// each keeps its own devices; the first instance's end touches only its own.
+/// From 1.37 (kubernetes#135437) the endpoints of one resource are keyed by
+/// socket: the first instance's end touches only its own endpoint. The same
+/// maxSurge update as above leaves the new instance running.
 #[test]
-fn keyed_by_socket_an_instance_ending_touches_only_its_own() {
+fn keyed_by_socket_the_old_instance_ending_leaves_the_new_one() {
     let mut st = State::keyed(Endpoints::BySocket);
     let old = register_at(&mut st, R1, "/dp/old.sock", &[dev("d1", &[]), dev("d2", &[])]);
     let new = register_at(&mut st, R1, "/dp/new.sock", &[dev("d1", &[]), dev("d2", &[])]);
     assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
-    // the old instance marks d2 unhealthy: the new one still reports it healthy
+    // a snapshot of either instance sets the node's devices (the callback knows only the resource)
     st.snapshot(R1, old, &[dev("d1", &[]), dev_h("d2", "Unhealthy", &[])]);
-    assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
+    assert_eq!(numbers(&st, R1), Some((2, 1, "running".into())));
+    st.snapshot(R1, new, &[dev("d1", &[]), dev("d2", &[])]);
     assert_eq!(st.stream_ended(R1, old), Ended::InstanceGone { capacity: 2, allocatable: 2 });
     assert_eq!(numbers(&st, R1), Some((2, 2, "running".into())));
     assert_eq!(st.resources[R1].endpoint.as_ref().map(|e| e.id), Some(new));
     assert_eq!(st.stream_ended(R1, new), Ended::Stopped { capacity: 2 });
     assert_eq!(numbers(&st, R1), Some((2, 0, "stopped".into())));
-    // the same socket registering again replaces (and closes) the earlier instance
+}
+
+/// #139338 TestPluginConnected_SameResourceSameSocketRejected and
+/// TestSameSocketRace_DisconnectBeforeReconnectAttempt: from 1.37 a second
+/// registration from the socket of a live instance is refused ("device plugin
+/// already connected: <socket>") and changes nothing; once that instance's
+/// stream has ended the socket registers again.
+#[test]
+fn keyed_by_socket_the_same_socket_is_refused_while_live() {
+    use crate::kubelet::event::Via;
     let mut st = State::keyed(Endpoints::BySocket);
-    let a = register_at(&mut st, R1, "/dp/same.sock", &[dev("d1", &[])]);
-    let ep = EndpointInfo {
-        id: 0,
-        socket: "/dp/same.sock".into(),
-        via: crate::kubelet::event::Via::KubeletSocket,
-        pre_start_required: false,
-        get_preferred_allocation_available: false,
-    };
-    let reg = st.register(R1, ep);
-    assert_eq!((reg.close, reg.older), (vec![a], 0));
+    let a = register_at(&mut st, R1, "/dp/socketA.sock", &[dev("d1", &[])]);
+    let v = st.version;
+    let refused = st.register(R1, instance("/dp/socketA.sock", true, true, Via::KubeletSocket)).unwrap_err();
+    assert_eq!(refused, Refused::AlreadyConnected { socket: "/dp/socketA.sock".into(), id: a });
+    assert_eq!(refused.to_string(), "device plugin already connected: /dp/socketA.sock");
+    let r = &st.resources[R1];
+    assert_eq!((r.endpoint.as_ref().map(|e| (e.id, e.pre_start_required)), r.older.len()), (Some((a, false)), 0));
+    assert_eq!((st.version, numbers(&st, R1)), (v, Some((1, 1, "running".into()))), "nothing changed");
+    // also when the live instance on that socket is not the current one
+    let b = register_at(&mut st, R1, "/dp/socketB.sock", &[dev("d1", &[])]);
+    assert!(st.register(R1, instance("/dp/socketA.sock", false, false, Via::PluginWatcher)).is_err());
+    // the instance on socket A goes: its socket registers again
+    assert_eq!(st.stream_ended(R1, a), Ended::InstanceGone { capacity: 1, allocatable: 1 });
+    let a2 = st.register(R1, instance("/dp/socketA.sock", true, false, Via::KubeletSocket)).expect("free again").id;
+    let cur = st.resources[R1].endpoint.clone().expect("an endpoint");
+    assert_eq!((cur.id, cur.pre_start_required), (a2, true), "the fresh instance is the current one");
+    assert_eq!(st.resources[R1].older.iter().map(|e| e.id).collect::<Vec<_>>(), [b]);
+    // a stopped endpoint's socket is free too (TestSameSocketRace_LateDisconnectAfterReconnect's first steps)
+    let mut st = State::keyed(Endpoints::BySocket);
+    let e1 = register_at(&mut st, R1, "/dp/socketA.sock", &[dev("d1", &[])]);
+    assert_eq!(st.stream_ended(R1, e1), Ended::Stopped { capacity: 1 });
+    register_at(&mut st, R1, "/dp/socketA.sock", &[dev("d1", &[])]);
+    assert_eq!(numbers(&st, R1), Some((1, 1, "running".into())));
+}
+
+/// #139338 TestPluginConnected_SameResourceDifferentSocketsCoexist,
+/// TestPluginDisconnected_PromotesSurvivor and
+/// TestPluginDisconnected_LastEndpointMarksUnhealthy: two sockets coexist;
+/// when the current one goes a survivor becomes current and the devices stay
+/// as they are (healthy stays healthy; the kubelet does not drop the gone
+/// instance's devices: they stay until a snapshot replaces them); when the
+/// last one goes, every device turns unhealthy and the grace period runs.
+#[test]
+fn keyed_by_socket_survivor_promoted_last_one_stops() {
+    let mut st = State::keyed(Endpoints::BySocket);
+    let a = register_at(&mut st, R1, "/dp/socketA.sock", &[dev("dev1", &[])]);
+    let b = register_at(&mut st, R1, "/dp/socketB.sock", &[dev("dev1", &[]), dev("dev2", &[])]);
+    let r = &st.resources[R1];
+    assert_eq!(
+        (r.endpoint.as_ref().map(|e| e.id), r.older.iter().map(|e| e.id).collect::<Vec<_>>()),
+        (Some(b), vec![a])
+    );
+    assert_eq!(st.stream_ended(R1, b), Ended::InstanceGone { capacity: 2, allocatable: 2 });
+    assert_eq!(st.resources[R1].endpoint.as_ref().map(|e| e.id), Some(a), "the survivor is current");
+    assert_eq!(st.healthy_or_none(R1), set(&["dev1", "dev2"]), "devices stay as the last snapshot left them");
+    assert!(!st.grace_over(R1, b), "a gone instance has no grace period of its own");
+    assert_eq!(st.snapshot(R1, b, &[]), None, "the gone instance's snapshots no longer count");
+    assert_eq!(st.stream_ended(R1, a), Ended::Stopped { capacity: 2 });
+    assert_eq!(numbers(&st, R1), Some((2, 0, "stopped".into())));
+    assert!(st.grace_over(R1, a));
+    assert_eq!(numbers(&st, R1), Some((0, 0, "removed".into())));
+}
+
+/// #139338 TestPluginDisconnected_WrongSocketIsNoop: the end of something
+/// that is not a live endpoint of the resource (an unknown endpoint, another
+/// resource) changes nothing.
+#[test]
+fn keyed_by_socket_an_unknown_end_is_a_no_op() {
+    for (minor, keying) in BOTH {
+        let mut st = State::keyed(keying);
+        let a = register_at(&mut st, R1, "/dp/socketA.sock", &[dev("dev1", &[]), dev("dev2", &[])]);
+        let v = st.version;
+        assert_eq!(st.stream_ended(R1, a + 100), Ended::Ignored, "1.{minor}");
+        assert_eq!(st.stream_ended("unknown.com/resource", a), Ended::Ignored, "1.{minor}");
+        assert_eq!((st.version, numbers(&st, R1)), (v, Some((2, 2, "running".into()))), "1.{minor}");
+    }
 }
 
 /// TestCheckpoint: allocations (with AllocResp) and registered devices

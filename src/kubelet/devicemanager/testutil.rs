@@ -37,7 +37,7 @@ pub fn register(st: &mut State, resource: &str, devices: &[Device], preferred: b
         pre_start_required: false,
         get_preferred_allocation_available: preferred,
     };
-    let id = st.register(resource, ep).id;
+    let id = st.register(resource, ep).expect("no live instance on this socket").id;
     st.snapshot(resource, id, devices);
     id
 }

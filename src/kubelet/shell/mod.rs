@@ -20,6 +20,33 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Why [`Manager::start_endpoint`] installed nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// The generation closes (the kubelet restarts): register again.
+    Restarting,
+    /// The kubelet version refuses the registration.
+    Refused(crate::kubelet::devicemanager::state::Refused),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Restarting => f.write_str("the kubelet is restarting"),
+            StartError::Refused(r) => r.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Restarting => None,
+            StartError::Refused(r) => Some(r),
+        }
+    }
+}
+
 pub use crate::kubelet::devicemanager::TopologyPolicy;
 pub use crate::kubelet::generation::Generation;
 
@@ -263,18 +290,19 @@ impl Manager {
     }
 
     /// Install a connected endpoint and follow its ListAndWatch stream as a
-    /// task of this generation. None if the generation is closed.
+    /// task of this generation. Refused while the generation closes, or when
+    /// the kubelet version refuses it (the connection is then dropped).
     pub fn start_endpoint(
         self: &Arc<Self>,
         resource: &str,
         conn: PluginConn,
         options: DevicePluginOptions,
         who: Registrant,
-    ) -> Option<u64> {
+    ) -> Result<u64, StartError> {
         let token = self.gen.token.child_token();
         let mut g = self.lock();
         if g.closed {
-            return None;
+            return Err(StartError::Restarting);
         }
         let ep = EndpointInfo {
             id: 0,
@@ -284,15 +312,8 @@ impl Manager {
             get_preferred_allocation_available: options.get_preferred_allocation_available,
         };
         let socket = ep.socket.display().to_string();
-        let reg = g.st.register(resource, ep);
-        // An endpoint replaced on its socket goes with its connection and stream;
-        // earlier instances on other sockets keep streaming (the kubelet does not close them).
-        for old in &reg.close {
-            g.conns.remove(old);
-            if let Some(t) = g.endpoints.remove(old) {
-                t.cancel();
-            }
-        }
+        // Earlier instances keep streaming (the kubelet does not close them).
+        let reg = g.st.register(resource, ep).map_err(StartError::Refused)?;
         g.conns.insert(reg.id, conn.clone());
         g.endpoints.insert(reg.id, token.clone());
         self.ev(
@@ -328,7 +349,7 @@ impl Manager {
                 _ = token.cancelled() => {}
             }
         });
-        Some(reg.id)
+        Ok(reg.id)
     }
 
     /// A ListAndWatch snapshot arrived from endpoint `id`.

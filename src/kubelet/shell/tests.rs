@@ -61,7 +61,7 @@ async fn closing_stops_timers_events_and_writes_except_the_last() {
     let m = manager(dir.path(), Duration::from_secs(3600));
     // The bus delivers every event in order, as the log writes it: read it, not the file (the log writes later).
     let mut events = m.bus.subscribe();
-    let id = m.lock().st.register("vendor.example/r", endpoint()).id;
+    let id = m.lock().st.register("vendor.example/r", endpoint()).unwrap().id;
     m.snapshot(
         "vendor.example/r",
         id,
