@@ -127,6 +127,8 @@ const SERVER: &str = "kubernetes pkg/kubelet/cm/devicemanager/plugin/v1beta1/ser
 const MANAGER: &str = "kubernetes pkg/kubelet/cm/devicemanager/manager.go";
 const DOCS: &str = "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/";
 
+/// GetInfo's type for a device plugin (pluginregistration/v1 constants.go DevicePlugin).
+pub const DEVICE_PLUGIN_TYPE: &str = "DevicePlugin";
 /// Device IDs are documented as at most this long (the kubelet does not enforce it).
 pub const MAX_DEVICE_ID_LEN: usize = 63;
 /// The longest file name Linux allows (a RegisterRequest endpoint is one).
