@@ -159,6 +159,23 @@ struct Seen {
 /// What `Seen::uid` holds for a DRA object's file (then its key).
 const DRA_OBJECT: &str = "dra-object:";
 
+/// What a manifest parse task over `changed` left: its results, or, when
+/// the task itself failed (it panicked or was cancelled), why — and then the
+/// files are forgotten, so the next scan reads them again rather than taking
+/// them as seen (same mtime and length) and never reading them.
+fn parse_outcome<T>(
+    seen: &mut BTreeMap<PathBuf, Seen>,
+    changed: &[PathBuf],
+    task: std::result::Result<Vec<T>, tokio::task::JoinError>,
+) -> std::result::Result<Vec<T>, String> {
+    task.map_err(|e| {
+        for f in changed {
+            seen.remove(f);
+        }
+        format!("reading {} manifest(s) failed ({e}); they are read again at the next scan", changed.len())
+    })
+}
+
 /// Follow the manifest directory: admit new files, remove pods whose file is
 /// gone, re-admit changed files. After the first pass, what the checkpoints
 /// hold for pods no manifest describes goes.
@@ -229,13 +246,10 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
                     })
                     .collect::<Vec<_>>()
             });
-            match work.await {
+            match parse_outcome(&mut seen, &changed, work.await) {
                 Ok(parsed) => parsed,
-                Err(e) => {
-                    for f in &changed {
-                        seen.remove(f);
-                    }
-                    cm.event(KubeletEvent::ManifestsUnread { files: changed.len(), error: e.to_string() });
+                Err(error) => {
+                    cm.event(KubeletEvent::ManifestsUnread { files: changed.len(), error });
                     Vec::new()
                 }
             }
@@ -700,4 +714,28 @@ async fn run(
 /// generation's DRA manager, read at each request.
 fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
     Arc::new(move || current.borrow().as_ref().map(|m| m.claim_objects()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: a file was marked seen before it was parsed, and a failed
+    /// parse task dropped it for good (same mtime and length: never read again).
+    #[tokio::test]
+    async fn a_failed_parse_task_leaves_its_files_to_be_read_again() {
+        let (a, b, other) = (PathBuf::from("m/a.yaml"), PathBuf::from("m/b.yaml"), PathBuf::from("m/c.yaml"));
+        let mut seen: BTreeMap<PathBuf, Seen> =
+            [&a, &b, &other].into_iter().map(|f| (f.clone(), Seen { modified: None, len: 1, uid: None })).collect();
+        let changed = vec![a.clone(), b.clone()];
+        let died = tokio::task::spawn_blocking(|| -> Vec<u8> { panic!("parser died") }).await;
+        let r = parse_outcome(&mut seen, &changed, died);
+        let why = r.expect_err("the failure is reported");
+        assert!(why.contains("2 manifest(s)") && why.contains("read again"), "{why}");
+        assert!(!seen.contains_key(&a) && !seen.contains_key(&b), "the next scan reads them again");
+        assert!(seen.contains_key(&other), "files the task was not given stay seen");
+        let ok = tokio::task::spawn_blocking(|| vec![1u8]).await;
+        assert_eq!(parse_outcome(&mut seen, &[other.clone()], ok).unwrap(), [1]);
+        assert!(seen.contains_key(&other));
+    }
 }
