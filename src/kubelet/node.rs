@@ -735,7 +735,7 @@ mod tests {
         assert!(!seen.contains_key(&a) && !seen.contains_key(&b), "the next scan reads them again");
         assert!(seen.contains_key(&other), "files the task was not given stay seen");
         let ok = tokio::task::spawn_blocking(|| vec![1u8]).await;
-        assert_eq!(parse_outcome(&mut seen, &[other.clone()], ok).unwrap(), [1]);
+        assert_eq!(parse_outcome(&mut seen, std::slice::from_ref(&other), ok).unwrap(), [1]);
         assert!(seen.contains_key(&other));
     }
 }

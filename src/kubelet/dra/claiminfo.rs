@@ -71,7 +71,7 @@ pub enum Cause {
         /// The claim's name.
         claim: String,
         /// Why.
-        source: Unallocatable,
+        source: Box<Unallocatable>,
     },
     /// A driver the claim needs has no registered instance.
     NotRegistered {
@@ -83,7 +83,7 @@ pub enum Cause {
         /// Which.
         op: Operation,
         /// Why.
-        source: crate::core::Error,
+        source: Box<crate::core::Error>,
     },
     /// The answer names a claim nobody asked for.
     UnknownClaim {
@@ -140,8 +140,8 @@ impl std::fmt::Display for Cause {
 impl std::error::Error for Cause {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Cause::NotAllocated { source, .. } => Some(source),
-            Cause::Call { source, .. } => Some(source),
+            Cause::NotAllocated { source, .. } => Some(&**source),
+            Cause::Call { source, .. } => Some(&**source),
             Cause::Checkpoint { source, .. } => Some(source),
             _ => None,
         }
@@ -191,9 +191,9 @@ pub enum DriverPrep {
 pub enum ClaimState {
     /// Recorded (checkpointed) for a pod; no driver has prepared it.
     Recorded,
-    /// Some of its drivers prepared it, not all.
+    /// Some of its drivers answered, but the prepare as a whole did not succeed.
     PartlyPrepared,
-    /// Every driver prepared it.
+    /// Prepared.
     Prepared,
 }
 
@@ -212,6 +212,9 @@ pub struct ClaimInfo {
     pub pods: BTreeSet<String>,
     /// Every driver the allocation names, and what it prepared.
     pub drivers: BTreeMap<String, DriverPrep>,
+    /// A whole prepare of it succeeded (claiminfo.go setPrepared); until
+    /// then every driver is called again, also those that answered.
+    pub done: bool,
     /// CDI IDs that resolve to no spec file.
     pub cdi_unresolved: Vec<String>,
 }
@@ -259,6 +262,7 @@ impl ClaimInfo {
             allocation,
             pods: BTreeSet::new(),
             drivers,
+            done: false,
             cdi_unresolved: vec![],
         }
     }
@@ -275,16 +279,19 @@ impl ClaimInfo {
 
     /// Where it is.
     pub fn state(&self) -> ClaimState {
-        let done = self.drivers.values().filter(|d| matches!(d, DriverPrep::Prepared(_))).count();
-        match done {
-            n if n == self.drivers.len() => ClaimState::Prepared,
+        let answered = self.drivers.values().filter(|d| matches!(d, DriverPrep::Prepared(_))).count();
+        match answered {
+            _ if self.done => ClaimState::Prepared,
             0 => ClaimState::Recorded,
             _ => ClaimState::PartlyPrepared,
         }
     }
 
-    /// Driver → devices, when every driver prepared it.
+    /// Driver → devices, when it is prepared.
     pub fn prepared(&self) -> Option<BTreeMap<&str, &[checkpoint::Device]>> {
+        if !self.done {
+            return None;
+        }
         self.drivers
             .iter()
             .map(|(d, p)| match p {
@@ -382,6 +389,8 @@ pub struct PreparePlan {
     pub record: bool,
     /// Claims prepared before (by another pod, or before a restart): no call.
     pub cached: Vec<String>,
+    /// Claims this attempt prepares (prepared once every call succeeded).
+    pub preparing: Vec<String>,
     /// (claim, driver) whose devices all skip NodePrepareResources: no call.
     pub skipped: Vec<(String, String)>,
     /// Driver → the claims to prepare with it.
@@ -409,7 +418,8 @@ pub struct ClaimCache {
 
 impl ClaimCache {
     /// The cache a checkpoint describes: a driver with devices prepared
-    /// them; one without (`Devices: null`) was recorded but not prepared.
+    /// them; one without (`Devices: null`) was recorded but not prepared. A
+    /// claim every driver prepared counts as prepared (no second call).
     pub fn from_checkpoint(entries: &[checkpoint::Entry]) -> Self {
         let mut claims = BTreeMap::new();
         for e in entries {
@@ -439,6 +449,7 @@ impl ClaimCache {
                 uid: e.claim_uid.clone(),
                 allocation,
                 pods: e.pod_uids.keys().cloned().collect(),
+                done: drivers.values().all(|d| matches!(d, DriverPrep::Prepared(_))),
                 drivers,
                 cdi_unresolved: vec![],
             };
@@ -514,7 +525,14 @@ impl ClaimCache {
 
     /// The claim a pod's claim names, allocated now when the cache does
     /// not hold it (the scheduler's part: fetch it, allocate it).
-    fn resolve(&self, namespace: &str, pod_uid: &str, c: &PodClaim, w: &World) -> Result<ClaimInfo, Cause> {
+    fn resolve(
+        &self,
+        namespace: &str,
+        pod_uid: &str,
+        c: &PodClaim,
+        w: &World,
+        taken: &BTreeSet<(String, String, String)>,
+    ) -> Result<ClaimInfo, Cause> {
         let key = format!("{namespace}/{}", c.name);
         if let Some(known) = self.claims.get(&key) {
             return Ok(known.clone());
@@ -539,8 +557,8 @@ impl ClaimCache {
                 _ => None,
             })
             .collect();
-        let allocation = allocator::allocate(&key, &spec, &classes, w.candidates, &self.taken(), w.drivers)
-            .map_err(|source| Cause::NotAllocated { claim: c.name.clone(), source })?;
+        let allocation = allocator::allocate(&key, &spec, &classes, w.candidates, taken, w.drivers)
+            .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
         Ok(ClaimInfo::allocated(namespace, &c.name, &uid, allocation))
     }
 
@@ -548,8 +566,8 @@ impl ClaimCache {
     /// prepareResources). First, without changing the cache, every claim is
     /// resolved and every driver it needs looked up: if one fails, nothing
     /// is recorded. Then every claim is recorded with the pod's reference
-    /// (the shell checkpoints that before any call), and the drivers whose
-    /// part is not prepared yet are batched.
+    /// (the shell checkpoints that before any call), and each claim not
+    /// prepared yet is batched with every one of its drivers.
     pub fn plan_prepare(
         &mut self,
         namespace: &str,
@@ -557,13 +575,20 @@ impl ClaimCache {
         claims: &[PodClaim],
         w: &World,
     ) -> Result<PreparePlan, Cause> {
-        let mut resolved = Vec::new();
+        let mut resolved: Vec<ClaimInfo> = Vec::new();
+        let mut taken = self.taken();
         for c in claims {
-            let info = self.resolve(namespace, uid, c, w)?;
-            if info.state() != ClaimState::Prepared {
-                for (driver, prep) in &info.drivers {
-                    let needed = *prep == DriverPrep::Pending && !info.skips(driver, Operation::Prepare);
-                    if needed && !w.drivers.contains(driver) {
+            let info = self.resolve(namespace, uid, c, w, &taken)?;
+            // A claim allocated now holds its devices for the next one.
+            taken.extend(
+                info.allocation
+                    .iter()
+                    .filter(|a| !a.admin)
+                    .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone())),
+            );
+            if !info.done {
+                for driver in info.drivers.keys() {
+                    if !info.skips(driver, Operation::Prepare) && !w.drivers.contains(driver) {
                         return Err(Cause::NotRegistered { driver: driver.clone() });
                     }
                 }
@@ -582,18 +607,18 @@ impl ClaimCache {
                 }
             };
             plan.record |= c.pods.insert(uid.to_string());
-            if c.state() == ClaimState::Prepared {
+            if c.done {
                 plan.cached.push(key);
                 continue;
             }
-            let pending: Vec<String> =
-                c.drivers.iter().filter(|(_, p)| **p == DriverPrep::Pending).map(|(d, _)| d.clone()).collect();
-            for driver in pending {
+            plan.preparing.push(key.clone());
+            let drivers: Vec<String> = c.drivers.keys().cloned().collect();
+            for driver in drivers {
                 if c.skips(&driver, Operation::Prepare) {
                     // No driver lookup, no call: the allocated devices count as prepared.
                     let devs = c.unprepared_devices(&driver);
-                    c.drivers.insert(driver.clone(), DriverPrep::Prepared(devs));
-                    plan.record = true;
+                    plan.record |= c.drivers.insert(driver.clone(), DriverPrep::Prepared(devs.clone()))
+                        != Some(DriverPrep::Prepared(devs));
                     plan.skipped.push((key.clone(), driver));
                     continue;
                 }
@@ -603,18 +628,26 @@ impl ClaimCache {
         Ok(plan)
     }
 
+    /// Every call of a prepare attempt succeeded: its claims are prepared
+    /// (manager.go: setPrepared, then the checkpoint).
+    pub fn mark_prepared(&mut self, keys: &[String]) {
+        for k in keys {
+            if let Some(c) = self.claims.get_mut(k) {
+                c.done = true;
+            }
+        }
+    }
+
     /// Record `driver`'s answer to NodePrepareResources for `asked`: each
-    /// claim it prepared is recorded as it comes (the first bad entry stops
-    /// there, as the kubelet's loop does). Returns the claims every driver
-    /// has now prepared.
+    /// claim's devices are recorded as they come (the first bad entry stops
+    /// there, as the kubelet's loop does).
     pub fn prepared(
         &mut self,
         driver: &str,
         asked: &[Claim],
         resp: &NodePrepareResourcesResponse,
-    ) -> Result<Vec<String>, Cause> {
+    ) -> Result<(), Cause> {
         let op = Operation::Prepare;
-        let mut done = Vec::new();
         for (claim_uid, r) in &resp.claims {
             let Some(req) = asked.iter().find(|c| &c.uid == claim_uid) else {
                 return Err(Cause::UnknownClaim { op, uid: claim_uid.clone() });
@@ -636,16 +669,13 @@ impl ClaimCache {
             let key = format!("{}/{}", req.namespace, req.name);
             if let Some(c) = self.claims.get_mut(&key) {
                 c.drivers.insert(driver.to_string(), DriverPrep::Prepared(devs));
-                if c.state() == ClaimState::Prepared {
-                    done.push(key);
-                }
             }
         }
         let count = asked.len().saturating_sub(resp.claims.len());
         if count != 0 {
             return Err(Cause::Skipped { op, count });
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Set a claim's unresolved CDI IDs.

@@ -75,8 +75,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     assert!(entries.iter().all(|e| e.pod_uids.contains_key("pod-1")));
     assert!(entries.iter().all(|e| e.driver_state.values().all(|d| d.devices.is_none())));
     // gpu.x prepares a; nic.x fails b.
-    let done = cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
-    assert_eq!(done, ["ns/a"]);
+    cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
     let failed = NodePrepareResourcesResponse {
         claims: [("uid-b".to_string(), NodePrepareResourceResponse { devices: vec![], error: "boom".into() })].into(),
     };
@@ -85,16 +84,17 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
         DraError::new(Operation::Prepare, e).to_string(),
         "prepare dynamic resources: NodePrepareResources failed for ResourceClaim b: boom"
     );
-    assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::Prepared);
+    // The attempt failed: a's devices are kept, but nothing counts as prepared.
+    assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::PartlyPrepared);
     assert_eq!(cache.get("ns/b").unwrap().state(), ClaimState::Recorded);
-    // Survives a restart as it is.
+    assert!(cache.get("ns/a").unwrap().prepared().is_none());
     let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
-    assert_eq!(restored.get("ns/a").unwrap().state(), ClaimState::Prepared);
     assert_eq!(restored.get("ns/b").unwrap().state(), ClaimState::Recorded);
-    // A retry calls only the driver that has not prepared.
+    // A retry calls every driver again (the kubelet marks claims prepared only
+    // when the whole attempt succeeded).
     let retry = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
-    assert_eq!(retry.cached, ["ns/a"]);
-    assert_eq!(retry.batches.keys().collect::<Vec<_>>(), ["nic.x"]);
+    assert!(retry.cached.is_empty());
+    assert_eq!(retry.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
     assert!(!retry.record, "nothing new to record");
     // The pod goes: every driver the claims' state names is called.
     let un = cache.plan_unprepare("pod-1", &["ns/a".into(), "ns/b".into()]);
@@ -102,6 +102,24 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     assert_eq!(un.remove, ["ns/a", "ns/b"]);
     assert_eq!(cache.remove(&un.remove).len(), 2);
     assert!(cache.is_empty());
+}
+
+#[test]
+fn two_claims_of_one_pod_get_different_devices() {
+    let mut objects = world_objects();
+    let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "a2", "namespace": "ns", "uid": "uid-a2"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}});
+    let o = super::super::objects::parse(&v).unwrap();
+    objects.insert(o.key(), o);
+    let mut cands = candidates();
+    cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
+    let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
+    assert_eq!(devices, ["d0", "d1"]);
 }
 
 #[test]
@@ -127,6 +145,11 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
     let mut cache = ClaimCache::default();
     let p1 = cache.plan_prepare("ns", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &p1.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    cache.mark_prepared(&p1.preparing);
+    assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::Prepared);
+    let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
+    assert_eq!(restored.get("ns/a").unwrap().state(), ClaimState::Prepared, "survives a restart as it is");
+    assert_eq!(restored.get("ns/a").unwrap().drivers, cache.get("ns/a").unwrap().drivers);
     let p2 = cache.plan_prepare("ns", "pod-2", &claims(&["a"]), &w).unwrap();
     assert!(p2.batches.is_empty() && p2.cached == ["ns/a"] && p2.record, "{p2:?}");
     let un = cache.plan_unprepare("pod-1", &["ns/a".into()]);
@@ -169,6 +192,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
     let plan = cache.plan_prepare("ns", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
     assert!(plan.batches.is_empty());
+    cache.mark_prepared(&plan.preparing);
     assert_eq!(cache.get("ns/c").unwrap().state(), ClaimState::Prepared);
     let e = &cache.to_checkpoint()[0];
     assert_eq!(

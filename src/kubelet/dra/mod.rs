@@ -626,8 +626,6 @@ impl DraManager {
         for key in &plan.cached {
             self.claim_prepared(&pod_key, key, true);
         }
-        let mut done: Vec<String> =
-            plan.skipped.iter().map(|(k, _)| k.clone()).filter(|k| !plan.cached.contains(k)).collect();
         let mut result = Ok(());
         for (driver, claims) in &plan.batches {
             let Some((conn, service)) = conns.get(driver) else {
@@ -636,32 +634,31 @@ impl DraManager {
             };
             let answer = conn.prepare(service, claims.clone()).await;
             let recorded = match answer {
-                Err(source) => Err(Cause::Call { op: Operation::Prepare, source }),
+                Err(e) => Err(Cause::Call { op: Operation::Prepare, source: Box::new(e) }),
                 Ok(resp) => self.lock().claims.prepared(driver, claims, &resp),
             };
-            match recorded {
-                Ok(keys) => done.extend(keys),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
+            if let Err(e) = recorded {
+                result = Err(e);
+                break;
             }
         }
         // Every answer is kept, also when a later driver failed: the claims
-        // it prepared are unprepared when the pod goes.
+        // are unprepared by every driver when the pod goes.
         let stored = {
             let mut st = self.lock();
-            done.retain(|k| st.claims.get(k).is_some_and(|c| c.state() == claiminfo::ClaimState::Prepared));
-            for k in &done {
-                let ids = st.claims.get(k).map(|c| c.cdi_ids()).unwrap_or_default();
-                st.claims.set_unresolved(k, unresolved_cdi(&self.spec.cdi_dirs, &ids));
+            if result.is_ok() {
+                st.claims.mark_prepared(&plan.preparing);
+                for k in &plan.preparing {
+                    let ids = st.claims.get(k).map(|c| c.cdi_ids()).unwrap_or_default();
+                    st.claims.set_unresolved(k, unresolved_cdi(&self.spec.cdi_dirs, &ids));
+                }
             }
             self.store(&st)
         };
-        done.sort();
-        done.dedup();
-        for k in &done {
-            self.claim_prepared(&pod_key, k, false);
+        if result.is_ok() && stored.is_ok() {
+            for k in &plan.preparing {
+                self.claim_prepared(&pod_key, k, false);
+            }
         }
         result.and(stored).map_err(fail)?;
         Ok(Prepared { called: !plan.batches.is_empty() })
@@ -734,7 +731,7 @@ impl DraManager {
             let resp = conn
                 .unprepare(service, claims.clone())
                 .await
-                .map_err(|source| fail(Cause::Call { op: Operation::Unprepare, source }))?;
+                .map_err(|e| fail(Cause::Call { op: Operation::Unprepare, source: Box::new(e) }))?;
             claiminfo::unprepared(claims, &resp).map_err(fail)?;
         }
         let removed = {
