@@ -194,6 +194,15 @@ async fn a_failing_prepare_starts_no_container_and_keeps_the_pod_pending() {
     assert_eq!(l["message"], format!("Failed to prepare dynamic resources: {error}"), "{l}");
     let ev = events(&log, "pod-phase");
     assert!(ev.iter().any(|e| e["reason"] == "FailedPrepareDynamicResources"), "{ev:?}");
+    let table = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
+    assert!(
+        table.stdout.contains("ml/trainer")
+            && table.stdout.contains("Pending")
+            && table.stdout.contains("FailedPrepareDynamicResources"),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("Recorded"), "the claim is recorded, not prepared: {}", table.stdout);
     stop_child(gpu).await;
     stop_child(dp).await;
     stop_tailed(kubelet, log).await.expect_code(0);
