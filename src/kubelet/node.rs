@@ -160,19 +160,18 @@ struct Seen {
 const DRA_OBJECT: &str = "dra-object:";
 
 /// What a manifest parse task over `changed` left: its results, or, when
-/// the task itself failed (it panicked or was cancelled), why — and then the
-/// files are forgotten, so the next scan reads them again rather than taking
-/// them as seen (same mtime and length) and never reading them.
+/// the task itself failed (it panicked or was cancelled), its error — and
+/// then the files are forgotten, so the next scan reads them again rather
+/// than taking them as seen (same mtime and length) and never reading them.
 fn parse_outcome<T>(
     seen: &mut BTreeMap<PathBuf, Seen>,
     changed: &[PathBuf],
     task: std::result::Result<Vec<T>, tokio::task::JoinError>,
-) -> std::result::Result<Vec<T>, String> {
-    task.map_err(|e| {
+) -> std::result::Result<Vec<T>, tokio::task::JoinError> {
+    task.inspect_err(|_| {
         for f in changed {
             seen.remove(f);
         }
-        format!("reading {} manifest(s) failed ({e}); they are read again at the next scan", changed.len())
     })
 }
 
@@ -248,7 +247,8 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
             });
             match parse_outcome(&mut seen, &changed, work.await) {
                 Ok(parsed) => parsed,
-                Err(error) => {
+                Err(e) => {
+                    let error = format!("{e}; they are read again at the next scan");
                     cm.event(KubeletEvent::ManifestsUnread { files: changed.len(), error });
                     Vec::new()
                 }
@@ -731,7 +731,7 @@ mod tests {
         let died = tokio::task::spawn_blocking(|| -> Vec<u8> { panic!("parser died") }).await;
         let r = parse_outcome(&mut seen, &changed, died);
         let why = r.expect_err("the failure is reported");
-        assert!(why.contains("2 manifest(s)") && why.contains("read again"), "{why}");
+        assert!(why.is_panic(), "{why}");
         assert!(!seen.contains_key(&a) && !seen.contains_key(&b), "the next scan reads them again");
         assert!(seen.contains_key(&other), "files the task was not given stay seen");
         let ok = tokio::task::spawn_blocking(|| vec![1u8]).await;

@@ -66,7 +66,7 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     let gen = Generation::new(0);
     let dra = DraManager::new(spec, bus, gen.clone());
     let info = PluginInfo {
-        r#type: "DRAPlugin".into(),
+        r#type: rules::PLUGIN_TYPE.into(),
         name: "gpu.x".into(),
         endpoint: endpoint.display().to_string(),
         supported_versions: vec!["v1.DRAPlugin".into()],
