@@ -607,7 +607,7 @@ pub enum KubeletEvent {
     DraCheckpointRestored {
         /// The file.
         path: String,
-        /// Prepared claims in it.
+        /// Claims recorded in it (prepared or not).
         claims: usize,
     },
     /// The DRA checkpoint could not be read or written.

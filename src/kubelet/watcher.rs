@@ -65,23 +65,30 @@ async fn register_one(
     let endpoint =
         if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
     let handler = handlers.get(&info.r#type);
+    // The refusal, and what the plugin is told (operation_generator.go's words).
     let result = match &handler {
-        None => Err(Refusal::new(
-            RejectStage::Validation,
-            format!(
+        None => {
+            let e = format!(
                 "RegisterPlugin error -- no handler registered for plugin type: {} at socket {}",
                 info.r#type,
                 sock.display()
-            ),
-        )),
+            );
+            Err((Refusal::new(RejectStage::Validation, e.clone()), e))
+        }
         Some(h) => match h.validate(&info) {
-            Err(e) => Err(e),
-            Ok(()) => h.register(sock, &info, &endpoint).await,
+            Err(r) => {
+                let told = format!("RegisterPlugin error -- plugin validation failed with err: {}", r.error);
+                Err((r, told))
+            }
+            Ok(()) => h.register(sock, &info, &endpoint).await.map_err(|r| {
+                let told = format!("RegisterPlugin error -- plugin registration failed with err: {}", r.error);
+                (r, told)
+            }),
         },
     };
     let status = match &result {
         Ok(()) => RegistrationStatus { plugin_registered: true, error: String::new() },
-        Err(r) => RegistrationStatus { plugin_registered: false, error: r.error.clone() },
+        Err((_, told)) => RegistrationStatus { plugin_registered: false, error: told.clone() },
     };
     let t = Duration::from_secs(5);
     let notified =
@@ -101,7 +108,7 @@ async fn register_one(
             h.deregister(&registered, "NotifyRegistrationStatus failed");
             Err(rejected(Refusal::new(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}"))))
         }
-        (Err(r), _, _) => Err(rejected(r)),
+        (Err((r, _)), _, _) => Err(rejected(r)),
         (Ok(()), _, None) => Err(rejected(Refusal::new(RejectStage::Validation, "no handler"))),
     }
 }

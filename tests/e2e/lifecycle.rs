@@ -282,13 +282,13 @@ async fn a_plugin_of_a_type_nobody_handles_is_told_so() {
     use tonic::{Request, Response, Status};
 
     #[derive(Clone)]
-    struct Csi(Arc<Mutex<Vec<RegistrationStatus>>>);
+    struct Csi(Arc<Mutex<Vec<RegistrationStatus>>>, &'static str, &'static str);
     #[tonic::async_trait]
     impl Registration for Csi {
         async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
             Ok(Response::new(PluginInfo {
-                r#type: "CSIPlugin".into(),
-                name: "csi.example.com".into(),
+                r#type: self.1.into(),
+                name: self.2.into(),
                 endpoint: String::new(),
                 supported_versions: vec!["1.0.0".into()],
             }))
@@ -308,7 +308,7 @@ async fn a_plugin_of_a_type_nobody_handles_is_told_so() {
     let sock = t.p("plugins_registry/csi.example.com-reg.sock");
     let got = Arc::new(Mutex::new(Vec::new()));
     let (l, guard) = dpctl::core::transport::listen(&sock).await.unwrap();
-    let svc = RegistrationServer::new(Csi(got.clone()));
+    let svc = RegistrationServer::new(Csi(got.clone(), "CSIPlugin", "csi.example.com"));
     let server = tokio::spawn(async move {
         let _guard = guard;
         let _ = dpctl::core::transport::serve(l, svc, std::future::pending()).await;
@@ -325,6 +325,21 @@ async fn a_plugin_of_a_type_nobody_handles_is_told_so() {
     );
     log.wait_for("\"event\":\"registration-rejected\"", 1).await;
     assert!(log.seen().contains("no handler registered for plugin type: CSIPlugin"), "{}", log.seen());
+    server.abort();
+
+    // A type that has a handler, refused by its ValidatePlugin: the plugin is told in the same words.
+    let sock = t.p("plugins_registry/bad-reg.sock");
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (l, guard) = dpctl::core::transport::listen(&sock).await.unwrap();
+    let svc = RegistrationServer::new(Csi(got.clone(), "DevicePlugin", "no-slash"));
+    let server = tokio::spawn(async move {
+        let _guard = guard;
+        let _ = dpctl::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    wait_until(20, "NotifyRegistrationStatus", || !got.lock().unwrap().is_empty()).await;
+    let st = got.lock().unwrap()[0].clone();
+    assert!(!st.plugin_registered);
+    assert!(st.error.starts_with("RegisterPlugin error -- plugin validation failed with err: "), "{}", st.error);
     server.abort();
     stop_tailed(kubelet, log).await.expect_code(0);
 }

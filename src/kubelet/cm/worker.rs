@@ -84,8 +84,9 @@ impl ContainerManager {
                                 Outcome::Done
                             }
                             Err(e) => {
-                                let why = Reason::FailedPrepareDynamicResources;
-                                self.set_step(&pod.uid, step, Some((why, e.to_string())));
+                                if let Next::Retry { reason, .. } = lifecycle::next(step, Outcome::Failed, facts) {
+                                    self.set_step(&pod.uid, step, Some((reason, e.to_string())));
+                                }
                                 tokio::select! {
                                     _ = tokio::time::sleep(lifecycle::backoff(dra.retry_base(), attempt)) => {}
                                     _ = woken => {}
