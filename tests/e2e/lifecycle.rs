@@ -259,6 +259,7 @@ async fn after_a_restart_a_pending_pod_starts_only_once_its_claim_is_prepared() 
     let after_restart = log.seen().len();
     log.wait_for("\"event\":\"claim-prepare-failed\"", 2).await;
     assert!(first(&log, "pre-start").is_none(), "{}", log.seen());
+    assert!(events(&log, "claim-unprepared").is_empty(), "the restored pod's claim is not an orphan's: {}", log.seen());
     // The driver is replaced by one that works.
     stop_child(gpu).await;
     let gpu = t.driver(GPU, &[]);

@@ -56,6 +56,9 @@ impl ContainerManager {
             drop(guard);
             return;
         }
+        if let Some(dra) = &self.dra {
+            dra.track(&pod);
+        }
         let me = self.clone();
         self.devices.gen.spawn(async move {
             let _guard = guard;

@@ -681,6 +681,13 @@ impl DraManager {
         });
     }
 
+    /// A pod with claims was admitted: know it from now on (before any
+    /// attempt), so its claims are never taken for a gone pod's.
+    pub fn track(&self, pod: &Pod) {
+        let info = self.pod_info(pod);
+        self.lock().pods.entry(pod.uid.clone()).or_insert(info);
+    }
+
     /// Whether pod `uid` has claims this manager knows of.
     pub fn knows(&self, uid: &str) -> bool {
         self.lock().pods.contains_key(uid)
