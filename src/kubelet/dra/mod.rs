@@ -683,9 +683,15 @@ impl DraManager {
 
     /// A pod with claims was admitted: know it from now on (before any
     /// attempt), so its claims are never taken for a gone pod's.
+    /// A pod admitted again (same UID) stops a background unprepare of its
+    /// earlier self.
     pub fn track(&self, pod: &Pod) {
         let info = self.pod_info(pod);
-        self.lock().pods.entry(pod.uid.clone()).or_insert(info);
+        let mut st = self.lock();
+        if let Some(t) = st.unpreparing.remove(&pod.uid) {
+            t.cancel();
+        }
+        st.pods.insert(pod.uid.clone(), info);
     }
 
     /// Whether pod `uid` has claims this manager knows of.
