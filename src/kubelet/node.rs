@@ -94,7 +94,6 @@ impl NodeSpec {
 pub fn node_status(cm: &ContainerManager) -> NodeStatus {
     let mgr = &cm.devices;
     let dra = cm.dra.as_ref();
-    let values = |v: Vec<serde_json::Value>| v;
     NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
@@ -102,9 +101,9 @@ pub fn node_status(cm: &ContainerManager) -> NodeStatus {
         rejected_reasons: mgr.rejected().iter().map(|(k, v)| (k.display().to_string(), v.reason())).collect(),
         kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
-        dra_drivers: values(
-            dra.map(|d| d.drivers().iter().filter_map(|x| serde_json::to_value(x).ok()).collect()).unwrap_or_default(),
-        ),
+        dra_drivers: dra
+            .map(|d| d.drivers().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
         claims: dra
             .map(|d| d.claims().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
             .unwrap_or_default(),
