@@ -38,6 +38,9 @@ pub struct NodeStatus {
     /// Pods with resource claims and their DRA phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dra_pods: Vec<Value>,
+    /// Each pod's lifecycle: the step it is at, its phase, why it waits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lifecycle: Vec<Value>,
 }
 
 /// A request to the status socket: `{"op":"node"}`.

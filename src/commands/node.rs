@@ -224,7 +224,8 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
                     .flat_map(|d| d["CDIDeviceIDs"].as_array().cloned().unwrap_or_default())
                     .map(|x| s(&x))
                     .collect();
-                let state = if c["prepared"].is_object() { "Prepared" } else { "Allocated" };
+                // The kubelet's claim state (Recorded, PartlyPrepared, Prepared).
+                let state = c["state"].as_str().unwrap_or("Allocated");
                 vec![
                     format!("{}/{}", s(&c["namespace"]), s(&c["name"])),
                     state.to_string(),
@@ -250,6 +251,18 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         if let Some(e) = p["error"].as_str() {
             out.push_str(&format!("\npod {} ({}): {e}\n", s(&p["pod"]), s(&p["phase"])));
         }
+    }
+    // Pods that do not run (yet): the step they are at and why they wait.
+    let waiting: Vec<Vec<String>> = n
+        .lifecycle
+        .iter()
+        .filter(|p| p["phase"] != "Running")
+        .map(|p| vec![s(&p["pod"]), s(&p["phase"]), s(&p["step"]), s(&p["reason"]), s(&p["message"])])
+        .collect();
+    if !waiting.is_empty() {
+        out.push('\n');
+        out.push_str(&table(&["POD", "PHASE", "STEP", "REASON", "MESSAGE"], &waiting));
+        out.push('\n');
     }
 }
 

@@ -467,7 +467,7 @@ mod tests {
         DraPlugin {
             socket: PathBuf::from(format!("/var/lib/kubelet/plugins_registry/{name}-reg.sock")),
             info: PluginInfo {
-                r#type: "DRAPlugin".into(),
+                r#type: crate::protocol::dra::PLUGIN_TYPE.into(),
                 name: name.into(),
                 endpoint: ep.into(),
                 supported_versions: versions.iter().map(|s| s.to_string()).collect(),

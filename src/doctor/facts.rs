@@ -359,7 +359,7 @@ pub async fn gather(o: &Options) -> Facts {
         .watchers
         .iter()
         .filter_map(|w| w.info.ok())
-        .filter(|(ty, _, e)| ty == "DevicePlugin" && Path::new(e).is_absolute())
+        .filter(|(ty, _, e)| ty == crate::protocol::registration::PLUGIN_TYPE && Path::new(e).is_absolute())
         .map(|(_, _, e)| o.root.path(Path::new(e)))
         .filter(|e| e.parent() != Some(o.plugin_dir.as_path()) && !f.entries.iter().any(|x| &x.path == e))
         .collect();

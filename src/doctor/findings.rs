@@ -132,7 +132,7 @@ pub fn map_plugins(f: &Facts) -> Mapping {
         .watchers
         .iter()
         .filter_map(|w| w.info.ok())
-        .filter(|(t, _, _)| t == "DevicePlugin")
+        .filter(|(t, _, _)| t == crate::protocol::registration::PLUGIN_TYPE)
         .map(|(_, n, e)| (n.as_str(), e.as_str()))
         .collect();
     let mut resources: BTreeSet<&str> = reg.keys().copied().collect();

@@ -50,6 +50,33 @@ pub enum RejectStage {
     Restarting,
 }
 
+/// Why a plugin handler refused a registration: where, the text the
+/// plugin is told, and the rulebook rule it broke (when one did).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where it failed.
+    pub stage: RejectStage,
+    /// The text NotifyRegistrationStatus carries.
+    pub error: String,
+    /// The rule broken.
+    pub rule: Option<&'static str>,
+}
+
+impl Refusal {
+    /// A refusal at `stage` saying `error`.
+    pub fn new(stage: RejectStage, error: impl Into<String>) -> Self {
+        Refusal { stage, error: error.into(), rule: None }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// One event of the kubelet engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
@@ -351,6 +378,33 @@ pub enum KubeletEvent {
         /// Latency.
         latency_ms: f64,
     },
+    /// A pod took a step of its lifecycle (admitted → claims prepared →
+    /// containers started → running → stopped → claims unprepared → devices freed).
+    #[serde(rename_all = "camelCase")]
+    PodPhase {
+        /// namespace/name.
+        pod: String,
+        /// Pod UID.
+        uid: String,
+        /// The step it is at.
+        step: crate::kubelet::lifecycle::Step,
+        /// The pod phase.
+        phase: crate::kubelet::lifecycle::Phase,
+        /// Why it waits (with the kubelet's event message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<crate::kubelet::lifecycle::Reason>,
+        /// The kubelet's event message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// Reading changed manifests failed as a whole (the parse task died);
+    /// they are read again at the next scan.
+    ManifestsUnread {
+        /// How many files.
+        files: usize,
+        /// Why.
+        error: String,
+    },
     /// A pod (manifest) was rejected.
     #[serde(rename_all = "camelCase")]
     PodRejected {
@@ -571,7 +625,7 @@ pub enum KubeletEvent {
     DraCheckpointRestored {
         /// The file.
         path: String,
-        /// Prepared claims in it.
+        /// Claims recorded in it (prepared or not).
         claims: usize,
     },
     /// The DRA checkpoint could not be read or written.

@@ -1,12 +1,18 @@
 //! The kubelet role: one engine ([`node`]) on a node tree ([`tree`]) —
-//! registration and the plugin watcher, the device manager
-//! ([`devicemanager`] core + [`shell`]), checkpoint, PodResources, metrics —
+//! registration and the plugin watcher dispatching to one handler per
+//! plugin type ([`watcher`], [`handler`]), the container manager ([`cm`])
+//! holding the device manager ([`devicemanager`] core + [`shell`]) and the
+//! DRA manager ([`dra`], core + shell) side by side and running the pod
+//! lifecycle ([`lifecycle`]), checkpoints, PodResources, metrics —
 //! reporting typed events ([`event`]).
 pub mod against;
+pub mod cm;
 pub mod devicemanager;
 pub mod dra;
 pub mod event;
 pub mod generation;
+pub mod handler;
+pub mod lifecycle;
 pub mod manifest;
 pub mod metrics;
 pub mod node;

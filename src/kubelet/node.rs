@@ -15,7 +15,9 @@ use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
+use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::event::{EventBus, KubeletEvent};
+use crate::kubelet::handler::Handlers;
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
@@ -87,7 +89,9 @@ impl NodeSpec {
 }
 
 /// Snapshot the node status.
-pub fn node_status(mgr: &Manager) -> NodeStatus {
+pub fn node_status(cm: &ContainerManager) -> NodeStatus {
+    let mgr = &cm.devices;
+    let dra = cm.dra.as_ref();
     NodeStatus {
         resources: mgr.resources().iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
         pods: mgr.pods().iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
@@ -95,21 +99,16 @@ pub fn node_status(mgr: &Manager) -> NodeStatus {
         rejected_reasons: mgr.rejected().iter().map(|(k, v)| (k.display().to_string(), v.reason())).collect(),
         kubelet_version: mgr.cfg.profile.version.to_string(),
         plugin_dir: mgr.cfg.plugin_dir.display().to_string(),
-        dra_drivers: mgr
-            .dra
-            .get()
+        dra_drivers: dra
             .map(|d| d.drivers().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
             .unwrap_or_default(),
-        claims: mgr
-            .dra
-            .get()
+        claims: dra
             .map(|d| d.claims().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
             .unwrap_or_default(),
-        dra_pods: mgr
-            .dra
-            .get()
+        dra_pods: dra
             .map(|d| d.pods().iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
             .unwrap_or_default(),
+        lifecycle: cm.lifecycle().iter().filter_map(|x| serde_json::to_value(x).ok()).collect(),
     }
 }
 
@@ -157,9 +156,27 @@ struct Seen {
 /// What `Seen::uid` holds for a DRA object's file (then its key).
 const DRA_OBJECT: &str = "dra-object:";
 
+/// What a manifest parse task over `changed` left: its results, or, when
+/// the task itself failed (it panicked or was cancelled), its error — and
+/// then the files are forgotten, so the next scan reads them again rather
+/// than taking them as seen (same mtime and length) and never reading them.
+fn parse_outcome<T>(
+    seen: &mut BTreeMap<PathBuf, Seen>,
+    changed: &[PathBuf],
+    task: std::result::Result<Vec<T>, tokio::task::JoinError>,
+) -> std::result::Result<Vec<T>, tokio::task::JoinError> {
+    task.inspect_err(|_| {
+        for f in changed {
+            seen.remove(f);
+        }
+    })
+}
+
 /// Follow the manifest directory: admit new files, remove pods whose file is
-/// gone, re-admit changed files. `first_scan` fires after the first pass.
-async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
+/// gone, re-admit changed files. After the first pass, what the checkpoints
+/// hold for pods no manifest describes goes.
+async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
+    let mgr = cm.devices.clone();
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     let mut first = true;
     loop {
@@ -181,11 +198,11 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
             if let Some(s) = seen.remove(&gone) {
                 match s.uid {
                     Some(key) if key.starts_with(DRA_OBJECT) => {
-                        if let Some(d) = mgr.dra.get() {
+                        if let Some(d) = &cm.dra {
                             d.forget_object(&key[DRA_OBJECT.len()..]);
                         }
                     }
-                    Some(uid) => mgr.remove_pod(&uid),
+                    Some(uid) => cm.remove_pod(&uid).await,
                     None => mgr.forget_rejected(&gone),
                 }
             }
@@ -201,7 +218,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                 }
                 match &s.uid {
                     Some(key) if key.starts_with(DRA_OBJECT) => {}
-                    Some(uid) => mgr.remove_pod(uid),
+                    Some(uid) => cm.remove_pod(uid).await,
                     None => {}
                 }
             }
@@ -210,11 +227,14 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         }
         // Reading and parsing (bounded in size and depth) run on the blocking
         // pool, never on the workers that serve Registration and PodResources.
+        // A parse task that fails (it panicked or was cancelled) loses none of
+        // its files: they are forgotten, so the next scan reads them again.
         let parsed = if changed.is_empty() {
             Vec::new()
         } else {
+            let files = changed.clone();
             let work = tokio::task::spawn_blocking(move || {
-                changed
+                files
                     .into_iter()
                     .map(|f| {
                         let r = crate::kubelet::manifest::load_any_checked(&f);
@@ -222,7 +242,14 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
                     })
                     .collect::<Vec<_>>()
             });
-            work.await.unwrap_or_default()
+            match parse_outcome(&mut seen, &changed, work.await) {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    let error = format!("{e}; they are read again at the next scan");
+                    cm.event(KubeletEvent::ManifestsUnread { files: changed.len(), error });
+                    Vec::new()
+                }
+            }
         };
         let mut batch: Vec<(crate::kubelet::manifest::Pod, PathBuf)> = Vec::new();
         for (f, r) in parsed {
@@ -236,7 +263,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
             match r {
                 Err(e) => mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e)),
                 Ok(crate::kubelet::manifest::Manifest::Pod(pod)) => batch.push((pod, f)),
-                Ok(crate::kubelet::manifest::Manifest::Dra(obj)) => match mgr.dra.get() {
+                Ok(crate::kubelet::manifest::Manifest::Dra(obj)) => match &cm.dra {
                     Some(d) => {
                         if let Some(s) = seen.get_mut(&f) {
                             s.uid = Some(format!("{DRA_OBJECT}{}", obj.key()));
@@ -257,7 +284,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         // (in chunks, so a large drop of manifests still shows progress).
         for chunk in batch.chunks(BATCH) {
             let uids: BTreeMap<PathBuf, String> = chunk.iter().map(|(p, f)| (f.clone(), p.uid.clone())).collect();
-            for (file, result) in mgr.admit_batch(chunk.to_vec()).await {
+            for (file, result) in cm.admit_batch(chunk.to_vec()).await {
                 match result {
                     Ok(()) => {
                         if let Some(s) = seen.get_mut(&file) {
@@ -270,7 +297,7 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
         }
         if first {
             mgr.drop_orphans();
-            if let Some(d) = mgr.dra.get() {
+            if let Some(d) = &cm.dra {
                 d.unprepare_orphans();
             }
             first = false;
@@ -281,13 +308,13 @@ async fn watch_manifests(mgr: Arc<Manager>, dir: PathBuf) {
 
 async fn serve_status(
     path: PathBuf,
-    current: watch::Receiver<Option<Arc<Manager>>>,
+    current: watch::Receiver<Option<Arc<ContainerManager>>>,
     stop: CancellationToken,
     bus: EventBus,
 ) -> Result<()> {
     use crate::client::status::{StatusAnswer, StatusRequest};
     /// The status socket: the current generation's node status.
-    struct Status(watch::Receiver<Option<Arc<Manager>>>);
+    struct Status(watch::Receiver<Option<Arc<ContainerManager>>>);
     impl crate::core::control::Handler for Status {
         type Request = StatusRequest;
         type Answer = StatusAnswer;
@@ -312,18 +339,19 @@ async fn serve_status(
 /// Start generation `gen`: clean the plugin directory, restore the
 /// checkpoint, serve Registration and PodResources, follow manifests and the
 /// plugin-watcher directory — every task on the generation's tracker.
-async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<Manager>> {
+async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<ContainerManager>> {
     if s.clean_at_start {
         clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
     }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
-    if let Some(spec) = &s.dra {
+    let dra = s.dra.as_ref().map(|spec| {
         let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
         dra.restore();
         dra.wipe_at_start();
-        let _ = mgr.dra.set(dra);
-    }
+        dra
+    });
+    let cm = ContainerManager::new(mgr.clone(), dra);
     let from_checkpoint = mgr.restore();
     if number > 0 {
         mgr.expect_back(from_checkpoint);
@@ -343,19 +371,21 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     });
     if let Some(pr) = &s.pod_resources_socket {
         let (l, g) = listen(pr).await?;
-        let svc = PodResourcesListerServer::new(PodResourcesService::new(mgr.clone()));
+        let svc = PodResourcesListerServer::new(PodResourcesService::new(cm.clone()));
         gen.spawn(async move {
             let _g = g;
             let _ = serve(l, svc, std::future::pending()).await;
         });
     }
     if let Some(dir) = &s.manifests {
-        gen.spawn(watch_manifests(mgr.clone(), dir.clone()));
+        gen.spawn(watch_manifests(cm.clone(), dir.clone()));
     }
     if let Some(dir) = &s.plugins_registry_dir {
-        gen.spawn(crate::kubelet::watcher::run(mgr.clone(), dir.clone(), s.dial_timeout, s.endpoint_alias.clone()));
+        let handlers = Handlers::kubelet(&cm.devices, cm.dra.as_ref(), s.dial_timeout);
+        let alias = s.endpoint_alias.clone();
+        gen.spawn(crate::kubelet::watcher::run(cm.clone(), handlers, dir.clone(), s.dial_timeout, alias));
     }
-    Ok(mgr)
+    Ok(cm)
 }
 
 /// A restart request: why, and who waits for the new generation.
@@ -364,7 +394,7 @@ type RestartRequest = (String, oneshot::Sender<Result<()>>);
 /// A running node. Dropping it without [`Node::stop`] cancels its tasks.
 pub struct Node {
     bus: EventBus,
-    current: watch::Receiver<Option<Arc<Manager>>>,
+    current: watch::Receiver<Option<Arc<ContainerManager>>>,
     restart: mpsc::Sender<RestartRequest>,
     stop: CancellationToken,
     tracker: TaskTracker,
@@ -382,7 +412,7 @@ impl Node {
     /// Start a node; returns once its first generation serves (or failed to).
     /// Subscribe to `bus` before calling to see every event from the start.
     pub async fn start(spec: NodeSpec, bus: EventBus) -> Result<Node> {
-        let (current_tx, current) = watch::channel::<Option<Arc<Manager>>>(None);
+        let (current_tx, current) = watch::channel::<Option<Arc<ContainerManager>>>(None);
         let (restart_tx, restart_rx) = mpsc::channel::<RestartRequest>(4);
         let (ended_tx, ended) = watch::channel(None);
         let (first_tx, first_rx) = oneshot::channel::<Result<()>>();
@@ -420,7 +450,7 @@ impl Node {
     }
 
     /// The running generation's manager (waits up to 5 s during a restart).
-    async fn manager(&self) -> Option<Arc<Manager>> {
+    async fn manager(&self) -> Option<Arc<ContainerManager>> {
         let mut c = self.current.clone();
         let next = tokio::time::timeout(RESTART_WAIT, c.wait_for(Option::is_some)).await;
         next.ok().and_then(|r| r.ok()).and_then(|m| m.clone())
@@ -458,7 +488,7 @@ impl Node {
     /// Remove a pod and free its devices.
     pub async fn remove(&self, uid: &str) {
         if let Some(m) = self.manager().await {
-            m.remove_pod(uid);
+            m.remove_pod(uid).await;
         }
     }
 
@@ -507,7 +537,7 @@ async fn run(
     mut s: NodeSpec,
     bus: EventBus,
     stop: CancellationToken,
-    current_tx: watch::Sender<Option<Arc<Manager>>>,
+    current_tx: watch::Sender<Option<Arc<ContainerManager>>>,
     mut restart: mpsc::Receiver<RestartRequest>,
     first: oneshot::Sender<Result<()>>,
 ) -> Result<()> {
@@ -522,6 +552,8 @@ async fn run(
     // Process-wide tasks (status socket, metrics) outlive generations.
     let status = Generation::new(0);
     let current_rx = current_tx.subscribe();
+    // The metrics endpoint reads the device manager alone.
+    let (devices_tx, devices_rx) = watch::channel::<Option<Arc<Manager>>>(None);
     {
         let p = status_socket(&s.plugin_dir);
         // Fail early if the status socket cannot be created.
@@ -549,7 +581,7 @@ async fn run(
         bus.emit(KubeletEvent::Metrics { addr: format!("http://{addr}/metrics") }, None);
         status.tracker.spawn(crate::kubelet::metrics::serve(
             l,
-            current_rx.clone(),
+            devices_rx.clone(),
             status.token.clone(),
             status.tracker.clone(),
         ));
@@ -597,6 +629,7 @@ async fn run(
             }
         };
         let _ = current_tx.send(Some(mgr.clone()));
+        let _ = devices_tx.send(Some(mgr.devices.clone()));
         let kubelet_socket = s.plugin_dir.join(KUBELET_SOCKET_NAME).display().to_string();
         let pod_resources_socket = s.pod_resources_socket.as_ref().map(|p| p.display().to_string());
         let start_ms = millis(started.elapsed());
@@ -636,6 +669,7 @@ async fn run(
             }
         }
         let _ = current_tx.send(None);
+        let _ = devices_tx.send(None);
         mgr.close().await;
         if let Some(e) = failure {
             break Err(e);
@@ -654,6 +688,30 @@ async fn run(
 
 /// The claims the local API server serves: those of the current
 /// generation's DRA manager, read at each request.
-fn claims_of(current: watch::Receiver<Option<Arc<Manager>>>) -> crate::kubelet::dra::apiserver::Claims {
-    Arc::new(move || current.borrow().as_ref().and_then(|m| m.dra.get()).map(|d| d.claim_objects()).unwrap_or_default())
+fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
+    Arc::new(move || current.borrow().as_ref().map(|m| m.claim_objects()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: a file was marked seen before it was parsed, and a failed
+    /// parse task dropped it for good (same mtime and length: never read again).
+    #[tokio::test]
+    async fn a_failed_parse_task_leaves_its_files_to_be_read_again() {
+        let (a, b, other) = (PathBuf::from("m/a.yaml"), PathBuf::from("m/b.yaml"), PathBuf::from("m/c.yaml"));
+        let mut seen: BTreeMap<PathBuf, Seen> =
+            [&a, &b, &other].into_iter().map(|f| (f.clone(), Seen { modified: None, len: 1, uid: None })).collect();
+        let changed = vec![a.clone(), b.clone()];
+        let died = tokio::task::spawn_blocking(|| -> Vec<u8> { panic!("parser died") }).await;
+        let r = parse_outcome(&mut seen, &changed, died);
+        let why = r.expect_err("the failure is reported");
+        assert!(why.is_panic(), "{why}");
+        assert!(!seen.contains_key(&a) && !seen.contains_key(&b), "the next scan reads them again");
+        assert!(seen.contains_key(&other), "files the task was not given stay seen");
+        let ok = tokio::task::spawn_blocking(|| vec![1u8]).await;
+        assert_eq!(parse_outcome(&mut seen, std::slice::from_ref(&other), ok).unwrap(), [1]);
+        assert!(seen.contains_key(&other));
+    }
 }

@@ -7,9 +7,9 @@ use crate::api::podresources::{
     ContainerDevices, ContainerResources, GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest,
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
+use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::devicemanager::PodStatus;
 use crate::kubelet::profile::PodResourcesGet;
-use crate::kubelet::shell::Manager;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -23,7 +23,7 @@ struct Bucket {
 
 /// The service.
 pub struct PodResourcesService {
-    mgr: Arc<Manager>,
+    cm: Arc<ContainerManager>,
     bucket: Mutex<Bucket>,
 }
 
@@ -71,15 +71,15 @@ pub fn pod_resources(p: &PodStatus, sidecars: bool) -> PodResources {
 }
 
 impl PodResourcesService {
-    /// A service over `mgr`.
-    pub fn new(mgr: Arc<Manager>) -> Self {
-        PodResourcesService { mgr, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
+    /// A service over both managers of `cm`.
+    pub fn new(cm: Arc<ContainerManager>) -> Self {
+        PodResourcesService { cm, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
     }
 
     /// A pod as listed, with each container's prepared claims.
     fn listed(&self, p: &PodStatus) -> PodResources {
         let mut pr = pod_resources(p, self.sidecars());
-        if let Some(dra) = self.mgr.dra.get() {
+        if let Some(dra) = &self.cm.dra {
             for c in &mut pr.containers {
                 c.dynamic_resources = dra.dynamic_resources(&p.uid, &c.name);
             }
@@ -88,7 +88,7 @@ impl PodResourcesService {
     }
 
     fn sidecars(&self) -> bool {
-        self.mgr.cfg.profile.sidecar_devices
+        self.cm.devices.cfg.profile.sidecar_devices
     }
 
     fn admit(&self) -> Result<(), Status> {
@@ -110,7 +110,7 @@ impl PodResourcesLister for PodResourcesService {
     async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
         self.admit()?;
         Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: self.mgr.pods_listed().iter().map(|p| self.listed(p)).collect(),
+            pod_resources: self.cm.devices.pods_listed().iter().map(|p| self.listed(p)).collect(),
         }))
     }
 
@@ -119,13 +119,14 @@ impl PodResourcesLister for PodResourcesService {
         _: Request<AllocatableResourcesRequest>,
     ) -> Result<Response<AllocatableResourcesResponse>, Status> {
         self.admit()?;
-        let devices = self.mgr.allocatable().iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect();
+        let devices =
+            self.cm.devices.allocatable().iter().flat_map(|(r, by_numa)| container_devices(r, by_numa)).collect();
         Ok(Response::new(AllocatableResourcesResponse { devices, ..Default::default() }))
     }
 
     async fn get(&self, r: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
         self.admit()?;
-        match self.mgr.cfg.profile.pod_resources_get {
+        match self.cm.devices.cfg.profile.pod_resources_get {
             PodResourcesGet::Enabled => {}
             PodResourcesGet::Disabled => return Err(Status::unknown("PodResources API Get method disabled")),
             PodResourcesGet::Absent => {
@@ -133,7 +134,7 @@ impl PodResourcesLister for PodResourcesService {
             }
         }
         let r = r.into_inner();
-        match self.mgr.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
+        match self.cm.devices.pods_listed().iter().find(|p| p.name == r.pod_name && p.namespace == r.pod_namespace) {
             Some(p) => Ok(Response::new(GetPodResourcesResponse { pod_resources: Some(self.listed(p)) })),
             None => Err(Status::unknown(format!("pod {} in namespace {} not found", r.pod_name, r.pod_namespace))),
         }

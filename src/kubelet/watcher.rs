@@ -1,15 +1,17 @@
 //! The kubelet's plugin watcher: scan the registry directory (recursively;
 //! names starting with `.` and non-sockets ignored), call GetInfo (1 s),
-//! register `DevicePlugin`s with the device manager and `DRAPlugin`s with
-//! the DRA manager, tell them with NotifyRegistrationStatus (5 s); a
+//! hand the plugin to the handler of its type ([`Handlers`]: DevicePlugin
+//! to the device manager, DRAPlugin to the DRA manager; a type nobody
+//! handles is told so), tell it with NotifyRegistrationStatus (5 s); a
 //! deleted socket deregisters its plugin.
 
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
-use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
-use crate::kubelet::registration::connect_plugin;
-use crate::kubelet::shell::Manager;
+use crate::kubelet::cm::ContainerManager;
 use crate::protocol::registration;
+use crate::kubelet::event::{KubeletEvent, Refusal, RejectStage, Via};
+use crate::kubelet::handler::{Handlers, PluginHandler, Registered};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,76 +47,66 @@ pub fn host_endpoint(reported: &Path, alias: Option<&(PathBuf, PathBuf)>) -> Pat
     }
 }
 
+/// One registration (operation_generator.go GenerateRegisterPluginFunc):
+/// GetInfo, the handler of its type (none: the plugin is told so),
+/// ValidatePlugin, RegisterPlugin, then NotifyRegistrationStatus; a failed
+/// notify after a successful registration deregisters it.
 async fn register_one(
-    mgr: &Arc<Manager>,
+    handlers: &Handlers,
     sock: &Path,
     dial_timeout: Duration,
     alias: Option<&(PathBuf, PathBuf)>,
-) -> Result<(String, PathBuf), Rejected> {
+) -> Result<(Registered, Arc<dyn PluginHandler>), Rejected> {
     let ch = dial(sock, dial_timeout).await.map_err(|e| Rejected::new(RejectStage::GetInfo, e.to_string()))?;
     let mut client = RegistrationClient::new(ch);
     let t = Duration::from_secs(1);
     let info = call(sock, "GetInfo", t, client.get_info(request(InfoRequest {}, t)))
         .await
         .map_err(|e| Rejected::new(RejectStage::GetInfo, e.to_string()))?;
-    let dra = mgr.dra.get().filter(|_| info.r#type == crate::protocol::dra::PLUGIN_TYPE).cloned();
-    if info.r#type != "DevicePlugin" && dra.is_none() {
-        let e = format!("ignored: plugin type {:?} is not handled by the device manager", info.r#type);
-        return Err(Rejected { info: Some(info), ..Rejected::new(RejectStage::Validation, e) });
-    }
     let endpoint =
         if info.endpoint.is_empty() { sock.to_path_buf() } else { host_endpoint(Path::new(&info.endpoint), alias) };
-    let result = async {
-        if let Some(dra) = &dra {
-            return dra.register(sock, &info, &endpoint).await.map_err(|(stage, text)| (stage, text, None));
+    let handler = handlers.get(&info.r#type);
+    // The refusal, and what the plugin is told (operation_generator.go's words).
+    let result = match &handler {
+        None => {
+            let e = registration::no_handler(&info.r#type, sock);
+            Err((Refusal::new(RejectStage::Validation, e.clone()), e))
         }
-        let broken = registration::watcher_versions(&info.supported_versions)
-            .or_else(|| registration::register_resource_name(&info.name));
-        if let Some(v) = broken {
-            return Err((RejectStage::Validation, v.to_string(), Some(v.rule.id)));
-        }
-        let (conn, options) =
-            connect_plugin(mgr, &endpoint, dial_timeout).await.map_err(|e| (RejectStage::DialBack, e, None))?;
-        let who = Registrant {
-            via: Via::PluginWatcher,
-            version: info.supported_versions.join(","),
-            endpoint: info.endpoint.clone(),
-            request_options: None,
-        };
-        mgr.start_endpoint(&info.name, conn, options, who).map_err(|e| match e {
-            crate::kubelet::shell::StartError::Restarting => (RejectStage::Restarting, e.to_string(), None),
-            refused => (RejectStage::DialBack, refused.to_string(), None),
-        })?;
-        Ok(())
-    }
-    .await;
+        Some(h) => match h.validate(&info) {
+            Err(r) => {
+                let told = format!("RegisterPlugin error -- plugin validation failed with err: {}", r.error);
+                Err((r, told))
+            }
+            Ok(()) => h.register(sock, &info, &endpoint).await.map_err(|r| {
+                let told = format!("RegisterPlugin error -- plugin registration failed with err: {}", r.error);
+                (r, told)
+            }),
+        },
+    };
     let status = match &result {
-        Ok(_) => RegistrationStatus { plugin_registered: true, error: String::new() },
-        Err((_, e, _)) => RegistrationStatus { plugin_registered: false, error: e.clone() },
+        Ok(()) => RegistrationStatus { plugin_registered: true, error: String::new() },
+        Err((_, told)) => RegistrationStatus { plugin_registered: false, error: told.clone() },
     };
     let t = Duration::from_secs(5);
     let notified =
         call(sock, "NotifyRegistrationStatus", t, client.notify_registration_status(request(status, t))).await;
-    let rejected = |stage, error, rule| Rejected {
-        stage,
-        error,
+    let rejected = |r: Refusal| Rejected {
+        stage: r.stage,
+        error: r.error,
         info: Some(info.clone()),
         endpoint: Some(endpoint.clone()),
-        rule,
+        rule: r.rule,
     };
-    match (result, notified) {
-        (Ok(()), Ok(_)) => Ok((info.name.clone(), endpoint.clone())),
-        (Ok(()), Err(e)) => {
+    let registered = Registered { socket: sock.to_path_buf(), name: info.name.clone(), endpoint: endpoint.clone() };
+    match (result, notified, handler) {
+        (Ok(()), Ok(_), Some(h)) => Ok((registered, h)),
+        (Ok(()), Err(e), Some(h)) => {
             // A failed notify deregisters the plugin.
-            if let Some(d) = &dra {
-                d.deregister_socket(sock);
-            }
-            if let Some((res, id)) = mgr.resource_of(&endpoint) {
-                mgr.stream_ended(&res, id, "NotifyRegistrationStatus failed");
-            }
-            Err(rejected(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}"), None))
+            h.deregister(&registered, "NotifyRegistrationStatus failed");
+            Err(rejected(Refusal::new(RejectStage::Notify, format!("NotifyRegistrationStatus failed: {e}"))))
         }
-        (Err((stage, e, rule)), _) => Err(rejected(stage, e, rule)),
+        (Err((r, _)), _, _) => Err(rejected(r)),
+        (Ok(()), _, None) => Err(rejected(Refusal::new(RejectStage::Validation, "no handler"))),
     }
 }
 
@@ -131,8 +123,8 @@ fn ident(p: &Path) -> Ident {
 /// One socket the watcher has seen.
 struct Known {
     ident: Ident,
-    /// The resource and endpoint it registered, if it did.
-    registered: Option<(String, PathBuf)>,
+    /// What it registered and with which handler, if it did.
+    registered: Option<(Registered, Arc<dyn PluginHandler>)>,
     /// A failed registration is tried again from then on, as the kubelet's
     /// plugin-manager reconciler does (every second).
     retry_at: Option<Instant>,
@@ -143,12 +135,19 @@ struct Known {
 /// How often a failed plugin-watcher registration is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Watch `dir` until `stop`.
-pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias: Option<(PathBuf, PathBuf)>) {
+/// Watch `dir` until the generation ends, handing each plugin to the
+/// handler of its type.
+pub async fn run(
+    cm: Arc<ContainerManager>,
+    handlers: Handlers,
+    dir: PathBuf,
+    dial_timeout: Duration,
+    alias: Option<(PathBuf, PathBuf)>,
+) {
     // Keyed by path and identity: a socket re-created between two scans (a
     // plugin restarting) is a new registration, as inotify's Create tells the kubelet.
     let mut known: BTreeMap<PathBuf, Known> = BTreeMap::new();
-    mgr.event(KubeletEvent::PluginWatcher { dir: dir.display().to_string() });
+    cm.event(KubeletEvent::PluginWatcher { dir: dir.display().to_string() });
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
@@ -162,34 +161,27 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
                     last_error = k.last_error.clone();
                 }
                 Some(_) => {
-                    if let Some(d) = mgr.dra.get() {
-                        d.deregister_socket(sock);
-                    }
-                    if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(sock) {
-                        if let Some((r, gen)) = mgr.resource_of(&ep) {
-                            if r == res {
-                                mgr.stream_ended(&res, gen, "its plugin-watcher socket was re-created");
-                            }
-                        }
+                    if let Some(Known { registered: Some((r, h)), .. }) = known.remove(sock) {
+                        h.deregister(&r, "its plugin-watcher socket was re-created");
                     }
                 }
                 None => {}
             }
-            let r = register_one(&mgr, sock, dial_timeout, alias.as_ref()).await;
+            let r = register_one(&handlers, sock, dial_timeout, alias.as_ref()).await;
             let entry = match r {
-                Ok((res, ep)) => {
-                    mgr.event(KubeletEvent::WatcherRegistered {
+                Ok((reg, h)) => {
+                    cm.event(KubeletEvent::WatcherRegistered {
                         socket: sock.display().to_string(),
-                        resource: res.clone(),
-                        endpoint: ep.display().to_string(),
+                        resource: reg.name.clone(),
+                        endpoint: reg.endpoint.display().to_string(),
                     });
-                    Known { ident: id, registered: Some((res, ep)), retry_at: None, last_error: None }
+                    Known { ident: id, registered: Some((reg, h)), retry_at: None, last_error: None }
                 }
                 Err(r) => {
                     if last_error.as_deref() != Some(r.error.as_str()) {
                         use crate::core::text::{cap, cap_words};
                         let info = r.info.unwrap_or_default();
-                        mgr.event(KubeletEvent::RegistrationRejected {
+                        cm.event(KubeletEvent::RegistrationRejected {
                             via: Via::PluginWatcher,
                             stage: r.stage,
                             resource: cap(&info.name).into_owned(),
@@ -210,15 +202,8 @@ pub async fn run(mgr: Arc<Manager>, dir: PathBuf, dial_timeout: Duration, alias:
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
-            if let Some(d) = mgr.dra.get() {
-                d.deregister_socket(&g);
-            }
-            if let Some(Known { registered: Some((res, ep)), .. }) = known.remove(&g) {
-                if let Some((r, id)) = mgr.resource_of(&ep) {
-                    if r == res {
-                        mgr.stream_ended(&res, id, "its plugin-watcher socket was deleted (deregistered)");
-                    }
-                }
+            if let Some(Known { registered: Some((r, h)), .. }) = known.remove(&g) {
+                h.deregister(&r, "its plugin-watcher socket was deleted (deregistered)");
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -169,6 +169,7 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
     log.wait_for("\"event\":\"claim-prepared\"", 2).await;
     assert_eq!(events(&log, "claim-prepared")[1]["cached"], true);
     log.wait_for("\"event\":\"dra-registered\"", 2).await;
+    assert!(events(&log, "claim-unprepared").is_empty(), "the restored pod's claim is not an orphan's");
 
     // The pod goes: NodeUnprepareResources, the CDI spec and the checkpoint entry go.
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();

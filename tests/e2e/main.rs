@@ -11,6 +11,7 @@ mod dra_kubelet;
 mod generations;
 mod hardening;
 mod interop;
+mod lifecycle;
 mod log;
 mod mock_kubelet;
 mod operator;

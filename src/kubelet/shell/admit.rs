@@ -18,6 +18,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// A pod the device manager admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Its allocations came back from the checkpoint (a kubelet restart).
+    pub restored: bool,
+}
+
 /// A pod whose allocations are staged, waiting for the checkpoint write.
 struct Staged {
     pod: Pod,
@@ -31,18 +38,19 @@ struct Staged {
 impl Manager {
     /// Admit a pod the kubelet way; on failure nothing stays allocated and
     /// the error says why (its text is the kubelet's).
-    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<(), AdmissionError> {
-        self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r).unwrap_or(Ok(()))
+    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<Admission, AdmissionError> {
+        let admitted = self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r);
+        admitted.unwrap_or(Ok(Admission { restored: false }))
     }
 
     /// Admit pods in order, then commit them together: the checkpoint is
     /// written once, and only then is any of them acknowledged (logged,
-    /// listed, its containers started). A failed write rejects the whole
-    /// batch and frees what it allocated.
+    /// listed). A failed write rejects the whole batch and frees what it
+    /// allocated. Starting containers is the pod lifecycle's next step.
     pub async fn admit_batch(
         self: &Arc<Self>,
         pods: Vec<(Pod, PathBuf)>,
-    ) -> Vec<(PathBuf, Result<(), AdmissionError>)> {
+    ) -> Vec<(PathBuf, Result<Admission, AdmissionError>)> {
         let _serial = self.admission.lock().await;
         let mut results = Vec::new();
         let mut staged: Vec<Staged> = Vec::new();
@@ -113,13 +121,7 @@ impl Manager {
             } else {
                 KubeletEvent::PodAdmitted { pod, uid, allocations, allocate_calls, latency_ms }
             });
-            if let Some(d) = self.dra.get() {
-                d.pod_added(&s.pod);
-            }
-            if !s.restored {
-                self.start_containers(&s.pod).await;
-            }
-            results.push((s.file, Ok(())));
+            results.push((s.file, Ok(Admission { restored: s.restored })));
         }
         results
     }
@@ -216,8 +218,9 @@ impl Manager {
         answer
     }
 
-    /// PreStartContainer before each container start, when the plugin asks for it.
-    async fn start_containers(&self, pod: &Pod) {
+    /// PreStartContainer before each container start (init containers, then
+    /// containers), when the plugin asks for it.
+    pub async fn start_containers(&self, pod: &Pod) {
         for c in pod.init_containers.iter().chain(&pod.containers) {
             for res in c.resources.keys() {
                 let (conn, ids) = {

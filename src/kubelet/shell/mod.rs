@@ -116,8 +116,6 @@ pub struct Manager {
     pub bus: EventBus,
     /// The generation every task of this manager belongs to.
     pub gen: Generation,
-    /// The DRA manager beside it (set once at the generation's start).
-    pub dra: std::sync::OnceLock<Arc<crate::kubelet::dra::DraManager>>,
 }
 
 impl Manager {
@@ -142,7 +140,6 @@ impl Manager {
             cfg,
             bus,
             gen,
-            dra: std::sync::OnceLock::new(),
         })
     }
 
@@ -569,9 +566,6 @@ impl Manager {
 
     /// Remove a pod (its manifest is gone) and free its devices.
     pub fn remove_pod(&self, uid: &str) {
-        if let Some(d) = self.dra.get() {
-            d.pod_removed(uid);
-        }
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
         self.ev(&mut g, KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) });
@@ -581,6 +575,7 @@ impl Manager {
 }
 
 mod admit;
+pub use admit::Admission;
 mod endpoint;
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! The container manager of one generation (the kubelet's `cm`): it owns
+//! the device manager and the DRA manager side by side — neither holds the
+//! other — and runs each pod's lifecycle over both ([`crate::kubelet::lifecycle`]:
+//! admit → prepare claims → start containers → … → stop → unprepare → free).
+//! The plugin watcher, the manifest loop, PodResources and the status views
+//! all go through it.
+
+use crate::kubelet::devicemanager::AdmissionError;
+use crate::kubelet::dra::DraManager;
+use crate::kubelet::event::KubeletEvent;
+use crate::kubelet::lifecycle::{Phase, Reason, Step};
+use crate::kubelet::manifest::Pod;
+use crate::kubelet::shell::Manager;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio_util::sync::CancellationToken;
+
+mod worker;
+
+/// Where one pod is, as `dpctl node` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodLifecycle {
+    /// `namespace/name`.
+    pub pod: String,
+    /// UID.
+    pub uid: String,
+    /// The step it is at.
+    pub step: Step,
+    /// The pod phase.
+    pub phase: Phase,
+    /// Why it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// The kubelet's message for that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One pod's lifecycle state.
+struct Life {
+    pod: Pod,
+    step: Step,
+    reason: Option<Reason>,
+    message: Option<String>,
+    /// Its containers were started (by this generation or before a restart).
+    started: bool,
+    /// Cancels its worker (the pod was deleted).
+    stop: CancellationToken,
+    /// Held by whoever carries out its steps.
+    busy: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The container manager of one generation.
+pub struct ContainerManager {
+    /// The device manager.
+    pub devices: Arc<Manager>,
+    /// The DRA manager (None: DRA plugins are not handled).
+    pub dra: Option<Arc<DraManager>>,
+    pods: Mutex<BTreeMap<String, Life>>,
+}
+
+impl ContainerManager {
+    /// Both managers of one generation.
+    pub fn new(devices: Arc<Manager>, dra: Option<Arc<DraManager>>) -> Arc<Self> {
+        Arc::new(ContainerManager { devices, dra, pods: Mutex::new(BTreeMap::new()) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Life>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Report an event of this generation.
+    pub fn event(&self, e: KubeletEvent) {
+        self.devices.event(e);
+    }
+
+    /// Admit pods (the device manager commits them together), then run
+    /// each admitted pod's lifecycle: a pod without claims has its
+    /// containers started before this returns; one with claims goes on in
+    /// the background (its claims may wait for a driver).
+    pub async fn admit_batch(
+        self: &Arc<Self>,
+        pods: Vec<(Pod, PathBuf)>,
+    ) -> Vec<(PathBuf, Result<(), AdmissionError>)> {
+        let by_file: BTreeMap<PathBuf, Pod> = pods.iter().map(|(p, f)| (f.clone(), p.clone())).collect();
+        let mut out = Vec::new();
+        for (file, r) in self.devices.admit_batch(pods).await {
+            match r {
+                Err(e) => out.push((file, Err(e))),
+                Ok(admission) => {
+                    if let Some(pod) = by_file.get(&file) {
+                        self.run_pod(pod.clone(), admission).await;
+                    }
+                    out.push((file, Ok(())));
+                }
+            }
+        }
+        out
+    }
+
+    /// Admit one pod; the error says why (its text is the kubelet's).
+    pub async fn admit(self: &Arc<Self>, pod: Pod, file: PathBuf) -> Result<(), AdmissionError> {
+        let r = self.admit_batch(vec![(pod, file)]).await.pop().map(|(_, r)| r);
+        r.unwrap_or(Ok(()))
+    }
+
+    /// Every pod's lifecycle.
+    pub fn lifecycle(&self) -> Vec<PodLifecycle> {
+        self.lock()
+            .iter()
+            .map(|(uid, l)| PodLifecycle {
+                pod: l.pod.key(),
+                uid: uid.clone(),
+                step: l.step,
+                phase: l.step.phase(),
+                reason: l.reason,
+                message: l.message.clone(),
+            })
+            .collect()
+    }
+
+    /// The claims the local API server serves.
+    pub fn claim_objects(&self) -> Vec<serde_json::Value> {
+        self.dra.as_ref().map(|d| d.claim_objects()).unwrap_or_default()
+    }
+
+    /// End this generation (see [`Manager::close`]).
+    pub async fn close(&self) {
+        self.devices.close().await;
+    }
+}

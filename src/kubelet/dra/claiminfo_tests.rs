@@ -1,0 +1,220 @@
+//! The DRA core decides without I/O: these tests drive it with values only.
+
+use super::*;
+use crate::api::dra_v1::{Device, NodePrepareResourceResponse, NodeUnprepareResourceResponse};
+
+fn alloc(driver: &str, device: &str, skip: &[&str]) -> Allocated {
+    Allocated {
+        request: "r".into(),
+        driver: driver.into(),
+        pool: "p".into(),
+        device: device.into(),
+        admin: false,
+        skip_node_operations: skip.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// A world with claim `a` on driver gpu.x and claim `b` on nic.x (both
+/// allocated up front, as ResourceClaims whose class is the driver), and
+/// devices for both.
+fn world_objects() -> BTreeMap<String, Object> {
+    let mut objects = BTreeMap::new();
+    for (name, driver) in [("a", "gpu.x"), ("b", "nic.x")] {
+        let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": driver}}]}}});
+        let o = super::super::objects::parse(&v).unwrap();
+        objects.insert(o.key(), o);
+    }
+    objects
+}
+
+fn candidates() -> Vec<Candidate> {
+    ["gpu.x", "nic.x"]
+        .iter()
+        .map(|d| Candidate {
+            driver: d.to_string(),
+            pool: "p".into(),
+            device: "d0".into(),
+            attributes: BTreeMap::new(),
+            skip: vec![],
+        })
+        .collect()
+}
+
+fn claims(names: &[&str]) -> Vec<PodClaim> {
+    names.iter().map(|n| PodClaim { pod_claim: n.to_string(), name: n.to_string(), template: None }).collect()
+}
+
+fn ok_answer(uid: &str) -> NodePrepareResourcesResponse {
+    let dev = Device {
+        pool_name: "p".into(),
+        device_name: "d0".into(),
+        cdi_device_ids: vec![format!("x/c={uid}")],
+        ..Default::default()
+    };
+    NodePrepareResourcesResponse {
+        claims: [(uid.to_string(), NodePrepareResourceResponse { devices: vec![dev], error: String::new() })].into(),
+    }
+}
+
+#[test]
+fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepare_unprepares_both() {
+    let objects = world_objects();
+    let cands = candidates();
+    let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    assert!(plan.record, "the checkpoint is written before the calls");
+    assert_eq!(plan.allocated.len(), 2);
+    assert_eq!(plan.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
+    // Both claims are in the checkpoint, with the pod, their drivers not prepared yet.
+    let entries = cache.to_checkpoint();
+    assert_eq!(entries.len(), 2);
+    assert!(entries.iter().all(|e| e.pod_uids.contains_key("pod-1")));
+    assert!(entries.iter().all(|e| e.driver_state.values().all(|d| d.devices.is_none())));
+    // gpu.x prepares a; nic.x fails b.
+    cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    let failed = NodePrepareResourcesResponse {
+        claims: [("uid-b".to_string(), NodePrepareResourceResponse { devices: vec![], error: "boom".into() })].into(),
+    };
+    let e = cache.prepared("nic.x", &plan.batches["nic.x"], &failed).unwrap_err();
+    assert_eq!(
+        DraError::new(Operation::Prepare, e).to_string(),
+        "prepare dynamic resources: NodePrepareResources failed for ResourceClaim b: boom"
+    );
+    // The attempt failed: a's devices are kept, but nothing counts as prepared.
+    assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::PartlyPrepared);
+    assert_eq!(cache.get("ns/b").unwrap().state(), ClaimState::Recorded);
+    assert!(cache.get("ns/a").unwrap().prepared().is_none());
+    let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
+    assert_eq!(restored.get("ns/b").unwrap().state(), ClaimState::Recorded);
+    // A retry calls every driver again (the kubelet marks claims prepared only
+    // when the whole attempt succeeded).
+    let retry = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    assert!(retry.cached.is_empty());
+    assert_eq!(retry.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
+    assert!(!retry.record, "nothing new to record");
+    // The pod goes: every driver the claims' state names is called.
+    let un = cache.plan_unprepare("pod-1", &["ns/a".into(), "ns/b".into()]);
+    assert_eq!(un.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
+    assert_eq!(un.remove, ["ns/a", "ns/b"]);
+    assert_eq!(cache.remove(&un.remove).len(), 2);
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn two_claims_of_one_pod_get_different_devices() {
+    let mut objects = world_objects();
+    let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "a2", "namespace": "ns", "uid": "uid-a2"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}});
+    let o = super::super::objects::parse(&v).unwrap();
+    objects.insert(o.key(), o);
+    let mut cands = candidates();
+    cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
+    let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
+    assert_eq!(devices, ["d0", "d1"]);
+}
+
+#[test]
+fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
+    let objects = world_objects();
+    let cands = candidates();
+    let only_gpu: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &only_gpu };
+    let mut cache = ClaimCache::default();
+    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
+    assert_eq!(e.to_string(), "DRA driver nic.x is not registered");
+    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "gone"]), &w).unwrap_err();
+    assert_eq!(e.to_string(), "fetch ResourceClaim gone: resourceclaims.resource.k8s.io \"gone\" not found");
+    assert!(cache.is_empty(), "a failed validation pass changes nothing");
+}
+
+#[test]
+fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
+    let objects = world_objects();
+    let cands = candidates();
+    let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let p1 = cache.plan_prepare("ns", "pod-1", &claims(&["a"]), &w).unwrap();
+    cache.prepared("gpu.x", &p1.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    cache.mark_prepared(&p1.preparing);
+    assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::Prepared);
+    let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
+    assert_eq!(restored.get("ns/a").unwrap().state(), ClaimState::Prepared, "survives a restart as it is");
+    assert_eq!(restored.get("ns/a").unwrap().drivers, cache.get("ns/a").unwrap().drivers);
+    let p2 = cache.plan_prepare("ns", "pod-2", &claims(&["a"]), &w).unwrap();
+    assert!(p2.batches.is_empty() && p2.cached == ["ns/a"] && p2.record, "{p2:?}");
+    let un = cache.plan_unprepare("pod-1", &["ns/a".into()]);
+    assert_eq!(un.shared, [("ns/a".to_string(), "uid-a".to_string())]);
+    assert!(un.batches.is_empty() && un.remove.is_empty());
+    let un = cache.plan_unprepare("pod-2", &["ns/a".into()]);
+    assert_eq!(un.batches.keys().collect::<Vec<_>>(), ["gpu.x"]);
+}
+
+#[test]
+fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
+    let c = |allocation| ClaimInfo::allocated("ns", "c", "u", allocation);
+    let both = c(vec![alloc("x", "d", &["*"])]);
+    assert!(both.skips("x", Operation::Prepare) && both.skips("x", Operation::Unprepare));
+    let mixed = c(vec![
+        alloc("x", "d", &["*"]),
+        alloc("x", "e", &["NodeUnprepareResources", "SomethingNew"]),
+        alloc("y", "d", &[]),
+    ]);
+    assert!(!mixed.skips("x", Operation::Prepare));
+    assert!(mixed.skips("x", Operation::Unprepare));
+    assert!(!mixed.skips("y", Operation::Prepare));
+    assert!(!mixed.skips("absent", Operation::Prepare));
+    // Skipped preparing needs no driver and counts as prepared at once.
+    let mut cache = ClaimCache::default();
+    let mut objects = BTreeMap::new();
+    let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "cp.x"}}]}}});
+    let o = super::super::objects::parse(&v).unwrap();
+    objects.insert(o.key(), o);
+    let cands = vec![Candidate {
+        driver: "cp.x".into(),
+        pool: "p".into(),
+        device: "v0".into(),
+        attributes: BTreeMap::new(),
+        skip: vec!["*".into()],
+    }];
+    let w = World { objects: &objects, candidates: &cands, drivers: &BTreeSet::new() };
+    let plan = cache.plan_prepare("ns", "pod", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
+    assert!(plan.batches.is_empty());
+    cache.mark_prepared(&plan.preparing);
+    assert_eq!(cache.get("ns/c").unwrap().state(), ClaimState::Prepared);
+    let e = &cache.to_checkpoint()[0];
+    assert_eq!(
+        e.driver_state["cp.x"].skip_node_operations.as_deref(),
+        Some(&["NodePrepareResources".to_string(), "NodeUnprepareResources".to_string()][..])
+    );
+    let un = cache.plan_unprepare("pod", &["ns/c".into()]);
+    assert!(un.batches.is_empty() && un.skipped.len() == 1);
+}
+
+#[test]
+fn answers_that_break_the_protocol_read_as_the_kubelets_errors() {
+    let asked = vec![Claim { namespace: "ns".into(), uid: "u1".into(), name: "c1".into() }];
+    let extra = NodeUnprepareResourcesResponse {
+        claims: [("zz".to_string(), NodeUnprepareResourceResponse::default())].into(),
+    };
+    assert_eq!(
+        unprepared(&asked, &extra).unwrap_err().to_string(),
+        "NodeUnprepareResources returned result for unknown claim UID zz"
+    );
+    let none = NodeUnprepareResourcesResponse::default();
+    let e = DraError::new(Operation::Unprepare, unprepared(&asked, &none).unwrap_err());
+    assert_eq!(e.to_string(), "unprepare dynamic resources: NodeUnprepareResources skipped 1 ResourceClaims");
+    assert!(std::error::Error::source(&e).is_some(), "the cause is the source");
+}

@@ -1,0 +1,96 @@
+//! The DRA shell's own tests (the core's are beside it).
+
+use super::*;
+use crate::kubelet::event::KubeletEvent;
+
+#[test]
+fn cdi_ids_resolve_against_spec_files() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("a.json"),
+        r#"{"cdiVersion":"0.6.0","kind":"k8s.gpu.x/claim","devices":[{"name":"u-g0","containerEdits":{}}]}"#,
+    )
+    .unwrap();
+    std::fs::write(d.path().join("b.yaml"), "kind: v.x/c\ndevices:\n- name: n\n").unwrap();
+    let ids = vec!["k8s.gpu.x/claim=u-g0".to_string(), "v.x/c=n".into(), "k8s.gpu.x/claim=gone".into()];
+    assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &ids), ["k8s.gpu.x/claim=gone"]);
+    assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
+}
+
+#[test]
+fn slices_are_wiped_only_when_no_instance_is_connected() {
+    assert_eq!(wipe_decision(false, false), WipeDecision::Schedule);
+    assert_eq!(wipe_decision(false, true), WipeDecision::Nothing, "the first deadline stands");
+    assert_eq!(wipe_decision(true, true), WipeDecision::Cancel);
+    assert_eq!(wipe_decision(true, false), WipeDecision::Nothing);
+}
+
+/// kubernetes#132058: a driver that dies without removing its sockets
+/// (no deregistration) loses its connection; its slices go after the delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_delay() {
+    use crate::core::log::{LogFormat, Logger};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let endpoint = root.join("plugins/gpu.x/dra.sock");
+    std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
+    // A gRPC endpoint that answers nothing but HTTP/2 (all the kubelet dials).
+    let server = Generation::new(0);
+    let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+    let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    });
+    server.spawn(async move {
+        let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    let store = Arc::new(apiserver::Store::default());
+    let slice = serde_json::json!({"metadata": {"name": "s0"}, "spec": {"driver": "gpu.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+    let other = serde_json::json!({"metadata": {"name": "s1"}, "spec": {"driver": "nic.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+    for o in [slice, other] {
+        let (code, _) = apiserver::answer(
+            &store,
+            &[],
+            NODE_NAME,
+            "POST",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            "",
+            o.to_string().as_bytes(),
+        );
+        assert_eq!(code, 201);
+    }
+    let mut spec = DraSpec::new(&root, vec![]);
+    spec.api = Some(store.clone());
+    spec.wipe_delay = Duration::from_millis(200);
+    let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+    let mut rx = bus.subscribe();
+    let gen = Generation::new(0);
+    let dra = DraManager::new(spec, bus, gen.clone());
+    let info = PluginInfo {
+        r#type: rules::PLUGIN_TYPE.into(),
+        name: "gpu.x".into(),
+        endpoint: endpoint.display().to_string(),
+        supported_versions: vec!["v1.DRAPlugin".into()],
+    };
+    dra.register(&root.join("plugins_registry/gpu.x-reg.sock"), &info, &endpoint).await.unwrap();
+    // The driver dies; its socket file stays (no deregistration).
+    server.token.cancel();
+    assert!(endpoint.exists());
+    let mut seen = Vec::new();
+    let wiped = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(e) = rx.recv().await {
+            seen.push(serde_json::to_string(&*e).unwrap());
+            if let KubeletEvent::DraSlicesWiped { driver, slices } = &e.event {
+                return (driver.clone(), slices.clone());
+            }
+        }
+        panic!("the bus closed")
+    })
+    .await
+    .expect("no dra-slices-wiped within 10s");
+    assert_eq!(wiped, ("gpu.x".to_string(), vec!["s0".to_string()]));
+    assert!(seen.iter().any(|e| e.contains("\"dra-connection\"") && e.contains("\"connected\":false")), "{seen:?}");
+    let left: Vec<String> =
+        store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(left, ["s1"], "another driver's slice stays");
+    gen.token.cancel();
+}
