@@ -11,9 +11,12 @@ fn cdi_ids_resolve_against_spec_files() {
         r#"{"cdiVersion":"0.6.0","kind":"k8s.gpu.x/claim","devices":[{"name":"u-g0","containerEdits":{}}]}"#,
     )
     .unwrap();
-    std::fs::write(d.path().join("b.yaml"), "kind: v.x/c\ndevices:\n- name: n\n").unwrap();
+    std::fs::write(d.path().join("b.yaml"), "cdiVersion: 0.6.0\nkind: v.x/c\ndevices:\n- name: n\n").unwrap();
+    // A spec the runtime refuses (no cdiVersion) defines nothing.
+    std::fs::write(d.path().join("c.yaml"), "kind: v.x/d\ndevices:\n- name: n\n").unwrap();
     let ids = vec!["k8s.gpu.x/claim=u-g0".to_string(), "v.x/c=n".into(), "k8s.gpu.x/claim=gone".into()];
     assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &ids), ["k8s.gpu.x/claim=gone"]);
+    assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &["v.x/d=n".into()]), ["v.x/d=n"]);
     assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
 }
 
