@@ -376,6 +376,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l retry -d 'Keep ret
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-on-disconnect -d 'Register again when the kubelet closes our ListAndWatch stream and opens none within 1s while kubelet.sock is unchanged (kubelets up to 1.36 disconnect a plugin when an earlier instance\'s stream ends, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-fail -d 'Fault: PreStartContainer fails with Internal'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-reregister -d 'Fault: never register again after a kubelet restart'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l no-reregister-on-disconnect -d 'Fault: never register again when the kubelet closes our ListAndWatch stream and opens none (by default serve registers again, as kubelets up to 1.36 need after a rolling update, kubernetes#121994)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l new-ids-after-restart -d 'Fault: new device IDs at every start and kubelet restart'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l delete-other-sockets -d 'Fault: delete every other socket in the plugin directory at start (kubelet.sock excepted)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l keep-socket-on-exit -d 'Fault: leave the socket behind on SIGTERM'
@@ -519,9 +520,10 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -l no-color -d 'Neve
 complete -c dpctl -n "__fish_dpctl_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l pod-resources-socket -d 'Serve PodResources here [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else /var/lib/kubelet/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l manifests -d 'Admit pods from static pod manifests (YAML or JSON) in this directory' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory (kubelet default: /var/lib/kubelet/plugins_registry)' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory [default with --api-server: <kubelet-root>/plugins_registry, created as the kubelet creates it; else none]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l cdi-spec-dir -d 'Resolve DRA drivers\' CDI IDs in this spec directory (repeatable) [default: $DPCTL_CDI_SPEC_DIRS, else /etc/cdi, /var/run/cdi and <kubelet-root>/cdi]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l metrics-addr -d 'Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and claims in Kubernetes protobuf or JSON, as the client asks; writes <kubelet-root>/kubeconfig' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and claims (Kubernetes protobuf or JSON, as the client asks); writes <kubelet-root>/kubeconfig; turns on the plugin watcher' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l grace-period -d 'How long a plugin\'s devices stay (unhealthy) after its stream ends' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l max-recv-size -d 'Receive limit for plugin messages (the kubelet\'s is the gRPC default, 4 MiB)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l topology-policy -d 'Topology manager policy' -r -f -a "none\t'No NUMA alignment'
@@ -655,7 +657,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -l no-color -d '
 complete -c dpctl -n "__fish_dpctl_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l pod-resources-socket -d 'The kubelet\'s PodResources socket [default: <plugin-dir>/../pod-resources/kubelet.sock with --plugin-dir, else <kubelet-root-dir>/pod-resources/kubelet.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l plugins-registry-dir -d 'The plugin-watcher directory, checked when it exists [default: <kubelet-root-dir>/plugins_registry]' -r -F
-complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l cdi-spec-dir -d 'A directory of CDI specs (repeatable) [default: /etc/cdi and /var/run/cdi]' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -l cdi-spec-dir -d 'A directory of CDI specs (repeatable) [default: $DPCTL_CDI_SPEC_DIRS, else /etc/cdi, /var/run/cdi and <kubelet-root>/cdi]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand doctor" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'
 yaml\t'YAML'"

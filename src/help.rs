@@ -21,6 +21,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "DPCTL_POD_RESOURCES_SOCKET",
         "The kubelet's PodResources socket (--socket, --pod-resources-socket); default <plugin-dir>/../pod-resources/kubelet.sock when --plugin-dir is given, else <kubelet-root-dir>/pod-resources/kubelet.sock.",
     ),
+    (
+        "DPCTL_CDI_SPEC_DIRS",
+        "Where CDI specs are looked up when no --cdi-spec-dir is given (':'-separated); default /etc/cdi, /var/run/cdi and <kubelet-root-dir>/cdi, all under --root.",
+    ),
     ("NODE_NAME", "The node a DRA driver publishes its ResourceSlice for (--node-name); default this host's name."),
     ("NO_COLOR", "Set to anything non-empty: never colour the output (as --no-color)."),
     ("DPCTL_WORKERS", "Runtime worker threads (0: one thread); default per command."),
@@ -41,6 +45,10 @@ const EVERY_COMMAND: &[&str] = &["NO_COLOR", "DPCTL_WORKERS"];
 const SOME_COMMANDS: &[(&str, &[&str])] = &[
     ("TMPDIR", &["dpctl-demo", "dpctl-test", "dpctl-bench", "dpctl-bench-kubelet", "dpctl-replay"]),
     ("PATH", &["dpctl-demo", "dpctl-test"]),
+    (
+        "DPCTL_CDI_SPEC_DIRS",
+        &["dpctl-probe", "dpctl-dra-probe", "dpctl-dra-prepare", "dpctl-doctor", "dpctl-mock-kubelet"],
+    ),
 ];
 
 /// The environment variables the command `page` (a built clap command, so

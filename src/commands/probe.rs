@@ -337,7 +337,7 @@ fn cdi(ctx: &Ctx, a: &ProbeArgs, c: &ContainerAllocateResponse, p: &mut Probe) {
         return;
     }
     let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-    let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &names).check(&names);
+    let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &names).check(&names, &dirs);
     p.add("cdi", status, None, detail);
 }
 

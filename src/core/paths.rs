@@ -17,9 +17,6 @@ pub fn status_socket(plugin_dir: &Path) -> PathBuf {
 pub const DEFAULT_KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// Where container runtimes look for CDI specs, in priority order (lowest first).
 pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
-/// The environment variable that replaces the default CDI search path
-/// (directories separated by `:`, like PATH).
-pub const CDI_SPEC_DIRS_ENV: &str = "DPCTL_CDI_SPEC_DIRS";
 /// The CDI directory of a node tree, under the kubelet root: where dpctl's
 /// mock node keeps the specs its drivers write (`{cdi-dir}` in `dpctl test
 /// --dra`, `demo --dra`, the README's `dra serve --cdi-dir <root>/cdi`).
@@ -225,7 +222,7 @@ impl Paths {
 
     /// The CDI search path (reads `$DPCTL_CDI_SPEC_DIRS`; see [`Paths::cdi_search_path_with`]).
     pub fn cdi_search_path(&self, given: &[PathBuf]) -> CdiSearchPath {
-        self.cdi_search_path_with(given, std::env::var_os(CDI_SPEC_DIRS_ENV).as_deref())
+        self.cdi_search_path_with(given, std::env::var_os("DPCTL_CDI_SPEC_DIRS").as_deref())
     }
 
     /// The CDI search path, each directory under `--root` (pure):

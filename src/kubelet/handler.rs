@@ -92,13 +92,10 @@ impl PluginHandler for DevicePlugins {
             endpoint: info.endpoint.clone(),
             request_options: None,
         };
-        self.mgr
-            .start_endpoint(&info.name, conn, options, who)
-            .map(|_| ())
-            .map_err(|e| match e {
-                crate::kubelet::shell::StartError::Restarting => Refusal::new(RejectStage::Restarting, e.to_string()),
-                refused => Refusal::new(RejectStage::DialBack, refused.to_string()),
-            })
+        self.mgr.start_endpoint(&info.name, conn, options, who).map(|_| ()).map_err(|e| match e {
+            crate::kubelet::shell::StartError::Restarting => Refusal::new(RejectStage::Restarting, e.to_string()),
+            refused => Refusal::new(RejectStage::DialBack, refused.to_string()),
+        })
     }
 
     fn deregister(&self, plugin: &Registered, why: &str) {

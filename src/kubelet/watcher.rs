@@ -8,9 +8,9 @@
 use crate::api::pluginregistration::{registration_client::RegistrationClient, InfoRequest, RegistrationStatus};
 use crate::core::transport::{call, dial, request};
 use crate::kubelet::cm::ContainerManager;
-use crate::protocol::registration;
 use crate::kubelet::event::{KubeletEvent, Refusal, RejectStage, Via};
 use crate::kubelet::handler::{Handlers, PluginHandler, Registered};
+use crate::protocol::registration;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -234,6 +234,9 @@ async fn prepare_reports_per_claim_errors_and_missing_answers() {
     let r = dra(root, &["prepare", s(&reg), "--claim", "default/a/uid-a", "--cdi-spec-dir", s(&elsewhere)]).await;
     r.expect_code(1);
     assert!(r.stderr.contains("unresolvable CDI device k8s.gpu.example.com/claim=uid-a-dev-0"), "{}", r.stderr);
+    // The search path looked in is named, the same one doctor and the mock kubelet use.
+    let path = format!("(CDI search path: {})", elsewhere.display());
+    assert!(r.stderr.contains(&path), "{}", r.stderr);
     stop_child(child).await;
 }
 

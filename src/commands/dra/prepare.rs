@@ -60,7 +60,10 @@ pub(super) async fn run(ctx: &Ctx, a: &DraClaimsArgs) -> Result<()> {
             "the CDI IDs cannot be resolved here: no CDI spec directory ({}); on a node unresolvable IDs fail the container (pass --cdi-spec-dir)",
             Resolution::dirs_text(&dirs)
         )),
-        Resolution::Unresolvable(bad) => problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b}"))),
+        Resolution::Unresolvable(bad) => {
+            let path = Resolution::dirs_text(&dirs);
+            problems.extend(bad.into_iter().map(|b| format!("unresolvable CDI device {b} (CDI search path: {path})")));
+        }
     }
     match ctx.format {
         Format::Table => {

@@ -254,7 +254,7 @@ async fn probe_prepare(ctx: &Ctx, a: &DraProbeArgs, service: &DraConn, svc: &str
         first.claims.values().flat_map(|r| &r.devices).flat_map(|d| d.cdi_device_ids.clone()).collect();
     if !ids.is_empty() {
         let dirs = ctx.paths.cdi_spec_dirs(&a.cdi_spec_dir);
-        let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &ids).check(&ids);
+        let (status, detail) = cdi::resolve(&dirs, !a.cdi_spec_dir.is_empty(), &ids).check(&ids, &dirs);
         c.add("cdi", status, None, detail);
     }
     let t = Instant::now();

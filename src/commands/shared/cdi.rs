@@ -43,10 +43,14 @@ impl Resolution {
         dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     }
 
-    /// The `cdi` row of a probe report for `names`.
-    pub fn check(&self, names: &[String]) -> (Status, String) {
+    /// The `cdi` row of a probe report for `names` looked up in `dirs` (the
+    /// CDI search path, named in the row so that a reader sees where).
+    pub fn check(&self, names: &[String], dirs: &[PathBuf]) -> (Status, String) {
         match self {
-            Resolution::Resolved { specs } => (Status::Pass, format!("{} resolve(s) in {specs} spec(s)", names.join(","))),
+            Resolution::Resolved { specs } => (
+                Status::Pass,
+                format!("{} resolve(s) in {specs} spec(s) (CDI search path: {})", names.join(","), Self::dirs_text(dirs)),
+            ),
             // Not a node with CDI specs: say so, do not fail.
             Resolution::NoSpecDirectory { dirs } => (
                 Status::Warn,
@@ -58,7 +62,11 @@ impl Resolution {
             ),
             Resolution::Unresolvable(bad) => (
                 Status::Fail,
-                format!("unresolvable CDI devices (the runtime fails the container): {}", bad.join("; ")),
+                format!(
+                    "unresolvable CDI devices (the runtime fails the container): {} (CDI search path: {})",
+                    bad.join("; "),
+                    Self::dirs_text(dirs)
+                ),
             ),
         }
     }
@@ -78,8 +86,11 @@ mod tests {
         let ok = vec!["vendor.example/gpu=gpu0".to_string()];
         assert_eq!(resolve(&dirs, true, &ok), Resolution::Resolved { specs: 1 });
         assert_eq!(
-            resolve(&dirs, true, &ok).check(&ok),
-            (Status::Pass, "vendor.example/gpu=gpu0 resolve(s) in 1 spec(s)".into())
+            resolve(&dirs, true, &ok).check(&ok, &dirs),
+            (
+                Status::Pass,
+                format!("vendor.example/gpu=gpu0 resolve(s) in 1 spec(s) (CDI search path: {})", d.path().display())
+            )
         );
         let bad = vec!["vendor.example/gpu=gpu9".to_string()];
         let r = resolve(&dirs, false, &bad);
@@ -87,12 +98,14 @@ mod tests {
             matches!(&r, Resolution::Unresolvable(b) if b.len() == 1 && b[0].starts_with("vendor.example/gpu=gpu9: ")),
             "{r:?}"
         );
-        assert_eq!(r.check(&bad).0, Status::Fail);
+        let (st, text) = r.check(&bad, &dirs);
+        assert_eq!(st, Status::Fail);
+        assert!(text.ends_with(&format!("(CDI search path: {})", d.path().display())), "{text}");
         // No spec directory here and none named: a warning naming where it looked.
         let none = vec![d.path().join("absent")];
         let r = resolve(&none, false, &bad);
         assert_eq!(r, Resolution::NoSpecDirectory { dirs: none.clone() });
-        let (st, text) = r.check(&bad);
+        let (st, text) = r.check(&bad, &none);
         assert_eq!(st, Status::Warn);
         assert!(text.contains("absent") && text.contains("--cdi-spec-dir"), "{text}");
         // Named directories that do not exist are the user's mistake: a failure.
