@@ -427,3 +427,29 @@ async fn bench_dra_stops_at_a_driver_that_reads_claims_from_an_api_server() {
     assert_eq!(out.stdout.matches("\"event\":\"prepare\"").count(), 1, "{}", out.stdout);
     stop_tailed(kubelet, klog).await;
 }
+
+/// Claims whose unprepare does not succeed are tried once more at the end;
+/// those still not unprepared are named, with how to unprepare them, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_retries_unprepare_at_the_end_and_names_what_may_be_left() {
+    let d = tmp();
+    let root = d.path();
+    // missing-uid: every answer leaves out its call's last claim
+    let (sv, mut log, reg) = dra_serve(root, &["--devices", "8", "--fault", "missing-uid"]).await;
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "5", "--claims-per-call", "2", "-o", "json"])).await;
+    r.expect_code(1);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    assert_eq!(v["unprepare"]["errorsByCode"]["ClaimLeftOut"], 5, "{v}");
+    // 6 claims were left out (the first call's and 5 more); the last try at the end
+    // unprepares them in one call, whose answer leaves out one again
+    log.wait_for("\"event\":\"unprepare\"", 7).await;
+    let lines: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let last = lines.iter().rev().find(|l| l["event"] == "unprepare").unwrap();
+    assert_eq!(last["claims"].as_array().unwrap().len(), 6, "{last}");
+    let still = v["stillPrepared"].as_array().unwrap();
+    assert_eq!(still.len(), 1, "{v}");
+    assert!(r.stderr.contains("1 claim(s) may still be prepared"), "{}", r.stderr);
+    assert!(r.stderr.contains(still[0].as_str().unwrap()), "{}", r.stderr);
+    assert!(r.stderr.contains("dpctl dra unprepare"), "{}", r.stderr);
+    stop_tailed(sv, log).await;
+}
