@@ -209,3 +209,247 @@ async fn bench_kubelet_interrupted_reports_and_cleans_up() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|d| d.path()).collect();
     assert!(left.is_empty(), "the node tree is removed: {left:?}");
 }
+
+const DRIVER: &str = "gpu.example.com";
+
+/// `dpctl dra serve` under `root` (JSON log lines on its stdout, read by the
+/// returned tail), started and waited for; its registration socket's name.
+async fn dra_serve(root: &std::path::Path, extra: &[&str]) -> (tokio::process::Child, Tail, String) {
+    let cdi = root.join("cdi");
+    let mut args = vec![
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        s(&cdi),
+        "--log-format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = dpctl_cmd(&args).spawn().unwrap();
+    let tail = Tail::stdout(&mut child);
+    let reg = root.join(format!("plugins_registry/{DRIVER}-reg.sock"));
+    wait_until(10, "the dra serve socket", || std::os::unix::net::UnixStream::connect(&reg).is_ok()).await;
+    (child, tail, format!("{DRIVER}-reg.sock"))
+}
+
+/// `dpctl --kubelet-root-dir ROOT bench dra ARGS…`
+fn bench_dra(root: &std::path::Path, args: &[&str]) -> tokio::process::Command {
+    let mut a = vec!["--kubelet-root-dir", s(root), "bench", "dra"];
+    a.extend_from_slice(args);
+    dpctl_cmd(&a)
+}
+
+/// The claims a running `dpctl dra serve` holds prepared (its live control), and its CDI spec files.
+async fn held(root: &std::path::Path) -> (Vec<Value>, Vec<std::path::PathBuf>) {
+    let r = dpctl(&["--kubelet-root-dir", s(root), "dra", "device", "list", "-o", "json"]).await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    let prepared = v[0]["prepared"].as_array().cloned().unwrap_or_default();
+    let specs =
+        std::fs::read_dir(root.join("cdi")).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    (prepared, specs)
+}
+
+/// The case (34, item 6): `bench dra` prepares and unprepares
+/// claims with new UIDs at concurrency 4 × 3 claims per call, reports both
+/// RPCs, and leaves the driver holding nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_prepares_then_unprepares_every_claim_it_makes() {
+    let d = tmp();
+    let root = d.path();
+    // 12 devices: one for each claim in flight (4 callers × 3 claims)
+    let (sv, mut log, reg) = dra_serve(root, &["--devices", "12"]).await;
+    let r = run_cmd(bench_dra(
+        root,
+        &[&reg, "--concurrency", "4", "--claims-per-call", "3", "--requests", "120", "-o", "json"],
+    ))
+    .await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    assert_eq!((v["concurrency"].as_u64(), v["claimsPerCall"].as_u64()), (Some(4), Some(3)), "{v}");
+    assert_eq!(v["service"], "v1.DRAPlugin");
+    for (k, call) in [("prepare", "NodePrepareResources"), ("unprepare", "NodeUnprepareResources")] {
+        let x = &v[k];
+        assert_eq!(
+            (x["call"].as_str(), x["requests"].as_u64(), x["errors"].as_u64()),
+            (Some(call), Some(120), Some(0))
+        );
+        assert!(x["throughput"].as_f64().unwrap() > 0.0, "{x}");
+        let l = &x["latencyMs"];
+        assert!(l["p50"].as_f64().unwrap() <= l["p90"].as_f64().unwrap(), "{l}");
+        assert!(l["p90"].as_f64().unwrap() <= l["p99"].as_f64().unwrap(), "{l}");
+        assert!(l["p99"].as_f64().unwrap() <= l["max"].as_f64().unwrap(), "{l}");
+    }
+    // the unmeasured first call's 3 claims, then 120 calls' 3 each
+    assert_eq!(v["claims"], 363, "{v}");
+    assert!(v.get("stillPrepared").is_none_or(|s| s.as_array().unwrap().is_empty()), "{v}");
+
+    // The driver saw exactly that: 121 prepares and 121 unprepares, 363 different UIDs, 3 per call.
+    log.wait_for("\"event\":\"unprepare\"", 121).await;
+    let lines: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let prepares: Vec<&Value> = lines.iter().filter(|l| l["event"] == "prepare").collect();
+    assert_eq!(prepares.len(), 121);
+    assert!(prepares.iter().all(|p| p["claims"].as_array().unwrap().len() == 3));
+    let mut uids: Vec<&str> =
+        prepares.iter().flat_map(|p| p["claims"].as_array().unwrap()).map(|u| u.as_str().unwrap()).collect();
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), 363, "a new UID for every claim");
+    assert_eq!(lines.iter().filter(|l| l["event"] == "unprepare").count(), 121);
+    let (prepared, specs) = held(root).await;
+    assert!(prepared.is_empty() && specs.is_empty(), "the driver holds nothing: {prepared:?} {specs:?}");
+
+    // The table: one row per RPC.
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "10"])).await;
+    r.expect_code(0);
+    let rows: Vec<&str> = r.stdout.lines().collect();
+    assert!(rows[0].starts_with("CALL") && rows[0].contains("P99 MS"), "{}", r.stdout);
+    assert!(rows[1].starts_with("NodePrepareResources     1             10         0"), "{}", r.stdout);
+    assert!(rows[2].starts_with("NodeUnprepareResources   1             10         0"), "{}", r.stdout);
+    stop_tailed(sv, log).await;
+}
+
+/// A failing driver: errors counted by kind, the first messages shown, exit 1 saying how many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_counts_a_failing_drivers_errors() {
+    let d = tmp();
+    let root = d.path();
+    let (sv, log, reg) = dra_serve(root, &["--fault", "prepare-error=card on fire"]).await;
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "30", "--claims-per-call", "2", "-o", "json"])).await;
+    r.expect_code(1);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    assert_eq!((v["prepare"]["requests"].as_u64(), v["prepare"]["errors"].as_u64()), (Some(30), Some(30)), "{v}");
+    assert_eq!(v["prepare"]["errorsByCode"]["ClaimError"], 30, "{v}");
+    assert!(v["prepare"].get("latencyMs").is_none(), "no latency from failed calls: {v}");
+    let first = v["prepare"]["firstErrors"].as_array().unwrap();
+    assert!(!first.is_empty() && first.len() <= 3, "{v}");
+    assert!(
+        first[0].as_str().unwrap().contains("dpctl-bench/bench-")
+            && first[0].as_str().unwrap().ends_with(": card on fire"),
+        "{v}"
+    );
+    assert_eq!((v["unprepare"]["requests"].as_u64(), v["unprepare"]["errors"].as_u64()), (Some(30), Some(0)), "{v}");
+    assert!(r.stderr.contains("NodePrepareResources: 30 of 30 calls failed (ClaimError: 30)"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+
+    // the table shows the first messages on stderr
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "5"])).await;
+    r.expect_code(1);
+    assert!(r.stdout.lines().nth(1).unwrap().contains("ClaimError:5"), "{}", r.stdout);
+    assert!(r.stderr.contains("error: NodePrepareResources: claim dpctl-bench/bench-"), "{}", r.stderr);
+    assert!(r.stderr.contains("card on fire"), "{}", r.stderr);
+    stop_tailed(sv, log).await;
+}
+
+/// Ctrl-C: the calls in flight finish, every claim is unprepared, the figures so far are shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_interrupted_leaves_no_claim_prepared() {
+    let d = tmp();
+    let root = d.path();
+    // slow prepares: calls are in flight when the signal comes
+    let (sv, mut log, reg) = dra_serve(root, &["--devices", "16", "--fault", "slow=30ms"]).await;
+    let child =
+        bench_dra(root, &[&reg, "--concurrency", "4", "--claims-per-call", "2", "--duration", "5m", "-o", "json"])
+            .spawn()
+            .unwrap();
+    log.wait_for("\"event\":\"prepare\"", 6).await;
+    let _ = std::process::Command::new("kill").arg("-INT").arg(child.id().unwrap().to_string()).status();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("bench dra stops on SIGINT")
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert!(v["prepare"]["requests"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(
+        v["prepare"]["requests"], v["unprepare"]["requests"],
+        "every prepare was followed by its unprepare: {v}"
+    );
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    let (prepared, specs) = held(root).await;
+    assert!(prepared.is_empty() && specs.is_empty(), "the driver holds nothing: {prepared:?} {specs:?}");
+    stop_tailed(sv, log).await;
+}
+
+/// A driver that looks claims up in an API server cannot prepare made-up
+/// ones: one line saying so and what to do, exit 1, nothing left prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_stops_at_a_driver_that_reads_claims_from_an_api_server() {
+    let d = tmp();
+    let root = d.path();
+    for dir in ["device-plugins", "manifests", "plugins_registry"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let p = |x: &str| root.join(x).display().to_string();
+    let mut kubelet = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        &p("device-plugins"),
+        "--manifests",
+        &p("manifests"),
+        "--plugins-registry-dir",
+        &p("plugins_registry"),
+        "--pod-resources-socket",
+        &p("pod-resources.sock"),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ])
+    .spawn()
+    .unwrap();
+    let mut klog = Tail::stdout(&mut kubelet);
+    klog.wait_for("\"event\":\"api-server\"", 1).await;
+    let kubeconfig = p("kubeconfig");
+    let (sv, log, reg) = dra_serve(root, &["--kubeconfig", &kubeconfig, "--node-name", "bench-node"]).await;
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "50"])).await;
+    r.expect_code(1);
+    assert_eq!(r.stdout, "", "nothing measured");
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("looks its claims up in an API server"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("resourceclaims.resource.k8s.io \\\"bench-0\\\" not found")
+            || r.stderr.contains("\"bench-0\" not found"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("dpctl dra serve without --kubeconfig"), "{}", r.stderr);
+    let (prepared, specs) = held(root).await;
+    assert!(prepared.is_empty() && specs.is_empty(), "{prepared:?} {specs:?}");
+    // one call was made, not 50
+    let out = stop_tailed(sv, log).await;
+    assert_eq!(out.stdout.matches("\"event\":\"prepare\"").count(), 1, "{}", out.stdout);
+    stop_tailed(kubelet, klog).await;
+}
+
+/// Claims whose unprepare does not succeed are tried once more at the end;
+/// those still not unprepared are named, with how to unprepare them, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_dra_retries_unprepare_at_the_end_and_names_what_may_be_left() {
+    let d = tmp();
+    let root = d.path();
+    // missing-uid: every answer leaves out its call's last claim
+    let (sv, mut log, reg) = dra_serve(root, &["--devices", "8", "--fault", "missing-uid"]).await;
+    let r = run_cmd(bench_dra(root, &[&reg, "--requests", "5", "--claims-per-call", "2", "-o", "json"])).await;
+    r.expect_code(1);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    assert_eq!(v["unprepare"]["errorsByCode"]["ClaimLeftOut"], 5, "{v}");
+    // 6 claims were left out (the first call's and 5 more); the last try at the end
+    // unprepares them in one call, whose answer leaves out one again
+    log.wait_for("\"event\":\"unprepare\"", 7).await;
+    let lines: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let last = lines.iter().rev().find(|l| l["event"] == "unprepare").unwrap();
+    assert_eq!(last["claims"].as_array().unwrap().len(), 6, "{last}");
+    let still = v["stillPrepared"].as_array().unwrap();
+    assert_eq!(still.len(), 1, "{v}");
+    assert!(r.stderr.contains("1 claim(s) may still be prepared"), "{}", r.stderr);
+    assert!(r.stderr.contains(still[0].as_str().unwrap()), "{}", r.stderr);
+    assert!(r.stderr.contains("dpctl dra unprepare"), "{}", r.stderr);
+    stop_tailed(sv, log).await;
+}

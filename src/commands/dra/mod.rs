@@ -147,14 +147,14 @@ fn host_kubelet_root(ctx: &Ctx) -> PathBuf {
 }
 
 /// A plugin reached through SOCKET: its registration (if SOCKET is one) and its service socket.
-struct Target {
-    socket: PathBuf,
-    info: Option<PluginInfo>,
-    service: DraConn,
+pub(crate) struct Target {
+    pub(crate) socket: PathBuf,
+    pub(crate) info: Option<PluginInfo>,
+    pub(crate) service: DraConn,
 }
 
 impl Target {
-    fn advertised(&self) -> &[String] {
+    pub(crate) fn advertised(&self) -> &[String] {
         self.info.as_ref().map(|i| i.supported_versions.as_slice()).unwrap_or(&[])
     }
 }
@@ -183,7 +183,8 @@ fn endpoint_here(ctx: &Ctx, info: &PluginInfo, reg: &Path) -> Result<PathBuf> {
     Ok(ctx.paths.host(Path::new(&info.endpoint)))
 }
 
-async fn target(ctx: &Ctx, socket: &Path) -> Result<Target> {
+/// Reach the plugin SOCKET names (resolved as every `dpctl dra` client command resolves it).
+pub(crate) async fn target(ctx: &Ctx, socket: &Path) -> Result<Target> {
     let path = resolve(&ctx.paths, socket);
     let conn = DraConn::connect(&path, ctx.timeout).await?;
     match try_info(&conn).await? {
@@ -197,7 +198,7 @@ async fn target(ctx: &Ctx, socket: &Path) -> Result<Target> {
 }
 
 /// The DRAPlugin service to call: the flag, else the kubelet's choice, else v1.
-fn dra_service(flag: Option<&str>, advertised: &[String]) -> Result<&'static str> {
+pub(crate) fn dra_service(flag: Option<&str>, advertised: &[String]) -> Result<&'static str> {
     match flag {
         Some("v1beta1") => Ok(DRA_V1BETA1),
         Some(_) => Ok(DRA_V1),
