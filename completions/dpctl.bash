@@ -85,6 +85,9 @@ _dpctl() {
             dpctl__subcmd__bench,allocate)
                 cmd="dpctl__subcmd__bench__subcmd__allocate"
                 ;;
+            dpctl__subcmd__bench,dra)
+                cmd="dpctl__subcmd__bench__subcmd__dra"
+                ;;
             dpctl__subcmd__bench,help)
                 cmd="dpctl__subcmd__bench__subcmd__help"
                 ;;
@@ -102,6 +105,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__bench__subcmd__help,allocate)
                 cmd="dpctl__subcmd__bench__subcmd__help__subcmd__allocate"
+                ;;
+            dpctl__subcmd__bench__subcmd__help,dra)
+                cmd="dpctl__subcmd__bench__subcmd__help__subcmd__dra"
                 ;;
             dpctl__subcmd__bench__subcmd__help,help)
                 cmd="dpctl__subcmd__bench__subcmd__help__subcmd__help"
@@ -295,6 +301,9 @@ _dpctl() {
             dpctl__subcmd__help__subcmd__bench,allocate)
                 cmd="dpctl__subcmd__help__subcmd__bench__subcmd__allocate"
                 ;;
+            dpctl__subcmd__help__subcmd__bench,dra)
+                cmd="dpctl__subcmd__help__subcmd__bench__subcmd__dra"
+                ;;
             dpctl__subcmd__help__subcmd__bench,kubelet)
                 cmd="dpctl__subcmd__help__subcmd__bench__subcmd__kubelet"
                 ;;
@@ -469,7 +478,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench)
-            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch watch kubelet help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch dra watch kubelet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -560,8 +569,66 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__bench__subcmd__dra)
+            opts="-o -v -h --requests --concurrency --claims-per-call --duration --service --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --claims-per-call)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service)
+                    COMPREPLY=($(compgen -W "v1 v1beta1" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__bench__subcmd__help)
-            opts="allocate preferred list-and-watch watch kubelet help"
+            opts="allocate preferred list-and-watch dra watch kubelet help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -575,6 +642,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__help__subcmd__allocate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__bench__subcmd__help__subcmd__dra)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2131,7 +2212,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__bench)
-            opts="allocate preferred list-and-watch watch kubelet"
+            opts="allocate preferred list-and-watch dra watch kubelet"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2145,6 +2226,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__bench__subcmd__allocate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__bench__subcmd__dra)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3801,7 +3896,7 @@ _dpctl_with_sockets() {
         esac
     done
     case "$sub $sub2" in
-        "dra info"|"dra probe"|"dra prepare"|"dra unprepare"|"dra health")
+        "dra info"|"dra probe"|"dra prepare"|"dra unprepare"|"dra health"|"bench dra")
             [[ "$cur" != -* && "$cur" != */* ]] && COMPREPLY+=( $(compgen -W "$(_dpctl_registry_sockets)" -- "$cur") )
             return ;;
     esac
