@@ -196,7 +196,7 @@ pub enum Manifest {
     /// A Pod.
     Pod(Pod),
     /// A ResourceClaim, ResourceClaimTemplate, DeviceClass or ResourceSlice.
-    Dra(crate::kubelet::dra::objects::Object),
+    Dra(objects::Object),
 }
 
 /// Read and parse a manifest file that may hold a pod or a DRA object
@@ -212,8 +212,8 @@ pub fn load_any_checked(file: &Path) -> Result<(Manifest, Vec<String>), String> 
         crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
     let v = value(&text)?;
     let warnings = unknown_fields(&v);
-    let parsed = if crate::kubelet::dra::objects::dra_kind(&v).is_some() {
-        crate::kubelet::dra::objects::parse(&v).map(Manifest::Dra)
+    let parsed = if objects::dra_kind(&v).is_some() {
+        objects::parse(&v).map(Manifest::Dra)
     } else {
         pod(&v, &text, file).map(Manifest::Pod)
     };
@@ -332,6 +332,7 @@ fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
 }
 
 mod fields;
+pub mod objects;
 pub use fields::unknown_fields;
 
 #[cfg(test)]

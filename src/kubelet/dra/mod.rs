@@ -27,7 +27,8 @@ pub mod apiserver;
 pub mod claiminfo;
 pub mod healthinfo;
 use crate::client::dra_checkpoint as checkpoint;
-pub mod objects;
+/// The resource.k8s.io manifests (parsed with the other manifests, below this module).
+pub use crate::kubelet::manifest::objects;
 pub mod protobuf;
 pub mod view;
 

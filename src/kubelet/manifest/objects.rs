@@ -1,7 +1,7 @@
 //! The resource.k8s.io objects the DRA mock kubelet reads from its manifest
 //! directory (beside the pods): ResourceClaim, ResourceClaimTemplate,
 //! DeviceClass and ResourceSlice (v1, and the v1beta1 request shape). What
-//! the allocator ([`super::allocator`]) understands of them:
+//! the allocator ([`crate::kubelet::dra::allocator`]) understands of them:
 //!
 //! The allocator's documented subset:
 //! - a request is `exactly: {deviceClassName, count | allocationMode: All, selectors, adminAccess}`
