@@ -1,8 +1,11 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
 //! over plain HTTP/1.1 on loopback, with a kubeconfig written for the
-//! driver (`<root>/kubeconfig`, an empty user). It lives as long as the
-//! node (a kubelet restart does not restart it). Supported:
+//! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
+//! file the mock kubelet did not write) carrying a random bearer token: a
+//! request without it is `401 Unauthorized`, as kube-apiserver answers it.
+//! It lives as long as the node (a kubelet restart does not restart it).
+//! Supported:
 //!
 //! - `GET /api/v1/nodes/NAME` (the node the mock kubelet is);
 //! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
@@ -165,17 +168,70 @@ pub struct Served {
     pub kubeconfig: PathBuf,
 }
 
-/// The kubeconfig text for `addr` (plain http, an empty user, as the kubeletplugin helper accepts).
-pub fn kubeconfig(addr: SocketAddr) -> String {
+/// The first line of every kubeconfig the mock kubelet writes: what marks
+/// the file as its own (it never writes over a file without it).
+const KUBECONFIG_MARK: &str = "# Written by dpctl mock-kubelet for its local API server; rewritten at each start.";
+
+/// The kubeconfig text for `addr` (plain http, a bearer token, as client-go
+/// and the kubeletplugin helper read it: `users[].user.token`).
+pub fn kubeconfig(addr: SocketAddr, token: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user: {{}}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
+        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user:\n    token: {token}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
     )
+}
+
+/// A fresh random bearer token: 32 bytes of the kernel's random source, in hex.
+fn new_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Whether `path` may be (re)written as the mock kubelet's kubeconfig: absent,
+/// or a regular file (not a symlink) of this user that the mock kubelet wrote
+/// (its first line is [`KUBECONFIG_MARK`]); `Err` names what is there instead.
+fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect it: {e}")),
+    };
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file (a symlink, directory or other)".into());
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(format!("it belongs to another user (uid {})", meta.uid()));
+    }
+    let mut head = String::new();
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    use std::io::{BufRead, Read};
+    std::io::BufReader::new(f.take(4096)).read_line(&mut head).map_err(|e| format!("cannot read it: {e}"))?;
+    if head.trim_end() == KUBECONFIG_MARK {
+        Ok(())
+    } else {
+        Err("it is not one the mock kubelet wrote".into())
+    }
+}
+
+/// Whether an `Authorization` header carries `token` (compared in constant time).
+fn authorized(header: &str, token: &str) -> bool {
+    let Some(given) = header.strip_prefix("Bearer ") else { return false };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// kube-apiserver's answer to a request without valid credentials.
+fn unauthorized() -> (u16, Value) {
+    status(401, "Unauthorized", "Unauthorized".into())
 }
 
 fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     (
         code,
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}),
     )
 }
 
@@ -609,11 +665,16 @@ async fn respond(
     store: Arc<Store>,
     claims: Claims,
     node: String,
+    token: Arc<str>,
     tracker: TaskTracker,
     stop: CancellationToken,
 ) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
+    if !authorized(&header("authorization"), &token) {
+        let (code, v) = unauthorized();
+        return Ok(reply(media, code, &v));
+    }
     let query = req.uri().query().unwrap_or("").to_string();
     if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
         let (tx, rx) = tokio::sync::mpsc::channel(64);
@@ -657,7 +718,16 @@ pub async fn start(
         .map_err(|e| Error::failed(format!("--api-server {addr}: cannot listen: {e}; choose a free port")))?;
     let addr = l.local_addr().map_err(|e| Error::failed(format!("API server: {e}")))?;
     let kubeconfig = root.join("kubeconfig");
-    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr).as_bytes())
+    kubeconfig_is_ours(&kubeconfig).map_err(|why| {
+        Error::usage(format!(
+            "{}: will not write the API server's kubeconfig over this file: {why}; move it away or choose another --kubelet-root",
+            kubeconfig.display()
+        ))
+    })?;
+    let token: Arc<str> = new_token()
+        .map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?
+        .into();
+    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
     let t2 = tracker.clone();
     tracker.spawn(async move {
@@ -667,13 +737,13 @@ pub async fn start(
                 _ = stop.cancelled() => return,
             };
             let Ok((sock, _)) = conn else { continue };
-            let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
+            let (store, claims, node, token) = (store.clone(), claims.clone(), node.clone(), token.clone());
             let (t3, stop2) = (t2.clone(), stop.clone());
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
+                    let (store, claims, node, token) = (store.clone(), claims.clone(), node.clone(), token.clone());
                     let (tracker, stop) = (t3.clone(), stop2.clone());
-                    respond(req, store, claims, node, tracker, stop)
+                    respond(req, store, claims, node, token, tracker, stop)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)

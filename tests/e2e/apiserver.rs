@@ -1,0 +1,187 @@
+//! The mock kubelet's local API server from outside, as a client meets it:
+//! `dpctl mock-kubelet --api-server` as a real process, raw HTTP/1.1 on its
+//! loopback port. Authentication (the kubeconfig's bearer token) and the
+//! limits kube-apiserver puts on what it stores.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+
+/// A kubelet root with the mock kubelet and its API server running.
+struct Node {
+    _d: tempfile::TempDir,
+    root: PathBuf,
+    kubelet: Option<(tokio::process::Child, Tail)>,
+    addr: String,
+    token: String,
+}
+
+fn kubelet_cmd(root: &Path) -> tokio::process::Command {
+    for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let p = |sub: &str| root.join(sub).display().to_string();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        &p("device-plugins"),
+        "--manifests",
+        &p("manifests"),
+        "--plugins-registry-dir",
+        &p("plugins_registry"),
+        "--pod-resources-socket",
+        &p("pod-resources/kubelet.sock"),
+        "--api-server",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+impl Node {
+    async fn start() -> Node {
+        let d = tmp();
+        let root = d.path().to_path_buf();
+        let mut child = kubelet_cmd(&root).spawn().unwrap();
+        let mut log = Tail::stdout(&mut child);
+        log.wait_for("\"event\":\"api-server\"", 1).await;
+        let ev: Value = log
+            .seen()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "api-server")
+            .unwrap();
+        let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+        let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
+        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap_or_default().to_string();
+        Node { _d: d, root, kubelet: Some((child, log)), addr, token }
+    }
+
+    /// One request with `headers` (the token added unless `auth` is false): status, headers, body.
+    async fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8], auth: bool) -> Answer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
+        if auth {
+            req.push_str(&format!("Authorization: Bearer {}\r\n", self.token));
+        }
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        s.write_all(req.as_bytes()).await.unwrap();
+        // The server may answer (and close) before it has read a body it refuses.
+        let _ = s.write_all(body).await;
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf).await;
+        let split = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&buf[..split]).to_string();
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        Answer { code, head, body: buf[split + 4..].to_vec() }
+    }
+
+    #[allow(dead_code)]
+    async fn json(&self, method: &str, path: &str, body: &Value) -> Answer {
+        let h = [("Content-Type", "application/json"), ("Accept", "application/json")];
+        self.call(method, path, &h, body.to_string().as_bytes(), true).await
+    }
+
+    async fn stop(mut self) {
+        if let Some((k, log)) = self.kubelet.take() {
+            stop_tailed(k, log).await.expect_code(0);
+        }
+    }
+}
+
+struct Answer {
+    code: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    fn header(&self, name: &str) -> String {
+        self.head
+            .lines()
+            .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_kubeconfigs_bearer_token_are_401_unauthorized() {
+    use std::os::unix::fs::PermissionsExt;
+    let n = Node::start().await;
+    let kc = n.root.join("kubeconfig");
+    assert_eq!(std::fs::metadata(&kc).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(n.token.len(), 64, "a 32-byte random token in hex: {:?}", n.token);
+    assert!(n.token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let node = "/api/v1/nodes/dpctl-node";
+    let json = [("Accept", "application/json")];
+    for (what, headers) in [
+        ("no token", vec![("Accept", "application/json")]),
+        ("a wrong token", vec![("Accept", "application/json"), ("Authorization", "Bearer not-the-token")]),
+        ("basic auth", vec![("Accept", "application/json"), ("Authorization", "Basic YTpi")]),
+    ] {
+        let a = n.call("GET", node, &headers, b"", false).await;
+        assert_eq!(a.code, 401, "{what}");
+        assert_eq!(a.header("content-type"), "application/json", "{what}");
+        assert_eq!(
+            a.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+            "{what}"
+        );
+    }
+    // In the negotiated encoding, watches and writes included.
+    let pb =
+        n.call("GET", node, &[("Accept", "application/vnd.kubernetes.protobuf,application/json")], b"", false).await;
+    assert_eq!((pb.code, pb.header("content-type").as_str()), (401, "application/vnd.kubernetes.protobuf"));
+    assert!(pb.body.starts_with(b"k8s\0"));
+    let w = n.call("GET", &format!("{SLICES}?watch=true"), &json, b"", false).await;
+    assert_eq!(w.code, 401);
+    let slice = json!({"metadata": {"name": "s"}, "spec": {"driver": "d.example.com", "nodeName": "dpctl-node", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}});
+    let post =
+        n.call("POST", SLICES, &[("Content-Type", "application/json")], slice.to_string().as_bytes(), false).await;
+    assert_eq!(post.code, 401);
+    let l = n.call("GET", SLICES, &json, b"", true).await;
+    assert_eq!((l.code, l.json()["items"].as_array().map(Vec::len)), (200, Some(0)), "nothing was created");
+    // With the token: served.
+    let a = n.call("GET", node, &json, b"", true).await;
+    assert_eq!((a.code, a.json()["metadata"]["name"].as_str()), (200, Some("dpctl-node")));
+    n.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_the_mock_kubelet_did_not_write_is_never_written_over() {
+    let d = tmp();
+    let root = d.path();
+    let mine = "apiVersion: v1\nkind: Config\n# the user's own\n";
+    std::fs::write(root.join("kubeconfig"), mine).unwrap();
+    let r = run_cmd_within(kubelet_cmd(root), 20).await;
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("will not write the API server's kubeconfig over this file")
+            && r.stderr.contains("not one the mock kubelet wrote"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(root.join("kubeconfig")).unwrap(), mine);
+    // Nor through a symlink.
+    std::fs::remove_file(root.join("kubeconfig")).unwrap();
+    let target = root.join("elsewhere");
+    std::fs::write(&target, mine).unwrap();
+    std::os::unix::fs::symlink(&target, root.join("kubeconfig")).unwrap();
+    let r = run_cmd_within(kubelet_cmd(root), 20).await;
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), mine);
+}
