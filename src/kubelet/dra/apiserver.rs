@@ -46,43 +46,104 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod validate;
+
 /// The ResourceSlices path.
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
-/// Largest request body read.
-const MAX_BODY: usize = 4 << 20;
+/// Largest request body read: kube-apiserver's `--max-request-body-bytes`
+/// default for JSON and protobuf bodies (3 MiB); a larger one is 413.
+const MAX_BODY: usize = 3 << 20;
 
 /// The objects the API server holds (ResourceSlices), shared with the DRA manager.
 #[derive(Debug)]
 pub struct Store {
     inner: Mutex<StoreInner>,
-    /// Every change, for watches: (ADDED | MODIFIED | DELETED, the object).
-    changes: tokio::sync::broadcast::Sender<(&'static str, Value)>,
+    /// The newest resource version: watches wake on it and read the history
+    /// (so a watcher holds nothing the history does not).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
+        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
     }
+}
+
+/// One change a watch can replay.
+#[derive(Debug, Clone)]
+struct Change {
+    version: u64,
+    /// ADDED | MODIFIED | DELETED.
+    kind: &'static str,
+    obj: Arc<Value>,
+    /// Its size as JSON.
+    bytes: usize,
 }
 
 #[derive(Debug, Default)]
 struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
+    /// The stored slices' size as JSON.
+    bytes: usize,
     generated: u64,
-    /// The latest changes (at most [`HISTORY`]): what a watch from a resource version replays.
-    history: std::collections::VecDeque<(u64, &'static str, Value)>,
+    /// The latest changes (at most [`HISTORY`], [`HISTORY_BYTES`]): what a watch from a resource version replays.
+    history: std::collections::VecDeque<Change>,
+    /// The changes' size as JSON.
+    history_bytes: usize,
     /// The newest version no longer in `history`.
     forgotten: u64,
 }
 
 /// How many changes a watch can resume across.
 const HISTORY: usize = 1000;
+/// How many bytes (as JSON) of changes are kept for watches; older ones are
+/// forgotten (a watch from before them is `410 Gone`, and lists again).
+const HISTORY_BYTES: usize = 8 << 20;
+
+/// The size of `v` as JSON, counted without writing it.
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
 
 /// A watch's start: the resource version now, the matching objects, the
-/// changes after the version asked for, and the live changes from here.
-type WatchStart =
-    (u64, Vec<Value>, Vec<(&'static str, Value)>, tokio::sync::broadcast::Receiver<(&'static str, Value)>);
+/// changes after the version asked for, and the wake-ups for later ones.
+type WatchStart = (u64, Vec<Value>, Vec<Change>, tokio::sync::watch::Receiver<u64>);
+
+impl StoreInner {
+    fn put(&mut self, name: String, obj: Value) {
+        self.bytes += json_size(&obj);
+        if let Some(old) = self.slices.insert(name, obj) {
+            self.bytes -= json_size(&old).min(self.bytes);
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        let old = self.slices.remove(name)?;
+        self.bytes -= json_size(&old).min(self.bytes);
+        Some(old)
+    }
+
+    /// The changes after `seen`; `Err(oldest kept)` when some are forgotten.
+    fn since(&self, seen: u64) -> std::result::Result<Vec<Change>, u64> {
+        if seen < self.forgotten {
+            return Err(self.forgotten + 1);
+        }
+        Ok(self.history.iter().filter(|c| c.version > seen).cloned().collect())
+    }
+}
 
 impl Store {
     /// Record a change at the current version (already counted) and tell the watches;
@@ -91,13 +152,27 @@ impl Store {
         if kind == "DELETED" {
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
         }
-        st.history.push_back((st.version, kind, obj.clone()));
-        while st.history.len() > HISTORY {
-            if let Some((v, _, _)) = st.history.pop_front() {
-                st.forgotten = v;
+        let bytes = json_size(&obj);
+        st.history.push_back(Change { version: st.version, kind, obj: Arc::new(obj), bytes });
+        st.history_bytes += bytes;
+        while st.history.len() > HISTORY || (st.history.len() > 1 && st.history_bytes > HISTORY_BYTES) {
+            if let Some(c) = st.history.pop_front() {
+                st.forgotten = c.version;
+                st.history_bytes -= c.bytes.min(st.history_bytes);
             }
         }
-        let _ = self.changes.send((kind, obj));
+        self.changes.send_replace(st.version);
+    }
+
+    /// What the store holds, as JSON bytes: (the stored slices, the change history).
+    pub fn held_bytes(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.bytes, st.history_bytes)
+    }
+
+    /// The changes after `seen` (see [`StoreInner::since`]).
+    fn since(&self, seen: u64) -> std::result::Result<Vec<Change>, u64> {
+        self.lock().since(seen)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
@@ -120,7 +195,7 @@ impl Store {
             .map(|(n, _)| n.clone())
             .collect();
         for n in &names {
-            if let Some(s) = st.slices.remove(n) {
+            if let Some(s) = st.take(n) {
                 st.version += 1;
                 self.emit(&mut st, "DELETED", s);
             }
@@ -135,7 +210,7 @@ impl Store {
         let names: Vec<String> =
             st.slices.iter().filter(|(_, s)| s["spec"]["nodeName"] == node).map(|(n, _)| n.clone()).collect();
         for n in &names {
-            if let Some(s) = st.slices.remove(n) {
+            if let Some(s) = st.take(n) {
                 st.version += 1;
                 self.emit(&mut st, "DELETED", s);
             }
@@ -151,8 +226,7 @@ impl Store {
         let rx = self.changes.subscribe();
         let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
         let replay = match from {
-            Some(f) if f < st.forgotten => return Err(st.forgotten + 1),
-            Some(f) => st.history.iter().filter(|(v, _, _)| *v > f).map(|(_, k, o)| (*k, o.clone())).collect(),
+            Some(f) => st.since(f)?,
             None => vec![],
         };
         Ok((st.version, items, replay, rx))
@@ -392,17 +466,17 @@ async fn pump(
     let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
     // Without initial events, a watch from resourceVersion N gets every change after N.
     let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
+    let expired =
+        |from: u64, oldest: u64| status(410, "Expired", format!("too old resource version: {from} ({oldest})")).1;
     let (version, items, replay, mut rx) = match store.watch(&sel, from) {
         Ok(w) => w,
         Err(oldest) => {
-            let (_, st) =
-                status(410, "Expired", format!("too old resource version: {} ({oldest})", from.unwrap_or_default()));
-            send_event(&tx, media, "ERROR", &st).await;
+            send_event(&tx, media, "ERROR", &expired(from.unwrap_or_default(), oldest)).await;
             return;
         }
     };
-    for (kind, obj) in replay.iter().filter(|(_, o)| sel.iter().all(|(k, v)| field(o, k) == *v)) {
-        if !send_event(&tx, media, kind, obj).await {
+    for c in replay.iter().filter(|c| sel.iter().all(|(k, v)| field(&c.obj, k) == *v)) {
+        if !send_event(&tx, media, c.kind, &c.obj).await {
             return;
         }
     }
@@ -420,21 +494,27 @@ async fn pump(
             return;
         }
     }
+    // Every change up to `version` is sent (replayed, or in the initial items).
+    let mut seen = version;
     loop {
-        let ev = tokio::select! {
-            e = rx.recv() => e,
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
             _ = stop.cancelled() => return,
             _ = tx.closed() => return,
-        };
-        match ev {
-            Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
-                if !send_event(&tx, media, kind, &obj).await {
-                    return;
-                }
+        }
+        let batch = match store.since(seen) {
+            Ok(b) => b,
+            // Too slow a reader: the changes it missed are forgotten; it lists again.
+            Err(oldest) => {
+                send_event(&tx, media, "ERROR", &expired(seen, oldest)).await;
+                return;
             }
-            Ok(_) => {}
-            // Too slow a reader: end the watch; the client lists again.
-            Err(_) => return,
+        };
+        for c in batch {
+            seen = c.version;
+            if sel.iter().all(|(k, v)| field(&c.obj, k) == *v) && !send_event(&tx, media, c.kind, &c.obj).await {
+                return;
+            }
         }
     }
 }
@@ -534,6 +614,10 @@ pub fn answer(
                 st.generated += 1;
                 n = format!("{g}{:05x}", st.generated);
             }
+            let causes = validate::resource_slice(&obj, &n);
+            if !causes.is_empty() {
+                return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
+            }
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
@@ -542,7 +626,7 @@ pub fn answer(
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
-            st.slices.insert(n, obj.clone());
+            st.put(n, obj.clone());
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
@@ -554,6 +638,10 @@ pub fn answer(
             let Some(cur) = st.slices.get(n) else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
+            let causes = validate::resource_slice(&obj, n);
+            if !causes.is_empty() {
+                return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+            }
             let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
             if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
                 return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
@@ -564,7 +652,7 @@ pub fn answer(
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
-            st.slices.insert(n.to_string(), obj.clone());
+            st.put(n.to_string(), obj.clone());
             store.emit(&mut st, "MODIFIED", obj.clone());
             (200, obj)
         }
@@ -584,7 +672,7 @@ pub fn answer(
                     return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"));
                 }
             }
-            match st.slices.remove(n) {
+            match st.take(n) {
                 Some(s) => {
                     st.version += 1;
                     store.emit(&mut st, "DELETED", s.clone());
@@ -621,27 +709,50 @@ fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
         .unwrap_or_else(|_| http::Response::new(whole(String::new())))
 }
 
-/// Read a request body, up to just over [`MAX_BODY`].
-async fn read_body(mut body: hyper::body::Incoming) -> Vec<u8> {
+/// kube-apiserver's answer to a body over [`MAX_BODY`].
+fn too_large() -> (u16, Value) {
+    status(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {MAX_BODY}"))
+}
+
+/// Read a request body, never holding more than [`MAX_BODY`] bytes of it:
+/// `Err` (413) as soon as it is longer (or says it is, by Content-Length).
+async fn read_body(mut body: hyper::body::Incoming, length: Option<u64>) -> std::result::Result<Vec<u8>, (u16, Value)> {
     use hyper::body::Body as _;
-    let mut buf = Vec::new();
+    if length.is_some_and(|l| l > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(length.map_or(0, |l| l as usize));
     while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
         let Ok(f) = f else { break };
         if let Ok(d) = f.into_data() {
-            buf.extend_from_slice(&d);
-            if buf.len() > MAX_BODY {
-                break;
+            if buf.len() + d.len() > MAX_BODY {
+                return Err(too_large());
             }
+            buf.extend_from_slice(&d);
         }
     }
-    buf
+    Ok(buf)
+}
+
+/// A ResourceSlice create or replace whose device count alone is over the
+/// limit: its 422, found without building the object (a refused body costs
+/// no more memory than its bytes).
+fn precheck(method: &str, path: &str, content_type: &str, buf: &[u8]) -> Option<(u16, Value)> {
+    if !matches!(method, "POST" | "PUT") || !path.starts_with(SLICES) {
+        return None;
+    }
+    let shape = match protobuf::request_media(content_type)? {
+        Media::Json => validate::json_shape(buf)?,
+        Media::Protobuf => {
+            let (name, devices, advanced) = protobuf::slice_shape(buf)?;
+            validate::Shape { name, devices, advanced }
+        }
+    };
+    shape.refusal()
 }
 
 /// The request body as JSON bytes, whatever its Content-Type; or the error answer.
 fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (u16, Value)> {
-    if buf.len() > MAX_BODY {
-        return Err(status(413, "RequestEntityTooLarge", "request body over 4 MiB".into()));
-    }
     match protobuf::request_media(content_type) {
         Some(Media::Json) => Ok(buf),
         Some(Media::Protobuf) if buf.is_empty() => Ok(buf),
@@ -677,7 +788,8 @@ async fn respond(
     }
     let query = req.uri().query().unwrap_or("").to_string();
     if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        // A few frames in flight: a watcher that never reads holds little beyond the history.
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
         tracker.spawn(pump(store, query, media, tx, stop));
         let resp = http::Response::builder()
             .status(200)
@@ -687,8 +799,16 @@ async fn respond(
         return Ok(resp);
     }
     let content_type = header("content-type");
+    let length = header("content-length").parse::<u64>().ok();
     let (parts, body) = req.into_parts();
-    let (code, v) = match json_body(&content_type, read_body(body).await) {
+    let path = decoded_path(parts.uri.path());
+    let read = read_body(body, length).await.and_then(|buf| {
+        match precheck(parts.method.as_str(), &path, &content_type, &buf) {
+            Some(refused) => Err(refused),
+            None => json_body(&content_type, buf),
+        }
+    });
+    let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
             let claims = claims();
@@ -789,6 +909,97 @@ mod tests {
         assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
+    }
+
+    fn slice_with(name: &str, devices: usize) -> Value {
+        let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
+        json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
+    }
+
+    /// Issue items: a 129-device slice, a non-DNS name and 70 kB of labels were all 201.
+    #[test]
+    fn creates_and_replaces_are_validated_as_kube_apiserver_does() {
+        let s = Store::default();
+        let (c, e) = call(&s, "POST", SLICES, "", slice_with("big", 129));
+        assert_eq!((c, e["reason"].as_str()), (422, Some("Invalid")));
+        assert_eq!(
+            e["message"],
+            "ResourceSlice.resource.k8s.io \"big\" is invalid: spec.devices: Too many: 129: must have at most 128 items"
+        );
+        assert_eq!(e["details"]["causes"][0]["field"], "spec.devices");
+        for bad in ["bad/slash", "sp ace", "x\0y", "r\u{200f}tl", "UPPER"] {
+            let (c, e) = call(&s, "POST", SLICES, "", slice_with(bad, 1));
+            assert_eq!(c, 422, "{bad:?}");
+            assert_eq!(e["details"]["causes"][0]["field"], "metadata.name", "{bad:?}");
+        }
+        let (c, e) = call(&s, "POST", SLICES, "", json!({"metadata": {"name": "x".repeat(100_000)}, "spec": {}}));
+        assert_eq!(c, 422);
+        assert!(e["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("must be no more than 253 characters"));
+        let mut labelled = slice_with("l", 1);
+        labelled["metadata"]["labels"] = json!({"example.com/big": "v".repeat(70_000)});
+        let (c, e) = call(&s, "POST", SLICES, "", labelled);
+        assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.labels")));
+        assert_eq!(s.held_bytes(), (0, 0), "nothing refused is held");
+        // A replace is judged as a create is.
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("ok", 128)).0, 201);
+        let held = s.held_bytes();
+        assert!(held.0 > 0 && held.1 > 0);
+        let (c, e) = call(&s, "PUT", &format!("{SLICES}/ok"), "", slice_with("ok", 129));
+        assert_eq!((c, e["details"]["name"].as_str()), (422, Some("ok")));
+        assert_eq!(s.held_bytes(), held);
+    }
+
+    #[test]
+    fn a_refused_body_is_found_without_building_it_and_the_body_limit_is_3_mib() {
+        // 100,000 devices in ~2 MB: refused by its shape, in JSON and protobuf.
+        let big = slice_with("huge", 100_000);
+        let body = big.to_string();
+        assert!(body.len() > 1_500_000 && body.len() < MAX_BODY);
+        let (c, e) = precheck("POST", SLICES, "application/json", body.as_bytes()).unwrap();
+        assert_eq!(c, 422);
+        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 128 items");
+        let mut pb = big.clone();
+        pb["kind"] = json!("ResourceSlice");
+        pb["apiVersion"] = json!("resource.k8s.io/v1");
+        pb["spec"]["devices"][0]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+        let pb = protobuf::encode_object(&pb).unwrap();
+        let (c, e) = precheck("PUT", &format!("{SLICES}/huge"), protobuf::PROTOBUF, &pb).unwrap();
+        assert_eq!(c, 422);
+        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 64 items");
+        assert!(precheck("POST", SLICES, "application/json", slice_with("ok", 128).to_string().as_bytes()).is_none());
+        assert!(precheck("GET", SLICES, "application/json", body.as_bytes()).is_none());
+        assert_eq!(too_large().0, 413);
+        assert_eq!(too_large().1["message"], "Request entity too large: limit is 3145728");
+    }
+
+    #[tokio::test]
+    async fn the_change_history_is_bounded_in_bytes_and_a_version_it_forgot_is_410() {
+        let s = Arc::new(Store::default());
+        // Slices of ~200 kB each (annotations under the 256 KiB limit).
+        let fat = |n: usize| {
+            let mut o = slice_with(&format!("s{n}"), 1);
+            o["metadata"]["annotations"] = json!({"example.com/pad": "x".repeat(200_000)});
+            o
+        };
+        for i in 0..60 {
+            assert_eq!(call(&s, "POST", SLICES, "", fat(i)).0, 201);
+        }
+        let (stored, history) = s.held_bytes();
+        assert!(stored > 60 * 200_000, "{stored}");
+        assert!(history <= HISTORY_BYTES && history > HISTORY_BYTES / 2, "{history}");
+        // Deleting keeps no more than the bound either.
+        for i in 0..60 {
+            assert_eq!(call(&s, "DELETE", &format!("{SLICES}/s{i}"), "", Value::Null).0, 200);
+        }
+        let (stored, history) = s.held_bytes();
+        assert_eq!(stored, 0);
+        assert!(history <= HISTORY_BYTES, "{history}");
+        let got = watch_lines(&s, "watch=true&resourceVersion=1", 1).await;
+        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
+        assert_eq!(got[0]["object"]["reason"], "Expired");
     }
 
     #[test]
@@ -960,7 +1171,8 @@ mod tests {
         {
             let mut st = store.lock();
             st.version = 4;
-            st.history.extend([(2, "ADDED", slice("a")), (3, "ADDED", taint), (4, "ADDED", slice("b"))]);
+            let change = |version, obj| Change { version, kind: "ADDED", obj: Arc::new(obj), bytes: 0 };
+            st.history.extend([change(2, slice("a")), change(3, taint), change(4, slice("b"))]);
         }
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
