@@ -20,6 +20,10 @@ struct Node {
 }
 
 fn kubelet_cmd(root: &Path) -> tokio::process::Command {
+    kubelet_cmd_with(root, &[])
+}
+
+fn kubelet_cmd_with(root: &Path, extra: &[&str]) -> tokio::process::Command {
     for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources"] {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
@@ -39,15 +43,19 @@ fn kubelet_cmd(root: &Path) -> tokio::process::Command {
         "--log-format",
         "json",
     ]);
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
 
 impl Node {
     async fn start() -> Node {
+        Node::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> Node {
         let d = tmp();
         let root = d.path().to_path_buf();
-        let mut child = kubelet_cmd(&root).spawn().unwrap();
+        let mut child = kubelet_cmd_with(&root, extra).spawn().unwrap();
         let mut log = Tail::stdout(&mut child);
         log.wait_for("\"event\":\"api-server\"", 1).await;
         let ev: Value = log
@@ -296,4 +304,31 @@ fn protobuf_slice(obj: &Value) -> Vec<u8> {
     out.extend(field(1, &tm));
     out.extend(field(2, &raw));
     out
+}
+
+/// Issue #33: NVIDIA's driver reads /version ("API server version detection failed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_answers_the_kubelet_version_profiles_kubernetes_and_unserved_verbs_are_405() {
+    let n = Node::start_with(&["--kubelet-version", "1.33"]).await;
+    let a = n
+        .call("GET", "/version", &[("Accept", "application/vnd.kubernetes.protobuf,application/json")], b"", true)
+        .await;
+    assert_eq!((a.code, a.header("content-type").as_str()), (200, "application/json"));
+    let v = a.json();
+    assert_eq!(
+        (v["major"].as_str(), v["minor"].as_str(), v["gitVersion"].as_str()),
+        (Some("1"), Some("33"), Some("v1.33.0"))
+    );
+    for k in ["gitCommit", "gitTreeState", "buildDate", "goVersion", "compiler", "platform"] {
+        assert!(v[k].as_str().is_some_and(|s| !s.is_empty()), "{k}: {v}");
+    }
+    assert_eq!(n.call("GET", "/version", &[], b"", false).await.code, 401);
+    let a = n.call("DELETE", "/version", &[("Accept", "application/json")], b"", true).await;
+    assert_eq!((a.code, a.json()["reason"].as_str()), (405, Some("MethodNotAllowed")));
+    let a = n.json("PUT", SLICES, &slice("x", 1)).await;
+    assert_eq!(
+        (a.code, a.json()["message"].as_str()),
+        (405, Some("the server does not allow this method on the requested resource"))
+    );
+    n.stop().await;
 }

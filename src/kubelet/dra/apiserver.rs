@@ -7,7 +7,12 @@
 //! It lives as long as the node (a kubelet restart does not restart it).
 //! Supported:
 //!
-//! - `GET /api/v1/nodes/NAME` (the node the mock kubelet is);
+//! - `GET /version` (`version.Info` of the `--kubelet-version` profile's
+//!   Kubernetes version, `v1.MINOR.0`), `GET /api/v1/nodes/NAME` (the node
+//!   the mock kubelet is); a verb a served path does not serve is 405;
+//! - on every ResourceSlice create and replace, kube-apiserver's validation
+//!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
+//!   413; the change history is bounded in count and bytes;
 //! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
 //!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
 //!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
@@ -300,6 +305,45 @@ fn authorized(header: &str, token: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// kube-apiserver's answer to a verb a served path does not serve (its
+/// go-restful service error, as `NewGenericServerResponse` words a 405).
+fn method_not_allowed() -> (u16, Value) {
+    let (c, mut v) =
+        status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource".into());
+    v["details"] = json!({});
+    (c, v)
+}
+
+/// `GET /version` as kube-apiserver answers it (`version.Info`), for the
+/// Kubernetes minor version of the `--kubelet-version` profile.
+pub fn version_info(minor: u32) -> Value {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        a => a,
+    };
+    let mut v = json!({
+        "major": "1",
+        "minor": minor.to_string(),
+        "gitVersion": format!("v1.{minor}.0"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": format!("linux/{arch}"),
+    });
+    // Compatibility versions (KEP-4330) are part of version.Info from 1.33.
+    if minor >= 33 {
+        v["emulationMajor"] = json!("1");
+        v["emulationMinor"] = json!(minor.to_string());
+        v["minCompatibilityMajor"] = json!("1");
+        v["minCompatibilityMinor"] = json!((minor - 1).to_string());
+    }
+    v
+}
+
 /// kube-apiserver's answer to a request without valid credentials.
 fn unauthorized() -> (u16, Value) {
     status(401, "Unauthorized", "Unauthorized".into())
@@ -381,7 +425,9 @@ pub fn answer(
         return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
     }
     if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
-        return if method == "GET" && name == node {
+        return if method != "GET" {
+            method_not_allowed()
+        } else if name == node {
             (
                 200,
                 json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": super::objects::derived_uid(&format!("node\0{node}")), "resourceVersion": "1"}}),
@@ -517,7 +563,7 @@ pub fn answer(
                 None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
             }
         }
-        _ => status(405, "MethodNotAllowed", format!("{method} {path} is not supported")),
+        _ => method_not_allowed(),
     }
 }
 
@@ -606,27 +652,44 @@ fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (
     }
 }
 
-/// Serve one request: negotiate the answer's encoding, decode the body, answer or start a watch.
-async fn respond(
-    req: http::Request<hyper::body::Incoming>,
+/// What every request is served with.
+struct Ctx {
     store: Arc<Store>,
     claims: Claims,
     node: String,
-    token: Arc<str>,
+    /// The Kubernetes minor version `/version` answers.
+    minor: u32,
+    /// The bearer token every request must carry.
+    token: String,
     tracker: TaskTracker,
     stop: CancellationToken,
+}
+
+/// Serve one request: authenticate it, negotiate the answer's encoding,
+/// decode the body, answer or start a watch.
+async fn respond(
+    req: http::Request<hyper::body::Incoming>,
+    ctx: Arc<Ctx>,
 ) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
+    let Ctx { store, claims, node, minor, token, tracker, stop } = &*ctx;
+    let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
-    if !authorized(&header("authorization"), &token) {
+    if !authorized(&header("authorization"), token) {
         let (code, v) = unauthorized();
         return Ok(reply(media, code, &v));
+    }
+    if decoded_path(req.uri().path()) == "/version" {
+        // version.Info has no protobuf form: JSON, as kube-apiserver sends it.
+        let (code, v) =
+            if req.method() == http::Method::GET { (200, version_info(minor)) } else { method_not_allowed() };
+        return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
     }
     let query = req.uri().query().unwrap_or("").to_string();
     if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
         // A few frames in flight: a watcher that never reads holds little beyond the history.
         let (tx, rx) = tokio::sync::mpsc::channel(8);
-        tracker.spawn(pump(store, query, media, tx, stop));
+        tracker.spawn(pump(store, query, media, tx, stop.clone()));
         let resp = http::Response::builder()
             .status(200)
             .header("content-type", media.content_type(true))
@@ -648,17 +711,20 @@ async fn respond(
         Err(e) => e,
         Ok(buf) => {
             let claims = claims();
-            answer(&store, &claims, &node, parts.method.as_str(), parts.uri.path(), &query, &buf)
+            answer(&store, &claims, node, parts.method.as_str(), parts.uri.path(), &query, &buf)
         }
     };
     Ok(reply(media, code, &v))
 }
 
-/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
+/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve
+/// until `stop`; `/version` answers Kubernetes 1.`minor`.
+#[allow(clippy::too_many_arguments)]
 pub async fn start(
     addr: SocketAddr,
     root: &Path,
     node: String,
+    minor: u32,
     store: Arc<Store>,
     claims: Claims,
     stop: CancellationToken,
@@ -680,11 +746,11 @@ pub async fn start(
             kubeconfig.display()
         ))
     })?;
-    let token: Arc<str> = new_token()
-        .map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?
-        .into();
+    let token =
+        new_token().map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
     crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
+    let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
     let t2 = tracker.clone();
     tracker.spawn(async move {
         loop {
@@ -693,13 +759,10 @@ pub async fn start(
                 _ = stop.cancelled() => return,
             };
             let Ok((sock, _)) = conn else { continue };
-            let (store, claims, node, token) = (store.clone(), claims.clone(), node.clone(), token.clone());
-            let (t3, stop2) = (t2.clone(), stop.clone());
+            let ctx = ctx.clone();
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (store, claims, node, token) = (store.clone(), claims.clone(), node.clone(), token.clone());
-                    let (tracker, stop) = (t3.clone(), stop2.clone());
-                    respond(req, store, claims, node, token, tracker, stop)
+                    respond(req, ctx.clone())
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
@@ -809,6 +872,26 @@ mod tests {
         assert!(precheck("GET", SLICES, "application/json", body.as_bytes()).is_none());
         assert_eq!(too_large().0, 413);
         assert_eq!(too_large().1["message"], "Request entity too large: limit is 3145728");
+    }
+
+    #[test]
+    fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
+        let s = Store::default();
+        for (m, p) in [
+            ("PUT", SLICES.to_string()),
+            ("POST", format!("{SLICES}/x")),
+            ("PATCH", format!("{SLICES}/x")),
+            ("DELETE", "/api/v1/nodes/node-1".to_string()),
+        ] {
+            let (c, e) = call(&s, m, &p, "", Value::Null);
+            assert_eq!((c, e["reason"].as_str()), (405, Some("MethodNotAllowed")), "{m} {p}");
+            assert_eq!(e["message"], "the server does not allow this method on the requested resource");
+        }
+        let v = version_info(34);
+        assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("34")));
+        assert_eq!((v["gitVersion"].as_str(), v["emulationMinor"].as_str()), (Some("v1.34.0"), Some("34")));
+        assert!(v["platform"].as_str().unwrap().starts_with("linux/"));
+        assert!(version_info(32).get("emulationMajor").is_none(), "compatibility versions came with 1.33");
     }
 
     #[test]
