@@ -359,4 +359,33 @@ mod tests {
         assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
         assert_eq!(got[0]["object"]["reason"], "Expired");
     }
+
+    /// A watcher that stops reading holds no more than the history: once the
+    /// changes it has not been sent are forgotten, it gets 410 Expired and ends.
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_the_history_gets_410_and_ends() {
+        let s = Arc::new(Store::default());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("zero", 1)).0, 201);
+        tracker.spawn(pump(s.clone(), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("first", 1)).0, 201);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("\"first\""));
+        // The watcher reads nothing more while the history turns over, by count and by bytes.
+        for i in 0..HISTORY + 2 {
+            assert_eq!(call(&s, "POST", SLICES, "", slice_with(&format!("x{i}"), 1)).0, 201);
+        }
+        let mut lines = Vec::new();
+        while let Ok(Some(b)) = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
+            lines.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        let last = lines.last().unwrap();
+        assert_eq!((last["type"].as_str(), last["object"]["code"].as_i64()), (Some("ERROR"), Some(410)), "{last}");
+        assert!(lines.len() < HISTORY, "it was not sent the whole history: {}", lines.len());
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
 }
