@@ -593,6 +593,7 @@ async fn run(
             addr,
             &dra.root,
             crate::kubelet::dra::NODE_NAME.to_string(),
+            s.manager.profile.version.minor(),
             store,
             claims_of(current_rx.clone()),
             status.token.clone(),

@@ -122,12 +122,12 @@ mod engine_tests {
             d.wipe_delay = Duration::from_millis(300);
         }
         let node = Node::start(spec, bus).await.unwrap();
-        let addr = wait(&mut rx, |e| match e {
-            KubeletEvent::ApiServer { addr, .. } => Some(addr.trim_start_matches("http://").to_string()),
+        let kubeconfig = wait(&mut rx, |e| match e {
+            KubeletEvent::ApiServer { kubeconfig, .. } => Some(kubeconfig.clone()),
             _ => None,
         })
         .await;
-        let api = slices::ApiServer { authority: addr, prefix: String::new(), token: None };
+        let api = slices::load_kubeconfig(std::path::Path::new(&kubeconfig)).unwrap();
         let driver = "gpu.example.com";
         let plugin_dir = tree.root.join("plugins").join(driver);
         let cfg = crate::plugin::dra::Config {

@@ -385,11 +385,27 @@ async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_t
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
-/// One plain HTTP/1.1 GET; the status line and the body.
-async fn http_get(addr: &str, path: &str) -> (String, Value) {
+/// The local API server of an `api-server` event: its address and the bearer token of its kubeconfig.
+struct Api {
+    addr: String,
+    token: String,
+}
+
+impl Api {
+    fn of(event: &Value) -> Api {
+        let addr = event["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+        let kc = std::fs::read_to_string(event["kubeconfig"].as_str().unwrap()).unwrap();
+        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+        Api { addr, token }
+    }
+}
+
+/// One plain HTTP/1.1 GET with the API server's token; the status line and the body.
+async fn http_get(api: &Api, path: &str) -> (String, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, token) = (&api.addr, &api.token);
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.unwrap();
@@ -420,7 +436,7 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
     let api = &events(&log, "api-server")[0];
-    let addr = api["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let addr = Api::of(api);
     let kubeconfig = t.p("kubeconfig");
     assert_eq!(api["kubeconfig"], s(&kubeconfig));
     // No health service: the devices can only come from the published ResourceSlice.
@@ -549,7 +565,7 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     go_log.wait_for(&format!("watch MODIFIED {name} rv=2 devices=3"), 1).await;
     // The protobuf bodies landed in the store: read back as JSON, with the attribute the PUT added.
     let api = &events(&log, "api-server")[0];
-    let addr = api["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let addr = Api::of(api);
     let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
     assert!(st.contains("200"), "{st}");
     assert_eq!(got["spec"]["driver"], go_driver, "{got}");
@@ -754,7 +770,7 @@ async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
     let mut kubelet = c.spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
-    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let addr = Api::of(&events(&log, "api-server")[0]);
     let driver = t.serve(&["--devices", "3", "--kubeconfig", s(&t.p("kubeconfig")), "--node-name", "dpctl-node"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write(
@@ -823,7 +839,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
     let mut kubelet = c.spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
-    let addr = events(&log, "api-server")[0]["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let addr = Api::of(&events(&log, "api-server")[0]);
     let mut watch = Watch::open(
         &addr,
         "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&fieldSelector=spec.nodeName%3Ddpctl-node",
@@ -860,10 +876,13 @@ struct Watch {
 }
 
 impl Watch {
-    async fn open(addr: &str, path: &str) -> Watch {
+    async fn open(api: &Api, path: &str) -> Watch {
         use tokio::io::AsyncWriteExt;
+        let (addr, token) = (&api.addr, &api.token);
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n\r\n"
+        );
         stream.write_all(req.as_bytes()).await.unwrap();
         Watch { stream, seen: String::new() }
     }

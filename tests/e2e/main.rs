@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `dpctl` binary against real gRPC servers on
 //! Unix sockets in temp dirs. One test binary keeps link time down.
 
+mod apiserver;
 mod authority;
 mod bench;
 mod cli;

@@ -1,10 +1,18 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
 //! over plain HTTP/1.1 on loopback, with a kubeconfig written for the
-//! driver (`<root>/kubeconfig`, an empty user). It lives as long as the
-//! node (a kubelet restart does not restart it). Supported:
+//! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
+//! file the mock kubelet did not write) carrying a random bearer token: a
+//! request without it is `401 Unauthorized`, as kube-apiserver answers it.
+//! It lives as long as the node (a kubelet restart does not restart it).
+//! Supported:
 //!
-//! - `GET /api/v1/nodes/NAME` (the node the mock kubelet is);
+//! - `GET /version` (`version.Info` of the `--kubelet-version` profile's
+//!   Kubernetes version, `v1.MINOR.0`), `GET /api/v1/nodes/NAME` (the node
+//!   the mock kubelet is); a verb a served path does not serve is 405;
+//! - on every ResourceSlice create and replace, kube-apiserver's validation
+//!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
+//!   413; the change history is bounded in count and bytes;
 //! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
 //!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
 //!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
@@ -43,43 +51,107 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod validate;
+mod watch;
+
+use watch::{pump, whole, ChannelBody};
+
 /// The ResourceSlices path.
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
-/// Largest request body read.
-const MAX_BODY: usize = 4 << 20;
+/// Largest request body read: kube-apiserver's `--max-request-body-bytes`
+/// default for JSON and protobuf bodies (3 MiB); a larger one is 413.
+const MAX_BODY: usize = 3 << 20;
 
 /// The objects the API server holds (ResourceSlices), shared with the DRA manager.
 #[derive(Debug)]
 pub struct Store {
     inner: Mutex<StoreInner>,
-    /// Every change, for watches: (ADDED | MODIFIED | DELETED, the object).
-    changes: tokio::sync::broadcast::Sender<(&'static str, Value)>,
+    /// The newest resource version: watches wake on it and read the history
+    /// (so a watcher holds nothing the history does not).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
+        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
     }
+}
+
+/// One change a watch can replay.
+#[derive(Debug, Clone)]
+struct Change {
+    version: u64,
+    /// ADDED | MODIFIED | DELETED.
+    kind: &'static str,
+    obj: Arc<Value>,
+    /// Its size as JSON.
+    bytes: usize,
 }
 
 #[derive(Debug, Default)]
 struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
+    /// The stored slices' size as JSON.
+    bytes: usize,
     generated: u64,
-    /// The latest changes (at most [`HISTORY`]): what a watch from a resource version replays.
-    history: std::collections::VecDeque<(u64, &'static str, Value)>,
+    /// The latest changes (at most [`HISTORY`], [`HISTORY_BYTES`]): what a watch from a resource version replays.
+    history: std::collections::VecDeque<Change>,
+    /// The changes' size as JSON.
+    history_bytes: usize,
     /// The newest version no longer in `history`.
     forgotten: u64,
 }
 
 /// How many changes a watch can resume across.
 const HISTORY: usize = 1000;
+/// How many bytes (as JSON) of changes are kept for watches; older ones are
+/// forgotten (a watch from before them is `410 Gone`, and lists again).
+const HISTORY_BYTES: usize = 8 << 20;
+
+/// The size of `v` as JSON, counted without writing it.
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
 
 /// A watch's start: the resource version now, the matching objects, the
-/// changes after the version asked for, and the live changes from here.
-type WatchStart =
-    (u64, Vec<Value>, Vec<(&'static str, Value)>, tokio::sync::broadcast::Receiver<(&'static str, Value)>);
+/// changes after the version asked for, and the wake-ups for later ones.
+type WatchStart = (u64, Vec<Value>, Vec<Change>, tokio::sync::watch::Receiver<u64>);
+
+impl StoreInner {
+    fn put(&mut self, name: String, obj: Value) {
+        self.bytes += json_size(&obj);
+        if let Some(old) = self.slices.insert(name, obj) {
+            self.bytes -= json_size(&old).min(self.bytes);
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        let old = self.slices.remove(name)?;
+        self.bytes -= json_size(&old).min(self.bytes);
+        Some(old)
+    }
+
+    /// The changes after `seen`; `Err(oldest kept)` when some are forgotten.
+    fn since(&self, seen: u64) -> std::result::Result<Vec<Change>, u64> {
+        if seen < self.forgotten {
+            return Err(self.forgotten + 1);
+        }
+        Ok(self.history.iter().filter(|c| c.version > seen).cloned().collect())
+    }
+}
 
 impl Store {
     /// Record a change at the current version (already counted) and tell the watches;
@@ -88,13 +160,27 @@ impl Store {
         if kind == "DELETED" {
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
         }
-        st.history.push_back((st.version, kind, obj.clone()));
-        while st.history.len() > HISTORY {
-            if let Some((v, _, _)) = st.history.pop_front() {
-                st.forgotten = v;
+        let bytes = json_size(&obj);
+        st.history.push_back(Change { version: st.version, kind, obj: Arc::new(obj), bytes });
+        st.history_bytes += bytes;
+        while st.history.len() > HISTORY || (st.history.len() > 1 && st.history_bytes > HISTORY_BYTES) {
+            if let Some(c) = st.history.pop_front() {
+                st.forgotten = c.version;
+                st.history_bytes -= c.bytes.min(st.history_bytes);
             }
         }
-        let _ = self.changes.send((kind, obj));
+        self.changes.send_replace(st.version);
+    }
+
+    /// What the store holds, as JSON bytes: (the stored slices, the change history).
+    pub fn held_bytes(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.bytes, st.history_bytes)
+    }
+
+    /// The changes after `seen` (see [`StoreInner::since`]).
+    fn since(&self, seen: u64) -> std::result::Result<Vec<Change>, u64> {
+        self.lock().since(seen)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
@@ -117,7 +203,7 @@ impl Store {
             .map(|(n, _)| n.clone())
             .collect();
         for n in &names {
-            if let Some(s) = st.slices.remove(n) {
+            if let Some(s) = st.take(n) {
                 st.version += 1;
                 self.emit(&mut st, "DELETED", s);
             }
@@ -132,7 +218,7 @@ impl Store {
         let names: Vec<String> =
             st.slices.iter().filter(|(_, s)| s["spec"]["nodeName"] == node).map(|(n, _)| n.clone()).collect();
         for n in &names {
-            if let Some(s) = st.slices.remove(n) {
+            if let Some(s) = st.take(n) {
                 st.version += 1;
                 self.emit(&mut st, "DELETED", s);
             }
@@ -148,8 +234,7 @@ impl Store {
         let rx = self.changes.subscribe();
         let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
         let replay = match from {
-            Some(f) if f < st.forgotten => return Err(st.forgotten + 1),
-            Some(f) => st.history.iter().filter(|(v, _, _)| *v > f).map(|(_, k, o)| (*k, o.clone())).collect(),
+            Some(f) => st.since(f)?,
             None => vec![],
         };
         Ok((st.version, items, replay, rx))
@@ -165,17 +250,109 @@ pub struct Served {
     pub kubeconfig: PathBuf,
 }
 
-/// The kubeconfig text for `addr` (plain http, an empty user, as the kubeletplugin helper accepts).
-pub fn kubeconfig(addr: SocketAddr) -> String {
+/// The first line of every kubeconfig the mock kubelet writes: what marks
+/// the file as its own (it never writes over a file without it).
+const KUBECONFIG_MARK: &str = "# Written by dpctl mock-kubelet for its local API server; rewritten at each start.";
+
+/// The kubeconfig text for `addr` (plain http, a bearer token, as client-go
+/// and the kubeletplugin helper read it: `users[].user.token`).
+pub fn kubeconfig(addr: SocketAddr, token: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user: {{}}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
+        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user:\n    token: {token}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
     )
+}
+
+/// A fresh random bearer token: 32 bytes of the kernel's random source, in hex.
+fn new_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Whether `path` may be (re)written as the mock kubelet's kubeconfig: absent,
+/// or a regular file (not a symlink) of this user that the mock kubelet wrote
+/// (its first line is [`KUBECONFIG_MARK`]); `Err` names what is there instead.
+fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect it: {e}")),
+    };
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file (a symlink, directory or other)".into());
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(format!("it belongs to another user (uid {})", meta.uid()));
+    }
+    let mut head = String::new();
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    use std::io::{BufRead, Read};
+    std::io::BufReader::new(f.take(4096)).read_line(&mut head).map_err(|e| format!("cannot read it: {e}"))?;
+    if head.trim_end() == KUBECONFIG_MARK {
+        Ok(())
+    } else {
+        Err("it is not one the mock kubelet wrote".into())
+    }
+}
+
+/// Whether an `Authorization` header carries `token` (compared in constant time).
+fn authorized(header: &str, token: &str) -> bool {
+    let Some(given) = header.strip_prefix("Bearer ") else { return false };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// kube-apiserver's answer to a verb a served path does not serve (its
+/// go-restful service error, as `NewGenericServerResponse` words a 405).
+fn method_not_allowed() -> (u16, Value) {
+    let (c, mut v) =
+        status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource".into());
+    v["details"] = json!({});
+    (c, v)
+}
+
+/// `GET /version` as kube-apiserver answers it (`version.Info`), for the
+/// Kubernetes minor version of the `--kubelet-version` profile.
+pub fn version_info(minor: u32) -> Value {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        a => a,
+    };
+    let mut v = json!({
+        "major": "1",
+        "minor": minor.to_string(),
+        "gitVersion": format!("v1.{minor}.0"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": format!("linux/{arch}"),
+    });
+    // Compatibility versions (KEP-4330) are part of version.Info from 1.33.
+    if minor >= 33 {
+        v["emulationMajor"] = json!("1");
+        v["emulationMinor"] = json!(minor.to_string());
+        v["minCompatibilityMajor"] = json!("1");
+        v["minCompatibilityMinor"] = json!((minor - 1).to_string());
+    }
+    v
+}
+
+/// kube-apiserver's answer to a request without valid credentials.
+fn unauthorized() -> (u16, Value) {
+    status(401, "Unauthorized", "Unauthorized".into())
 }
 
 fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     (
         code,
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}),
     )
 }
 
@@ -222,167 +399,6 @@ fn is_watch(query: &str) -> bool {
     param(query, "watch").is_some_and(|v| v == "true" || v == "1")
 }
 
-/// A response body: one whole answer (with a Content-Length), or a watch's stream.
-enum ChannelBody {
-    Whole(Option<hyper::body::Bytes>),
-    Stream(tokio::sync::mpsc::Receiver<hyper::body::Bytes>),
-}
-
-impl hyper::body::Body for ChannelBody {
-    type Data = hyper::body::Bytes;
-    type Error = std::convert::Infallible;
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<std::result::Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        match &mut *self {
-            ChannelBody::Whole(b) => std::task::Poll::Ready(b.take().map(|b| Ok(hyper::body::Frame::data(b)))),
-            ChannelBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(hyper::body::Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, ChannelBody::Whole(None))
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        match self {
-            ChannelBody::Whole(b) => hyper::body::SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
-            ChannelBody::Stream(_) => hyper::body::SizeHint::default(),
-        }
-    }
-}
-
-fn whole(text: String) -> ChannelBody {
-    ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
-}
-
-/// One watch event in the negotiated encoding: a JSON line, or a protobuf
-/// frame; `Err` when the object has no form in that encoding.
-fn encode_event(media: Media, kind: &str, obj: &Value) -> std::result::Result<hyper::body::Bytes, String> {
-    match media {
-        Media::Json => {
-            let mut t = json!({"type": kind, "object": obj}).to_string();
-            t.push('\n');
-            Ok(hyper::body::Bytes::from(t))
-        }
-        Media::Protobuf => {
-            let mut obj = obj.clone();
-            if obj["kind"].as_str().unwrap_or_default().is_empty() {
-                obj["kind"] = json!("ResourceSlice");
-                obj["apiVersion"] = json!("resource.k8s.io/v1");
-            }
-            protobuf::watch_frame(kind, &obj).map(hyper::body::Bytes::from)
-        }
-    }
-}
-
-/// What a watcher is sent for one event.
-#[derive(Debug, PartialEq)]
-enum Frame {
-    /// The event; the watch goes on.
-    Event(hyper::body::Bytes),
-    /// The event cannot be encoded: an ERROR event (a `Status`, 500
-    /// InternalError, naming the object and why) instead, and the watch ends
-    /// — the client sees it, lists again and resumes; nothing vanishes.
-    Last(hyper::body::Bytes),
-}
-
-/// Frame one event for a watcher (pure).
-fn event(media: Media, kind: &str, obj: &Value) -> Frame {
-    match encode_event(media, kind, obj) {
-        Ok(b) => Frame::Event(b),
-        Err(e) => {
-            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-            let what = match media {
-                Media::Json => "JSON",
-                Media::Protobuf => "protobuf",
-            };
-            let (_, st) = status(
-                500,
-                "InternalError",
-                format!("cannot encode the {kind} event of {name:?} as {what}: {e}; the watch ends, list again"),
-            );
-            // A Status always has its form in either encoding; should it
-            // not, the JSON line still tells the client the watch is over.
-            Frame::Last(
-                encode_event(media, "ERROR", &st)
-                    .unwrap_or_else(|_| hyper::body::Bytes::from(json!({"type": "ERROR", "object": st}).to_string())),
-            )
-        }
-    }
-}
-
-/// Send one event; false when the watch is over (the client left, or the event ended it).
-async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: Media, kind: &str, obj: &Value) -> bool {
-    match event(media, kind, obj) {
-        Frame::Event(b) => tx.send(b).await.is_ok(),
-        Frame::Last(b) => {
-            let _ = tx.send(b).await;
-            false
-        }
-    }
-}
-
-/// Pump a watch of the slices into `tx` until the client goes or `stop`.
-async fn pump(
-    store: Arc<Store>,
-    query: String,
-    media: Media,
-    tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
-    stop: CancellationToken,
-) {
-    let sel = field_selector(&query);
-    let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
-    // Without initial events, a watch from resourceVersion N gets every change after N.
-    let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
-    let (version, items, replay, mut rx) = match store.watch(&sel, from) {
-        Ok(w) => w,
-        Err(oldest) => {
-            let (_, st) =
-                status(410, "Expired", format!("too old resource version: {} ({oldest})", from.unwrap_or_default()));
-            send_event(&tx, media, "ERROR", &st).await;
-            return;
-        }
-    };
-    for (kind, obj) in replay.iter().filter(|(_, o)| sel.iter().all(|(k, v)| field(o, k) == *v)) {
-        if !send_event(&tx, media, kind, obj).await {
-            return;
-        }
-    }
-    if initial {
-        for i in &items {
-            if !send_event(&tx, media, "ADDED", i).await {
-                return;
-            }
-        }
-        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
-            "resourceVersion": version.to_string(),
-            "annotations": {"k8s.io/initial-events-end": "true"},
-        }});
-        if !send_event(&tx, media, "BOOKMARK", &bookmark).await {
-            return;
-        }
-    }
-    loop {
-        let ev = tokio::select! {
-            e = rx.recv() => e,
-            _ = stop.cancelled() => return,
-            _ = tx.closed() => return,
-        };
-        match ev {
-            Ok((kind, obj)) if sel.iter().all(|(k, v)| field(&obj, k) == *v) => {
-                if !send_event(&tx, media, kind, &obj).await {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            // Too slow a reader: end the watch; the client lists again.
-            Err(_) => return,
-        }
-    }
-}
-
 /// A stored ResourceSlice names its kind and version, as kube-apiserver answers it.
 fn set_kind(obj: &mut Value) {
     obj["apiVersion"] = json!("resource.k8s.io/v1");
@@ -409,7 +425,9 @@ pub fn answer(
         return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
     }
     if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
-        return if method == "GET" && name == node {
+        return if method != "GET" {
+            method_not_allowed()
+        } else if name == node {
             (
                 200,
                 json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": super::objects::derived_uid(&format!("node\0{node}")), "resourceVersion": "1"}}),
@@ -478,6 +496,10 @@ pub fn answer(
                 st.generated += 1;
                 n = format!("{g}{:05x}", st.generated);
             }
+            let causes = validate::resource_slice(&obj, &n);
+            if !causes.is_empty() {
+                return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
+            }
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
@@ -486,7 +508,7 @@ pub fn answer(
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
-            st.slices.insert(n, obj.clone());
+            st.put(n, obj.clone());
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
@@ -498,6 +520,10 @@ pub fn answer(
             let Some(cur) = st.slices.get(n) else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
+            let causes = validate::resource_slice(&obj, n);
+            if !causes.is_empty() {
+                return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+            }
             let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
             if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
                 return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
@@ -508,7 +534,7 @@ pub fn answer(
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["uid"] = uid;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
-            st.slices.insert(n.to_string(), obj.clone());
+            st.put(n.to_string(), obj.clone());
             store.emit(&mut st, "MODIFIED", obj.clone());
             (200, obj)
         }
@@ -528,7 +554,7 @@ pub fn answer(
                     return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"));
                 }
             }
-            match st.slices.remove(n) {
+            match st.take(n) {
                 Some(s) => {
                     st.version += 1;
                     store.emit(&mut st, "DELETED", s.clone());
@@ -537,7 +563,7 @@ pub fn answer(
                 None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),
             }
         }
-        _ => status(405, "MethodNotAllowed", format!("{method} {path} is not supported")),
+        _ => method_not_allowed(),
     }
 }
 
@@ -565,27 +591,50 @@ fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
         .unwrap_or_else(|_| http::Response::new(whole(String::new())))
 }
 
-/// Read a request body, up to just over [`MAX_BODY`].
-async fn read_body(mut body: hyper::body::Incoming) -> Vec<u8> {
+/// kube-apiserver's answer to a body over [`MAX_BODY`].
+fn too_large() -> (u16, Value) {
+    status(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {MAX_BODY}"))
+}
+
+/// Read a request body, never holding more than [`MAX_BODY`] bytes of it:
+/// `Err` (413) as soon as it is longer (or says it is, by Content-Length).
+async fn read_body(mut body: hyper::body::Incoming, length: Option<u64>) -> std::result::Result<Vec<u8>, (u16, Value)> {
     use hyper::body::Body as _;
-    let mut buf = Vec::new();
+    if length.is_some_and(|l| l > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(length.map_or(0, |l| l as usize));
     while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
         let Ok(f) = f else { break };
         if let Ok(d) = f.into_data() {
-            buf.extend_from_slice(&d);
-            if buf.len() > MAX_BODY {
-                break;
+            if buf.len() + d.len() > MAX_BODY {
+                return Err(too_large());
             }
+            buf.extend_from_slice(&d);
         }
     }
-    buf
+    Ok(buf)
+}
+
+/// A ResourceSlice create or replace whose device count alone is over the
+/// limit: its 422, found without building the object (a refused body costs
+/// no more memory than its bytes).
+fn precheck(method: &str, path: &str, content_type: &str, buf: &[u8]) -> Option<(u16, Value)> {
+    if !matches!(method, "POST" | "PUT") || !path.starts_with(SLICES) {
+        return None;
+    }
+    let shape = match protobuf::request_media(content_type)? {
+        Media::Json => validate::json_shape(buf)?,
+        Media::Protobuf => {
+            let (name, devices, advanced) = protobuf::slice_shape(buf)?;
+            validate::Shape { name, devices, advanced }
+        }
+    };
+    shape.refusal()
 }
 
 /// The request body as JSON bytes, whatever its Content-Type; or the error answer.
 fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (u16, Value)> {
-    if buf.len() > MAX_BODY {
-        return Err(status(413, "RequestEntityTooLarge", "request body over 4 MiB".into()));
-    }
     match protobuf::request_media(content_type) {
         Some(Media::Json) => Ok(buf),
         Some(Media::Protobuf) if buf.is_empty() => Ok(buf),
@@ -603,21 +652,44 @@ fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (
     }
 }
 
-/// Serve one request: negotiate the answer's encoding, decode the body, answer or start a watch.
-async fn respond(
-    req: http::Request<hyper::body::Incoming>,
+/// What every request is served with.
+struct Ctx {
     store: Arc<Store>,
     claims: Claims,
     node: String,
+    /// The Kubernetes minor version `/version` answers.
+    minor: u32,
+    /// The bearer token every request must carry.
+    token: String,
     tracker: TaskTracker,
     stop: CancellationToken,
+}
+
+/// Serve one request: authenticate it, negotiate the answer's encoding,
+/// decode the body, answer or start a watch.
+async fn respond(
+    req: http::Request<hyper::body::Incoming>,
+    ctx: Arc<Ctx>,
 ) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
+    let Ctx { store, claims, node, minor, token, tracker, stop } = &*ctx;
+    let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
+    if !authorized(&header("authorization"), token) {
+        let (code, v) = unauthorized();
+        return Ok(reply(media, code, &v));
+    }
+    if decoded_path(req.uri().path()) == "/version" {
+        // version.Info has no protobuf form: JSON, as kube-apiserver sends it.
+        let (code, v) =
+            if req.method() == http::Method::GET { (200, version_info(minor)) } else { method_not_allowed() };
+        return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
+    }
     let query = req.uri().query().unwrap_or("").to_string();
     if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        tracker.spawn(pump(store, query, media, tx, stop));
+        // A few frames in flight: a watcher that never reads holds little beyond the history.
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        tracker.spawn(pump(store, query, media, tx, stop.clone()));
         let resp = http::Response::builder()
             .status(200)
             .header("content-type", media.content_type(true))
@@ -626,22 +698,33 @@ async fn respond(
         return Ok(resp);
     }
     let content_type = header("content-type");
+    let length = header("content-length").parse::<u64>().ok();
     let (parts, body) = req.into_parts();
-    let (code, v) = match json_body(&content_type, read_body(body).await) {
+    let path = decoded_path(parts.uri.path());
+    let read = read_body(body, length).await.and_then(|buf| {
+        match precheck(parts.method.as_str(), &path, &content_type, &buf) {
+            Some(refused) => Err(refused),
+            None => json_body(&content_type, buf),
+        }
+    });
+    let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
             let claims = claims();
-            answer(&store, &claims, &node, parts.method.as_str(), parts.uri.path(), &query, &buf)
+            answer(&store, &claims, node, parts.method.as_str(), parts.uri.path(), &query, &buf)
         }
     };
     Ok(reply(media, code, &v))
 }
 
-/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve until `stop`.
+/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve
+/// until `stop`; `/version` answers Kubernetes 1.`minor`.
+#[allow(clippy::too_many_arguments)]
 pub async fn start(
     addr: SocketAddr,
     root: &Path,
     node: String,
+    minor: u32,
     store: Arc<Store>,
     claims: Claims,
     stop: CancellationToken,
@@ -657,8 +740,17 @@ pub async fn start(
         .map_err(|e| Error::failed(format!("--api-server {addr}: cannot listen: {e}; choose a free port")))?;
     let addr = l.local_addr().map_err(|e| Error::failed(format!("API server: {e}")))?;
     let kubeconfig = root.join("kubeconfig");
-    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr).as_bytes())
+    kubeconfig_is_ours(&kubeconfig).map_err(|why| {
+        Error::usage(format!(
+            "{}: will not write the API server's kubeconfig over this file: {why}; move it away or choose another --kubelet-root",
+            kubeconfig.display()
+        ))
+    })?;
+    let token =
+        new_token().map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
+    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
+    let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
     let t2 = tracker.clone();
     tracker.spawn(async move {
         loop {
@@ -667,13 +759,10 @@ pub async fn start(
                 _ = stop.cancelled() => return,
             };
             let Ok((sock, _)) = conn else { continue };
-            let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
-            let (t3, stop2) = (t2.clone(), stop.clone());
+            let ctx = ctx.clone();
             t2.spawn(stop.clone().run_until_cancelled_owned(async move {
                 let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let (store, claims, node) = (store.clone(), claims.clone(), node.clone());
-                    let (tracker, stop) = (t3.clone(), stop2.clone());
-                    respond(req, store, claims, node, tracker, stop)
+                    respond(req, ctx.clone())
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
@@ -719,6 +808,90 @@ mod tests {
         assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
         assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
+    }
+
+    fn slice_with(name: &str, devices: usize) -> Value {
+        let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
+        json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
+    }
+
+    /// Issue items: a 129-device slice, a non-DNS name and 70 kB of labels were all 201.
+    #[test]
+    fn creates_and_replaces_are_validated_as_kube_apiserver_does() {
+        let s = Store::default();
+        let (c, e) = call(&s, "POST", SLICES, "", slice_with("big", 129));
+        assert_eq!((c, e["reason"].as_str()), (422, Some("Invalid")));
+        assert_eq!(
+            e["message"],
+            "ResourceSlice.resource.k8s.io \"big\" is invalid: spec.devices: Too many: 129: must have at most 128 items"
+        );
+        assert_eq!(e["details"]["causes"][0]["field"], "spec.devices");
+        for bad in ["bad/slash", "sp ace", "x\0y", "r\u{200f}tl", "UPPER"] {
+            let (c, e) = call(&s, "POST", SLICES, "", slice_with(bad, 1));
+            assert_eq!(c, 422, "{bad:?}");
+            assert_eq!(e["details"]["causes"][0]["field"], "metadata.name", "{bad:?}");
+        }
+        let (c, e) = call(&s, "POST", SLICES, "", json!({"metadata": {"name": "x".repeat(100_000)}, "spec": {}}));
+        assert_eq!(c, 422);
+        assert!(e["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("must be no more than 253 characters"));
+        let mut labelled = slice_with("l", 1);
+        labelled["metadata"]["labels"] = json!({"example.com/big": "v".repeat(70_000)});
+        let (c, e) = call(&s, "POST", SLICES, "", labelled);
+        assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.labels")));
+        assert_eq!(s.held_bytes(), (0, 0), "nothing refused is held");
+        // A replace is judged as a create is.
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("ok", 128)).0, 201);
+        let held = s.held_bytes();
+        assert!(held.0 > 0 && held.1 > 0);
+        let (c, e) = call(&s, "PUT", &format!("{SLICES}/ok"), "", slice_with("ok", 129));
+        assert_eq!((c, e["details"]["name"].as_str()), (422, Some("ok")));
+        assert_eq!(s.held_bytes(), held);
+    }
+
+    #[test]
+    fn a_refused_body_is_found_without_building_it_and_the_body_limit_is_3_mib() {
+        // 100,000 devices in ~2 MB: refused by its shape, in JSON and protobuf.
+        let big = slice_with("huge", 100_000);
+        let body = big.to_string();
+        assert!(body.len() > 1_500_000 && body.len() < MAX_BODY);
+        let (c, e) = precheck("POST", SLICES, "application/json", body.as_bytes()).unwrap();
+        assert_eq!(c, 422);
+        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 128 items");
+        let mut pb = big.clone();
+        pb["kind"] = json!("ResourceSlice");
+        pb["apiVersion"] = json!("resource.k8s.io/v1");
+        pb["spec"]["devices"][0]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+        let pb = protobuf::encode_object(&pb).unwrap();
+        let (c, e) = precheck("PUT", &format!("{SLICES}/huge"), protobuf::PROTOBUF, &pb).unwrap();
+        assert_eq!(c, 422);
+        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 64 items");
+        assert!(precheck("POST", SLICES, "application/json", slice_with("ok", 128).to_string().as_bytes()).is_none());
+        assert!(precheck("GET", SLICES, "application/json", body.as_bytes()).is_none());
+        assert_eq!(too_large().0, 413);
+        assert_eq!(too_large().1["message"], "Request entity too large: limit is 3145728");
+    }
+
+    #[test]
+    fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
+        let s = Store::default();
+        for (m, p) in [
+            ("PUT", SLICES.to_string()),
+            ("POST", format!("{SLICES}/x")),
+            ("PATCH", format!("{SLICES}/x")),
+            ("DELETE", "/api/v1/nodes/node-1".to_string()),
+        ] {
+            let (c, e) = call(&s, m, &p, "", Value::Null);
+            assert_eq!((c, e["reason"].as_str()), (405, Some("MethodNotAllowed")), "{m} {p}");
+            assert_eq!(e["message"], "the server does not allow this method on the requested resource");
+        }
+        let v = version_info(34);
+        assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("34")));
+        assert_eq!((v["gitVersion"].as_str(), v["emulationMinor"].as_str()), (Some("v1.34.0"), Some("34")));
+        assert!(v["platform"].as_str().unwrap().starts_with("linux/"));
+        assert!(version_info(32).get("emulationMajor").is_none(), "compatibility versions came with 1.33");
     }
 
     #[test]
@@ -791,146 +964,6 @@ mod tests {
         assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
         let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
         assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
-    }
-
-    /// The lines a JSON watch with `query` sends until it has `n` of them.
-    async fn watch_lines(store: &Arc<Store>, query: &str, n: usize) -> Vec<Value> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let stop = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
-        let mut out = Vec::new();
-        while out.len() < n {
-            let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
-            out.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
-        }
-        stop.cancel();
-        out
-    }
-
-    #[tokio::test]
-    async fn a_watch_from_a_resource_version_gets_every_change_after_it() {
-        let s = Arc::new(Store::default());
-        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": node}});
-        assert_eq!(call(&s, "POST", SLICES, "", slice("a", "n1")).0, 201); // rv 1
-        assert_eq!(call(&s, "POST", SLICES, "", slice("b", "n2")).0, 201); // rv 2
-        assert_eq!(call(&s, "POST", SLICES, "", slice("c", "n1")).0, 201); // rv 3
-        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/a"), "", Value::Null).0, 200); // rv 4
-        let got = watch_lines(&s, "watch=true&resourceVersion=1&fieldSelector=spec.nodeName%3Dn1", 2).await;
-        let words: Vec<String> = got
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {}",
-                    e["type"].as_str().unwrap(),
-                    e["object"]["metadata"]["name"].as_str().unwrap(),
-                    e["object"]["metadata"]["resourceVersion"].as_str().unwrap()
-                )
-            })
-            .collect();
-        assert_eq!(
-            words,
-            ["ADDED c 3", "DELETED a 4"],
-            "b is another node's; a deleted carries the deletion's version"
-        );
-        // Too old: the changes after it are no longer kept.
-        for i in 0..HISTORY {
-            call(&s, "POST", SLICES, "", slice(&format!("x{i}"), "n3"));
-        }
-        let got = watch_lines(&s, "watch=true&resourceVersion=2", 1).await;
-        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
-        assert!(
-            got[0]["object"]["message"].as_str().unwrap().starts_with("too old resource version: 2 ("),
-            "{}",
-            got[0]
-        );
-    }
-
-    /// Split one protobuf field off `b`: (field number, payload, rest); length-delimited fields only.
-    fn pb_field(b: &[u8]) -> (u64, &[u8], &[u8]) {
-        let varint = |b: &[u8]| {
-            let (mut v, mut i) = (0u64, 0);
-            while b[i] & 0x80 != 0 {
-                v |= u64::from(b[i] & 0x7f) << (7 * i);
-                i += 1;
-            }
-            (v | u64::from(b[i]) << (7 * i), i + 1)
-        };
-        let (tag, n) = varint(b);
-        assert_eq!(tag & 7, 2, "a length-delimited field");
-        let (len, m) = varint(&b[n..]);
-        let start = n + m;
-        let end = start + usize::try_from(len).unwrap();
-        (tag >> 3, &b[start..end], &b[end..])
-    }
-
-    /// A protobuf watch frame as (type, object).
-    fn watch_event(frame: &[u8]) -> (String, Value) {
-        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
-        let ev = &frame[4..];
-        assert_eq!(ev.len(), len, "one whole frame");
-        let (n, ty, rest) = pb_field(ev);
-        assert_eq!(n, 1);
-        let (n, raw_ext, _) = pb_field(rest);
-        assert_eq!(n, 2);
-        let (n, raw, _) = pb_field(raw_ext);
-        assert_eq!(n, 1);
-        (String::from_utf8(ty.to_vec()).unwrap(), protobuf::decode_object(raw).unwrap())
-    }
-
-    /// Defect 4: an event that cannot be encoded for the watcher (a kind
-    /// outside the protobuf subset) was sent as nothing and the watch went
-    /// on; the watcher must see an ERROR event and the watch end.
-    #[tokio::test]
-    async fn an_event_that_cannot_be_encoded_ends_the_watch_with_an_error_event() {
-        let store = Arc::new(Store::default());
-        let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n"}});
-        let taint =
-            json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1alpha3", "metadata": {"name": "t"}});
-        {
-            let mut st = store.lock();
-            st.version = 4;
-            st.history.extend([(2, "ADDED", slice("a")), (3, "ADDED", taint), (4, "ADDED", slice("b"))]);
-        }
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let stop = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), "watch=true&resourceVersion=1".into(), Media::Protobuf, tx, stop.clone()));
-        let mut got = Vec::new();
-        loop {
-            match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
-                Ok(Some(frame)) => got.push(watch_event(&frame)),
-                Ok(None) => break, // the watch ended
-                Err(_) => {
-                    stop.cancel();
-                    panic!("the watch went on after the event it could not send: {got:?}");
-                }
-            }
-        }
-        stop.cancel();
-        let kinds: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
-        assert_eq!(kinds, ["ADDED", "ERROR"], "{got:?}");
-        assert_eq!(got[0].1["metadata"]["name"], "a");
-        let st = &got[1].1;
-        assert_eq!(
-            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
-            (Some("Status"), Some(500), Some("InternalError"))
-        );
-        let msg = st["message"].as_str().unwrap();
-        assert!(msg.contains("ADDED event of \"t\"") && msg.contains("DeviceTaintRule"), "{msg}");
-        tracker.close();
-        tracker.wait().await;
-    }
-
-    #[test]
-    fn frames_are_events_until_one_cannot_be_encoded() {
-        let ok = json!({"kind": "ResourceSlice", "metadata": {"name": "a"}});
-        assert!(matches!(event(Media::Protobuf, "ADDED", &ok), Frame::Event(b) if !b.is_empty()));
-        let bad = json!({"kind": "Secret", "metadata": {"name": "s"}});
-        assert!(matches!(event(Media::Json, "ADDED", &bad), Frame::Event(_)), "JSON has every kind");
-        let Frame::Last(b) = event(Media::Protobuf, "ADDED", &bad) else { panic!("the watch must end") };
-        let (ty, st) = watch_event(&b);
-        assert_eq!((ty.as_str(), st["code"].as_i64()), ("ERROR", Some(500)));
     }
 
     #[test]

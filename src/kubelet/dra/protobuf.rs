@@ -451,6 +451,69 @@ pub fn decode_object(body: &[u8]) -> Result<Value, String> {
     Ok(obj)
 }
 
+/// Call `f` with each (field number, value) of one message, in wire order, keeping nothing.
+fn each_field<'a>(buf: &'a [u8], mut f: impl FnMut(u64, Wire<'a>)) -> Result<(), String> {
+    let mut at = 0;
+    while at < buf.len() {
+        let key = varint(buf, &mut at)?;
+        let v = match key & 7 {
+            0 => Wire::Varint(varint(buf, &mut at)?),
+            1 => Wire::Fixed64(u64::from_le_bytes(take(buf, &mut at, 8)?.try_into().map_err(|_| "fixed64")?)),
+            2 => {
+                let n = usize::try_from(varint(buf, &mut at)?).map_err(|_| "length over usize")?;
+                Wire::Bytes(take(buf, &mut at, n)?)
+            }
+            5 => Wire::Fixed32(u32::from_le_bytes(take(buf, &mut at, 4)?.try_into().map_err(|_| "fixed32")?)),
+            w => return Err(format!("unsupported wire type {w} (field {})", key >> 3)),
+        };
+        f(key >> 3, v);
+    }
+    Ok(())
+}
+
+/// An enveloped protobuf ResourceSlice read at the wire level, building
+/// nothing: its `metadata.name` (else `generateName`), how many
+/// `spec.devices`, and whether any has taints or consumes counters.
+/// `None` when the body is not such an object (the full decode says why).
+pub fn slice_shape(body: &[u8]) -> Option<(String, usize, bool)> {
+    let rest = body.strip_prefix(&MAGIC[..])?;
+    let mut raw = None;
+    each_field(rest, |n, w| {
+        if let (2, Wire::Bytes(r)) = (n, w) {
+            raw = Some(r);
+        }
+    })
+    .ok()?;
+    let (mut name, mut generate) = (String::new(), String::new());
+    let (mut devices, mut advanced, mut ok) = (0usize, false, true);
+    each_field(raw?, |n, w| match (n, w) {
+        // ResourceSlice.metadata: ObjectMeta name = 1, generateName = 2.
+        (1, Wire::Bytes(meta)) => {
+            ok &= each_field(meta, |mn, mw| match (mn, mw) {
+                (1, Wire::Bytes(s)) => name = String::from_utf8_lossy(s).into_owned(),
+                (2, Wire::Bytes(s)) => generate = String::from_utf8_lossy(s).into_owned(),
+                _ => {}
+            })
+            .is_ok();
+        }
+        // ResourceSlice.spec: devices = 6; Device consumesCounters = 4, taints = 8.
+        (2, Wire::Bytes(spec)) => {
+            ok &= each_field(spec, |sn, sw| {
+                if let (6, Wire::Bytes(dev)) = (sn, sw) {
+                    devices += 1;
+                    if !advanced {
+                        ok &= each_field(dev, |dn, _| advanced |= dn == 4 || dn == 8).is_ok();
+                    }
+                }
+            })
+            .is_ok();
+        }
+        _ => {}
+    })
+    .ok()?;
+    ok.then_some((if name.is_empty() { generate } else { name }, devices, advanced))
+}
+
 /// One protobuf watch frame: a 4-byte big-endian length, then the raw
 /// `WatchEvent{type, object: RawExtension{raw: the enveloped object}}`.
 pub fn watch_frame(kind: &str, obj: &Value) -> Result<Vec<u8>, String> {

@@ -25,8 +25,7 @@ pub struct ApiServer {
     pub token: Option<String>,
 }
 
-/// Read the API server out of a kubeconfig (its current context).
-pub fn parse_kubeconfig(text: &str) -> std::result::Result<ApiServer, String> {
+fn parse_kubeconfig_full(text: &str) -> std::result::Result<Kubeconfig, String> {
     let v: Value = serde_norway::from_str(text).map_err(|e| format!("not a kubeconfig (YAML): {e}"))?;
     let current = v.get("current-context").and_then(Value::as_str).unwrap_or("");
     let find = |list: &str, name: &str| -> Option<Value> {
@@ -69,17 +68,47 @@ pub fn parse_kubeconfig(text: &str) -> std::result::Result<ApiServer, String> {
         return Err(format!("server {server:?} names no host"));
     }
     let prefix = if prefix == "/" { String::new() } else { prefix };
-    let token = find("users", &user_name)
-        .and_then(|u| u.get("user")?.get("token")?.as_str().map(String::from))
+    let user = find("users", &user_name);
+    let token =
+        user.as_ref().and_then(|u| u.get("user")?.get("token")?.as_str().map(String::from)).filter(|t| !t.is_empty());
+    let token_file = user
+        .as_ref()
+        .and_then(|u| u.get("user")?.get("tokenFile")?.as_str().map(String::from))
         .filter(|t| !t.is_empty());
-    Ok(ApiServer { authority, prefix, token })
+    Ok(Kubeconfig { api: ApiServer { authority, prefix, token }, token_file })
 }
 
-/// Read and parse a kubeconfig file.
+/// A kubeconfig as read: the server and token, and the user's `tokenFile`
+/// (read by [`load_kubeconfig`], relative to the kubeconfig's directory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kubeconfig {
+    /// The server and the inline token.
+    pub api: ApiServer,
+    /// `users[].user.tokenFile`, as written.
+    pub token_file: Option<String>,
+}
+
+/// Read the API server out of a kubeconfig (its current context); a
+/// `tokenFile` is not read here (see [`load_kubeconfig`]).
+pub fn parse_kubeconfig(text: &str) -> std::result::Result<ApiServer, String> {
+    parse_kubeconfig_full(text).map(|k| k.api)
+}
+
+/// Read and parse a kubeconfig file. As client-go: a user's `tokenFile`
+/// (relative paths from the kubeconfig's directory) wins over its `token`,
+/// its content trimmed of surrounding whitespace.
 pub fn load_kubeconfig(path: &Path) -> Result<ApiServer> {
     let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig")
         .map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))?;
-    parse_kubeconfig(&text).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))
+    let k = parse_kubeconfig_full(&text).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))?;
+    let mut api = k.api;
+    if let Some(f) = k.token_file {
+        let tf = path.parent().unwrap_or(Path::new(".")).join(&f);
+        let t = crate::core::limits::read_file(&tf, 64 << 10, "token file")
+            .map_err(|e| Error::usage(format!("--kubeconfig {}: tokenFile {}: {e}", path.display(), tf.display())))?;
+        api.token = Some(t.trim().to_string()).filter(|t| !t.is_empty());
+    }
+    Ok(api)
 }
 
 /// The slice's object name: `<node>-<driver>-<pool>`, as a DNS subdomain.
@@ -243,6 +272,20 @@ current-context: here
             .unwrap_err()
             .contains("gone"));
         assert!(parse_kubeconfig("[").is_err());
+    }
+
+    #[test]
+    fn a_token_file_wins_over_the_inline_token_as_client_go_reads_it() {
+        let d = tempfile::tempdir().unwrap();
+        let kc = d.path().join("kubeconfig");
+        let text = "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {token: inline, tokenFile: tok}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        std::fs::write(&kc, text).unwrap();
+        std::fs::write(d.path().join("tok"), "from-file\n").unwrap();
+        assert_eq!(load_kubeconfig(&kc).unwrap().token.as_deref(), Some("from-file"));
+        assert_eq!(parse_kubeconfig(text).unwrap().token.as_deref(), Some("inline"));
+        std::fs::remove_file(d.path().join("tok")).unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("tokenFile") && e.contains("tok"), "{e}");
     }
 
     #[test]

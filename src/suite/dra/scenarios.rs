@@ -21,13 +21,14 @@ pub(crate) async fn registers(s: &mut Sess) -> Outcome {
 /// DRA-SLICE-001
 pub(crate) async fn publishes_slice(s: &mut Sess) -> Outcome {
     let d = need!(s.driver().await);
-    let Some(addr) = s.seen.iter().find_map(|e| match &e.event {
-        KubeletEvent::ApiServer { addr, .. } => Some(addr.trim_start_matches("http://").to_string()),
+    let Some(kubeconfig) = s.seen.iter().find_map(|e| match &e.event {
+        KubeletEvent::ApiServer { kubeconfig, .. } => Some(kubeconfig.clone()),
         _ => None,
     }) else {
         return Outcome::skip("no local API server");
     };
-    let api = crate::plugin::dra::slices::ApiServer { authority: addr, prefix: String::new(), token: None };
+    let api = need!(crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))
+        .map_err(|e| Outcome::fail("read the local API server's kubeconfig", e.to_string(), "report this bug")));
     let node = crate::kubelet::dra::NODE_NAME;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

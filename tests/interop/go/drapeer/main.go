@@ -49,6 +49,7 @@ var (
 	node       = flag.String("node", "", "node name")
 	cdiDir     = flag.String("cdi", "/var/run/cdi", "CDI spec dir")
 	server     string
+	token      string
 )
 
 const protoType = "application/vnd.kubernetes.protobuf"
@@ -66,6 +67,7 @@ func api(method, path string, body []byte) (int, []byte, string, error) {
 	}
 	req, _ := http.NewRequest(method, server+path, r)
 	req.Header.Set("Accept", accept)
+	authorize(req)
 	if body != nil {
 		req.Header.Set("Content-Type", protoType)
 	}
@@ -76,6 +78,13 @@ func api(method, path string, body []byte) (int, []byte, string, error) {
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, out, resp.Header.Get("Content-Type"), err
+}
+
+// authorize sends the kubeconfig user's bearer token, as client-go's bearer round tripper does.
+func authorize(req *http.Request) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 }
 
 // envelope wraps a message as kube-apiserver's protobuf serializer does.
@@ -131,6 +140,7 @@ func watchSlices(synced chan<- struct{}, deleted chan<- string) {
 		url.QueryEscape("spec.driver="+*driver+",spec.nodeName="+*node)
 	req, _ := http.NewRequest("GET", server+"/apis/resource.k8s.io/v1/resourceslices?"+q, nil)
 	req.Header.Set("Accept", accept)
+	authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		die("watch: %v", err)
@@ -287,10 +297,29 @@ func main() {
 	if err != nil {
 		die("kubeconfig: %v", err)
 	}
+	// The subset of clientcmd this peer needs: the server, and the user's
+	// token or tokenFile (the file wins, trimmed; relative to the kubeconfig).
+	tokenFile := ""
 	for _, l := range strings.Split(string(text), "\n") {
-		if t := strings.TrimSpace(l); strings.HasPrefix(t, "server:") {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "server:"):
 			server = strings.TrimSpace(strings.TrimPrefix(t, "server:"))
+		case strings.HasPrefix(t, "token:"):
+			token = strings.TrimSpace(strings.TrimPrefix(t, "token:"))
+		case strings.HasPrefix(t, "tokenFile:"):
+			tokenFile = strings.TrimSpace(strings.TrimPrefix(t, "tokenFile:"))
 		}
+	}
+	if tokenFile != "" {
+		if !filepath.IsAbs(tokenFile) {
+			tokenFile = filepath.Join(filepath.Dir(*kubeconfig), tokenFile)
+		}
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			die("kubeconfig: tokenFile: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
 	}
 	if !strings.HasPrefix(server, "http://") {
 		die("kubeconfig: no plain-http server")

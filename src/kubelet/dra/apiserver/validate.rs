@@ -1,0 +1,625 @@
+//! kube-apiserver's validation of what the local API server stores, as pure
+//! functions over the JSON objects: ObjectMeta (apimachinery's
+//! `ValidateObjectMeta`: DNS-subdomain names, label keys and values,
+//! annotation keys and their total size) and the ResourceSlice limits of
+//! resource.k8s.io/v1 (`pkg/apis/resource/validation`: devices per slice,
+//! devices and sharedCounters not together, counter sets, taints, counter
+//! consumptions and attributes+capacities per device, unique device names).
+//! Errors are worded as apimachinery's `field.Error` prints them and
+//! answered as `errors.NewInvalid` builds its `Status` (422, reason
+//! `Invalid`, `details.causes[]` with the field paths).
+
+use crate::core::validate::{dns_subdomain, DNS_SUBDOMAIN_MAX};
+use serde_json::{json, Value};
+
+/// `resource.ResourceSliceMaxDevices`.
+pub const MAX_DEVICES: usize = 128;
+/// `resource.ResourceSliceMaxDevicesWithAdvancedFeatures` (formerly
+/// `…WithTaintsOrConsumesCounters`): the limit when any device has taints or consumes counters.
+pub const MAX_DEVICES_ADVANCED: usize = 64;
+/// `resource.ResourceSliceMaxCounterSets`.
+pub const MAX_COUNTER_SETS: usize = 8;
+/// `resource.DeviceTaintsMaxLength`.
+pub const MAX_TAINTS: usize = 16;
+/// `resource.ResourceSliceMaxDeviceCounterConsumptionsPerDevice`.
+pub const MAX_CONSUMES_COUNTERS: usize = 2;
+/// `resource.ResourceSliceMaxAttributesAndCapacitiesPerDevice`.
+pub const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
+/// apimachinery's `TotalAnnotationSizeLimitB` (256 KiB).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
+/// `validation.LabelValueMaxLength` and the qualified name part's limit.
+const MAX_LABEL: usize = 63;
+
+/// One field error, as apimachinery's `field.Error`: its `StatusCause`
+/// reason, the field path and the error body (`Type: value: detail`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueTooMany`, …
+    pub reason: &'static str,
+    /// `metadata.name`, `spec.devices[3].taints`, …
+    pub field: String,
+    /// What `ErrorBody()` prints.
+    pub message: String,
+}
+
+/// A Go `%q` of a string (`strconv.Quote`): escapes for quotes, backslashes,
+/// control and format characters (a right-to-left mark is `\u200f`).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x0b' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control()
+                || matches!(c as u32, 0xad | 0x200b..=0x200f | 0x2028..=0x202e | 0x2060..=0x2064 | 0xfeff) =>
+            {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32))
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32))
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueInvalid",
+        field: field.into(),
+        message: format!("Invalid value: {}: {detail}", go_quote(value)),
+    }
+}
+
+fn invalid_n(field: &str, value: usize, detail: &str) -> Cause {
+    Cause { reason: "FieldValueInvalid", field: field.into(), message: format!("Invalid value: {value}: {detail}") }
+}
+
+/// `field.TooMany`.
+pub fn too_many(field: &str, actual: usize, max: usize) -> Cause {
+    let items = if max == 1 { "item" } else { "items" };
+    Cause {
+        reason: "FieldValueTooMany",
+        field: field.into(),
+        message: format!("Too many: {actual}: must have at most {max} {items}"),
+    }
+}
+
+fn too_long(field: &str, max: usize) -> Cause {
+    Cause {
+        reason: "FieldValueTooLong",
+        field: field.into(),
+        message: format!("Too long: may not be more than {max} bytes"),
+    }
+}
+
+fn duplicate(field: &str, value: &str) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate",
+        field: field.into(),
+        message: format!("Duplicate value: {}", go_quote(value)),
+    }
+}
+
+fn required(field: &str, detail: &str) -> Cause {
+    Cause { reason: "FieldValueRequired", field: field.into(), message: format!("Required value: {detail}") }
+}
+
+/// apimachinery's `RegexError` text.
+fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
+    let e: Vec<String> = examples.iter().map(|x| format!("'{x}', ")).collect();
+    format!("{msg} (e.g. {}regex used for validation is '{re}')", e.join("or "))
+}
+
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` — a qualified name's name part, or a non-empty label value.
+fn qualified_chars(s: &str) -> bool {
+    let b = s.as_bytes();
+    let end = |c: u8| c.is_ascii_alphanumeric();
+    !b.is_empty() && end(b[0]) && end(b[b.len() - 1]) && b.iter().all(|&c| end(c) || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// apimachinery's `IsQualifiedName`: `[prefix/]name`, the prefix a DNS
+/// subdomain, the name at most 63 characters. The problems, as it words them.
+fn qualified_name(s: &str) -> Vec<String> {
+    let parts: Vec<&str> = s.split('/').collect();
+    let (prefix, name) = match parts.as_slice() {
+        [n] => (None, *n),
+        [p, n] => (Some(*p), *n),
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            )]
+        }
+    };
+    let mut out = Vec::new();
+    match prefix {
+        Some("") => out.push("prefix part must be non-empty".to_string()),
+        Some(p) => {
+            if let Err(e) = dns_subdomain(p, DNS_SUBDOMAIN_MAX) {
+                out.push(format!("prefix part {e}"));
+            }
+        }
+        None => {}
+    }
+    if name.is_empty() {
+        out.push("name part must be non-empty".into());
+    } else {
+        if name.len() > MAX_LABEL {
+            out.push(format!("name part must be no more than {MAX_LABEL} characters"));
+        }
+        if !qualified_chars(name) {
+            out.push(format!(
+                "name part {}",
+                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            ));
+        }
+    }
+    out
+}
+
+/// apimachinery's `IsValidLabelValue`.
+fn label_value(v: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if v.len() > MAX_LABEL {
+        out.push(format!("must be no more than {MAX_LABEL} characters"));
+    }
+    if !v.is_empty() && !qualified_chars(v) {
+        out.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            &format!("({QUALIFIED_NAME_FMT})?"),
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    out
+}
+
+/// `ValidateObjectMeta` for a cluster-scoped object named by `NameIsDNSSubdomain`
+/// (`name` is the final name, generated or given): name, labels, annotations.
+pub fn object_meta(meta: &Value, name: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    if name.is_empty() {
+        out.push(required("metadata.name", "name or generateName is required"));
+    } else if let Err(e) = dns_subdomain(name, DNS_SUBDOMAIN_MAX) {
+        out.push(invalid("metadata.name", name, &e.to_string()));
+    }
+    if let Some(labels) = meta["labels"].as_object() {
+        for (k, v) in labels {
+            for m in qualified_name(k) {
+                out.push(invalid("metadata.labels", k, &m));
+            }
+            let v = v.as_str().unwrap_or_default();
+            for m in label_value(v) {
+                out.push(invalid("metadata.labels", v, &m));
+            }
+        }
+    }
+    if let Some(ann) = meta["annotations"].as_object() {
+        let mut total = 0usize;
+        for (k, v) in ann {
+            for m in qualified_name(&k.to_lowercase()) {
+                out.push(invalid("metadata.annotations", k, &m));
+            }
+            total += k.len() + v.as_str().map(str::len).unwrap_or(0);
+        }
+        if total > MAX_ANNOTATIONS_BYTES {
+            out.push(too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES));
+        }
+    }
+    out
+}
+
+fn len_of(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    }
+}
+
+/// The device limit of a slice: 64 when any device has taints or consumes counters, else 128.
+pub fn device_limit(advanced: bool) -> usize {
+    if advanced {
+        MAX_DEVICES_ADVANCED
+    } else {
+        MAX_DEVICES
+    }
+}
+
+/// The ResourceSlice spec limits of resource.k8s.io/v1.
+pub fn slice_spec(spec: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let set = |k: &str| !spec[k].is_null();
+    if set("sharedCounters") && set("devices") {
+        out.push(invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed"));
+    }
+    let devices = spec["devices"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let advanced = devices.iter().any(|d| len_of(&d["taints"]) > 0 || len_of(&d["consumesCounters"]) > 0);
+    let max = device_limit(advanced);
+    if devices.len() > max {
+        // As upstream: the size check short-circuits the per-device checks.
+        out.push(too_many("spec.devices", devices.len(), max));
+    } else {
+        let mut seen = std::collections::HashSet::new();
+        for (i, d) in devices.iter().enumerate() {
+            let at = format!("spec.devices[{i}]");
+            let n = len_of(&d["attributes"]) + len_of(&d["capacity"]);
+            if n > MAX_ATTRIBUTES_AND_CAPACITIES {
+                out.push(invalid_n(
+                    &at,
+                    n,
+                    &format!(
+                        "the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}"
+                    ),
+                ));
+            }
+            let taints = len_of(&d["taints"]);
+            if taints > MAX_TAINTS {
+                out.push(too_many(&format!("{at}.taints"), taints, MAX_TAINTS));
+            }
+            let cc = len_of(&d["consumesCounters"]);
+            if cc > MAX_CONSUMES_COUNTERS {
+                out.push(too_many(&format!("{at}.consumesCounters"), cc, MAX_CONSUMES_COUNTERS));
+            }
+            let name = d["name"].as_str().unwrap_or_default();
+            if !seen.insert(name) {
+                out.push(duplicate(&at, name));
+            }
+        }
+    }
+    let sets = len_of(&spec["sharedCounters"]);
+    if sets > MAX_COUNTER_SETS {
+        out.push(too_many("spec.sharedCounters", sets, MAX_COUNTER_SETS));
+    }
+    out
+}
+
+/// Everything kube-apiserver checks here on a ResourceSlice create or update.
+pub fn resource_slice(obj: &Value, name: &str) -> Vec<Cause> {
+    let mut out = object_meta(&obj["metadata"], name);
+    out.extend(slice_spec(&obj["spec"]));
+    out
+}
+
+/// `errors.NewInvalid`: 422 `Invalid`, the message `<Kind>.<group> "name" is
+/// invalid: <errors>` (one error as itself, more as `[a, b]`), and the causes.
+pub fn invalid_status(group: &str, kind: &str, name: &str, causes: &[Cause]) -> (u16, Value) {
+    let errs: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+    let agg = match errs.as_slice() {
+        [] => String::new(),
+        [one] => format!(": {one}"),
+        more => format!(": [{}]", more.join(", ")),
+    };
+    let message = format!("{kind}.{group} {} is invalid{agg}", go_quote(name));
+    let causes: Vec<Value> =
+        causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect();
+    (
+        422,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": "Invalid", "details": {"name": name, "group": group, "kind": kind, "causes": causes}, "code": 422}),
+    )
+}
+
+/// What a ResourceSlice body holds, counted without building it: its name
+/// (or generateName), how many devices (and whether any has taints or
+/// consumes counters). Read from JSON with serde visitors that keep nothing.
+#[derive(Debug, Default, PartialEq)]
+pub struct Shape {
+    /// `metadata.name`, else `metadata.generateName`.
+    pub name: String,
+    /// `spec.devices` entries.
+    pub devices: usize,
+    /// Whether any device has taints or consumes counters.
+    pub advanced: bool,
+}
+
+impl Shape {
+    /// The 422 answer when the device count alone is over the limit.
+    pub fn refusal(&self) -> Option<(u16, Value)> {
+        let max = device_limit(self.advanced);
+        (self.devices > max).then(|| {
+            invalid_status(
+                "resource.k8s.io",
+                "ResourceSlice",
+                &self.name,
+                &[too_many("spec.devices", self.devices, max)],
+            )
+        })
+    }
+}
+
+mod probe {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::Deserialize;
+
+    /// How many elements a list (or entries a map) has; 0 for anything else.
+    #[derive(Default)]
+    pub struct Count(pub usize);
+
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Count;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("anything")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Count, A::Error> {
+                    let mut n = 0;
+                    while s.next_element::<IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Count(n))
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Count, A::Error> {
+                    let mut n = 0;
+                    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Count(n))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+                fn visit_unit<E>(self) -> Result<Count, E> {
+                    Ok(Count(0))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Device {
+        #[serde(default)]
+        pub taints: Count,
+        #[serde(default, rename = "consumesCounters")]
+        pub consumes: Count,
+    }
+
+    /// The devices: how many, and whether any is "advanced" — no device kept.
+    #[derive(Default)]
+    pub struct Devices(pub usize, pub bool);
+
+    impl<'de> Deserialize<'de> for Devices {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Devices;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a list of devices")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Devices, A::Error> {
+                    let mut out = Devices(0, false);
+                    while let Some(d) = s.next_element::<Option<Device>>()? {
+                        out.0 += 1;
+                        if let Some(d) = d {
+                            out.1 |= d.taints.0 > 0 || d.consumes.0 > 0;
+                        }
+                    }
+                    Ok(out)
+                }
+                fn visit_unit<E>(self) -> Result<Devices, E> {
+                    Ok(Devices(0, false))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Spec {
+        #[serde(default)]
+        pub devices: Devices,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Meta {
+        #[serde(default)]
+        pub name: Option<String>,
+        #[serde(default, rename = "generateName")]
+        pub generate_name: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Slice {
+        #[serde(default)]
+        pub metadata: Option<Meta>,
+        #[serde(default)]
+        pub spec: Option<Spec>,
+    }
+}
+
+/// The [`Shape`] of a JSON ResourceSlice body; `None` when it is not one
+/// (the full parse then says why).
+pub fn json_shape(body: &[u8]) -> Option<Shape> {
+    let s: probe::Slice = serde_json::from_slice(body).ok()?;
+    let meta = s.metadata.unwrap_or_default();
+    let spec = s.spec.unwrap_or_default();
+    Some(Shape {
+        name: meta.name.filter(|n| !n.is_empty()).or(meta.generate_name).unwrap_or_default(),
+        devices: spec.devices.0,
+        advanced: spec.devices.1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(c: &[Cause]) -> Vec<String> {
+        c.iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    #[test]
+    fn names_labels_and_annotations_are_judged_as_apimachinery_words_it() {
+        assert!(object_meta(&json!({}), "gpu.example.com-node-1").is_empty());
+        let w = words(&object_meta(&json!({}), "bad/slash"));
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("metadata.name: Invalid value: \"bad/slash\": a lowercase RFC 1123 subdomain"),
+            "{w:?}"
+        );
+        assert!(words(&object_meta(&json!({}), "x\0y"))[0].contains("\"x\\x00y\""));
+        assert!(words(&object_meta(&json!({}), "a\u{200f}b"))[0].contains("\"a\\u200fb\""));
+        let long = "a".repeat(254);
+        assert_eq!(
+            words(&object_meta(&json!({}), &long)),
+            [format!("metadata.name: Invalid value: \"{long}\": must be no more than 253 characters")]
+        );
+        assert_eq!(
+            words(&object_meta(&json!({}), "")),
+            ["metadata.name: Required value: name or generateName is required"]
+        );
+        let v = "v".repeat(64);
+        let meta = json!({"labels": {"example.com/ok": "fine", "k": v, "Bad_Prefix/x": "", "a/b/c": "x"}});
+        let w = words(&object_meta(&meta, "n"));
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert_eq!(w[0], format!("metadata.labels: Invalid value: \"{v}\": must be no more than 63 characters"));
+        assert!(
+            w[1].starts_with("metadata.labels: Invalid value: \"Bad_Prefix/x\": prefix part a lowercase RFC 1123"),
+            "{w:?}"
+        );
+        assert!(
+            w[2].starts_with("metadata.labels: Invalid value: \"a/b/c\": a qualified name must consist of"),
+            "{w:?}"
+        );
+        let n = "n".repeat(64);
+        assert_eq!(
+            words(&object_meta(&json!({"labels": {n.clone(): "x"}}), "n")),
+            [format!("metadata.labels: Invalid value: \"{n}\": name part must be no more than 63 characters")]
+        );
+        let big = "x".repeat(MAX_ANNOTATIONS_BYTES);
+        assert_eq!(
+            words(&object_meta(&json!({"annotations": {"a": big}}), "n")),
+            ["metadata.annotations: Too long: may not be more than 262144 bytes"]
+        );
+        assert!(object_meta(&json!({"annotations": {"a": "x".repeat(MAX_ANNOTATIONS_BYTES - 1)}}), "n").is_empty());
+    }
+
+    fn devices(n: usize, extra: Value) -> Value {
+        let list: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut d = json!({"name": format!("d{i}")});
+                if let (Some(o), Some(e)) = (d.as_object_mut(), extra.as_object()) {
+                    o.extend(e.clone());
+                }
+                d
+            })
+            .collect();
+        json!({"devices": list})
+    }
+
+    #[test]
+    fn slice_limits_are_resource_k8s_io_v1s() {
+        assert!(slice_spec(&devices(128, json!({}))).is_empty());
+        assert_eq!(
+            words(&slice_spec(&devices(129, json!({})))),
+            ["spec.devices: Too many: 129: must have at most 128 items"]
+        );
+        let taint = json!({"taints": [{"key": "k", "effect": "NoSchedule"}]});
+        assert!(slice_spec(&devices(64, taint.clone())).is_empty());
+        assert_eq!(words(&slice_spec(&devices(65, taint))), ["spec.devices: Too many: 65: must have at most 64 items"]);
+        let cc = json!({"consumesCounters": [{"counterSet": "a"}, {"counterSet": "b"}, {"counterSet": "c"}]});
+        assert_eq!(
+            words(&slice_spec(&devices(1, cc))),
+            ["spec.devices[0].consumesCounters: Too many: 3: must have at most 2 items"]
+        );
+        let taints: Vec<Value> = (0..17).map(|i| json!({"key": format!("k{i}"), "effect": "NoSchedule"})).collect();
+        assert_eq!(
+            words(&slice_spec(&devices(2, json!({"taints": taints})))),
+            [
+                "spec.devices[0].taints: Too many: 17: must have at most 16 items",
+                "spec.devices[1].taints: Too many: 17: must have at most 16 items"
+            ]
+        );
+        let attrs: serde_json::Map<String, Value> = (0..30).map(|i| (format!("a{i}"), json!({"int": i}))).collect();
+        let caps: serde_json::Map<String, Value> = (0..3).map(|i| (format!("c{i}"), json!({"value": "1"}))).collect();
+        assert_eq!(
+            words(&slice_spec(&devices(1, json!({"attributes": attrs, "capacity": caps})))),
+            ["spec.devices[0]: Invalid value: 33: the total number of attributes and capacities must not exceed 32"]
+        );
+        let mut both = devices(1, json!({}));
+        both["sharedCounters"] = json!([{"name": "s", "counters": {"mem": {"value": "1"}}}]);
+        assert_eq!(
+            words(&slice_spec(&both)),
+            ["spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed"]
+        );
+        let sets: Vec<Value> = (0..9).map(|i| json!({"name": format!("s{i}")})).collect();
+        assert_eq!(
+            words(&slice_spec(&json!({"sharedCounters": sets}))),
+            ["spec.sharedCounters: Too many: 9: must have at most 8 items"]
+        );
+        let dup = json!({"devices": [{"name": "d0"}, {"name": "d0"}]});
+        assert_eq!(words(&slice_spec(&dup)), ["spec.devices[1]: Duplicate value: \"d0\""]);
+    }
+
+    #[test]
+    fn the_invalid_status_is_kube_apiservers() {
+        let (code, st) = invalid_status("resource.k8s.io", "ResourceSlice", "s", &[too_many("spec.devices", 129, 128)]);
+        assert_eq!(code, 422);
+        assert_eq!(
+            st["message"],
+            "ResourceSlice.resource.k8s.io \"s\" is invalid: spec.devices: Too many: 129: must have at most 128 items"
+        );
+        assert_eq!(st["reason"], "Invalid");
+        assert_eq!(
+            st["details"],
+            json!({"name": "s", "group": "resource.k8s.io", "kind": "ResourceSlice", "causes": [
+                {"reason": "FieldValueTooMany", "message": "Too many: 129: must have at most 128 items", "field": "spec.devices"}]})
+        );
+        let two = [too_many("a", 2, 1), duplicate("b", "x")];
+        let (_, st) = invalid_status("g", "K", "n", &two);
+        assert_eq!(
+            st["message"],
+            "K.g \"n\" is invalid: [a: Too many: 2: must have at most 1 item, b: Duplicate value: \"x\"]"
+        );
+    }
+
+    #[test]
+    fn a_bodys_shape_is_read_without_building_it() {
+        let mut s = devices(3, json!({}));
+        s["devices"][1]["taints"] = json!([{"key": "k"}]);
+        let body = json!({"metadata": {"generateName": "n-"}, "spec": s}).to_string();
+        assert_eq!(json_shape(body.as_bytes()), Some(Shape { name: "n-".into(), devices: 3, advanced: true }));
+        let body =
+            json!({"metadata": {"name": "x", "generateName": "n-"}, "spec": devices(200, json!({}))}).to_string();
+        let shape = json_shape(body.as_bytes()).unwrap();
+        assert_eq!((shape.name.as_str(), shape.devices, shape.advanced), ("x", 200, false));
+        assert_eq!(
+            shape.refusal().unwrap().1["message"],
+            "ResourceSlice.resource.k8s.io \"x\" is invalid: spec.devices: Too many: 200: must have at most 128 items"
+        );
+        assert_eq!(json_shape(b"{}"), Some(Shape::default()));
+        assert!(json_shape(b"[").is_none());
+        assert!(json_shape(br#"{"spec": {"devices": null}}"#).unwrap().refusal().is_none());
+    }
+}

@@ -1,0 +1,391 @@
+//! Watches of the ResourceSlices: the response body (a whole answer or a
+//! stream), each event framed in the negotiated encoding (an event that
+//! cannot be encoded ends the watch with an ERROR event), and the pump that
+//! sends a watch's initial events and then every change, read from the
+//! store's history when its newest version moves.
+
+use super::{field, field_selector, param, status, Store};
+use crate::kubelet::dra::protobuf::{self, Media};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A response body: one whole answer (with a Content-Length), or a watch's stream.
+pub(super) enum ChannelBody {
+    Whole(Option<hyper::body::Bytes>),
+    Stream(tokio::sync::mpsc::Receiver<hyper::body::Bytes>),
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match &mut *self {
+            ChannelBody::Whole(b) => std::task::Poll::Ready(b.take().map(|b| Ok(hyper::body::Frame::data(b)))),
+            ChannelBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(hyper::body::Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ChannelBody::Whole(None))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ChannelBody::Whole(b) => hyper::body::SizeHint::with_exact(b.as_ref().map(|b| b.len() as u64).unwrap_or(0)),
+            ChannelBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+pub(super) fn whole(text: String) -> ChannelBody {
+    ChannelBody::Whole(Some(hyper::body::Bytes::from(text)))
+}
+
+/// One watch event in the negotiated encoding: a JSON line, or a protobuf
+/// frame; `Err` when the object has no form in that encoding.
+fn encode_event(media: Media, kind: &str, obj: &Value) -> std::result::Result<hyper::body::Bytes, String> {
+    match media {
+        Media::Json => {
+            let mut t = json!({"type": kind, "object": obj}).to_string();
+            t.push('\n');
+            Ok(hyper::body::Bytes::from(t))
+        }
+        Media::Protobuf => {
+            let mut obj = obj.clone();
+            if obj["kind"].as_str().unwrap_or_default().is_empty() {
+                obj["kind"] = json!("ResourceSlice");
+                obj["apiVersion"] = json!("resource.k8s.io/v1");
+            }
+            protobuf::watch_frame(kind, &obj).map(hyper::body::Bytes::from)
+        }
+    }
+}
+
+/// What a watcher is sent for one event.
+#[derive(Debug, PartialEq)]
+enum Frame {
+    /// The event; the watch goes on.
+    Event(hyper::body::Bytes),
+    /// The event cannot be encoded: an ERROR event (a `Status`, 500
+    /// InternalError, naming the object and why) instead, and the watch ends
+    /// — the client sees it, lists again and resumes; nothing vanishes.
+    Last(hyper::body::Bytes),
+}
+
+/// Frame one event for a watcher (pure).
+fn event(media: Media, kind: &str, obj: &Value) -> Frame {
+    match encode_event(media, kind, obj) {
+        Ok(b) => Frame::Event(b),
+        Err(e) => {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let what = match media {
+                Media::Json => "JSON",
+                Media::Protobuf => "protobuf",
+            };
+            let (_, st) = status(
+                500,
+                "InternalError",
+                format!("cannot encode the {kind} event of {name:?} as {what}: {e}; the watch ends, list again"),
+            );
+            // A Status always has its form in either encoding; should it
+            // not, the JSON line still tells the client the watch is over.
+            Frame::Last(
+                encode_event(media, "ERROR", &st)
+                    .unwrap_or_else(|_| hyper::body::Bytes::from(json!({"type": "ERROR", "object": st}).to_string())),
+            )
+        }
+    }
+}
+
+/// Send one event; false when the watch is over (the client left, or the event ended it).
+async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: Media, kind: &str, obj: &Value) -> bool {
+    match event(media, kind, obj) {
+        Frame::Event(b) => tx.send(b).await.is_ok(),
+        Frame::Last(b) => {
+            let _ = tx.send(b).await;
+            false
+        }
+    }
+}
+
+/// Pump a watch of the slices into `tx` until the client goes or `stop`.
+pub(super) async fn pump(
+    store: Arc<Store>,
+    query: String,
+    media: Media,
+    tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
+    stop: CancellationToken,
+) {
+    let sel = field_selector(&query);
+    let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
+    // Without initial events, a watch from resourceVersion N gets every change after N.
+    let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
+    let expired =
+        |from: u64, oldest: u64| status(410, "Expired", format!("too old resource version: {from} ({oldest})")).1;
+    let (version, items, replay, mut rx) = match store.watch(&sel, from) {
+        Ok(w) => w,
+        Err(oldest) => {
+            send_event(&tx, media, "ERROR", &expired(from.unwrap_or_default(), oldest)).await;
+            return;
+        }
+    };
+    for c in replay.iter().filter(|c| sel.iter().all(|(k, v)| field(&c.obj, k) == *v)) {
+        if !send_event(&tx, media, c.kind, &c.obj).await {
+            return;
+        }
+    }
+    if initial {
+        for i in &items {
+            if !send_event(&tx, media, "ADDED", i).await {
+                return;
+            }
+        }
+        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
+            "resourceVersion": version.to_string(),
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        }});
+        if !send_event(&tx, media, "BOOKMARK", &bookmark).await {
+            return;
+        }
+    }
+    // Every change up to `version` is sent (replayed, or in the initial items).
+    let mut seen = version;
+    loop {
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+        }
+        let batch = match store.since(seen) {
+            Ok(b) => b,
+            // Too slow a reader: the changes it missed are forgotten; it lists again.
+            Err(oldest) => {
+                send_event(&tx, media, "ERROR", &expired(seen, oldest)).await;
+                return;
+            }
+        };
+        for c in batch {
+            seen = c.version;
+            if sel.iter().all(|(k, v)| field(&c.obj, k) == *v) && !send_event(&tx, media, c.kind, &c.obj).await {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
+    use tokio_util::task::TaskTracker;
+
+    fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
+        answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+    }
+
+    fn slice_with(name: &str, devices: usize) -> Value {
+        let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
+        json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
+    }
+
+    /// The lines a JSON watch with `query` sends until it has `n` of them.
+    async fn watch_lines(store: &Arc<Store>, query: &str, n: usize) -> Vec<Value> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
+        let mut out = Vec::new();
+        while out.len() < n {
+            let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+            out.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        stop.cancel();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_resource_version_gets_every_change_after_it() {
+        let s = Arc::new(Store::default());
+        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": node}});
+        assert_eq!(call(&s, "POST", SLICES, "", slice("a", "n1")).0, 201); // rv 1
+        assert_eq!(call(&s, "POST", SLICES, "", slice("b", "n2")).0, 201); // rv 2
+        assert_eq!(call(&s, "POST", SLICES, "", slice("c", "n1")).0, 201); // rv 3
+        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/a"), "", Value::Null).0, 200); // rv 4
+        let got = watch_lines(&s, "watch=true&resourceVersion=1&fieldSelector=spec.nodeName%3Dn1", 2).await;
+        let words: Vec<String> = got
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["type"].as_str().unwrap(),
+                    e["object"]["metadata"]["name"].as_str().unwrap(),
+                    e["object"]["metadata"]["resourceVersion"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            words,
+            ["ADDED c 3", "DELETED a 4"],
+            "b is another node's; a deleted carries the deletion's version"
+        );
+        // Too old: the changes after it are no longer kept.
+        for i in 0..HISTORY {
+            call(&s, "POST", SLICES, "", slice(&format!("x{i}"), "n3"));
+        }
+        let got = watch_lines(&s, "watch=true&resourceVersion=2", 1).await;
+        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
+        assert!(
+            got[0]["object"]["message"].as_str().unwrap().starts_with("too old resource version: 2 ("),
+            "{}",
+            got[0]
+        );
+    }
+
+    /// Split one protobuf field off `b`: (field number, payload, rest); length-delimited fields only.
+    fn pb_field(b: &[u8]) -> (u64, &[u8], &[u8]) {
+        let varint = |b: &[u8]| {
+            let (mut v, mut i) = (0u64, 0);
+            while b[i] & 0x80 != 0 {
+                v |= u64::from(b[i] & 0x7f) << (7 * i);
+                i += 1;
+            }
+            (v | u64::from(b[i]) << (7 * i), i + 1)
+        };
+        let (tag, n) = varint(b);
+        assert_eq!(tag & 7, 2, "a length-delimited field");
+        let (len, m) = varint(&b[n..]);
+        let start = n + m;
+        let end = start + usize::try_from(len).unwrap();
+        (tag >> 3, &b[start..end], &b[end..])
+    }
+
+    /// A protobuf watch frame as (type, object).
+    fn watch_event(frame: &[u8]) -> (String, Value) {
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        let ev = &frame[4..];
+        assert_eq!(ev.len(), len, "one whole frame");
+        let (n, ty, rest) = pb_field(ev);
+        assert_eq!(n, 1);
+        let (n, raw_ext, _) = pb_field(rest);
+        assert_eq!(n, 2);
+        let (n, raw, _) = pb_field(raw_ext);
+        assert_eq!(n, 1);
+        (String::from_utf8(ty.to_vec()).unwrap(), protobuf::decode_object(raw).unwrap())
+    }
+
+    /// Defect 4: an event that cannot be encoded for the watcher (a kind
+    /// outside the protobuf subset) was sent as nothing and the watch went
+    /// on; the watcher must see an ERROR event and the watch end.
+    #[tokio::test]
+    async fn an_event_that_cannot_be_encoded_ends_the_watch_with_an_error_event() {
+        let store = Arc::new(Store::default());
+        let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n"}});
+        let taint =
+            json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1alpha3", "metadata": {"name": "t"}});
+        {
+            let mut st = store.lock();
+            st.version = 4;
+            let change = |version, obj| Change { version, kind: "ADDED", obj: Arc::new(obj), bytes: 0 };
+            st.history.extend([change(2, slice("a")), change(3, taint), change(4, slice("b"))]);
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(pump(store.clone(), "watch=true&resourceVersion=1".into(), Media::Protobuf, tx, stop.clone()));
+        let mut got = Vec::new();
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(frame)) => got.push(watch_event(&frame)),
+                Ok(None) => break, // the watch ended
+                Err(_) => {
+                    stop.cancel();
+                    panic!("the watch went on after the event it could not send: {got:?}");
+                }
+            }
+        }
+        stop.cancel();
+        let kinds: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(kinds, ["ADDED", "ERROR"], "{got:?}");
+        assert_eq!(got[0].1["metadata"]["name"], "a");
+        let st = &got[1].1;
+        assert_eq!(
+            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
+            (Some("Status"), Some(500), Some("InternalError"))
+        );
+        let msg = st["message"].as_str().unwrap();
+        assert!(msg.contains("ADDED event of \"t\"") && msg.contains("DeviceTaintRule"), "{msg}");
+        tracker.close();
+        tracker.wait().await;
+    }
+
+    #[test]
+    fn frames_are_events_until_one_cannot_be_encoded() {
+        let ok = json!({"kind": "ResourceSlice", "metadata": {"name": "a"}});
+        assert!(matches!(event(Media::Protobuf, "ADDED", &ok), Frame::Event(b) if !b.is_empty()));
+        let bad = json!({"kind": "Secret", "metadata": {"name": "s"}});
+        assert!(matches!(event(Media::Json, "ADDED", &bad), Frame::Event(_)), "JSON has every kind");
+        let Frame::Last(b) = event(Media::Protobuf, "ADDED", &bad) else { panic!("the watch must end") };
+        let (ty, st) = watch_event(&b);
+        assert_eq!((ty.as_str(), st["code"].as_i64()), ("ERROR", Some(500)));
+    }
+
+    #[tokio::test]
+    async fn the_change_history_is_bounded_in_bytes_and_a_version_it_forgot_is_410() {
+        let s = Arc::new(Store::default());
+        // Slices of ~200 kB each (annotations under the 256 KiB limit).
+        let fat = |n: usize| {
+            let mut o = slice_with(&format!("s{n}"), 1);
+            o["metadata"]["annotations"] = json!({"example.com/pad": "x".repeat(200_000)});
+            o
+        };
+        for i in 0..60 {
+            assert_eq!(call(&s, "POST", SLICES, "", fat(i)).0, 201);
+        }
+        let (stored, history) = s.held_bytes();
+        assert!(stored > 60 * 200_000, "{stored}");
+        assert!(history <= HISTORY_BYTES && history > HISTORY_BYTES / 2, "{history}");
+        // Deleting keeps no more than the bound either.
+        for i in 0..60 {
+            assert_eq!(call(&s, "DELETE", &format!("{SLICES}/s{i}"), "", Value::Null).0, 200);
+        }
+        let (stored, history) = s.held_bytes();
+        assert_eq!(stored, 0);
+        assert!(history <= HISTORY_BYTES, "{history}");
+        let got = watch_lines(&s, "watch=true&resourceVersion=1", 1).await;
+        assert_eq!((got[0]["type"].as_str(), got[0]["object"]["code"].as_i64()), (Some("ERROR"), Some(410)));
+        assert_eq!(got[0]["object"]["reason"], "Expired");
+    }
+
+    /// A watcher that stops reading holds no more than the history: once the
+    /// changes it has not been sent are forgotten, it gets 410 Expired and ends.
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_the_history_gets_410_and_ends() {
+        let s = Arc::new(Store::default());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("zero", 1)).0, 201);
+        tracker.spawn(pump(s.clone(), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("first", 1)).0, 201);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("\"first\""));
+        // The watcher reads nothing more while the history turns over, by count and by bytes.
+        for i in 0..HISTORY + 2 {
+            assert_eq!(call(&s, "POST", SLICES, "", slice_with(&format!("x{i}"), 1)).0, 201);
+        }
+        let mut lines = Vec::new();
+        while let Ok(Some(b)) = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
+            lines.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        let last = lines.last().unwrap();
+        assert_eq!((last["type"].as_str(), last["object"]["code"].as_i64()), (Some("ERROR"), Some(410)), "{last}");
+        assert!(lines.len() < HISTORY, "it was not sent the whole history: {}", lines.len());
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
+}
