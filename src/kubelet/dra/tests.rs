@@ -97,3 +97,27 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     assert_eq!(left, ["s1"], "another driver's slice stays");
     gen.token.cancel();
 }
+
+/// TestAddSameName, "Same name, same endpoint -> error" (dra_plugin_manager.go add()).
+#[test]
+fn the_same_endpoint_registered_again_through_another_socket_is_refused() {
+    let (s1, s2, e1, e2) =
+        (Path::new("/r/a.sock"), Path::new("/r/b.sock"), Path::new("/p/dra.sock"), Path::new("/p/dra2.sock"));
+    let known = [(s1, e1)];
+    assert_eq!(
+        duplicate_endpoint(known.iter().copied(), s2, e1, "gpu.x").as_deref(),
+        Some("endpoint /p/dra.sock already registered for DRA driver plugin gpu.x")
+    );
+    assert_eq!(duplicate_endpoint(known.iter().copied(), s2, e2, "gpu.x"), None, "another endpoint: a second instance");
+    assert_eq!(
+        duplicate_endpoint(known.iter().copied(), s1, e1, "gpu.x"),
+        None,
+        "the same socket replaces its instance"
+    );
+    assert_eq!(duplicate_endpoint(std::iter::empty(), s2, e1, "gpu.x"), None);
+}
+
+#[test]
+fn the_kubelet_waits_45s_for_a_dra_call() {
+    assert_eq!(DraSpec::new(Path::new("/r"), vec![]).call_timeout, Duration::from_secs(45));
+}
