@@ -944,3 +944,46 @@ async fn a_template_claim_with_a_device_class_selects_by_slice_attributes() {
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// manager.go wraps a failed call's gRPC status as Go prints it
+/// (`NodePrepareResources: rpc error: code = … desc = …`): a driver that
+/// advertises v1.DRAPlugin but does not serve it answers Unimplemented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_prepare_call_reads_as_the_kubelets_grpc_status_text() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--fault", "unserved-v1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let e = events(&log, "claim-prepare-failed")[0]["error"].as_str().unwrap().to_string();
+    assert!(
+        e.starts_with("prepare dynamic resources: NodePrepareResources: rpc error: code = Unimplemented desc = "),
+        "{e}"
+    );
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// healthinfo.go / HandleWatchResourcesStream: when a driver's health
+/// stream ends, its devices read Unknown at once (clearDriver), not after
+/// the 30 s health timeout, though the driver stays registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_go_unknown_at_once_when_the_health_stream_ends() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--fault", "health-stream-end"]);
+    log.wait_for("=Healthy", 1).await;
+    // Well within the 30 s default timeout (wait_for gives up after 20 s).
+    log.wait_for("=Unknown", 1).await;
+    let health = events(&log, "dra-health");
+    let unknown = health.iter().find(|e| e["devices"].to_string().contains("=Unknown")).unwrap();
+    let devices: Vec<&str> = unknown["devices"].as_array().unwrap().iter().filter_map(|d| d.as_str()).collect();
+    assert!(!devices.is_empty() && devices.iter().all(|d| d.ends_with("=Unknown")), "{devices:?}");
+    assert!(events(&log, "dra-deregistered").is_empty(), "the driver stays registered");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
