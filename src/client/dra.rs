@@ -107,7 +107,7 @@ impl DraConn {
         match service {
             DRA_V1BETA1 => {
                 let mut c = v1b::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let r = call(
+                let r = dra_call(
                     &self.socket,
                     "NodePrepareResources",
                     t,
@@ -118,7 +118,7 @@ impl DraConn {
             }
             DRA_V1 => {
                 let mut c = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                call(&self.socket, "NodePrepareResources", t, c.node_prepare_resources(request(req, t))).await
+                dra_call(&self.socket, "NodePrepareResources", t, c.node_prepare_resources(request(req, t))).await
             }
             other => Err(unknown_service(other)),
         }
@@ -132,7 +132,7 @@ impl DraConn {
         match service {
             DRA_V1BETA1 => {
                 let mut c = v1b::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let r = call(
+                let r = dra_call(
                     &self.socket,
                     "NodeUnprepareResources",
                     t,
@@ -143,7 +143,7 @@ impl DraConn {
             }
             DRA_V1 => {
                 let mut c = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                call(&self.socket, "NodeUnprepareResources", t, c.node_unprepare_resources(request(req, t))).await
+                dra_call(&self.socket, "NodeUnprepareResources", t, c.node_unprepare_resources(request(req, t))).await
             }
             other => Err(unknown_service(other)),
         }
@@ -186,6 +186,39 @@ fn unknown_service(s: &str) -> Error {
         "{} is not a DRA service dpctl speaks (use {DRA_V1}, {DRA_V1BETA1}, {HEALTH_V1} or {HEALTH_V1ALPHA1})",
         crate::core::text::quote(s)
     ))
+}
+
+/// A DRAPlugin call as the kubelet's client makes it: its deadline passing
+/// is the status grpc-go gives (`DeadlineExceeded`, `context deadline
+/// exceeded`), as every other failed status is.
+async fn dra_call<T>(
+    target: &Path,
+    method: &'static str,
+    timeout: Duration,
+    fut: impl std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T> {
+    let deadline = || Error::Rpc {
+        target: target.display().to_string(),
+        method,
+        code: tonic::Code::DeadlineExceeded,
+        message: "context deadline exceeded".into(),
+    };
+    let start = std::time::Instant::now();
+    let r = match tokio::time::timeout(timeout, fut).await {
+        Err(_) => Err(deadline()),
+        // tonic's client enforces the request's grpc-timeout itself.
+        Ok(Err(status)) if crate::core::status::is_local_deadline(&status) => Err(deadline()),
+        Ok(Err(status)) => Err(status_error(target, method, status)),
+        Ok(Ok(resp)) => Ok(resp.into_inner()),
+    };
+    if crate::core::verbose::on() {
+        let code = match &r {
+            Ok(_) => "OK".to_string(),
+            Err(e) => crate::core::status::go_text(e),
+        };
+        crate::core::verbose::outcome(target, method, &code, start.elapsed());
+    }
+    r
 }
 
 /// Parse `NS/NAME/UID` into a claim.

@@ -258,7 +258,7 @@ fn cdi_search_path(ctx: &Ctx, a: &MockKubeletArgs) -> crate::core::paths::CdiSea
 fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSpec> {
     let root = node_root(ctx)?;
     let dirs = cdi_search_path(ctx, a).dirs;
-    let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
-    spec.call_timeout = spec.call_timeout.min(a.call_timeout.max(Duration::from_secs(1)));
-    Some(spec)
+    // The kubelet's 45 s per DRAPlugin call (dra_plugin.go defaultClientCallTimeout);
+    // --call-timeout is the device plugins' Allocate timeout, not this.
+    Some(crate::kubelet::dra::DraSpec::new(&root, dirs))
 }

@@ -115,9 +115,64 @@ pub fn grpc_go_code(status: &Status) -> Code {
     local_source(status).and_then(transport_code).unwrap_or(status.code())
 }
 
+/// grpc-go's name for a code (`codes.Code.String()`): tonic's names but
+/// `Canceled` with one L.
+pub fn go_code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// A grpc-go status error as Go prints it (`status.Error(...).Error()`):
+/// `rpc error: code = Unknown desc = boom`.
+pub fn go_error_text(code: Code, message: &str) -> String {
+    format!("rpc error: code = {} desc = {message}", go_code_name(code))
+}
+
+/// What a Go client's error for this failed call reads as: a status (from
+/// the peer, or the call's own deadline) in grpc-go's words, anything else
+/// (no connection, a usage error) as dpctl says it.
+pub fn go_text(e: &crate::core::Error) -> String {
+    match e {
+        crate::core::Error::Rpc { code, message, .. } => go_error_text(*code, message),
+        crate::core::Error::Caused(inner, _) => go_text(inner),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_read_as_grpc_go_prints_them() {
+        assert_eq!(go_error_text(Code::Unknown, "boom"), "rpc error: code = Unknown desc = boom");
+        assert_eq!(go_code_name(Code::Cancelled), "Canceled");
+        let e = crate::core::Error::Rpc {
+            target: "/s.sock".into(),
+            method: "NodePrepareResources",
+            code: Code::DeadlineExceeded,
+            message: "context deadline exceeded".into(),
+        };
+        assert_eq!(go_text(&e), "rpc error: code = DeadlineExceeded desc = context deadline exceeded");
+        assert_eq!(go_text(&crate::core::Error::failed("no socket")), "no socket");
+    }
 
     fn io(kind: std::io::ErrorKind) -> Box<dyn StdError + Send + Sync> {
         Box::new(std::io::Error::new(kind, "broken"))

@@ -963,3 +963,112 @@ async fn a_template_claim_with_a_device_class_selects_by_slice_attributes() {
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// manager.go wraps a failed call's gRPC status as Go prints it
+/// (`NodePrepareResources: rpc error: code = … desc = …`): a driver that
+/// advertises v1.DRAPlugin but does not serve it answers Unimplemented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_prepare_call_reads_as_the_kubelets_grpc_status_text() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--fault", "unserved-v1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let e = events(&log, "claim-prepare-failed")[0]["error"].as_str().unwrap().to_string();
+    assert!(
+        e.starts_with("prepare dynamic resources: NodePrepareResources: rpc error: code = Unimplemented desc = "),
+        "{e}"
+    );
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// healthinfo.go / HandleWatchResourcesStream: when a driver's health
+/// stream ends, its devices read Unknown at once (clearDriver), not after
+/// the 30 s health timeout, though the driver stays registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_go_unknown_at_once_when_the_health_stream_ends() {
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&["--fault", "health-stream-end"]);
+    log.wait_for("=Healthy", 1).await;
+    // Well within the 30 s default timeout (wait_for gives up after 20 s).
+    log.wait_for("=Unknown", 1).await;
+    let health = events(&log, "dra-health");
+    let unknown = health.iter().find(|e| e["devices"].to_string().contains("=Unknown")).unwrap();
+    let devices: Vec<&str> = unknown["devices"].as_array().unwrap().iter().filter_map(|d| d.as_str()).collect();
+    assert!(!devices.is_empty() && devices.iter().all(|d| d.ends_with("=Unknown")), "{devices:?}");
+    assert!(events(&log, "dra-deregistered").is_empty(), "the driver stays registered");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// dra_plugin_manager.go add() (TestAddSameName, "Same name, same endpoint
+/// -> error"): a second registration socket naming the endpoint an instance
+/// of the driver registered already is refused, in the kubelet's words, and
+/// the driver keeps one instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_endpoint_registered_through_a_second_socket_is_refused() {
+    use dpctl::api::pluginregistration::registration_server::{Registration, RegistrationServer};
+    use dpctl::api::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse};
+    use std::sync::{Arc, Mutex};
+    use tonic::{Request, Response, Status};
+
+    #[derive(Clone)]
+    struct Again(Arc<Mutex<Vec<RegistrationStatus>>>, String);
+    #[tonic::async_trait]
+    impl Registration for Again {
+        async fn get_info(&self, _: Request<InfoRequest>) -> Result<Response<PluginInfo>, Status> {
+            Ok(Response::new(PluginInfo {
+                r#type: "DRAPlugin".into(),
+                name: DRIVER.into(),
+                endpoint: self.1.clone(),
+                supported_versions: vec!["v1.DRAPlugin".into()],
+            }))
+        }
+        async fn notify_registration_status(
+            &self,
+            r: Request<RegistrationStatus>,
+        ) -> Result<Response<RegistrationStatusResponse>, Status> {
+            self.0.lock().unwrap().push(r.into_inner());
+            Ok(Response::new(RegistrationStatusResponse {}))
+        }
+    }
+
+    let t = Tree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.serve(&[]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let endpoint = events(&log, "dra-registered")[0]["endpoint"].as_str().unwrap().to_string();
+
+    let sock = t.p("plugins_registry/again-reg.sock");
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (l, guard) = dpctl::core::transport::listen(&sock).await.unwrap();
+    let svc = RegistrationServer::new(Again(got.clone(), endpoint.clone()));
+    let server = tokio::spawn(async move {
+        let _guard = guard;
+        let _ = dpctl::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    wait_until(20, "NotifyRegistrationStatus", || !got.lock().unwrap().is_empty()).await;
+    let st = got.lock().unwrap()[0].clone();
+    assert!(!st.plugin_registered, "{st:?}");
+    assert_eq!(
+        st.error,
+        format!(
+            "RegisterPlugin error -- plugin registration failed with err: endpoint {endpoint} already registered for DRA driver plugin {DRIVER}"
+        )
+    );
+    log.wait_for("\"event\":\"registration-rejected\"", 1).await;
+    assert_eq!(events(&log, "dra-registered").len(), 1, "{}", log.seen());
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    assert_eq!(v["draDrivers"][0]["endpoints"].as_array().map(Vec::len), Some(1), "{}", n.stdout);
+    server.abort();
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}

@@ -126,7 +126,8 @@ impl std::fmt::Display for Cause {
             }
             Cause::NotAllocated { claim, source } => write!(f, "ResourceClaim {claim} is not allocated: {source}"),
             Cause::NotRegistered { driver } => write!(f, "DRA driver {driver} is not registered"),
-            Cause::Call { op, source } => write!(f, "{op}: {source}"),
+            // manager.go: fmt.Errorf("NodePrepareResources: %w", err), err a gRPC status.
+            Cause::Call { op, source } => write!(f, "{op}: {}", crate::core::status::go_text(source)),
             Cause::UnknownClaim { op, uid } => write!(f, "{op} returned result for unknown claim UID {uid}"),
             Cause::ClaimFailed { op, claim, error } => write!(f, "{op} failed for ResourceClaim {claim}: {error}"),
             Cause::Skipped { op, count } => write!(f, "{op} skipped {count} ResourceClaims"),

@@ -218,3 +218,29 @@ fn answers_that_break_the_protocol_read_as_the_kubelets_errors() {
     assert_eq!(e.to_string(), "unprepare dynamic resources: NodeUnprepareResources skipped 1 ResourceClaims");
     assert!(std::error::Error::source(&e).is_some(), "the cause is the source");
 }
+
+/// TestPrepareResources / TestUnprepareResources: a failed call reads as
+/// grpc-go's status wrapped by the operation (manager.go
+/// `fmt.Errorf("NodePrepareResources: %w", err)`), a deadline as DeadlineExceeded.
+#[test]
+fn failed_calls_read_as_the_kubelet_wraps_grpc_statuses() {
+    let rpc = |method, code, message: &str| crate::core::Error::Rpc {
+        target: "/p/dra.sock".into(),
+        method,
+        code,
+        message: message.into(),
+    };
+    let e = Cause::Call {
+        op: Operation::Prepare,
+        source: Box::new(rpc("NodePrepareResources", tonic::Code::Unknown, "boom")),
+    };
+    assert_eq!(
+        DraError::new(Operation::Prepare, e).to_string(),
+        "prepare dynamic resources: NodePrepareResources: rpc error: code = Unknown desc = boom"
+    );
+    let e = Cause::Call {
+        op: Operation::Unprepare,
+        source: Box::new(rpc("NodeUnprepareResources", tonic::Code::DeadlineExceeded, "context deadline exceeded")),
+    };
+    assert!(e.to_string().starts_with("NodeUnprepareResources: rpc error: code = DeadlineExceeded"), "{e}");
+}

@@ -90,6 +90,15 @@ impl HealthCache {
         Some(Refreshed { changed, next })
     }
 
+    /// The driver's health stream ended (healthinfo.go clearDriver, deferred
+    /// by HandleWatchResourcesStream): every device it reported counts as
+    /// Unknown from now until it reports again.
+    pub fn clear_driver(&mut self, driver: &str) {
+        for r in self.reports.get_mut(driver).into_iter().flat_map(|m| m.values_mut()) {
+            r.health = UNKNOWN.to_string();
+        }
+    }
+
     /// The driver's last instance went away.
     pub fn forget(&mut self, driver: &str) {
         self.reports.remove(driver);
@@ -168,5 +177,27 @@ mod tests {
         assert_eq!(c.devices().count(), 2);
         c.forget("d");
         assert!(c.words("d").is_empty());
+    }
+
+    /// TestHandleWatchResourcesStream ("stream ends"): when the stream closes
+    /// the driver's devices read Unknown at once, not after their timeout.
+    #[test]
+    fn a_health_stream_that_ends_leaves_the_drivers_devices_unknown_at_once() {
+        let t0 = Instant::now();
+        let mut c = HealthCache::default();
+        c.record("d", vec![(key("a"), "Healthy".into(), None), (key("b"), "Unhealthy".into(), None)], t0);
+        c.refresh("d", t0);
+        c.record("other", vec![(key("a"), "Healthy".into(), None)], t0);
+        c.refresh("other", t0);
+        c.clear_driver("d");
+        let r = c.refresh("d", t0).unwrap();
+        assert_eq!(r.changed.map(|m| m.len()), Some(2), "the change is reported");
+        assert_eq!(c.words("d"), ["p/a=Unknown", "p/b=Unknown"]);
+        assert_eq!(c.of("other", "p", "a"), "Healthy", "other drivers keep theirs");
+        assert_eq!(c.devices().count(), 3, "the devices stay known");
+        // A new stream's first snapshot speaks again.
+        c.record("d", vec![(key("a"), "Healthy".into(), None)], t0);
+        c.refresh("d", t0);
+        assert_eq!(c.words("d"), ["p/a=Healthy", "p/b=Unknown"]);
     }
 }

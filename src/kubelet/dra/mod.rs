@@ -140,6 +140,20 @@ enum WipeDecision {
     Nothing,
 }
 
+/// dra_plugin_manager.go add(): an endpoint an instance of the driver
+/// registered already (through another registration socket: the same socket
+/// again replaces its instance) is refused with the kubelet's text.
+fn duplicate_endpoint<'a>(
+    mut known: impl Iterator<Item = (&'a Path, &'a Path)>,
+    socket: &Path,
+    endpoint: &Path,
+    driver: &str,
+) -> Option<String> {
+    known
+        .any(|(s, e)| s != socket && e == endpoint)
+        .then(|| format!("endpoint {} already registered for DRA driver plugin {driver}", endpoint.display()))
+}
+
 fn wipe_decision(usable: bool, pending: bool) -> WipeDecision {
     match (usable, pending) {
         (true, true) => WipeDecision::Cancel,
@@ -279,6 +293,14 @@ impl DraManager {
     /// `socket`, whose GetInfo said `info`; `endpoint` is where the engine dials it).
     pub async fn register(self: &Arc<Self>, socket: &Path, info: &PluginInfo, endpoint: &Path) -> Result<(), Refusal> {
         let service = self.validate(info)?;
+        {
+            let st = self.lock();
+            let known =
+                st.plugins.get(&info.name).map(|l| l.iter().map(|i| (i.socket.as_path(), i.endpoint.as_path())));
+            if let Some(e) = duplicate_endpoint(known.into_iter().flatten(), socket, endpoint, &info.name) {
+                return Err(Refusal::new(RejectStage::Validation, e));
+            }
+        }
         let conn = DraConn::connect(endpoint, self.spec.call_timeout)
             .await
             .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
@@ -455,9 +477,12 @@ impl DraManager {
                     }
                 }
             }
-            // The kubelet reconnects after a stream ends.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // The stream ended (or never opened): the kubelet's
+            // HandleWatchResourcesStream clears the driver's health (every
+            // device Unknown at once), then reconnects.
+            self.lock().health.clear_driver(&driver);
             self.refresh_health(&driver);
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 

@@ -97,3 +97,55 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     assert_eq!(left, ["s1"], "another driver's slice stays");
     gen.token.cancel();
 }
+
+/// TestAddSameName, "Same name, same endpoint -> error" (dra_plugin_manager.go add()).
+#[test]
+fn the_same_endpoint_registered_again_through_another_socket_is_refused() {
+    let (s1, s2, e1, e2) =
+        (Path::new("/r/a.sock"), Path::new("/r/b.sock"), Path::new("/p/dra.sock"), Path::new("/p/dra2.sock"));
+    let known = [(s1, e1)];
+    assert_eq!(
+        duplicate_endpoint(known.iter().copied(), s2, e1, "gpu.x").as_deref(),
+        Some("endpoint /p/dra.sock already registered for DRA driver plugin gpu.x")
+    );
+    assert_eq!(duplicate_endpoint(known.iter().copied(), s2, e2, "gpu.x"), None, "another endpoint: a second instance");
+    assert_eq!(
+        duplicate_endpoint(known.iter().copied(), s1, e1, "gpu.x"),
+        None,
+        "the same socket replaces its instance"
+    );
+    assert_eq!(duplicate_endpoint(std::iter::empty(), s2, e1, "gpu.x"), None);
+}
+
+#[test]
+fn the_kubelet_waits_45s_for_a_dra_call() {
+    assert_eq!(DraSpec::new(Path::new("/r"), vec![]).call_timeout, Duration::from_secs(45));
+}
+
+/// manager_test.go: a driver that does not answer in time fails the call
+/// with `NodePrepareResources: rpc error: code = DeadlineExceeded` (a real
+/// gRPC server over a Unix socket that never answers; a short timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_timeout_is_deadline_exceeded_in_the_kubelets_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = dir.path().join("dra.sock");
+    let server = Generation::new(0);
+    let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+    let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
+        std::future::pending::<Result<http::Response<tonic::body::Body>, std::convert::Infallible>>().await
+    });
+    server.spawn(async move {
+        let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    let conn = DraConn::connect(&endpoint, Duration::from_millis(300)).await.unwrap();
+    let e = conn.prepare(rules::DRA_V1, vec![]).await.unwrap_err();
+    let cause = Cause::Call { op: claiminfo::Operation::Prepare, source: Box::new(e) };
+    assert!(cause.to_string().starts_with("NodePrepareResources: rpc error: code = DeadlineExceeded"), "{cause}");
+    let e = conn.unprepare(rules::DRA_V1BETA1, vec![]).await.unwrap_err();
+    let cause = Cause::Call { op: claiminfo::Operation::Unprepare, source: Box::new(e) };
+    assert_eq!(
+        cause.to_string(),
+        "NodeUnprepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"
+    );
+    server.end().await;
+}
