@@ -12,56 +12,9 @@ use std::process::Stdio;
 
 const DRIVER: &str = "gpu.example.com";
 
-struct Tree {
-    _d: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Tree {
-    fn new() -> Self {
-        let d = tmp();
-        let root = d.path().to_path_buf();
-        for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources", "cdi"] {
-            std::fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        Tree { _d: d, root }
-    }
-    fn p(&self, sub: &str) -> PathBuf {
-        self.root.join(sub)
-    }
-    fn kubelet(&self) -> (tokio::process::Child, Tail) {
-        let mut c = dpctl_cmd(&[
-            "mock-kubelet",
-            "--plugin-dir",
-            s(&self.p("device-plugins")),
-            "--manifests",
-            s(&self.p("manifests")),
-            "--plugins-registry-dir",
-            s(&self.p("plugins_registry")),
-            "--pod-resources-socket",
-            s(&self.p("pod-resources/kubelet.sock")),
-            "--log-format",
-            "json",
-        ]);
-        c.stdout(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let tail = Tail::stdout(&mut child);
-        (child, tail)
-    }
-    fn serve(&self, extra: &[&str]) -> tokio::process::Child {
-        let root = s(&self.root);
-        let cdi = self.p("cdi");
-        let mut args = vec!["--kubelet-root-dir", root, "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi)];
-        args.extend_from_slice(extra);
-        let mut c = dpctl_cmd(&args);
-        c.stdout(Stdio::null());
-        c.spawn().unwrap()
-    }
-    fn write(&self, name: &str, text: &str) {
-        let tmp = self.p(&format!("manifests/.{name}"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(tmp, self.p(&format!("manifests/{name}"))).unwrap();
-    }
+/// `dpctl dra serve` of DRIVER on the shared tree.
+fn serve(t: &DraTree, extra: &[&str]) -> tokio::process::Child {
+    t.driver(DRIVER, extra)
 }
 
 /// The JSON log lines of `event`, in order.
@@ -82,10 +35,10 @@ fn checkpoint_entries(root: &Path) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&["--devices", "2"]);
+    let driver = serve(&t, &["--devices", "2"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     let reg = &events(&log, "dra-registered")[0];
     assert_eq!(reg["driver"], DRIVER);
@@ -334,7 +287,7 @@ async fn demo_dra_shows_a_claim_allocated_prepared_and_in_pod_resources() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_takes_over() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
     let spawn = |uid: &str| {
@@ -415,7 +368,7 @@ async fn http_get(api: &Api, path: &str) -> (String, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_uses_it() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let mut c = dpctl_cmd(&[
         "mock-kubelet",
         "--plugin-dir",
@@ -440,16 +393,19 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     let kubeconfig = t.p("kubeconfig");
     assert_eq!(api["kubeconfig"], s(&kubeconfig));
     // No health service: the devices can only come from the published ResourceSlice.
-    let driver = t.serve(&[
-        "--services",
-        "v1.DRAPlugin",
-        "--pool",
-        "slice-pool",
-        "--kubeconfig",
-        s(&kubeconfig),
-        "--node-name",
-        "dpctl-node",
-    ]);
+    let driver = serve(
+        &t,
+        &[
+            "--services",
+            "v1.DRAPlugin",
+            "--pool",
+            "slice-pool",
+            "--kubeconfig",
+            s(&kubeconfig),
+            "--node-name",
+            "dpctl-node",
+        ],
+    );
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     let mut slices = Value::Null;
     for _ in 0..100 {
@@ -508,7 +464,7 @@ fn go_dra_peer() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_through_the_engine() {
     let Some(peer) = go_dra_peer() else { return };
-    let t = Tree::new();
+    let t = DraTree::new();
     let mut c = dpctl_cmd(&[
         "mock-kubelet",
         "--plugin-dir",
@@ -645,10 +601,10 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_gone_while_the_kubelet_was_down_has_its_claims_unprepared_at_start() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&[]);
+    let driver = serve(&t, &[]);
     log.wait_for("\"event\":\"dra-health\"", 1).await;
     t.write("claim.yaml", CLAIM);
     t.write("pod.yaml", POD);
@@ -680,10 +636,10 @@ fn signal(child: &tokio::process::Child, sig: &str) {
 /// half timeout, so only a driver that stops sending goes Unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&["--health-timeout", "2"]);
+    let driver = serve(&t, &["--health-timeout", "2"]);
     log.wait_for("=Healthy", 1).await;
     t.write("claim.yaml", CLAIM);
     t.write("pod.yaml", POD);
@@ -718,7 +674,7 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
 /// node-local driver: the kubelet skips the driver lookup and both calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_on_devices_that_skip_node_operations_runs_without_a_driver() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
     let cp = "cp.example.com";
@@ -750,7 +706,7 @@ async fn a_claim_on_devices_that_skip_node_operations_runs_without_a_driver() {
 /// The claim's request is a firstAvailable one: the result names its sub-request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let mut c = dpctl_cmd(&[
         "mock-kubelet",
         "--plugin-dir",
@@ -771,7 +727,7 @@ async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
     let addr = Api::of(&events(&log, "api-server")[0]);
-    let driver = t.serve(&["--devices", "3", "--kubeconfig", s(&t.p("kubeconfig")), "--node-name", "dpctl-node"]);
+    let driver = serve(&t, &["--devices", "3", "--kubeconfig", s(&t.p("kubeconfig")), "--node-name", "dpctl-node"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write(
         "claim.yaml",
@@ -819,7 +775,7 @@ async fn dra_serve_prepares_the_devices_the_claims_allocation_names() {
 /// NewDRAPluginManager); a driver that still runs publishes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let mut c = dpctl_cmd(&[
         "mock-kubelet",
         "--plugin-dir",
@@ -847,7 +803,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
     .await;
     watch.wait_for("\"k8s.io/initial-events-end\":\"true\"").await;
     let kubeconfig = t.p("kubeconfig");
-    let driver = t.serve(&["--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
+    let driver = serve(&t, &["--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     watch.wait_for("\"type\":\"ADDED\"").await;
     let name = "dpctl-node-gpu.example.com-pool-0";
@@ -908,11 +864,11 @@ impl Watch {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_claim_with_a_device_class_selects_by_slice_attributes() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
     // No health service: the devices and their attributes come from a ResourceSlice manifest.
-    let driver = t.serve(&["--services", "v1.DRAPlugin", "--pool", "node-1"]);
+    let driver = serve(&t, &["--services", "v1.DRAPlugin", "--pool", "node-1"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write(
         "slice.yaml",
@@ -969,10 +925,10 @@ async fn a_template_claim_with_a_device_class_selects_by_slice_attributes() {
 /// advertises v1.DRAPlugin but does not serve it answers Unimplemented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_prepare_call_reads_as_the_kubelets_grpc_status_text() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&["--fault", "unserved-v1"]);
+    let driver = serve(&t, &["--fault", "unserved-v1"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write("claim.yaml", CLAIM);
     t.write("pod.yaml", POD);
@@ -991,10 +947,10 @@ async fn a_failed_prepare_call_reads_as_the_kubelets_grpc_status_text() {
 /// the 30 s health timeout, though the driver stays registered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_go_unknown_at_once_when_the_health_stream_ends() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&["--fault", "health-stream-end"]);
+    let driver = serve(&t, &["--fault", "health-stream-end"]);
     log.wait_for("=Healthy", 1).await;
     // Well within the 30 s default timeout (wait_for gives up after 20 s).
     log.wait_for("=Unknown", 1).await;
@@ -1039,10 +995,10 @@ async fn the_same_endpoint_registered_through_a_second_socket_is_refused() {
         }
     }
 
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
-    let driver = t.serve(&[]);
+    let driver = serve(&t, &[]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     let endpoint = events(&log, "dra-registered")[0]["endpoint"].as_str().unwrap().to_string();
 

@@ -8,68 +8,26 @@
 
 use crate::support::*;
 use serde_json::Value;
-use std::path::PathBuf;
+
 use std::process::Stdio;
 
 const GPU: &str = "gpu.example.com";
 const NIC: &str = "nic.example.com";
 const RES: &str = "vendor.example/foo";
 
-struct Tree {
-    _d: tempfile::TempDir,
-    root: PathBuf,
+/// What the lifecycle tests do on the shared tree beyond the DRA fixture.
+trait Lifecycle {
+    fn device_plugin(&self) -> tokio::process::Child;
+    async fn node(&self) -> Value;
+    fn cdi_specs(&self) -> usize;
 }
 
-impl Tree {
-    fn new() -> Self {
-        let d = tmp();
-        let root = d.path().to_path_buf();
-        for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources", "cdi"] {
-            std::fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        Tree { _d: d, root }
-    }
-    fn p(&self, sub: &str) -> PathBuf {
-        self.root.join(sub)
-    }
-    fn kubelet(&self) -> (tokio::process::Child, Tail) {
-        let mut c = dpctl_cmd(&[
-            "mock-kubelet",
-            "--plugin-dir",
-            s(&self.p("device-plugins")),
-            "--manifests",
-            s(&self.p("manifests")),
-            "--plugins-registry-dir",
-            s(&self.p("plugins_registry")),
-            "--pod-resources-socket",
-            s(&self.p("pod-resources/kubelet.sock")),
-            "--log-format",
-            "json",
-        ]);
-        c.stdout(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let tail = Tail::stdout(&mut child);
-        (child, tail)
-    }
-    /// `dpctl dra serve` of `driver`.
-    fn driver(&self, driver: &str, extra: &[&str]) -> tokio::process::Child {
-        let (root, cdi) = (s(&self.root), self.p("cdi"));
-        let mut args = vec!["--kubelet-root-dir", root, "dra", "serve", "--driver", driver, "--cdi-dir", s(&cdi)];
-        args.extend_from_slice(extra);
-        let mut c = dpctl_cmd(&args);
-        c.stdout(Stdio::null());
-        c.spawn().unwrap()
-    }
+impl Lifecycle for DraTree {
     /// `dpctl serve` of RES, asking for PreStartContainer.
     fn device_plugin(&self) -> tokio::process::Child {
         let mut c = serve_cmd(&self.p("device-plugins"), &["--resource", RES, "--count", "2", "--pre-start"]);
         c.stdout(Stdio::null());
         c.spawn().unwrap()
-    }
-    fn write(&self, name: &str, text: &str) {
-        let tmp = self.p(&format!("manifests/.{name}"));
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(tmp, self.p(&format!("manifests/{name}"))).unwrap();
     }
     async fn node(&self) -> Value {
         let n = dpctl(&["node", "--plugin-dir", s(&self.p("device-plugins")), "-o", "json"]).await;
@@ -124,7 +82,7 @@ fn lifecycle_of(node: &Value, pod: &str) -> Value {
 
 /// A started kubelet with the device plugin and a driver of GPU (with `faults`) registered.
 async fn start(
-    t: &Tree,
+    t: &DraTree,
     faults: &[&str],
 ) -> (tokio::process::Child, Tail, tokio::process::Child, tokio::process::Child) {
     let (kubelet, mut log) = t.kubelet();
@@ -140,7 +98,7 @@ async fn start(
 /// (PreStartContainer came 6 ms before NodePrepareResources).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containers_start_only_after_every_claim_is_prepared() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log, dp, gpu) = start(&t, &[]).await;
     t.write("claim.yaml", &claim("gpu", GPU));
     t.write("pod.yaml", &pod(&["gpu"]));
@@ -177,7 +135,7 @@ async fn containers_start_only_after_every_claim_is_prepared() {
 /// kubelet's reason and text, and the prepare is retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_prepare_starts_no_container_and_keeps_the_pod_pending() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log, dp, gpu) = start(&t, &["--fault", "prepare-error=no GPU left"]).await;
     t.write("claim.yaml", &claim("gpu", GPU));
     t.write("pod.yaml", &pod(&["gpu"]));
@@ -212,7 +170,7 @@ async fn a_failing_prepare_starts_no_container_and_keeps_the_pod_pending() {
 /// the pod goes, driver A must unprepare A (its CDI spec goes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepare_that_failed_half_way_unprepares_the_claim_it_prepared() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log, dp, gpu) = start(&t, &[]).await;
     let nic = t.driver(NIC, &["--fault", "prepare-error=link down"]);
     log.wait_for("\"event\":\"dra-health\"", 2).await;
@@ -248,7 +206,7 @@ async fn a_prepare_that_failed_half_way_unprepares_the_claim_it_prepared() {
 /// working driver prepared the claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_a_pending_pod_starts_only_once_its_claim_is_prepared() {
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log, dp, gpu) = start(&t, &["--fault", "prepare-error=not yet"]).await;
     t.write("claim.yaml", &claim("gpu", GPU));
     t.write("pod.yaml", &pod(&["gpu"]));
@@ -303,7 +261,7 @@ async fn a_plugin_of_a_type_nobody_handles_is_told_so() {
         }
     }
 
-    let t = Tree::new();
+    let t = DraTree::new();
     let (kubelet, mut log) = t.kubelet();
     log.wait_for("\"event\":\"started\"", 1).await;
     let sock = t.p("plugins_registry/csi.example.com-reg.sock");

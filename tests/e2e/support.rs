@@ -654,3 +654,67 @@ extern "C" fn interop_note() {
         interop_dir().display()
     );
 }
+
+/// A kubelet root in a temp dir with the directories the mock kubelet and
+/// DRA drivers use (device-plugins/, plugins_registry/, manifests/,
+/// pod-resources/, cdi/), and the processes the DRA e2e tests start on it.
+pub struct DraTree {
+    _d: tempfile::TempDir,
+    /// The kubelet root.
+    pub root: PathBuf,
+}
+
+impl DraTree {
+    /// A fresh tree.
+    pub fn new() -> Self {
+        let d = tmp();
+        let root = d.path().to_path_buf();
+        for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources", "cdi"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        DraTree { _d: d, root }
+    }
+
+    /// A path under the root.
+    pub fn p(&self, sub: &str) -> PathBuf {
+        self.root.join(sub)
+    }
+
+    /// `dpctl mock-kubelet` on the tree, its JSON log followed.
+    pub fn kubelet(&self) -> (tokio::process::Child, Tail) {
+        let mut c = dpctl_cmd(&[
+            "mock-kubelet",
+            "--plugin-dir",
+            s(&self.p("device-plugins")),
+            "--manifests",
+            s(&self.p("manifests")),
+            "--plugins-registry-dir",
+            s(&self.p("plugins_registry")),
+            "--pod-resources-socket",
+            s(&self.p("pod-resources/kubelet.sock")),
+            "--log-format",
+            "json",
+        ]);
+        c.stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let tail = Tail::stdout(&mut child);
+        (child, tail)
+    }
+
+    /// `dpctl dra serve` of `driver` on the tree (CDI specs in cdi/).
+    pub fn driver(&self, driver: &str, extra: &[&str]) -> tokio::process::Child {
+        let (root, cdi) = (s(&self.root), self.p("cdi"));
+        let mut args = vec!["--kubelet-root-dir", root, "dra", "serve", "--driver", driver, "--cdi-dir", s(&cdi)];
+        args.extend_from_slice(extra);
+        let mut c = dpctl_cmd(&args);
+        c.stdout(std::process::Stdio::null());
+        c.spawn().unwrap()
+    }
+
+    /// Put a manifest in place at once (written aside, then renamed).
+    pub fn write(&self, name: &str, text: &str) {
+        let tmp = self.p(&format!("manifests/.{name}"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, self.p(&format!("manifests/{name}"))).unwrap();
+    }
+}
