@@ -74,6 +74,7 @@ const FAULTS: &[Fault] = &[
     (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"], &[]),
     (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"], &[]),
     (&["--preferred-fault", "ignore-available"], &["PREF-002"], &[]),
+    (&["--preferred-fault", "first-n"], &["PREF-003"], &[]),
     (&["--pre-start-fail"], &["PRE-001"], &[]),
 ];
 
