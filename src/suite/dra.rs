@@ -32,6 +32,12 @@ pub(super) mod session;
 
 pub use session::substitute;
 
+/// The suite's per-call timeout when `--timeout` is not given: the kubelet's
+/// for every DRA call (`defaultClientCallTimeout`, 45 s, kubernetes
+/// pkg/kubelet/cm/dra/plugin/dra_plugin.go), so a driver the
+/// kubelet waits for is not failed for being slow; `--timeout` sets it.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(45);
+
 const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
 const HELPER: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (PublishResources); https://github.com/kubernetes-sigs/dra-example-driver";

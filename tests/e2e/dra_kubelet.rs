@@ -216,6 +216,42 @@ fn dra_test(extra_serve: &[&str], flags: &[&str]) -> tokio::process::Command {
     dpctl_cmd(&args)
 }
 
+/// A driver whose prepare takes 7 s passes: without --timeout the suite
+/// waits as long as the kubelet does (45 s per call), not dpctl's 5 s (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_slower_than_five_seconds_per_prepare_passes_without_timeout() {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let c = dpctl_cmd(&[
+        "-o",
+        "json",
+        "test",
+        "--dra",
+        "--focus",
+        "DRA-PREP-001",
+        "--",
+        exe,
+        "--kubelet-root-dir",
+        "{kubelet-root-dir}",
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        "{cdi-dir}",
+        "--kubeconfig",
+        "{kubeconfig}",
+        "--node-name",
+        "{node-name}",
+        "--fault",
+        "slow=7s",
+    ]);
+    let r = run_cmd_within(c, 120).await;
+    assert_eq!(failed_ids(&r), Vec::<String>::new(), "{}", r.stdout);
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["passed"].as_u64(), Some(1), "{}", r.stdout);
+}
+
 fn failed_ids(r: &Run) -> Vec<String> {
     let v: Value =
         serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));
