@@ -95,10 +95,13 @@ pub fn offer(healthy: &[String], size: usize) -> Vec<String> {
     }
 }
 
+/// A GetPreferredAllocation request for a size: (available, must-include).
+pub type PreferredRequest = (Vec<String>, Vec<String>);
+
 /// PREF-001/002's request for `size`: a proper subset of the healthy devices
 /// (the kubelet offers healthy minus allocated), so an answer taken from
 /// outside the offer shows, with the last offered device must-include from size 2.
-pub fn offer_request(healthy: &[String], size: usize) -> (Vec<String>, Vec<String>) {
+pub fn offer_request(healthy: &[String], size: usize) -> PreferredRequest {
     let available = offer(healthy, size);
     let must = if size >= 2 { available.last().cloned().into_iter().collect() } else { Vec::new() };
     (available, must)
@@ -108,7 +111,7 @@ pub fn offer_request(healthy: &[String], size: usize) -> (Vec<String>, Vec<Strin
 /// `min(size, 2)` of them must-include — where a policy that ignores them
 /// (the first N, the lowest IDs, one NUMA node from the front) would not
 /// choose them; sizes 1 and 2 ask for exactly the must-include devices.
-pub fn must_include_request(healthy: &[String], size: usize) -> (Vec<String>, Vec<String>) {
+pub fn must_include_request(healthy: &[String], size: usize) -> PreferredRequest {
     let k = size.min(2).min(healthy.len());
     (healthy.to_vec(), healthy[healthy.len() - k..].to_vec())
 }

@@ -137,7 +137,7 @@ pub(crate) async fn pref_must_include(s: &mut Basic<'_>) -> Outcome {
 /// (available, must-include) and judged by the problem `pick` selects.
 async fn preferred(
     s: &mut Basic<'_>,
-    request: fn(&[String], usize) -> (Vec<String>, Vec<String>),
+    request: fn(&[String], usize) -> checks::PreferredRequest,
     pick: fn(checks::PreferredProblems) -> Option<String>,
     fix: &str,
 ) -> Outcome {
