@@ -102,6 +102,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         register: true,
         rolling_uid: None,
         health_timeout_secs: 0,
+        common_cdi_spec: false,
         faults: vec![],
         publish: None,
     };

@@ -304,7 +304,8 @@ fn options(ctx: &Ctx, a: &TestArgs) -> Result<Options> {
         skip: pattern("--skip", &a.skip)?,
         isolate: a.isolate,
         health_trigger: a.health_trigger.clone(),
-        timeout: ctx.timeout,
+        // The DRA suite waits as long as the kubelet does unless --timeout says otherwise.
+        timeout: if a.dra { ctx.timeout_given.unwrap_or(crate::suite::dra::CALL_TIMEOUT) } else { ctx.timeout },
         exe,
         kubelet_version: None,
     })

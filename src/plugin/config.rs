@@ -61,6 +61,8 @@ pub enum PreferredFault {
     DropMustInclude,
     /// Choose among all devices, ignoring which were offered
     IgnoreAvailable,
+    /// Answer the first N offered devices, ignoring must-include
+    FirstN,
 }
 
 /// The whole `--config` file.

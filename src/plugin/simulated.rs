@@ -211,6 +211,7 @@ impl Backend for Simulated {
                     let all: Vec<String> = snap.response.devices.iter().map(|d| d.id.clone()).collect();
                     ids = choose(self.policy, &all, &c.must_include_device_i_ds, size, |id| snap.numa(id));
                 }
+                PreferredFault::FirstN => ids = c.available_device_i_ds.iter().take(size).cloned().collect(),
                 PreferredFault::DropMustInclude => {
                     let others: Vec<String> = c
                         .available_device_i_ds

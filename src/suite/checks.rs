@@ -95,6 +95,27 @@ pub fn offer(healthy: &[String], size: usize) -> Vec<String> {
     }
 }
 
+/// A GetPreferredAllocation request for a size: (available, must-include).
+pub type PreferredRequest = (Vec<String>, Vec<String>);
+
+/// PREF-001/002's request for `size`: a proper subset of the healthy devices
+/// (the kubelet offers healthy minus allocated), so an answer taken from
+/// outside the offer shows, with the last offered device must-include from size 2.
+pub fn offer_request(healthy: &[String], size: usize) -> PreferredRequest {
+    let available = offer(healthy, size);
+    let must = if size >= 2 { available.last().cloned().into_iter().collect() } else { Vec::new() };
+    (available, must)
+}
+
+/// PREF-003's request for `size`: every healthy device offered, the last
+/// `min(size, 2)` of them must-include — where a policy that ignores them
+/// (the first N, the lowest IDs, one NUMA node from the front) would not
+/// choose them; sizes 1 and 2 ask for exactly the must-include devices.
+pub fn must_include_request(healthy: &[String], size: usize) -> PreferredRequest {
+    let k = size.min(2).min(healthy.len());
+    (healthy.to_vec(), healthy[healthy.len() - k..].to_vec())
+}
+
 /// Check a preferred answer against its request.
 pub fn preferred_problems(available: &[String], must: &[String], size: usize, answer: &[String]) -> PreferredProblems {
     let mut p = PreferredProblems::default();
@@ -154,5 +175,37 @@ mod tests {
         assert_eq!(offer(&h, 2), ["a", "b"]);
         assert_eq!(offer(&h, 3), ["b", "c", "d"]);
         assert_eq!(offer(&h, 4), h);
+    }
+
+    #[test]
+    fn pref_003_catches_a_policy_that_answers_the_first_n_and_passes_one_that_keeps_must_include() {
+        for n in 2..=8usize {
+            let h: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
+            let mut caught = 0;
+            for size in 1..=n {
+                let (available, must) = must_include_request(&h, size);
+                assert!(!must.is_empty() && must.iter().all(|m| available.contains(m)));
+                let first_n: Vec<String> = available.iter().take(size).cloned().collect();
+                if preferred_problems(&available, &must, size, &first_n).must_include.is_some() {
+                    caught += 1;
+                }
+                let good = crate::plugin::policy::choose(
+                    crate::plugin::config::Policy::Packed,
+                    &available,
+                    &must,
+                    size,
+                    |_| None,
+                );
+                let p = preferred_problems(&available, &must, size, &good);
+                assert!(p.must_include.is_none() && p.size.is_none(), "n {n} size {size}: {good:?}");
+            }
+            // Every size short of all devices leaves a must-include device out of the first N.
+            assert_eq!(caught, n - 1, "n {n}");
+        }
+        // Size equal to the number of must-include devices.
+        let h: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(must_include_request(&h, 1).1, ["d"]);
+        assert_eq!(must_include_request(&h, 2).1, ["c", "d"]);
+        assert_eq!(must_include_request(&h, 3).1, ["c", "d"]);
     }
 }

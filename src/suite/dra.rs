@@ -27,10 +27,17 @@ use super::options::{Options, Session};
 use super::Record;
 use crate::core::{Error, Result};
 
+mod cdi;
 mod scenarios;
 pub(super) mod session;
 
 pub use session::substitute;
+
+/// The suite's per-call timeout when `--timeout` is not given: the kubelet's
+/// for every DRA call (`defaultClientCallTimeout`, 45 s, kubernetes
+/// pkg/kubelet/cm/dra/plugin/dra_plugin.go), so a driver the
+/// kubelet waits for is not failed for being slow; `--timeout` sets it.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(45);
 
 const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
@@ -66,7 +73,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
     sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
-    sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare wrote for a claim goes when it is unprepared", EXAMPLE_CDI, Basic),
+    sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare created for a claim goes when it is unprepared: spec files naming its UID, CDI IDs defined by prepare for it alone (a spec written at start, per device or shared by claims, may stay)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
     sc!("DRA-UNPREP-003", "unprepare", scenarios::unprepare_unknown, "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Basic),
     sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open (skipped when the driver advertises no health service)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (NodeWatchResources); kubernetes pkg/kubelet/cm/dra/healthinfo.go; KEP-4680 https://github.com/kubernetes/enhancements/issues/4680", Basic),
@@ -144,6 +151,7 @@ mod engine_tests {
             register: true,
             rolling_uid: None,
             health_timeout_secs: 0,
+            common_cdi_spec: false,
             faults: vec![],
             publish: None,
         };

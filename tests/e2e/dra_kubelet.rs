@@ -169,6 +169,66 @@ fn dra_test(extra_serve: &[&str], flags: &[&str]) -> tokio::process::Command {
     dpctl_cmd(&args)
 }
 
+/// A driver whose prepare takes 7 s passes: without --timeout the suite
+/// waits as long as the kubelet does (45 s per call), not dpctl's 5 s (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_slower_than_five_seconds_per_prepare_passes_without_timeout() {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let c = dpctl_cmd(&[
+        "-o",
+        "json",
+        "test",
+        "--dra",
+        "--focus",
+        "DRA-PREP-001",
+        "--",
+        exe,
+        "--kubelet-root-dir",
+        "{kubelet-root-dir}",
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        "{cdi-dir}",
+        "--kubeconfig",
+        "{kubeconfig}",
+        "--node-name",
+        "{node-name}",
+        "--fault",
+        "slow=7s",
+    ]);
+    let r = run_cmd_within(c, 120).await;
+    assert_eq!(failed_ids(&r), Vec::<String>::new(), "{}", r.stdout);
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["passed"].as_u64(), Some(1), "{}", r.stdout);
+}
+
+/// DRA-CDI-002 judges what prepare created for the claim: a common spec
+/// written at start and returned with every claim (the example driver's
+/// pattern) may stay; the claim's own spec left behind fails (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdi_002_allows_a_common_spec_and_fails_a_claims_spec_left_behind() {
+    let focus = ["--focus", "DRA-PREP-001|DRA-CDI|DRA-UNPREP-001", "-o", "json"];
+    let r = run_cmd_within(dra_test(&["--common-cdi-spec"], &focus), 60).await;
+    assert_eq!(failed_ids(&r), Vec::<String>::new(), "{}", r.stdout);
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let cdi2 = v["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "DRA-CDI-002").unwrap();
+    assert_eq!(cdi2["result"], "PASS", "{}", r.stdout);
+    // The common ID was returned and stays defined: the suite saw it and let it be.
+    assert!(!cdi2.to_string().contains("=common"), "{cdi2}");
+
+    for extra in [&["--fault", "keep-cdi-spec"][..], &["--fault", "keep-cdi-spec", "--common-cdi-spec"][..]] {
+        let r = run_cmd_within(dra_test(extra, &focus), 60).await;
+        r.expect_code(1);
+        assert_eq!(failed_ids(&r), ["DRA-CDI-002"], "{extra:?}: {}", r.stdout);
+        assert!(r.stdout.contains("names claim UID"), "{extra:?}: {}", r.stdout);
+        assert!(!r.stdout.contains("claim=common (created"), "{extra:?}: {}", r.stdout);
+    }
+}
+
 fn failed_ids(r: &Run) -> Vec<String> {
     let v: Value =
         serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));

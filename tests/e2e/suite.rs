@@ -70,10 +70,12 @@ const FAULTS: &[Fault] = &[
     (&["--close-stream-after", "1"], &["LAW-008"], &[]),
     (&["--empty-first-snapshot"], &[], &["LAW-001"]),
     (&["--first-snapshot-delay", "2s"], &[], &["LAW-001"]),
-    (&["--preferred-fault", "foreign"], &["PREF-002"], &[]),
+    // It swaps the last chosen ID for a foreign one: when the answer is only the must-include devices, one of those.
+    (&["--preferred-fault", "foreign"], &["PREF-002", "PREF-003"], &[]),
     (&["--preferred-fault", "too-many"], &["PREF-001", "PREF-002"], &[]),
     (&["--preferred-fault", "drop-must-include"], &["PREF-001", "PREF-003"], &[]),
     (&["--preferred-fault", "ignore-available"], &["PREF-002"], &[]),
+    (&["--preferred-fault", "first-n"], &["PREF-003"], &[]),
     (&["--pre-start-fail"], &["PRE-001"], &[]),
 ];
 
@@ -237,7 +239,8 @@ async fn failures_carry_evidence_in_json_and_junit() {
     .await;
     run.expect_code(1);
     let doc: Value = serde_json::from_str(&run.stdout).expect("json");
-    assert_eq!(doc["failed"], 2, "{doc}");
+    // foreign replaces the last preferred ID, which PREF-003's size-1 request makes the must-include one.
+    assert_eq!(doc["failed"], 3, "{doc}");
     assert_eq!(doc["scenarios"].as_array().unwrap().len(), 11, "focus selects REG-* and PREF-*");
     let f = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "PREF-002").unwrap();
     assert!(f["evidence"]["rpc"].as_str().unwrap().starts_with("GetPreferredAllocation"));
@@ -246,9 +249,9 @@ async fn failures_carry_evidence_in_json_and_junit() {
         "{f}"
     );
     assert!(!f["evidence"]["fix"].as_str().unwrap().is_empty() && !f["rule"].as_str().unwrap().is_empty());
-    assert!(run.stderr.contains("2 scenario(s) failed"), "{}", run.stderr);
+    assert!(run.stderr.contains("3 scenario(s) failed"), "{}", run.stderr);
     let xml = std::fs::read_to_string(&junit).expect("junit");
-    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 3, "{xml}");
     check_junit(&junit);
     // No temp file left next to the report.
     assert_eq!(std::fs::read_dir(junit.parent().unwrap()).unwrap().count(), 1);

@@ -49,9 +49,13 @@ pub struct DraServeArgs {
     /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
     /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
     /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health,
-    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE
+    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
+    /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and
+    /// return its ID with every prepared device, as the example driver does
+    #[arg(long)]
+    pub common_cdi_spec: bool,
     /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
@@ -95,6 +99,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         register: !a.no_register,
         rolling_uid: a.rolling_update.clone(),
         health_timeout_secs: a.health_timeout,
+        common_cdi_spec: a.common_cdi_spec,
         faults: a.faults.clone(),
         publish: match &a.kubeconfig {
             None => None,

@@ -173,6 +173,31 @@ impl Driver {
         self.cfg.cdi_dir.join(format!("dpctl-dra-{}-{}.json", self.cfg.driver, safe_word(uid)))
     }
 
+    /// The common spec's CDI ID (`--common-cdi-spec`): `k8s.<driver>/claim=common`.
+    pub fn common_cdi_id(&self) -> String {
+        format!("{}=common", self.cdi_kind())
+    }
+
+    /// With `--common-cdi-spec`, write the spec shared by every claim at start
+    /// (as the example driver's `CreateCommonSpecFile` does); it stays when
+    /// claims are unprepared. Without, nothing.
+    pub fn write_common_spec(&self) -> Result<(), String> {
+        if !self.cfg.common_cdi_spec {
+            return Ok(());
+        }
+        let path = self.cfg.cdi_dir.join(format!("dpctl-dra-{}-common.json", self.cfg.driver));
+        let spec = json!({
+            "cdiVersion": "0.6.0",
+            "kind": self.cdi_kind(),
+            "devices": [{"name": "common", "containerEdits": {"env": [format!("DPCTL_DRA_DRIVER={}", self.cfg.driver)]}}],
+        });
+        crate::core::files::create_dir_all(&self.cfg.cdi_dir)
+            .map_err(|e| format!("cannot create CDI spec dir {}: {e}", self.cfg.cdi_dir.display()))?;
+        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
+        crate::core::files::write_atomic(&path, &text)
+            .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))
+    }
+
     /// Write the claim's CDI spec (atomically; only files named as ours).
     fn write_spec(&self, c: &Claim, devices: &[String]) -> Result<PathBuf, String> {
         let path = self.cdi_path(&c.uid);
@@ -320,11 +345,17 @@ impl Driver {
                     request_names: requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default(),
                     pool_name: if self.has(&Fault::NoPoolName) { String::new() } else { self.cfg.pool.clone() },
                     device_name: d.clone(),
-                    cdi_device_ids: vec![if self.has(&Fault::BadCdiId) {
-                        d.clone()
-                    } else {
-                        format!("{kind}={}-{d}", safe_word(&c.uid))
-                    }],
+                    cdi_device_ids: {
+                        let mut ids = vec![if self.has(&Fault::BadCdiId) {
+                            d.clone()
+                        } else {
+                            format!("{kind}={}-{d}", safe_word(&c.uid))
+                        }];
+                        if self.cfg.common_cdi_spec {
+                            ids.push(self.common_cdi_id());
+                        }
+                        ids
+                    },
                 })
                 .collect(),
             error: String::new(),
@@ -363,7 +394,7 @@ impl Driver {
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         for c in &req.claims {
             let mut error = String::new();
-            if let Some(p) = st.prepared.remove(&c.uid) {
+            if let Some(p) = st.prepared.remove(&c.uid).filter(|_| !self.has(&Fault::KeepCdiSpec)) {
                 if let Err(e) = std::fs::remove_file(&p.cdi_spec) {
                     if e.kind() != std::io::ErrorKind::NotFound {
                         error = format!("cannot remove CDI spec {}: {e}", p.cdi_spec);

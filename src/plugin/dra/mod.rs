@@ -85,6 +85,8 @@ pub enum Fault {
     NoTimestamp,
     /// Every claim fails with this error.
     PrepareError(String),
+    /// Unprepare leaves the claim's CDI spec behind (DRA-CDI-002).
+    KeepCdiSpec,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -111,6 +113,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("long-message", "health-message"),
     ("no-timestamp", "health-time"),
     ("prepare-error=MESSAGE", "(every claim fails with MESSAGE)"),
+    ("keep-cdi-spec", "(unprepare leaves the claim's CDI spec)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -144,6 +147,7 @@ impl std::str::FromStr for Fault {
             "long-message" => Fault::LongMessage,
             "no-timestamp" => Fault::NoTimestamp,
             "prepare-error" => Fault::PrepareError(need()?.to_string()),
+            "keep-cdi-spec" => Fault::KeepCdiSpec,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -192,6 +196,8 @@ pub struct Config {
     pub faults: Vec<Fault>,
     /// Publish the devices as a ResourceSlice to this API server, for this node.
     pub publish: Option<(slices::ApiServer, String)>,
+    /// Write a common CDI spec at start and return its ID with every claim's devices.
+    pub common_cdi_spec: bool,
 }
 
 impl Config {
@@ -340,6 +346,7 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     cfg.validate()?;
     let cfg = Arc::new(cfg);
     let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    driver.write_common_spec().map_err(Error::failed)?;
     let result = run_inner(&cfg, &driver, &log, &tasks).await;
     if tokio::time::timeout(Duration::from_secs(3), tasks.stop()).await.is_err() {
         log.event("warning", &[("message", json!("some servers did not stop within 3s"))]);
@@ -504,6 +511,7 @@ mod tests {
             register: true,
             rolling_uid: None,
             health_timeout_secs: 0,
+            common_cdi_spec: false,
             control_socket: "/tmp/x.sock".into(),
             faults,
             publish: None,

@@ -72,8 +72,12 @@ pub(crate) async fn talks_v1(s: &mut Sess) -> Outcome {
 
 /// DRA-PREP-001
 pub(crate) async fn prepares_pod(s: &mut Sess) -> Outcome {
-    let ids = need!(s.prepare_pod("pod-1").await);
-    s.prepared = Some(ids);
+    // The specs a driver writes at start (shared, per device) are not the claims'.
+    need!(s.driver().await);
+    s.cdi_before = super::cdi::defined(&super::cdi::scan(&s.tree.cdi_dir()));
+    let claims = need!(s.prepare_pod("pod-1").await);
+    s.prepared = Some(claims.iter().flat_map(|(_, ids)| ids.iter().cloned()).collect());
+    s.prepared_claims = claims;
     Outcome::pass("2 claims")
 }
 
@@ -197,22 +201,21 @@ pub(crate) async fn unprepares_pod(s: &mut Sess) -> Outcome {
     Outcome::pass("2 claims")
 }
 
-/// DRA-CDI-002
+/// DRA-CDI-002: what prepare created for each claim is gone (specs the
+/// driver shares between claims or wrote at start may stay).
 pub(crate) async fn cdi_removed(s: &mut Sess) -> Outcome {
-    let Some(ids) = s.prepared.clone().filter(|i| !i.is_empty()) else {
+    if s.prepared_claims.iter().all(|(_, ids)| ids.is_empty()) {
         return Outcome::skip("nothing was prepared with CDI IDs");
-    };
-    let still: Vec<String> = {
-        let bad = unresolved_cdi(&[s.tree.cdi_dir()], &ids);
-        ids.iter().filter(|i| !bad.contains(i)).cloned().collect()
-    };
-    if still.is_empty() {
-        Outcome::pass("")
+    }
+    let after = super::cdi::scan(&s.tree.cdi_dir());
+    let left = super::cdi::leftovers(&s.prepared_claims, &s.cdi_before, &after);
+    if left.is_empty() {
+        Outcome::pass(format!("{} claim(s)", s.prepared_claims.len()))
     } else {
         Outcome::fail(
             "CDI spec files after NodeUnprepareResources",
-            format!("{} still defined", still.join(", ")),
-            "remove the claim's CDI spec on unprepare",
+            left.join("; "),
+            "remove the claim's CDI spec on unprepare (a spec shared by claims or written at start may stay)",
         )
     }
 }

@@ -63,6 +63,10 @@ pub(crate) struct Sess {
     pub(super) timeout: Duration,
     pub(super) driver: Option<Driver>,
     pub(super) prepared: Option<Vec<String>>,
+    /// DRA-PREP-001's claims: (UID, the CDI IDs returned for it).
+    pub(super) prepared_claims: Vec<(String, Vec<String>)>,
+    /// The CDI IDs defined before DRA-PREP-001 prepared (specs written at start).
+    pub(super) cdi_before: std::collections::BTreeSet<String>,
     /// The claims the kubelet prepared in DRA-PREP-001 (allocated, fetchable from the API server).
     pub(super) engine_claims: Vec<Claim>,
     pub(super) seq: u32,
@@ -88,6 +92,8 @@ impl Sess {
             timeout: o.timeout,
             driver: None,
             prepared: None,
+            prepared_claims: Vec::new(),
+            cdi_before: Default::default(),
             engine_claims: Vec::new(),
             seq: 0,
         };
@@ -203,7 +209,8 @@ impl Sess {
     }
 
     /// Write two claims and a pod using both; wait until both are prepared (or fail).
-    pub(super) async fn prepare_pod(&mut self, pod: &str) -> std::result::Result<Vec<String>, Outcome> {
+    /// Admit a pod with two claims; (UID, CDI IDs) per claim as the kubelet prepared them.
+    pub(super) async fn prepare_pod(&mut self, pod: &str) -> std::result::Result<Vec<(String, Vec<String>)>, Outcome> {
         let d = self.driver().await?;
         let from = self.seen.len();
         let claims = [format!("{pod}-a"), format!("{pod}-b")];
@@ -236,7 +243,7 @@ impl Sess {
                 .await;
             match got {
                 Some(Ok((i, uid))) => {
-                    ids.extend(i);
+                    ids.push((uid.clone(), i));
                     self.engine_claims.push(Claim { namespace: NS.into(), name: c.clone(), uid });
                 }
                 Some(Err(e)) => {

@@ -120,21 +120,27 @@ pub(crate) async fn alloc_concurrent(s: &mut Basic<'_>) -> Outcome {
 
 /// PREF-001: every size answered with exactly that many distinct IDs.
 pub(crate) async fn pref_size(s: &mut Basic<'_>) -> Outcome {
-    preferred(s, |p| p.size, "return exactly allocation_size distinct IDs").await
+    preferred(s, checks::offer_request, |p| p.size, "return exactly allocation_size distinct IDs").await
 }
 
 /// PREF-002: only available devices.
 pub(crate) async fn pref_available(s: &mut Basic<'_>) -> Outcome {
-    preferred(s, |p| p.available, "choose only from available_deviceIDs").await
+    preferred(s, checks::offer_request, |p| p.available, "choose only from available_deviceIDs").await
 }
 
 /// PREF-003: the must-include devices kept.
 pub(crate) async fn pref_must_include(s: &mut Basic<'_>) -> Outcome {
-    preferred(s, |p| p.must_include, "always include must_include_deviceIDs").await
+    preferred(s, checks::must_include_request, |p| p.must_include, "always include must_include_deviceIDs").await
 }
 
-/// GetPreferredAllocation for every size, judged by the problem `pick` selects.
-async fn preferred(s: &mut Basic<'_>, pick: fn(checks::PreferredProblems) -> Option<String>, fix: &str) -> Outcome {
+/// GetPreferredAllocation for every size, asked as `request` builds it
+/// (available, must-include) and judged by the problem `pick` selects.
+async fn preferred(
+    s: &mut Basic<'_>,
+    request: fn(&[String], usize) -> checks::PreferredRequest,
+    pick: fn(checks::PreferredProblems) -> Option<String>,
+    fix: &str,
+) -> Outcome {
     let opts = need!(s.options().await);
     if !opts.get_preferred_allocation_available {
         return Outcome::skip("GetPreferredAllocation is not advertised");
@@ -147,11 +153,7 @@ async fn preferred(s: &mut Basic<'_>, pick: fn(checks::PreferredProblems) -> Opt
     let healthy: Vec<String> = healthy.into_iter().take(64).collect();
     let n = healthy.len();
     for size in 1..=n {
-        // The kubelet offers healthy minus allocated: offer proper subsets
-        // (with the must-include device inside) so an answer taken from
-        // outside the offer shows.
-        let available = checks::offer(&healthy, size);
-        let must: Vec<String> = if size >= 2 { available.last().cloned().into_iter().collect() } else { Vec::new() };
+        let (available, must) = request(&healthy, size);
         let req = PreferredAllocationRequest {
             container_requests: vec![ContainerPreferredAllocationRequest {
                 available_device_i_ds: available.clone(),
