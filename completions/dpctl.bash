@@ -2048,7 +2048,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --kubeconfig --node-name --control-socket --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --kubeconfig --node-name --control-socket --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3679,7 +3679,7 @@ _dpctl() {
                     return 0
                     ;;
                 --preferred-fault)
-                    COMPREPLY=($(compgen -W "none foreign too-many drop-must-include ignore-available" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "none foreign too-many drop-must-include ignore-available first-n" -- "${cur}"))
                     return 0
                     ;;
                 --close-stream-after)

@@ -285,7 +285,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcomm
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l services -d 'The services to serve and list in supported_versions, in order' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l rolling-update -d 'Rolling-update mode: sockets <driver>-UID-reg.sock and dra-UID.sock, so two instances serve at once' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l health-timeout -d 'health_check_timeout_seconds sent for each device (0: the kubelet\'s default)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l fault -d 'Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint, endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1, slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health, health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l fault -d 'Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint, endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1, slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health, health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l kubeconfig -d 'Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l node-name -d 'The node the ResourceSlice names [default: this host\'s name]' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l control-socket -d 'The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]' -r -F
@@ -299,6 +299,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcomm
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l no-register -d 'Do not create the plugin-watcher registration socket (serve the service socket only)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l common-cdi-spec -d 'Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and return its ID with every prepared device, as the example driver does'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l no-headers -d 'Print tables without their header line'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -s v -l verbose -d 'Client commands: print each call\'s method, socket, request (JSON), status and latency on stderr'
@@ -357,7 +358,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l preferred-fault -d
 foreign\t'Include an ID that was not offered'
 too-many\t'Answer one device more than asked for'
 drop-must-include\t'Leave out the must-include devices'
-ignore-available\t'Choose among all devices, ignoring which were offered'"
+ignore-available\t'Choose among all devices, ignoring which were offered'
+first-n\t'Answer the first N offered devices, ignoring must-include'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l close-stream-after -d 'Fault: end every ListAndWatch stream after N messages' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l pre-start-latency -d 'Fault: extra latency of PreStartContainer' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l reregister-delay -d 'Fault: register again only DURATION after a kubelet restart' -r
