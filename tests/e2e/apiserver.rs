@@ -24,26 +24,8 @@ fn kubelet_cmd(root: &Path) -> tokio::process::Command {
 }
 
 fn kubelet_cmd_with(root: &Path, extra: &[&str]) -> tokio::process::Command {
-    for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
-    let p = |sub: &str| root.join(sub).display().to_string();
-    let mut c = dpctl_cmd(&[
-        "mock-kubelet",
-        "--plugin-dir",
-        &p("device-plugins"),
-        "--manifests",
-        &p("manifests"),
-        "--plugins-registry-dir",
-        &p("plugins_registry"),
-        "--pod-resources-socket",
-        &p("pod-resources/kubelet.sock"),
-        "--api-server",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ]);
-    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut c = mock_kubelet_on(root, &["--api-server", "127.0.0.1:0"]);
+    c.args(extra).stderr(Stdio::piped());
     c
 }
 

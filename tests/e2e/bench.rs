@@ -383,27 +383,8 @@ async fn bench_dra_interrupted_leaves_no_claim_prepared() {
 async fn bench_dra_stops_at_a_driver_that_reads_claims_from_an_api_server() {
     let d = tmp();
     let root = d.path();
-    for dir in ["device-plugins", "manifests", "plugins_registry"] {
-        std::fs::create_dir_all(root.join(dir)).unwrap();
-    }
     let p = |x: &str| root.join(x).display().to_string();
-    let mut kubelet = dpctl_cmd(&[
-        "mock-kubelet",
-        "--plugin-dir",
-        &p("device-plugins"),
-        "--manifests",
-        &p("manifests"),
-        "--plugins-registry-dir",
-        &p("plugins_registry"),
-        "--pod-resources-socket",
-        &p("pod-resources.sock"),
-        "--api-server",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ])
-    .spawn()
-    .unwrap();
+    let mut kubelet = mock_kubelet_on(root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
     let mut klog = Tail::stdout(&mut kubelet);
     klog.wait_for("\"event\":\"api-server\"", 1).await;
     let kubeconfig = p("kubeconfig");

@@ -749,22 +749,8 @@ const DRA_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  
 async fn a_killed_dra_driver_with_a_prepared_claim_is_one_error_naming_claim_and_pod() {
     let d = tmp();
     let root = d.path().to_path_buf();
-    for sub in ["device-plugins", "plugins_registry", "manifests"] {
-        std::fs::create_dir_all(root.join(sub)).unwrap();
-    }
     let p = |x: &str| root.join(x).display().to_string();
-    let mut c = dpctl_cmd(&[
-        "mock-kubelet",
-        "--plugin-dir",
-        &p("device-plugins"),
-        "--manifests",
-        &p("manifests"),
-        "--plugins-registry-dir",
-        &p("plugins_registry"),
-        "--log-format",
-        "json",
-    ]);
-    c.stdout(std::process::Stdio::piped());
+    let mut c = mock_kubelet_on(&root, &[]);
     let mut kubelet = c.spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"started\"", 1).await;

@@ -682,21 +682,7 @@ impl DraTree {
 
     /// `dpctl mock-kubelet` on the tree, its JSON log followed.
     pub fn kubelet(&self) -> (tokio::process::Child, Tail) {
-        let mut c = dpctl_cmd(&[
-            "mock-kubelet",
-            "--plugin-dir",
-            s(&self.p("device-plugins")),
-            "--manifests",
-            s(&self.p("manifests")),
-            "--plugins-registry-dir",
-            s(&self.p("plugins_registry")),
-            "--pod-resources-socket",
-            s(&self.p("pod-resources/kubelet.sock")),
-            "--log-format",
-            "json",
-        ]);
-        c.stdout(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
+        let mut child = mock_kubelet_on(&self.root, &[]).spawn().unwrap();
         let tail = Tail::stdout(&mut child);
         (child, tail)
     }
@@ -717,4 +703,29 @@ impl DraTree {
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(tmp, self.p(&format!("manifests/{name}"))).unwrap();
     }
+}
+
+/// `dpctl mock-kubelet` on the kubelet root `root` (device-plugins/,
+/// manifests/, plugins_registry/ and pod-resources/ created under it), its
+/// JSON log on a piped stdout, `extra` flags after the tree's.
+pub fn mock_kubelet_on(root: &Path, extra: &[&str]) -> tokio::process::Command {
+    for sub in ["device-plugins", "plugins_registry", "manifests", "pod-resources"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let p = |sub: &str| root.join(sub).display().to_string();
+    let mut c = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        &p("device-plugins"),
+        "--manifests",
+        &p("manifests"),
+        "--plugins-registry-dir",
+        &p("plugins_registry"),
+        "--pod-resources-socket",
+        &p("pod-resources/kubelet.sock"),
+        "--log-format",
+        "json",
+    ]);
+    c.args(extra).stdout(std::process::Stdio::piped());
+    c
 }
