@@ -140,22 +140,8 @@ fn take<'a>(buf: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], String>
 
 /// Every (field number, value) of one message, in wire order.
 fn fields(buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, String> {
-    let mut at = 0;
     let mut out = Vec::new();
-    while at < buf.len() {
-        let key = varint(buf, &mut at)?;
-        let v = match key & 7 {
-            0 => Wire::Varint(varint(buf, &mut at)?),
-            1 => Wire::Fixed64(u64::from_le_bytes(take(buf, &mut at, 8)?.try_into().map_err(|_| "fixed64")?)),
-            2 => {
-                let n = usize::try_from(varint(buf, &mut at)?).map_err(|_| "length over usize")?;
-                Wire::Bytes(take(buf, &mut at, n)?)
-            }
-            5 => Wire::Fixed32(u32::from_le_bytes(take(buf, &mut at, 4)?.try_into().map_err(|_| "fixed32")?)),
-            w => return Err(format!("unsupported wire type {w} (field {})", key >> 3)),
-        };
-        out.push((key >> 3, v));
-    }
+    each_field(buf, |n, v| out.push((n, v)))?;
     Ok(out)
 }
 
