@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod conn;
 pub mod dra;
 pub mod dra_checkpoint;
+pub mod kube;
 pub mod podresources;
 pub mod status;
 pub mod view;

@@ -71,6 +71,10 @@ pub struct MockKubeletArgs {
     /// and claims (Kubernetes protobuf or JSON, as the client asks); writes <kubelet-root>/kubeconfig; turns on the plugin watcher
     #[arg(long, value_name = "ADDR")]
     pub api_server: Option<std::net::SocketAddr>,
+    /// Serve the local API server over HTTPS with a CA of its own, made at each start and written
+    /// into <kubelet-root>/kubeconfig (certificate-authority-data), as drivers meet a real cluster
+    #[arg(long, requires = "api_server")]
+    pub api_server_tls: bool,
     /// How long a plugin's devices stay (unhealthy) after its stream ends
     #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
     pub grace_period: Duration,
@@ -182,6 +186,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
         },
         dra: dra_spec(ctx, a),
         api_server: a.api_server,
+        api_server_tls: a.api_server_tls,
         clean_at_start: true,
     })
 }

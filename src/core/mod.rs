@@ -11,6 +11,7 @@ pub mod paths;
 pub mod status;
 pub mod task;
 pub mod text;
+pub mod tls;
 pub mod time;
 pub mod transport;
 pub mod validate;

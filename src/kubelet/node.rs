@@ -61,6 +61,8 @@ pub struct NodeSpec {
     /// Serve the local API server (JSON ResourceSlices and claims) on this
     /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
     pub api_server: Option<SocketAddr>,
+    /// Serve the local API server over HTTPS with its own CA (written into the kubeconfig).
+    pub api_server_tls: bool,
     /// Delete every socket in the plugin directory at start, as the kubelet
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
@@ -83,6 +85,7 @@ impl NodeSpec {
             manager: Config::kubelet(&tree.plugin_dir),
             dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
             api_server: None,
+            api_server_tls: false,
             clean_at_start: true,
         }
     }
@@ -598,12 +601,13 @@ async fn run(
             claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
+            s.api_server_tls,
         )
         .await;
         match started {
             Ok(a) => bus.emit(
                 KubeletEvent::ApiServer {
-                    addr: format!("http://{}", a.addr),
+                    addr: a.url,
                     kubeconfig: a.kubeconfig.display().to_string(),
                 },
                 None,

@@ -56,9 +56,13 @@ pub struct DraServeArgs {
     /// return its ID with every prepared device, as the example driver does
     #[arg(long)]
     pub common_cdi_spec: bool,
-    /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (plain http:// only)
+    /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (http or https,
+    /// as client-go reads it) [default in a pod: the in-cluster config of its service account]
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: its current-context]
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    pub context: Option<String>,
     /// The node the ResourceSlice names [default: this host's name]
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
@@ -101,10 +105,9 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         health_timeout_secs: a.health_timeout,
         common_cdi_spec: a.common_cdi_spec,
         faults: a.faults.clone(),
-        publish: match &a.kubeconfig {
+        publish: match api_server(a)? {
             None => None,
-            Some(k) => {
-                let api = crate::plugin::dra::slices::load_kubeconfig(k)?;
+            Some(api) => {
                 let node = match &a.node_name {
                     Some(n) => n.clone(),
                     None => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -117,6 +120,15 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
             }
         },
     })
+}
+
+/// Where to publish: `--kubeconfig` (its `--context`), else in a pod its
+/// in-cluster config, else nowhere.
+fn api_server(a: &DraServeArgs) -> Result<Option<crate::client::kube::ApiServer>> {
+    match &a.kubeconfig {
+        Some(k) => crate::client::kube::load_kubeconfig_context(k, a.context.as_deref()).map(Some),
+        None => crate::client::kube::load_in_cluster(),
+    }
 }
 
 /// Run the command.

@@ -1,6 +1,7 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
-//! over plain HTTP/1.1 on loopback, with a kubeconfig written for the
+//! over HTTP/1.1 on loopback (plain, or HTTPS with its own CA with
+//! `--api-server-tls`: [`listen`]), with a kubeconfig written for the
 //! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
 //! file the mock kubelet did not write) carrying a random bearer token: a
 //! request without it is `401 Unauthorized`, as kube-apiserver answers it.
@@ -40,19 +41,19 @@
 //! names, status). Fields outside the protobuf subset (proto/k8s) are
 //! dropped from protobuf bodies.
 
-use crate::core::{Error, Result};
 use crate::kubelet::dra::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod listen;
+mod tls;
 mod validate;
 mod watch;
+
+pub use listen::{kubeconfig, start, Served};
 
 use watch::{pump, whole, ChannelBody};
 
@@ -238,63 +239,6 @@ impl Store {
             None => vec![],
         };
         Ok((st.version, items, replay, rx))
-    }
-}
-
-/// The node name and where the API server listens.
-#[derive(Debug, Clone)]
-pub struct Served {
-    /// `127.0.0.1:PORT`.
-    pub addr: SocketAddr,
-    /// The kubeconfig written for drivers.
-    pub kubeconfig: PathBuf,
-}
-
-/// The first line of every kubeconfig the mock kubelet writes: what marks
-/// the file as its own (it never writes over a file without it).
-const KUBECONFIG_MARK: &str = "# Written by dpctl mock-kubelet for its local API server; rewritten at each start.";
-
-/// The kubeconfig text for `addr` (plain http, a bearer token, as client-go
-/// and the kubeletplugin helper read it: `users[].user.token`).
-pub fn kubeconfig(addr: SocketAddr, token: &str) -> String {
-    format!(
-        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    server: http://{addr}\nusers:\n- name: dpctl\n  user:\n    token: {token}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
-    )
-}
-
-/// A fresh random bearer token: 32 bytes of the kernel's random source, in hex.
-fn new_token() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
-
-/// Whether `path` may be (re)written as the mock kubelet's kubeconfig: absent,
-/// or a regular file (not a symlink) of this user that the mock kubelet wrote
-/// (its first line is [`KUBECONFIG_MARK`]); `Err` names what is there instead.
-fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot inspect it: {e}")),
-    };
-    if !meta.file_type().is_file() {
-        return Err("it is not a regular file (a symlink, directory or other)".into());
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if meta.uid() != unsafe { libc::geteuid() } {
-        return Err(format!("it belongs to another user (uid {})", meta.uid()));
-    }
-    let mut head = String::new();
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
-    use std::io::{BufRead, Read};
-    std::io::BufReader::new(f.take(4096)).read_line(&mut head).map_err(|e| format!("cannot read it: {e}"))?;
-    if head.trim_end() == KUBECONFIG_MARK {
-        Ok(())
-    } else {
-        Err("it is not one the mock kubelet wrote".into())
     }
 }
 
@@ -715,62 +659,6 @@ async fn respond(
         }
     };
     Ok(reply(media, code, &v))
-}
-
-/// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve
-/// until `stop`; `/version` answers Kubernetes 1.`minor`.
-#[allow(clippy::too_many_arguments)]
-pub async fn start(
-    addr: SocketAddr,
-    root: &Path,
-    node: String,
-    minor: u32,
-    store: Arc<Store>,
-    claims: Claims,
-    stop: CancellationToken,
-    tracker: TaskTracker,
-) -> Result<Served> {
-    if !addr.ip().is_loopback() {
-        return Err(Error::usage(format!(
-            "--api-server {addr}: the mock API server listens on loopback only (127.0.0.1:PORT)"
-        )));
-    }
-    let l = TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::failed(format!("--api-server {addr}: cannot listen: {e}; choose a free port")))?;
-    let addr = l.local_addr().map_err(|e| Error::failed(format!("API server: {e}")))?;
-    let kubeconfig = root.join("kubeconfig");
-    kubeconfig_is_ours(&kubeconfig).map_err(|why| {
-        Error::usage(format!(
-            "{}: will not write the API server's kubeconfig over this file: {why}; move it away or choose another --kubelet-root",
-            kubeconfig.display()
-        ))
-    })?;
-    let token =
-        new_token().map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
-    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token).as_bytes())
-        .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
-    let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
-    let t2 = tracker.clone();
-    tracker.spawn(async move {
-        loop {
-            let conn = tokio::select! {
-                c = l.accept() => c,
-                _ = stop.cancelled() => return,
-            };
-            let Ok((sock, _)) = conn else { continue };
-            let ctx = ctx.clone();
-            t2.spawn(stop.clone().run_until_cancelled_owned(async move {
-                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    respond(req, ctx.clone())
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
-                    .await;
-            }));
-        }
-    });
-    Ok(Served { addr, kubeconfig })
 }
 
 #[cfg(test)]

@@ -1,0 +1,349 @@
+//! A small Kubernetes API client: JSON over HTTP/1.1 on the hyper
+//! dependency dpctl already has, plain or over TLS (rustls, [`crate::core::tls`]),
+//! configured from a kubeconfig or a pod's service account as client-go
+//! configures itself ([`config`]). `dpctl dra serve` publishes its
+//! ResourceSlice and reads claims through it; `dpctl test --dra` reads the
+//! local API server with it. No task is spawned: each request drives its
+//! connection to completion.
+
+pub mod config;
+
+use crate::core::{Error, Result};
+use config::{Pem, RestConfig};
+use rustls::pki_types::ServerName;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where and as whom to talk to an API server: its connection, ready to use.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    /// `host:port` to connect to.
+    pub authority: String,
+    /// A path prefix of the server URL (usually empty).
+    pub prefix: String,
+    /// TLS (https), with the name the server's certificate must carry; none: plain http.
+    pub tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    /// A bearer token (given inline, or the token file's content at load).
+    pub token: Option<String>,
+    /// The token file, read again at every request (service-account tokens rotate).
+    pub token_file: Option<PathBuf>,
+    /// `Authorization: Basic ...` for username/password.
+    pub basic: Option<String>,
+}
+
+impl ApiServer {
+    /// The server's URL, for messages.
+    pub fn url(&self) -> String {
+        format!("{}://{}{}", if self.tls.is_some() { "https" } else { "http" }, self.authority, self.prefix)
+    }
+
+    /// The `Authorization` header value, if any: the token file's current
+    /// content (the last one read when it cannot be read now, as client-go's
+    /// cached token source), else the token, else basic credentials.
+    fn authorization(&self) -> Option<String> {
+        let from_file = self.token_file.as_ref().and_then(|f| read_token(f).ok());
+        from_file.or_else(|| self.token.clone()).map(|t| format!("Bearer {t}")).or_else(|| self.basic.clone())
+    }
+}
+
+fn read_token(f: &Path) -> std::result::Result<String, String> {
+    let t = crate::core::limits::read_file(f, 64 << 10, "token file").map_err(|e| e.to_string())?;
+    let t = t.trim().to_string();
+    if t.is_empty() {
+        return Err("it is empty".into());
+    }
+    Ok(t)
+}
+
+/// Read a PEM field's bytes.
+fn read_pem(p: &Pem, field: &str) -> std::result::Result<Vec<u8>, String> {
+    match p {
+        Pem::Data(d) => Ok(d.clone()),
+        Pem::File(f) => std::fs::read(f).map_err(|e| format!("{field} {}: {e}; fix the path", f.display())),
+    }
+}
+
+/// `insecure-skip-tls-verify`: any certificate is accepted; the handshake's
+/// signatures are still checked (the server holds the key it presented).
+#[derive(Debug)]
+struct SkipVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for SkipVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> std::result::Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The TLS client configuration of `rc`: its CA (else the system's roots),
+/// or no verification with `insecure-skip-tls-verify`; its client certificate.
+fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+    let provider = crate::core::tls::provider()?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = if rc.insecure {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        match &rc.ca {
+            Some(p) => {
+                let field = "certificate-authority";
+                let what = match p {
+                    Pem::File(f) => format!("{field} {}", f.display()),
+                    Pem::Data(_) => format!("{field}-data"),
+                };
+                for c in crate::core::tls::certs_from_pem(&read_pem(p, field)?, &what)? {
+                    roots.add(c).map_err(|e| format!("{what}: not a CA certificate rustls can use: {e}"))?;
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(found.certs);
+                if roots.is_empty() {
+                    return Err("the kubeconfig names no certificate-authority and this system has no CA \
+                                certificates; add certificate-authority(-data)"
+                        .into());
+                }
+            }
+        }
+        builder.with_root_certificates(roots)
+    };
+    let mut cfg = match &rc.client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let certs = crate::core::tls::certs_from_pem(&read_pem(cert, "client-certificate")?, "client-certificate")?;
+            let key = crate::core::tls::key_from_pem(&read_pem(key, "client-key")?, "client-key")?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| format!("client-certificate and client-key: {e}; give a matching pair"))?
+        }
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// A connection for `rc`: its TLS configuration built and its files read.
+pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
+    let tls = if rc.https {
+        let name = rc.tls_server_name.clone().unwrap_or_else(|| rc.host.clone());
+        let server_name =
+            ServerName::try_from(name.clone()).map_err(|_| format!("tls-server-name {name:?} is not a DNS name or IP"))?;
+        Some((client_tls(rc)?, server_name))
+    } else {
+        None
+    };
+    let token = match &rc.token_file {
+        Some(f) => Some(read_token(f).map_err(|e| format!("tokenFile {}: {e}; fix the path", f.display()))?),
+        None => rc.token.clone(),
+    };
+    let basic = rc.basic.as_ref().map(|(u, p)| {
+        use base64::Engine as _;
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
+    });
+    Ok(ApiServer {
+        authority: rc.authority.clone(),
+        prefix: rc.prefix.clone(),
+        tls,
+        token,
+        token_file: rc.token_file.clone(),
+        basic,
+    })
+}
+
+/// Read a kubeconfig file (its current context, or `context`) and connect
+/// as it says; errors are one line starting `--kubeconfig PATH:`.
+pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
+    let fail = |e: String| Error::usage(format!("--kubeconfig {}: {e}", path.display()));
+    let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig").map_err(|e| fail(e.to_string()))?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let rc = config::parse_kubeconfig(&text, dir, context).map_err(fail)?;
+    connect(&rc).map_err(fail)
+}
+
+/// [`load_kubeconfig_context`] with the current context.
+pub fn load_kubeconfig(path: &Path) -> Result<ApiServer> {
+    load_kubeconfig_context(path, None)
+}
+
+/// In a pod (`KUBERNETES_SERVICE_HOST`/`_PORT` set and a service-account
+/// token mounted): the in-cluster connection; `Ok(None)` elsewhere.
+pub fn load_in_cluster() -> Result<Option<ApiServer>> {
+    let env = config::InClusterEnv::from_process();
+    match config::in_cluster(&env) {
+        None => Ok(None),
+        Some(rc) => connect(&rc)
+            .map(Some)
+            .map_err(|e| Error::usage(format!("in-cluster config ({}): {e}", env.dir.display()))),
+    }
+}
+
+/// One HTTP/1.1 exchange on an open connection: the status and the body.
+async fn exchange<IO>(io: IO, req: http::Request<String>) -> Result<(u16, Value)>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper::body::Body as _;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .map_err(|e| Error::failed(format!("API server: {e}")))?;
+    let exchange = async move {
+        let resp = sender.send_request(req).await.map_err(|e| Error::failed(format!("API server: {e}")))?;
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut buf = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            let frame = frame.map_err(|e| Error::failed(format!("API server: {e}")))?;
+            if let Ok(d) = frame.into_data() {
+                buf.extend_from_slice(&d);
+                if buf.len() > 16 << 20 {
+                    return Err(Error::failed("API server answer larger than 16 MiB"));
+                }
+            }
+        }
+        drop(sender);
+        Ok((status, serde_json::from_slice(&buf).unwrap_or(Value::Null)))
+    };
+    let (r, _) = tokio::join!(exchange, conn);
+    r
+}
+
+/// What a failed TLS handshake means, in one line with the fix.
+fn handshake_error(api: &ApiServer, e: &std::io::Error) -> Error {
+    use rustls::CertificateError as C;
+    let cert = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(c)) => Some(c),
+        _ => None,
+    };
+    let fix = match cert {
+        Some(C::UnknownIssuer | C::BadSignature) => {
+            "the server's certificate is not signed by the kubeconfig's certificate-authority; give the cluster's CA"
+        }
+        Some(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name this host; set tls-server-name to a name it carries"
+        }
+        Some(C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. }) => {
+            "the server's certificate is outside its validity period; check the clock or renew it"
+        }
+        _ => "check the server URL and the kubeconfig's TLS settings",
+    };
+    Error::failed(format!("API server {}: TLS handshake failed: {e}; {fix}", api.url()))
+}
+
+/// One HTTP/1.1 request with a JSON body; the status and the body.
+pub async fn request(
+    api: &ApiServer,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    t: Duration,
+) -> Result<(u16, Value)> {
+    let work = async {
+        let stream = tokio::net::TcpStream::connect(&api.authority)
+            .await
+            .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?;
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", api.prefix))
+            .header("host", &api.authority)
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .header("user-agent", "dpctl");
+        if let Some(a) = api.authorization() {
+            b = b.header("authorization", a);
+        }
+        let req = b
+            .body(body.map(|v| v.to_string()).unwrap_or_default())
+            .map_err(|e| Error::failed(format!("API request: {e}")))?;
+        match &api.tls {
+            None => exchange(stream, req).await,
+            Some((cfg, name)) => {
+                let tls = tokio_rustls::TlsConnector::from(cfg.clone())
+                    .connect(name.clone(), stream)
+                    .await
+                    .map_err(|e| handshake_error(api, &e))?;
+                exchange(tls, req).await
+            }
+        }
+    };
+    tokio::time::timeout(t, work).await.map_err(|_| {
+        Error::failed(format!(
+            "API server {}: no answer to {method} {path} within {}",
+            api.url(),
+            crate::core::time::format_duration(t)
+        ))
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_file_wins_over_the_inline_token_and_is_read_again_at_each_request() {
+        let d = tempfile::tempdir().unwrap();
+        let kc = d.path().join("kubeconfig");
+        let text = "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {token: inline, tokenFile: tok}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        std::fs::write(&kc, text).unwrap();
+        std::fs::write(d.path().join("tok"), "from-file\n").unwrap();
+        let api = load_kubeconfig(&kc).unwrap();
+        assert_eq!(api.token.as_deref(), Some("from-file"));
+        assert_eq!(api.authorization().as_deref(), Some("Bearer from-file"));
+        std::fs::write(d.path().join("tok"), "rotated").unwrap();
+        assert_eq!(api.authorization().as_deref(), Some("Bearer rotated"), "a rotated token is sent");
+        std::fs::remove_file(d.path().join("tok")).unwrap();
+        assert_eq!(api.authorization().as_deref(), Some("Bearer from-file"), "the last one read stays");
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("tokenFile") && e.contains("tok") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn username_and_password_are_basic_authentication() {
+        let d = tempfile::tempdir().unwrap();
+        let kc = d.path().join("kubeconfig");
+        std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {username: a, password: b}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n").unwrap();
+        assert_eq!(load_kubeconfig(&kc).unwrap().authorization().as_deref(), Some("Basic YTpi"));
+    }
+
+    #[test]
+    fn a_missing_ca_file_or_key_is_one_line_naming_the_field() {
+        let d = tempfile::tempdir().unwrap();
+        let kc = d.path().join("kubeconfig");
+        std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://h:1', certificate-authority: ca.crt}}]\n").unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("certificate-authority") && e.contains("ca.crt") && !e.contains('\n'), "{e}");
+        std::fs::write(d.path().join("ca.crt"), "not pem").unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("holds no PEM certificate"), "{e}");
+    }
+}
