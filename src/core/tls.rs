@@ -78,7 +78,8 @@ mod tests {
     fn pem_that_holds_no_certificate_or_key_is_named() {
         let e = certs_from_pem(b"hello", "certificate-authority-data").unwrap_err();
         assert!(e.contains("certificate-authority-data holds no PEM certificate"), "{e}");
-        let e = key_from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "client-key").unwrap_err();
+        let e =
+            key_from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "client-key").unwrap_err();
         assert!(e.contains("client-key holds no PEM private key"), "{e}");
     }
 }

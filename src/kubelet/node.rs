@@ -605,13 +605,9 @@ async fn run(
         )
         .await;
         match started {
-            Ok(a) => bus.emit(
-                KubeletEvent::ApiServer {
-                    addr: a.url,
-                    kubeconfig: a.kubeconfig.display().to_string(),
-                },
-                None,
-            ),
+            Ok(a) => {
+                bus.emit(KubeletEvent::ApiServer { addr: a.url, kubeconfig: a.kubeconfig.display().to_string() }, None)
+            }
             Err(e) => {
                 status.end().await;
                 return fail_first(&mut first, e);

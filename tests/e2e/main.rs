@@ -23,4 +23,5 @@ mod serve;
 mod suite;
 mod suite_gaps;
 mod support;
+mod tls;
 mod versions;

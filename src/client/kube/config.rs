@@ -153,8 +153,9 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
                     .filter(|a| a.len() == 1)
                     .and_then(|a| a[0].get("name").and_then(Value::as_str).map(String::from))
             };
-            let c = one("clusters")
-                .ok_or("no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)")?;
+            let c = one("clusters").ok_or(
+                "no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)",
+            )?;
             (c, one("users"))
         }
         Some(current) => {
@@ -181,7 +182,9 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
     };
     let uat = format!("users[{}].user", user_name.as_deref().unwrap_or(""));
     if str_at(cluster, "proxy-url").is_some() {
-        return Err(format!("{cat}.proxy-url: dpctl does not go through proxies; remove it to reach the server directly"));
+        return Err(format!(
+            "{cat}.proxy-url: dpctl does not go through proxies; remove it to reach the server directly"
+        ));
     }
     let ca = pem(cluster, "certificate-authority", "certificate-authority-data", &cat, dir, "client-go refuses both")?;
     let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool).unwrap_or(false);
@@ -215,7 +218,9 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
                 return Err(format!("{uat}: client-certificate without client-key or client-key-data; add the key"))
             }
             (None, Some(_)) => {
-                return Err(format!("{uat}: client-key without client-certificate or client-certificate-data; add the certificate"))
+                return Err(format!(
+                    "{uat}: client-key without client-certificate or client-certificate-data; add the certificate"
+                ))
             }
             (None, None) => None,
         };
@@ -372,9 +377,17 @@ current-context: here
             ("server: 'ftp://h'", "", "clusters[c].cluster.server \"ftp://h\": scheme \"ftp\""),
             ("server: 'https://h:x'", "", "port \"x\" is not a number"),
             ("server: ''", "", "clusters[c].cluster.server is empty; write https://HOST:PORT"),
-            (&format!("{s}, certificate-authority: a, certificate-authority-data: QQ=="), "", "certificate-authority-data and certificate-authority are both specified"),
+            (
+                &format!("{s}, certificate-authority: a, certificate-authority-data: QQ=="),
+                "",
+                "certificate-authority-data and certificate-authority are both specified",
+            ),
             (&format!("{s}, certificate-authority-data: '%%%'"), "", "certificate-authority-data is not base64"),
-            (&format!("{s}, certificate-authority: a, insecure-skip-tls-verify: true"), "", "insecure-skip-tls-verify with a certificate-authority is not allowed"),
+            (
+                &format!("{s}, certificate-authority: a, insecure-skip-tls-verify: true"),
+                "",
+                "insecure-skip-tls-verify with a certificate-authority is not allowed",
+            ),
             (&format!("{s}, proxy-url: 'http://p'"), "", "proxy-url"),
             ("server: 'http://h', certificate-authority: a", "", "plain http but TLS settings are given"),
             (s, "exec: {command: aws}", "users[u].user.exec: exec credential plugins are not supported"),
@@ -382,7 +395,11 @@ current-context: here
             (s, "as: root", "impersonation"),
             (s, "client-certificate: c", "client-certificate without client-key"),
             (s, "client-key: k", "client-key without client-certificate"),
-            (s, "client-key: k, client-key-data: QQ==, client-certificate: c", "client-key-data and client-key are both specified"),
+            (
+                s,
+                "client-key: k, client-key-data: QQ==, client-certificate: c",
+                "client-key-data and client-key are both specified",
+            ),
             (s, "token: t, username: a, password: b", "more than one authentication method"),
         ] {
             let e = bad(cluster, user);

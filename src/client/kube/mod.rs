@@ -157,8 +157,8 @@ fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>,
 pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
     let tls = if rc.https {
         let name = rc.tls_server_name.clone().unwrap_or_else(|| rc.host.clone());
-        let server_name =
-            ServerName::try_from(name.clone()).map_err(|_| format!("tls-server-name {name:?} is not a DNS name or IP"))?;
+        let server_name = ServerName::try_from(name.clone())
+            .map_err(|_| format!("tls-server-name {name:?} is not a DNS name or IP"))?;
         Some((client_tls(rc)?, server_name))
     } else {
         None
@@ -202,9 +202,9 @@ pub fn load_in_cluster() -> Result<Option<ApiServer>> {
     let env = config::InClusterEnv::from_process();
     match config::in_cluster(&env) {
         None => Ok(None),
-        Some(rc) => connect(&rc)
-            .map(Some)
-            .map_err(|e| Error::usage(format!("in-cluster config ({}): {e}", env.dir.display()))),
+        Some(rc) => {
+            connect(&rc).map(Some).map_err(|e| Error::usage(format!("in-cluster config ({}): {e}", env.dir.display())))
+        }
     }
 }
 
@@ -339,7 +339,8 @@ mod tests {
     fn a_missing_ca_file_or_key_is_one_line_naming_the_field() {
         let d = tempfile::tempdir().unwrap();
         let kc = d.path().join("kubeconfig");
-        std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://h:1', certificate-authority: ca.crt}}]\n").unwrap();
+        std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://h:1', certificate-authority: ca.crt}}]\n")
+            .unwrap();
         let e = load_kubeconfig(&kc).unwrap_err().to_string();
         assert!(e.contains("certificate-authority") && e.contains("ca.crt") && !e.contains('\n'), "{e}");
         std::fs::write(d.path().join("ca.crt"), "not pem").unwrap();

@@ -148,7 +148,10 @@ mod tests {
         verify(&t.ca_pem, &t.cert, "127.0.0.1").unwrap();
         verify(&t.ca_pem, &t.cert, "localhost").unwrap();
         let e = verify(&t.ca_pem, &t.cert, "example.com").unwrap_err();
-        assert!(matches!(e, rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. })), "{e}");
+        assert!(
+            matches!(e, rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. })),
+            "{e}"
+        );
         let other = local_tls("::1".parse().unwrap()).unwrap();
         verify(&other.ca_pem, &other.cert, "::1").unwrap();
         let e = verify(&other.ca_pem, &t.cert, "127.0.0.1").unwrap_err();
