@@ -54,7 +54,9 @@ fn deploy_command_lines() -> Vec<(String, Vec<String>)> {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let mut out = Vec::new();
-    for file in ["doctor-pod.yaml", "serve-daemonset.yaml", "npd/node-problem-detector.yaml"] {
+    for file in
+        ["doctor-pod.yaml", "serve-daemonset.yaml", "dra-serve-daemonset.yaml", "npd/node-problem-detector.yaml"]
+    {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         for doc in serde_norway::Deserializer::from_str(&text) {
             let v: serde_norway::Value = serde::Deserialize::deserialize(doc).unwrap();
@@ -92,4 +94,22 @@ fn deploy_serve_command_lines_parse() {
 #[test]
 fn deploy_doctor_command_lines_parse() {
     assert_deploy_commands_parse("doctor");
+}
+
+/// `dpctl dra serve` in deploy/dra-serve-daemonset.yaml: it parses, and it
+/// publishes through the pod's in-cluster config (no --kubeconfig) for the
+/// node the downward API names.
+#[test]
+fn deploy_dra_serve_command_lines_parse() {
+    assert_deploy_commands_parse("dra");
+    let lines = deploy_command_lines();
+    let (_, cmd) = lines.iter().find(|(f, _)| f == "dra-serve-daemonset.yaml").unwrap();
+    assert_eq!(cmd[..3], ["dpctl", "dra", "serve"]);
+    assert!(!cmd.iter().any(|a| a.starts_with("--kubeconfig")), "in-cluster config: {cmd:?}");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/dra-serve-daemonset.yaml")).unwrap();
+    assert!(
+        text.contains("name: NODE_NAME") && text.contains("fieldPath: spec.nodeName"),
+        "NODE_NAME from the downward API"
+    );
 }
