@@ -26,6 +26,15 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "Where CDI specs are looked up when no --cdi-spec-dir is given (':'-separated); default /etc/cdi, /var/run/cdi and <kubelet-root-dir>/cdi, all under --root.",
     ),
     ("NODE_NAME", "The node a DRA driver publishes its ResourceSlice for (--node-name); default this host's name."),
+    (
+        "KUBERNETES_SERVICE_HOST",
+        "With KUBERNETES_SERVICE_PORT and a service-account token, dra serve without --kubeconfig publishes through the API server at https://HOST:PORT (in-cluster config, as client-go).",
+    ),
+    ("KUBERNETES_SERVICE_PORT", "The API server's port for in-cluster config (see KUBERNETES_SERVICE_HOST)."),
+    (
+        "DPCTL_SERVICEACCOUNT_DIR",
+        "Where in-cluster config reads the service account's token and ca.crt; default /var/run/secrets/kubernetes.io/serviceaccount (tests move it).",
+    ),
     ("NO_COLOR", "Set to anything non-empty: never colour the output (as --no-color)."),
     ("DPCTL_WORKERS", "Runtime worker threads (0: one thread); default per command."),
     (
@@ -45,6 +54,9 @@ const EVERY_COMMAND: &[&str] = &["NO_COLOR", "DPCTL_WORKERS"];
 const SOME_COMMANDS: &[(&str, &[&str])] = &[
     ("TMPDIR", &["dpctl-demo", "dpctl-test", "dpctl-bench", "dpctl-bench-kubelet", "dpctl-replay"]),
     ("PATH", &["dpctl-demo", "dpctl-test"]),
+    ("KUBERNETES_SERVICE_HOST", &["dpctl-dra-serve"]),
+    ("KUBERNETES_SERVICE_PORT", &["dpctl-dra-serve"]),
+    ("DPCTL_SERVICEACCOUNT_DIR", &["dpctl-dra-serve"]),
     (
         "DPCTL_CDI_SPEC_DIRS",
         &["dpctl-probe", "dpctl-dra-probe", "dpctl-dra-prepare", "dpctl-doctor", "dpctl-mock-kubelet"],
@@ -384,7 +396,17 @@ mod tests {
         let names = |v: Vec<(&'static str, &'static str)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
         assert_eq!(
             names(environment(&find(&["dra", "serve"]), "dpctl-dra-serve")),
-            ["DPCTL_PLUGIN_DIR", "DPCTL_KUBELET_ROOT_DIR", "DPCTL_ROOT", "NODE_NAME", "NO_COLOR", "DPCTL_WORKERS"]
+            [
+                "DPCTL_PLUGIN_DIR",
+                "DPCTL_KUBELET_ROOT_DIR",
+                "DPCTL_ROOT",
+                "NODE_NAME",
+                "KUBERNETES_SERVICE_HOST",
+                "KUBERNETES_SERVICE_PORT",
+                "DPCTL_SERVICEACCOUNT_DIR",
+                "NO_COLOR",
+                "DPCTL_WORKERS"
+            ]
         );
         let test = names(environment(&find(&["test"]), "dpctl-test"));
         assert!(test.contains(&"PATH") && test.contains(&"TMPDIR") && !test.contains(&"NODE_NAME"), "{test:?}");

@@ -260,10 +260,10 @@ impl InClusterEnv {
     /// This process's environment; `DPCTL_SERVICEACCOUNT_DIR` moves the
     /// mount (tests; a pod never needs it).
     pub fn from_process() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let set = |v: std::result::Result<String, std::env::VarError>| v.ok().filter(|v| !v.is_empty());
         InClusterEnv {
-            host: var("KUBERNETES_SERVICE_HOST"),
-            port: var("KUBERNETES_SERVICE_PORT"),
+            host: set(std::env::var("KUBERNETES_SERVICE_HOST")),
+            port: set(std::env::var("KUBERNETES_SERVICE_PORT")),
             dir: std::env::var_os("DPCTL_SERVICEACCOUNT_DIR")
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from)
