@@ -347,4 +347,57 @@ mod tests {
         let e = load_kubeconfig(&kc).unwrap_err().to_string();
         assert!(e.contains("holds no PEM certificate"), "{e}");
     }
+
+    #[test]
+    fn client_certificates_load_from_files_and_inline_data_rsa_and_ec_keys() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let d = tempfile::tempdir().unwrap();
+        let (rsa_crt, rsa_key) = (include_str!("testdata/client-rsa.crt"), include_str!("testdata/client-rsa.key"));
+        let (ec_crt, ec_key) = (include_str!("testdata/client-ec.crt"), include_str!("testdata/client-ec.key"));
+        std::fs::write(d.path().join("ca.crt"), ec_crt).unwrap();
+        std::fs::write(d.path().join("client.crt"), rsa_crt).unwrap();
+        std::fs::write(d.path().join("client.key"), rsa_key).unwrap();
+        let kc = d.path().join("kubeconfig");
+        let cluster = "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443', certificate-authority: ca.crt}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        // Files (relative to the kubeconfig), an RSA key as kubeadm and kind write it.
+        std::fs::write(
+            &kc,
+            format!(
+                "{cluster}users: [{{name: u, user: {{client-certificate: client.crt, client-key: client.key}}}}]\n"
+            ),
+        )
+        .unwrap();
+        let api = load_kubeconfig(&kc).unwrap();
+        assert!(api.tls.as_ref().unwrap().0.client_auth_cert_resolver.has_certs(), "the client certificate is offered");
+        assert_eq!((api.token.as_deref(), api.url().as_str()), (None, "https://127.0.0.1:6443"));
+        // Inline data, an EC (SEC1) key.
+        let inline = format!(
+            "{cluster}users: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\n",
+            b64(ec_crt.as_bytes()),
+            b64(ec_key.as_bytes())
+        );
+        std::fs::write(&kc, inline).unwrap();
+        assert!(load_kubeconfig(&kc).unwrap().tls.unwrap().0.client_auth_cert_resolver.has_certs());
+        // A certificate whose key is another's is refused, naming both fields.
+        let mixed = format!(
+            "{cluster}users: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\n",
+            b64(ec_crt.as_bytes()),
+            b64(rsa_key.as_bytes())
+        );
+        std::fs::write(&kc, mixed).unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("client-certificate and client-key") && !e.contains('\n'), "{e}");
+        // A key file that holds a certificate.
+        std::fs::write(d.path().join("client.key"), rsa_crt).unwrap();
+        std::fs::write(
+            &kc,
+            format!(
+                "{cluster}users: [{{name: u, user: {{client-certificate: client.crt, client-key: client.key}}}}]\n"
+            ),
+        )
+        .unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("client-key holds no PEM private key"), "{e}");
+    }
 }
