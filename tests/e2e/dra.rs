@@ -599,8 +599,8 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     assert_eq!(run(&seen).last().unwrap(), &format!("DELETE {path}/{name}"));
     stop_child(child).await;
 
-    // https is refused up front: a usage error naming the limit.
-    std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\n").unwrap();
+    // What dpctl cannot do (an exec credential plugin) is refused up front: a usage error naming the field.
+    std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n").unwrap();
     let r = dpctl(&[
         "--kubelet-root-dir",
         s(root),
@@ -615,7 +615,7 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     ])
     .await;
     r.expect_code(2);
-    assert!(r.stderr.contains("plain-http"), "{}", r.stderr);
+    assert!(r.stderr.contains("users[u].user.exec: exec credential plugins are not supported"), "{}", r.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
