@@ -76,10 +76,9 @@ fn resolve(dir: &Path, p: &str) -> PathBuf {
 fn data(v: &Value, key: &str, at: &str) -> Result<Option<Vec<u8>>, String> {
     let Some(s) = str_at(v, key) else { return Ok(None) };
     let clean: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let file_key = key.trim_end_matches("-data");
     base64::engine::general_purpose::STANDARD.decode(clean).map(Some).map_err(|e| {
-        format!("{at}.{key} is not base64 ({e}); put the PEM through `base64 -w0`, or name a file with {}", {
-            key.trim_end_matches("-data")
-        })
+        format!("{at}.{key} is not base64 ({e}); put the PEM through `base64 -w0`, or name a file with {file_key}")
     })
 }
 

@@ -163,3 +163,23 @@ where
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| respond(req, ctx.clone()));
     let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(io), svc).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::kube::config::{parse_kubeconfig, Pem};
+
+    #[test]
+    fn the_kubeconfig_names_an_https_server_and_its_ca_as_client_go_reads_it_or_plain_http() {
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let tls = parse_kubeconfig(&kubeconfig(addr, "t0k", Some(pem)), Path::new("/"), None).unwrap();
+        assert!(tls.https);
+        assert_eq!(tls.authority, "127.0.0.1:6443");
+        assert_eq!(tls.ca, Some(Pem::Data(pem.as_bytes().to_vec())));
+        assert_eq!(tls.token.as_deref(), Some("t0k"));
+        let plain = parse_kubeconfig(&kubeconfig(addr, "t0k", None), Path::new("/"), None).unwrap();
+        assert!(!plain.https && plain.ca.is_none());
+        assert!(kubeconfig(addr, "t0k", None).starts_with(KUBECONFIG_MARK));
+    }
+}
