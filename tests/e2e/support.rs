@@ -297,6 +297,9 @@ pub fn dpctl_cmd(args: &[&str]) -> tokio::process::Command {
         .env_remove("DPCTL_ROOT")
         .env_remove("DPCTL_KUBELET_ROOT_DIR")
         .env_remove("NO_COLOR")
+        // Tests run in a pod too: `dra serve` must not find the pod's API server (in-cluster config).
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("DPCTL_SERVICEACCOUNT_DIR")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
