@@ -44,6 +44,9 @@ pub fn line(r: &Record) -> String {
             "\n      rpc:    {}\n      answer: {}\n      rule:   {} ({})\n      fix:    {}",
             e.rpc, e.answer, r.rule, r.source, e.fix
         ));
+        if !e.log.is_empty() {
+            s.push_str(&format!("\n      log:    {}", e.log));
+        }
     }
     s
 }
@@ -178,10 +181,13 @@ pub fn junit(records: &[Record], took: Duration) -> String {
             );
             match (r.result, &r.evidence) {
                 (Verdict::Fail, Some(e)) => {
-                    let body = format!(
+                    let mut body = format!(
                         "rpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
                         e.rpc, e.answer, r.rule, r.source, e.fix
                     );
+                    if !e.log.is_empty() {
+                        body.push_str(&format!("\nlog: {}", e.log));
+                    }
                     x.push_str(&format!(
                         "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
                         xml_escape(&e.answer),
