@@ -205,12 +205,20 @@ impl Driver {
         let spec: serde_json::Value = serde_json::from_str(&text).ok()?;
         let mut devices = Vec::new();
         let mut claim = String::new();
+        let prefix = format!("{}-", safe_word(uid));
         for d in spec["devices"].as_array()? {
+            let n = devices.len();
             for e in d["containerEdits"]["env"].as_array().into_iter().flatten().filter_map(|e| e.as_str()) {
                 if let Some(x) = e.strip_prefix("DPCTL_DRA_DEVICE=") {
                     devices.push(x.to_string());
                 } else if let Some(x) = e.strip_prefix("DPCTL_DRA_CLAIM=") {
                     claim = x.to_string();
+                }
+            }
+            // No env (edits left empty): the device is in the CDI name, `<uid>-<device>`.
+            if devices.len() == n {
+                if let Some(x) = d["name"].as_str().and_then(|x| x.strip_prefix(&prefix)) {
+                    devices.push(x.to_string());
                 }
             }
         }

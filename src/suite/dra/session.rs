@@ -3,7 +3,7 @@
 //! (waiting for registration, preparing and removing a pod, calling the
 //! driver directly).
 
-use super::super::env::{log_tail, Kubelet, PluginProcess, Tree};
+use super::super::env::{Kubelet, PluginProcess, Tree};
 use super::super::options::Options;
 use super::super::Outcome;
 use crate::api::dra_v1::Claim;
@@ -112,10 +112,6 @@ impl Sess {
         env.push(("DPCTL_TEST_ROLLING_UID".into(), uid.into()));
         let argv: Vec<String> = self.argv.iter().map(|a| a.replace("{rolling-uid}", uid)).collect();
         PluginProcess::spawn(&argv, &env, &self.tree.logs.join(log))
-    }
-
-    pub(super) fn log(&self) -> String {
-        log_tail(&self.tree.logs.join("driver.log"), 5)
     }
 
     /// The driver's own last log lines (its stderr and stdout; the second
@@ -242,7 +238,11 @@ impl Sess {
             Ok(Some(Err(e))) => {
                 Err(Outcome::fail("plugin watcher: GetInfo, validation, NotifyRegistrationStatus", e, rules::TYPE.fix))
             }
-            Err(st) => Err(Outcome::fail("plugin watcher", format!("the driver exited ({st}) before it registered"), fix)),
+            Err(st) => Err(Outcome::fail(
+                "plugin watcher",
+                format!("the driver exited ({st}) before it registered"),
+                "keep the driver running: its log (below) says why it stopped",
+            )),
             Ok(None) => Err(Outcome::fail(
                 "plugin watcher",
                 format!("no registration socket registered within {REGISTER_WITHIN:?}"),
