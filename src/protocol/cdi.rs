@@ -176,7 +176,10 @@ fn edits_empty(e: &serde_json::Value) -> bool {
 fn edits_problem(e: &serde_json::Value) -> Option<String> {
     let list = |k: &str| e[k].as_array().cloned().unwrap_or_default();
     let env_bad = |env: &[serde_json::Value]| {
-        env.iter().map(|x| x.as_str().unwrap_or_default()).find(|x| x.find('=').is_none_or(|i| i == 0)).map(String::from)
+        env.iter()
+            .map(|x| x.as_str().unwrap_or_default())
+            .find(|x| x.find('=').is_none_or(|i| i == 0))
+            .map(String::from)
     };
     if let Some(x) = env_bad(&list("env")) {
         return Some(format!("invalid container edits: invalid environment variable {x:?}"));
@@ -296,16 +299,43 @@ mod tests {
         let y = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes: [{path: /dev/nvidia0, permissions: rw}]\n";
         assert_eq!(spec_problem(y, true), None);
         for (bad, why) in [
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{}}]}"#, "invalid device \"d\": invalid device, empty device edits"),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{}}]}"#,
+                "invalid device \"d\": invalid device, empty device edits",
+            ),
             (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d"}]}"#, "empty device edits"),
-            (r#"{"cdiVersion":"9.9.9","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#, "invalid version \"9.9.9\""),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"-d","containerEdits":{"env":["A=1"]}}]}"#, "invalid device name"),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["=1"]}}]}"#, "invalid environment variable \"=1\""),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}},{"name":"d","containerEdits":{"env":["A=1"]}}]}"#, "multiple device \"d\""),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"mounts":[{"hostPath":"/x"}]}}]}"#, "empty container path"),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"hooks":[{"hookName":"later","path":"/x"}]}}]}"#, "invalid hook name \"later\""),
-            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"deviceNodes":[{"path":"/dev/x","permissions":"rwx"}]}}]}"#, "invalid permissions \"rwx\""),
-            (r#"{"cdiVersion":"0.6.0","kind":"nokind","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#, "invalid kind"),
+            (
+                r#"{"cdiVersion":"9.9.9","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid version \"9.9.9\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"-d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid device name",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["=1"]}}]}"#,
+                "invalid environment variable \"=1\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}},{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "multiple device \"d\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"mounts":[{"hostPath":"/x"}]}}]}"#,
+                "empty container path",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"hooks":[{"hookName":"later","path":"/x"}]}}]}"#,
+                "invalid hook name \"later\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"deviceNodes":[{"path":"/dev/x","permissions":"rwx"}]}}]}"#,
+                "invalid permissions \"rwx\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"nokind","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid kind",
+            ),
             (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[]}"#, "no devices"),
         ] {
             let got = spec_problem(bad, false).unwrap_or_else(|| panic!("accepted: {bad}"));

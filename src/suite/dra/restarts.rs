@@ -82,7 +82,9 @@ pub(crate) async fn driver_restart(s: &mut Sess) -> Outcome {
     need!(s.start_plugin().map_err(|e| Outcome::fail("restart the driver", e.to_string(), "check the command")));
     s.driver = Some(need!(s.registered(from).await));
     need!(recheck(s, "pod-d", &claims, &before, "the restarted driver").await);
-    Outcome::pass("re-registered; the claims prepared before resolve, answer the same and unprepare through the new instance")
+    Outcome::pass(
+        "re-registered; the claims prepared before resolve, answer the same and unprepare through the new instance",
+    )
 }
 
 /// DRA-ROLL-001
@@ -138,7 +140,9 @@ pub(crate) async fn rolling_update(s: &mut Sess) -> Outcome {
     }
     s.driver = Some(older);
     need!(recheck(s, "pod-u", &claims, &before, "the older instance").await);
-    Outcome::pass("two instances; the older one answers the same for the claims the newest prepared and unprepares them")
+    Outcome::pass(
+        "two instances; the older one answers the same for the claims the newest prepared and unprepares them",
+    )
 }
 
 /// After an instance change: the claims `claims` (UID, CDI IDs as first
@@ -173,7 +177,11 @@ async fn recheck(
             fail(&rules::IDEMPOTENT, format!("NodePrepareResources ({who}, a claim prepared before)"), e.to_string())
         })?;
         let Some(x) = r.claims.get(&claim.uid) else {
-            return Err(fail(&rules::ANSWER_COMPLETE, format!("NodePrepareResources ({who})"), "no entry for the claim"));
+            return Err(fail(
+                &rules::ANSWER_COMPLETE,
+                format!("NodePrepareResources ({who})"),
+                "no entry for the claim",
+            ));
         };
         if !x.error.is_empty() {
             return Err(fail(

@@ -95,7 +95,9 @@ fn extra_uids(asked: &[String], r: &crate::api::dra_v1::NodePrepareResourcesResp
     Some(fail(
         &rules::ANSWER_EXTRA,
         rpc,
-        format!("NodePrepareResources returned result for unknown claim UID {extra} (the kubelet fails the pod's prepare)"),
+        format!(
+            "NodePrepareResources returned result for unknown claim UID {extra} (the kubelet fails the pod's prepare)"
+        ),
     ))
 }
 
@@ -351,7 +353,11 @@ pub(crate) async fn health_stream(s: &mut Sess) -> Outcome {
     // the kubelet marks the devices Unknown; checked when that is short.
     let secs = snap.iter().map(|h| h.health_check_timeout_seconds).filter(|t| *t > 0).min().unwrap_or(30);
     let timeout = Duration::from_secs(u64::try_from(secs).unwrap_or(30));
-    let wait = if timeout <= HEALTH_REFRESH_CHECKED { timeout + Duration::from_millis(500) } else { Duration::from_millis(500) };
+    let wait = if timeout <= HEALTH_REFRESH_CHECKED {
+        timeout + Duration::from_millis(500)
+    } else {
+        Duration::from_millis(500)
+    };
     match tokio::time::timeout(wait, stream.next(&d.endpoint)).await {
         Ok(Ok(None)) => fail(&rules::HEALTH_STREAM, "NodeWatchResources", "the stream ended after its first snapshot"),
         Err(_) if timeout <= HEALTH_REFRESH_CHECKED => fail(

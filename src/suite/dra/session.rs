@@ -146,7 +146,13 @@ impl Sess {
             .await
             .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug"))?;
         let node = crate::kubelet::dra::NODE_NAME;
-        Ok(list["items"].as_array().cloned().unwrap_or_default().into_iter().filter(|x| x["spec"]["nodeName"] == node).collect())
+        Ok(list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|x| x["spec"]["nodeName"] == node)
+            .collect())
     }
 
     /// Wait until an event after index `from` satisfies `f` (its result), or `within` passes.
