@@ -79,16 +79,14 @@ impl State<'_> {
     /// A failure's evidence gets the tested process's own last log lines
     /// (its stderr and stdout), bounded, unless the scenario gave them.
     fn attach_log(&self, o: &mut Outcome) {
-        let Some(e) = o.evidence.as_mut().filter(|e| e.log.is_empty() && o.verdict == Verdict::Fail) else {
+        let Some(e) = o.evidence.as_mut().filter(|e| e.log.is_none() && o.verdict == Verdict::Fail) else {
             return;
         };
         let log = match self {
             State::Plugin(p) => p.log_excerpt(),
             State::Dra(d) => d.log_excerpt(),
         };
-        if let Some(l) = log {
-            e.log = l;
-        }
+        e.log = log.map(Box::new);
     }
 
     async fn teardown(self) {

@@ -44,8 +44,8 @@ pub fn line(r: &Record) -> String {
             "\n      rpc:    {}\n      answer: {}\n      rule:   {} ({})\n      fix:    {}",
             e.rpc, e.answer, r.rule, r.source, e.fix
         ));
-        if !e.log.is_empty() {
-            s.push_str(&format!("\n      log:    {}", e.log));
+        if let Some(l) = &e.log {
+            s.push_str(&format!("\n      log:    {l}"));
         }
     }
     s
@@ -185,8 +185,8 @@ pub fn junit(records: &[Record], took: Duration) -> String {
                         "rpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
                         e.rpc, e.answer, r.rule, r.source, e.fix
                     );
-                    if !e.log.is_empty() {
-                        body.push_str(&format!("\nlog: {}", e.log));
+                    if let Some(l) = &e.log {
+                        body.push_str(&format!("\nlog: {l}"));
                     }
                     x.push_str(&format!(
                         "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",

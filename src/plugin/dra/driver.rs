@@ -196,7 +196,7 @@ impl Driver {
     /// (the devices in `DPCTL_DRA_DEVICE`, the claim in `DPCTL_DRA_CLAIM`):
     /// the spec is this driver's record, so a restarted or second instance
     /// answers and unprepares the same (none with `memory-only-state`).
-    fn from_disk(&self, uid: &str) -> Option<PreparedClaim> {
+    fn read_back(&self, uid: &str) -> Option<PreparedClaim> {
         if self.has(&Fault::MemoryOnlyState) {
             return None;
         }
@@ -385,7 +385,7 @@ impl Driver {
             return fail(format!("claim {}/{} is already prepared", c.namespace, c.name));
         }
         if !st.prepared.contains_key(&c.uid) {
-            if let Some(p) = self.from_disk(&c.uid) {
+            if let Some(p) = self.read_back(&c.uid) {
                 st.prepared.insert(c.uid.clone(), p);
             }
         }
@@ -495,7 +495,7 @@ impl Driver {
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         for c in &req.claims {
             let mut error = String::new();
-            let known = st.prepared.remove(&c.uid).or_else(|| self.from_disk(&c.uid));
+            let known = st.prepared.remove(&c.uid).or_else(|| self.read_back(&c.uid));
             if let Some(p) = known.filter(|_| !self.has(&Fault::KeepCdiSpec)) {
                 if let Err(e) = std::fs::remove_file(&p.cdi_spec) {
                     if e.kind() != std::io::ErrorKind::NotFound {
