@@ -2002,12 +2002,16 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__probe)
-            opts="-o -v -h --prepare --cdi-spec-dir --wait --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --prepare --claim --cdi-spec-dir --wait --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --claim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --cdi-spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -100,6 +100,127 @@ pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The CDI spec versions the library knows (`specs-go` ValidateVersion).
+pub const KNOWN_VERSIONS: &[&str] = &["0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"];
+
+/// The OCI hook names a spec may use.
+const HOOK_NAMES: &[&str] =
+    &["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"];
+
+/// Why the CDI library (tags.cncf.io/container-device-interface: the
+/// registry's `Spec.validate`, `Device.validate`, `ContainerEdits.Validate`,
+/// producer/validator) refuses a spec file, in its words; None when it takes
+/// it. The runtime skips a refused spec, so none of its devices resolve.
+/// Rules: a known cdiVersion; kind `vendor/class`; spec edits valid; device
+/// names valid and unique; every device has non-empty edits; env entries are
+/// `NAME=value`; device nodes have a path, a type of b/c/u/p and rwm
+/// permissions; hooks have a known name and a path; mounts have both paths.
+pub fn spec_problem(text: &str, yaml: bool) -> Option<String> {
+    let v: serde_json::Value = if yaml {
+        match serde_norway::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return Some(format!("not valid YAML: {e}")),
+        }
+    } else {
+        match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return Some(format!("not valid JSON: {e}")),
+        }
+    };
+    let version = v["cdiVersion"].as_str().unwrap_or_default();
+    if !KNOWN_VERSIONS.contains(&version) {
+        return Some(format!("invalid version {version:?}"));
+    }
+    let kind = v["kind"].as_str().unwrap_or_default();
+    if !kind_ok(kind) {
+        return Some(format!("invalid kind {kind:?}: not vendor.example/class"));
+    }
+    if let Some(e) = edits_problem(&v["containerEdits"]) {
+        return Some(e);
+    }
+    let devices = v["devices"].as_array().cloned().unwrap_or_default();
+    if devices.is_empty() {
+        return Some("invalid spec, no devices".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &devices {
+        let name = d["name"].as_str().unwrap_or_default();
+        if !seen.insert(name.to_string()) {
+            return Some(format!("invalid spec, multiple device {name:?}"));
+        }
+        if !device_name_ok(name) {
+            return Some(format!("invalid device {name:?}: invalid device name"));
+        }
+        let edits = &d["containerEdits"];
+        if edits_empty(edits) {
+            return Some(format!("invalid device {name:?}: invalid device, empty device edits"));
+        }
+        if let Some(e) = edits_problem(edits) {
+            return Some(format!("invalid device {name:?}: {e}"));
+        }
+    }
+    None
+}
+
+fn edits_empty(e: &serde_json::Value) -> bool {
+    let has = |k: &str| e[k].as_array().is_some_and(|a| !a.is_empty());
+    !(has("env")
+        || has("deviceNodes")
+        || has("hooks")
+        || has("mounts")
+        || has("additionalGids")
+        || has("netDevices")
+        || e["intelRdt"].is_object())
+}
+
+fn edits_problem(e: &serde_json::Value) -> Option<String> {
+    let list = |k: &str| e[k].as_array().cloned().unwrap_or_default();
+    let env_bad = |env: &[serde_json::Value]| {
+        env.iter()
+            .map(|x| x.as_str().unwrap_or_default())
+            .find(|x| x.find('=').is_none_or(|i| i == 0))
+            .map(String::from)
+    };
+    if let Some(x) = env_bad(&list("env")) {
+        return Some(format!("invalid container edits: invalid environment variable {x:?}"));
+    }
+    for d in list("deviceNodes") {
+        let path = d["path"].as_str().unwrap_or_default();
+        if path.is_empty() {
+            return Some("invalid (empty) device path".into());
+        }
+        let t = d["type"].as_str().unwrap_or_default();
+        if !["", "b", "c", "u", "p"].contains(&t) {
+            return Some(format!("device {path:?}: invalid type {t:?}"));
+        }
+        let perm = d["permissions"].as_str().unwrap_or_default();
+        if perm != "none" && !perm.chars().all(|c| matches!(c, 'r' | 'w' | 'm')) {
+            return Some(format!("device {path:?}: invalid permissions {perm:?}"));
+        }
+    }
+    for h in list("hooks") {
+        let name = h["hookName"].as_str().unwrap_or_default();
+        if !HOOK_NAMES.contains(&name) {
+            return Some(format!("invalid hook name {name:?}"));
+        }
+        if h["path"].as_str().unwrap_or_default().is_empty() {
+            return Some(format!("invalid hook {name:?} with empty path"));
+        }
+        if let Some(x) = env_bad(&h["env"].as_array().cloned().unwrap_or_default()) {
+            return Some(format!("invalid hook {name:?}: invalid environment variable {x:?}"));
+        }
+    }
+    for m in list("mounts") {
+        if m["hostPath"].as_str().unwrap_or_default().is_empty() {
+            return Some("invalid mount, empty host path".into());
+        }
+        if m["containerPath"].as_str().unwrap_or_default().is_empty() {
+            return Some("invalid mount, empty container path".into());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +290,56 @@ mod tests {
             .contains("kind"));
         assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: []", true).unwrap_err().contains("no devices"));
         assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true).unwrap_err().contains("no name"));
+    }
+
+    #[test]
+    fn specs_are_judged_as_the_cdi_library_judges_them() {
+        let ok = r#"{"cdiVersion":"0.6.0","kind":"k8s.gpu.example.com/claim","devices":[{"name":"u-1-gpu-0","containerEdits":{"env":["A=1"]}}]}"#;
+        assert_eq!(spec_problem(ok, false), None);
+        let y = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes: [{path: /dev/nvidia0, permissions: rw}]\n";
+        assert_eq!(spec_problem(y, true), None);
+        for (bad, why) in [
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{}}]}"#,
+                "invalid device \"d\": invalid device, empty device edits",
+            ),
+            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d"}]}"#, "empty device edits"),
+            (
+                r#"{"cdiVersion":"9.9.9","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid version \"9.9.9\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"-d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid device name",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["=1"]}}]}"#,
+                "invalid environment variable \"=1\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"env":["A=1"]}},{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "multiple device \"d\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"mounts":[{"hostPath":"/x"}]}}]}"#,
+                "empty container path",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"hooks":[{"hookName":"later","path":"/x"}]}}]}"#,
+                "invalid hook name \"later\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[{"name":"d","containerEdits":{"deviceNodes":[{"path":"/dev/x","permissions":"rwx"}]}}]}"#,
+                "invalid permissions \"rwx\"",
+            ),
+            (
+                r#"{"cdiVersion":"0.6.0","kind":"nokind","devices":[{"name":"d","containerEdits":{"env":["A=1"]}}]}"#,
+                "invalid kind",
+            ),
+            (r#"{"cdiVersion":"0.6.0","kind":"a.b/c","devices":[]}"#, "no devices"),
+        ] {
+            let got = spec_problem(bad, false).unwrap_or_else(|| panic!("accepted: {bad}"));
+            assert!(got.contains(why), "{got} / {why}");
+        }
     }
 }

@@ -57,7 +57,7 @@ pub fn judged(rpc: &str, v: &[Violation], fix: &str) -> Outcome {
     if v.iter().any(Violation::is_fail) {
         Outcome::fail(rpc, text, fix)
     } else {
-        let evidence = Evidence { rpc: rpc.into(), answer: text.clone(), fix: fix.into() };
+        let evidence = Evidence { rpc: rpc.into(), answer: text.clone(), fix: fix.into(), log: None };
         Outcome::warn(text, Some(evidence))
     }
 }

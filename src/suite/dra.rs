@@ -14,8 +14,8 @@
 //! `DPCTL_TEST_CDI_DIR`, `DPCTL_TEST_KUBECONFIG` and `DPCTL_TEST_NODE_NAME`;
 //! `{rolling-uid}` (`DPCTL_TEST_ROLLING_UID`) is `a`, and `b` for the second
 //! instance DRA-ROLL-001 starts (skipped when the command has none).
-//! Devices to allocate come from the ResourceSlices the driver publishes and
-//! from its health stream.
+//! Devices to allocate come from the ResourceSlices the driver publishes
+//! only, as the scheduler's do (not from its health stream).
 //!
 //! Here: the DRA table ([`SCENARIOS`], the catalog's [`Scenario`] type) and
 //! the entry; `session.rs` holds the session (tree, kubelet, driver process
@@ -28,6 +28,9 @@ use super::Record;
 use crate::core::{Error, Result};
 
 mod cdi;
+mod claims;
+mod pools;
+mod restarts;
 mod scenarios;
 pub(super) mod session;
 
@@ -41,8 +44,13 @@ pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(45)
 
 const KUBELET: &str = "kubernetes pkg/kubelet/cm/dra/manager.go";
 const PLUGIN_MANAGER: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go";
-const HELPER: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (PublishResources); https://github.com/kubernetes-sigs/dra-example-driver";
 const EXAMPLE_CDI: &str = "https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/cdi.go (CreateClaimSpecFile on prepare, DeleteClaimSpecFile on unprepare)";
+const SLICES: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (PublishResources); kubernetes staging/src/k8s.io/dynamic-resource-allocation/structured/pools.go (incomplete pools); https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/issues/1008";
+const UID_CHECK: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (getResourceClaims: claim NS/NAME got replaced, when the UIDs differ); kubernetes#131617";
+const HELPER_PREPARE: &str = "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go (getResourceClaims: retrieve claim NS/NAME: not found, fails the call)";
+const CDI_RULES: &str = "https://github.com/cncf-tags/container-device-interface pkg/cdi (spec, device and container-edits validation: \"invalid device, empty device edits\"); https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/cdi.go";
+const KUBELET_RESTART: &str = "kubernetes pkg/kubelet/cm/dra/manager.go; kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (wipeResourceSlices at start); kubernetes#132683";
+const RESTART_SOURCES: &str = "kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go; kubernetes#140471, #120550, #141433; https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/issues/342; https://github.com/kubernetes-sigs/dra-example-driver/issues/249";
 const DRA_API: &str = "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra/v1/api.proto";
 const EXAMPLE_PREPARE: &str = "https://github.com/kubernetes-sigs/dra-example-driver cmd/dra-example-kubeletplugin/state.go (prepares the devices of claim.status.allocation.devices.results)";
 
@@ -66,20 +74,22 @@ macro_rules! sc {
 pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-REG-001", "registration", scenarios::registers, "registers through the plugin watcher", "GetInfo: type DRAPlugin, a valid driver name, an absolute endpoint inside the kubelet root that fits a socket address, a DRAPlugin service in supported_versions; the endpoint answers", PLUGIN_MANAGER, Basic),
     sc!("DRA-REG-002", "registration", scenarios::talks_v1, "the kubelet talks v1.DRAPlugin to it", "the kubelet takes the first service it knows in the plugin's supported_versions; v1beta1 is deprecated since 1.34", PLUGIN_MANAGER, Basic),
-    sc!("DRA-SLICE-001", "resourceslices", scenarios::publishes_slice, "publishes a ResourceSlice for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig})", HELPER, Basic),
+    sc!("DRA-SLICE-001", "resourceslices", scenarios::publishes_slice, "publishes complete pools of devices for its node to the API server", "the driver's devices are published as ResourceSlices with spec.driver its name and spec.nodeName the node (the kubeletplugin helper does it from {kubeconfig}); they list devices, and each pool has resourceSliceCount slices at its generation (the scheduler allocates from slices alone, never from an incomplete pool)", SLICES, Basic),
     sc!("DRA-PREP-001", "prepare", scenarios::prepares_pod, "the kubelet prepares a pod's two claims", "NodePrepareResources answers every claim UID asked, only those, without error", KUBELET, Basic),
-    sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified", "each device has pool_name and device_name; CDI IDs are vendor/class=name", DRA_API, Basic),
-    sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
-    sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
-    sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", EXAMPLE_CDI, Basic),
+    sc!("DRA-PREP-002", "prepare", scenarios::prepared_devices, "prepared devices name their pool and device, CDI IDs are qualified, only the claim asked is answered", "each device has pool_name and device_name; CDI IDs are vendor/class=name; no entry for a claim not asked (the kubelet: \"returned result for unknown claim UID\")", DRA_API, Basic),
+    sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice more gives the first answer", "NodePrepareResources is idempotent (the kubelet retries it): a claim prepared once answers the same CDI IDs again, without error, for that claim only", DRA_API, Basic),
+    sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim (pool and device) are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
+    sc!("DRA-PREP-005", "prepare", claims::uid_mismatch, "refuses a claim whose UID is not the API server's", "the claim the kubelet names is the API server's only when the UIDs match; another UID (the claim was deleted and re-created) is refused: an error for that claim or the call (skipped for drivers that publish no slice)", UID_CHECK, Basic),
+    sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to valid spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer, and the CDI library accepts that file (known cdiVersion, vendor/class kind, valid device names, non-empty device edits); else the runtime fails the container", CDI_RULES, Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
     sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare created for a claim goes when it is unprepared: spec files naming its UID, CDI IDs defined by prepare for it alone (a spec written at start, per device or shared by claims, may stay)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
     sc!("DRA-UNPREP-003", "unprepare", scenarios::unprepare_unknown, "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Basic),
-    sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp; the stream stays open (skipped when the driver advertises no health service)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (NodeWatchResources); kubernetes pkg/kubelet/cm/dra/healthinfo.go; KEP-4680 https://github.com/kubernetes/enhancements/issues/4680", Basic),
-    sc!("DRA-RESTART-001", "restart", scenarios::kubelet_restart, "after a kubelet restart it registers again and prepared claims survive", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again", KUBELET, KubeletRestart),
-    sc!("DRA-RESTART-002", "restart", scenarios::driver_restart, "after a driver restart it registers again and unprepares what it prepared before", "claims prepared by the previous instance unprepare through the new one", PLUGIN_MANAGER, PluginRestart),
-    sc!("DRA-ROLL-001", "restart", scenarios::rolling_update, "two instances serve at once during a rolling update; the older one serves when the newest goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes (skipped without {rolling-uid} in the command)", PLUGIN_MANAGER, EndToEnd),
+    sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot of its slices' devices, refreshed in time, and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp, naming devices of the driver's slices; sent again within health_check_timeout_seconds (waited for when at most 10 s); the stream stays open (skipped when the driver advertises no health service)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (NodeWatchResources); kubernetes pkg/kubelet/cm/dra/healthinfo.go; KEP-4680 https://github.com/kubernetes/enhancements/issues/4680", Basic),
+    sc!("DRA-PREP-006", "prepare", claims::deleted_claim, "a claim deleted before it is fetched is refused; the driver stays up", "a claim the API server does not have is an error for that claim (or the call asking for it alone); the driver keeps serving (skipped for drivers that publish no slice)", HELPER_PREPARE, Basic),
+    sc!("DRA-RESTART-001", "restart", restarts::kubelet_restart, "after a kubelet restart it registers again, prepared claims survive, its slices are published again", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again; the kubelet deletes the node's ResourceSlices at start and the driver publishes them again", KUBELET_RESTART, KubeletRestart),
+    sc!("DRA-RESTART-002", "restart", restarts::driver_restart, "after a driver restart its prepared claims resolve, answer the same and unprepare", "claims prepared by the previous instance keep their CDI specs, prepare again to the same CDI IDs and unprepare through the new one, leaving nothing prepare created", RESTART_SOURCES, PluginRestart),
+    sc!("DRA-ROLL-001", "restart", restarts::rolling_update, "two instances serve at once during a rolling update; the older one serves the newest's claims when it goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes; the claims the newest prepared resolve, answer the same and unprepare through the older one (skipped without {rolling-uid} in the command)", PLUGIN_MANAGER, EndToEnd),
 ];
 
 /// Run the selected DRA scenarios against `o.plugin`.

@@ -76,6 +76,19 @@ impl State<'_> {
         })
     }
 
+    /// A failure's evidence gets the tested process's own last log lines
+    /// (its stderr and stdout), bounded, unless the scenario gave them.
+    fn attach_log(&self, o: &mut Outcome) {
+        let Some(e) = o.evidence.as_mut().filter(|e| e.log.is_none() && o.verdict == Verdict::Fail) else {
+            return;
+        };
+        let log = match self {
+            State::Plugin(p) => p.log_excerpt(),
+            State::Dra(d) => d.log_excerpt(),
+        };
+        e.log = log.map(Box::new);
+    }
+
     async fn teardown(self) {
         match self {
             State::Plugin(p) => p.teardown().await,
@@ -126,7 +139,11 @@ pub(crate) async fn run(
                     }
                 }
                 match (&mut state, &setup_failure) {
-                    (Some(x), _) => one(kind, x, s).await,
+                    (Some(x), _) => {
+                        let mut o = one(kind, x, s).await;
+                        x.attach_log(&mut o);
+                        o
+                    }
                     (None, Some((_, f))) => f.clone(),
                     (None, None) => Outcome::fail(s.id, "internal error: no session", "report this bug"),
                 }

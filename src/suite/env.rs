@@ -540,6 +540,8 @@ impl Kubelet {
         spec.manager.profile = crate::kubelet::profile::Profile::of(version);
         if let Some(d) = &mut spec.dra {
             d.call_timeout = timeout;
+            // Devices come from the driver's ResourceSlices only, as the scheduler's do.
+            d.slices_only = true;
         }
         // The local API server for DRA drivers (`{kubeconfig}`).
         spec.api_server = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));

@@ -69,6 +69,11 @@ pub struct Evidence {
     pub answer: String,
     /// How to fix the plugin.
     pub fix: String,
+    /// The plugin's (driver's) own last log lines, bounded, filled in by the
+    /// engine on a failure ([`evidence::log_excerpt`]).
+    /// (Boxed: an outcome stays small.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<Box<String>>,
 }
 
 /// What a scenario found.
@@ -128,7 +133,7 @@ impl Outcome {
         Outcome {
             verdict: Verdict::Fail,
             detail: String::new(),
-            evidence: Some(Evidence { rpc: rpc.into(), answer: answer.into(), fix: fix.into() }),
+            evidence: Some(Evidence { rpc: rpc.into(), answer: answer.into(), fix: fix.into(), log: None }),
             stop: None,
         }
     }

@@ -44,6 +44,9 @@ pub fn line(r: &Record) -> String {
             "\n      rpc:    {}\n      answer: {}\n      rule:   {} ({})\n      fix:    {}",
             e.rpc, e.answer, r.rule, r.source, e.fix
         ));
+        if let Some(l) = &e.log {
+            s.push_str(&format!("\n      log:    {l}"));
+        }
     }
     s
 }
@@ -178,10 +181,13 @@ pub fn junit(records: &[Record], took: Duration) -> String {
             );
             match (r.result, &r.evidence) {
                 (Verdict::Fail, Some(e)) => {
-                    let body = format!(
+                    let mut body = format!(
                         "rpc: {}\nanswer: {}\nrule: {} ({})\nfix: {}",
                         e.rpc, e.answer, r.rule, r.source, e.fix
                     );
+                    if let Some(l) = &e.log {
+                        body.push_str(&format!("\nlog: {l}"));
+                    }
                     x.push_str(&format!(
                         "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
                         xml_escape(&e.answer),
@@ -269,6 +275,14 @@ mod tests {
         assert!(f.starts_with("FAIL  REG-002") && f.contains("fix:    send v1beta1") && f.contains("rule:"), "{f}");
         assert!(line(&r[2]).contains("SKIP") && line(&r[2]).contains("not advertised"));
         assert_eq!(summary(&r, Duration::from_secs(1)), "1 passed, 1 failed, 1 skipped in 1.00s");
+        // The plugin's own log lines, when the engine found some, come last.
+        let mut with_log = r[1].clone();
+        if let Some(e) = with_log.evidence.as_mut() {
+            e.log = Some(Box::new("E1128 no GPU found".into()));
+        }
+        let f = line(&with_log);
+        assert!(f.ends_with("\n      log:    E1128 no GPU found"), "{f}");
+        assert!(junit(&[with_log], Duration::from_millis(1)).contains("log: E1128 no GPU found"));
     }
 
     #[test]

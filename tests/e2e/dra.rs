@@ -559,11 +559,8 @@ async fn fake_api_server() -> (String, Seen, tokio::sync::oneshot::Sender<()>) {
     (addr, seen, tx)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
-    let d = tmp();
-    let root = d.path();
-    let (addr, seen, _stop) = fake_api_server().await;
+/// A kubeconfig under `root` for the plain-HTTP API server at `addr`.
+fn kubeconfig(root: &Path, addr: &str) -> PathBuf {
     let kc = root.join("kubeconfig");
     std::fs::write(
         &kc,
@@ -572,6 +569,40 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
         ),
     )
     .unwrap();
+    kc
+}
+
+/// `dra probe --prepare` on a driver that reads its claims from an API
+/// server (as the kubeletplugin helper does) says so and what to do, as a
+/// WARN: not a FAIL of the driver, and no idempotence PASS built on the
+/// failed prepares (issue 35 item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_probe_prepare_on_a_driver_that_reads_claims_from_an_api_server_says_what_to_do() {
+    let d = tmp();
+    let root = d.path();
+    let (addr, _seen, _stop) = fake_api_server().await;
+    let kc = kubeconfig(root, &addr);
+    let (child, reg) = dra_serve(root, &["--kubeconfig", s(&kc), "--node-name", "node-1"]).await;
+    let r = dra(root, &["probe", s(&reg), "--prepare", "-o", "json"]).await;
+    r.expect_code(0);
+    let v = json(&r);
+    let checks = v["checks"].as_array().unwrap();
+    let prepare = checks.iter().find(|c| c["name"] == "prepare").unwrap_or_else(|| panic!("{}", r.stdout));
+    assert_eq!(prepare["status"], "WARN", "{prepare}");
+    let detail = prepare["detail"].as_str().unwrap();
+    assert!(detail.contains("reads its claims from an API server"), "{detail}");
+    assert!(detail.contains("--claim NS/NAME/UID") && detail.contains("dpctl test --dra"), "{detail}");
+    assert!(detail.contains("fetch ResourceClaim dpctl-probe/probe"), "the driver's own words: {detail}");
+    assert!(checks.iter().all(|c| c["name"] != "idempotent" && c["status"] != "FAIL"), "{}", r.stdout);
+    stop_child(child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
+    let d = tmp();
+    let root = d.path();
+    let (addr, seen, _stop) = fake_api_server().await;
+    let kc = kubeconfig(root, &addr);
     let run =
         |seen: &Seen| -> Vec<String> { seen.lock().unwrap().iter().map(|(m, p, _)| format!("{m} {p}")).collect() };
     let path = "/apis/resource.k8s.io/v1/resourceslices";

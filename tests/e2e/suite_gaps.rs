@@ -263,3 +263,72 @@ async fn a_plugin_that_exits_on_a_kubelet_restart_is_restarted_and_warned_about(
     let answer = k["evidence"]["answer"].as_str().unwrap_or_default();
     assert!(answer.contains("1 restart(s) with back-off, 1 s lost") && answer.contains("lost the kubelet"), "{answer}");
 }
+
+/// A DRA driver that never registers fails DRA-REG-001 once, with its own
+/// log; the rest of the run is NOT-RUN at once, not a 10 s wait per
+/// scenario (issue 35 item 1). One that exits is failed as soon as it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dra_driver_that_never_registers_fails_once_with_its_log_and_the_rest_is_not_run() {
+    let n = dpctl::suite::dra::SCENARIOS.len();
+    for (script, answer) in [
+        (
+            "echo 'E1128 00:00:00.1 1 main.go:9] no GPU found, waiting' >&2; sleep 60",
+            "no registration socket registered within 10s",
+        ),
+        (
+            "echo 'E1128 00:00:00.1 1 main.go:9] no GPU found, waiting' >&2; exit 3",
+            "the driver exited (exit status: 3) before it registered",
+        ),
+    ] {
+        let run = suite(&["-o", "json", "test", "--dra", "--", "sh", "-c", script]).await;
+        run.expect_code(1);
+        let doc = json(&run);
+        assert_eq!(ids_with(&doc, "FAIL"), BTreeSet::from(["DRA-REG-001".to_string()]), "{doc}");
+        assert_eq!(ids_with(&doc, "NOT-RUN").len(), n - 1, "{doc}");
+        let e = &scenario(&doc, "DRA-REG-001")["evidence"];
+        assert!(e["answer"].as_str().unwrap_or_default().contains(answer), "{e}");
+        assert!(e["log"].as_str().unwrap_or_default().contains("no GPU found, waiting"), "the driver's own log: {e}");
+        let rest = scenario(&doc, "DRA-ROLL-001");
+        assert_eq!(rest["detail"], "the driver did not register (see DRA-REG-001)", "{rest}");
+        // Not run means not waited for: no scenario after the first took time.
+        let waited: Vec<&Value> = doc["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["result"] == "NOT-RUN" && s["durationMs"].as_f64().unwrap_or(0.0) > 1000.0)
+            .collect();
+        assert!(waited.is_empty(), "{waited:?}");
+    }
+}
+
+/// Every failure's evidence carries the plugin's own last log lines (its
+/// stderr and stdout), here for the device-plugin suite (issue 35 item 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failures_evidence_carries_the_plugins_own_log() {
+    let (run, doc) = test_json(&["--focus", "^PRE-001$"], &serve(&["--pre-start", "--pre-start-fail"])).await;
+    run.expect_code(1);
+    let e = &scenario(&doc, "PRE-001")["evidence"];
+    let log = e["log"].as_str().unwrap_or_default();
+    assert!(log.contains("serving") || log.contains("registered"), "the plugin's own log lines: {e}");
+    assert!(run.stdout.contains("\"log\""), "{}", run.stdout);
+    // The plain report shows it under the fix.
+    let plain = suite(&[
+        "test",
+        "--focus",
+        "^PRE-001$",
+        "--",
+        BIN,
+        "serve",
+        "--resource",
+        "vendor.example/foo",
+        "--count",
+        "4",
+        "--plugin-dir",
+        "{plugin-dir}",
+        "--pre-start",
+        "--pre-start-fail",
+    ])
+    .await;
+    let fix_then_log = plain.stdout.find("      fix:").zip(plain.stdout.find("      log:"));
+    assert!(fix_then_log.is_some_and(|(f, l)| f < l), "{}", plain.stdout);
+}

@@ -6,7 +6,7 @@
 //! This file holds the command's surface and what the load benches share
 //! (progress line, report table); each kind of bench is its own file.
 
-mod dra;
+pub(crate) mod dra;
 mod kubelet;
 mod load;
 mod watch;

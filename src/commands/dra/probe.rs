@@ -22,6 +22,8 @@ pub(super) const EXAMPLES: &str = "Examples:
   dpctl dra probe gpu.example.com-reg.sock
   # also prepare (twice) and unprepare a throwaway claim; resolve its CDI IDs
   dpctl dra probe gpu.example.com-reg.sock --prepare --cdi-spec-dir /var/run/cdi
+  # a driver that reads claims from an API server (kubeletplugin helper): a claim allocated to it
+  dpctl dra probe gpu.example.com-reg.sock --prepare --claim default/gpu-claim/6f1c9a2e-0000-4000-8000-000000000001
   # the service socket directly (no GetInfo): v1 and v1beta1 are tried
   dpctl dra probe /var/lib/kubelet/plugins/gpu.example.com/dra.sock -o json";
 
@@ -34,6 +36,9 @@ pub struct DraProbeArgs {
     /// Also prepare a throwaway claim (twice, for idempotence), resolve its CDI IDs, then unprepare it
     #[arg(long)]
     pub prepare: bool,
+    /// With --prepare: prepare this claim (NAMESPACE/NAME/UID of a claim allocated to the driver) instead of a throwaway one, for drivers that read claims from an API server
+    #[arg(long, value_name = "NS/NAME/UID", requires = "prepare", value_parser = crate::client::dra::parse_claim)]
+    pub claim: Option<crate::api::dra_v1::Claim>,
     /// With --prepare: resolve CDI IDs in this spec directory (repeatable) [default: /etc/cdi and /var/run/cdi]
     #[arg(long, value_name = "DIR", requires = "prepare")]
     pub cdi_spec_dir: Vec<PathBuf>,
@@ -225,14 +230,35 @@ async fn probe_checks(ctx: &Ctx, a: &DraProbeArgs, path: &Path, c: &mut Checks) 
 
 async fn probe_prepare(ctx: &Ctx, a: &DraProbeArgs, service: &DraConn, svc: &str, c: &mut Checks) {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let claim = Claim {
+    let claim = a.claim.clone().unwrap_or_else(|| Claim {
         namespace: "dpctl-probe".into(),
         name: "probe".into(),
         uid: format!("dpctl-probe-{}-{nanos}", std::process::id()),
-    };
+    });
     let uids = vec![claim.uid.clone()];
     let t = Instant::now();
-    let first = match service.prepare(svc, vec![claim.clone()]).await {
+    let first = service.prepare(svc, vec![claim.clone()]).await;
+    // A driver that GETs its claims from an API server (the kubeletplugin
+    // helper) cannot know a throwaway claim: not its failure, and nothing
+    // after it (idempotence, unprepare) would mean anything.
+    let said = match &first {
+        Err(e) => Some(e.to_string()),
+        Ok(r) => r.claims.get(&claim.uid).map(|x| x.error.clone()).filter(|e| !e.is_empty()),
+    };
+    if let Some(said) =
+        said.filter(|s| a.claim.is_none() && crate::commands::bench::dra::says_claim_not_in_api_server(s))
+    {
+        return c.add(
+            "prepare",
+            Status::Warn,
+            Some(t.elapsed()),
+            format!(
+                "not checked: the driver reads its claims from an API server and has no claim {}/{} ({said}); pass --claim NS/NAME/UID of a claim allocated to this driver, or run dpctl test --dra -- DRIVER-COMMAND (it creates, allocates and prepares claims)",
+                claim.namespace, claim.name
+            ),
+        );
+    }
+    let first = match first {
         Err(e) => return c.add("prepare", Status::Fail, Some(t.elapsed()), e.to_string()),
         Ok(r) => r,
     };

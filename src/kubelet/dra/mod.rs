@@ -73,6 +73,10 @@ pub struct DraSpec {
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
+    /// Allocate only devices of ResourceSlices (manifests and published), not
+    /// those health streams name: the scheduler knows devices from slices
+    /// alone (`dpctl test --dra` sets it, so a slice bug is not hidden).
+    pub slices_only: bool,
 }
 
 impl DraSpec {
@@ -85,6 +89,7 @@ impl DraSpec {
             retry: Duration::from_millis(500),
             api: None,
             wipe_delay: Duration::from_secs(30),
+            slices_only: false,
         }
     }
 
@@ -553,7 +558,7 @@ impl DraManager {
                 }
             }
         }
-        for (driver, (pool, device)) in st.health.devices() {
+        for (driver, (pool, device)) in st.health.devices().filter(|_| !self.spec.slices_only) {
             if !out.iter().any(|c| &c.driver == driver && &c.pool == pool && &c.device == device) {
                 out.push(Candidate {
                     driver: driver.clone(),

@@ -112,6 +112,7 @@ async fn fetch_allocation(
     api: &super::slices::ApiServer,
     c: &Claim,
     driver: &str,
+    check_uid: bool,
 ) -> Result<Vec<AllocatedDevice>, String> {
     let t = std::time::Duration::from_secs(10);
     let mut last = String::new();
@@ -121,6 +122,11 @@ async fn fetch_allocation(
             .await
             .map_err(|e| format!("fetch ResourceClaim {}/{}: {e}", c.namespace, c.name))?;
         match st {
+            200..=299 if !check_uid => {
+                let mut body = body;
+                body["metadata"]["uid"] = json!(c.uid);
+                return allocation_of(&body, c, driver);
+            }
             200..=299 => return allocation_of(&body, c, driver),
             404 => last = body["message"].as_str().unwrap_or("not found").to_string(),
             _ => {
@@ -132,8 +138,11 @@ async fn fetch_allocation(
             }
         }
     }
-    Err(format!("fetch ResourceClaim {}/{}: {last}", c.namespace, c.name))
+    Err(format!("fetch ResourceClaim {}/{}: {last} ({NOT_FOUND})", c.namespace, c.name))
 }
+
+/// Marks a claim the API server does not have.
+const NOT_FOUND: &str = "NotFound";
 
 /// How often an unchanged health snapshot is sent again: half the
 /// `health_check_timeout_seconds` sent (the kubelet's 30 s default when 0).
@@ -173,6 +182,66 @@ impl Driver {
         self.cfg.cdi_dir.join(format!("dpctl-dra-{}-{}.json", self.cfg.driver, safe_word(uid)))
     }
 
+    /// The CDI device name of device `d` of claim `uid` (the same in every
+    /// instance; with `new-cdi-ids`, this process's ID is in it).
+    fn cdi_device(&self, uid: &str, d: &str) -> String {
+        if self.has(&Fault::NewCdiIds) {
+            format!("{}-{d}-{}", safe_word(uid), std::process::id())
+        } else {
+            format!("{}-{d}", safe_word(uid))
+        }
+    }
+
+    /// A claim an earlier instance prepared, read back from its CDI spec
+    /// (the devices in `DPCTL_DRA_DEVICE`, the claim in `DPCTL_DRA_CLAIM`):
+    /// the spec is this driver's record, so a restarted or second instance
+    /// answers and unprepares the same (none with `memory-only-state`).
+    fn read_back(&self, uid: &str) -> Option<PreparedClaim> {
+        if self.has(&Fault::MemoryOnlyState) {
+            return None;
+        }
+        let path = self.cdi_path(uid);
+        let text = crate::core::limits::read_file(&path, 1 << 20, "CDI spec").ok()?;
+        let spec: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let mut devices = Vec::new();
+        let mut claim = String::new();
+        let prefix = format!("{}-", safe_word(uid));
+        for d in spec["devices"].as_array()? {
+            let n = devices.len();
+            for e in d["containerEdits"]["env"].as_array().into_iter().flatten().filter_map(|e| e.as_str()) {
+                if let Some(x) = e.strip_prefix("DPCTL_DRA_DEVICE=") {
+                    devices.push(x.to_string());
+                } else if let Some(x) = e.strip_prefix("DPCTL_DRA_CLAIM=") {
+                    claim = x.to_string();
+                }
+            }
+            // No env (edits left empty): the device is in the CDI name, `<uid>-<device>`.
+            if devices.len() == n {
+                if let Some(x) = d["name"].as_str().and_then(|x| x.strip_prefix(&prefix)) {
+                    devices.push(x.to_string());
+                }
+            }
+        }
+        (!devices.is_empty()).then(|| PreparedClaim {
+            claim,
+            uid: uid.to_string(),
+            devices,
+            cdi_spec: path.display().to_string(),
+        })
+    }
+
+    /// Remove every claim's CDI spec of this driver (the `remove-cdi-on-exit` fault).
+    pub fn remove_claim_specs(&self) {
+        let prefix = format!("dpctl-dra-{}-", self.cfg.driver);
+        let common = format!("{prefix}common.json");
+        for e in std::fs::read_dir(&self.cfg.cdi_dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".json") && name != common {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// The common spec's CDI ID (`--common-cdi-spec`): `k8s.<driver>/claim=common`.
     pub fn common_cdi_id(&self) -> String {
         format!("{}=common", self.cdi_kind())
@@ -205,11 +274,11 @@ impl Driver {
             "cdiVersion": "0.6.0",
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
-                "name": format!("{}-{}", safe_word(&c.uid), d),
-                "containerEdits": {"env": [
+                "name": self.cdi_device(&c.uid, d),
+                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": [
                     format!("DPCTL_DRA_DEVICE={d}"),
                     format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name),
-                ]},
+                ]}) },
             })).collect::<Vec<_>>(),
         });
         crate::core::files::create_dir_all(&self.cfg.cdi_dir)
@@ -235,7 +304,15 @@ impl Driver {
         for c in &req.claims {
             allocations.push(match &self.cfg.publish {
                 Some((api, _)) if !self.has(&Fault::IgnoreAllocation) => {
-                    Some(fetch_allocation(api, c, &self.cfg.driver).await)
+                    let got = fetch_allocation(api, c, &self.cfg.driver, !self.has(&Fault::IgnoreUid)).await;
+                    if let (Err(e), true) = (&got, self.has(&Fault::ExitOnMissingClaim)) {
+                        if e.ends_with(&format!("({NOT_FOUND})")) {
+                            // As a driver whose client panics on the NotFound (the bug class).
+                            eprintln!("panic: interface conversion: {e}");
+                            std::process::exit(2);
+                        }
+                    }
+                    Some(got)
                 }
                 _ => None,
             });
@@ -259,6 +336,16 @@ impl Driver {
         }
         if self.has(&Fault::ExtraUid) {
             resp.claims.insert("dpctl-not-requested".into(), NodePrepareResourceResponse::default());
+        }
+        if self.has(&Fault::AnswerOtherClaims) {
+            let others: Vec<String> = self
+                .state
+                .lock()
+                .map(|st| st.prepared.keys().filter(|u| !resp.claims.contains_key(*u)).cloned().collect())
+                .unwrap_or_default();
+            for u in others {
+                resp.claims.insert(u, NodePrepareResourceResponse::default());
+            }
         }
         self.log.event(
             "prepare",
@@ -293,6 +380,14 @@ impl Driver {
         }
         if c.uid.is_empty() || c.namespace.is_empty() || c.name.is_empty() {
             return fail("the claim's namespace, uid and name are all required".into());
+        }
+        if self.has(&Fault::NotIdempotentError) && st.prepared.contains_key(&c.uid) {
+            return fail(format!("claim {}/{} is already prepared", c.namespace, c.name));
+        }
+        if !st.prepared.contains_key(&c.uid) {
+            if let Some(p) = self.read_back(&c.uid) {
+                st.prepared.insert(c.uid.clone(), p);
+            }
         }
         let allocated = match allocated.map(|a| self.own_devices(c, a)) {
             Some(Err(e)) => return fail(e),
@@ -343,13 +438,19 @@ impl Driver {
                 .iter()
                 .map(|d| Device {
                     request_names: requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default(),
-                    pool_name: if self.has(&Fault::NoPoolName) { String::new() } else { self.cfg.pool.clone() },
+                    pool_name: if self.has(&Fault::NoPoolName) {
+                        String::new()
+                    } else if self.has(&Fault::WrongPool) {
+                        format!("{}-other", self.cfg.pool)
+                    } else {
+                        self.cfg.pool.clone()
+                    },
                     device_name: d.clone(),
                     cdi_device_ids: {
                         let mut ids = vec![if self.has(&Fault::BadCdiId) {
                             d.clone()
                         } else {
-                            format!("{kind}={}-{d}", safe_word(&c.uid))
+                            format!("{kind}={}", self.cdi_device(&c.uid, d))
                         }];
                         if self.cfg.common_cdi_spec {
                             ids.push(self.common_cdi_id());
@@ -394,7 +495,8 @@ impl Driver {
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         for c in &req.claims {
             let mut error = String::new();
-            if let Some(p) = st.prepared.remove(&c.uid).filter(|_| !self.has(&Fault::KeepCdiSpec)) {
+            let known = st.prepared.remove(&c.uid).or_else(|| self.read_back(&c.uid));
+            if let Some(p) = known.filter(|_| !self.has(&Fault::KeepCdiSpec)) {
                 if let Err(e) = std::fs::remove_file(&p.cdi_spec) {
                     if e.kind() != std::io::ErrorKind::NotFound {
                         error = format!("cannot remove CDI spec {}: {e}", p.cdi_spec);
@@ -416,7 +518,7 @@ impl Driver {
 
     /// The health snapshot as sent (faults applied).
     pub fn snapshot(&self, devices: &[DeviceState]) -> Vec<DeviceHealth> {
-        devices
+        let mut out: Vec<DeviceHealth> = devices
             .iter()
             .enumerate()
             .map(|(i, d)| DeviceHealth {
@@ -437,14 +539,29 @@ impl Driver {
                     d.message.clone()
                 },
             })
-            .collect()
+            .collect();
+        if self.has(&Fault::HealthUnknownDevice) {
+            out.push(DeviceHealth {
+                device: Some(DeviceIdentifier { pool_name: self.cfg.pool.clone(), device_name: "dpctl-ghost".into() }),
+                health: HealthStatus::Healthy as i32,
+                last_updated_time: now_secs(),
+                health_check_timeout_seconds: self.cfg.health_timeout_secs,
+                message: String::new(),
+            });
+        }
+        out
     }
 
     fn health_stream(self: &Arc<Self>) -> impl Stream<Item = Result<Vec<DeviceHealth>, Status>> + Send + 'static {
         let me = self.clone();
         let mut rx = self.health.subscribe();
         let once = self.has(&Fault::HealthStreamEnd);
-        let resend = resend_every(self.cfg.health_timeout_secs);
+        // stale-health: unchanged health is never sent again.
+        let resend = if self.has(&Fault::StaleHealth) {
+            std::time::Duration::from_secs(365 * 24 * 3600)
+        } else {
+            resend_every(self.cfg.health_timeout_secs)
+        };
         async_stream(move |tx| async move {
             loop {
                 let snap = me.snapshot(&rx.borrow_and_update());

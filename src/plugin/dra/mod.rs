@@ -87,6 +87,34 @@ pub enum Fault {
     PrepareError(String),
     /// Unprepare leaves the claim's CDI spec behind (DRA-CDI-002).
     KeepCdiSpec,
+    /// The published ResourceSlice lists no devices (DRA-SLICE-001; dra-driver-nvidia-gpu#1008).
+    EmptySlice,
+    /// The pool says it has two slices (resourceSliceCount 2); one is published (DRA-SLICE-001).
+    IncompletePool,
+    /// The slice is not published again once deleted (DRA-RESTART-001; kubernetes#132683).
+    NoRepublish,
+    /// Answers also carry the UIDs of other claims it has prepared (DRA-PREP-002, DRA-PREP-003).
+    AnswerOtherClaims,
+    /// Prepared devices name another pool than the allocation's (DRA-PREP-004).
+    WrongPool,
+    /// The claim's CDI spec has devices with empty container edits (DRA-CDI-001).
+    EmptyCdiEdits,
+    /// The health stream also names a device its slices do not have (DRA-HEALTH-001).
+    HealthUnknownDevice,
+    /// Unchanged health is never sent again, whatever health_check_timeout_seconds says (DRA-HEALTH-001).
+    StaleHealth,
+    /// Prepared claims are known in memory only: after a restart unprepare leaves their CDI specs (DRA-RESTART-002, DRA-ROLL-001).
+    MemoryOnlyState,
+    /// CDI device names carry the instance: a restarted driver answers new IDs (DRA-RESTART-002, DRA-ROLL-001; kubernetes#140471).
+    NewCdiIds,
+    /// The claims' CDI specs are removed when the driver exits (DRA-RESTART-002, DRA-ROLL-001; kubernetes#141433).
+    RemoveCdiOnExit,
+    /// A fetched claim's UID is not compared with the kubelet's (DRA-PREP-005; kubernetes#131617).
+    IgnoreUid,
+    /// The process exits when a claim it fetches is not found (DRA-PREP-006).
+    ExitOnMissingClaim,
+    /// Preparing a claim it has already prepared fails (DRA-PREP-002, DRA-PREP-003).
+    NotIdempotentError,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -114,6 +142,20 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("no-timestamp", "health-time"),
     ("prepare-error=MESSAGE", "(every claim fails with MESSAGE)"),
     ("keep-cdi-spec", "(unprepare leaves the claim's CDI spec)"),
+    ("empty-slice", "(its ResourceSlice lists no devices)"),
+    ("incomplete-pool", "(resourceSliceCount 2, one slice published)"),
+    ("no-republish", "(its slice is not published again once deleted)"),
+    ("answer-other-claims", "answer-extra (UIDs of other prepared claims)"),
+    ("wrong-pool", "allocated-devices (another pool name)"),
+    ("empty-cdi-edits", "(CDI devices with empty container edits)"),
+    ("health-unknown-device", "(health for a device its slices lack)"),
+    ("stale-health", "(unchanged health never sent again)"),
+    ("memory-only-state", "(prepared claims known in memory only)"),
+    ("new-cdi-ids", "(a restarted driver answers new CDI IDs)"),
+    ("remove-cdi-on-exit", "(claims' CDI specs removed at exit)"),
+    ("ignore-uid", "(a fetched claim's UID is not compared)"),
+    ("exit-on-missing-claim", "(exits when a claim is not found)"),
+    ("not-idempotent-error", "idempotent (preparing again fails)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -148,6 +190,20 @@ impl std::str::FromStr for Fault {
             "no-timestamp" => Fault::NoTimestamp,
             "prepare-error" => Fault::PrepareError(need()?.to_string()),
             "keep-cdi-spec" => Fault::KeepCdiSpec,
+            "empty-slice" => Fault::EmptySlice,
+            "incomplete-pool" => Fault::IncompletePool,
+            "no-republish" => Fault::NoRepublish,
+            "answer-other-claims" => Fault::AnswerOtherClaims,
+            "wrong-pool" => Fault::WrongPool,
+            "empty-cdi-edits" => Fault::EmptyCdiEdits,
+            "health-unknown-device" => Fault::HealthUnknownDevice,
+            "stale-health" => Fault::StaleHealth,
+            "memory-only-state" => Fault::MemoryOnlyState,
+            "new-cdi-ids" => Fault::NewCdiIds,
+            "remove-cdi-on-exit" => Fault::RemoveCdiOnExit,
+            "ignore-uid" => Fault::IgnoreUid,
+            "exit-on-missing-claim" => Fault::ExitOnMissingClaim,
+            "not-idempotent-error" => Fault::NotIdempotentError,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -425,7 +481,13 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
         None => None,
         Some((api, node)) => {
             let name = slices::slice_name(node, &cfg.driver, &cfg.pool);
-            let obj = slices::slice(&name, node, &cfg.driver, &cfg.pool, &cfg.devices);
+            let mut obj = slices::slice(&name, node, &cfg.driver, &cfg.pool, &cfg.devices);
+            if cfg.faults.contains(&Fault::EmptySlice) {
+                obj["spec"]["devices"] = json!([]);
+            }
+            if cfg.faults.contains(&Fault::IncompletePool) {
+                obj["spec"]["pool"]["resourceSliceCount"] = json!(2);
+            }
             if let Err(e) = slices::publish(api, &obj, Duration::from_secs(10)).await {
                 if let Some(r) = reg_served.take() {
                     r.shut().await;
@@ -465,7 +527,8 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     guard = serve_services(driver, cfg, &sock, &serving).await?;
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
-                if let Some((api, name, obj)) = published.as_ref().filter(|_| tokio::time::Instant::now() >= next_check) {
+                let due = tokio::time::Instant::now() >= next_check && !cfg.faults.contains(&Fault::NoRepublish);
+                if let Some((api, name, obj)) = published.as_ref().filter(|_| due) {
                     next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
                     republish(api, name, obj, log).await;
                 }
@@ -485,6 +548,9 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
             Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
         }
+    }
+    if cfg.faults.contains(&Fault::RemoveCdiOnExit) {
+        driver.remove_claim_specs();
     }
     log.event("stopping", &[("driver", json!(cfg.driver))]);
     drop(guard);

@@ -15,6 +15,8 @@ pub(super) struct SpecFile {
     pub name: String,
     pub text: String,
     pub ids: Vec<String>,
+    /// Why the CDI library refuses it, if it does.
+    pub problem: Option<String>,
 }
 
 /// The spec files in `dir` (JSON or YAML; unreadable ones are left out).
@@ -29,8 +31,9 @@ pub(super) fn scan(dir: &Path) -> Vec<SpecFile> {
         }
         let Ok(text) = crate::core::limits::read_file(&p, 1 << 20, "CDI spec") else { continue };
         let ids = crate::protocol::cdi::parse_spec(&text, ext != "json").unwrap_or_default();
+        let problem = crate::protocol::cdi::spec_problem(&text, ext != "json");
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        out.push(SpecFile { name, text, ids });
+        out.push(SpecFile { name, text, ids, problem });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -85,6 +88,7 @@ mod tests {
             name: name.into(),
             text: format!("{{\"cdiVersion\":\"0.6.0\",\"kind\":\"{kind}\"{extra}}}"),
             ids: devices.iter().map(|d| format!("{kind}={d}")).collect(),
+            problem: None,
         }
     }
 

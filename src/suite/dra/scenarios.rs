@@ -1,62 +1,39 @@
 //! The DRA driver scenarios: each a plain function of the session, run by
 //! the suite engine from [`super::SCENARIOS`].
 
-use super::session::{fail, Sess, POD_WITHIN, REGISTER_WITHIN};
+use super::session::{fail, Sess};
 use crate::kubelet::dra::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
-use crate::suite::env::log_tail;
 use crate::suite::Outcome;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// DRA-REG-001
 pub(crate) async fn registers(s: &mut Sess) -> Outcome {
-    let d = need!(s.registered(0).await);
-    let note = format!("{} at {}", d.name, d.endpoint.display());
-    s.driver = Some(d);
-    Outcome::pass(note)
+    let d = need!(s.driver().await);
+    Outcome::pass(format!("{} at {}", d.name, d.endpoint.display()))
 }
 
-/// DRA-SLICE-001
+/// DRA-SLICE-001: the node's slices of the driver make complete pools with devices.
 pub(crate) async fn publishes_slice(s: &mut Sess) -> Outcome {
     let d = need!(s.driver().await);
-    let Some(kubeconfig) = s.seen.iter().find_map(|e| match &e.event {
-        KubeletEvent::ApiServer { kubeconfig, .. } => Some(kubeconfig.clone()),
-        _ => None,
-    }) else {
-        return Outcome::skip("no local API server");
-    };
-    let api = need!(crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))
-        .map_err(|e| Outcome::fail("read the local API server's kubeconfig", e.to_string(), "report this bug")));
+    need!(s.api());
     let node = crate::kubelet::dra::NODE_NAME;
+    // A driver publishes its slices after it registers: give it a moment.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let path = format!("{}?fieldSelector=spec.driver%3D{}", crate::plugin::dra::slices::SLICES_PATH, d.name);
-        let (_, list) = need!(crate::plugin::dra::slices::request(&api, "GET", &path, None, s.timeout)
-            .await
-            .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug")));
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        if let Some(slice) = items.iter().find(|x| x["spec"]["nodeName"] == node) {
-            let n = slice["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0);
-            return Outcome::pass(format!(
-                "{n} device(s) in pool {}",
-                slice["spec"]["pool"]["name"].as_str().unwrap_or("?")
-            ));
+        let slices = need!(s.node_slices(&d.name).await);
+        match super::pools::judge(&slices, node) {
+            Ok(note) => return Outcome::pass(note),
+            Err(why) if Instant::now() > deadline => {
+                return Outcome::fail(
+                    "GET /apis/resource.k8s.io/v1/resourceslices",
+                    why,
+                    "publish the node's devices as ResourceSlices, every slice of a pool (resourceSliceCount) at its generation (pass {kubeconfig} and {node-name} to the driver)",
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-        if Instant::now() > deadline {
-            let nodes: Vec<String> = items.iter().map(|x| x["spec"]["nodeName"].to_string()).collect();
-            return Outcome::fail(
-                "GET /apis/resource.k8s.io/v1/resourceslices",
-                if items.is_empty() {
-                    "no ResourceSlice of the driver".to_string()
-                } else {
-                    format!("slices for nodes {} only", nodes.join(", "))
-                },
-                "publish the devices for the node (pass {kubeconfig} and {node-name} to the driver)",
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -94,6 +71,9 @@ pub(crate) async fn prepared_devices(s: &mut Sess) -> Outcome {
         "NodePrepareResources",
         e.to_string()
     )));
+    if let Some(o) = extra_uids(std::slice::from_ref(&uid), &r, "NodePrepareResources") {
+        return o;
+    }
     let v: Vec<String> = rules::prepare_violations(&[uid], &r)
         .into_iter()
         .filter(|v| v.rule.id == rules::DEVICE_FIELDS.id || v.rule.id == rules::CDI_ID.id)
@@ -109,26 +89,69 @@ pub(crate) async fn prepared_devices(s: &mut Sess) -> Outcome {
     }
 }
 
-/// DRA-PREP-003
+/// An answer naming claims nobody asked for fails the kubelet's whole prepare (pure).
+fn extra_uids(asked: &[String], r: &crate::api::dra_v1::NodePrepareResourcesResponse, rpc: &str) -> Option<Outcome> {
+    let extra = r.claims.keys().find(|u| !asked.contains(u))?;
+    Some(fail(
+        &rules::ANSWER_EXTRA,
+        rpc,
+        format!(
+            "NodePrepareResources returned result for unknown claim UID {extra} (the kubelet fails the pod's prepare)"
+        ),
+    ))
+}
+
+/// DRA-PREP-003: a claim DRA-PREP-001 prepared, prepared twice more: both
+/// answers are the first successful one (the kubelet's, in DRA-PREP-001).
 pub(crate) async fn prepare_twice(s: &mut Sess) -> Outcome {
     let Some(claim) = s.engine_claims.first().cloned() else {
         return Outcome::skip("DRA-PREP-001 did not prepare");
     };
+    let first: Vec<String> =
+        s.prepared_claims.iter().find(|(u, _)| *u == claim.uid).map(|(_, i)| i.clone()).unwrap_or_default();
     let (c, d) = need!(s.conn().await);
-    let a = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
-        &rules::SERVICE_ANSWERS,
-        "NodePrepareResources",
-        e.to_string()
-    )));
-    let b = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
-        &rules::IDEMPOTENT,
-        "NodePrepareResources (again)",
-        e.to_string()
-    )));
-    if rules::same_answer(&a, &b) {
+    let mut answers = Vec::new();
+    for n in ["", " (again)"] {
+        let rpc = format!("NodePrepareResources{n}");
+        let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
+            &rules::IDEMPOTENT,
+            rpc.clone(),
+            e.to_string()
+        )));
+        if let Some(o) = extra_uids(std::slice::from_ref(&claim.uid), &r, &rpc) {
+            return o;
+        }
+        let Some(x) = r.claims.get(&claim.uid) else {
+            return fail(&rules::ANSWER_COMPLETE, rpc, "no entry for the claim");
+        };
+        if !x.error.is_empty() {
+            return fail(
+                &rules::IDEMPOTENT,
+                rpc,
+                format!("error: {} (the claim was prepared in DRA-PREP-001: the first answer stands)", x.error),
+            );
+        }
+        let mut ids: Vec<String> = x.devices.iter().flat_map(|d| d.cdi_device_ids.iter().cloned()).collect();
+        ids.sort();
+        let mut want = first.clone();
+        want.sort();
+        if ids != want {
+            return fail(
+                &rules::IDEMPOTENT,
+                rpc,
+                format!("CDI IDs [{}]; the first answer (DRA-PREP-001) had [{}]", ids.join(", "), want.join(", ")),
+            );
+        }
+        answers.push(r);
+    }
+    if rules::same_answer(&answers[0], &answers[1]) {
         Outcome::pass("")
     } else {
-        fail(&rules::IDEMPOTENT, "NodePrepareResources twice", format!("first {:?}, then {:?}", a.claims, b.claims))
+        fail(
+            &rules::IDEMPOTENT,
+            "NodePrepareResources twice",
+            format!("first {:?}, then {:?}", answers[0].claims, answers[1].claims),
+        )
     }
 }
 
@@ -138,13 +161,19 @@ pub(crate) async fn allocated_devices_prepared(s: &mut Sess) -> Outcome {
     if s.engine_claims.is_empty() {
         return Outcome::skip("DRA-PREP-001 did not prepare");
     }
-    // driver/device: a missing pool name is DRA-PREP-002's finding, not this one's.
-    let sorted = |v: &[String]| {
+    // driver/pool/device; without the pool when the answer names none
+    // (a missing pool name is DRA-PREP-002's finding, not this one's).
+    let sorted = |v: &[String], pool: bool| {
         let mut v: Vec<String> = v
             .iter()
             .map(|w| {
                 let parts: Vec<&str> = w.split('/').collect();
-                format!("{}/{}", parts.first().unwrap_or(&""), parts.last().unwrap_or(&""))
+                let (drv, dev) = (parts.first().unwrap_or(&""), parts.last().unwrap_or(&""));
+                if pool {
+                    format!("{drv}/{}/{dev}", parts.get(1).unwrap_or(&""))
+                } else {
+                    format!("{drv}/{dev}")
+                }
             })
             .collect();
         v.sort();
@@ -153,14 +182,16 @@ pub(crate) async fn allocated_devices_prepared(s: &mut Sess) -> Outcome {
     let mut wrong = Vec::new();
     for c in &s.engine_claims {
         let key = format!("{}/{}", c.namespace, c.name);
+        let prepared_raw = s.seen.iter().rev().find_map(|e| match &e.event {
+            KubeletEvent::ClaimPrepared { claim, devices, .. } if *claim == key => Some(devices.clone()),
+            _ => None,
+        });
+        let pool = prepared_raw.iter().flatten().all(|w| w.split('/').nth(1).is_some_and(|p| !p.is_empty()));
         let allocated = s.seen.iter().rev().find_map(|e| match &e.event {
-            KubeletEvent::ClaimAllocated { claim, devices, .. } if *claim == key => Some(sorted(devices)),
+            KubeletEvent::ClaimAllocated { claim, devices, .. } if *claim == key => Some(sorted(devices, pool)),
             _ => None,
         });
-        let prepared = s.seen.iter().rev().find_map(|e| match &e.event {
-            KubeletEvent::ClaimPrepared { claim, devices, .. } if *claim == key => Some(sorted(devices)),
-            _ => None,
-        });
+        let prepared = prepared_raw.map(|p| sorted(&p, pool));
         if let (Some(a), Some(p)) = (allocated, prepared) {
             if a != p {
                 wrong.push(format!("{key}: allocated {}, prepared {}", a.join(", "), p.join(", ")));
@@ -179,6 +210,19 @@ pub(crate) async fn cdi_resolves(s: &mut Sess) -> Outcome {
     let Some(ids) = s.prepared.clone() else { return Outcome::skip("DRA-PREP-001 did not prepare") };
     if ids.is_empty() {
         return Outcome::skip("the driver returned no CDI IDs");
+    }
+    // The runtime's CDI cache refuses a spec the CDI library rejects: its devices do not resolve.
+    let refused: Vec<String> = super::cdi::scan(&s.tree.cdi_dir())
+        .into_iter()
+        .filter(|f| f.ids.iter().any(|i| ids.contains(i)))
+        .filter_map(|f| f.problem.map(|p| format!("spec file {}: {p}", f.name)))
+        .collect();
+    if !refused.is_empty() {
+        return Outcome::fail(
+            "CDI spec files in {cdi-dir} (validated as tags.cncf.io/container-device-interface does)",
+            format!("{} (the runtime refuses the spec: its CDI IDs do not resolve)", refused.join("; ")),
+            "write specs the CDI library accepts: a known cdiVersion, vendor/class kind, valid device names, non-empty containerEdits per device",
+        );
     }
     let bad = unresolved_cdi(&[s.tree.cdi_dir()], &ids);
     if bad.is_empty() {
@@ -285,105 +329,51 @@ pub(crate) async fn health_stream(s: &mut Sess) -> Outcome {
     if let Some(v) = rules::health_violations(&snap, now).first() {
         return fail(v.rule, "NodeWatchResources", v.text.clone());
     }
-    // The stream stays open: nothing (or another snapshot) for a while, never its end.
-    if let Ok(Ok(None)) = tokio::time::timeout(Duration::from_millis(500), stream.next(&d.endpoint)).await {
-        return fail(&rules::HEALTH_STREAM, "NodeWatchResources", "the stream ended after its first snapshot");
-    }
-    Outcome::pass(format!("{} device(s)", snap.len()))
-}
-
-/// DRA-RESTART-001
-pub(crate) async fn kubelet_restart(s: &mut Sess) -> Outcome {
-    s.driver = Some(need!(s.registered(0).await));
-    need!(s.prepare_pod("pod-r").await);
-    let from = s.seen.len();
-    if let Some(k) = &s.kubelet {
-        need!(k.restart().await.map_err(|e| Outcome::fail("kubelet restart", e.to_string(), "see the kubelet log")));
-    }
-    need!(s.registered(from).await);
-    let cached = s
-        .wait(from, POD_WITHIN, |e| match e {
-            KubeletEvent::ClaimPrepared { claim, cached, .. } if claim.ends_with("pod-r-a") => Some(*cached),
-            _ => None,
-        })
-        .await;
-    if cached != Some(true) {
-        return Outcome::fail(
-            "kubelet restart",
-            format!("the claim was not restored prepared ({cached:?})"),
-            "report this bug: the kubelet's checkpoint",
-        );
-    }
-    need!(s.remove_pod("pod-r").await);
-    Outcome::pass("re-registered; claims kept; unprepared after")
-}
-
-/// DRA-ROLL-001
-pub(crate) async fn rolling_update(s: &mut Sess) -> Outcome {
-    if !s.argv.iter().any(|a| a.contains("{rolling-uid}")) {
-        return Outcome::skip("the command has no {rolling-uid}: pass it to the driver's rolling-update option");
-    }
-    s.driver = Some(need!(s.registered(0).await));
-    let from = s.seen.len();
-    s.second = Some(need!(s.spawn_instance("b", "driver-b.log").map_err(|e| Outcome::fail(
-        "start a second instance",
-        e.to_string(),
-        "check the command"
-    ))));
-    let two = s
-        .wait(from, REGISTER_WITHIN, |e| match e {
-            KubeletEvent::DraRegistered { instances, endpoint, .. } => Some((*instances, endpoint.clone())),
-            KubeletEvent::RegistrationRejected { error, .. } => Some((0, error.clone())),
-            _ => None,
-        })
-        .await;
-    let newest = match two {
-        Some((2, ep)) => ep,
-        other => {
-            return Outcome::fail(
-                "a second instance's registration",
-                format!("{other:?}; driver log: {}", log_tail(&s.tree.logs.join("driver-b.log"), 5)),
-                "name both sockets after the rolling-update UID (<driver>-<uid>-reg.sock, a distinct endpoint)",
-            )
+    // Health names devices of the driver's slices (when it publishes any).
+    let published = super::pools::devices(&s.node_slices(&d.name).await.unwrap_or_default());
+    if !published.is_empty() {
+        let strange: Vec<String> = snap
+            .iter()
+            .filter_map(|h| h.device.as_ref())
+            .filter(|x| !published.contains(&(x.pool_name.clone(), x.device_name.clone())))
+            .map(|x| format!("{}/{}", x.pool_name, x.device_name))
+            .collect();
+        if !strange.is_empty() {
+            return fail(
+                &rules::HEALTH_DEVICE,
+                "NodeWatchResources",
+                format!(
+                    "health for {}, which no ResourceSlice of the driver on this node lists (the kubelet cannot tie it to a claim)",
+                    strange.join(", ")
+                ),
+            );
         }
+    }
+    // Refreshed within health_check_timeout_seconds (0: the kubelet's 30 s), or
+    // the kubelet marks the devices Unknown; checked when that is short.
+    let secs = snap.iter().map(|h| h.health_check_timeout_seconds).filter(|t| *t > 0).min().unwrap_or(30);
+    let timeout = Duration::from_secs(u64::try_from(secs).unwrap_or(30));
+    let wait = if timeout <= HEALTH_REFRESH_CHECKED {
+        timeout + Duration::from_millis(500)
+    } else {
+        Duration::from_millis(500)
     };
-    if let Some(d) = &mut s.driver {
-        d.endpoint = PathBuf::from(&newest);
+    match tokio::time::timeout(wait, stream.next(&d.endpoint)).await {
+        Ok(Ok(None)) => fail(&rules::HEALTH_STREAM, "NodeWatchResources", "the stream ended after its first snapshot"),
+        Err(_) if timeout <= HEALTH_REFRESH_CHECKED => fail(
+            &rules::HEALTH_STREAM,
+            "NodeWatchResources",
+            format!(
+                "no snapshot within health_check_timeout_seconds ({secs}s) after the first: the kubelet marks the devices Unknown"
+            ),
+        ),
+        _ if timeout <= HEALTH_REFRESH_CHECKED => Outcome::pass(format!("{} device(s); refreshed within {secs}s", snap.len())),
+        _ => Outcome::pass(format!(
+            "{} device(s); refresh not waited for (health_check_timeout_seconds {secs}s)",
+            snap.len()
+        )),
     }
-    need!(s.prepare_pod("pod-u").await);
-    let from = s.seen.len();
-    if let Some(p) = s.second.take() {
-        p.stop(Duration::from_secs(10)).await;
-    }
-    let left = s
-        .wait(from, REGISTER_WITHIN, |e| match e {
-            KubeletEvent::DraDeregistered { instances, .. } => Some(*instances),
-            _ => None,
-        })
-        .await;
-    if left != Some(1) {
-        return Outcome::fail(
-            "the newest instance stops",
-            format!("instances left: {left:?}"),
-            "remove only this instance's sockets on exit",
-        );
-    }
-    need!(s.remove_pod("pod-u").await);
-    Outcome::pass("two instances; unprepared through the older one")
 }
 
-/// DRA-RESTART-002
-pub(crate) async fn driver_restart(s: &mut Sess) -> Outcome {
-    s.driver = Some(need!(s.registered(0).await));
-    need!(s.prepare_pod("pod-d").await);
-    let from = s.seen.len();
-    if let Some(p) = s.plugin.take() {
-        p.stop(Duration::from_secs(10)).await;
-    }
-    s.wait(from, REGISTER_WITHIN, |e| matches!(e, KubeletEvent::DraDeregistered { .. }).then_some(())).await;
-    let from = s.seen.len();
-    need!(s.start_plugin().map_err(|e| Outcome::fail("restart the driver", e.to_string(), "check the command")));
-    s.driver = Some(need!(s.registered(from).await));
-    need!(s.remove_pod("pod-d").await);
-    Outcome::pass("re-registered; unprepared through the new instance")
-}
+/// HEALTH-001 waits for a refresh when health_check_timeout_seconds is at most this.
+const HEALTH_REFRESH_CHECKED: Duration = Duration::from_secs(10);

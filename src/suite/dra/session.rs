@@ -3,7 +3,7 @@
 //! (waiting for registration, preparing and removing a pod, calling the
 //! driver directly).
 
-use super::super::env::{log_tail, Kubelet, PluginProcess, Tree};
+use super::super::env::{Kubelet, PluginProcess, Tree};
 use super::super::options::Options;
 use super::super::Outcome;
 use crate::api::dra_v1::Claim;
@@ -114,8 +114,45 @@ impl Sess {
         PluginProcess::spawn(&argv, &env, &self.tree.logs.join(log))
     }
 
-    pub(super) fn log(&self) -> String {
-        log_tail(&self.tree.logs.join("driver.log"), 5)
+    /// The driver's own last log lines (its stderr and stdout; the second
+    /// instance's too when one ran), bounded: a failure's evidence.
+    pub(crate) fn log_excerpt(&self) -> Option<String> {
+        let read = |name: &str| std::fs::read_to_string(self.tree.logs.join(name)).ok();
+        let first = read("driver.log")?;
+        let mut out = crate::suite::evidence::log_excerpt(&first, 8, 800);
+        if let Some(b) = read("driver-b.log") {
+            out.push_str(&format!(" ‖ instance b: {}", crate::suite::evidence::log_excerpt(&b, 6, 500)));
+        }
+        Some(out)
+    }
+
+    /// The local API server (from the kubelet's `api-server` event).
+    pub(super) fn api(&self) -> std::result::Result<crate::plugin::dra::slices::ApiServer, Outcome> {
+        let Some(kubeconfig) = self.seen.iter().find_map(|e| match &e.event {
+            KubeletEvent::ApiServer { kubeconfig, .. } => Some(kubeconfig.clone()),
+            _ => None,
+        }) else {
+            return Err(Outcome::skip("no local API server"));
+        };
+        crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))
+            .map_err(|e| Outcome::fail("read the local API server's kubeconfig", e.to_string(), "report this bug"))
+    }
+
+    /// The driver's ResourceSlices for this node, as the API server lists them.
+    pub(super) async fn node_slices(&self, driver: &str) -> std::result::Result<Vec<serde_json::Value>, Outcome> {
+        let api = self.api()?;
+        let path = format!("{}?fieldSelector=spec.driver%3D{driver}", crate::plugin::dra::slices::SLICES_PATH);
+        let (_, list) = crate::plugin::dra::slices::request(&api, "GET", &path, None, self.timeout)
+            .await
+            .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug"))?;
+        let node = crate::kubelet::dra::NODE_NAME;
+        Ok(list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|x| x["spec"]["nodeName"] == node)
+            .collect())
     }
 
     /// Wait until an event after index `from` satisfies `f` (its result), or `within` passes.
@@ -141,6 +178,36 @@ impl Sess {
         }
     }
 
+    /// As [`Sess::wait`], but ends early (`Err` with its status) when the driver's process exits.
+    pub(super) async fn wait_alive<T>(
+        &mut self,
+        from: usize,
+        within: Duration,
+        f: impl Fn(&KubeletEvent) -> Option<T>,
+    ) -> std::result::Result<Option<T>, std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut i = from;
+        loop {
+            while i < self.seen.len() {
+                if let Some(t) = f(&self.seen[i].event) {
+                    return Ok(Some(t));
+                }
+                i += 1;
+            }
+            if let Some(st) = self.plugin.as_mut().and_then(|p| p.exited()) {
+                return Err(st);
+            }
+            // Woken by an event, or every 100 ms to see whether the process exited.
+            let slice = (tokio::time::Instant::now() + Duration::from_millis(100)).min(deadline);
+            match tokio::time::timeout_at(slice, self.events.recv()).await {
+                Ok(Some(e)) => self.seen.push(e),
+                Ok(None) => return Ok(None),
+                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(None),
+                Err(_) => {}
+            }
+        }
+    }
+
     /// Drain what has arrived.
     pub(super) fn drain(&mut self) {
         while let Ok(e) = self.events.try_recv() {
@@ -158,7 +225,7 @@ impl Sess {
 
     pub(super) async fn registered(&mut self, from: usize) -> std::result::Result<Driver, Outcome> {
         let got = self
-            .wait(from, REGISTER_WITHIN, |e| match e {
+            .wait_alive(from, REGISTER_WITHIN, |e| match e {
                 KubeletEvent::DraRegistered { driver, endpoint, service, health, .. } => Some(Ok(Driver {
                     name: driver.clone(),
                     endpoint: PathBuf::from(endpoint),
@@ -171,30 +238,28 @@ impl Sess {
                 _ => None,
             })
             .await;
+        let fix = "create <kubelet-root>/plugins_registry/<driver>-reg.sock (pass {plugins-registry-dir} or {kubelet-root-dir} to the driver)";
         match got {
-            Some(Ok(d)) => Ok(d),
-            Some(Err(e)) => {
+            Ok(Some(Ok(d))) => Ok(d),
+            Ok(Some(Err(e))) => {
                 Err(Outcome::fail("plugin watcher: GetInfo, validation, NotifyRegistrationStatus", e, rules::TYPE.fix))
             }
-            None => {
-                let exited = self.plugin.as_mut().and_then(|p| p.exited());
-                let why = match exited {
-                    Some(st) => format!("the driver exited ({st}); its log: {}", self.log()),
-                    None => format!(
-                        "no registration socket registered within {REGISTER_WITHIN:?}; driver log: {}",
-                        self.log()
-                    ),
-                };
-                Err(Outcome::fail(
-                    "plugin watcher",
-                    why,
-                    "create <kubelet-root>/plugins_registry/<driver>-reg.sock (pass {plugins-registry-dir} or {kubelet-root-dir} to the driver)",
-                ))
-            }
+            Err(st) => Err(Outcome::fail(
+                "plugin watcher",
+                format!("the driver exited ({st}) before it registered"),
+                "keep the driver running: its log (below) says why it stopped",
+            )),
+            Ok(None) => Err(Outcome::fail(
+                "plugin watcher",
+                format!("no registration socket registered within {REGISTER_WITHIN:?}"),
+                fix,
+            )),
         }
     }
 
-    /// The registered driver (waiting for its registration when no scenario has yet).
+    /// The registered driver (waiting for its registration when no scenario
+    /// has yet). A driver that does not register fails the first scenario
+    /// that needs it (DRA-REG-001 when selected), once; the rest of the run is NOT-RUN.
     pub(super) async fn driver(&mut self) -> std::result::Result<Driver, Outcome> {
         if let Some(d) = &self.driver {
             return Ok(d.clone());
@@ -204,7 +269,7 @@ impl Sess {
                 self.driver = Some(d.clone());
                 Ok(d)
             }
-            Err(_) => Err(Outcome::skip("the driver did not register")),
+            Err(f) => Err(f.stopping("the driver did not register", &["DRA-REG-001"])),
         }
     }
 

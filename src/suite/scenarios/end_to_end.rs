@@ -96,6 +96,7 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
             return Outcome::warn(
                 format!("a second instance could not run beside the first ({status}): DaemonSet maxSurge updates are not possible"),
                 Some(crate::suite::Evidence {
+                    log: None,
                     rpc: "start a second instance".into(),
                     answer: format!("it exited before registering; plugin log: {}", s.plugin_log()),
                     fix: "serve a socket named per start (e.g. with the pod's name or a random suffix) so two instances can run during a rolling update".into(),

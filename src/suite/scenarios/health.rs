@@ -151,6 +151,7 @@ pub(crate) async fn health(s: &mut Health<'_>) -> Outcome {
         (Some((took, after)), Some(false)) => Outcome::warn(
             format!("allocatable {before} → {after} after {}, but another open stream never got the update", ms(took)),
             Some(Evidence {
+                log: None,
                 rpc: format!("ListAndWatch (another stream, opened {} the kubelet's)", if s.other_first { "before" } else { "after" }),
                 answer: format!("the kubelet's stream got the Unhealthy snapshot; another open stream got nothing within {timeout:?}: the plugin hands each update to one stream, so `dpctl watch`, a monitoring agent or a stream the plugin still reads after its client left can take the kubelet's"),
                 fix: "give every stream its own subscription (a broadcast, not one shared channel)".into(),

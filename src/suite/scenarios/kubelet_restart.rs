@@ -18,6 +18,7 @@ pub(crate) async fn kres_reregister(s: &mut Env<'_>) -> Outcome {
                 Some(cost) => Outcome::warn(
                     format!("{took}, only because it was restarted"),
                     Some(Evidence {
+                        log: None,
                         rpc: "Register after the kubelet restarted".into(),
                         answer: format!("{cost}; log of the run that exited: {}", s.last_crash_log()),
                         fix: "watch the plugin directory: when kubelet.sock is re-created or your socket deleted, serve again and register instead of exiting".into(),

@@ -155,6 +155,7 @@ pub(crate) async fn law_first(s: &mut Basic<'_>) -> Outcome {
         return Outcome::warn(
             format!("{what}; the node reads capacity 0 meanwhile"),
             Some(Evidence {
+                log: None,
                 rpc: "ListAndWatch (the kubelet's stream)".into(),
                 answer: what,
                 fix: "send the full device list in the first ListAndWatch message".into(),

@@ -202,6 +202,21 @@ pub(crate) async fn setup<'a>(o: &'a Options, session: Session, isolation: Isola
 }
 
 impl State<'_> {
+    /// The last lines of the running (or last) plugin process's log, for a failure's evidence.
+    pub(crate) fn log_excerpt(&self) -> Option<String> {
+        let env: &Env = match self {
+            State::Basic(b) => b,
+            State::Env(e) => e,
+            State::Health(h) => h,
+        };
+        let path = match (&env.plugin, &env.tree) {
+            (Some(p), _) => p.log.clone(),
+            (None, Some(t)) => t.logs.join(format!("plugin-{}.log", env.restarts.saturating_sub(1))),
+            (None, None) => return None,
+        };
+        Some(super::evidence::log_excerpt(&std::fs::read_to_string(&path).unwrap_or_default(), 8, 800))
+    }
+
     /// Close the streams the scenarios opened, stop the plugin, then the kubelet.
     pub(crate) async fn teardown(self) {
         match self {

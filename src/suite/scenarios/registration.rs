@@ -13,6 +13,7 @@ pub(crate) async fn reg_within(s: &mut Basic<'_>) -> Outcome {
         Some(cost) => Outcome::warn(
             format!("{took}, only because it was restarted"),
             Some(Evidence {
+                log: None,
                 rpc: "plugin start".into(),
                 answer: format!("{cost}; log of the first run: {}", s.first_crash_log()),
                 fix: "keep running: retry what failed with back-off instead of exiting".into(),

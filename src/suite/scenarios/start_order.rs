@@ -25,6 +25,7 @@ pub(crate) async fn start_order(s: &mut Env<'_>) -> Outcome {
                 Some(cost) => Outcome::warn(
                     format!("{took}, only because it was restarted"),
                     Some(Evidence {
+                        log: None,
                         rpc: "plugin start without kubelet.sock".into(),
                         answer: format!("{cost}; log of the first run: {}", s.first_crash_log()),
                         fix: "wait (watch the directory or retry with backoff) for kubelet.sock instead of exiting"
