@@ -25,32 +25,60 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// One selector term.
+mod devices;
+pub mod quantity;
+#[cfg(test)]
+mod tests;
+
+pub use devices::{Attribute, Capacity, CounterSet, Policy, SliceDevice, Taint, Toleration};
+use quantity::Quantity;
+
+/// One CEL selector (`cel.expression`), compiled by the allocator as the
+/// scheduler compiles it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selector {
-    /// `device.driver == "NAME"`.
-    Driver(String),
-    /// `device.attributes["DOMAIN"].ATTR == VALUE` (`DOMAIN/ATTR`, the value as JSON text).
-    Attribute(String, Value),
+pub struct Selector {
+    /// The expression.
+    pub expression: String,
 }
 
-/// One device request of a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Selector {
+    /// A selector for every device of `driver` (a class named after a driver).
+    pub fn driver(driver: &str) -> Selector {
+        Selector { expression: format!("device.driver == {driver:?}") }
+    }
+}
+
+/// One device request of a claim (v1 `exactly`, a v1beta1 request, or a
+/// `firstAvailable` sub-request).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Request {
     /// The request's name.
     pub name: String,
     /// deviceClassName.
     pub class: String,
-    /// How many devices (ExactCount).
+    /// How many devices (ExactCount; v1 default 1).
     pub count: u64,
     /// allocationMode: All.
     pub all: bool,
     /// Its selectors (all must match).
     pub selectors: Vec<Selector>,
-    /// adminAccess: the device may be shared with other claims.
+    /// adminAccess.
     pub admin: bool,
+    /// tolerations (KEP-5055).
+    pub tolerations: Vec<Toleration>,
+    /// capacity.requests (KEP-5075): capacity name → amount.
+    pub capacity: BTreeMap<String, Quantity>,
     /// firstAvailable: sub-requests tried in order (then the fields above are unused).
     pub first_available: Vec<Request>,
+}
+
+/// One `spec.devices.constraints[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    /// The requests it covers (empty: all of the claim's).
+    pub requests: Vec<String>,
+    /// matchAttribute: a fully qualified attribute name every device must share.
+    pub match_attribute: String,
 }
 
 /// A claim's spec.
@@ -58,6 +86,21 @@ pub struct Request {
 pub struct ClaimSpec {
     /// spec.devices.requests.
     pub requests: Vec<Request>,
+    /// spec.devices.constraints.
+    pub constraints: Vec<Constraint>,
+}
+
+/// A DeviceTaintRule: a taint put on every device its selector names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaintRule {
+    /// spec.deviceSelector.driver.
+    pub driver: Option<String>,
+    /// spec.deviceSelector.pool.
+    pub pool: Option<String>,
+    /// spec.deviceSelector.device.
+    pub device: Option<String>,
+    /// spec.taint.
+    pub taint: Taint,
 }
 
 /// An object from the manifest directory.
@@ -102,6 +145,22 @@ pub enum Object {
         devices: Vec<SliceDevice>,
         /// spec.skipNodeOperations (KEP-5945).
         skip: Vec<String>,
+        /// spec.sharedCounters (KEP-4815).
+        counters: Vec<CounterSet>,
+    },
+    /// A Namespace (its labels decide whether claims in it may ask for adminAccess).
+    Namespace {
+        /// Name.
+        name: String,
+        /// metadata.labels.
+        labels: BTreeMap<String, String>,
+    },
+    /// A DeviceTaintRule (KEP-5055).
+    TaintRule {
+        /// Name.
+        name: String,
+        /// What it taints, and with what.
+        rule: TaintRule,
     },
 }
 
@@ -113,25 +172,15 @@ impl Object {
             Object::Template { namespace, name, .. } => format!("ResourceClaimTemplate {namespace}/{name}"),
             Object::Class { name, .. } => format!("DeviceClass {name}"),
             Object::Slice { name, .. } => format!("ResourceSlice {name}"),
+            Object::Namespace { name, .. } => format!("Namespace {name}"),
+            Object::TaintRule { name, .. } => format!("DeviceTaintRule {name}"),
         }
     }
 }
 
-/// A device of a ResourceSlice.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SliceDevice {
-    /// Its name.
-    pub name: String,
-    /// Fully qualified attribute name (`DOMAIN/ATTR`) → value (string, number or bool).
-    pub attributes: BTreeMap<String, Value>,
-}
-
 /// The kinds read here.
-pub const KINDS: &[&str] = &["ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"];
-
-/// What the selector subset is (for error messages).
-pub const SELECTOR_SUBSET: &str =
-    "device.driver == \"NAME\" or device.attributes[\"DOMAIN\"].ATTR == VALUE, joined with &&";
+pub const KINDS: &[&str] =
+    &["ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "Namespace", "DeviceTaintRule"];
 
 /// A stable UUID-shaped UID for an object without one.
 pub fn derived_uid(seed: &str) -> String {
@@ -153,46 +202,6 @@ pub fn dra_kind(v: &Value) -> Option<&'static str> {
     KINDS.iter().find(|x| **x == k).copied()
 }
 
-fn parse_literal(s: &str) -> Option<Value> {
-    let s = s.trim();
-    if let Some(inner) = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-        return (!inner.contains('"')).then(|| Value::String(inner.to_string()));
-    }
-    match s {
-        "true" => return Some(Value::Bool(true)),
-        "false" => return Some(Value::Bool(false)),
-        _ => {}
-    }
-    s.parse::<i64>().ok().map(Value::from)
-}
-
-/// Parse a CEL selector in the supported subset.
-pub fn parse_selector(expr: &str) -> Result<Vec<Selector>, String> {
-    let refuse = || format!("selector {expr:?} is outside the supported subset ({SELECTOR_SUBSET})");
-    let mut out = Vec::new();
-    for term in expr.split("&&") {
-        let (lhs, rhs) = term.split_once("==").ok_or_else(refuse)?;
-        let (lhs, rhs) = (lhs.trim(), rhs.trim());
-        let value = parse_literal(rhs).ok_or_else(refuse)?;
-        if lhs == "device.driver" {
-            match value {
-                Value::String(s) => out.push(Selector::Driver(s)),
-                _ => return Err(refuse()),
-            }
-        } else if let Some(rest) = lhs.strip_prefix("device.attributes[\"") {
-            let (domain, attr) = rest.split_once("\"].").ok_or_else(refuse)?;
-            let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-            if !ok(domain) || !ok(attr) {
-                return Err(refuse());
-            }
-            out.push(Selector::Attribute(format!("{domain}/{attr}"), value));
-        } else {
-            return Err(refuse());
-        }
-    }
-    Ok(out)
-}
-
 fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
     let mut out = Vec::new();
     for (i, s) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
@@ -200,13 +209,16 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .get("cel")
             .and_then(|c| c.get("expression"))
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{at}[{i}]: only cel.expression selectors are supported"))?;
-        out.extend(parse_selector(expr).map_err(|e| format!("{at}[{i}]: {e}"))?);
+            .filter(|e| !e.trim().is_empty())
+            .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
+        out.push(Selector { expression: expr.to_string() });
     }
     Ok(out)
 }
 
-/// A request's (or sub-request's) fields: class, count or All, selectors, adminAccess.
+/// A request's (or sub-request's) fields: class, count or All, selectors,
+/// adminAccess, tolerations, capacity requests. v1's defaults apply:
+/// allocationMode ExactCount, count 1.
 fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> {
     let class = e.get("deviceClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
     let class = class.ok_or_else(|| format!("{at}: deviceClassName is required"))?.to_string();
@@ -217,15 +229,42 @@ fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> 
     };
     let count = match e.get("count") {
         None => 1,
+        Some(_) if all => return Err(format!("{at}: count must not be set with allocationMode All")),
         Some(c) => c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?,
     };
     let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
     let selectors = selectors(e.get("selectors"), &format!("{at}.selectors"))?;
-    Ok(Request { name, class, count, all, selectors, admin, first_available: vec![] })
+    let tolerations = devices::tolerations(e.get("tolerations"), &format!("{at}.tolerations"))?;
+    let mut capacity = BTreeMap::new();
+    let reqs = e.get("capacity").and_then(|c| c.get("requests"));
+    for (k, q) in reqs.and_then(Value::as_object).into_iter().flatten() {
+        capacity.insert(k.clone(), devices::quantity(q, &format!("{at}.capacity.requests[{k}]"))?);
+    }
+    Ok(Request { name, class, count, all, selectors, admin, tolerations, capacity, first_available: vec![] })
+}
+
+fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {
+    let mut out = Vec::new();
+    for (i, c) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        if c.get("distinctAttribute").is_some() {
+            return Err(format!("{at}.distinctAttribute is not supported (only matchAttribute)"));
+        }
+        let attr = c.get("matchAttribute").and_then(Value::as_str).filter(|a| a.contains('/'));
+        let attr = attr.ok_or_else(|| format!("{at}.matchAttribute must be a fully qualified name (DOMAIN/ATTR)"))?;
+        let requests = c
+            .get("requests")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        out.push(Constraint { requests, match_attribute: attr.to_string() });
+    }
+    Ok(out)
 }
 
 fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
-    let reqs = spec.and_then(|s| s.get("devices")).and_then(|d| d.get("requests")).and_then(Value::as_array);
+    let devs = spec.and_then(|s| s.get("devices"));
+    let reqs = devs.and_then(|d| d.get("requests")).and_then(Value::as_array);
     let mut requests = Vec::new();
     for (i, r) in reqs.map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
         let at = format!("{at}.devices.requests[{i}]");
@@ -249,15 +288,7 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
                 }
                 first_available.push(request_fields(sname, sub, &at)?);
             }
-            requests.push(Request {
-                name,
-                class: String::new(),
-                count: 0,
-                all: false,
-                selectors: vec![],
-                admin: false,
-                first_available,
-            });
+            requests.push(Request { name, first_available, ..Request::default() });
             continue;
         }
         // v1 nests the request under `exactly`; v1beta1 has the fields on the request.
@@ -266,7 +297,16 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
     if requests.is_empty() {
         return Err(format!("{at}.devices.requests must list at least one request"));
     }
-    Ok(ClaimSpec { requests })
+    let constraints = constraints(devs.and_then(|d| d.get("constraints")), &format!("{at}.devices.constraints"))?;
+    for c in &constraints {
+        for r in &c.requests {
+            let base = r.split('/').next().unwrap_or(r);
+            if !requests.iter().any(|q| q.name == base) {
+                return Err(format!("{at}.devices.constraints: request {r:?} is not one of the claim's requests"));
+            }
+        }
+    }
+    Ok(ClaimSpec { requests, constraints })
 }
 
 /// Parse one object of [`KINDS`] (the caller has checked the kind).
@@ -290,85 +330,12 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "DeviceClass" => {
             Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
         }
-        _ => {
-            let s = spec.ok_or("no spec")?;
-            let driver = s.get("driver").and_then(Value::as_str).filter(|d| !d.is_empty());
-            let driver = driver.ok_or("spec.driver is required")?.to_string();
-            let pool = s.get("pool").and_then(|p| p.get("name")).and_then(Value::as_str).filter(|p| !p.is_empty());
-            let pool = pool.ok_or("spec.pool.name is required")?.to_string();
-            let mut devices = Vec::new();
-            for (i, d) in
-                s.get("devices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
-            {
-                let dname = d.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-                let dname = dname.ok_or_else(|| format!("spec.devices[{i}].name is required"))?.to_string();
-                // v1beta1 nests attributes under `basic`.
-                let attrs = d.get("attributes").or_else(|| d.get("basic").and_then(|b| b.get("attributes")));
-                let mut attributes = BTreeMap::new();
-                for (k, a) in attrs.and_then(Value::as_object).into_iter().flatten() {
-                    let value = ["string", "int", "bool", "version"].iter().find_map(|t| a.get(*t)).cloned();
-                    let Some(value) = value else { continue };
-                    let key = if k.contains('/') { k.clone() } else { format!("{driver}/{k}") };
-                    attributes.insert(key, value);
-                }
-                devices.push(SliceDevice { name: dname, attributes });
-            }
-            let skip = s
-                .get("skipNodeOperations")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                .unwrap_or_default();
-            Object::Slice { name, driver, pool, devices, skip }
+        "Namespace" => {
+            let labels = meta.get("labels").and_then(Value::as_object).into_iter().flatten();
+            let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
+            Object::Namespace { name, labels }
         }
+        "DeviceTaintRule" => Object::TaintRule { rule: devices::taint_rule(spec.ok_or("no spec")?)?, name },
+        _ => devices::slice(name, spec.ok_or("no spec")?)?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn selectors_parse_in_the_documented_subset_only() {
-        assert_eq!(
-            parse_selector(
-                r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "a100""#
-            )
-            .unwrap(),
-            vec![
-                Selector::Driver("gpu.example.com".into()),
-                Selector::Attribute("gpu.example.com/model".into(), json!("a100"))
-            ]
-        );
-        assert_eq!(
-            parse_selector(r#"device.attributes["d.x"].n == 4"#).unwrap()[0],
-            Selector::Attribute("d.x/n".into(), json!(4))
-        );
-        for bad in [r#"device.driver != "x""#, "device.capacity[\"x\"].mem > 1", r#"device.driver == "a" || true"#] {
-            assert!(parse_selector(bad).unwrap_err().contains("outside the supported subset"), "{bad}");
-        }
-    }
-
-    #[test]
-    fn claims_templates_classes_and_slices_parse_in_v1_and_v1beta1_shapes() {
-        let v1 = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"gpu","namespace":"ml"},
-            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu.example.com","count":2}}]}}});
-        let Object::Claim { spec, uid, .. } = parse(&v1).unwrap() else { panic!() };
-        assert_eq!((spec.requests[0].count, spec.requests[0].class.as_str()), (2, "gpu.example.com"));
-        assert_eq!(uid.len(), 36);
-        let b1 = json!({"kind":"ResourceClaimTemplate","metadata":{"name":"t"},
-            "spec":{"spec":{"devices":{"requests":[{"name":"r","deviceClassName":"c","allocationMode":"All"}]}}}});
-        let Object::Template { spec, namespace, .. } = parse(&b1).unwrap() else { panic!() };
-        assert!(spec.requests[0].all);
-        assert_eq!(namespace, "default");
-        let s = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d.x","pool":{"name":"p"},
-            "devices":[{"name":"g0","attributes":{"model":{"string":"a"},"other.io/n":{"int":3}}}]}});
-        let Object::Slice { devices, .. } = parse(&s).unwrap() else { panic!() };
-        assert_eq!(devices[0].attributes["d.x/model"], json!("a"));
-        assert_eq!(devices[0].attributes["other.io/n"], json!(3));
-        let bad = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{"devices":{"requests":[{"name":"r","firstAvailable":[]}]}}});
-        assert!(parse(&bad).unwrap_err().contains("firstAvailable"));
-        let none = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{}});
-        assert!(parse(&none).unwrap_err().contains("at least one request"));
-    }
 }
