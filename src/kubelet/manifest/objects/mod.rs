@@ -211,6 +211,12 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .and_then(Value::as_str)
             .filter(|e| !e.trim().is_empty())
             .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
+        // kube-apiserver refuses an expression that does not compile.
+        if let Err(e) = ::cel::Program::compile(expr) {
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or("syntax error");
+            return Err(format!("{at}[{i}].cel.expression: compilation failed: {first}"));
+        }
         out.push(Selector { expression: expr.to_string() });
     }
     Ok(out)

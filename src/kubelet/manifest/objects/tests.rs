@@ -73,3 +73,11 @@ fn partitions_capacity_taints_tolerations_and_constraints_parse() {
         json!({"kind":"Namespace","metadata":{"name":"admin","labels":{"resource.kubernetes.io/admin-access":"true"}}});
     assert_eq!(parse(&ns).unwrap().key(), "Namespace admin");
 }
+
+#[test]
+fn a_selector_that_does_not_compile_is_refused_as_kube_apiserver_refuses_it() {
+    let v = json!({"kind":"DeviceClass","metadata":{"name":"c"},"spec":{"selectors":[
+        {"cel":{"expression":"device.driver == 'x'"}},{"cel":{"expression":"device.capacity['x'].memory >"}}]}});
+    let e = parse(&v).unwrap_err();
+    assert!(e.starts_with("spec.selectors[1].cel.expression: compilation failed"), "{e}");
+}
