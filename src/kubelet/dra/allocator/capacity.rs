@@ -68,9 +68,9 @@ pub fn consumed(c: &Candidate, requests: &BTreeMap<String, Quantity>) -> Result<
     Ok(out)
 }
 
-/// The capacity name as the status writes it: as the device publishes it
-/// (with the driver's domain dropped when the slice gave none is not known
-/// here, so the identifier without the driver's domain).
+/// The capacity name as the status writes it: without the driver's own
+/// domain, as slices usually publish it (the slice's spelling is not kept;
+/// upstream writes the name as the slice spelled it).
 pub fn status_name(c: &Candidate, full: &str) -> String {
     full.strip_prefix(&format!("{}/", c.driver)).unwrap_or(full).to_string()
 }

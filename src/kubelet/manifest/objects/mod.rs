@@ -1,26 +1,32 @@
 //! The resource.k8s.io objects the DRA mock kubelet reads from its manifest
 //! directory (beside the pods): ResourceClaim, ResourceClaimTemplate,
-//! DeviceClass and ResourceSlice (v1, and the v1beta1 request shape). What
-//! the allocator ([`crate::kubelet::dra::allocator`]) understands of them:
+//! DeviceClass and ResourceSlice (v1, and the v1beta1 shapes), DeviceTaintRule
+//! and Namespace (its labels). What the allocator
+//! ([`crate::kubelet::dra::allocator`]) reads of them, its documented subset
+//! (docs/dra.md, "The allocator"):
 //!
-//! The allocator's documented subset:
-//! - a request is `exactly: {deviceClassName, count | allocationMode: All, selectors, adminAccess}`
-//!   (v1) or the same fields directly on the request (v1beta1), or `firstAvailable`: a list
-//!   of sub-requests (the same fields but adminAccess), of which the first that can be
-//!   satisfied is taken, its devices' `request` being `<request>/<subrequest>`; like the
-//!   scheduler, a later request that cannot be satisfied makes the allocator try the next
-//!   sub-request of an earlier one;
-//! - a ResourceSlice's `spec.skipNodeOperations` (KEP-5945) is copied to each device it
-//!   gives (`skipNodeOperations` of the allocation result), as the scheduler does;
+//! - a request is `exactly: {deviceClassName, count | allocationMode: All,
+//!   selectors, adminAccess, tolerations, capacity.requests}` (v1, defaults
+//!   ExactCount and count 1) or the same fields on the request (v1beta1), or
+//!   `firstAvailable`: up to 8 sub-requests (no adminAccess), the first that
+//!   can be satisfied taken (`request` is `<request>/<subrequest>`);
+//! - `spec.devices.constraints[].matchAttribute` (`distinctAttribute` is refused);
 //! - a device class is a DeviceClass manifest; when none has that name and a
-//!   driver of that name is known, the class means "every device of that driver";
-//! - selectors are CEL expressions of the form `TERM && TERM …` where a term is
-//!   `device.driver == "NAME"` or `device.attributes["DOMAIN"].ATTR == VALUE`
-//!   (VALUE a string, integer or boolean literal); anything else is refused with this list;
-//! - devices are those of the ResourceSlice manifests and those the driver's
-//!   health stream names; a device is given to one claim at a time unless the
-//!   request has `adminAccess: true`. Health does not steer allocation (the
-//!   scheduler does not see it either).
+//!   driver of that name is known, it means "every device of that driver";
+//! - selectors are CEL expressions, kept as written (one that does not compile
+//!   is refused, as kube-apiserver refuses it) and evaluated by the allocator
+//!   as the scheduler compiles them;
+//! - a slice's devices: typed attributes (string, int, bool, version),
+//!   capacities with `requestPolicy`, `consumesCounters`, `taints`,
+//!   `allowMultipleAllocations`; the slice's `sharedCounters` and
+//!   `skipNodeOperations` (KEP-5945, copied to each allocated device);
+//! - a DeviceTaintRule's `deviceSelector` by driver, pool and device (not by
+//!   class or CEL) and its taint;
+//! - a Namespace's labels (`resource.kubernetes.io/admin-access: "true"`
+//!   allows adminAccess in its claims).
+//!
+//! Quantities parse as apimachinery's ([`quantity`]). Health does not steer
+//! allocation (the scheduler does not see it either).
 
 use serde_json::Value;
 use std::collections::BTreeMap;
