@@ -15,7 +15,7 @@
 mod capacity;
 pub mod cel;
 mod search;
-mod taints;
+pub mod taints;
 #[cfg(test)]
 mod tests;
 

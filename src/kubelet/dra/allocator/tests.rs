@@ -184,8 +184,12 @@ fn cel_selectors_compile_as_the_scheduler_compiles_them() {
     // A missing attribute is a runtime error, which stops the claim's allocation.
     let e = pick(&["device.attributes['gpu.x'].nope == 'x'"]).unwrap_err();
     assert!(e.contains("class c: selector #0: on device gpu.x/p/gpu-0: CEL runtime error: no such key: nope"), "{e}");
-    let e = pick(&["device.attributes['gpu.x'].productName =="]).unwrap_err();
-    assert!(e.contains("class c: selector #0: CEL compilation failed"), "{e}");
+    // A selector that does not compile (a manifest's is refused at parse; a
+    // class or claim built in code) is the claim's reason.
+    let mut cat = Catalog::default();
+    cat.classes.insert("c".into(), vec![Selector { expression: "device.attributes['gpu.x'].productName ==".into() }]);
+    let e = run(&one("c", json!({})), &cat, &cands, &[]).unwrap_err();
+    assert!(e.starts_with("claim ns/c: class c: selector #0: CEL compilation failed: "), "{e}");
     let e = pick(&["device.attributes['gpu.x'].index"]).unwrap_err();
     assert!(e.contains("must evaluate to bool"), "{e}");
     // A claim's own selector.
@@ -355,4 +359,27 @@ fn all_mode_takes_every_matching_device_or_none() {
     let e =
         run(&one("gpu.x", json!({"allocationMode": "All"})), &none, &cands, &[held("gpu.x", "p", "b")]).unwrap_err();
     assert!(e.contains("wants all device(s)") && e.contains("2 match, 1 of them free (device b: in use)"), "{e}");
+}
+
+/// A NoExecute taint added after allocation (a slice republished, or a
+/// DeviceTaintRule): the eviction controller's decision per allocated device.
+#[test]
+fn a_later_no_execute_taint_evicts_unless_tolerated_for_good() {
+    let cands = slice(json!({"devices": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}));
+    let spec = claim(json!({"devices": {"requests": [
+        {"name": "plain", "exactly": {"deviceClassName": "gpu.x"}},
+        {"name": "for-60s", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]}},
+        {"name": "for-good", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists"}]}}]}}));
+    let got = run(&spec, &Catalog::default(), &cands, &[]).unwrap();
+    assert_eq!(devices(&got), ["plain a", "for-60s b", "for-good c"]);
+    assert!(taints::evictions(&got, &cands, &[]).is_empty(), "no taint yet");
+    let drain = catalog(&[json!({"kind": "DeviceTaintRule", "metadata": {"name": "d"},
+        "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoExecute"}}})]);
+    let ev = taints::evictions(&got, &cands, &drain.rules);
+    let words: Vec<String> = ev.iter().map(|e| format!("{} {:?}", e.device.device, e.after_seconds)).collect();
+    assert_eq!(words, ["a None", "b Some(60)"]);
+    // NoSchedule added later does not evict.
+    let ns = catalog(&[json!({"kind": "DeviceTaintRule", "metadata": {"name": "d"},
+        "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoSchedule"}}})]);
+    assert!(taints::evictions(&got, &cands, &ns.rules).is_empty());
 }
