@@ -158,6 +158,25 @@ impl Allocated {
 
 type Key = (String, String, String);
 
+/// Fewer free devices fit a request than it wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooFew {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// The (sub-)request.
+    pub request: String,
+    /// How many it wants (None: all).
+    pub want: Option<u64>,
+    /// Its class.
+    pub class: String,
+    /// Devices that fit.
+    pub fitting: usize,
+    /// Of those, free.
+    pub free: usize,
+    /// Why devices that fit were not taken, each naming the feature.
+    pub why: Vec<String>,
+}
+
 /// Why a claim cannot be allocated (its `Display` is the text the kubelet's
 /// prepare error carries).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,22 +191,7 @@ pub enum Unallocatable {
         class: String,
     },
     /// Fewer free devices fit the request than it wants.
-    TooFew {
-        /// `namespace/name` of the claim.
-        claim: String,
-        /// The (sub-)request.
-        request: String,
-        /// How many it wants (None: all).
-        want: Option<u64>,
-        /// Its class.
-        class: String,
-        /// Devices that fit.
-        fitting: usize,
-        /// Of those, free.
-        free: usize,
-        /// Why devices that fit were not taken, each naming the feature.
-        why: Vec<String>,
-    },
+    TooFew(Box<TooFew>),
     /// No sub-request of a firstAvailable request can be allocated.
     NoSubRequest {
         /// `namespace/name` of the claim.
@@ -240,7 +244,8 @@ impl std::fmt::Display for Unallocatable {
                 f,
                 "claim {claim}: request {request:?}: device class {class:?} not found (add a DeviceClass manifest, or name a registered driver)"
             ),
-            Unallocatable::TooFew { claim, request, want, class, fitting, free, why } => {
+            Unallocatable::TooFew(t) => {
+                let TooFew { claim, request, want, class, fitting, free, why } = &**t;
                 let hint = if *fitting == 0 {
                     " (devices come from ResourceSlice manifests and from the driver's health stream)"
                 } else {

@@ -6,7 +6,7 @@
 //! dead end undoes the last pick and tries the next device.
 
 use super::cel::{self, Compiled};
-use super::{capacity, taints, Allocated, Candidate, Catalog, Key, Unallocatable};
+use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
 use crate::kubelet::manifest::objects::quantity::Quantity;
 use crate::kubelet::manifest::objects::{ClaimSpec, Request, Selector};
 use std::cell::{Cell, RefCell};
@@ -369,7 +369,7 @@ impl<'a> Search<'a> {
             let pick = match self.check(r, label, admin, c, mine) {
                 Ok(p) => p,
                 Err(why) if r.all => {
-                    deeper.get_or_insert(Unallocatable::TooFew {
+                    deeper.get_or_insert(Unallocatable::TooFew(Box::new(TooFew {
                         claim: self.claim.to_string(),
                         request: label.to_string(),
                         want: None,
@@ -377,7 +377,7 @@ impl<'a> Search<'a> {
                         fitting: fitting.len(),
                         free: pos,
                         why: vec![why],
-                    });
+                    })));
                     return Ok(false);
                 }
                 Err(_) => continue,
@@ -415,7 +415,7 @@ impl<'a> Search<'a> {
             ));
         }
         why.truncate(8);
-        Unallocatable::TooFew {
+        Unallocatable::TooFew(Box::new(TooFew {
             claim: self.claim.to_string(),
             request: label.to_string(),
             want: (!r.all).then_some(want as u64),
@@ -423,6 +423,6 @@ impl<'a> Search<'a> {
             fitting: fitting.len(),
             free,
             why,
-        }
+        }))
     }
 }
