@@ -16,6 +16,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// scheduler's timeout instead).
 const MAX_STEPS: u64 = 200_000;
 
+/// resourceapi.AllocationResultsMaxSize: devices one claim's allocation may list.
+const MAX_RESULTS: usize = 32;
+
 /// One pick of this claim: the result and what it consumes.
 struct Pick {
     result: Allocated,
@@ -319,6 +322,20 @@ impl<'a> Search<'a> {
             }
         }
         let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
+        if mine.len().saturating_add(want) > MAX_RESULTS {
+            return Err(Unallocatable::TooFew(Box::new(TooFew {
+                claim: self.claim.to_string(),
+                request: label.to_string(),
+                want: (!r.all).then_some(want as u64),
+                class: r.class.clone(),
+                fitting: fitting.len(),
+                free: fitting.len(),
+                why: vec![format!(
+                    "the claim would hold {} devices, more than the {MAX_RESULTS} an allocation result may list",
+                    mine.len().saturating_add(want)
+                )],
+            })));
+        }
         let mut deeper = None;
         if want > 0 && self.devices(i, r, label, admin, &fitting, 0, want, mine, &mut deeper)? {
             return Ok(());

@@ -383,3 +383,18 @@ fn a_later_no_execute_taint_evicts_unless_tolerated_for_good() {
         "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoSchedule"}}})]);
     assert!(taints::evictions(&got, &cands, &ns.rules).is_empty());
 }
+
+/// AllocationResultsMaxSize: at most 32 devices in one claim's result; a
+/// firstAvailable request falls back to a sub-request that asks for fewer.
+#[test]
+fn a_claim_never_lists_more_than_32_devices() {
+    let devs: Vec<Value> = (0..40).map(|i| json!({"name": format!("d{i:02}")})).collect();
+    let cands = slice(json!({"devices": devs}));
+    let none = Catalog::default();
+    let e = run(&one("gpu.x", json!({"allocationMode": "All"})), &none, &cands, &[]).unwrap_err();
+    assert!(e.contains("the claim would hold 40 devices, more than the 32 an allocation result may list"), "{e}");
+    assert_eq!(run(&one("gpu.x", json!({"count": 32})), &none, &cands, &[]).unwrap().len(), 32);
+    let spec = claim(json!({"devices": {"requests": [{"name": "r", "firstAvailable": [
+        {"name": "all", "deviceClassName": "gpu.x", "allocationMode": "All"}, {"name": "some", "deviceClassName": "gpu.x", "count": 4}]}]}}));
+    assert_eq!(run(&spec, &none, &cands, &[]).unwrap().len(), 4);
+}
