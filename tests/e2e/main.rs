@@ -8,6 +8,7 @@ mod cli;
 mod client;
 mod doctor;
 mod dra;
+mod dra_alloc;
 mod dra_kubelet;
 mod generations;
 mod hardening;

@@ -12,7 +12,7 @@
 
 use super::allocator::{self, Allocated, Candidate, Unallocatable};
 use super::checkpoint;
-use super::objects::{ClaimSpec, Object, Selector};
+use super::objects::{ClaimSpec, Object};
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -434,8 +434,8 @@ impl ClaimCache {
                         driver: driver.clone(),
                         pool: d.pool_name.clone(),
                         device: d.device_name.clone(),
-                        admin: false,
                         skip_node_operations: skip.clone(),
+                        ..Allocated::default()
                     });
                 }
                 let prep = match &ds.devices {
@@ -514,14 +514,9 @@ impl ClaimCache {
         self.claims.is_empty()
     }
 
-    /// Devices held by claims without admin access (the allocator's `taken`).
-    pub fn taken(&self) -> BTreeSet<(String, String, String)> {
-        self.claims
-            .values()
-            .flat_map(|c| &c.allocation)
-            .filter(|a| !a.admin)
-            .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone()))
-            .collect()
+    /// Devices held by claims (the allocator's `taken`).
+    pub fn taken(&self) -> Vec<Allocated> {
+        self.claims.values().flat_map(|c| &c.allocation).cloned().collect()
     }
 
     /// The claim a pod's claim names, allocated now when the cache does
@@ -532,7 +527,7 @@ impl ClaimCache {
         pod_uid: &str,
         c: &PodClaim,
         w: &World,
-        taken: &BTreeSet<(String, String, String)>,
+        taken: &[Allocated],
     ) -> Result<ClaimInfo, Cause> {
         let key = format!("{namespace}/{}", c.name);
         if let Some(known) = self.claims.get(&key) {
@@ -550,15 +545,8 @@ impl ClaimCache {
                 _ => return Err(Cause::NotFound { kind: "ResourceClaim", name: c.name.clone() }),
             },
         };
-        let classes: BTreeMap<String, Vec<Selector>> = w
-            .objects
-            .values()
-            .filter_map(|o| match o {
-                Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
-                _ => None,
-            })
-            .collect();
-        let allocation = allocator::allocate(&key, &spec, &classes, w.candidates, taken, w.drivers)
+        let catalog = allocator::Catalog::of(w.objects.values());
+        let allocation = allocator::allocate(&key, &spec, &catalog, w.candidates, taken, w.drivers)
             .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
         Ok(ClaimInfo::allocated(namespace, &c.name, &uid, allocation))
     }
@@ -581,12 +569,7 @@ impl ClaimCache {
         for c in claims {
             let info = self.resolve(namespace, uid, c, w, &taken)?;
             // A claim allocated now holds its devices for the next one.
-            taken.extend(
-                info.allocation
-                    .iter()
-                    .filter(|a| !a.admin)
-                    .map(|a| (a.driver.clone(), a.pool.clone(), a.device.clone())),
-            );
+            taken.extend(info.allocation.iter().cloned());
             if !info.done {
                 for driver in info.drivers.keys() {
                     if !info.skips(driver, Operation::Prepare) && !w.drivers.contains(driver) {

@@ -9,8 +9,8 @@ fn alloc(driver: &str, device: &str, skip: &[&str]) -> Allocated {
         driver: driver.into(),
         pool: "p".into(),
         device: device.into(),
-        admin: false,
         skip_node_operations: skip.iter().map(|s| s.to_string()).collect(),
+        ..Allocated::default()
     }
 }
 
@@ -32,13 +32,7 @@ fn world_objects() -> BTreeMap<String, Object> {
 fn candidates() -> Vec<Candidate> {
     ["gpu.x", "nic.x"]
         .iter()
-        .map(|d| Candidate {
-            driver: d.to_string(),
-            pool: "p".into(),
-            device: "d0".into(),
-            attributes: BTreeMap::new(),
-            skip: vec![],
-        })
+        .map(|d| Candidate { driver: d.to_string(), pool: "p".into(), device: "d0".into(), ..Candidate::default() })
         .collect()
 }
 
@@ -185,8 +179,8 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         driver: "cp.x".into(),
         pool: "p".into(),
         device: "v0".into(),
-        attributes: BTreeMap::new(),
         skip: vec!["*".into()],
+        ..Candidate::default()
     }];
     let w = World { objects: &objects, candidates: &cands, drivers: &BTreeSet::new() };
     let plan = cache.plan_prepare("ns", "pod", &claims(&["c"]), &w).unwrap();

@@ -544,28 +544,14 @@ impl DraManager {
                 objects::parse(&v).ok()
             })
             .collect();
-        let mut out: Vec<Candidate> = Vec::new();
-        for o in st.objects.values().chain(&published) {
-            if let Object::Slice { driver, pool, devices, skip, .. } = o {
-                for d in devices {
-                    out.push(Candidate {
-                        driver: driver.clone(),
-                        pool: pool.clone(),
-                        device: d.name.clone(),
-                        attributes: d.attributes.clone(),
-                        skip: skip.clone(),
-                    });
-                }
-            }
-        }
+        let mut out = allocator::from_slices(st.objects.values().chain(&published));
         for (driver, (pool, device)) in st.health.devices().filter(|_| !self.spec.slices_only) {
             if !out.iter().any(|c| &c.driver == driver && &c.pool == pool && &c.device == device) {
                 out.push(Candidate {
                     driver: driver.clone(),
                     pool: pool.clone(),
                     device: device.clone(),
-                    attributes: BTreeMap::new(),
-                    skip: vec![],
+                    ..Candidate::default()
                 });
             }
         }

@@ -1,0 +1,309 @@
+//! The scheduler's part, standing in for kube-scheduler's structured-parameters
+//! allocator (`k8s.io/dynamic-resource-allocation/structured`): given a
+//! claim's spec, the device classes, namespaces and DeviceTaintRules
+//! ([`Catalog`]), the candidate devices (from ResourceSlices and health
+//! streams) and what other claims hold, pick devices or say why not. Pure
+//! (no I/O, no async); the kubelet records what it returns: [`allocate`] in,
+//! [`Allocated`] or [`Unallocatable`] out. What it implements is listed in
+//! [`crate::kubelet::manifest::objects`] and docs/dra.md ("The allocator").
+//!
+//! The search is upstream's: request by request, device by device, going
+//! back when a later device, request or constraint cannot be met; CEL
+//! selectors ([`cel`]), shared counters and consumable capacity
+//! ([`capacity`]) and taints ([`taints`]) decide whether one device fits.
+
+mod capacity;
+pub mod cel;
+mod search;
+pub mod taints;
+#[cfg(test)]
+mod tests;
+
+use super::objects::{Attribute, Capacity, ClaimSpec, CounterSet, Object, Selector, Taint, TaintRule, Toleration};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The namespace label that allows adminAccess in a namespace's claims
+/// (kubernetes pkg/registry/resource/resourceclaim/strategy.go).
+pub const ADMIN_ACCESS_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// A device the allocator may hand out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Candidate {
+    /// Its driver.
+    pub driver: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its name.
+    pub device: String,
+    /// Its attributes (fully qualified names).
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Its slice's skipNodeOperations.
+    pub skip: Vec<String>,
+    /// Its capacities (fully qualified names).
+    pub capacity: BTreeMap<String, Capacity>,
+    /// consumesCounters.
+    pub consumes: Vec<CounterSet>,
+    /// Its own taints (DeviceTaintRules are added by the [`Catalog`]).
+    pub taints: Vec<Taint>,
+    /// allowMultipleAllocations.
+    pub multi: bool,
+    /// Its pool's shared counter sets.
+    pub counters: Vec<CounterSet>,
+}
+
+impl Candidate {
+    fn key(&self) -> Key {
+        (self.driver.clone(), self.pool.clone(), self.device.clone())
+    }
+}
+
+/// The candidates of ResourceSlices (a pool's counter sets may sit in a
+/// slice of their own, as in v1).
+pub fn from_slices<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Candidate> {
+    let slices: Vec<&Object> = objects.into_iter().filter(|o| matches!(o, Object::Slice { .. })).collect();
+    let mut sets: BTreeMap<(&str, &str), Vec<CounterSet>> = BTreeMap::new();
+    for o in &slices {
+        if let Object::Slice { driver, pool, counters, .. } = o {
+            sets.entry((driver, pool)).or_default().extend(counters.iter().cloned());
+        }
+    }
+    let mut out = Vec::new();
+    for o in &slices {
+        if let Object::Slice { driver, pool, devices, skip, .. } = o {
+            for d in devices {
+                out.push(Candidate {
+                    driver: driver.clone(),
+                    pool: pool.clone(),
+                    device: d.name.clone(),
+                    attributes: d.attributes.clone(),
+                    skip: skip.clone(),
+                    capacity: d.capacity.clone(),
+                    consumes: d.consumes.clone(),
+                    taints: d.taints.clone(),
+                    multi: d.multi,
+                    counters: sets.get(&(driver.as_str(), pool.as_str())).cloned().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What the allocator reads besides devices: device classes, the namespaces
+/// whose claims may ask for adminAccess, and DeviceTaintRules.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// DeviceClass name → its selectors.
+    pub classes: BTreeMap<String, Vec<Selector>>,
+    /// Namespaces labelled `resource.kubernetes.io/admin-access: "true"`.
+    pub admin_namespaces: BTreeSet<String>,
+    /// DeviceTaintRules.
+    pub rules: Vec<TaintRule>,
+}
+
+impl Catalog {
+    /// The catalog of the DRA objects known (manifests).
+    pub fn of<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Catalog {
+        let mut c = Catalog::default();
+        for o in objects {
+            match o {
+                Object::Class { name, selectors } => {
+                    c.classes.insert(name.clone(), selectors.clone());
+                }
+                Object::Namespace { name, labels } if labels.get(ADMIN_ACCESS_LABEL).is_some_and(|v| v == "true") => {
+                    c.admin_namespaces.insert(name.clone());
+                }
+                Object::TaintRule { rule, .. } => c.rules.push(rule.clone()),
+                _ => {}
+            }
+        }
+        c
+    }
+}
+
+/// One allocated device (status.allocation.devices.results[], v1 names).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Allocated {
+    /// The request it satisfies (`request/subrequest` for firstAvailable).
+    pub request: String,
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device.
+    pub device: String,
+    /// adminAccess.
+    #[serde(default, rename = "adminAccess", alias = "admin", skip_serializing_if = "std::ops::Not::not")]
+    pub admin: bool,
+    /// skipNodeOperations, copied from the device's slice (KEP-5945).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_node_operations: Vec<String>,
+    /// tolerations: the request's, copied as the scheduler does (KEP-5055).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// consumedCapacity of a device with allowMultipleAllocations (KEP-5075).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub consumed_capacity: BTreeMap<String, String>,
+    /// shareID of a device with allowMultipleAllocations.
+    #[serde(default, rename = "shareID", skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+}
+
+impl Allocated {
+    fn key(&self) -> Key {
+        (self.driver.clone(), self.pool.clone(), self.device.clone())
+    }
+}
+
+type Key = (String, String, String);
+
+/// Fewer free devices fit a request than it wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooFew {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// The (sub-)request.
+    pub request: String,
+    /// How many it wants (None: all).
+    pub want: Option<u64>,
+    /// Its class.
+    pub class: String,
+    /// Devices that fit.
+    pub fitting: usize,
+    /// Of those, free.
+    pub free: usize,
+    /// Why devices that fit were not taken, each naming the feature.
+    pub why: Vec<String>,
+}
+
+/// Why a claim cannot be allocated (its `Display` is the text the kubelet's
+/// prepare error carries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unallocatable {
+    /// The request names a device class that does not exist.
+    NoClass {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The (sub-)request.
+        request: String,
+        /// The class it names.
+        class: String,
+    },
+    /// Fewer free devices fit the request than it wants.
+    TooFew(Box<TooFew>),
+    /// No sub-request of a firstAvailable request can be allocated.
+    NoSubRequest {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The request.
+        request: String,
+        /// Each sub-request's reason.
+        reasons: Vec<Unallocatable>,
+    },
+    /// A selector does not compile or fails at run time (the scheduler stops
+    /// allocating the claim on such an error).
+    Selector {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// `class NAME` or `claim NAME`, the selector's index, the device, the error.
+        error: String,
+    },
+    /// adminAccess in a namespace without the label upstream requires.
+    AdminAccess {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The request.
+        request: String,
+        /// The claim's namespace.
+        namespace: String,
+    },
+    /// The search went through too many combinations.
+    GaveUp {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// Steps taken.
+        steps: u64,
+    },
+}
+
+impl Unallocatable {
+    /// Whether the search stops on it (no other choice can help).
+    fn fatal(&self) -> bool {
+        matches!(
+            self,
+            Unallocatable::Selector { .. } | Unallocatable::AdminAccess { .. } | Unallocatable::GaveUp { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for Unallocatable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unallocatable::NoClass { claim, request, class } => write!(
+                f,
+                "claim {claim}: request {request:?}: device class {class:?} not found (add a DeviceClass manifest, or name a registered driver)"
+            ),
+            Unallocatable::TooFew(t) => {
+                let TooFew { claim, request, want, class, fitting, free, why } = &**t;
+                let hint = if *fitting == 0 {
+                    " (devices come from ResourceSlice manifests and from the driver's health stream)"
+                } else {
+                    ""
+                };
+                let want = want.map_or_else(|| "all".to_string(), |n| n.to_string());
+                write!(
+                    f,
+                    "claim {claim}: request {request:?} wants {want} device(s) of class {class:?}; {fitting} match, {free} of them free{hint}"
+                )?;
+                if !why.is_empty() {
+                    write!(f, " ({})", why.join("; "))?;
+                }
+                Ok(())
+            }
+            Unallocatable::NoSubRequest { claim, request, reasons } => {
+                let words: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "claim {claim}: no sub-request of firstAvailable request {request:?} can be allocated: {}",
+                    words.join("; ")
+                )
+            }
+            Unallocatable::Selector { claim, error } => write!(f, "claim {claim}: {error}"),
+            Unallocatable::AdminAccess { claim, request, namespace } => write!(
+                f,
+                "claim {claim}: request {request:?} asks for adminAccess, which namespace {namespace:?} does not allow (label the Namespace {ADMIN_ACCESS_LABEL}: \"true\", as kube-apiserver requires)"
+            ),
+            Unallocatable::GaveUp { claim, steps } => {
+                write!(f, "claim {claim}: no allocation found within {steps} steps of the search")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unallocatable {}
+
+/// Allocate `spec` of claim `claim` (`namespace/name`) over `candidates`;
+/// `taken` holds the devices other claims were given (with their consumed
+/// capacity); `drivers` are the registered drivers (a class may name one).
+/// Pure: the caller records the result.
+pub fn allocate(
+    claim: &str,
+    spec: &ClaimSpec,
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    taken: &[Allocated],
+    drivers: &BTreeSet<String>,
+) -> Result<Vec<Allocated>, Unallocatable> {
+    let namespace = claim.split_once('/').map_or("default", |(ns, _)| ns);
+    for r in &spec.requests {
+        if r.admin && !catalog.admin_namespaces.contains(namespace) {
+            return Err(Unallocatable::AdminAccess {
+                claim: claim.to_string(),
+                request: r.name.clone(),
+                namespace: namespace.to_string(),
+            });
+        }
+    }
+    search::Search::new(claim, spec, catalog, candidates, taken, drivers).run()
+}

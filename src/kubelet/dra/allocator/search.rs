@@ -1,0 +1,445 @@
+//! The backtracking search (allocator.go allocateOne/allocateDevice): each
+//! request in turn, each sub-request of a firstAvailable request in order,
+//! each device that fits in slice order; a device is checked against what
+//! other claims hold and what this claim picked so far (in use, shared
+//! counters, consumable capacity, taints, constraints.matchAttribute), and a
+//! dead end undoes the last pick and tries the next device.
+
+use super::cel::{self, Compiled};
+use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
+use crate::kubelet::manifest::objects::quantity::Quantity;
+use crate::kubelet::manifest::objects::{ClaimSpec, Request, Selector};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Steps after which the search gives up (upstream is bounded by the
+/// scheduler's timeout instead).
+const MAX_STEPS: u64 = 200_000;
+
+/// resourceapi.AllocationResultsMaxSize: devices one claim's allocation may list.
+const MAX_RESULTS: usize = 32;
+
+/// One pick of this claim: the result and what it consumes.
+struct Pick {
+    result: Allocated,
+    index: usize,
+    capacity: BTreeMap<String, Quantity>,
+}
+
+pub(super) struct Search<'a> {
+    claim: &'a str,
+    spec: &'a ClaimSpec,
+    catalog: &'a Catalog,
+    cands: &'a [Candidate],
+    drivers: &'a BTreeSet<String>,
+    /// Devices other claims hold exclusively.
+    used: BTreeSet<Key>,
+    /// Capacity other claims consume of shareable devices, in nano-units.
+    shared: BTreeMap<Key, BTreeMap<String, i128>>,
+    /// Share IDs other claims hold, per device.
+    shares: BTreeMap<Key, BTreeSet<String>>,
+    /// Counters other claims' devices consume: (driver, pool, set, counter) → nano-units.
+    counted: BTreeMap<(String, String, String, String), i128>,
+    ctx: ::cel::Context<'static>,
+    programs: RefCell<HashMap<String, Result<Compiled, String>>>,
+    fits: RefCell<HashMap<(String, usize), bool>>,
+    steps: Cell<u64>,
+}
+
+impl<'a> Search<'a> {
+    pub(super) fn new(
+        claim: &'a str,
+        spec: &'a ClaimSpec,
+        catalog: &'a Catalog,
+        cands: &'a [Candidate],
+        taken: &[Allocated],
+        drivers: &'a BTreeSet<String>,
+    ) -> Search<'a> {
+        let by_key: BTreeMap<Key, &Candidate> = cands.iter().map(|c| (c.key(), c)).collect();
+        let mut s = Search {
+            claim,
+            spec,
+            catalog,
+            cands,
+            drivers,
+            used: BTreeSet::new(),
+            shared: BTreeMap::new(),
+            shares: BTreeMap::new(),
+            counted: BTreeMap::new(),
+            ctx: cel::context(),
+            programs: RefCell::new(HashMap::new()),
+            fits: RefCell::new(HashMap::new()),
+            steps: Cell::new(0),
+        };
+        for a in taken.iter().filter(|a| !a.admin) {
+            let key = a.key();
+            let c = by_key.get(&key);
+            if a.share_id.is_some() || c.is_some_and(|c| c.multi) {
+                let m = s.shared.entry(key.clone()).or_default();
+                for (name, q) in &a.consumed_capacity {
+                    let full = if name.contains('/') { name.clone() } else { format!("{}/{name}", a.driver) };
+                    *m.entry(full).or_default() += Quantity::parse(q).map_or(0, |q| q.nanos());
+                }
+                s.shares.entry(key.clone()).or_default().extend(a.share_id.clone());
+            } else {
+                s.used.insert(key.clone());
+            }
+            for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
+                for (counter, q) in &set.counters {
+                    let k = (a.driver.clone(), a.pool.clone(), set.name.clone(), counter.clone());
+                    *s.counted.entry(k).or_default() += q.nanos();
+                }
+            }
+        }
+        s
+    }
+
+    pub(super) fn run(&self) -> Result<Vec<Allocated>, Unallocatable> {
+        let mut mine = Vec::new();
+        self.request(0, &mut mine)?;
+        Ok(mine.into_iter().map(|p| p.result).collect())
+    }
+
+    /// The class selectors of `r`, or why there are none.
+    fn class<'r>(&self, r: &'r Request, label: &str) -> Result<(Vec<Selector>, Option<&'r str>), Unallocatable> {
+        match self.catalog.classes.get(&r.class) {
+            Some(s) => Ok((s.clone(), Some(r.class.as_str()))),
+            None if self.drivers.contains(&r.class) || self.cands.iter().any(|c| c.driver == r.class) => {
+                Ok((vec![Selector::driver(&r.class)], None))
+            }
+            None => Err(Unallocatable::NoClass {
+                claim: self.claim.to_string(),
+                request: label.to_string(),
+                class: r.class.clone(),
+            }),
+        }
+    }
+
+    /// Whether candidate `i` matches every selector (class first, as upstream).
+    fn selected(&self, r: &Request, label: &str, i: usize) -> Result<bool, Unallocatable> {
+        if let Some(hit) = self.fits.borrow().get(&(label.to_string(), i)) {
+            return Ok(*hit);
+        }
+        let (class_sel, class) = self.class(r, label)?;
+        let c = &self.cands[i];
+        let groups = [(class.map(|n| format!("class {n}: ")), &class_sel), (None, &r.selectors)];
+        let mut ok = true;
+        'all: for (whose, sels) in groups {
+            let whose = whose.unwrap_or_default();
+            for (n, s) in sels.iter().enumerate() {
+                let mut programs = self.programs.borrow_mut();
+                let compiled = programs.entry(s.expression.clone()).or_insert_with(|| cel::compile(&s.expression));
+                let fail = |e: &str| Unallocatable::Selector {
+                    claim: self.claim.to_string(),
+                    error: format!("{whose}selector #{n}: {e}"),
+                };
+                let compiled = compiled.as_ref().map_err(|e| fail(&format!("CEL {e}")))?;
+                let hit = cel::matches(&self.ctx, compiled, c).map_err(|e| {
+                    fail(&format!("on device {}/{}/{}: CEL runtime error: {e}", c.driver, c.pool, c.device))
+                })?;
+                if !hit {
+                    ok = false;
+                    break 'all;
+                }
+            }
+        }
+        self.fits.borrow_mut().insert((label.to_string(), i), ok);
+        Ok(ok)
+    }
+
+    /// Whether candidate `i` can be picked for `r` now, as the pick, or why not.
+    fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, String> {
+        let c = &self.cands[i];
+        let key = c.key();
+        let name = format!("device {}", c.device);
+        let mine_has = mine.iter().any(|p| p.index == i);
+        if admin {
+            if mine_has {
+                return Err(format!("{name}: already in this claim"));
+            }
+        } else if (mine_has && !c.multi) || self.used.contains(&key) {
+            return Err(format!("{name}: in use"));
+        }
+        // Shared counters (KEP-4815).
+        for set in &c.consumes {
+            let Some(total) = c.counters.iter().find(|s| s.name == set.name) else { continue };
+            for (counter, q) in &set.counters {
+                let Some(limit) = total.counters.get(counter) else { continue };
+                let k = (c.driver.clone(), c.pool.clone(), set.name.clone(), counter.clone());
+                let others = self.counted.get(&k).copied().unwrap_or(0);
+                let ours: i128 = mine
+                    .iter()
+                    .map(|p| &self.cands[p.index])
+                    .filter(|o| o.driver == c.driver && o.pool == c.pool)
+                    .flat_map(|o| o.consumes.iter().filter(|s| s.name == set.name))
+                    .filter_map(|s| s.counters.get(counter).map(Quantity::nanos))
+                    .sum();
+                if others + ours + q.nanos() > limit.nanos() {
+                    return Err(format!(
+                        "{name}: shared counter {}/{counter} would exceed {limit} ({} in use)",
+                        set.name,
+                        Quantity::from_nanos(others + ours)
+                    ));
+                }
+            }
+        }
+        // Consumable capacity (KEP-5075).
+        let mut consumed = BTreeMap::new();
+        if c.multi || !r.capacity.is_empty() {
+            consumed = capacity::consumed(c, &r.capacity).map_err(|e| format!("{name}: {e}"))?;
+        }
+        if c.multi && !admin {
+            for (cap, q) in &consumed {
+                let value = &c.capacity[cap].value;
+                let others = self.shared.get(&key).and_then(|m| m.get(cap)).copied().unwrap_or(0);
+                let ours: i128 =
+                    mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
+                if others + ours + q.nanos() > value.nanos() {
+                    return Err(format!(
+                        "{name}: capacity {cap}: {q} more would exceed {value} ({} allocated)",
+                        Quantity::from_nanos(others + ours)
+                    ));
+                }
+            }
+        }
+        // Taints (KEP-5055).
+        if let Some(t) = taints::blocking(c, &self.catalog.rules, &r.tolerations) {
+            return Err(format!("{name}: tainted {}: {t} (not tolerated)", t.effect));
+        }
+        // constraints.matchAttribute.
+        let base = label.split('/').next().unwrap_or(label);
+        for con in &self.spec.constraints {
+            let covers = |l: &str| {
+                con.requests.is_empty() || con.requests.iter().any(|q| q == l || q == l.split('/').next().unwrap_or(l))
+            };
+            if !covers(label) && !covers(base) {
+                continue;
+            }
+            let attr = &con.match_attribute;
+            let Some(v) = c.attributes.get(attr) else {
+                return Err(format!("{name}: constraints.matchAttribute {attr}: the device has no such attribute"));
+            };
+            let other = mine.iter().find(|p| covers(&p.result.request));
+            if let Some(p) = other {
+                let w = self.cands[p.index].attributes.get(attr);
+                if w != Some(v) {
+                    return Err(format!(
+                        "{name}: constraints.matchAttribute {attr}: {v:?} differs from {w:?} of device {}",
+                        p.result.device
+                    ));
+                }
+            }
+        }
+        let multi = c.multi && !admin;
+        let share_id = multi.then(|| self.share_id(c, label, mine));
+        Ok(Pick {
+            result: Allocated {
+                request: label.to_string(),
+                driver: c.driver.clone(),
+                pool: c.pool.clone(),
+                device: c.device.clone(),
+                admin,
+                skip_node_operations: c.skip.clone(),
+                tolerations: r.tolerations.clone(),
+                consumed_capacity: if multi {
+                    consumed.iter().map(|(k, q)| (capacity::status_name(c, k), q.text().to_string())).collect()
+                } else {
+                    BTreeMap::new()
+                },
+                share_id,
+            },
+            index: i,
+            capacity: if multi { consumed } else { BTreeMap::new() },
+        })
+    }
+
+    /// A share ID no other share of the device has (hex, derived, not random).
+    fn share_id(&self, c: &Candidate, label: &str, mine: &[Pick]) -> String {
+        let used = self.shares.get(&c.key());
+        for salt in 0u32.. {
+            let seed = format!("{}\0{label}\0{}/{}/{}\0{salt}", self.claim, c.driver, c.pool, c.device);
+            let id = crate::kubelet::manifest::objects::derived_uid(&seed).replace('-', "")[..10].to_string();
+            let clash = used.is_some_and(|u| u.contains(&id))
+                || mine.iter().any(|p| p.result.share_id.as_deref() == Some(id.as_str()));
+            if !clash {
+                return id;
+            }
+        }
+        unreachable!("u32 salts cannot all clash")
+    }
+
+    fn step(&self) -> Result<(), Unallocatable> {
+        let n = self.steps.get() + 1;
+        self.steps.set(n);
+        if n > MAX_STEPS {
+            return Err(Unallocatable::GaveUp { claim: self.claim.to_string(), steps: MAX_STEPS });
+        }
+        Ok(())
+    }
+
+    /// Requests `i..`, trying each sub-request of a firstAvailable request in order.
+    fn request(&self, i: usize, mine: &mut Vec<Pick>) -> Result<(), Unallocatable> {
+        let Some(r) = self.spec.requests.get(i) else { return Ok(()) };
+        let options: Vec<(&Request, String)> = if r.first_available.is_empty() {
+            vec![(r, r.name.clone())]
+        } else {
+            r.first_available.iter().map(|s| (s, format!("{}/{}", r.name, s.name))).collect()
+        };
+        let mut errors = Vec::new();
+        for (opt, label) in &options {
+            match self.option(i, opt, label, r.admin, mine) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.fatal() => return Err(e),
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.pop() {
+            Some(e) if options.len() == 1 => Err(e),
+            last => {
+                errors.extend(last);
+                Err(Unallocatable::NoSubRequest {
+                    claim: self.claim.to_string(),
+                    request: r.name.clone(),
+                    reasons: errors,
+                })
+            }
+        }
+    }
+
+    /// One (sub-)request: its devices, then the requests after it.
+    fn option(
+        &self,
+        i: usize,
+        r: &Request,
+        label: &str,
+        admin: bool,
+        mine: &mut Vec<Pick>,
+    ) -> Result<(), Unallocatable> {
+        let mut fitting = Vec::new();
+        for c in 0..self.cands.len() {
+            if self.selected(r, label, c)? {
+                fitting.push(c);
+            }
+        }
+        let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
+        if mine.len().saturating_add(want) > MAX_RESULTS {
+            return Err(Unallocatable::TooFew(Box::new(TooFew {
+                claim: self.claim.to_string(),
+                request: label.to_string(),
+                want: (!r.all).then_some(want as u64),
+                class: r.class.clone(),
+                fitting: fitting.len(),
+                free: fitting.len(),
+                why: vec![format!(
+                    "the claim would hold {} devices, more than the {MAX_RESULTS} an allocation result may list",
+                    mine.len().saturating_add(want)
+                )],
+            })));
+        }
+        let mut deeper = None;
+        if want > 0 && self.devices(i, r, label, admin, &fitting, 0, want, mine, &mut deeper)? {
+            return Ok(());
+        }
+        if let Some(e) = deeper {
+            return Err(e);
+        }
+        Err(self.diagnose(r, label, admin, &fitting, want, mine))
+    }
+
+    /// Picks `left` more devices for `r` from `fitting[start..]`; true when
+    /// this and every later request were satisfied. The first failure of a
+    /// later request (or of an All request's device) is kept in `deeper`,
+    /// reported rather than a diagnosis of this request.
+    #[allow(clippy::too_many_arguments)]
+    fn devices(
+        &self,
+        i: usize,
+        r: &Request,
+        label: &str,
+        admin: bool,
+        fitting: &[usize],
+        start: usize,
+        left: usize,
+        mine: &mut Vec<Pick>,
+        deeper: &mut Option<Unallocatable>,
+    ) -> Result<bool, Unallocatable> {
+        if left == 0 {
+            return match self.request(i + 1, mine) {
+                Ok(()) => Ok(true),
+                Err(e) if e.fatal() => Err(e),
+                Err(e) => {
+                    // The first dead end (of the preferred picks) explains best.
+                    deeper.get_or_insert(e);
+                    Ok(false)
+                }
+            };
+        }
+        for (pos, &c) in fitting.iter().enumerate().skip(start) {
+            // All: every fitting device, so only the next one in order.
+            if r.all && pos != start {
+                break;
+            }
+            if fitting.len() - pos < left {
+                break;
+            }
+            self.step()?;
+            let pick = match self.check(r, label, admin, c, mine) {
+                Ok(p) => p,
+                Err(why) if r.all => {
+                    deeper.get_or_insert(Unallocatable::TooFew(Box::new(TooFew {
+                        claim: self.claim.to_string(),
+                        request: label.to_string(),
+                        want: None,
+                        class: r.class.clone(),
+                        fitting: fitting.len(),
+                        free: pos,
+                        why: vec![why],
+                    })));
+                    return Ok(false);
+                }
+                Err(_) => continue,
+            };
+            mine.push(pick);
+            if self.devices(i, r, label, admin, fitting, pos + 1, left - 1, mine, deeper)? {
+                return Ok(true);
+            }
+            mine.pop();
+        }
+        Ok(false)
+    }
+
+    /// Why `r` cannot get `want` of `fitting` given this claim's picks `mine`.
+    fn diagnose(
+        &self,
+        r: &Request,
+        label: &str,
+        admin: bool,
+        fitting: &[usize],
+        want: usize,
+        mine: &[Pick],
+    ) -> Unallocatable {
+        let mut why = Vec::new();
+        let mut free = 0;
+        for &c in fitting {
+            match self.check(r, label, admin, c, mine) {
+                Ok(_) => free += 1,
+                Err(e) => why.push(e),
+            }
+        }
+        if free >= want && want > 0 {
+            why.push(format!(
+                "{free} free devices fit one by one but no {want} of them together (shared counters, capacity or constraints.matchAttribute)"
+            ));
+        }
+        why.truncate(8);
+        Unallocatable::TooFew(Box::new(TooFew {
+            claim: self.claim.to_string(),
+            request: label.to_string(),
+            want: (!r.all).then_some(want as u64),
+            class: r.class.clone(),
+            fitting: fitting.len(),
+            free,
+            why,
+        }))
+    }
+}

@@ -1,0 +1,305 @@
+//! A ResourceSlice's devices as the allocator reads them (resource.k8s.io v1,
+//! and v1beta1's `basic` nesting): typed attributes, capacities with their
+//! request policies (KEP-5075), shared counters and their consumption
+//! (KEP-4815), taints (KEP-5055) and allowMultipleAllocations; request
+//! tolerations and DeviceTaintRules.
+
+use super::quantity::Quantity;
+use super::Object;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A device attribute's value (exactly one of string, int, bool, version).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Attribute {
+    /// `string`.
+    String(String),
+    /// `int`.
+    Int(i64),
+    /// `bool`.
+    Bool(bool),
+    /// `version` (semantic version text).
+    Version(String),
+}
+
+/// `requestPolicy` of a capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    /// default: consumed when a request names no amount.
+    pub default: Option<Quantity>,
+    /// validValues (sorted).
+    pub valid_values: Vec<Quantity>,
+    /// validRange.min.
+    pub min: Option<Quantity>,
+    /// validRange.max.
+    pub max: Option<Quantity>,
+    /// validRange.step.
+    pub step: Option<Quantity>,
+}
+
+/// One capacity of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    /// value.
+    pub value: Quantity,
+    /// requestPolicy (None: a request without an amount takes all of it).
+    pub policy: Option<Policy>,
+}
+
+/// A counter set: `sharedCounters[]` of a slice, or `consumesCounters[]` of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSet {
+    /// name (sharedCounters) or counterSet (consumesCounters).
+    pub name: String,
+    /// counter → value.
+    pub counters: BTreeMap<String, Quantity>,
+}
+
+/// A device taint.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    /// key.
+    pub key: String,
+    /// value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// effect: NoSchedule, NoExecute or None.
+    pub effect: String,
+    /// timeAdded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={v}:{}", self.key, self.effect),
+            None => write!(f, "{}:{}", self.key, self.effect),
+        }
+    }
+}
+
+/// A request's toleration (copied into the allocation result as upstream does).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Toleration {
+    /// key (empty with Exists: every key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// operator: Equal (default) or Exists.
+    pub operator: String,
+    /// value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// effect (empty: every effect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+    /// tolerationSeconds (NoExecute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+impl Toleration {
+    /// Whether it tolerates `t` (resourceclaim.ToleratesTaint).
+    pub fn tolerates(&self, t: &Taint) -> bool {
+        if self.effect.as_deref().is_some_and(|e| e != t.effect) {
+            return false;
+        }
+        if self.key.as_deref().is_some_and(|k| k != t.key) {
+            return false;
+        }
+        match self.operator.as_str() {
+            "Exists" => true,
+            _ => self.value.as_deref().unwrap_or("") == t.value.as_deref().unwrap_or(""),
+        }
+    }
+}
+
+/// A device of a ResourceSlice.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SliceDevice {
+    /// Its name.
+    pub name: String,
+    /// Fully qualified attribute name (`DOMAIN/ATTR`) → value.
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Fully qualified capacity name → capacity.
+    pub capacity: BTreeMap<String, Capacity>,
+    /// consumesCounters.
+    pub consumes: Vec<CounterSet>,
+    /// taints.
+    pub taints: Vec<Taint>,
+    /// allowMultipleAllocations.
+    pub multi: bool,
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn items(v: Option<&Value>) -> &[Value] {
+    v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// A quantity field (a string, or a bare number as YAML may give it).
+pub(super) fn quantity(v: &Value, at: &str) -> Result<Quantity, String> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return Err(format!("{at}: a quantity must be a string such as \"80Gi\"")),
+    };
+    Quantity::parse(&text).map_err(|e| format!("{at}: {e}"))
+}
+
+fn qualified(driver: &str, k: &str) -> String {
+    if k.contains('/') {
+        k.to_string()
+    } else {
+        format!("{driver}/{k}")
+    }
+}
+
+fn counters(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, Quantity>, String> {
+    let mut out = BTreeMap::new();
+    for (k, c) in v.and_then(Value::as_object).into_iter().flatten() {
+        let at = format!("{at}[{k}]");
+        let value = c.get("value").ok_or_else(|| format!("{at}.value is required"))?;
+        out.insert(k.clone(), quantity(value, &format!("{at}.value"))?);
+    }
+    Ok(out)
+}
+
+fn counter_sets(v: Option<&Value>, key: &str, at: &str) -> Result<Vec<CounterSet>, String> {
+    let mut out = Vec::new();
+    for (i, s) in items(v).iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let name = str_of(s, key).ok_or_else(|| format!("{at}.{key} is required"))?.to_string();
+        out.push(CounterSet { name, counters: counters(s.get("counters"), &format!("{at}.counters"))? });
+    }
+    Ok(out)
+}
+
+fn taint(v: &Value, at: &str) -> Result<Taint, String> {
+    let key = str_of(v, "key").ok_or_else(|| format!("{at}.key is required"))?.to_string();
+    let effect = str_of(v, "effect").ok_or_else(|| format!("{at}.effect is required"))?;
+    if !["NoSchedule", "NoExecute", "None"].contains(&effect) {
+        return Err(format!("{at}.effect {effect:?} is not NoSchedule, NoExecute or None"));
+    }
+    Ok(Taint {
+        key,
+        value: str_of(v, "value").map(str::to_string),
+        effect: effect.to_string(),
+        time_added: str_of(v, "timeAdded").map(str::to_string),
+    })
+}
+
+/// A request's `tolerations`.
+pub(super) fn tolerations(v: Option<&Value>, at: &str) -> Result<Vec<Toleration>, String> {
+    let mut out = Vec::new();
+    for (i, t) in items(v).iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let operator = str_of(t, "operator").unwrap_or("Equal");
+        if !["Equal", "Exists"].contains(&operator) {
+            return Err(format!("{at}.operator {operator:?} is not Equal or Exists"));
+        }
+        let key = str_of(t, "key").map(str::to_string);
+        if key.is_none() && operator != "Exists" {
+            return Err(format!("{at}: an empty key needs operator Exists"));
+        }
+        out.push(Toleration {
+            key,
+            operator: operator.to_string(),
+            value: str_of(t, "value").map(str::to_string),
+            effect: str_of(t, "effect").map(str::to_string),
+            toleration_seconds: t.get("tolerationSeconds").and_then(Value::as_i64),
+        });
+    }
+    Ok(out)
+}
+
+/// A DeviceTaintRule's spec.
+pub(super) fn taint_rule(spec: &Value) -> Result<super::TaintRule, String> {
+    let sel = spec.get("deviceSelector");
+    let field = |k: &str| sel.and_then(|s| str_of(s, k)).map(str::to_string);
+    if sel.is_some_and(|s| s.get("deviceClassName").is_some() || s.get("selectors").is_some()) {
+        return Err("spec.deviceSelector: only driver, pool and device are supported".into());
+    }
+    let t = spec.get("taint").ok_or("spec.taint is required")?;
+    Ok(super::TaintRule {
+        driver: field("driver"),
+        pool: field("pool"),
+        device: field("device"),
+        taint: taint(t, "spec.taint")?,
+    })
+}
+
+fn policy(v: &Value, at: &str) -> Result<Policy, String> {
+    let q = |k: &str, v: Option<&Value>| v.map(|x| quantity(x, &format!("{at}.{k}"))).transpose();
+    let range = v.get("validRange");
+    let mut valid_values = Vec::new();
+    for (i, x) in items(v.get("validValues")).iter().enumerate() {
+        valid_values.push(quantity(x, &format!("{at}.validValues[{i}]"))?);
+    }
+    valid_values.sort();
+    Ok(Policy {
+        default: q("default", v.get("default"))?,
+        valid_values,
+        min: q("validRange.min", range.and_then(|r| r.get("min")))?,
+        max: q("validRange.max", range.and_then(|r| r.get("max")))?,
+        step: q("validRange.step", range.and_then(|r| r.get("step")))?,
+    })
+}
+
+fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, String> {
+    let name = str_of(d, "name").ok_or_else(|| format!("{at}.name is required"))?.to_string();
+    // v1beta1 nests everything but the name under `basic`.
+    let b = d.get("basic").unwrap_or(d);
+    let mut attributes = BTreeMap::new();
+    for (k, a) in b.get("attributes").and_then(Value::as_object).into_iter().flatten() {
+        let value = if let Some(s) = a.get("string").and_then(Value::as_str) {
+            Attribute::String(s.to_string())
+        } else if let Some(n) = a.get("int").and_then(Value::as_i64) {
+            Attribute::Int(n)
+        } else if let Some(x) = a.get("bool").and_then(Value::as_bool) {
+            Attribute::Bool(x)
+        } else if let Some(v) = a.get("version").and_then(Value::as_str) {
+            Attribute::Version(v.to_string())
+        } else {
+            return Err(format!("{at}.attributes[{k}]: set exactly one of string, int, bool, version"));
+        };
+        attributes.insert(qualified(driver, k), value);
+    }
+    let mut capacity = BTreeMap::new();
+    for (k, c) in b.get("capacity").and_then(Value::as_object).into_iter().flatten() {
+        let at = format!("{at}.capacity[{k}]");
+        // v1beta1 once had a bare quantity here.
+        let value = quantity(c.get("value").unwrap_or(c), &format!("{at}.value"))?;
+        let policy = c.get("requestPolicy").map(|p| policy(p, &format!("{at}.requestPolicy"))).transpose()?;
+        capacity.insert(qualified(driver, k), Capacity { value, policy });
+    }
+    let mut taints = Vec::new();
+    for (i, t) in items(b.get("taints")).iter().enumerate() {
+        taints.push(taint(t, &format!("{at}.taints[{i}]"))?);
+    }
+    Ok(SliceDevice {
+        name,
+        attributes,
+        capacity,
+        consumes: counter_sets(b.get("consumesCounters"), "counterSet", &format!("{at}.consumesCounters"))?,
+        taints,
+        multi: b.get("allowMultipleAllocations").and_then(Value::as_bool).unwrap_or(false),
+    })
+}
+
+/// A ResourceSlice's spec.
+pub(super) fn slice(name: String, s: &Value) -> Result<Object, String> {
+    let driver = str_of(s, "driver").ok_or("spec.driver is required")?.to_string();
+    let pool = s.get("pool").and_then(|p| str_of(p, "name")).ok_or("spec.pool.name is required")?.to_string();
+    let mut devices = Vec::new();
+    for (i, d) in items(s.get("devices")).iter().enumerate() {
+        devices.push(device(&driver, d, &format!("spec.devices[{i}]"))?);
+    }
+    let skip = items(s.get("skipNodeOperations")).iter().filter_map(Value::as_str).map(str::to_string).collect();
+    let counters = counter_sets(s.get("sharedCounters"), "name", "spec.sharedCounters")?;
+    Ok(Object::Slice { name, driver, pool, devices, skip, counters })
+}

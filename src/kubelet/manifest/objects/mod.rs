@@ -1,0 +1,353 @@
+//! The resource.k8s.io objects the DRA mock kubelet reads from its manifest
+//! directory (beside the pods): ResourceClaim, ResourceClaimTemplate,
+//! DeviceClass and ResourceSlice (v1, and the v1beta1 shapes), DeviceTaintRule
+//! and Namespace (its labels). What the allocator
+//! ([`crate::kubelet::dra::allocator`]) reads of them, its documented subset
+//! (docs/dra.md, "The allocator"):
+//!
+//! - a request is `exactly: {deviceClassName, count | allocationMode: All,
+//!   selectors, adminAccess, tolerations, capacity.requests}` (v1, defaults
+//!   ExactCount and count 1) or the same fields on the request (v1beta1), or
+//!   `firstAvailable`: up to 8 sub-requests (no adminAccess), the first that
+//!   can be satisfied taken (`request` is `<request>/<subrequest>`);
+//! - `spec.devices.constraints[].matchAttribute` (`distinctAttribute` is refused);
+//! - a device class is a DeviceClass manifest; when none has that name and a
+//!   driver of that name is known, it means "every device of that driver";
+//! - selectors are CEL expressions, kept as written (one that does not compile
+//!   is refused, as kube-apiserver refuses it) and evaluated by the allocator
+//!   as the scheduler compiles them;
+//! - a slice's devices: typed attributes (string, int, bool, version),
+//!   capacities with `requestPolicy`, `consumesCounters`, `taints`,
+//!   `allowMultipleAllocations`; the slice's `sharedCounters` and
+//!   `skipNodeOperations` (KEP-5945, copied to each allocated device);
+//! - a DeviceTaintRule's `deviceSelector` by driver, pool and device (not by
+//!   class or CEL) and its taint;
+//! - a Namespace's labels (`resource.kubernetes.io/admin-access: "true"`
+//!   allows adminAccess in its claims).
+//!
+//! Quantities parse as apimachinery's ([`quantity`]). Health does not steer
+//! allocation (the scheduler does not see it either).
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+mod devices;
+pub mod quantity;
+#[cfg(test)]
+mod tests;
+
+pub use devices::{Attribute, Capacity, CounterSet, Policy, SliceDevice, Taint, Toleration};
+use quantity::Quantity;
+
+/// One CEL selector (`cel.expression`), compiled by the allocator as the
+/// scheduler compiles it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    /// The expression.
+    pub expression: String,
+}
+
+impl Selector {
+    /// A selector for every device of `driver` (a class named after a driver).
+    pub fn driver(driver: &str) -> Selector {
+        Selector { expression: format!("device.driver == {driver:?}") }
+    }
+}
+
+/// One device request of a claim (v1 `exactly`, a v1beta1 request, or a
+/// `firstAvailable` sub-request).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Request {
+    /// The request's name.
+    pub name: String,
+    /// deviceClassName.
+    pub class: String,
+    /// How many devices (ExactCount; v1 default 1).
+    pub count: u64,
+    /// allocationMode: All.
+    pub all: bool,
+    /// Its selectors (all must match).
+    pub selectors: Vec<Selector>,
+    /// adminAccess.
+    pub admin: bool,
+    /// tolerations (KEP-5055).
+    pub tolerations: Vec<Toleration>,
+    /// capacity.requests (KEP-5075): capacity name → amount.
+    pub capacity: BTreeMap<String, Quantity>,
+    /// firstAvailable: sub-requests tried in order (then the fields above are unused).
+    pub first_available: Vec<Request>,
+}
+
+/// One `spec.devices.constraints[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    /// The requests it covers (empty: all of the claim's).
+    pub requests: Vec<String>,
+    /// matchAttribute: a fully qualified attribute name every device must share.
+    pub match_attribute: String,
+}
+
+/// A claim's spec.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimSpec {
+    /// spec.devices.requests.
+    pub requests: Vec<Request>,
+    /// spec.devices.constraints.
+    pub constraints: Vec<Constraint>,
+}
+
+/// A DeviceTaintRule: a taint put on every device its selector names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaintRule {
+    /// spec.deviceSelector.driver.
+    pub driver: Option<String>,
+    /// spec.deviceSelector.pool.
+    pub pool: Option<String>,
+    /// spec.deviceSelector.device.
+    pub device: Option<String>,
+    /// spec.taint.
+    pub taint: Taint,
+}
+
+/// An object from the manifest directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A ResourceClaim.
+    Claim {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// metadata.uid (derived from namespace and name when absent).
+        uid: String,
+        /// Its spec.
+        spec: ClaimSpec,
+    },
+    /// A ResourceClaimTemplate.
+    Template {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// spec.spec.
+        spec: ClaimSpec,
+    },
+    /// A DeviceClass.
+    Class {
+        /// Name.
+        name: String,
+        /// Its selectors.
+        selectors: Vec<Selector>,
+    },
+    /// A ResourceSlice.
+    Slice {
+        /// metadata.name.
+        name: String,
+        /// spec.driver.
+        driver: String,
+        /// spec.pool.name.
+        pool: String,
+        /// spec.devices.
+        devices: Vec<SliceDevice>,
+        /// spec.skipNodeOperations (KEP-5945).
+        skip: Vec<String>,
+        /// spec.sharedCounters (KEP-4815).
+        counters: Vec<CounterSet>,
+    },
+    /// A Namespace (its labels decide whether claims in it may ask for adminAccess).
+    Namespace {
+        /// Name.
+        name: String,
+        /// metadata.labels.
+        labels: BTreeMap<String, String>,
+    },
+    /// A DeviceTaintRule (KEP-5055).
+    TaintRule {
+        /// Name.
+        name: String,
+        /// What it taints, and with what.
+        rule: TaintRule,
+    },
+}
+
+impl Object {
+    /// `Kind namespace/name` (the key objects are stored under).
+    pub fn key(&self) -> String {
+        match self {
+            Object::Claim { namespace, name, .. } => format!("ResourceClaim {namespace}/{name}"),
+            Object::Template { namespace, name, .. } => format!("ResourceClaimTemplate {namespace}/{name}"),
+            Object::Class { name, .. } => format!("DeviceClass {name}"),
+            Object::Slice { name, .. } => format!("ResourceSlice {name}"),
+            Object::Namespace { name, .. } => format!("Namespace {name}"),
+            Object::TaintRule { name, .. } => format!("DeviceTaintRule {name}"),
+        }
+    }
+}
+
+/// The kinds read here.
+pub const KINDS: &[&str] =
+    &["ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "Namespace", "DeviceTaintRule"];
+
+/// A stable UUID-shaped UID for an object without one.
+pub fn derived_uid(seed: &str) -> String {
+    let f = |s: &str| {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in s.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    let h = format!("{:016x}{:016x}", f(seed), f(&format!("{seed}\0dra")));
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The kind of a manifest's JSON value, if it is one of [`KINDS`].
+pub fn dra_kind(v: &Value) -> Option<&'static str> {
+    let k = v.get("kind").and_then(Value::as_str)?;
+    KINDS.iter().find(|x| **x == k).copied()
+}
+
+fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
+    let mut out = Vec::new();
+    for (i, s) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+        let expr = s
+            .get("cel")
+            .and_then(|c| c.get("expression"))
+            .and_then(Value::as_str)
+            .filter(|e| !e.trim().is_empty())
+            .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
+        // kube-apiserver refuses an expression that does not compile.
+        if let Err(e) = ::cel::Program::compile(expr) {
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or("syntax error");
+            return Err(format!("{at}[{i}].cel.expression: compilation failed: {first}"));
+        }
+        out.push(Selector { expression: expr.to_string() });
+    }
+    Ok(out)
+}
+
+/// A request's (or sub-request's) fields: class, count or All, selectors,
+/// adminAccess, tolerations, capacity requests. v1's defaults apply:
+/// allocationMode ExactCount, count 1.
+fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> {
+    let class = e.get("deviceClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
+    let class = class.ok_or_else(|| format!("{at}: deviceClassName is required"))?.to_string();
+    let all = match e.get("allocationMode").and_then(Value::as_str) {
+        None | Some("ExactCount") => false,
+        Some("All") => true,
+        Some(other) => return Err(format!("{at}: allocationMode {other:?} is not ExactCount or All")),
+    };
+    let count = match e.get("count") {
+        None => 1,
+        Some(_) if all => return Err(format!("{at}: count must not be set with allocationMode All")),
+        Some(c) => c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?,
+    };
+    let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
+    let selectors = selectors(e.get("selectors"), &format!("{at}.selectors"))?;
+    let tolerations = devices::tolerations(e.get("tolerations"), &format!("{at}.tolerations"))?;
+    let mut capacity = BTreeMap::new();
+    let reqs = e.get("capacity").and_then(|c| c.get("requests"));
+    for (k, q) in reqs.and_then(Value::as_object).into_iter().flatten() {
+        capacity.insert(k.clone(), devices::quantity(q, &format!("{at}.capacity.requests[{k}]"))?);
+    }
+    Ok(Request { name, class, count, all, selectors, admin, tolerations, capacity, first_available: vec![] })
+}
+
+fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {
+    let mut out = Vec::new();
+    for (i, c) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        if c.get("distinctAttribute").is_some() {
+            return Err(format!("{at}.distinctAttribute is not supported (only matchAttribute)"));
+        }
+        let attr = c.get("matchAttribute").and_then(Value::as_str).filter(|a| a.contains('/'));
+        let attr = attr.ok_or_else(|| format!("{at}.matchAttribute must be a fully qualified name (DOMAIN/ATTR)"))?;
+        let requests = c
+            .get("requests")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        out.push(Constraint { requests, match_attribute: attr.to_string() });
+    }
+    Ok(out)
+}
+
+fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
+    let devs = spec.and_then(|s| s.get("devices"));
+    let reqs = devs.and_then(|d| d.get("requests")).and_then(Value::as_array);
+    let mut requests = Vec::new();
+    for (i, r) in reqs.map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
+        let at = format!("{at}.devices.requests[{i}]");
+        let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+        let name = name.ok_or_else(|| format!("{at}.name is required"))?.to_string();
+        let subs = r.get("firstAvailable").and_then(Value::as_array);
+        if let Some(subs) = subs {
+            if r.get("exactly").is_some() || r.get("deviceClassName").is_some() {
+                return Err(format!("{at}: set exactly one of exactly and firstAvailable"));
+            }
+            if subs.is_empty() || subs.len() > 8 {
+                return Err(format!("{at}.firstAvailable must list 1 to 8 sub-requests"));
+            }
+            let mut first_available = Vec::new();
+            for (j, sub) in subs.iter().enumerate() {
+                let at = format!("{at}.firstAvailable[{j}]");
+                let sname = sub.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+                let sname = sname.ok_or_else(|| format!("{at}.name is required"))?.to_string();
+                if sub.get("adminAccess").is_some() {
+                    return Err(format!("{at}: adminAccess is not allowed in a sub-request"));
+                }
+                first_available.push(request_fields(sname, sub, &at)?);
+            }
+            requests.push(Request { name, first_available, ..Request::default() });
+            continue;
+        }
+        // v1 nests the request under `exactly`; v1beta1 has the fields on the request.
+        requests.push(request_fields(name, r.get("exactly").unwrap_or(r), &at)?);
+    }
+    if requests.is_empty() {
+        return Err(format!("{at}.devices.requests must list at least one request"));
+    }
+    let constraints = constraints(devs.and_then(|d| d.get("constraints")), &format!("{at}.devices.constraints"))?;
+    for c in &constraints {
+        for r in &c.requests {
+            let base = r.split('/').next().unwrap_or(r);
+            if !requests.iter().any(|q| q.name == base) {
+                return Err(format!("{at}.devices.constraints: request {r:?} is not one of the claim's requests"));
+            }
+        }
+    }
+    Ok(ClaimSpec { requests, constraints })
+}
+
+/// Parse one object of [`KINDS`] (the caller has checked the kind).
+pub fn parse(v: &Value) -> Result<Object, String> {
+    let kind = dra_kind(v).ok_or("not a DRA object")?;
+    let meta = v.get("metadata").ok_or("no metadata")?;
+    let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+    let name = name.ok_or("metadata.name is required")?.to_string();
+    let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
+    let namespace = namespace.to_string();
+    let spec = v.get("spec");
+    Ok(match kind {
+        "ResourceClaim" => {
+            let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string);
+            let uid = uid.unwrap_or_else(|| derived_uid(&format!("claim\0{namespace}\0{name}")));
+            Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid }
+        }
+        "ResourceClaimTemplate" => {
+            Object::Template { spec: claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?, namespace, name }
+        }
+        "DeviceClass" => {
+            Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
+        }
+        "Namespace" => {
+            let labels = meta.get("labels").and_then(Value::as_object).into_iter().flatten();
+            let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
+            Object::Namespace { name, labels }
+        }
+        "DeviceTaintRule" => Object::TaintRule { rule: devices::taint_rule(spec.ok_or("no spec")?)?, name },
+        _ => devices::slice(name, spec.ok_or("no spec")?)?,
+    })
+}

@@ -1,0 +1,83 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn claims_templates_classes_and_slices_parse_in_v1_and_v1beta1_shapes() {
+    let v1 = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"gpu","namespace":"ml"},
+        "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu.example.com","count":2}}]}}});
+    let Object::Claim { spec, uid, .. } = parse(&v1).unwrap() else { panic!() };
+    assert_eq!((spec.requests[0].count, spec.requests[0].class.as_str()), (2, "gpu.example.com"));
+    assert_eq!(uid.len(), 36);
+    let b1 = json!({"kind":"ResourceClaimTemplate","metadata":{"name":"t"},
+        "spec":{"spec":{"devices":{"requests":[{"name":"r","deviceClassName":"c","allocationMode":"All"}]}}}});
+    let Object::Template { spec, namespace, .. } = parse(&b1).unwrap() else { panic!() };
+    assert!(spec.requests[0].all);
+    assert_eq!(namespace, "default");
+    let s = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d.x","pool":{"name":"p"},
+        "devices":[{"name":"g0","attributes":{"model":{"string":"a"},"other.io/n":{"int":3},"v":{"version":"1.2.3"}}}]}});
+    let Object::Slice { devices, .. } = parse(&s).unwrap() else { panic!() };
+    assert_eq!(devices[0].attributes["d.x/model"], Attribute::String("a".into()));
+    assert_eq!(devices[0].attributes["other.io/n"], Attribute::Int(3));
+    assert_eq!(devices[0].attributes["d.x/v"], Attribute::Version("1.2.3".into()));
+    let bad = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{"devices":{"requests":[{"name":"r","firstAvailable":[]}]}}});
+    assert!(parse(&bad).unwrap_err().contains("firstAvailable"));
+    let none = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{}});
+    assert!(parse(&none).unwrap_err().contains("at least one request"));
+}
+
+#[test]
+fn v1_defaults_apply_and_selectors_are_kept_as_cel_expressions() {
+    let v = json!({"kind":"ResourceClaim","metadata":{"name":"c"},"spec":{"devices":{"requests":[
+        {"name":"r","exactly":{"deviceClassName":"gpu","selectors":[{"cel":{"expression":"device.attributes['gpu.x'].model == 'a'"}}]}}]}}});
+    let Object::Claim { spec, .. } = parse(&v).unwrap() else { panic!() };
+    let r = &spec.requests[0];
+    assert_eq!((r.count, r.all), (1, false), "v1 defaults: ExactCount, count 1");
+    assert_eq!(r.selectors[0].expression, "device.attributes['gpu.x'].model == 'a'");
+    let all_with_count = json!({"kind":"ResourceClaim","metadata":{"name":"c"},"spec":{"devices":{"requests":[
+        {"name":"r","exactly":{"deviceClassName":"gpu","allocationMode":"All","count":2}}]}}});
+    assert!(parse(&all_with_count).unwrap_err().contains("count must not be set with allocationMode All"));
+}
+
+#[test]
+fn partitions_capacity_taints_tolerations_and_constraints_parse() {
+    let s = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"gpu.x","pool":{"name":"p"},
+        "sharedCounters":[{"name":"gpu-0-counters","counters":{"memory":{"value":"80Gi"}}}],
+        "devices":[{"name":"gpu-0-full","consumesCounters":[{"counterSet":"gpu-0-counters","counters":{"memory":{"value":"80Gi"}}}],
+            "capacity":{"memory":{"value":"80Gi","requestPolicy":{"default":"10Gi","validRange":{"min":"10Gi","step":"10Gi"}}}},
+            "allowMultipleAllocations":true,
+            "taints":[{"key":"unhealthy","value":"xid","effect":"NoSchedule"}]}]}});
+    let Object::Slice { devices, counters, .. } = parse(&s).unwrap() else { panic!() };
+    assert_eq!(counters[0].counters["memory"].text(), "80Gi");
+    let d = &devices[0];
+    assert_eq!(d.consumes[0].name, "gpu-0-counters");
+    let cap = &d.capacity["gpu.x/memory"];
+    assert_eq!(cap.policy.as_ref().unwrap().step.as_ref().unwrap().text(), "10Gi");
+    assert!(d.multi);
+    assert_eq!(d.taints[0].to_string(), "unhealthy=xid:NoSchedule");
+    let c = json!({"kind":"ResourceClaim","metadata":{"name":"c"},"spec":{"devices":{
+        "requests":[{"name":"a","exactly":{"deviceClassName":"g","tolerations":[{"key":"unhealthy","operator":"Exists"}],
+            "capacity":{"requests":{"memory":"40Gi"}}}},{"name":"b","exactly":{"deviceClassName":"g"}}],
+        "constraints":[{"requests":["a","b"],"matchAttribute":"gpu.x/numa"}]}}});
+    let Object::Claim { spec, .. } = parse(&c).unwrap() else { panic!() };
+    assert!(spec.requests[0].tolerations[0].tolerates(&d.taints[0]));
+    assert_eq!(spec.requests[0].capacity["memory"].text(), "40Gi");
+    assert_eq!(spec.constraints[0].match_attribute, "gpu.x/numa");
+    let bad = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"gpu.x","pool":{"name":"p"},
+        "devices":[{"name":"g","capacity":{"memory":{"value":"lots"}}}]}});
+    assert!(parse(&bad).unwrap_err().contains("spec.devices[0].capacity[memory].value: quantity \"lots\""));
+    let rule = json!({"apiVersion":"resource.k8s.io/v1alpha3","kind":"DeviceTaintRule","metadata":{"name":"r"},
+        "spec":{"deviceSelector":{"driver":"gpu.x","device":"g0"},"taint":{"key":"maint","effect":"NoExecute"}}});
+    let Object::TaintRule { rule, .. } = parse(&rule).unwrap() else { panic!() };
+    assert_eq!((rule.device.as_deref(), rule.taint.effect.as_str()), (Some("g0"), "NoExecute"));
+    let ns =
+        json!({"kind":"Namespace","metadata":{"name":"admin","labels":{"resource.kubernetes.io/admin-access":"true"}}});
+    assert_eq!(parse(&ns).unwrap().key(), "Namespace admin");
+}
+
+#[test]
+fn a_selector_that_does_not_compile_is_refused_as_kube_apiserver_refuses_it() {
+    let v = json!({"kind":"DeviceClass","metadata":{"name":"c"},"spec":{"selectors":[
+        {"cel":{"expression":"device.driver == 'x'"}},{"cel":{"expression":"device.capacity['x'].memory >"}}]}});
+    let e = parse(&v).unwrap_err();
+    assert!(e.starts_with("spec.selectors[1].cel.expression: compilation failed"), "{e}");
+}

@@ -1,0 +1,141 @@
+//! The allocator end to end: `dpctl mock-kubelet` and `dpctl dra serve` as
+//! real processes; devices come from a ResourceSlice manifest, classes
+//! select them with CEL as real drivers' Helm charts write it (single
+//! quotes, map indexing, `quantity(...)`), and taints, shared counters and
+//! the adminAccess namespace label decide as the scheduler does.
+
+use crate::support::*;
+use serde_json::Value;
+
+const DRIVER: &str = "gpu.example.com";
+
+fn events(tail: &Tail, event: &str) -> Vec<Value> {
+    tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
+}
+
+/// A pod `name` in namespace ml with one claim from template `template`.
+fn pod(name: &str, template: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, uid: pod-{name}}}\nspec:\n  resourceClaims: [{{name: g, resourceClaimTemplateName: {template}}}]\n  containers: [{{name: main, resources: {{claims: [{{name: g}}]}}}}]\n"
+    )
+}
+
+fn template(name: &str, class: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {{name: {name}, namespace: ml}}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {{deviceClassName: {class}{extra}}}\n"
+    )
+}
+
+const SLICE: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: dpctl-node
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  sharedCounters:
+  - name: gpu-9-counters
+    counters: {memory: {value: 80Gi}}
+  devices:
+  - name: gpu-0
+    attributes: {productName: {string: H100}}
+    capacity: {memory: {value: 80Gi}}
+    taints: [{key: gpu.example.com/unhealthy, value: xid-79, effect: NoSchedule}]
+  - name: gpu-1
+    attributes: {productName: {string: H100}}
+    capacity: {memory: {value: 80Gi}}
+  - name: gpu-2
+    attributes: {productName: {string: A10}}
+    capacity: {memory: {value: 24Gi}}
+  - name: gpu-9-half-0
+    attributes: {productName: {string: mig}}
+    consumesCounters: [{counterSet: gpu-9-counters, counters: {memory: {value: 40Gi}}}]
+  - name: gpu-9-full
+    attributes: {productName: {string: mig}}
+    consumesCounters: [{counterSet: gpu-9-counters, counters: {memory: {value: 80Gi}}}]
+";
+
+/// The class as NVIDIA's and the example driver's charts write selectors.
+const CLASS: &str = "apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: big-gpu}
+spec:
+  selectors:
+  - cel:
+      expression: device.driver == 'gpu.example.com'
+  - cel:
+      expression: >-
+        device.attributes['gpu.example.com']['productName'] == 'H100' &&
+        device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0
+";
+
+const MIG_CLASS: &str = "apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: mig}
+spec:
+  selectors:
+  - cel: {expression: \"device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].productName == 'mig'\"}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cel_class_allocates_around_a_tainted_device_and_partitions_never_oversubscribe() {
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.driver(DRIVER, &["--services", "v1.DRAPlugin", "--pool", "node-1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("slice.yaml", SLICE);
+    t.write("class.yaml", CLASS);
+    t.write("mig-class.yaml", MIG_CLASS);
+    t.write("template.yaml", &template("one-big", "big-gpu", ""));
+    t.write("mig-template.yaml", &template("one-mig", "mig", ""));
+    t.write("admin-template.yaml", &template("admin", "big-gpu", ", adminAccess: true"));
+    log.wait_for("\"event\":\"dra-object\"", 6).await;
+
+    // gpu-0 matches the class but is tainted NoSchedule: gpu-1 it is.
+    t.write("a.yaml", &pod("a", "one-big"));
+    log.wait_for("\"event\":\"claim-allocated\"", 1).await;
+    let a = &events(&log, "claim-allocated")[0];
+    assert_eq!(a["devices"], serde_json::json!([format!("{DRIVER}/node-1/gpu-1")]), "{a}");
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+
+    // A second claim of the class: gpu-1 is in use, gpu-0 tainted, gpu-2 too small.
+    t.write("b.yaml", &pod("b", "one-big"));
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let e = events(&log, "claim-prepare-failed")[0]["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("request \"gpu\" wants 1 device(s) of class \"big-gpu\"; 2 match, 0 of them free")
+            && e.contains(
+                "device gpu-0: tainted NoSchedule: gpu.example.com/unhealthy=xid-79:NoSchedule (not tolerated)"
+            )
+            && e.contains("device gpu-1: in use"),
+        "{e}"
+    );
+
+    // Partitions: the half takes 40Gi of gpu-9's 80Gi, so the full device can never follow.
+    t.write("m1.yaml", &pod("m1", "one-mig"));
+    log.wait_for("\"event\":\"claim-allocated\"", 2).await;
+    let m1 = &events(&log, "claim-allocated")[1];
+    assert_eq!(m1["devices"], serde_json::json!([format!("{DRIVER}/node-1/gpu-9-half-0")]), "{m1}");
+    t.write("m2.yaml", &pod("m2", "one-mig"));
+    log.wait_for("gpu-9-counters/memory would exceed 80Gi", 1).await;
+
+    // adminAccess needs the namespace label kube-apiserver requires.
+    t.write("admin.yaml", &pod("adm", "admin"));
+    log.wait_for("which namespace \\\"ml\\\" does not allow", 1).await;
+    t.write(
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ml\n  labels: {resource.kubernetes.io/admin-access: \"true\"}\n",
+    );
+    // The pod stays pending and is retried: now it is allowed.
+    log.wait_for("\"event\":\"claim-allocated\",\"claim\":\"ml/adm-g\"", 1).await;
+    let adm = events(&log, "claim-allocated").into_iter().find(|v| v["claim"] == "ml/adm-g").expect("adm allocated");
+    assert_eq!(
+        adm["devices"],
+        serde_json::json!([format!("{DRIVER}/node-1/gpu-1")]),
+        "admin access shares the held device"
+    );
+
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
