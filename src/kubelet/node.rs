@@ -690,7 +690,7 @@ async fn run(
 /// The claims the local API server serves: those of the current
 /// generation's DRA manager, read at each request.
 fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
-    Arc::new(move || current.borrow().as_ref().map(|m| m.claim_objects()).unwrap_or_default())
+    Arc::new(move |node: &str| current.borrow().as_ref().map(|m| m.claim_objects(node)).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
     assert!(plan.record, "the checkpoint is written before the calls");
     assert_eq!(plan.allocated.len(), 2);
     assert_eq!(plan.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
@@ -92,7 +92,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     assert_eq!(restored.get("ns/b").unwrap().state(), ClaimState::Recorded);
     // A retry calls every driver again (the kubelet marks claims prepared only
     // when the whole attempt succeeded).
-    let retry = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    let retry = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
     assert!(retry.cached.is_empty());
     assert_eq!(retry.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
     assert!(!retry.record, "nothing new to record");
@@ -117,7 +117,7 @@ fn two_claims_of_one_pod_get_different_devices() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
     let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
     assert_eq!(devices, ["d0", "d1"]);
 }
@@ -129,9 +129,9 @@ fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
     let only_gpu: BTreeSet<String> = ["gpu.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &only_gpu };
     let mut cache = ClaimCache::default();
-    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
+    let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "DRA driver nic.x is not registered");
-    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "gone"]), &w).unwrap_err();
+    let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "gone"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "fetch ResourceClaim gone: resourceclaims.resource.k8s.io \"gone\" not found");
     assert!(cache.is_empty(), "a failed validation pass changes nothing");
 }
@@ -143,14 +143,14 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let p1 = cache.plan_prepare("ns", "pod-1", &claims(&["a"]), &w).unwrap();
+    let p1 = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &p1.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
     cache.mark_prepared(&p1.preparing);
     assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::Prepared);
     let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
     assert_eq!(restored.get("ns/a").unwrap().state(), ClaimState::Prepared, "survives a restart as it is");
     assert_eq!(restored.get("ns/a").unwrap().drivers, cache.get("ns/a").unwrap().drivers);
-    let p2 = cache.plan_prepare("ns", "pod-2", &claims(&["a"]), &w).unwrap();
+    let p2 = cache.plan_prepare("ns", "pod-2", "pod-2", &claims(&["a"]), &w).unwrap();
     assert!(p2.batches.is_empty() && p2.cached == ["ns/a"] && p2.record, "{p2:?}");
     let un = cache.plan_unprepare("pod-1", &["ns/a".into()]);
     assert_eq!(un.shared, [("ns/a".to_string(), "uid-a".to_string())]);
@@ -189,7 +189,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         skip: vec!["*".into()],
     }];
     let w = World { objects: &objects, candidates: &cands, drivers: &BTreeSet::new() };
-    let plan = cache.plan_prepare("ns", "pod", &claims(&["c"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
     assert!(plan.batches.is_empty());
     cache.mark_prepared(&plan.preparing);

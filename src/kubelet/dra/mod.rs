@@ -624,7 +624,8 @@ impl DraManager {
             let candidates = self.candidates(st);
             let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
             let world = World { objects: &st.objects, candidates: &candidates, drivers: &drivers };
-            let plan = st.claims.plan_prepare(&p.namespace, &pod.uid, &p.pod_claims, &world).map_err(fail)?;
+            let plan =
+                st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
             if plan.record {
                 // Recorded before any driver is called.
                 self.store(st).map_err(fail)?;
@@ -856,9 +857,9 @@ impl DraManager {
     }
 
     /// The claims as resource.k8s.io objects (what the local API server serves).
-    pub fn claim_objects(&self) -> Vec<serde_json::Value> {
+    pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
         let st = self.lock();
-        view::claim_objects(&st.claims, &st.pods)
+        apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node)
     }
 
     /// Known claims.

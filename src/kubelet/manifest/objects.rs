@@ -73,6 +73,9 @@ pub enum Object {
         uid: String,
         /// Its spec.
         spec: ClaimSpec,
+        /// The whole object as written (what the local API server serves:
+        /// its spec, and a `status` a scheduler already wrote).
+        raw: Value,
     },
     /// A ResourceClaimTemplate.
     Template {
@@ -82,6 +85,8 @@ pub enum Object {
         name: String,
         /// spec.spec.
         spec: ClaimSpec,
+        /// The whole object as written (its `spec.spec` is the generated claims' spec).
+        raw: Value,
     },
     /// A DeviceClass.
     Class {
@@ -89,6 +94,9 @@ pub enum Object {
         name: String,
         /// Its selectors.
         selectors: Vec<Selector>,
+        /// spec.config: copied into the allocation of each request of this
+        /// class (source `FromClass`), as the scheduler does.
+        config: Vec<Value>,
     },
     /// A ResourceSlice.
     Slice {
@@ -282,13 +290,19 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "ResourceClaim" => {
             let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string);
             let uid = uid.unwrap_or_else(|| derived_uid(&format!("claim\0{namespace}\0{name}")));
-            Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid }
+            Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid, raw: v.clone() }
         }
         "ResourceClaimTemplate" => {
-            Object::Template { spec: claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?, namespace, name }
+            let parsed = claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?;
+            Object::Template { spec: parsed, namespace, name, raw: v.clone() }
         }
         "DeviceClass" => {
-            Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
+            let config = spec.and_then(|s| s.get("config")).and_then(Value::as_array).cloned().unwrap_or_default();
+            Object::Class {
+                selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?,
+                name,
+                config,
+            }
         }
         _ => {
             let s = spec.ok_or("no spec")?;

@@ -4,7 +4,8 @@
 //! sends a watch's initial events and then every change, read from the
 //! store's history when its newest version moves.
 
-use super::{field, field_selector, param, status, Store};
+use super::selectors::{selected, Selection};
+use super::{param, status, Store};
 use crate::kubelet::dra::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -115,12 +116,12 @@ async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: M
 /// Pump a watch of the slices into `tx` until the client goes or `stop`.
 pub(super) async fn pump(
     store: Arc<Store>,
+    sel: Selection,
     query: String,
     media: Media,
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
-    let sel = field_selector(&query);
     let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
     // Without initial events, a watch from resourceVersion N gets every change after N.
     let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
@@ -133,7 +134,7 @@ pub(super) async fn pump(
             return;
         }
     };
-    for c in replay.iter().filter(|c| sel.iter().all(|(k, v)| field(&c.obj, k) == *v)) {
+    for c in replay.iter().filter(|c| selected(&sel, &c.obj)) {
         if !send_event(&tx, media, c.kind, &c.obj).await {
             return;
         }
@@ -170,7 +171,7 @@ pub(super) async fn pump(
         };
         for c in batch {
             seen = c.version;
-            if sel.iter().all(|(k, v)| field(&c.obj, k) == *v) && !send_event(&tx, media, c.kind, &c.obj).await {
+            if selected(&sel, &c.obj) && !send_event(&tx, media, c.kind, &c.obj).await {
                 return;
             }
         }
@@ -180,6 +181,14 @@ pub(super) async fn pump(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sel(query: &str) -> Selection {
+        crate::kubelet::dra::apiserver::selectors::of_query(
+            "ResourceSlice",
+            &crate::kubelet::dra::apiserver::query_pairs(query),
+        )
+        .unwrap_or_default()
+    }
     use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
     use tokio_util::task::TaskTracker;
 
@@ -197,7 +206,7 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
+        tracker.spawn(pump(store.clone(), sel(query), query.to_string(), Media::Json, tx, stop.clone()));
         let mut out = Vec::new();
         while out.len() < n {
             let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
@@ -295,7 +304,14 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), "watch=true&resourceVersion=1".into(), Media::Protobuf, tx, stop.clone()));
+        tracker.spawn(pump(
+            store.clone(),
+            sel(""),
+            "watch=true&resourceVersion=1".into(),
+            Media::Protobuf,
+            tx,
+            stop.clone(),
+        ));
         let mut got = Vec::new();
         loop {
             match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
@@ -369,7 +385,7 @@ mod tests {
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
         assert_eq!(call(&s, "POST", SLICES, "", slice_with("zero", 1)).0, 201);
-        tracker.spawn(pump(s.clone(), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
+        tracker.spawn(pump(s.clone(), sel(""), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
         assert_eq!(call(&s, "POST", SLICES, "", slice_with("first", 1)).0, 201);
         let first = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
         assert!(String::from_utf8_lossy(&first).contains("\"first\""));
