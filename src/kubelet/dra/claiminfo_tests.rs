@@ -244,3 +244,76 @@ fn failed_calls_read_as_the_kubelet_wraps_grpc_statuses() {
     };
     assert!(e.to_string().starts_with("NodeUnprepareResources: rpc error: code = DeadlineExceeded"), "{e}");
 }
+
+/// Put claim `c` in `objects` as a manifest with `status` (allocated by a scheduler elsewhere).
+fn with_status(objects: &mut BTreeMap<String, Object>, uid: &str, status: serde_json::Value) {
+    let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}, "status": status});
+    let o = super::super::objects::parse(&v).unwrap();
+    objects.insert(o.key(), o);
+}
+
+/// #32 item 8, #33 item 1: a claim a scheduler allocated (its manifest's
+/// status.allocation) is taken as it is, not allocated again; one whose
+/// reservedFor does not name the pod is refused in manager.go's words.
+#[test]
+fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
+    let mut objects = BTreeMap::new();
+    let results =
+        serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "far", "device": "gpu-7", "adminAccess": true}]);
+    with_status(
+        &mut objects,
+        "uid-c",
+        serde_json::json!({"allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": "p1", "uid": "pod-1"}]}),
+    );
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    // No candidate device at all: the allocator is not asked.
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
+    assert_eq!(e.to_string(), "pod p2 (pod-2) is not allowed to use ResourceClaim c (uid-c)");
+    assert!(cache.is_empty(), "nothing recorded for a refused pod");
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.preparing, ["ns/c"]);
+    let c = cache.get("ns/c").unwrap();
+    assert_eq!(
+        (c.allocation[0].pool.as_str(), c.allocation[0].device.as_str(), c.allocation[0].admin),
+        ("far", "gpu-7", true)
+    );
+    // A manifest without reservedFor is reserved by this node's scheduler stand-in.
+    with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    assert!(cache.plan_prepare("ns", "pod-3", "p3", &claims(&["c"]), &w).is_ok());
+}
+
+/// #32 item 8: a claim recreated under the same name with a new UID is
+/// another claim: while the old one is prepared for a pod, a pod of the new
+/// one fails in manager.go's words; once the old one is unprepared (with
+/// its own UID), the new one is prepared with the new UID.
+#[test]
+fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
+    let mut objects = BTreeMap::new();
+    let results = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d0"}]);
+    with_status(&mut objects, "old", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let mut cache = ClaimCache::default();
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.batches["gpu.x"][0].uid, "old");
+    cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("old")).unwrap();
+    cache.mark_prepared(&plan.preparing);
+    with_status(&mut objects, "new", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "old ResourceClaim with same name c and different UID old still exists (previous pod force-deleted?!)"
+    );
+    let un = cache.plan_unprepare("pod-1", &["ns/c".to_string()]);
+    assert_eq!(un.batches["gpu.x"][0].uid, "old");
+    cache.remove(&un.remove);
+    let plan = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.batches["gpu.x"][0].uid, "new");
+}

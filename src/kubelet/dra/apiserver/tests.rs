@@ -118,6 +118,7 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
 
 #[test]
 fn claims_are_served_in_each_version_with_their_allocation() {
+    // (the kubelet's claims, synced into the store at each claim request)
     let s = Store::default();
     let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
     for v in ["v1", "v1beta2", "v1beta1"] {
@@ -208,4 +209,168 @@ fn paths_and_query_strings_are_percent_decoded() {
         query_pairs("a=b%26c&d&e=f+g"),
         [("a".into(), "b&c".into()), ("d".into(), String::new()), ("e".into(), "f g".into())]
     );
+}
+
+const CLAIM: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu";
+
+fn kubelet_claim(uid: &str, device: &str) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": device}]}},
+            "reservedFor": [{"resource": "pods", "name": "pod", "uid": "pod-uid"}]}})
+}
+
+fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, body: &str) -> (u16, Value) {
+    answer_typed(s, claims, "n", m, p, q, ct, body.as_bytes())
+}
+
+/// #33 item 1: the status subresource as UpdateStatus meets it: the
+/// driver's status.devices kept and served; the spec of the body ignored; a
+/// stale resourceVersion or another uid is 409; devices must be allocated (422).
+#[test]
+fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver() {
+    let s = Store::default();
+    let claims = [kubelet_claim("u1", "g0")];
+    let (c, got) = claim_call(&s, &claims, "GET", &format!("{CLAIM}/status"), "", "", "");
+    assert_eq!(c, 200);
+    let rv = got["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert_eq!(got["metadata"]["generation"], 1);
+    assert!(got["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    let mut put = got.clone();
+    put["spec"] = json!({"devices": {"requests": []}});
+    put["status"]["devices"] = json!([{"driver": "d", "pool": "p", "device": "g0", "data": {"health": "ok"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}]);
+    let (c, updated) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string());
+    assert_eq!(c, 200, "{updated}");
+    assert_ne!(updated["metadata"]["resourceVersion"].as_str(), Some(rv.as_str()));
+    assert_eq!(updated["spec"], got["spec"], "spec changes on /status are ignored");
+    assert_eq!(updated["status"]["devices"][0]["data"]["health"], "ok");
+    // Kept across reads, in every version's path.
+    let (_, again) =
+        claim_call(&s, &claims, "GET", "/apis/resource.k8s.io/v1beta1/namespaces/ml/resourceclaims/gpu", "", "", "");
+    assert_eq!(again["status"]["devices"][0]["data"]["health"], "ok");
+    assert_eq!(again["spec"]["devices"]["requests"][0]["deviceClassName"], "c", "v1beta1's shape");
+    // The old resourceVersion is stale now.
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string());
+    assert_eq!((c, e["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(e["message"], "Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"gpu\": the object has been modified; please apply your changes to the latest version and try again");
+    let mut other = updated.clone();
+    other["metadata"]["uid"] = json!("u9");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &other.to_string());
+    assert_eq!(c, 409);
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .contains("Precondition failed: UID in precondition: u9, UID in object meta: u1"));
+    let mut stray = updated.clone();
+    stray["status"]["devices"][0]["device"] = json!("g5");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &stray.to_string());
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.devices[0]")));
+    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: \"d/p/g5\": must be an allocated device in the claim");
+    let mut realloc = updated.clone();
+    realloc["status"]["allocation"]["devices"]["results"][0]["device"] = json!("g1");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &realloc.to_string());
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.allocation")));
+    // Writes to the claim itself are not served; /status answers only its verbs.
+    assert_eq!(claim_call(&s, &claims, "DELETE", &format!("{CLAIM}/status"), "", "", "").0, 405);
+    assert_eq!(claim_call(&s, &claims, "PUT", CLAIM, "", "", &put.to_string()).0, 405);
+}
+
+#[test]
+fn status_patches_merge_and_apply_as_client_go_sends_them() {
+    let s = Store::default();
+    let claims = [kubelet_claim("u1", "g0")];
+    let p = format!("{CLAIM}/status");
+    let dev = r#"{"status": {"devices": [{"driver": "d", "pool": "p", "device": "g0", "networkData": {"interfaceName": "eth1"}}]}}"#;
+    let (c, got) = claim_call(&s, &claims, "PATCH", &p, "", "application/merge-patch+json", dev);
+    assert_eq!(c, 200, "{got}");
+    assert_eq!(got["status"]["devices"][0]["networkData"]["interfaceName"], "eth1");
+    assert_eq!(got["status"]["reservedFor"][0]["uid"], "pod-uid", "the rest of the status stays");
+    let (c, e) = claim_call(&s, &claims, "PATCH", &p, "", "application/apply-patch+yaml", dev);
+    assert_eq!(
+        (c, e["message"].as_str()),
+        (
+            422,
+            Some("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+        )
+    );
+    let yaml = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\nstatus:\n  devices:\n  - driver: d\n    pool: p\n    device: g0\n    data: {x: 1}\n";
+    let (c, got) =
+        claim_call(&s, &claims, "PATCH", &p, "fieldManager=drv&force=true", "application/apply-patch+yaml", yaml);
+    assert_eq!(c, 200, "{got}");
+    let d = &got["status"]["devices"][0];
+    assert_eq!((d["data"]["x"].as_i64(), d["networkData"]["interfaceName"].as_str()), (Some(1), Some("eth1")));
+    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "application/json-patch+json", "[]");
+    assert_eq!(c, 415);
+    let stale = r#"{"metadata": {"resourceVersion": "1"}, "status": {"devices": []}}"#;
+    assert_eq!(claim_call(&s, &claims, "PATCH", &p, "", "application/strategic-merge-patch+json", stale).0, 409);
+}
+
+/// #33 item 1: a claim recreated with a new UID is a new object (generation
+/// 1, its own status); a spec change bumps the generation.
+#[test]
+fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
+    let s = Store::default();
+    let old = [kubelet_claim("u1", "g0")];
+    let mut put = claim_call(&s, &old, "GET", CLAIM, "", "", "").1;
+    put["status"]["devices"] = json!([{"driver": "d", "pool": "p", "device": "g0"}]);
+    assert_eq!(claim_call(&s, &old, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string()).0, 200);
+    let mut respec = kubelet_claim("u1", "g0");
+    respec["spec"]["devices"]["requests"][0]["exactly"]["count"] = json!(2);
+    let (_, got) = claim_call(&s, &[respec], "GET", CLAIM, "", "", "");
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert_eq!(got["status"]["devices"][0]["device"], "g0", "the driver's status stays with the UID");
+    let (_, got) = claim_call(&s, &[kubelet_claim("u2", "g1")], "GET", CLAIM, "", "", "");
+    assert_eq!((got["metadata"]["uid"].as_str(), got["metadata"]["generation"].as_i64()), (Some("u2"), Some(1)));
+    assert!(got["status"].get("devices").is_none());
+    let (c, l) = claim_call(
+        &s,
+        &[kubelet_claim("u2", "g1")],
+        "GET",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "labelSelector=x",
+        "",
+        "",
+    );
+    assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(0)));
+    let (c, l) = claim_call(
+        &s,
+        &[kubelet_claim("u2", "g1")],
+        "GET",
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims",
+        "",
+        "",
+        "",
+    );
+    assert_eq!((c, l["kind"].as_str(), l["items"].as_array().map(Vec::len)), (200, Some("ResourceClaimList"), Some(1)));
+    assert_eq!(claim_call(&s, &[], "GET", CLAIM, "", "", "").0, 404, "a claim the kubelet no longer has is gone");
+}
+
+/// #33 item 3: slices get generation 1 and a creationTimestamp on create,
+/// the generation bumps on a spec change only; labelSelector is honoured
+/// and an unsupported fieldSelector is 400 in kube-apiserver's words.
+#[test]
+fn slices_have_generations_and_selectors_as_kube_apiserver() {
+    let s = Store::default();
+    let mut obj =
+        json!({"metadata": {"name": "s", "labels": {"tier": "a"}}, "spec": {"driver": "d", "nodeName": "node-1"}});
+    let (_, created) = call(&s, "POST", SLICES, "", obj.clone());
+    assert_eq!(created["metadata"]["generation"], 1);
+    let ts = created["metadata"]["creationTimestamp"].clone();
+    assert!(ts.as_str().unwrap().ends_with('Z'));
+    obj["metadata"]["labels"]["tier"] = json!("b");
+    let (_, relabelled) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj.clone());
+    assert_eq!(
+        (relabelled["metadata"]["generation"].as_i64(), &relabelled["metadata"]["creationTimestamp"]),
+        (Some(1), &ts)
+    );
+    obj["spec"]["driver"] = json!("d2");
+    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!(respec["metadata"]["generation"], 2);
+    for (q, n) in [("labelSelector=tier%3Db", 1), ("labelSelector=tier%3Da", 0), ("labelSelector=tier+in+(a,b)", 1)] {
+        assert_eq!(call(&s, "GET", SLICES, q, Value::Null).1["items"].as_array().map(Vec::len), Some(n), "{q}");
+    }
+    let (c, e) = call(&s, "GET", SLICES, "fieldSelector=spec.pool.name%3Dp", Value::Null);
+    assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
+    assert_eq!(e["message"], "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name");
 }
