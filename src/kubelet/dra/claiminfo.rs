@@ -410,7 +410,7 @@ pub struct World<'a> {
 /// What one attempt at preparing a pod's claims does.
 #[derive(Debug, Default, PartialEq)]
 pub struct PreparePlan {
-    /// Claims allocated now (for the events).
+    /// Claims allocated now (for the events; not those whose manifest gave the allocation).
     pub allocated: Vec<ClaimInfo>,
     /// Whether the cache changed: the checkpoint is written before any call.
     pub record: bool,
@@ -569,7 +569,7 @@ impl ClaimCache {
         c: &PodClaim,
         w: &World,
         taken: &BTreeSet<(String, String, String)>,
-    ) -> Result<ClaimInfo, Cause> {
+    ) -> Result<(ClaimInfo, bool), Cause> {
         let (namespace, pod_uid, pod_name) = pod;
         let key = format!("{namespace}/{}", c.name);
         let (spec, uid, raw): (ClaimSpec, String, Option<&serde_json::Value>) = match &c.template {
@@ -599,10 +599,10 @@ impl ClaimCache {
             if known.uid != uid {
                 return Err(Cause::OldClaim { claim: c.name.clone(), old_uid: known.uid.clone() });
             }
-            return Ok(known.clone());
+            return Ok((known.clone(), false));
         }
         if let Some(results) = status.and_then(|s| s["allocation"]["devices"]["results"].as_array()) {
-            return Ok(ClaimInfo::allocated(namespace, &c.name, &uid, given_allocation(results)));
+            return Ok((ClaimInfo::allocated(namespace, &c.name, &uid, given_allocation(results)), false));
         }
         let classes: BTreeMap<String, Vec<Selector>> = w
             .objects
@@ -614,7 +614,7 @@ impl ClaimCache {
             .collect();
         let allocation = allocator::allocate(&key, &spec, &classes, w.candidates, taken, w.drivers)
             .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
-        Ok(ClaimInfo::allocated(namespace, &c.name, &uid, allocation))
+        Ok((ClaimInfo::allocated(namespace, &c.name, &uid, allocation), true))
     }
 
     /// Plan one attempt at preparing pod `uid`'s claims (manager.go
@@ -631,10 +631,10 @@ impl ClaimCache {
         claims: &[PodClaim],
         w: &World,
     ) -> Result<PreparePlan, Cause> {
-        let mut resolved: Vec<ClaimInfo> = Vec::new();
+        let mut resolved: Vec<(ClaimInfo, bool)> = Vec::new();
         let mut taken = self.taken();
         for c in claims {
-            let info = self.resolve((namespace, uid, pod_name), c, w, &taken)?;
+            let (info, allocated_now) = self.resolve((namespace, uid, pod_name), c, w, &taken)?;
             // A claim allocated now holds its devices for the next one.
             taken.extend(
                 info.allocation
@@ -649,15 +649,17 @@ impl ClaimCache {
                     }
                 }
             }
-            resolved.push(info);
+            resolved.push((info, allocated_now));
         }
         let mut plan = PreparePlan::default();
-        for info in resolved {
+        for (info, allocated_now) in resolved {
             let key = info.key();
             let c = match self.claims.get_mut(&key) {
                 Some(c) => c,
                 None => {
-                    plan.allocated.push(info.clone());
+                    if allocated_now {
+                        plan.allocated.push(info.clone());
+                    }
                     plan.record = true;
                     self.claims.entry(key.clone()).or_insert(info)
                 }
