@@ -343,6 +343,9 @@ fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
         "",
     );
     assert_eq!((c, l["kind"].as_str(), l["items"].as_array().map(Vec::len)), (200, Some("ResourceClaimList"), Some(1)));
+    // A list in protobuf, as client-go asks for it.
+    let back = protobuf::decode_object(&protobuf::encode_object(&l).unwrap()).unwrap();
+    assert_eq!(back["items"][0]["status"]["allocation"]["devices"]["results"][0]["device"], "g1");
     assert_eq!(claim_call(&s, &[], "GET", CLAIM, "", "", "").0, 404, "a claim the kubelet no longer has is gone");
 }
 
