@@ -214,6 +214,8 @@ pub fn load_any_checked(file: &Path) -> Result<(Manifest, Vec<String>), String> 
     let warnings = unknown_fields(&v);
     let parsed = if objects::dra_kind(&v).is_some() {
         objects::parse(&v).map(Manifest::Dra)
+    } else if objects::is_api_object(&v) {
+        objects::parse_api_object(&v).map(Manifest::Dra)
     } else {
         pod(&v, &text, file).map(Manifest::Pod)
     };

@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub mod claims;
+mod custom;
 mod discovery;
 mod patch;
 mod resourceclaims;
@@ -99,6 +100,12 @@ struct StoreInner {
     slices: BTreeMap<String, Value>,
     /// ResourceClaims by `namespace/name` (kept in line with the kubelet's, [`resourceclaims::sync`]).
     claims: BTreeMap<String, Value>,
+    /// Resources declared by CustomResourceDefinitions.
+    crds: Vec<custom::Crd>,
+    /// Objects of custom resources by `group/plural/namespace/name`.
+    custom: BTreeMap<String, Value>,
+    /// Manifests of CRDs and objects of other groups, by their manifest key.
+    manifests: BTreeMap<String, Value>,
     /// The stored slices' size as JSON.
     bytes: usize,
     generated: u64,
@@ -236,10 +243,13 @@ impl Store {
     /// Start a watch, atomically: the matching slices now, the changes after
     /// `from` (a watch resuming at a resource version), and every later
     /// change. `Err(oldest)`: `from` is older than the changes kept.
-    fn watch(&self, sel: &selectors::Selection, from: Option<u64>) -> std::result::Result<WatchStart, u64> {
+    fn watch(&self, sel: &watch::Watched, from: Option<u64>) -> std::result::Result<WatchStart, u64> {
         let st = self.lock();
         let rx = self.changes.subscribe();
-        let items = st.slices.values().filter(|s| selectors::selected(sel, s)).cloned().collect();
+        let items = match sel.what {
+            watch::What::Slices => st.slices.values().filter(|s| sel.matches(s)).cloned().collect(),
+            watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
+        };
         let replay = match from {
             Some(f) => st.since(f)?,
             None => vec![],
@@ -448,7 +458,7 @@ pub fn answer_typed(
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
     }
-    if let Some(d) = discovery::answer(path) {
+    if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
@@ -474,10 +484,16 @@ pub fn answer_typed(
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
         return resourceclaims::answer(&mut st, &r);
     }
+    let mut st = store.lock();
+    if let Some(p) = custom::route(&st, path) {
+        return custom::answer(store, &mut st, &p, method, &query_pairs(query), content_type, body);
+    }
+    if let Some(d) = custom::discovery(&st, path) {
+        return if method == "GET" { (200, d) } else { method_not_allowed() };
+    }
     let Some(rest) = path.strip_prefix(SLICES) else {
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
-    let mut st = store.lock();
     let name = rest.strip_prefix('/').unwrap_or("");
     let parse = |body: &[u8]| {
         serde_json::from_slice::<Value>(body).map_err(|e| status(400, "BadRequest", format!("body is not JSON: {e}")))
@@ -600,6 +616,10 @@ pub type Claims = Arc<dyn Fn(&str) -> Vec<Value> + Send + Sync>;
 fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
     let (media, code, body) = match media {
         Media::Json => (media, code, v.to_string().into_bytes()),
+        // An object with no protobuf form (a custom resource) is JSON, the next type client-go accepts.
+        Media::Protobuf if protobuf::message_for(v["kind"].as_str().unwrap_or_default()).is_none() => {
+            (Media::Json, code, v.to_string().into_bytes())
+        }
         Media::Protobuf => match protobuf::encode_object(v) {
             Ok(b) => (media, code, b),
             Err(e) => {
@@ -709,17 +729,38 @@ async fn respond(
             if req.method() == http::Method::GET { (200, version_info(minor)) } else { method_not_allowed() };
         return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
     }
-    if let Some(d) = discovery::answer(&decoded_path(req.uri().path())) {
+    let groups = custom::groups(&store.lock());
+    let found = {
+        let path = decoded_path(req.uri().path());
+        discovery::answer(&path, groups).or_else(|| custom::discovery(&store.lock(), &path))
+    };
+    if let Some(d) = found {
         // Discovery documents are read as JSON (client-go's discovery client asks for JSON).
         let (code, v) = if req.method() == http::Method::GET { (200, d) } else { method_not_allowed() };
         return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
     }
     let query = req.uri().query().unwrap_or("").to_string();
-    if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
-        let sel = match selectors::of_query("ResourceSlice", &query_pairs(&query)) {
-            Ok(s) => s,
+    let watched = if req.method() == http::Method::GET && is_watch(&query) {
+        let path = decoded_path(req.uri().path());
+        let st = store.lock();
+        match custom::route(&st, &path) {
+            Some(p) if p.name.is_none() => Some((
+                watch::What::Custom(p.crd.clone(), p.version.to_string(), p.namespace.map(str::to_string)),
+                p.crd.kind.clone(),
+            )),
+            _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some((what, kind)) = watched {
+        let sel = match selectors::of_query(&kind, &query_pairs(&query)) {
+            Ok(sel) => watch::Watched { what, sel },
             Err((code, v)) => return Ok(reply(media, code, &v)),
         };
+        // Custom resources have no protobuf form: their watches are JSON, as kube-apiserver's.
+        let media = if matches!(sel.what, watch::What::Custom(..)) { Media::Json } else { media };
         // A few frames in flight: a watcher that never reads holds little beyond the history.
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         tracker.spawn(pump(store, sel, query, media, tx, stop.clone()));

@@ -516,6 +516,9 @@ impl DraManager {
     /// A DRA object manifest was read (or changed).
     pub fn put_object(&self, obj: Object, file: &Path) {
         let key = obj.key();
+        if let (Object::Api { value, .. }, Some(api)) = (&obj, &self.spec.api) {
+            api.put_manifest(&key, value.clone());
+        }
         self.lock().objects.insert(key.clone(), obj);
         self.event(KubeletEvent::DraObject { key, file: file.display().to_string() });
         self.changed.notify_waiters();
@@ -524,6 +527,9 @@ impl DraManager {
     /// A DRA object manifest went away.
     pub fn forget_object(&self, key: &str) {
         self.lock().objects.remove(key);
+        if let Some(api) = &self.spec.api {
+            api.forget_manifest(key);
+        }
     }
 
     /// Devices the allocator may hand out: those of slices (manifests and

@@ -98,6 +98,14 @@ pub enum Object {
         /// class (source `FromClass`), as the scheduler does.
         config: Vec<Value>,
     },
+    /// A CustomResourceDefinition, or an object of another API group: the
+    /// local API server stores and serves them (custom resources).
+    Api {
+        /// `Api GROUP/KIND NAMESPACE/NAME`.
+        key: String,
+        /// The object as written.
+        value: Value,
+    },
     /// A ResourceSlice.
     Slice {
         /// metadata.name.
@@ -121,6 +129,7 @@ impl Object {
             Object::Template { namespace, name, .. } => format!("ResourceClaimTemplate {namespace}/{name}"),
             Object::Class { name, .. } => format!("DeviceClass {name}"),
             Object::Slice { name, .. } => format!("ResourceSlice {name}"),
+            Object::Api { key, .. } => key.clone(),
         }
     }
 }
@@ -275,6 +284,75 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
         return Err(format!("{at}.devices.requests must list at least one request"));
     }
     Ok(ClaimSpec { requests })
+}
+
+/// A resource a CRD declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crd {
+    /// `spec.group`.
+    pub group: String,
+    /// `spec.names.plural`.
+    pub plural: String,
+    /// `spec.names.singular`.
+    pub singular: String,
+    /// `spec.names.kind`.
+    pub kind: String,
+    /// `spec.scope == Namespaced`.
+    pub namespaced: bool,
+    /// Served versions, each with whether it has the status subresource.
+    pub versions: Vec<(String, bool)>,
+}
+
+impl Crd {
+    /// Read a CustomResourceDefinition; `Err` names what is missing.
+    pub fn parse(v: &Value) -> Result<Crd, String> {
+        let spec = &v["spec"];
+        let text = |x: &Value, what: &str| {
+            x.as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or(format!("CustomResourceDefinition: {what} is required"))
+        };
+        let group = text(&spec["group"], "spec.group")?;
+        let plural = text(&spec["names"]["plural"], "spec.names.plural")?;
+        let kind = text(&spec["names"]["kind"], "spec.names.kind")?;
+        let singular = spec["names"]["singular"].as_str().map(str::to_string).unwrap_or_else(|| kind.to_lowercase());
+        let versions: Vec<(String, bool)> = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["served"].as_bool().unwrap_or(false))
+            .filter_map(|x| Some((x["name"].as_str()?.to_string(), x["subresources"]["status"].is_object())))
+            .collect();
+        if versions.is_empty() {
+            return Err("CustomResourceDefinition: spec.versions must serve at least one version".into());
+        }
+        Ok(Crd { group, plural, singular, kind, namespaced: spec["scope"] != "Cluster", versions })
+    }
+}
+
+/// Whether a manifest is an object the local API server serves as a custom
+/// resource: a CustomResourceDefinition, or an object of an API group other
+/// than core and resource.k8s.io.
+pub fn is_api_object(v: &Value) -> bool {
+    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    !group.is_empty()
+        && group != "resource.k8s.io"
+        && v.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty())
+}
+
+/// Parse a manifest [`is_api_object`] says is one (a CRD is checked as one).
+pub fn parse_api_object(v: &Value) -> Result<Object, String> {
+    let kind = v["kind"].as_str().unwrap_or_default();
+    let name = v["metadata"]["name"].as_str().filter(|n| !n.is_empty()).ok_or("metadata.name is required")?;
+    if kind == "CustomResourceDefinition" {
+        Crd::parse(v)?;
+    }
+    let api_version = v["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let namespace = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    Ok(Object::Api { key: format!("Api {group}/{kind} {namespace}/{name}"), value: v.clone() })
 }
 
 /// Parse one object of [`KINDS`] (the caller has checked the kind).

@@ -37,14 +37,19 @@ fn group() -> Value {
     json!({"name": GROUP, "versions": versions, "preferredVersion": versions[0]})
 }
 
-/// The discovery document at `path`, if it is one.
-pub fn answer(path: &str) -> Option<Value> {
+/// The discovery document at `path`, if it is one (`extra`: the groups
+/// CustomResourceDefinitions declare, listed in `/apis` after this one).
+pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
     let path = path.trim_end_matches('/');
     Some(match path {
         "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
         "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
             "resources": [resource("nodes", "Node", false, &["get"])]}),
-        "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group()]}),
+        "/apis" => {
+            let mut groups = vec![group()];
+            groups.extend(extra);
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
         "/apis/resource.k8s.io" => {
             let mut g = group();
             g["kind"] = json!("APIGroup");
@@ -67,14 +72,14 @@ mod tests {
 
     #[test]
     fn discovery_names_the_served_resources_and_verbs() {
-        let g = answer("/apis").unwrap();
+        let g = answer("/apis", vec![]).unwrap();
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
-        let v1 = answer("/apis/resource.k8s.io/v1").unwrap();
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices"]);
         assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
-        assert!(answer("/apis/resource.k8s.io/v1beta1").unwrap()["resources"].as_array().unwrap().len() == 2);
-        assert!(answer("/apis/resource.k8s.io/v2").is_none());
-        assert_eq!(answer("/apis/resource.k8s.io").unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
+        assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());
+        assert_eq!(answer("/apis/resource.k8s.io", vec![]).unwrap()["kind"], "APIGroup");
     }
 }

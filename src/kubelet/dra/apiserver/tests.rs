@@ -377,3 +377,75 @@ fn slices_have_generations_and_selectors_as_kube_apiserver() {
     assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
     assert_eq!(e["message"], "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name");
 }
+
+fn compute_domain_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "computedomains.resource.nvidia.com"},
+        "spec": {"group": "resource.nvidia.com", "scope": "Namespaced",
+            "names": {"plural": "computedomains", "singular": "computedomain", "kind": "ComputeDomain", "listKind": "ComputeDomainList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}}, "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+}
+
+const CDS: &str = "/apis/resource.nvidia.com/v1beta1/namespaces/ml/computedomains";
+
+/// #33 item 3: a CRD in the manifest directory declares a resource whose
+/// objects are stored and served (manifest objects loaded, create with
+/// name validation, status subresource, update, delete), with discovery.
+#[test]
+fn custom_resources_declared_by_crd_manifests_are_served() {
+    let s = Store::default();
+    let cd = json!({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+        "metadata": {"name": "from-manifest", "namespace": "ml"}, "spec": {"numNodes": 1}});
+    // An object read before its CRD is loaded when the CRD comes.
+    s.put_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest", cd);
+    assert_eq!(call(&s, "GET", CDS, "", Value::Null).0, 404, "not declared yet");
+    s.put_manifest(
+        "Api apiextensions.k8s.io/CustomResourceDefinition default/computedomains.resource.nvidia.com",
+        compute_domain_crd(),
+    );
+    let (c, l) = call(&s, "GET", CDS, "", Value::Null);
+    assert_eq!(
+        (c, l["kind"].as_str(), l["items"][0]["metadata"]["generation"].as_i64()),
+        (200, Some("ComputeDomainList"), Some(1))
+    );
+    let (c, e) = call(&s, "POST", CDS, "", json!({"metadata": {"name": "Bad_Name"}, "spec": {}}));
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.name")));
+    let (c, created) = call(
+        &s,
+        "POST",
+        CDS,
+        "",
+        json!({"metadata": {"name": "cd"}, "spec": {"numNodes": 2}, "status": {"status": "Ready"}}),
+    );
+    assert_eq!(c, 201, "{created}");
+    assert!(created.get("status").is_none(), "status is written through /status only");
+    let (c, st) = call(
+        &s,
+        "PUT",
+        &format!("{CDS}/cd/status"),
+        "",
+        json!({"metadata": {"name": "cd"}, "spec": {"numNodes": 9}, "status": {"status": "Ready"}}),
+    );
+    assert_eq!((c, st["status"]["status"].as_str(), st["spec"]["numNodes"].as_i64()), (200, Some("Ready"), Some(2)));
+    assert_eq!(st["metadata"]["generation"], 1, "a status write is no spec change");
+    let mut next = st.clone();
+    next["spec"]["numNodes"] = json!(3);
+    next["status"] = json!({"status": "NotReady"});
+    let (c, up) = call(&s, "PUT", &format!("{CDS}/cd"), "", next.clone());
+    assert_eq!(
+        (c, up["metadata"]["generation"].as_i64(), up["status"]["status"].as_str()),
+        (200, Some(2), Some("Ready"))
+    );
+    assert_eq!(call(&s, "PUT", &format!("{CDS}/cd"), "", next).0, 409, "stale resourceVersion");
+    let (c, l) =
+        call(&s, "GET", "/apis/resource.nvidia.com/v1beta1/computedomains", "labelSelector=missing", Value::Null);
+    assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(0)));
+    assert_eq!(call(&s, "DELETE", &format!("{CDS}/cd"), "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
+    let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
+    assert_eq!(d["resources"][1]["name"], "computedomains/status");
+    let g = discovery::answer("/apis", custom::groups(&s.lock())).unwrap();
+    assert_eq!(g["groups"][1]["name"], "resource.nvidia.com");
+    s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
+    assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
+}

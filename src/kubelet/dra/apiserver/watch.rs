@@ -113,10 +113,53 @@ async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: M
     }
 }
 
-/// Pump a watch of the slices into `tx` until the client goes or `stop`.
+/// What a watch follows: the ResourceSlices, or the objects of a custom
+/// resource (in a namespace, when given), served in one API version.
+#[derive(Debug, Clone)]
+pub(super) enum What {
+    /// ResourceSlices.
+    Slices,
+    /// Objects of a CRD, in API version `.1`, in namespace `.2` (None: all).
+    Custom(super::custom::Crd, String, Option<String>),
+}
+
+/// A watch's selection: what, and the label and field selectors.
+#[derive(Debug, Clone)]
+pub(super) struct Watched {
+    pub what: What,
+    pub sel: Selection,
+}
+
+impl Watched {
+    /// Whether a stored object (or change) is one this watch sends.
+    pub(super) fn matches(&self, obj: &Value) -> bool {
+        let mine = match &self.what {
+            What::Slices => obj["kind"].as_str().is_none_or(|k| k == "ResourceSlice" || k.is_empty()),
+            What::Custom(crd, _, ns) => super::custom::is_of(crd, ns.as_deref(), obj),
+        };
+        mine && selected(&self.sel, obj)
+    }
+
+    /// An object as this watch sends it.
+    fn out(&self, obj: &Value) -> Value {
+        match &self.what {
+            What::Slices => obj.clone(),
+            What::Custom(crd, v, _) => super::custom::in_version(crd, v, obj),
+        }
+    }
+
+    fn bookmark_type(&self) -> (String, String) {
+        match &self.what {
+            What::Slices => ("resource.k8s.io/v1".into(), "ResourceSlice".into()),
+            What::Custom(crd, v, _) => (format!("{}/{v}", crd.group), crd.kind.clone()),
+        }
+    }
+}
+
+/// Pump a watch into `tx` until the client goes or `stop`.
 pub(super) async fn pump(
     store: Arc<Store>,
-    sel: Selection,
+    sel: Watched,
     query: String,
     media: Media,
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
@@ -134,18 +177,19 @@ pub(super) async fn pump(
             return;
         }
     };
-    for c in replay.iter().filter(|c| selected(&sel, &c.obj)) {
-        if !send_event(&tx, media, c.kind, &c.obj).await {
+    for c in replay.iter().filter(|c| sel.matches(&c.obj)) {
+        if !send_event(&tx, media, c.kind, &sel.out(&c.obj)).await {
             return;
         }
     }
     if initial {
         for i in &items {
-            if !send_event(&tx, media, "ADDED", i).await {
+            if !send_event(&tx, media, "ADDED", &sel.out(i)).await {
                 return;
             }
         }
-        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
+        let (api_version, kind) = sel.bookmark_type();
+        let bookmark = json!({"kind": kind, "apiVersion": api_version, "metadata": {
             "resourceVersion": version.to_string(),
             "annotations": {"k8s.io/initial-events-end": "true"},
         }});
@@ -171,7 +215,7 @@ pub(super) async fn pump(
         };
         for c in batch {
             seen = c.version;
-            if selected(&sel, &c.obj) && !send_event(&tx, media, c.kind, &c.obj).await {
+            if sel.matches(&c.obj) && !send_event(&tx, media, c.kind, &sel.out(&c.obj)).await {
                 return;
             }
         }
@@ -182,12 +226,13 @@ pub(super) async fn pump(
 mod tests {
     use super::*;
 
-    fn sel(query: &str) -> Selection {
-        crate::kubelet::dra::apiserver::selectors::of_query(
+    fn sel(query: &str) -> Watched {
+        let sel = crate::kubelet::dra::apiserver::selectors::of_query(
             "ResourceSlice",
             &crate::kubelet::dra::apiserver::query_pairs(query),
         )
-        .unwrap_or_default()
+        .unwrap_or_default();
+        Watched { what: What::Slices, sel }
     }
     use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
     use tokio_util::task::TaskTracker;
