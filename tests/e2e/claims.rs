@@ -81,9 +81,8 @@ const PATH: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu";
 async fn the_driver_reads_the_whole_claim_and_writes_its_status() {
     let t = DraTree::new();
     let (kubelet, mut log, api, driver) = node(&t).await;
-    t.write("class.yaml", CLASS);
-    t.write("claim.yaml", CLAIM);
-    t.write("pod.yaml", &pod("trainer", "pod-1"));
+    // One multi-document file, as kubectl reads it (#33 item 4): each document an object.
+    t.write("all.yaml", &format!("---\n{CLASS}---\n{CLAIM}---\n{}", pod("trainer", "pod-1")));
     log.wait_for("\"event\":\"claim-prepared\"", 1).await;
     let (code, claim) = api.get(PATH).await;
     assert_eq!(code, 200, "{claim}");
