@@ -1,5 +1,6 @@
 //! Static pod manifests, the kubelet's convention: one Pod per file (YAML or
-//! JSON) in a directory. Only what the device manager needs is read:
+//! JSON) in a directory; beside them DRA objects, CRDs and their objects, a
+//! YAML file holding several documents as kubectl reads it. Only what the device manager needs is read:
 //! metadata (name, namespace, uid) and each init and app container's
 //! extended-resource limits.
 

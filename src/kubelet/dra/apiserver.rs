@@ -13,13 +13,17 @@
 //! - on every ResourceSlice create and replace, kube-apiserver's validation
 //!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
 //!   413; the change history is bounded in count and bytes;
-//! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
-//!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
-//!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
-//!   is 409), delete (a DeleteOptions body's preconditions honoured);
-//!   resource versions are integers;
-//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
-//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`;
+//! - `resource.k8s.io/v1` `resourceslices`: list (label and field selectors,
+//!   [`selectors`]), get, create (POST, `generateName` honoured, 409 on a
+//!   taken name; uid, generation 1 and creationTimestamp set), replace (PUT;
+//!   a stale `resourceVersion` is 409; generation bumped on a spec change),
+//!   delete (a DeleteOptions body's preconditions honoured); resource
+//!   versions are integers;
+//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
+//!   claims as whole objects ([`claims`]), list and get, and their `status`
+//!   subresource (GET, PUT, PATCH; [`resourceclaims`], [`patch`]);
+//! - discovery ([`discovery`]) and custom resources declared by CRD
+//!   manifests ([`custom`]), watched as the slices are;
 //! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
 //!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
@@ -36,9 +40,9 @@
 //! `k8s\0` + `runtime.Unknown`; watches are JSON lines of WatchEvents or
 //! length-prefixed protobuf WatchEvents (`;stream=watch`), as kube-apiserver
 //! sends them. Claims in the v1beta1 and v1beta2 paths are encoded with v1's
-//! messages: they agree on every field filled here (metadata, request
-//! names, status). Fields outside the protobuf subset (proto/k8s) are
-//! dropped from protobuf bodies.
+//! messages (v1beta2 agrees with v1; v1beta1's request fields are dropped).
+//! Fields outside the protobuf subset (proto/k8s) are dropped from protobuf
+//! bodies; custom resources are JSON only.
 
 use crate::core::{Error, Result};
 use crate::kubelet::dra::protobuf::{self, Media};
