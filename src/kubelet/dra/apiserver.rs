@@ -427,8 +427,11 @@ pub fn answer(
     answer_typed(store, claims, node, method, path, query, "application/json", body)
 }
 
-/// The ResourceClaims paths: (version, namespace, name, subresource).
-fn claim_path(path: &str) -> Option<(&str, Option<&str>, Option<&str>, Option<&str>)> {
+/// A ResourceClaims path: (version, namespace, name, subresource).
+type ClaimPath<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+/// Read a ResourceClaims path.
+fn claim_path(path: &str) -> Option<ClaimPath<'_>> {
     let rest = path.strip_prefix("/apis/resource.k8s.io/")?;
     let (v, rest) = rest.split_once('/')?;
     if !["v1", "v1beta2", "v1beta1"].contains(&v) {
