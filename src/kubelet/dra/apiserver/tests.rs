@@ -449,3 +449,29 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
 }
+
+/// #33 item 1: a whole claim (spec with config, allocation with config and
+/// node selector, reservedFor, device status) survives protobuf both ways.
+#[test]
+fn a_whole_claim_round_trips_through_protobuf() {
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": "ml", "uid": "u", "resourceVersion": "3", "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1,
+                "selectors": [{"cel": {"expression": "device.driver == 'd'"}}], "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]}}],
+            "constraints": [{"requests": ["r"], "matchAttribute": "d/numa"}],
+            "config": [{"requests": ["r"], "opaque": {"driver": "d", "parameters": {"kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}}}]}},
+        "status": {
+            "allocation": {"devices": {
+                "results": [{"request": "r", "driver": "d", "pool": "p", "device": "g0", "adminAccess": true}],
+                "config": [{"source": "FromClass", "requests": ["r"], "opaque": {"driver": "d", "parameters": {"interval": "Long"}}}]},
+                "nodeSelector": claims::node_selector("node-1")},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
+            "devices": [{"driver": "d", "pool": "p", "device": "g0", "data": {"x": 1},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+                "networkData": {"interfaceName": "eth0", "ips": ["10.0.0.1/24"]}}]}});
+    let back = protobuf::decode_object(&protobuf::encode_object(&claim).unwrap()).unwrap();
+    assert_eq!(back["spec"], claim["spec"]);
+    assert_eq!(back["status"], claim["status"]);
+    assert_eq!(back["metadata"]["generation"], 1);
+}
