@@ -134,7 +134,10 @@ impl Watched {
     /// Whether a stored object (or change) is one this watch sends.
     pub(super) fn matches(&self, obj: &Value) -> bool {
         let mine = match &self.what {
-            What::Slices => obj["kind"].as_str().is_none_or(|k| k == "ResourceSlice" || k.is_empty()),
+            // The history holds the slices and custom resources (of other groups).
+            What::Slices => {
+                obj["apiVersion"].as_str().is_none_or(|a| a.is_empty() || a.starts_with("resource.k8s.io/"))
+            }
             What::Custom(crd, _, ns) => super::custom::is_of(crd, ns.as_deref(), obj),
         };
         mine && selected(&self.sel, obj)
