@@ -1,5 +1,6 @@
 //! Static pod manifests, the kubelet's convention: one Pod per file (YAML or
-//! JSON) in a directory. Only what the device manager needs is read:
+//! JSON) in a directory; beside them DRA objects, CRDs and their objects, a
+//! YAML file holding several documents as kubectl reads it. Only what the device manager needs is read:
 //! metadata (name, namespace, uid) and each init and app container's
 //! extended-resource limits.
 
@@ -200,29 +201,81 @@ pub enum Manifest {
 }
 
 /// Read and parse a manifest file that may hold a pod or a DRA object
-/// (blocking, like [`load`]).
+/// (blocking, like [`load`]); a file of several documents is refused here.
 pub fn load_any(file: &Path) -> Result<Manifest, String> {
-    load_any_checked(file).map(|(m, _)| m)
+    let (mut all, _) = load_any_checked(file)?;
+    match all.len() {
+        1 => Ok(all.remove(0)),
+        n => Err(format!("holds {n} documents; one was expected")),
+    }
 }
 
-/// [`load_any`], with the manifest's unknown fields as warnings in
-/// kubectl's words (see [`unknown_fields`]).
-pub fn load_any_checked(file: &Path) -> Result<(Manifest, Vec<String>), String> {
+/// Read and parse a manifest file as kubectl reads one: each YAML document
+/// (`---` separated; a JSON file is one) an object on its own — a Pod, a
+/// DRA object, or an object of another API group — with each document's
+/// unknown fields as warnings in kubectl's words (see [`unknown_fields`]).
+/// A file of several documents names the document of each error and warning.
+pub fn load_any_checked(file: &Path) -> Result<(Vec<Manifest>, Vec<String>), String> {
     let text =
         crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
-    let v = value(&text)?;
-    let warnings = unknown_fields(&v);
-    let parsed = if objects::dra_kind(&v).is_some() {
-        objects::parse(&v).map(Manifest::Dra)
-    } else {
-        pod(&v, &text, file).map(Manifest::Pod)
-    };
-    match parsed {
-        Ok(m) => Ok((m, warnings)),
-        // A required field missing is often a misspelt one: say which.
-        Err(e) if !warnings.is_empty() => Err(format!("{e} ({})", warnings.join("; "))),
-        Err(e) => Err(e),
+    let docs = documents(&text)?;
+    let many = docs.len() > 1;
+    let (mut out, mut all_warnings) = (Vec::new(), Vec::new());
+    for (i, v) in docs.iter().enumerate() {
+        let at = |m: String| if many { format!("document {}: {m}", i + 1) } else { m };
+        let warnings = unknown_fields(v);
+        // A pod's derived UID comes from its own text (the whole file's when it is alone, as before).
+        let own = if many { v.to_string() } else { text.clone() };
+        let parsed = if objects::dra_kind(v).is_some() {
+            objects::parse(v).map(Manifest::Dra)
+        } else if objects::is_api_object(v) {
+            objects::parse_api_object(v).map(Manifest::Dra)
+        } else {
+            pod(v, &own, file).map(Manifest::Pod)
+        };
+        match parsed {
+            Ok(m) => out.push(m),
+            // A required field missing is often a misspelt one: say which.
+            Err(e) if !warnings.is_empty() => return Err(at(format!("{e} ({})", warnings.join("; ")))),
+            Err(e) => return Err(at(e)),
+        }
+        all_warnings.extend(warnings.into_iter().map(at));
     }
+    if out.iter().filter(|m| matches!(m, Manifest::Pod(_))).count() > 1 {
+        return Err("holds more than one Pod; a static pod manifest holds one (put each pod in its own file)".into());
+    }
+    Ok((out, all_warnings))
+}
+
+/// The documents of a manifest's text: a JSON file is one; a YAML file is
+/// each `---` separated document, empty ones skipped (an empty file is one
+/// empty document, refused by what reads it).
+fn documents(text: &str) -> Result<Vec<Value>, String> {
+    use serde::Deserialize as _;
+    if text.len() as u64 > MAX_MANIFEST_FILE || text.trim_start().starts_with('{') {
+        return value(text).map(|v| vec![v]);
+    }
+    if let Some(p) = yaml_nesting_problem(text) {
+        return Err(p);
+    }
+    let mut out = Vec::new();
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let v = Value::deserialize(doc).map_err(|e| {
+            let e = format!("not valid YAML: {}", cap_words(&e.to_string()));
+            if i > 0 {
+                format!("document {}: {e}", i + 1)
+            } else {
+                e
+            }
+        })?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    if out.is_empty() {
+        out.push(Value::Null);
+    }
+    Ok(out)
 }
 
 /// Parse one manifest file's text. `file` goes into the derived UID; errors
@@ -338,6 +391,32 @@ pub use fields::unknown_fields;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// #33 item 4: multi-document files, each object on its own, as kubectl reads them.
+    #[test]
+    fn multi_document_files_hold_one_object_a_document() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("all.yaml");
+        std::fs::write(&f, "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\nspec: {}\n---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: g, namespace: ml}\nspec: {devices: {requests: [{name: r, exactly: {deviceClasName: c}}]}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n").unwrap();
+        let e = load_any_checked(&f).unwrap_err();
+        assert_eq!(e, "document 2: spec.devices.requests[0]: deviceClassName is required (unknown field \"spec.devices.requests[0].exactly.deviceClasName\"; did you mean \"deviceClassName\"?)");
+        std::fs::write(
+            &f,
+            std::fs::read_to_string(&f)
+                .unwrap()
+                .replace("deviceClasName", "deviceClassName")
+                .replace("spec: {}", "spec: {}\nextra: 1"),
+        )
+        .unwrap();
+        let (all, warnings) = load_any_checked(&f).unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(matches!(&all[2], Manifest::Pod(p) if p.name == "p"));
+        assert_eq!(warnings, ["document 1: unknown field \"extra\""]);
+        std::fs::write(&f, "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c}]}\n---\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: c}]}\n").unwrap();
+        assert!(load_any_checked(&f).unwrap_err().contains("more than one Pod"));
+        std::fs::write(&f, "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c}]}\n---\n: : bad\n").unwrap();
+        assert!(load_any_checked(&f).unwrap_err().starts_with("document 2: not valid YAML"));
+    }
 
     #[test]
     fn parses_yaml_and_json() {

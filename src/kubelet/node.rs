@@ -153,11 +153,11 @@ const BATCH: usize = 256;
 struct Seen {
     modified: Option<SystemTime>,
     len: u64,
+    /// The UID of the file's pod, once admitted.
     uid: Option<String>,
+    /// The keys of the file's other objects (DRA and API objects, one a document).
+    objects: Vec<String>,
 }
-
-/// What `Seen::uid` holds for a DRA object's file (then its key).
-const DRA_OBJECT: &str = "dra-object:";
 
 /// What a manifest parse task over `changed` left: its results, or, when
 /// the task itself failed (it panicked or was cancelled), its error — and
@@ -199,12 +199,12 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
         files.sort();
         for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
             if let Some(s) = seen.remove(&gone) {
-                match s.uid {
-                    Some(key) if key.starts_with(DRA_OBJECT) => {
-                        if let Some(d) = &cm.dra {
-                            d.forget_object(&key[DRA_OBJECT.len()..]);
-                        }
+                if let Some(d) = &cm.dra {
+                    for key in &s.objects {
+                        d.forget_object(key);
                     }
+                }
+                match s.uid {
                     Some(uid) => cm.remove_pod(&uid).await,
                     None => mgr.forget_rejected(&gone),
                 }
@@ -219,13 +219,13 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
                 if s.modified == modified && s.len == len {
                     continue;
                 }
-                match &s.uid {
-                    Some(key) if key.starts_with(DRA_OBJECT) => {}
-                    Some(uid) => cm.remove_pod(uid).await,
-                    None => {}
+                if let Some(uid) = &s.uid {
+                    cm.remove_pod(uid).await;
                 }
             }
-            seen.insert(f.clone(), Seen { modified, len, uid: None });
+            // The file's objects stay until it is read again (those gone from it go then).
+            let objects = seen.get(f).map(|s| s.objects.clone()).unwrap_or_default();
+            seen.insert(f.clone(), Seen { modified, len, uid: None, objects });
             changed.push(f.clone());
         }
         // Reading and parsing (bounded in size and depth) run on the blocking
@@ -263,25 +263,49 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
                 }
                 m
             });
-            match r {
-                Err(e) => mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e)),
-                Ok(crate::kubelet::manifest::Manifest::Pod(pod)) => batch.push((pod, f)),
-                Ok(crate::kubelet::manifest::Manifest::Dra(obj)) => match &cm.dra {
-                    Some(d) => {
-                        if let Some(s) = seen.get_mut(&f) {
-                            s.uid = Some(format!("{DRA_OBJECT}{}", obj.key()));
-                        }
-                        mgr.forget_rejected(&f);
-                        d.put_object(obj, &f);
-                    }
-                    None => mgr.reject_file(
-                        f,
-                        crate::kubelet::devicemanager::AdmissionError::Invalid(
-                            "DRA objects need the DRA manager, which is off".into(),
-                        ),
-                    ),
-                },
+            let all = match r {
+                Err(e) => {
+                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e));
+                    continue;
+                }
+                Ok(all) => all,
+            };
+            let mut pods = Vec::new();
+            let mut objects = Vec::new();
+            for m in all {
+                match m {
+                    crate::kubelet::manifest::Manifest::Pod(pod) => pods.push(pod),
+                    crate::kubelet::manifest::Manifest::Dra(obj) => objects.push(obj),
+                }
             }
+            if !objects.is_empty() && cm.dra.is_none() {
+                mgr.reject_file(
+                    f,
+                    crate::kubelet::devicemanager::AdmissionError::Invalid(
+                        "DRA objects need the DRA manager, which is off".into(),
+                    ),
+                );
+                continue;
+            }
+            // Objects no longer in the file go; the others are put (again).
+            let keys: Vec<String> = objects.iter().map(|o| o.key()).collect();
+            if let Some(s) = seen.get_mut(&f) {
+                if let Some(d) = &cm.dra {
+                    for old in s.objects.iter().filter(|k| !keys.contains(k)) {
+                        d.forget_object(old);
+                    }
+                }
+                s.objects = keys;
+            }
+            if let Some(d) = &cm.dra {
+                if pods.is_empty() {
+                    mgr.forget_rejected(&f);
+                }
+                for obj in objects {
+                    d.put_object(obj, &f);
+                }
+            }
+            batch.extend(pods.into_iter().map(|p| (p, f.clone())));
         }
         // Everything found in this scan is admitted and committed together
         // (in chunks, so a large drop of manifests still shows progress).
@@ -690,7 +714,7 @@ async fn run(
 /// The claims the local API server serves: those of the current
 /// generation's DRA manager, read at each request.
 fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
-    Arc::new(move || current.borrow().as_ref().map(|m| m.claim_objects()).unwrap_or_default())
+    Arc::new(move |node: &str| current.borrow().as_ref().map(|m| m.claim_objects(node)).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -702,8 +726,10 @@ mod tests {
     #[tokio::test]
     async fn a_failed_parse_task_leaves_its_files_to_be_read_again() {
         let (a, b, other) = (PathBuf::from("m/a.yaml"), PathBuf::from("m/b.yaml"), PathBuf::from("m/c.yaml"));
-        let mut seen: BTreeMap<PathBuf, Seen> =
-            [&a, &b, &other].into_iter().map(|f| (f.clone(), Seen { modified: None, len: 1, uid: None })).collect();
+        let mut seen: BTreeMap<PathBuf, Seen> = [&a, &b, &other]
+            .into_iter()
+            .map(|f| (f.clone(), Seen { modified: None, len: 1, uid: None, objects: vec![] }))
+            .collect();
         let changed = vec![a.clone(), b.clone()];
         let died = tokio::task::spawn_blocking(|| -> Vec<u8> { panic!("parser died") }).await;
         let r = parse_outcome(&mut seen, &changed, died);

@@ -507,6 +507,9 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     let mut go_log = Tail::stdout(&mut go);
     // Everything below between the peer and the API server is protobuf, as client-go sends it.
     go_log.wait_for("node dpctl-node uid=", 1).await;
+    // Server version detection (#33 item 3): the --kubelet-version profile's Kubernetes.
+    go_log.wait_for("version v1.", 1).await;
+    assert!(go_log.seen().contains("code=200 err=<nil>"), "{}", go_log.seen());
     go_log.wait_for("watch-list synced rv=0", 1).await;
     go_log.wait_for("published ", 1).await;
     let name = go_log
@@ -543,6 +546,11 @@ async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_throug
     assert_eq!(p["cdiIds"][0], format!("k8s.{go_driver}/claim=11111111-2222-3333-4444-555555555555-gpu-0"));
     assert!(events(&log, "cdi-unresolved").is_empty(), "the Go driver wrote its CDI spec");
     go_log.wait_for("prepare ml/gpu error=\"\"", 1).await;
+    // UpdateStatus in protobuf (#33 item 1): the device status the driver wrote is kept and served.
+    assert!(go_log.seen().contains("status ml/gpu code=200 devices=1 reason=Prepared err=<nil>"), "{}", go_log.seen());
+    let (_, claim) = http_get(&addr, "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu").await;
+    assert_eq!(claim["status"]["devices"][0]["conditions"][0]["reason"], "Prepared", "{claim}");
+    assert_eq!(claim["status"]["devices"][0]["conditions"][0]["lastTransitionTime"], "2025-01-01T00:00:00Z");
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
     go_log.wait_for("unprepare ml/gpu", 1).await;

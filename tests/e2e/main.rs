@@ -4,6 +4,7 @@
 mod apiserver;
 mod authority;
 mod bench;
+mod claims;
 mod cli;
 mod client;
 mod doctor;

@@ -123,8 +123,8 @@ impl ContainerManager {
     }
 
     /// The claims the local API server serves.
-    pub fn claim_objects(&self) -> Vec<serde_json::Value> {
-        self.dra.as_ref().map(|d| d.claim_objects()).unwrap_or_default()
+    pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
+        self.dra.as_ref().map(|d| d.claim_objects(node)).unwrap_or_default()
     }
 
     /// End this generation (see [`Manager::close`]).

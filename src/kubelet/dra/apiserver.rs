@@ -14,13 +14,17 @@
 //! - on every ResourceSlice create and replace, kube-apiserver's validation
 //!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
 //!   413; the change history is bounded in count and bytes;
-//! - `resource.k8s.io/v1` `resourceslices`: list (`fieldSelector` on
-//!   `spec.driver` and `spec.nodeName`), get, create (POST, `generateName`
-//!   honoured, 409 on a taken name), replace (PUT; a stale `resourceVersion`
-//!   is 409), delete (a DeleteOptions body's preconditions honoured);
-//!   resource versions are integers;
-//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (GET): the claims the
-//!   mock kubelet has allocated, with `status.allocation` and `reservedFor`;
+//! - `resource.k8s.io/v1` `resourceslices`: list (label and field selectors,
+//!   [`selectors`]), get, create (POST, `generateName` honoured, 409 on a
+//!   taken name; uid, generation 1 and creationTimestamp set), replace (PUT;
+//!   a stale `resourceVersion` is 409; generation bumped on a spec change),
+//!   delete (a DeleteOptions body's preconditions honoured); resource
+//!   versions are integers;
+//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
+//!   claims as whole objects ([`claims`]), list and get, and their `status`
+//!   subresource (GET, PUT, PATCH; [`resourceclaims`], [`patch`]);
+//! - discovery ([`discovery`]) and custom resources declared by CRD
+//!   manifests ([`custom`]), watched as the slices are;
 //! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
 //!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
@@ -37,9 +41,9 @@
 //! `k8s\0` + `runtime.Unknown`; watches are JSON lines of WatchEvents or
 //! length-prefixed protobuf WatchEvents (`;stream=watch`), as kube-apiserver
 //! sends them. Claims in the v1beta1 and v1beta2 paths are encoded with v1's
-//! messages: they agree on every field filled here (metadata, request
-//! names, status). Fields outside the protobuf subset (proto/k8s) are
-//! dropped from protobuf bodies.
+//! messages (v1beta2 agrees with v1; v1beta1's request fields are dropped).
+//! Fields outside the protobuf subset (proto/k8s) are dropped from protobuf
+//! bodies; custom resources are JSON only.
 
 use crate::kubelet::dra::protobuf::{self, Media};
 use serde_json::{json, Value};
@@ -48,6 +52,12 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub mod claims;
+mod custom;
+mod discovery;
+mod patch;
+mod resourceclaims;
+mod selectors;
 mod listen;
 mod tls;
 mod validate;
@@ -93,6 +103,14 @@ struct Change {
 struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
+    /// ResourceClaims by `namespace/name` (kept in line with the kubelet's, [`resourceclaims::sync`]).
+    claims: BTreeMap<String, Value>,
+    /// Resources declared by CustomResourceDefinitions.
+    crds: Vec<custom::Crd>,
+    /// Objects of custom resources by `group/plural/namespace/name`.
+    custom: BTreeMap<String, Value>,
+    /// Manifests of CRDs and objects of other groups, by their manifest key.
+    manifests: BTreeMap<String, Value>,
     /// The stored slices' size as JSON.
     bytes: usize,
     generated: u64,
@@ -230,10 +248,13 @@ impl Store {
     /// Start a watch, atomically: the matching slices now, the changes after
     /// `from` (a watch resuming at a resource version), and every later
     /// change. `Err(oldest)`: `from` is older than the changes kept.
-    fn watch(&self, sel: &[(String, String)], from: Option<u64>) -> std::result::Result<WatchStart, u64> {
+    fn watch(&self, sel: &watch::Watched, from: Option<u64>) -> std::result::Result<WatchStart, u64> {
         let st = self.lock();
         let rx = self.changes.subscribe();
-        let items = st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
+        let items = match sel.what {
+            watch::What::Slices => st.slices.values().filter(|s| sel.matches(s)).cloned().collect(),
+            watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
+        };
         let replay = match from {
             Some(f) => st.since(f)?,
             None => vec![],
@@ -327,18 +348,6 @@ fn decoded_path(path: &str) -> String {
     percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
 }
 
-fn field_selector(query: &str) -> Vec<(String, String)> {
-    query_pairs(query)
-        .into_iter()
-        .filter(|(k, _)| k == "fieldSelector")
-        .flat_map(|(_, v)| {
-            v.split(',')
-                .filter_map(|t| t.split_once('=').map(|(a, b)| (a.to_string(), b.to_string())))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 fn is_watch(query: &str) -> bool {
     param(query, "watch").is_some_and(|v| v == "true" || v == "1")
 }
@@ -349,11 +358,7 @@ fn set_kind(obj: &mut Value) {
     obj["kind"] = json!("ResourceSlice");
 }
 
-fn field(obj: &Value, path: &str) -> String {
-    path.split('.').fold(obj, |v, k| &v[k]).as_str().unwrap_or_default().to_string()
-}
-
-/// Answer one request (pure over the store and the claims): status and body.
+/// Answer one request with a JSON body (pure over the store and the claims): status and body.
 pub fn answer(
     store: &Store,
     claims: &[Value],
@@ -363,10 +368,49 @@ pub fn answer(
     query: &str,
     body: &[u8],
 ) -> (u16, Value) {
+    answer_typed(store, claims, node, method, path, query, "application/json", body)
+}
+
+/// A ResourceClaims path: (version, namespace, name, subresource).
+type ClaimPath<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+/// Read a ResourceClaims path.
+fn claim_path(path: &str) -> Option<ClaimPath<'_>> {
+    let rest = path.strip_prefix("/apis/resource.k8s.io/")?;
+    let (v, rest) = rest.split_once('/')?;
+    if !["v1", "v1beta2", "v1beta1"].contains(&v) {
+        return None;
+    }
+    let parts: Vec<&str> = rest.split('/').collect();
+    Some(match parts.as_slice() {
+        ["resourceclaims"] => (v, None, None, None),
+        ["namespaces", ns, "resourceclaims"] => (v, Some(*ns), None, None),
+        ["namespaces", ns, "resourceclaims", name] => (v, Some(*ns), Some(*name), None),
+        ["namespaces", ns, "resourceclaims", name, sub] => (v, Some(*ns), Some(*name), Some(*sub)),
+        _ => return None,
+    })
+}
+
+/// Answer one request whose body (a patch's as sent, any other as JSON)
+/// has Content-Type `content_type`.
+#[allow(clippy::too_many_arguments)]
+pub fn answer_typed(
+    store: &Store,
+    claims: &[Value],
+    node: &str,
+    method: &str,
+    path: &str,
+    query: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Value) {
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
+    }
+    if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
+        return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
         return if method != "GET" {
@@ -380,43 +424,38 @@ pub fn answer(
             status(404, "NotFound", format!("nodes {name:?} not found"))
         };
     }
-    for v in ["v1", "v1beta2", "v1beta1"] {
-        let prefix = format!("/apis/resource.k8s.io/{v}/namespaces/");
-        if let Some(rest) = path.strip_prefix(&prefix) {
-            let parts: Vec<&str> = rest.split('/').collect();
-            if let [ns, "resourceclaims", name] = parts.as_slice() {
-                if method != "GET" {
-                    return status(
-                        405,
-                        "MethodNotAllowed",
-                        "resourceclaims are read-only here (the mock kubelet allocates them)".into(),
-                    );
-                }
-                return match claims.iter().find(|c| c["metadata"]["namespace"] == *ns && c["metadata"]["name"] == *name)
-                {
-                    Some(c) => {
-                        let mut c = c.clone();
-                        c["apiVersion"] = json!(format!("resource.k8s.io/{v}"));
-                        (200, c)
-                    }
-                    None => status(404, "NotFound", format!("resourceclaims.resource.k8s.io {name:?} not found")),
-                };
-            }
+    if let Some((version, namespace, name, sub)) = claim_path(path) {
+        if sub.is_some_and(|s| s != "status") {
+            return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
         }
+        let mut st = store.lock();
+        resourceclaims::sync(&mut st, claims);
+        let query = query_pairs(query);
+        let r =
+            resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
+        return resourceclaims::answer(&mut st, &r);
+    }
+    let mut st = store.lock();
+    if let Some(p) = custom::route(&st, path) {
+        return custom::answer(store, &mut st, &p, method, &query_pairs(query), content_type, body);
+    }
+    if let Some(d) = custom::discovery(&st, path) {
+        return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     let Some(rest) = path.strip_prefix(SLICES) else {
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
-    let mut st = store.lock();
     let name = rest.strip_prefix('/').unwrap_or("");
     let parse = |body: &[u8]| {
         serde_json::from_slice::<Value>(body).map_err(|e| status(400, "BadRequest", format!("body is not JSON: {e}")))
     };
     match (method, name) {
         ("GET", "") => {
-            let sel = field_selector(query);
-            let items: Vec<Value> =
-                st.slices.values().filter(|s| sel.iter().all(|(k, v)| field(s, k) == *v)).cloned().collect();
+            let sel = match selectors::of_query("ResourceSlice", &query_pairs(query)) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            let items: Vec<Value> = st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned().collect();
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -452,6 +491,8 @@ pub fn answer(
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
+            obj["metadata"]["generation"] = json!(1);
+            obj["metadata"]["creationTimestamp"] = json!(resourceclaims::now());
             st.put(n, obj.clone());
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
@@ -473,10 +514,16 @@ pub fn answer(
                 return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
             }
             let uid = cur["metadata"]["uid"].clone();
+            // metadata.generation counts spec changes (kube-apiserver's strategy).
+            let generation =
+                cur["metadata"]["generation"].as_i64().unwrap_or(1) + i64::from(cur["spec"] != obj["spec"]);
+            let created = cur["metadata"]["creationTimestamp"].clone();
             st.version += 1;
             set_kind(&mut obj);
             obj["metadata"]["name"] = json!(n);
             obj["metadata"]["uid"] = uid;
+            obj["metadata"]["generation"] = json!(generation);
+            obj["metadata"]["creationTimestamp"] = created;
             obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
             st.put(n.to_string(), obj.clone());
             store.emit(&mut st, "MODIFIED", obj.clone());
@@ -514,12 +561,16 @@ pub fn answer(
 /// Where the server reads the claims it serves: the current kubelet
 /// generation's DRA manager, as resource.k8s.io objects (the engine supplies
 /// it, so the server knows nothing of the kubelet's managers).
-pub type Claims = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
+pub type Claims = Arc<dyn Fn(&str) -> Vec<Value> + Send + Sync>;
 
 /// One HTTP answer: a status and a whole body, in `media`.
 fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
     let (media, code, body) = match media {
         Media::Json => (media, code, v.to_string().into_bytes()),
+        // An object with no protobuf form (a custom resource) is JSON, the next type client-go accepts.
+        Media::Protobuf if protobuf::message_for(v["kind"].as_str().unwrap_or_default()).is_none() => {
+            (Media::Json, code, v.to_string().into_bytes())
+        }
         Media::Protobuf => match protobuf::encode_object(v) {
             Ok(b) => (media, code, b),
             Err(e) => {
@@ -629,11 +680,41 @@ async fn respond(
             if req.method() == http::Method::GET { (200, version_info(minor)) } else { method_not_allowed() };
         return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
     }
+    let groups = custom::groups(&store.lock());
+    let found = {
+        let path = decoded_path(req.uri().path());
+        discovery::answer(&path, groups).or_else(|| custom::discovery(&store.lock(), &path))
+    };
+    if let Some(d) = found {
+        // Discovery documents are read as JSON (client-go's discovery client asks for JSON).
+        let (code, v) = if req.method() == http::Method::GET { (200, d) } else { method_not_allowed() };
+        return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
+    }
     let query = req.uri().query().unwrap_or("").to_string();
-    if req.method() == http::Method::GET && decoded_path(req.uri().path()) == SLICES && is_watch(&query) {
+    let watched = if req.method() == http::Method::GET && is_watch(&query) {
+        let path = decoded_path(req.uri().path());
+        let st = store.lock();
+        match custom::route(&st, &path) {
+            Some(p) if p.name.is_none() => Some((
+                watch::What::Custom(p.crd.clone(), p.version.to_string(), p.namespace.map(str::to_string)),
+                p.crd.kind.clone(),
+            )),
+            _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some((what, kind)) = watched {
+        let sel = match selectors::of_query(&kind, &query_pairs(&query)) {
+            Ok(sel) => watch::Watched { what, sel },
+            Err((code, v)) => return Ok(reply(media, code, &v)),
+        };
+        // Custom resources have no protobuf form: their watches are JSON, as kube-apiserver's.
+        let media = if matches!(sel.what, watch::What::Custom(..)) { Media::Json } else { media };
         // A few frames in flight: a watcher that never reads holds little beyond the history.
         let (tx, rx) = tokio::sync::mpsc::channel(8);
-        tracker.spawn(pump(store, query, media, tx, stop.clone()));
+        tracker.spawn(pump(store, sel, query, media, tx, stop.clone()));
         let resp = http::Response::builder()
             .status(200)
             .header("content-type", media.content_type(true))
@@ -645,237 +726,25 @@ async fn respond(
     let length = header("content-length").parse::<u64>().ok();
     let (parts, body) = req.into_parts();
     let path = decoded_path(parts.uri.path());
+    let is_patch = parts.method == http::Method::PATCH && patch::PatchType::of(&content_type).is_some();
     let read = read_body(body, length).await.and_then(|buf| {
         match precheck(parts.method.as_str(), &path, &content_type, &buf) {
             Some(refused) => Err(refused),
+            // A patch is read by its own type.
+            None if is_patch => Ok(buf),
             None => json_body(&content_type, buf),
         }
     });
     let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
-            let claims = claims();
-            answer(&store, &claims, node, parts.method.as_str(), parts.uri.path(), &query, &buf)
+            let claims = claims(node);
+            let content_type = if is_patch { content_type.as_str() } else { "application/json" };
+            answer_typed(&store, &claims, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
     Ok(reply(media, code, &v))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
-        answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
-    }
-
-    #[test]
-    fn slices_are_created_listed_replaced_and_deleted_with_integer_versions() {
-        let s = Store::default();
-        let obj = json!({"metadata": {"generateName": "node-1-gpu-"}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p"}, "devices": [{"name": "d0"}]}});
-        let (c, created) = call(&s, "POST", SLICES, "", obj.clone());
-        assert_eq!(c, 201);
-        let name = created["metadata"]["name"].as_str().unwrap().to_string();
-        assert!(name.starts_with("node-1-gpu-"));
-        assert_eq!(created["metadata"]["resourceVersion"], "1");
-        let mut named = obj.clone();
-        named["metadata"] = json!({"name": name});
-        assert_eq!(call(&s, "POST", SLICES, "", named.clone()).0, 409);
-        let (c, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver%3Dgpu.x%2Cspec.nodeName%3Dnode-1", Value::Null);
-        assert_eq!((c, l["items"].as_array().unwrap().len()), (200, 1));
-        let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver=other", Value::Null);
-        assert!(l["items"].as_array().unwrap().is_empty());
-        let mut stale = named.clone();
-        stale["metadata"]["resourceVersion"] = json!("0");
-        assert_eq!(call(&s, "PUT", &format!("{SLICES}/{name}"), "", stale).0, 409);
-        named["metadata"]["resourceVersion"] = json!("1");
-        let (c, put) = call(&s, "PUT", &format!("{SLICES}/{name}"), "", named);
-        assert_eq!((c, put["metadata"]["resourceVersion"].as_str()), (200, Some("2")));
-        assert_eq!(call(&s, "DELETE", &format!("{SLICES}/{name}"), "", Value::Null).0, 200);
-        assert_eq!(call(&s, "GET", &format!("{SLICES}/{name}"), "", Value::Null).0, 404);
-        assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
-        assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
-        assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
-    }
-
-    fn slice_with(name: &str, devices: usize) -> Value {
-        let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
-        json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
-    }
-
-    /// Issue items: a 129-device slice, a non-DNS name and 70 kB of labels were all 201.
-    #[test]
-    fn creates_and_replaces_are_validated_as_kube_apiserver_does() {
-        let s = Store::default();
-        let (c, e) = call(&s, "POST", SLICES, "", slice_with("big", 129));
-        assert_eq!((c, e["reason"].as_str()), (422, Some("Invalid")));
-        assert_eq!(
-            e["message"],
-            "ResourceSlice.resource.k8s.io \"big\" is invalid: spec.devices: Too many: 129: must have at most 128 items"
-        );
-        assert_eq!(e["details"]["causes"][0]["field"], "spec.devices");
-        for bad in ["bad/slash", "sp ace", "x\0y", "r\u{200f}tl", "UPPER"] {
-            let (c, e) = call(&s, "POST", SLICES, "", slice_with(bad, 1));
-            assert_eq!(c, 422, "{bad:?}");
-            assert_eq!(e["details"]["causes"][0]["field"], "metadata.name", "{bad:?}");
-        }
-        let (c, e) = call(&s, "POST", SLICES, "", json!({"metadata": {"name": "x".repeat(100_000)}, "spec": {}}));
-        assert_eq!(c, 422);
-        assert!(e["details"]["causes"][0]["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("must be no more than 253 characters"));
-        let mut labelled = slice_with("l", 1);
-        labelled["metadata"]["labels"] = json!({"example.com/big": "v".repeat(70_000)});
-        let (c, e) = call(&s, "POST", SLICES, "", labelled);
-        assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.labels")));
-        assert_eq!(s.held_bytes(), (0, 0), "nothing refused is held");
-        // A replace is judged as a create is.
-        assert_eq!(call(&s, "POST", SLICES, "", slice_with("ok", 128)).0, 201);
-        let held = s.held_bytes();
-        assert!(held.0 > 0 && held.1 > 0);
-        let (c, e) = call(&s, "PUT", &format!("{SLICES}/ok"), "", slice_with("ok", 129));
-        assert_eq!((c, e["details"]["name"].as_str()), (422, Some("ok")));
-        assert_eq!(s.held_bytes(), held);
-    }
-
-    #[test]
-    fn a_refused_body_is_found_without_building_it_and_the_body_limit_is_3_mib() {
-        // 100,000 devices in ~2 MB: refused by its shape, in JSON and protobuf.
-        let big = slice_with("huge", 100_000);
-        let body = big.to_string();
-        assert!(body.len() > 1_500_000 && body.len() < MAX_BODY);
-        let (c, e) = precheck("POST", SLICES, "application/json", body.as_bytes()).unwrap();
-        assert_eq!(c, 422);
-        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 128 items");
-        let mut pb = big.clone();
-        pb["kind"] = json!("ResourceSlice");
-        pb["apiVersion"] = json!("resource.k8s.io/v1");
-        pb["spec"]["devices"][0]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
-        let pb = protobuf::encode_object(&pb).unwrap();
-        let (c, e) = precheck("PUT", &format!("{SLICES}/huge"), protobuf::PROTOBUF, &pb).unwrap();
-        assert_eq!(c, 422);
-        assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 64 items");
-        assert!(precheck("POST", SLICES, "application/json", slice_with("ok", 128).to_string().as_bytes()).is_none());
-        assert!(precheck("GET", SLICES, "application/json", body.as_bytes()).is_none());
-        assert_eq!(too_large().0, 413);
-        assert_eq!(too_large().1["message"], "Request entity too large: limit is 3145728");
-    }
-
-    #[test]
-    fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
-        let s = Store::default();
-        for (m, p) in [
-            ("PUT", SLICES.to_string()),
-            ("POST", format!("{SLICES}/x")),
-            ("PATCH", format!("{SLICES}/x")),
-            ("DELETE", "/api/v1/nodes/node-1".to_string()),
-        ] {
-            let (c, e) = call(&s, m, &p, "", Value::Null);
-            assert_eq!((c, e["reason"].as_str()), (405, Some("MethodNotAllowed")), "{m} {p}");
-            assert_eq!(e["message"], "the server does not allow this method on the requested resource");
-        }
-        let v = version_info(34);
-        assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("34")));
-        assert_eq!((v["gitVersion"].as_str(), v["emulationMinor"].as_str()), (Some("v1.34.0"), Some("34")));
-        assert!(v["platform"].as_str().unwrap().starts_with("linux/"));
-        assert!(version_info(32).get("emulationMajor").is_none(), "compatibility versions came with 1.33");
-    }
-
-    #[test]
-    fn claims_are_served_in_each_version_with_their_allocation() {
-        let s = Store::default();
-        let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
-        for v in ["v1", "v1beta2", "v1beta1"] {
-            let (c, got) = answer(
-                &s,
-                std::slice::from_ref(&claim),
-                "n",
-                "GET",
-                &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"),
-                "",
-                b"",
-            );
-            assert_eq!(c, 200);
-            assert_eq!(got["apiVersion"], format!("resource.k8s.io/{v}"));
-            assert_eq!(got["status"]["allocation"]["devices"]["results"][0]["driver"], "d");
-        }
-        let (c, e) =
-            answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
-        assert_eq!(c, 404);
-        assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
-    }
-
-    #[test]
-    fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
-        let s = Store::default();
-        let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
-        let pb = protobuf::encode_object(&obj).unwrap();
-        let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
-        let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
-        assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
-        assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
-        let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
-        assert_eq!(e.0, 415);
-        assert!(e.1["message"]
-            .as_str()
-            .unwrap()
-            .contains("send application/json or application/vnd.kubernetes.protobuf"));
-        let e = json_body("application/vnd.kubernetes.protobuf", b"{}".to_vec()).unwrap_err();
-        assert_eq!(e.0, 400);
-        assert!(e.1["message"].as_str().unwrap().contains("magic"));
-        // An error answer in protobuf is an enveloped Status.
-        let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
-        let r = reply(Media::Protobuf, c, &v);
-        assert_eq!(r.status(), 404);
-        assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
-        let ChannelBody::Whole(Some(b)) = r.into_body() else { panic!("a whole body") };
-        let st = protobuf::decode_object(&b).unwrap();
-        assert_eq!(
-            (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
-            (Some("Status"), Some(404), Some("NotFound"))
-        );
-    }
-
-    #[test]
-    fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
-        let s = Store::default();
-        let obj = json!({"metadata": {"name": "s"}, "spec": {"driver": "d", "nodeName": "n"}});
-        let (_, created) = call(&s, "POST", SLICES, "", obj);
-        let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
-        let opts = |uid: &str| {
-            let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
-            json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
-        };
-        let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
-        assert_eq!(c, 409);
-        assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
-        let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
-        assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
-    }
-
-    #[test]
-    fn paths_and_query_strings_are_percent_decoded() {
-        let s = Store::default();
-        let obj = json!({"metadata": {"name": "gpu.example.com-node-1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node 1"}});
-        assert_eq!(call(&s, "POST", SLICES, "", obj).0, 201);
-        // An escaped object name finds the object.
-        let (c, got) = call(&s, "GET", &format!("{SLICES}/gpu%2Eexample%2ecom-node-1"), "", Value::Null);
-        assert_eq!((c, got["metadata"]["name"].as_str()), (200, Some("gpu.example.com-node-1")));
-        // A selector escaped whole, with a space as + and as %20.
-        for q in [
-            "fieldSelector=spec%2Edriver%3Dgpu%2Eexample%2Ecom%2Cspec.nodeName%3Dnode+1",
-            "fieldSelector=spec.driver%3dgpu.example.com%2cspec.nodeName%3Dnode%201",
-        ] {
-            let (c, l) = call(&s, "GET", SLICES, q, Value::Null);
-            assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(1)), "{q}");
-        }
-        let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.nodeName%3Dnode%202", Value::Null);
-        assert_eq!(l["items"].as_array().map(Vec::len), Some(0));
-        assert!(is_watch("resourceVersion=0&watch=true") && is_watch("watch=1") && !is_watch("watch=false"));
-        assert_eq!(
-            query_pairs("a=b%26c&d&e=f+g"),
-            [("a".into(), "b&c".into()), ("d".into(), String::new()), ("e".into(), "f g".into())]
-        );
-    }
-}
+mod tests;

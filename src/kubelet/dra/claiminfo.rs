@@ -108,6 +108,24 @@ pub enum Cause {
         /// How many.
         count: usize,
     },
+    /// The claim's `status.reservedFor` does not name the pod.
+    NotReserved {
+        /// The pod's name.
+        pod: String,
+        /// The pod's UID.
+        pod_uid: String,
+        /// The claim's name.
+        claim: String,
+        /// The claim's UID.
+        uid: String,
+    },
+    /// A claim of the same name and another UID is still in the cache (prepared for a pod not yet gone).
+    OldClaim {
+        /// The claim's name.
+        claim: String,
+        /// The cached claim's UID.
+        old_uid: String,
+    },
     /// Writing the checkpoint failed.
     Checkpoint {
         /// The file.
@@ -131,6 +149,14 @@ impl std::fmt::Display for Cause {
             Cause::UnknownClaim { op, uid } => write!(f, "{op} returned result for unknown claim UID {uid}"),
             Cause::ClaimFailed { op, claim, error } => write!(f, "{op} failed for ResourceClaim {claim}: {error}"),
             Cause::Skipped { op, count } => write!(f, "{op} skipped {count} ResourceClaims"),
+            // manager.go prepareResources, on the claim it fetched.
+            Cause::NotReserved { pod, pod_uid, claim, uid } => {
+                write!(f, "pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} ({uid})")
+            }
+            Cause::OldClaim { claim, old_uid } => write!(
+                f,
+                "old ResourceClaim with same name {claim} and different UID {old_uid} still exists (previous pod force-deleted?!)"
+            ),
             Cause::Checkpoint { path, source } => {
                 write!(f, "checkpoint ResourceClaim state: {}: {source}", path.display())
             }
@@ -384,7 +410,7 @@ pub struct World<'a> {
 /// What one attempt at preparing a pod's claims does.
 #[derive(Debug, Default, PartialEq)]
 pub struct PreparePlan {
-    /// Claims allocated now (for the events).
+    /// Claims allocated now (for the events; not those whose manifest gave the allocation).
     pub allocated: Vec<ClaimInfo>,
     /// Whether the cache changed: the checkpoint is written before any call.
     pub record: bool,
@@ -504,6 +530,12 @@ impl ClaimCache {
         self.claims.get(key)
     }
 
+    /// Put a claim in the cache as it is (tests of what is built from the cache).
+    #[cfg(test)]
+    pub fn insert_for_test(&mut self, c: ClaimInfo) {
+        self.claims.insert(c.key(), c);
+    }
+
     /// How many claims.
     pub fn len(&self) -> usize {
         self.claims.len()
@@ -520,35 +552,57 @@ impl ClaimCache {
     }
 
     /// The claim a pod's claim names, allocated now when the cache does
-    /// not hold it (the scheduler's part: fetch it, allocate it).
+    /// not hold it (the scheduler's part: fetch it, allocate it). As
+    /// manager.go checks the claim it fetched: a claim whose
+    /// `status.reservedFor` (as its manifest gives it) does not name the pod
+    /// is refused, and so is a claim whose cached namesake has another UID
+    /// (the old one is still prepared). A manifest's `status.allocation` (a
+    /// claim a scheduler already allocated) is taken as it is.
     fn resolve(
         &self,
-        namespace: &str,
-        pod_uid: &str,
+        pod: (&str, &str, &str),
         c: &PodClaim,
         w: &World,
         taken: &[Allocated],
-    ) -> Result<ClaimInfo, Cause> {
+    ) -> Result<(ClaimInfo, bool), Cause> {
+        let (namespace, pod_uid, pod_name) = pod;
         let key = format!("{namespace}/{}", c.name);
-        if let Some(known) = self.claims.get(&key) {
-            return Ok(known.clone());
-        }
-        let (spec, uid): (ClaimSpec, String) = match &c.template {
+        let (spec, uid, raw): (ClaimSpec, String, Option<&serde_json::Value>) = match &c.template {
             Some(t) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
                 Some(Object::Template { spec, .. }) => {
-                    (spec.clone(), super::objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")))
+                    (spec.clone(), super::objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")), None)
                 }
                 _ => return Err(Cause::NotFound { kind: "ResourceClaimTemplate", name: t.clone() }),
             },
             None => match w.objects.get(&format!("ResourceClaim {key}")) {
-                Some(Object::Claim { spec, uid, .. }) => (spec.clone(), uid.clone()),
+                Some(Object::Claim { spec, uid, raw, .. }) => (spec.clone(), uid.clone(), Some(raw)),
                 _ => return Err(Cause::NotFound { kind: "ResourceClaim", name: c.name.clone() }),
             },
         };
+        let status = raw.map(|r| &r["status"]);
+        if let Some(reserved) = status.and_then(|s| s["reservedFor"].as_array()) {
+            if !reserved.iter().any(|r| r["uid"] == pod_uid && r["resource"] == "pods") {
+                return Err(Cause::NotReserved {
+                    pod: pod_name.to_string(),
+                    pod_uid: pod_uid.to_string(),
+                    claim: c.name.clone(),
+                    uid,
+                });
+            }
+        }
+        if let Some(known) = self.claims.get(&key) {
+            if known.uid != uid {
+                return Err(Cause::OldClaim { claim: c.name.clone(), old_uid: known.uid.clone() });
+            }
+            return Ok((known.clone(), false));
+        }
+        if let Some(results) = status.and_then(|s| s["allocation"]["devices"]["results"].as_array()) {
+            return Ok((ClaimInfo::allocated(namespace, &c.name, &uid, given_allocation(results)), false));
+        }
         let catalog = allocator::Catalog::of(w.objects.values());
         let allocation = allocator::allocate(&key, &spec, &catalog, w.candidates, taken, w.drivers)
             .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
-        Ok(ClaimInfo::allocated(namespace, &c.name, &uid, allocation))
+        Ok((ClaimInfo::allocated(namespace, &c.name, &uid, allocation), true))
     }
 
     /// Plan one attempt at preparing pod `uid`'s claims (manager.go
@@ -561,13 +615,14 @@ impl ClaimCache {
         &mut self,
         namespace: &str,
         uid: &str,
+        pod_name: &str,
         claims: &[PodClaim],
         w: &World,
     ) -> Result<PreparePlan, Cause> {
-        let mut resolved: Vec<ClaimInfo> = Vec::new();
+        let mut resolved: Vec<(ClaimInfo, bool)> = Vec::new();
         let mut taken = self.taken();
         for c in claims {
-            let info = self.resolve(namespace, uid, c, w, &taken)?;
+            let (info, allocated_now) = self.resolve((namespace, uid, pod_name), c, w, &taken)?;
             // A claim allocated now holds its devices for the next one.
             taken.extend(info.allocation.iter().cloned());
             if !info.done {
@@ -577,15 +632,17 @@ impl ClaimCache {
                     }
                 }
             }
-            resolved.push(info);
+            resolved.push((info, allocated_now));
         }
         let mut plan = PreparePlan::default();
-        for info in resolved {
+        for (info, allocated_now) in resolved {
             let key = info.key();
             let c = match self.claims.get_mut(&key) {
                 Some(c) => c,
                 None => {
-                    plan.allocated.push(info.clone());
+                    if allocated_now {
+                        plan.allocated.push(info.clone());
+                    }
                     plan.record = true;
                     self.claims.entry(key.clone()).or_insert(info)
                 }
@@ -709,6 +766,26 @@ impl ClaimCache {
         }
         out
     }
+}
+
+/// The devices of an allocation a scheduler wrote (`status.allocation.devices.results`).
+fn given_allocation(results: &[serde_json::Value]) -> Vec<Allocated> {
+    // The allocation result's v1 field names are Allocated's serde names; a
+    // result the scheduler wrote with fields of the wrong type keeps what reads.
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    results
+        .iter()
+        .map(|r| {
+            serde_json::from_value(r.clone()).unwrap_or_else(|_| Allocated {
+                request: text(&r["request"]),
+                driver: text(&r["driver"]),
+                pool: text(&r["pool"]),
+                device: text(&r["device"]),
+                admin: r["adminAccess"].as_bool().unwrap_or(false),
+                ..Allocated::default()
+            })
+        })
+        .collect()
 }
 
 /// What a driver's answer to NodeUnprepareResources for `asked` means.

@@ -59,7 +59,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
     assert!(plan.record, "the checkpoint is written before the calls");
     assert_eq!(plan.allocated.len(), 2);
     assert_eq!(plan.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
@@ -86,7 +86,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     assert_eq!(restored.get("ns/b").unwrap().state(), ClaimState::Recorded);
     // A retry calls every driver again (the kubelet marks claims prepared only
     // when the whole attempt succeeded).
-    let retry = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap();
+    let retry = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
     assert!(retry.cached.is_empty());
     assert_eq!(retry.batches.keys().collect::<Vec<_>>(), ["gpu.x", "nic.x"]);
     assert!(!retry.record, "nothing new to record");
@@ -111,7 +111,7 @@ fn two_claims_of_one_pod_get_different_devices() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let plan = cache.plan_prepare("ns", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
     let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
     assert_eq!(devices, ["d0", "d1"]);
 }
@@ -123,9 +123,9 @@ fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
     let only_gpu: BTreeSet<String> = ["gpu.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &only_gpu };
     let mut cache = ClaimCache::default();
-    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
+    let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "DRA driver nic.x is not registered");
-    let e = cache.plan_prepare("ns", "pod-1", &claims(&["a", "gone"]), &w).unwrap_err();
+    let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "gone"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "fetch ResourceClaim gone: resourceclaims.resource.k8s.io \"gone\" not found");
     assert!(cache.is_empty(), "a failed validation pass changes nothing");
 }
@@ -137,14 +137,14 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
     let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
     let mut cache = ClaimCache::default();
-    let p1 = cache.plan_prepare("ns", "pod-1", &claims(&["a"]), &w).unwrap();
+    let p1 = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &p1.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
     cache.mark_prepared(&p1.preparing);
     assert_eq!(cache.get("ns/a").unwrap().state(), ClaimState::Prepared);
     let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
     assert_eq!(restored.get("ns/a").unwrap().state(), ClaimState::Prepared, "survives a restart as it is");
     assert_eq!(restored.get("ns/a").unwrap().drivers, cache.get("ns/a").unwrap().drivers);
-    let p2 = cache.plan_prepare("ns", "pod-2", &claims(&["a"]), &w).unwrap();
+    let p2 = cache.plan_prepare("ns", "pod-2", "pod-2", &claims(&["a"]), &w).unwrap();
     assert!(p2.batches.is_empty() && p2.cached == ["ns/a"] && p2.record, "{p2:?}");
     let un = cache.plan_unprepare("pod-1", &["ns/a".into()]);
     assert_eq!(un.shared, [("ns/a".to_string(), "uid-a".to_string())]);
@@ -183,7 +183,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         ..Candidate::default()
     }];
     let w = World { objects: &objects, candidates: &cands, drivers: &BTreeSet::new() };
-    let plan = cache.plan_prepare("ns", "pod", &claims(&["c"]), &w).unwrap();
+    let plan = cache.plan_prepare("ns", "pod", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
     assert!(plan.batches.is_empty());
     cache.mark_prepared(&plan.preparing);
@@ -237,4 +237,77 @@ fn failed_calls_read_as_the_kubelet_wraps_grpc_statuses() {
         source: Box::new(rpc("NodeUnprepareResources", tonic::Code::DeadlineExceeded, "context deadline exceeded")),
     };
     assert!(e.to_string().starts_with("NodeUnprepareResources: rpc error: code = DeadlineExceeded"), "{e}");
+}
+
+/// Put claim `c` in `objects` as a manifest with `status` (allocated by a scheduler elsewhere).
+fn with_status(objects: &mut BTreeMap<String, Object>, uid: &str, status: serde_json::Value) {
+    let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}, "status": status});
+    let o = super::super::objects::parse(&v).unwrap();
+    objects.insert(o.key(), o);
+}
+
+/// #32 item 8, #33 item 1: a claim a scheduler allocated (its manifest's
+/// status.allocation) is taken as it is, not allocated again; one whose
+/// reservedFor does not name the pod is refused in manager.go's words.
+#[test]
+fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
+    let mut objects = BTreeMap::new();
+    let results =
+        serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "far", "device": "gpu-7", "adminAccess": true}]);
+    with_status(
+        &mut objects,
+        "uid-c",
+        serde_json::json!({"allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": "p1", "uid": "pod-1"}]}),
+    );
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    // No candidate device at all: the allocator is not asked.
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
+    assert_eq!(e.to_string(), "pod p2 (pod-2) is not allowed to use ResourceClaim c (uid-c)");
+    assert!(cache.is_empty(), "nothing recorded for a refused pod");
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.preparing, ["ns/c"]);
+    let c = cache.get("ns/c").unwrap();
+    assert_eq!(
+        (c.allocation[0].pool.as_str(), c.allocation[0].device.as_str(), c.allocation[0].admin),
+        ("far", "gpu-7", true)
+    );
+    // A manifest without reservedFor is reserved by this node's scheduler stand-in.
+    with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    assert!(cache.plan_prepare("ns", "pod-3", "p3", &claims(&["c"]), &w).is_ok());
+}
+
+/// #32 item 8: a claim recreated under the same name with a new UID is
+/// another claim: while the old one is prepared for a pod, a pod of the new
+/// one fails in manager.go's words; once the old one is unprepared (with
+/// its own UID), the new one is prepared with the new UID.
+#[test]
+fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
+    let mut objects = BTreeMap::new();
+    let results = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d0"}]);
+    with_status(&mut objects, "old", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let mut cache = ClaimCache::default();
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.batches["gpu.x"][0].uid, "old");
+    cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("old")).unwrap();
+    cache.mark_prepared(&plan.preparing);
+    with_status(&mut objects, "new", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let w = World { objects: &objects, candidates: &[], drivers: &drivers };
+    let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "old ResourceClaim with same name c and different UID old still exists (previous pod force-deleted?!)"
+    );
+    let un = cache.plan_unprepare("pod-1", &["ns/c".to_string()]);
+    assert_eq!(un.batches["gpu.x"][0].uid, "old");
+    cache.remove(&un.remove);
+    let plan = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap();
+    assert_eq!(plan.batches["gpu.x"][0].uid, "new");
 }

@@ -521,6 +521,9 @@ impl DraManager {
     /// A DRA object manifest was read (or changed).
     pub fn put_object(&self, obj: Object, file: &Path) {
         let key = obj.key();
+        if let (Object::Api { value, .. }, Some(api)) = (&obj, &self.spec.api) {
+            api.put_manifest(&key, value.clone());
+        }
         self.lock().objects.insert(key.clone(), obj);
         self.event(KubeletEvent::DraObject { key, file: file.display().to_string() });
         self.changed.notify_waiters();
@@ -529,6 +532,9 @@ impl DraManager {
     /// A DRA object manifest went away.
     pub fn forget_object(&self, key: &str) {
         self.lock().objects.remove(key);
+        if let Some(api) = &self.spec.api {
+            api.forget_manifest(key);
+        }
     }
 
     /// Devices the allocator may hand out: those of slices (manifests and
@@ -615,7 +621,8 @@ impl DraManager {
             let candidates = self.candidates(st);
             let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
             let world = World { objects: &st.objects, candidates: &candidates, drivers: &drivers };
-            let plan = st.claims.plan_prepare(&p.namespace, &pod.uid, &p.pod_claims, &world).map_err(fail)?;
+            let plan =
+                st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
             if plan.record {
                 // Recorded before any driver is called.
                 self.store(st).map_err(fail)?;
@@ -847,9 +854,9 @@ impl DraManager {
     }
 
     /// The claims as resource.k8s.io objects (what the local API server serves).
-    pub fn claim_objects(&self) -> Vec<serde_json::Value> {
+    pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
         let st = self.lock();
-        view::claim_objects(&st.claims, &st.pods)
+        apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node)
     }
 
     /// Known claims.

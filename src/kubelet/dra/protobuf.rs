@@ -156,12 +156,22 @@ pub fn encode(name: &str, obj: &Value) -> Vec<u8> {
     out
 }
 
-fn encode_message(m: &DescriptorProto, obj: &Value, out: &mut Vec<u8>) {
-    let Some(obj) = obj.as_object() else { return };
+/// Message types Go embeds in their parent's JSON (`json:",inline"`): a
+/// field of one of these types holds the parent object's own fields
+/// (resource.k8s.io's DeviceConfiguration in claim, allocation and class configs).
+const INLINE: &[&str] = &[".k8s.io.api.resource.v1.DeviceConfiguration"];
+
+fn inline(f: &FieldDescriptorProto) -> bool {
+    f.r#type() == Type::Message && INLINE.contains(&f.type_name())
+}
+
+fn encode_message(m: &DescriptorProto, whole: &Value, out: &mut Vec<u8>) {
+    let Some(obj) = whole.as_object() else { return };
     let mut fs: Vec<&FieldDescriptorProto> = m.field.iter().collect();
     fs.sort_by_key(|f| f.number());
     for f in fs {
-        let Some(v) = obj.get(f.name()).filter(|v| !v.is_null()) else { continue };
+        let v = if inline(f) { Some(whole) } else { obj.get(f.name()).filter(|v| !v.is_null()) };
+        let Some(v) = v else { continue };
         if let Some(entry) = map_entry(f) {
             let Some(o) = v.as_object() else { continue };
             let mut keys: Vec<&String> = o.keys().collect();
@@ -307,6 +317,11 @@ fn decode_message(m: &DescriptorProto, buf: &[u8]) -> Result<Value, String> {
                     }
                 }
                 _ => list.push(decode_value(f, w)?),
+            }
+        } else if inline(f) {
+            // Its fields are the parent's (Go's json:",inline").
+            if let Value::Object(fields) = decode_value(f, w)? {
+                obj.extend(fields);
             }
         } else {
             let v = decode_value(f, w)?;

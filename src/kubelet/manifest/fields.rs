@@ -123,10 +123,49 @@ const POD_SPEC: Shape = Fields(&[
 const POD: Shape =
     Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", POD_SPEC), ("status", Any)]);
 
+const CEL: Shape = Fields(&[("expression", Any)]);
+const SELECTOR: Shape = Fields(&[("cel", CEL)]);
+const OPAQUE: Shape = Fields(&[("driver", Any), ("parameters", Any)]);
+const CONFIG: Shape = Fields(&[("requests", Any), ("opaque", OPAQUE)]);
+const CLASS_CONFIG: Shape = Fields(&[("opaque", OPAQUE)]);
+const CONSTRAINT: Shape = Fields(&[("requests", Any), ("matchAttribute", Any), ("distinctAttribute", Any)]);
+const TOLERATION: Shape =
+    Fields(&[("key", Any), ("operator", Any), ("value", Any), ("effect", Any), ("tolerationSeconds", Any)]);
+const RESULT: Shape = Fields(&[
+    ("request", Any),
+    ("driver", Any),
+    ("pool", Any),
+    ("device", Any),
+    ("adminAccess", Any),
+    ("tolerations", Any),
+    ("bindingConditions", Any),
+    ("bindingFailureConditions", Any),
+    ("shareID", Any),
+    ("consumedCapacity", Any),
+]);
+const ALLOC_CONFIG: Shape = Fields(&[("source", Any), ("requests", Any), ("opaque", OPAQUE)]);
+const ALLOCATION: Shape = Fields(&[
+    ("devices", Fields(&[("results", Items(&RESULT)), ("config", Items(&ALLOC_CONFIG))])),
+    ("nodeSelector", Any),
+    ("allocationTimestamp", Any),
+]);
+const CONSUMER: Shape = Fields(&[("apiGroup", Any), ("resource", Any), ("name", Any), ("uid", Any)]);
+const DEVICE_STATUS: Shape = Fields(&[
+    ("driver", Any),
+    ("pool", Any),
+    ("device", Any),
+    ("shareID", Any),
+    ("conditions", Any),
+    ("data", Any),
+    ("networkData", Any),
+]);
+const CLAIM_STATUS: Shape =
+    Fields(&[("allocation", ALLOCATION), ("reservedFor", Items(&CONSUMER)), ("devices", Items(&DEVICE_STATUS))]);
+
 /// resource.k8s.io ExactDeviceRequest (v1) and the request fields of v1beta1.
 const EXACT: Shape = Fields(&[
     ("deviceClassName", Any),
-    ("selectors", Any),
+    ("selectors", Items(&SELECTOR)),
     ("allocationMode", Any),
     ("count", Any),
     ("adminAccess", Any),
@@ -136,10 +175,10 @@ const EXACT: Shape = Fields(&[
 const SUB_REQUEST: Shape = Fields(&[
     ("name", Any),
     ("deviceClassName", Any),
-    ("selectors", Any),
+    ("selectors", Items(&SELECTOR)),
     ("allocationMode", Any),
     ("count", Any),
-    ("tolerations", Any),
+    ("tolerations", Items(&TOLERATION)),
     ("capacity", Any),
 ]);
 const REQUEST: Shape = Fields(&[
@@ -147,23 +186,40 @@ const REQUEST: Shape = Fields(&[
     ("exactly", EXACT),
     ("firstAvailable", Items(&SUB_REQUEST)),
     ("deviceClassName", Any),
-    ("selectors", Any),
+    ("selectors", Items(&SELECTOR)),
     ("allocationMode", Any),
     ("count", Any),
     ("adminAccess", Any),
-    ("tolerations", Any),
+    ("tolerations", Items(&TOLERATION)),
     ("capacity", Any),
 ]);
-const DEVICE_CLAIM: Shape = Fields(&[("requests", Items(&REQUEST)), ("constraints", Any), ("config", Any)]);
+const DEVICE_CLAIM: Shape =
+    Fields(&[("requests", Items(&REQUEST)), ("constraints", Items(&CONSTRAINT)), ("config", Items(&CONFIG))]);
 const CLAIM_SPEC: Shape = Fields(&[("devices", DEVICE_CLAIM)]);
 const CLAIM: Shape =
-    Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", CLAIM_SPEC), ("status", Any)]);
+    Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", CLAIM_SPEC), ("status", CLAIM_STATUS)]);
+const CLASS_SPEC: Shape =
+    Fields(&[("selectors", Items(&SELECTOR)), ("config", Items(&CLASS_CONFIG)), ("extendedResourceName", Any)]);
+const CLASS: Shape = Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", CLASS_SPEC)]);
+const SLICE_SPEC: Shape = Fields(&[
+    ("driver", Any),
+    ("pool", Fields(&[("name", Any), ("generation", Any), ("resourceSliceCount", Any)])),
+    ("nodeName", Any),
+    ("nodeSelector", Any),
+    ("allNodes", Any),
+    ("perDeviceNodeSelection", Any),
+    ("devices", Any),
+    ("sharedCounters", Any),
+    ("skipNodeOperations", Any),
+]);
+const SLICE: Shape = Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", SLICE_SPEC)]);
 const TEMPLATE_SPEC: Shape = Fields(&[("metadata", Any), ("spec", CLAIM_SPEC)]);
 const TEMPLATE: Shape = Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", TEMPLATE_SPEC)]);
 const OTHER: Shape = Fields(&[("apiVersion", Any), ("kind", Any), ("metadata", META), ("spec", Any), ("status", Any)]);
 
-/// The unknown fields of a manifest (a Pod, a ResourceClaim or
-/// ResourceClaimTemplate; DeviceClass and ResourceSlice at their top level),
+/// The unknown fields of a manifest (a Pod, a ResourceClaim with its
+/// status, a ResourceClaimTemplate, a DeviceClass; a ResourceSlice down to
+/// its spec's fields),
 /// each as `unknown field "PATH"`, with `; did you mean "FIELD"?` when a
 /// known field of the same object is close (pure).
 pub fn unknown_fields(v: &Value) -> Vec<String> {
@@ -171,6 +227,8 @@ pub fn unknown_fields(v: &Value) -> Vec<String> {
         None | Some("Pod") => POD,
         Some("ResourceClaim") => CLAIM,
         Some("ResourceClaimTemplate") => TEMPLATE,
+        Some("DeviceClass") => CLASS,
+        Some("ResourceSlice") => SLICE,
         Some(_) => OTHER,
     };
     let mut out = Vec::new();
@@ -253,6 +311,27 @@ mod tests {
             unknown_fields(&claim),
             ["unknown field \"spec.devices.requests[0].exactly.deviceClasName\"; did you mean \"deviceClassName\"?"]
         );
+        // #33 item 4: typos deeper in resource.k8s.io objects.
+        let claim = yaml("kind: ResourceClaim\nmetadata: {name: c}\nspec:\n  devices:\n    requests: [{name: r, exactly: {deviceClassName: c, selector: [{cel: {expresion: x}}]}}]\n    config: [{request: [r], opaque: {driver: d}}]\nstatus: {allocation: {devices: {result: []}}}\n");
+        assert_eq!(
+            unknown_fields(&claim),
+            [
+                "unknown field \"spec.devices.requests[0].exactly.selector\"; did you mean \"selectors\"?",
+                "unknown field \"spec.devices.config[0].request\"; did you mean \"requests\"?",
+                "unknown field \"status.allocation.devices.result\"; did you mean \"results\"?",
+            ]
+        );
+        let class =
+            yaml("kind: DeviceClass\nmetadata: {name: c}\nspec: {selectors: [{cell: {expression: x}}], configs: []}\n");
+        assert_eq!(
+            unknown_fields(&class),
+            [
+                "unknown field \"spec.selectors[0].cell\"; did you mean \"cel\"?",
+                "unknown field \"spec.configs\"; did you mean \"config\"?",
+            ]
+        );
+        let slice = yaml("kind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: d, nodename: n}\n");
+        assert_eq!(unknown_fields(&slice), ["unknown field \"spec.nodename\"; did you mean \"nodeName\"?"]);
         let far = yaml("metadata: {name: p}\nspec: {containers: [{name: c}], frobnicate: 1}\n");
         assert_eq!(unknown_fields(&far), ["unknown field \"spec.frobnicate\""]);
     }
@@ -263,7 +342,11 @@ mod tests {
         assert!(unknown_fields(&pod).is_empty(), "{:?}", unknown_fields(&pod));
         let t = yaml("apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: a\n        firstAvailable: [{name: x, deviceClassName: c}]\n      constraints: [{matchAttribute: m}]\n");
         assert!(unknown_fields(&t).is_empty(), "{:?}", unknown_fields(&t));
-        let slice = yaml("kind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: d, anything: 1}\n");
+        let slice = yaml(
+            "kind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: d, pool: {name: p}, devices: [{anything: 1}]}\n",
+        );
         assert!(unknown_fields(&slice).is_empty());
+        let claim = yaml("kind: ResourceClaim\nmetadata: {name: c}\nspec:\n  devices:\n    requests: [{name: r, exactly: {deviceClassName: c, selectors: [{cel: {expression: x}}], tolerations: [{key: k, operator: Exists}]}}]\n    config: [{requests: [r], opaque: {driver: d, parameters: {any: 1}}}]\nstatus:\n  allocation: {devices: {results: [{request: r, driver: d, pool: p, device: g}], config: [{source: FromClaim, opaque: {driver: d, parameters: {}}}]}, nodeSelector: {}}\n  reservedFor: [{resource: pods, name: p, uid: u}]\n");
+        assert!(unknown_fields(&claim).is_empty(), "{:?}", unknown_fields(&claim));
     }
 }

@@ -107,7 +107,7 @@ impl Catalog {
         let mut c = Catalog::default();
         for o in objects {
             match o {
-                Object::Class { name, selectors } => {
+                Object::Class { name, selectors, .. } => {
                     c.classes.insert(name.clone(), selectors.clone());
                 }
                 Object::Namespace { name, labels } if labels.get(ADMIN_ACCESS_LABEL).is_some_and(|v| v == "true") => {

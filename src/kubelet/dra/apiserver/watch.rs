@@ -4,7 +4,8 @@
 //! sends a watch's initial events and then every change, read from the
 //! store's history when its newest version moves.
 
-use super::{field, field_selector, param, status, Store};
+use super::selectors::{selected, Selection};
+use super::{param, status, Store};
 use crate::kubelet::dra::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -112,15 +113,61 @@ async fn send_event(tx: &tokio::sync::mpsc::Sender<hyper::body::Bytes>, media: M
     }
 }
 
-/// Pump a watch of the slices into `tx` until the client goes or `stop`.
+/// What a watch follows: the ResourceSlices, or the objects of a custom
+/// resource (in a namespace, when given), served in one API version.
+#[derive(Debug, Clone)]
+pub(super) enum What {
+    /// ResourceSlices.
+    Slices,
+    /// Objects of a CRD, in API version `.1`, in namespace `.2` (None: all).
+    Custom(super::custom::Crd, String, Option<String>),
+}
+
+/// A watch's selection: what, and the label and field selectors.
+#[derive(Debug, Clone)]
+pub(super) struct Watched {
+    pub what: What,
+    pub sel: Selection,
+}
+
+impl Watched {
+    /// Whether a stored object (or change) is one this watch sends.
+    pub(super) fn matches(&self, obj: &Value) -> bool {
+        let mine = match &self.what {
+            // The history holds the slices and custom resources (of other groups).
+            What::Slices => {
+                obj["apiVersion"].as_str().is_none_or(|a| a.is_empty() || a.starts_with("resource.k8s.io/"))
+            }
+            What::Custom(crd, _, ns) => super::custom::is_of(crd, ns.as_deref(), obj),
+        };
+        mine && selected(&self.sel, obj)
+    }
+
+    /// An object as this watch sends it.
+    fn out(&self, obj: &Value) -> Value {
+        match &self.what {
+            What::Slices => obj.clone(),
+            What::Custom(crd, v, _) => super::custom::in_version(crd, v, obj),
+        }
+    }
+
+    fn bookmark_type(&self) -> (String, String) {
+        match &self.what {
+            What::Slices => ("resource.k8s.io/v1".into(), "ResourceSlice".into()),
+            What::Custom(crd, v, _) => (format!("{}/{v}", crd.group), crd.kind.clone()),
+        }
+    }
+}
+
+/// Pump a watch into `tx` until the client goes or `stop`.
 pub(super) async fn pump(
     store: Arc<Store>,
+    sel: Watched,
     query: String,
     media: Media,
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
-    let sel = field_selector(&query);
     let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
     // Without initial events, a watch from resourceVersion N gets every change after N.
     let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
@@ -133,18 +180,19 @@ pub(super) async fn pump(
             return;
         }
     };
-    for c in replay.iter().filter(|c| sel.iter().all(|(k, v)| field(&c.obj, k) == *v)) {
-        if !send_event(&tx, media, c.kind, &c.obj).await {
+    for c in replay.iter().filter(|c| sel.matches(&c.obj)) {
+        if !send_event(&tx, media, c.kind, &sel.out(&c.obj)).await {
             return;
         }
     }
     if initial {
         for i in &items {
-            if !send_event(&tx, media, "ADDED", i).await {
+            if !send_event(&tx, media, "ADDED", &sel.out(i)).await {
                 return;
             }
         }
-        let bookmark = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {
+        let (api_version, kind) = sel.bookmark_type();
+        let bookmark = json!({"kind": kind, "apiVersion": api_version, "metadata": {
             "resourceVersion": version.to_string(),
             "annotations": {"k8s.io/initial-events-end": "true"},
         }});
@@ -170,7 +218,7 @@ pub(super) async fn pump(
         };
         for c in batch {
             seen = c.version;
-            if sel.iter().all(|(k, v)| field(&c.obj, k) == *v) && !send_event(&tx, media, c.kind, &c.obj).await {
+            if sel.matches(&c.obj) && !send_event(&tx, media, c.kind, &sel.out(&c.obj)).await {
                 return;
             }
         }
@@ -180,6 +228,15 @@ pub(super) async fn pump(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sel(query: &str) -> Watched {
+        let sel = crate::kubelet::dra::apiserver::selectors::of_query(
+            "ResourceSlice",
+            &crate::kubelet::dra::apiserver::query_pairs(query),
+        )
+        .unwrap_or_default();
+        Watched { what: What::Slices, sel }
+    }
     use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
     use tokio_util::task::TaskTracker;
 
@@ -197,7 +254,7 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), query.to_string(), Media::Json, tx, stop.clone()));
+        tracker.spawn(pump(store.clone(), sel(query), query.to_string(), Media::Json, tx, stop.clone()));
         let mut out = Vec::new();
         while out.len() < n {
             let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
@@ -295,7 +352,14 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(pump(store.clone(), "watch=true&resourceVersion=1".into(), Media::Protobuf, tx, stop.clone()));
+        tracker.spawn(pump(
+            store.clone(),
+            sel(""),
+            "watch=true&resourceVersion=1".into(),
+            Media::Protobuf,
+            tx,
+            stop.clone(),
+        ));
         let mut got = Vec::new();
         loop {
             match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await {
@@ -369,7 +433,7 @@ mod tests {
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
         assert_eq!(call(&s, "POST", SLICES, "", slice_with("zero", 1)).0, 201);
-        tracker.spawn(pump(s.clone(), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
+        tracker.spawn(pump(s.clone(), sel(""), "watch=true&resourceVersion=1".into(), Media::Json, tx, stop.clone()));
         assert_eq!(call(&s, "POST", SLICES, "", slice_with("first", 1)).0, 201);
         let first = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
         assert!(String::from_utf8_lossy(&first).contains("\"first\""));

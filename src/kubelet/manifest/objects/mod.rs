@@ -122,6 +122,9 @@ pub enum Object {
         uid: String,
         /// Its spec.
         spec: ClaimSpec,
+        /// The whole object as written (what the local API server serves:
+        /// its spec, and a `status` a scheduler already wrote).
+        raw: Value,
     },
     /// A ResourceClaimTemplate.
     Template {
@@ -131,6 +134,8 @@ pub enum Object {
         name: String,
         /// spec.spec.
         spec: ClaimSpec,
+        /// The whole object as written (its `spec.spec` is the generated claims' spec).
+        raw: Value,
     },
     /// A DeviceClass.
     Class {
@@ -138,6 +143,17 @@ pub enum Object {
         name: String,
         /// Its selectors.
         selectors: Vec<Selector>,
+        /// spec.config: copied into the allocation of each request of this
+        /// class (source `FromClass`), as the scheduler does.
+        config: Vec<Value>,
+    },
+    /// A CustomResourceDefinition, or an object of another API group: the
+    /// local API server stores and serves them (custom resources).
+    Api {
+        /// `Api GROUP/KIND NAMESPACE/NAME`.
+        key: String,
+        /// The object as written.
+        value: Value,
     },
     /// A ResourceSlice.
     Slice {
@@ -180,6 +196,7 @@ impl Object {
             Object::Slice { name, .. } => format!("ResourceSlice {name}"),
             Object::Namespace { name, .. } => format!("Namespace {name}"),
             Object::TaintRule { name, .. } => format!("DeviceTaintRule {name}"),
+            Object::Api { key, .. } => key.clone(),
         }
     }
 }
@@ -321,6 +338,75 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
     Ok(ClaimSpec { requests, constraints })
 }
 
+/// A resource a CRD declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crd {
+    /// `spec.group`.
+    pub group: String,
+    /// `spec.names.plural`.
+    pub plural: String,
+    /// `spec.names.singular`.
+    pub singular: String,
+    /// `spec.names.kind`.
+    pub kind: String,
+    /// `spec.scope == Namespaced`.
+    pub namespaced: bool,
+    /// Served versions, each with whether it has the status subresource.
+    pub versions: Vec<(String, bool)>,
+}
+
+impl Crd {
+    /// Read a CustomResourceDefinition; `Err` names what is missing.
+    pub fn parse(v: &Value) -> Result<Crd, String> {
+        let spec = &v["spec"];
+        let text = |x: &Value, what: &str| {
+            x.as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or(format!("CustomResourceDefinition: {what} is required"))
+        };
+        let group = text(&spec["group"], "spec.group")?;
+        let plural = text(&spec["names"]["plural"], "spec.names.plural")?;
+        let kind = text(&spec["names"]["kind"], "spec.names.kind")?;
+        let singular = spec["names"]["singular"].as_str().map(str::to_string).unwrap_or_else(|| kind.to_lowercase());
+        let versions: Vec<(String, bool)> = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["served"].as_bool().unwrap_or(false))
+            .filter_map(|x| Some((x["name"].as_str()?.to_string(), x["subresources"]["status"].is_object())))
+            .collect();
+        if versions.is_empty() {
+            return Err("CustomResourceDefinition: spec.versions must serve at least one version".into());
+        }
+        Ok(Crd { group, plural, singular, kind, namespaced: spec["scope"] != "Cluster", versions })
+    }
+}
+
+/// Whether a manifest is an object the local API server serves as a custom
+/// resource: a CustomResourceDefinition, or an object of an API group other
+/// than core and resource.k8s.io.
+pub fn is_api_object(v: &Value) -> bool {
+    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    !group.is_empty()
+        && group != "resource.k8s.io"
+        && v.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty())
+}
+
+/// Parse a manifest [`is_api_object`] says is one (a CRD is checked as one).
+pub fn parse_api_object(v: &Value) -> Result<Object, String> {
+    let kind = v["kind"].as_str().unwrap_or_default();
+    let name = v["metadata"]["name"].as_str().filter(|n| !n.is_empty()).ok_or("metadata.name is required")?;
+    if kind == "CustomResourceDefinition" {
+        Crd::parse(v)?;
+    }
+    let api_version = v["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let namespace = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    Ok(Object::Api { key: format!("Api {group}/{kind} {namespace}/{name}"), value: v.clone() })
+}
+
 /// Parse one object of [`KINDS`] (the caller has checked the kind).
 pub fn parse(v: &Value) -> Result<Object, String> {
     let kind = dra_kind(v).ok_or("not a DRA object")?;
@@ -334,13 +420,19 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "ResourceClaim" => {
             let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string);
             let uid = uid.unwrap_or_else(|| derived_uid(&format!("claim\0{namespace}\0{name}")));
-            Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid }
+            Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid, raw: v.clone() }
         }
         "ResourceClaimTemplate" => {
-            Object::Template { spec: claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?, namespace, name }
+            let parsed = claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?;
+            Object::Template { spec: parsed, namespace, name, raw: v.clone() }
         }
         "DeviceClass" => {
-            Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
+            let config = spec.and_then(|s| s.get("config")).and_then(Value::as_array).cloned().unwrap_or_default();
+            Object::Class {
+                selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?,
+                name,
+                config,
+            }
         }
         "Namespace" => {
             let labels = meta.get("labels").and_then(Value::as_object).into_iter().flatten();

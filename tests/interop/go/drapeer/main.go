@@ -233,6 +233,7 @@ func prepareOne(c *dra.Claim) *dra.NodePrepareResourceResponse {
 		})
 		cdiDevs = append(cdiDevs, map[string]interface{}{"name": name, "containerEdits": map[string]interface{}{"env": []string{"GO_PEER_DEVICE=" + res.GetDevice()}}})
 	}
+	updateStatus(c, &claim)
 	spec, _ := json.Marshal(map[string]interface{}{"cdiVersion": "0.6.0", "kind": "k8s." + *driver + "/claim", "devices": cdiDevs})
 	_ = os.MkdirAll(*cdiDir, 0o755)
 	tmp := specPath(c.Uid) + ".tmp"
@@ -243,6 +244,41 @@ func prepareOne(c *dra.Claim) *dra.NodePrepareResourceResponse {
 		return &dra.NodePrepareResourceResponse{Error: err.Error()}
 	}
 	return resp
+}
+
+// updateStatus reports each device of this driver as Ready (KEP-4817 device
+// status) as the DRA helper library's UpdateStatus does: PUT …/status with
+// the claim read, in protobuf. Best effort: the answer is printed, prepare
+// goes on either way.
+func updateStatus(c *dra.Claim, claim *resourcev1.ResourceClaim) {
+	for _, res := range claim.GetStatus().GetAllocation().GetDevices().GetResults() {
+		if res.GetDriver() != *driver {
+			continue
+		}
+		claim.Status.Devices = append(claim.Status.Devices, &resourcev1.AllocatedDeviceStatus{
+			Driver: proto.String(res.GetDriver()),
+			Pool:   proto.String(res.GetPool()),
+			Device: proto.String(res.GetDevice()),
+			Conditions: []*metav1.Condition{{
+				Type:               proto.String("Ready"),
+				Status:             proto.String("True"),
+				Reason:             proto.String("Prepared"),
+				Message:            proto.String(""),
+				LastTransitionTime: &metav1.Time{Seconds: proto.Int64(1735689600)},
+			}},
+		})
+	}
+	path := fmt.Sprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s/status", c.Namespace, c.Name)
+	code, body, ctype, err := api("PUT", path, envelope("resource.k8s.io/v1", "ResourceClaim", claim))
+	var updated resourcev1.ResourceClaim
+	if err == nil {
+		err = unwrap(ctype, body, "ResourceClaim", &updated)
+	}
+	reason := ""
+	if ds := updated.GetStatus().GetDevices(); len(ds) > 0 && len(ds[0].GetConditions()) > 0 {
+		reason = ds[0].GetConditions()[0].GetReason()
+	}
+	fmt.Printf("status %s/%s code=%d devices=%d reason=%s err=%v\n", c.Namespace, c.Name, code, len(updated.GetStatus().GetDevices()), reason, err)
 }
 
 func (p *plugin) NodePrepareResources(_ context.Context, r *dra.NodePrepareResourcesRequest) (*dra.NodePrepareResourcesResponse, error) {
@@ -350,6 +386,15 @@ func main() {
 		die("get node %s: %d %v", *node, code, err)
 	}
 	fmt.Printf("node %s uid=%s\n", n.GetMetadata().GetName(), n.GetMetadata().GetUid())
+	// Server version detection, as drivers do it (discovery's ServerVersion: GET /version, JSON).
+	code, body, _, err = api("GET", "/version", nil)
+	var version struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &version)
+	}
+	fmt.Printf("version %s code=%d err=%v\n", version.GitVersion, code, err)
 	synced := make(chan struct{})
 	deleted := make(chan string, 16)
 	go watchSlices(synced, deleted)

@@ -1,0 +1,85 @@
+//! Discovery as client-go's discovery client reads it (the legacy,
+//! unaggregated documents, always JSON): `/api`, `/api/v1`, `/apis`,
+//! `/apis/resource.k8s.io` and `/apis/resource.k8s.io/VERSION`, naming
+//! exactly the resources and verbs this server serves.
+
+use serde_json::{json, Value};
+
+const GROUP: &str = "resource.k8s.io";
+/// The versions of the group served, preferred first.
+const VERSIONS: &[&str] = &["v1", "v1beta2", "v1beta1"];
+
+fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str]) -> Value {
+    let singular = if name.contains('/') { String::new() } else { kind.to_lowercase() };
+    json!({"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind, "verbs": verbs})
+}
+
+/// The resources of `resource.k8s.io/version`.
+fn resources(version: &str) -> Vec<Value> {
+    let mut out = vec![
+        resource("resourceclaims", "ResourceClaim", true, &["get", "list"]),
+        resource("resourceclaims/status", "ResourceClaim", true, &["get", "patch", "update"]),
+    ];
+    if version == "v1" {
+        out.push(resource(
+            "resourceslices",
+            "ResourceSlice",
+            false,
+            &["create", "delete", "get", "list", "update", "watch"],
+        ));
+    }
+    out
+}
+
+fn group() -> Value {
+    let versions: Vec<Value> =
+        VERSIONS.iter().map(|v| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v})).collect();
+    json!({"name": GROUP, "versions": versions, "preferredVersion": versions[0]})
+}
+
+/// The discovery document at `path`, if it is one (`extra`: the groups
+/// CustomResourceDefinitions declare, listed in `/apis` after this one).
+pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
+    let path = path.trim_end_matches('/');
+    Some(match path {
+        "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+        "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
+            "resources": [resource("nodes", "Node", false, &["get"])]}),
+        "/apis" => {
+            let mut groups = vec![group()];
+            groups.extend(extra);
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        "/apis/resource.k8s.io" => {
+            let mut g = group();
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            g
+        }
+        _ => {
+            let v = path.strip_prefix("/apis/resource.k8s.io/")?;
+            if !VERSIONS.contains(&v) {
+                return None;
+            }
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{v}"), "resources": resources(v)})
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_names_the_served_resources_and_verbs() {
+        let g = answer("/apis", vec![]).unwrap();
+        assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
+        let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+        assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices"]);
+        assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
+        assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());
+        assert_eq!(answer("/apis/resource.k8s.io", vec![]).unwrap()["kind"], "APIGroup");
+    }
+}

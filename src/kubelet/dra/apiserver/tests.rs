@@ -1,0 +1,477 @@
+//! The API server's answers, pure (no sockets): [`answer`] over a store.
+
+use super::*;
+
+fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
+    answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+}
+
+#[test]
+fn slices_are_created_listed_replaced_and_deleted_with_integer_versions() {
+    let s = Store::default();
+    let obj = json!({"metadata": {"generateName": "node-1-gpu-"}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p"}, "devices": [{"name": "d0"}]}});
+    let (c, created) = call(&s, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201);
+    let name = created["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("node-1-gpu-"));
+    assert_eq!(created["metadata"]["resourceVersion"], "1");
+    let mut named = obj.clone();
+    named["metadata"] = json!({"name": name});
+    assert_eq!(call(&s, "POST", SLICES, "", named.clone()).0, 409);
+    let (c, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver%3Dgpu.x%2Cspec.nodeName%3Dnode-1", Value::Null);
+    assert_eq!((c, l["items"].as_array().unwrap().len()), (200, 1));
+    let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.driver=other", Value::Null);
+    assert!(l["items"].as_array().unwrap().is_empty());
+    let mut stale = named.clone();
+    stale["metadata"]["resourceVersion"] = json!("0");
+    assert_eq!(call(&s, "PUT", &format!("{SLICES}/{name}"), "", stale).0, 409);
+    named["metadata"]["resourceVersion"] = json!("1");
+    let (c, put) = call(&s, "PUT", &format!("{SLICES}/{name}"), "", named);
+    assert_eq!((c, put["metadata"]["resourceVersion"].as_str()), (200, Some("2")));
+    assert_eq!(call(&s, "DELETE", &format!("{SLICES}/{name}"), "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", &format!("{SLICES}/{name}"), "", Value::Null).0, 404);
+    assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "watch=true", Value::Null).0, 405);
+    assert_eq!(call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
+}
+
+fn slice_with(name: &str, devices: usize) -> Value {
+    let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
+    json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
+}
+
+/// Issue items: a 129-device slice, a non-DNS name and 70 kB of labels were all 201.
+#[test]
+fn creates_and_replaces_are_validated_as_kube_apiserver_does() {
+    let s = Store::default();
+    let (c, e) = call(&s, "POST", SLICES, "", slice_with("big", 129));
+    assert_eq!((c, e["reason"].as_str()), (422, Some("Invalid")));
+    assert_eq!(
+        e["message"],
+        "ResourceSlice.resource.k8s.io \"big\" is invalid: spec.devices: Too many: 129: must have at most 128 items"
+    );
+    assert_eq!(e["details"]["causes"][0]["field"], "spec.devices");
+    for bad in ["bad/slash", "sp ace", "x\0y", "r\u{200f}tl", "UPPER"] {
+        let (c, e) = call(&s, "POST", SLICES, "", slice_with(bad, 1));
+        assert_eq!(c, 422, "{bad:?}");
+        assert_eq!(e["details"]["causes"][0]["field"], "metadata.name", "{bad:?}");
+    }
+    let (c, e) = call(&s, "POST", SLICES, "", json!({"metadata": {"name": "x".repeat(100_000)}, "spec": {}}));
+    assert_eq!(c, 422);
+    assert!(e["details"]["causes"][0]["message"].as_str().unwrap().ends_with("must be no more than 253 characters"));
+    let mut labelled = slice_with("l", 1);
+    labelled["metadata"]["labels"] = json!({"example.com/big": "v".repeat(70_000)});
+    let (c, e) = call(&s, "POST", SLICES, "", labelled);
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.labels")));
+    assert_eq!(s.held_bytes(), (0, 0), "nothing refused is held");
+    // A replace is judged as a create is.
+    assert_eq!(call(&s, "POST", SLICES, "", slice_with("ok", 128)).0, 201);
+    let held = s.held_bytes();
+    assert!(held.0 > 0 && held.1 > 0);
+    let (c, e) = call(&s, "PUT", &format!("{SLICES}/ok"), "", slice_with("ok", 129));
+    assert_eq!((c, e["details"]["name"].as_str()), (422, Some("ok")));
+    assert_eq!(s.held_bytes(), held);
+}
+
+#[test]
+fn a_refused_body_is_found_without_building_it_and_the_body_limit_is_3_mib() {
+    // 100,000 devices in ~2 MB: refused by its shape, in JSON and protobuf.
+    let big = slice_with("huge", 100_000);
+    let body = big.to_string();
+    assert!(body.len() > 1_500_000 && body.len() < MAX_BODY);
+    let (c, e) = precheck("POST", SLICES, "application/json", body.as_bytes()).unwrap();
+    assert_eq!(c, 422);
+    assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 128 items");
+    let mut pb = big.clone();
+    pb["kind"] = json!("ResourceSlice");
+    pb["apiVersion"] = json!("resource.k8s.io/v1");
+    pb["spec"]["devices"][0]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+    let pb = protobuf::encode_object(&pb).unwrap();
+    let (c, e) = precheck("PUT", &format!("{SLICES}/huge"), protobuf::PROTOBUF, &pb).unwrap();
+    assert_eq!(c, 422);
+    assert_eq!(e["details"]["causes"][0]["message"], "Too many: 100000: must have at most 64 items");
+    assert!(precheck("POST", SLICES, "application/json", slice_with("ok", 128).to_string().as_bytes()).is_none());
+    assert!(precheck("GET", SLICES, "application/json", body.as_bytes()).is_none());
+    assert_eq!(too_large().0, 413);
+    assert_eq!(too_large().1["message"], "Request entity too large: limit is 3145728");
+}
+
+#[test]
+fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
+    let s = Store::default();
+    for (m, p) in [
+        ("PUT", SLICES.to_string()),
+        ("POST", format!("{SLICES}/x")),
+        ("PATCH", format!("{SLICES}/x")),
+        ("DELETE", "/api/v1/nodes/node-1".to_string()),
+    ] {
+        let (c, e) = call(&s, m, &p, "", Value::Null);
+        assert_eq!((c, e["reason"].as_str()), (405, Some("MethodNotAllowed")), "{m} {p}");
+        assert_eq!(e["message"], "the server does not allow this method on the requested resource");
+    }
+    let v = version_info(34);
+    assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("34")));
+    assert_eq!((v["gitVersion"].as_str(), v["emulationMinor"].as_str()), (Some("v1.34.0"), Some("34")));
+    assert!(v["platform"].as_str().unwrap().starts_with("linux/"));
+    assert!(version_info(32).get("emulationMajor").is_none(), "compatibility versions came with 1.33");
+}
+
+#[test]
+fn claims_are_served_in_each_version_with_their_allocation() {
+    // (the kubelet's claims, synced into the store at each claim request)
+    let s = Store::default();
+    let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
+    for v in ["v1", "v1beta2", "v1beta1"] {
+        let (c, got) = answer(
+            &s,
+            std::slice::from_ref(&claim),
+            "n",
+            "GET",
+            &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"),
+            "",
+            b"",
+        );
+        assert_eq!(c, 200);
+        assert_eq!(got["apiVersion"], format!("resource.k8s.io/{v}"));
+        assert_eq!(got["status"]["allocation"]["devices"]["results"][0]["driver"], "d");
+    }
+    let (c, e) =
+        answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
+    assert_eq!(c, 404);
+    assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+}
+
+#[test]
+fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
+    let s = Store::default();
+    let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
+    let pb = protobuf::encode_object(&obj).unwrap();
+    let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
+    let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
+    assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
+    assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
+    let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
+    assert_eq!(e.0, 415);
+    assert!(e.1["message"].as_str().unwrap().contains("send application/json or application/vnd.kubernetes.protobuf"));
+    let e = json_body("application/vnd.kubernetes.protobuf", b"{}".to_vec()).unwrap_err();
+    assert_eq!(e.0, 400);
+    assert!(e.1["message"].as_str().unwrap().contains("magic"));
+    // An error answer in protobuf is an enveloped Status.
+    let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
+    let r = reply(Media::Protobuf, c, &v);
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
+    let ChannelBody::Whole(Some(b)) = r.into_body() else { panic!("a whole body") };
+    let st = protobuf::decode_object(&b).unwrap();
+    assert_eq!(
+        (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
+        (Some("Status"), Some(404), Some("NotFound"))
+    );
+}
+
+#[test]
+fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
+    let s = Store::default();
+    let obj = json!({"metadata": {"name": "s"}, "spec": {"driver": "d", "nodeName": "n"}});
+    let (_, created) = call(&s, "POST", SLICES, "", obj);
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let opts = |uid: &str| {
+        let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
+        json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
+    };
+    let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
+    assert_eq!(c, 409);
+    assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
+    let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
+    assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
+}
+
+#[test]
+fn paths_and_query_strings_are_percent_decoded() {
+    let s = Store::default();
+    let obj = json!({"metadata": {"name": "gpu.example.com-node-1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node 1"}});
+    assert_eq!(call(&s, "POST", SLICES, "", obj).0, 201);
+    // An escaped object name finds the object.
+    let (c, got) = call(&s, "GET", &format!("{SLICES}/gpu%2Eexample%2ecom-node-1"), "", Value::Null);
+    assert_eq!((c, got["metadata"]["name"].as_str()), (200, Some("gpu.example.com-node-1")));
+    // A selector escaped whole, with a space as + and as %20.
+    for q in [
+        "fieldSelector=spec%2Edriver%3Dgpu%2Eexample%2Ecom%2Cspec.nodeName%3Dnode+1",
+        "fieldSelector=spec.driver%3dgpu.example.com%2cspec.nodeName%3Dnode%201",
+    ] {
+        let (c, l) = call(&s, "GET", SLICES, q, Value::Null);
+        assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(1)), "{q}");
+    }
+    let (_, l) = call(&s, "GET", SLICES, "fieldSelector=spec.nodeName%3Dnode%202", Value::Null);
+    assert_eq!(l["items"].as_array().map(Vec::len), Some(0));
+    assert!(is_watch("resourceVersion=0&watch=true") && is_watch("watch=1") && !is_watch("watch=false"));
+    assert_eq!(
+        query_pairs("a=b%26c&d&e=f+g"),
+        [("a".into(), "b&c".into()), ("d".into(), String::new()), ("e".into(), "f g".into())]
+    );
+}
+
+const CLAIM: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu";
+
+fn kubelet_claim(uid: &str, device: &str) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": device}]}},
+            "reservedFor": [{"resource": "pods", "name": "pod", "uid": "pod-uid"}]}})
+}
+
+fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, body: &str) -> (u16, Value) {
+    answer_typed(s, claims, "n", m, p, q, ct, body.as_bytes())
+}
+
+/// #33 item 1: the status subresource as UpdateStatus meets it: the
+/// driver's status.devices kept and served; the spec of the body ignored; a
+/// stale resourceVersion or another uid is 409; devices must be allocated (422).
+#[test]
+fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver() {
+    let s = Store::default();
+    let claims = [kubelet_claim("u1", "g0")];
+    let (c, got) = claim_call(&s, &claims, "GET", &format!("{CLAIM}/status"), "", "", "");
+    assert_eq!(c, 200);
+    let rv = got["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert_eq!(got["metadata"]["generation"], 1);
+    assert!(got["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    let mut put = got.clone();
+    put["spec"] = json!({"devices": {"requests": []}});
+    put["status"]["devices"] = json!([{"driver": "d", "pool": "p", "device": "g0", "data": {"health": "ok"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}]);
+    let (c, updated) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string());
+    assert_eq!(c, 200, "{updated}");
+    assert_ne!(updated["metadata"]["resourceVersion"].as_str(), Some(rv.as_str()));
+    assert_eq!(updated["spec"], got["spec"], "spec changes on /status are ignored");
+    assert_eq!(updated["status"]["devices"][0]["data"]["health"], "ok");
+    // Kept across reads, in every version's path.
+    let (_, again) =
+        claim_call(&s, &claims, "GET", "/apis/resource.k8s.io/v1beta1/namespaces/ml/resourceclaims/gpu", "", "", "");
+    assert_eq!(again["status"]["devices"][0]["data"]["health"], "ok");
+    assert_eq!(again["spec"]["devices"]["requests"][0]["deviceClassName"], "c", "v1beta1's shape");
+    // The old resourceVersion is stale now.
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string());
+    assert_eq!((c, e["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(e["message"], "Operation cannot be fulfilled on resourceclaims.resource.k8s.io \"gpu\": the object has been modified; please apply your changes to the latest version and try again");
+    let mut other = updated.clone();
+    other["metadata"]["uid"] = json!("u9");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &other.to_string());
+    assert_eq!(c, 409);
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .contains("Precondition failed: UID in precondition: u9, UID in object meta: u1"));
+    let mut stray = updated.clone();
+    stray["status"]["devices"][0]["device"] = json!("g5");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &stray.to_string());
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.devices[0]")));
+    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: \"d/p/g5\": must be an allocated device in the claim");
+    let mut realloc = updated.clone();
+    realloc["status"]["allocation"]["devices"]["results"][0]["device"] = json!("g1");
+    let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &realloc.to_string());
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.allocation")));
+    // Writes to the claim itself are not served; /status answers only its verbs.
+    assert_eq!(claim_call(&s, &claims, "DELETE", &format!("{CLAIM}/status"), "", "", "").0, 405);
+    assert_eq!(claim_call(&s, &claims, "PUT", CLAIM, "", "", &put.to_string()).0, 405);
+}
+
+#[test]
+fn status_patches_merge_and_apply_as_client_go_sends_them() {
+    let s = Store::default();
+    let claims = [kubelet_claim("u1", "g0")];
+    let p = format!("{CLAIM}/status");
+    let dev = r#"{"status": {"devices": [{"driver": "d", "pool": "p", "device": "g0", "networkData": {"interfaceName": "eth1"}}]}}"#;
+    let (c, got) = claim_call(&s, &claims, "PATCH", &p, "", "application/merge-patch+json", dev);
+    assert_eq!(c, 200, "{got}");
+    assert_eq!(got["status"]["devices"][0]["networkData"]["interfaceName"], "eth1");
+    assert_eq!(got["status"]["reservedFor"][0]["uid"], "pod-uid", "the rest of the status stays");
+    let (c, e) = claim_call(&s, &claims, "PATCH", &p, "", "application/apply-patch+yaml", dev);
+    assert_eq!(
+        (c, e["message"].as_str()),
+        (
+            422,
+            Some("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+        )
+    );
+    let yaml = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\nstatus:\n  devices:\n  - driver: d\n    pool: p\n    device: g0\n    data: {x: 1}\n";
+    let (c, got) =
+        claim_call(&s, &claims, "PATCH", &p, "fieldManager=drv&force=true", "application/apply-patch+yaml", yaml);
+    assert_eq!(c, 200, "{got}");
+    let d = &got["status"]["devices"][0];
+    assert_eq!((d["data"]["x"].as_i64(), d["networkData"]["interfaceName"].as_str()), (Some(1), Some("eth1")));
+    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "application/json-patch+json", "[]");
+    assert_eq!(c, 415);
+    let stale = r#"{"metadata": {"resourceVersion": "1"}, "status": {"devices": []}}"#;
+    assert_eq!(claim_call(&s, &claims, "PATCH", &p, "", "application/strategic-merge-patch+json", stale).0, 409);
+}
+
+/// #33 item 1: a claim recreated with a new UID is a new object (generation
+/// 1, its own status); a spec change bumps the generation.
+#[test]
+fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
+    let s = Store::default();
+    let old = [kubelet_claim("u1", "g0")];
+    let mut put = claim_call(&s, &old, "GET", CLAIM, "", "", "").1;
+    put["status"]["devices"] = json!([{"driver": "d", "pool": "p", "device": "g0"}]);
+    assert_eq!(claim_call(&s, &old, "PUT", &format!("{CLAIM}/status"), "", "", &put.to_string()).0, 200);
+    let mut respec = kubelet_claim("u1", "g0");
+    respec["spec"]["devices"]["requests"][0]["exactly"]["count"] = json!(2);
+    let (_, got) = claim_call(&s, &[respec], "GET", CLAIM, "", "", "");
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert_eq!(got["status"]["devices"][0]["device"], "g0", "the driver's status stays with the UID");
+    let (_, got) = claim_call(&s, &[kubelet_claim("u2", "g1")], "GET", CLAIM, "", "", "");
+    assert_eq!((got["metadata"]["uid"].as_str(), got["metadata"]["generation"].as_i64()), (Some("u2"), Some(1)));
+    assert!(got["status"].get("devices").is_none());
+    let (c, l) = claim_call(
+        &s,
+        &[kubelet_claim("u2", "g1")],
+        "GET",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "labelSelector=x",
+        "",
+        "",
+    );
+    assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(0)));
+    let (c, l) = claim_call(
+        &s,
+        &[kubelet_claim("u2", "g1")],
+        "GET",
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims",
+        "",
+        "",
+        "",
+    );
+    assert_eq!((c, l["kind"].as_str(), l["items"].as_array().map(Vec::len)), (200, Some("ResourceClaimList"), Some(1)));
+    // A list in protobuf, as client-go asks for it.
+    let back = protobuf::decode_object(&protobuf::encode_object(&l).unwrap()).unwrap();
+    assert_eq!(back["items"][0]["status"]["allocation"]["devices"]["results"][0]["device"], "g1");
+    assert_eq!(claim_call(&s, &[], "GET", CLAIM, "", "", "").0, 404, "a claim the kubelet no longer has is gone");
+}
+
+/// #33 item 3: slices get generation 1 and a creationTimestamp on create,
+/// the generation bumps on a spec change only; labelSelector is honoured
+/// and an unsupported fieldSelector is 400 in kube-apiserver's words.
+#[test]
+fn slices_have_generations_and_selectors_as_kube_apiserver() {
+    let s = Store::default();
+    let mut obj =
+        json!({"metadata": {"name": "s", "labels": {"tier": "a"}}, "spec": {"driver": "d", "nodeName": "node-1"}});
+    let (_, created) = call(&s, "POST", SLICES, "", obj.clone());
+    assert_eq!(created["metadata"]["generation"], 1);
+    let ts = created["metadata"]["creationTimestamp"].clone();
+    assert!(ts.as_str().unwrap().ends_with('Z'));
+    obj["metadata"]["labels"]["tier"] = json!("b");
+    let (_, relabelled) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj.clone());
+    assert_eq!(
+        (relabelled["metadata"]["generation"].as_i64(), &relabelled["metadata"]["creationTimestamp"]),
+        (Some(1), &ts)
+    );
+    obj["spec"]["driver"] = json!("d2");
+    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!(respec["metadata"]["generation"], 2);
+    for (q, n) in [("labelSelector=tier%3Db", 1), ("labelSelector=tier%3Da", 0), ("labelSelector=tier+in+(a,b)", 1)] {
+        assert_eq!(call(&s, "GET", SLICES, q, Value::Null).1["items"].as_array().map(Vec::len), Some(n), "{q}");
+    }
+    let (c, e) = call(&s, "GET", SLICES, "fieldSelector=spec.pool.name%3Dp", Value::Null);
+    assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
+    assert_eq!(e["message"], "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name");
+}
+
+fn compute_domain_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "computedomains.resource.nvidia.com"},
+        "spec": {"group": "resource.nvidia.com", "scope": "Namespaced",
+            "names": {"plural": "computedomains", "singular": "computedomain", "kind": "ComputeDomain", "listKind": "ComputeDomainList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}}, "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+}
+
+const CDS: &str = "/apis/resource.nvidia.com/v1beta1/namespaces/ml/computedomains";
+
+/// #33 item 3: a CRD in the manifest directory declares a resource whose
+/// objects are stored and served (manifest objects loaded, create with
+/// name validation, status subresource, update, delete), with discovery.
+#[test]
+fn custom_resources_declared_by_crd_manifests_are_served() {
+    let s = Store::default();
+    let cd = json!({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+        "metadata": {"name": "from-manifest", "namespace": "ml"}, "spec": {"numNodes": 1}});
+    // An object read before its CRD is loaded when the CRD comes.
+    s.put_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest", cd);
+    assert_eq!(call(&s, "GET", CDS, "", Value::Null).0, 404, "not declared yet");
+    s.put_manifest(
+        "Api apiextensions.k8s.io/CustomResourceDefinition default/computedomains.resource.nvidia.com",
+        compute_domain_crd(),
+    );
+    let (c, l) = call(&s, "GET", CDS, "", Value::Null);
+    assert_eq!(
+        (c, l["kind"].as_str(), l["items"][0]["metadata"]["generation"].as_i64()),
+        (200, Some("ComputeDomainList"), Some(1))
+    );
+    let (c, e) = call(&s, "POST", CDS, "", json!({"metadata": {"name": "Bad_Name"}, "spec": {}}));
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.name")));
+    let (c, created) = call(
+        &s,
+        "POST",
+        CDS,
+        "",
+        json!({"metadata": {"name": "cd"}, "spec": {"numNodes": 2}, "status": {"status": "Ready"}}),
+    );
+    assert_eq!(c, 201, "{created}");
+    assert!(created.get("status").is_none(), "status is written through /status only");
+    let (c, st) = call(
+        &s,
+        "PUT",
+        &format!("{CDS}/cd/status"),
+        "",
+        json!({"metadata": {"name": "cd"}, "spec": {"numNodes": 9}, "status": {"status": "Ready"}}),
+    );
+    assert_eq!((c, st["status"]["status"].as_str(), st["spec"]["numNodes"].as_i64()), (200, Some("Ready"), Some(2)));
+    assert_eq!(st["metadata"]["generation"], 1, "a status write is no spec change");
+    let mut next = st.clone();
+    next["spec"]["numNodes"] = json!(3);
+    next["status"] = json!({"status": "NotReady"});
+    let (c, up) = call(&s, "PUT", &format!("{CDS}/cd"), "", next.clone());
+    assert_eq!(
+        (c, up["metadata"]["generation"].as_i64(), up["status"]["status"].as_str()),
+        (200, Some(2), Some("Ready"))
+    );
+    assert_eq!(call(&s, "PUT", &format!("{CDS}/cd"), "", next).0, 409, "stale resourceVersion");
+    let (c, l) =
+        call(&s, "GET", "/apis/resource.nvidia.com/v1beta1/computedomains", "labelSelector=missing", Value::Null);
+    assert_eq!((c, l["items"].as_array().map(Vec::len)), (200, Some(0)));
+    assert_eq!(call(&s, "DELETE", &format!("{CDS}/cd"), "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
+    let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
+    assert_eq!(d["resources"][1]["name"], "computedomains/status");
+    let g = discovery::answer("/apis", custom::groups(&s.lock())).unwrap();
+    assert_eq!(g["groups"][1]["name"], "resource.nvidia.com");
+    s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
+    assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
+}
+
+/// #33 item 1: a whole claim (spec with config, allocation with config and
+/// node selector, reservedFor, device status) survives protobuf both ways.
+#[test]
+fn a_whole_claim_round_trips_through_protobuf() {
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": "ml", "uid": "u", "resourceVersion": "3", "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1,
+                "selectors": [{"cel": {"expression": "device.driver == 'd'"}}], "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]}}],
+            "constraints": [{"requests": ["r"], "matchAttribute": "d/numa"}],
+            "config": [{"requests": ["r"], "opaque": {"driver": "d", "parameters": {"kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}}}}]}},
+        "status": {
+            "allocation": {"devices": {
+                "results": [{"request": "r", "driver": "d", "pool": "p", "device": "g0", "adminAccess": true}],
+                "config": [{"source": "FromClass", "requests": ["r"], "opaque": {"driver": "d", "parameters": {"interval": "Long"}}}]},
+                "nodeSelector": claims::node_selector("node-1")},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
+            "devices": [{"driver": "d", "pool": "p", "device": "g0", "data": {"x": 1},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+                "networkData": {"interfaceName": "eth0", "ips": ["10.0.0.1/24"]}}]}});
+    let back = protobuf::decode_object(&protobuf::encode_object(&claim).unwrap()).unwrap();
+    assert_eq!(back["spec"], claim["spec"]);
+    assert_eq!(back["status"], claim["status"]);
+    assert_eq!(back["metadata"]["generation"], 1);
+}
