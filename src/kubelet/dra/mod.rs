@@ -38,6 +38,7 @@ use crate::kubelet::event::{EventBus, KubeletEvent, Refusal, RejectStage};
 use crate::kubelet::generation::Generation;
 use crate::kubelet::lifecycle::backoff;
 use crate::kubelet::manifest::{ClaimSource, Pod};
+use crate::kubelet::profile::{DraInstances, Profile};
 use crate::protocol::dra as rules;
 use allocator::Candidate;
 use claiminfo::{Cause, ClaimCache, ClaimsPhase, DraError, Operation, PodClaim, World};
@@ -73,6 +74,8 @@ pub struct DraSpec {
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
+    /// The kubelet version's DRA behaviour (services, instances, wiping, health).
+    pub profile: Profile,
 }
 
 impl DraSpec {
@@ -85,6 +88,7 @@ impl DraSpec {
             retry: Duration::from_millis(500),
             api: None,
             wipe_delay: Duration::from_secs(30),
+            profile: Profile::default(),
         }
     }
 
@@ -118,6 +122,9 @@ struct State {
     pending_wipes: BTreeMap<String, u64>,
     /// Pod UID → its background unprepare.
     unpreparing: BTreeMap<String, CancellationToken>,
+    /// Before 1.33: registration sockets whose instance a later registration
+    /// replaced → the driver (their deregistration removes the driver).
+    replaced: BTreeMap<PathBuf, String>,
 }
 
 impl State {
@@ -271,12 +278,26 @@ impl DraManager {
             .map_err(|source| Cause::Checkpoint { path, source })
     }
 
+    /// Whether this kubelet version has a DRAPlugin handler at all (1.31+).
+    pub fn handles_plugins(&self) -> bool {
+        self.spec.profile.dra_services != crate::kubelet::profile::DraServices::Absent
+    }
+
     /// ValidatePlugin (dra_plugin_manager.go): the GetInfo answer's rules,
-    /// and a service the kubelet speaks. Returns that service.
+    /// and a service this kubelet version speaks (chosen as it chooses:
+    /// [`crate::kubelet::profile::DraServices::choose`]). Returns that service.
     pub fn validate(&self, info: &PluginInfo) -> Result<&'static str, Refusal> {
+        let service = self.spec.profile.dra_services.choose(&info.supported_versions).map_err(|e| {
+            let e = format!(
+                "invalid supported gRPC versions of DRA driver plugin {} at endpoint {}: {e}",
+                info.name, info.endpoint
+            );
+            Refusal::new(RejectStage::Validation, e)
+        })?;
+        let version_rules = [rules::VERSIONS.id, rules::VERSION_ORDER.id];
         let fails: Vec<String> = rules::info_violations(info, &self.spec.root)
             .into_iter()
-            .filter(|v| v.rule.is_fail())
+            .filter(|v| v.rule.is_fail() && !version_rules.contains(&v.rule.id))
             .map(|v| v.text)
             .collect();
         if !fails.is_empty() {
@@ -285,15 +306,15 @@ impl DraManager {
                 format!("invalid DRA driver plugin {} at endpoint {}: {}", info.name, info.endpoint, fails.join("; "));
             return Err(Refusal::new(RejectStage::Validation, e));
         }
-        rules::chosen_service(&info.supported_versions)
-            .ok_or_else(|| Refusal::new(RejectStage::Validation, "no supported DRAPlugin service"))
+        Ok(service)
     }
 
     /// RegisterPlugin: one driver instance (the plugin watcher found
     /// `socket`, whose GetInfo said `info`; `endpoint` is where the engine dials it).
     pub async fn register(self: &Arc<Self>, socket: &Path, info: &PluginInfo, endpoint: &Path) -> Result<(), Refusal> {
         let service = self.validate(info)?;
-        {
+        let coexist = self.spec.profile.dra_instances == DraInstances::Coexist;
+        if coexist {
             let st = self.lock();
             let known =
                 st.plugins.get(&info.name).map(|l| l.iter().map(|i| (i.socket.as_path(), i.endpoint.as_path())));
@@ -304,17 +325,30 @@ impl DraManager {
         let conn = DraConn::connect(endpoint, self.spec.call_timeout)
             .await
             .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
-        let health = rules::chosen_health(&info.supported_versions);
+        let health = self.spec.profile.dra_health.choose(&info.supported_versions);
         let stop = self.gen.token.child_token();
         let instances = {
             let mut st = self.lock();
             st.seq += 1;
             let seq = st.seq;
+            st.replaced.remove(socket);
             let list = st.plugins.entry(info.name.clone()).or_default();
-            // The same registration socket again replaces its instance.
-            if let Some(old) = list.iter().position(|i| i.socket == socket) {
-                list.remove(old).stop.cancel();
+            // The same registration socket again replaces its instance; before
+            // 1.33 (one plugin per driver name) any registration replaces the
+            // earlier one, whose socket's deregistration removes the driver.
+            let mut replaced = Vec::new();
+            for old in std::mem::take(list) {
+                if coexist && old.socket != socket {
+                    list.push(old);
+                } else {
+                    old.stop.cancel();
+                    if old.socket != socket {
+                        replaced.push(old.socket);
+                    }
+                }
             }
+            st.replaced.extend(replaced.into_iter().map(|s| (s, info.name.clone())));
+            let list = st.plugins.entry(info.name.clone()).or_default();
             list.push(Instance {
                 socket: socket.to_path_buf(),
                 endpoint: endpoint.to_path_buf(),
@@ -360,7 +394,15 @@ impl DraManager {
         let mut gone = None;
         {
             let mut st = self.lock();
-            for (driver, list) in st.plugins.iter_mut() {
+            if let Some(driver) = st.replaced.remove(socket) {
+                // kubelet ≤ 1.32: DeRegisterPlugin(name) deletes the driver's one plugin.
+                if let Some(list) = st.plugins.get_mut(&driver) {
+                    let endpoint = list.last().map(|i| i.endpoint.display().to_string()).unwrap_or_default();
+                    list.drain(..).for_each(|i| i.stop.cancel());
+                    gone = Some((driver, endpoint, 0));
+                }
+            }
+            for (driver, list) in st.plugins.iter_mut().filter(|_| gone.is_none()) {
                 if let Some(i) = list.iter().position(|i| i.socket == socket) {
                     let inst = list.remove(i);
                     inst.stop.cancel();
@@ -415,7 +457,9 @@ impl DraManager {
         let Some(store) = self.spec.api.clone() else { return };
         let ticket = {
             let mut st = self.lock();
-            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected));
+            // Before 1.34 (kubernetes#132058) only deregistration counts.
+            let monitored = self.spec.profile.dra_connection_monitoring;
+            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected || !monitored));
             match wipe_decision(usable, st.pending_wipes.contains_key(driver)) {
                 WipeDecision::Cancel => {
                     st.pending_wipes.remove(driver);
@@ -432,7 +476,10 @@ impl DraManager {
         };
         let (me, driver) = (self.clone(), driver.to_string());
         self.gen.spawn(async move {
-            tokio::time::sleep(me.spec.wipe_delay).await;
+            // Before 1.33 (kubernetes#129832) the slices go at once.
+            if me.spec.profile.dra_wipe_delay {
+                tokio::time::sleep(me.spec.wipe_delay).await;
+            }
             if me.lock().pending_wipes.get(&driver) != Some(&ticket) {
                 return;
             }
@@ -451,7 +498,7 @@ impl DraManager {
     /// Drivers that are still running publish again (the kubeletplugin
     /// helper's slice controller sees the deletion).
     pub fn wipe_at_start(&self) {
-        let Some(store) = &self.spec.api else { return };
+        let Some(store) = self.spec.api.as_ref().filter(|_| self.handles_plugins()) else { return };
         let slices = store.wipe_node(NODE_NAME);
         if !slices.is_empty() {
             self.event(KubeletEvent::DraNodeSlicesWiped { node: NODE_NAME.into(), slices });
@@ -548,7 +595,8 @@ impl DraManager {
                         pool: pool.clone(),
                         device: d.name.clone(),
                         attributes: d.attributes.clone(),
-                        skip: skip.clone(),
+                        // An alpha field (1.37+) older kubelets do not know.
+                        skip: if self.spec.profile.dra_skip_node_operations { skip.clone() } else { vec![] },
                     });
                 }
             }
