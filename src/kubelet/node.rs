@@ -350,6 +350,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
         let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, ..spec.clone() };
         let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
         dra.restore();
+        dra.restore_health();
         dra.wipe_at_start();
         dra
     });

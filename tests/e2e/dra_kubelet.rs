@@ -113,7 +113,8 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
     let v: Value = serde_json::from_str(&n.stdout).unwrap();
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
     assert_eq!(st["name"], "claim:g", "{}", n.stdout);
-    assert_eq!(st["resources"][0]["resourceID"], device.as_str());
+    // buildResourceHealth: the device's first CDI ID is its resourceID.
+    assert_eq!(st["resources"][0]["resourceID"], cdi_id.as_str(), "{}", n.stdout);
     assert_eq!(st["resources"][0]["health"], "Unhealthy", "{}", n.stdout);
 
     // A restart: the checkpoint brings the claim back prepared; no second NodePrepareResources.
@@ -706,6 +707,7 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     log.wait_for("\"event\":\"claim-prepared\"", 1).await;
     let device = events(&log, "claim-prepared")[0]["devices"][0].as_str().unwrap().to_string();
     let pool_dev = device.split_once('/').unwrap().1.to_string();
+    let cdi_id = events(&log, "claim-prepared")[0]["cdiIds"][0].as_str().unwrap().to_string();
 
     // The driver freezes: its stream stays open but sends nothing.
     // (Counted, not just seen: a loaded machine may let a report go stale once before.)
@@ -719,7 +721,7 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
     assert_eq!(
         (st["resources"][0]["resourceID"].as_str(), st["resources"][0]["health"].as_str()),
-        (Some(device.as_str()), Some("Unknown")),
+        (Some(cdi_id.as_str()), Some("Unknown")),
         "{}",
         n.stdout
     );

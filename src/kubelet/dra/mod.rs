@@ -416,6 +416,9 @@ impl DraManager {
             }
         }
         if let Some((driver, endpoint, instances)) = gone {
+            if instances == 0 {
+                self.save_health();
+            }
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
             self.sync_wipe(&driver);
         }
@@ -542,7 +545,8 @@ impl DraManager {
                 let timeout =
                     u64::try_from(d.health_check_timeout_seconds).ok().filter(|s| *s > 0).map(Duration::from_secs);
                 let key = (id.pool_name.clone(), id.device_name.clone());
-                Some((key, rules::health_word(d.health).to_string(), timeout))
+                let health = rules::health_word(d.health).to_string();
+                Some(healthinfo::Snapshot { key, health, message: d.message.clone(), timeout })
             })
             .collect();
         self.lock().health.record(driver, snapshot, tokio::time::Instant::now());
@@ -555,9 +559,55 @@ impl DraManager {
         if let Some(map) = r.changed {
             let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
             self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+            self.save_health();
             self.changed.notify_waiters();
         }
         r.next
+    }
+
+    /// The health cache's file (healthinfo.go's stateFile).
+    pub fn health_state(&self) -> PathBuf {
+        self.spec.root.join(healthinfo::STATE_FILE)
+    }
+
+    /// Write the health cache to `<root>/dra_health_state` (healthinfo.go
+    /// saveToCheckpointInternal: on every change and when a stream ends).
+    fn save_health(&self) {
+        let bytes = self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now());
+        let path = self.health_state();
+        if let Err(e) = crate::core::files::write_atomic(&path, &bytes) {
+            self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+        }
+    }
+
+    /// Read the health cache a previous kubelet left (healthinfo.go
+    /// newHealthInfoCache: a file that cannot be read leaves the cache empty).
+    pub fn restore_health(&self) {
+        let path = self.health_state();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+                return;
+            }
+        };
+        let now = tokio::time::Instant::now();
+        match HealthCache::from_state(&bytes, now, std::time::SystemTime::now()) {
+            Err(e) => self.event(KubeletEvent::DraCheckpointError {
+                path: path.display().to_string(),
+                error: format!("{e}; starting with an empty health cache"),
+            }),
+            Ok(cache) => {
+                let devices = cache
+                    .drivers()
+                    .iter()
+                    .flat_map(|d| cache.words(d).into_iter().map(move |w| format!("{d} {w}")))
+                    .collect();
+                self.lock().health = cache;
+                self.event(KubeletEvent::DraHealthRestored { path: path.display().to_string(), devices });
+            }
+        }
     }
 
     /// A DRA object manifest was read (or changed).
@@ -659,6 +709,17 @@ impl DraManager {
             allocated_resources_status: BTreeMap::new(),
             namespace: pod.namespace.clone(),
             pod_claims,
+            // UpdateAllocatedResourcesStatus walks status.containerStatuses
+            // (app containers) only.
+            claim_refs: pod
+                .containers
+                .iter()
+                .filter(|c| !c.claims.is_empty())
+                .map(|c| {
+                    let requests = c.claim_requests.iter().cloned().chain(std::iter::repeat(String::new()));
+                    (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
+                })
+                .collect(),
         }
     }
 
@@ -893,6 +954,7 @@ impl DraManager {
                         allocated_resources_status: BTreeMap::new(),
                         namespace: namespace.clone(),
                         pod_claims,
+                        claim_refs: BTreeMap::new(),
                     },
                 );
             }
