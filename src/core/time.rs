@@ -241,4 +241,23 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(5)), "5s");
         assert_eq!(format_duration(Duration::from_secs(150)), "2m30s");
     }
+
+    #[test]
+    fn go_time_json_round_trips() {
+        let t = UNIX_EPOCH + Duration::new(1_780_000_000, 450_000_000);
+        assert_eq!(rfc3339_nano(t), "2026-05-28T20:26:40.45Z");
+        assert_eq!(rfc3339_nano(UNIX_EPOCH + Duration::from_secs(1_780_000_000)), "2026-05-28T20:26:40Z");
+        assert_eq!(parse_rfc3339("2026-05-28T20:26:40.45Z"), Ok(t));
+        assert_eq!(parse_rfc3339("2026-05-28T22:26:40.450+02:00"), Ok(t), "an offset");
+        for bad in [
+            "",
+            "2026-05-28",
+            "2026-13-28T20:26:40Z",
+            "2026-05-28T20:26:40",
+            "1969-12-31T23:59:59Z",
+            "2026-05-28T20:26:40.Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
 }
