@@ -317,3 +317,28 @@ fn a_plugin_listing_no_known_service_is_refused_from_1_34_and_called_on_v1alpha4
         }
     });
 }
+
+/// kubelet 1.31–1.33 call v1alpha4 on gRPC service `v1alpha3.Node`
+/// (dra/v1alpha4 types.go NodeService): the path the call takes on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v1alpha4_api_is_called_on_the_v1alpha3_node_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = dir.path().join("dra.sock");
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let server = Generation::new(0);
+    let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+    let paths = seen.clone();
+    let svc = tower::service_fn(move |r: http::Request<tonic::body::Body>| {
+        paths.lock().unwrap().push(r.uri().path().to_string());
+        async { Ok::<_, std::convert::Infallible>(tonic::Status::unimplemented("no").into_http()) }
+    });
+    server.spawn(async move {
+        let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    let conn = DraConn::connect(&endpoint, Duration::from_secs(5)).await.unwrap();
+    let e = conn.prepare(rules::DRA_V1ALPHA4, vec![]).await.unwrap_err();
+    assert!(crate::core::status::go_text(&e).contains("Unimplemented"), "{e}");
+    conn.unprepare(rules::DRA_V1ALPHA4, vec![]).await.unwrap_err();
+    assert_eq!(*seen.lock().unwrap(), ["/v1alpha3.Node/NodePrepareResources", "/v1alpha3.Node/NodeUnprepareResources"]);
+    server.token.cancel();
+}
