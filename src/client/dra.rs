@@ -15,7 +15,7 @@ use crate::api::pluginregistration::{registration_client::RegistrationClient, In
 use crate::core::paths::Paths;
 use crate::core::transport::{call, dial_hint, request, status_error};
 use crate::core::{Error, Result};
-use crate::protocol::dra::{DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1};
+use crate::protocol::dra::{DRA_V1, DRA_V1ALPHA4, DRA_V1ALPHA4_GRPC, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1};
 use prost::Message;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -116,6 +116,13 @@ impl DraConn {
                 .await?;
                 Ok(convert(&r))
             }
+            DRA_V1ALPHA4 => {
+                let req = convert::<_, v1b::NodePrepareResourcesRequest>(&req);
+                let r: v1b::NodePrepareResourcesResponse =
+                    dra_call(&self.socket, "NodePrepareResources", t, self.v1alpha4("NodePrepareResources", req))
+                        .await?;
+                Ok(convert(&r))
+            }
             DRA_V1 => {
                 let mut c = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
                 dra_call(&self.socket, "NodePrepareResources", t, c.node_prepare_resources(request(req, t))).await
@@ -141,12 +148,38 @@ impl DraConn {
                 .await?;
                 Ok(convert(&r))
             }
+            DRA_V1ALPHA4 => {
+                let req = convert::<_, v1b::NodeUnprepareResourcesRequest>(&req);
+                let r: v1b::NodeUnprepareResourcesResponse =
+                    dra_call(&self.socket, "NodeUnprepareResources", t, self.v1alpha4("NodeUnprepareResources", req))
+                        .await?;
+                Ok(convert(&r))
+            }
             DRA_V1 => {
                 let mut c = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
                 dra_call(&self.socket, "NodeUnprepareResources", t, c.node_unprepare_resources(request(req, t))).await
             }
             other => Err(unknown_service(other)),
         }
+    }
+
+    /// One call on the v1alpha4 API (gRPC service `v1alpha3.Node`, whose
+    /// messages are v1beta1's field for field), as a 1.31–1.33 kubelet makes it.
+    async fn v1alpha4<Q, R>(
+        &self,
+        method: &'static str,
+        req: Q,
+    ) -> std::result::Result<tonic::Response<R>, tonic::Status>
+    where
+        Q: Message + Send + Sync + 'static,
+        R: Message + Default + Send + Sync + 'static,
+    {
+        let mut g = tonic::client::Grpc::new(self.channel.clone());
+        g.ready().await.map_err(|e| tonic::Status::unavailable(format!("service was not ready: {e}")))?;
+        let path = format!("/{DRA_V1ALPHA4_GRPC}/{method}")
+            .parse::<http::uri::PathAndQuery>()
+            .map_err(|e| tonic::Status::internal(e.to_string()))?;
+        g.unary(request(req, self.timeout), path, tonic_prost::ProstCodec::<Q, R>::default()).await
     }
 
     /// Open NodeWatchResources on `service` (v1 or v1alpha1).

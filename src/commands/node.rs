@@ -166,7 +166,9 @@ pub fn pod_label(uid: &str, names: &std::collections::BTreeMap<String, String>) 
 pub fn health_summary(health: &[String]) -> String {
     let mut by: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for h in health {
-        *by.entry(h.rsplit_once('=').map_or("Unknown", |(_, x)| x)).or_default() += 1;
+        // `pool/device=Health` or `pool/device=Health (message)`.
+        let word = h.split_once('=').map_or("Unknown", |(_, x)| x.split(" (").next().unwrap_or(x));
+        *by.entry(word).or_default() += 1;
     }
     if by.is_empty() {
         return "-".into();
@@ -247,6 +249,35 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         out.push_str(&table(&["CLAIM", "STATE", "DEVICES", "CDI IDS", "PODS"], &rows));
         out.push('\n');
     }
+    // Each container's allocatedResourcesStatus (KEP-4680): one row per device.
+    let rows: Vec<Vec<String>> = n
+        .dra_pods
+        .iter()
+        .flat_map(|p| {
+            let pod = s(&p["pod"]);
+            p["allocatedResourcesStatus"].as_object().into_iter().flatten().flat_map(move |(ctr, statuses)| {
+                let pod = pod.clone();
+                statuses.as_array().cloned().unwrap_or_default().into_iter().flat_map(move |st| {
+                    let (pod, ctr, name) = (pod.clone(), ctr.clone(), s(&st["name"]));
+                    st["resources"].as_array().cloned().unwrap_or_default().into_iter().map(move |r| {
+                        vec![
+                            pod.clone(),
+                            ctr.clone(),
+                            name.clone(),
+                            s(&r["resourceID"]),
+                            s(&r["health"]),
+                            r["message"].as_str().unwrap_or("-").to_string(),
+                        ]
+                    })
+                })
+            })
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push('\n');
+        out.push_str(&table(&["POD", "CONTAINER", "RESOURCE", "RESOURCE ID", "HEALTH", "MESSAGE"], &rows));
+        out.push('\n');
+    }
     for p in &n.dra_pods {
         if let Some(e) = p["error"].as_str() {
             out.push_str(&format!("\npod {} ({}): {e}\n", s(&p["pod"]), s(&p["phase"])));
@@ -278,7 +309,9 @@ mod tests {
                 "health": ["pool-0/dev-0=Healthy", "pool-0/dev-1=Unhealthy", "pool-0/dev-2=Healthy", "pool-0/dev-3=Healthy", "pool-0/dev-4=Healthy"]}],
             "claims": [{"namespace": "ml", "name": "gpu", "pods": ["pod-1", "gone-2"],
                 "allocation": [{"driver": "gpu.example.com", "pool": "pool-0", "device": "dev-0"}]}],
-            "draPods": [{"uid": "pod-1", "pod": "ml/trainer", "phase": "Prepared"}]
+            "draPods": [{"uid": "pod-1", "pod": "ml/trainer", "phase": "Prepared",
+                "allocatedResourcesStatus": {"main": [{"name": "claim:g/one", "resources": [
+                    {"resourceID": "k8s.gpu.example.com/claim=u-dev-0", "health": "Unhealthy", "message": "ECC errors"}]}]}}]
         }))
         .unwrap();
         let mut out = String::new();
@@ -287,7 +320,19 @@ mod tests {
         assert!(driver.contains("4 Healthy, 1 Unhealthy") && !driver.contains("dev-1"), "{out}");
         let claim = out.lines().find(|l| l.starts_with("ml/gpu")).unwrap();
         assert!(claim.ends_with("ml/trainer,UID gone-2"), "{out}");
+        let dev = out.lines().find(|l| l.starts_with("ml/trainer")).unwrap();
+        let cols: Vec<&str> = dev.split_whitespace().collect();
+        assert_eq!(
+            cols[..5],
+            ["ml/trainer", "main", "claim:g/one", "k8s.gpu.example.com/claim=u-dev-0", "Unhealthy"],
+            "{out}"
+        );
+        assert!(dev.ends_with("ECC errors"), "{out}");
         assert_eq!(health_summary(&[]), "-");
+        assert_eq!(
+            health_summary(&["p/a=Unhealthy (ECC errors)".into(), "p/b=Healthy".into()]),
+            "1 Healthy, 1 Unhealthy"
+        );
     }
 
     #[test]

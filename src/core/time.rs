@@ -103,6 +103,66 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// Format a time as Go's `time.Time` JSON does in UTC (RFC 3339 with
+/// nanoseconds, trailing zeros dropped), e.g. `2026-11-26T01:02:03.4567Z`.
+pub fn rfc3339_nano(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let ms = rfc3339(UNIX_EPOCH + Duration::from_secs(d.as_secs()));
+    let base = ms.trim_end_matches(".000Z");
+    let frac = format!("{:09}", d.subsec_nanos());
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        format!("{base}Z")
+    } else {
+        format!("{base}.{frac}Z")
+    }
+}
+
+/// Parse an RFC 3339 time (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`), as Go's
+/// `time.Time` JSON writes it. Times before 1970 are refused.
+pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
+    let bad = || format!("{s:?} is not an RFC 3339 time like 2026-11-26T01:02:03Z");
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| {
+        s.get(r).filter(|x| x.bytes().all(|c| c.is_ascii_digit())).and_then(|x| x.parse::<i64>().ok())
+    };
+    let (y, mo, d, h, mi, se) = match (num(0..4), num(5..7), num(8..10), num(11..13), num(14..16), num(17..19)) {
+        (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) => (y, mo, d, h, mi, se),
+        _ => return Err(bad()),
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    let mut nanos: u32 = 0;
+    if let Some(f) = rest.strip_prefix('.') {
+        let digits = f.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return Err(bad());
+        }
+        nanos = format!("{:0<9}", &f[..digits]).parse().map_err(|_| bad())?;
+        rest = &f[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let (oh, om) = match (num(s.len() - 5..s.len() - 3), num(s.len() - 2..s.len())) {
+                (Some(oh), Some(om)) => (oh, om),
+                _ => return Err(bad()),
+            };
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return Err(bad()),
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset;
+    let secs = u64::try_from(secs).map_err(|_| bad())?;
+    Ok(UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
 /// The civil date (year, month 1-12, day 1-31; proleptic Gregorian) of a
 /// day count since 1970-01-01: Howard Hinnant's days-to-civil algorithm.
 /// The one date conversion: RFC 3339 here and metav1.Time in the API
@@ -180,5 +240,24 @@ mod tests {
         assert_eq!(format_duration(Duration::from_micros(1500)), "1.50ms");
         assert_eq!(format_duration(Duration::from_secs(5)), "5s");
         assert_eq!(format_duration(Duration::from_secs(150)), "2m30s");
+    }
+
+    #[test]
+    fn go_time_json_round_trips() {
+        let t = UNIX_EPOCH + Duration::new(1_780_000_000, 450_000_000);
+        assert_eq!(rfc3339_nano(t), "2026-05-28T20:26:40.45Z");
+        assert_eq!(rfc3339_nano(UNIX_EPOCH + Duration::from_secs(1_780_000_000)), "2026-05-28T20:26:40Z");
+        assert_eq!(parse_rfc3339("2026-05-28T20:26:40.45Z"), Ok(t));
+        assert_eq!(parse_rfc3339("2026-05-28T22:26:40.450+02:00"), Ok(t), "an offset");
+        for bad in [
+            "",
+            "2026-05-28",
+            "2026-13-28T20:26:40Z",
+            "2026-05-28T20:26:40",
+            "1969-12-31T23:59:59Z",
+            "2026-05-28T20:26:40.Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
     }
 }

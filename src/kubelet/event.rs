@@ -628,6 +628,15 @@ pub enum KubeletEvent {
         /// Claims recorded in it (prepared or not).
         claims: usize,
     },
+    /// The DRA health cache was read at start (`<root>/dra_health_state`,
+    /// healthinfo.go): what each device counted as before the restart.
+    #[serde(rename_all = "camelCase")]
+    DraHealthRestored {
+        /// The file.
+        path: String,
+        /// `driver pool/device=Health (message)`, each device.
+        devices: Vec<String>,
+    },
     /// The DRA checkpoint could not be read or written.
     #[serde(rename_all = "camelCase")]
     DraCheckpointError {

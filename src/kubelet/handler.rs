@@ -54,11 +54,13 @@ impl Handlers {
     }
 
     /// The kubelet's handlers: DevicePlugin by the device manager, DRAPlugin
-    /// by the DRA manager when there is one.
+    /// by the DRA manager when there is one and the kubelet version has a
+    /// DRAPlugin handler (1.31+: the profile's `dra_plugin` row; before, a
+    /// DRAPlugin registration gets "no handler registered for plugin type").
     pub fn kubelet(devices: &Arc<Manager>, dra: Option<&Arc<DraManager>>, dial_timeout: Duration) -> Self {
         let mut h = Handlers::default();
         h.add(rules::PLUGIN_TYPE, Arc::new(DevicePlugins { mgr: devices.clone(), dial_timeout }));
-        if let Some(d) = dra {
+        if let Some(d) = dra.filter(|d| d.handles_plugins()) {
             h.add(crate::protocol::dra::PLUGIN_TYPE, Arc::new(DraPlugins { dra: d.clone() }));
         }
         h

@@ -19,6 +19,8 @@ pub struct Container {
     pub resources: BTreeMap<String, u64>,
     /// resources.claims: the pod claims (spec.resourceClaims names) it uses.
     pub claims: Vec<String>,
+    /// resources.claims[].request of each of `claims` ("" when it names none).
+    pub claim_requests: Vec<String>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restart_always: bool,
 }
@@ -134,12 +136,13 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ));
         }
     }
-    let mut claims = Vec::new();
+    let (mut claims, mut claim_requests) = (Vec::new(), Vec::new());
     for (i, cl) in
         res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
     {
         let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
         claims.push(n.ok_or(format!("{at} {name:?} resources.claims[{i}].name is required"))?.to_string());
+        claim_requests.push(cl.get("request").and_then(Value::as_str).unwrap_or_default().to_string());
     }
     let restart_always = match c.get("restartPolicy") {
         None | Some(Value::Null) => false,
@@ -150,7 +153,7 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ))
         }
     };
-    Ok(Container { name: name.to_string(), resources: out, restart_always, claims })
+    Ok(Container { name: name.to_string(), resources: out, restart_always, claims, claim_requests })
 }
 
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
@@ -459,6 +462,7 @@ mod tests {
             ]
         );
         assert_eq!(p.containers[0].claims, ["a", "b"]);
+        assert_eq!(p.containers[0].claim_requests, ["", "r"]);
         for (text, want) in [
             ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a}]\n  containers: [{name: c}]\n", "exactly one of"),
             ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x, resourceClaimTemplateName: y}]\n  containers: [{name: c}]\n", "exactly one of"),

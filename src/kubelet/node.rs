@@ -373,8 +373,11 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
     let dra = s.dra.as_ref().map(|spec| {
-        let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
+        // The DRA manager behaves as the device manager's kubelet version.
+        let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, ..spec.clone() };
+        let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
         dra.restore();
+        dra.restore_health();
         dra.wipe_at_start();
         dra
     });

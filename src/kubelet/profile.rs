@@ -4,6 +4,7 @@
 //! table read at one version. `mock-kubelet --explain-profile` prints it, and
 //! the README's copy is checked against [`markdown_table`] by a test.
 
+use crate::protocol::dra;
 use std::fmt;
 
 /// The oldest kubelet minor version dpctl models.
@@ -147,6 +148,99 @@ pub enum PodResourcesGet {
     Enabled,
 }
 
+/// Which DRAPlugin gRPC service the kubelet calls, and how it chooses it
+/// (pkg/kubelet/cm/dra/plugin: registration.go, later dra_plugin_manager.go
+/// validateSupportedServices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraServices {
+    /// No DRAPlugin handler (before structured parameters, the kubelet's DRA
+    /// spoke v1alpha3 to classic DRA drivers behind an off-by-default gate;
+    /// not modelled): "no handler registered for plugin type: DRAPlugin".
+    Absent,
+    /// 1.31: the v1alpha4 API (gRPC service `v1alpha3.Node`); plugins did not
+    /// advertise services yet, the kubelet calls it whatever is listed.
+    V1alpha4,
+    /// 1.32–1.33: the kubelet's order, v1beta1 then v1alpha4, falling back to
+    /// v1alpha4 when neither is listed (a non-empty list is required).
+    V1beta1ThenAlpha,
+    /// 1.34+: the first of the plugin's list that the kubelet speaks (v1,
+    /// v1beta1); none: refused.
+    PluginOrder,
+}
+
+/// Several registered instances of one DRA driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraInstances {
+    /// One plugin per driver name: a registration replaces the earlier one, and
+    /// any instance's deregistration removes the driver.
+    Replace,
+    /// Instances coexist (a rolling update); calls go to the newest connected one.
+    Coexist,
+}
+
+/// Which DRAResourceHealth service the kubelet opens, by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DraHealth {
+    /// None (the ResourceHealthStatus gate's DRA part is off by default, or absent).
+    Off,
+    /// v1alpha1.DRAResourceHealth.
+    V1alpha1,
+    /// v1.DRAResourceHealth, else v1alpha1.
+    V1,
+}
+
+impl DraServices {
+    /// The DRAPlugin service this kubelet calls for a plugin listing
+    /// `supported`, or why (after "invalid supported gRPC versions of DRA
+    /// driver plugin X at endpoint Y: ") it refuses the plugin
+    /// (registration.go / dra_plugin_manager.go validateSupportedServices).
+    pub fn choose(self, supported: &[String]) -> Result<&'static str, String> {
+        let listed = |s: &str| supported.iter().any(|x| x == s);
+        match self {
+            DraServices::Absent => Err(format!("no handler registered for plugin type: {}", dra::PLUGIN_TYPE)),
+            DraServices::V1alpha4 => Ok(dra::DRA_V1ALPHA4),
+            _ if supported.is_empty() => Err("empty list of supported gRPC services (aka supported versions)".into()),
+            DraServices::V1beta1ThenAlpha => {
+                Ok(if listed(dra::DRA_V1BETA1) { dra::DRA_V1BETA1 } else { dra::DRA_V1ALPHA4 })
+            }
+            DraServices::PluginOrder => dra::chosen_service(supported).ok_or_else(|| {
+                format!(
+                    "none of services supported by the plugin ({}) are supported by the kubelet ({})",
+                    go_quoted(supported),
+                    go_quoted(dra::KUBELET_DRA_SERVICES)
+                )
+            }),
+        }
+    }
+
+    /// The newest DRAPlugin service this kubelet speaks.
+    pub fn newest(self) -> Option<&'static str> {
+        match self {
+            DraServices::Absent => None,
+            DraServices::V1alpha4 => Some(dra::DRA_V1ALPHA4),
+            DraServices::V1beta1ThenAlpha => Some(dra::DRA_V1BETA1),
+            DraServices::PluginOrder => Some(dra::DRA_V1),
+        }
+    }
+}
+
+impl DraHealth {
+    /// The health service this kubelet opens for a plugin listing `supported`.
+    pub fn choose(self, supported: &[String]) -> Option<&'static str> {
+        match self {
+            DraHealth::Off => None,
+            DraHealth::V1alpha1 => supported.iter().any(|s| s == dra::HEALTH_V1ALPHA1).then_some(dra::HEALTH_V1ALPHA1),
+            DraHealth::V1 => dra::chosen_health(supported),
+        }
+    }
+}
+
+/// Go's `%q` of a `[]string`: `["a" "b"]`.
+fn go_quoted<S: AsRef<str>>(l: &[S]) -> String {
+    let q: Vec<String> = l.iter().map(|s| serde_json::to_string(s.as_ref()).unwrap_or_default()).collect();
+    format!("[{}]", q.join(" "))
+}
+
 /// A behaviour profile: the kubelet as of one minor version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Profile {
@@ -163,6 +257,18 @@ pub struct Profile {
     pub hint_merge: HintMerge,
     /// PodResources Get.
     pub pod_resources_get: PodResourcesGet,
+    /// The DRAPlugin service and how it is chosen.
+    pub dra_services: DraServices,
+    /// Several instances of one DRA driver.
+    pub dra_instances: DraInstances,
+    /// A gone driver's ResourceSlices are wiped after the wiping delay (else at once).
+    pub dra_wipe_delay: bool,
+    /// A driver whose endpoint stopped accepting connections counts as gone.
+    pub dra_connection_monitoring: bool,
+    /// The health service opened.
+    pub dra_health: DraHealth,
+    /// `skipNodeOperations` in allocation results is honoured.
+    pub dra_skip_node_operations: bool,
 }
 
 impl Default for Profile {
@@ -224,6 +330,69 @@ pub const TABLE: &[Behaviour] = &[
         before: "1.25-1.26: no Get method (Unimplemented); 1.27-1.33: \"PodResources API Get method disabled\"",
         after: "Get served",
     },
+    Behaviour {
+        field: "dra_plugin",
+        since: 31,
+        source: "KEP-4381 structured parameters: kubernetes#125163 (kubelet independent of the resource.k8s.io version, gRPC v1alpha4, ResourceSlices wiped at start); pluginmanager operation_generator.go for the refusal. The DynamicResourceAllocation gate was off by default until 1.34 (GA); dpctl models 1.31-1.33 with it on",
+        before: "no DRAPlugin handler: NotifyRegistrationStatus(false, \"RegisterPlugin error -- no handler registered for plugin type: DRAPlugin at socket <socket>\") (the classic-DRA v1alpha3 API is not modelled)",
+        after: "DRAPlugin registrations handled; the node's ResourceSlices deleted when the kubelet starts; gRPC v1alpha4 (service v1alpha3.Node, advertised later as v1alpha3.NodeService), called whatever the plugin lists",
+    },
+    Behaviour {
+        field: "dra_v1beta1",
+        since: 32,
+        source: "kubernetes#127511, #128646 (plugin/registration.go validateSupportedServices)",
+        before: "v1alpha4 only",
+        after: "the kubelet's order: v1beta1.DRAPlugin, then v1alpha3.NodeService; a non-empty list naming neither falls back to v1alpha4 (\"plugins at that time didn't advertise gRPC services\"); an empty list is refused",
+    },
+    Behaviour {
+        field: "dra_v1",
+        since: 34,
+        source: "kubernetes#132700 (v1 added, v1beta1 deprecated), #132574 (v1alpha4 and the fallback removed); dra_plugin_manager.go validateSupportedServices",
+        before: "v1beta1, else v1alpha4",
+        after: "the first service in the plugin's list that the kubelet speaks (v1.DRAPlugin, v1beta1.DRAPlugin); none: \"none of services supported by the plugin (…) are supported by the kubelet (…)\"",
+    },
+    Behaviour {
+        field: "dra_instances",
+        since: 33,
+        source: "kubernetes#129832 (seamless driver upgrades; plugins_store.go keyed by name before)",
+        before: "one plugin per driver: a 2nd registration replaces the 1st, and either one's deregistration removes the driver",
+        after: "instances coexist (rolling update with maxSurge); calls go to the newest connected one; an endpoint registered twice is refused",
+    },
+    Behaviour {
+        field: "dra_wipe_delay",
+        since: 33,
+        source: "kubernetes#129832 (defaultWipingDelay 30s in manager.go)",
+        before: "a driver's ResourceSlices on the node are deleted as soon as it deregisters",
+        after: "deleted 30s after its last instance went away, unless an instance registers again",
+    },
+    Behaviour {
+        field: "dra_connection_monitoring",
+        since: 34,
+        source: "kubernetes#132058 (DRA kubelet: connection monitoring; dra_plugin_manager.go monitoredPlugin)",
+        before: "only deregistration counts: a killed driver whose registration socket stays keeps its ResourceSlices",
+        after: "an instance whose endpoint stops accepting connections counts as gone (its slices wiped after the delay)",
+    },
+    Behaviour {
+        field: "dra_health",
+        since: 36,
+        source: "KEP-4680 ResourceHealthStatus: DRA part alpha in 1.34 (kubernetes#130606), beta and on by default in 1.36 (kubernetes/website#54420)",
+        before: "no health stream opened (gate off by default): allocatedResourcesStatus not filled",
+        after: "v1alpha1.DRAResourceHealth stream opened when advertised",
+    },
+    Behaviour {
+        field: "dra_health_v1",
+        since: 37,
+        source: "kubernetes#139477 (v1 DRAResourceHealth; v1alpha1 deprecated, removal planned for 1.40: #140838)",
+        before: "v1alpha1 only",
+        after: "v1.DRAResourceHealth preferred, v1alpha1 when only it is advertised",
+    },
+    Behaviour {
+        field: "dra_skip_node_operations",
+        since: 37,
+        source: "KEP-5945, kubernetes#139933 (alpha; dpctl models its gate on)",
+        before: "no such field: every driver of a claim is called",
+        after: "a driver all of whose allocated devices skip NodePrepareResources/NodeUnprepareResources is not called for it",
+    },
 ];
 
 impl Profile {
@@ -241,6 +410,21 @@ impl Profile {
                 (false, true) => PodResourcesGet::Disabled,
                 (false, false) => PodResourcesGet::Absent,
             },
+            dra_services: match (at("dra_plugin"), at("dra_v1beta1"), at("dra_v1")) {
+                (_, _, true) => DraServices::PluginOrder,
+                (_, true, _) => DraServices::V1beta1ThenAlpha,
+                (true, _, _) => DraServices::V1alpha4,
+                _ => DraServices::Absent,
+            },
+            dra_instances: if at("dra_instances") { DraInstances::Coexist } else { DraInstances::Replace },
+            dra_wipe_delay: at("dra_wipe_delay"),
+            dra_connection_monitoring: at("dra_connection_monitoring"),
+            dra_health: match (at("dra_health"), at("dra_health_v1")) {
+                (_, true) => DraHealth::V1,
+                (true, _) => DraHealth::V1alpha1,
+                _ => DraHealth::Off,
+            },
+            dra_skip_node_operations: at("dra_skip_node_operations"),
         }
     }
 
@@ -308,10 +492,57 @@ mod tests {
         );
         assert!(KubeletVersion::all().all(|v| p(v.0).hint_merge == HintMerge::BestNonPreferredCount));
         assert!(TABLE.iter().all(|b| b.since > 0 && !b.source.is_empty()));
+        let dra = |m| {
+            let p = p(m);
+            (p.dra_services, p.dra_instances, p.dra_wipe_delay, p.dra_connection_monitoring, p.dra_health)
+        };
+        use DraHealth as H;
+        use DraInstances::{Coexist, Replace};
+        use DraServices as S;
+        assert_eq!(dra(30), (S::Absent, Replace, false, false, H::Off));
+        assert_eq!(dra(31), (S::V1alpha4, Replace, false, false, H::Off));
+        assert_eq!(dra(32), (S::V1beta1ThenAlpha, Replace, false, false, H::Off));
+        assert_eq!(dra(33), (S::V1beta1ThenAlpha, Coexist, true, false, H::Off));
+        assert_eq!(dra(34), (S::PluginOrder, Coexist, true, true, H::Off));
+        assert_eq!(dra(35), (S::PluginOrder, Coexist, true, true, H::Off));
+        assert_eq!(dra(36), (S::PluginOrder, Coexist, true, true, H::V1alpha1));
+        assert_eq!(dra(37), (S::PluginOrder, Coexist, true, true, H::V1));
+        assert_eq!((p(36).dra_skip_node_operations, p(37).dra_skip_node_operations), (false, true));
+        let e = p(32).explain();
+        assert!(e.contains("before 1.34: v1beta1, else v1alpha4") && e.contains("kubernetes#132700"), "{e}");
         let e = p(31).explain();
         assert!(e.contains("kubelet 1.31 profile") && e.contains("before 1.37: keyed by resource"), "{e}");
         let e = p(37).explain();
         assert!(e.contains("since 1.37: keyed by (resource, socket)") && e.contains("already connected"), "{e}");
+    }
+
+    /// registration_test.go / dra_plugin_manager_test.go (TestRegistrationHandler's
+    /// supported-services cases) at each side of the 1.31, 1.32 and 1.34 boundaries.
+    #[test]
+    fn the_dra_service_a_kubelet_chooses_changes_at_1_31_1_32_and_1_34() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let choose = |m, v: &[&str]| Profile::of(KubeletVersion(m)).dra_services.choose(&l(v));
+        let (v1, v1b, a4) = (dra::DRA_V1, dra::DRA_V1BETA1, dra::DRA_V1ALPHA4);
+        assert!(choose(30, &[v1]).unwrap_err().contains("no handler registered for plugin type: DRAPlugin"));
+        assert_eq!(choose(31, &[v1, v1b]), Ok(a4), "1.31 calls v1alpha4 whatever is listed");
+        assert_eq!(choose(31, &[]), Ok(a4));
+        assert_eq!(choose(32, &[v1, v1b]), Ok(v1b), "the kubelet's order, not the plugin's");
+        assert_eq!(choose(33, &[v1]), Ok(a4), "falls back to v1alpha4");
+        assert_eq!(choose(32, &["1.0.0"]), Ok(a4));
+        assert!(choose(32, &[]).unwrap_err().contains("empty list of supported gRPC services"));
+        assert_eq!(choose(34, &[v1, v1b]), Ok(v1));
+        assert_eq!(choose(34, &[v1b, v1]), Ok(v1b), "the plugin's order");
+        assert_eq!(choose(37, &[a4]).unwrap_err(), "none of services supported by the plugin ([\"v1alpha3.NodeService\"]) are supported by the kubelet ([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])");
+        assert!(choose(34, &[]).unwrap_err().contains("empty list"));
+        let newest = |m| Profile::of(KubeletVersion(m)).dra_services.newest();
+        assert_eq!((newest(30), newest(31), newest(33), newest(34)), (None, Some(a4), Some(v1b), Some(v1)));
+        let health = |m, v: &[&str]| Profile::of(KubeletVersion(m)).dra_health.choose(&l(v));
+        let (h1, ha) = (dra::HEALTH_V1, dra::HEALTH_V1ALPHA1);
+        assert_eq!(health(35, &[h1, ha]), None, "off by default before 1.36");
+        assert_eq!(health(36, &[h1, ha]), Some(ha), "1.36 speaks v1alpha1 only");
+        assert_eq!(health(36, &[h1]), None);
+        assert_eq!(health(37, &[ha, h1]), Some(h1));
+        assert_eq!(health(37, &[ha]), Some(ha));
     }
 
     /// The README's profile table is this table.

@@ -21,6 +21,12 @@ pub const PLUGIN_TYPE: &str = "DRAPlugin";
 pub const DRA_V1: &str = "v1.DRAPlugin";
 /// The deprecated v1beta1 DRAPlugin service.
 pub const DRA_V1BETA1: &str = "v1beta1.DRAPlugin";
+/// The v1alpha4 DRAPlugin API as advertised (kubelet 1.31–1.33; the gRPC
+/// service is `v1alpha3.Node`, a package-name mistake upstream kept:
+/// staging/src/k8s.io/kubelet/pkg/apis/dra/v1alpha4/types.go NodeService).
+pub const DRA_V1ALPHA4: &str = "v1alpha3.NodeService";
+/// The gRPC service behind [`DRA_V1ALPHA4`] (its messages are v1beta1's, field for field: kubernetes#128646).
+pub const DRA_V1ALPHA4_GRPC: &str = "v1alpha3.Node";
 /// The v1 health service (Kubernetes 1.37+).
 pub const HEALTH_V1: &str = "v1.DRAResourceHealth";
 /// The v1alpha1 health service (Kubernetes 1.34+).

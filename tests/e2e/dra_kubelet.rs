@@ -113,7 +113,8 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
     let v: Value = serde_json::from_str(&n.stdout).unwrap();
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
     assert_eq!(st["name"], "claim:g", "{}", n.stdout);
-    assert_eq!(st["resources"][0]["resourceID"], device.as_str());
+    // buildResourceHealth: the device's first CDI ID is its resourceID.
+    assert_eq!(st["resources"][0]["resourceID"], cdi_id.as_str(), "{}", n.stdout);
     assert_eq!(st["resources"][0]["health"], "Unhealthy", "{}", n.stdout);
 
     // A restart: the checkpoint brings the claim back prepared; no second NodePrepareResources.
@@ -658,6 +659,7 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     log.wait_for("\"event\":\"claim-prepared\"", 1).await;
     let device = events(&log, "claim-prepared")[0]["devices"][0].as_str().unwrap().to_string();
     let pool_dev = device.split_once('/').unwrap().1.to_string();
+    let cdi_id = events(&log, "claim-prepared")[0]["cdiIds"][0].as_str().unwrap().to_string();
 
     // The driver freezes: its stream stays open but sends nothing.
     // (Counted, not just seen: a loaded machine may let a report go stale once before.)
@@ -671,7 +673,7 @@ async fn devices_go_unknown_when_the_health_stream_is_silent_past_the_timeout() 
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
     assert_eq!(
         (st["resources"][0]["resourceID"].as_str(), st["resources"][0]["health"].as_str()),
-        (Some(device.as_str()), Some("Unknown")),
+        (Some(cdi_id.as_str()), Some("Unknown")),
         "{}",
         n.stdout
     );
@@ -1037,6 +1039,80 @@ async fn the_same_endpoint_registered_through_a_second_socket_is_refused() {
     let v: Value = serde_json::from_str(&n.stdout).unwrap();
     assert_eq!(v["draDrivers"][0]["endpoints"].as_array().map(Vec::len), Some(1), "{}", n.stdout);
     server.abort();
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// manager.go UpdateAllocatedResourcesStatus and healthinfo.go, end to end:
+/// a container naming requests gets `claim:<claim>/<request>` with that
+/// request's device only, identified by its CDI ID; the driver's message
+/// shows in the status, `dpctl node` and the event log; the health cache is
+/// written to `<root>/dra_health_state` and read back after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_request_health_with_its_message_survives_a_kubelet_restart() {
+    const CLAIM2: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: a\n      exactly:\n        deviceClassName: gpu.example.com\n    - name: b\n      exactly:\n        deviceClassName: gpu.example.com\n";
+    const POD2: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n        request: a\n      - name: g\n        request: b\n";
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = serve(&t, &["--devices", "2"]);
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
+    t.write("claim.yaml", CLAIM2);
+    t.write("pod.yaml", POD2);
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let root = s(&t.root).to_string();
+    let sh = dpctl(&[
+        "--kubelet-root-dir",
+        &root,
+        "dra",
+        "device",
+        "set-health",
+        "dev-0",
+        "Unhealthy",
+        "--message",
+        "ECC errors",
+        "--driver",
+        DRIVER,
+    ])
+    .await;
+    sh.expect_code(0);
+    log.wait_for("=Unhealthy (ECC errors)", 1).await;
+    let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&n.stdout).unwrap();
+    let statuses = v["draPods"][0]["allocatedResourcesStatus"]["main"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = statuses.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["claim:g/a", "claim:g/b"], "{}", n.stdout);
+    // dra serve prepares one device per claim and names no request for it:
+    // a device without request names counts for every request (the
+    // RequestNames filter itself: view::tests::test_update_allocated_resources_status).
+    for st in &statuses {
+        let r = st["resources"].as_array().unwrap();
+        assert_eq!(r.len(), 1, "{st}");
+        let id = r[0]["resourceID"].as_str().unwrap();
+        assert!(id.starts_with("k8s.gpu.example.com/claim=") && id.ends_with("-dev-0"), "the CDI ID: {st}");
+        assert_eq!(
+            (r[0]["health"].as_str(), r[0]["message"].as_str()),
+            (Some("Unhealthy"), Some("ECC errors")),
+            "{st}"
+        );
+    }
+    let table = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
+    assert!(table.stdout.contains("claim:g/a") && table.stdout.contains("ECC errors"), "{}", table.stdout);
+    // healthinfo.go's state file.
+    let state: Value = serde_json::from_slice(&std::fs::read(t.p("dra_health_state")).unwrap()).unwrap();
+    let dev0 = state[DRIVER]["Devices"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.ends_with("/dev-0"))
+        .map(|(_, d)| d.clone())
+        .unwrap_or_else(|| panic!("{state}"));
+    assert_eq!((dev0["Health"].as_str(), dev0["Message"].as_str()), (Some("Unhealthy"), Some("ECC errors")), "{state}");
+    // A restart reads it back before the driver speaks again.
+    nix_hup(&kubelet);
+    log.wait_for("\"event\":\"dra-health-restored\"", 1).await;
+    let restored = &events(&log, "dra-health-restored")[0];
+    assert!(restored["devices"].to_string().contains("dev-0=Unhealthy (ECC errors)"), "{restored}");
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

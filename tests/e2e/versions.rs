@@ -387,3 +387,98 @@ async fn re_registration_per_version() {
         }
     }
 }
+
+/// `dpctl test --dra --kubelet-version 1.32,1.34,1.37` runs the DRA suite once
+/// per version against `dpctl dra serve`, which passes on each: 1.32 calls
+/// v1beta1 (kubernetes#127511) and keeps one instance per driver (rolling
+/// updates from 1.33, #129832); 1.34 has v1 (#132700) but opens no health
+/// stream by default (KEP-4680 on by default from 1.36); 1.37 does both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dra_suite_runs_once_per_kubelet_version_and_dra_serve_passes_each() {
+    let bin = env!("CARGO_BIN_EXE_dpctl");
+    let args = [
+        "--timeout",
+        "2s",
+        "-o",
+        "json",
+        "test",
+        "--dra",
+        "--kubelet-version",
+        "1.32,1.34,1.37",
+        "--focus",
+        "DRA-REG-00|DRA-PREP-001|DRA-HEALTH-001|DRA-ROLL-001",
+        "--",
+        bin,
+        "--kubelet-root-dir",
+        "{kubelet-root-dir}",
+        "dra",
+        "serve",
+        "--driver",
+        "gpu.example.com",
+        "--cdi-dir",
+        "{cdi-dir}",
+        "--kubeconfig",
+        "{kubeconfig}",
+        "--node-name",
+        "{node-name}",
+        "--rolling-update",
+        "{rolling-uid}",
+    ];
+    let run = run_cmd_within(dpctl_cmd(&args), 180).await;
+    run.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["kubeletVersions"], serde_json::json!(["1.32", "1.34", "1.37"]));
+    let results: Vec<String> = doc["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            format!("{} {} {}", f("kubeletVersion"), f("id"), f("result"))
+        })
+        .collect();
+    let want = [
+        "1.32 DRA-REG-001 PASS",
+        "1.32 DRA-REG-002 PASS",
+        "1.32 DRA-PREP-001 PASS",
+        "1.32 DRA-HEALTH-001 SKIP",
+        "1.32 DRA-ROLL-001 SKIP",
+        "1.34 DRA-REG-001 PASS",
+        "1.34 DRA-REG-002 PASS",
+        "1.34 DRA-PREP-001 PASS",
+        "1.34 DRA-HEALTH-001 SKIP",
+        "1.34 DRA-ROLL-001 PASS",
+        "1.37 DRA-REG-001 PASS",
+        "1.37 DRA-REG-002 PASS",
+        "1.37 DRA-PREP-001 PASS",
+        "1.37 DRA-HEALTH-001 PASS",
+        "1.37 DRA-ROLL-001 PASS",
+    ];
+    assert_eq!(results, want, "{}", run.stdout);
+    let text = run.stdout.as_str();
+    assert!(text.contains("kubelet 1.32: v1beta1.DRAPlugin"), "REG-002 says what 1.32 speaks: {text}");
+    assert!(text.contains("kubelet 1.32 keeps one instance per driver"), "{text}");
+    assert!(text.contains("kubelet 1.34 opens no health stream"), "{text}");
+}
+
+/// A kubelet before structured-parameters DRA (≤ 1.30) has no DRAPlugin
+/// handler: the plugin watcher answers NotifyRegistrationStatus(false) with
+/// operation_generator.go's text; 1.31 has one (kubernetes#125163).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_30_kubelet_has_no_dra_plugin_handler_and_1_31_has_one() {
+    for (version, handled) in [("1.30", false), ("1.31", true)] {
+        let tree = DraTree::new();
+        let mut k = mock_kubelet_on(&tree.root, &["--kubelet-version", version]).spawn().unwrap();
+        let mut log = Tail::stdout(&mut k);
+        let d = tree.driver("gpu.example.com", &[]);
+        if handled {
+            log.wait_for("\"dra-registered\"", 1).await;
+            assert!(log.seen().contains("\"service\":\"v1alpha3.NodeService\""), "1.31 calls v1alpha4: {}", log.seen());
+        } else {
+            log.wait_for("no handler registered for plugin type: DRAPlugin at socket", 1).await;
+            assert!(!log.seen().contains("\"dra-registered\""), "{}", log.seen());
+        }
+        let _ = stop_child(d).await;
+        let _ = stop_tailed(k, log).await;
+    }
+}

@@ -311,3 +311,24 @@ fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
     let plan = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.batches["gpu.x"][0].uid, "new");
 }
+
+/// TestPrepareResourcesWithPreparedAndNewClaim (manager_test.go): a pod with
+/// a claim prepared before and a new one calls the driver for the new one
+/// only; the prepared one is used from the cache.
+#[test]
+fn test_prepare_resources_with_prepared_and_new_claim() {
+    let objects = world_objects();
+    let cands = candidates();
+    let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let first = cache.plan_prepare("ns", "pod-0", "p0", &claims(&["a"]), &w).unwrap();
+    cache.prepared("gpu.x", &first.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    cache.mark_prepared(&first.preparing);
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["a", "b"]), &w).unwrap();
+    assert_eq!(plan.cached, ["ns/a"], "the prepared claim is not prepared again");
+    assert_eq!(plan.batches.keys().collect::<Vec<_>>(), ["nic.x"], "only the new claim's driver is called");
+    assert_eq!(plan.batches["nic.x"].iter().map(|c| c.uid.as_str()).collect::<Vec<_>>(), ["uid-b"]);
+    assert!(plan.record, "the new pod reference is checkpointed first");
+    assert!(cache.get("ns/a").unwrap().pods.contains("pod-1"));
+}

@@ -38,6 +38,7 @@ use crate::kubelet::event::{EventBus, KubeletEvent, Refusal, RejectStage};
 use crate::kubelet::generation::Generation;
 use crate::kubelet::lifecycle::backoff;
 use crate::kubelet::manifest::{ClaimSource, Pod};
+use crate::kubelet::profile::{DraInstances, Profile};
 use crate::protocol::dra as rules;
 use allocator::Candidate;
 use claiminfo::{Cause, ClaimCache, ClaimsPhase, DraError, Operation, PodClaim, World};
@@ -77,6 +78,8 @@ pub struct DraSpec {
     /// those health streams name: the scheduler knows devices from slices
     /// alone (`dpctl test --dra` sets it, so a slice bug is not hidden).
     pub slices_only: bool,
+    /// The kubelet version's DRA behaviour (services, instances, wiping, health).
+    pub profile: Profile,
 }
 
 impl DraSpec {
@@ -90,6 +93,7 @@ impl DraSpec {
             api: None,
             wipe_delay: Duration::from_secs(30),
             slices_only: false,
+            profile: Profile::default(),
         }
     }
 
@@ -123,6 +127,9 @@ struct State {
     pending_wipes: BTreeMap<String, u64>,
     /// Pod UID → its background unprepare.
     unpreparing: BTreeMap<String, CancellationToken>,
+    /// Before 1.33: registration sockets whose instance a later registration
+    /// replaced → the driver (their deregistration removes the driver).
+    replaced: BTreeMap<PathBuf, String>,
 }
 
 impl State {
@@ -276,12 +283,26 @@ impl DraManager {
             .map_err(|source| Cause::Checkpoint { path, source })
     }
 
+    /// Whether this kubelet version has a DRAPlugin handler at all (1.31+).
+    pub fn handles_plugins(&self) -> bool {
+        self.spec.profile.dra_services != crate::kubelet::profile::DraServices::Absent
+    }
+
     /// ValidatePlugin (dra_plugin_manager.go): the GetInfo answer's rules,
-    /// and a service the kubelet speaks. Returns that service.
+    /// and a service this kubelet version speaks (chosen as it chooses:
+    /// [`crate::kubelet::profile::DraServices::choose`]). Returns that service.
     pub fn validate(&self, info: &PluginInfo) -> Result<&'static str, Refusal> {
+        let service = self.spec.profile.dra_services.choose(&info.supported_versions).map_err(|e| {
+            let e = format!(
+                "invalid supported gRPC versions of DRA driver plugin {} at endpoint {}: {e}",
+                info.name, info.endpoint
+            );
+            Refusal::new(RejectStage::Validation, e)
+        })?;
+        let version_rules = [rules::VERSIONS.id, rules::VERSION_ORDER.id];
         let fails: Vec<String> = rules::info_violations(info, &self.spec.root)
             .into_iter()
-            .filter(|v| v.rule.is_fail())
+            .filter(|v| v.rule.is_fail() && !version_rules.contains(&v.rule.id))
             .map(|v| v.text)
             .collect();
         if !fails.is_empty() {
@@ -290,15 +311,15 @@ impl DraManager {
                 format!("invalid DRA driver plugin {} at endpoint {}: {}", info.name, info.endpoint, fails.join("; "));
             return Err(Refusal::new(RejectStage::Validation, e));
         }
-        rules::chosen_service(&info.supported_versions)
-            .ok_or_else(|| Refusal::new(RejectStage::Validation, "no supported DRAPlugin service"))
+        Ok(service)
     }
 
     /// RegisterPlugin: one driver instance (the plugin watcher found
     /// `socket`, whose GetInfo said `info`; `endpoint` is where the engine dials it).
     pub async fn register(self: &Arc<Self>, socket: &Path, info: &PluginInfo, endpoint: &Path) -> Result<(), Refusal> {
         let service = self.validate(info)?;
-        {
+        let coexist = self.spec.profile.dra_instances == DraInstances::Coexist;
+        if coexist {
             let st = self.lock();
             let known =
                 st.plugins.get(&info.name).map(|l| l.iter().map(|i| (i.socket.as_path(), i.endpoint.as_path())));
@@ -309,17 +330,30 @@ impl DraManager {
         let conn = DraConn::connect(endpoint, self.spec.call_timeout)
             .await
             .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
-        let health = rules::chosen_health(&info.supported_versions);
+        let health = self.spec.profile.dra_health.choose(&info.supported_versions);
         let stop = self.gen.token.child_token();
         let instances = {
             let mut st = self.lock();
             st.seq += 1;
             let seq = st.seq;
+            st.replaced.remove(socket);
             let list = st.plugins.entry(info.name.clone()).or_default();
-            // The same registration socket again replaces its instance.
-            if let Some(old) = list.iter().position(|i| i.socket == socket) {
-                list.remove(old).stop.cancel();
+            // The same registration socket again replaces its instance; before
+            // 1.33 (one plugin per driver name) any registration replaces the
+            // earlier one, whose socket's deregistration removes the driver.
+            let mut replaced = Vec::new();
+            for old in std::mem::take(list) {
+                if coexist && old.socket != socket {
+                    list.push(old);
+                } else {
+                    old.stop.cancel();
+                    if old.socket != socket {
+                        replaced.push(old.socket);
+                    }
+                }
             }
+            st.replaced.extend(replaced.into_iter().map(|s| (s, info.name.clone())));
+            let list = st.plugins.entry(info.name.clone()).or_default();
             list.push(Instance {
                 socket: socket.to_path_buf(),
                 endpoint: endpoint.to_path_buf(),
@@ -365,7 +399,15 @@ impl DraManager {
         let mut gone = None;
         {
             let mut st = self.lock();
-            for (driver, list) in st.plugins.iter_mut() {
+            if let Some(driver) = st.replaced.remove(socket) {
+                // kubelet ≤ 1.32: DeRegisterPlugin(name) deletes the driver's one plugin.
+                if let Some(list) = st.plugins.get_mut(&driver) {
+                    let endpoint = list.last().map(|i| i.endpoint.display().to_string()).unwrap_or_default();
+                    list.drain(..).for_each(|i| i.stop.cancel());
+                    gone = Some((driver, endpoint, 0));
+                }
+            }
+            for (driver, list) in st.plugins.iter_mut().filter(|_| gone.is_none()) {
                 if let Some(i) = list.iter().position(|i| i.socket == socket) {
                     let inst = list.remove(i);
                     inst.stop.cancel();
@@ -379,6 +421,9 @@ impl DraManager {
             }
         }
         if let Some((driver, endpoint, instances)) = gone {
+            if instances == 0 {
+                self.save_health();
+            }
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
             self.sync_wipe(&driver);
         }
@@ -420,7 +465,9 @@ impl DraManager {
         let Some(store) = self.spec.api.clone() else { return };
         let ticket = {
             let mut st = self.lock();
-            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected));
+            // Before 1.34 (kubernetes#132058) only deregistration counts.
+            let monitored = self.spec.profile.dra_connection_monitoring;
+            let usable = st.plugins.get(driver).is_some_and(|l| l.iter().any(|i| i.connected || !monitored));
             match wipe_decision(usable, st.pending_wipes.contains_key(driver)) {
                 WipeDecision::Cancel => {
                     st.pending_wipes.remove(driver);
@@ -437,7 +484,10 @@ impl DraManager {
         };
         let (me, driver) = (self.clone(), driver.to_string());
         self.gen.spawn(async move {
-            tokio::time::sleep(me.spec.wipe_delay).await;
+            // Before 1.33 (kubernetes#129832) the slices go at once.
+            if me.spec.profile.dra_wipe_delay {
+                tokio::time::sleep(me.spec.wipe_delay).await;
+            }
             if me.lock().pending_wipes.get(&driver) != Some(&ticket) {
                 return;
             }
@@ -456,7 +506,7 @@ impl DraManager {
     /// Drivers that are still running publish again (the kubeletplugin
     /// helper's slice controller sees the deletion).
     pub fn wipe_at_start(&self) {
-        let Some(store) = &self.spec.api else { return };
+        let Some(store) = self.spec.api.as_ref().filter(|_| self.handles_plugins()) else { return };
         let slices = store.wipe_node(NODE_NAME);
         if !slices.is_empty() {
             self.event(KubeletEvent::DraNodeSlicesWiped { node: NODE_NAME.into(), slices });
@@ -500,7 +550,8 @@ impl DraManager {
                 let timeout =
                     u64::try_from(d.health_check_timeout_seconds).ok().filter(|s| *s > 0).map(Duration::from_secs);
                 let key = (id.pool_name.clone(), id.device_name.clone());
-                Some((key, rules::health_word(d.health).to_string(), timeout))
+                let health = rules::health_word(d.health).to_string();
+                Some(healthinfo::Snapshot { key, health, message: d.message.clone(), timeout })
             })
             .collect();
         self.lock().health.record(driver, snapshot, tokio::time::Instant::now());
@@ -513,9 +564,55 @@ impl DraManager {
         if let Some(map) = r.changed {
             let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
             self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+            self.save_health();
             self.changed.notify_waiters();
         }
         r.next
+    }
+
+    /// The health cache's file (healthinfo.go's stateFile).
+    pub fn health_state(&self) -> PathBuf {
+        self.spec.root.join(healthinfo::STATE_FILE)
+    }
+
+    /// Write the health cache to `<root>/dra_health_state` (healthinfo.go
+    /// saveToCheckpointInternal: on every change and when a stream ends).
+    fn save_health(&self) {
+        let bytes = self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now());
+        let path = self.health_state();
+        if let Err(e) = crate::core::files::write_atomic(&path, &bytes) {
+            self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+        }
+    }
+
+    /// Read the health cache a previous kubelet left (healthinfo.go
+    /// newHealthInfoCache: a file that cannot be read leaves the cache empty).
+    pub fn restore_health(&self) {
+        let path = self.health_state();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+                return;
+            }
+        };
+        let now = tokio::time::Instant::now();
+        match HealthCache::from_state(&bytes, now, std::time::SystemTime::now()) {
+            Err(e) => self.event(KubeletEvent::DraCheckpointError {
+                path: path.display().to_string(),
+                error: format!("{e}; starting with an empty health cache"),
+            }),
+            Ok(cache) => {
+                let devices = cache
+                    .drivers()
+                    .iter()
+                    .flat_map(|d| cache.words(d).into_iter().map(move |w| format!("{d} {w}")))
+                    .collect();
+                self.lock().health = cache;
+                self.event(KubeletEvent::DraHealthRestored { path: path.display().to_string(), devices });
+            }
+        }
     }
 
     /// A DRA object manifest was read (or changed).
@@ -551,6 +648,10 @@ impl DraManager {
             })
             .collect();
         let mut out = allocator::from_slices(st.objects.values().chain(&published));
+        if !self.spec.profile.dra_skip_node_operations {
+            // An alpha field (1.37+) older kubelets do not know.
+            out.iter_mut().for_each(|c| c.skip.clear());
+        }
         for (driver, (pool, device)) in st.health.devices().filter(|_| !self.spec.slices_only) {
             if !out.iter().any(|c| &c.driver == driver && &c.pool == pool && &c.device == device) {
                 out.push(Candidate {
@@ -608,6 +709,17 @@ impl DraManager {
             allocated_resources_status: BTreeMap::new(),
             namespace: pod.namespace.clone(),
             pod_claims,
+            // UpdateAllocatedResourcesStatus walks status.containerStatuses
+            // (app containers) only.
+            claim_refs: pod
+                .containers
+                .iter()
+                .filter(|c| !c.claims.is_empty())
+                .map(|c| {
+                    let requests = c.claim_requests.iter().cloned().chain(std::iter::repeat(String::new()));
+                    (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
+                })
+                .collect(),
         }
     }
 
@@ -843,6 +955,7 @@ impl DraManager {
                         allocated_resources_status: BTreeMap::new(),
                         namespace: namespace.clone(),
                         pod_claims,
+                        claim_refs: BTreeMap::new(),
                     },
                 );
             }

@@ -149,3 +149,196 @@ async fn a_call_past_its_timeout_is_deadline_exceeded_in_the_kubelets_words() {
     );
     server.end().await;
 }
+
+/// A DRA endpoint that answers HTTP/2 and nothing else (all registration dials).
+fn silent_endpoint(endpoint: &Path) -> Generation {
+    std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
+    let server = Generation::new(0);
+    let l = tokio::net::UnixListener::bind(endpoint).unwrap();
+    let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    });
+    server.spawn(async move {
+        let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    server
+}
+
+/// A DRA manager of kubelet 1.`minor` under `root`, with a local API server
+/// holding one slice of gpu.x and one of nic.x; slices wait `wipe_delay`.
+fn manager_of(
+    minor: u32,
+    root: &Path,
+    wipe_delay: Duration,
+) -> (
+    Arc<DraManager>,
+    Arc<apiserver::Store>,
+    tokio::sync::mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>>,
+    Generation,
+) {
+    use crate::core::log::{LogFormat, Logger};
+    let store = Arc::new(apiserver::Store::default());
+    for (name, driver) in [("s0", "gpu.x"), ("s1", "nic.x")] {
+        let o = serde_json::json!({"metadata": {"name": name}, "spec": {"driver": driver, "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        let path = "/apis/resource.k8s.io/v1/resourceslices";
+        let (code, _) = apiserver::answer(&store, &[], NODE_NAME, "POST", path, "", o.to_string().as_bytes());
+        assert_eq!(code, 201);
+    }
+    let mut spec = DraSpec::new(root, vec![]);
+    spec.api = Some(store.clone());
+    spec.wipe_delay = wipe_delay;
+    spec.profile = crate::kubelet::profile::Profile::of(format!("1.{minor}").parse().unwrap());
+    let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+    let rx = bus.subscribe();
+    let gen = Generation::new(0);
+    (DraManager::new(spec, bus, gen.clone()), store, rx, gen)
+}
+
+fn gpu_info(endpoint: &Path, services: &[&str]) -> PluginInfo {
+    PluginInfo {
+        r#type: rules::PLUGIN_TYPE.into(),
+        name: "gpu.x".into(),
+        endpoint: endpoint.display().to_string(),
+        supported_versions: services.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+async fn next_event<T>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>>,
+    f: impl Fn(&KubeletEvent) -> Option<T>,
+) -> T {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(e) = rx.recv().await {
+            if let Some(t) = f(&e.event) {
+                return t;
+            }
+        }
+        panic!("the bus closed")
+    })
+    .await
+    .expect("the event did not come within 10s")
+}
+
+fn slice_names(store: &apiserver::Store) -> Vec<String> {
+    store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// kubernetes#129832 (1.33): before it a second registration of a driver
+/// replaces the first (plugins_store.go keyed by name), and the first's
+/// socket going away removes the driver — its slices at once (no wiping
+/// delay before 1.33); from 1.33 both instances are kept, the newest called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_replaces_the_first_before_1_33_and_joins_it_from_1_33() {
+    for minor in [32, 33] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let (e1, e2) = (root.join("plugins/gpu.x/dra-a.sock"), root.join("plugins/gpu.x/dra-b.sock"));
+        let (a, b) = (silent_endpoint(&e1), silent_endpoint(&e2));
+        // An hour: only "at once" can wipe within the test.
+        let (dra, store, mut rx, gen) = manager_of(minor, root, Duration::from_secs(3600));
+        let (s1, s2) = (root.join("plugins_registry/gpu.x-a.sock"), root.join("plugins_registry/gpu.x-b.sock"));
+        let services = [rules::DRA_V1, rules::DRA_V1BETA1];
+        dra.register(&s1, &gpu_info(&e1, &services), &e1).await.unwrap();
+        dra.register(&s2, &gpu_info(&e2, &services), &e2).await.unwrap();
+        let d = dra.drivers();
+        let endpoints: Vec<String> = d[0].endpoints.iter().map(|e| e.rsplit('/').next().unwrap().to_string()).collect();
+        if minor == 32 {
+            assert_eq!(endpoints, ["dra-b.sock"], "1.32: the second replaced the first");
+            assert_eq!(d[0].service, rules::DRA_V1BETA1, "1.32 has no v1");
+            dra.deregister_socket(&s1);
+            let wiped = next_event(&mut rx, |e| match e {
+                KubeletEvent::DraSlicesWiped { driver, slices } => Some((driver.clone(), slices.clone())),
+                _ => None,
+            })
+            .await;
+            assert_eq!(wiped, ("gpu.x".to_string(), vec!["s0".to_string()]), "at once, without the delay");
+            assert!(dra.drivers().is_empty(), "the old socket's deregistration removed the driver");
+        } else {
+            assert_eq!(endpoints, ["dra-a.sock", "dra-b.sock"], "1.33: both instances");
+            assert_eq!(d[0].service, rules::DRA_V1BETA1, "1.33 has no v1 either");
+            dra.deregister_socket(&s1);
+            assert_eq!(dra.drivers()[0].endpoints.len(), 1, "the newer instance stays");
+        }
+        assert!(slice_names(&store).contains(&"s1".to_string()), "nic.x keeps its slice");
+        gen.token.cancel();
+        a.token.cancel();
+        b.token.cancel();
+    }
+}
+
+/// kubernetes#132058 (1.34): before it, a driver whose endpoint stops
+/// answering but whose registration stays keeps its slices (the connection
+/// is not watched for wiping); from 1.34 they are wiped after the delay
+/// (a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_delay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_1_34_a_dead_endpoint_with_its_registration_keeps_its_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let e1 = root.join("plugins/gpu.x/dra.sock");
+    let server = silent_endpoint(&e1);
+    let (dra, store, mut rx, gen) = manager_of(33, root, Duration::ZERO);
+    let s1 = root.join("plugins_registry/gpu.x-reg.sock");
+    dra.register(&s1, &gpu_info(&e1, &[rules::DRA_V1BETA1]), &e1).await.unwrap();
+    server.token.cancel();
+    next_event(&mut rx, |e| matches!(e, KubeletEvent::DraConnection { connected: false, .. }).then_some(())).await;
+    assert!(dra.lock().pending_wipes.is_empty(), "no wipe scheduled on 1.33");
+    assert_eq!(slice_names(&store), ["s0", "s1"]);
+    gen.token.cancel();
+}
+
+/// The services a kubelet version speaks decide registration
+/// (registration_test.go TestRegistrationHandler, supported-services cases):
+/// 1.32 falls back to v1alpha4 for an unknown list, 1.34 refuses it with
+/// dra_plugin_manager.go's text.
+#[test]
+fn a_plugin_listing_no_known_service_is_refused_from_1_34_and_called_on_v1alpha4_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let endpoint = root.join("plugins/gpu.x/dra.sock");
+    let info = gpu_info(&endpoint, &["1.0.0"]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let (old, _, _, g1) = manager_of(32, root, Duration::ZERO);
+        assert_eq!(old.validate(&info).unwrap(), rules::DRA_V1ALPHA4);
+        let (new, _, _, g2) = manager_of(34, root, Duration::ZERO);
+        let e = new.validate(&info).unwrap_err().error;
+        assert_eq!(
+            e,
+            format!(
+                "invalid supported gRPC versions of DRA driver plugin gpu.x at endpoint {}: none of services supported by the plugin ([\"1.0.0\"]) are supported by the kubelet ([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])",
+                endpoint.display()
+            )
+        );
+        let (none, _, _, g3) = manager_of(30, root, Duration::ZERO);
+        assert!(!none.handles_plugins(), "1.30 has no DRAPlugin handler");
+        assert!(new.handles_plugins());
+        for g in [g1, g2, g3] {
+            g.token.cancel();
+        }
+    });
+}
+
+/// kubelet 1.31–1.33 call v1alpha4 on gRPC service `v1alpha3.Node`
+/// (dra/v1alpha4 types.go NodeService): the path the call takes on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v1alpha4_api_is_called_on_the_v1alpha3_node_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = dir.path().join("dra.sock");
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let server = Generation::new(0);
+    let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
+    let paths = seen.clone();
+    let svc = tower::service_fn(move |r: http::Request<tonic::body::Body>| {
+        paths.lock().unwrap().push(r.uri().path().to_string());
+        async { Ok::<_, std::convert::Infallible>(tonic::Status::unimplemented("no").into_http()) }
+    });
+    server.spawn(async move {
+        let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
+    });
+    let conn = DraConn::connect(&endpoint, Duration::from_secs(5)).await.unwrap();
+    let e = conn.prepare(rules::DRA_V1ALPHA4, vec![]).await.unwrap_err();
+    assert!(crate::core::status::go_text(&e).contains("Unimplemented"), "{e}");
+    conn.unprepare(rules::DRA_V1ALPHA4, vec![]).await.unwrap_err();
+    assert_eq!(*seen.lock().unwrap(), ["/v1alpha3.Node/NodePrepareResources", "/v1alpha3.Node/NodeUnprepareResources"]);
+    server.token.cancel();
+}

@@ -2,8 +2,9 @@
 //! `dpctl node`'s drivers and pods, PodResources' dynamic resources, and
 //! the claims the local API server serves.
 
-use super::claiminfo::{ClaimCache, ClaimsPhase, PodClaim};
-use super::healthinfo::HealthCache;
+use super::checkpoint;
+use super::claiminfo::{ClaimCache, ClaimInfo, ClaimsPhase, DriverPrep, PodClaim};
+use super::healthinfo::{Health, HealthCache};
 use crate::api::podresources::{CdiDevice, ClaimResource, DynamicResource};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -27,8 +28,9 @@ pub struct PodInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Container → its containerStatuses[].allocatedResourcesStatus, as the kubelet
-    /// fills it from the health stream: `{name: "claim:<pod claim>", resources:
-    /// [{resourceID: "<driver>/<pool>/<device>", health}]}` (devices without a report are Unknown).
+    /// fills it from the health stream: `{name: "claim:<pod claim>[/<request>]",
+    /// resources: [{resourceID: "<first CDI ID>" or "<driver>/<pool>/<device>", health,
+    /// message?}]}` (devices without a report are Unknown): [`with_health`].
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub allocated_resources_status: BTreeMap<String, Vec<Value>>,
     /// The pod's namespace.
@@ -37,6 +39,9 @@ pub struct PodInfo {
     /// The pod's claims as it names them.
     #[serde(skip)]
     pub pod_claims: Vec<PodClaim>,
+    /// Container → its resources.claims[] as (pod claim, request or "").
+    #[serde(skip)]
+    pub claim_refs: BTreeMap<String, Vec<(String, String)>>,
 }
 
 impl PodInfo {
@@ -64,25 +69,88 @@ pub struct DriverStatus {
     pub slices: Vec<String>,
 }
 
-/// `p` with each container's allocatedResourcesStatus filled from `health`.
+/// resourceclaim.BaseRequestRef: a subrequest `req/sub` counts as `req`.
+pub fn base_request(r: &str) -> &str {
+    r.split('/').next().unwrap_or(r)
+}
+
+/// manager.go buildResourceHealth: the device's first CDI ID as its
+/// resourceID (kubelet code and TestBuildResourceHealth), else
+/// `<driver>/<pool>/<device>`; the message when there is one
+/// (ResourceHealthStatusMessage).
+pub fn resource_health(driver: &str, device: &checkpoint::Device, h: &Health) -> Value {
+    let id = match device.cdi_device_ids.as_deref().and_then(<[String]>::first) {
+        Some(cdi) => cdi.clone(),
+        None => format!("{driver}/{}/{}", device.pool_name, device.device_name),
+    };
+    let mut v = json!({"resourceID": id, "health": h.word});
+    if !h.message.is_empty() {
+        v["message"] = json!(h.message);
+    }
+    v
+}
+
+/// A claim's devices per driver as the kubelet's ClaimInfo.DriverState holds
+/// them: what the driver prepared, else the allocation's (request names
+/// without subrequest, no CDI IDs: newClaimInfoFromClaim).
+fn driver_devices(c: &ClaimInfo) -> Vec<(String, checkpoint::Device)> {
+    let mut out = Vec::new();
+    for (driver, prep) in &c.drivers {
+        match prep {
+            DriverPrep::Prepared(devs) => out.extend(devs.iter().map(|d| (driver.clone(), d.clone()))),
+            DriverPrep::Pending => out.extend(c.allocation.iter().filter(|a| &a.driver == driver).map(|a| {
+                let d = checkpoint::Device {
+                    pool_name: a.pool.clone(),
+                    device_name: a.device.clone(),
+                    request_names: Some(vec![base_request(&a.request).to_string()]),
+                    ..Default::default()
+                };
+                (driver.clone(), d)
+            })),
+        }
+    }
+    out
+}
+
+/// `p` with each container's allocatedResourcesStatus filled from `health`
+/// (manager.go UpdateAllocatedResourcesStatus): one entry per
+/// `resources.claims[]` of the container, named `claim:<pod claim>` or
+/// `claim:<pod claim>/<request>`; with a request only the devices whose
+/// request names hold its base request (devices without request names
+/// count for every request); each resourceID once; entries without devices left out.
 pub fn with_health(p: &PodInfo, claims: &ClaimCache, health: &HealthCache) -> PodInfo {
     let mut p = p.clone();
-    for (ctr, used) in &p.containers {
-        let mut list = Vec::new();
-        for pc in used {
+    for (ctr, refs) in &p.claim_refs {
+        let mut list: Vec<(String, Vec<Value>)> = Vec::new();
+        for (pc, request) in refs {
             let Some(c) = p.claims.get(pc).and_then(|n| claims.get(&format!("{}/{n}", p.namespace))) else {
                 continue;
             };
-            let resources: Vec<Value> = c
-                .allocation
-                .iter()
-                .map(|a| {
-                    let health = health.of(&a.driver, &a.pool, &a.device);
-                    json!({"resourceID": format!("{}/{}/{}", a.driver, a.pool, a.device), "health": health})
-                })
-                .collect();
-            list.push(json!({"name": format!("claim:{pc}"), "resources": resources}));
+            let name = match request.as_str() {
+                "" => format!("claim:{pc}"),
+                r => format!("claim:{pc}/{r}"),
+            };
+            let mut resources: Vec<Value> = Vec::new();
+            for (driver, d) in driver_devices(c) {
+                let names = d.request_names.as_deref().unwrap_or_default();
+                if !request.is_empty() && !names.is_empty() && !names.iter().any(|n| n == base_request(request)) {
+                    continue;
+                }
+                let v = resource_health(&driver, &d, &health.of(&driver, &d.pool_name, &d.device_name));
+                if !resources.iter().any(|r| r["resourceID"] == v["resourceID"]) {
+                    resources.push(v);
+                }
+            }
+            match list.iter_mut().find(|(n, _)| *n == name) {
+                Some(entry) => entry.1 = resources,
+                None => list.push((name, resources)),
+            }
         }
+        let list: Vec<Value> = list
+            .into_iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(name, resources)| json!({"name": name, "resources": resources}))
+            .collect();
         if !list.is_empty() {
             p.allocated_resources_status.insert(ctr.clone(), list);
         }
@@ -163,4 +231,115 @@ pub fn claim_objects(claims: &ClaimCache, pods: &BTreeMap<String, PodInfo>) -> V
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::dra::healthinfo::Snapshot;
+    use checkpoint::{Device, DriverState, Entry};
+    use tokio::time::Instant;
+
+    fn dev(name: &str, requests: &[&str], cdi: &[&str]) -> Device {
+        Device {
+            pool_name: "p".into(),
+            device_name: name.into(),
+            request_names: Some(requests.iter().map(|s| s.to_string()).collect()),
+            cdi_device_ids: Some(cdi.iter().map(|s| s.to_string()).collect()),
+            share_id: None,
+        }
+    }
+
+    fn health(word: &str, message: &str) -> Health {
+        Health { word: word.into(), message: message.into() }
+    }
+
+    /// TestBuildResourceHealth: the first CDI ID is the resourceID when the
+    /// device has one ("message enabled and CDI id"), else driver/pool/device;
+    /// the message only when there is one.
+    #[test]
+    fn test_build_resource_health() {
+        let with_cdi = dev("d0", &[], &["vendor.com/gpu=gpu-0", "vendor.com/gpu=other"]);
+        assert_eq!(
+            resource_health("gpu.x", &with_cdi, &health("Unhealthy", "ECC error")),
+            json!({"resourceID": "vendor.com/gpu=gpu-0", "health": "Unhealthy", "message": "ECC error"})
+        );
+        let bare = dev("d1", &[], &[]);
+        assert_eq!(
+            resource_health("gpu.x", &bare, &health("Healthy", "")),
+            json!({"resourceID": "gpu.x/p/d1", "health": "Healthy"})
+        );
+        let none = Device { cdi_device_ids: None, ..bare };
+        assert_eq!(resource_health("gpu.x", &none, &health("Unknown", ""))["resourceID"], "gpu.x/p/d1");
+    }
+
+    /// TestUpdateAllocatedResourcesStatus: one status per resources.claims[]
+    /// entry, `claim:<claim>/<request>` with a request, only that request's
+    /// devices (a subrequest counts as its request; devices without request
+    /// names count for all), each resourceID once, app containers only.
+    #[test]
+    fn test_update_allocated_resources_status() {
+        let mut driver_state = BTreeMap::new();
+        let devices = vec![
+            dev("d0", &["req-a"], &["x.com/gpu=d0"]),
+            dev("d1", &["req-b"], &[]),
+            dev("d2", &[], &[]),
+            // Shares d0's CDI ID: reported once.
+            dev("d3", &["req-a"], &["x.com/gpu=d0"]),
+        ];
+        driver_state.insert("gpu.x".to_string(), DriverState { devices: Some(devices), skip_node_operations: None });
+        let entry = Entry {
+            claim_uid: "uid-1".into(),
+            claim_name: "gpu-claim".into(),
+            namespace: "ns".into(),
+            pod_uids: [("pod-1".to_string(), Default::default())].into(),
+            driver_state,
+        };
+        let claims = ClaimCache::from_checkpoint(&[entry]);
+        let mut cache = HealthCache::default();
+        let t0 = Instant::now();
+        let s = |d: &str, h: &str, m: &str| Snapshot {
+            key: ("p".into(), d.into()),
+            health: h.into(),
+            message: m.into(),
+            timeout: None,
+        };
+        cache.record("gpu.x", vec![s("d0", "Unhealthy", "too hot"), s("d1", "Healthy", "")], t0);
+        cache.refresh("gpu.x", t0);
+        let refs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        let p = PodInfo {
+            uid: "pod-1".into(),
+            pod: "ns/p".into(),
+            claims: [("claim1".to_string(), "gpu-claim".to_string())].into(),
+            containers: BTreeMap::new(),
+            phase: ClaimsPhase::Prepared,
+            error: None,
+            allocated_resources_status: BTreeMap::new(),
+            namespace: "ns".into(),
+            pod_claims: vec![],
+            claim_refs: [
+                ("c1".to_string(), refs(&[("claim1", ""), ("claim1", "req-a"), ("claim1", "req-b/sub")])),
+                ("c2".to_string(), refs(&[("claim1", "req-c")])),
+            ]
+            .into(),
+        };
+        let got = with_health(&p, &claims, &cache).allocated_resources_status;
+        let d0 = json!({"resourceID": "x.com/gpu=d0", "health": "Unhealthy", "message": "too hot"});
+        let d1 = json!({"resourceID": "gpu.x/p/d1", "health": "Healthy"});
+        let d2 = json!({"resourceID": "gpu.x/p/d2", "health": "Unknown"});
+        assert_eq!(
+            got["c1"],
+            vec![
+                json!({"name": "claim:claim1", "resources": [d0, d1, d2]}),
+                json!({"name": "claim:claim1/req-a", "resources": [d0, d2]}),
+                json!({"name": "claim:claim1/req-b/sub", "resources": [d1, d2]}),
+            ]
+        );
+        // req-c matches no device with request names; d2 (none) counts for it.
+        assert_eq!(got["c2"], vec![json!({"name": "claim:claim1/req-c", "resources": [d2]})]);
+        // A claim not in the cache gives no status.
+        let mut gone = p.clone();
+        gone.claims.insert("claim1".into(), "other".into());
+        assert!(with_health(&gone, &claims, &cache).allocated_resources_status.is_empty());
+    }
 }

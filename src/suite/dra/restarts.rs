@@ -89,6 +89,12 @@ pub(crate) async fn driver_restart(s: &mut Sess) -> Outcome {
 
 /// DRA-ROLL-001
 pub(crate) async fn rolling_update(s: &mut Sess) -> Outcome {
+    if s.profile.dra_instances == crate::kubelet::profile::DraInstances::Replace {
+        return Outcome::skip(format!(
+            "kubelet {} keeps one instance per driver (rolling updates from 1.33, kubernetes#129832)",
+            s.profile.version
+        ));
+    }
     if !s.argv.iter().any(|a| a.contains("{rolling-uid}")) {
         return Outcome::skip("the command has no {rolling-uid}: pass it to the driver's rolling-update option");
     }

@@ -40,8 +40,14 @@ pub(crate) async fn publishes_slice(s: &mut Sess) -> Outcome {
 /// DRA-REG-002
 pub(crate) async fn talks_v1(s: &mut Sess) -> Outcome {
     let d = need!(s.driver().await);
-    if d.service == rules::DRA_V1 {
-        Outcome::pass("")
+    // The newest service this kubelet version speaks (v1beta1 before 1.34).
+    let newest = s.profile.dra_services.newest().unwrap_or(rules::DRA_V1);
+    if d.service == newest {
+        Outcome::pass(if newest == rules::DRA_V1 {
+            String::new()
+        } else {
+            format!("kubelet {}: {newest}", s.profile.version)
+        })
     } else {
         fail(&rules::VERSION_ORDER, "GetInfo supported_versions", format!("the kubelet chose {}", d.service))
     }
@@ -313,7 +319,15 @@ pub(crate) async fn unprepare_unknown(s: &mut Sess) -> Outcome {
 /// DRA-HEALTH-001
 pub(crate) async fn health_stream(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
-    let Some(h) = d.health.clone() else { return Outcome::skip("no health service advertised") };
+    let Some(h) = d.health.clone() else {
+        if s.profile.dra_health == crate::kubelet::profile::DraHealth::Off {
+            return Outcome::skip(format!(
+                "kubelet {} opens no health stream (on by default from 1.36)",
+                s.profile.version
+            ));
+        }
+        return Outcome::skip("no health service advertised");
+    };
     let mut stream =
         need!(c.health(&h).await.map_err(|e| fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string())));
     let first = tokio::time::timeout(s.timeout, stream.next(&d.endpoint)).await;

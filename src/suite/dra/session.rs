@@ -61,6 +61,8 @@ pub(crate) struct Sess {
     pub(super) second: Option<PluginProcess>,
     pub(super) argv: Vec<String>,
     pub(super) timeout: Duration,
+    /// The kubelet's behaviour (`--kubelet-version`).
+    pub(super) profile: crate::kubelet::profile::Profile,
     pub(super) driver: Option<Driver>,
     pub(super) prepared: Option<Vec<String>>,
     /// DRA-PREP-001's claims: (UID, the CDI IDs returned for it).
@@ -90,6 +92,7 @@ impl Sess {
             second: None,
             argv,
             timeout: o.timeout,
+            profile: crate::kubelet::profile::Profile::of(version),
             driver: None,
             prepared: None,
             prepared_claims: Vec::new(),
