@@ -6,7 +6,7 @@
 //! all go through it.
 
 use crate::kubelet::devicemanager::AdmissionError;
-use crate::kubelet::dra::DraManager;
+use crate::kubelet::dra::{extended, DraManager};
 use crate::kubelet::event::KubeletEvent;
 use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
@@ -85,7 +85,7 @@ impl ContainerManager {
         self: &Arc<Self>,
         pods: Vec<(Pod, PathBuf)>,
     ) -> Vec<(PathBuf, Result<(), AdmissionError>)> {
-        let by_file: BTreeMap<PathBuf, Pod> = pods.iter().map(|(p, f)| (f.clone(), p.clone())).collect();
+        let (pods, by_file) = self.extended_resources(pods);
         let mut out = Vec::new();
         for (file, r) in self.devices.admit_batch(pods).await {
             match r {
@@ -99,6 +99,46 @@ impl ContainerManager {
             }
         }
         out
+    }
+
+    /// DRA-backed extended resources (KEP-5004), when the gate is on: each
+    /// pod as the device manager admits it (the resources DRA serves taken
+    /// out, so they are never refused `OutOf<resource>`) and, by file, as its
+    /// lifecycle runs it (with the special claim).
+    fn extended_resources(&self, pods: Vec<(Pod, PathBuf)>) -> (Vec<(Pod, PathBuf)>, BTreeMap<PathBuf, Pod>) {
+        let on = self.devices.cfg.profile.dra_extended_resource.enabled();
+        let mapping = match &self.dra {
+            Some(dra) if on => dra.class_mapping(),
+            _ => BTreeMap::new(),
+        };
+        let allocatable: BTreeMap<String, usize> = if mapping.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.devices.resources().into_iter().map(|r| (r.resource, r.allocatable)).collect()
+        };
+        let mut by_file = BTreeMap::new();
+        let mut out = Vec::new();
+        for (pod, file) in pods {
+            let served = extended::dra_served(&pod, &mapping, &allocatable);
+            let claim = extended::build(&pod, &served);
+            if let Some(x) = &claim {
+                self.event(KubeletEvent::ExtendedResourceClaim {
+                    pod: pod.key(),
+                    claim: x.status.resource_claim_name.clone(),
+                    requests: x.spec.requests.iter().map(|r| format!("{}={}×{}", r.name, r.class, r.count)).collect(),
+                    mappings: x
+                        .status
+                        .request_mappings
+                        .iter()
+                        .map(|m| format!("{}/{}→{}", m.container_name, m.resource_name, m.request_name))
+                        .collect(),
+                });
+            }
+            let (devices, life) = extended::split(&pod, claim);
+            by_file.insert(file.clone(), life);
+            out.push((devices, file));
+        }
+        (out, by_file)
     }
 
     /// Admit one pod; the error says why (its text is the kubelet's).

@@ -65,6 +65,7 @@ pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
         resources: req.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         restart_always: false,
         claims: vec![],
+        request_keys: req.iter().map(|(r, _)| r.to_string()).collect(),
     }
 }
 

@@ -369,6 +369,9 @@ pub struct PodClaim {
     pub name: String,
     /// The template it comes from.
     pub template: Option<String>,
+    /// The spec of a claim made for the pod, not read from a manifest (the
+    /// special claim of DRA-backed extended resources).
+    pub spec: Option<ClaimSpec>,
 }
 
 /// What the DRA manager resolves a pod's claims against.
@@ -538,14 +541,15 @@ impl ClaimCache {
         if let Some(known) = self.claims.get(&key) {
             return Ok(known.clone());
         }
-        let (spec, uid): (ClaimSpec, String) = match &c.template {
-            Some(t) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
+        let (spec, uid): (ClaimSpec, String) = match (&c.spec, &c.template) {
+            (Some(spec), _) => (spec.clone(), super::objects::derived_uid(&format!("extended\0{pod_uid}\0{key}"))),
+            (None, Some(t)) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
                 Some(Object::Template { spec, .. }) => {
                     (spec.clone(), super::objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")))
                 }
                 _ => return Err(Cause::NotFound { kind: "ResourceClaimTemplate", name: t.clone() }),
             },
-            None => match w.objects.get(&format!("ResourceClaim {key}")) {
+            (None, None) => match w.objects.get(&format!("ResourceClaim {key}")) {
                 Some(Object::Claim { spec, uid, .. }) => (spec.clone(), uid.clone()),
                 _ => return Err(Cause::NotFound { kind: "ResourceClaim", name: c.name.clone() }),
             },
@@ -554,7 +558,7 @@ impl ClaimCache {
             .objects
             .values()
             .filter_map(|o| match o {
-                Object::Class { name, selectors } => Some((name.clone(), selectors.clone())),
+                Object::Class { name, selectors, .. } => Some((name.clone(), selectors.clone())),
                 _ => None,
             })
             .collect();

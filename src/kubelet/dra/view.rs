@@ -37,6 +37,13 @@ pub struct PodInfo {
     /// The pod's claims as it names them.
     #[serde(skip)]
     pub pod_claims: Vec<PodClaim>,
+    /// Its special claim of DRA-backed extended resources.
+    #[serde(skip)]
+    pub extended: Option<crate::kubelet::manifest::extended::ExtendedClaim>,
+    /// `status.extendedResourceClaimStatus`, and what it gives each container
+    /// once prepared (see [`super::extended::fill`]).
+    #[serde(flatten)]
+    pub extended_view: super::extended::View,
 }
 
 impl PodInfo {

@@ -89,6 +89,8 @@ pub enum Object {
         name: String,
         /// Its selectors.
         selectors: Vec<Selector>,
+        /// spec.extendedResourceName (KEP-5004): the extended resource it serves.
+        extended_resource_name: Option<String>,
     },
     /// A ResourceSlice.
     Slice {
@@ -288,7 +290,13 @@ pub fn parse(v: &Value) -> Result<Object, String> {
             Object::Template { spec: claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?, namespace, name }
         }
         "DeviceClass" => {
-            Object::Class { selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?, name }
+            let extended_resource_name = spec
+                .and_then(|s| s.get("extendedResourceName"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
+            let selectors = selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?;
+            Object::Class { selectors, name, extended_resource_name }
         }
         _ => {
             let s = spec.ok_or("no spec")?;
