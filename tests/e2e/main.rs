@@ -9,6 +9,7 @@ mod client;
 mod doctor;
 mod dra;
 mod dra_kubelet;
+mod extended;
 mod generations;
 mod hardening;
 mod interop;

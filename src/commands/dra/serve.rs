@@ -49,7 +49,7 @@ pub struct DraServeArgs {
     /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
     /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
     /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health,
-    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec
+    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec, foreign-request-names
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
     /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and

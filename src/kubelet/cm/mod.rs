@@ -12,7 +12,7 @@ use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
 use crate::kubelet::shell::Manager;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
@@ -116,10 +116,34 @@ impl ContainerManager {
         } else {
             self.devices.resources().into_iter().map(|r| (r.resource, r.allocatable)).collect()
         };
+        // A pod keeps the path it was admitted with (before a restart): the
+        // device plugin's where its devices are in the checkpoint, DRA's
+        // where its special claim is.
+        let (held, claims): (BTreeSet<(String, String)>, BTreeSet<String>) = match &self.dra {
+            Some(dra) if !mapping.is_empty() => (
+                self.devices
+                    .pods()
+                    .into_iter()
+                    .flat_map(|p| {
+                        let uid = p.uid;
+                        p.containers.into_iter().flat_map(move |c| {
+                            let uid = uid.clone();
+                            c.resources.into_keys().map(move |r| (uid.clone(), r))
+                        })
+                    })
+                    .collect(),
+                dra.claims().into_iter().map(|c| c.key()).collect(),
+            ),
+            _ => Default::default(),
+        };
         let mut by_file = BTreeMap::new();
         let mut out = Vec::new();
         for (pod, file) in pods {
-            let served = extended::dra_served(&pod, &mapping, &allocatable);
+            let special = format!("{}/{}", pod.namespace, extended::claim_name(&pod.name, &pod.uid));
+            let none = BTreeMap::new();
+            let alloc = if claims.contains(&special) { &none } else { &allocatable };
+            let mut served = extended::dra_served(&pod, &mapping, alloc);
+            served.retain(|r, _| !held.contains(&(pod.uid.clone(), r.clone())));
             let claim = extended::build(&pod, &served);
             if let Some(x) = &claim {
                 self.event(KubeletEvent::ExtendedResourceClaim {

@@ -342,7 +342,11 @@ impl Driver {
             devices: devices
                 .iter()
                 .map(|d| Device {
-                    request_names: requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default(),
+                    request_names: if self.has(&Fault::ForeignRequestNames) {
+                        vec!["gpu".to_string()]
+                    } else {
+                        requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default()
+                    },
                     pool_name: if self.has(&Fault::NoPoolName) { String::new() } else { self.cfg.pool.clone() },
                     device_name: d.clone(),
                     cdi_device_ids: {

@@ -87,6 +87,9 @@ pub enum Fault {
     PrepareError(String),
     /// Unprepare leaves the claim's CDI spec behind (DRA-CDI-002).
     KeepCdiSpec,
+    /// Prepared devices name a request the claim does not have (`gpu`), so
+    /// the kubelet maps them to no container (DRA-EXT-001; dra-driver-cpu#197).
+    ForeignRequestNames,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -114,6 +117,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("no-timestamp", "health-time"),
     ("prepare-error=MESSAGE", "(every claim fails with MESSAGE)"),
     ("keep-cdi-spec", "(unprepare leaves the claim's CDI spec)"),
+    ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -148,6 +152,7 @@ impl std::str::FromStr for Fault {
             "no-timestamp" => Fault::NoTimestamp,
             "prepare-error" => Fault::PrepareError(need()?.to_string()),
             "keep-cdi-spec" => Fault::KeepCdiSpec,
+            "foreign-request-names" => Fault::ForeignRequestNames,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
