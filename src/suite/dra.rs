@@ -28,6 +28,7 @@ use super::Record;
 use crate::core::{Error, Result};
 
 mod cdi;
+mod extended;
 mod scenarios;
 pub(super) mod session;
 
@@ -72,6 +73,8 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-PREP-003", "prepare", scenarios::prepare_twice, "preparing a claim twice gives the same answer", "NodePrepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
     sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
     sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer (else the runtime fails the container: unresolvable CDI devices)", EXAMPLE_CDI, Basic),
+    sc!("DRA-EXT-001", "extended", extended::request_names_map, "an extended resource its DeviceClass maps reaches every container", "a pod asking for the class's extendedResourceName gets a special claim with requests container-<i>-request-<j>; the driver answers those request names (or none), so the kubelet hands each container the CDI devices of its request (dra-driver-cpu#197: other names inject nothing)", "kubernetes pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go; pkg/kubelet/cm/dra/manager.go GetResources, claiminfo.go cdiDevicesAsList; KEP-5004", Basic),
+    sc!("DRA-EXT-002", "extended", extended::implicit_class_name, "the implicit deviceclass.resource.kubernetes.io/<class> name is served", "a pod asking for deviceclass.resource.kubernetes.io/<class> is served by the class's devices through the special claim", "kubernetes pkg/scheduler/util/utils.go IsDRAExtendedResourceName; dynamicresources/extended/cache.go; KEP-5004", Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
     sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare created for a claim goes when it is unprepared: spec files naming its UID, CDI IDs defined by prepare for it alone (a spec written at start, per device or shared by claims, may stay)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),

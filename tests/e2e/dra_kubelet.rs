@@ -290,6 +290,7 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
         ("health-stream-end", &["DRA-HEALTH-001"]),
         ("no-timestamp", &["DRA-HEALTH-001"]),
         ("prepare-error=boom", &["DRA-PREP-001"]),
+        ("foreign-request-names", &["DRA-EXT-001"]),
     ];
     // A driver not given {kubeconfig} publishes no slice.
     let exe = env!("CARGO_BIN_EXE_dpctl");

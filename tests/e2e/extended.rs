@@ -301,3 +301,51 @@ async fn a_request_name_mismatch_is_said_in_an_event_and_in_dpctl_node() {
     stop_child(driver).await;
     stop_tailed(n.kubelet, n.log).await.expect_code(0);
 }
+
+/// `dpctl test --dra`'s extended-resource scenarios: dpctl dra serve passes
+/// them where the gate is on and they are skipped where it is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dra_suite_checks_extended_resources_where_the_gate_is_on() {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let suite = |version: &'static str| {
+        dpctl_cmd(&[
+            "test",
+            "--dra",
+            "--kubelet-version",
+            version,
+            "--focus",
+            "EXT",
+            "-o",
+            "json",
+            "--",
+            exe,
+            "--kubelet-root-dir",
+            "{kubelet-root-dir}",
+            "dra",
+            "serve",
+            "--driver",
+            DRIVER,
+            "--cdi-dir",
+            "{cdi-dir}",
+        ])
+    };
+    let on = run_cmd_within(suite("1.36"), 60).await;
+    on.expect_code(0);
+    let off = run_cmd_within(suite("1.35"), 60).await;
+    off.expect_code(0);
+    for (r, want) in [(&on, "pass"), (&off, "skip")] {
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+        let results: Vec<(String, String)> = v["scenarios"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}", r.stdout))
+            .iter()
+            .map(|x| (x["id"].as_str().unwrap_or("").to_string(), x["result"].as_str().unwrap_or("").to_lowercase()))
+            .collect();
+        assert_eq!(
+            results,
+            [("DRA-EXT-001".to_string(), want.to_string()), ("DRA-EXT-002".to_string(), want.to_string())],
+            "{}",
+            r.stdout
+        );
+    }
+}
