@@ -25,6 +25,9 @@ _dpctl() {
             dpctl,checkpoint)
                 cmd="dpctl__subcmd__checkpoint"
                 ;;
+            dpctl,compare)
+                cmd="dpctl__subcmd__compare"
+                ;;
             dpctl,completion)
                 cmd="dpctl__subcmd__completion"
                 ;;
@@ -241,6 +244,9 @@ _dpctl() {
             dpctl__subcmd__help,checkpoint)
                 cmd="dpctl__subcmd__help__subcmd__checkpoint"
                 ;;
+            dpctl__subcmd__help,compare)
+                cmd="dpctl__subcmd__help__subcmd__compare"
+                ;;
             dpctl__subcmd__help,completion)
                 cmd="dpctl__subcmd__help__subcmd__completion"
                 ;;
@@ -398,7 +404,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
+            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test compare bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -959,6 +965,56 @@ _dpctl() {
             fi
             case "${prev}" in
                 --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__compare)
+            opts="-o -v -h --resource --allow --junit --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2048,7 +2104,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --kubeconfig --node-name --control-socket --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --kubeconfig --node-name --control-socket --env --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2095,6 +2151,10 @@ _dpctl() {
                     return 0
                     ;;
                 --control-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2184,7 +2244,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
+            opts="demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test compare bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2310,6 +2370,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__checkpoint)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__compare)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -155,6 +155,7 @@ mod engine_tests {
             rolling_uid: None,
             health_timeout_secs: 0,
             common_cdi_spec: false,
+            cdi_env: vec![],
             faults: vec![],
             publish: None,
         };

@@ -350,3 +350,71 @@ async fn the_dra_suite_checks_extended_resources_where_the_gate_is_on() {
         );
     }
 }
+
+/// `dpctl compare`: `dpctl serve` and `dpctl dra serve` configured alike
+/// give every container the same; a planted difference (another env value)
+/// is found in each container, exit 1, in the table, -o json and JUnit;
+/// --allow accepts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_finds_a_planted_difference_and_none_where_configured_alike() {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let d = tmp();
+    let junit = d.path().join("cmp.xml");
+    let cmd = |mode: &str, extra: &[&str]| {
+        let mut args: Vec<String> = vec!["compare".into(), "--resource".into(), RES.into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mode_env = format!("MODE={mode}");
+        let tail = [
+            "--",
+            exe,
+            "serve",
+            "--resource",
+            RES,
+            "--count",
+            "8",
+            "--env",
+            "MODE=fast",
+            "--plugin-dir",
+            "{plugin-dir}",
+            "--",
+            exe,
+            "--kubelet-root-dir",
+            "{kubelet-root-dir}",
+            "dra",
+            "serve",
+            "--driver",
+            DRIVER,
+            "--devices",
+            "8",
+            "--env",
+            &mode_env,
+            "--cdi-dir",
+            "{cdi-dir}",
+            "--kubeconfig",
+            "{kubeconfig}",
+            "--node-name",
+            "{node-name}",
+        ];
+        args.extend(tail.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        dpctl_cmd(&refs)
+    };
+    let alike = run_cmd_within(cmd("fast", &["-o", "json"]), 90).await;
+    alike.expect_code(0);
+    let v: Value = serde_json::from_str(&alike.stdout).unwrap();
+    assert_eq!(v["containers"].as_array().map(Vec::len), Some(6), "{v}");
+    assert!(v["differences"].as_array().is_none_or(Vec::is_empty), "{v}");
+
+    let differ = run_cmd_within(cmd("slow", &["--junit", s(&junit)]), 90).await;
+    differ.expect_code(1);
+    let rows: Vec<&str> = differ.stdout.lines().filter(|l| l.contains("DIFFERENT")).collect();
+    assert_eq!(rows.len(), 6, "{}", differ.stdout);
+    assert!(rows.iter().all(|r| r.contains("MODE") && r.contains("fast") && r.contains("slow")), "{}", differ.stdout);
+    assert!(differ.stderr.contains("6 difference(s)"), "{}", differ.stderr);
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("failures=\"6\"") && x.contains("env MODE: device plugin"), "{x}");
+
+    let allowed = run_cmd_within(cmd("slow", &["--allow", "env:MODE"]), 90).await;
+    allowed.expect_code(0);
+    assert!(allowed.stdout.contains("allowed"), "{}", allowed.stdout);
+}

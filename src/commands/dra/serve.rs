@@ -65,6 +65,10 @@ pub struct DraServeArgs {
     /// The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
+    /// An env var each prepared device's CDI edits set ({id} = the device), instead of
+    /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (repeatable; to match a device plugin's Allocate, see dpctl compare)
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::commands::serve::key_value)]
+    pub env: Vec<(String, String)>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -100,6 +104,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         rolling_uid: a.rolling_update.clone(),
         health_timeout_secs: a.health_timeout,
         common_cdi_spec: a.common_cdi_spec,
+        cdi_env: a.env.clone(),
         faults: a.faults.clone(),
         publish: match &a.kubeconfig {
             None => None,

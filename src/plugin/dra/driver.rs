@@ -206,10 +206,11 @@ impl Driver {
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
                 "name": format!("{}-{}", safe_word(&c.uid), d),
-                "containerEdits": {"env": [
-                    format!("DPCTL_DRA_DEVICE={d}"),
-                    format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name),
-                ]},
+                "containerEdits": {"env": if self.cfg.cdi_env.is_empty() {
+                    vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
+                } else {
+                    self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
+                }},
             })).collect::<Vec<_>>(),
         });
         crate::core::files::create_dir_all(&self.cfg.cdi_dir)

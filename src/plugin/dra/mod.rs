@@ -203,6 +203,9 @@ pub struct Config {
     pub publish: Option<(slices::ApiServer, String)>,
     /// Write a common CDI spec at start and return its ID with every claim's devices.
     pub common_cdi_spec: bool,
+    /// The env each device's CDI edits set (`{id}`: the device), instead of
+    /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (to match a device plugin's Allocate).
+    pub cdi_env: Vec<(String, String)>,
 }
 
 impl Config {
@@ -517,6 +520,7 @@ mod tests {
             rolling_uid: None,
             health_timeout_secs: 0,
             common_cdi_spec: false,
+            cdi_env: vec![],
             control_socket: "/tmp/x.sock".into(),
             faults,
             publish: None,
