@@ -418,3 +418,12 @@ async fn compare_finds_a_planted_difference_and_none_where_configured_alike() {
     allowed.expect_code(0);
     assert!(allowed.stdout.contains("allowed"), "{}", allowed.stdout);
 }
+
+/// `dpctl demo --extended`: the same pods served both ways, side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_extended_shows_the_same_pods_served_both_ways() {
+    let r = run_cmd_within(dpctl_cmd(&["demo", "--extended"]), 90).await;
+    r.expect_code(0);
+    assert!(r.stdout.contains("one-device/main        env MODE=fast              env MODE=fast"), "{}", r.stdout);
+    assert!(r.stdout.contains("init-container/init") && r.stdout.contains("no difference"), "{}", r.stdout);
+}
