@@ -77,8 +77,11 @@ impl Invocation for CompareArgs {
     }
 }
 
-/// The pod specs both kinds get (name, containers as `init?name:count`).
-const PODS: &[(&str, &[(&str, bool, u64)])] = &[
+/// A container of a pod spec: name, whether an init container, devices.
+type Ctr = (&'static str, bool, u64);
+
+/// The pod specs both kinds get.
+const PODS: &[(&str, &[Ctr])] = &[
     ("one-device", &[("main", false, 1)]),
     ("several-devices", &[("main", false, 2)]),
     ("several-containers", &[("a", false, 1), ("b", false, 1)]),
