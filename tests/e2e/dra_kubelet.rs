@@ -265,7 +265,7 @@ async fn dra_serve_passes_dpctl_test_dra_with_junit() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(16), Some(0), Some(0)),
+        (Some(18), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -651,10 +651,11 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
     let r = run_cmd_within(c, 120).await;
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    // Everything but the health stream, which it does not advertise, and rolling updates.
+    // Everything but the health stream, which it does not advertise, and rolling updates;
+    // the extended-resource scenarios too (it answers the allocation's request names).
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(14), Some(0), Some(2)),
+        (Some(16), Some(0), Some(2)),
         "{}",
         r.stdout
     );
