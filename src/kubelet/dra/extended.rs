@@ -7,7 +7,7 @@
 //! (pkg/kubelet/cm/dra/manager.go GetResources, claiminfo.go cdiDevicesAsList).
 
 use super::claiminfo::{ClaimCache, ClaimInfo};
-use super::view::PodInfo;
+use super::view::{PodInfo, View};
 use crate::api::podresources::{CdiDevice, ClaimResource, DynamicResource};
 use crate::client::dra_checkpoint as checkpoint;
 use crate::kubelet::manifest::extended::{
@@ -15,7 +15,6 @@ use crate::kubelet::manifest::extended::{
 };
 use crate::kubelet::manifest::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::{is_extended, ClaimSource, Container, Pod, PodClaim};
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -268,21 +267,6 @@ pub fn unserved(status: &ExtendedResourceClaimStatus, devices: &[checkpoint::Dev
             (m.clone(), text)
         })
         .collect()
-}
-
-/// What `dpctl node` shows of a pod's DRA-backed extended resources.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct View {
-    /// `status.extendedResourceClaimStatus`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub extended_resource_claim_status: Option<ExtendedResourceClaimStatus>,
-    /// Container → the CDI devices the special claim gives it (once prepared).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub extended_cdi_devices: BTreeMap<String, Vec<String>>,
-    /// Containers that get nothing although the claim is prepared, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extended_unserved: Vec<String>,
 }
 
 /// Every device a claim's drivers prepared.

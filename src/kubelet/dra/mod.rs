@@ -644,7 +644,7 @@ impl DraManager {
             namespace: pod.namespace.clone(),
             pod_claims,
             extended: extended::of(pod).cloned(),
-            extended_view: extended::View::default(),
+            extended_view: view::View::default(),
         }
     }
 
@@ -882,7 +882,7 @@ impl DraManager {
                         namespace: namespace.clone(),
                         pod_claims,
                         extended: None,
-                        extended_view: extended::View::default(),
+                        extended_view: view::View::default(),
                     },
                 );
             }
