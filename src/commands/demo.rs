@@ -51,6 +51,10 @@ pub struct DemoArgs {
     /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
     #[arg(long)]
     pub dra: bool,
+    /// Demonstrate DRA-backed extended resources: the same pods served by a device plugin and by a DRA
+    /// driver whose DeviceClass maps the resource, compared per container (dpctl compare)
+    #[arg(long, conflicts_with = "dra")]
+    pub extended: bool,
     /// The demo's kubelet behaves as this version (1.25 to 1.37)
     #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
     pub kubelet_version: crate::kubelet::profile::KubeletVersion,
@@ -123,6 +127,9 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     if a.dra {
         return super::demo_dra::run(ctx, a.once).await;
+    }
+    if a.extended {
+        return super::compare::demo(ctx).await;
     }
     let node_dir = TempNode::new("demo")?;
     let tree = node_dir.tree.clone();

@@ -99,6 +99,9 @@ pub struct MockKubeletArgs {
     /// Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit
     #[arg(long)]
     pub explain_profile: bool,
+    /// Set feature gates the version has, the kubelet's way (e.g. DRAExtendedResource=true on 1.34 and 1.35)
+    #[arg(long, value_name = "NAME=BOOL,…")]
+    pub feature_gates: Option<String>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -182,13 +185,22 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             max_recv: a.max_recv_size,
             call_timeout: a.call_timeout,
             pre_start_timeout: Duration::from_secs(30),
-            profile: crate::kubelet::profile::Profile::of(a.kubelet_version),
+            profile: profile(a)?,
         },
         dra: dra_spec(ctx, a),
         api_server: a.api_server,
         api_server_tls: a.api_server_tls,
         clean_at_start: true,
     })
+}
+
+/// The profile of --kubelet-version with --feature-gates applied.
+fn profile(a: &MockKubeletArgs) -> Result<crate::kubelet::profile::Profile> {
+    let p = crate::kubelet::profile::Profile::of(a.kubelet_version);
+    match &a.feature_gates {
+        None => Ok(p),
+        Some(g) => p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}"))),
+    }
 }
 
 /// Run the command: the engine until SIGINT/SIGTERM; SIGHUP restarts it in place.

@@ -5,6 +5,7 @@
 pub mod allocate;
 pub mod bench;
 pub mod checkpoint;
+pub mod compare;
 pub mod completion;
 pub mod demo;
 pub mod demo_dra;
@@ -62,6 +63,7 @@ pub const ALL: &[&Spec] = &[
     &checkpoint::COMMAND,
     &doctor::COMMAND,
     &test::COMMAND,
+    &compare::COMMAND,
     &bench::COMMAND,
 ];
 

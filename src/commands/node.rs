@@ -278,6 +278,7 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         out.push_str(&table(&["POD", "CONTAINER", "RESOURCE", "RESOURCE ID", "HEALTH", "MESSAGE"], &rows));
         out.push('\n');
     }
+    extended_table(n, out);
     for p in &n.dra_pods {
         if let Some(e) = p["error"].as_str() {
             out.push_str(&format!("\npod {} ({}): {e}\n", s(&p["pod"]), s(&p["phase"])));
@@ -294,6 +295,47 @@ fn dra_tables(n: &NodeStatus, out: &mut String) {
         out.push('\n');
         out.push_str(&table(&["POD", "PHASE", "STEP", "REASON", "MESSAGE"], &waiting));
         out.push('\n');
+    }
+}
+
+/// DRA-backed extended resources (KEP-5004): each pod's request mappings
+/// (`status.extendedResourceClaimStatus`) with the CDI devices each container
+/// gets, and a line for each container that gets none though the claim is prepared.
+fn extended_table(n: &NodeStatus, out: &mut String) {
+    let mut rows = Vec::new();
+    let mut unserved = Vec::new();
+    for p in &n.dra_pods {
+        let st = &p["extendedResourceClaimStatus"];
+        let claim = st["resourceClaimName"].as_str().unwrap_or("-");
+        for m in st["requestMappings"].as_array().into_iter().flatten() {
+            let ctr = m["containerName"].as_str().unwrap_or("-");
+            let cdi: Vec<String> = p["extendedCdiDevices"][ctr]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect();
+            rows.push(vec![
+                p["pod"].as_str().unwrap_or("-").to_string(),
+                ctr.to_string(),
+                m["resourceName"].as_str().unwrap_or("-").to_string(),
+                format!("{claim}/{}", m["requestName"].as_str().unwrap_or("-")),
+                if cdi.is_empty() { "-".into() } else { cdi.join(",") },
+            ]);
+        }
+        for u in p["extendedUnserved"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            unserved.push(format!("pod {}: {u}\n", p["pod"].as_str().unwrap_or("-")));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push('\n');
+    out.push_str(&table(&["POD", "CONTAINER", "EXTENDED RESOURCE", "CLAIM/REQUEST", "CDI DEVICES"], &rows));
+    out.push('\n');
+    for u in unserved {
+        out.push('\n');
+        out.push_str(&u);
     }
 }
 

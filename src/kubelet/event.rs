@@ -590,6 +590,33 @@ pub enum KubeletEvent {
         /// Which attempt.
         attempt: u32,
     },
+    /// A pod's DRA-backed extended resources got their special claim (KEP-5004).
+    #[serde(rename_all = "camelCase")]
+    ExtendedResourceClaim {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// The claim's name.
+        claim: String,
+        /// `request=class×count`, each request.
+        requests: Vec<String>,
+        /// `container/resource→request`, each request mapping.
+        mappings: Vec<String>,
+    },
+    /// The special claim is prepared but a container gets no CDI device
+    /// from it (a mapping or request-name mismatch; dra-driver-cpu#197).
+    #[serde(rename_all = "camelCase")]
+    ExtendedResourceUnserved {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// The container.
+        container: String,
+        /// The extended resource.
+        resource: String,
+        /// The special claim's request mapped to it.
+        request: String,
+        /// What happened and what to fix.
+        message: String,
+    },
     /// A prepared claim's CDI ID resolves to no spec file (the runtime would fail the container).
     #[serde(rename_all = "camelCase")]
     CdiUnresolved {

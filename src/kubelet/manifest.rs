@@ -23,6 +23,9 @@ pub struct Container {
     pub claim_requests: Vec<String>,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub restart_always: bool,
+    /// Every resource name of its requests, sorted (limits default requests):
+    /// the `j` of a DRA-backed extended resource's request name `container-<i>-request-<j>`.
+    pub request_keys: Vec<String>,
 }
 
 /// Where a pod's resource claim comes from (spec.resourceClaims[]).
@@ -32,6 +35,9 @@ pub enum ClaimSource {
     Claim(String),
     /// resourceClaimTemplateName: a claim generated for the pod.
     Template(String),
+    /// The special claim of DRA-backed extended resources (not in the
+    /// manifest: added when the pod is admitted, see `kubelet::dra::extended`).
+    Extended(Box<extended::ExtendedClaim>),
 }
 
 /// One entry of spec.resourceClaims.
@@ -112,7 +118,7 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
     let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
     let mut out = BTreeMap::new();
     if let Some(limits) = limits {
-        for (k, v) in limits.iter().filter(|(k, _)| is_extended(k)) {
+        for (k, v) in limits.iter().filter(|(k, _)| is_extended(k) || k.starts_with(extended::DEVICE_CLASS_PREFIX)) {
             let n = quantity(v, &format!("{at} {name:?} limits {k}"))?;
             if let Some(r) = requests.and_then(|r| r.get(k)) {
                 let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
@@ -153,7 +159,10 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             ))
         }
     };
-    Ok(Container { name: name.to_string(), resources: out, restart_always, claims, claim_requests })
+    let mut request_keys: Vec<String> = limits.into_iter().chain(requests).flat_map(|m| m.keys().cloned()).collect();
+    request_keys.sort();
+    request_keys.dedup();
+    Ok(Container { name: name.to_string(), resources: out, restart_always, claims, claim_requests, request_keys })
 }
 
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
@@ -387,6 +396,7 @@ fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
     Ok(out)
 }
 
+pub mod extended;
 mod fields;
 pub mod objects;
 pub use fields::unknown_fields;

@@ -240,6 +240,28 @@ fn go_quoted<S: AsRef<str>>(l: &[S]) -> String {
     let q: Vec<String> = l.iter().map(|s| serde_json::to_string(s.as_ref()).unwrap_or_default()).collect();
     format!("[{}]", q.join(" "))
 }
+/// A feature gate's state in one version (pkg/features/kube_features.go).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The gate does not exist: `--feature-gates` refuses it.
+    Absent,
+    /// Alpha, off by default.
+    Off,
+    /// On (by default, or turned on).
+    On,
+    /// GA and locked to its default: it cannot be turned off.
+    Locked,
+}
+
+impl Gate {
+    /// Whether the feature is on.
+    pub fn enabled(self) -> bool {
+        matches!(self, Gate::On | Gate::Locked)
+    }
+}
+
+/// The feature gates `mock-kubelet --feature-gates` can set.
+pub const GATES: &[&str] = &["DRAExtendedResource"];
 
 /// A behaviour profile: the kubelet as of one minor version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +291,8 @@ pub struct Profile {
     pub dra_health: DraHealth,
     /// `skipNodeOperations` in allocation results is honoured.
     pub dra_skip_node_operations: bool,
+    /// DRAExtendedResource (KEP-5004): extended resources served by DRA drivers.
+    pub dra_extended_resource: Gate,
 }
 
 impl Default for Profile {
@@ -393,6 +417,13 @@ pub const TABLE: &[Behaviour] = &[
         before: "no such field: every driver of a claim is called",
         after: "a driver all of whose allocated devices skip NodePrepareResources/NodeUnprepareResources is not called for it",
     },
+    Behaviour {
+        field: "dra_extended_resource",
+        since: 36,
+        source: "DRAExtendedResource (KEP-5004): alpha 1.34, beta (on) 1.36, GA and locked 1.37 (pkg/features/kube_features.go); scheduler extendeddynamicresources.go, kubelet cm/dra/manager.go",
+        before: "1.25-1.33: no such gate; 1.34-1.35: off by default (--feature-gates DRAExtendedResource=true): an extended resource only a DeviceClass maps is refused OutOf<resource>",
+        after: "a resource a DeviceClass maps (extendedResourceName or deviceclass.resource.kubernetes.io/<class>) with device-plugin allocatable 0 is served by a special claim <pod>-extended-resources-*; the gate cannot be turned off from 1.37",
+    },
 ];
 
 impl Profile {
@@ -425,7 +456,56 @@ impl Profile {
                 _ => DraHealth::Off,
             },
             dra_skip_node_operations: at("dra_skip_node_operations"),
+            dra_extended_resource: match (at("dra_extended_resource"), v.0) {
+                (true, 37..) => Gate::Locked,
+                (true, _) => Gate::On,
+                (false, 34..) => Gate::Off,
+                (false, _) => Gate::Absent,
+            },
         }
+    }
+
+    /// Apply `--feature-gates NAME=BOOL,…` (the kubelet's refusals: an
+    /// unknown gate, and a locked gate set against its value).
+    pub fn with_gates(mut self, spec: &str) -> Result<Self, String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part.split_once('=').ok_or_else(|| {
+                format!("--feature-gates {part:?}: want NAME=true|false, e.g. DRAExtendedResource=true")
+            })?;
+            let on = match value.trim() {
+                "true" => true,
+                "false" => false,
+                v => {
+                    return Err(format!(
+                        "invalid value of {name}: {v}, err: strconv.ParseBool: parsing {v:?}: invalid syntax"
+                    ))
+                }
+            };
+            let gate = match name.trim() {
+                "DRAExtendedResource" => &mut self.dra_extended_resource,
+                n => {
+                    return Err(format!(
+                        "unrecognized feature gate: {n} (this mock kubelet sets: {})",
+                        GATES.join(", ")
+                    ))
+                }
+            };
+            *gate = match (*gate, on) {
+                (Gate::Absent, _) => {
+                    return Err(format!(
+                        "unrecognized feature gate: {name} (kubelet {} has no such gate)",
+                        self.version
+                    ))
+                }
+                (Gate::Locked, false) => {
+                    return Err(format!("cannot set feature gate {name} to false, feature is locked to true"))
+                }
+                (Gate::Locked, true) => Gate::Locked,
+                (_, true) => Gate::On,
+                (_, false) => Gate::Off,
+            };
+        }
+        Ok(self)
     }
 
     /// What `--explain-profile` prints: each behaviour as this version has it.
@@ -491,6 +571,10 @@ mod tests {
             (PodResourcesGet::Absent, PodResourcesGet::Disabled, PodResourcesGet::Disabled, PodResourcesGet::Enabled)
         );
         assert!(KubeletVersion::all().all(|v| p(v.0).hint_merge == HintMerge::BestNonPreferredCount));
+        assert_eq!(
+            [33, 34, 35, 36, 37].map(|m| p(m).dra_extended_resource),
+            [Gate::Absent, Gate::Off, Gate::Off, Gate::On, Gate::Locked]
+        );
         assert!(TABLE.iter().all(|b| b.since > 0 && !b.source.is_empty()));
         let dra = |m| {
             let p = p(m);
@@ -543,6 +627,20 @@ mod tests {
         assert_eq!(health(36, &[h1]), None);
         assert_eq!(health(37, &[ha, h1]), Some(h1));
         assert_eq!(health(37, &[ha]), Some(ha));
+    }
+
+    #[test]
+    fn the_dra_extended_resource_gate_turns_on_from_1_34_and_is_locked_from_1_37() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        let on = |m, s: &str| p(m).with_gates(s).map(|p| p.dra_extended_resource.enabled());
+        assert_eq!(on(34, "DRAExtendedResource=true"), Ok(true));
+        assert_eq!(on(35, "DRAExtendedResource=false"), Ok(false));
+        assert_eq!(on(36, "DRAExtendedResource=false"), Ok(false));
+        assert_eq!(on(37, "DRAExtendedResource=true"), Ok(true));
+        assert!(on(37, "DRAExtendedResource=false").unwrap_err().contains("locked to true"));
+        assert!(on(33, "DRAExtendedResource=true").unwrap_err().contains("kubelet 1.33 has no such gate"));
+        assert!(on(36, "Nope=true").unwrap_err().contains("unrecognized feature gate: Nope"));
+        assert!(on(36, "DRAExtendedResource=yes").unwrap_err().contains("invalid value"));
     }
 
     /// The README's profile table is this table.

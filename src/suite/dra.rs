@@ -31,6 +31,7 @@ mod cdi;
 mod claims;
 mod pools;
 mod restarts;
+mod extended;
 mod scenarios;
 pub(super) mod session;
 
@@ -85,6 +86,8 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare created for a claim goes when it is unprepared: spec files naming its UID, CDI IDs defined by prepare for it alone (a spec written at start, per device or shared by claims, may stay)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
     sc!("DRA-UNPREP-003", "unprepare", scenarios::unprepare_unknown, "unpreparing an unknown claim succeeds", "a claim the driver never prepared (or already forgot) unprepares without error", KUBELET, Basic),
+    sc!("DRA-EXT-001", "extended", extended::request_names_map, "an extended resource its DeviceClass maps reaches every container", "a pod asking for the class's extendedResourceName gets a special claim with requests container-<i>-request-<j>; the driver answers those request names (or none), so the kubelet hands each container the CDI devices of its request (dra-driver-cpu#197: other names inject nothing)", "kubernetes pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go; kubernetes pkg/kubelet/cm/dra/manager.go (GetResources); kubernetes pkg/kubelet/cm/dra/claiminfo.go (cdiDevicesAsList); KEP-5004 https://github.com/kubernetes/enhancements/issues/5004", Basic),
+    sc!("DRA-EXT-002", "extended", extended::implicit_class_name, "the implicit deviceclass.resource.kubernetes.io/<class> name is served", "a pod asking for deviceclass.resource.kubernetes.io/<class> is served by the class's devices through the special claim", "kubernetes pkg/scheduler/util/utils.go (IsDRAExtendedResourceName); kubernetes pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go; KEP-5004 https://github.com/kubernetes/enhancements/issues/5004", Basic),
     sc!("DRA-HEALTH-001", "health", scenarios::health_stream, "the advertised health stream sends a valid snapshot of its slices' devices, refreshed in time, and stays open", "DRAResourceHealth.NodeWatchResources: full snapshots of pool/device health with a timestamp, naming devices of the driver's slices; sent again within health_check_timeout_seconds (waited for when at most 10 s); the stream stays open (skipped when the driver advertises no health service)", "kubernetes staging/src/k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto (NodeWatchResources); kubernetes pkg/kubelet/cm/dra/healthinfo.go; KEP-4680 https://github.com/kubernetes/enhancements/issues/4680", Basic),
     sc!("DRA-PREP-006", "prepare", claims::deleted_claim, "a claim deleted before it is fetched is refused; the driver stays up", "a claim the API server does not have is an error for that claim (or the call asking for it alone); the driver keeps serving (skipped for drivers that publish no slice)", HELPER_PREPARE, Basic),
     sc!("DRA-RESTART-001", "restart", restarts::kubelet_restart, "after a kubelet restart it registers again, prepared claims survive, its slices are published again", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again; the kubelet deletes the node's ResourceSlices at start and the driver publishes them again", KUBELET_RESTART, KubeletRestart),
@@ -162,6 +165,7 @@ mod engine_tests {
             rolling_uid: None,
             health_timeout_secs: 0,
             common_cdi_spec: false,
+            cdi_env: vec![],
             faults: vec![],
             publish: None,
         };

@@ -603,10 +603,11 @@ async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
     r.expect_code(0);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     // Everything but the health stream, which it does not advertise, and rolling updates
-    // (it checks the claim's UID: DRA-PREP-005; a claim not found is an error: DRA-PREP-006).
+    // (it checks the claim's UID: DRA-PREP-005; a claim not found is an error: DRA-PREP-006);
+    // the extended-resource scenarios too (it answers the allocation's request names).
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(16), Some(0), Some(2)),
+        (Some(18), Some(0), Some(2)),
         "{}",
         r.stdout
     );

@@ -595,6 +595,7 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "ignore-uid"], &["DRA-PREP-005"], "although the API server's claim of that name has UID"),
     (&["--fault", "exit-on-missing-claim"], &["DRA-PREP-006"], "panic: interface conversion"),
     (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003"], "is already prepared"),
+    (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
 ];
 
 /// Each `dpctl dra serve` fault fails exactly its DRA scenarios, restarts

@@ -52,7 +52,7 @@ pub struct DraServeArgs {
     /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec,
     /// empty-slice, incomplete-pool, no-republish, answer-other-claims, wrong-pool, empty-cdi-edits,
     /// health-unknown-device, stale-health, memory-only-state, new-cdi-ids, remove-cdi-on-exit, ignore-uid,
-    /// exit-on-missing-claim, not-idempotent-error
+    /// exit-on-missing-claim, not-idempotent-error, foreign-request-names
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
     /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and
@@ -72,6 +72,10 @@ pub struct DraServeArgs {
     /// The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
+    /// An env var each prepared device's CDI edits set ({id} = the device), instead of
+    /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (repeatable; to match a device plugin's Allocate, see dpctl compare)
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::commands::serve::key_value)]
+    pub env: Vec<(String, String)>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -107,6 +111,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         rolling_uid: a.rolling_update.clone(),
         health_timeout_secs: a.health_timeout,
         common_cdi_spec: a.common_cdi_spec,
+        cdi_env: a.env.clone(),
         faults: a.faults.clone(),
         publish: match api_server(a)? {
             None => None,

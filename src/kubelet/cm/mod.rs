@@ -6,13 +6,13 @@
 //! all go through it.
 
 use crate::kubelet::devicemanager::AdmissionError;
-use crate::kubelet::dra::DraManager;
+use crate::kubelet::dra::{extended, DraManager};
 use crate::kubelet::event::KubeletEvent;
 use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
 use crate::kubelet::shell::Manager;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
@@ -85,7 +85,7 @@ impl ContainerManager {
         self: &Arc<Self>,
         pods: Vec<(Pod, PathBuf)>,
     ) -> Vec<(PathBuf, Result<(), AdmissionError>)> {
-        let by_file: BTreeMap<PathBuf, Pod> = pods.iter().map(|(p, f)| (f.clone(), p.clone())).collect();
+        let (pods, by_file) = self.extended_resources(pods);
         let mut out = Vec::new();
         for (file, r) in self.devices.admit_batch(pods).await {
             match r {
@@ -99,6 +99,70 @@ impl ContainerManager {
             }
         }
         out
+    }
+
+    /// DRA-backed extended resources (KEP-5004), when the gate is on: each
+    /// pod as the device manager admits it (the resources DRA serves taken
+    /// out, so they are never refused `OutOf<resource>`) and, by file, as its
+    /// lifecycle runs it (with the special claim).
+    fn extended_resources(&self, pods: Vec<(Pod, PathBuf)>) -> (Vec<(Pod, PathBuf)>, BTreeMap<PathBuf, Pod>) {
+        let on = self.devices.cfg.profile.dra_extended_resource.enabled();
+        let mapping = match &self.dra {
+            Some(dra) if on => dra.class_mapping(),
+            _ => BTreeMap::new(),
+        };
+        let allocatable: BTreeMap<String, usize> = if mapping.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.devices.resources().into_iter().map(|r| (r.resource, r.allocatable)).collect()
+        };
+        // A pod keeps the path it was admitted with (before a restart): the
+        // device plugin's where its devices are in the checkpoint, DRA's
+        // where its special claim is.
+        let (held, claims): (BTreeSet<(String, String)>, BTreeSet<String>) = match &self.dra {
+            Some(dra) if !mapping.is_empty() => (
+                self.devices
+                    .pods()
+                    .into_iter()
+                    .flat_map(|p| {
+                        let uid = p.uid;
+                        p.containers.into_iter().flat_map(move |c| {
+                            let uid = uid.clone();
+                            c.resources.into_keys().map(move |r| (uid.clone(), r))
+                        })
+                    })
+                    .collect(),
+                dra.claims().into_iter().map(|c| c.key()).collect(),
+            ),
+            _ => Default::default(),
+        };
+        let mut by_file = BTreeMap::new();
+        let mut out = Vec::new();
+        for (pod, file) in pods {
+            let special = format!("{}/{}", pod.namespace, extended::claim_name(&pod.name, &pod.uid));
+            let none = BTreeMap::new();
+            let alloc = if claims.contains(&special) { &none } else { &allocatable };
+            let mut served = extended::dra_served(&pod, &mapping, alloc);
+            served.retain(|r, _| !held.contains(&(pod.uid.clone(), r.clone())));
+            let claim = extended::build(&pod, &served);
+            if let Some(x) = &claim {
+                self.event(KubeletEvent::ExtendedResourceClaim {
+                    pod: pod.key(),
+                    claim: x.status.resource_claim_name.clone(),
+                    requests: x.spec.requests.iter().map(|r| format!("{}={}×{}", r.name, r.class, r.count)).collect(),
+                    mappings: x
+                        .status
+                        .request_mappings
+                        .iter()
+                        .map(|m| format!("{}/{}→{}", m.container_name, m.resource_name, m.request_name))
+                        .collect(),
+                });
+            }
+            let (devices, life) = extended::split(&pod, claim);
+            by_file.insert(file.clone(), life);
+            out.push((devices, file));
+        }
+        (out, by_file)
     }
 
     /// Admit one pod; the error says why (its text is the kubelet's).

@@ -17,4 +17,4 @@ pub use topology::TopologyPolicy;
 pub use view::{ContainerStatus, Histogram, PodStatus, ResourceStatus, BUCKETS};
 
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;

@@ -66,6 +66,7 @@ pub fn ctr(name: &str, req: &[(&str, u64)]) -> Container {
         restart_always: false,
         claims: vec![],
         claim_requests: vec![],
+        request_keys: req.iter().map(|(r, _)| r.to_string()).collect(),
     }
 }
 

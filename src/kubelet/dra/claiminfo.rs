@@ -395,6 +395,9 @@ pub struct PodClaim {
     pub name: String,
     /// The template it comes from.
     pub template: Option<String>,
+    /// The spec of a claim made for the pod, not read from a manifest (the
+    /// special claim of DRA-backed extended resources).
+    pub spec: Option<ClaimSpec>,
 }
 
 /// What the DRA manager resolves a pod's claims against.
@@ -567,14 +570,17 @@ impl ClaimCache {
     ) -> Result<(ClaimInfo, bool), Cause> {
         let (namespace, pod_uid, pod_name) = pod;
         let key = format!("{namespace}/{}", c.name);
-        let (spec, uid, raw): (ClaimSpec, String, Option<&serde_json::Value>) = match &c.template {
-            Some(t) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
+        let (spec, uid, raw): (ClaimSpec, String, Option<&serde_json::Value>) = match (&c.spec, &c.template) {
+            (Some(spec), _) => {
+                (spec.clone(), super::objects::derived_uid(&format!("extended\0{pod_uid}\0{key}")), None)
+            }
+            (None, Some(t)) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
                 Some(Object::Template { spec, .. }) => {
                     (spec.clone(), super::objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")), None)
                 }
                 _ => return Err(Cause::NotFound { kind: "ResourceClaimTemplate", name: t.clone() }),
             },
-            None => match w.objects.get(&format!("ResourceClaim {key}")) {
+            (None, None) => match w.objects.get(&format!("ResourceClaim {key}")) {
                 Some(Object::Claim { spec, uid, raw, .. }) => (spec.clone(), uid.clone(), Some(raw)),
                 _ => return Err(Cause::NotFound { kind: "ResourceClaim", name: c.name.clone() }),
             },

@@ -37,7 +37,10 @@ fn candidates() -> Vec<Candidate> {
 }
 
 fn claims(names: &[&str]) -> Vec<PodClaim> {
-    names.iter().map(|n| PodClaim { pod_claim: n.to_string(), name: n.to_string(), template: None }).collect()
+    names
+        .iter()
+        .map(|n| PodClaim { pod_claim: n.to_string(), name: n.to_string(), template: None, spec: None })
+        .collect()
 }
 
 fn ok_answer(uid: &str) -> NodePrepareResourcesResponse {

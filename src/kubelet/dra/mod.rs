@@ -25,6 +25,7 @@
 pub mod allocator;
 pub mod apiserver;
 pub mod claiminfo;
+pub mod extended;
 pub mod healthinfo;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
@@ -215,11 +216,20 @@ pub fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
     pod.resource_claims
         .iter()
         .map(|c| match &c.source {
-            ClaimSource::Claim(n) => PodClaim { pod_claim: c.name.clone(), name: n.clone(), template: None },
+            ClaimSource::Claim(n) => {
+                PodClaim { pod_claim: c.name.clone(), name: n.clone(), template: None, spec: None }
+            }
             ClaimSource::Template(t) => PodClaim {
                 pod_claim: c.name.clone(),
                 name: generated_claim_name(&pod.name, &c.name),
                 template: Some(t.clone()),
+                spec: None,
+            },
+            ClaimSource::Extended(x) => PodClaim {
+                pod_claim: c.name.clone(),
+                name: x.status.resource_claim_name.clone(),
+                template: None,
+                spec: Some(x.spec.clone()),
             },
         })
         .collect()
@@ -687,8 +697,30 @@ impl DraManager {
         }
         if let Err(e) = &r {
             self.event(KubeletEvent::ClaimPrepareFailed { pod: pod_key, error: e.to_string(), attempt });
+        } else {
+            self.report_extended(pod);
         }
         r
+    }
+
+    /// After a prepare: each container of the special claim that gets no
+    /// CDI device is said in an event (dra-driver-cpu#197).
+    fn report_extended(&self, pod: &Pod) {
+        let Some(x) = extended::of(pod) else { return };
+        let unserved = {
+            let st = self.lock();
+            let key = format!("{}/{}", pod.namespace, x.status.resource_claim_name);
+            st.claims.get(&key).map(|c| extended::unserved(&x.status, &extended::devices(c))).unwrap_or_default()
+        };
+        for (m, message) in unserved {
+            self.event(KubeletEvent::ExtendedResourceUnserved {
+                pod: pod.key(),
+                container: m.container_name,
+                resource: m.resource_name,
+                request: m.request_name,
+                message,
+            });
+        }
     }
 
     fn pod_info(&self, pod: &Pod) -> PodInfo {
@@ -720,6 +752,8 @@ impl DraManager {
                     (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
                 })
                 .collect(),
+            extended: extended::of(pod).cloned(),
+            extended_view: view::View::default(),
         }
     }
 
@@ -941,8 +975,10 @@ impl DraManager {
             let known: BTreeSet<String> = st.pods.keys().cloned().collect();
             let orphans = st.claims.orphans(&known);
             for (uid, (namespace, names)) in &orphans {
-                let pod_claims: Vec<PodClaim> =
-                    names.iter().map(|n| PodClaim { pod_claim: n.clone(), name: n.clone(), template: None }).collect();
+                let pod_claims: Vec<PodClaim> = names
+                    .iter()
+                    .map(|n| PodClaim { pod_claim: n.clone(), name: n.clone(), template: None, spec: None })
+                    .collect();
                 st.pods.insert(
                     uid.clone(),
                     PodInfo {
@@ -956,6 +992,8 @@ impl DraManager {
                         namespace: namespace.clone(),
                         pod_claims,
                         claim_refs: BTreeMap::new(),
+                        extended: None,
+                        extended_view: view::View::default(),
                     },
                 );
             }
@@ -969,7 +1007,14 @@ impl DraManager {
     /// The claims as resource.k8s.io objects (what the local API server serves).
     pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
         let st = self.lock();
-        apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node)
+        let mut out = apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node);
+        extended::claim_objects(&mut out, &st.pods);
+        out
+    }
+
+    /// Resource name → DeviceClass, from the DeviceClasses known (the scheduler's resolver).
+    pub fn class_mapping(&self) -> BTreeMap<String, String> {
+        extended::class_mapping(self.lock().objects.values())
     }
 
     /// Known claims.
@@ -980,7 +1025,7 @@ impl DraManager {
     /// Pods with claims, each container's allocatedResourcesStatus filled.
     pub fn pods(&self) -> Vec<PodInfo> {
         let st = self.lock();
-        st.pods.values().map(|p| view::with_health(p, &st.claims, &st.health)).collect()
+        st.pods.values().map(|p| extended::fill(view::with_health(p, &st.claims, &st.health), &st.claims)).collect()
     }
 
     /// Registered drivers.
@@ -1010,7 +1055,10 @@ impl DraManager {
     /// PodResources' dynamic_resources for one container of pod `uid`.
     pub fn dynamic_resources(&self, uid: &str, container: &str) -> Vec<crate::api::podresources::DynamicResource> {
         let st = self.lock();
-        st.pods.get(uid).map(|p| view::dynamic_resources(p, container, &st.claims)).unwrap_or_default()
+        let Some(p) = st.pods.get(uid) else { return vec![] };
+        let mut out = view::dynamic_resources(p, container, &st.claims);
+        out.extend(extended::dynamic_resource(p, container, &st.claims));
+        out
     }
 }
 

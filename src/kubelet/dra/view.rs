@@ -42,6 +42,13 @@ pub struct PodInfo {
     /// Container → its resources.claims[] as (pod claim, request or "").
     #[serde(skip)]
     pub claim_refs: BTreeMap<String, Vec<(String, String)>>,
+    /// Its special claim of DRA-backed extended resources.
+    #[serde(skip)]
+    pub extended: Option<crate::kubelet::manifest::extended::ExtendedClaim>,
+    /// `status.extendedResourceClaimStatus`, and what it gives each container
+    /// once prepared (filled by the extended-resources module).
+    #[serde(flatten)]
+    pub extended_view: View,
 }
 
 impl PodInfo {
@@ -49,6 +56,21 @@ impl PodInfo {
     pub fn claim_keys(&self) -> Vec<String> {
         self.claims.values().map(|n| format!("{}/{n}", self.namespace)).collect()
     }
+}
+
+/// What `dpctl node` shows of a pod's DRA-backed extended resources.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    /// `status.extendedResourceClaimStatus`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended_resource_claim_status: Option<crate::kubelet::manifest::extended::ExtendedResourceClaimStatus>,
+    /// Container → the CDI devices the special claim gives it (once prepared).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended_cdi_devices: BTreeMap<String, Vec<String>>,
+    /// Containers that get nothing although the claim is prepared, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extended_unserved: Vec<String>,
 }
 
 /// A registered driver, as `dpctl node` shows it.
@@ -322,6 +344,8 @@ mod tests {
                 ("c2".to_string(), refs(&[("claim1", "req-c")])),
             ]
             .into(),
+            extended: None,
+            extended_view: View::default(),
         };
         let got = with_health(&p, &claims, &cache).allocated_resources_status;
         let d0 = json!({"resourceID": "x.com/gpu=d0", "health": "Unhealthy", "message": "too hot"});

@@ -275,10 +275,11 @@ impl Driver {
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
                 "name": self.cdi_device(&c.uid, d),
-                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": [
-                    format!("DPCTL_DRA_DEVICE={d}"),
-                    format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name),
-                ]}) },
+                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": if self.cfg.cdi_env.is_empty() {
+                    vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
+                } else {
+                    self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
+                }}) },
             })).collect::<Vec<_>>(),
         });
         crate::core::files::create_dir_all(&self.cfg.cdi_dir)
@@ -437,7 +438,11 @@ impl Driver {
             devices: devices
                 .iter()
                 .map(|d| Device {
-                    request_names: requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default(),
+                    request_names: if self.has(&Fault::ForeignRequestNames) {
+                        vec!["gpu".to_string()]
+                    } else {
+                        requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default()
+                    },
                     pool_name: if self.has(&Fault::NoPoolName) {
                         String::new()
                     } else if self.has(&Fault::WrongPool) {

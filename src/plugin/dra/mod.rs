@@ -115,6 +115,9 @@ pub enum Fault {
     ExitOnMissingClaim,
     /// Preparing a claim it has already prepared fails (DRA-PREP-002, DRA-PREP-003).
     NotIdempotentError,
+    /// Prepared devices name a request the claim does not have (`gpu`), so
+    /// the kubelet maps them to no container (DRA-EXT-001; dra-driver-cpu#197).
+    ForeignRequestNames,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -156,6 +159,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("ignore-uid", "(a fetched claim's UID is not compared)"),
     ("exit-on-missing-claim", "(exits when a claim is not found)"),
     ("not-idempotent-error", "idempotent (preparing again fails)"),
+    ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -204,6 +208,7 @@ impl std::str::FromStr for Fault {
             "ignore-uid" => Fault::IgnoreUid,
             "exit-on-missing-claim" => Fault::ExitOnMissingClaim,
             "not-idempotent-error" => Fault::NotIdempotentError,
+            "foreign-request-names" => Fault::ForeignRequestNames,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -254,6 +259,9 @@ pub struct Config {
     pub publish: Option<(slices::ApiServer, String)>,
     /// Write a common CDI spec at start and return its ID with every claim's devices.
     pub common_cdi_spec: bool,
+    /// The env each device's CDI edits set (`{id}`: the device), instead of
+    /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (to match a device plugin's Allocate).
+    pub cdi_env: Vec<(String, String)>,
 }
 
 impl Config {
@@ -578,6 +586,7 @@ mod tests {
             rolling_uid: None,
             health_timeout_secs: 0,
             common_cdi_spec: false,
+            cdi_env: vec![],
             control_socket: "/tmp/x.sock".into(),
             faults,
             publish: None,

@@ -146,6 +146,8 @@ pub enum Object {
         /// spec.config: copied into the allocation of each request of this
         /// class (source `FromClass`), as the scheduler does.
         config: Vec<Value>,
+        /// spec.extendedResourceName (KEP-5004): the extended resource it serves.
+        extended_resource_name: Option<String>,
     },
     /// A CustomResourceDefinition, or an object of another API group: the
     /// local API server stores and serves them (custom resources).
@@ -428,10 +430,16 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         }
         "DeviceClass" => {
             let config = spec.and_then(|s| s.get("config")).and_then(Value::as_array).cloned().unwrap_or_default();
+            let extended_resource_name = spec
+                .and_then(|s| s.get("extendedResourceName"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
             Object::Class {
                 selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?,
                 name,
                 config,
+                extended_resource_name,
             }
         }
         "Namespace" => {
