@@ -628,6 +628,17 @@ pub enum KubeletEvent {
         /// Claims recorded in it (prepared or not).
         claims: usize,
     },
+    /// The DRA checkpoint at start was damaged: moved aside (never
+    /// overwritten), and the start refused as the kubelet's is.
+    #[serde(rename_all = "camelCase")]
+    DraCheckpointCorrupt {
+        /// The file.
+        path: String,
+        /// Why it is not a checkpoint.
+        error: String,
+        /// Where it was moved (or why it could not be).
+        set_aside: String,
+    },
     /// The DRA checkpoint could not be read or written.
     #[serde(rename_all = "camelCase")]
     DraCheckpointError {

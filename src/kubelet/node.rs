@@ -345,12 +345,15 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
-    let dra = s.dra.as_ref().map(|spec| {
-        let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
-        dra.restore();
-        dra.wipe_at_start();
-        dra
-    });
+    let dra = match &s.dra {
+        Some(spec) => {
+            let dra = crate::kubelet::dra::DraManager::new(spec.clone(), bus.clone(), gen.clone());
+            dra.restore()?;
+            dra.wipe_at_start();
+            Some(dra)
+        }
+        None => None,
+    };
     let cm = ContainerManager::new(mgr.clone(), dra);
     let from_checkpoint = mgr.restore();
     if number > 0 {

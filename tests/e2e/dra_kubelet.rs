@@ -1088,3 +1088,44 @@ async fn the_same_endpoint_registered_through_a_second_socket_is_refused() {
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// #34 item 3, end to end: a damaged `dra_manager_state` stops the mock
+/// kubelet as it stops the kubelet (NewManager refuses it), with one line
+/// naming where the damaged file went; the file is kept byte for byte, the
+/// next start begins empty, and doctor names the file set aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_dra_checkpoint_stops_the_start_is_kept_and_doctor_names_it() {
+    let t = DraTree::new();
+    let damaged = b"{\"Data\":\"{\\\"kind\\\":\\\"DRACheckpoint\\\",\\\"Entries\\\":[{\\\"ClaimUID\\\":\\\"u";
+    std::fs::write(t.p("dra_manager_state"), damaged).unwrap();
+    let r = run_cmd_within(mock_kubelet_on(&t.root, &[]), 30).await;
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("failed to create claimInfo cache")).unwrap_or_default();
+    assert!(line.contains("failed to get checkpoint dra_manager_state: not a DRA checkpoint"), "{}", r.stderr);
+    assert!(!t.p("dra_manager_state").exists(), "the damaged file is not left to be overwritten");
+    let aside: Vec<PathBuf> = std::fs::read_dir(&t.root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("dra_manager_state.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged);
+    assert!(line.contains(s(&aside[0])), "the error names the file: {line}");
+    let ev = r.stdout.lines().find(|l| l.contains("\"event\":\"dra-checkpoint-corrupt\"")).unwrap_or_default();
+    let ev: Value = serde_json::from_str(ev).unwrap_or_default();
+    assert_eq!(ev["setAside"], s(&aside[0]), "{}", r.stdout);
+
+    let d = dpctl(&["--kubelet-root-dir", s(&t.root), "doctor", "--cdi-spec-dir", s(&t.p("cdi")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&d.stdout).unwrap();
+    let named: Vec<&Value> =
+        v["findings"].as_array().unwrap().iter().filter(|f| f["check"] == "dra-checkpoint-set-aside").collect();
+    assert_eq!(named.len(), 1, "{v}");
+    assert_eq!(named[0]["subject"], s(&aside[0]));
+
+    // The next start begins empty; the kept file stays as it was.
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged);
+}

@@ -239,27 +239,33 @@ impl DraManager {
     }
 
     /// Read the checkpoint (at start): recorded claims and the pods using them.
-    pub fn restore(&self) {
+    /// A checkpoint that cannot be read stops the start, as the kubelet's
+    /// NewManager does; a damaged one is first moved aside
+    /// (`dra_manager_state.corrupt-<time>`, as the device manager's is), so
+    /// nothing overwrites it and the next start begins empty.
+    pub fn restore(&self) -> crate::core::Result<()> {
         let path = self.spec.checkpoint();
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                let error = e.to_string();
-                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error });
-                return;
-            }
-        };
-        match checkpoint::decode(&bytes) {
-            Err(e) => {
-                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
-            }
-            Ok(entries) => {
+        let shown = path.display().to_string();
+        match checkpoint::load(&path) {
+            checkpoint::Loaded::Missing => Ok(()),
+            checkpoint::Loaded::Entries(entries) => {
                 self.lock().claims = ClaimCache::from_checkpoint(&entries);
-                self.event(KubeletEvent::DraCheckpointRestored {
-                    path: path.display().to_string(),
-                    claims: entries.len(),
-                });
+                self.event(KubeletEvent::DraCheckpointRestored { path: shown, claims: entries.len() });
+                Ok(())
+            }
+            checkpoint::Loaded::Unreadable(e) => {
+                let error = e.to_string();
+                self.event(KubeletEvent::DraCheckpointError { path: shown, error: error.clone() });
+                Err(crate::core::Error::failed(checkpoint::refusal(&error, None)))
+            }
+            checkpoint::Loaded::Damaged(error) => {
+                let aside = crate::client::checkpoint::set_aside(&path).map_err(|e| e.to_string());
+                let set_aside = match &aside {
+                    Ok(p) => p.display().to_string(),
+                    Err(e) => e.clone(),
+                };
+                self.event(KubeletEvent::DraCheckpointCorrupt { path: shown, error: error.clone(), set_aside });
+                Err(crate::core::Error::failed(checkpoint::refusal(&error, Some(&aside))))
             }
         }
     }
