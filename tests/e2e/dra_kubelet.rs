@@ -1129,3 +1129,39 @@ async fn a_damaged_dra_checkpoint_stops_the_start_is_kept_and_doctor_names_it() 
     stop_tailed(kubelet, log).await.expect_code(0);
     assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged);
 }
+
+/// #34 item 4: ten registration sockets that listen and never answer sit in
+/// plugins_registry beside `dpctl dra serve`'s. The watcher handles each
+/// socket on its own (the kubelet's operation executor does), so the
+/// driver's registration is reported before any silent socket's GetInfo
+/// timeout — on the old code, one socket at a time, it came after all ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_silent_registration_sockets_do_not_hold_up_a_driver() {
+    let t = DraTree::new();
+    // Named to be found first.
+    let silent: Vec<std::os::unix::net::UnixListener> = (0..10)
+        .map(|i| std::os::unix::net::UnixListener::bind(t.p(&format!("plugins_registry/a-silent-{i}.sock"))).unwrap())
+        .collect();
+    let driver = serve(&t, &[]);
+    let reg = t.p(&format!("plugins_registry/{DRIVER}-reg.sock"));
+    wait_until(30, "dra serve's registration socket", || reg.exists()).await;
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"watcher-registered\"", 1).await;
+    log.wait_for("\"event\":\"registration-rejected\"", 10).await;
+    let lines: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let registered = lines.iter().position(|v| v["event"] == "watcher-registered").unwrap();
+    assert_eq!(lines[registered]["resource"], DRIVER);
+    let rejected: Vec<&Value> = lines.iter().filter(|v| v["event"] == "registration-rejected").collect();
+    let first_rejected = lines.iter().position(|v| v["event"] == "registration-rejected").unwrap();
+    assert!(registered < first_rejected, "the driver waited for a silent socket: {}", log.seen());
+    let mut sockets: Vec<String> = rejected.iter().map(|v| v["socket"].as_str().unwrap().to_string()).collect();
+    sockets.sort();
+    sockets.dedup();
+    assert_eq!(sockets.len(), 10, "each silent socket is reported once: {sockets:?}");
+    assert!(sockets.iter().all(|s| s.contains("a-silent-")), "{sockets:?}");
+    assert!(rejected.iter().all(|v| v["stage"] == "get-info"), "{rejected:?}");
+    assert!(rejected.iter().all(|v| v["error"].as_str().unwrap().contains("GetInfo")), "{rejected:?}");
+    drop(silent);
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
