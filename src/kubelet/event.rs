@@ -547,12 +547,18 @@ pub enum KubeletEvent {
         /// Instances left.
         instances: usize,
     },
-    /// A DRA driver's health snapshot changed.
+    /// A DRA driver's devices changed health (at most one a second per
+    /// driver; changes in between are folded into the next).
     DraHealth {
         /// The driver.
         driver: String,
-        /// `pool/device=Health`, each device.
+        /// `pool/device=Health` of each device whose health changed.
         devices: Vec<String>,
+        /// Every device of the driver by health (`2 Healthy, 1 Unknown`).
+        summary: String,
+        /// Changes folded into this one (0: none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        folded: u32,
     },
     /// A claim was allocated (the mock scheduler's part).
     #[serde(rename_all = "camelCase")]
@@ -888,4 +894,8 @@ mod tests {
         assert_eq!(c.last().unwrap(), "+5 more");
         assert_eq!(capped(&ids[..3]), ["d0", "d1", "d2"]);
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -109,6 +109,14 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
             .await;
     sh.expect_code(0);
     log.wait_for("=Unhealthy", 1).await;
+    // The line names the one device that changed, with a summary of all (#34 item 5).
+    let changed =
+        events(&log, "dra-health").into_iter().find(|e| e["devices"].to_string().contains("=Unhealthy")).unwrap();
+    assert_eq!(changed["devices"].as_array().unwrap().len(), 1, "{changed}");
+    assert!(changed["devices"][0].as_str().unwrap().ends_with(&format!("/{dev}=Unhealthy")), "{changed}");
+    assert!(changed["summary"].as_str().unwrap().contains("1 Unhealthy"), "{changed}");
+    let first = &events(&log, "dra-health")[0];
+    assert!(first["devices"].as_array().unwrap().len() > 1, "the first line names every device: {first}");
     let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
     let v: Value = serde_json::from_str(&n.stdout).unwrap();
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];

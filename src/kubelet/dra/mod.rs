@@ -26,6 +26,7 @@ pub mod allocator;
 pub mod apiserver;
 pub mod claiminfo;
 pub mod healthinfo;
+pub mod healthlog;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
 pub use crate::kubelet::manifest::objects;
@@ -112,6 +113,7 @@ struct State {
     seq: u64,
     objects: BTreeMap<String, Object>,
     health: HealthCache,
+    health_log: healthlog::HealthLog,
     claims: ClaimCache,
     pods: BTreeMap<String, PodInfo>,
     /// Driver → the ticket of its pending slice wipe.
@@ -507,16 +509,33 @@ impl DraManager {
         self.lock().health.record(driver, snapshot, tokio::time::Instant::now());
     }
 
-    /// Recompute the health the driver's devices count as now; an event when
-    /// it changed. When the next report goes stale.
+    /// Recompute the health the driver's devices count as now; an event
+    /// naming what changed ([`healthlog`]: at most one a second per driver,
+    /// the rest folded into the next). When to look again: the next report
+    /// going stale, or folded changes falling due.
     fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
-        let r = self.lock().health.refresh(driver, tokio::time::Instant::now())?;
-        if let Some(map) = r.changed {
-            let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
-            self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+        let now = tokio::time::Instant::now();
+        let mut st = self.lock();
+        let r = st.health.refresh(driver, now);
+        let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
+        let line = match r.as_ref().and_then(|r| r.changed.clone()) {
+            Some(map) => st.health_log.changed(driver, map, now),
+            None => st.health_log.flush(driver, now),
+        };
+        let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
+        drop(st);
+        if let Some(l) = line {
+            self.event(KubeletEvent::DraHealth {
+                driver: driver.to_string(),
+                devices: l.changed,
+                summary: l.summary,
+                folded: l.folded,
+            });
+        }
+        if changed {
             self.changed.notify_waiters();
         }
-        r.next
+        next
     }
 
     /// A DRA object manifest was read (or changed).
