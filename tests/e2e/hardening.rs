@@ -373,3 +373,35 @@ async fn the_largest_allowed_plugin_still_works() {
     assert!(r.stdout.len() > 1 << 20 && r.stdout.contains("a-99999"), "{} bytes", r.stdout.len());
     stop_child(serve).await;
 }
+
+/// #34 item 5: a UID that could not be the API server's (it assigns UUIDs)
+/// — here a path — is refused where the manifest is read, with a one-line
+/// reason, for a claim and for a pod; the claim never reaches a driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_like_uids_in_manifests_are_refused_and_never_reach_a_driver() {
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.driver("gpu.example.com", &[]);
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
+    let escape = "../../../../tmp/escape";
+    t.write("claim.yaml", &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: {escape}\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n"));
+    t.write("bad-pod.yaml", &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n  namespace: ml\n  uid: {escape}\nspec:\n  containers:\n  - name: main\n"));
+    t.write("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n");
+    log.wait_for("\"event\":\"pod-rejected\"", 2).await;
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let lines: Vec<serde_json::Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let rejected: Vec<&serde_json::Value> = lines.iter().filter(|v| v["event"] == "pod-rejected").collect();
+    for file in ["claim.yaml", "bad-pod.yaml"] {
+        let r = rejected.iter().find(|v| v["file"].as_str().unwrap().ends_with(file)).unwrap();
+        let reason = r["reason"].as_str().unwrap();
+        assert!(reason.contains("metadata.uid: Invalid value: \"../../../../tmp/escape\""), "{file}: {reason}");
+        assert!(!reason.contains('\n'), "one line: {reason}");
+    }
+    let failed = lines.iter().find(|v| v["event"] == "claim-prepare-failed").unwrap();
+    assert!(failed["error"].as_str().unwrap().contains("not found"), "{failed}");
+    assert!(!lines.iter().any(|v| v["event"] == "claim-prepared"));
+    assert_eq!(std::fs::read_dir(t.p("cdi")).unwrap().count(), 0, "the driver was never called");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
