@@ -405,3 +405,58 @@ async fn path_like_uids_in_manifests_are_refused_and_never_reach_a_driver() {
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// #34 item 5: the temp files a SIGKILLed `dra serve` left in its CDI dir
+/// are removed at its next start — its own pattern only: another driver's,
+/// another program's and a planted symlink stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_removes_its_own_leftover_temp_files_at_start_and_nothing_else() {
+    let t = DraTree::new();
+    let cdi = t.p("cdi");
+    let ours = cdi.join(".dpctl-dra-gpu.example.com-u-1.json.tmp-a1B2c3");
+    std::fs::write(&ours, b"{\"cdiVer").unwrap();
+    let keep = [
+        cdi.join(".dpctl-dra-nic.example.com-u-1.json.tmp-a1B2c3"),
+        cdi.join(".vendor.json.tmp-a1B2c3"),
+        cdi.join("dpctl-dra-gpu.example.com-u-1.json"),
+    ];
+    for k in &keep {
+        std::fs::write(k, b"x").unwrap();
+    }
+    let outside = t.p("outside.json");
+    std::fs::write(&outside, b"not ours").unwrap();
+    let link = cdi.join(".dpctl-dra-gpu.example.com-u-2.json.tmp-d4E5f6");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let root = s(&t.root);
+    let mut c = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        root,
+        "dra",
+        "serve",
+        "--driver",
+        "gpu.example.com",
+        "--cdi-dir",
+        s(&cdi),
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"serving\"", 1).await;
+    let removed: Vec<serde_json::Value> = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "cdi-temp-files-removed")
+        .collect();
+    assert_eq!(removed.len(), 1, "{}", log.seen());
+    assert_eq!(removed[0]["files"], serde_json::json!([s(&ours)]));
+    assert!(!ours.exists());
+    for k in &keep {
+        assert!(k.exists(), "{}", k.display());
+    }
+    assert!(std::fs::symlink_metadata(&link).is_ok(), "a symlink is not a temp file of ours");
+    assert_eq!(std::fs::read(&outside).unwrap(), b"not ours");
+    stop_tailed(child, log).await;
+}
