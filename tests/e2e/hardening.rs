@@ -460,3 +460,66 @@ async fn dra_serve_removes_its_own_leftover_temp_files_at_start_and_nothing_else
     assert_eq!(std::fs::read(&outside).unwrap(), b"not ours");
     stop_tailed(child, log).await;
 }
+
+/// VmRSS of a process, in KiB.
+fn vm_rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// One HTTP/1.1 request to the local API server: the status code.
+async fn api_post(addr: &str, token: &str, path: &str, body: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(body).await;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf).split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// #34: a 2 MB ResourceSlice of 100,000 devices once raised the mock
+/// kubelet's RSS by ~200 MB. Refused (422: over 128 devices), it costs the
+/// process next to nothing: its RSS stays within a generous 16 MiB of before,
+/// three refusals later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_2_mb_slice_leaves_the_mock_kubelets_memory_as_it_was() {
+    let d = tmp();
+    let mut child = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let ev: serde_json::Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .unwrap();
+    let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
+    let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let small = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "warm"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "dpctl-node", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "d0"}]}});
+    assert_eq!(api_post(&addr, &token, path, small.to_string().as_bytes()).await, 201);
+    let pid = child.id().unwrap();
+    let before = vm_rss_kib(pid);
+    let devices: Vec<serde_json::Value> =
+        (0..100_000).map(|i| serde_json::json!({"name": format!("dev-{i:06}")})).collect();
+    let mut big = small.clone();
+    big["metadata"]["name"] = "big".into();
+    big["spec"]["devices"] = devices.into();
+    let body = big.to_string();
+    assert!(body.len() > 2_000_000 && body.len() < 3 << 20, "{}", body.len());
+    for _ in 0..3 {
+        assert_eq!(api_post(&addr, &token, path, body.as_bytes()).await, 422);
+    }
+    let after = vm_rss_kib(pid);
+    assert!(after < before + 16 * 1024, "RSS {before} KiB before, {after} KiB after three refused 2 MB slices");
+    stop_tailed(child, log).await.expect_code(0);
+}
