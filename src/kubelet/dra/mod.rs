@@ -578,8 +578,12 @@ impl DraManager {
                 }
             }
         }
+        // A set, not a scan of `out` per device: 100 drivers × 100 devices
+        // made this quadratic, 10^8 comparisons on every prepare attempt.
+        let listed: std::collections::HashSet<(String, String, String)> =
+            out.iter().map(|c| (c.driver.clone(), c.pool.clone(), c.device.clone())).collect();
         for (driver, (pool, device)) in st.health.devices() {
-            if !out.iter().any(|c| &c.driver == driver && &c.pool == pool && &c.device == device) {
+            if !listed.contains(&(driver.clone(), pool.clone(), device.clone())) {
                 out.push(Candidate {
                     driver: driver.clone(),
                     pool: pool.clone(),
