@@ -821,6 +821,10 @@ pub fn capped<T: ToString>(items: &[T]) -> Vec<String> {
 /// How many IDs one event-log field lists.
 pub const LOG_LIST: usize = 20;
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -894,8 +898,4 @@ mod tests {
         assert_eq!(c.last().unwrap(), "+5 more");
         assert_eq!(capped(&ids[..3]), ["d0", "d1", "d2"]);
     }
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }

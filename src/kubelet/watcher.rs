@@ -172,11 +172,12 @@ pub async fn run(
             }
             let id = ident(sock);
             match known.get(sock) {
-                Some(k) if k.ident == id => {
-                    if k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t) {
-                        continue;
-                    }
+                Some(k)
+                    if k.ident == id && (k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t)) =>
+                {
+                    continue;
                 }
+                Some(k) if k.ident == id => {}
                 Some(_) => {
                     if let Some(Known { registered: Some((r, h)), .. }) = known.remove(sock) {
                         h.deregister(&r, "its plugin-watcher socket was re-created");
