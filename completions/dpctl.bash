@@ -740,7 +740,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__kubelet)
-            opts="-o -v -h --plugins --devices --pods --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --plugins --devices --pods --dra --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -173,6 +173,57 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, DecodeError> {
     Ok(data.entries.unwrap_or_default())
 }
 
+/// The largest file read as a checkpoint (64 MiB, about 100,000 claims);
+/// a larger one is damage. Doctor reads with the same bound.
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// What the kubelet's DRA manager found at start (`newClaimInfoCache`).
+#[derive(Debug)]
+pub enum Loaded {
+    /// No file: start empty (the kubelet creates it).
+    Missing,
+    /// A checkpoint the kubelet restores.
+    Entries(Vec<Entry>),
+    /// A file that is not one (truncated, empty, flipped bits, a bad
+    /// checksum, garbage, too deep, too large, another kind): why.
+    Damaged(String),
+    /// The file could not be read at all (permission, I/O): why.
+    Unreadable(std::io::Error),
+}
+
+/// Read and judge `path` (see [`Loaded`]).
+pub fn load(path: &std::path::Path) -> Loaded {
+    match crate::core::limits::read_file(path, MAX_BYTES, "DRA checkpoint") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Loaded::Missing,
+        // Too large, or not UTF-8: the bytes are damaged, not unreadable.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Loaded::Damaged(e.to_string()),
+        Err(e) => Loaded::Unreadable(e),
+        Ok(text) => match decode(text.as_bytes()) {
+            Ok(entries) => Loaded::Entries(entries),
+            Err(e) => Loaded::Damaged(e.to_string()),
+        },
+    }
+}
+
+/// The kubelet's error when its DRA checkpoint cannot be read: it refuses
+/// to start (pkg/kubelet/cm/dra/manager.go NewManager → claim_info.go
+/// newClaimInfoCache → state/checkpointer.go GetOrCreate), and the
+/// container manager with it. `set_aside` says where dpctl moved a damaged
+/// file (or why it could not), `None` when it was left in place.
+pub fn refusal(why: &str, set_aside: Option<&Result<std::path::PathBuf, String>>) -> String {
+    let kubelet = format!(
+        "failed to create claimInfo cache: GetOrCreate() on checkpoint state: failed to get checkpoint {NAME}: {why}"
+    );
+    match set_aside {
+        Some(Ok(to)) => format!(
+            "{kubelet}; the damaged file was moved aside to {} — claims it recorded may still be prepared: unprepare them with their drivers (or drain the node), then start again",
+            to.display()
+        ),
+        Some(Err(e)) => format!("{kubelet}; it could not be moved aside ({e}): move it away by hand, then start again"),
+        None => format!("{kubelet}; fix the file's permissions or move it away, then start again"),
+    }
+}
+
 impl Entry {
     /// Every CDI device ID a driver returned for the claim, by driver (in driver order).
     pub fn cdi_ids(&self) -> impl Iterator<Item = (&str, Vec<&str>)> {

@@ -56,6 +56,37 @@ pub fn dns_subdomain(s: &str, max: usize) -> Result<(), DnsProblem> {
     }
 }
 
+/// The longest object UID dpctl accepts in a manifest (the API server's
+/// own are 36-character RFC 4122 UUIDs; the kubelet derives 32 hex digits
+/// for a static pod without one).
+pub const UID_MAX: usize = 128;
+
+/// Check a UID a manifest sets (`metadata.uid` of a pod or a claim). The
+/// API server never keeps a client's: it assigns a UUID on create
+/// (apiserver/pkg/registry/rest/meta.go FillObjectMetaSystemFields), so a
+/// UID that could not be one — a path (`/`, `..`), a control character,
+/// anything long — never reaches a driver or a file name: at most
+/// [`UID_MAX`] characters of `[A-Za-z0-9._-]`, starting and ending with a
+/// letter or digit. The text is one line, the value capped and escaped.
+pub fn uid(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    let shape = !b.is_empty()
+        && b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+        && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'));
+    if s.len() > UID_MAX {
+        return Err(format!("Too long: may not be more than {UID_MAX} bytes (a UID is a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b)"));
+    }
+    if !shape {
+        return Err(format!(
+            "Invalid value: {}: a UID must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit (e.g. a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b); it names files and is sent to drivers",
+            quote(s)
+        ));
+    }
+    Ok(())
+}
+
 /// Check a user-given list of device IDs: non-empty and unique.
 pub fn check_id_list(what: &str, ids: &[String]) -> crate::core::Result<()> {
     let mut seen = HashSet::new();
@@ -147,6 +178,20 @@ pub fn serde_error_in_users_terms(msg: &str) -> String {
 #[cfg(test)]
 mod users_terms_tests {
     use super::*;
+
+    #[test]
+    fn uids_are_what_the_api_server_could_have_assigned() {
+        for ok in ["0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b", "d41d8cd98f00b204e9800998ecf8427e", "pod-1", "u_1.a"] {
+            assert_eq!(uid(ok), Ok(()), "{ok}");
+        }
+        for bad in ["../../../../tmp/escape", "a/b", "..", ".hidden", "x\0y", "sp ace", "a\u{202e}b", "-a", "a-", ""] {
+            let e = uid(bad).unwrap_err();
+            assert!(e.starts_with("Invalid value: ") && !e.contains('\n'), "{bad}: {e}");
+        }
+        let e = uid(&"a".repeat(UID_MAX + 1)).unwrap_err();
+        assert!(e.starts_with("Too long: may not be more than 128 bytes"), "{e}");
+        assert_eq!(uid(&"a".repeat(UID_MAX)), Ok(()));
+    }
 
     #[test]
     fn dns_subdomains_as_apimachinery_checks_them() {

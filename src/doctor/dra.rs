@@ -69,6 +69,8 @@ pub struct DraFacts {
     pub checkpoint_path: PathBuf,
     /// Its content.
     pub checkpoint: DraCheckpoint,
+    /// Damaged checkpoints set aside (`dra_manager_state.corrupt-*`) beside it.
+    pub set_aside: Vec<PathBuf>,
 }
 
 /// Parse `dra_manager_state` ([`crate::client::dra_checkpoint`], the format
@@ -164,7 +166,8 @@ pub async fn gather(
     }
     service_sockets.sort_by(|a, b| a.0.cmp(&b.0));
     let checkpoint_path = kubelet_root_here.join(dra_checkpoint::NAME);
-    let checkpoint = match crate::core::limits::read_file(&checkpoint_path, 64 << 20, "DRA checkpoint") {
+    let checkpoint = match crate::core::limits::read_file(&checkpoint_path, dra_checkpoint::MAX_BYTES, "DRA checkpoint")
+    {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => DraCheckpoint::Missing,
         Err(e) => DraCheckpoint::Bad(e.to_string(), e.kind() == std::io::ErrorKind::PermissionDenied),
         Ok(text) => match parse_checkpoint(&text) {
@@ -172,7 +175,24 @@ pub async fn gather(
             Err(e) => DraCheckpoint::Bad(e.to_string(), false),
         },
     };
-    DraFacts { kubelet_root: root.on_host(kubelet_root_here), plugins, service_sockets, checkpoint_path, checkpoint }
+    let prefix = format!("{}.corrupt-", dra_checkpoint::NAME);
+    let mut set_aside: Vec<PathBuf> = std::fs::read_dir(kubelet_root_here)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| root.on_host(&e.path()))
+                .collect()
+        })
+        .unwrap_or_default();
+    set_aside.sort();
+    DraFacts {
+        kubelet_root: root.on_host(kubelet_root_here),
+        plugins,
+        service_sockets,
+        checkpoint_path,
+        checkpoint,
+        set_aside,
+    }
 }
 
 fn finding(
@@ -397,23 +417,39 @@ pub fn health_findings(f: &DraFacts) -> Vec<Finding> {
         .collect()
 }
 
-/// The checkpoint cannot be read.
+/// The checkpoint cannot be read (the kubelet refuses to start on it), and
+/// damaged checkpoints a mock kubelet set aside.
 pub fn checkpoint_findings(f: &DraFacts) -> Vec<Finding> {
-    match &f.checkpoint {
+    let mut out = match &f.checkpoint {
         DraCheckpoint::Bad(why, denied) => vec![finding(
-            if *denied { Severity::Unknown } else { Severity::Warning },
+            if *denied { Severity::Unknown } else { Severity::Error },
             "dra-checkpoint",
             f.checkpoint_path.display().to_string(),
-            "the kubelet's DRA checkpoint cannot be read; prepared claims could not be checked".into(),
+            if *denied {
+                "the kubelet's DRA checkpoint cannot be read; prepared claims could not be checked".into()
+            } else {
+                "the kubelet's DRA checkpoint is damaged: the kubelet refuses to start on it".into()
+            },
             why.clone(),
             if *denied {
                 "run doctor as root"
             } else {
-                "the kubelet rewrites it; if it persists, check the kubelet version"
+                "drain the node (its claims may still be prepared), move the file aside, then restart the kubelet"
             },
         )],
         _ => vec![],
-    }
+    };
+    out.extend(f.set_aside.iter().map(|p| {
+        finding(
+            Severity::Warning,
+            "dra-checkpoint-set-aside",
+            p.display().to_string(),
+            "a damaged DRA checkpoint was moved aside here; claims it recorded may still be prepared".into(),
+            format!("the mock kubelet found {} damaged at start and kept it", dra_checkpoint::NAME),
+            "unprepare the claims it names with their drivers (or drain the node), then delete it",
+        )
+    }));
+    out
 }
 
 /// CDI IDs of prepared claims that no CDI spec defines: the runtime fails
@@ -484,6 +520,7 @@ mod tests {
             service_sockets: vec![],
             checkpoint_path: "/var/lib/kubelet/dra_manager_state".into(),
             checkpoint: DraCheckpoint::Missing,
+            set_aside: vec![],
         }
     }
 
@@ -564,5 +601,13 @@ mod tests {
         assert!(parse_checkpoint("nope").is_err());
         f.checkpoint = DraCheckpoint::Bad("denied".into(), true);
         assert_eq!(checkpoint_findings(&f)[0].severity, Severity::Unknown);
+        f.checkpoint = DraCheckpoint::Bad("checkpoint is corrupted".into(), false);
+        assert_eq!(checkpoint_findings(&f)[0].severity, Severity::Error);
+        assert!(checkpoint_findings(&f)[0].message.contains("refuses to start"));
+        // A damaged checkpoint the mock kubelet set aside is named.
+        f.set_aside = vec!["/var/lib/kubelet/dra_manager_state.corrupt-1700000000".into()];
+        let c = checkpoint_findings(&f);
+        assert_eq!(checks(&c), ["dra-checkpoint", "dra-checkpoint-set-aside"]);
+        assert_eq!(c[1].subject, "/var/lib/kubelet/dra_manager_state.corrupt-1700000000");
     }
 }

@@ -547,12 +547,18 @@ pub enum KubeletEvent {
         /// Instances left.
         instances: usize,
     },
-    /// A DRA driver's health snapshot changed.
+    /// A DRA driver's devices changed health (at most one a second per
+    /// driver; changes in between are folded into the next).
     DraHealth {
         /// The driver.
         driver: String,
-        /// `pool/device=Health`, each device.
+        /// `pool/device=Health` of each device whose health changed.
         devices: Vec<String>,
+        /// Every device of the driver by health (`2 Healthy, 1 Unknown`).
+        summary: String,
+        /// Changes folded into this one (0: none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        folded: u32,
     },
     /// A claim was allocated (the mock scheduler's part).
     #[serde(rename_all = "camelCase")]
@@ -663,6 +669,17 @@ pub enum KubeletEvent {
         path: String,
         /// `driver pool/device=Health (message)`, each device.
         devices: Vec<String>,
+    },
+    /// The DRA checkpoint at start was damaged: moved aside (never
+    /// overwritten), and the start refused as the kubelet's is.
+    #[serde(rename_all = "camelCase")]
+    DraCheckpointCorrupt {
+        /// The file.
+        path: String,
+        /// Why it is not a checkpoint.
+        error: String,
+        /// Where it was moved (or why it could not be).
+        set_aside: String,
     },
     /// The DRA checkpoint could not be read or written.
     #[serde(rename_all = "camelCase")]
@@ -839,6 +856,10 @@ pub fn capped<T: ToString>(items: &[T]) -> Vec<String> {
 
 /// How many IDs one event-log field lists.
 pub const LOG_LIST: usize = 20;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 #[cfg(test)]
 mod tests {

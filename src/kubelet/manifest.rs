@@ -333,6 +333,7 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .unwrap_or_else(|| derived_uid(&fname, text));
+    crate::core::validate::uid(&uid).map_err(|e| format!("metadata.uid: {e}"))?;
     let spec = v.get("spec").ok_or_else(|| "no spec".to_string())?;
     let list = |key: &str| -> Result<Vec<Container>, String> {
         match spec.get(key) {

@@ -372,15 +372,18 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     }
     let number = gen.number;
     let mgr = Manager::new(s.manager.clone(), bus.clone(), gen.clone());
-    let dra = s.dra.as_ref().map(|spec| {
-        // The DRA manager behaves as the device manager's kubelet version.
-        let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, ..spec.clone() };
-        let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
-        dra.restore();
-        dra.restore_health();
-        dra.wipe_at_start();
-        dra
-    });
+    let dra = match &s.dra {
+        Some(spec) => {
+            // The DRA manager behaves as the device manager's kubelet version.
+            let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, ..spec.clone() };
+            let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
+            dra.restore()?;
+            dra.restore_health();
+            dra.wipe_at_start();
+            Some(dra)
+        }
+        None => None,
+    };
     let cm = ContainerManager::new(mgr.clone(), dra);
     let from_checkpoint = mgr.restore();
     if number > 0 {

@@ -1,5 +1,6 @@
 //! The kubelet's plugin watcher: scan the registry directory (recursively;
-//! names starting with `.` and non-sockets ignored), call GetInfo (1 s),
+//! names starting with `.` and non-sockets ignored), call GetInfo (1 s;
+//! each socket in a task of its own, so none waits for another),
 //! hand the plugin to the handler of its type ([`Handlers`]: DevicePlugin
 //! to the device manager, DRAPlugin to the DRA manager; a type nobody
 //! handles is told so), tell it with NotifyRegistrationStatus (5 s); a
@@ -12,7 +13,7 @@ use crate::kubelet::event::{KubeletEvent, Refusal, RejectStage, Via};
 use crate::kubelet::handler::{Handlers, PluginHandler, Registered};
 use crate::protocol::registration;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -135,8 +136,20 @@ struct Known {
 /// How often a failed plugin-watcher registration is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// The end of one socket's registration attempt.
+struct Attempt {
+    sock: PathBuf,
+    ident: Ident,
+    result: Result<(Registered, Arc<dyn PluginHandler>), Rejected>,
+}
+
 /// Watch `dir` until the generation ends, handing each plugin to the
-/// handler of its type.
+/// handler of its type. Each socket is registered by a task of its own (as
+/// the kubelet's operation executor runs one operation per socket), so a
+/// socket that never answers holds up nobody else: its GetInfo times out
+/// (1 s) on its own. One attempt per socket path at a time; attempts are
+/// the generation's tasks (cancelled with it, awaited by its end) and
+/// report back here, where every decision about `known` is made.
 pub async fn run(
     cm: Arc<ContainerManager>,
     handlers: Handlers,
@@ -147,19 +160,24 @@ pub async fn run(
     // Keyed by path and identity: a socket re-created between two scans (a
     // plugin restarting) is a new registration, as inotify's Create tells the kubelet.
     let mut known: BTreeMap<PathBuf, Known> = BTreeMap::new();
+    let mut in_flight: BTreeSet<PathBuf> = BTreeSet::new();
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel::<Attempt>();
+    let alias = Arc::new(alias);
     cm.event(KubeletEvent::PluginWatcher { dir: dir.display().to_string() });
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
+            if in_flight.contains(sock) {
+                continue;
+            }
             let id = ident(sock);
-            let mut last_error = None;
             match known.get(sock) {
-                Some(k) if k.ident == id => {
-                    if k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t) {
-                        continue;
-                    }
-                    last_error = k.last_error.clone();
+                Some(k)
+                    if k.ident == id && (k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t)) =>
+                {
+                    continue;
                 }
+                Some(k) if k.ident == id => {}
                 Some(_) => {
                     if let Some(Known { registered: Some((r, h)), .. }) = known.remove(sock) {
                         h.deregister(&r, "its plugin-watcher socket was re-created");
@@ -167,38 +185,12 @@ pub async fn run(
                 }
                 None => {}
             }
-            let r = register_one(&handlers, sock, dial_timeout, alias.as_ref()).await;
-            let entry = match r {
-                Ok((reg, h)) => {
-                    cm.event(KubeletEvent::WatcherRegistered {
-                        socket: sock.display().to_string(),
-                        resource: reg.name.clone(),
-                        endpoint: reg.endpoint.display().to_string(),
-                    });
-                    Known { ident: id, registered: Some((reg, h)), retry_at: None, last_error: None }
-                }
-                Err(r) => {
-                    if last_error.as_deref() != Some(r.error.as_str()) {
-                        use crate::core::text::{cap, cap_words};
-                        let info = r.info.unwrap_or_default();
-                        cm.event(KubeletEvent::RegistrationRejected {
-                            via: Via::PluginWatcher,
-                            stage: r.stage,
-                            resource: cap(&info.name).into_owned(),
-                            endpoint: cap(&info.endpoint).into_owned(),
-                            socket: r.endpoint.unwrap_or_else(|| sock.clone()).display().to_string(),
-                            version: cap(&info.supported_versions.join(",")).into_owned(),
-                            request_options: None,
-                            error: cap_words(&r.error).into_owned(),
-                            why: registration::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
-                            rule: r.rule.map(String::from),
-                        });
-                    }
-                    let e = r.error;
-                    Known { ident: id, registered: None, retry_at: Some(Instant::now() + RETRY), last_error: Some(e) }
-                }
-            };
-            known.insert(sock.clone(), entry);
+            in_flight.insert(sock.clone());
+            let (handlers, alias, tx, sock) = (handlers.clone(), alias.clone(), done_tx.clone(), sock.clone());
+            cm.devices.gen.spawn(async move {
+                let result = register_one(&handlers, &sock, dial_timeout, alias.as_ref().as_ref()).await;
+                let _ = tx.send(Attempt { sock, ident: id, result });
+            });
         }
         let gone: Vec<PathBuf> = known.keys().filter(|k| !now.contains(k)).cloned().collect();
         for g in gone {
@@ -206,6 +198,62 @@ pub async fn run(
                 h.deregister(&r, "its plugin-watcher socket was deleted (deregistered)");
             }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Take each attempt's end as it comes until the next scan.
+        let next_scan = tokio::time::sleep(Duration::from_millis(200));
+        tokio::pin!(next_scan);
+        loop {
+            tokio::select! {
+                _ = &mut next_scan => break,
+                Some(a) = done.recv() => {
+                    in_flight.remove(&a.sock);
+                    attempt_done(&cm, &mut known, a);
+                }
+            }
+        }
     }
+}
+
+/// Record one attempt's end: an event, and the socket known as registered
+/// or to be tried again. A socket deleted or re-created while its attempt
+/// ran has what it registered taken back.
+fn attempt_done(cm: &ContainerManager, known: &mut BTreeMap<PathBuf, Known>, a: Attempt) {
+    let Attempt { sock, ident: id, result } = a;
+    if ident(&sock) != id {
+        if let Ok((r, h)) = result {
+            h.deregister(&r, "its plugin-watcher socket went while it registered");
+        }
+        return;
+    }
+    let last_error = known.get(&sock).and_then(|k| k.last_error.clone());
+    let entry = match result {
+        Ok((reg, h)) => {
+            cm.event(KubeletEvent::WatcherRegistered {
+                socket: sock.display().to_string(),
+                resource: reg.name.clone(),
+                endpoint: reg.endpoint.display().to_string(),
+            });
+            Known { ident: id, registered: Some((reg, h)), retry_at: None, last_error: None }
+        }
+        Err(r) => {
+            if last_error.as_deref() != Some(r.error.as_str()) {
+                use crate::core::text::{cap, cap_words};
+                let info = r.info.unwrap_or_default();
+                cm.event(KubeletEvent::RegistrationRejected {
+                    via: Via::PluginWatcher,
+                    stage: r.stage,
+                    resource: cap(&info.name).into_owned(),
+                    endpoint: cap(&info.endpoint).into_owned(),
+                    socket: r.endpoint.unwrap_or_else(|| sock.clone()).display().to_string(),
+                    version: cap(&info.supported_versions.join(",")).into_owned(),
+                    request_options: None,
+                    error: cap_words(&r.error).into_owned(),
+                    why: registration::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
+                    rule: r.rule.map(String::from),
+                });
+            }
+            let e = r.error;
+            Known { ident: id, registered: None, retry_at: Some(Instant::now() + RETRY), last_error: Some(e) }
+        }
+    };
+    known.insert(sock, entry);
 }

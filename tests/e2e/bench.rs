@@ -434,3 +434,31 @@ async fn bench_dra_retries_unprepare_at_the_end_and_names_what_may_be_left() {
     assert!(r.stderr.contains("dpctl dra unprepare"), "{}", r.stderr);
     stop_tailed(sv, log).await;
 }
+
+/// #34 item 6: `bench kubelet --dra` with real `dpctl dra serve` drivers —
+/// every claim prepared once, every one back from the checkpoint after the
+/// restart, the engine's peak RSS, the targets judged (not asserted here:
+/// speed belongs in BENCHMARKS.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_kubelet_dra_prepares_every_claim_and_brings_it_back_after_a_restart() {
+    let r = run_cmd_within(
+        dpctl_cmd(&["bench", "kubelet", "--dra", "--plugins", "2", "--devices", "3", "--pods", "5", "-o", "json"]),
+        120,
+    )
+    .await;
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!((v["drivers"].as_u64(), v["pods"].as_u64(), v["prepared"].as_u64()), (Some(2), Some(5), Some(5)), "{v}");
+    for k in ["allRegisteredMs", "allPreparedMs", "claimsPerSecond", "restartAllCachedMs", "peakRssMib"] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
+    }
+    assert!(v["prepareLatencyMs"]["p99"].as_f64().is_some(), "{v}");
+    for k in ["preparedWithin2s", "cachedWithin1s", "rssUnder100Mib"] {
+        assert!(v["targets"][k] == "met" || v["targets"][k] == "missed", "{k}: {v}");
+    }
+    assert_ne!(v["interrupted"], true);
+    // More pods than devices is a usage error, said before anything starts.
+    let u = dpctl(&["bench", "kubelet", "--dra", "--plugins", "1", "--devices", "2", "--pods", "3"]).await;
+    u.expect_code(2);
+    assert!(u.stderr.contains("raise --devices"), "{}", u.stderr);
+}

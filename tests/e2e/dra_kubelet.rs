@@ -109,6 +109,14 @@ async fn a_claim_is_allocated_prepared_listed_kept_over_a_restart_and_unprepared
             .await;
     sh.expect_code(0);
     log.wait_for("=Unhealthy", 1).await;
+    // The line names the one device that changed, with a summary of all (#34 item 5).
+    let changed =
+        events(&log, "dra-health").into_iter().find(|e| e["devices"].to_string().contains("=Unhealthy")).unwrap();
+    assert_eq!(changed["devices"].as_array().unwrap().len(), 1, "{changed}");
+    assert!(changed["devices"][0].as_str().unwrap().ends_with(&format!("/{dev}=Unhealthy")), "{changed}");
+    assert!(changed["summary"].as_str().unwrap().contains("1 Unhealthy"), "{changed}");
+    let first = &events(&log, "dra-health")[0];
+    assert!(first["devices"].as_array().unwrap().len() > 1, "the first line names every device: {first}");
     let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
     let v: Value = serde_json::from_str(&n.stdout).unwrap();
     let st = &v["draPods"][0]["allocatedResourcesStatus"]["main"][0];
@@ -1114,6 +1122,83 @@ async fn per_request_health_with_its_message_survives_a_kubelet_restart() {
     log.wait_for("\"event\":\"dra-health-restored\"", 1).await;
     let restored = &events(&log, "dra-health-restored")[0];
     assert!(restored["devices"].to_string().contains("dev-0=Unhealthy (ECC errors)"), "{restored}");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// #34 item 3, end to end: a damaged `dra_manager_state` stops the mock
+/// kubelet as it stops the kubelet (NewManager refuses it), with one line
+/// naming where the damaged file went; the file is kept byte for byte, the
+/// next start begins empty, and doctor names the file set aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_dra_checkpoint_stops_the_start_is_kept_and_doctor_names_it() {
+    let t = DraTree::new();
+    let damaged = b"{\"Data\":\"{\\\"kind\\\":\\\"DRACheckpoint\\\",\\\"Entries\\\":[{\\\"ClaimUID\\\":\\\"u";
+    std::fs::write(t.p("dra_manager_state"), damaged).unwrap();
+    let r = run_cmd_within(mock_kubelet_on(&t.root, &[]), 30).await;
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("failed to create claimInfo cache")).unwrap_or_default();
+    assert!(line.contains("failed to get checkpoint dra_manager_state: not a DRA checkpoint"), "{}", r.stderr);
+    assert!(!t.p("dra_manager_state").exists(), "the damaged file is not left to be overwritten");
+    let aside: Vec<PathBuf> = std::fs::read_dir(&t.root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("dra_manager_state.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged);
+    assert!(line.contains(s(&aside[0])), "the error names the file: {line}");
+    let ev = r.stdout.lines().find(|l| l.contains("\"event\":\"dra-checkpoint-corrupt\"")).unwrap_or_default();
+    let ev: Value = serde_json::from_str(ev).unwrap_or_default();
+    assert_eq!(ev["setAside"], s(&aside[0]), "{}", r.stdout);
+
+    let d = dpctl(&["--kubelet-root-dir", s(&t.root), "doctor", "--cdi-spec-dir", s(&t.p("cdi")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&d.stdout).unwrap();
+    let named: Vec<&Value> =
+        v["findings"].as_array().unwrap().iter().filter(|f| f["check"] == "dra-checkpoint-set-aside").collect();
+    assert_eq!(named.len(), 1, "{v}");
+    assert_eq!(named[0]["subject"], s(&aside[0]));
+
+    // The next start begins empty; the kept file stays as it was.
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged);
+}
+
+/// #34 item 4: ten registration sockets that listen and never answer sit in
+/// plugins_registry beside `dpctl dra serve`'s. The watcher handles each
+/// socket on its own (the kubelet's operation executor does), so the
+/// driver's registration is reported before any silent socket's GetInfo
+/// timeout — on the old code, one socket at a time, it came after all ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_silent_registration_sockets_do_not_hold_up_a_driver() {
+    let t = DraTree::new();
+    // Named to be found first.
+    let silent: Vec<std::os::unix::net::UnixListener> = (0..10)
+        .map(|i| std::os::unix::net::UnixListener::bind(t.p(&format!("plugins_registry/a-silent-{i}.sock"))).unwrap())
+        .collect();
+    let driver = serve(&t, &[]);
+    let reg = t.p(&format!("plugins_registry/{DRIVER}-reg.sock"));
+    wait_until(30, "dra serve's registration socket", || reg.exists()).await;
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"watcher-registered\"", 1).await;
+    log.wait_for("\"event\":\"registration-rejected\"", 10).await;
+    let lines: Vec<Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let registered = lines.iter().position(|v| v["event"] == "watcher-registered").unwrap();
+    assert_eq!(lines[registered]["resource"], DRIVER);
+    let rejected: Vec<&Value> = lines.iter().filter(|v| v["event"] == "registration-rejected").collect();
+    let first_rejected = lines.iter().position(|v| v["event"] == "registration-rejected").unwrap();
+    assert!(registered < first_rejected, "the driver waited for a silent socket: {}", log.seen());
+    let mut sockets: Vec<String> = rejected.iter().map(|v| v["socket"].as_str().unwrap().to_string()).collect();
+    sockets.sort();
+    sockets.dedup();
+    assert_eq!(sockets.len(), 10, "each silent socket is reported once: {sockets:?}");
+    assert!(sockets.iter().all(|s| s.contains("a-silent-")), "{sockets:?}");
+    assert!(rejected.iter().all(|v| v["stage"] == "get-info"), "{rejected:?}");
+    assert!(rejected.iter().all(|v| v["error"].as_str().unwrap().contains("GetInfo")), "{rejected:?}");
+    drop(silent);
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

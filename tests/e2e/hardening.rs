@@ -373,3 +373,153 @@ async fn the_largest_allowed_plugin_still_works() {
     assert!(r.stdout.len() > 1 << 20 && r.stdout.contains("a-99999"), "{} bytes", r.stdout.len());
     stop_child(serve).await;
 }
+
+/// #34 item 5: a UID that could not be the API server's (it assigns UUIDs)
+/// — here a path — is refused where the manifest is read, with a one-line
+/// reason, for a claim and for a pod; the claim never reaches a driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_like_uids_in_manifests_are_refused_and_never_reach_a_driver() {
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.driver("gpu.example.com", &[]);
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
+    let escape = "../../../../tmp/escape";
+    t.write("claim.yaml", &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: {escape}\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.example.com\n"));
+    t.write("bad-pod.yaml", &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n  namespace: ml\n  uid: {escape}\nspec:\n  containers:\n  - name: main\n"));
+    t.write("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n");
+    log.wait_for("\"event\":\"pod-rejected\"", 2).await;
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let lines: Vec<serde_json::Value> = log.seen().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let rejected: Vec<&serde_json::Value> = lines.iter().filter(|v| v["event"] == "pod-rejected").collect();
+    for file in ["claim.yaml", "bad-pod.yaml"] {
+        let r = rejected.iter().find(|v| v["file"].as_str().unwrap().ends_with(file)).unwrap();
+        let reason = r["reason"].as_str().unwrap();
+        assert!(reason.contains("metadata.uid: Invalid value: \"../../../../tmp/escape\""), "{file}: {reason}");
+        assert!(!reason.contains('\n'), "one line: {reason}");
+    }
+    let failed = lines.iter().find(|v| v["event"] == "claim-prepare-failed").unwrap();
+    assert!(failed["error"].as_str().unwrap().contains("not found"), "{failed}");
+    assert!(!lines.iter().any(|v| v["event"] == "claim-prepared"));
+    assert_eq!(std::fs::read_dir(t.p("cdi")).unwrap().count(), 0, "the driver was never called");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// #34 item 5: the temp files a SIGKILLed `dra serve` left in its CDI dir
+/// are removed at its next start — its own pattern only: another driver's,
+/// another program's and a planted symlink stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_removes_its_own_leftover_temp_files_at_start_and_nothing_else() {
+    let t = DraTree::new();
+    let cdi = t.p("cdi");
+    let ours = cdi.join(".dpctl-dra-gpu.example.com-u-1.json.tmp-a1B2c3");
+    std::fs::write(&ours, b"{\"cdiVer").unwrap();
+    let keep = [
+        cdi.join(".dpctl-dra-nic.example.com-u-1.json.tmp-a1B2c3"),
+        cdi.join(".vendor.json.tmp-a1B2c3"),
+        cdi.join("dpctl-dra-gpu.example.com-u-1.json"),
+    ];
+    for k in &keep {
+        std::fs::write(k, b"x").unwrap();
+    }
+    let outside = t.p("outside.json");
+    std::fs::write(&outside, b"not ours").unwrap();
+    let link = cdi.join(".dpctl-dra-gpu.example.com-u-2.json.tmp-d4E5f6");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let root = s(&t.root);
+    let mut c = dpctl_cmd(&[
+        "--kubelet-root-dir",
+        root,
+        "dra",
+        "serve",
+        "--driver",
+        "gpu.example.com",
+        "--cdi-dir",
+        s(&cdi),
+        "--log-format",
+        "json",
+    ]);
+    c.stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"serving\"", 1).await;
+    let removed: Vec<serde_json::Value> = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "cdi-temp-files-removed")
+        .collect();
+    assert_eq!(removed.len(), 1, "{}", log.seen());
+    assert_eq!(removed[0]["files"], serde_json::json!([s(&ours)]));
+    assert!(!ours.exists());
+    for k in &keep {
+        assert!(k.exists(), "{}", k.display());
+    }
+    assert!(std::fs::symlink_metadata(&link).is_ok(), "a symlink is not a temp file of ours");
+    assert_eq!(std::fs::read(&outside).unwrap(), b"not ours");
+    stop_tailed(child, log).await;
+}
+
+/// VmRSS of a process, in KiB.
+fn vm_rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// One HTTP/1.1 request to the local API server: the status code.
+async fn api_post(addr: &str, token: &str, path: &str, body: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(body).await;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf).split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// #34: a 2 MB ResourceSlice of 100,000 devices once raised the mock
+/// kubelet's RSS by ~200 MB. Refused (422: over 128 devices), it costs the
+/// process next to nothing: its RSS stays within a generous 16 MiB of before,
+/// three refusals later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_2_mb_slice_leaves_the_mock_kubelets_memory_as_it_was() {
+    let d = tmp();
+    let mut child = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let ev: serde_json::Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .unwrap();
+    let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
+    let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let small = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "warm"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "dpctl-node", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "d0"}]}});
+    assert_eq!(api_post(&addr, &token, path, small.to_string().as_bytes()).await, 201);
+    let pid = child.id().unwrap();
+    let before = vm_rss_kib(pid);
+    let devices: Vec<serde_json::Value> =
+        (0..100_000).map(|i| serde_json::json!({"name": format!("dev-{i:06}")})).collect();
+    let mut big = small.clone();
+    big["metadata"]["name"] = "big".into();
+    big["spec"]["devices"] = devices.into();
+    let body = big.to_string();
+    assert!(body.len() > 2_000_000 && body.len() < 3 << 20, "{}", body.len());
+    for _ in 0..3 {
+        assert_eq!(api_post(&addr, &token, path, body.as_bytes()).await, 422);
+    }
+    let after = vm_rss_kib(pid);
+    assert!(after < before + 16 * 1024, "RSS {before} KiB before, {after} KiB after three refused 2 MB slices");
+    stop_tailed(child, log).await.expect_code(0);
+}

@@ -1,5 +1,8 @@
 //! `dpctl bench kubelet`: a mock kubelet with P simulated plugins —
-//! registration, admission, restart, peak RSS.
+//! registration, admission, restart, peak RSS; with `--dra`, N DRA drivers
+//! and M pods with claims ([`dra`]).
+
+mod dra;
 
 use super::Ctx;
 use crate::bench::peak_rss_mib;
@@ -29,6 +32,9 @@ pub struct BenchKubeletArgs {
     /// Pods to admit (one device each)
     #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub pods: u64,
+    /// DRA instead: --plugins `dpctl dra serve` drivers with --devices each, --pods pods with one claim each
+    #[arg(long)]
+    pub dra: bool,
     /// The mock kubelet behaves as this version (1.25 to 1.37)
     #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
     pub kubelet_version: crate::kubelet::profile::KubeletVersion,
@@ -69,6 +75,9 @@ async fn wait_for(
 }
 
 pub(super) async fn kubelet_cmd(ctx: &Ctx, a: &BenchKubeletArgs) -> Result<()> {
+    if a.dra {
+        return dra::run(ctx.format, a).await;
+    }
     // Listen for Ctrl-C before anything starts, so no stage runs unowned.
     let interrupt = crate::core::interrupted();
     let node_dir = TempNode::new("kubelet")?;

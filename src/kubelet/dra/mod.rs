@@ -27,6 +27,7 @@ pub mod apiserver;
 pub mod claiminfo;
 pub mod extended;
 pub mod healthinfo;
+pub mod healthlog;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
 pub use crate::kubelet::manifest::objects;
@@ -122,6 +123,7 @@ struct State {
     seq: u64,
     objects: BTreeMap<String, Object>,
     health: HealthCache,
+    health_log: healthlog::HealthLog,
     claims: ClaimCache,
     pods: BTreeMap<String, PodInfo>,
     /// Driver → the ticket of its pending slice wipe.
@@ -261,27 +263,33 @@ impl DraManager {
     }
 
     /// Read the checkpoint (at start): recorded claims and the pods using them.
-    pub fn restore(&self) {
+    /// A checkpoint that cannot be read stops the start, as the kubelet's
+    /// NewManager does; a damaged one is first moved aside
+    /// (`dra_manager_state.corrupt-<time>`, as the device manager's is), so
+    /// nothing overwrites it and the next start begins empty.
+    pub fn restore(&self) -> crate::core::Result<()> {
         let path = self.spec.checkpoint();
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                let error = e.to_string();
-                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error });
-                return;
-            }
-        };
-        match checkpoint::decode(&bytes) {
-            Err(e) => {
-                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
-            }
-            Ok(entries) => {
+        let shown = path.display().to_string();
+        match checkpoint::load(&path) {
+            checkpoint::Loaded::Missing => Ok(()),
+            checkpoint::Loaded::Entries(entries) => {
                 self.lock().claims = ClaimCache::from_checkpoint(&entries);
-                self.event(KubeletEvent::DraCheckpointRestored {
-                    path: path.display().to_string(),
-                    claims: entries.len(),
-                });
+                self.event(KubeletEvent::DraCheckpointRestored { path: shown, claims: entries.len() });
+                Ok(())
+            }
+            checkpoint::Loaded::Unreadable(e) => {
+                let error = e.to_string();
+                self.event(KubeletEvent::DraCheckpointError { path: shown, error: error.clone() });
+                Err(crate::core::Error::failed(checkpoint::refusal(&error, None)))
+            }
+            checkpoint::Loaded::Damaged(error) => {
+                let aside = crate::client::checkpoint::set_aside(&path).map_err(|e| e.to_string());
+                let set_aside = match &aside {
+                    Ok(p) => p.display().to_string(),
+                    Err(e) => e.clone(),
+                };
+                self.event(KubeletEvent::DraCheckpointCorrupt { path: shown, error: error.clone(), set_aside });
+                Err(crate::core::Error::failed(checkpoint::refusal(&error, Some(&aside))))
             }
         }
     }
@@ -567,17 +575,34 @@ impl DraManager {
         self.lock().health.record(driver, snapshot, tokio::time::Instant::now());
     }
 
-    /// Recompute the health the driver's devices count as now; an event when
-    /// it changed. When the next report goes stale.
+    /// Recompute the health the driver's devices count as now; an event
+    /// naming what changed ([`healthlog`]: at most one a second per driver,
+    /// the rest folded into the next). When to look again: the next report
+    /// going stale, or folded changes falling due.
     fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
-        let r = self.lock().health.refresh(driver, tokio::time::Instant::now())?;
-        if let Some(map) = r.changed {
-            let devices = map.iter().map(|((p, d), h)| format!("{p}/{d}={h}")).collect();
-            self.event(KubeletEvent::DraHealth { driver: driver.to_string(), devices });
+        let now = tokio::time::Instant::now();
+        let mut st = self.lock();
+        let r = st.health.refresh(driver, now);
+        let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
+        let line = match r.as_ref().and_then(|r| r.changed.clone()) {
+            Some(map) => st.health_log.changed(driver, map.into_iter().map(|(k, h)| (k, h.to_string())).collect(), now),
+            None => st.health_log.flush(driver, now),
+        };
+        let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
+        drop(st);
+        if let Some(l) = line {
+            self.event(KubeletEvent::DraHealth {
+                driver: driver.to_string(),
+                devices: l.changed,
+                summary: l.summary,
+                folded: l.folded,
+            });
+        }
+        if changed {
             self.save_health();
             self.changed.notify_waiters();
         }
-        r.next
+        next
     }
 
     /// The health cache's file (healthinfo.go's stateFile).
@@ -662,8 +687,12 @@ impl DraManager {
             // An alpha field (1.37+) older kubelets do not know.
             out.iter_mut().for_each(|c| c.skip.clear());
         }
+        // A set, not a scan of `out` per device: 100 drivers × 100 devices
+        // made this quadratic, 10^8 comparisons on every prepare attempt.
+        let listed: std::collections::HashSet<(String, String, String)> =
+            out.iter().map(|c| (c.driver.clone(), c.pool.clone(), c.device.clone())).collect();
         for (driver, (pool, device)) in st.health.devices().filter(|_| !self.spec.slices_only) {
-            if !out.iter().any(|c| &c.driver == driver && &c.pool == pool && &c.device == device) {
+            if !listed.contains(&(driver.clone(), pool.clone(), device.clone())) {
                 out.push(Candidate {
                     driver: driver.clone(),
                     pool: pool.clone(),

@@ -342,3 +342,102 @@ async fn the_v1alpha4_api_is_called_on_the_v1alpha3_node_service() {
     assert_eq!(*seen.lock().unwrap(), ["/v1alpha3.Node/NodePrepareResources", "/v1alpha3.Node/NodeUnprepareResources"]);
     server.token.cancel();
 }
+
+/// #34 item 3: nine kinds of damage to `dra_manager_state`. Each stops the
+/// start with the kubelet's error (manager.go NewManager refuses a checkpoint
+/// it cannot read), the damaged bytes are kept — moved aside, never
+/// overwritten — and the event and the error both name where they went.
+#[tokio::test]
+async fn a_damaged_checkpoint_refuses_the_start_and_is_moved_aside_intact() {
+    use crate::core::log::{LogFormat, Logger};
+    let good = checkpoint::encode(&[checkpoint::Entry {
+        claim_uid: "11111111-2222-3333-4444-555555555555".into(),
+        claim_name: "gpu".into(),
+        namespace: "ml".into(),
+        ..Default::default()
+    }]);
+    let with_data = |data: &str| {
+        serde_json::json!({"Data": data, "Checksum": checkpoint::crc32(data.as_bytes())}).to_string().into_bytes()
+    };
+    let mut flipped = good.clone();
+    let at = flipped.len() / 2;
+    flipped[at] ^= 0x04;
+    let mut bad_sum: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    bad_sum["Checksum"] = (bad_sum["Checksum"].as_u64().unwrap() ^ 1).into();
+    let mut huge = b"{\"Data\":\"".to_vec();
+    huge.resize(20 << 20, b'a');
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec(), "not a DRA checkpoint"),
+        ("empty", Vec::new(), "not a DRA checkpoint"),
+        ("bit-flipped", flipped, ""),
+        ("bad checksum", serde_json::to_vec(&bad_sum).unwrap(), "checkpoint is corrupted"),
+        ("garbage", b"\x7fELF\x02\x01\x01garbage".to_vec(), "not a DRA checkpoint"),
+        (
+            "deep nesting",
+            with_data(&format!(
+                "{{\"Entries\":[{{\"PodUIDs\":{{\"p\":{{\"x\":{}{}}}}}}}]}}",
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            )),
+            "recursion limit",
+        ),
+        ("20 MB", huge, "not a DRA checkpoint"),
+        ("Data not JSON", with_data("{not json"), "Data is not a DRACheckpoint"),
+        ("wrong kind", with_data(r#"{"kind":"CPUManagerCheckpoint","apiVersion":"v1"}"#), "not a DRACheckpoint"),
+    ];
+    for (what, bytes, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let path = root.join(checkpoint::NAME);
+        std::fs::write(&path, &bytes).unwrap();
+        let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+        let mut rx = bus.subscribe();
+        let dra = DraManager::new(DraSpec::new(root, vec![]), bus, Generation::new(0));
+        let err = dra.restore().expect_err(what).to_string();
+        assert!(err.starts_with("failed to create claimInfo cache: GetOrCreate() on checkpoint state: failed to get checkpoint dra_manager_state: "), "{what}: {err}");
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(!err.contains('\n'), "{what}: one line: {err}");
+        assert!(!path.exists(), "{what}: nothing is left in place to be overwritten");
+        let aside: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("dra_manager_state.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{what}");
+        assert_eq!(std::fs::read(&aside[0]).unwrap(), bytes, "{what}: the damaged bytes are kept as they were");
+        assert!(err.contains(&aside[0].display().to_string()), "{what}: the error names the file: {err}");
+        let ev = rx.recv().await.unwrap();
+        match &ev.event {
+            KubeletEvent::DraCheckpointCorrupt { set_aside, error, .. } => {
+                assert_eq!(set_aside, &aside[0].display().to_string(), "{what}");
+                assert!(error.contains(says), "{what}: {error}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(dra.claims().is_empty(), "{what}");
+    }
+}
+
+/// A readable checkpoint is restored as before, and a missing one starts empty.
+#[tokio::test]
+async fn a_readable_checkpoint_is_restored_and_a_missing_one_starts_empty() {
+    use crate::core::log::{LogFormat, Logger};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bus = EventBus::new(Logger::to_file(LogFormat::Json, &root.join("k.log")).unwrap());
+    let dra = DraManager::new(DraSpec::new(root, vec![]), bus.clone(), Generation::new(0));
+    dra.restore().unwrap();
+    assert!(dra.claims().is_empty());
+    let e = checkpoint::Entry {
+        claim_uid: "u".into(),
+        claim_name: "gpu".into(),
+        namespace: "ml".into(),
+        ..Default::default()
+    };
+    std::fs::write(root.join(checkpoint::NAME), checkpoint::encode(&[e])).unwrap();
+    let dra = DraManager::new(DraSpec::new(root, vec![]), bus, Generation::new(0));
+    dra.restore().unwrap();
+    assert_eq!(dra.claims().len(), 1);
+    assert!(root.join(checkpoint::NAME).exists());
+}

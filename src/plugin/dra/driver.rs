@@ -242,6 +242,23 @@ impl Driver {
         }
     }
 
+    /// Remove the temp files a killed `dra serve` of this driver left in
+    /// its CDI dir (`.dpctl-dra-<driver>-….json.tmp-<random>`, what
+    /// [`crate::core::files::write_atomic`] names them): regular files of
+    /// that pattern only, never another file. Returns what it removed.
+    pub fn clean_leftover_temp_files(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(&self.cfg.cdi_dir) else { return Vec::new() };
+        let mut removed: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| is_leftover_temp(&e.file_name().to_string_lossy(), &self.cfg.driver))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .filter(|p| std::fs::remove_file(p).is_ok())
+            .collect();
+        removed.sort();
+        removed
+    }
+
     /// The common spec's CDI ID (`--common-cdi-spec`): `k8s.<driver>/claim=common`.
     pub fn common_cdi_id(&self) -> String {
         format!("{}=common", self.cdi_kind())
@@ -794,9 +811,36 @@ impl h1a::dra_resource_health_server::DraResourceHealth for HealthV1alpha1 {
     }
 }
 
+/// Whether `name` is a temp file [`crate::core::files::write_atomic`] made
+/// for one of `driver`'s CDI specs: `.dpctl-dra-<driver>-<word>.json.tmp-`
+/// followed by tempfile's random letters and digits.
+fn is_leftover_temp(name: &str, driver: &str) -> bool {
+    let Some(rest) = name.strip_prefix(&format!(".dpctl-dra-{driver}-")) else { return false };
+    let Some((word, random)) = rest.split_once(".json.tmp-") else { return false };
+    !word.is_empty() && !random.is_empty() && random.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_drivers_spec_temp_files_are_leftovers() {
+        let d = "gpu.example.com";
+        assert!(is_leftover_temp(".dpctl-dra-gpu.example.com-u-1.json.tmp-a1B2c3", d));
+        assert!(is_leftover_temp(".dpctl-dra-gpu.example.com-common.json.tmp-Zz9", d));
+        for other in [
+            "dpctl-dra-gpu.example.com-u-1.json",
+            ".dpctl-dra-gpu.example.com-u-1.json",
+            ".dpctl-dra-nic.example.com-u-1.json.tmp-a1B2c3",
+            ".dpctl-dra-gpu.example.com-u-1.json.tmp-",
+            ".dpctl-dra-gpu.example.com-u-1.json.tmp-a/b",
+            ".vendor.json.tmp-a1B2c3",
+            ".dpctl-dra-gpu.example.com-.json.tmp-abc",
+        ] {
+            assert!(!is_leftover_temp(other, d), "{other}");
+        }
+    }
 
     fn claim() -> Claim {
         Claim { namespace: "ml".into(), name: "gpu".into(), uid: "u-1".into() }

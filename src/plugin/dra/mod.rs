@@ -410,6 +410,11 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     cfg.validate()?;
     let cfg = Arc::new(cfg);
     let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    let removed = driver.clean_leftover_temp_files();
+    if !removed.is_empty() {
+        let files: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+        log.event("cdi-temp-files-removed", &[("files", json!(files))]);
+    }
     driver.write_common_spec().map_err(Error::failed)?;
     let result = run_inner(&cfg, &driver, &log, &tasks).await;
     if tokio::time::timeout(Duration::from_secs(3), tasks.stop()).await.is_err() {

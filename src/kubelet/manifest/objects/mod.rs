@@ -422,6 +422,7 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "ResourceClaim" => {
             let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string);
             let uid = uid.unwrap_or_else(|| derived_uid(&format!("claim\0{namespace}\0{name}")));
+            crate::core::validate::uid(&uid).map_err(|e| format!("metadata.uid: {e}"))?;
             Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid, raw: v.clone() }
         }
         "ResourceClaimTemplate" => {
