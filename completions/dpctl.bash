@@ -25,6 +25,9 @@ _dpctl() {
             dpctl,checkpoint)
                 cmd="dpctl__subcmd__checkpoint"
                 ;;
+            dpctl,compare)
+                cmd="dpctl__subcmd__compare"
+                ;;
             dpctl,completion)
                 cmd="dpctl__subcmd__completion"
                 ;;
@@ -241,6 +244,9 @@ _dpctl() {
             dpctl__subcmd__help,checkpoint)
                 cmd="dpctl__subcmd__help__subcmd__checkpoint"
                 ;;
+            dpctl__subcmd__help,compare)
+                cmd="dpctl__subcmd__help__subcmd__compare"
+                ;;
             dpctl__subcmd__help,completion)
                 cmd="dpctl__subcmd__help__subcmd__completion"
                 ;;
@@ -398,7 +404,7 @@ _dpctl() {
 
     case "${cmd}" in
         dpctl)
-            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
+            opts="-o -v -h -V --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help --version demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test compare bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -993,6 +999,56 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__compare)
+            opts="-o -v -h --resource --allow --junit --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__completion)
             opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help bash zsh fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1032,7 +1088,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__demo)
-            opts="-o -v -h --once --dra --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --dra --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2052,7 +2108,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --kubeconfig --context --node-name --control-socket --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --kubeconfig --context --node-name --control-socket --env --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2103,6 +2159,10 @@ _dpctl() {
                     return 0
                     ;;
                 --control-socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2192,7 +2252,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help)
-            opts="demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test bench help"
+            opts="demo completion options watch allocate preferred prestart probe dra serve device record replay mock-kubelet node register podresources checkpoint doctor test compare bench help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2318,6 +2378,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__checkpoint)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__compare)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2836,7 +2910,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --feature-gates --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2892,6 +2966,10 @@ _dpctl() {
                     ;;
                 --kubelet-version)
                     COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
+                    return 0
+                    ;;
+                --feature-gates)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --log-format)

@@ -29,9 +29,9 @@ use crate::core::{Error, Result};
 
 mod cdi;
 mod claims;
+mod extended;
 mod pools;
 mod restarts;
-mod extended;
 mod scenarios;
 pub(super) mod session;
 

@@ -112,12 +112,7 @@ fn request_and_mappings(
     let j = c.request_keys.iter().position(|k| k == resource).unwrap_or(0);
     let name = format!("container-{i}-request-{j}");
     mappings.push(map(&name));
-    let request = Request {
-        name,
-        class: class.to_string(),
-        count: want - sum,
-        ..Request::default()
-    };
+    let request = Request { name, class: class.to_string(), count: want - sum, ..Request::default() };
     (Some(request), mappings)
 }
 

@@ -87,11 +87,7 @@ pub fn node_selector(node: &str) -> Value {
 /// sub-request that used the class; then the claim's configs that apply to
 /// an allocated request or to all).
 pub fn allocation(info: &ClaimInfo, spec: &Value, class_config: &BTreeMap<String, Vec<Value>>, node: &str) -> Value {
-    let results: Vec<Value> = info
-        .allocation
-        .iter()
-        .map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
-        .collect();
+    let results: Vec<Value> = info.allocation.iter().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).collect();
     let chosen: Vec<&str> = info.allocation.iter().map(|a| a.request.as_str()).collect();
     let mut config = Vec::new();
     let requests = spec["devices"]["requests"].as_array().map(Vec::as_slice).unwrap_or(&[]);
