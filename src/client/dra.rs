@@ -265,6 +265,16 @@ pub fn parse_claim(s: &str) -> std::result::Result<Claim, String> {
     }
 }
 
+/// Whether a driver's answer (a gRPC message or a claim's error) says it
+/// looked the claim up in an API server and did not find it (the
+/// kubeletplugin helper: `retrieve claim NS/NAME: resourceclaims.resource.k8s.io
+/// "NAME" not found`; `dpctl dra serve --kubeconfig`: `fetch ResourceClaim NS/NAME: …`).
+pub fn says_claim_not_in_api_server(text: &str) -> bool {
+    let d = text.to_ascii_lowercase();
+    d.contains("not found")
+        && (d.contains("resourceclaims") || d.contains("retrieve claim") || d.contains("fetch resourceclaim"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,14 +185,7 @@ pub fn unprepared<'a>(claims: &'a [Claim], r: &Result<NodeUnprepareResourcesResp
 /// NS/NAME: resourceclaims.resource.k8s.io "NAME" not found`; `dpctl dra
 /// serve --kubeconfig`: `fetch ResourceClaim NS/NAME: …`).
 pub fn looked_up_in_an_api_server(e: &CallError) -> bool {
-    says_claim_not_in_api_server(e.detail.as_deref().unwrap_or_default())
-}
-
-/// The same, on the text a driver answered (a gRPC message or a claim's error).
-pub fn says_claim_not_in_api_server(text: &str) -> bool {
-    let d = text.to_ascii_lowercase();
-    d.contains("not found")
-        && (d.contains("resourceclaims") || d.contains("retrieve claim") || d.contains("fetch resourceclaim"))
+    crate::client::dra::says_claim_not_in_api_server(e.detail.as_deref().unwrap_or_default())
 }
 
 /// The claims sent to prepare whose unprepare has not succeeded yet.

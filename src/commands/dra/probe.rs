@@ -245,9 +245,7 @@ async fn probe_prepare(ctx: &Ctx, a: &DraProbeArgs, service: &DraConn, svc: &str
         Err(e) => Some(e.to_string()),
         Ok(r) => r.claims.get(&claim.uid).map(|x| x.error.clone()).filter(|e| !e.is_empty()),
     };
-    if let Some(said) =
-        said.filter(|s| a.claim.is_none() && crate::commands::bench::dra::says_claim_not_in_api_server(s))
-    {
+    if let Some(said) = said.filter(|s| a.claim.is_none() && crate::client::dra::says_claim_not_in_api_server(s)) {
         return c.add(
             "prepare",
             Status::Warn,

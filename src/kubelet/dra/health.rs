@@ -1,0 +1,127 @@
+//! The DRA manager's health shell: the health stream of each driver
+//! (DRAResourceHealth.NodeWatchResources), what its snapshots change in the
+//! health cache ([`super::healthinfo`], pure) and the log ([`super::healthlog`]),
+//! and the cache's file `<root>/dra_health_state` (healthinfo.go).
+
+use super::*;
+
+impl DraManager {
+    pub(super) async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
+        loop {
+            if let Ok(mut s) = conn.health(service).await {
+                loop {
+                    let stale = self.refresh_health(&driver);
+                    let got = tokio::select! {
+                        r = s.next(conn.socket()) => Some(r),
+                        _ = async { match stale {
+                            Some(t) => tokio::time::sleep_until(t + Duration::from_millis(1)).await,
+                            None => std::future::pending().await,
+                        } } => None,
+                    };
+                    match got {
+                        Some(Ok(Some(snap))) => self.health_report(&driver, &snap),
+                        Some(_) => break,
+                        None => {}
+                    }
+                }
+            }
+            // The stream ended (or never opened): the kubelet's
+            // HandleWatchResourcesStream clears the driver's health (every
+            // device Unknown at once), then reconnects.
+            self.lock().health.clear_driver(&driver);
+            self.refresh_health(&driver);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Record one snapshot of the driver's health stream.
+    pub(super) fn health_report(&self, driver: &str, snap: &[crate::api::dra_health_v1::DeviceHealth]) {
+        let snapshot = snap
+            .iter()
+            .filter_map(|d| {
+                let id = d.device.as_ref()?;
+                let timeout =
+                    u64::try_from(d.health_check_timeout_seconds).ok().filter(|s| *s > 0).map(Duration::from_secs);
+                let key = (id.pool_name.clone(), id.device_name.clone());
+                let health = rules::health_word(d.health).to_string();
+                Some(healthinfo::Snapshot { key, health, message: d.message.clone(), timeout })
+            })
+            .collect();
+        self.lock().health.record(driver, snapshot, tokio::time::Instant::now());
+    }
+
+    /// Recompute the health the driver's devices count as now; an event
+    /// naming what changed ([`healthlog`]: at most one a second per driver,
+    /// the rest folded into the next). When to look again: the next report
+    /// going stale, or folded changes falling due.
+    pub(super) fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let mut st = self.lock();
+        let r = st.health.refresh(driver, now);
+        let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
+        let line = match r.as_ref().and_then(|r| r.changed.clone()) {
+            Some(map) => st.health_log.changed(driver, map.into_iter().map(|(k, h)| (k, h.to_string())).collect(), now),
+            None => st.health_log.flush(driver, now),
+        };
+        let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
+        drop(st);
+        if let Some(l) = line {
+            self.event(KubeletEvent::DraHealth {
+                driver: driver.to_string(),
+                devices: l.changed,
+                summary: l.summary,
+                folded: l.folded,
+            });
+        }
+        if changed {
+            self.save_health();
+            self.changed.notify_waiters();
+        }
+        next
+    }
+
+    /// The health cache's file (healthinfo.go's stateFile).
+    pub fn health_state(&self) -> PathBuf {
+        self.spec.root.join(healthinfo::STATE_FILE)
+    }
+
+    /// Write the health cache to `<root>/dra_health_state` (healthinfo.go
+    /// saveToCheckpointInternal: on every change and when a stream ends).
+    pub(super) fn save_health(&self) {
+        let bytes = self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now());
+        let path = self.health_state();
+        if let Err(e) = crate::core::files::write_atomic(&path, &bytes) {
+            self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+        }
+    }
+
+    /// Read the health cache a previous kubelet left (healthinfo.go
+    /// newHealthInfoCache: a file that cannot be read leaves the cache empty).
+    pub fn restore_health(&self) {
+        let path = self.health_state();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+                return;
+            }
+        };
+        let now = tokio::time::Instant::now();
+        match HealthCache::from_state(&bytes, now, std::time::SystemTime::now()) {
+            Err(e) => self.event(KubeletEvent::DraCheckpointError {
+                path: path.display().to_string(),
+                error: format!("{e}; starting with an empty health cache"),
+            }),
+            Ok(cache) => {
+                let devices = cache
+                    .drivers()
+                    .iter()
+                    .flat_map(|d| cache.words(d).into_iter().map(move |w| format!("{d} {w}")))
+                    .collect();
+                self.lock().health = cache;
+                self.event(KubeletEvent::DraHealthRestored { path: path.display().to_string(), devices });
+            }
+        }
+    }
+}
