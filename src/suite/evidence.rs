@@ -36,10 +36,10 @@ pub fn log_excerpt(text: &str, tail: usize, max: usize) -> String {
     }
     parts.extend(all[from..].iter().map(|l| l.trim().to_string()));
     let text = parts.join(" | ");
-    let mut t: String = text.chars().take(max).collect();
-    if text.chars().count() > max {
-        t.push('…');
-    }
+    // Over the bound, the newest lines are the ones kept: what the process
+    // said last is what explains a failure.
+    let n = text.chars().count();
+    let t: String = if n > max { std::iter::once('…').chain(text.chars().skip(n - max)).collect() } else { text };
     if t.is_empty() {
         "(the plugin wrote nothing)".into()
     } else {
@@ -99,7 +99,9 @@ exit status 1\n";
         // An error line inside the tail is not repeated.
         assert_eq!(log_excerpt("a\nlevel=error msg=x\nb", 4, 600), "a | level=error msg=x | b");
         assert_eq!(log_excerpt("", 4, 600), "(the plugin wrote nothing)");
-        assert!(log_excerpt(&"x".repeat(700), 4, 600).ends_with('…'));
+        assert!(log_excerpt(&"x".repeat(700), 4, 600).starts_with('…'));
+        let long = format!("{}\nthe last line", "y".repeat(700));
+        assert!(log_excerpt(&long, 4, 600).ends_with("the last line"), "the newest line is kept");
         for l in
             ["panic: runtime error", "F0101 00:00:00 fatal", "{\"level\":\"error\",\"msg\":\"x\"}", "Error: no GPU"]
         {

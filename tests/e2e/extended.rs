@@ -327,6 +327,11 @@ async fn the_dra_suite_checks_extended_resources_where_the_gate_is_on() {
             DRIVER,
             "--cdi-dir",
             "{cdi-dir}",
+            // The suite allocates from ResourceSlices only: publish one.
+            "--kubeconfig",
+            "{kubeconfig}",
+            "--node-name",
+            "{node-name}",
         ])
     };
     let on = run_cmd_within(suite("1.36"), 60).await;

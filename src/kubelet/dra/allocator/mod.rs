@@ -247,7 +247,7 @@ impl std::fmt::Display for Unallocatable {
             Unallocatable::TooFew(t) => {
                 let TooFew { claim, request, want, class, fitting, free, why } = &**t;
                 let hint = if *fitting == 0 {
-                    " (devices come from ResourceSlice manifests and from the driver's health stream)"
+                    " (devices come from ResourceSlice manifests and the slices drivers publish; outside dpctl test --dra, also from a driver's health stream)"
                 } else {
                     ""
                 };
