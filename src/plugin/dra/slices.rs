@@ -37,6 +37,21 @@ pub fn slice(name: &str, node: &str, driver: &str, pool: &str, devices: &[String
     })
 }
 
+/// The attribute a device's NUMA node is published as (unqualified: in the
+/// driver's domain), the name dra.net and dra-driver-cpu use (`numaNode`,
+/// `numaNodeID`).
+pub const NUMA_ATTRIBUTE: &str = "numaNode";
+
+/// Spread the slice's devices over `nodes` NUMA nodes the way `dpctl serve
+/// --numa-nodes` spreads a device plugin's (device i on i*nodes/len).
+pub fn spread_numa(obj: &mut Value, nodes: u32) {
+    let Some(devs) = obj["spec"]["devices"].as_array_mut() else { return };
+    let len = devs.len().max(1);
+    for (i, d) in devs.iter_mut().enumerate() {
+        d["attributes"][NUMA_ATTRIBUTE] = json!({"int": (i * nodes as usize / len) as i64});
+    }
+}
+
 fn api_error(what: &str, status: u16, body: &Value) -> Error {
     let msg = body.get("message").and_then(Value::as_str).unwrap_or("");
     Error::failed(format!("{what}: the API server answered {status} {msg}"))
