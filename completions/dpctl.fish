@@ -708,7 +708,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Cl
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l resource -d 'The extended resource both serve (the pods ask for it; the DRA side\'s DeviceClass maps it)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l allow -d 'A difference to accept: a kind (env, device, mount, annotation, cdi, admission) or KIND:KEY (repeatable)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l allow -d 'A difference to accept: a kind (env, device, mount, annotation, cdi, admission, count, numa, identity) or KIND:KEY (repeatable)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l junit -d 'Also write the result as JUnit XML to FILE (one test case per pod container)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'

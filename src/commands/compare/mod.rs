@@ -56,7 +56,7 @@ pub struct CompareArgs {
     /// The extended resource both serve (the pods ask for it; the DRA side's DeviceClass maps it)
     #[arg(long, value_name = "NAME")]
     pub resource: String,
-    /// A difference to accept: a kind (env, device, mount, annotation, cdi, admission) or KIND:KEY (repeatable)
+    /// A difference to accept: a kind (env, device, mount, annotation, cdi, admission, count, numa, identity) or KIND:KEY (repeatable)
     #[arg(long = "allow", value_name = "KIND[:KEY]")]
     pub allow: Vec<Allow>,
     /// Also write the result as JUnit XML to FILE (one test case per pod container)

@@ -114,4 +114,18 @@ mod tests {
         assert_eq!(s["spec"]["pool"]["resourceSliceCount"], 1);
         assert_eq!(s["spec"]["devices"][1]["name"], "dev-1");
     }
+
+    #[test]
+    fn numa_nodes_are_spread_as_serve_spreads_them_and_published_as_numa_node() {
+        let devs: Vec<String> = (0..4).map(|i| format!("dev-{i}")).collect();
+        let mut obj = slice("s", "n", "gpu.example.com", "p", &devs);
+        spread_numa(&mut obj, 2);
+        let got: Vec<i64> = obj["spec"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["attributes"]["numaNode"]["int"].as_i64().unwrap())
+            .collect();
+        assert_eq!(got, [0, 0, 1, 1]);
+    }
 }
