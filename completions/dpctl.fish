@@ -294,6 +294,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcomm
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l node-name -d 'The node the ResourceSlice names [default: this host\'s name]' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l control-socket -d 'The live-control socket [default: <kubelet-root>/plugins/<driver>/dpctl-control/dra-<pid>.sock]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l env -d 'An env var each prepared device\'s CDI edits set ({id} = the device), instead of DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (repeatable; to match a device plugin\'s Allocate, see dpctl compare)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l numa-nodes -d 'Spread the devices over N NUMA nodes, published as each device\'s `numaNode` attribute in the ResourceSlice (as `dpctl serve --numa-nodes` reports them in Device.topology)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from serve" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
@@ -707,7 +708,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s v -l verbose -d 'Cl
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l resource -d 'The extended resource both serve (the pods ask for it; the DRA side\'s DeviceClass maps it)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l allow -d 'A difference to accept: a kind (env, device, mount, annotation, cdi, admission) or KIND:KEY (repeatable)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l allow -d 'A difference to accept: a kind (env, device, mount, annotation, cdi, admission, count, numa, identity) or KIND:KEY (repeatable)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -l junit -d 'Also write the result as JUnit XML to FILE (one test case per pod container)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand compare" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'
 json\t'JSON (protojson field names)'

@@ -104,6 +104,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         health_timeout_secs: 0,
         common_cdi_spec: false,
         cdi_env: vec![],
+        numa_nodes: None,
         faults: vec![],
         publish: None,
     };

@@ -168,6 +168,7 @@ mod engine_tests {
             cdi_env: vec![],
             faults: vec![],
             publish: None,
+            numa_nodes: None,
         };
         let tasks = crate::core::task::Tasks::new();
         {

@@ -432,3 +432,88 @@ async fn demo_extended_shows_the_same_pods_served_both_ways() {
     assert!(r.stdout.contains("one-device/main        env MODE=fast              env MODE=fast"), "{}", r.stdout);
     assert!(r.stdout.contains("init-container/init") && r.stdout.contains("no difference"), "{}", r.stdout);
 }
+
+/// `dpctl compare` with topology: `dpctl serve --numa-nodes` and `dpctl dra
+/// serve --numa-nodes` (the slice's `numaNode` attribute) configured alike
+/// give each container as many devices on the same NUMA nodes (exit 0, the
+/// device identities shown side by side); a driver that spreads its devices
+/// over other NUMA nodes is found (`numa` rows, exit 1) and `--allow numa`
+/// accepts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_finds_a_planted_numa_difference_and_none_where_configured_alike() {
+    let exe = env!("CARGO_BIN_EXE_dpctl");
+    let cmd = |dra_numa: &str, extra: &[&str]| {
+        let mut args: Vec<String> = vec!["compare".into(), "--resource".into(), RES.into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let tail = [
+            "--",
+            exe,
+            "serve",
+            "--resource",
+            RES,
+            "--count",
+            "8",
+            "--numa-nodes",
+            "1",
+            "--env",
+            "MODE=fast",
+            "--plugin-dir",
+            "{plugin-dir}",
+            "--",
+            exe,
+            "--kubelet-root-dir",
+            "{kubelet-root-dir}",
+            "dra",
+            "serve",
+            "--driver",
+            DRIVER,
+            "--devices",
+            "8",
+            "--numa-nodes",
+            dra_numa,
+            "--env",
+            "MODE=fast",
+            "--cdi-dir",
+            "{cdi-dir}",
+            "--kubeconfig",
+            "{kubeconfig}",
+            "--node-name",
+            "{node-name}",
+        ];
+        args.extend(tail.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        dpctl_cmd(&refs)
+    };
+    let alike = run_cmd_within(cmd("1", &["-o", "json"]), 90).await;
+    alike.expect_code(0);
+    let v: Value = serde_json::from_str(&alike.stdout).unwrap();
+    assert!(v["differences"].as_array().is_none_or(Vec::is_empty), "{v}");
+    let (dp, dra) = (&v["devices"]["several-devices/main"][0], &v["devices"]["several-devices/main"][1]);
+    assert_eq!((dp.as_array().map(Vec::len), dra.as_array().map(Vec::len)), (Some(2), Some(2)), "{v}");
+    assert_eq!(dp[0]["numa"], serde_json::json!([0]), "{v}");
+    assert_eq!(dra[0]["numa"], serde_json::json!([0]), "{v}");
+    assert!(dra[0]["id"].as_str().unwrap().starts_with(&format!("{DRIVER}/pool-0/dev-")), "{v}");
+
+    // Eight NUMA nodes on the DRA side: only dev-0 is on node 0, so at least
+    // four of the five containers with devices differ.
+    let differ = run_cmd_within(cmd("8", &[]), 90).await;
+    differ.expect_code(1);
+    let rows: Vec<&str> = differ.stdout.lines().filter(|l| l.contains("DIFFERENT")).collect();
+    assert!(rows.len() >= 4, "{}", differ.stdout);
+    assert!(
+        rows.iter().all(|r| {
+            let w: Vec<&str> = r.split_whitespace().collect();
+            w.get(2) == Some(&"numa") && w.get(3) == Some(&"nodes") && w.get(4) == Some(&"0") && w.get(5) != Some(&"0")
+        }),
+        "{}",
+        differ.stdout
+    );
+    assert!(
+        differ.stdout.contains("(numa 0)") && differ.stdout.contains("DRA DRIVER (prepared devices)"),
+        "{}",
+        differ.stdout
+    );
+    let allowed = run_cmd_within(cmd("8", &["--allow", "numa"]), 90).await;
+    allowed.expect_code(0);
+    assert!(allowed.stdout.lines().any(|l| l.contains("numa") && l.contains("allowed")), "{}", allowed.stdout);
+}

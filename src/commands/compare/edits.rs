@@ -131,10 +131,12 @@ impl std::str::FromStr for Allow {
             Some((k, v)) => (k, Some(v.to_string()).filter(|v| !v.is_empty())),
             None => (s, None),
         };
-        if !KINDS.contains(&kind) {
+        let all: Vec<&str> =
+            KINDS.iter().chain(super::identity::KINDS).copied().chain(std::iter::once("admission")).collect();
+        if !all.contains(&kind) {
             return Err(format!(
-                "{kind:?} is not a kind of runtime edit; use one of {}, e.g. env:NVIDIA_VISIBLE_DEVICES",
-                KINDS.join(", ")
+                "{kind:?} is not a kind of difference; use one of {}, e.g. env:NVIDIA_VISIBLE_DEVICES",
+                all.join(", ")
             ));
         }
         Ok(Allow { kind: kind.to_string(), key })
@@ -226,5 +228,6 @@ mod tests {
         let d = diff("one", "main", &a, &b, &["env:MODE".parse().unwrap()]);
         assert!(d[0].allowed);
         assert!("nope:x".parse::<Allow>().unwrap_err().contains("not a kind"));
+        assert!("numa".parse::<Allow>().is_ok() && "admission".parse::<Allow>().is_ok());
     }
 }

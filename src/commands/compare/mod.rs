@@ -19,13 +19,15 @@ use crate::render::{emit, structured, table, Format};
 use crate::suite::env::{PluginProcess, Tree};
 use clap::Args;
 use edits::{Allow, Difference, Edits};
-use std::collections::BTreeMap;
+use identity::Device;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub mod edits;
+pub mod identity;
 
 /// `dpctl compare`: its surface.
 pub const COMMAND: Spec = Spec {
@@ -54,7 +56,7 @@ pub struct CompareArgs {
     /// The extended resource both serve (the pods ask for it; the DRA side's DeviceClass maps it)
     #[arg(long, value_name = "NAME")]
     pub resource: String,
-    /// A difference to accept: a kind (env, device, mount, annotation, cdi, admission) or KIND:KEY (repeatable)
+    /// A difference to accept: a kind (env, device, mount, annotation, cdi, admission, count, numa, identity) or KIND:KEY (repeatable)
     #[arg(long = "allow", value_name = "KIND[:KEY]")]
     pub allow: Vec<Allow>,
     /// Also write the result as JUnit XML to FILE (one test case per pod container)
@@ -210,6 +212,55 @@ struct Report {
     failed: usize,
     /// `pod/container` → what each kind hands the runtime (device plugin, DRA driver).
     edits: BTreeMap<String, (Edits, Edits)>,
+    /// `pod/container` → the devices each kind handed it (device plugin, DRA driver).
+    devices: BTreeMap<String, (Vec<Device>, Vec<Device>)>,
+}
+
+/// The devices of a slice: `driver/pool/device` → NUMA nodes, identity attributes.
+type SliceIndex = BTreeMap<String, (BTreeSet<i64>, BTreeMap<String, String>)>;
+
+/// Per (pod, container): the devices PodResources lists — the resource's
+/// device IDs with their NUMA nodes, the DRA devices with what `slices` says of them.
+async fn devices(socket: &Path, res: &str, slices: &SliceIndex) -> Result<BTreeMap<(String, String), Vec<Device>>> {
+    use crate::api::podresources::ListPodResourcesRequest;
+    let mut client = crate::client::podresources::connect(socket, Duration::from_secs(5), 16 << 20).await?;
+    let list = client
+        .list(ListPodResourcesRequest {})
+        .await
+        .map_err(|e| Error::failed(format!("PodResources List on {}: {}", socket.display(), e.message())))?
+        .into_inner();
+    let mut out = BTreeMap::new();
+    for p in list.pod_resources {
+        for c in p.containers {
+            let mut v = Vec::new();
+            for d in c.devices.iter().filter(|d| d.resource_name == res) {
+                let numa: BTreeSet<i64> = d.topology.iter().flat_map(|t| t.nodes.iter().map(|n| n.id)).collect();
+                v.extend(d.device_ids.iter().map(|id| Device {
+                    id: id.clone(),
+                    numa: numa.clone(),
+                    ..Default::default()
+                }));
+            }
+            for r in c.dynamic_resources.iter().flat_map(|d| d.claim_resources.iter()) {
+                let id = format!("{}/{}/{}", r.driver_name, r.pool_name, r.device_name);
+                let (numa, attributes) = slices.get(&id).cloned().unwrap_or_default();
+                v.push(Device { id, numa, attributes });
+            }
+            out.insert((p.name.clone(), c.name), v);
+        }
+    }
+    Ok(out)
+}
+
+/// The DRA side's ResourceSlices, from its API server.
+async fn slice_index(tree: &Tree) -> Result<SliceIndex> {
+    use crate::plugin::dra::slices;
+    let api = slices::load_kubeconfig(&tree.root.join("kubeconfig"))?;
+    let (st, body) = slices::request(&api, "GET", slices::SLICES_PATH, None, Duration::from_secs(5)).await?;
+    if !(200..300).contains(&st) {
+        return Err(Error::failed(format!("list ResourceSlices: the mock kubelet's API server answered {st}")));
+    }
+    Ok(identity::slice_index(&body))
 }
 
 /// `dpctl demo --extended`: `dpctl serve` and `dpctl dra serve` (this
@@ -370,9 +421,13 @@ async fn compare(
             side_b.insert((pod.clone(), ctr.clone()), edits::from_cdi(&ids, &dra_cdi));
         }
     }
+    // The devices each kind handed each container: identities and topology.
+    let devs_a = devices(&dp.tree.pod_resources, &res, &SliceIndex::new()).await?;
+    let devs_b = devices(&dra.tree.pod_resources, &res, &slice_index(&dra.tree).await?).await?;
     let mut differences = Vec::new();
     let mut containers = Vec::new();
     let mut both = BTreeMap::new();
+    let mut both_devs = BTreeMap::new();
     for (pod, ctrs) in PODS {
         let (x, y) = (admitted_dp.get(*pod), admitted_dra.get(*pod));
         let word = |r: Option<&Result<(), String>>| match r {
@@ -399,10 +454,14 @@ async fn compare(
             let (ea, eb) = (side_a.get(&key).unwrap_or(&empty), side_b.get(&key).unwrap_or(&empty));
             differences.extend(edits::diff(pod, c, ea, eb, &a.allow));
             both.insert(format!("{pod}/{c}"), (ea.clone(), eb.clone()));
+            let (da, db) =
+                (devs_a.get(&key).cloned().unwrap_or_default(), devs_b.get(&key).cloned().unwrap_or_default());
+            differences.extend(identity::diff(pod, c, &da, &db, &a.allow));
+            both_devs.insert(format!("{pod}/{c}"), (da, db));
         }
     }
     let failed = differences.iter().filter(|d| !d.allowed).count();
-    Ok(Report { resource: a.resource.clone(), containers, differences, failed, edits: both })
+    Ok(Report { resource: a.resource.clone(), containers, differences, failed, edits: both, devices: both_devs })
 }
 
 fn render(r: &Report) -> String {
@@ -424,9 +483,17 @@ fn render(r: &Report) -> String {
         r.containers.iter().filter_map(|c| r.edits.get(c).map(|(a, b)| vec![c.clone(), words(a), words(b)])).collect();
     out.push_str(&table(&["POD/CONTAINER", "DEVICE PLUGIN (Allocate)", "DRA DRIVER (CDI edits)"], &rows));
     out.push_str("\n\n");
+    let rows: Vec<Vec<String>> = r
+        .containers
+        .iter()
+        .filter_map(|c| r.devices.get(c).map(|(a, b)| vec![c.clone(), identity::words(a), identity::words(b)]))
+        .collect();
+    out.push_str(&table(&["POD/CONTAINER", "DEVICE PLUGIN (device IDs)", "DRA DRIVER (prepared devices)"], &rows));
+    out.push_str("\n\n");
     if r.differences.is_empty() {
         out.push_str(
-            "no difference: each container gets the same env, device nodes, mounts, annotations and CDI devices\n",
+            "no difference: each container gets the same env, device nodes, mounts, annotations and CDI devices,\n\
+             as many devices, on the same NUMA nodes where both kinds expose them\n",
         );
         return out;
     }

@@ -76,6 +76,10 @@ pub struct DraServeArgs {
     /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (repeatable; to match a device plugin's Allocate, see dpctl compare)
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = crate::commands::serve::key_value)]
     pub env: Vec<(String, String)>,
+    /// Spread the devices over N NUMA nodes, published as each device's `numaNode` attribute in
+    /// the ResourceSlice (as `dpctl serve --numa-nodes` reports them in Device.topology)
+    #[arg(long = "numa-nodes", value_name = "N", requires = "kubeconfig", value_parser = clap::value_parser!(u32).range(1..=crate::core::limits::MAX_NUMA_NODES as i64))]
+    pub numa_nodes: Option<u32>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -112,6 +116,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         health_timeout_secs: a.health_timeout,
         common_cdi_spec: a.common_cdi_spec,
         cdi_env: a.env.clone(),
+        numa_nodes: a.numa_nodes,
         faults: a.faults.clone(),
         publish: match api_server(a)? {
             None => None,

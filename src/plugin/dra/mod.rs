@@ -262,6 +262,9 @@ pub struct Config {
     /// The env each device's CDI edits set (`{id}`: the device), instead of
     /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (to match a device plugin's Allocate).
     pub cdi_env: Vec<(String, String)>,
+    /// Spread the devices over this many NUMA nodes, published as the
+    /// `numaNode` attribute of each device in the ResourceSlice.
+    pub numa_nodes: Option<u32>,
 }
 
 impl Config {
@@ -495,6 +498,9 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
         Some((api, node)) => {
             let name = slices::slice_name(node, &cfg.driver, &cfg.pool);
             let mut obj = slices::slice(&name, node, &cfg.driver, &cfg.pool, &cfg.devices);
+            if let Some(n) = cfg.numa_nodes {
+                slices::spread_numa(&mut obj, n);
+            }
             if cfg.faults.contains(&Fault::EmptySlice) {
                 obj["spec"]["devices"] = json!([]);
             }
@@ -595,6 +601,7 @@ mod tests {
             control_socket: "/tmp/x.sock".into(),
             faults,
             publish: None,
+            numa_nodes: None,
         }
     }
 

@@ -37,6 +37,21 @@ pub fn slice(name: &str, node: &str, driver: &str, pool: &str, devices: &[String
     })
 }
 
+/// The attribute a device's NUMA node is published as (unqualified: in the
+/// driver's domain), the name dra.net and dra-driver-cpu use (`numaNode`,
+/// `numaNodeID`).
+pub const NUMA_ATTRIBUTE: &str = "numaNode";
+
+/// Spread the slice's devices over `nodes` NUMA nodes the way `dpctl serve
+/// --numa-nodes` spreads a device plugin's (device i on i*nodes/len).
+pub fn spread_numa(obj: &mut Value, nodes: u32) {
+    let Some(devs) = obj["spec"]["devices"].as_array_mut() else { return };
+    let len = devs.len().max(1);
+    for (i, d) in devs.iter_mut().enumerate() {
+        d["attributes"][NUMA_ATTRIBUTE] = json!({"int": (i * nodes as usize / len) as i64});
+    }
+}
+
 fn api_error(what: &str, status: u16, body: &Value) -> Error {
     let msg = body.get("message").and_then(Value::as_str).unwrap_or("");
     Error::failed(format!("{what}: the API server answered {status} {msg}"))
@@ -98,5 +113,19 @@ mod tests {
         assert_eq!(s["spec"]["nodeName"], "node-1");
         assert_eq!(s["spec"]["pool"]["resourceSliceCount"], 1);
         assert_eq!(s["spec"]["devices"][1]["name"], "dev-1");
+    }
+
+    #[test]
+    fn numa_nodes_are_spread_as_serve_spreads_them_and_published_as_numa_node() {
+        let devs: Vec<String> = (0..4).map(|i| format!("dev-{i}")).collect();
+        let mut obj = slice("s", "n", "gpu.example.com", "p", &devs);
+        spread_numa(&mut obj, 2);
+        let got: Vec<i64> = obj["spec"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["attributes"]["numaNode"]["int"].as_i64().unwrap())
+            .collect();
+        assert_eq!(got, [0, 0, 1, 1]);
     }
 }
