@@ -743,6 +743,22 @@ pub enum KubeletEvent {
         /// Its file.
         file: String,
     },
+    /// A NoExecute device taint the claim's request does not tolerate (any
+    /// longer) evicted a pod, as the device-taint eviction controller does;
+    /// the pod is then deleted (containers stopped, claims unprepared).
+    #[serde(rename_all = "camelCase")]
+    PodEvicted {
+        /// The pod's UID.
+        pod: String,
+        /// `namespace/name` of the claim whose device is tainted.
+        claim: String,
+        /// `driver/pool/device`.
+        device: String,
+        /// `key=value:NoExecute`.
+        taint: String,
+        /// The eviction controller's reason: DeviceTaintManagerEviction.
+        reason: String,
+    },
     /// An event of a test's own (shell tests).
     AfterClose,
 }

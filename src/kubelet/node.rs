@@ -329,6 +329,12 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
             }
             first = false;
         }
+        // NoExecute taints on prepared claims' devices (slices from manifests
+        // or the API server, DeviceTaintRules): the pods go as deleted ones do.
+        let evicted = cm.dra.as_ref().map(|d| d.tainted_pods()).unwrap_or_default();
+        for uid in evicted {
+            cm.remove_pod(&uid).await;
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -139,3 +139,69 @@ async fn a_cel_class_allocates_around_a_tainted_device_and_partitions_never_over
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// One device, optionally NoExecute-tainted (issue 33: a taint added later).
+fn one_device_slice(taint: &str) -> String {
+    format!(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: node-1-one}}\nspec:\n  driver: gpu.example.com\n  nodeName: dpctl-node\n  pool: {{name: node-1, generation: 1, resourceSliceCount: 1}}\n  devices:\n  - name: gpu-0\n    attributes: {{productName: {{string: H100}}}}\n{taint}"
+    )
+}
+
+const NO_EXECUTE: &str = "    taints: [{key: gpu.example.com/xid, value: \"79\", effect: NoExecute}]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_execute_taint_added_later_evicts_the_pod_and_unprepares_its_claim_unless_tolerated() {
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.driver(DRIVER, &["--services", "v1.DRAPlugin", "--pool", "node-1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("slice.yaml", &one_device_slice(""));
+    t.write(
+        "class.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: any-gpu}\nspec:\n  selectors:\n  - cel: {expression: \"device.driver == 'gpu.example.com'\"}\n",
+    );
+    t.write("template.yaml", &template("plain", "any-gpu", ""));
+    t.write(
+        "tol-template.yaml",
+        &template(
+            "tolerant",
+            "any-gpu",
+            ", tolerations: [{key: gpu.example.com/xid, operator: Exists, effect: NoExecute}]",
+        ),
+    );
+    log.wait_for("\"event\":\"dra-object\"", 4).await;
+
+    // A tolerating pod first: the taint comes and it stays.
+    t.write("keep.yaml", &pod("keep", "tolerant"));
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    t.write("slice.yaml", &one_device_slice(NO_EXECUTE));
+    log.wait_for("\"event\":\"dra-object\"", 5).await;
+    // Its claim goes only when its pod does (the manifest removed), never by eviction.
+    std::fs::remove_file(t.p("manifests/keep.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    assert!(events(&log, "pod-evicted").is_empty(), "a tolerated NoExecute taint evicts nobody");
+
+    // The same device untainted, a plain pod prepared, then the taint again: evicted.
+    t.write("slice.yaml", &one_device_slice(""));
+    log.wait_for("\"event\":\"dra-object\"", 6).await;
+    t.write("a.yaml", &pod("a", "plain"));
+    log.wait_for("\"event\":\"claim-prepared\"", 2).await;
+    t.write("slice.yaml", &one_device_slice(NO_EXECUTE));
+    log.wait_for("\"event\":\"pod-evicted\"", 1).await;
+    let ev = &events(&log, "pod-evicted")[0];
+    assert_eq!(
+        (ev["pod"].as_str(), ev["claim"].as_str(), ev["device"].as_str()),
+        (Some("pod-a"), Some("ml/a-g"), Some("gpu.example.com/node-1/gpu-0")),
+        "{ev}"
+    );
+    assert_eq!(ev["taint"], "gpu.example.com/xid=79:NoExecute", "{ev}");
+    assert_eq!(ev["reason"], "DeviceTaintManagerEviction", "{ev}");
+    // The driver was asked to unprepare the evicted pod's claim.
+    log.wait_for("\"event\":\"claim-unprepared\"", 2).await;
+    let u = &events(&log, "claim-unprepared")[1];
+    assert_eq!(u["claim"], "ml/a-g", "{u}");
+
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
