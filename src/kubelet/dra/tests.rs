@@ -450,7 +450,10 @@ const UPSTREAM_TWO: &str = r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\
 
 /// The entries upstream's fixtures hold: `(claim uid, claim name, devices)`,
 /// each device `(name, with request name and CDI id)`.
-fn upstream_entries(claims: &[(&str, &str, &[(&str, bool)])]) -> Vec<checkpoint::Entry> {
+/// `(claim uid, claim name, [(device, full)])` of an upstream fixture.
+type UpstreamClaim<'a> = (&'a str, &'a str, &'a [(&'a str, bool)]);
+
+fn upstream_entries(claims: &[UpstreamClaim]) -> Vec<checkpoint::Entry> {
     claims
         .iter()
         .map(|(uid, name, devices)| {
@@ -493,7 +496,8 @@ const UID2: &str = "4cf8db2d-06c0-7d70-1a51-e59b25b2c16c";
 async fn test_checkpoint_get_or_create() {
     use crate::core::log::{LogFormat, Logger};
     let incorrect_checksum = UPSTREAM_TWO.replace("3633532417", "2930258365");
-    let cases: Vec<(&str, Option<&str>, Result<Vec<checkpoint::Entry>, &str>)> = vec![
+    type Case<'a> = (&'a str, Option<&'a str>, Result<Vec<checkpoint::Entry>, &'a str>);
+    let cases: Vec<Case> = vec![
         ("new-checkpoint", None, Ok(vec![])),
         ("single-claim-info-state", Some(UPSTREAM_ONE), Ok(upstream_entries(&[(UID1, "example", &[("dev-1", true)])]))),
         (
