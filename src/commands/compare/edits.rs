@@ -12,6 +12,12 @@ use std::collections::BTreeMap;
 /// The kinds of runtime edits compared.
 pub const KINDS: &[&str] = &["env", "device", "mount", "annotation", "cdi"];
 
+/// The kinds of differences the device comparison ([`super::identity`])
+/// finds: `count` (devices per container), `numa` (the NUMA nodes of a
+/// container's devices), `identity` (an identifier kind both sides name,
+/// e.g. `identity:uuid`).
+pub const DEVICE_KINDS: &[&str] = &["count", "numa", "identity"];
+
 /// One container's runtime edits, by kind: key → value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Edits(pub BTreeMap<&'static str, BTreeMap<String, String>>);
@@ -131,8 +137,7 @@ impl std::str::FromStr for Allow {
             Some((k, v)) => (k, Some(v.to_string()).filter(|v| !v.is_empty())),
             None => (s, None),
         };
-        let all: Vec<&str> =
-            KINDS.iter().chain(super::identity::KINDS).copied().chain(std::iter::once("admission")).collect();
+        let all: Vec<&str> = KINDS.iter().chain(DEVICE_KINDS).copied().chain(std::iter::once("admission")).collect();
         if !all.contains(&kind) {
             return Err(format!(
                 "{kind:?} is not a kind of difference; use one of {}, e.g. env:NVIDIA_VISIBLE_DEVICES",

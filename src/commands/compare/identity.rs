@@ -10,11 +10,6 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The kinds of differences found here: `count` (devices per container),
-/// `numa` (the NUMA nodes of a container's devices), `identity` (an
-/// identifier kind both sides name, e.g. `identity:uuid`).
-pub const KINDS: &[&str] = &["count", "numa", "identity"];
-
 /// Slice attributes that name a device (shown; compared where both kinds name one).
 pub const ID_ATTRIBUTES: &[&str] = &["uuid", "productName", "index"];
 
