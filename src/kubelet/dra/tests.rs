@@ -137,7 +137,7 @@ async fn a_call_past_its_timeout_is_deadline_exceeded_in_the_kubelets_words() {
     server.spawn(async move {
         let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
     });
-    let conn = DraConn::connect(&endpoint, Duration::from_millis(300)).await.unwrap();
+    let conn = DraConn::connect(&endpoint, Duration::from_secs(1)).await.unwrap();
     let e = conn.prepare(rules::DRA_V1, vec![]).await.unwrap_err();
     let cause = Cause::Call { op: claiminfo::Operation::Prepare, source: Box::new(e) };
     assert!(cause.to_string().starts_with("NodePrepareResources: rpc error: code = DeadlineExceeded"), "{cause}");
