@@ -29,6 +29,7 @@ pub mod extended;
 mod health;
 pub mod healthinfo;
 pub mod healthlog;
+mod persist;
 mod taints;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
@@ -137,6 +138,8 @@ struct State {
     replaced: BTreeMap<PathBuf, String>,
     /// Eviction key → when a delayed NoExecute eviction was first seen.
     taint_seen: BTreeMap<String, std::time::Instant>,
+    /// Changes made to the claim cache (see persist.rs).
+    recorded: u64,
 }
 
 impl State {
@@ -195,6 +198,8 @@ pub struct DraManager {
     gen: Generation,
     state: Mutex<State>,
     changed: Notify,
+    /// The newest claim-cache change on disk; held while writing.
+    written: tokio::sync::Mutex<u64>,
 }
 
 /// The CDI IDs of `ids` that no spec file in `dirs` defines (a CDI ID is
@@ -244,7 +249,14 @@ pub fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
 impl DraManager {
     /// A manager for generation `gen`.
     pub fn new(spec: DraSpec, bus: EventBus, gen: Generation) -> Arc<Self> {
-        Arc::new(DraManager { spec, bus, gen, state: Mutex::new(State::default()), changed: Notify::new() })
+        Arc::new(DraManager {
+            spec,
+            bus,
+            gen,
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+            written: Default::default(),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -296,13 +308,6 @@ impl DraManager {
                 Err(crate::core::Error::failed(checkpoint::refusal(&error, Some(&aside))))
             }
         }
-    }
-
-    /// Write the checkpoint from the claim cache (every recorded claim).
-    fn store(&self, st: &State) -> Result<(), Cause> {
-        let path = self.spec.checkpoint();
-        crate::core::files::write_atomic(&path, &checkpoint::encode(&st.claims.to_checkpoint()))
-            .map_err(|source| Cause::Checkpoint { path, source })
     }
 
     /// Whether this kubelet version has a DRAPlugin handler at all (1.31+).
@@ -674,7 +679,7 @@ impl DraManager {
     async fn prepare_once(self: &Arc<Self>, pod: &Pod) -> Result<Prepared, DraError> {
         let fail = |cause| DraError::new(Operation::Prepare, cause);
         let pod_key = pod.key();
-        let (plan, conns) = {
+        let (plan, conns, change) = {
             let mut guard = self.lock();
             let st = &mut *guard;
             let p = st.pods.entry(pod.uid.clone()).or_insert_with(|| self.pod_info(pod)).clone();
@@ -683,14 +688,15 @@ impl DraManager {
             let world = World { objects: &st.objects, candidates: &candidates, drivers: &drivers };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
-            if plan.record {
-                // Recorded before any driver is called.
-                self.store(st).map_err(fail)?;
-            }
+            let change = plan.record.then(|| Self::changed_claims(st));
             let conns: BTreeMap<String, (DraConn, &'static str)> =
                 plan.batches.keys().filter_map(|d| Some((d.clone(), st.newest(d)?))).collect();
-            (plan, conns)
+            (plan, conns, change)
         };
+        if let Some(change) = change {
+            // Recorded on disk before any driver is called.
+            self.persist(change).await.map_err(fail)?;
+        }
         for c in &plan.allocated {
             self.event(KubeletEvent::ClaimAllocated {
                 claim: c.key(),
@@ -723,7 +729,7 @@ impl DraManager {
         }
         // Every answer is kept, also when a later driver failed: the claims
         // are unprepared by every driver when the pod goes.
-        let stored = {
+        let change = {
             let mut st = self.lock();
             if result.is_ok() {
                 st.claims.mark_prepared(&plan.preparing);
@@ -732,8 +738,9 @@ impl DraManager {
                     st.claims.set_unresolved(k, unresolved_cdi(&self.spec.cdi_dirs, &ids));
                 }
             }
-            self.store(&st)
+            Self::changed_claims(&mut st)
         };
+        let stored = self.persist(change).await;
         if result.is_ok() && stored.is_ok() {
             for k in &plan.preparing {
                 self.claim_prepared(&pod_key, k, false);
@@ -826,12 +833,12 @@ impl DraManager {
                 .map_err(|e| fail(Cause::Call { op: Operation::Unprepare, source: Box::new(e) }))?;
             claiminfo::unprepared(claims, &resp).map_err(fail)?;
         }
-        let removed = {
+        let (removed, change) = {
             let mut st = self.lock();
             let removed = st.claims.remove(&plan.remove);
-            self.store(&st).map_err(fail)?;
-            removed
+            (removed, Self::changed_claims(&mut st))
         };
+        self.persist(change).await.map_err(fail)?;
         for (claim, uid) in plan.shared {
             self.event(KubeletEvent::ClaimUnprepared { pod: pod_key.clone(), claim, uid, still_used: true });
         }
