@@ -19,6 +19,13 @@ pub mod verbose;
 
 pub use error::{Error, Result};
 
+/// A number no other call in this process returns (never 0): stamps what a
+/// cache was computed from, so a stamp seen before means nothing changed.
+pub fn stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when
 /// this is called, not when it is first polled, so a signal that arrives in
 /// between is not lost (nor does it kill the process with work half done).

@@ -113,6 +113,8 @@ struct StoreInner {
     manifests: BTreeMap<String, Value>,
     /// The stored slices' size as JSON.
     bytes: usize,
+    /// Changes with every change to the stored slices ([`crate::core::stamp`]).
+    slices_stamp: u64,
     generated: u64,
     /// The latest changes (at most [`HISTORY`], [`HISTORY_BYTES`]): what a watch from a resource version replays.
     history: std::collections::VecDeque<Change>,
@@ -151,6 +153,7 @@ type WatchStart = (u64, Vec<Value>, Vec<Change>, tokio::sync::watch::Receiver<u6
 
 impl StoreInner {
     fn put(&mut self, name: String, obj: Value) {
+        self.slices_stamp = crate::core::stamp();
         self.bytes += json_size(&obj);
         if let Some(old) = self.slices.insert(name, obj) {
             self.bytes -= json_size(&old).min(self.bytes);
@@ -159,6 +162,7 @@ impl StoreInner {
 
     fn take(&mut self, name: &str) -> Option<Value> {
         let old = self.slices.remove(name)?;
+        self.slices_stamp = crate::core::stamp();
         self.bytes -= json_size(&old).min(self.bytes);
         Some(old)
     }
@@ -209,6 +213,17 @@ impl Store {
     /// Every ResourceSlice, as stored.
     pub fn slices(&self) -> Vec<Value> {
         self.lock().slices.values().cloned().collect()
+    }
+
+    /// What [`Store::slices`] would return, stamped: equal stamps, equal slices.
+    pub fn slices_stamp(&self) -> u64 {
+        self.lock().slices_stamp
+    }
+
+    /// Every ResourceSlice with the stamp of that set, read at once.
+    pub fn stamped_slices(&self) -> (u64, Vec<Value>) {
+        let st = self.lock();
+        (st.slices_stamp, st.slices.values().cloned().collect())
     }
 
     /// Delete `driver`'s slices on `node` (what the kubelet does when the

@@ -134,6 +134,9 @@ pub struct HealthCache {
     /// Drivers whose stream ended (healthinfo.go clearDriver deletes them
     /// from the state file; the devices stay known here, Unknown).
     cleared: BTreeSet<String>,
+    /// Changes when the set of devices [`HealthCache::devices`] lists may
+    /// have changed (a [`crate::core::stamp`], unique across caches).
+    devices_stamp: u64,
 }
 
 /// healthinfo.go's state file: state.DevicesHealthMap, driver →
@@ -181,6 +184,9 @@ impl HealthCache {
         let reports = self.reports.get(driver)?;
         let (map, next) = effective_health(reports, now);
         let old = self.health.insert(driver.to_string(), map.clone());
+        if !old.as_ref().is_some_and(|o| o.keys().eq(map.keys())) {
+            self.devices_stamp = crate::core::stamp();
+        }
         let changed = (old.as_ref() != Some(&map)).then_some(map);
         Some(Refreshed { changed, next })
     }
@@ -205,6 +211,7 @@ impl HealthCache {
 
     /// The driver's last instance went away.
     pub fn forget(&mut self, driver: &str) {
+        self.devices_stamp = crate::core::stamp();
         self.reports.remove(driver);
         self.health.remove(driver);
         self.cleared.remove(driver);
@@ -225,6 +232,11 @@ impl HealthCache {
             .get(driver)
             .map(|m| m.iter().map(|((p, n), h)| format!("{p}/{n}={h}")).collect())
             .unwrap_or_default()
+    }
+
+    /// What [`HealthCache::devices`] lists, stamped: equal stamps, equal lists.
+    pub fn devices_stamp(&self) -> u64 {
+        self.devices_stamp
     }
 
     /// Every driver's devices, as the allocator may use them.

@@ -13,7 +13,7 @@ impl DraManager {
     /// the pods through the pod lifecycle.
     pub fn tainted_pods(&self) -> Vec<String> {
         let mut st = self.lock();
-        let cands = self.candidates(&st);
+        let cands = self.candidates(&mut st);
         let rules = allocator::Catalog::of(st.objects.values()).rules;
         let now = std::time::Instant::now();
         let mut due = Vec::new();

@@ -26,6 +26,10 @@ pub struct Compiled {
     program: Program,
     /// Domains named by string literals, made empty maps when a device lacks them.
     literals: Vec<String>,
+    /// `device.driver == "X"` (the commonest class selector, and the one a
+    /// class named after a driver stands for): X, compared without running
+    /// CEL, which builds the whole `device` variable for every device.
+    driver_is: Option<String>,
 }
 
 /// Compile `expr` (a parse error is the scheduler's "compilation failed").
@@ -34,7 +38,25 @@ pub fn compile(expr: &str) -> Result<Compiled, String> {
         let text = e.to_string();
         format!("compilation failed: {}", text.lines().next().unwrap_or("syntax error"))
     })?;
-    Ok(Compiled { program, literals: literals(expr) })
+    Ok(Compiled { program, literals: literals(expr), driver_is: driver_is(expr) })
+}
+
+/// X when `expr` is exactly `device.driver == X` or `X == device.driver`
+/// for a string literal X without escapes (either quote style); what CEL
+/// answers for it is then `driver == X`.
+fn driver_is(expr: &str) -> Option<String> {
+    let (a, b) = expr.split_once("==")?;
+    let (a, b) = (a.trim(), b.trim());
+    let lit = match (a, b) {
+        ("device.driver", l) | (l, "device.driver") => l,
+        _ => return None,
+    };
+    let quote = lit.chars().next().filter(|q| *q == '"' || *q == '\'')?;
+    let inner = lit.strip_prefix(quote)?.strip_suffix(quote)?;
+    if inner.contains(['"', '\'', '\\', '\n', '\r']) || lit.len() < 2 {
+        return None;
+    }
+    Some(inner.to_string())
 }
 
 /// The string literals of an expression (both quote styles).
@@ -268,6 +290,9 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
 
 /// Whether candidate `c` matches; a runtime error or a non-bool result is an error.
 pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool, String> {
+    if let Some(d) = &compiled.driver_is {
+        return Ok(&c.driver == d);
+    }
     let mut scope = ctx.new_inner_scope();
     scope.add_variable_from_value("device", device(c, &compiled.literals));
     match compiled.program.execute(&scope) {
@@ -277,5 +302,38 @@ pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool
             Err(format!("no such key: {k} (use has() or the in operator to check that an attribute exists)"))
         }
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shortcut for `device.driver == X` answers what CEL answers, and
+    /// is taken only for exactly that form.
+    #[test]
+    fn the_driver_shortcut_answers_as_cel_does() {
+        let dev = |driver: &str| Candidate { driver: driver.into(), ..Candidate::default() };
+        let ctx = context();
+        for expr in [
+            r#"device.driver == "gpu.x""#,
+            "device.driver=='gpu.x'",
+            r#""gpu.x" == device.driver"#,
+            r#"device.driver == "gpu.x" || true"#,
+            r#"device.driver == "gpu.x" && "a" == "a""#,
+            r#"device.driver == "g\"x""#,
+            r#"device.driver == "nic.x""#,
+        ] {
+            let compiled = compile(expr).unwrap();
+            let mut slow = compile(expr).unwrap();
+            slow.driver_is = None;
+            for d in ["gpu.x", "nic.x", "g\"x"] {
+                assert_eq!(matches(&ctx, &compiled, &dev(d)), matches(&ctx, &slow, &dev(d)), "{expr} on driver {d}");
+            }
+        }
+        assert_eq!(driver_is(r#"device.driver == "gpu.x""#).as_deref(), Some("gpu.x"));
+        assert_eq!(driver_is(r#"device.driver == "gpu.x" || true"#), None);
+        assert_eq!(driver_is(r#"device.driver == "a" && "b" == "b""#), None);
+        assert_eq!(driver_is("device.attributes == 'x'"), None);
     }
 }

@@ -9,8 +9,8 @@ use super::cel::{self, Compiled};
 use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
 use crate::kubelet::manifest::objects::quantity::Quantity;
 use crate::kubelet::manifest::objects::{ClaimSpec, Request, Selector};
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Steps after which the search gives up (upstream is bounded by the
 /// scheduler's timeout instead).
@@ -33,16 +33,18 @@ pub(super) struct Search<'a> {
     cands: &'a [Candidate],
     drivers: &'a BTreeSet<String>,
     /// Devices other claims hold exclusively.
-    used: BTreeSet<Key>,
+    used: HashSet<(&'a str, &'a str, &'a str)>,
     /// Capacity other claims consume of shareable devices, in nano-units.
     shared: BTreeMap<Key, BTreeMap<String, i128>>,
     /// Share IDs other claims hold, per device.
     shares: BTreeMap<Key, BTreeSet<String>>,
     /// Counters other claims' devices consume: (driver, pool, set, counter) → nano-units.
     counted: BTreeMap<(String, String, String, String), i128>,
-    ctx: ::cel::Context<'static>,
+    /// Made when a selector needs CEL run (not for `device.driver == X`).
+    ctx: OnceCell<::cel::Context<'static>>,
     programs: RefCell<HashMap<String, Result<Compiled, String>>>,
-    fits: RefCell<HashMap<(String, usize), bool>>,
+    /// Per (sub-)request label, per candidate: not yet known, no, yes.
+    fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
     steps: Cell<u64>,
 }
 
@@ -52,37 +54,43 @@ impl<'a> Search<'a> {
         spec: &'a ClaimSpec,
         catalog: &'a Catalog,
         cands: &'a [Candidate],
-        taken: &[Allocated],
+        taken: &'a [Allocated],
         drivers: &'a BTreeSet<String>,
     ) -> Search<'a> {
-        let by_key: BTreeMap<Key, &Candidate> = cands.iter().map(|c| (c.key(), c)).collect();
+        // Only devices that are shareable or consume counters need looking
+        // up (usually none: no map of every candidate for every claim).
+        let special: HashMap<(&str, &str, &str), &Candidate> = cands
+            .iter()
+            .filter(|c| c.multi || !c.consumes.is_empty())
+            .map(|c| ((c.driver.as_str(), c.pool.as_str(), c.device.as_str()), c))
+            .collect();
         let mut s = Search {
             claim,
             spec,
             catalog,
             cands,
             drivers,
-            used: BTreeSet::new(),
+            used: HashSet::new(),
             shared: BTreeMap::new(),
             shares: BTreeMap::new(),
             counted: BTreeMap::new(),
-            ctx: cel::context(),
+            ctx: OnceCell::new(),
             programs: RefCell::new(HashMap::new()),
             fits: RefCell::new(HashMap::new()),
             steps: Cell::new(0),
         };
         for a in taken.iter().filter(|a| !a.admin) {
-            let key = a.key();
-            let c = by_key.get(&key);
+            let c = special.get(&(a.driver.as_str(), a.pool.as_str(), a.device.as_str()));
             if a.share_id.is_some() || c.is_some_and(|c| c.multi) {
+                let key = a.key();
                 let m = s.shared.entry(key.clone()).or_default();
                 for (name, q) in &a.consumed_capacity {
                     let full = if name.contains('/') { name.clone() } else { format!("{}/{name}", a.driver) };
                     *m.entry(full).or_default() += Quantity::parse(q).map_or(0, |q| q.nanos());
                 }
-                s.shares.entry(key.clone()).or_default().extend(a.share_id.clone());
+                s.shares.entry(key).or_default().extend(a.share_id.clone());
             } else {
-                s.used.insert(key.clone());
+                s.used.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str()));
             }
             for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
                 for (counter, q) in &set.counters {
@@ -115,49 +123,78 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Whether candidate `i` matches every selector (class first, as upstream).
-    fn selected(&self, r: &Request, label: &str, i: usize) -> Result<bool, Unallocatable> {
-        if let Some(hit) = self.fits.borrow().get(&(label.to_string(), i)) {
-            return Ok(*hit);
-        }
+    /// The candidates that match every selector of `r` (class first, as
+    /// upstream), in order; remembered per label across backtracking.
+    fn fitting(&self, r: &Request, label: &str) -> Result<Vec<usize>, Unallocatable> {
         let (class_sel, class) = self.class(r, label)?;
+        let known = self.fits.borrow_mut().remove(label);
+        let mut fits = known.unwrap_or_else(|| vec![None; self.cands.len()]);
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for (i, fit) in fits.iter_mut().enumerate() {
+            let hit = match *fit {
+                Some(hit) => hit,
+                None => match self.selected(r, &class_sel, class, i) {
+                    Ok(hit) => {
+                        *fit = Some(hit);
+                        hit
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                },
+            };
+            if hit {
+                out.push(i);
+            }
+        }
+        self.fits.borrow_mut().insert(label.to_string(), fits);
+        result.map(|()| out)
+    }
+
+    /// Whether candidate `i` matches every selector (class first, as upstream).
+    fn selected(
+        &self,
+        r: &Request,
+        class_sel: &[Selector],
+        class: Option<&str>,
+        i: usize,
+    ) -> Result<bool, Unallocatable> {
         let c = &self.cands[i];
-        let groups = [(class.map(|n| format!("class {n}: ")), &class_sel), (None, &r.selectors)];
-        let mut ok = true;
-        'all: for (whose, sels) in groups {
-            let whose = whose.unwrap_or_default();
+        let groups = [(class.map(|n| format!("class {n}: ")), class_sel), (None, r.selectors.as_slice())];
+        for (whose, sels) in groups {
             for (n, s) in sels.iter().enumerate() {
                 let mut programs = self.programs.borrow_mut();
                 let compiled = programs.entry(s.expression.clone()).or_insert_with(|| cel::compile(&s.expression));
                 let fail = |e: &str| Unallocatable::Selector {
                     claim: self.claim.to_string(),
-                    error: format!("{whose}selector #{n}: {e}"),
+                    error: format!("{}selector #{n}: {e}", whose.as_deref().unwrap_or_default()),
                 };
                 let compiled = compiled.as_ref().map_err(|e| fail(&format!("CEL {e}")))?;
-                let hit = cel::matches(&self.ctx, compiled, c).map_err(|e| {
+                let ctx = self.ctx.get_or_init(cel::context);
+                let hit = cel::matches(ctx, compiled, c).map_err(|e| {
                     fail(&format!("on device {}/{}/{}: CEL runtime error: {e}", c.driver, c.pool, c.device))
                 })?;
                 if !hit {
-                    ok = false;
-                    break 'all;
+                    return Ok(false);
                 }
             }
         }
-        self.fits.borrow_mut().insert((label.to_string(), i), ok);
-        Ok(ok)
+        Ok(true)
     }
 
     /// Whether candidate `i` can be picked for `r` now, as the pick, or why not.
     fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, String> {
         let c = &self.cands[i];
-        let key = c.key();
         let name = format!("device {}", c.device);
         let mine_has = mine.iter().any(|p| p.index == i);
         if admin {
             if mine_has {
                 return Err(format!("{name}: already in this claim"));
             }
-        } else if (mine_has && !c.multi) || self.used.contains(&key) {
+        } else if (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
+        {
             return Err(format!("{name}: in use"));
         }
         // Shared counters (KEP-4815).
@@ -191,7 +228,7 @@ impl<'a> Search<'a> {
         if c.multi && !admin {
             for (cap, q) in &consumed {
                 let value = &c.capacity[cap].value;
-                let others = self.shared.get(&key).and_then(|m| m.get(cap)).copied().unwrap_or(0);
+                let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
                 let ours: i128 =
                     mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
                 if others + ours + q.nanos() > value.nanos() {
@@ -315,12 +352,7 @@ impl<'a> Search<'a> {
         admin: bool,
         mine: &mut Vec<Pick>,
     ) -> Result<(), Unallocatable> {
-        let mut fitting = Vec::new();
-        for c in 0..self.cands.len() {
-            if self.selected(r, label, c)? {
-                fitting.push(c);
-            }
-        }
+        let fitting = self.fitting(r, label)?;
         let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
         if mine.len().saturating_add(want) > MAX_RESULTS {
             return Err(Unallocatable::TooFew(Box::new(TooFew {
