@@ -24,6 +24,7 @@
 
 pub mod allocator;
 pub mod apiserver;
+mod cdi_index;
 pub mod claiminfo;
 pub mod extended;
 mod health;
@@ -56,6 +57,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+pub use cdi_index::unresolved_cdi;
 pub use claiminfo::{generated_claim_name, ClaimInfo};
 pub use healthinfo::DEFAULT_HEALTH_TIMEOUT;
 pub use view::{DriverStatus, PodInfo};
@@ -208,26 +210,8 @@ pub struct DraManager {
     changed: Notify,
     /// The newest claim-cache change on disk; held while writing.
     written: tokio::sync::Mutex<u64>,
-}
-
-/// The CDI IDs of `ids` that no spec file in `dirs` defines (a CDI ID is
-/// `KIND=NAME`, defined by a spec whose `kind` is KIND listing a device NAME).
-pub fn unresolved_cdi(dirs: &[PathBuf], ids: &[String]) -> Vec<String> {
-    let mut known: BTreeSet<String> = BTreeSet::new();
-    for d in dirs {
-        let Ok(rd) = std::fs::read_dir(d) else { continue };
-        for e in rd.flatten() {
-            let p = e.path();
-            let ext = p.extension().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-            if !["json", "yaml", "yml"].contains(&ext.as_str()) {
-                continue;
-            }
-            let Ok(text) = crate::core::limits::read_file(&p, 1 << 20, "CDI spec") else { continue };
-            // A spec the runtime refuses defines nothing (the rulebook says what a spec is).
-            known.extend(crate::protocol::cdi::parse_spec(&text, ext != "json").unwrap_or_default());
-        }
-    }
-    ids.iter().filter(|i| !known.contains(*i)).cloned().collect()
+    /// The CDI spec files read so far.
+    cdi: cdi_index::CdiIndex,
 }
 
 /// A pod's claims as it names them.
@@ -264,6 +248,7 @@ impl DraManager {
             state: Mutex::new(State::default()),
             changed: Notify::new(),
             written: Default::default(),
+            cdi: Default::default(),
         })
     }
 
@@ -765,13 +750,22 @@ impl DraManager {
         }
         // Every answer is kept, also when a later driver failed: the claims
         // are unprepared by every driver when the pod goes.
+        // The CDI IDs checked against the spec files off the state lock.
+        let unresolved: Vec<(&String, Vec<String>)> = if result.is_ok() {
+            let ids: Vec<(&String, Vec<String>)> = {
+                let st = self.lock();
+                plan.preparing.iter().map(|k| (k, st.claims.get(k).map(|c| c.cdi_ids()).unwrap_or_default())).collect()
+            };
+            ids.into_iter().map(|(k, ids)| (k, self.cdi.unresolved(&self.spec.cdi_dirs, &ids))).collect()
+        } else {
+            Vec::new()
+        };
         let change = {
             let mut st = self.lock();
             if result.is_ok() {
                 st.claims.mark_prepared(&plan.preparing);
-                for k in &plan.preparing {
-                    let ids = st.claims.get(k).map(|c| c.cdi_ids()).unwrap_or_default();
-                    st.claims.set_unresolved(k, unresolved_cdi(&self.spec.cdi_dirs, &ids));
+                for (k, missing) in unresolved {
+                    st.claims.set_unresolved(k, missing);
                 }
             }
             Self::changed_claims(&mut st)
