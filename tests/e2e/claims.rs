@@ -302,8 +302,11 @@ async fn interop_a_client_go_reflector_lists_and_watches_a_custom_resource() {
     let api = Api::of(&events(&log, "api-server")[0]);
     t.write("crd.yaml", CRD);
     log.wait_for("\"event\":\"dra-object\"", 1).await;
-    let (code, _) = api.get(CDS).await;
-    assert_eq!(code, 200, "the CRD is served");
+    let post = |name: &str| json!({"metadata": {"name": name}, "spec": {"numNodes": 1}}).to_string();
+    // One object before the reflector starts: its list's resourceVersion is
+    // then not 0 (a watch from "0" starts at "now" here, where kube-apiserver
+    // would send every object as ADDED first; an etcd-backed list is never at 0).
+    assert_eq!(api.call("POST", CDS, "application/json", &post("z")).await.0, 201, "the CRD is served");
     let mut g = tokio::process::Command::new(dir.join("go-dra-peer"));
     g.args([
         "-kubeconfig",
@@ -324,7 +327,6 @@ async fn interop_a_client_go_reflector_lists_and_watches_a_custom_resource() {
     gl.wait_for("SYNCED ", 1).await;
     // The API server ended the watch after its timeoutSeconds; the reflector watched again.
     gl.wait_for("REWATCH ", 1).await;
-    let post = |name: &str| json!({"metadata": {"name": name}, "spec": {"numNodes": 1}}).to_string();
     let merge = "application/merge-patch+json";
     assert_eq!(api.call("POST", CDS, "application/json", &post("a")).await.0, 201);
     let (code, v) = api.call("PATCH", &format!("{CDS}/a"), merge, r#"{"spec":{"numNodes":2}}"#).await;
@@ -332,7 +334,7 @@ async fn interop_a_client_go_reflector_lists_and_watches_a_custom_resource() {
     assert_eq!(api.call("DELETE", &format!("{CDS}/a"), "application/json", "").await.0, 200);
     gl.wait_for("DELETED a ", 1).await;
     let got: Vec<String> = reflected(&gl.seen()).iter().map(|(w, n)| format!("{w} {n}")).collect();
-    assert_eq!(got, ["ADDED a", "MODIFIED a", "DELETED a"], "{}", gl.seen());
+    assert_eq!(got, ["LISTED z", "ADDED a", "MODIFIED a", "DELETED a"], "{}", gl.seen());
     let rvs: Vec<u64> = gl
         .seen()
         .lines()
@@ -358,7 +360,7 @@ async fn interop_a_client_go_reflector_lists_and_watches_a_custom_resource() {
     let seen = gl.seen();
     let after = reflected(seen.get(seen.find("RELIST ").unwrap_or(0)..).unwrap_or_default());
     let listed = |n: &str| after.iter().any(|(w, name)| w == "LISTED" && name == n);
-    assert!(listed("b") && listed("c") && !listed("a"), "{}", gl.seen());
+    assert!(listed("z") && listed("b") && listed("c") && !listed("a"), "{}", gl.seen());
     // And it watches on.
     assert_eq!(api.call("POST", CDS, "application/json", &post("d")).await.0, 201);
     gl.wait_for("ADDED d ", 1).await;
