@@ -758,6 +758,12 @@ pub enum KubeletEvent {
         taint: String,
         /// The eviction controller's reason: DeviceTaintManagerEviction.
         reason: String,
+        /// The taint's timeAdded (RFC 3339); when it has none, when the
+        /// mock kubelet first saw it (as the API server would have stamped it).
+        time_added: String,
+        /// When the pod was due to be evicted (RFC 3339): timeAdded plus the
+        /// smallest tolerationSeconds of the NoExecute tolerations that match.
+        evict_at: String,
     },
     /// An event of a test's own (shell tests).
     AfterClose,

@@ -205,3 +205,64 @@ async fn a_no_execute_taint_added_later_evicts_the_pod_and_unprepares_its_claim_
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// devicetainteviction evicts at the taint's timeAdded plus the toleration's
+/// seconds — not that long after the mock kubelet first saw the taint. The
+/// slice's taint was added 56 s ago and the pod tolerates it for 60 s: it is
+/// prepared, then evicted about 4 s later, not before (counting from when
+/// the taint was seen, it would stay a minute), and the event carries both
+/// times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_execute_toleration_with_seconds_evicts_that_long_after_the_taints_time_added() {
+    use dpctl::core::time::{parse_rfc3339, rfc3339_nano};
+    use std::time::{Duration, SystemTime};
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = t.driver(DRIVER, &["--services", "v1.DRAPlugin", "--pool", "node-1"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    // Whole seconds, as metav1.Time writes them.
+    let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let added = rfc3339_nano(SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs - 56));
+    let evict_at = rfc3339_nano(SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs + 4));
+    t.write(
+        "slice.yaml",
+        &one_device_slice(&format!(
+            "    taints: [{{key: gpu.example.com/xid, value: \"79\", effect: NoExecute, timeAdded: \"{added}\"}}]\n"
+        )),
+    );
+    t.write(
+        "class.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: any-gpu}\nspec:\n  selectors:\n  - cel: {expression: \"device.driver == 'gpu.example.com'\"}\n",
+    );
+    t.write(
+        "template.yaml",
+        &template(
+            "for-60s",
+            "any-gpu",
+            ", tolerations: [{key: gpu.example.com/xid, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]",
+        ),
+    );
+    log.wait_for("\"event\":\"dra-object\"", 3).await;
+    t.write("a.yaml", &pod("a", "for-60s"));
+    // The toleration lets the tainted device be allocated: the pod runs, until timeAdded + 60 s.
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    log.wait_for("\"event\":\"pod-evicted\"", 1).await;
+    let seen = SystemTime::now();
+    let ev = &events(&log, "pod-evicted")[0];
+    assert_eq!(
+        (ev["pod"].as_str(), ev["claim"].as_str(), ev["taint"].as_str()),
+        (Some("pod-a"), Some("ml/a-g"), Some("gpu.example.com/xid=79:NoExecute")),
+        "{ev}"
+    );
+    assert_eq!(
+        (ev["timeAdded"].as_str(), ev["evictAt"].as_str()),
+        (Some(added.as_str()), Some(evict_at.as_str())),
+        "{ev}"
+    );
+    assert!(seen >= parse_rfc3339(&evict_at).unwrap(), "evicted before evictAt {evict_at}");
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}

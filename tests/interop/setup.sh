@@ -47,7 +47,7 @@ protoc -I proto --go_out="$gopath/src" proto/k8s/apimachinery/pkg/runtime/genera
   proto/k8s/api/core/v1/generated.proto proto/k8s/api/resource/v1/generated.proto
 cp tests/interop/go/peer/main.go "$gopath/src/dpctl-interop-peer/"
 # A kubeletplugin-style DRA driver (registration, ResourceSlices via the API server in protobuf, prepare with GET claim).
-cp tests/interop/go/drapeer/main.go "$gopath/src/dpctl-interop-drapeer/"
+cp tests/interop/go/drapeer/*.go "$gopath/src/dpctl-interop-drapeer/"
 export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$out/gocache" GOFLAGS=
 (cd "$gopath/src/dpctl-interop-peer" && go build -o "$out/go-peer" .)
 (cd "$gopath/src/dpctl-interop-drapeer" && go build -o "$out/go-dra-peer" .)

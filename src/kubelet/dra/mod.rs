@@ -138,8 +138,9 @@ struct State {
     /// Before 1.33: registration sockets whose instance a later registration
     /// replaced → the driver (their deregistration removes the driver).
     replaced: BTreeMap<PathBuf, String>,
-    /// Eviction key → when a delayed NoExecute eviction was first seen.
-    taint_seen: BTreeMap<String, std::time::Instant>,
+    /// Eviction key → when its NoExecute taint was first seen (the taint's
+    /// timeAdded when it has none).
+    taint_seen: BTreeMap<String, std::time::SystemTime>,
     /// Changes made to the claim cache (see persist.rs).
     recorded: u64,
     /// Stamped with every change to a ResourceSlice in `objects`.

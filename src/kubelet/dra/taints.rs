@@ -1,48 +1,53 @@
 //! NoExecute device taints on devices of prepared claims, as the
 //! devicetainteviction controller acts on them (the decision is
-//! [`super::allocator::taints::evictions`]; this is its shell: when each
-//! taint was first seen, the `pod-evicted` events).
+//! [`super::allocator::taints::evictions`] and
+//! [`super::allocator::taints::Eviction::when`]; this is its shell: the wall
+//! clock, when each taint without a timeAdded was first seen, the
+//! `pod-evicted` events).
 
 use super::*;
+use std::time::SystemTime;
 
 impl DraManager {
     /// Pods a NoExecute device taint evicts now (devicetainteviction): for
     /// every prepared claim, [`allocator::taints::evictions`] on its
-    /// allocation; a tolerationSeconds eviction is due that long after it
-    /// was first seen. Each is reported (`pod-evicted`); the caller deletes
-    /// the pods through the pod lifecycle.
+    /// allocation, each due at its taint's timeAdded plus the toleration's
+    /// seconds (a taint without timeAdded counts from when it was first
+    /// seen). Each is reported (`pod-evicted`); the caller deletes the pods
+    /// through the pod lifecycle.
     pub fn tainted_pods(&self) -> Vec<String> {
+        let now = SystemTime::now();
         let mut st = self.lock();
         let cands = self.candidates(&mut st);
         let rules = allocator::Catalog::of(st.objects.values()).rules;
-        let now = std::time::Instant::now();
         let mut due = Vec::new();
         let mut pending = Vec::new();
+        let mut live = BTreeSet::new();
         for c in st.claims.values() {
             for e in allocator::taints::evictions(&c.allocation, &cands, &rules) {
                 let device = format!("{}/{}/{}", e.device.driver, e.device.pool, e.device.device);
                 let t = e.taint;
                 let taint = format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), t.effect);
-                let claim = format!("{}/{}", c.namespace, c.name);
                 let key = format!("{} {device} {taint}", c.uid);
+                let first = *st.taint_seen.get(&key).unwrap_or(&now);
+                let when = e.when(first, now);
+                live.insert(key.clone());
                 for pod in &c.pods {
                     pending.push((
                         key.clone(),
-                        e.after_seconds,
+                        when,
                         pod.clone(),
-                        claim.clone(),
+                        format!("{}/{}", c.namespace, c.name),
                         device.clone(),
                         taint.clone(),
                     ));
                 }
             }
         }
-        let live: std::collections::BTreeSet<String> = pending.iter().map(|p| p.0.clone()).collect();
         st.taint_seen.retain(|k, _| live.contains(k));
-        for (key, after, pod, claim, device, taint) in pending {
-            let first = *st.taint_seen.entry(key).or_insert(now);
-            let ripe = after.is_none_or(|s| now >= first + Duration::from_secs(s.unsigned_abs()));
-            if ripe && !due.contains(&pod) {
+        for (key, when, pod, claim, device, taint) in pending {
+            st.taint_seen.entry(key).or_insert(now);
+            if when.now && !due.contains(&pod) {
                 due.push(pod.clone());
                 self.event(KubeletEvent::PodEvicted {
                     pod,
@@ -50,6 +55,8 @@ impl DraManager {
                     device,
                     taint,
                     reason: "DeviceTaintManagerEviction".into(),
+                    time_added: crate::core::time::rfc3339_nano(when.added),
+                    evict_at: crate::core::time::rfc3339_nano(when.at),
                 });
             }
         }

@@ -5,6 +5,7 @@
 
 use super::Candidate;
 use crate::kubelet::manifest::objects::{Taint, TaintRule, Toleration};
+use std::time::{Duration, SystemTime};
 
 /// Every taint on `c`: its own, then the rules' that select it.
 pub fn of<'a>(c: &'a Candidate, rules: &'a [TaintRule]) -> impl Iterator<Item = &'a Taint> {
@@ -24,21 +25,26 @@ pub fn blocking<'a>(c: &'a Candidate, rules: &'a [TaintRule], tolerations: &[Tol
 }
 
 /// What the device-taint eviction controller would do about one allocated
-/// device: evict its pods now, or after `tolerationSeconds`.
+/// device: evict its pods at the taint's timeAdded, or that plus the
+/// smallest tolerationSeconds of the tolerations that count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eviction<'a> {
     /// The allocated device.
     pub device: &'a super::Allocated,
     /// The NoExecute taint.
     pub taint: &'a Taint,
-    /// None: at once; Some(n): after the toleration's n seconds.
+    /// None: at the taint's timeAdded; Some(n): n seconds (n ≥ 0) after it.
     pub after_seconds: Option<i64>,
 }
 
 /// The allocated devices that now carry a NoExecute taint their allocation's
-/// tolerations do not tolerate for good (devicetainteviction's decision; a
-/// toleration with tolerationSeconds delays it). Pure: the caller decides
-/// what evicting means (the pod deleted, then its claims unprepared).
+/// tolerations do not tolerate for good (devicetainteviction's
+/// claimEvictionTime). As there, only tolerations whose effect is NoExecute
+/// count: one of them without tolerationSeconds keeps the pod, the smallest
+/// tolerationSeconds (a negative one as 0) delays the eviction; a toleration
+/// with no effect, which lets the device be allocated, neither keeps nor
+/// delays. Pure: the caller decides what evicting means (the pod deleted,
+/// then its claims unprepared) and when ([`Eviction::when`]).
 pub fn evictions<'a>(
     allocated: &'a [super::Allocated],
     candidates: &'a [Candidate],
@@ -51,7 +57,11 @@ pub fn evictions<'a>(
             continue;
         };
         for t in of(c, rules).filter(|t| t.effect == "NoExecute") {
-            let tolerating: Vec<&Toleration> = a.tolerations.iter().filter(|tol| tol.tolerates(t)).collect();
+            let tolerating: Vec<&Toleration> = a
+                .tolerations
+                .iter()
+                .filter(|tol| tol.effect.as_deref() == Some("NoExecute") && tol.tolerates(t))
+                .collect();
             if tolerating.iter().any(|tol| tol.toleration_seconds.is_none()) {
                 continue;
             }
@@ -60,4 +70,34 @@ pub fn evictions<'a>(
         }
     }
     out
+}
+
+/// When an eviction is due, as [`Eviction::when`] decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// The taint's timeAdded (or when it was first seen, when it has none).
+    pub added: SystemTime,
+    /// When the pods are evicted: `added` plus the toleration's seconds.
+    pub at: SystemTime,
+    /// Whether `at` has come.
+    pub now: bool,
+}
+
+impl Eviction<'_> {
+    /// When this eviction is due at `now`: the taint's timeAdded plus
+    /// [`Eviction::after_seconds`]. A taint without timeAdded counts from
+    /// `first_seen`, when it was first seen (the API server stamps timeAdded
+    /// when a taint is created; a manifest may leave it out).
+    pub fn when(&self, first_seen: SystemTime, now: SystemTime) -> Due {
+        let added = self
+            .taint
+            .time_added
+            .as_deref()
+            .and_then(|t| crate::core::time::parse_rfc3339(t).ok())
+            .unwrap_or(first_seen);
+        // At most ~136 years: a later time is never reached, and cannot overflow.
+        let secs = self.after_seconds.unwrap_or(0).clamp(0, i64::from(u32::MAX)).unsigned_abs();
+        let at = added.checked_add(Duration::from_secs(secs)).unwrap_or(added);
+        Due { added, at, now: now >= at }
+    }
 }

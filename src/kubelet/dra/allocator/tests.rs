@@ -362,26 +362,89 @@ fn all_mode_takes_every_matching_device_or_none() {
 }
 
 /// A NoExecute taint added after allocation (a slice republished, or a
-/// DeviceTaintRule): the eviction controller's decision per allocated device.
+/// DeviceTaintRule): the eviction controller's decision per allocated
+/// device. Only NoExecute tolerations count (devicetainteviction's
+/// claimEvictionTime): one with no effect let the device be allocated but
+/// neither keeps nor delays the eviction.
 #[test]
 fn a_later_no_execute_taint_evicts_unless_tolerated_for_good() {
-    let cands = slice(json!({"devices": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}));
+    let cands = slice(json!({"devices": [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}]}));
     let spec = claim(json!({"devices": {"requests": [
         {"name": "plain", "exactly": {"deviceClassName": "gpu.x"}},
         {"name": "for-60s", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]}},
-        {"name": "for-good", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists"}]}}]}}));
+        {"name": "for-good", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists", "effect": "NoExecute"}]}},
+        {"name": "any-effect", "exactly": {"deviceClassName": "gpu.x", "tolerations": [{"key": "drain", "operator": "Exists"}]}}]}}));
     let got = run(&spec, &Catalog::default(), &cands, &[]).unwrap();
-    assert_eq!(devices(&got), ["plain a", "for-60s b", "for-good c"]);
+    assert_eq!(devices(&got), ["plain a", "for-60s b", "for-good c", "any-effect d"]);
     assert!(taints::evictions(&got, &cands, &[]).is_empty(), "no taint yet");
     let drain = catalog(&[json!({"kind": "DeviceTaintRule", "metadata": {"name": "d"},
         "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoExecute"}}})]);
     let ev = taints::evictions(&got, &cands, &drain.rules);
     let words: Vec<String> = ev.iter().map(|e| format!("{} {:?}", e.device.device, e.after_seconds)).collect();
-    assert_eq!(words, ["a None", "b Some(60)"]);
+    assert_eq!(words, ["a None", "b Some(60)", "d None"]);
     // NoSchedule added later does not evict.
     let ns = catalog(&[json!({"kind": "DeviceTaintRule", "metadata": {"name": "d"},
         "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoSchedule"}}})]);
     assert!(taints::evictions(&got, &cands, &ns.rules).is_empty());
+}
+
+/// devicetainteviction evicts at the taint's timeAdded plus the smallest
+/// tolerationSeconds of the matching NoExecute tolerations (≤ 0: at
+/// timeAdded), not when the taint was first seen; a taint without timeAdded
+/// counts from when it was first seen.
+#[test]
+fn a_no_execute_taint_evicts_at_its_time_added_plus_the_toleration_seconds() {
+    use std::time::{Duration, SystemTime};
+    let t = |s: &str| crate::core::time::parse_rfc3339(s).unwrap();
+    let cands = slice(json!({"devices": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}));
+    let tol =
+        |secs: i64| json!([{"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": secs}]);
+    let spec = claim(json!({"devices": {"requests": [
+        {"name": "plain", "exactly": {"deviceClassName": "gpu.x"}},
+        {"name": "for-60s", "exactly": {"deviceClassName": "gpu.x",
+            "tolerations": [tol(300)[0].clone(), tol(60)[0].clone()]}},
+        {"name": "negative", "exactly": {"deviceClassName": "gpu.x", "tolerations": tol(-5)}}]}}));
+    let got = run(&spec, &Catalog::default(), &cands, &[]).unwrap();
+    assert_eq!(devices(&got), ["plain a", "for-60s b", "negative c"]);
+    let rule = |added: Value| {
+        catalog(&[json!({"kind": "DeviceTaintRule", "metadata": {"name": "d"},
+            "spec": {"deviceSelector": {"driver": "gpu.x"}, "taint": {"key": "drain", "effect": "NoExecute", "timeAdded": added}}})])
+    };
+    let drain = rule(json!("2026-03-01T10:00:00Z"));
+    let ev = taints::evictions(&got, &cands, &drain.rules);
+    // First seen long after it was added: the time it was added counts.
+    let seen = t("2026-03-01T10:00:50Z");
+    let at = |e: &taints::Eviction, now: &str| e.when(seen, t(now));
+    let when: Vec<(String, String, bool)> = ev
+        .iter()
+        .map(|e| {
+            let d = at(e, "2026-03-01T10:00:59Z");
+            (e.device.device.clone(), crate::core::time::rfc3339_nano(d.at), d.now)
+        })
+        .collect();
+    assert_eq!(
+        when,
+        [
+            ("a".to_string(), "2026-03-01T10:00:00Z".to_string(), true),
+            ("b".to_string(), "2026-03-01T10:01:00Z".to_string(), false),
+            ("c".to_string(), "2026-03-01T10:00:00Z".to_string(), true),
+        ],
+        "plain at timeAdded; the smallest of 300 and 60 s; a negative as 0"
+    );
+    let b = &ev[1];
+    assert_eq!(at(b, "2026-03-01T10:00:59Z").added, t("2026-03-01T10:00:00Z"));
+    assert!(at(b, "2026-03-01T10:01:00Z").now, "due at timeAdded + 60 s");
+    // No timeAdded: counted from when it was first seen.
+    let unstamped = rule(Value::Null);
+    let ev = taints::evictions(&got, &cands, &unstamped.rules);
+    let d = ev[1].when(seen, seen + Duration::from_secs(59));
+    assert_eq!((d.added, d.at, d.now), (seen, seen + Duration::from_secs(60), false));
+    assert!(ev[1].when(seen, seen + Duration::from_secs(60)).now);
+    // A huge tolerationSeconds is never reached, and does not overflow.
+    let spec = one("gpu.x", json!({"tolerations": tol(i64::MAX)}));
+    let got = run(&spec, &Catalog::default(), &cands, &[]).unwrap();
+    let ev = taints::evictions(&got, &cands, &drain.rules);
+    assert!(!ev[0].when(seen, SystemTime::now()).now);
 }
 
 /// AllocationResultsMaxSize: at most 32 devices in one claim's result; a

@@ -159,8 +159,41 @@ impl Watched {
     }
 }
 
-/// Pump a watch into `tx` until the client goes or `stop`.
+/// How long a watch may last: its `timeoutSeconds` (kube-apiserver ends the
+/// watch after that long, and client-go's reflectors send a random 5–10
+/// minutes, then watch again from the last version they saw); None when
+/// absent, zero or not a number — the watch lasts until the client goes.
+/// (kube-apiserver then picks a random timeout of its own, which a watch
+/// that ends only when its client leaves stands in for.)
+fn watch_timeout(query: &str) -> Option<std::time::Duration> {
+    param(query, "timeoutSeconds")
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(std::time::Duration::from_secs)
+}
+
+/// Pump a watch into `tx` until the client goes, `stop`, or its
+/// `timeoutSeconds` pass — then the stream ends cleanly (no ERROR event), as
+/// kube-apiserver's does, and the client watches again.
 pub(super) async fn pump(
+    store: Arc<Store>,
+    sel: Watched,
+    query: String,
+    media: Media,
+    tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
+    stop: CancellationToken,
+) {
+    match watch_timeout(&query) {
+        // Dropping the pump drops `tx`: the body ends after the frames already sent.
+        Some(limit) => {
+            let _ = tokio::time::timeout(limit, follow(store, sel, query, media, tx, stop)).await;
+        }
+        None => follow(store, sel, query, media, tx, stop).await,
+    }
+}
+
+/// A watch's events: the initial ones, then every change.
+async fn follow(
     store: Arc<Store>,
     sel: Watched,
     query: String,
@@ -300,6 +333,42 @@ mod tests {
             "{}",
             got[0]
         );
+    }
+
+    #[test]
+    fn a_watch_timeout_is_its_positive_timeout_seconds() {
+        let secs = |q: &str| watch_timeout(q).map(|d| d.as_secs());
+        assert_eq!(secs("watch=true&timeoutSeconds=417"), Some(417));
+        assert_eq!(secs("watch=true"), None);
+        assert_eq!(secs("watch=true&timeoutSeconds=0"), None);
+        assert_eq!(secs("watch=true&timeoutSeconds=soon"), None);
+    }
+
+    /// kube-apiserver ends a watch after its `timeoutSeconds` (client-go's
+    /// reflectors rely on it to renew their watches); the stream ends
+    /// cleanly, after the events sent before, and not before the time.
+    #[tokio::test]
+    async fn a_watch_ends_cleanly_after_its_timeout_seconds() {
+        let s = Arc::new(Store::default());
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("a", 1)).0, 201);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let query = "watch=true&resourceVersion=0&sendInitialEvents=true&timeoutSeconds=1";
+        let started = std::time::Instant::now();
+        tracker.spawn(pump(s.clone(), sel(query), query.into(), Media::Json, tx, stop.clone()));
+        let mut lines = Vec::new();
+        // Every frame until the stream ends; a watch that never ends fails here.
+        while let Some(b) = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await.unwrap() {
+            lines.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        let ended = started.elapsed();
+        stop.cancel();
+        let kinds: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
+        assert_eq!(kinds, ["ADDED", "BOOKMARK"], "no ERROR event: {lines:?}");
+        assert!(ended >= std::time::Duration::from_secs(1), "it ended after {ended:?}, before its timeout");
+        tracker.close();
+        tracker.wait().await;
     }
 
     /// Split one protobuf field off `b`: (field number, payload, rest); length-delimited fields only.

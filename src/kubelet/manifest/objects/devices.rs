@@ -66,7 +66,8 @@ pub struct Taint {
     pub value: Option<String>,
     /// effect: NoSchedule, NoExecute or None.
     pub effect: String,
-    /// timeAdded.
+    /// timeAdded (RFC 3339, checked when read): when the taint was put on;
+    /// a NoExecute eviction counts its tolerationSeconds from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_added: Option<String>,
 }
@@ -189,7 +190,15 @@ fn taint(v: &Value, at: &str) -> Result<Taint, String> {
         key,
         value: str_of(v, "value").map(str::to_string),
         effect: effect.to_string(),
-        time_added: str_of(v, "timeAdded").map(str::to_string),
+        time_added: match str_of(v, "timeAdded") {
+            // metav1.Time: kube-apiserver refuses what is not RFC 3339.
+            Some(t) => Some(
+                crate::core::time::parse_rfc3339(t)
+                    .map(|_| t.to_string())
+                    .map_err(|e| format!("{at}.timeAdded: {e}"))?,
+            ),
+            None => None,
+        },
     })
 }
 

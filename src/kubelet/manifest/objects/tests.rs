@@ -69,6 +69,15 @@ fn partitions_capacity_taints_tolerations_and_constraints_parse() {
         "spec":{"deviceSelector":{"driver":"gpu.x","device":"g0"},"taint":{"key":"maint","effect":"NoExecute"}}});
     let Object::TaintRule { rule, .. } = parse(&rule).unwrap() else { panic!() };
     assert_eq!((rule.device.as_deref(), rule.taint.effect.as_str()), (Some("g0"), "NoExecute"));
+    // timeAdded is a metav1.Time: RFC 3339, else refused.
+    let stamped = |t: &str| {
+        json!({"kind":"DeviceTaintRule","metadata":{"name":"r"},
+        "spec":{"deviceSelector":{"driver":"gpu.x"},"taint":{"key":"maint","effect":"NoExecute","timeAdded":t}}})
+    };
+    let Object::TaintRule { rule, .. } = parse(&stamped("2026-03-01T10:00:00Z")).unwrap() else { panic!() };
+    assert_eq!(rule.taint.time_added.as_deref(), Some("2026-03-01T10:00:00Z"));
+    let e = parse(&stamped("yesterday")).unwrap_err();
+    assert!(e.contains("spec.taint.timeAdded: \"yesterday\" is not an RFC 3339 time"), "{e}");
     let ns =
         json!({"kind":"Namespace","metadata":{"name":"admin","labels":{"resource.kubernetes.io/admin-access":"true"}}});
     assert_eq!(parse(&ns).unwrap().key(), "Namespace admin");

@@ -330,8 +330,8 @@ func die(f string, a ...interface{}) {
 	os.Exit(1)
 }
 
-func main() {
-	flag.Parse()
+// loadKubeconfig reads the server and credentials from -kubeconfig.
+func loadKubeconfig() {
 	text, err := os.ReadFile(*kubeconfig)
 	if err != nil {
 		die("kubeconfig: %v", err)
@@ -376,6 +376,15 @@ func main() {
 		http.DefaultTransport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
 	} else if !strings.HasPrefix(server, "http://") {
 		die("kubeconfig: no plain-http server, nor https with certificate-authority-data")
+	}
+}
+
+func main() {
+	flag.Parse()
+	loadKubeconfig()
+	if *watchResource != "" {
+		reflectResource(*watchResource, *watchNamespace)
+		return
 	}
 	code, body, ctype, err := api("GET", "/api/v1/nodes/"+*node, nil)
 	var n corev1.Node
