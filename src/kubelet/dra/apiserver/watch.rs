@@ -204,6 +204,10 @@ async fn follow(
     let initial = param(&query, "sendInitialEvents").is_some_and(|v| v == "true");
     // Without initial events, a watch from resourceVersion N gets every change after N.
     let from = param(&query, "resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0 && !initial);
+    // From no version or "0" ("Get State and Start at Most Recent / Any" in
+    // the API concepts): a synthetic ADDED for every object there is first;
+    // only a watch-list (sendInitialEvents=true) ends them with a bookmark.
+    let synthetic = from.is_none() && !initial && param(&query, "sendInitialEvents").is_none_or(|v| v != "false");
     let expired =
         |from: u64, oldest: u64| status(410, "Expired", format!("too old resource version: {from} ({oldest})")).1;
     let (version, items, replay, mut rx) = match store.watch(&sel, from) {
@@ -218,12 +222,14 @@ async fn follow(
             return;
         }
     }
-    if initial {
+    if initial || synthetic {
         for i in &items {
             if !send_event(&tx, media, "ADDED", &sel.out(i)).await {
                 return;
             }
         }
+    }
+    if initial {
         let (api_version, kind) = sel.bookmark_type();
         let bookmark = json!({"kind": kind, "apiVersion": api_version, "metadata": {
             "resourceVersion": version.to_string(),
@@ -333,6 +339,46 @@ mod tests {
             "{}",
             got[0]
         );
+    }
+
+    /// API concepts, "Semantics for watch": from no resourceVersion or "0",
+    /// a watch begins with a synthetic ADDED for every object there is (no
+    /// bookmark: that ends a watch-list's initial events only); from a
+    /// version, with the changes after it.
+    #[tokio::test]
+    async fn a_watch_from_no_version_or_zero_begins_with_every_object_added() {
+        let s = Arc::new(Store::default());
+        let slice = |n: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n1"}});
+        assert_eq!(call(&s, "POST", SLICES, "", slice("a")).0, 201);
+        assert_eq!(call(&s, "POST", SLICES, "", slice("b")).0, 201);
+        for query in ["watch=true", "watch=true&resourceVersion=0", "watch=true&resourceVersion="] {
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let stop = CancellationToken::new();
+            let tracker = TaskTracker::new();
+            tracker.spawn(pump(s.clone(), sel(query), query.to_string(), Media::Json, tx, stop.clone()));
+            let mut got: Vec<Value> = Vec::new();
+            while got.len() < 2 {
+                let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+                got.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            }
+            // A change after the synthetic events comes next, not a bookmark.
+            assert_eq!(call(&s, "DELETE", &format!("{SLICES}/a"), "", Value::Null).0, 200);
+            while got.len() < 3 {
+                let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+                got.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            }
+            let words: Vec<String> = got
+                .iter()
+                .map(|e| {
+                    format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap())
+                })
+                .collect();
+            assert_eq!(words, ["ADDED a", "ADDED b", "DELETED a"], "{query}");
+            stop.cancel();
+            tracker.close();
+            tracker.wait().await;
+            assert_eq!(call(&s, "POST", SLICES, "", slice("a")).0, 201);
+        }
     }
 
     #[test]
