@@ -1020,4 +1020,6 @@ impl DraManager {
 }
 
 #[cfg(test)]
+mod manager_tests;
+#[cfg(test)]
 mod tests;
