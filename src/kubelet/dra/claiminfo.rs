@@ -757,6 +757,11 @@ impl ClaimCache {
         plan
     }
 
+    /// The claims pod `uid` uses, by `namespace/name` (claiminfo.go claimNamesForPod).
+    pub fn keys_for_pod(&self, uid: &str) -> Vec<String> {
+        self.claims.iter().filter(|(_, c)| c.pods.contains(uid)).map(|(k, _)| k.clone()).collect()
+    }
+
     /// Remove claims (their unprepare succeeded).
     pub fn remove(&mut self, keys: &[String]) -> Vec<ClaimInfo> {
         keys.iter().filter_map(|k| self.claims.remove(k)).collect()

@@ -1,5 +1,6 @@
 //! Ports of upstream's manager-level DRA tests (pkg/kubelet/cm/dra/manager_test.go
-//! TestPrepareResources, TestPrepareResourcesWithPreparedAndNewClaim; plugin/dra_plugin_manager_test.go
+//! TestPrepareResources, TestUnprepareResources,
+//! TestPrepareResourcesWithPreparedAndNewClaim; plugin/dra_plugin_manager_test.go
 //! TestDelete) against the whole [`DraManager`]: a real tonic DRAPlugin server
 //! on a Unix socket in a tempdir, registered as the plugin watcher does.
 //!
@@ -347,6 +348,108 @@ async fn test_prepare_resources() {
                     [(DRIVER.to_string(), DriverPrep::Prepared(case.devices))].into();
                 assert_eq!(c.drivers, want, "{what}");
                 assert!(c.done, "{what}: the claim should be marked as prepared");
+            }
+        }
+        node.end().await;
+    }
+}
+
+struct UnprepareCase {
+    what: &'static str,
+    pod: Pod,
+    claim: Option<serde_json::Value>,
+    cached: ClaimInfo,
+    resp: Option<NodeUnprepareResourcesResponse>,
+    slow: bool,
+    err: Option<String>,
+    calls: u32,
+}
+
+fn unprepare_case(what: &'static str) -> UnprepareCase {
+    UnprepareCase {
+        what,
+        pod: test_pod(),
+        claim: None,
+        cached: claim_info(CLAIM_UID, DRIVER, &[POD_UID], true),
+        resp: None,
+        slow: false,
+        err: None,
+        calls: 1,
+    }
+}
+
+/// Port of upstream TestUnprepareResources. Not ported: "should unprepare
+/// already prepared extended resource backed by DRA" (dpctl makes the
+/// special claim itself; extended_tests.rs and the e2e tests cover it).
+/// Added: the claim's object is deleted before the pod goes (the cache
+/// alone says what to unprepare, kubernetes#139772).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_unprepare_resources() {
+    let cases = vec![
+        UnprepareCase {
+            cached: claim_info(CLAIM_UID, "unknown-driver", &[POD_UID], true),
+            err: Some("unprepare dynamic resources: DRA driver unknown-driver is not registered".into()),
+            calls: 0,
+            ..unprepare_case("unknown driver")
+        },
+        UnprepareCase {
+            cached: claim_info(CLAIM_UID, DRIVER, &[POD_UID, "another-pod-uid"], true),
+            calls: 0,
+            ..unprepare_case("resource claim referenced by other pod(s)")
+        },
+        UnprepareCase {
+            slow: true,
+            err: Some("NodeUnprepareResources: rpc error: code = DeadlineExceeded".into()),
+            ..unprepare_case("should timeout")
+        },
+        UnprepareCase {
+            resp: Some(NodeUnprepareResourcesResponse::default()),
+            err: Some("NodeUnprepareResources skipped 1 ResourceClaims".into()),
+            ..unprepare_case("should fail when driver returns empty response")
+        },
+        UnprepareCase {
+            claim: Some(claim(CLAIM, DRIVER, &[POD_UID])),
+            ..unprepare_case("should unprepare already prepared resource")
+        },
+        UnprepareCase { claim: None, ..unprepare_case("the claim was deleted from the API before the pod went") },
+        // kubernetes#139772: the pod's claim comes from a template, and the
+        // name the pod gives it is not the cached claim's.
+        UnprepareCase {
+            pod: pod_with(POD, POD_UID, &[(CLAIM, "resourceClaimTemplateName", "test-claim-template")], true),
+            claim: Some(claim(CLAIM, DRIVER, &[POD_UID])),
+            ..unprepare_case("should unprepare using cache when ResourceClaimStatuses is missing")
+        },
+        UnprepareCase {
+            resp: Some(NodeUnprepareResourcesResponse {
+                claims: [(CLAIM_UID.to_string(), NodeUnprepareResourceResponse::default())].into(),
+            }),
+            ..unprepare_case("should unprepare resource when driver returns nil value")
+        },
+    ];
+    for case in cases {
+        let what = case.what;
+        let fake = Fake { unprepare: case.resp, delay: case.slow.then_some(TIMEOUT * 2), ..Fake::default() };
+        let node = Node::new(fake, TIMEOUT).await;
+        if let Some(c) = case.claim {
+            node.put(c);
+        }
+        let shared = case.cached.pods.len() > 1;
+        node.cache(case.cached);
+        node.dra.track(&case.pod);
+        let r = node.dra.unprepare(POD_UID, 1).await;
+        assert_eq!(node.calls().1, case.calls, "{what}: NodeUnprepareResources calls");
+        match case.err {
+            Some(want) => {
+                let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+                assert!(e.contains(&want), "{what}: {e:?} should contain {want:?}");
+            }
+            None => {
+                r.unwrap_or_else(|e| panic!("{what}: {e}"));
+                match node.cached(CLAIM) {
+                    Some(c) if shared => assert!(!c.pods.contains(POD_UID), "{what}: the pod's reference goes"),
+                    Some(c) => panic!("{what}: still cached after a successful unprepare: {c:?}"),
+                    None => assert!(!shared, "{what}: a claim another pod uses stays"),
+                }
             }
         }
         node.end().await;
