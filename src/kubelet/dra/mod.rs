@@ -484,12 +484,13 @@ impl DraManager {
                 }
             };
             if changed {
+                // The wipe is scheduled or cancelled before the event says why.
+                self.sync_wipe(&driver);
                 self.event(KubeletEvent::DraConnection {
                     driver: driver.clone(),
                     endpoint: endpoint.display().to_string(),
                     connected: up,
                 });
-                self.sync_wipe(&driver);
             }
         }
     }
