@@ -241,6 +241,9 @@ async fn dra_call<T>(
         Err(_) => Err(deadline()),
         // tonic's client enforces the request's grpc-timeout itself.
         Ok(Err(status)) if crate::core::status::is_local_deadline(&status) => Err(deadline()),
+        // A tonic server ends a call whose grpc-timeout passed with CANCELLED,
+        // which can arrive before our own timer fires: only the clock says it was ours.
+        Ok(Err(status)) if status.code() == tonic::Code::Cancelled && start.elapsed() >= timeout => Err(deadline()),
         Ok(Err(status)) => Err(status_error(target, method, status)),
         Ok(Ok(resp)) => Ok(resp.into_inner()),
     };

@@ -587,7 +587,8 @@ impl ClaimCache {
         };
         let status = raw.map(|r| &r["status"]);
         if let Some(reserved) = status.and_then(|s| s["reservedFor"].as_array()) {
-            if !reserved.iter().any(|r| r["uid"] == pod_uid && r["resource"] == "pods") {
+            // resourceclaim.IsReservedForPod compares the UID only.
+            if !reserved.iter().any(|r| r["uid"] == pod_uid) {
                 return Err(Cause::NotReserved {
                     pod: pod_name.to_string(),
                     pod_uid: pod_uid.to_string(),
@@ -754,6 +755,11 @@ impl ClaimCache {
             plan.remove.push(key.clone());
         }
         plan
+    }
+
+    /// The claims pod `uid` uses, by `namespace/name` (claiminfo.go claimNamesForPod).
+    pub fn keys_for_pod(&self, uid: &str) -> Vec<String> {
+        self.claims.iter().filter(|(_, c)| c.pods.contains(uid)).map(|(k, _)| k.clone()).collect()
     }
 
     /// Remove claims (their unprepare succeeded).

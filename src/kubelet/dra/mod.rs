@@ -470,12 +470,13 @@ impl DraManager {
                 }
             };
             if changed {
+                // The wipe is scheduled or cancelled before the event says why.
+                self.sync_wipe(&driver);
                 self.event(KubeletEvent::DraConnection {
                     driver: driver.clone(),
                     endpoint: endpoint.display().to_string(),
                     connected: up,
                 });
-                self.sync_wipe(&driver);
             }
         }
     }
@@ -844,7 +845,9 @@ impl DraManager {
             let st = &mut *guard;
             let Some(p) = st.pods.get_mut(uid) else { return Ok(()) };
             p.phase = ClaimsPhase::Unpreparing;
-            let (pod_key, keys) = (p.pod.clone(), p.claim_keys());
+            // manager.go: the cache's claims of the pod first (kubernetes#139772), the pod's names when none.
+            let keys = Some(st.claims.keys_for_pod(uid)).filter(|k| !k.is_empty()).unwrap_or_else(|| p.claim_keys());
+            let pod_key = p.pod.clone();
             let plan = st.claims.plan_unprepare(uid, &keys);
             let conns: BTreeMap<String, Option<(DraConn, &'static str)>> =
                 plan.batches.keys().map(|d| (d.clone(), st.newest(d))).collect();
@@ -1014,5 +1017,7 @@ impl DraManager {
     }
 }
 
+#[cfg(test)]
+mod manager_tests;
 #[cfg(test)]
 mod tests;

@@ -286,6 +286,56 @@ async fn before_1_34_a_dead_endpoint_with_its_registration_keeps_its_slices() {
     gen.token.cancel();
 }
 
+/// Port of upstream TestConnectionHandling (plugin/registration_test.go):
+/// the reaction to the driver's connection going and coming back.
+/// "wipe-on-disconnect": its slices go after the (short) delay.
+/// "no-wipe-on-reconnect": a wipe is pending while it is down, and none once
+/// it serves again (the wipe is cancelled before `dra-connection` says so);
+/// the slice stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_connection_handling() {
+    for (what, delay, removed) in [
+        ("wipe-on-disconnect", Duration::from_millis(200), true),
+        ("no-wipe-on-reconnect", Duration::from_secs(3600), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let endpoint = root.join("plugins/gpu.x/dra.sock");
+        let server = silent_endpoint(&endpoint);
+        let (dra, store, mut rx, gen) = manager_of(34, root, delay);
+        let socket = root.join("plugins_registry/gpu.x-reg.sock");
+        dra.register(&socket, &gpu_info(&endpoint, &[rules::DRA_V1]), &endpoint).await.unwrap();
+        assert_eq!(dra.drivers().len(), 1, "{what}: the plugin should be registered");
+        let connection = |up: bool| {
+            move |e: &KubeletEvent| {
+                matches!(e, KubeletEvent::DraConnection { connected, .. } if *connected == up).then_some(())
+            }
+        };
+        // The gRPC server stops; its socket file stays.
+        server.end().await;
+        if removed {
+            let wiped = next_event(&mut rx, |e| match e {
+                KubeletEvent::DraSlicesWiped { driver, slices } => Some((driver.clone(), slices.clone())),
+                _ => None,
+            })
+            .await;
+            assert_eq!(wiped, ("gpu.x".to_string(), vec!["s0".to_string()]), "{what}");
+            assert_eq!(slice_names(&store), ["s1"], "{what}: another driver's slice stays");
+        } else {
+            next_event(&mut rx, connection(false)).await;
+            assert!(dra.lock().pending_wipes.contains_key("gpu.x"), "{what}: wiping should be queued");
+            // The gRPC server starts again on the same endpoint.
+            std::fs::remove_file(&endpoint).unwrap();
+            let again = silent_endpoint(&endpoint);
+            next_event(&mut rx, connection(true)).await;
+            assert!(!dra.lock().pending_wipes.contains_key("gpu.x"), "{what}: wiping should be stopped");
+            assert_eq!(slice_names(&store), ["s0", "s1"], "{what}: the slice should still be there");
+            again.token.cancel();
+        }
+        gen.token.cancel();
+    }
+}
+
 /// The services a kubelet version speaks decide registration
 /// (registration_test.go TestRegistrationHandler, supported-services cases):
 /// 1.32 falls back to v1alpha4 for an unknown list, 1.34 refuses it with
