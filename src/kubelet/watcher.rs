@@ -218,11 +218,14 @@ pub async fn run(
 /// ran has what it registered taken back.
 fn attempt_done(cm: &ContainerManager, known: &mut BTreeMap<PathBuf, Known>, a: Attempt) {
     let Attempt { sock, ident: id, result } = a;
-    if ident(&sock) != id {
+    // A refusal was told to the plugin, which may have gone at once (`dpctl
+    // dra serve` exits on it): it is reported all the same.
+    let gone = ident(&sock) != id;
+    if gone {
         if let Ok((r, h)) = result {
             h.deregister(&r, "its plugin-watcher socket went while it registered");
+            return;
         }
-        return;
     }
     let last_error = known.get(&sock).and_then(|k| k.last_error.clone());
     let entry = match result {
@@ -250,6 +253,9 @@ fn attempt_done(cm: &ContainerManager, known: &mut BTreeMap<PathBuf, Known>, a: 
                     why: registration::resource_name_problem(&info.name).filter(|_| !info.name.is_empty()),
                     rule: r.rule.map(String::from),
                 });
+            }
+            if gone {
+                return;
             }
             let e = r.error;
             Known { ident: id, registered: None, retry_at: Some(Instant::now() + RETRY), last_error: Some(e) }
