@@ -197,7 +197,11 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
             })
             .unwrap_or_default();
         files.sort();
-        for gone in seen.keys().filter(|k| !files.contains(k)).cloned().collect::<Vec<_>>() {
+        // Compared as bytes: a Path compares component by component, and
+        // this is every known file against every file there is, each scan.
+        let present: std::collections::HashSet<&std::ffi::OsStr> = files.iter().map(|p| p.as_os_str()).collect();
+        let gone_files: Vec<PathBuf> = seen.keys().filter(|k| !present.contains(k.as_os_str())).cloned().collect();
+        for gone in gone_files {
             if let Some(s) = seen.remove(&gone) {
                 if let Some(d) = &cm.dra {
                     for key in &s.objects {
