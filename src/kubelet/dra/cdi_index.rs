@@ -11,7 +11,7 @@
 //! place is never missed: the answer is always what a fresh read would give
 //! (up to a rewrite that keeps inode, length and modification time).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -30,10 +30,39 @@ struct Spec {
 /// profile of 1,000 files).
 type Key = (usize, OsString);
 
-/// The spec files of the CDI directories and the IDs each defines.
+/// The spec files of the CDI directories, the IDs each defines, and for
+/// each ID the files defining it (a lookup, not a walk over every file).
 #[derive(Default)]
 pub struct CdiIndex {
-    files: Mutex<BTreeMap<Key, Spec>>,
+    state: Mutex<Index>,
+}
+
+#[derive(Default)]
+struct Index {
+    files: HashMap<Key, Spec>,
+    by_id: HashMap<String, HashSet<Key>>,
+}
+
+impl Index {
+    fn put(&mut self, k: Key, spec: Spec) {
+        self.remove(&k);
+        for id in &spec.ids {
+            self.by_id.entry(id.clone()).or_default().insert(k.clone());
+        }
+        self.files.insert(k, spec);
+    }
+
+    fn remove(&mut self, k: &Key) {
+        let Some(old) = self.files.remove(k) else { return };
+        for id in &old.ids {
+            if let Some(keys) = self.by_id.get_mut(id) {
+                keys.remove(k);
+                if keys.is_empty() {
+                    self.by_id.remove(id);
+                }
+            }
+        }
+    }
 }
 
 fn stamp(p: &Path) -> Option<Stamp> {
@@ -55,8 +84,8 @@ fn read(p: &Path) -> Spec {
 }
 
 /// The spec files in `dirs` now (`.json`, `.yaml`, `.yml`).
-fn listed(dirs: &[PathBuf]) -> BTreeSet<Key> {
-    let mut out = BTreeSet::new();
+fn listed(dirs: &[PathBuf]) -> HashSet<Key> {
+    let mut out = HashSet::new();
     for (i, d) in dirs.iter().enumerate() {
         let Ok(rd) = std::fs::read_dir(d) else { continue };
         for e in rd.flatten() {
@@ -78,32 +107,45 @@ impl CdiIndex {
         if ids.is_empty() {
             return Vec::new();
         }
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ix = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let path = |(i, name): &Key| dirs.get(*i).map(|d| d.join(name)).unwrap_or_default();
-        let now = listed(dirs);
-        files.retain(|k, _| now.contains(k));
-        for k in now {
-            files.entry(k).or_insert_with_key(|k| read(&path(k)));
-        }
-        let mut missing = Vec::new();
-        for id in ids {
-            match files.iter().find(|(_, s)| s.ids.contains(id)) {
-                // Trusted once its file is the version that was read.
-                Some((k, s)) if s.stamp.is_some() && s.stamp == stamp(&path(k)) => {}
-                _ => missing.push(id.clone()),
-            }
-        }
+        // Trusted: an ID a file defines that is still the version read.
+        let trusted = |ix: &Index, id: &String| {
+            ix.by_id.get(id).is_some_and(|keys| {
+                keys.iter().any(|k| ix.files.get(k).is_some_and(|s| s.stamp.is_some() && s.stamp == stamp(&path(k))))
+            })
+        };
+        let mut missing: Vec<String> = ids.iter().filter(|id| !trusted(&ix, id)).cloned().collect();
         if missing.is_empty() {
             return missing;
         }
-        // Something not found (or changed): every file as it is now.
-        for (k, s) in files.iter_mut() {
-            let p = path(k);
-            if s.stamp.is_none() || s.stamp != stamp(&p) {
-                *s = read(&p);
+        // Something not found (or changed): the files there are now, each
+        // new one read (a driver writes a spec per claim: the usual case).
+        let now = listed(dirs);
+        let gone: Vec<Key> = ix.files.keys().filter(|k| !now.contains(*k)).cloned().collect();
+        for k in &gone {
+            ix.remove(k);
+        }
+        for k in now {
+            if !ix.files.contains_key(&k) {
+                let spec = read(&path(&k));
+                ix.put(k, spec);
             }
         }
-        missing.retain(|id| !files.values().any(|s| s.ids.contains(id)));
+        missing.retain(|id| !trusted(&ix, id));
+        if missing.is_empty() {
+            return missing;
+        }
+        // Still not found: every known file stamped again, a changed one read.
+        let keys: Vec<Key> = ix.files.keys().cloned().collect();
+        for k in keys {
+            let p = path(&k);
+            let fresh = ix.files.get(&k).is_some_and(|s| s.stamp.is_some() && s.stamp == stamp(&p));
+            if !fresh {
+                ix.put(k, read(&p));
+            }
+        }
+        missing.retain(|id| !ix.by_id.contains_key(id));
         missing
     }
 }

@@ -550,8 +550,8 @@ impl ClaimCache {
     }
 
     /// Devices held by claims (the allocator's `taken`).
-    pub fn taken(&self) -> Vec<Allocated> {
-        self.claims.values().flat_map(|c| &c.allocation).cloned().collect()
+    pub fn taken(&self) -> Vec<&Allocated> {
+        self.claims.values().flat_map(|c| &c.allocation).collect()
     }
 
     /// The claim a pod's claim names, allocated now when the cache does
@@ -566,7 +566,7 @@ impl ClaimCache {
         pod: (&str, &str, &str),
         c: &PodClaim,
         w: &World,
-        taken: &[Allocated],
+        taken: &[&Allocated],
     ) -> Result<(ClaimInfo, bool), Cause> {
         let (namespace, pod_uid, pod_name) = pod;
         let key = format!("{namespace}/{}", c.name);
@@ -627,11 +627,14 @@ impl ClaimCache {
         w: &World,
     ) -> Result<PreparePlan, Cause> {
         let mut resolved: Vec<(ClaimInfo, bool)> = Vec::new();
-        let mut taken = self.taken();
+        // Borrowed, not cloned: every claim's devices, for every plan.
+        let base = self.taken();
+        let mut mine: Vec<Allocated> = Vec::new();
         for c in claims {
+            let taken: Vec<&Allocated> = base.iter().copied().chain(&mine).collect();
             let (info, allocated_now) = self.resolve((namespace, uid, pod_name), c, w, &taken)?;
             // A claim allocated now holds its devices for the next one.
-            taken.extend(info.allocation.iter().cloned());
+            mine.extend(info.allocation.iter().cloned());
             if !info.done {
                 for driver in info.drivers.keys() {
                     if !info.skips(driver, Operation::Prepare) && !w.drivers.contains(driver) {

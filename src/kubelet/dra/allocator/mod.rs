@@ -292,7 +292,7 @@ pub fn allocate(
     spec: &ClaimSpec,
     catalog: &Catalog,
     candidates: &[Candidate],
-    taken: &[Allocated],
+    taken: &[&Allocated],
     drivers: &BTreeSet<String>,
 ) -> Result<Vec<Allocated>, Unallocatable> {
     let namespace = claim.split_once('/').map_or("default", |(ns, _)| ns);

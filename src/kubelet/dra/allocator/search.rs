@@ -54,7 +54,7 @@ impl<'a> Search<'a> {
         spec: &'a ClaimSpec,
         catalog: &'a Catalog,
         cands: &'a [Candidate],
-        taken: &'a [Allocated],
+        taken: &'a [&'a Allocated],
         drivers: &'a BTreeSet<String>,
     ) -> Search<'a> {
         // Only devices that are shareable or consume counters need looking
@@ -80,7 +80,11 @@ impl<'a> Search<'a> {
             steps: Cell::new(0),
         };
         for a in taken.iter().filter(|a| !a.admin) {
-            let c = special.get(&(a.driver.as_str(), a.pool.as_str(), a.device.as_str()));
+            let c = if special.is_empty() {
+                None
+            } else {
+                special.get(&(a.driver.as_str(), a.pool.as_str(), a.device.as_str()))
+            };
             if a.share_id.is_some() || c.is_some_and(|c| c.multi) {
                 let key = a.key();
                 let m = s.shared.entry(key.clone()).or_default();
@@ -124,9 +128,31 @@ impl<'a> Search<'a> {
     }
 
     /// The candidates that match every selector of `r` (class first, as
-    /// upstream), in order; remembered per label across backtracking.
+    /// upstream), in order; remembered per label across backtracking. Each
+    /// selector is compiled once, not looked up per candidate.
     fn fitting(&self, r: &Request, label: &str) -> Result<Vec<usize>, Unallocatable> {
         let (class_sel, class) = self.class(r, label)?;
+        {
+            let mut programs = self.programs.borrow_mut();
+            for s in class_sel.iter().chain(&r.selectors) {
+                if !programs.contains_key(&s.expression) {
+                    programs.insert(s.expression.clone(), cel::compile(&s.expression));
+                }
+            }
+        }
+        let programs = self.programs.borrow();
+        let whose = class.map(|n| format!("class {n}: "));
+        let mut groups: Vec<Vec<(usize, Result<&Compiled, &String>)>> = Vec::new();
+        for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
+            let mut g = Vec::new();
+            for (n, s) in sels.iter().enumerate() {
+                match programs.get(&s.expression) {
+                    Some(p) => g.push((n, p.as_ref())),
+                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
+                }
+            }
+            groups.push(g);
+        }
         let known = self.fits.borrow_mut().remove(label);
         let mut fits = known.unwrap_or_else(|| vec![None; self.cands.len()]);
         let mut out = Vec::new();
@@ -134,7 +160,7 @@ impl<'a> Search<'a> {
         for (i, fit) in fits.iter_mut().enumerate() {
             let hit = match *fit {
                 Some(hit) => hit,
-                None => match self.selected(r, &class_sel, class, i) {
+                None => match self.selected(&groups, whose.as_deref(), i) {
                     Ok(hit) => {
                         *fit = Some(hit);
                         hit
@@ -153,28 +179,30 @@ impl<'a> Search<'a> {
         result.map(|()| out)
     }
 
-    /// Whether candidate `i` matches every selector (class first, as upstream).
+    fn selector_error(&self, whose: Option<&str>, n: usize, e: &str) -> Unallocatable {
+        Unallocatable::Selector {
+            claim: self.claim.to_string(),
+            error: format!("{}selector #{n}: {e}", whose.unwrap_or_default()),
+        }
+    }
+
+    /// Whether candidate `i` matches every selector: `groups` are the
+    /// class's (named by `whose`), then the request's, compiled.
     fn selected(
         &self,
-        r: &Request,
-        class_sel: &[Selector],
-        class: Option<&str>,
+        groups: &[Vec<(usize, Result<&Compiled, &String>)>],
+        whose: Option<&str>,
         i: usize,
     ) -> Result<bool, Unallocatable> {
         let c = &self.cands[i];
-        let groups = [(class.map(|n| format!("class {n}: ")), class_sel), (None, r.selectors.as_slice())];
-        for (whose, sels) in groups {
-            for (n, s) in sels.iter().enumerate() {
-                let mut programs = self.programs.borrow_mut();
-                let compiled = programs.entry(s.expression.clone()).or_insert_with(|| cel::compile(&s.expression));
-                let fail = |e: &str| Unallocatable::Selector {
-                    claim: self.claim.to_string(),
-                    error: format!("{}selector #{n}: {e}", whose.as_deref().unwrap_or_default()),
-                };
-                let compiled = compiled.as_ref().map_err(|e| fail(&format!("CEL {e}")))?;
+        for (g, sels) in groups.iter().enumerate() {
+            let whose = if g == 0 { whose } else { None };
+            for (n, compiled) in sels {
+                let compiled = compiled.map_err(|e| self.selector_error(whose, *n, &format!("CEL {e}")))?;
                 let ctx = self.ctx.get_or_init(cel::context);
                 let hit = cel::matches(ctx, compiled, c).map_err(|e| {
-                    fail(&format!("on device {}/{}/{}: CEL runtime error: {e}", c.driver, c.pool, c.device))
+                    let e = format!("on device {}/{}/{}: CEL runtime error: {e}", c.driver, c.pool, c.device);
+                    self.selector_error(whose, *n, &e)
                 })?;
                 if !hit {
                     return Ok(false);

@@ -54,7 +54,8 @@ fn catalog(objects: &[Value]) -> Catalog {
 }
 
 fn run(spec: &ClaimSpec, cat: &Catalog, cands: &[Candidate], taken: &[Allocated]) -> Result<Vec<Allocated>, String> {
-    allocate("ns/c", spec, cat, cands, taken, &BTreeSet::new()).map_err(|e| e.to_string())
+    let taken: Vec<&Allocated> = taken.iter().collect();
+    allocate("ns/c", spec, cat, cands, &taken, &BTreeSet::new()).map_err(|e| e.to_string())
 }
 
 fn devices(got: &[Allocated]) -> Vec<String> {
@@ -102,7 +103,8 @@ fn the_allocator_counts_selects_and_shares_only_with_admin_access() {
     assert_eq!(serde_json::to_value(&got[0]).unwrap()["adminAccess"], json!(true));
     let e = run(&one("nope", json!({})), &none, &cands, &taken).unwrap_err();
     assert!(e.contains("device class \"nope\" not found"), "{e}");
-    let e = allocate("ns/c", &one("nope", json!({})), &none, &cands, &taken, &["nope".to_string()].into()).unwrap_err();
+    let refs: Vec<&Allocated> = taken.iter().collect();
+    let e = allocate("ns/c", &one("nope", json!({})), &none, &cands, &refs, &["nope".to_string()].into()).unwrap_err();
     assert!(e.to_string().contains("0 match, 0 of them free (devices come from ResourceSlice manifests"), "{e}");
     let nic_a =
         catalog(&[class("any-a", &["device.driver == \"nic.x\" && device.attributes[\"nic.x\"].model == \"a\""])]);
