@@ -26,6 +26,7 @@ pub mod allocator;
 pub mod apiserver;
 mod cdi_index;
 pub mod claiminfo;
+mod decide;
 pub mod extended;
 mod health;
 pub mod healthinfo;
@@ -59,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use cdi_index::unresolved_cdi;
 pub use claiminfo::{generated_claim_name, ClaimInfo};
+use decide::{duplicate_endpoint, wipe_decision, WipeDecision};
 pub use healthinfo::DEFAULT_HEALTH_TIMEOUT;
 pub use view::{DriverStatus, PodInfo};
 
@@ -162,38 +164,6 @@ impl State {
 /// How often a registered instance's endpoint is probed (the kubelet learns of
 /// a dropped connection from gRPC at once; a probe stands in for that).
 const PROBE_EVERY: Duration = Duration::from_millis(250);
-
-/// What a change in a driver's instances means for its slices (the kubelet's
-/// DRAPluginManager.sync): wipe them later when no instance is connected and
-/// no wipe is pending; cancel a pending wipe when one is.
-#[derive(Debug, PartialEq, Eq)]
-enum WipeDecision {
-    Schedule,
-    Cancel,
-    Nothing,
-}
-
-/// dra_plugin_manager.go add(): an endpoint an instance of the driver
-/// registered already (through another registration socket: the same socket
-/// again replaces its instance) is refused with the kubelet's text.
-fn duplicate_endpoint<'a>(
-    mut known: impl Iterator<Item = (&'a Path, &'a Path)>,
-    socket: &Path,
-    endpoint: &Path,
-    driver: &str,
-) -> Option<String> {
-    known
-        .any(|(s, e)| s != socket && e == endpoint)
-        .then(|| format!("endpoint {} already registered for DRA driver plugin {driver}", endpoint.display()))
-}
-
-fn wipe_decision(usable: bool, pending: bool) -> WipeDecision {
-    match (usable, pending) {
-        (true, true) => WipeDecision::Cancel,
-        (false, false) => WipeDecision::Schedule,
-        _ => WipeDecision::Nothing,
-    }
-}
 
 /// What one successful prepare attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
