@@ -10,7 +10,7 @@ impl DraManager {
         loop {
             if let Ok(mut s) = conn.health(service).await {
                 loop {
-                    let stale = self.refresh_health(&driver);
+                    let stale = self.refresh_health(&driver).await;
                     let got = tokio::select! {
                         r = s.next(conn.socket()) => Some(r),
                         _ = async { match stale {
@@ -29,7 +29,7 @@ impl DraManager {
             // HandleWatchResourcesStream clears the driver's health (every
             // device Unknown at once), then reconnects.
             self.lock().health.clear_driver(&driver);
-            self.refresh_health(&driver);
+            self.refresh_health(&driver).await;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
@@ -54,17 +54,21 @@ impl DraManager {
     /// naming what changed ([`healthlog`]: at most one a second per driver,
     /// the rest folded into the next). When to look again: the next report
     /// going stale, or folded changes falling due.
-    pub(super) fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
+    pub(super) async fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
-        let mut st = self.lock();
-        let r = st.health.refresh(driver, now);
-        let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
-        let line = match r.as_ref().and_then(|r| r.changed.clone()) {
-            Some(map) => st.health_log.changed(driver, map.into_iter().map(|(k, h)| (k, h.to_string())).collect(), now),
-            None => st.health_log.flush(driver, now),
+        let (changed, line, next) = {
+            let mut st = self.lock();
+            let r = st.health.refresh(driver, now);
+            let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
+            let line = match r.as_ref().and_then(|r| r.changed.clone()) {
+                Some(map) => {
+                    st.health_log.changed(driver, map.into_iter().map(|(k, h)| (k, h.to_string())).collect(), now)
+                }
+                None => st.health_log.flush(driver, now),
+            };
+            let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
+            (changed, line, next)
         };
-        let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
-        drop(st);
         if let Some(l) = line {
             self.event(KubeletEvent::DraHealth {
                 driver: driver.to_string(),
@@ -74,8 +78,8 @@ impl DraManager {
             });
         }
         if changed {
-            self.save_health();
             self.changed.notify_waiters();
+            self.save_health().await;
         }
         next
     }
@@ -87,11 +91,34 @@ impl DraManager {
 
     /// Write the health cache to `<root>/dra_health_state` (healthinfo.go
     /// saveToCheckpointInternal: on every change and when a stream ends).
-    pub(super) fn save_health(&self) {
-        let bytes = self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now());
+    /// As the claim checkpoint ([`super::persist`]): on the blocking pool,
+    /// and coalesced — one write covers every change made before it began,
+    /// so a flood of health changes from many drivers costs a few fsynced
+    /// writes, never a runtime worker held by each.
+    pub(super) async fn save_health(&self) {
+        let upto = {
+            let mut st = self.lock();
+            st.health_recorded += 1;
+            st.health_recorded
+        };
+        let mut written = self.health_written.lock().await;
+        if *written >= upto {
+            return;
+        }
+        let (bytes, covers) = {
+            let st = self.lock();
+            (st.health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()), st.health_recorded)
+        };
         let path = self.health_state();
-        if let Err(e) = crate::core::files::write_atomic(&path, &bytes) {
-            self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() });
+        let target = path.clone();
+        let done = tokio::task::spawn_blocking(move || crate::core::files::write_atomic(&target, &bytes))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        match done {
+            Ok(()) => *written = covers,
+            Err(e) => {
+                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
+            }
         }
     }
 

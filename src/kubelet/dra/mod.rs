@@ -145,6 +145,8 @@ struct State {
     taint_seen: BTreeMap<String, std::time::SystemTime>,
     /// Changes made to the claim cache (see persist.rs).
     recorded: u64,
+    /// Saves of the health cache asked for (see health.rs save_health).
+    health_recorded: u64,
     /// Stamped with every change to a ResourceSlice in `objects`.
     slices_stamp: u64,
     /// The candidates last computed, with what they were computed from.
@@ -183,6 +185,8 @@ pub struct DraManager {
     written: tokio::sync::Mutex<u64>,
     /// The CDI spec files read so far.
     cdi: cdi_index::CdiIndex,
+    /// The newest health-cache save on disk; held while writing.
+    health_written: tokio::sync::Mutex<u64>,
 }
 
 /// A pod's claims as it names them.
@@ -220,6 +224,7 @@ impl DraManager {
             changed: Notify::new(),
             written: Default::default(),
             cdi: Default::default(),
+            health_written: Default::default(),
         })
     }
 
@@ -413,7 +418,8 @@ impl DraManager {
         }
         if let Some((driver, endpoint, instances)) = gone {
             if instances == 0 {
-                self.save_health();
+                let me = self.clone();
+                self.gen.spawn(async move { me.save_health().await });
             }
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
             self.sync_wipe(&driver);
