@@ -545,6 +545,9 @@ impl Kubelet {
         }
         // The local API server for DRA drivers (`{kubeconfig}`).
         spec.api_server = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        // Over HTTPS with its own CA, as a real cluster: client-go (the
+        // kubeletplugin helper) sends the kubeconfig's token only over TLS.
+        spec.api_server_tls = true;
         // A plugin in a private mount namespace reports /var/lib/kubelet paths.
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
