@@ -123,7 +123,7 @@ func (g *gate) resume() {
 func runInformers(args []string) {
 	fs := flag.NewFlagSet("informers", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (as every driver loads it: clientcmd)")
-	protobuf := fs.Bool("protobuf", false, "the typed informers talk Kubernetes protobuf (custom resources are always JSON)")
+	jsonOnly := fs.Bool("json", false, "the typed informers talk JSON (client-go's generated clients default to protobuf; custom resources are always JSON)")
 	resource := fs.String("resource", "", "GROUP/VERSION/RESOURCE of a custom resource for a dynamic informer (none when empty)")
 	namespace := fs.String("namespace", "", "the dynamic informer's namespace (all when empty)")
 	watchTimeout := fs.Int64("watch-timeout", 0, "each watch's timeoutSeconds (client-go's own 5-10 min when 0)")
@@ -140,9 +140,9 @@ func runInformers(args []string) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return sniff{rt} })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { g.next = rt; return g })
 	typedCfg := rest.CopyConfig(cfg)
-	if *protobuf {
-		typedCfg.ContentType = "application/vnd.kubernetes.protobuf"
-		typedCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if *jsonOnly {
+		typedCfg.ContentType = "application/json"
+		typedCfg.AcceptContentTypes = "application/json"
 	}
 	emit(map[string]any{"step": "config", "host": cfg.Host, "bearer": cfg.BearerToken != "", "ca": len(cfg.CAData) > 0 || cfg.CAFile != ""})
 	cs, err := kubernetes.NewForConfig(typedCfg)

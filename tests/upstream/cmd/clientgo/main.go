@@ -12,7 +12,7 @@
 // stdout ({"step":..., ...}); the first failure is {"step":..., "error":...}
 // and exit 1. Each request's line says whether client-go sent credentials.
 //
-//	clientgo informers -kubeconfig FILE [-protobuf] [-resource G/V/R] [-namespace NS] [-watch-timeout N]
+//	clientgo informers -kubeconfig FILE [-json] [-resource G/V/R] [-namespace NS] [-watch-timeout N]
 //
 // informers runs client-go's informers: a SharedInformerFactory for
 // ResourceSlices and ResourceClaims and a dynamic informer for -resource
@@ -68,7 +68,7 @@ func main() {
 	}
 	if len(os.Args) < 2 || os.Args[1] != "crud" {
 		fmt.Fprintln(os.Stderr, "usage: clientgo crud -kubeconfig FILE [-protobuf] [-node NAME] [-driver NAME]\n"+
-			"       clientgo informers -kubeconfig FILE [-protobuf] [-resource GROUP/VERSION/RESOURCE] [-namespace NS] [-watch-timeout N]")
+			"       clientgo informers -kubeconfig FILE [-json] [-resource GROUP/VERSION/RESOURCE] [-namespace NS] [-watch-timeout N]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("crud", flag.ExitOnError)

@@ -11,7 +11,7 @@
 //
 //	kubeletplugin -kubeconfig FILE -node NAME [-driver NAME] [-root DIR]
 //	    [-registrar-dir DIR] [-plugin-dir DIR] [-cdi-dir DIR] [-devices N]
-//	    [-protobuf] [-rolling-update-uid UID] [-device-status]
+//	    [-json] [-rolling-update-uid UID] [-device-status]
 //	    [-fail-prepare] [-fail-unprepare] [-dra-v1=false] [-dra-v1beta1=false]
 //	    [-health=false] [-health-timeout 5s]
 //
@@ -274,7 +274,7 @@ func main() {
 	pluginDir := fs.String("plugin-dir", "", "where the DRA socket goes (default ROOT/plugins/DRIVER)")
 	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "where CDI specs are written")
 	devices := fs.Int("devices", 2, "how many devices to publish at start (0: publish nothing)")
-	protobuf := fs.Bool("protobuf", false, "talk Kubernetes protobuf to the API server")
+	jsonOnly := fs.Bool("json", false, "talk JSON to the API server (client-go's generated clients default to protobuf)")
 	rolling := fs.String("rolling-update-uid", "", "kubeletplugin.RollingUpdate with this UID (sockets named after it)")
 	deviceStatus := fs.Bool("device-status", false, "write each prepared device's status into the claim (UpdateStatus)")
 	failPrepare := fs.Bool("fail-prepare", false, "fail every claim's prepare")
@@ -312,9 +312,9 @@ func main() {
 		die("kubeconfig", err)
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return sniff{rt} })
-	if *protobuf {
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if *jsonOnly {
+		cfg.ContentType = "application/json"
+		cfg.AcceptContentTypes = "application/json"
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
