@@ -633,6 +633,13 @@ async fn run(
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
         dra.api = Some(store.clone());
+        follow_claims(
+            store.clone(),
+            claims_of(current_rx.clone()),
+            bus.subscribe(),
+            status.token.clone(),
+            &status.tracker,
+        );
         let started = crate::kubelet::dra::apiserver::start(
             addr,
             &dra.root,
@@ -726,6 +733,32 @@ async fn run(
         bus.emit(KubeletEvent::Stopped, None);
     }
     result
+}
+
+/// While a watch of ResourceClaims is open on the local API server, bring
+/// its claims in line with the kubelet's after each event (the events
+/// already queued coalesced into one pass), so that the watch sees an
+/// allocation, a reservation or a claim's removal as it happens; with no
+/// such watch, each claim request does it instead.
+fn follow_claims(
+    store: std::sync::Arc<crate::kubelet::dra::apiserver::Store>,
+    claims: crate::kubelet::dra::apiserver::Claims,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>>,
+    stop: tokio_util::sync::CancellationToken,
+    tracker: &tokio_util::task::TaskTracker,
+) {
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                e = events.recv() => if e.is_none() { return },
+                _ = stop.cancelled() => return,
+            }
+            while events.try_recv().is_ok() {}
+            if store.watching_claims() {
+                store.sync_claims(&claims(crate::kubelet::dra::NODE_NAME));
+            }
+        }
+    });
 }
 
 /// The claims the local API server serves: those of the current

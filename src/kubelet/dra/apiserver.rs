@@ -81,11 +81,17 @@ pub struct Store {
     /// The newest resource version: watches wake on it and read the history
     /// (so a watcher holds nothing the history does not).
     changes: tokio::sync::watch::Sender<u64>,
+    /// How many watches of ResourceClaims are open ([`Store::sync_claims`] works only then).
+    claim_watches: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
+        Store {
+            inner: Mutex::default(),
+            changes: tokio::sync::watch::channel(0).0,
+            claim_watches: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 }
 
@@ -196,6 +202,20 @@ impl Store {
         self.changes.send_replace(st.version);
     }
 
+    /// Whether a watch of ResourceClaims is open: only then does the kubelet's
+    /// every change need to reach the store at once ([`Store::sync_claims`]);
+    /// otherwise each claim request brings the store in line first.
+    pub fn watching_claims(&self) -> bool {
+        self.claim_watches.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    /// Bring the stored claims in line with the kubelet's `current` ones,
+    /// each change sent to the claims' watches.
+    pub fn sync_claims(&self, current: &[Value]) {
+        let mut st = self.lock();
+        resourceclaims::sync(self, &mut st, current);
+    }
+
     /// What the store holds, as JSON bytes: (the stored slices, the change history).
     pub fn held_bytes(&self) -> (usize, usize) {
         let st = self.lock();
@@ -270,6 +290,9 @@ impl Store {
         let items = match sel.what {
             watch::What::Slices => st.slices.values().filter(|s| sel.matches(s)).cloned().collect(),
             watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
+            watch::What::Claims(..) => {
+                st.claims.values().map(|c| resourceclaims::served(c, "v1")).filter(|c| sel.matches(c)).collect()
+            }
         };
         let replay = match from {
             Some(f) => st.since(f)?,
@@ -423,7 +446,11 @@ pub fn answer_typed(
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
-        return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
+        return status(
+            405,
+            "MethodNotAllowed",
+            format!("{path}: only resourceslices, resourceclaims and custom resources can be watched here"),
+        );
     }
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
@@ -445,11 +472,11 @@ pub fn answer_typed(
             return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
         }
         let mut st = store.lock();
-        resourceclaims::sync(&mut st, claims);
+        resourceclaims::sync(store, &mut st, claims);
         let query = query_pairs(query);
         let r =
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
-        return resourceclaims::answer(&mut st, &r);
+        return resourceclaims::answer(store, &mut st, &r);
     }
     let mut st = store.lock();
     if let Some(p) = custom::route(&st, path) {
@@ -716,7 +743,13 @@ async fn respond(
                 p.crd.kind.clone(),
             )),
             _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
-            _ => None,
+            _ => match claim_path(&path) {
+                Some((version, namespace, None, None)) => Some((
+                    watch::What::Claims(version.to_string(), namespace.map(str::to_string)),
+                    "ResourceClaim".to_string(),
+                )),
+                _ => None,
+            },
         }
     } else {
         None
