@@ -67,6 +67,9 @@ pub fn pod_resources(p: &PodStatus, sidecars: bool) -> PodResources {
                 ..Default::default()
             })
             .collect(),
+        // Pod-level exclusive CPUs and memory (1.37): dpctl models no CPU or
+        // memory manager, so there are none, as for its containers.
+        ..Default::default()
     }
 }
 

@@ -449,6 +449,7 @@ pub mod podresources {
                     },
                     ContainerResources { name: "sidecar".into(), ..Default::default() },
                 ],
+                ..Default::default()
             }],
             allocatable: AllocatableResourcesResponse {
                 devices: (0..3)
@@ -731,4 +732,45 @@ pub fn mock_kubelet_on(root: &Path, extra: &[&str]) -> tokio::process::Command {
     ]);
     c.args(extra).stdout(std::process::Stdio::piped());
     c
+}
+
+/// Where tests/upstream/build.sh puts the upstream peers and oracles.
+pub fn upstream_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/upstream/bin")
+}
+
+/// How to build them, as every message about them says it.
+pub const UPSTREAM_BUILD: &str = "bash tests/upstream/build.sh (Go 1.26 at /usr/local/go; modules from the Go proxy)";
+
+static UPSTREAM_SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The upstream peer or oracle `name` (tests/upstream/cmd/NAME) if built;
+/// else `None` and the test returns without running (the end of the run
+/// says so) — except under CI (`CI` set), where a missing one fails.
+pub fn upstream_bin(name: &str) -> Option<PathBuf> {
+    let bin = upstream_dir().join(name);
+    if bin.exists() {
+        return Some(bin);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but the upstream oracle {} is not built: run {UPSTREAM_BUILD} first",
+        bin.display()
+    );
+    if UPSTREAM_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        // SAFETY: atexit with a plain `extern "C" fn()` that only writes to stderr.
+        unsafe { libc::atexit(upstream_note) };
+    }
+    None
+}
+
+extern "C" fn upstream_note() {
+    use std::io::Write;
+    let n = UPSTREAM_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nnote: {n} upstream-oracle test(s) passed WITHOUT RUNNING: the upstream peers are not built in {}.\n      \
+         Build them once with {UPSTREAM_BUILD}.",
+        upstream_dir().display()
+    );
 }

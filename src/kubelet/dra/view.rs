@@ -205,7 +205,8 @@ pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> V
                             driver_name: driver.to_string(),
                             pool_name: d.pool_name.clone(),
                             device_name: d.device_name.clone(),
-                            ..Default::default()
+                            // container_manager_linux.go: ShareId: (*string)(device.ShareID).
+                            share_id: d.share_id.clone(),
                         })
                     })
                     .collect(),
@@ -241,6 +242,9 @@ pub fn claim_objects(claims: &ClaimCache, pods: &BTreeMap<String, PodInfo>) -> V
                     }
                     if !a.skip_node_operations.is_empty() {
                         r["skipNodeOperations"] = json!(a.skip_node_operations);
+                    }
+                    if let Some(id) = &a.share_id {
+                        r["shareID"] = json!(id);
                     }
                     r
                 })
