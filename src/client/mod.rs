@@ -13,6 +13,7 @@ pub mod conn;
 pub mod dra;
 pub mod dra_checkpoint;
 pub mod kube;
+pub mod pods;
 pub mod podresources;
 pub mod status;
 pub mod view;

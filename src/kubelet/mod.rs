@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub mod metrics;
 pub mod node;
+pub mod pods;
 pub mod podresources;
 pub mod profile;
 pub mod registration;
