@@ -13,8 +13,8 @@ pub mod conn;
 pub mod dra;
 pub mod dra_checkpoint;
 pub mod kube;
-pub mod pods;
 pub mod podresources;
+pub mod pods;
 pub mod status;
 pub mod view;
 

@@ -11,6 +11,7 @@
 
 use crate::api::deviceplugin::registration_server::RegistrationServer;
 use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
+use crate::api::pods_v1alpha1::pods_server::PodsServer;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
@@ -18,7 +19,6 @@ use crate::core::{Error, Result};
 use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::handler::Handlers;
-use crate::api::pods_v1alpha1::pods_server::PodsServer;
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;

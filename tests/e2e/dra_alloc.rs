@@ -197,6 +197,16 @@ async fn a_no_execute_taint_added_later_evicts_the_pod_and_unprepares_its_claim_
     );
     assert_eq!(ev["taint"], "gpu.example.com/xid=79:NoExecute", "{ev}");
     assert_eq!(ev["reason"], "DeviceTaintManagerEviction", "{ev}");
+    // device_taint_eviction.go deletePod: the condition set before the pod is deleted.
+    assert_eq!(
+        (ev["condition"].as_str(), ev["conditionReason"].as_str(), ev["conditionMessage"].as_str()),
+        (
+            Some("DisruptionTarget"),
+            Some("DeletionByDeviceTaintManager"),
+            Some("Device Taint manager: deleting due to NoExecute taint")
+        ),
+        "{ev}"
+    );
     // The driver was asked to unprepare the evicted pod's claim.
     log.wait_for("\"event\":\"claim-unprepared\"", 2).await;
     let u = &events(&log, "claim-unprepared")[1];

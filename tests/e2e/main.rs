@@ -19,6 +19,7 @@ mod lifecycle;
 mod log;
 mod mock_kubelet;
 mod operator;
+mod pods;
 mod record;
 mod release;
 mod rules;
