@@ -79,7 +79,6 @@ fn add(prefix: &str, m: DescriptorProto, into: &mut HashMap<String, DescriptorPr
 pub fn message_for(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "Node" => ".k8s.io.api.core.v1.Node",
-        "Pod" => ".k8s.io.api.core.v1.Pod",
         "Status" => ".k8s.io.apimachinery.pkg.apis.meta.v1.Status",
         "DeleteOptions" => ".k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
         "ResourceSlice" => ".k8s.io.api.resource.v1.ResourceSlice",
