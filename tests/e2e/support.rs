@@ -449,6 +449,7 @@ pub mod podresources {
                     },
                     ContainerResources { name: "sidecar".into(), ..Default::default() },
                 ],
+                ..Default::default()
             }],
             allocatable: AllocatableResourcesResponse {
                 devices: (0..3)
@@ -672,7 +673,7 @@ pub fn upstream_bin() -> PathBuf {
 }
 
 /// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
-pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin"];
+pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin", "protofields", "podsclient"];
 
 /// How to build them, as every message about them says it.
 pub const UPSTREAM_BUILD: &str =
