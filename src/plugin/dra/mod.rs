@@ -118,6 +118,15 @@ pub enum Fault {
     /// Prepared devices name a request the claim does not have (`gpu`), so
     /// the kubelet maps them to no container (DRA-EXT-001; dra-driver-cpu#197).
     ForeignRequestNames,
+    /// An unprepare of a claim it does not know answers success but keeps
+    /// its global lock: every later prepare and unprepare hangs (DRA-UNPREP-002
+    /// reports the first call past its deadline; dra-driver-nvidia-gpu#378).
+    DeadlockAfterUnknownUnprepare,
+    /// Concurrent first prepares of a claim each run the preparation: the
+    /// last rewrites the claim's CDI spec under new device names, so the
+    /// other answers differ and their CDI IDs resolve nowhere (DRA-PREP-007;
+    /// dra-driver-nvidia-gpu#729, #754).
+    RacyPrepare,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -160,6 +169,8 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("exit-on-missing-claim", "(exits when a claim is not found)"),
     ("not-idempotent-error", "idempotent (preparing again fails)"),
     ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
+    ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
+    ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -209,6 +220,8 @@ impl std::str::FromStr for Fault {
             "exit-on-missing-claim" => Fault::ExitOnMissingClaim,
             "not-idempotent-error" => Fault::NotIdempotentError,
             "foreign-request-names" => Fault::ForeignRequestNames,
+            "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
+            "racy-prepare" => Fault::RacyPrepare,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
