@@ -596,6 +596,9 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "exit-on-missing-claim"], &["DRA-PREP-006"], "panic: interface conversion"),
     (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003"], "is already prepared"),
     (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
+    (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
+    // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.
+    (&["--fault", "deadlock-after-unknown-unprepare"], &["DRA-PREP-007"], "no answer within 1s (DeadlineExceeded)"),
 ];
 
 /// Each `dpctl dra serve` fault fails exactly its DRA scenarios, restarts
@@ -666,4 +669,45 @@ async fn a_driver_without_the_api_server_fails_slice_001() {
     r.expect_code(1);
     assert_eq!(crate::dra_kubelet::failed_ids(&r), ["DRA-SLICE-001"]);
     assert!(r.stdout.contains("no ResourceSlice of the driver for node dpctl-node"), "{}", r.stdout);
+}
+
+/// A driver that deadlocks (an unprepare of an unknown claim keeps its
+/// lock, dra-driver-nvidia-gpu#378): the first call past its deadline is
+/// reported once, with the driver's log; every later scenario is NOT-RUN
+/// with the reason, in the JSON and the JUnit report; the run does not
+/// wait a deadline per remaining call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlocked_driver_fails_once_and_the_rest_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let junit_arg = junit.display().to_string();
+    let started = std::time::Instant::now();
+    let r = run_cmd_within(
+        crate::dra_kubelet::dra_test(
+            &["--fault", "deadlock-after-unknown-unprepare"],
+            &["-o", "json", "--junit", &junit_arg],
+        ),
+        120,
+    )
+    .await;
+    r.expect_code(1);
+    // 1 s per call here (--timeout 1s): one deadline, not one per remaining call.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(crate::dra_kubelet::failed_ids(&r), ["DRA-PREP-007"], "{}", r.stdout);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let rows = doc["scenarios"].as_array().unwrap();
+    let at = rows.iter().position(|s| s["id"] == "DRA-PREP-007").unwrap();
+    let failed = &rows[at];
+    assert_eq!(failed["evidence"]["rpc"], "NodeUnprepareResources (before the concurrent prepares)", "{failed}");
+    assert!(failed["evidence"]["answer"].as_str().unwrap().contains("defaultClientCallTimeout"), "{failed}");
+    assert!(failed["evidence"]["fix"].as_str().unwrap().contains("dra-driver-nvidia-gpu#378"), "{failed}");
+    assert!(failed["evidence"]["log"].as_str().unwrap().contains("unprepare"), "{failed}");
+    let reason = "the driver stopped answering: NodeUnprepareResources (before the concurrent prepares) got no answer within 1s (see DRA-PREP-007)";
+    assert!(rows[..at].iter().all(|s| s["result"] == "PASS"), "{}", r.stdout);
+    for later in &rows[at + 1..] {
+        assert_eq!((later["result"].as_str(), later["detail"].as_str()), (Some("NOT-RUN"), Some(reason)), "{later}");
+    }
+    assert!(check_junit(&junit));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("dra-driver-nvidia-gpu#378") && xml.contains("got no answer within 1s (see DRA-PREP-007)"), "{xml}");
 }

@@ -53,7 +53,7 @@ pub struct DraServeArgs {
     /// empty-slice, incomplete-pool, no-republish, answer-other-claims, wrong-pool, empty-cdi-edits,
     /// health-unknown-device, stale-health, memory-only-state, new-cdi-ids, remove-cdi-on-exit, ignore-uid,
     /// exit-on-missing-claim, not-idempotent-error, foreign-request-names, deadlock-after-unknown-unprepare,
-    /// racy-prepare
+    /// racy-prepare, answer-from-checkpoint
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
     /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and

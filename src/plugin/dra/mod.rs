@@ -127,6 +127,11 @@ pub enum Fault {
     /// other answers differ and their CDI IDs resolve nowhere (DRA-PREP-007;
     /// dra-driver-nvidia-gpu#729, #754).
     RacyPrepare,
+    /// Prepared claims are also kept in a checkpoint of its own (in its
+    /// plugin directory); a claim found there is answered from it without
+    /// writing its CDI spec again, so after a reboot emptied the CDI
+    /// directory its IDs resolve nowhere (DRA-REBOOT-001; kubernetes#141433).
+    AnswerFromCheckpoint,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -171,6 +176,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
     ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
     ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
+    ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -222,6 +228,7 @@ impl std::str::FromStr for Fault {
             "foreign-request-names" => Fault::ForeignRequestNames,
             "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
             "racy-prepare" => Fault::RacyPrepare,
+            "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
