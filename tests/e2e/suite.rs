@@ -599,6 +599,16 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
     // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.
     (&["--fault", "deadlock-after-unknown-unprepare"], &["DRA-PREP-007"], "no answer within 1s (DeadlineExceeded)"),
+    // Its checkpoint answers the restored claims: only a reboot (a slow scenario, so passing here) shows it.
+    (&["--fault", "answer-from-checkpoint"], &[], ""),
+];
+
+/// The slow DRA scenarios (run only when --focus selects them): each
+/// fault fails exactly these, a healthy driver passes them.
+const DRA_SLOW_FAULTS: &[(&[&str], &[&str], &str)] = &[
+    (&[], &[], ""),
+    (&["--fault", "answer-from-checkpoint"], &["DRA-REBOOT-001"], "the reboot emptied the CDI directory"),
+    (&["--fault", "remove-cdi-on-exit"], &[], ""),
 ];
 
 /// Each `dpctl dra serve` fault fails exactly its DRA scenarios, restarts
@@ -631,11 +641,27 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
     }
 }
 
+/// `--focus group:slow`: the slow scenarios alone, each fault failing exactly its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_dra_serve_fault_fails_exactly_its_slow_scenarios() {
+    for (flags, want, words) in DRA_SLOW_FAULTS {
+        let r = run_cmd_within(crate::dra_kubelet::dra_test(flags, &["-o", "json", "--focus", "group:slow"]), 120).await;
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        let ids: Vec<&str> = doc["scenarios"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["DRA-REBOOT-001"], "{flags:?}: the slow group");
+        assert_eq!(crate::dra_kubelet::failed_ids(&r), *want, "{flags:?}:\n{}", r.stdout);
+        r.expect_code(if want.is_empty() { 0 } else { 1 });
+        assert!(r.stdout.contains(words), "{flags:?}: no {words:?} in\n{}", r.stdout);
+    }
+}
+
 #[test]
 fn the_docs_hold_the_dra_fault_table_the_test_asserts() {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/test.md")).expect("docs/test.md");
+    let slow = |flags: &[&str]| DRA_SLOW_FAULTS.iter().find(|(f, _, _)| *f == flags).map(|(_, w, _)| *w).unwrap_or(&[]);
     for (flags, fails, _) in DRA_FAULTS.iter().skip(1) {
+        let fails: Vec<&str> = fails.iter().chain(slow(flags)).copied().collect();
         let row = format!("| `{}` |", flags.join(" "));
         let line = doc
             .lines()
@@ -710,4 +736,20 @@ async fn a_deadlocked_driver_fails_once_and_the_rest_is_not_run() {
     assert!(check_junit(&junit));
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("dra-driver-nvidia-gpu#378") && xml.contains("got no answer within 1s (see DRA-PREP-007)"), "{xml}");
+}
+
+/// A large pool (`dra serve --devices 300`): published in three slices
+/// under the API's 128 devices each, the pool complete; the kubelet
+/// prepares from it. (Before, the API server refused the one slice of 300.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_pool_is_published_in_slices_under_the_limit_and_passes() {
+    let r = run_cmd_within(
+        crate::dra_kubelet::dra_test(&["--devices", "300"], &["-o", "json", "--focus", "SLICE|PREP-001$"]),
+        120,
+    )
+    .await;
+    r.expect_code(0);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let slice = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "DRA-SLICE-001").cloned().unwrap();
+    assert_eq!(slice["detail"], "300 device(s) in pool pool-0 (3 slices)", "{slice}");
 }

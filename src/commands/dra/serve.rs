@@ -29,7 +29,8 @@ pub struct DraServeArgs {
     #[arg(long, value_name = "NAME", default_value = "pool-0")]
     pub pool: String,
     /// How many devices (named dev-0, dev-1, …)
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// (a pool of more than 128 is published in several ResourceSlices, as the API requires)
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16384))]
     pub devices: u32,
     /// Where to write a CDI spec per prepared claim (removed on unprepare) [default: /var/run/cdi under --root]
     #[arg(long, value_name = "DIR")]

@@ -446,6 +446,11 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     result
 }
 
+/// `incomplete-pool`: one slice more than published.
+fn pool_len_plus_one(o: &serde_json::Value) -> i64 {
+    o["spec"]["pool"]["resourceSliceCount"].as_i64().unwrap_or(1) + 1
+}
+
 /// How often a publishing driver checks that its ResourceSlice is still there.
 const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
 
@@ -524,25 +529,31 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             if cfg.faults.contains(&Fault::EmptySlice) {
                 obj["spec"]["devices"] = json!([]);
             }
+            // A large pool goes in several slices, each under the API's limit.
+            let mut pool = slices::split_pool(&name, obj);
             if cfg.faults.contains(&Fault::IncompletePool) {
-                obj["spec"]["pool"]["resourceSliceCount"] = json!(2);
-            }
-            if let Err(e) = slices::publish(api, &obj, Duration::from_secs(10)).await {
-                if let Some(r) = reg_served.take() {
-                    r.shut().await;
+                for (_, o) in &mut pool {
+                    o["spec"]["pool"]["resourceSliceCount"] = json!(pool_len_plus_one(o));
                 }
-                return Err(e);
             }
-            log.event(
-                "resourceslice",
-                &[
-                    ("name", json!(name)),
-                    ("node", json!(node)),
-                    ("server", json!(api.authority)),
-                    ("devices", json!(cfg.devices.len())),
-                ],
-            );
-            Some((api, name, obj))
+            for (n, o) in &pool {
+                if let Err(e) = slices::publish(api, o, Duration::from_secs(10)).await {
+                    if let Some(r) = reg_served.take() {
+                        r.shut().await;
+                    }
+                    return Err(e);
+                }
+                log.event(
+                    "resourceslice",
+                    &[
+                        ("name", json!(n)),
+                        ("node", json!(node)),
+                        ("server", json!(api.authority)),
+                        ("devices", json!(o["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0))),
+                    ],
+                );
+            }
+            Some((api, pool))
         }
     };
     let mut next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
@@ -567,9 +578,11 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
                 let due = tokio::time::Instant::now() >= next_check && !cfg.faults.contains(&Fault::NoRepublish);
-                if let Some((api, name, obj)) = published.as_ref().filter(|_| due) {
+                if let Some((api, pool)) = published.as_ref().filter(|_| due) {
                     next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
-                    republish(api, name, obj, log).await;
+                    for (name, obj) in pool {
+                        republish(api, name, obj, log).await;
+                    }
                 }
                 if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
                     if let Some(r) = reg_served.take() { r.shut().await; }
@@ -582,10 +595,12 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
-    if let Some((api, name, _)) = published {
-        match slices::withdraw(api, &name, Duration::from_secs(5)).await {
-            Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
-            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+    if let Some((api, pool)) = published {
+        for (name, _) in pool {
+            match slices::withdraw(api, &name, Duration::from_secs(5)).await {
+                Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
+                Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+            }
         }
     }
     if cfg.faults.contains(&Fault::RemoveCdiOnExit) {
