@@ -645,7 +645,8 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_dra_serve_fault_fails_exactly_its_slow_scenarios() {
     for (flags, want, words) in DRA_SLOW_FAULTS {
-        let r = run_cmd_within(crate::dra_kubelet::dra_test(flags, &["-o", "json", "--focus", "group:slow"]), 120).await;
+        let r =
+            run_cmd_within(crate::dra_kubelet::dra_test(flags, &["-o", "json", "--focus", "group:slow"]), 120).await;
         let doc: Value = serde_json::from_str(&r.stdout).unwrap();
         let ids: Vec<&str> = doc["scenarios"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["DRA-REBOOT-001"], "{flags:?}: the slow group");
@@ -735,7 +736,10 @@ async fn a_deadlocked_driver_fails_once_and_the_rest_is_not_run() {
     }
     assert!(check_junit(&junit));
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("dra-driver-nvidia-gpu#378") && xml.contains("got no answer within 1s (see DRA-PREP-007)"), "{xml}");
+    assert!(
+        xml.contains("dra-driver-nvidia-gpu#378") && xml.contains("got no answer within 1s (see DRA-PREP-007)"),
+        "{xml}"
+    );
 }
 
 /// A large pool (`dra serve --devices 300`): published in three slices

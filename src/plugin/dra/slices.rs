@@ -175,7 +175,10 @@ mod split_tests {
         assert_eq!(pool[2].1["spec"]["devices"][43]["name"], "dev-299");
         // A small pool stays one slice of its name; an empty one too.
         let one = split_pool("x", slice("x", "n", "d", "p", &devices[..4]));
-        assert_eq!((one.len(), one[0].0.as_str(), &one[0].1["spec"]["pool"]["resourceSliceCount"]), (1, "x", &json!(1)));
+        assert_eq!(
+            (one.len(), one[0].0.as_str(), &one[0].1["spec"]["pool"]["resourceSliceCount"]),
+            (1, "x", &json!(1))
+        );
         assert_eq!(split_pool("x", slice("x", "n", "d", "p", &[])).len(), 1);
     }
 }

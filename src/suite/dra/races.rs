@@ -39,12 +39,18 @@ pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
     };
     let (c, d) = need!(s.conn().await);
     let t = s.timeout;
-    let r = need!(c
-        .unprepare(&d.service, vec![claim.clone()])
-        .await
-        .map_err(|e| call_failed(&rules::SERVICE_ANSWERS, "NodeUnprepareResources (before the concurrent prepares)", e, t)));
+    let r = need!(c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
+        &rules::SERVICE_ANSWERS,
+        "NodeUnprepareResources (before the concurrent prepares)",
+        e,
+        t
+    )));
     if let Some(e) = r.claims.get(&claim.uid).filter(|x| !x.error.is_empty()) {
-        return fail(&rules::IDEMPOTENT, "NodeUnprepareResources (before the concurrent prepares)", format!("error: {}", e.error));
+        return fail(
+            &rules::IDEMPOTENT,
+            "NodeUnprepareResources (before the concurrent prepares)",
+            format!("error: {}", e.error),
+        );
     }
     let one = || c.prepare(&d.service, vec![claim.clone()]);
     let (a, b, x, y) = tokio::join!(one(), one(), one(), one());
@@ -84,7 +90,10 @@ pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
     const FIX: &str = "prepare a claim once: record \"prepared\" under the lock that checks it, answer a repeat (or a call overlapping one still running) from that record, and never rewrite a prepared claim's CDI spec under new names (dra-driver-nvidia-gpu#729, #754)";
     if !differ.is_empty() {
         return Outcome::fail(
-            format!("NodePrepareResources of claim {}/{}, {CONCURRENT} at once then 2 in sequence", claim.namespace, claim.name),
+            format!(
+                "NodePrepareResources of claim {}/{}, {CONCURRENT} at once then 2 in sequence",
+                claim.namespace, claim.name
+            ),
             format!("answers differ: {} first [{}]; {}", ids[0].0, first.join(", "), differ.join("; ")),
             FIX,
         );
@@ -92,11 +101,18 @@ pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
     if !lost.is_empty() {
         return Outcome::fail(
             format!("CDI spec files after {} prepares of claim {}/{}", answers.len(), claim.namespace, claim.name),
-            format!("{} answered for the claim resolve to no spec file (a container given them fails)", lost.join(", ")),
+            format!(
+                "{} answered for the claim resolve to no spec file (a container given them fails)",
+                lost.join(", ")
+            ),
             FIX,
         );
     }
-    Outcome::pass(format!("{} prepares ({CONCURRENT} at once) answered [{}]; every ID resolves", answers.len(), first.join(", ")))
+    Outcome::pass(format!(
+        "{} prepares ({CONCURRENT} at once) answered [{}]; every ID resolves",
+        answers.len(),
+        first.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -123,7 +139,10 @@ mod tests {
     fn an_answer_gives_its_sorted_ids_or_says_what_is_wrong() {
         assert_eq!(answered_ids(&answer("u", &["v/c=b", "v/c=a"], ""), "u").unwrap(), ["v/c=a", "v/c=b"]);
         assert_eq!(answered_ids(&answer("u", &[], "boom"), "u").unwrap_err(), "error: boom");
-        assert_eq!(answered_ids(&answer("u", &[], ""), "w").unwrap_err(), "an entry for claim UID u, which was not asked");
+        assert_eq!(
+            answered_ids(&answer("u", &[], ""), "w").unwrap_err(),
+            "an entry for claim UID u, which was not asked"
+        );
         assert_eq!(answered_ids(&NodePrepareResourcesResponse::default(), "u").unwrap_err(), "no entry for the claim");
     }
 }

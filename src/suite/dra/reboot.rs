@@ -62,21 +62,33 @@ pub(crate) async fn node_reboot(s: &mut Sess) -> Outcome {
     if let Some(k) = &s.kubelet {
         need!(k.restart().await.map_err(|e| Outcome::fail("kubelet restart", e.to_string(), "see the kubelet log")));
     }
-    need!(s.start_plugin().map_err(|e| Outcome::fail("start the driver after the reboot", e.to_string(), "check the command")));
+    need!(s.start_plugin().map_err(|e| Outcome::fail(
+        "start the driver after the reboot",
+        e.to_string(),
+        "check the command"
+    )));
     s.driver = Some(need!(s.registered(from).await));
     let claims: Vec<_> = s.engine_claims.iter().filter(|c| c.name.starts_with(&format!("{POD}-"))).cloned().collect();
     let (c, d) = need!(s.conn().await);
     let t = s.timeout;
-    let r = need!(c
-        .prepare(&d.service, claims.clone())
-        .await
-        .map_err(|e| call_failed(&rules::SERVICE_ANSWERS, RPC, e, t)));
+    let r =
+        need!(c.prepare(&d.service, claims.clone()).await.map_err(|e| call_failed(&rules::SERVICE_ANSWERS, RPC, e, t)));
     let mut ids = Vec::new();
     for claim in &claims {
         match r.claims.get(&claim.uid) {
-            None => return fail(&rules::ANSWER_COMPLETE, RPC, format!("no entry for claim {}/{}", claim.namespace, claim.name)),
+            None => {
+                return fail(
+                    &rules::ANSWER_COMPLETE,
+                    RPC,
+                    format!("no entry for claim {}/{}", claim.namespace, claim.name),
+                )
+            }
             Some(x) if !x.error.is_empty() => {
-                return fail(&rules::ANSWER_COMPLETE, RPC, format!("claim {}/{}: error: {}", claim.namespace, claim.name, x.error))
+                return fail(
+                    &rules::ANSWER_COMPLETE,
+                    RPC,
+                    format!("claim {}/{}: error: {}", claim.namespace, claim.name, x.error),
+                )
             }
             Some(x) => ids.extend(x.devices.iter().flat_map(|d| d.cdi_device_ids.iter().cloned())),
         }

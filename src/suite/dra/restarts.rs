@@ -180,7 +180,12 @@ async fn recheck(
         first_claim.and_then(|c| claims.iter().find(|(u, _)| *u == c.uid).map(|(_, f)| (c, f.clone())))
     {
         let r = c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| {
-            call_failed(&rules::IDEMPOTENT, format!("NodePrepareResources ({who}, a claim prepared before)"), e, s.timeout)
+            call_failed(
+                &rules::IDEMPOTENT,
+                format!("NodePrepareResources ({who}, a claim prepared before)"),
+                e,
+                s.timeout,
+            )
         })?;
         let Some(x) = r.claims.get(&claim.uid) else {
             return Err(fail(

@@ -73,10 +73,12 @@ pub(crate) async fn prepared_devices(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
     let uid = claim.uid.clone();
     let t = s.timeout;
-    let r = need!(c
-        .prepare(&d.service, vec![claim.clone()])
-        .await
-        .map_err(|e| call_failed(&rules::SERVICE_ANSWERS, "NodePrepareResources", e, t)));
+    let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
+        &rules::SERVICE_ANSWERS,
+        "NodePrepareResources",
+        e,
+        t
+    )));
     if let Some(o) = extra_uids(std::slice::from_ref(&uid), &r, "NodePrepareResources") {
         return o;
     }
@@ -119,10 +121,12 @@ pub(crate) async fn prepare_twice(s: &mut Sess) -> Outcome {
     let mut answers = Vec::new();
     for n in ["", " (again)"] {
         let rpc = format!("NodePrepareResources{n}");
-        let r = need!(c
-            .prepare(&d.service, vec![claim.clone()])
-            .await
-            .map_err(|e| call_failed(&rules::IDEMPOTENT, rpc.clone(), e, s.timeout)));
+        let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
+            &rules::IDEMPOTENT,
+            rpc.clone(),
+            e,
+            s.timeout
+        )));
         if let Some(o) = extra_uids(std::slice::from_ref(&claim.uid), &r, &rpc) {
             return o;
         }
@@ -278,10 +282,12 @@ pub(crate) async fn unprepare_twice(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
     let uid = claim.uid.clone();
     for n in ["", " (again)"] {
-        let r = need!(c
-            .unprepare(&d.service, vec![claim.clone()])
-            .await
-            .map_err(|e| call_failed(&rules::IDEMPOTENT, format!("NodeUnprepareResources{n}"), e, s.timeout)));
+        let r = need!(c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
+            &rules::IDEMPOTENT,
+            format!("NodeUnprepareResources{n}"),
+            e,
+            s.timeout
+        )));
         let v = rules::unprepare_violations(std::slice::from_ref(&uid), &r);
         if let Some(v) = v.first() {
             return fail(v.rule, format!("NodeUnprepareResources{n}"), v.text.clone());
@@ -298,10 +304,12 @@ pub(crate) async fn unprepare_unknown(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
     let claim = s.claim();
     let uid = claim.uid.clone();
-    let r = need!(c
-        .unprepare(&d.service, vec![claim])
-        .await
-        .map_err(|e| call_failed(&rules::SERVICE_ANSWERS, "NodeUnprepareResources", e, s.timeout)));
+    let r = need!(c.unprepare(&d.service, vec![claim]).await.map_err(|e| call_failed(
+        &rules::SERVICE_ANSWERS,
+        "NodeUnprepareResources",
+        e,
+        s.timeout
+    )));
     if let Some(v) = rules::unprepare_violations(&[uid], &r).first() {
         return fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.text.clone());
     }
