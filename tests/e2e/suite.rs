@@ -545,7 +545,11 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
         "prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims",
     ),
     (&["--fault", "no-pool-name"], &["DRA-PREP-002"], ""),
-    (&["--fault", "bad-cdi-id"], &["DRA-PREP-002", "DRA-CDI-001", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
+    (
+        &["--fault", "bad-cdi-id"],
+        &["DRA-PREP-002", "DRA-CDI-001", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"],
+        "",
+    ),
     (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
     (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),

@@ -462,3 +462,37 @@ impl Sess {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_past_its_deadline_stops_the_run_and_other_errors_fail_their_rule() {
+        let late = Error::Rpc {
+            target: "/x/dra.sock".into(),
+            method: "NodeUnprepareResources",
+            code: tonic::Code::DeadlineExceeded,
+            message: "context deadline exceeded".into(),
+        };
+        let o = call_failed(&rules::IDEMPOTENT, "NodeUnprepareResources", late, Duration::from_secs(45));
+        let stop = o.stop.as_ref().expect("a hung driver stops the run");
+        assert_eq!(stop.reason, "the driver stopped answering: NodeUnprepareResources got no answer within 45s");
+        assert!(stop.shown_by.is_empty());
+        let ev = o.evidence.as_ref().unwrap();
+        assert!(ev.answer.starts_with("no answer within 45s (DeadlineExceeded)"), "{}", ev.answer);
+        assert!(ev.fix.contains("dra-driver-nvidia-gpu#378"));
+        // Any other status is the rule's failure, and the run goes on.
+        let refused = Error::Rpc {
+            target: "/x/dra.sock".into(),
+            method: "NodeUnprepareResources",
+            code: tonic::Code::Internal,
+            message: "boom".into(),
+        };
+        let o = call_failed(&rules::IDEMPOTENT, "NodeUnprepareResources", refused, Duration::from_secs(45));
+        assert!(o.stop.is_none());
+        assert_eq!(o.evidence.as_ref().unwrap().fix, rules::IDEMPOTENT.fix);
+        assert!(kubelet_past_deadline("NodePrepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"));
+        assert!(!kubelet_past_deadline("NodePrepareResources: rpc error: code = Unavailable desc = boom"));
+    }
+}
