@@ -550,7 +550,7 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
         &["DRA-PREP-002", "DRA-CDI-001", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"],
         "",
     ),
-    (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
+    (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
     (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),
     (&["--fault", "no-timestamp"], &["DRA-HEALTH-001"], ""),
@@ -578,7 +578,7 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "no-republish"], &["DRA-RESTART-001"], "the driver published none again"),
     (
         &["--fault", "answer-other-claims"],
-        &["DRA-PREP-002", "DRA-PREP-003"],
+        &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"],
         "NodePrepareResources returned result for unknown claim UID",
     ),
     (&["--fault", "wrong-pool"], &["DRA-PREP-004"], "pool-0-other"),
@@ -598,7 +598,7 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     ),
     (&["--fault", "ignore-uid"], &["DRA-PREP-005"], "although the API server's claim of that name has UID"),
     (&["--fault", "exit-on-missing-claim"], &["DRA-PREP-006"], "panic: interface conversion"),
-    (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003"], "is already prepared"),
+    (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"], "is already prepared"),
     (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
     (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
     // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.

@@ -492,7 +492,9 @@ mod tests {
         let o = call_failed(&rules::IDEMPOTENT, "NodeUnprepareResources", refused, Duration::from_secs(45));
         assert!(o.stop.is_none());
         assert_eq!(o.evidence.as_ref().unwrap().fix, rules::IDEMPOTENT.fix);
-        assert!(kubelet_past_deadline("NodePrepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"));
+        assert!(kubelet_past_deadline(
+            "NodePrepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"
+        ));
         assert!(!kubelet_past_deadline("NodePrepareResources: rpc error: code = Unavailable desc = boom"));
     }
 }
