@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("protocol", 2),
     ("bench", 2),
     ("client", 3),
+    ("controlplane", 3),
     ("kubelet", 4),
     ("plugin", 4),
     ("doctor", 4),

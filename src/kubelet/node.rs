@@ -630,9 +630,9 @@ async fn run(
         ));
     }
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
-        let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
+        let store = std::sync::Arc::new(crate::controlplane::apiserver::Store::default());
         dra.api = Some(store.clone());
-        let started = crate::kubelet::dra::apiserver::start(
+        let started = crate::controlplane::apiserver::start(
             addr,
             &dra.root,
             crate::kubelet::dra::NODE_NAME.to_string(),
@@ -729,7 +729,7 @@ async fn run(
 
 /// The claims the local API server serves: those of the current
 /// generation's DRA manager, read at each request.
-fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
+fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::controlplane::apiserver::Claims {
     Arc::new(move |node: &str| current.borrow().as_ref().map(|m| m.claim_objects(node)).unwrap_or_default())
 }
 

@@ -13,7 +13,7 @@ use crate::client::dra_checkpoint as checkpoint;
 use crate::kubelet::manifest::extended::{
     ExtendedClaim, ExtendedResourceClaimStatus, RequestMapping, CLAIM_ANNOTATION, DEVICE_CLASS_PREFIX,
 };
-use crate::kubelet::manifest::objects::{ClaimSpec, Object, Request};
+use crate::controlplane::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::{is_extended, ClaimSource, Container, Pod, PodClaim};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

@@ -22,9 +22,9 @@
 //! connected for the wiping delay. Errors read as the kubelet's
 //! (pkg/kubelet/cm/dra/manager.go).
 
-pub mod allocator;
-pub mod apiserver;
+pub use crate::controlplane::{allocator, apiserver};
 mod cdi_index;
+pub mod claim_objects;
 pub mod claiminfo;
 mod decide;
 pub mod extended;
@@ -35,8 +35,8 @@ mod persist;
 mod taints;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
-pub use crate::kubelet::manifest::objects;
-pub mod protobuf;
+pub use crate::controlplane::objects;
+pub use crate::controlplane::protobuf;
 pub mod view;
 
 use crate::api::pluginregistration::PluginInfo;
@@ -938,7 +938,7 @@ impl DraManager {
     /// The claims as resource.k8s.io objects (what the local API server serves).
     pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
         let st = self.lock();
-        let mut out = apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node);
+        let mut out = claim_objects::claim_objects(&st.claims, &st.pods, &st.objects, node);
         extended::claim_objects(&mut out, &st.pods);
         out
     }

@@ -2,7 +2,7 @@
 //! directory (beside the pods): ResourceClaim, ResourceClaimTemplate,
 //! DeviceClass and ResourceSlice (v1, and the v1beta1 shapes), DeviceTaintRule
 //! and Namespace (its labels). What the allocator
-//! ([`crate::kubelet::dra::allocator`]) reads of them, its documented subset
+//! ([`crate::controlplane::allocator`]) reads of them, its documented subset
 //! (docs/dra.md, "The allocator"):
 //!
 //! - a request is `exactly: {deviceClassName, count | allocationMode: All,

@@ -49,7 +49,7 @@ fn key_of(c: &Value) -> String {
 /// Now, as `metav1.Time` writes it.
 pub(super) fn now() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    crate::kubelet::dra::protobuf::format_rfc3339(secs as i64)
+    crate::controlplane::protobuf::format_rfc3339(secs as i64)
 }
 
 /// Bring the stored claims in line with the kubelet's `current` ones.
@@ -95,7 +95,7 @@ fn served(c: &Value, v: &str) -> Value {
     c["apiVersion"] = json!(format!("{GROUP}/{v}"));
     c["kind"] = json!("ResourceClaim");
     if v == "v1beta1" {
-        c["spec"] = super::claims::v1beta1_spec(&c["spec"]);
+        c["spec"] = crate::kubelet::dra::claim_objects::v1beta1_spec(&c["spec"]);
     }
     c
 }

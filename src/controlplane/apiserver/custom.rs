@@ -17,7 +17,7 @@ use super::selectors::{self, Selection};
 use super::{status, Store, StoreInner};
 use serde_json::{json, Value};
 
-pub use crate::kubelet::manifest::objects::Crd;
+pub use crate::controlplane::objects::Crd;
 
 impl Crd {
     fn has_status(&self, version: &str) -> bool {
@@ -211,7 +211,7 @@ fn create_or_replace(
             m["generation"] = json!(g + i64::from(spec_changed));
         }
         None => {
-            m["uid"] = json!(crate::kubelet::dra::objects::derived_uid(&format!("custom\0{k}\0{}", st.version)));
+            m["uid"] = json!(crate::controlplane::objects::derived_uid(&format!("custom\0{k}\0{}", st.version)));
             m["creationTimestamp"] = json!(super::resourceclaims::now());
             m["generation"] = json!(1);
         }

@@ -465,7 +465,7 @@ fn a_whole_claim_round_trips_through_protobuf() {
             "allocation": {"devices": {
                 "results": [{"request": "r", "driver": "d", "pool": "p", "device": "g0", "adminAccess": true}],
                 "config": [{"source": "FromClass", "requests": ["r"], "opaque": {"driver": "d", "parameters": {"interval": "Long"}}}]},
-                "nodeSelector": claims::node_selector("node-1")},
+                "nodeSelector": crate::kubelet::dra::claim_objects::node_selector("node-1")},
             "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
             "devices": [{"driver": "d", "pool": "p", "device": "g0", "data": {"x": 1},
                 "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}],

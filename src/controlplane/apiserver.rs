@@ -45,14 +45,13 @@
 //! Fields outside the protobuf subset (proto/k8s) are dropped from protobuf
 //! bodies; custom resources are JSON only.
 
-use crate::kubelet::dra::protobuf::{self, Media};
+use crate::controlplane::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub mod claims;
 mod custom;
 mod discovery;
 mod listen;

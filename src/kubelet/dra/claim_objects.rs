@@ -12,7 +12,7 @@
 //! by the store ([`super::Store`]).
 
 use crate::kubelet::dra::claiminfo::{ClaimCache, ClaimInfo};
-use crate::kubelet::dra::objects::Object;
+use crate::controlplane::objects::Object;
 use crate::kubelet::dra::view::PodInfo;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -258,8 +258,8 @@ pub fn claim_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::dra::allocator::Allocated;
-    use crate::kubelet::dra::objects::parse;
+    use crate::controlplane::allocator::Allocated;
+    use crate::controlplane::objects::parse;
 
     fn dev(request: &str, device: &str) -> Allocated {
         Allocated {

@@ -6,7 +6,7 @@
 
 use super::selectors::{selected, Selection};
 use super::{param, status, Store};
-use crate::kubelet::dra::protobuf::{self, Media};
+use crate::controlplane::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -269,14 +269,14 @@ mod tests {
     use super::*;
 
     fn sel(query: &str) -> Watched {
-        let sel = crate::kubelet::dra::apiserver::selectors::of_query(
+        let sel = crate::controlplane::apiserver::selectors::of_query(
             "ResourceSlice",
-            &crate::kubelet::dra::apiserver::query_pairs(query),
+            &crate::controlplane::apiserver::query_pairs(query),
         )
         .unwrap_or_default();
         Watched { what: What::Slices, sel }
     }
-    use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
+    use crate::controlplane::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
     use tokio_util::task::TaskTracker;
 
     fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {

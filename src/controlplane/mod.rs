@@ -1,0 +1,8 @@
+//! The control plane: the local API server and the scheduler's allocator,
+//! with the resource.k8s.io objects they read. Nothing here imports the
+//! kubelet.
+
+pub mod allocator;
+pub mod apiserver;
+pub mod objects;
+pub mod protobuf;
