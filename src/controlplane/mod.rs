@@ -4,5 +4,6 @@
 
 pub mod allocator;
 pub mod apiserver;
+pub mod client;
 pub mod objects;
 pub mod protobuf;

@@ -638,7 +638,6 @@ async fn run(
             crate::kubelet::dra::NODE_NAME.to_string(),
             s.manager.profile.version.minor(),
             store,
-            claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
             s.api_server_tls,
@@ -725,12 +724,6 @@ async fn run(
         bus.emit(KubeletEvent::Stopped, None);
     }
     result
-}
-
-/// The claims the local API server serves: those of the current
-/// generation's DRA manager, read at each request.
-fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::controlplane::apiserver::Claims {
-    Arc::new(move |node: &str| current.borrow().as_ref().map(|m| m.claim_objects(node)).unwrap_or_default())
 }
 
 #[cfg(test)]

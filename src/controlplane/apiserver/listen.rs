@@ -4,7 +4,7 @@
 //! written atomically and never over a file it did not write) with a fresh
 //! bearer token and, over TLS, the CA as `certificate-authority-data`.
 
-use super::{respond, Claims, Ctx, Store};
+use super::{respond, Ctx, Store};
 use crate::core::{Error, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -96,7 +96,6 @@ pub async fn start(
     node: String,
     minor: u32,
     store: Arc<Store>,
-    claims: Claims,
     stop: CancellationToken,
     tracker: TaskTracker,
     tls: bool,
@@ -126,7 +125,7 @@ pub async fn start(
     let ca = tls.as_ref().map(|t| t.ca_pem.as_str());
     crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token, ca).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
-    let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
+    let ctx = Arc::new(Ctx { store, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
     let t2 = tracker.clone();
     let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config));
     let url = format!("{}://{addr}", if acceptor.is_some() { "https" } else { "http" });

@@ -3,7 +3,7 @@
 use super::*;
 
 fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
-    answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+    answer(s, "node-1", m, p, q, b.to_string().as_bytes())
 }
 
 #[test]
@@ -118,27 +118,31 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
 
 #[test]
 fn claims_are_served_in_each_version_with_their_allocation() {
-    // (the kubelet's claims, synced into the store at each claim request)
+    // (the kubelet's claims, written into the store in process)
     let s = Store::default();
     let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
+    assert!(s.put_claim(claim.clone()));
+    assert!(!s.put_claim(claim.clone()), "the same claim again is no write");
+    let stored = s.claim("ml/gpu").unwrap();
+    assert_eq!((stored["metadata"]["uid"].as_str(), stored["metadata"]["generation"].as_i64()), (Some("u"), Some(1)));
     for v in ["v1", "v1beta2", "v1beta1"] {
-        let (c, got) = answer(
-            &s,
-            std::slice::from_ref(&claim),
-            "n",
-            "GET",
-            &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"),
-            "",
-            b"",
-        );
+        let (c, got) =
+            answer(&s, "n", "GET", &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"), "", b"");
         assert_eq!(c, 200);
         assert_eq!(got["apiVersion"], format!("resource.k8s.io/{v}"));
         assert_eq!(got["status"]["allocation"]["devices"]["results"][0]["driver"], "d");
     }
-    let (c, e) =
-        answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
+    let (c, e) = answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
     assert_eq!(c, 404);
     assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+    let mut respec = claim.clone();
+    respec["spec"] = json!({"devices": {"requests": [{"name": "r"}]}});
+    assert!(s.put_claim(respec));
+    let updated = s.claim("ml/gpu").unwrap();
+    assert_eq!(updated["metadata"]["generation"], 2, "a spec change bumps the generation");
+    assert_eq!(updated["metadata"]["creationTimestamp"], stored["metadata"]["creationTimestamp"]);
+    assert!(s.delete_claim("ml/gpu") && !s.delete_claim("ml/gpu"));
+    assert_eq!(answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu", "", b"").0, 404);
 }
 
 #[test]
@@ -147,7 +151,7 @@ fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
     let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
     let pb = protobuf::encode_object(&obj).unwrap();
     let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
-    let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
+    let (c, created) = answer(&s, "n", "POST", SLICES, "", &body);
     assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
     assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
     let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
@@ -157,7 +161,7 @@ fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
     assert_eq!(e.0, 400);
     assert!(e.1["message"].as_str().unwrap().contains("magic"));
     // An error answer in protobuf is an enveloped Status.
-    let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
+    let (c, v) = answer(&s, "n", "GET", &format!("{SLICES}/nope"), "", b"");
     let r = reply(Media::Protobuf, c, &v);
     assert_eq!(r.status(), 404);
     assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
@@ -179,10 +183,10 @@ fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
         let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
         json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
     };
-    let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
+    let (c, e) = answer(&s, "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
     assert_eq!(c, 409);
     assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
-    let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
+    let (c, gone) = answer(&s, "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
     assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
 }
 
@@ -220,8 +224,12 @@ fn kubelet_claim(uid: &str, device: &str) -> Value {
             "reservedFor": [{"resource": "pods", "name": "pod", "uid": "pod-uid"}]}})
 }
 
+/// A claim request after the kubelet wrote `claims` (as it writes them after each change).
 fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, body: &str) -> (u16, Value) {
-    answer_typed(s, claims, "n", m, p, q, ct, body.as_bytes())
+    for c in claims {
+        s.put_claim(c.clone());
+    }
+    answer_typed(s, "n", m, p, q, ct, body.as_bytes())
 }
 
 /// #33 item 1: the status subresource as UpdateStatus meets it: the
@@ -346,6 +354,7 @@ fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
     // A list in protobuf, as client-go asks for it.
     let back = protobuf::decode_object(&protobuf::encode_object(&l).unwrap()).unwrap();
     assert_eq!(back["items"][0]["status"]["allocation"]["devices"]["results"][0]["device"], "g1");
+    assert!(s.delete_claim("ml/gpu"), "the kubelet deletes a claim it no longer has");
     assert_eq!(claim_call(&s, &[], "GET", CLAIM, "", "", "").0, 404, "a claim the kubelet no longer has is gone");
 }
 
@@ -465,7 +474,7 @@ fn a_whole_claim_round_trips_through_protobuf() {
             "allocation": {"devices": {
                 "results": [{"request": "r", "driver": "d", "pool": "p", "device": "g0", "adminAccess": true}],
                 "config": [{"source": "FromClass", "requests": ["r"], "opaque": {"driver": "d", "parameters": {"interval": "Long"}}}]},
-                "nodeSelector": crate::kubelet::dra::claim_objects::node_selector("node-1")},
+                "nodeSelector": claims::node_selector("node-1")},
             "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
             "devices": [{"driver": "d", "pool": "p", "device": "g0", "data": {"x": 1},
                 "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}],

@@ -280,7 +280,7 @@ mod tests {
     use tokio_util::task::TaskTracker;
 
     fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
-        answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+        answer(s, "node-1", m, p, q, b.to_string().as_bytes())
     }
 
     fn slice_with(name: &str, devices: usize) -> Value {

@@ -78,8 +78,10 @@ pub struct DraSpec {
     pub call_timeout: Duration,
     /// The first retry delay of a failed prepare or unprepare (doubles up to 16×).
     pub retry: Duration,
-    /// The local API server's objects (ResourceSlices drivers publish), when it runs.
-    pub api: Option<Arc<apiserver::Store>>,
+    /// The control plane, when the local API server runs: the
+    /// ResourceSlices drivers publish are read from it, the claims this
+    /// manager admits, allocates and reserves are written to it.
+    pub api: Option<Arc<dyn crate::controlplane::client::Client>>,
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
@@ -187,6 +189,9 @@ pub struct DraManager {
     cdi: cdi_index::CdiIndex,
     /// The newest health-cache save on disk; held while writing.
     health_written: tokio::sync::Mutex<u64>,
+    /// The claims this manager has written into the control plane (held
+    /// while writing: [`DraManager::publish_claims`]).
+    published: Mutex<BTreeSet<String>>,
 }
 
 /// A pod's claims as it names them.
@@ -225,7 +230,37 @@ impl DraManager {
             written: Default::default(),
             cdi: Default::default(),
             health_written: Default::default(),
+            published: Default::default(),
         })
+    }
+
+    /// Write the claims as they are now into the control plane: each
+    /// claim's object ([`Self::claim_objects`]; the store takes a write
+    /// that changes nothing as none) and the deletion of each claim this
+    /// manager wrote (or restored from its checkpoint) and no longer has; a
+    /// claim another generation wrote stays until this one writes it (a
+    /// restart does not delete and recreate the claims whose manifests are
+    /// not read yet). Called after every change to the claim cache (before
+    /// any driver is called for it) and to the claim manifests.
+    fn publish_claims(&self) {
+        let Some(api) = &self.spec.api else { return };
+        // One publisher at a time: a view computed earlier is never written over a later one.
+        let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        let objs = self.claim_objects(NODE_NAME);
+        let keys: BTreeSet<String> = objs
+            .iter()
+            .map(|o| {
+                let m = &o["metadata"];
+                format!("{}/{}", m["namespace"].as_str().unwrap_or_default(), m["name"].as_str().unwrap_or_default())
+            })
+            .collect();
+        for o in objs {
+            api.put_claim(o);
+        }
+        for k in published.difference(&keys) {
+            api.delete_claim(k);
+        }
+        *published = keys;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -258,7 +293,10 @@ impl DraManager {
         match checkpoint::load(&path) {
             checkpoint::Loaded::Missing => Ok(()),
             checkpoint::Loaded::Entries(entries) => {
-                self.lock().claims = ClaimCache::from_checkpoint(&entries);
+                let cache = ClaimCache::from_checkpoint(&entries);
+                // Claims of the checkpoint are this node's: deleted once gone.
+                *self.published.lock().unwrap_or_else(|p| p.into_inner()) = cache.values().map(|c| c.key()).collect();
+                self.lock().claims = cache;
                 self.event(KubeletEvent::DraCheckpointRestored { path: shown, claims: entries.len() });
                 Ok(())
             }
@@ -528,6 +566,7 @@ impl DraManager {
                 st.slices_stamp = crate::core::stamp();
             }
         }
+        self.publish_claims();
         self.event(KubeletEvent::DraObject { key, file: file.display().to_string() });
         self.changed.notify_waiters();
     }
@@ -543,6 +582,7 @@ impl DraManager {
         if let Some(api) = &self.spec.api {
             api.forget_manifest(key);
         }
+        self.publish_claims();
     }
 
     /// Devices the allocator may hand out: those of slices (manifests and
