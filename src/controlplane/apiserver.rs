@@ -52,6 +52,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod builtin;
 pub mod claims;
 mod custom;
 mod discovery;
@@ -106,6 +107,8 @@ struct StoreInner {
     slices: BTreeMap<String, Value>,
     /// ResourceClaims by `namespace/name`, as stored ([`resourceclaims::put`]).
     claims: BTreeMap<String, Value>,
+    /// Objects of built-in kinds ([`builtin`]) by `group/resource/namespace/name`.
+    builtin: BTreeMap<String, Value>,
     /// Resources declared by CustomResourceDefinitions.
     crds: Vec<custom::Crd>,
     /// Objects of custom resources by `group/plural/namespace/name`.
@@ -439,17 +442,10 @@ pub fn answer_typed(
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
-    if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
-        return if method != "GET" {
-            method_not_allowed()
-        } else if name == node {
-            (
-                200,
-                json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": super::objects::derived_uid(&format!("node\0{node}")), "resourceVersion": "1"}}),
-            )
-        } else {
-            status(404, "NotFound", format!("nodes {name:?} not found"))
-        };
+    if let Some(r) = builtin::route(path) {
+        let query = query_pairs(query);
+        let q = builtin::Request { method, query: &query, content_type, body, node };
+        return builtin::answer(&mut store.lock(), &r, &q);
     }
     if let Some((version, namespace, name, sub)) = claim_path(path) {
         if sub.is_some_and(|s| s != "status") {
