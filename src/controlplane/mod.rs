@@ -7,3 +7,4 @@ pub mod apiserver;
 pub mod client;
 pub mod objects;
 pub mod protobuf;
+pub mod scheduler;

@@ -328,8 +328,15 @@ async fn the_built_in_kinds_a_driver_writes_are_stored() {
         "spec": {"selector": {"matchLabels": {"app": "mps"}}, "template": {"metadata": {"labels": {"app": "mps"}},
             "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
     let h = [("Content-Type", "application/json"), ("Accept", both)];
-    let a = n.call("POST", "/apis/apps/v1/namespaces/nvidia/deployments", &h, deployment.to_string().as_bytes(), true).await;
-    assert_eq!((a.code, a.header("content-type").as_str()), (201, "application/json"), "{}", String::from_utf8_lossy(&a.body));
+    let a = n
+        .call("POST", "/apis/apps/v1/namespaces/nvidia/deployments", &h, deployment.to_string().as_bytes(), true)
+        .await;
+    assert_eq!(
+        (a.code, a.header("content-type").as_str()),
+        (201, "application/json"),
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
     assert_eq!(a.json()["spec"]["replicas"], 1);
     let a = n.json("GET", "/apis/apps/v1/namespaces/nvidia/deployments/mps-control-daemon", &Value::Null).await;
     assert_eq!((a.code, a.json()["metadata"]["generation"].as_i64()), (200, Some(1)));
@@ -342,21 +349,39 @@ async fn the_built_in_kinds_a_driver_writes_are_stored() {
     assert_eq!(a.header("content-type"), "application/vnd.kubernetes.protobuf");
     assert!(a.body.windows(8).any(|w| w == b"clique-1"), "the label is in the protobuf Node");
     let h = [("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")];
-    let a = n.call("PATCH", "/api/v1/nodes/dpctl-node/status", &h, br#"{"status":{"allocatable":{"example.com/gpu":"2"}}}"#, true).await;
+    let a = n
+        .call(
+            "PATCH",
+            "/api/v1/nodes/dpctl-node/status",
+            &h,
+            br#"{"status":{"allocatable":{"example.com/gpu":"2"}}}"#,
+            true,
+        )
+        .await;
     assert_eq!((a.code, a.json()["status"]["allocatable"]["example.com/gpu"].as_str()), (200, Some("2")));
 
     for (path, obj) in [
         ("/api/v1/namespaces/nvidia/configmaps", json!({"metadata": {"name": "cm"}, "data": {"k": "v"}})),
         ("/api/v1/namespaces/nvidia/secrets", json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}})),
         ("/api/v1/namespaces/nvidia/serviceaccounts", json!({"metadata": {"name": "sa"}})),
-        ("/api/v1/namespaces/nvidia/events", json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}})),
-        ("/apis/coordination.k8s.io/v1/namespaces/nvidia/leases", json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}})),
+        (
+            "/api/v1/namespaces/nvidia/events",
+            json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}),
+        ),
+        (
+            "/apis/coordination.k8s.io/v1/namespaces/nvidia/leases",
+            json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}),
+        ),
     ] {
         let a = n.json("POST", path, &obj).await;
         assert_eq!(a.code, 201, "{path}: {}", a.json());
         let name = obj["metadata"]["name"].as_str().unwrap();
         let got = n.json("GET", &format!("{path}/{name}"), &Value::Null).await;
-        assert_eq!((got.code, got.json()["metadata"]["uid"].clone()), (200, a.json()["metadata"]["uid"].clone()), "{path}");
+        assert_eq!(
+            (got.code, got.json()["metadata"]["uid"].clone()),
+            (200, a.json()["metadata"]["uid"].clone()),
+            "{path}"
+        );
     }
     n.stop().await;
 }

@@ -11,69 +11,13 @@
 //! API server owns (resourceVersion, generation, creationTimestamp) is set
 //! by the store ([`super::Store`]).
 
-use crate::controlplane::apiserver::claims::{node_selector, v1_spec};
+use crate::controlplane::apiserver::claims::v1_spec;
 use crate::controlplane::objects::Object;
+use crate::controlplane::scheduler::allocation_result;
 use crate::kubelet::dra::claiminfo::{ClaimCache, ClaimInfo};
 use crate::kubelet::dra::view::PodInfo;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-/// `status.allocation` as the scheduler writes it for `info`'s devices
-/// (structured allocator: class configs first, each for the request or
-/// sub-request that used the class; then the claim's configs that apply to
-/// an allocated request or to all).
-pub fn allocation(info: &ClaimInfo, spec: &Value, class_config: &BTreeMap<String, Vec<Value>>, node: &str) -> Value {
-    let results: Vec<Value> = info.allocation.iter().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).collect();
-    let chosen: Vec<&str> = info.allocation.iter().map(|a| a.request.as_str()).collect();
-    let mut config = Vec::new();
-    let requests = spec["devices"]["requests"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    // Each request's name as the allocation names it (`req` or `req/sub`), and its class.
-    let mut used: Vec<(String, String)> = Vec::new();
-    for r in requests {
-        let name = r["name"].as_str().unwrap_or_default();
-        if let Some(class) = r["exactly"]["deviceClassName"].as_str() {
-            used.push((name.to_string(), class.to_string()));
-        } else if let Some(subs) = r["firstAvailable"].as_array() {
-            let sub = subs.iter().find(|s| {
-                let full = format!("{name}/{}", s["name"].as_str().unwrap_or_default());
-                chosen.contains(&full.as_str())
-            });
-            if let Some(sub) = sub {
-                let full = format!("{name}/{}", sub["name"].as_str().unwrap_or_default());
-                used.push((full, sub["deviceClassName"].as_str().unwrap_or_default().to_string()));
-            }
-        }
-    }
-    for (request, class) in &used {
-        for c in class_config.get(class).into_iter().flatten() {
-            let mut c = c.clone();
-            if let Some(m) = c.as_object_mut() {
-                m.insert("source".into(), json!("FromClass"));
-                m.insert("requests".into(), json!([request]));
-            }
-            config.push(c);
-        }
-    }
-    for c in spec["devices"]["config"].as_array().into_iter().flatten() {
-        let names: Vec<&str> =
-            c["requests"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        let applies = names.is_empty()
-            || requests.iter().any(|r| names.contains(&r["name"].as_str().unwrap_or_default()))
-            || used.iter().any(|(full, _)| names.contains(&full.as_str()));
-        if applies {
-            let mut c = c.clone();
-            if let Some(m) = c.as_object_mut() {
-                m.insert("source".into(), json!("FromClaim"));
-            }
-            config.push(c);
-        }
-    }
-    let mut devices = json!({ "results": results });
-    if !config.is_empty() {
-        devices["config"] = json!(config);
-    }
-    json!({"devices": devices, "nodeSelector": node_selector(node)})
-}
 
 /// The pods `info` is reserved for (`status.reservedFor`).
 fn reserved_for(info: &ClaimInfo, pods: &BTreeMap<String, PodInfo>) -> Vec<Value> {
@@ -136,7 +80,7 @@ pub fn claim_objects(
                 }
             }
         } else if let Some(c) = cached {
-            obj["status"] = json!({"allocation": allocation(c, &obj["spec"], &class_config, node),
+            obj["status"] = json!({"allocation": allocation_result(&c.allocation, &obj["spec"], &class_config, node),
                 "reservedFor": reserved_for(c, pods)});
             if let Some(d) = given.get("devices") {
                 obj["status"]["devices"] = d.clone();
@@ -183,8 +127,7 @@ pub fn claim_objects(
                 }
             }
         }
-        let status =
-            json!({"allocation": allocation(c, &spec, &class_config, node), "reservedFor": reserved_for(c, pods)});
+        let status = json!({"allocation": allocation_result(&c.allocation, &spec, &class_config, node), "reservedFor": reserved_for(c, pods)});
         out.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": spec,
             "status": status}));
     }
@@ -205,36 +148,6 @@ mod tests {
             device: device.into(),
             ..Allocated::default()
         }
-    }
-
-    #[test]
-    fn the_allocation_carries_class_and_claim_config_for_the_requests_that_used_them() {
-        let spec = v1_spec(&json!({"devices": {
-            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
-                         {"name": "alt", "firstAvailable": [{"name": "big", "deviceClassName": "big"}, {"name": "small", "deviceClassName": "small"}]}],
-            "config": [{"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": {"strategy": "SpacePartitioning"}}}},
-                       {"opaque": {"driver": "gpu.nvidia.com", "parameters": {"all": true}}},
-                       {"requests": ["alt/big"], "opaque": {"driver": "x", "parameters": {}}}]}}));
-        let mut classes = BTreeMap::new();
-        classes.insert(
-            "gpu.nvidia.com".to_string(),
-            vec![json!({"opaque": {"driver": "gpu.nvidia.com", "parameters": {"interval": "Long"}}})],
-        );
-        classes.insert("small".to_string(), vec![json!({"opaque": {"driver": "s", "parameters": {"k": 1}}})]);
-        let info = ClaimInfo::allocated("ns", "c", "u", vec![dev("gpu", "gpu-0"), dev("alt/small", "gpu-1")]);
-        let a = allocation(&info, &spec, &classes, "node-1");
-        let config = a["devices"]["config"].as_array().unwrap();
-        assert_eq!(config.len(), 4, "{a}");
-        assert_eq!(config[0]["source"], "FromClass");
-        assert_eq!(config[0]["requests"], json!(["gpu"]));
-        assert_eq!(config[0]["opaque"]["parameters"]["interval"], "Long");
-        assert_eq!((config[1]["source"].as_str(), &config[1]["requests"]), (Some("FromClass"), &json!(["alt/small"])));
-        assert_eq!(config[2]["source"], "FromClaim");
-        assert_eq!(config[2]["opaque"]["parameters"]["sharing"]["strategy"], "SpacePartitioning");
-        assert_eq!(config[3]["opaque"]["parameters"]["all"], true);
-        assert!(config[3].get("requests").is_none());
-        assert_eq!(a["devices"]["results"][1]["request"], "alt/small");
-        assert_eq!(a["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0], "node-1");
     }
 
     #[test]
