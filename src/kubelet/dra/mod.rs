@@ -32,6 +32,8 @@ mod health;
 pub mod healthinfo;
 pub mod healthlog;
 mod persist;
+mod publish;
+use publish::shapes_claims;
 mod taints;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
@@ -232,35 +234,6 @@ impl DraManager {
             health_written: Default::default(),
             published: Default::default(),
         })
-    }
-
-    /// Write the claims as they are now into the control plane: each
-    /// claim's object ([`Self::claim_objects`]; the store takes a write
-    /// that changes nothing as none) and the deletion of each claim this
-    /// manager wrote (or restored from its checkpoint) and no longer has; a
-    /// claim another generation wrote stays until this one writes it (a
-    /// restart does not delete and recreate the claims whose manifests are
-    /// not read yet). Called after every change to the claim cache (before
-    /// any driver is called for it) and to the claim manifests.
-    fn publish_claims(&self) {
-        let Some(api) = &self.spec.api else { return };
-        // One publisher at a time: a view computed earlier is never written over a later one.
-        let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
-        let objs = self.claim_objects(NODE_NAME);
-        let keys: BTreeSet<String> = objs
-            .iter()
-            .map(|o| {
-                let m = &o["metadata"];
-                format!("{}/{}", m["namespace"].as_str().unwrap_or_default(), m["name"].as_str().unwrap_or_default())
-            })
-            .collect();
-        for o in objs {
-            api.put_claim(o);
-        }
-        for k in published.difference(&keys) {
-            api.delete_claim(k);
-        }
-        *published = keys;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -555,9 +528,11 @@ impl DraManager {
         if let (Object::Api { value, .. }, Some(api)) = (&obj, &self.spec.api) {
             api.put_manifest(&key, value.clone());
         }
-        {
+        let shapes_claims = {
             let mut st = self.lock();
-            if let Some(old) = st.objects.insert(key.clone(), obj) {
+            let new_shapes = shapes_claims(&obj);
+            let old = st.objects.insert(key.clone(), obj);
+            if let Some(old) = &old {
                 if matches!(old, Object::Slice { .. }) {
                     st.slices_stamp = crate::core::stamp();
                 }
@@ -565,24 +540,27 @@ impl DraManager {
             if matches!(st.objects.get(&key), Some(Object::Slice { .. })) {
                 st.slices_stamp = crate::core::stamp();
             }
+            new_shapes || old.as_ref().is_some_and(shapes_claims)
+        };
+        if shapes_claims {
+            self.publish_claims();
         }
-        self.publish_claims();
         self.event(KubeletEvent::DraObject { key, file: file.display().to_string() });
         self.changed.notify_waiters();
     }
 
     /// A DRA object manifest went away.
     pub fn forget_object(&self, key: &str) {
-        {
-            let mut st = self.lock();
-            if let Some(Object::Slice { .. }) = st.objects.remove(key) {
-                st.slices_stamp = crate::core::stamp();
-            }
+        let removed = self.lock().objects.remove(key);
+        if let Some(Object::Slice { .. }) = removed {
+            self.lock().slices_stamp = crate::core::stamp();
         }
         if let Some(api) = &self.spec.api {
             api.forget_manifest(key);
         }
-        self.publish_claims();
+        if removed.as_ref().is_some_and(shapes_claims) {
+            self.publish_claims();
+        }
     }
 
     /// Devices the allocator may hand out: those of slices (manifests and
