@@ -224,6 +224,17 @@ impl Store {
         resourceclaims::delete(&mut self.lock(), key)
     }
 
+    /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
+    /// [`builtin::put`]); whether it changed.
+    pub fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
+        builtin::put(&mut self.lock(), group, resource, obj)
+    }
+
+    /// Delete `namespace/name` (namespace "" when cluster-scoped) of `group`'s `resource`; whether it was stored.
+    pub fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+        builtin::delete_in_process(&mut self.lock(), group, resource, namespace, name)
+    }
+
     /// The stored claims' keys (`namespace/name`).
     pub fn claim_keys(&self) -> Vec<String> {
         self.lock().claims.keys().cloned().collect()

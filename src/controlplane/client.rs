@@ -26,6 +26,11 @@ pub trait Client: Send + Sync + std::fmt::Debug {
     fn delete_claim(&self, key: &str) -> bool;
     /// The stored ResourceClaims' keys (`namespace/name`).
     fn claim_keys(&self) -> Vec<String>;
+    /// Write an object of a built-in kind (`group`, `resource`: a DeviceClass
+    /// manifest); whether it changed.
+    fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool;
+    /// Delete `namespace/name` ("" when cluster-scoped) of a built-in kind; whether it was stored.
+    fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool;
 }
 
 impl Client for super::apiserver::Store {
@@ -58,5 +63,11 @@ impl Client for super::apiserver::Store {
     }
     fn claim_keys(&self) -> Vec<String> {
         super::apiserver::Store::claim_keys(self)
+    }
+    fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
+        super::apiserver::Store::put_object(self, group, resource, obj)
+    }
+    fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+        super::apiserver::Store::delete_object(self, group, resource, namespace, name)
     }
 }

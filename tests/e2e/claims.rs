@@ -207,6 +207,13 @@ async fn an_allocated_claim_is_prepared_on_the_device_it_names() {
     let (code, served) = api.get(PATH).await;
     assert_eq!(code, 200, "{served}");
     assert_eq!(served["status"]["allocation"]["devices"]["results"][0]["device"], "dev-3", "{served}");
+    // The class of the manifests is stored as admitted.
+    let (code, class) = api.get("/apis/resource.k8s.io/v1/deviceclasses/gpu.example.com").await;
+    assert_eq!(
+        (code, class["spec"]["config"][0]["opaque"]["parameters"]["interval"].as_str()),
+        (200, Some("Long")),
+        "{class}"
+    );
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

@@ -6,7 +6,9 @@
 //! subresource). Served: core/v1 Nodes (get, list, update and patch of
 //! the object and its `status`; this node is stored at its first request),
 //! ConfigMaps, Secrets, ServiceAccounts and Events; apps/v1 Deployments and
-//! DaemonSets (with `status`); coordination.k8s.io/v1 Leases. Each
+//! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
+//! resource.k8s.io/v1 DeviceClasses (the mock kubelet writes its class
+//! manifests here in process, [`put`]). Each
 //! namespaced kind: list (label and field selectors, one namespace or all),
 //! get, create (`generateName` honoured), update (a stale
 //! `resourceVersion` or another `uid` is 409), patch (merge, strategic
@@ -122,6 +124,17 @@ pub(super) const KINDS: &[Kind] = &[
         status: true,
         generation: true,
         clear_status_on_create: true,
+        verbs: ALL,
+    },
+    Kind {
+        group: "resource.k8s.io",
+        version: "v1",
+        resource: "deviceclasses",
+        kind: "DeviceClass",
+        namespaced: false,
+        status: false,
+        generation: true,
+        clear_status_on_create: false,
         verbs: ALL,
     },
     Kind {
@@ -574,6 +587,69 @@ fn delete(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: &[u8]) 
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": {"name": name, "group": k.group, "kind": k.resource, "uid": cur["metadata"]["uid"]}}),
     )
+}
+
+/// The kind stored as `resource` of `group`.
+fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.group == group && k.resource == resource)
+}
+
+/// Whether `a` and `b` differ only in what the store stamps.
+fn same_but_stamps(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            for f in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+                m.remove(f);
+            }
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Write `obj` of `group`'s `resource` in process, as the mock kubelet
+/// admits a manifest: created (keeping the uid it gives) or updated; a
+/// write that changes nothing is no write. Whether the store changed.
+pub(super) fn put(st: &mut StoreInner, group: &str, resource: &str, mut obj: Value) -> bool {
+    let Some(k) = kind_of(group, resource) else { return false };
+    let Some(name) = obj["metadata"]["name"].as_str().filter(|n| !n.is_empty()).map(str::to_string) else {
+        return false;
+    };
+    let ns = if k.namespaced {
+        obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string()
+    } else {
+        String::new()
+    };
+    default(k, &mut obj);
+    let mut obj = served(k, &obj);
+    let at = key(k, &ns, &name);
+    let cur = st.builtin.get(&at).cloned();
+    if cur.as_ref().is_some_and(|c| same_but_stamps(c, &obj)) {
+        return false;
+    }
+    st.version += 1;
+    match &cur {
+        Some(c) => meta::updated(&mut obj, c, st.version),
+        None => meta::created(&mut obj, &name, st.version, &format!("{at}\0{}", st.version), true),
+    }
+    if !k.generation {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("generation");
+        }
+    }
+    st.builtin.insert(at, obj);
+    true
+}
+
+/// Delete `namespace/name` of `group`'s `resource` in process; whether it was stored.
+pub(super) fn delete_in_process(st: &mut StoreInner, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+    let Some(k) = kind_of(group, resource) else { return false };
+    if st.builtin.remove(&key(k, namespace, name)).is_none() {
+        return false;
+    }
+    st.version += 1;
+    true
 }
 
 /// The discovery entries of `group/version`'s built-in kinds (none: not a group served here).

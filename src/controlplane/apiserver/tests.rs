@@ -621,3 +621,32 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
     let (_, core) = call(&s, "GET", "/api/v1", "", Value::Null);
     assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "nodes/status"), "{core}");
 }
+
+/// #47 item 3: a DeviceClass the kubelet admits from its manifests is
+/// written into the store in process (its uid kept, generation 1) and
+/// served; the same manifest again is no write, a changed one an update,
+/// and its removal a deletion.
+#[test]
+fn device_classes_written_in_process_are_stored_and_served() {
+    let s = Store::default();
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com", "uid": "class-uid"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    assert!(s.put_object("resource.k8s.io", "deviceclasses", class.clone()));
+    assert!(!s.put_object("resource.k8s.io", "deviceclasses", class.clone()), "the same manifest is no write");
+    const PATH: &str = "/apis/resource.k8s.io/v1/deviceclasses/gpu.example.com";
+    let (c, got) = call(&s, "GET", PATH, "", Value::Null);
+    assert_eq!(c, 200, "{got}");
+    assert_eq!((got["metadata"]["uid"].as_str(), got["metadata"]["generation"].as_i64()), (Some("class-uid"), Some(1)));
+    let mut changed = class.clone();
+    changed["spec"]["config"] = json!([{"opaque": {"driver": "gpu.example.com", "parameters": {}}}]);
+    assert!(s.put_object("resource.k8s.io", "deviceclasses", changed));
+    let (_, got) = call(&s, "GET", PATH, "", Value::Null);
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert_eq!(
+        call(&s, "GET", "/apis/resource.k8s.io/v1/deviceclasses", "", Value::Null).1["items"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(s.delete_object("resource.k8s.io", "deviceclasses", "", "gpu.example.com"));
+    assert_eq!(call(&s, "GET", PATH, "", Value::Null).0, 404);
+}

@@ -148,6 +148,8 @@ pub enum Object {
         config: Vec<Value>,
         /// spec.extendedResourceName (KEP-5004): the extended resource it serves.
         extended_resource_name: Option<String>,
+        /// The whole object as written (what the local API server stores).
+        raw: Value,
     },
     /// A CustomResourceDefinition, or an object of another API group: the
     /// local API server stores and serves them (custom resources).
@@ -441,6 +443,7 @@ pub fn parse(v: &Value) -> Result<Object, String> {
                 name,
                 config,
                 extended_resource_name,
+                raw: v.clone(),
             }
         }
         "Namespace" => {

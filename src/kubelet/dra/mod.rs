@@ -525,8 +525,13 @@ impl DraManager {
     /// A DRA object manifest was read (or changed).
     pub fn put_object(&self, obj: Object, file: &Path) {
         let key = obj.key();
-        if let (Object::Api { value, .. }, Some(api)) = (&obj, &self.spec.api) {
-            api.put_manifest(&key, value.clone());
+        match (&obj, &self.spec.api) {
+            (Object::Api { value, .. }, Some(api)) => api.put_manifest(&key, value.clone()),
+            // A class of the manifests is stored as it is written (admission writes it).
+            (Object::Class { raw, .. }, Some(api)) => {
+                api.put_object("resource.k8s.io", "deviceclasses", raw.clone());
+            }
+            _ => {}
         }
         let shapes_claims = {
             let mut st = self.lock();
@@ -557,6 +562,9 @@ impl DraManager {
         }
         if let Some(api) = &self.spec.api {
             api.forget_manifest(key);
+            if let Some(Object::Class { name, .. }) = &removed {
+                api.delete_object("resource.k8s.io", "deviceclasses", "", name);
+            }
         }
         if removed.as_ref().is_some_and(shapes_claims) {
             self.publish_claims();
