@@ -1,10 +1,11 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
-//! over HTTP/1.1 on loopback (plain, or HTTPS with its own CA with
-//! `--api-server-tls`: [`listen`]), with a kubeconfig written for the
-//! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
-//! file the mock kubelet did not write) carrying a random bearer token: a
-//! request without it is `401 Unauthorized`, as kube-apiserver answers it.
+//! over HTTP/1.1 on loopback (HTTPS with its own CA, or with
+//! `--api-server-insecure` plain HTTP that authenticates nobody: [`listen`]),
+//! with a kubeconfig written for the driver (`<root>/kubeconfig`, 0600,
+//! written atomically and never over a file the mock kubelet did not write)
+//! carrying, over HTTPS, the CA and a random bearer token: a request without
+//! it is `401 Unauthorized`, as kube-apiserver answers it.
 //! It lives as long as the node (a kubelet restart does not restart it).
 //! Supported:
 //!
@@ -65,7 +66,7 @@ mod tls;
 mod validate;
 mod watch;
 
-pub use listen::{kubeconfig, start, Served};
+pub use listen::{kubeconfig, start, Mode, Served};
 
 use watch::{pump, whole, ChannelBody};
 
@@ -216,12 +217,12 @@ impl Store {
 
     /// Write claim `obj` (the kubelet's, in process: [`resourceclaims::put`]); whether it changed.
     pub fn put_claim(&self, obj: Value) -> bool {
-        resourceclaims::put(&mut self.lock(), obj)
+        resourceclaims::put(self, &mut self.lock(), obj)
     }
 
     /// Delete claim `key` (`namespace/name`); whether it was stored.
     pub fn delete_claim(&self, key: &str) -> bool {
-        resourceclaims::delete(&mut self.lock(), key)
+        resourceclaims::delete(self, &mut self.lock(), key)
     }
 
     /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
@@ -304,6 +305,9 @@ impl Store {
         let items = match sel.what {
             watch::What::Slices => st.slices.values().filter(|s| sel.matches(s)).cloned().collect(),
             watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
+            watch::What::Claims(..) => {
+                st.claims.values().map(|c| resourceclaims::served(c, "v1")).filter(|c| sel.matches(c)).collect()
+            }
         };
         let replay = match from {
             Some(f) => st.since(f)?,
@@ -448,7 +452,11 @@ pub fn answer_typed(
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
-        return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
+        return status(
+            405,
+            "MethodNotAllowed",
+            format!("{path}: only resourceslices, resourceclaims and custom resources can be watched here"),
+        );
     }
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
@@ -466,7 +474,7 @@ pub fn answer_typed(
         let query = query_pairs(query);
         let r =
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
-        return resourceclaims::answer(&mut st, &r);
+        return resourceclaims::answer(store, &mut st, &r);
     }
     let mut st = store.lock();
     if let Some(p) = custom::route(&st, path) {
@@ -671,8 +679,8 @@ struct Ctx {
     node: String,
     /// The Kubernetes minor version `/version` answers.
     minor: u32,
-    /// The bearer token every request must carry.
-    token: String,
+    /// The bearer token every request must carry (none: plain HTTP, nobody is authenticated).
+    token: Option<String>,
     tracker: TaskTracker,
     stop: CancellationToken,
 }
@@ -687,7 +695,7 @@ async fn respond(
     let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
-    if !authorized(&header("authorization"), token) {
+    if token.as_deref().is_some_and(|t| !authorized(&header("authorization"), t)) {
         let (code, v) = unauthorized();
         return Ok(reply(media, code, &v));
     }
@@ -717,7 +725,13 @@ async fn respond(
                 p.crd.kind.clone(),
             )),
             _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
-            _ => None,
+            _ => match claim_path(&path) {
+                Some((version, namespace, None, None)) => Some((
+                    watch::What::Claims(version.to_string(), namespace.map(str::to_string)),
+                    "ResourceClaim".to_string(),
+                )),
+                _ => None,
+            },
         }
     } else {
         None

@@ -27,4 +27,5 @@ mod suite;
 mod suite_gaps;
 mod support;
 mod tls;
+mod upstream;
 mod versions;

@@ -21,7 +21,7 @@
 use super::patch::{self, PatchType};
 use super::selectors::{self, Selection};
 use super::validate::{self, Cause};
-use super::{status, StoreInner};
+use super::{status, Store, StoreInner};
 use serde_json::{json, Value};
 
 const GROUP: &str = "resource.k8s.io";
@@ -48,43 +48,52 @@ fn key_of(c: &Value) -> String {
 }
 
 /// Write claim `obj` as its in-process writer gives it (keeping its uid);
-/// a write that changes nothing the writer decides is no write. Whether
-/// the store changed.
-pub(super) fn put(st: &mut StoreInner, mut obj: Value) -> bool {
+/// a write that changes nothing the writer decides is no write. Each
+/// change is sent to the claims' watches (ADDED, MODIFIED; a new UID under
+/// an old name is the old claim DELETED, then the new one ADDED), as
+/// kube-apiserver's watch cache sends them. Whether the store changed.
+pub(super) fn put(store: &Store, st: &mut StoreInner, mut obj: Value) -> bool {
     let key = key_of(&obj);
-    let stored = st.claims.get(&key);
-    let same_uid = stored.is_some_and(|s| s["metadata"]["uid"] == obj["metadata"]["uid"]);
-    if same_uid && stored.is_some_and(|s| decided(s) == decided(&obj)) {
+    let stored = st.claims.get(&key).cloned();
+    let same_uid = stored.as_ref().is_some_and(|s| s["metadata"]["uid"] == obj["metadata"]["uid"]);
+    if same_uid && stored.as_ref().is_some_and(|s| decided(s) == decided(&obj)) {
         return false;
     }
+    if !same_uid && stored.is_some() {
+        // A new UID under an old name: the old claim went first.
+        delete(store, st, &key);
+    }
     st.version += 1;
-    match stored.filter(|_| same_uid) {
+    let kind = match stored.filter(|_| same_uid) {
         Some(s) => {
             if let Some(d) = s["status"].get("devices") {
                 obj["status"]["devices"] = d.clone();
             }
-            super::meta::updated(&mut obj, s, st.version);
+            super::meta::updated(&mut obj, &s, st.version);
+            "MODIFIED"
         }
         None => {
             let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
             super::meta::created(&mut obj, &name, st.version, &format!("claim\0{key}"), true);
+            "ADDED"
         }
-    }
+    };
+    store.emit(st, kind, served(&obj, "v1"));
     st.claims.insert(key, obj);
     true
 }
 
-/// Delete claim `key` (`namespace/name`); whether it was stored.
-pub(super) fn delete(st: &mut StoreInner, key: &str) -> bool {
-    if st.claims.remove(key).is_none() {
-        return false;
-    }
+/// Delete claim `key` (`namespace/name`), sent to the watches as DELETED;
+/// whether it was stored.
+pub(super) fn delete(store: &Store, st: &mut StoreInner, key: &str) -> bool {
+    let Some(old) = st.claims.remove(key) else { return false };
     st.version += 1;
+    store.emit(st, "DELETED", served(&old, "v1"));
     true
 }
 
 /// A claim as served in API version `v`.
-fn served(c: &Value, v: &str) -> Value {
+pub(super) fn served(c: &Value, v: &str) -> Value {
     let mut c = c.clone();
     c["apiVersion"] = json!(format!("{GROUP}/{v}"));
     c["kind"] = json!("ResourceClaim");
@@ -128,7 +137,7 @@ pub(super) struct ClaimRequest<'a> {
 }
 
 /// Answer one request of `resourceclaims`.
-pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
+pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
     let Some(name) = r.name else {
         if r.method != "GET" {
             return super::method_not_allowed();
@@ -155,7 +164,7 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
     match (r.method, r.sub) {
         ("GET", None | Some("status")) => (200, served(&cur, r.version)),
         ("PUT", Some("status")) => match serde_json::from_slice::<Value>(r.body) {
-            Ok(body) => update_status(st, &key, &cur, &body, r.version),
+            Ok(body) => update_status(store, st, &key, &cur, &body, r.version),
             Err(e) => status(400, "BadRequest", format!("body is not JSON: {e}")),
         },
         ("PATCH", Some("status")) => {
@@ -180,7 +189,7 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
                 return (c, v);
             }
             let patched = patch::apply(&served(&cur, r.version), &p, t);
-            update_status(st, &key, &cur, &patched, r.version)
+            update_status(store, st, &key, &cur, &patched, r.version)
         }
         (_, Some("status")) => super::method_not_allowed(),
         _ => status(
@@ -192,7 +201,14 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
 }
 
 /// A status update (UpdateStatus, or the result of a patch) of claim `key`.
-fn update_status(st: &mut StoreInner, key: &str, cur: &Value, body: &Value, version: &str) -> (u16, Value) {
+fn update_status(
+    store: &Store,
+    st: &mut StoreInner,
+    key: &str,
+    cur: &Value,
+    body: &Value,
+    version: &str,
+) -> (u16, Value) {
     let name = cur["metadata"]["name"].as_str().unwrap_or_default();
     let meta = &body["metadata"];
     if let Some(uid) = meta["uid"].as_str().filter(|u| !u.is_empty()) {
@@ -260,6 +276,7 @@ fn update_status(st: &mut StoreInner, key: &str, cur: &Value, body: &Value, vers
         st.version += 1;
         next["metadata"]["resourceVersion"] = json!(st.version.to_string());
         st.claims.insert(key.to_string(), next.clone());
+        store.emit(st, "MODIFIED", served(&next, "v1"));
     }
     (200, served(&next, version))
 }
