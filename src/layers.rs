@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("protocol", 2),
     ("bench", 2),
     ("client", 3),
+    ("controlplane", 3),
     ("kubelet", 4),
     ("plugin", 4),
     ("doctor", 4),
@@ -29,6 +30,37 @@ const LAYERS: &[(&str, u8)] = &[
 
 fn layer(module: &str) -> Option<u8> {
     LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+}
+
+/// Inside a module, its parts on layers of their own, as the modules are:
+/// a part imports only parts on lower layers (the control plane's typed
+/// objects and codec at the bottom, the client interface the kubelet
+/// uses at the top).
+const INNER: &[(&str, &[(&str, u8)])] = &[(
+    "controlplane",
+    &[("objects", 0), ("protobuf", 0), ("allocator", 1), ("apiserver", 1), ("scheduler", 2), ("client", 2)],
+)];
+
+/// The layer of part `part` of `module`: `None` when the module has no
+/// inner layers, `Some(None)` when the part is missing from them.
+fn inner_layer(module: &str, part: &str) -> Option<Option<u8>> {
+    let (_, parts) = INNER.iter().find(|(m, _)| *m == module)?;
+    Some(parts.iter().find(|(p, _)| *p == part).map(|(_, l)| *l))
+}
+
+/// Whether file part `mine` of `module` may not import part `target`
+/// (a part on its own layer or above): the complaint, if so.
+fn inner_violation(module: &str, mine: &str, target: &str) -> Option<String> {
+    if mine == target {
+        return None;
+    }
+    let me = inner_layer(module, mine)?;
+    let Some(me) = me else { return Some(format!("part {module}::{mine} has no layer; add it to INNER")) };
+    match inner_layer(module, target)? {
+        Some(t) if t < me => None,
+        Some(_) => Some(format!("{module}::{mine} imports {module}::{target}, which is not below it")),
+        None => Some(format!("part {module}::{target} has no layer; add it to INNER")),
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -228,6 +260,11 @@ fn imports_only_run_down_the_layers_and_never_in_a_circle() {
         for segs in crate_paths(code, &here, &child_modules(code)) {
             let Some(target) = segs.first() else { continue };
             if *target == m {
+                if let (Some(mine), Some(to)) = (here.get(1), segs.get(1)) {
+                    if let Some(why) = inner_violation(&m, mine, to) {
+                        upward.push(format!("{}: {why} (crate::{})", f.display(), segs.join("::")));
+                    }
+                }
                 // A child naming its own ancestor (`super::Manager`) is one
                 // module split over files, not a circle between modules.
                 if let Some(to) = file_of(&src, &segs, &files) {
@@ -298,5 +335,11 @@ fn the_check_sees_an_upward_import_and_a_circle() {
         vec![vec!["core", "Error"], vec!["core", "Result"], vec!["kubelet", "tree"]]
     );
     assert!(layer("plugin") == layer("kubelet"), "siblings share a layer, so neither may import the other");
+    assert!(layer("controlplane") < layer("kubelet"), "the kubelet reads from the control plane, never the reverse");
+    assert_eq!(inner_violation("controlplane", "scheduler", "allocator"), None);
+    assert!(inner_violation("controlplane", "allocator", "scheduler").is_some(), "a part importing one above it");
+    assert!(inner_violation("controlplane", "objects", "protobuf").is_some(), "parts on one layer are siblings");
+    assert!(inner_violation("controlplane", "nowhere", "objects").is_some_and(|w| w.contains("no layer")));
+    assert_eq!(inner_violation("kubelet", "dra", "node"), None, "a module without inner layers");
     assert!(layer("client") < layer("kubelet") && layer("core") < layer("client"));
 }

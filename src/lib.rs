@@ -20,6 +20,7 @@ pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod controlplane;
 pub mod core;
 pub mod doctor;
 pub mod help;

@@ -195,8 +195,8 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
         dra: dra_spec(ctx, a),
         api_server: a.api_server,
         api_server_mode: match a.api_server_insecure {
-            true => crate::kubelet::dra::apiserver::Mode::Insecure,
-            false => crate::kubelet::dra::apiserver::Mode::Https,
+            true => crate::controlplane::apiserver::Mode::Insecure,
+            false => crate::controlplane::apiserver::Mode::Https,
         },
         clean_at_start: true,
     })

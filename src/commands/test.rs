@@ -324,8 +324,8 @@ fn options(ctx: &Ctx, a: &TestArgs) -> Result<Options> {
         exe,
         kubelet_version: None,
         api_server: match a.api_server_insecure {
-            true => crate::kubelet::dra::apiserver::Mode::Insecure,
-            false => crate::kubelet::dra::apiserver::Mode::Https,
+            true => crate::controlplane::apiserver::Mode::Insecure,
+            false => crate::controlplane::apiserver::Mode::Https,
         },
     })
 }

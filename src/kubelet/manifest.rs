@@ -399,7 +399,7 @@ fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
 
 pub mod extended;
 mod fields;
-pub mod objects;
+pub use crate::controlplane::objects;
 pub use fields::unknown_fields;
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ pub struct NodeSpec {
     pub api_server: Option<SocketAddr>,
     /// How the local API server serves: HTTPS with its own CA and a token
     /// (the default), or plain HTTP without authentication.
-    pub api_server_mode: crate::kubelet::dra::apiserver::Mode,
+    pub api_server_mode: crate::controlplane::apiserver::Mode,
     /// Delete every socket in the plugin directory at start, as the kubelet
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
@@ -652,22 +652,14 @@ async fn run(
         ));
     }
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
-        let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
+        let store = std::sync::Arc::new(crate::controlplane::apiserver::Store::default());
         dra.api = Some(store.clone());
-        follow_claims(
-            store.clone(),
-            claims_of(current_rx.clone()),
-            bus.subscribe(),
-            status.token.clone(),
-            &status.tracker,
-        );
-        let started = crate::kubelet::dra::apiserver::start(
+        let started = crate::controlplane::apiserver::start(
             addr,
             &dra.root,
             crate::kubelet::dra::NODE_NAME.to_string(),
             s.manager.profile.version.minor(),
             store,
-            claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
             s.api_server_mode,
@@ -754,38 +746,6 @@ async fn run(
         bus.emit(KubeletEvent::Stopped, None);
     }
     result
-}
-
-/// While a watch of ResourceClaims is open on the local API server, bring
-/// its claims in line with the kubelet's after each event (the events
-/// already queued coalesced into one pass), so that the watch sees an
-/// allocation, a reservation or a claim's removal as it happens; with no
-/// such watch, each claim request does it instead.
-fn follow_claims(
-    store: std::sync::Arc<crate::kubelet::dra::apiserver::Store>,
-    claims: crate::kubelet::dra::apiserver::Claims,
-    mut events: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>>,
-    stop: tokio_util::sync::CancellationToken,
-    tracker: &tokio_util::task::TaskTracker,
-) {
-    tracker.spawn(async move {
-        loop {
-            tokio::select! {
-                e = events.recv() => if e.is_none() { return },
-                _ = stop.cancelled() => return,
-            }
-            while events.try_recv().is_ok() {}
-            if store.watching_claims() {
-                store.sync_claims(&claims(crate::kubelet::dra::NODE_NAME));
-            }
-        }
-    });
-}
-
-/// The claims the local API server serves: those of the current
-/// generation's DRA manager, read at each request.
-fn claims_of(current: watch::Receiver<Option<Arc<ContainerManager>>>) -> crate::kubelet::dra::apiserver::Claims {
-    Arc::new(move |node: &str| current.borrow().as_ref().map(|m| m.claim_objects(node)).unwrap_or_default())
 }
 
 #[cfg(test)]

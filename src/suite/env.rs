@@ -531,7 +531,7 @@ impl Kubelet {
         timeout: Duration,
         version: crate::kubelet::profile::KubeletVersion,
         clean: bool,
-        api: crate::kubelet::dra::apiserver::Mode,
+        api: crate::controlplane::apiserver::Mode,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
         let log = tree.logs.join("kubelet.log");
         let bus = EventBus::new(Logger::to_file(LogFormat::Json, &log)?);

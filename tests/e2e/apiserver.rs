@@ -315,3 +315,74 @@ async fn version_answers_the_kubelet_version_profiles_kubernetes_and_unserved_ve
     );
     n.stop().await;
 }
+
+/// #47 item 4: the built-in kinds a driver or its helpers write are stored
+/// objects over HTTP: NVIDIA's plugin creates a Deployment (answered in
+/// JSON to a client that accepts protobuf, as it has no protobuf form here)
+/// and labels its Node (the label read back, also in protobuf); a
+/// ConfigMap, Secret, ServiceAccount, Event and Lease are created and read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_kinds_a_driver_writes_are_stored() {
+    let n = Node::start().await;
+    let both = "application/vnd.kubernetes.protobuf,application/json";
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mps-control-daemon"},
+        "spec": {"selector": {"matchLabels": {"app": "mps"}}, "template": {"metadata": {"labels": {"app": "mps"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let h = [("Content-Type", "application/json"), ("Accept", both)];
+    let a = n
+        .call("POST", "/apis/apps/v1/namespaces/nvidia/deployments", &h, deployment.to_string().as_bytes(), true)
+        .await;
+    assert_eq!(
+        (a.code, a.header("content-type").as_str()),
+        (201, "application/json"),
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert_eq!(a.json()["spec"]["replicas"], 1);
+    let a = n.json("GET", "/apis/apps/v1/namespaces/nvidia/deployments/mps-control-daemon", &Value::Null).await;
+    assert_eq!((a.code, a.json()["metadata"]["generation"].as_i64()), (200, Some(1)));
+
+    let mut node = n.json("GET", "/api/v1/nodes/dpctl-node", &Value::Null).await.json();
+    node["metadata"]["labels"] = json!({"nvidia.com/gpu.clique": "clique-1"});
+    let a = n.json("PUT", "/api/v1/nodes/dpctl-node", &node).await;
+    assert_eq!(a.code, 200, "{}", a.json());
+    let a = n.call("GET", "/api/v1/nodes/dpctl-node", &[("Accept", both)], b"", true).await;
+    assert_eq!(a.header("content-type"), "application/vnd.kubernetes.protobuf");
+    assert!(a.body.windows(8).any(|w| w == b"clique-1"), "the label is in the protobuf Node");
+    let h = [("Content-Type", "application/merge-patch+json"), ("Accept", "application/json")];
+    let a = n
+        .call(
+            "PATCH",
+            "/api/v1/nodes/dpctl-node/status",
+            &h,
+            br#"{"status":{"allocatable":{"example.com/gpu":"2"}}}"#,
+            true,
+        )
+        .await;
+    assert_eq!((a.code, a.json()["status"]["allocatable"]["example.com/gpu"].as_str()), (200, Some("2")));
+
+    for (path, obj) in [
+        ("/api/v1/namespaces/nvidia/configmaps", json!({"metadata": {"name": "cm"}, "data": {"k": "v"}})),
+        ("/api/v1/namespaces/nvidia/secrets", json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}})),
+        ("/api/v1/namespaces/nvidia/serviceaccounts", json!({"metadata": {"name": "sa"}})),
+        (
+            "/api/v1/namespaces/nvidia/events",
+            json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}),
+        ),
+        (
+            "/apis/coordination.k8s.io/v1/namespaces/nvidia/leases",
+            json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}),
+        ),
+    ] {
+        let a = n.json("POST", path, &obj).await;
+        assert_eq!(a.code, 201, "{path}: {}", a.json());
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        let got = n.json("GET", &format!("{path}/{name}"), &Value::Null).await;
+        assert_eq!(
+            (got.code, got.json()["metadata"]["uid"].clone()),
+            (200, a.json()["metadata"]["uid"].clone()),
+            "{path}"
+        );
+    }
+    n.stop().await;
+}

@@ -53,13 +53,18 @@ impl Api {
 
 /// The mock kubelet with its API server on `t`, and the driver registered.
 async fn node(t: &DraTree) -> (tokio::process::Child, Tail, Api, tokio::process::Child) {
+    node_with(t, "2").await
+}
+
+/// [`node`] with a driver of `devices` devices.
+async fn node_with(t: &DraTree, devices: &str) -> (tokio::process::Child, Tail, Api, tokio::process::Child) {
     let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
     let api = Api::of(&events(&log, "api-server")[0]);
     // The driver reads each claim's allocation from the API server (as the kubeletplugin helper does).
     let kubeconfig = t.p("kubeconfig");
-    let driver = t.driver(DRIVER, &["--devices", "2", "--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
+    let driver = t.driver(DRIVER, &["--devices", devices, "--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     log.wait_for("\"event\":\"dra-health\"", 1).await;
     (kubelet, log, api, driver)
@@ -183,6 +188,33 @@ async fn a_claim_allocated_elsewhere_is_honoured_and_a_new_uid_is_a_new_claim() 
     log.wait_for("\"event\":\"claim-prepared\"", 2).await;
     let p = &events(&log, "claim-prepared")[1];
     assert_eq!((p["pod"].as_str(), p["uid"].as_str()), (Some("ml/c"), Some("uid-new")), "{p}");
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// #47 item 2: a claim the scheduler already allocated (its manifest names
+/// dev-3 of four) is prepared on dev-3, the device it names, not on the
+/// first free one; the claim the driver GETs carries that allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocated_claim_is_prepared_on_the_device_it_names() {
+    let t = DraTree::new();
+    let (kubelet, mut log, api, driver) = node_with(&t, "4").await;
+    let claim = allocated_claim("uid-3", "a").replace("device: dev-1", "device: dev-3");
+    t.write("all.yaml", &format!("---\n{CLASS}---\n{claim}---\n{}", pod("a", "a-uid")));
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let p = &events(&log, "claim-prepared")[0];
+    assert_eq!(p["devices"], json!(["gpu.example.com/pool-0/dev-3"]), "{p}");
+    assert!(events(&log, "claim-allocated").iter().all(|e| e["claim"] != "ml/gpu"), "not allocated again");
+    let (code, served) = api.get(PATH).await;
+    assert_eq!(code, 200, "{served}");
+    assert_eq!(served["status"]["allocation"]["devices"]["results"][0]["device"], "dev-3", "{served}");
+    // The class of the manifests is stored as admitted.
+    let (code, class) = api.get("/apis/resource.k8s.io/v1/deviceclasses/gpu.example.com").await;
+    assert_eq!(
+        (code, class["spec"]["config"][0]["opaque"]["parameters"]["interval"].as_str()),
+        (200, Some("Long")),
+        "{class}"
+    );
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

@@ -10,10 +10,11 @@
 //! unpreparing calls every driver the claim's state names, prepared or not,
 //! so a prepare that failed half-way leaks nothing.
 
-use super::allocator::{self, Allocated, Candidate, Unallocatable};
+use super::allocator::{Allocated, Candidate, Unallocatable};
 use super::checkpoint;
 use super::objects::{ClaimSpec, Object};
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse};
+use crate::controlplane::scheduler::{self, Scheduled};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -604,13 +605,10 @@ impl ClaimCache {
             }
             return Ok((known.clone(), false));
         }
-        if let Some(results) = status.and_then(|s| s["allocation"]["devices"]["results"].as_array()) {
-            return Ok((ClaimInfo::allocated(namespace, &c.name, &uid, given_allocation(results)), false));
-        }
-        let catalog = allocator::Catalog::of(w.objects.values());
-        let allocation = allocator::allocate(&key, &spec, &catalog, w.candidates, taken, w.drivers)
+        let scheduled = scheduler::schedule(&key, &spec, status, w.objects.values(), w.candidates, taken, w.drivers)
             .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
-        Ok((ClaimInfo::allocated(namespace, &c.name, &uid, allocation), true))
+        let allocated_now = matches!(scheduled, Scheduled::Allocated(_));
+        Ok((ClaimInfo::allocated(namespace, &c.name, &uid, scheduled.into_devices()), allocated_now))
     }
 
     /// Plan one attempt at preparing pod `uid`'s claims (manager.go
@@ -783,26 +781,6 @@ impl ClaimCache {
         }
         out
     }
-}
-
-/// The devices of an allocation a scheduler wrote (`status.allocation.devices.results`).
-fn given_allocation(results: &[serde_json::Value]) -> Vec<Allocated> {
-    // The allocation result's v1 field names are Allocated's serde names; a
-    // result the scheduler wrote with fields of the wrong type keeps what reads.
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    results
-        .iter()
-        .map(|r| {
-            serde_json::from_value(r.clone()).unwrap_or_else(|_| Allocated {
-                request: text(&r["request"]),
-                driver: text(&r["driver"]),
-                pool: text(&r["pool"]),
-                device: text(&r["device"]),
-                admin: r["adminAccess"].as_bool().unwrap_or(false),
-                ..Allocated::default()
-            })
-        })
-        .collect()
 }
 
 /// What a driver's answer to NodeUnprepareResources for `asked` means.

@@ -10,10 +10,10 @@ use super::claiminfo::{ClaimCache, ClaimInfo};
 use super::view::{PodInfo, View};
 use crate::api::podresources::{CdiDevice, ClaimResource, DynamicResource};
 use crate::client::dra_checkpoint as checkpoint;
+use crate::controlplane::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::extended::{
     ExtendedClaim, ExtendedResourceClaimStatus, RequestMapping, CLAIM_ANNOTATION, DEVICE_CLASS_PREFIX,
 };
-use crate::kubelet::manifest::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::{is_extended, ClaimSource, Container, Pod, PodClaim};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

@@ -94,6 +94,7 @@ fn every_class_maps_its_implicit_name_and_its_extended_resource_name() {
         selectors: vec![],
         config: vec![],
         extended_resource_name: ext.map(str::to_string),
+        raw: serde_json::Value::Null,
     };
     let objs = [class("b", Some(GPU)), class("a", Some(GPU)), class("c", None)];
     let m = class_mapping(&objs);

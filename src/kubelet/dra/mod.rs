@@ -22,9 +22,9 @@
 //! connected for the wiping delay. Errors read as the kubelet's
 //! (pkg/kubelet/cm/dra/manager.go).
 
-pub mod allocator;
-pub mod apiserver;
+pub use crate::controlplane::{allocator, apiserver};
 mod cdi_index;
+pub mod claim_objects;
 pub mod claiminfo;
 mod decide;
 pub mod extended;
@@ -32,11 +32,13 @@ mod health;
 pub mod healthinfo;
 pub mod healthlog;
 mod persist;
+mod publish;
+use publish::shapes_claims;
 pub mod taints;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
-pub use crate::kubelet::manifest::objects;
-pub mod protobuf;
+pub use crate::controlplane::objects;
+pub use crate::controlplane::protobuf;
 pub mod view;
 
 use crate::api::pluginregistration::PluginInfo;
@@ -78,8 +80,10 @@ pub struct DraSpec {
     pub call_timeout: Duration,
     /// The first retry delay of a failed prepare or unprepare (doubles up to 16×).
     pub retry: Duration,
-    /// The local API server's objects (ResourceSlices drivers publish), when it runs.
-    pub api: Option<Arc<apiserver::Store>>,
+    /// The control plane, when the local API server runs: the
+    /// ResourceSlices drivers publish are read from it, the claims this
+    /// manager admits, allocates and reserves are written to it.
+    pub api: Option<Arc<dyn crate::controlplane::client::Client>>,
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
@@ -187,6 +191,9 @@ pub struct DraManager {
     cdi: cdi_index::CdiIndex,
     /// The newest health-cache save on disk; held while writing.
     health_written: tokio::sync::Mutex<u64>,
+    /// The claims this manager has written into the control plane (held
+    /// while writing: [`DraManager::publish_claims`]).
+    published: Mutex<BTreeSet<String>>,
 }
 
 /// A pod's claims as it names them.
@@ -225,6 +232,7 @@ impl DraManager {
             written: Default::default(),
             cdi: Default::default(),
             health_written: Default::default(),
+            published: Default::default(),
         })
     }
 
@@ -258,7 +266,10 @@ impl DraManager {
         match checkpoint::load(&path) {
             checkpoint::Loaded::Missing => Ok(()),
             checkpoint::Loaded::Entries(entries) => {
-                self.lock().claims = ClaimCache::from_checkpoint(&entries);
+                let cache = ClaimCache::from_checkpoint(&entries);
+                // Claims of the checkpoint are this node's: deleted once gone.
+                *self.published.lock().unwrap_or_else(|p| p.into_inner()) = cache.values().map(|c| c.key()).collect();
+                self.lock().claims = cache;
                 self.event(KubeletEvent::DraCheckpointRestored { path: shown, claims: entries.len() });
                 Ok(())
             }
@@ -514,12 +525,19 @@ impl DraManager {
     /// A DRA object manifest was read (or changed).
     pub fn put_object(&self, obj: Object, file: &Path) {
         let key = obj.key();
-        if let (Object::Api { value, .. }, Some(api)) = (&obj, &self.spec.api) {
-            api.put_manifest(&key, value.clone());
+        match (&obj, &self.spec.api) {
+            (Object::Api { value, .. }, Some(api)) => api.put_manifest(&key, value.clone()),
+            // A class of the manifests is stored as it is written (admission writes it).
+            (Object::Class { raw, .. }, Some(api)) => {
+                api.put_object("resource.k8s.io", "deviceclasses", raw.clone());
+            }
+            _ => {}
         }
-        {
+        let shapes_claims = {
             let mut st = self.lock();
-            if let Some(old) = st.objects.insert(key.clone(), obj) {
+            let new_shapes = shapes_claims(&obj);
+            let old = st.objects.insert(key.clone(), obj);
+            if let Some(old) = &old {
                 if matches!(old, Object::Slice { .. }) {
                     st.slices_stamp = crate::core::stamp();
                 }
@@ -527,6 +545,10 @@ impl DraManager {
             if matches!(st.objects.get(&key), Some(Object::Slice { .. })) {
                 st.slices_stamp = crate::core::stamp();
             }
+            new_shapes || old.as_ref().is_some_and(shapes_claims)
+        };
+        if shapes_claims {
+            self.publish_claims();
         }
         self.event(KubeletEvent::DraObject { key, file: file.display().to_string() });
         self.changed.notify_waiters();
@@ -534,14 +556,18 @@ impl DraManager {
 
     /// A DRA object manifest went away.
     pub fn forget_object(&self, key: &str) {
-        {
-            let mut st = self.lock();
-            if let Some(Object::Slice { .. }) = st.objects.remove(key) {
-                st.slices_stamp = crate::core::stamp();
-            }
+        let removed = self.lock().objects.remove(key);
+        if let Some(Object::Slice { .. }) = removed {
+            self.lock().slices_stamp = crate::core::stamp();
         }
         if let Some(api) = &self.spec.api {
             api.forget_manifest(key);
+            if let Some(Object::Class { name, .. }) = &removed {
+                api.delete_object("resource.k8s.io", "deviceclasses", "", name);
+            }
+        }
+        if removed.as_ref().is_some_and(shapes_claims) {
+            self.publish_claims();
         }
     }
 
@@ -938,7 +964,7 @@ impl DraManager {
     /// The claims as resource.k8s.io objects (what the local API server serves).
     pub fn claim_objects(&self, node: &str) -> Vec<serde_json::Value> {
         let st = self.lock();
-        let mut out = apiserver::claims::claim_objects(&st.claims, &st.pods, &st.objects, node);
+        let mut out = claim_objects::claim_objects(&st.claims, &st.pods, &st.objects, node);
         extended::claim_objects(&mut out, &st.pods);
         out
     }

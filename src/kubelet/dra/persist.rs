@@ -29,6 +29,9 @@ impl DraManager {
             let st = self.lock();
             (checkpoint::encode(&st.claims.to_checkpoint()), st.recorded)
         };
+        // The control plane learns of the change as the checkpoint does:
+        // before any driver is called for it.
+        self.publish_claims();
         let path = self.spec.checkpoint();
         let target = path.clone();
         let done = tokio::task::spawn_blocking(move || crate::core::files::write_atomic(&target, &bytes))

@@ -52,7 +52,6 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     for o in [slice, other] {
         let (code, _) = apiserver::answer(
             &store,
-            &[],
             NODE_NAME,
             "POST",
             "/apis/resource.k8s.io/v1/resourceslices",
@@ -181,7 +180,7 @@ fn manager_of(
     for (name, driver) in [("s0", "gpu.x"), ("s1", "nic.x")] {
         let o = serde_json::json!({"metadata": {"name": name}, "spec": {"driver": driver, "nodeName": NODE_NAME, "pool": {"name": "p"}}});
         let path = "/apis/resource.k8s.io/v1/resourceslices";
-        let (code, _) = apiserver::answer(&store, &[], NODE_NAME, "POST", path, "", o.to_string().as_bytes());
+        let (code, _) = apiserver::answer(&store, NODE_NAME, "POST", path, "", o.to_string().as_bytes());
         assert_eq!(code, 201);
     }
     let mut spec = DraSpec::new(root, vec![]);

@@ -444,7 +444,7 @@ impl Sess {
         let name = format!("direct-{}", self.seq);
         Claim {
             namespace: NS.into(),
-            uid: crate::kubelet::dra::objects::derived_uid(&format!("dpctl-test\0{name}\0{}", std::process::id())),
+            uid: crate::controlplane::objects::derived_uid(&format!("dpctl-test\0{name}\0{}", std::process::id())),
             name,
         }
     }

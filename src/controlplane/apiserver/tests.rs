@@ -3,7 +3,7 @@
 use super::*;
 
 fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
-    answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+    answer(s, "node-1", m, p, q, b.to_string().as_bytes())
 }
 
 #[test]
@@ -118,27 +118,31 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
 
 #[test]
 fn claims_are_served_in_each_version_with_their_allocation() {
-    // (the kubelet's claims, synced into the store at each claim request)
+    // (the kubelet's claims, written into the store in process)
     let s = Store::default();
     let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
+    assert!(s.put_claim(claim.clone()));
+    assert!(!s.put_claim(claim.clone()), "the same claim again is no write");
+    let stored = s.claim("ml/gpu").unwrap();
+    assert_eq!((stored["metadata"]["uid"].as_str(), stored["metadata"]["generation"].as_i64()), (Some("u"), Some(1)));
     for v in ["v1", "v1beta2", "v1beta1"] {
-        let (c, got) = answer(
-            &s,
-            std::slice::from_ref(&claim),
-            "n",
-            "GET",
-            &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"),
-            "",
-            b"",
-        );
+        let (c, got) =
+            answer(&s, "n", "GET", &format!("/apis/resource.k8s.io/{v}/namespaces/ml/resourceclaims/gpu"), "", b"");
         assert_eq!(c, 200);
         assert_eq!(got["apiVersion"], format!("resource.k8s.io/{v}"));
         assert_eq!(got["status"]["allocation"]["devices"]["results"][0]["driver"], "d");
     }
-    let (c, e) =
-        answer(&s, &[claim], "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
+    let (c, e) = answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/nope", "", b"");
     assert_eq!(c, 404);
     assert!(e["message"].as_str().unwrap().contains("\"nope\" not found"));
+    let mut respec = claim.clone();
+    respec["spec"] = json!({"devices": {"requests": [{"name": "r"}]}});
+    assert!(s.put_claim(respec));
+    let updated = s.claim("ml/gpu").unwrap();
+    assert_eq!(updated["metadata"]["generation"], 2, "a spec change bumps the generation");
+    assert_eq!(updated["metadata"]["creationTimestamp"], stored["metadata"]["creationTimestamp"]);
+    assert!(s.delete_claim("ml/gpu") && !s.delete_claim("ml/gpu"));
+    assert_eq!(answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu", "", b"").0, 404);
 }
 
 #[test]
@@ -147,7 +151,7 @@ fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
     let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
     let pb = protobuf::encode_object(&obj).unwrap();
     let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
-    let (c, created) = answer(&s, &[], "n", "POST", SLICES, "", &body);
+    let (c, created) = answer(&s, "n", "POST", SLICES, "", &body);
     assert_eq!((c, created["spec"]["driver"].as_str()), (201, Some("d")));
     assert_eq!(created["kind"], "ResourceSlice", "stored slices name their kind (protobuf needs it)");
     let e = json_body("application/yaml", b"a: b".to_vec()).unwrap_err();
@@ -157,7 +161,7 @@ fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
     assert_eq!(e.0, 400);
     assert!(e.1["message"].as_str().unwrap().contains("magic"));
     // An error answer in protobuf is an enveloped Status.
-    let (c, v) = answer(&s, &[], "n", "GET", &format!("{SLICES}/nope"), "", b"");
+    let (c, v) = answer(&s, "n", "GET", &format!("{SLICES}/nope"), "", b"");
     let r = reply(Media::Protobuf, c, &v);
     assert_eq!(r.status(), 404);
     assert_eq!(r.headers()["content-type"], "application/vnd.kubernetes.protobuf");
@@ -179,10 +183,10 @@ fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
         let o = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
         json_body("application/vnd.kubernetes.protobuf", protobuf::encode_object(&o).unwrap()).unwrap()
     };
-    let (c, e) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
+    let (c, e) = answer(&s, "n", "DELETE", &format!("{SLICES}/s"), "", &opts("other"));
     assert_eq!(c, 409);
     assert!(e["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: other"), "{e}");
-    let (c, gone) = answer(&s, &[], "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
+    let (c, gone) = answer(&s, "n", "DELETE", &format!("{SLICES}/s"), "", &opts(&uid));
     assert_eq!((c, gone["metadata"]["name"].as_str()), (200, Some("s")));
 }
 
@@ -220,8 +224,12 @@ fn kubelet_claim(uid: &str, device: &str) -> Value {
             "reservedFor": [{"resource": "pods", "name": "pod", "uid": "pod-uid"}]}})
 }
 
+/// A claim request after the kubelet wrote `claims` (as it writes them after each change).
 fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, body: &str) -> (u16, Value) {
-    answer_typed(s, claims, "n", m, p, q, ct, body.as_bytes())
+    for c in claims {
+        s.put_claim(c.clone());
+    }
+    answer_typed(s, "n", m, p, q, ct, body.as_bytes())
 }
 
 /// #33 item 1: the status subresource as UpdateStatus meets it: the
@@ -346,6 +354,7 @@ fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
     // A list in protobuf, as client-go asks for it.
     let back = protobuf::decode_object(&protobuf::encode_object(&l).unwrap()).unwrap();
     assert_eq!(back["items"][0]["status"]["allocation"]["devices"]["results"][0]["device"], "g1");
+    assert!(s.delete_claim("ml/gpu"), "the kubelet deletes a claim it no longer has");
     assert_eq!(claim_call(&s, &[], "GET", CLAIM, "", "", "").0, 404, "a claim the kubelet no longer has is gone");
 }
 
@@ -445,7 +454,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
     let g = discovery::answer("/apis", custom::groups(&s.lock())).unwrap();
-    assert_eq!(g["groups"][1]["name"], "resource.nvidia.com");
+    assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
 }
@@ -474,4 +483,170 @@ fn a_whole_claim_round_trips_through_protobuf() {
     assert_eq!(back["spec"], claim["spec"]);
     assert_eq!(back["status"], claim["status"]);
     assert_eq!(back["metadata"]["generation"], 1);
+}
+
+/// #47 item 4: the built-in kinds a driver or its helpers write are stored
+/// (NVIDIA's plugin creates a Deployment and labels its Node): create with
+/// apps/v1 defaults, a selector that does not match the template refused,
+/// update of the object keeping its status, the status subresource keeping
+/// the spec, patches, delete with preconditions and a Status answer.
+#[test]
+fn deployments_are_stored_with_their_strategy() {
+    let s = Store::default();
+    const DS: &str = "/apis/apps/v1/namespaces/ml/deployments";
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mps", "labels": {"a": "b"}},
+        "spec": {"selector": {"matchLabels": {"app": "mps"}}, "template": {"metadata": {"labels": {"app": "mps"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "status": {"replicas": 9}});
+    let (c, created) = call(&s, "POST", DS, "", d.clone());
+    assert_eq!(c, 201, "{created}");
+    assert_eq!(
+        (created["metadata"]["namespace"].as_str(), created["metadata"]["generation"].as_i64()),
+        (Some("ml"), Some(1))
+    );
+    assert_eq!(
+        (created["spec"]["replicas"].as_i64(), created["spec"]["strategy"]["type"].as_str()),
+        (Some(1), Some("RollingUpdate"))
+    );
+    assert!(created.get("status").is_none(), "status is cleared on create: {created}");
+    assert_eq!(call(&s, "POST", DS, "", d.clone()).0, 409);
+    let mut bad = d.clone();
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["template"]["metadata"]["labels"]["app"] = json!("other");
+    let (c, e) = call(&s, "POST", DS, "", bad);
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.template.metadata.labels")), "{e}");
+    let (c, l) = call(&s, "GET", DS, "labelSelector=a%3Db", Value::Null);
+    assert_eq!((c, l["kind"].as_str(), l["items"].as_array().map(Vec::len)), (200, Some("DeploymentList"), Some(1)));
+    // The status subresource: only the status changes.
+    let mut st = created.clone();
+    st["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    st["spec"]["replicas"] = json!(5);
+    let (c, with_status) = call(&s, "PUT", &format!("{DS}/mps/status"), "", st.clone());
+    assert_eq!(c, 200, "{with_status}");
+    assert_eq!(
+        (with_status["status"]["readyReplicas"].as_i64(), with_status["spec"]["replicas"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(call(&s, "PUT", &format!("{DS}/mps/status"), "", st).0, 409, "a stale resourceVersion");
+    // The object: the spec changes, the status stays, the generation counts it.
+    let mut up = with_status.clone();
+    up["spec"]["replicas"] = json!(2);
+    up["status"] = json!({});
+    let (c, updated) = call(&s, "PUT", &format!("{DS}/mps"), "", up);
+    assert_eq!(c, 200, "{updated}");
+    assert_eq!((updated["spec"]["replicas"].as_i64(), updated["metadata"]["generation"].as_i64()), (Some(2), Some(2)));
+    assert_eq!(updated["status"]["readyReplicas"], 1);
+    let (c, _) = answer_typed(
+        &s,
+        "n",
+        "PATCH",
+        &format!("{DS}/mps"),
+        "",
+        "application/merge-patch+json",
+        br#"{"metadata":{"labels":{"x":"y"}}}"#,
+    );
+    assert_eq!(c, 200);
+    assert_eq!(call(&s, "GET", &format!("{DS}/mps"), "", Value::Null).1["metadata"]["labels"]["x"], "y");
+    let (c, gone) = call(&s, "DELETE", &format!("{DS}/mps"), "", json!({"preconditions": {"uid": "other"}}));
+    assert_eq!(c, 409, "{gone}");
+    let (c, gone) = call(&s, "DELETE", &format!("{DS}/mps"), "", Value::Null);
+    assert_eq!(
+        (c, gone["kind"].as_str(), gone["status"].as_str(), gone["details"]["kind"].as_str()),
+        (200, Some("Status"), Some("Success"), Some("deployments"))
+    );
+    assert_eq!(call(&s, "GET", &format!("{DS}/mps"), "", Value::Null).0, 404);
+}
+
+/// #47 item 4: the node is updated (labels, as NVIDIA's compute-domain
+/// plugin writes them) and its status patched; other kinds are stored
+/// objects: a ConfigMap, a Secret (stringData into data), a ServiceAccount,
+/// an Event, a Lease (`generateName` honoured), listed in every namespace.
+#[test]
+fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
+    let s = Store::default();
+    let (c, node) = call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null);
+    assert_eq!(c, 200);
+    let mut labelled = node.clone();
+    labelled["metadata"]["labels"] = json!({"nvidia.com/gpu.clique": "c1"});
+    let (c, put) = call(&s, "PUT", "/api/v1/nodes/node-1", "", labelled);
+    assert_eq!(c, 200, "{put}");
+    assert_eq!(put["metadata"]["uid"], node["metadata"]["uid"]);
+    assert_ne!(put["metadata"]["resourceVersion"], node["metadata"]["resourceVersion"]);
+    let (c, patched) = answer_typed(
+        &s,
+        "node-1",
+        "PATCH",
+        "/api/v1/nodes/node-1/status",
+        "",
+        "application/strategic-merge-patch+json",
+        br#"{"status":{"capacity":{"nvidia.com/gpu":"4"}},"metadata":{"labels":{"ignored":"yes"}}}"#,
+    );
+    assert_eq!(c, 200, "{patched}");
+    assert_eq!(patched["status"]["capacity"]["nvidia.com/gpu"], "4");
+    assert!(patched["metadata"]["labels"].get("ignored").is_none(), "a status write changes the status only");
+    assert_eq!(
+        call(&s, "GET", "/api/v1/nodes/node-1", "", Value::Null).1["metadata"]["labels"]["nvidia.com/gpu.clique"],
+        "c1"
+    );
+    assert_eq!(call(&s, "GET", "/api/v1/nodes", "", Value::Null).1["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(call(&s, "DELETE", "/api/v1/nodes/node-1", "", Value::Null).0, 405);
+    for (path, obj) in [
+        ("/api/v1/namespaces/ml/configmaps", json!({"metadata": {"name": "cm"}, "data": {"k": "v"}})),
+        ("/api/v1/namespaces/ml/secrets", json!({"metadata": {"name": "sec"}, "stringData": {"k": "abc"}})),
+        ("/api/v1/namespaces/ml/serviceaccounts", json!({"metadata": {"name": "sa"}})),
+        (
+            "/api/v1/namespaces/ml/events",
+            json!({"metadata": {"generateName": "ev."}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"}),
+        ),
+        (
+            "/apis/coordination.k8s.io/v1/namespaces/ml/leases",
+            json!({"metadata": {"name": "lock"}, "spec": {"holderIdentity": "me"}}),
+        ),
+    ] {
+        let (c, o) = call(&s, "POST", path, "", obj);
+        assert_eq!(c, 201, "{path}: {o}");
+        assert!(o["metadata"].get("generation").is_none(), "{path}: no generation for this kind");
+        let name = o["metadata"]["name"].as_str().unwrap().to_string();
+        let (c, got) = call(&s, "GET", &format!("{path}/{name}"), "", Value::Null);
+        assert_eq!((c, &got), (200, &o), "{path}");
+    }
+    assert_eq!(call(&s, "GET", "/api/v1/namespaces/ml/secrets/sec", "", Value::Null).1["data"]["k"], "YWJj");
+    assert_eq!(call(&s, "GET", "/api/v1/configmaps", "", Value::Null).1["items"][0]["data"]["k"], "v");
+    let mut lease = call(&s, "GET", "/apis/coordination.k8s.io/v1/namespaces/ml/leases/lock", "", Value::Null).1;
+    lease["spec"]["holderIdentity"] = json!("you");
+    let (c, l) = call(&s, "PUT", "/apis/coordination.k8s.io/v1/namespaces/ml/leases/lock", "", lease);
+    assert_eq!((c, l["spec"]["holderIdentity"].as_str()), (200, Some("you")));
+    let (_, d) = call(&s, "GET", "/apis/apps/v1", "", Value::Null);
+    assert_eq!(d["resources"][0]["name"], "deployments");
+    let (_, core) = call(&s, "GET", "/api/v1", "", Value::Null);
+    assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "nodes/status"), "{core}");
+}
+
+/// #47 item 3: a DeviceClass the kubelet admits from its manifests is
+/// written into the store in process (its uid kept, generation 1) and
+/// served; the same manifest again is no write, a changed one an update,
+/// and its removal a deletion.
+#[test]
+fn device_classes_written_in_process_are_stored_and_served() {
+    let s = Store::default();
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com", "uid": "class-uid"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}});
+    assert!(s.put_object("resource.k8s.io", "deviceclasses", class.clone()));
+    assert!(!s.put_object("resource.k8s.io", "deviceclasses", class.clone()), "the same manifest is no write");
+    const PATH: &str = "/apis/resource.k8s.io/v1/deviceclasses/gpu.example.com";
+    let (c, got) = call(&s, "GET", PATH, "", Value::Null);
+    assert_eq!(c, 200, "{got}");
+    assert_eq!((got["metadata"]["uid"].as_str(), got["metadata"]["generation"].as_i64()), (Some("class-uid"), Some(1)));
+    let mut changed = class.clone();
+    changed["spec"]["config"] = json!([{"opaque": {"driver": "gpu.example.com", "parameters": {}}}]);
+    assert!(s.put_object("resource.k8s.io", "deviceclasses", changed));
+    let (_, got) = call(&s, "GET", PATH, "", Value::Null);
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert_eq!(
+        call(&s, "GET", "/apis/resource.k8s.io/v1/deviceclasses", "", Value::Null).1["items"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(s.delete_object("resource.k8s.io", "deviceclasses", "", "gpu.example.com"));
+    assert_eq!(call(&s, "GET", PATH, "", Value::Null).0, 404);
 }

@@ -1,7 +1,9 @@
 //! Discovery as client-go's discovery client reads it (the legacy,
 //! unaggregated documents, always JSON): `/api`, `/api/v1`, `/apis`,
-//! `/apis/resource.k8s.io` and `/apis/resource.k8s.io/VERSION`, naming
-//! exactly the resources and verbs this server serves.
+//! `/apis/resource.k8s.io` and `/apis/resource.k8s.io/VERSION`, and the
+//! groups of the built-in kinds stored ([`super::builtin`]: `apps/v1`,
+//! `coordination.k8s.io/v1`), naming exactly the resources and verbs this
+//! server serves.
 
 use serde_json::{json, Value};
 
@@ -27,6 +29,7 @@ fn resources(version: &str) -> Vec<Value> {
             false,
             &["create", "delete", "get", "list", "update", "watch"],
         ));
+        out.extend(super::builtin::discovery(GROUP, "v1"));
     }
     out
 }
@@ -37,6 +40,15 @@ fn group() -> Value {
     json!({"name": GROUP, "versions": versions, "preferredVersion": versions[0]})
 }
 
+/// The groups of built-in kinds besides core, as `/apis` lists them (after resource.k8s.io).
+const BUILTIN_GROUPS: &[&str] = &["apps", "coordination.k8s.io"];
+
+/// A built-in group's APIGroup entry (one version, v1).
+fn builtin_group(g: &str) -> Value {
+    let v = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+    json!({"name": g, "versions": [v], "preferredVersion": v})
+}
+
 /// The discovery document at `path`, if it is one (`extra`: the groups
 /// CustomResourceDefinitions declare, listed in `/apis` after this one).
 pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
@@ -44,9 +56,10 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
     Some(match path {
         "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
         "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
-            "resources": [resource("nodes", "Node", false, &["get"])]}),
+            "resources": super::builtin::discovery("", "v1")}),
         "/apis" => {
             let mut groups = vec![group()];
+            groups.extend(BUILTIN_GROUPS.iter().map(|g| builtin_group(g)));
             groups.extend(extra);
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
@@ -55,6 +68,20 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
             g["kind"] = json!("APIGroup");
             g["apiVersion"] = json!("v1");
             g
+        }
+        _ if BUILTIN_GROUPS.iter().any(|g| path.strip_prefix("/apis/") == Some(*g)) => {
+            let mut g = builtin_group(&path["/apis/".len()..]);
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            g
+        }
+        _ if BUILTIN_GROUPS
+            .iter()
+            .any(|g| path.strip_prefix("/apis/").and_then(|p| p.strip_suffix("/v1")) == Some(*g)) =>
+        {
+            let g = &path["/apis/".len()..path.len() - "/v1".len()];
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{g}/v1"),
+                "resources": super::builtin::discovery(g, "v1")})
         }
         _ => {
             let v = path.strip_prefix("/apis/resource.k8s.io/")?;
@@ -76,7 +103,7 @@ mod tests {
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
         let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
-        assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices"]);
+        assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices", "deviceclasses"]);
         assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
         assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
         assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());

@@ -1,10 +1,11 @@
-//! The ResourceClaims the API server holds, and their `status`
-//! subresource. The mock kubelet is the claims' source (their spec,
-//! allocation and reservations, [`super::claims`]); before each claim
-//! request the store is brought in line with it ([`sync`]): a new claim (or
-//! a new UID under an old name) gets `generation: 1`, a `creationTimestamp`
-//! and a resource version; a change of what the kubelet says bumps the
-//! resource version (and the generation when the spec changed); what
+//! The ResourceClaims the API server stores, and their `status`
+//! subresource. Claims are written in process by the mock kubelet, which
+//! stands in for the resourceclaim controller and the scheduler (their
+//! spec, allocation and reservations, [`put`]): a new claim (or a new UID
+//! under an old name) is created ([`super::meta::created`]: `generation: 1`,
+//! a `creationTimestamp`, a resource version); a write that changes what
+//! the writer decides is an update ([`super::meta::updated`]: a new
+//! resource version, the generation bumped when the spec changed); what
 //! drivers wrote to `status.devices` (KEP-4817) is kept while the UID is
 //! the same.
 //!
@@ -46,63 +47,49 @@ fn key_of(c: &Value) -> String {
     )
 }
 
-/// Now, as `metav1.Time` writes it.
-pub(super) fn now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    crate::kubelet::dra::protobuf::format_rfc3339(secs as i64)
+/// Write claim `obj` as its in-process writer gives it (keeping its uid);
+/// a write that changes nothing the writer decides is no write. Each
+/// change is sent to the claims' watches (ADDED, MODIFIED; a new UID under
+/// an old name is the old claim DELETED, then the new one ADDED), as
+/// kube-apiserver's watch cache sends them. Whether the store changed.
+pub(super) fn put(store: &Store, st: &mut StoreInner, mut obj: Value) -> bool {
+    let key = key_of(&obj);
+    let stored = st.claims.get(&key).cloned();
+    let same_uid = stored.as_ref().is_some_and(|s| s["metadata"]["uid"] == obj["metadata"]["uid"]);
+    if same_uid && stored.as_ref().is_some_and(|s| decided(s) == decided(&obj)) {
+        return false;
+    }
+    if !same_uid && stored.is_some() {
+        // A new UID under an old name: the old claim went first.
+        delete(store, st, &key);
+    }
+    st.version += 1;
+    let kind = match stored.filter(|_| same_uid) {
+        Some(s) => {
+            if let Some(d) = s["status"].get("devices") {
+                obj["status"]["devices"] = d.clone();
+            }
+            super::meta::updated(&mut obj, &s, st.version);
+            "MODIFIED"
+        }
+        None => {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            super::meta::created(&mut obj, &name, st.version, &format!("claim\0{key}"), true);
+            "ADDED"
+        }
+    };
+    store.emit(st, kind, served(&obj, "v1"));
+    st.claims.insert(key, obj);
+    true
 }
 
-/// Bring the stored claims in line with the kubelet's `current` ones.
-///
-/// Each change is recorded for the claims' watches (ADDED, MODIFIED,
-/// DELETED), as kube-apiserver's watch cache sends them.
-pub(super) fn sync(store: &Store, st: &mut StoreInner, current: &[Value]) {
-    let mut seen = std::collections::BTreeSet::new();
-    for c in current {
-        let key = key_of(c);
-        seen.insert(key.clone());
-        let stored = st.claims.get(&key);
-        let same_uid = stored.is_some_and(|s| s["metadata"]["uid"] == c["metadata"]["uid"]);
-        let existed = stored.is_some();
-        if same_uid && stored.is_some_and(|s| decided(s) == decided(c)) {
-            continue;
-        }
-        st.version += 1;
-        let mut obj = c.clone();
-        obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
-        match stored.filter(|_| same_uid) {
-            Some(s) => {
-                let generation = s["metadata"]["generation"].as_i64().unwrap_or(1);
-                obj["metadata"]["generation"] = json!(generation + i64::from(s["spec"] != c["spec"]));
-                obj["metadata"]["creationTimestamp"] = s["metadata"]["creationTimestamp"].clone();
-                if let Some(d) = s["status"].get("devices") {
-                    obj["status"]["devices"] = d.clone();
-                }
-            }
-            None => {
-                obj["metadata"]["generation"] = json!(1);
-                obj["metadata"]["creationTimestamp"] = json!(now());
-            }
-        }
-        let kind = if same_uid { "MODIFIED" } else { "ADDED" };
-        if existed && !same_uid {
-            // A new UID under an old name: the old claim went first.
-            if let Some(old) = st.claims.remove(&key) {
-                store.emit(st, "DELETED", served(&old, "v1"));
-                st.version += 1;
-                obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
-            }
-        }
-        store.emit(st, kind, served(&obj, "v1"));
-        st.claims.insert(key, obj);
-    }
-    let gone: Vec<String> = st.claims.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-    for k in gone {
-        if let Some(old) = st.claims.remove(&k) {
-            st.version += 1;
-            store.emit(st, "DELETED", served(&old, "v1"));
-        }
-    }
+/// Delete claim `key` (`namespace/name`), sent to the watches as DELETED;
+/// whether it was stored.
+pub(super) fn delete(store: &Store, st: &mut StoreInner, key: &str) -> bool {
+    let Some(old) = st.claims.remove(key) else { return false };
+    st.version += 1;
+    store.emit(st, "DELETED", served(&old, "v1"));
+    true
 }
 
 /// A claim as served in API version `v`.
@@ -149,7 +136,7 @@ pub(super) struct ClaimRequest<'a> {
     pub body: &'a [u8],
 }
 
-/// Answer one request of `resourceclaims` (the store already synced).
+/// Answer one request of `resourceclaims`.
 pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
     let Some(name) = r.name else {
         if r.method != "GET" {

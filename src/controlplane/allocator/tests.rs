@@ -3,7 +3,7 @@
 //! consumable capacity, taints, matchAttribute, firstAvailable, All).
 
 use super::*;
-use crate::kubelet::dra::objects::{parse, Object};
+use crate::controlplane::objects::{parse, Object};
 use serde_json::{json, Value};
 
 fn cand(driver: &str, dev: &str, model: &str) -> Candidate {

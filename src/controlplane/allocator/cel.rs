@@ -12,8 +12,8 @@
 //! macros) is the `cel` crate's.
 
 use super::Candidate;
-use crate::kubelet::manifest::objects::quantity::Quantity;
-use crate::kubelet::manifest::objects::Attribute;
+use crate::controlplane::objects::quantity::Quantity;
+use crate::controlplane::objects::Attribute;
 use cel::extractors::This;
 use cel::objects::{Opaque, Value};
 use cel::{Context, ExecutionError, FunctionContext, Program};

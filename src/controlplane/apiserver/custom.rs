@@ -17,7 +17,7 @@ use super::selectors::{self, Selection};
 use super::{status, Store, StoreInner};
 use serde_json::{json, Value};
 
-pub use crate::kubelet::manifest::objects::Crd;
+pub use crate::controlplane::objects::Crd;
 
 impl Crd {
     fn has_status(&self, version: &str) -> bool {
@@ -168,24 +168,19 @@ fn create_or_replace(
     mut obj: Value,
     from_manifest: bool,
 ) -> (u16, Value) {
-    let mut name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    if name.is_empty() {
-        let g = obj["metadata"]["generateName"].as_str().unwrap_or_default().to_string();
-        if g.is_empty() {
-            return status(422, "Invalid", "metadata.name or metadata.generateName is required".into());
-        }
-        st.generated += 1;
-        name = format!("{g}{:05x}", st.generated);
-    }
+    let ns_of = |obj: &Value| obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let ns = if crd.namespaced { ns_of(&obj) } else { String::new() };
+    let StoreInner { generated, custom, .. } = &mut *st;
+    let resource = format!("{}.{}", crd.plural, crd.group);
+    let name =
+        match super::meta::name_for_create(&obj, generated, |n| custom.contains_key(&key(crd, &ns, n)), &resource) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
     let causes = super::validate::object_meta(&obj["metadata"], &name);
     if !causes.is_empty() {
         return super::validate::invalid_status(&crd.group, &crd.kind, &name, &causes);
     }
-    let ns = if crd.namespaced {
-        obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string()
-    } else {
-        String::new()
-    };
     let k = key(crd, &ns, &name);
     let old = st.custom.get(&k).cloned();
     if old.is_some() && !from_manifest {
@@ -196,25 +191,12 @@ fn create_or_replace(
     if obj["apiVersion"].as_str().is_none_or(|a| group_of(a) != crd.group) {
         obj["apiVersion"] = json!(format!("{}/{}", crd.group, crd.versions[0].0));
     }
-    let spec_changed = old.as_ref().is_some_and(|o| o["spec"] != obj["spec"]);
-    let m = &mut obj["metadata"];
-    m["name"] = json!(name);
     if crd.namespaced {
-        m["namespace"] = json!(ns);
+        obj["metadata"]["namespace"] = json!(ns);
     }
-    m["resourceVersion"] = json!(st.version.to_string());
     match &old {
-        Some(o) => {
-            m["uid"] = o["metadata"]["uid"].clone();
-            m["creationTimestamp"] = o["metadata"]["creationTimestamp"].clone();
-            let g = o["metadata"]["generation"].as_i64().unwrap_or(1);
-            m["generation"] = json!(g + i64::from(spec_changed));
-        }
-        None => {
-            m["uid"] = json!(crate::kubelet::dra::objects::derived_uid(&format!("custom\0{k}\0{}", st.version)));
-            m["creationTimestamp"] = json!(super::resourceclaims::now());
-            m["generation"] = json!(1);
-        }
+        Some(o) => super::meta::updated(&mut obj, o, st.version),
+        None => super::meta::created(&mut obj, &name, st.version, &format!("custom\0{k}\0{}", st.version), false),
     }
     st.custom.insert(k, obj.clone());
     store.emit(st, if old.is_some() { "MODIFIED" } else { "ADDED" }, obj.clone());

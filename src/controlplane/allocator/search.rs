@@ -7,8 +7,8 @@
 
 use super::cel::{self, Compiled};
 use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
-use crate::kubelet::manifest::objects::quantity::Quantity;
-use crate::kubelet::manifest::objects::{ClaimSpec, Request, Selector};
+use crate::controlplane::objects::quantity::Quantity;
+use crate::controlplane::objects::{ClaimSpec, Request, Selector};
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -323,7 +323,7 @@ impl<'a> Search<'a> {
         let used = self.shares.get(&c.key());
         for salt in 0u32.. {
             let seed = format!("{}\0{label}\0{}/{}/{}\0{salt}", self.claim, c.driver, c.pool, c.device);
-            let id = crate::kubelet::manifest::objects::derived_uid(&seed).replace('-', "")[..10].to_string();
+            let id = crate::controlplane::objects::derived_uid(&seed).replace('-', "")[..10].to_string();
             let clash = used.is_some_and(|u| u.contains(&id))
                 || mine.iter().any(|p| p.result.share_id.as_deref() == Some(id.as_str()));
             if !clash {

@@ -14,7 +14,7 @@
 //! (`clientcmd/client_config.go`, "only try to read the auth information if
 //! we are secure"), so every driver built on it would be refused.
 
-use super::{respond, Claims, Ctx, Store};
+use super::{respond, Ctx, Store};
 use crate::core::{Error, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -121,7 +121,6 @@ pub async fn start(
     node: String,
     minor: u32,
     store: Arc<Store>,
-    claims: Claims,
     stop: CancellationToken,
     tracker: TaskTracker,
     mode: Mode,
@@ -155,7 +154,7 @@ pub async fn start(
     let secure = tls.as_ref().zip(token.as_deref()).map(|(t, token)| (t.ca_pem.as_str(), token));
     crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, secure).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
-    let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
+    let ctx = Arc::new(Ctx { store, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
     let t2 = tracker.clone();
     let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config));
     let url = format!("{}://{addr}", if acceptor.is_some() { "https" } else { "http" });

@@ -5,7 +5,7 @@
 //! streams) and what other claims hold, pick devices or say why not. Pure
 //! (no I/O, no async); the kubelet records what it returns: [`allocate`] in,
 //! [`Allocated`] or [`Unallocatable`] out. What it implements is listed in
-//! [`crate::kubelet::manifest::objects`] and docs/dra.md ("The allocator").
+//! [`crate::controlplane::objects`] and docs/dra.md ("The allocator").
 //!
 //! The search is upstream's: request by request, device by device, going
 //! back when a later device, request or constraint cannot be met; CEL

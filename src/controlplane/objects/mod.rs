@@ -2,7 +2,7 @@
 //! directory (beside the pods): ResourceClaim, ResourceClaimTemplate,
 //! DeviceClass and ResourceSlice (v1, and the v1beta1 shapes), DeviceTaintRule
 //! and Namespace (its labels). What the allocator
-//! ([`crate::kubelet::dra::allocator`]) reads of them, its documented subset
+//! ([`crate::controlplane::allocator`]) reads of them, its documented subset
 //! (docs/dra.md, "The allocator"):
 //!
 //! - a request is `exactly: {deviceClassName, count | allocationMode: All,
@@ -148,6 +148,8 @@ pub enum Object {
         config: Vec<Value>,
         /// spec.extendedResourceName (KEP-5004): the extended resource it serves.
         extended_resource_name: Option<String>,
+        /// The whole object as written (what the local API server stores).
+        raw: Value,
     },
     /// A CustomResourceDefinition, or an object of another API group: the
     /// local API server stores and serves them (custom resources).
@@ -441,6 +443,7 @@ pub fn parse(v: &Value) -> Result<Object, String> {
                 name,
                 config,
                 extended_resource_name,
+                raw: v.clone(),
             }
         }
         "Namespace" => {

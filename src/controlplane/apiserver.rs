@@ -46,17 +46,19 @@
 //! Fields outside the protobuf subset (proto/k8s) are dropped from protobuf
 //! bodies; custom resources are JSON only.
 
-use crate::kubelet::dra::protobuf::{self, Media};
+use crate::controlplane::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod builtin;
 pub mod claims;
 mod custom;
 mod discovery;
 mod listen;
+mod meta;
 mod patch;
 mod resourceclaims;
 mod selectors;
@@ -81,17 +83,11 @@ pub struct Store {
     /// The newest resource version: watches wake on it and read the history
     /// (so a watcher holds nothing the history does not).
     changes: tokio::sync::watch::Sender<u64>,
-    /// How many watches of ResourceClaims are open ([`Store::sync_claims`] works only then).
-    claim_watches: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store {
-            inner: Mutex::default(),
-            changes: tokio::sync::watch::channel(0).0,
-            claim_watches: std::sync::atomic::AtomicUsize::new(0),
-        }
+        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
     }
 }
 
@@ -110,8 +106,10 @@ struct Change {
 struct StoreInner {
     version: u64,
     slices: BTreeMap<String, Value>,
-    /// ResourceClaims by `namespace/name` (kept in line with the kubelet's, [`resourceclaims::sync`]).
+    /// ResourceClaims by `namespace/name`, as stored ([`resourceclaims::put`]).
     claims: BTreeMap<String, Value>,
+    /// Objects of built-in kinds ([`builtin`]) by `group/resource/namespace/name`.
+    builtin: BTreeMap<String, Value>,
     /// Resources declared by CustomResourceDefinitions.
     crds: Vec<custom::Crd>,
     /// Objects of custom resources by `group/plural/namespace/name`.
@@ -202,20 +200,6 @@ impl Store {
         self.changes.send_replace(st.version);
     }
 
-    /// Whether a watch of ResourceClaims is open: only then does the kubelet's
-    /// every change need to reach the store at once ([`Store::sync_claims`]);
-    /// otherwise each claim request brings the store in line first.
-    pub fn watching_claims(&self) -> bool {
-        self.claim_watches.load(std::sync::atomic::Ordering::SeqCst) > 0
-    }
-
-    /// Bring the stored claims in line with the kubelet's `current` ones,
-    /// each change sent to the claims' watches.
-    pub fn sync_claims(&self, current: &[Value]) {
-        let mut st = self.lock();
-        resourceclaims::sync(self, &mut st, current);
-    }
-
     /// What the store holds, as JSON bytes: (the stored slices, the change history).
     pub fn held_bytes(&self) -> (usize, usize) {
         let st = self.lock();
@@ -229,6 +213,37 @@ impl Store {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Write claim `obj` (the kubelet's, in process: [`resourceclaims::put`]); whether it changed.
+    pub fn put_claim(&self, obj: Value) -> bool {
+        resourceclaims::put(self, &mut self.lock(), obj)
+    }
+
+    /// Delete claim `key` (`namespace/name`); whether it was stored.
+    pub fn delete_claim(&self, key: &str) -> bool {
+        resourceclaims::delete(self, &mut self.lock(), key)
+    }
+
+    /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
+    /// [`builtin::put`]); whether it changed.
+    pub fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
+        builtin::put(&mut self.lock(), group, resource, obj)
+    }
+
+    /// Delete `namespace/name` (namespace "" when cluster-scoped) of `group`'s `resource`; whether it was stored.
+    pub fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+        builtin::delete_in_process(&mut self.lock(), group, resource, namespace, name)
+    }
+
+    /// The stored claims' keys (`namespace/name`).
+    pub fn claim_keys(&self) -> Vec<String> {
+        self.lock().claims.keys().cloned().collect()
+    }
+
+    /// Claim `key` (`namespace/name`), as stored.
+    pub fn claim(&self, key: &str) -> Option<Value> {
+        self.lock().claims.get(key).cloned()
     }
 
     /// Every ResourceSlice, as stored.
@@ -397,17 +412,9 @@ fn set_kind(obj: &mut Value) {
     obj["kind"] = json!("ResourceSlice");
 }
 
-/// Answer one request with a JSON body (pure over the store and the claims): status and body.
-pub fn answer(
-    store: &Store,
-    claims: &[Value],
-    node: &str,
-    method: &str,
-    path: &str,
-    query: &str,
-    body: &[u8],
-) -> (u16, Value) {
-    answer_typed(store, claims, node, method, path, query, "application/json", body)
+/// Answer one request with a JSON body (pure over the store): status and body.
+pub fn answer(store: &Store, node: &str, method: &str, path: &str, query: &str, body: &[u8]) -> (u16, Value) {
+    answer_typed(store, node, method, path, query, "application/json", body)
 }
 
 /// A ResourceClaims path: (version, namespace, name, subresource).
@@ -435,7 +442,6 @@ fn claim_path(path: &str) -> Option<ClaimPath<'_>> {
 #[allow(clippy::too_many_arguments)]
 pub fn answer_typed(
     store: &Store,
-    claims: &[Value],
     node: &str,
     method: &str,
     path: &str,
@@ -455,24 +461,16 @@ pub fn answer_typed(
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
-    if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
-        return if method != "GET" {
-            method_not_allowed()
-        } else if name == node {
-            (
-                200,
-                json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": super::objects::derived_uid(&format!("node\0{node}")), "resourceVersion": "1"}}),
-            )
-        } else {
-            status(404, "NotFound", format!("nodes {name:?} not found"))
-        };
+    if let Some(r) = builtin::route(path) {
+        let query = query_pairs(query);
+        let q = builtin::Request { method, query: &query, content_type, body, node };
+        return builtin::answer(&mut store.lock(), &r, &q);
     }
     if let Some((version, namespace, name, sub)) = claim_path(path) {
         if sub.is_some_and(|s| s != "status") {
             return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
         }
         let mut st = store.lock();
-        resourceclaims::sync(store, &mut st, claims);
         let query = query_pairs(query);
         let r =
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
@@ -513,15 +511,16 @@ pub fn answer_typed(
                 Ok(o) => o,
                 Err(e) => return e,
             };
-            let mut n = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            if n.is_empty() {
-                let g = obj["metadata"]["generateName"].as_str().unwrap_or_default().to_string();
-                if g.is_empty() {
-                    return status(422, "Invalid", "metadata.name or metadata.generateName is required".into());
-                }
-                st.generated += 1;
-                n = format!("{g}{:05x}", st.generated);
-            }
+            let StoreInner { generated, slices, .. } = &mut *st;
+            let n = match meta::name_for_create(
+                &obj,
+                generated,
+                |n| slices.contains_key(n),
+                "resourceslices.resource.k8s.io",
+            ) {
+                Ok(n) => n,
+                Err(e) => return e,
+            };
             let causes = validate::resource_slice(&obj, &n);
             if !causes.is_empty() {
                 return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
@@ -531,11 +530,7 @@ pub fn answer_typed(
             }
             st.version += 1;
             set_kind(&mut obj);
-            obj["metadata"]["name"] = json!(n);
-            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
-            obj["metadata"]["uid"] = json!(super::objects::derived_uid(&format!("slice\0{n}\0{}", st.version)));
-            obj["metadata"]["generation"] = json!(1);
-            obj["metadata"]["creationTimestamp"] = json!(resourceclaims::now());
+            meta::created(&mut obj, &n, st.version, &format!("slice\0{n}\0{}", st.version), false);
             st.put(n, obj.clone());
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
@@ -556,18 +551,11 @@ pub fn answer_typed(
             if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
                 return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
             }
-            let uid = cur["metadata"]["uid"].clone();
-            // metadata.generation counts spec changes (kube-apiserver's strategy).
-            let generation =
-                cur["metadata"]["generation"].as_i64().unwrap_or(1) + i64::from(cur["spec"] != obj["spec"]);
-            let created = cur["metadata"]["creationTimestamp"].clone();
+            let cur = cur.clone();
             st.version += 1;
             set_kind(&mut obj);
-            obj["metadata"]["name"] = json!(n);
-            obj["metadata"]["uid"] = uid;
-            obj["metadata"]["generation"] = json!(generation);
-            obj["metadata"]["creationTimestamp"] = created;
-            obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+            // metadata.generation counts spec changes (kube-apiserver's strategy).
+            meta::updated(&mut obj, &cur, st.version);
             st.put(n.to_string(), obj.clone());
             store.emit(&mut st, "MODIFIED", obj.clone());
             (200, obj)
@@ -600,11 +588,6 @@ pub fn answer_typed(
         _ => method_not_allowed(),
     }
 }
-
-/// Where the server reads the claims it serves: the current kubelet
-/// generation's DRA manager, as resource.k8s.io objects (the engine supplies
-/// it, so the server knows nothing of the kubelet's managers).
-pub type Claims = Arc<dyn Fn(&str) -> Vec<Value> + Send + Sync>;
 
 /// One HTTP answer: a status and a whole body, in `media`.
 fn reply(media: Media, code: u16, v: &Value) -> http::Response<ChannelBody> {
@@ -693,7 +676,6 @@ fn json_body(content_type: &str, buf: Vec<u8>) -> std::result::Result<Vec<u8>, (
 /// What every request is served with.
 struct Ctx {
     store: Arc<Store>,
-    claims: Claims,
     node: String,
     /// The Kubernetes minor version `/version` answers.
     minor: u32,
@@ -709,7 +691,7 @@ async fn respond(
     req: http::Request<hyper::body::Incoming>,
     ctx: Arc<Ctx>,
 ) -> std::result::Result<http::Response<ChannelBody>, std::convert::Infallible> {
-    let Ctx { store, claims, node, minor, token, tracker, stop } = &*ctx;
+    let Ctx { store, node, minor, token, tracker, stop } = &*ctx;
     let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
@@ -787,9 +769,8 @@ async fn respond(
     let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
-            let claims = claims(node);
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
-            answer_typed(&store, &claims, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
+            answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
     Ok(reply(media, code, &v))

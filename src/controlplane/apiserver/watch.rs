@@ -6,7 +6,7 @@
 
 use super::selectors::{selected, Selection};
 use super::{param, status, Store};
-use crate::kubelet::dra::protobuf::{self, Media};
+use crate::controlplane::protobuf::{self, Media};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -192,17 +192,6 @@ pub(super) async fn pump(
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
-    // While a claims watch is open the kubelet's changes to claims are pushed into the store.
-    struct Counted(Arc<Store>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.claim_watches.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-    let _counted = matches!(sel.what, What::Claims(..)).then(|| {
-        store.claim_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Counted(store.clone())
-    });
     match watch_timeout(&query) {
         // Dropping the pump drops `tx`: the body ends after the frames already sent.
         Some(limit) => {
@@ -289,18 +278,18 @@ mod tests {
     use super::*;
 
     fn sel(query: &str) -> Watched {
-        let sel = crate::kubelet::dra::apiserver::selectors::of_query(
+        let sel = crate::controlplane::apiserver::selectors::of_query(
             "ResourceSlice",
-            &crate::kubelet::dra::apiserver::query_pairs(query),
+            &crate::controlplane::apiserver::query_pairs(query),
         )
         .unwrap_or_default();
         Watched { what: What::Slices, sel }
     }
-    use crate::kubelet::dra::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
+    use crate::controlplane::apiserver::{answer, Change, HISTORY, HISTORY_BYTES, SLICES};
     use tokio_util::task::TaskTracker;
 
     fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
-        answer(s, &[], "node-1", m, p, q, b.to_string().as_bytes())
+        answer(s, "node-1", m, p, q, b.to_string().as_bytes())
     }
 
     fn slice_with(name: &str, devices: usize) -> Value {
@@ -623,16 +612,16 @@ mod tests {
             };
             json!({"metadata": {"name": "gpu", "namespace": "ml", "uid": uid}, "spec": {"devices": {"requests": [{"name": "r"}]}}, "status": status})
         };
-        s.sync_claims(&[claim("u1", false)]); // rv 1
-        assert!(!s.watching_claims());
-        s.sync_claims(&[claim("u1", true)]); // rv 2
+        // (the kubelet writes its claims as they change)
+        s.put_claim(claim("u1", false)); // rv 1
+        s.put_claim(claim("u1", true)); // rv 2
         let path = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu/status";
         let body = json!({"metadata": {"name": "gpu", "namespace": "ml", "uid": "u1", "resourceVersion": "2"},
             "status": {"devices": [{"driver": "gpu.x", "pool": "p", "device": "d0"}]}});
-        let (code, v) = answer(&s, &[claim("u1", true)], "node-1", "PUT", path, "", body.to_string().as_bytes());
+        let (code, v) = answer(&s, "node-1", "PUT", path, "", body.to_string().as_bytes());
         assert_eq!(code, 200, "{v}"); // rv 3
-        s.sync_claims(&[claim("u2", true)]); // DELETED u1 at rv 4, ADDED u2 at rv 5
-        s.sync_claims(&[]); // rv 6
+        s.put_claim(claim("u2", true)); // DELETED u1 at rv 4, ADDED u2 at rv 5
+        s.delete_claim("ml/gpu"); // rv 6
         let got = watch_of(&s, What::Claims("v1".into(), Some("ml".into())), "watch=true&resourceVersion=1", 5).await;
         let words: Vec<String> = got
             .iter()
@@ -660,7 +649,7 @@ mod tests {
         );
         assert_eq!(got[0]["object"]["apiVersion"], "resource.k8s.io/v1");
         // Another namespace's watch sees none of them: its first event is a claim of its own.
-        s.sync_claims(&[json!({"metadata": {"name": "x", "namespace": "other", "uid": "u3"}, "spec": {}})]); // rv 7
+        s.put_claim(json!({"metadata": {"name": "x", "namespace": "other", "uid": "u3"}, "spec": {}})); // rv 7
         let other =
             watch_of(&s, What::Claims("v1beta1".into(), Some("other".into())), "watch=true&resourceVersion=1", 1).await;
         assert_eq!(

@@ -5,8 +5,8 @@
 //! counter.
 
 use super::Candidate;
-use crate::kubelet::manifest::objects::quantity::Quantity;
-use crate::kubelet::manifest::objects::Capacity;
+use crate::controlplane::objects::quantity::Quantity;
+use crate::controlplane::objects::Capacity;
 use std::collections::BTreeMap;
 
 /// What one request consumes of `cap` when it asks for `requested`: no

@@ -4,7 +4,7 @@
 //! other effects (None) do not.
 
 use super::Candidate;
-use crate::kubelet::manifest::objects::{Taint, TaintRule, Toleration};
+use crate::controlplane::objects::{Taint, TaintRule, Toleration};
 use std::time::{Duration, SystemTime};
 
 /// Every taint on `c`: its own, then the rules' that select it.

@@ -1,0 +1,706 @@
+//! Built-in kinds a driver or its helpers write, stored as they are —
+//! storage, not controllers: one generic store keyed by
+//! group/resource/namespace/name with a strategy per kind, as
+//! kube-apiserver's generic registry runs each kind's `strategy.go`
+//! (defaulting, validation, what create and update may set, the status
+//! subresource). Served: core/v1 Nodes (get, list, update and patch of
+//! the object and its `status`; this node is stored at its first request),
+//! ConfigMaps, Secrets, ServiceAccounts and Events; apps/v1 Deployments and
+//! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
+//! resource.k8s.io/v1 DeviceClasses (the mock kubelet writes its class
+//! manifests here in process, [`put`]). Each
+//! namespaced kind: list (label and field selectors, one namespace or all),
+//! get, create (`generateName` honoured), update (a stale
+//! `resourceVersion` or another `uid` is 409), patch (merge, strategic
+//! merge, apply), delete (DeleteOptions preconditions; a `Status` of
+//! Success is the answer, as the generic store answers a kind that does
+//! not return the deleted object).
+
+use super::meta;
+use super::patch::{self, PatchType};
+use super::selectors::{self, Selection};
+use super::validate::{self, Cause};
+use super::{method_not_allowed, status, StoreInner};
+use serde_json::{json, Value};
+
+/// One built-in kind and its strategy's switches.
+#[derive(Debug)]
+pub(super) struct Kind {
+    /// API group ("" for core).
+    pub group: &'static str,
+    pub version: &'static str,
+    /// The resource (plural) of its paths.
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    /// It has a `status` subresource: an update of the object keeps the
+    /// stored status, an update of `status` keeps everything else.
+    pub status: bool,
+    /// Its strategy counts spec changes in `metadata.generation`.
+    pub generation: bool,
+    /// Its strategy clears `status` on create (Nodes keep it: "Nodes allow
+    /// *all* fields, including status, to be set on create").
+    pub clear_status_on_create: bool,
+    /// Verbs served (discovery names them).
+    pub verbs: &'static [&'static str],
+}
+
+const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update"];
+
+/// The kinds served.
+pub(super) const KINDS: &[Kind] = &[
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "nodes",
+        kind: "Node",
+        namespaced: false,
+        status: true,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: &["get", "list", "patch", "update"],
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "serviceaccounts",
+        kind: "ServiceAccount",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "events",
+        kind: "Event",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "apps",
+        version: "v1",
+        resource: "deployments",
+        kind: "Deployment",
+        namespaced: true,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
+        verbs: ALL,
+    },
+    Kind {
+        group: "apps",
+        version: "v1",
+        resource: "daemonsets",
+        kind: "DaemonSet",
+        namespaced: true,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
+        verbs: ALL,
+    },
+    Kind {
+        group: "resource.k8s.io",
+        version: "v1",
+        resource: "deviceclasses",
+        kind: "DeviceClass",
+        namespaced: false,
+        status: false,
+        generation: true,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "coordination.k8s.io",
+        version: "v1",
+        resource: "leases",
+        kind: "Lease",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+];
+
+impl Kind {
+    fn api_version(&self) -> String {
+        match self.group {
+            "" => self.version.to_string(),
+            g => format!("{g}/{}", self.version),
+        }
+    }
+
+    /// `resource.group` as kube-apiserver names it in messages (`nodes`, `deployments.apps`).
+    fn qualified(&self) -> String {
+        match self.group {
+            "" => self.resource.to_string(),
+            g => format!("{}.{g}", self.resource),
+        }
+    }
+}
+
+/// A request path of a built-in kind.
+#[derive(Debug)]
+pub(super) struct Route<'a> {
+    pub kind: &'static Kind,
+    /// None: every namespace (a list), or a cluster-scoped kind.
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub sub: Option<&'a str>,
+}
+
+/// Read a path of a built-in kind.
+pub(super) fn route(path: &str) -> Option<Route<'_>> {
+    let (group, version, rest) = if let Some(rest) = path.strip_prefix("/api/v1/") {
+        ("", "v1", rest)
+    } else {
+        let rest = path.strip_prefix("/apis/")?;
+        let (g, rest) = rest.split_once('/')?;
+        let (v, rest) = rest.split_once('/')?;
+        (g, v, rest)
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let (namespace, rest) = match parts.as_slice() {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(*ns), rest),
+        rest => (None, rest),
+    };
+    let (resource, name, sub) = match rest {
+        [r] => (*r, None, None),
+        [r, n] => (*r, Some(*n), None),
+        [r, n, s] => (*r, Some(*n), Some(*s)),
+        _ => return None,
+    };
+    let kind = KINDS.iter().find(|k| k.group == group && k.version == version && k.resource == resource)?;
+    // A namespaced kind's object lives in a namespace; a cluster-scoped kind has none.
+    if (kind.namespaced && name.is_some() && namespace.is_none()) || (!kind.namespaced && namespace.is_some()) {
+        return None;
+    }
+    Some(Route { kind, namespace, name, sub })
+}
+
+fn key(k: &Kind, ns: &str, name: &str) -> String {
+    format!("{}/{}/{ns}/{name}", k.group, k.resource)
+}
+
+fn not_found(k: &Kind, name: &str) -> (u16, Value) {
+    let (c, mut v) = status(404, "NotFound", format!("{} {name:?} not found", k.qualified()));
+    v["details"] = json!({"name": name, "group": k.group, "kind": k.resource});
+    (c, v)
+}
+
+fn conflict(k: &Kind, name: &str, why: &str) -> (u16, Value) {
+    let (c, mut v) =
+        status(409, "Conflict", format!("Operation cannot be fulfilled on {} {name:?}: {why}", k.qualified()));
+    v["details"] = json!({"name": name, "group": k.group, "kind": k.resource});
+    (c, v)
+}
+
+fn bad_request(message: String) -> (u16, Value) {
+    status(400, "BadRequest", message)
+}
+
+/// The defaults kube-apiserver applies to `obj` of `k`
+/// (pkg/apis/apps/v1/defaults.go; a Secret's `type` and `stringData`).
+fn default(k: &Kind, obj: &mut Value) {
+    match k.kind {
+        "Deployment" => {
+            let s = &mut obj["spec"];
+            if s.get("replicas").is_none_or(Value::is_null) {
+                s["replicas"] = json!(1);
+            }
+            if s["strategy"]["type"].as_str().is_none_or(str::is_empty) {
+                s["strategy"]["type"] = json!("RollingUpdate");
+            }
+            if s["strategy"]["type"] == "RollingUpdate" {
+                let r = &mut s["strategy"]["rollingUpdate"];
+                for f in ["maxUnavailable", "maxSurge"] {
+                    if r.get(f).is_none_or(Value::is_null) {
+                        r[f] = json!("25%");
+                    }
+                }
+            }
+            for (f, v) in [("revisionHistoryLimit", 10), ("progressDeadlineSeconds", 600)] {
+                if s.get(f).is_none_or(Value::is_null) {
+                    s[f] = json!(v);
+                }
+            }
+        }
+        "DaemonSet" => {
+            let s = &mut obj["spec"];
+            if s["updateStrategy"]["type"].as_str().is_none_or(str::is_empty) {
+                s["updateStrategy"]["type"] = json!("RollingUpdate");
+            }
+            if s["updateStrategy"]["type"] == "RollingUpdate" {
+                let r = &mut s["updateStrategy"]["rollingUpdate"];
+                if r.get("maxUnavailable").is_none_or(Value::is_null) {
+                    r["maxUnavailable"] = json!(1);
+                }
+                if r.get("maxSurge").is_none_or(Value::is_null) {
+                    r["maxSurge"] = json!(0);
+                }
+            }
+            if s.get("revisionHistoryLimit").is_none_or(Value::is_null) {
+                s["revisionHistoryLimit"] = json!(10);
+            }
+        }
+        "Secret" => {
+            // stringData is write-only: merged into data (base64) on the way in.
+            if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+                use base64::Engine as _;
+                for (key, v) in sd {
+                    let text = v.as_str().unwrap_or_default();
+                    obj["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+                }
+            }
+            if obj["type"].as_str().is_none_or(str::is_empty) {
+                obj["type"] = json!("Opaque");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The label selector of a workload matches its pod template's labels
+/// (matchLabels; apps validation: "`selector` does not match template `labels`").
+fn selector_causes(obj: &Value) -> Vec<Cause> {
+    let sel = &obj["spec"]["selector"];
+    if sel.is_null() || sel.as_object().is_some_and(|m| m.is_empty()) {
+        return vec![Cause {
+            reason: "FieldValueRequired",
+            field: "spec.selector".into(),
+            message: "Required value".into(),
+        }];
+    }
+    let labels = &obj["spec"]["template"]["metadata"]["labels"];
+    let matches = sel["matchLabels"].as_object().into_iter().flatten().all(|(k, v)| &labels[k] == v);
+    if matches {
+        return vec![];
+    }
+    vec![Cause {
+        reason: "FieldValueInvalid",
+        field: "spec.template.metadata.labels".into(),
+        message: "Invalid value: \"object\": `selector` does not match template `labels`".into(),
+    }]
+}
+
+/// Validation of `obj` (named `name`) of `k`: its metadata, and the workloads' selector.
+fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
+    let mut causes = validate::object_meta(&obj["metadata"], name);
+    if matches!(k.kind, "Deployment" | "DaemonSet") {
+        causes.extend(selector_causes(obj));
+    }
+    causes
+}
+
+/// The object as served: its kind and apiVersion named.
+fn served(k: &Kind, obj: &Value) -> Value {
+    let mut o = obj.clone();
+    o["kind"] = json!(k.kind);
+    o["apiVersion"] = json!(k.api_version());
+    o
+}
+
+/// This node, as the store first holds it.
+fn node_object(node: &str, version: u64) -> Value {
+    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
+        "uid": crate::controlplane::objects::derived_uid(&format!("node\0{node}")),
+        "creationTimestamp": meta::now(), "resourceVersion": version.to_string()}})
+}
+
+/// What one request of a built-in kind asks for.
+pub(super) struct Request<'a> {
+    pub method: &'a str,
+    pub query: &'a [(String, String)],
+    /// The body's Content-Type (a patch is read by it).
+    pub content_type: &'a str,
+    /// JSON, or the patch as sent.
+    pub body: &'a [u8],
+    /// This node's name.
+    pub node: &'a str,
+}
+
+/// Answer one request of a built-in kind (not a watch).
+pub(super) fn answer(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+    let k = r.kind;
+    if k.kind == "Node" && !st.builtin.contains_key(&key(k, "", q.node)) {
+        st.version += 1;
+        let node = node_object(q.node, st.version);
+        st.builtin.insert(key(k, "", q.node), node);
+    }
+    let verb = match (q.method, r.name, r.sub) {
+        ("GET", None, None) => "list",
+        ("GET", Some(_), None | Some("status")) => "get",
+        ("POST", None, None) => "create",
+        ("PUT", Some(_), None | Some("status")) => "update",
+        ("PATCH", Some(_), None | Some("status")) => "patch",
+        ("DELETE", Some(_), None) => "delete",
+        (_, Some(_), Some(s)) if s != "status" || !k.status => {
+            return status(404, "NotFound", format!("{}/{s}: not served by the dpctl mock API server", k.resource))
+        }
+        _ => return method_not_allowed(),
+    };
+    if !k.verbs.contains(&verb) {
+        return method_not_allowed();
+    }
+    let ns = r.namespace.unwrap_or_default();
+    let Some(name) = r.name else {
+        return if verb == "list" { list(st, r, q) } else { create(st, r, q) };
+    };
+    let Some(cur) = st.builtin.get(&key(k, ns, name)).cloned() else { return not_found(k, name) };
+    match verb {
+        "get" => (200, served(k, &cur)),
+        "delete" => delete(st, r, name, &cur, q.body),
+        "update" => match serde_json::from_slice::<Value>(q.body) {
+            Ok(body) => update(st, r, name, &cur, body),
+            Err(e) => bad_request(format!("body is not JSON: {e}")),
+        },
+        _ => {
+            let Some(t) = PatchType::of(q.content_type) else {
+                return status(
+                    415,
+                    "UnsupportedMediaType",
+                    format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {:?}", q.content_type),
+                );
+            };
+            let parsed: Result<Value, String> = match t {
+                PatchType::Apply => serde_norway::from_slice(q.body).map_err(|e| e.to_string()),
+                _ => serde_json::from_slice(q.body).map_err(|e| e.to_string()),
+            };
+            match parsed {
+                Ok(p) => update(st, r, name, &cur, patch::apply(&served(k, &cur), &p, t)),
+                Err(e) => bad_request(format!("the patch cannot be read: {e}")),
+            }
+        }
+    }
+}
+
+fn list(st: &StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+    let k = r.kind;
+    let sel: Selection = match selectors::of_query(k.kind, q.query) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let prefix = format!("{}/{}/", k.group, k.resource);
+    let items: Vec<Value> = st
+        .builtin
+        .range(prefix.clone()..)
+        .take_while(|(key, _)| key.starts_with(&prefix))
+        .map(|(_, o)| o)
+        .filter(|o| r.namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns))
+        .filter(|o| selectors::selected(&sel, o))
+        .map(|o| served(k, o))
+        .collect();
+    (
+        200,
+        json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(),
+            "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
+    )
+}
+
+fn create(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+    let k = r.kind;
+    let mut obj = match serde_json::from_slice::<Value>(q.body) {
+        Ok(o) if o.is_object() => o,
+        Ok(_) => return bad_request("the body is not an object".into()),
+        Err(e) => return bad_request(format!("body is not JSON: {e}")),
+    };
+    let ns = r.namespace.unwrap_or_default().to_string();
+    if k.namespaced {
+        match obj["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()) {
+            Some(given) if given != ns => {
+                return bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                )
+            }
+            _ => obj["metadata"]["namespace"] = json!(ns),
+        }
+    }
+    let StoreInner { generated, builtin, .. } = st;
+    let name = match meta::name_for_create(&obj, generated, |n| builtin.contains_key(&key(k, &ns, n)), &k.qualified()) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    default(k, &mut obj);
+    let causes = validate(k, &obj, &name);
+    if !causes.is_empty() {
+        return validate::invalid_status(k.group, k.kind, &name, &causes);
+    }
+    if st.builtin.contains_key(&key(k, &ns, &name)) {
+        let (c, mut v) = status(409, "AlreadyExists", format!("{} {name:?} already exists", k.qualified()));
+        v["details"] = json!({"name": name, "group": k.group, "kind": k.resource});
+        return (c, v);
+    }
+    if k.clear_status_on_create {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+    }
+    st.version += 1;
+    let seed = format!("{}\0{}\0{}", key(k, &ns, &name), st.version, meta::now());
+    meta::created(&mut obj, &name, st.version, &seed, false);
+    if !k.generation {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("generation");
+        }
+    }
+    let obj = served(k, &obj);
+    st.builtin.insert(key(k, &ns, &name), obj.clone());
+    (201, obj)
+}
+
+/// An update (PUT, or the result of a patch) of the stored `cur`.
+fn update(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) -> (u16, Value) {
+    let k = r.kind;
+    if !body.is_object() {
+        return bad_request("the body is not an object".into());
+    }
+    if body["metadata"]["name"].as_str().is_some_and(|n| n != name) {
+        return bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            body["metadata"]["name"].as_str().unwrap_or_default()
+        ));
+    }
+    let meta_in = &body["metadata"];
+    if let Some(uid) = meta_in["uid"].as_str().filter(|u| !u.is_empty()) {
+        let have = cur["metadata"]["uid"].as_str().unwrap_or_default();
+        if uid != have {
+            return conflict(
+                k,
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+            );
+        }
+    }
+    if let Some(rv) = meta_in["resourceVersion"].as_str().filter(|v| !v.is_empty()) {
+        if rv != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+            return conflict(
+                k,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            );
+        }
+    }
+    let mut next = if r.sub == Some("status") {
+        // The status strategy: only status changes.
+        let mut n = cur.clone();
+        n["status"] = body["status"].clone();
+        n
+    } else {
+        let mut n = body;
+        if k.status {
+            // The object's strategy: the stored status stays.
+            match cur.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        n
+    };
+    default(k, &mut next);
+    if k.namespaced {
+        next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
+    }
+    let causes = validate(k, &next, name);
+    if !causes.is_empty() {
+        return validate::invalid_status(k.group, k.kind, name, &causes);
+    }
+    let mut next = served(k, &next);
+    // An update that changes nothing is no write (the resource version stays).
+    let mut same = next.clone();
+    same["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+    for f in ["uid", "creationTimestamp", "generation"] {
+        match cur["metadata"].get(f) {
+            Some(v) => same["metadata"][f] = v.clone(),
+            None => {
+                if let Some(m) = same["metadata"].as_object_mut() {
+                    m.remove(f);
+                }
+            }
+        }
+    }
+    if same == *cur {
+        return (200, cur.clone());
+    }
+    st.version += 1;
+    meta::updated(&mut next, cur, st.version);
+    if !k.generation {
+        if let Some(m) = next["metadata"].as_object_mut() {
+            m.remove("generation");
+        }
+    }
+    let ns = r.namespace.unwrap_or_default();
+    st.builtin.insert(key(k, ns, name), next.clone());
+    (200, next)
+}
+
+fn delete(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: &[u8]) -> (u16, Value) {
+    let k = r.kind;
+    // The body, when any, is DeleteOptions; its preconditions count.
+    let opts: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        let want = opts["preconditions"][field].as_str().unwrap_or_default();
+        let have = cur["metadata"][field].as_str().unwrap_or_default();
+        if !want.is_empty() && want != have {
+            return conflict(
+                k,
+                name,
+                &format!("Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"),
+            );
+        }
+    }
+    st.builtin.remove(&key(k, r.namespace.unwrap_or_default(), name));
+    st.version += 1;
+    (
+        200,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": name, "group": k.group, "kind": k.resource, "uid": cur["metadata"]["uid"]}}),
+    )
+}
+
+/// The kind stored as `resource` of `group`.
+fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.group == group && k.resource == resource)
+}
+
+/// Whether `a` and `b` differ only in what the store stamps.
+fn same_but_stamps(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            for f in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+                m.remove(f);
+            }
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Write `obj` of `group`'s `resource` in process, as the mock kubelet
+/// admits a manifest: created (keeping the uid it gives) or updated; a
+/// write that changes nothing is no write. Whether the store changed.
+pub(super) fn put(st: &mut StoreInner, group: &str, resource: &str, mut obj: Value) -> bool {
+    let Some(k) = kind_of(group, resource) else { return false };
+    let Some(name) = obj["metadata"]["name"].as_str().filter(|n| !n.is_empty()).map(str::to_string) else {
+        return false;
+    };
+    let ns = if k.namespaced {
+        obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string()
+    } else {
+        String::new()
+    };
+    default(k, &mut obj);
+    let mut obj = served(k, &obj);
+    let at = key(k, &ns, &name);
+    let cur = st.builtin.get(&at).cloned();
+    if cur.as_ref().is_some_and(|c| same_but_stamps(c, &obj)) {
+        return false;
+    }
+    st.version += 1;
+    match &cur {
+        Some(c) => meta::updated(&mut obj, c, st.version),
+        None => meta::created(&mut obj, &name, st.version, &format!("{at}\0{}", st.version), true),
+    }
+    if !k.generation {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("generation");
+        }
+    }
+    st.builtin.insert(at, obj);
+    true
+}
+
+/// Delete `namespace/name` of `group`'s `resource` in process; whether it was stored.
+pub(super) fn delete_in_process(st: &mut StoreInner, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+    let Some(k) = kind_of(group, resource) else { return false };
+    if st.builtin.remove(&key(k, namespace, name)).is_none() {
+        return false;
+    }
+    st.version += 1;
+    true
+}
+
+/// The discovery entries of `group/version`'s built-in kinds (none: not a group served here).
+pub(super) fn discovery(group: &str, version: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for k in KINDS.iter().filter(|k| k.group == group && k.version == version) {
+        out.push(json!({"name": k.resource, "singularName": k.kind.to_lowercase(), "namespaced": k.namespaced,
+            "kind": k.kind, "verbs": k.verbs}));
+        if k.status {
+            out.push(json!({"name": format!("{}/status", k.resource), "singularName": "", "namespaced": k.namespaced,
+                "kind": k.kind, "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_name_their_kind_and_scope() {
+        let r = route("/apis/apps/v1/namespaces/ml/deployments/d").unwrap();
+        assert_eq!((r.kind.kind, r.namespace, r.name, r.sub), ("Deployment", Some("ml"), Some("d"), None));
+        let r = route("/api/v1/nodes/n/status").unwrap();
+        assert_eq!((r.kind.kind, r.namespace, r.name, r.sub), ("Node", None, Some("n"), Some("status")));
+        assert_eq!(route("/api/v1/configmaps").unwrap().namespace, None, "a list of every namespace");
+        assert!(route("/api/v1/configmaps/x").is_none(), "a namespaced object needs its namespace");
+        assert!(route("/api/v1/namespaces/ml/nodes/n").is_none(), "a node has no namespace");
+        assert!(route("/apis/apps/v1beta1/namespaces/ml/deployments").is_none());
+        assert!(route("/api/v1/namespaces/ml/pods").is_none());
+    }
+
+    #[test]
+    fn defaults_are_apps_v1s_and_a_secrets_string_data_becomes_data() {
+        let k = KINDS.iter().find(|k| k.kind == "Deployment").unwrap();
+        let mut d = json!({"spec": {}});
+        default(k, &mut d);
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert_eq!(
+            (d["spec"]["revisionHistoryLimit"].as_i64(), d["spec"]["progressDeadlineSeconds"].as_i64()),
+            (Some(10), Some(600))
+        );
+        let k = KINDS.iter().find(|k| k.kind == "Secret").unwrap();
+        let mut s = json!({"stringData": {"token": "abc"}});
+        default(k, &mut s);
+        assert_eq!((s["data"]["token"].as_str(), s["type"].as_str()), (Some("YWJj"), Some("Opaque")));
+        assert!(s.get("stringData").is_none());
+    }
+}

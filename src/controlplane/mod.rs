@@ -1,0 +1,10 @@
+//! The control plane: the local API server and the scheduler's allocator,
+//! with the resource.k8s.io objects they read. Nothing here imports the
+//! kubelet.
+
+pub mod allocator;
+pub mod apiserver;
+pub mod client;
+pub mod objects;
+pub mod protobuf;
+pub mod scheduler;
