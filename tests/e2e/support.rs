@@ -666,13 +666,14 @@ extern "C" fn interop_note() {
 }
 
 /// Where tests/upstream/build.sh builds upstream's peers (one binary per
-/// tests/upstream/cmd/NAME).
+/// tests/upstream/cmd/NAME, and k8s.io/kubernetes' sample device plugin and
+/// e2e DRA test driver).
 pub fn upstream_bin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/upstream/bin")
 }
 
 /// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
-pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin"];
+pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin", "sample-device-plugin", "dra-test-driver"];
 
 /// How to build them, as every message about them says it.
 pub const UPSTREAM_BUILD: &str =
@@ -702,8 +703,8 @@ extern "C" fn upstream_note() {
     let n = UPSTREAM_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
     let _ = writeln!(
         std::io::stderr(),
-        "\nnote: {n} upstream test(s) passed WITHOUT RUNNING: upstream's peers (client-go, the kubeletplugin helper) \
-         are not built in {}.\n      Build them once with {UPSTREAM_BUILD}.",
+        "\nnote: {n} upstream test(s) passed WITHOUT RUNNING: upstream's peers (client-go, the kubeletplugin helper, \
+         the sample device plugin, the e2e DRA test driver) are not built in {}.\n      Build them once with {UPSTREAM_BUILD}.",
         upstream_bin().display()
     );
 }
