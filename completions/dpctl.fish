@@ -531,7 +531,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l manifests -
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugins-registry-dir -d 'Also register plugins found in this plugin-watcher directory [default with --api-server: <kubelet-root>/plugins_registry, created as the kubelet creates it; else none]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l cdi-spec-dir -d 'Resolve DRA drivers\' CDI IDs in this spec directory (repeatable) [default: $DPCTL_CDI_SPEC_DIRS, else /etc/cdi, /var/run/cdi and <kubelet-root>/cdi]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l metrics-addr -d 'Serve /metrics and /healthz on this address, e.g. 127.0.0.1:9400' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and claims (Kubernetes protobuf or JSON, as the client asks); writes <kubelet-root>/kubeconfig; turns on the plugin watcher' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server -d 'Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices and claims (Kubernetes protobuf or JSON, as the client asks) over HTTPS with a CA of its own and a bearer token, both written into <kubelet-root>/kubeconfig; turns on the plugin watcher' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l grace-period -d 'How long a plugin\'s devices stay (unhealthy) after its stream ends' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l max-recv-size -d 'Receive limit for plugin messages (the kubelet\'s is the gRPC default, 4 MiB)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l topology-policy -d 'Topology manager policy' -r -f -a "none\t'No NUMA alignment'
@@ -553,7 +553,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l plugin-dir 
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l root -d 'Look up every host path under DIR (plugin dir, sockets, checkpoint, CDI specs), e.g. /host in `kubectl debug node/…`' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-pod-resources -d 'Do not serve the PodResources API'
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server-tls -d 'Serve the local API server over HTTPS with a CA of its own, made at each start and written into <kubelet-root>/kubeconfig (certificate-authority-data), as drivers meet a real cluster'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server-insecure -d 'Serve the local API server over plain HTTP and authenticate nobody, as kube-apiserver\'s old insecure port (the kubeconfig then carries no credentials: client-go sends none over http)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l api-server-tls -d 'HTTPS is the default now; accepted so that older scripts keep working'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l explain-profile -d 'Print what --kubelet-version changes (each behaviour, the version it changed in, the upstream change) and exit'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l no-headers -d 'Print tables without their header line'
@@ -701,6 +702,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l kubelet-root-dir -d
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l list -d 'Print the scenarios (ID, group, title; -o json|yaml: with rule and source) that would run, and exit: every one, or those --focus and --skip select; with --dra, the DRA driver suite\'s'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l isolate -d 'Run the plugin in a private mount namespace with the temp tree mounted at /var/lib/kubelet/…'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l dra -d 'Test a DRA driver\'s kubelet plugin instead (placeholders {kubelet-root-dir}, {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l api-server-insecure -d 'Serve {kubeconfig}\'s API server over plain HTTP without authentication (as kube-apiserver\'s old insecure port) instead of HTTPS with its own CA and a token'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-restart -d 'Never restart a plugin that exits on its own (judge it on its first run)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand test" -l no-headers -d 'Print tables without their header line'

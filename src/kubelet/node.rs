@@ -61,8 +61,9 @@ pub struct NodeSpec {
     /// Serve the local API server (JSON ResourceSlices and claims) on this
     /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
     pub api_server: Option<SocketAddr>,
-    /// Serve the local API server over HTTPS with its own CA (written into the kubeconfig).
-    pub api_server_tls: bool,
+    /// How the local API server serves: HTTPS with its own CA and a token
+    /// (the default), or plain HTTP without authentication.
+    pub api_server_mode: crate::kubelet::dra::apiserver::Mode,
     /// Delete every socket in the plugin directory at start, as the kubelet
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
@@ -85,7 +86,7 @@ impl NodeSpec {
             manager: Config::kubelet(&tree.plugin_dir),
             dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
             api_server: None,
-            api_server_tls: false,
+            api_server_mode: Default::default(),
             clean_at_start: true,
         }
     }
@@ -648,7 +649,7 @@ async fn run(
             claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
-            s.api_server_tls,
+            s.api_server_mode,
         )
         .await;
         match started {

@@ -17,20 +17,21 @@ fn events(tail: &Tail, event: &str) -> Vec<Value> {
 struct Api {
     addr: String,
     token: String,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl Api {
     fn of(event: &Value) -> Api {
-        let addr = event["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-        let kc = std::fs::read_to_string(event["kubeconfig"].as_str().unwrap()).unwrap();
-        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
-        Api { addr, token }
+        let addr = api_authority(event["addr"].as_str().unwrap());
+        let kubeconfig = std::path::PathBuf::from(event["kubeconfig"].as_str().unwrap());
+        let token = kubeconfig_token(&kubeconfig);
+        Api { addr, token, kubeconfig }
     }
 
     /// One request (JSON answer asked for): the status code and the body.
     async fn call(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
+        let mut s = api_connect(&self.kubeconfig).await;
         let req = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
@@ -191,12 +192,12 @@ const CD: &str = "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\n
 const CDS: &str = "/apis/resource.nvidia.com/v1beta1/namespaces/ml/computedomains";
 
 /// A watch over raw HTTP/1.1: what has arrived so far.
-struct Watch(tokio::net::TcpStream, String);
+struct Watch(Box<dyn ApiIo>, String);
 
 impl Watch {
     async fn open(api: &Api, path: &str) -> Watch {
         use tokio::io::AsyncWriteExt;
-        let mut s = tokio::net::TcpStream::connect(&api.addr).await.unwrap();
+        let mut s = api_connect(&api.kubeconfig).await;
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: application/vnd.kubernetes.protobuf, application/json\r\n\r\n",
             api.addr, api.token

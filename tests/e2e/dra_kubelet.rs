@@ -354,14 +354,15 @@ async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_t
 struct Api {
     addr: String,
     token: String,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl Api {
     fn of(event: &Value) -> Api {
-        let addr = event["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-        let kc = std::fs::read_to_string(event["kubeconfig"].as_str().unwrap()).unwrap();
-        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
-        Api { addr, token }
+        let addr = api_authority(event["addr"].as_str().unwrap());
+        let kubeconfig = std::path::PathBuf::from(event["kubeconfig"].as_str().unwrap());
+        let token = kubeconfig_token(&kubeconfig);
+        Api { addr, token, kubeconfig }
     }
 }
 
@@ -369,7 +370,7 @@ impl Api {
 async fn http_get(api: &Api, path: &str) -> (String, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (addr, token) = (&api.addr, &api.token);
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut s = api_connect(&api.kubeconfig).await;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = String::new();
@@ -697,7 +698,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
 
 /// A raw HTTP/1.1 watch: everything received so far, searchable.
 struct Watch {
-    stream: tokio::net::TcpStream,
+    stream: Box<dyn ApiIo>,
     seen: String,
 }
 
@@ -705,7 +706,7 @@ impl Watch {
     async fn open(api: &Api, path: &str) -> Watch {
         use tokio::io::AsyncWriteExt;
         let (addr, token) = (&api.addr, &api.token);
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut stream = api_connect(&api.kubeconfig).await;
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n\r\n"
         );

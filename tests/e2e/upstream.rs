@@ -1,10 +1,11 @@
-//! Upstream's own code as dpctl's peers (tests/upstream, built by
-//! tests/upstream/build.sh from the Go module proxy at one Kubernetes
-//! release): a DRA driver on the real kubeletplugin helper
-//! (`kubeletplugin`), real client-go (`clientgo`), upstream's sample device
-//! plugin and its e2e DRA test driver. Without them built each test returns
-//! at once and the run's end says so; under CI
-//! `upstream_peers_are_built_when_required` fails instead, naming build.sh.
+//! dpctl against upstream Kubernetes' own code, built from the Go module in
+//! tests/upstream (pinned there, fetched through the Go module proxy) by
+//! tests/upstream/build.sh: real client-go (`clientgo`), a DRA driver on the
+//! real kubeletplugin helper (`kubeletplugin`), k8s.io/kubernetes' sample
+//! device plugin and e2e DRA test driver. Without the build each test
+//! returns at once and the end of the run says how many did not run; under
+//! CI one test, `upstream_peers_are_built_when_required`, fails naming the
+//! build script.
 
 use crate::support::*;
 use serde_json::Value;
@@ -12,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 
-/// The mock kubelet's local API server, over HTTPS with its own CA and the
-/// bearer token in the kubeconfig it writes, as a real cluster serves it.
-const API: &[&str] = &["--api-server", "127.0.0.1:0", "--api-server-tls"];
+/// The mock kubelet's local API server: HTTPS with its own CA and the
+/// bearer token in the kubeconfig it writes (the default), as a real cluster serves it.
+const API: &[&str] = &["--api-server", "127.0.0.1:0"];
 const DRIVER: &str = "gpu.go.example.com";
 const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.go.example.com\n";
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: main\n    resources:\n      claims:\n      - name: g\n";
@@ -25,7 +26,7 @@ const UID: &str = "11111111-2222-3333-4444-555555555555";
 /// this one test fails instead, with the fix.
 #[test]
 fn upstream_peers_are_built_when_required() {
-    let dir = upstream_bin();
+    let dir = upstream_dir();
     let missing: Vec<&str> = UPSTREAM_PEERS.iter().copied().filter(|f| !dir.join(f).exists()).collect();
     if missing.is_empty() {
         return;
@@ -76,7 +77,7 @@ fn helper_driver(t: &DraTree, bin: &Path, extra: &[&str]) -> (tokio::process::Ch
 }
 
 fn kubeletplugin() -> Option<PathBuf> {
-    upstream_peer("kubeletplugin")
+    upstream_bin("kubeletplugin")
 }
 
 fn signal(child: &tokio::process::Child, sig: &str) {
@@ -268,7 +269,7 @@ fn informed(out: &str, informer: &str, name: &str) -> Vec<(String, u64)> {
 /// changes), the reflector is told 410 Expired and lists again, seeing what
 /// changed while it was away, and watches on.
 async fn informers(protobuf: bool) {
-    let (Some(bin), Some(driver)) = (upstream_peer("clientgo"), kubeletplugin()) else { return };
+    let (Some(bin), Some(driver)) = (upstream_bin("clientgo"), kubeletplugin()) else { return };
     let t = DraTree::new();
     let (kubelet, mut log) = kubelet(&t).await;
     t.write("crd.yaml", CRD);
@@ -378,9 +379,14 @@ fn failed(r: &Run) -> Vec<String> {
 /// of theirs (see docs/fidelity.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_sample_device_plugin_under_dpctl_test() {
-    let Some(bin) = upstream_peer("sample-device-plugin") else { return };
+    let Some(bin) = upstream_bin("sample-device-plugin") else { return };
     let r = run_cmd_within(dpctl_cmd(&["test", "--isolate", "-o", "json", "--", s(&bin)]), 300).await;
-    assert_eq!(failed(&r), ["KRES-001", "KRES-002"], "{}", r.stdout);
+    let f = failed(&r);
+    assert!(
+        !f.is_empty() && f.iter().all(|id| id == "KRES-001" || id == "KRES-002"),
+        "only the 5 s re-registration windows fail: {f:?}\n{}",
+        r.stdout
+    );
 }
 
 /// Upstream's e2e DRA test driver (k8s.io/kubernetes test/e2e/dra/test-driver,
@@ -392,7 +398,7 @@ async fn upstreams_sample_device_plugin_under_dpctl_test() {
 /// behind (the leak of dra-example-driver#249).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_e2e_dra_test_driver_under_dpctl_test_dra() {
-    let Some(bin) = upstream_peer("dra-test-driver") else { return };
+    let Some(bin) = upstream_bin("dra-test-driver") else { return };
     let script = format!(
         "mkdir -p \"$DPCTL_TEST_KUBELET_ROOT_DIR/plugins/test-driver.cdi.k8s.io\" && exec '{}' \
          --drivername test-driver.cdi.k8s.io --kubeconfig \"$DPCTL_TEST_KUBECONFIG\" kubelet-plugin \
@@ -405,4 +411,111 @@ async fn upstreams_e2e_dra_test_driver_under_dpctl_test_dra() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     // DRA-ROLL-001 is skipped: the driver has no rolling-update option.
     assert_eq!((v["passed"].as_u64(), v["skipped"].as_u64()), (Some(18), Some(1)), "{}", r.stdout);
+}
+
+/// `clientgo crud` (real client-go, its kubeconfig loaded by clientcmd) against `kubeconfig`: its JSON lines and exit code.
+async fn client_go_crud(bin: &Path, kubeconfig: &Path, extra: &[&str]) -> (Vec<Value>, Option<i32>, String) {
+    let out = tokio::process::Command::new(bin)
+        .arg("crud")
+        .arg("-kubeconfig")
+        .arg(kubeconfig)
+        .args(["-timeout", "20s"])
+        .args(extra)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    (lines, out.status.code(), format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn step<'a>(lines: &'a [Value], name: &str) -> Option<&'a Value> {
+    lines.iter().find(|l| l["step"] == name)
+}
+
+/// The mock kubelet with its API server in `mode_flags`; its kubeconfig once written.
+async fn api_node(root: &Path, mode_flags: &[&str]) -> (tokio::process::Child, Tail, std::path::PathBuf, String) {
+    let mut args = vec!["--api-server", "127.0.0.1:0"];
+    args.extend_from_slice(mode_flags);
+    let mut kubelet = mock_kubelet_on(root, &args).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let ev = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .unwrap();
+    let kc = std::path::PathBuf::from(ev["kubeconfig"].as_str().unwrap());
+    (kubelet, log, kc, ev["addr"].as_str().unwrap().to_string())
+}
+
+/// Issue 44: every driver built on client-go was refused (401) because the
+/// API server asked for a token over plain http, where clientcmd sends none.
+/// With the kubeconfig dpctl writes and no other flag, real client-go lists,
+/// watches, creates, updates and deletes — in JSON and in protobuf — and
+/// sends its token because the server is https.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_client_go_works_with_the_kubeconfig_the_mock_kubelet_writes_by_default() {
+    let Some(bin) = upstream_bin("clientgo") else { return };
+    let d = tmp();
+    let (kubelet, log, kc, url) = api_node(d.path(), &[]).await;
+    assert!(url.starts_with("https://"), "HTTPS is the default: {url}");
+    for extra in [&[][..], &["-protobuf"][..]] {
+        let (lines, code, all) = client_go_crud(&bin, &kc, extra).await;
+        assert_eq!(code, Some(0), "client-go {extra:?} failed:\n{all}");
+        let config = step(&lines, "config").unwrap();
+        assert_eq!((config["bearer"].as_bool(), config["ca"].as_bool()), (Some(true), Some(true)), "{config}");
+        for s in
+            ["version", "list", "create", "watch-added", "update", "watch-modified", "delete", "watch-deleted", "done"]
+        {
+            assert!(step(&lines, s).is_some(), "no {s} step {extra:?}:\n{all}");
+        }
+        let requests: Vec<&Value> = lines.iter().filter(|l| l.get("request").is_some()).collect();
+        assert!(!requests.is_empty(), "{all}");
+        assert!(requests.iter().all(|r| r["authorization"] == true && r["scheme"] == "https"), "{all}");
+    }
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// The token still keeps out a client without it: the same kubeconfig less
+/// its token is refused by the real client-go's first request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_client_go_without_the_token_is_refused_over_https() {
+    let Some(bin) = upstream_bin("clientgo") else { return };
+    let d = tmp();
+    let (kubelet, log, kc, _) = api_node(d.path(), &[]).await;
+    let text = std::fs::read_to_string(&kc).unwrap();
+    assert!(text.contains("token: "), "{text}");
+    let tokenless = d.path().join("tokenless");
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim().starts_with("token: ")).collect();
+    std::fs::write(&tokenless, kept.join("\n").replace("  user:\n", "  user: {}\n")).unwrap();
+    let (lines, code, all) = client_go_crud(&bin, &tokenless, &[]).await;
+    assert_eq!(code, Some(1), "{all}");
+    let failed = lines.iter().find(|l| l.get("error").is_some()).unwrap_or_else(|| panic!("{all}"));
+    assert_eq!(failed["step"], "version", "{all}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("Unauthorized")
+            || failed["error"].as_str().unwrap().contains("provide credentials"),
+        "{all}"
+    );
+    assert!(lines.iter().any(|l| l["code"] == 401), "{all}");
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// `--api-server-insecure`: plain http that authenticates nobody, as
+/// kube-apiserver's old insecure port; client-go sends no token there and
+/// still does everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_client_go_works_over_the_insecure_plain_http_mode() {
+    let Some(bin) = upstream_bin("clientgo") else { return };
+    let d = tmp();
+    let (kubelet, log, kc, url) = api_node(d.path(), &["--api-server-insecure"]).await;
+    assert!(url.starts_with("http://"), "{url}");
+    let (lines, code, all) = client_go_crud(&bin, &kc, &["-protobuf"]).await;
+    assert_eq!(code, Some(0), "{all}");
+    assert!(step(&lines, "done").is_some(), "{all}");
+    let requests: Vec<&Value> = lines.iter().filter(|l| l.get("request").is_some()).collect();
+    assert!(!requests.is_empty() && requests.iter().all(|r| r["authorization"] == false), "{all}");
+    stop_tailed(kubelet, log).await.expect_code(0);
 }

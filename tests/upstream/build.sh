@@ -5,7 +5,7 @@
 # machine (/usr/local/go, else PATH); modules from the Go module proxy, cached
 # under target/upstream/ (gomod, gocache), so a second run builds nothing.
 # Without Go: outside CI, one note and exit 0 (the upstream tests then say
-# they did not run); with CI set, a failure.
+# they did not run); with CI set, a failure. --vet also runs go vet.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -29,5 +29,8 @@ cd tests/upstream
 # Upstream's own peers, from k8s.io/kubernetes by package path (the go.mod tool lines).
 "$go" build -trimpath -o "$out/bin/sample-device-plugin" k8s.io/kubernetes/test/images/sample-device-plugin
 "$go" build -trimpath -o "$out/bin/dra-test-driver" k8s.io/kubernetes/test/e2e/dra/test-driver
+if [ "${1:-}" = "--vet" ]; then
+  "$go" vet ./...
+fi
 k8s=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\.\([0-9]*\)$/1.\1.\2/p' go.mod)
 echo "upstream: peers and oracles of Kubernetes $k8s ready in $out/bin ($("$go" version | cut -d' ' -f3)): $(ls "$out/bin" | tr '\n' ' ')"

@@ -1,10 +1,11 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
-//! over HTTP/1.1 on loopback (plain, or HTTPS with its own CA with
-//! `--api-server-tls`: [`listen`]), with a kubeconfig written for the
-//! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
-//! file the mock kubelet did not write) carrying a random bearer token: a
-//! request without it is `401 Unauthorized`, as kube-apiserver answers it.
+//! over HTTP/1.1 on loopback (HTTPS with its own CA, or with
+//! `--api-server-insecure` plain HTTP that authenticates nobody: [`listen`]),
+//! with a kubeconfig written for the driver (`<root>/kubeconfig`, 0600,
+//! written atomically and never over a file the mock kubelet did not write)
+//! carrying, over HTTPS, the CA and a random bearer token: a request without
+//! it is `401 Unauthorized`, as kube-apiserver answers it.
 //! It lives as long as the node (a kubelet restart does not restart it).
 //! Supported:
 //!
@@ -63,7 +64,7 @@ mod tls;
 mod validate;
 mod watch;
 
-pub use listen::{kubeconfig, start, Served};
+pub use listen::{kubeconfig, start, Mode, Served};
 
 use watch::{pump, whole, ChannelBody};
 
@@ -696,8 +697,8 @@ struct Ctx {
     node: String,
     /// The Kubernetes minor version `/version` answers.
     minor: u32,
-    /// The bearer token every request must carry.
-    token: String,
+    /// The bearer token every request must carry (none: plain HTTP, nobody is authenticated).
+    token: Option<String>,
     tracker: TaskTracker,
     stop: CancellationToken,
 }
@@ -712,7 +713,7 @@ async fn respond(
     let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
-    if !authorized(&header("authorization"), token) {
+    if token.as_deref().is_some_and(|t| !authorized(&header("authorization"), t)) {
         let (code, v) = unauthorized();
         return Ok(reply(media, code, &v));
     }
