@@ -175,6 +175,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
     Ok(NodeSpec {
         plugin_dir: plugin_dir.clone(),
         endpoint_alias: None,
+        pods_api_socket: Some(ctx.pods_api(None)),
         pod_resources_socket,
         manifests: a.manifests.clone(),
         plugins_registry_dir,

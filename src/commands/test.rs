@@ -161,7 +161,7 @@ pub async fn run(ctx: &Ctx, a: &TestArgs) -> Result<()> {
             "no plugin to test: put its command after --, e.g. dpctl test -- ./my-plugin --dir {plugin-dir}; or pass --socket SOCKET"
         }));
     }
-    if selection(a)?.is_empty() {
+    if selection(a, false)?.is_empty() {
         return Err(Error::usage(format!("--focus/--skip selected no scenario; see the IDs with {}", list_hint(a))));
     }
     if let Some(j) = &a.junit {
@@ -268,26 +268,37 @@ fn list_hint(a: &TestArgs) -> &'static str {
     }
 }
 
-/// The scenarios `--focus` and `--skip` select, in run order.
-fn selection(a: &TestArgs) -> Result<Vec<&'static crate::suite::catalog::Scenario>> {
+/// The scenarios `--focus` and `--skip` select, in run order (slow ones
+/// only when `--focus` names them; with `listing` and no `--focus`, every one).
+fn selection(a: &TestArgs, listing: bool) -> Result<Vec<&'static crate::suite::catalog::Scenario>> {
     let (focus, skip) = (pattern("--focus", &a.focus)?, pattern("--skip", &a.skip)?);
     let table = if a.dra { crate::suite::dra::SCENARIOS } else { crate::suite::catalog::SCENARIOS };
-    let sel = |p: &Pattern, s: &crate::suite::catalog::Scenario| p.selects(s.id, s.group, s.title);
+    let all = listing && focus.is_none();
     Ok(table
         .iter()
-        .filter(|s| focus.as_ref().is_none_or(|p| sel(p, s)) && !skip.as_ref().is_some_and(|p| sel(p, s)))
+        .filter(|s| {
+            crate::suite::catalog::chosen(focus.as_ref(), skip.as_ref(), s)
+                || all && s.slow && !skip.as_ref().is_some_and(|p: &Pattern| p.selects(s.id, s.group, s.title))
+        })
         .collect())
 }
 
 /// `--list`: the catalogue (or what --focus/--skip select of it), nothing run.
 fn list(ctx: &Ctx, a: &TestArgs) -> Result<()> {
-    let chosen = selection(a)?;
+    let chosen = selection(a, true)?;
     if chosen.is_empty() {
         return Err(Error::usage(format!("--focus/--skip selected no scenario; see the IDs with {}", list_hint(a))));
     }
     match ctx.format {
         Format::Table => {
-            let rows: Vec<Vec<&str>> = chosen.iter().map(|s| vec![s.id, s.group, s.title]).collect();
+            let rows: Vec<Vec<String>> = chosen
+                .iter()
+                .map(|s| {
+                    let group = if s.slow { format!("{} (with --focus)", s.group) } else { s.group.to_string() };
+                    vec![s.id.to_string(), group, s.title.to_string()]
+                })
+                .collect();
+            let rows: Vec<Vec<&str>> = rows.iter().map(|r| r.iter().map(String::as_str).collect()).collect();
             emit(crate::render::table(&["ID", "GROUP", "TITLE"], &rows).trim_end())
         }
         f => emit(&structured(f, &chosen)?),

@@ -11,6 +11,7 @@
 
 use crate::api::deviceplugin::registration_server::RegistrationServer;
 use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
+use crate::api::pods_v1alpha1::pods_server::PodsServer;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
@@ -19,6 +20,7 @@ use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::handler::Handlers;
 use crate::kubelet::podresources::PodResourcesService;
+use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
@@ -41,6 +43,9 @@ pub struct NodeSpec {
     pub plugin_dir: PathBuf,
     /// PodResources socket (None: not served).
     pub pod_resources_socket: Option<PathBuf>,
+    /// The pods API socket, served when the profile's PodsAPI gate is on
+    /// (None: never served).
+    pub pods_api_socket: Option<PathBuf>,
     /// Static pod manifests.
     pub manifests: Option<PathBuf>,
     /// Plugin-watcher directory.
@@ -77,6 +82,7 @@ impl NodeSpec {
         NodeSpec {
             plugin_dir: tree.plugin_dir.clone(),
             pod_resources_socket: Some(tree.pod_resources.clone()),
+            pods_api_socket: Some(crate::kubelet::tree::pods_api_socket(&tree.root)),
             manifests: Some(tree.manifests.clone()),
             plugins_registry_dir: Some(tree.registry_dir.clone()),
             metrics_addr: None,
@@ -338,6 +344,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
         // or the API server, DeviceTaintRules): the pods go as deleted ones do.
         let evicted = cm.dra.as_ref().map(|d| d.tainted_pods()).unwrap_or_default();
         for uid in evicted {
+            cm.mark_evicted(&uid);
             cm.remove_pod(&uid).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -416,6 +423,20 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(pr) = &s.pod_resources_socket {
         let (l, g) = listen(pr).await?;
         let svc = PodResourcesListerServer::new(PodResourcesService::new(cm.clone()));
+        gen.spawn(async move {
+            let _g = g;
+            let _ = serve(l, svc, std::future::pending()).await;
+        });
+    }
+    if let Some(p) = s.pods_api_socket.as_ref().filter(|_| s.manager.profile.pods_api.enabled()) {
+        // kubelet.go ListenAndServePods: the directory is the kubelet's own.
+        if let Some(dir) = p.parent() {
+            crate::core::files::create_dir_all(dir)
+                .map_err(|e| crate::core::Error::io(dir, "cannot create the pods API directory", &e))?;
+        }
+        let (l, g) = listen(p).await?;
+        let svc = PodsServer::new(PodsService::new(cm.clone(), crate::kubelet::dra::NODE_NAME));
+        bus.emit(KubeletEvent::PodsApi { socket: p.display().to_string() }, Some(number));
         gen.spawn(async move {
             let _g = g;
             let _ = serve(l, svc, std::future::pending()).await;

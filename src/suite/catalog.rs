@@ -66,6 +66,9 @@ pub struct Scenario {
     /// Needs `--health-trigger` (skipped without).
     #[serde(skip)]
     pub needs_trigger: bool,
+    /// Slow (seconds): run only when `--focus` selects it (`--focus group:slow`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub slow: bool,
     /// Its code.
     #[serde(skip)]
     pub(crate) run: Run,
@@ -98,6 +101,7 @@ macro_rules! sc {
             session: Session::$session,
             needs_control: $control,
             needs_trigger: false,
+            slow: false,
             run: run_in!($session, $run),
         }
     };
@@ -223,6 +227,14 @@ pub const SCENARIOS: &[Scenario] = &[
         "after --health-trigger, the kubelet's stream gets a snapshot with the device Unhealthy within --health-timeout (10s), also when another stream was opened before it",
         "kubernetes test/e2e_node/device_plugin_failures_test.go (unhealthy devices); kubernetes pkg/kubelet/cm/devicemanager/manager.go (genericDeviceUpdateCallback)") },
 ];
+
+/// Whether `--focus` / `--skip` select `s`: a slow scenario only when
+/// `--focus` names it (by ID, group or title), so the default run stays quick (pure).
+pub fn chosen(focus: Option<&super::filter::Pattern>, skip: Option<&super::filter::Pattern>, s: &Scenario) -> bool {
+    let sel = |p: &super::filter::Pattern| p.selects(s.id, s.group, s.title);
+    let focused = focus.is_some_and(sel);
+    (focused || focus.is_none() && !s.slow) && !skip.is_some_and(sel)
+}
 
 /// A scenario by ID.
 pub fn find(id: &str) -> Option<&'static Scenario> {

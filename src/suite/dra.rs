@@ -31,6 +31,8 @@ mod cdi;
 mod claims;
 mod extended;
 mod pools;
+mod races;
+mod reboot;
 mod restarts;
 mod scenarios;
 pub(super) mod session;
@@ -66,8 +68,12 @@ macro_rules! sc {
             session: Session::$session,
             needs_control: true,
             needs_trigger: false,
+            slow: false,
             run: Run::Dra(|s| Box::pin($run(s))),
         }
+    };
+    (slow $($rest:tt)*) => {
+        Scenario { slow: true, ..sc!($($rest)*) }
     };
 }
 
@@ -82,6 +88,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-PREP-004", "prepare", scenarios::allocated_devices_prepared, "it prepares the devices the claim's allocation names", "the devices prepared for a claim (pool and device) are those of its status.allocation.devices.results for this driver (a helper-based driver GETs the claim)", EXAMPLE_PREPARE, Basic),
     sc!("DRA-PREP-005", "prepare", claims::uid_mismatch, "refuses a claim whose UID is not the API server's", "the claim the kubelet names is the API server's only when the UIDs match; another UID (the claim was deleted and re-created) is refused: an error for that claim or the call (skipped for drivers that publish no slice)", UID_CHECK, Basic),
     sc!("DRA-CDI-001", "cdi", scenarios::cdi_resolves, "prepared CDI IDs resolve to valid spec files", "every CDI ID the driver returns is defined by a spec file in the CDI directory before the answer, and the CDI library accepts that file (known cdiVersion, vendor/class kind, valid device names, non-empty device edits); else the runtime fails the container", CDI_RULES, Basic),
+    sc!("DRA-PREP-007", "prepare", races::concurrent_prepares, "concurrent and repeated prepares of a claim give one answer whose CDI IDs stay valid", "the kubelet prepares a claim again when it gave up on a call the driver may still run (45 s), so prepares of one claim overlap: an unprepared claim prepared 4 times at once and twice more answers the same CDI IDs each time, without error, and every ID answered still resolves at the end", "kubernetes pkg/kubelet/cm/dra/manager.go (PrepareResources runs again at the pod's next sync); https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/issues/729, #754, #782", Basic),
     sc!("DRA-UNPREP-001", "unprepare", scenarios::unprepares_pod, "the kubelet unprepares a removed pod's claims", "NodeUnprepareResources answers every claim UID asked, without error", KUBELET, Basic),
     sc!("DRA-CDI-002", "cdi", scenarios::cdi_removed, "unprepare removes the claim's CDI specs", "what prepare created for a claim goes when it is unprepared: spec files naming its UID, CDI IDs defined by prepare for it alone (a spec written at start, per device or shared by claims, may stay)", EXAMPLE_CDI, Basic),
     sc!("DRA-UNPREP-002", "unprepare", scenarios::unprepare_twice, "unpreparing a claim twice succeeds twice", "NodeUnprepareResources is idempotent (the kubelet retries it)", DRA_API, Basic),
@@ -93,6 +100,7 @@ pub const SCENARIOS: &[Scenario] = &[
     sc!("DRA-RESTART-001", "restart", restarts::kubelet_restart, "after a kubelet restart it registers again, prepared claims survive, its slices are published again", "the kubelet restores prepared claims from dra_manager_state and does not prepare them again; the driver re-registers when its registration socket is found again; the kubelet deletes the node's ResourceSlices at start and the driver publishes them again", KUBELET_RESTART, KubeletRestart),
     sc!("DRA-RESTART-002", "restart", restarts::driver_restart, "after a driver restart its prepared claims resolve, answer the same and unprepare", "claims prepared by the previous instance keep their CDI specs, prepare again to the same CDI IDs and unprepare through the new one, leaving nothing prepare created", RESTART_SOURCES, PluginRestart),
     sc!("DRA-ROLL-001", "restart", restarts::rolling_update, "two instances serve at once during a rolling update; the older one serves the newest's claims when it goes", "with uid-named sockets (<driver>-<uid>-reg.sock) two instances register at once; the kubelet uses the newest and keeps the other when one goes; the claims the newest prepared resolve, answer the same and unprepare through the older one (skipped without {rolling-uid} in the command)", PLUGIN_MANAGER, EndToEnd),
+    sc!(slow "DRA-REBOOT-001", "slow", reboot::node_reboot, "after a node reboot emptied the CDI directory, preparing the restored claims again writes specs for every CDI ID", "a reboot empties /var/run/cdi (tmpfs); the kubelet restores its checkpointed claims unprepared and calls NodePrepareResources again when it re-creates the pod's sandbox: every CDI ID answered then resolves to a spec on disk, also for a claim the driver's own checkpoint has", "kubernetes pkg/kubelet/cm/dra/claiminfo.go (newClaimInfoFromState: prepared false); kubernetes pkg/kubelet/kuberuntime/kuberuntime_manager.go (PrepareDynamicResources when the sandbox is created); kubernetes#141433, #141966; https://github.com/kubernetes-sigs/dra-example-driver/pull/259", NodeReboot),
 ];
 
 /// Run the selected DRA scenarios against `o.plugin`.

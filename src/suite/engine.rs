@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Whether a scenario is selected by `--focus` / `--skip`.
 pub fn selected(o: &Options, s: &Scenario) -> bool {
-    let sel = |p: &super::filter::Pattern| p.selects(s.id, s.group, s.title);
-    o.focus.as_ref().is_none_or(sel) && !o.skip.as_ref().is_some_and(sel)
+    super::catalog::chosen(o.focus.as_ref(), o.skip.as_ref(), s)
 }
 
 /// Progress of a run, for live output.

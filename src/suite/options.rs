@@ -53,16 +53,19 @@ pub enum Session {
     EndToEnd,
     /// A user-supplied health trigger.
     Health,
+    /// The node reboots: kubelet and plugin stopped, tmpfs emptied, both started again.
+    NodeReboot,
 }
 
 impl Session {
     /// Every session, in run order.
-    pub const ALL: [Session; 6] = [
+    pub const ALL: [Session; 7] = [
         Session::Basic,
         Session::StartOrder,
         Session::KubeletRestart,
         Session::PluginRestart,
         Session::EndToEnd,
         Session::Health,
+        Session::NodeReboot,
     ];
 }

@@ -1050,3 +1050,23 @@ async fn ten_silent_registration_sockets_do_not_hold_up_a_driver() {
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// kubernetes#139477 (1.37): a driver that advertises DRAResourceHealth but
+/// answers NodeWatchResources with Unimplemented is not watched again
+/// (dra_plugin_manager.go stops its retry loop); 1.36 keeps retrying every
+/// 5 s, so it never says it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_1_37_a_health_stream_answered_unimplemented_is_not_opened_again() {
+    let t = DraTree::new();
+    let mut child = mock_kubelet_on(&t.root, &["--kubelet-version", "1.37"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = serve(&t, &["--fault", "unserved-health"]);
+    log.wait_for("\"event\":\"dra-health-stopped\"", 1).await;
+    let stopped = &events(&log, "dra-health-stopped")[0];
+    assert_eq!(stopped["driver"], DRIVER, "{stopped}");
+    assert_eq!(stopped["service"], "v1.DRAResourceHealth", "{stopped}");
+    assert!(stopped["error"].as_str().unwrap().contains("Unimplemented"), "{stopped}");
+    stop_child(driver).await;
+    stop_tailed(child, log).await.expect_code(0);
+}

@@ -545,8 +545,12 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
         "prepare dynamic resources: NodePrepareResources skipped 1 ResourceClaims",
     ),
     (&["--fault", "no-pool-name"], &["DRA-PREP-002"], ""),
-    (&["--fault", "bad-cdi-id"], &["DRA-PREP-002", "DRA-CDI-001", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
-    (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
+    (
+        &["--fault", "bad-cdi-id"],
+        &["DRA-PREP-002", "DRA-CDI-001", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"],
+        "",
+    ),
+    (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
     (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),
     (&["--fault", "no-timestamp"], &["DRA-HEALTH-001"], ""),
@@ -574,7 +578,7 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "no-republish"], &["DRA-RESTART-001"], "the driver published none again"),
     (
         &["--fault", "answer-other-claims"],
-        &["DRA-PREP-002", "DRA-PREP-003"],
+        &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"],
         "NodePrepareResources returned result for unknown claim UID",
     ),
     (&["--fault", "wrong-pool"], &["DRA-PREP-004"], "pool-0-other"),
@@ -594,8 +598,21 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     ),
     (&["--fault", "ignore-uid"], &["DRA-PREP-005"], "although the API server's claim of that name has UID"),
     (&["--fault", "exit-on-missing-claim"], &["DRA-PREP-006"], "panic: interface conversion"),
-    (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003"], "is already prepared"),
+    (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"], "is already prepared"),
     (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
+    (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
+    // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.
+    (&["--fault", "deadlock-after-unknown-unprepare"], &["DRA-PREP-007"], "no answer within 1s (DeadlineExceeded)"),
+    // Its checkpoint answers the restored claims: only a reboot (a slow scenario, so passing here) shows it.
+    (&["--fault", "answer-from-checkpoint"], &[], ""),
+];
+
+/// The slow DRA scenarios (run only when --focus selects them): each
+/// fault fails exactly these, a healthy driver passes them.
+const DRA_SLOW_FAULTS: &[(&[&str], &[&str], &str)] = &[
+    (&[], &[], ""),
+    (&["--fault", "answer-from-checkpoint"], &["DRA-REBOOT-001"], "the reboot emptied the CDI directory"),
+    (&["--fault", "remove-cdi-on-exit"], &[], ""),
 ];
 
 /// Each `dpctl dra serve` fault fails exactly its DRA scenarios, restarts
@@ -628,11 +645,28 @@ async fn each_dra_serve_fault_fails_exactly_its_scenarios() {
     }
 }
 
+/// `--focus group:slow`: the slow scenarios alone, each fault failing exactly its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_dra_serve_fault_fails_exactly_its_slow_scenarios() {
+    for (flags, want, words) in DRA_SLOW_FAULTS {
+        let r =
+            run_cmd_within(crate::dra_kubelet::dra_test(flags, &["-o", "json", "--focus", "group:slow"]), 120).await;
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        let ids: Vec<&str> = doc["scenarios"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["DRA-REBOOT-001"], "{flags:?}: the slow group");
+        assert_eq!(crate::dra_kubelet::failed_ids(&r), *want, "{flags:?}:\n{}", r.stdout);
+        r.expect_code(if want.is_empty() { 0 } else { 1 });
+        assert!(r.stdout.contains(words), "{flags:?}: no {words:?} in\n{}", r.stdout);
+    }
+}
+
 #[test]
 fn the_docs_hold_the_dra_fault_table_the_test_asserts() {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/test.md")).expect("docs/test.md");
+    let slow = |flags: &[&str]| DRA_SLOW_FAULTS.iter().find(|(f, _, _)| *f == flags).map(|(_, w, _)| *w).unwrap_or(&[]);
     for (flags, fails, _) in DRA_FAULTS.iter().skip(1) {
+        let fails: Vec<&str> = fails.iter().chain(slow(flags)).copied().collect();
         let row = format!("| `{}` |", flags.join(" "));
         let line = doc
             .lines()
@@ -666,4 +700,64 @@ async fn a_driver_without_the_api_server_fails_slice_001() {
     r.expect_code(1);
     assert_eq!(crate::dra_kubelet::failed_ids(&r), ["DRA-SLICE-001"]);
     assert!(r.stdout.contains("no ResourceSlice of the driver for node dpctl-node"), "{}", r.stdout);
+}
+
+/// A driver that deadlocks (an unprepare of an unknown claim keeps its
+/// lock, dra-driver-nvidia-gpu#378): the first call past its deadline is
+/// reported once, with the driver's log; every later scenario is NOT-RUN
+/// with the reason, in the JSON and the JUnit report; the run does not
+/// wait a deadline per remaining call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlocked_driver_fails_once_and_the_rest_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("report.xml");
+    let junit_arg = junit.display().to_string();
+    let started = std::time::Instant::now();
+    let r = run_cmd_within(
+        crate::dra_kubelet::dra_test(
+            &["--fault", "deadlock-after-unknown-unprepare"],
+            &["-o", "json", "--junit", &junit_arg],
+        ),
+        120,
+    )
+    .await;
+    r.expect_code(1);
+    // 1 s per call here (--timeout 1s): one deadline, not one per remaining call.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(crate::dra_kubelet::failed_ids(&r), ["DRA-PREP-007"], "{}", r.stdout);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let rows = doc["scenarios"].as_array().unwrap();
+    let at = rows.iter().position(|s| s["id"] == "DRA-PREP-007").unwrap();
+    let failed = &rows[at];
+    assert_eq!(failed["evidence"]["rpc"], "NodeUnprepareResources (before the concurrent prepares)", "{failed}");
+    assert!(failed["evidence"]["answer"].as_str().unwrap().contains("defaultClientCallTimeout"), "{failed}");
+    assert!(failed["evidence"]["fix"].as_str().unwrap().contains("dra-driver-nvidia-gpu#378"), "{failed}");
+    assert!(failed["evidence"]["log"].as_str().unwrap().contains("unprepare"), "{failed}");
+    let reason = "the driver stopped answering: NodeUnprepareResources (before the concurrent prepares) got no answer within 1s (see DRA-PREP-007)";
+    assert!(rows[..at].iter().all(|s| s["result"] == "PASS"), "{}", r.stdout);
+    for later in &rows[at + 1..] {
+        assert_eq!((later["result"].as_str(), later["detail"].as_str()), (Some("NOT-RUN"), Some(reason)), "{later}");
+    }
+    assert!(check_junit(&junit));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("dra-driver-nvidia-gpu#378") && xml.contains("got no answer within 1s (see DRA-PREP-007)"),
+        "{xml}"
+    );
+}
+
+/// A large pool (`dra serve --devices 300`): published in three slices
+/// under the API's 128 devices each, the pool complete; the kubelet
+/// prepares from it. (Before, the API server refused the one slice of 300.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_pool_is_published_in_slices_under_the_limit_and_passes() {
+    let r = run_cmd_within(
+        crate::dra_kubelet::dra_test(&["--devices", "300"], &["-o", "json", "--focus", "SLICE|PREP-001$"]),
+        120,
+    )
+    .await;
+    r.expect_code(0);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let slice = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "DRA-SLICE-001").cloned().unwrap();
+    assert_eq!(slice["detail"], "300 device(s) in pool pool-0 (3 slices)", "{slice}");
 }

@@ -449,6 +449,7 @@ pub mod podresources {
                     },
                     ContainerResources { name: "sidecar".into(), ..Default::default() },
                 ],
+                ..Default::default()
             }],
             allocatable: AllocatableResourcesResponse {
                 devices: (0..3)
@@ -665,10 +666,49 @@ extern "C" fn interop_note() {
     );
 }
 
-/// Every binary tests/upstream/build.sh builds, in [`upstream_dir`]: real
-/// client-go, a driver on the kubeletplugin helper, and k8s.io/kubernetes'
-/// sample device plugin and e2e DRA test driver.
-pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin", "sample-device-plugin", "dra-test-driver"];
+/// Where tests/upstream/build.sh builds upstream's peers (one binary per
+/// tests/upstream/cmd/NAME).
+pub fn upstream_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/upstream/bin")
+}
+
+/// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
+pub const UPSTREAM_PEERS: &[&str] =
+    &["clientgo", "kubeletplugin", "protofields", "podsclient", "sample-device-plugin", "dra-test-driver"];
+
+/// How to build them, as every message about them says it.
+pub const UPSTREAM_BUILD: &str =
+    "bash tests/upstream/build.sh (Go 1.26 at /usr/local/go; modules from the Go module proxy)";
+
+static UPSTREAM_SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The upstream peer `name` (of [`UPSTREAM_PEERS`]) if it is built; else
+/// `None`, and the test returns without running: the end of the run says how
+/// many upstream tests did not run and how to build them
+/// (`upstream::upstream_peers_are_built_when_required` fails the run instead
+/// under CI).
+pub fn upstream_peer(name: &str) -> Option<PathBuf> {
+    let bin = upstream_bin().join(name);
+    if bin.exists() {
+        return Some(bin);
+    }
+    if UPSTREAM_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        // SAFETY: atexit with a plain `extern "C" fn()` that only writes to stderr.
+        unsafe { libc::atexit(upstream_note) };
+    }
+    None
+}
+
+extern "C" fn upstream_note() {
+    use std::io::Write;
+    let n = UPSTREAM_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nnote: {n} upstream test(s) passed WITHOUT RUNNING: upstream's peers (client-go, the kubeletplugin helper) \
+         are not built in {}.\n      Build them once with {UPSTREAM_BUILD}.",
+        upstream_bin().display()
+    );
+}
 
 /// A kubelet root in a temp dir with the directories the mock kubelet and
 /// DRA drivers use (device-plugins/, plugins_registry/, manifests/,
@@ -770,41 +810,4 @@ pub fn api_authority(url: &str) -> String {
 pub fn kubeconfig_token(kubeconfig: &Path) -> String {
     let kc = std::fs::read_to_string(kubeconfig).unwrap();
     kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap_or_default().to_string()
-}
-
-/// Where tests/upstream/build.sh builds upstream's own code (client-go, the
-/// kubeletplugin helper, …) as peers and oracles.
-pub fn upstream_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/upstream/bin")
-}
-
-/// How to build the upstream peers, as every message about them says it.
-pub const UPSTREAM_BUILD: &str = "tests/upstream/build.sh (needs Go 1.26 at /usr/local/go and the Go module proxy)";
-
-static UPSTREAM_SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// The upstream binary `name` if built; otherwise `None`, and the end of the
-/// run says how many upstream tests did not run and how to build them (under
-/// CI, `upstream_peers_are_built_when_required` fails the run instead).
-pub fn upstream_bin(name: &str) -> Option<PathBuf> {
-    let p = upstream_dir().join(name);
-    if p.is_file() {
-        return Some(p);
-    }
-    if UPSTREAM_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-        // SAFETY: atexit with a plain `extern "C" fn()` that only writes to stderr.
-        unsafe { libc::atexit(upstream_note) };
-    }
-    None
-}
-
-extern "C" fn upstream_note() {
-    use std::io::Write;
-    let n = UPSTREAM_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
-    let _ = writeln!(
-        std::io::stderr(),
-        "\nnote: {n} upstream test(s) passed WITHOUT RUNNING: upstream's own code (client-go, the kubeletplugin helper, the sample device plugin, the e2e DRA test driver) is not built in \
-         {}.\n      To run them, build it once with {UPSTREAM_BUILD}.",
-        upstream_dir().display()
-    );
 }

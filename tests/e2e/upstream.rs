@@ -26,7 +26,7 @@ const UID: &str = "11111111-2222-3333-4444-555555555555";
 /// this one test fails instead, with the fix.
 #[test]
 fn upstream_peers_are_built_when_required() {
-    let dir = upstream_dir();
+    let dir = upstream_bin();
     let missing: Vec<&str> = UPSTREAM_PEERS.iter().copied().filter(|f| !dir.join(f).exists()).collect();
     if missing.is_empty() {
         return;
@@ -77,7 +77,7 @@ fn helper_driver(t: &DraTree, bin: &Path, extra: &[&str]) -> (tokio::process::Ch
 }
 
 fn kubeletplugin() -> Option<PathBuf> {
-    upstream_bin("kubeletplugin")
+    upstream_peer("kubeletplugin")
 }
 
 fn signal(child: &tokio::process::Child, sig: &str) {
@@ -269,7 +269,7 @@ fn informed(out: &str, informer: &str, name: &str) -> Vec<(String, u64)> {
 /// changes), the reflector is told 410 Expired and lists again, seeing what
 /// changed while it was away, and watches on.
 async fn informers(protobuf: bool) {
-    let (Some(bin), Some(driver)) = (upstream_bin("clientgo"), kubeletplugin()) else { return };
+    let (Some(bin), Some(driver)) = (upstream_peer("clientgo"), kubeletplugin()) else { return };
     let t = DraTree::new();
     let (kubelet, mut log) = kubelet(&t).await;
     t.write("crd.yaml", CRD);
@@ -379,7 +379,7 @@ fn failed(r: &Run) -> Vec<String> {
 /// of theirs (see docs/fidelity.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_sample_device_plugin_under_dpctl_test() {
-    let Some(bin) = upstream_bin("sample-device-plugin") else { return };
+    let Some(bin) = upstream_peer("sample-device-plugin") else { return };
     let r = run_cmd_within(dpctl_cmd(&["test", "--isolate", "-o", "json", "--", s(&bin)]), 300).await;
     let f = failed(&r);
     assert!(
@@ -398,7 +398,7 @@ async fn upstreams_sample_device_plugin_under_dpctl_test() {
 /// behind (the leak of dra-example-driver#249).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_e2e_dra_test_driver_under_dpctl_test_dra() {
-    let Some(bin) = upstream_bin("dra-test-driver") else { return };
+    let Some(bin) = upstream_peer("dra-test-driver") else { return };
     let script = format!(
         "mkdir -p \"$DPCTL_TEST_KUBELET_ROOT_DIR/plugins/test-driver.cdi.k8s.io\" && exec '{}' \
          --drivername test-driver.cdi.k8s.io --kubeconfig \"$DPCTL_TEST_KUBECONFIG\" kubelet-plugin \
@@ -457,7 +457,7 @@ async fn api_node(root: &Path, mode_flags: &[&str]) -> (tokio::process::Child, T
 /// sends its token because the server is https.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_client_go_works_with_the_kubeconfig_the_mock_kubelet_writes_by_default() {
-    let Some(bin) = upstream_bin("clientgo") else { return };
+    let Some(bin) = upstream_peer("clientgo") else { return };
     let d = tmp();
     let (kubelet, log, kc, url) = api_node(d.path(), &[]).await;
     assert!(url.starts_with("https://"), "HTTPS is the default: {url}");
@@ -482,7 +482,7 @@ async fn real_client_go_works_with_the_kubeconfig_the_mock_kubelet_writes_by_def
 /// its token is refused by the real client-go's first request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_client_go_without_the_token_is_refused_over_https() {
-    let Some(bin) = upstream_bin("clientgo") else { return };
+    let Some(bin) = upstream_peer("clientgo") else { return };
     let d = tmp();
     let (kubelet, log, kc, _) = api_node(d.path(), &[]).await;
     let text = std::fs::read_to_string(&kc).unwrap();
@@ -508,7 +508,7 @@ async fn real_client_go_without_the_token_is_refused_over_https() {
 /// still does everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_client_go_works_over_the_insecure_plain_http_mode() {
-    let Some(bin) = upstream_bin("clientgo") else { return };
+    let Some(bin) = upstream_peer("clientgo") else { return };
     let d = tmp();
     let (kubelet, log, kc, url) = api_node(d.path(), &["--api-server-insecure"]).await;
     assert!(url.starts_with("http://"), "{url}");

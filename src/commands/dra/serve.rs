@@ -29,7 +29,8 @@ pub struct DraServeArgs {
     #[arg(long, value_name = "NAME", default_value = "pool-0")]
     pub pool: String,
     /// How many devices (named dev-0, dev-1, …)
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// (a pool of more than 128 is published in several ResourceSlices, as the API requires)
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16384))]
     pub devices: u32,
     /// Where to write a CDI spec per prepared claim (removed on unprepare) [default: /var/run/cdi under --root]
     #[arg(long, value_name = "DIR")]
@@ -52,7 +53,8 @@ pub struct DraServeArgs {
     /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec,
     /// empty-slice, incomplete-pool, no-republish, answer-other-claims, wrong-pool, empty-cdi-edits,
     /// health-unknown-device, stale-health, memory-only-state, new-cdi-ids, remove-cdi-on-exit, ignore-uid,
-    /// exit-on-missing-claim, not-idempotent-error, foreign-request-names
+    /// exit-on-missing-claim, not-idempotent-error, foreign-request-names, deadlock-after-unknown-unprepare,
+    /// racy-prepare, answer-from-checkpoint
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
     /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and

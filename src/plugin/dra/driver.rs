@@ -52,6 +52,9 @@ pub struct PreparedClaim {
     pub devices: Vec<String>,
     /// The CDI spec file written for it.
     pub cdi_spec: String,
+    /// The preparation run that named its CDI devices (`racy-prepare` only).
+    #[serde(skip)]
+    pub run: Option<u64>,
 }
 
 #[derive(Default)]
@@ -67,6 +70,8 @@ pub struct Driver {
     health: watch::Sender<Vec<DeviceState>>,
     log: Logger,
     stop: CancellationToken,
+    /// Set by `deadlock-after-unknown-unprepare`: the lock is never released.
+    wedged: std::sync::atomic::AtomicBool,
 }
 
 /// One device of a claim's allocation (`status.allocation.devices.results[]`).
@@ -78,6 +83,9 @@ pub struct AllocatedDevice {
     pub pool: String,
     /// The device.
     pub device: String,
+    /// Its shareID (a device with allowMultipleAllocations), returned in
+    /// `Device.share_id` as the kubeletplugin helper does (draplugin.go).
+    pub share_id: Option<String>,
 }
 
 /// What the kubeletplugin helper checks in a fetched ResourceClaim: the UID
@@ -102,6 +110,7 @@ pub fn allocation_of(claim: &serde_json::Value, c: &Claim, driver: &str) -> Resu
             request: r["request"].as_str().unwrap_or_default().to_string(),
             pool: r["pool"].as_str().unwrap_or_default().to_string(),
             device: r["device"].as_str().unwrap_or_default().to_string(),
+            share_id: r["shareID"].as_str().map(str::to_string),
         })
         .collect())
 }
@@ -166,7 +175,14 @@ impl Driver {
             .map(|n| DeviceState { name: n.clone(), health: "Healthy".into(), message: String::new(), updated: now })
             .collect();
         let (health, _) = watch::channel(devices);
-        Arc::new(Driver { cfg, state: Mutex::new(State::default()), health, log, stop })
+        Arc::new(Driver {
+            cfg,
+            state: Mutex::new(State::default()),
+            health,
+            log,
+            stop,
+            wedged: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     fn has(&self, f: &Fault) -> bool {
@@ -184,12 +200,26 @@ impl Driver {
 
     /// The CDI device name of device `d` of claim `uid` (the same in every
     /// instance; with `new-cdi-ids`, this process's ID is in it).
-    fn cdi_device(&self, uid: &str, d: &str) -> String {
-        if self.has(&Fault::NewCdiIds) {
+    fn cdi_device(&self, uid: &str, d: &str, run: Option<u64>) -> String {
+        let base = if self.has(&Fault::NewCdiIds) {
             format!("{}-{d}-{}", safe_word(uid), std::process::id())
         } else {
             format!("{}-{d}", safe_word(uid))
+        };
+        match run {
+            Some(r) => format!("{base}-r{r}"),
+            None => base,
         }
+    }
+
+    /// With `deadlock-after-unknown-unprepare` once triggered: the call
+    /// waits for the lock that is never released (until the process stops).
+    async fn wait_for_lock(&self) -> Result<(), Status> {
+        if self.wedged.load(std::sync::atomic::Ordering::SeqCst) {
+            self.stop.cancelled().await;
+            return Err(Status::unavailable("the driver is stopping"));
+        }
+        Ok(())
     }
 
     /// A claim an earlier instance prepared, read back from its CDI spec
@@ -227,7 +257,35 @@ impl Driver {
             uid: uid.to_string(),
             devices,
             cdi_spec: path.display().to_string(),
+            run: None,
         })
+    }
+
+    /// `answer-from-checkpoint`: the driver's own checkpoint of prepared claims.
+    fn checkpoint_path(&self) -> PathBuf {
+        self.cfg.plugin_dir.join(format!("dpctl-dra-{}-checkpoint.json", self.cfg.driver))
+    }
+
+    fn checkpoint(&self) -> BTreeMap<String, PreparedClaim> {
+        crate::core::limits::read_file(&self.checkpoint_path(), 16 << 20, "checkpoint")
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// Record (`Some`) or forget (`None`) a claim in the checkpoint (`answer-from-checkpoint` only).
+    fn checkpoint_set(&self, uid: &str, p: Option<&PreparedClaim>) -> Result<(), String> {
+        if !self.has(&Fault::AnswerFromCheckpoint) {
+            return Ok(());
+        }
+        let mut all = self.checkpoint();
+        match p {
+            Some(p) => all.insert(uid.to_string(), p.clone()),
+            None => all.remove(uid),
+        };
+        let text = serde_json::to_vec(&all).map_err(|e| e.to_string())?;
+        crate::core::files::write_atomic(&self.checkpoint_path(), &text)
+            .map_err(|e| format!("cannot write the checkpoint {}: {e}", self.checkpoint_path().display()))
     }
 
     /// Remove every claim's CDI spec of this driver (the `remove-cdi-on-exit` fault).
@@ -285,13 +343,13 @@ impl Driver {
     }
 
     /// Write the claim's CDI spec (atomically; only files named as ours).
-    fn write_spec(&self, c: &Claim, devices: &[String]) -> Result<PathBuf, String> {
+    fn write_spec(&self, c: &Claim, devices: &[String], run: Option<u64>) -> Result<PathBuf, String> {
         let path = self.cdi_path(&c.uid);
         let spec = json!({
             "cdiVersion": "0.6.0",
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
-                "name": self.cdi_device(&c.uid, d),
+                "name": self.cdi_device(&c.uid, d, run),
                 "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": if self.cfg.cdi_env.is_empty() {
                     vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
                 } else {
@@ -309,6 +367,21 @@ impl Driver {
 
     /// Prepare claims (the v1 messages; v1beta1 converts).
     pub async fn prepare(&self, req: NodePrepareResourcesRequest) -> Result<NodePrepareResourcesResponse, Status> {
+        self.wait_for_lock().await?;
+        // racy-prepare: claims not prepared when the call starts are prepared
+        // again from scratch after a slow step, whatever a concurrent call did.
+        let fresh: Vec<bool> = if self.has(&Fault::RacyPrepare) {
+            let st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
+            req.claims.iter().map(|c| !st.prepared.contains_key(&c.uid)).collect()
+        } else {
+            vec![false; req.claims.len()]
+        };
+        if fresh.contains(&true) {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                _ = self.stop.cancelled() => return Err(Status::unavailable("the driver is stopping")),
+            }
+        }
         if let Some(d) = self.cfg.faults.iter().find_map(|f| if let Fault::Slow(d) = f { Some(*d) } else { None }) {
             tokio::select! {
                 _ = tokio::time::sleep(d) => {}
@@ -338,11 +411,15 @@ impl Driver {
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         st.prepares += 1;
         let rotate = if self.has(&Fault::NotIdempotent) { st.prepares as usize } else { 0 };
-        for (c, allocated) in req.claims.iter().zip(allocations) {
+        for ((c, allocated), fresh) in req.claims.iter().zip(allocations).zip(fresh) {
+            // Prepared by a concurrent call since this one looked: the
+            // "completed" state is overwritten and the preparation runs again (nvidia-gpu#729).
+            let raced = fresh && st.prepared.remove(&c.uid).is_some();
+            let run = raced.then_some(st.prepares);
             let answer = match allocated {
                 Some(Err(e)) => NodePrepareResourceResponse { devices: vec![], error: e },
-                Some(Ok(a)) => self.prepare_one(&mut st, c, rotate, Some(a)),
-                None => self.prepare_one(&mut st, c, rotate, None),
+                Some(Ok(a)) => self.prepare_one(&mut st, c, rotate, Some(a), run),
+                None => self.prepare_one(&mut st, c, rotate, None, run),
             };
             resp.claims.insert(c.uid.clone(), answer);
         }
@@ -389,6 +466,7 @@ impl Driver {
         c: &Claim,
         rotate: usize,
         allocated: Option<Vec<AllocatedDevice>>,
+        run: Option<u64>,
     ) -> NodePrepareResourceResponse {
         let fail = |e: String| NodePrepareResourceResponse { devices: vec![], error: e };
         if let Some(msg) =
@@ -402,8 +480,14 @@ impl Driver {
         if self.has(&Fault::NotIdempotentError) && st.prepared.contains_key(&c.uid) {
             return fail(format!("claim {}/{} is already prepared", c.namespace, c.name));
         }
-        if !st.prepared.contains_key(&c.uid) {
-            if let Some(p) = self.read_back(&c.uid) {
+        // answer-from-checkpoint: a claim its checkpoint has is answered as recorded, its spec not written.
+        let mut from_checkpoint = false;
+        if !st.prepared.contains_key(&c.uid) && run.is_none() {
+            let recorded = if self.has(&Fault::AnswerFromCheckpoint) { self.checkpoint().remove(&c.uid) } else { None };
+            if let Some(p) = recorded {
+                st.prepared.insert(c.uid.clone(), p);
+                from_checkpoint = true;
+            } else if let Some(p) = self.read_back(&c.uid) {
                 st.prepared.insert(c.uid.clone(), p);
             }
         }
@@ -414,6 +498,8 @@ impl Driver {
         };
         let requests: BTreeMap<String, String> =
             allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
+        let shares: BTreeMap<String, String> =
+            allocated.iter().flatten().filter_map(|a| a.share_id.clone().map(|s| (a.device.clone(), s))).collect();
         let devices = match (st.prepared.get(&c.uid), allocated) {
             (Some(p), _) if rotate == 0 => p.devices.clone(),
             // The first prepare of a claim follows its allocation (not-idempotent only changes a repeat).
@@ -437,9 +523,14 @@ impl Driver {
         // another device, as not-idempotent does, leaves earlier CDI IDs resolvable).
         let mut in_spec = st.prepared.get(&c.uid).map(|p| p.devices.clone()).unwrap_or_default();
         in_spec.extend(devices.iter().filter(|d| !in_spec.contains(d)).cloned().collect::<Vec<_>>());
-        let spec = match self.write_spec(c, &in_spec) {
-            Ok(p) => p,
-            Err(e) => return fail(e),
+        let run = run.or_else(|| st.prepared.get(&c.uid).and_then(|p| p.run));
+        let spec = if from_checkpoint && rotate == 0 {
+            self.cdi_path(&c.uid)
+        } else {
+            match self.write_spec(c, &in_spec, run) {
+                Ok(p) => p,
+                Err(e) => return fail(e),
+            }
         };
         st.prepared.insert(
             c.uid.clone(),
@@ -448,8 +539,12 @@ impl Driver {
                 uid: c.uid.clone(),
                 devices: devices.clone(),
                 cdi_spec: spec.display().to_string(),
+                run,
             },
         );
+        if let Err(e) = self.checkpoint_set(&c.uid, st.prepared.get(&c.uid)) {
+            return fail(e);
+        }
         let kind = self.cdi_kind();
         NodePrepareResourceResponse {
             devices: devices
@@ -472,13 +567,14 @@ impl Driver {
                         let mut ids = vec![if self.has(&Fault::BadCdiId) {
                             d.clone()
                         } else {
-                            format!("{kind}={}", self.cdi_device(&c.uid, d))
+                            format!("{kind}={}", self.cdi_device(&c.uid, d, run))
                         }];
                         if self.cfg.common_cdi_spec {
                             ids.push(self.common_cdi_id());
                         }
                         ids
                     },
+                    share_id: shares.get(d).cloned(),
                 })
                 .collect(),
             error: String::new(),
@@ -513,11 +609,19 @@ impl Driver {
         &self,
         req: NodeUnprepareResourcesRequest,
     ) -> Result<NodeUnprepareResourcesResponse, Status> {
+        self.wait_for_lock().await?;
         let mut resp = NodeUnprepareResourcesResponse::default();
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         for c in &req.claims {
             let mut error = String::new();
             let known = st.prepared.remove(&c.uid).or_else(|| self.read_back(&c.uid));
+            if let Err(e) = self.checkpoint_set(&c.uid, None) {
+                error = e;
+            }
+            if known.is_none() && self.has(&Fault::DeadlockAfterUnknownUnprepare) {
+                // The early return for an unknown claim skips the unlock (nvidia-gpu#378).
+                self.wedged.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             if let Some(p) = known.filter(|_| !self.has(&Fault::KeepCdiSpec)) {
                 if let Err(e) = std::fs::remove_file(&p.cdi_spec) {
                     if e.kind() != std::io::ErrorKind::NotFound {
@@ -853,7 +957,10 @@ mod tests {
             {"request": "r2", "driver": "other.x", "pool": "p", "device": "d9"},
         ]}}}});
         let a = allocation_of(&obj, &claim(), "gpu.x").unwrap();
-        assert_eq!(a, vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into() }]);
+        assert_eq!(
+            a,
+            vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into(), share_id: None }]
+        );
         let mut other = obj.clone();
         other["metadata"]["uid"] = json!("u-2");
         assert!(allocation_of(&other, &claim(), "gpu.x").unwrap_err().contains("\"u-2\""));

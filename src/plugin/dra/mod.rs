@@ -118,6 +118,20 @@ pub enum Fault {
     /// Prepared devices name a request the claim does not have (`gpu`), so
     /// the kubelet maps them to no container (DRA-EXT-001; dra-driver-cpu#197).
     ForeignRequestNames,
+    /// An unprepare of a claim it does not know answers success but keeps
+    /// its global lock: every later prepare and unprepare hangs (DRA-UNPREP-002
+    /// reports the first call past its deadline; dra-driver-nvidia-gpu#378).
+    DeadlockAfterUnknownUnprepare,
+    /// Concurrent first prepares of a claim each run the preparation: the
+    /// last rewrites the claim's CDI spec under new device names, so the
+    /// other answers differ and their CDI IDs resolve nowhere (DRA-PREP-007;
+    /// dra-driver-nvidia-gpu#729, #754).
+    RacyPrepare,
+    /// Prepared claims are also kept in a checkpoint of its own (in its
+    /// plugin directory); a claim found there is answered from it without
+    /// writing its CDI spec again, so after a reboot emptied the CDI
+    /// directory its IDs resolve nowhere (DRA-REBOOT-001; kubernetes#141433).
+    AnswerFromCheckpoint,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -160,6 +174,9 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("exit-on-missing-claim", "(exits when a claim is not found)"),
     ("not-idempotent-error", "idempotent (preparing again fails)"),
     ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
+    ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
+    ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
+    ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -209,6 +226,9 @@ impl std::str::FromStr for Fault {
             "exit-on-missing-claim" => Fault::ExitOnMissingClaim,
             "not-idempotent-error" => Fault::NotIdempotentError,
             "foreign-request-names" => Fault::ForeignRequestNames,
+            "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
+            "racy-prepare" => Fault::RacyPrepare,
+            "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -426,6 +446,11 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     result
 }
 
+/// `incomplete-pool`: one slice more than published.
+fn pool_len_plus_one(o: &serde_json::Value) -> i64 {
+    o["spec"]["pool"]["resourceSliceCount"].as_i64().unwrap_or(1) + 1
+}
+
 /// How often a publishing driver checks that its ResourceSlice is still there.
 const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
 
@@ -504,25 +529,31 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             if cfg.faults.contains(&Fault::EmptySlice) {
                 obj["spec"]["devices"] = json!([]);
             }
+            // A large pool goes in several slices, each under the API's limit.
+            let mut pool = slices::split_pool(&name, obj);
             if cfg.faults.contains(&Fault::IncompletePool) {
-                obj["spec"]["pool"]["resourceSliceCount"] = json!(2);
-            }
-            if let Err(e) = slices::publish(api, &obj, Duration::from_secs(10)).await {
-                if let Some(r) = reg_served.take() {
-                    r.shut().await;
+                for (_, o) in &mut pool {
+                    o["spec"]["pool"]["resourceSliceCount"] = json!(pool_len_plus_one(o));
                 }
-                return Err(e);
             }
-            log.event(
-                "resourceslice",
-                &[
-                    ("name", json!(name)),
-                    ("node", json!(node)),
-                    ("server", json!(api.authority)),
-                    ("devices", json!(cfg.devices.len())),
-                ],
-            );
-            Some((api, name, obj))
+            for (n, o) in &pool {
+                if let Err(e) = slices::publish(api, o, Duration::from_secs(10)).await {
+                    if let Some(r) = reg_served.take() {
+                        r.shut().await;
+                    }
+                    return Err(e);
+                }
+                log.event(
+                    "resourceslice",
+                    &[
+                        ("name", json!(n)),
+                        ("node", json!(node)),
+                        ("server", json!(api.authority)),
+                        ("devices", json!(o["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0))),
+                    ],
+                );
+            }
+            Some((api, pool))
         }
     };
     let mut next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
@@ -547,9 +578,11 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
                 let due = tokio::time::Instant::now() >= next_check && !cfg.faults.contains(&Fault::NoRepublish);
-                if let Some((api, name, obj)) = published.as_ref().filter(|_| due) {
+                if let Some((api, pool)) = published.as_ref().filter(|_| due) {
                     next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
-                    republish(api, name, obj, log).await;
+                    for (name, obj) in pool {
+                        republish(api, name, obj, log).await;
+                    }
                 }
                 if reg_served.as_ref().is_some_and(|r| !r.still_ours()) {
                     if let Some(r) = reg_served.take() { r.shut().await; }
@@ -562,10 +595,12 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
-    if let Some((api, name, _)) = published {
-        match slices::withdraw(api, &name, Duration::from_secs(5)).await {
-            Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
-            Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+    if let Some((api, pool)) = published {
+        for (name, _) in pool {
+            match slices::withdraw(api, &name, Duration::from_secs(5)).await {
+                Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
+                Err(e) => log.event("error", &[("error", json!(e.to_string()))]),
+            }
         }
     }
     if cfg.faults.contains(&Fault::RemoveCdiOnExit) {

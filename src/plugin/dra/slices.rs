@@ -37,6 +37,35 @@ pub fn slice(name: &str, node: &str, driver: &str, pool: &str, devices: &[String
     })
 }
 
+/// The most devices one ResourceSlice may list (`ResourceSliceMaxDevices`,
+/// kubernetes pkg/apis/resource/types.go; the API server refuses more).
+pub const MAX_DEVICES_PER_SLICE: usize = 128;
+
+/// Split a pool's slice `obj` (named `name`, every device listed) into
+/// slices of at most [`MAX_DEVICES_PER_SLICE`] devices: `name`, `name-1`,
+/// …, each with the pool's `resourceSliceCount` (pure).
+pub fn split_pool(name: &str, obj: Value) -> Vec<(String, Value)> {
+    let devices = obj["spec"]["devices"].as_array().cloned().unwrap_or_default();
+    let chunks: Vec<Vec<Value>> = if devices.is_empty() {
+        vec![vec![]]
+    } else {
+        devices.chunks(MAX_DEVICES_PER_SLICE).map(<[Value]>::to_vec).collect()
+    };
+    let count = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, devs)| {
+            let n = if i == 0 { name.to_string() } else { format!("{name}-{i}") };
+            let mut o = obj.clone();
+            o["metadata"]["name"] = json!(n);
+            o["spec"]["devices"] = json!(devs);
+            o["spec"]["pool"]["resourceSliceCount"] = json!(count);
+            (n, o)
+        })
+        .collect()
+}
+
 /// The attribute a device's NUMA node is published as (unqualified: in the
 /// driver's domain), the name dra.net and dra-driver-cpu use (`numaNode`,
 /// `numaNodeID`).
@@ -127,5 +156,29 @@ mod tests {
             .map(|d| d["attributes"]["numaNode"]["int"].as_i64().unwrap())
             .collect();
         assert_eq!(got, [0, 0, 1, 1]);
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    #[test]
+    fn a_large_pool_is_split_into_slices_under_the_limit_that_name_their_count() {
+        let devices: Vec<String> = (0..300).map(|i| format!("dev-{i}")).collect();
+        let pool = split_pool("n-d-p", slice("n-d-p", "n", "d", "p", &devices));
+        let names: Vec<&str> = pool.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["n-d-p", "n-d-p-1", "n-d-p-2"]);
+        let sizes: Vec<usize> = pool.iter().map(|(_, o)| o["spec"]["devices"].as_array().unwrap().len()).collect();
+        assert_eq!(sizes, [128, 128, 44]);
+        assert!(pool.iter().all(|(n, o)| o["spec"]["pool"]["resourceSliceCount"] == 3 && o["metadata"]["name"] == *n));
+        assert_eq!(pool[2].1["spec"]["devices"][43]["name"], "dev-299");
+        // A small pool stays one slice of its name; an empty one too.
+        let one = split_pool("x", slice("x", "n", "d", "p", &devices[..4]));
+        assert_eq!(
+            (one.len(), one[0].0.as_str(), &one[0].1["spec"]["pool"]["resourceSliceCount"]),
+            (1, "x", &json!(1))
+        );
+        assert_eq!(split_pool("x", slice("x", "n", "d", "p", &[])).len(), 1);
     }
 }

@@ -7,7 +7,7 @@
 //! claim …"); a per-claim error is as good: only that claim is asked. Both apply to drivers that read claims from the API
 //! server (they publish slices there); others are skipped.
 
-use super::session::{fail, Sess, NS};
+use super::session::{fail, hung, past_deadline, Sess, NS};
 use crate::api::dra_v1::Claim;
 use crate::protocol::dra as rules;
 use crate::suite::Outcome;
@@ -37,6 +37,9 @@ pub(crate) async fn uid_mismatch(s: &mut Sess) -> Outcome {
     // The kubeletplugin helper fails the whole call ("get resource claims: …
     // got replaced"), others the claim: either refuses it.
     let answer = match r {
+        Err(e) if past_deadline(&e) => {
+            return hung("NodePrepareResources (a claim whose UID is not the API server's)", s.timeout)
+        }
         Err(e) => return Outcome::pass(format!("refused (the call): {e}")),
         Ok(r) => r.claims.get(&other.uid).cloned().unwrap_or_default(),
     };
@@ -79,7 +82,15 @@ pub(crate) async fn deleted_claim(s: &mut Sess) -> Outcome {
             "answer a claim the API server does not have with an error for that claim, and keep serving",
         );
     }
+    if let Err(e) = &r {
+        if past_deadline(e) {
+            return hung(rpc, s.timeout);
+        }
+    }
     if let Err(e) = after {
+        if past_deadline(&e) {
+            return hung("NodeUnprepareResources (after a claim the API server does not have)", s.timeout);
+        }
         return Outcome::fail(
             rpc,
             format!("the driver stopped answering after it: {e}"),

@@ -43,6 +43,14 @@ pub(super) fn judge(slices: &[Value], node: &str) -> Result<String, String> {
             e.3 += n;
         }
     }
+    let max = crate::plugin::dra::slices::MAX_DEVICES_PER_SLICE;
+    if let Some(s) = slices.iter().find(|s| s["spec"]["devices"].as_array().is_some_and(|d| d.len() > max)) {
+        let n = s["spec"]["devices"].as_array().map(Vec::len).unwrap_or(0);
+        return Err(format!(
+            "ResourceSlice {} lists {n} devices; the API allows {max} per slice (ResourceSliceMaxDevices, kubernetes pkg/apis/resource/types.go): split the pool into more slices",
+            s["metadata"]["name"].as_str().unwrap_or_default()
+        ));
+    }
     let mut notes = Vec::new();
     for (name, (generation, count, published, _)) in &pools {
         if (*published as i64) < *count {
@@ -61,7 +69,11 @@ pub(super) fn judge(slices: &[Value], node: &str) -> Result<String, String> {
         ));
     }
     for (name, p) in &pools {
-        notes.push(format!("{} device(s) in pool {name}", p.3));
+        if p.2 > 1 {
+            notes.push(format!("{} device(s) in pool {name} ({} slices)", p.3, p.2));
+        } else {
+            notes.push(format!("{} device(s) in pool {name}", p.3));
+        }
     }
     Ok(notes.join("; "))
 }
@@ -79,7 +91,6 @@ mod tests {
     #[test]
     fn complete_pools_with_devices_pass_and_the_missed_classes_fail() {
         let ok = [slice("s1", "p", 1, 2, &["a"]), slice("s2", "p", 1, 2, &["b"])];
-        assert_eq!(judge(&ok, "n").unwrap(), "2 device(s) in pool p");
         assert_eq!(devices(&ok).len(), 2);
         // One of two slices published (issue 35: resourceSliceCount 2, one slice).
         let e = judge(&ok[..1], "n").unwrap_err();
@@ -91,5 +102,11 @@ mod tests {
         let e = judge(&[slice("old", "p", 1, 2, &["a"]), slice("new", "p", 2, 2, &["a"])], "n").unwrap_err();
         assert!(e.contains("at generation 2"), "{e}");
         assert!(judge(&[], "n").unwrap_err().contains("no ResourceSlice of the driver for node n"));
+        // Over the API's 128 devices per slice (a real API server refuses it).
+        let many: Vec<String> = (0..129).map(|i| format!("d{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = judge(&[slice("big", "p", 1, 1, &many)], "n").unwrap_err();
+        assert!(e.starts_with("ResourceSlice big lists 129 devices; the API allows 128"), "{e}");
+        assert_eq!(judge(&ok, "n").unwrap(), "2 device(s) in pool p (2 slices)");
     }
 }

@@ -5,7 +5,7 @@
 //! preparing them again gives the same answer, and unpreparing them
 //! through the new instance removes what prepare created.
 
-use super::session::{fail, Sess, POD_WITHIN, REGISTER_WITHIN};
+use super::session::{call_failed, fail, Sess, POD_WITHIN, REGISTER_WITHIN};
 use crate::kubelet::dra::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
@@ -189,7 +189,12 @@ async fn recheck(
         first_claim.and_then(|c| claims.iter().find(|(u, _)| *u == c.uid).map(|(_, f)| (c, f.clone())))
     {
         let r = c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| {
-            fail(&rules::IDEMPOTENT, format!("NodePrepareResources ({who}, a claim prepared before)"), e.to_string())
+            call_failed(
+                &rules::IDEMPOTENT,
+                format!("NodePrepareResources ({who}, a claim prepared before)"),
+                e,
+                s.timeout,
+            )
         })?;
         let Some(x) = r.claims.get(&claim.uid) else {
             return Err(fail(

@@ -1,7 +1,7 @@
 //! The DRA driver scenarios: each a plain function of the session, run by
 //! the suite engine from [`super::SCENARIOS`].
 
-use super::session::{fail, Sess};
+use super::session::{call_failed, fail, Sess};
 use crate::kubelet::dra::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
@@ -72,10 +72,12 @@ pub(crate) async fn prepared_devices(s: &mut Sess) -> Outcome {
     };
     let (c, d) = need!(s.conn().await);
     let uid = claim.uid.clone();
-    let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
+    let t = s.timeout;
+    let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
         &rules::SERVICE_ANSWERS,
         "NodePrepareResources",
-        e.to_string()
+        e,
+        t
     )));
     if let Some(o) = extra_uids(std::slice::from_ref(&uid), &r, "NodePrepareResources") {
         return o;
@@ -119,10 +121,11 @@ pub(crate) async fn prepare_twice(s: &mut Sess) -> Outcome {
     let mut answers = Vec::new();
     for n in ["", " (again)"] {
         let rpc = format!("NodePrepareResources{n}");
-        let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
+        let r = need!(c.prepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
             &rules::IDEMPOTENT,
             rpc.clone(),
-            e.to_string()
+            e,
+            s.timeout
         )));
         if let Some(o) = extra_uids(std::slice::from_ref(&claim.uid), &r, &rpc) {
             return o;
@@ -279,10 +282,11 @@ pub(crate) async fn unprepare_twice(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
     let uid = claim.uid.clone();
     for n in ["", " (again)"] {
-        let r = need!(c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| fail(
+        let r = need!(c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
             &rules::IDEMPOTENT,
             format!("NodeUnprepareResources{n}"),
-            e.to_string()
+            e,
+            s.timeout
         )));
         let v = rules::unprepare_violations(std::slice::from_ref(&uid), &r);
         if let Some(v) = v.first() {
@@ -300,10 +304,11 @@ pub(crate) async fn unprepare_unknown(s: &mut Sess) -> Outcome {
     let (c, d) = need!(s.conn().await);
     let claim = s.claim();
     let uid = claim.uid.clone();
-    let r = need!(c.unprepare(&d.service, vec![claim]).await.map_err(|e| fail(
+    let r = need!(c.unprepare(&d.service, vec![claim]).await.map_err(|e| call_failed(
         &rules::SERVICE_ANSWERS,
         "NodeUnprepareResources",
-        e.to_string()
+        e,
+        s.timeout
     )));
     if let Some(v) = rules::unprepare_violations(&[uid], &r).first() {
         return fail(v.rule, "NodeUnprepareResources (a claim never prepared)", v.text.clone());
@@ -329,7 +334,7 @@ pub(crate) async fn health_stream(s: &mut Sess) -> Outcome {
         return Outcome::skip("no health service advertised");
     };
     let mut stream =
-        need!(c.health(&h).await.map_err(|e| fail(&rules::HEALTH_ANSWERS, "NodeWatchResources", e.to_string())));
+        need!(c.health(&h).await.map_err(|e| call_failed(&rules::HEALTH_ANSWERS, "NodeWatchResources", e, s.timeout)));
     let first = tokio::time::timeout(s.timeout, stream.next(&d.endpoint)).await;
     let snap = match first {
         Err(_) => {

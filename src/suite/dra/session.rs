@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 pub(super) const REGISTER_WITHIN: Duration = Duration::from_secs(10);
 pub(super) const POD_WITHIN: Duration = Duration::from_secs(15);
 pub(super) const NS: &str = "dpctl-test";
+/// Beyond a call's deadline, how long the kubelet may take to say it passed.
+const CALL_SLACK: Duration = Duration::from_secs(2);
 
 /// The placeholders of a DRA driver's command.
 pub fn substitute(arg: &str, tree: &Tree) -> String {
@@ -38,6 +40,42 @@ fn vars(tree: &Tree) -> [(&'static str, &'static str, String); 5] {
 
 pub(super) fn fail(rule: &Rule, rpc: impl Into<String>, answer: impl Into<String>) -> Outcome {
     Outcome::fail(rpc, answer, rule.fix)
+}
+
+/// Whether a call's error is its deadline passing (no answer in time).
+pub(super) fn past_deadline(e: &Error) -> bool {
+    e.code() == Some(tonic::Code::DeadlineExceeded)
+}
+
+/// Whether the kubelet's error text is its call's deadline passing.
+fn kubelet_past_deadline(text: &str) -> bool {
+    text.contains("DeadlineExceeded")
+}
+
+/// A call the driver did not answer within its deadline: reported here,
+/// once, and the rest of the run is NOT-RUN (each later call would wait as
+/// long; a deadlocked driver, dra-driver-nvidia-gpu#378).
+pub(super) fn hung(rpc: impl Into<String>, waited: Duration) -> Outcome {
+    let rpc = rpc.into();
+    let reason = format!("the driver stopped answering: {rpc} got no answer within {waited:?}");
+    Outcome::fail(
+        rpc,
+        format!(
+            "no answer within {waited:?} (DeadlineExceeded): the kubelet gives up on a call after {}s (defaultClientCallTimeout, kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin.go) and retries it, so no pod using the driver starts and removed pods keep their devices",
+            rules::KUBELET_CALL_TIMEOUT_SECS
+        ),
+        "answer every call whatever came before: a call that returns early must release every lock it took (dra-driver-nvidia-gpu#378: an unprepare of an unknown claim returned holding the driver's global lock); a goroutine dump (SIGQUIT to a Go driver) shows where the calls wait",
+    )
+    .stopping(reason, &[])
+}
+
+/// A direct call's error: its deadline passing is [`hung`]; any other fails `rule`.
+pub(super) fn call_failed(rule: &Rule, rpc: impl Into<String>, e: Error, waited: Duration) -> Outcome {
+    if past_deadline(&e) {
+        hung(rpc, waited)
+    } else {
+        fail(rule, rpc, e.to_string())
+    }
 }
 
 /// What the session learnt of the driver.
@@ -218,6 +256,15 @@ impl Sess {
         }
     }
 
+    /// Whether the kubelet allocated `claim` since `from` and neither
+    /// prepared it nor saw its prepare fail: its call to the driver is out.
+    fn call_in_flight(&self, from: usize, claim: &str) -> bool {
+        let allocated = self.seen[from.min(self.seen.len())..]
+            .iter()
+            .any(|e| matches!(&e.event, KubeletEvent::ClaimAllocated { claim: c, .. } if c == claim));
+        allocated && self.last_error(from, false).is_none()
+    }
+
     pub(super) fn last_error(&self, from: usize, unprepare: bool) -> Option<String> {
         self.seen[from.min(self.seen.len())..].iter().rev().find_map(|e| match &e.event {
             KubeletEvent::ClaimPrepareFailed { error, .. } if !unprepare => Some(error.clone()),
@@ -295,25 +342,33 @@ impl Sess {
         );
         self.write(&format!("{pod}.yaml"), &pod_text)?;
         let mut ids = Vec::new();
+        let rpc = "NodePrepareResources (the kubelet, on admission)";
         for c in &claims {
             let key = format!("{NS}/{c}");
-            // The kubelet retries for ever; the scenario decides after the third failure in a row.
-            let got = self
-                .wait(from, POD_WITHIN, |e| match e {
-                    KubeletEvent::ClaimPrepared { claim, cdi_ids, uid, .. } if *claim == key => {
-                        Some(Ok((cdi_ids.clone(), uid.clone())))
-                    }
-                    KubeletEvent::ClaimPrepareFailed { error, attempt, .. } if *attempt >= 3 => {
-                        Some(Err(error.clone()))
-                    }
-                    _ => None,
-                })
-                .await;
+            // The kubelet retries for ever; the scenario decides after the
+            // third failure in a row, or at once when a call got no answer in time.
+            let done = |e: &KubeletEvent| match e {
+                KubeletEvent::ClaimPrepared { claim, cdi_ids, uid, .. } if *claim == key => {
+                    Some(Ok((cdi_ids.clone(), uid.clone())))
+                }
+                KubeletEvent::ClaimPrepareFailed { error, attempt, .. }
+                    if *attempt >= 3 || kubelet_past_deadline(error) =>
+                {
+                    Some(Err(error.clone()))
+                }
+                _ => None,
+            };
+            let mut got = self.wait(from, POD_WITHIN, done).await;
+            if got.is_none() && self.call_in_flight(from, &key) {
+                // The kubelet's call is out: wait for its deadline to say whether the driver answers.
+                got = self.wait(from, self.timeout + CALL_SLACK, done).await;
+            }
             match got {
                 Some(Ok((i, uid))) => {
                     ids.push((uid.clone(), i));
                     self.engine_claims.push(Claim { namespace: NS.into(), name: c.clone(), uid });
                 }
+                Some(Err(e)) if kubelet_past_deadline(&e) => return Err(hung(rpc, self.timeout)),
                 Some(Err(e)) => {
                     return Err(fail(
                         &rules::ANSWER_COMPLETE,
@@ -323,7 +378,7 @@ impl Sess {
                 }
                 None => {
                     let e = self.last_error(from, false).unwrap_or_else(|| format!("no answer within {POD_WITHIN:?}"));
-                    return Err(fail(&rules::ANSWER_COMPLETE, "NodePrepareResources (the kubelet, on admission)", e));
+                    return Err(fail(&rules::ANSWER_COMPLETE, rpc, e));
                 }
             }
         }
@@ -342,15 +397,25 @@ impl Sess {
         let from = self.seen.len();
         let _ = std::fs::remove_file(self.tree.manifests.join(format!("{pod}.yaml")));
         for c in [format!("{NS}/{pod}-a"), format!("{NS}/{pod}-b")] {
-            let got = self
-                .wait(from, POD_WITHIN, |e| match e {
-                    KubeletEvent::ClaimUnprepared { claim, .. } if *claim == c => Some(Ok(())),
-                    KubeletEvent::ClaimUnprepareFailed { error, attempt, .. } if *attempt >= 3 => {
-                        Some(Err(error.clone()))
-                    }
-                    _ => None,
-                })
-                .await;
+            let done = |e: &KubeletEvent| match e {
+                KubeletEvent::ClaimUnprepared { claim, .. } if *claim == c => Some(Ok(())),
+                KubeletEvent::ClaimUnprepareFailed { error, attempt, .. }
+                    if *attempt >= 3 || kubelet_past_deadline(error) =>
+                {
+                    Some(Err(error.clone()))
+                }
+                _ => None,
+            };
+            let mut got = self.wait(from, POD_WITHIN, done).await;
+            if got.is_none() && self.last_error(from, true).is_none() {
+                // No answer and no error yet: the kubelet's call may be out; wait for its deadline.
+                got = self.wait(from, self.timeout + CALL_SLACK, done).await;
+            }
+            if let Some(Err(e)) = &got {
+                if kubelet_past_deadline(e) {
+                    return Err(hung("NodeUnprepareResources (the kubelet, on pod removal)", self.timeout));
+                }
+            }
             if let Some(Err(e)) = got {
                 return Err(fail(
                     &rules::ANSWER_COMPLETE,
@@ -395,5 +460,41 @@ impl Sess {
         if let Some(k) = self.kubelet.take() {
             k.stop().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_past_its_deadline_stops_the_run_and_other_errors_fail_their_rule() {
+        let late = Error::Rpc {
+            target: "/x/dra.sock".into(),
+            method: "NodeUnprepareResources",
+            code: tonic::Code::DeadlineExceeded,
+            message: "context deadline exceeded".into(),
+        };
+        let o = call_failed(&rules::IDEMPOTENT, "NodeUnprepareResources", late, Duration::from_secs(45));
+        let stop = o.stop.as_ref().expect("a hung driver stops the run");
+        assert_eq!(stop.reason, "the driver stopped answering: NodeUnprepareResources got no answer within 45s");
+        assert!(stop.shown_by.is_empty());
+        let ev = o.evidence.as_ref().unwrap();
+        assert!(ev.answer.starts_with("no answer within 45s (DeadlineExceeded)"), "{}", ev.answer);
+        assert!(ev.fix.contains("dra-driver-nvidia-gpu#378"));
+        // Any other status is the rule's failure, and the run goes on.
+        let refused = Error::Rpc {
+            target: "/x/dra.sock".into(),
+            method: "NodeUnprepareResources",
+            code: tonic::Code::Internal,
+            message: "boom".into(),
+        };
+        let o = call_failed(&rules::IDEMPOTENT, "NodeUnprepareResources", refused, Duration::from_secs(45));
+        assert!(o.stop.is_none());
+        assert_eq!(o.evidence.as_ref().unwrap().fix, rules::IDEMPOTENT.fix);
+        assert!(kubelet_past_deadline(
+            "NodePrepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"
+        ));
+        assert!(!kubelet_past_deadline("NodePrepareResources: rpc error: code = Unavailable desc = boom"));
     }
 }

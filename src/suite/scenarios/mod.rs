@@ -174,7 +174,7 @@ pub(crate) async fn setup<'a>(o: &'a Options, session: Session, isolation: Isola
             s.start_plugin()?;
             State::Env(s)
         }
-        Session::KubeletRestart | Session::PluginRestart => {
+        Session::KubeletRestart | Session::PluginRestart | Session::NodeReboot => {
             s.start_recorder().await?;
             s.start_plugin()?;
             s.baseline_snapshot().await?;

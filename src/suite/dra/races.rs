@@ -1,0 +1,148 @@
+//! Redundant and racing prepares (DRA-PREP-007): the kubelet calls
+//! NodePrepareResources again for a claim whose earlier call it gave up on
+//! (45 s) while that call may still run in the driver, so prepares of one
+//! claim overlap. Drivers that re-ran the preparation on a repeat
+//! overwrote their "prepare completed" state and the claim's CDI spec
+//! (dra-driver-nvidia-gpu#729, #754; #782 asks for this test).
+
+use super::session::{call_failed, fail, Sess};
+use crate::api::dra_v1::NodePrepareResourcesResponse;
+use crate::kubelet::dra::unresolved_cdi;
+use crate::protocol::dra as rules;
+use crate::suite::Outcome;
+
+/// How many prepares of the claim run at once.
+const CONCURRENT: usize = 4;
+
+/// The sorted CDI IDs answered for `uid`, or what is wrong with the answer (pure).
+fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
+    if let Some(extra) = r.claims.keys().find(|u| *u != uid) {
+        return Err(format!("an entry for claim UID {extra}, which was not asked"));
+    }
+    let Some(x) = r.claims.get(uid) else { return Err("no entry for the claim".into()) };
+    if !x.error.is_empty() {
+        return Err(format!("error: {}", x.error));
+    }
+    let mut ids: Vec<String> = x.devices.iter().flat_map(|d| d.cdi_device_ids.iter().cloned()).collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// DRA-PREP-007: one of DRA-PREP-001's claims is unprepared, then prepared
+/// by [`CONCURRENT`] calls at once and twice more in sequence: every answer
+/// is the same, and every CDI ID answered (the first answer's included)
+/// resolves at the end. The kubelet still counts the claim prepared, as it
+/// is again when the scenario ends.
+pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
+    let Some(claim) = s.engine_claims.get(1).or(s.engine_claims.first()).cloned() else {
+        return Outcome::skip("DRA-PREP-001 did not prepare");
+    };
+    let (c, d) = need!(s.conn().await);
+    let t = s.timeout;
+    let r = need!(c.unprepare(&d.service, vec![claim.clone()]).await.map_err(|e| call_failed(
+        &rules::SERVICE_ANSWERS,
+        "NodeUnprepareResources (before the concurrent prepares)",
+        e,
+        t
+    )));
+    if let Some(e) = r.claims.get(&claim.uid).filter(|x| !x.error.is_empty()) {
+        return fail(
+            &rules::IDEMPOTENT,
+            "NodeUnprepareResources (before the concurrent prepares)",
+            format!("error: {}", e.error),
+        );
+    }
+    let one = || c.prepare(&d.service, vec![claim.clone()]);
+    let (a, b, x, y) = tokio::join!(one(), one(), one(), one());
+    let mut answers = Vec::with_capacity(CONCURRENT + 2);
+    for (i, r) in [a, b, x, y].into_iter().enumerate() {
+        let rpc = format!("NodePrepareResources ({} of {CONCURRENT} at once)", i + 1);
+        answers.push((rpc.clone(), need!(r.map_err(|e| call_failed(&rules::IDEMPOTENT, rpc, e, t)))));
+    }
+    for n in 1..=2 {
+        let rpc = format!("NodePrepareResources (again, {n} of 2 in sequence)");
+        let r = need!(one().await.map_err(|e| call_failed(&rules::IDEMPOTENT, rpc.clone(), e, t)));
+        answers.push((rpc, r));
+    }
+    let mut ids = Vec::with_capacity(answers.len());
+    for (rpc, r) in &answers {
+        match answered_ids(r, &claim.uid) {
+            Ok(i) => ids.push((rpc.clone(), i)),
+            Err(e) => return fail(&rules::IDEMPOTENT, rpc.clone(), e),
+        }
+    }
+    let first = ids[0].1.clone();
+    let differ: Vec<String> =
+        ids.iter().filter(|(_, i)| *i != first).map(|(rpc, i)| format!("{rpc}: [{}]", i.join(", "))).collect();
+    let all: Vec<String> = {
+        let mut v: Vec<String> = ids.iter().flat_map(|(_, i)| i.iter().cloned()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let lost = unresolved_cdi(&[s.tree.cdi_dir()], &all);
+    // What the claim is prepared as now, for DRA-CDI-002's check after the kubelet unprepares it.
+    if let Some(last) = ids.last() {
+        if let Some(p) = s.prepared_claims.iter_mut().find(|(u, _)| *u == claim.uid) {
+            p.1 = last.1.clone();
+        }
+    }
+    const FIX: &str = "prepare a claim once: record \"prepared\" under the lock that checks it, answer a repeat (or a call overlapping one still running) from that record, and never rewrite a prepared claim's CDI spec under new names (dra-driver-nvidia-gpu#729, #754)";
+    if !differ.is_empty() {
+        return Outcome::fail(
+            format!(
+                "NodePrepareResources of claim {}/{}, {CONCURRENT} at once then 2 in sequence",
+                claim.namespace, claim.name
+            ),
+            format!("answers differ: {} first [{}]; {}", ids[0].0, first.join(", "), differ.join("; ")),
+            FIX,
+        );
+    }
+    if !lost.is_empty() {
+        return Outcome::fail(
+            format!("CDI spec files after {} prepares of claim {}/{}", answers.len(), claim.namespace, claim.name),
+            format!(
+                "{} answered for the claim resolve to no spec file (a container given them fails)",
+                lost.join(", ")
+            ),
+            FIX,
+        );
+    }
+    Outcome::pass(format!(
+        "{} prepares ({CONCURRENT} at once) answered [{}]; every ID resolves",
+        answers.len(),
+        first.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::dra_v1::{Device, NodePrepareResourceResponse};
+
+    fn answer(uid: &str, ids: &[&str], error: &str) -> NodePrepareResourcesResponse {
+        let mut r = NodePrepareResourcesResponse::default();
+        r.claims.insert(
+            uid.into(),
+            NodePrepareResourceResponse {
+                devices: vec![Device {
+                    cdi_device_ids: ids.iter().map(|s| s.to_string()).collect(),
+                    ..Default::default()
+                }],
+                error: error.into(),
+            },
+        );
+        r
+    }
+
+    #[test]
+    fn an_answer_gives_its_sorted_ids_or_says_what_is_wrong() {
+        assert_eq!(answered_ids(&answer("u", &["v/c=b", "v/c=a"], ""), "u").unwrap(), ["v/c=a", "v/c=b"]);
+        assert_eq!(answered_ids(&answer("u", &[], "boom"), "u").unwrap_err(), "error: boom");
+        assert_eq!(
+            answered_ids(&answer("u", &[], ""), "w").unwrap_err(),
+            "an entry for claim UID u, which was not asked"
+        );
+        assert_eq!(answered_ids(&NodePrepareResourcesResponse::default(), "u").unwrap_err(), "no entry for the claim");
+    }
+}
