@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the upstream peers and oracles (tests/upstream/cmd/*) from the Go
-# module in tests/upstream into target/upstream/bin/. Go comes from the
+# Build the upstream peers and oracles (tests/upstream/cmd/*, and from
+# k8s.io/kubernetes its sample device plugin and e2e DRA test driver) from
+# the Go module in tests/upstream into target/upstream/bin/. Go comes from the
 # machine (/usr/local/go, else PATH); modules from the Go module proxy, cached
 # under target/upstream/ (gomod, gocache), so a second run builds nothing.
 # Without Go: outside CI, one note and exit 0 (the upstream tests then say
@@ -25,6 +26,9 @@ mkdir -p "$out/bin"
 export GOMODCACHE="$out/gomod" GOCACHE="$out/gocache" GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 cd tests/upstream
 "$go" build -trimpath -o "$out/bin/" ./cmd/...
+# Upstream's own peers, from k8s.io/kubernetes by package path (the go.mod tool lines).
+"$go" build -trimpath -o "$out/bin/sample-device-plugin" k8s.io/kubernetes/test/images/sample-device-plugin
+"$go" build -trimpath -o "$out/bin/dra-test-driver" k8s.io/kubernetes/test/e2e/dra/test-driver
 if [ "${1:-}" = "--vet" ]; then
   "$go" vet ./...
 fi

@@ -344,7 +344,11 @@ func main() {
 		die("start", err)
 	}
 	if *devices > 0 {
-		if err := helper.PublishResources(ctx, d.resources(*devices)); err != nil {
+		// PublishResources waits for the helper's slice informer to sync: a
+		// SIGTERM meanwhile is a normal stop (the helper removes its sockets),
+		// and any other failure stops the helper before exiting too.
+		if err := helper.PublishResources(ctx, d.resources(*devices)); err != nil && ctx.Err() == nil {
+			helper.Stop()
 			die("publish", err)
 		}
 	}
