@@ -16,14 +16,219 @@ use crate::kubelet::manifest::objects::quantity::Quantity;
 use crate::kubelet::manifest::objects::Attribute;
 use cel::extractors::This;
 use cel::objects::{Opaque, Value};
-use cel::{Context, ExecutionError, FunctionContext, Program};
+use cel::{Context, ExecutionError, FunctionContext};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// resourceapi.CELSelectorExpressionMaxLength: kube-apiserver refuses a
+/// longer selector (pkg/apis/resource/validation validateCELExpression).
+pub const MAX_LENGTH: usize = 10 * 1024;
+
+/// cel-go's parser recursion limit in Kubernetes' CEL environment
+/// ("expression recursion limit exceeded: 250").
+pub const MAX_RECURSION: u16 = 250;
+
+/// The deepest postfix chain and bracket nesting (summed, see [`depth`])
+/// taken to the parser; cel-go refuses deeper ones with "max recursion
+/// depth exceeded" (a selector that deep cannot type-check anyway).
+pub const MAX_DEPTH: usize = 2 * MAX_RECURSION as usize;
+
+/// The stack selectors are parsed and run on: the `cel` crate's parser and
+/// evaluator recurse once per level of the expression (tens of KiB a level
+/// in a debug build), far beyond a runtime worker's 2 MiB for what
+/// [`MAX_RECURSION`] and [`MAX_DEPTH`] let through.
+pub const STACK: usize = 256 << 20;
+
+/// Why a selector is refused before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Longer than [`MAX_LENGTH`] bytes (field.TooLong).
+    TooLong {
+        /// Its length in bytes.
+        length: usize,
+    },
+    /// Nested deeper than [`MAX_DEPTH`] (cel-go's "max recursion depth exceeded").
+    TooDeep {
+        /// The depth [`depth`] measured.
+        depth: usize,
+    },
+    /// The parser refused it (syntax, or [`MAX_RECURSION`]).
+    Syntax {
+        /// The parser's first line.
+        message: String,
+    },
+    /// No thread with a large enough stack could be started to parse it.
+    NoThread {
+        /// The system's error.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::TooLong { length } => {
+                write!(f, "Too long: may not be more than {MAX_LENGTH} bytes (it has {length})")
+            }
+            Refused::TooDeep { depth } => {
+                write!(f, "compilation failed: ERROR: <input>:-1:0: max recursion depth exceeded (depth {depth}, at most {MAX_DEPTH})")
+            }
+            Refused::Syntax { message } => write!(f, "compilation failed: {message}"),
+            Refused::NoThread { message } => write!(f, "cannot start a thread to parse the selector: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Run `f` on a thread with [`STACK`] bytes of stack (the caller's thread
+/// waits): how selectors are parsed and evaluated, so that no expression
+/// the limits let through can overflow a runtime worker's stack. Err: no
+/// thread could be started (out of threads or memory).
+pub fn with_stack<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new().name("dpctl-cel".into()).stack_size(STACK).spawn_scoped(s, f)?;
+        match h.join() {
+            Ok(v) => Ok(v),
+            // A panic of `f` goes on as the caller's.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// A lexical bound on how deep `expr` nests: along the text, the sum over
+/// the open brackets of one plus the postfix selections and indexes
+/// (`.x`, `[i]`) chained at that level (string literals skipped).
+pub fn depth(expr: &str) -> usize {
+    let mut levels: Vec<usize> = vec![0];
+    let mut max = 0;
+    let mut chars = expr.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => {
+                let mut escaped = false;
+                for d in chars.by_ref() {
+                    match d {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        _ if d == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '(' | '[' | '{' => {
+                if c == '[' {
+                    if let Some(n) = levels.last_mut() {
+                        *n += 1;
+                    }
+                }
+                levels.push(0);
+            }
+            ')' | ']' | '}' => {
+                if levels.len() > 1 {
+                    levels.pop();
+                }
+            }
+            '.' if !chars.peek().is_some_and(char::is_ascii_digit) => {
+                if let Some(n) = levels.last_mut() {
+                    *n += 1;
+                }
+            }
+            _ => {}
+        }
+        let d: usize = levels.iter().map(|n| n + 1).sum();
+        max = max.max(d);
+    }
+    max
+}
+
+/// Check `expr` as kube-apiserver does before storing it (length, then a
+/// parse within cel-go's recursion limits), on a stack large enough for it.
+pub fn check(expr: &str) -> Result<(), Refused> {
+    parse(expr).map(drop)
+}
+
+/// `expr` with each run of logical nots (`!!…`, spaces between allowed)
+/// cut to its parity, as cel-go's parser does (parser.go VisitLogicalNot:
+/// an even run is its operand): the `cel` crate's parser (0.12
+/// visit_LogicalNot) drops the `return` and treats `!!x` as `!x`.
+fn collapse_nots(expr: &str) -> std::borrow::Cow<'_, str> {
+    if !expr.contains("!!") && !expr.contains("! ") {
+        return std::borrow::Cow::Borrowed(expr);
+    }
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = String::with_capacity(expr.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            // Copy a string literal whole (raw and triple-quoted ones too:
+            // their content has no unescaped quote of their kind before the end).
+            out.push(c);
+            i += 1;
+            let mut escaped = false;
+            while i < chars.len() {
+                let d = chars[i];
+                out.push(d);
+                i += 1;
+                match d {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    _ if d == c => break,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if c == '!' {
+            let mut j = i;
+            let mut nots = 0;
+            while j < chars.len() && (chars[j] == '!' || chars[j].is_whitespace()) {
+                if chars[j] == '!' {
+                    nots += 1;
+                }
+                j += 1;
+            }
+            // `!=` is not a not; leave a run that ends in one as written.
+            let ends_in_ne = chars.get(j) == Some(&'=') && chars[j - 1] == '!';
+            if nots > 1 && !ends_in_ne {
+                if nots % 2 == 1 {
+                    out.push('!');
+                }
+                out.push(' ');
+                i = j;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Parse `expr` within the limits (see [`check`]).
+fn parse(expr: &str) -> Result<::cel::parser::Expression, Refused> {
+    if expr.len() > MAX_LENGTH {
+        return Err(Refused::TooLong { length: expr.len() });
+    }
+    let depth = depth(expr);
+    if depth > MAX_DEPTH {
+        return Err(Refused::TooDeep { depth });
+    }
+    let src = collapse_nots(expr);
+    let parsed = with_stack(|| {
+        ::cel::parser::Parser::new().max_recursion_depth(MAX_RECURSION).parse(&src).map_err(|e| {
+            let text = e.to_string();
+            Refused::Syntax { message: text.lines().next().unwrap_or("syntax error").to_string() }
+        })
+    });
+    parsed.unwrap_or_else(|e| Err(Refused::NoThread { message: e.to_string() }))
+}
+
 /// A compiled selector.
 pub struct Compiled {
-    program: Program,
+    program: ::cel::parser::Expression,
     /// Domains named by string literals, made empty maps when a device lacks them.
     literals: Vec<String>,
     /// `device.driver == "X"` (the commonest class selector, and the one a
@@ -33,12 +238,36 @@ pub struct Compiled {
 }
 
 /// Compile `expr` (a parse error is the scheduler's "compilation failed").
-pub fn compile(expr: &str) -> Result<Compiled, String> {
-    let program = Program::compile(expr).map_err(|e| {
-        let text = e.to_string();
-        format!("compilation failed: {}", text.lines().next().unwrap_or("syntax error"))
-    })?;
+/// Run [`matches`] with it inside [`with_stack`].
+pub fn compile(expr: &str) -> Result<Compiled, Refused> {
+    let program = parse(expr)?;
     Ok(Compiled { program, literals: literals(expr), driver_is: driver_is(expr) })
+}
+
+/// What a selector answers for one device, as the differential test
+/// compares it with upstream's `cel` package: refused before it runs
+/// ([`check`]), or the value, or a runtime error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Refused by [`check`].
+    Refused(Refused),
+    /// It ran: true or false.
+    Value(bool),
+    /// It failed at run time (or did not yield a bool).
+    Error(String),
+}
+
+/// Evaluate `expr` against `c` (compile, then run), on a large stack.
+pub fn evaluate(expr: &str, c: &Candidate) -> Outcome {
+    let compiled = match compile(expr) {
+        Err(r) => return Outcome::Refused(r),
+        Ok(p) => p,
+    };
+    let ran = with_stack(|| match matches(&context(), &compiled, c) {
+        Ok(b) => Outcome::Value(b),
+        Err(e) => Outcome::Error(e),
+    });
+    ran.unwrap_or_else(|e| Outcome::Error(format!("cannot start a thread to run the selector: {e}")))
 }
 
 /// X when `expr` is exactly `device.driver == X` or `X == device.driver`
@@ -295,7 +524,7 @@ pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool
     }
     let mut scope = ctx.new_inner_scope();
     scope.add_variable_from_value("device", device(c, &compiled.literals));
-    match compiled.program.execute(&scope) {
+    match Value::resolve(&compiled.program, &scope) {
         Ok(Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!("must evaluate to bool, not {other:?}")),
         Err(ExecutionError::NoSuchKey(k)) => {
@@ -335,5 +564,53 @@ mod tests {
         assert_eq!(driver_is(r#"device.driver == "gpu.x" || true"#), None);
         assert_eq!(driver_is(r#"device.driver == "a" && "b" == "b""#), None);
         assert_eq!(driver_is("device.attributes == 'x'"), None);
+    }
+
+    /// Issue 45: a DeviceClass selector `device.device.…(10,000 times)….driver
+    /// == "x"` overflowed the stack of the runtime worker and aborted the
+    /// process; upstream refuses it (the length limit). Hostile selectors
+    /// within the length limit are refused as cel-go refuses them, or run,
+    /// and none crashes a thread with a runtime worker's 2 MiB stack.
+    #[test]
+    fn hostile_selectors_are_refused_or_run_never_a_crash() {
+        let worker = std::thread::Builder::new().stack_size(2 << 20).spawn(|| {
+            let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+            let long = format!("{}driver == \"x\"", "device.".repeat(10_000));
+            assert!(matches!(check(&long), Err(Refused::TooLong { length }) if length == long.len()));
+            assert!(matches!(evaluate(&long, &dev), Outcome::Refused(Refused::TooLong { .. })));
+            let deep = format!("{}driver == \"x\"", "device.".repeat(1_400));
+            assert!(deep.len() <= MAX_LENGTH);
+            assert!(matches!(check(&deep), Err(Refused::TooDeep { .. })), "{:?}", check(&deep));
+            let parens = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));
+            assert_eq!(evaluate(&parens(200), &dev), Outcome::Value(true));
+            assert!(matches!(check(&parens(300)), Err(Refused::Syntax { .. })));
+            let index = format!("device.attributes{} == 1", "[\"a\"]".repeat(200));
+            assert!(matches!(evaluate(&index, &dev), Outcome::Error(_)));
+            assert_eq!(evaluate(&vec!["true"; 1000].join(" || "), &dev), Outcome::Value(true));
+            assert_eq!(evaluate(&format!("{}true", "!".repeat(1000)), &dev), Outcome::Value(true));
+        });
+        let joined = worker.map(|h| h.join());
+        assert!(matches!(joined, Ok(Ok(()))), "the checks failed or crashed");
+    }
+
+    /// `!!x` is x, as in cel-go (the `cel` crate's parser makes it `!x`).
+    #[test]
+    fn a_run_of_nots_keeps_its_parity() {
+        let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+        for (e, want) in [("!!true", true), ("!!!true", false), ("! ! true", true), ("!true", false), ("'!!' == '!!'", true), ("1 != 2", true)] {
+            assert_eq!(evaluate(e, &dev), Outcome::Value(want), "{e}");
+        }
+    }
+
+    /// The depth bound: brackets and postfix chains add up, string
+    /// literals do not count.
+    #[test]
+    fn depth_counts_nesting_and_chains() {
+        assert_eq!(depth("true"), 1);
+        assert_eq!(depth("device.driver"), 2);
+        assert_eq!(depth("(a.b)"), 3);
+        assert_eq!(depth("a[\"x\"]"), 3);
+        assert_eq!(depth("\"((((.....\" == a"), 1);
+        assert_eq!(depth("1.5 == a"), 1);
     }
 }

@@ -305,5 +305,12 @@ pub fn allocate(
             });
         }
     }
-    search::Search::new(claim, spec, catalog, candidates, taken, drivers).run()
+    // On a large stack: selectors are parsed and run in the search.
+    let searched = cel::with_stack(|| search::Search::new(claim, spec, catalog, candidates, taken, drivers).run());
+    searched.unwrap_or_else(|e| {
+        Err(Unallocatable::Selector {
+            claim: claim.to_string(),
+            error: format!("cannot start a thread to run the selectors: {e}"),
+        })
+    })
 }

@@ -42,7 +42,7 @@ pub(super) struct Search<'a> {
     counted: BTreeMap<(String, String, String, String), i128>,
     /// Made when a selector needs CEL run (not for `device.driver == X`).
     ctx: OnceCell<::cel::Context<'static>>,
-    programs: RefCell<HashMap<String, Result<Compiled, String>>>,
+    programs: RefCell<HashMap<String, Result<Compiled, cel::Refused>>>,
     /// Per (sub-)request label, per candidate: not yet known, no, yes.
     fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
     steps: Cell<u64>,
@@ -142,7 +142,7 @@ impl<'a> Search<'a> {
         }
         let programs = self.programs.borrow();
         let whose = class.map(|n| format!("class {n}: "));
-        let mut groups: Vec<Vec<(usize, Result<&Compiled, &String>)>> = Vec::new();
+        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
         for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
             let mut g = Vec::new();
             for (n, s) in sels.iter().enumerate() {
@@ -190,7 +190,7 @@ impl<'a> Search<'a> {
     /// class's (named by `whose`), then the request's, compiled.
     fn selected(
         &self,
-        groups: &[Vec<(usize, Result<&Compiled, &String>)>],
+        groups: &[Vec<(usize, Result<&Compiled, &cel::Refused>)>],
         whose: Option<&str>,
         i: usize,
     ) -> Result<bool, Unallocatable> {

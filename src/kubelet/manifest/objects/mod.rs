@@ -236,11 +236,10 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .and_then(Value::as_str)
             .filter(|e| !e.trim().is_empty())
             .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
-        // kube-apiserver refuses an expression that does not compile.
-        if let Err(e) = ::cel::Program::compile(expr) {
-            let e = e.to_string();
-            let first = e.lines().next().unwrap_or("syntax error");
-            return Err(format!("{at}[{i}].cel.expression: compilation failed: {first}"));
+        // kube-apiserver refuses an expression too long or that does not
+        // compile (parsed within cel-go's limits, never deeper).
+        if let Err(e) = crate::kubelet::dra::allocator::cel::check(expr) {
+            return Err(format!("{at}[{i}].cel.expression: {e}"));
         }
         out.push(Selector { expression: expr.to_string() });
     }
