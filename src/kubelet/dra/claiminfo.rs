@@ -785,22 +785,7 @@ impl ClaimCache {
 
 /// The devices of an allocation a scheduler wrote (`status.allocation.devices.results`).
 fn given_allocation(results: &[serde_json::Value]) -> Vec<Allocated> {
-    // The allocation result's v1 field names are Allocated's serde names; a
-    // result the scheduler wrote with fields of the wrong type keeps what reads.
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    results
-        .iter()
-        .map(|r| {
-            serde_json::from_value(r.clone()).unwrap_or_else(|_| Allocated {
-                request: text(&r["request"]),
-                driver: text(&r["driver"]),
-                pool: text(&r["pool"]),
-                device: text(&r["device"]),
-                admin: r["adminAccess"].as_bool().unwrap_or(false),
-                ..Allocated::default()
-            })
-        })
-        .collect()
+    allocator::given(results)
 }
 
 /// What a driver's answer to NodeUnprepareResources for `asked` means.

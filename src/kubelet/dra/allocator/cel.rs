@@ -30,9 +30,11 @@ pub const MAX_LENGTH: usize = 10 * 1024;
 pub const MAX_RECURSION: u16 = 250;
 
 /// The deepest postfix chain and bracket nesting (summed, see [`depth`])
-/// taken to the parser; cel-go refuses deeper ones with "max recursion
-/// depth exceeded" (a selector that deep cannot type-check anyway).
-pub const MAX_DEPTH: usize = 2 * MAX_RECURSION as usize;
+/// taken to the parser: cel-go takes 249 nested parentheses and refuses 250
+/// ("expression recursion limit exceeded: 250"), takes a chain of 249
+/// selections and refuses 250 ("max recursion depth exceeded"); both are
+/// depth 251 here.
+pub const MAX_DEPTH: usize = MAX_RECURSION as usize;
 
 /// The stack selectors are parsed and run on: the `cel` crate's parser and
 /// evaluator recurse once per level of the expression (tens of KiB a level
@@ -104,6 +106,7 @@ pub fn depth(expr: &str) -> usize {
     let mut levels: Vec<usize> = vec![0];
     let mut max = 0;
     let mut chars = expr.chars().peekable();
+    let mut prev: Option<char> = None;
     while let Some(c) = chars.next() {
         match c {
             '"' | '\'' => {
@@ -118,7 +121,8 @@ pub fn depth(expr: &str) -> usize {
                 }
             }
             '(' | '[' | '{' => {
-                if c == '[' {
+                // `x[i]` indexes (a step of x's chain); `[1]` is a list.
+                if c == '[' && prev.is_some_and(|p: char| p.is_alphanumeric() || "_)]\"'".contains(p)) {
                     if let Some(n) = levels.last_mut() {
                         *n += 1;
                     }
@@ -139,6 +143,9 @@ pub fn depth(expr: &str) -> usize {
         }
         let d: usize = levels.iter().map(|n| n + 1).sum();
         max = max.max(d);
+        if !c.is_whitespace() {
+            prev = Some(c);
+        }
     }
     max
 }
@@ -502,7 +509,11 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
         let (domain, id) = split(k);
         caps.entry(domain.to_string()).or_default().insert(id.to_string(), qv(q.value.clone()));
     }
-    for l in literals {
+    // Upstream's maps answer an empty map for every domain they lack
+    // (compile.go newStringInterfaceMapWithDefault); here, for each domain
+    // the expression names as a literal and for the driver's own (the key
+    // of the `device.attributes[device.driver]` idiom).
+    for l in literals.iter().chain([&c.driver]) {
         attrs.entry(l.clone()).or_default();
         caps.entry(l.clone()).or_default();
     }
@@ -517,6 +528,61 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
     d.into()
 }
 
+/// Evaluate `e` as cel-go does where the `cel` crate does not: `&&` and
+/// `||` are commutative over errors (cel-go interpreter/interpretable.go
+/// evalAnd/evalOr: a false operand of `&&`, a true one of `||`, wins over
+/// an error on either side), through `!` and `?:` above them; the crate
+/// stops at the first error from the left. Everything else is the crate's.
+fn eval(e: &::cel::parser::Expression, ctx: &Context) -> ::cel::ResolveResult {
+    use ::cel::common::ast::{operators, Expr};
+    if let Expr::Call(call) = &e.expr {
+        if call.target.is_none() {
+            match (call.func_name.as_str(), call.args.as_slice()) {
+                (operators::LOGICAL_AND, [a, b]) => return logic(e, ctx, eval(a, ctx), || eval(b, ctx), false),
+                (operators::LOGICAL_OR, [a, b]) => return logic(e, ctx, eval(a, ctx), || eval(b, ctx), true),
+                (operators::LOGICAL_NOT, [a]) => {
+                    return match eval(a, ctx)? {
+                        Value::Bool(b) => Ok(Value::Bool(!b)),
+                        _ => Value::resolve(e, ctx),
+                    }
+                }
+                (operators::CONDITIONAL, [c, t, f]) => {
+                    return match eval(c, ctx)? {
+                        Value::Bool(true) => eval(t, ctx),
+                        Value::Bool(false) => eval(f, ctx),
+                        _ => Value::resolve(e, ctx),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Value::resolve(e, ctx)
+}
+
+/// `a && b` (`wins` false) or `a || b` (`wins` true) over evaluated sides:
+/// the winning value from either side, else an error from either side,
+/// else b's value; a side that is not a bool is left to the crate
+/// (whole, `e`) to refuse.
+fn logic(
+    e: &::cel::parser::Expression,
+    ctx: &Context,
+    a: ::cel::ResolveResult,
+    b: impl FnOnce() -> ::cel::ResolveResult,
+    wins: bool,
+) -> ::cel::ResolveResult {
+    if matches!(a, Ok(Value::Bool(x)) if x == wins) {
+        return Ok(Value::Bool(wins));
+    }
+    let b = b();
+    match (a, b) {
+        (_, Ok(Value::Bool(y))) if y == wins => Ok(Value::Bool(wins)),
+        (Ok(Value::Bool(_)), Ok(Value::Bool(y))) => Ok(Value::Bool(y)),
+        (Err(x), Ok(Value::Bool(_)) | Err(_)) | (Ok(Value::Bool(_)), Err(x)) => Err(x),
+        _ => Value::resolve(e, ctx),
+    }
+}
+
 /// Whether candidate `c` matches; a runtime error or a non-bool result is an error.
 pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool, String> {
     if let Some(d) = &compiled.driver_is {
@@ -524,7 +590,7 @@ pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool
     }
     let mut scope = ctx.new_inner_scope();
     scope.add_variable_from_value("device", device(c, &compiled.literals));
-    match Value::resolve(&compiled.program, &scope) {
+    match eval(&compiled.program, &scope) {
         Ok(Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!("must evaluate to bool, not {other:?}")),
         Err(ExecutionError::NoSuchKey(k)) => {
@@ -582,8 +648,11 @@ mod tests {
             assert!(deep.len() <= MAX_LENGTH);
             assert!(matches!(check(&deep), Err(Refused::TooDeep { .. })), "{:?}", check(&deep));
             let parens = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));
-            assert_eq!(evaluate(&parens(200), &dev), Outcome::Value(true));
-            assert!(matches!(check(&parens(300)), Err(Refused::Syntax { .. })));
+            assert_eq!(evaluate(&parens(249), &dev), Outcome::Value(true));
+            assert!(matches!(check(&parens(250)), Err(Refused::TooDeep { .. })));
+            let chain = |n: usize| format!("{}driver == \"x\"", "device.".repeat(n));
+            assert!(matches!(evaluate(&chain(249), &dev), Outcome::Error(_)));
+            assert!(matches!(check(&chain(250)), Err(Refused::TooDeep { .. })));
             let index = format!("device.attributes{} == 1", "[\"a\"]".repeat(200));
             assert!(matches!(evaluate(&index, &dev), Outcome::Error(_)));
             assert_eq!(evaluate(&vec!["true"; 1000].join(" || "), &dev), Outcome::Value(true));
@@ -591,6 +660,30 @@ mod tests {
         });
         let joined = worker.map(|h| h.join());
         assert!(matches!(joined, Ok(Ok(()))), "the checks failed or crashed");
+    }
+
+    /// `&&` and `||` are commutative over errors, as in cel-go; a missing
+    /// domain, the driver's included, is an empty map.
+    #[test]
+    fn logic_absorbs_errors_as_cel_go_does() {
+        let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+        let err = "device.attributes['d'].nope == 1";
+        for (e, want) in [
+            (format!("{err} || true"), Some(true)),
+            (format!("{err} && false"), Some(false)),
+            (format!("!({err} && false)"), Some(true)),
+            (format!("({err} || true) ? true : false"), Some(true)),
+            (format!("{err} || false"), None),
+            (format!("true && {err}"), None),
+            ("has(device.attributes[device.driver].a)".to_string(), Some(false)),
+            ("has(device.capacity[device.driver].a)".to_string(), Some(false)),
+        ] {
+            let got = evaluate(&e, &dev);
+            match want {
+                Some(b) => assert_eq!(got, Outcome::Value(b), "{e}"),
+                None => assert!(matches!(got, Outcome::Error(_)), "{e}: {got:?}"),
+            }
+        }
     }
 
     /// `!!x` is x, as in cel-go (the `cel` crate's parser makes it `!x`).
@@ -612,5 +705,7 @@ mod tests {
         assert_eq!(depth("a[\"x\"]"), 3);
         assert_eq!(depth("\"((((.....\" == a"), 1);
         assert_eq!(depth("1.5 == a"), 1);
+        assert_eq!(depth("[[1]]"), 3);
+        assert_eq!(depth("a[0][1]"), 4);
     }
 }

@@ -79,6 +79,7 @@ impl<'a> Search<'a> {
             fits: RefCell::new(HashMap::new()),
             steps: Cell::new(0),
         };
+        let mut counted_devices = HashSet::new();
         for a in taken.iter().filter(|a| !a.admin) {
             let c = if special.is_empty() {
                 None
@@ -96,6 +97,12 @@ impl<'a> Search<'a> {
             } else {
                 s.used.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str()));
             }
+            // A device consumes its counters once, however many shares it
+            // has (allocator_incubating.go checkAvailableCounters counts
+            // each allocated device once).
+            if !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
+                continue;
+            }
             for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
                 for (counter, q) in &set.counters {
                     let k = (a.driver.clone(), a.pool.clone(), set.name.clone(), counter.clone());
@@ -107,6 +114,21 @@ impl<'a> Search<'a> {
     }
 
     pub(super) fn run(&self) -> Result<Vec<Allocated>, Unallocatable> {
+        // Every All (sub-)request's devices are counted, each selector run
+        // on each device, before the search (validateDeviceRequest): a
+        // runtime error there stops the claim even in a sub-request the
+        // search would not reach.
+        for r in &self.spec.requests {
+            if r.first_available.is_empty() {
+                if r.all {
+                    self.fitting(r, &r.name)?;
+                }
+            } else {
+                for s in r.first_available.iter().filter(|s| s.all) {
+                    self.fitting(s, &format!("{}/{}", r.name, s.name))?;
+                }
+            }
+        }
         let mut mine = Vec::new();
         self.request(0, &mut mine)?;
         Ok(mine.into_iter().map(|p| p.result).collect())
@@ -179,6 +201,61 @@ impl<'a> Search<'a> {
         result.map(|()| out)
     }
 
+    /// Whether candidate `i` matches every selector of `r`, run now if
+    /// not known yet (remembered per label).
+    fn fits(&self, r: &Request, label: &str, i: usize) -> Result<bool, Unallocatable> {
+        if let Some(Some(hit)) = self.fits.borrow().get(label).and_then(|v| v.get(i).copied()) {
+            return Ok(hit);
+        }
+        let (class_sel, class) = self.class(r, label)?;
+        {
+            let mut programs = self.programs.borrow_mut();
+            for s in class_sel.iter().chain(&r.selectors) {
+                if !programs.contains_key(&s.expression) {
+                    programs.insert(s.expression.clone(), cel::compile(&s.expression));
+                }
+            }
+        }
+        let programs = self.programs.borrow();
+        let whose = class.map(|n| format!("class {n}: "));
+        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
+        for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
+            let mut g = Vec::new();
+            for (n, s) in sels.iter().enumerate() {
+                match programs.get(&s.expression) {
+                    Some(p) => g.push((n, p.as_ref())),
+                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
+                }
+            }
+            groups.push(g);
+        }
+        let hit = self.selected(&groups, whose.as_deref(), i)?;
+        let mut fits = self.fits.borrow_mut();
+        let known = fits.entry(label.to_string()).or_insert_with(|| vec![None; self.cands.len()]);
+        if let Some(k) = known.get_mut(i) {
+            *k = Some(hit);
+        }
+        Ok(hit)
+    }
+
+    /// The candidates that fit `r`, a selector error counting as not (for
+    /// explaining a failure only).
+    fn lenient(&self, r: &Request, label: &str) -> Vec<usize> {
+        (0..self.cands.len()).filter(|&i| self.fits(r, label, i).unwrap_or(false)).collect()
+    }
+
+    /// Whether candidate `i` is in use for a request with `admin`
+    /// (allocateOne's first, cheap check: before any selector runs).
+    fn in_use(&self, admin: bool, i: usize, mine: &[Pick]) -> bool {
+        let c = &self.cands[i];
+        let mine_has = mine.iter().any(|p| p.index == i);
+        if admin {
+            mine_has && !c.multi
+        } else {
+            (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
+        }
+    }
+
     fn selector_error(&self, whose: Option<&str>, n: usize, e: &str) -> Unallocatable {
         Unallocatable::Selector {
             claim: self.claim.to_string(),
@@ -218,22 +295,28 @@ impl<'a> Search<'a> {
         let name = format!("device {}", c.device);
         let mine_has = mine.iter().any(|p| p.index == i);
         if admin {
-            if mine_has {
+            if mine_has && !c.multi {
                 return Err(format!("{name}: already in this claim"));
             }
         } else if (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
         {
             return Err(format!("{name}: in use"));
         }
-        // Shared counters (KEP-4815).
-        for set in &c.consumes {
+        // Shared counters (KEP-4815); a shareable device already shared
+        // (by another claim or this one) has its counters counted
+        // (allocateDevice's skipCounterCheck).
+        let shared_already = c.multi && (self.shares.contains_key(&c.key()) || self.shared.contains_key(&c.key()) || mine_has);
+        let consumes = if shared_already { &[][..] } else { c.consumes.as_slice() };
+        for set in consumes {
             let Some(total) = c.counters.iter().find(|s| s.name == set.name) else { continue };
             for (counter, q) in &set.counters {
                 let Some(limit) = total.counters.get(counter) else { continue };
                 let k = (c.driver.clone(), c.pool.clone(), set.name.clone(), counter.clone());
                 let others = self.counted.get(&k).copied().unwrap_or(0);
+                let mut seen = HashSet::new();
                 let ours: i128 = mine
                     .iter()
+                    .filter(|p| seen.insert(p.index))
                     .map(|p| &self.cands[p.index])
                     .filter(|o| o.driver == c.driver && o.pool == c.pool)
                     .flat_map(|o| o.consumes.iter().filter(|s| s.name == set.name))
@@ -253,7 +336,7 @@ impl<'a> Search<'a> {
         if c.multi || !r.capacity.is_empty() {
             consumed = capacity::consumed(c, &r.capacity).map_err(|e| format!("{name}: {e}"))?;
         }
-        if c.multi && !admin {
+        if c.multi {
             for (cap, q) in &consumed {
                 let value = &c.capacity[cap].value;
                 let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
@@ -282,8 +365,20 @@ impl<'a> Search<'a> {
             }
             let attr = &con.match_attribute;
             let Some(v) = c.attributes.get(attr) else {
-                return Err(format!("{name}: constraints.matchAttribute {attr}: the device has no such attribute"));
+                let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
+                return Err(format!("{name}: constraints.{kind} {attr}: the device has no such attribute"));
             };
+            if con.distinct {
+                // distinctAttribute (constraint.go distinctAttributeConstraint).
+                let same = mine.iter().filter(|p| covers(&p.result.request)).find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
+                if let Some(p) = same {
+                    return Err(format!(
+                        "{name}: constraints.distinctAttribute {attr}: {v:?} is also device {}'s",
+                        p.result.device
+                    ));
+                }
+                continue;
+            }
             let other = mine.iter().find(|p| covers(&p.result.request));
             if let Some(p) = other {
                 let w = self.cands[p.index].attributes.get(attr);
@@ -295,7 +390,9 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        let multi = c.multi && !admin;
+        // A shareable device gets a share (ID and consumed capacity) for
+        // an adminAccess request too (allocator_incubating.go allocateDevice).
+        let multi = c.multi;
         let share_id = multi.then(|| self.share_id(c, label, mine));
         Ok(Pick {
             result: Allocated {
@@ -318,12 +415,14 @@ impl<'a> Search<'a> {
         })
     }
 
-    /// A share ID no other share of the device has (hex, derived, not random).
+    /// A share ID no other share of the device has: a UUID, as upstream's
+    /// (allocatedstate.go GenerateShareID: uuid.NewUUID), derived rather
+    /// than random.
     fn share_id(&self, c: &Candidate, label: &str, mine: &[Pick]) -> String {
         let used = self.shares.get(&c.key());
         for salt in 0u32.. {
             let seed = format!("{}\0{label}\0{}/{}/{}\0{salt}", self.claim, c.driver, c.pool, c.device);
-            let id = crate::kubelet::manifest::objects::derived_uid(&seed).replace('-', "")[..10].to_string();
+            let id = crate::kubelet::manifest::objects::derived_uid(&seed);
             let clash = used.is_some_and(|u| u.contains(&id))
                 || mine.iter().any(|p| p.result.share_id.as_deref() == Some(id.as_str()));
             if !clash {
@@ -380,7 +479,12 @@ impl<'a> Search<'a> {
         admin: bool,
         mine: &mut Vec<Pick>,
     ) -> Result<(), Unallocatable> {
-        let fitting = self.fitting(r, label)?;
+        // All: every fitting device, each selector run on every device
+        // first (validateDeviceRequest, where a runtime error stops the
+        // claim). ExactCount: selectors run device by device as the search
+        // reaches a device not in use (allocateOne), so an error on a
+        // device the search never needs does not count.
+        let fitting: Vec<usize> = if r.all { self.fitting(r, label)? } else { (0..self.cands.len()).collect() };
         let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
         if mine.len().saturating_add(want) > MAX_RESULTS {
             return Err(Unallocatable::TooFew(Box::new(TooFew {
@@ -403,6 +507,7 @@ impl<'a> Search<'a> {
         if let Some(e) = deeper {
             return Err(e);
         }
+        let fitting = if r.all { fitting } else { self.lenient(r, label) };
         Err(self.diagnose(r, label, admin, &fitting, want, mine))
     }
 
@@ -443,6 +548,9 @@ impl<'a> Search<'a> {
                 break;
             }
             self.step()?;
+            if !r.all && (self.in_use(admin, c, mine) || !self.fits(r, label, c)?) {
+                continue;
+            }
             let pick = match self.check(r, label, admin, c, mine) {
                 Ok(p) => p,
                 Err(why) if r.all => {
