@@ -322,6 +322,18 @@ pub enum Unallocatable {
         /// `driver/pool`.
         pool: String,
     },
+    /// A device an All request must have breaks a constraint
+    /// (allocator_incubating.go allocateDevice with must).
+    Constraint {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The (sub-)request.
+        request: String,
+        /// `driver/pool/device`.
+        device: String,
+        /// Which constraint, and how.
+        why: String,
+    },
     /// The search went through too many combinations.
     GaveUp {
         /// `namespace/name` of the claim.
@@ -340,6 +352,7 @@ impl Unallocatable {
                 | Unallocatable::AdminAccess { .. }
                 | Unallocatable::GaveUp { .. }
                 | Unallocatable::PoolUnusable { .. }
+                | Unallocatable::Constraint { .. }
         )
     }
 }
@@ -384,6 +397,10 @@ impl std::fmt::Display for Unallocatable {
             Unallocatable::PoolUnusable { claim, request, pool } => write!(
                 f,
                 "claim {claim}, request {request}: asks for all devices, but resource pool {pool} is currently being updated or invalid"
+            ),
+            Unallocatable::Constraint { claim, request, device, why } => write!(
+                f,
+                "claim {claim}, request {request}: cannot add device {device} because a claim constraint would not be satisfied ({why})"
             ),
             Unallocatable::GaveUp { claim, steps } => {
                 write!(f, "claim {claim}: no allocation found within {steps} steps of the search")

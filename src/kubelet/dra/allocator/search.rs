@@ -19,6 +19,25 @@ const MAX_STEPS: u64 = 200_000;
 /// resourceapi.AllocationResultsMaxSize: devices one claim's allocation may list.
 const MAX_RESULTS: usize = 32;
 
+/// Why a device cannot be picked now.
+enum Reject {
+    /// A constraint (matchAttribute, distinctAttribute) would break: for a
+    /// device an All request must have, upstream stops the claim
+    /// (allocateDevice with must: "cannot add device … because a claim
+    /// constraint would not be satisfied").
+    Constraint(String),
+    /// Anything else (in use, counters, capacity, taints).
+    Other(String),
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reject::Constraint(s) | Reject::Other(s) => f.write_str(s),
+        }
+    }
+}
+
 /// One pick of this claim: the result and what it consumes.
 struct Pick {
     result: Allocated,
@@ -193,7 +212,9 @@ impl<'a> Search<'a> {
                     }
                 },
             };
-            if hit {
+            // All counts only devices whose capacity can take the request
+            // at all (validateDeviceRequest's static CmpRequestOverCapacity).
+            if hit && (!r.all || capacity::consumed(&self.cands[i], &r.capacity).is_ok()) {
                 out.push(i);
             }
         }
@@ -290,17 +311,17 @@ impl<'a> Search<'a> {
     }
 
     /// Whether candidate `i` can be picked for `r` now, as the pick, or why not.
-    fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, String> {
+    fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, Reject> {
         let c = &self.cands[i];
         let name = format!("device {}", c.device);
         let mine_has = mine.iter().any(|p| p.index == i);
         if admin {
             if mine_has && !c.multi {
-                return Err(format!("{name}: already in this claim"));
+                return Err(Reject::Other(format!("{name}: already in this claim")));
             }
         } else if (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
         {
-            return Err(format!("{name}: in use"));
+            return Err(Reject::Other(format!("{name}: in use")));
         }
         // Shared counters (KEP-4815); a shareable device already shared
         // (by another claim or this one) has its counters counted
@@ -318,41 +339,23 @@ impl<'a> Search<'a> {
                     .iter()
                     .filter(|p| seen.insert(p.index))
                     .map(|p| &self.cands[p.index])
+                    .filter(|o| !(o.multi && (self.shares.contains_key(&o.key()) || self.shared.contains_key(&o.key()))))
                     .filter(|o| o.driver == c.driver && o.pool == c.pool)
                     .flat_map(|o| o.consumes.iter().filter(|s| s.name == set.name))
                     .filter_map(|s| s.counters.get(counter).map(Quantity::nanos))
                     .sum();
                 if others + ours + q.nanos() > limit.nanos() {
-                    return Err(format!(
+                    return Err(Reject::Other(format!(
                         "{name}: shared counter {}/{counter} would exceed {limit} ({} in use)",
                         set.name,
                         Quantity::from_nanos(others + ours)
-                    ));
-                }
-            }
-        }
-        // Consumable capacity (KEP-5075).
-        let mut consumed = BTreeMap::new();
-        if c.multi || !r.capacity.is_empty() {
-            consumed = capacity::consumed(c, &r.capacity).map_err(|e| format!("{name}: {e}"))?;
-        }
-        if c.multi {
-            for (cap, q) in &consumed {
-                let value = &c.capacity[cap].value;
-                let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
-                let ours: i128 =
-                    mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
-                if others + ours + q.nanos() > value.nanos() {
-                    return Err(format!(
-                        "{name}: capacity {cap}: {q} more would exceed {value} ({} allocated)",
-                        Quantity::from_nanos(others + ours)
-                    ));
+                    )));
                 }
             }
         }
         // Taints (KEP-5055).
         if let Some(t) = taints::blocking(c, &self.catalog.rules, &r.tolerations) {
-            return Err(format!("{name}: tainted {}: {t} (not tolerated)", t.effect));
+            return Err(Reject::Other(format!("{name}: tainted {}: {t} (not tolerated)", t.effect)));
         }
         // constraints.matchAttribute.
         let base = label.split('/').next().unwrap_or(label);
@@ -366,16 +369,16 @@ impl<'a> Search<'a> {
             let attr = &con.match_attribute;
             let Some(v) = c.attributes.get(attr) else {
                 let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
-                return Err(format!("{name}: constraints.{kind} {attr}: the device has no such attribute"));
+                return Err(Reject::Constraint(format!("{name}: constraints.{kind} {attr}: the device has no such attribute")));
             };
             if con.distinct {
                 // distinctAttribute (constraint.go distinctAttributeConstraint).
                 let same = mine.iter().filter(|p| covers(&p.result.request)).find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
                 if let Some(p) = same {
-                    return Err(format!(
+                    return Err(Reject::Constraint(format!(
                         "{name}: constraints.distinctAttribute {attr}: {v:?} is also device {}'s",
                         p.result.device
-                    ));
+                    )));
                 }
                 continue;
             }
@@ -383,10 +386,31 @@ impl<'a> Search<'a> {
             if let Some(p) = other {
                 let w = self.cands[p.index].attributes.get(attr);
                 if w != Some(v) {
-                    return Err(format!(
+                    return Err(Reject::Constraint(format!(
                         "{name}: constraints.matchAttribute {attr}: {v:?} differs from {w:?} of device {}",
                         p.result.device
-                    ));
+                    )));
+                }
+            }
+        }
+        // Consumable capacity (KEP-5075), after taints and constraints as
+        // in allocateDevice (a constraint a device of an All request breaks
+        // stops the claim even when its capacity would not do either).
+        let mut consumed = BTreeMap::new();
+        if c.multi || !r.capacity.is_empty() {
+            consumed = capacity::consumed(c, &r.capacity).map_err(|e| Reject::Other(format!("{name}: {e}")))?;
+        }
+        if c.multi {
+            for (cap, q) in &consumed {
+                let value = &c.capacity[cap].value;
+                let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
+                let ours: i128 =
+                    mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
+                if others + ours + q.nanos() > value.nanos() {
+                    return Err(Reject::Other(format!(
+                        "{name}: capacity {cap}: {q} more would exceed {value} ({} allocated)",
+                        Quantity::from_nanos(others + ours)
+                    )));
                 }
             }
         }
@@ -544,7 +568,9 @@ impl<'a> Search<'a> {
             if r.all && pos != start {
                 break;
             }
-            if fitting.len() - pos < left {
+            // Too few left: stop (ExactCount goes on, as upstream's search
+            // does, so that a selector's runtime error on the way counts).
+            if r.all && fitting.len() - pos < left {
                 break;
             }
             self.step()?;
@@ -553,7 +579,15 @@ impl<'a> Search<'a> {
             }
             let pick = match self.check(r, label, admin, c, mine) {
                 Ok(p) => p,
-                Err(why) if r.all => {
+                Err(Reject::Constraint(why)) if r.all => {
+                    return Err(Unallocatable::Constraint {
+                        claim: self.claim.to_string(),
+                        request: label.to_string(),
+                        device: format!("{}/{}/{}", self.cands[c].driver, self.cands[c].pool, self.cands[c].device),
+                        why,
+                    });
+                }
+                Err(Reject::Other(why)) if r.all => {
                     deeper.get_or_insert(Unallocatable::TooFew(Box::new(TooFew {
                         claim: self.claim.to_string(),
                         request: label.to_string(),
@@ -591,7 +625,7 @@ impl<'a> Search<'a> {
         for &c in fitting {
             match self.check(r, label, admin, c, mine) {
                 Ok(_) => free += 1,
-                Err(e) => why.push(e),
+                Err(e) => why.push(e.to_string()),
             }
         }
         if free >= want && want > 0 {
