@@ -65,10 +65,8 @@ fn ask(bin: &Path, inputs: &[Value]) -> Vec<Value> {
         }
     });
     let out = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let answers: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(&l.expect("oracle output")).expect("oracle answers JSON"))
-        .collect();
+    let answers: Vec<Value> =
+        out.lines().map(|l| serde_json::from_str(&l.expect("oracle output")).expect("oracle answers JSON")).collect();
     writer.join().expect("writer");
     let status = child.wait().expect("oracle exit");
     assert!(status.success(), "{} failed: {status}", bin.display());
@@ -161,8 +159,8 @@ fn type_or_cost(up: &Value) -> bool {
                 "expected type",
                 "does not support field selection",
             ]
-                .iter()
-                .any(|m| detail.contains(m)))
+            .iter()
+            .any(|m| detail.contains(m)))
 }
 
 /// Whether dpctl agrees with upstream's answer, or why not. What counts as
@@ -226,8 +224,7 @@ fn shrink_cel(bin: &Path, case: &Value, tree: Option<&gen::Expr>) -> Value {
         }
     }
     for key in ["attributes", "capacity"] {
-        for name in best["device"][key].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default()
-        {
+        for name in best["device"][key].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
             let mut c = best.clone();
             if let Some(m) = c["device"][key].as_object_mut() {
                 m.remove(&name);
@@ -271,10 +268,19 @@ fn cel_agrees_with_upstream() {
         trees.push(None);
         cases.push(c.clone());
     }
+    let t = std::time::Instant::now();
     let answers = ask(&bin, &cases);
+    eprintln!("differential CEL: upstream answered in {:.1?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let mine: Vec<(String, String, String)> = cases.iter().map(dpctl_cel).collect();
+    eprintln!("differential CEL: dpctl answered in {:.1?}", t.elapsed());
+    drop(mine);
     let mut failures = Vec::new();
     let skipped = answers.iter().filter(|a| type_or_cost(a)).count();
-    eprintln!("differential CEL: {skipped} of {} refused by upstream's type checker or cost limit, not compared", answers.len());
+    eprintln!(
+        "differential CEL: {skipped} of {} refused by upstream's type checker or cost limit, not compared",
+        answers.len()
+    );
     for (i, (case, up)) in cases.iter().zip(&answers).enumerate() {
         if let Err(why) = cel_agrees(up, case) {
             let (label, file) = if (i as u64) < n {
@@ -349,7 +355,8 @@ pub fn dpctl_allocate(sc: &Value) -> Value {
                 let out: Vec<Value> = results
                     .iter()
                     .map(|r| {
-                        let mut v = json!({"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device});
+                        let mut v =
+                            json!({"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device});
                         if r.admin {
                             v["adminAccess"] = json!(true);
                         }
@@ -418,7 +425,10 @@ fn allocator_agrees(up: &Value, mine: &Value) -> Result<(), String> {
             return Err(format!("claim #{i}: upstream {a}\n  dpctl {b}"));
         }
         if allocated.0 && a["results"] != b["results"] {
-            return Err(format!("claim #{i}: devices differ:\n  upstream {}\n  dpctl    {}", a["results"], b["results"]));
+            return Err(format!(
+                "claim #{i}: devices differ:\n  upstream {}\n  dpctl    {}",
+                a["results"], b["results"]
+            ));
         }
     }
     Ok(())
@@ -503,15 +513,19 @@ fn allocator_agrees_with_upstream() {
     let mut cases: Vec<Value> = (0..n).map(|i| gen::scenario(&mut gen::Rng::new(base.wrapping_add(i)))).collect();
     let regs = regressions("allocator");
     cases.extend(regs.iter().map(|(_, c)| c.clone()));
+    let t = std::time::Instant::now();
     let answers = ask(&bin, &cases);
+    eprintln!("differential allocator: upstream answered in {:.1?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let mine: Vec<Value> = cases.iter().map(dpctl_allocate).collect();
+    eprintln!("differential allocator: dpctl answered in {:.1?}", t.elapsed());
     let mut failures = Vec::new();
     let mut stats: BTreeMap<String, usize> = BTreeMap::new();
     for (i, (case, up)) in cases.iter().zip(&answers).enumerate() {
         for c in up["claims"].as_array().into_iter().flatten() {
             *stats.entry(c["outcome"].as_str().unwrap_or("?").to_string()).or_default() += 1;
         }
-        let mine = dpctl_allocate(case);
-        if let Err(why) = allocator_agrees(up, &mine) {
+        if let Err(why) = allocator_agrees(up, &mine[i]) {
             let (label, file) = if (i as u64) < n {
                 let s = base.wrapping_add(i as u64);
                 let small = shrink_allocator(&bin, case);

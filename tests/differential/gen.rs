@@ -173,7 +173,11 @@ fn atom(r: &mut Rng) -> String {
         30 => format!("1 / {} == 1", r.below(2)),
         31 => format!("quantity(\"{}\").isInteger()", r.pick(&["x", "1Gi", "1.5.5"])),
         32 => format!("device.{} == 1", r.pick(&["nope", "attributes.x", "driver.size"])),
-        _ => format!("{} == {}", r.pick(&["true", "false", "1", "'a'", "2.0", "null"]), r.pick(&["true", "1", "'a'", "2.0", "null"])),
+        _ => format!(
+            "{} == {}",
+            r.pick(&["true", "false", "1", "'a'", "2.0", "null"]),
+            r.pick(&["true", "1", "'a'", "2.0", "null"])
+        ),
     }
 }
 
@@ -201,7 +205,11 @@ fn hostile(r: &mut Rng) -> Expr {
         3 => vec!["true"; n].join(" || "),
         4 => format!("device.driver == \"{}\"", "x".repeat(n * 10)),
         5 => format!("{}1{} == []", "[".repeat(n.min(300)), "]".repeat(n.min(300))),
-        6 => format!("[{}].all(x, [{}].all(y, x != y || x == y))", vec!["1"; n.min(100)].join(","), vec!["2"; n.min(100)].join(",")),
+        6 => format!(
+            "[{}].all(x, [{}].all(y, x != y || x == y))",
+            vec!["1"; n.min(100)].join(","),
+            vec!["2"; n.min(100)].join(",")
+        ),
         _ => format!("device.attributes[\"gpu.example.com\"].model.matches(\"{}\")", "a*".repeat(n.min(500))),
     })
 }
@@ -253,7 +261,8 @@ fn device(r: &mut Rng, name: String, counters: bool) -> Value {
         d["allowMultipleAllocations"] = json!(true);
     }
     if counters && r.chance(0.7) {
-        d["consumesCounters"] = json!([{"counterSet": "set-0", "counters": {"mem": {"value": r.pick(&["2Gi", "4Gi"])}}}]);
+        d["consumesCounters"] =
+            json!([{"counterSet": "set-0", "counters": {"mem": {"value": r.pick(&["2Gi", "4Gi"])}}}]);
     }
     if r.chance(0.1) {
         d["taints"] = json!([{"key": "k", "value": "v", "effect": r.pick(&["NoSchedule", "NoExecute", "None"])}]);
@@ -320,7 +329,8 @@ fn slices(r: &mut Rng, node: &str) -> Vec<Value> {
 
 fn classes(r: &mut Rng) -> Vec<Value> {
     let sel = |e: &str| json!({"cel": {"expression": e}});
-    let mut gpu = json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [sel("device.driver == \"gpu.example.com\"")]}});
+    let mut gpu =
+        json!({"metadata": {"name": "gpu"}, "spec": {"selectors": [sel("device.driver == \"gpu.example.com\"")]}});
     if r.chance(0.3) {
         gpu["spec"]["config"] = json!([{"opaque": {"driver": "gpu.example.com", "parameters": {"a": 1}}}]);
     }

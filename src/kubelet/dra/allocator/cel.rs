@@ -214,8 +214,32 @@ fn collapse_nots(expr: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Parse `expr` within the limits (see [`check`]).
-fn parse(expr: &str) -> Result<::cel::parser::Expression, Refused> {
+/// Parsed selectors, by text (upstream keeps compiled ones in a cel.Cache
+/// too): a class's selector is parsed once, not per claim. At most
+/// [`CACHED`] entries; when full it starts over.
+static PARSED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Result<Arc<::cel::parser::Expression>, Refused>>>> =
+    std::sync::OnceLock::new();
+
+/// How many parsed selectors [`PARSED`] keeps.
+const CACHED: usize = 1024;
+
+/// Parse `expr` within the limits (see [`check`]), or take it from [`PARSED`].
+fn parse(expr: &str) -> Result<Arc<::cel::parser::Expression>, Refused> {
+    let cache = PARSED.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(expr).cloned()) {
+        return hit;
+    }
+    let parsed = parse_now(expr).map(Arc::new);
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= CACHED {
+            c.clear();
+        }
+        c.insert(expr.to_string(), parsed.clone());
+    }
+    parsed
+}
+
+fn parse_now(expr: &str) -> Result<::cel::parser::Expression, Refused> {
     if expr.len() > MAX_LENGTH {
         return Err(Refused::TooLong { length: expr.len() });
     }
@@ -235,7 +259,7 @@ fn parse(expr: &str) -> Result<::cel::parser::Expression, Refused> {
 
 /// A compiled selector.
 pub struct Compiled {
-    program: ::cel::parser::Expression,
+    program: Arc<::cel::parser::Expression>,
     /// Domains named by string literals, made empty maps when a device lacks them.
     literals: Vec<String>,
     /// `device.driver == "X"` (the commonest class selector, and the one a
@@ -690,7 +714,14 @@ mod tests {
     #[test]
     fn a_run_of_nots_keeps_its_parity() {
         let dev = Candidate { driver: "x".into(), ..Candidate::default() };
-        for (e, want) in [("!!true", true), ("!!!true", false), ("! ! true", true), ("!true", false), ("'!!' == '!!'", true), ("1 != 2", true)] {
+        for (e, want) in [
+            ("!!true", true),
+            ("!!!true", false),
+            ("! ! true", true),
+            ("!true", false),
+            ("'!!' == '!!'", true),
+            ("1 != 2", true),
+        ] {
             assert_eq!(evaluate(e, &dev), Outcome::Value(want), "{e}");
         }
     }

@@ -100,7 +100,9 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
     for ((driver, pool), (_, mut slices)) in by_pool {
         slices.sort_by(|a, b| a.key().cmp(&b.key()));
         let complete = slices.iter().all(|o| match o {
-            Object::Slice { slice_count, .. } => slice_count.is_none_or(|n| usize::try_from(n).ok() == Some(slices.len())),
+            Object::Slice { slice_count, .. } => {
+                slice_count.is_none_or(|n| usize::try_from(n).ok() == Some(slices.len()))
+            }
             _ => true,
         });
         let mut sets: Vec<CounterSet> = Vec::new();
@@ -447,7 +449,11 @@ pub fn allocate(
                 && !drivers.contains(&s.class)
                 && !candidates.iter().any(|c| c.driver == s.class)
             {
-                return Err(Unallocatable::NoClass { claim: claim.to_string(), request: label, class: s.class.clone() });
+                return Err(Unallocatable::NoClass {
+                    claim: claim.to_string(),
+                    request: label,
+                    class: s.class.clone(),
+                });
             }
             if s.all {
                 if let Some(pool) = catalog.unusable_pools.iter().next() {

@@ -326,7 +326,8 @@ impl<'a> Search<'a> {
         // Shared counters (KEP-4815); a shareable device already shared
         // (by another claim or this one) has its counters counted
         // (allocateDevice's skipCounterCheck).
-        let shared_already = c.multi && (self.shares.contains_key(&c.key()) || self.shared.contains_key(&c.key()) || mine_has);
+        let shared_already =
+            c.multi && (self.shares.contains_key(&c.key()) || self.shared.contains_key(&c.key()) || mine_has);
         let consumes = if shared_already { &[][..] } else { c.consumes.as_slice() };
         for set in consumes {
             let Some(total) = c.counters.iter().find(|s| s.name == set.name) else { continue };
@@ -339,7 +340,9 @@ impl<'a> Search<'a> {
                     .iter()
                     .filter(|p| seen.insert(p.index))
                     .map(|p| &self.cands[p.index])
-                    .filter(|o| !(o.multi && (self.shares.contains_key(&o.key()) || self.shared.contains_key(&o.key()))))
+                    .filter(|o| {
+                        !(o.multi && (self.shares.contains_key(&o.key()) || self.shared.contains_key(&o.key())))
+                    })
                     .filter(|o| o.driver == c.driver && o.pool == c.pool)
                     .flat_map(|o| o.consumes.iter().filter(|s| s.name == set.name))
                     .filter_map(|s| s.counters.get(counter).map(Quantity::nanos))
@@ -369,11 +372,16 @@ impl<'a> Search<'a> {
             let attr = &con.match_attribute;
             let Some(v) = c.attributes.get(attr) else {
                 let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
-                return Err(Reject::Constraint(format!("{name}: constraints.{kind} {attr}: the device has no such attribute")));
+                return Err(Reject::Constraint(format!(
+                    "{name}: constraints.{kind} {attr}: the device has no such attribute"
+                )));
             };
             if con.distinct {
                 // distinctAttribute (constraint.go distinctAttributeConstraint).
-                let same = mine.iter().filter(|p| covers(&p.result.request)).find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
+                let same = mine
+                    .iter()
+                    .filter(|p| covers(&p.result.request))
+                    .find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
                 if let Some(p) = same {
                     return Err(Reject::Constraint(format!(
                         "{name}: constraints.distinctAttribute {attr}: {v:?} is also device {}'s",
