@@ -19,6 +19,7 @@ const PROTOS: &[&str] = &[
     "proto/dra/v1beta1/api.proto",
     "proto/dra-health/v1alpha1/api.proto",
     "proto/dra-health/v1/api.proto",
+    "proto/pods/v1alpha1/api.proto",
 ];
 
 /// The Kubernetes API types (a subset, upstream's field numbers) the local
@@ -104,6 +105,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={p}");
     }
     let fds: FileDescriptorSet = protox::compile(PROTOS, ["proto"])?;
+    // The descriptors themselves, for the test that holds every message's
+    // fields to upstream's generated Go types (tests/upstream/cmd/protofields).
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("dpctl_descriptors.bin");
+    let mut own = protox::Compiler::new(["proto"])?;
+    own.open_files(PROTOS)?;
+    std::fs::write(out, own.encode_file_descriptor_set())?;
     let mut builder = tonic_prost_build::configure()
         .btree_map(".")
         .message_attribute(".", "#[derive(::serde::Serialize, ::serde::Deserialize)] #[serde(default)]")

@@ -43,6 +43,16 @@ pub mod dra_health_v1alpha1 {
     tonic::include_proto!("v1alpha1");
 }
 
+/// `pods/v1alpha1` (proto package `v1alpha1`, shared with dra-health
+/// v1alpha1, so prost generates both into one module): the kubelet's pods
+/// API (KEP-4188), re-exported here under its own name.
+pub mod pods_v1alpha1 {
+    pub use super::dra_health_v1alpha1::{
+        pods_client, pods_server, EventType, GetPodRequest, GetPodResponse, ListPodsRequest, ListPodsResponse,
+        WatchPodsEvent, WatchPodsRequest,
+    };
+}
+
 /// `dra-health/v1` (proto package `v1`, shared with PodResources, so prost
 /// generates both into one module): the DRA plugin's `DRAResourceHealth`
 /// service, re-exported here under its own name.

@@ -22,6 +22,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "The kubelet's PodResources socket (--socket, --pod-resources-socket); default <plugin-dir>/../pod-resources/kubelet.sock when --plugin-dir is given, else <kubelet-root-dir>/pod-resources/kubelet.sock.",
     ),
     (
+        "DPCTL_PODS_API_SOCKET",
+        "The kubelet's pods API socket (dpctl pods --socket); default <kubelet-root-dir>/pods-api/pods-api.sock (beside the PodResources socket's directory).",
+    ),
+    (
         "DPCTL_CDI_SPEC_DIRS",
         "Where CDI specs are looked up when no --cdi-spec-dir is given (':'-separated); default /etc/cdi, /var/run/cdi and <kubelet-root-dir>/cdi, all under --root.",
     ),

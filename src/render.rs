@@ -30,7 +30,8 @@ pub fn configure(o: Options) {
     let _ = OPTIONS.set(o);
 }
 
-fn options() -> Options {
+/// The rendering options in force.
+pub fn options() -> Options {
     OPTIONS.get().copied().unwrap_or_default()
 }
 

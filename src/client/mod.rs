@@ -14,6 +14,7 @@ pub mod dra;
 pub mod dra_checkpoint;
 pub mod kube;
 pub mod podresources;
+pub mod pods;
 pub mod status;
 pub mod view;
 

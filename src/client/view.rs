@@ -244,8 +244,9 @@ mod tests {
                         ],
                         ..Default::default()
                     }],
+                    ..Default::default()
                 },
-                PodResources { name: "idle".into(), namespace: "ml".into(), containers: vec![] },
+                PodResources { name: "idle".into(), namespace: "ml".into(), ..Default::default() },
             ],
         }
     }

@@ -68,12 +68,16 @@ pub struct MockKubeletArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Serve a local API server for DRA drivers on ADDR (loopback, e.g. 127.0.0.1:0): ResourceSlices
-    /// and claims (Kubernetes protobuf or JSON, as the client asks); writes <kubelet-root>/kubeconfig; turns on the plugin watcher
+    /// and claims (Kubernetes protobuf or JSON, as the client asks) over HTTPS with a CA of its own and a
+    /// bearer token, both written into <kubelet-root>/kubeconfig; turns on the plugin watcher
     #[arg(long, value_name = "ADDR")]
     pub api_server: Option<std::net::SocketAddr>,
-    /// Serve the local API server over HTTPS with a CA of its own, made at each start and written
-    /// into <kubelet-root>/kubeconfig (certificate-authority-data), as drivers meet a real cluster
+    /// Serve the local API server over plain HTTP and authenticate nobody, as kube-apiserver's old
+    /// insecure port (the kubeconfig then carries no credentials: client-go sends none over http)
     #[arg(long, requires = "api_server")]
+    pub api_server_insecure: bool,
+    /// HTTPS is the default now; accepted so that older scripts keep working
+    #[arg(long, requires = "api_server", conflicts_with = "api_server_insecure", hide = true)]
     pub api_server_tls: bool,
     /// How long a plugin's devices stay (unhealthy) after its stream ends
     #[arg(long, default_value = "5m", value_parser = duration_arg, value_name = "DURATION")]
@@ -171,6 +175,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
     Ok(NodeSpec {
         plugin_dir: plugin_dir.clone(),
         endpoint_alias: None,
+        pods_api_socket: Some(ctx.pods_api(None)),
         pod_resources_socket,
         manifests: a.manifests.clone(),
         plugins_registry_dir,
@@ -189,7 +194,10 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
         },
         dra: dra_spec(ctx, a),
         api_server: a.api_server,
-        api_server_tls: a.api_server_tls,
+        api_server_mode: match a.api_server_insecure {
+            true => crate::kubelet::dra::apiserver::Mode::Insecure,
+            false => crate::kubelet::dra::apiserver::Mode::Https,
+        },
         clean_at_start: true,
     })
 }

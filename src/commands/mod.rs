@@ -17,6 +17,7 @@ pub mod mock_kubelet;
 pub mod node;
 pub mod options;
 pub mod podresources;
+pub mod pods;
 pub mod preferred;
 pub mod prestart;
 pub mod probe;
@@ -60,6 +61,7 @@ pub const ALL: &[&Spec] = &[
     &node::COMMAND,
     &register::COMMAND,
     &podresources::COMMAND,
+    &pods::COMMAND,
     &checkpoint::COMMAND,
     &doctor::COMMAND,
     &test::COMMAND,
@@ -98,6 +100,18 @@ impl Ctx {
     /// given, else derived from `--plugin-dir` as every command does.
     pub fn pod_resources(&self, flag: Option<&PathBuf>) -> PathBuf {
         flag.map(|p| self.paths.host(p)).unwrap_or_else(|| self.paths.pod_resources_socket.clone())
+    }
+
+    /// The kubelet's pods API socket: the flag (or `DPCTL_PODS_API_SOCKET`)
+    /// if given, else `pods-api/pods-api.sock` beside the PodResources
+    /// socket's directory (`<kubelet-root>/pods-api/pods-api.sock`).
+    pub fn pods_api(&self, flag: Option<&PathBuf>) -> PathBuf {
+        if let Some(p) = flag {
+            return self.paths.host(p);
+        }
+        let pr = &self.paths.pod_resources_socket;
+        let root = pr.parent().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new("/"));
+        crate::kubelet::tree::pods_api_socket(root)
     }
 }
 

@@ -269,7 +269,12 @@ mod tests {
 
     #[test]
     fn a_dra_device_is_driver_pool_device_with_its_cdi_ids_beside() {
-        let pod = |containers| PodResources { name: "trainer".into(), namespace: "ml".into(), containers };
+        let pod = |containers| PodResources {
+            name: "trainer".into(),
+            namespace: "ml".into(),
+            containers,
+            ..Default::default()
+        };
         let dp = ContainerResources {
             name: "main".into(),
             devices: vec![ContainerDevices {

@@ -78,6 +78,10 @@ pub struct TestArgs {
     /// {plugins-registry-dir}, {cdi-dir}, {kubeconfig}, {node-name}, {rolling-uid}; exported as DPCTL_TEST_KUBELET_ROOT_DIR, …)
     #[arg(long, conflicts_with_all = ["socket", "isolate", "health_trigger", "resource"])]
     pub dra: bool,
+    /// Serve {kubeconfig}'s API server over plain HTTP without authentication (as kube-apiserver's old
+    /// insecure port) instead of HTTPS with its own CA and a token
+    #[arg(long, requires = "dra")]
+    pub api_server_insecure: bool,
     /// Run the suite against each of these kubelet versions (comma-separated, 1.25 to 1.37) [default: 1.37]
     #[arg(long, value_parser = crate::kubelet::profile::VersionList::parse, value_name = "X.Y[,X.Y…]")]
     pub kubelet_version: Option<crate::kubelet::profile::VersionList>,
@@ -308,6 +312,10 @@ fn options(ctx: &Ctx, a: &TestArgs) -> Result<Options> {
         timeout: if a.dra { ctx.timeout_given.unwrap_or(crate::suite::dra::CALL_TIMEOUT) } else { ctx.timeout },
         exe,
         kubelet_version: None,
+        api_server: match a.api_server_insecure {
+            true => crate::kubelet::dra::apiserver::Mode::Insecure,
+            false => crate::kubelet::dra::apiserver::Mode::Https,
+        },
     })
 }
 

@@ -119,6 +119,9 @@ pub struct Facts {
     pub pod_resources_socket: PathBuf,
     /// PodResources List.
     pub pods: Got<Vec<Pod>>,
+    /// `namespace/name` by pod UID, from the kubelet's pods API (1.36+;
+    /// None: no pods API socket, or it did not answer).
+    pub pod_names: Option<BTreeMap<String, String>>,
     /// GetAllocatableResources: resource → device IDs.
     pub allocatable: Got<BTreeMap<String, BTreeSet<String>>>,
     /// Live plugins.
@@ -150,6 +153,7 @@ impl Facts {
             entries: Vec::new(),
             checkpoint: Checkpoint::Missing,
             pods: Got::Yes(Vec::new()),
+            pod_names: None,
             allocatable: Got::Yes(BTreeMap::new()),
             plugins: Vec::new(),
             streams: true,
@@ -349,6 +353,11 @@ pub async fn gather(o: &Options) -> Facts {
     let ((pods, alloc), plugins, watchers) = tokio::join!(pod_resources(&o.pod_resources_socket, t), plugins, watchers);
     f.pods = pods;
     f.allocatable = alloc;
+    // The pods API names the pods the checkpoints know only by UID.
+    let pods_api = o.pod_resources_socket.parent().and_then(Path::parent).map(|r| r.join("pods-api/pods-api.sock"));
+    if let Some(sock) = pods_api.filter(|s| s.exists()) {
+        f.pod_names = crate::client::pods::names(&sock, t.min(Duration::from_secs(1))).await.ok();
+    }
     f.plugins = plugins;
     f.watchers = watchers;
     f.dra = super::dra::gather(&f.watchers, &o.kubelet_root, &o.root, t.min(Duration::from_secs(1))).await;

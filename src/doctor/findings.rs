@@ -254,10 +254,11 @@ enum Kubelet {
     Unknown,
 }
 
-fn pod_name(p: Option<&Pod>, uid: &str) -> String {
-    match p {
-        Some(p) => format!("{}/{} (UID {uid})", p.namespace, p.name),
-        None => format!("pod UID {uid}"),
+fn pod_name(p: Option<&Pod>, uid: &str, names: Option<&BTreeMap<String, String>>) -> String {
+    match (p, names.and_then(|n| n.get(uid))) {
+        (Some(p), _) => format!("{}/{} (UID {uid})", p.namespace, p.name),
+        (None, Some(n)) => format!("{n} (UID {uid})"),
+        (None, None) => format!("pod UID {uid}"),
     }
 }
 
@@ -305,12 +306,9 @@ impl<'a> View<'a> {
             Some(h) => out.extend(
                 h.iter().filter(|((r, _), _)| *r == resource).map(|(_, (p, _))| format!("{}/{}", p.namespace, p.name)),
             ),
-            None => out.extend(
-                self.entries
-                    .iter()
-                    .filter(|e| e.resource_name == resource)
-                    .map(|e| pod_name(self.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid)),
-            ),
+            None => out.extend(self.entries.iter().filter(|e| e.resource_name == resource).map(|e| {
+                pod_name(self.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid, self.f.pod_names.as_ref())
+            })),
         }
         out.into_iter().collect()
     }
@@ -738,7 +736,7 @@ fn allocated_devices(v: &View) -> Vec<Finding> {
     for e in v.entries {
         let Some(p) = v.m.served.get(&e.resource_name).map(|(i, _)| &v.f.plugins[*i]) else { continue };
         let Some(devs) = &p.devices else { continue };
-        let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
+        let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid, v.f.pod_names.as_ref());
         for id in e.ids() {
             match devs.iter().find(|x| x.id == id) {
                 None => out.push(finding(
@@ -776,7 +774,7 @@ fn cdi_users(v: &View) -> BTreeMap<String, Vec<String>> {
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for e in v.entries {
         if let Ok(resp) = e.decode_alloc_resp() {
-            let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid);
+            let who = pod_name(v.identity.get(e.pod_uid.as_str()).copied(), &e.pod_uid, v.f.pod_names.as_ref());
             for n in cdi::names_in(&resp) {
                 names
                     .entry(n)
@@ -886,6 +884,22 @@ fn dra_plugins(v: &View) -> Vec<Finding> {
         }
         m
     });
+    // Claims PodResources does not name a pod for: the pods API names the
+    // checkpoint's pod UIDs.
+    let claim_pods = match (&v.f.dra.checkpoint, &v.f.pod_names) {
+        (super::dra::DraCheckpoint::Read(claims), Some(names)) => {
+            let mut m = claim_pods.unwrap_or_default();
+            for c in claims {
+                let named: Vec<String> =
+                    c.pods.iter().filter_map(|u| names.get(u).map(|n| format!("{n} (UID {u})"))).collect();
+                if !named.is_empty() && m.get(&c.claim).is_none_or(Vec::is_empty) {
+                    m.insert(c.claim.clone(), named);
+                }
+            }
+            Some(m)
+        }
+        _ => claim_pods,
+    };
     super::dra::findings(&v.f.dra, &v.f.cdi, &v.f.watchers, claim_pods.as_ref())
 }
 

@@ -560,6 +560,21 @@ pub enum KubeletEvent {
         #[serde(default, skip_serializing_if = "is_zero")]
         folded: u32,
     },
+    /// The pods API (pods/v1alpha1) is served here (the PodsAPI gate is on).
+    PodsApi {
+        /// Its socket.
+        socket: String,
+    },
+    /// A DRA driver answered its health stream with Unimplemented and the
+    /// kubelet (1.37+) stops watching it until it registers again.
+    DraHealthStopped {
+        /// The driver.
+        driver: String,
+        /// The health service (`v1.DRAResourceHealth`).
+        service: String,
+        /// The driver's answer.
+        error: String,
+    },
     /// A claim was allocated (the mock scheduler's part).
     #[serde(rename_all = "camelCase")]
     ClaimAllocated {
@@ -756,8 +771,15 @@ pub enum KubeletEvent {
         device: String,
         /// `key=value:NoExecute`.
         taint: String,
-        /// The eviction controller's reason: DeviceTaintManagerEviction.
+        /// The eviction controller's event reason: DeviceTaintManagerEviction
+        /// ("Marking for deletion").
         reason: String,
+        /// The pod condition it sets before deleting the pod: DisruptionTarget (True).
+        condition: String,
+        /// That condition's reason: DeletionByDeviceTaintManager.
+        condition_reason: String,
+        /// That condition's message.
+        condition_message: String,
         /// The taint's timeAdded (RFC 3339); when it has none, when the
         /// mock kubelet first saw it (as the API server would have stamped it).
         time_added: String,

@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod node;
 pub mod podresources;
+pub mod pods;
 pub mod profile;
 pub mod registration;
 pub mod reproduce;

@@ -11,6 +11,7 @@
 
 use crate::api::deviceplugin::registration_server::RegistrationServer;
 use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
+use crate::api::pods_v1alpha1::pods_server::PodsServer;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
 use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
@@ -19,6 +20,7 @@ use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::handler::Handlers;
 use crate::kubelet::podresources::PodResourcesService;
+use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
@@ -41,6 +43,9 @@ pub struct NodeSpec {
     pub plugin_dir: PathBuf,
     /// PodResources socket (None: not served).
     pub pod_resources_socket: Option<PathBuf>,
+    /// The pods API socket, served when the profile's PodsAPI gate is on
+    /// (None: never served).
+    pub pods_api_socket: Option<PathBuf>,
     /// Static pod manifests.
     pub manifests: Option<PathBuf>,
     /// Plugin-watcher directory.
@@ -61,8 +66,9 @@ pub struct NodeSpec {
     /// Serve the local API server (JSON ResourceSlices and claims) on this
     /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
     pub api_server: Option<SocketAddr>,
-    /// Serve the local API server over HTTPS with its own CA (written into the kubeconfig).
-    pub api_server_tls: bool,
+    /// How the local API server serves: HTTPS with its own CA and a token
+    /// (the default), or plain HTTP without authentication.
+    pub api_server_mode: crate::kubelet::dra::apiserver::Mode,
     /// Delete every socket in the plugin directory at start, as the kubelet
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
@@ -76,6 +82,7 @@ impl NodeSpec {
         NodeSpec {
             plugin_dir: tree.plugin_dir.clone(),
             pod_resources_socket: Some(tree.pod_resources.clone()),
+            pods_api_socket: Some(crate::kubelet::tree::pods_api_socket(&tree.root)),
             manifests: Some(tree.manifests.clone()),
             plugins_registry_dir: Some(tree.registry_dir.clone()),
             metrics_addr: None,
@@ -85,7 +92,7 @@ impl NodeSpec {
             manager: Config::kubelet(&tree.plugin_dir),
             dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
             api_server: None,
-            api_server_tls: false,
+            api_server_mode: Default::default(),
             clean_at_start: true,
         }
     }
@@ -337,6 +344,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
         // or the API server, DeviceTaintRules): the pods go as deleted ones do.
         let evicted = cm.dra.as_ref().map(|d| d.tainted_pods()).unwrap_or_default();
         for uid in evicted {
+            cm.mark_evicted(&uid);
             cm.remove_pod(&uid).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -415,6 +423,20 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(pr) = &s.pod_resources_socket {
         let (l, g) = listen(pr).await?;
         let svc = PodResourcesListerServer::new(PodResourcesService::new(cm.clone()));
+        gen.spawn(async move {
+            let _g = g;
+            let _ = serve(l, svc, std::future::pending()).await;
+        });
+    }
+    if let Some(p) = s.pods_api_socket.as_ref().filter(|_| s.manager.profile.pods_api.enabled()) {
+        // kubelet.go ListenAndServePods: the directory is the kubelet's own.
+        if let Some(dir) = p.parent() {
+            crate::core::files::create_dir_all(dir)
+                .map_err(|e| crate::core::Error::io(dir, "cannot create the pods API directory", &e))?;
+        }
+        let (l, g) = listen(p).await?;
+        let svc = PodsServer::new(PodsService::new(cm.clone(), crate::kubelet::dra::NODE_NAME));
+        bus.emit(KubeletEvent::PodsApi { socket: p.display().to_string() }, Some(number));
         gen.spawn(async move {
             let _g = g;
             let _ = serve(l, svc, std::future::pending()).await;
@@ -632,6 +654,13 @@ async fn run(
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         let store = std::sync::Arc::new(crate::kubelet::dra::apiserver::Store::default());
         dra.api = Some(store.clone());
+        follow_claims(
+            store.clone(),
+            claims_of(current_rx.clone()),
+            bus.subscribe(),
+            status.token.clone(),
+            &status.tracker,
+        );
         let started = crate::kubelet::dra::apiserver::start(
             addr,
             &dra.root,
@@ -641,7 +670,7 @@ async fn run(
             claims_of(current_rx.clone()),
             status.token.clone(),
             status.tracker.clone(),
-            s.api_server_tls,
+            s.api_server_mode,
         )
         .await;
         match started {
@@ -725,6 +754,32 @@ async fn run(
         bus.emit(KubeletEvent::Stopped, None);
     }
     result
+}
+
+/// While a watch of ResourceClaims is open on the local API server, bring
+/// its claims in line with the kubelet's after each event (the events
+/// already queued coalesced into one pass), so that the watch sees an
+/// allocation, a reservation or a claim's removal as it happens; with no
+/// such watch, each claim request does it instead.
+fn follow_claims(
+    store: std::sync::Arc<crate::kubelet::dra::apiserver::Store>,
+    claims: crate::kubelet::dra::apiserver::Claims,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<Arc<crate::kubelet::event::Stamped>>,
+    stop: tokio_util::sync::CancellationToken,
+    tracker: &tokio_util::task::TaskTracker,
+) {
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                e = events.recv() => if e.is_none() { return },
+                _ = stop.cancelled() => return,
+            }
+            while events.try_recv().is_ok() {}
+            if store.watching_claims() {
+                store.sync_claims(&claims(crate::kubelet::dra::NODE_NAME));
+            }
+        }
+    });
 }
 
 /// The claims the local API server serves: those of the current

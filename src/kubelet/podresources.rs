@@ -24,7 +24,36 @@ struct Bucket {
 /// The service.
 pub struct PodResourcesService {
     cm: Arc<ContainerManager>,
+    limit: RateLimit,
+}
+
+/// The kubelet's rate limit of its local gRPC APIs (apis/grpc
+/// LimiterUnaryServerInterceptor: 100 QPS, burst 10, then
+/// ResourceExhausted "rejected by rate limit").
+pub struct RateLimit {
     bucket: Mutex<Bucket>,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit { bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
+    }
+}
+
+impl RateLimit {
+    /// Take a token, or the kubelet's refusal.
+    pub fn admit(&self) -> Result<(), Status> {
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * QPS).min(BURST);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Status::resource_exhausted("rejected by rate limit"))
+        }
+    }
 }
 
 const QPS: f64 = 100.0;
@@ -67,13 +96,16 @@ pub fn pod_resources(p: &PodStatus, sidecars: bool) -> PodResources {
                 ..Default::default()
             })
             .collect(),
+        // Pod-level exclusive CPUs and memory (1.37): dpctl models no CPU or
+        // memory manager, so there are none, as for its containers.
+        ..Default::default()
     }
 }
 
 impl PodResourcesService {
     /// A service over both managers of `cm`.
     pub fn new(cm: Arc<ContainerManager>) -> Self {
-        PodResourcesService { cm, bucket: Mutex::new(Bucket { tokens: BURST, last: Instant::now() }) }
+        PodResourcesService { cm, limit: RateLimit::default() }
     }
 
     /// A pod as listed, with each container's prepared claims.
@@ -92,16 +124,7 @@ impl PodResourcesService {
     }
 
     fn admit(&self) -> Result<(), Status> {
-        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * QPS).min(BURST);
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Status::resource_exhausted("rejected by rate limit"))
-        }
+        self.limit.admit()
     }
 }
 

@@ -261,7 +261,7 @@ impl Gate {
 }
 
 /// The feature gates `mock-kubelet --feature-gates` can set.
-pub const GATES: &[&str] = &["DRAExtendedResource"];
+pub const GATES: &[&str] = &["DRAExtendedResource", "PodsAPI", "ResourceHealthStatusMessage"];
 
 /// A behaviour profile: the kubelet as of one minor version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +293,14 @@ pub struct Profile {
     pub dra_skip_node_operations: bool,
     /// DRAExtendedResource (KEP-5004): extended resources served by DRA drivers.
     pub dra_extended_resource: Gate,
+    /// A health stream answered `Unimplemented` is not opened again (else
+    /// retried 5 s after it ended, as any other end).
+    pub dra_health_unimplemented_stops: bool,
+    /// ResourceHealthStatusMessage: the driver's health message reaches
+    /// allocatedResourcesStatus.
+    pub dra_health_message: Gate,
+    /// PodsAPI (KEP-4188): the pods API on `<root>/pods-api/pods-api.sock`.
+    pub pods_api: Gate,
 }
 
 impl Default for Profile {
@@ -424,6 +432,27 @@ pub const TABLE: &[Behaviour] = &[
         before: "1.25-1.33: no such gate; 1.34-1.35: off by default (--feature-gates DRAExtendedResource=true): an extended resource only a DeviceClass maps is refused OutOf<resource>",
         after: "a resource a DeviceClass maps (extendedResourceName or deviceclass.resource.kubernetes.io/<class>) with device-plugin allocatable 0 is served by a special claim <pod>-extended-resources-*; the gate cannot be turned off from 1.37",
     },
+    Behaviour {
+        field: "dra_health_unimplemented",
+        since: 37,
+        source: "kubernetes#139477: cm/dra/plugin/dra_plugin_manager.go (1.37) stops the wait.UntilWithContext loop when HandleWatchResourcesStream returns codes.Unimplemented; 1.36's loop has no such case (retry period 5*time.Second in both)",
+        before: "a health stream that ends, Unimplemented included, is opened again 5 s later, for as long as the driver is registered",
+        after: "a driver that answers NodeWatchResources with Unimplemented is not watched again (its devices' health stays Unknown) until it registers again; other ends are retried 5 s later",
+    },
+    Behaviour {
+        field: "dra_health_message",
+        since: 36,
+        source: "ResourceHealthStatusMessage: beta (on) from 1.36, no alpha (pkg/features/kube_features.go); cm/dra/manager.go UpdateAllocatedResourcesStatus enableHealthMessage, truncateHealthMessage (1,024 bytes, the same in 1.36 and 1.37)",
+        before: "no such gate (and no health stream by default)",
+        after: "the driver's DeviceHealth.message, cut to 1,024 bytes (the first 1,021 and \"...\"), is each device's allocatedResourcesStatus[].resources[].message; --feature-gates ResourceHealthStatusMessage=false leaves it out",
+    },
+    Behaviour {
+        field: "pods_api",
+        since: 37,
+        source: "KEP-4188 PodsAPI: alpha (off) 1.36, beta (on) 1.37 (pkg/features/kube_features.go); kubelet.go ListenAndServePods on <root-dir>/pods-api/pods-api.sock (kubeletconfig DefaultKubeletPodsAPIDirName, apis/pods/constants.go Socket), apis/pods/server.go; 100 QPS, burst 10 on ListPods and GetPod",
+        before: "1.25-1.35: no pods API (no socket); 1.36: off by default (--feature-gates PodsAPI=true serves it)",
+        after: "pods/v1alpha1 ListPods, GetPod, WatchPods served on <root>/pods-api/pods-api.sock, each pod a core/v1 Pod in Kubernetes protobuf",
+    },
 ];
 
 impl Profile {
@@ -462,6 +491,13 @@ impl Profile {
                 (false, 34..) => Gate::Off,
                 (false, _) => Gate::Absent,
             },
+            dra_health_unimplemented_stops: at("dra_health_unimplemented"),
+            dra_health_message: if at("dra_health_message") { Gate::On } else { Gate::Absent },
+            pods_api: match (at("pods_api"), v.0) {
+                (true, _) => Gate::On,
+                (false, 36) => Gate::Off,
+                (false, _) => Gate::Absent,
+            },
         }
     }
 
@@ -483,6 +519,8 @@ impl Profile {
             };
             let gate = match name.trim() {
                 "DRAExtendedResource" => &mut self.dra_extended_resource,
+                "PodsAPI" => &mut self.pods_api,
+                "ResourceHealthStatusMessage" => &mut self.dra_health_message,
                 n => {
                     return Err(format!(
                         "unrecognized feature gate: {n} (this mock kubelet sets: {})",
@@ -627,6 +665,20 @@ mod tests {
         assert_eq!(health(36, &[h1]), None);
         assert_eq!(health(37, &[ha, h1]), Some(h1));
         assert_eq!(health(37, &[ha]), Some(ha));
+    }
+
+    /// PodsAPI: alpha (off) 1.36, beta (on) 1.37; ResourceHealthStatusMessage:
+    /// beta (on) from 1.36; the Unimplemented stop from 1.37.
+    #[test]
+    fn the_pods_api_and_health_gates_follow_upstream_defaults() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        assert_eq!([35, 36, 37].map(|m| p(m).pods_api), [Gate::Absent, Gate::Off, Gate::On]);
+        assert_eq!([35, 36, 37].map(|m| p(m).dra_health_message), [Gate::Absent, Gate::On, Gate::On]);
+        assert_eq!([36, 37].map(|m| p(m).dra_health_unimplemented_stops), [false, true]);
+        let gate = |m, s: &str| p(m).with_gates(s).map(|p| (p.pods_api.enabled(), p.dra_health_message.enabled()));
+        assert_eq!(gate(36, "PodsAPI=true"), Ok((true, true)));
+        assert_eq!(gate(37, "PodsAPI=false,ResourceHealthStatusMessage=false"), Ok((false, false)));
+        assert!(gate(35, "PodsAPI=true").unwrap_err().contains("kubelet 1.35 has no such gate"));
     }
 
     #[test]

@@ -11,6 +11,12 @@ use std::path::{Path, PathBuf};
 /// The kubelet's root as plugins with hard-coded paths expect it.
 pub use crate::core::paths::DEFAULT_KUBELET_ROOT as KUBELET_ROOT;
 
+/// The pods API socket of the kubelet whose root is `root`
+/// (`<root>/pods-api/pods-api.sock`: kubelet.go getPodsAPIDir, apis/pods Socket).
+pub fn pods_api_socket(root: &Path) -> PathBuf {
+    root.join(crate::kubelet::pods::DIR).join(crate::kubelet::pods::SOCKET)
+}
+
 /// A node's directories and sockets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeTree {

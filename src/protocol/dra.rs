@@ -579,6 +579,7 @@ mod tests {
             pool_name: pool.into(),
             device_name: name.into(),
             cdi_device_ids: cdi.iter().map(|s| s.to_string()).collect(),
+            share_id: None,
         };
         let mut resp = NodePrepareResourcesResponse::default();
         resp.claims.insert(

@@ -237,6 +237,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             exe: PathBuf::from("dpctl"),
             kubelet_version: None,
+            api_server: Default::default(),
         }
     }
 

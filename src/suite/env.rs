@@ -531,6 +531,7 @@ impl Kubelet {
         timeout: Duration,
         version: crate::kubelet::profile::KubeletVersion,
         clean: bool,
+        api: crate::kubelet::dra::apiserver::Mode,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Arc<Stamped>>)> {
         let log = tree.logs.join("kubelet.log");
         let bus = EventBus::new(Logger::to_file(LogFormat::Json, &log)?);
@@ -545,6 +546,7 @@ impl Kubelet {
         }
         // The local API server for DRA drivers (`{kubeconfig}`).
         spec.api_server = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        spec.api_server_mode = api;
         // A plugin in a private mount namespace reports /var/lib/kubelet paths.
         spec.endpoint_alias = Some((PathBuf::from(KUBELET_ROOT), tree.root.clone()));
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.

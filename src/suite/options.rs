@@ -33,6 +33,8 @@ pub struct Options {
     pub exe: PathBuf,
     /// The kubelet version the mock kubelet behaves as (None: the newest).
     pub kubelet_version: Option<crate::kubelet::profile::KubeletVersion>,
+    /// How the suite's local API server serves drivers (`{kubeconfig}`).
+    pub api_server: crate::kubelet::dra::apiserver::Mode,
 }
 
 /// A fresh environment a group of scenarios runs in, in this order.

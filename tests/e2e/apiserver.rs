@@ -17,6 +17,7 @@ struct Node {
     kubelet: Option<(tokio::process::Child, Tail)>,
     addr: String,
     token: String,
+    kubeconfig: PathBuf,
 }
 
 fn kubelet_cmd(root: &Path) -> tokio::process::Command {
@@ -46,16 +47,16 @@ impl Node {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .find(|e| e["event"] == "api-server")
             .unwrap();
-        let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-        let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
-        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap_or_default().to_string();
-        Node { _d: d, root, kubelet: Some((child, log)), addr, token }
+        let addr = api_authority(ev["addr"].as_str().unwrap());
+        let kubeconfig = PathBuf::from(ev["kubeconfig"].as_str().unwrap());
+        let token = kubeconfig_token(&kubeconfig);
+        Node { _d: d, root, kubelet: Some((child, log)), addr, token, kubeconfig }
     }
 
     /// One request with `headers` (the token added unless `auth` is false): status, headers, body.
     async fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8], auth: bool) -> Answer {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
+        let mut s = api_connect(&self.kubeconfig).await;
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
         if auth {
             req.push_str(&format!("Authorization: Bearer {}\r\n", self.token));

@@ -17,20 +17,21 @@ fn events(tail: &Tail, event: &str) -> Vec<Value> {
 struct Api {
     addr: String,
     token: String,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl Api {
     fn of(event: &Value) -> Api {
-        let addr = event["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-        let kc = std::fs::read_to_string(event["kubeconfig"].as_str().unwrap()).unwrap();
-        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
-        Api { addr, token }
+        let addr = api_authority(event["addr"].as_str().unwrap());
+        let kubeconfig = std::path::PathBuf::from(event["kubeconfig"].as_str().unwrap());
+        let token = kubeconfig_token(&kubeconfig);
+        Api { addr, token, kubeconfig }
     }
 
     /// One request (JSON answer asked for): the status code and the body.
     async fn call(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
+        let mut s = api_connect(&self.kubeconfig).await;
         let req = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
@@ -191,12 +192,12 @@ const CD: &str = "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\n
 const CDS: &str = "/apis/resource.nvidia.com/v1beta1/namespaces/ml/computedomains";
 
 /// A watch over raw HTTP/1.1: what has arrived so far.
-struct Watch(tokio::net::TcpStream, String);
+struct Watch(Box<dyn ApiIo>, String);
 
 impl Watch {
     async fn open(api: &Api, path: &str) -> Watch {
         use tokio::io::AsyncWriteExt;
-        let mut s = tokio::net::TcpStream::connect(&api.addr).await.unwrap();
+        let mut s = api_connect(&api.kubeconfig).await;
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: application/vnd.kubernetes.protobuf, application/json\r\n\r\n",
             api.addr, api.token
@@ -267,104 +268,5 @@ async fn a_crd_in_the_manifest_directory_serves_its_custom_resource() {
     assert_eq!((code, e["details"]["causes"][0]["field"].as_str()), (422, Some("metadata.name")));
     assert_eq!(api.call("DELETE", &format!("{CDS}/second"), "application/json", "").await.0, 200);
     w.wait_for("\"type\":\"DELETED\"", 1).await;
-    stop_tailed(kubelet, log).await.expect_code(0);
-}
-
-/// The Go reflector's output lines (tests/interop/go/drapeer/crwatch.go)
-/// that are events, as (what, name): LISTED/ADDED/MODIFIED/DELETED name rv.
-fn reflected(out: &str) -> Vec<(String, String)> {
-    out.lines()
-        .filter_map(|l| {
-            let mut w = l.split(' ');
-            let (what, name) = (w.next()?, w.next()?);
-            ["LISTED", "ADDED", "MODIFIED", "DELETED"].contains(&what).then(|| (what.to_string(), name.to_string()))
-        })
-        .collect()
-}
-
-/// #33: a reflector written from client-go's (the Go DRA peer's
-/// `-watch-resource`: list, watch from the list's version with
-/// timeoutSeconds, watch again when a watch ends, list again on 410) lists
-/// and watches a custom resource declared by a CRD manifest. Its watches end
-/// after their timeoutSeconds and it watches again from the last version
-/// seen; a create, an update and a delete arrive in order; and when its
-/// watch resumes from a version the API server no longer keeps (it kept the
-/// last 1000 changes), the answer is 410 Expired and it lists again, seeing
-/// what changed while it was away, and watches on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn interop_a_client_go_reflector_lists_and_watches_a_custom_resource() {
-    use tokio::io::AsyncWriteExt;
-    let Some(dir) = interop_peers(&["go-dra-peer"]) else { return };
-    let t = DraTree::new();
-    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
-    let mut log = Tail::stdout(&mut kubelet);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let api = Api::of(&events(&log, "api-server")[0]);
-    t.write("crd.yaml", CRD);
-    log.wait_for("\"event\":\"dra-object\"", 1).await;
-    let post = |name: &str| json!({"metadata": {"name": name}, "spec": {"numNodes": 1}}).to_string();
-    // One object before the reflector starts: its list's resourceVersion is
-    // then not 0 (a watch from "0" starts at "now" here, where kube-apiserver
-    // would send every object as ADDED first; an etcd-backed list is never at 0).
-    assert_eq!(api.call("POST", CDS, "application/json", &post("z")).await.0, 201, "the CRD is served");
-    let mut g = tokio::process::Command::new(dir.join("go-dra-peer"));
-    g.args([
-        "-kubeconfig",
-        s(&t.p("kubeconfig")),
-        "-watch-resource",
-        "resource.nvidia.com/v1beta1/computedomains",
-        "-namespace",
-        "ml",
-        "-watch-timeout",
-        "1",
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .kill_on_drop(true);
-    let mut go = g.spawn().unwrap();
-    let mut stdin = go.stdin.take().unwrap();
-    let mut gl = Tail::stdout(&mut go);
-    gl.wait_for("SYNCED ", 1).await;
-    // The API server ended the watch after its timeoutSeconds; the reflector watched again.
-    gl.wait_for("REWATCH ", 1).await;
-    let merge = "application/merge-patch+json";
-    assert_eq!(api.call("POST", CDS, "application/json", &post("a")).await.0, 201);
-    let (code, v) = api.call("PATCH", &format!("{CDS}/a"), merge, r#"{"spec":{"numNodes":2}}"#).await;
-    assert_eq!(code, 200, "{v}");
-    assert_eq!(api.call("DELETE", &format!("{CDS}/a"), "application/json", "").await.0, 200);
-    gl.wait_for("DELETED a ", 1).await;
-    let got: Vec<String> = reflected(&gl.seen()).iter().map(|(w, n)| format!("{w} {n}")).collect();
-    assert_eq!(got, ["LISTED z", "ADDED a", "MODIFIED a", "DELETED a"], "{}", gl.seen());
-    let rvs: Vec<u64> = gl
-        .seen()
-        .lines()
-        .filter(|l| l.ends_with(|c: char| c.is_ascii_digit()) && l.contains(" a "))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect();
-    assert!(rvs.len() == 3 && rvs.windows(2).all(|w| w[0] < w[1]), "resource versions rise: {rvs:?}");
-    assert_eq!(api.call("POST", CDS, "application/json", &post("b")).await.0, 201);
-    gl.wait_for("ADDED b ", 1).await;
-    // The connection is lost; meanwhile "c" is created and "b" changed more
-    // often than the API server keeps changes.
-    stdin.write_all(b"drop\n").await.unwrap();
-    gl.wait_for("DROPPED ", 1).await;
-    assert_eq!(api.call("POST", CDS, "application/json", &post("c")).await.0, 201);
-    for i in 0..1001 {
-        let (code, v) =
-            api.call("PATCH", &format!("{CDS}/b"), merge, &format!(r#"{{"spec":{{"numNodes":{i}}}}}"#)).await;
-        assert_eq!(code, 200, "{v}");
-    }
-    stdin.write_all(b"resume\n").await.unwrap();
-    gl.wait_for("RELIST Expired: too old resource version", 1).await;
-    gl.wait_for("SYNCED ", 2).await;
-    let seen = gl.seen();
-    let after = reflected(seen.get(seen.find("RELIST ").unwrap_or(0)..).unwrap_or_default());
-    let listed = |n: &str| after.iter().any(|(w, name)| w == "LISTED" && name == n);
-    assert!(listed("z") && listed("b") && listed("c") && !listed("a"), "{}", gl.seen());
-    // And it watches on.
-    assert_eq!(api.call("POST", CDS, "application/json", &post("d")).await.0, 201);
-    gl.wait_for("ADDED d ", 1).await;
-    drop(stdin);
-    let _ = stop_tailed(go, gl).await;
     stop_tailed(kubelet, log).await.expect_code(0);
 }

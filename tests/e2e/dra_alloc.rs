@@ -197,6 +197,16 @@ async fn a_no_execute_taint_added_later_evicts_the_pod_and_unprepares_its_claim_
     );
     assert_eq!(ev["taint"], "gpu.example.com/xid=79:NoExecute", "{ev}");
     assert_eq!(ev["reason"], "DeviceTaintManagerEviction", "{ev}");
+    // device_taint_eviction.go deletePod: the condition set before the pod is deleted.
+    assert_eq!(
+        (ev["condition"].as_str(), ev["conditionReason"].as_str(), ev["conditionMessage"].as_str()),
+        (
+            Some("DisruptionTarget"),
+            Some("DeletionByDeviceTaintManager"),
+            Some("Device Taint manager: deleting due to NoExecute taint")
+        ),
+        "{ev}"
+    );
     // The driver was asked to unprepare the evicted pod's claim.
     log.wait_for("\"event\":\"claim-unprepared\"", 2).await;
     let u = &events(&log, "claim-unprepared")[1];
@@ -262,6 +272,58 @@ async fn a_no_execute_toleration_with_seconds_evicts_that_long_after_the_taints_
     );
     assert!(seen >= parse_rfc3339(&evict_at).unwrap(), "evicted before evictAt {evict_at}");
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// ShareID end to end (KEP-5075, kubernetes#134520): two claims hold shares
+/// of one device (their allocations carry shareIDs, UUIDs as upstream's
+/// allocator makes them); `dra serve` reads each from the API server as the
+/// kubeletplugin helper does and returns it in Device.share_id, and the
+/// kubelet keeps it in its checkpoint (ShareID) and PodResources'
+/// ClaimResource.share_id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_devices_share_ids_reach_the_driver_the_checkpoint_and_pod_resources() {
+    let t = DraTree::new();
+    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let kubeconfig = t.p("kubeconfig");
+    let driver = t.driver(DRIVER, &["--devices", "2", "--kubeconfig", s(&kubeconfig), "--node-name", "dpctl-node"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let shares = ["6d0c2d0e-8b8f-4a52-9d33-1f6f2b1a7c01", "6d0c2d0e-8b8f-4a52-9d33-1f6f2b1a7c02"];
+    for (i, share) in shares.iter().enumerate() {
+        t.write(
+            &format!("claim-{i}.yaml"),
+            &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: share-{i}, namespace: ml, uid: claim-{i}-uid}}\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly: {{deviceClassName: gpu.example.com}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {{request: one, driver: gpu.example.com, pool: pool-0, device: dev-0, shareID: {share}}}\n  reservedFor:\n  - {{resource: pods, name: p{i}, uid: pod-{i}}}\n"),
+        );
+        t.write(
+            &format!("pod-{i}.yaml"),
+            &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: ml, uid: pod-{i}}}\nspec:\n  resourceClaims: [{{name: g, resourceClaimName: share-{i}}}]\n  containers: [{{name: main, resources: {{claims: [{{name: g}}]}}}}]\n"),
+        );
+    }
+    log.wait_for("\"event\":\"claim-prepared\"", 2).await;
+
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    pr.expect_code(0);
+    let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+    let mut got: Vec<String> = v["podResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let cr = &p["containers"][0]["dynamicResources"][0]["claimResources"][0];
+            assert_eq!(cr["deviceName"], "dev-0", "{v}");
+            cr["shareId"].as_str().unwrap_or_else(|| panic!("no shareId: {v}")).to_string()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, shares, "{v}");
+    // The checkpoint keeps them (state.Device.ShareID).
+    let outer: Value = serde_json::from_slice(&std::fs::read(t.p("dra_manager_state")).unwrap()).unwrap();
+    let data = outer["Data"].as_str().unwrap();
+    assert!(shares.iter().all(|id| data.contains(&format!("\"ShareID\":\"{id}\""))), "{data}");
 
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);

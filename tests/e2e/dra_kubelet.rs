@@ -354,14 +354,15 @@ async fn during_a_rolling_update_calls_go_to_the_newest_instance_and_the_older_t
 struct Api {
     addr: String,
     token: String,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl Api {
     fn of(event: &Value) -> Api {
-        let addr = event["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-        let kc = std::fs::read_to_string(event["kubeconfig"].as_str().unwrap()).unwrap();
-        let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
-        Api { addr, token }
+        let addr = api_authority(event["addr"].as_str().unwrap());
+        let kubeconfig = std::path::PathBuf::from(event["kubeconfig"].as_str().unwrap());
+        let token = kubeconfig_token(&kubeconfig);
+        Api { addr, token, kubeconfig }
     }
 }
 
@@ -369,7 +370,7 @@ impl Api {
 async fn http_get(api: &Api, path: &str) -> (String, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (addr, token) = (&api.addr, &api.token);
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut s = api_connect(&api.kubeconfig).await;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut buf = String::new();
@@ -466,159 +467,6 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
     watch.wait_for("\"type\":\"DELETED\"").await;
     assert!(http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices").await.1["items"].as_array().unwrap().is_empty());
     stop_tailed(kubelet, log).await.expect_code(0);
-}
-
-/// The Go DRA peer built by tests/interop/setup.sh (see `support::interop_peers`).
-fn go_dra_peer() -> Option<PathBuf> {
-    interop_peers(&["go-dra-peer"]).map(|d| d.join("go-dra-peer"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kubeletplugin_style_go_driver_registers_publishes_and_prepares_through_the_engine() {
-    let Some(peer) = go_dra_peer() else { return };
-    let t = DraTree::new();
-    let mut c = dpctl_cmd(&[
-        "mock-kubelet",
-        "--plugin-dir",
-        s(&t.p("device-plugins")),
-        "--manifests",
-        s(&t.p("manifests")),
-        "--plugins-registry-dir",
-        s(&t.p("plugins_registry")),
-        "--pod-resources-socket",
-        s(&t.p("pod-resources/kubelet.sock")),
-        "--api-server",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ]);
-    c.stdout(Stdio::piped());
-    let mut kubelet = c.spawn().unwrap();
-    let mut log = Tail::stdout(&mut kubelet);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let go_driver = "gpu.go.example.com";
-    let mut g = tokio::process::Command::new(peer);
-    g.args([
-        "-root",
-        s(&t.root),
-        "-driver",
-        go_driver,
-        "-kubeconfig",
-        s(&t.p("kubeconfig")),
-        "-node",
-        "dpctl-node",
-        "-cdi",
-        s(&t.p("cdi")),
-    ])
-    .stdout(Stdio::piped())
-    .kill_on_drop(true);
-    let mut go = g.spawn().unwrap();
-    let mut go_log = Tail::stdout(&mut go);
-    // Everything below between the peer and the API server is protobuf, as client-go sends it.
-    go_log.wait_for("node dpctl-node uid=", 1).await;
-    // Server version detection (#33 item 3): the --kubelet-version profile's Kubernetes.
-    go_log.wait_for("version v1.", 1).await;
-    assert!(go_log.seen().contains("code=200 err=<nil>"), "{}", go_log.seen());
-    go_log.wait_for("watch-list synced rv=0", 1).await;
-    go_log.wait_for("published ", 1).await;
-    let name = go_log
-        .seen()
-        .lines()
-        .find_map(|l| l.strip_prefix("published "))
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
-    assert!(name.starts_with(&format!("dpctl-node-{go_driver}-")), "{name}");
-    go_log.wait_for(&format!("watch ADDED {name} rv=1 devices=2"), 1).await;
-    go_log.wait_for(&format!("updated {name} rv=2 devices=3"), 1).await;
-    go_log.wait_for(&format!("watch MODIFIED {name} rv=2 devices=3"), 1).await;
-    // The protobuf bodies landed in the store: read back as JSON, with the attribute the PUT added.
-    let api = &events(&log, "api-server")[0];
-    let addr = Api::of(api);
-    let (st, got) = http_get(&addr, &format!("/apis/resource.k8s.io/v1/resourceslices/{name}")).await;
-    assert!(st.contains("200"), "{st}");
-    assert_eq!(got["spec"]["driver"], go_driver, "{got}");
-    assert_eq!(got["spec"]["pool"]["resourceSliceCount"], 1, "{got}");
-    assert_eq!(got["spec"]["devices"][2]["attributes"]["model"]["string"], "go-peer", "{got}");
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
-    go_log.wait_for("registered=true", 1).await;
-    assert_eq!(events(&log, "dra-registered")[0]["driver"], go_driver);
-
-    // The claim names the Go driver's class; its devices come only from the slice it published.
-    t.write("claim.yaml", &CLAIM.replace("deviceClassName: gpu.example.com", &format!("deviceClassName: {go_driver}")));
-    t.write("pod.yaml", POD);
-    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
-    let p = &events(&log, "claim-prepared")[0];
-    assert_eq!(p["devices"][0], format!("{go_driver}/dpctl-node/gpu-0"), "{p}");
-    assert_eq!(p["cdiIds"][0], format!("k8s.{go_driver}/claim=11111111-2222-3333-4444-555555555555-gpu-0"));
-    assert!(events(&log, "cdi-unresolved").is_empty(), "the Go driver wrote its CDI spec");
-    go_log.wait_for("prepare ml/gpu error=\"\"", 1).await;
-    // UpdateStatus in protobuf (#33 item 1): the device status the driver wrote is kept and served.
-    assert!(go_log.seen().contains("status ml/gpu code=200 devices=1 reason=Prepared err=<nil>"), "{}", go_log.seen());
-    let (_, claim) = http_get(&addr, "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu").await;
-    assert_eq!(claim["status"]["devices"][0]["conditions"][0]["reason"], "Prepared", "{claim}");
-    assert_eq!(claim["status"]["devices"][0]["conditions"][0]["lastTransitionTime"], "2025-01-01T00:00:00Z");
-    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
-    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
-    go_log.wait_for("unprepare ml/gpu", 1).await;
-    // A kubelet restart wipes the node's slices; the driver's watch sees it and publishes again.
-    nix_hup(&kubelet);
-    log.wait_for("\"event\":\"dra-node-slices-wiped\"", 1).await;
-    assert_eq!(events(&log, "dra-node-slices-wiped")[0]["slices"], serde_json::json!([name]));
-    go_log.wait_for(&format!("watch DELETED {name}"), 1).await;
-    go_log.wait_for("republished ", 1).await;
-    let republished = go_log
-        .seen()
-        .lines()
-        .find_map(|l| l.strip_prefix("republished "))
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_string();
-    sigterm(&go);
-    go_log.wait_for("stopped", 1).await;
-    // Its DELETE carried protobuf DeleteOptions with a UID precondition, as client-go sends them.
-    assert!(go_log.seen().contains(&format!("deleted {republished}")), "{}", go_log.seen());
-    let _ = go.wait().await;
-    stop_tailed(kubelet, log).await.expect_code(0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_go_kubeletplugin_style_driver_passes_dpctl_test_dra() {
-    let Some(peer) = go_dra_peer() else { return };
-    let c = dpctl_cmd(&[
-        "test",
-        "--dra",
-        "-o",
-        "json",
-        "--",
-        s(&peer),
-        "-root",
-        "{kubelet-root-dir}",
-        "-driver",
-        "gpu.go.example.com",
-        "-kubeconfig",
-        "{kubeconfig}",
-        "-node",
-        "{node-name}",
-        "-cdi",
-        "{cdi-dir}",
-    ]);
-    let r = run_cmd_within(c, 120).await;
-    r.expect_code(0);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    // Everything but the health stream, which it does not advertise, and rolling updates
-    // (it checks the claim's UID: DRA-PREP-005; a claim not found is an error: DRA-PREP-006);
-    // the extended-resource scenarios too (it answers the allocation's request names).
-    assert_eq!(
-        (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(18), Some(0), Some(2)),
-        "{}",
-        r.stdout
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -850,7 +698,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
 
 /// A raw HTTP/1.1 watch: everything received so far, searchable.
 struct Watch {
-    stream: tokio::net::TcpStream,
+    stream: Box<dyn ApiIo>,
     seen: String,
 }
 
@@ -858,7 +706,7 @@ impl Watch {
     async fn open(api: &Api, path: &str) -> Watch {
         use tokio::io::AsyncWriteExt;
         let (addr, token) = (&api.addr, &api.token);
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut stream = api_connect(&api.kubeconfig).await;
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n\r\n"
         );
@@ -1201,4 +1049,24 @@ async fn ten_silent_registration_sockets_do_not_hold_up_a_driver() {
     drop(silent);
     stop_child(driver).await;
     stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// kubernetes#139477 (1.37): a driver that advertises DRAResourceHealth but
+/// answers NodeWatchResources with Unimplemented is not watched again
+/// (dra_plugin_manager.go stops its retry loop); 1.36 keeps retrying every
+/// 5 s, so it never says it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_1_37_a_health_stream_answered_unimplemented_is_not_opened_again() {
+    let t = DraTree::new();
+    let mut child = mock_kubelet_on(&t.root, &["--kubelet-version", "1.37"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"started\"", 1).await;
+    let driver = serve(&t, &["--fault", "unserved-health"]);
+    log.wait_for("\"event\":\"dra-health-stopped\"", 1).await;
+    let stopped = &events(&log, "dra-health-stopped")[0];
+    assert_eq!(stopped["driver"], DRIVER, "{stopped}");
+    assert_eq!(stopped["service"], "v1.DRAResourceHealth", "{stopped}");
+    assert!(stopped["error"].as_str().unwrap().contains("Unimplemented"), "{stopped}");
+    stop_child(driver).await;
+    stop_tailed(child, log).await.expect_code(0);
 }

@@ -46,9 +46,8 @@ async fn node(extra: &[&str]) -> Node {
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
     let ev = &events(&log, "api-server")[0];
-    let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-    let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
-    let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+    let addr = api_authority(ev["addr"].as_str().unwrap());
+    let token = kubeconfig_token(std::path::Path::new(ev["kubeconfig"].as_str().unwrap()));
     Node { t, kubelet, log, api: (addr, token) }
 }
 
@@ -70,7 +69,7 @@ impl Node {
     async fn get(&self, path: &str) -> Value {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (addr, token) = &self.api;
-        let mut st = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut st = api_connect(&self.t.p("kubeconfig")).await;
         let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
         st.write_all(req.as_bytes()).await.unwrap();
         let mut buf = String::new();

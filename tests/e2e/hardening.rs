@@ -469,9 +469,9 @@ fn vm_rss_kib(pid: u32) -> u64 {
 }
 
 /// One HTTP/1.1 request to the local API server: the status code.
-async fn api_post(addr: &str, token: &str, path: &str, body: &[u8]) -> u16 {
+async fn api_post(kubeconfig: &std::path::Path, addr: &str, token: &str, path: &str, body: &[u8]) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut s = api_connect(kubeconfig).await;
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -499,14 +499,14 @@ async fn a_refused_2_mb_slice_leaves_the_mock_kubelets_memory_as_it_was() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|e| e["event"] == "api-server")
         .unwrap();
-    let addr = ev["addr"].as_str().unwrap().trim_start_matches("http://").to_string();
-    let kc = std::fs::read_to_string(ev["kubeconfig"].as_str().unwrap()).unwrap();
-    let token = kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap().to_string();
+    let addr = api_authority(ev["addr"].as_str().unwrap());
+    let kc = std::path::PathBuf::from(ev["kubeconfig"].as_str().unwrap());
+    let token = kubeconfig_token(&kc);
     let path = "/apis/resource.k8s.io/v1/resourceslices";
     let small = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "warm"},
         "spec": {"driver": "gpu.example.com", "nodeName": "dpctl-node", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": "d0"}]}});
-    assert_eq!(api_post(&addr, &token, path, small.to_string().as_bytes()).await, 201);
+    assert_eq!(api_post(&kc, &addr, &token, path, small.to_string().as_bytes()).await, 201);
     let pid = child.id().unwrap();
     let before = vm_rss_kib(pid);
     let devices: Vec<serde_json::Value> =
@@ -517,7 +517,7 @@ async fn a_refused_2_mb_slice_leaves_the_mock_kubelets_memory_as_it_was() {
     let body = big.to_string();
     assert!(body.len() > 2_000_000 && body.len() < 3 << 20, "{}", body.len());
     for _ in 0..3 {
-        assert_eq!(api_post(&addr, &token, path, body.as_bytes()).await, 422);
+        assert_eq!(api_post(&kc, &addr, &token, path, body.as_bytes()).await, 422);
     }
     let after = vm_rss_kib(pid);
     assert!(after < before + 16 * 1024, "RSS {before} KiB before, {after} KiB after three refused 2 MB slices");

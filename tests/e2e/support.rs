@@ -449,6 +449,7 @@ pub mod podresources {
                     },
                     ContainerResources { name: "sidecar".into(), ..Default::default() },
                 ],
+                ..Default::default()
             }],
             allocatable: AllocatableResourcesResponse {
                 devices: (0..3)
@@ -561,8 +562,16 @@ pub struct Tail {
 impl Tail {
     /// Take `child`'s stdout (it must be piped) and start reading it.
     pub fn stdout(child: &mut tokio::process::Child) -> Tail {
+        Tail::read(child.stdout.take().expect("stdout is piped"))
+    }
+
+    /// Take `child`'s stderr (it must be piped) and start reading it.
+    pub fn stderr(child: &mut tokio::process::Child) -> Tail {
+        Tail::read(child.stderr.take().expect("stderr is piped"))
+    }
+
+    fn read(out: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Tail {
         use tokio::io::AsyncBufReadExt;
-        let out = child.stdout.take().expect("stdout is piped");
         let text = Arc::new(Mutex::new(String::new()));
         let (tx, grew) = watch::channel(0usize);
         let t = text.clone();
@@ -621,8 +630,7 @@ pub fn interop_dir() -> PathBuf {
 }
 
 /// Every file tests/interop/setup.sh builds, relative to [`interop_dir`].
-pub const INTEROP_PEERS: &[&str] =
-    &["go-peer", "go-dra-peer", "python/peer.py", "python/dra_peer.py", "venv/bin/python"];
+pub const INTEROP_PEERS: &[&str] = &["go-peer", "python/peer.py", "python/dra_peer.py", "venv/bin/python"];
 
 /// How to build the peers, as every message about them says it.
 pub const INTEROP_SETUP: &str = "tests/interop/setup.sh (installs Go and grpcio with apt: needs root)";
@@ -655,6 +663,49 @@ extern "C" fn interop_note() {
         "\nnote: {n} interop test(s) passed WITHOUT RUNNING: the grpc-go and grpcio peers are not built in \
          {}.\n      No other test needs them. To run the interop matrix too, build the peers once with {INTEROP_SETUP}.",
         interop_dir().display()
+    );
+}
+
+/// Where tests/upstream/build.sh builds upstream's peers (one binary per
+/// tests/upstream/cmd/NAME).
+pub fn upstream_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/upstream/bin")
+}
+
+/// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
+pub const UPSTREAM_PEERS: &[&str] = &["clientgo", "kubeletplugin", "protofields", "podsclient"];
+
+/// How to build them, as every message about them says it.
+pub const UPSTREAM_BUILD: &str =
+    "bash tests/upstream/build.sh (Go 1.26 at /usr/local/go; modules from the Go module proxy)";
+
+static UPSTREAM_SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The upstream peer `name` (of [`UPSTREAM_PEERS`]) if it is built; else
+/// `None`, and the test returns without running: the end of the run says how
+/// many upstream tests did not run and how to build them
+/// (`upstream::upstream_peers_are_built_when_required` fails the run instead
+/// under CI).
+pub fn upstream_peer(name: &str) -> Option<PathBuf> {
+    let bin = upstream_bin().join(name);
+    if bin.exists() {
+        return Some(bin);
+    }
+    if UPSTREAM_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        // SAFETY: atexit with a plain `extern "C" fn()` that only writes to stderr.
+        unsafe { libc::atexit(upstream_note) };
+    }
+    None
+}
+
+extern "C" fn upstream_note() {
+    use std::io::Write;
+    let n = UPSTREAM_SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nnote: {n} upstream test(s) passed WITHOUT RUNNING: upstream's peers (client-go, the kubeletplugin helper) \
+         are not built in {}.\n      Build them once with {UPSTREAM_BUILD}.",
+        upstream_bin().display()
     );
 }
 
@@ -731,4 +782,31 @@ pub fn mock_kubelet_on(root: &Path, extra: &[&str]) -> tokio::process::Command {
     ]);
     c.args(extra).stdout(std::process::Stdio::piped());
     c
+}
+
+/// A byte stream a test's raw HTTP/1.1 requests go over.
+pub trait ApiIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> ApiIo for T {}
+
+/// A connection to the API server a kubeconfig names, as the kubeconfig says:
+/// TLS verified against its `certificate-authority-data` (the mock kubelet's
+/// default), or plain TCP for an `http://` server.
+pub async fn api_connect(kubeconfig: &Path) -> Box<dyn ApiIo> {
+    let api = dpctl::client::kube::load_kubeconfig(kubeconfig).unwrap();
+    let tcp = tokio::net::TcpStream::connect(&api.authority).await.unwrap();
+    match api.tls {
+        None => Box::new(tcp),
+        Some((cfg, name)) => Box::new(tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.unwrap()),
+    }
+}
+
+/// `host:port` of an `api-server` event's `addr` (`https://…` or `http://…`).
+pub fn api_authority(url: &str) -> String {
+    url.trim_start_matches("https://").trim_start_matches("http://").to_string()
+}
+
+/// The bearer token of a kubeconfig the mock kubelet wrote (empty: none, plain http).
+pub fn kubeconfig_token(kubeconfig: &Path) -> String {
+    let kc = std::fs::read_to_string(kubeconfig).unwrap();
+    kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap_or_default().to_string()
 }

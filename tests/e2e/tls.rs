@@ -268,35 +268,3 @@ async fn without_a_kubeconfig_dra_serve_in_a_pod_uses_the_service_account_and_ku
     assert!(!rest.stdout.contains("resourceslice"), "{}", rest.stdout);
     stop_tailed(kubelet, log).await.expect_code(0);
 }
-
-/// The Go kubeletplugin-style peer (tests/interop) verifies the mock
-/// kubelet's certificate with Go's crypto/tls against the kubeconfig's CA,
-/// as client-go's transport does, and runs its protobuf watch-list, publish
-/// and claim GET over it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_go_tls_client_verifies_the_mock_kubelets_certificate_and_drives_a_claim_over_https() {
-    let Some(dir) = interop_peers(&["go-dra-peer"]) else { return };
-    let t = DraTree::new();
-    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", "127.0.0.1:0", "--api-server-tls"]).spawn().unwrap();
-    let mut log = Tail::stdout(&mut kubelet);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let go_driver = "gpu.go.example.com";
-    let mut g = tokio::process::Command::new(dir.join("go-dra-peer"));
-    g.args(["-root", s(&t.root), "-driver", go_driver, "-kubeconfig", s(&t.p("kubeconfig")), "-node", "dpctl-node"])
-        .args(["-cdi", s(&t.p("cdi"))])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut go = g.spawn().unwrap();
-    let mut go_log = Tail::stdout(&mut go);
-    go_log.wait_for("node dpctl-node uid=", 1).await;
-    go_log.wait_for("watch-list synced rv=0", 1).await;
-    go_log.wait_for("published ", 1).await;
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
-    t.write("claim.yaml", &CLAIM.replace("deviceClassName: gpu.example.com", &format!("deviceClassName: {go_driver}")));
-    t.write("pod.yaml", POD);
-    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
-    let p = &events(&log, "claim-prepared")[0];
-    assert_eq!(p["devices"][0], format!("{go_driver}/dpctl-node/gpu-0"), "{p}");
-    stop_tailed(go, go_log).await;
-    stop_tailed(kubelet, log).await.expect_code(0);
-}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the interop peers into target/interop/: a Python venv with grpcio and
 # the modules generated from proto/, and a Go binary built in GOPATH mode
-# against Debian's grpc-go. Installs what is missing (apt, pip). Idempotent
+# against Debian's grpc-go (a second, independent gRPC stack). Kubernetes'
+# own components as peers (client-go, the kubeletplugin helper, the sample
+# device plugin, the e2e DRA test driver) are built by tests/upstream/build.sh. Installs what is missing (apt, pip). Idempotent
 # and quiet; any failure exits non-zero (the interop tests then fail — they
 # are never skipped in CI).
 set -euo pipefail
@@ -38,17 +40,10 @@ cp tests/interop/python/dra_peer.py "$out/python/dra_peer.py"
 
 # Go peer: GOPATH mode, code generated from proto/ under k8s.io/kubelet/... as upstream.
 gopath=$out/gopath
-rm -rf "$gopath/src/k8s.io" "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
-mkdir -p "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer"
-protoc -I proto --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${protos[@]}" proto/dra/v1/api.proto
-# The Kubernetes API subset the local API server speaks as protobuf (go_package k8s.io/api/..., k8s.io/apimachinery/...).
-protoc -I proto --go_out="$gopath/src" proto/k8s/apimachinery/pkg/runtime/generated.proto \
-  proto/k8s/apimachinery/pkg/api/resource/generated.proto proto/k8s/apimachinery/pkg/apis/meta/v1/generated.proto \
-  proto/k8s/api/core/v1/generated.proto proto/k8s/api/resource/v1/generated.proto
+rm -rf "$gopath/src/k8s.io" "$gopath/src/dpctl-interop-peer" "$gopath/src/dpctl-interop-drapeer" "$out/go-dra-peer"
+mkdir -p "$gopath/src/dpctl-interop-peer"
+protoc -I proto --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${protos[@]}"
 cp tests/interop/go/peer/main.go "$gopath/src/dpctl-interop-peer/"
-# A kubeletplugin-style DRA driver (registration, ResourceSlices via the API server in protobuf, prepare with GET claim).
-cp tests/interop/go/drapeer/*.go "$gopath/src/dpctl-interop-drapeer/"
 export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$out/gocache" GOFLAGS=
 (cd "$gopath/src/dpctl-interop-peer" && go build -o "$out/go-peer" .)
-(cd "$gopath/src/dpctl-interop-drapeer" && go build -o "$out/go-dra-peer" .)
 echo "interop: peers ready in $out ($(go version | cut -d' ' -f3), grpc-go $(dpkg-query -W -f='${Version}' golang-google-grpc-dev), grpcio $("$out/venv/bin/python" -c 'import grpc; print(grpc.__version__)'))"

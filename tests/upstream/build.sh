@@ -4,7 +4,7 @@
 # machine (/usr/local/go, else PATH); modules from the Go module proxy, cached
 # under target/upstream/ (gomod, gocache), so a second run builds nothing.
 # Without Go: outside CI, one note and exit 0 (the upstream tests then say
-# they did not run); with CI set, a failure.
+# they did not run); with CI set, a failure. --vet also runs go vet.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -25,5 +25,8 @@ mkdir -p "$out/bin"
 export GOMODCACHE="$out/gomod" GOCACHE="$out/gocache" GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 cd tests/upstream
 "$go" build -trimpath -o "$out/bin/" ./cmd/...
+if [ "${1:-}" = "--vet" ]; then
+  "$go" vet ./...
+fi
 k8s=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\.\([0-9]*\)$/1.\1.\2/p' go.mod)
 echo "upstream: peers and oracles of Kubernetes $k8s ready in $out/bin ($("$go" version | cut -d' ' -f3)): $(ls "$out/bin" | tr '\n' ' ')"

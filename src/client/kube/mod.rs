@@ -154,7 +154,21 @@ fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>,
 }
 
 /// A connection for `rc`: its TLS configuration built and its files read.
+/// Over plain http no credentials are read or sent, as client-go's
+/// `clientcmd` reads a user's credentials only when the transport is TLS
+/// (`client_config.go`: "only try to read the auth information if we are
+/// secure"), so dpctl meets a server as every driver built on client-go does.
 pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
+    if !rc.https {
+        return Ok(ApiServer {
+            authority: rc.authority.clone(),
+            prefix: rc.prefix.clone(),
+            tls: None,
+            token: None,
+            token_file: None,
+            basic: None,
+        });
+    }
     let tls = if rc.https {
         let name = rc.tls_server_name.clone().unwrap_or_else(|| rc.host.clone());
         let server_name = ServerName::try_from(name.clone())
@@ -310,10 +324,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn over_plain_http_no_credentials_are_read_or_sent_as_clientcmd_decides() {
+        let d = tempfile::tempdir().unwrap();
+        let kc = d.path().join("kubeconfig");
+        // The token file does not exist: client-go never reads it over http, nor does dpctl.
+        let text = "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {token: inline, tokenFile: gone}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        std::fs::write(&kc, text).unwrap();
+        let api = load_kubeconfig(&kc).unwrap();
+        assert_eq!((api.authorization(), api.url()), (None, "http://h:1".to_string()));
+        std::fs::write(&kc, text.replace("http://", "https://")).unwrap();
+        let e = load_kubeconfig(&kc).unwrap_err().to_string();
+        assert!(e.contains("tokenFile") && e.contains("gone"), "over https the token file is read: {e}");
+    }
+
+    #[test]
     fn a_token_file_wins_over_the_inline_token_and_is_read_again_at_each_request() {
         let d = tempfile::tempdir().unwrap();
         let kc = d.path().join("kubeconfig");
-        let text = "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {token: inline, tokenFile: tok}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        let text = "clusters: [{name: c, cluster: {server: 'https://h:1'}}]\nusers: [{name: u, user: {token: inline, tokenFile: tok}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
         std::fs::write(&kc, text).unwrap();
         std::fs::write(d.path().join("tok"), "from-file\n").unwrap();
         let api = load_kubeconfig(&kc).unwrap();
@@ -331,8 +359,11 @@ mod tests {
     fn username_and_password_are_basic_authentication() {
         let d = tempfile::tempdir().unwrap();
         let kc = d.path().join("kubeconfig");
-        std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'http://h:1'}}]\nusers: [{name: u, user: {username: a, password: b}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n").unwrap();
+        let text = "clusters: [{name: c, cluster: {server: 'https://h:1'}}]\nusers: [{name: u, user: {username: a, password: b}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        std::fs::write(&kc, text).unwrap();
         assert_eq!(load_kubeconfig(&kc).unwrap().authorization().as_deref(), Some("Basic YTpi"));
+        std::fs::write(&kc, text.replace("https://", "http://")).unwrap();
+        assert_eq!(load_kubeconfig(&kc).unwrap().authorization(), None, "never over plain http, as clientcmd");
     }
 
     #[test]

@@ -535,4 +535,9 @@ fn a_dead_dra_driver_with_prepared_claims_is_one_error_naming_claims_and_pods() 
     let d = r.findings.iter().find(|x| x.check == "dra-driver-died").unwrap();
     assert!(d.evidence.contains("ml/gpu (UID u1) held by pod UID pod-1"), "{}", d.evidence);
     assert_eq!(r.result, "error");
+    // The kubelet's pods API (1.36+) names them.
+    f.pod_names = Some([("pod-1".to_string(), "ml/trainer".to_string())].into());
+    let r = derive(&f);
+    let d = r.findings.iter().find(|x| x.check == "dra-driver-died").unwrap();
+    assert!(d.evidence.contains("ml/gpu (UID u1) held by ml/trainer (UID pod-1)"), "{}", d.evidence);
 }

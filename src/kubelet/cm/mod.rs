@@ -47,6 +47,8 @@ struct Life {
     message: Option<String>,
     /// Its containers were started (by this generation or before a restart).
     started: bool,
+    /// A NoExecute device taint evicted it (DisruptionTarget, DeletionByDeviceTaintManager).
+    evicted: bool,
     /// Cancels its worker (the pod was deleted).
     stop: CancellationToken,
     /// Held by whoever carries out its steps.
@@ -60,12 +62,30 @@ pub struct ContainerManager {
     /// The DRA manager (None: DRA plugins are not handled).
     pub dra: Option<Arc<DraManager>>,
     pods: Mutex<BTreeMap<String, Life>>,
+    /// Bumped whenever a pod is added, changes step or goes (the pods API's watch).
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+/// A pod as the kubelet's pods API shows it (see `kubelet::pods`).
+#[derive(Debug, Clone)]
+pub struct PodView {
+    /// The pod.
+    pub pod: Pod,
+    /// Its lifecycle step.
+    pub step: Step,
+    /// Why it waits, and the kubelet's message for that.
+    pub why: Option<(Reason, String)>,
+    /// Its containers were started.
+    pub started: bool,
+    /// A NoExecute device taint evicted it.
+    pub evicted: bool,
 }
 
 impl ContainerManager {
     /// Both managers of one generation.
     pub fn new(devices: Arc<Manager>, dra: Option<Arc<DraManager>>) -> Arc<Self> {
-        Arc::new(ContainerManager { devices, dra, pods: Mutex::new(BTreeMap::new()) })
+        let (changes, _) = tokio::sync::watch::channel(0);
+        Arc::new(ContainerManager { devices, dra, pods: Mutex::new(BTreeMap::new()), changes })
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Life>> {
@@ -184,6 +204,38 @@ impl ContainerManager {
                 message: l.message.clone(),
             })
             .collect()
+    }
+
+    /// Every pod as the pods API shows it, by UID.
+    pub fn pod_views(&self) -> Vec<PodView> {
+        self.lock()
+            .values()
+            .map(|l| PodView {
+                pod: l.pod.clone(),
+                step: l.step,
+                why: l.reason.zip(l.message.clone()),
+                started: l.started,
+                evicted: l.evicted,
+            })
+            .collect()
+    }
+
+    /// Mark `uid` evicted by a NoExecute device taint (before it is removed).
+    pub fn mark_evicted(&self, uid: &str) {
+        if let Some(l) = self.lock().get_mut(uid) {
+            l.evicted = true;
+        }
+        self.changed();
+    }
+
+    /// Say that pods changed (the pods API's watchers look again).
+    pub(crate) fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Follow pod changes.
+    pub fn watch_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The claims the local API server serves.

@@ -23,6 +23,7 @@ impl ContainerManager {
             }
             l.pod.key()
         };
+        self.changed();
         let (reason, message) = match why {
             Some((r, e)) => (Some(r), Some(r.message(&e))),
             None => (None, None),
@@ -42,12 +43,14 @@ impl ContainerManager {
             reason: None,
             message: None,
             started: admission.restored,
+            evicted: false,
             stop: stop.clone(),
             busy: busy.clone(),
         };
         if let Some(old) = self.lock().insert(uid, life) {
             old.stop.cancel();
         }
+        self.changed();
         let guard = busy.lock_owned().await;
         let facts = Facts { restored: admission.restored, claims_called: false };
         let has_claims = self.dra.is_some() && !pod.resource_claims.is_empty();
@@ -168,5 +171,6 @@ impl ContainerManager {
             }
         }
         self.lock().remove(uid);
+        self.changed();
     }
 }

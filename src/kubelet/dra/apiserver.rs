@@ -1,10 +1,11 @@
 //! A local API server inside the mock kubelet: a test stand-in that serves
 //! exactly what a DRA driver's kubelet plugin and the mock kubelet need,
-//! over HTTP/1.1 on loopback (plain, or HTTPS with its own CA with
-//! `--api-server-tls`: [`listen`]), with a kubeconfig written for the
-//! driver (`<root>/kubeconfig`, 0600, written atomically and never over a
-//! file the mock kubelet did not write) carrying a random bearer token: a
-//! request without it is `401 Unauthorized`, as kube-apiserver answers it.
+//! over HTTP/1.1 on loopback (HTTPS with its own CA, or with
+//! `--api-server-insecure` plain HTTP that authenticates nobody: [`listen`]),
+//! with a kubeconfig written for the driver (`<root>/kubeconfig`, 0600,
+//! written atomically and never over a file the mock kubelet did not write)
+//! carrying, over HTTPS, the CA and a random bearer token: a request without
+//! it is `401 Unauthorized`, as kube-apiserver answers it.
 //! It lives as long as the node (a kubelet restart does not restart it).
 //! Supported:
 //!
@@ -63,7 +64,7 @@ mod tls;
 mod validate;
 mod watch;
 
-pub use listen::{kubeconfig, start, Served};
+pub use listen::{kubeconfig, start, Mode, Served};
 
 use watch::{pump, whole, ChannelBody};
 
@@ -80,11 +81,17 @@ pub struct Store {
     /// The newest resource version: watches wake on it and read the history
     /// (so a watcher holds nothing the history does not).
     changes: tokio::sync::watch::Sender<u64>,
+    /// How many watches of ResourceClaims are open ([`Store::sync_claims`] works only then).
+    claim_watches: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
+        Store {
+            inner: Mutex::default(),
+            changes: tokio::sync::watch::channel(0).0,
+            claim_watches: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 }
 
@@ -195,6 +202,20 @@ impl Store {
         self.changes.send_replace(st.version);
     }
 
+    /// Whether a watch of ResourceClaims is open: only then does the kubelet's
+    /// every change need to reach the store at once ([`Store::sync_claims`]);
+    /// otherwise each claim request brings the store in line first.
+    pub fn watching_claims(&self) -> bool {
+        self.claim_watches.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    /// Bring the stored claims in line with the kubelet's `current` ones,
+    /// each change sent to the claims' watches.
+    pub fn sync_claims(&self, current: &[Value]) {
+        let mut st = self.lock();
+        resourceclaims::sync(self, &mut st, current);
+    }
+
     /// What the store holds, as JSON bytes: (the stored slices, the change history).
     pub fn held_bytes(&self) -> (usize, usize) {
         let st = self.lock();
@@ -269,6 +290,9 @@ impl Store {
         let items = match sel.what {
             watch::What::Slices => st.slices.values().filter(|s| sel.matches(s)).cloned().collect(),
             watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
+            watch::What::Claims(..) => {
+                st.claims.values().map(|c| resourceclaims::served(c, "v1")).filter(|c| sel.matches(c)).collect()
+            }
         };
         let replay = match from {
             Some(f) => st.since(f)?,
@@ -422,7 +446,11 @@ pub fn answer_typed(
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
-        return status(405, "MethodNotAllowed", format!("{path}: only resourceslices can be watched here"));
+        return status(
+            405,
+            "MethodNotAllowed",
+            format!("{path}: only resourceslices, resourceclaims and custom resources can be watched here"),
+        );
     }
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
@@ -444,11 +472,11 @@ pub fn answer_typed(
             return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
         }
         let mut st = store.lock();
-        resourceclaims::sync(&mut st, claims);
+        resourceclaims::sync(store, &mut st, claims);
         let query = query_pairs(query);
         let r =
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
-        return resourceclaims::answer(&mut st, &r);
+        return resourceclaims::answer(store, &mut st, &r);
     }
     let mut st = store.lock();
     if let Some(p) = custom::route(&st, path) {
@@ -669,8 +697,8 @@ struct Ctx {
     node: String,
     /// The Kubernetes minor version `/version` answers.
     minor: u32,
-    /// The bearer token every request must carry.
-    token: String,
+    /// The bearer token every request must carry (none: plain HTTP, nobody is authenticated).
+    token: Option<String>,
     tracker: TaskTracker,
     stop: CancellationToken,
 }
@@ -685,7 +713,7 @@ async fn respond(
     let (store, minor) = (store.clone(), *minor);
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let media = protobuf::negotiate(&header("accept"));
-    if !authorized(&header("authorization"), token) {
+    if token.as_deref().is_some_and(|t| !authorized(&header("authorization"), t)) {
         let (code, v) = unauthorized();
         return Ok(reply(media, code, &v));
     }
@@ -715,7 +743,13 @@ async fn respond(
                 p.crd.kind.clone(),
             )),
             _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
-            _ => None,
+            _ => match claim_path(&path) {
+                Some((version, namespace, None, None)) => Some((
+                    watch::What::Claims(version.to_string(), namespace.map(str::to_string)),
+                    "ResourceClaim".to_string(),
+                )),
+                _ => None,
+            },
         }
     } else {
         None

@@ -464,6 +464,7 @@ impl ClaimCache {
                         pool: d.pool_name.clone(),
                         device: d.device_name.clone(),
                         skip_node_operations: skip.clone(),
+                        share_id: d.share_id.clone(),
                         ..Allocated::default()
                     });
                 }
@@ -722,7 +723,8 @@ impl ClaimCache {
                     device_name: d.device_name.clone(),
                     request_names: Some(d.request_names.clone()),
                     cdi_device_ids: Some(d.cdi_device_ids.clone()),
-                    share_id: None,
+                    // manager.go: ShareID: (*types.UID)(device.ShareId).
+                    share_id: d.share_id.clone(),
                 })
                 .collect();
             let key = format!("{}/{}", req.namespace, req.name);

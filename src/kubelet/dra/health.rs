@@ -5,11 +5,16 @@
 
 use super::*;
 
+/// How long after a health stream ended the kubelet opens it again
+/// (dra_plugin_manager.go: wait.UntilWithContext with 5*time.Second, 1.34-1.37).
+pub const HEALTH_RETRY: Duration = Duration::from_secs(5);
+
 impl DraManager {
     pub(super) async fn follow_health(self: Arc<Self>, driver: String, conn: DraConn, service: &'static str) {
         loop {
-            if let Ok(mut s) = conn.health(service).await {
-                loop {
+            let mut ended: Option<crate::core::Error> = None;
+            match conn.health(service).await {
+                Ok(mut s) => loop {
                     let stale = self.refresh_health(&driver).await;
                     let got = tokio::select! {
                         r = s.next(conn.socket()) => Some(r),
@@ -20,17 +25,38 @@ impl DraManager {
                     };
                     match got {
                         Some(Ok(Some(snap))) => self.health_report(&driver, &snap),
-                        Some(_) => break,
+                        Some(Ok(None)) => break,
+                        Some(Err(e)) => {
+                            ended = Some(e);
+                            break;
+                        }
                         None => {}
                     }
-                }
+                },
+                // tonic reports the server's status when the call is made;
+                // grpc-go (the kubelet) on the stream's first Recv.
+                Err(e) => ended = Some(e),
             }
             // The stream ended (or never opened): the kubelet's
             // HandleWatchResourcesStream clears the driver's health (every
             // device Unknown at once), then reconnects.
             self.lock().health.clear_driver(&driver);
             self.refresh_health(&driver).await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            let unimplemented =
+                matches!(&ended, Some(crate::core::Error::Rpc { code: tonic::Code::Unimplemented, .. }));
+            if unimplemented && self.spec.profile.dra_health_unimplemented_stops {
+                // dra_plugin_manager.go (1.37): "Driver does not support
+                // WatchResources health stream, stopping".
+                self.event(KubeletEvent::DraHealthStopped {
+                    driver: driver.clone(),
+                    service: service.to_string(),
+                    error: ended.map(|e| e.to_string()).unwrap_or_default(),
+                });
+                return;
+            }
+            // wait.UntilWithContext(..., 5*time.Second): the next attempt
+            // 5 s after this one ended.
+            tokio::time::sleep(HEALTH_RETRY).await;
         }
     }
 

@@ -33,6 +33,8 @@ const CLAIM: &str = "test-claim";
 const CLAIM_UID: &str = "test-claim-uid";
 const POD: &str = "test-pod";
 const POD_UID: &str = "test-pod-uid";
+/// manager_test.go's shareID.
+const SHARE_ID: &str = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa";
 
 /// The driver's side: canned answers (or one device per claim asked), an
 /// optional delay before answering, and how often it was called.
@@ -53,6 +55,7 @@ fn device() -> Device {
         device_name: DEVICE.into(),
         request_names: vec![REQUEST.into()],
         cdi_device_ids: vec![CDI_ID.into()],
+        share_id: None,
     }
 }
 
@@ -259,8 +262,7 @@ fn prepare_case(what: &'static str) -> PrepareCase {
 /// Port of upstream TestPrepareResources. Not ported: "pod is not allowed to
 /// use resource claim from podgroup", "should prepare resource for podgroup,
 /// claim not in cache", "should fail to prepare resource for podgroup when
-/// the feature is disabled" (dpctl has no pod groups); "should prepare
-/// resources with share id" (dpctl's DRA proto has no share_id); "should
+/// the feature is disabled" (dpctl has no pod groups); "should
 /// prepare extended resource claim backed by DRA" (dpctl makes and allocates
 /// the special claim itself, no API object: extended_tests.rs and the e2e
 /// tests cover it).
@@ -313,6 +315,25 @@ async fn test_prepare_resources() {
             ..prepare_case("should timeout")
         },
         prepare_case("should prepare resource, claim not in cache"),
+        PrepareCase {
+            claim: Some({
+                let mut c = claim(CLAIM, DRIVER, &[POD_UID]);
+                c["status"]["allocation"]["devices"]["results"][0]["shareID"] = SHARE_ID.into();
+                c
+            }),
+            resp: Some(NodePrepareResourcesResponse {
+                claims: [(
+                    CLAIM_UID.to_string(),
+                    NodePrepareResourceResponse {
+                        devices: vec![Device { share_id: Some(SHARE_ID.into()), ..device() }],
+                        error: String::new(),
+                    },
+                )]
+                .into(),
+            }),
+            devices: vec![checkpoint::Device { share_id: Some(SHARE_ID.into()), ..state_device() }],
+            ..prepare_case("should prepare resources with share id")
+        },
         PrepareCase {
             cached: Some(claim_info("another-claim-uid", DRIVER, &[POD_UID], false)),
             err: Some(format!(

@@ -32,7 +32,7 @@ mod health;
 pub mod healthinfo;
 pub mod healthlog;
 mod persist;
-mod taints;
+pub mod taints;
 use crate::client::dra_checkpoint as checkpoint;
 /// The resource.k8s.io manifests (parsed with the other manifests, below this module).
 pub use crate::kubelet::manifest::objects;
@@ -956,7 +956,14 @@ impl DraManager {
     /// Pods with claims, each container's allocatedResourcesStatus filled.
     pub fn pods(&self) -> Vec<PodInfo> {
         let st = self.lock();
-        st.pods.values().map(|p| extended::fill(view::with_health(p, &st.claims, &st.health), &st.claims)).collect()
+        let message = self.spec.profile.dra_health_message.enabled();
+        st.pods
+            .values()
+            .map(|p| {
+                let p = view::with_health(p, &st.claims, &st.health);
+                extended::fill(if message { p } else { view::without_messages(p) }, &st.claims)
+            })
+            .collect()
     }
 
     /// Registered drivers.

@@ -8,6 +8,15 @@
 use super::*;
 use std::time::SystemTime;
 
+/// The condition devicetainteviction sets on a pod it evicts before deleting
+/// it (device_taint_eviction.go, deletePod: `DisruptionTarget=True`), its
+/// reason and message; the same in 1.36 and 1.37.
+pub const EVICTION_CONDITION: &str = "DisruptionTarget";
+/// The condition's reason.
+pub const EVICTION_REASON: &str = "DeletionByDeviceTaintManager";
+/// The condition's message.
+pub const EVICTION_MESSAGE: &str = "Device Taint manager: deleting due to NoExecute taint";
+
 impl DraManager {
     /// Pods a NoExecute device taint evicts now (devicetainteviction): for
     /// every prepared claim, [`allocator::taints::evictions`] on its
@@ -55,6 +64,9 @@ impl DraManager {
                     device,
                     taint,
                     reason: "DeviceTaintManagerEviction".into(),
+                    condition: EVICTION_CONDITION.into(),
+                    condition_reason: EVICTION_REASON.into(),
+                    condition_message: EVICTION_MESSAGE.into(),
                     time_added: crate::core::time::rfc3339_nano(when.added),
                     evict_at: crate::core::time::rfc3339_nano(when.at),
                 });

@@ -180,6 +180,21 @@ pub fn with_health(p: &PodInfo, claims: &ClaimCache, health: &HealthCache) -> Po
     p
 }
 
+/// `p` without the health messages (ResourceHealthStatusMessage off:
+/// manager.go UpdateAllocatedResourcesStatus leaves `message` unset).
+pub fn without_messages(mut p: PodInfo) -> PodInfo {
+    for list in p.allocated_resources_status.values_mut() {
+        for entry in list {
+            for r in entry["resources"].as_array_mut().into_iter().flatten() {
+                if let Some(m) = r.as_object_mut() {
+                    m.remove("message");
+                }
+            }
+        }
+    }
+    p
+}
+
 /// PodResources' dynamic_resources for one container of pod `p`: each
 /// prepared claim the container uses, each device with its CDI IDs.
 pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> Vec<DynamicResource> {
@@ -205,7 +220,8 @@ pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> V
                             driver_name: driver.to_string(),
                             pool_name: d.pool_name.clone(),
                             device_name: d.device_name.clone(),
-                            ..Default::default()
+                            // container_manager_linux.go: ShareId: (*string)(device.ShareID).
+                            share_id: d.share_id.clone(),
                         })
                     })
                     .collect(),
@@ -241,6 +257,9 @@ pub fn claim_objects(claims: &ClaimCache, pods: &BTreeMap<String, PodInfo>) -> V
                     }
                     if !a.skip_node_operations.is_empty() {
                         r["skipNodeOperations"] = json!(a.skip_node_operations);
+                    }
+                    if let Some(id) = &a.share_id {
+                        r["shareID"] = json!(id);
                     }
                     r
                 })
@@ -365,5 +384,9 @@ mod tests {
         let mut gone = p.clone();
         gone.claims.insert("claim1".into(), "other".into());
         assert!(with_health(&gone, &claims, &cache).allocated_resources_status.is_empty());
+        // ResourceHealthStatusMessage off: the same entries without a message.
+        let quiet = without_messages(with_health(&p, &claims, &cache)).allocated_resources_status;
+        assert!(!quiet.is_empty() && !serde_json::to_string(&quiet).unwrap().contains("\"message\""), "{quiet:?}");
+        assert!(serde_json::to_string(&got).unwrap().contains("\"message\""), "the case has a message: {got:?}");
     }
 }

@@ -78,6 +78,9 @@ pub struct AllocatedDevice {
     pub pool: String,
     /// The device.
     pub device: String,
+    /// Its shareID (a device with allowMultipleAllocations), returned in
+    /// `Device.share_id` as the kubeletplugin helper does (draplugin.go).
+    pub share_id: Option<String>,
 }
 
 /// What the kubeletplugin helper checks in a fetched ResourceClaim: the UID
@@ -102,6 +105,7 @@ pub fn allocation_of(claim: &serde_json::Value, c: &Claim, driver: &str) -> Resu
             request: r["request"].as_str().unwrap_or_default().to_string(),
             pool: r["pool"].as_str().unwrap_or_default().to_string(),
             device: r["device"].as_str().unwrap_or_default().to_string(),
+            share_id: r["shareID"].as_str().map(str::to_string),
         })
         .collect())
 }
@@ -414,6 +418,8 @@ impl Driver {
         };
         let requests: BTreeMap<String, String> =
             allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
+        let shares: BTreeMap<String, String> =
+            allocated.iter().flatten().filter_map(|a| a.share_id.clone().map(|s| (a.device.clone(), s))).collect();
         let devices = match (st.prepared.get(&c.uid), allocated) {
             (Some(p), _) if rotate == 0 => p.devices.clone(),
             // The first prepare of a claim follows its allocation (not-idempotent only changes a repeat).
@@ -479,6 +485,7 @@ impl Driver {
                         }
                         ids
                     },
+                    share_id: shares.get(d).cloned(),
                 })
                 .collect(),
             error: String::new(),
@@ -853,7 +860,10 @@ mod tests {
             {"request": "r2", "driver": "other.x", "pool": "p", "device": "d9"},
         ]}}}});
         let a = allocation_of(&obj, &claim(), "gpu.x").unwrap();
-        assert_eq!(a, vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into() }]);
+        assert_eq!(
+            a,
+            vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into(), share_id: None }]
+        );
         let mut other = obj.clone();
         other["metadata"]["uid"] = json!("u-2");
         assert!(allocation_of(&other, &claim(), "gpu.x").unwrap_err().contains("\"u-2\""));

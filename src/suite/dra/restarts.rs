@@ -15,6 +15,15 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// How long DRA-RESTART-001 waits for the slices the kubelet wiped to be
+/// published again: the kubeletplugin helper's resourceslice controller
+/// syncs a pool `DefaultSyncDelay` (30 s) after a slice's delete event
+/// (dynamic-resource-allocation v0.37.2 resourceslice/
+/// resourceslicecontroller.go:69 and :667, `queue.AddAfter(pool,
+/// c.syncDelay)`; the helper sets no other delay), so every driver on it
+/// takes 30 s; 10 s failed the real helper.
+pub(crate) const REPUBLISH_WITHIN: Duration = Duration::from_secs(40);
+
 /// DRA-RESTART-001
 pub(crate) async fn kubelet_restart(s: &mut Sess) -> Outcome {
     let d = need!(s.driver().await);
@@ -51,14 +60,14 @@ pub(crate) async fn kubelet_restart(s: &mut Sess) -> Outcome {
                 note = format!("; slices published again {:.1}s after the wipe", t0.elapsed().as_secs_f64());
                 break;
             }
-            if t0.elapsed() > REGISTER_WITHIN {
+            if t0.elapsed() > REPUBLISH_WITHIN {
                 return Outcome::fail(
                     "GET /apis/resource.k8s.io/v1/resourceslices after the kubelet's restart",
                     format!(
-                        "the kubelet deleted the node's ResourceSlices at start ({}); the driver published none again within {REGISTER_WITHIN:?}",
+                        "the kubelet deleted the node's ResourceSlices at start ({}); the driver published none again within {REPUBLISH_WITHIN:?}",
                         wiped.join(", ")
                     ),
-                    "watch your ResourceSlices and publish them again when they are deleted (the kubeletplugin helper's slice controller does; kubernetes#132683)",
+                    "watch your ResourceSlices and publish them again when they are deleted (the kubeletplugin helper's slice controller does, 30 s after the delete; kubernetes#132683)",
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

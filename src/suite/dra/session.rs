@@ -81,7 +81,7 @@ impl Sess {
         let tree = Tree::new().map_err(|e| setup("node tree", e))?;
         let version = o.kubelet_version.unwrap_or(crate::kubelet::profile::KubeletVersion::DEFAULT);
         let (kubelet, events) =
-            Kubelet::start(&tree, o.timeout, version, true).await.map_err(|e| setup("kubelet", e))?;
+            Kubelet::start(&tree, o.timeout, version, true, o.api_server).await.map_err(|e| setup("kubelet", e))?;
         let argv: Vec<String> = o.plugin.iter().map(|a| substitute(a, &tree)).collect();
         let mut s = Sess {
             tree,

@@ -289,7 +289,7 @@ impl Env<'_> {
     /// Start the kubelet; `clean`: delete the plugin directory's sockets first.
     async fn start_kubelet(&mut self, clean: bool) -> std::result::Result<(), Outcome> {
         let version = self.o.kubelet_version.unwrap_or_default();
-        let (k, events) = Kubelet::start(self.tree(), self.o.timeout, version, clean)
+        let (k, events) = Kubelet::start(self.tree(), self.o.timeout, version, clean, self.o.api_server)
             .await
             .map_err(|e| setup_fail("kubelet", e.to_string(), "check the temp dir"))?;
         self.kubelet = Some(k);

@@ -1,8 +1,18 @@
-//! How the local API server listens: on loopback, plain HTTP/1.1 or, with
-//! `mock-kubelet --api-server-tls`, HTTPS with its own CA ([`super::tls`]);
+//! How the local API server listens, on loopback, in one of two [`Mode`]s,
 //! and the kubeconfig it writes for drivers (`<root>/kubeconfig`, 0600,
-//! written atomically and never over a file it did not write) with a fresh
-//! bearer token and, over TLS, the CA as `certificate-authority-data`.
+//! written atomically and never over a file it did not write):
+//!
+//! - [`Mode::Https`], the default: HTTPS with a CA of its own ([`super::tls`])
+//!   written into the kubeconfig as `certificate-authority-data`, and a fresh
+//!   bearer token every request must carry, as a real cluster serves drivers;
+//! - [`Mode::Insecure`] (`--api-server-insecure`): plain HTTP that
+//!   authenticates nobody, as kube-apiserver's insecure port did, and a
+//!   kubeconfig without credentials.
+//!
+//! There is no third mode (plain HTTP that asks for a token): client-go reads
+//! a kubeconfig user's credentials only when the transport is TLS
+//! (`clientcmd/client_config.go`, "only try to read the auth information if
+//! we are secure"), so every driver built on it would be refused.
 
 use super::{respond, Claims, Ctx, Store};
 use crate::core::{Error, Result};
@@ -17,12 +27,22 @@ use tokio_util::task::TaskTracker;
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How the local API server serves its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// HTTPS with its own CA and a bearer token (the default).
+    #[default]
+    Https,
+    /// Plain HTTP, no authentication (kube-apiserver's old insecure port).
+    Insecure,
+}
+
 /// Where the API server listens and the kubeconfig it wrote.
 #[derive(Debug, Clone)]
 pub struct Served {
     /// `127.0.0.1:PORT`.
     pub addr: SocketAddr,
-    /// `http://127.0.0.1:PORT`, or `https://` with `--api-server-tls`.
+    /// `https://127.0.0.1:PORT`, or `http://` with `--api-server-insecure`.
     pub url: String,
     /// The kubeconfig written for drivers.
     pub kubeconfig: PathBuf,
@@ -32,21 +52,25 @@ pub struct Served {
 /// the file as its own (it never writes over a file without it).
 const KUBECONFIG_MARK: &str = "# Written by dpctl mock-kubelet for its local API server; rewritten at each start.";
 
-/// The kubeconfig text for `addr` (a bearer token, as client-go and the
-/// kubeletplugin helper read it: `users[].user.token`): plain http, or https
-/// with the CA (PEM) that signed the server's certificate as
-/// `certificate-authority-data`.
-pub fn kubeconfig(addr: SocketAddr, token: &str, ca_pem: Option<&str>) -> String {
+/// The kubeconfig text for `addr`: https with the CA (PEM) that signed the
+/// server's certificate as `certificate-authority-data` and a bearer token
+/// (`users[].user.token`, as client-go and the kubeletplugin helper read
+/// them); or, with no CA, plain http and no credentials (client-go would not
+/// send them over http).
+pub fn kubeconfig(addr: SocketAddr, secure: Option<(&str, &str)>) -> String {
     use base64::Engine as _;
-    let cluster = match ca_pem {
-        None => format!("server: http://{addr}"),
-        Some(pem) => format!(
-            "server: https://{addr}\n    certificate-authority-data: {}",
-            base64::engine::general_purpose::STANDARD.encode(pem)
+    let (cluster, user) = match secure {
+        None => (format!("server: http://{addr}"), "{}".to_string()),
+        Some((ca_pem, token)) => (
+            format!(
+                "server: https://{addr}\n    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(ca_pem)
+            ),
+            format!("\n    token: {token}"),
         ),
     };
     format!(
-        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    {cluster}\nusers:\n- name: dpctl\n  user:\n    token: {token}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
+        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    {cluster}\nusers:\n- name: dpctl\n  user: {user}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
     )
 }
 
@@ -87,8 +111,9 @@ fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), String> {
 }
 
 /// Listen on `addr` (loopback), write the kubeconfig under `root`, and serve
-/// until `stop`; `/version` answers Kubernetes 1.`minor`. With `tls`, serve
-/// HTTPS with a fresh CA of our own ([`super::tls`]) written into the kubeconfig.
+/// until `stop`; `/version` answers Kubernetes 1.`minor`. In [`Mode::Https`],
+/// serve HTTPS with a fresh CA of our own ([`super::tls`]) and a fresh token,
+/// both written into the kubeconfig.
 #[allow(clippy::too_many_arguments)]
 pub async fn start(
     addr: SocketAddr,
@@ -99,7 +124,7 @@ pub async fn start(
     claims: Claims,
     stop: CancellationToken,
     tracker: TaskTracker,
-    tls: bool,
+    mode: Mode,
 ) -> Result<Served> {
     if !addr.ip().is_loopback() {
         return Err(Error::usage(format!(
@@ -117,14 +142,18 @@ pub async fn start(
             kubeconfig.display()
         ))
     })?;
-    let token =
-        new_token().map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
-    let tls = match tls {
-        false => None,
-        true => Some(super::tls::local_tls(addr.ip()).map_err(|e| Error::failed(format!("--api-server-tls: {e}")))?),
+    let (tls, token) = match mode {
+        Mode::Insecure => (None, None),
+        Mode::Https => {
+            let token = new_token()
+                .map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
+            let tls = super::tls::local_tls(addr.ip())
+                .map_err(|e| Error::failed(format!("API server: cannot make its TLS certificate: {e}")))?;
+            (Some(tls), Some(token))
+        }
     };
-    let ca = tls.as_ref().map(|t| t.ca_pem.as_str());
-    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, &token, ca).as_bytes())
+    let secure = tls.as_ref().zip(token.as_deref()).map(|(t, token)| (t.ca_pem.as_str(), token));
+    crate::core::files::write_atomic(&kubeconfig, self::kubeconfig(addr, secure).as_bytes())
         .map_err(|e| Error::io(&kubeconfig, "cannot write the kubeconfig", &e))?;
     let ctx = Arc::new(Ctx { store, claims, node, minor, token, tracker: tracker.clone(), stop: stop.clone() });
     let t2 = tracker.clone();
@@ -170,16 +199,16 @@ mod tests {
     use crate::client::kube::config::{parse_kubeconfig, Pem};
 
     #[test]
-    fn the_kubeconfig_names_an_https_server_and_its_ca_as_client_go_reads_it_or_plain_http() {
+    fn the_kubeconfig_names_an_https_server_its_ca_and_token_or_plain_http_without_credentials() {
         let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
         let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let tls = parse_kubeconfig(&kubeconfig(addr, "t0k", Some(pem)), Path::new("/"), None).unwrap();
+        let tls = parse_kubeconfig(&kubeconfig(addr, Some((pem, "t0k"))), Path::new("/"), None).unwrap();
         assert!(tls.https);
         assert_eq!(tls.authority, "127.0.0.1:6443");
         assert_eq!(tls.ca, Some(Pem::Data(pem.as_bytes().to_vec())));
         assert_eq!(tls.token.as_deref(), Some("t0k"));
-        let plain = parse_kubeconfig(&kubeconfig(addr, "t0k", None), Path::new("/"), None).unwrap();
-        assert!(!plain.https && plain.ca.is_none());
-        assert!(kubeconfig(addr, "t0k", None).starts_with(KUBECONFIG_MARK));
+        let plain = parse_kubeconfig(&kubeconfig(addr, None), Path::new("/"), None).unwrap();
+        assert!(!plain.https && plain.ca.is_none() && plain.token.is_none(), "{plain:?}");
+        assert!(kubeconfig(addr, None).starts_with(KUBECONFIG_MARK));
     }
 }

@@ -20,7 +20,7 @@
 use super::patch::{self, PatchType};
 use super::selectors::{self, Selection};
 use super::validate::{self, Cause};
-use super::{status, StoreInner};
+use super::{status, Store, StoreInner};
 use serde_json::{json, Value};
 
 const GROUP: &str = "resource.k8s.io";
@@ -53,13 +53,17 @@ pub(super) fn now() -> String {
 }
 
 /// Bring the stored claims in line with the kubelet's `current` ones.
-pub(super) fn sync(st: &mut StoreInner, current: &[Value]) {
+///
+/// Each change is recorded for the claims' watches (ADDED, MODIFIED,
+/// DELETED), as kube-apiserver's watch cache sends them.
+pub(super) fn sync(store: &Store, st: &mut StoreInner, current: &[Value]) {
     let mut seen = std::collections::BTreeSet::new();
     for c in current {
         let key = key_of(c);
         seen.insert(key.clone());
         let stored = st.claims.get(&key);
         let same_uid = stored.is_some_and(|s| s["metadata"]["uid"] == c["metadata"]["uid"]);
+        let existed = stored.is_some();
         if same_uid && stored.is_some_and(|s| decided(s) == decided(c)) {
             continue;
         }
@@ -80,17 +84,29 @@ pub(super) fn sync(st: &mut StoreInner, current: &[Value]) {
                 obj["metadata"]["creationTimestamp"] = json!(now());
             }
         }
+        let kind = if same_uid { "MODIFIED" } else { "ADDED" };
+        if existed && !same_uid {
+            // A new UID under an old name: the old claim went first.
+            if let Some(old) = st.claims.remove(&key) {
+                store.emit(st, "DELETED", served(&old, "v1"));
+                st.version += 1;
+                obj["metadata"]["resourceVersion"] = json!(st.version.to_string());
+            }
+        }
+        store.emit(st, kind, served(&obj, "v1"));
         st.claims.insert(key, obj);
     }
     let gone: Vec<String> = st.claims.keys().filter(|k| !seen.contains(*k)).cloned().collect();
     for k in gone {
-        st.claims.remove(&k);
-        st.version += 1;
+        if let Some(old) = st.claims.remove(&k) {
+            st.version += 1;
+            store.emit(st, "DELETED", served(&old, "v1"));
+        }
     }
 }
 
 /// A claim as served in API version `v`.
-fn served(c: &Value, v: &str) -> Value {
+pub(super) fn served(c: &Value, v: &str) -> Value {
     let mut c = c.clone();
     c["apiVersion"] = json!(format!("{GROUP}/{v}"));
     c["kind"] = json!("ResourceClaim");
@@ -134,7 +150,7 @@ pub(super) struct ClaimRequest<'a> {
 }
 
 /// Answer one request of `resourceclaims` (the store already synced).
-pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
+pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
     let Some(name) = r.name else {
         if r.method != "GET" {
             return super::method_not_allowed();
@@ -161,7 +177,7 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
     match (r.method, r.sub) {
         ("GET", None | Some("status")) => (200, served(&cur, r.version)),
         ("PUT", Some("status")) => match serde_json::from_slice::<Value>(r.body) {
-            Ok(body) => update_status(st, &key, &cur, &body, r.version),
+            Ok(body) => update_status(store, st, &key, &cur, &body, r.version),
             Err(e) => status(400, "BadRequest", format!("body is not JSON: {e}")),
         },
         ("PATCH", Some("status")) => {
@@ -186,7 +202,7 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
                 return (c, v);
             }
             let patched = patch::apply(&served(&cur, r.version), &p, t);
-            update_status(st, &key, &cur, &patched, r.version)
+            update_status(store, st, &key, &cur, &patched, r.version)
         }
         (_, Some("status")) => super::method_not_allowed(),
         _ => status(
@@ -198,7 +214,14 @@ pub(super) fn answer(st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) {
 }
 
 /// A status update (UpdateStatus, or the result of a patch) of claim `key`.
-fn update_status(st: &mut StoreInner, key: &str, cur: &Value, body: &Value, version: &str) -> (u16, Value) {
+fn update_status(
+    store: &Store,
+    st: &mut StoreInner,
+    key: &str,
+    cur: &Value,
+    body: &Value,
+    version: &str,
+) -> (u16, Value) {
     let name = cur["metadata"]["name"].as_str().unwrap_or_default();
     let meta = &body["metadata"];
     if let Some(uid) = meta["uid"].as_str().filter(|u| !u.is_empty()) {
@@ -266,6 +289,7 @@ fn update_status(st: &mut StoreInner, key: &str, cur: &Value, body: &Value, vers
         st.version += 1;
         next["metadata"]["resourceVersion"] = json!(st.version.to_string());
         st.claims.insert(key.to_string(), next.clone());
+        store.emit(st, "MODIFIED", served(&next, "v1"));
     }
     (200, served(&next, version))
 }

@@ -121,6 +121,8 @@ pub(super) enum What {
     Slices,
     /// Objects of a CRD, in API version `.1`, in namespace `.2` (None: all).
     Custom(super::custom::Crd, String, Option<String>),
+    /// ResourceClaims, in API version `.0`, in namespace `.1` (None: all).
+    Claims(String, Option<String>),
 }
 
 /// A watch's selection: what, and the label and field selectors.
@@ -137,8 +139,13 @@ impl Watched {
             // The history holds the slices and custom resources (of other groups).
             What::Slices => {
                 obj["apiVersion"].as_str().is_none_or(|a| a.is_empty() || a.starts_with("resource.k8s.io/"))
+                    && obj["kind"] != "ResourceClaim"
             }
             What::Custom(crd, _, ns) => super::custom::is_of(crd, ns.as_deref(), obj),
+            What::Claims(_, ns) => {
+                obj["kind"] == "ResourceClaim"
+                    && ns.as_deref().is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
+            }
         };
         mine && selected(&self.sel, obj)
     }
@@ -148,6 +155,7 @@ impl Watched {
         match &self.what {
             What::Slices => obj.clone(),
             What::Custom(crd, v, _) => super::custom::in_version(crd, v, obj),
+            What::Claims(v, _) => super::resourceclaims::served(obj, v),
         }
     }
 
@@ -155,6 +163,7 @@ impl Watched {
         match &self.what {
             What::Slices => ("resource.k8s.io/v1".into(), "ResourceSlice".into()),
             What::Custom(crd, v, _) => (format!("{}/{v}", crd.group), crd.kind.clone()),
+            What::Claims(v, _) => (format!("resource.k8s.io/{v}"), "ResourceClaim".into()),
         }
     }
 }
@@ -183,6 +192,17 @@ pub(super) async fn pump(
     tx: tokio::sync::mpsc::Sender<hyper::body::Bytes>,
     stop: CancellationToken,
 ) {
+    // While a claims watch is open the kubelet's changes to claims are pushed into the store.
+    struct Counted(Arc<Store>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.claim_watches.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let _counted = matches!(sel.what, What::Claims(..)).then(|| {
+        store.claim_watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted(store.clone())
+    });
     match watch_timeout(&query) {
         // Dropping the pump drops `tx`: the body ends after the frames already sent.
         Some(limit) => {
@@ -566,5 +586,91 @@ mod tests {
         stop.cancel();
         tracker.close();
         tracker.wait().await;
+    }
+
+    /// The lines of the watch `what` with `query` until it has `n` of them (the watch stopped then).
+    async fn watch_of(store: &Arc<Store>, what: What, query: &str, n: usize) -> Vec<Value> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let w = Watched { what, sel: Default::default() };
+        tracker.spawn(pump(store.clone(), w, query.to_string(), Media::Json, tx, stop.clone()));
+        let mut out = Vec::new();
+        while out.len() < n {
+            let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+            out.extend(String::from_utf8_lossy(&b).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+        out
+    }
+
+    /// client-go's informers watch ResourceClaims (a 405 failed every
+    /// SharedInformerFactory before): the kubelet's changes (an allocation,
+    /// a new UID under the same name, the claim's removal) and a driver's
+    /// status write each arrive as kube-apiserver sends them, and a watch of
+    /// ResourceSlices sees none of them.
+    #[tokio::test]
+    async fn a_watch_of_resourceclaims_sees_the_kubelets_changes_and_a_drivers_status() {
+        let s = Arc::new(Store::default());
+        let claim = |uid: &str, allocated: bool| {
+            let status = match allocated {
+                true => {
+                    json!({"allocation": {"devices": {"results": [{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d0"}]}}})
+                }
+                false => json!({}),
+            };
+            json!({"metadata": {"name": "gpu", "namespace": "ml", "uid": uid}, "spec": {"devices": {"requests": [{"name": "r"}]}}, "status": status})
+        };
+        s.sync_claims(&[claim("u1", false)]); // rv 1
+        assert!(!s.watching_claims());
+        s.sync_claims(&[claim("u1", true)]); // rv 2
+        let path = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu/status";
+        let body = json!({"metadata": {"name": "gpu", "namespace": "ml", "uid": "u1", "resourceVersion": "2"},
+            "status": {"devices": [{"driver": "gpu.x", "pool": "p", "device": "d0"}]}});
+        let (code, v) = answer(&s, &[claim("u1", true)], "node-1", "PUT", path, "", body.to_string().as_bytes());
+        assert_eq!(code, 200, "{v}"); // rv 3
+        s.sync_claims(&[claim("u2", true)]); // DELETED u1 at rv 4, ADDED u2 at rv 5
+        s.sync_claims(&[]); // rv 6
+        let got = watch_of(&s, What::Claims("v1".into(), Some("ml".into())), "watch=true&resourceVersion=1", 5).await;
+        let words: Vec<String> = got
+            .iter()
+            .map(|e| {
+                let o = &e["object"];
+                format!(
+                    "{} {} {} {} {}",
+                    e["type"].as_str().unwrap(),
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["uid"].as_str().unwrap(),
+                    o["metadata"]["resourceVersion"].as_str().unwrap(),
+                    o["status"]["devices"].as_array().map_or(0, Vec::len)
+                )
+            })
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "MODIFIED ResourceClaim u1 2 0",
+                "MODIFIED ResourceClaim u1 3 1",
+                "DELETED ResourceClaim u1 4 1",
+                "ADDED ResourceClaim u2 5 0",
+                "DELETED ResourceClaim u2 6 0"
+            ]
+        );
+        assert_eq!(got[0]["object"]["apiVersion"], "resource.k8s.io/v1");
+        // Another namespace's watch sees none of them: its first event is a claim of its own.
+        s.sync_claims(&[json!({"metadata": {"name": "x", "namespace": "other", "uid": "u3"}, "spec": {}})]); // rv 7
+        let other =
+            watch_of(&s, What::Claims("v1beta1".into(), Some("other".into())), "watch=true&resourceVersion=1", 1).await;
+        assert_eq!(
+            (other[0]["type"].as_str(), other[0]["object"]["metadata"]["uid"].as_str()),
+            (Some("ADDED"), Some("u3"))
+        );
+        assert_eq!(other[0]["object"]["apiVersion"], "resource.k8s.io/v1beta1");
+        // A ResourceSlices watch from before every claim change: its first event is a slice.
+        assert_eq!(call(&s, "POST", SLICES, "", slice_with("s", 1)).0, 201);
+        let slices = watch_of(&s, What::Slices, "watch=true&resourceVersion=1", 1).await;
+        assert_eq!(slices[0]["object"]["metadata"]["name"], "s", "{slices:?}");
     }
 }

@@ -11,6 +11,12 @@
 // waiting for each change on the watch. Every step is one JSON line on
 // stdout ({"step":..., ...}); the first failure is {"step":..., "error":...}
 // and exit 1. Each request's line says whether client-go sent credentials.
+//
+//	clientgo informers -kubeconfig FILE [-json] [-resource G/V/R] [-namespace NS] [-watch-timeout N]
+//
+// informers runs client-go's informers: a SharedInformerFactory for
+// ResourceSlices and ResourceClaims and a dynamic informer for -resource
+// (see informers.go).
 package main
 
 import (
@@ -50,14 +56,19 @@ func (s sniff) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp != nil {
 		code = resp.StatusCode
 	}
-	emit(map[string]any{"request": r.Method + " " + r.URL.Path, "scheme": r.URL.Scheme,
+	emit(map[string]any{"request": r.Method + " " + r.URL.Path, "query": r.URL.RawQuery, "scheme": r.URL.Scheme, "accept": r.Header.Get("Accept"),
 		"authorization": r.Header.Get("Authorization") != "", "code": code})
 	return resp, err
 }
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "informers" {
+		runInformers(os.Args[2:])
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "crud" {
-		fmt.Fprintln(os.Stderr, "usage: clientgo crud -kubeconfig FILE [-protobuf] [-node NAME] [-driver NAME]")
+		fmt.Fprintln(os.Stderr, "usage: clientgo crud -kubeconfig FILE [-protobuf] [-node NAME] [-driver NAME]\n"+
+			"       clientgo informers -kubeconfig FILE [-json] [-resource GROUP/VERSION/RESOURCE] [-namespace NS] [-watch-timeout N]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("crud", flag.ExitOnError)
