@@ -129,10 +129,8 @@ pub fn depth(expr: &str) -> usize {
                 }
                 levels.push(0);
             }
-            ')' | ']' | '}' => {
-                if levels.len() > 1 {
-                    levels.pop();
-                }
+            ')' | ']' | '}' if levels.len() > 1 => {
+                levels.pop();
             }
             '.' if !chars.peek().is_some_and(char::is_ascii_digit) => {
                 if let Some(n) = levels.last_mut() {
@@ -217,8 +215,10 @@ fn collapse_nots(expr: &str) -> std::borrow::Cow<'_, str> {
 /// Parsed selectors, by text (upstream keeps compiled ones in a cel.Cache
 /// too): a class's selector is parsed once, not per claim. At most
 /// [`CACHED`] entries; when full it starts over.
-static PARSED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Result<Arc<::cel::parser::Expression>, Refused>>>> =
-    std::sync::OnceLock::new();
+static PARSED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Parsed>>> = std::sync::OnceLock::new();
+
+/// A parsed selector, or why it was refused.
+type Parsed = Result<Arc<::cel::parser::Expression>, Refused>;
 
 /// How many parsed selectors [`PARSED`] keeps.
 const CACHED: usize = 1024;

@@ -98,7 +98,7 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
     }
     let mut out = Vec::new();
     for ((driver, pool), (_, mut slices)) in by_pool {
-        slices.sort_by(|a, b| a.key().cmp(&b.key()));
+        slices.sort_by_key(|o| o.key());
         let complete = slices.iter().all(|o| match o {
             Object::Slice { slice_count, .. } => {
                 slice_count.is_none_or(|n| usize::try_from(n).ok() == Some(slices.len()))
