@@ -199,11 +199,10 @@ fn cel_agrees(up: &Value, case: &Value) -> Result<(), String> {
     if refused_up {
         return Ok(());
     }
-    let same = match (ue, eval.as_str()) {
-        ("true", "true") | ("false", "false") => true,
-        ("runtimeError" | "compileError", "runtimeError" | "compileError") => true,
-        _ => false,
-    };
+    let same = matches!(
+        (ue, eval.as_str()),
+        ("true", "true") | ("false", "false") | ("runtimeError" | "compileError", "runtimeError" | "compileError")
+    );
     if same {
         Ok(())
     } else {

@@ -139,7 +139,7 @@ fn atom(r: &mut Rng) -> String {
         1 => format!("{} == \"{s}\"", attr_ref(r, "model")),
         2 => format!("{} {} {}", attr_ref(r, "index"), r.pick(&["==", "!=", "<", ">=", ">"]), r.below(4)),
         3 => format!("{} == {}", attr_ref(r, "numa"), r.below(3)),
-        4 => format!("{}", attr_ref(r, "healthy")),
+        4 => attr_ref(r, "healthy"),
         5 => {
             let name = *r.pick(&["model", "index", "numa", "healthy", "nope"]);
             format!("has({})", attr_ref(r, name))
