@@ -38,36 +38,16 @@ pub fn schedule<'a>(
     key: &str,
     spec: &ClaimSpec,
     status: Option<&Value>,
-    objects: impl IntoIterator<Item = &'a Object>,
+    objects: impl IntoIterator<Item = &'a Object> + Clone,
     candidates: &[Candidate],
     taken: &[&Allocated],
     drivers: &BTreeSet<String>,
 ) -> Result<Scheduled, Unallocatable> {
     if let Some(results) = status.and_then(|s| s["allocation"]["devices"]["results"].as_array()) {
-        return Ok(Scheduled::AsWritten(given_allocation(results)));
+        return Ok(Scheduled::AsWritten(allocator::given(results)));
     }
     let catalog = allocator::Catalog::of(objects);
     allocator::allocate(key, spec, &catalog, candidates, taken, drivers).map(Scheduled::Allocated)
-}
-
-/// The devices of an allocation a scheduler wrote (`status.allocation.devices.results`).
-pub fn given_allocation(results: &[serde_json::Value]) -> Vec<Allocated> {
-    // The allocation result's v1 field names are Allocated's serde names; a
-    // result the scheduler wrote with fields of the wrong type keeps what reads.
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    results
-        .iter()
-        .map(|r| {
-            serde_json::from_value(r.clone()).unwrap_or_else(|_| Allocated {
-                request: text(&r["request"]),
-                driver: text(&r["driver"]),
-                pool: text(&r["pool"]),
-                device: text(&r["device"]),
-                admin: r["adminAccess"].as_bool().unwrap_or(false),
-                ..Allocated::default()
-            })
-        })
-        .collect()
 }
 
 /// `status.allocation` as the scheduler writes it for `devices`

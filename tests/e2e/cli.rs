@@ -96,7 +96,7 @@ async fn test_list_prints_the_catalogue_and_focus_matches_ids() {
     // The DRA suite's catalogue.
     let r = dpctl(&["-o", "yaml", "test", "--dra", "--list", "--focus", "^DRA-PREP-"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout.matches("- id: DRA-PREP-").count(), 6, "{}", r.stdout);
+    assert_eq!(r.stdout.matches("- id: DRA-PREP-").count(), 7, "{}", r.stdout);
 
     // Nothing selected, or a bad pattern: one line naming the fix, exit 2.
     for (args, want) in [

@@ -16,14 +16,250 @@ use crate::controlplane::objects::quantity::Quantity;
 use crate::controlplane::objects::Attribute;
 use cel::extractors::This;
 use cel::objects::{Opaque, Value};
-use cel::{Context, ExecutionError, FunctionContext, Program};
+use cel::{Context, ExecutionError, FunctionContext};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// resourceapi.CELSelectorExpressionMaxLength: kube-apiserver refuses a
+/// longer selector (pkg/apis/resource/validation validateCELExpression).
+pub const MAX_LENGTH: usize = 10 * 1024;
+
+/// cel-go's parser recursion limit in Kubernetes' CEL environment
+/// ("expression recursion limit exceeded: 250").
+pub const MAX_RECURSION: u16 = 250;
+
+/// The deepest postfix chain and bracket nesting (summed, see [`depth`])
+/// taken to the parser: cel-go takes 249 nested parentheses and refuses 250
+/// ("expression recursion limit exceeded: 250"), takes a chain of 249
+/// selections and refuses 250 ("max recursion depth exceeded"); both are
+/// depth 251 here.
+pub const MAX_DEPTH: usize = MAX_RECURSION as usize;
+
+/// The stack selectors are parsed and run on: the `cel` crate's parser and
+/// evaluator recurse once per level of the expression (tens of KiB a level
+/// in a debug build), far beyond a runtime worker's 2 MiB for what
+/// [`MAX_RECURSION`] and [`MAX_DEPTH`] let through.
+pub const STACK: usize = 256 << 20;
+
+/// Why a selector is refused before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Longer than [`MAX_LENGTH`] bytes (field.TooLong).
+    TooLong {
+        /// Its length in bytes.
+        length: usize,
+    },
+    /// Nested deeper than [`MAX_DEPTH`] (cel-go's "max recursion depth exceeded").
+    TooDeep {
+        /// The depth [`depth`] measured.
+        depth: usize,
+    },
+    /// The parser refused it (syntax, or [`MAX_RECURSION`]).
+    Syntax {
+        /// The parser's first line.
+        message: String,
+    },
+    /// No thread with a large enough stack could be started to parse it.
+    NoThread {
+        /// The system's error.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::TooLong { length } => {
+                write!(f, "Too long: may not be more than {MAX_LENGTH} bytes (it has {length})")
+            }
+            Refused::TooDeep { depth } => {
+                write!(f, "compilation failed: ERROR: <input>:-1:0: max recursion depth exceeded (depth {depth}, at most {MAX_DEPTH})")
+            }
+            Refused::Syntax { message } => write!(f, "compilation failed: {message}"),
+            Refused::NoThread { message } => write!(f, "cannot start a thread to parse the selector: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Run `f` on a thread with [`STACK`] bytes of stack (the caller's thread
+/// waits): how selectors are parsed and evaluated, so that no expression
+/// the limits let through can overflow a runtime worker's stack. Err: no
+/// thread could be started (out of threads or memory).
+pub fn with_stack<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new().name("dpctl-cel".into()).stack_size(STACK).spawn_scoped(s, f)?;
+        match h.join() {
+            Ok(v) => Ok(v),
+            // A panic of `f` goes on as the caller's.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// A lexical bound on how deep `expr` nests: along the text, the sum over
+/// the open brackets of one plus the postfix selections and indexes
+/// (`.x`, `[i]`) chained at that level (string literals skipped).
+pub fn depth(expr: &str) -> usize {
+    let mut levels: Vec<usize> = vec![0];
+    let mut max = 0;
+    let mut chars = expr.chars().peekable();
+    let mut prev: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => {
+                let mut escaped = false;
+                for d in chars.by_ref() {
+                    match d {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        _ if d == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '(' | '[' | '{' => {
+                // `x[i]` indexes (a step of x's chain); `[1]` is a list.
+                if c == '[' && prev.is_some_and(|p: char| p.is_alphanumeric() || "_)]\"'".contains(p)) {
+                    if let Some(n) = levels.last_mut() {
+                        *n += 1;
+                    }
+                }
+                levels.push(0);
+            }
+            ')' | ']' | '}' if levels.len() > 1 => {
+                levels.pop();
+            }
+            '.' if !chars.peek().is_some_and(char::is_ascii_digit) => {
+                if let Some(n) = levels.last_mut() {
+                    *n += 1;
+                }
+            }
+            _ => {}
+        }
+        let d: usize = levels.iter().map(|n| n + 1).sum();
+        max = max.max(d);
+        if !c.is_whitespace() {
+            prev = Some(c);
+        }
+    }
+    max
+}
+
+/// Check `expr` as kube-apiserver does before storing it (length, then a
+/// parse within cel-go's recursion limits), on a stack large enough for it.
+pub fn check(expr: &str) -> Result<(), Refused> {
+    parse(expr).map(drop)
+}
+
+/// `expr` with each run of logical nots (`!!…`, spaces between allowed)
+/// cut to its parity, as cel-go's parser does (parser.go VisitLogicalNot:
+/// an even run is its operand): the `cel` crate's parser (0.12
+/// visit_LogicalNot) drops the `return` and treats `!!x` as `!x`.
+fn collapse_nots(expr: &str) -> std::borrow::Cow<'_, str> {
+    if !expr.contains("!!") && !expr.contains("! ") {
+        return std::borrow::Cow::Borrowed(expr);
+    }
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = String::with_capacity(expr.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            // Copy a string literal whole (raw and triple-quoted ones too:
+            // their content has no unescaped quote of their kind before the end).
+            out.push(c);
+            i += 1;
+            let mut escaped = false;
+            while i < chars.len() {
+                let d = chars[i];
+                out.push(d);
+                i += 1;
+                match d {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    _ if d == c => break,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if c == '!' {
+            let mut j = i;
+            let mut nots = 0;
+            while j < chars.len() && (chars[j] == '!' || chars[j].is_whitespace()) {
+                if chars[j] == '!' {
+                    nots += 1;
+                }
+                j += 1;
+            }
+            // `!=` is not a not; leave a run that ends in one as written.
+            let ends_in_ne = chars.get(j) == Some(&'=') && chars[j - 1] == '!';
+            if nots > 1 && !ends_in_ne {
+                if nots % 2 == 1 {
+                    out.push('!');
+                }
+                out.push(' ');
+                i = j;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Parsed selectors, by text (upstream keeps compiled ones in a cel.Cache
+/// too): a class's selector is parsed once, not per claim. At most
+/// [`CACHED`] entries; when full it starts over.
+static PARSED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Parsed>>> = std::sync::OnceLock::new();
+
+/// A parsed selector, or why it was refused.
+type Parsed = Result<Arc<::cel::parser::Expression>, Refused>;
+
+/// How many parsed selectors [`PARSED`] keeps.
+const CACHED: usize = 1024;
+
+/// Parse `expr` within the limits (see [`check`]), or take it from [`PARSED`].
+fn parse(expr: &str) -> Result<Arc<::cel::parser::Expression>, Refused> {
+    let cache = PARSED.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(expr).cloned()) {
+        return hit;
+    }
+    let parsed = parse_now(expr).map(Arc::new);
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= CACHED {
+            c.clear();
+        }
+        c.insert(expr.to_string(), parsed.clone());
+    }
+    parsed
+}
+
+fn parse_now(expr: &str) -> Result<::cel::parser::Expression, Refused> {
+    if expr.len() > MAX_LENGTH {
+        return Err(Refused::TooLong { length: expr.len() });
+    }
+    let depth = depth(expr);
+    if depth > MAX_DEPTH {
+        return Err(Refused::TooDeep { depth });
+    }
+    let src = collapse_nots(expr);
+    let parsed = with_stack(|| {
+        ::cel::parser::Parser::new().max_recursion_depth(MAX_RECURSION).parse(&src).map_err(|e| {
+            let text = e.to_string();
+            Refused::Syntax { message: text.lines().next().unwrap_or("syntax error").to_string() }
+        })
+    });
+    parsed.unwrap_or_else(|e| Err(Refused::NoThread { message: e.to_string() }))
+}
+
 /// A compiled selector.
 pub struct Compiled {
-    program: Program,
+    program: Arc<::cel::parser::Expression>,
     /// Domains named by string literals, made empty maps when a device lacks them.
     literals: Vec<String>,
     /// `device.driver == "X"` (the commonest class selector, and the one a
@@ -33,12 +269,36 @@ pub struct Compiled {
 }
 
 /// Compile `expr` (a parse error is the scheduler's "compilation failed").
-pub fn compile(expr: &str) -> Result<Compiled, String> {
-    let program = Program::compile(expr).map_err(|e| {
-        let text = e.to_string();
-        format!("compilation failed: {}", text.lines().next().unwrap_or("syntax error"))
-    })?;
+/// Run [`matches`] with it inside [`with_stack`].
+pub fn compile(expr: &str) -> Result<Compiled, Refused> {
+    let program = parse(expr)?;
     Ok(Compiled { program, literals: literals(expr), driver_is: driver_is(expr) })
+}
+
+/// What a selector answers for one device, as the differential test
+/// compares it with upstream's `cel` package: refused before it runs
+/// ([`check`]), or the value, or a runtime error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Refused by [`check`].
+    Refused(Refused),
+    /// It ran: true or false.
+    Value(bool),
+    /// It failed at run time (or did not yield a bool).
+    Error(String),
+}
+
+/// Evaluate `expr` against `c` (compile, then run), on a large stack.
+pub fn evaluate(expr: &str, c: &Candidate) -> Outcome {
+    let compiled = match compile(expr) {
+        Err(r) => return Outcome::Refused(r),
+        Ok(p) => p,
+    };
+    let ran = with_stack(|| match matches(&context(), &compiled, c) {
+        Ok(b) => Outcome::Value(b),
+        Err(e) => Outcome::Error(e),
+    });
+    ran.unwrap_or_else(|e| Outcome::Error(format!("cannot start a thread to run the selector: {e}")))
 }
 
 /// X when `expr` is exactly `device.driver == X` or `X == device.driver`
@@ -273,7 +533,11 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
         let (domain, id) = split(k);
         caps.entry(domain.to_string()).or_default().insert(id.to_string(), qv(q.value.clone()));
     }
-    for l in literals {
+    // Upstream's maps answer an empty map for every domain they lack
+    // (compile.go newStringInterfaceMapWithDefault); here, for each domain
+    // the expression names as a literal and for the driver's own (the key
+    // of the `device.attributes[device.driver]` idiom).
+    for l in literals.iter().chain([&c.driver]) {
         attrs.entry(l.clone()).or_default();
         caps.entry(l.clone()).or_default();
     }
@@ -288,6 +552,61 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
     d.into()
 }
 
+/// Evaluate `e` as cel-go does where the `cel` crate does not: `&&` and
+/// `||` are commutative over errors (cel-go interpreter/interpretable.go
+/// evalAnd/evalOr: a false operand of `&&`, a true one of `||`, wins over
+/// an error on either side), through `!` and `?:` above them; the crate
+/// stops at the first error from the left. Everything else is the crate's.
+fn eval(e: &::cel::parser::Expression, ctx: &Context) -> ::cel::ResolveResult {
+    use ::cel::common::ast::{operators, Expr};
+    if let Expr::Call(call) = &e.expr {
+        if call.target.is_none() {
+            match (call.func_name.as_str(), call.args.as_slice()) {
+                (operators::LOGICAL_AND, [a, b]) => return logic(e, ctx, eval(a, ctx), || eval(b, ctx), false),
+                (operators::LOGICAL_OR, [a, b]) => return logic(e, ctx, eval(a, ctx), || eval(b, ctx), true),
+                (operators::LOGICAL_NOT, [a]) => {
+                    return match eval(a, ctx)? {
+                        Value::Bool(b) => Ok(Value::Bool(!b)),
+                        _ => Value::resolve(e, ctx),
+                    }
+                }
+                (operators::CONDITIONAL, [c, t, f]) => {
+                    return match eval(c, ctx)? {
+                        Value::Bool(true) => eval(t, ctx),
+                        Value::Bool(false) => eval(f, ctx),
+                        _ => Value::resolve(e, ctx),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Value::resolve(e, ctx)
+}
+
+/// `a && b` (`wins` false) or `a || b` (`wins` true) over evaluated sides:
+/// the winning value from either side, else an error from either side,
+/// else b's value; a side that is not a bool is left to the crate
+/// (whole, `e`) to refuse.
+fn logic(
+    e: &::cel::parser::Expression,
+    ctx: &Context,
+    a: ::cel::ResolveResult,
+    b: impl FnOnce() -> ::cel::ResolveResult,
+    wins: bool,
+) -> ::cel::ResolveResult {
+    if matches!(a, Ok(Value::Bool(x)) if x == wins) {
+        return Ok(Value::Bool(wins));
+    }
+    let b = b();
+    match (a, b) {
+        (_, Ok(Value::Bool(y))) if y == wins => Ok(Value::Bool(wins)),
+        (Ok(Value::Bool(_)), Ok(Value::Bool(y))) => Ok(Value::Bool(y)),
+        (Err(x), Ok(Value::Bool(_)) | Err(_)) | (Ok(Value::Bool(_)), Err(x)) => Err(x),
+        _ => Value::resolve(e, ctx),
+    }
+}
+
 /// Whether candidate `c` matches; a runtime error or a non-bool result is an error.
 pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool, String> {
     if let Some(d) = &compiled.driver_is {
@@ -295,7 +614,7 @@ pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool
     }
     let mut scope = ctx.new_inner_scope();
     scope.add_variable_from_value("device", device(c, &compiled.literals));
-    match compiled.program.execute(&scope) {
+    match eval(&compiled.program, &scope) {
         Ok(Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!("must evaluate to bool, not {other:?}")),
         Err(ExecutionError::NoSuchKey(k)) => {
@@ -335,5 +654,89 @@ mod tests {
         assert_eq!(driver_is(r#"device.driver == "gpu.x" || true"#), None);
         assert_eq!(driver_is(r#"device.driver == "a" && "b" == "b""#), None);
         assert_eq!(driver_is("device.attributes == 'x'"), None);
+    }
+
+    /// Issue 45: a DeviceClass selector `device.device.…(10,000 times)….driver
+    /// == "x"` overflowed the stack of the runtime worker and aborted the
+    /// process; upstream refuses it (the length limit). Hostile selectors
+    /// within the length limit are refused as cel-go refuses them, or run,
+    /// and none crashes a thread with a runtime worker's 2 MiB stack.
+    #[test]
+    fn hostile_selectors_are_refused_or_run_never_a_crash() {
+        let worker = std::thread::Builder::new().stack_size(2 << 20).spawn(|| {
+            let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+            let long = format!("{}driver == \"x\"", "device.".repeat(10_000));
+            assert!(matches!(check(&long), Err(Refused::TooLong { length }) if length == long.len()));
+            assert!(matches!(evaluate(&long, &dev), Outcome::Refused(Refused::TooLong { .. })));
+            let deep = format!("{}driver == \"x\"", "device.".repeat(1_400));
+            assert!(deep.len() <= MAX_LENGTH);
+            assert!(matches!(check(&deep), Err(Refused::TooDeep { .. })), "{:?}", check(&deep));
+            let parens = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));
+            assert_eq!(evaluate(&parens(249), &dev), Outcome::Value(true));
+            assert!(matches!(check(&parens(250)), Err(Refused::TooDeep { .. })));
+            let chain = |n: usize| format!("{}driver == \"x\"", "device.".repeat(n));
+            assert!(matches!(evaluate(&chain(249), &dev), Outcome::Error(_)));
+            assert!(matches!(check(&chain(250)), Err(Refused::TooDeep { .. })));
+            let index = format!("device.attributes{} == 1", "[\"a\"]".repeat(200));
+            assert!(matches!(evaluate(&index, &dev), Outcome::Error(_)));
+            assert_eq!(evaluate(&vec!["true"; 1000].join(" || "), &dev), Outcome::Value(true));
+            assert_eq!(evaluate(&format!("{}true", "!".repeat(1000)), &dev), Outcome::Value(true));
+        });
+        let joined = worker.map(|h| h.join());
+        assert!(matches!(joined, Ok(Ok(()))), "the checks failed or crashed");
+    }
+
+    /// `&&` and `||` are commutative over errors, as in cel-go; a missing
+    /// domain, the driver's included, is an empty map.
+    #[test]
+    fn logic_absorbs_errors_as_cel_go_does() {
+        let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+        let err = "device.attributes['d'].nope == 1";
+        for (e, want) in [
+            (format!("{err} || true"), Some(true)),
+            (format!("{err} && false"), Some(false)),
+            (format!("!({err} && false)"), Some(true)),
+            (format!("({err} || true) ? true : false"), Some(true)),
+            (format!("{err} || false"), None),
+            (format!("true && {err}"), None),
+            ("has(device.attributes[device.driver].a)".to_string(), Some(false)),
+            ("has(device.capacity[device.driver].a)".to_string(), Some(false)),
+        ] {
+            let got = evaluate(&e, &dev);
+            match want {
+                Some(b) => assert_eq!(got, Outcome::Value(b), "{e}"),
+                None => assert!(matches!(got, Outcome::Error(_)), "{e}: {got:?}"),
+            }
+        }
+    }
+
+    /// `!!x` is x, as in cel-go (the `cel` crate's parser makes it `!x`).
+    #[test]
+    fn a_run_of_nots_keeps_its_parity() {
+        let dev = Candidate { driver: "x".into(), ..Candidate::default() };
+        for (e, want) in [
+            ("!!true", true),
+            ("!!!true", false),
+            ("! ! true", true),
+            ("!true", false),
+            ("'!!' == '!!'", true),
+            ("1 != 2", true),
+        ] {
+            assert_eq!(evaluate(e, &dev), Outcome::Value(want), "{e}");
+        }
+    }
+
+    /// The depth bound: brackets and postfix chains add up, string
+    /// literals do not count.
+    #[test]
+    fn depth_counts_nesting_and_chains() {
+        assert_eq!(depth("true"), 1);
+        assert_eq!(depth("device.driver"), 2);
+        assert_eq!(depth("(a.b)"), 3);
+        assert_eq!(depth("a[\"x\"]"), 3);
+        assert_eq!(depth("\"((((.....\" == a"), 1);
+        assert_eq!(depth("1.5 == a"), 1);
+        assert_eq!(depth("[[1]]"), 3);
+        assert_eq!(depth("a[0][1]"), 4);
     }
 }

@@ -57,32 +57,126 @@ impl Candidate {
     }
 }
 
-/// The candidates of ResourceSlices (a pool's counter sets may sit in a
-/// slice of their own, as in v1).
+/// The usable pools of ResourceSlices, as upstream gathers them
+/// (structured/internal/incubating/pools_incubating.go GatherPools): per
+/// pool only the slices of its newest generation; a pool with fewer of
+/// them than its resourceSliceCount is incomplete, one with a device name
+/// twice or a counter it cannot find invalid — neither offers devices
+/// ([`unusable_pools`] names them). Pools in (driver, pool) order, slices
+/// by name, devices in slice order: the order the search tries them in.
+/// A pool's counter sets sit in slices of their own, as in v1.
 pub fn from_slices<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Candidate> {
-    let slices: Vec<&Object> = objects.into_iter().filter(|o| matches!(o, Object::Slice { .. })).collect();
-    let mut sets: BTreeMap<(&str, &str), Vec<CounterSet>> = BTreeMap::new();
-    for o in &slices {
-        if let Object::Slice { driver, pool, counters, .. } = o {
-            sets.entry((driver, pool)).or_default().extend(counters.iter().cloned());
+    pools(objects).into_iter().filter_map(|p| p.usable.then_some(p.candidates)).flatten().collect()
+}
+
+/// `driver/pool` of each pool that is incomplete or invalid now (an
+/// allocationMode All request cannot be satisfied while one exists).
+pub fn unusable_pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> BTreeSet<String> {
+    pools(objects).into_iter().filter(|p| !p.usable).map(|p| format!("{}/{}", p.driver, p.pool)).collect()
+}
+
+struct Pool {
+    driver: String,
+    pool: String,
+    usable: bool,
+    candidates: Vec<Candidate>,
+}
+
+fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
+    // (driver, pool) → the newest generation's slices.
+    let mut by_pool: BTreeMap<(&str, &str), (i64, Vec<&Object>)> = BTreeMap::new();
+    for o in objects {
+        if let Object::Slice { driver, pool, generation, .. } = o {
+            let e = by_pool.entry((driver.as_str(), pool.as_str())).or_insert((*generation, Vec::new()));
+            if *generation > e.0 {
+                *e = (*generation, Vec::new());
+            }
+            if *generation == e.0 {
+                e.1.push(o);
+            }
         }
     }
     let mut out = Vec::new();
-    for o in &slices {
-        if let Object::Slice { driver, pool, devices, skip, .. } = o {
-            for d in devices {
-                out.push(Candidate {
-                    driver: driver.clone(),
-                    pool: pool.clone(),
-                    device: d.name.clone(),
-                    attributes: d.attributes.clone(),
-                    skip: skip.clone(),
-                    capacity: d.capacity.clone(),
-                    consumes: d.consumes.clone(),
-                    taints: d.taints.clone(),
-                    multi: d.multi,
-                    counters: sets.get(&(driver.as_str(), pool.as_str())).cloned().unwrap_or_default(),
-                });
+    for ((driver, pool), (_, mut slices)) in by_pool {
+        slices.sort_by_key(|o| o.key());
+        let complete = slices.iter().all(|o| match o {
+            Object::Slice { slice_count, .. } => {
+                slice_count.is_none_or(|n| usize::try_from(n).ok() == Some(slices.len()))
+            }
+            _ => true,
+        });
+        let mut sets: Vec<CounterSet> = Vec::new();
+        let mut names = BTreeSet::new();
+        let mut valid = true;
+        for o in &slices {
+            if let Object::Slice { counters, devices, .. } = o {
+                for set in counters {
+                    valid &= !sets.iter().any(|s| s.name == set.name);
+                    sets.push(set.clone());
+                }
+                for d in devices {
+                    valid &= names.insert(d.name.as_str());
+                }
+            }
+        }
+        let mut candidates = Vec::new();
+        for o in &slices {
+            if let Object::Slice { devices, skip, .. } = o {
+                for d in devices {
+                    for c in &d.consumes {
+                        let set = sets.iter().find(|s| s.name == c.name);
+                        valid &= set.is_some_and(|s| c.counters.keys().all(|k| s.counters.contains_key(k)));
+                    }
+                    candidates.push(Candidate {
+                        driver: driver.to_string(),
+                        pool: pool.to_string(),
+                        device: d.name.clone(),
+                        attributes: d.attributes.clone(),
+                        skip: skip.clone(),
+                        capacity: d.capacity.clone(),
+                        consumes: d.consumes.clone(),
+                        taints: d.taints.clone(),
+                        multi: d.multi,
+                        counters: sets.clone(),
+                    });
+                }
+            }
+        }
+        out.push(Pool { driver: driver.to_string(), pool: pool.to_string(), usable: complete && valid, candidates });
+    }
+    out
+}
+
+/// The devices of a `status.allocation.devices.results` a scheduler wrote
+/// (v1 field names, Allocated's serde names); a result with fields of the
+/// wrong type keeps what reads.
+pub fn given(results: &[serde_json::Value]) -> Vec<Allocated> {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    results
+        .iter()
+        .map(|r| {
+            serde_json::from_value(r.clone()).unwrap_or_else(|_| Allocated {
+                request: text(&r["request"]),
+                driver: text(&r["driver"]),
+                pool: text(&r["pool"]),
+                device: text(&r["device"]),
+                admin: r["adminAccess"].as_bool().unwrap_or(false),
+                ..Allocated::default()
+            })
+        })
+        .collect()
+}
+
+/// The devices ResourceClaims already allocated hold: each claim's written
+/// `status.allocation` (kube-scheduler's claim tracker counts them in use,
+/// dynamicresources foreachAllocatedDevice; what to skip, adminAccess, the
+/// allocator's `taken` decides).
+pub fn held<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Allocated> {
+    let mut out = Vec::new();
+    for o in objects {
+        if let Object::Claim { raw, .. } = o {
+            if let Some(results) = raw["status"]["allocation"]["devices"]["results"].as_array() {
+                out.extend(given(results));
             }
         }
     }
@@ -99,12 +193,14 @@ pub struct Catalog {
     pub admin_namespaces: BTreeSet<String>,
     /// DeviceTaintRules.
     pub rules: Vec<TaintRule>,
+    /// `driver/pool` of the pools incomplete or invalid ([`unusable_pools`]).
+    pub unusable_pools: BTreeSet<String>,
 }
 
 impl Catalog {
     /// The catalog of the DRA objects known (manifests).
-    pub fn of<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Catalog {
-        let mut c = Catalog::default();
+    pub fn of<'a>(objects: impl IntoIterator<Item = &'a Object> + Clone) -> Catalog {
+        let mut c = Catalog { unusable_pools: unusable_pools(objects.clone()), ..Catalog::default() };
         for o in objects {
             match o {
                 Object::Class { name, selectors, .. } => {
@@ -218,6 +314,28 @@ pub enum Unallocatable {
         /// The claim's namespace.
         namespace: String,
     },
+    /// An allocationMode All request while a pool is incomplete or invalid
+    /// (allocator_incubating.go validateDeviceRequest).
+    PoolUnusable {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The (sub-)request.
+        request: String,
+        /// `driver/pool`.
+        pool: String,
+    },
+    /// A device an All request must have breaks a constraint
+    /// (allocator_incubating.go allocateDevice with must).
+    Constraint {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The (sub-)request.
+        request: String,
+        /// `driver/pool/device`.
+        device: String,
+        /// Which constraint, and how.
+        why: String,
+    },
     /// The search went through too many combinations.
     GaveUp {
         /// `namespace/name` of the claim.
@@ -232,7 +350,11 @@ impl Unallocatable {
     fn fatal(&self) -> bool {
         matches!(
             self,
-            Unallocatable::Selector { .. } | Unallocatable::AdminAccess { .. } | Unallocatable::GaveUp { .. }
+            Unallocatable::Selector { .. }
+                | Unallocatable::AdminAccess { .. }
+                | Unallocatable::GaveUp { .. }
+                | Unallocatable::PoolUnusable { .. }
+                | Unallocatable::Constraint { .. }
         )
     }
 }
@@ -274,6 +396,14 @@ impl std::fmt::Display for Unallocatable {
                 f,
                 "claim {claim}: request {request:?} asks for adminAccess, which namespace {namespace:?} does not allow (label the Namespace {ADMIN_ACCESS_LABEL}: \"true\", as kube-apiserver requires)"
             ),
+            Unallocatable::PoolUnusable { claim, request, pool } => write!(
+                f,
+                "claim {claim}, request {request}: asks for all devices, but resource pool {pool} is currently being updated or invalid"
+            ),
+            Unallocatable::Constraint { claim, request, device, why } => write!(
+                f,
+                "claim {claim}, request {request}: cannot add device {device} because a claim constraint would not be satisfied ({why})"
+            ),
             Unallocatable::GaveUp { claim, steps } => {
                 write!(f, "claim {claim}: no allocation found within {steps} steps of the search")
             }
@@ -305,5 +435,43 @@ pub fn allocate(
             });
         }
     }
-    search::Search::new(claim, spec, catalog, candidates, taken, drivers).run()
+    // As upstream checks every request and sub-request before it searches
+    // (allocator_incubating.go validateDeviceRequest): its class must
+    // exist, and All cannot be counted while a pool is incomplete.
+    for r in &spec.requests {
+        let subs: Vec<(&super::objects::Request, String)> = if r.first_available.is_empty() {
+            vec![(r, r.name.clone())]
+        } else {
+            r.first_available.iter().map(|s| (s, format!("{}/{}", r.name, s.name))).collect()
+        };
+        for (s, label) in subs {
+            if !catalog.classes.contains_key(&s.class)
+                && !drivers.contains(&s.class)
+                && !candidates.iter().any(|c| c.driver == s.class)
+            {
+                return Err(Unallocatable::NoClass {
+                    claim: claim.to_string(),
+                    request: label,
+                    class: s.class.clone(),
+                });
+            }
+            if s.all {
+                if let Some(pool) = catalog.unusable_pools.iter().next() {
+                    return Err(Unallocatable::PoolUnusable {
+                        claim: claim.to_string(),
+                        request: label,
+                        pool: pool.clone(),
+                    });
+                }
+            }
+        }
+    }
+    // On a large stack: selectors are parsed and run in the search.
+    let searched = cel::with_stack(|| search::Search::new(claim, spec, catalog, candidates, taken, drivers).run());
+    searched.unwrap_or_else(|e| {
+        Err(Unallocatable::Selector {
+            claim: claim.to_string(),
+            error: format!("cannot start a thread to run the selectors: {e}"),
+        })
+    })
 }

@@ -19,6 +19,25 @@ const MAX_STEPS: u64 = 200_000;
 /// resourceapi.AllocationResultsMaxSize: devices one claim's allocation may list.
 const MAX_RESULTS: usize = 32;
 
+/// Why a device cannot be picked now.
+enum Reject {
+    /// A constraint (matchAttribute, distinctAttribute) would break: for a
+    /// device an All request must have, upstream stops the claim
+    /// (allocateDevice with must: "cannot add device … because a claim
+    /// constraint would not be satisfied").
+    Constraint(String),
+    /// Anything else (in use, counters, capacity, taints).
+    Other(String),
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reject::Constraint(s) | Reject::Other(s) => f.write_str(s),
+        }
+    }
+}
+
 /// One pick of this claim: the result and what it consumes.
 struct Pick {
     result: Allocated,
@@ -42,7 +61,7 @@ pub(super) struct Search<'a> {
     counted: BTreeMap<(String, String, String, String), i128>,
     /// Made when a selector needs CEL run (not for `device.driver == X`).
     ctx: OnceCell<::cel::Context<'static>>,
-    programs: RefCell<HashMap<String, Result<Compiled, String>>>,
+    programs: RefCell<HashMap<String, Result<Compiled, cel::Refused>>>,
     /// Per (sub-)request label, per candidate: not yet known, no, yes.
     fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
     steps: Cell<u64>,
@@ -79,6 +98,7 @@ impl<'a> Search<'a> {
             fits: RefCell::new(HashMap::new()),
             steps: Cell::new(0),
         };
+        let mut counted_devices = HashSet::new();
         for a in taken.iter().filter(|a| !a.admin) {
             let c = if special.is_empty() {
                 None
@@ -96,6 +116,12 @@ impl<'a> Search<'a> {
             } else {
                 s.used.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str()));
             }
+            // A device consumes its counters once, however many shares it
+            // has (allocator_incubating.go checkAvailableCounters counts
+            // each allocated device once).
+            if !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
+                continue;
+            }
             for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
                 for (counter, q) in &set.counters {
                     let k = (a.driver.clone(), a.pool.clone(), set.name.clone(), counter.clone());
@@ -107,6 +133,21 @@ impl<'a> Search<'a> {
     }
 
     pub(super) fn run(&self) -> Result<Vec<Allocated>, Unallocatable> {
+        // Every All (sub-)request's devices are counted, each selector run
+        // on each device, before the search (validateDeviceRequest): a
+        // runtime error there stops the claim even in a sub-request the
+        // search would not reach.
+        for r in &self.spec.requests {
+            if r.first_available.is_empty() {
+                if r.all {
+                    self.fitting(r, &r.name)?;
+                }
+            } else {
+                for s in r.first_available.iter().filter(|s| s.all) {
+                    self.fitting(s, &format!("{}/{}", r.name, s.name))?;
+                }
+            }
+        }
         let mut mine = Vec::new();
         self.request(0, &mut mine)?;
         Ok(mine.into_iter().map(|p| p.result).collect())
@@ -142,7 +183,7 @@ impl<'a> Search<'a> {
         }
         let programs = self.programs.borrow();
         let whose = class.map(|n| format!("class {n}: "));
-        let mut groups: Vec<Vec<(usize, Result<&Compiled, &String>)>> = Vec::new();
+        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
         for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
             let mut g = Vec::new();
             for (n, s) in sels.iter().enumerate() {
@@ -171,12 +212,69 @@ impl<'a> Search<'a> {
                     }
                 },
             };
-            if hit {
+            // All counts only devices whose capacity can take the request
+            // at all (validateDeviceRequest's static CmpRequestOverCapacity).
+            if hit && (!r.all || capacity::consumed(&self.cands[i], &r.capacity).is_ok()) {
                 out.push(i);
             }
         }
         self.fits.borrow_mut().insert(label.to_string(), fits);
         result.map(|()| out)
+    }
+
+    /// Whether candidate `i` matches every selector of `r`, run now if
+    /// not known yet (remembered per label).
+    fn fits(&self, r: &Request, label: &str, i: usize) -> Result<bool, Unallocatable> {
+        if let Some(Some(hit)) = self.fits.borrow().get(label).and_then(|v| v.get(i).copied()) {
+            return Ok(hit);
+        }
+        let (class_sel, class) = self.class(r, label)?;
+        {
+            let mut programs = self.programs.borrow_mut();
+            for s in class_sel.iter().chain(&r.selectors) {
+                if !programs.contains_key(&s.expression) {
+                    programs.insert(s.expression.clone(), cel::compile(&s.expression));
+                }
+            }
+        }
+        let programs = self.programs.borrow();
+        let whose = class.map(|n| format!("class {n}: "));
+        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
+        for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
+            let mut g = Vec::new();
+            for (n, s) in sels.iter().enumerate() {
+                match programs.get(&s.expression) {
+                    Some(p) => g.push((n, p.as_ref())),
+                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
+                }
+            }
+            groups.push(g);
+        }
+        let hit = self.selected(&groups, whose.as_deref(), i)?;
+        let mut fits = self.fits.borrow_mut();
+        let known = fits.entry(label.to_string()).or_insert_with(|| vec![None; self.cands.len()]);
+        if let Some(k) = known.get_mut(i) {
+            *k = Some(hit);
+        }
+        Ok(hit)
+    }
+
+    /// The candidates that fit `r`, a selector error counting as not (for
+    /// explaining a failure only).
+    fn lenient(&self, r: &Request, label: &str) -> Vec<usize> {
+        (0..self.cands.len()).filter(|&i| self.fits(r, label, i).unwrap_or(false)).collect()
+    }
+
+    /// Whether candidate `i` is in use for a request with `admin`
+    /// (allocateOne's first, cheap check: before any selector runs).
+    fn in_use(&self, admin: bool, i: usize, mine: &[Pick]) -> bool {
+        let c = &self.cands[i];
+        let mine_has = mine.iter().any(|p| p.index == i);
+        if admin {
+            mine_has && !c.multi
+        } else {
+            (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
+        }
     }
 
     fn selector_error(&self, whose: Option<&str>, n: usize, e: &str) -> Unallocatable {
@@ -190,7 +288,7 @@ impl<'a> Search<'a> {
     /// class's (named by `whose`), then the request's, compiled.
     fn selected(
         &self,
-        groups: &[Vec<(usize, Result<&Compiled, &String>)>],
+        groups: &[Vec<(usize, Result<&Compiled, &cel::Refused>)>],
         whose: Option<&str>,
         i: usize,
     ) -> Result<bool, Unallocatable> {
@@ -213,63 +311,54 @@ impl<'a> Search<'a> {
     }
 
     /// Whether candidate `i` can be picked for `r` now, as the pick, or why not.
-    fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, String> {
+    fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, Reject> {
         let c = &self.cands[i];
         let name = format!("device {}", c.device);
         let mine_has = mine.iter().any(|p| p.index == i);
         if admin {
-            if mine_has {
-                return Err(format!("{name}: already in this claim"));
+            if mine_has && !c.multi {
+                return Err(Reject::Other(format!("{name}: already in this claim")));
             }
         } else if (mine_has && !c.multi) || self.used.contains(&(c.driver.as_str(), c.pool.as_str(), c.device.as_str()))
         {
-            return Err(format!("{name}: in use"));
+            return Err(Reject::Other(format!("{name}: in use")));
         }
-        // Shared counters (KEP-4815).
-        for set in &c.consumes {
+        // Shared counters (KEP-4815); a shareable device already shared
+        // (by another claim or this one) has its counters counted
+        // (allocateDevice's skipCounterCheck).
+        let shared_already =
+            c.multi && (self.shares.contains_key(&c.key()) || self.shared.contains_key(&c.key()) || mine_has);
+        let consumes = if shared_already { &[][..] } else { c.consumes.as_slice() };
+        for set in consumes {
             let Some(total) = c.counters.iter().find(|s| s.name == set.name) else { continue };
             for (counter, q) in &set.counters {
                 let Some(limit) = total.counters.get(counter) else { continue };
                 let k = (c.driver.clone(), c.pool.clone(), set.name.clone(), counter.clone());
                 let others = self.counted.get(&k).copied().unwrap_or(0);
+                let mut seen = HashSet::new();
                 let ours: i128 = mine
                     .iter()
+                    .filter(|p| seen.insert(p.index))
                     .map(|p| &self.cands[p.index])
+                    .filter(|o| {
+                        !(o.multi && (self.shares.contains_key(&o.key()) || self.shared.contains_key(&o.key())))
+                    })
                     .filter(|o| o.driver == c.driver && o.pool == c.pool)
                     .flat_map(|o| o.consumes.iter().filter(|s| s.name == set.name))
                     .filter_map(|s| s.counters.get(counter).map(Quantity::nanos))
                     .sum();
                 if others + ours + q.nanos() > limit.nanos() {
-                    return Err(format!(
+                    return Err(Reject::Other(format!(
                         "{name}: shared counter {}/{counter} would exceed {limit} ({} in use)",
                         set.name,
                         Quantity::from_nanos(others + ours)
-                    ));
-                }
-            }
-        }
-        // Consumable capacity (KEP-5075).
-        let mut consumed = BTreeMap::new();
-        if c.multi || !r.capacity.is_empty() {
-            consumed = capacity::consumed(c, &r.capacity).map_err(|e| format!("{name}: {e}"))?;
-        }
-        if c.multi && !admin {
-            for (cap, q) in &consumed {
-                let value = &c.capacity[cap].value;
-                let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
-                let ours: i128 =
-                    mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
-                if others + ours + q.nanos() > value.nanos() {
-                    return Err(format!(
-                        "{name}: capacity {cap}: {q} more would exceed {value} ({} allocated)",
-                        Quantity::from_nanos(others + ours)
-                    ));
+                    )));
                 }
             }
         }
         // Taints (KEP-5055).
         if let Some(t) = taints::blocking(c, &self.catalog.rules, &r.tolerations) {
-            return Err(format!("{name}: tainted {}: {t} (not tolerated)", t.effect));
+            return Err(Reject::Other(format!("{name}: tainted {}: {t} (not tolerated)", t.effect)));
         }
         // constraints.matchAttribute.
         let base = label.split('/').next().unwrap_or(label);
@@ -282,20 +371,60 @@ impl<'a> Search<'a> {
             }
             let attr = &con.match_attribute;
             let Some(v) = c.attributes.get(attr) else {
-                return Err(format!("{name}: constraints.matchAttribute {attr}: the device has no such attribute"));
+                let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
+                return Err(Reject::Constraint(format!(
+                    "{name}: constraints.{kind} {attr}: the device has no such attribute"
+                )));
             };
+            if con.distinct {
+                // distinctAttribute (constraint.go distinctAttributeConstraint).
+                let same = mine
+                    .iter()
+                    .filter(|p| covers(&p.result.request))
+                    .find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
+                if let Some(p) = same {
+                    return Err(Reject::Constraint(format!(
+                        "{name}: constraints.distinctAttribute {attr}: {v:?} is also device {}'s",
+                        p.result.device
+                    )));
+                }
+                continue;
+            }
             let other = mine.iter().find(|p| covers(&p.result.request));
             if let Some(p) = other {
                 let w = self.cands[p.index].attributes.get(attr);
                 if w != Some(v) {
-                    return Err(format!(
+                    return Err(Reject::Constraint(format!(
                         "{name}: constraints.matchAttribute {attr}: {v:?} differs from {w:?} of device {}",
                         p.result.device
-                    ));
+                    )));
                 }
             }
         }
-        let multi = c.multi && !admin;
+        // Consumable capacity (KEP-5075), after taints and constraints as
+        // in allocateDevice (a constraint a device of an All request breaks
+        // stops the claim even when its capacity would not do either).
+        let mut consumed = BTreeMap::new();
+        if c.multi || !r.capacity.is_empty() {
+            consumed = capacity::consumed(c, &r.capacity).map_err(|e| Reject::Other(format!("{name}: {e}")))?;
+        }
+        if c.multi {
+            for (cap, q) in &consumed {
+                let value = &c.capacity[cap].value;
+                let others = self.shared.get(&c.key()).and_then(|m| m.get(cap)).copied().unwrap_or(0);
+                let ours: i128 =
+                    mine.iter().filter(|p| p.index == i).filter_map(|p| p.capacity.get(cap)).map(Quantity::nanos).sum();
+                if others + ours + q.nanos() > value.nanos() {
+                    return Err(Reject::Other(format!(
+                        "{name}: capacity {cap}: {q} more would exceed {value} ({} allocated)",
+                        Quantity::from_nanos(others + ours)
+                    )));
+                }
+            }
+        }
+        // A shareable device gets a share (ID and consumed capacity) for
+        // an adminAccess request too (allocator_incubating.go allocateDevice).
+        let multi = c.multi;
         let share_id = multi.then(|| self.share_id(c, label, mine));
         Ok(Pick {
             result: Allocated {
@@ -318,12 +447,14 @@ impl<'a> Search<'a> {
         })
     }
 
-    /// A share ID no other share of the device has (hex, derived, not random).
+    /// A share ID no other share of the device has: a UUID, as upstream's
+    /// (allocatedstate.go GenerateShareID: uuid.NewUUID), derived rather
+    /// than random.
     fn share_id(&self, c: &Candidate, label: &str, mine: &[Pick]) -> String {
         let used = self.shares.get(&c.key());
         for salt in 0u32.. {
             let seed = format!("{}\0{label}\0{}/{}/{}\0{salt}", self.claim, c.driver, c.pool, c.device);
-            let id = crate::controlplane::objects::derived_uid(&seed).replace('-', "")[..10].to_string();
+            let id = crate::controlplane::objects::derived_uid(&seed);
             let clash = used.is_some_and(|u| u.contains(&id))
                 || mine.iter().any(|p| p.result.share_id.as_deref() == Some(id.as_str()));
             if !clash {
@@ -380,7 +511,12 @@ impl<'a> Search<'a> {
         admin: bool,
         mine: &mut Vec<Pick>,
     ) -> Result<(), Unallocatable> {
-        let fitting = self.fitting(r, label)?;
+        // All: every fitting device, each selector run on every device
+        // first (validateDeviceRequest, where a runtime error stops the
+        // claim). ExactCount: selectors run device by device as the search
+        // reaches a device not in use (allocateOne), so an error on a
+        // device the search never needs does not count.
+        let fitting: Vec<usize> = if r.all { self.fitting(r, label)? } else { (0..self.cands.len()).collect() };
         let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
         if mine.len().saturating_add(want) > MAX_RESULTS {
             return Err(Unallocatable::TooFew(Box::new(TooFew {
@@ -403,6 +539,7 @@ impl<'a> Search<'a> {
         if let Some(e) = deeper {
             return Err(e);
         }
+        let fitting = if r.all { fitting } else { self.lenient(r, label) };
         Err(self.diagnose(r, label, admin, &fitting, want, mine))
     }
 
@@ -439,13 +576,26 @@ impl<'a> Search<'a> {
             if r.all && pos != start {
                 break;
             }
-            if fitting.len() - pos < left {
+            // Too few left: stop (ExactCount goes on, as upstream's search
+            // does, so that a selector's runtime error on the way counts).
+            if r.all && fitting.len() - pos < left {
                 break;
             }
             self.step()?;
+            if !r.all && (self.in_use(admin, c, mine) || !self.fits(r, label, c)?) {
+                continue;
+            }
             let pick = match self.check(r, label, admin, c, mine) {
                 Ok(p) => p,
-                Err(why) if r.all => {
+                Err(Reject::Constraint(why)) if r.all => {
+                    return Err(Unallocatable::Constraint {
+                        claim: self.claim.to_string(),
+                        request: label.to_string(),
+                        device: format!("{}/{}/{}", self.cands[c].driver, self.cands[c].pool, self.cands[c].device),
+                        why,
+                    });
+                }
+                Err(Reject::Other(why)) if r.all => {
                     deeper.get_or_insert(Unallocatable::TooFew(Box::new(TooFew {
                         claim: self.claim.to_string(),
                         request: label.to_string(),
@@ -483,7 +633,7 @@ impl<'a> Search<'a> {
         for &c in fitting {
             match self.check(r, label, admin, c, mine) {
                 Ok(_) => free += 1,
-                Err(e) => why.push(e),
+                Err(e) => why.push(e.to_string()),
             }
         }
         if free >= want && want > 0 {

@@ -258,7 +258,10 @@ fn consumable_capacity_shares_a_device_within_its_capacity_and_policy() {
     let first = run(&ask("40Gi"), &none, &cands, &[]).unwrap();
     assert_eq!(first[0].consumed_capacity, BTreeMap::from([("memory".to_string(), "40Gi".to_string())]));
     let share = first[0].share_id.clone().unwrap();
-    assert_eq!(share.len(), 10);
+    // A UUID, as upstream's (allocatedstate.go GenerateShareID), not 10 hex digits.
+    let groups: Vec<usize> = share.split('-').map(str::len).collect();
+    assert_eq!(groups, [8, 4, 4, 4, 12], "{share}");
+    assert!(share.chars().all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{share}");
     let v = serde_json::to_value(&first[0]).unwrap();
     assert_eq!((v["consumedCapacity"]["memory"].clone(), v["shareID"].clone()), (json!("40Gi"), json!(share)));
     let second = run(&ask("40Gi"), &none, &cands, &first).unwrap();

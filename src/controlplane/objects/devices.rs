@@ -310,5 +310,7 @@ pub(super) fn slice(name: String, s: &Value) -> Result<Object, String> {
     }
     let skip = items(s.get("skipNodeOperations")).iter().filter_map(Value::as_str).map(str::to_string).collect();
     let counters = counter_sets(s.get("sharedCounters"), "name", "spec.sharedCounters")?;
-    Ok(Object::Slice { name, driver, pool, devices, skip, counters })
+    let generation = s.get("pool").and_then(|p| p.get("generation")).and_then(Value::as_i64).unwrap_or(0);
+    let slice_count = s.get("pool").and_then(|p| p.get("resourceSliceCount")).and_then(Value::as_i64);
+    Ok(Object::Slice { name, driver, pool, devices, skip, counters, generation, slice_count })
 }

@@ -10,7 +10,7 @@
 //!   ExactCount and count 1) or the same fields on the request (v1beta1), or
 //!   `firstAvailable`: up to 8 sub-requests (no adminAccess), the first that
 //!   can be satisfied taken (`request` is `<request>/<subrequest>`);
-//! - `spec.devices.constraints[].matchAttribute` (`distinctAttribute` is refused);
+//! - `spec.devices.constraints[]`: `matchAttribute` and `distinctAttribute`;
 //! - a device class is a DeviceClass manifest; when none has that name and a
 //!   driver of that name is known, it means "every device of that driver";
 //! - selectors are CEL expressions, kept as written (one that does not compile
@@ -83,8 +83,12 @@ pub struct Request {
 pub struct Constraint {
     /// The requests it covers (empty: all of the claim's).
     pub requests: Vec<String>,
-    /// matchAttribute: a fully qualified attribute name every device must share.
+    /// matchAttribute or distinctAttribute: a fully qualified attribute
+    /// name every device must have, the same value (match) or each its own
+    /// (distinct).
     pub match_attribute: String,
+    /// distinctAttribute rather than matchAttribute.
+    pub distinct: bool,
 }
 
 /// A claim's spec.
@@ -173,6 +177,11 @@ pub enum Object {
         skip: Vec<String>,
         /// spec.sharedCounters (KEP-4815).
         counters: Vec<CounterSet>,
+        /// spec.pool.generation (0 when absent).
+        generation: i64,
+        /// spec.pool.resourceSliceCount (None when absent: the pool is
+        /// taken as complete).
+        slice_count: Option<i64>,
     },
     /// A Namespace (its labels decide whether claims in it may ask for adminAccess).
     Namespace {
@@ -238,11 +247,10 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .and_then(Value::as_str)
             .filter(|e| !e.trim().is_empty())
             .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
-        // kube-apiserver refuses an expression that does not compile.
-        if let Err(e) = ::cel::Program::compile(expr) {
-            let e = e.to_string();
-            let first = e.lines().next().unwrap_or("syntax error");
-            return Err(format!("{at}[{i}].cel.expression: compilation failed: {first}"));
+        // kube-apiserver refuses an expression too long or that does not
+        // compile (parsed within cel-go's limits, never deeper).
+        if let Err(e) = crate::kubelet::dra::allocator::cel::check(expr) {
+            return Err(format!("{at}[{i}].cel.expression: {e}"));
         }
         out.push(Selector { expression: expr.to_string() });
     }
@@ -280,17 +288,19 @@ fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {
     let mut out = Vec::new();
     for (i, c) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
         let at = format!("{at}[{i}]");
-        if c.get("distinctAttribute").is_some() {
-            return Err(format!("{at}.distinctAttribute is not supported (only matchAttribute)"));
-        }
-        let attr = c.get("matchAttribute").and_then(Value::as_str).filter(|a| a.contains('/'));
-        let attr = attr.ok_or_else(|| format!("{at}.matchAttribute must be a fully qualified name (DOMAIN/ATTR)"))?;
+        let (key, distinct) = match (c.get("matchAttribute"), c.get("distinctAttribute")) {
+            (Some(_), Some(_)) => return Err(format!("{at}: set exactly one of matchAttribute and distinctAttribute")),
+            (None, Some(_)) => ("distinctAttribute", true),
+            _ => ("matchAttribute", false),
+        };
+        let attr = c.get(key).and_then(Value::as_str).filter(|a| a.contains('/'));
+        let attr = attr.ok_or_else(|| format!("{at}.{key} must be a fully qualified name (DOMAIN/ATTR)"))?;
         let requests = c
             .get("requests")
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        out.push(Constraint { requests, match_attribute: attr.to_string() });
+        out.push(Constraint { requests, match_attribute: attr.to_string(), distinct });
     }
     Ok(out)
 }

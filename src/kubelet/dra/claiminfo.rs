@@ -10,7 +10,7 @@
 //! unpreparing calls every driver the claim's state names, prepared or not,
 //! so a prepare that failed half-way leaks nothing.
 
-use super::allocator::{Allocated, Candidate, Unallocatable};
+use super::allocator::{self, Allocated, Candidate, Unallocatable};
 use super::checkpoint;
 use super::objects::{ClaimSpec, Object};
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse};
@@ -626,8 +626,16 @@ impl ClaimCache {
         w: &World,
     ) -> Result<PreparePlan, Cause> {
         let mut resolved: Vec<(ClaimInfo, bool)> = Vec::new();
-        // Borrowed, not cloned: every claim's devices, for every plan.
-        let base = self.taken();
+        // Borrowed, not cloned: every claim's devices, for every plan; and
+        // the devices of claims a scheduler already allocated (a written
+        // status.allocation) that this node has not prepared: the
+        // scheduler's claim tracker counts them in use too.
+        let written: Vec<Allocated> = allocator::held(w.objects.values().filter(|o| match o {
+            Object::Claim { namespace, name, .. } => !self.claims.contains_key(&format!("{namespace}/{name}")),
+            _ => false,
+        }));
+        let mut base = self.taken();
+        base.extend(&written);
         let mut mine: Vec<Allocated> = Vec::new();
         for c in claims {
             let taken: Vec<&Allocated> = base.iter().copied().chain(&mine).collect();

@@ -335,3 +335,22 @@ fn test_prepare_resources_with_prepared_and_new_claim() {
     assert!(plan.record, "the new pod reference is checkpointed first");
     assert!(cache.get("ns/a").unwrap().pods.contains("pod-1"));
 }
+
+/// Issue 45: a claim a scheduler already allocated (status.allocation
+/// written, d0) that this node has not prepared yet holds its device: a
+/// claim allocated now gets d1, not d0 again (the scheduler's claim tracker
+/// counts every written allocation in use).
+#[test]
+fn a_written_allocation_of_another_claim_holds_its_device() {
+    let mut objects = world_objects();
+    let results = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d0"}]);
+    with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let mut cands = candidates();
+    cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let mut cache = ClaimCache::default();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
+    let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
+    assert_eq!(devices, ["d1"]);
+}
