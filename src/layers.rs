@@ -33,12 +33,12 @@ fn layer(module: &str) -> Option<u8> {
 }
 
 /// Inside a module, its parts on layers of their own, as the modules are:
-/// a part imports only parts on lower layers (the control plane's typed
-/// objects and codec at the bottom, the client interface the kubelet
+/// a part imports only parts on lower layers (the control plane's selector
+/// limits, then its typed objects and codec at the bottom, the client interface the kubelet
 /// uses at the top).
 const INNER: &[(&str, &[(&str, u8)])] = &[(
     "controlplane",
-    &[("objects", 0), ("protobuf", 0), ("allocator", 1), ("apiserver", 1), ("scheduler", 2), ("client", 2)],
+    &[("cel", 0), ("objects", 1), ("protobuf", 1), ("allocator", 2), ("apiserver", 2), ("scheduler", 3), ("client", 3)],
 )];
 
 /// The layer of part `part` of `module`: `None` when the module has no

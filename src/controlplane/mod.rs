@@ -4,6 +4,7 @@
 
 pub mod allocator;
 pub mod apiserver;
+pub mod cel;
 pub mod client;
 pub mod objects;
 pub mod protobuf;

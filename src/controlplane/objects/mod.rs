@@ -249,7 +249,7 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
         // kube-apiserver refuses an expression too long or that does not
         // compile (parsed within cel-go's limits, never deeper).
-        if let Err(e) = crate::kubelet::dra::allocator::cel::check(expr) {
+        if let Err(e) = crate::controlplane::cel::check(expr) {
             return Err(format!("{at}[{i}].cel.expression: {e}"));
         }
         out.push(Selector { expression: expr.to_string() });
