@@ -376,15 +376,19 @@ fn failed(r: &Run) -> Vec<String> {
 /// `wait.PollUntilContextTimeout(ctx, 10*time.Second, 2*time.Minute, false, …)`
 /// (pkg/kubelet/cm/devicemanager/plugin/v1beta1/stub.go, Watch: the first
 /// try 10 s later), a window no kubelet enforces: dpctl's window, not a bug
-/// of theirs (see docs/fidelity.md).
+/// of theirs (see docs/fidelity.md). KRES-004 waits 10 s for the pod's
+/// devices to be advertised again after the restart, so the stub's first
+/// try at +10 s lands on its edge (it failed 1 of 2 full runs): the same
+/// window, not their bug. The suite's windows are to be widened to what the
+/// kubelet accepts (open in issue 45).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_sample_device_plugin_under_dpctl_test() {
     let Some(bin) = upstream_peer("sample-device-plugin") else { return };
     let r = run_cmd_within(dpctl_cmd(&["test", "--isolate", "-o", "json", "--", s(&bin)]), 300).await;
     let f = failed(&r);
     assert!(
-        !f.is_empty() && f.iter().all(|id| id == "KRES-001" || id == "KRES-002"),
-        "only the 5 s re-registration windows fail: {f:?}\n{}",
+        !f.is_empty() && f.iter().all(|id| ["KRES-001", "KRES-002", "KRES-004"].contains(&id.as_str())),
+        "only the kubelet-restart re-registration windows fail: {f:?}\n{}",
         r.stdout
     );
 }
