@@ -168,19 +168,22 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Compile each of `selectors` not compiled yet (once per search).
+    fn compile<'s>(&self, selectors: impl Iterator<Item = &'s Selector>) {
+        let mut programs = self.programs.borrow_mut();
+        for s in selectors {
+            if !programs.contains_key(&s.expression) {
+                programs.insert(s.expression.clone(), cel::compile(&s.expression));
+            }
+        }
+    }
+
     /// The candidates that match every selector of `r` (class first, as
     /// upstream), in order; remembered per label across backtracking. Each
     /// selector is compiled once, not looked up per candidate.
     fn fitting(&self, r: &Request, label: &str) -> Result<Vec<usize>, Unallocatable> {
         let (class_sel, class) = self.class(r, label)?;
-        {
-            let mut programs = self.programs.borrow_mut();
-            for s in class_sel.iter().chain(&r.selectors) {
-                if !programs.contains_key(&s.expression) {
-                    programs.insert(s.expression.clone(), cel::compile(&s.expression));
-                }
-            }
-        }
+        self.compile(class_sel.iter().chain(&r.selectors));
         let programs = self.programs.borrow();
         let whose = class.map(|n| format!("class {n}: "));
         let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
@@ -229,14 +232,7 @@ impl<'a> Search<'a> {
             return Ok(hit);
         }
         let (class_sel, class) = self.class(r, label)?;
-        {
-            let mut programs = self.programs.borrow_mut();
-            for s in class_sel.iter().chain(&r.selectors) {
-                if !programs.contains_key(&s.expression) {
-                    programs.insert(s.expression.clone(), cel::compile(&s.expression));
-                }
-            }
-        }
+        self.compile(class_sel.iter().chain(&r.selectors));
         let programs = self.programs.borrow();
         let whose = class.map(|n| format!("class {n}: "));
         let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
