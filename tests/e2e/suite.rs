@@ -551,7 +551,8 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
         "",
     ),
     (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
-    (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-PREP-006"], ""),
+    // Never fetching the claim, it never sees the claim's config either.
+    (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-CONFIG-001", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),
     (&["--fault", "no-timestamp"], &["DRA-HEALTH-001"], ""),
     (
@@ -604,6 +605,11 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"], "is already prepared"),
     (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
     (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
+    (
+        &["--fault", "ignore-config"],
+        &["DRA-CONFIG-001"],
+        "carry nothing of the DeviceClass's (FromClass) or the claim's",
+    ),
     // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.
     (&["--fault", "deadlock-after-unknown-unprepare"], &["DRA-PREP-007"], "no answer within 1s (DeadlineExceeded)"),
     // Its checkpoint answers the restored claims: only a reboot (a slow scenario, so passing here) shows it.

@@ -132,6 +132,9 @@ pub enum Fault {
     /// writing its CDI spec again, so after a reboot emptied the CDI
     /// directory its IDs resolve nowhere (DRA-REBOOT-001; kubernetes#141433).
     AnswerFromCheckpoint,
+    /// The opaque config of the claim and its DeviceClass is ignored: devices
+    /// are prepared with the defaults (DRA-CONFIG-001).
+    IgnoreConfig,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -177,6 +180,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
     ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
     ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
+    ("ignore-config", "opaque-config (the claim's and class's opaque config is dropped)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -229,6 +233,7 @@ impl std::str::FromStr for Fault {
             "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
             "racy-prepare" => Fault::RacyPrepare,
             "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
+            "ignore-config" => Fault::IgnoreConfig,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)

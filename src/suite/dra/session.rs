@@ -341,9 +341,20 @@ impl Sess {
             claims[0], claims[1]
         );
         self.write(&format!("{pod}.yaml"), &pod_text)?;
+        self.await_prepared(from, &claims).await
+    }
+
+    /// Wait until the kubelet prepared each of `claims` (names in [`NS`],
+    /// written after event `from`): (UID, CDI IDs) per claim, each also
+    /// kept in `engine_claims`; or the failure, as the kubelet saw it.
+    pub(super) async fn await_prepared(
+        &mut self,
+        from: usize,
+        claims: &[String],
+    ) -> std::result::Result<Vec<(String, Vec<String>)>, Outcome> {
         let mut ids = Vec::new();
         let rpc = "NodePrepareResources (the kubelet, on admission)";
-        for c in &claims {
+        for c in claims {
             let key = format!("{NS}/{c}");
             // The kubelet retries for ever; the scenario decides after the
             // third failure in a row, or at once when a call got no answer in time.
