@@ -70,6 +70,8 @@ pub struct Driver {
     health: watch::Sender<Vec<DeviceState>>,
     log: Logger,
     stop: CancellationToken,
+    /// The run's task group: `late-prepare` runs prepares in it, past their call.
+    tasks: crate::core::task::Tasks,
     /// Set by `deadlock-after-unknown-unprepare`: the lock is never released.
     wedged: std::sync::atomic::AtomicBool,
 }
@@ -198,6 +200,9 @@ async fn fetch_allocation(
     Err(format!("fetch ResourceClaim {}/{}: {last} ({NOT_FOUND})", c.namespace, c.name))
 }
 
+/// How long `late-prepare` holds each prepare before running it.
+pub const LATE_BY: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Marks a claim the API server does not have.
 const NOT_FOUND: &str = "NotFound";
 
@@ -215,7 +220,7 @@ pub fn now_secs() -> i64 {
 
 impl Driver {
     /// A driver with every device Healthy.
-    pub fn new(cfg: Arc<Config>, log: Logger, stop: CancellationToken) -> Arc<Self> {
+    pub fn new(cfg: Arc<Config>, log: Logger, tasks: crate::core::task::Tasks) -> Arc<Self> {
         let now = now_secs();
         let devices = cfg
             .devices
@@ -228,7 +233,8 @@ impl Driver {
             state: Mutex::new(State::default()),
             health,
             log,
-            stop,
+            stop: tasks.token().clone(),
+            tasks,
             wedged: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -423,6 +429,27 @@ impl Driver {
         crate::core::files::write_atomic(&path, &text)
             .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))?;
         Ok(path)
+    }
+
+    /// A NodePrepareResources call: [`Driver::prepare`], or with
+    /// `late-prepare` the same run in the driver's task group after
+    /// [`LATE_BY`], so it completes when the caller has given up on the call
+    /// (its deadline passed, the gRPC server dropped the call).
+    pub async fn prepare_call(
+        self: &Arc<Self>,
+        req: NodePrepareResourcesRequest,
+    ) -> Result<NodePrepareResourcesResponse, Status> {
+        if !self.has(&Fault::LatePrepare) {
+            return self.prepare(req).await;
+        }
+        let me = Arc::clone(self);
+        let work = self.tasks.spawn_joined(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(LATE_BY) => me.prepare(req).await,
+                _ = me.stop.cancelled() => Err(Status::unavailable("the driver is stopping")),
+            }
+        });
+        work.await.map_err(|e| Status::internal(format!("prepare task: {e}")))?
     }
 
     /// Prepare claims (the v1 messages; v1beta1 converts).
@@ -926,7 +953,7 @@ impl v1::dra_plugin_server::DraPlugin for V1 {
         &self,
         r: Request<NodePrepareResourcesRequest>,
     ) -> Result<Response<NodePrepareResourcesResponse>, Status> {
-        self.0.prepare(r.into_inner()).await.map(Response::new)
+        self.0.prepare_call(r.into_inner()).await.map(Response::new)
     }
     async fn node_unprepare_resources(
         &self,
@@ -942,7 +969,7 @@ impl v1b::dra_plugin_server::DraPlugin for V1beta1 {
         &self,
         r: Request<v1b::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1b::NodePrepareResourcesResponse>, Status> {
-        let resp = self.0.prepare(convert(&r.into_inner())).await?;
+        let resp = self.0.prepare_call(convert(&r.into_inner())).await?;
         Ok(Response::new(convert(&resp)))
     }
     async fn node_unprepare_resources(

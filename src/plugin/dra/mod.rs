@@ -135,6 +135,10 @@ pub enum Fault {
     /// The opaque config of the claim and its DeviceClass is ignored: devices
     /// are prepared with the defaults (DRA-CONFIG-001).
     IgnoreConfig,
+    /// Each prepare runs 300 ms later in a task of its own, finishing even
+    /// when the kubelet gave up on the call and unprepared the claim since,
+    /// which leaves the claim prepared (DRA-PREP-008; dra-driver-nvidia-gpu#1162, #1188).
+    LatePrepare,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -181,6 +185,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
     ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
     ("ignore-config", "opaque-config (the claim's and class's opaque config is dropped)"),
+    ("late-prepare", "(a prepare finishes 300 ms later, even after its call was given up and the claim unprepared)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -234,6 +239,7 @@ impl std::str::FromStr for Fault {
             "racy-prepare" => Fault::RacyPrepare,
             "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
             "ignore-config" => Fault::IgnoreConfig,
+            "late-prepare" => Fault::LatePrepare,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -437,7 +443,7 @@ const POLL: Duration = Duration::from_millis(100);
 pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     cfg.validate()?;
     let cfg = Arc::new(cfg);
-    let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    let driver = Driver::new(cfg.clone(), log.clone(), tasks.clone());
     let removed = driver.clean_leftover_temp_files();
     if !removed.is_empty() {
         let files: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
