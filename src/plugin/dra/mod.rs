@@ -59,6 +59,8 @@ pub enum Fault {
     DeadEndpoint,
     /// v1.DRAPlugin advertised but not served (service-answers).
     UnservedV1,
+    /// v1beta1.DRAPlugin advertised but not served (DRA-VER-001).
+    UnservedV1beta1,
     /// Every DRAPlugin call takes this long first (service-answers, with a short --timeout).
     Slow(Duration),
     /// The last claim of each call has no entry in the answer (answer-complete).
@@ -152,6 +154,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("v1beta1-first", "version-order"),
     ("dead-endpoint", "endpoint-reachable"),
     ("unserved-v1", "service-answers"),
+    ("unserved-v1beta1", "supported-versions (v1beta1 advertised, not served: DRA-VER-001)"),
     ("slow=DURATION", "service-answers (with a shorter --timeout)"),
     ("missing-uid", "answer-complete"),
     ("extra-uid", "answer-extra"),
@@ -206,6 +209,7 @@ impl std::str::FromStr for Fault {
             "v1beta1-first" => Fault::V1beta1First,
             "dead-endpoint" => Fault::DeadEndpoint,
             "unserved-v1" => Fault::UnservedV1,
+            "unserved-v1beta1" => Fault::UnservedV1beta1,
             "slow" => Fault::Slow(crate::core::time::parse_duration(need()?)?),
             "missing-uid" => Fault::MissingUid,
             "extra-uid" => Fault::ExtraUid,
@@ -331,6 +335,7 @@ impl Config {
             .iter()
             .map(String::as_str)
             .filter(|s| !(self.faults.contains(&Fault::UnservedV1) && *s == DRA_V1))
+            .filter(|s| !(self.faults.contains(&Fault::UnservedV1beta1) && *s == DRA_V1BETA1))
             .filter(|s| !(self.faults.contains(&Fault::UnservedHealth) && (*s == HEALTH_V1 || *s == HEALTH_V1ALPHA1)))
             .collect()
     }

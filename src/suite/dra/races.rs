@@ -15,7 +15,7 @@ use crate::suite::Outcome;
 const CONCURRENT: usize = 4;
 
 /// The sorted CDI IDs answered for `uid`, or what is wrong with the answer (pure).
-fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
+pub(super) fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
     if let Some(extra) = r.claims.keys().find(|u| *u != uid) {
         return Err(format!("an entry for claim UID {extra}, which was not asked"));
     }

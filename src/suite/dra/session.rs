@@ -82,6 +82,8 @@ pub(super) fn call_failed(rule: &Rule, rpc: impl Into<String>, e: Error, waited:
 #[derive(Default, Clone)]
 pub(super) struct Driver {
     pub(super) name: String,
+    /// Its registration socket.
+    pub(super) socket: PathBuf,
     pub(super) endpoint: PathBuf,
     pub(super) service: String,
     pub(super) health: Option<String>,
@@ -276,8 +278,9 @@ impl Sess {
     pub(super) async fn registered(&mut self, from: usize) -> std::result::Result<Driver, Outcome> {
         let got = self
             .wait_alive(from, REGISTER_WITHIN, |e| match e {
-                KubeletEvent::DraRegistered { driver, endpoint, service, health, .. } => Some(Ok(Driver {
+                KubeletEvent::DraRegistered { driver, socket, endpoint, service, health, .. } => Some(Ok(Driver {
                     name: driver.clone(),
+                    socket: PathBuf::from(socket),
                     endpoint: PathBuf::from(endpoint),
                     service: service.clone(),
                     health: health.clone(),
