@@ -5,7 +5,9 @@
 // (pkg/scheduler with its default profile, DynamicResources included, as
 // test/integration/util.StartScheduler runs it) and the controllers DRA needs
 // (the resourceclaim controller and the device-taint eviction controller, as
-// kube-controller-manager constructs them), all in one process.
+// kube-controller-manager constructs them; and its serviceaccount and
+// root-ca-cert-publisher controllers, so every namespace has its default
+// ServiceAccount and kube-root-ca.crt as on a cluster), all in one process.
 //
 //	controlplane serve -dir DIR [-node NAME]... [-feature-gates LIST] [-runtime-config LIST] [-v N]
 //
@@ -82,8 +84,10 @@ import (
 	kubeschedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/devicetainteviction"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
+	"k8s.io/kubernetes/pkg/controller/serviceaccount"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
@@ -439,14 +443,40 @@ func serve(args []string) error {
 		ctrlInformers.Resource().V1().DeviceTaintRules(),
 		ctrlInformers.Resource().V1().DeviceClasses(),
 		"device-taint-eviction-controller")
+	// The default ServiceAccount of every namespace and the kube-root-ca.crt
+	// ConfigMap, as kube-controller-manager's serviceaccount and
+	// root-ca-cert-publisher controllers keep them (pods need the first).
+	accounts, err := serviceaccount.NewServiceAccountsController(klog.Background(),
+		ctrlInformers.Core().V1().ServiceAccounts(), ctrlInformers.Core().V1().Namespaces(),
+		client, serviceaccount.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("serviceaccount controller: %w", err)
+	}
+	rootCA, err := rootcacertpublisher.NewPublisher(ctrlInformers.Core().V1().ConfigMaps(),
+		ctrlInformers.Core().V1().Namespaces(), client, caPEM)
+	if err != nil {
+		return fmt.Errorf("root-ca-cert-publisher: %w", err)
+	}
 	ctrlInformers.Start(ctx.Done())
 	ctrlInformers.WaitForCacheSync(ctx.Done())
+	wg.Go(func() { accounts.Run(ctx, 1) })
+	wg.Go(func() { rootCA.Run(ctx, 1) })
 	wg.Go(func() { claims.Run(ctx, 2) })
 	wg.Go(func() {
 		if err := taints.Run(ctx, 2); err != nil {
 			klog.ErrorS(err, "device taint eviction controller stopped")
 		}
 	})
+
+	for {
+		if _, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the default ServiceAccount was not made within 90 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
