@@ -433,7 +433,8 @@ async fn every_deploy_manifest_passes_server_side_dry_run() {
 /// namespace, the pod kept to this test's node), the resourceclaim
 /// controller makes the claim from the template, and the scheduler binds
 /// the pod to the node with one of dra serve's devices in the claim's
-/// status.allocation. The node may not publish a slice for another node.
+/// status.allocation; deleted, the slice is published again as the node.
+/// The node may not publish a slice for another node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_scheduler_allocates_a_claim_from_the_slice_dra_serve_publishes() {
     let Some(cp) = control_plane() else { return };
@@ -507,7 +508,15 @@ async fn the_real_scheduler_allocates_a_claim_from_the_slice_dra_serve_publishes
     assert_eq!((on["key"].as_str(), on["values"][0].as_str()), (Some("metadata.name"), Some(node_name)), "{claim}");
     assert_eq!(claim["status"]["reservedFor"][0]["name"], "dra-fake-gpu-consumer", "{claim}");
 
+    // Deleted behind its back: published again with the node's own credentials
+    // (it lists its node's slices by field selector: a GET of the deleted slice is 403 for a node).
+    let a = call(&cp.kubeconfig, "DELETE", &slice_path(node_name), None).await;
+    assert_eq!(a.code, 200, "{}", a.text);
+    log.wait_for("\"republished\":true", 1).await;
+
     // Stopped: the node deletes its own slice.
-    stop_tailed(serve, log).await.expect_code(0);
+    let r = stop_tailed(serve, log).await;
+    r.expect_code(0);
+    assert!(!r.stdout.contains("\"event\":\"error\""), "{}", r.stdout);
     assert_eq!(get(&cp.kubeconfig, &slice_path(node_name)).await.code, 404);
 }

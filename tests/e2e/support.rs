@@ -908,11 +908,15 @@ fn start_control_plane(bin: &Path) -> Result<ControlPlane, String> {
             std::thread::park();
         }
     });
+    let log_tail = |e: String| {
+        let log = std::fs::read_to_string(dir.join("controlplane.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!("{e}; the end of its log:\n{}", lines[lines.len().saturating_sub(30)..].join("\n"))
+    };
     let line = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(r) => r?,
-        Err(_) => return Err("the control plane was not ready within 120 s".into()),
-    }
-    .to_string();
+        Ok(r) => r.map_err(log_tail)?,
+        Err(_) => return Err(log_tail("the control plane was not ready within 120 s".into())),
+    };
     let wall = started.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
     Ok(ControlPlane {
