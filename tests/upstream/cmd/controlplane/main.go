@@ -55,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -420,7 +421,9 @@ func serve(args []string) error {
 		return fmt.Errorf("kube-scheduler: %w", err)
 	}
 	schedInformers.Start(ctx.Done())
-	schedInformers.WaitForCacheSync(ctx.Done())
+	if err := synced("kube-scheduler", schedInformers.WaitForCacheSync); err != nil {
+		return err
+	}
 	if err := sched.WaitForHandlersSync(ctx); err != nil {
 		return fmt.Errorf("kube-scheduler: %w", err)
 	}
@@ -458,7 +461,9 @@ func serve(args []string) error {
 		return fmt.Errorf("root-ca-cert-publisher: %w", err)
 	}
 	ctrlInformers.Start(ctx.Done())
-	ctrlInformers.WaitForCacheSync(ctx.Done())
+	if err := synced("the controllers", ctrlInformers.WaitForCacheSync); err != nil {
+		return err
+	}
 	wg.Go(func() { accounts.Run(ctx, 1) })
 	wg.Go(func() { rootCA.Run(ctx, 1) })
 	wg.Go(func() { claims.Run(ctx, 2) })
@@ -510,6 +515,25 @@ func serve(args []string) error {
 	}
 	closeEtcd()
 	return runErr
+}
+
+// synced waits (at most 60 s) for the informers of who to sync; one that
+// does not lists an API the server does not serve (GenericWorkload's
+// PodGroups need -runtime-config scheduling.k8s.io/v1beta1=true).
+func synced(who string, wait func(<-chan struct{}) map[reflect.Type]bool) error {
+	stop := make(chan struct{})
+	timer := time.AfterFunc(60*time.Second, func() { close(stop) })
+	defer timer.Stop()
+	var missing []string
+	for typ, ok := range wait(stop) {
+		if !ok {
+			missing = append(missing, typ.String())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: informers not synced within 60 s: %s (an API the server does not serve? see -runtime-config)", who, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func restConfig(path string) (*rest.Config, error) {
