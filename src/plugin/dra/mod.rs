@@ -475,7 +475,8 @@ const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
 /// kubeletplugin helper's slice controller does when its watch sees the deletion.
 async fn republish(api: &slices::ApiServer, name: &str, obj: &serde_json::Value, log: &Logger) {
     let t = Duration::from_secs(5);
-    match slices::exists(api, name, t).await {
+    let node = obj["spec"]["nodeName"].as_str().unwrap_or_default();
+    match slices::exists(api, name, node, t).await {
         Ok(true) => {}
         Ok(false) => match slices::publish(api, obj, t).await {
             Ok(()) => log.event("resourceslice", &[("name", json!(name)), ("republished", json!(true))]),
