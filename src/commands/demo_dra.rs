@@ -103,6 +103,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         rolling_uid: None,
         health_timeout_secs: 0,
         common_cdi_spec: false,
+        withdraw_on_exit: false,
         cdi_env: vec![],
         numa_nodes: None,
         faults: vec![],

@@ -238,11 +238,14 @@ fn slice_path(node: &str) -> String {
     format!("/apis/resource.k8s.io/v1/resourceslices/{}", slice_name(node))
 }
 
-/// `dpctl dra serve` of deploy/'s driver publishing for `node` through `kubeconfig`, its JSON log followed.
+/// `dpctl dra serve` of deploy/'s driver publishing for `node` through
+/// `kubeconfig`, its JSON log followed; `--withdraw-on-exit`, since no kubelet
+/// here wipes a stopped driver's slice (and so the policy's DELETE rule is exercised).
 fn dra_serve(t: &DraTree, kubeconfig: &Path, node: &str) -> (tokio::process::Child, Tail) {
     let (root, cdi) = (s(&t.root), t.p("cdi"));
     let mut c = dpctl_cmd(&["--kubelet-root-dir", root, "dra", "serve", "--driver", DRIVER, "--cdi-dir", s(&cdi)]);
     c.args(["--devices", "4", "--log-format", "json", "--node-name", node, "--kubeconfig", s(kubeconfig)]);
+    c.arg("--withdraw-on-exit");
     c.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let mut child = c.spawn().unwrap();
     let tail = Tail::stdout(&mut child);

@@ -619,7 +619,12 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     }
     // A second instance (same node, driver and pool) replaces the slice: POST → 409 → GET → PUT.
     let d2 = tmp();
-    let (child2, _) = dra_serve(d2.path(), &["--kubeconfig", s(&kc), "--node-name", "node-1", "--devices", "2"]).await;
+    // Asked to (it is not the default, as the kubeletplugin helper), it deletes its slice when it stops.
+    let (child2, _) = dra_serve(
+        d2.path(),
+        &["--kubeconfig", s(&kc), "--node-name", "node-1", "--devices", "2", "--withdraw-on-exit"],
+    )
+    .await;
     wait_until(10, "the ResourceSlice PUT", || run(&seen).iter().any(|r| r.starts_with("PUT"))).await;
     assert_eq!(
         run(&seen),

@@ -54,13 +54,18 @@ pub struct DraServeArgs {
     /// empty-slice, incomplete-pool, no-republish, answer-other-claims, wrong-pool, empty-cdi-edits,
     /// health-unknown-device, stale-health, memory-only-state, new-cdi-ids, remove-cdi-on-exit, ignore-uid,
     /// exit-on-missing-claim, not-idempotent-error, foreign-request-names, deadlock-after-unknown-unprepare,
-    /// racy-prepare, answer-from-checkpoint
+    /// racy-prepare, answer-from-checkpoint, ignore-config, late-prepare, unserved-v1beta1
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<crate::plugin::dra::Fault>,
     /// Also write a common CDI spec at start (k8s.<driver>/claim=common, kept on unprepare) and
     /// return its ID with every prepared device, as the example driver does
     #[arg(long)]
     pub common_cdi_spec: bool,
+    /// Delete its ResourceSlices when it stops. Off by default, as the kubeletplugin helper: the
+    /// kubelet wipes a gone driver's slices after 30 s, and slices kept across a quick update
+    /// stay allocatable (DRA-ROLL-002 fails a driver that deletes them). For use without a kubelet
+    #[arg(long)]
+    pub withdraw_on_exit: bool,
     /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (http or https,
     /// as client-go reads it) [default in a pod: the in-cluster config of its service account]
     #[arg(long, value_name = "PATH")]
@@ -117,6 +122,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         rolling_uid: a.rolling_update.clone(),
         health_timeout_secs: a.health_timeout,
         common_cdi_spec: a.common_cdi_spec,
+        withdraw_on_exit: a.withdraw_on_exit,
         cdi_env: a.env.clone(),
         numa_nodes: a.numa_nodes,
         faults: a.faults.clone(),

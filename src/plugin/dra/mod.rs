@@ -294,6 +294,9 @@ pub struct Config {
     pub publish: Option<(slices::ApiServer, String)>,
     /// Write a common CDI spec at start and return its ID with every claim's devices.
     pub common_cdi_spec: bool,
+    /// Delete its ResourceSlices when it stops (the kubeletplugin helper
+    /// does not: the kubelet wipes a gone driver's slices after its delay).
+    pub withdraw_on_exit: bool,
     /// The env each device's CDI edits set (`{id}`: the device), instead of
     /// DPCTL_DRA_DEVICE and DPCTL_DRA_CLAIM (to match a device plugin's Allocate).
     pub cdi_env: Vec<(String, String)>,
@@ -612,7 +615,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     if let Some(r) = reg_served.take() {
         r.shut().await;
     }
-    if let Some((api, pool)) = published {
+    if let Some((api, pool)) = published.filter(|_| cfg.withdraw_on_exit) {
         for (name, _) in pool {
             match slices::withdraw(api, &name, Duration::from_secs(5)).await {
                 Ok(()) => log.event("resourceslice-deleted", &[("name", json!(name))]),
@@ -649,6 +652,7 @@ mod tests {
             rolling_uid: None,
             health_timeout_secs: 0,
             common_cdi_spec: false,
+            withdraw_on_exit: false,
             cdi_env: vec![],
             control_socket: "/tmp/x.sock".into(),
             faults,
