@@ -15,6 +15,7 @@
 //! `auth-provider` credential plugins, `proxy-url`, impersonation (`as`).
 //! client-go's validation conflicts are refused with its reasons.
 
+use super::exec;
 use base64::Engine as _;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,12 @@ pub struct RestConfig {
     pub token_file: Option<PathBuf>,
     /// HTTP basic authentication.
     pub basic: Option<(String, String)>,
+    /// The `server` field as written (what `provideClusterInfo` hands a plugin).
+    pub server: String,
+    /// An `exec` credential plugin.
+    pub exec: Option<exec::ExecConfig>,
+    /// The cluster's `client.authentication.k8s.io/exec` extension (the plugin's `spec.cluster.config`).
+    pub exec_extension: Option<Value>,
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -137,12 +144,200 @@ fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, Strin
     Ok((https, authority, host, prefix))
 }
 
+/// Parse one kubeconfig file's text (pure): YAML, duplicate names refused
+/// as clientcmd's conversion refuses them, and its relative paths made
+/// absolute against `dir`, its directory, as `clientcmd.ResolveLocalPaths`
+/// does before files are merged (`certificate-authority`,
+/// `client-certificate`, `client-key`, `tokenFile`, and an exec `command`
+/// with a `/` in it; a bare command is looked up in PATH).
+pub fn parse_file(text: &str, dir: &Path) -> Result<Value, String> {
+    let mut v: Value = if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_norway::from_str(text)
+            .map_err(|e| format!("not a kubeconfig (YAML): {}", super::exec::one_line(&e.to_string())))?
+    };
+    if v.is_null() {
+        v = Value::Object(Default::default());
+    }
+    if !v.is_object() {
+        return Err("not a kubeconfig: the file is not a YAML mapping".into());
+    }
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    for (list, item) in [("clusters", "cluster"), ("users", "user"), ("contexts", "context")] {
+        let Some(entries) = v.get_mut(list).and_then(Value::as_array_mut) else { continue };
+        let mut seen = std::collections::HashSet::new();
+        for e in entries.iter_mut() {
+            let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            if !seen.insert(name.clone()) {
+                return Err(format!("duplicate name {name:?} in {list} (clientcmd refuses it); keep one"));
+            }
+            let Some(body) = e.get_mut(item).filter(|b| b.is_object()) else { continue };
+            let keys: &[&str] = match item {
+                "cluster" => &["certificate-authority"],
+                "user" => &["client-certificate", "client-key", "tokenFile"],
+                _ => &[],
+            };
+            for k in keys {
+                if let Some(p) = str_at(body, k).map(|p| resolve(&dir, p)) {
+                    body[*k] = Value::String(p.display().to_string());
+                }
+            }
+            if let Some(cmd) = body.get_mut("exec").and_then(|x| x.get_mut("command")) {
+                if let Some(c) = cmd.as_str().filter(|c| c.contains('/')) {
+                    *cmd = Value::String(resolve(&dir, c).display().to_string());
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Several kubeconfigs merged as `clientcmd.ClientConfigLoadingRules.Load`
+/// merges `KUBECONFIG`'s files (pure): the first file to name a cluster, user
+/// or context wins it whole (a later file's entry of that name is dropped,
+/// even its other fields); `current-context` is the first file's that sets one.
+pub fn merge(files: Vec<Value>) -> Value {
+    let mut out = serde_json::Map::new();
+    for list in ["clusters", "users", "contexts"] {
+        let mut seen = std::collections::HashSet::new();
+        let mut merged = Vec::new();
+        for f in &files {
+            for e in f.get(list).and_then(Value::as_array).into_iter().flatten() {
+                let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                if seen.insert(name) {
+                    merged.push(e.clone());
+                }
+            }
+        }
+        out.insert(list.into(), Value::Array(merged));
+    }
+    if let Some(c) = files.iter().find_map(|f| str_at(f, "current-context")) {
+        out.insert("current-context".into(), Value::String(c.to_string()));
+    }
+    Value::Object(out)
+}
+
 /// The API server of a kubeconfig's current context (or of `context`);
 /// relative paths resolve against `dir`, the kubeconfig's directory. `Err`
 /// is one line naming the field and the fix.
 pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result<RestConfig, String> {
-    let v: Value = serde_norway::from_str(text).map_err(|e| format!("not a kubeconfig (YAML): {e}"))?;
-    let current = context.map(str::to_string).or_else(|| str_at(&v, "current-context").map(str::to_string));
+    rest_config(&parse_file(text, dir)?, context)
+}
+
+/// client-go's aggregate of validation errors: `invalid configuration: X`, or `[X, Y]` for several.
+fn invalid(errs: &[String]) -> String {
+    match errs {
+        [one] => format!("invalid configuration: {one}"),
+        many => format!("invalid configuration: [{}]", many.join(", ")),
+    }
+}
+
+/// A user's `exec` section as clientcmd validates it (`validateAuthInfo`) and
+/// the exec authenticator accepts it (the apiVersion).
+fn exec_config(e: &Value, user: &str, uat: &str) -> Result<exec::ExecConfig, String> {
+    let api_version = str_at(e, "apiVersion").unwrap_or("").to_string();
+    let mode = match str_at(e, "interactiveMode") {
+        Some(m) => m.to_string(),
+        // clientcmd's v1 defaulting: IfAvailable for v1beta1 (and the retired v1alpha1); v1 must say.
+        None if api_version == exec::V1BETA1 || api_version == "client.authentication.k8s.io/v1alpha1" => {
+            "IfAvailable".into()
+        }
+        None => String::new(),
+    };
+    let mut errs = Vec::new();
+    let command = str_at(e, "command").unwrap_or("").to_string();
+    if command.is_empty() {
+        errs.push(format!("command must be specified for {user} to use exec authentication plugin"));
+    }
+    if api_version.is_empty() {
+        errs.push(format!("apiVersion must be specified for {user} to use exec authentication plugin"));
+    }
+    let mut env = Vec::new();
+    for x in e.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let name = str_at(x, "name").unwrap_or("");
+        if name.is_empty() {
+            errs.push(format!("env variable name must be specified for {user} to use exec authentication plugin"));
+        }
+        env.push((name.to_string(), x.get("value").and_then(Value::as_str).unwrap_or("").to_string()));
+    }
+    let interactive = match mode.as_str() {
+        "Never" => exec::InteractiveMode::Never,
+        "IfAvailable" => exec::InteractiveMode::IfAvailable,
+        "Always" => exec::InteractiveMode::Always,
+        "" => {
+            errs.push(format!("interactiveMode must be specified for {user} to use exec authentication plugin"));
+            exec::InteractiveMode::Never
+        }
+        other => {
+            errs.push(format!("invalid interactiveMode for {user}: {other:?}"));
+            exec::InteractiveMode::Never
+        }
+    };
+    if !errs.is_empty() {
+        return Err(format!(
+            "{uat}.exec: {}; an exec section needs command, apiVersion ({}) and, for v1, interactiveMode (Never)",
+            invalid(&errs),
+            exec::V1
+        ));
+    }
+    if api_version != exec::V1 && api_version != exec::V1BETA1 {
+        return Err(format!(
+            "{uat}.exec: exec plugin: invalid apiVersion {api_version:?}; use {} or {}",
+            exec::V1,
+            exec::V1BETA1
+        ));
+    }
+    let args = e.get("args").and_then(Value::as_array).into_iter().flatten();
+    Ok(exec::ExecConfig {
+        command,
+        args: args.map(|a| a.as_str().unwrap_or("").to_string()).collect(),
+        env,
+        api_version,
+        interactive,
+        provide_cluster_info: e.get("provideClusterInfo").and_then(Value::as_bool).unwrap_or(false),
+        install_hint: clean_ansi(str_at(e, "installHint").unwrap_or("")),
+    })
+}
+
+/// `installHint` without ANSI escape sequences, as clientcmd cleans it.
+fn clean_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What client-go says of an `auth-provider`, and what to do instead.
+fn auth_provider(ap: &Value, uat: &str) -> String {
+    let name = str_at(ap, "name").unwrap_or("");
+    let said = match name {
+        "gcp" => "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\" kubectl/client-go credential plugin instead. See https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke for further details".to_string(),
+        "azure" => "The azure auth plugin has been removed. Please use the https://github.com/Azure/kubelogin kubectl/client-go credential plugin instead. See https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins for further details".to_string(),
+        other => format!(
+            "auth-provider {other:?} is not supported by dpctl (client-go removed its in-tree gcp and azure providers in 1.26 in favour of exec credential plugins); use an exec plugin (for OIDC, kubelogin's get-token) or a token"
+        ),
+    };
+    format!("{uat}.auth-provider: {said}")
+}
+
+/// The API server and user of a (merged) kubeconfig's current context, or
+/// of `context`. Paths in `v` are already absolute ([`parse_file`]).
+pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, String> {
+    let current = context.map(str::to_string).or_else(|| str_at(v, "current-context").map(str::to_string));
     let (cluster_name, user_name) = match &current {
         None => {
             // No current context: a single cluster (and user) is unambiguous.
@@ -158,7 +353,7 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
             (c, one("users"))
         }
         Some(current) => {
-            let ctx = entry(&v, "contexts", current).ok_or_else(|| {
+            let ctx = entry(v, "contexts", current).ok_or_else(|| {
                 format!("context {current:?} is not in contexts; name one of them (kubectl config get-contexts)")
             })?;
             let c = ctx.get("context").cloned().unwrap_or(Value::Null);
@@ -167,25 +362,32 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
             (cluster.to_string(), str_at(&c, "user").map(str::to_string))
         }
     };
-    let cluster = entry(&v, "clusters", &cluster_name)
+    let cluster = entry(v, "clusters", &cluster_name)
         .and_then(|c| c.get("cluster"))
         .ok_or_else(|| format!("cluster {cluster_name:?} is not in clusters; add it or fix the context"))?;
     let cat = format!("clusters[{cluster_name}].cluster");
     let user = match &user_name {
         None => None,
         Some(u) => Some(
-            entry(&v, "users", u)
+            entry(v, "users", u)
                 .and_then(|x| x.get("user"))
                 .ok_or_else(|| format!("user {u:?} is not in users; add it or fix the context"))?,
         ),
     };
     let uat = format!("users[{}].user", user_name.as_deref().unwrap_or(""));
-    if str_at(cluster, "proxy-url").is_some() {
+    if let Some(p) = str_at(cluster, "proxy-url") {
         return Err(format!(
-            "{cat}.proxy-url: dpctl does not go through proxies; remove it to reach the server directly"
+            "{cat}.proxy-url {p:?}: dpctl does not connect through proxies (client-go would); remove proxy-url to reach the server directly, or tunnel to it and point server at the tunnel"
         ));
     }
-    let ca = pem(cluster, "certificate-authority", "certificate-authority-data", &cat, dir, "client-go refuses both")?;
+    let ca = pem(
+        cluster,
+        "certificate-authority",
+        "certificate-authority-data",
+        &cat,
+        Path::new("/"),
+        "client-go refuses both",
+    )?;
     let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool).unwrap_or(false);
     if insecure && ca.is_some() {
         // client-go's transport: "specifying a root certificates file with the insecure flag is not allowed".
@@ -194,23 +396,40 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
         ));
     }
     let tls_server_name = str_at(cluster, "tls-server-name").map(str::to_string);
-    let mut rc = RestConfig { ca, insecure, tls_server_name, ..Default::default() };
+    let exec_extension = cluster
+        .get("extensions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|x| x.get("name").and_then(Value::as_str) == Some("client.authentication.k8s.io/exec"))
+        .and_then(|x| x.get("extension"))
+        .cloned();
+    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, ..Default::default() };
     if let Some(u) = user {
-        for (key, what) in [
-            ("exec", "exec credential plugins"),
-            ("auth-provider", "auth-provider plugins"),
-            ("as", "impersonation"),
-            ("as-groups", "impersonation"),
-            ("as-uid", "impersonation"),
-        ] {
-            if u.get(key).is_some_and(|x| !x.is_null()) {
+        let uname = user_name.as_deref().unwrap_or("");
+        let has = |key: &str| u.get(key).is_some_and(|x| !x.is_null());
+        if has("exec") && has("auth-provider") {
+            return Err(format!(
+                "{uat}: {}; keep exec",
+                invalid(&[format!("authProvider cannot be provided in combination with an exec plugin for {uname}")])
+            ));
+        }
+        if let Some(ap) = u.get("auth-provider").filter(|x| !x.is_null()) {
+            return Err(auth_provider(ap, &uat));
+        }
+        for key in ["as", "as-groups", "as-uid", "as-user-extra"] {
+            if has(key) {
                 return Err(format!(
-                    "{uat}.{key}: {what} are not supported by dpctl; use a token, tokenFile or client certificate"
+                    "{uat}.{key}: impersonation is not supported by dpctl; give the identity's own credentials"
                 ));
             }
         }
-        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, dir, "client-go refuses both")?;
-        let key = pem(u, "client-key", "client-key-data", &uat, dir, "client-go refuses both")?;
+        if let Some(e) = u.get("exec").filter(|x| !x.is_null()) {
+            rc.exec = Some(exec_config(e, uname, &uat)?);
+        }
+        let root = Path::new("/");
+        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, root, "client-go refuses both")?;
+        let key = pem(u, "client-key", "client-key-data", &uat, root, "client-go refuses both")?;
         rc.client_cert = match (cert, key) {
             (Some(c), Some(k)) => Some((c, k)),
             (Some(_), None) => {
@@ -224,7 +443,7 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
             (None, None) => None,
         };
         rc.token = str_at(u, "token").map(str::to_string);
-        rc.token_file = str_at(u, "tokenFile").map(|f| resolve(dir, f));
+        rc.token_file = str_at(u, "tokenFile").map(PathBuf::from);
         let (name, pass) = (str_at(u, "username"), str_at(u, "password"));
         if name.is_some() || pass.is_some() {
             if rc.token.is_some() {
@@ -241,7 +460,7 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
     if !https && (rc.ca.is_some() || rc.client_cert.is_some() || rc.tls_server_name.is_some()) {
         return Err(format!("{cat}.server {url:?} is plain http but TLS settings are given; write https://"));
     }
-    Ok(RestConfig { https, authority, host, prefix, ..rc })
+    Ok(RestConfig { https, authority, host, prefix, server: url.to_string(), ..rc })
 }
 
 /// What [`in_cluster`] reads: the two environment variables and the mount.
@@ -284,6 +503,7 @@ pub fn in_cluster(env: &InClusterEnv) -> Option<RestConfig> {
     let ca = env.dir.join("ca.crt");
     Some(RestConfig {
         https: true,
+        server: format!("https://{authority}"),
         authority,
         host: host.to_string(),
         // client-go goes on without the CA when ca.crt cannot be read (the system's roots).
@@ -389,8 +609,39 @@ current-context: here
             ),
             (&format!("{s}, proxy-url: 'http://p'"), "", "proxy-url"),
             ("server: 'http://h', certificate-authority: a", "", "plain http but TLS settings are given"),
-            (s, "exec: {command: aws}", "users[u].user.exec: exec credential plugins are not supported"),
-            (s, "auth-provider: {name: gcp}", "auth-provider"),
+            (
+                s,
+                "exec: {command: aws}",
+                "users[u].user.exec: invalid configuration: [apiVersion must be specified for u to use exec authentication plugin, interactiveMode must be specified for u to use exec authentication plugin]",
+            ),
+            (
+                s,
+                "exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}",
+                "invalid configuration: command must be specified for u to use exec authentication plugin",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Sometimes}",
+                "invalid configuration: invalid interactiveMode for u: \"Sometimes\"",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, env: [{value: x}]}",
+                "env variable name must be specified for u to use exec authentication plugin",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1alpha1}",
+                "exec plugin: invalid apiVersion \"client.authentication.k8s.io/v1alpha1\"; use",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1beta1}, auth-provider: {name: oidc}",
+                "authProvider cannot be provided in combination with an exec plugin for u",
+            ),
+            (s, "auth-provider: {name: gcp}", "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\""),
+            (s, "auth-provider: {name: azure}", "The azure auth plugin has been removed."),
+            (s, "auth-provider: {name: oidc}", "auth-provider \"oidc\" is not supported by dpctl (client-go removed"),
             (s, "as: root", "impersonation"),
             (s, "client-certificate: c", "client-certificate without client-key"),
             (s, "client-key: k", "client-key without client-certificate"),
@@ -405,6 +656,64 @@ current-context: here
             assert!(e.contains(want), "{cluster} / {user}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn exec_sections_are_read_with_clientcmd_s_defaults_and_paths() {
+        let d = Path::new("/home/u/.kube");
+        let k = |exec: &str| {
+            format!(
+                "clusters: [{{name: c, cluster: {{server: 'https://h:1', extensions: [{{name: client.authentication.k8s.io/exec, extension: {{audience: x}}}}]}}}}]\nusers: [{{name: u, user: {{exec: {{{exec}}}}}}}]\ncurrent-context: x\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
+            )
+        };
+        let c = parse_kubeconfig(
+            &k("command: bin/get-token, args: [a, b], env: [{name: A, value: '1'}], apiVersion: client.authentication.k8s.io/v1beta1, provideClusterInfo: true, installHint: \"\\e[1mbrew\\e[0m install it\""),
+            d,
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.server, "https://h:1");
+        assert_eq!(c.exec_extension, Some(serde_json::json!({"audience": "x"})));
+        let e = c.exec.unwrap();
+        assert_eq!(e.command, "/home/u/.kube/bin/get-token", "a command with a slash is relative to the kubeconfig");
+        assert_eq!((e.args, e.env), (vec!["a".to_string(), "b".into()], vec![("A".to_string(), "1".to_string())]));
+        assert_eq!(e.interactive, exec::InteractiveMode::IfAvailable, "v1beta1 defaults to IfAvailable");
+        assert!(e.provide_cluster_info);
+        assert_eq!(e.install_hint, "brew install it", "ANSI escapes removed as clientcmd does");
+        let c = parse_kubeconfig(
+            &k("command: aws, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Always"),
+            d,
+            None,
+        );
+        let e = c.unwrap().exec.unwrap();
+        assert_eq!((e.command.as_str(), e.interactive), ("aws", exec::InteractiveMode::Always), "a bare command: PATH");
+    }
+
+    #[test]
+    fn kubeconfig_files_merge_as_clientcmd_merges_them() {
+        let a = parse_file(
+            "clusters: [{name: shared, cluster: {server: 'https://a:1', certificate-authority: ca.crt}}]\nusers: [{name: u, user: {tokenFile: tok}}]\n",
+            Path::new("/a"),
+        )
+        .unwrap();
+        let b = parse_file(
+            "current-context: ctx\nclusters: [{name: shared, cluster: {server: 'https://b:1', tls-server-name: n}}, {name: other, cluster: {server: 'https://o:1'}}]\nusers: [{name: u, user: {token: from-b}}]\ncontexts: [{name: ctx, context: {cluster: shared, user: u}}, {name: o, context: {cluster: other}}]\n",
+            Path::new("/b"),
+        )
+        .unwrap();
+        let c = parse_file("current-context: o\n", Path::new("/c")).unwrap();
+        let m = merge(vec![a.clone(), b.clone(), c.clone()]);
+        let rc = rest_config(&m, None).unwrap();
+        // The first file's "shared" and "u" win whole (b's tls-server-name and token are dropped);
+        // b's current-context is the first set; a's relative paths resolved against /a.
+        assert_eq!((rc.authority.as_str(), rc.tls_server_name.as_deref()), ("a:1", None));
+        assert_eq!(rc.ca, Some(Pem::File("/a/ca.crt".into())));
+        assert_eq!((rc.token_file, rc.token), (Some(PathBuf::from("/a/tok")), None));
+        assert_eq!(rest_config(&m, Some("o")).unwrap().authority, "o:1");
+        assert_eq!(rest_config(&merge(vec![c, b, a]), None).unwrap().authority, "o:1", "c sets current-context first");
+        assert_eq!(parse_file("", Path::new("/")).unwrap(), serde_json::json!({}), "an empty file is an empty config");
+        let dup = parse_file("users: [{name: u, user: {}}, {name: u, user: {}}]", Path::new("/"));
+        assert!(dup.unwrap_err().contains("duplicate name \"u\" in users"));
     }
 
     #[test]

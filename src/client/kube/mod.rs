@@ -7,6 +7,7 @@
 //! connection to completion.
 
 pub mod config;
+pub mod exec;
 
 use crate::core::{Error, Result};
 use config::{Pem, RestConfig};
@@ -31,6 +32,9 @@ pub struct ApiServer {
     pub token_file: Option<PathBuf>,
     /// `Authorization: Basic ...` for username/password.
     pub basic: Option<String>,
+    /// An exec credential plugin: run at the first request, again when its
+    /// credential expires or is refused.
+    pub exec: Option<Arc<exec::ExecAuth>>,
 }
 
 impl ApiServer {
@@ -107,7 +111,7 @@ impl rustls::client::danger::ServerCertVerifier for SkipVerify {
 
 /// The TLS client configuration of `rc`: its CA (else the system's roots),
 /// or no verification with `insecure-skip-tls-verify`; its client certificate.
-fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+pub(crate) fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
     let provider = crate::core::tls::provider()?;
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -167,6 +171,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
             token: None,
             token_file: None,
             basic: None,
+            exec: None,
         });
     }
     let tls = if rc.https {
@@ -185,6 +190,25 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         use base64::Engine as _;
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
     });
+    let exec = match &rc.exec {
+        None => None,
+        Some(e) => {
+            let ca = match &rc.ca {
+                None => None,
+                Some(p) => Some(
+                    read_pem(p, "certificate-authority").map_err(|err| exec::ExecError::ClusterCa(err).to_string())?,
+                ),
+            };
+            let cluster = exec::ClusterInfo {
+                server: rc.server.clone(),
+                tls_server_name: rc.tls_server_name.clone(),
+                insecure: rc.insecure,
+                ca,
+                config: rc.exec_extension.clone(),
+            };
+            Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(rc.clone()))))
+        }
+    };
     Ok(ApiServer {
         authority: rc.authority.clone(),
         prefix: rc.prefix.clone(),
@@ -192,11 +216,13 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         token,
         token_file: rc.token_file.clone(),
         basic,
+        exec,
     })
 }
 
 /// Read a kubeconfig file (its current context, or `context`) and connect
-/// as it says; errors are one line starting `--kubeconfig PATH:`.
+/// as it says; errors are one line starting `--kubeconfig PATH:`. The file
+/// alone, as clientcmd reads an explicit path (no merging).
 pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
     let fail = |e: String| Error::usage(format!("--kubeconfig {}: {e}", path.display()));
     let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig").map_err(|e| fail(e.to_string()))?;
@@ -208,6 +234,81 @@ pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<Api
 /// [`load_kubeconfig_context`] with the current context.
 pub fn load_kubeconfig(path: &Path) -> Result<ApiServer> {
     load_kubeconfig_context(path, None)
+}
+
+/// What [`load_kubeconfig_list`] found.
+#[derive(Debug)]
+pub enum Loaded {
+    /// The merged files' connection.
+    Server(ApiServer),
+    /// None of the files exists (client-go: "Config not found: …").
+    NotFound(Vec<PathBuf>),
+}
+
+/// `KUBECONFIG`: its files (`:`-separated, each once, empty entries and
+/// missing files skipped) merged as clientcmd merges them
+/// ([`config::merge`]), then connected as its current context (or
+/// `context`) says. Errors are one line starting `KUBECONFIG=LIST:`.
+pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded> {
+    let fail = |e: String| Error::usage(format!("KUBECONFIG={list}: {e}"));
+    let mut files = Vec::new();
+    let mut missing = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in list.split(':').filter(|f| !f.is_empty() && seen.insert(*f)) {
+        let path = PathBuf::from(f);
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing.push(path);
+                continue;
+            }
+            _ => {}
+        }
+        let text = crate::core::limits::read_file(&path, 4 << 20, "kubeconfig")
+            .map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        files.push(config::parse_file(&text, dir).map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?);
+    }
+    if files.is_empty() {
+        return Ok(Loaded::NotFound(missing));
+    }
+    let rc = config::rest_config(&config::merge(files), context).map_err(fail)?;
+    connect(&rc).map(Loaded::Server).map_err(fail)
+}
+
+/// Where a client goes, as client-go's deferred loading decides with
+/// explicit `--kubeconfig` and `KUBECONFIG` (`kubeconfig_env`, the
+/// variable's value): the explicit file alone; else `KUBECONFIG`'s files
+/// merged; else, or when none of them exists, the in-cluster config in a
+/// pod. `Ok(None)`: none of these. Unlike client-go, `~/.kube/config` is
+/// never read: a driver publishes only where it is told to.
+pub fn load_default(
+    explicit: Option<&Path>,
+    kubeconfig_env: Option<&str>,
+    context: Option<&str>,
+) -> Result<Option<ApiServer>> {
+    if let Some(p) = explicit {
+        return load_kubeconfig_context(p, context).map(Some);
+    }
+    let list = kubeconfig_env.filter(|l| !l.is_empty());
+    if let Some(list) = list {
+        match load_kubeconfig_list(list, context)? {
+            Loaded::Server(api) => return Ok(Some(api)),
+            Loaded::NotFound(missing) => {
+                if let Some(api) = load_in_cluster()? {
+                    return Ok(Some(api));
+                }
+                let names: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+                return Err(Error::usage(format!(
+                    "KUBECONFIG={list}: Config not found: {}; name kubeconfig files that exist, or pass --kubeconfig",
+                    names.join(", ")
+                )));
+            }
+        }
+    }
+    if context.is_some() {
+        return Err(Error::usage("--context needs a kubeconfig: pass --kubeconfig or set KUBECONFIG"));
+    }
+    load_in_cluster()
 }
 
 /// In a pod (`KUBERNETES_SERVICE_HOST`/`_PORT` set and a service-account
@@ -274,7 +375,10 @@ fn handshake_error(api: &ApiServer, e: &std::io::Error) -> Error {
     Error::failed(format!("API server {}: TLS handshake failed: {e}; {fix}", api.url()))
 }
 
-/// One HTTP/1.1 request with a JSON body; the status and the body.
+/// One HTTP/1.1 request with a JSON body; the status and the body. With an
+/// exec plugin its credential is got first (the plugin has its own time
+/// limit, outside `t`), and a 401 to it runs the plugin again for the next
+/// request, as client-go's exec round tripper does; the 401 is still the answer.
 pub async fn request(
     api: &ApiServer,
     method: &str,
@@ -282,6 +386,13 @@ pub async fn request(
     body: Option<&Value>,
     t: Duration,
 ) -> Result<(u16, Value)> {
+    let creds =
+        match &api.exec {
+            None => None,
+            Some(a) => Some(a.get().await.map_err(|e| {
+                Error::failed(format!("API server {}: getting credentials: {e}", api.url())).caused_by(e)
+            })?),
+        };
     let work = async {
         let stream = tokio::net::TcpStream::connect(&api.authority)
             .await
@@ -293,30 +404,46 @@ pub async fn request(
             .header("accept", "application/json")
             .header("content-type", "application/json")
             .header("user-agent", "dpctl");
-        if let Some(a) = api.authorization() {
+        // Credentials already set win over the plugin's, as client-go's round tripper.
+        let from_plugin = creds.as_ref().and_then(|c| c.cred.token.as_ref()).map(|t| format!("Bearer {t}"));
+        if let Some(a) = api.authorization().or(from_plugin) {
             b = b.header("authorization", a);
         }
         let req = b
             .body(body.map(|v| v.to_string()).unwrap_or_default())
             .map_err(|e| Error::failed(format!("API request: {e}")))?;
-        match &api.tls {
+        let tls = match (&api.tls, creds.as_ref().and_then(|c| c.tls.clone())) {
+            (Some((_, name)), Some(cfg)) => Some((cfg, name.clone())),
+            (tls, _) => tls.clone(),
+        };
+        match tls {
             None => exchange(stream, req).await,
             Some((cfg, name)) => {
-                let tls = tokio_rustls::TlsConnector::from(cfg.clone())
-                    .connect(name.clone(), stream)
+                let tls = tokio_rustls::TlsConnector::from(cfg)
+                    .connect(name, stream)
                     .await
                     .map_err(|e| handshake_error(api, &e))?;
                 exchange(tls, req).await
             }
         }
     };
-    tokio::time::timeout(t, work).await.map_err(|_| {
+    let answer = tokio::time::timeout(t, work).await.map_err(|_| {
         Error::failed(format!(
             "API server {}: no answer to {method} {path} within {}",
             api.url(),
             crate::core::time::format_duration(t)
         ))
-    })?
+    })??;
+    if let (401, Some(a), Some(c)) = (answer.0, &api.exec, &creds) {
+        a.refused(c).await.map_err(|e| {
+            Error::failed(format!(
+                "API server {}: {method} {path}: 401 Unauthorized to the exec plugin's credential, and running it again failed: {e}",
+                api.url()
+            ))
+            .caused_by(e)
+        })?;
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
