@@ -69,14 +69,27 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// A path as `clientcmd` resolves it: relative to the kubeconfig's directory.
+/// A path as `clientcmd` resolves it: relative to the kubeconfig's
+/// directory, cleaned as Go's `filepath.Join` cleans (`.` dropped, `..`
+/// taking the name before it).
 fn resolve(dir: &Path, p: &str) -> PathBuf {
-    let p = Path::new(p);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
+    use std::path::Component;
+    let joined = dir.join(p);
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
+                    out.pop();
+                } else if !out.has_root() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
     }
+    out
 }
 
 /// A `-data` field: base64 in the kubeconfig ([]byte in client-go's types).
@@ -347,6 +360,10 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
                     .filter(|a| a.len() == 1)
                     .and_then(|a| a[0].get("name").and_then(Value::as_str).map(String::from))
             };
+            let none = |list: &str| v.get(list).and_then(Value::as_array).is_none_or(Vec::is_empty);
+            if none("clusters") && none("contexts") {
+                return Err("invalid configuration: no configuration has been provided; write a kubeconfig with a cluster, a user and a context".into());
+            }
             let c = one("clusters").ok_or(
                 "no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)",
             )?;
@@ -354,7 +371,7 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
         }
         Some(current) => {
             let ctx = entry(v, "contexts", current).ok_or_else(|| {
-                format!("context {current:?} is not in contexts; name one of them (kubectl config get-contexts)")
+                format!("invalid configuration: context was not found for specified context: {current}; name one of the contexts (kubectl config get-contexts)")
             })?;
             let c = ctx.get("context").cloned().unwrap_or(Value::Null);
             let cluster = str_at(&c, "cluster")
@@ -552,7 +569,7 @@ current-context: here
         let one = parse_kubeconfig("clusters: [{name: c, cluster: {server: 'http://h/api-proxy'}}]", d, None).unwrap();
         assert_eq!((one.authority.as_str(), one.prefix.as_str(), one.token), ("h:80", "/api-proxy", None));
         let e = parse_kubeconfig(&FULL.replace("current-context: here", "current-context: gone"), d, None);
-        assert!(e.unwrap_err().contains("context \"gone\" is not in contexts"));
+        assert!(e.unwrap_err().contains("context was not found for specified context: gone"));
         assert!(parse_kubeconfig("[", d, None).unwrap_err().contains("not a kubeconfig"));
     }
 

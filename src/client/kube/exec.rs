@@ -76,8 +76,12 @@ pub struct ExecConfig {
 /// client-go's words, with the fix after a `;` where client-go gives none.
 #[derive(Debug)]
 pub enum ExecError {
-    /// `interactiveMode: Always`.
-    Interactive,
+    /// `interactiveMode: Always`: client-go's error for a caller whose
+    /// standard input is unavailable (whether it is a terminal says which).
+    Interactive {
+        /// Whether dpctl's standard input is a terminal.
+        terminal: bool,
+    },
     /// The command is not in PATH or not there (`exec.Error`).
     NotFound {
         /// The command as configured.
@@ -136,7 +140,11 @@ pub enum ExecError {
 impl fmt::Display for ExecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ExecError::Interactive => {
+            ExecError::Interactive { terminal: false } => write!(
+                f,
+                "exec plugin cannot support interactive mode: standard input is not a terminal; set interactiveMode to IfAvailable or Never"
+            ),
+            ExecError::Interactive { terminal: true } => {
                 write!(f, "exec plugin cannot support interactive mode: standard input is unavailable: {STDIN_UNAVAILABLE}")
             }
             ExecError::NotFound { cmd, hint, .. } => {
@@ -146,7 +154,10 @@ impl fmt::Display for ExecError {
                 }
                 Ok(())
             }
-            ExecError::Spawn { cmd, source } => write!(f, "exec: {cmd}: {source}; check that it is an executable"),
+            // A path is not looked up: Go's exec.Command fails in fork/exec (a *PathError).
+            ExecError::Spawn { cmd, source } => {
+                write!(f, "exec: fork/exec {cmd}: {}; fix the exec command or install it there", go_errno(source))
+            }
             ExecError::Exit { cmd, code, stderr } => {
                 write!(f, "exec: executable {cmd} failed with exit code {code}")?;
                 if !stderr.is_empty() {
@@ -182,6 +193,22 @@ impl std::error::Error for ExecError {
             ExecError::NotFound { source, .. } | ExecError::Spawn { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// An OS error as Go's syscall.Errno prints it ("no such file or directory").
+fn go_errno(e: &std::io::Error) -> String {
+    let text = match e.raw_os_error() {
+        Some(n) => {
+            let t = std::io::Error::from_raw_os_error(n).to_string();
+            t.split(" (os error").next().unwrap_or(&t).to_string()
+        }
+        None => e.to_string(),
+    };
+    let mut c = text.chars();
+    match c.next() {
+        Some(first) => first.to_lowercase().chain(c).collect(),
+        None => text,
     }
 }
 
@@ -378,7 +405,9 @@ impl ExecAuth {
     async fn run(&self) -> Result<Credential, ExecError> {
         let c = &self.config;
         if c.interactive == InteractiveMode::Always {
-            return Err(ExecError::Interactive);
+            // SAFETY: isatty only reads the state of file descriptor 0.
+            let terminal = unsafe { libc::isatty(0) } == 1;
+            return Err(ExecError::Interactive { terminal });
         }
         let cluster = if c.provide_cluster_info { self.cluster.as_ref() } else { None };
         let mut cmd = tokio::process::Command::new(&c.command);
@@ -390,7 +419,8 @@ impl ExecAuth {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         let child = cmd.spawn().map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => {
+            // A bare name not found in PATH (Go's *exec.Error); a path is a Spawn error.
+            std::io::ErrorKind::NotFound if !c.command.contains('/') => {
                 ExecError::NotFound { cmd: c.command.clone(), hint: c.install_hint.clone(), source }
             }
             _ => ExecError::Spawn { cmd: c.command.clone(), source },
@@ -560,7 +590,9 @@ mod tests {
         let mut always = cfg("true", V1);
         always.interactive = InteractiveMode::Always;
         let s = ExecAuth::new(always, None, None).get().await.unwrap_err().to_string();
-        assert!(s.starts_with("exec plugin cannot support interactive mode: standard input is unavailable"), "{s}");
+        assert!(s.starts_with("exec plugin cannot support interactive mode: standard input is "), "{s}");
+        let s = ExecAuth::new(cfg("/nonexistent/plugin", V1), None, None).get().await.unwrap_err().to_string();
+        assert!(s.starts_with("exec: fork/exec /nonexistent/plugin: no such file or directory; "), "{s}");
         let mut slow = ExecAuth::new(cfg(&script(d.path(), "slow", "exec sleep 30"), V1), None, None);
         slow.timeout = Duration::from_millis(300);
         let s = slow.get().await.unwrap_err().to_string();

@@ -220,15 +220,20 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
     })
 }
 
-/// Read a kubeconfig file (its current context, or `context`) and connect
-/// as it says; errors are one line starting `--kubeconfig PATH:`. The file
-/// alone, as clientcmd reads an explicit path (no merging).
-pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
+/// Read a kubeconfig file (its current context, or `context`): the file
+/// alone, as clientcmd reads an explicit path (no merging); errors are one
+/// line starting `--kubeconfig PATH:`.
+pub fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<RestConfig> {
     let fail = |e: String| Error::usage(format!("--kubeconfig {}: {e}", path.display()));
     let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig").map_err(|e| fail(e.to_string()))?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let rc = config::parse_kubeconfig(&text, dir, context).map_err(fail)?;
-    connect(&rc).map_err(fail)
+    config::parse_kubeconfig(&text, dir, context).map_err(fail)
+}
+
+/// [`read_kubeconfig`], connected as it says.
+pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
+    let rc = read_kubeconfig(path, context)?;
+    connect(&rc).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))
 }
 
 /// [`load_kubeconfig_context`] with the current context.
@@ -236,32 +241,31 @@ pub fn load_kubeconfig(path: &Path) -> Result<ApiServer> {
     load_kubeconfig_context(path, None)
 }
 
-/// What [`load_kubeconfig_list`] found.
+/// What `KUBECONFIG`'s files gave.
 #[derive(Debug)]
-pub enum Loaded {
-    /// The merged files' connection.
-    Server(ApiServer),
+pub enum Loaded<T> {
+    /// The merged files' configuration (or connection).
+    Found(T),
     /// None of the files exists (client-go: "Config not found: …").
     NotFound(Vec<PathBuf>),
 }
 
 /// `KUBECONFIG`: its files (`:`-separated, each once, empty entries and
 /// missing files skipped) merged as clientcmd merges them
-/// ([`config::merge`]), then connected as its current context (or
-/// `context`) says. Errors are one line starting `KUBECONFIG=LIST:`.
-pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded> {
+/// ([`config::merge`]), read as its current context (or `context`) says.
+/// Errors are one line starting `KUBECONFIG=LIST:`.
+pub fn read_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<RestConfig>> {
     let fail = |e: String| Error::usage(format!("KUBECONFIG={list}: {e}"));
     let mut files = Vec::new();
     let mut missing = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for f in list.split(':').filter(|f| !f.is_empty() && seen.insert(*f)) {
         let path = PathBuf::from(f);
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        if let Err(e) = std::fs::metadata(&path) {
+            if e.kind() == std::io::ErrorKind::NotFound {
                 missing.push(path);
                 continue;
             }
-            _ => {}
         }
         let text = crate::core::limits::read_file(&path, 4 << 20, "kubeconfig")
             .map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?;
@@ -271,8 +275,17 @@ pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded>
     if files.is_empty() {
         return Ok(Loaded::NotFound(missing));
     }
-    let rc = config::rest_config(&config::merge(files), context).map_err(fail)?;
-    connect(&rc).map(Loaded::Server).map_err(fail)
+    config::rest_config(&config::merge(files), context).map(Loaded::Found).map_err(fail)
+}
+
+/// [`read_kubeconfig_list`], connected as it says.
+pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<ApiServer>> {
+    match read_kubeconfig_list(list, context)? {
+        Loaded::NotFound(m) => Ok(Loaded::NotFound(m)),
+        Loaded::Found(rc) => {
+            connect(&rc).map(Loaded::Found).map_err(|e| Error::usage(format!("KUBECONFIG={list}: {e}")))
+        }
+    }
 }
 
 /// Where a client goes, as client-go's deferred loading decides with
@@ -292,14 +305,14 @@ pub fn load_default(
     let list = kubeconfig_env.filter(|l| !l.is_empty());
     if let Some(list) = list {
         match load_kubeconfig_list(list, context)? {
-            Loaded::Server(api) => return Ok(Some(api)),
+            Loaded::Found(api) => return Ok(Some(api)),
             Loaded::NotFound(missing) => {
                 if let Some(api) = load_in_cluster()? {
                     return Ok(Some(api));
                 }
                 let names: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
                 return Err(Error::usage(format!(
-                    "KUBECONFIG={list}: Config not found: {}; name kubeconfig files that exist, or pass --kubeconfig",
+                    "KUBECONFIG={list}: Config not found: {}, and not in a pod (client-go: invalid configuration: no configuration has been provided); name kubeconfig files that exist, or pass --kubeconfig",
                     names.join(", ")
                 )));
             }
