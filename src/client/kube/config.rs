@@ -1,9 +1,10 @@
 //! Where an API server is and how to talk to it, read as client-go reads it
 //! (`tools/clientcmd` for kubeconfigs, `rest.InClusterConfig` for a pod):
-//! [`parse_kubeconfig`] is pure (the text and the kubeconfig's directory,
-//! against which relative paths resolve, as `clientcmd` resolves them);
-//! [`in_cluster`] reads the service-account mount. Files named by either are
-//! read when the connection is built ([`super::connect`]).
+//! [`parse_file`] reads one file (relative paths made absolute against its
+//! directory, as `clientcmd.ResolveLocalPaths`), [`merge`] merges several as
+//! `KUBECONFIG`'s are merged, [`rest_config`] picks the context's cluster and
+//! user — all pure; [`in_cluster`] reads the service-account mount. Files
+//! named by them are read when the connection is built ([`super::connect`]).
 //!
 //! Supported: `server` (http or https; without a scheme, https when any TLS
 //! setting is given, as `rest.DefaultServerURL`), `certificate-authority`
@@ -11,9 +12,11 @@
 //! `tls-server-name`; users' `token`, `tokenFile` (wins over `token`, read
 //! again at every request as client-go's cached file token source does when
 //! it expires), `username`/`password`, `client-certificate(-data)` and
-//! `client-key(-data)`. Refused with the field named: `exec` and
-//! `auth-provider` credential plugins, `proxy-url`, impersonation (`as`).
-//! client-go's validation conflicts are refused with its reasons.
+//! `client-key(-data)`, and `exec` credential plugins ([`super::exec`],
+//! validated as clientcmd validates them). Refused with the field named:
+//! `auth-provider` (in client-go's words for the removed gcp and azure
+//! providers), `proxy-url`, impersonation (`as`). client-go's validation
+//! conflicts are refused with its reasons.
 
 use super::exec;
 use base64::Engine as _;
