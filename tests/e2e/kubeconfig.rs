@@ -188,6 +188,9 @@ async fn dpctl_reads(dir: &Path, case: &Case) -> Value {
         "certData": matches!((&rc.client_cert, secure), (Some((Pem::Data(_), _)), true)),
         "username": match (&rc.basic, secure) { (Some((u, _)), true) => u.clone(), _ => String::new() },
     });
+    if let Some(p) = &rc.proxy {
+        out["proxy"] = json!(p.url);
+    }
     if let (Some(e), true) = (&rc.exec, secure) {
         let mode = match e.interactive {
             kube::exec::InteractiveMode::Never => "Never",
@@ -307,6 +310,10 @@ fn cases() -> Vec<Case> {
                 vec![("ca.crt", ca.clone()), ("config", one("{token: from-list}")), ("explicit", format!("clusters: [{{name: e, cluster: {{{server}, insecure-skip-tls-verify: true}}}}]\ncontexts: [{{name: e, context: {{cluster: e}}}}]\ncurrent-context: e\n"))],
             )
         },
+        base(
+            "proxy-url",
+            vec![("config", format!("clusters: [{{name: c, cluster: {{{server}, insecure-skip-tls-verify: true, proxy-url: 'http://user:pw@127.0.0.1:9'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"))],
+        ),
         base("plain-http-sends-nothing", vec![("config", "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t, exec: {command: x, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n".into())]),
         // exec, working.
         base(
@@ -343,6 +350,7 @@ fn cases() -> Vec<Case> {
         ("exec-bad-interactive-mode", vec![("config", exec(&format!("command: x, apiVersion: {V1}, interactiveMode: Sometimes")))]),
         ("exec-unknown-api-version", vec![("config", exec("command: x, apiVersion: client.authentication.k8s.io/v1alpha1"))]),
         ("exec-and-auth-provider", vec![("config", one(&format!("{{exec: {{command: x, apiVersion: {V1}, interactiveMode: Never}}, auth-provider: {{name: oidc}}}}")))]),
+        ("proxy-url-bad-scheme", vec![("config", one("{token: t}").replace("certificate-authority: ca.crt", "certificate-authority: ca.crt, proxy-url: 'ftp://p'"))]),
         ("auth-provider-gcp", vec![("config", one("{auth-provider: {name: gcp}}"))]),
         ("auth-provider-azure", vec![("config", one("{auth-provider: {name: azure}}"))]),
     ];
@@ -457,7 +465,7 @@ async fn an_exec_plugin_gets_the_exec_info_client_go_gives_it() {
         let out = d.path().join("info");
         std::fs::write(
             d.path().join("config"),
-            format!("clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:1/prefix', certificate-authority: ca.crt, tls-server-name: api.example, extensions: [{{name: client.authentication.k8s.io/exec, extension: {{audience: dpctl, count: 1}}}}]}}}}]\nusers: [{{name: u, user: {{exec: {{command: ./plug, apiVersion: {V1}, interactiveMode: Never, provideClusterInfo: {provide}, env: [{{name: INFO_OUT, value: '{}'}}]}}}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n", s(&out)),
+            format!("clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:1/prefix', proxy-url: 'http://127.0.0.1:9', certificate-authority: ca.crt, tls-server-name: api.example, extensions: [{{name: client.authentication.k8s.io/exec, extension: {{audience: dpctl, count: 1}}}}]}}}}]\nusers: [{{name: u, user: {{exec: {{command: ./plug, apiVersion: {V1}, interactiveMode: Never, provideClusterInfo: {provide}, env: [{{name: INFO_OUT, value: '{}'}}]}}}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n", s(&out)),
         )
         .unwrap();
         let case = Case {
@@ -479,4 +487,86 @@ async fn an_exec_plugin_gets_the_exec_info_client_go_gives_it() {
         assert_eq!(from_dpctl, from_go, "provideClusterInfo {provide}");
         assert_eq!(from_go["spec"]["cluster"].is_object(), provide, "{from_go}");
     }
+}
+
+/// A small HTTP CONNECT proxy on 127.0.0.1: it records each CONNECT target
+/// and tunnels it (answering 403 to targets that are not 127.0.0.1).
+async fn connect_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if c.read(&mut b).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push(head.lines().next().unwrap_or("").to_string());
+                if !target.starts_with("127.0.0.1:") {
+                    let _ = c.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n").await;
+                    return;
+                }
+                let Ok(mut up) = tokio::net::TcpStream::connect(&target).await else { return };
+                let _ = c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+                let _ = tokio::io::copy_bidirectional(&mut c, &mut up).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_tunnels_through_an_http_proxy_url_and_says_what_the_proxy_refused() {
+    let d = tmp();
+    let (kubelet, klog, kc) = api_node(d.path()).await;
+    let (proxy, seen) = connect_proxy().await;
+    let text = std::fs::read_to_string(&kc).unwrap();
+    let via = d.path().join("kubeconfig-proxy");
+    std::fs::write(&via, text.replace("    server: ", &format!("    proxy-url: http://{proxy}\n    server: ")))
+        .unwrap();
+    let root = tmp();
+    let mut serve = dra_serve(root.path(), &via).spawn().unwrap();
+    let mut out = Tail::stdout(&mut serve);
+    out.wait_for("\"event\":\"resourceslice\"", 1).await;
+    let authority = kube::load_kubeconfig(&kc).unwrap().authority;
+    assert!(
+        seen.lock().unwrap().iter().any(|l| l == &format!("CONNECT {authority} HTTP/1.1")),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    stop_tailed(serve, out).await;
+    // A proxy that refuses the tunnel: its answer, on one line.
+    let server = format!("https://{authority}");
+    let refused = d.path().join("kubeconfig-refused");
+    std::fs::write(
+        &refused,
+        text.replace(
+            &format!("    server: {server}"),
+            &format!(
+                "    proxy-url: http://{proxy}\n    server: https://localhost:{}",
+                authority.rsplit(':').next().unwrap()
+            ),
+        ),
+    )
+    .unwrap();
+    let r = run_cmd(dra_serve(tmp().path(), &refused)).await;
+    r.expect_code(1);
+    assert!(
+        r.stderr.contains(&format!(
+            "through proxy-url http://{proxy}: the proxy answered CONNECT with \"HTTP/1.1 403 Forbidden\""
+        )),
+        "{}",
+        r.stderr
+    );
+    stop_tailed(kubelet, klog).await.expect_code(0);
 }

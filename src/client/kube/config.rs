@@ -13,9 +13,10 @@
 //! again at every request as client-go's cached file token source does when
 //! it expires), `username`/`password`, `client-certificate(-data)` and
 //! `client-key(-data)`, and `exec` credential plugins ([`super::exec`],
-//! validated as clientcmd validates them). Refused with the field named:
-//! `auth-provider` (in client-go's words for the removed gcp and azure
-//! providers), `proxy-url`, impersonation (`as`). client-go's validation
+//! validated as clientcmd validates them), an `http://` `proxy-url` (HTTP
+//! CONNECT). Refused with the field named: `auth-provider` (in client-go's
+//! words for the removed gcp and azure providers), `socks5://` and
+//! `https://` proxies, impersonation (`as`). client-go's validation
 //! conflicts are refused with its reasons.
 
 use super::exec;
@@ -66,6 +67,78 @@ pub struct RestConfig {
     pub exec: Option<exec::ExecConfig>,
     /// The cluster's `client.authentication.k8s.io/exec` extension (the plugin's `spec.cluster.config`).
     pub exec_extension: Option<Value>,
+    /// `proxy-url`: an http proxy every connection is tunnelled through (HTTP CONNECT).
+    pub proxy: Option<Proxy>,
+}
+
+/// An http proxy (`proxy-url: http://[user:password@]host[:port]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proxy {
+    /// The URL as written (for messages and `provideClusterInfo`).
+    pub url: String,
+    /// `host:port` (port 80 when the URL has none, as Go's http.Transport).
+    pub authority: String,
+    /// `Proxy-Authorization: Basic …` from the URL's user and password.
+    pub authorization: Option<String>,
+}
+
+/// `proxy-url` as clientcmd validates it (`parseProxyURL`) and as dpctl can
+/// use it: an `http://` proxy; `https://` and `socks5://` (which client-go
+/// also takes) are refused with what to do.
+fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, String> {
+    let unsupported = |scheme: &str| {
+        format!(
+            "{at}.proxy-url: invalid configuration: invalid 'proxy-url' {url:?} for cluster {cluster:?}: unsupported scheme {scheme:?}, must be http, https, or socks5"
+        )
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(unsupported(""));
+    };
+    match scheme {
+        "http" => {}
+        "https" | "socks5" => {
+            return Err(format!(
+                "{at}.proxy-url {url:?}: dpctl tunnels through http:// proxies only (client-go also takes {scheme}); use an http proxy, or remove proxy-url"
+            ))
+        }
+        other => return Err(unsupported(other)),
+    }
+    let hostport = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let (userinfo, hostport) = match hostport.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, hostport),
+    };
+    if hostport.is_empty() {
+        return Err(format!("{at}.proxy-url {url:?} names no host; write http://HOST:PORT"));
+    }
+    // A port after the host (or after an [IPv6] literal's closing bracket).
+    let after_host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map(|(_, after)| after).unwrap_or(""),
+        None => hostport,
+    };
+    let authority = if after_host.contains(':') { hostport.to_string() } else { format!("{hostport}:80") };
+    let authorization =
+        userinfo.map(|u| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(percent_decode(u))));
+    Ok(Proxy { url: url.to_string(), authority, authorization })
+}
+
+/// `%XX` escapes of a URL's user information decoded.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -395,11 +468,7 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
         ),
     };
     let uat = format!("users[{}].user", user_name.as_deref().unwrap_or(""));
-    if let Some(p) = str_at(cluster, "proxy-url") {
-        return Err(format!(
-            "{cat}.proxy-url {p:?}: dpctl does not connect through proxies (client-go would); remove proxy-url to reach the server directly, or tunnel to it and point server at the tunnel"
-        ));
-    }
+    let proxy = str_at(cluster, "proxy-url").map(|p| proxy(p, &cluster_name, &cat)).transpose()?;
     let ca = pem(
         cluster,
         "certificate-authority",
@@ -424,7 +493,7 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
         .find(|x| x.get("name").and_then(Value::as_str) == Some("client.authentication.k8s.io/exec"))
         .and_then(|x| x.get("extension"))
         .cloned();
-    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, ..Default::default() };
+    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, proxy, ..Default::default() };
     if let Some(u) = user {
         let uname = user_name.as_deref().unwrap_or("");
         let has = |key: &str| u.get(key).is_some_and(|x| !x.is_null());
@@ -627,7 +696,16 @@ current-context: here
                 "",
                 "insecure-skip-tls-verify with a certificate-authority is not allowed",
             ),
-            (&format!("{s}, proxy-url: 'http://p'"), "", "proxy-url"),
+            (
+                &format!("{s}, proxy-url: 'socks5://p:1080'"),
+                "",
+                "clusters[c].cluster.proxy-url \"socks5://p:1080\": dpctl tunnels through http:// proxies only",
+            ),
+            (
+                &format!("{s}, proxy-url: 'ftp://p'"),
+                "",
+                "invalid 'proxy-url' \"ftp://p\" for cluster \"c\": unsupported scheme \"ftp\", must be http, https, or socks5",
+            ),
             ("server: 'http://h', certificate-authority: a", "", "plain http but TLS settings are given"),
             (
                 s,
@@ -707,6 +785,18 @@ current-context: here
         );
         let e = c.unwrap().exec.unwrap();
         assert_eq!((e.command.as_str(), e.interactive), ("aws", exec::InteractiveMode::Always), "a bare command: PATH");
+    }
+
+    #[test]
+    fn an_http_proxy_url_is_read_as_go_reads_it() {
+        let p = proxy("http://u:p%40ss@proxy.corp:3128/", "c", "x").unwrap();
+        assert_eq!(p.authority, "proxy.corp:3128");
+        assert_eq!(p.authorization.as_deref(), Some("Basic dTpwQHNz"), "user info decoded: u:p@ss");
+        assert_eq!(proxy("http://proxy", "c", "x").unwrap().authority, "proxy:80");
+        assert_eq!(proxy("http://[::1]:8080", "c", "x").unwrap().authority, "[::1]:8080");
+        assert_eq!(proxy("http://[::1]", "c", "x").unwrap().authority, "[::1]:80");
+        assert!(proxy("http://", "c", "x").unwrap_err().contains("names no host"));
+        assert!(proxy("proxy:3128", "c", "x").unwrap_err().contains("unsupported scheme \"\""));
     }
 
     #[test]

@@ -287,6 +287,8 @@ pub struct ClusterInfo {
     pub insecure: bool,
     /// The CA bundle's bytes.
     pub ca: Option<Vec<u8>>,
+    /// `proxy-url`.
+    pub proxy_url: Option<String>,
     /// The cluster's `client.authentication.k8s.io/exec` extension.
     pub config: Option<Value>,
 }
@@ -307,6 +309,9 @@ pub fn exec_info(api_version: &str, cluster: Option<&ClusterInfo>) -> String {
         }
         if let Some(ca) = &c.ca {
             o["certificate-authority-data"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
+        if let Some(p) = &c.proxy_url {
+            o["proxy-url"] = json!(p);
         }
         if let Some(cfg) = &c.config {
             o["config"] = cfg.clone();
@@ -520,6 +525,7 @@ mod tests {
             tls_server_name: Some("k".into()),
             insecure: false,
             ca: Some(b"PEM".to_vec()),
+            proxy_url: None,
             config: Some(json!({"a": 1})),
         };
         let v: Value = serde_json::from_str(&exec_info(V1BETA1, Some(&c))).unwrap();

@@ -35,6 +35,8 @@ pub struct ApiServer {
     /// An exec credential plugin: run at the first request, again when its
     /// credential expires or is refused.
     pub exec: Option<Arc<exec::ExecAuth>>,
+    /// `proxy-url`: every connection is tunnelled through this http proxy.
+    pub proxy: Option<config::Proxy>,
 }
 
 impl ApiServer {
@@ -172,6 +174,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
             token_file: None,
             basic: None,
             exec: None,
+            proxy: rc.proxy.clone(),
         });
     }
     let tls = if rc.https {
@@ -204,6 +207,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
                 tls_server_name: rc.tls_server_name.clone(),
                 insecure: rc.insecure,
                 ca,
+                proxy_url: rc.proxy.as_ref().map(|p| p.url.clone()),
                 config: rc.exec_extension.clone(),
             };
             Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(rc.clone()))))
@@ -217,6 +221,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         token_file: rc.token_file.clone(),
         basic,
         exec,
+        proxy: rc.proxy.clone(),
     })
 }
 
@@ -388,6 +393,44 @@ fn handshake_error(api: &ApiServer, e: &std::io::Error) -> Error {
     Error::failed(format!("API server {}: TLS handshake failed: {e}; {fix}", api.url()))
 }
 
+/// A connection to the API server through the http proxy `p`: `CONNECT
+/// host:port`, as Go's http.Transport tunnels (https and, here, http too).
+async fn tunnel(api: &ApiServer, p: &config::Proxy) -> Result<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let fail = |what: String| Error::failed(format!("API server {} through proxy-url {}: {what}", api.url(), p.url));
+    let mut s = tokio::net::TcpStream::connect(&p.authority)
+        .await
+        .map_err(|e| fail(format!("cannot connect to the proxy: {e}; check proxy-url")))?;
+    let mut req = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\nUser-Agent: dpctl\r\n", api.authority);
+    if let Some(a) = &p.authorization {
+        req.push_str(&format!("Proxy-Authorization: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.map_err(|e| fail(format!("CONNECT: {e}")))?;
+    // The answer's head, a byte at a time so nothing of the tunnel is read.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 << 10 {
+            return Err(fail("the proxy's answer to CONNECT has no end".into()));
+        }
+        let mut b = [0u8; 1];
+        match s.read(&mut b).await {
+            Ok(0) => return Err(fail("the proxy closed the connection before answering CONNECT".into())),
+            Ok(_) => head.push(b[0]),
+            Err(e) => return Err(fail(format!("CONNECT: {e}"))),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let status = head.lines().next().unwrap_or("");
+    match status.split_whitespace().nth(1) {
+        Some(code) if code.starts_with('2') => Ok(s),
+        _ => Err(fail(format!(
+            "the proxy answered CONNECT with {:?}; check proxy-url and that the proxy lets this host through",
+            status.trim()
+        ))),
+    }
+}
+
 /// One HTTP/1.1 request with a JSON body; the status and the body. With an
 /// exec plugin its credential is got first (the plugin has its own time
 /// limit, outside `t`), and a 401 to it runs the plugin again for the next
@@ -407,9 +450,12 @@ pub async fn request(
             })?),
         };
     let work = async {
-        let stream = tokio::net::TcpStream::connect(&api.authority)
-            .await
-            .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?;
+        let stream = match &api.proxy {
+            None => tokio::net::TcpStream::connect(&api.authority)
+                .await
+                .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?,
+            Some(p) => tunnel(api, p).await?,
+        };
         let mut b = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", api.prefix))

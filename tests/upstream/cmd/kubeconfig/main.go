@@ -82,6 +82,21 @@ func main() {
 		"certData":   len(cfg.CertData) > 0,
 		"username":   cfg.Username,
 	}
+	if cfg.Proxy != nil {
+		req, err := http.NewRequest("GET", cfg.Host, nil)
+		if err != nil {
+			emit(map[string]any{"stage": "config", "error": err.Error()})
+			return
+		}
+		u, err := cfg.Proxy(req)
+		if err != nil {
+			emit(map[string]any{"stage": "config", "error": err.Error()})
+			return
+		}
+		if u != nil {
+			out["proxy"] = u.String()
+		}
+	}
 	if e := cfg.ExecProvider; e != nil {
 		env := map[string]string{}
 		for _, v := range e.Env {
