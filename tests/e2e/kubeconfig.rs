@@ -65,8 +65,7 @@ async fn dra_serve_publishes_with_an_exec_plugins_token_and_fails_as_client_go_w
 
     // The right token from a v1 plugin: the slice is published, the plugin ran once.
     let good = exec_plugin(dir, "good", V1, &json!({"token": token}).to_string());
-    let kc_good =
-        exec_kubeconfig(dir, &kc, &format!("{{command: {}, apiVersion: {V1}, interactiveMode: Never}}", s(&good)));
+    let kc_good = exec_kubeconfig(dir, &kc, &exec_user(&good, V1));
     let root = tmp();
     let mut serve = dra_serve(root.path(), &kc_good).spawn().unwrap();
     let mut out = Tail::stdout(&mut serve);
@@ -373,6 +372,23 @@ fn cases() -> Vec<Case> {
             vec![("config", one("{token: t}").replace("current-context: x", "current-context: gone"))],
             vec!["config"],
             "context was not found for specified context: gone",
+        ),
+        // Go's crypto/tls and rustls word the mismatch each their own way.
+        (
+            "exec-mismatched-key-pair",
+            vec![
+                (
+                    "plug",
+                    cred(
+                        V1,
+                        &json!({"clientCertificateData": ca, "clientKeyData": include_str!("../../src/client/kube/testdata/client-rsa.key")})
+                            .to_string(),
+                    ),
+                ),
+                ("config", exec(&format!("command: ./plug, apiVersion: {V1}, interactiveMode: Never"))),
+            ],
+            vec!["config"],
+            "getting credentials: failed parsing client key/certificate: ",
         ),
         // Whether dpctl's stdin is a terminal decides the last words, as client-go's.
         (

@@ -829,6 +829,15 @@ pub fn exec_plugin(dir: &Path, name: &str, api_version: &str, status: &str) -> P
     p
 }
 
+/// The exec section of a user running `plugin` non-interactively with
+/// `api_version`, for [`exec_kubeconfig`].
+pub fn exec_user(plugin: &Path, api_version: &str) -> String {
+    format!(
+        "{{command: {}, apiVersion: {api_version}, interactiveMode: Never}}",
+        serde_json::Value::String(plugin.display().to_string())
+    )
+}
+
 /// How many times the plugin [`exec_plugin`] wrote as `dir/name` has run.
 pub fn exec_plugin_runs(dir: &Path, name: &str) -> usize {
     std::fs::read_to_string(dir.join(format!("{name}.runs"))).map(|s| s.lines().count()).unwrap_or(0)
