@@ -586,3 +586,59 @@ async fn dra_serve_tunnels_through_an_http_proxy_url_and_says_what_the_proxy_ref
     );
     stop_tailed(kubelet, klog).await.expect_code(0);
 }
+
+/// Against the mock kubelet's API server, through dpctl's client: a
+/// credential without expiry is reused; an expired one is replaced at the
+/// next request; a refused one (401) is replaced once, so the request after
+/// it succeeds when the plugin now prints the right token (a rotated token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_credentials_are_reused_until_expiry_and_replaced_after_a_401() {
+    let d = tmp();
+    let (kubelet, klog, kc) = api_node(d.path()).await;
+    let token = kubeconfig_token(&kc);
+    let get = |api: kube::ApiServer| async move {
+        let t = std::time::Duration::from_secs(5);
+        kube::request(&api, "GET", "/apis/resource.k8s.io/v1/resourceslices", None, t).await.unwrap().0
+    };
+    let p = tmp();
+    let dir = p.path();
+    // No expiry: one run for three requests.
+    let kept = exec_plugin(dir, "kept", V1, &json!({"token": token}).to_string());
+    let api = kube::load_kubeconfig(&exec_kubeconfig(dir, &kc, &exec_user(&kept, V1))).unwrap();
+    for _ in 0..3 {
+        assert_eq!(get(api.clone()).await, 200);
+    }
+    assert_eq!(exec_plugin_runs(dir, "kept"), 1);
+    // Expired: a run per request.
+    let expired = exec_plugin(
+        dir,
+        "expired",
+        V1,
+        &json!({"token": token, "expirationTimestamp": "2001-01-01T00:00:00Z"}).to_string(),
+    );
+    let api = kube::load_kubeconfig(&exec_kubeconfig(dir, &kc, &exec_user(&expired, V1))).unwrap();
+    for _ in 0..2 {
+        assert_eq!(get(api.clone()).await, 200);
+    }
+    assert_eq!(exec_plugin_runs(dir, "expired"), 2);
+    // Refused, then rotated: the 401 runs the plugin again, the next request carries the new token.
+    let rotated = exec_plugin(dir, "rotated", V1, r#"{"token":"stale"}"#);
+    let api = kube::load_kubeconfig(&exec_kubeconfig(dir, &kc, &exec_user(&rotated, V1))).unwrap();
+    assert_eq!(exec_plugin_runs(dir, "rotated"), 0, "a plugin runs at the first request, not at load");
+    let first = api.exec.as_ref().unwrap().clone();
+    // The plugin prints the right token from its second run on.
+    exec_plugin(dir, "rotated-next", V1, &json!({"token": token}).to_string());
+    std::fs::write(
+        &rotated,
+        format!(
+            "#!/bin/sh\nif [ -f '{0}/rotated.runs' ]; then exec '{0}/rotated-next'; fi\necho run >> '{0}/rotated.runs'\necho '{{\"apiVersion\":\"{V1}\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"stale\"}}}}'\n",
+            s(dir)
+        ),
+    )
+    .unwrap();
+    assert_eq!(get(api.clone()).await, 401);
+    assert_eq!(first.runs(), 2, "the 401 ran the plugin again");
+    assert_eq!(get(api.clone()).await, 200);
+    assert_eq!(first.runs(), 2, "the new credential is kept");
+    stop_tailed(kubelet, klog).await.expect_code(0);
+}
