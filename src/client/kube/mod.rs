@@ -1,10 +1,13 @@
 //! A small Kubernetes API client: JSON over HTTP/1.1 on the hyper
 //! dependency dpctl already has, plain or over TLS (rustls, [`crate::core::tls`]),
-//! configured from a kubeconfig or a pod's service account as client-go
-//! configures itself ([`config`]). `dpctl dra serve` publishes its
-//! ResourceSlice and reads claims through it; `dpctl test --dra` reads the
-//! local API server with it. No task is spawned: each request drives its
-//! connection to completion.
+//! configured from a kubeconfig (`--kubeconfig`, or `KUBECONFIG`'s files
+//! merged) or a pod's service account as client-go configures itself
+//! ([`config`]), with exec credential plugins as client-go runs them
+//! ([`exec`]) and an http `proxy-url` tunnelled through with CONNECT.
+//! `dpctl dra serve` publishes its ResourceSlice and reads claims through it;
+//! `dpctl test --dra` reads the local API server with it. No task is
+//! spawned: each request drives its connection to completion (and a plugin
+//! process to its end, or kills it at its time limit).
 
 pub mod config;
 pub mod exec;
