@@ -333,8 +333,11 @@ pub struct Current {
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
+/// Builds the client TLS configuration for the certificate and key (PEM) a
+/// plugin gave: the connection's own settings plus that certificate.
+pub type CertTls = Box<dyn Fn(&[u8], &[u8]) -> Result<Arc<rustls::ClientConfig>, String> + Send + Sync>;
+
 /// One user's plugin and what it last gave, shared by every request.
-#[derive(Debug)]
 pub struct ExecAuth {
     /// The plugin.
     pub config: ExecConfig,
@@ -342,20 +345,31 @@ pub struct ExecAuth {
     pub cluster: Option<ClusterInfo>,
     /// How long a run may take.
     pub timeout: Duration,
-    /// The client TLS settings, to which a plugin's certificate is added.
-    pub tls_base: Option<super::config::RestConfig>,
+    /// How a plugin's certificate becomes a TLS configuration (none: it is ignored, plain http).
+    cert_tls: Option<CertTls>,
     cache: tokio::sync::Mutex<Option<Arc<Current>>>,
     runs: std::sync::atomic::AtomicU64,
 }
 
+impl fmt::Debug for ExecAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecAuth")
+            .field("config", &self.config)
+            .field("cluster", &self.cluster)
+            .field("timeout", &self.timeout)
+            .field("runs", &self.runs())
+            .finish_non_exhaustive()
+    }
+}
+
 impl ExecAuth {
     /// A plugin not yet run.
-    pub fn new(config: ExecConfig, cluster: Option<ClusterInfo>, tls_base: Option<super::config::RestConfig>) -> Self {
+    pub fn new(config: ExecConfig, cluster: Option<ClusterInfo>, cert_tls: Option<CertTls>) -> Self {
         ExecAuth {
             config,
             cluster,
             timeout: PLUGIN_TIMEOUT,
-            tls_base,
+            cert_tls,
             cache: tokio::sync::Mutex::new(None),
             runs: std::sync::atomic::AtomicU64::new(0),
         }
@@ -394,12 +408,8 @@ impl ExecAuth {
 
     async fn refresh(&self) -> Result<Arc<Current>, ExecError> {
         let cred = self.run().await?;
-        let tls = match (&cred.cert, &self.tls_base) {
-            (Some((cert, key)), Some(base)) => {
-                let mut rc = base.clone();
-                rc.client_cert = Some((super::config::Pem::Data(cert.clone()), super::config::Pem::Data(key.clone())));
-                Some(super::client_tls(&rc).map_err(ExecError::KeyPair)?)
-            }
+        let tls = match (&cred.cert, &self.cert_tls) {
+            (Some((cert, key)), Some(make)) => Some(make(cert, key).map_err(ExecError::KeyPair)?),
             _ => None,
         };
         let serial = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;

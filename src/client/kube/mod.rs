@@ -116,7 +116,7 @@ impl rustls::client::danger::ServerCertVerifier for SkipVerify {
 
 /// The TLS client configuration of `rc`: its CA (else the system's roots),
 /// or no verification with `insecure-skip-tls-verify`; its client certificate.
-pub(crate) fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
     let provider = crate::core::tls::provider()?;
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -213,7 +213,13 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
                 proxy_url: rc.proxy.as_ref().map(|p| p.url.clone()),
                 config: rc.exec_extension.clone(),
             };
-            Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(rc.clone()))))
+            let base = rc.clone();
+            let cert_tls: exec::CertTls = Box::new(move |cert: &[u8], key: &[u8]| {
+                let mut rc = base.clone();
+                rc.client_cert = Some((Pem::Data(cert.to_vec()), Pem::Data(key.to_vec())));
+                client_tls(&rc)
+            });
+            Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(cert_tls))))
         }
     };
     Ok(ApiServer {
