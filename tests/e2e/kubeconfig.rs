@@ -323,6 +323,15 @@ fn cases() -> Vec<Case> {
                 ("config", exec(&format!("command: ./bin/plug, args: [one], env: [{{name: GREETING, value: hi}}], apiVersion: {V1}, interactiveMode: Never"))),
             ],
         ),
+        // A static credential wins: the plugin is never run.
+        base(
+            "exec-and-a-static-token",
+            vec![
+                ("ca.crt", ca.clone()),
+                ("plug", cred(V1, r#"{"token":"from-plugin"}"#)),
+                ("config", one(&format!("{{token: static, exec: {{command: ./plug, apiVersion: {V1}, interactiveMode: Never}}}}"))),
+            ],
+        ),
         base(
             "exec-v1beta1-defaults",
             vec![("ca.crt", ca.clone()), ("plug", cred(V1BETA1, r#"{"token":"b"}"#)), ("config", exec(&format!("command: ./plug, apiVersion: {V1BETA1}")))],

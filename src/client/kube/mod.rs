@@ -196,9 +196,11 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         use base64::Engine as _;
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
     });
+    // A token, basic credentials or a client certificate given statically win:
+    // the plugin is then never run (the exec authenticator's UpdateTransportConfig).
+    let static_creds = token.is_some() || basic.is_some() || rc.client_cert.is_some();
     let exec = match &rc.exec {
-        None => None,
-        Some(e) => {
+        Some(e) if !static_creds => {
             let ca = match &rc.ca {
                 None => None,
                 Some(p) => Some(
@@ -221,6 +223,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
             });
             Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(cert_tls))))
         }
+        _ => None,
     };
     Ok(ApiServer {
         authority: rc.authority.clone(),
@@ -472,7 +475,6 @@ pub async fn request(
             .header("accept", "application/json")
             .header("content-type", "application/json")
             .header("user-agent", "dpctl");
-        // Credentials already set win over the plugin's, as client-go's round tripper.
         let from_plugin = creds.as_ref().and_then(|c| c.cred.token.as_ref()).map(|t| format!("Bearer {t}"));
         if let Some(a) = api.authorization().or(from_plugin) {
             b = b.header("authorization", a);
