@@ -323,6 +323,15 @@ fn cases() -> Vec<Case> {
                 ("config", exec(&format!("command: ./bin/plug, args: [one], env: [{{name: GREETING, value: hi}}], apiVersion: {V1}, interactiveMode: Never"))),
             ],
         ),
+        base(
+            "client-certificate-files-relative",
+            vec![
+                ("ca.crt", ca.clone()),
+                ("pki/c.crt", ca.clone()),
+                ("pki/c.key", key.clone()),
+                ("config", one("{client-certificate: pki/c.crt, client-key: ./pki/../pki/c.key}")),
+            ],
+        ),
         // A static credential wins: the plugin is never run.
         base(
             "exec-and-a-static-token",
@@ -381,6 +390,17 @@ fn cases() -> Vec<Case> {
             vec![("config", one("{token: t}").replace("current-context: x", "current-context: gone"))],
             vec!["config"],
             "context was not found for specified context: gone",
+        ),
+        // client-go refuses it when it builds the TLS configuration
+        // ("specifying a root certificates file with the insecure flag is not allowed"), dpctl at load.
+        (
+            "insecure-with-a-ca",
+            vec![(
+                "config",
+                one("{token: t}").replace("certificate-authority: ca.crt", "certificate-authority: ca.crt, insecure-skip-tls-verify: true"),
+            )],
+            vec!["config"],
+            "insecure-skip-tls-verify with a certificate-authority is not allowed",
         ),
         // Go's crypto/tls and rustls word the mismatch each their own way.
         (

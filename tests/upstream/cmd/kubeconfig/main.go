@@ -116,6 +116,11 @@ func main() {
 			emit(map[string]any{"stage": "transport", "error": err.Error()})
 			return
 		}
+		// The TLS configuration as the real transport builds it (CA, certificates, conflicts).
+		if _, err := transport.TLSConfigFor(tc); err != nil {
+			emit(map[string]any{"stage": "transport", "error": err.Error()})
+			return
+		}
 		rec := &recorder{}
 		rt, err := transport.HTTPWrappersForConfig(tc, rec)
 		if err != nil {
