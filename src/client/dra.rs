@@ -87,6 +87,11 @@ impl DraConn {
         Ok(DraConn { socket: socket.to_path_buf(), channel, timeout })
     }
 
+    /// The same connection, its calls given `timeout` (their gRPC deadline).
+    pub fn with_timeout(&self, timeout: Duration) -> DraConn {
+        DraConn { socket: self.socket.clone(), channel: self.channel.clone(), timeout }
+    }
+
     /// The socket dialled.
     pub fn socket(&self) -> &Path {
         &self.socket

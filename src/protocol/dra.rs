@@ -196,6 +196,16 @@ pub static ALLOCATED_DEVICES: Rule = Rule {
     fix: "GET the ResourceClaim and prepare the devices its allocation names for your driver (the kubeletplugin helper hands them to the driver)",
     source: "kubernetes staging/src/k8s.io/dynamic-resource-allocation/kubeletplugin; KEP-4381",
 };
+/// The opaque config of a claim and its DeviceClass for the driver takes effect.
+pub static OPAQUE_CONFIG: Rule = Rule {
+    id: "opaque-config",
+    checks: "the opaque config for the driver in the claim's status.allocation.devices.config (FromClass and FromClaim) takes effect in what it prepares, or the claim is refused",
+    severity: Severity::Fail,
+    kubelet: Kubelet::Tolerates,
+    kubelet_text: None,
+    fix: "apply every config entry of status.allocation.devices.config whose opaque.driver is yours and whose requests name the result's request (all when empty; resourceclaim.ConfigForResult), class configs first, then the claim's; refuse parameters you cannot decode (strictly) instead of using defaults",
+    source: "kubernetes staging/src/k8s.io/dynamic-resource-allocation/resourceclaim/resourceclaim.go (ConfigForResult); kubernetes test/e2e/dra/test-driver/app/kubeletplugin.go (extractParameters: admin_/user_ env)",
+};
 /// The health service answers when advertised.
 pub static HEALTH_ANSWERS: Rule = Rule {
     id: "health-answers",
@@ -264,6 +274,7 @@ pub static RULES: &[&Rule] = &[
     &CDI_ID,
     &IDEMPOTENT,
     &ALLOCATED_DEVICES,
+    &OPAQUE_CONFIG,
     &HEALTH_ANSWERS,
     &HEALTH_STREAM,
     &HEALTH_DEVICE,

@@ -7,6 +7,7 @@ mod bench;
 mod claims;
 mod cli;
 mod client;
+mod controlplane;
 mod doctor;
 mod dra;
 mod dra_alloc;

@@ -13,7 +13,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_dpctl");
 
 /// `dpctl <args>` with a longer limit than `dpctl()` (a full suite with faults takes a while).
 async fn suite(args: &[&str]) -> Run {
-    run_cmd_within(dpctl_cmd(args), 120).await
+    // A plugin that never comes back costs the kubelet-restart scenarios 30 s each.
+    run_cmd_within(dpctl_cmd(args), 300).await
 }
 
 fn serve_args(extra: &[&str]) -> Vec<String> {
@@ -59,7 +60,8 @@ const FAULTS: &[Fault] = &[
     (&[], &[], &[]),
     // The kubelet deletes every socket at start too, so a plugin started before it must serve again (ORDER-001).
     (&["--no-reregister"], &["KRES-001", "KRES-002", "KRES-003", "KRES-004", "KRES-005", "ORDER-001"], &[]),
-    (&["--reregister-delay", "6s"], &["KRES-001"], &[]),
+    // Later than 5 s but within upstream's 30 s: a WARN (pods needing the resource are rejected meanwhile).
+    (&["--reregister-delay", "6s"], &[], &["KRES-001"]),
     (&["--new-ids-after-restart"], &["KRES-002", "KRES-004", "PRES-004"], &[]),
     // A fixed socket name also leaves no room for a second instance during a rolling update (a WARN).
     (&["--new-ids-after-restart", "--socket-name", "fixed.sock"], &["KRES-002", "KRES-004", "PRES-004"], &["ROLL-001"]),
@@ -551,7 +553,8 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
         "",
     ),
     (&["--fault", "not-idempotent"], &["DRA-PREP-003", "DRA-PREP-007", "DRA-RESTART-002", "DRA-ROLL-001"], ""),
-    (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-PREP-006"], ""),
+    // Never fetching the claim, it never sees the claim's config either.
+    (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-CONFIG-001", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),
     (&["--fault", "no-timestamp"], &["DRA-HEALTH-001"], ""),
     (
@@ -604,6 +607,11 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "not-idempotent-error"], &["DRA-PREP-002", "DRA-PREP-003", "DRA-PREP-007"], "is already prepared"),
     (&["--fault", "foreign-request-names"], &["DRA-EXT-001"], "container-0-request-0"),
     (&["--fault", "racy-prepare"], &["DRA-PREP-007"], "answers differ: NodePrepareResources (1 of 4 at once)"),
+    (
+        &["--fault", "ignore-config"],
+        &["DRA-CONFIG-001"],
+        "carry nothing of the DeviceClass's (FromClass) or the claim's",
+    ),
     // The first call past its deadline is DRA-PREP-007's (the fault struck in DRA-PREP-005); the rest is NOT-RUN.
     (&["--fault", "deadlock-after-unknown-unprepare"], &["DRA-PREP-007"], "no answer within 1s (DeadlineExceeded)"),
     // Its checkpoint answers the restored claims: only a reboot (a slow scenario, so passing here) shows it.

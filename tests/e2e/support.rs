@@ -675,8 +675,15 @@ pub fn upstream_bin() -> PathBuf {
 }
 
 /// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
-pub const UPSTREAM_PEERS: &[&str] =
-    &["clientgo", "kubeletplugin", "protofields", "podsclient", "sample-device-plugin", "dra-test-driver"];
+pub const UPSTREAM_PEERS: &[&str] = &[
+    "clientgo",
+    "kubeletplugin",
+    "protofields",
+    "podsclient",
+    "sample-device-plugin",
+    "dra-test-driver",
+    "controlplane",
+];
 
 /// How to build them, as every message about them says it.
 pub const UPSTREAM_BUILD: &str =
@@ -867,4 +874,138 @@ pub fn exec_kubeconfig(dir: &Path, kubeconfig: &Path, exec: &str) -> PathBuf {
     )
     .unwrap();
     out
+}
+
+/// The real control plane (tests/upstream/cmd/controlplane: embedded etcd,
+/// kube-apiserver, kube-scheduler, the DRA controllers), started once per
+/// test binary by [`control_plane`].
+pub struct ControlPlane {
+    /// Where it wrote admin.kubeconfig, node-NAME.kubeconfig, ca.crt, tokens.csv.
+    pub dir: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub server: String,
+    /// The admin kubeconfig (a token in group system:masters).
+    pub kubeconfig: PathBuf,
+    /// Seconds from its start to every component up, as it measured them.
+    pub seconds: f64,
+    /// Seconds from the test binary's spawn to the ready line.
+    pub wall: f64,
+}
+
+/// The node identities the control plane has tokens for (system:node:NAME in
+/// system:nodes): DIR/node-NAME.kubeconfig.
+pub const CONTROL_PLANE_NODES: &[&str] = &["cp-node-sched"];
+
+static CONTROL_PLANE: std::sync::OnceLock<Result<ControlPlane, String>> = std::sync::OnceLock::new();
+static CONTROL_PLANE_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static CONTROL_PLANE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The real control plane, started at the first call and shared by every
+/// test of this binary (each test uses its own namespace and node names);
+/// `None` when tests/upstream/build.sh has not built it (the test returns, as
+/// every upstream test does). It is stopped with SIGTERM when the test binary
+/// exits (atexit), and gets SIGKILL from the kernel if the test binary dies
+/// first (PR_SET_PDEATHSIG, from a thread that lives as long as the process).
+pub fn control_plane() -> Option<&'static ControlPlane> {
+    let bin = upstream_peer("controlplane")?;
+    match CONTROL_PLANE.get_or_init(|| start_control_plane(&bin)) {
+        Ok(cp) => Some(cp),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn start_control_plane(bin: &Path) -> Result<ControlPlane, String> {
+    let dir = tempfile::Builder::new().prefix("dpctl-controlplane-").tempdir().map_err(|e| e.to_string())?.keep();
+    let _ = CONTROL_PLANE_DIR.set(dir.clone());
+    let log = std::fs::File::create(dir.join("controlplane.log")).map_err(|e| e.to_string())?;
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("serve").arg("-dir").arg(&dir);
+    for n in CONTROL_PLANE_NODES {
+        cmd.args(["-node", n]);
+    }
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(log);
+    // SAFETY: prctl in the child between fork and exec: async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Result<String, String>>();
+    let started = std::time::Instant::now();
+    // PR_SET_PDEATHSIG fires when the thread that forked ends: this one never does.
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send(Err(format!("cannot start the control plane: {e}")));
+                return;
+            }
+        };
+        CONTROL_PLANE_PID.store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: atexit with a plain `extern "C" fn()`.
+        unsafe { libc::atexit(stop_control_plane) };
+        let out = child.stdout.take().unwrap();
+        let mut sent = false;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if !sent && line.contains("\"ready\"") {
+                sent = true;
+                let _ = tx.send(Ok(line));
+            }
+        }
+        let st = child.wait();
+        if !sent {
+            let _ = tx.send(Err(format!("the control plane exited before it was ready: {st:?}")));
+        }
+        loop {
+            std::thread::park();
+        }
+    });
+    let log_tail = |e: String| {
+        let log = std::fs::read_to_string(dir.join("controlplane.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!("{e}; the end of its log:\n{}", lines[lines.len().saturating_sub(30)..].join("\n"))
+    };
+    let line = match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(r) => r.map_err(log_tail)?,
+        Err(_) => return Err(log_tail("the control plane was not ready within 120 s".into())),
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+    Ok(ControlPlane {
+        server: v["server"].as_str().unwrap_or_default().to_string(),
+        kubeconfig: PathBuf::from(v["kubeconfig"].as_str().unwrap_or_default()),
+        seconds: v["seconds"].as_f64().unwrap_or(-1.0),
+        wall,
+        dir,
+    })
+}
+
+/// At exit: SIGTERM the control plane, wait (at most 30 s) for it to close
+/// etcd and exit, and remove its directory.
+extern "C" fn stop_control_plane() {
+    let pid = CONTROL_PLANE_PID.load(std::sync::atomic::Ordering::SeqCst);
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: plain syscalls on our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+        for _ in 0..3000 {
+            let mut st = 0;
+            let r = libc::waitpid(pid, &mut st, libc::WNOHANG);
+            if r != 0 {
+                break;
+            }
+            libc::usleep(10_000);
+        }
+        libc::kill(pid, libc::SIGKILL);
+    }
+    if let Some(d) = CONTROL_PLANE_DIR.get() {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }

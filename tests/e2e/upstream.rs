@@ -237,7 +237,7 @@ async fn the_kubeletplugin_helper_driver_passes_dpctl_test_dra() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(21), Some(0), Some(0)),
+        (Some(24), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -370,27 +370,28 @@ fn failed(r: &Run) -> Vec<String> {
 /// Upstream's sample device plugin (k8s.io/kubernetes
 /// test/images/sample-device-plugin, on the devicemanager's own plugin stub)
 /// under `dpctl test`, in a private mount namespace (it dials
-/// /var/lib/kubelet/device-plugins/kubelet.sock, a constant). Every scenario
-/// passes but the two that require re-registration within 5 s of a kubelet
-/// restart: the stub re-registers on kubelet.sock's creation only after
-/// `wait.PollUntilContextTimeout(ctx, 10*time.Second, 2*time.Minute, false, …)`
-/// (pkg/kubelet/cm/devicemanager/plugin/v1beta1/stub.go, Watch: the first
-/// try 10 s later), a window no kubelet enforces: dpctl's window, not a bug
-/// of theirs (see docs/fidelity.md). KRES-004 waits 10 s for the pod's
-/// devices to be advertised again after the restart, so the stub's first
-/// try at +10 s lands on its edge (it failed 1 of 2 full runs): the same
-/// window, not their bug. The suite's windows are to be widened to what the
-/// kubelet accepts (open in issue 45).
+/// /var/lib/kubelet/device-plugins/kubelet.sock, a constant): it passes,
+/// with the one WARN its stub earns. The stub re-registers on kubelet.sock's
+/// creation only after `wait.PollUntilContextTimeout(ctx, 10*time.Second,
+/// 2*time.Minute, false, …)` (pkg/kubelet/cm/devicemanager/plugin/v1beta1/
+/// stub.go, Watch: the first try 10 s later): within upstream's e2e
+/// tolerance (30 s), later than the 5 s past which KRES-001 warns. ORDER-001
+/// warns too: it exits when kubelet.sock is missing at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_sample_device_plugin_under_dpctl_test() {
     let Some(bin) = upstream_peer("sample-device-plugin") else { return };
     let r = run_cmd_within(dpctl_cmd(&["test", "--isolate", "-o", "json", "--", s(&bin)]), 300).await;
-    let f = failed(&r);
-    assert!(
-        !f.is_empty() && f.iter().all(|id| ["KRES-001", "KRES-002", "KRES-004"].contains(&id.as_str())),
-        "only the kubelet-restart re-registration windows fail: {f:?}\n{}",
-        r.stdout
-    );
+    assert_eq!(failed(&r), Vec::<String>::new(), "{}", r.stdout);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let warned: Vec<&str> = v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["result"] == "WARN")
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(warned.contains(&"KRES-001"), "the stub re-registers 10 s after the restart: {warned:?}\n{}", r.stdout);
+    r.expect_code(0);
 }
 
 /// Upstream's e2e DRA test driver (k8s.io/kubernetes test/e2e/dra/test-driver,
@@ -414,7 +415,7 @@ async fn upstreams_e2e_dra_test_driver_under_dpctl_test_dra() {
     assert_eq!(failed(&r), ["DRA-RESTART-002"], "{}", r.stdout);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     // DRA-ROLL-001 is skipped: the driver has no rolling-update option.
-    assert_eq!((v["passed"].as_u64(), v["skipped"].as_u64()), (Some(19), Some(1)), "{}", r.stdout);
+    assert_eq!((v["passed"].as_u64(), v["skipped"].as_u64()), (Some(22), Some(1)), "{}", r.stdout);
 }
 
 /// `clientgo crud` (real client-go, its kubeconfig loaded by clientcmd) against `kubeconfig`: its JSON lines and exit code.

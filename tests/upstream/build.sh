@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build the upstream peers and oracles (tests/upstream/cmd/*, and from
-# k8s.io/kubernetes its sample device plugin and e2e DRA test driver) from
+# Build the upstream peers and oracles (tests/upstream/cmd/*, among them
+# controlplane: etcd, kube-apiserver, kube-scheduler and the DRA controllers in
+# one binary; and from k8s.io/kubernetes its sample device plugin and e2e DRA
+# test driver) from
 # the Go module in tests/upstream into target/upstream/bin/. Go comes from the
 # machine (/usr/local/go, else PATH); modules from the Go module proxy, cached
 # under target/upstream/ (gomod, gocache), so a second run builds nothing.
@@ -30,7 +32,10 @@ cd tests/upstream
 "$go" build -trimpath -o "$out/bin/sample-device-plugin" k8s.io/kubernetes/test/images/sample-device-plugin
 "$go" build -trimpath -o "$out/bin/dra-test-driver" k8s.io/kubernetes/test/e2e/dra/test-driver
 if [ "${1:-}" = "--vet" ]; then
-  "$go" vet ./...
+  # -trimpath as the builds above: vet then reuses their compiled packages
+  # from the cache instead of compiling every dependency again (cmd/controlplane
+  # has about 2,200: without it vet cost as much CPU as the whole build).
+  "$go" vet -trimpath ./...
 fi
 k8s=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\.\([0-9]*\)$/1.\1.\2/p' go.mod)
 echo "upstream: peers and oracles of Kubernetes $k8s ready in $out/bin ($("$go" version | cut -d' ' -f3)): $(ls "$out/bin" | tr '\n' ' ')"

@@ -70,6 +70,8 @@ pub struct Driver {
     health: watch::Sender<Vec<DeviceState>>,
     log: Logger,
     stop: CancellationToken,
+    /// The run's task group: `late-prepare` runs prepares in it, past their call.
+    tasks: crate::core::task::Tasks,
     /// Set by `deadlock-after-unknown-unprepare`: the lock is never released.
     wedged: std::sync::atomic::AtomicBool,
 }
@@ -86,6 +88,49 @@ pub struct AllocatedDevice {
     /// Its shareID (a device with allowMultipleAllocations), returned in
     /// `Device.share_id` as the kubeletplugin helper does (draplugin.go).
     pub share_id: Option<String>,
+    /// The CDI env its opaque config for this driver gives it, in the e2e
+    /// test driver's convention: `admin_KEY=VALUE` from the DeviceClass's,
+    /// `user_KEY=VALUE` from the claim's, later entries winning; sorted.
+    pub config_env: Vec<String>,
+}
+
+/// The config entries of `alloc` that apply to `request` (none named: all;
+/// else the request or its parent, `parent/sub`), as resourceclaim.ConfigForResult.
+fn configs_for<'a>(alloc: &'a serde_json::Value, request: &str) -> impl Iterator<Item = &'a serde_json::Value> + 'a {
+    let base = request.split('/').next().unwrap_or(request).to_string();
+    let request = request.to_string();
+    alloc["devices"]["config"].as_array().into_iter().flatten().filter(move |c| {
+        let names: Vec<&str> = c["requests"].as_array().into_iter().flatten().filter_map(|r| r.as_str()).collect();
+        c["opaque"].is_object()
+            && (names.is_empty() || names.contains(&request.as_str()) || names.contains(&base.as_str()))
+    })
+}
+
+/// The env `driver`'s opaque configs for `request` give (see
+/// [`AllocatedDevice::config_env`]); parameters that are not an object of
+/// strings are an error, as the e2e test driver's `extractParameters`.
+pub fn config_env(alloc: &serde_json::Value, request: &str, driver: &str) -> Result<Vec<String>, String> {
+    let mut env = BTreeMap::new();
+    for (i, c) in configs_for(alloc, request).enumerate() {
+        if c["opaque"]["driver"] != driver {
+            continue;
+        }
+        let kind = if c["source"] == "FromClass" { "admin" } else { "user" };
+        let params = &c["opaque"]["parameters"];
+        if params.is_null() {
+            continue;
+        }
+        let Some(map) = params.as_object() else {
+            return Err(format!("parameters in config #{i}: decoding {kind} parameters: not a JSON object: {params}"));
+        };
+        for (k, v) in map {
+            let Some(v) = v.as_str() else {
+                return Err(format!("parameters in config #{i}: decoding {kind} parameters: {k} is {v}, not a string"));
+            };
+            env.insert(format!("{kind}_{k}"), v.to_string());
+        }
+    }
+    Ok(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect())
 }
 
 /// What the kubeletplugin helper checks in a fetched ResourceClaim: the UID
@@ -103,16 +148,21 @@ pub fn allocation_of(claim: &serde_json::Value, c: &Claim, driver: &str) -> Resu
         return Err(format!("claim {}/{}: not allocated (no status.allocation)", c.namespace, c.name));
     };
     let results = alloc["devices"]["results"].as_array().cloned().unwrap_or_default();
-    Ok(results
+    results
         .iter()
         .filter(|r| r["driver"] == driver)
-        .map(|r| AllocatedDevice {
-            request: r["request"].as_str().unwrap_or_default().to_string(),
-            pool: r["pool"].as_str().unwrap_or_default().to_string(),
-            device: r["device"].as_str().unwrap_or_default().to_string(),
-            share_id: r["shareID"].as_str().map(str::to_string),
+        .map(|r| {
+            let request = r["request"].as_str().unwrap_or_default().to_string();
+            Ok(AllocatedDevice {
+                config_env: config_env(alloc, &request, driver)
+                    .map_err(|e| format!("claim {}/{}: {e}", c.namespace, c.name))?,
+                request,
+                pool: r["pool"].as_str().unwrap_or_default().to_string(),
+                device: r["device"].as_str().unwrap_or_default().to_string(),
+                share_id: r["shareID"].as_str().map(str::to_string),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// GET the claim as the kubeletplugin helper does (resource.k8s.io v1, then
@@ -150,6 +200,9 @@ async fn fetch_allocation(
     Err(format!("fetch ResourceClaim {}/{}: {last} ({NOT_FOUND})", c.namespace, c.name))
 }
 
+/// How long `late-prepare` holds each prepare before running it.
+pub const LATE_BY: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Marks a claim the API server does not have.
 const NOT_FOUND: &str = "NotFound";
 
@@ -167,7 +220,7 @@ pub fn now_secs() -> i64 {
 
 impl Driver {
     /// A driver with every device Healthy.
-    pub fn new(cfg: Arc<Config>, log: Logger, stop: CancellationToken) -> Arc<Self> {
+    pub fn new(cfg: Arc<Config>, log: Logger, tasks: crate::core::task::Tasks) -> Arc<Self> {
         let now = now_secs();
         let devices = cfg
             .devices
@@ -180,7 +233,8 @@ impl Driver {
             state: Mutex::new(State::default()),
             health,
             log,
-            stop,
+            stop: tasks.token().clone(),
+            tasks,
             wedged: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -343,18 +397,30 @@ impl Driver {
     }
 
     /// Write the claim's CDI spec (atomically; only files named as ours).
-    fn write_spec(&self, c: &Claim, devices: &[String], run: Option<u64>) -> Result<PathBuf, String> {
+    /// `config` is the env each device's opaque config gives it.
+    fn write_spec(
+        &self,
+        c: &Claim,
+        devices: &[String],
+        run: Option<u64>,
+        config: &BTreeMap<String, Vec<String>>,
+    ) -> Result<PathBuf, String> {
         let path = self.cdi_path(&c.uid);
+        let env = |d: &String| -> Vec<String> {
+            let mut env: Vec<String> = if self.cfg.cdi_env.is_empty() {
+                vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
+            } else {
+                self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
+            };
+            env.extend(config.get(d).into_iter().flatten().cloned());
+            env
+        };
         let spec = json!({
             "cdiVersion": "0.6.0",
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
                 "name": self.cdi_device(&c.uid, d, run),
-                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": if self.cfg.cdi_env.is_empty() {
-                    vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
-                } else {
-                    self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
-                }}) },
+                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": env(d)}) },
             })).collect::<Vec<_>>(),
         });
         crate::core::files::create_dir_all(&self.cfg.cdi_dir)
@@ -363,6 +429,27 @@ impl Driver {
         crate::core::files::write_atomic(&path, &text)
             .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))?;
         Ok(path)
+    }
+
+    /// A NodePrepareResources call: [`Driver::prepare`], or with
+    /// `late-prepare` the same run in the driver's task group after
+    /// [`LATE_BY`], so it completes when the caller has given up on the call
+    /// (its deadline passed, the gRPC server dropped the call).
+    pub async fn prepare_call(
+        self: &Arc<Self>,
+        req: NodePrepareResourcesRequest,
+    ) -> Result<NodePrepareResourcesResponse, Status> {
+        if !self.has(&Fault::LatePrepare) {
+            return self.prepare(req).await;
+        }
+        let me = Arc::clone(self);
+        let work = self.tasks.spawn_joined(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(LATE_BY) => me.prepare(req).await,
+                _ = me.stop.cancelled() => Err(Status::unavailable("the driver is stopping")),
+            }
+        });
+        work.await.map_err(|e| Status::internal(format!("prepare task: {e}")))?
     }
 
     /// Prepare claims (the v1 messages; v1beta1 converts).
@@ -500,6 +587,11 @@ impl Driver {
             allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
         let shares: BTreeMap<String, String> =
             allocated.iter().flatten().filter_map(|a| a.share_id.clone().map(|s| (a.device.clone(), s))).collect();
+        let config: BTreeMap<String, Vec<String>> = if self.has(&Fault::IgnoreConfig) {
+            BTreeMap::new()
+        } else {
+            allocated.iter().flatten().map(|a| (a.device.clone(), a.config_env.clone())).collect()
+        };
         let devices = match (st.prepared.get(&c.uid), allocated) {
             (Some(p), _) if rotate == 0 => p.devices.clone(),
             // The first prepare of a claim follows its allocation (not-idempotent only changes a repeat).
@@ -527,7 +619,7 @@ impl Driver {
         let spec = if from_checkpoint && rotate == 0 {
             self.cdi_path(&c.uid)
         } else {
-            match self.write_spec(c, &in_spec, run) {
+            match self.write_spec(c, &in_spec, run, &config) {
                 Ok(p) => p,
                 Err(e) => return fail(e),
             }
@@ -861,7 +953,7 @@ impl v1::dra_plugin_server::DraPlugin for V1 {
         &self,
         r: Request<NodePrepareResourcesRequest>,
     ) -> Result<Response<NodePrepareResourcesResponse>, Status> {
-        self.0.prepare(r.into_inner()).await.map(Response::new)
+        self.0.prepare_call(r.into_inner()).await.map(Response::new)
     }
     async fn node_unprepare_resources(
         &self,
@@ -877,7 +969,7 @@ impl v1b::dra_plugin_server::DraPlugin for V1beta1 {
         &self,
         r: Request<v1b::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1b::NodePrepareResourcesResponse>, Status> {
-        let resp = self.0.prepare(convert(&r.into_inner())).await?;
+        let resp = self.0.prepare_call(convert(&r.into_inner())).await?;
         Ok(Response::new(convert(&resp)))
     }
     async fn node_unprepare_resources(
@@ -951,6 +1043,24 @@ mod tests {
     }
 
     #[test]
+    fn opaque_config_becomes_env_as_the_e2e_test_driver_makes_it() {
+        let alloc = json!({"devices": {"config": [
+            {"source": "FromClass", "opaque": {"driver": "gpu.x", "parameters": {"mode": "a", "x": "1"}}},
+            {"source": "FromClass", "requests": ["other"], "opaque": {"driver": "gpu.x", "parameters": {"no": "1"}}},
+            {"source": "FromClaim", "requests": ["r"], "opaque": {"driver": "gpu.x", "parameters": {"mode": "b"}}},
+            {"source": "FromClaim", "opaque": {"driver": "other.x", "parameters": {"foreign": "1"}}},
+            {"source": "FromClaim", "requests": ["r"], "opaque": {"driver": "gpu.x", "parameters": {"x": "2"}}},
+        ]}});
+        // The parent request's config applies to its subrequest; another driver's and request's do not.
+        let env = config_env(&alloc, "r/small", "gpu.x").unwrap();
+        assert_eq!(env, ["admin_mode=a", "admin_x=1", "user_mode=b", "user_x=2"]);
+        assert!(config_env(&alloc, "q", "gpu.x").unwrap().iter().all(|e| e.starts_with("admin_")));
+        let bad = json!({"devices": {"config": [{"source": "FromClaim", "opaque": {"driver": "gpu.x", "parameters": {"n": 1}}}]}});
+        let e = config_env(&bad, "r", "gpu.x").unwrap_err();
+        assert!(e.contains("config #0: decoding user parameters"), "{e}");
+    }
+
+    #[test]
     fn the_allocation_is_read_as_the_kubeletplugin_helper_checks_it() {
         let obj = json!({"metadata": {"uid": "u-1"}, "status": {"allocation": {"devices": {"results": [
             {"request": "r/a", "driver": "gpu.x", "pool": "p", "device": "d1"},
@@ -959,7 +1069,13 @@ mod tests {
         let a = allocation_of(&obj, &claim(), "gpu.x").unwrap();
         assert_eq!(
             a,
-            vec![AllocatedDevice { request: "r/a".into(), pool: "p".into(), device: "d1".into(), share_id: None }]
+            vec![AllocatedDevice {
+                request: "r/a".into(),
+                pool: "p".into(),
+                device: "d1".into(),
+                share_id: None,
+                config_env: vec![]
+            }]
         );
         let mut other = obj.clone();
         other["metadata"]["uid"] = json!("u-2");

@@ -59,6 +59,8 @@ pub enum Fault {
     DeadEndpoint,
     /// v1.DRAPlugin advertised but not served (service-answers).
     UnservedV1,
+    /// v1beta1.DRAPlugin advertised but not served (DRA-VER-001).
+    UnservedV1beta1,
     /// Every DRAPlugin call takes this long first (service-answers, with a short --timeout).
     Slow(Duration),
     /// The last claim of each call has no entry in the answer (answer-complete).
@@ -132,6 +134,13 @@ pub enum Fault {
     /// writing its CDI spec again, so after a reboot emptied the CDI
     /// directory its IDs resolve nowhere (DRA-REBOOT-001; kubernetes#141433).
     AnswerFromCheckpoint,
+    /// The opaque config of the claim and its DeviceClass is ignored: devices
+    /// are prepared with the defaults (DRA-CONFIG-001).
+    IgnoreConfig,
+    /// Each prepare runs 300 ms later in a task of its own, finishing even
+    /// when the kubelet gave up on the call and unprepared the claim since,
+    /// which leaves the claim prepared (DRA-PREP-008; dra-driver-nvidia-gpu#1162, #1188).
+    LatePrepare,
 }
 
 /// Every fault name with the rule it breaks (what `--fault` accepts).
@@ -145,6 +154,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("v1beta1-first", "version-order"),
     ("dead-endpoint", "endpoint-reachable"),
     ("unserved-v1", "service-answers"),
+    ("unserved-v1beta1", "supported-versions (v1beta1 advertised, not served: DRA-VER-001)"),
     ("slow=DURATION", "service-answers (with a shorter --timeout)"),
     ("missing-uid", "answer-complete"),
     ("extra-uid", "answer-extra"),
@@ -177,6 +187,8 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
     ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
     ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
+    ("ignore-config", "opaque-config (the claim's and class's opaque config is dropped)"),
+    ("late-prepare", "(a prepare finishes 300 ms later, even after its call was given up and the claim unprepared)"),
 ];
 
 impl std::str::FromStr for Fault {
@@ -197,6 +209,7 @@ impl std::str::FromStr for Fault {
             "v1beta1-first" => Fault::V1beta1First,
             "dead-endpoint" => Fault::DeadEndpoint,
             "unserved-v1" => Fault::UnservedV1,
+            "unserved-v1beta1" => Fault::UnservedV1beta1,
             "slow" => Fault::Slow(crate::core::time::parse_duration(need()?)?),
             "missing-uid" => Fault::MissingUid,
             "extra-uid" => Fault::ExtraUid,
@@ -229,6 +242,8 @@ impl std::str::FromStr for Fault {
             "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
             "racy-prepare" => Fault::RacyPrepare,
             "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
+            "ignore-config" => Fault::IgnoreConfig,
+            "late-prepare" => Fault::LatePrepare,
             other => {
                 let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
                 let hint = crate::core::validate::did_you_mean(other, &names)
@@ -320,6 +335,7 @@ impl Config {
             .iter()
             .map(String::as_str)
             .filter(|s| !(self.faults.contains(&Fault::UnservedV1) && *s == DRA_V1))
+            .filter(|s| !(self.faults.contains(&Fault::UnservedV1beta1) && *s == DRA_V1BETA1))
             .filter(|s| !(self.faults.contains(&Fault::UnservedHealth) && (*s == HEALTH_V1 || *s == HEALTH_V1ALPHA1)))
             .collect()
     }
@@ -432,7 +448,7 @@ const POLL: Duration = Duration::from_millis(100);
 pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     cfg.validate()?;
     let cfg = Arc::new(cfg);
-    let driver = Driver::new(cfg.clone(), log.clone(), tasks.token().clone());
+    let driver = Driver::new(cfg.clone(), log.clone(), tasks.clone());
     let removed = driver.clean_leftover_temp_files();
     if !removed.is_empty() {
         let files: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
@@ -459,7 +475,8 @@ const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
 /// kubeletplugin helper's slice controller does when its watch sees the deletion.
 async fn republish(api: &slices::ApiServer, name: &str, obj: &serde_json::Value, log: &Logger) {
     let t = Duration::from_secs(5);
-    match slices::exists(api, name, t).await {
+    let node = obj["spec"]["nodeName"].as_str().unwrap_or_default();
+    match slices::exists(api, name, node, t).await {
         Ok(true) => {}
         Ok(false) => match slices::publish(api, obj, t).await {
             Ok(()) => log.event("resourceslice", &[("name", json!(name)), ("republished", json!(true))]),

@@ -111,13 +111,18 @@ pub async fn publish(api: &ApiServer, obj: &Value, t: Duration) -> Result<()> {
     }
 }
 
-/// Whether the slice is there (a kubelet wipes a node's slices when it starts).
-pub async fn exists(api: &ApiServer, name: &str, t: Duration) -> Result<bool> {
-    let (st, body) = request(api, "GET", &format!("{SLICES_PATH}/{name}"), None, t).await?;
+/// Whether the slice `name` of `node` is there (a kubelet wipes a node's
+/// slices when it starts). A list with the node's `spec.nodeName` field
+/// selector, as the kubeletplugin helper watches them, not a GET by name:
+/// kube-apiserver's Node authorizer lets a node's own credentials list
+/// slices only with that selector, and GET only the slices its graph links
+/// to the node, so a GET of the deleted slice is 403 for it, not 404.
+pub async fn exists(api: &ApiServer, name: &str, node: &str, t: Duration) -> Result<bool> {
+    let path = format!("{SLICES_PATH}?fieldSelector=spec.nodeName%3D{node}");
+    let (st, body) = request(api, "GET", &path, None, t).await?;
     match st {
-        200..=299 => Ok(true),
-        404 => Ok(false),
-        _ => Err(api_error(&format!("get ResourceSlice {name}"), st, &body)),
+        200..=299 => Ok(body["items"].as_array().is_some_and(|i| i.iter().any(|s| s["metadata"]["name"] == name))),
+        _ => Err(api_error(&format!("list the ResourceSlices of node {node}"), st, &body)),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::protocol::dra as rules;
 use crate::suite::Outcome;
 
 /// Whether the driver uses the API server (it published a slice for the node).
-async fn uses_api_server(s: &mut Sess) -> Result<(), Outcome> {
+pub(super) async fn uses_api_server(s: &mut Sess) -> Result<(), Outcome> {
     let d = s.driver().await?;
     if s.node_slices(&d.name).await?.is_empty() {
         return Err(Outcome::skip(

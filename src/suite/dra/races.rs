@@ -5,7 +5,7 @@
 //! overwrote their "prepare completed" state and the claim's CDI spec
 //! (dra-driver-nvidia-gpu#729, #754; #782 asks for this test).
 
-use super::session::{call_failed, fail, Sess};
+use super::session::{call_failed, fail, past_deadline, Sess};
 use crate::api::dra_v1::NodePrepareResourcesResponse;
 use crate::kubelet::dra::unresolved_cdi;
 use crate::protocol::dra as rules;
@@ -15,7 +15,7 @@ use crate::suite::Outcome;
 const CONCURRENT: usize = 4;
 
 /// The sorted CDI IDs answered for `uid`, or what is wrong with the answer (pure).
-fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
+pub(super) fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
     if let Some(extra) = r.claims.keys().find(|u| *u != uid) {
         return Err(format!("an entry for claim UID {extra}, which was not asked"));
     }
@@ -113,6 +113,115 @@ pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
         answers.len(),
         first.join(", ")
     ))
+}
+
+/// The deadlines DRA-PREP-008 gives its prepares, shortest first: a
+/// driver's preparation outlasts at least the first.
+const LATE_DEADLINES: [std::time::Duration; 3] =
+    [std::time::Duration::from_millis(2), std::time::Duration::from_millis(20), std::time::Duration::from_millis(100)];
+
+/// How long DRA-PREP-008 watches for a preparation finishing after its
+/// call was given up (a driver that holds one longer goes unseen).
+const LATE_WINDOW: std::time::Duration = std::time::Duration::from_millis(750);
+
+/// DRA-PREP-008: the kubelet gives up on a prepare at its deadline and,
+/// when the pod goes, unprepares the claim; a driver whose preparation
+/// outlives the call (not tied to the call's context) finishes it after
+/// the unprepare and leaves the claim prepared: its CDI spec stays, its
+/// devices stay taken (dra-driver-nvidia-gpu#1162, #1188). One of
+/// DRA-PREP-001's claims is unprepared, then prepared with a deadline too
+/// short to finish (each of [`LATE_DEADLINES`]) and unprepared at once;
+/// [`LATE_WINDOW`] later nothing prepare creates for the claim may exist.
+/// The claim is prepared again at the end, as the kubelet counts it.
+pub(crate) async fn late_prepare(s: &mut Sess) -> Outcome {
+    let Some((uid, ids)) = s.prepared_claims.first().cloned() else {
+        return Outcome::skip("DRA-PREP-001 did not prepare");
+    };
+    let Some(claim) = s.engine_claims.iter().find(|c| c.uid == uid).cloned() else {
+        return Outcome::skip("DRA-PREP-001 did not prepare");
+    };
+    let (c, d) = need!(s.conn().await);
+    let t = s.timeout;
+    let unprepare = |rpc: &'static str| {
+        let c = &c;
+        let claim = claim.clone();
+        let service = d.service.clone();
+        async move {
+            let r = c
+                .unprepare(&service, vec![claim.clone()])
+                .await
+                .map_err(|e| call_failed(&rules::SERVICE_ANSWERS, rpc, e, t))?;
+            match r.claims.get(&claim.uid).filter(|x| !x.error.is_empty()) {
+                Some(x) => Err(fail(&rules::IDEMPOTENT, rpc, format!("error: {}", x.error))),
+                None => Ok(()),
+            }
+        }
+    };
+    need!(unprepare("NodeUnprepareResources (before the late prepares)").await);
+    let before = super::cdi::defined(&super::cdi::scan(&s.tree.cdi_dir()));
+    let kept =
+        super::cdi::leftovers(&[(uid.clone(), ids.clone())], &s.cdi_before, &super::cdi::scan(&s.tree.cdi_dir()));
+    if !kept.is_empty() {
+        // A spec an unprepare leaves is DRA-CDI-002's to judge; here it would hide a late one.
+        let _ = c.prepare(&d.service, vec![claim.clone()]).await;
+        return Outcome::skip(format!(
+            "an unprepare leaves the claim's CDI spec ({}): DRA-CDI-002 judges that",
+            kept.join("; ")
+        ));
+    }
+    let mut gave_up = Vec::new();
+    for deadline in LATE_DEADLINES {
+        let short = c.with_timeout(deadline);
+        match short.prepare(&d.service, vec![claim.clone()]).await {
+            Err(e) if past_deadline(&e) => gave_up.push(format!("{deadline:?}")),
+            // Finished in time, or refused: the unprepare below undoes either.
+            _ => {}
+        }
+        need!(unprepare("NodeUnprepareResources (right after a prepare given up at its deadline)").await);
+    }
+    // Whatever is still running in the driver finishes within the window, or goes unseen.
+    let end = tokio::time::Instant::now() + LATE_WINDOW;
+    let mut left = Vec::new();
+    while tokio::time::Instant::now() < end {
+        left = super::cdi::leftovers(&[(uid.clone(), ids.clone())], &before, &super::cdi::scan(&s.tree.cdi_dir()));
+        if !left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Prepared again for the kubelet, which never unprepared it; DRA-UNPREP-001 does.
+    let again = c.prepare(&d.service, vec![claim.clone()]).await;
+    let again = need!(again.map_err(|e| call_failed(
+        &rules::IDEMPOTENT,
+        "NodePrepareResources (after the late prepares)",
+        e,
+        t
+    )));
+    if let Ok(new_ids) = answered_ids(&again, &claim.uid) {
+        if let Some(p) = s.prepared_claims.iter_mut().find(|(u, _)| *u == claim.uid) {
+            p.1 = new_ids;
+        }
+    }
+    if !left.is_empty() {
+        return Outcome::fail(
+            format!(
+                "NodePrepareResources of claim {}/{} given up at its deadline ({}), then NodeUnprepareResources",
+                claim.namespace,
+                claim.name,
+                gave_up.join(", ")
+            ),
+            format!(
+                "after the unprepare answered, a preparation still finished and left the claim prepared: {}",
+                left.join("; ")
+            ),
+            "tie the preparation to the call's context: stop (and undo) it when the call is cancelled or its deadline passes, and serialize prepare and unprepare of a claim so an unprepare that comes after wins (dra-driver-nvidia-gpu#1162, #1188)",
+        );
+    }
+    Outcome::pass(if gave_up.is_empty() {
+        format!("every prepare finished within {:?}; nothing left after unprepare", LATE_DEADLINES[0])
+    } else {
+        format!("prepares given up at {}; nothing left after unprepare", gave_up.join(", "))
+    })
 }
 
 #[cfg(test)]

@@ -82,6 +82,8 @@ pub(super) fn call_failed(rule: &Rule, rpc: impl Into<String>, e: Error, waited:
 #[derive(Default, Clone)]
 pub(super) struct Driver {
     pub(super) name: String,
+    /// Its registration socket.
+    pub(super) socket: PathBuf,
     pub(super) endpoint: PathBuf,
     pub(super) service: String,
     pub(super) health: Option<String>,
@@ -276,8 +278,9 @@ impl Sess {
     pub(super) async fn registered(&mut self, from: usize) -> std::result::Result<Driver, Outcome> {
         let got = self
             .wait_alive(from, REGISTER_WITHIN, |e| match e {
-                KubeletEvent::DraRegistered { driver, endpoint, service, health, .. } => Some(Ok(Driver {
+                KubeletEvent::DraRegistered { driver, socket, endpoint, service, health, .. } => Some(Ok(Driver {
                     name: driver.clone(),
+                    socket: PathBuf::from(socket),
                     endpoint: PathBuf::from(endpoint),
                     service: service.clone(),
                     health: health.clone(),
@@ -341,9 +344,20 @@ impl Sess {
             claims[0], claims[1]
         );
         self.write(&format!("{pod}.yaml"), &pod_text)?;
+        self.await_prepared(from, &claims).await
+    }
+
+    /// Wait until the kubelet prepared each of `claims` (names in [`NS`],
+    /// written after event `from`): (UID, CDI IDs) per claim, each also
+    /// kept in `engine_claims`; or the failure, as the kubelet saw it.
+    pub(super) async fn await_prepared(
+        &mut self,
+        from: usize,
+        claims: &[String],
+    ) -> std::result::Result<Vec<(String, Vec<String>)>, Outcome> {
         let mut ids = Vec::new();
         let rpc = "NodePrepareResources (the kubelet, on admission)";
-        for c in &claims {
+        for c in claims {
             let key = format!("{NS}/{c}");
             // The kubelet retries for ever; the scenario decides after the
             // third failure in a row, or at once when a call got no answer in time.

@@ -46,8 +46,15 @@ const FIRST_SNAPSHOT_WITHIN: Duration = Duration::from_secs(5);
 const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 /// Devices later than this after registering: the node had none meanwhile (WARN).
 const DEVICES_SLOW: Duration = Duration::from_secs(1);
+/// Re-registering later than this after a kubelet restart warns: until
+/// then pods needing the resource are rejected.
 const REREGISTER_WITHIN: Duration = Duration::from_secs(5);
-const COME_BACK_WITHIN: Duration = Duration::from_secs(10);
+/// How long after a kubelet restart a plugin may take to be back: what
+/// upstream's own e2e allows (test/e2e_node/device_plugin_test.go waits
+/// 30 s for the resource after a restart; the kubelet itself keeps a
+/// stopped endpoint's devices for endpointStopGracePeriod, 5 min).
+/// Upstream's sample plugin first retries 10 s after kubelet.sock reappears.
+const COME_BACK_WITHIN: Duration = Duration::from_secs(30);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 const POD_WITHIN: Duration = Duration::from_secs(10);
 /// The kubelet's longest container restart back-off (`MaxContainerBackOff`).

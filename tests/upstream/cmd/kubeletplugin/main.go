@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 )
@@ -105,7 +107,36 @@ func (d *driver) specPath(uid types.UID) string {
 
 // writeSpec writes the claim's CDI spec (one device per allocated device,
 // named <claim UID>-<device>) atomically: aside, then renamed.
-func (d *driver) writeSpec(uid types.UID, devices []string) error {
+// configEnv is the env the claim's opaque configs for this driver give a
+// result, in the e2e test driver's convention (admin_KEY from the class,
+// user_KEY from the claim; resourceclaim.ConfigForResult picks them).
+func (d *driver) configEnv(claim *resourceapi.ResourceClaim, r resourceapi.DeviceRequestAllocationResult) ([]string, error) {
+	env := map[string]string{}
+	for i, c := range resourceclaim.ConfigForResult(claim.Status.Allocation.Devices.Config, r) {
+		if c.Opaque.Driver != d.name || len(c.Opaque.Parameters.Raw) == 0 {
+			continue
+		}
+		kind := "user"
+		if c.Source == resourceapi.AllocationConfigSourceClass {
+			kind = "admin"
+		}
+		var params map[string]string
+		if err := json.Unmarshal(c.Opaque.Parameters.Raw, &params); err != nil {
+			return nil, fmt.Errorf("parameters in config #%d: decoding %s parameters: %w", i, kind, err)
+		}
+		for k, v := range params {
+			env[kind+"_"+k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (d *driver) writeSpec(uid types.UID, devices []string, config map[string][]string) error {
 	type edits struct {
 		Env []string `json:"env"`
 	}
@@ -119,8 +150,9 @@ func (d *driver) writeSpec(uid types.UID, devices []string) error {
 		Devices    []dev  `json:"devices"`
 	}{CDIVersion: "0.6.0", Kind: d.cdiKind()}
 	for _, name := range devices {
-		env := "DRA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "=" + string(uid)
-		spec.Devices = append(spec.Devices, dev{Name: string(uid) + "-" + name, ContainerEdits: edits{Env: []string{env}}})
+		env := []string{"DRA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "=" + string(uid)}
+		env = append(env, config[name]...)
+		spec.Devices = append(spec.Devices, dev{Name: string(uid) + "-" + name, ContainerEdits: edits{Env: env}})
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -148,10 +180,18 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		var devices []kubeletplugin.Device
 		var names []string
 		var statuses []resourceapi.AllocatedDeviceStatus
+		config := map[string][]string{}
+		var configErr error
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			if r.Driver != d.name {
 				continue
 			}
+			env, err := d.configEnv(claim, r)
+			if err != nil {
+				configErr = err
+				break
+			}
+			config[r.Device] = env
 			names = append(names, r.Device)
 			devices = append(devices, kubeletplugin.Device{
 				Requests:     []string{r.Request},
@@ -164,7 +204,13 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
 					LastTransitionTime: metav1.NewTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))}}})
 		}
-		if err := d.writeSpec(claim.UID, names); err != nil {
+		if configErr != nil {
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: configErr}
+			ev["error"] = configErr.Error()
+			emit(ev)
+			continue
+		}
+		if err := d.writeSpec(claim.UID, names, config); err != nil {
 			result[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("write CDI spec: %w", err)}
 			ev["error"] = err.Error()
 			emit(ev)
