@@ -33,8 +33,13 @@ async fn api_node(root: &Path) -> (tokio::process::Child, Tail, PathBuf) {
     (kubelet, log, PathBuf::from(ev["kubeconfig"].as_str().unwrap()))
 }
 
-/// `dpctl dra serve` publishing through `kubeconfig` on a fresh kubelet root.
+/// `dpctl dra serve` publishing through `kubeconfig` on a fresh kubelet root, for node-1.
 fn dra_serve(root: &Path, kubeconfig: &Path) -> tokio::process::Command {
+    dra_serve_for(root, kubeconfig, "node-1")
+}
+
+/// [`dra_serve`] for `node`.
+fn dra_serve_for(root: &Path, kubeconfig: &Path, node: &str) -> tokio::process::Command {
     let cdi = root.join("cdi");
     dpctl_cmd(&[
         "--kubelet-root-dir",
@@ -48,7 +53,7 @@ fn dra_serve(root: &Path, kubeconfig: &Path) -> tokio::process::Command {
         "--kubeconfig",
         s(kubeconfig),
         "--node-name",
-        "node-1",
+        node,
         "--log-format",
         "json",
     ])
@@ -670,4 +675,45 @@ async fn exec_credentials_are_reused_until_expiry_and_replaced_after_a_401() {
     assert_eq!(get(api.clone()).await, 200);
     assert_eq!(first.runs(), 2, "the new credential is kept");
     stop_tailed(kubelet, klog).await.expect_code(0);
+}
+
+/// The bearer token of a kubeconfig's first user (any YAML layout).
+fn first_user_token(kubeconfig: &Path) -> String {
+    let v: Value = serde_norway::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+    v["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {}", kubeconfig.display()))
+        .to_string()
+}
+
+/// Against the real kube-apiserver (tests/upstream/cmd/controlplane, token
+/// authentication): `dra serve` publishes with the token an exec plugin
+/// prints, and one printing a wrong token gets kube-apiserver's 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_serve_publishes_to_the_real_api_server_with_an_exec_plugins_token() {
+    let Some(cp) = control_plane() else { return };
+    let token = first_user_token(&cp.kubeconfig);
+    let p = tmp();
+    let dir = p.path();
+    let plugin = exec_plugin(dir, "admin", V1, &json!({"token": token}).to_string());
+    let kc = exec_kubeconfig(dir, &cp.kubeconfig, &exec_user(&plugin, V1));
+    let node = "kcfg-exec-node";
+    let root = tmp();
+    let mut serve = dra_serve_for(root.path(), &kc, node).spawn().unwrap();
+    let mut out = Tail::stdout(&mut serve);
+    out.wait_for("\"event\":\"resourceslice\"", 1).await;
+    let api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
+    let path = format!("/apis/resource.k8s.io/v1/resourceslices/{node}-{DRIVER}-pool-0");
+    let (st, slice) = kube::request(&api, "GET", &path, None, std::time::Duration::from_secs(10)).await.unwrap();
+    assert_eq!((st, slice["spec"]["nodeName"].as_str()), (200, Some(node)), "{slice}");
+    assert_eq!(exec_plugin_runs(dir, "admin"), 1);
+    stop_tailed(serve, out).await;
+
+    std::fs::create_dir(dir.join("bad")).unwrap();
+    let bad = exec_plugin(&dir.join("bad"), "bad", V1, r#"{"token":"not-a-token-kube-apiserver-knows"}"#);
+    let kc_bad = exec_kubeconfig(&dir.join("bad"), &cp.kubeconfig, &exec_user(&bad, V1));
+    let r = run_cmd(dra_serve_for(tmp().path(), &kc_bad, node)).await;
+    r.expect_code(1);
+    assert!(r.stderr.contains("the API server answered 401 Unauthorized"), "{}", r.stderr);
+    assert_eq!(exec_plugin_runs(&dir.join("bad"), "bad"), 2, "a 401 runs the plugin again once");
 }
