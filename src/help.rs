@@ -31,6 +31,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("NODE_NAME", "The node a DRA driver publishes its ResourceSlice for (--node-name); default this host's name."),
     (
+        "KUBECONFIG",
+        "dra serve without --kubeconfig: the kubeconfig files (':'-separated) merged as client-go merges them, the first to name a cluster, user or context winning it.",
+    ),
+    (
         "KUBERNETES_SERVICE_HOST",
         "With KUBERNETES_SERVICE_PORT and a service-account token, dra serve without --kubeconfig publishes through the API server at https://HOST:PORT (in-cluster config, as client-go).",
     ),
@@ -58,6 +62,7 @@ const EVERY_COMMAND: &[&str] = &["NO_COLOR", "DPCTL_WORKERS"];
 const SOME_COMMANDS: &[(&str, &[&str])] = &[
     ("TMPDIR", &["dpctl-demo", "dpctl-test", "dpctl-bench", "dpctl-bench-kubelet", "dpctl-replay"]),
     ("PATH", &["dpctl-demo", "dpctl-test"]),
+    ("KUBECONFIG", &["dpctl-dra-serve"]),
     ("KUBERNETES_SERVICE_HOST", &["dpctl-dra-serve"]),
     ("KUBERNETES_SERVICE_PORT", &["dpctl-dra-serve"]),
     ("DPCTL_SERVICEACCOUNT_DIR", &["dpctl-dra-serve"]),
@@ -405,6 +410,7 @@ mod tests {
                 "DPCTL_KUBELET_ROOT_DIR",
                 "DPCTL_ROOT",
                 "NODE_NAME",
+                "KUBECONFIG",
                 "KUBERNETES_SERVICE_HOST",
                 "KUBERNETES_SERVICE_PORT",
                 "DPCTL_SERVICEACCOUNT_DIR",

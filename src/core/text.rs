@@ -19,8 +19,8 @@ use std::fmt::Write;
 pub const MAX_ECHO: usize = 80;
 /// How many items of an echoed list are shown.
 pub const MAX_LIST: usize = 20;
-/// A word of a message starting with `/` (a path) may be this long before it
-/// is capped: PATH_MAX, so a real path is never cut.
+/// A word of a message starting with `/` (a path) or `http(s)://` (a URL) may
+/// be this long before it is capped: PATH_MAX, so a real path is never cut.
 const MAX_PATH_ECHO: usize = 4096;
 
 /// Is `c` shown as an escape rather than as itself? Control characters (C0,
@@ -118,7 +118,8 @@ pub fn cap_words(msg: &str) -> Cow<'_, str> {
     let limit = |w: &str| {
         if capped(w) {
             usize::MAX
-        } else if w.starts_with('/') {
+        } else if w.starts_with('/') || w.starts_with("https://") || w.starts_with("http://") {
+            // A path or a URL (client-go's help links) is never cut.
             MAX_PATH_ECHO
         } else {
             MAX_ECHO
@@ -202,6 +203,9 @@ mod tests {
         assert!(c.contains("BBB… (2000000 bytes)`, expected `a` or `b` at line 1"), "{c}");
         let path = format!("/{}/x.sock: gone", "d".repeat(200));
         assert_eq!(cap_words(&path), path);
+        let url =
+            "see: https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins";
+        assert_eq!(cap_words(url), url, "a help link stays whole");
         assert_eq!(cap_words("a \u{0} b"), "a \\x00 b");
         // what cap already cut is not cut again
         let once = format!("name {} is invalid", quote(&"r".repeat(5000)));

@@ -635,7 +635,7 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     assert_eq!(run(&seen).last().unwrap(), &format!("DELETE {path}/{name}"));
     stop_child(child).await;
 
-    // What dpctl cannot do (an exec credential plugin) is refused up front: a usage error naming the field.
+    // A kubeconfig client-go refuses is refused up front: a usage error in client-go's words, naming the field.
     std::fs::write(&kc, "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n").unwrap();
     let r = dpctl(&[
         "--kubelet-root-dir",
@@ -651,7 +651,11 @@ async fn dra_serve_publishes_its_devices_as_a_resourceslice_and_withdraws_it() {
     ])
     .await;
     r.expect_code(2);
-    assert!(r.stderr.contains("users[u].user.exec: exec credential plugins are not supported"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("users[u].user.exec: invalid configuration: [apiVersion must be specified for u to use exec authentication plugin"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ mod extended;
 mod generations;
 mod hardening;
 mod interop;
+mod kubeconfig;
 mod lifecycle;
 mod log;
 mod mock_kubelet;

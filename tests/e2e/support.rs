@@ -300,6 +300,8 @@ pub fn dpctl_cmd(args: &[&str]) -> tokio::process::Command {
         // Tests run in a pod too: `dra serve` must not find the pod's API server (in-cluster config).
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("DPCTL_SERVICEACCOUNT_DIR")
+        // Nor a developer's cluster: `dra serve` reads KUBECONFIG.
+        .env_remove("KUBECONFIG")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -817,6 +819,61 @@ pub fn api_authority(url: &str) -> String {
 pub fn kubeconfig_token(kubeconfig: &Path) -> String {
     let kc = std::fs::read_to_string(kubeconfig).unwrap();
     kc.lines().find_map(|l| l.trim().strip_prefix("token: ")).unwrap_or_default().to_string()
+}
+
+/// A small exec credential plugin: a shell script `dir/name` that appends a
+/// line to `dir/name.runs` at each run and prints an `ExecCredential` of
+/// `api_version` (`client.authentication.k8s.io/v1` or `v1beta1`) whose
+/// status is `status` (JSON, e.g. `{"token":"abc"}`). The kubeconfigs of
+/// [`exec_kubeconfig`] run it.
+pub fn exec_plugin(dir: &Path, name: &str, api_version: &str, status: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let p = dir.join(name);
+    let cred = format!(r#"{{"apiVersion":"{api_version}","kind":"ExecCredential","status":{status}}}"#);
+    let runs = dir.join(format!("{name}.runs"));
+    std::fs::write(&p, format!("#!/bin/sh\necho run >> '{}'\ncat <<'EOF'\n{cred}\nEOF\n", runs.display())).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The exec section of a user running `plugin` non-interactively with
+/// `api_version`, for [`exec_kubeconfig`].
+pub fn exec_user(plugin: &Path, api_version: &str) -> String {
+    format!(
+        "{{command: {}, apiVersion: {api_version}, interactiveMode: Never}}",
+        serde_json::Value::String(plugin.display().to_string())
+    )
+}
+
+/// How many times the plugin [`exec_plugin`] wrote as `dir/name` has run.
+pub fn exec_plugin_runs(dir: &Path, name: &str) -> usize {
+    std::fs::read_to_string(dir.join(format!("{name}.runs"))).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+/// A kubeconfig `dir/kubeconfig-exec` for the cluster of `kubeconfig` (its
+/// current context's server, CA and TLS fields, kept as they are) whose user
+/// is an `exec` plugin: `exec` is the user's exec section as YAML/JSON flow,
+/// e.g. `{command: /p/plugin, apiVersion: client.authentication.k8s.io/v1,
+/// interactiveMode: Never}`. Works for any kubeconfig with inline CA data or
+/// absolute paths (the mock kubelet's, a real control plane's admin one).
+pub fn exec_kubeconfig(dir: &Path, kubeconfig: &Path, exec: &str) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let v: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    let ctx_name = v["current-context"].as_str().unwrap();
+    let ctx = v["contexts"].as_array().unwrap().iter().find(|c| c["name"] == ctx_name).unwrap();
+    let cluster_name = ctx["context"]["cluster"].as_str().unwrap();
+    let cluster = v["clusters"].as_array().unwrap().iter().find(|c| c["name"] == cluster_name).unwrap();
+    let out = dir.join("kubeconfig-exec");
+    std::fs::write(
+        &out,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{}]\nusers: [{{name: exec-user, user: {{exec: {exec}}}}}]\ncontexts: [{{name: exec, context: {{cluster: {}, user: exec-user}}}}]\ncurrent-context: exec\n",
+            cluster,
+            serde_json::Value::String(cluster_name.to_string())
+        ),
+    )
+    .unwrap();
+    out
 }
 
 /// The real control plane (tests/upstream/cmd/controlplane: embedded etcd,

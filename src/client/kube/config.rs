@@ -1,9 +1,10 @@
 //! Where an API server is and how to talk to it, read as client-go reads it
 //! (`tools/clientcmd` for kubeconfigs, `rest.InClusterConfig` for a pod):
-//! [`parse_kubeconfig`] is pure (the text and the kubeconfig's directory,
-//! against which relative paths resolve, as `clientcmd` resolves them);
-//! [`in_cluster`] reads the service-account mount. Files named by either are
-//! read when the connection is built ([`super::connect`]).
+//! [`parse_file`] reads one file (relative paths made absolute against its
+//! directory, as `clientcmd.ResolveLocalPaths`), [`merge`] merges several as
+//! `KUBECONFIG`'s are merged, [`rest_config`] picks the context's cluster and
+//! user — all pure; [`in_cluster`] reads the service-account mount. Files
+//! named by them are read when the connection is built ([`super::connect`]).
 //!
 //! Supported: `server` (http or https; without a scheme, https when any TLS
 //! setting is given, as `rest.DefaultServerURL`), `certificate-authority`
@@ -11,10 +12,14 @@
 //! `tls-server-name`; users' `token`, `tokenFile` (wins over `token`, read
 //! again at every request as client-go's cached file token source does when
 //! it expires), `username`/`password`, `client-certificate(-data)` and
-//! `client-key(-data)`. Refused with the field named: `exec` and
-//! `auth-provider` credential plugins, `proxy-url`, impersonation (`as`).
-//! client-go's validation conflicts are refused with its reasons.
+//! `client-key(-data)`, and `exec` credential plugins ([`super::exec`],
+//! validated as clientcmd validates them), an `http://` `proxy-url` (HTTP
+//! CONNECT). Refused with the field named: `auth-provider` (in client-go's
+//! words for the removed gcp and azure providers), `socks5://` and
+//! `https://` proxies, impersonation (`as`). client-go's validation
+//! conflicts are refused with its reasons.
 
+use super::exec;
 use base64::Engine as _;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -56,20 +61,111 @@ pub struct RestConfig {
     pub token_file: Option<PathBuf>,
     /// HTTP basic authentication.
     pub basic: Option<(String, String)>,
+    /// The `server` field as written (what `provideClusterInfo` hands a plugin).
+    pub server: String,
+    /// An `exec` credential plugin.
+    pub exec: Option<exec::ExecConfig>,
+    /// The cluster's `client.authentication.k8s.io/exec` extension (the plugin's `spec.cluster.config`).
+    pub exec_extension: Option<Value>,
+    /// `proxy-url`: an http proxy every connection is tunnelled through (HTTP CONNECT).
+    pub proxy: Option<Proxy>,
+}
+
+/// An http proxy (`proxy-url: http://[user:password@]host[:port]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proxy {
+    /// The URL as written (for messages and `provideClusterInfo`).
+    pub url: String,
+    /// `host:port` (port 80 when the URL has none, as Go's http.Transport).
+    pub authority: String,
+    /// `Proxy-Authorization: Basic …` from the URL's user and password.
+    pub authorization: Option<String>,
+}
+
+/// `proxy-url` as clientcmd validates it (`parseProxyURL`) and as dpctl can
+/// use it: an `http://` proxy; `https://` and `socks5://` (which client-go
+/// also takes) are refused with what to do.
+fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, String> {
+    let unsupported = |scheme: &str| {
+        format!(
+            "{at}.proxy-url: invalid configuration: invalid 'proxy-url' {url:?} for cluster {cluster:?}: unsupported scheme {scheme:?}, must be http, https, or socks5"
+        )
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(unsupported(""));
+    };
+    match scheme {
+        "http" => {}
+        "https" | "socks5" => {
+            return Err(format!(
+                "{at}.proxy-url {url:?}: dpctl tunnels through http:// proxies only (client-go also takes {scheme}); use an http proxy, or remove proxy-url"
+            ))
+        }
+        other => return Err(unsupported(other)),
+    }
+    let hostport = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let (userinfo, hostport) = match hostport.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, hostport),
+    };
+    if hostport.is_empty() {
+        return Err(format!("{at}.proxy-url {url:?} names no host; write http://HOST:PORT"));
+    }
+    // A port after the host (or after an [IPv6] literal's closing bracket).
+    let after_host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map(|(_, after)| after).unwrap_or(""),
+        None => hostport,
+    };
+    let authority = if after_host.contains(':') { hostport.to_string() } else { format!("{hostport}:80") };
+    let authorization =
+        userinfo.map(|u| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(percent_decode(u))));
+    Ok(Proxy { url: url.to_string(), authority, authorization })
+}
+
+/// `%XX` escapes of a URL's user information decoded.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// A path as `clientcmd` resolves it: relative to the kubeconfig's directory.
+/// A path as `clientcmd` resolves it: relative to the kubeconfig's
+/// directory, cleaned as Go's `filepath.Join` cleans (`.` dropped, `..`
+/// taking the name before it).
 fn resolve(dir: &Path, p: &str) -> PathBuf {
-    let p = Path::new(p);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
+    use std::path::Component;
+    let joined = dir.join(p);
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
+                    out.pop();
+                } else if !out.has_root() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
     }
+    out
 }
 
 /// A `-data` field: base64 in the kubeconfig ([]byte in client-go's types).
@@ -137,12 +233,200 @@ fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, Strin
     Ok((https, authority, host, prefix))
 }
 
+/// Parse one kubeconfig file's text (pure): YAML, duplicate names refused
+/// as clientcmd's conversion refuses them, and its relative paths made
+/// absolute against `dir`, its directory, as `clientcmd.ResolveLocalPaths`
+/// does before files are merged (`certificate-authority`,
+/// `client-certificate`, `client-key`, `tokenFile`, and an exec `command`
+/// with a `/` in it; a bare command is looked up in PATH).
+pub fn parse_file(text: &str, dir: &Path) -> Result<Value, String> {
+    let mut v: Value = if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_norway::from_str(text)
+            .map_err(|e| format!("not a kubeconfig (YAML): {}", super::exec::one_line(&e.to_string())))?
+    };
+    if v.is_null() {
+        v = Value::Object(Default::default());
+    }
+    if !v.is_object() {
+        return Err("not a kubeconfig: the file is not a YAML mapping".into());
+    }
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    for (list, item) in [("clusters", "cluster"), ("users", "user"), ("contexts", "context")] {
+        let Some(entries) = v.get_mut(list).and_then(Value::as_array_mut) else { continue };
+        let mut seen = std::collections::HashSet::new();
+        for e in entries.iter_mut() {
+            let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            if !seen.insert(name.clone()) {
+                return Err(format!("duplicate name {name:?} in {list} (clientcmd refuses it); keep one"));
+            }
+            let Some(body) = e.get_mut(item).filter(|b| b.is_object()) else { continue };
+            let keys: &[&str] = match item {
+                "cluster" => &["certificate-authority"],
+                "user" => &["client-certificate", "client-key", "tokenFile"],
+                _ => &[],
+            };
+            for k in keys {
+                if let Some(p) = str_at(body, k).map(|p| resolve(&dir, p)) {
+                    body[*k] = Value::String(p.display().to_string());
+                }
+            }
+            if let Some(cmd) = body.get_mut("exec").and_then(|x| x.get_mut("command")) {
+                if let Some(c) = cmd.as_str().filter(|c| c.contains('/')) {
+                    *cmd = Value::String(resolve(&dir, c).display().to_string());
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Several kubeconfigs merged as `clientcmd.ClientConfigLoadingRules.Load`
+/// merges `KUBECONFIG`'s files (pure): the first file to name a cluster, user
+/// or context wins it whole (a later file's entry of that name is dropped,
+/// even its other fields); `current-context` is the first file's that sets one.
+pub fn merge(files: Vec<Value>) -> Value {
+    let mut out = serde_json::Map::new();
+    for list in ["clusters", "users", "contexts"] {
+        let mut seen = std::collections::HashSet::new();
+        let mut merged = Vec::new();
+        for f in &files {
+            for e in f.get(list).and_then(Value::as_array).into_iter().flatten() {
+                let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                if seen.insert(name) {
+                    merged.push(e.clone());
+                }
+            }
+        }
+        out.insert(list.into(), Value::Array(merged));
+    }
+    if let Some(c) = files.iter().find_map(|f| str_at(f, "current-context")) {
+        out.insert("current-context".into(), Value::String(c.to_string()));
+    }
+    Value::Object(out)
+}
+
 /// The API server of a kubeconfig's current context (or of `context`);
 /// relative paths resolve against `dir`, the kubeconfig's directory. `Err`
 /// is one line naming the field and the fix.
 pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result<RestConfig, String> {
-    let v: Value = serde_norway::from_str(text).map_err(|e| format!("not a kubeconfig (YAML): {e}"))?;
-    let current = context.map(str::to_string).or_else(|| str_at(&v, "current-context").map(str::to_string));
+    rest_config(&parse_file(text, dir)?, context)
+}
+
+/// client-go's aggregate of validation errors: `invalid configuration: X`, or `[X, Y]` for several.
+fn invalid(errs: &[String]) -> String {
+    match errs {
+        [one] => format!("invalid configuration: {one}"),
+        many => format!("invalid configuration: [{}]", many.join(", ")),
+    }
+}
+
+/// A user's `exec` section as clientcmd validates it (`validateAuthInfo`) and
+/// the exec authenticator accepts it (the apiVersion).
+fn exec_config(e: &Value, user: &str, uat: &str) -> Result<exec::ExecConfig, String> {
+    let api_version = str_at(e, "apiVersion").unwrap_or("").to_string();
+    let mode = match str_at(e, "interactiveMode") {
+        Some(m) => m.to_string(),
+        // clientcmd's v1 defaulting: IfAvailable for v1beta1 (and the retired v1alpha1); v1 must say.
+        None if api_version == exec::V1BETA1 || api_version == "client.authentication.k8s.io/v1alpha1" => {
+            "IfAvailable".into()
+        }
+        None => String::new(),
+    };
+    let mut errs = Vec::new();
+    let command = str_at(e, "command").unwrap_or("").to_string();
+    if command.is_empty() {
+        errs.push(format!("command must be specified for {user} to use exec authentication plugin"));
+    }
+    if api_version.is_empty() {
+        errs.push(format!("apiVersion must be specified for {user} to use exec authentication plugin"));
+    }
+    let mut env = Vec::new();
+    for x in e.get("env").and_then(Value::as_array).into_iter().flatten() {
+        let name = str_at(x, "name").unwrap_or("");
+        if name.is_empty() {
+            errs.push(format!("env variable name must be specified for {user} to use exec authentication plugin"));
+        }
+        env.push((name.to_string(), x.get("value").and_then(Value::as_str).unwrap_or("").to_string()));
+    }
+    let interactive = match mode.as_str() {
+        "Never" => exec::InteractiveMode::Never,
+        "IfAvailable" => exec::InteractiveMode::IfAvailable,
+        "Always" => exec::InteractiveMode::Always,
+        "" => {
+            errs.push(format!("interactiveMode must be specified for {user} to use exec authentication plugin"));
+            exec::InteractiveMode::Never
+        }
+        other => {
+            errs.push(format!("invalid interactiveMode for {user}: {other:?}"));
+            exec::InteractiveMode::Never
+        }
+    };
+    if !errs.is_empty() {
+        return Err(format!(
+            "{uat}.exec: {}; an exec section needs command, apiVersion ({}) and, for v1, interactiveMode (Never)",
+            invalid(&errs),
+            exec::V1
+        ));
+    }
+    if api_version != exec::V1 && api_version != exec::V1BETA1 {
+        return Err(format!(
+            "{uat}.exec: exec plugin: invalid apiVersion {api_version:?}; use {} or {}",
+            exec::V1,
+            exec::V1BETA1
+        ));
+    }
+    let args = e.get("args").and_then(Value::as_array).into_iter().flatten();
+    Ok(exec::ExecConfig {
+        command,
+        args: args.map(|a| a.as_str().unwrap_or("").to_string()).collect(),
+        env,
+        api_version,
+        interactive,
+        provide_cluster_info: e.get("provideClusterInfo").and_then(Value::as_bool).unwrap_or(false),
+        install_hint: clean_ansi(str_at(e, "installHint").unwrap_or("")),
+    })
+}
+
+/// `installHint` without ANSI escape sequences, as clientcmd cleans it.
+fn clean_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What client-go says of an `auth-provider`, and what to do instead.
+fn auth_provider(ap: &Value, uat: &str) -> String {
+    let name = str_at(ap, "name").unwrap_or("");
+    let said = match name {
+        "gcp" => "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\" kubectl/client-go credential plugin instead. See https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke for further details".to_string(),
+        "azure" => "The azure auth plugin has been removed. Please use the https://github.com/Azure/kubelogin kubectl/client-go credential plugin instead. See https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins for further details".to_string(),
+        other => format!(
+            "auth-provider {other:?} is not supported by dpctl (client-go removed its in-tree gcp and azure providers in 1.26 in favour of exec credential plugins); use an exec plugin (for OIDC, kubelogin's get-token) or a token"
+        ),
+    };
+    format!("{uat}.auth-provider: {said}")
+}
+
+/// The API server and user of a (merged) kubeconfig's current context, or
+/// of `context`. Paths in `v` are already absolute ([`parse_file`]).
+pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, String> {
+    let current = context.map(str::to_string).or_else(|| str_at(v, "current-context").map(str::to_string));
     let (cluster_name, user_name) = match &current {
         None => {
             // No current context: a single cluster (and user) is unambiguous.
@@ -152,14 +436,18 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
                     .filter(|a| a.len() == 1)
                     .and_then(|a| a[0].get("name").and_then(Value::as_str).map(String::from))
             };
+            let none = |list: &str| v.get(list).and_then(Value::as_array).is_none_or(Vec::is_empty);
+            if none("clusters") && none("contexts") {
+                return Err("invalid configuration: no configuration has been provided; write a kubeconfig with a cluster, a user and a context".into());
+            }
             let c = one("clusters").ok_or(
                 "no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)",
             )?;
             (c, one("users"))
         }
         Some(current) => {
-            let ctx = entry(&v, "contexts", current).ok_or_else(|| {
-                format!("context {current:?} is not in contexts; name one of them (kubectl config get-contexts)")
+            let ctx = entry(v, "contexts", current).ok_or_else(|| {
+                format!("invalid configuration: context was not found for specified context: {current}; name one of the contexts (kubectl config get-contexts)")
             })?;
             let c = ctx.get("context").cloned().unwrap_or(Value::Null);
             let cluster = str_at(&c, "cluster")
@@ -167,25 +455,28 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
             (cluster.to_string(), str_at(&c, "user").map(str::to_string))
         }
     };
-    let cluster = entry(&v, "clusters", &cluster_name)
+    let cluster = entry(v, "clusters", &cluster_name)
         .and_then(|c| c.get("cluster"))
         .ok_or_else(|| format!("cluster {cluster_name:?} is not in clusters; add it or fix the context"))?;
     let cat = format!("clusters[{cluster_name}].cluster");
     let user = match &user_name {
         None => None,
         Some(u) => Some(
-            entry(&v, "users", u)
+            entry(v, "users", u)
                 .and_then(|x| x.get("user"))
                 .ok_or_else(|| format!("user {u:?} is not in users; add it or fix the context"))?,
         ),
     };
     let uat = format!("users[{}].user", user_name.as_deref().unwrap_or(""));
-    if str_at(cluster, "proxy-url").is_some() {
-        return Err(format!(
-            "{cat}.proxy-url: dpctl does not go through proxies; remove it to reach the server directly"
-        ));
-    }
-    let ca = pem(cluster, "certificate-authority", "certificate-authority-data", &cat, dir, "client-go refuses both")?;
+    let proxy = str_at(cluster, "proxy-url").map(|p| proxy(p, &cluster_name, &cat)).transpose()?;
+    let ca = pem(
+        cluster,
+        "certificate-authority",
+        "certificate-authority-data",
+        &cat,
+        Path::new("/"),
+        "client-go refuses both",
+    )?;
     let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool).unwrap_or(false);
     if insecure && ca.is_some() {
         // client-go's transport: "specifying a root certificates file with the insecure flag is not allowed".
@@ -194,23 +485,40 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
         ));
     }
     let tls_server_name = str_at(cluster, "tls-server-name").map(str::to_string);
-    let mut rc = RestConfig { ca, insecure, tls_server_name, ..Default::default() };
+    let exec_extension = cluster
+        .get("extensions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|x| x.get("name").and_then(Value::as_str) == Some("client.authentication.k8s.io/exec"))
+        .and_then(|x| x.get("extension"))
+        .cloned();
+    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, proxy, ..Default::default() };
     if let Some(u) = user {
-        for (key, what) in [
-            ("exec", "exec credential plugins"),
-            ("auth-provider", "auth-provider plugins"),
-            ("as", "impersonation"),
-            ("as-groups", "impersonation"),
-            ("as-uid", "impersonation"),
-        ] {
-            if u.get(key).is_some_and(|x| !x.is_null()) {
+        let uname = user_name.as_deref().unwrap_or("");
+        let has = |key: &str| u.get(key).is_some_and(|x| !x.is_null());
+        if has("exec") && has("auth-provider") {
+            return Err(format!(
+                "{uat}: {}; keep exec",
+                invalid(&[format!("authProvider cannot be provided in combination with an exec plugin for {uname}")])
+            ));
+        }
+        if let Some(ap) = u.get("auth-provider").filter(|x| !x.is_null()) {
+            return Err(auth_provider(ap, &uat));
+        }
+        for key in ["as", "as-groups", "as-uid", "as-user-extra"] {
+            if has(key) {
                 return Err(format!(
-                    "{uat}.{key}: {what} are not supported by dpctl; use a token, tokenFile or client certificate"
+                    "{uat}.{key}: impersonation is not supported by dpctl; give the identity's own credentials"
                 ));
             }
         }
-        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, dir, "client-go refuses both")?;
-        let key = pem(u, "client-key", "client-key-data", &uat, dir, "client-go refuses both")?;
+        if let Some(e) = u.get("exec").filter(|x| !x.is_null()) {
+            rc.exec = Some(exec_config(e, uname, &uat)?);
+        }
+        let root = Path::new("/");
+        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, root, "client-go refuses both")?;
+        let key = pem(u, "client-key", "client-key-data", &uat, root, "client-go refuses both")?;
         rc.client_cert = match (cert, key) {
             (Some(c), Some(k)) => Some((c, k)),
             (Some(_), None) => {
@@ -224,7 +532,7 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
             (None, None) => None,
         };
         rc.token = str_at(u, "token").map(str::to_string);
-        rc.token_file = str_at(u, "tokenFile").map(|f| resolve(dir, f));
+        rc.token_file = str_at(u, "tokenFile").map(PathBuf::from);
         let (name, pass) = (str_at(u, "username"), str_at(u, "password"));
         if name.is_some() || pass.is_some() {
             if rc.token.is_some() {
@@ -241,7 +549,7 @@ pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result
     if !https && (rc.ca.is_some() || rc.client_cert.is_some() || rc.tls_server_name.is_some()) {
         return Err(format!("{cat}.server {url:?} is plain http but TLS settings are given; write https://"));
     }
-    Ok(RestConfig { https, authority, host, prefix, ..rc })
+    Ok(RestConfig { https, authority, host, prefix, server: url.to_string(), ..rc })
 }
 
 /// What [`in_cluster`] reads: the two environment variables and the mount.
@@ -284,6 +592,7 @@ pub fn in_cluster(env: &InClusterEnv) -> Option<RestConfig> {
     let ca = env.dir.join("ca.crt");
     Some(RestConfig {
         https: true,
+        server: format!("https://{authority}"),
         authority,
         host: host.to_string(),
         // client-go goes on without the CA when ca.crt cannot be read (the system's roots).
@@ -332,7 +641,7 @@ current-context: here
         let one = parse_kubeconfig("clusters: [{name: c, cluster: {server: 'http://h/api-proxy'}}]", d, None).unwrap();
         assert_eq!((one.authority.as_str(), one.prefix.as_str(), one.token), ("h:80", "/api-proxy", None));
         let e = parse_kubeconfig(&FULL.replace("current-context: here", "current-context: gone"), d, None);
-        assert!(e.unwrap_err().contains("context \"gone\" is not in contexts"));
+        assert!(e.unwrap_err().contains("context was not found for specified context: gone"));
         assert!(parse_kubeconfig("[", d, None).unwrap_err().contains("not a kubeconfig"));
     }
 
@@ -387,10 +696,50 @@ current-context: here
                 "",
                 "insecure-skip-tls-verify with a certificate-authority is not allowed",
             ),
-            (&format!("{s}, proxy-url: 'http://p'"), "", "proxy-url"),
+            (
+                &format!("{s}, proxy-url: 'socks5://p:1080'"),
+                "",
+                "clusters[c].cluster.proxy-url \"socks5://p:1080\": dpctl tunnels through http:// proxies only",
+            ),
+            (
+                &format!("{s}, proxy-url: 'ftp://p'"),
+                "",
+                "invalid 'proxy-url' \"ftp://p\" for cluster \"c\": unsupported scheme \"ftp\", must be http, https, or socks5",
+            ),
             ("server: 'http://h', certificate-authority: a", "", "plain http but TLS settings are given"),
-            (s, "exec: {command: aws}", "users[u].user.exec: exec credential plugins are not supported"),
-            (s, "auth-provider: {name: gcp}", "auth-provider"),
+            (
+                s,
+                "exec: {command: aws}",
+                "users[u].user.exec: invalid configuration: [apiVersion must be specified for u to use exec authentication plugin, interactiveMode must be specified for u to use exec authentication plugin]",
+            ),
+            (
+                s,
+                "exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}",
+                "invalid configuration: command must be specified for u to use exec authentication plugin",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Sometimes}",
+                "invalid configuration: invalid interactiveMode for u: \"Sometimes\"",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, env: [{value: x}]}",
+                "env variable name must be specified for u to use exec authentication plugin",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1alpha1}",
+                "exec plugin: invalid apiVersion \"client.authentication.k8s.io/v1alpha1\"; use",
+            ),
+            (
+                s,
+                "exec: {command: a, apiVersion: client.authentication.k8s.io/v1beta1}, auth-provider: {name: oidc}",
+                "authProvider cannot be provided in combination with an exec plugin for u",
+            ),
+            (s, "auth-provider: {name: gcp}", "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\""),
+            (s, "auth-provider: {name: azure}", "The azure auth plugin has been removed."),
+            (s, "auth-provider: {name: oidc}", "auth-provider \"oidc\" is not supported by dpctl (client-go removed"),
             (s, "as: root", "impersonation"),
             (s, "client-certificate: c", "client-certificate without client-key"),
             (s, "client-key: k", "client-key without client-certificate"),
@@ -405,6 +754,76 @@ current-context: here
             assert!(e.contains(want), "{cluster} / {user}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn exec_sections_are_read_with_clientcmd_s_defaults_and_paths() {
+        let d = Path::new("/home/u/.kube");
+        let k = |exec: &str| {
+            format!(
+                "clusters: [{{name: c, cluster: {{server: 'https://h:1', extensions: [{{name: client.authentication.k8s.io/exec, extension: {{audience: x}}}}]}}}}]\nusers: [{{name: u, user: {{exec: {{{exec}}}}}}}]\ncurrent-context: x\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
+            )
+        };
+        let c = parse_kubeconfig(
+            &k("command: bin/get-token, args: [a, b], env: [{name: A, value: '1'}], apiVersion: client.authentication.k8s.io/v1beta1, provideClusterInfo: true, installHint: \"\\e[1mbrew\\e[0m install it\""),
+            d,
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.server, "https://h:1");
+        assert_eq!(c.exec_extension, Some(serde_json::json!({"audience": "x"})));
+        let e = c.exec.unwrap();
+        assert_eq!(e.command, "/home/u/.kube/bin/get-token", "a command with a slash is relative to the kubeconfig");
+        assert_eq!((e.args, e.env), (vec!["a".to_string(), "b".into()], vec![("A".to_string(), "1".to_string())]));
+        assert_eq!(e.interactive, exec::InteractiveMode::IfAvailable, "v1beta1 defaults to IfAvailable");
+        assert!(e.provide_cluster_info);
+        assert_eq!(e.install_hint, "brew install it", "ANSI escapes removed as clientcmd does");
+        let c = parse_kubeconfig(
+            &k("command: aws, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Always"),
+            d,
+            None,
+        );
+        let e = c.unwrap().exec.unwrap();
+        assert_eq!((e.command.as_str(), e.interactive), ("aws", exec::InteractiveMode::Always), "a bare command: PATH");
+    }
+
+    #[test]
+    fn an_http_proxy_url_is_read_as_go_reads_it() {
+        let p = proxy("http://u:p%40ss@proxy.corp:3128/", "c", "x").unwrap();
+        assert_eq!(p.authority, "proxy.corp:3128");
+        assert_eq!(p.authorization.as_deref(), Some("Basic dTpwQHNz"), "user info decoded: u:p@ss");
+        assert_eq!(proxy("http://proxy", "c", "x").unwrap().authority, "proxy:80");
+        assert_eq!(proxy("http://[::1]:8080", "c", "x").unwrap().authority, "[::1]:8080");
+        assert_eq!(proxy("http://[::1]", "c", "x").unwrap().authority, "[::1]:80");
+        assert!(proxy("http://", "c", "x").unwrap_err().contains("names no host"));
+        assert!(proxy("proxy:3128", "c", "x").unwrap_err().contains("unsupported scheme \"\""));
+    }
+
+    #[test]
+    fn kubeconfig_files_merge_as_clientcmd_merges_them() {
+        let a = parse_file(
+            "clusters: [{name: shared, cluster: {server: 'https://a:1', certificate-authority: ca.crt}}]\nusers: [{name: u, user: {tokenFile: tok}}]\n",
+            Path::new("/a"),
+        )
+        .unwrap();
+        let b = parse_file(
+            "current-context: ctx\nclusters: [{name: shared, cluster: {server: 'https://b:1', tls-server-name: n}}, {name: other, cluster: {server: 'https://o:1'}}]\nusers: [{name: u, user: {token: from-b}}]\ncontexts: [{name: ctx, context: {cluster: shared, user: u}}, {name: o, context: {cluster: other}}]\n",
+            Path::new("/b"),
+        )
+        .unwrap();
+        let c = parse_file("current-context: o\n", Path::new("/c")).unwrap();
+        let m = merge(vec![a.clone(), b.clone(), c.clone()]);
+        let rc = rest_config(&m, None).unwrap();
+        // The first file's "shared" and "u" win whole (b's tls-server-name and token are dropped);
+        // b's current-context is the first set; a's relative paths resolved against /a.
+        assert_eq!((rc.authority.as_str(), rc.tls_server_name.as_deref()), ("a:1", None));
+        assert_eq!(rc.ca, Some(Pem::File("/a/ca.crt".into())));
+        assert_eq!((rc.token_file, rc.token), (Some(PathBuf::from("/a/tok")), None));
+        assert_eq!(rest_config(&m, Some("o")).unwrap().authority, "o:1");
+        assert_eq!(rest_config(&merge(vec![c, b, a]), None).unwrap().authority, "o:1", "c sets current-context first");
+        assert_eq!(parse_file("", Path::new("/")).unwrap(), serde_json::json!({}), "an empty file is an empty config");
+        let dup = parse_file("users: [{name: u, user: {}}, {name: u, user: {}}]", Path::new("/"));
+        assert!(dup.unwrap_err().contains("duplicate name \"u\" in users"));
     }
 
     #[test]

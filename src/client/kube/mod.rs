@@ -1,12 +1,16 @@
 //! A small Kubernetes API client: JSON over HTTP/1.1 on the hyper
 //! dependency dpctl already has, plain or over TLS (rustls, [`crate::core::tls`]),
-//! configured from a kubeconfig or a pod's service account as client-go
-//! configures itself ([`config`]). `dpctl dra serve` publishes its
-//! ResourceSlice and reads claims through it; `dpctl test --dra` reads the
-//! local API server with it. No task is spawned: each request drives its
-//! connection to completion.
+//! configured from a kubeconfig (`--kubeconfig`, or `KUBECONFIG`'s files
+//! merged) or a pod's service account as client-go configures itself
+//! ([`config`]), with exec credential plugins as client-go runs them
+//! ([`exec`]) and an http `proxy-url` tunnelled through with CONNECT.
+//! `dpctl dra serve` publishes its ResourceSlice and reads claims through it;
+//! `dpctl test --dra` reads the local API server with it. No task is
+//! spawned: each request drives its connection to completion (and a plugin
+//! process to its end, or kills it at its time limit).
 
 pub mod config;
+pub mod exec;
 
 use crate::core::{Error, Result};
 use config::{Pem, RestConfig};
@@ -31,6 +35,11 @@ pub struct ApiServer {
     pub token_file: Option<PathBuf>,
     /// `Authorization: Basic ...` for username/password.
     pub basic: Option<String>,
+    /// An exec credential plugin: run at the first request, again when its
+    /// credential expires or is refused.
+    pub exec: Option<Arc<exec::ExecAuth>>,
+    /// `proxy-url`: every connection is tunnelled through this http proxy.
+    pub proxy: Option<config::Proxy>,
 }
 
 impl ApiServer {
@@ -167,6 +176,8 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
             token: None,
             token_file: None,
             basic: None,
+            exec: None,
+            proxy: rc.proxy.clone(),
         });
     }
     let tls = if rc.https {
@@ -185,6 +196,35 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         use base64::Engine as _;
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
     });
+    // A token, basic credentials or a client certificate given statically win:
+    // the plugin is then never run (the exec authenticator's UpdateTransportConfig).
+    let static_creds = token.is_some() || basic.is_some() || rc.client_cert.is_some();
+    let exec = match &rc.exec {
+        Some(e) if !static_creds => {
+            let ca = match &rc.ca {
+                None => None,
+                Some(p) => Some(
+                    read_pem(p, "certificate-authority").map_err(|err| exec::ExecError::ClusterCa(err).to_string())?,
+                ),
+            };
+            let cluster = exec::ClusterInfo {
+                server: rc.server.clone(),
+                tls_server_name: rc.tls_server_name.clone(),
+                insecure: rc.insecure,
+                ca,
+                proxy_url: rc.proxy.as_ref().map(|p| p.url.clone()),
+                config: rc.exec_extension.clone(),
+            };
+            let base = rc.clone();
+            let cert_tls: exec::CertTls = Box::new(move |cert: &[u8], key: &[u8]| {
+                let mut rc = base.clone();
+                rc.client_cert = Some((Pem::Data(cert.to_vec()), Pem::Data(key.to_vec())));
+                client_tls(&rc)
+            });
+            Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(cert_tls))))
+        }
+        _ => None,
+    };
     Ok(ApiServer {
         authority: rc.authority.clone(),
         prefix: rc.prefix.clone(),
@@ -192,22 +232,113 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         token,
         token_file: rc.token_file.clone(),
         basic,
+        exec,
+        proxy: rc.proxy.clone(),
     })
 }
 
-/// Read a kubeconfig file (its current context, or `context`) and connect
-/// as it says; errors are one line starting `--kubeconfig PATH:`.
-pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
+/// Read a kubeconfig file (its current context, or `context`): the file
+/// alone, as clientcmd reads an explicit path (no merging); errors are one
+/// line starting `--kubeconfig PATH:`.
+pub fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<RestConfig> {
     let fail = |e: String| Error::usage(format!("--kubeconfig {}: {e}", path.display()));
     let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig").map_err(|e| fail(e.to_string()))?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let rc = config::parse_kubeconfig(&text, dir, context).map_err(fail)?;
-    connect(&rc).map_err(fail)
+    config::parse_kubeconfig(&text, dir, context).map_err(fail)
+}
+
+/// [`read_kubeconfig`], connected as it says.
+pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
+    let rc = read_kubeconfig(path, context)?;
+    connect(&rc).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))
 }
 
 /// [`load_kubeconfig_context`] with the current context.
 pub fn load_kubeconfig(path: &Path) -> Result<ApiServer> {
     load_kubeconfig_context(path, None)
+}
+
+/// What `KUBECONFIG`'s files gave.
+#[derive(Debug)]
+pub enum Loaded<T> {
+    /// The merged files' configuration (or connection).
+    Found(T),
+    /// None of the files exists (client-go: "Config not found: …").
+    NotFound(Vec<PathBuf>),
+}
+
+/// `KUBECONFIG`: its files (`:`-separated, each once, empty entries and
+/// missing files skipped) merged as clientcmd merges them
+/// ([`config::merge`]), read as its current context (or `context`) says.
+/// Errors are one line starting `KUBECONFIG=LIST:`.
+pub fn read_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<RestConfig>> {
+    let fail = |e: String| Error::usage(format!("KUBECONFIG={list}: {e}"));
+    let mut files = Vec::new();
+    let mut missing = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in list.split(':').filter(|f| !f.is_empty() && seen.insert(*f)) {
+        let path = PathBuf::from(f);
+        if let Err(e) = std::fs::metadata(&path) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                missing.push(path);
+                continue;
+            }
+        }
+        let text = crate::core::limits::read_file(&path, 4 << 20, "kubeconfig")
+            .map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        files.push(config::parse_file(&text, dir).map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?);
+    }
+    if files.is_empty() {
+        return Ok(Loaded::NotFound(missing));
+    }
+    config::rest_config(&config::merge(files), context).map(Loaded::Found).map_err(fail)
+}
+
+/// [`read_kubeconfig_list`], connected as it says.
+pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<ApiServer>> {
+    match read_kubeconfig_list(list, context)? {
+        Loaded::NotFound(m) => Ok(Loaded::NotFound(m)),
+        Loaded::Found(rc) => {
+            connect(&rc).map(Loaded::Found).map_err(|e| Error::usage(format!("KUBECONFIG={list}: {e}")))
+        }
+    }
+}
+
+/// Where a client goes, as client-go's deferred loading decides with
+/// explicit `--kubeconfig` and `KUBECONFIG` (`kubeconfig_env`, the
+/// variable's value): the explicit file alone; else `KUBECONFIG`'s files
+/// merged; else, or when none of them exists, the in-cluster config in a
+/// pod. `Ok(None)`: none of these. Unlike client-go, `~/.kube/config` is
+/// never read: a driver publishes only where it is told to.
+pub fn load_default(
+    explicit: Option<&Path>,
+    kubeconfig_env: Option<&str>,
+    context: Option<&str>,
+) -> Result<Option<ApiServer>> {
+    if let Some(p) = explicit {
+        return load_kubeconfig_context(p, context).map(Some);
+    }
+    let list = kubeconfig_env.filter(|l| !l.is_empty());
+    if let Some(list) = list {
+        match load_kubeconfig_list(list, context)? {
+            Loaded::Found(api) => return Ok(Some(api)),
+            Loaded::NotFound(missing) => {
+                if let Some(api) = load_in_cluster()? {
+                    return Ok(Some(api));
+                }
+                let names: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+                return Err(Error::usage(format!(
+                    "KUBECONFIG={list}: Config not found: {}, and not in a pod (client-go: invalid configuration: no configuration has been provided); name kubeconfig files that exist, or pass --kubeconfig",
+                    names.join(", ")
+                )));
+            }
+        }
+    }
+    if context.is_some() {
+        return Err(Error::usage("--context needs a kubeconfig: pass --kubeconfig or set KUBECONFIG"));
+    }
+    load_in_cluster()
 }
 
 /// In a pod (`KUBERNETES_SERVICE_HOST`/`_PORT` set and a service-account
@@ -274,7 +405,48 @@ fn handshake_error(api: &ApiServer, e: &std::io::Error) -> Error {
     Error::failed(format!("API server {}: TLS handshake failed: {e}; {fix}", api.url()))
 }
 
-/// One HTTP/1.1 request with a JSON body; the status and the body.
+/// A connection to the API server through the http proxy `p`: `CONNECT
+/// host:port`, as Go's http.Transport tunnels (https and, here, http too).
+async fn tunnel(api: &ApiServer, p: &config::Proxy) -> Result<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let fail = |what: String| Error::failed(format!("API server {} through proxy-url {}: {what}", api.url(), p.url));
+    let mut s = tokio::net::TcpStream::connect(&p.authority)
+        .await
+        .map_err(|e| fail(format!("cannot connect to the proxy: {e}; check proxy-url")))?;
+    let mut req = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\nUser-Agent: dpctl\r\n", api.authority);
+    if let Some(a) = &p.authorization {
+        req.push_str(&format!("Proxy-Authorization: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.map_err(|e| fail(format!("CONNECT: {e}")))?;
+    // The answer's head, a byte at a time so nothing of the tunnel is read.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 << 10 {
+            return Err(fail("the proxy's answer to CONNECT has no end".into()));
+        }
+        let mut b = [0u8; 1];
+        match s.read(&mut b).await {
+            Ok(0) => return Err(fail("the proxy closed the connection before answering CONNECT".into())),
+            Ok(_) => head.push(b[0]),
+            Err(e) => return Err(fail(format!("CONNECT: {e}"))),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let status = head.lines().next().unwrap_or("");
+    match status.split_whitespace().nth(1) {
+        Some(code) if code.starts_with('2') => Ok(s),
+        _ => Err(fail(format!(
+            "the proxy answered CONNECT with {:?}; check proxy-url and that the proxy lets this host through",
+            status.trim()
+        ))),
+    }
+}
+
+/// One HTTP/1.1 request with a JSON body; the status and the body. With an
+/// exec plugin its credential is got first (the plugin has its own time
+/// limit, outside `t`), and a 401 to it runs the plugin again for the next
+/// request, as client-go's exec round tripper does; the 401 is still the answer.
 pub async fn request(
     api: &ApiServer,
     method: &str,
@@ -282,10 +454,20 @@ pub async fn request(
     body: Option<&Value>,
     t: Duration,
 ) -> Result<(u16, Value)> {
+    let creds =
+        match &api.exec {
+            None => None,
+            Some(a) => Some(a.get().await.map_err(|e| {
+                Error::failed(format!("API server {}: getting credentials: {e}", api.url())).caused_by(e)
+            })?),
+        };
     let work = async {
-        let stream = tokio::net::TcpStream::connect(&api.authority)
-            .await
-            .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?;
+        let stream = match &api.proxy {
+            None => tokio::net::TcpStream::connect(&api.authority)
+                .await
+                .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?,
+            Some(p) => tunnel(api, p).await?,
+        };
         let mut b = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", api.prefix))
@@ -293,30 +475,45 @@ pub async fn request(
             .header("accept", "application/json")
             .header("content-type", "application/json")
             .header("user-agent", "dpctl");
-        if let Some(a) = api.authorization() {
+        let from_plugin = creds.as_ref().and_then(|c| c.cred.token.as_ref()).map(|t| format!("Bearer {t}"));
+        if let Some(a) = api.authorization().or(from_plugin) {
             b = b.header("authorization", a);
         }
         let req = b
             .body(body.map(|v| v.to_string()).unwrap_or_default())
             .map_err(|e| Error::failed(format!("API request: {e}")))?;
-        match &api.tls {
+        let tls = match (&api.tls, creds.as_ref().and_then(|c| c.tls.clone())) {
+            (Some((_, name)), Some(cfg)) => Some((cfg, name.clone())),
+            (tls, _) => tls.clone(),
+        };
+        match tls {
             None => exchange(stream, req).await,
             Some((cfg, name)) => {
-                let tls = tokio_rustls::TlsConnector::from(cfg.clone())
-                    .connect(name.clone(), stream)
+                let tls = tokio_rustls::TlsConnector::from(cfg)
+                    .connect(name, stream)
                     .await
                     .map_err(|e| handshake_error(api, &e))?;
                 exchange(tls, req).await
             }
         }
     };
-    tokio::time::timeout(t, work).await.map_err(|_| {
+    let answer = tokio::time::timeout(t, work).await.map_err(|_| {
         Error::failed(format!(
             "API server {}: no answer to {method} {path} within {}",
             api.url(),
             crate::core::time::format_duration(t)
         ))
-    })?
+    })??;
+    if let (401, Some(a), Some(c)) = (answer.0, &api.exec, &creds) {
+        a.refused(c).await.map_err(|e| {
+            Error::failed(format!(
+                "API server {}: {method} {path}: 401 Unauthorized to the exec plugin's credential, and running it again failed: {e}",
+                api.url()
+            ))
+            .caused_by(e)
+        })?;
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -67,11 +67,12 @@ pub struct DraServeArgs {
     #[arg(long)]
     pub withdraw_on_exit: bool,
     /// Publish the devices as a ResourceSlice to the API server of this kubeconfig (http or https,
-    /// as client-go reads it) [default in a pod: the in-cluster config of its service account]
+    /// as client-go reads it, exec credential plugins too) [default: KUBECONFIG's files merged;
+    /// in a pod without them: the in-cluster config of its service account]
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use [default: its current-context]
-    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    /// The kubeconfig context to use (of --kubeconfig or KUBECONFIG) [default: its current-context]
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// The node the ResourceSlice names [default: this host's name]
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
@@ -143,13 +144,11 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
     })
 }
 
-/// Where to publish: `--kubeconfig` (its `--context`), else in a pod its
-/// in-cluster config, else nowhere.
+/// Where to publish: `--kubeconfig` (its `--context`), else `KUBECONFIG`'s
+/// files merged, else in a pod its in-cluster config, else nowhere.
 fn api_server(a: &DraServeArgs) -> Result<Option<crate::client::kube::ApiServer>> {
-    match &a.kubeconfig {
-        Some(k) => crate::client::kube::load_kubeconfig_context(k, a.context.as_deref()).map(Some),
-        None => crate::client::kube::load_in_cluster(),
-    }
+    let env = std::env::var("KUBECONFIG").ok();
+    crate::client::kube::load_default(a.kubeconfig.as_deref(), env.as_deref(), a.context.as_deref())
 }
 
 /// Run the command.
