@@ -63,8 +63,8 @@ type step struct {
 
 type scenario struct {
 	Claims []*resourceapi.ResourceClaim `json:"claims"`
-	Pods   []*v1.Pod                     `json:"pods"`
-	Steps  []step                        `json:"steps"`
+	Pods   []*v1.Pod                    `json:"pods"`
+	Steps  []step                       `json:"steps"`
 }
 
 type claimResource struct {
