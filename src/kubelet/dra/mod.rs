@@ -696,6 +696,17 @@ impl DraManager {
                     (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
                 })
                 .collect(),
+            cdi_refs: pod
+                .init_containers
+                .iter()
+                .chain(&pod.containers)
+                .filter(|c| !c.claims.is_empty())
+                .map(|c| {
+                    let requests = c.claim_requests.iter().cloned().chain(std::iter::repeat(String::new()));
+                    (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
+                })
+                .collect(),
+            cdi_devices: BTreeMap::new(),
             extended: extended::of(pod).cloned(),
             extended_view: view::View::default(),
         }
@@ -949,6 +960,8 @@ impl DraManager {
                         namespace: namespace.clone(),
                         pod_claims,
                         claim_refs: BTreeMap::new(),
+                        cdi_refs: BTreeMap::new(),
+                        cdi_devices: BTreeMap::new(),
                         extended: None,
                         extended_view: view::View::default(),
                     },
@@ -986,7 +999,8 @@ impl DraManager {
         st.pods
             .values()
             .map(|p| {
-                let p = view::with_health(p, &st.claims, &st.health);
+                let mut p = view::with_health(p, &st.claims, &st.health);
+                p.cdi_devices = view::container_cdi(&p, &st.claims);
                 extended::fill(if message { p } else { view::without_messages(p) }, &st.claims)
             })
             .collect()

@@ -42,6 +42,14 @@ pub struct PodInfo {
     /// Container → its resources.claims[] as (pod claim, request or "").
     #[serde(skip)]
     pub claim_refs: BTreeMap<String, Vec<(String, String)>>,
+    /// Container (init containers too) → its resources.claims[] as (pod
+    /// claim, request or ""), in the container's order.
+    #[serde(skip)]
+    pub cdi_refs: BTreeMap<String, Vec<(String, String)>>,
+    /// Container → the CDI devices the runtime is given for it (manager.go
+    /// GetResources): [`container_cdi`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cdi_devices: BTreeMap<String, Vec<String>>,
     /// Its special claim of DRA-backed extended resources.
     #[serde(skip)]
     pub extended: Option<crate::kubelet::manifest::extended::ExtendedClaim>,
@@ -230,6 +238,36 @@ pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> V
         .collect()
 }
 
+/// manager.go GetResources for every container of `p` that uses a claim:
+/// for each claim (the pod's order), for each request the container names
+/// for it (`""`: the whole claim), the CDI IDs of the devices whose request
+/// names hold it or that name none (claiminfo.go cdiDevicesAsList: the
+/// request as written, a subrequest not cut); then the special claim's
+/// mappings of the container (KEP-5004). A claim not in the cache gives the
+/// container nothing here (GetResources fails the container's start).
+pub fn container_cdi(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (ctr, refs) in &p.cdi_refs {
+        let mut ids: Vec<String> = Vec::new();
+        for pc in &p.pod_claims {
+            let Some(c) = claims.get(&format!("{}/{}", p.namespace, pc.name)) else { continue };
+            let devices = driver_devices(c);
+            for (_, request) in refs.iter().filter(|(name, _)| *name == pc.pod_claim) {
+                for (_, d) in &devices {
+                    let names = d.request_names.as_deref().unwrap_or_default();
+                    if request.is_empty() || names.is_empty() || names.contains(request) {
+                        ids.extend(d.cdi_device_ids.iter().flatten().cloned());
+                    }
+                }
+            }
+        }
+        if !ids.is_empty() {
+            out.insert(ctr.clone(), ids);
+        }
+    }
+    out
+}
+
 /// The claims as resource.k8s.io objects (what the local API server
 /// serves), with `status.allocation` and `reservedFor`.
 pub fn claim_objects(claims: &ClaimCache, pods: &BTreeMap<String, PodInfo>) -> Vec<Value> {
@@ -363,6 +401,8 @@ mod tests {
                 ("c2".to_string(), refs(&[("claim1", "req-c")])),
             ]
             .into(),
+            cdi_refs: BTreeMap::new(),
+            cdi_devices: BTreeMap::new(),
             extended: None,
             extended_view: View::default(),
         };
@@ -388,5 +428,66 @@ mod tests {
         let quiet = without_messages(with_health(&p, &claims, &cache)).allocated_resources_status;
         assert!(!quiet.is_empty() && !serde_json::to_string(&quiet).unwrap().contains("\"message\""), "{quiet:?}");
         assert!(serde_json::to_string(&got).unwrap().contains("\"message\""), "the case has a message: {got:?}");
+    }
+
+    /// manager_test.go TestGetResources and claiminfo.go cdiDevicesAsList:
+    /// a container naming a claim gets every device's CDI IDs; naming a
+    /// request, those of the devices whose request names hold it and of
+    /// those that name none; a request as written (a subrequest is not cut
+    /// to its request here, unlike the health view); a claim named twice
+    /// gives its devices twice; a claim not in the cache gives nothing.
+    #[test]
+    fn get_resources_gives_each_container_its_requests_cdi_devices() {
+        let devices = vec![
+            dev("d0", &["req-a"], &["x.com/gpu=d0"]),
+            dev("d1", &["req-b"], &["x.com/gpu=d1"]),
+            dev("d2", &[], &["x.com/gpu=d2"]),
+        ];
+        let entry = Entry {
+            claim_uid: "uid-1".into(),
+            claim_name: "gpu-claim".into(),
+            namespace: "ns".into(),
+            pod_uids: [("pod-1".to_string(), Default::default())].into(),
+            driver_state: [("gpu.x".to_string(), DriverState { devices: Some(devices), skip_node_operations: None })]
+                .into(),
+        };
+        let claims = ClaimCache::from_checkpoint(&[entry]);
+        let refs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        let pc = |pod_claim: &str, name: &str| PodClaim {
+            pod_claim: pod_claim.into(),
+            name: name.into(),
+            template: None,
+            spec: None,
+        };
+        let p = PodInfo {
+            uid: "pod-1".into(),
+            pod: "ns/p".into(),
+            claims: BTreeMap::new(),
+            containers: BTreeMap::new(),
+            phase: ClaimsPhase::Prepared,
+            error: None,
+            allocated_resources_status: BTreeMap::new(),
+            namespace: "ns".into(),
+            pod_claims: vec![pc("claim1", "gpu-claim"), pc("other", "missing")],
+            claim_refs: BTreeMap::new(),
+            cdi_refs: [
+                ("whole".to_string(), refs(&[("claim1", "")])),
+                ("a".to_string(), refs(&[("claim1", "req-a")])),
+                ("sub".to_string(), refs(&[("claim1", "req-b/sub")])),
+                ("twice".to_string(), refs(&[("claim1", "req-a"), ("claim1", "req-b")])),
+                ("none".to_string(), refs(&[("other", "")])),
+            ]
+            .into(),
+            cdi_devices: BTreeMap::new(),
+            extended: None,
+            extended_view: View::default(),
+        };
+        let got = container_cdi(&p, &claims);
+        let ids = |v: &[&str]| v.iter().map(|s| format!("x.com/gpu={s}")).collect::<Vec<_>>();
+        assert_eq!(got["whole"], ids(&["d0", "d1", "d2"]));
+        assert_eq!(got["a"], ids(&["d0", "d2"]));
+        assert_eq!(got["sub"], ids(&["d2"]));
+        assert_eq!(got["twice"], ids(&["d0", "d2", "d1", "d2"]));
+        assert!(!got.contains_key("none"), "{got:?}");
     }
 }
