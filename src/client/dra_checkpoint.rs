@@ -122,6 +122,15 @@ pub fn encode(entries: &[Entry]) -> Vec<u8> {
     serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
 }
 
+/// The file a kubelet creates when it finds none (checkpointer.go
+/// GetOrCreate stores `NewCheckpoint(nil)`: `"ClaimInfoStateList":null`).
+pub fn encode_new() -> Vec<u8> {
+    let data = Data { kind: KIND.into(), api_version: API_VERSION.into(), entries: None };
+    let data = serde_json::to_string(&data).unwrap_or_default();
+    let checksum = crc32(data.as_bytes());
+    serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
+}
+
 /// Why a file is not a DRA checkpoint the kubelet would restore.
 #[derive(Debug)]
 pub enum DecodeError {

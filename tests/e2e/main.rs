@@ -11,6 +11,7 @@ mod doctor;
 mod dra;
 mod dra_alloc;
 mod dra_kubelet;
+mod dramanager_diff;
 mod extended;
 mod generations;
 mod hardening;

@@ -264,7 +264,17 @@ impl DraManager {
         let path = self.spec.checkpoint();
         let shown = path.display().to_string();
         match checkpoint::load(&path) {
-            checkpoint::Loaded::Missing => Ok(()),
+            // GetOrCreate: a kubelet creates the file at start when there is none.
+            checkpoint::Loaded::Missing => match crate::core::files::write_atomic(&path, &checkpoint::encode_new()) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let error = format!("failed to store checkpoint {}: {e}", checkpoint::NAME);
+                    self.event(KubeletEvent::DraCheckpointError { path: shown, error: error.clone() });
+                    Err(crate::core::Error::failed(format!(
+                        "failed to create claimInfo cache: GetOrCreate() on checkpoint state: {error}"
+                    )))
+                }
+            },
             checkpoint::Loaded::Entries(entries) => {
                 let cache = ClaimCache::from_checkpoint(&entries);
                 // Claims of the checkpoint are this node's: deleted once gone.

@@ -203,12 +203,26 @@ pub fn without_messages(mut p: PodInfo) -> PodInfo {
     p
 }
 
-/// PodResources' dynamic_resources for one container of pod `p`: each
-/// prepared claim the container uses, each device with its CDI IDs.
+/// PodResources' dynamic_resources for one container of pod `p`
+/// (container_manager_linux.go GetDynamicResources over manager.go
+/// GetContainerClaimInfos): each prepared claim the container uses, once and
+/// in the pod's order, each device with its CDI IDs. As upstream builds it,
+/// a device's `cdi_devices` are its own CDI IDs after those of the driver's
+/// devices before it (the list is declared per driver, not per device:
+/// container_manager_linux.go:1081 `var cdiDevices` … `CdiDevices: cdiDevices`),
+/// so a PodResources client sees what it sees from kubelet 1.37.
 pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> Vec<DynamicResource> {
     let Some(used) = p.containers.get(container) else { return vec![] };
-    used.iter()
-        .filter_map(|pc| p.claims.get(pc))
+    let names: Vec<&String> = if p.pod_claims.is_empty() {
+        // A pod known only from the checkpoint: its containers' order.
+        used.iter().filter_map(|pc| p.claims.get(pc)).collect()
+    } else {
+        p.pod_claims.iter().filter(|pc| used.contains(&pc.pod_claim)).map(|pc| &pc.name).collect()
+    };
+    let mut seen = BTreeSet::new();
+    names
+        .into_iter()
+        .filter(|name| seen.insert(name.as_str()))
         .filter_map(|name| claims.get(&format!("{}/{name}", p.namespace)))
         .filter_map(|c| {
             let prepared = c.prepared()?;
@@ -218,19 +232,20 @@ pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> V
                 claim_resources: prepared
                     .iter()
                     .flat_map(|(driver, devs)| {
-                        devs.iter().map(move |d| ClaimResource {
-                            cdi_devices: d
-                                .cdi_device_ids
-                                .iter()
-                                .flatten()
-                                .map(|n| CdiDevice { name: n.clone() })
-                                .collect(),
-                            driver_name: driver.to_string(),
-                            pool_name: d.pool_name.clone(),
-                            device_name: d.device_name.clone(),
-                            // container_manager_linux.go: ShareId: (*string)(device.ShareID).
-                            share_id: d.share_id.clone(),
-                        })
+                        let mut cdi: Vec<CdiDevice> = Vec::new();
+                        devs.iter()
+                            .map(|d| {
+                                cdi.extend(d.cdi_device_ids.iter().flatten().map(|n| CdiDevice { name: n.clone() }));
+                                ClaimResource {
+                                    cdi_devices: cdi.clone(),
+                                    driver_name: driver.to_string(),
+                                    pool_name: d.pool_name.clone(),
+                                    device_name: d.device_name.clone(),
+                                    // container_manager_linux.go: ShareId: (*string)(device.ShareID).
+                                    share_id: d.share_id.clone(),
+                                }
+                            })
+                            .collect::<Vec<_>>()
                     })
                     .collect(),
             })
@@ -489,5 +504,48 @@ mod tests {
         assert_eq!(got["sub"], ids(&["d2"]));
         assert_eq!(got["twice"], ids(&["d0", "d2", "d1", "d2"]));
         assert!(!got.contains_key("none"), "{got:?}");
+    }
+
+    /// container_manager_linux.go GetDynamicResources: a claim a container
+    /// names twice (two requests) is listed once; a driver's second device
+    /// carries the first's CDI IDs before its own (the list is per driver).
+    #[test]
+    fn podresources_lists_each_claim_once_with_cdi_ids_accumulated_per_driver() {
+        let entry = Entry {
+            claim_uid: "uid-1".into(),
+            claim_name: "gpu-claim".into(),
+            namespace: "ns".into(),
+            pod_uids: [("pod-1".to_string(), Default::default())].into(),
+            driver_state: [(
+                "gpu.x".to_string(),
+                DriverState {
+                    devices: Some(vec![dev("d0", &["r0"], &["x.com/gpu=d0"]), dev("d1", &["r1"], &["x.com/gpu=d1"])]),
+                    skip_node_operations: None,
+                },
+            )]
+            .into(),
+        };
+        let claims = ClaimCache::from_checkpoint(&[entry]);
+        let p = PodInfo {
+            uid: "pod-1".into(),
+            pod: "ns/p".into(),
+            claims: [("g".to_string(), "gpu-claim".to_string())].into(),
+            containers: [("both".to_string(), vec!["g".to_string(), "g".to_string()])].into(),
+            phase: ClaimsPhase::Prepared,
+            error: None,
+            allocated_resources_status: BTreeMap::new(),
+            namespace: "ns".into(),
+            pod_claims: vec![PodClaim { pod_claim: "g".into(), name: "gpu-claim".into(), template: None, spec: None }],
+            claim_refs: BTreeMap::new(),
+            cdi_refs: BTreeMap::new(),
+            cdi_devices: BTreeMap::new(),
+            extended: None,
+            extended_view: View::default(),
+        };
+        let got = dynamic_resources(&p, "both", &claims);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let cdi = |i: usize| got[0].claim_resources[i].cdi_devices.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(cdi(0), ["x.com/gpu=d0"]);
+        assert_eq!(cdi(1), ["x.com/gpu=d0", "x.com/gpu=d1"]);
     }
 }

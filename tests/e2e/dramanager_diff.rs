@@ -1,0 +1,653 @@
+//! The DRA-manager differential (#45 item 3): upstream's own kubelet DRA
+//! manager (`k8s.io/kubernetes/pkg/kubelet/cm/dra` v1.37.2, run in process by
+//! `tests/upstream/cmd/dramanager` with client-go's fake clientset) and
+//! `dpctl mock-kubelet`, each against its own instance of the same real driver
+//! process (`dpctl dra serve`, which fetches the claims it prepares from an API
+//! server as the kubeletplugin helper does), on the same claims, pods and
+//! steps (prepare a pod, unprepare it, restart the kubelet). Compared: the
+//! NodePrepareResources/NodeUnprepareResources calls the driver received (claim
+//! UIDs per call, in order; a failed call retried by dpctl's pod worker counts
+//! once), each step's error, the checkpoint after each step (its claims; byte
+//! for byte when it holds at most one claim, as upstream orders several by map
+//! iteration), each reading the other's, and per container of every prepared
+//! pod: GetResources' CDI devices, the PodResources view and the names and
+//! resource IDs of allocatedResourcesStatus.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+const DRIVER: &str = "gpu.example.com";
+const NS: &str = "ml";
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Prepare(&'static str),
+    Unprepare(&'static str),
+    Restart,
+}
+
+impl Step {
+    fn json(self) -> Value {
+        match self {
+            Step::Prepare(p) => json!({"op": "prepare", "pod": p}),
+            Step::Unprepare(p) => json!({"op": "unprepare", "pod": p}),
+            Step::Restart => json!({"op": "restart"}),
+        }
+    }
+}
+
+struct Case {
+    name: &'static str,
+    /// Objects only dpctl reads from its manifests (the class, templates):
+    /// upstream's side gets the claims dpctl generated from them.
+    objects: Vec<Value>,
+    claims: Vec<Value>,
+    pods: Vec<Value>,
+    steps: Vec<Step>,
+    /// `(pod, pod claim)` of claims generated from a template.
+    generated: Vec<(&'static str, &'static str)>,
+    /// Extra `dra serve` flags (faults).
+    driver: Vec<&'static str>,
+}
+
+/// A ResourceClaim already allocated (`(request, device)` each result) and
+/// reserved for `pods`.
+fn claim(name: &str, uid: &str, results: &[(&str, &str)], pods: &[&str]) -> Value {
+    let mut requests: Vec<&str> = results.iter().map(|(r, _)| r.split('/').next().unwrap_or(r)).collect();
+    requests.dedup();
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS, "uid": uid},
+        "spec": {"devices": {"requests": requests.iter().map(|r| json!({"name": r, "exactly": {"deviceClassName": DRIVER}})).collect::<Vec<_>>()}},
+        "status": {
+            "allocation": {"devices": {"results": results.iter().map(|(r, d)| json!({"request": r, "driver": DRIVER, "pool": "pool-0", "device": d})).collect::<Vec<_>>()}},
+            "reservedFor": pods.iter().map(|p| json!({"resource": "pods", "name": p, "uid": format!("{p}-uid")})).collect::<Vec<_>>(),
+        }
+    })
+}
+
+/// A pod: its claims `(pod claim, claim name)` (a name starting with
+/// `template:` names a ResourceClaimTemplate), its containers
+/// `(name, [(pod claim, request)])`.
+fn pod(name: &str, claims: &[(&str, &str)], containers: &[(&str, &[(&str, &str)])]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("{name}-uid")},
+        "spec": {
+            "resourceClaims": claims.iter().map(|(pc, c)| match c.strip_prefix("template:") {
+                Some(t) => json!({"name": pc, "resourceClaimTemplateName": t}),
+                None => json!({"name": pc, "resourceClaimName": c}),
+            }).collect::<Vec<_>>(),
+            "containers": containers.iter().map(|(n, refs)| json!({"name": n, "image": "x", "resources": {"claims":
+                refs.iter().map(|(pc, r)| if r.is_empty() { json!({"name": pc}) } else { json!({"name": pc, "request": r}) }).collect::<Vec<_>>()}})).collect::<Vec<_>>(),
+        }
+    })
+}
+
+fn class() -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}})
+}
+
+fn template(name: &str) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [{"name": "one", "exactly": {"deviceClassName": DRIVER}}]}}}})
+}
+
+fn cases() -> Vec<Case> {
+    use Step::*;
+    let whole: &[(&str, &str)] = &[("g", "")];
+    vec![
+        Case {
+            name: "pod-claim",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000001", &[("one", "dev-1")], &["a"])],
+            pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            name: "template-claim",
+            objects: vec![class(), template("gpu-template")],
+            claims: vec![],
+            pods: vec![pod("a", &[("g", "template:gpu-template")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![("a", "g")],
+            driver: vec![],
+        },
+        Case {
+            name: "two-containers-share-a-claim",
+            objects: vec![],
+            claims: vec![claim(
+                "gpu",
+                "11111111-0000-0000-0000-000000000002",
+                &[("one", "dev-0"), ("one", "dev-2")],
+                &["a"],
+            )],
+            pods: vec![pod("a", &[("g", "gpu")], &[("c0", whole), ("c1", whole), ("plain", &[])])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // TestUpdateAllocatedResourcesStatus_Subrequest, TestGetResources:
+            // each container names one request of the claim.
+            name: "containers-use-one-request-each",
+            objects: vec![],
+            claims: vec![claim(
+                "gpu",
+                "11111111-0000-0000-0000-000000000003",
+                &[("r0", "dev-0"), ("r1", "dev-1"), ("r1", "dev-2")],
+                &["a"],
+            )],
+            pods: vec![pod(
+                "a",
+                &[("g", "gpu")],
+                &[("c0", &[("g", "r0")]), ("c1", &[("g", "r1")]), ("both", &[("g", "r0"), ("g", "r1")])],
+            )],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            name: "two-claims-in-one-pod",
+            objects: vec![],
+            claims: vec![
+                claim("gpu-a", "11111111-0000-0000-0000-000000000004", &[("one", "dev-0")], &["a"]),
+                claim("gpu-b", "11111111-0000-0000-0000-000000000005", &[("one", "dev-3")], &["a"]),
+            ],
+            pods: vec![pod(
+                "a",
+                &[("x", "gpu-a"), ("y", "gpu-b")],
+                &[("main", &[("x", ""), ("y", "")]), ("side", &[("y", "")])],
+            )],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // Prepared once for two pods, unprepared after the last.
+            name: "a-claim-shared-by-two-pods",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000006", &[("one", "dev-1")], &["a", "b"])],
+            pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)]), pod("b", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Prepare("b"), Unprepare("a"), Unprepare("b")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // A pod reservedFor does not name: refused before anything is recorded.
+            name: "a-pod-the-claim-is-not-reserved-for",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000007", &[("one", "dev-1")], &["a"])],
+            pods: vec![pod("b", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("b"), Unprepare("b")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // The driver fails the claim: recorded with the pod, no devices;
+            // unprepared when the pod goes.
+            name: "the-driver-fails-prepare",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000008", &[("one", "dev-1")], &["a"])],
+            pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec!["--fault", "prepare-error=device on fire"],
+        },
+        Case {
+            // A kubelet restart from the checkpoint with the pod running, then
+            // a second pod on the same claim, then both go.
+            name: "a-restart-from-the-checkpoint",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000009", &[("one", "dev-2")], &["a", "b"])],
+            pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)]), pod("b", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Restart, Prepare("b"), Unprepare("a"), Unprepare("b")],
+            generated: vec![],
+            driver: vec![],
+        },
+    ]
+}
+
+/// What one side did.
+#[derive(Debug, Default)]
+struct Side {
+    /// `{op, claims, errors}` per call the driver received.
+    calls: Vec<Value>,
+    /// Per step: `{op, pod, error, checkpoint, pods}`.
+    steps: Vec<Value>,
+}
+
+/// The driver's JSON log: one `{op, claims, errors}` per call; consecutive
+/// identical failed calls (a retry) count once.
+fn calls(log: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for v in log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        let op = match v["event"].as_str() {
+            Some(op @ ("prepare" | "unprepare")) => op,
+            _ => continue,
+        };
+        let call = json!({"op": op, "claims": v["claims"], "errors": v.get("errors").cloned().unwrap_or(json!([]))});
+        let failed = call["errors"].as_array().is_some_and(|e| !e.is_empty());
+        if failed && out.last() == Some(&call) {
+            continue;
+        }
+        out.push(call);
+    }
+    out
+}
+
+fn spawn_driver(root: &Path, kubeconfig: &Path, extra: &[&str]) -> (tokio::process::Child, Tail) {
+    let cdi = root.join("cdi");
+    std::fs::create_dir_all(&cdi).unwrap();
+    let mut args = vec![
+        "--kubelet-root-dir",
+        s(root),
+        "dra",
+        "serve",
+        "--driver",
+        DRIVER,
+        "--cdi-dir",
+        s(&cdi),
+        "--kubeconfig",
+        s(kubeconfig),
+        "--node-name",
+        "dpctl-node",
+        "--log-format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let mut c = dpctl_cmd(&args);
+    c.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let tail = Tail::stdout(&mut child);
+    (child, tail)
+}
+
+/// The checkpoint's claims (Data parsed, sorted by name), or `Null` for no file.
+fn checkpoint_claims(text: &str) -> Value {
+    if text.is_empty() {
+        return Value::Null;
+    }
+    let outer: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let data: Value = outer["Data"].as_str().and_then(|d| serde_json::from_str(d).ok()).unwrap_or(Value::Null);
+    let mut list = data["ClaimInfoStateList"].as_array().cloned().unwrap_or_default();
+    list.sort_by_key(|c| c["ClaimName"].as_str().unwrap_or_default().to_string());
+    json!(list)
+}
+
+fn lines_of<'a>(seen: &'a str, event: &'a str, pod: Option<&'a str>) -> impl Iterator<Item = Value> + 'a {
+    seen.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(move |v| v["event"] == event && pod.is_none_or(|p| v["pod"] == p))
+}
+
+fn count(seen: &str, event: &str, pod: Option<&str>) -> usize {
+    lines_of(seen, event, pod).count()
+}
+
+/// PodResources' dynamic resources of one container, as the oracle prints them.
+fn normalize_dynamic(list: &Value) -> Value {
+    let mut out: Vec<Value> = list
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| {
+            let resources: Vec<Value> = d["claimResources"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|r| {
+                    let mut v = json!({"driver": r["driverName"], "pool": r["poolName"], "device": r["deviceName"],
+                        "cdiDevices": r["cdiDevices"].as_array().cloned().unwrap_or_default().iter().map(|c| c["name"].clone()).collect::<Vec<_>>()});
+                    if let Some(sh) = r["shareId"].as_str() {
+                        v["shareID"] = json!(sh);
+                    }
+                    v
+                })
+                .collect();
+            json!({"claimName": d["claimName"], "claimNamespace": d["claimNamespace"], "claimResources": resources})
+        })
+        .collect();
+    out.sort_by_key(|d| d["claimName"].as_str().unwrap_or_default().to_string());
+    json!(out)
+}
+
+/// dpctl's view of the prepared pods, in the oracle's shape.
+async fn dpctl_pods(t: &DraTree, active: &BTreeMap<String, Value>) -> Value {
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    let pr: Value = serde_json::from_str(&pr.stdout).unwrap_or(Value::Null);
+    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let node: Value = serde_json::from_str(&node.stdout).unwrap_or(Value::Null);
+    let mut out = serde_json::Map::new();
+    for (name, p) in active {
+        let pr_pod = pr["podResources"].as_array().into_iter().flatten().find(|x| x["name"] == name.as_str());
+        let node_pod = node["draPods"]
+            .as_array()
+            .or(node["pods"].as_array())
+            .into_iter()
+            .flatten()
+            .find(|x| x["pod"] == format!("{NS}/{name}"));
+        let mut ctrs = serde_json::Map::new();
+        for c in p["spec"]["containers"].as_array().into_iter().flatten() {
+            let cname = c["name"].as_str().unwrap_or_default();
+            let dynamic = pr_pod
+                .and_then(|x| x["containers"].as_array())
+                .into_iter()
+                .flatten()
+                .find(|x| x["name"] == cname)
+                .map(|x| x["dynamicResources"].clone())
+                .unwrap_or(json!([]));
+            let mut cdi: Vec<Value> =
+                node_pod.and_then(|x| x["cdiDevices"][cname].as_array().cloned()).unwrap_or_default();
+            cdi.sort_by_key(|v| v.as_str().unwrap_or_default().to_string());
+            let mut status: Vec<Value> = node_pod
+                .and_then(|x| x["allocatedResourcesStatus"][cname].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| {
+                    let mut ids: Vec<Value> =
+                        e["resources"].as_array().into_iter().flatten().map(|r| r["resourceID"].clone()).collect();
+                    ids.sort_by_key(|v| v.as_str().unwrap_or_default().to_string());
+                    json!({"name": e["name"], "resourceIDs": ids})
+                })
+                .collect();
+            status.sort_by_key(|v| v["name"].as_str().unwrap_or_default().to_string());
+            ctrs.insert(
+                cname.to_string(),
+                json!({"cdi": cdi, "podResources": normalize_dynamic(&dynamic), "status": status}),
+            );
+        }
+        out.insert(name.clone(), Value::Object(ctrs));
+    }
+    Value::Object(out)
+}
+
+/// A plain-http GET of the local API server (`--api-server-insecure`).
+async fn api_get(addr: &str, path: &str) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return Value::Null };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return Value::Null;
+    }
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf).await;
+    buf.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn pod_named<'a>(c: &'a Case, name: &str) -> &'a Value {
+    c.pods.iter().find(|p| p["metadata"]["name"] == name).unwrap_or_else(|| panic!("{}: no pod {name}", c.name))
+}
+
+fn claims_of(p: &Value) -> usize {
+    p["spec"]["resourceClaims"].as_array().map(Vec::len).unwrap_or(0)
+}
+
+/// dpctl's side: `dpctl mock-kubelet` with its API server (plain http, a
+/// fixed port: the driver keeps its kubeconfig over a restart) and the
+/// driver; pods dropped into (and removed from) the manifest directory.
+/// Also the claims it generated from templates, as its API server serves them.
+async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
+    let t = DraTree::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", &addr, "--api-server-insecure"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let (driver, dlog) = spawn_driver(&t.root, &t.p("kubeconfig"), &c.driver);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let objects: Vec<&Value> = c.objects.iter().chain(&c.claims).collect();
+    if !objects.is_empty() {
+        let docs: String = objects.iter().map(|v| format!("---\n{v}\n")).collect();
+        t.write("objects.yaml", &docs);
+        log.wait_for("\"event\":\"dra-object\"", objects.len()).await;
+    }
+    let mut side = Side::default();
+    let mut generated = Vec::new();
+    let mut active: BTreeMap<String, Value> = BTreeMap::new();
+    for step in &c.steps {
+        let seen = log.seen();
+        let mut error = Value::Null;
+        match *step {
+            Step::Prepare(name) => {
+                let p = pod_named(c, name);
+                let key = format!("{NS}/{name}");
+                let (ok0, failed0) =
+                    (count(&seen, "claim-prepared", Some(&key)), count(&seen, "claim-prepare-failed", Some(&key)));
+                let want = claims_of(p);
+                t.write(&format!("{name}.yaml"), &p.to_string());
+                let waited = log
+                    .wait_until(30, |s| {
+                        count(s, "claim-prepared", Some(&key)) >= ok0 + want
+                            || count(s, "claim-prepare-failed", Some(&key)) > failed0
+                    })
+                    .await;
+                if let Err(seen) = waited {
+                    panic!("{}: dpctl: {step:?} had no outcome within 30s:\n{seen}", c.name);
+                }
+                let now = log.seen();
+                let failed = lines_of(&now, "claim-prepare-failed", Some(&key)).nth(failed0);
+                match failed {
+                    Some(f) => error = f["error"].clone(),
+                    None => {
+                        active.insert(name.to_string(), p.clone());
+                    }
+                }
+                for (gp, gc) in c.generated.iter().filter(|(gp, _)| *gp == name) {
+                    let n = format!("{gp}-{gc}");
+                    generated.push(
+                        api_get(&addr, &format!("/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/{n}")).await,
+                    );
+                }
+            }
+            Step::Unprepare(name) => {
+                let key = format!("{NS}/{name}");
+                let removed0 = count(&seen, "pod-removed", Some(&key));
+                let failed0 = count(&seen, "claim-unprepare-failed", Some(&key));
+                std::fs::remove_file(t.p(&format!("manifests/{name}.yaml"))).unwrap();
+                if let Err(seen) = log.wait_until(30, |s| count(s, "pod-removed", Some(&key)) > removed0).await {
+                    panic!("{}: dpctl: {step:?}: the pod was not removed within 30s:\n{seen}", c.name);
+                }
+                let now = log.seen();
+                let failed = lines_of(&now, "claim-unprepare-failed", Some(&key)).nth(failed0);
+                match failed {
+                    Some(f) => error = f["error"].clone(),
+                    None => {
+                        active.remove(name);
+                    }
+                }
+            }
+            Step::Restart => {
+                let (restarted0, registered0, prepared0) = (
+                    count(&seen, "restarted", None),
+                    count(&seen, "dra-registered", None),
+                    count(&seen, "claim-prepared", None),
+                );
+                let want: usize = active.values().map(claims_of).sum();
+                let pid = kubelet.id().unwrap().to_string();
+                assert!(std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+                let waited = log
+                    .wait_until(30, |s| {
+                        count(s, "restarted", None) > restarted0
+                            && count(s, "dra-registered", None) > registered0
+                            && count(s, "claim-prepared", None) >= prepared0 + want
+                    })
+                    .await;
+                if let Err(seen) = waited {
+                    panic!("{}: dpctl: the restart did not settle within 30s:\n{seen}", c.name);
+                }
+            }
+        }
+        let checkpoint = std::fs::read_to_string(t.p("dra_manager_state")).unwrap_or_default();
+        let mut v = step.json();
+        v["error"] = error;
+        v["checkpoint"] = json!(checkpoint);
+        v["pods"] = dpctl_pods(&t, &active).await;
+        side.steps.push(v);
+    }
+    stop_tailed(kubelet, log).await;
+    let dlog = stop_tailed(driver, dlog).await;
+    side.calls = calls(&dlog.stdout);
+    (side, generated)
+}
+
+/// Upstream's side: the oracle with its own instance of the driver.
+async fn upstream_side(bin: &Path, c: &Case, generated: &[Value]) -> Side {
+    let d = tmp();
+    let root = d.path();
+    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
+    let mut claims: Vec<Value> = c.claims.clone();
+    let mut pods: Vec<Value> = c.pods.clone();
+    // The claims generated from templates, as the resourceclaim controller
+    // and the scheduler leave them: owned by the pod, reserved for it, named
+    // in the pod's status.
+    for ((gp, gc), g) in c.generated.iter().zip(generated) {
+        let mut g = g.clone();
+        let p = pods.iter_mut().find(|p| p["metadata"]["name"] == *gp).unwrap();
+        let uid = p["metadata"]["uid"].clone();
+        g["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": gp, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+        g["status"]["reservedFor"] = json!([{"resource": "pods", "name": gp, "uid": uid}]);
+        p["status"]["resourceClaimStatuses"] = json!([{"name": gc, "resourceClaimName": g["metadata"]["name"]}]);
+        claims.push(g);
+    }
+    let steps: Vec<Value> = c.steps.iter().map(|s| s.json()).collect();
+    let scenario = json!({"claims": claims, "pods": pods, "steps": steps});
+    let file = root.join("scenario.json");
+    std::fs::write(&file, scenario.to_string()).unwrap();
+    let mut oracle = tokio::process::Command::new(bin)
+        .args(["-scenario", s(&file), "-dir", s(root)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = Tail::stdout(&mut oracle);
+    out.wait_for("{\"ready\":true}", 1).await;
+    let (driver, dlog) = spawn_driver(root, &root.join("kubeconfig"), &c.driver);
+    if let Err(seen) = out.wait_until(90, |s| s.lines().any(|l| l.starts_with("{\"steps\""))).await {
+        panic!("{}: the oracle gave no answer within 90s:\n{seen}", c.name);
+    }
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), oracle.wait()).await;
+    assert!(matches!(status, Ok(Ok(s)) if s.success()), "{}: the oracle: {status:?}", c.name);
+    let answer: Value = out
+        .seen()
+        .lines()
+        .find(|l| l.starts_with("{\"steps\""))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    assert!(answer["error"].is_null(), "{}: the oracle failed: {}", c.name, answer["error"]);
+    let dlog = stop_tailed(driver, dlog).await;
+    let mut side = Side { calls: calls(&dlog.stdout), steps: vec![] };
+    for st in answer["steps"].as_array().into_iter().flatten() {
+        let mut v = json!({"op": st["op"], "error": st.get("error").cloned().unwrap_or(Value::Null), "checkpoint": st["checkpoint"], "pods": st["pods"]});
+        if let Some(p) = st.get("pod") {
+            v["pod"] = p.clone();
+        }
+        side.steps.push(v);
+    }
+    side
+}
+
+/// Upstream's reading of a checkpoint file (`dramanager -read`).
+async fn upstream_reads(bin: &Path, text: &str) -> Value {
+    let d = tmp();
+    let f = d.path().join("dra_manager_state");
+    std::fs::write(&f, text).unwrap();
+    let out = tokio::process::Command::new(bin).args(["-read", s(&f)]).output().await.unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Every difference of dpctl's side from upstream's.
+async fn differences(bin: &Path, c: &Case, up: &Side, dp: &Side) -> Vec<String> {
+    let mut diffs = Vec::new();
+    if up.calls != dp.calls {
+        diffs.push(format!("driver calls:\n  upstream {}\n  dpctl    {}", json!(up.calls), json!(dp.calls)));
+    }
+    for (i, (u, d)) in up.steps.iter().zip(&dp.steps).enumerate() {
+        let at = format!("step {i} {}", Step::json(c.steps[i]));
+        if u["error"] != d["error"] {
+            diffs.push(format!("{at}: error:\n  upstream {}\n  dpctl    {}", u["error"], d["error"]));
+        }
+        let (ucp, dcp) = (u["checkpoint"].as_str().unwrap_or(""), d["checkpoint"].as_str().unwrap_or(""));
+        let (uc, dc) = (checkpoint_claims(ucp), checkpoint_claims(dcp));
+        if uc != dc {
+            diffs.push(format!("{at}: checkpoint claims:\n  upstream {uc}\n  dpctl    {dc}"));
+        } else if uc.as_array().is_some_and(|l| l.len() <= 1) && ucp != dcp {
+            diffs.push(format!("{at}: checkpoint bytes:\n  upstream {ucp}\n  dpctl    {dcp}"));
+        }
+        // Each reads the other's.
+        if !dcp.is_empty() {
+            let read = upstream_reads(bin, dcp).await;
+            let mut got = read["claims"].as_array().cloned().unwrap_or_default();
+            got.sort_by_key(|c| c["ClaimName"].as_str().unwrap_or_default().to_string());
+            let want = checkpoint_claims(dcp);
+            // Go's sets.Set and nil slices round-trip as written.
+            if json!(got) != want {
+                diffs.push(format!("{at}: upstream reads dpctl's checkpoint as {read}, dpctl wrote {want}"));
+            }
+        }
+        if !ucp.is_empty() {
+            match dpctl::client::dra_checkpoint::decode(ucp.as_bytes()) {
+                Ok(entries) => {
+                    let again = String::from_utf8(dpctl::client::dra_checkpoint::encode(&entries)).unwrap_or_default();
+                    if checkpoint_claims(&again) != uc {
+                        diffs.push(format!("{at}: dpctl reads upstream's checkpoint as {}", checkpoint_claims(&again)));
+                    }
+                }
+                Err(e) => diffs.push(format!("{at}: dpctl cannot read upstream's checkpoint: {e}")),
+            }
+        }
+        if u["pods"] != d["pods"] {
+            diffs.push(format!("{at}: pods:\n  upstream {}\n  dpctl    {}", u["pods"], d["pods"]));
+        }
+    }
+    if up.steps.len() != dp.steps.len() {
+        diffs.push(format!("steps: upstream {}, dpctl {}", up.steps.len(), dp.steps.len()));
+    }
+    diffs
+}
+
+async fn run_case(bin: &Path, c: &Case) -> Vec<String> {
+    let (dp, generated) = dpctl_side(c).await;
+    let up = upstream_side(bin, c, &generated).await;
+    eprintln!(
+        "case {}: upstream {} call(s) {}, {} step(s); dpctl {} call(s), {} step(s)",
+        c.name,
+        up.calls.len(),
+        json!(up.calls),
+        up.steps.len(),
+        dp.calls.len(),
+        dp.steps.len()
+    );
+    if std::env::var_os("DPCTL_DRAM_SHOW").is_some() {
+        eprintln!("upstream steps: {}\ndpctl steps: {}", json!(up.steps), json!(dp.steps));
+    }
+    differences(bin, c, &up, &dp).await
+}
+
+/// #45 item 3: every hand-written case gives the same calls, errors,
+/// checkpoints and views on both sides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dra_manager_matches_upstreams_kubelet_dra_manager() {
+    let Some(bin) = upstream_peer("dramanager") else { return };
+    let only = std::env::var("DPCTL_DRAM_CASE").ok();
+    let mut report = Vec::new();
+    for c in cases().iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+        let diffs = run_case(&bin, c).await;
+        if !diffs.is_empty() {
+            report.push(format!("case {}:\n{}", c.name, diffs.join("\n")));
+        }
+    }
+    assert!(report.is_empty(), "dpctl's DRA manager differs from upstream's:\n\n{}", report.join("\n\n"));
+}
