@@ -27,6 +27,8 @@ enum Step {
     Prepare(&'static str),
     Unprepare(&'static str),
     Restart,
+    /// The driver starts (and registers) now; until then it is not there.
+    Register,
 }
 
 impl Step {
@@ -35,6 +37,7 @@ impl Step {
             Step::Prepare(p) => json!({"op": "prepare", "pod": p}),
             Step::Unprepare(p) => json!({"op": "unprepare", "pod": p}),
             Step::Restart => json!({"op": "restart"}),
+            Step::Register => json!({"op": "register"}),
         }
     }
 }
@@ -51,6 +54,13 @@ struct Case {
     generated: Vec<(&'static str, &'static str)>,
     /// Extra `dra serve` flags (faults).
     driver: Vec<&'static str>,
+}
+
+impl Case {
+    /// Whether the driver starts at a [`Step::Register`] only.
+    fn late_driver(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Step::Register))
+    }
 }
 
 /// A ResourceClaim already allocated (`(request, device)` each result) and
@@ -199,6 +209,17 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec!["--fault", "prepare-error=device on fire"],
+        },
+        Case {
+            // No driver yet: refused before anything is recorded; the driver
+            // registers; the pod is prepared (dpctl's pod worker retries).
+            name: "the-driver-registers-late",
+            objects: vec![],
+            claims: vec![claim("gpu", "11111111-0000-0000-0000-00000000000a", &[("one", "dev-3")], &["a"])],
+            pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
+            steps: vec![Prepare("a"), Register, Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
         },
         Case {
             // A kubelet restart from the checkpoint with the pod running, then
@@ -405,8 +426,11 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
     let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", &addr, "--api-server-insecure"]).spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
-    let (driver, dlog) = spawn_driver(&t.root, &t.p("kubeconfig"), &c.driver);
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let mut driver = None;
+    if !c.late_driver() {
+        driver = Some(spawn_driver(&t.root, &t.p("kubeconfig"), &c.driver));
+        log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    }
     let objects: Vec<&Value> = c.objects.iter().chain(&c.claims).collect();
     if !objects.is_empty() {
         let docs: String = objects.iter().map(|v| format!("---\n{v}\n")).collect();
@@ -416,6 +440,8 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
     let mut side = Side::default();
     let mut generated = Vec::new();
     let mut active: BTreeMap<String, Value> = BTreeMap::new();
+    // Pod → its claim-prepared count when its prepare failed.
+    let mut failed_at: BTreeMap<&str, usize> = BTreeMap::new();
     for step in &c.steps {
         let seen = log.seen();
         let mut error = Value::Null;
@@ -423,23 +449,35 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
             Step::Prepare(name) => {
                 let p = pod_named(c, name);
                 let key = format!("{NS}/{name}");
-                let (ok0, failed0) =
-                    (count(&seen, "claim-prepared", Some(&key)), count(&seen, "claim-prepare-failed", Some(&key)));
+                // A pod already there (its prepare failed) is retried by the
+                // pod worker: its outcome now is the next success (which may
+                // have come already).
+                let retried = t.p(&format!("manifests/{name}.yaml")).exists();
+                let ok0 = match failed_at.get(name) {
+                    Some(n) if retried => *n,
+                    _ => count(&seen, "claim-prepared", Some(&key)),
+                };
+                let failed0 = count(&seen, "claim-prepare-failed", Some(&key));
                 let want = claims_of(p);
-                t.write(&format!("{name}.yaml"), &p.to_string());
+                if !retried {
+                    t.write(&format!("{name}.yaml"), &p.to_string());
+                }
                 let waited = log
                     .wait_until(30, |s| {
                         count(s, "claim-prepared", Some(&key)) >= ok0 + want
-                            || count(s, "claim-prepare-failed", Some(&key)) > failed0
+                            || (!retried && count(s, "claim-prepare-failed", Some(&key)) > failed0)
                     })
                     .await;
                 if let Err(seen) = waited {
                     panic!("{}: dpctl: {step:?} had no outcome within 30s:\n{seen}", c.name);
                 }
                 let now = log.seen();
-                let failed = lines_of(&now, "claim-prepare-failed", Some(&key)).nth(failed0);
+                let failed = lines_of(&now, "claim-prepare-failed", Some(&key)).nth(failed0).filter(|_| !retried);
                 match failed {
-                    Some(f) => error = f["error"].clone(),
+                    Some(f) => {
+                        error = f["error"].clone();
+                        failed_at.insert(name, ok0);
+                    }
                     None => {
                         active.insert(name.to_string(), p.clone());
                     }
@@ -466,6 +504,13 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
                     None => {
                         active.remove(name);
                     }
+                }
+            }
+            Step::Register => {
+                let registered0 = count(&seen, "dra-registered", None);
+                driver = Some(spawn_driver(&t.root, &t.p("kubeconfig"), &c.driver));
+                if let Err(seen) = log.wait_until(30, |s| count(s, "dra-registered", None) > registered0).await {
+                    panic!("{}: dpctl: the driver did not register within 30s:\n{seen}", c.name);
                 }
             }
             Step::Restart => {
@@ -497,8 +542,9 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
         side.steps.push(v);
     }
     stop_tailed(kubelet, log).await;
-    let dlog = stop_tailed(driver, dlog).await;
-    side.calls = calls(&dlog.stdout);
+    if let Some((driver, dlog)) = driver {
+        side.calls = calls(&stop_tailed(driver, dlog).await.stdout);
+    }
     (side, generated)
 }
 
@@ -522,7 +568,7 @@ async fn upstream_side(bin: &Path, c: &Case, generated: &[Value]) -> Side {
         claims.push(g);
     }
     let steps: Vec<Value> = c.steps.iter().map(|s| s.json()).collect();
-    let scenario = json!({"claims": claims, "pods": pods, "steps": steps});
+    let scenario = json!({"claims": claims, "pods": pods, "steps": steps, "lateDriver": c.late_driver()});
     let file = root.join("scenario.json");
     std::fs::write(&file, scenario.to_string()).unwrap();
     let mut oracle = tokio::process::Command::new(bin)
@@ -534,6 +580,11 @@ async fn upstream_side(bin: &Path, c: &Case, generated: &[Value]) -> Side {
         .unwrap();
     let mut out = Tail::stdout(&mut oracle);
     out.wait_for("{\"ready\":true}", 1).await;
+    if c.late_driver() {
+        if let Err(seen) = out.wait_until(60, |s| s.contains("{\"waiting\":\"driver\"}")).await {
+            panic!("{}: the oracle never waited for the driver:\n{seen}", c.name);
+        }
+    }
     let (driver, dlog) = spawn_driver(root, &root.join("kubeconfig"), &c.driver);
     if let Err(seen) = out.wait_until(90, |s| s.lines().any(|l| l.starts_with("{\"steps\""))).await {
         panic!("{}: the oracle gave no answer within 90s:\n{seen}", c.name);

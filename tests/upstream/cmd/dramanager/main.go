@@ -57,14 +57,18 @@ import (
 )
 
 type step struct {
-	Op  string `json:"op"` // prepare, unprepare, restart
+	Op  string `json:"op"` // prepare, unprepare, restart, register
 	Pod string `json:"pod,omitempty"`
 }
 
 type scenario struct {
-	Claims []*resourceapi.ResourceClaim `json:"claims"`
-	Pods   []*v1.Pod                    `json:"pods"`
-	Steps  []step                       `json:"steps"`
+	// LateDriver: the driver is registered by a "register" step (the
+	// oracle prints {"waiting":"driver"} for the test to start it), not
+	// before the first step.
+	LateDriver bool                         `json:"lateDriver,omitempty"`
+	Claims     []*resourceapi.ResourceClaim `json:"claims"`
+	Pods       []*v1.Pod                    `json:"pods"`
+	Steps      []step                       `json:"steps"`
 }
 
 type claimResource struct {
@@ -293,6 +297,7 @@ func node(context.Context) (*v1.Node, error) {
 type kubelet struct {
 	m      *dra.Manager
 	cancel context.CancelFunc
+	ctx    context.Context
 }
 
 func start(dir, socket string, pods map[string]*v1.Pod, client *fake.Clientset) (*kubelet, error) {
@@ -313,12 +318,14 @@ func start(dir, socket string, pods map[string]*v1.Pod, client *fake.Clientset) 
 		cancel()
 		return nil, err
 	}
-	if err := register(ctx, m, socket); err != nil {
-		m.Stop()
-		cancel()
-		return nil, err
+	k := &kubelet{m: m, cancel: cancel, ctx: ctx}
+	if socket != "" {
+		if err := register(ctx, m, socket); err != nil {
+			k.stop()
+			return nil, err
+		}
 	}
-	return &kubelet{m: m, cancel: cancel}, nil
+	return k, nil
 }
 
 func (k *kubelet) stop() {
@@ -422,11 +429,13 @@ func run(scenarioFile, dir string) (output, error) {
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), fmt.Appendf(nil, kubeconfigText, server), 0o600); err != nil {
 		return out, err
 	}
-	// The test starts the driver once this line is out.
+	// The test starts the driver once this line is out (or the one of a register step).
 	fmt.Println(`{"ready":true}`)
-	socket, err := registrationSocket(filepath.Join(dir, "plugins_registry"))
-	if err != nil {
-		return out, err
+	socket := ""
+	if !sc.LateDriver {
+		if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
+			return out, err
+		}
 	}
 	pods := map[string]*v1.Pod{}
 	for _, p := range sc.Pods {
@@ -456,6 +465,14 @@ func run(scenarioFile, dir string) (output, error) {
 				if err = k.m.UnprepareResources(ctx, p); err == nil {
 					delete(active, p.Name)
 				}
+			}
+		case "register":
+			fmt.Println(`{"waiting":"driver"}`)
+			if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
+				return out, err
+			}
+			if err = register(k.ctx, k.m, socket); err != nil {
+				return out, err
 			}
 		case "restart":
 			k.stop()
