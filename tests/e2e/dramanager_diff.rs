@@ -97,6 +97,24 @@ fn pod(name: &str, claims: &[(&str, &str)], containers: &[(&str, &[(&str, &str)]
     })
 }
 
+/// A pod whose containers ask for the DRA-backed extended resource
+/// `example.com/gpu` (KEP-5004): `(container, count)`.
+fn extended_pod(name: &str, containers: &[(&str, u32)]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("{name}-uid")},
+        "spec": {"containers": containers.iter().map(|(n, k)| json!({"name": n, "image": "x",
+            "resources": {"limits": {EXTENDED: k}, "requests": {EXTENDED: k}}})).collect::<Vec<_>>()}
+    })
+}
+
+const EXTENDED: &str = "example.com/gpu";
+
+fn extended_class() -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-class"},
+        "spec": {"extendedResourceName": EXTENDED, "selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}})
+}
+
 fn class() -> Value {
     json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
         "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]}})
@@ -209,6 +227,18 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec!["--fault", "prepare-error=device on fire"],
+        },
+        Case {
+            // KEP-5004: the special claim the scheduler makes for the pod's
+            // extended resources; each container gets its own request's
+            // devices (the c0 → container-0-request-0, c1 → container-1-request-0).
+            name: "dra-backed-extended-resources",
+            objects: vec![extended_class()],
+            claims: vec![],
+            pods: vec![extended_pod("a", &[("c0", 1), ("c1", 2)])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
         },
         Case {
             // No driver yet: refused before anything is recorded; the driver
@@ -412,15 +442,32 @@ fn pod_named<'a>(c: &'a Case, name: &str) -> &'a Value {
     c.pods.iter().find(|p| p["metadata"]["name"] == name).unwrap_or_else(|| panic!("{}: no pod {name}", c.name))
 }
 
+/// The claims a pod's prepare prepares: its own and the special claim of
+/// its extended resources.
 fn claims_of(p: &Value) -> usize {
-    p["spec"]["resourceClaims"].as_array().map(Vec::len).unwrap_or(0)
+    p["spec"]["resourceClaims"].as_array().map(Vec::len).unwrap_or(0) + usize::from(is_extended(p))
+}
+
+fn is_extended(p: &Value) -> bool {
+    p["spec"]["containers"].as_array().into_iter().flatten().any(|c| c["resources"]["limits"].get(EXTENDED).is_some())
+}
+
+/// A claim dpctl made for a pod (from a template, or the special claim of
+/// its extended resources), as its API server serves it.
+struct Generated {
+    pod: String,
+    /// The pod claim it is for; `None`: the special claim.
+    pod_claim: Option<String>,
+    claim: Value,
+    /// `status.extendedResourceClaimStatus.requestMappings` of the special claim.
+    mappings: Vec<Value>,
 }
 
 /// dpctl's side: `dpctl mock-kubelet` with its API server (plain http, a
 /// fixed port: the driver keeps its kubeconfig over a restart) and the
 /// driver; pods dropped into (and removed from) the manifest directory.
 /// Also the claims it generated from templates, as its API server serves them.
-async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
+async fn dpctl_side(c: &Case) -> (Side, Vec<Generated>) {
     let t = DraTree::new();
     let addr = format!("127.0.0.1:{}", free_port());
     let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", &addr, "--api-server-insecure"]).spawn().unwrap();
@@ -484,9 +531,32 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
                 }
                 for (gp, gc) in c.generated.iter().filter(|(gp, _)| *gp == name) {
                     let n = format!("{gp}-{gc}");
-                    generated.push(
-                        api_get(&addr, &format!("/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/{n}")).await,
-                    );
+                    let claim =
+                        api_get(&addr, &format!("/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/{n}")).await;
+                    generated.push(Generated {
+                        pod: gp.to_string(),
+                        pod_claim: Some(gc.to_string()),
+                        claim,
+                        mappings: vec![],
+                    });
+                }
+                let special = lines_of(&now, "extended-resource-claim", Some(&key)).last();
+                if let Some(x) = special {
+                    let n = x["claim"].as_str().unwrap_or_default();
+                    let claim =
+                        api_get(&addr, &format!("/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/{n}")).await;
+                    // `container/resource→request`, each mapping.
+                    let mappings = x["mappings"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|m| {
+                            let (container, rest) = m.as_str()?.split_once('/')?;
+                            let (resource, request) = rest.rsplit_once('→')?;
+                            Some(json!({"containerName": container, "resourceName": resource, "requestName": request}))
+                        })
+                        .collect();
+                    generated.push(Generated { pod: name.to_string(), pod_claim: None, claim, mappings });
                 }
             }
             Step::Unprepare(name) => {
@@ -549,23 +619,34 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Value>) {
 }
 
 /// Upstream's side: the oracle with its own instance of the driver.
-async fn upstream_side(bin: &Path, c: &Case, generated: &[Value]) -> Side {
+async fn upstream_side(bin: &Path, c: &Case, generated: &[Generated]) -> Side {
     let d = tmp();
     let root = d.path();
     std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
     let mut claims: Vec<Value> = c.claims.clone();
     let mut pods: Vec<Value> = c.pods.clone();
-    // The claims generated from templates, as the resourceclaim controller
-    // and the scheduler leave them: owned by the pod, reserved for it, named
-    // in the pod's status.
-    for ((gp, gc), g) in c.generated.iter().zip(generated) {
-        let mut g = g.clone();
-        let p = pods.iter_mut().find(|p| p["metadata"]["name"] == *gp).unwrap();
+    // The claims dpctl generated, as the resourceclaim controller (from a
+    // template: owned by the pod, named in its status) or the scheduler (the
+    // special claim: status.extendedResourceClaimStatus) leave them, reserved
+    // for the pod.
+    for g in generated {
+        let mut claim = g.claim.clone();
+        let p = pods.iter_mut().find(|p| p["metadata"]["name"] == g.pod.as_str()).unwrap();
         let uid = p["metadata"]["uid"].clone();
-        g["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": gp, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
-        g["status"]["reservedFor"] = json!([{"resource": "pods", "name": gp, "uid": uid}]);
-        p["status"]["resourceClaimStatuses"] = json!([{"name": gc, "resourceClaimName": g["metadata"]["name"]}]);
-        claims.push(g);
+        claim["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": g.pod, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true}]);
+        claim["status"]["reservedFor"] = json!([{"resource": "pods", "name": g.pod, "uid": uid}]);
+        match &g.pod_claim {
+            Some(pc) => {
+                p["status"]["resourceClaimStatuses"] =
+                    json!([{"name": pc, "resourceClaimName": claim["metadata"]["name"]}])
+            }
+            None => {
+                p["status"]["extendedResourceClaimStatus"] =
+                    json!({"resourceClaimName": claim["metadata"]["name"], "requestMappings": g.mappings})
+            }
+        }
+        claims.push(claim);
     }
     let steps: Vec<Value> = c.steps.iter().map(|s| s.json()).collect();
     let scenario = json!({"claims": claims, "pods": pods, "steps": steps, "lateDriver": c.late_driver()});

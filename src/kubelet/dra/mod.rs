@@ -717,6 +717,7 @@ impl DraManager {
                 })
                 .collect(),
             cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: extended::of(pod).cloned(),
             extended_view: view::View::default(),
         }
@@ -972,6 +973,7 @@ impl DraManager {
                         claim_refs: BTreeMap::new(),
                         cdi_refs: BTreeMap::new(),
                         cdi_devices: BTreeMap::new(),
+                        given_devices: BTreeMap::new(),
                         extended: None,
                         extended_view: view::View::default(),
                     },
@@ -1011,6 +1013,7 @@ impl DraManager {
             .map(|p| {
                 let mut p = view::with_health(p, &st.claims, &st.health);
                 p.cdi_devices = view::container_cdi(&p, &st.claims);
+                p.given_devices = view::container_devices(&p, &st.claims);
                 extended::fill(if message { p } else { view::without_messages(p) }, &st.claims)
             })
             .collect()

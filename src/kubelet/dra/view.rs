@@ -50,6 +50,10 @@ pub struct PodInfo {
     /// GetResources): [`container_cdi`].
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub cdi_devices: BTreeMap<String, Vec<String>>,
+    /// Container → the devices (`driver/pool/device`) those CDI devices are
+    /// of: [`container_devices`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub given_devices: BTreeMap<String, Vec<String>>,
     /// Its special claim of DRA-backed extended resources.
     #[serde(skip)]
     pub extended: Option<crate::kubelet::manifest::extended::ExtendedClaim>,
@@ -224,63 +228,103 @@ pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> V
         .into_iter()
         .filter(|name| seen.insert(name.as_str()))
         .filter_map(|name| claims.get(&format!("{}/{name}", p.namespace)))
-        .filter_map(|c| {
-            let prepared = c.prepared()?;
-            Some(DynamicResource {
-                claim_name: c.name.clone(),
-                claim_namespace: c.namespace.clone(),
-                claim_resources: prepared
-                    .iter()
-                    .flat_map(|(driver, devs)| {
-                        let mut cdi: Vec<CdiDevice> = Vec::new();
-                        devs.iter()
-                            .map(|d| {
-                                cdi.extend(d.cdi_device_ids.iter().flatten().map(|n| CdiDevice { name: n.clone() }));
-                                ClaimResource {
-                                    cdi_devices: cdi.clone(),
-                                    driver_name: driver.to_string(),
-                                    pool_name: d.pool_name.clone(),
-                                    device_name: d.device_name.clone(),
-                                    // container_manager_linux.go: ShareId: (*string)(device.ShareID).
-                                    share_id: d.share_id.clone(),
-                                }
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .collect(),
-            })
-        })
+        .filter_map(claim_entry)
         .collect()
+}
+
+/// One prepared claim as PodResources lists it (container_manager_linux.go
+/// GetDynamicResources): every device of every driver, a device's CDI
+/// devices those of the driver's devices before it and its own.
+pub fn claim_entry(c: &ClaimInfo) -> Option<DynamicResource> {
+    let prepared = c.prepared()?;
+    Some(DynamicResource {
+        claim_name: c.name.clone(),
+        claim_namespace: c.namespace.clone(),
+        claim_resources: prepared
+            .iter()
+            .flat_map(|(driver, devs)| {
+                let mut cdi: Vec<CdiDevice> = Vec::new();
+                devs.iter()
+                    .map(|d| {
+                        cdi.extend(d.cdi_device_ids.iter().flatten().map(|n| CdiDevice { name: n.clone() }));
+                        ClaimResource {
+                            cdi_devices: cdi.clone(),
+                            driver_name: driver.to_string(),
+                            pool_name: d.pool_name.clone(),
+                            device_name: d.device_name.clone(),
+                            // container_manager_linux.go: ShareId: (*string)(device.ShareID).
+                            share_id: d.share_id.clone(),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    })
 }
 
 /// manager.go GetResources for every container of `p` that uses a claim:
 /// for each claim (the pod's order), for each request the container names
-/// for it (`""`: the whole claim), the CDI IDs of the devices whose request
-/// names hold it or that name none (claiminfo.go cdiDevicesAsList: the
-/// request as written, a subrequest not cut); then the special claim's
+/// for it (`""`: the whole claim), the devices whose request names hold it
+/// or that name none (claiminfo.go cdiDevicesAsList: the request as
+/// written, a subrequest not cut); then those of the special claim's
 /// mappings of the container (KEP-5004). A claim not in the cache gives the
 /// container nothing here (GetResources fails the container's start).
-pub fn container_cdi(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+fn given(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<(String, checkpoint::Device)>> {
+    let matches = |d: &checkpoint::Device, request: &str| {
+        let names = d.request_names.as_deref().unwrap_or_default();
+        request.is_empty() || names.is_empty() || names.iter().any(|n| n == request)
+    };
+    let special = p.extended.as_ref().and_then(|x| {
+        let c = claims.get(&format!("{}/{}", p.namespace, x.status.resource_claim_name))?;
+        Some((x, driver_devices(c)))
+    });
+    let mut containers: BTreeSet<&String> = p.cdi_refs.keys().collect();
+    if let Some((x, _)) = &special {
+        containers.extend(x.status.request_mappings.iter().map(|m| &m.container_name));
+    }
+    let none = Vec::new();
     let mut out = BTreeMap::new();
-    for (ctr, refs) in &p.cdi_refs {
-        let mut ids: Vec<String> = Vec::new();
+    for ctr in containers {
+        let refs = p.cdi_refs.get(ctr).unwrap_or(&none);
+        let mut devs: Vec<(String, checkpoint::Device)> = Vec::new();
         for pc in &p.pod_claims {
             let Some(c) = claims.get(&format!("{}/{}", p.namespace, pc.name)) else { continue };
             let devices = driver_devices(c);
             for (_, request) in refs.iter().filter(|(name, _)| *name == pc.pod_claim) {
-                for (_, d) in &devices {
-                    let names = d.request_names.as_deref().unwrap_or_default();
-                    if request.is_empty() || names.is_empty() || names.contains(request) {
-                        ids.extend(d.cdi_device_ids.iter().flatten().cloned());
-                    }
-                }
+                devs.extend(devices.iter().filter(|(_, d)| matches(d, request)).cloned());
             }
         }
-        if !ids.is_empty() {
-            out.insert(ctr.clone(), ids);
+        if let Some((x, devices)) = &special {
+            for m in x.status.request_mappings.iter().filter(|m| &m.container_name == ctr) {
+                devs.extend(
+                    devices.iter().filter(|(_, d)| !m.request_name.is_empty() && matches(d, &m.request_name)).cloned(),
+                );
+            }
+        }
+        if !devs.is_empty() {
+            out.insert(ctr.clone(), devs);
         }
     }
     out
+}
+
+/// The CDI devices GetResources gives each container ([`given`]).
+pub fn container_cdi(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+    given(p, claims)
+        .into_iter()
+        .map(|(c, devs)| (c, devs.into_iter().flat_map(|(_, d)| d.cdi_device_ids.unwrap_or_default()).collect()))
+        .filter(|(_, ids): &(String, Vec<String>)| !ids.is_empty())
+        .collect()
+}
+
+/// The devices (`driver/pool/device`) behind what GetResources gives each container ([`given`]).
+pub fn container_devices(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+    given(p, claims)
+        .into_iter()
+        .map(|(c, devs)| {
+            (c, devs.into_iter().map(|(dr, d)| format!("{dr}/{}/{}", d.pool_name, d.device_name)).collect())
+        })
+        .collect()
 }
 
 /// The claims as resource.k8s.io objects (what the local API server
@@ -418,6 +462,7 @@ mod tests {
             .into(),
             cdi_refs: BTreeMap::new(),
             cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: None,
             extended_view: View::default(),
         };
@@ -494,6 +539,7 @@ mod tests {
             ]
             .into(),
             cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: None,
             extended_view: View::default(),
         };
@@ -539,6 +585,7 @@ mod tests {
             claim_refs: BTreeMap::new(),
             cdi_refs: BTreeMap::new(),
             cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: None,
             extended_view: View::default(),
         };
