@@ -241,6 +241,18 @@ fn cases() -> Vec<Case> {
             driver: vec![],
         },
         Case {
+            // The driver answers other request names than the mapping's
+            // (kubernetes-sigs/dra-driver-cpu#197/#202): the containers are
+            // given no CDI device; a container naming the whole claim would.
+            name: "extended-resources-with-foreign-request-names",
+            objects: vec![extended_class()],
+            claims: vec![],
+            pods: vec![extended_pod("a", &[("c0", 1), ("c1", 2)])],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec!["--fault", "foreign-request-names"],
+        },
+        Case {
             // No driver yet: refused before anything is recorded; the driver
             // registers; the pod is prepared (dpctl's pod worker retries).
             name: "the-driver-registers-late",
