@@ -43,7 +43,7 @@ impl Step {
 }
 
 struct Case {
-    name: &'static str,
+    name: String,
     /// Objects only dpctl reads from its manifests (the class, templates):
     /// upstream's side gets the claims dpctl generated from them.
     objects: Vec<Value>,
@@ -130,7 +130,7 @@ fn cases() -> Vec<Case> {
     let whole: &[(&str, &str)] = &[("g", "")];
     vec![
         Case {
-            name: "pod-claim",
+            name: "pod-claim".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000001", &[("one", "dev-1")], &["a"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
@@ -139,7 +139,7 @@ fn cases() -> Vec<Case> {
             driver: vec![],
         },
         Case {
-            name: "template-claim",
+            name: "template-claim".into(),
             objects: vec![class(), template("gpu-template")],
             claims: vec![],
             pods: vec![pod("a", &[("g", "template:gpu-template")], &[("main", whole)])],
@@ -148,7 +148,7 @@ fn cases() -> Vec<Case> {
             driver: vec![],
         },
         Case {
-            name: "two-containers-share-a-claim",
+            name: "two-containers-share-a-claim".into(),
             objects: vec![],
             claims: vec![claim(
                 "gpu",
@@ -164,7 +164,7 @@ fn cases() -> Vec<Case> {
         Case {
             // TestUpdateAllocatedResourcesStatus_Subrequest, TestGetResources:
             // each container names one request of the claim.
-            name: "containers-use-one-request-each",
+            name: "containers-use-one-request-each".into(),
             objects: vec![],
             claims: vec![claim(
                 "gpu",
@@ -182,7 +182,7 @@ fn cases() -> Vec<Case> {
             driver: vec![],
         },
         Case {
-            name: "two-claims-in-one-pod",
+            name: "two-claims-in-one-pod".into(),
             objects: vec![],
             claims: vec![
                 claim("gpu-a", "11111111-0000-0000-0000-000000000004", &[("one", "dev-0")], &["a"]),
@@ -199,7 +199,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             // Prepared once for two pods, unprepared after the last.
-            name: "a-claim-shared-by-two-pods",
+            name: "a-claim-shared-by-two-pods".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000006", &[("one", "dev-1")], &["a", "b"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)]), pod("b", &[("g", "gpu")], &[("main", whole)])],
@@ -209,7 +209,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             // A pod reservedFor does not name: refused before anything is recorded.
-            name: "a-pod-the-claim-is-not-reserved-for",
+            name: "a-pod-the-claim-is-not-reserved-for".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000007", &[("one", "dev-1")], &["a"])],
             pods: vec![pod("b", &[("g", "gpu")], &[("main", whole)])],
@@ -220,7 +220,7 @@ fn cases() -> Vec<Case> {
         Case {
             // The driver fails the claim: recorded with the pod, no devices;
             // unprepared when the pod goes.
-            name: "the-driver-fails-prepare",
+            name: "the-driver-fails-prepare".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000008", &[("one", "dev-1")], &["a"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
@@ -232,7 +232,7 @@ fn cases() -> Vec<Case> {
             // KEP-5004: the special claim the scheduler makes for the pod's
             // extended resources; each container gets its own request's
             // devices (the c0 → container-0-request-0, c1 → container-1-request-0).
-            name: "dra-backed-extended-resources",
+            name: "dra-backed-extended-resources".into(),
             objects: vec![extended_class()],
             claims: vec![],
             pods: vec![extended_pod("a", &[("c0", 1), ("c1", 2)])],
@@ -244,7 +244,7 @@ fn cases() -> Vec<Case> {
             // The driver answers other request names than the mapping's
             // (kubernetes-sigs/dra-driver-cpu#197/#202): the containers are
             // given no CDI device; a container naming the whole claim would.
-            name: "extended-resources-with-foreign-request-names",
+            name: "extended-resources-with-foreign-request-names".into(),
             objects: vec![extended_class()],
             claims: vec![],
             pods: vec![extended_pod("a", &[("c0", 1), ("c1", 2)])],
@@ -255,7 +255,7 @@ fn cases() -> Vec<Case> {
         Case {
             // No driver yet: refused before anything is recorded; the driver
             // registers; the pod is prepared (dpctl's pod worker retries).
-            name: "the-driver-registers-late",
+            name: "the-driver-registers-late".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-00000000000a", &[("one", "dev-3")], &["a"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
@@ -266,7 +266,7 @@ fn cases() -> Vec<Case> {
         Case {
             // A kubelet restart from the checkpoint with the pod running, then
             // a second pod on the same claim, then both go.
-            name: "a-restart-from-the-checkpoint",
+            name: "a-restart-from-the-checkpoint".into(),
             objects: vec![],
             claims: vec![claim("gpu", "11111111-0000-0000-0000-000000000009", &[("one", "dev-2")], &["a", "b"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)]), pod("b", &[("g", "gpu")], &[("main", whole)])],
@@ -287,7 +287,7 @@ struct Side {
 }
 
 /// The driver's JSON log: one `{op, claims, errors}` per call; consecutive
-/// identical failed calls (a retry) count once.
+/// identical failed calls (a retry) count once; an unprepare's claims sorted.
 fn calls(log: &str) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for v in log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
@@ -295,7 +295,13 @@ fn calls(log: &str) -> Vec<Value> {
             Some(op @ ("prepare" | "unprepare")) => op,
             _ => continue,
         };
-        let call = json!({"op": op, "claims": v["claims"], "errors": v.get("errors").cloned().unwrap_or(json!([]))});
+        // The claims of an unprepare call in UID order: upstream's are in Go's
+        // map order (claiminfo.go claimNamesForPod iterates the cache's map).
+        let mut claims = v["claims"].as_array().cloned().unwrap_or_default();
+        if op == "unprepare" {
+            claims.sort_by_key(|c| c.as_str().unwrap_or_default().to_string());
+        }
+        let call = json!({"op": op, "claims": claims, "errors": v.get("errors").cloned().unwrap_or(json!([]))});
         let failed = call["errors"].as_array().is_some_and(|e| !e.is_empty());
         if failed && out.last() == Some(&call) {
             continue;
@@ -780,6 +786,156 @@ async fn run_case(bin: &Path, c: &Case) -> Vec<String> {
     differences(bin, c, &up, &dp).await
 }
 
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % n.max(1) as u64).unwrap_or(0)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+const POD_NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// Scenario `seed`: one or two allocated claims over the driver's four
+/// devices (one or two requests each), one to three pods each using some of
+/// them (containers naming a claim whole or one request), prepared in a
+/// random order with a kubelet restart now and then, then unprepared in a
+/// random order.
+fn generated(seed: u64) -> Case {
+    let mut r = Rng(seed);
+    let mut devices: Vec<&str> = vec!["dev-0", "dev-1", "dev-2", "dev-3"];
+    for i in (1..devices.len()).rev() {
+        devices.swap(i, r.below(i + 1));
+    }
+    let n_claims = 1 + r.below(2);
+    let n_pods = 1 + r.below(3);
+    // Claim i: its results (request, device), its pods.
+    let mut results: Vec<Vec<(String, &str)>> = Vec::new();
+    for _ in 0..n_claims {
+        let k = 1 + r.below(2);
+        let mut v = Vec::new();
+        for j in 0..k {
+            let Some(d) = devices.pop() else { break };
+            let request = if j > 0 && r.chance(50) { "r1" } else { "r0" };
+            v.push((request.to_string(), d));
+        }
+        results.push(v);
+    }
+    let mut users: Vec<Vec<&str>> = vec![Vec::new(); n_claims];
+    let mut pods = Vec::new();
+    for (p, name) in POD_NAMES.iter().enumerate().take(n_pods) {
+        let mine: Vec<usize> = (0..n_claims).filter(|_| r.chance(70)).collect();
+        let mine = if mine.is_empty() { vec![p % n_claims] } else { mine };
+        for &i in &mine {
+            users[i].push(name);
+        }
+        let pod_claims: Vec<(String, String)> = mine.iter().map(|i| (format!("x{i}"), format!("gpu-{i}"))).collect();
+        let n_ctr = 1 + r.below(2);
+        let mut ctrs: Vec<(String, Vec<(String, String)>)> = Vec::new();
+        for c in 0..n_ctr {
+            let mut refs = Vec::new();
+            for &i in &mine {
+                // Each claim now and then, the first container always one.
+                let take = r.chance(75) || (c == 0 && refs.is_empty());
+                if !take {
+                    continue;
+                }
+                let requests: Vec<&String> = results[i].iter().map(|(q, _)| q).collect();
+                let request = if r.chance(40) { requests[r.below(requests.len())].clone() } else { String::new() };
+                refs.push((format!("x{i}"), request));
+            }
+            ctrs.push((format!("c{c}"), refs));
+        }
+        let pc: Vec<(&str, &str)> = pod_claims.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let refs: Vec<Vec<(&str, &str)>> =
+            ctrs.iter().map(|(_, v)| v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()).collect();
+        let cs: Vec<(&str, &[(&str, &str)])> =
+            ctrs.iter().zip(&refs).map(|((n, _), v)| (n.as_str(), v.as_slice())).collect();
+        pods.push(pod(name, &pc, &cs));
+    }
+    let claims = results
+        .iter()
+        .enumerate()
+        .map(|(i, res)| {
+            let res: Vec<(&str, &str)> = res.iter().map(|(q, d)| (q.as_str(), *d)).collect();
+            claim(&format!("gpu-{i}"), &format!("{:08x}-0000-0000-0000-{i:012}", seed & 0xffff_ffff), &res, &users[i])
+        })
+        .collect();
+    let mut order: Vec<&'static str> = POD_NAMES[..n_pods].to_vec();
+    for i in (1..order.len()).rev() {
+        order.swap(i, r.below(i + 1));
+    }
+    let mut steps = Vec::new();
+    for &p in &order {
+        steps.push(Step::Prepare(p));
+        if r.chance(25) {
+            steps.push(Step::Restart);
+        }
+    }
+    for i in (1..order.len()).rev() {
+        order.swap(i, r.below(i + 1));
+    }
+    steps.extend(order.iter().map(|&p| Step::Unprepare(p)));
+    Case { name: format!("seed-{seed}"), objects: vec![], claims, pods, steps, generated: vec![], driver: vec![] }
+}
+
+/// Where divergent generated scenarios are written (and read back as regression cases).
+fn regressions_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/regressions/dramanager")
+}
+
+fn case_json(c: &Case) -> Value {
+    json!({"name": c.name, "claims": c.claims, "pods": c.pods, "steps": c.steps.iter().map(|s| s.json()).collect::<Vec<_>>(), "driver": c.driver})
+}
+
+/// A regression file as a case (pod names are of [`POD_NAMES`]).
+fn case_of(v: &Value) -> Option<Case> {
+    let pod_name = |n: &str| POD_NAMES.iter().copied().find(|p| *p == n);
+    let steps = v["steps"]
+        .as_array()?
+        .iter()
+        .map(|s| match s["op"].as_str()? {
+            "prepare" => Some(Step::Prepare(pod_name(s["pod"].as_str()?)?)),
+            "unprepare" => Some(Step::Unprepare(pod_name(s["pod"].as_str()?)?)),
+            "restart" => Some(Step::Restart),
+            "register" => Some(Step::Register),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let driver = v["driver"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| match d.as_str()? {
+            "--fault" => Some("--fault"),
+            "foreign-request-names" => Some("foreign-request-names"),
+            _ => None,
+        })
+        .collect();
+    Some(Case {
+        name: v["name"].as_str()?.to_string(),
+        objects: vec![],
+        claims: v["claims"].as_array()?.clone(),
+        pods: v["pods"].as_array()?.clone(),
+        steps,
+        generated: vec![],
+        driver,
+    })
+}
+
 /// #45 item 3: every hand-written case gives the same calls, errors,
 /// checkpoints and views on both sides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -794,4 +950,46 @@ async fn the_dra_manager_matches_upstreams_kubelet_dra_manager() {
         }
     }
     assert!(report.is_empty(), "dpctl's DRA manager differs from upstream's:\n\n{}", report.join("\n\n"));
+}
+
+/// #45 item 3: generated scenarios (`DPCTL_DRAM_SCENARIOS`, default 4;
+/// `DPCTL_DRAM_SEED`, default from the clock, printed; scenario `i` is seed
+/// `S + i`) and every file of `tests/upstream/regressions/dramanager/`. A
+/// divergent scenario is written there as `seed-S.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_scenarios_match_upstreams_kubelet_dra_manager() {
+    let Some(bin) = upstream_peer("dramanager") else { return };
+    let n: u64 = std::env::var("DPCTL_DRAM_SCENARIOS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let seed: u64 = std::env::var("DPCTL_DRAM_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1)
+    });
+    eprintln!("dramanager: seed {seed} ({n} scenarios; DPCTL_DRAM_SEED={seed} replays them)");
+    let mut cases: Vec<Case> = Vec::new();
+    let mut files: Vec<_> =
+        std::fs::read_dir(regressions_dir()).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    files.sort();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let c = serde_json::from_str::<Value>(&text).ok().and_then(|v| case_of(&v));
+        assert!(c.is_some(), "{} is not a scenario", f.display());
+        cases.extend(c);
+    }
+    let regressions = cases.len();
+    cases.extend((0..n).map(|i| generated(seed.wrapping_add(i))));
+    let mut report = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let diffs = run_case(&bin, c).await;
+        if diffs.is_empty() {
+            continue;
+        }
+        if i >= regressions {
+            let path = regressions_dir().join(format!("{}.json", c.name));
+            let written = std::fs::create_dir_all(regressions_dir())
+                .and_then(|()| std::fs::write(&path, serde_json::to_string_pretty(&case_json(c)).unwrap_or_default()));
+            report.push(format!("{} (written to {}: {written:?}):\n{}", c.name, path.display(), diffs.join("\n")));
+        } else {
+            report.push(format!("{}:\n{}", c.name, diffs.join("\n")));
+        }
+    }
+    assert!(report.is_empty(), "seed {seed}: dpctl's DRA manager differs from upstream's:\n\n{}", report.join("\n\n"));
 }
