@@ -3,10 +3,12 @@
 //! device manager's ([`super::checkpoint`]): the kubelet engine writes and
 //! restores it, `doctor` reads it.
 //! `{"Data":"<JSON>","Checksum":<crc32 IEEE of Data>}` where Data is
-//! `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","Entries":[ClaimInfoState…]}`
+//! `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","ClaimInfoStateList":[ClaimInfoState…]}`
 //! and each entry carries ClaimUID, ClaimName, Namespace, PodUIDs (a Go set:
 //! `{"uid":{}}`) and DriverState (driver → Devices: PoolName, DeviceName,
-//! RequestNames, CDIDeviceIDs).
+//! ShareID, RequestNames, CDIDeviceIDs; skipNodeOperations). Byte for byte
+//! what kubelet 1.37's state/checkpoint.go writes for the same claims (the
+//! differential test `dramanager_diff` holds it to upstream's).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,7 +20,9 @@ pub const KIND: &str = "DRACheckpoint";
 /// Data.apiVersion.
 pub const API_VERSION: &str = "checkpoint.dra.kubelet.k8s.io/v1";
 
-/// One device of a prepared claim, as the driver reported it.
+/// One device of a prepared claim, as the driver reported it (state.go
+/// Device: its fields in this order; ShareID always written, `null` when
+/// unset, as encoding/json writes a nil `*types.UID`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Device {
     /// PoolName.
@@ -27,15 +31,15 @@ pub struct Device {
     /// DeviceName.
     #[serde(rename = "DeviceName")]
     pub device_name: String,
+    /// ShareID (consumable capacity), when set.
+    #[serde(rename = "ShareID", default)]
+    pub share_id: Option<String>,
     /// RequestNames.
     #[serde(rename = "RequestNames", default)]
     pub request_names: Option<Vec<String>>,
     /// CDIDeviceIDs.
     #[serde(rename = "CDIDeviceIDs", default)]
     pub cdi_device_ids: Option<Vec<String>>,
-    /// ShareID (consumable capacity), when set.
-    #[serde(rename = "ShareID", default, skip_serializing_if = "Option::is_none")]
-    pub share_id: Option<String>,
 }
 
 /// A driver's part of a claim.
@@ -45,9 +49,15 @@ pub struct DriverState {
     #[serde(rename = "Devices", default)]
     pub devices: Option<Vec<Device>>,
     /// The node operations every allocated device of this driver skips
-    /// (KEP-5945; kept so a restarted kubelet still skips them). dpctl's
-    /// name for it: upstream's field is not published yet.
-    #[serde(rename = "SkipNodeOperations", default, skip_serializing_if = "Option::is_none")]
+    /// (KEP-5945; kept so a restarted kubelet still skips them): state.go
+    /// `json:"skipNodeOperations,omitempty"` (dpctl wrote `SkipNodeOperations`
+    /// before 1.37 published it: still read).
+    #[serde(
+        rename = "skipNodeOperations",
+        alias = "SkipNodeOperations",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub skip_node_operations: Option<Vec<String>>,
 }
 
@@ -78,7 +88,9 @@ struct Data {
     kind: String,
     #[serde(rename = "apiVersion", default)]
     api_version: String,
-    #[serde(rename = "Entries", default)]
+    // checkpoint.go CheckpointData.ClaimInfoStateList (no json tag). dpctl
+    // wrote `Entries` before: still read.
+    #[serde(rename = "ClaimInfoStateList", alias = "Entries", default)]
     entries: Option<Vec<Entry>>,
 }
 
@@ -105,6 +117,15 @@ pub fn crc32(data: &[u8]) -> u32 {
 /// The file's bytes for `entries`.
 pub fn encode(entries: &[Entry]) -> Vec<u8> {
     let data = Data { kind: KIND.into(), api_version: API_VERSION.into(), entries: Some(entries.to_vec()) };
+    let data = serde_json::to_string(&data).unwrap_or_default();
+    let checksum = crc32(data.as_bytes());
+    serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
+}
+
+/// The file a kubelet creates when it finds none (checkpointer.go
+/// GetOrCreate stores `NewCheckpoint(nil)`: `"ClaimInfoStateList":null`).
+pub fn encode_new() -> Vec<u8> {
+    let data = Data { kind: KIND.into(), api_version: API_VERSION.into(), entries: None };
     let data = serde_json::to_string(&data).unwrap_or_default();
     let checksum = crc32(data.as_bytes());
     serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
@@ -158,8 +179,11 @@ impl std::error::Error for DecodeError {
     }
 }
 
-/// Parse the file, checking its checksum, kind and apiVersion (the kubelet
-/// refuses to start on a corrupt checkpoint; the caller reports it).
+/// Parse the file, checking its checksum (the kubelet refuses to start on a
+/// corrupt checkpoint; the caller reports it). Like state/checkpoint.go
+/// GetClaimInfoStateList, kind and apiVersion are not checked: a
+/// checkpoint of another apiVersion (TestCheckpointGetOrCreate's
+/// "upgraded-structure-and-version", `…/v0`) is read as it is.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, DecodeError> {
     let outer: Outer = serde_json::from_slice(bytes).map_err(DecodeError::NotCheckpoint)?;
     let sums_to = crc32(outer.data.as_bytes());
@@ -167,9 +191,6 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>, DecodeError> {
         return Err(DecodeError::Corrupted { checksum: outer.checksum, sums_to });
     }
     let data: Data = serde_json::from_str(&outer.data).map_err(DecodeError::Data)?;
-    if data.kind != KIND || data.api_version != API_VERSION {
-        return Err(DecodeError::OtherKind { kind: data.kind, api_version: data.api_version });
-    }
     Ok(data.entries.unwrap_or_default())
 }
 
@@ -288,16 +309,47 @@ mod tests {
         assert_ne!(bad, file);
         let e = decode(bad.as_bytes()).unwrap_err();
         assert!(matches!(e, DecodeError::Corrupted { .. }) && e.to_string().contains("corrupted"), "{e}");
-        let other = r#"{"kind":"Other","apiVersion":"v9"}"#;
+        // Another kind or apiVersion, or no TypeMeta at all: read as the
+        // kubelet reads it (it checks neither).
+        let other = r#"{"kind":"Other","apiVersion":"checkpoint.dra.kubelet.k8s.io/v0","ClaimInfoStateList":[{"ClaimUID":"x","ClaimName":"c","Namespace":"default","PodUIDs":{"p":{}},"DriverState":{}}]}"#;
         let file = serde_json::json!({"Data": other, "Checksum": crc32(other.as_bytes())}).to_string();
-        let e = decode(file.as_bytes()).unwrap_err();
-        assert!(matches!(e, DecodeError::OtherKind { .. }) && e.to_string().contains("not a DRACheckpoint"), "{e}");
-        // No TypeMeta at all (both fields are omitempty in Go): another format, said so.
+        assert_eq!(decode(file.as_bytes()).unwrap()[0].claim_name, "c");
         let bare = r#"{"Entries":[]}"#;
         let file = serde_json::json!({"Data": bare, "Checksum": crc32(bare.as_bytes())}).to_string();
-        assert!(decode(file.as_bytes()).unwrap_err().to_string().contains("another kubelet version"));
+        assert!(decode(file.as_bytes()).unwrap().is_empty());
         assert!(matches!(decode(b"nope").unwrap_err(), DecodeError::NotCheckpoint(_)));
         let notdata = serde_json::json!({"Data": "[1]", "Checksum": crc32(b"[1]")}).to_string();
         assert!(matches!(decode(notdata.as_bytes()).unwrap_err(), DecodeError::Data(_)));
+    }
+
+    /// state/checkpointer_test.go TestCheckpointStateStore: the bytes kubelet
+    /// 1.37 writes, checksum included (ShareID null or set, RequestNames,
+    /// ClaimInfoStateList, fields in state.go's order).
+    #[test]
+    fn encodes_byte_for_byte_as_kubelet_1_37_writes_it() {
+        let dev = |share: Option<&str>| Device {
+            pool_name: "worker-1".into(),
+            device_name: "dev-1".into(),
+            share_id: share.map(str::to_string),
+            request_names: Some(vec!["test request".into()]),
+            cdi_device_ids: Some(vec!["example.com/example=cdi-example".into()]),
+        };
+        let entry = |share: Option<&str>| Entry {
+            claim_uid: "067798be-454e-4be4-9047-1aa06aea63f7".into(),
+            claim_name: "example".into(),
+            namespace: "default".into(),
+            pod_uids: [("139cdb46-f989-4f17-9561-ca10cfb509a6".to_string(), Default::default())].into(),
+            driver_state: [(
+                "test-driver.cdi.k8s.io".to_string(),
+                DriverState { devices: Some(vec![dev(share)]), skip_node_operations: None },
+            )]
+            .into(),
+        };
+        let plain = r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[{\"ClaimUID\":\"067798be-454e-4be4-9047-1aa06aea63f7\",\"ClaimName\":\"example\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-1\",\"ShareID\":null,\"RequestNames\":[\"test request\"],\"CDIDeviceIDs\":[\"example.com/example=cdi-example\"]}]}}}]}","Checksum":2570581864}"#;
+        assert_eq!(String::from_utf8(encode(&[entry(None)])).unwrap(), plain);
+        let shared = r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[{\"ClaimUID\":\"067798be-454e-4be4-9047-1aa06aea63f7\",\"ClaimName\":\"example\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-1\",\"ShareID\":\"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa\",\"RequestNames\":[\"test request\"],\"CDIDeviceIDs\":[\"example.com/example=cdi-example\"]}]}}}]}","Checksum":736302156}"#;
+        let e = entry(Some("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"));
+        assert_eq!(String::from_utf8(encode(std::slice::from_ref(&e))).unwrap(), shared);
+        assert_eq!(decode(shared.as_bytes()).unwrap(), vec![e]);
     }
 }

@@ -30,7 +30,7 @@ fn checkpoint_entries(root: &Path) -> Vec<Value> {
     let data: Value = serde_json::from_str(outer["Data"].as_str().unwrap()).unwrap();
     assert_eq!(data["kind"], "DRACheckpoint");
     assert_eq!(data["apiVersion"], "checkpoint.dra.kubelet.k8s.io/v1");
-    data["Entries"].as_array().cloned().unwrap_or_default()
+    data["ClaimInfoStateList"].as_array().cloned().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,14 +173,20 @@ async fn a_pod_asking_an_extended_resource_only_a_device_class_maps_is_served_by
     );
     assert_eq!(c["status"]["reservedFor"][0]["uid"], "pod-x");
 
-    // PodResources: each container lists the special claim's devices of its requests.
+    // GetResources: each container is given its own requests' devices.
+    let given = |c: &str| pod["cdiDevices"][c].as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!((given("main"), given("init"), given("side")), (2, 2, 1), "{pod}");
+
+    // PodResources: each container with a mapping lists the whole special
+    // claim, as GetContainerClaimInfos gives it (the differential against
+    // upstream's manager, dramanager_diff, holds it).
     let pr = dpctl(&["podresources", "list", "--socket", s(&n.t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
     pr.expect_code(0);
     let prv: Value = serde_json::from_str(&pr.stdout).unwrap();
     let prp = prv["podResources"].as_array().unwrap().iter().find(|p| p["name"] == "trainer").unwrap().clone();
     let ctr = |name: &str| prp["containers"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
     let devs = |name: &str| ctr(name)["dynamicResources"][0]["claimResources"].as_array().map(Vec::len).unwrap_or(0);
-    assert_eq!((devs("main"), devs("side")), (2, 1), "{prp}");
+    assert_eq!((devs("main"), devs("side")), (3, 3), "{prp}");
     assert_eq!(ctr("main")["dynamicResources"][0]["claimName"], claim.as_str());
 
     // The checkpoint holds it.

@@ -182,7 +182,7 @@ async fn a_prepare_that_failed_half_way_unprepares_the_claim_it_prepared() {
     // Both claims are in the DRA checkpoint: the GPU one with its devices, the NIC one not prepared.
     let outer: Value = serde_json::from_slice(&std::fs::read(t.p("dra_manager_state")).unwrap()).unwrap();
     let data: Value = serde_json::from_str(outer["Data"].as_str().unwrap()).unwrap();
-    let entries = data["Entries"].as_array().unwrap();
+    let entries = data["ClaimInfoStateList"].as_array().unwrap();
     let of = |name: &str| entries.iter().find(|e| e["ClaimName"] == name).unwrap_or_else(|| panic!("{data}")).clone();
     assert!(of("gpu")["DriverState"][GPU]["Devices"].is_array(), "{data}");
     assert!(of("nic")["DriverState"][NIC]["Devices"].is_null(), "{data}");

@@ -12,6 +12,7 @@ mod doctor;
 mod dra;
 mod dra_alloc;
 mod dra_kubelet;
+mod dramanager_diff;
 mod extended;
 mod generations;
 mod hardening;

@@ -610,6 +610,22 @@ impl Tail {
         }
     }
 
+    /// Wait (at most `secs` s) until `cond` holds of everything read so far;
+    /// `Err` with what was read when it does not in time.
+    pub async fn wait_until(&mut self, secs: u64, mut cond: impl FnMut(&str) -> bool) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            if cond(&self.seen()) {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, self.grew.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) if cond(&self.seen()) => return Ok(()),
+                _ => return Err(self.seen()),
+            }
+        }
+    }
+
     /// All of stdout, once the child closed it.
     pub async fn rest(self) -> String {
         let Tail { text, task, .. } = self;
@@ -683,6 +699,7 @@ pub const UPSTREAM_PEERS: &[&str] = &[
     "sample-device-plugin",
     "dra-test-driver",
     "controlplane",
+    "dramanager",
 ];
 
 /// How to build them, as every message about them says it.

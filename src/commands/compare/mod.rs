@@ -252,6 +252,31 @@ async fn devices(socket: &Path, res: &str, slices: &SliceIndex) -> Result<BTreeM
     Ok(out)
 }
 
+/// Per (pod, container): the DRA devices the kubelet gives the container
+/// (the devices of its requests, as GetResources picks their CDI devices:
+/// the node view's `givenDevices`; PodResources lists a claim's every
+/// device for each container using it), with what `slices` says of them.
+fn given_devices(dra_pods: &[serde_json::Value], slices: &SliceIndex) -> BTreeMap<(String, String), Vec<Device>> {
+    let mut out = BTreeMap::new();
+    for p in dra_pods {
+        let pod = p["pod"].as_str().unwrap_or("").rsplit('/').next().unwrap_or_default().to_string();
+        for (ctr, ids) in p["givenDevices"].as_object().into_iter().flatten() {
+            let v = ids
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str())
+                .map(|id| {
+                    let (numa, attributes) = slices.get(id).cloned().unwrap_or_default();
+                    Device { id: id.to_string(), numa, attributes }
+                })
+                .collect();
+            out.insert((pod.clone(), ctr.clone()), v);
+        }
+    }
+    out
+}
+
 /// The DRA side's ResourceSlices, from its API server.
 async fn slice_index(tree: &Tree) -> Result<SliceIndex> {
     use crate::plugin::dra::slices;
@@ -413,7 +438,8 @@ async fn compare(
     // The DRA side: the CDI devices the kubelet maps to each container, resolved.
     let dra_cdi = edits::cdi_index(&cdi_specs(&dra.tree.cdi_dir()));
     let mut side_b: BTreeMap<(String, String), Edits> = BTreeMap::new();
-    for p in dra.node.status().await.map(|n| n.dra_pods).unwrap_or_default() {
+    let dra_pods = dra.node.status().await.map(|n| n.dra_pods).unwrap_or_default();
+    for p in &dra_pods {
         let pod = p["pod"].as_str().unwrap_or("").trim_start_matches("default/").to_string();
         for (ctr, ids) in p["extendedCdiDevices"].as_object().into_iter().flatten() {
             let ids: Vec<String> =
@@ -423,7 +449,11 @@ async fn compare(
     }
     // The devices each kind handed each container: identities and topology.
     let devs_a = devices(&dp.tree.pod_resources, &res, &SliceIndex::new()).await?;
-    let devs_b = devices(&dra.tree.pod_resources, &res, &slice_index(&dra.tree).await?).await?;
+    // The containers PodResources lists (app containers and sidecars, as for side A).
+    let listed = devices(&dra.tree.pod_resources, &res, &SliceIndex::new()).await?;
+    let mut given = given_devices(&dra_pods, &slice_index(&dra.tree).await?);
+    let devs_b: BTreeMap<(String, String), Vec<Device>> =
+        listed.into_keys().map(|k| (given.remove(&k).unwrap_or_default(), k)).map(|(v, k)| (k, v)).collect();
     let mut differences = Vec::new();
     let mut containers = Vec::new();
     let mut both = BTreeMap::new();

@@ -243,6 +243,13 @@ pub struct ClaimInfo {
     /// A whole prepare of it succeeded (claiminfo.go setPrepared); until
     /// then every driver is called again, also those that answered.
     pub done: bool,
+    /// Read from the checkpoint at start and not prepared since: upstream's
+    /// claim info is then not prepared (claiminfo.go newClaimInfoFromState,
+    /// `prepared: false`), so a pod that comes to it after the restart has
+    /// NodePrepareResources called again. The pods it names were running
+    /// before: the kubelet does not prepare them again (PrepareDynamicResources
+    /// runs only when a sandbox is created, kuberuntime_manager.go SyncPod).
+    pub restored: bool,
     /// CDI IDs that resolve to no spec file.
     pub cdi_unresolved: Vec<String>,
 }
@@ -291,6 +298,7 @@ impl ClaimInfo {
             pods: BTreeSet::new(),
             drivers,
             done: false,
+            restored: false,
             cdi_unresolved: vec![],
         }
     }
@@ -450,7 +458,8 @@ pub struct ClaimCache {
 impl ClaimCache {
     /// The cache a checkpoint describes: a driver with devices prepared
     /// them; one without (`Devices: null`) was recorded but not prepared. A
-    /// claim every driver prepared counts as prepared (no second call).
+    /// claim every driver prepared is shown as prepared and is not prepared
+    /// again for the pods it names, but is for a new pod ([`ClaimInfo::restored`]).
     pub fn from_checkpoint(entries: &[checkpoint::Entry]) -> Self {
         let mut claims = BTreeMap::new();
         for e in entries {
@@ -475,13 +484,15 @@ impl ClaimCache {
                 };
                 drivers.insert(driver.clone(), prep);
             }
+            let done = drivers.values().all(|d| matches!(d, DriverPrep::Prepared(_)));
             let info = ClaimInfo {
                 namespace: e.namespace.clone(),
                 name: e.claim_name.clone(),
                 uid: e.claim_uid.clone(),
                 allocation,
                 pods: e.pod_uids.keys().cloned().collect(),
-                done: drivers.values().all(|d| matches!(d, DriverPrep::Prepared(_))),
+                done,
+                restored: done,
                 drivers,
                 cdi_unresolved: vec![],
             };
@@ -642,7 +653,11 @@ impl ClaimCache {
             let (info, allocated_now) = self.resolve((namespace, uid, pod_name), c, w, &taken)?;
             // A claim allocated now holds its devices for the next one.
             mine.extend(info.allocation.iter().cloned());
-            if !info.done {
+            // Drivers are looked up for a claim to be prepared: not prepared
+            // yet, or restored and new to this pod (manager.go also looks up
+            // those of prepared claims: a deliberate difference, see
+            // manager_tests.rs a_prepared_claim_whose_driver_is_gone_needs_no_call_unlike_upstream).
+            if !info.done || (info.restored && !info.pods.contains(uid)) {
                 for driver in info.drivers.keys() {
                     if !info.skips(driver, Operation::Prepare) && !w.drivers.contains(driver) {
                         return Err(Cause::NotRegistered { driver: driver.clone() });
@@ -664,8 +679,9 @@ impl ClaimCache {
                     self.claims.entry(key.clone()).or_insert(info)
                 }
             };
+            let running_before = c.restored && c.pods.contains(uid);
             plan.record |= c.pods.insert(uid.to_string());
-            if c.done {
+            if c.done && (!c.restored || running_before) {
                 plan.cached.push(key);
                 continue;
             }
@@ -692,6 +708,7 @@ impl ClaimCache {
         for k in keys {
             if let Some(c) = self.claims.get_mut(k) {
                 c.done = true;
+                c.restored = false;
             }
         }
     }

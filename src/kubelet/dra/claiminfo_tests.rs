@@ -354,3 +354,44 @@ fn a_written_allocation_of_another_claim_holds_its_device() {
     let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
     assert_eq!(devices, ["d1"]);
 }
+
+/// claiminfo.go newClaimInfoFromState (`prepared: false`) and manager.go
+/// prepareResources: a claim restored from the checkpoint is not prepared
+/// again for the pod it names (running before the restart: the kubelet does
+/// not prepare it again), but is for a new pod (NodePrepareResources is
+/// called again, as the differential against upstream's manager shows).
+#[test]
+fn a_restored_claim_is_prepared_again_for_a_new_pod_not_for_the_pods_it_names() {
+    let objects = world_objects();
+    let cands = candidates();
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let none: BTreeSet<String> = BTreeSet::new();
+    let w = World { objects: &objects, candidates: &cands, drivers: &drivers };
+    let gone = World { objects: &objects, candidates: &cands, drivers: &none };
+    let mut cache = ClaimCache::default();
+    let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
+    cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    cache.mark_prepared(&plan.preparing);
+    // Before a restart: a second pod finds it prepared (no call, no lookup:
+    // a deliberate difference, manager_tests.rs …_unlike_upstream).
+    let plan = cache.clone().plan_prepare("ns", "pod-2", "pod-2", &claims(&["a"]), &gone).unwrap();
+    assert_eq!((plan.cached.len(), plan.batches.len()), (1, 0));
+    // After a restart.
+    let restored = ClaimCache::from_checkpoint(&cache.to_checkpoint());
+    let c = restored.get("ns/a").unwrap();
+    assert!(c.restored && c.done && c.prepared().is_some(), "shown as prepared: {c:?}");
+    let plan = restored.clone().plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &gone).unwrap();
+    assert_eq!((plan.cached.len(), plan.batches.len()), (1, 0), "the running pod: no call, no lookup");
+    // A new pod: prepared again, so its driver must be there (refused before anything is recorded).
+    let mut again = restored.clone();
+    let e = again.plan_prepare("ns", "pod-2", "pod-2", &claims(&["a"]), &gone).unwrap_err();
+    assert!(matches!(e, Cause::NotRegistered { .. }), "{e}");
+    assert!(!again.get("ns/a").unwrap().pods.contains("pod-2"));
+    let plan = again.plan_prepare("ns", "pod-2", "pod-2", &claims(&["a"]), &w).unwrap();
+    assert_eq!(plan.batches["gpu.x"].len(), 1, "a new pod: NodePrepareResources again");
+    again.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
+    again.mark_prepared(&plan.preparing);
+    assert!(!again.get("ns/a").unwrap().restored);
+    let plan = again.plan_prepare("ns", "pod-3", "pod-3", &claims(&["a"]), &w).unwrap();
+    assert_eq!((plan.cached.len(), plan.batches.len()), (1, 0), "prepared in this life now");
+}

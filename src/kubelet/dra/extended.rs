@@ -8,7 +8,7 @@
 
 use super::claiminfo::{ClaimCache, ClaimInfo};
 use super::view::{PodInfo, View};
-use crate::api::podresources::{CdiDevice, ClaimResource, DynamicResource};
+use crate::api::podresources::DynamicResource;
 use crate::client::dra_checkpoint as checkpoint;
 use crate::controlplane::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::extended::{
@@ -288,37 +288,17 @@ pub fn fill(mut p: PodInfo, claims: &ClaimCache) -> PodInfo {
     p
 }
 
-/// PodResources' entry of the special claim for `container`: the devices of
-/// the requests mapped to it.
+/// PodResources' entry of the special claim for `container`, when a request
+/// is mapped to it: the whole claim, as for any claim (manager.go
+/// GetContainerClaimInfos appends the special claim's whole ClaimInfo for a
+/// container with a mapping; the CDI devices the container is *given* are its
+/// requests' only: [`container_cdi`]).
 pub fn dynamic_resource(p: &PodInfo, container: &str, claims: &ClaimCache) -> Option<DynamicResource> {
     let (x, c) = special(p, claims)?;
-    let prepared = c.prepared()?;
-    let requests: Vec<&str> = x
-        .status
-        .request_mappings
-        .iter()
-        .filter(|m| m.container_name == container)
-        .map(|m| m.request_name.as_str())
-        .collect();
-    if requests.is_empty() {
+    if !x.status.request_mappings.iter().any(|m| m.container_name == container) {
         return None;
     }
-    let claim_resources: Vec<ClaimResource> = prepared
-        .iter()
-        .flat_map(|(driver, devs)| devs.iter().map(move |d| (driver, d)))
-        .filter(|(_, d)| {
-            let names = d.request_names.as_deref().unwrap_or(&[]);
-            names.is_empty() || names.iter().any(|n| requests.contains(&n.as_str()))
-        })
-        .map(|(driver, d)| ClaimResource {
-            cdi_devices: d.cdi_device_ids.iter().flatten().map(|n| CdiDevice { name: n.clone() }).collect(),
-            driver_name: driver.to_string(),
-            pool_name: d.pool_name.clone(),
-            device_name: d.device_name.clone(),
-            ..Default::default()
-        })
-        .collect();
-    Some(DynamicResource { claim_name: c.name.clone(), claim_namespace: c.namespace.clone(), claim_resources })
+    super::view::claim_entry(c)
 }
 
 /// The special claims among the served claim objects get what the scheduler

@@ -264,7 +264,17 @@ impl DraManager {
         let path = self.spec.checkpoint();
         let shown = path.display().to_string();
         match checkpoint::load(&path) {
-            checkpoint::Loaded::Missing => Ok(()),
+            // GetOrCreate: a kubelet creates the file at start when there is none.
+            checkpoint::Loaded::Missing => match crate::core::files::write_atomic(&path, &checkpoint::encode_new()) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let error = format!("failed to store checkpoint {}: {e}", checkpoint::NAME);
+                    self.event(KubeletEvent::DraCheckpointError { path: shown, error: error.clone() });
+                    Err(crate::core::Error::failed(format!(
+                        "failed to create claimInfo cache: GetOrCreate() on checkpoint state: {error}"
+                    )))
+                }
+            },
             checkpoint::Loaded::Entries(entries) => {
                 let cache = ClaimCache::from_checkpoint(&entries);
                 // Claims of the checkpoint are this node's: deleted once gone.
@@ -696,6 +706,18 @@ impl DraManager {
                     (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
                 })
                 .collect(),
+            cdi_refs: pod
+                .init_containers
+                .iter()
+                .chain(&pod.containers)
+                .filter(|c| !c.claims.is_empty())
+                .map(|c| {
+                    let requests = c.claim_requests.iter().cloned().chain(std::iter::repeat(String::new()));
+                    (c.name.clone(), c.claims.iter().cloned().zip(requests).collect())
+                })
+                .collect(),
+            cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: extended::of(pod).cloned(),
             extended_view: view::View::default(),
         }
@@ -949,6 +971,9 @@ impl DraManager {
                         namespace: namespace.clone(),
                         pod_claims,
                         claim_refs: BTreeMap::new(),
+                        cdi_refs: BTreeMap::new(),
+                        cdi_devices: BTreeMap::new(),
+                        given_devices: BTreeMap::new(),
                         extended: None,
                         extended_view: view::View::default(),
                     },
@@ -986,7 +1011,9 @@ impl DraManager {
         st.pods
             .values()
             .map(|p| {
-                let p = view::with_health(p, &st.claims, &st.health);
+                let mut p = view::with_health(p, &st.claims, &st.health);
+                p.cdi_devices = view::container_cdi(&p, &st.claims);
+                p.given_devices = view::container_devices(&p, &st.claims);
                 extended::fill(if message { p } else { view::without_messages(p) }, &st.claims)
             })
             .collect()

@@ -42,6 +42,18 @@ pub struct PodInfo {
     /// Container → its resources.claims[] as (pod claim, request or "").
     #[serde(skip)]
     pub claim_refs: BTreeMap<String, Vec<(String, String)>>,
+    /// Container (init containers too) → its resources.claims[] as (pod
+    /// claim, request or ""), in the container's order.
+    #[serde(skip)]
+    pub cdi_refs: BTreeMap<String, Vec<(String, String)>>,
+    /// Container → the CDI devices the runtime is given for it (manager.go
+    /// GetResources): [`container_cdi`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cdi_devices: BTreeMap<String, Vec<String>>,
+    /// Container → the devices (`driver/pool/device`) those CDI devices are
+    /// of: [`container_devices`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub given_devices: BTreeMap<String, Vec<String>>,
     /// Its special claim of DRA-backed extended resources.
     #[serde(skip)]
     pub extended: Option<crate::kubelet::manifest::extended::ExtendedClaim>,
@@ -195,37 +207,122 @@ pub fn without_messages(mut p: PodInfo) -> PodInfo {
     p
 }
 
-/// PodResources' dynamic_resources for one container of pod `p`: each
-/// prepared claim the container uses, each device with its CDI IDs.
+/// PodResources' dynamic_resources for one container of pod `p`
+/// (container_manager_linux.go GetDynamicResources over manager.go
+/// GetContainerClaimInfos): each prepared claim the container uses, once and
+/// in the pod's order, each device with its CDI IDs. As upstream builds it,
+/// a device's `cdi_devices` are its own CDI IDs after those of the driver's
+/// devices before it (the list is declared per driver, not per device:
+/// container_manager_linux.go:1081 `var cdiDevices` … `CdiDevices: cdiDevices`),
+/// so a PodResources client sees what it sees from kubelet 1.37.
 pub fn dynamic_resources(p: &PodInfo, container: &str, claims: &ClaimCache) -> Vec<DynamicResource> {
     let Some(used) = p.containers.get(container) else { return vec![] };
-    used.iter()
-        .filter_map(|pc| p.claims.get(pc))
+    let names: Vec<&String> = if p.pod_claims.is_empty() {
+        // A pod known only from the checkpoint: its containers' order.
+        used.iter().filter_map(|pc| p.claims.get(pc)).collect()
+    } else {
+        p.pod_claims.iter().filter(|pc| used.contains(&pc.pod_claim)).map(|pc| &pc.name).collect()
+    };
+    let mut seen = BTreeSet::new();
+    names
+        .into_iter()
+        .filter(|name| seen.insert(name.as_str()))
         .filter_map(|name| claims.get(&format!("{}/{name}", p.namespace)))
-        .filter_map(|c| {
-            let prepared = c.prepared()?;
-            Some(DynamicResource {
-                claim_name: c.name.clone(),
-                claim_namespace: c.namespace.clone(),
-                claim_resources: prepared
-                    .iter()
-                    .flat_map(|(driver, devs)| {
-                        devs.iter().map(move |d| ClaimResource {
-                            cdi_devices: d
-                                .cdi_device_ids
-                                .iter()
-                                .flatten()
-                                .map(|n| CdiDevice { name: n.clone() })
-                                .collect(),
+        .filter_map(claim_entry)
+        .collect()
+}
+
+/// One prepared claim as PodResources lists it (container_manager_linux.go
+/// GetDynamicResources): every device of every driver, a device's CDI
+/// devices those of the driver's devices before it and its own.
+pub fn claim_entry(c: &ClaimInfo) -> Option<DynamicResource> {
+    let prepared = c.prepared()?;
+    Some(DynamicResource {
+        claim_name: c.name.clone(),
+        claim_namespace: c.namespace.clone(),
+        claim_resources: prepared
+            .iter()
+            .flat_map(|(driver, devs)| {
+                let mut cdi: Vec<CdiDevice> = Vec::new();
+                devs.iter()
+                    .map(|d| {
+                        cdi.extend(d.cdi_device_ids.iter().flatten().map(|n| CdiDevice { name: n.clone() }));
+                        ClaimResource {
+                            cdi_devices: cdi.clone(),
                             driver_name: driver.to_string(),
                             pool_name: d.pool_name.clone(),
                             device_name: d.device_name.clone(),
                             // container_manager_linux.go: ShareId: (*string)(device.ShareID).
                             share_id: d.share_id.clone(),
-                        })
+                        }
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
             })
+            .collect(),
+    })
+}
+
+/// manager.go GetResources for every container of `p` that uses a claim:
+/// for each claim (the pod's order), for each request the container names
+/// for it (`""`: the whole claim), the devices whose request names hold it
+/// or that name none (claiminfo.go cdiDevicesAsList: the request as
+/// written, a subrequest not cut); then those of the special claim's
+/// mappings of the container (KEP-5004). A claim not in the cache gives the
+/// container nothing here (GetResources fails the container's start).
+fn given(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<(String, checkpoint::Device)>> {
+    let matches = |d: &checkpoint::Device, request: &str| {
+        let names = d.request_names.as_deref().unwrap_or_default();
+        request.is_empty() || names.is_empty() || names.iter().any(|n| n == request)
+    };
+    let special = p.extended.as_ref().and_then(|x| {
+        let c = claims.get(&format!("{}/{}", p.namespace, x.status.resource_claim_name))?;
+        Some((x, driver_devices(c)))
+    });
+    let mut containers: BTreeSet<&String> = p.cdi_refs.keys().collect();
+    if let Some((x, _)) = &special {
+        containers.extend(x.status.request_mappings.iter().map(|m| &m.container_name));
+    }
+    let none = Vec::new();
+    let mut out = BTreeMap::new();
+    for ctr in containers {
+        let refs = p.cdi_refs.get(ctr).unwrap_or(&none);
+        let mut devs: Vec<(String, checkpoint::Device)> = Vec::new();
+        for pc in &p.pod_claims {
+            let Some(c) = claims.get(&format!("{}/{}", p.namespace, pc.name)) else { continue };
+            let devices = driver_devices(c);
+            for (_, request) in refs.iter().filter(|(name, _)| *name == pc.pod_claim) {
+                devs.extend(devices.iter().filter(|(_, d)| matches(d, request)).cloned());
+            }
+        }
+        if let Some((x, devices)) = &special {
+            for m in x.status.request_mappings.iter().filter(|m| &m.container_name == ctr) {
+                devs.extend(
+                    devices.iter().filter(|(_, d)| !m.request_name.is_empty() && matches(d, &m.request_name)).cloned(),
+                );
+            }
+        }
+        if !devs.is_empty() {
+            out.insert(ctr.clone(), devs);
+        }
+    }
+    out
+}
+
+/// The CDI devices GetResources gives each container ([`given`]).
+pub fn container_cdi(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+    given(p, claims)
+        .into_iter()
+        .map(|(c, devs)| (c, devs.into_iter().flat_map(|(_, d)| d.cdi_device_ids.unwrap_or_default()).collect()))
+        .filter(|(_, ids): &(String, Vec<String>)| !ids.is_empty())
+        .collect()
+}
+
+/// The devices (`driver/pool/device`) behind what GetResources gives each container ([`given`]).
+pub fn container_devices(p: &PodInfo, claims: &ClaimCache) -> BTreeMap<String, Vec<String>> {
+    given(p, claims)
+        .into_iter()
+        .map(|(c, devs)| {
+            (c, devs.into_iter().map(|(dr, d)| format!("{dr}/{}/{}", d.pool_name, d.device_name)).collect())
         })
         .collect()
 }
@@ -363,6 +460,9 @@ mod tests {
                 ("c2".to_string(), refs(&[("claim1", "req-c")])),
             ]
             .into(),
+            cdi_refs: BTreeMap::new(),
+            cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
             extended: None,
             extended_view: View::default(),
         };
@@ -388,5 +488,111 @@ mod tests {
         let quiet = without_messages(with_health(&p, &claims, &cache)).allocated_resources_status;
         assert!(!quiet.is_empty() && !serde_json::to_string(&quiet).unwrap().contains("\"message\""), "{quiet:?}");
         assert!(serde_json::to_string(&got).unwrap().contains("\"message\""), "the case has a message: {got:?}");
+    }
+
+    /// manager_test.go TestGetResources and claiminfo.go cdiDevicesAsList:
+    /// a container naming a claim gets every device's CDI IDs; naming a
+    /// request, those of the devices whose request names hold it and of
+    /// those that name none; a request as written (a subrequest is not cut
+    /// to its request here, unlike the health view); a claim named twice
+    /// gives its devices twice; a claim not in the cache gives nothing.
+    #[test]
+    fn get_resources_gives_each_container_its_requests_cdi_devices() {
+        let devices = vec![
+            dev("d0", &["req-a"], &["x.com/gpu=d0"]),
+            dev("d1", &["req-b"], &["x.com/gpu=d1"]),
+            dev("d2", &[], &["x.com/gpu=d2"]),
+        ];
+        let entry = Entry {
+            claim_uid: "uid-1".into(),
+            claim_name: "gpu-claim".into(),
+            namespace: "ns".into(),
+            pod_uids: [("pod-1".to_string(), Default::default())].into(),
+            driver_state: [("gpu.x".to_string(), DriverState { devices: Some(devices), skip_node_operations: None })]
+                .into(),
+        };
+        let claims = ClaimCache::from_checkpoint(&[entry]);
+        let refs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        let pc = |pod_claim: &str, name: &str| PodClaim {
+            pod_claim: pod_claim.into(),
+            name: name.into(),
+            template: None,
+            spec: None,
+        };
+        let p = PodInfo {
+            uid: "pod-1".into(),
+            pod: "ns/p".into(),
+            claims: BTreeMap::new(),
+            containers: BTreeMap::new(),
+            phase: ClaimsPhase::Prepared,
+            error: None,
+            allocated_resources_status: BTreeMap::new(),
+            namespace: "ns".into(),
+            pod_claims: vec![pc("claim1", "gpu-claim"), pc("other", "missing")],
+            claim_refs: BTreeMap::new(),
+            cdi_refs: [
+                ("whole".to_string(), refs(&[("claim1", "")])),
+                ("a".to_string(), refs(&[("claim1", "req-a")])),
+                ("sub".to_string(), refs(&[("claim1", "req-b/sub")])),
+                ("twice".to_string(), refs(&[("claim1", "req-a"), ("claim1", "req-b")])),
+                ("none".to_string(), refs(&[("other", "")])),
+            ]
+            .into(),
+            cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
+            extended: None,
+            extended_view: View::default(),
+        };
+        let got = container_cdi(&p, &claims);
+        let ids = |v: &[&str]| v.iter().map(|s| format!("x.com/gpu={s}")).collect::<Vec<_>>();
+        assert_eq!(got["whole"], ids(&["d0", "d1", "d2"]));
+        assert_eq!(got["a"], ids(&["d0", "d2"]));
+        assert_eq!(got["sub"], ids(&["d2"]));
+        assert_eq!(got["twice"], ids(&["d0", "d2", "d1", "d2"]));
+        assert!(!got.contains_key("none"), "{got:?}");
+    }
+
+    /// container_manager_linux.go GetDynamicResources: a claim a container
+    /// names twice (two requests) is listed once; a driver's second device
+    /// carries the first's CDI IDs before its own (the list is per driver).
+    #[test]
+    fn podresources_lists_each_claim_once_with_cdi_ids_accumulated_per_driver() {
+        let entry = Entry {
+            claim_uid: "uid-1".into(),
+            claim_name: "gpu-claim".into(),
+            namespace: "ns".into(),
+            pod_uids: [("pod-1".to_string(), Default::default())].into(),
+            driver_state: [(
+                "gpu.x".to_string(),
+                DriverState {
+                    devices: Some(vec![dev("d0", &["r0"], &["x.com/gpu=d0"]), dev("d1", &["r1"], &["x.com/gpu=d1"])]),
+                    skip_node_operations: None,
+                },
+            )]
+            .into(),
+        };
+        let claims = ClaimCache::from_checkpoint(&[entry]);
+        let p = PodInfo {
+            uid: "pod-1".into(),
+            pod: "ns/p".into(),
+            claims: [("g".to_string(), "gpu-claim".to_string())].into(),
+            containers: [("both".to_string(), vec!["g".to_string(), "g".to_string()])].into(),
+            phase: ClaimsPhase::Prepared,
+            error: None,
+            allocated_resources_status: BTreeMap::new(),
+            namespace: "ns".into(),
+            pod_claims: vec![PodClaim { pod_claim: "g".into(), name: "gpu-claim".into(), template: None, spec: None }],
+            claim_refs: BTreeMap::new(),
+            cdi_refs: BTreeMap::new(),
+            cdi_devices: BTreeMap::new(),
+            given_devices: BTreeMap::new(),
+            extended: None,
+            extended_view: View::default(),
+        };
+        let got = dynamic_resources(&p, "both", &claims);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let cdi = |i: usize| got[0].claim_resources[i].cdi_devices.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(cdi(0), ["x.com/gpu=d0"]);
+        assert_eq!(cdi(1), ["x.com/gpu=d0", "x.com/gpu=d1"]);
     }
 }

@@ -1,0 +1,501 @@
+// Command dramanager is the DRA-manager oracle of dpctl's differential test
+// (tests/e2e/dramanager_diff.rs): upstream's own kubelet DRA manager
+// (k8s.io/kubernetes/pkg/kubelet/cm/dra) run in process against a real DRA
+// driver on a socket, as its manager_test.go drives it.
+//
+//	dramanager -scenario FILE -dir DIR
+//
+// The scenario (JSON) gives ResourceClaims (already allocated: status.allocation
+// and reservedFor), Pods and steps (prepare POD, unprepare POD, restart). The
+// manager's clientset is client-go's fake holding the claims; the same claims
+// are served read-only over plain HTTP at an address written to DIR/kubeconfig,
+// so the driver (started by the test with DIR as its kubelet root) fetches the
+// claims it prepares as a real driver does. The oracle waits for the driver's
+// registration socket in DIR/plugins_registry, registers it through the
+// manager's plugin handler (GetInfo, ValidatePlugin, RegisterPlugin,
+// NotifyRegistrationStatus: what the kubelet's plugin watcher does), runs the
+// steps, and prints one JSON line: per step the error, the checkpoint file
+// DIR/dra_manager_state, and for every pod prepared and not unprepared, per
+// container: GetResources' CDI devices, the PodResources view (as
+// container_manager_linux.go GetDynamicResources builds it from
+// GetContainerClaimInfos) and UpdateAllocatedResourcesStatus' names and
+// resource IDs.
+//
+//	dramanager -read FILE
+//
+// reads FILE as a DRA checkpoint with upstream's checkpointer and prints the
+// ClaimInfoStateList it holds (JSON), or {"error": …}.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
+	"k8s.io/kubernetes/pkg/kubelet/cm/dra/state"
+)
+
+type step struct {
+	Op  string `json:"op"` // prepare, unprepare, restart, register
+	Pod string `json:"pod,omitempty"`
+}
+
+type scenario struct {
+	// LateDriver: the driver is registered by a "register" step (the
+	// oracle prints {"waiting":"driver"} for the test to start it), not
+	// before the first step.
+	LateDriver bool                         `json:"lateDriver,omitempty"`
+	Claims     []*resourceapi.ResourceClaim `json:"claims"`
+	Pods       []*v1.Pod                    `json:"pods"`
+	Steps      []step                       `json:"steps"`
+}
+
+type claimResource struct {
+	Driver     string   `json:"driver"`
+	Pool       string   `json:"pool"`
+	Device     string   `json:"device"`
+	ShareID    string   `json:"shareID,omitempty"`
+	CDIDevices []string `json:"cdiDevices"`
+}
+
+type dynamicResource struct {
+	ClaimName      string          `json:"claimName"`
+	ClaimNamespace string          `json:"claimNamespace"`
+	ClaimResources []claimResource `json:"claimResources"`
+}
+
+type resourceStatus struct {
+	Name        string   `json:"name"`
+	ResourceIDs []string `json:"resourceIDs"`
+}
+
+type containerView struct {
+	CDI          []string          `json:"cdi"`
+	CDIError     string            `json:"cdiError,omitempty"`
+	PodResources []dynamicResource `json:"podResources"`
+	PRError      string            `json:"podResourcesError,omitempty"`
+	Status       []resourceStatus  `json:"status"`
+}
+
+type stepResult struct {
+	Op         string                              `json:"op"`
+	Pod        string                              `json:"pod,omitempty"`
+	Error      string                              `json:"error,omitempty"`
+	Checkpoint string                              `json:"checkpoint"`
+	Pods       map[string]map[string]containerView `json:"pods"`
+}
+
+type output struct {
+	Steps []stepResult `json:"steps"`
+	Error string       `json:"error,omitempty"`
+}
+
+func main() {
+	scenarioFile := flag.String("scenario", "", "the scenario (JSON)")
+	dir := flag.String("dir", "", "the kubelet root: the checkpoint, the driver's plugins_registry, the kubeconfig")
+	read := flag.String("read", "", "read this file as a DRA checkpoint and print its claims")
+	flag.Parse()
+	klog.SetOutput(os.Stderr)
+	if *read != "" {
+		readCheckpoint(*read)
+		return
+	}
+	if *scenarioFile == "" || *dir == "" {
+		fmt.Fprintln(os.Stderr, "usage: dramanager -scenario FILE -dir DIR | dramanager -read FILE")
+		os.Exit(2)
+	}
+	out, err := run(*scenarioFile, *dir)
+	if err != nil {
+		out.Error = err.Error()
+	}
+	b, _ := json.Marshal(out)
+	fmt.Println(string(b))
+}
+
+func readCheckpoint(path string) {
+	emit := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Println(string(b))
+	}
+	cp, err := state.NewCheckpointer(filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		emit(map[string]string{"error": err.Error()})
+		return
+	}
+	c, err := cp.GetOrCreate()
+	if err != nil {
+		emit(map[string]string{"error": err.Error()})
+		return
+	}
+	list, err := c.GetClaimInfoStateList()
+	if err != nil {
+		emit(map[string]string{"error": err.Error()})
+		return
+	}
+	if list == nil {
+		list = state.ClaimInfoStateList{}
+	}
+	emit(map[string]any{"claims": list})
+}
+
+// serveClaims answers GET of a ResourceClaim from the fake clientset (JSON),
+// and accepts what a driver publishes (ResourceSlices) without keeping it.
+func serveClaims(client *fake.Clientset) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	status := func(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code),
+		})
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		// apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
+		if r.Method == http.MethodGet && len(parts) == 7 && parts[0] == "apis" && parts[1] == "resource.k8s.io" && parts[3] == "namespaces" && parts[5] == "resourceclaims" {
+			if parts[2] != "v1" {
+				status(w, http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+				return
+			}
+			c, err := client.ResourceV1().ResourceClaims(parts[4]).Get(r.Context(), parts[6], metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				status(w, http.StatusNotFound, metav1.StatusReasonNotFound, err.Error())
+				return
+			} else if err != nil {
+				status(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+				return
+			}
+			c = c.DeepCopy()
+			c.APIVersion, c.Kind = "resource.k8s.io/v1", "ResourceClaim"
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(c)
+			return
+		}
+		if strings.Contains(r.URL.Path, "/resourceslices") {
+			switch r.Method {
+			case http.MethodPost:
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				var body map[string]any
+				_ = json.NewDecoder(r.Body).Decode(&body)
+				_ = json.NewEncoder(w).Encode(body)
+				return
+			case http.MethodDelete, http.MethodPut:
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{}`))
+				return
+			}
+		}
+		status(w, http.StatusNotFound, metav1.StatusReasonNotFound, "not served by the oracle: "+r.Method+" "+r.URL.Path)
+	})
+	go func() { _ = http.Serve(l, h) }()
+	return "http://" + l.Addr().String(), nil
+}
+
+const kubeconfigText = `apiVersion: v1
+kind: Config
+clusters:
+- name: oracle
+  cluster:
+    server: %s
+contexts:
+- name: oracle
+  context:
+    cluster: oracle
+    user: oracle
+current-context: oracle
+users:
+- name: oracle
+  user: {}
+`
+
+// registrationSocket waits (at most 30 s) for a socket in dir.
+func registrationSocket(dir string) (string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Type()&os.ModeSocket != 0 {
+				return filepath.Join(dir, e.Name()), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no registration socket appeared in %s within 30s", dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// register does what the kubelet's plugin watcher does for a DRA plugin
+// (pluginmanager operationexecutor RegisterPlugin): GetInfo, then the
+// handler's ValidatePlugin and RegisterPlugin, then NotifyRegistrationStatus.
+func register(ctx context.Context, m *dra.Manager, socket string) error {
+	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	client := registerapi.NewRegistrationClient(conn)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := client.GetInfo(cctx, &registerapi.InfoRequest{})
+	if err != nil {
+		return fmt.Errorf("GetInfo: %w", err)
+	}
+	h := m.GetWatcherHandler()
+	if err := h.ValidatePlugin(ctx, info.Name, info.Endpoint, info.SupportedVersions); err != nil {
+		_, _ = client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: false, Error: err.Error()})
+		return fmt.Errorf("ValidatePlugin: %w", err)
+	}
+	if err := h.RegisterPlugin(ctx, info.Name, info.Endpoint, info.SupportedVersions, nil); err != nil {
+		_, _ = client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: false, Error: err.Error()})
+		return fmt.Errorf("RegisterPlugin: %w", err)
+	}
+	if _, err := client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		return fmt.Errorf("NotifyRegistrationStatus: %w", err)
+	}
+	return nil
+}
+
+type notReady struct{}
+
+// AllReady is false: the manager's reconcile loop (which unprepares claims of
+// pods it is not told about) stays idle; the steps say what happens.
+func (notReady) AllReady() bool { return false }
+
+func (notReady) AddSource(string) {}
+
+func node(context.Context) (*v1.Node, error) {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dpctl-node", UID: "node-uid"}}, nil
+}
+
+type kubelet struct {
+	m      *dra.Manager
+	cancel context.CancelFunc
+	ctx    context.Context
+}
+
+func start(dir, socket string, pods map[string]*v1.Pod, client *fake.Clientset) (*kubelet, error) {
+	logger := klog.Background()
+	m, err := dra.NewManager(logger, client, dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	active := func() []*v1.Pod {
+		var out []*v1.Pod
+		for _, p := range pods {
+			out = append(out, p)
+		}
+		return out
+	}
+	if err := m.Start(ctx, active, node, notReady{}); err != nil {
+		cancel()
+		return nil, err
+	}
+	k := &kubelet{m: m, cancel: cancel, ctx: ctx}
+	if socket != "" {
+		if err := register(ctx, m, socket); err != nil {
+			k.stop()
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (k *kubelet) stop() {
+	k.cancel()
+	k.m.Stop()
+}
+
+// podResources is container_manager_linux.go GetDynamicResources over
+// GetContainerClaimInfos (cdiDevices accumulates over a driver's devices,
+// as there).
+func podResources(infos []*dra.ClaimInfo) []dynamicResource {
+	out := []dynamicResource{}
+	for _, info := range infos {
+		d := dynamicResource{ClaimName: info.ClaimName, ClaimNamespace: info.Namespace, ClaimResources: []claimResource{}}
+		drivers := make([]string, 0, len(info.DriverState))
+		for name := range info.DriverState {
+			drivers = append(drivers, name)
+		}
+		sort.Strings(drivers)
+		for _, driver := range drivers {
+			var cdi []string
+			for _, dev := range info.DriverState[driver].Devices {
+				cdi = append(cdi, dev.CDIDeviceIDs...)
+				r := claimResource{Driver: driver, Pool: dev.PoolName, Device: dev.DeviceName, CDIDevices: append([]string{}, cdi...)}
+				if dev.ShareID != nil {
+					r.ShareID = string(*dev.ShareID)
+				}
+				d.ClaimResources = append(d.ClaimResources, r)
+			}
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClaimName < out[j].ClaimName })
+	return out
+}
+
+func view(m *dra.Manager, pod *v1.Pod) map[string]containerView {
+	out := map[string]containerView{}
+	status := &v1.PodStatus{}
+	for _, c := range pod.Spec.Containers {
+		status.ContainerStatuses = append(status.ContainerStatuses, v1.ContainerStatus{Name: c.Name})
+	}
+	m.UpdateAllocatedResourcesStatus(klog.Background(), pod, status)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		var cv containerView
+		cv.CDI = []string{}
+		if info, err := m.GetResources(pod, c); err != nil {
+			cv.CDIError = err.Error()
+		} else {
+			for _, d := range info.CDIDevices {
+				cv.CDI = append(cv.CDI, d.Name)
+			}
+			sort.Strings(cv.CDI)
+		}
+		if infos, err := m.GetContainerClaimInfos(pod, c); err != nil {
+			cv.PRError = err.Error()
+			cv.PodResources = []dynamicResource{}
+		} else {
+			cv.PodResources = podResources(infos)
+		}
+		cv.Status = []resourceStatus{}
+		for _, cs := range status.ContainerStatuses {
+			if cs.Name != c.Name {
+				continue
+			}
+			for _, rs := range cs.AllocatedResourcesStatus {
+				ids := []string{}
+				for _, r := range rs.Resources {
+					ids = append(ids, string(r.ResourceID))
+				}
+				sort.Strings(ids)
+				cv.Status = append(cv.Status, resourceStatus{Name: string(rs.Name), ResourceIDs: ids})
+			}
+		}
+		sort.Slice(cv.Status, func(i, j int) bool { return cv.Status[i].Name < cv.Status[j].Name })
+		out[c.Name] = cv
+	}
+	return out
+}
+
+func run(scenarioFile, dir string) (output, error) {
+	out := output{Steps: []stepResult{}}
+	b, err := os.ReadFile(scenarioFile)
+	if err != nil {
+		return out, err
+	}
+	var sc scenario
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return out, fmt.Errorf("scenario: %w", err)
+	}
+	objs := []runtime.Object{}
+	for _, c := range sc.Claims {
+		objs = append(objs, c)
+	}
+	client := fake.NewClientset(objs...)
+	server, err := serveClaims(client)
+	if err != nil {
+		return out, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), fmt.Appendf(nil, kubeconfigText, server), 0o600); err != nil {
+		return out, err
+	}
+	// The test starts the driver once this line is out (or the one of a register step).
+	fmt.Println(`{"ready":true}`)
+	socket := ""
+	if !sc.LateDriver {
+		if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
+			return out, err
+		}
+	}
+	pods := map[string]*v1.Pod{}
+	for _, p := range sc.Pods {
+		pods[p.Name] = p
+	}
+	active := map[string]*v1.Pod{}
+	k, err := start(dir, socket, active, client)
+	if err != nil {
+		return out, err
+	}
+	defer func() { k.stop() }()
+	ctx := context.Background()
+	for _, s := range sc.Steps {
+		r := stepResult{Op: s.Op, Pod: s.Pod}
+		var err error
+		switch s.Op {
+		case "prepare", "unprepare":
+			p, ok := pods[s.Pod]
+			if !ok {
+				return out, fmt.Errorf("step %s: no pod %q", s.Op, s.Pod)
+			}
+			if s.Op == "prepare" {
+				if err = k.m.PrepareResources(ctx, p); err == nil {
+					active[p.Name] = p
+				}
+			} else {
+				if err = k.m.UnprepareResources(ctx, p); err == nil {
+					delete(active, p.Name)
+				}
+			}
+		case "register":
+			fmt.Println(`{"waiting":"driver"}`)
+			if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
+				return out, err
+			}
+			if err = register(k.ctx, k.m, socket); err != nil {
+				return out, err
+			}
+		case "restart":
+			k.stop()
+			k, err = start(dir, socket, active, client)
+			if err != nil {
+				return out, fmt.Errorf("restart: %w", err)
+			}
+		default:
+			return out, fmt.Errorf("unknown step %q", s.Op)
+		}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		cp, rerr := os.ReadFile(filepath.Join(dir, "dra_manager_state"))
+		if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return out, rerr
+		}
+		r.Checkpoint = string(cp)
+		r.Pods = map[string]map[string]containerView{}
+		for name, p := range active {
+			r.Pods[name] = view(k.m, p)
+		}
+		out.Steps = append(out.Steps, r)
+	}
+	return out, nil
+}
