@@ -7,6 +7,7 @@ mod bench;
 mod claims;
 mod cli;
 mod client;
+mod devicemanager_diff;
 mod doctor;
 mod dra;
 mod dra_alloc;

@@ -673,8 +673,15 @@ pub fn upstream_bin() -> PathBuf {
 }
 
 /// Every binary tests/upstream/build.sh builds, in [`upstream_bin`].
-pub const UPSTREAM_PEERS: &[&str] =
-    &["clientgo", "kubeletplugin", "protofields", "podsclient", "sample-device-plugin", "dra-test-driver"];
+pub const UPSTREAM_PEERS: &[&str] = &[
+    "clientgo",
+    "kubeletplugin",
+    "protofields",
+    "podsclient",
+    "sample-device-plugin",
+    "dra-test-driver",
+    "devicemanager",
+];
 
 /// How to build them, as every message about them says it.
 pub const UPSTREAM_BUILD: &str =

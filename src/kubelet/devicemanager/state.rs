@@ -291,7 +291,9 @@ impl State {
         r.devices = new;
         let diff =
             SnapshotDiff { capacity: r.devices.len(), allocatable: r.healthy().len(), added, removed, health_changed };
-        if !diff.added.is_empty() || !diff.removed.is_empty() {
+        // The checkpoint records the healthy devices: a health change is a
+        // change of it (the kubelet writes it after every update).
+        if !diff.added.is_empty() || !diff.removed.is_empty() || !diff.health_changed.is_empty() {
             self.version += 1;
         }
         Some(diff)
@@ -423,7 +425,9 @@ impl State {
                 .resources
                 .iter()
                 .filter(|(_, r)| !r.removed)
-                .map(|(n, r)| (n.clone(), r.devices.keys().cloned().collect()))
+                // The kubelet records only the healthy devices
+                // (manager.go, writeCheckpoint: `range m.healthyDevices`).
+                .map(|(n, r)| (n.clone(), r.healthy().into_iter().collect()))
                 .collect(),
         }
     }

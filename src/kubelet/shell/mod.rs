@@ -243,10 +243,14 @@ impl Manager {
         };
         let Some(l) = loaded else { return BTreeSet::new() };
         if !l.checksum_ours {
+            // The kubelet's GetCheckpoint fails with CorruptCheckpointError and
+            // Start goes on without the file's allocations (manager.go, Start:
+            // "Continue after failing to read checkpoint file").
             self.event(KubeletEvent::CheckpointChecksum {
                 file: path.display().to_string(),
-                note: "checksum not dpctl's (written by a real kubelet?); content used as is".into(),
+                note: "checksum does not match the content; ignored, as the kubelet ignores it".into(),
             });
+            return BTreeSet::new();
         }
         let mut g = self.lock();
         let n = g.st.restore(&l.checkpoint.data);
