@@ -419,9 +419,28 @@ fn pod_removal_and_orphans() {
     assert_eq!(st.drop_orphans(), [("gone".to_string(), "c".to_string(), R1.to_string())]);
     assert_eq!(st.allocated(R1), 1);
     let (p, freed) = st.remove_pod("live").unwrap();
-    assert_eq!((p.pod.uid.as_str(), freed), ("live", vec!["b".to_string()]));
+    assert_eq!((p.map(|p| p.pod.uid), freed), (Some("live".to_string()), vec!["b".to_string()]));
     assert_eq!(st.allocated(R1), 0);
     assert!(st.remove_pod("live").is_none());
+}
+
+/// A pod known only from the checkpoint's allocations (restored by a
+/// restart, no manifest read since) is freed when removed, as the kubelet
+/// frees a pod's devices once it is no longer active whatever it restored
+/// (found by tests/e2e/devicemanager_diff.rs: a restart, then the pod
+/// removed, then its devices asked for again).
+#[test]
+fn a_pod_restored_from_the_checkpoint_alone_is_freed_when_removed() {
+    let mut st = state(&[(R1, vec![dev("a", &[]), dev("b", &[])])], false);
+    allocated(&mut st, "restored", "c", R1, &["a", "b"]);
+    let v = st.version;
+    let (p, mut freed) = st.remove_pod("restored").unwrap();
+    freed.sort();
+    assert!(p.is_none());
+    assert_eq!(freed, ["a", "b"]);
+    assert_eq!(st.allocated(R1), 0);
+    assert!(st.version > v, "the checkpoint is rewritten");
+    assert!(st.remove_pod("restored").is_none());
 }
 
 use crate::api::deviceplugin::Device;

@@ -572,7 +572,9 @@ impl Manager {
     pub fn remove_pod(&self, uid: &str) {
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
-        self.ev(&mut g, KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) });
+        // A pod restored from the checkpoint alone is known by its UID.
+        let pod = p.map(|p| p.pod.key()).unwrap_or_else(|| uid.to_string());
+        self.ev(&mut g, KubeletEvent::PodRemoved { pod, uid: uid.to_string(), freed: json!(freed) });
         self.unlock(g);
         self.changed();
     }

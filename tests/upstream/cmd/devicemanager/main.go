@@ -66,6 +66,8 @@ type step struct {
 	// After the step, wait until the resource has this capacity (and
 	// allocatable, when given).
 	Expect *expect `json:"expect,omitempty"`
+	// Also: more resources to wait for.
+	Also []expect `json:"also,omitempty"`
 }
 
 type expect struct {
@@ -162,13 +164,28 @@ func (o *oracle) resources() map[string]resource {
 	return out
 }
 
-// wait waits (with a deadline) until the resource is as expected.
-func (o *oracle) wait(e *expect) error {
+// inode identifies the checkpoint file's current version: the checkpoint
+// manager writes a temp file and renames it, so each write is a new inode.
+func (o *oracle) inode() uint64 {
+	fi, err := os.Stat(filepath.Join(o.dir, "kubelet_internal_checkpoint"))
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// wait waits (with a deadline) until the resource is as expected; with
+// Written, until the checkpoint was written after the step began (before:
+// the file's inode then) and records the allocatable devices.
+func (o *oracle) wait(e *expect, before uint64) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, ok := o.resources()[e.Resource]
 		if ok && r.Capacity == e.Capacity && (e.Allocatable == nil || r.Allocatable == *e.Allocatable) &&
-			(!e.Written || o.recorded(e.Resource) == r.Allocatable) {
+			(!e.Written || (o.inode() != before && o.recorded(e.Resource) == r.Allocatable)) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -234,6 +251,7 @@ func run(sc scenario, dpctl string, dir string) error {
 	enc := json.NewEncoder(os.Stdout)
 	for i, st := range sc.Steps {
 		out := output{Step: i}
+		before := o.inode()
 		switch {
 		case st.Start != "":
 			argv, ok := sc.Plugins[st.Start]
@@ -274,8 +292,12 @@ func run(sc scenario, dpctl string, dir string) error {
 		default:
 			return fmt.Errorf("step %d: nothing to do", i)
 		}
+		waits := st.Also
 		if st.Expect != nil {
-			if err := o.wait(st.Expect); err != nil {
+			waits = append([]expect{*st.Expect}, waits...)
+		}
+		for j := range waits {
+			if err := o.wait(&waits[j], before); err != nil {
 				return fmt.Errorf("step %d: %v", i, err)
 			}
 		}
