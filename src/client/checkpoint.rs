@@ -1,9 +1,12 @@
 //! The kubelet's device-manager checkpoint, `kubelet_internal_checkpoint` in
 //! the plugin directory: read both layouts (current: `DeviceIDs` keyed by
 //! NUMA node; old: a flat list), write the current one atomically (temp file,
-//! fsync, rename). The kubelet's checksum is Go-specific (a hash of Go's
-//! printing of the structure); dpctl writes an FNV-32a of the `Data` JSON
-//! and, on reading, only reports a checksum it cannot confirm.
+//! fsync, rename), byte for byte as the kubelet writes it: Go's
+//! `encoding/json` of the structure and the kubelet's checksum, FNV-32a over
+//! go-spew's `%#v` printing of `Data` (`k8s.io/kubernetes`
+//! `pkg/kubelet/checkpointmanager/checksum`, `k8s.io/utils/dump.ForHash`), so
+//! a kubelet reads dpctl's file and dpctl confirms a kubelet's
+//! (`tests/e2e/devicemanager_diff.rs` holds both to upstream's code).
 
 use crate::api::deviceplugin::ContainerAllocateResponse;
 use crate::core::{Error, Result};
@@ -105,7 +108,7 @@ pub struct Checkpoint {
     pub checksum: u64,
 }
 
-/// FNV-32a, dpctl's checksum of the Data JSON.
+/// FNV-32a.
 fn fnv32a(bytes: &[u8]) -> u64 {
     let mut h: u32 = 0x811c_9dc5;
     for b in bytes {
@@ -115,12 +118,90 @@ fn fnv32a(bytes: &[u8]) -> u64 {
     u64::from(h)
 }
 
+/// The kubelet's checksum of `Data`: FNV-32a of `dump.ForHash(data)`, go-spew's
+/// `%#v` with sorted map keys (`checksum.New(cp.Data)` in
+/// `pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go`, `MarshalCheckpoint`).
+/// `DeviceIDs` keys are int64 there, so they sort as numbers; no entries is
+/// Go's nil slice (`<nil>`), as `toCheckpointData` leaves it.
+pub fn kubelet_checksum(data: &Data) -> u64 {
+    fnv32a(spew(data).as_bytes())
+}
+
+/// go-spew's `%#v` of the kubelet's `checkpointData` (only struct fields
+/// carry their type; slice elements and map entries do not).
+fn spew(data: &Data) -> String {
+    use std::fmt::Write;
+    let list = |out: &mut String, ids: &[String]| {
+        out.push('[');
+        out.push_str(&ids.join(" "));
+        out.push(']');
+    };
+    let mut out = String::from("(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)");
+    if data.pod_device_entries.is_empty() {
+        out.push_str("<nil>");
+    } else {
+        out.push('[');
+        for (i, e) in data.pod_device_entries.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            let _ = write!(
+                out,
+                "{{PodUID:(string){} ContainerName:(string){} ResourceName:(string){} DeviceIDs:(checkpoint.DevicesPerNUMA)map[",
+                e.pod_uid, e.container_name, e.resource_name
+            );
+            let mut numa: Vec<(&String, &Vec<String>)> = e.device_ids.iter().collect();
+            numa.sort_by_key(|(k, _)| k.parse::<i64>().unwrap_or(i64::MAX));
+            for (j, (k, ids)) in numa.into_iter().enumerate() {
+                if j > 0 {
+                    out.push(' ');
+                }
+                out.push_str(k);
+                out.push(':');
+                list(&mut out, ids);
+            }
+            out.push_str("] AllocResp:([]uint8)[");
+            let bytes = base64::engine::general_purpose::STANDARD.decode(e.alloc_resp.trim()).unwrap_or_default();
+            let bytes: Vec<String> = bytes.iter().map(u8::to_string).collect();
+            out.push_str(&bytes.join(" "));
+            out.push_str("]}");
+        }
+        out.push(']');
+    }
+    out.push_str(" RegisteredDevices:(map[string][]string)map[");
+    for (i, (k, ids)) in data.registered_devices.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(k);
+        out.push(':');
+        list(&mut out, ids);
+    }
+    out.push_str("]}");
+    out
+}
+
+/// Go's `encoding/json` escapes `<`, `>`, `&`, U+2028 and U+2029 inside
+/// strings (HTML-safe by default); serde_json does not. They appear only
+/// inside strings in JSON, so replacing them everywhere is exact.
+fn go_json_escapes(json: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = String::from_utf8(json) else { return Vec::new() };
+    text.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+        .into_bytes()
+}
+
 /// What reading a checkpoint found.
 #[derive(Debug)]
 pub struct Loaded {
     /// The checkpoint.
     pub checkpoint: Checkpoint,
-    /// Whether the checksum is dpctl's and matches (false for a real kubelet's file).
+    /// Whether the checksum matches: the kubelet's (as every kubelet and
+    /// dpctl write it), or the FNV-32a of the `Data` JSON that dpctl wrote
+    /// before it wrote the kubelet's.
     pub checksum_ours: bool,
 }
 
@@ -136,8 +217,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded> {
     }
     let checkpoint: Checkpoint = serde_json::from_value(value)
         .map_err(|e| Error::failed(format!("{}: corrupt checkpoint: {e}", path.display())))?;
-    let checksum_ours =
-        serde_json::to_vec(&checkpoint.data).map(|b| fnv32a(&b) == checkpoint.checksum).unwrap_or(false);
+    let legacy = serde_json::to_vec(&checkpoint.data).map(|b| fnv32a(&b) == checkpoint.checksum).unwrap_or(false);
+    let checksum_ours = legacy || kubelet_checksum(&checkpoint.data) == checkpoint.checksum;
     Ok(Loaded { checkpoint, checksum_ours })
 }
 
@@ -150,11 +231,35 @@ pub fn read(path: &Path) -> Result<Option<Loaded>> {
     }
 }
 
+/// The checkpoint file's bytes for `data`, as the kubelet's `MarshalCheckpoint`
+/// writes them: `{"Data":…,"Checksum":…}` in Go's JSON (no entries: `null`).
+pub fn encode(data: &Data) -> Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct GoData<'a> {
+        #[serde(rename = "PodDeviceEntries")]
+        entries: Option<&'a [PodDeviceEntry]>,
+        #[serde(rename = "RegisteredDevices")]
+        registered: &'a BTreeMap<String, Vec<String>>,
+    }
+    #[derive(Serialize)]
+    struct GoCheckpoint<'a> {
+        #[serde(rename = "Data")]
+        data: GoData<'a>,
+        #[serde(rename = "Checksum")]
+        checksum: u64,
+    }
+    let entries = (!data.pod_device_entries.is_empty()).then_some(data.pod_device_entries.as_slice());
+    let cp = GoCheckpoint {
+        data: GoData { entries, registered: &data.registered_devices },
+        checksum: kubelet_checksum(data),
+    };
+    let text = serde_json::to_vec(&cp).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
+    Ok(go_json_escapes(text))
+}
+
 /// Write a checkpoint atomically: a temp file in the same directory, fsync, rename.
 pub fn write(path: &Path, data: &Data) -> Result<()> {
-    let body = serde_json::to_vec(data).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
-    let cp = Checkpoint { data: data.clone(), checksum: fnv32a(&body) };
-    let text = serde_json::to_vec(&cp).map_err(|e| Error::failed(format!("cannot encode checkpoint: {e}")))?;
+    let text = encode(data)?;
     crate::core::files::write_atomic(path, &text).map_err(|e| Error::io(path, "cannot write checkpoint", &e))
 }
 
@@ -176,6 +281,29 @@ pub fn set_aside(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files written by upstream's `MarshalCheckpoint` (k8s.io/kubernetes
+    /// v1.37.2 `pkg/kubelet/cm/devicemanager/checkpoint`): no entries (Go's
+    /// nil slice); NUMA keys that sort differently as numbers and as strings
+    /// and characters Go's JSON escapes; and a device manager's real file
+    /// (`tests/upstream/cmd/devicemanager`, a pod with an init container).
+    const UPSTREAM: &[&str] = &[
+        r#"{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{"r.e/empty":[],"r.e/x":["b","a"]}},"Checksum":3443020707}"#,
+        r#"{"Data":{"PodDeviceEntries":[{"PodUID":"u\u003c1\u003e\u0026","ContainerName":"c","ResourceName":"r.e/x","DeviceIDs":{"-1":["dn"],"0":["d0"],"10":["d10"],"2":["d2","d2b"]},"AllocResp":""}],"RegisteredDevices":{"r.e/x":["d10","dn","d2","d2b","d0"]}},"Checksum":400262716}"#,
+        r#"{"Data":{"PodDeviceEntries":[{"PodUID":"uid-a","ContainerName":"i0","ResourceName":"example.com/dev","DeviceIDs":{"0":["dev-0","dev-1"]},"AllocResp":"ChAKAUUSC2Rldi0wLGRldi0xEggKAi9jEgIvaBoWCgcvZGV2L2QwEgcvZGV2L2QwGgJydxoWCgcvZGV2L2QxEgcvZGV2L2QxGgJydyIQCgFhEgtkZXYtMCxkZXYtMSoXChVleGFtcGxlLmNvbS9kZXY9ZGV2LTAqFwoVZXhhbXBsZS5jb20vZGV2PWRldi0x"},{"PodUID":"uid-a","ContainerName":"c0","ResourceName":"example.com/dev","DeviceIDs":{"0":["dev-0"]},"AllocResp":"CgoKAUUSBWRldi0wEggKAi9jEgIvaBoWCgcvZGV2L2QwEgcvZGV2L2QwGgJydyIKCgFhEgVkZXYtMCoXChVleGFtcGxlLmNvbS9kZXY9ZGV2LTA="},{"PodUID":"uid-a","ContainerName":"c1","ResourceName":"example.com/dev","DeviceIDs":{"0":["dev-1"]},"AllocResp":"CgoKAUUSBWRldi0xEggKAi9jEgIvaBoWCgcvZGV2L2QxEgcvZGV2L2QxGgJydyIKCgFhEgVkZXYtMSoXChVleGFtcGxlLmNvbS9kZXY9ZGV2LTE="}],"RegisteredDevices":{"example.com/dev":["dev-2","dev-3","dev-0","dev-1"]}},"Checksum":1398373709}"#,
+    ];
+
+    #[test]
+    fn a_kubelets_checkpoint_is_confirmed_and_written_back_byte_for_byte() {
+        for text in UPSTREAM {
+            let l = parse(text, Path::new("k")).unwrap();
+            assert!(l.checksum_ours, "the kubelet's checksum confirmed: {text}");
+            assert_eq!(String::from_utf8(encode(&l.checkpoint.data).unwrap()).unwrap(), *text);
+        }
+        // one flipped device ID: the checksum no longer matches
+        let l = parse(&UPSTREAM[0].replace("\"b\"", "\"c\""), Path::new("k")).unwrap();
+        assert!(!l.checksum_ours);
+    }
 
     #[test]
     fn reads_both_layouts_and_round_trips() {

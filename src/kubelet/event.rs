@@ -338,7 +338,7 @@ pub enum KubeletEvent {
         /// Where it went.
         set_aside: String,
     },
-    /// The checkpoint's checksum is not dpctl's.
+    /// The checkpoint's checksum does not match its content: the file is ignored.
     CheckpointChecksum {
         /// The file.
         file: String,

@@ -35,10 +35,11 @@ async fn pr_list(n: &Node) -> Vec<PodResources> {
 fn checkpoint_pods(n: &Node) -> BTreeSet<String> {
     let text = std::fs::read_to_string(n.dp().join("kubelet_internal_checkpoint")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // no allocations: null, as the kubelet writes Go's nil slice
     v["Data"]["PodDeviceEntries"]
         .as_array()
-        .unwrap()
-        .iter()
+        .into_iter()
+        .flatten()
         .map(|e| e["PodUID"].as_str().unwrap().to_string())
         .collect()
 }

@@ -700,6 +700,7 @@ pub const UPSTREAM_PEERS: &[&str] = &[
     "dra-test-driver",
     "controlplane",
     "dramanager",
+    "devicemanager",
 ];
 
 /// How to build them, as every message about them says it.

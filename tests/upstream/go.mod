@@ -14,6 +14,7 @@ tool (
 )
 
 require (
+	github.com/google/cadvisor/lib v0.60.5
 	github.com/spf13/pflag v1.0.10
 	go.etcd.io/etcd/server/v3 v3.7.0
 	google.golang.org/grpc v1.82.1

@@ -291,7 +291,9 @@ impl State {
         r.devices = new;
         let diff =
             SnapshotDiff { capacity: r.devices.len(), allocatable: r.healthy().len(), added, removed, health_changed };
-        if !diff.added.is_empty() || !diff.removed.is_empty() {
+        // The checkpoint records the healthy devices: a health change is a
+        // change of it (the kubelet writes it after every update).
+        if !diff.added.is_empty() || !diff.removed.is_empty() || !diff.health_changed.is_empty() {
             self.version += 1;
         }
         Some(diff)
@@ -423,7 +425,9 @@ impl State {
                 .resources
                 .iter()
                 .filter(|(_, r)| !r.removed)
-                .map(|(n, r)| (n.clone(), r.devices.keys().cloned().collect()))
+                // The kubelet records only the healthy devices
+                // (manager.go, writeCheckpoint: `range m.healthyDevices`).
+                .map(|(n, r)| (n.clone(), r.healthy().into_iter().collect()))
                 .collect(),
         }
     }
@@ -461,10 +465,15 @@ impl State {
         self.version += 1;
     }
 
-    /// Remove a pod and free its devices. Returns the pod and the freed IDs.
-    pub fn remove_pod(&mut self, uid: &str) -> Option<(PodRecord, Vec<String>)> {
-        let p = self.pods.remove(uid)?;
+    /// Remove a pod and free its devices. Returns the pod (None: known only
+    /// from the checkpoint's allocations, as after a restart) and the freed
+    /// IDs; None when nothing of the pod is known.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<(Option<PodRecord>, Vec<String>)> {
+        let p = self.pods.remove(uid);
         let keys: Vec<AllocKey> = self.allocations.keys().filter(|(u, _, _)| u == uid).cloned().collect();
+        if p.is_none() && keys.is_empty() {
+            return None;
+        }
         let freed = keys.iter().filter_map(|k| self.allocations.remove(k)).flat_map(|a| a.ids).collect();
         self.version += 1;
         Some((p, freed))

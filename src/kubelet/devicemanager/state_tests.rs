@@ -13,6 +13,29 @@ fn numbers(st: &State, r: &str) -> Option<(usize, usize, String)> {
     st.resource_status().into_iter().find(|s| s.resource == r).map(|s| (s.capacity, s.allocatable, s.state))
 }
 
+/// The checkpoint's RegisteredDevices are the healthy devices, as the
+/// kubelet writes them (manager.go, writeCheckpoint: `range m.healthyDevices`;
+/// found by tests/e2e/devicemanager_diff.rs, `unhealthy-devices`), so a health
+/// change alone rewrites it (the kubelet writes after every update), and a
+/// stream's end does not (PluginDisconnected writes nothing).
+#[test]
+fn the_checkpoint_records_the_healthy_devices() {
+    let mut st = State::default();
+    let id = register(&mut st, R1, &[dev("d1", &[]), dev_h("d2", "Unhealthy", &[])], false);
+    let recorded = |st: &State| st.checkpoint_data().registered_devices.get(R1).cloned();
+    assert_eq!(recorded(&st), Some(vec!["d1".to_string()]));
+    let v = st.version;
+    st.snapshot(R1, id, &[dev("d1", &[]), dev("d2", &[])]);
+    assert!(st.version > v, "a health change must rewrite the checkpoint");
+    assert_eq!(recorded(&st), Some(vec!["d1".to_string(), "d2".to_string()]));
+    let v = st.version;
+    st.snapshot(R1, id, &[dev("d1", &[]), dev("d2", &[])]);
+    assert_eq!(st.version, v, "the same devices: nothing to write");
+    st.stream_ended(R1, id);
+    assert_eq!(st.version, v, "a stream's end writes nothing");
+    assert_eq!(recorded(&st), Some(vec![]), "the next write records none healthy");
+}
+
 /// TestUpdateCapacityAllocatable: capacity counts every device, allocatable
 /// only healthy ones; health changes and removals update both; a stopped
 /// endpoint keeps capacity with nothing allocatable until its grace period is
@@ -396,9 +419,28 @@ fn pod_removal_and_orphans() {
     assert_eq!(st.drop_orphans(), [("gone".to_string(), "c".to_string(), R1.to_string())]);
     assert_eq!(st.allocated(R1), 1);
     let (p, freed) = st.remove_pod("live").unwrap();
-    assert_eq!((p.pod.uid.as_str(), freed), ("live", vec!["b".to_string()]));
+    assert_eq!((p.map(|p| p.pod.uid), freed), (Some("live".to_string()), vec!["b".to_string()]));
     assert_eq!(st.allocated(R1), 0);
     assert!(st.remove_pod("live").is_none());
+}
+
+/// A pod known only from the checkpoint's allocations (restored by a
+/// restart, no manifest read since) is freed when removed, as the kubelet
+/// frees a pod's devices once it is no longer active whatever it restored
+/// (found by tests/e2e/devicemanager_diff.rs: a restart, then the pod
+/// removed, then its devices asked for again).
+#[test]
+fn a_pod_restored_from_the_checkpoint_alone_is_freed_when_removed() {
+    let mut st = state(&[(R1, vec![dev("a", &[]), dev("b", &[])])], false);
+    allocated(&mut st, "restored", "c", R1, &["a", "b"]);
+    let v = st.version;
+    let (p, mut freed) = st.remove_pod("restored").unwrap();
+    freed.sort();
+    assert!(p.is_none());
+    assert_eq!(freed, ["a", "b"]);
+    assert_eq!(st.allocated(R1), 0);
+    assert!(st.version > v, "the checkpoint is rewritten");
+    assert!(st.remove_pod("restored").is_none());
 }
 
 use crate::api::deviceplugin::Device;

@@ -243,10 +243,14 @@ impl Manager {
         };
         let Some(l) = loaded else { return BTreeSet::new() };
         if !l.checksum_ours {
+            // The kubelet's GetCheckpoint fails with CorruptCheckpointError and
+            // Start goes on without the file's allocations (manager.go, Start:
+            // "Continue after failing to read checkpoint file").
             self.event(KubeletEvent::CheckpointChecksum {
                 file: path.display().to_string(),
-                note: "checksum not dpctl's (written by a real kubelet?); content used as is".into(),
+                note: "checksum does not match the content; ignored, as the kubelet ignores it".into(),
             });
+            return BTreeSet::new();
         }
         let mut g = self.lock();
         let n = g.st.restore(&l.checkpoint.data);
@@ -568,7 +572,9 @@ impl Manager {
     pub fn remove_pod(&self, uid: &str) {
         let mut g = self.lock();
         let Some((p, freed)) = g.st.remove_pod(uid) else { return };
-        self.ev(&mut g, KubeletEvent::PodRemoved { pod: p.pod.key(), uid: uid.to_string(), freed: json!(freed) });
+        // A pod restored from the checkpoint alone is known by its UID.
+        let pod = p.map(|p| p.pod.key()).unwrap_or_else(|| uid.to_string());
+        self.ev(&mut g, KubeletEvent::PodRemoved { pod, uid: uid.to_string(), freed: json!(freed) });
         self.unlock(g);
         self.changed();
     }
