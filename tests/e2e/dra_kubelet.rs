@@ -417,6 +417,7 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
             s(&kubeconfig),
             "--node-name",
             "dpctl-node",
+            "--withdraw-on-exit",
         ],
     );
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
@@ -462,7 +463,7 @@ async fn a_driver_publishes_its_slice_to_the_local_api_server_and_the_allocator_
         "{}",
         n.stdout
     );
-    // The driver deletes its slice on exit.
+    // Asked to (--withdraw-on-exit), the driver deletes its slice on exit.
     stop_child(driver).await;
     watch.wait_for("\"type\":\"DELETED\"").await;
     assert!(http_get(&addr, "/apis/resource.k8s.io/v1/resourceslices").await.1["items"].as_array().unwrap().is_empty());

@@ -106,7 +106,7 @@ async fn dra_serve_publishes_over_https_and_a_pods_claim_is_prepared_from_it() {
         assert!(!String::from_utf8_lossy(&buf).contains("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
     }
 
-    let (driver, mut dlog) = driver(&t, &["--kubeconfig", s(&kubeconfig)], &[]);
+    let (driver, mut dlog) = driver(&t, &["--kubeconfig", s(&kubeconfig), "--withdraw-on-exit"], &[]);
     dlog.wait_for("\"event\":\"resourceslice\"", 1).await;
     let published = &events(&dlog, "resourceslice")[0];
     assert_eq!(published["name"], "dpctl-node-gpu.example.com-tls-pool", "{published}");
@@ -120,7 +120,7 @@ async fn dra_serve_publishes_over_https_and_a_pods_claim_is_prepared_from_it() {
     assert!(p["devices"][0].as_str().unwrap().starts_with("gpu.example.com/tls-pool/dev-"), "{p}");
     let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
     assert!(n.stdout.contains("dpctl-node-gpu.example.com-tls-pool"), "{}", n.stdout);
-    // On exit the driver deletes its slice, over https too.
+    // Asked to, the driver deletes its slice on exit, over https too.
     stop_tailed(driver, dlog).await;
     let n = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins"))]).await;
     assert!(!n.stdout.contains("dpctl-node-gpu.example.com-tls-pool"), "{}", n.stdout);

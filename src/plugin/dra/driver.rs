@@ -107,8 +107,9 @@ fn configs_for<'a>(alloc: &'a serde_json::Value, request: &str) -> impl Iterator
 }
 
 /// The env `driver`'s opaque configs for `request` give (see
-/// [`AllocatedDevice::config_env`]); parameters that are not an object of
-/// strings are an error, as the e2e test driver's `extractParameters`.
+/// [`AllocatedDevice::config_env`]): each key of the parameters object,
+/// its value a string as it is, any other value as JSON; parameters that
+/// are not an object are an error (the e2e test driver's `extractParameters`).
 pub fn config_env(alloc: &serde_json::Value, request: &str, driver: &str) -> Result<Vec<String>, String> {
     let mut env = BTreeMap::new();
     for (i, c) in configs_for(alloc, request).enumerate() {
@@ -124,10 +125,9 @@ pub fn config_env(alloc: &serde_json::Value, request: &str, driver: &str) -> Res
             return Err(format!("parameters in config #{i}: decoding {kind} parameters: not a JSON object: {params}"));
         };
         for (k, v) in map {
-            let Some(v) = v.as_str() else {
-                return Err(format!("parameters in config #{i}: decoding {kind} parameters: {k} is {v}, not a string"));
-            };
-            env.insert(format!("{kind}_{k}"), v.to_string());
+            // Strings as they are (the e2e test driver's convention); any other value as its JSON,
+            // so a driver-specific schema (nested objects) reaches the edits too.
+            env.insert(format!("{kind}_{k}"), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
         }
     }
     Ok(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect())
@@ -1055,7 +1055,13 @@ mod tests {
         let env = config_env(&alloc, "r/small", "gpu.x").unwrap();
         assert_eq!(env, ["admin_mode=a", "admin_x=1", "user_mode=b", "user_x=2"]);
         assert!(config_env(&alloc, "q", "gpu.x").unwrap().iter().all(|e| e.starts_with("admin_")));
-        let bad = json!({"devices": {"config": [{"source": "FromClaim", "opaque": {"driver": "gpu.x", "parameters": {"n": 1}}}]}});
+        // A driver-specific schema: nested values reach the env as JSON.
+        let nested = json!({"devices": {"config": [{"source": "FromClaim", "opaque": {"driver": "gpu.x", "parameters": {"sharing": {"strategy": "TimeSlicing"}, "n": 1}}}]}});
+        assert_eq!(
+            config_env(&nested, "r", "gpu.x").unwrap(),
+            ["user_n=1", "user_sharing={\"strategy\":\"TimeSlicing\"}"]
+        );
+        let bad = json!({"devices": {"config": [{"source": "FromClaim", "opaque": {"driver": "gpu.x", "parameters": ["n"]}}]}});
         let e = config_env(&bad, "r", "gpu.x").unwrap_err();
         assert!(e.contains("config #0: decoding user parameters"), "{e}");
     }
