@@ -8,6 +8,7 @@ mod claims;
 mod cli;
 mod client;
 mod controlplane;
+mod corpus;
 mod doctor;
 mod dra;
 mod dra_alloc;

@@ -96,7 +96,7 @@ fn known(kind: &str, field: &str) -> Result<(), String> {
     match kind {
         // pkg/apis/resource/v1/conversion.go
         "ResourceSlice" => match field {
-            "metadata.name" | "spec.nodeName" | "spec.driver" => Ok(()),
+            "metadata.name" | "spec.nodeName" | "spec.driver" | "spec.pool.name" => Ok(()),
             _ => Err(format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {field}")),
         },
         // runtime.DefaultMetaV1FieldSelectorConversion
@@ -186,9 +186,11 @@ mod tests {
     fn field_selectors_refuse_unknown_fields_in_kube_apiserver_words() {
         let s = json!({"metadata": {"name": "x"}, "spec": {"driver": "d", "nodeName": "n"}});
         assert!(Fields::parse("ResourceSlice", "spec.driver=d,spec.nodeName!=m").unwrap().matches(&s));
+        let pooled = json!({"spec": {"pool": {"name": "p"}}});
+        assert!(Fields::parse("ResourceSlice", "spec.pool.name=p").unwrap().matches(&pooled));
         assert_eq!(
-            Fields::parse("ResourceSlice", "spec.pool.name=p").unwrap_err(),
-            "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name"
+            Fields::parse("ResourceSlice", "spec.allNodes=true").unwrap_err(),
+            "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.allNodes"
         );
         assert_eq!(
             Fields::parse("ResourceClaim", "spec.x=1").unwrap_err(),
