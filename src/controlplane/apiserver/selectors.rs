@@ -49,6 +49,11 @@ impl Labels {
                 let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
                 Some(inner.split(',').map(|v| v.trim().to_string()).collect())
             };
+            // labels/selector.go: after `=`, `==` or `!=` comes an identifier, not another operator.
+            let op_value = t.split_once("!=").or_else(|| t.split_once("==")).or_else(|| t.split_once('='));
+            if let Some(c) = op_value.and_then(|(_, v)| v.trim().chars().next()).filter(|c| "=!".contains(*c)) {
+                return Err(format!("unable to parse requirement: found '{c}', expected: identifier"));
+            }
             let req = if let Some(k) = t.strip_prefix('!') {
                 Label::Absent(k.trim().to_string())
             } else if let Some((k, v)) = t.split_once("!=") {
@@ -180,6 +185,9 @@ mod tests {
             assert_eq!(Labels::parse(s).unwrap().matches(&o), want, "{s}");
         }
         assert!(Labels::parse("a b c").is_err());
+        // The corpus's "slice list by a bad label selector": kube-apiserver's 400 words.
+        assert_eq!(Labels::parse("a===b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
+        assert_eq!(Labels::parse("a!==b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
     }
 
     #[test]
