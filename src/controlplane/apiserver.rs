@@ -540,6 +540,14 @@ pub fn answer_typed(
                 Ok(o) => o,
                 Err(e) => return e,
             };
+            // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
+            if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
+                return status(
+                    400,
+                    "BadRequest",
+                    format!("the name of the object ({other}) does not match the name on the URL ({n})"),
+                );
+            }
             let Some(cur) = st.slices.get(n) else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };

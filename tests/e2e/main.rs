@@ -8,6 +8,7 @@ mod claims;
 mod cli;
 mod client;
 mod controlplane;
+mod corpus;
 mod devicemanager_diff;
 mod doctor;
 mod dra;

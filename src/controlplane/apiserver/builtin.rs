@@ -582,6 +582,10 @@ fn delete(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: &[u8]) 
     }
     st.builtin.remove(&key(k, r.namespace.unwrap_or_default(), name));
     st.version += 1;
+    // resource.k8s.io's registries set ReturnDeletedObject (deviceclass/storage/storage.go:46); the others answer a Status.
+    if k.group == "resource.k8s.io" {
+        return (200, cur.clone());
+    }
     (
         200,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",

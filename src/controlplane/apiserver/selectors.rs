@@ -49,6 +49,11 @@ impl Labels {
                 let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
                 Some(inner.split(',').map(|v| v.trim().to_string()).collect())
             };
+            // labels/selector.go: after `=`, `==` or `!=` comes an identifier, not another operator.
+            let op_value = t.split_once("!=").or_else(|| t.split_once("==")).or_else(|| t.split_once('='));
+            if let Some(c) = op_value.and_then(|(_, v)| v.trim().chars().next()).filter(|c| "=!".contains(*c)) {
+                return Err(format!("unable to parse requirement: found '{c}', expected: identifier"));
+            }
             let req = if let Some(k) = t.strip_prefix('!') {
                 Label::Absent(k.trim().to_string())
             } else if let Some((k, v)) = t.split_once("!=") {
@@ -96,7 +101,7 @@ fn known(kind: &str, field: &str) -> Result<(), String> {
     match kind {
         // pkg/apis/resource/v1/conversion.go
         "ResourceSlice" => match field {
-            "metadata.name" | "spec.nodeName" | "spec.driver" => Ok(()),
+            "metadata.name" | "spec.nodeName" | "spec.driver" | "spec.pool.name" => Ok(()),
             _ => Err(format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {field}")),
         },
         // runtime.DefaultMetaV1FieldSelectorConversion
@@ -180,15 +185,20 @@ mod tests {
             assert_eq!(Labels::parse(s).unwrap().matches(&o), want, "{s}");
         }
         assert!(Labels::parse("a b c").is_err());
+        // The corpus's "slice list by a bad label selector": kube-apiserver's 400 words.
+        assert_eq!(Labels::parse("a===b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
+        assert_eq!(Labels::parse("a!==b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
     }
 
     #[test]
     fn field_selectors_refuse_unknown_fields_in_kube_apiserver_words() {
         let s = json!({"metadata": {"name": "x"}, "spec": {"driver": "d", "nodeName": "n"}});
         assert!(Fields::parse("ResourceSlice", "spec.driver=d,spec.nodeName!=m").unwrap().matches(&s));
+        let pooled = json!({"spec": {"pool": {"name": "p"}}});
+        assert!(Fields::parse("ResourceSlice", "spec.pool.name=p").unwrap().matches(&pooled));
         assert_eq!(
-            Fields::parse("ResourceSlice", "spec.pool.name=p").unwrap_err(),
-            "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name"
+            Fields::parse("ResourceSlice", "spec.allNodes=true").unwrap_err(),
+            "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.allNodes"
         );
         assert_eq!(
             Fields::parse("ResourceClaim", "spec.x=1").unwrap_err(),

@@ -9,7 +9,7 @@ fn call(s: &Store, m: &str, p: &str, q: &str, b: Value) -> (u16, Value) {
 #[test]
 fn slices_are_created_listed_replaced_and_deleted_with_integer_versions() {
     let s = Store::default();
-    let obj = json!({"metadata": {"generateName": "node-1-gpu-"}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p"}, "devices": [{"name": "d0"}]}});
+    let obj = json!({"metadata": {"generateName": "node-1-gpu-"}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "resourceSliceCount": 1}, "devices": [{"name": "d0"}]}});
     let (c, created) = call(&s, "POST", SLICES, "", obj.clone());
     assert_eq!(c, 201);
     let name = created["metadata"]["name"].as_str().unwrap().to_string();
@@ -148,7 +148,7 @@ fn claims_are_served_in_each_version_with_their_allocation() {
 #[test]
 fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
     let s = Store::default();
-    let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"driver": "d", "nodeName": "n"}});
+    let obj = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"generateName": "n-"}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "n"}});
     let pb = protobuf::encode_object(&obj).unwrap();
     let body = json_body("application/vnd.kubernetes.protobuf", pb).unwrap();
     let (c, created) = answer(&s, "n", "POST", SLICES, "", &body);
@@ -176,7 +176,7 @@ fn protobuf_bodies_are_read_and_answers_written_by_negotiation() {
 #[test]
 fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
     let s = Store::default();
-    let obj = json!({"metadata": {"name": "s"}, "spec": {"driver": "d", "nodeName": "n"}});
+    let obj = json!({"metadata": {"name": "s"}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "n"}});
     let (_, created) = call(&s, "POST", SLICES, "", obj);
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
     let opts = |uid: &str| {
@@ -193,7 +193,7 @@ fn a_delete_reads_its_delete_options_and_honours_their_preconditions() {
 #[test]
 fn paths_and_query_strings_are_percent_decoded() {
     let s = Store::default();
-    let obj = json!({"metadata": {"name": "gpu.example.com-node-1"}, "spec": {"driver": "gpu.example.com", "nodeName": "node 1"}});
+    let obj = json!({"metadata": {"name": "gpu.example.com-node-1"}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "gpu.example.com", "nodeName": "node 1"}});
     assert_eq!(call(&s, "POST", SLICES, "", obj).0, 201);
     // An escaped object name finds the object.
     let (c, got) = call(&s, "GET", &format!("{SLICES}/gpu%2Eexample%2ecom-node-1"), "", Value::Null);
@@ -364,8 +364,7 @@ fn the_stored_claim_follows_the_kubelet_and_a_new_uid_starts_over() {
 #[test]
 fn slices_have_generations_and_selectors_as_kube_apiserver() {
     let s = Store::default();
-    let mut obj =
-        json!({"metadata": {"name": "s", "labels": {"tier": "a"}}, "spec": {"driver": "d", "nodeName": "node-1"}});
+    let mut obj = json!({"metadata": {"name": "s", "labels": {"tier": "a"}}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "node-1"}});
     let (_, created) = call(&s, "POST", SLICES, "", obj.clone());
     assert_eq!(created["metadata"]["generation"], 1);
     let ts = created["metadata"]["creationTimestamp"].clone();
@@ -382,9 +381,12 @@ fn slices_have_generations_and_selectors_as_kube_apiserver() {
     for (q, n) in [("labelSelector=tier%3Db", 1), ("labelSelector=tier%3Da", 0), ("labelSelector=tier+in+(a,b)", 1)] {
         assert_eq!(call(&s, "GET", SLICES, q, Value::Null).1["items"].as_array().map(Vec::len), Some(n), "{q}");
     }
+    // spec.pool.name is one of the fields pkg/apis/resource/v1/conversion.go selects by (the corpus found it refused here).
     let (c, e) = call(&s, "GET", SLICES, "fieldSelector=spec.pool.name%3Dp", Value::Null);
+    assert_eq!((c, e["items"].as_array().map(Vec::len)), (200, Some(1)));
+    let (c, e) = call(&s, "GET", SLICES, "fieldSelector=spec.allNodes%3Dtrue", Value::Null);
     assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
-    assert_eq!(e["message"], "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.pool.name");
+    assert_eq!(e["message"], "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.allNodes");
 }
 
 fn compute_domain_crd() -> Value {

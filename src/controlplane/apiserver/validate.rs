@@ -290,9 +290,57 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
     out
 }
 
+/// validation.go validateResourceSliceSpec: the driver, the pool, exactly one node selection.
+fn slice_required(spec: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let set = |k: &str| !spec[k].is_null();
+    if spec["driver"].as_str().unwrap_or_default().is_empty() {
+        out.push(Cause { reason: "FieldValueRequired", field: "spec.driver".into(), message: "Required value".into() });
+    }
+    if spec["pool"]["name"].as_str().unwrap_or_default().is_empty() {
+        out.push(Cause {
+            reason: "FieldValueRequired",
+            field: "spec.pool.name".into(),
+            message: "Required value".into(),
+        });
+    }
+    let count = spec["pool"]["resourceSliceCount"].as_i64().unwrap_or_default();
+    if count <= 0 {
+        out.push(Cause {
+            reason: "FieldValueInvalid",
+            field: "spec.pool.resourceSliceCount".into(),
+            message: format!("Invalid value: {count}: must be greater than zero"),
+        });
+    }
+    let selections: Vec<&str> = [
+        ("nodeName", !spec["nodeName"].as_str().unwrap_or_default().is_empty()),
+        ("nodeSelector", set("nodeSelector")),
+        ("allNodes", spec["allNodes"].as_bool().unwrap_or_default()),
+        ("perDeviceNodeSelection", spec["perDeviceNodeSelection"].as_bool().unwrap_or_default()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
+    const ONE_OF: &str = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required";
+    match selections.as_slice() {
+        [] => out.push(required("spec", ONE_OF)),
+        [_] => {}
+        more => {
+            let v: Vec<String> = more.iter().map(|k| format!("`{k}`")).collect();
+            out.push(Cause {
+                reason: "FieldValueInvalid",
+                field: "spec".into(),
+                message: format!("Invalid value: \"{{{}}}\": {ONE_OF}, but multiple fields are set", v.join(", ")),
+            });
+        }
+    }
+    out
+}
+
 /// Everything kube-apiserver checks here on a ResourceSlice create or update.
 pub fn resource_slice(obj: &Value, name: &str) -> Vec<Cause> {
     let mut out = object_meta(&obj["metadata"], name);
+    out.extend(slice_required(&obj["spec"]));
     out.extend(slice_spec(&obj["spec"]));
     out
 }

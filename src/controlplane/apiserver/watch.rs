@@ -315,7 +315,7 @@ mod tests {
     #[tokio::test]
     async fn a_watch_from_a_resource_version_gets_every_change_after_it() {
         let s = Arc::new(Store::default());
-        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": node}});
+        let slice = |n: &str, node: &str| json!({"metadata": {"name": n}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": node}});
         assert_eq!(call(&s, "POST", SLICES, "", slice("a", "n1")).0, 201); // rv 1
         assert_eq!(call(&s, "POST", SLICES, "", slice("b", "n2")).0, 201); // rv 2
         assert_eq!(call(&s, "POST", SLICES, "", slice("c", "n1")).0, 201); // rv 3
@@ -357,7 +357,7 @@ mod tests {
     #[tokio::test]
     async fn a_watch_from_no_version_or_zero_begins_with_every_object_added() {
         let s = Arc::new(Store::default());
-        let slice = |n: &str| json!({"metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n1"}});
+        let slice = |n: &str| json!({"metadata": {"name": n}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "n1"}});
         assert_eq!(call(&s, "POST", SLICES, "", slice("a")).0, 201);
         assert_eq!(call(&s, "POST", SLICES, "", slice("b")).0, 201);
         for query in ["watch=true", "watch=true&resourceVersion=0", "watch=true&resourceVersion="] {
@@ -464,7 +464,7 @@ mod tests {
     #[tokio::test]
     async fn an_event_that_cannot_be_encoded_ends_the_watch_with_an_error_event() {
         let store = Arc::new(Store::default());
-        let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"driver": "d", "nodeName": "n"}});
+        let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "n"}});
         let taint =
             json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1alpha3", "metadata": {"name": "t"}});
         {

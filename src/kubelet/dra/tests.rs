@@ -47,8 +47,8 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
         let _ = crate::core::transport::serve(l, svc, std::future::pending()).await;
     });
     let store = Arc::new(apiserver::Store::default());
-    let slice = serde_json::json!({"metadata": {"name": "s0"}, "spec": {"driver": "gpu.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
-    let other = serde_json::json!({"metadata": {"name": "s1"}, "spec": {"driver": "nic.x", "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+    let slice = serde_json::json!({"metadata": {"name": "s0"}, "spec": {"driver": "gpu.x", "nodeName": NODE_NAME, "pool": {"name": "p", "resourceSliceCount": 1}}});
+    let other = serde_json::json!({"metadata": {"name": "s1"}, "spec": {"driver": "nic.x", "nodeName": NODE_NAME, "pool": {"name": "p", "resourceSliceCount": 1}}});
     for o in [slice, other] {
         let (code, _) = apiserver::answer(
             &store,
@@ -178,7 +178,7 @@ fn manager_of(
     use crate::core::log::{LogFormat, Logger};
     let store = Arc::new(apiserver::Store::default());
     for (name, driver) in [("s0", "gpu.x"), ("s1", "nic.x")] {
-        let o = serde_json::json!({"metadata": {"name": name}, "spec": {"driver": driver, "nodeName": NODE_NAME, "pool": {"name": "p"}}});
+        let o = serde_json::json!({"metadata": {"name": name}, "spec": {"driver": driver, "nodeName": NODE_NAME, "pool": {"name": "p", "resourceSliceCount": 1}}});
         let path = "/apis/resource.k8s.io/v1/resourceslices";
         let (code, _) = apiserver::answer(&store, NODE_NAME, "POST", path, "", o.to_string().as_bytes());
         assert_eq!(code, 201);

@@ -1,0 +1,498 @@
+//! dpctl's local API server and the real kube-apiserver, request by request
+//! (issue #46 item 4). One corpus of requests ([`CORPUS`], as data) is sent in
+//! order to both servers: `dpctl mock-kubelet --api-server` with its
+//! kubeconfig, and the control plane of `support::control_plane()` with its
+//! admin kubeconfig. Per request the answers are normalised ([`shape`]: the
+//! status code; for a Status its kind, reason and `details.causes`; for an
+//! object its fields with uid, resourceVersion, timestamps, managedFields and
+//! generated names' suffix taken out; for a list its item names; for a watch
+//! its first events) and compared. A difference fails the test unless
+//! [`ALLOWED`] lists the request with the reason and upstream's source (and
+//! docs/fidelity.md lists it too); an allowed entry that no longer differs
+//! fails it as well, so the list stays true.
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One request of the corpus. In `path`, `query` and `body`, `{ns}` is the
+/// run's namespace and `{p}` the run's prefix of cluster-scoped names.
+struct Req {
+    /// What it is, unique (the allow-list names it).
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    query: &'static str,
+    content_type: &'static str,
+    body: &'static str,
+}
+
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+const JSONPATCH: &str = "application/json-patch+json";
+const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+const CLASSES: &str = "/apis/resource.k8s.io/v1/deviceclasses";
+const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims";
+const TEMPLATES: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates";
+const CONFIGMAPS: &str = "/api/v1/namespaces/{ns}/configmaps";
+
+macro_rules! req {
+    ($name:literal, $m:literal, $path:expr, $q:literal, $ct:expr, $body:literal) => {
+        Req { name: $name, method: $m, path: $path, query: $q, content_type: $ct, body: $body }
+    };
+    ($name:literal, $m:literal, $path:expr, $q:literal) => {
+        Req { name: $name, method: $m, path: $path, query: $q, content_type: "", body: "" }
+    };
+}
+
+const SLICE_1: &str = "/apis/resource.k8s.io/v1/resourceslices/{p}-s1";
+const CLASS_1: &str = "/apis/resource.k8s.io/v1/deviceclasses/{p}-dc";
+const CLAIM_1: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/c1";
+const CLAIM_1_STATUS: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/c1/status";
+
+/// The corpus, in the order it is sent (later requests see earlier ones' objects).
+const CORPUS: &[Req] = &[
+    // ResourceSlices.
+    req!("slice create", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0","attributes":{"model":{"string":"a"}},"capacity":{"mem":{"value":"1Gi"}}}]}}"#),
+    req!("slice create with generateName", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"generateName":"{p}-g-","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"other.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}-g","generation":1,"resourceSliceCount":1},"devices":[{"name":"dev-0"}]}}"#),
+    req!("slice create that exists", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice get", "GET", SLICE_1, ""),
+    req!("slice get missing", "GET", "/apis/resource.k8s.io/v1/resourceslices/{p}-missing", ""),
+    req!("slice list by label", "GET", SLICES, "labelSelector=corpus%3D{p}"),
+    req!("slice list by spec.nodeName", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.nodeName%3Ddpctl-node"),
+    req!("slice list by spec.driver", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.driver%3Dd.corpus.example.com"),
+    req!("slice list by spec.pool.name", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.pool.name%3D{p}-g"),
+    req!("slice list by an unsupported field", "GET", SLICES, "fieldSelector=spec.allNodes%3Dtrue"),
+    req!("slice list by a bad label selector", "GET", SLICES, "labelSelector=a%3D%3D%3Db"),
+    req!("slice update without resourceVersion", "PUT", SLICE_1, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice update with a stale resourceVersion", "PUT", SLICE_1, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1","resourceVersion":"1","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice update of another name", "PUT", SLICE_1, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-other"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice merge patch", "PATCH", SLICE_1, "", MERGE, r#"{"metadata":{"labels":{"patched":"merge"}}}"#),
+    req!("slice JSON patch", "PATCH", SLICE_1, "", JSONPATCH, r#"[{"op":"replace","path":"/metadata/labels/patched","value":"json"}]"#),
+    req!("slice JSON patch of a missing path", "PATCH", SLICE_1, "", JSONPATCH, r#"[{"op":"replace","path":"/spec/nothing/here","value":1}]"#),
+    req!("slice merge patch making it invalid", "PATCH", SLICE_1, "", MERGE, r#"{"spec":{"driver":"Not A Driver"}}"#),
+    req!("slice patch of a missing object", "PATCH", "/apis/resource.k8s.io/v1/resourceslices/{p}-missing", "", MERGE, r#"{"metadata":{"labels":{"a":"b"}}}"#),
+    req!("slice missing required fields", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-bad"},"spec":{}}"#),
+    req!("slice with a bad name", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"Bad_Name"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with two node selections", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-two"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","allNodes":true,"pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with a duplicate device", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-dup"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1},"devices":[{"name":"a"},{"name":"a"}]}}"#),
+    req!("slice with too many devices", "POST", SLICES, "", JSON, "TOO_MANY_DEVICES"),
+    req!("slice with an unknown field, Strict", "POST", SLICES, "fieldValidation=Strict", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-strict"},
+            "spec":{"bogus":1,"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with a wrong content type", "POST", SLICES, "", "text/plain", r#"{"metadata":{"name":"{p}-ct"}}"#),
+    req!("slice body not JSON", "POST", SLICES, "", JSON, "{not json"),
+    // DeviceClasses.
+    req!("class create", "POST", CLASSES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-dc","labels":{"corpus":"{p}"}},
+            "spec":{"selectors":[{"cel":{"expression":"device.driver == 'd.corpus.example.com'"}}]}}"#),
+    req!("class get", "GET", CLASS_1, ""),
+    req!("class get missing", "GET", "/apis/resource.k8s.io/v1/deviceclasses/{p}-missing", ""),
+    req!("class list by label", "GET", CLASSES, "labelSelector=corpus%3D{p}"),
+    req!("class with a bad CEL expression", "POST", CLASSES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-badcel"},"spec":{"selectors":[{"cel":{"expression":"device.driver =="}}]}}"#),
+    req!("class selector without cel", "POST", CLASSES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-nocel"},"spec":{"selectors":[{}]}}"#),
+    req!("class merge patch", "PATCH", CLASS_1, "", MERGE, r#"{"metadata":{"annotations":{"a":"b"}}}"#),
+    req!("class delete with a mismatched uid", "DELETE", CLASS_1, "", JSON,
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#),
+    // ResourceClaims.
+    req!("claim create", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1","labels":{"corpus":"{p}"}},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
+    req!("claim create with generateName", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"generateName":"c-","labels":{"corpus":"{p}"}},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc","allocationMode":"All"}}]}}}"#),
+    req!("claim get", "GET", CLAIM_1, ""),
+    req!("claim get missing", "GET", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/missing", ""),
+    req!("claim list by label", "GET", CLAIMS, "labelSelector=corpus%3D{p}"),
+    req!("claim update with a stale resourceVersion", "PUT", CLAIM_1, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1","namespace":"{ns}","resourceVersion":"1"},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
+    req!("claim status update with a stale resourceVersion", "PUT", CLAIM_1_STATUS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1","namespace":"{ns}","resourceVersion":"1"},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}},"status":{}}"#),
+    req!("claim status merge patch of a label", "PATCH", CLAIM_1_STATUS, "", MERGE, r#"{"metadata":{"labels":{"status":"patched"}}}"#),
+    req!("claim merge patch of the spec", "PATCH", CLAIM_1, "", MERGE,
+        r#"{"spec":{"devices":{"requests":[{"name":"r2","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
+    req!("claim JSON patch", "PATCH", CLAIM_1, "", JSONPATCH, r#"[{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]"#),
+    req!("claim request without a class", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"noclass"},"spec":{"devices":{"requests":[{"name":"r","exactly":{}}]}}}"#),
+    req!("claim request with a bad name", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"badreq"},"spec":{"devices":{"requests":[{"name":"R_1","exactly":{"deviceClassName":"x"}}]}}}"#),
+    req!("claim with an unknown field, Strict", "POST", CLAIMS, "fieldValidation=Strict", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"strict"},"spec":{"bogus":true,"devices":{}}}"#),
+    req!("claim in another namespace than the path's", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"elsewhere","namespace":"not-{ns}"},"spec":{}}"#),
+    req!("claim with a wrong content type", "POST", CLAIMS, "", "application/xml", "<claim/>"),
+    req!("claim delete with a mismatched uid", "DELETE", CLAIM_1, "", JSON,
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#),
+    // ResourceClaimTemplates.
+    req!("template create", "POST", TEMPLATES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t1"},
+            "spec":{"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}}"#),
+    req!("template get missing", "GET", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates/missing", ""),
+    // A built-in: ConfigMaps.
+    req!("configmap create", "POST", CONFIGMAPS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm1","labels":{"corpus":"{p}"}},"data":{"k":"v"}}"#),
+    req!("configmap with a bad key", "POST", CONFIGMAPS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm2"},"data":{"bad key":"v"}}"#),
+    req!("configmap get missing", "GET", "/api/v1/namespaces/{ns}/configmaps/missing", ""),
+    req!("configmap list by label", "GET", CONFIGMAPS, "labelSelector=corpus%3D{p}"),
+    // Watches (answers compared on their first events; each ends by timeoutSeconds).
+    req!("slice watch from 0", "GET", SLICES, "watch=true&resourceVersion=0&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    req!("slice watch with initial events and bookmarks", "GET", SLICES,
+        "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    req!("slice watch with initial events, no resourceVersionMatch", "GET", SLICES,
+        "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    req!("claim watch from 0", "GET", CLAIMS, "watch=true&resourceVersion=0&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    req!("claim watch with initial events and bookmarks", "GET", CLAIMS,
+        "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    // Deletes last.
+    req!("slice delete with a mismatched uid", "DELETE", SLICE_1, "", JSON,
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#),
+    req!("slice delete", "DELETE", SLICE_1, ""),
+    req!("slice delete again", "DELETE", SLICE_1, ""),
+    req!("claim delete", "DELETE", CLAIM_1, ""),
+    req!("class delete", "DELETE", CLASS_1, ""),
+];
+
+/// Deliberate differences: (request, reason, upstream's source). Each is in
+/// docs/fidelity.md too.
+const ALLOWED: &[(&str, &str, &str)] = &[
+    // Claims: written by the mock kubelet from pod manifests, drivers write only /status (src/controlplane/apiserver/resourceclaims.rs).
+    ("claim create", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim create with generateName", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim get", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim list by label", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim update with a stale resourceVersion", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim status update with a stale resourceVersion", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim status merge patch of a label", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim merge patch of the spec", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim JSON patch", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim request without a class", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim request with a bad name", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim with an unknown field, Strict", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim in another namespace than the path's", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
+    ("claim delete with a mismatched uid", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim watch from 0", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim watch with initial events and bookmarks", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    ("claim delete", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
+    // ResourceSlices: PATCH is not served (drivers create and update them, as the kubeletplugin helper's publisher does).
+    ("slice merge patch", SLICE_PATCH, PATCH_HANDLER),
+    ("slice JSON patch", SLICE_PATCH, PATCH_HANDLER),
+    ("slice JSON patch of a missing path", SLICE_PATCH, PATCH_HANDLER),
+    ("slice merge patch making it invalid", SLICE_PATCH, PATCH_HANDLER),
+    ("slice patch of a missing object", SLICE_PATCH, PATCH_HANDLER),
+    ("slice delete", "the deleted object lacks the labels the (unserved) patches would have set: a cascade of slice PATCH", PATCH_HANDLER),
+    ("slice with an unknown field, Strict", STRICT, "k8s.io/apimachinery v0.37.2 pkg/runtime/error.go:140 (strict decoding error)"),
+    ("slice watch with initial events, no resourceVersionMatch",
+        "sendInitialEvents without resourceVersionMatch=NotOlderThan is served (dpctl's own clients and unit tests send it so); upstream answers 422",
+        "k8s.io/apimachinery v0.37.2 pkg/apis/meta/internalversion/validation/validation.go:58"),
+    // DeviceClasses, templates, ConfigMaps.
+    ("class with a bad CEL expression", "DeviceClass selectors are stored unvalidated (no CEL compile on create)",
+        "k8s.io/kubernetes v1.37.2 pkg/apis/resource/validation/validation.go:386 (validateSelector)"),
+    ("class selector without cel", "DeviceClass selectors are stored unvalidated (spec.selectors[0].cel: Required value)",
+        "k8s.io/kubernetes v1.37.2 pkg/apis/resource/validation/validation.go:389"),
+    ("template create", "resourceclaimtemplates are not served (404 for the path)",
+        "k8s.io/kubernetes v1.37.2 pkg/registry/resource/resourceclaimtemplate/storage/storage.go:39"),
+    ("configmap with a bad key", "built-in ConfigMaps are stored without validating data keys",
+        "k8s.io/kubernetes v1.37.2 pkg/apis/core/validation/validation.go:8190 (ValidateConfigMap)"),
+];
+
+const CLAIMS_BY_KUBELET: &str =
+    "ResourceClaims are created by the mock kubelet from pod manifests; clients may only read them and write /status: POST is 405";
+const CLAIMS_BY_KUBELET_CASCADE: &str =
+    "the claim the corpus creates does not exist on dpctl (POST is 405: the mock kubelet creates claims), so this answers 404/empty";
+const CLAIM_STRATEGY: &str =
+    "k8s.io/kubernetes v1.37.2 pkg/registry/resource/resourceclaim/strategy.go:101 (a writable resource)";
+const SLICE_PATCH: &str =
+    "PATCH of resourceslices is not served (405; application/json-patch+json is 415 on every kind)";
+const PATCH_HANDLER: &str = "k8s.io/apiserver v0.37.2 pkg/endpoints/handlers/patch.go:402 (JSON and merge patches)";
+const STRICT: &str = "fieldValidation=Strict is not honoured: the object is created, unknown fields stored as sent (upstream drops them under the default Warn, and refuses them with 400 under Strict)";
+
+/// A server the corpus is sent to.
+struct Server {
+    kubeconfig: PathBuf,
+    authority: String,
+    token: String,
+}
+
+impl Server {
+    fn of(kubeconfig: &Path) -> Server {
+        let api = dpctl::client::kube::load_kubeconfig(kubeconfig).unwrap();
+        Server { kubeconfig: kubeconfig.to_path_buf(), authority: api.authority, token: kubeconfig_token(kubeconfig) }
+    }
+
+    /// One request: status code and body (dechunked). A watch's body is what
+    /// came until the server ended it (timeoutSeconds), within 20 s.
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<u8>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = api_connect(&self.kubeconfig).await;
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\nContent-Length: {}\r\n",
+            self.authority,
+            body.len()
+        );
+        if !self.token.is_empty() {
+            req.push_str(&format!("Authorization: Bearer {}\r\n", self.token));
+        }
+        if !content_type.is_empty() {
+            req.push_str(&format!("Content-Type: {content_type}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let _ = s.write_all(body.as_bytes()).await;
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "{method} {path}: no end of the answer within 20 s: {}", String::from_utf8_lossy(&buf));
+        let split = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&buf[..split]).to_ascii_lowercase();
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let raw = &buf[split + 4..];
+        (code, if head.contains("transfer-encoding: chunked") { dechunk(raw) } else { raw.to_vec() })
+    }
+}
+
+/// HTTP/1.1 chunked transfer coding, undone.
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { return out };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).split(';').next().unwrap().trim(), 16)
+            .unwrap_or(0);
+        if size == 0 || b.len() < eol + 2 + size {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[(eol + 4 + size).min(b.len())..];
+    }
+}
+
+/// The run's text of a corpus template.
+fn fill(t: &str, ns: &str, p: &str) -> String {
+    if t == "TOO_MANY_DEVICES" {
+        let d: Vec<Value> = (0..129).map(|i| json!({"name": format!("d{i}")})).collect();
+        return json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{p}-big")},
+            "spec": {"driver": "d.corpus.example.com", "nodeName": "dpctl-node",
+                "pool": {"name": p, "generation": 1, "resourceSliceCount": 1}, "devices": d}})
+        .to_string();
+    }
+    t.replace("{ns}", ns).replace("{p}", p)
+}
+
+/// What is compared of an answer. `ns`/`p` are replaced by placeholders, so
+/// both servers' answers read alike.
+fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
+    let text = String::from_utf8_lossy(body).replace(ns, "{ns}").replace(p, "{p}");
+    if watch && code == 200 {
+        let events: Vec<Value> = serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map_while(Result::ok)
+            .map(|e| {
+                let o = &e["object"];
+                json!({"type": e["type"], "kind": o["kind"], "name": generated(&o["metadata"]["name"]),
+                    "annotations": if e["type"] == "BOOKMARK" { o["metadata"]["annotations"].clone() } else { Value::Null }})
+            })
+            .collect();
+        return json!({"code": code, "events": events});
+    }
+    let Ok(v) = serde_json::from_str::<Value>(&text) else {
+        return json!({"code": code, "body": "not JSON"});
+    };
+    if v["kind"] == "Status" {
+        let mut causes: Vec<Value> = v["details"]["causes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| json!({"field": c["field"], "reason": c["reason"], "message": c["message"]}))
+            .collect();
+        causes.sort_by_key(|c| c.to_string());
+        // The message is not compared: the causes carry the field errors it joins.
+        return json!({"code": code, "kind": "Status", "status": v["status"], "reason": v["reason"], "causes": causes});
+    }
+    if let Some(items) = v["items"].as_array() {
+        let mut names: Vec<Value> = items.iter().map(|i| generated(&i["metadata"]["name"])).collect();
+        names.sort_by_key(|n| n.to_string());
+        return json!({"code": code, "kind": v["kind"], "apiVersion": v["apiVersion"], "items": names});
+    }
+    let mut o = v;
+    if let Some(m) = o["metadata"].as_object_mut() {
+        for k in ["uid", "resourceVersion", "creationTimestamp", "managedFields", "deletionTimestamp"] {
+            m.remove(k);
+        }
+        if m.contains_key("generateName") {
+            let n = generated(&m["name"]);
+            m.insert("name".into(), n);
+        }
+    }
+    json!({"code": code, "object": o})
+}
+
+/// A generated name with its random suffix (5 characters) as `*****`.
+fn generated(n: &Value) -> Value {
+    match n.as_str() {
+        Some(s) if s.len() > 5 && (s.starts_with("{p}-g-") || s.starts_with("c-")) => {
+            json!(format!("{}*****", &s[..s.len() - 5]))
+        }
+        _ => n.clone(),
+    }
+}
+
+/// The fields of two JSON values that differ, one line each (`path: a | b`).
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                diff(&format!("{path}.{k}"), x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                diff(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        _ if a != b => out.push(format!("  {path}:\n      dpctl:          {a}\n      kube-apiserver: {b}")),
+        _ => {}
+    }
+}
+
+/// The mock kubelet with its API server on a temp root; its kubeconfig.
+async fn mock_kubelet(root: &Path) -> (tokio::process::Child, Tail, PathBuf) {
+    let mut c = mock_kubelet_on(root, &["--api-server", "127.0.0.1:0"]);
+    c.stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let ev: Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .unwrap();
+    let kc = PathBuf::from(ev["kubeconfig"].as_str().unwrap());
+    (child, log, kc)
+}
+
+/// Every request of the corpus to both servers: (request, dpctl's shape, kube-apiserver's shape).
+async fn run_corpus(dpctl: &Server, kube: &Server, ns: &str, p: &str) -> Vec<(&'static Req, Value, Value)> {
+    let mut out = Vec::new();
+    for r in CORPUS {
+        let path = fill(r.path, ns, p);
+        let path = if r.query.is_empty() { path } else { format!("{path}?{}", fill(r.query, ns, p)) };
+        let body = fill(r.body, ns, p);
+        let watch = r.query.contains("watch=true");
+        let (a, b) = tokio::join!(
+            dpctl.send(r.method, &path, r.content_type, &body),
+            kube.send(r.method, &path, r.content_type, &body)
+        );
+        out.push((r, shape(watch, a.0, &a.1, ns, p), shape(watch, b.0, &b.1, ns, p)));
+    }
+    out
+}
+
+#[test]
+fn corpus_names_are_unique_and_the_allow_list_names_corpus_requests() {
+    let mut names: Vec<&str> = CORPUS.iter().map(|r| r.name).collect();
+    names.sort();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n, "two corpus requests share a name");
+    for (name, why, source) in ALLOWED {
+        assert!(CORPUS.iter().any(|r| r.name == *name), "allow-listed {name:?} is no corpus request");
+        assert!(!why.is_empty() && source.contains(".go"), "{name:?}: a reason and upstream's source line");
+    }
+}
+
+#[test]
+fn corpus_shapes_normalise_what_differs_by_run() {
+    let a = br#"{"kind":"ResourceSlice","metadata":{"name":"pp-g-abcde","generateName":"pp-g-","uid":"u","resourceVersion":"7","creationTimestamp":"t","managedFields":[]},"spec":{"driver":"d"}}"#;
+    assert_eq!(
+        shape(false, 201, a, "ns1", "pp"),
+        json!({"code": 201, "object": {"kind": "ResourceSlice", "metadata": {"name": "{p}-g-*****", "generateName": "{p}-g-"}, "spec": {"driver": "d"}}})
+    );
+    let st = br#"{"kind":"Status","status":"Failure","reason":"Invalid","message":"m ns1","details":{"causes":[{"field":"b","reason":"FieldValueRequired","message":"x"},{"field":"a","reason":"FieldValueInvalid","message":"y"}]}}"#;
+    let s = shape(false, 422, st, "ns1", "pp");
+    assert_eq!(s["message"], Value::Null, "not compared");
+    assert_eq!(shape(false, 404, br#"{"kind":"Status","reason":"NotFound"}"#, "ns1", "pp")["causes"], json!([]));
+    assert_eq!(s["causes"][0]["field"], "a", "causes sorted");
+    let w = br#"{"type":"ADDED","object":{"kind":"ResourceSlice","metadata":{"name":"pp-s1"}}}
+{"type":"BOOKMARK","object":{"kind":"ResourceSlice","metadata":{"annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+    let s = shape(true, 200, w, "ns1", "pp");
+    assert_eq!(s["events"][0]["name"], "{p}-s1");
+    assert_eq!(s["events"][1]["annotations"]["k8s.io/initial-events-end"], "true");
+    let mut d = Vec::new();
+    diff("", &json!({"a": [1, 2]}), &json!({"a": [1, 3]}), &mut d);
+    assert_eq!(d.len(), 1);
+    assert!(d[0].contains(".a[1]"), "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
+    let Some(cp) = control_plane() else {
+        eprintln!("note: corpus: the control plane is not built (tests/upstream/build.sh); not compared");
+        return;
+    };
+    let d = tmp();
+    let (child, log, kc) = mock_kubelet(d.path()).await;
+    let dpctl = Server::of(&kc);
+    let kube = Server::of(&cp.kubeconfig);
+    let p = format!("corpus{}", std::process::id());
+    let ns = format!("{p}-ns");
+    let (code, body) = kube
+        .send(
+            "POST",
+            "/api/v1/namespaces",
+            JSON,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string(),
+        )
+        .await;
+    assert_eq!(code, 201, "namespace: {}", String::from_utf8_lossy(&body));
+    let results = run_corpus(&dpctl, &kube, &ns, &p).await;
+    stop_tailed(child, log).await.expect_code(0);
+    let mut failures = Vec::new();
+    let mut same = 0;
+    for (r, a, b) in &results {
+        let allowed = ALLOWED.iter().find(|(n, ..)| *n == r.name);
+        let mut lines = Vec::new();
+        diff("", a, b, &mut lines);
+        match (lines.is_empty(), allowed) {
+            (true, None) => same += 1,
+            (true, Some(_)) => failures.push(format!("{:?}: allow-listed but answered alike now: drop it", r.name)),
+            (false, Some((_, why, _))) => eprintln!("allowed: {} {} {:?} ({why})", r.method, r.path, r.name),
+            (false, None) => failures.push(format!("{} {} {:?}:\n{}", r.method, r.path, r.name, lines.join("\n"))),
+        }
+    }
+    eprintln!(
+        "corpus: {} requests, {same} answered alike, {} allowed, {} differ",
+        results.len(),
+        ALLOWED.len(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{} of {} requests differ:\n{}", failures.len(), results.len(), failures.join("\n\n"));
+}
