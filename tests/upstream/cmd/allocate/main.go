@@ -33,12 +33,12 @@ type scenario struct {
 	Name string `json:"name,omitempty"`
 	// BindingConditions: the DRADeviceBindingConditions feature (with
 	// DRAResourceClaimDeviceStatus) on or off.
-	BindingConditions bool                          `json:"bindingConditions"`
-	Node              string                        `json:"node"`
-	Slices            []*resourceapi.ResourceSlice  `json:"slices"`
-	Classes           []*resourceapi.DeviceClass    `json:"classes"`
-	Allocated         []*resourceapi.ResourceClaim  `json:"allocated"`
-	Claims            []*resourceapi.ResourceClaim  `json:"claims"`
+	BindingConditions bool                         `json:"bindingConditions"`
+	Node              string                       `json:"node"`
+	Slices            []*resourceapi.ResourceSlice `json:"slices"`
+	Classes           []*resourceapi.DeviceClass   `json:"classes"`
+	Allocated         []*resourceapi.ResourceClaim `json:"allocated"`
+	Claims            []*resourceapi.ResourceClaim `json:"claims"`
 }
 
 type result struct {

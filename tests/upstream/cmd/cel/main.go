@@ -27,8 +27,8 @@ import (
 )
 
 type device struct {
-	Driver                   string                                                  `json:"driver"`
-	AllowMultipleAllocations *bool                                                   `json:"allowMultipleAllocations,omitempty"`
+	Driver                   string                                                    `json:"driver"`
+	AllowMultipleAllocations *bool                                                     `json:"allowMultipleAllocations,omitempty"`
 	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes,omitempty"`
 	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity,omitempty"`
 }

@@ -85,7 +85,9 @@ func (o *oracle) recorded(res string) int64 {
 	if err != nil {
 		return -1
 	}
-	var cp struct{ Data struct{ RegisteredDevices map[string][]string } }
+	var cp struct {
+		Data struct{ RegisteredDevices map[string][]string }
+	}
 	if json.Unmarshal(b, &cp) != nil {
 		return -1
 	}
