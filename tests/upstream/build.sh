@@ -36,6 +36,12 @@ if [ "${1:-}" = "--vet" ]; then
   # from the cache instead of compiling every dependency again (cmd/controlplane
   # has about 2,200: without it vet cost as much CPU as the whole build).
   "$go" vet -trimpath ./...
+  # gofmt, from the same toolchain: a file it would change fails CI.
+  unformatted=$("$(dirname "$go")/gofmt" -l .)
+  if [ -n "$unformatted" ]; then
+    echo "upstream: not gofmt-clean (run gofmt -w on them): $unformatted" >&2
+    exit 1
+  fi
 fi
 k8s=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\.\([0-9]*\)$/1.\1.\2/p' go.mod)
 echo "upstream: peers and oracles of Kubernetes $k8s ready in $out/bin ($("$go" version | cut -d' ' -f3)): $(ls "$out/bin" | tr '\n' ' ')"
