@@ -237,7 +237,7 @@ async fn the_kubeletplugin_helper_driver_passes_dpctl_test_dra() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
     assert_eq!(
         (v["passed"].as_u64(), v["failed"].as_u64(), v["skipped"].as_u64()),
-        (Some(26), Some(0), Some(0)),
+        (Some(24), Some(0), Some(0)),
         "{}",
         r.stdout
     );
@@ -414,8 +414,8 @@ async fn upstreams_e2e_dra_test_driver_under_dpctl_test_dra() {
     let r = run_cmd_within(dpctl_cmd(&["test", "--dra", "-o", "json", "--", "sh", "-c", &script]), 300).await;
     assert_eq!(failed(&r), ["DRA-RESTART-002"], "{}", r.stdout);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    // DRA-ROLL-001 and DRA-ROLL-003 are skipped: the driver has no rolling-update option.
-    assert_eq!((v["passed"].as_u64(), v["skipped"].as_u64()), (Some(23), Some(2)), "{}", r.stdout);
+    // DRA-ROLL-001 is skipped: the driver has no rolling-update option.
+    assert_eq!((v["passed"].as_u64(), v["skipped"].as_u64()), (Some(22), Some(1)), "{}", r.stdout);
 }
 
 /// `clientgo crud` (real client-go, its kubeconfig loaded by clientcmd) against `kubeconfig`: its JSON lines and exit code.
