@@ -509,6 +509,8 @@ fn dir_entries(v: &View) -> Vec<Finding> {
                 "run doctor as root; until then nothing is known about this socket, so leave it in place",
             )),
             (PathKind::File, _) if e.name == crate::core::paths::CHECKPOINT_NAME => {}
+            // A checkpoint being written (aside, then renamed over it): there for an instant.
+            (PathKind::File, _) if e.name.starts_with(&format!(".{}.tmp-", crate::core::paths::CHECKPOINT_NAME)) => {}
             (PathKind::File, _) if e.name.starts_with(crate::core::paths::CHECKPOINT_NAME) => out.push(finding(
                 Severity::Info,
                 "checkpoint-copy",

@@ -146,7 +146,11 @@ async fn bench_interrupted_prints_what_it_measured() {
     let sock = d.path().join("p.sock");
     let p = start_plugin(&sock, four_devices(), Behaviour::default()).await;
     let child = dpctl_cmd(&["bench", "allocate", s(&sock), "--duration", "5m", "-o", "json"]).spawn().unwrap();
-    p.wait_call("Allocate").await;
+    // One call at a time: a second Allocate means the first was answered (counted).
+    wait_until(10, "a second Allocate", || {
+        p.calls.lock().unwrap().iter().filter(|c| c.starts_with("Allocate")).count() >= 2
+    })
+    .await;
     if let Some(pid) = child.id() {
         let _ = std::process::Command::new("kill").arg("-INT").arg(pid.to_string()).status();
     }
