@@ -312,27 +312,8 @@ fn calls(log: &str) -> Vec<Value> {
 }
 
 fn spawn_driver(root: &Path, kubeconfig: &Path, extra: &[&str]) -> (tokio::process::Child, Tail) {
-    let cdi = root.join("cdi");
-    std::fs::create_dir_all(&cdi).unwrap();
-    let mut args = vec![
-        "--kubelet-root-dir",
-        s(root),
-        "dra",
-        "serve",
-        "--driver",
-        DRIVER,
-        "--cdi-dir",
-        s(&cdi),
-        "--kubeconfig",
-        s(kubeconfig),
-        "--node-name",
-        "dpctl-node",
-        "--log-format",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let mut c = dpctl_cmd(&args);
-    c.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut c = dra_serve_publishing(root, DRIVER, kubeconfig, "dpctl-node");
+    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = c.spawn().unwrap();
     let tail = Tail::stdout(&mut child);
     (child, tail)

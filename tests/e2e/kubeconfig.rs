@@ -40,23 +40,7 @@ fn dra_serve(root: &Path, kubeconfig: &Path) -> tokio::process::Command {
 
 /// [`dra_serve`] for `node`.
 fn dra_serve_for(root: &Path, kubeconfig: &Path, node: &str) -> tokio::process::Command {
-    let cdi = root.join("cdi");
-    dpctl_cmd(&[
-        "--kubelet-root-dir",
-        s(root),
-        "dra",
-        "serve",
-        "--driver",
-        DRIVER,
-        "--cdi-dir",
-        s(&cdi),
-        "--kubeconfig",
-        s(kubeconfig),
-        "--node-name",
-        node,
-        "--log-format",
-        "json",
-    ])
+    dra_serve_publishing(root, DRIVER, kubeconfig, node)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

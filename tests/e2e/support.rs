@@ -1027,3 +1027,29 @@ extern "C" fn stop_control_plane() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// `dpctl dra serve` of `driver` on kubelet root `root` (CDI specs in
+/// `root/cdi`, created), publishing for `node` through `kubeconfig`, its
+/// log in JSON: the command tests add their own flags to.
+pub fn dra_serve_publishing(root: &Path, driver: &str, kubeconfig: &Path, node: &str) -> tokio::process::Command {
+    let cdi = root.join("cdi");
+    std::fs::create_dir_all(&cdi).expect("create the CDI directory");
+    let (root, cdi, kubeconfig) =
+        (root.display().to_string(), cdi.display().to_string(), kubeconfig.display().to_string());
+    dpctl_cmd(&[
+        "--kubelet-root-dir",
+        &root,
+        "dra",
+        "serve",
+        "--driver",
+        driver,
+        "--cdi-dir",
+        &cdi,
+        "--kubeconfig",
+        &kubeconfig,
+        "--node-name",
+        node,
+        "--log-format",
+        "json",
+    ])
+}
