@@ -521,6 +521,17 @@ impl Node {
         next.ok().and_then(|r| r.ok()).and_then(|m| m.clone())
     }
 
+    /// Write the device manager's checkpoint now if its state changed since
+    /// the last write. When this returns the file holds the state as of the
+    /// call (the writer is coalesced and asynchronous; the kubelet writes
+    /// inside each update, so a comparison with its file syncs here first).
+    pub async fn write_checkpoint(&self) -> Result<()> {
+        match self.manager().await {
+            Some(m) => m.devices.flush(false).await,
+            None => Err(Error::failed("the kubelet is restarting; try again")),
+        }
+    }
+
     /// The node's status, as `dpctl node` shows it (None while restarting for over 5 s).
     pub async fn status(&self) -> Option<NodeStatus> {
         self.manager().await.map(|m| node_status(&m))

@@ -343,26 +343,21 @@ fn recorded(file: &Path, res: &str) -> Option<i64> {
     l.checkpoint.data.registered_devices.get(res).map(|ids| ids.len() as i64)
 }
 
-/// The checkpoint file's inode: each write (temp file, rename) is a new one.
-fn inode(file: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(file).map(|m| m.ino()).unwrap_or(0)
-}
-
 /// Wait until the resource is as `e` says; with `written`, until the
-/// checkpoint was written after the step began (`before`: its inode then)
-/// and records the allocatable devices.
-async fn wait_expect(node: &Node, e: &Value, file: &Path, before: u64) -> Result<(), String> {
+/// checkpoint, brought up to date with the state, records the allocatable
+/// devices.
+async fn wait_expect(node: &Node, e: &Value, file: &Path) -> Result<(), String> {
     let res = e["resource"].as_str().unwrap_or_default();
     let want = (e["capacity"].as_i64().unwrap_or(-1), e["allocatable"].as_i64());
     let deadline = Instant::now() + PLUGIN_WAIT;
     loop {
         let now = resources(node).await;
         if let Some((c, a)) = now.get(res) {
-            // dpctl's state is what admission reads, and its file is written
-            // from it: the content is enough here (the oracle also waits for
-            // a new write: upstream admits while its update is being written)
-            let _ = before;
+            // The file as of now: the content of an older write (the one
+            // before a plugin stopped, say) must not pass for this step's.
+            if e["written"] == true {
+                node.write_checkpoint().await.map_err(|e| e.to_string())?;
+            }
             let written = e["written"] != true || recorded(file, res) == Some(*a);
             if *c == want.0 && want.1.is_none_or(|w| w == *a) && written {
                 return Ok(());
@@ -406,7 +401,6 @@ async fn steps(sc: &Value, node: &Node, tree: &NodeTree) -> Result<Vec<Seen>, St
     let mut seen = Vec::new();
     for (i, st) in sc["steps"].as_array().ok_or("steps")?.iter().enumerate() {
         let (mut reason, mut message) = (String::new(), String::new());
-        let before = inode(&tree.checkpoint());
         if let Some(p) = st["start"].as_str() {
             plugins.insert(p.into(), plugin(&sc["plugins"][p], p, &tree.plugin_dir)?);
         } else if let Some(p) = st["stop"].as_str() {
@@ -436,8 +430,11 @@ async fn steps(sc: &Value, node: &Node, tree: &NodeTree) -> Result<Vec<Seen>, St
         }
         let also = st["also"].as_array().into_iter().flatten();
         for e in std::iter::once(&st["expect"]).filter(|e| !e.is_null()).chain(also) {
-            wait_expect(node, e, &tree.checkpoint(), before).await.map_err(|e| format!("step {i}: {e}"))?;
+            wait_expect(node, e, &tree.checkpoint()).await.map_err(|e| format!("step {i}: {e}"))?;
         }
+        // The kubelet writes inside each update and admission; dpctl's writer
+        // is coalesced and runs behind: read its file once it has caught up.
+        node.write_checkpoint().await.map_err(|e| format!("step {i}: {e}"))?;
         let checkpoint = std::fs::read_to_string(tree.checkpoint()).unwrap_or_default();
         seen.push(Seen { reason, message, resources: resources(node).await, checkpoint });
     }
@@ -663,23 +660,17 @@ fn generated(seed: u64) -> Value {
                 let uid = admitted.remove(rng.below(admitted.len() as u64) as usize);
                 steps.push(json!({"remove": uid}));
             }
-            // Restarts (kubelet and plugin) are not generated: dpctl's file was
-            // seen recording a resource's devices as none healthy after them
-            // while its state had them healthy (open: regressions/devicemanager/open/,
-            // docs/fidelity.md); the hand-written scenarios cover one of each.
-            1 if GENERATE_RESTARTS && res.len() == 1 => {
-                // Restarts with one plugin only: with two, which plugin's
-                // update the files hold when the next step runs is a race on
-                // both sides (see docs/fidelity.md, open).
+            // Kubelet restarts with one plugin only: with two, which plugin's
+            // update the files hold when the next step runs is a race on both
+            // sides (the kubelet writes from each plugin's stream; see
+            // docs/fidelity.md).
+            1 if res.len() == 1 => {
                 let (r, c, h) = (res[0].1, res[0].2, res[0].3);
                 steps.push(json!({"restart": true, "expect": expect(r, c, h)}));
             }
-            // Plugin restarts with one plugin only, as kubelet restarts: with two,
-            // dpctl's file was seen recording the restarted plugin's devices as
-            // unhealthy while its state had them healthy (open:
-            // tests/upstream/regressions/devicemanager/open/, docs/fidelity.md).
-            2 if GENERATE_RESTARTS && res.len() == 1 => {
-                let (p, r, c, h) = res[0];
+            // A plugin stopped and started again (either of them).
+            2 => {
+                let (p, r, c, h) = res[rng.below(res.len() as u64) as usize];
                 steps.push(json!({"stop": p, "expect": expect_unwritten(r, c, 0)}));
                 steps.push(json!({"start": p, "expect": expect(r, c, h)}));
             }
@@ -719,9 +710,6 @@ fn generated(seed: u64) -> Value {
     }
     json!({"name": format!("generated-{seed}"), "seed": seed, "numa": [0, 1], "plugins": plugins, "steps": steps})
 }
-
-/// Whether the generator draws kubelet and plugin restarts (see `generated`).
-const GENERATE_RESTARTS: bool = false;
 
 /// How many generated scenarios (`DPCTL_DM_SCENARIOS`, default 20) and the
 /// first seed (`DPCTL_DIFF_SEED`, default from the clock).
