@@ -134,7 +134,8 @@ fn cluster(a: &MockKubeletArgs) -> Result<Option<crate::kubelet::cluster::Cluste
             .filter(|h| !h.is_empty())
             .ok_or_else(|| Error::usage("--node-name: this host's name is unknown; name the node"))?,
     };
-    crate::core::validate::dns_subdomain(&node, crate::core::validate::DNS_SUBDOMAIN_MAX).map_err(|e| Error::usage(format!("--node-name {node:?}: {e}")))?;
+    crate::core::validate::dns_subdomain(&node, crate::core::validate::DNS_SUBDOMAIN_MAX)
+        .map_err(|e| Error::usage(format!("--node-name {node:?}: {e}")))?;
     Ok(Some(crate::kubelet::cluster::ClusterSpec { api, node }))
 }
 

@@ -474,9 +474,11 @@ type Creds = Option<Arc<exec::Current>>;
 async fn credentials(api: &ApiServer) -> Result<Creds> {
     match &api.exec {
         None => Ok(None),
-        Some(a) => Ok(Some(a.get().await.map_err(|e| {
-            Error::failed(format!("API server {}: getting credentials: {e}", api.url())).caused_by(e)
-        })?)),
+        Some(a) => {
+            Ok(Some(a.get().await.map_err(|e| {
+                Error::failed(format!("API server {}: getting credentials: {e}", api.url())).caused_by(e)
+            })?))
+        }
     }
 }
 

@@ -387,8 +387,7 @@ async fn forget(cm: &Arc<ContainerManager>, pods: &BoundPods, uid: &str) {
 /// The claim objects no known pod uses any more leave the DRA manager.
 fn forget_claims(cm: &ContainerManager, pods: &BoundPods, claims: &[String]) {
     let Some(d) = &cm.dra else { return };
-    let used: std::collections::BTreeSet<String> =
-        lock(pods).values().flat_map(|b| b.claims.iter().cloned()).collect();
+    let used: std::collections::BTreeSet<String> = lock(pods).values().flat_map(|b| b.claims.iter().cloned()).collect();
     for k in claims.iter().filter(|k| !used.contains(*k)) {
         d.forget_object(&claim_object_key(k));
     }
@@ -546,7 +545,8 @@ async fn write_status(cm: Arc<ContainerManager>, c: &ClusterSpec, pods: BoundPod
             .filter_map(|(uid, b)| {
                 let v = views.get(uid)?;
                 let s = objects::pod_status(v, health.get(uid), &b.spec, &machine, &b.since);
-                (b.written.as_ref() != Some(&s)).then(|| (uid.clone(), b.key.clone(), b.namespace.clone(), b.name.clone(), s))
+                (b.written.as_ref() != Some(&s))
+                    .then(|| (uid.clone(), b.key.clone(), b.namespace.clone(), b.name.clone(), s))
             })
             .collect();
         for (uid, key, namespace, name, status) in due {

@@ -47,12 +47,7 @@ impl Machine {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             })
             .unwrap_or(1 << 20);
-        Machine {
-            cpus,
-            memory_kib,
-            address: "127.0.0.1".into(),
-            kubelet_version: format!("v{kubelet_version}.0"),
-        }
+        Machine { cpus, memory_kib, address: "127.0.0.1".into(), kubelet_version: format!("v{kubelet_version}.0") }
     }
 }
 
@@ -74,7 +69,10 @@ pub fn micro_time(t: SystemTime) -> String {
 /// pods, and each device plugin resource (capacity: every device;
 /// allocatable: the healthy ones; a removed resource at 0, as the device
 /// manager's GetCapacity reports deleted resources).
-pub fn resources(machine: &Machine, devices: &[ResourceStatus]) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+pub fn resources(
+    machine: &Machine,
+    devices: &[ResourceStatus],
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let mut capacity = BTreeMap::from([
         ("cpu".to_string(), machine.cpus.to_string()),
         ("memory".to_string(), format!("{}Ki", machine.memory_kib)),
@@ -262,9 +260,10 @@ pub fn pod_status(
             c["imageID"] = json!("");
             if c["state"]["running"].is_object() {
                 c["state"]["running"]["startedAt"] = json!(since);
-                c["containerID"] = json!(format!("dpctl://{}", crate::controlplane::objects::derived_uid(
-                    &format!("{}\0{name}", view.pod.uid)
-                )));
+                c["containerID"] = json!(format!(
+                    "dpctl://{}",
+                    crate::controlplane::objects::derived_uid(&format!("{}\0{name}", view.pod.uid))
+                ));
             }
         }
     }
@@ -381,7 +380,8 @@ mod tests {
         let view = PodView { pod, step: Step::Running, why: None, started: true, evicted: false };
         let s = pod_status(&view, None, &api_pod()["spec"], &machine(), "t0");
         assert_eq!(s["phase"], "Running");
-        let types: Vec<&str> = s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> =
+            s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(types, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"]);
         assert!(s["conditions"].as_array().unwrap().iter().all(|c| c["status"] == "True"));
         assert!(s["containerStatuses"][0]["state"]["running"].is_object());
