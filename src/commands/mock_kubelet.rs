@@ -40,6 +40,8 @@ const EXAMPLES: &str = "Examples:
     --api-server 127.0.0.1:0
   dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
     --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
+  # a node of a real cluster (a kubeconfig with the node's credentials): pods bound to it run here
+  dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --kubeconfig node.kubeconfig --node-name dpctl-0
   # behave as kubelet 1.31; what that changes
   dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
   dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
