@@ -207,6 +207,32 @@ async fn a_pod_with_a_device_plugin_resource_runs_on_the_dpctl_node_of_a_real_cl
     running(&admin, ns, "two-gpus", node).await;
     delete_and_wait_gone(&admin, ns, "two-gpus").await;
 
+    // Bound past the scheduler (spec.nodeName) asking for more than the node
+    // has: refused at admission, Failed with the kubelet's reason; deleted, it goes.
+    let three = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "three-gpus", "namespace": ns},
+        "spec": {"nodeName": node,
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: "3"}}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&three)).await;
+    assert_eq!(code, 201, "{body}");
+    let path = format!("/api/v1/namespaces/{ns}/pods/three-gpus");
+    let failed = until(30, "the pod Failed at admission", || {
+        let (admin, path) = (admin.clone(), path.clone());
+        async move {
+            let (_, p) = call(&admin, "GET", &path, None).await;
+            (p["status"]["phase"] == "Failed").then_some(p)
+        }
+    })
+    .await;
+    // The device manager's Allocate admit handler runs before the predicates (kubelet.go).
+    assert_eq!(failed["status"]["reason"], "UnexpectedAdmissionError", "{failed}");
+    assert_eq!(
+        failed["status"]["message"],
+        format!("Allocate failed due to requested number of devices unavailable for {resource}. Requested: 3, Available: 2, which is unexpected"),
+        "{failed}"
+    );
+    delete_and_wait_gone(&admin, ns, "three-gpus").await;
+
     assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
     // The plugin stops: its devices are no longer allocatable (kept in capacity for the grace period).
     stop_child(plugin).await;
