@@ -40,6 +40,8 @@ const EXAMPLES: &str = "Examples:
     --api-server 127.0.0.1:0
   dpctl --kubelet-root-dir /tmp/node dra serve --driver gpu.example.com --cdi-dir /tmp/node/cdi \\
     --kubeconfig /tmp/node/kubeconfig --node-name dpctl-node
+  # a node of a real cluster (a kubeconfig with the node's credentials): pods bound to it run here
+  dpctl mock-kubelet --plugin-dir /tmp/node/device-plugins --kubeconfig node.kubeconfig --node-name dpctl-0
   # behave as kubelet 1.31; what that changes
   dpctl mock-kubelet --kubelet-version 1.31 --plugin-dir /tmp/node/device-plugins
   dpctl mock-kubelet --kubelet-version 1.31 --explain-profile";
@@ -106,9 +108,37 @@ pub struct MockKubeletArgs {
     /// Set feature gates the version has, the kubelet's way (e.g. DRAExtendedResource=true on 1.34 and 1.35)
     #[arg(long, value_name = "NAME=BOOL,…")]
     pub feature_gates: Option<String>,
+    /// Be a node of the cluster of this kubeconfig (the node's own credentials, as a kubelet's
+    /// kubeconfig): register the Node, renew its Lease, run the pods bound to it; turns on the
+    /// plugin watcher
+    #[arg(long, value_name = "PATH", conflicts_with = "api_server")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: its current-context]
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    pub context: Option<String>,
+    /// The node's name, with --kubeconfig [default: this host's name]
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    pub node_name: Option<String>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
+}
+
+/// `--kubeconfig`: the cluster to be a node of, and the node's name.
+fn cluster(a: &MockKubeletArgs) -> Result<Option<crate::kubelet::cluster::ClusterSpec>> {
+    let Some(kc) = &a.kubeconfig else { return Ok(None) };
+    let api = crate::client::kube::load_kubeconfig_context(kc, a.context.as_deref())?;
+    let node = match &a.node_name {
+        Some(n) => n.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_lowercase())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Error::usage("--node-name: this host's name is unknown; name the node"))?,
+    };
+    crate::core::validate::dns_subdomain(&node, crate::core::validate::DNS_SUBDOMAIN_MAX)
+        .map_err(|e| Error::usage(format!("--node-name {node:?}: {e}")))?;
+    Ok(Some(crate::kubelet::cluster::ClusterSpec { api, node }))
 }
 
 fn recv_size_arg(s: &str) -> Result<usize, String> {
@@ -199,6 +229,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             false => crate::controlplane::apiserver::Mode::Https,
         },
         clean_at_start: true,
+        cluster: cluster(a)?,
     })
 }
 
@@ -264,7 +295,9 @@ fn registry_dir(ctx: &Ctx, a: &MockKubeletArgs) -> Result<Option<PathBuf>> {
     if let Some(d) = &a.plugins_registry_dir {
         return Ok(Some(d.clone()));
     }
-    let Some(root) = node_root(ctx).filter(|_| a.api_server.is_some()) else { return Ok(None) };
+    let Some(root) = node_root(ctx).filter(|_| a.api_server.is_some() || a.kubeconfig.is_some()) else {
+        return Ok(None);
+    };
     let dir = root.join("plugins_registry");
     crate::core::files::create_dir_all(&dir).map_err(|e| {
         Error::io(&dir, "cannot create the plugin watcher's directory (pass --plugins-registry-dir DIR)", &e)

@@ -787,6 +787,50 @@ pub enum KubeletEvent {
         /// smallest tolerationSeconds of the NoExecute tolerations that match.
         evict_at: String,
     },
+    /// As a node of a cluster (`--kubeconfig`): its Node object is registered.
+    NodeRegistered {
+        /// The node's name.
+        node: String,
+        /// The API server's URL.
+        server: String,
+        /// Whether the Node already existed (its labels and status then reconciled).
+        existed: bool,
+    },
+    /// As a node of a cluster: the Node's status was written with this allocatable.
+    NodeStatus {
+        /// The node's name.
+        node: String,
+        /// Resource → quantity, as status.allocatable says it.
+        allocatable: std::collections::BTreeMap<String, String>,
+    },
+    /// As a node of a cluster: a pod bound to the node, its status written as the kubelet does.
+    #[serde(rename_all = "camelCase")]
+    ClusterPodStatus {
+        /// `namespace/name`.
+        pod: String,
+        /// Its UID.
+        uid: String,
+        /// status.phase.
+        phase: String,
+        /// status.reason (a failed admission's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// As a node of a cluster: a deleted pod, stopped, unprepared and freed, is
+    /// deleted from the API server (gracePeriodSeconds 0).
+    ClusterPodDeleted {
+        /// `namespace/name`.
+        pod: String,
+        /// Its UID.
+        uid: String,
+    },
+    /// As a node of a cluster: a call to the API server failed (retried).
+    ClusterError {
+        /// What was being done.
+        during: String,
+        /// The error.
+        error: String,
+    },
     /// An event of a test's own (shell tests).
     AfterClose,
 }

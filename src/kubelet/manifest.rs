@@ -297,6 +297,14 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
     pod(&v, text, file)
 }
 
+/// A pod read from an API server (it has its UID): what the lifecycle needs of it.
+pub fn from_object(v: &Value) -> Result<Pod, String> {
+    if v.get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str).is_none_or(str::is_empty) {
+        return Err("metadata.uid is required of a pod from the API server".into());
+    }
+    pod(v, "", Path::new(""))
+}
+
 fn value(text: &str) -> Result<Value, String> {
     if text.len() as u64 > MAX_MANIFEST_FILE {
         return Err(format!("larger than {}", crate::core::limits::human_bytes(MAX_MANIFEST_FILE)));

@@ -4,8 +4,10 @@
 //! holding the device manager ([`devicemanager`] core + [`shell`]) and the
 //! DRA manager ([`dra`], core + shell) side by side and running the pod
 //! lifecycle ([`lifecycle`]), checkpoints, PodResources, metrics —
-//! reporting typed events ([`event`]).
+//! reporting typed events ([`event`]); as a node of a cluster ([`cluster`])
+//! it registers with an API server and runs the pods bound to it.
 pub mod against;
+pub mod cluster;
 pub mod cm;
 pub mod devicemanager;
 pub mod dra;

@@ -73,6 +73,9 @@ pub struct NodeSpec {
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
     pub clean_at_start: bool,
+    /// Be a node of this cluster: register the Node, renew its Lease, run
+    /// the pods bound to it (see [`crate::kubelet::cluster`]).
+    pub cluster: Option<crate::kubelet::cluster::ClusterSpec>,
 }
 
 impl NodeSpec {
@@ -94,6 +97,7 @@ impl NodeSpec {
             api_server: None,
             api_server_mode: Default::default(),
             clean_at_start: true,
+            cluster: None,
         }
     }
 }
@@ -445,6 +449,10 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(dir) = &s.manifests {
         gen.spawn(watch_manifests(cm.clone(), dir.clone()));
     }
+    if let Some(c) = &s.cluster {
+        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        gen.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
+    }
     if let Some(dir) = &s.plugins_registry_dir {
         let handlers = Handlers::kubelet(&cm.devices, cm.dra.as_ref(), s.dial_timeout);
         let alias = s.endpoint_alias.clone();
@@ -685,6 +693,16 @@ async fn run(
                 return fail_first(&mut first, e);
             }
         }
+    }
+    if let Some(c) = &s.cluster {
+        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        status.tracker.spawn(crate::kubelet::cluster::run_node(
+            c.clone(),
+            machine,
+            current_rx.clone(),
+            bus.clone(),
+            status.token.clone(),
+        ));
     }
     let mut number = 0u64;
     let mut waiting: Option<oneshot::Sender<Result<()>>> = None;

@@ -7,6 +7,7 @@ mod bench;
 mod claims;
 mod cli;
 mod client;
+mod cluster_node;
 mod controlplane;
 mod corpus;
 mod devicemanager_diff;

@@ -454,57 +454,79 @@ pub async fn request(
     body: Option<&Value>,
     t: Duration,
 ) -> Result<(u16, Value)> {
-    let creds =
-        match &api.exec {
-            None => None,
-            Some(a) => Some(a.get().await.map_err(|e| {
+    request_as(api, method, path, JSON, body, t).await
+}
+
+/// The content type of a JSON body.
+pub const JSON: &str = "application/json";
+/// A strategic merge patch (what the kubelet patches pod and node status with).
+pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+/// A JSON merge patch (RFC 7386).
+pub const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// An open connection to the API server (plain TCP or TLS over it).
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// Credentials an exec plugin gave for one request.
+type Creds = Option<Arc<exec::Current>>;
+
+async fn credentials(api: &ApiServer) -> Result<Creds> {
+    match &api.exec {
+        None => Ok(None),
+        Some(a) => {
+            Ok(Some(a.get().await.map_err(|e| {
                 Error::failed(format!("API server {}: getting credentials: {e}", api.url())).caused_by(e)
-            })?),
-        };
-    let work = async {
-        let stream = match &api.proxy {
-            None => tokio::net::TcpStream::connect(&api.authority)
-                .await
-                .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?,
-            Some(p) => tunnel(api, p).await?,
-        };
-        let mut b = http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", api.prefix))
-            .header("host", &api.authority)
-            .header("accept", "application/json")
-            .header("content-type", "application/json")
-            .header("user-agent", "dpctl");
-        let from_plugin = creds.as_ref().and_then(|c| c.cred.token.as_ref()).map(|t| format!("Bearer {t}"));
-        if let Some(a) = api.authorization().or(from_plugin) {
-            b = b.header("authorization", a);
+            })?))
         }
-        let req = b
-            .body(body.map(|v| v.to_string()).unwrap_or_default())
-            .map_err(|e| Error::failed(format!("API request: {e}")))?;
-        let tls = match (&api.tls, creds.as_ref().and_then(|c| c.tls.clone())) {
-            (Some((_, name)), Some(cfg)) => Some((cfg, name.clone())),
-            (tls, _) => tls.clone(),
-        };
-        match tls {
-            None => exchange(stream, req).await,
-            Some((cfg, name)) => {
-                let tls = tokio_rustls::TlsConnector::from(cfg)
-                    .connect(name, stream)
-                    .await
-                    .map_err(|e| handshake_error(api, &e))?;
-                exchange(tls, req).await
-            }
-        }
+    }
+}
+
+/// Connect (through the proxy, over TLS as configured) and build the request.
+async fn open(
+    api: &ApiServer,
+    creds: &Creds,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Option<&Value>,
+) -> Result<(Box<dyn Io>, http::Request<String>)> {
+    let stream = match &api.proxy {
+        None => tokio::net::TcpStream::connect(&api.authority)
+            .await
+            .map_err(|e| Error::failed(format!("API server {}: cannot connect: {e}", api.url())))?,
+        Some(p) => tunnel(api, p).await?,
     };
-    let answer = tokio::time::timeout(t, work).await.map_err(|_| {
-        Error::failed(format!(
-            "API server {}: no answer to {method} {path} within {}",
-            api.url(),
-            crate::core::time::format_duration(t)
-        ))
-    })??;
-    if let (401, Some(a), Some(c)) = (answer.0, &api.exec, &creds) {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", api.prefix))
+        .header("host", &api.authority)
+        .header("accept", "application/json")
+        .header("content-type", content_type)
+        .header("user-agent", "dpctl");
+    let from_plugin = creds.as_ref().and_then(|c| c.cred.token.as_ref()).map(|t| format!("Bearer {t}"));
+    if let Some(a) = api.authorization().or(from_plugin) {
+        b = b.header("authorization", a);
+    }
+    let req = b
+        .body(body.map(|v| v.to_string()).unwrap_or_default())
+        .map_err(|e| Error::failed(format!("API request: {e}")))?;
+    let tls = match (&api.tls, creds.as_ref().and_then(|c| c.tls.clone())) {
+        (Some((_, name)), Some(cfg)) => Some((cfg, name.clone())),
+        (tls, _) => tls.clone(),
+    };
+    let io: Box<dyn Io> = match tls {
+        None => Box::new(stream),
+        Some((cfg, name)) => Box::new(
+            tokio_rustls::TlsConnector::from(cfg).connect(name, stream).await.map_err(|e| handshake_error(api, &e))?,
+        ),
+    };
+    Ok((io, req))
+}
+
+/// A 401 to an exec plugin's credential: run it again for the next request.
+async fn refused(api: &ApiServer, creds: &Creds, status: u16, method: &str, path: &str) -> Result<()> {
+    if let (401, Some(a), Some(c)) = (status, &api.exec, creds) {
         a.refused(c).await.map_err(|e| {
             Error::failed(format!(
                 "API server {}: {method} {path}: 401 Unauthorized to the exec plugin's credential, and running it again failed: {e}",
@@ -513,7 +535,128 @@ pub async fn request(
             .caused_by(e)
         })?;
     }
+    Ok(())
+}
+
+/// [`request`] with the body's content type (a PATCH's: [`STRATEGIC_MERGE_PATCH`], [`MERGE_PATCH`]).
+pub async fn request_as(
+    api: &ApiServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Option<&Value>,
+    t: Duration,
+) -> Result<(u16, Value)> {
+    let creds = credentials(api).await?;
+    let work = async {
+        let (io, req) = open(api, &creds, method, path, content_type, body).await?;
+        exchange(io, req).await
+    };
+    let answer = tokio::time::timeout(t, work).await.map_err(|_| {
+        Error::failed(format!(
+            "API server {}: no answer to {method} {path} within {}",
+            api.url(),
+            crate::core::time::format_duration(t)
+        ))
+    })??;
+    refused(api, &creds, answer.0, method, path).await?;
     Ok(answer)
+}
+
+/// How a watch ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEnd {
+    /// The server closed the stream (its timeout), or `on_event` asked to stop.
+    Closed,
+    /// The server refused the watch: its status and body (410 Gone: the
+    /// resourceVersion is too old; list again).
+    Refused(u16, Value),
+}
+
+/// A watch (`path` with `watch=1`): each event (`{"type": …, "object": …}`,
+/// one JSON object a line) handed to `on_event` as it arrives, until the
+/// server ends the stream or `on_event` returns false. Connecting and the
+/// answer's head must come within `t`; the stream itself has no time limit
+/// (the caller bounds it with `timeoutSeconds` in `path`, as client-go's
+/// reflector does, and cancels it by dropping the future).
+pub async fn watch(
+    api: &ApiServer,
+    path: &str,
+    t: Duration,
+    mut on_event: impl FnMut(Value) -> bool + Send,
+) -> Result<WatchEnd> {
+    use hyper::body::Body as _;
+    let creds = credentials(api).await?;
+    let head = async {
+        let (io, req) = open(api, &creds, "GET", path, JSON, None).await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+            .await
+            .map_err(|e| Error::failed(format!("API server: {e}")))?;
+        let driven = async move {
+            let r = sender.send_request(req).await;
+            (r, sender)
+        };
+        let mut conn = Box::pin(conn);
+        // The connection is driven while the request goes out and its head comes back.
+        let (resp, sender) = tokio::select! {
+            r = driven => r,
+            c = &mut conn => return Err(Error::failed(format!("API server: connection ended: {c:?}"))),
+        };
+        let resp = resp.map_err(|e| Error::failed(format!("API server: {e}")))?;
+        Ok::<_, Error>((resp, sender, conn))
+    };
+    let (resp, sender, mut conn) = tokio::time::timeout(t, head).await.map_err(|_| {
+        Error::failed(format!(
+            "API server {}: no answer to GET {path} within {}",
+            api.url(),
+            crate::core::time::format_duration(t)
+        ))
+    })??;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let read = async {
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            let frame = frame.map_err(|e| Error::failed(format!("API server: {e}")))?;
+            let Ok(d) = frame.into_data() else { continue };
+            buf.extend_from_slice(&d);
+            if status != 200 {
+                if buf.len() > 1 << 20 {
+                    break;
+                }
+                continue;
+            }
+            while let Some(eol) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=eol).collect();
+                let Ok(v) = serde_json::from_slice::<Value>(&line) else { continue };
+                if !on_event(v) {
+                    return Ok(WatchEnd::Closed);
+                }
+            }
+            if buf.len() > 16 << 20 {
+                return Err(Error::failed("API server: a watch event larger than 16 MiB"));
+            }
+        }
+        if status != 200 {
+            return Ok(WatchEnd::Refused(status, serde_json::from_slice(&buf).unwrap_or(Value::Null)));
+        }
+        Ok(WatchEnd::Closed)
+    };
+    tokio::pin!(read);
+    let mut conn_done = false;
+    // The connection is driven until the body is read (it may end first: what it received stays readable).
+    let r = loop {
+        tokio::select! {
+            r = &mut read => break r,
+            c = &mut conn, if !conn_done => match c {
+                Ok(()) => conn_done = true,
+                Err(e) => break Err(Error::failed(format!("API server: {e}"))),
+            },
+        }
+    };
+    drop(sender);
+    refused(api, &creds, status, "GET", path).await?;
+    r
 }
 
 #[cfg(test)]

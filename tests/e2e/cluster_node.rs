@@ -1,0 +1,328 @@
+//! `dpctl mock-kubelet --kubeconfig FILE --node-name NAME` as a node of the
+//! real control plane (tests/upstream/cmd/controlplane: kube-apiserver with
+//! the Node authorizer and NodeRestriction, kube-scheduler, the
+//! resourceclaim controller), with the node's own credentials
+//! (system:node:NAME): it registers its Node and goes Ready, renews its
+//! Lease, `dpctl serve` registered to it shows in the Node's allocatable,
+//! kube-scheduler binds pods created through the API to it and they run
+//! through the mock kubelet's lifecycle (device-plugin Allocate, DRA claims
+//! prepared as the scheduler allocated them), their status written as the
+//! kubelet writes it; deleted, they are stopped, unprepared, freed and the
+//! pod objects go. Every wait is on API state or a log event, with a deadline.
+//! This control plane runs no node lifecycle controller: the test removes the
+//! not-ready taint the NodeTaint admission puts on a new Node, as that
+//! controller does once the Node is Ready.
+
+use crate::support::*;
+use dpctl::client::kube::{self, ApiServer};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(20);
+
+fn api(kubeconfig: &Path) -> ApiServer {
+    kube::load_kubeconfig(kubeconfig).unwrap()
+}
+
+async fn call(api: &ApiServer, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    kube::request(api, method, path, body, T).await.unwrap()
+}
+
+/// Poll `f` (every 100 ms, at most `secs`) until it gives `Some`.
+async fn until<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn events(tail: &Tail, event: &str) -> Vec<Value> {
+    tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
+}
+
+/// The mock kubelet on `t` as node `node` of `cp` (its own credentials),
+/// registered, Ready and schedulable.
+async fn join(cp: &ControlPlane, t: &DraTree, node: &str) -> (tokio::process::Child, Tail) {
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let mut child = mock_kubelet_on(&t.root, &["--kubeconfig", s(&kc), "--node-name", node]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"node-registered\"", 1).await;
+    let admin = api(&cp.kubeconfig);
+    let n = until(20, "the Node Ready", || {
+        let admin = admin.clone();
+        async move {
+            let (code, n) = call(&admin, "GET", &format!("/api/v1/nodes/{node}"), None).await;
+            let ready =
+                n["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (code == 200 && ready).then_some(n)
+        }
+    })
+    .await;
+    assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], node, "{n}");
+    assert_eq!(n["status"]["allocatable"]["pods"], "110", "{n}");
+    assert!(n["status"]["nodeInfo"]["kubeletVersion"].as_str().unwrap().starts_with("v1."), "{n}");
+    // The node lifecycle controller's part: the not-ready taint goes once Ready.
+    let patch = json!({"spec": {"taints": null}});
+    let (code, body) =
+        kube::request_as(&admin, "PATCH", &format!("/api/v1/nodes/{node}"), kube::MERGE_PATCH, Some(&patch), T)
+            .await
+            .unwrap();
+    assert_eq!(code, 200, "{body}");
+    (child, log)
+}
+
+async fn namespace(admin: &ApiServer, ns: &str) {
+    let (code, body) = call(
+        admin,
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+    )
+    .await;
+    assert!(code == 201 || code == 409, "{body}");
+}
+
+/// Wait until pod `ns/name` is Running on `node` with every condition the kubelet writes True.
+async fn running(admin: &ApiServer, ns: &str, name: &str, node: &str) -> Value {
+    let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    let pod = until(60, &format!("pod {ns}/{name} Running"), || {
+        let (admin, path) = (admin.clone(), path.clone());
+        async move {
+            let (_, p) = call(&admin, "GET", &path, None).await;
+            (p["status"]["phase"] == "Running").then_some(p)
+        }
+    })
+    .await;
+    assert_eq!(pod["spec"]["nodeName"], node, "scheduled by kube-scheduler onto the dpctl node: {pod}");
+    let conditions = pod["status"]["conditions"].as_array().unwrap();
+    for t in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert!(conditions.iter().any(|c| c["type"] == t && c["status"] == "True"), "{t}: {pod}");
+    }
+    let cs = &pod["status"]["containerStatuses"][0];
+    assert!(cs["state"]["running"].is_object() && cs["ready"] == true, "{pod}");
+    assert_eq!(pod["status"]["hostIP"], "127.0.0.1", "{pod}");
+    assert!(pod["status"]["podIP"].is_string(), "{pod}");
+    pod
+}
+
+/// Delete pod `ns/name` as a user does (default grace period) and wait until it is gone.
+async fn delete_and_wait_gone(admin: &ApiServer, ns: &str, name: &str) {
+    let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    let (code, body) = call(admin, "DELETE", &path, None).await;
+    assert_eq!(code, 200, "{body}");
+    until(60, &format!("pod {ns}/{name} gone"), || {
+        let (admin, path) = (admin.clone(), path.clone());
+        async move { (call(&admin, "GET", &path, None).await.0 == 404).then_some(()) }
+    })
+    .await;
+}
+
+/// A pod requesting a device plugin's resource is scheduled by the real
+/// scheduler onto the dpctl node once the Node's allocatable shows it, runs
+/// with the device allocated (PodResources says which), and when deleted
+/// frees the device and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_a_device_plugin_resource_runs_on_the_dpctl_node_of_a_real_cluster() {
+    let Some(cp) = control_plane() else { return };
+    let node = "cp-node-kubelet";
+    let (ns, resource) = ("cp-kubelet-dp", "example.com/gpu");
+    let t = DraTree::new();
+    let (kubelet, log) = join(cp, &t, node).await;
+    let admin = api(&cp.kubeconfig);
+
+    // The Lease, held by the node for 40 s.
+    let lease_path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}");
+    let lease = until(20, "the node's Lease", || {
+        let (admin, p) = (admin.clone(), lease_path.clone());
+        async move {
+            let (code, l) = call(&admin, "GET", &p, None).await;
+            (code == 200).then_some(l)
+        }
+    })
+    .await;
+    assert_eq!(
+        (lease["spec"]["holderIdentity"].as_str(), lease["spec"]["leaseDurationSeconds"].as_i64()),
+        (Some(node), Some(40)),
+        "{lease}"
+    );
+    assert_eq!(lease["metadata"]["ownerReferences"][0]["kind"], "Node", "{lease}");
+
+    // A device plugin registers: the Node's allocatable shows its devices.
+    let mut plugin = serve_cmd(&t.p("device-plugins"), &["--resource", resource, "--count", "2"]);
+    plugin.stdout(std::process::Stdio::null());
+    let plugin = plugin.spawn().unwrap();
+    until(30, "the Node's allocatable with the plugin's resource", || {
+        let admin = admin.clone();
+        async move {
+            let (_, n) = call(&admin, "GET", &format!("/api/v1/nodes/{node}"), None).await;
+            (n["status"]["allocatable"][resource] == "2" && n["status"]["capacity"][resource] == "2").then_some(())
+        }
+    })
+    .await;
+
+    namespace(&admin, ns).await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-user", "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: "1"}}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{body}");
+    let uid = body["metadata"]["uid"].as_str().unwrap().to_string();
+    running(&admin, ns, "gpu-user", node).await;
+
+    // PodResources on the mock kubelet: the pod's container holds one device of the resource.
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    pr.expect_code(0);
+    let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+    let p =
+        v["podResources"].as_array().unwrap().iter().find(|p| p["name"] == "gpu-user").unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(p["namespace"], ns, "{v}");
+    let d = &p["containers"][0]["devices"][0];
+    assert_eq!((d["resourceName"].as_str(), d["deviceIds"].as_array().map(Vec::len)), (Some(resource), Some(1)), "{v}");
+
+    // Deleted (a user's delete, with a grace period): stopped, freed, then the object goes.
+    delete_and_wait_gone(&admin, ns, "gpu-user").await;
+    let deleted = events(&log, "cluster-pod-deleted");
+    assert!(deleted.iter().any(|e| e["uid"] == uid.as_str()), "{}", log.seen());
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+    assert!(v["podResources"].as_array().is_none_or(|a| a.iter().all(|p| p["name"] != "gpu-user")), "{v}");
+
+    // Both devices are free again: a pod asking for two runs.
+    let two = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two-gpus", "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: "2"}}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&two)).await;
+    assert_eq!(code, 201, "{body}");
+    running(&admin, ns, "two-gpus", node).await;
+    delete_and_wait_gone(&admin, ns, "two-gpus").await;
+
+    // Bound past the scheduler (spec.nodeName) asking for more than the node
+    // has: refused at admission, Failed with the kubelet's reason; deleted, it goes.
+    let three = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "three-gpus", "namespace": ns},
+        "spec": {"nodeName": node,
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: "3"}}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&three)).await;
+    assert_eq!(code, 201, "{body}");
+    let path = format!("/api/v1/namespaces/{ns}/pods/three-gpus");
+    let failed = until(30, "the pod Failed at admission", || {
+        let (admin, path) = (admin.clone(), path.clone());
+        async move {
+            let (_, p) = call(&admin, "GET", &path, None).await;
+            (p["status"]["phase"] == "Failed").then_some(p)
+        }
+    })
+    .await;
+    // The device manager's Allocate admit handler runs before the predicates (kubelet.go).
+    assert_eq!(failed["status"]["reason"], "UnexpectedAdmissionError", "{failed}");
+    assert_eq!(
+        failed["status"]["message"],
+        format!("Allocate failed due to requested number of devices unavailable for {resource}. Requested: 3, Available: 2, which is unexpected"),
+        "{failed}"
+    );
+    delete_and_wait_gone(&admin, ns, "three-gpus").await;
+
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    // The plugin stops: its devices are no longer allocatable (kept in capacity for the grace period).
+    stop_child(plugin).await;
+    until(30, "the Node's allocatable at 0 for the stopped plugin", || {
+        let admin = admin.clone();
+        async move {
+            let (_, n) = call(&admin, "GET", &format!("/api/v1/nodes/{node}"), None).await;
+            (n["status"]["allocatable"][resource] == "0" && n["status"]["capacity"][resource] == "2").then_some(())
+        }
+    })
+    .await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// A pod with a ResourceClaim from a template: the resourceclaim controller
+/// makes the claim, the real scheduler allocates it from the slice `dpctl
+/// dra serve` publishes as the node, and the mock kubelet prepares exactly
+/// the device status.allocation names (no allocation of its own), runs the
+/// pod, and when it is deleted unprepares the claim before the pod goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_written() {
+    let Some(cp) = control_plane() else { return };
+    let node = "cp-node-kubelet-dra";
+    let (ns, driver) = ("cp-kubelet-dra", "gpu.kubelet.dpctl.example.com");
+    let t = DraTree::new();
+    let (kubelet, mut log) = join(cp, &t, node).await;
+    let admin = api(&cp.kubeconfig);
+
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+
+    namespace(&admin, ns).await;
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert!(code == 201 || code == 409, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let (code, body) = call(
+        &admin,
+        "POST",
+        &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"),
+        Some(&template),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = running(&admin, ns, "trainer", node).await;
+
+    // Prepared exactly as the scheduler wrote status.allocation.
+    let claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap().to_string();
+    let (_, claim) =
+        call(&admin, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}"), None)
+            .await;
+    let results = claim["status"]["allocation"]["devices"]["results"].as_array().unwrap_or_else(|| panic!("{claim}"));
+    assert_eq!(results.len(), 1, "{claim}");
+    let written =
+        format!("{driver}/{}/{}", results[0]["pool"].as_str().unwrap(), results[0]["device"].as_str().unwrap());
+    let prepared = events(&log, "claim-prepared");
+    let p = prepared
+        .iter()
+        .find(|e| e["claim"] == format!("{ns}/{claim_name}"))
+        .unwrap_or_else(|| panic!("{}", log.seen()));
+    assert_eq!(p["devices"], json!([written]), "{p}");
+    assert_eq!(p["uid"], claim["metadata"]["uid"], "the stored claim's UID: {p}");
+    assert!(events(&log, "claim-allocated").is_empty(), "the kubelet allocated nothing itself: {}", log.seen());
+
+    // Deleted: unprepared, then the pod object goes.
+    delete_and_wait_gone(&admin, ns, "trainer").await;
+    let unprepared = events(&log, "claim-unprepared");
+    assert!(unprepared.iter().any(|e| e["claim"] == format!("{ns}/{claim_name}")), "{}", log.seen());
+    let seen = log.seen();
+    let (u, d) =
+        (seen.find("\"event\":\"claim-unprepared\"").unwrap(), seen.find("\"event\":\"cluster-pod-deleted\"").unwrap());
+    assert!(u < d, "unprepared before the pod is deleted: {seen}");
+
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    let r = stop_tailed(serve, serve_log).await;
+    r.expect_code(0);
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
