@@ -51,9 +51,14 @@ pub fn schedule<'a>(
 }
 
 /// `status.allocation` as the scheduler writes it for `devices`
-/// (structured allocator: class configs first, each for the request or
-/// sub-request that used the class; then the claim's configs that apply to
-/// an allocated request or to all).
+/// (allocator_experimental.go Allocate): each request's class configs,
+/// once per class (a later request of the same class is added to their
+/// `requests`), for the request or the sub-request that used the class;
+/// then the claim's configs that apply to an allocated request or to all;
+/// a config whose `requests` name every request (or its chosen
+/// sub-request) has them cleared ("empty means all"). The node selector
+/// names the node: dpctl's devices are node-local (a device's bindsToNode,
+/// KEP-5007, asks for the same selector).
 pub fn allocation_result(
     devices: &[Allocated],
     spec: &Value,
@@ -62,7 +67,7 @@ pub fn allocation_result(
 ) -> Value {
     let results: Vec<Value> = devices.iter().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).collect();
     let chosen: Vec<&str> = devices.iter().map(|a| a.request.as_str()).collect();
-    let mut config = Vec::new();
+    let mut config: Vec<Value> = Vec::new();
     let requests = spec["devices"]["requests"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     // Each request's name as the allocation names it (`req` or `req/sub`), and its class.
     let mut used: Vec<(String, String)> = Vec::new();
@@ -81,8 +86,20 @@ pub fn allocation_result(
             }
         }
     }
+    // Class name → the range of its configs in `config`.
+    let mut of_class: BTreeMap<&str, std::ops::Range<usize>> = BTreeMap::new();
     for (request, class) in &used {
-        for c in class_config.get(class).into_iter().flatten() {
+        if let Some(range) = of_class.get(class.as_str()) {
+            for c in &mut config[range.clone()] {
+                if let Some(a) = c["requests"].as_array_mut() {
+                    a.push(json!(request));
+                }
+            }
+            continue;
+        }
+        let Some(configs) = class_config.get(class) else { continue };
+        let start = config.len();
+        for c in configs {
             let mut c = c.clone();
             if let Some(m) = c.as_object_mut() {
                 m.insert("source".into(), json!("FromClass"));
@@ -90,6 +107,7 @@ pub fn allocation_result(
             }
             config.push(c);
         }
+        of_class.insert(class, start..config.len());
     }
     for c in spec["devices"]["config"].as_array().into_iter().flatten() {
         let names: Vec<&str> =
@@ -103,6 +121,24 @@ pub fn allocation_result(
                 m.insert("source".into(), json!("FromClaim"));
             }
             config.push(c);
+        }
+    }
+    // A config that names every request applies to all: its requests go.
+    for c in &mut config {
+        let names: Vec<String> = c["requests"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        // Each request by its name, or by its chosen sub-request's.
+        let all = requests.iter().all(|r| {
+            let name = r["name"].as_str().unwrap_or_default();
+            let sub = format!("{name}/");
+            names.iter().any(|n| n == name || (n.starts_with(&sub) && used.iter().any(|(full, _)| full == n)))
+        });
+        if names.is_empty() || all {
+            if let Some(m) = c.as_object_mut() {
+                m.remove("requests");
+            }
         }
     }
     let mut devices = json!({ "results": results });
