@@ -6,7 +6,7 @@
 //! pending one is allocated ([`super::allocator`]); then `status.allocation`
 //! as the scheduler writes it ([`allocation_result`]). Pure.
 
-use super::allocator::{self, Allocated, Candidate, Unallocatable};
+use super::allocator::{self, Allocated, Candidate, Features, Unallocatable};
 use super::apiserver::claims::node_selector;
 use super::objects::{ClaimSpec, Object};
 use serde_json::{json, Value};
@@ -33,7 +33,9 @@ impl Scheduled {
 /// Schedule claim `key` (`namespace/name`) of `spec` whose stored status is
 /// `status`: an allocated claim is left alone; a pending one is allocated
 /// from `candidates` with the classes, namespaces and rules of `objects`,
-/// beside the devices other claims hold (`taken`).
+/// beside the devices other claims hold (`taken`), under the scheduler's
+/// `features` (its gates).
+#[allow(clippy::too_many_arguments)]
 pub fn schedule<'a>(
     key: &str,
     spec: &ClaimSpec,
@@ -42,11 +44,12 @@ pub fn schedule<'a>(
     candidates: &[Candidate],
     taken: &[&Allocated],
     drivers: &BTreeSet<String>,
+    features: Features,
 ) -> Result<Scheduled, Unallocatable> {
     if let Some(results) = status.and_then(|s| s["allocation"]["devices"]["results"].as_array()) {
         return Ok(Scheduled::AsWritten(allocator::given(results)));
     }
-    let catalog = allocator::Catalog::of(objects);
+    let catalog = allocator::Catalog::with(objects, features);
     allocator::allocate(key, spec, &catalog, candidates, taken, drivers).map(Scheduled::Allocated)
 }
 
@@ -170,9 +173,10 @@ mod tests {
         let spec = ClaimSpec::default();
         let status = json!({"allocation": {"devices": {"results": [
             {"request": "r", "driver": "gpu.example.com", "pool": "node-1", "device": "dev-3"}]}}});
-        let got = schedule("ns/c", &spec, Some(&status), [], &[], &[], &BTreeSet::new()).unwrap();
+        let f = Features::default();
+        let got = schedule("ns/c", &spec, Some(&status), [], &[], &[], &BTreeSet::new(), f).unwrap();
         assert_eq!(got, Scheduled::AsWritten(vec![dev("r", "dev-3")]));
-        let pending = schedule("ns/c", &spec, Some(&json!({})), [], &[], &[], &BTreeSet::new()).unwrap();
+        let pending = schedule("ns/c", &spec, Some(&json!({})), [], &[], &[], &BTreeSet::new(), f).unwrap();
         assert!(matches!(pending, Scheduled::Allocated(_)), "{pending:?}");
     }
 
