@@ -53,6 +53,105 @@ pub fn schedule<'a>(
     allocator::allocate(key, spec, &catalog, candidates, taken, drivers).map(Scheduled::Allocated)
 }
 
+/// kube-scheduler's default `BindingTimeout` of the DynamicResources plugin
+/// (pkg/scheduler/apis/config DynamicResourcesBindingTimeoutDefault).
+pub const BINDING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Where a claim's binding conditions stand (KEP-5007): what the
+/// scheduler's PreBind polls (every 5 s) before it binds the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binding {
+    /// Every binding condition of every device is True and no failure
+    /// condition is (also: none has binding conditions).
+    Ready,
+    /// Not yet: `driver/pool/device` whose status is missing or whose
+    /// conditions are not all True.
+    Waiting(String),
+    /// A bindingFailureCondition is True (ErrDeviceBindingFailed): the
+    /// scheduler gives the claim up (deallocates it) and tries again.
+    Failed {
+        /// The device.
+        device: String,
+        /// The condition's type, reason and message.
+        condition: String,
+        /// Its reason.
+        reason: String,
+        /// Its message.
+        message: String,
+    },
+    /// Not ready `timeout` after the allocation (ErrDeviceBindingTimeout):
+    /// given up too.
+    TimedOut(String),
+}
+
+/// The binding state of a claim allocated to `devices` whose
+/// `status.devices` is `status_devices`, allocated at `allocated_at`, at
+/// `now` (dynamicresources.go isClaimReadyForBinding, isClaimTimeout):
+/// devices in order, each with bindingConditions looked up in
+/// `status.devices` by driver, pool and device — a device without an entry
+/// is not ready (and hides a failure of a later one); its failure
+/// conditions first (any True fails the claim), then its binding
+/// conditions (any not True: not ready). Not ready past `allocated_at +
+/// timeout` is timed out.
+pub fn binding(
+    devices: &[Allocated],
+    status_devices: &Value,
+    allocated_at: Option<std::time::SystemTime>,
+    now: std::time::SystemTime,
+    timeout: std::time::Duration,
+) -> Binding {
+    let entries = status_devices.as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let mut waiting = None;
+    for d in devices.iter().filter(|d| !d.binding_conditions.is_empty()) {
+        let name = format!("{}/{}/{}", d.driver, d.pool, d.device);
+        let Some(entry) = entries.iter().find(|e| {
+            e["driver"] == d.driver.as_str() && e["pool"] == d.pool.as_str() && e["device"] == d.device.as_str()
+        }) else {
+            waiting = Some(format!("{name}: no status.devices entry yet"));
+            break;
+        };
+        let conditions = entry["conditions"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        // apimeta.FindStatusCondition: the first of that type.
+        let find = |t: &str| conditions.iter().find(|c| c["type"] == t);
+        let text = |c: &Value, k: &str| c[k].as_str().unwrap_or_default().to_string();
+        if let Some((t, c)) =
+            d.binding_failure_conditions.iter().find_map(|t| find(t).filter(|c| c["status"] == "True").map(|c| (t, c)))
+        {
+            return Binding::Failed {
+                device: name,
+                condition: t.clone(),
+                reason: text(c, "reason"),
+                message: text(c, "message"),
+            };
+        }
+        if let Some(t) = d.binding_conditions.iter().find(|t| !find(t).is_some_and(|c| c["status"] == "True")) {
+            waiting = Some(format!("{name}: condition {t} is not True"));
+            break;
+        }
+    }
+    let Some(why) = waiting else { return Binding::Ready };
+    let expired = allocated_at.and_then(|at| at.checked_add(timeout)).is_some_and(|deadline| deadline < now);
+    if expired {
+        Binding::TimedOut(why)
+    } else {
+        Binding::Waiting(why)
+    }
+}
+
+impl std::fmt::Display for Binding {
+    /// As the scheduler words it (ErrDeviceBindingFailed, ErrDeviceBindingTimeout).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Binding::Ready => f.write_str("binding conditions met"),
+            Binding::Waiting(why) => write!(f, "waiting for binding conditions ({why})"),
+            Binding::Failed { device, condition, reason, message } => {
+                write!(f, "device binding failed: device={device}, condition={condition}, reason={reason}, message={message:?}")
+            }
+            Binding::TimedOut(why) => write!(f, "device binding timeout ({why})"),
+        }
+    }
+}
+
 /// `status.allocation` as the scheduler writes it for `devices`
 /// (allocator_experimental.go Allocate): each request's class configs,
 /// once per class (a later request of the same class is added to their
@@ -178,6 +277,50 @@ mod tests {
         assert_eq!(got, Scheduled::AsWritten(vec![dev("r", "dev-3")]));
         let pending = schedule("ns/c", &spec, Some(&json!({})), [], &[], &[], &BTreeSet::new(), f).unwrap();
         assert!(matches!(pending, Scheduled::Allocated(_)), "{pending:?}");
+    }
+
+    /// KEP-5007, as dynamicresources.go (v1.37.2) isClaimReadyForBinding
+    /// and isClaimTimeout judge a claim.
+    #[test]
+    fn binding_waits_for_every_condition_fails_on_a_failure_condition_and_times_out() {
+        use std::time::{Duration, SystemTime};
+        let bound = |device: &str| Allocated {
+            binding_conditions: vec!["attached".into(), "ready".into()],
+            binding_failure_conditions: vec!["failed".into()],
+            ..dev("r", device)
+        };
+        let entry = |device: &str, conds: Value| json!({"driver": "gpu.example.com", "pool": "node-1", "device": device, "conditions": conds});
+        let c = |t: &str, status: &str| json!({"type": t, "status": status, "reason": "R", "message": "m"});
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let soon = at + Duration::from_secs(10);
+        let late = at + BINDING_TIMEOUT + Duration::from_secs(1);
+        let devices = [dev("r", "plain"), bound("dev-0")];
+        // No binding conditions anywhere: ready at once.
+        assert_eq!(binding(&[dev("r", "plain")], &json!(null), None, soon, BINDING_TIMEOUT), Binding::Ready);
+        // No status entry yet: waiting, then timed out.
+        assert!(matches!(binding(&devices, &json!([]), Some(at), soon, BINDING_TIMEOUT), Binding::Waiting(_)));
+        assert!(matches!(binding(&devices, &json!([]), Some(at), late, BINDING_TIMEOUT), Binding::TimedOut(_)));
+        // One condition True of two: waiting.
+        let half = json!([entry("dev-0", json!([c("attached", "True"), c("ready", "False")]))]);
+        assert_eq!(
+            binding(&devices, &half, Some(at), soon, BINDING_TIMEOUT),
+            Binding::Waiting("gpu.example.com/node-1/dev-0: condition ready is not True".into())
+        );
+        let all = json!([entry("dev-0", json!([c("attached", "True"), c("ready", "True")]))]);
+        assert_eq!(binding(&devices, &all, Some(at), late, BINDING_TIMEOUT), Binding::Ready);
+        // A failure condition True fails, though the others are True too.
+        let failed = json!([entry("dev-0", json!([c("attached", "True"), c("ready", "True"), c("failed", "True")]))]);
+        let got = binding(&devices, &failed, Some(at), soon, BINDING_TIMEOUT);
+        assert_eq!(
+            got.to_string(),
+            "device binding failed: device=gpu.example.com/node-1/dev-0, condition=failed, reason=R, message=\"m\""
+        );
+        // A device without its entry hides a later device's failure, as upstream's loop returns early.
+        let two = [bound("dev-0"), bound("dev-1")];
+        let later_failed = json!([entry("dev-1", json!([c("failed", "True")]))]);
+        assert!(matches!(binding(&two, &later_failed, Some(at), soon, BINDING_TIMEOUT), Binding::Waiting(_)));
+        // Without an allocation time there is no timeout.
+        assert!(matches!(binding(&devices, &json!([]), None, late, BINDING_TIMEOUT), Binding::Waiting(_)));
     }
 
     #[test]
