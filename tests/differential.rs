@@ -18,6 +18,8 @@
 #[path = "differential/gen.rs"]
 mod gen;
 
+use dpctl::controlplane::apiserver::claims::v1_spec;
+use dpctl::controlplane::scheduler;
 use dpctl::kubelet::dra::allocator::{self, cel, Allocated, Candidate, Catalog, Unallocatable};
 use dpctl::kubelet::manifest::objects::{self as objects, Object};
 use serde_json::{json, Value};
@@ -158,9 +160,24 @@ fn type_or_cost(up: &Value) -> bool {
                 "undeclared reference",
                 "expected type",
                 "does not support field selection",
+                // An attribute is `any` without DRAListTypeAttributes: a
+                // comprehension over it is a type error (KEP-5491).
+                "cannot be range of a comprehension",
             ]
             .iter()
             .any(|m| detail.contains(m)))
+}
+
+/// Whether upstream refused a new selector only for what
+/// DRAListTypeAttributes adds to the environment (KEP-5491): a
+/// comprehension over an attribute, `includes`.
+fn list_gated(up: &Value) -> bool {
+    let detail = up["validationDetail"].as_str().unwrap_or_default();
+    // Only when that is its one complaint (cel-go lists every error).
+    up["validation"] == "invalid"
+        && detail.matches("ERROR:").count() == 1
+        && (detail.contains("cannot be range of a comprehension")
+            || detail.contains("undeclared reference to 'includes'"))
 }
 
 /// Whether dpctl agrees with upstream's answer, or why not. What counts as
@@ -190,13 +207,14 @@ fn cel_agrees(up: &Value, case: &Value) -> Result<(), String> {
     if refused_me && !refused_up {
         return why("dpctl refuses a selector upstream accepts");
     }
-    if refused_up && !refused_me {
-        if type_or_cost(up) {
-            return Ok(());
-        }
+    if refused_up && !refused_me && !type_or_cost(up) {
         return why("upstream refuses a selector dpctl accepts");
     }
-    if refused_up {
+    // A selector new expressions refuse only because DRAListTypeAttributes
+    // is off is still run as a stored one (the allocator's environment has
+    // list-typed attributes and `includes` whatever the gate): its value is
+    // compared. Other refusals: nothing to compare.
+    if refused_up && !list_gated(up) {
         return Ok(());
     }
     let same = matches!(
@@ -304,7 +322,20 @@ fn cel_agrees_with_upstream() {
 
 // ---------------------------------------------------------- allocator ---
 
-/// dpctl's answer to an allocator scenario, in the oracle's terms.
+/// The scheduler's features a scenario names (the oracle's `Features`).
+fn features(sc: &Value) -> allocator::Features {
+    let on = |v: &Value| v.as_bool().unwrap_or(false);
+    allocator::Features {
+        binding_conditions: on(&sc["bindingConditions"]),
+        list_type_attributes: on(&sc["features"]["listTypeAttributes"]),
+        compatibility_groups: on(&sc["features"]["compatibilityGroups"]),
+        derived_attributes: on(&sc["features"]["derivedAttributes"]),
+    }
+}
+
+/// dpctl's answer to an allocator scenario, in the oracle's terms: per
+/// claim the outcome and, when allocated, the whole `status.allocation`
+/// as dpctl's scheduler writes it (each shareID replaced by its form).
 pub fn dpctl_allocate(sc: &Value) -> Value {
     let kinded = |v: &Value, kind: &str| {
         let mut v = v.clone();
@@ -324,14 +355,23 @@ pub fn dpctl_allocate(sc: &Value) -> Value {
             Err(e) => return json!({"error": format!("class refused: {e}")}),
         }
     }
+    let class_config: BTreeMap<String, Vec<Value>> = objs
+        .iter()
+        .filter_map(|o| match o {
+            Object::Class { name, config, .. } => Some((name.clone(), config.clone())),
+            _ => None,
+        })
+        .collect();
     let allocated: Vec<Object> = sc["allocated"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|c| objects::parse(&kinded(c, "ResourceClaim")).ok())
         .collect();
-    let candidates = allocator::from_slices(&objs);
-    let mut catalog = Catalog::of(&objs);
+    let features = features(sc);
+    let node = sc["node"].as_str().unwrap_or_default();
+    let candidates = allocator::from_slices_with(&objs, &features);
+    let mut catalog = Catalog::with(&objs, features);
     let mut taken: Vec<Allocated> = allocator::held(&allocated);
     let drivers = BTreeSet::new();
     let mut answers = Vec::new();
@@ -351,25 +391,14 @@ pub fn dpctl_allocate(sc: &Value) -> Value {
         let held: Vec<&Allocated> = taken.iter().collect();
         match allocator::allocate(&key, &spec, &catalog, &candidates, &held, &drivers) {
             Ok(results) => {
-                let out: Vec<Value> = results
-                    .iter()
-                    .map(|r| {
-                        let mut v =
-                            json!({"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device});
-                        if r.admin {
-                            v["adminAccess"] = json!(true);
-                        }
-                        if let Some(id) = &r.share_id {
-                            v["shareID"] = json!(share_form(id));
-                        }
-                        if !r.consumed_capacity.is_empty() {
-                            v["consumedCapacity"] = json!(r.consumed_capacity);
-                        }
-                        v
-                    })
-                    .collect();
+                let mut allocation = scheduler::allocation_result(&results, &v1_spec(&c["spec"]), &class_config, node);
+                for r in allocation["devices"]["results"].as_array_mut().into_iter().flatten() {
+                    if let Some(id) = r["shareID"].as_str() {
+                        r["shareID"] = json!(share_form(id));
+                    }
+                }
                 taken.extend(results);
-                answers.push(json!({"outcome": "allocated", "results": out}));
+                answers.push(json!({"outcome": "allocated", "allocation": allocation}));
             }
             Err(e) => {
                 let outcome = match e {
@@ -402,7 +431,10 @@ fn share_form(id: &str) -> String {
 /// Whether dpctl's answer agrees with upstream's: per claim, the outcome
 /// (an upstream "error" — a fatal problem of the input — and
 /// "unallocatable" both leave the claim unallocated; dpctl must not
-/// allocate it either) and, when allocated, the devices chosen in order.
+/// allocate it either) and, when allocated, the whole allocation: the
+/// devices chosen in order with every field of each result (tolerations,
+/// bindingConditions, bindingFailureConditions, consumedCapacity, the
+/// shareID's form), the config and the node selector.
 fn allocator_agrees(up: &Value, mine: &Value) -> Result<(), String> {
     if let Some(e) = up.get("error").filter(|e| !e.is_null()) {
         return Err(format!("the oracle failed: {e}"));
@@ -423,10 +455,10 @@ fn allocator_agrees(up: &Value, mine: &Value) -> Result<(), String> {
         if allocated.0 != allocated.1 {
             return Err(format!("claim #{i}: upstream {a}\n  dpctl {b}"));
         }
-        if allocated.0 && a["results"] != b["results"] {
+        if allocated.0 && a["allocation"] != b["allocation"] {
             return Err(format!(
-                "claim #{i}: devices differ:\n  upstream {}\n  dpctl    {}",
-                a["results"], b["results"]
+                "claim #{i}: allocations differ:\n  upstream {}\n  dpctl    {}",
+                a["allocation"], b["allocation"]
             ));
         }
     }
@@ -518,6 +550,16 @@ fn allocator_agrees_with_upstream() {
     let t = std::time::Instant::now();
     let mine: Vec<Value> = cases.iter().map(dpctl_allocate).collect();
     eprintln!("differential allocator: dpctl answered in {:.1?}", t.elapsed());
+    // DPCTL_DIFF_DUMP=FILE: each scenario with both answers, a JSON line each.
+    if let Some(path) = std::env::var_os("DPCTL_DIFF_DUMP") {
+        let lines: Vec<String> = cases
+            .iter()
+            .zip(&answers)
+            .zip(&mine)
+            .map(|((c, u), m)| json!({"scenario": c, "upstream": u, "dpctl": m}).to_string())
+            .collect();
+        let _ = std::fs::write(&path, lines.join("\n") + "\n");
+    }
     let mut failures = Vec::new();
     let mut stats: BTreeMap<String, usize> = BTreeMap::new();
     for (i, (case, up)) in cases.iter().zip(&answers).enumerate() {

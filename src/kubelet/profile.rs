@@ -260,8 +260,19 @@ impl Gate {
     }
 }
 
-/// The feature gates `mock-kubelet --feature-gates` can set.
-pub const GATES: &[&str] = &["DRAExtendedResource", "PodsAPI", "ResourceHealthStatusMessage"];
+/// The feature gates `mock-kubelet --feature-gates` can set (the
+/// scheduler's DRA gates among them: the mock kubelet allocates claims as
+/// kube-scheduler would).
+pub const GATES: &[&str] = &[
+    "DRAExtendedResource",
+    "PodsAPI",
+    "ResourceHealthStatusMessage",
+    "DRADeviceBindingConditions",
+    "DRAListTypeAttributes",
+    "DRADeviceCompatibilityGroups",
+    "DRADerivedAttributes",
+    "DRANodeAllocatableResources",
+];
 
 /// A behaviour profile: the kubelet as of one minor version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +312,18 @@ pub struct Profile {
     pub dra_health_message: Gate,
     /// PodsAPI (KEP-4188): the pods API on `<root>/pods-api/pods-api.sock`.
     pub pods_api: Gate,
+    /// DRADeviceBindingConditions (KEP-5007; with DRAResourceClaimDeviceStatus,
+    /// on from 1.33): alpha 1.34, beta (on) 1.36. Off: a device with
+    /// bindingConditions is never allocated.
+    pub dra_binding_conditions: Gate,
+    /// DRAListTypeAttributes (KEP-5491): alpha (off) from 1.36.
+    pub dra_list_type_attributes: Gate,
+    /// DRADeviceCompatibilityGroups (KEP-5963): alpha (off) in 1.37.
+    pub dra_compatibility_groups: Gate,
+    /// DRADerivedAttributes (KEP-6080): alpha (off) in 1.37.
+    pub dra_derived_attributes: Gate,
+    /// DRANodeAllocatableResources (KEP-5517): alpha (off) from 1.36.
+    pub dra_node_allocatable_resources: Gate,
 }
 
 impl Default for Profile {
@@ -447,6 +470,13 @@ pub const TABLE: &[Behaviour] = &[
         after: "the driver's DeviceHealth.message, cut to 1,024 bytes (the first 1,021 and \"...\"), is each device's allocatedResourcesStatus[].resources[].message; --feature-gates ResourceHealthStatusMessage=false leaves it out",
     },
     Behaviour {
+        field: "dra_binding_conditions",
+        since: 36,
+        source: "DRADeviceBindingConditions (KEP-5007): alpha 1.34, beta (on) 1.36, with DRAResourceClaimDeviceStatus (pkg/features/kube_features.go); structured/internal/*/allocator_*.go isSelectable, Allocate (bindingConditions copied into the result), pools_*.go GatherPools (pools with binding conditions last)",
+        before: "1.25-1.33: no such field; 1.34-1.35: off by default (--feature-gates DRADeviceBindingConditions=true): a device with bindingConditions is never allocated",
+        after: "a device with bindingConditions is allocated (its pool tried after the others) and the result carries bindingConditions and bindingFailureConditions",
+    },
+    Behaviour {
         field: "pods_api",
         since: 37,
         source: "KEP-4188 PodsAPI: alpha (off) 1.36, beta (on) 1.37 (pkg/features/kube_features.go); kubelet.go ListenAndServePods on <root-dir>/pods-api/pods-api.sock (kubeletconfig DefaultKubeletPodsAPIDirName, apis/pods/constants.go Socket), apis/pods/server.go; 100 QPS, burst 10 on ListPods and GetPod",
@@ -498,6 +528,26 @@ impl Profile {
                 (false, 36) => Gate::Off,
                 (false, _) => Gate::Absent,
             },
+            dra_binding_conditions: match (at("dra_binding_conditions"), v.0) {
+                (true, _) => Gate::On,
+                (false, 34..) => Gate::Off,
+                (false, _) => Gate::Absent,
+            },
+            dra_list_type_attributes: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_compatibility_groups: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
+            dra_derived_attributes: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
+            dra_node_allocatable_resources: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+        }
+    }
+
+    /// The allocator's features as this version's gates set them (the
+    /// scheduler's AllocatorFeatures; kube_features.go v1.37.2).
+    pub fn allocator_features(&self) -> crate::controlplane::allocator::Features {
+        crate::controlplane::allocator::Features {
+            binding_conditions: self.dra_binding_conditions.enabled(),
+            list_type_attributes: self.dra_list_type_attributes.enabled(),
+            compatibility_groups: self.dra_compatibility_groups.enabled(),
+            derived_attributes: self.dra_derived_attributes.enabled(),
         }
     }
 
@@ -521,6 +571,11 @@ impl Profile {
                 "DRAExtendedResource" => &mut self.dra_extended_resource,
                 "PodsAPI" => &mut self.pods_api,
                 "ResourceHealthStatusMessage" => &mut self.dra_health_message,
+                "DRADeviceBindingConditions" => &mut self.dra_binding_conditions,
+                "DRAListTypeAttributes" => &mut self.dra_list_type_attributes,
+                "DRADeviceCompatibilityGroups" => &mut self.dra_compatibility_groups,
+                "DRADerivedAttributes" => &mut self.dra_derived_attributes,
+                "DRANodeAllocatableResources" => &mut self.dra_node_allocatable_resources,
                 n => {
                     return Err(format!(
                         "unrecognized feature gate: {n} (this mock kubelet sets: {})",

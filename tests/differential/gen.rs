@@ -99,6 +99,22 @@ pub fn cel_device(r: &mut Rng) -> Value {
         };
         attrs.insert(name.to_string(), v);
     }
+    // List-typed attributes (KEP-5491).
+    for name in ["numas", "models", "flags", "versions", "example.com/numas"] {
+        if !r.chance(0.35) {
+            continue;
+        }
+        let n = 1 + r.below(3);
+        let v = match name {
+            "numas" | "example.com/numas" => {
+                json!({"ints": (0..n).map(|_| *r.pick(&[0i64, 1, 2, -1])).collect::<Vec<_>>()})
+            }
+            "models" => json!({"strings": (0..n).map(|_| *r.pick(STRINGS)).collect::<Vec<_>>()}),
+            "flags" => json!({"bools": (0..n).map(|_| r.chance(0.5)).collect::<Vec<_>>()}),
+            _ => json!({"versions": (0..n).map(|_| *r.pick(VERSIONS)).collect::<Vec<_>>()}),
+        };
+        attrs.insert(name.to_string(), v);
+    }
     let mut caps = serde_json::Map::new();
     for name in ["memory", "example.com/cores"] {
         if r.chance(0.6) {
@@ -134,7 +150,23 @@ fn atom(r: &mut Rng) -> String {
     let s = r.pick(STRINGS);
     let q = r.pick(QUANTITIES);
     let v = r.pick(VERSIONS);
-    match r.below(34) {
+    match r.below(46) {
+        // List-typed attributes (KEP-5491) and `includes`.
+        34 => format!("{} in {}", r.below(3), attr_ref(r, "numas")),
+        35 => format!("{}.exists(n, n {} {})", attr_ref(r, "numas"), r.pick(&["==", ">", "<"]), r.below(3)),
+        36 => format!("{}.all(m, m != \"{s}\")", attr_ref(r, "models")),
+        37 => format!("size({}) {} {}", attr_ref(r, "numas"), r.pick(&["==", ">="]), r.below(3)),
+        38 => format!("{}.includes({})", attr_ref(r, "numas"), r.below(3)),
+        39 => {
+            let name = *r.pick(&["models", "model"]);
+            format!("{}.includes(\"{s}\")", attr_ref(r, name))
+        }
+        40 => format!("{}.exists(v, v.isGreaterThan(semver(\"{v}\")))", attr_ref(r, "versions")),
+        41 => format!("{}[0] == {}", attr_ref(r, "numas"), r.below(2)),
+        42 => format!("{} == [{}, {}]", attr_ref(r, "numas"), r.below(2), r.below(3)),
+        43 => format!("{}.exists(f, f)", attr_ref(r, "flags")),
+        44 => format!("has({}) && {}.exists_one(n, n == 1)", attr_ref(r, "numas"), attr_ref(r, "numas")),
+        45 => format!("{}.includes(semver(\"{v}\"))", attr_ref(r, "versions")),
         0 => format!("device.driver == \"{}\"", r.pick(&["gpu.example.com", "nic.example.com"])),
         1 => format!("{} == \"{s}\"", attr_ref(r, "model")),
         2 => format!("{} {} {}", attr_ref(r, "index"), r.pick(&["==", "!=", "<", ">=", ">"]), r.below(4)),
@@ -218,7 +250,7 @@ fn hostile(r: &mut Rng) -> Expr {
 pub fn cel_case(r: &mut Rng) -> (Expr, Value) {
     let e = if r.chance(0.04) { hostile(r) } else { expr(r, 3) };
     let device = cel_device(r);
-    let case = json!({"expression": e.render(), "device": device});
+    let case = json!({"expression": e.render(), "device": device, "listTypeAttributes": r.chance(0.5)});
     (e, case)
 }
 
@@ -226,8 +258,19 @@ pub fn cel_case(r: &mut Rng) -> (Expr, Value) {
 
 const DRIVERS: &[&str] = &["gpu.example.com", "nic.example.com"];
 
+/// What a pool's devices may carry beyond the basics.
+#[derive(Clone, Copy, Default)]
+struct PoolKind {
+    /// Devices consume from counter set `set-0`.
+    counters: bool,
+    /// Some devices have bindingConditions (KEP-5007).
+    binding: bool,
+    /// Counter consumptions may declare compatibilityGroups (KEP-5963).
+    groups: bool,
+}
+
 /// One device of a slice.
-fn device(r: &mut Rng, name: String, counters: bool) -> Value {
+fn device(r: &mut Rng, name: String, kind: PoolKind) -> Value {
     let mut attrs = serde_json::Map::new();
     if r.chance(0.8) {
         attrs.insert("model".into(), json!({"string": r.pick(&["a", "b"])}));
@@ -243,6 +286,24 @@ fn device(r: &mut Rng, name: String, counters: bool) -> Value {
     }
     if r.chance(0.4) {
         attrs.insert("driverVersion".into(), json!({"version": r.pick(&["1.0.0", "1.2.0", "2.0.0-rc.1"])}));
+    }
+    // List-typed attributes (KEP-5491): a list where constraints look
+    // (example.com/numa, model), and lists of their own.
+    if r.chance(0.15) {
+        let n = 1 + r.below(3);
+        let numas: Vec<usize> = (0..n).map(|_| r.below(3)).collect();
+        attrs.insert("example.com/numa".into(), json!({"ints": numas}));
+    }
+    if r.chance(0.1) {
+        attrs.insert("model".into(), json!({"strings": [r.pick(&["a", "b"]), r.pick(&["b", "c"])]}));
+    }
+    if r.chance(0.25) {
+        let n = 1 + r.below(3);
+        let numas: Vec<usize> = (0..n).map(|_| r.below(3)).collect();
+        attrs.insert("numas".into(), json!({"ints": numas}));
+    }
+    if r.chance(0.1) {
+        attrs.insert("versions".into(), json!({"versions": [r.pick(&["1.0.0", "1.2.0+b.1"]), "2.0.0"]}));
     }
     let mut d = json!({"name": name, "attributes": attrs});
     let multi = r.chance(0.25);
@@ -260,12 +321,26 @@ fn device(r: &mut Rng, name: String, counters: bool) -> Value {
     if multi {
         d["allowMultipleAllocations"] = json!(true);
     }
-    if counters && r.chance(0.7) {
-        d["consumesCounters"] =
-            json!([{"counterSet": "set-0", "counters": {"mem": {"value": r.pick(&["2Gi", "4Gi"])}}}]);
+    if kind.counters && r.chance(0.7) {
+        let mut c = json!({"counterSet": "set-0", "counters": {"mem": {"value": r.pick(&["2Gi", "4Gi"])}}});
+        if kind.groups && r.chance(0.7) {
+            let groups: &[&[&str]] = &[&["mig"], &["vgpu"], &["mig", "vgpu"], &["vgpu", "other"]];
+            c["compatibilityGroups"] = json!(r.pick(groups));
+        }
+        d["consumesCounters"] = json!([c]);
     }
     if r.chance(0.1) {
         d["taints"] = json!([{"key": "k", "value": "v", "effect": r.pick(&["NoSchedule", "NoExecute", "None"])}]);
+    }
+    // Binding conditions (KEP-5007): both lists or neither (validation
+    // requires them together), bindsToNode now and then.
+    if kind.binding && r.chance(0.5) {
+        let conditions: &[&[&str]] = &[&["ready"], &["ready", "attached"], &["attached"]];
+        d["bindingConditions"] = json!(r.pick(conditions));
+        d["bindingFailureConditions"] = json!(r.pick(&[&["failed"][..], &["failed", "timeout"][..]]));
+        if r.chance(0.5) {
+            d["bindsToNode"] = json!(true);
+        }
     }
     d
 }
@@ -283,6 +358,7 @@ fn slices(r: &mut Rng, node: &str) -> Vec<Value> {
             let pool = pool_names.remove(r.below(pool_names.len()));
             let generation = 1 + r.below(2) as i64;
             let counters = r.chance(0.3);
+            let kind = PoolKind { counters, binding: r.chance(0.3), groups: counters && r.chance(0.5) };
             let n = 1 + r.below(2);
             let total = n + usize::from(counters);
             let count = if r.chance(0.07) { total + 1 } else { total };
@@ -297,7 +373,7 @@ fn slices(r: &mut Rng, node: &str) -> Vec<Value> {
                     .map(|_| {
                         let name = if r.chance(0.02) && next_dev > 0 { next_dev - 1 } else { next_dev };
                         next_dev = name + 1;
-                        device(r, format!("dev-{name}"), counters)
+                        device(r, format!("dev-{name}"), kind)
                     })
                     .collect();
                 out.push(json!({"metadata": {"name": slice_name(r)}, "spec": {
@@ -312,7 +388,7 @@ fn slices(r: &mut Rng, node: &str) -> Vec<Value> {
                     "sharedCounters": [{"name": "set-0", "counters": {"mem": {"value": r.pick(&["8Gi", "6Gi"])}}}]}}));
             }
             if generation == 2 && r.chance(0.4) {
-                let devices: Vec<Value> = (0..2).map(|i| device(r, format!("old-{i}"), false)).collect();
+                let devices: Vec<Value> = (0..2).map(|i| device(r, format!("old-{i}"), PoolKind::default())).collect();
                 out.push(json!({"metadata": {"name": slice_name(r)}, "spec": {
                     "driver": driver, "nodeName": node,
                     "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
@@ -347,7 +423,16 @@ fn classes(r: &mut Rng) -> Vec<Value> {
 
 /// A claim selector from the grammar (on the request's devices).
 fn claim_selector(r: &mut Rng) -> String {
-    match r.below(8) {
+    match r.below(12) {
+        // List-typed attributes (KEP-5491) and `includes`.
+        8 => format!("has(device.attributes[device.driver].numas) && {} in device.attributes[device.driver].numas", r.below(3)),
+        9 => format!(
+            "has(device.attributes[device.driver].numas) && device.attributes[device.driver].numas.includes({})",
+            r.below(3)
+        ),
+        // A runtime error on devices without the list.
+        10 => format!("device.attributes[device.driver].numas.exists(n, n >= {})", r.below(3)),
+        11 => "!has(device.attributes[device.driver].versions) || device.attributes[device.driver].versions.exists(v, v.isGreaterThan(semver(\"1.1.0\")))".to_string(),
         0 => format!("device.attributes[device.driver].model == \"{}\"", r.pick(&["a", "b"])),
         1 => format!("device.attributes[device.driver].index >= {}", r.below(3)),
         2 => "has(device.attributes[\"example.com\"].numa)".to_string(),
@@ -387,8 +472,28 @@ fn exact(r: &mut Rng, admin_ok: bool) -> Value {
     e
 }
 
+/// A derived attribute's expression (KEP-6080): scalars, lists, guarded
+/// and unguarded lookups (a runtime error stops the claim).
+fn derived_expression(r: &mut Rng) -> String {
+    r.pick(&[
+        "device.attributes[\"example.com\"].numa",
+        "has(device.attributes[\"example.com\"].numa) ? device.attributes[\"example.com\"].numa : 7",
+        "has(device.attributes[device.driver].index) ? device.attributes[device.driver].index / 2 : -1",
+        "device.attributes[device.driver].index % 2",
+        "device.driver",
+        "has(device.attributes[device.driver].numas) ? device.attributes[device.driver].numas : [0]",
+        "[0, 1]",
+        "has(device.attributes[device.driver].model) ? device.attributes[device.driver].model : \"none\"",
+        "has(device.attributes[device.driver].driverVersion) ? device.attributes[device.driver].driverVersion : semver(\"0.0.1\")",
+    ])
+    .to_string()
+}
+
 fn claim(r: &mut Rng, name: &str) -> Value {
     let n = 1 + r.below(2);
+    // A derived attribute some requests define and a constraint names.
+    let derived =
+        r.chance(0.15).then(|| (r.pick(&["derived/numa", "example.com/numa"]).to_string(), derived_expression(r)));
     let mut requests = Vec::new();
     for i in 0..n {
         let rname = format!("r{i}");
@@ -397,17 +502,27 @@ fn claim(r: &mut Rng, name: &str) -> Value {
                 .map(|j| {
                     let mut s = exact(r, false);
                     s["name"] = json!(format!("s{j}"));
+                    if let Some((n, e)) = derived.as_ref().filter(|_| r.chance(0.8)) {
+                        s["derivedAttributes"] = json!([{"name": n, "expression": e}]);
+                    }
                     s
                 })
                 .collect();
             requests.push(json!({"name": rname, "firstAvailable": subs}));
         } else {
-            requests.push(json!({"name": rname, "exactly": exact(r, true)}));
+            let mut e = exact(r, true);
+            if let Some((n, x)) = derived.as_ref().filter(|_| r.chance(0.8)) {
+                e["derivedAttributes"] = json!([{"name": n, "expression": x}]);
+            }
+            requests.push(json!({"name": rname, "exactly": e}));
         }
     }
     let mut devices = json!({"requests": requests});
-    if r.chance(0.3) {
-        let attr = r.pick(&["example.com/numa", "gpu.example.com/model"]);
+    if let Some((attr, _)) = &derived {
+        let c = if r.chance(0.6) { json!({"matchAttribute": attr}) } else { json!({"distinctAttribute": attr}) };
+        devices["constraints"] = json!([c]);
+    } else if r.chance(0.3) {
+        let attr = r.pick(&["example.com/numa", "gpu.example.com/model", "gpu.example.com/numas"]);
         let mut c = if r.chance(0.6) { json!({"matchAttribute": attr}) } else { json!({"distinctAttribute": attr}) };
         if n > 1 && r.chance(0.5) {
             c["requests"] = json!(["r0"]);
@@ -456,6 +571,11 @@ pub fn scenario(r: &mut Rng) -> Value {
     let claims: Vec<Value> = (0..1 + r.below(3)).map(|i| claim(r, &format!("claim-{i}"))).collect();
     json!({
         "bindingConditions": r.chance(0.5),
+        "features": {
+            "listTypeAttributes": r.chance(0.5),
+            "compatibilityGroups": r.chance(0.5),
+            "derivedAttributes": r.chance(0.5),
+        },
         "node": node,
         "slices": slices,
         "classes": classes(r),

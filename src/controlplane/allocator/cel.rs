@@ -7,7 +7,12 @@
 //! error. Kubernetes' library functions used by DeviceClasses are added:
 //! `quantity`, `isQuantity`, `semver`, `isSemver` and their methods
 //! (`compareTo`, `isGreaterThan`, `isLessThan`, `add`, `sub`, `sign`,
-//! `isInteger`, `asInteger`, `asApproximateFloat`, `major`, `minor`, `patch`).
+//! `isInteger`, `asInteger`, `asApproximateFloat`, `major`, `minor`, `patch`),
+//! and `includes` (apiserver/pkg/cel/library lists.go IncludesOption, which
+//! comes with list-typed attributes, KEP-5491). A list-typed attribute
+//! (`strings`, `ints`, `bools`, `versions`) is a CEL list. A derived
+//! attribute (KEP-6080) is an expression's value read back as an attribute
+//! ([`derive`]).
 //! CEL itself (`matches`, `has`, `in`, map indexing, single-quoted strings,
 //! macros) is the `cel` crate's.
 
@@ -152,6 +157,11 @@ pub fn context() -> Context<'static> {
     ctx.add_function("major", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.major as i64));
     ctx.add_function("minor", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.minor as i64));
     ctx.add_function("patch", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.patch as i64));
+    // lists.go includes: a list holds an equal item, or a scalar equals.
+    ctx.add_function("includes", |This(a): This<Value>, b: Value| match &a {
+        Value::List(items) => items.contains(&b),
+        other => *other == b,
+    });
     ctx
 }
 
@@ -206,19 +216,44 @@ impl Opaque for QuantityValue {
     }
 }
 
-/// A semantic version as a CEL value (precedence as semver 2.0.0 orders it).
-#[derive(Debug, PartialEq, Eq)]
+/// A semantic version as a CEL value (precedence as semver 2.0.0 orders
+/// it, build metadata ignored; blang/semver's Equals).
+#[derive(Debug)]
 pub struct Semver {
     major: u64,
     minor: u64,
     patch: u64,
     pre: Vec<String>,
+    /// Build metadata (kept for the text, not compared).
+    build: Option<String>,
+}
+
+impl PartialEq for Semver {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+
+impl Eq for Semver {}
+
+impl std::fmt::Display for Semver {
+    /// As blang/semver's Version.String() writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
+        if !self.pre.is_empty() {
+            write!(f, "-{}", self.pre.join("."))?;
+        }
+        if let Some(b) = &self.build {
+            write!(f, "+{b}")?;
+        }
+        Ok(())
+    }
 }
 
 impl Semver {
     /// Parse `MAJOR.MINOR.PATCH[-PRE][+BUILD]`.
     pub fn parse(s: &str) -> Option<Semver> {
-        let s = s.split('+').next()?;
+        let (s, build) = s.split_once('+').map_or((s, None), |(v, b)| (v, Some(b.to_string())));
         let (core, pre) = s.split_once('-').map_or((s, None), |(c, p)| (c, Some(p)));
         let mut n = core
             .split('.')
@@ -231,7 +266,7 @@ impl Semver {
         if pre.iter().any(|p| p.is_empty()) {
             return None;
         }
-        Some(Semver { major, minor, patch, pre })
+        Some(Semver { major, minor, patch, pre, build })
     }
 }
 
@@ -282,16 +317,22 @@ fn split(name: &str) -> (&str, &str) {
 /// domain the expression names that the device lacks.
 fn device(c: &Candidate, literals: &[String]) -> Value {
     let mut attrs: HashMap<String, HashMap<String, Value>> = HashMap::new();
+    let version = |v: &String| match Semver::parse(v) {
+        Some(s) => Value::Opaque(Arc::new(s)),
+        None => Value::String(Arc::new(v.clone())),
+    };
+    let list = |items: Vec<Value>| Value::List(Arc::new(items));
     for (k, a) in &c.attributes {
         let (domain, id) = split(k);
         let v = match a {
             Attribute::String(s) => Value::String(Arc::new(s.clone())),
             Attribute::Int(n) => Value::Int(*n),
             Attribute::Bool(b) => Value::Bool(*b),
-            Attribute::Version(v) => match Semver::parse(v) {
-                Some(s) => Value::Opaque(Arc::new(s)),
-                None => Value::String(Arc::new(v.clone())),
-            },
+            Attribute::Version(v) => version(v),
+            Attribute::Strings(v) => list(v.iter().map(|s| Value::String(Arc::new(s.clone()))).collect()),
+            Attribute::Ints(v) => list(v.iter().map(|n| Value::Int(*n)).collect()),
+            Attribute::Bools(v) => list(v.iter().map(|b| Value::Bool(*b)).collect()),
+            Attribute::Versions(v) => list(v.iter().map(version).collect()),
         };
         attrs.entry(domain.to_string()).or_default().insert(id.to_string(), v);
     }
@@ -389,6 +430,62 @@ pub fn matches(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<bool
         }
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A derived attribute (KEP-6080): `compiled` evaluated against `c`, its
+/// value read back as an attribute (compile.go valToDeviceAttribute): a
+/// bool, int, string or semver, or a list of one of them (the first item
+/// decides the type; an empty list is an empty `strings`). Anything else,
+/// or a runtime error, is an error.
+pub fn derive(ctx: &Context, compiled: &Compiled, c: &Candidate) -> Result<Attribute, String> {
+    let mut scope = ctx.new_inner_scope();
+    scope.add_variable_from_value("device", device(c, &compiled.literals));
+    let v = match eval(&compiled.program, &scope) {
+        Ok(v) => v,
+        Err(ExecutionError::NoSuchKey(k)) => return Err(format!("no such key: {k}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let semver = |v: &Value| match v {
+        Value::Opaque(o) => o.downcast_ref::<Semver>().map(ToString::to_string),
+        _ => None,
+    };
+    match &v {
+        Value::Bool(b) => return Ok(Attribute::Bool(*b)),
+        Value::Int(n) => return Ok(Attribute::Int(*n)),
+        Value::String(s) => return Ok(Attribute::String(s.to_string())),
+        Value::List(items) => {
+            let Some(first) = items.first() else { return Ok(Attribute::Strings(Vec::new())) };
+            let all = |what: &str, f: &dyn Fn(&Value) -> bool| match items.iter().position(|x| !f(x)) {
+                Some(i) => Err(format!("expected list element at index {i} to be {what}, got {:?}", items[i])),
+                None => Ok(()),
+            };
+            return match first {
+                Value::Bool(_) => all("bool", &|x| matches!(x, Value::Bool(_))).map(|()| {
+                    Attribute::Bools(
+                        items.iter().filter_map(|x| if let Value::Bool(b) = x { Some(*b) } else { None }).collect(),
+                    )
+                }),
+                Value::Int(_) => all("int", &|x| matches!(x, Value::Int(_))).map(|()| {
+                    Attribute::Ints(
+                        items.iter().filter_map(|x| if let Value::Int(n) = x { Some(*n) } else { None }).collect(),
+                    )
+                }),
+                Value::String(_) => all("string", &|x| matches!(x, Value::String(_))).map(|()| {
+                    Attribute::Strings(
+                        items
+                            .iter()
+                            .filter_map(|x| if let Value::String(s) = x { Some(s.to_string()) } else { None })
+                            .collect(),
+                    )
+                }),
+                x if semver(x).is_some() => all("semver", &|x| semver(x).is_some())
+                    .map(|()| Attribute::Versions(items.iter().filter_map(semver).collect())),
+                x => Err(format!("unsupported list element type: {x:?}")),
+            };
+        }
+        _ => {}
+    }
+    semver(&v).map(Attribute::Version).ok_or_else(|| format!("unsupported CEL return type: {v:?}"))
 }
 
 #[cfg(test)]

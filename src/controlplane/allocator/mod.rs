@@ -19,8 +19,67 @@ pub mod taints;
 #[cfg(test)]
 mod tests;
 
-use super::objects::{Attribute, Capacity, ClaimSpec, CounterSet, Object, Selector, Taint, TaintRule, Toleration};
+use super::objects::{
+    Attribute, Capacity, ClaimSpec, CounterSet, NodeAllocatable, Object, Selector, Taint, TaintRule, Toleration,
+};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The allocator's optional behaviours, each a feature gate of the
+/// scheduler (structured.Features, as the DynamicResources plugin's
+/// AllocatorFeatures sets it from the gates). [`Features::default`] is
+/// kube-scheduler 1.37's defaults (pkg/features/kube_features.go v1.37.2);
+/// [`Features::of_minor`] another version's. The features GA or on in
+/// every version dpctl models with DRA (admin access, prioritized list,
+/// partitionable devices, device taints, consumable capacity) are always on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// DRADeviceBindingConditions and DRAResourceClaimDeviceStatus
+    /// (KEP-5007; beta, on, from 1.36): devices with bindingConditions may
+    /// be allocated, and the result carries their conditions. Off: such
+    /// devices are never selected (allocator.go isSelectable).
+    pub binding_conditions: bool,
+    /// DRAListTypeAttributes (KEP-5491; alpha, off, 1.36+): matchAttribute
+    /// asks the devices' values (a scalar a set of one) to intersect,
+    /// distinctAttribute to be pairwise disjoint. Off: scalars only, a list
+    /// attribute matches nothing but itself alone.
+    pub list_type_attributes: bool,
+    /// DRADeviceCompatibilityGroups (KEP-5963; alpha, off, 1.37): devices
+    /// drawing from one counter set are co-allocated only while their
+    /// compatibilityGroups intersect. Off: a slice that declares groups is
+    /// ignored (its pool then incomplete).
+    pub compatibility_groups: bool,
+    /// DRADerivedAttributes (KEP-6080; alpha, off, 1.37): a request's
+    /// derivedAttributes are evaluated for constraints. Off: a claim with
+    /// derivedAttributes cannot be allocated.
+    pub derived_attributes: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features::of_minor(37)
+    }
+}
+
+impl Features {
+    /// Every feature on (structured.FeaturesAll's part dpctl models).
+    pub const ALL: Features = Features {
+        binding_conditions: true,
+        list_type_attributes: true,
+        compatibility_groups: true,
+        derived_attributes: true,
+    };
+
+    /// The scheduler's defaults at 1.`minor` (kube_features.go): binding
+    /// conditions on from 1.36 (alpha, off, in 1.34–1.35); the others alpha.
+    pub fn of_minor(minor: u32) -> Features {
+        Features {
+            binding_conditions: minor >= 36,
+            list_type_attributes: false,
+            compatibility_groups: false,
+            derived_attributes: false,
+        }
+    }
+}
 
 /// The namespace label that allows adminAccess in a namespace's claims
 /// (kubernetes pkg/registry/resource/resourceclaim/strategy.go).
@@ -49,6 +108,14 @@ pub struct Candidate {
     pub multi: bool,
     /// Its pool's shared counter sets.
     pub counters: Vec<CounterSet>,
+    /// bindsToNode (KEP-5007).
+    pub binds_to_node: bool,
+    /// bindingConditions (KEP-5007).
+    pub binding_conditions: Vec<String>,
+    /// bindingFailureConditions (KEP-5007).
+    pub binding_failure_conditions: Vec<String>,
+    /// nodeAllocatableResources (KEP-5517).
+    pub node_allocatable: BTreeMap<String, NodeAllocatable>,
 }
 
 impl Candidate {
@@ -58,21 +125,36 @@ impl Candidate {
 }
 
 /// The usable pools of ResourceSlices, as upstream gathers them
-/// (structured/internal/incubating/pools_incubating.go GatherPools): per
-/// pool only the slices of its newest generation; a pool with fewer of
+/// (structured/internal/experimental/pools_experimental.go GatherPools):
+/// per pool only the slices of its newest generation; a pool with fewer of
 /// them than its resourceSliceCount is incomplete, one with a device name
 /// twice or a counter it cannot find invalid — neither offers devices
-/// ([`unusable_pools`] names them). Pools in (driver, pool) order, slices
-/// by name, devices in slice order: the order the search tries them in.
-/// A pool's counter sets sit in slices of their own, as in v1.
+/// ([`unusable_pools`] names them). Pools in (driver, pool) order, those
+/// with a device that has bindingConditions after all others (KEP-5007),
+/// slices by name, devices in slice order: the order the search tries them
+/// in. A pool's counter sets sit in slices of their own, as in v1. With
+/// the 1.37 defaults ([`Features::default`]); see [`from_slices_with`].
 pub fn from_slices<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Candidate> {
-    pools(objects).into_iter().filter_map(|p| p.usable.then_some(p.candidates)).flatten().collect()
+    from_slices_with(objects, &Features::default())
+}
+
+/// [`from_slices`] under `features`: without compatibility groups, a slice
+/// that declares them is ignored (its pool is then incomplete, or an older
+/// generation stands), as GatherPools does.
+pub fn from_slices_with<'a>(objects: impl IntoIterator<Item = &'a Object>, features: &Features) -> Vec<Candidate> {
+    pools(objects, features).into_iter().filter_map(|p| p.usable.then_some(p.candidates)).flatten().collect()
 }
 
 /// `driver/pool` of each pool that is incomplete or invalid now (an
-/// allocationMode All request cannot be satisfied while one exists).
+/// allocationMode All request cannot be satisfied while one exists), with
+/// the 1.37 defaults.
 pub fn unusable_pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> BTreeSet<String> {
-    pools(objects).into_iter().filter(|p| !p.usable).map(|p| format!("{}/{}", p.driver, p.pool)).collect()
+    unusable_pools_with(objects, &Features::default())
+}
+
+/// [`unusable_pools`] under `features`.
+pub fn unusable_pools_with<'a>(objects: impl IntoIterator<Item = &'a Object>, features: &Features) -> BTreeSet<String> {
+    pools(objects, features).into_iter().filter(|p| !p.usable).map(|p| format!("{}/{}", p.driver, p.pool)).collect()
 }
 
 struct Pool {
@@ -80,13 +162,31 @@ struct Pool {
     pool: String,
     usable: bool,
     candidates: Vec<Candidate>,
+    /// A device of it has bindingConditions (pools_experimental.go
+    /// poolHasBindingConditions): tried after every other pool.
+    binding: bool,
 }
 
-fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
-    // (driver, pool) → the newest generation's slices.
+/// Whether a slice declares compatibility groups on a device's counter
+/// consumption (compatibility_groups.go sliceUsesCompatibilityGroups).
+fn uses_groups(o: &Object) -> bool {
+    matches!(o, Object::Slice { devices, .. } if devices.iter().any(|d| d.consumes.iter().any(|c| !c.groups.is_empty())))
+}
+
+fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>, features: &Features) -> Vec<Pool> {
+    // (driver, pool) → the newest generation's slices; and the newest
+    // generation of each pool among all slices, ignored ones included.
     let mut by_pool: BTreeMap<(&str, &str), (i64, Vec<&Object>)> = BTreeMap::new();
+    let mut newest: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for o in objects {
         if let Object::Slice { driver, pool, generation, .. } = o {
+            let n = newest.entry((driver.as_str(), pool.as_str())).or_insert(*generation);
+            *n = (*n).max(*generation);
+            // Without the feature, a slice with compatibility groups is
+            // ignored before generations are compared (GatherPools).
+            if !features.compatibility_groups && uses_groups(o) {
+                continue;
+            }
             let e = by_pool.entry((driver.as_str(), pool.as_str())).or_insert((*generation, Vec::new()));
             if *generation > e.0 {
                 *e = (*generation, Vec::new());
@@ -97,7 +197,7 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
         }
     }
     let mut out = Vec::new();
-    for ((driver, pool), (_, mut slices)) in by_pool {
+    for ((driver, pool), (generation, mut slices)) in by_pool {
         slices.sort_by_key(|o| o.key());
         let complete = slices.iter().all(|o| match o {
             Object::Slice { slice_count, .. } => {
@@ -119,10 +219,18 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
                 }
             }
         }
+        // An incomplete pool of a generation older than one ignored above
+        // is obsolete: left out altogether, not even incomplete
+        // (GatherPools checkSlicesInPool).
+        if !complete && newest.get(&(driver, pool)).is_some_and(|n| *n > generation) {
+            continue;
+        }
         let mut candidates = Vec::new();
+        let mut binding = false;
         for o in &slices {
             if let Object::Slice { devices, skip, .. } = o {
                 for d in devices {
+                    binding |= !d.binding_conditions.is_empty();
                     for c in &d.consumes {
                         let set = sets.iter().find(|s| s.name == c.name);
                         valid &= set.is_some_and(|s| c.counters.keys().all(|k| s.counters.contains_key(k)));
@@ -138,12 +246,24 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Pool> {
                         taints: d.taints.clone(),
                         multi: d.multi,
                         counters: sets.clone(),
+                        binds_to_node: d.binds_to_node,
+                        binding_conditions: d.binding_conditions.clone(),
+                        binding_failure_conditions: d.binding_failure_conditions.clone(),
+                        node_allocatable: d.node_allocatable.clone(),
                     });
                 }
             }
         }
-        out.push(Pool { driver: driver.to_string(), pool: pool.to_string(), usable: complete && valid, candidates });
+        out.push(Pool {
+            driver: driver.to_string(),
+            pool: pool.to_string(),
+            usable: complete && valid,
+            candidates,
+            binding: binding && complete && valid,
+        });
     }
+    // Pools with binding conditions last, each part in (driver, pool) order.
+    out.sort_by_key(|p| p.binding);
     out
 }
 
@@ -195,12 +315,20 @@ pub struct Catalog {
     pub rules: Vec<TaintRule>,
     /// `driver/pool` of the pools incomplete or invalid ([`unusable_pools`]).
     pub unusable_pools: BTreeSet<String>,
+    /// The scheduler's feature gates.
+    pub features: Features,
 }
 
 impl Catalog {
-    /// The catalog of the DRA objects known (manifests).
+    /// The catalog of the DRA objects known (manifests), with 1.37's gates.
     pub fn of<'a>(objects: impl IntoIterator<Item = &'a Object> + Clone) -> Catalog {
-        let mut c = Catalog { unusable_pools: unusable_pools(objects.clone()), ..Catalog::default() };
+        Catalog::with(objects, Features::default())
+    }
+
+    /// The catalog of the DRA objects known under `features`.
+    pub fn with<'a>(objects: impl IntoIterator<Item = &'a Object> + Clone, features: Features) -> Catalog {
+        let mut c =
+            Catalog { unusable_pools: unusable_pools_with(objects.clone(), &features), features, ..Catalog::default() };
         for o in objects {
             match o {
                 Object::Class { name, selectors, .. } => {
@@ -244,6 +372,13 @@ pub struct Allocated {
     /// shareID of a device with allowMultipleAllocations.
     #[serde(default, rename = "shareID", skip_serializing_if = "Option::is_none")]
     pub share_id: Option<String>,
+    /// bindingConditions, copied from the device (KEP-5007): the scheduler
+    /// waits for each to be True in the claim's `status.devices`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_conditions: Vec<String>,
+    /// bindingFailureConditions, copied from the device (KEP-5007).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_failure_conditions: Vec<String>,
 }
 
 impl Allocated {
@@ -336,6 +471,17 @@ pub enum Unallocatable {
         /// Which constraint, and how.
         why: String,
     },
+    /// A request uses a field of a feature the scheduler has off
+    /// (derivedAttributes without DRADerivedAttributes: upstream refuses
+    /// the claim rather than ignore its constraints).
+    Disabled {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// The (sub-)request.
+        request: String,
+        /// What it uses, and the gate.
+        what: String,
+    },
     /// The search went through too many combinations.
     GaveUp {
         /// `namespace/name` of the claim.
@@ -355,6 +501,7 @@ impl Unallocatable {
                 | Unallocatable::GaveUp { .. }
                 | Unallocatable::PoolUnusable { .. }
                 | Unallocatable::Constraint { .. }
+                | Unallocatable::Disabled { .. }
         )
     }
 }
@@ -403,6 +550,10 @@ impl std::fmt::Display for Unallocatable {
             Unallocatable::Constraint { claim, request, device, why } => write!(
                 f,
                 "claim {claim}, request {request}: cannot add device {device} because a claim constraint would not be satisfied ({why})"
+            ),
+            Unallocatable::Disabled { claim, request, what } => write!(
+                f,
+                "claim {claim}, request {request}: cannot handle request with {what}, the feature is disabled"
             ),
             Unallocatable::GaveUp { claim, steps } => {
                 write!(f, "claim {claim}: no allocation found within {steps} steps of the search")
@@ -453,6 +604,13 @@ pub fn allocate(
                     claim: claim.to_string(),
                     request: label,
                     class: s.class.clone(),
+                });
+            }
+            if !s.derived.is_empty() && !catalog.features.derived_attributes {
+                return Err(Unallocatable::Disabled {
+                    claim: claim.to_string(),
+                    request: label,
+                    what: "derived attributes (DRADerivedAttributes)".into(),
                 });
             }
             if s.all {

@@ -8,7 +8,7 @@
 use super::cel::{self, Compiled};
 use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
 use crate::controlplane::objects::quantity::Quantity;
-use crate::controlplane::objects::{ClaimSpec, Request, Selector};
+use crate::controlplane::objects::{Attribute, ClaimSpec, Request, Selector};
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -26,14 +26,18 @@ enum Reject {
     /// (allocateDevice with must: "cannot add device … because a claim
     /// constraint would not be satisfied").
     Constraint(String),
-    /// Anything else (in use, counters, capacity, taints).
+    /// Anything else (in use, counters, capacity, taints, compatibility groups).
     Other(String),
+    /// What stops the claim (a derived attribute that does not evaluate:
+    /// allocator_experimental.go lookupAttribute's error ends Allocate).
+    Fatal(Unallocatable),
 }
 
 impl std::fmt::Display for Reject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Reject::Constraint(s) | Reject::Other(s) => f.write_str(s),
+            Reject::Fatal(e) => write!(f, "{e}"),
         }
     }
 }
@@ -43,6 +47,46 @@ struct Pick {
     result: Allocated,
     index: usize,
     capacity: BTreeMap<String, Quantity>,
+    /// Per constraint of the claim: the attribute it compared for this
+    /// device (static or derived), None when the constraint does not cover
+    /// the pick's request.
+    values: Vec<Option<Attribute>>,
+    /// Whether its compatibility groups joined the counter sets' running
+    /// intersections (checkAndConsumeCompatibilityGroups ran for it).
+    grouped: bool,
+}
+
+/// The compatibility-group state of one counter set (KEP-5963,
+/// compatibility_groups.go compatibilityGroupIntersection): no member yet
+/// admits anything; while every member declared no groups, only a device
+/// without groups; else a device whose groups meet the running intersection.
+#[derive(Debug, Clone, Default)]
+struct Groups {
+    members: bool,
+    all_empty: bool,
+    groups: BTreeSet<String>,
+}
+
+impl Groups {
+    fn admits(&self, g: &BTreeSet<String>) -> bool {
+        if !self.members {
+            return true;
+        }
+        if g.is_empty() {
+            return self.all_empty;
+        }
+        !self.all_empty && self.groups.intersection(g).next().is_some()
+    }
+
+    fn add(&self, g: &BTreeSet<String>) -> Groups {
+        if !self.members {
+            return Groups { members: true, all_empty: g.is_empty(), groups: g.clone() };
+        }
+        if self.all_empty || g.is_empty() {
+            return self.clone();
+        }
+        Groups { groups: self.groups.intersection(g).cloned().collect(), ..self.clone() }
+    }
 }
 
 pub(super) struct Search<'a> {
@@ -64,6 +108,12 @@ pub(super) struct Search<'a> {
     programs: RefCell<HashMap<String, Result<Compiled, cel::Refused>>>,
     /// Per (sub-)request label, per candidate: not yet known, no, yes.
     fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
+    /// Derived attributes evaluated, per (candidate, expression)
+    /// (allocator_experimental.go derivedAttributesCache).
+    derived: RefCell<HashMap<(usize, String), Attribute>>,
+    /// The compatibility groups of the devices other claims hold, per
+    /// (driver, pool, counter set) (compatibilityGroupsBaselineForPool).
+    baseline: OnceCell<HashMap<(String, String, String), Groups>>,
     steps: Cell<u64>,
 }
 
@@ -96,6 +146,8 @@ impl<'a> Search<'a> {
             ctx: OnceCell::new(),
             programs: RefCell::new(HashMap::new()),
             fits: RefCell::new(HashMap::new()),
+            derived: RefCell::new(HashMap::new()),
+            baseline: OnceCell::new(),
             steps: Cell::new(0),
         };
         let mut counted_devices = HashSet::new();
@@ -289,6 +341,11 @@ impl<'a> Search<'a> {
         i: usize,
     ) -> Result<bool, Unallocatable> {
         let c = &self.cands[i];
+        // A device with binding conditions is not selectable while the
+        // feature is off, before any selector runs (isSelectable).
+        if !self.catalog.features.binding_conditions && !c.binding_conditions.is_empty() {
+            return Ok(false);
+        }
         for (g, sels) in groups.iter().enumerate() {
             let whose = if g == 0 { whose } else { None };
             for (n, compiled) in sels {
@@ -309,6 +366,7 @@ impl<'a> Search<'a> {
     /// Whether candidate `i` can be picked for `r` now, as the pick, or why not.
     fn check(&self, r: &Request, label: &str, admin: bool, i: usize, mine: &[Pick]) -> Result<Pick, Reject> {
         let c = &self.cands[i];
+        let features = &self.catalog.features;
         let name = format!("device {}", c.device);
         let mine_has = mine.iter().any(|p| p.index == i);
         if admin {
@@ -319,12 +377,29 @@ impl<'a> Search<'a> {
         {
             return Err(Reject::Other(format!("{name}: in use")));
         }
+        let early = if r.all { None } else { Some(self.capacity_for(r, i, mine)?) };
         // Shared counters (KEP-4815); a shareable device already shared
         // (by another claim or this one) has its counters counted
         // (allocateDevice's skipCounterCheck).
         let shared_already =
             c.multi && (self.shares.contains_key(&c.key()) || self.shared.contains_key(&c.key()) || mine_has);
         let consumes = if shared_already { &[][..] } else { c.consumes.as_slice() };
+        // Compatibility groups (KEP-5963), before the counters, as
+        // allocateDevice checks them: on each counter set the device draws
+        // from, its groups must meet those of every device already on it.
+        let grouped = features.compatibility_groups && !consumes.is_empty();
+        if grouped {
+            for set in consumes {
+                let state = self.groups_on(c, &set.name, mine);
+                let g: BTreeSet<String> = set.groups.iter().cloned().collect();
+                if !state.admits(&g) {
+                    return Err(Reject::Other(format!(
+                        "{name}: compatibility groups {:?} on counter set {} do not meet {:?} of the devices drawing from it",
+                        set.groups, set.name, state.groups
+                    )));
+                }
+            }
+        }
         for set in consumes {
             let Some(total) = c.counters.iter().find(|s| s.name == set.name) else { continue };
             for (counter, q) in &set.counters {
@@ -356,50 +431,88 @@ impl<'a> Search<'a> {
         if let Some(t) = taints::blocking(c, &self.catalog.rules, &r.tolerations) {
             return Err(Reject::Other(format!("{name}: tainted {}: {t} (not tolerated)", t.effect)));
         }
-        // constraints.matchAttribute.
+        // constraints.matchAttribute and distinctAttribute, with list-typed
+        // attributes (KEP-5491) and derived attributes (KEP-6080).
         let base = label.split('/').next().unwrap_or(label);
-        for con in &self.spec.constraints {
+        let mut values = Vec::with_capacity(self.spec.constraints.len());
+        for (n, con) in self.spec.constraints.iter().enumerate() {
             let covers = |l: &str| {
                 con.requests.is_empty() || con.requests.iter().any(|q| q == l || q == l.split('/').next().unwrap_or(l))
             };
             if !covers(label) && !covers(base) {
+                values.push(None);
                 continue;
             }
             let attr = &con.match_attribute;
-            let Some(v) = c.attributes.get(attr) else {
-                let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
+            let kind = if con.distinct { "distinctAttribute" } else { "matchAttribute" };
+            let Some(v) = self.attribute(r, label, i, attr).map_err(Reject::Fatal)? else {
                 return Err(Reject::Constraint(format!(
                     "{name}: constraints.{kind} {attr}: the device has no such attribute"
                 )));
             };
-            if con.distinct {
-                // distinctAttribute (constraint.go distinctAttributeConstraint).
-                let same = mine
-                    .iter()
-                    .filter(|p| covers(&p.result.request))
-                    .find(|p| self.cands[p.index].attributes.get(attr) == Some(v));
-                if let Some(p) = same {
-                    return Err(Reject::Constraint(format!(
-                        "{name}: constraints.distinctAttribute {attr}: {v:?} is also device {}'s",
-                        p.result.device
-                    )));
-                }
-                continue;
+            let others: Vec<(&Attribute, &str)> = mine
+                .iter()
+                .filter_map(|p| p.values.get(n).and_then(Option::as_ref).map(|a| (a, p.result.device.as_str())))
+                .collect();
+            let why = if con.distinct {
+                distinct_violation(&v, &others, features.list_type_attributes)
+            } else {
+                match_violation(&v, &others, features.list_type_attributes)
+            };
+            if let Some(why) = why {
+                return Err(Reject::Constraint(format!("{name}: constraints.{kind} {attr}: {why}")));
             }
-            let other = mine.iter().find(|p| covers(&p.result.request));
-            if let Some(p) = other {
-                let w = self.cands[p.index].attributes.get(attr);
-                if w != Some(v) {
-                    return Err(Reject::Constraint(format!(
-                        "{name}: constraints.matchAttribute {attr}: {v:?} differs from {w:?} of device {}",
-                        p.result.device
-                    )));
-                }
-            }
+            values.push(Some(v));
         }
-        // Consumable capacity (KEP-5075), after taints and constraints as
-        // in allocateDevice (a constraint a device of an All request breaks
-        // stops the claim even when its capacity would not do either).
+        // Consumable capacity (KEP-5075): for an ExactCount request checked
+        // before anything else (allocateOne's CmpRequestOverCapacity comes
+        // before allocateDevice: no derived attribute is evaluated for a
+        // device without room); for a device an All request must have,
+        // after taints and constraints as in allocateDevice (a constraint
+        // it breaks stops the claim even when its capacity would not do
+        // either).
+        let consumed = match early {
+            Some(consumed) => consumed,
+            None => self.capacity_for(r, i, mine)?,
+        };
+        // A shareable device gets a share (ID and consumed capacity) for
+        // an adminAccess request too (allocator_incubating.go allocateDevice).
+        let multi = c.multi;
+        let share_id = multi.then(|| self.share_id(c, label, mine));
+        // Binding conditions are copied while the feature is on (with it
+        // off, a device that has them is never picked).
+        let binding = features.binding_conditions;
+        Ok(Pick {
+            result: Allocated {
+                request: label.to_string(),
+                driver: c.driver.clone(),
+                pool: c.pool.clone(),
+                device: c.device.clone(),
+                admin,
+                skip_node_operations: c.skip.clone(),
+                tolerations: r.tolerations.clone(),
+                consumed_capacity: if multi {
+                    consumed.iter().map(|(k, q)| (capacity::status_name(c, k), q.text().to_string())).collect()
+                } else {
+                    BTreeMap::new()
+                },
+                share_id,
+                binding_conditions: if binding { c.binding_conditions.clone() } else { Vec::new() },
+                binding_failure_conditions: if binding { c.binding_failure_conditions.clone() } else { Vec::new() },
+            },
+            index: i,
+            capacity: if multi { consumed } else { BTreeMap::new() },
+            values,
+            grouped,
+        })
+    }
+
+    /// What picking candidate `i` for `r` consumes of its capacities, or
+    /// why it cannot: the amounts under the request policies, within what
+    /// other claims and this one's picks left of a shareable device.
+    fn capacity_for(&self, r: &Request, i: usize, mine: &[Pick]) -> Result<BTreeMap<String, Quantity>, Reject> {
+        let c = &self.cands[i];
+        let name = format!("device {}", c.device);
         let mut consumed = BTreeMap::new();
         if c.multi || !r.capacity.is_empty() {
             consumed = capacity::consumed(c, &r.capacity).map_err(|e| Reject::Other(format!("{name}: {e}")))?;
@@ -418,29 +531,77 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        // A shareable device gets a share (ID and consumed capacity) for
-        // an adminAccess request too (allocator_incubating.go allocateDevice).
-        let multi = c.multi;
-        let share_id = multi.then(|| self.share_id(c, label, mine));
-        Ok(Pick {
-            result: Allocated {
-                request: label.to_string(),
-                driver: c.driver.clone(),
-                pool: c.pool.clone(),
-                device: c.device.clone(),
-                admin,
-                skip_node_operations: c.skip.clone(),
-                tolerations: r.tolerations.clone(),
-                consumed_capacity: if multi {
-                    consumed.iter().map(|(k, q)| (capacity::status_name(c, k), q.text().to_string())).collect()
-                } else {
-                    BTreeMap::new()
-                },
-                share_id,
-            },
-            index: i,
-            capacity: if multi { consumed } else { BTreeMap::new() },
-        })
+        Ok(consumed)
+    }
+
+    /// The attribute `name` of candidate `i` as a constraint of request
+    /// `r` sees it (allocator_experimental.go lookupAttribute): the
+    /// request's derived attribute of that name, evaluated (once per
+    /// device and expression), else the device's own. An expression that
+    /// does not compile or evaluate stops the claim.
+    fn attribute(&self, r: &Request, label: &str, i: usize, name: &str) -> Result<Option<Attribute>, Unallocatable> {
+        let c = &self.cands[i];
+        let Some((_, expr)) = r.derived.iter().find(|(n, _)| n == name) else {
+            return Ok(c.attributes.get(name).cloned());
+        };
+        if let Some(a) = self.derived.borrow().get(&(i, expr.clone())) {
+            return Ok(Some(a.clone()));
+        }
+        self.compile(std::iter::once(&Selector { expression: expr.clone() }));
+        let programs = self.programs.borrow();
+        let stop = |e: String| Unallocatable::Selector {
+            claim: self.claim.to_string(),
+            error: format!("request {label}: {e}"),
+        };
+        let compiled = match programs.get(expr) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return Err(stop(format!("compile derived attribute {name} failed: {e}"))),
+            None => return Err(stop(format!("compile derived attribute {name} failed: not compiled"))),
+        };
+        let ctx = self.ctx.get_or_init(cel::context);
+        let a = cel::derive(ctx, compiled, c).map_err(|e| {
+            stop(format!(
+                "evaluate derived attribute {name} on device {}/{}/{} failed: {e}",
+                c.driver, c.pool, c.device
+            ))
+        })?;
+        self.derived.borrow_mut().insert((i, expr.clone()), a.clone());
+        Ok(Some(a))
+    }
+
+    /// The compatibility-group state of counter set `set` of `c`'s pool:
+    /// the devices other claims hold that draw from it (in pool order),
+    /// then this claim's picks that joined it.
+    fn groups_on(&self, c: &Candidate, set: &str, mine: &[Pick]) -> Groups {
+        let baseline = self.baseline.get_or_init(|| {
+            let mut out: HashMap<(String, String, String), Groups> = HashMap::new();
+            for o in self.cands {
+                let k = o.key();
+                let held = self.used.contains(&(o.driver.as_str(), o.pool.as_str(), o.device.as_str()))
+                    || self.shares.contains_key(&k)
+                    || self.shared.contains_key(&k);
+                if !held {
+                    continue;
+                }
+                for s in &o.consumes {
+                    let g: BTreeSet<String> = s.groups.iter().cloned().collect();
+                    let e = out.entry((o.driver.clone(), o.pool.clone(), s.name.clone())).or_default();
+                    *e = e.add(&g);
+                }
+            }
+            out
+        });
+        let mut state = baseline.get(&(c.driver.clone(), c.pool.clone(), set.to_string())).cloned().unwrap_or_default();
+        for p in mine.iter().filter(|p| p.grouped) {
+            let o = &self.cands[p.index];
+            if o.driver != c.driver || o.pool != c.pool {
+                continue;
+            }
+            for s in o.consumes.iter().filter(|s| s.name == set) {
+                state = state.add(&s.groups.iter().cloned().collect());
+            }
+        }
+        state
     }
 
     /// A share ID no other share of the device has: a UUID, as upstream's
@@ -583,6 +744,7 @@ impl<'a> Search<'a> {
             }
             let pick = match self.check(r, label, admin, c, mine) {
                 Ok(p) => p,
+                Err(Reject::Fatal(e)) => return Err(e),
                 Err(Reject::Constraint(why)) if r.all => {
                     return Err(Unallocatable::Constraint {
                         claim: self.claim.to_string(),
@@ -648,4 +810,52 @@ impl<'a> Search<'a> {
             why,
         }))
     }
+}
+
+/// Why `v` breaks a matchAttribute constraint with the values `others` of
+/// the devices it covers so far, if it does (allocator_experimental.go
+/// matchAttributeConstraint.add): with list-typed attributes, the values
+/// (a scalar a set of one) must all intersect; without, the first device
+/// may have any value, every later one a scalar equal to the first's.
+fn match_violation(v: &Attribute, others: &[(&Attribute, &str)], lists: bool) -> Option<String> {
+    if lists {
+        let Some(mut set) = v.as_set() else { return Some("an empty list matches nothing".into()) };
+        for (o, device) in others {
+            match o.as_set().and_then(|s| s.intersection(&set)) {
+                Some(i) => set = i,
+                None => {
+                    return Some(format!(
+                        "{v:?} has no value in common with the devices before ({o:?} of device {device})"
+                    ))
+                }
+            }
+        }
+        return None;
+    }
+    let (first, device) = others.first()?;
+    if v.is_list() {
+        return Some(format!("{v:?} is a list (DRAListTypeAttributes is off)"));
+    }
+    (*first != v).then(|| format!("{v:?} differs from {first:?} of device {device}"))
+}
+
+/// Why `v` breaks a distinctAttribute constraint, if it does
+/// (constraint.go distinctAttributeConstraint.matchesAttribute): with
+/// list-typed attributes, its values must be disjoint from each other
+/// device's; without, a scalar must differ from each (a list is refused
+/// beside any other device).
+fn distinct_violation(v: &Attribute, others: &[(&Attribute, &str)], lists: bool) -> Option<String> {
+    if lists {
+        let Some(set) = v.as_set() else { return Some("an empty list cannot be compared".into()) };
+        for (o, device) in others {
+            if o.as_set().and_then(|s| s.intersection(&set)).is_some() {
+                return Some(format!("{v:?} shares a value with {o:?} of device {device}"));
+            }
+        }
+        return None;
+    }
+    if v.is_list() && !others.is_empty() {
+        return Some(format!("{v:?} is a list (DRAListTypeAttributes is off)"));
+    }
+    others.iter().find(|(o, _)| *o == v).map(|(o, device)| format!("{o:?} is also device {device}'s"))
 }

@@ -466,3 +466,130 @@ fn a_claim_never_lists_more_than_32_devices() {
         {"name": "all", "deviceClassName": "gpu.x", "allocationMode": "All"}, {"name": "some", "deviceClassName": "gpu.x", "count": 4}]}]}}));
     assert_eq!(run(&spec, &none, &cands, &[]).unwrap().len(), 4);
 }
+
+/// The slices of pools `(pool, spec)` of driver gpu.x, each one slice.
+fn pools(specs: &[(&str, Value)], features: &Features) -> (Vec<Candidate>, Vec<Object>) {
+    let objs: Vec<Object> = specs
+        .iter()
+        .map(|(pool, spec)| {
+            let mut spec = spec.clone();
+            spec["driver"] = json!("gpu.x");
+            spec["pool"] = json!({"name": pool, "resourceSliceCount": 1});
+            object(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": format!("s-{pool}")}, "spec": spec}))
+        })
+        .collect();
+    (from_slices_with(&objs, features), objs)
+}
+
+fn with(features: Features) -> Catalog {
+    Catalog { features, ..catalog(&[]) }
+}
+
+/// KEP-5007 (structured v0.37.2 isSelectable, GatherPools, Allocate): a
+/// device with bindingConditions is never picked with the feature off; on,
+/// its pool is tried after the pools without, and the result carries its
+/// conditions.
+#[test]
+fn binding_conditions_are_allocated_last_and_copied_only_with_the_gate() {
+    let bound = json!({"devices": [{"name": "b0", "bindingConditions": ["ready"], "bindingFailureConditions": ["failed"], "bindsToNode": true}]});
+    let plain = json!({"devices": [{"name": "d0"}]});
+    let on = Features::default();
+    assert!(on.binding_conditions, "beta, on in 1.37");
+    // Pool "a" sorts first, but has binding conditions: "b" is tried first.
+    let (cands, _) = pools(&[("a", bound.clone()), ("b", plain)], &on);
+    assert_eq!(cands.iter().map(|c| c.device.as_str()).collect::<Vec<_>>(), ["d0", "b0"]);
+    let two = one("gpu.x", json!({"count": 2}));
+    let got = run(&two, &with(on), &cands, &[]).unwrap();
+    assert_eq!(devices(&got), ["r d0", "r b0"]);
+    assert!(got[0].binding_conditions.is_empty());
+    assert_eq!(
+        (got[1].binding_conditions.as_slice(), got[1].binding_failure_conditions.as_slice()),
+        (&["ready".to_string()][..], &["failed".to_string()][..])
+    );
+    let off = Features { binding_conditions: false, ..on };
+    let e = run(&two, &with(off), &cands, &[]).unwrap_err();
+    assert!(e.contains("wants 2 device(s)"), "{e}");
+    assert!(!Features::of_minor(35).binding_conditions);
+}
+
+/// KEP-5491 (allocator_experimental.go matchAttributeConstraint,
+/// constraint.go distinctAttributeConstraint): with the feature, values
+/// match when the sets intersect and are distinct when disjoint; without,
+/// a list attribute matches only alone.
+#[test]
+fn list_attributes_match_by_intersection_only_with_the_gate() {
+    let spec = json!({"devices": [
+        {"name": "d0", "attributes": {"numa": {"ints": [0, 1]}}},
+        {"name": "d1", "attributes": {"numa": {"ints": [1, 2]}}},
+        {"name": "d2", "attributes": {"numa": {"int": 2}}}]});
+    let on = Features { list_type_attributes: true, ..Features::default() };
+    let (cands, _) = pools(&[("p", spec)], &on);
+    let req = |c: Value| {
+        claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x", "count": 2}}],
+        "constraints": [c]}}))
+    };
+    let matching = req(json!({"matchAttribute": "gpu.x/numa"}));
+    assert_eq!(devices(&run(&matching, &with(on), &cands, &[]).unwrap()), ["r d0", "r d1"]);
+    let e = run(&matching, &with(Features::default()), &cands, &[]).unwrap_err();
+    assert!(e.contains("matchAttribute"), "a list matches only alone without the gate: {e}");
+    let distinct = req(json!({"distinctAttribute": "gpu.x/numa"}));
+    // d0 and d1 share 1; d0 and d2 are disjoint.
+    assert_eq!(devices(&run(&distinct, &with(on), &cands, &[]).unwrap()), ["r d0", "r d2"]);
+}
+
+/// KEP-5963 (compatibility_groups.go, allocator_experimental.go
+/// checkAndConsumeCompatibilityGroups, pools_experimental.go GatherPools):
+/// devices on one counter set are co-allocated only while their groups
+/// intersect, against those other claims hold too; without the gate, the
+/// slice that declares groups is ignored (its pool incomplete).
+#[test]
+fn compatibility_groups_keep_incompatible_partitions_apart() {
+    let cc =
+        |g: &[&str]| json!([{"counterSet": "gpu-0", "counters": {"mem": {"value": "1Gi"}}, "compatibilityGroups": g}]);
+    let counters = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "counters"},
+        "spec": {"driver": "gpu.x", "pool": {"name": "p", "resourceSliceCount": 2},
+                 "sharedCounters": [{"name": "gpu-0", "counters": {"mem": {"value": "8Gi"}}}]}});
+    let devs = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "devs"},
+        "spec": {"driver": "gpu.x", "pool": {"name": "p", "resourceSliceCount": 2}, "devices": [
+            {"name": "mig-0", "consumesCounters": cc(&["mig"])},
+            {"name": "vgpu-0", "consumesCounters": cc(&["vgpu"])},
+            {"name": "mig-1", "consumesCounters": cc(&["mig", "vgpu"])}]}});
+    let objs = [object(counters), object(devs)];
+    let on = Features { compatibility_groups: true, ..Features::default() };
+    let cands = from_slices_with(&objs, &on);
+    let two = one("gpu.x", json!({"count": 2}));
+    assert_eq!(devices(&run(&two, &with(on), &cands, &[]).unwrap()), ["r mig-0", "r mig-1"]);
+    // Another claim holds vgpu-0: only devices with group vgpu may join.
+    let got = run(&one("gpu.x", json!({})), &with(on), &cands, &[held("gpu.x", "p", "vgpu-0")]).unwrap();
+    assert_eq!(devices(&got), ["r mig-1"]);
+    // Without the gate the devices' slice is ignored: no device, and the pool is incomplete.
+    let off = Features::default();
+    assert!(from_slices_with(&objs, &off).is_empty());
+    assert_eq!(unusable_pools_with(&objs, &off), ["gpu.x/p".to_string()].into());
+}
+
+/// KEP-6080 (allocator_experimental.go lookupAttribute): a request's
+/// derived attribute is evaluated per device for the constraints and
+/// shadows a static one; an error stops the claim; without the gate the
+/// claim cannot be allocated at all.
+#[test]
+fn derived_attributes_feed_constraints_only_with_the_gate() {
+    let spec = json!({"devices": [
+        {"name": "d0", "attributes": {"topo": {"string": "numa-1"}}},
+        {"name": "d1", "attributes": {"topo": {"string": "numa-0"}}},
+        {"name": "d2", "attributes": {"topo": {"string": "numa-1"}}}]});
+    let on = Features { derived_attributes: true, ..Features::default() };
+    let (cands, _) = pools(&[("p", spec)], &on);
+    let derived = |expr: &str| {
+        claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x", "count": 2,
+            "derivedAttributes": [{"name": "derived/numa", "expression": expr}]}}],
+            "constraints": [{"matchAttribute": "derived/numa"}]}}))
+    };
+    let numa = derived("device.attributes[device.driver].topo.endsWith('1') ? 1 : 0");
+    assert_eq!(devices(&run(&numa, &with(on), &cands, &[]).unwrap()), ["r d0", "r d2"]);
+    let e = run(&derived("device.attributes[device.driver].nope"), &with(on), &cands, &[]).unwrap_err();
+    assert!(e.contains("evaluate derived attribute derived/numa on device gpu.x/p/d0 failed"), "{e}");
+    let e = run(&numa, &with(Features::default()), &cands, &[]).unwrap_err();
+    assert!(e.contains("cannot handle request with derived attributes"), "{e}");
+}

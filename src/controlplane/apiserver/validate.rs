@@ -4,7 +4,10 @@
 //! annotation keys and their total size) and the ResourceSlice limits of
 //! resource.k8s.io/v1 (`pkg/apis/resource/validation`: devices per slice,
 //! devices and sharedCounters not together, counter sets, taints, counter
-//! consumptions and attributes+capacities per device, unique device names).
+//! consumptions and attributes+capacities per device, unique device names;
+//! of 1.37: binding conditions (KEP-5007), list-typed attributes
+//! (KEP-5491), compatibility groups (KEP-5963), node-allocatable resources
+//! (KEP-5517)).
 //! Errors are worded as apimachinery's `field.Error` prints them and
 //! answered as `errors.NewInvalid` builds its `Status` (422, reason
 //! `Invalid`, `details.causes[]` with the field paths).
@@ -25,6 +28,12 @@ pub const MAX_TAINTS: usize = 16;
 pub const MAX_CONSUMES_COUNTERS: usize = 2;
 /// `resource.ResourceSliceMaxAttributesAndCapacitiesPerDevice`.
 pub const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
+/// `resource.ResourceSliceMaxAttributeValuesPerDevice` (KEP-5491: a list's items count each).
+pub const MAX_ATTRIBUTE_VALUES: usize = 48;
+/// `resource.BindingConditionsMaxSize` and `BindingFailureConditionsMaxSize` (KEP-5007).
+pub const MAX_BINDING_CONDITIONS: usize = 4;
+/// `resource.DeviceCompatibilityGroupsMaxSize` (KEP-5963).
+pub const MAX_COMPATIBILITY_GROUPS: usize = 2;
 /// apimachinery's `TotalAnnotationSizeLimitB` (256 KiB).
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
 /// `validation.LabelValueMaxLength` and the qualified name part's limit.
@@ -120,7 +129,255 @@ fn required(field: &str, detail: &str) -> Cause {
 /// apimachinery's `RegexError` text.
 fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
     let e: Vec<String> = examples.iter().map(|x| format!("'{x}', ")).collect();
-    format!("{msg} (e.g. {}regex used for validation is '{re}')", e.join("or "))
+    format!("{msg} (e.g. {}regex used for validation is '{re}')", e.join(" or "))
+}
+
+/// apimachinery's `IsDNS1123Label`, as it words the problems.
+fn dns_label(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > MAX_LABEL {
+        out.push(format!("must be no more than {MAX_LABEL} bytes"));
+    }
+    let b = s.as_bytes();
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let label =
+        |b: &[u8]| !b.is_empty() && alnum(b[0]) && alnum(b[b.len() - 1]) && b.iter().all(|&c| alnum(c) || c == b'-');
+    if !label(b) {
+        if b.split(|&c| c == b'.').all(label) && s.len() <= DNS_SUBDOMAIN_MAX {
+            out.push("must not contain dots".into());
+        } else {
+            out.push(regex_error(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+                &["my-name", "123-abc"],
+            ));
+        }
+    }
+    out
+}
+
+/// `field.Invalid` with a value that is not a string: JSON, as
+/// apimachinery's ErrorBody prints it (`[]`, `null`, `{...}`).
+fn invalid_value(field: &str, value: &Value, detail: &str) -> Cause {
+    Cause { reason: "FieldValueInvalid", field: field.into(), message: format!("Invalid value: {value}: {detail}") }
+}
+
+/// validation.go validateDeviceBindingParameters (KEP-5007): at most 4
+/// of each, each a qualified name, no repeats, none in both lists, and
+/// either both lists or neither.
+fn binding_parameters(d: &Value, at: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let list = |k: &str| -> Vec<String> {
+        d[k].as_array()
+            .map(|a| a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+            .unwrap_or_default()
+    };
+    let (conds, fails) = (list("bindingConditions"), list("bindingFailureConditions"));
+    for (k, l) in [("bindingConditions", &conds), ("bindingFailureConditions", &fails)] {
+        if l.len() > MAX_BINDING_CONDITIONS {
+            out.push(too_many(&format!("{at}.{k}"), l.len(), MAX_BINDING_CONDITIONS));
+            continue;
+        }
+        for (i, c) in l.iter().enumerate() {
+            for m in label_key(c) {
+                out.push(invalid(&format!("{at}.{k}[{i}]"), c, &m));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, c) in conds.iter().enumerate() {
+        if !seen.insert(c) {
+            out.push(duplicate(&format!("{at}.bindingConditions[{i}]"), c));
+        }
+    }
+    let mut seen_fail = std::collections::HashSet::new();
+    for (i, c) in fails.iter().enumerate() {
+        let path = format!("{at}.bindingFailureConditions[{i}]");
+        if !seen_fail.insert(c) {
+            out.push(duplicate(&path, c));
+        }
+        if conds.contains(c) {
+            out.push(invalid(&path, c, "bindingFailureConditions must not overlap with bindingConditions"));
+        }
+    }
+    if conds.is_empty() && !fails.is_empty() {
+        out.push(invalid_value(
+            &format!("{at}.bindingConditions"),
+            &d["bindingConditions"],
+            "bindingConditions are required to use bindingFailureConditions",
+        ));
+    }
+    if fails.is_empty() && !conds.is_empty() {
+        out.push(invalid_value(
+            &format!("{at}.bindingFailureConditions"),
+            &d["bindingFailureConditions"],
+            "bindingFailureConditions are required to use bindingConditions",
+        ));
+    }
+    out
+}
+
+/// The declarative validation of `consumesCounters[].compatibilityGroups`
+/// (KEP-5963; api resource/v1 types.go: maxItems 2, each a k8s-short-name,
+/// unique).
+fn compatibility_groups(d: &Value, at: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    for (j, c) in d["consumesCounters"].as_array().into_iter().flatten().enumerate() {
+        let path = format!("{at}.consumesCounters[{j}].compatibilityGroups");
+        let groups: Vec<&str> = c["compatibilityGroups"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x.as_str().unwrap_or_default()).collect())
+            .unwrap_or_default();
+        if groups.len() > MAX_COMPATIBILITY_GROUPS {
+            out.push(too_many(&path, groups.len(), MAX_COMPATIBILITY_GROUPS));
+            continue;
+        }
+        for (i, g) in groups.iter().enumerate() {
+            for m in dns_label(g) {
+                out.push(invalid(&format!("{path}[{i}]"), g, &m));
+            }
+        }
+        for (i, g) in groups.iter().enumerate() {
+            if groups[..i].contains(g) {
+                out.push(duplicate(&format!("{path}[{i}]"), g));
+            }
+        }
+    }
+    out
+}
+
+/// List-typed attributes (KEP-5491): each list non-empty
+/// (validateDeviceAttribute), and the values of all attributes, a list's
+/// items each, at most 48 (numEntriesDeviceAttribute).
+fn list_attributes(d: &Value, at: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let mut values = 0;
+    if let Some(attrs) = d["attributes"].as_object() {
+        for a in attrs.values() {
+            let lists: Vec<usize> = ["bools", "ints", "strings", "versions"]
+                .iter()
+                .filter_map(|k| a[*k].as_array().map(Vec::len))
+                .collect();
+            values += if lists.iter().all(|n| *n == 0) { 1 } else { lists.iter().sum() };
+        }
+        let total = values;
+        if total > MAX_ATTRIBUTE_VALUES {
+            out.push(invalid_n(
+                at,
+                total,
+                &format!("the total number of attribute values must not exceed {MAX_ATTRIBUTE_VALUES}"),
+            ));
+        }
+        let mut keys: Vec<&String> = attrs.keys().collect();
+        keys.sort();
+        for k in keys {
+            for list in ["bools", "ints", "strings", "versions"] {
+                if attrs[k][list].as_array().is_some_and(Vec::is_empty) {
+                    out.push(invalid_value(
+                        &format!("{at}.attributes[{k}].{list}"),
+                        &attrs[k][list],
+                        "must not be empty if specified",
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// validation.go validateNodeAllocatableResources (KEP-5517): each key
+/// cpu, memory or hugepages-*; mapping or overhead set; a mapping's
+/// capacityKey a capacity of the device with a positive capacityMultiplier,
+/// or a positive deviceMultiplier (one of the two: a union); an overhead's
+/// perPod or perContainer, neither negative.
+fn node_allocatable(d: &Value, at: &str) -> Vec<Cause> {
+    use crate::controlplane::objects::quantity::Quantity;
+    let mut out = Vec::new();
+    let Some(map) = d["nodeAllocatableResources"].as_object() else { return out };
+    let sign = |v: &Value| -> Option<(i32, String)> {
+        let text = v.as_str().map(str::to_string).or_else(|| v.as_number().map(ToString::to_string))?;
+        let q = Quantity::parse(&text).ok()?;
+        Some((q.nanos().signum() as i32, q.text().to_string()))
+    };
+    let mut names: Vec<&String> = map.keys().collect();
+    names.sort();
+    for name in names {
+        let r = &map[name];
+        let key = format!("{at}.nodeAllocatableResources[{name}]");
+        if !(name == "cpu" || name == "memory" || name.starts_with("hugepages-")) {
+            out.push(invalid(&key, name, "must be a node allocatable resource name"));
+        }
+        let (m, o) = (&r["mapping"], &r["overhead"]);
+        if m.is_null() && o.is_null() {
+            out.push(required(&key, "at least one of mapping or overhead must be set"));
+        }
+        if !m.is_null() {
+            let path = format!("{key}.mapping");
+            let set: Vec<&str> = ["capacityKey", "deviceMultiplier"].into_iter().filter(|k| !m[*k].is_null()).collect();
+            match set.len() {
+                // The declarative union (validate.Union): its words.
+                0 => out.push(invalid(&path, "", "must specify one of: `capacityKey`, `deviceMultiplier`")),
+                1 => {}
+                _ => out.push(invalid(
+                    &path,
+                    &format!("{{{}}}", set.join(", ")),
+                    "must specify exactly one of: `capacityKey`, `deviceMultiplier`",
+                )),
+            }
+            if let Some(k) = m["capacityKey"].as_str() {
+                if k.is_empty() {
+                    out.push(invalid(&format!("{path}.capacityKey"), "", "capacityKey must not be an empty string"));
+                } else if d["capacity"].get(k).is_none() {
+                    out.push(Cause {
+                        reason: "FieldValueNotFound",
+                        field: format!("{path}.capacityKey"),
+                        message: format!("Not found: {}", go_quote(k)),
+                    });
+                }
+                match sign(&m["capacityMultiplier"]) {
+                    None if m["capacityMultiplier"].is_null() => out.push(required(
+                        &format!("{path}.capacityMultiplier"),
+                        "capacityMultiplier is required when capacityKey is set",
+                    )),
+                    Some((s, text)) if s <= 0 => {
+                        out.push(invalid(&format!("{path}.capacityMultiplier"), &text, "must be positive"))
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((s, text)) = sign(&m["deviceMultiplier"]).filter(|(s, _)| *s <= 0) {
+                let _ = s;
+                out.push(invalid(&format!("{path}.deviceMultiplier"), &text, "must be positive"));
+            }
+            if !m["capacityMultiplier"].is_null() && m["capacityKey"].is_null() {
+                out.push(required(
+                    &format!("{path}.capacityKey"),
+                    "capacityKey is required when capacityMultiplier is set",
+                ));
+            }
+        }
+        if !o.is_null() {
+            let path = format!("{key}.overhead");
+            if o["perPod"].is_null() && o["perContainer"].is_null() {
+                out.push(invalid(&path, "", "at least one of perPod or perContainer must be set"));
+                continue;
+            }
+            for k in ["perPod", "perContainer"] {
+                if let Some((s, text)) = sign(&o[k]).filter(|(s, _)| *s < 0) {
+                    let _ = s;
+                    out.push(invalid(&format!("{path}.{k}"), &text, "must be non-negative"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a device has a list-typed attribute (validation.go haveListAttributes).
+fn has_list_attribute(d: &Value) -> bool {
+    d["attributes"]
+        .as_object()
+        .is_some_and(|a| a.values().any(|v| ["bools", "ints", "strings", "versions"].iter().any(|k| !v[*k].is_null())))
 }
 
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
@@ -135,7 +392,8 @@ fn qualified_chars(s: &str) -> bool {
 }
 
 /// apimachinery's `IsQualifiedName`: `[prefix/]name`, the prefix a DNS
-/// subdomain, the name at most 63 characters. The problems, as it words them.
+/// subdomain, the name at most 63 characters. The problems, as it words them
+/// before 1.37 (see [`label_key`] for 1.37's words).
 fn qualified_name(s: &str) -> Vec<String> {
     let parts: Vec<&str> = s.split('/').collect();
     let (prefix, name) = match parts.as_slice() {
@@ -172,6 +430,19 @@ fn qualified_name(s: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// apimachinery 1.37's `IsQualifiedName` (`content.IsLabelKey`), as
+/// `ValidateLabelName` reports it on the 1.37 fields: [`qualified_name`]
+/// with 1.37's words ("a valid label key", "bytes").
+fn label_key(s: &str) -> Vec<String> {
+    qualified_name(s)
+        .into_iter()
+        .map(|m| {
+            m.replacen("a qualified name ", "a valid label key ", 1)
+                .replace(&format!("no more than {MAX_LABEL} characters"), &format!("no more than {MAX_LABEL} bytes"))
+        })
+        .collect()
 }
 
 /// apimachinery's `IsValidLabelValue`.
@@ -233,7 +504,8 @@ fn len_of(v: &Value) -> usize {
     }
 }
 
-/// The device limit of a slice: 64 when any device has taints or consumes counters, else 128.
+/// The device limit of a slice: 64 when any device has taints, consumes
+/// counters or has a list-typed attribute, else 128.
 pub fn device_limit(advanced: bool) -> usize {
     if advanced {
         MAX_DEVICES_ADVANCED
@@ -250,7 +522,8 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
         out.push(invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed"));
     }
     let devices = spec["devices"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let advanced = devices.iter().any(|d| len_of(&d["taints"]) > 0 || len_of(&d["consumesCounters"]) > 0);
+    let advanced =
+        devices.iter().any(|d| len_of(&d["taints"]) > 0 || len_of(&d["consumesCounters"]) > 0 || has_list_attribute(d));
     let max = device_limit(advanced);
     if devices.len() > max {
         // As upstream: the size check short-circuits the per-device checks.
@@ -269,6 +542,7 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
                     ),
                 ));
             }
+            out.extend(list_attributes(d, &at));
             let taints = len_of(&d["taints"]);
             if taints > MAX_TAINTS {
                 out.push(too_many(&format!("{at}.taints"), taints, MAX_TAINTS));
@@ -276,7 +550,11 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
             let cc = len_of(&d["consumesCounters"]);
             if cc > MAX_CONSUMES_COUNTERS {
                 out.push(too_many(&format!("{at}.consumesCounters"), cc, MAX_CONSUMES_COUNTERS));
+            } else {
+                out.extend(compatibility_groups(d, &at));
             }
+            out.extend(binding_parameters(d, &at));
+            out.extend(node_allocatable(d, &at));
             let name = d["name"].as_str().unwrap_or_default();
             if !seen.insert(name) {
                 out.push(duplicate(&at, name));
@@ -584,6 +862,91 @@ mod tests {
             })
             .collect();
         json!({"devices": list})
+    }
+
+    /// The 1.37 fields, as pkg/apis/resource/validation (v1.37.2)
+    /// validateDevice and the declarative rules of api resource/v1 judge
+    /// them: binding conditions (KEP-5007), list-typed attributes
+    /// (KEP-5491), compatibility groups (KEP-5963), node-allocatable
+    /// resources (KEP-5517).
+    #[test]
+    fn the_1_37_device_fields_are_judged_as_upstream_does() {
+        let ok = json!({"bindingConditions": ["ready", "example.com/attached"], "bindingFailureConditions": ["failed"],
+            "bindsToNode": true,
+            "attributes": {"numas": {"ints": [0, 1]}, "names": {"strings": ["a"]}},
+            "consumesCounters": [{"counterSet": "s", "counters": {}, "compatibilityGroups": ["mig", "vgpu"]}],
+            "capacity": {"cores": {"value": "8"}},
+            "nodeAllocatableResources": {"cpu": {"mapping": {"capacityKey": "cores", "capacityMultiplier": "2"}},
+                                         "memory": {"overhead": {"perPod": "1Gi"}}}});
+        assert!(slice_spec(&devices(1, ok.clone())).is_empty(), "{:?}", words(&slice_spec(&devices(1, ok))));
+        // A list attribute makes the slice's limit 64.
+        let list = json!({"attributes": {"numas": {"ints": [0]}}});
+        assert_eq!(words(&slice_spec(&devices(65, list))), ["spec.devices: Too many: 65: must have at most 64 items"]);
+        assert_eq!(
+            words(&slice_spec(&devices(
+                1,
+                json!({"bindingConditions": ["a", "b", "c", "d", "e"], "bindingFailureConditions": ["f"]})
+            ))),
+            ["spec.devices[0].bindingConditions: Too many: 5: must have at most 4 items"]
+        );
+        assert_eq!(
+            words(&slice_spec(&devices(1, json!({"bindingConditions": ["a", "a"], "bindingFailureConditions": ["a"]})))),
+            [
+                "spec.devices[0].bindingConditions[1]: Duplicate value: \"a\"",
+                "spec.devices[0].bindingFailureConditions[0]: Invalid value: \"a\": bindingFailureConditions must not overlap with bindingConditions"
+            ]
+        );
+        assert_eq!(
+            words(&slice_spec(&devices(1, json!({"bindingConditions": ["ready"]})))),
+            ["spec.devices[0].bindingFailureConditions: Invalid value: null: bindingFailureConditions are required to use bindingConditions"]
+        );
+        assert_eq!(
+            words(&slice_spec(&devices(1, json!({"bindingFailureConditions": ["bad/x/y"]})))),
+            [
+                "spec.devices[0].bindingFailureConditions[0]: Invalid value: \"bad/x/y\": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "spec.devices[0].bindingConditions: Invalid value: null: bindingConditions are required to use bindingFailureConditions"
+            ]
+        );
+        let values: Vec<i64> = (0..49).collect();
+        assert_eq!(
+            words(&slice_spec(&devices(1, json!({"attributes": {"n": {"ints": values}, "e": {"strings": []}}})))),
+            [
+                "spec.devices[0]: Invalid value: 50: the total number of attribute values must not exceed 48",
+                "spec.devices[0].attributes[e].strings: Invalid value: []: must not be empty if specified"
+            ]
+        );
+        let groups =
+            |g: Value| json!({"consumesCounters": [{"counterSet": "s", "counters": {}, "compatibilityGroups": g}]});
+        assert_eq!(
+            words(&slice_spec(&devices(1, groups(json!(["a", "b", "c"]))))),
+            ["spec.devices[0].consumesCounters[0].compatibilityGroups: Too many: 3: must have at most 2 items"]
+        );
+        assert_eq!(
+            words(&slice_spec(&devices(1, groups(json!(["Mig", "Mig"]))))),
+            [
+                "spec.devices[0].consumesCounters[0].compatibilityGroups[0]: Invalid value: \"Mig\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                "spec.devices[0].consumesCounters[0].compatibilityGroups[1]: Invalid value: \"Mig\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                "spec.devices[0].consumesCounters[0].compatibilityGroups[1]: Duplicate value: \"Mig\""
+            ]
+        );
+        let na = |v: Value| json!({"capacity": {"cores": {"value": "8"}}, "nodeAllocatableResources": v});
+        assert_eq!(
+            words(&slice_spec(&devices(1, na(json!({
+                "example.com/gpu": {},
+                "cpu": {"mapping": {"capacityKey": "nope", "deviceMultiplier": "0"}},
+                "memory": {"mapping": {"capacityMultiplier": "2"}, "overhead": {"perPod": "-1"}}}))))),
+            [
+                "spec.devices[0].nodeAllocatableResources[cpu].mapping: Invalid value: \"{capacityKey, deviceMultiplier}\": must specify exactly one of: `capacityKey`, `deviceMultiplier`",
+                "spec.devices[0].nodeAllocatableResources[cpu].mapping.capacityKey: Not found: \"nope\"",
+                "spec.devices[0].nodeAllocatableResources[cpu].mapping.capacityMultiplier: Required value: capacityMultiplier is required when capacityKey is set",
+                "spec.devices[0].nodeAllocatableResources[cpu].mapping.deviceMultiplier: Invalid value: \"0\": must be positive",
+                "spec.devices[0].nodeAllocatableResources[example.com/gpu]: Invalid value: \"example.com/gpu\": must be a node allocatable resource name",
+                "spec.devices[0].nodeAllocatableResources[example.com/gpu]: Required value: at least one of mapping or overhead must be set",
+                "spec.devices[0].nodeAllocatableResources[memory].mapping: Invalid value: \"\": must specify one of: `capacityKey`, `deviceMultiplier`",
+                "spec.devices[0].nodeAllocatableResources[memory].mapping.capacityKey: Required value: capacityKey is required when capacityMultiplier is set",
+                "spec.devices[0].nodeAllocatableResources[memory].overhead.perPod: Invalid value: \"-1\": must be non-negative"
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A ResourceSlice's devices as the allocator reads them (resource.k8s.io v1,
 //! and v1beta1's `basic` nesting): typed attributes, capacities with their
 //! request policies (KEP-5075), shared counters and their consumption
-//! (KEP-4815), taints (KEP-5055) and allowMultipleAllocations; request
+//! (KEP-4815) with their compatibility groups (KEP-5963), taints (KEP-5055),
+//! allowMultipleAllocations, binding conditions (KEP-5007), list-typed
+//! attributes (KEP-5491) and node-allocatable resources (KEP-5517); request
 //! tolerations and DeviceTaintRules.
 
 use super::quantity::Quantity;
@@ -9,7 +11,9 @@ use super::Object;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// A device attribute's value (exactly one of string, int, bool, version).
+/// A device attribute's value (exactly one of string, int, bool, version,
+/// or — KEP-5491, DRAListTypeAttributes — a non-empty list of one of them:
+/// strings, ints, bools, versions).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Attribute {
     /// `string`.
@@ -20,6 +24,84 @@ pub enum Attribute {
     Bool(bool),
     /// `version` (semantic version text).
     Version(String),
+    /// `strings` (KEP-5491).
+    Strings(Vec<String>),
+    /// `ints` (KEP-5491).
+    Ints(Vec<i64>),
+    /// `bools` (KEP-5491).
+    Bools(Vec<bool>),
+    /// `versions` (KEP-5491).
+    Versions(Vec<String>),
+}
+
+/// An attribute's values as a set of one type (allocator_experimental.go
+/// deviceAttributeListAsSet): a scalar is a set of one, a list the set of
+/// its items. Different types never intersect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttributeSet {
+    /// string or strings.
+    Strings(std::collections::BTreeSet<String>),
+    /// int or ints.
+    Ints(std::collections::BTreeSet<i64>),
+    /// bool or bools.
+    Bools(std::collections::BTreeSet<bool>),
+    /// version or versions (compared as text, as upstream does).
+    Versions(std::collections::BTreeSet<String>),
+}
+
+impl AttributeSet {
+    /// The values both have, or None when none (or the types differ).
+    pub fn intersection(&self, o: &AttributeSet) -> Option<AttributeSet> {
+        fn both<T: Ord + Clone>(
+            a: &std::collections::BTreeSet<T>,
+            b: &std::collections::BTreeSet<T>,
+        ) -> Option<std::collections::BTreeSet<T>> {
+            let i: std::collections::BTreeSet<T> = a.intersection(b).cloned().collect();
+            (!i.is_empty()).then_some(i)
+        }
+        match (self, o) {
+            (AttributeSet::Strings(a), AttributeSet::Strings(b)) => both(a, b).map(AttributeSet::Strings),
+            (AttributeSet::Ints(a), AttributeSet::Ints(b)) => both(a, b).map(AttributeSet::Ints),
+            (AttributeSet::Bools(a), AttributeSet::Bools(b)) => both(a, b).map(AttributeSet::Bools),
+            (AttributeSet::Versions(a), AttributeSet::Versions(b)) => both(a, b).map(AttributeSet::Versions),
+            _ => None,
+        }
+    }
+}
+
+impl Attribute {
+    /// Whether it is one of the list types (KEP-5491).
+    pub fn is_list(&self) -> bool {
+        matches!(self, Attribute::Strings(_) | Attribute::Ints(_) | Attribute::Bools(_) | Attribute::Versions(_))
+    }
+
+    /// How many values it holds (a scalar one; validation.go
+    /// numEntriesDeviceAttribute counts list items).
+    pub fn values(&self) -> usize {
+        match self {
+            Attribute::Strings(v) | Attribute::Versions(v) => v.len(),
+            Attribute::Ints(v) => v.len(),
+            Attribute::Bools(v) => v.len(),
+            _ => 1,
+        }
+    }
+
+    /// Its values as a set; None for an empty list (upstream's
+    /// attributeAsSet answers nil for it: it matches nothing).
+    pub fn as_set(&self) -> Option<AttributeSet> {
+        let set = match self {
+            Attribute::String(s) => AttributeSet::Strings([s.clone()].into()),
+            Attribute::Int(n) => AttributeSet::Ints([*n].into()),
+            Attribute::Bool(b) => AttributeSet::Bools([*b].into()),
+            Attribute::Version(v) => AttributeSet::Versions([v.clone()].into()),
+            Attribute::Strings(v) if !v.is_empty() => AttributeSet::Strings(v.iter().cloned().collect()),
+            Attribute::Ints(v) if !v.is_empty() => AttributeSet::Ints(v.iter().copied().collect()),
+            Attribute::Bools(v) if !v.is_empty() => AttributeSet::Bools(v.iter().copied().collect()),
+            Attribute::Versions(v) if !v.is_empty() => AttributeSet::Versions(v.iter().cloned().collect()),
+            _ => return None,
+        };
+        Some(set)
+    }
 }
 
 /// `requestPolicy` of a capacity.
@@ -47,12 +129,17 @@ pub struct Capacity {
 }
 
 /// A counter set: `sharedCounters[]` of a slice, or `consumesCounters[]` of a device.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CounterSet {
     /// name (sharedCounters) or counterSet (consumesCounters).
     pub name: String,
     /// counter → value.
     pub counters: BTreeMap<String, Quantity>,
+    /// compatibilityGroups of a consumesCounters entry (KEP-5963,
+    /// DRADeviceCompatibilityGroups): devices drawing from one counter set
+    /// are co-allocated only while their groups intersect. Empty for
+    /// sharedCounters.
+    pub groups: Vec<String>,
 }
 
 /// A device taint.
@@ -132,6 +219,34 @@ pub struct SliceDevice {
     pub taints: Vec<Taint>,
     /// allowMultipleAllocations.
     pub multi: bool,
+    /// bindsToNode (KEP-5007).
+    pub binds_to_node: bool,
+    /// bindingConditions (KEP-5007): condition types a driver sets True in
+    /// the claim's `status.devices` before the pod may be bound.
+    pub binding_conditions: Vec<String>,
+    /// bindingFailureConditions (KEP-5007): any of them True fails the binding.
+    pub binding_failure_conditions: Vec<String>,
+    /// nodeAllocatableResources (KEP-5517, DRANodeAllocatableResources):
+    /// node resource name (cpu, memory, …) → how an allocation of this
+    /// device counts against the node's allocatable.
+    pub node_allocatable: BTreeMap<String, NodeAllocatable>,
+}
+
+/// One `nodeAllocatableResources` entry of a device (KEP-5517).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeAllocatable {
+    /// mapping.capacityKey: the consumed capacity that is the base amount.
+    pub capacity_key: Option<String>,
+    /// mapping.capacityMultiplier.
+    pub capacity_multiplier: Option<Quantity>,
+    /// mapping.deviceMultiplier: per allocated device.
+    pub device_multiplier: Option<Quantity>,
+    /// overhead.perPod.
+    pub per_pod: Option<Quantity>,
+    /// overhead.perContainer.
+    pub per_container: Option<Quantity>,
+    /// Whether `mapping` is set (the claim then cannot be shared between pods).
+    pub mapped: bool,
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -160,6 +275,70 @@ fn qualified(driver: &str, k: &str) -> String {
     }
 }
 
+/// A list of strings (absent: empty).
+fn strings(v: Option<&Value>, at: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for (i, x) in items(v).iter().enumerate() {
+        out.push(x.as_str().ok_or_else(|| format!("{at}[{i}] must be a string"))?.to_string());
+    }
+    Ok(out)
+}
+
+/// A list attribute's items (`ints`, `bools`, `strings`, `versions`): a
+/// non-empty list of one type.
+fn list_of<T>(v: &Value, at: &str, item: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>, String> {
+    let a = v.as_array().ok_or_else(|| format!("{at} must be a list"))?;
+    if a.is_empty() {
+        return Err(format!("{at}: must not be empty if specified"));
+    }
+    a.iter().enumerate().map(|(i, x)| item(x).ok_or_else(|| format!("{at}[{i}] has the wrong type"))).collect()
+}
+
+/// One attribute's value: exactly one of string, int, bool, version, or
+/// (KEP-5491) strings, ints, bools, versions.
+fn attribute(a: &Value, at: &str) -> Result<Attribute, String> {
+    let text = |x: &Value| x.as_str().map(str::to_string);
+    let fields = ["string", "int", "bool", "version", "strings", "ints", "bools", "versions"];
+    let set: Vec<&str> = fields.iter().copied().filter(|f| a.get(*f).is_some_and(|v| !v.is_null())).collect();
+    let [field] = set.as_slice() else {
+        return Err(format!("{at}: set exactly one of string, int, bool, version, strings, ints, bools, versions"));
+    };
+    let v = &a[*field];
+    let wrong = || format!("{at}.{field} has the wrong type");
+    Ok(match *field {
+        "string" => Attribute::String(text(v).ok_or_else(wrong)?),
+        "int" => Attribute::Int(v.as_i64().ok_or_else(wrong)?),
+        "bool" => Attribute::Bool(v.as_bool().ok_or_else(wrong)?),
+        "version" => Attribute::Version(text(v).ok_or_else(wrong)?),
+        "strings" => Attribute::Strings(list_of(v, &format!("{at}.strings"), text)?),
+        "ints" => Attribute::Ints(list_of(v, &format!("{at}.ints"), Value::as_i64)?),
+        "bools" => Attribute::Bools(list_of(v, &format!("{at}.bools"), Value::as_bool)?),
+        _ => Attribute::Versions(list_of(v, &format!("{at}.versions"), text)?),
+    })
+}
+
+fn node_allocatable(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, NodeAllocatable>, String> {
+    let mut out = BTreeMap::new();
+    for (name, r) in v.and_then(Value::as_object).into_iter().flatten() {
+        let at = format!("{at}[{name}]");
+        let q = |x: Option<&Value>, k: &str| x.map(|x| quantity(x, &format!("{at}.{k}"))).transpose();
+        let m = r.get("mapping").filter(|m| !m.is_null());
+        let o = r.get("overhead").filter(|o| !o.is_null());
+        out.insert(
+            name.clone(),
+            NodeAllocatable {
+                capacity_key: m.and_then(|m| str_of(m, "capacityKey")).map(str::to_string),
+                capacity_multiplier: q(m.and_then(|m| m.get("capacityMultiplier")), "mapping.capacityMultiplier")?,
+                device_multiplier: q(m.and_then(|m| m.get("deviceMultiplier")), "mapping.deviceMultiplier")?,
+                per_pod: q(o.and_then(|o| o.get("perPod")), "overhead.perPod")?,
+                per_container: q(o.and_then(|o| o.get("perContainer")), "overhead.perContainer")?,
+                mapped: m.is_some(),
+            },
+        );
+    }
+    Ok(out)
+}
+
 fn counters(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, Quantity>, String> {
     let mut out = BTreeMap::new();
     for (k, c) in v.and_then(Value::as_object).into_iter().flatten() {
@@ -175,7 +354,8 @@ fn counter_sets(v: Option<&Value>, key: &str, at: &str) -> Result<Vec<CounterSet
     for (i, s) in items(v).iter().enumerate() {
         let at = format!("{at}[{i}]");
         let name = str_of(s, key).ok_or_else(|| format!("{at}.{key} is required"))?.to_string();
-        out.push(CounterSet { name, counters: counters(s.get("counters"), &format!("{at}.counters"))? });
+        let groups = strings(s.get("compatibilityGroups"), &format!("{at}.compatibilityGroups"))?;
+        out.push(CounterSet { name, counters: counters(s.get("counters"), &format!("{at}.counters"))?, groups });
     }
     Ok(out)
 }
@@ -265,18 +445,7 @@ fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, String> {
     let b = d.get("basic").unwrap_or(d);
     let mut attributes = BTreeMap::new();
     for (k, a) in b.get("attributes").and_then(Value::as_object).into_iter().flatten() {
-        let value = if let Some(s) = a.get("string").and_then(Value::as_str) {
-            Attribute::String(s.to_string())
-        } else if let Some(n) = a.get("int").and_then(Value::as_i64) {
-            Attribute::Int(n)
-        } else if let Some(x) = a.get("bool").and_then(Value::as_bool) {
-            Attribute::Bool(x)
-        } else if let Some(v) = a.get("version").and_then(Value::as_str) {
-            Attribute::Version(v.to_string())
-        } else {
-            return Err(format!("{at}.attributes[{k}]: set exactly one of string, int, bool, version"));
-        };
-        attributes.insert(qualified(driver, k), value);
+        attributes.insert(qualified(driver, k), attribute(a, &format!("{at}.attributes[{k}]"))?);
     }
     let mut capacity = BTreeMap::new();
     for (k, c) in b.get("capacity").and_then(Value::as_object).into_iter().flatten() {
@@ -297,6 +466,16 @@ fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, String> {
         consumes: counter_sets(b.get("consumesCounters"), "counterSet", &format!("{at}.consumesCounters"))?,
         taints,
         multi: b.get("allowMultipleAllocations").and_then(Value::as_bool).unwrap_or(false),
+        binds_to_node: b.get("bindsToNode").and_then(Value::as_bool).unwrap_or(false),
+        binding_conditions: strings(b.get("bindingConditions"), &format!("{at}.bindingConditions"))?,
+        binding_failure_conditions: strings(
+            b.get("bindingFailureConditions"),
+            &format!("{at}.bindingFailureConditions"),
+        )?,
+        node_allocatable: node_allocatable(
+            b.get("nodeAllocatableResources"),
+            &format!("{at}.nodeAllocatableResources"),
+        )?,
     })
 }
 

@@ -36,7 +36,9 @@ pub mod quantity;
 #[cfg(test)]
 mod tests;
 
-pub use devices::{Attribute, Capacity, CounterSet, Policy, SliceDevice, Taint, Toleration};
+pub use devices::{
+    Attribute, AttributeSet, Capacity, CounterSet, NodeAllocatable, Policy, SliceDevice, Taint, Toleration,
+};
 use quantity::Quantity;
 
 /// One CEL selector (`cel.expression`), compiled by the allocator as the
@@ -74,6 +76,10 @@ pub struct Request {
     pub tolerations: Vec<Toleration>,
     /// capacity.requests (KEP-5075): capacity name → amount.
     pub capacity: BTreeMap<String, Quantity>,
+    /// derivedAttributes (KEP-6080, DRADerivedAttributes): fully qualified
+    /// name → CEL expression, evaluated per candidate device where a
+    /// constraint names the attribute (shadowing a static one).
+    pub derived: Vec<(String, String)>,
     /// firstAvailable: sub-requests tried in order (then the fields above are unused).
     pub first_available: Vec<Request>,
 }
@@ -281,7 +287,37 @@ fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> 
     for (k, q) in reqs.and_then(Value::as_object).into_iter().flatten() {
         capacity.insert(k.clone(), devices::quantity(q, &format!("{at}.capacity.requests[{k}]"))?);
     }
-    Ok(Request { name, class, count, all, selectors, admin, tolerations, capacity, first_available: vec![] })
+    let derived = derived_attributes(e.get("derivedAttributes"), &format!("{at}.derivedAttributes"))?;
+    Ok(Request { name, class, count, all, selectors, admin, tolerations, capacity, derived, first_available: vec![] })
+}
+
+/// resourceapi.DeviceDerivedAttributesMaxSize.
+pub const MAX_DERIVED_ATTRIBUTES: usize = 32;
+
+/// A request's `derivedAttributes` (KEP-6080): each a fully qualified name
+/// and a CEL expression that parses (as kube-apiserver refuses one that
+/// does not compile), at most 32, names unique.
+fn derived_attributes(v: Option<&Value>, at: &str) -> Result<Vec<(String, String)>, String> {
+    let list = v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    if list.len() > MAX_DERIVED_ATTRIBUTES {
+        return Err(format!("{at}: Too many: {}: must have at most {MAX_DERIVED_ATTRIBUTES} items", list.len()));
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, d) in list.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let name = d.get("name").and_then(Value::as_str).filter(|n| n.contains('/'));
+        let name = name.ok_or_else(|| format!("{at}.name must be a fully qualified name (DOMAIN/ATTR)"))?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("{at}.name: Duplicate value: {name:?}"));
+        }
+        let expr = d.get("expression").and_then(Value::as_str).filter(|e| !e.trim().is_empty());
+        let expr = expr.ok_or_else(|| format!("{at}.expression is required"))?;
+        if let Err(e) = crate::controlplane::cel::check(expr) {
+            return Err(format!("{at}.expression: {e}"));
+        }
+        out.push((name.to_string(), expr.to_string()));
+    }
+    Ok(out)
 }
 
 fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {

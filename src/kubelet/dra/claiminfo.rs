@@ -417,6 +417,9 @@ pub struct World<'a> {
     pub candidates: &'a [Candidate],
     /// Drivers with a registered instance.
     pub drivers: &'a BTreeSet<String>,
+    /// The scheduler's gates the profile sets (binding conditions, list
+    /// attributes, compatibility groups, derived attributes).
+    pub features: crate::controlplane::allocator::Features,
 }
 
 /// What one attempt at preparing a pod's claims does.
@@ -616,8 +619,9 @@ impl ClaimCache {
             }
             return Ok((known.clone(), false));
         }
-        let scheduled = scheduler::schedule(&key, &spec, status, w.objects.values(), w.candidates, taken, w.drivers)
-            .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
+        let scheduled =
+            scheduler::schedule(&key, &spec, status, w.objects.values(), w.candidates, taken, w.drivers, w.features)
+                .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
         let allocated_now = matches!(scheduled, Scheduled::Allocated(_));
         Ok((ClaimInfo::allocated(namespace, &c.name, &uid, scheduled.into_devices()), allocated_now))
     }

@@ -602,7 +602,8 @@ impl DraManager {
                 objects::parse(&v).ok()
             })
             .collect();
-        let mut out = allocator::from_slices(st.objects.values().chain(&published));
+        let mut out =
+            allocator::from_slices_with(st.objects.values().chain(&published), &self.spec.profile.allocator_features());
         if !self.spec.profile.dra_skip_node_operations {
             // An alpha field (1.37+) older kubelets do not know.
             out.iter_mut().for_each(|c| c.skip.clear());
@@ -732,7 +733,12 @@ impl DraManager {
             let p = st.pods.entry(pod.uid.clone()).or_insert_with(|| self.pod_info(pod)).clone();
             let candidates = self.candidates(st);
             let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
-            let world = World { objects: &st.objects, candidates: candidates.as_slice(), drivers: &drivers };
+            let world = World {
+                objects: &st.objects,
+                candidates: candidates.as_slice(),
+                drivers: &drivers,
+                features: self.spec.profile.allocator_features(),
+            };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
             let change = plan.record.then(|| Self::changed_claims(st));

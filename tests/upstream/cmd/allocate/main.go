@@ -4,6 +4,14 @@
 // to allocate, in order); each line of stdout is upstream's answer, from
 // k8s.io/dynamic-resource-allocation/structured with the 1.37 feature set.
 //
+// The scenario's features are the scheduler's gates: binding conditions
+// (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus, beta in
+// 1.37) and the alpha DRAListTypeAttributes, DRADeviceCompatibilityGroups and
+// DRADerivedAttributes; with any alpha one on, structured picks its
+// "experimental" implementation, else "incubating". Each claim's answer is
+// its whole AllocationResult (results with tolerations, binding conditions,
+// consumed capacity and the form of the share ID; config; node selector).
+//
 // Claims are allocated one after the other, each in its own Allocate call
 // over the state the claims before it left (as kube-scheduler handles the
 // claims of different pods): an allocated claim's devices are in use for
@@ -24,6 +32,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -33,30 +42,27 @@ type scenario struct {
 	Name string `json:"name,omitempty"`
 	// BindingConditions: the DRADeviceBindingConditions feature (with
 	// DRAResourceClaimDeviceStatus) on or off.
-	BindingConditions bool                         `json:"bindingConditions"`
-	Node              string                       `json:"node"`
-	Slices            []*resourceapi.ResourceSlice `json:"slices"`
-	Classes           []*resourceapi.DeviceClass   `json:"classes"`
-	Allocated         []*resourceapi.ResourceClaim `json:"allocated"`
-	Claims            []*resourceapi.ResourceClaim `json:"claims"`
-}
-
-type result struct {
-	Request          string            `json:"request"`
-	Driver           string            `json:"driver"`
-	Pool             string            `json:"pool"`
-	Device           string            `json:"device"`
-	AdminAccess      bool              `json:"adminAccess,omitempty"`
-	ShareID          string            `json:"shareID,omitempty"`
-	ConsumedCapacity map[string]string `json:"consumedCapacity,omitempty"`
+	BindingConditions bool `json:"bindingConditions"`
+	// Features: the alpha gates of 1.37 the allocator reads.
+	Features struct {
+		ListTypeAttributes  bool `json:"listTypeAttributes"`
+		CompatibilityGroups bool `json:"compatibilityGroups"`
+		DerivedAttributes   bool `json:"derivedAttributes"`
+	} `json:"features"`
+	Node      string                       `json:"node"`
+	Slices    []*resourceapi.ResourceSlice `json:"slices"`
+	Classes   []*resourceapi.DeviceClass   `json:"classes"`
+	Allocated []*resourceapi.ResourceClaim `json:"allocated"`
+	Claims    []*resourceapi.ResourceClaim `json:"claims"`
 }
 
 type claimAnswer struct {
 	// Outcome: "allocated", "unallocatable" (no solution on the node) or
 	// "error" (Allocate failed: a fatal problem of the input).
-	Outcome string   `json:"outcome"`
-	Error   string   `json:"error,omitempty"`
-	Results []result `json:"results,omitempty"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	// Allocation: the AllocationResult, each shareID replaced by its form.
+	Allocation *resourceapi.AllocationResult `json:"allocation,omitempty"`
 }
 
 type answer struct {
@@ -173,13 +179,16 @@ func run(sc *scenario) (a answer) {
 		ConsumableCapacity:      true,
 		FractionalCapacityRange: true,
 		DeviceBindingAndStatus:  sc.BindingConditions,
+		ListTypeAttributes:      sc.Features.ListTypeAttributes,
+		CompatibilityGroups:     sc.Features.CompatibilityGroups,
+		DerivedAttributes:       sc.Features.DerivedAttributes,
 	}
 	classes := classLister{}
 	for _, c := range sc.Classes {
 		classes[c.Name] = c
 	}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: sc.Node, Labels: map[string]string{"kubernetes.io/hostname": sc.Node}}}
-	cache := cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})
+	cache := cel.NewCache(100, cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: sc.Features.ListTypeAttributes})
 	allocated := append([]*resourceapi.ResourceClaim{}, sc.Allocated...)
 	ctx := context.Background()
 	for _, claim := range sc.Claims {
@@ -201,21 +210,14 @@ func run(sc *scenario) (a answer) {
 			a.Claims = append(a.Claims, claimAnswer{Outcome: "unallocatable"})
 			continue
 		}
-		ca := claimAnswer{Outcome: "allocated"}
-		for _, r := range res[0].Devices.Results {
-			out := result{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, AdminAccess: r.AdminAccess != nil && *r.AdminAccess}
-			if r.ShareID != nil {
-				out.ShareID = shareForm(string(*r.ShareID))
+		shown := res[0].DeepCopy()
+		for i := range shown.Devices.Results {
+			if id := shown.Devices.Results[i].ShareID; id != nil {
+				form := types.UID(shareForm(string(*id)))
+				shown.Devices.Results[i].ShareID = &form
 			}
-			if len(r.ConsumedCapacity) > 0 {
-				out.ConsumedCapacity = map[string]string{}
-				for k, q := range r.ConsumedCapacity {
-					out.ConsumedCapacity[string(k)] = q.String()
-				}
-			}
-			ca.Results = append(ca.Results, out)
 		}
-		a.Claims = append(a.Claims, ca)
+		a.Claims = append(a.Claims, claimAnswer{Outcome: "allocated", Allocation: shown})
 		done := claim.DeepCopy()
 		done.Status.Allocation = &res[0]
 		allocated = append(allocated, done)

@@ -4,6 +4,8 @@
 // k8s.io/dynamic-resource-allocation/cel:
 //
 //   - validation, as kube-apiserver validates a selector of a new object
+//     (with the case's DRAListTypeAttributes gate, which adds list-typed
+//     attributes and `includes` to the NewExpressions environment)
 //     (pkg/apis/resource/validation validateCELExpression): longer than
 //     CELSelectorExpressionMaxLength is "tooLong"; a compile error of the
 //     NewExpressions environment is "invalid"; an estimated cost above
@@ -36,6 +38,8 @@ type device struct {
 type input struct {
 	Expression string `json:"expression"`
 	Device     device `json:"device"`
+	// ListTypeAttributes: the DRAListTypeAttributes gate (KEP-5491).
+	ListTypeAttributes bool `json:"listTypeAttributes,omitempty"`
 }
 
 type output struct {
@@ -47,16 +51,31 @@ type output struct {
 	Error            string `json:"error,omitempty"`
 }
 
-var features = cel.Features{EnableConsumableCapacity: true}
+// The compilers of both gate settings, made once (cel.GetCompiler keeps
+// only the last one).
+var compilers = map[bool]interface {
+	CompileCELExpression(string, cel.Options) cel.CompilationResult
+}{}
 
-func validate(expr string, o *output) {
+func compiler(lists bool) interface {
+	CompileCELExpression(string, cel.Options) cel.CompilationResult
+} {
+	if c, ok := compilers[lists]; ok {
+		return c
+	}
+	c := cel.GetCompiler(cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: lists})
+	compilers[lists] = c
+	return c
+}
+
+func validate(expr string, lists bool, o *output) {
 	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
 		o.Validation = "tooLong"
 		o.ValidationDetail = fmt.Sprintf("may not be more than %d bytes", resourceapi.CELSelectorExpressionMaxLength)
 		return
 	}
 	envType := environment.NewExpressions
-	r := cel.GetCompiler(features).CompileCELExpression(expr, cel.Options{EnvType: &envType})
+	r := compiler(lists).CompileCELExpression(expr, cel.Options{EnvType: &envType})
 	switch {
 	case r.Error != nil:
 		o.Validation = "invalid"
@@ -72,7 +91,7 @@ func validate(expr string, o *output) {
 }
 
 func evaluate(in *input, o *output) {
-	r := cel.GetCompiler(features).CompileCELExpression(in.Expression, cel.Options{DisableCostEstimation: true})
+	r := compiler(in.ListTypeAttributes).CompileCELExpression(in.Expression, cel.Options{DisableCostEstimation: true})
 	if r.Error != nil {
 		o.Eval = "compileError"
 		o.EvalDetail = r.Error.Detail
@@ -101,7 +120,7 @@ func run(line []byte) (o output) {
 	if err := json.Unmarshal(line, &in); err != nil {
 		return output{Error: "case: " + err.Error()}
 	}
-	validate(in.Expression, &o)
+	validate(in.Expression, in.ListTypeAttributes, &o)
 	evaluate(&in, &o)
 	return o
 }
