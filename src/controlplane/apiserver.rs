@@ -57,10 +57,12 @@ mod builtin;
 pub mod claims;
 mod custom;
 mod discovery;
+mod fields;
 mod listen;
 mod meta;
 mod patch;
 mod resourceclaims;
+mod rules;
 mod selectors;
 mod tls;
 mod validate;
@@ -228,12 +230,12 @@ impl Store {
     /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
     /// [`builtin::put`]); whether it changed.
     pub fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
-        builtin::put(&mut self.lock(), group, resource, obj)
+        builtin::put(self, &mut self.lock(), group, resource, obj)
     }
 
     /// Delete `namespace/name` (namespace "" when cluster-scoped) of `group`'s `resource`; whether it was stored.
     pub fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
-        builtin::delete_in_process(&mut self.lock(), group, resource, namespace, name)
+        builtin::delete_in_process(self, &mut self.lock(), group, resource, namespace, name)
     }
 
     /// The stored claims' keys (`namespace/name`).
@@ -307,6 +309,9 @@ impl Store {
             watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
             watch::What::Claims(..) => {
                 st.claims.values().map(|c| resourceclaims::served(c, "v1")).filter(|c| sel.matches(c)).collect()
+            }
+            watch::What::Builtin(k, ref ns) => {
+                builtin::objects_of(&st, k, ns.as_deref()).into_iter().filter(|o| sel.matches(o)).collect()
             }
         };
         let replay = match from {
@@ -437,6 +442,44 @@ fn claim_path(path: &str) -> Option<ClaimPath<'_>> {
     })
 }
 
+/// The kind a create or replace at `path` writes, when its fields are known ([`fields`]).
+fn body_kind(path: &str) -> Option<&'static str> {
+    if path.starts_with(SLICES) {
+        return Some("ResourceSlice");
+    }
+    if claim_path(path).is_some_and(|(v, ..)| v == "v1") {
+        return Some("ResourceClaim");
+    }
+    builtin::route(path).map(|r| r.kind.kind)
+}
+
+/// A create or replace body as the decoder takes it (`fieldValidation`):
+/// `Strict` refuses duplicate and unknown fields (400); otherwise unknown
+/// fields are dropped (the new body; None: the body as sent).
+fn field_validation(
+    method: &str,
+    path: &str,
+    query: &str,
+    content_type: &str,
+    body: &[u8],
+) -> std::result::Result<Option<Vec<u8>>, (u16, Value)> {
+    if !matches!(method, "POST" | "PUT") || patch::PatchType::of(content_type).is_some() {
+        return Ok(None);
+    }
+    let Some(kind) = body_kind(path) else { return Ok(None) };
+    let Ok(mut obj) = serde_json::from_slice::<Value>(body) else { return Ok(None) };
+    if param(query, "fieldValidation").as_deref() == Some("Strict") {
+        if let Some(refused) = fields::strict_refusal(kind, body, &obj) {
+            return Err(refused);
+        }
+    }
+    if fields::unknown(kind, &obj).is_empty() {
+        return Ok(None);
+    }
+    fields::drop_unknown(kind, &mut obj);
+    Ok(Some(obj.to_string().into_bytes()))
+}
+
 /// Answer one request whose body (a patch's as sent, any other as JSON)
 /// has Content-Type `content_type`.
 #[allow(clippy::too_many_arguments)]
@@ -452,19 +495,24 @@ pub fn answer_typed(
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
-        return status(
-            405,
-            "MethodNotAllowed",
-            format!("{path}: only resourceslices, resourceclaims and custom resources can be watched here"),
-        );
+        return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
+    let validated;
+    let body = match field_validation(method, path, query, content_type, body) {
+        Ok(Some(b)) => {
+            validated = b;
+            validated.as_slice()
+        }
+        Ok(None) => body,
+        Err(refused) => return refused,
+    };
     if let Some(r) = builtin::route(path) {
         let query = query_pairs(query);
         let q = builtin::Request { method, query: &query, content_type, body, node };
-        return builtin::answer(&mut store.lock(), &r, &q);
+        return builtin::answer(store, &mut store.lock(), &r, &q);
     }
     if let Some((version, namespace, name, sub)) = claim_path(path) {
         if sub.is_some_and(|s| s != "status") {
@@ -535,38 +583,18 @@ pub fn answer_typed(
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
-        ("PUT", n) if !n.is_empty() => {
-            let mut obj = match parse(body) {
-                Ok(o) => o,
-                Err(e) => return e,
-            };
-            // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
-            if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
-                return status(
-                    400,
-                    "BadRequest",
-                    format!("the name of the object ({other}) does not match the name on the URL ({n})"),
-                );
-            }
-            let Some(cur) = st.slices.get(n) else {
+        ("PUT", n) if !n.is_empty() => match parse(body) {
+            Ok(obj) => replace_slice(store, &mut st, n, obj),
+            Err(e) => e,
+        },
+        ("PATCH", n) if !n.is_empty() => {
+            let Some(cur) = st.slices.get(n).cloned() else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
-            let causes = validate::resource_slice(&obj, n);
-            if !causes.is_empty() {
-                return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES) {
+                Ok(obj) => replace_slice(store, &mut st, n, obj),
+                Err(e) => e,
             }
-            let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-            if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
-                return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
-            }
-            let cur = cur.clone();
-            st.version += 1;
-            set_kind(&mut obj);
-            // metadata.generation counts spec changes (kube-apiserver's strategy).
-            meta::updated(&mut obj, &cur, st.version);
-            st.put(n.to_string(), obj.clone());
-            store.emit(&mut st, "MODIFIED", obj.clone());
-            (200, obj)
         }
         ("DELETE", n) if !n.is_empty() => {
             // The body, when any, is DeleteOptions (client-go always sends one); its preconditions count.
@@ -595,6 +623,38 @@ pub fn answer_typed(
         }
         _ => method_not_allowed(),
     }
+}
+
+/// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
+fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
+    // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
+    if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
+        return status(
+            400,
+            "BadRequest",
+            format!("the name of the object ({other}) does not match the name on the URL ({n})"),
+        );
+    }
+    let Some(cur) = st.slices.get(n) else {
+        return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
+    };
+    let mut causes = validate::resource_slice(&obj, n);
+    causes.extend(rules::slice_update(&obj, cur));
+    if !causes.is_empty() {
+        return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+    }
+    let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+    if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+        return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
+    }
+    let cur = cur.clone();
+    st.version += 1;
+    set_kind(&mut obj);
+    // metadata.generation counts spec changes (kube-apiserver's strategy).
+    meta::updated(&mut obj, &cur, st.version);
+    st.put(n.to_string(), obj.clone());
+    store.emit(st, "MODIFIED", obj.clone());
+    (200, obj)
 }
 
 /// One HTTP answer: a status and a whole body, in `media`.
@@ -733,6 +793,8 @@ async fn respond(
                 p.crd.kind.clone(),
             )),
             _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
+            _ if builtin::route(&path).is_some_and(|r| r.name.is_none()) => builtin::route(&path)
+                .map(|r| (watch::What::Builtin(r.kind, r.namespace.map(str::to_string)), r.kind.kind.to_string())),
             _ => match claim_path(&path) {
                 Some((version, namespace, None, None)) => Some((
                     watch::What::Claims(version.to_string(), namespace.map(str::to_string)),
@@ -745,12 +807,20 @@ async fn respond(
         None
     };
     if let Some((what, kind)) = watched {
+        if let Some(refused) = watch::refused_options(&query_pairs(&query)) {
+            return Ok(reply(media, refused.0, &refused.1));
+        }
         let sel = match selectors::of_query(&kind, &query_pairs(&query)) {
             Ok(sel) => watch::Watched { what, sel },
             Err((code, v)) => return Ok(reply(media, code, &v)),
         };
-        // Custom resources have no protobuf form: their watches are JSON, as kube-apiserver's.
-        let media = if matches!(sel.what, watch::What::Custom(..)) { Media::Json } else { media };
+        // Custom resources (and kinds outside the protobuf subset) have no protobuf form here: their watches are JSON.
+        let no_protobuf = match &sel.what {
+            watch::What::Custom(..) => true,
+            watch::What::Builtin(k, _) => protobuf::message_for(k.kind).is_none(),
+            _ => false,
+        };
+        let media = if no_protobuf { Media::Json } else { media };
         // A few frames in flight: a watcher that never reads holds little beyond the history.
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         tracker.spawn(pump(store, sel, query, media, tx, stop.clone()));

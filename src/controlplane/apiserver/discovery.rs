@@ -103,7 +103,10 @@ mod tests {
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
         let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
-        assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices", "deviceclasses"]);
+        assert_eq!(
+            names,
+            ["resourceclaims", "resourceclaims/status", "resourceslices", "resourceclaimtemplates", "deviceclasses"]
+        );
         assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
         assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
         assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());

@@ -102,7 +102,7 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
     for (m, p) in [
         ("PUT", SLICES.to_string()),
         ("POST", format!("{SLICES}/x")),
-        ("PATCH", format!("{SLICES}/x")),
+        ("PATCH", SLICES.to_string()),
         ("DELETE", "/api/v1/nodes/node-1".to_string()),
     ] {
         let (c, e) = call(&s, m, &p, "", Value::Null);
@@ -274,14 +274,20 @@ fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver()
     stray["status"]["devices"][0]["device"] = json!("g5");
     let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &stray.to_string());
     assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.devices[0]")));
-    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: \"d/p/g5\": must be an allocated device in the claim");
+    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: {\"Driver\":\"d\",\"Pool\":\"p\",\"Device\":\"g5\",\"ShareID\":\"\"}: must be an allocated device in the claim");
     let mut realloc = updated.clone();
     realloc["status"]["allocation"]["devices"]["results"][0]["device"] = json!("g1");
     let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &realloc.to_string());
     assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.allocation")));
-    // Writes to the claim itself are not served; /status answers only its verbs.
+    // /status answers only its verbs; the claim itself takes updates, its spec immutable.
     assert_eq!(claim_call(&s, &claims, "DELETE", &format!("{CLAIM}/status"), "", "", "").0, 405);
-    assert_eq!(claim_call(&s, &claims, "PUT", CLAIM, "", "", &put.to_string()).0, 405);
+    let mut fresh = claim_call(&s, &claims, "GET", CLAIM, "", "", "").1;
+    fresh["spec"] = json!({"devices": {"requests": []}});
+    let (c, e) = claim_call(&s, &claims, "PUT", CLAIM, "", "", &fresh.to_string());
+    assert_eq!(
+        (c, e["details"]["causes"][0]["message"].as_str()),
+        (422, Some("Invalid value: null: field is immutable"))
+    );
 }
 
 #[test]
@@ -308,7 +314,17 @@ fn status_patches_merge_and_apply_as_client_go_sends_them() {
     assert_eq!(c, 200, "{got}");
     let d = &got["status"]["devices"][0];
     assert_eq!((d["data"]["x"].as_i64(), d["networkData"]["interfaceName"].as_str()), (Some(1), Some("eth1")));
-    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "application/json-patch+json", "[]");
+    let (c, got) = claim_call(
+        &s,
+        &claims,
+        "PATCH",
+        &p,
+        "",
+        "application/json-patch+json",
+        r#"[{"op":"remove","path":"/status/devices/0/data"}]"#,
+    );
+    assert_eq!((c, got["status"]["devices"][0].get("data")), (200, None), "{got}");
+    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "text/plain", "[]");
     assert_eq!(c, 415);
     let stale = r#"{"metadata": {"resourceVersion": "1"}, "status": {"devices": []}}"#;
     assert_eq!(claim_call(&s, &claims, "PATCH", &p, "", "application/strategic-merge-patch+json", stale).0, 409);
@@ -375,9 +391,13 @@ fn slices_have_generations_and_selectors_as_kube_apiserver() {
         (relabelled["metadata"]["generation"].as_i64(), &relabelled["metadata"]["creationTimestamp"]),
         (Some(1), &ts)
     );
-    obj["spec"]["driver"] = json!("d2");
-    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    obj["spec"]["devices"] = json!([{"name": "dev-0"}]);
+    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj.clone());
     assert_eq!(respec["metadata"]["generation"], 2);
+    // The driver, pool name and node name are immutable (validateResourceSliceSpec with an old spec).
+    obj["spec"]["driver"] = json!("d2");
+    let (c, e) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.driver")), "{e}");
     for (q, n) in [("labelSelector=tier%3Db", 1), ("labelSelector=tier%3Da", 0), ("labelSelector=tier+in+(a,b)", 1)] {
         assert_eq!(call(&s, "GET", SLICES, q, Value::Null).1["items"].as_array().map(Vec::len), Some(n), "{q}");
     }
