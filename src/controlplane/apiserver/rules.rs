@@ -146,8 +146,27 @@ fn cel_expression(field: &str, expr: &str) -> Vec<Cause> {
             field: field.into(),
             message: format!("Too long: may not be more than {} bytes", crate::controlplane::cel::MAX_LENGTH),
         }],
+        Err(e @ Refused::Syntax { .. }) => vec![invalid(field, expr, &with_snippet(&e.to_string(), expr))],
         Err(e) => vec![invalid(field, expr, &e.to_string())],
     }
+}
+
+/// A cel-go error (`ERROR: <input>:LINE:COL: …`) with the source line and
+/// a caret under the column, as cel-go's `ToDisplayString` writes it.
+fn with_snippet(message: &str, expr: &str) -> String {
+    let Some(at) = message.find("<input>:") else { return message.to_string() };
+    let mut nums = message[at + "<input>:".len()..].splitn(3, ':');
+    let (Some(Ok(line)), Some(Ok(col))) = (nums.next().map(str::parse::<usize>), nums.next().map(str::parse::<usize>))
+    else {
+        return message.to_string();
+    };
+    let Some(src) = expr.split('\n').nth(line.saturating_sub(1)) else { return message.to_string() };
+    let src = src.replace('\t', " ");
+    let mut caret: String =
+        src.chars().take(col.saturating_sub(1)).map(|c| if c.len_utf8() > 1 { '\u{ff0e}' } else { '.' }).collect();
+    let wide = src.chars().nth(col.saturating_sub(1)).is_some_and(|c| c.len_utf8() > 1);
+    caret.push(if wide { '\u{ff3e}' } else { '^' });
+    format!("{message}\n | {src}\n | {caret}")
 }
 
 fn selectors(field: &str, sel: &Value) -> Vec<Cause> {
