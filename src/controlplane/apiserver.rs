@@ -238,6 +238,19 @@ impl Store {
         builtin::delete_in_process(self, &mut self.lock(), group, resource, namespace, name)
     }
 
+    /// The pods created through the API that are bound to `node` (`spec.nodeName`), as stored.
+    pub fn pods_on(&self, node: &str) -> Vec<Value> {
+        let st = self.lock();
+        builtin::KINDS
+            .iter()
+            .find(|k| k.kind == "Pod")
+            .map(|k| builtin::objects_of(&st, k, None))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p["spec"]["nodeName"] == node)
+            .collect()
+    }
+
     /// The stored claims' keys (`namespace/name`).
     pub fn claim_keys(&self) -> Vec<String> {
         self.lock().claims.keys().cloned().collect()
@@ -844,14 +857,43 @@ async fn respond(
             None => json_body(&content_type, buf),
         }
     });
+    let mut warnings = Vec::new();
     let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
+            warnings = field_warnings(parts.method.as_str(), &path, &query, content_type, &buf);
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
-    Ok(reply(media, code, &v))
+    let mut resp = reply(media, code, &v);
+    if code < 300 {
+        for w in warnings {
+            // RFC 7234 warn-code 299, agent "-", the text quoted (apiserver's warning recorder).
+            let text = format!("299 - {}", validate::go_quote(&w));
+            if let Ok(h) = http::HeaderValue::from_str(&text) {
+                resp.headers_mut().append("warning", h);
+            }
+        }
+    }
+    Ok(resp)
+}
+
+/// The warnings a create or replace gets under `fieldValidation=Warn`
+/// (the default): one per duplicate and unknown field, as the decoder
+/// words them (`unknown field "spec.bogus"`).
+fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
+    if !matches!(method, "POST" | "PUT") || patch::PatchType::of(content_type).is_some() {
+        return vec![];
+    }
+    if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
+        return vec![];
+    }
+    let Some(kind) = body_kind(path) else { return vec![] };
+    let Ok(obj) = serde_json::from_slice::<Value>(body) else { return vec![] };
+    let mut out: Vec<String> = fields::duplicate(body).map(|d| format!("duplicate field {d:?}")).into_iter().collect();
+    out.extend(fields::unknown(kind, &obj).into_iter().map(|u| format!("unknown field {u:?}")));
+    out
 }
 
 #[cfg(test)]

@@ -109,6 +109,12 @@ const CORPUS: &[Req] = &[
     req!("slice with an unknown field", "POST", SLICES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-warn"},
             "spec":{"bogus":1,"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with a duplicate field", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-dupwarn"},
+            "spec":{"driver":"d.corpus.example.com","driver":"e.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("pod with unknown fields, Warn", "POST", PODS, "fieldValidation=Warn", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"warned","bogus":1},"spec":{"nodeName":"other-node","automountServiceAccountToken":false,
+            "containers":[{"name":"c","image":"x:1","nope":true}]}}"#),
     req!("slice with a duplicate field, Strict", "POST", SLICES, "fieldValidation=Strict", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-dupfield"},
             "spec":{"driver":"d.corpus.example.com","driver":"e.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
@@ -277,6 +283,12 @@ impl Server {
     /// One request: status code and body (dechunked). A watch's body is what
     /// came until the server ended it (timeoutSeconds), within 20 s.
     async fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<u8>) {
+        let (code, _, body) = self.send_full(method, path, content_type, body).await;
+        (code, body)
+    }
+
+    /// [`Server::send`], with the answer's `Warning` header values too.
+    async fn send_full(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<String>, Vec<u8>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = api_connect(&self.kubeconfig).await;
         let mut req = format!(
@@ -300,7 +312,14 @@ impl Server {
         let head = String::from_utf8_lossy(&buf[..split]).to_ascii_lowercase();
         let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
         let raw = &buf[split + 4..];
-        (code, if head.contains("transfer-encoding: chunked") { dechunk(raw) } else { raw.to_vec() })
+        let mut warnings: Vec<String> = String::from_utf8_lossy(&buf[..split])
+            .lines()
+            .filter_map(|l| {
+                l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("warning")).map(|(_, v)| v.trim().to_string())
+            })
+            .collect();
+        warnings.sort();
+        (code, warnings, if head.contains("transfer-encoding: chunked") { dechunk(raw) } else { raw.to_vec() })
     }
 }
 
@@ -459,10 +478,17 @@ async fn run_corpus(dpctl: &Server, kube: &Server, ns: &str, p: &str) -> Vec<(&'
         let body = fill(r.body, ns, p);
         let watch = r.query.contains("watch=true");
         let (a, b) = tokio::join!(
-            dpctl.send(r.method, &path, r.content_type, &body),
-            kube.send(r.method, &path, r.content_type, &body)
+            dpctl.send_full(r.method, &path, r.content_type, &body),
+            kube.send_full(r.method, &path, r.content_type, &body)
         );
-        out.push((r, shape(watch, a.0, &a.1, ns, p), shape(watch, b.0, &b.1, ns, p)));
+        let (mut x, mut y) = (shape(watch, a.0, &a.2, ns, p), shape(watch, b.0, &b.2, ns, p));
+        // The Warning headers (unknown and duplicate fields under fieldValidation=Warn) are compared too.
+        for (s, w) in [(&mut x, &a.1), (&mut y, &b.1)] {
+            if !w.is_empty() {
+                s["warnings"] = json!(w);
+            }
+        }
+        out.push((r, x, y));
     }
     out
 }
@@ -527,6 +553,14 @@ async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
     assert_eq!(code, 201, "namespace: {}", String::from_utf8_lossy(&body));
     let results = run_corpus(&dpctl, &kube, &ns, &p).await;
     stop_tailed(child, log).await.expect_code(0);
+    // The Warning headers are compared (kube-apiserver sends them for unknown and duplicate fields).
+    for name in ["slice with an unknown field", "slice with a duplicate field", "pod with unknown fields, Warn"] {
+        let warned = results.iter().find(|(r, ..)| r.name == name).map(|(_, _, b)| b["warnings"].clone());
+        assert!(
+            warned.as_ref().and_then(Value::as_array).is_some_and(|w| !w.is_empty()),
+            "{name}: no Warning from kube-apiserver: {warned:?}"
+        );
+    }
     let mut failures = Vec::new();
     let mut same = 0;
     for (r, a, b) in &results {

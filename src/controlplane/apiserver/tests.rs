@@ -672,3 +672,74 @@ fn device_classes_written_in_process_are_stored_and_served() {
     assert!(s.delete_object("resource.k8s.io", "deviceclasses", "", "gpu.example.com"));
     assert_eq!(call(&s, "GET", PATH, "", Value::Null).0, 404);
 }
+
+/// The next event of a JSON watch, as "TYPE name".
+async fn next(rx: &mut tokio::sync::mpsc::Receiver<hyper::body::Bytes>) -> String {
+    let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+    let e: Value = serde_json::from_slice(&b).unwrap();
+    format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap())
+}
+
+/// #47 item 1: pods created through the API with `spec.nodeName` are
+/// stored (defaulted), listed and read by node, watched by node, their
+/// status written; a delete of a bound pod is graceful (a
+/// `deletionTimestamp`, the grace period, a MODIFIED event) until one with
+/// `gracePeriodSeconds=0` removes it; an unbound pod goes at once.
+#[tokio::test]
+async fn pods_through_the_api_are_stored_watched_by_node_and_deleted_gracefully() {
+    let s = Arc::new(Store::default());
+    let pods = "/api/v1/namespaces/ml/pods";
+    let pod = |name: &str, node: &str| {
+        json!({"metadata": {"name": name}, "spec": {"nodeName": node, "automountServiceAccountToken": false,
+            "containers": [{"name": "c", "image": "x:1", "resources": {"limits": {"example.com/gpu": "1"}}}]}})
+    };
+    let (c, created) = call(&s, "POST", pods, "", pod("a", "node-1"));
+    assert_eq!(c, 201, "{created}");
+    assert_eq!(created["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"], "1");
+    assert_eq!(
+        (created["status"]["phase"].as_str(), created["metadata"]["generation"].as_i64()),
+        (Some("Pending"), Some(1))
+    );
+    assert_eq!(call(&s, "POST", pods, "", pod("b", "node-2")).0, 201);
+    assert_eq!(call(&s, "POST", pods, "", pod("loose", "")).0, 201);
+    let (_, list) = call(&s, "GET", pods, "fieldSelector=spec.nodeName%3Dnode-1", Value::Null);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(s.pods_on("node-1").len(), 1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let kind = builtin::KINDS.iter().find(|k| k.kind == "Pod").unwrap();
+    let sel = selectors::of_query("Pod", &query_pairs("fieldSelector=spec.nodeName%3Dnode-1")).unwrap();
+    let watched = watch::Watched { what: watch::What::Builtin(kind, Some("ml".into())), sel };
+    tokio::spawn(watch::pump(s.clone(), watched, "watch=true".into(), Media::Json, tx, stop.clone()));
+    assert_eq!(next(&mut rx).await, "ADDED a");
+    let status = json!({"status": {"phase": "Running"}}).to_string();
+    let (c, running) = answer_typed(
+        &s,
+        "node-1",
+        "PATCH",
+        &format!("{pods}/a/status"),
+        "",
+        "application/merge-patch+json",
+        status.as_bytes(),
+    );
+    assert_eq!((c, running["status"]["phase"].as_str()), (200, Some("Running")), "{running}");
+    assert_eq!(next(&mut rx).await, "MODIFIED a");
+    let (c, gone) = call(&s, "DELETE", &format!("{pods}/a"), "", Value::Null);
+    assert_eq!(c, 200);
+    assert!(gone["metadata"]["deletionTimestamp"].is_string(), "{gone}");
+    assert_eq!(
+        (gone["metadata"]["deletionGracePeriodSeconds"].as_i64(), gone["metadata"]["generation"].as_i64()),
+        (Some(30), Some(2))
+    );
+    assert_eq!(next(&mut rx).await, "MODIFIED a");
+    assert_eq!(call(&s, "GET", &format!("{pods}/a"), "", Value::Null).0, 200, "still there while terminating");
+    let (c, gone) = call(&s, "DELETE", &format!("{pods}/a"), "gracePeriodSeconds=0", Value::Null);
+    assert_eq!((c, gone["metadata"]["deletionGracePeriodSeconds"].as_i64()), (200, Some(0)));
+    assert_eq!(next(&mut rx).await, "DELETED a");
+    assert_eq!(call(&s, "GET", &format!("{pods}/a"), "", Value::Null).0, 404);
+    assert_eq!(call(&s, "DELETE", &format!("{pods}/loose"), "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", &format!("{pods}/loose"), "", Value::Null).0, 404, "an unbound pod goes at once");
+    let (c, e) = call(&s, "POST", pods, "", json!({"metadata": {"name": "bad"}, "spec": {"containers": []}}));
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.containers")));
+    stop.cancel();
+}
