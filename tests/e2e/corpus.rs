@@ -29,6 +29,7 @@ struct Req {
 }
 
 const JSON: &str = "application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const MERGE: &str = "application/merge-patch+json";
 const JSONPATCH: &str = "application/json-patch+json";
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
@@ -201,6 +202,21 @@ const CORPUS: &[Req] = &[
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm3"},"bogus":1,"data":{"k":"v"}}"#),
     req!("configmap get missing", "GET", "/api/v1/namespaces/{ns}/configmaps/missing", ""),
     req!("configmap list by label", "GET", CONFIGMAPS, "labelSelector=corpus%3D{p}"),
+    // Workloads in protobuf, as client-go sends them (NVIDIA's gpu-kubelet-plugin creates its MPS daemon's Deployment so).
+    req!("deployment create in protobuf", "POST", "/apis/apps/v1/namespaces/{ns}/deployments", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"mps","labels":{"corpus":"{p}"}},
+            "spec":{"replicas":0,"selector":{"matchLabels":{"app":"mps"}},"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1}},
+            "template":{"metadata":{"labels":{"app":"mps"}},"spec":{"hostPID":true,"containers":[{"name":"ctl","image":"nvcr.io/mps:1",
+                "command":["mps-control"],"env":[{"name":"NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}],
+                "volumeMounts":[{"name":"shm","mountPath":"/dev/shm"}],"securityContext":{"readOnlyRootFilesystem":true}}],
+                "volumes":[{"name":"shm","hostPath":{"path":"/run/mps"}}]}}}}"#),
+    req!("daemonset create in protobuf", "POST", "/apis/apps/v1/namespaces/{ns}/daemonsets", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"plugin"},
+            "spec":{"selector":{"matchLabels":{"app":"plugin"}},"template":{"metadata":{"labels":{"app":"plugin"}},
+                "spec":{"containers":[{"name":"c","image":"plugin:1"}],"tolerations":[{"operator":"Exists"}]}}}}"#),
+    req!("lease create in protobuf", "POST", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"node-1"},
+            "spec":{"holderIdentity":"node-1","leaseDurationSeconds":40,"renewTime":"2025-01-02T03:04:05.123456Z"}}"#),
     // Pods (storage: bound by spec.nodeName, no kubelet behind them).
     req!("pod create", "POST", PODS, "", JSON,
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"corpus":"{p}"}},"spec":{"nodeName":"dpctl-node","automountServiceAccountToken":false,
@@ -282,13 +298,19 @@ impl Server {
 
     /// One request: status code and body (dechunked). A watch's body is what
     /// came until the server ended it (timeoutSeconds), within 20 s.
-    async fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<u8>) {
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
         let (code, _, body) = self.send_full(method, path, content_type, body).await;
         (code, body)
     }
 
     /// [`Server::send`], with the answer's `Warning` header values too.
-    async fn send_full(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<String>, Vec<u8>) {
+    async fn send_full(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, Vec<String>, Vec<u8>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = api_connect(&self.kubeconfig).await;
         let mut req = format!(
@@ -304,7 +326,7 @@ impl Server {
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).await.unwrap();
-        let _ = s.write_all(body.as_bytes()).await;
+        let _ = s.write_all(body).await;
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "{method} {path}: no end of the answer within 20 s: {}", String::from_utf8_lossy(&buf));
@@ -335,6 +357,18 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         }
         out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
         b = &b[(eol + 4 + size).min(b.len())..];
+    }
+}
+
+/// The run's body of a corpus template: its text, or (a template starting
+/// `PROTOBUF`) the JSON object after it encoded as client-go sends it.
+fn fill_body(t: &str, ns: &str, p: &str) -> Vec<u8> {
+    match t.strip_prefix("PROTOBUF") {
+        Some(json) => {
+            let obj: Value = serde_json::from_str(&fill(json, ns, p)).expect("a JSON object after PROTOBUF");
+            dpctl::controlplane::protobuf::encode_object(&obj).expect("a kind with a protobuf form")
+        }
+        None => fill(t, ns, p).into_bytes(),
     }
 }
 
@@ -475,7 +509,7 @@ async fn run_corpus(dpctl: &Server, kube: &Server, ns: &str, p: &str) -> Vec<(&'
     for r in CORPUS {
         let path = fill(r.path, ns, p);
         let path = if r.query.is_empty() { path } else { format!("{path}?{}", fill(r.query, ns, p)) };
-        let body = fill(r.body, ns, p);
+        let body = fill_body(r.body, ns, p);
         let watch = r.query.contains("watch=true");
         let (a, b) = tokio::join!(
             dpctl.send_full(r.method, &path, r.content_type, &body),
@@ -547,7 +581,7 @@ async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
             "POST",
             "/api/v1/namespaces",
             JSON,
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string(),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string().as_bytes(),
         )
         .await;
     assert_eq!(code, 201, "namespace: {}", String::from_utf8_lossy(&body));

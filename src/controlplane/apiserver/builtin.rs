@@ -259,6 +259,19 @@ fn bad_request(message: String) -> (u16, Value) {
 /// (pkg/apis/apps/v1/defaults.go; a Secret's `type` and `stringData`).
 fn default(k: &Kind, obj: &mut Value) {
     match k.kind {
+        "Deployment" | "DaemonSet" if !obj["spec"]["template"].is_null() => {
+            // The pod template gets a pod's v1 defaults (SetDefaults_PodSpec, _Container).
+            super::rules::default_template(&mut obj["spec"]["template"]);
+            let mut bare = obj["spec"].clone();
+            if let Some(m) = bare.as_object_mut() {
+                m.remove("template");
+            }
+            let template = obj["spec"]["template"].take();
+            let mut rest = json!({"spec": bare});
+            default(k, &mut rest);
+            obj["spec"] = rest["spec"].take();
+            obj["spec"]["template"] = template;
+        }
         "Deployment" => {
             let s = &mut obj["spec"];
             if s.get("replicas").is_none_or(Value::is_null) {
@@ -524,9 +537,14 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         return (c, v);
     }
     if k.clear_status_on_create {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+        // An empty status, as its Go struct (every field omitempty) writes it.
+        obj["status"] = json!({});
+    }
+    if k.kind == "DaemonSet" {
+        // The daemonset strategy's PrepareForCreate: template generation 1, and the
+        // status as its Go struct writes an empty one (four non-omitempty counts).
+        obj["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = json!("1");
+        obj["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
     }
     st.version += 1;
     let seed = format!("{}\0{}\0{}", key(k, &ns, &name), st.version, meta::now());

@@ -676,16 +676,14 @@ pub(super) fn default_pod_create(pod: &mut Value, seed: u64) {
             Some(v) => v.push(volume),
             None => spec["volumes"] = json!([volume]),
         }
-        for list in ["initContainers", "containers"] {
-            for c in spec[list].as_array_mut().into_iter().flatten() {
-                if items(&c["volumeMounts"]).iter().any(|m| text(&m["mountPath"]) == SA_MOUNT) {
-                    continue;
-                }
-                let mount = json!({"name": name, "readOnly": true, "mountPath": SA_MOUNT});
-                match c["volumeMounts"].as_array_mut() {
-                    Some(v) => v.push(mount),
-                    None => c["volumeMounts"] = json!([mount]),
-                }
+        for c in containers_mut(spec) {
+            if items(&c["volumeMounts"]).iter().any(|m| text(&m["mountPath"]) == SA_MOUNT) {
+                continue;
+            }
+            let mount = json!({"name": name, "readOnly": true, "mountPath": SA_MOUNT});
+            match c["volumeMounts"].as_array_mut() {
+                Some(v) => v.push(mount),
+                None => c["volumeMounts"] = json!([mount]),
             }
         }
     }
@@ -712,27 +710,58 @@ pub(super) fn default_pod_create(pod: &mut Value, seed: u64) {
     pod["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
-/// The v1 defaults of a pod (create and update).
-pub(super) fn default_pod(pod: &mut Value) {
-    let spec = &mut pod["spec"];
-    for (f, v) in [
+/// The containers of a pod spec (init containers first), mutable; none created.
+fn containers_mut(spec: &mut Value) -> impl Iterator<Item = &mut Value> {
+    let Some(m) = spec.as_object_mut() else { return Vec::new().into_iter() };
+    let mut out = Vec::new();
+    for (k, v) in m.iter_mut() {
+        if k == "initContainers" || k == "containers" {
+            out.extend(v.as_array_mut().into_iter().flatten());
+        }
+    }
+    out.into_iter()
+}
+
+/// The v1 defaults of a pod spec (`SetDefaults_PodSpec`, `_Container`);
+/// a pod's own (`SetDefaults_Pod`: service links on, requests from the
+/// limits they lack) too unless it is a workload's template.
+fn default_pod_spec(spec: &mut Value, template: bool) {
+    let mut defaults = vec![
         ("restartPolicy", json!("Always")),
         ("terminationGracePeriodSeconds", json!(30)),
         ("dnsPolicy", json!("ClusterFirst")),
         ("securityContext", json!({})),
         ("schedulerName", json!("default-scheduler")),
-        ("enableServiceLinks", json!(true)),
-    ] {
+    ];
+    if !template {
+        defaults.push(("enableServiceLinks", json!(true)));
+    }
+    for (f, v) in defaults {
         if spec[f].is_null() {
             spec[f] = v;
         }
     }
-    for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
-            if c["resources"].is_null() {
-                c["resources"] = json!({});
+    // SetDefaults_HostPathVolumeSource: the type HostPathUnset ("").
+    for v in spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(h) = v.get_mut("hostPath").filter(|h| h.is_object()) {
+            if h["type"].is_null() {
+                h["type"] = json!("");
             }
-            // Requests default to the limits they lack.
+        }
+    }
+    for c in containers_mut(spec) {
+        // SetDefaults_ObjectFieldSelector: apiVersion v1.
+        for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(f) = e.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")).filter(|f| f.is_object()) {
+                if f["apiVersion"].is_null() {
+                    f["apiVersion"] = json!("v1");
+                }
+            }
+        }
+        if c["resources"].is_null() {
+            c["resources"] = json!({});
+        }
+        if !template {
             if let Some(limits) = c["resources"]["limits"].as_object().cloned() {
                 for (k, v) in limits {
                     if c["resources"]["requests"][&k].is_null() {
@@ -740,25 +769,36 @@ pub(super) fn default_pod(pod: &mut Value) {
                     }
                 }
             }
-            for (f, v) in [("terminationMessagePath", "/dev/termination-log"), ("terminationMessagePolicy", "File")] {
-                if c[f].is_null() {
-                    c[f] = json!(v);
-                }
-            }
-            if c["imagePullPolicy"].is_null() {
-                let p = pull_policy(text(&c["image"]));
-                c["imagePullPolicy"] = json!(p);
+        }
+        for (f, v) in [("terminationMessagePath", "/dev/termination-log"), ("terminationMessagePolicy", "File")] {
+            if c[f].is_null() {
+                c[f] = json!(v);
             }
         }
+        if c["imagePullPolicy"].is_null() {
+            let p = pull_policy(text(&c["image"]));
+            c["imagePullPolicy"] = json!(p);
+        }
     }
+}
+
+/// The v1 defaults of a pod (create and update).
+pub(super) fn default_pod(pod: &mut Value) {
+    default_pod_spec(&mut pod["spec"], false);
     // Conditions carry their (unset) times as the Go struct writes them.
-    for c in pod["status"]["conditions"].as_array_mut().into_iter().flatten() {
+    let conditions = pod.get_mut("status").and_then(|s| s.get_mut("conditions")).and_then(Value::as_array_mut);
+    for c in conditions.into_iter().flatten() {
         for f in ["lastProbeTime", "lastTransitionTime"] {
             if c.get(f).is_none() {
                 c[f] = Value::Null;
             }
         }
     }
+}
+
+/// The v1 defaults of a workload's pod template (`SetDefaults_PodSpec` and its containers').
+pub(super) fn default_template(template: &mut Value) {
+    default_pod_spec(&mut template["spec"], true);
 }
 
 /// A `PodResourceClaim` as the internal Go struct prints it.
@@ -971,7 +1011,7 @@ mod tests {
         let mut off =
             json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "x"}]}});
         default_pod_create(&mut off, 1);
-        assert!(off["spec"]["volumes"].is_null());
+        assert!(off["spec"].get("volumes").is_none() && off["spec"].get("initContainers").is_none(), "{off}");
         assert_eq!(off["status"]["qosClass"], "BestEffort");
         let mut bad = json!({"spec": {"containers": [
             {"name": "c", "resources": {"requests": {"example.com/gpu": "2"}, "limits": {"example.com/gpu": "1"}}},
