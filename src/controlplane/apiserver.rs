@@ -12,22 +12,31 @@
 //! - `GET /version` (`version.Info` of the `--kubelet-version` profile's
 //!   Kubernetes version, `v1.MINOR.0`), `GET /api/v1/nodes/NAME` (the node
 //!   the mock kubelet is); a verb a served path does not serve is 405;
-//! - on every ResourceSlice create and replace, kube-apiserver's validation
-//!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
-//!   413; the change history is bounded in count and bytes;
+//! - on every ResourceSlice create, replace and patch, kube-apiserver's validation
+//!   (`validate`, and [`rules`] for what an update may not change): 422 Invalid
+//!   with its field paths; bodies over 3 MiB are 413; the change history is
+//!   bounded in count and bytes;
 //! - `resource.k8s.io/v1` `resourceslices`: list (label and field selectors,
 //!   [`selectors`]), get, create (POST, `generateName` honoured, 409 on a
 //!   taken name; uid, generation 1 and creationTimestamp set), replace (PUT;
 //!   a stale `resourceVersion` is 409; generation bumped on a spec change),
-//!   delete (a DeleteOptions body's preconditions honoured); resource
-//!   versions are integers;
+//!   patch (JSON, merge, strategic merge, apply: [`patch`]), delete (a
+//!   DeleteOptions body's preconditions honoured); resource versions are integers;
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
-//!   claims as whole objects ([`claims`]), list and get, and their `status`
-//!   subresource (GET, PUT, PATCH; [`resourceclaims`], [`patch`]);
+//!   claims ([`claims`]) and those clients create, update, patch and delete,
+//!   and their `status` subresource, as the resourceclaim strategy judges
+//!   them ([`resourceclaims`], [`rules`]);
+//! - the built-in kinds a driver, its helpers or a test write ([`builtin`]:
+//!   Nodes, ConfigMaps, Secrets, ServiceAccounts, Events, Pods, Deployments,
+//!   DaemonSets, Leases, DeviceClasses, ResourceClaimTemplates), stored;
+//! - request bodies decoded as `fieldValidation` says ([`fields`]: `Strict`
+//!   refuses unknown and duplicate fields, otherwise they are dropped, with
+//!   a `Warning` header under `Warn`);
 //! - discovery ([`discovery`]) and custom resources declared by CRD
-//!   manifests ([`custom`]), watched as the slices are;
-//! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
-//!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
+//!   manifests ([`custom`]);
+//! - watches of every served resource (`watch=true`) with watch-list semantics:
+//!   `sendInitialEvents=true` (with `resourceVersionMatch=NotOlderThan`, else
+//!   422) sends every matching object as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
 //!   resource version, then each change; without it, a watch from
 //!   `resourceVersion=N` first gets every change after N (the last 1000 are
