@@ -475,6 +475,19 @@ fn body_kind(path: &str) -> Option<&'static str> {
     builtin::route(path).map(|r| r.kind.kind)
 }
 
+/// The object a create or replace body holds, or the object-shaped patch
+/// a merge, strategic merge or apply patch is (its unknown fields are the
+/// patched object's: a stored object has none); None for anything else.
+fn decoded_body(method: &str, content_type: &str, body: &[u8]) -> Option<Value> {
+    match (method, patch::PatchType::of(content_type)) {
+        ("POST" | "PUT", None) => serde_json::from_slice(body).ok(),
+        ("PATCH", Some(patch::PatchType::Merge | patch::PatchType::Strategic)) => serde_json::from_slice(body).ok(),
+        ("PATCH", Some(patch::PatchType::Apply)) => serde_norway::from_slice(body).ok(),
+        _ => None,
+    }
+    .filter(Value::is_object)
+}
+
 /// A create or replace body as the decoder takes it (`fieldValidation`):
 /// `Strict` refuses duplicate and unknown fields (400); otherwise unknown
 /// fields are dropped (the new body; None: the body as sent).
@@ -485,11 +498,12 @@ fn field_validation(
     content_type: &str,
     body: &[u8],
 ) -> std::result::Result<Option<Vec<u8>>, (u16, Value)> {
-    if !matches!(method, "POST" | "PUT") || patch::PatchType::of(content_type).is_some() {
+    if !matches!(method, "POST" | "PUT") {
+        // A patch's result is judged once applied (fields::patched_strictly).
         return Ok(None);
     }
     let Some(kind) = body_kind(path) else { return Ok(None) };
-    let Ok(mut obj) = serde_json::from_slice::<Value>(body) else { return Ok(None) };
+    let Some(mut obj) = decoded_body(method, content_type, body) else { return Ok(None) };
     if param(query, "fieldValidation").as_deref() == Some("Strict") {
         if let Some(refused) = fields::strict_refusal(kind, body, &obj) {
             return Err(refused);
@@ -613,7 +627,9 @@ pub fn answer_typed(
             let Some(cur) = st.slices.get(n).cloned() else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
-            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES) {
+            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
+                .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
+            {
                 Ok(obj) => replace_slice(store, &mut st, n, obj),
                 Err(e) => e,
             }
@@ -892,14 +908,11 @@ async fn respond(
 /// (the default): one per duplicate and unknown field, as the decoder
 /// words them (`unknown field "spec.bogus"`).
 fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
-    if !matches!(method, "POST" | "PUT") || patch::PatchType::of(content_type).is_some() {
-        return vec![];
-    }
     if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
         return vec![];
     }
     let Some(kind) = body_kind(path) else { return vec![] };
-    let Ok(obj) = serde_json::from_slice::<Value>(body) else { return vec![] };
+    let Some(obj) = decoded_body(method, content_type, body) else { return vec![] };
     let mut out: Vec<String> = fields::duplicate(body).map(|d| format!("duplicate field {d:?}")).into_iter().collect();
     out.extend(fields::unknown(kind, &obj).into_iter().map(|u| format!("unknown field {u:?}")));
     out

@@ -468,7 +468,9 @@ pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request)
             Ok(body) => update(store, st, r, name, &cur, body),
             Err(e) => bad_request(format!("body is not JSON: {e}")),
         },
-        _ => match patch::patched(&served(k, &cur), q.content_type, q.body, q.query, patch::BUILTIN_TYPES) {
+        _ => match patch::patched(&served(k, &cur), q.content_type, q.body, q.query, patch::BUILTIN_TYPES)
+            .and_then(|o| super::fields::patched_strictly(k.group, k.kind, name, o, &query_text(q.query)))
+        {
             Ok(p) => update(store, st, r, name, &cur, p),
             Err(e) => e,
         },
@@ -748,6 +750,11 @@ fn grace_period(k: &Kind, cur: &Value, query: &[(String, String)], opts: &Value)
         return 0;
     }
     asked.unwrap_or_else(|| spec["terminationGracePeriodSeconds"].as_i64().unwrap_or(30)).max(0)
+}
+
+/// Decoded query parameters as a query string again (for the checks that read one).
+fn query_text(query: &[(String, String)]) -> String {
+    query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
 }
 
 /// The kind stored as `resource` of `group`.

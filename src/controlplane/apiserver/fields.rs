@@ -236,7 +236,8 @@ fn walk(node: &Node, v: &mut Value, path: &str, drop: bool, out: &mut Vec<String
     match (node, v) {
         (Obj(fields), Value::Object(m)) => {
             let keys: Vec<String> = m.keys().cloned().collect();
-            for k in keys {
+            // A strategic merge patch's directives (`$patch`, `$setElementOrder/…`) are no fields.
+            for k in keys.into_iter().filter(|k| !k.starts_with('$')) {
                 let here = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
                 match fields.iter().find(|(f, _)| *f == k) {
                     Some((_, child)) => {
@@ -349,6 +350,38 @@ pub(super) fn strict_refusal(kind: &str, body: &[u8], obj: &Value) -> Option<(u1
         return None;
     }
     Some(super::status(400, "BadRequest", format!("strict decoding error: {}", problems.join(", "))))
+}
+
+/// A patch's result as the strict decoder takes it: under
+/// `fieldValidation=Strict` unknown fields are 422 Invalid with a cause on
+/// `patch` whose value is the patched object (as kube-apiserver's patcher
+/// words it); otherwise they are dropped.
+pub(super) fn patched_strictly(
+    group: &str,
+    kind: &str,
+    name: &str,
+    mut obj: Value,
+    query: &str,
+) -> Result<Value, (u16, Value)> {
+    let unknown = unknown(kind, &obj);
+    if unknown.is_empty() {
+        return Ok(obj);
+    }
+    if super::param(query, "fieldValidation").as_deref() == Some("Strict") {
+        let problems: Vec<String> = unknown.iter().map(|u| format!("unknown field {u:?}")).collect();
+        let cause = super::validate::Cause {
+            reason: "FieldValueInvalid",
+            field: "patch".into(),
+            message: format!(
+                "Invalid value: {}: strict decoding error: {}",
+                super::validate::go_quote(&obj.to_string()),
+                problems.join(", ")
+            ),
+        };
+        return Err(super::validate::invalid_status(group, kind, name, &[cause]));
+    }
+    drop_unknown(kind, &mut obj);
+    Ok(obj)
 }
 
 #[cfg(test)]

@@ -164,7 +164,10 @@ pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u
             Err(e) => status(400, "BadRequest", format!("body is not JSON: {e}")),
         },
         ("PATCH", sub) => {
-            match patch::patched(&served(&cur, r.version), r.content_type, r.body, r.query, patch::BUILTIN_TYPES) {
+            let query: Vec<String> = r.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            match patch::patched(&served(&cur, r.version), r.content_type, r.body, r.query, patch::BUILTIN_TYPES)
+                .and_then(|o| super::fields::patched_strictly(GROUP, "ResourceClaim", name, o, &query.join("&")))
+            {
                 Ok(p) if sub == Some("status") => update_status(store, st, &key, &cur, &p, r.version),
                 Ok(p) => update(store, st, &key, &cur, p, r.version),
                 Err(e) => e,
