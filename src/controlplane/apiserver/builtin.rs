@@ -631,6 +631,13 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
             }
         }
     }
+    if k.kind == "DaemonSet" && r.sub != Some("status") {
+        // The daemonset strategy's PrepareForUpdate: a new template is the next template generation.
+        const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+        let had = cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str().and_then(|g| g.parse::<i64>().ok());
+        let now = had.unwrap_or(1) + i64::from(next["spec"]["template"] != cur["spec"]["template"]);
+        next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
+    }
     let mut causes = if k.kind == "Pod" && r.sub == Some("status") { vec![] } else { validate(k, &next, name) };
     causes.extend(validate_update(k, &next, cur));
     if !causes.is_empty() {
