@@ -668,6 +668,12 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         }
     }
     let ns = r.namespace.unwrap_or_default();
+    if meta::finalized(&next) {
+        // Being deleted and its last finalizer gone: the generic store deletes it (ShouldDeleteDuringUpdate).
+        st.builtin.remove(&key(k, ns, name));
+        store.emit(st, "DELETED", next.clone());
+        return (200, next);
+    }
     store.emit(st, "MODIFIED", next.clone());
     st.builtin.insert(key(k, ns, name), next.clone());
     (200, next)

@@ -338,6 +338,12 @@ fn write(store: &Store, st: &mut StoreInner, key: &str, cur: &Value, mut next: V
         }
     }
     let next = served(&next, "v1");
+    if super::meta::finalized(&next) {
+        // Being deleted and its last finalizer gone: the generic store deletes it (ShouldDeleteDuringUpdate).
+        st.claims.remove(key);
+        store.emit(st, "DELETED", next.clone());
+        return (200, served(&next, version));
+    }
     store.emit(st, "MODIFIED", next.clone());
     st.claims.insert(key.to_string(), next.clone());
     (200, served(&next, version))
