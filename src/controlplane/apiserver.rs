@@ -536,6 +536,11 @@ pub fn answer_typed(
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
+    if method == "GET" {
+        if let Some(refused) = watch::refused_list_options(&query_pairs(query)) {
+            return refused;
+        }
+    }
     let validated;
     let body = match field_validation(method, path, query, content_type, body) {
         Ok(Some(b)) => {

@@ -211,6 +211,57 @@ pub(super) fn refused_options(query: &[(String, String)]) -> Option<(u16, Value)
     Some(super::validate::invalid_status("meta.k8s.io", "ListOptions", "", &causes))
 }
 
+/// A list's options as kube-apiserver validates them (`ValidateListOptions`
+/// for a list): `resourceVersionMatch` needs a `resourceVersion`, is
+/// `Exact` or `NotOlderThan` (not `Exact` with "0"), and `sendInitialEvents`
+/// is for watches only; the 422 answer when they are refused.
+pub(super) fn refused_list_options(query: &[(String, String)]) -> Option<(u16, Value)> {
+    let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let matching = get("resourceVersionMatch").unwrap_or_default();
+    let version = get("resourceVersion").unwrap_or_default();
+    let forbidden = |field: &str, detail: &str| super::validate::Cause {
+        reason: "FieldValueForbidden",
+        field: field.into(),
+        message: format!("Forbidden: {detail}"),
+    };
+    let mut causes = Vec::new();
+    if !matching.is_empty() {
+        if version.is_empty() {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if get("continue").is_some_and(|c| !c.is_empty()) {
+            causes
+                .push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if matching != "Exact" && matching != "NotOlderThan" {
+            causes.push(super::validate::Cause {
+                reason: "FieldValueNotSupported",
+                field: "resourceVersionMatch".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"Exact\", \"NotOlderThan\", \"\"",
+                    super::validate::go_quote(matching)
+                ),
+            });
+        }
+        if matching == "Exact" && version == "0" {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if get("sendInitialEvents").is_some() {
+        causes.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+    if causes.is_empty() {
+        return None;
+    }
+    Some(super::validate::invalid_status("meta.k8s.io", "ListOptions", "", &causes))
+}
+
 /// How long a watch may last: its `timeoutSeconds` (kube-apiserver ends the
 /// watch after that long, and client-go's reflectors send a random 5–10
 /// minutes, then watch again from the last version they saw); None when
