@@ -135,6 +135,8 @@ const CORPUS: &[Req] = &[
     req!("class list by label", "GET", CLASSES, "labelSelector=corpus%3D{p}"),
     req!("class with a bad CEL expression", "POST", CLASSES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-badcel"},"spec":{"selectors":[{"cel":{"expression":"device.driver =="}}]}}"#),
+    req!("class with an undefined device field", "POST", CLASSES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-typo"},"spec":{"selectors":[{"cel":{"expression":"device.drvier == 'x' && device.attributes['a'].b"}}]}}"#),
     req!("class selector without cel", "POST", CLASSES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-nocel"},"spec":{"selectors":[{}]}}"#),
     req!("class merge patch", "PATCH", CLASS_1, "", MERGE, r#"{"metadata":{"annotations":{"a":"b"}}}"#),

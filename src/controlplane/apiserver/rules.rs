@@ -140,7 +140,13 @@ pub(super) fn driver_name(field: &str, d: &str) -> Vec<Cause> {
 fn cel_expression(field: &str, expr: &str) -> Vec<Cause> {
     use crate::controlplane::cel::{check, Refused};
     match check(expr) {
-        Ok(()) => vec![],
+        Ok(()) => match undefined_device_fields(expr) {
+            errors if errors.is_empty() => vec![],
+            errors => {
+                let shown: Vec<String> = errors.iter().map(|e| with_snippet(e, expr)).collect();
+                vec![invalid(field, expr, &format!("compilation failed: {}", shown.join("\n")))]
+            }
+        },
         Err(Refused::TooLong { .. }) => vec![Cause {
             reason: "FieldValueTooLong",
             field: field.into(),
@@ -149,6 +155,70 @@ fn cel_expression(field: &str, expr: &str) -> Vec<Cause> {
         Err(e @ Refused::Syntax { .. }) => vec![invalid(field, expr, &with_snippet(&e.to_string(), expr))],
         Err(e) => vec![invalid(field, expr, &e.to_string())],
     }
+}
+
+/// The fields of the DRA CEL environment's `device` (k8s.io/dynamic-resource-allocation cel/compile.go).
+const DEVICE_FIELDS: &[&str] = &["driver", "attributes", "capacity", "allowMultipleAllocations"];
+
+/// cel-go's type-check errors for `device.FIELD` where the device has no
+/// such field (`ERROR: <input>:L:C: undefined field 'drvier'`, the column
+/// the `.`'s): a scan of the expression's tokens outside string literals
+/// (no type checker; a comprehension variable named `device` turns it off).
+fn undefined_device_fields(expr: &str) -> Vec<String> {
+    let chars: Vec<(usize, char)> = expr.char_indices().collect();
+    let mut tokens: Vec<(usize, String)> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let (at, c) = chars[i];
+        if c == '\'' || c == '"' {
+            // A string literal (triple-quoted too); escapes skipped.
+            let triple = chars.get(i + 1).map(|x| x.1) == Some(c) && chars.get(i + 2).map(|x| x.1) == Some(c);
+            let width = if triple { 3 } else { 1 };
+            i += width;
+            while i < chars.len() {
+                if chars[i].1 == '\\' {
+                    i += 2;
+                    continue;
+                }
+                if chars[i..].iter().take(width).filter(|x| x.1 == c).count() == width {
+                    i += width;
+                    break;
+                }
+                i += 1;
+            }
+            tokens.push((at, "\"".into()));
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].1.is_ascii_alphanumeric() || chars[i].1 == '_') {
+                i += 1;
+            }
+            tokens.push((at, chars[start..i].iter().map(|x| x.1).collect()));
+            continue;
+        }
+        if !c.is_whitespace() {
+            tokens.push((at, c.to_string()));
+        }
+        i += 1;
+    }
+    if tokens.windows(3).any(|w| w[0].1 == "(" && w[1].1 == "device" && w[2].1 == ",") {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (k, w) in tokens.windows(3).enumerate() {
+        let after_dot = k > 0 && tokens[k - 1].1 == ".";
+        let is_field = w[2].1.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        let is_call = tokens.get(k + 3).is_some_and(|t| t.1 == "(");
+        let unknown = !DEVICE_FIELDS.contains(&w[2].1.as_str());
+        if w[0].1 == "device" && !after_dot && w[1].1 == "." && is_field && !is_call && unknown {
+            let dot = w[1].0;
+            let line = expr[..dot].matches('\n').count() + 1;
+            let col = expr[..dot].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            out.push(format!("ERROR: <input>:{line}:{col}: undefined field '{}'", w[2].1));
+        }
+    }
+    out
 }
 
 /// A cel-go error (`ERROR: <input>:LINE:COL: …`) with the source line and
@@ -1064,5 +1134,21 @@ mod tests {
             "{}",
             c[1].message
         );
+        assert!(c[1].message.ends_with("\n | device.driver ==\n | ................^"), "{}", c[1].message);
+        let typo = device_class(
+            &json!({"spec": {"selectors": [{"cel": {"expression": "device.drvier == 'device.x' && device.attributes['a'].b"}}]}}),
+        );
+        assert_eq!(
+            typo[0].message,
+            "Invalid value: \"device.drvier == 'device.x' && device.attributes['a'].b\": compilation failed: ERROR: <input>:1:7: undefined field 'drvier'\n | device.drvier == 'device.x' && device.attributes['a'].b\n | ......^"
+        );
+        for fine in [
+            "device.driver == 'x' && device.capacity['d'].mem.isGreaterThan(quantity('1Gi'))",
+            "device.attributes['d'].list.exists(device, device.x == 1)",
+            "'device.bogus' == device.driver",
+            "x.device.bogus",
+        ] {
+            assert!(undefined_device_fields(fine).is_empty(), "{fine}");
+        }
     }
 }
