@@ -536,7 +536,12 @@ pub fn answer_typed(
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
-    if method == "GET" {
+    let collection = path == SLICES
+        || builtin::route(path).is_some_and(|r| r.name.is_none())
+        || claim_path(path).is_some_and(|(_, _, name, _)| name.is_none())
+        || custom::route(&store.lock(), path).is_some_and(|p| p.name.is_none());
+    if method == "GET" && collection {
+        // A list's options (a get's are GetOptions: these parameters mean nothing there).
         if let Some(refused) = watch::refused_list_options(&query_pairs(query)) {
             return refused;
         }

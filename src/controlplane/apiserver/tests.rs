@@ -743,3 +743,23 @@ async fn pods_through_the_api_are_stored_watched_by_node_and_deleted_gracefully(
     assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.containers")));
     stop.cancel();
 }
+
+/// A list's options are validated as kube-apiserver's ValidateListOptions
+/// does; a get's query carries none of them.
+#[test]
+fn list_options_kube_apiserver_refuses_are_422() {
+    let s = Store::default();
+    for q in [
+        "resourceVersionMatch=NotOlderThan",
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+    ] {
+        let (c, e) = call(&s, "GET", SLICES, q, Value::Null);
+        assert_eq!((c, e["details"]["kind"].as_str()), (422, Some("ListOptions")), "{q}: {e}");
+    }
+    assert_eq!(call(&s, "GET", SLICES, "resourceVersion=0&resourceVersionMatch=NotOlderThan", Value::Null).0, 200);
+    assert_eq!(
+        call(&s, "GET", &format!("{SLICES}/x"), "resourceVersionMatch=NotOlderThan", Value::Null).0,
+        404,
+        "a get"
+    );
+}
