@@ -30,8 +30,11 @@ const K8S_PROTOS: &[&str] = &[
     "proto/k8s/apimachinery/pkg/runtime/generated.proto",
     "proto/k8s/apimachinery/pkg/api/resource/generated.proto",
     "proto/k8s/apimachinery/pkg/apis/meta/v1/generated.proto",
+    "proto/k8s/apimachinery/pkg/util/intstr/generated.proto",
     "proto/k8s/api/core/v1/generated.proto",
     "proto/k8s/api/resource/v1/generated.proto",
+    "proto/k8s/api/apps/v1/generated.proto",
+    "proto/k8s/api/coordination/v1/generated.proto",
 ];
 
 /// protoc's ToJsonName: drop underscores and upper-case the letter after one.

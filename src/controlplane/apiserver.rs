@@ -12,22 +12,31 @@
 //! - `GET /version` (`version.Info` of the `--kubelet-version` profile's
 //!   Kubernetes version, `v1.MINOR.0`), `GET /api/v1/nodes/NAME` (the node
 //!   the mock kubelet is); a verb a served path does not serve is 405;
-//! - on every ResourceSlice create and replace, kube-apiserver's validation
-//!   (`validate`): 422 Invalid with its field paths; bodies over 3 MiB are
-//!   413; the change history is bounded in count and bytes;
+//! - on every ResourceSlice create, replace and patch, kube-apiserver's validation
+//!   (`validate`, and [`rules`] for what an update may not change): 422 Invalid
+//!   with its field paths; bodies over 3 MiB are 413; the change history is
+//!   bounded in count and bytes;
 //! - `resource.k8s.io/v1` `resourceslices`: list (label and field selectors,
 //!   [`selectors`]), get, create (POST, `generateName` honoured, 409 on a
 //!   taken name; uid, generation 1 and creationTimestamp set), replace (PUT;
 //!   a stale `resourceVersion` is 409; generation bumped on a spec change),
-//!   delete (a DeleteOptions body's preconditions honoured); resource
-//!   versions are integers;
+//!   patch (JSON, merge, strategic merge, apply: [`patch`]), delete (a
+//!   DeleteOptions body's preconditions honoured); resource versions are integers;
 //! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
-//!   claims as whole objects ([`claims`]), list and get, and their `status`
-//!   subresource (GET, PUT, PATCH; [`resourceclaims`], [`patch`]);
+//!   claims ([`claims`]) and those clients create, update, patch and delete,
+//!   and their `status` subresource, as the resourceclaim strategy judges
+//!   them ([`resourceclaims`], [`rules`]);
+//! - the built-in kinds a driver, its helpers or a test write ([`builtin`]:
+//!   Nodes, ConfigMaps, Secrets, ServiceAccounts, Events, Pods, Deployments,
+//!   DaemonSets, Leases, DeviceClasses, ResourceClaimTemplates), stored;
+//! - request bodies decoded as `fieldValidation` says ([`fields`]: `Strict`
+//!   refuses unknown and duplicate fields, otherwise they are dropped, with
+//!   a `Warning` header under `Warn`);
 //! - discovery ([`discovery`]) and custom resources declared by CRD
-//!   manifests ([`custom`]), watched as the slices are;
-//! - watches of `resourceslices` (`watch=true`) with watch-list semantics:
-//!   `sendInitialEvents=true` sends every matching slice as ADDED, then a
+//!   manifests ([`custom`]);
+//! - watches of every served resource (`watch=true`) with watch-list semantics:
+//!   `sendInitialEvents=true` (with `resourceVersionMatch=NotOlderThan`, else
+//!   422) sends every matching object as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
 //!   resource version, then each change; without it, a watch from
 //!   `resourceVersion=N` first gets every change after N (the last 1000 are
@@ -57,10 +66,12 @@ mod builtin;
 pub mod claims;
 mod custom;
 mod discovery;
+mod fields;
 mod listen;
 mod meta;
 mod patch;
 mod resourceclaims;
+mod rules;
 mod selectors;
 mod tls;
 mod validate;
@@ -228,12 +239,25 @@ impl Store {
     /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
     /// [`builtin::put`]); whether it changed.
     pub fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
-        builtin::put(&mut self.lock(), group, resource, obj)
+        builtin::put(self, &mut self.lock(), group, resource, obj)
     }
 
     /// Delete `namespace/name` (namespace "" when cluster-scoped) of `group`'s `resource`; whether it was stored.
     pub fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
-        builtin::delete_in_process(&mut self.lock(), group, resource, namespace, name)
+        builtin::delete_in_process(self, &mut self.lock(), group, resource, namespace, name)
+    }
+
+    /// The pods created through the API that are bound to `node` (`spec.nodeName`), as stored.
+    pub fn pods_on(&self, node: &str) -> Vec<Value> {
+        let st = self.lock();
+        builtin::KINDS
+            .iter()
+            .find(|k| k.kind == "Pod")
+            .map(|k| builtin::objects_of(&st, k, None))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p["spec"]["nodeName"] == node)
+            .collect()
     }
 
     /// The stored claims' keys (`namespace/name`).
@@ -307,6 +331,9 @@ impl Store {
             watch::What::Custom(..) => st.custom.values().filter(|s| sel.matches(s)).cloned().collect(),
             watch::What::Claims(..) => {
                 st.claims.values().map(|c| resourceclaims::served(c, "v1")).filter(|c| sel.matches(c)).collect()
+            }
+            watch::What::Builtin(k, ref ns) => {
+                builtin::objects_of(&st, k, ns.as_deref()).into_iter().filter(|o| sel.matches(o)).collect()
             }
         };
         let replay = match from {
@@ -437,6 +464,58 @@ fn claim_path(path: &str) -> Option<ClaimPath<'_>> {
     })
 }
 
+/// The kind a create or replace at `path` writes, when its fields are known ([`fields`]).
+fn body_kind(path: &str) -> Option<&'static str> {
+    if path.starts_with(SLICES) {
+        return Some("ResourceSlice");
+    }
+    if claim_path(path).is_some_and(|(v, ..)| v == "v1") {
+        return Some("ResourceClaim");
+    }
+    builtin::route(path).map(|r| r.kind.kind)
+}
+
+/// The object a create or replace body holds, or the object-shaped patch
+/// a merge, strategic merge or apply patch is (its unknown fields are the
+/// patched object's: a stored object has none); None for anything else.
+fn decoded_body(method: &str, content_type: &str, body: &[u8]) -> Option<Value> {
+    match (method, patch::PatchType::of(content_type)) {
+        ("POST" | "PUT", None) => serde_json::from_slice(body).ok(),
+        ("PATCH", Some(patch::PatchType::Merge | patch::PatchType::Strategic)) => serde_json::from_slice(body).ok(),
+        ("PATCH", Some(patch::PatchType::Apply)) => serde_norway::from_slice(body).ok(),
+        _ => None,
+    }
+    .filter(Value::is_object)
+}
+
+/// A create or replace body as the decoder takes it (`fieldValidation`):
+/// `Strict` refuses duplicate and unknown fields (400); otherwise unknown
+/// fields are dropped (the new body; None: the body as sent).
+fn field_validation(
+    method: &str,
+    path: &str,
+    query: &str,
+    content_type: &str,
+    body: &[u8],
+) -> std::result::Result<Option<Vec<u8>>, (u16, Value)> {
+    if !matches!(method, "POST" | "PUT") {
+        // A patch's result is judged once applied (fields::patched_strictly).
+        return Ok(None);
+    }
+    let Some(kind) = body_kind(path) else { return Ok(None) };
+    let Some(mut obj) = decoded_body(method, content_type, body) else { return Ok(None) };
+    if param(query, "fieldValidation").as_deref() == Some("Strict") {
+        if let Some(refused) = fields::strict_refusal(kind, body, &obj) {
+            return Err(refused);
+        }
+    }
+    if fields::unknown(kind, &obj).is_empty() {
+        return Ok(None);
+    }
+    fields::drop_unknown(kind, &mut obj);
+    Ok(Some(obj.to_string().into_bytes()))
+}
+
 /// Answer one request whose body (a patch's as sent, any other as JSON)
 /// has Content-Type `content_type`.
 #[allow(clippy::too_many_arguments)]
@@ -452,19 +531,34 @@ pub fn answer_typed(
     let path = decoded_path(path);
     let path = path.as_str();
     if is_watch(query) {
-        return status(
-            405,
-            "MethodNotAllowed",
-            format!("{path}: only resourceslices, resourceclaims and custom resources can be watched here"),
-        );
+        return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
+    let collection = path == SLICES
+        || builtin::route(path).is_some_and(|r| r.name.is_none())
+        || claim_path(path).is_some_and(|(_, _, name, _)| name.is_none())
+        || custom::route(&store.lock(), path).is_some_and(|p| p.name.is_none());
+    if method == "GET" && collection {
+        // A list's options (a get's are GetOptions: these parameters mean nothing there).
+        if let Some(refused) = watch::refused_list_options(&query_pairs(query)) {
+            return refused;
+        }
+    }
+    let validated;
+    let body = match field_validation(method, path, query, content_type, body) {
+        Ok(Some(b)) => {
+            validated = b;
+            validated.as_slice()
+        }
+        Ok(None) => body,
+        Err(refused) => return refused,
+    };
     if let Some(r) = builtin::route(path) {
         let query = query_pairs(query);
         let q = builtin::Request { method, query: &query, content_type, body, node };
-        return builtin::answer(&mut store.lock(), &r, &q);
+        return builtin::answer(store, &mut store.lock(), &r, &q);
     }
     if let Some((version, namespace, name, sub)) = claim_path(path) {
         if sub.is_some_and(|s| s != "status") {
@@ -535,38 +629,20 @@ pub fn answer_typed(
             store.emit(&mut st, "ADDED", obj.clone());
             (201, obj)
         }
-        ("PUT", n) if !n.is_empty() => {
-            let mut obj = match parse(body) {
-                Ok(o) => o,
-                Err(e) => return e,
-            };
-            // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
-            if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
-                return status(
-                    400,
-                    "BadRequest",
-                    format!("the name of the object ({other}) does not match the name on the URL ({n})"),
-                );
-            }
-            let Some(cur) = st.slices.get(n) else {
+        ("PUT", n) if !n.is_empty() => match parse(body) {
+            Ok(obj) => replace_slice(store, &mut st, n, obj),
+            Err(e) => e,
+        },
+        ("PATCH", n) if !n.is_empty() => {
+            let Some(cur) = st.slices.get(n).cloned() else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
-            let causes = validate::resource_slice(&obj, n);
-            if !causes.is_empty() {
-                return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
+                .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
+            {
+                Ok(obj) => replace_slice(store, &mut st, n, obj),
+                Err(e) => e,
             }
-            let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-            if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
-                return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
-            }
-            let cur = cur.clone();
-            st.version += 1;
-            set_kind(&mut obj);
-            // metadata.generation counts spec changes (kube-apiserver's strategy).
-            meta::updated(&mut obj, &cur, st.version);
-            st.put(n.to_string(), obj.clone());
-            store.emit(&mut st, "MODIFIED", obj.clone());
-            (200, obj)
         }
         ("DELETE", n) if !n.is_empty() => {
             // The body, when any, is DeleteOptions (client-go always sends one); its preconditions count.
@@ -595,6 +671,38 @@ pub fn answer_typed(
         }
         _ => method_not_allowed(),
     }
+}
+
+/// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
+fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
+    // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
+    if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
+        return status(
+            400,
+            "BadRequest",
+            format!("the name of the object ({other}) does not match the name on the URL ({n})"),
+        );
+    }
+    let Some(cur) = st.slices.get(n) else {
+        return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
+    };
+    let mut causes = validate::resource_slice(&obj, n);
+    causes.extend(rules::slice_update(&obj, cur));
+    if !causes.is_empty() {
+        return validate::invalid_status("resource.k8s.io", "ResourceSlice", n, &causes);
+    }
+    let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+    if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+        return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
+    }
+    let cur = cur.clone();
+    st.version += 1;
+    set_kind(&mut obj);
+    // metadata.generation counts spec changes (kube-apiserver's strategy).
+    meta::updated(&mut obj, &cur, st.version);
+    st.put(n.to_string(), obj.clone());
+    store.emit(st, "MODIFIED", obj.clone());
+    (200, obj)
 }
 
 /// One HTTP answer: a status and a whole body, in `media`.
@@ -733,6 +841,8 @@ async fn respond(
                 p.crd.kind.clone(),
             )),
             _ if path == SLICES => Some((watch::What::Slices, "ResourceSlice".to_string())),
+            _ if builtin::route(&path).is_some_and(|r| r.name.is_none()) => builtin::route(&path)
+                .map(|r| (watch::What::Builtin(r.kind, r.namespace.map(str::to_string)), r.kind.kind.to_string())),
             _ => match claim_path(&path) {
                 Some((version, namespace, None, None)) => Some((
                     watch::What::Claims(version.to_string(), namespace.map(str::to_string)),
@@ -745,12 +855,20 @@ async fn respond(
         None
     };
     if let Some((what, kind)) = watched {
+        if let Some(refused) = watch::refused_options(&query_pairs(&query)) {
+            return Ok(reply(media, refused.0, &refused.1));
+        }
         let sel = match selectors::of_query(&kind, &query_pairs(&query)) {
             Ok(sel) => watch::Watched { what, sel },
             Err((code, v)) => return Ok(reply(media, code, &v)),
         };
-        // Custom resources have no protobuf form: their watches are JSON, as kube-apiserver's.
-        let media = if matches!(sel.what, watch::What::Custom(..)) { Media::Json } else { media };
+        // Custom resources (and kinds outside the protobuf subset) have no protobuf form here: their watches are JSON.
+        let no_protobuf = match &sel.what {
+            watch::What::Custom(..) => true,
+            watch::What::Builtin(k, _) => protobuf::message_for(k.kind).is_none(),
+            _ => false,
+        };
+        let media = if no_protobuf { Media::Json } else { media };
         // A few frames in flight: a watcher that never reads holds little beyond the history.
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         tracker.spawn(pump(store, sel, query, media, tx, stop.clone()));
@@ -774,14 +892,40 @@ async fn respond(
             None => json_body(&content_type, buf),
         }
     });
+    let mut warnings = Vec::new();
     let (code, v) = match read {
         Err(e) => e,
         Ok(buf) => {
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
+            warnings = field_warnings(parts.method.as_str(), &path, &query, content_type, &buf);
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
-    Ok(reply(media, code, &v))
+    let mut resp = reply(media, code, &v);
+    if code < 300 {
+        for w in warnings {
+            // RFC 7234 warn-code 299, agent "-", the text quoted (apiserver's warning recorder).
+            let text = format!("299 - {}", validate::go_quote(&w));
+            if let Ok(h) = http::HeaderValue::from_str(&text) {
+                resp.headers_mut().append("warning", h);
+            }
+        }
+    }
+    Ok(resp)
+}
+
+/// The warnings a create or replace gets under `fieldValidation=Warn`
+/// (the default): one per duplicate and unknown field, as the decoder
+/// words them (`unknown field "spec.bogus"`).
+fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
+    if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
+        return vec![];
+    }
+    let Some(kind) = body_kind(path) else { return vec![] };
+    let Some(obj) = decoded_body(method, content_type, body) else { return vec![] };
+    let mut out: Vec<String> = fields::duplicate(body).map(|d| format!("duplicate field {d:?}")).into_iter().collect();
+    out.extend(fields::unknown(kind, &obj).into_iter().map(|u| format!("unknown field {u:?}")));
+    out
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub trait Client: Send + Sync + std::fmt::Debug {
     fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool;
     /// Delete `namespace/name` ("" when cluster-scoped) of a built-in kind; whether it was stored.
     fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool;
+    /// The pods clients created through the API bound to `node` (`spec.nodeName`), as stored.
+    fn pods_on(&self, node: &str) -> Vec<Value>;
 }
 
 impl Client for super::apiserver::Store {
@@ -69,5 +71,8 @@ impl Client for super::apiserver::Store {
     }
     fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
         super::apiserver::Store::delete_object(self, group, resource, namespace, name)
+    }
+    fn pods_on(&self, node: &str) -> Vec<Value> {
+        super::apiserver::Store::pods_on(self, node)
     }
 }

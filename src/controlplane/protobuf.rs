@@ -43,6 +43,8 @@ const TIME: &str = ".k8s.io.apimachinery.pkg.apis.meta.v1.Time";
 const QUANTITY: &str = ".k8s.io.apimachinery.pkg.api.resource.Quantity";
 const RAW_EXTENSION: &str = ".k8s.io.apimachinery.pkg.runtime.RawExtension";
 const FIELDS_V1: &str = ".k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
+const MICRO_TIME: &str = ".k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+const INT_OR_STRING: &str = ".k8s.io.apimachinery.pkg.util.intstr.IntOrString";
 
 /// The messages of proto/k8s by full name (`.k8s.io.api.resource.v1.ResourceSlice`).
 struct Schema {
@@ -85,6 +87,12 @@ pub fn message_for(kind: &str) -> Option<&'static str> {
         "ResourceSliceList" => ".k8s.io.api.resource.v1.ResourceSliceList",
         "ResourceClaim" => ".k8s.io.api.resource.v1.ResourceClaim",
         "ResourceClaimList" => ".k8s.io.api.resource.v1.ResourceClaimList",
+        "Deployment" => ".k8s.io.api.apps.v1.Deployment",
+        "DeploymentList" => ".k8s.io.api.apps.v1.DeploymentList",
+        "DaemonSet" => ".k8s.io.api.apps.v1.DaemonSet",
+        "DaemonSetList" => ".k8s.io.api.apps.v1.DaemonSetList",
+        "Lease" => ".k8s.io.api.coordination.v1.Lease",
+        "LeaseList" => ".k8s.io.api.coordination.v1.LeaseList",
         _ => return None,
     })
 }
@@ -159,7 +167,11 @@ pub fn encode(name: &str, obj: &Value) -> Vec<u8> {
 /// Message types Go embeds in their parent's JSON (`json:",inline"`): a
 /// field of one of these types holds the parent object's own fields
 /// (resource.k8s.io's DeviceConfiguration in claim, allocation and class configs).
-const INLINE: &[&str] = &[".k8s.io.api.resource.v1.DeviceConfiguration"];
+const INLINE: &[&str] = &[
+    ".k8s.io.api.resource.v1.DeviceConfiguration",
+    ".k8s.io.api.core.v1.VolumeSource",
+    ".k8s.io.api.core.v1.LocalObjectReference",
+];
 
 fn inline(f: &FieldDescriptorProto) -> bool {
     f.r#type() == Type::Message && INLINE.contains(&f.type_name())
@@ -263,6 +275,33 @@ fn encode_value(f: &FieldDescriptorProto, v: &Value, out: &mut Vec<u8>) {
                     };
                     put_bytes(&mut body, 1, s.as_bytes());
                 }
+                MICRO_TIME => {
+                    let Some((secs, nanos)) = v.as_str().and_then(parse_micro) else { return };
+                    put_tag(&mut body, 1, 0);
+                    put_varint(&mut body, secs as u64);
+                    if nanos != 0 {
+                        put_tag(&mut body, 2, 0);
+                        put_varint(&mut body, u64::from(nanos));
+                    }
+                }
+                INT_OR_STRING => match v {
+                    // type 0 (Int): intVal; type 1 (String): strVal; Go writes all three.
+                    Value::Number(x) => {
+                        put_tag(&mut body, 1, 0);
+                        put_varint(&mut body, 0);
+                        put_tag(&mut body, 2, 0);
+                        put_varint(&mut body, x.as_i64().unwrap_or(0) as u64);
+                        put_bytes(&mut body, 3, b"");
+                    }
+                    Value::String(t) => {
+                        put_tag(&mut body, 1, 0);
+                        put_varint(&mut body, 1);
+                        put_tag(&mut body, 2, 0);
+                        put_varint(&mut body, 0);
+                        put_bytes(&mut body, 3, t.as_bytes());
+                    }
+                    _ => return,
+                },
                 RAW_EXTENSION | FIELDS_V1 => put_bytes(&mut body, 1, v.to_string().as_bytes()),
                 name => match schema().messages.get(name) {
                     Some(m) if v.is_object() => encode_message(m, v, &mut body),
@@ -361,6 +400,37 @@ fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, String> 
                     Value::Null
                 } else {
                     Value::String(format_rfc3339(secs))
+                }
+            }
+            MICRO_TIME => {
+                let (mut secs, mut nanos) = (0i64, 0u32);
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Varint(v)) => secs = v as i64,
+                        (2, Wire::Varint(v)) => nanos = v as u32,
+                        _ => {}
+                    }
+                }
+                if secs == 0 && nanos == 0 {
+                    Value::Null
+                } else {
+                    Value::String(format_micro(secs, nanos))
+                }
+            }
+            INT_OR_STRING => {
+                let (mut kind, mut int, mut text) = (0u64, 0i64, String::new());
+                for (n, w) in fields(b)? {
+                    match (n, w) {
+                        (1, Wire::Varint(v)) => kind = v,
+                        (2, Wire::Varint(v)) => int = i64::from(v as i32),
+                        (3, Wire::Bytes(s)) => text = String::from_utf8_lossy(s).into_owned(),
+                        _ => {}
+                    }
+                }
+                if kind == 1 {
+                    Value::String(text)
+                } else {
+                    json!(int)
                 }
             }
             QUANTITY => fields(b)?
@@ -666,6 +736,21 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset)
 }
 
+/// A `metav1.MicroTime` (RFC 3339 with up to 9 fractional digits): seconds and nanoseconds.
+fn parse_micro(s: &str) -> Option<(i64, u32)> {
+    let secs = parse_rfc3339(s)?;
+    let frac = s.get(19..).and_then(|r| r.strip_prefix('.')).unwrap_or("");
+    let digits: String = frac.chars().take_while(char::is_ascii_digit).take(9).collect();
+    let nanos = if digits.is_empty() { 0 } else { format!("{digits:0<9}").parse().ok()? };
+    Some((secs, nanos))
+}
+
+/// `metav1.MicroTime`'s JSON form: RFC 3339 UTC with microseconds (`RFC3339Micro`).
+fn format_micro(secs: i64, nanos: u32) -> String {
+    let t = format_rfc3339(secs);
+    format!("{}.{:06}Z", &t[..t.len() - 1], nanos / 1000)
+}
+
 /// An RFC 3339 UTC time, seconds precision (metav1.Time's JSON form).
 pub fn format_rfc3339(secs: i64) -> String {
     let (y, m, d) = civil_from_days(secs.div_euclid(86400));
@@ -676,6 +761,35 @@ pub fn format_rfc3339(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// #47 item 4: NVIDIA's gpu-kubelet-plugin creates its MPS daemon's
+    /// Deployment in protobuf (it got 400 "not served here"); Deployments,
+    /// DaemonSets and Leases round-trip: their pod template (env, volumes
+    /// inline in JSON, mounts, security context), IntOrString (number and
+    /// string) and MicroTime (microseconds).
+    #[test]
+    fn apps_and_coordination_kinds_round_trip() {
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mps", "namespace": "nvidia"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "mps"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}},
+                "template": {"metadata": {"labels": {"app": "mps"}}, "spec": {"nodeName": "n1", "hostPID": true,
+                    "containers": [{"name": "ctl", "image": "nvcr.io/x:1", "command": ["mps-control"], "args": ["-d"],
+                        "env": [{"name": "A", "value": "1"}, {"name": "NODE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}],
+                        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+                        "securityContext": {"privileged": true, "capabilities": {"add": ["SYS_ADMIN"]}}}],
+                    "volumes": [{"name": "shm", "hostPath": {"path": "/run/mps", "type": "DirectoryOrCreate"}},
+                                {"name": "cfg", "configMap": {"name": "mps-config", "items": [{"key": "k", "path": "p"}]}}],
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}});
+        let back = decode_object(&encode_object(&d).unwrap()).unwrap();
+        assert_eq!(back, d);
+        let l = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "node-1", "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2025-01-02T03:04:05.123456Z"}});
+        assert_eq!(decode_object(&encode_object(&l).unwrap()).unwrap(), l);
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "plugin"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        assert_eq!(decode_object(&encode_object(&ds).unwrap()).unwrap(), ds);
+    }
 
     /// A small ResourceSlice, its bytes written by hand from upstream's
     /// field numbers (resource/v1: ResourceSlice metadata=1 spec=2;

@@ -318,7 +318,7 @@ async fn version_answers_the_kubelet_version_profiles_kubernetes_and_unserved_ve
 
 /// #47 item 4: the built-in kinds a driver or its helpers write are stored
 /// objects over HTTP: NVIDIA's plugin creates a Deployment (answered in
-/// JSON to a client that accepts protobuf, as it has no protobuf form here)
+/// protobuf to a client that accepts it: apps/v1 has its protobuf form)
 /// and labels its Node (the label read back, also in protobuf); a
 /// ConfigMap, Secret, ServiceAccount, Event and Lease are created and read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,11 +334,12 @@ async fn the_built_in_kinds_a_driver_writes_are_stored() {
         .await;
     assert_eq!(
         (a.code, a.header("content-type").as_str()),
-        (201, "application/json"),
+        (201, "application/vnd.kubernetes.protobuf"),
         "{}",
         String::from_utf8_lossy(&a.body)
     );
-    assert_eq!(a.json()["spec"]["replicas"], 1);
+    let created = dpctl::controlplane::protobuf::decode_object(&a.body).unwrap();
+    assert_eq!((created["kind"].as_str(), created["spec"]["replicas"].as_i64()), (Some("Deployment"), Some(1)));
     let a = n.json("GET", "/apis/apps/v1/namespaces/nvidia/deployments/mps-control-daemon", &Value::Null).await;
     assert_eq!((a.code, a.json()["metadata"]["generation"].as_i64()), (200, Some(1)));
 

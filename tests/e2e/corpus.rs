@@ -29,6 +29,7 @@ struct Req {
 }
 
 const JSON: &str = "application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const MERGE: &str = "application/merge-patch+json";
 const JSONPATCH: &str = "application/json-patch+json";
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
@@ -36,6 +37,10 @@ const CLASSES: &str = "/apis/resource.k8s.io/v1/deviceclasses";
 const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims";
 const TEMPLATES: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates";
 const CONFIGMAPS: &str = "/api/v1/namespaces/{ns}/configmaps";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+const POD_1: &str = "/api/v1/namespaces/{ns}/pods/p1";
+const TEMPLATE_1: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates/t1";
 
 macro_rules! req {
     ($name:literal, $m:literal, $path:expr, $q:literal, $ct:expr, $body:literal) => {
@@ -70,6 +75,9 @@ const CORPUS: &[Req] = &[
     req!("slice list by spec.nodeName", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.nodeName%3Ddpctl-node"),
     req!("slice list by spec.driver", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.driver%3Dd.corpus.example.com"),
     req!("slice list by spec.pool.name", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.pool.name%3D{p}-g"),
+    req!("slice list with resourceVersionMatch and no resourceVersion", "GET", SLICES, "resourceVersionMatch=NotOlderThan"),
+    req!("slice list with sendInitialEvents", "GET", SLICES, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"),
+    req!("slice list with resourceVersionMatch Exact at 0", "GET", SLICES, "resourceVersionMatch=Exact&resourceVersion=0"),
     req!("slice list by an unsupported field", "GET", SLICES, "fieldSelector=spec.allNodes%3Dtrue"),
     req!("slice list by a bad label selector", "GET", SLICES, "labelSelector=a%3D%3D%3Db"),
     req!("slice update without resourceVersion", "PUT", SLICE_1, "", JSON,
@@ -82,6 +90,9 @@ const CORPUS: &[Req] = &[
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-other"},
             "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
     req!("slice merge patch", "PATCH", SLICE_1, "", MERGE, r#"{"metadata":{"labels":{"patched":"merge"}}}"#),
+    req!("slice strategic merge patch", "PATCH", SLICE_1, "", STRATEGIC, r#"{"metadata":{"labels":{"patched":"strategic"}}}"#),
+    req!("slice merge patch with an unknown field", "PATCH", SLICE_1, "", MERGE, r#"{"spec":{"bogus":1},"metadata":{"labels":{"patched":"unknown"}}}"#),
+    req!("slice merge patch with an unknown field, Strict", "PATCH", SLICE_1, "fieldValidation=Strict", MERGE, r#"{"spec":{"bogus":1}}"#),
     req!("slice JSON patch", "PATCH", SLICE_1, "", JSONPATCH, r#"[{"op":"replace","path":"/metadata/labels/patched","value":"json"}]"#),
     req!("slice JSON patch of a missing path", "PATCH", SLICE_1, "", JSONPATCH, r#"[{"op":"replace","path":"/spec/nothing/here","value":1}]"#),
     req!("slice merge patch making it invalid", "PATCH", SLICE_1, "", MERGE, r#"{"spec":{"driver":"Not A Driver"}}"#),
@@ -101,6 +112,18 @@ const CORPUS: &[Req] = &[
     req!("slice with an unknown field, Strict", "POST", SLICES, "fieldValidation=Strict", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-strict"},
             "spec":{"bogus":1,"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with an unknown field", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-warn"},
+            "spec":{"bogus":1,"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice with a duplicate field", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-dupwarn"},
+            "spec":{"driver":"d.corpus.example.com","driver":"e.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
+    req!("pod with unknown fields, Warn", "POST", PODS, "fieldValidation=Warn", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"warned","bogus":1},"spec":{"nodeName":"other-node","automountServiceAccountToken":false,
+            "containers":[{"name":"c","image":"x:1","nope":true}]}}"#),
+    req!("slice with a duplicate field, Strict", "POST", SLICES, "fieldValidation=Strict", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-dupfield"},
+            "spec":{"driver":"d.corpus.example.com","driver":"e.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
     req!("slice with a wrong content type", "POST", SLICES, "", "text/plain", r#"{"metadata":{"name":"{p}-ct"}}"#),
     req!("slice body not JSON", "POST", SLICES, "", JSON, "{not json"),
     // DeviceClasses.
@@ -112,6 +135,8 @@ const CORPUS: &[Req] = &[
     req!("class list by label", "GET", CLASSES, "labelSelector=corpus%3D{p}"),
     req!("class with a bad CEL expression", "POST", CLASSES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-badcel"},"spec":{"selectors":[{"cel":{"expression":"device.driver =="}}]}}"#),
+    req!("class with an undefined device field", "POST", CLASSES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-typo"},"spec":{"selectors":[{"cel":{"expression":"device.drvier == 'x' && device.attributes['a'].b"}}]}}"#),
     req!("class selector without cel", "POST", CLASSES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"{p}-nocel"},"spec":{"selectors":[{}]}}"#),
     req!("class merge patch", "PATCH", CLASS_1, "", MERGE, r#"{"metadata":{"annotations":{"a":"b"}}}"#),
@@ -137,6 +162,25 @@ const CORPUS: &[Req] = &[
     req!("claim merge patch of the spec", "PATCH", CLAIM_1, "", MERGE,
         r#"{"spec":{"devices":{"requests":[{"name":"r2","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
     req!("claim JSON patch", "PATCH", CLAIM_1, "", JSONPATCH, r#"[{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]"#),
+    req!("claim status merge patch with an allocation", "PATCH", CLAIM_1_STATUS, "", MERGE,
+        r#"{"status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d.corpus.example.com","pool":"{p}","device":"dev-0"}]}},
+            "reservedFor":[{"apiGroup":"example.com","resource":"things","name":"t","uid":"11111111-1111-1111-1111-111111111111"}]}}"#),
+    req!("claim status merge patch with device status", "PATCH", CLAIM_1_STATUS, "", MERGE,
+        r#"{"status":{"devices":[{"driver":"d.corpus.example.com","pool":"{p}","device":"dev-0","data":{"a":1}}]}}"#),
+    req!("claim status with the status of a device not allocated", "PATCH", CLAIM_1_STATUS, "", MERGE,
+        r#"{"status":{"devices":[{"driver":"d.corpus.example.com","pool":"{p}","device":"dev-9"}]}}"#),
+    req!("claim status changing the allocation", "PATCH", CLAIM_1_STATUS, "", MERGE,
+        r#"{"status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d.corpus.example.com","pool":"{p}","device":"dev-1"}]}}}}"#),
+    req!("claim status with a reservation without a uid", "PATCH", CLAIM_1_STATUS, "", MERGE,
+        r#"{"status":{"reservedFor":[{"resource":"things","name":"t"}]}}"#),
+    req!("claim create with a finalizer", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"fin","finalizers":["example.com/keep"]},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
+    req!("claim delete with a finalizer", "DELETE", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/fin", ""),
+    req!("claim get while finalized", "GET", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/fin", ""),
+    req!("claim finalizer removed", "PATCH", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/fin", "", MERGE,
+        r#"{"metadata":{"finalizers":null}}"#),
+    req!("claim get after its finalizer went", "GET", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/fin", ""),
     req!("claim request without a class", "POST", CLAIMS, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"noclass"},"spec":{"devices":{"requests":[{"name":"r","exactly":{}}]}}}"#),
     req!("claim request with a bad name", "POST", CLAIMS, "", JSON,
@@ -152,14 +196,83 @@ const CORPUS: &[Req] = &[
     req!("template create", "POST", TEMPLATES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t1"},
             "spec":{"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}}"#),
+    req!("template get", "GET", TEMPLATE_1, ""),
+    req!("template list", "GET", TEMPLATES, ""),
+    req!("template request without a class", "POST", TEMPLATES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t2"},"spec":{"spec":{"devices":{"requests":[{"name":"r","exactly":{}}]}}}}"#),
+    req!("template merge patch of the spec", "PATCH", TEMPLATE_1, "", MERGE,
+        r#"{"spec":{"spec":{"devices":{"requests":[{"name":"r2","exactly":{"deviceClassName":"{p}-dc"}}]}}}}"#),
+    req!("template merge patch of a label", "PATCH", TEMPLATE_1, "", MERGE, r#"{"metadata":{"labels":{"a":"b"}}}"#),
     req!("template get missing", "GET", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates/missing", ""),
     // A built-in: ConfigMaps.
     req!("configmap create", "POST", CONFIGMAPS, "", JSON,
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm1","labels":{"corpus":"{p}"}},"data":{"k":"v"}}"#),
     req!("configmap with a bad key", "POST", CONFIGMAPS, "", JSON,
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm2"},"data":{"bad key":"v"}}"#),
+    req!("configmap strategic merge patch", "PATCH", "/api/v1/namespaces/{ns}/configmaps/cm1", "", STRATEGIC, r#"{"data":{"k3":"v3"}}"#),
+    req!("configmap JSON patch", "PATCH", "/api/v1/namespaces/{ns}/configmaps/cm1", "", JSONPATCH, r#"[{"op":"add","path":"/data/k2","value":"v2"}]"#),
+    req!("configmap JSON patch whose test fails", "PATCH", "/api/v1/namespaces/{ns}/configmaps/cm1", "", JSONPATCH,
+        r#"[{"op":"test","path":"/data/k","value":"nope"},{"op":"remove","path":"/data/k"}]"#),
+    req!("configmap with an unknown field, Strict", "POST", CONFIGMAPS, "fieldValidation=Strict", JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm3"},"bogus":1,"data":{"k":"v"}}"#),
     req!("configmap get missing", "GET", "/api/v1/namespaces/{ns}/configmaps/missing", ""),
     req!("configmap list by label", "GET", CONFIGMAPS, "labelSelector=corpus%3D{p}"),
+    // Workloads in protobuf, as client-go sends them (NVIDIA's gpu-kubelet-plugin creates its MPS daemon's Deployment so).
+    req!("deployment create in protobuf", "POST", "/apis/apps/v1/namespaces/{ns}/deployments", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"mps","labels":{"corpus":"{p}"}},
+            "spec":{"replicas":0,"selector":{"matchLabels":{"app":"mps"}},"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1}},
+            "template":{"metadata":{"labels":{"app":"mps"}},"spec":{"hostPID":true,"containers":[{"name":"ctl","image":"nvcr.io/mps:1",
+                "command":["mps-control"],"env":[{"name":"NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}],
+                "volumeMounts":[{"name":"shm","mountPath":"/dev/shm"}],"securityContext":{"readOnlyRootFilesystem":true}}],
+                "volumes":[{"name":"shm","hostPath":{"path":"/run/mps"}}]}}}}"#),
+    req!("daemonset create in protobuf", "POST", "/apis/apps/v1/namespaces/{ns}/daemonsets", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"plugin"},
+            "spec":{"selector":{"matchLabels":{"app":"plugin"}},"template":{"metadata":{"labels":{"app":"plugin"}},
+                "spec":{"containers":[{"name":"c","image":"plugin:1"}],"tolerations":[{"operator":"Exists"}]}}}}"#),
+    req!("daemonset merge patch of its template", "PATCH", "/apis/apps/v1/namespaces/{ns}/daemonsets/plugin", "", MERGE,
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"plugin:2"}]}}}}"#),
+    req!("daemonset merge patch of a label", "PATCH", "/apis/apps/v1/namespaces/{ns}/daemonsets/plugin", "", MERGE,
+        r#"{"metadata":{"labels":{"a":"b"}}}"#),
+    req!("lease create in protobuf", "POST", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"node-1"},
+            "spec":{"holderIdentity":"node-1","leaseDurationSeconds":40,"renewTime":"2025-01-02T03:04:05.123456Z"}}"#),
+    // Pods (storage: bound by spec.nodeName, no kubelet behind them).
+    req!("pod create", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"corpus":"{p}"}},"spec":{"nodeName":"dpctl-node","automountServiceAccountToken":false,
+            "containers":[{"name":"c","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"example.com/gpu":"1"},"claims":[{"name":"gpu"}]}}],
+            "resourceClaims":[{"name":"gpu","resourceClaimName":"c1"}]}}"#),
+    req!("pod create with generateName", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"p-","labels":{"corpus":"{p}"}},"spec":{"nodeName":"dpctl-node",
+            "containers":[{"name":"c","image":"pause","resources":{"requests":{"cpu":"100m"}}}],"resourceClaims":[{"name":"t","resourceClaimTemplateName":"t1"}]}}"#),
+    req!("pod create on another node", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p2","labels":{"corpus":"{p}"}},"spec":{"nodeName":"other-node","automountServiceAccountToken":false,
+            "restartPolicy":"Never","containers":[{"name":"c","image":"pause","imagePullPolicy":"Always"}]}}"#),
+    req!("pod create that exists", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1"},"spec":{"containers":[{"name":"c","image":"pause"}]}}"#),
+    req!("pod get", "GET", POD_1, ""),
+    req!("pod list by spec.nodeName", "GET", PODS, "fieldSelector=spec.nodeName%3Ddpctl-node"),
+    req!("pod list by status.phase", "GET", PODS, "labelSelector=corpus%3D{p}&fieldSelector=status.phase%3DPending"),
+    req!("pod list by an unsupported field", "GET", PODS, "fieldSelector=spec.bogus%3Dx"),
+    req!("pod without containers", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad1"},"spec":{"containers":[]}}"#),
+    req!("pod container without an image", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad2"},"spec":{"containers":[{"name":"c"},{"name":"c","image":"x"}]}}"#),
+    req!("pod extended resource request over its limit", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad3"},"spec":{"containers":[{"name":"c","image":"x",
+            "resources":{"requests":{"example.com/gpu":"2"},"limits":{"example.com/gpu":"1"}}}]}}"#),
+    req!("pod extended resource request without a limit", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad4"},"spec":{"containers":[{"name":"c","image":"x","resources":{"requests":{"example.com/gpu":"1"}}}]}}"#),
+    req!("pod fractional extended resource", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad5"},"spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"example.com/gpu":"500m"}}}]}}"#),
+    req!("pod container claim not in resourceClaims", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad6"},"spec":{"containers":[{"name":"c","image":"x","resources":{"claims":[{"name":"nope"}]}}]}}"#),
+    req!("pod resourceClaim without a source", "POST", PODS, "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"bad7"},"spec":{"containers":[{"name":"c","image":"x"}],"resourceClaims":[{"name":"gpu"}]}}"#),
+    req!("pod status merge patch", "PATCH", "/api/v1/namespaces/{ns}/pods/p1/status", "", MERGE,
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#),
+    req!("pod merge patch of a label", "PATCH", POD_1, "", MERGE, r#"{"metadata":{"labels":{"patched":"yes"}}}"#),
+    req!("pod with an unknown field, Strict", "POST", PODS, "fieldValidation=Strict", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"strict"},"spec":{"bogus":1,"containers":[{"name":"c","image":"x"}]}}"#),
     // Watches (answers compared on their first events; each ends by timeoutSeconds).
     req!("slice watch from 0", "GET", SLICES, "watch=true&resourceVersion=0&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
     req!("slice watch with initial events and bookmarks", "GET", SLICES,
@@ -169,7 +282,20 @@ const CORPUS: &[Req] = &[
     req!("claim watch from 0", "GET", CLAIMS, "watch=true&resourceVersion=0&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
     req!("claim watch with initial events and bookmarks", "GET", CLAIMS,
         "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
+    req!("pod watch by spec.nodeName with initial events and bookmarks", "GET", PODS,
+        "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&fieldSelector=spec.nodeName%3Ddpctl-node&timeoutSeconds=1"),
+    req!("pod watch by spec.nodeName from 0", "GET", PODS, "watch=true&resourceVersion=0&fieldSelector=spec.nodeName%3Ddpctl-node&timeoutSeconds=1"),
     // Deletes last.
+    req!("pod delete with a mismatched uid", "DELETE", POD_1, "", JSON,
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#),
+    req!("pod status update with a stale resourceVersion", "PUT", "/api/v1/namespaces/{ns}/pods/p1/status", "", JSON,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","resourceVersion":"1"},"spec":{"containers":[{"name":"c","image":"x"}]},"status":{"phase":"Failed"}}"#),
+    req!("pod delete, graceful", "DELETE", POD_1, ""),
+    req!("pod get while terminating", "GET", POD_1, ""),
+    req!("pod delete with gracePeriodSeconds=0", "DELETE", POD_1, "gracePeriodSeconds=0"),
+    req!("pod get deleted", "GET", POD_1, ""),
+    req!("pod delete missing", "DELETE", POD_1, ""),
+    req!("template delete", "DELETE", TEMPLATE_1, ""),
     req!("slice delete with a mismatched uid", "DELETE", SLICE_1, "", JSON,
         r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#),
     req!("slice delete", "DELETE", SLICE_1, ""),
@@ -180,57 +306,7 @@ const CORPUS: &[Req] = &[
 
 /// Deliberate differences: (request, reason, upstream's source). Each is in
 /// docs/fidelity.md too.
-const ALLOWED: &[(&str, &str, &str)] = &[
-    // Claims: written by the mock kubelet from pod manifests, drivers write only /status (src/controlplane/apiserver/resourceclaims.rs).
-    ("claim create", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim create with generateName", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim get", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim list by label", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim update with a stale resourceVersion", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim status update with a stale resourceVersion", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim status merge patch of a label", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim merge patch of the spec", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim JSON patch", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim request without a class", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim request with a bad name", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim with an unknown field, Strict", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim in another namespace than the path's", CLAIMS_BY_KUBELET, CLAIM_STRATEGY),
-    ("claim delete with a mismatched uid", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim watch from 0", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim watch with initial events and bookmarks", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    ("claim delete", CLAIMS_BY_KUBELET_CASCADE, CLAIM_STRATEGY),
-    // ResourceSlices: PATCH is not served (drivers create and update them, as the kubeletplugin helper's publisher does).
-    ("slice merge patch", SLICE_PATCH, PATCH_HANDLER),
-    ("slice JSON patch", SLICE_PATCH, PATCH_HANDLER),
-    ("slice JSON patch of a missing path", SLICE_PATCH, PATCH_HANDLER),
-    ("slice merge patch making it invalid", SLICE_PATCH, PATCH_HANDLER),
-    ("slice patch of a missing object", SLICE_PATCH, PATCH_HANDLER),
-    ("slice delete", "the deleted object lacks the labels the (unserved) patches would have set: a cascade of slice PATCH", PATCH_HANDLER),
-    ("slice with an unknown field, Strict", STRICT, "k8s.io/apimachinery v0.37.2 pkg/runtime/error.go:140 (strict decoding error)"),
-    ("slice watch with initial events, no resourceVersionMatch",
-        "sendInitialEvents without resourceVersionMatch=NotOlderThan is served (dpctl's own clients and unit tests send it so); upstream answers 422",
-        "k8s.io/apimachinery v0.37.2 pkg/apis/meta/internalversion/validation/validation.go:58"),
-    // DeviceClasses, templates, ConfigMaps.
-    ("class with a bad CEL expression", "DeviceClass selectors are stored unvalidated (no CEL compile on create)",
-        "k8s.io/kubernetes v1.37.2 pkg/apis/resource/validation/validation.go:386 (validateSelector)"),
-    ("class selector without cel", "DeviceClass selectors are stored unvalidated (spec.selectors[0].cel: Required value)",
-        "k8s.io/kubernetes v1.37.2 pkg/apis/resource/validation/validation.go:389"),
-    ("template create", "resourceclaimtemplates are not served (404 for the path)",
-        "k8s.io/kubernetes v1.37.2 pkg/registry/resource/resourceclaimtemplate/storage/storage.go:39"),
-    ("configmap with a bad key", "built-in ConfigMaps are stored without validating data keys",
-        "k8s.io/kubernetes v1.37.2 pkg/apis/core/validation/validation.go:8190 (ValidateConfigMap)"),
-];
-
-const CLAIMS_BY_KUBELET: &str =
-    "ResourceClaims are created by the mock kubelet from pod manifests; clients may only read them and write /status: POST is 405";
-const CLAIMS_BY_KUBELET_CASCADE: &str =
-    "the claim the corpus creates does not exist on dpctl (POST is 405: the mock kubelet creates claims), so this answers 404/empty";
-const CLAIM_STRATEGY: &str =
-    "k8s.io/kubernetes v1.37.2 pkg/registry/resource/resourceclaim/strategy.go:101 (a writable resource)";
-const SLICE_PATCH: &str =
-    "PATCH of resourceslices is not served (405; application/json-patch+json is 415 on every kind)";
-const PATCH_HANDLER: &str = "k8s.io/apiserver v0.37.2 pkg/endpoints/handlers/patch.go:402 (JSON and merge patches)";
-const STRICT: &str = "fieldValidation=Strict is not honoured: the object is created, unknown fields stored as sent (upstream drops them under the default Warn, and refuses them with 400 under Strict)";
+const ALLOWED: &[(&str, &str, &str)] = &[];
 
 /// A server the corpus is sent to.
 struct Server {
@@ -247,7 +323,19 @@ impl Server {
 
     /// One request: status code and body (dechunked). A watch's body is what
     /// came until the server ended it (timeoutSeconds), within 20 s.
-    async fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Vec<u8>) {
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let (code, _, body) = self.send_full(method, path, content_type, body).await;
+        (code, body)
+    }
+
+    /// [`Server::send`], with the answer's `Warning` header values too.
+    async fn send_full(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> (u16, Vec<String>, Vec<u8>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = api_connect(&self.kubeconfig).await;
         let mut req = format!(
@@ -263,7 +351,7 @@ impl Server {
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).await.unwrap();
-        let _ = s.write_all(body.as_bytes()).await;
+        let _ = s.write_all(body).await;
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "{method} {path}: no end of the answer within 20 s: {}", String::from_utf8_lossy(&buf));
@@ -271,7 +359,14 @@ impl Server {
         let head = String::from_utf8_lossy(&buf[..split]).to_ascii_lowercase();
         let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
         let raw = &buf[split + 4..];
-        (code, if head.contains("transfer-encoding: chunked") { dechunk(raw) } else { raw.to_vec() })
+        let mut warnings: Vec<String> = String::from_utf8_lossy(&buf[..split])
+            .lines()
+            .filter_map(|l| {
+                l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("warning")).map(|(_, v)| v.trim().to_string())
+            })
+            .collect();
+        warnings.sort();
+        (code, warnings, if head.contains("transfer-encoding: chunked") { dechunk(raw) } else { raw.to_vec() })
     }
 }
 
@@ -290,6 +385,18 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     }
 }
 
+/// The run's body of a corpus template: its text, or (a template starting
+/// `PROTOBUF`) the JSON object after it encoded as client-go sends it.
+fn fill_body(t: &str, ns: &str, p: &str) -> Vec<u8> {
+    match t.strip_prefix("PROTOBUF") {
+        Some(json) => {
+            let obj: Value = serde_json::from_str(&fill(json, ns, p)).expect("a JSON object after PROTOBUF");
+            dpctl::controlplane::protobuf::encode_object(&obj).expect("a kind with a protobuf form")
+        }
+        None => fill(t, ns, p).into_bytes(),
+    }
+}
+
 /// The run's text of a corpus template.
 fn fill(t: &str, ns: &str, p: &str) -> String {
     if t == "TOO_MANY_DEVICES" {
@@ -305,7 +412,7 @@ fn fill(t: &str, ns: &str, p: &str) -> String {
 /// What is compared of an answer. `ns`/`p` are replaced by placeholders, so
 /// both servers' answers read alike.
 fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
-    let text = String::from_utf8_lossy(body).replace(ns, "{ns}").replace(p, "{p}");
+    let text = masked_volume_names(&String::from_utf8_lossy(body).replace(ns, "{ns}").replace(p, "{p}"));
     if watch && code == 200 {
         let events: Vec<Value> = serde_json::Deserializer::from_str(&text)
             .into_iter::<Value>()
@@ -327,7 +434,7 @@ fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
             .cloned()
             .unwrap_or_default()
             .into_iter()
-            .map(|c| json!({"field": c["field"], "reason": c["reason"], "message": c["message"]}))
+            .map(|c| json!({"field": c["field"], "reason": c["reason"], "message": embedded_object_masked(&c["message"])}))
             .collect();
         causes.sort_by_key(|c| c.to_string());
         // The message is not compared: the causes carry the field errors it joins.
@@ -351,10 +458,43 @@ fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
     json!({"code": code, "object": o})
 }
 
+/// A cause whose value is a whole object (a strict patch's `patch: Invalid
+/// value: "{…}": strict decoding error: …`) with the object as `"{…}"`: it
+/// carries the run's uid, resourceVersion, timestamps and managedFields.
+fn embedded_object_masked(m: &Value) -> Value {
+    let Some(s) = m.as_str() else { return m.clone() };
+    match (s.strip_prefix("Invalid value: \"{"), s.rfind("}\": ")) {
+        (Some(_), Some(end)) => json!(format!("Invalid value: \"{{…}}\": {}", &s[end + 4..])),
+        _ => m.clone(),
+    }
+}
+
+/// The ServiceAccount admission plugin's projected volume, `kube-api-access-`
+/// and 5 random characters, with the suffix as `*****`.
+fn masked_volume_names(text: &str) -> String {
+    const VOLUME: &str = "kube-api-access-";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(VOLUME) {
+        let after = i + VOLUME.len();
+        out.push_str(&rest[..after]);
+        let tail = &rest[after..];
+        let n = tail.char_indices().take_while(|(_, c)| c.is_ascii_alphanumeric()).count();
+        if n == 5 {
+            out.push_str("*****");
+            rest = &tail[5..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A generated name with its random suffix (5 characters) as `*****`.
 fn generated(n: &Value) -> Value {
     match n.as_str() {
-        Some(s) if s.len() > 5 && (s.starts_with("{p}-g-") || s.starts_with("c-")) => {
+        Some(s) if s.len() > 5 && (s.starts_with("{p}-g-") || s.starts_with("c-") || s.starts_with("p-")) => {
             json!(format!("{}*****", &s[..s.len() - 5]))
         }
         _ => n.clone(),
@@ -405,13 +545,20 @@ async fn run_corpus(dpctl: &Server, kube: &Server, ns: &str, p: &str) -> Vec<(&'
     for r in CORPUS {
         let path = fill(r.path, ns, p);
         let path = if r.query.is_empty() { path } else { format!("{path}?{}", fill(r.query, ns, p)) };
-        let body = fill(r.body, ns, p);
+        let body = fill_body(r.body, ns, p);
         let watch = r.query.contains("watch=true");
         let (a, b) = tokio::join!(
-            dpctl.send(r.method, &path, r.content_type, &body),
-            kube.send(r.method, &path, r.content_type, &body)
+            dpctl.send_full(r.method, &path, r.content_type, &body),
+            kube.send_full(r.method, &path, r.content_type, &body)
         );
-        out.push((r, shape(watch, a.0, &a.1, ns, p), shape(watch, b.0, &b.1, ns, p)));
+        let (mut x, mut y) = (shape(watch, a.0, &a.2, ns, p), shape(watch, b.0, &b.2, ns, p));
+        // The Warning headers (unknown and duplicate fields under fieldValidation=Warn) are compared too.
+        for (s, w) in [(&mut x, &a.1), (&mut y, &b.1)] {
+            if !w.is_empty() {
+                s["warnings"] = json!(w);
+            }
+        }
+        out.push((r, x, y));
     }
     out
 }
@@ -446,6 +593,13 @@ fn corpus_shapes_normalise_what_differs_by_run() {
     let s = shape(true, 200, w, "ns1", "pp");
     assert_eq!(s["events"][0]["name"], "{p}-s1");
     assert_eq!(s["events"][1]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(masked_volume_names(r#"{"name":"kube-api-access-x7k2q"}"#), r#"{"name":"kube-api-access-*****"}"#);
+    assert_eq!(
+        embedded_object_masked(&json!(
+            r#"Invalid value: "{\"a\":{\"uid\":\"u\"}}": strict decoding error: unknown field "spec.bogus""#
+        )),
+        json!(r#"Invalid value: "{…}": strict decoding error: unknown field "spec.bogus""#)
+    );
     let mut d = Vec::new();
     diff("", &json!({"a": [1, 2]}), &json!({"a": [1, 3]}), &mut d);
     assert_eq!(d.len(), 1);
@@ -469,12 +623,25 @@ async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
             "POST",
             "/api/v1/namespaces",
             JSON,
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string(),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string().as_bytes(),
         )
         .await;
     assert_eq!(code, 201, "namespace: {}", String::from_utf8_lossy(&body));
     let results = run_corpus(&dpctl, &kube, &ns, &p).await;
     stop_tailed(child, log).await.expect_code(0);
+    // The Warning headers are compared (kube-apiserver sends them for unknown and duplicate fields).
+    for name in [
+        "slice with an unknown field",
+        "slice with a duplicate field",
+        "pod with unknown fields, Warn",
+        "slice merge patch with an unknown field",
+    ] {
+        let warned = results.iter().find(|(r, ..)| r.name == name).map(|(_, _, b)| b["warnings"].clone());
+        assert!(
+            warned.as_ref().and_then(Value::as_array).is_some_and(|w| !w.is_empty()),
+            "{name}: no Warning from kube-apiserver: {warned:?}"
+        );
+    }
     let mut failures = Vec::new();
     let mut same = 0;
     for (r, a, b) in &results {
@@ -484,7 +651,9 @@ async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
         match (lines.is_empty(), allowed) {
             (true, None) => same += 1,
             (true, Some(_)) => failures.push(format!("{:?}: allow-listed but answered alike now: drop it", r.name)),
-            (false, Some((_, why, _))) => eprintln!("allowed: {} {} {:?} ({why})", r.method, r.path, r.name),
+            (false, Some((_, why, _))) => {
+                eprintln!("allowed: {} {} {:?} ({why}):\n{}", r.method, r.path, r.name, lines.join("\n"))
+            }
             (false, None) => failures.push(format!("{} {} {:?}:\n{}", r.method, r.path, r.name, lines.join("\n"))),
         }
     }

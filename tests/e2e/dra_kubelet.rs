@@ -670,7 +670,7 @@ async fn a_kubelet_restart_wipes_the_nodes_slices_and_dra_serve_publishes_again(
     let addr = Api::of(&events(&log, "api-server")[0]);
     let mut watch = Watch::open(
         &addr,
-        "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&fieldSelector=spec.nodeName%3Ddpctl-node",
+        "/apis/resource.k8s.io/v1/resourceslices?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&fieldSelector=spec.nodeName%3Ddpctl-node",
     )
     .await;
     watch.wait_for("\"k8s.io/initial-events-end\":\"true\"").await;

@@ -5,22 +5,28 @@
 //! (defaulting, validation, what create and update may set, the status
 //! subresource). Served: core/v1 Nodes (get, list, update and patch of
 //! the object and its `status`; this node is stored at its first request),
-//! ConfigMaps, Secrets, ServiceAccounts and Events; apps/v1 Deployments and
+//! ConfigMaps (keys validated), Secrets, ServiceAccounts, Events and Pods
+//! (with `status`; defaulted and validated as [`super::rules`] says,
+//! deleted gracefully as kube-apiserver's pod strategy does: a pod bound
+//! to a node and not finished gets a `deletionTimestamp` and its grace
+//! period, and is removed by a delete with `gracePeriodSeconds=0`; no
+//! kubelet or controller acts on them here); apps/v1 Deployments and
 //! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
-//! resource.k8s.io/v1 DeviceClasses (the mock kubelet writes its class
-//! manifests here in process, [`put`]). Each
-//! namespaced kind: list (label and field selectors, one namespace or all),
-//! get, create (`generateName` honoured), update (a stale
-//! `resourceVersion` or another `uid` is 409), patch (merge, strategic
-//! merge, apply), delete (DeleteOptions preconditions; a `Status` of
-//! Success is the answer, as the generic store answers a kind that does
-//! not return the deleted object).
+//! resource.k8s.io/v1 DeviceClasses (selectors validated; the mock kubelet
+//! writes its class manifests here in process, [`put`]) and
+//! ResourceClaimTemplates (spec immutable). Each kind: list (label and
+//! field selectors, one namespace or all), watch (its changes are in the
+//! store's history), get, create (`generateName` honoured), update (a
+//! stale `resourceVersion` or another `uid` is 409), patch (JSON, merge,
+//! strategic merge, apply), delete (DeleteOptions preconditions;
+//! resource.k8s.io kinds and Pods answer the deleted object, the others a
+//! `Status` of Success, as their registries do).
 
 use super::meta;
-use super::patch::{self, PatchType};
+use super::patch;
 use super::selectors::{self, Selection};
 use super::validate::{self, Cause};
-use super::{method_not_allowed, status, StoreInner};
+use super::{method_not_allowed, status, Store, StoreInner};
 use serde_json::{json, Value};
 
 /// One built-in kind and its strategy's switches.
@@ -45,7 +51,7 @@ pub(super) struct Kind {
     pub verbs: &'static [&'static str],
 }
 
-const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update"];
+const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 /// The kinds served.
 pub(super) const KINDS: &[Kind] = &[
@@ -58,7 +64,7 @@ pub(super) const KINDS: &[Kind] = &[
         status: true,
         generation: false,
         clear_status_on_create: false,
-        verbs: &["get", "list", "patch", "update"],
+        verbs: &["get", "list", "patch", "update", "watch"],
     },
     Kind {
         group: "",
@@ -98,6 +104,28 @@ pub(super) const KINDS: &[Kind] = &[
         version: "v1",
         resource: "events",
         kind: "Event",
+        namespaced: true,
+        status: false,
+        generation: false,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        resource: "pods",
+        kind: "Pod",
+        namespaced: true,
+        status: true,
+        generation: true,
+        clear_status_on_create: false,
+        verbs: ALL,
+    },
+    Kind {
+        group: "resource.k8s.io",
+        version: "v1",
+        resource: "resourceclaimtemplates",
+        kind: "ResourceClaimTemplate",
         namespaced: true,
         status: false,
         generation: false,
@@ -151,7 +179,7 @@ pub(super) const KINDS: &[Kind] = &[
 ];
 
 impl Kind {
-    fn api_version(&self) -> String {
+    pub(super) fn api_version(&self) -> String {
         match self.group {
             "" => self.version.to_string(),
             g => format!("{g}/{}", self.version),
@@ -231,6 +259,19 @@ fn bad_request(message: String) -> (u16, Value) {
 /// (pkg/apis/apps/v1/defaults.go; a Secret's `type` and `stringData`).
 fn default(k: &Kind, obj: &mut Value) {
     match k.kind {
+        "Deployment" | "DaemonSet" if !obj["spec"]["template"].is_null() => {
+            // The pod template gets a pod's v1 defaults (SetDefaults_PodSpec, _Container).
+            super::rules::default_template(&mut obj["spec"]["template"]);
+            let mut bare = obj["spec"].clone();
+            if let Some(m) = bare.as_object_mut() {
+                m.remove("template");
+            }
+            let template = obj["spec"]["template"].take();
+            let mut rest = json!({"spec": bare});
+            default(k, &mut rest);
+            obj["spec"] = rest["spec"].take();
+            obj["spec"]["template"] = template;
+        }
         "Deployment" => {
             let s = &mut obj["spec"];
             if s.get("replicas").is_none_or(Value::is_null) {
@@ -270,6 +311,13 @@ fn default(k: &Kind, obj: &mut Value) {
             if s.get("revisionHistoryLimit").is_none_or(Value::is_null) {
                 s["revisionHistoryLimit"] = json!(10);
             }
+        }
+        "Pod" => super::rules::default_pod(obj),
+        "ResourceClaimTemplate" => {
+            if obj["spec"]["metadata"].is_null() {
+                obj["spec"]["metadata"] = json!({});
+            }
+            obj["spec"]["spec"] = super::claims::v1_spec(&obj["spec"]["spec"]);
         }
         "Secret" => {
             // stringData is write-only: merged into data (base64) on the way in.
@@ -311,13 +359,51 @@ fn selector_causes(obj: &Value) -> Vec<Cause> {
     }]
 }
 
-/// Validation of `obj` (named `name`) of `k`: its metadata, and the workloads' selector.
+/// Validation of `obj` (named `name`) of `k`: its metadata, and its kind's rules.
 fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
     let mut causes = validate::object_meta(&obj["metadata"], name);
-    if matches!(k.kind, "Deployment" | "DaemonSet") {
-        causes.extend(selector_causes(obj));
+    match k.kind {
+        "Deployment" | "DaemonSet" => causes.extend(selector_causes(obj)),
+        "ConfigMap" => causes.extend(super::rules::config_map(obj)),
+        "DeviceClass" => causes.extend(super::rules::device_class(obj)),
+        "Pod" => causes.extend(super::rules::pod(obj)),
+        "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
+        _ => {}
     }
     causes
+}
+
+/// What an update may not change (`ValidateResourceClaimTemplateUpdate`:
+/// the spec; `ValidatePodUpdate`: the spec but for its images).
+fn validate_update(k: &Kind, next: &Value, cur: &Value) -> Vec<Cause> {
+    match k.kind {
+        "ResourceClaimTemplate" if next["spec"] != cur["spec"] => vec![super::rules::invalid_raw(
+            "spec",
+            &super::rules::go_template_spec(&next["spec"]),
+            "field is immutable",
+        )],
+        "Pod" => {
+            let strip = |v: &Value| {
+                let mut s = v["spec"].clone();
+                for list in ["containers", "initContainers"] {
+                    for c in s[list].as_array_mut().into_iter().flatten() {
+                        c["image"] = Value::Null;
+                    }
+                }
+                s["activeDeadlineSeconds"] = Value::Null;
+                s
+            };
+            if strip(next) == strip(cur) {
+                return vec![];
+            }
+            vec![Cause {
+                reason: "FieldValueForbidden",
+                field: "spec".into(),
+                message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
+            }]
+        }
+        _ => vec![],
+    }
 }
 
 /// The object as served: its kind and apiVersion named.
@@ -348,7 +434,7 @@ pub(super) struct Request<'a> {
 }
 
 /// Answer one request of a built-in kind (not a watch).
-pub(super) fn answer(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
     let k = r.kind;
     if k.kind == "Node" && !st.builtin.contains_key(&key(k, "", q.node)) {
         st.version += 1;
@@ -372,33 +458,22 @@ pub(super) fn answer(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value
     }
     let ns = r.namespace.unwrap_or_default();
     let Some(name) = r.name else {
-        return if verb == "list" { list(st, r, q) } else { create(st, r, q) };
+        return if verb == "list" { list(st, r, q) } else { create(store, st, r, q) };
     };
     let Some(cur) = st.builtin.get(&key(k, ns, name)).cloned() else { return not_found(k, name) };
     match verb {
         "get" => (200, served(k, &cur)),
-        "delete" => delete(st, r, name, &cur, q.body),
+        "delete" => delete(store, st, r, name, &cur, q),
         "update" => match serde_json::from_slice::<Value>(q.body) {
-            Ok(body) => update(st, r, name, &cur, body),
+            Ok(body) => update(store, st, r, name, &cur, body),
             Err(e) => bad_request(format!("body is not JSON: {e}")),
         },
-        _ => {
-            let Some(t) = PatchType::of(q.content_type) else {
-                return status(
-                    415,
-                    "UnsupportedMediaType",
-                    format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got {:?}", q.content_type),
-                );
-            };
-            let parsed: Result<Value, String> = match t {
-                PatchType::Apply => serde_norway::from_slice(q.body).map_err(|e| e.to_string()),
-                _ => serde_json::from_slice(q.body).map_err(|e| e.to_string()),
-            };
-            match parsed {
-                Ok(p) => update(st, r, name, &cur, patch::apply(&served(k, &cur), &p, t)),
-                Err(e) => bad_request(format!("the patch cannot be read: {e}")),
-            }
-        }
+        _ => match patch::patched(&served(k, &cur), q.content_type, q.body, q.query, patch::BUILTIN_TYPES)
+            .and_then(|o| super::fields::patched_strictly(k.group, k.kind, name, o, &query_text(q.query)))
+        {
+            Ok(p) => update(store, st, r, name, &cur, p),
+            Err(e) => e,
+        },
     }
 }
 
@@ -425,7 +500,7 @@ fn list(st: &StoreInner, r: &Route, q: &Request) -> (u16, Value) {
     )
 }
 
-fn create(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
     let k = r.kind;
     let mut obj = match serde_json::from_slice::<Value>(q.body) {
         Ok(o) if o.is_object() => o,
@@ -448,6 +523,11 @@ fn create(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         Ok(n) => n,
         Err(e) => return e,
     };
+    if k.kind == "Pod" {
+        let clock =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        super::rules::default_pod_create(&mut obj, clock ^ st.version);
+    }
     default(k, &mut obj);
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
@@ -459,9 +539,14 @@ fn create(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         return (c, v);
     }
     if k.clear_status_on_create {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+        // An empty status, as its Go struct (every field omitempty) writes it.
+        obj["status"] = json!({});
+    }
+    if k.kind == "DaemonSet" {
+        // The daemonset strategy's PrepareForCreate: template generation 1, and the
+        // status as its Go struct writes an empty one (four non-omitempty counts).
+        obj["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = json!("1");
+        obj["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
     }
     st.version += 1;
     let seed = format!("{}\0{}\0{}", key(k, &ns, &name), st.version, meta::now());
@@ -472,12 +557,13 @@ fn create(st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         }
     }
     let obj = served(k, &obj);
+    store.emit(st, "ADDED", obj.clone());
     st.builtin.insert(key(k, &ns, &name), obj.clone());
     (201, obj)
 }
 
 /// An update (PUT, or the result of a patch) of the stored `cur`.
-fn update(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) -> (u16, Value) {
+fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) -> (u16, Value) {
     let k = r.kind;
     if !body.is_object() {
         return bad_request("the body is not an object".into());
@@ -513,6 +599,9 @@ fn update(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) 
         let mut n = cur.clone();
         n["status"] = body["status"].clone();
         n
+    } else if !k.status {
+        // No status subresource: the stored status (if any) is what the body says.
+        body
     } else {
         let mut n = body;
         if k.status {
@@ -532,7 +621,25 @@ fn update(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) 
     if k.namespaced {
         next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
     }
-    let causes = validate(k, &next, name);
+    for f in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+        match cur["metadata"].get(f) {
+            Some(v) => next["metadata"][f] = v.clone(),
+            None => {
+                if let Some(m) = next["metadata"].as_object_mut() {
+                    m.remove(f);
+                }
+            }
+        }
+    }
+    if k.kind == "DaemonSet" && r.sub != Some("status") {
+        // The daemonset strategy's PrepareForUpdate: a new template is the next template generation.
+        const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+        let had = cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str().and_then(|g| g.parse::<i64>().ok());
+        let now = had.unwrap_or(1) + i64::from(next["spec"]["template"] != cur["spec"]["template"]);
+        next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
+    }
+    let mut causes = if k.kind == "Pod" && r.sub == Some("status") { vec![] } else { validate(k, &next, name) };
+    causes.extend(validate_update(k, &next, cur));
     if !causes.is_empty() {
         return validate::invalid_status(k.group, k.kind, name, &causes);
     }
@@ -561,14 +668,21 @@ fn update(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: Value) 
         }
     }
     let ns = r.namespace.unwrap_or_default();
+    if meta::finalized(&next) {
+        // Being deleted and its last finalizer gone: the generic store deletes it (ShouldDeleteDuringUpdate).
+        st.builtin.remove(&key(k, ns, name));
+        store.emit(st, "DELETED", next.clone());
+        return (200, next);
+    }
+    store.emit(st, "MODIFIED", next.clone());
     st.builtin.insert(key(k, ns, name), next.clone());
     (200, next)
 }
 
-fn delete(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: &[u8]) -> (u16, Value) {
+fn delete(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value, q: &Request) -> (u16, Value) {
     let k = r.kind;
     // The body, when any, is DeleteOptions; its preconditions count.
-    let opts: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let opts: Value = serde_json::from_slice(q.body).unwrap_or(Value::Null);
     for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
         let want = opts["preconditions"][field].as_str().unwrap_or_default();
         let have = cur["metadata"][field].as_str().unwrap_or_default();
@@ -580,17 +694,80 @@ fn delete(st: &mut StoreInner, r: &Route, name: &str, cur: &Value, body: &[u8]) 
             );
         }
     }
-    st.builtin.remove(&key(k, r.namespace.unwrap_or_default(), name));
-    st.version += 1;
-    // resource.k8s.io's registries set ReturnDeletedObject (deviceclass/storage/storage.go:46); the others answer a Status.
-    if k.group == "resource.k8s.io" {
-        return (200, cur.clone());
+    let at = key(k, r.namespace.unwrap_or_default(), name);
+    // resource.k8s.io's registries set ReturnDeletedObject (deviceclass/storage/storage.go:46), as pods' does; the others answer a Status.
+    let answer = |obj: &Value| {
+        if k.group == "resource.k8s.io" || k.kind == "Pod" {
+            return (200, obj.clone());
+        }
+        (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": k.group, "kind": k.resource, "uid": cur["metadata"]["uid"]}}),
+        )
+    };
+    let grace = grace_period(k, cur, q.query, &opts);
+    let finalizers = cur["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+    if grace > 0 || finalizers {
+        // Graceful (or finalized) deletion: the object stays, marked.
+        let terminating = cur["metadata"]["deletionTimestamp"].is_string();
+        let had = cur["metadata"]["deletionGracePeriodSeconds"].as_i64();
+        if terminating && had.is_some_and(|h| h <= grace) {
+            return answer(cur);
+        }
+        let mut next = cur.clone();
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        next["metadata"]["deletionTimestamp"] = json!(crate::controlplane::protobuf::format_rfc3339(secs + grace));
+        next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+        if !terminating && k.generation {
+            next["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
+        }
+        st.version += 1;
+        next["metadata"]["resourceVersion"] = json!(st.version.to_string());
+        store.emit(st, "MODIFIED", next.clone());
+        st.builtin.insert(at, next.clone());
+        return answer(&next);
     }
-    (
-        200,
-        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": name, "group": k.group, "kind": k.resource, "uid": cur["metadata"]["uid"]}}),
-    )
+    let mut gone = cur.clone();
+    if k.kind == "Pod" {
+        // BeforeDelete: a pod deleted now carries a deletionTimestamp and a grace period of 0.
+        if !gone["metadata"]["deletionTimestamp"].is_string() {
+            gone["metadata"]["deletionTimestamp"] = json!(meta::now());
+            gone["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
+        }
+        gone["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    }
+    st.builtin.remove(&at);
+    st.version += 1;
+    store.emit(st, "DELETED", gone.clone());
+    answer(&gone)
+}
+
+/// The grace period of a delete (`gracePeriodSeconds` of the query or the
+/// DeleteOptions; else the pod's `terminationGracePeriodSeconds`), as the
+/// pod strategy's CheckGracefulDelete decides it: 0 for a pod bound to no
+/// node or finished, and for every other kind.
+fn grace_period(k: &Kind, cur: &Value, query: &[(String, String)], opts: &Value) -> i64 {
+    if k.kind != "Pod" {
+        return 0;
+    }
+    let asked = query
+        .iter()
+        .find(|(key, _)| key == "gracePeriodSeconds")
+        .and_then(|(_, v)| v.parse::<i64>().ok())
+        .or_else(|| opts["gracePeriodSeconds"].as_i64());
+    let spec = &cur["spec"];
+    let unbound = spec["nodeName"].as_str().unwrap_or_default().is_empty();
+    let finished = matches!(cur["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    if unbound || finished {
+        return 0;
+    }
+    asked.unwrap_or_else(|| spec["terminationGracePeriodSeconds"].as_i64().unwrap_or(30)).max(0)
+}
+
+/// Decoded query parameters as a query string again (for the checks that read one).
+fn query_text(query: &[(String, String)]) -> String {
+    query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
 }
 
 /// The kind stored as `resource` of `group`.
@@ -615,7 +792,7 @@ fn same_but_stamps(a: &Value, b: &Value) -> bool {
 /// Write `obj` of `group`'s `resource` in process, as the mock kubelet
 /// admits a manifest: created (keeping the uid it gives) or updated; a
 /// write that changes nothing is no write. Whether the store changed.
-pub(super) fn put(st: &mut StoreInner, group: &str, resource: &str, mut obj: Value) -> bool {
+pub(super) fn put(store: &Store, st: &mut StoreInner, group: &str, resource: &str, mut obj: Value) -> bool {
     let Some(k) = kind_of(group, resource) else { return false };
     let Some(name) = obj["metadata"]["name"].as_str().filter(|n| !n.is_empty()).map(str::to_string) else {
         return false;
@@ -642,18 +819,46 @@ pub(super) fn put(st: &mut StoreInner, group: &str, resource: &str, mut obj: Val
             m.remove("generation");
         }
     }
+    store.emit(st, if cur.is_some() { "MODIFIED" } else { "ADDED" }, obj.clone());
     st.builtin.insert(at, obj);
     true
 }
 
 /// Delete `namespace/name` of `group`'s `resource` in process; whether it was stored.
-pub(super) fn delete_in_process(st: &mut StoreInner, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+pub(super) fn delete_in_process(
+    store: &Store,
+    st: &mut StoreInner,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
     let Some(k) = kind_of(group, resource) else { return false };
-    if st.builtin.remove(&key(k, namespace, name)).is_none() {
+    let Some(old) = st.builtin.remove(&key(k, namespace, name)) else {
         return false;
-    }
+    };
     st.version += 1;
+    store.emit(st, "DELETED", old);
     true
+}
+
+/// The stored objects of `k` (in namespace `ns`, when given), as served.
+pub(super) fn objects_of(st: &StoreInner, k: &Kind, ns: Option<&str>) -> Vec<Value> {
+    let prefix = format!("{}/{}/", k.group, k.resource);
+    st.builtin
+        .range(prefix.clone()..)
+        .take_while(|(key, _)| key.starts_with(&prefix))
+        .map(|(_, o)| o)
+        .filter(|o| ns.is_none_or(|ns| o["metadata"]["namespace"] == ns))
+        .map(|o| served(k, o))
+        .collect()
+}
+
+/// Whether `obj` (a change in the history) is an object of `k` in `ns` (None: any).
+pub(super) fn is_of(k: &Kind, ns: Option<&str>, obj: &Value) -> bool {
+    obj["kind"] == k.kind
+        && obj["apiVersion"] == k.api_version().as_str()
+        && ns.is_none_or(|n| obj["metadata"]["namespace"] == n)
 }
 
 /// The discovery entries of `group/version`'s built-in kinds (none: not a group served here).
@@ -684,7 +889,8 @@ mod tests {
         assert!(route("/api/v1/configmaps/x").is_none(), "a namespaced object needs its namespace");
         assert!(route("/api/v1/namespaces/ml/nodes/n").is_none(), "a node has no namespace");
         assert!(route("/apis/apps/v1beta1/namespaces/ml/deployments").is_none());
-        assert!(route("/api/v1/namespaces/ml/pods").is_none());
+        assert_eq!(route("/api/v1/namespaces/ml/pods").unwrap().kind.kind, "Pod");
+        assert!(route("/api/v1/namespaces/ml/services").is_none());
     }
 
     #[test]

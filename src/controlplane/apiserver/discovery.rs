@@ -19,7 +19,12 @@ fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str]) -> Value {
 /// The resources of `resource.k8s.io/version`.
 fn resources(version: &str) -> Vec<Value> {
     let mut out = vec![
-        resource("resourceclaims", "ResourceClaim", true, &["get", "list"]),
+        resource(
+            "resourceclaims",
+            "ResourceClaim",
+            true,
+            &["create", "delete", "get", "list", "patch", "update", "watch"],
+        ),
         resource("resourceclaims/status", "ResourceClaim", true, &["get", "patch", "update"]),
     ];
     if version == "v1" {
@@ -27,7 +32,7 @@ fn resources(version: &str) -> Vec<Value> {
             "resourceslices",
             "ResourceSlice",
             false,
-            &["create", "delete", "get", "list", "update", "watch"],
+            &["create", "delete", "get", "list", "patch", "update", "watch"],
         ));
         out.extend(super::builtin::discovery(GROUP, "v1"));
     }
@@ -103,8 +108,18 @@ mod tests {
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
         let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
-        assert_eq!(names, ["resourceclaims", "resourceclaims/status", "resourceslices", "deviceclasses"]);
+        assert_eq!(
+            names,
+            ["resourceclaims", "resourceclaims/status", "resourceslices", "resourceclaimtemplates", "deviceclasses"]
+        );
         assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
+        assert_eq!(
+            v1["resources"][0]["verbs"],
+            json!(["create", "delete", "get", "list", "patch", "update", "watch"]),
+            "clients write claims"
+        );
+        let core = answer("/api/v1", vec![]).unwrap();
+        assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"), "{core}");
         assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
         assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());
         assert_eq!(answer("/apis/resource.k8s.io", vec![]).unwrap()["kind"], "APIGroup");

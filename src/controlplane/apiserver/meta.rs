@@ -95,6 +95,17 @@ pub(super) fn updated(obj: &mut Value, cur: &Value, version: u64) {
     m["resourceVersion"] = json!(version.to_string());
 }
 
+/// Whether an updated object is to go now: it is being deleted
+/// (`deletionTimestamp`) and has no finalizers left, as the generic
+/// store's `ShouldDeleteDuringUpdate` decides (a graceful pod waits for
+/// its grace period instead).
+pub(super) fn finalized(obj: &Value) -> bool {
+    let m = &obj["metadata"];
+    m["deletionTimestamp"].is_string()
+        && m["finalizers"].as_array().is_none_or(Vec::is_empty)
+        && m["deletionGracePeriodSeconds"].as_i64().is_none_or(|g| g == 0)
+}
+
 /// Now, as `metav1.Time` writes it.
 pub(super) fn now() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

@@ -104,6 +104,21 @@ fn known(kind: &str, field: &str) -> Result<(), String> {
             "metadata.name" | "spec.nodeName" | "spec.driver" | "spec.pool.name" => Ok(()),
             _ => Err(format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {field}")),
         },
+        // pkg/apis/core/v1/conversion.go (AddFieldLabelConversionFuncForPod)
+        "Pod" => match field {
+            "metadata.name"
+            | "metadata.namespace"
+            | "spec.nodeName"
+            | "spec.restartPolicy"
+            | "spec.schedulerName"
+            | "spec.serviceAccountName"
+            | "spec.hostNetwork"
+            | "status.phase"
+            | "status.podIP"
+            | "status.podIPs"
+            | "status.nominatedNodeName" => Ok(()),
+            _ => Err(format!("field label not supported: {field}")),
+        },
         // runtime.DefaultMetaV1FieldSelectorConversion
         _ => match field {
             "metadata.name" | "metadata.namespace" => Ok(()),
@@ -135,8 +150,18 @@ impl Fields {
     /// Whether `obj` satisfies every term.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(k, v, eq)| {
-            let have = k.split('.').fold(obj, |o, p| &o[p]).as_str().unwrap_or_default();
-            (have == v) == *eq
+            let at = k.split('.').fold(obj, |o, p| &o[p]);
+            let have = match at {
+                // spec.hostNetwork: a bool, selected as its text ("false" when unset).
+                Value::Bool(b) => b.to_string(),
+                Value::Null if k == "spec.hostNetwork" => "false".to_string(),
+                // status.podIPs: the first address.
+                Value::Array(a) => {
+                    a.first().map(|x| x["ip"].as_str().unwrap_or_default().to_string()).unwrap_or_default()
+                }
+                other => other.as_str().unwrap_or_default().to_string(),
+            };
+            (have == *v) == *eq
         })
     }
 }
@@ -204,6 +229,12 @@ mod tests {
             Fields::parse("ResourceClaim", "spec.x=1").unwrap_err(),
             "\"spec.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         );
+        let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}});
+        assert!(Fields::parse("Pod", "spec.nodeName=n1,status.phase=Pending,spec.hostNetwork=false")
+            .unwrap()
+            .matches(&pod));
+        assert!(!Fields::parse("Pod", "spec.nodeName=n2").unwrap().matches(&pod));
+        assert_eq!(Fields::parse("Pod", "spec.bogus=x").unwrap_err(), "field label not supported: spec.bogus");
         let (c, e) = of_query("ResourceSlice", &[("fieldSelector".into(), "status.x=1".into())]).unwrap_err();
         assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
     }

@@ -102,7 +102,7 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
     for (m, p) in [
         ("PUT", SLICES.to_string()),
         ("POST", format!("{SLICES}/x")),
-        ("PATCH", format!("{SLICES}/x")),
+        ("PATCH", SLICES.to_string()),
         ("DELETE", "/api/v1/nodes/node-1".to_string()),
     ] {
         let (c, e) = call(&s, m, &p, "", Value::Null);
@@ -274,14 +274,20 @@ fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver()
     stray["status"]["devices"][0]["device"] = json!("g5");
     let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &stray.to_string());
     assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.devices[0]")));
-    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: \"d/p/g5\": must be an allocated device in the claim");
+    assert_eq!(e["message"], "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.devices[0]: Invalid value: {\"Driver\":\"d\",\"Pool\":\"p\",\"Device\":\"g5\",\"ShareID\":\"\"}: must be an allocated device in the claim");
     let mut realloc = updated.clone();
     realloc["status"]["allocation"]["devices"]["results"][0]["device"] = json!("g1");
     let (c, e) = claim_call(&s, &claims, "PUT", &format!("{CLAIM}/status"), "", "", &realloc.to_string());
     assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("status.allocation")));
-    // Writes to the claim itself are not served; /status answers only its verbs.
+    // /status answers only its verbs; the claim itself takes updates, its spec immutable.
     assert_eq!(claim_call(&s, &claims, "DELETE", &format!("{CLAIM}/status"), "", "", "").0, 405);
-    assert_eq!(claim_call(&s, &claims, "PUT", CLAIM, "", "", &put.to_string()).0, 405);
+    let mut fresh = claim_call(&s, &claims, "GET", CLAIM, "", "", "").1;
+    fresh["spec"] = json!({"devices": {"requests": []}});
+    let (c, e) = claim_call(&s, &claims, "PUT", CLAIM, "", "", &fresh.to_string());
+    assert_eq!(
+        (c, e["details"]["causes"][0]["message"].as_str()),
+        (422, Some("Invalid value: null: field is immutable"))
+    );
 }
 
 #[test]
@@ -308,7 +314,17 @@ fn status_patches_merge_and_apply_as_client_go_sends_them() {
     assert_eq!(c, 200, "{got}");
     let d = &got["status"]["devices"][0];
     assert_eq!((d["data"]["x"].as_i64(), d["networkData"]["interfaceName"].as_str()), (Some(1), Some("eth1")));
-    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "application/json-patch+json", "[]");
+    let (c, got) = claim_call(
+        &s,
+        &claims,
+        "PATCH",
+        &p,
+        "",
+        "application/json-patch+json",
+        r#"[{"op":"remove","path":"/status/devices/0/data"}]"#,
+    );
+    assert_eq!((c, got["status"]["devices"][0].get("data")), (200, None), "{got}");
+    let (c, _) = claim_call(&s, &claims, "PATCH", &p, "", "text/plain", "[]");
     assert_eq!(c, 415);
     let stale = r#"{"metadata": {"resourceVersion": "1"}, "status": {"devices": []}}"#;
     assert_eq!(claim_call(&s, &claims, "PATCH", &p, "", "application/strategic-merge-patch+json", stale).0, 409);
@@ -375,9 +391,13 @@ fn slices_have_generations_and_selectors_as_kube_apiserver() {
         (relabelled["metadata"]["generation"].as_i64(), &relabelled["metadata"]["creationTimestamp"]),
         (Some(1), &ts)
     );
-    obj["spec"]["driver"] = json!("d2");
-    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    obj["spec"]["devices"] = json!([{"name": "dev-0"}]);
+    let (_, respec) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj.clone());
     assert_eq!(respec["metadata"]["generation"], 2);
+    // The driver, pool name and node name are immutable (validateResourceSliceSpec with an old spec).
+    obj["spec"]["driver"] = json!("d2");
+    let (c, e) = call(&s, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.driver")), "{e}");
     for (q, n) in [("labelSelector=tier%3Db", 1), ("labelSelector=tier%3Da", 0), ("labelSelector=tier+in+(a,b)", 1)] {
         assert_eq!(call(&s, "GET", SLICES, q, Value::Null).1["items"].as_array().map(Vec::len), Some(n), "{q}");
     }
@@ -510,7 +530,7 @@ fn deployments_are_stored_with_their_strategy() {
         (created["spec"]["replicas"].as_i64(), created["spec"]["strategy"]["type"].as_str()),
         (Some(1), Some("RollingUpdate"))
     );
-    assert!(created.get("status").is_none(), "status is cleared on create: {created}");
+    assert_eq!(created["status"], json!({}), "status is cleared on create: {created}");
     assert_eq!(call(&s, "POST", DS, "", d.clone()).0, 409);
     let mut bad = d.clone();
     bad["metadata"]["name"] = json!("bad");
@@ -651,4 +671,95 @@ fn device_classes_written_in_process_are_stored_and_served() {
     );
     assert!(s.delete_object("resource.k8s.io", "deviceclasses", "", "gpu.example.com"));
     assert_eq!(call(&s, "GET", PATH, "", Value::Null).0, 404);
+}
+
+/// The next event of a JSON watch, as "TYPE name".
+async fn next(rx: &mut tokio::sync::mpsc::Receiver<hyper::body::Bytes>) -> String {
+    let b = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+    let e: Value = serde_json::from_slice(&b).unwrap();
+    format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap())
+}
+
+/// #47 item 1: pods created through the API with `spec.nodeName` are
+/// stored (defaulted), listed and read by node, watched by node, their
+/// status written; a delete of a bound pod is graceful (a
+/// `deletionTimestamp`, the grace period, a MODIFIED event) until one with
+/// `gracePeriodSeconds=0` removes it; an unbound pod goes at once.
+#[tokio::test]
+async fn pods_through_the_api_are_stored_watched_by_node_and_deleted_gracefully() {
+    let s = Arc::new(Store::default());
+    let pods = "/api/v1/namespaces/ml/pods";
+    let pod = |name: &str, node: &str| {
+        json!({"metadata": {"name": name}, "spec": {"nodeName": node, "automountServiceAccountToken": false,
+            "containers": [{"name": "c", "image": "x:1", "resources": {"limits": {"example.com/gpu": "1"}}}]}})
+    };
+    let (c, created) = call(&s, "POST", pods, "", pod("a", "node-1"));
+    assert_eq!(c, 201, "{created}");
+    assert_eq!(created["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"], "1");
+    assert_eq!(
+        (created["status"]["phase"].as_str(), created["metadata"]["generation"].as_i64()),
+        (Some("Pending"), Some(1))
+    );
+    assert_eq!(call(&s, "POST", pods, "", pod("b", "node-2")).0, 201);
+    assert_eq!(call(&s, "POST", pods, "", pod("loose", "")).0, 201);
+    let (_, list) = call(&s, "GET", pods, "fieldSelector=spec.nodeName%3Dnode-1", Value::Null);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(s.pods_on("node-1").len(), 1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let kind = builtin::KINDS.iter().find(|k| k.kind == "Pod").unwrap();
+    let sel = selectors::of_query("Pod", &query_pairs("fieldSelector=spec.nodeName%3Dnode-1")).unwrap();
+    let watched = watch::Watched { what: watch::What::Builtin(kind, Some("ml".into())), sel };
+    tokio::spawn(watch::pump(s.clone(), watched, "watch=true".into(), Media::Json, tx, stop.clone()));
+    assert_eq!(next(&mut rx).await, "ADDED a");
+    let status = json!({"status": {"phase": "Running"}}).to_string();
+    let (c, running) = answer_typed(
+        &s,
+        "node-1",
+        "PATCH",
+        &format!("{pods}/a/status"),
+        "",
+        "application/merge-patch+json",
+        status.as_bytes(),
+    );
+    assert_eq!((c, running["status"]["phase"].as_str()), (200, Some("Running")), "{running}");
+    assert_eq!(next(&mut rx).await, "MODIFIED a");
+    let (c, gone) = call(&s, "DELETE", &format!("{pods}/a"), "", Value::Null);
+    assert_eq!(c, 200);
+    assert!(gone["metadata"]["deletionTimestamp"].is_string(), "{gone}");
+    assert_eq!(
+        (gone["metadata"]["deletionGracePeriodSeconds"].as_i64(), gone["metadata"]["generation"].as_i64()),
+        (Some(30), Some(2))
+    );
+    assert_eq!(next(&mut rx).await, "MODIFIED a");
+    assert_eq!(call(&s, "GET", &format!("{pods}/a"), "", Value::Null).0, 200, "still there while terminating");
+    let (c, gone) = call(&s, "DELETE", &format!("{pods}/a"), "gracePeriodSeconds=0", Value::Null);
+    assert_eq!((c, gone["metadata"]["deletionGracePeriodSeconds"].as_i64()), (200, Some(0)));
+    assert_eq!(next(&mut rx).await, "DELETED a");
+    assert_eq!(call(&s, "GET", &format!("{pods}/a"), "", Value::Null).0, 404);
+    assert_eq!(call(&s, "DELETE", &format!("{pods}/loose"), "", Value::Null).0, 200);
+    assert_eq!(call(&s, "GET", &format!("{pods}/loose"), "", Value::Null).0, 404, "an unbound pod goes at once");
+    let (c, e) = call(&s, "POST", pods, "", json!({"metadata": {"name": "bad"}, "spec": {"containers": []}}));
+    assert_eq!((c, e["details"]["causes"][0]["field"].as_str()), (422, Some("spec.containers")));
+    stop.cancel();
+}
+
+/// A list's options are validated as kube-apiserver's ValidateListOptions
+/// does; a get's query carries none of them.
+#[test]
+fn list_options_kube_apiserver_refuses_are_422() {
+    let s = Store::default();
+    for q in [
+        "resourceVersionMatch=NotOlderThan",
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+    ] {
+        let (c, e) = call(&s, "GET", SLICES, q, Value::Null);
+        assert_eq!((c, e["details"]["kind"].as_str()), (422, Some("ListOptions")), "{q}: {e}");
+    }
+    assert_eq!(call(&s, "GET", SLICES, "resourceVersion=0&resourceVersionMatch=NotOlderThan", Value::Null).0, 200);
+    assert_eq!(
+        call(&s, "GET", &format!("{SLICES}/x"), "resourceVersionMatch=NotOlderThan", Value::Null).0,
+        404,
+        "a get"
+    );
 }

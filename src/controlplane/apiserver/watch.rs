@@ -123,6 +123,8 @@ pub(super) enum What {
     Custom(super::custom::Crd, String, Option<String>),
     /// ResourceClaims, in API version `.0`, in namespace `.1` (None: all).
     Claims(String, Option<String>),
+    /// Objects of a built-in kind, in namespace `.1` (None: all).
+    Builtin(&'static super::builtin::Kind, Option<String>),
 }
 
 /// A watch's selection: what, and the label and field selectors.
@@ -139,8 +141,9 @@ impl Watched {
             // The history holds the slices and custom resources (of other groups).
             What::Slices => {
                 obj["apiVersion"].as_str().is_none_or(|a| a.is_empty() || a.starts_with("resource.k8s.io/"))
-                    && obj["kind"] != "ResourceClaim"
+                    && obj["kind"].as_str().is_none_or(|k| k.is_empty() || k == "ResourceSlice")
             }
+            What::Builtin(k, ns) => super::builtin::is_of(k, ns.as_deref(), obj),
             What::Custom(crd, _, ns) => super::custom::is_of(crd, ns.as_deref(), obj),
             What::Claims(_, ns) => {
                 obj["kind"] == "ResourceClaim"
@@ -156,6 +159,7 @@ impl Watched {
             What::Slices => obj.clone(),
             What::Custom(crd, v, _) => super::custom::in_version(crd, v, obj),
             What::Claims(v, _) => super::resourceclaims::served(obj, v),
+            What::Builtin(..) => obj.clone(),
         }
     }
 
@@ -164,8 +168,98 @@ impl Watched {
             What::Slices => ("resource.k8s.io/v1".into(), "ResourceSlice".into()),
             What::Custom(crd, v, _) => (format!("{}/{v}", crd.group), crd.kind.clone()),
             What::Claims(v, _) => (format!("resource.k8s.io/{v}"), "ResourceClaim".into()),
+            What::Builtin(k, _) => (k.api_version(), k.kind.into()),
         }
     }
+}
+
+/// A watch's options as kube-apiserver validates them
+/// (`validateWatchOptions`): `sendInitialEvents` needs
+/// `resourceVersionMatch=NotOlderThan`, and that match needs
+/// `sendInitialEvents`; the 422 answer when they are refused.
+pub(super) fn refused_options(query: &[(String, String)]) -> Option<(u16, Value)> {
+    let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let initial = get("sendInitialEvents");
+    let matching = get("resourceVersionMatch").unwrap_or_default();
+    let mut causes = Vec::new();
+    let forbidden = |detail: &str| super::validate::Cause {
+        reason: "FieldValueForbidden",
+        field: "resourceVersionMatch".into(),
+        message: format!("Forbidden: {detail}"),
+    };
+    if initial.is_some() && matching != "NotOlderThan" {
+        causes.push(forbidden("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    }
+    if !matching.is_empty() {
+        if initial.is_none() {
+            causes.push(forbidden("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+        }
+        if matching != "NotOlderThan" {
+            causes.push(super::validate::Cause {
+                reason: "FieldValueNotSupported",
+                field: "resourceVersionMatch".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"NotOlderThan\"",
+                    super::validate::go_quote(matching)
+                ),
+            });
+        }
+    }
+    if causes.is_empty() {
+        return None;
+    }
+    Some(super::validate::invalid_status("meta.k8s.io", "ListOptions", "", &causes))
+}
+
+/// A list's options as kube-apiserver validates them (`ValidateListOptions`
+/// for a list): `resourceVersionMatch` needs a `resourceVersion`, is
+/// `Exact` or `NotOlderThan` (not `Exact` with "0"), and `sendInitialEvents`
+/// is for watches only; the 422 answer when they are refused.
+pub(super) fn refused_list_options(query: &[(String, String)]) -> Option<(u16, Value)> {
+    let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let matching = get("resourceVersionMatch").unwrap_or_default();
+    let version = get("resourceVersion").unwrap_or_default();
+    let forbidden = |field: &str, detail: &str| super::validate::Cause {
+        reason: "FieldValueForbidden",
+        field: field.into(),
+        message: format!("Forbidden: {detail}"),
+    };
+    let mut causes = Vec::new();
+    if !matching.is_empty() {
+        if version.is_empty() {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if get("continue").is_some_and(|c| !c.is_empty()) {
+            causes
+                .push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if matching != "Exact" && matching != "NotOlderThan" {
+            causes.push(super::validate::Cause {
+                reason: "FieldValueNotSupported",
+                field: "resourceVersionMatch".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"Exact\", \"NotOlderThan\", \"\"",
+                    super::validate::go_quote(matching)
+                ),
+            });
+        }
+        if matching == "Exact" && version == "0" {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if get("sendInitialEvents").is_some() {
+        causes.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+    }
+    if causes.is_empty() {
+        return None;
+    }
+    Some(super::validate::invalid_status("meta.k8s.io", "ListOptions", "", &causes))
 }
 
 /// How long a watch may last: its `timeoutSeconds` (kube-apiserver ends the
@@ -465,8 +559,9 @@ mod tests {
     async fn an_event_that_cannot_be_encoded_ends_the_watch_with_an_error_event() {
         let store = Arc::new(Store::default());
         let slice = |n: &str| json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": n}, "spec": {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "driver": "d", "nodeName": "n"}});
-        let taint =
-            json!({"kind": "DeviceTaintRule", "apiVersion": "resource.k8s.io/v1alpha3", "metadata": {"name": "t"}});
+        // A DeviceClass has no message in the protobuf subset.
+        let taint = json!({"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": "t"}});
+        let class = crate::controlplane::apiserver::builtin::KINDS.iter().find(|k| k.kind == "DeviceClass").unwrap();
         {
             let mut st = store.lock();
             st.version = 4;
@@ -476,9 +571,12 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let stop = CancellationToken::new();
         let tracker = TaskTracker::new();
+        // A watch of the DeviceClasses, asked for in protobuf.
+        let mut all = sel("");
+        all.what = What::Builtin(class, None);
         tracker.spawn(pump(
             store.clone(),
-            sel(""),
+            all,
             "watch=true&resourceVersion=1".into(),
             Media::Protobuf,
             tx,
@@ -497,15 +595,14 @@ mod tests {
         }
         stop.cancel();
         let kinds: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
-        assert_eq!(kinds, ["ADDED", "ERROR"], "{got:?}");
-        assert_eq!(got[0].1["metadata"]["name"], "a");
-        let st = &got[1].1;
+        assert_eq!(kinds, ["ERROR"], "{got:?}");
+        let st = &got[0].1;
         assert_eq!(
             (st["kind"].as_str(), st["code"].as_i64(), st["reason"].as_str()),
             (Some("Status"), Some(500), Some("InternalError"))
         );
         let msg = st["message"].as_str().unwrap();
-        assert!(msg.contains("ADDED event of \"t\"") && msg.contains("DeviceTaintRule"), "{msg}");
+        assert!(msg.contains("ADDED event of \"t\"") && msg.contains("DeviceClass"), "{msg}");
         tracker.close();
         tracker.wait().await;
     }
@@ -616,8 +713,9 @@ mod tests {
         s.put_claim(claim("u1", false)); // rv 1
         s.put_claim(claim("u1", true)); // rv 2
         let path = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/gpu/status";
+        // (UpdateStatus replaces the whole status: a driver sends the allocation it read)
         let body = json!({"metadata": {"name": "gpu", "namespace": "ml", "uid": "u1", "resourceVersion": "2"},
-            "status": {"devices": [{"driver": "gpu.x", "pool": "p", "device": "d0"}]}});
+            "status": {"allocation": claim("u1", true)["status"]["allocation"], "devices": [{"driver": "gpu.x", "pool": "p", "device": "d0"}]}});
         let (code, v) = answer(&s, "node-1", "PUT", path, "", body.to_string().as_bytes());
         assert_eq!(code, 200, "{v}"); // rv 3
         s.put_claim(claim("u2", true)); // DELETED u1 at rv 4, ADDED u2 at rv 5
