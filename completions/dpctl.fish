@@ -545,9 +545,13 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l dial-timeou
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l call-timeout -d 'Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubelet-version -d 'Behave as this kubelet version (1.25 to 1.37; see --explain-profile)' -x -a "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l feature-gates -d 'Set feature gates the version has, the kubelet\'s way (e.g. DRAExtendedResource=true on 1.34 and 1.35)' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubeconfig -d 'Be a node of the cluster of this kubeconfig (the node\'s own credentials, as a kubelet\'s kubeconfig): register the Node, renew its Lease, run the pods bound to it; turns on the plugin watcher' -r -F
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l kubeconfig -d 'Be a node of the cluster of this kubeconfig (the node\'s own credentials, as a kubelet\'s kubeconfig): register the Node, renew its Lease, run the pods bound to it; turns on the plugin watcher. `{node}` in the path is replaced by the node\'s name (with --nodes, each node\'s own file)' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l context -d 'The kubeconfig context to use [default: its current-context]' -r
-complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l node-name -d 'The node\'s name, with --kubeconfig [default: this host\'s name]' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l node-name -d 'The node\'s name, with --kubeconfig [default: this host\'s name]; with --nodes, the prefix of the nodes\' names' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l node-labels -d 'Labels of the Node beside the kubelet\'s, as the kubelet\'s --node-labels' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l nodes -d 'Run N nodes from this process, NAME-0 … NAME-{N-1}, each with a kubelet root of its own (<kubelet-root>/NAME-i/) and its own simulated devices (--node-devices, --node-dra-driver)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l node-devices -d 'With --nodes: a simulated device plugin on each node, RESOURCE=COUNT devices (repeatable)' -r
+complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l node-dra-driver -d 'With --nodes: a simulated DRA driver on each node, DRIVER=COUNT devices, publishing the node\'s ResourceSlice (pool: the node\'s name) through the node\'s kubeconfig (repeatable)' -r
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -l log-format -d 'Log format' -r -f -a "human\t'`TIME EVENT key=value …`'
 json\t'One JSON object per line: `{"time":…,"event":…,…}`'"
 complete -c dpctl -n "__fish_dpctl_using_subcommand mock-kubelet" -s o -l output -d 'Output format [default: table] (serve, mock-kubelet, demo and record log events instead: see their --log-format)' -r -f -a "table\t'Human-readable tables'

@@ -43,6 +43,8 @@ pub struct ClusterSpec {
     pub api: ApiServer,
     /// The node's name.
     pub node: String,
+    /// Labels of its own on the Node, beside the kubelet's (the kubelet's `--node-labels`).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One API call's time limit.
@@ -114,7 +116,7 @@ async fn node_loop(
     let mut attempt = 0;
     let uid = loop {
         let status = objects::node_status(&c.node, &machine, &first, &since, &since);
-        match register(&c, objects::node(&c.node, status)).await {
+        match register(&c, objects::node(&c.node, &c.labels, status)).await {
             Ok((uid, existed)) => {
                 bus.emit(KubeletEvent::NodeRegistered { node: c.node.clone(), server: c.api.url(), existed }, None);
                 break uid;
