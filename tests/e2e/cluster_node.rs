@@ -340,6 +340,15 @@ async fn three_nodes_from_one_process_run_pods_with_claims_scheduled_by_the_real
     let (ns, driver, resource, label) =
         ("cp-fleet", "gpu.fleet.dpctl.example.com", "example.com/fleet-gpu", "cp-fleet");
     let t = DraTree::new();
+    let admin = api(&cp.kubeconfig);
+    // A slice left on cp-fleet-0 by a driver that is gone: the node wipes it at start.
+    let stale = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "cp-fleet-0-stale"},
+        "spec": {"driver": "stale.fleet.dpctl.example.com", "nodeName": "cp-fleet-0",
+            "pool": {"name": "cp-fleet-0", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0"}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&stale)).await;
+    assert_eq!(code, 201, "{body}");
     let kc = cp.dir.join("node-{node}.kubeconfig");
     let mut child = dpctl_cmd(&[
         "mock-kubelet",
@@ -364,7 +373,23 @@ async fn three_nodes_from_one_process_run_pods_with_claims_scheduled_by_the_real
     let mut child = child.spawn().unwrap();
     let mut log = Tail::stdout(&mut child);
     log.wait_for("\"event\":\"node-registered\"", 3).await;
-    let admin = api(&cp.kubeconfig);
+    until(30, "the stale slice wiped", || {
+        let admin = admin.clone();
+        async move {
+            let (code, _) = call(&admin, "GET", "/apis/resource.k8s.io/v1/resourceslices/cp-fleet-0-stale", None).await;
+            (code == 404).then_some(())
+        }
+    })
+    .await;
+    // Its node says so (the event follows the DELETE's answer).
+    until(10, "the node's wipe event", || {
+        let wiped = events(&log, "dra-node-slices-wiped");
+        let seen = wiped.iter().any(|e| {
+            e["node"] == "cp-fleet-0" && e["slices"].as_array().is_some_and(|l| l.contains(&json!("cp-fleet-0-stale")))
+        });
+        async move { seen.then_some(()) }
+    })
+    .await;
     let nodes: Vec<String> = (0..3).map(|i| format!("cp-fleet-{i}")).collect();
     for node in &nodes {
         // Ready with the plugin's devices allocatable, the label set; its slice published with its identity.
