@@ -91,6 +91,9 @@ _dpctl() {
             dpctl__subcmd__bench,allocate)
                 cmd="dpctl__subcmd__bench__subcmd__allocate"
                 ;;
+            dpctl__subcmd__bench,cluster)
+                cmd="dpctl__subcmd__bench__subcmd__cluster"
+                ;;
             dpctl__subcmd__bench,dra)
                 cmd="dpctl__subcmd__bench__subcmd__dra"
                 ;;
@@ -111,6 +114,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__bench__subcmd__help,allocate)
                 cmd="dpctl__subcmd__bench__subcmd__help__subcmd__allocate"
+                ;;
+            dpctl__subcmd__bench__subcmd__help,cluster)
+                cmd="dpctl__subcmd__bench__subcmd__help__subcmd__cluster"
                 ;;
             dpctl__subcmd__bench__subcmd__help,dra)
                 cmd="dpctl__subcmd__bench__subcmd__help__subcmd__dra"
@@ -312,6 +318,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__help__subcmd__bench,allocate)
                 cmd="dpctl__subcmd__help__subcmd__bench__subcmd__allocate"
+                ;;
+            dpctl__subcmd__help__subcmd__bench,cluster)
+                cmd="dpctl__subcmd__help__subcmd__bench__subcmd__cluster"
                 ;;
             dpctl__subcmd__help__subcmd__bench,dra)
                 cmd="dpctl__subcmd__help__subcmd__bench__subcmd__dra"
@@ -523,7 +532,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench)
-            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch dra watch kubelet help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help allocate preferred list-and-watch dra watch kubelet cluster help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -581,6 +590,84 @@ _dpctl() {
                     ;;
                 --duration)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__bench__subcmd__cluster)
+            opts="-o -v -h --kubeconfig --node-kubeconfig --nodes --devices --pods --device-plugin --node-name --namespace --concurrency --stage-timeout --keep --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --devices)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pods)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stage-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-version)
+                    COMPREPLY=($(compgen -W "1.25 1.26 1.27 1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -673,7 +760,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__help)
-            opts="allocate preferred list-and-watch dra watch kubelet help"
+            opts="allocate preferred list-and-watch dra watch kubelet cluster help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -687,6 +774,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__bench__subcmd__help__subcmd__allocate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__bench__subcmd__help__subcmd__cluster)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2323,7 +2424,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__bench)
-            opts="allocate preferred list-and-watch dra watch kubelet"
+            opts="allocate preferred list-and-watch dra watch kubelet cluster"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2337,6 +2438,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__bench__subcmd__allocate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__bench__subcmd__cluster)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3009,7 +3124,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --feature-gates --kubeconfig --context --node-name --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --feature-gates --kubeconfig --context --node-name --node-labels --nodes --node-devices --node-dra-driver --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3080,6 +3195,22 @@ _dpctl() {
                     return 0
                     ;;
                 --node-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-labels)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-devices)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-dra-driver)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

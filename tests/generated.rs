@@ -213,11 +213,11 @@ fn kubelet_version_completes_the_known_versions() {
     let zsh_specs = zsh.lines().filter(|l| l.starts_with("'--kubelet-version=[")).collect::<Vec<_>>();
     let fish = script("completions/dpctl.fish");
     let fish_specs = fish.lines().filter(|l| l.contains(" -l kubelet-version ")).collect::<Vec<_>>();
-    // mock-kubelet, demo, replay, bench kubelet, test
-    assert_eq!(bash_cases, 5, "bash: every --kubelet-version completes the versions");
-    assert_eq!(zsh_specs.len(), 5);
+    // mock-kubelet, demo, replay, bench kubelet, bench cluster, test
+    assert_eq!(bash_cases, 6, "bash: every --kubelet-version completes the versions");
+    assert_eq!(zsh_specs.len(), 6);
     assert!(zsh_specs.iter().all(|l| l.contains(&format!(":_sequence compadd - {list}'"))), "{zsh_specs:#?}");
-    assert_eq!(fish_specs.len(), 5);
+    assert_eq!(fish_specs.len(), 6);
     assert!(fish_specs.iter().all(|l| l.ends_with(&format!(" -x -a \"{list}\""))), "{fish_specs:#?}");
 }
 

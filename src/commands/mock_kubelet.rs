@@ -1,6 +1,8 @@
 //! `dpctl mock-kubelet`: the kubelet's device manager on a laptop. SIGHUP
 //! simulates a kubelet restart in place; SIGINT/SIGTERM stop it.
 
+pub mod fleet;
+
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
 use crate::cli::{duration_arg, positive_duration_arg};
@@ -110,15 +112,31 @@ pub struct MockKubeletArgs {
     pub feature_gates: Option<String>,
     /// Be a node of the cluster of this kubeconfig (the node's own credentials, as a kubelet's
     /// kubeconfig): register the Node, renew its Lease, run the pods bound to it; turns on the
-    /// plugin watcher
+    /// plugin watcher. `{node}` in the path is replaced by the node's name (with --nodes, each
+    /// node's own file)
     #[arg(long, value_name = "PATH", conflicts_with = "api_server")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use [default: its current-context]
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     pub context: Option<String>,
-    /// The node's name, with --kubeconfig [default: this host's name]
+    /// The node's name, with --kubeconfig [default: this host's name]; with --nodes, the
+    /// prefix of the nodes' names
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     pub node_name: Option<String>,
+    /// Labels of the Node beside the kubelet's, as the kubelet's --node-labels
+    #[arg(long, value_name = "KEY=VALUE,…", requires = "kubeconfig", value_delimiter = ',', value_parser = crate::commands::serve::key_value)]
+    pub node_labels: Vec<(String, String)>,
+    /// Run N nodes from this process, NAME-0 … NAME-{N-1}, each with a kubelet root of its own
+    /// (<kubelet-root>/NAME-i/) and its own simulated devices (--node-devices, --node-dra-driver)
+    #[arg(long, value_name = "N", requires = "kubeconfig", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub nodes: Option<u32>,
+    /// With --nodes: a simulated device plugin on each node, RESOURCE=COUNT devices (repeatable)
+    #[arg(long, value_name = "RESOURCE=COUNT", requires = "nodes", value_parser = fleet::name_count)]
+    pub node_devices: Vec<(String, u32)>,
+    /// With --nodes: a simulated DRA driver on each node, DRIVER=COUNT devices, publishing the
+    /// node's ResourceSlice (pool: the node's name) through the node's kubeconfig (repeatable)
+    #[arg(long, value_name = "DRIVER=COUNT", requires = "nodes", value_parser = fleet::name_count)]
+    pub node_dra_driver: Vec<(String, u32)>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -127,7 +145,13 @@ pub struct MockKubeletArgs {
 /// `--kubeconfig`: the cluster to be a node of, and the node's name.
 fn cluster(a: &MockKubeletArgs) -> Result<Option<crate::kubelet::cluster::ClusterSpec>> {
     let Some(kc) = &a.kubeconfig else { return Ok(None) };
-    let api = crate::client::kube::load_kubeconfig_context(kc, a.context.as_deref())?;
+    let node = node_name(a)?;
+    let api = crate::client::kube::load_kubeconfig_context(&fleet::kubeconfig_for(kc, &node), a.context.as_deref())?;
+    Ok(Some(crate::kubelet::cluster::ClusterSpec { api, node, labels: a.node_labels.iter().cloned().collect() }))
+}
+
+/// `--node-name` (with `--nodes`, the prefix), checked as a node name.
+fn node_name(a: &MockKubeletArgs) -> Result<String> {
     let node = match &a.node_name {
         Some(n) => n.clone(),
         None => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -136,9 +160,14 @@ fn cluster(a: &MockKubeletArgs) -> Result<Option<crate::kubelet::cluster::Cluste
             .filter(|h| !h.is_empty())
             .ok_or_else(|| Error::usage("--node-name: this host's name is unknown; name the node"))?,
     };
-    crate::core::validate::dns_subdomain(&node, crate::core::validate::DNS_SUBDOMAIN_MAX)
+    // With --nodes the longest name (NAME-999) must be one.
+    let longest = match a.nodes {
+        Some(n) => format!("{node}-{}", n.saturating_sub(1)),
+        None => node.clone(),
+    };
+    crate::core::validate::dns_subdomain(&longest, crate::core::validate::DNS_SUBDOMAIN_MAX)
         .map_err(|e| Error::usage(format!("--node-name {node:?}: {e}")))?;
-    Ok(Some(crate::kubelet::cluster::ClusterSpec { api, node }))
+    Ok(node)
 }
 
 fn recv_size_arg(s: &str) -> Result<usize, String> {
@@ -248,6 +277,9 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
         print!("{}", crate::kubelet::profile::Profile::of(a.kubelet_version).explain());
         return Ok(());
     }
+    if let Some(n) = a.nodes {
+        return run_fleet(ctx, a, n).await;
+    }
     let s = settings(ctx, a)?;
     let bus = EventBus::new(Logger::new(a.log_format));
     // Where DRA drivers register and where their CDI IDs are resolved, said once at start.
@@ -279,6 +311,69 @@ pub async fn run(ctx: &Ctx, a: &MockKubeletArgs) -> Result<()> {
         }
     };
     node.stop().await;
+    result
+}
+
+/// `--nodes N`: the fleet's settings (each node's paths under `<kubelet-root>/NAME-i/`).
+fn fleet_spec(ctx: &Ctx, a: &MockKubeletArgs, n: u32) -> Result<fleet::FleetSpec> {
+    let (Some(kubeconfig), Some(root)) = (a.kubeconfig.clone(), node_root(ctx)) else {
+        return Err(Error::usage("--nodes needs --kubeconfig and a plugin directory with a parent"));
+    };
+    if a.manifests.is_some() || a.plugins_registry_dir.is_some() || a.metrics_addr.is_some() {
+        return Err(Error::usage(
+            "--nodes: --manifests, --plugins-registry-dir and --metrics-addr are one node's; each node of the fleet has its own tree",
+        ));
+    }
+    let mut template = NodeSpec::on_tree(&crate::kubelet::tree::NodeTree::under(&root));
+    template.restart_every = a.restart_every;
+    template.dial_timeout = a.dial_timeout;
+    template.manager.topology = a.topology_policy;
+    template.manager.grace_period = a.grace_period;
+    template.manager.max_recv = a.max_recv_size;
+    template.manager.call_timeout = a.call_timeout;
+    template.manager.profile = profile(a)?;
+    Ok(fleet::FleetSpec {
+        prefix: node_name(a)?,
+        nodes: n,
+        root,
+        kubeconfig,
+        context: a.context.clone(),
+        labels: a.node_labels.iter().cloned().collect(),
+        devices: a.node_devices.clone(),
+        drivers: a.node_dra_driver.clone(),
+        template,
+    })
+}
+
+/// Run `--nodes N` until SIGINT/SIGTERM; SIGHUP restarts every node in place.
+async fn run_fleet(ctx: &Ctx, a: &MockKubeletArgs, n: u32) -> Result<()> {
+    let spec = fleet_spec(ctx, a, n)?;
+    let log = Logger::new(a.log_format);
+    let interrupted = crate::core::interrupted();
+    tokio::pin!(interrupted);
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
+    let mut nodes = fleet::Fleet::new();
+    let started = tokio::select! {
+        r = nodes.start(&spec, Some(log.clone()), None) => r.map(|()| true),
+        _ = &mut interrupted => Ok(false),
+    };
+    let result = match started {
+        Ok(true) => loop {
+            tokio::select! {
+                _ = &mut interrupted => break Ok(()),
+                r = nodes.finished() => break r,
+                Some(()) = hup.recv() => {
+                    if let Err(e) = nodes.restart("SIGHUP").await {
+                        break Err(e);
+                    }
+                }
+            }
+        },
+        other => other.map(|_| ()),
+    };
+    nodes.stop().await;
+    log.close(Duration::from_secs(2));
     result
 }
 

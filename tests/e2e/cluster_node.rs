@@ -326,3 +326,231 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     r.expect_code(0);
     stop_tailed(kubelet, log).await.expect_code(0);
 }
+
+/// `mock-kubelet --nodes 3` from one process, each node with its own
+/// credentials (`{node}` in --kubeconfig), a simulated DRA driver of 2
+/// devices publishing its ResourceSlice (pool: the node) and a device plugin
+/// of 2: the real scheduler places 6 pods with claims from a template on
+/// them, each Running on a fleet node, prepared as allocated, every device
+/// taken once, each node's PodResources listing its own pods' devices; a
+/// pod with the plugin's resource runs too; deleted, all go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_from_one_process_run_pods_with_claims_scheduled_by_the_real_scheduler() {
+    let Some(cp) = control_plane() else { return };
+    let (ns, driver, resource, label) =
+        ("cp-fleet", "gpu.fleet.dpctl.example.com", "example.com/fleet-gpu", "cp-fleet");
+    let t = DraTree::new();
+    let admin = api(&cp.kubeconfig);
+    // A slice left on cp-fleet-0 by a driver that is gone: the node wipes it at start.
+    let stale = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "cp-fleet-0-stale"},
+        "spec": {"driver": "stale.fleet.dpctl.example.com", "nodeName": "cp-fleet-0",
+            "pool": {"name": "cp-fleet-0", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0"}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&stale)).await;
+    assert_eq!(code, 201, "{body}");
+    let kc = cp.dir.join("node-{node}.kubeconfig");
+    let mut child = dpctl_cmd(&[
+        "mock-kubelet",
+        "--plugin-dir",
+        s(&t.p("device-plugins")),
+        "--kubeconfig",
+        s(&kc),
+        "--node-name",
+        "cp-fleet",
+        "--nodes",
+        "3",
+        "--node-dra-driver",
+        &format!("{driver}=2"),
+        "--node-devices",
+        &format!("{resource}=2"),
+        "--node-labels",
+        &format!("fleet.dpctl.example.com/name={label}"),
+        "--log-format",
+        "json",
+    ]);
+    child.stdout(std::process::Stdio::piped());
+    let mut child = child.spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"node-registered\"", 3).await;
+    until(30, "the stale slice wiped", || {
+        let admin = admin.clone();
+        async move {
+            let (code, _) = call(&admin, "GET", "/apis/resource.k8s.io/v1/resourceslices/cp-fleet-0-stale", None).await;
+            (code == 404).then_some(())
+        }
+    })
+    .await;
+    // Its node says so (the event follows the DELETE's answer).
+    until(10, "the node's wipe event", || {
+        let wiped = events(&log, "dra-node-slices-wiped");
+        let seen = wiped.iter().any(|e| {
+            e["node"] == "cp-fleet-0" && e["slices"].as_array().is_some_and(|l| l.contains(&json!("cp-fleet-0-stale")))
+        });
+        async move { seen.then_some(()) }
+    })
+    .await;
+    let nodes: Vec<String> = (0..3).map(|i| format!("cp-fleet-{i}")).collect();
+    for node in &nodes {
+        // Ready with the plugin's devices allocatable, the label set; its slice published with its identity.
+        until(30, &format!("{node} Ready with its devices"), || {
+            let (admin, node) = (admin.clone(), node.clone());
+            async move {
+                let (_, n) = call(&admin, "GET", &format!("/api/v1/nodes/{node}"), None).await;
+                let ready =
+                    n["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+                (ready && n["status"]["allocatable"][resource] == "2").then_some(())
+            }
+        })
+        .await;
+        let (_, n) = call(&admin, "GET", &format!("/api/v1/nodes/{node}"), None).await;
+        assert_eq!(n["metadata"]["labels"]["fleet.dpctl.example.com/name"], label, "{n}");
+        let patch = json!({"spec": {"taints": null}});
+        let (code, body) =
+            kube::request_as(&admin, "PATCH", &format!("/api/v1/nodes/{node}"), kube::MERGE_PATCH, Some(&patch), T)
+                .await
+                .unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+    let slices = until(30, "a ResourceSlice per node", || {
+        let admin = admin.clone();
+        async move {
+            let path = format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.driver%3D{driver}");
+            let (_, l) = call(&admin, "GET", &path, None).await;
+            let items = l["items"].as_array()?.clone();
+            (items.len() == 3).then_some(items)
+        }
+    })
+    .await;
+    for sl in &slices {
+        assert_eq!(sl["spec"]["pool"]["name"], sl["spec"]["nodeName"], "a node-local pool named after its node: {sl}");
+        assert_eq!(sl["spec"]["devices"].as_array().map(Vec::len), Some(2), "{sl}");
+    }
+
+    namespace(&admin, ns).await;
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert!(code == 201 || code == 409, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(&admin, "POST", &path, Some(&template)).await;
+    assert_eq!(code, 201, "{body}");
+    let names: Vec<String> = (0..6).map(|i| format!("c{i}")).collect();
+    for name in &names {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeSelector": {"fleet.dpctl.example.com/name": label},
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                    "resources": {"claims": [{"name": "g"}]}}]}});
+        let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let dp = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dp", "namespace": ns},
+        "spec": {"nodeSelector": {"fleet.dpctl.example.com/name": label},
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: "1"}}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&dp)).await;
+    assert_eq!(code, 201, "{body}");
+
+    // Every pod Running on a fleet node, its claim's device on that node's pool; no device twice.
+    let mut taken = std::collections::BTreeSet::new();
+    let mut on: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for name in &names {
+        let p = until(60, &format!("pod {name} Running"), || {
+            let (admin, path) = (admin.clone(), format!("/api/v1/namespaces/{ns}/pods/{name}"));
+            async move {
+                let (_, p) = call(&admin, "GET", &path, None).await;
+                (p["status"]["phase"] == "Running").then_some(p)
+            }
+        })
+        .await;
+        let node = p["spec"]["nodeName"].as_str().unwrap().to_string();
+        assert!(nodes.contains(&node), "on a fleet node: {p}");
+        let claim = p["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap().to_string();
+        let (_, c) =
+            call(&admin, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}"), None)
+                .await;
+        let r = &c["status"]["allocation"]["devices"]["results"][0];
+        assert_eq!(r["pool"], node.as_str(), "allocated from the pod's node's pool: {c}");
+        let device = r["device"].as_str().unwrap().to_string();
+        assert!(taken.insert((node.clone(), device.clone())), "{node}/{device} allocated twice");
+        on.entry(node.clone()).or_default().push(device);
+    }
+    assert_eq!(taken.len(), 6);
+    running(&admin, ns, "dp", &{
+        let (_, p) = call(&admin, "GET", &format!("/api/v1/namespaces/{ns}/pods/dp"), None).await;
+        p["spec"]["nodeName"].as_str().unwrap_or_default().to_string()
+    })
+    .await;
+
+    // Each node's own PodResources: its pods, their devices, none twice.
+    for (node, devices) in &on {
+        let sock = t.root.join(node).join("pod-resources/kubelet.sock");
+        let pr = dpctl(&["podresources", "list", "--socket", s(&sock), "-o", "json"]).await;
+        pr.expect_code(0);
+        let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+        let mut listed: Vec<String> = v["podResources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["containers"][0]["dynamicResources"].as_array().cloned().unwrap_or_default())
+            .flat_map(|d| d["claimResources"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["deviceName"].as_str().map(str::to_string))
+            .collect();
+        listed.sort();
+        let mut want = devices.clone();
+        want.sort();
+        assert_eq!(listed, want, "{node}'s PodResources: {v}");
+    }
+
+    for name in names.iter().map(String::as_str).chain(["dp"]) {
+        delete_and_wait_gone(&admin, ns, name).await;
+    }
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    stop_tailed(child, log).await.expect_code(0);
+}
+
+/// `dpctl bench cluster` run small against the real control plane: every
+/// pod Running on the bench's nodes, then gone; what it made is cleaned up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_bench_runs_small_against_the_real_control_plane() {
+    let Some(cp) = control_plane() else { return };
+    let kc = cp.dir.join("node-{node}.kubeconfig");
+    let r = dpctl(&[
+        "bench",
+        "cluster",
+        "--kubeconfig",
+        s(&cp.kubeconfig),
+        "--node-kubeconfig",
+        s(&kc),
+        "--node-name",
+        "cp-bench",
+        "--nodes",
+        "3",
+        "--devices",
+        "2",
+        "--pods",
+        "6",
+        "--namespace",
+        "cp-bench",
+        "-o",
+        "json",
+    ])
+    .await;
+    r.expect_code(0);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    assert_eq!((v["running"].as_u64(), v["failed"].as_u64()), (Some(6), Some(0)), "{v}");
+    assert_eq!(v["nodesUsed"], 3, "2 devices a node: every node runs 2: {v}");
+    assert!(v["allGoneMs"].is_number() && v["peakRssMib"].is_number(), "{v}");
+    assert_eq!(v["devicesVia"], "claims", "{v}");
+    let admin = api(&cp.kubeconfig);
+    for i in 0..3 {
+        let (code, _) = call(&admin, "GET", &format!("/api/v1/nodes/cp-bench-{i}"), None).await;
+        assert_eq!(code, 404, "the bench's Nodes deleted at the end");
+    }
+    let (_, l) = call(&admin, "GET", "/api/v1/namespaces/cp-bench/pods", None).await;
+    assert_eq!(l["items"].as_array().map(Vec::len), Some(0), "{l}");
+}

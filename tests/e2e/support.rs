@@ -912,7 +912,17 @@ pub struct ControlPlane {
 
 /// The node identities the control plane has tokens for (system:node:NAME in
 /// system:nodes): DIR/node-NAME.kubeconfig.
-pub const CONTROL_PLANE_NODES: &[&str] = &["cp-node-sched", "cp-node-kubelet", "cp-node-kubelet-dra"];
+pub const CONTROL_PLANE_NODES: &[&str] = &[
+    "cp-node-sched",
+    "cp-node-kubelet",
+    "cp-node-kubelet-dra",
+    "cp-fleet-0",
+    "cp-fleet-1",
+    "cp-fleet-2",
+    "cp-bench-0",
+    "cp-bench-1",
+    "cp-bench-2",
+];
 
 static CONTROL_PLANE: std::sync::OnceLock<Result<ControlPlane, String>> = std::sync::OnceLock::new();
 static CONTROL_PLANE_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);

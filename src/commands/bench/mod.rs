@@ -6,6 +6,7 @@
 //! This file holds the command's surface and what the load benches share
 //! (progress line, report table); each kind of bench is its own file.
 
+mod cluster;
 pub(crate) mod dra;
 mod kubelet;
 mod load;
@@ -103,12 +104,15 @@ pub enum BenchCommand {
     /// A mock kubelet with P simulated plugins: registration, admission, restart, peak RSS
     #[command(after_help = KUBELET_EXAMPLES)]
     Kubelet(BenchKubeletArgs),
+    /// N mock-kubelet nodes of a cluster × D devices, P pods scheduled onto them: until all Running, until all gone, peak RSS
+    #[command(after_help = cluster::EXAMPLES)]
+    Cluster(cluster::BenchClusterArgs),
 }
 
 impl Invocation for BenchCommand {
     fn workers(&self) -> usize {
         match self {
-            BenchCommand::Kubelet(_) => 2,
+            BenchCommand::Kubelet(_) | BenchCommand::Cluster(_) => 2,
             _ => 0,
         }
     }
@@ -198,5 +202,6 @@ pub async fn run(ctx: &Ctx, c: &BenchCommand) -> Result<()> {
         BenchCommand::Dra(a) => dra::run(ctx, a).await,
         BenchCommand::Watch(a) => watch::watch_cmd(ctx, a).await,
         BenchCommand::Kubelet(a) => kubelet::kubelet_cmd(ctx, a).await,
+        BenchCommand::Cluster(a) => cluster::run(ctx.format, a).await,
     }
 }

@@ -8,7 +8,10 @@
 //!   resources, the Ready condition, nodeInfo — written when it changes (the
 //!   device manager's events wake it) and at least every 5 minutes
 //!   (nodeStatusReportFrequency), and renews its Lease in kube-node-lease
-//!   every 10 s (a 40 s lease).
+//!   every 10 s (a 40 s lease); and wipes the node's ResourceSlices once the
+//!   Node is there (none is usable until its driver comes back) and a
+//!   driver's 30 s after its last instance deregistered, unless it
+//!   registers again (the DRA plugin manager's wipeResourceSlices).
 //! - [`run_pods`] (one per generation, as the manifest loop): a reflector —
 //!   list, then watch from the list's resourceVersion, list again when the
 //!   watch ends or is too old — of the pods with `spec.nodeName=NAME`, as the
@@ -43,6 +46,8 @@ pub struct ClusterSpec {
     pub api: ApiServer,
     /// The node's name.
     pub node: String,
+    /// Labels of its own on the Node, beside the kubelet's (the kubelet's `--node-labels`).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One API call's time limit.
@@ -51,6 +56,9 @@ const CALL: Duration = Duration::from_secs(30);
 const STATUS_EVERY: Duration = Duration::from_secs(10);
 /// The status is written at least this often (nodeStatusReportFrequency).
 const REPORT_EVERY: Duration = Duration::from_secs(300);
+/// A driver's ResourceSlices go this long after its last instance left (the
+/// kubelet's defaultWipingDelay, kubernetes#132058).
+const WIPE_DELAY: Duration = Duration::from_secs(30);
 /// A watch asks the server to end it after this long (the reflector's 5–10 min).
 const WATCH_SECONDS: u64 = 300;
 
@@ -114,7 +122,7 @@ async fn node_loop(
     let mut attempt = 0;
     let uid = loop {
         let status = objects::node_status(&c.node, &machine, &first, &since, &since);
-        match register(&c, objects::node(&c.node, status)).await {
+        match register(&c, objects::node(&c.node, &c.labels, status)).await {
             Ok((uid, existed)) => {
                 bus.emit(KubeletEvent::NodeRegistered { node: c.node.clone(), server: c.api.url(), existed }, None);
                 break uid;
@@ -130,7 +138,33 @@ async fn node_loop(
     let (mut lease_at, mut lease_attempt) = (Instant::now(), 0);
     let mut status_attempt = 0;
     let mut status_at = Instant::now();
+    // The node's ResourceSlices: all wiped once the Node is there (retried
+    // until done), a driver's wiped WIPE_DELAY after its last instance left.
+    let mut wipes: BTreeMap<String, Instant> = BTreeMap::from([(String::new(), Instant::now())]);
+    let mut wipe_attempt = 0;
     loop {
+        let due: Vec<String> = wipes.iter().filter(|(_, at)| **at <= Instant::now()).map(|(d, _)| d.clone()).collect();
+        for driver in due {
+            match wipe_slices(&c, &driver).await {
+                Ok(slices) => {
+                    wipes.remove(&driver);
+                    wipe_attempt = 0;
+                    if slices.is_empty() {
+                        continue;
+                    }
+                    let event = match driver.is_empty() {
+                        true => KubeletEvent::DraNodeSlicesWiped { node: c.node.clone(), slices },
+                        false => KubeletEvent::DraSlicesWiped { driver, slices },
+                    };
+                    bus.emit(event, None);
+                }
+                Err(e) => {
+                    error(&bus, "wiping the node's ResourceSlices", e);
+                    wipes.insert(driver, Instant::now() + retry_delay(wipe_attempt));
+                    wipe_attempt += 1;
+                }
+            }
+        }
         if Instant::now() >= lease_at {
             match renew_lease(&c, &uid, lease.take()).await {
                 Ok(l) => {
@@ -172,11 +206,41 @@ async fn node_loop(
             }
         }
         let wake = lease_at.min(Instant::now() + STATUS_EVERY).max(status_at.min(Instant::now() + STATUS_EVERY));
+        let wake = wipes.values().fold(wake, |w, at| w.min(*at));
         tokio::select! {
             _ = tokio::time::sleep_until(wake.into()) => {}
-            e = events.recv() => if e.is_none() { return },
+            e = events.recv() => match e.as_ref().map(|e| &e.event) {
+                None => return,
+                // The kubelet's pending wipe: the last instance gone starts it, a registration cancels it.
+                Some(KubeletEvent::DraDeregistered { driver, instances: 0, .. }) => {
+                    wipes.insert(driver.clone(), Instant::now() + WIPE_DELAY);
+                }
+                Some(KubeletEvent::DraRegistered { driver, .. }) => {
+                    wipes.remove(driver);
+                }
+                Some(_) => {}
+            },
             r = current.changed() => if r.is_err() { return },
         }
+    }
+}
+
+/// Delete the node's ResourceSlices (of `driver`; all when empty), as the
+/// DRA plugin manager's wipeResourceSlices does (a delete collection with a
+/// field selector); the names of the slices deleted.
+async fn wipe_slices(c: &ClusterSpec, driver: &str) -> crate::core::Result<Vec<String>> {
+    let mut path = format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{}", c.node);
+    if !driver.is_empty() {
+        path.push_str(&format!("%2Cspec.driver%3D{driver}"));
+    }
+    let (code, body) = kube::request(&c.api, "DELETE", &path, None, CALL).await?;
+    match code {
+        200 => Ok(body["items"]
+            .as_array()
+            .map(|l| l.iter().filter_map(|s| s["metadata"]["name"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default()),
+        404 => Ok(Vec::new()),
+        _ => Err(crate::core::Error::failed(refused("DELETE resourceslices", code, &body))),
     }
 }
 

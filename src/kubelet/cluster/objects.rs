@@ -137,10 +137,11 @@ fn arch() -> &'static str {
     }
 }
 
-/// The Node the kubelet registers (initialNode): the default labels and its status.
-pub fn node(name: &str, status: Value) -> Value {
+/// The Node the kubelet registers (initialNode): the default labels, `labels`
+/// (the kubelet's `--node-labels`) and its status.
+pub fn node(name: &str, labels: &BTreeMap<String, String>, status: Value) -> Value {
     let (os, arch) = (std::env::consts::OS, arch());
-    json!({
+    let mut node = json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -155,7 +156,11 @@ pub fn node(name: &str, status: Value) -> Value {
             "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
         },
         "status": status,
-    })
+    });
+    for (k, v) in labels {
+        node["metadata"]["labels"][k] = json!(v);
+    }
+    node
 }
 
 /// The node's Lease (nodelease controller newLease): held by the node,
@@ -335,8 +340,10 @@ mod tests {
     #[test]
     fn the_node_carries_the_kubelets_labels_and_a_ready_condition() {
         let status = node_status("n1", &machine(), &resources(&machine(), &[]), "now", "then");
-        let n = node("n1", status);
+        let labels = BTreeMap::from([("fleet.example.com/name".to_string(), "a".to_string())]);
+        let n = node("n1", &labels, status);
         assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], "n1");
+        assert_eq!(n["metadata"]["labels"]["fleet.example.com/name"], "a", "--node-labels beside the kubelet's");
         assert!(n["metadata"]["labels"]["kubernetes.io/os"].is_string());
         let ready = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("True"), Some("KubeletReady")));
