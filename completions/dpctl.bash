@@ -2248,7 +2248,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2307,6 +2307,14 @@ _dpctl() {
                     return 0
                     ;;
                 --numa-nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binding-conditions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binding-failure-conditions)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3124,7 +3132,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --kubelet-version --explain-profile --feature-gates --kubeconfig --context --node-name --node-labels --nodes --node-devices --node-dra-driver --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --binding-timeout --kubelet-version --explain-profile --feature-gates --kubeconfig --context --node-name --node-labels --nodes --node-devices --node-dra-driver --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3175,6 +3183,10 @@ _dpctl() {
                     return 0
                     ;;
                 --call-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binding-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

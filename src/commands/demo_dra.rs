@@ -106,6 +106,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         withdraw_on_exit: false,
         cdi_env: vec![],
         numa_nodes: None,
+        binding: Default::default(),
         faults: vec![],
         publish: None,
     };

@@ -101,6 +101,10 @@ pub struct MockKubeletArgs {
     /// Timeout of Allocate and GetPreferredAllocation calls (the kubelet has none)
     #[arg(long, default_value = "30s", value_parser = positive_duration_arg, value_name = "DURATION")]
     pub call_timeout: Duration,
+    /// How long the scheduler's part waits for the binding conditions of a claim it allocated
+    /// before it deallocates it (kube-scheduler's DynamicResources bindingTimeout: 10m)
+    #[arg(long, default_value = "10m", value_parser = positive_duration_arg, value_name = "DURATION")]
+    pub binding_timeout: Duration,
     /// Behave as this kubelet version (1.25 to 1.37; see --explain-profile)
     #[arg(long, default_value_t = crate::kubelet::profile::KubeletVersion::DEFAULT, value_parser = crate::kubelet::profile::KubeletVersion::parse, value_name = "X.Y")]
     pub kubelet_version: crate::kubelet::profile::KubeletVersion,
@@ -413,5 +417,7 @@ fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSp
     let dirs = cdi_search_path(ctx, a).dirs;
     // The kubelet's 45 s per DRAPlugin call (dra_plugin.go defaultClientCallTimeout);
     // --call-timeout is the device plugins' Allocate timeout, not this.
-    Some(crate::kubelet::dra::DraSpec::new(&root, dirs))
+    let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
+    spec.binding_timeout = a.binding_timeout;
+    Some(spec)
 }

@@ -26,6 +26,9 @@ pub trait Client: Send + Sync + std::fmt::Debug {
     fn delete_claim(&self, key: &str) -> bool;
     /// The stored ResourceClaims' keys (`namespace/name`).
     fn claim_keys(&self) -> Vec<String>;
+    /// ResourceClaim `namespace/name` as stored (with what drivers wrote in
+    /// its `status.devices`).
+    fn claim(&self, key: &str) -> Option<Value>;
     /// Write an object of a built-in kind (`group`, `resource`: a DeviceClass
     /// manifest); whether it changed.
     fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool;
@@ -65,6 +68,9 @@ impl Client for super::apiserver::Store {
     }
     fn claim_keys(&self) -> Vec<String> {
         super::apiserver::Store::claim_keys(self)
+    }
+    fn claim(&self, key: &str) -> Option<Value> {
+        super::apiserver::Store::claim(self, key)
     }
     fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
         super::apiserver::Store::put_object(self, group, resource, obj)

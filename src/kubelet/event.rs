@@ -585,6 +585,39 @@ pub enum KubeletEvent {
         /// `driver/pool/device`, each device.
         devices: Vec<String>,
     },
+    /// A claim allocated here waits for its devices' binding conditions
+    /// (the scheduler's PreBind, KEP-5007; its event BindingConditionsPending):
+    /// no driver is called for the pod until they are met.
+    #[serde(rename_all = "camelCase")]
+    ClaimBindingPending {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// `namespace/name`.
+        claim: String,
+        /// What is not met yet (`driver/pool/device`: the condition).
+        waiting: String,
+    },
+    /// Every binding condition of a claim is met: its pod goes on.
+    #[serde(rename_all = "camelCase")]
+    ClaimBindingMet {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// `namespace/name`.
+        claim: String,
+        /// How long the pod waited, in milliseconds.
+        waited_ms: u64,
+    },
+    /// A claim's binding failed (a bindingFailureCondition True) or timed
+    /// out: the scheduler deallocates it and tries the pod again.
+    #[serde(rename_all = "camelCase")]
+    ClaimBindingFailed {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// `namespace/name`.
+        claim: String,
+        /// The scheduler's words (device binding failed / device binding timeout).
+        error: String,
+    },
     /// NodePrepareResources succeeded for a claim.
     #[serde(rename_all = "camelCase")]
     ClaimPrepared {

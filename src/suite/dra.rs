@@ -185,6 +185,7 @@ mod engine_tests {
             faults: vec![],
             publish: None,
             numa_nodes: None,
+            binding: Default::default(),
         };
         let tasks = crate::core::task::Tasks::new();
         {

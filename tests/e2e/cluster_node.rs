@@ -327,6 +327,100 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+/// `dra serve --binding-conditions` against the real scheduler (KEP-5007):
+/// its devices are published with binding conditions kube-apiserver
+/// accepts, kube-scheduler allocates one and stamps the allocation, then
+/// holds the pod in PreBind (not bound, so the node prepares nothing) until
+/// a controller — here the test — sets the condition True in the claim's
+/// `status.devices`; then the pod is bound and the mock kubelet prepares
+/// the claim as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_scheduler_binds_a_pod_only_once_dra_serves_binding_conditions_are_true() {
+    let Some(cp) = control_plane() else { return };
+    let node = "cp-node-binding";
+    let (ns, driver) = ("cp-binding", "gpu.binding.dpctl.example.com");
+    let t = DraTree::new();
+    let (kubelet, mut log) = join(cp, &t, node).await;
+    let admin = api(&cp.kubeconfig);
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
+    serve.args(["--binding-conditions", "example.com/attached", "--binding-failure-conditions", "example.com/failed"]);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let (_, slices) = call(
+        &admin,
+        "GET",
+        &format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{node}"),
+        None,
+    )
+    .await;
+    let device = &slices["items"][0]["spec"]["devices"][0];
+    assert_eq!(device["bindingConditions"], json!(["example.com/attached"]), "kept by kube-apiserver: {slices}");
+    assert_eq!(device["bindingFailureConditions"], json!(["example.com/failed"]), "{slices}");
+
+    namespace(&admin, ns).await;
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert!(code == 201 || code == 409, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(&admin, "POST", &path, Some(&template)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "attached", "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{body}");
+
+    // Allocated and reserved, stamped, and the pod held: not bound.
+    let claim = until(60, "the claim allocated", || {
+        let admin = admin.clone();
+        async move {
+            let (_, l) =
+                call(&admin, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"), None).await;
+            l["items"].as_array()?.iter().find(|c| c["status"]["allocation"].is_object()).cloned()
+        }
+    })
+    .await;
+    let allocation = &claim["status"]["allocation"];
+    assert_eq!(allocation["devices"]["results"][0]["bindingConditions"], json!(["example.com/attached"]), "{claim}");
+    assert!(allocation["allocationTimestamp"].is_string(), "{claim}");
+    let (_, p) = call(&admin, "GET", &format!("/api/v1/namespaces/{ns}/pods/attached"), None).await;
+    assert!(p["spec"]["nodeName"].is_null(), "bound before its binding conditions: {p}");
+    assert!(events(&log, "claim-prepared").is_empty(), "{}", log.seen());
+
+    // The condition True: bound, Running, prepared as written.
+    let name = claim["metadata"]["name"].as_str().unwrap().to_string();
+    let r = &allocation["devices"]["results"][0];
+    let mut claim = claim.clone();
+    claim["status"]["devices"] = json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+        "conditions": [{"type": "example.com/attached", "status": "True", "reason": "Attached", "message": "",
+            "lastTransitionTime": "2026-12-05T00:00:00Z"}]}]);
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status");
+    let (code, body) = call(&admin, "PUT", &path, Some(&claim)).await;
+    assert_eq!(code, 200, "{body}");
+    running(&admin, ns, "attached", node).await;
+    let written = format!("{driver}/{}/{}", r["pool"].as_str().unwrap(), r["device"].as_str().unwrap());
+    let prepared = events(&log, "claim-prepared");
+    let p = prepared.iter().find(|e| e["claim"] == format!("{ns}/{name}")).unwrap_or_else(|| panic!("{}", log.seen()));
+    assert_eq!(p["devices"], json!([written]), "{p}");
+    // A claim the real scheduler allocated is the scheduler's business: the node does not wait again.
+    assert!(events(&log, "claim-binding-pending").is_empty(), "{}", log.seen());
+
+    delete_and_wait_gone(&admin, ns, "attached").await;
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// `mock-kubelet --nodes 3` from one process, each node with its own
 /// credentials (`{node}` in --kubeconfig), a simulated DRA driver of 2
 /// devices publishing its ResourceSlice (pool: the node) and a device plugin

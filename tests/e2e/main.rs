@@ -4,6 +4,7 @@
 mod apiserver;
 mod authority;
 mod bench;
+mod binding;
 mod claims;
 mod cli;
 mod client;

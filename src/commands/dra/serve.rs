@@ -88,6 +88,15 @@ pub struct DraServeArgs {
     /// the ResourceSlice (as `dpctl serve --numa-nodes` reports them in Device.topology)
     #[arg(long = "numa-nodes", value_name = "N", requires = "kubeconfig", value_parser = clap::value_parser!(u32).range(1..=crate::core::limits::MAX_NUMA_NODES as i64))]
     pub numa_nodes: Option<u32>,
+    /// Publish each device with these bindingConditions (KEP-5007): the scheduler binds a pod
+    /// only once a controller sets each True in the claim's status.devices (with
+    /// --binding-failure-conditions; at most 4)
+    #[arg(long, value_name = "TYPE,…", requires_all = ["kubeconfig", "binding_failure_conditions"], value_delimiter = ',')]
+    pub binding_conditions: Vec<String>,
+    /// Publish each device with these bindingFailureConditions: any True in the claim's
+    /// status.devices makes the scheduler deallocate the claim (with --binding-conditions; at most 4)
+    #[arg(long, value_name = "TYPE,…", requires = "binding_conditions", value_delimiter = ',')]
+    pub binding_failure_conditions: Vec<String>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -126,6 +135,7 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         withdraw_on_exit: a.withdraw_on_exit,
         cdi_env: a.env.clone(),
         numa_nodes: a.numa_nodes,
+        binding: (a.binding_conditions.clone(), a.binding_failure_conditions.clone()),
         faults: a.faults.clone(),
         publish: match api_server(a)? {
             None => None,

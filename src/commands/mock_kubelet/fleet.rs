@@ -255,6 +255,7 @@ impl Fleet {
                 withdraw_on_exit: false,
                 cdi_env: vec![],
                 numa_nodes: None,
+                binding: Default::default(),
                 faults: vec![],
                 publish: Some((api.clone(), name.to_string())),
             };

@@ -75,7 +75,9 @@ pub(super) fn put(store: &Store, st: &mut StoreInner, mut obj: Value) -> bool {
     st.version += 1;
     let kind = match stored.filter(|_| same_uid) {
         Some(s) => {
-            if let Some(d) = s["status"].get("devices") {
+            // What drivers wrote stays while the claim is allocated; a
+            // deallocation clears it (dynamicresources.go: Status.Devices = nil).
+            if let Some(d) = s["status"].get("devices").filter(|_| obj["status"]["allocation"].is_object()) {
                 obj["status"]["devices"] = d.clone();
             }
             super::meta::updated(&mut obj, &s, st.version);

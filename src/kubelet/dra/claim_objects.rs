@@ -80,7 +80,7 @@ pub fn claim_objects(
                 }
             }
         } else if let Some(c) = cached {
-            obj["status"] = json!({"allocation": allocation_result(&c.allocation, &obj["spec"], &class_config, node),
+            obj["status"] = json!({"allocation": allocation(c, &obj["spec"], &class_config, node),
                 "reservedFor": reserved_for(c, pods)});
             if let Some(d) = given.get("devices") {
                 obj["status"]["devices"] = d.clone();
@@ -127,11 +127,22 @@ pub fn claim_objects(
                 }
             }
         }
-        let status = json!({"allocation": allocation_result(&c.allocation, &spec, &class_config, node), "reservedFor": reserved_for(c, pods)});
+        let status =
+            json!({"allocation": allocation(c, &spec, &class_config, node), "reservedFor": reserved_for(c, pods)});
         out.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": spec,
             "status": status}));
     }
     out
+}
+
+/// `status.allocation` of claim `c` as this node's scheduler wrote it, with
+/// its `allocationTimestamp` when it stamped one (binding conditions' gates on).
+fn allocation(c: &ClaimInfo, spec: &Value, class_config: &BTreeMap<String, Vec<Value>>, node: &str) -> Value {
+    let mut a = allocation_result(&c.allocation, spec, class_config, node);
+    if let Some(at) = c.allocated_at {
+        a["allocationTimestamp"] = json!(crate::core::time::rfc3339(at));
+    }
+    a
 }
 
 #[cfg(test)]

@@ -67,6 +67,15 @@ pub enum Cause {
         /// Its name.
         name: String,
     },
+    /// The claim's binding conditions failed or timed out (the scheduler's
+    /// PreBind): the claim was deallocated and is allocated again on the
+    /// next attempt.
+    Binding {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// Where its binding stands, in the scheduler's words.
+        binding: crate::controlplane::scheduler::Binding,
+    },
     /// The claim cannot be allocated (the scheduler's part).
     NotAllocated {
         /// The claim's name.
@@ -144,6 +153,8 @@ impl std::fmt::Display for Cause {
                 write!(f, "fetch {kind} {name}: {resource}.resource.k8s.io {name:?} not found")
             }
             Cause::NotAllocated { claim, source } => write!(f, "ResourceClaim {claim} is not allocated: {source}"),
+            // dynamicresources.go PreBind: "%w: claim=%s…", the claim deallocated.
+            Cause::Binding { claim, binding } => write!(f, "{binding}: claim={claim}"),
             Cause::NotRegistered { driver } => write!(f, "DRA driver {driver} is not registered"),
             // manager.go: fmt.Errorf("NodePrepareResources: %w", err), err a gRPC status.
             Cause::Call { op, source } => write!(f, "{op}: {}", crate::core::status::go_text(source)),
@@ -217,6 +228,9 @@ pub enum DriverPrep {
 /// Where a claim is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ClaimState {
+    /// Allocated on devices whose binding conditions are not met yet: no
+    /// driver is called until they are (KEP-5007).
+    WaitingForBinding,
     /// Recorded (checkpointed) for a pod; no driver has prepared it.
     Recorded,
     /// Some of its drivers answered, but the prepare as a whole did not succeed.
@@ -252,6 +266,13 @@ pub struct ClaimInfo {
     pub restored: bool,
     /// CDI IDs that resolve to no spec file.
     pub cdi_unresolved: Vec<String>,
+    /// When this node's scheduler allocated it, with DRADeviceBindingConditions
+    /// on (`status.allocation.allocationTimestamp`, dynamicresources.go bindClaim).
+    pub allocated_at: Option<std::time::SystemTime>,
+    /// Allocated here on devices with bindingConditions that were not all
+    /// met yet: the scheduler's PreBind waits for them before the pod is
+    /// bound, so no driver is called for the pod until then (KEP-5007).
+    pub binding_pending: bool,
 }
 
 /// How `dpctl node` shows a claim.
@@ -300,6 +321,8 @@ impl ClaimInfo {
             done: false,
             restored: false,
             cdi_unresolved: vec![],
+            allocated_at: None,
+            binding_pending: false,
         }
     }
 
@@ -318,6 +341,7 @@ impl ClaimInfo {
         let answered = self.drivers.values().filter(|d| matches!(d, DriverPrep::Prepared(_))).count();
         match answered {
             _ if self.done => ClaimState::Prepared,
+            0 if self.binding_pending => ClaimState::WaitingForBinding,
             0 => ClaimState::Recorded,
             _ => ClaimState::PartlyPrepared,
         }
@@ -498,6 +522,8 @@ impl ClaimCache {
                 restored: done,
                 drivers,
                 cdi_unresolved: vec![],
+                allocated_at: None,
+                binding_pending: false,
             };
             claims.insert(info.key(), info);
         }
@@ -547,6 +573,13 @@ impl ClaimCache {
     /// A claim by `namespace/name`.
     pub fn get(&self, key: &str) -> Option<&ClaimInfo> {
         self.claims.get(key)
+    }
+
+    /// Its binding conditions are met (KEP-5007): it is prepared as any other.
+    pub fn binding_met(&mut self, key: &str) {
+        if let Some(c) = self.claims.get_mut(key) {
+            c.binding_pending = false;
+        }
     }
 
     /// Put a claim in the cache as it is (tests of what is built from the cache).
@@ -623,7 +656,14 @@ impl ClaimCache {
             scheduler::schedule(&key, &spec, status, w.objects.values(), w.candidates, taken, w.drivers, w.features)
                 .map_err(|e| Cause::NotAllocated { claim: c.name.clone(), source: Box::new(e) })?;
         let allocated_now = matches!(scheduled, Scheduled::Allocated(_));
-        Ok((ClaimInfo::allocated(namespace, &c.name, &uid, scheduled.into_devices()), allocated_now))
+        let mut info = ClaimInfo::allocated(namespace, &c.name, &uid, scheduled.into_devices());
+        if allocated_now && w.features.binding_conditions {
+            // Stamped as the scheduler's bindClaim does with the gates on;
+            // its PreBind then waits for any binding conditions.
+            info.allocated_at = Some(std::time::SystemTime::now());
+            info.binding_pending = info.allocation.iter().any(|a| !a.binding_conditions.is_empty());
+        }
+        Ok((info, allocated_now))
     }
 
     /// Plan one attempt at preparing pod `uid`'s claims (manager.go

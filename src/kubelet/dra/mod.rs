@@ -43,13 +43,14 @@ pub mod view;
 
 use crate::api::pluginregistration::PluginInfo;
 use crate::client::dra::DraConn;
+use crate::controlplane::scheduler;
 use crate::kubelet::event::{EventBus, KubeletEvent, Refusal, RejectStage};
 use crate::kubelet::generation::Generation;
 use crate::kubelet::lifecycle::backoff;
 use crate::kubelet::manifest::{ClaimSource, Pod};
 use crate::kubelet::profile::{DraInstances, Profile};
 use crate::protocol::dra as rules;
-use allocator::Candidate;
+use allocator::{Allocated, Candidate};
 use claiminfo::{Cause, ClaimCache, ClaimsPhase, DraError, Operation, PodClaim, World};
 use healthinfo::HealthCache;
 use objects::Object;
@@ -93,6 +94,9 @@ pub struct DraSpec {
     pub slices_only: bool,
     /// The kubelet version's DRA behaviour (services, instances, wiping, health).
     pub profile: Profile,
+    /// How long the scheduler's part waits for a claim's binding conditions
+    /// after allocating it (kube-scheduler's DynamicResources BindingTimeout, 10 min).
+    pub binding_timeout: Duration,
 }
 
 impl DraSpec {
@@ -107,6 +111,7 @@ impl DraSpec {
             wipe_delay: Duration::from_secs(30),
             slices_only: false,
             profile: Profile::default(),
+            binding_timeout: scheduler::BINDING_TIMEOUT,
         }
     }
 
@@ -170,6 +175,9 @@ impl State {
 /// How often a registered instance's endpoint is probed (the kubelet learns of
 /// a dropped connection from gRPC at once; a probe stands in for that).
 const PROBE_EVERY: Duration = Duration::from_millis(250);
+/// How often the scheduler's PreBind looks at a claim's binding conditions
+/// (dynamicresources.go: wait.PollUntilContextTimeout every 5 s).
+const BINDING_POLL: Duration = Duration::from_secs(5);
 
 /// What one successful prepare attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -757,6 +765,9 @@ impl DraManager {
                 devices: c.allocation.iter().map(|a| format!("{}/{}/{}", a.driver, a.pool, a.device)).collect(),
             });
         }
+        // The scheduler's PreBind: the pod is bound (and prepared) only once
+        // the binding conditions of the claims allocated for it are met.
+        self.await_binding(&pod_key, &plan.preparing).await.map_err(fail)?;
         for (claim, driver) in &plan.skipped {
             let operation = Operation::Prepare.rpc().to_string();
             self.event(KubeletEvent::DraOperationSkipped { claim: claim.clone(), driver: driver.clone(), operation });
@@ -810,6 +821,74 @@ impl DraManager {
         }
         result.and(stored).map_err(fail)?;
         Ok(Prepared { called: !plan.batches.is_empty() })
+    }
+
+    /// Wait, as kube-scheduler's PreBind does (dynamicresources.go
+    /// isPodReadyForBinding, polled every 5 s), until every claim of `keys`
+    /// that this node's scheduler allocated on devices with binding
+    /// conditions has them all True in the stored claim's `status.devices`.
+    /// A failure condition True, or the binding timeout passed since the
+    /// allocation, deallocates the claim (its status, what drivers wrote
+    /// included, goes with it) and fails this attempt: the next allocates
+    /// it again.
+    async fn await_binding(self: &Arc<Self>, pod: &str, keys: &[String]) -> Result<(), Cause> {
+        let pending = |st: &State| -> Vec<(String, Vec<Allocated>, Option<std::time::SystemTime>)> {
+            keys.iter()
+                .filter_map(|k| st.claims.get(k))
+                .filter(|c| c.binding_pending)
+                .map(|c| (c.key(), c.allocation.clone(), c.allocated_at))
+                .collect()
+        };
+        let first = pending(&self.lock()).is_empty();
+        if first {
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        let mut told: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let mut waiting = false;
+            let claims = pending(&self.lock());
+            for (key, devices, at) in claims {
+                let stored = self.spec.api.as_ref().and_then(|a| a.claim(&key)).unwrap_or_default();
+                let now = std::time::SystemTime::now();
+                match scheduler::binding(&devices, &stored["status"]["devices"], at, now, self.spec.binding_timeout) {
+                    scheduler::Binding::Ready => {
+                        self.lock().claims.binding_met(&key);
+                        let waited_ms = start.elapsed().as_millis() as u64;
+                        self.event(KubeletEvent::ClaimBindingMet { pod: pod.to_string(), claim: key, waited_ms });
+                    }
+                    scheduler::Binding::Waiting(why) => {
+                        waiting = true;
+                        if told.insert(key.clone()) {
+                            self.event(KubeletEvent::ClaimBindingPending {
+                                pod: pod.to_string(),
+                                claim: key,
+                                waiting: why,
+                            });
+                        }
+                    }
+                    binding => {
+                        let change = {
+                            let mut st = self.lock();
+                            st.claims.remove(std::slice::from_ref(&key));
+                            Self::changed_claims(&mut st)
+                        };
+                        self.persist(change).await?;
+                        let cause = Cause::Binding { claim: key.clone(), binding };
+                        self.event(KubeletEvent::ClaimBindingFailed {
+                            pod: pod.to_string(),
+                            claim: key,
+                            error: cause.to_string(),
+                        });
+                        return Err(cause);
+                    }
+                }
+            }
+            if !waiting {
+                return Ok(());
+            }
+            tokio::time::sleep(BINDING_POLL).await;
+        }
     }
 
     fn claim_prepared(&self, pod: &str, key: &str, cached: bool) {

@@ -303,6 +303,9 @@ pub struct Config {
     /// Spread the devices over this many NUMA nodes, published as the
     /// `numaNode` attribute of each device in the ResourceSlice.
     pub numa_nodes: Option<u32>,
+    /// bindingConditions and bindingFailureConditions of every device
+    /// (KEP-5007; both empty: none).
+    pub binding: (Vec<String>, Vec<String>),
 }
 
 impl Config {
@@ -546,6 +549,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             if let Some(n) = cfg.numa_nodes {
                 slices::spread_numa(&mut obj, n);
             }
+            slices::bind_conditions(&mut obj, &cfg.binding.0, &cfg.binding.1);
             if cfg.faults.contains(&Fault::EmptySlice) {
                 obj["spec"]["devices"] = json!([]);
             }
@@ -658,6 +662,7 @@ mod tests {
             faults,
             publish: None,
             numa_nodes: None,
+            binding: Default::default(),
         }
     }
 

@@ -81,6 +81,20 @@ pub fn spread_numa(obj: &mut Value, nodes: u32) {
     }
 }
 
+/// Give every device of the slice `conditions` as its bindingConditions
+/// and `failures` as its bindingFailureConditions (KEP-5007; nothing when
+/// `conditions` is empty). Validation (at most 4 of each, both or neither)
+/// is the API server's.
+pub fn bind_conditions(obj: &mut Value, conditions: &[String], failures: &[String]) {
+    if conditions.is_empty() {
+        return;
+    }
+    for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        d["bindingConditions"] = json!(conditions);
+        d["bindingFailureConditions"] = json!(failures);
+    }
+}
+
 fn api_error(what: &str, status: u16, body: &Value) -> Error {
     let msg = body.get("message").and_then(Value::as_str).unwrap_or("");
     Error::failed(format!("{what}: the API server answered {status} {msg}"))
