@@ -596,6 +596,30 @@ pub fn answer_typed(
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
             )
         }
+        ("DELETE", "") => {
+            // DeleteCollection (the kubelet's wipeResourceSlices: a field
+            // selector on spec.nodeName and spec.driver): every selected
+            // slice deleted, the answer the list of them, as the generic
+            // store's DeleteCollection returns it.
+            let sel = match selectors::of_query("ResourceSlice", &query_pairs(query)) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            let names: Vec<String> =
+                st.slices.iter().filter(|(_, s)| selectors::selected(&sel, s)).map(|(n, _)| n.clone()).collect();
+            let mut items = Vec::new();
+            for n in names {
+                if let Some(s) = st.take(&n) {
+                    st.version += 1;
+                    store.emit(&mut st, "DELETED", s.clone());
+                    items.push(s);
+                }
+            }
+            (
+                200,
+                json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
+            )
+        }
         ("GET", n) => match st.slices.get(n) {
             Some(s) => (200, s.clone()),
             None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),

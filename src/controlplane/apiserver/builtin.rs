@@ -3,8 +3,10 @@
 //! group/resource/namespace/name with a strategy per kind, as
 //! kube-apiserver's generic registry runs each kind's `strategy.go`
 //! (defaulting, validation, what create and update may set, the status
-//! subresource). Served: core/v1 Nodes (get, list, update and patch of
-//! the object and its `status`; this node is stored at its first request),
+//! subresource). Served: core/v1 Nodes (every verb, the object and its
+//! `status`; created with the status they are sent with, as the node
+//! strategy allows, so a kubelet registers its Node with one POST; this
+//! node is stored at its first request),
 //! ConfigMaps (keys validated), Secrets, ServiceAccounts, Events and Pods
 //! (with `status`; defaulted and validated as [`super::rules`] says,
 //! deleted gracefully as kube-apiserver's pod strategy does: a pod bound
@@ -64,7 +66,7 @@ pub(super) const KINDS: &[Kind] = &[
         status: true,
         generation: false,
         clear_status_on_create: false,
-        verbs: &["get", "list", "patch", "update", "watch"],
+        verbs: ALL,
     },
     Kind {
         group: "",
