@@ -236,7 +236,7 @@ pub(super) fn route(path: &str) -> Option<Route<'_>> {
     Some(Route { kind, namespace, name, sub })
 }
 
-fn key(k: &Kind, ns: &str, name: &str) -> String {
+pub(super) fn key(k: &Kind, ns: &str, name: &str) -> String {
     format!("{}/{}/{ns}/{name}", k.group, k.resource)
 }
 
@@ -409,7 +409,7 @@ fn validate_update(k: &Kind, next: &Value, cur: &Value) -> Vec<Cause> {
 }
 
 /// The object as served: its kind and apiVersion named.
-fn served(k: &Kind, obj: &Value) -> Value {
+pub(super) fn served(k: &Kind, obj: &Value) -> Value {
     let mut o = obj.clone();
     o["kind"] = json!(k.kind);
     o["apiVersion"] = json!(k.api_version());
@@ -773,7 +773,7 @@ fn query_text(query: &[(String, String)]) -> String {
 }
 
 /// The kind stored as `resource` of `group`.
-fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
+pub(super) fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.group == group && k.resource == resource)
 }
 
