@@ -29,8 +29,9 @@
 //!   deallocated (its allocation and the finalizer cleared) and, when it
 //!   was made for a pod that is gone, replaced or done, deleted.
 //!
-//! Only pods of the API are looked at: the mock kubelet's own claims (its
-//! manifests') are its own.
+//! Only pods of the API are looked at, and not those bound to the node of
+//! the mock kubelet that serves the store: its claims (its manifests') are
+//! its own, and it runs no pod of the API.
 
 use super::allocator::{self, Allocated, Catalog, Features};
 use super::apiserver::{Store, Txn};
@@ -47,13 +48,16 @@ pub const POD_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 const RESERVED_FOR_MAX: usize = 256;
 
 /// A store whose writes are followed by these controllers, with the
-/// scheduler's gates of Kubernetes 1.`minor`.
-pub fn store(minor: u32) -> Store {
+/// scheduler's gates of Kubernetes 1.`minor`. Pods bound to `own` (the
+/// node of the mock kubelet that serves the store, which runs no pod of
+/// the API and allocates its own claims from its node's slices) are left alone.
+pub fn store(minor: u32, own: &str) -> Store {
     let features = Features::of_minor(minor);
     let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
+    let own = own.to_string();
     Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, features);
+        reconcile(tx, &mut made, features, &own);
     }))
 }
 
@@ -65,12 +69,13 @@ fn text(v: &Value) -> &str {
 }
 
 /// One pass over the pods and the reservations made.
-fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features) {
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, own: &str) {
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
     release_deleted(tx);
     let pods = tx.list("", "pods", None);
-    for pod in pods.iter().filter(|p| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty())) {
+    let with_claims = |p: &&Value| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty());
+    for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
         sync_pod(tx, pod, made, features);
     }
 }

@@ -315,6 +315,29 @@ fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
+        "Node" => {
+            // NodeStatus's struct fields that are never omitted, as Go writes them empty.
+            let st = &mut obj["status"];
+            if st["daemonEndpoints"]["kubeletEndpoint"]["Port"].is_null() {
+                st["daemonEndpoints"]["kubeletEndpoint"]["Port"] = json!(0);
+            }
+            for f in [
+                "machineID",
+                "systemUUID",
+                "bootID",
+                "kernelVersion",
+                "osImage",
+                "containerRuntimeVersion",
+                "kubeletVersion",
+                "kubeProxyVersion",
+                "operatingSystem",
+                "architecture",
+            ] {
+                if !st["nodeInfo"][f].is_string() {
+                    st["nodeInfo"][f] = json!("");
+                }
+            }
+        }
         "ResourceClaimTemplate" => {
             if obj["spec"]["metadata"].is_null() {
                 obj["spec"]["metadata"] = json!({});
@@ -529,6 +552,17 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         let clock =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         super::rules::default_pod_create(&mut obj, clock ^ st.version);
+    }
+    if k.kind == "Node" {
+        // The NodeTaint admission plugin (default on): a new Node is not
+        // ready until the node lifecycle controller says so (none runs here).
+        let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
+        let taints = obj["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        if !taints.iter().any(|t| t["key"] == taint["key"] && t["effect"] == taint["effect"]) {
+            let mut taints = taints;
+            taints.push(taint);
+            obj["spec"]["taints"] = json!(taints);
+        }
     }
     default(k, &mut obj);
     let causes = validate(k, &obj, &name);

@@ -645,6 +645,11 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
     assert_eq!(c, 201, "{b}");
     assert_eq!((b["kind"].as_str(), b["status"]["capacity"]["example.com/gpu"].as_str()), (Some("Node"), Some("2")));
     assert!(b["metadata"]["uid"].is_string() && b["metadata"].get("generation").is_none(), "{b}");
+    assert_eq!(
+        b["spec"]["taints"],
+        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+        "the NodeTaint admission plugin's"
+    );
     let (c, e) = call(&s, "POST", "/api/v1/nodes", "", node_b);
     assert_eq!((c, e["reason"].as_str()), (409, Some("AlreadyExists")), "{e}");
     assert_eq!(call(&s, "GET", "/api/v1/nodes", "", Value::Null).1["items"].as_array().map(Vec::len), Some(2));

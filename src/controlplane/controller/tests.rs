@@ -18,7 +18,7 @@ const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims";
 
 /// A store with a class, node-b's slice of `devices` devices and a template.
 fn cluster(devices: usize) -> Store {
-    let s = store(37);
+    let s = store(37, "dpctl-node");
     ok(
         &s,
         "POST",
@@ -181,6 +181,10 @@ fn a_named_claim_is_shared_left_alone_once_allocated_and_deallocated_when_unused
     let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
     assert!(c["status"].get("allocation").is_none() && c["metadata"].get("finalizers").is_none(), "{c}");
 
+    // Pods bound to the serving mock kubelet's own node are its business (it runs none of the API's).
+    let before = call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len);
+    ok(&s, "POST", &format!("{NS}/pods"), from_template("own", Some("dpctl-node")));
+    assert_eq!(call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len), before);
     ok(&s, "POST", &format!("{NS}/pods"), from_template("unbound", None));
     let p = get_pod(&s, "unbound");
     let c = claim_of(&s, &p);
