@@ -26,9 +26,11 @@
 //!   claims ([`claims`]) and those clients create, update, patch and delete,
 //!   and their `status` subresource, as the resourceclaim strategy judges
 //!   them ([`resourceclaims`], [`rules`]);
-//! - the built-in kinds a driver, its helpers or a test write ([`builtin`]:
-//!   Nodes, ConfigMaps, Secrets, ServiceAccounts, Events, Pods, Deployments,
-//!   DaemonSets, Leases, DeviceClasses, ResourceClaimTemplates), stored;
+//! - the built-in kinds a driver, its helpers, a test or another mock
+//!   kubelet joining as a node write ([`builtin`]: Nodes, ConfigMaps,
+//!   Secrets, ServiceAccounts, Events, Pods, Deployments, DaemonSets,
+//!   Leases, DeviceClasses, ResourceClaimTemplates), stored; after every
+//!   write, under its lock, the store's controllers ([`Txn`]);
 //! - request bodies decoded as `fieldValidation` says ([`fields`]: `Strict`
 //!   refuses unknown and duplicate fields, otherwise they are dropped, with
 //!   a `Warning` header under `Warn`);

@@ -11,8 +11,10 @@
 //! (with `status`; defaulted and validated as [`super::rules`] says,
 //! deleted gracefully as kube-apiserver's pod strategy does: a pod bound
 //! to a node and not finished gets a `deletionTimestamp` and its grace
-//! period, and is removed by a delete with `gracePeriodSeconds=0`; no
-//! kubelet or controller acts on them here); apps/v1 Deployments and
+//! period, and is removed by a delete with `gracePeriodSeconds=0`; a
+//! mock kubelet that joined as their node runs them, and
+//! [`crate::controlplane::controller`] makes and allocates their claims);
+//! apps/v1 Deployments and
 //! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
 //! resource.k8s.io/v1 DeviceClasses (selectors validated; the mock kubelet
 //! writes its class manifests here in process, [`put`]) and
