@@ -38,7 +38,16 @@ fn layer(module: &str) -> Option<u8> {
 /// uses at the top).
 const INNER: &[(&str, &[(&str, u8)])] = &[(
     "controlplane",
-    &[("cel", 0), ("objects", 1), ("protobuf", 1), ("allocator", 2), ("apiserver", 2), ("scheduler", 3), ("client", 3)],
+    &[
+        ("cel", 0),
+        ("objects", 1),
+        ("protobuf", 1),
+        ("allocator", 2),
+        ("apiserver", 2),
+        ("scheduler", 3),
+        ("client", 3),
+        ("controller", 4),
+    ],
 )];
 
 /// The layer of part `part` of `module`: `None` when the module has no

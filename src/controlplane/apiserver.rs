@@ -26,9 +26,11 @@
 //!   claims ([`claims`]) and those clients create, update, patch and delete,
 //!   and their `status` subresource, as the resourceclaim strategy judges
 //!   them ([`resourceclaims`], [`rules`]);
-//! - the built-in kinds a driver, its helpers or a test write ([`builtin`]:
-//!   Nodes, ConfigMaps, Secrets, ServiceAccounts, Events, Pods, Deployments,
-//!   DaemonSets, Leases, DeviceClasses, ResourceClaimTemplates), stored;
+//! - the built-in kinds a driver, its helpers, a test or another mock
+//!   kubelet joining as a node write ([`builtin`]: Nodes, ConfigMaps,
+//!   Secrets, ServiceAccounts, Events, Pods, Deployments, DaemonSets,
+//!   Leases, DeviceClasses, ResourceClaimTemplates), stored; after every
+//!   write, under its lock, the store's controllers ([`Txn`]);
 //! - request bodies decoded as `fieldValidation` says ([`fields`]: `Strict`
 //!   refuses unknown and duplicate fields, otherwise they are dropped, with
 //!   a `Warning` header under `Warn`);
@@ -74,10 +76,12 @@ mod resourceclaims;
 mod rules;
 mod selectors;
 mod tls;
+mod txn;
 mod validate;
 mod watch;
 
 pub use listen::{kubeconfig, start, Mode, Served};
+pub use txn::{Controller, Txn};
 
 use watch::{pump, whole, ChannelBody};
 
@@ -94,11 +98,22 @@ pub struct Store {
     /// The newest resource version: watches wake on it and read the history
     /// (so a watcher holds nothing the history does not).
     changes: tokio::sync::watch::Sender<u64>,
+    /// The controllers run after each write ([`Store::with_controller`]).
+    controller: Option<Hook>,
+}
+
+/// The controllers, as a store holds them.
+struct Hook(Controller);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Controller")
+    }
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0 }
+        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0, controller: None }
     }
 }
 
@@ -211,6 +226,20 @@ impl Store {
         self.changes.send_replace(st.version);
     }
 
+    /// A store whose every write — through the API or in process — is
+    /// followed, under the same lock, by `controller` (the control plane's
+    /// controllers: [`crate::controlplane::controller`]).
+    pub fn with_controller(controller: Controller) -> Store {
+        Store { controller: Some(Hook(controller)), ..Store::default() }
+    }
+
+    /// Run the controllers after a write, under its lock.
+    fn after_write(&self, st: &mut StoreInner) {
+        if let Some(Hook(c)) = &self.controller {
+            c(&mut Txn { store: self, st });
+        }
+    }
+
     /// What the store holds, as JSON bytes: (the stored slices, the change history).
     pub fn held_bytes(&self) -> (usize, usize) {
         let st = self.lock();
@@ -228,23 +257,43 @@ impl Store {
 
     /// Write claim `obj` (the kubelet's, in process: [`resourceclaims::put`]); whether it changed.
     pub fn put_claim(&self, obj: Value) -> bool {
-        resourceclaims::put(self, &mut self.lock(), obj)
+        let mut st = self.lock();
+        let changed = resourceclaims::put(self, &mut st, obj);
+        if changed {
+            self.after_write(&mut st);
+        }
+        changed
     }
 
     /// Delete claim `key` (`namespace/name`); whether it was stored.
     pub fn delete_claim(&self, key: &str) -> bool {
-        resourceclaims::delete(self, &mut self.lock(), key)
+        let mut st = self.lock();
+        let changed = resourceclaims::delete(self, &mut st, key);
+        if changed {
+            self.after_write(&mut st);
+        }
+        changed
     }
 
     /// Write `obj` of `group`'s `resource` (a built-in kind, in process:
     /// [`builtin::put`]); whether it changed.
     pub fn put_object(&self, group: &str, resource: &str, obj: Value) -> bool {
-        builtin::put(self, &mut self.lock(), group, resource, obj)
+        let mut st = self.lock();
+        let changed = builtin::put(self, &mut st, group, resource, obj);
+        if changed {
+            self.after_write(&mut st);
+        }
+        changed
     }
 
     /// Delete `namespace/name` (namespace "" when cluster-scoped) of `group`'s `resource`; whether it was stored.
     pub fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
-        builtin::delete_in_process(self, &mut self.lock(), group, resource, namespace, name)
+        let mut st = self.lock();
+        let changed = builtin::delete_in_process(self, &mut st, group, resource, namespace, name);
+        if changed {
+            self.after_write(&mut st);
+        }
+        changed
     }
 
     /// The pods created through the API that are bound to `node` (`spec.nodeName`), as stored.
@@ -558,7 +607,9 @@ pub fn answer_typed(
     if let Some(r) = builtin::route(path) {
         let query = query_pairs(query);
         let q = builtin::Request { method, query: &query, content_type, body, node };
-        return builtin::answer(store, &mut store.lock(), &r, &q);
+        let mut st = store.lock();
+        let a = builtin::answer(store, &mut st, &r, &q);
+        return written(store, &mut st, method, a);
     }
     if let Some((version, namespace, name, sub)) = claim_path(path) {
         if sub.is_some_and(|s| s != "status") {
@@ -568,7 +619,8 @@ pub fn answer_typed(
         let query = query_pairs(query);
         let r =
             resourceclaims::ClaimRequest { version, namespace, name, sub, method, query: &query, content_type, body };
-        return resourceclaims::answer(store, &mut st, &r);
+        let a = resourceclaims::answer(store, &mut st, &r);
+        return written(store, &mut st, method, a);
     }
     let mut st = store.lock();
     if let Some(p) = custom::route(&st, path) {
@@ -581,6 +633,29 @@ pub fn answer_typed(
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
     let name = rest.strip_prefix('/').unwrap_or("");
+    let a = slices_answer(store, &mut st, method, name, query, content_type, body);
+    written(store, &mut st, method, a)
+}
+
+/// After a request's answer `a`: a successful write wakes the controllers
+/// (under the same lock, so no watcher sees the write without what they made of it).
+fn written(store: &Store, st: &mut StoreInner, method: &str, a: (u16, Value)) -> (u16, Value) {
+    if method != "GET" && a.0 < 300 {
+        store.after_write(st);
+    }
+    a
+}
+
+/// A request of the ResourceSlices collection or of slice `name`.
+fn slices_answer(
+    store: &Store,
+    st: &mut StoreInner,
+    method: &str,
+    name: &str,
+    query: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Value) {
     let parse = |body: &[u8]| {
         serde_json::from_slice::<Value>(body).map_err(|e| status(400, "BadRequest", format!("body is not JSON: {e}")))
     };
@@ -591,6 +666,30 @@ pub fn answer_typed(
                 Err(e) => return e,
             };
             let items: Vec<Value> = st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned().collect();
+            (
+                200,
+                json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
+            )
+        }
+        ("DELETE", "") => {
+            // DeleteCollection (the kubelet's wipeResourceSlices: a field
+            // selector on spec.nodeName and spec.driver): every selected
+            // slice deleted, the answer the list of them, as the generic
+            // store's DeleteCollection returns it.
+            let sel = match selectors::of_query("ResourceSlice", &query_pairs(query)) {
+                Ok(s) => s,
+                Err(e) => return e,
+            };
+            let names: Vec<String> =
+                st.slices.iter().filter(|(_, s)| selectors::selected(&sel, s)).map(|(n, _)| n.clone()).collect();
+            let mut items = Vec::new();
+            for n in names {
+                if let Some(s) = st.take(&n) {
+                    st.version += 1;
+                    store.emit(st, "DELETED", s.clone());
+                    items.push(s);
+                }
+            }
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -626,11 +725,11 @@ pub fn answer_typed(
             set_kind(&mut obj);
             meta::created(&mut obj, &n, st.version, &format!("slice\0{n}\0{}", st.version), false);
             st.put(n, obj.clone());
-            store.emit(&mut st, "ADDED", obj.clone());
+            store.emit(st, "ADDED", obj.clone());
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => match parse(body) {
-            Ok(obj) => replace_slice(store, &mut st, n, obj),
+            Ok(obj) => replace_slice(store, st, n, obj),
             Err(e) => e,
         },
         ("PATCH", n) if !n.is_empty() => {
@@ -640,7 +739,7 @@ pub fn answer_typed(
             match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
                 .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
             {
-                Ok(obj) => replace_slice(store, &mut st, n, obj),
+                Ok(obj) => replace_slice(store, st, n, obj),
                 Err(e) => e,
             }
         }
@@ -663,7 +762,7 @@ pub fn answer_typed(
             match st.take(n) {
                 Some(s) => {
                     st.version += 1;
-                    store.emit(&mut st, "DELETED", s.clone());
+                    store.emit(st, "DELETED", s.clone());
                     (200, s)
                 }
                 None => status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found")),

@@ -6,6 +6,7 @@ pub mod allocator;
 pub mod apiserver;
 pub mod cel;
 pub mod client;
+pub mod controller;
 pub mod objects;
 pub mod protobuf;
 pub mod scheduler;

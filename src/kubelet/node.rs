@@ -671,7 +671,12 @@ async fn run(
         ));
     }
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
-        let store = std::sync::Arc::new(crate::controlplane::apiserver::Store::default());
+        // The store with the control plane's controllers: the claims of the
+        // API's pods bound to other nodes that joined it.
+        let store = std::sync::Arc::new(crate::controlplane::controller::store(
+            s.manager.profile.version.minor(),
+            crate::kubelet::dra::NODE_NAME,
+        ));
         dra.api = Some(store.clone());
         let started = crate::controlplane::apiserver::start(
             addr,

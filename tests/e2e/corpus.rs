@@ -273,6 +273,23 @@ const CORPUS: &[Req] = &[
     req!("pod merge patch of a label", "PATCH", POD_1, "", MERGE, r#"{"metadata":{"labels":{"patched":"yes"}}}"#),
     req!("pod with an unknown field, Strict", "POST", PODS, "fieldValidation=Strict", JSON,
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"strict"},"spec":{"bogus":1,"containers":[{"name":"c","image":"x"}]}}"#),
+    // A Node registered as a kubelet registers it (one POST, with its status), and deleted.
+    req!("node create with its status", "POST", "/api/v1/nodes", "", JSON,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"{p}-n1","labels":{"corpus":"{p}","kubernetes.io/hostname":"{p}-n1"}},
+            "status":{"capacity":{"cpu":"2","pods":"110","example.com/gpu":"2"},"allocatable":{"cpu":"2","pods":"110","example.com/gpu":"2"},
+                "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}]}}"#),
+    req!("node create that exists", "POST", "/api/v1/nodes", "", JSON,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"{p}-n1"}}"#),
+    req!("node get", "GET", "/api/v1/nodes/{p}-n1", ""),
+    req!("node list by label", "GET", "/api/v1/nodes", "labelSelector=corpus%3D{p}"),
+    req!("node delete", "DELETE", "/api/v1/nodes/{p}-n1", ""),
+    req!("node get deleted", "GET", "/api/v1/nodes/{p}-n1", ""),
+    // The kubelet's slice wipe: a delete of the collection by node and driver.
+    req!("slice create on another node", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-wiped","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"w.corpus.example.com","nodeName":"{p}-n1","pool":{"name":"{p}-w","generation":1,"resourceSliceCount":1},"devices":[{"name":"d0"}]}}"#),
+    req!("slice delete collection by node and driver", "DELETE", SLICES, "fieldSelector=spec.nodeName%3D{p}-n1%2Cspec.driver%3Dw.corpus.example.com"),
+    req!("slice get wiped", "GET", "/apis/resource.k8s.io/v1/resourceslices/{p}-wiped", ""),
     // Watches (answers compared on their first events; each ends by timeoutSeconds).
     req!("slice watch from 0", "GET", SLICES, "watch=true&resourceVersion=0&labelSelector=corpus%3D{p}&timeoutSeconds=1"),
     req!("slice watch with initial events and bookmarks", "GET", SLICES,

@@ -26,6 +26,7 @@ mod lifecycle;
 mod log;
 mod mock_kubelet;
 mod operator;
+mod own_cluster;
 mod pods;
 mod record;
 mod release;

@@ -3,14 +3,18 @@
 //! group/resource/namespace/name with a strategy per kind, as
 //! kube-apiserver's generic registry runs each kind's `strategy.go`
 //! (defaulting, validation, what create and update may set, the status
-//! subresource). Served: core/v1 Nodes (get, list, update and patch of
-//! the object and its `status`; this node is stored at its first request),
+//! subresource). Served: core/v1 Nodes (every verb, the object and its
+//! `status`; created with the status they are sent with, as the node
+//! strategy allows, so a kubelet registers its Node with one POST; this
+//! node is stored at its first request),
 //! ConfigMaps (keys validated), Secrets, ServiceAccounts, Events and Pods
 //! (with `status`; defaulted and validated as [`super::rules`] says,
 //! deleted gracefully as kube-apiserver's pod strategy does: a pod bound
 //! to a node and not finished gets a `deletionTimestamp` and its grace
-//! period, and is removed by a delete with `gracePeriodSeconds=0`; no
-//! kubelet or controller acts on them here); apps/v1 Deployments and
+//! period, and is removed by a delete with `gracePeriodSeconds=0`; a
+//! mock kubelet that joined as their node runs them, and
+//! [`crate::controlplane::controller`] makes and allocates their claims);
+//! apps/v1 Deployments and
 //! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
 //! resource.k8s.io/v1 DeviceClasses (selectors validated; the mock kubelet
 //! writes its class manifests here in process, [`put`]) and
@@ -64,7 +68,7 @@ pub(super) const KINDS: &[Kind] = &[
         status: true,
         generation: false,
         clear_status_on_create: false,
-        verbs: &["get", "list", "patch", "update", "watch"],
+        verbs: ALL,
     },
     Kind {
         group: "",
@@ -234,7 +238,7 @@ pub(super) fn route(path: &str) -> Option<Route<'_>> {
     Some(Route { kind, namespace, name, sub })
 }
 
-fn key(k: &Kind, ns: &str, name: &str) -> String {
+pub(super) fn key(k: &Kind, ns: &str, name: &str) -> String {
     format!("{}/{}/{ns}/{name}", k.group, k.resource)
 }
 
@@ -313,6 +317,29 @@ fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
+        "Node" => {
+            // NodeStatus's struct fields that are never omitted, as Go writes them empty.
+            let st = &mut obj["status"];
+            if st["daemonEndpoints"]["kubeletEndpoint"]["Port"].is_null() {
+                st["daemonEndpoints"]["kubeletEndpoint"]["Port"] = json!(0);
+            }
+            for f in [
+                "machineID",
+                "systemUUID",
+                "bootID",
+                "kernelVersion",
+                "osImage",
+                "containerRuntimeVersion",
+                "kubeletVersion",
+                "kubeProxyVersion",
+                "operatingSystem",
+                "architecture",
+            ] {
+                if !st["nodeInfo"][f].is_string() {
+                    st["nodeInfo"][f] = json!("");
+                }
+            }
+        }
         "ResourceClaimTemplate" => {
             if obj["spec"]["metadata"].is_null() {
                 obj["spec"]["metadata"] = json!({});
@@ -407,7 +434,7 @@ fn validate_update(k: &Kind, next: &Value, cur: &Value) -> Vec<Cause> {
 }
 
 /// The object as served: its kind and apiVersion named.
-fn served(k: &Kind, obj: &Value) -> Value {
+pub(super) fn served(k: &Kind, obj: &Value) -> Value {
     let mut o = obj.clone();
     o["kind"] = json!(k.kind);
     o["apiVersion"] = json!(k.api_version());
@@ -527,6 +554,17 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         let clock =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         super::rules::default_pod_create(&mut obj, clock ^ st.version);
+    }
+    if k.kind == "Node" {
+        // The NodeTaint admission plugin (default on): a new Node is not
+        // ready until the node lifecycle controller says so (none runs here).
+        let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
+        let taints = obj["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        if !taints.iter().any(|t| t["key"] == taint["key"] && t["effect"] == taint["effect"]) {
+            let mut taints = taints;
+            taints.push(taint);
+            obj["spec"]["taints"] = json!(taints);
+        }
     }
     default(k, &mut obj);
     let causes = validate(k, &obj, &name);
@@ -771,7 +809,7 @@ fn query_text(query: &[(String, String)]) -> String {
 }
 
 /// The kind stored as `resource` of `group`.
-fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
+pub(super) fn kind_of(group: &str, resource: &str) -> Option<&'static Kind> {
     KINDS.iter().find(|k| k.group == group && k.resource == resource)
 }
 

@@ -32,7 +32,7 @@ fn resources(version: &str) -> Vec<Value> {
             "resourceslices",
             "ResourceSlice",
             false,
-            &["create", "delete", "get", "list", "patch", "update", "watch"],
+            &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         ));
         out.extend(super::builtin::discovery(GROUP, "v1"));
     }

@@ -35,6 +35,31 @@ fn slices_are_created_listed_replaced_and_deleted_with_integer_versions() {
     assert_eq!(call(&s, "GET", "/api/v1/nodes/other", "", Value::Null).0, 404);
 }
 
+/// The kubelet's wipeResourceSlices: a delete collection with field
+/// selectors on spec.nodeName and spec.driver deletes exactly those slices
+/// and answers the list of them.
+#[test]
+fn a_delete_collection_of_slices_deletes_what_its_selectors_select() {
+    let s = Store::default();
+    for (name, driver, node) in [("a", "gpu.x", "node-b"), ("b", "nic.x", "node-b"), ("c", "gpu.x", "node-1")] {
+        let obj = json!({"metadata": {"name": name}, "spec": {"driver": driver, "nodeName": node,
+            "pool": {"name": node, "resourceSliceCount": 1}, "devices": [{"name": "d0"}]}});
+        assert_eq!(call(&s, "POST", SLICES, "", obj).0, 201);
+    }
+    let (c, l) = call(&s, "DELETE", SLICES, "fieldSelector=spec.nodeName%3Dnode-b%2Cspec.driver%3Dgpu.x", Value::Null);
+    assert_eq!((c, l["kind"].as_str()), (200, Some("ResourceSliceList")), "{l}");
+    let names = |l: &Value| -> Vec<String> {
+        l["items"].as_array().unwrap().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&l), ["a"]);
+    let (_, l) = call(&s, "DELETE", SLICES, "fieldSelector=spec.nodeName%3Dnode-b", Value::Null);
+    assert_eq!(names(&l), ["b"]);
+    assert_eq!(names(&call(&s, "GET", SLICES, "", Value::Null).1), ["c"]);
+    let (c, e) = call(&s, "DELETE", SLICES, "fieldSelector=spec.bogus%3Dx", Value::Null);
+    assert_eq!(c, 400, "{e}");
+    assert_eq!(names(&call(&s, "GET", SLICES, "", Value::Null).1), ["c"], "a refused selector deletes nothing");
+}
+
 fn slice_with(name: &str, devices: usize) -> Value {
     let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("d{i}")})).collect();
     json!({"metadata": {"name": name}, "spec": {"driver": "gpu.x", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "devices": d}})
@@ -103,7 +128,7 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
         ("PUT", SLICES.to_string()),
         ("POST", format!("{SLICES}/x")),
         ("PATCH", SLICES.to_string()),
-        ("DELETE", "/api/v1/nodes/node-1".to_string()),
+        ("POST", "/api/v1/nodes/node-1".to_string()),
     ] {
         let (c, e) = call(&s, m, &p, "", Value::Null);
         assert_eq!((c, e["reason"].as_str()), (405, Some("MethodNotAllowed")), "{m} {p}");
@@ -611,7 +636,29 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
         "c1"
     );
     assert_eq!(call(&s, "GET", "/api/v1/nodes", "", Value::Null).1["items"].as_array().map(Vec::len), Some(1));
-    assert_eq!(call(&s, "DELETE", "/api/v1/nodes/node-1", "", Value::Null).0, 405);
+    // Another node registers as a kubelet does (one POST): its status is
+    // kept on create (the node strategy), a second POST is 409, and it is
+    // deleted with a Status (no graceful deletion for Nodes).
+    let node_b = json!({"metadata": {"name": "node-b", "labels": {"kubernetes.io/hostname": "node-b"}},
+        "status": {"capacity": {"example.com/gpu": "2"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let (c, b) = call(&s, "POST", "/api/v1/nodes", "", node_b.clone());
+    assert_eq!(c, 201, "{b}");
+    assert_eq!((b["kind"].as_str(), b["status"]["capacity"]["example.com/gpu"].as_str()), (Some("Node"), Some("2")));
+    assert!(b["metadata"]["uid"].is_string() && b["metadata"].get("generation").is_none(), "{b}");
+    assert_eq!(
+        b["spec"]["taints"],
+        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+        "the NodeTaint admission plugin's"
+    );
+    let (c, e) = call(&s, "POST", "/api/v1/nodes", "", node_b);
+    assert_eq!((c, e["reason"].as_str()), (409, Some("AlreadyExists")), "{e}");
+    assert_eq!(call(&s, "GET", "/api/v1/nodes", "", Value::Null).1["items"].as_array().map(Vec::len), Some(2));
+    let (c, st) = call(&s, "DELETE", "/api/v1/nodes/node-b", "", Value::Null);
+    assert_eq!(
+        (c, st["status"].as_str(), st["details"]["uid"].clone()),
+        (200, Some("Success"), b["metadata"]["uid"].clone())
+    );
+    assert_eq!(call(&s, "GET", "/api/v1/nodes/node-b", "", Value::Null).0, 404);
     for (path, obj) in [
         ("/api/v1/namespaces/ml/configmaps", json!({"metadata": {"name": "cm"}, "data": {"k": "v"}})),
         ("/api/v1/namespaces/ml/secrets", json!({"metadata": {"name": "sec"}, "stringData": {"k": "abc"}})),

@@ -1,0 +1,378 @@
+//! The control plane's controllers for pods created through the local API
+//! server and bound to a node (`spec.nodeName`: another mock kubelet that
+//! joined it, `--kubeconfig`), run after every write under the store's lock
+//! ([`crate::controlplane::apiserver::Txn`]):
+//!
+//! - the resourceclaim controller (pkg/controller/resourceclaim
+//!   `syncPod`, `handleClaim`): a claim from each template a pod names,
+//!   generated as `<pod>-<pod claim>-XXXXX` (both cut in proportion past 57
+//!   characters), owned by the pod (controller, blockOwnerDeletion), with
+//!   the template's labels and annotations and
+//!   `resource.kubernetes.io/pod-claim-name`; a claim already made for the
+//!   pod (owned, annotated) is found again rather than made twice; named in
+//!   the pod's `status.resourceClaimStatuses`; an allocated claim is
+//!   reserved for the pod (`status.reservedFor`);
+//! - the scheduler's DynamicResources part, for the node the pod names
+//!   (no scheduler picks a node here): a claim not yet allocated is
+//!   allocated ([`crate::controlplane::allocator`]) from the ResourceSlices
+//!   of that node (`spec.nodeName`, or `allNodes`) beside every device
+//!   stored claims hold, `status.allocation` written as the scheduler
+//!   writes it ([`crate::controlplane::scheduler::allocation_result`]),
+//!   reserved for the pod, with the scheduler's finalizer
+//!   `resource.kubernetes.io/delete-protection`; an allocated claim is left
+//!   as it is. A pod's `resourceClaimStatuses` are written once every claim
+//!   of it is allocated and reserved, so the node that runs it reads its
+//!   claims ready, as a kubelet does once the scheduler bound the pod;
+//! - the resourceclaim controller's `syncClaim` and the garbage collector,
+//!   for the reservations made here: a reservation whose pod is gone,
+//!   replaced or done goes; a claim reserved for nobody then is
+//!   deallocated (its allocation and the finalizer cleared) and, when it
+//!   was made for a pod that is gone, replaced or done, deleted.
+//!
+//! Only pods of the API are looked at, and not those bound to the node of
+//! the mock kubelet that serves the store: its claims (its manifests') are
+//! its own, and it runs no pod of the API.
+
+use super::allocator::{self, Allocated, Catalog, Features};
+use super::apiserver::{Store, Txn};
+use super::objects::{self, Object};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+/// The scheduler's finalizer on the claims it allocates (resourceapi.Finalizer).
+pub const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// The annotation naming the pod claim a generated claim is for.
+pub const POD_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
+/// At most this many consumers in `status.reservedFor` (ResourceClaimReservedForMaxSize).
+const RESERVED_FOR_MAX: usize = 256;
+
+/// A store whose writes are followed by these controllers, with the
+/// scheduler's gates of Kubernetes 1.`minor`. Pods bound to `own` (the
+/// node of the mock kubelet that serves the store, which runs no pod of
+/// the API and allocates its own claims from its node's slices) are left alone.
+pub fn store(minor: u32, own: &str) -> Store {
+    let features = Features::of_minor(minor);
+    let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
+    let own = own.to_string();
+    Store::with_controller(Box::new(move |tx| {
+        let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
+        reconcile(tx, &mut made, features, &own);
+    }))
+}
+
+/// A reservation made here: (`namespace/claim`, pod UID).
+type Reservation = (String, String);
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// One pass over the pods and the reservations made.
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, own: &str) {
+    // Devices go back first, so that a pod waiting for one gets it in this pass.
+    prune(tx, made);
+    release_deleted(tx);
+    let pods = tx.list("", "pods", None);
+    let with_claims = |p: &&Value| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty());
+    for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
+        sync_pod(tx, pod, made, features);
+    }
+}
+
+/// Whether none of a pod's containers runs or will run (isPodDone).
+fn done(pod: &Value) -> bool {
+    matches!(text(&pod["status"]["phase"]), "Succeeded" | "Failed")
+        || (pod["metadata"]["deletionTimestamp"].is_string() && text(&pod["spec"]["nodeName"]).is_empty())
+}
+
+/// The pod that owns `claim` as its controller: (name, uid).
+fn owning_pod(claim: &Value) -> Option<(&str, &str)> {
+    claim["metadata"]["ownerReferences"].as_array()?.iter().find_map(|o| {
+        (o["controller"] == true && o["apiVersion"] == "v1" && o["kind"] == "Pod")
+            .then(|| (text(&o["name"]), text(&o["uid"])))
+    })
+}
+
+/// The generateName of a claim for `pod_claim` of pod `pod` (handleClaim).
+pub fn generate_name(pod: &str, pod_claim: &str) -> String {
+    let full = format!("{pod}-{pod_claim}-");
+    const MAX_BASE: usize = 57;
+    if full.len() <= MAX_BASE {
+        return full;
+    }
+    let cut = |s: &str| {
+        let n = s.len() * MAX_BASE / full.len();
+        let mut end = n.min(s.len());
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s[..end].to_string()
+    };
+    format!("{}-{}", cut(pod), cut(pod_claim))
+}
+
+/// The claim the resourceclaim controller makes for `pod_claim` of `pod` from `template`.
+pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Value {
+    let meta = &pod["metadata"];
+    let mut annotations = template["spec"]["metadata"]["annotations"].clone();
+    if !annotations.is_object() {
+        annotations = json!({});
+    }
+    annotations[POD_CLAIM_ANNOTATION] = json!(pod_claim);
+    let mut m = json!({
+        "generateName": generate_name(text(&meta["name"]), pod_claim),
+        "namespace": meta["namespace"],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+            "controller": true, "blockOwnerDeletion": true}],
+        "annotations": annotations,
+    });
+    if let Some(l) = template["spec"]["metadata"]["labels"].as_object().filter(|l| !l.is_empty()) {
+        m["labels"] = json!(l);
+    }
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": m,
+        "spec": template["spec"]["spec"]})
+}
+
+fn reserved_for(claim: &Value, uid: &str) -> bool {
+    claim["status"]["reservedFor"].as_array().is_some_and(|r| r.iter().any(|c| c["uid"] == uid))
+}
+
+/// The resourceclaim controller's syncPod and the scheduler's part for one pod.
+fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, features: Features) {
+    let meta = &pod["metadata"];
+    if meta["deletionTimestamp"].is_string() || done(pod) {
+        return;
+    }
+    let (ns, name, uid) = (text(&meta["namespace"]), text(&meta["name"]), text(&meta["uid"]));
+    let node = text(&pod["spec"]["nodeName"]);
+    let statuses = pod["status"]["resourceClaimStatuses"].as_array().cloned().unwrap_or_default();
+    // Pod claim → the claim it names (None: no claim needed).
+    let mut named: Vec<(String, Option<String>)> = Vec::new();
+    let mut new_statuses = false;
+    let mut ready = true;
+    for pc in pod["spec"]["resourceClaims"].as_array().into_iter().flatten() {
+        let pc_name = text(&pc["name"]).to_string();
+        if let Some(n) = pc["resourceClaimName"].as_str() {
+            named.push((pc_name, Some(n.to_string())));
+            continue;
+        }
+        let Some(template) = pc["resourceClaimTemplateName"].as_str() else { continue };
+        if let Some(entry) = statuses.iter().find(|s| s["name"] == pc_name.as_str()) {
+            match entry["resourceClaimName"].as_str() {
+                None => {
+                    named.push((pc_name, None));
+                    continue;
+                }
+                Some(n) if tx.claim(ns, n).is_some_and(|c| owning_pod(&c).is_some_and(|(_, o)| o == uid)) => {
+                    named.push((pc_name, Some(n.to_string())));
+                    continue;
+                }
+                // Gone, or no longer the pod's: made again.
+                Some(_) => {}
+            }
+        }
+        let found = tx
+            .claims()
+            .find(|c| {
+                c["metadata"]["namespace"] == ns
+                    && owning_pod(c).is_some_and(|(_, o)| o == uid)
+                    && c["metadata"]["annotations"][POD_CLAIM_ANNOTATION] == pc_name.as_str()
+            })
+            .map(|c| text(&c["metadata"]["name"]).to_string());
+        let claim_name = match found {
+            Some(c) => c,
+            None => {
+                let Some(t) = tx.get("resource.k8s.io", "resourceclaimtemplates", ns, template) else {
+                    // The template is not there (yet): the pod waits for it.
+                    ready = false;
+                    continue;
+                };
+                match tx.create_claim(claim_from_template(pod, &pc_name, &t)) {
+                    Ok(n) => n,
+                    Err(_) => {
+                        ready = false;
+                        continue;
+                    }
+                }
+            }
+        };
+        new_statuses = true;
+        named.push((pc_name, Some(claim_name)));
+    }
+    if !node.is_empty() {
+        for claim_name in named.iter().filter_map(|(_, n)| n.as_deref()) {
+            let Some(mut claim) = tx.claim(ns, claim_name) else {
+                ready = false;
+                continue;
+            };
+            if claim["metadata"]["deletionTimestamp"].is_string() {
+                ready = false;
+                continue;
+            }
+            let key = format!("{ns}/{claim_name}");
+            if claim["status"]["allocation"].is_object() {
+                if reserved_for(&claim, uid) {
+                    continue;
+                }
+                let reserved = claim["status"]["reservedFor"].as_array().map_or(0, Vec::len);
+                if reserved >= RESERVED_FOR_MAX {
+                    ready = false;
+                    continue;
+                }
+            } else {
+                match allocate(tx, &claim, node, features) {
+                    Some(allocation) => {
+                        claim["status"]["allocation"] = allocation;
+                        let fin = claim["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                        if !fin.iter().any(|f| f == FINALIZER) {
+                            let mut fin = fin;
+                            fin.push(json!(FINALIZER));
+                            claim["metadata"]["finalizers"] = json!(fin);
+                        }
+                    }
+                    None => {
+                        ready = false;
+                        continue;
+                    }
+                }
+            }
+            let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
+            reserved.push(json!({"resource": "pods", "name": name, "uid": uid}));
+            claim["status"]["reservedFor"] = json!(reserved);
+            tx.update_claim(claim);
+            made.insert((key, uid.to_string()));
+        }
+    }
+    // The claims' names go into the pod's status once they are ready for a
+    // node to run it (a pod bound to no node: at once, as the controller writes them).
+    if new_statuses && (ready || node.is_empty()) {
+        let mut all = statuses;
+        for (pc, claim) in &named {
+            let entry = match claim {
+                Some(c) => json!({"name": pc, "resourceClaimName": c}),
+                None => json!({"name": pc}),
+            };
+            match all.iter_mut().find(|s| s["name"] == pc.as_str()) {
+                Some(s) => *s = entry,
+                None => all.push(entry),
+            }
+        }
+        let mut status = pod["status"].clone();
+        status["resourceClaimStatuses"] = json!(all);
+        tx.update_pod_status(ns, name, status);
+    }
+}
+
+/// Allocate `claim` for `node` from its slices; `status.allocation` as the
+/// scheduler writes it, or None when it cannot be allocated now.
+fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features) -> Option<Value> {
+    let slices: Vec<Object> = tx
+        .slices()
+        .filter(|s| s["spec"]["nodeName"] == node || s["spec"]["allNodes"] == true)
+        .filter_map(|s| {
+            let mut s = s.clone();
+            s["kind"] = json!("ResourceSlice");
+            objects::parse(&s).ok()
+        })
+        .collect();
+    let classes: Vec<Object> =
+        tx.list("resource.k8s.io", "deviceclasses", None).iter().filter_map(|c| objects::parse(c).ok()).collect();
+    let Ok(Object::Claim { namespace, name, spec, .. }) = objects::parse(claim) else { return None };
+    let catalog = Catalog::with(classes.iter().chain(&slices), features);
+    let candidates = allocator::from_slices_with(&slices, &features);
+    let held: Vec<Allocated> = tx
+        .claims()
+        .filter_map(|c| c["status"]["allocation"]["devices"]["results"].as_array().map(|r| allocator::given(r)))
+        .flatten()
+        .collect();
+    let taken: Vec<&Allocated> = held.iter().collect();
+    let drivers: BTreeSet<String> = slices
+        .iter()
+        .filter_map(|s| match s {
+            Object::Slice { driver, .. } => Some(driver.clone()),
+            _ => None,
+        })
+        .collect();
+    let devices =
+        allocator::allocate(&format!("{namespace}/{name}"), &spec, &catalog, &candidates, &taken, &drivers).ok()?;
+    let class_config: BTreeMap<String, Vec<Value>> = classes
+        .iter()
+        .filter_map(|c| match c {
+            Object::Class { name, config, .. } => Some((name.clone(), config.clone())),
+            _ => None,
+        })
+        .collect();
+    Some(super::scheduler::allocation_result(&devices, &claim["spec"], &class_config, node))
+}
+
+/// Drop the reservations made here whose pod is gone, replaced or done;
+/// deallocate a claim reserved for nobody then, and delete it when it was
+/// made for a pod that will not run (syncClaim; the garbage collector).
+fn prune(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>) {
+    if made.is_empty() {
+        return;
+    }
+    let pods: BTreeMap<String, Value> =
+        tx.list("", "pods", None).into_iter().map(|p| (text(&p["metadata"]["uid"]).to_string(), p)).collect();
+    let stale: Vec<Reservation> = made.iter().filter(|(_, uid)| pods.get(uid).is_none_or(done)).cloned().collect();
+    for r in stale {
+        made.remove(&r);
+        let (key, uid) = r;
+        let Some((ns, name)) = key.split_once('/') else { continue };
+        let Some(mut claim) = tx.claim(ns, name) else { continue };
+        let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
+        reserved.retain(|c| c["uid"] != uid.as_str());
+        if !reserved.is_empty() {
+            claim["status"]["reservedFor"] = json!(reserved);
+            tx.update_claim(claim);
+            continue;
+        }
+        if let Some(owner) = owning_pod(&claim).map(|(_, o)| o.to_string()) {
+            if pods.get(&owner).is_none_or(done) {
+                tx.delete_claim(ns, name);
+                continue;
+            }
+        }
+        deallocate(&mut claim);
+        tx.update_claim(claim);
+    }
+}
+
+/// A claim reserved for nobody: its allocation and the scheduler's finalizer cleared.
+fn deallocate(claim: &mut Value) {
+    if let Some(s) = claim["status"].as_object_mut() {
+        for f in ["reservedFor", "allocation", "devices"] {
+            s.remove(f);
+        }
+    }
+    if let Some(f) = claim["metadata"]["finalizers"].as_array_mut() {
+        f.retain(|x| x != FINALIZER);
+        if f.is_empty() {
+            if let Some(m) = claim["metadata"].as_object_mut() {
+                m.remove("finalizers");
+            }
+        }
+    }
+}
+
+/// A claim being deleted with the scheduler's finalizer and reserved for
+/// nobody: deallocated, so that it goes (syncClaim).
+fn release_deleted(tx: &mut Txn<'_>) {
+    let waiting: Vec<Value> = tx
+        .claims()
+        .filter(|c| {
+            c["metadata"]["deletionTimestamp"].is_string()
+                && c["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+                && c["status"]["reservedFor"].as_array().is_none_or(Vec::is_empty)
+        })
+        .cloned()
+        .collect();
+    for mut c in waiting {
+        deallocate(&mut c);
+        tx.update_claim(c);
+    }
+}
+
+#[cfg(test)]
+mod tests;

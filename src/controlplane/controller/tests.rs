@@ -1,0 +1,220 @@
+//! The controllers over a store, through the API's answers (no sockets).
+
+use super::*;
+use crate::controlplane::apiserver::answer;
+
+fn call(s: &Store, m: &str, p: &str, b: Value) -> (u16, Value) {
+    answer(s, "dpctl-node", m, p, "", b.to_string().as_bytes())
+}
+
+fn ok(s: &Store, m: &str, p: &str, b: Value) -> Value {
+    let (c, v) = call(s, m, p, b);
+    assert!(c < 300, "{m} {p}: {c} {v}");
+    v
+}
+
+const NS: &str = "/api/v1/namespaces/ml";
+const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims";
+
+/// A store with a class, node-b's slice of `devices` devices and a template.
+fn cluster(devices: usize) -> Store {
+    let s = store(37, "dpctl-node");
+    ok(
+        &s,
+        "POST",
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        json!({"metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
+            "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"from": "class"}}}]}}),
+    );
+    let d: Vec<Value> = (0..devices).map(|i| json!({"name": format!("gpu-{i}")})).collect();
+    ok(
+        &s,
+        "POST",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        json!({"metadata": {"name": "node-b-gpu"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "node-b",
+            "pool": {"name": "node-b", "generation": 1, "resourceSliceCount": 1}, "devices": d}}),
+    );
+    // Another node's slice: never allocated for node-b's pods.
+    ok(
+        &s,
+        "POST",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        json!({"metadata": {"name": "node-c-gpu"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "node-c",
+            "pool": {"name": "node-c", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}}),
+    );
+    ok(
+        &s,
+        "POST",
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates",
+        json!({
+        "metadata": {"name": "one-gpu"},
+        "spec": {"metadata": {"labels": {"team": "ml"}},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}}),
+    );
+    s
+}
+
+fn pod(name: &str, node: Option<&str>, claim: Value) -> Value {
+    let mut p = json!({"metadata": {"name": name}, "spec": {
+        "resourceClaims": [claim],
+        "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "g"}]}}]}});
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+    }
+    p
+}
+
+fn from_template(name: &str, node: Option<&str>) -> Value {
+    pod(name, node, json!({"name": "g", "resourceClaimTemplateName": "one-gpu"}))
+}
+
+fn get_pod(s: &Store, name: &str) -> Value {
+    ok(s, "GET", &format!("{NS}/pods/{name}"), Value::Null)
+}
+
+fn claim_of(s: &Store, pod: &Value) -> Value {
+    let name =
+        pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap_or_else(|| panic!("{pod}"));
+    ok(s, "GET", &format!("{CLAIMS}/{name}"), Value::Null)
+}
+
+fn device(claim: &Value) -> String {
+    let r = &claim["status"]["allocation"]["devices"]["results"][0];
+    format!("{}/{}", r["pool"].as_str().unwrap_or_else(|| panic!("{claim}")), r["device"].as_str().unwrap())
+}
+
+/// Deleted as a node does it: gracefully, then with grace 0 once stopped.
+fn delete_pod(s: &Store, name: &str) {
+    ok(s, "DELETE", &format!("{NS}/pods/{name}"), Value::Null);
+    ok(s, "DELETE", &format!("{NS}/pods/{name}"), json!({"gracePeriodSeconds": 0}));
+    assert_eq!(call(s, "GET", &format!("{NS}/pods/{name}"), Value::Null).0, 404);
+}
+
+/// #47 item 3: a pod bound to a node with a claim from a template gets the
+/// claim the resourceclaim controller makes, allocated from that node's
+/// slice and reserved for it before its status names the claim; when the
+/// device is taken the pod waits, and gets it when the first pod goes (its
+/// claim deleted with it).
+#[test]
+fn a_bound_pods_claim_is_made_from_its_template_allocated_on_its_node_and_freed_with_it() {
+    let s = cluster(1);
+    let created = ok(&s, "POST", &format!("{NS}/pods"), from_template("p1", Some("node-b")));
+    let p1 = get_pod(&s, "p1");
+    let claim = claim_of(&s, &p1);
+    let name = claim["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("p1-g-") && name.len() == "p1-g-".len() + 5, "{claim}");
+    assert_eq!(claim["metadata"]["generateName"], "p1-g-");
+    assert_eq!(
+        claim["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": created["metadata"]["uid"],
+            "controller": true, "blockOwnerDeletion": true}])
+    );
+    assert_eq!(claim["metadata"]["annotations"][POD_CLAIM_ANNOTATION], "g");
+    assert_eq!(claim["metadata"]["labels"]["team"], "ml");
+    assert_eq!(claim["metadata"]["finalizers"], json!([FINALIZER]));
+    assert_eq!(claim["spec"]["devices"]["requests"][0]["exactly"]["count"], 1, "v1's defaults: {claim}");
+    assert_eq!(device(&claim), "node-b/gpu-0", "node-b's slice, not node-c's");
+    let a = &claim["status"]["allocation"];
+    assert_eq!(a["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0], "node-b", "{a}");
+    assert_eq!(a["devices"]["config"][0]["source"], "FromClass", "{a}");
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"resource": "pods", "name": "p1", "uid": created["metadata"]["uid"]}])
+    );
+    assert_eq!(p1["status"]["resourceClaimStatuses"], json!([{"name": "g", "resourceClaimName": name}]));
+    assert_eq!(p1["status"]["phase"], "Pending", "the rest of the status is the node's");
+
+    // No device left: p2's claim is made but not allocated, and its status names nothing yet.
+    ok(&s, "POST", &format!("{NS}/pods"), from_template("p2", Some("node-b")));
+    let p2 = get_pod(&s, "p2");
+    assert!(p2["status"].get("resourceClaimStatuses").is_none(), "{p2}");
+    let (_, l) = call(&s, "GET", CLAIMS, Value::Null);
+    let mine: Vec<&Value> =
+        l["items"].as_array().unwrap().iter().filter(|c| c["metadata"]["generateName"] == "p2-g-").collect();
+    assert_eq!(mine.len(), 1, "made once, though the pod waits: {l}");
+    assert!(mine[0]["status"].get("allocation").is_none(), "{l}");
+    // Writes that change nothing for p2 do not make a second claim.
+    ok(&s, "POST", "/api/v1/namespaces/ml/configmaps", json!({"metadata": {"name": "cm"}}));
+    let (_, l) = call(&s, "GET", CLAIMS, Value::Null);
+    assert_eq!(l["items"].as_array().unwrap().len(), 2, "{l}");
+
+    // p1 goes: its claim is deleted with it, and p2 gets the device.
+    delete_pod(&s, "p1");
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{name}"), Value::Null).0, 404);
+    let p2 = get_pod(&s, "p2");
+    let c2 = claim_of(&s, &p2);
+    assert_eq!(device(&c2), "node-b/gpu-0");
+    assert_eq!(c2["status"]["reservedFor"][0]["name"], "p2");
+}
+
+/// A claim the pod names: allocated once for its first pod, then left as
+/// it is and reserved for the next; deallocated (kept: not the pod's) when
+/// the last pod using it goes. A pod bound to no node gets its claim made
+/// and named at once, and nothing allocated.
+#[test]
+fn a_named_claim_is_shared_left_alone_once_allocated_and_deallocated_when_unused() {
+    let s = cluster(2);
+    ok(
+        &s,
+        "POST",
+        CLAIMS,
+        json!({"metadata": {"name": "shared"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    );
+    let named = json!({"name": "g", "resourceClaimName": "shared"});
+    ok(&s, "POST", &format!("{NS}/pods"), pod("a", Some("node-b"), named.clone()));
+    let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+    let first = device(&c);
+    ok(&s, "POST", &format!("{NS}/pods"), pod("b", Some("node-b"), named));
+    let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+    assert_eq!(device(&c), first, "left alone");
+    assert_eq!(c["status"]["allocation"]["devices"]["results"].as_array().map(Vec::len), Some(1));
+    let names: Vec<&str> = c["status"]["reservedFor"].as_array().unwrap().iter().map(|r| text(&r["name"])).collect();
+    assert_eq!(names, ["a", "b"]);
+    delete_pod(&s, "a");
+    let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+    assert_eq!((device(&c), c["status"]["reservedFor"].as_array().map(Vec::len)), (first, Some(1)));
+    delete_pod(&s, "b");
+    let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+    assert!(c["status"].get("allocation").is_none() && c["metadata"].get("finalizers").is_none(), "{c}");
+
+    // Pods bound to the serving mock kubelet's own node are its business (it runs none of the API's).
+    let before = call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len);
+    ok(&s, "POST", &format!("{NS}/pods"), from_template("own", Some("dpctl-node")));
+    assert_eq!(call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len), before);
+    ok(&s, "POST", &format!("{NS}/pods"), from_template("unbound", None));
+    let p = get_pod(&s, "unbound");
+    let c = claim_of(&s, &p);
+    assert!(c["status"].get("allocation").is_none(), "no node, no allocation: {c}");
+
+    // A claim deleted while a pod uses it waits; it goes once the pod is gone.
+    ok(
+        &s,
+        "POST",
+        CLAIMS,
+        json!({"metadata": {"name": "doomed"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    );
+    ok(
+        &s,
+        "POST",
+        &format!("{NS}/pods"),
+        pod("user", Some("node-b"), json!({"name": "g", "resourceClaimName": "doomed"})),
+    );
+    ok(&s, "DELETE", &format!("{CLAIMS}/doomed"), Value::Null);
+    let c = ok(&s, "GET", &format!("{CLAIMS}/doomed"), Value::Null);
+    assert!(c["metadata"]["deletionTimestamp"].is_string() && c["status"]["allocation"].is_object(), "{c}");
+    delete_pod(&s, "user");
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/doomed"), Value::Null).0, 404);
+}
+
+#[test]
+fn generated_names_are_cut_in_proportion_as_the_controller_cuts_them() {
+    assert_eq!(generate_name("p", "g"), "p-g-");
+    let long = generate_name(&"p".repeat(60), &"c".repeat(20));
+    // 82 characters with both hyphens: each part cut to len × 57 / 82 (no hyphen at the end, as upstream).
+    assert_eq!(long, format!("{}-{}", "p".repeat(41), "c".repeat(13)));
+}

@@ -1,0 +1,278 @@
+//! A second node on dpctl's own control plane (#47 item 3): `dpctl
+//! mock-kubelet --api-server` is the control plane, and a second `dpctl
+//! mock-kubelet --kubeconfig <first's root>/kubeconfig --node-name node-b`
+//! joins it as a node — its Node registered by POST, its Lease renewed, the
+//! pods bound to it listed and watched, their status patched, deleted with
+//! grace 0 — with `dpctl serve` and `dpctl dra serve` on node-b. Pods are
+//! created through the API (HTTPS, the first's bearer token) with
+//! `spec.nodeName: node-b`; their claims are made and allocated by the
+//! control plane's controllers. Every wait is on a log event of a process,
+//! with a deadline; the API's state is read once the event says it is there.
+
+use crate::support::*;
+use dpctl::client::kube::{self, ApiServer};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const NODE: &str = "node-b";
+const T: Duration = Duration::from_secs(20);
+
+async fn call(api: &ApiServer, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    kube::request(api, method, path, body, T).await.unwrap()
+}
+
+/// The JSON log lines of `event`, in order.
+fn events(tail: &Tail, event: &str) -> Vec<Value> {
+    tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
+}
+
+/// Wait (at most `secs`) until a log line of `event` satisfies `f`.
+async fn wait_event(tail: &mut Tail, secs: u64, event: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let needle = format!("\"event\":\"{event}\"");
+    let found = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains(&needle))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| f(v))
+    };
+    if let Err(seen) = tail.wait_until(secs, |text| found(text).is_some()).await {
+        panic!("no {event} event as wanted within {secs}s; the log:\n{seen}");
+    }
+    found(&tail.seen()).unwrap()
+}
+
+/// The two nodes: the first with its API server (on `a`), node-b joined to it (on `b`).
+struct Cluster {
+    first: tokio::process::Child,
+    first_log: Tail,
+    node_b: tokio::process::Child,
+    log: Tail,
+    kubeconfig: PathBuf,
+    api: ApiServer,
+}
+
+async fn cluster(a: &DraTree, b: &DraTree) -> Cluster {
+    let mut first = mock_kubelet_on(&a.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut first_log = Tail::stdout(&mut first);
+    first_log.wait_for("\"event\":\"api-server\"", 1).await;
+    // The kubeconfig the first writes under its root is all node-b needs.
+    let kubeconfig = a.p("kubeconfig");
+    let api = kube::load_kubeconfig(&kubeconfig).unwrap();
+    let mut node_b = mock_kubelet_on(&b.root, &["--kubeconfig", s(&kubeconfig), "--node-name", NODE]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut node_b);
+    let registered = wait_event(&mut log, 20, "node-registered", |e| e["node"] == NODE).await;
+    assert_eq!(registered["existed"], false, "created by its POST: {registered}");
+    // The first status write follows the first Lease renewal.
+    wait_event(&mut log, 20, "node-status", |e| e["node"] == NODE).await;
+    Cluster { first, first_log, node_b, log, kubeconfig, api }
+}
+
+impl Cluster {
+    /// Create pod `pod` through the API; its UID.
+    async fn create(&self, pod: &Value) -> String {
+        let ns = pod["metadata"]["namespace"].as_str().unwrap();
+        let (code, body) = call(&self.api, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(pod)).await;
+        assert_eq!(code, 201, "{body}");
+        body["metadata"]["uid"].as_str().unwrap().to_string()
+    }
+
+    /// Wait until node-b wrote pod `uid` Running; the pod as the API serves it then.
+    async fn running(&mut self, ns: &str, name: &str, uid: &str) -> Value {
+        wait_event(&mut self.log, 30, "cluster-pod-status", |e| e["uid"] == uid && e["phase"] == "Running").await;
+        let (code, pod) = call(&self.api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{name}"), None).await;
+        assert_eq!(code, 200, "{pod}");
+        assert_eq!((pod["spec"]["nodeName"].as_str(), pod["status"]["phase"].as_str()), (Some(NODE), Some("Running")));
+        let conditions = pod["status"]["conditions"].as_array().unwrap_or_else(|| panic!("{pod}"));
+        for t in ["Initialized", "ContainersReady", "Ready"] {
+            assert!(conditions.iter().any(|c| c["type"] == t && c["status"] == "True"), "{t}: {pod}");
+        }
+        let cs = &pod["status"]["containerStatuses"][0];
+        assert!(cs["state"]["running"].is_object() && cs["ready"] == true, "{pod}");
+        assert_eq!(pod["status"]["hostIP"], "127.0.0.1", "{pod}");
+        pod
+    }
+
+    /// Delete pod `ns/name` as a user does (its grace period); wait until node-b deleted it; it is gone.
+    async fn delete(&mut self, ns: &str, name: &str, uid: &str) {
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+        let (code, body) = call(&self.api, "DELETE", &path, None).await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body["metadata"]["deletionTimestamp"].is_string(), "graceful: the pod stays for its node: {body}");
+        wait_event(&mut self.log, 30, "cluster-pod-deleted", |e| e["uid"] == uid).await;
+        let (code, body) = call(&self.api, "GET", &path, None).await;
+        assert_eq!(code, 404, "{body}");
+    }
+
+    async fn stop(self) {
+        assert!(events(&self.log, "cluster-error").is_empty(), "{}", self.log.seen());
+        stop_tailed(self.node_b, self.log).await.expect_code(0);
+        stop_tailed(self.first, self.first_log).await.expect_code(0);
+    }
+}
+
+/// node-b's PodResources, as JSON.
+async fn pod_resources(b: &DraTree) -> Value {
+    let pr = dpctl(&["podresources", "list", "--socket", s(&b.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    pr.expect_code(0);
+    serde_json::from_str(&pr.stdout).unwrap()
+}
+
+fn listed<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    v["podResources"].as_array().and_then(|a| a.iter().find(|p| p["name"] == name))
+}
+
+/// node-b joins the first mock kubelet's API server with the kubeconfig it
+/// wrote; `dpctl serve` on node-b shows in node-b's Node; a pod created
+/// through the API with `spec.nodeName: node-b` runs there with a device
+/// (PodResources says which) and, deleted, frees it and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_mock_kubelet_joins_the_first_ones_control_plane_and_runs_its_pods() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let resource = "example.com/gpu";
+
+    // Its Node (status as registered) and its Lease, in the first's API server.
+    let (code, n) = call(&c.api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    assert_eq!(code, 200, "{n}");
+    assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], NODE, "{n}");
+    let ready =
+        n["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+    assert!(ready, "{n}");
+    let (code, l) =
+        call(&c.api, "GET", &format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"), None)
+            .await;
+    assert_eq!(code, 200, "{l}");
+    assert_eq!(
+        (l["spec"]["holderIdentity"].as_str(), l["metadata"]["ownerReferences"][0]["uid"].as_str()),
+        (Some(NODE), n["metadata"]["uid"].as_str()),
+        "{l}"
+    );
+    let (_, nodes) = call(&c.api, "GET", "/api/v1/nodes", None).await;
+    let names: Vec<&str> =
+        nodes["items"].as_array().unwrap().iter().filter_map(|n| n["metadata"]["name"].as_str()).collect();
+    assert!(names.contains(&"dpctl-node") && names.contains(&NODE), "{names:?}");
+
+    // A device plugin on node-b: node-b's Node shows its devices.
+    let mut plugin = serve_cmd(&b.p("device-plugins"), &["--resource", resource, "--count", "2"]);
+    plugin.stdout(std::process::Stdio::null());
+    let plugin = plugin.spawn().unwrap();
+    wait_event(&mut c.log, 30, "node-status", |e| e["allocatable"][resource] == "2").await;
+    let (_, n) = call(&c.api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    assert_eq!(
+        (n["status"]["capacity"][resource].as_str(), n["status"]["allocatable"][resource].as_str()),
+        (Some("2"), Some("2")),
+        "{n}"
+    );
+
+    let ns = "team";
+    let pod = |name: &str, count: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"limits": {resource: count}}}]}})
+    };
+    let uid = c.create(&pod("gpu-user", "1")).await;
+    c.running(ns, "gpu-user", &uid).await;
+    let v = pod_resources(&b).await;
+    let p = listed(&v, "gpu-user").unwrap_or_else(|| panic!("{v}"));
+    let d = &p["containers"][0]["devices"][0];
+    assert_eq!((d["resourceName"].as_str(), d["deviceIds"].as_array().map(Vec::len)), (Some(resource), Some(1)), "{v}");
+
+    c.delete(ns, "gpu-user", &uid).await;
+    assert!(listed(&pod_resources(&b).await, "gpu-user").is_none());
+    // Both devices free again: a pod asking for two runs, then goes.
+    let uid = c.create(&pod("two-gpus", "2")).await;
+    c.running(ns, "two-gpus", &uid).await;
+    c.delete(ns, "two-gpus", &uid).await;
+
+    stop_child(plugin).await;
+    c.stop().await;
+}
+
+/// `dpctl dra serve` on node-b publishes its ResourceSlice through the same
+/// kubeconfig; a pod created through the API with a claim from a template
+/// and `spec.nodeName: node-b` gets its claim from the control plane (made
+/// from the template, owned by the pod, allocated from node-b's slice,
+/// reserved for it) and node-b prepares exactly that device without
+/// allocating anything itself; deleted, the claim is unprepared, the pod
+/// goes, and the claim with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_a_claim_runs_on_the_second_node_allocated_by_the_first_ones_control_plane() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let driver = "gpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+
+    let ns = "ml";
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert_eq!(code, 201, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(&c.api, "POST", &path, Some(&template)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let uid = c.create(&pod).await;
+    let pod = c.running(ns, "trainer", &uid).await;
+
+    // The claim the control plane made and allocated on node-b's slice.
+    let claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{pod}"))
+        .to_string();
+    assert!(claim_name.starts_with("trainer-g-"), "{pod}");
+    let claim_path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}");
+    let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["uid"], uid.as_str(), "{claim}");
+    assert_eq!(claim["status"]["reservedFor"], json!([{"resource": "pods", "name": "trainer", "uid": uid}]), "{claim}");
+    let a_ = &claim["status"]["allocation"];
+    assert_eq!(a_["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0], NODE, "{claim}");
+    let r = &a_["devices"]["results"][0];
+    let (_, slices) = call(
+        &c.api,
+        "GET",
+        &format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE}"),
+        None,
+    )
+    .await;
+    let pool = slices["items"][0]["spec"]["pool"]["name"].as_str().unwrap_or_else(|| panic!("{slices}"));
+    assert_eq!((r["driver"].as_str(), r["pool"].as_str()), (Some(driver), Some(pool)), "{claim}");
+    let written = format!("{driver}/{pool}/{}", r["device"].as_str().unwrap());
+
+    // node-b prepared exactly that device, and allocated nothing itself.
+    let prepared = events(&c.log, "claim-prepared");
+    let p = prepared
+        .iter()
+        .find(|e| e["claim"] == format!("{ns}/{claim_name}"))
+        .unwrap_or_else(|| panic!("{}", c.log.seen()));
+    assert_eq!((&p["devices"], &p["uid"]), (&json!([written]), &claim["metadata"]["uid"]), "{p}");
+    assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
+    let v = pod_resources(&b).await;
+    let listed_claim = &listed(&v, "trainer").unwrap_or_else(|| panic!("{v}"))["containers"][0]["dynamicResources"][0];
+    assert_eq!(listed_claim["claimName"], claim_name.as_str(), "{v}");
+    assert_eq!(listed_claim["claimResources"][0]["deviceName"], r["device"], "{v}");
+
+    // Deleted: unprepared before the pod goes; the claim goes with it.
+    c.delete(ns, "trainer", &uid).await;
+    let seen = c.log.seen();
+    let (u, d) =
+        (seen.find("\"event\":\"claim-unprepared\"").unwrap(), seen.find("\"event\":\"cluster-pod-deleted\"").unwrap());
+    assert!(u < d, "unprepared before the pod is deleted: {seen}");
+    let (code, body) = call(&c.api, "GET", &claim_path, None).await;
+    assert_eq!(code, 404, "the pod's claim goes with it: {body}");
+    assert!(listed(&pod_resources(&b).await, "trainer").is_none());
+
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
