@@ -279,7 +279,25 @@ async fn pods_until(
     let deadline = tokio::time::Instant::now() + limit;
     while !done(pods) {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Err(_) => return Err(Error::failed(format!("bench: timed out waiting for {what}"))),
+            Err(_) => {
+                // Which pods kept it from holding, and where: what to look at.
+                let mut late: Vec<String> = pods
+                    .seen
+                    .iter()
+                    .filter(|(uid, _)| !pods.running.contains(*uid) && !pods.failed.contains(*uid))
+                    .map(|(_, (phase, node))| format!("{phase} on {}", if node.is_empty() { "no node" } else { node }))
+                    .collect();
+                let n = late.len();
+                late.truncate(5);
+                return Err(Error::failed(format!(
+                    "bench: timed out waiting for {what} ({} Running, {} Failed, {} gone of {} seen; {n} others, e.g. {})",
+                    pods.running.len(),
+                    pods.failed.len(),
+                    pods.gone.len(),
+                    pods.seen.len(),
+                    if late.is_empty() { "none".to_string() } else { late.join(", ") }
+                )));
+            }
             Ok(None) => return Err(Error::failed("bench: the pods' watch stopped")),
             Ok(Some(s)) => pods.take(s)?,
         }

@@ -59,6 +59,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(300);
 /// A driver's ResourceSlices go this long after its last instance left (the
 /// kubelet's defaultWipingDelay, kubernetes#132058).
 const WIPE_DELAY: Duration = Duration::from_secs(30);
+/// How many times a pod's claim is read before its admission goes on
+/// without it (the delays between add up to about 13 s).
+const CLAIM_READS: u32 = 7;
 /// A watch asks the server to end it after this long (the reflector's 5–10 min).
 const WATCH_SECONDS: u64 = 300;
 
@@ -501,16 +504,28 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
     if let Some(d) = &cm.dra {
         for claim in objects::claim_names(&pod) {
             let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{claim}");
-            match kube::request(&c.api, "GET", &path, None, CALL).await {
-                Ok((200, mut v)) => {
-                    v["kind"] = serde_json::json!("ResourceClaim");
-                    match crate::kubelet::dra::objects::parse(&v) {
-                        Ok(obj) => d.put_object(obj, Path::new("(api server)")),
-                        Err(e) => error(&bus, &format!("reading claim {namespace}/{claim}"), e),
+            // Tried again on a refusal: the Node authorizer lets a node read
+            // a claim only once its graph links the claim to a pod bound to
+            // the node, which lags the binding (a 403 "no relationship
+            // found" seen at 1,000 pods); the kubelet reads claims at every
+            // prepare attempt, so it heals the same way.
+            for attempt in 0..CLAIM_READS {
+                let last = attempt + 1 == CLAIM_READS;
+                match kube::request(&c.api, "GET", &path, None, CALL).await {
+                    Ok((200, mut v)) => {
+                        v["kind"] = serde_json::json!("ResourceClaim");
+                        match crate::kubelet::dra::objects::parse(&v) {
+                            Ok(obj) => d.put_object(obj, Path::new("(api server)")),
+                            Err(e) => error(&bus, &format!("reading claim {namespace}/{claim}"), e),
+                        }
+                        break;
                     }
+                    Ok((code, body)) if last => {
+                        error(&bus, "reading a claim", refused(&format!("GET {path}"), code, &body))
+                    }
+                    Err(e) if last => error(&bus, "reading a claim", e),
+                    _ => tokio::time::sleep(retry_delay(attempt)).await,
                 }
-                Ok((code, body)) => error(&bus, "reading a claim", refused(&format!("GET {path}"), code, &body)),
-                Err(e) => error(&bus, "reading a claim", e),
             }
             bound.claims.push(format!("{namespace}/{claim}"));
         }
@@ -603,18 +618,20 @@ async fn write_status(cm: Arc<ContainerManager>, c: &ClusterSpec, pods: BoundPod
             .unwrap_or_default();
         let views: BTreeMap<String, crate::kubelet::cm::PodView> =
             cm.pod_views().into_iter().map(|v| (v.pod.uid.clone(), v)).collect();
-        let due: Vec<(String, String, String, String, Value)> = lock(&pods)
+        type Due = (String, String, String, String, Value, Value);
+        let due: Vec<Due> = lock(&pods)
             .iter()
             .filter(|(_, b)| b.admitted && !b.deleting)
             .filter_map(|(uid, b)| {
                 let v = views.get(uid)?;
                 let s = objects::pod_status(v, health.get(uid), &b.spec, &machine, &b.since);
-                (b.written.as_ref() != Some(&s))
-                    .then(|| (uid.clone(), b.key.clone(), b.namespace.clone(), b.name.clone(), s))
+                (b.written.as_ref() != Some(&s)).then(|| {
+                    let patch = objects::status_patch_from(uid, b.written.as_ref(), &s);
+                    (uid.clone(), b.key.clone(), b.namespace.clone(), b.name.clone(), s, patch)
+                })
             })
             .collect();
-        for (uid, key, namespace, name, status) in due {
-            let patch = objects::status_patch(&uid, &status);
+        for (uid, key, namespace, name, status, patch) in due {
             let path = format!("{}/status", pod_path(&namespace, &name));
             match kube::request_as(&c.api, "PATCH", &path, kube::STRATEGIC_MERGE_PATCH, Some(&patch), CALL).await {
                 Ok((200, _)) => {
@@ -624,8 +641,12 @@ async fn write_status(cm: Arc<ContainerManager>, c: &ClusterSpec, pods: BoundPod
                     }
                     events.emit(KubeletEvent::ClusterPodStatus { pod: key, uid, phase, reason: None }, None);
                 }
-                // Gone or being replaced: the reflector will say.
-                Ok((404 | 409, _)) => {}
+                // Gone: the reflector will say.
+                Ok((404, _)) => {}
+                // A conflict (another writer won, or the UID precondition
+                // failed: then the reflector removes the pod): tried again,
+                // as the status manager does, so no status is left behind.
+                Ok((409, _)) => retry_at = Some(Instant::now() + Duration::from_secs(1)),
                 Ok((code, body)) => {
                     error(&events, "writing a pod's status", refused("PATCH pod status", code, &body));
                     retry_at = Some(Instant::now() + Duration::from_secs(1));

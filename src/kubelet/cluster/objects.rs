@@ -292,6 +292,59 @@ pub fn status_patch(uid: &str, status: &Value) -> Value {
     json!({"metadata": {"uid": uid}, "status": status})
 }
 
+/// The strategic merge patch from status `old` (last written) to `new`, as
+/// the status manager's two-way merge patch makes it: a field `old` has and
+/// `new` lacks is `null` (deleted), also inside the elements of the lists
+/// merged by key (conditions by `type`, container statuses by `name`, IPs by
+/// `ip`) — so a condition that turns True loses its `reason`, and a
+/// container's `state.waiting` goes when `state.running` comes.
+pub fn status_patch_from(uid: &str, old: Option<&Value>, new: &Value) -> Value {
+    match old {
+        Some(old) => status_patch(uid, &two_way(old, new, None)),
+        None => status_patch(uid, new),
+    }
+}
+
+fn merge_key(field: Option<&str>) -> Option<&'static str> {
+    match field? {
+        "conditions" => Some("type"),
+        "containerStatuses" | "initContainerStatuses" | "ephemeralContainerStatuses" => Some("name"),
+        "podIPs" | "hostIPs" => Some("ip"),
+        _ => None,
+    }
+}
+
+fn two_way(old: &Value, new: &Value, field: Option<&str>) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = n.clone();
+            for (k, v) in o {
+                match n.get(k) {
+                    None => {
+                        out.insert(k.clone(), Value::Null);
+                    }
+                    Some(nv) => {
+                        out.insert(k.clone(), two_way(v, nv, Some(k)));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        (Value::Array(o), Value::Array(n)) => match merge_key(field) {
+            Some(key) => Value::Array(
+                n.iter()
+                    .map(|e| match o.iter().find(|x| x.get(key).is_some() && x.get(key) == e.get(key)) {
+                        Some(x) => two_way(x, e, None),
+                        None => e.clone(),
+                    })
+                    .collect(),
+            ),
+            None => new.clone(),
+        },
+        _ => new.clone(),
+    }
+}
+
 /// The delete options the status manager deletes a terminated pod with.
 pub fn delete_options(uid: &str) -> Value {
     json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
@@ -304,6 +357,23 @@ mod tests {
 
     fn machine() -> Machine {
         Machine { cpus: 4, memory_kib: 1000, address: "127.0.0.1".into(), kubelet_version: "v1.37.0".into() }
+    }
+
+    #[test]
+    fn a_status_patch_deletes_what_the_last_written_status_had_and_the_new_one_lacks() {
+        let old = json!({"phase": "Pending",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                {"type": "Initialized", "status": "True"}],
+            "containerStatuses": [{"name": "main", "ready": false, "state": {"waiting": {"reason": "ContainerCreating"}}}]});
+        let new = json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}],
+            "containerStatuses": [{"name": "main", "ready": true, "state": {"running": {"startedAt": "t"}}}]});
+        let p = status_patch_from("u", Some(&old), &new);
+        assert_eq!(p["metadata"]["uid"], "u");
+        assert_eq!(p["status"]["conditions"][0], json!({"type": "Ready", "status": "True", "reason": null}));
+        assert_eq!(p["status"]["conditions"][1], json!({"type": "Initialized", "status": "True"}));
+        assert_eq!(p["status"]["containerStatuses"][0]["state"], json!({"running": {"startedAt": "t"}, "waiting": null}));
+        assert_eq!(status_patch_from("u", None, &new), status_patch("u", &new), "nothing written yet: the status as it is");
     }
 
     #[test]
