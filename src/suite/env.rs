@@ -361,7 +361,7 @@ fn options(o: crate::kubelet::event::Options) -> DevicePluginOptions {
 /// What the suite reads from the kubelet's events: registrations (accepted
 /// or not, with the kubelet's text), snapshots and stream ends. Plugin-watcher
 /// registrations are held until NotifyRegistrationStatus is answered.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Seen {
     /// Every registration, in order.
     pub regs: Vec<Registration>,
