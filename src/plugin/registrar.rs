@@ -384,12 +384,18 @@ async fn register_again<B: Backend>(
     s: &Settings,
     backend: &B,
     served: &Served,
+    kubelet_id: Option<(u64, u64)>,
     log: &Logger,
     shutdown: &tokio_util::sync::CancellationToken,
 ) {
     let resource = backend.resource();
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
-    while served.streams.open() == 0 && tokio::time::Instant::now() < until {
+    while served.streams.open() == 0 {
+        // The kubelet restarted meanwhile (or no stream came): the restart watch takes over.
+        if tokio::time::Instant::now() >= until || ident(&s.kubelet_socket) != kubelet_id || !served.guard.still_ours()
+        {
+            return;
+        }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = shutdown.cancelled() => return,
@@ -504,7 +510,7 @@ pub async fn run<B: Backend>(
                         Ok(Registering::Done(id)) => {
                             kubelet_id = id;
                             if faults.register_twice {
-                                register_again(&s, backend.as_ref(), &served, &log, owner.token()).await;
+                                register_again(&s, backend.as_ref(), &served, kubelet_id, &log, owner.token()).await;
                             }
                         }
                         Ok(Registering::SocketLost) => {}

@@ -247,7 +247,7 @@ async fn failures_carry_evidence_in_json_and_junit() {
     let doc: Value = serde_json::from_str(&run.stdout).expect("json");
     // foreign replaces the last preferred ID, which PREF-003's size-1 request makes the must-include one.
     assert_eq!(doc["failed"], 3, "{doc}");
-    assert_eq!(doc["scenarios"].as_array().unwrap().len(), 11, "focus selects REG-* and PREF-*");
+    assert_eq!(doc["scenarios"].as_array().unwrap().len(), 12, "focus selects REG-* and PREF-*");
     let f = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "PREF-002").unwrap();
     assert!(f["evidence"]["rpc"].as_str().unwrap().starts_with("GetPreferredAllocation"));
     assert!(
