@@ -552,6 +552,7 @@ impl Kubelet {
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
         spec.manager.max_recv = usize::MAX;
         spec.clean_at_start = clean;
+        spec.wake_on_changes = true;
         let node = Node::start(spec, bus).await?;
         Ok((Kubelet { node, pod_resources: tree.pod_resources.clone(), log }, events))
     }
