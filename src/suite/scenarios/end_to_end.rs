@@ -104,7 +104,16 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
                 Some(crate::suite::Evidence {
                     log: None,
                     rpc: "start a second instance".into(),
-                    answer: format!("it exited before registering; plugin log: {}", s.plugin_log()),
+                    answer: {
+                        let log = s.plugin_log();
+                        // Two instances on one socket path: since 1.37 the second's Register is refused (kubernetes#139338).
+                        let same = if log.contains(crate::kubelet::devicemanager::state::ALREADY_CONNECTED) {
+                            " (it served the first instance's socket path and the kubelet refused its Register: since 1.37 a socket the kubelet still streams from cannot register again, kubernetes#139338)"
+                        } else {
+                            ""
+                        };
+                        format!("it exited before registering{same}; plugin log: {log}")
+                    },
                     fix: "serve a socket named per start (e.g. with the pod's name or a random suffix) so two instances can run during a rolling update".into(),
                 }),
             );
