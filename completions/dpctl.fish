@@ -393,6 +393,8 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l new-ids-after-rest
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l delete-other-sockets -d 'Fault: delete every other socket in the plugin directory at start (kubelet.sock excepted)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l keep-socket-on-exit -d 'Fault: leave the socket behind on SIGTERM'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l exit-without-kubelet -d 'Fault: exit at start when kubelet.sock is missing, even with --retry'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l register-twice -d 'Fault: register a second time from the same socket once the kubelet\'s stream is open, as a kubelet.sock watcher that takes the socket it finds at start for a new kubelet (a 1.37 kubelet refuses it, kubernetes#139338)'
+complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l unhealthy-on-exit -d 'Fault: on SIGTERM, send every stream a last list with every device Unhealthy before exiting (since 1.37 that list is the node\'s devices while another instance runs, kubernetes#135437)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l hang-after-cancel -d 'Fault: once the kubelet cancels a ListAndWatch stream, later streams never send'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l empty-first-snapshot -d 'Fault: every ListAndWatch stream starts with an empty list; the devices follow 1 ms later'
 complete -c dpctl -n "__fish_dpctl_using_subcommand serve" -l health-one-stream -d 'Fault: a device change is sent on one stream only, the oldest open one (a shared update channel)'

@@ -262,6 +262,7 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
             false => crate::controlplane::apiserver::Mode::Https,
         },
         clean_at_start: true,
+        wake_on_changes: false,
         cluster: cluster(a)?,
     })
 }

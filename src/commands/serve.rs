@@ -141,6 +141,15 @@ pub struct ServeArgs {
     /// Fault: exit at start when kubelet.sock is missing, even with --retry
     #[arg(id = "faults.exitWithoutKubelet", long = "exit-without-kubelet")]
     pub exit_without_kubelet: bool,
+    /// Fault: register a second time from the same socket once the kubelet's stream is open,
+    /// as a kubelet.sock watcher that takes the socket it finds at start for a new kubelet
+    /// (a 1.37 kubelet refuses it, kubernetes#139338)
+    #[arg(id = "faults.registerTwice", long = "register-twice")]
+    pub register_twice: bool,
+    /// Fault: on SIGTERM, send every stream a last list with every device Unhealthy before exiting
+    /// (since 1.37 that list is the node's devices while another instance runs, kubernetes#135437)
+    #[arg(id = "faults.unhealthyOnExit", long = "unhealthy-on-exit")]
+    pub unhealthy_on_exit: bool,
     /// Fault: once the kubelet cancels a ListAndWatch stream, later streams never send
     #[arg(id = "faults.hangAfterCancel", long = "hang-after-cancel")]
     pub hang_after_cancel: bool,
@@ -267,6 +276,8 @@ pub fn resource_from_flags(a: &ServeArgs) -> Result<ResourceConfig> {
             delete_other_sockets: a.delete_other_sockets,
             keep_socket_on_exit: a.keep_socket_on_exit,
             exit_without_kubelet: a.exit_without_kubelet,
+            register_twice: a.register_twice,
+            unhealthy_on_exit: a.unhealthy_on_exit,
             hang_after_cancel: a.hang_after_cancel,
             empty_first_snapshot: a.empty_first_snapshot,
             first_snapshot_delay: a.first_snapshot_delay,

@@ -10,6 +10,7 @@ pub mod against;
 pub mod cluster;
 pub mod cm;
 pub mod devicemanager;
+pub mod dirwatch;
 pub mod dra;
 pub mod event;
 pub mod generation;

@@ -73,6 +73,14 @@ pub struct NodeSpec {
     /// does (true); `dpctl test` turns it off where a plugin must already be
     /// serving, with a stream of the suite's open, when the kubelet arrives.
     pub clean_at_start: bool,
+    /// Wake the manifest and plugin-watcher scans on inotify as well as on
+    /// their 200 ms period, as the kubelet's file source and plugin watcher
+    /// (fsnotify) are woken ([`crate::kubelet::dirwatch`]). `dpctl test`
+    /// turns it on (its scenarios wait on events, so they end sooner);
+    /// `dpctl mock-kubelet` keeps the period alone, whose pace its users and
+    /// tests know (a plugin re-registering within 200 ms of a restart is
+    /// back before a pod written with the restart is read).
+    pub wake_on_changes: bool,
     /// Be a node of this cluster: register the Node, renew its Lease, run
     /// the pods bound to it (see [`crate::kubelet::cluster`]).
     pub cluster: Option<crate::kubelet::cluster::ClusterSpec>,
@@ -97,6 +105,7 @@ impl NodeSpec {
             api_server: None,
             api_server_mode: Default::default(),
             clean_at_start: true,
+            wake_on_changes: false,
             cluster: None,
         }
     }
@@ -189,10 +198,14 @@ fn parse_outcome<T>(
 /// Follow the manifest directory: admit new files, remove pods whose file is
 /// gone, re-admit changed files. After the first pass, what the checkpoints
 /// hold for pods no manifest describes goes.
-async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
+async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
     let mgr = cm.devices.clone();
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     let mut first = true;
+    // A file written (closed) or renamed in wakes the scan at once, as the
+    // kubelet's file source is woken by inotify; the period still applies.
+    let mut watch =
+        wake.then(|| crate::kubelet::dirwatch::DirWatch::new(&dir, crate::kubelet::dirwatch::Changes::Files)).flatten();
     loop {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|rd| {
@@ -351,9 +364,29 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf) {
             cm.mark_evicted(&uid);
             cm.remove_pod(&uid).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let period = tokio::time::Instant::now() + SCAN_EVERY;
+        tokio::select! {
+            _ = tokio::time::sleep_until(period) => {}
+            _ = crate::kubelet::dirwatch::changed(&mut watch) => {
+                // Manifests written together (a pod and its claims) are read
+                // as one batch, as the period read them: once the directory
+                // is quiet for SCAN_SETTLE (or the period is over).
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(SCAN_SETTLE) => break,
+                        _ = tokio::time::sleep_until(period) => break,
+                        _ = crate::kubelet::dirwatch::changed(&mut watch) => {}
+                    }
+                }
+            }
+        }
     }
 }
+
+/// How often the manifest directory is read when nothing wakes the loop.
+const SCAN_EVERY: Duration = Duration::from_millis(200);
+/// After a change, how long the directory must be quiet before it is read.
+const SCAN_SETTLE: Duration = Duration::from_millis(20);
 
 async fn serve_status(
     path: PathBuf,
@@ -447,7 +480,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
         });
     }
     if let Some(dir) = &s.manifests {
-        gen.spawn(watch_manifests(cm.clone(), dir.clone()));
+        gen.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
     }
     if let Some(c) = &s.cluster {
         let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
@@ -456,7 +489,8 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(dir) = &s.plugins_registry_dir {
         let handlers = Handlers::kubelet(&cm.devices, cm.dra.as_ref(), s.dial_timeout);
         let alias = s.endpoint_alias.clone();
-        gen.spawn(crate::kubelet::watcher::run(cm.clone(), handlers, dir.clone(), s.dial_timeout, alias));
+        let wake = s.wake_on_changes;
+        gen.spawn(crate::kubelet::watcher::run(cm.clone(), handlers, dir.clone(), s.dial_timeout, alias, wake));
     }
     Ok(cm)
 }

@@ -156,6 +156,7 @@ pub async fn run(
     dir: PathBuf,
     dial_timeout: Duration,
     alias: Option<(PathBuf, PathBuf)>,
+    wake: bool,
 ) {
     // Keyed by path and identity: a socket re-created between two scans (a
     // plugin restarting) is a new registration, as inotify's Create tells the kubelet.
@@ -164,6 +165,12 @@ pub async fn run(
     let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel::<Attempt>();
     let alias = Arc::new(alias);
     cm.event(KubeletEvent::PluginWatcher { dir: dir.display().to_string() });
+    // A socket created or removed wakes the scan at once (upstream's plugin
+    // watcher is fsnotify's); the period still applies, to subdirectories too.
+    let mut watch = wake
+        .then(|| crate::kubelet::dirwatch::DirWatch::new(&dir, crate::kubelet::dirwatch::Changes::Entries))
+        .flatten();
+    let mut woken = false;
     loop {
         let now = crate::core::transport::find_sockets(&dir);
         for sock in &now {
@@ -171,6 +178,13 @@ pub async fn run(
                 continue;
             }
             let id = ident(sock);
+            // A scan a creation woke takes a new socket only once it accepts
+            // connections (it exists from bind(), before listen()); the
+            // periodic scan takes it as before.
+            let new = known.get(sock).is_none_or(|k| k.ident != id);
+            if woken && new && tokio::net::UnixStream::connect(sock).await.is_err() {
+                continue;
+            }
             match known.get(sock) {
                 Some(k)
                     if k.ident == id && (k.registered.is_some() || k.retry_at.is_some_and(|t| Instant::now() < t)) =>
@@ -203,7 +217,14 @@ pub async fn run(
         tokio::pin!(next_scan);
         loop {
             tokio::select! {
-                _ = &mut next_scan => break,
+                _ = &mut next_scan => {
+                    woken = false;
+                    break;
+                }
+                _ = crate::kubelet::dirwatch::changed(&mut watch) => {
+                    woken = true;
+                    break;
+                }
                 Some(a) = done.recv() => {
                     in_flight.remove(&a.sock);
                     attempt_done(&cm, &mut known, a);

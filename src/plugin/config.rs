@@ -237,6 +237,16 @@ pub struct Faults {
     /// Exit at start when kubelet.sock is missing (even with --retry).
     #[serde(default)]
     pub exit_without_kubelet: bool,
+    /// Register a second time from the same socket once the kubelet's
+    /// stream is open (a watcher that takes the kubelet.sock it finds at
+    /// start for a new one); kubernetes#139338.
+    #[serde(default)]
+    pub register_twice: bool,
+    /// On SIGTERM, send every stream a last list with every device
+    /// Unhealthy before exiting; since 1.37 that list is the node's devices
+    /// while another instance runs (kubernetes#135437).
+    #[serde(default)]
+    pub unhealthy_on_exit: bool,
     /// Once the kubelet cancels a ListAndWatch stream, later streams never send.
     #[serde(default)]
     pub hang_after_cancel: bool,
@@ -265,6 +275,10 @@ pub struct LifecycleFaults {
     pub keep_socket_on_exit: bool,
     /// Exit at start when kubelet.sock is missing.
     pub exit_without_kubelet: bool,
+    /// Register a second time from the same socket while the kubelet streams from it.
+    pub register_twice: bool,
+    /// On SIGTERM, every device Unhealthy in a last list.
+    pub unhealthy_on_exit: bool,
 }
 
 impl Faults {
@@ -276,6 +290,8 @@ impl Faults {
             no_reregister_on_disconnect: self.no_reregister_on_disconnect,
             keep_socket_on_exit: self.keep_socket_on_exit,
             exit_without_kubelet: self.exit_without_kubelet,
+            register_twice: self.register_twice,
+            unhealthy_on_exit: self.unhealthy_on_exit,
         }
     }
 }
@@ -657,7 +673,7 @@ mod tests {
         let cfg = res(r#"{"resources": [{"resource": "v.e/foo", "faults": {
             "noReregister": true, "reregisterDelay": "2s", "newIdsAfterRestart": true, "deleteOtherSockets": true,
             "keepSocketOnExit": true, "exitWithoutKubelet": true, "hangAfterCancel": true,
-            "noReregisterOnDisconnect": true}}]}"#)
+            "noReregisterOnDisconnect": true, "registerTwice": true, "unhealthyOnExit": true}}]}"#)
         .unwrap();
         let f = &cfg.resources[0].faults;
         assert!(f.new_ids_after_restart && f.delete_other_sockets && f.hang_after_cancel);
@@ -668,7 +684,9 @@ mod tests {
                 reregister_delay: Some(Duration::from_secs(2)),
                 no_reregister_on_disconnect: true,
                 keep_socket_on_exit: true,
-                exit_without_kubelet: true
+                exit_without_kubelet: true,
+                register_twice: true,
+                unhealthy_on_exit: true
             }
         );
         let none = res(r#"{"resources": [{"resource": "v.e/foo"}]}"#).unwrap();

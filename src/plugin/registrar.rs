@@ -376,6 +376,36 @@ async fn register_with_retry<B: Backend>(
     }
 }
 
+/// The fault `register_twice`: once the kubelet's ListAndWatch stream is
+/// open, Register again from the same socket, as a kubelet.sock watcher that
+/// takes the socket it finds at start for a new kubelet does (a 1.37 kubelet
+/// refuses it: "device plugin already connected", kubernetes#139338).
+async fn register_again<B: Backend>(
+    s: &Settings,
+    backend: &B,
+    served: &Served,
+    kubelet_id: Option<(u64, u64)>,
+    log: &Logger,
+    shutdown: &tokio_util::sync::CancellationToken,
+) {
+    let resource = backend.resource();
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while served.streams.open() == 0 {
+        // The kubelet restarted meanwhile (or no stream came): the restart watch takes over.
+        if tokio::time::Instant::now() >= until || ident(&s.kubelet_socket) != kubelet_id || !served.guard.still_ours()
+        {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+    let result = register(s, backend, &served.name).await;
+    let error = result.err().map(|e| e.to_string());
+    log.event("fault", &[("resource", json!(resource)), ("fault", json!("register-twice")), ("error", json!(error))]);
+}
+
 /// What the restart watch remembers between polls.
 struct Watch<'a> {
     /// The kubelet.sock we registered with.
@@ -477,7 +507,12 @@ pub async fn run<B: Backend>(
             match s.mode {
                 RegistrationMode::Kubelet => {
                     match register_with_retry(&s, backend.as_ref(), &served, first, &log, owner.token()).await {
-                        Ok(Registering::Done(id)) => kubelet_id = id,
+                        Ok(Registering::Done(id)) => {
+                            kubelet_id = id;
+                            if faults.register_twice {
+                                register_again(&s, backend.as_ref(), &served, kubelet_id, &log, owner.token()).await;
+                            }
+                        }
                         Ok(Registering::SocketLost) => {}
                         Ok(Registering::Stopped) => {
                             served.shut_keeping(faults.keep_socket_on_exit).await;

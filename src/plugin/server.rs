@@ -62,6 +62,28 @@ pub trait Backend: Send + Sync + 'static {
     async fn pre_start(&self, req: PreStartContainerRequest) -> Result<PreStartContainerResponse, Status>;
 }
 
+/// Why a stream ends because the plugin stops. With the fault
+/// `unhealthy_on_exit` it first sends a last list with every device
+/// Unhealthy (the server drains it before it closes the connection).
+async fn unhealthy_last(
+    fault: bool,
+    snaps: &watch::Receiver<Arc<Snapshot>>,
+    tx: &mpsc::Sender<Result<ListAndWatchResponse, Status>>,
+) -> String {
+    if !fault {
+        return "the plugin is stopping".into();
+    }
+    let mut msg = snaps.borrow().response.clone();
+    for d in &mut msg.devices {
+        d.health = crate::api::UNHEALTHY.into();
+    }
+    let sent = tokio::time::timeout(std::time::Duration::from_secs(1), tx.send(Ok(msg))).await;
+    match sent {
+        Ok(Ok(())) => "the plugin is stopping (fault: unhealthy-on-exit, every device sent Unhealthy)".into(),
+        _ => "the plugin is stopping (fault: unhealthy-on-exit, the last list not sent)".into(),
+    }
+}
+
 /// One step of a fixed ListAndWatch timeline.
 #[derive(Debug, Clone)]
 pub enum Step {
@@ -307,6 +329,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
         let empty_first = self.backend.empty_first_snapshot();
         let first_delay = self.backend.first_snapshot_delay();
         let one_stream = self.backend.health_one_stream();
+        let last_words = self.backend.lifecycle_faults().unhealthy_on_exit;
         let me = match self.order.lock() {
             Ok(mut o) => o.add(),
             Err(_) => 0,
@@ -364,7 +387,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 let total = msg.devices.len();
                 tokio::select! {
                     r = tx.send(Ok(msg)) => if r.is_err() { return end(CLIENT_GONE, sent) },
-                    _ = stop.cancelled() => return end("the plugin is stopping", sent),
+                    _ = stop.cancelled() => return end(&unhealthy_last(last_words, &snaps, &tx).await, sent),
                 }
                 sent += 1;
                 log.event(
@@ -384,7 +407,7 @@ impl<B: Backend> DevicePlugin for PluginService<B> {
                 loop {
                     tokio::select! {
                         r = snaps.changed() => if r.is_err() { return end("the device source ended", sent) },
-                        _ = stop.cancelled() => return end("the plugin is stopping", sent),
+                        _ = stop.cancelled() => return end(&unhealthy_last(last_words, &snaps, &tx).await, sent),
                         _ = tx.closed() => return end(CLIENT_GONE, sent),
                     }
                     // The fault: one shared update channel, read by the stream that has waited longest.

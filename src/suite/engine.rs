@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(all, SCENARIOS.len());
         let reg: Vec<&str> =
             SCENARIOS.iter().filter(|s| selected(&opts(Some("^REG-"), None), s)).map(|s| s.id).collect();
-        assert_eq!(reg.len(), 8);
+        assert_eq!(reg.len(), 9);
         let o = opts(Some("group:kubelet-restart"), Some("KRES-004"));
         let k: Vec<&str> = SCENARIOS.iter().filter(|s| selected(&o, s)).map(|s| s.id).collect();
         assert_eq!(k, ["KRES-001", "KRES-002", "KRES-003", "KRES-005"]);

@@ -361,7 +361,7 @@ fn options(o: crate::kubelet::event::Options) -> DevicePluginOptions {
 /// What the suite reads from the kubelet's events: registrations (accepted
 /// or not, with the kubelet's text), snapshots and stream ends. Plugin-watcher
 /// registrations are held until NotifyRegistrationStatus is answered.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Seen {
     /// Every registration, in order.
     pub regs: Vec<Registration>,
@@ -552,6 +552,7 @@ impl Kubelet {
         // The suite counts whatever the plugin sends; the kubelet's limit is judged by LAW scenarios.
         spec.manager.max_recv = usize::MAX;
         spec.clean_at_start = clean;
+        spec.wake_on_changes = true;
         let node = Node::start(spec, bus).await?;
         Ok((Kubelet { node, pod_resources: tree.pod_resources.clone(), log }, events))
     }

@@ -192,7 +192,7 @@ mod tests {
         let reg_law = chosen("REG|LAW-00[12]");
         let want = [
             "REG-001", "REG-002", "REG-003", "REG-004", "REG-005", "REG-006", "REG-007", "REG-008", "LAW-001",
-            "LAW-002",
+            "LAW-002", "REG-009",
         ];
         assert_eq!(reg_law, want);
         assert!(chosen("title:kubelet restart").contains(&"KRES-001"));

@@ -80,8 +80,10 @@ async fn test_list_prints_the_catalogue_and_focus_matches_ids() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
     let ids: Vec<&str> = v.as_array().expect("a list").iter().filter_map(|s| s["id"].as_str()).collect();
-    let want =
-        ["REG-001", "REG-002", "REG-003", "REG-004", "REG-005", "REG-006", "REG-007", "REG-008", "LAW-001", "LAW-002"];
+    let want = [
+        "REG-001", "REG-002", "REG-003", "REG-004", "REG-005", "REG-006", "REG-007", "REG-008", "LAW-001", "LAW-002",
+        "REG-009",
+    ];
     assert_eq!(ids, want);
     assert!(v[0]["source"].as_str().is_some_and(|s| s.contains("kubernetes")), "{}", v[0]);
     assert!(v[0]["rule"].as_str().is_some_and(|s| !s.is_empty()), "{}", v[0]);

@@ -802,6 +802,8 @@ async fn a_failed_prepare_call_reads_as_the_kubelets_grpc_status_text() {
     log.wait_for("\"event\":\"started\"", 1).await;
     let driver = serve(&t, &["--fault", "unserved-v1"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    // Its devices (from its health stream) before the pod: the manifest is read at once.
+    log.wait_for("\"event\":\"dra-health\"", 1).await;
     t.write("claim.yaml", CLAIM);
     t.write("pod.yaml", POD);
     log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;

@@ -79,6 +79,10 @@ const FAULTS: &[Fault] = &[
     (&["--preferred-fault", "ignore-available"], &["PREF-002"], &[]),
     (&["--preferred-fault", "first-n"], &["PREF-003"], &[]),
     (&["--pre-start-fail"], &["PRE-001"], &[]),
+    // Registers again from its socket while the kubelet streams from it (kubernetes#139338).
+    (&["--register-twice"], &["REG-009"], &[]),
+    // Since 1.37 (the default) a last list from the exiting first instance stays the node's devices (kubernetes#135437).
+    (&["--unhealthy-on-exit"], &["ROLL-001"], &[]),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,7 +247,7 @@ async fn failures_carry_evidence_in_json_and_junit() {
     let doc: Value = serde_json::from_str(&run.stdout).expect("json");
     // foreign replaces the last preferred ID, which PREF-003's size-1 request makes the must-include one.
     assert_eq!(doc["failed"], 3, "{doc}");
-    assert_eq!(doc["scenarios"].as_array().unwrap().len(), 11, "focus selects REG-* and PREF-*");
+    assert_eq!(doc["scenarios"].as_array().unwrap().len(), 12, "focus selects REG-* and PREF-*");
     let f = doc["scenarios"].as_array().unwrap().iter().find(|s| s["id"] == "PREF-002").unwrap();
     assert!(f["evidence"]["rpc"].as_str().unwrap().starts_with("GetPreferredAllocation"));
     assert!(
@@ -524,6 +528,62 @@ async fn the_reference_plugin_passes_a_rolling_update_on_every_kubelet_version()
     let results: Vec<&str> =
         doc["scenarios"].as_array().unwrap().iter().map(|s| s["result"].as_str().unwrap()).collect();
     assert_eq!(results, ["FAIL", "PASS"], "{}", run.stdout);
+
+    // kubernetes#135437: a first instance that sends every device Unhealthy
+    // as it stops. 1.31 disconnects the second, which registers again and
+    // sends its list; 1.37 keeps the second's stream, and the first's last
+    // list stays the node's devices.
+    let run = suite(&args(&["--unhealthy-on-exit"])).await;
+    run.expect_code(1);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let rows = doc["scenarios"].as_array().unwrap();
+    let results: Vec<&str> = rows.iter().map(|s| s["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["PASS", "FAIL"], "{}", run.stdout);
+    let ev = &rows[1]["evidence"];
+    let answer = ev["answer"].as_str().unwrap();
+    assert!(answer.contains("came from the first instance") && answer.contains("kubernetes#135437"), "{answer}");
+    assert!(answer.contains("4 devices, 0 healthy"), "{answer}");
+    assert!(ev["fix"].as_str().unwrap().starts_with("send no list when stopping"), "{ev}");
+}
+
+/// REG-009 (kubernetes#139338) on both sides of kubernetes#135437: a plugin
+/// that registers again from the socket the kubelet streams from is refused
+/// by 1.37 ("device plugin already connected") and accepted beside the
+/// first by 1.36; it fails on both, with what that kubelet did and the
+/// fix; a plugin that registers once passes on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_registering_again_on_its_live_socket_fails_reg_009_on_every_kubelet_version() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["-o", "json", "test", "--kubelet-version", "1.36,1.37", "--focus", "^REG-009$", "--"];
+        a.extend([BIN, "serve", "--resource", "vendor.example/gpu", "--count", "2", "--plugin-dir", "{plugin-dir}"]);
+        a.extend(extra);
+        a
+    };
+    let run = suite(&args(&["--register-twice"])).await;
+    run.expect_code(1);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let rows = doc["scenarios"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    for (row, version, said) in
+        [(&rows[0], "1.36", "the kubelet accepted it"), (&rows[1], "1.37", "the kubelet refused it (")]
+    {
+        assert_eq!((row["kubeletVersion"].as_str(), row["result"].as_str()), (Some(version), Some("FAIL")), "{row}");
+        let ev = &row["evidence"];
+        let (rpc, answer, fix) =
+            (ev["rpc"].as_str().unwrap(), ev["answer"].as_str().unwrap(), ev["fix"].as_str().unwrap());
+        assert!(rpc.starts_with("Register again from ") && rpc.contains("still open"), "{rpc}");
+        assert!(answer.starts_with(said) && answer.contains("kubernetes#139338"), "{version}: {answer}");
+        assert!(fix.starts_with("register once per kubelet"), "{fix}");
+    }
+    assert!(rows[1]["evidence"]["answer"].as_str().unwrap().contains("device plugin already connected: "));
+    assert!(rows[0]["evidence"]["answer"].as_str().unwrap().contains("kubernetes#121994"));
+
+    let run = suite(&args(&[])).await;
+    run.expect_code(0);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let results: Vec<&str> =
+        doc["scenarios"].as_array().unwrap().iter().map(|s| s["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["PASS", "PASS"], "{}", run.stdout);
 }
 
 /// The DRA fault table (also in docs/test.md): `dpctl dra serve` flags, the

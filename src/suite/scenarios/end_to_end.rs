@@ -83,7 +83,13 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
         }
     }
     s.drain();
-    let second = s.seen.regs.iter().filter(|r| r.resource == res && r.rejected.is_none()).nth(n0).cloned();
+    let second = s
+        .seen
+        .regs
+        .iter()
+        .filter(|r| r.resource == res && r.rejected.is_none() && r.dial_back.is_ok())
+        .nth(n0)
+        .cloned();
     let Some(second) = second else {
         // A second instance that could not run beside the first (a fixed
         // socket name it will not take over) rules out maxSurge updates:
@@ -98,7 +104,16 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
                 Some(crate::suite::Evidence {
                     log: None,
                     rpc: "start a second instance".into(),
-                    answer: format!("it exited before registering; plugin log: {}", s.plugin_log()),
+                    answer: {
+                        let log = s.plugin_log();
+                        // Two instances on one socket path: since 1.37 the second's Register is refused (kubernetes#139338).
+                        let same = if log.contains(crate::kubelet::devicemanager::state::ALREADY_CONNECTED) {
+                            " (it served the first instance's socket path and the kubelet refused its Register: since 1.37 a socket the kubelet still streams from cannot register again, kubernetes#139338)"
+                        } else {
+                            ""
+                        };
+                        format!("it exited before registering{same}; plugin log: {log}")
+                    },
                     fix: "serve a socket named per start (e.g. with the pod's name or a random suffix) so two instances can run during a rolling update".into(),
                 }),
             );
@@ -177,11 +192,27 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
         Outcome::pass(saw)
     } else {
         saw.push_str(&format!("; allocatable {after} of {before} {ROLL_WITHIN:?} after the first exited"));
+        // Since 1.37 both instances stream and any one's list is the
+        // resource's devices: a list the first sent once stopped is what stays.
+        let last_words = first_socket.as_ref().filter(|_| !same_socket && !disconnected).and_then(|first| {
+            let last = s.seen.snaps.iter().rev().find(|x| x.at >= second.at)?;
+            (last.socket == *first && last.at >= t0).then_some(last)
+        });
+        if let Some(last) = last_words {
+            let healthy = last.resp.devices.iter().filter(|d| d.health == crate::api::HEALTHY).count();
+            saw.push_str(&format!(
+                "; the last list the kubelet got came from the first instance {} after it was sent SIGTERM ({} devices, {healthy} healthy), after the second's: since 1.37 the kubelet keeps every instance's stream and takes any instance's list as the resource's devices (kubernetes#135437: pkg/kubelet/cm/devicemanager/manager.go genericDeviceUpdateCallback is keyed by resource), and the second sends nothing new, so the first's last list stays the node's devices",
+                ms(last.at.saturating_duration_since(t0)),
+                last.resp.devices.len()
+            ));
+        }
         Outcome::fail(
             "stop the first instance (SIGTERM) after the second registered",
             saw,
             if disconnected {
                 "register again when the kubelet closes your ListAndWatch stream while kubelet.sock is unchanged"
+            } else if last_words.is_some() {
+                "send no list when stopping: just stop serving (when the last instance's stream ends the kubelet marks the devices unhealthy itself); while another instance runs, a list you send replaces its devices on the node"
             } else {
                 "keep serving and advertising devices from the second instance; never delete a socket that is not yours"
             },

@@ -183,3 +183,45 @@ pub(crate) async fn reg_watcher(s: &mut Basic<'_>) -> Outcome {
         _ => Outcome::pass(""),
     }
 }
+
+/// How long REG-009 watches after the first registration for another from
+/// the same socket (a kubelet.sock watcher that takes the socket it finds at
+/// start for a new kubelet registers again within its first poll).
+const ONCE_WINDOW: Duration = Duration::from_secs(1);
+
+/// REG-009: no Register from the socket of an instance whose stream the
+/// kubelet still reads (kubernetes#139338). Judged on everything the
+/// session saw, watched for at least [`ONCE_WINDOW`] after the first
+/// registration.
+pub(crate) async fn reg_once(s: &mut Basic<'_>) -> Outcome {
+    let first = need!(s.ensure_reg().await);
+    let until = first.at + ONCE_WINDOW;
+    while Instant::now() < until {
+        match s.next_event(until).await {
+            Some(e) => s.seen.take(&e),
+            None => break,
+        }
+    }
+    s.drain();
+    let resource = first.resource.clone();
+    let Some((earlier, later)) = s.seen.again_while_live(&resource) else {
+        let n = s.seen.regs.iter().filter(|r| r.resource == resource).count();
+        return Outcome::pass(format!("{n} registration(s), none from a socket whose stream was open"));
+    };
+    let after = ms(s.seen.arrival(&later).saturating_duration_since(earlier.at));
+    let socket = later.socket.display();
+    let rpc = format!(
+        "Register again from {socket} {after} after the kubelet accepted it, its ListAndWatch stream from there still open"
+    );
+    let answer = match &later.dial_back {
+        Err(e) => format!(
+            "the kubelet refused it ({e}): since 1.37 it keys instances by socket (kubernetes#135437) and refuses a socket it still streams from; v1.37's connectClient then deregisters every client of that socket (pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go), so the live stream's end is never followed: once this instance goes its devices stay allocatable and every later Register from the socket is refused until the kubelet restarts (kubernetes#139338)"
+        ),
+        Ok(_) => "the kubelet accepted it: up to 1.36 it replaces the resource's endpoint and forgets the first stream without closing it (two streams now run); when that first stream ends, the kubelet disconnects the current one and every device turns unhealthy (kubernetes#121994); since 1.37 the same Register is refused (\"device plugin already connected\", kubernetes#139338)".to_string(),
+    };
+    Outcome::fail(
+        rpc,
+        answer,
+        "register once per kubelet: again only when kubelet.sock is re-created (a kubelet restart) or the kubelet ended your stream; a watcher must not take the kubelet.sock it finds at start for a new one, and a new instance must not register on the socket of one still running",
+    )
+}

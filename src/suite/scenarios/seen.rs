@@ -5,6 +5,7 @@
 use super::super::env::{Registration, Seen};
 use super::super::evidence;
 use super::ms;
+use crate::kubelet::devicemanager::state::ALREADY_CONNECTED;
 use std::time::Instant;
 
 /// The end of one of the kubelet's streams.
@@ -80,6 +81,33 @@ impl Seen {
     pub(super) fn stream_ended(&self, generation: u64, socket: &std::path::Path, since: Instant) -> bool {
         self.stream_end(generation, socket, since).is_some()
     }
+
+    /// The first Register of `resource` from the socket of an instance the
+    /// kubelet still streams from (same kubelet generation, no end of its
+    /// stream seen since it was accepted): the accepted registration and the
+    /// later one, which a 1.37 kubelet refuses ("device plugin already
+    /// connected") and earlier ones accept beside the first (REG-009).
+    pub(super) fn again_while_live(&self, resource: &str) -> Option<(Registration, Registration)> {
+        let mut live: Vec<&Registration> = Vec::new();
+        for r in self.regs.iter().filter(|r| r.resource == resource) {
+            let ended = |l: &Registration| {
+                self.ends.iter().any(|e| e.0 == l.generation && e.1 == l.socket && e.3 >= l.at && e.3 <= r.at)
+                    || self.gone.iter().any(|g| g.0 == l.generation && g.1 == l.socket && g.3 >= l.at && g.3 <= r.at)
+            };
+            live.retain(|l| l.generation == r.generation && !ended(l));
+            if let Some(earlier) = live.iter().find(|l| l.socket == r.socket) {
+                let refused = r.dial_back.as_ref().err().is_some_and(|e| e.contains(ALREADY_CONNECTED));
+                if refused || (r.rejected.is_none() && r.dial_back.is_ok()) {
+                    return Some(((*earlier).clone(), r.clone()));
+                }
+            }
+            if r.rejected.is_none() && r.dial_back.is_ok() {
+                live.retain(|l| l.socket != r.socket);
+                live.push(r);
+            }
+        }
+        None
+    }
 }
 
 #[cfg(test)]
@@ -146,5 +174,45 @@ mod tests {
         assert_eq!((e.messages, e.opened), (2, t0));
         assert!(e.why.starts_with("the plugin closed the connection (exited?)"), "{}", e.why);
         assert!(seen.stream_end(2, &sock, t0).is_none());
+    }
+
+    #[test]
+    fn a_register_from_a_live_instances_socket_is_found_whether_refused_or_accepted() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let ok = |ms: u64, sock: &str| Registration {
+            socket: PathBuf::from(sock),
+            ..reg(at(ms), Ok(DevicePluginOptions::default()))
+        };
+        let mut seen = Seen::default();
+        seen.regs.push(ok(0, "/p/gpu.sock"));
+        // another socket, and another resource on the same socket: no finding
+        seen.regs.push(ok(10, "/p/gpu-b.sock"));
+        seen.regs.push(Registration { resource: "vendor.example/other".into(), ..ok(20, "/p/gpu.sock") });
+        assert!(seen.again_while_live("vendor.example/gpu").is_none());
+        // 1.37 refuses the same socket while its stream is live
+        let refused = Registration {
+            dial_back: Err("device plugin already connected: /p/gpu.sock".into()),
+            ..reg(at(30), Err(String::new()))
+        };
+        let mut v137 = seen.clone();
+        v137.regs.push(refused);
+        let (earlier, later) = v137.again_while_live("vendor.example/gpu").expect("found");
+        assert_eq!((earlier.at, later.at), (at(0), at(30)));
+        // up to 1.36 it is accepted beside the first
+        let mut v136 = seen.clone();
+        v136.regs.push(ok(30, "/p/gpu.sock"));
+        assert_eq!(v136.again_while_live("vendor.example/gpu").map(|(e, l)| (e.at, l.at)), Some((at(0), at(30))));
+        // once the stream ended (or after a kubelet restart) registering again is right
+        let mut after_end = v136.clone();
+        after_end.ends.push((1, PathBuf::from("/p/gpu.sock"), "closed".into(), at(25)));
+        assert!(after_end.again_while_live("vendor.example/gpu").is_none());
+        let mut restarted = seen.clone();
+        restarted.regs.push(Registration { generation: 2, ..ok(30, "/p/gpu.sock") });
+        assert!(restarted.again_while_live("vendor.example/gpu").is_none());
+        // a dial-back that failed for another reason is REG-005's, not this
+        let mut other = seen;
+        other.regs.push(reg(at(30), Err("connection refused".into())));
+        assert!(other.again_while_live("vendor.example/gpu").is_none());
     }
 }
