@@ -372,8 +372,15 @@ mod tests {
         assert_eq!(p["metadata"]["uid"], "u");
         assert_eq!(p["status"]["conditions"][0], json!({"type": "Ready", "status": "True", "reason": null}));
         assert_eq!(p["status"]["conditions"][1], json!({"type": "Initialized", "status": "True"}));
-        assert_eq!(p["status"]["containerStatuses"][0]["state"], json!({"running": {"startedAt": "t"}, "waiting": null}));
-        assert_eq!(status_patch_from("u", None, &new), status_patch("u", &new), "nothing written yet: the status as it is");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"],
+            json!({"running": {"startedAt": "t"}, "waiting": null})
+        );
+        assert_eq!(
+            status_patch_from("u", None, &new),
+            status_patch("u", &new),
+            "nothing written yet: the status as it is"
+        );
     }
 
     #[test]
