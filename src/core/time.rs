@@ -103,6 +103,14 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// Format a time as metav1.Time writes it: RFC 3339 UTC in whole seconds,
+/// e.g. `2026-11-26T01:02:03Z` (a client that reads and writes an object
+/// back sends this form: a finer stored value would read as changed).
+pub fn rfc3339_seconds(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    rfc3339(UNIX_EPOCH + Duration::from_secs(secs)).replace(".000Z", "Z")
+}
+
 /// Format a time as Go's `time.Time` JSON does in UTC (RFC 3339 with
 /// nanoseconds, trailing zeros dropped), e.g. `2026-11-26T01:02:03.4567Z`.
 pub fn rfc3339_nano(t: SystemTime) -> String {

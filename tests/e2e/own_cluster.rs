@@ -273,6 +273,19 @@ async fn a_pod_with_a_claim_runs_on_the_second_node_allocated_by_the_first_ones_
     assert_eq!(code, 404, "the pod's claim goes with it: {body}");
     assert!(listed(&pod_resources(&b).await, "trainer").is_none());
 
+    // A static pod of the first node: node-b's devices are not its own
+    // (another node's slices are left out), so its claim cannot be allocated.
+    let class = format!(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: first-gpu}}\nspec:\n  selectors:\n  - cel: {{expression: 'device.driver == \"{driver}\"'}}\n"
+    );
+    a.write("class.yaml", &class);
+    a.write("template.yaml", "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: first-gpu, namespace: first}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {deviceClassName: first-gpu}\n");
+    c.first_log.wait_for("\"event\":\"dra-object\"", 2).await;
+    a.write("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: local, namespace: first, uid: local-uid}\nspec:\n  resourceClaims: [{name: g, resourceClaimTemplateName: first-gpu}]\n  containers: [{name: main, resources: {claims: [{name: g}]}}]\n");
+    let failed = wait_event(&mut c.first_log, 20, "claim-prepare-failed", |e| e["pod"] == "first/local").await;
+    assert!(failed["error"].as_str().unwrap().contains("is not allocated"), "{failed}");
+    assert!(events(&c.first_log, "claim-allocated").is_empty(), "node-b's device taken: {}", c.first_log.seen());
+
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }

@@ -53,8 +53,7 @@ impl Machine {
 
 /// A time as metav1.Time writes it (RFC 3339, seconds).
 pub fn time(t: SystemTime) -> String {
-    let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    crate::core::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)).replace(".000Z", "Z")
+    crate::core::time::rfc3339_seconds(t)
 }
 
 /// A time as metav1.MicroTime writes it (RFC 3339, exactly six fractional digits:

@@ -140,7 +140,7 @@ pub fn claim_objects(
 fn allocation(c: &ClaimInfo, spec: &Value, class_config: &BTreeMap<String, Vec<Value>>, node: &str) -> Value {
     let mut a = allocation_result(&c.allocation, spec, class_config, node);
     if let Some(at) = c.allocated_at {
-        a["allocationTimestamp"] = json!(crate::core::time::rfc3339(at));
+        a["allocationTimestamp"] = json!(crate::core::time::rfc3339_seconds(at));
     }
     a
 }

@@ -603,8 +603,12 @@ impl DraManager {
             }
         }
         let (published_stamp, slices) = self.spec.api.as_ref().map(|a| a.stamped_slices()).unwrap_or_default();
+        // Another node's slices are not this node's devices (a second mock
+        // kubelet joins the control plane as a node of its own): the
+        // scheduler filters them out for a pod on this node.
         let published: Vec<Object> = slices
             .into_iter()
+            .filter(|v| v["spec"]["nodeName"].as_str().is_none_or(|n| n == NODE_NAME))
             .filter_map(|mut v| {
                 v["kind"] = serde_json::json!("ResourceSlice");
                 objects::parse(&v).ok()
