@@ -17,7 +17,7 @@ use crate::support::*;
 use dpctl::client::kube::{self, ApiServer};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -29,24 +29,24 @@ async fn call(api: &ApiServer, method: &str, path: &str, body: Option<&Value>) -
     kube::request(api, method, path, body, T).await.unwrap()
 }
 
-/// Poll `f` (every 100 ms, at most `secs`) until it gives `Some`.
-async fn until<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn events(tail: &Tail, event: &str) -> Vec<Value> {
     tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
+}
+
+/// Namespace `ns`, a DeviceClass named after `driver` selecting its
+/// devices, and the template `one-gpu` in `ns` asking for one of them.
+async fn one_gpu_template(admin: &ApiServer, ns: &str, driver: &str) {
+    namespace(admin, ns).await;
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert!(code == 201 || code == 409, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(admin, "POST", &path, Some(&template)).await;
+    assert_eq!(code, 201, "{body}");
 }
 
 /// The mock kubelet on `t` as node `node` of `cp` (its own credentials),
@@ -269,22 +269,7 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
 
-    namespace(&admin, ns).await;
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert!(code == 201 || code == 409, "{body}");
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
-    let (code, body) = call(
-        &admin,
-        "POST",
-        &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"),
-        Some(&template),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
+    one_gpu_template(&admin, ns, driver).await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
         "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
             "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
@@ -361,17 +346,7 @@ async fn the_real_scheduler_binds_a_pod_only_once_dra_serves_binding_conditions_
     assert_eq!(device["bindingConditions"], json!(["example.com/attached"]), "kept by kube-apiserver: {slices}");
     assert_eq!(device["bindingFailureConditions"], json!(["example.com/failed"]), "{slices}");
 
-    namespace(&admin, ns).await;
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert!(code == 201 || code == 409, "{body}");
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
-    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
-    let (code, body) = call(&admin, "POST", &path, Some(&template)).await;
-    assert_eq!(code, 201, "{body}");
+    one_gpu_template(&admin, ns, driver).await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "attached", "namespace": ns},
         "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
             "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
@@ -521,17 +496,7 @@ async fn three_nodes_from_one_process_run_pods_with_claims_scheduled_by_the_real
         assert_eq!(sl["spec"]["devices"].as_array().map(Vec::len), Some(2), "{sl}");
     }
 
-    namespace(&admin, ns).await;
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert!(code == 201 || code == 409, "{body}");
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
-    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
-    let (code, body) = call(&admin, "POST", &path, Some(&template)).await;
-    assert_eq!(code, 201, "{body}");
+    one_gpu_template(&admin, ns, driver).await;
     let names: Vec<String> = (0..6).map(|i| format!("c{i}")).collect();
     for name in &names {
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},

@@ -14,7 +14,7 @@ use crate::support::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DRIVER: &str = "gpu.dpctl.example.com";
 const NS: &str = "dpctl-dra";
@@ -95,22 +95,6 @@ async fn get(kubeconfig: &Path, path: &str) -> Answer {
 
 async fn post(kubeconfig: &Path, path: &str, obj: &Value) -> Answer {
     call(kubeconfig, "POST", path, Some(("application/json", obj))).await
-}
-
-/// Poll `f` (every 100 ms, at most `secs`) until it gives `Some`.
-async fn until<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// `controlplane apply` of `files` (server-side apply; dry-run=All with

@@ -1064,3 +1064,19 @@ pub fn dra_serve_publishing(root: &Path, driver: &str, kubeconfig: &Path, node: 
         "json",
     ])
 }
+
+/// Poll `f` (every 100 ms, at most `secs`) until it gives `Some`.
+pub async fn until<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
