@@ -6,7 +6,7 @@
 //! - the resourceclaim controller (pkg/controller/resourceclaim
 //!   `syncPod`, `handleClaim`): a claim from each template a pod names,
 //!   generated as `<pod>-<pod claim>-XXXXX` (both cut in proportion past 57
-//!   characters), owned by the pod (controller, blockOwnerDeletion), with
+//!   characters), owned by the pod (controller; no blockOwnerDeletion, as upstream), with
 //!   the template's labels and annotations and
 //!   `resource.kubernetes.io/pod-claim-name`; a claim already made for the
 //!   pod (owned, annotated) is found again rather than made twice; named in
@@ -124,7 +124,7 @@ pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Va
         "generateName": generate_name(text(&meta["name"]), pod_claim),
         "namespace": meta["namespace"],
         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
-            "controller": true, "blockOwnerDeletion": true}],
+            "controller": true}],
         "annotations": annotations,
     });
     if let Some(l) = template["spec"]["metadata"]["labels"].as_object().filter(|l| !l.is_empty()) {
@@ -236,6 +236,12 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
                         continue;
                     }
                 }
+            }
+            // bindClaim: with the binding conditions' gates on, every claim the
+            // scheduler reserves carries the time it was allocated.
+            if features.binding_conditions && claim["status"]["allocation"]["allocationTimestamp"].is_null() {
+                let now = crate::core::time::rfc3339_seconds(std::time::SystemTime::now());
+                claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
             }
             let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
             reserved.push(json!({"resource": "pods", "name": name, "uid": uid}));

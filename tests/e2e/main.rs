@@ -31,6 +31,7 @@ mod pods;
 mod record;
 mod release;
 mod rules;
+mod scheduler_diff;
 mod serve;
 mod suite;
 mod suite_gaps;

@@ -110,7 +110,7 @@ fn a_bound_pods_claim_is_made_from_its_template_allocated_on_its_node_and_freed_
     assert_eq!(
         claim["metadata"]["ownerReferences"],
         json!([{"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": created["metadata"]["uid"],
-            "controller": true, "blockOwnerDeletion": true}])
+            "controller": true}])
     );
     assert_eq!(claim["metadata"]["annotations"][POD_CLAIM_ANNOTATION], "g");
     assert_eq!(claim["metadata"]["labels"]["team"], "ml");

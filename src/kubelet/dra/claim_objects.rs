@@ -116,7 +116,7 @@ pub fn claim_objects(
             let pod_name = p.pod.rsplit('/').next().unwrap_or_default();
             meta["annotations"] = json!({"resource.kubernetes.io/pod-claim-name": pc.pod_claim});
             meta["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": p.uid,
-                "controller": true, "blockOwnerDeletion": true}]);
+                "controller": true}]);
         }
         if let Some(raw) = template {
             for f in ["labels", "annotations"] {
