@@ -42,7 +42,10 @@
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"` carrying the
 //!   resource version, then each change; without it, a watch from
 //!   `resourceVersion=N` first gets every change after N (the last 1000 are
-//!   kept; an older N gets an ERROR event, 410 Expired, as a reflector expects).
+//!   kept; an older N gets an ERROR event, 410 Expired, as a reflector expects);
+//! - a list from a resource version the store has not reached waits up to
+//!   3 s for it, then is 504 `ResourceVersionTooLarge` as the watch cache
+//!   answers; an `Exact` list at an older version is 410 Expired (no snapshots).
 //!
 //! Every answer, errors (`Status`) included, is JSON or Kubernetes protobuf
 //! by the request's `Accept` (client-go sends
@@ -585,11 +588,7 @@ pub fn answer_typed(
     if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
-    let collection = path == SLICES
-        || builtin::route(path).is_some_and(|r| r.name.is_none())
-        || claim_path(path).is_some_and(|(_, _, name, _)| name.is_none())
-        || custom::route(&store.lock(), path).is_some_and(|p| p.name.is_none());
-    if method == "GET" && collection {
+    if method == "GET" && is_collection(store, path) {
         // A list's options (a get's are GetOptions: these parameters mean nothing there).
         if let Some(refused) = watch::refused_list_options(&query_pairs(query)) {
             return refused;
@@ -635,6 +634,75 @@ pub fn answer_typed(
     let name = rest.strip_prefix('/').unwrap_or("");
     let a = slices_answer(store, &mut st, method, name, query, content_type, body);
     written(store, &mut st, method, a)
+}
+
+/// Whether `path` (decoded) names a collection this store serves.
+fn is_collection(store: &Store, path: &str) -> bool {
+    path == SLICES
+        || builtin::route(path).is_some_and(|r| r.name.is_none())
+        || claim_path(path).is_some_and(|(_, _, name, _)| name.is_none())
+        || custom::route(&store.lock(), path).is_some_and(|p| p.name.is_none())
+}
+
+/// How long a list from a resource version newer than the store's waits for
+/// it (the watch cache's blockTimeout), and the retry it then advises
+/// (resourceVersionTooHighRetrySeconds).
+const TOO_LARGE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+const TOO_LARGE_RETRY_SECONDS: u64 = 1;
+
+/// What a list's `resourceVersion` asks of the store's history, decided:
+/// served now, waited for, or refused.
+#[derive(Debug, PartialEq)]
+enum ListAt {
+    /// Serve the list as the store holds it now.
+    Now,
+    /// Wait until the store reaches this version (NotOlderThan a newer one).
+    Wait(u64),
+    /// `Exact` at an older version: this store keeps no snapshots (410 Expired).
+    Gone(u64),
+}
+
+/// [`ListAt`] of a list query against the store's version `current`.
+fn list_at(query: &[(String, String)], current: u64) -> ListAt {
+    let get = |k: &str| query.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let Some(v) = get("resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0) else {
+        return ListAt::Now;
+    };
+    match (get("resourceVersionMatch").unwrap_or_default(), v.cmp(&current)) {
+        (_, std::cmp::Ordering::Greater) => ListAt::Wait(v),
+        ("Exact", std::cmp::Ordering::Less) => ListAt::Gone(v),
+        _ => ListAt::Now,
+    }
+}
+
+/// A list from a resource version the store has not reached waits up to
+/// [`TOO_LARGE_WAIT`] for it, then is 504 as kube-apiserver's watch cache
+/// answers it (storage.NewTooLargeResourceVersionError); an `Exact` list at
+/// an older version is 410 Expired (the store keeps a change history for
+/// watches, not snapshots; a client lists again, as after a compaction).
+/// None: serve it.
+async fn list_version_refused(store: &Store, path: &str, query: &str) -> Option<(u16, Value)> {
+    if !is_collection(store, path) {
+        return None;
+    }
+    let query = query_pairs(query);
+    let mut rx = store.changes.subscribe();
+    let current = *rx.borrow_and_update();
+    match list_at(&query, current) {
+        ListAt::Now => None,
+        ListAt::Gone(v) => Some(status(410, "Expired", format!("too old resource version: {v} ({current})"))),
+        ListAt::Wait(v) => {
+            let reached = tokio::time::timeout(TOO_LARGE_WAIT, rx.wait_for(|now| *now >= v)).await;
+            if matches!(reached, Ok(Ok(_))) {
+                return None;
+            }
+            let now = *store.changes.borrow();
+            let (code, mut body) = status(504, "Timeout", format!("Too large resource version: {v}, current: {now}"));
+            body["details"] = json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": TOO_LARGE_RETRY_SECONDS});
+            Some((code, body))
+        }
+    }
 }
 
 /// After a request's answer `a`: a successful write wakes the controllers
@@ -992,9 +1060,14 @@ async fn respond(
         }
     });
     let mut warnings = Vec::new();
-    let (code, v) = match read {
-        Err(e) => e,
-        Ok(buf) => {
+    let refused = match parts.method == http::Method::GET {
+        true => list_version_refused(&store, &path, &query).await,
+        false => None,
+    };
+    let (code, v) = match (refused, read) {
+        (Some(r), _) => r,
+        (None, Err(e)) => e,
+        (None, Ok(buf)) => {
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
             warnings = field_warnings(parts.method.as_str(), &path, &query, content_type, &buf);
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)

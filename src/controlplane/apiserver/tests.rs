@@ -810,3 +810,44 @@ fn list_options_kube_apiserver_refuses_are_422() {
         "a get"
     );
 }
+
+/// #46: a list's resourceVersion against the store's: newer waits (then
+/// 504 TooLargeResourceVersion), `Exact` at an older one is 410 (no
+/// snapshots here), anything else is served now.
+#[test]
+fn a_lists_resource_version_is_served_now_waited_for_or_gone() {
+    let q = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    assert_eq!(list_at(&q(&[]), 7), ListAt::Now);
+    assert_eq!(list_at(&q(&[("resourceVersion", "0")]), 7), ListAt::Now);
+    assert_eq!(list_at(&q(&[("resourceVersion", "5")]), 7), ListAt::Now);
+    assert_eq!(list_at(&q(&[("resourceVersion", "7"), ("resourceVersionMatch", "Exact")]), 7), ListAt::Now);
+    assert_eq!(list_at(&q(&[("resourceVersion", "5"), ("resourceVersionMatch", "Exact")]), 7), ListAt::Gone(5));
+    assert_eq!(list_at(&q(&[("resourceVersion", "9"), ("resourceVersionMatch", "NotOlderThan")]), 7), ListAt::Wait(9));
+    assert_eq!(list_at(&q(&[("resourceVersion", "9")]), 7), ListAt::Wait(9));
+    assert_eq!(list_at(&q(&[("resourceVersion", "x")]), 7), ListAt::Now);
+}
+
+#[tokio::test]
+async fn a_list_from_a_version_the_store_reaches_meanwhile_is_served() {
+    let s = std::sync::Arc::new(Store::default());
+    s.put_claim(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "first", "namespace": "ns", "uid": "u-first"}, "spec": {"devices": {}}}));
+    let now = *s.changes.borrow();
+    let q = format!("resourceVersion={}&resourceVersionMatch=NotOlderThan", now + 1);
+    let writer = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.put_claim(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "a", "namespace": "ns", "uid": "u-a"}, "spec": {"devices": {}}}));
+        })
+    };
+    assert_eq!(list_version_refused(&s, SLICES, &q).await, None);
+    writer.await.unwrap();
+    let current = *s.changes.borrow();
+    assert!(current > now);
+    let exact = format!("resourceVersion={current}&resourceVersionMatch=Exact");
+    assert_eq!(list_version_refused(&s, SLICES, &exact).await, None, "the current version is served");
+    let older = format!("resourceVersion={now}&resourceVersionMatch=Exact");
+    let gone = list_version_refused(&s, SLICES, &older).await;
+    assert_eq!(gone.map(|(c, b)| (c, b["reason"].clone())), Some((410, json!("Expired"))));
+}
