@@ -43,6 +43,7 @@ const INNER: &[(&str, &[(&str, u8)])] = &[(
         ("objects", 1),
         ("protobuf", 1),
         ("allocator", 2),
+        ("extended", 2),
         ("apiserver", 2),
         ("scheduler", 3),
         ("client", 3),

@@ -35,6 +35,7 @@
 
 use super::allocator::{self, Allocated, Catalog, Features};
 use super::apiserver::{Store, Txn};
+use super::extended;
 use super::objects::{self, Object};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,11 +54,13 @@ const RESERVED_FOR_MAX: usize = 256;
 /// the API and allocates its own claims from its node's slices) are left alone.
 pub fn store(minor: u32, own: &str) -> Store {
     let features = Features::of_minor(minor);
+    // DRAExtendedResource (KEP-5004): beta, on, from 1.36.
+    let extended = minor >= 36;
     let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
     let own = own.to_string();
     Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, features, &own);
+        reconcile(tx, &mut made, features, extended, &own);
     }))
 }
 
@@ -69,15 +72,26 @@ fn text(v: &Value) -> &str {
 }
 
 /// One pass over the pods and the reservations made.
-fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, own: &str) {
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, extended: bool, own: &str) {
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
     release_deleted(tx);
     let pods = tx.list("", "pods", None);
-    let with_claims = |p: &&Value| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty());
+    let with_claims = |p: &&Value| {
+        p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty()) || (extended && asks_dra_extended(p))
+    };
     for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
-        sync_pod(tx, pod, made, features);
+        sync_pod(tx, pod, made, features, extended);
     }
+}
+
+/// Whether a container of `pod` asks for an extended resource DRA may serve.
+fn asks_dra_extended(pod: &Value) -> bool {
+    ["initContainers", "containers"].iter().any(|k| {
+        pod["spec"][*k].as_array().into_iter().flatten().any(|c| {
+            c["resources"]["limits"].as_object().is_some_and(|l| l.keys().any(|r| extended::is_dra_extended_name(r)))
+        })
+    })
 }
 
 /// Whether none of a pod's containers runs or will run (isPodDone).
@@ -139,7 +153,7 @@ fn reserved_for(claim: &Value, uid: &str) -> bool {
 }
 
 /// The resourceclaim controller's syncPod and the scheduler's part for one pod.
-fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, features: Features) {
+fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, features: Features, extended: bool) {
     let meta = &pod["metadata"];
     if meta["deletionTimestamp"].is_string() || done(pod) {
         return;
@@ -200,6 +214,18 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
         new_statuses = true;
         named.push((pc_name, Some(claim_name)));
     }
+    // KEP-5004: the special claim of the DRA-backed extended resources of a pod bound to a node.
+    let mut extended_status = None;
+    if extended && !node.is_empty() {
+        match special_claim(tx, pod, node, features) {
+            Special::None => {}
+            Special::Waiting => ready = false,
+            Special::Claim(claim_name, status) => {
+                named.push((String::new(), Some(claim_name)));
+                extended_status = Some(status);
+            }
+        }
+    }
     if !node.is_empty() {
         for claim_name in named.iter().filter_map(|(_, n)| n.as_deref()) {
             let Some(mut claim) = tx.claim(ns, claim_name) else {
@@ -252,9 +278,10 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
     }
     // The claims' names go into the pod's status once they are ready for a
     // node to run it (a pod bound to no node: at once, as the controller writes them).
-    if new_statuses && (ready || node.is_empty()) {
+    let extended_new = extended_status.as_ref().is_some_and(|x| pod["status"]["extendedResourceClaimStatus"] != *x);
+    if (new_statuses && (ready || node.is_empty())) || (extended_new && ready) {
         let mut all = statuses;
-        for (pc, claim) in &named {
+        for (pc, claim) in named.iter().filter(|(pc, _)| !pc.is_empty()) {
             let entry = match claim {
                 Some(c) => json!({"name": pc, "resourceClaimName": c}),
                 None => json!({"name": pc}),
@@ -265,8 +292,77 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
             }
         }
         let mut status = pod["status"].clone();
-        status["resourceClaimStatuses"] = json!(all);
+        if !all.is_empty() {
+            status["resourceClaimStatuses"] = json!(all);
+        }
+        if let Some(x) = extended_status {
+            status["extendedResourceClaimStatus"] = x;
+        }
         tx.update_pod_status(ns, name, status);
+    }
+}
+
+/// What a pod's DRA-backed extended resources need (KEP-5004).
+enum Special {
+    /// Nothing: no such resource, or device plugins serve them all.
+    None,
+    /// A claim that cannot be allocated now: the pod waits (unschedulable).
+    Waiting,
+    /// The special claim (made now, or before) and the pod's
+    /// `status.extendedResourceClaimStatus` naming it.
+    Claim(String, Value),
+}
+
+/// The scheduler's preFilterExtendedResources and PreBind for pod `pod`
+/// bound to `node`: the resources DRA serves there (a DeviceClass maps them
+/// and the Node's allocatable has none from device plugins), the special
+/// claim made once (found again by its owner and annotation) and only when
+/// its devices can be allocated.
+fn special_claim(tx: &mut Txn<'_>, pod: &Value, node: &str, features: Features) -> Special {
+    let meta = &pod["metadata"];
+    let (ns, name, uid) = (text(&meta["namespace"]), text(&meta["name"]), text(&meta["uid"]));
+    let shape = extended::PodShape::of_api(pod);
+    let asks = |c: &extended::Ctr| !c.resources.is_empty();
+    if !shape.init_containers.iter().chain(&shape.containers).any(asks) {
+        return Special::None;
+    }
+    let classes: Vec<Object> =
+        tx.list("resource.k8s.io", "deviceclasses", None).iter().filter_map(|c| objects::parse(c).ok()).collect();
+    let mapping = extended::class_mapping(&classes);
+    let allocatable: BTreeMap<String, usize> = tx
+        .get("", "nodes", "", node)
+        .and_then(|n| n["status"]["allocatable"].as_object().cloned())
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k, v.as_str()?.parse::<usize>().ok()?)))
+        .collect();
+    let served = extended::dra_served(&shape, &mapping, &allocatable);
+    let Some(x) = extended::build(&shape, &served) else { return Special::None };
+    let mine = |c: &Value| {
+        c["metadata"]["namespace"] == ns
+            && owning_pod(c).is_some_and(|(_, o)| o == uid)
+            && c["metadata"]["annotations"][extended::CLAIM_ANNOTATION] == "true"
+    };
+    let status = |claim: &str| json!({"requestMappings": x.status.request_mappings, "resourceClaimName": claim});
+    if let Some(c) = tx.claims().find(|c| mine(c)) {
+        let claim = text(&c["metadata"]["name"]).to_string();
+        let st = status(&claim);
+        return Special::Claim(claim, st);
+    }
+    let mut obj = extended::claim_object(&x, ns, name, uid);
+    obj["metadata"]["name"] = json!(format!("{}*****", x.generate_name));
+    if allocate(tx, &obj, node, features).is_none() {
+        return Special::Waiting;
+    }
+    if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("name");
+    }
+    match tx.create_claim(obj) {
+        Ok(claim) => {
+            let st = status(&claim);
+            Special::Claim(claim, st)
+        }
+        Err(_) => Special::Waiting,
     }
 }
 

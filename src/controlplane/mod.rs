@@ -7,6 +7,7 @@ pub mod apiserver;
 pub mod cel;
 pub mod client;
 pub mod controller;
+pub mod extended;
 pub mod objects;
 pub mod protobuf;
 pub mod scheduler;

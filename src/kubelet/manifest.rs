@@ -74,9 +74,7 @@ impl Pod {
 }
 
 /// Is this a resource the device manager handles (an extended resource)?
-pub fn is_extended(name: &str) -> bool {
-    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
-}
+pub use crate::controlplane::extended::is_extended;
 
 fn fnv64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

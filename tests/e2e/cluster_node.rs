@@ -312,6 +312,89 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+/// DRA-backed extended resources (KEP-5004) on the dpctl node of a real
+/// cluster: a DeviceClass with `extendedResourceName`, a pod asking for that
+/// resource (no device plugin serves it); kube-scheduler makes the special
+/// claim, allocates it from the slice `dpctl dra serve` publishes as the node,
+/// names it in the pod's `status.extendedResourceClaimStatus` and binds the
+/// pod; the mock kubelet admits it (the resource is not refused), prepares
+/// exactly that claim as written, and hands PodResources the claim for the
+/// container that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_as_the_real_scheduler_placed_it() {
+    let Some(cp) = control_plane() else { return };
+    let node = "cp-node-extended";
+    let (ns, driver) = ("cp-kubelet-ext", "ext.kubelet.dpctl.example.com");
+    let t = DraTree::new();
+    let (kubelet, mut log) = join(cp, &t, node).await;
+    let admin = api(&cp.kubeconfig);
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+
+    namespace(&admin, ns).await;
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-gpu-cp"},
+        "spec": {"extendedResourceName": "example.com/ext-gpu-cp",
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&admin, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert!(code == 201 || code == 409, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "containers": [
+            {"name": "main", "image": "registry.example.com/app:1", "resources": {"limits": {"example.com/ext-gpu-cp": "2"}}},
+            {"name": "plain", "image": "registry.example.com/app:1"}]}});
+    let (code, body) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = running(&admin, ns, "trainer", node).await;
+
+    let st = &pod["status"]["extendedResourceClaimStatus"];
+    let claim_name = st["resourceClaimName"].as_str().unwrap_or_else(|| panic!("{pod}")).to_string();
+    assert_eq!(st["requestMappings"][0]["containerName"], "main", "{pod}");
+    let (_, claim) =
+        call(&admin, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}"), None)
+            .await;
+    let results = claim["status"]["allocation"]["devices"]["results"].as_array().unwrap_or_else(|| panic!("{claim}"));
+    assert_eq!(results.len(), 2, "{claim}");
+    let mut written: Vec<String> = results
+        .iter()
+        .map(|r| format!("{driver}/{}/{}", r["pool"].as_str().unwrap(), r["device"].as_str().unwrap()))
+        .collect();
+    written.sort();
+    let prepared = events(&log, "claim-prepared");
+    let p = prepared
+        .iter()
+        .find(|e| e["claim"] == format!("{ns}/{claim_name}"))
+        .unwrap_or_else(|| panic!("{}", log.seen()));
+    let mut got: Vec<String> =
+        p["devices"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+    got.sort();
+    assert_eq!(got, written, "{p}");
+    assert!(events(&log, "claim-allocated").is_empty(), "the kubelet allocated nothing itself: {}", log.seen());
+    assert!(events(&log, "pod-rejected").is_empty(), "{}", log.seen());
+    let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
+    pr.expect_code(0);
+    let v: Value = serde_json::from_str(&pr.stdout).unwrap();
+    let listed = v["podResources"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "trainer"))
+        .unwrap_or_else(|| panic!("{v}"));
+    let main = listed["containers"].as_array().unwrap().iter().find(|c| c["name"] == "main").unwrap();
+    assert_eq!(main["dynamicResources"][0]["claimName"], claim_name.as_str(), "{v}");
+
+    delete_and_wait_gone(&admin, ns, "trainer").await;
+    assert!(
+        events(&log, "claim-unprepared").iter().any(|e| e["claim"] == format!("{ns}/{claim_name}")),
+        "{}",
+        log.seen()
+    );
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// `dra serve --binding-conditions` against the real scheduler (KEP-5007):
 /// its devices are published with binding conditions kube-apiserver
 /// accepts, kube-scheduler allocates one and stamps the allocation, then

@@ -289,3 +289,93 @@ async fn a_pod_with_a_claim_runs_on_the_second_node_allocated_by_the_first_ones_
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }
+
+/// DRA-backed extended resources on node-b (KEP-5004): a DeviceClass with
+/// `extendedResourceName`, a pod created through the API with
+/// `spec.nodeName: node-b` asking for that resource (no device plugin serves
+/// it): the control plane makes the scheduler's special claim
+/// (`trainer-extended-resources-XXXXX`, allocated from node-b's slice,
+/// reserved) and names it in the pod's `status.extendedResourceClaimStatus`;
+/// node-b admits the pod without refusing the resource, prepares exactly
+/// that claim as written, and PodResources lists it for the container that
+/// asked; deleted, the claim is unprepared and goes with the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_on_the_second_node() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let driver = "ext.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+
+    let ns = "ml";
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-gpu"},
+        "spec": {"extendedResourceName": "example.com/ext-gpu",
+            "selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {"nodeName": NODE, "containers": [
+            {"name": "main", "image": "registry.example.com/app:1", "resources": {"limits": {"example.com/ext-gpu": "2"}}},
+            {"name": "plain", "image": "registry.example.com/app:1"}]}});
+    let uid = c.create(&pod).await;
+    let pod = c.running(ns, "trainer", &uid).await;
+
+    let st = &pod["status"]["extendedResourceClaimStatus"];
+    assert_eq!(
+        st["requestMappings"],
+        json!([{"containerName": "main", "resourceName": "example.com/ext-gpu", "requestName": "container-0-request-0"}]),
+        "{pod}"
+    );
+    let claim_name = st["resourceClaimName"].as_str().unwrap_or_else(|| panic!("{pod}")).to_string();
+    assert!(claim_name.starts_with("trainer-extended-resources-"), "{pod}");
+    let claim_path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}");
+    let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["uid"], uid.as_str(), "{claim}");
+    let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 2, "{claim}");
+    let written: Vec<String> = results
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}/{}",
+                r["driver"].as_str().unwrap(),
+                r["pool"].as_str().unwrap(),
+                r["device"].as_str().unwrap()
+            )
+        })
+        .collect();
+
+    // node-b prepared exactly those devices, allocated nothing and refused nothing.
+    let prepared = events(&c.log, "claim-prepared");
+    let p = prepared
+        .iter()
+        .find(|e| e["claim"] == format!("{ns}/{claim_name}"))
+        .unwrap_or_else(|| panic!("{}", c.log.seen()));
+    let mut got: Vec<String> =
+        p["devices"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+    got.sort();
+    let mut want = written.clone();
+    want.sort();
+    assert_eq!(got, want, "{p}");
+    assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
+    assert!(events(&c.log, "pod-rejected").is_empty(), "not refused OutOfexample.com/ext-gpu: {}", c.log.seen());
+    let v = pod_resources(&b).await;
+    let listed_pod = listed(&v, "trainer").unwrap_or_else(|| panic!("{v}"));
+    let main = listed_pod["containers"].as_array().unwrap().iter().find(|c| c["name"] == "main").unwrap();
+    assert_eq!(main["dynamicResources"][0]["claimName"], claim_name.as_str(), "{v}");
+    let plain = listed_pod["containers"].as_array().unwrap().iter().find(|c| c["name"] == "plain").unwrap();
+    assert!(plain["dynamicResources"].as_array().is_none_or(Vec::is_empty), "{v}");
+
+    // Deleted: unprepared, and the special claim goes with the pod.
+    c.delete(ns, "trainer", &uid).await;
+    assert!(events(&c.log, "claim-unprepared").iter().any(|e| e["claim"] == format!("{ns}/{claim_name}")));
+    let (code, body) = call(&c.api, "GET", &claim_path, None).await;
+    assert_eq!(code, 404, "the special claim goes with its pod: {body}");
+
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}

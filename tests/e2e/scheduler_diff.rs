@@ -171,6 +171,18 @@ const CASES: &[Case] = &[
         {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"gpus","resourceClaimTemplateName":"three"}]}}
     ]"#,
     },
+    Case {
+        name: "extended-resource",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}],
+            "extendedResourceName":"example.com/{c}"}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0"},{"name":"dev-1"},{"name":"dev-2"}]}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"containers":[
+            {"name":"a","resources":{"limits":{"example.com/{c}":"2"}}},
+            {"name":"b","resources":{"limits":{"deviceclass.resource.kubernetes.io/{c}-gpu":"1"}}}]}}
+    ]"#,
+    },
 ];
 
 /// Differences kept on purpose: (case, path, why, upstream's source).
@@ -267,7 +279,12 @@ async fn run_case(api: &ApiServer, side: Side, case: &Case, run: &str) -> Value 
     for mut o in objects(case, run) {
         if o["kind"] == "Pod" {
             let spec = &mut o["spec"];
-            spec["containers"] = json!([{"name": "c", "image": "registry.example.com/app:1"}]);
+            if spec["containers"].is_null() {
+                spec["containers"] = json!([{"name": "c"}]);
+            }
+            for c in spec["containers"].as_array_mut().into_iter().flatten() {
+                c["image"] = json!("registry.example.com/app:1");
+            }
             match side {
                 Side::Kube => spec["nodeSelector"] = json!({"kubernetes.io/hostname": node}),
                 Side::Dpctl => spec["nodeName"] = json!(node),
@@ -378,6 +395,17 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
         };
         claims.insert(pc_name.to_string(), shape);
     }
+    // DRA-backed extended resources (KEP-5004): the special claim the scheduler made and its mappings.
+    let ext = &pod["status"]["extendedResourceClaimStatus"];
+    if let Some(n) = ext["resourceClaimName"].as_str() {
+        let (code, c) =
+            call(api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{n}"), None).await;
+        assert_eq!(code, 200, "{c}");
+        let mut shape = claim_shape(&c);
+        shape["requests"] = c["spec"]["devices"]["requests"].clone();
+        claims.insert("<extended resources>".into(), shape);
+    }
+    let mappings = ext["requestMappings"].clone();
     let scheduled = match side {
         Side::Kube => pod["spec"]["nodeName"].is_string(),
         // Every claim allocated and reserved for the pod: what the scheduler does before it binds.
@@ -386,7 +414,7 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
                 && c["reservedFor"].as_array().is_some_and(|r| r.iter().any(|r| r["name"] == name))
         }),
     };
-    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "claims": claims})
+    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings, "claims": claims})
 }
 
 /// What is compared of a claim.

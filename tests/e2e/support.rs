@@ -923,6 +923,7 @@ pub const CONTROL_PLANE_NODES: &[&str] = &[
     "cp-bench-1",
     "cp-bench-2",
     "cp-node-binding",
+    "cp-node-extended",
 ];
 
 static CONTROL_PLANE: std::sync::OnceLock<Result<ControlPlane, String>> = std::sync::OnceLock::new();

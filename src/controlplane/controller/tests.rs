@@ -218,3 +218,60 @@ fn generated_names_are_cut_in_proportion_as_the_controller_cuts_them() {
     // 82 characters with both hyphens: each part cut to len × 57 / 82 (no hyphen at the end, as upstream).
     assert_eq!(long, format!("{}-{}", "p".repeat(41), "c".repeat(13)));
 }
+
+/// #46 item 5 (KEP-5004): a pod bound to node-b asking for the class's
+/// extended resource gets the special claim the scheduler makes — generated
+/// `<pod>-extended-resources-`, annotated, owned, requests
+/// `container-<i>-request-<j>`, allocated from node-b and reserved — and its
+/// `status.extendedResourceClaimStatus`; a second pod that cannot be served
+/// gets no claim and waits; once the first goes, its claim goes with it and
+/// the second is served.
+#[test]
+fn a_bound_pods_dra_backed_extended_resource_gets_the_schedulers_special_claim() {
+    let s = cluster(2);
+    ok(
+        &s,
+        "PUT",
+        "/apis/resource.k8s.io/v1/deviceclasses/gpu",
+        json!({"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu",
+            "selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}),
+    );
+    let ext_pod = |name: &str, n: u64| {
+        json!({"metadata": {"name": name}, "spec": {"nodeName": "node-b", "containers": [
+            {"name": "side", "image": "x"},
+            {"name": "main", "image": "x", "resources": {"limits": {"cpu": "1", "example.com/gpu": n.to_string()}}}]}})
+    };
+    ok(&s, "POST", &format!("{NS}/pods"), ext_pod("a", 2));
+    let a = get_pod(&s, "a");
+    let st = &a["status"]["extendedResourceClaimStatus"];
+    assert_eq!(
+        st["requestMappings"],
+        json!([{"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-1-request-1"}]),
+        "{a}"
+    );
+    let name = st["resourceClaimName"].as_str().unwrap_or_else(|| panic!("{a}"));
+    assert!(name.starts_with("a-extended-resources-") && name.len() == "a-extended-resources-".len() + 5, "{name}");
+    let claim = ok(&s, "GET", &format!("{CLAIMS}/{name}"), Value::Null);
+    assert_eq!(claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"], "true");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "a");
+    assert_eq!(claim["spec"]["devices"]["requests"][0]["exactly"]["count"], 2);
+    let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 2, "{claim}");
+    assert!(results.iter().all(|r| r["pool"] == "node-b"), "{claim}");
+    assert_eq!(claim["status"]["reservedFor"][0]["name"], "a");
+
+    // No device left: no claim made, no status; the pod waits.
+    ok(&s, "POST", &format!("{NS}/pods"), ext_pod("b", 1));
+    let b = get_pod(&s, "b");
+    assert!(b["status"]["extendedResourceClaimStatus"].is_null(), "{b}");
+    let claims = ok(&s, "GET", CLAIMS, Value::Null);
+    let made_for_b =
+        claims["items"].as_array().into_iter().flatten().filter(|c| c["metadata"]["ownerReferences"][0]["name"] == "b");
+    assert_eq!(made_for_b.count(), 0, "{claims}");
+
+    // The first pod goes: its special claim with it; the second is served.
+    delete_pod(&s, "a");
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{name}"), Value::Null).0, 404);
+    let b = get_pod(&s, "b");
+    assert!(b["status"]["extendedResourceClaimStatus"]["resourceClaimName"].is_string(), "{b}");
+}

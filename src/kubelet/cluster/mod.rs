@@ -30,6 +30,7 @@ pub mod objects;
 use crate::client::kube::{self, ApiServer, WatchEnd};
 use crate::kubelet::cm::ContainerManager;
 use crate::kubelet::event::{EventBus, KubeletEvent};
+use crate::kubelet::manifest::ClaimSource;
 use objects::Machine;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -500,6 +501,22 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
             return;
         }
     };
+    // DRA-backed extended resources (KEP-5004): the scheduler names the special claim in the
+    // pod's status before it binds it; dpctl's control plane, whose pods arrive bound, right
+    // after the write that made the pod. A pod seen without it is read once more; still
+    // without it, admission refuses what no device plugin serves, as the kubelet does.
+    let given = |pod: &crate::kubelet::manifest::Pod| {
+        pod.resource_claims.iter().any(|c| matches!(c.source, ClaimSource::Extended(_)))
+    };
+    let mut pod = pod;
+    if !given(&pod) && cm.asks_unserved_extended(&pod) {
+        let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+        if let Ok((200, fresh)) = kube::request(&c.api, "GET", &path, None, CALL).await {
+            if let Some(again) = (fresh["metadata"]["uid"] == uid).then(|| objects::bound_pod(&fresh).ok()).flatten() {
+                pod = again;
+            }
+        }
+    }
     // Its claims, read from the API server as the DRA manager reads them.
     if let Some(d) = &cm.dra {
         for claim in objects::claim_names(&pod) {

@@ -8,7 +8,7 @@
 
 use crate::kubelet::cm::PodView;
 use crate::kubelet::devicemanager::ResourceStatus;
-use crate::kubelet::manifest::{ClaimSource, Pod};
+use crate::kubelet::manifest::{ClaimSource, Pod, PodClaim};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -201,6 +201,11 @@ pub fn bound_pod(v: &Value) -> Result<Pod, String> {
         }
     }
     pod.resource_claims.retain(|c| !dropped.contains(&c.name));
+    // KEP-5004: the special claim the scheduler made for the pod's DRA-backed extended resources.
+    if let Some(x) = crate::kubelet::dra::extended::given(&pod.name, &v["status"]["extendedResourceClaimStatus"]) {
+        let name = x.status.resource_claim_name.clone();
+        pod.resource_claims.push(PodClaim { name, source: ClaimSource::Extended(Box::new(x)) });
+    }
     for c in pod.init_containers.iter_mut().chain(pod.containers.iter_mut()) {
         let keep: Vec<bool> = c.claims.iter().map(|n| !dropped.contains(n)).collect();
         let mut k = keep.iter();
@@ -217,7 +222,8 @@ pub fn claim_names(pod: &Pod) -> Vec<String> {
         .iter()
         .filter_map(|c| match &c.source {
             ClaimSource::Claim(n) => Some(n.clone()),
-            _ => None,
+            ClaimSource::Extended(x) => Some(x.status.resource_claim_name.clone()),
+            ClaimSource::Template(_) => None,
         })
         .collect()
 }

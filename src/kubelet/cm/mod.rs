@@ -121,6 +121,18 @@ impl ContainerManager {
         out
     }
 
+    /// Whether a container of `pod` asks for an extended resource (or a
+    /// DeviceClass's implicit one) no device plugin of this node serves.
+    pub fn asks_unserved_extended(&self, pod: &Pod) -> bool {
+        let allocatable: BTreeMap<String, usize> =
+            self.devices.resources().into_iter().map(|r| (r.resource, r.allocatable)).collect();
+        pod.init_containers
+            .iter()
+            .chain(&pod.containers)
+            .flat_map(|c| c.resources.iter())
+            .any(|(r, n)| *n > 0 && extended::is_dra_extended_name(r) && allocatable.get(r).copied().unwrap_or(0) == 0)
+    }
+
     /// DRA-backed extended resources (KEP-5004), when the gate is on: each
     /// pod as the device manager admits it (the resources DRA serves taken
     /// out, so they are never refused `OutOf<resource>`) and, by file, as its
@@ -158,13 +170,19 @@ impl ContainerManager {
         };
         let mut by_file = BTreeMap::new();
         let mut out = Vec::new();
-        for (pod, file) in pods {
-            let special = format!("{}/{}", pod.namespace, extended::claim_name(&pod.name, &pod.uid));
-            let none = BTreeMap::new();
-            let alloc = if claims.contains(&special) { &none } else { &allocatable };
-            let mut served = extended::dra_served(&pod, &mapping, alloc);
-            served.retain(|r, _| !held.contains(&(pod.uid.clone(), r.clone())));
-            let claim = extended::build(&pod, &served);
+        for (mut pod, file) in pods {
+            // A pod of the API the scheduler placed names its special claim itself (from its status).
+            let claim = match extended::take_given(&mut pod) {
+                Some(x) => Some(x),
+                None => {
+                    let special = format!("{}/{}", pod.namespace, extended::claim_name(&pod.name, &pod.uid));
+                    let none = BTreeMap::new();
+                    let alloc = if claims.contains(&special) { &none } else { &allocatable };
+                    let mut served = extended::dra_served(&pod, &mapping, alloc);
+                    served.retain(|r, _| !held.contains(&(pod.uid.clone(), r.clone())));
+                    extended::build(&pod, &served)
+                }
+            };
             if let Some(x) = &claim {
                 self.event(KubeletEvent::ExtendedResourceClaim {
                     pod: pod.key(),

@@ -1,178 +1,88 @@
-//! DRA-backed extended resources (KEP-5004, the DRAExtendedResource gate),
-//! decided without I/O: which path serves a resource a pod asks for, the
-//! special claim the scheduler would create for the pod and the pod's
-//! `status.extendedResourceClaimStatus`
-//! (pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go),
-//! and the CDI devices the kubelet hands each container
+//! DRA-backed extended resources (KEP-5004, the DRAExtendedResource gate)
+//! on the kubelet's side, decided without I/O: the scheduler's part for a
+//! manifest's pod (which resources DRA serves, the special claim, the pod's
+//! `status.extendedResourceClaimStatus`: [`crate::controlplane::extended`]
+//! on the pod's shape), and the CDI devices the kubelet hands each container
 //! (pkg/kubelet/cm/dra/manager.go GetResources, claiminfo.go cdiDevicesAsList).
 
 use super::claiminfo::{ClaimCache, ClaimInfo};
 use super::view::{PodInfo, View};
 use crate::api::podresources::DynamicResource;
 use crate::client::dra_checkpoint as checkpoint;
-use crate::controlplane::objects::{ClaimSpec, Object, Request};
 use crate::kubelet::manifest::extended::{
-    ExtendedClaim, ExtendedResourceClaimStatus, RequestMapping, CLAIM_ANNOTATION, DEVICE_CLASS_PREFIX,
+    ExtendedClaim, ExtendedResourceClaimStatus, RequestMapping, DEVICE_CLASS_PREFIX,
 };
-use crate::kubelet::manifest::{is_extended, ClaimSource, Container, Pod, PodClaim};
-use serde_json::{json, Value};
+use crate::kubelet::manifest::{ClaimSource, Container, Pod, PodClaim};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// schedutil.IsDRAExtendedResourceName: an extended resource name, or a
-/// DeviceClass's implicit one (`deviceclass.resource.kubernetes.io/<class>`).
-pub fn is_dra_extended_name(name: &str) -> bool {
-    is_extended(name) || name.starts_with(DEVICE_CLASS_PREFIX)
-}
+use crate::controlplane::extended::{self as decide, Ctr, PodShape};
+pub use crate::controlplane::extended::{claim_name, class_mapping, is_dra_extended_name};
 
-/// The scheduler's DeviceClass resolver: resource name → class. Every class
-/// maps its implicit name; a class with `spec.extendedResourceName` maps that
-/// too (extended/cache.go). Two classes naming one resource: the first by
-/// name wins (upstream: the last informer event).
-pub fn class_mapping<'a>(objects: impl IntoIterator<Item = &'a Object>) -> BTreeMap<String, String> {
-    let mut classes: Vec<(&String, &Option<String>)> = objects
-        .into_iter()
-        .filter_map(|o| match o {
-            Object::Class { name, extended_resource_name, .. } => Some((name, extended_resource_name)),
-            _ => None,
-        })
-        .collect();
-    classes.sort();
-    let mut out = BTreeMap::new();
-    for (name, explicit) in classes {
-        out.entry(format!("{DEVICE_CLASS_PREFIX}{name}")).or_insert_with(|| name.clone());
-        if let Some(r) = explicit {
-            out.entry(r.clone()).or_insert_with(|| name.clone());
-        }
+/// A manifest's pod as the scheduler's KEP-5004 part reads it.
+fn shape(pod: &Pod) -> PodShape {
+    let ctr = |c: &Container| Ctr {
+        name: c.name.clone(),
+        resources: c.resources.clone(),
+        request_keys: c.request_keys.clone(),
+        restart_always: c.restart_always,
+    };
+    PodShape {
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+        init_containers: pod.init_containers.iter().map(ctr).collect(),
+        containers: pod.containers.iter().map(ctr).collect(),
     }
-    out
 }
 
-/// filterExtendedResources: the resources of `pod` DRA serves on this node —
-/// a DeviceClass maps it and the node's allocatable for it (from device
-/// plugins) is 0. A device plugin with allocatable > 0 wins. Resource → class.
+/// filterExtendedResources for a manifest's pod ([`decide::dra_served`]).
 pub fn dra_served(
     pod: &Pod,
     mapping: &BTreeMap<String, String>,
     allocatable: &BTreeMap<String, usize>,
 ) -> BTreeMap<String, String> {
-    pod.init_containers
-        .iter()
-        .chain(&pod.containers)
-        .flat_map(|c| c.resources.iter())
-        .filter(|(r, n)| **n > 0 && is_dra_extended_name(r))
-        .filter(|(r, _)| allocatable.get(*r).copied().unwrap_or(0) == 0)
-        .filter_map(|(r, _)| Some((r.clone(), mapping.get(r)?.clone())))
-        .collect()
+    decide::dra_served(&shape(pod), mapping, allocatable)
 }
 
-/// The special claim's name: the API server's generateName (`<base>` cut to
-/// 58 characters, then 5 characters); the suffix comes from the pod's UID
-/// so a restarted kubelet names the same claim.
-pub fn claim_name(pod: &str, uid: &str) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let base: String = format!("{pod}-extended-resources-").chars().take(58).collect();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in uid.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// The special claim for a manifest's pod ([`decide::build`]).
+pub fn build(pod: &Pod, served: &BTreeMap<String, String>) -> Option<ExtendedClaim> {
+    decide::build(&shape(pod), served)
+}
+
+/// The special claim a pod of the API came with (its
+/// `status.extendedResourceClaimStatus`, written by the scheduler that
+/// placed it), taken out of its claims for admission to put back ([`split`]).
+pub fn take_given(pod: &mut Pod) -> Option<ExtendedClaim> {
+    let i = pod.resource_claims.iter().position(|c| matches!(c.source, ClaimSource::Extended(_)))?;
+    match pod.resource_claims.remove(i).source {
+        ClaimSource::Extended(x) => Some(*x),
+        _ => None,
     }
-    let suffix: String = (0..5)
-        .map(|i| {
-            let k = usize::try_from((h >> (i * 8)) % ALPHABET.len() as u64).unwrap_or(0);
-            char::from(ALPHABET[k])
+}
+
+/// The special claim of a pod of the API from its
+/// `status.extendedResourceClaimStatus`: its name and mappings (its requests
+/// are the claim object's, read from the API server).
+pub fn given(pod: &str, status: &Value) -> Option<ExtendedClaim> {
+    let name = status["resourceClaimName"].as_str()?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let request_mappings: Vec<RequestMapping> = status["requestMappings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| RequestMapping {
+            container_name: text(&m["containerName"]),
+            resource_name: text(&m["resourceName"]),
+            request_name: text(&m["requestName"]),
         })
         .collect();
-    format!("{base}{suffix}")
-}
-
-/// createResourceRequestAndMappings: container `i`'s request for `resource`,
-/// after using what `reusable` requests (of later long-lived containers) give.
-fn request_and_mappings(
-    i: usize,
-    c: &Container,
-    resource: &str,
-    class: &str,
-    reusable: &[Option<Request>],
-) -> (Option<Request>, Vec<RequestMapping>) {
-    let Some(want) = c.resources.get(resource).copied().filter(|n| *n > 0) else { return (None, vec![]) };
-    let map = |request: &str| RequestMapping {
-        container_name: c.name.clone(),
-        resource_name: resource.to_string(),
-        request_name: request.to_string(),
-    };
-    let mut mappings = Vec::new();
-    let mut sum = 0;
-    for r in reusable.iter().flatten() {
-        sum += r.count;
-        mappings.push(map(&r.name));
-        if sum >= want {
-            return (None, mappings);
-        }
-    }
-    let j = c.request_keys.iter().position(|k| k == resource).unwrap_or(0);
-    let name = format!("container-{i}-request-{j}");
-    mappings.push(map(&name));
-    let request = Request { name, class: class.to_string(), count: want - sum, ..Request::default() };
-    (Some(request), mappings)
-}
-
-/// createRequestsAndMappings and the claim of preFilterExtendedResources:
-/// the special claim for the resources `served` (resource → class), or None.
-/// `i` counts init containers, then containers; a non-sidecar init container
-/// first uses the requests of later long-lived containers and only asks for
-/// the rest, and init containers share the largest of their requests.
-pub fn build(pod: &Pod, served: &BTreeMap<String, String>) -> Option<ExtendedClaim> {
-    let all: Vec<&Container> = pod.init_containers.iter().chain(&pod.containers).collect();
-    let n_init = pod.init_containers.len();
-    let short = |i: usize| i < n_init && !all[i].restart_always;
-    let mut requests: Vec<Request> = Vec::new();
-    let mut mappings: Vec<RequestMapping> = Vec::new();
-    for (resource, class) in served {
-        let mut long_reqs: Vec<Option<Request>> = vec![None; all.len()];
-        let mut long_maps = Vec::new();
-        for i in (0..all.len()).filter(|i| !short(*i)) {
-            let (r, m) = request_and_mappings(i, all[i], resource, class, &[]);
-            long_reqs[i] = r;
-            long_maps.extend(m);
-        }
-        let mut max_short: Option<Request> = None;
-        let mut short_names = BTreeSet::new();
-        let mut short_maps = Vec::new();
-        for i in (0..all.len()).filter(|i| short(*i)) {
-            let (r, m) = request_and_mappings(i, all[i], resource, class, &long_reqs[i..]);
-            if let Some(r) = r {
-                short_names.insert(r.name.clone());
-                if max_short.as_ref().is_none_or(|m| m.count < r.count) {
-                    max_short = Some(r);
-                }
-            }
-            short_maps.extend(m);
-        }
-        if let Some(max) = &max_short {
-            if short_names.len() > 1 {
-                short_names.remove(&max.name);
-                for m in short_maps.iter_mut().filter(|m| short_names.contains(&m.request_name)) {
-                    m.request_name = max.name.clone();
-                }
-            }
-        }
-        requests.extend(max_short);
-        requests.extend(long_reqs.into_iter().flatten());
-        mappings.extend(long_maps);
-        mappings.extend(short_maps);
-    }
-    if requests.is_empty() && mappings.is_empty() {
-        return None;
-    }
-    requests.sort_by(|a, b| a.name.cmp(&b.name));
+    let classes: BTreeSet<(String, String)> =
+        request_mappings.iter().map(|m| (m.resource_name.clone(), String::new())).collect();
     Some(ExtendedClaim {
-        generate_name: format!("{}-extended-resources-", pod.name),
-        status: ExtendedResourceClaimStatus {
-            request_mappings: mappings,
-            resource_claim_name: claim_name(&pod.name, &pod.uid),
-        },
-        spec: ClaimSpec { requests, ..ClaimSpec::default() },
-        classes: served.iter().map(|(r, c)| (r.clone(), c.clone())).collect(),
+        generate_name: format!("{pod}-extended-resources-"),
+        status: ExtendedResourceClaimStatus { request_mappings, resource_claim_name: name.to_string() },
+        spec: Default::default(),
+        classes: classes.into_iter().collect(),
     })
 }
 
@@ -313,17 +223,11 @@ pub fn claim_objects(objects: &mut [Value], pods: &BTreeMap<String, PodInfo>) {
                 && o["metadata"]["namespace"] == p.namespace.as_str()
         };
         let Some(o) = objects.iter_mut().find(mine) else { continue };
-        o["metadata"]["generateName"] = json!(x.generate_name);
-        o["metadata"]["annotations"] = json!({ CLAIM_ANNOTATION: "true" });
-        o["metadata"]["ownerReferences"] =
-            json!([{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid, "controller": true}]);
-        let requests: Vec<Value> = x
-            .spec
-            .requests
-            .iter()
-            .map(|r| json!({"name": r.name, "exactly": {"deviceClassName": r.class, "allocationMode": "ExactCount", "count": r.count}}))
-            .collect();
-        o["spec"] = json!({"devices": {"requests": requests}});
+        let made = decide::claim_object(x, &p.namespace, pod_name, uid);
+        for k in ["generateName", "annotations", "ownerReferences"] {
+            o["metadata"][k] = made["metadata"][k].clone();
+        }
+        o["spec"] = made["spec"].clone();
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::controlplane::objects::Object;
 use crate::kubelet::devicemanager::testutil::{ctr, pod, sidecar};
 
 const GPU: &str = "example.com/gpu";

@@ -218,11 +218,13 @@ pub fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
                 template: Some(t.clone()),
                 spec: None,
             },
+            // The special claim: made here from its requests, or (a pod of the API) the
+            // scheduler's, read from the API server as any named claim.
             ClaimSource::Extended(x) => PodClaim {
                 pod_claim: c.name.clone(),
                 name: x.status.resource_claim_name.clone(),
                 template: None,
-                spec: Some(x.spec.clone()),
+                spec: (!x.spec.requests.is_empty()).then(|| x.spec.clone()),
             },
         })
         .collect()
