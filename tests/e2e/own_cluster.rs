@@ -407,6 +407,12 @@ async fn a_no_execute_taint_rule_on_a_device_of_node_b_evicts_its_pod_through_th
     let (a, b) = (DraTree::new(), DraTree::new());
     let mut c = cluster(&a, &b).await;
     let (serve, serve_log, uid, claim, device) = claim_pod_on_b(&mut c, &b, Value::Null).await;
+    // node-b's pods API, watched: the pod shows the condition while it goes.
+    let mut w = dpctl_cmd(&["pods", "watch", "--socket", s(&b.p("pods-api/pods-api.sock")), "-o", "json"]);
+    w.stdout(std::process::Stdio::piped());
+    let mut watch = w.spawn().unwrap();
+    let mut watched = Tail::stdout(&mut watch);
+    watched.wait_for("INITIAL_SYNC_COMPLETE", 1).await;
     a.write("rule.yaml", &no_execute_rule(&device, None));
     let ev = wait_event(&mut c.first_log, 30, "pod-evicted", |e| e["pod"] == uid.as_str()).await;
     assert_eq!(
@@ -422,6 +428,16 @@ async fn a_no_execute_taint_rule_on_a_device_of_node_b_evicts_its_pod_through_th
     assert_eq!(ev["timeAdded"], ev["evictAt"], "no toleration: at once: {ev}");
     evicted_as_upstream(&mut c, &uid, &claim).await;
     assert!(events(&c.log, "pod-evicted").is_empty(), "node-b decides nothing: {}", c.log.seen());
+    watched.wait_for("\"DELETED\"", 1).await;
+    let shown = watched.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|e| {
+        e["type"] == "MODIFIED"
+            && e["object"]["metadata"]["uid"] == uid.as_str()
+            && e["object"]["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "DeletionByDeviceTaintManager")
+            })
+    });
+    assert!(shown, "node-b's pods API shows the eviction: {}", watched.seen());
+    stop_child(watch).await;
 
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
