@@ -256,9 +256,6 @@ impl Timer {
 /// One pass of the controller over the store (handlePod for every pod,
 /// then maybeDeletePod for those due).
 pub fn sync(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, now: SystemTime) {
-    let pods: Vec<Value> = tx.list("", "pods", None);
-    let uids: BTreeSet<&str> = pods.iter().map(|p| text(&p["metadata"]["uid"])).collect();
-    st.evicted.retain(|uid| uids.contains(uid.as_str()));
     let rules = tx.taint_rules();
     // Nothing to evict for without a NoExecute taint (the common case, looked at cheaply).
     let no_execute = |t: &Value| t["effect"] == "NoExecute";
@@ -270,12 +267,22 @@ pub fn sync(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, no
                 .flatten()
                 .any(|d| d["taints"].as_array().is_some_and(|t| t.iter().any(no_execute)))
         });
-    let with_claims: Vec<Value> =
-        pods.into_iter().filter(|p| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty())).collect();
-    if with_claims.is_empty() || !tainted {
+    let untainted = |st: &mut State| {
+        // A pod evicted is being deleted: it is not looked at again either way.
+        st.evicted.clear();
         st.seen.clear();
         st.next.send_if_modified(|n| n.take().is_some());
-        return;
+    };
+    if !tainted {
+        return untainted(st);
+    }
+    let pods: Vec<Value> = tx.list("", "pods", None);
+    let uids: BTreeSet<&str> = pods.iter().map(|p| text(&p["metadata"]["uid"])).collect();
+    st.evicted.retain(|uid| uids.contains(uid.as_str()));
+    let with_claims: Vec<Value> =
+        pods.into_iter().filter(|p| p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty())).collect();
+    if with_claims.is_empty() {
+        return untainted(st);
     }
     let claims: BTreeMap<String, Value> = tx
         .claims()

@@ -248,3 +248,55 @@ fn a_tolerated_taint_waits_for_the_timer_and_goes_with_its_rule() {
     s.put_taint_rule("DeviceTaintRule xid", None);
     assert_eq!(*timer.next.borrow(), None);
 }
+
+/// podEvictionTime's claims: an allocated claim the pod names, reserved for
+/// it, and (from a template) owned by it; not a claim reserved for another
+/// pod, one made for another pod, one not allocated, nor any claim of a pod
+/// bound to no node or being deleted.
+#[test]
+fn a_pod_counts_only_its_allocated_claims_reserved_for_it() {
+    let claim = |name: &str, reserved: &str, owner: Option<&str>| {
+        let mut c = json!({"metadata": {"name": name, "namespace": "ml", "uid": format!("{name}-uid")},
+            "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": reserved}],
+                "allocation": {"devices": {"results": [{"request": "g", "driver": "d", "pool": "p", "device": "x"}]}}}});
+        if let Some(o) = owner {
+            c["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": o,
+                "controller": true}]);
+        }
+        (format!("ml/{name}"), c)
+    };
+    let mut claims: BTreeMap<String, Value> = [
+        claim("named", "u1", None),
+        claim("other", "u2", None),
+        claim("made", "u1", Some("u1")),
+        claim("stolen", "u1", Some("u2")),
+    ]
+    .into_iter()
+    .collect();
+    let mut unallocated = claim("pending", "u1", None);
+    unallocated.1["status"].as_object_mut().unwrap().remove("allocation");
+    claims.insert(unallocated.0, unallocated.1);
+    let devices: BTreeMap<String, Vec<Allocated>> = claims
+        .iter()
+        .filter_map(|(k, c)| {
+            c["status"]["allocation"]["devices"]["results"].as_array().map(|r| (k.clone(), allocator::given(r)))
+        })
+        .collect();
+    let pod = json!({"metadata": {"name": "p", "namespace": "ml", "uid": "u1"},
+        "spec": {"nodeName": "node-b", "resourceClaims": [
+            {"name": "a", "resourceClaimName": "named"}, {"name": "b", "resourceClaimName": "other"},
+            {"name": "c", "resourceClaimTemplateName": "t"}, {"name": "d", "resourceClaimTemplateName": "t"},
+            {"name": "e", "resourceClaimName": "pending"}]},
+        "status": {"resourceClaimStatuses": [{"name": "c", "resourceClaimName": "made"},
+            {"name": "d", "resourceClaimName": "stolen"}]}});
+    let used: Vec<String> =
+        in_use(std::slice::from_ref(&pod), &claims, &devices).into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(used, ["ml/named", "ml/made"]);
+    let mut unbound = pod.clone();
+    unbound["spec"].as_object_mut().unwrap().remove("nodeName");
+    let mut deleting = pod.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut done = pod;
+    done["status"]["phase"] = json!("Failed");
+    assert!(in_use(&[unbound, deleting, done], &claims, &devices).is_empty());
+}
