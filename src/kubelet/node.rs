@@ -357,9 +357,10 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             }
             first = false;
         }
-        // NoExecute taints on prepared claims' devices (slices from manifests
-        // or the API server, DeviceTaintRules): the pods go as deleted ones do.
-        // The static pods only: the API's are the control plane's controller's.
+        // NoExecute taints on the static pods' prepared claims' devices (slices
+        // from manifests or the API server, DeviceTaintRules): the pods go as
+        // deleted ones do. The API's pods are the control plane's controller's
+        // (they are deleted through the API; their node stops them).
         let statics: BTreeSet<String> = seen.values().filter_map(|s| s.uid.clone()).collect();
         let evicted = cm.dra.as_ref().map(|d| d.tainted_pods(&statics)).unwrap_or_default();
         for uid in evicted {
