@@ -145,6 +145,9 @@ struct StoreInner {
     custom: BTreeMap<String, Value>,
     /// Manifests of CRDs and objects of other groups, by their manifest key.
     manifests: BTreeMap<String, Value>,
+    /// DeviceTaintRules of the mock kubelet's manifests, by their manifest
+    /// key (not served: what the device-taint eviction controller reads).
+    taint_rules: BTreeMap<String, crate::controlplane::objects::TaintRule>,
     /// The stored slices' size as JSON.
     bytes: usize,
     /// Changes with every change to the stored slices ([`crate::core::stamp`]).
@@ -297,6 +300,24 @@ impl Store {
             self.after_write(&mut st);
         }
         changed
+    }
+
+    /// Hold DeviceTaintRule manifest `key` (None: forget it), for the controllers.
+    pub fn put_taint_rule(&self, key: &str, rule: Option<crate::controlplane::objects::TaintRule>) {
+        let mut st = self.lock();
+        let changed = match rule {
+            Some(r) => st.taint_rules.insert(key.to_string(), r.clone()).is_none_or(|old| old != r),
+            None => st.taint_rules.remove(key).is_some(),
+        };
+        if changed {
+            self.after_write(&mut st);
+        }
+    }
+
+    /// Run the controllers again without a write (a controller's timer: an eviction is due).
+    pub fn resync(&self) {
+        let mut st = self.lock();
+        self.after_write(&mut st);
     }
 
     /// The pods created through the API that are bound to `node` (`spec.nodeName`), as stored.

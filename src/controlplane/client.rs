@@ -36,6 +36,9 @@ pub trait Client: Send + Sync + std::fmt::Debug {
     fn delete_object(&self, group: &str, resource: &str, namespace: &str, name: &str) -> bool;
     /// The pods clients created through the API bound to `node` (`spec.nodeName`), as stored.
     fn pods_on(&self, node: &str) -> Vec<Value>;
+    /// Hold the DeviceTaintRule of manifest `key` (None: it went), for the
+    /// device-taint eviction controller.
+    fn put_taint_rule(&self, key: &str, rule: Option<crate::controlplane::objects::TaintRule>);
 }
 
 impl Client for super::apiserver::Store {
@@ -80,5 +83,8 @@ impl Client for super::apiserver::Store {
     }
     fn pods_on(&self, node: &str) -> Vec<Value> {
         super::apiserver::Store::pods_on(self, node)
+    }
+    fn put_taint_rule(&self, key: &str, rule: Option<crate::controlplane::objects::TaintRule>) {
+        super::apiserver::Store::put_taint_rule(self, key, rule)
     }
 }

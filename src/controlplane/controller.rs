@@ -23,15 +23,22 @@
 //!   as it is. A pod's `resourceClaimStatuses` are written once every claim
 //!   of it is allocated and reserved, so the node that runs it reads its
 //!   claims ready, as a kubelet does once the scheduler bound the pod;
+//! - the device-taint eviction controller ([`taints`]): a pod bound to a
+//!   node whose claim's device carries a NoExecute taint it does not
+//!   tolerate gets `DisruptionTarget=True`, an Event, and is deleted;
 //! - the resourceclaim controller's `syncClaim` and the garbage collector,
 //!   for the reservations made here: a reservation whose pod is gone,
 //!   replaced or done goes; a claim reserved for nobody then is
 //!   deallocated (its allocation and the finalizer cleared) and, when it
 //!   was made for a pod that is gone, replaced or done, deleted.
 //!
-//! Only pods of the API are looked at, and not those bound to the node of
-//! the mock kubelet that serves the store: its claims (its manifests') are
-//! its own, and it runs no pod of the API.
+//! Only pods of the API are looked at, and the resourceclaim and scheduler
+//! parts leave out those bound to the node of the mock kubelet that serves
+//! the store: its claims (its manifests') are its own, and it runs no pod
+//! of the API (its static pods are not in the store; it evicts them itself
+//! with [`taints::decide`]).
+
+pub mod taints;
 
 use super::allocator::{self, Allocated, Catalog, Features};
 use super::apiserver::{Store, Txn};
@@ -53,15 +60,27 @@ const RESERVED_FOR_MAX: usize = 256;
 /// node of the mock kubelet that serves the store, which runs no pod of
 /// the API and allocates its own claims from its node's slices) are left alone.
 pub fn store(minor: u32, own: &str) -> Store {
+    plane(minor, own).0
+}
+
+/// [`store`], with the device-taint eviction controller's timer: its owner
+/// runs it ([`taints::Timer::run`]) on a task of its own, so that an
+/// eviction due later (a toleration's seconds) happens without a write.
+pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
     let features = Features::of_minor(minor);
     // DRAExtendedResource (KEP-5004): beta, on, from 1.36.
     let extended = minor >= 36;
     let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
+    let (evictions, timer) = taints::state();
+    let evictions = Mutex::new(evictions);
     let own = own.to_string();
-    Store::with_controller(Box::new(move |tx| {
+    let store = Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
         reconcile(tx, &mut made, features, extended, &own);
-    }))
+        let mut ev = evictions.lock().unwrap_or_else(|p| p.into_inner());
+        taints::sync(tx, &mut ev, &features, std::time::SystemTime::now());
+    }));
+    (store, timer)
 }
 
 /// A reservation made here: (`namespace/claim`, pod UID).

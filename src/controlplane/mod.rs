@@ -1,6 +1,7 @@
-//! The control plane: the local API server and the scheduler's allocator,
-//! with the resource.k8s.io objects they read. Nothing here imports the
-//! kubelet.
+//! The control plane: the local API server, the scheduler's allocator and
+//! the controllers watching the store (resourceclaim, device-taint
+//! eviction), with the resource.k8s.io objects they read. Nothing here
+//! imports the kubelet.
 
 pub mod allocator;
 pub mod apiserver;

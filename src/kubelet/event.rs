@@ -792,8 +792,10 @@ pub enum KubeletEvent {
         file: String,
     },
     /// A NoExecute device taint the claim's request does not tolerate (any
-    /// longer) evicted a pod, as the device-taint eviction controller does;
-    /// the pod is then deleted (containers stopped, claims unprepared).
+    /// longer) evicted a pod, as the device-taint eviction controller does:
+    /// a static pod is then deleted (containers stopped, claims unprepared);
+    /// a pod of the API (logged by the mock kubelet that serves the store)
+    /// is deleted through the API, and its node stops it.
     #[serde(rename_all = "camelCase")]
     PodEvicted {
         /// The pod's UID.

@@ -24,7 +24,7 @@ use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;
 use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -357,9 +357,12 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             }
             first = false;
         }
-        // NoExecute taints on prepared claims' devices (slices from manifests
-        // or the API server, DeviceTaintRules): the pods go as deleted ones do.
-        let evicted = cm.dra.as_ref().map(|d| d.tainted_pods()).unwrap_or_default();
+        // NoExecute taints on the static pods' prepared claims' devices (slices
+        // from manifests or the API server, DeviceTaintRules): the pods go as
+        // deleted ones do. The API's pods are the control plane's controller's
+        // (they are deleted through the API; their node stops them).
+        let statics: BTreeSet<String> = seen.values().filter_map(|s| s.uid.clone()).collect();
+        let evicted = cm.dra.as_ref().map(|d| d.tainted_pods(&statics)).unwrap_or_default();
         for uid in evicted {
             cm.mark_evicted(&uid);
             cm.remove_pod(&uid).await;
@@ -707,11 +710,18 @@ async fn run(
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         // The store with the control plane's controllers: the claims of the
         // API's pods bound to other nodes that joined it.
-        let store = std::sync::Arc::new(crate::controlplane::controller::store(
-            s.manager.profile.version.minor(),
-            crate::kubelet::dra::NODE_NAME,
-        ));
+        let (store, timer) =
+            crate::controlplane::controller::plane(s.manager.profile.version.minor(), crate::kubelet::dra::NODE_NAME);
+        let store = std::sync::Arc::new(store);
         dra.api = Some(store.clone());
+        // The device-taint eviction controller's timer, and its evictions
+        // reported as the static pods' are; cancelled and awaited with the
+        // store's other tasks.
+        let (resync, b) = (store.clone(), bus.clone());
+        status.spawn(timer.run(
+            move || resync.resync(),
+            move |e| b.emit(crate::kubelet::dra::taints::evicted_event(&e.eviction), None),
+        ));
         let started = crate::controlplane::apiserver::start(
             addr,
             &dra.root,

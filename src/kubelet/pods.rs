@@ -18,7 +18,6 @@ use crate::api::pods_v1alpha1::{
 };
 use crate::kubelet::cm::{ContainerManager, PodView};
 use crate::kubelet::dra::protobuf;
-use crate::kubelet::dra::taints::{EVICTION_CONDITION, EVICTION_MESSAGE, EVICTION_REASON};
 use crate::kubelet::event::KubeletEvent;
 use crate::kubelet::lifecycle::{Phase, Step};
 use crate::kubelet::manifest::{ClaimSource, Container};
@@ -119,8 +118,8 @@ pub fn pod_object(v: &PodView, health: Option<&BTreeMap<String, Vec<Value>>>, no
         conditions.push(c);
     }
     if v.evicted {
-        conditions.push(json!({"type": EVICTION_CONDITION, "status": "True", "reason": EVICTION_REASON,
-            "message": EVICTION_MESSAGE}));
+        use crate::controlplane::controller::taints::{CONDITION, MESSAGE, REASON};
+        conditions.push(json!({"type": CONDITION, "status": "True", "reason": REASON, "message": MESSAGE}));
     }
     let state = |_: &Container| {
         if v.step == Step::Running {

@@ -290,6 +290,194 @@ async fn a_pod_with_a_claim_runs_on_the_second_node_allocated_by_the_first_ones_
     c.stop().await;
 }
 
+/// A pod with a claim from a template (its request's `tolerations`, when
+/// any) running on node-b on a device of node-b's driver, the pod holding a
+/// finalizer of its own so that, once deleted, its status stays to read;
+/// the driver's process, its log, the pod's UID, its claim's name and the
+/// device (`driver/pool/device`).
+async fn claim_pod_on_b(
+    c: &mut Cluster,
+    b: &DraTree,
+    tolerations: Value,
+) -> (tokio::process::Child, Tail, String, String, String) {
+    let driver = "gpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "ml";
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert_eq!(code, 201, "{body}");
+    let mut exactly = json!({"deviceClassName": driver});
+    if !tolerations.is_null() {
+        exactly["tolerations"] = tolerations;
+    }
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(&c.api, "POST", &path, Some(&template)).await;
+    assert_eq!(code, 201, "{body}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": ns, "finalizers": ["example.com/keep"]},
+        "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let uid = c.create(&pod).await;
+    let pod = c.running(ns, "trainer", &uid).await;
+    let claim = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{pod}"))
+        .to_string();
+    let (_, v) =
+        call(&c.api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}"), None).await;
+    let r = &v["status"]["allocation"]["devices"]["results"][0];
+    let device =
+        format!("{}/{}/{}", r["driver"].as_str().unwrap(), r["pool"].as_str().unwrap(), r["device"].as_str().unwrap());
+    (serve, serve_log, uid, claim, device)
+}
+
+/// A DeviceTaintRule manifest of the first node selecting `device` (`driver/pool/device`), NoExecute.
+fn no_execute_rule(device: &str, time_added: Option<&str>) -> String {
+    let mut parts = device.splitn(3, '/');
+    let (d, p, x) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let added = time_added.map(|t| format!(", timeAdded: \"{t}\"")).unwrap_or_default();
+    format!(
+        "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceTaintRule\nmetadata: {{name: xid}}\nspec:\n  deviceSelector: {{driver: {d}, pool: {p}, device: {x}}}\n  taint: {{key: gpu.example.com/xid, value: \"79\", effect: NoExecute{added}}}\n"
+    )
+}
+
+/// The evicted pod, after node-b deleted it: still there for its finalizer,
+/// with the eviction controller's condition; the Event it recorded; then
+/// the finalizer gone, the pod and its claim go.
+async fn evicted_as_upstream(c: &mut Cluster, uid: &str, claim: &str) {
+    let path = "/api/v1/namespaces/ml/pods/trainer";
+    let deleted = wait_event(&mut c.log, 30, "cluster-pod-deleted", |e| e["uid"] == uid).await;
+    assert_eq!(deleted["pod"], "ml/trainer");
+    let seen = c.log.seen();
+    let (u, d) =
+        (seen.find("\"event\":\"claim-unprepared\"").unwrap(), seen.find("\"event\":\"cluster-pod-deleted\"").unwrap());
+    assert!(u < d, "unprepared before the pod is deleted: {seen}");
+    let (code, pod) = call(&c.api, "GET", path, None).await;
+    assert_eq!(code, 200, "{pod}");
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    let cond = pod["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "DisruptionTarget"))
+        .unwrap_or_else(|| panic!("{pod}"));
+    assert_eq!(
+        (cond["status"].as_str(), cond["reason"].as_str(), cond["message"].as_str()),
+        (
+            Some("True"),
+            Some("DeletionByDeviceTaintManager"),
+            Some("Device Taint manager: deleting due to NoExecute taint")
+        ),
+        "{pod}"
+    );
+    let (_, events) = call(&c.api, "GET", "/api/v1/namespaces/ml/events", None).await;
+    let e = events["items"]
+        .as_array()
+        .and_then(|i| i.iter().find(|e| e["involvedObject"]["uid"] == uid))
+        .unwrap_or_else(|| panic!("{events}"));
+    assert_eq!(
+        (e["reason"].as_str(), e["message"].as_str(), e["source"]["component"].as_str()),
+        (Some("DeviceTaintManagerEviction"), Some("Marking for deletion"), Some("device-taint-eviction-controller")),
+        "{e}"
+    );
+    let patch = json!({"metadata": {"finalizers": null}});
+    let (code, body) =
+        kube::request_as(&c.api, "PATCH", path, "application/merge-patch+json", Some(&patch), T).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(call(&c.api, "GET", path, None).await.0, 404);
+    let claim_path = format!("/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/{claim}");
+    assert_eq!(call(&c.api, "GET", &claim_path, None).await.0, 404, "the pod's claim goes with it");
+}
+
+/// A NoExecute DeviceTaintRule (a manifest of the first node) on the device
+/// a pod of node-b uses: the control plane's device-taint eviction
+/// controller sets the pod's DisruptionTarget condition, records its Event
+/// and deletes it; the first node reports `pod-evicted` (claim, device,
+/// taint); node-b stops it, unprepares its claim and deletes it for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_execute_taint_rule_on_a_device_of_node_b_evicts_its_pod_through_the_control_plane() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let (serve, serve_log, uid, claim, device) = claim_pod_on_b(&mut c, &b, Value::Null).await;
+    // node-b's pods API, watched: the pod shows the condition while it goes.
+    let mut w = dpctl_cmd(&["pods", "watch", "--socket", s(&b.p("pods-api/pods-api.sock")), "-o", "json"]);
+    w.stdout(std::process::Stdio::piped());
+    let mut watch = w.spawn().unwrap();
+    let mut watched = Tail::stdout(&mut watch);
+    watched.wait_for("INITIAL_SYNC_COMPLETE", 1).await;
+    a.write("rule.yaml", &no_execute_rule(&device, None));
+    let ev = wait_event(&mut c.first_log, 30, "pod-evicted", |e| e["pod"] == uid.as_str()).await;
+    assert_eq!(
+        (ev["claim"].as_str(), ev["device"].as_str(), ev["taint"].as_str()),
+        (Some(format!("ml/{claim}").as_str()), Some(device.as_str()), Some("gpu.example.com/xid=79:NoExecute")),
+        "{ev}"
+    );
+    assert_eq!(
+        (ev["reason"].as_str(), ev["conditionReason"].as_str()),
+        (Some("DeviceTaintManagerEviction"), Some("DeletionByDeviceTaintManager")),
+        "{ev}"
+    );
+    assert_eq!(ev["timeAdded"], ev["evictAt"], "no toleration: at once: {ev}");
+    evicted_as_upstream(&mut c, &uid, &claim).await;
+    assert!(events(&c.log, "pod-evicted").is_empty(), "node-b decides nothing: {}", c.log.seen());
+    watched.wait_for("\"DELETED\"", 1).await;
+    let shown = watched.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|e| {
+        e["type"] == "MODIFIED"
+            && e["object"]["metadata"]["uid"] == uid.as_str()
+            && e["object"]["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "DeletionByDeviceTaintManager")
+            })
+    });
+    assert!(shown, "node-b's pods API shows the eviction: {}", watched.seen());
+    stop_child(watch).await;
+
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
+
+/// The request tolerates the taint for 60 s and the rule's taint was added
+/// 52 s ago: the pod stays, then goes at timeAdded + 60 s (the controller's
+/// timer, no write needed), not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toleration_with_seconds_delays_the_control_planes_eviction_of_a_pod_of_node_b() {
+    use dpctl::core::time::{parse_rfc3339, rfc3339_nano};
+    use std::time::SystemTime;
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let tolerations =
+        json!([{"key": "gpu.example.com/xid", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]);
+    let (serve, serve_log, uid, claim, device) = claim_pod_on_b(&mut c, &b, tolerations).await;
+    let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let added = rfc3339_nano(SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs - 52));
+    let evict_at = rfc3339_nano(SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs + 8));
+    a.write("rule.yaml", &no_execute_rule(&device, Some(&added)));
+    wait_event(&mut c.first_log, 20, "dra-object", |e| e["key"] == "DeviceTaintRule xid").await;
+    let (_, pod) = call(&c.api, "GET", "/api/v1/namespaces/ml/pods/trainer", None).await;
+    if SystemTime::now() < parse_rfc3339(&evict_at).unwrap() {
+        assert!(pod["metadata"]["deletionTimestamp"].is_null(), "tolerated until {evict_at}: {pod}");
+    }
+    let ev = wait_event(&mut c.first_log, 30, "pod-evicted", |e| e["pod"] == uid.as_str()).await;
+    let seen = SystemTime::now();
+    assert_eq!(
+        (ev["timeAdded"].as_str(), ev["evictAt"].as_str()),
+        (Some(added.as_str()), Some(evict_at.as_str())),
+        "{ev}"
+    );
+    assert!(seen >= parse_rfc3339(&evict_at).unwrap(), "evicted before evictAt {evict_at}");
+    evicted_as_upstream(&mut c, &uid, &claim).await;
+
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
+
 /// DRA-backed extended resources on node-b (KEP-5004): a DeviceClass with
 /// `extendedResourceName`, a pod created through the API with
 /// `spec.nodeName: node-b` asking for that resource (no device plugin serves

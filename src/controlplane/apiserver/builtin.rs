@@ -781,6 +781,53 @@ fn delete(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     answer(&gone)
 }
 
+/// Delete pod `namespace/name` (UID `uid`, as a precondition) in process, as
+/// a DELETE without options does ([`delete`]): gracefully when it is bound
+/// and not finished; whether it was stored with that UID.
+pub(super) fn delete_pod_gracefully(
+    store: &Store,
+    st: &mut StoreInner,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> bool {
+    let Some(k) = kind_of("", "pods") else { return false };
+    let at = key(k, namespace, name);
+    let Some(cur) = st.builtin.get(&at).cloned() else { return false };
+    if cur["metadata"]["uid"] != uid {
+        return false;
+    }
+    let grace = grace_period(k, &cur, &[], &Value::Null);
+    let finalizers = cur["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+    if grace > 0 || finalizers {
+        if cur["metadata"]["deletionTimestamp"].is_string() {
+            return true;
+        }
+        let mut next = cur.clone();
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        next["metadata"]["deletionTimestamp"] = json!(crate::controlplane::protobuf::format_rfc3339(secs + grace));
+        next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+        if k.generation {
+            next["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
+        }
+        st.version += 1;
+        next["metadata"]["resourceVersion"] = json!(st.version.to_string());
+        store.emit(st, "MODIFIED", next.clone());
+        st.builtin.insert(at, next);
+        return true;
+    }
+    let mut gone = cur.clone();
+    if !gone["metadata"]["deletionTimestamp"].is_string() {
+        gone["metadata"]["deletionTimestamp"] = json!(meta::now());
+        gone["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
+    }
+    gone["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    st.builtin.remove(&at);
+    st.version += 1;
+    store.emit(st, "DELETED", gone);
+    true
+}
+
 /// The grace period of a delete (`gracePeriodSeconds` of the query or the
 /// DeleteOptions; else the pod's `terminationGracePeriodSeconds`), as the
 /// pod strategy's CheckGracefulDelete decides it: 0 for a pod bound to no

@@ -125,4 +125,23 @@ impl Txn<'_> {
         self.st.builtin.insert(at, next);
         true
     }
+
+    /// The DeviceTaintRules held ([`Store::put_taint_rule`]).
+    pub fn taint_rules(&self) -> Vec<crate::controlplane::objects::TaintRule> {
+        self.st.taint_rules.values().cloned().collect()
+    }
+
+    /// Create `obj` of a built-in kind (an Event a controller records:
+    /// `group`/`resource` from its apiVersion and kind); whether it was stored.
+    pub fn create_event(&mut self, obj: Value) -> bool {
+        builtin::put(self.store, self.st, "", "events", obj)
+    }
+
+    /// Delete pod `namespace/name` with UID `uid` as a DELETE without options
+    /// deletes it: a pod bound to a node and not finished gets a
+    /// `deletionTimestamp` and its grace period (its node deletes it for
+    /// good), any other goes. Whether it was stored with that UID.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str, uid: &str) -> bool {
+        builtin::delete_pod_gracefully(self.store, self.st, namespace, name, uid)
+    }
 }

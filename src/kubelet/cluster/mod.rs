@@ -469,6 +469,10 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
     let namespace = meta["namespace"].as_str().unwrap_or("default");
     let key = format!("{namespace}/{name}");
     if meta["deletionTimestamp"].is_string() {
+        // The device-taint eviction controller's: shown as evicted while it goes.
+        if evicted(&p) {
+            cm.mark_evicted(uid);
+        }
         delete(cm, c, pods, uid, namespace, name).await;
         return;
     }
@@ -575,6 +579,15 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
             }
         }
     }
+}
+
+/// Whether the device-taint eviction controller deleted pod `p` (its
+/// `DisruptionTarget=True` condition, reason DeletionByDeviceTaintManager).
+fn evicted(p: &Value) -> bool {
+    use crate::controlplane::controller::taints::{CONDITION, REASON};
+    p["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == CONDITION && c["status"] == "True" && c["reason"] == REASON))
 }
 
 /// A pod with a deletionTimestamp: stopped, its claims unprepared (waiting

@@ -551,6 +551,8 @@ impl DraManager {
             (Object::Class { raw, .. }, Some(api)) => {
                 api.put_object("resource.k8s.io", "deviceclasses", raw.clone());
             }
+            // The device-taint eviction controller reads the rules of the manifests.
+            (Object::TaintRule { rule, .. }, Some(api)) => api.put_taint_rule(&key, Some(rule.clone())),
             _ => {}
         }
         let shapes_claims = {
@@ -582,8 +584,12 @@ impl DraManager {
         }
         if let Some(api) = &self.spec.api {
             api.forget_manifest(key);
-            if let Some(Object::Class { name, .. }) = &removed {
-                api.delete_object("resource.k8s.io", "deviceclasses", "", name);
+            match &removed {
+                Some(Object::Class { name, .. }) => {
+                    api.delete_object("resource.k8s.io", "deviceclasses", "", name);
+                }
+                Some(Object::TaintRule { .. }) => api.put_taint_rule(key, None),
+                _ => {}
             }
         }
         if removed.as_ref().is_some_and(shapes_claims) {

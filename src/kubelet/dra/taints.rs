@@ -1,77 +1,63 @@
-//! NoExecute device taints on devices of prepared claims, as the
-//! devicetainteviction controller acts on them (the decision is
-//! [`super::allocator::taints::evictions`] and
-//! [`super::allocator::taints::Eviction::when`]; this is its shell: the wall
-//! clock, when each taint without a timeAdded was first seen, the
-//! `pod-evicted` events).
+//! NoExecute device taints on devices of the static pods' prepared claims.
+//! The decision is the control plane's device-taint eviction controller's
+//! ([`crate::controlplane::controller::taints::decide`]); the mock kubelet
+//! runs it over the claims of the pods of its manifests, which are not in
+//! the store (no mirror pods) so the controller cannot see them. Pods of
+//! the API are the controller's: the node deletes them when it sees them
+//! deleted. This is the shell: the wall clock, when each taint without a
+//! timeAdded was first seen, the `pod-evicted` events.
 
 use super::*;
+use crate::controlplane::controller::taints::{self, InUse};
 use std::time::SystemTime;
 
-/// The condition devicetainteviction sets on a pod it evicts before deleting
-/// it (device_taint_eviction.go, deletePod: `DisruptionTarget=True`), its
-/// reason and message; the same in 1.36 and 1.37.
-pub const EVICTION_CONDITION: &str = "DisruptionTarget";
-/// The condition's reason.
-pub const EVICTION_REASON: &str = "DeletionByDeviceTaintManager";
-/// The condition's message.
-pub const EVICTION_MESSAGE: &str = "Device Taint manager: deleting due to NoExecute taint";
-
 impl DraManager {
-    /// Pods a NoExecute device taint evicts now (devicetainteviction): for
-    /// every prepared claim, [`allocator::taints::evictions`] on its
-    /// allocation, each due at its taint's timeAdded plus the toleration's
-    /// seconds (a taint without timeAdded counts from when it was first
-    /// seen). Each is reported (`pod-evicted`); the caller deletes the pods
-    /// through the pod lifecycle.
-    pub fn tainted_pods(&self) -> Vec<String> {
+    /// Static pods (of `pods`, by UID) a NoExecute device taint evicts now:
+    /// [`taints::decide`] over their prepared claims. Each is reported
+    /// (`pod-evicted`); the caller deletes the pods through the pod lifecycle.
+    pub fn tainted_pods(&self, pods: &BTreeSet<String>) -> Vec<String> {
         let now = SystemTime::now();
         let mut st = self.lock();
         let cands = self.candidates(&mut st);
         let rules = allocator::Catalog::of(st.objects.values()).rules;
+        let mut seen = std::mem::take(&mut st.taint_seen);
+        let uses: Vec<InUse<'_>> = st
+            .claims
+            .values()
+            .filter(|c| c.pods.iter().any(|p| pods.contains(p)))
+            .map(|c| InUse {
+                claim: format!("{}/{}", c.namespace, c.name),
+                uid: c.uid.clone(),
+                pods: c.pods.iter().filter(|p| pods.contains(*p)).cloned().collect(),
+                devices: &c.allocation,
+            })
+            .collect();
+        let decision = taints::decide(&uses, &cands, &rules, &mut seen, now);
+        drop(uses);
+        st.taint_seen = seen;
+        drop(st);
         let mut due = Vec::new();
-        let mut pending = Vec::new();
-        let mut live = BTreeSet::new();
-        for c in st.claims.values() {
-            for e in allocator::taints::evictions(&c.allocation, &cands, &rules) {
-                let device = format!("{}/{}/{}", e.device.driver, e.device.pool, e.device.device);
-                let t = e.taint;
-                let taint = format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), t.effect);
-                let key = format!("{} {device} {taint}", c.uid);
-                let first = *st.taint_seen.get(&key).unwrap_or(&now);
-                let when = e.when(first, now);
-                live.insert(key.clone());
-                for pod in &c.pods {
-                    pending.push((
-                        key.clone(),
-                        when,
-                        pod.clone(),
-                        format!("{}/{}", c.namespace, c.name),
-                        device.clone(),
-                        taint.clone(),
-                    ));
-                }
-            }
-        }
-        st.taint_seen.retain(|k, _| live.contains(k));
-        for (key, when, pod, claim, device, taint) in pending {
-            st.taint_seen.entry(key).or_insert(now);
-            if when.now && !due.contains(&pod) {
-                due.push(pod.clone());
-                self.event(KubeletEvent::PodEvicted {
-                    pod,
-                    claim,
-                    device,
-                    taint,
-                    reason: "DeviceTaintManagerEviction".into(),
-                    condition: EVICTION_CONDITION.into(),
-                    condition_reason: EVICTION_REASON.into(),
-                    condition_message: EVICTION_MESSAGE.into(),
-                    time_added: crate::core::time::rfc3339_nano(when.added),
-                    evict_at: crate::core::time::rfc3339_nano(when.at),
-                });
-            }
+        for e in decision.due {
+            due.push(e.pod.clone());
+            self.event(evicted_event(&e));
         }
         due
+    }
+}
+
+/// The `pod-evicted` event of an eviction (the static pods' here, or the
+/// control plane's controller's).
+pub fn evicted_event(e: &taints::Evict) -> KubeletEvent {
+    KubeletEvent::PodEvicted {
+        pod: e.pod.clone(),
+        claim: e.claim.clone(),
+        device: e.device.clone(),
+        taint: e.taint.clone(),
+        reason: taints::EVENT_REASON.into(),
+        condition: taints::CONDITION.into(),
+        condition_reason: taints::REASON.into(),
+        condition_message: taints::MESSAGE.into(),
+        time_added: crate::core::time::rfc3339_nano(e.added),
+        evict_at: crate::core::time::rfc3339_nano(e.at),
     }
 }
