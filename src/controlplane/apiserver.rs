@@ -1094,6 +1094,9 @@ async fn respond(
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
+    if code < 300 && matches!(parts.method.as_str(), "POST" | "PUT" | "PATCH") {
+        warnings.extend(strategy_warnings(&v));
+    }
     let mut resp = reply(media, code, &v);
     if code < 300 {
         for w in warnings {
@@ -1110,6 +1113,20 @@ async fn respond(
 /// The warnings a create or replace gets under `fieldValidation=Warn`
 /// (the default): one per duplicate and unknown field, as the decoder
 /// words them (`unknown field "spec.bogus"`).
+/// The warnings a kind's strategy gives on create and update, from the
+/// object written (resourceslice strategy.go WarningsOnCreate/WarningsOnUpdate:
+/// a driver name with upper-case characters).
+fn strategy_warnings(written: &Value) -> Vec<String> {
+    let driver = written["spec"]["driver"].as_str().unwrap_or_default();
+    match written["kind"] == "ResourceSlice" && driver != driver.to_lowercase() {
+        true => vec![format!(
+            "spec.driver: driver names should be lowercase; {} contains uppercase characters",
+            validate::go_quote(driver)
+        )],
+        false => vec![],
+    }
+}
+
 fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
     if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
         return vec![];

@@ -30,6 +30,8 @@ struct Req {
 
 const JSON: &str = "application/json";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// What client-go asks for with its protobuf content type.
+const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 const MERGE: &str = "application/merge-patch+json";
 const JSONPATCH: &str = "application/json-patch+json";
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
@@ -71,6 +73,23 @@ const CORPUS: &[Req] = &[
             "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1}}}"#),
     req!("slice get", "GET", SLICE_1, ""),
     req!("slice get missing", "GET", "/apis/resource.k8s.io/v1/resourceslices/{p}-missing", ""),
+    req!("slice create with an invalid driver name", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-bad-driver"},
+            "spec":{"driver":"gpu_vendor.example.com","nodeName":"dpctl-node","pool":{"name":"{p}-bd","generation":1,"resourceSliceCount":1}}}"#),
+    req!("slice create with an upper-case driver name", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-upper-driver"},
+            "spec":{"driver":"GPU.Example.com","nodeName":"dpctl-node","pool":{"name":"{p}-ud","generation":1,"resourceSliceCount":1}}}"#),
+    // Answers in protobuf, as client-go asks for them (decoded, then compared as the JSON ones are).
+    req!("slice get (protobuf answer)", "GET", SLICE_1, ""),
+    req!("slice get missing (protobuf answer)", "GET", "/apis/resource.k8s.io/v1/resourceslices/{p}-missing", ""),
+    req!("slice list by label (protobuf answer)", "GET", SLICES, "labelSelector=corpus%3D{p}"),
+    req!("slice create in protobuf (protobuf answer)", "POST", SLICES, "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-pb","labels":{"corpus":"{p}"}},
+            "spec":{"driver":"pb.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}-pb","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0","attributes":{"model":{"string":"a"},"cores":{"int":8}},"capacity":{"mem":{"value":"1Gi"}}}]}}"#),
+    req!("slice create in protobuf, invalid (protobuf answer)", "POST", SLICES, "", PROTOBUF,
+        r#"PROTOBUF{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-pb-bad"},
+            "spec":{"driver":"Not A Driver","nodeName":"dpctl-node","pool":{"name":"{p}-pb","generation":1,"resourceSliceCount":1}}}"#),
     req!("slice list by label", "GET", SLICES, "labelSelector=corpus%3D{p}"),
     req!("slice list by spec.nodeName", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.nodeName%3Ddpctl-node"),
     req!("slice list by spec.driver", "GET", SLICES, "labelSelector=corpus%3D{p}&fieldSelector=spec.driver%3Dd.corpus.example.com"),
@@ -366,7 +385,7 @@ impl Server {
     /// One request: status code and body (dechunked). A watch's body is what
     /// came until the server ended it (timeoutSeconds), within 20 s.
     async fn send(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        let (code, _, body) = self.send_full(method, path, content_type, body).await;
+        let (code, _, body) = self.send_full(method, path, content_type, body, JSON).await;
         (code, body)
     }
 
@@ -377,11 +396,12 @@ impl Server {
         path: &str,
         content_type: &str,
         body: &[u8],
+        accept: &str,
     ) -> (u16, Vec<String>, Vec<u8>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = api_connect(&self.kubeconfig).await;
         let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\nContent-Length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: {accept}\r\nContent-Length: {}\r\n",
             self.authority,
             body.len()
         );
@@ -599,10 +619,24 @@ async fn run_corpus(dpctl: &Server, kube: &Server, ns: &str, p: &str) -> Vec<(&'
         let body = fill_body(r.body, ns, p);
         let watch = r.query.contains("watch=true");
         let (path_a, path_b) = (at(&qa), at(&qb));
-        let (a, b) = tokio::join!(
-            dpctl.send_full(r.method, &path_a, r.content_type, &body),
-            kube.send_full(r.method, &path_b, r.content_type, &body)
+        let accept = if r.name.ends_with("(protobuf answer)") { PROTOBUF_ACCEPT } else { JSON };
+        let (mut a, mut b) = tokio::join!(
+            dpctl.send_full(r.method, &path_a, r.content_type, &body, accept),
+            kube.send_full(r.method, &path_b, r.content_type, &body, accept)
         );
+        if accept == PROTOBUF_ACCEPT {
+            for (who, answer) in [("dpctl", &mut a), ("kube-apiserver", &mut b)] {
+                assert!(
+                    answer.2.starts_with(b"k8s\0"),
+                    "{}: {who} did not answer in protobuf: {:?}",
+                    r.name,
+                    String::from_utf8_lossy(&answer.2)
+                );
+                let v = dpctl::controlplane::protobuf::decode_object(&answer.2)
+                    .unwrap_or_else(|e| panic!("{}: {who}'s protobuf answer: {e}", r.name));
+                answer.2 = v.to_string().into_bytes();
+            }
+        }
         let version = |b: &[u8]| {
             serde_json::from_slice::<Value>(b)
                 .ok()

@@ -21,7 +21,7 @@
 //! `%v` of the internal type prints them through `json.Marshal` (field
 //! names capitalised, unset pointers `null`).
 
-use super::validate::{go_quote, Cause};
+use super::validate::{driver_name, go_quote, Cause};
 use serde_json::{json, Value};
 
 /// `resource.DeviceRequestsMaxSize`.
@@ -114,26 +114,6 @@ fn items(v: &Value) -> &[Value] {
 
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
-}
-
-/// `ValidateCSIDriverName`, as resource.k8s.io validates driver names.
-pub(super) fn driver_name(field: &str, d: &str) -> Vec<Cause> {
-    if d.is_empty() {
-        return vec![required(field, "")];
-    }
-    let mut out = Vec::new();
-    if d.len() > 63 {
-        out.push(Cause {
-            reason: "FieldValueTooLong",
-            field: field.into(),
-            message: "Too long: may not be more than 63 bytes".into(),
-        });
-    }
-    out.extend(subdomain_causes(field, &d.to_lowercase()).into_iter().map(|mut c| {
-        c.message = c.message.replacen(&go_quote(&d.to_lowercase()), &go_quote(d), 1);
-        c
-    }));
-    out
 }
 
 /// A CEL selector expression at `field`, as `validateCELExpression` judges it on create.
@@ -353,14 +333,10 @@ fn opaque(at: &str, c: &Value) -> Vec<Cause> {
 
 /// What a ResourceSlice update may not change (`validateResourceSliceSpec`
 /// with an old spec: the pool's name, the driver and the node name are
-/// immutable) and the driver's name format.
+/// immutable; the driver's name format is [`super::validate::resource_slice`]'s).
 pub(super) fn slice_update(new: &Value, old: &Value) -> Vec<Cause> {
     let (spec, was) = (&new["spec"], &old["spec"]);
     let mut out = Vec::new();
-    let driver = text(&spec["driver"]);
-    if !driver.is_empty() {
-        out.extend(driver_name("spec.driver", driver));
-    }
     for (field, v, o) in [
         ("spec.pool.name", &spec["pool"]["name"], &was["pool"]["name"]),
         ("spec.driver", &spec["driver"], &was["driver"]),

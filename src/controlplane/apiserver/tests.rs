@@ -851,3 +851,32 @@ async fn a_list_from_a_version_the_store_reaches_meanwhile_is_served() {
     let gone = list_version_refused(&s, SLICES, &older).await;
     assert_eq!(gone.map(|(c, b)| (c, b["reason"].clone())), Some((410, json!("Expired"))));
 }
+
+/// #46: a slice's driver name as ValidateCSIDriverName judges it (a DNS
+/// subdomain once lowercased, at most 63 bytes) on create, and the
+/// strategy's warning for upper-case characters.
+#[test]
+fn a_slices_driver_name_is_validated_and_upper_case_is_warned_about() {
+    let s = Store::default();
+    let slice = |name: &str, driver: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": "n", "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}}})
+        .to_string()
+    };
+    let (c, v) =
+        answer_typed(&s, "n", "POST", SLICES, "", "application/json", slice("a", "gpu_vendor.example.com").as_bytes());
+    assert_eq!((c, v["details"]["causes"][0]["field"].as_str()), (422, Some("spec.driver")), "{v}");
+    let long = format!("{}.example.com", "d".repeat(60));
+    let (c, v) = answer_typed(&s, "n", "POST", SLICES, "", "application/json", slice("b", &long).as_bytes());
+    assert_eq!((c, v["details"]["causes"][0]["reason"].as_str()), (422, Some("FieldValueTooLong")), "{v}");
+    let (c, v) =
+        answer_typed(&s, "n", "POST", SLICES, "", "application/json", slice("c", "GPU.Example.com").as_bytes());
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        strategy_warnings(&v),
+        vec![r#"spec.driver: driver names should be lowercase; "GPU.Example.com" contains uppercase characters"#]
+    );
+    let (_, v) =
+        answer_typed(&s, "n", "POST", SLICES, "", "application/json", slice("d", "gpu.example.com").as_bytes());
+    assert!(strategy_warnings(&v).is_empty());
+}

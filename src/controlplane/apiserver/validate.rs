@@ -568,13 +568,30 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
     out
 }
 
+/// `ValidateCSIDriverName`, as resource.k8s.io validates driver names:
+/// required, at most 63 bytes, a DNS subdomain once lowercased.
+pub(super) fn driver_name(field: &str, d: &str) -> Vec<Cause> {
+    if d.is_empty() {
+        return vec![Cause { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }];
+    }
+    let mut out = Vec::new();
+    if d.len() > 63 {
+        out.push(Cause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: "Too long: may not be more than 63 bytes".into(),
+        });
+    }
+    if let Err(e) = dns_subdomain(&d.to_lowercase(), DNS_SUBDOMAIN_MAX) {
+        out.push(invalid(field, d, &e.to_string()));
+    }
+    out
+}
+
 /// validation.go validateResourceSliceSpec: the driver, the pool, exactly one node selection.
 fn slice_required(spec: &Value) -> Vec<Cause> {
-    let mut out = Vec::new();
+    let mut out = driver_name("spec.driver", spec["driver"].as_str().unwrap_or_default());
     let set = |k: &str| !spec[k].is_null();
-    if spec["driver"].as_str().unwrap_or_default().is_empty() {
-        out.push(Cause { reason: "FieldValueRequired", field: "spec.driver".into(), message: "Required value".into() });
-    }
     if spec["pool"]["name"].as_str().unwrap_or_default().is_empty() {
         out.push(Cause {
             reason: "FieldValueRequired",
