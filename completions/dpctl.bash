@@ -2248,7 +2248,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --device-metadata --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2315,6 +2315,10 @@ _dpctl() {
                     return 0
                     ;;
                 --binding-failure-conditions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device-metadata)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

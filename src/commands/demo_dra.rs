@@ -107,6 +107,7 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         cdi_env: vec![],
         numa_nodes: None,
         binding: Default::default(),
+        metadata: vec![],
         faults: vec![],
         publish: None,
     };

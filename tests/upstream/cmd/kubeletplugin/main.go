@@ -13,7 +13,13 @@
 //	    [-registrar-dir DIR] [-plugin-dir DIR] [-cdi-dir DIR] [-devices N]
 //	    [-json] [-rolling-update-uid UID] [-device-status]
 //	    [-fail-prepare] [-fail-unprepare] [-dra-v1=false] [-dra-v1beta1=false]
-//	    [-health=false] [-health-timeout 5s]
+//	    [-health=false] [-health-timeout 5s] [-device-prefix gpu-]
+//	    [-device-metadata v1beta1[,v1alpha1]]
+//
+// -device-metadata turns on the helper's device metadata (KEP-5304,
+// kubeletplugin.EnableDeviceMetadata with those versions, CDIDirectory the
+// -cdi-dir): each prepared device carries the attributes the e2e test
+// driver gives it (driverName, pool, device).
 //
 // Every event is one JSON line on stdout: {"event":"started",...},
 // {"event":"prepare",...}, {"event":"unprepare",...}, {"event":"stopped"},
@@ -44,6 +50,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -87,6 +94,7 @@ func (s sniff) RoundTrip(r *http.Request) (*http.Response, error) {
 
 type driver struct {
 	name, node, cdiDir string
+	devicePrefix       string
 	failPrepare        bool
 	failUnprepare      bool
 	deviceStatus       bool
@@ -193,12 +201,16 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			config[r.Device] = env
 			names = append(names, r.Device)
+			pool, device := r.Pool, r.Device
 			devices = append(devices, kubeletplugin.Device{
 				Requests:     []string{r.Request},
 				PoolName:     r.Pool,
 				DeviceName:   r.Device,
 				CDIDeviceIDs: []string{d.cdiKind() + "=" + string(claim.UID) + "-" + r.Device},
 				ShareID:      r.ShareID,
+				// Ignored unless -device-metadata: as the e2e test driver's kubeletplugin.go.
+				Metadata: &kubeletplugin.DeviceMetadata{Attributes: map[string]resourceapi.DeviceAttribute{
+					"driverName": {StringValue: &d.name}, "pool": {StringValue: &pool}, "device": {StringValue: &device}}},
 			})
 			statuses = append(statuses, resourceapi.AllocatedDeviceStatus{Driver: d.name, Pool: r.Pool, Device: r.Device, ShareID: (*string)(r.ShareID),
 				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
@@ -300,7 +312,7 @@ func (d *driver) resources(n int) resourceslice.DriverResources {
 	d.devices = nil
 	var devs []resourceapi.Device
 	for i := 0; i < n; i++ {
-		name := "gpu-" + strconv.Itoa(i)
+		name := d.devicePrefix + strconv.Itoa(i)
 		d.devices = append(d.devices, name)
 		model := "kubeletplugin"
 		idx := int64(i)
@@ -329,6 +341,8 @@ func main() {
 	draV1beta1 := fs.Bool("dra-v1beta1", true, "serve DRAPlugin v1beta1")
 	health := fs.Bool("health", true, "serve the health stream")
 	healthTimeout := fs.Duration("health-timeout", 5*time.Second, "each device's health check timeout")
+	devicePrefix := fs.String("device-prefix", "gpu-", "device names are this and 0, 1, …")
+	deviceMetadata := fs.String("device-metadata", "", "device metadata in these metadata.resource.k8s.io versions, in order (v1beta1,v1alpha1); empty: off")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	verbosity := fs.String("v", "0", "klog verbosity of the helper's log (stderr)")
@@ -369,7 +383,7 @@ func main() {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	d := &driver{name: *name, node: *node, cdiDir: *cdiDir, failPrepare: *failPrepare, failUnprepare: *failUnprepare,
+	d := &driver{name: *name, node: *node, cdiDir: *cdiDir, devicePrefix: *devicePrefix, failPrepare: *failPrepare, failUnprepare: *failUnprepare,
 		deviceStatus: *deviceStatus, health: make(chan struct{}, 1), healthTimeout: *healthTimeout,
 		client: client, status: map[string]kubeletplugin.HealthStatus{}}
 	opts := []kubeletplugin.Option{
@@ -384,6 +398,13 @@ func main() {
 	}
 	if *rolling != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(*rolling)))
+	}
+	if *deviceMetadata != "" {
+		var versions []schema.GroupVersion
+		for _, v := range strings.Split(*deviceMetadata, ",") {
+			versions = append(versions, schema.GroupVersion{Group: "metadata.resource.k8s.io", Version: v})
+		}
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, versions), kubeletplugin.CDIDirectory(*cdiDir))
 	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {

@@ -1,0 +1,320 @@
+//! Device metadata (KEP-5304): `dpctl dra serve --device-metadata` under the
+//! mock kubelet writes, mounts (CDI) and removes what the real kubeletplugin
+//! helper of the pinned k8s.io/dynamic-resource-allocation writes for the
+//! same claim — compared byte for byte with the helper driving
+//! tests/upstream/cmd/kubeletplugin, and read back with upstream's
+//! consumer-side decoder (tests/upstream/cmd/devicemetadata).
+
+use crate::support::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const API: &[&str] = &["--api-server", "127.0.0.1:0"];
+const DRIVER: &str = "gpu.go.example.com";
+const UID: &str = "11111111-2222-3333-4444-555555555555";
+/// A claim of two requests (one device each) and a pod whose first
+/// container uses both, its second only `two` (upstream's e2e "must map
+/// device metadata to the right containers").
+const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.go.example.com\n    - name: two\n      exactly:\n        deviceClassName: gpu.go.example.com\n";
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: all\n    resources:\n      claims:\n      - name: g\n  - name: two-only\n    resources:\n      claims:\n      - name: g\n        request: two\n";
+
+fn events(tail: &Tail, event: &str) -> Vec<Value> {
+    tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
+}
+
+async fn kubelet(t: &DraTree) -> (tokio::process::Child, Tail) {
+    let mut kubelet = mock_kubelet_on(&t.root, API).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    (kubelet, log)
+}
+
+/// Every file under `dir` (relative path → its text, `root` replaced by `<root>`).
+fn files_under(dir: &Path, root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, text.replace(&root.display().to_string(), "<root>"));
+            }
+        }
+    }
+    out
+}
+
+/// The metadata CDI specs in `cdi/` (name → text, root replaced).
+fn metadata_specs(t: &DraTree) -> BTreeMap<String, String> {
+    files_under(&t.p("cdi"), &t.root).into_iter().filter(|(n, _)| n.contains("_metadata_")).collect()
+}
+
+/// What one run shows: the files, the kubelet's CDI IDs for the claim and
+/// for each container, upstream's decoder's reading of each file.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    files: BTreeMap<String, String>,
+    specs: BTreeMap<String, String>,
+    cdi_ids: Value,
+    containers: Value,
+    decoded: Vec<Value>,
+}
+
+/// The metadata files under the driver's plugin directory, read by
+/// upstream's decoder (paths relative to the root).
+async fn decode(bin: &Path, t: &DraTree) -> Vec<Value> {
+    let dir = t.p(&format!("plugins/{DRIVER}/dra-device-metadata"));
+    let files: Vec<PathBuf> = files_under(&dir, &t.root).keys().map(|k| dir.join(k)).collect();
+    let mut c = tokio::process::Command::new(bin);
+    c.args(&files);
+    let run = run_cmd(c).await;
+    run.expect_code(0);
+    run.stdout
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v["file"] =
+                json!(Path::new(v["file"].as_str().unwrap()).strip_prefix(&t.root).unwrap().display().to_string());
+            v
+        })
+        .collect()
+}
+
+/// The pod's containers' CDI devices as `dpctl node` shows them (sorted).
+async fn containers(t: &DraTree) -> Value {
+    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let node: Value = serde_json::from_str(&node.stdout).unwrap();
+    let pod = node["draPods"]
+        .as_array()
+        .or(node["pods"].as_array())
+        .into_iter()
+        .flatten()
+        .find(|p| p["pod"] == "ml/trainer")
+        .cloned()
+        .unwrap_or_else(|| panic!("no pod ml/trainer in {node}"));
+    let mut cdi = pod["cdiDevices"].clone();
+    for ids in cdi.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        ids.as_array_mut().unwrap().sort_by_key(|v| v.as_str().unwrap().to_string());
+    }
+    cdi
+}
+
+/// One run on a fresh tree with the driver `spawn` starts: the claim and pod
+/// written, prepared, looked at, the pod removed, unprepared; what it saw,
+/// and whether every metadata file and spec was gone after the unprepare.
+async fn run(
+    decoder: Option<&Path>,
+    spawn: impl FnOnce(&DraTree) -> (tokio::process::Child, Tail),
+) -> (Seen, BTreeMap<String, String>) {
+    let t = DraTree::new();
+    let (kubelet, mut log) = kubelet(&t).await;
+    let (drv, _out) = spawn(&t);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("claim.yaml", CLAIM);
+    t.write("pod.yaml", POD);
+    log.wait_for("\"step\":\"running\"", 1).await;
+    let prepared = &events(&log, "claim-prepared")[0];
+    assert!(events(&log, "cdi-unresolved").is_empty(), "every CDI ID resolves: {}", log.seen());
+    let meta_dir = t.p(&format!("plugins/{DRIVER}/dra-device-metadata"));
+    let seen = Seen {
+        files: files_under(&meta_dir, &t.root),
+        specs: metadata_specs(&t),
+        cdi_ids: prepared["cdiIds"].clone(),
+        containers: containers(&t).await,
+        decoded: match decoder {
+            Some(b) => decode(b, &t).await,
+            None => vec![],
+        },
+    };
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    let mut left = files_under(&meta_dir, &t.root);
+    left.extend(metadata_specs(&t));
+    sigterm(&drv);
+    stop_child(drv).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+    (seen, left)
+}
+
+fn dpctl_driver(t: &DraTree, extra: &[&str]) -> (tokio::process::Child, Tail) {
+    let mut c = dra_serve_publishing(&t.root, DRIVER, &t.p("kubeconfig"), "dpctl-node");
+    c.args(["--pool", "dpctl-node", "--devices", "2"]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let tail = Tail::stdout(&mut child);
+    (child, tail)
+}
+
+/// The same claim and pod prepared by `dra serve --device-metadata=v1beta1,v1alpha1`
+/// and by a driver on upstream's kubeletplugin helper with
+/// `EnableDeviceMetadata(true, {v1beta1, v1alpha1})`: the metadata files
+/// (one per request, a stream of both versions) and the CDI specs that
+/// mount them are the same bytes, the same CDI IDs reach the same
+/// containers (the first container both requests' files, the second only
+/// `two`'s), upstream's decoder reads the same objects from both and finds
+/// them valid (v1beta1 first; a 1.36 consumer gets v1alpha1), and the
+/// unprepare leaves nothing of either behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
+    let (Some(helper), Some(decoder)) = (upstream_peer("kubeletplugin"), upstream_peer("devicemetadata")) else {
+        return;
+    };
+    let (ours, left) = run(Some(&decoder), |t| dpctl_driver(t, &["--device-metadata=v1beta1,v1alpha1"])).await;
+    assert!(left.is_empty(), "unprepare removed dpctl's metadata: {left:?}");
+    let (theirs, left) = run(Some(&decoder), |t| {
+        let mut c = tokio::process::Command::new(&helper);
+        c.args(["-kubeconfig", s(&t.p("kubeconfig")), "-node", "dpctl-node", "-driver", DRIVER])
+            .args(["-root", s(&t.root), "-cdi-dir", s(&t.p("cdi"))])
+            .args(["-device-prefix", "dev-", "-device-metadata", "v1beta1,v1alpha1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let mut child = c.spawn().unwrap();
+        let tail = Tail::stdout(&mut child);
+        (child, tail)
+    })
+    .await;
+    assert!(left.is_empty(), "unprepare removed the helper's metadata: {left:?}");
+
+    // What upstream writes, as read here: two files, both versions, the mount.
+    assert_eq!(
+        theirs.files.keys().collect::<Vec<_>>(),
+        ["ml_gpu/one/metadata.json", "ml_gpu/two/metadata.json"],
+        "{theirs:#?}"
+    );
+    let one = &theirs.files["ml_gpu/one/metadata.json"];
+    let beta = one.find("metadata.resource.k8s.io/v1beta1").unwrap();
+    assert!(beta < one.find("metadata.resource.k8s.io/v1alpha1").unwrap(), "{one}");
+    let spec = &theirs.specs[&format!("{DRIVER}_metadata_{UID}_two.json")];
+    assert!(
+        spec.contains(&format!(
+            "\"containerPath\": \"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/gpu/two/{DRIVER}-metadata.json\""
+        )),
+        "{spec}"
+    );
+    assert_eq!(
+        theirs.containers["two-only"],
+        json!([format!("{DRIVER}/metadata={UID}_two"), format!("k8s.{DRIVER}/claim={UID}-dev-1")])
+    );
+    for d in &theirs.decoded {
+        assert_eq!(
+            (d["gvk"].as_str(), d["validation"].as_str()),
+            (Some("metadata.resource.k8s.io/v1beta1, Kind=DeviceMetadata"), Some("")),
+            "{d}"
+        );
+        assert_eq!(d["v1alpha1"]["apiVersion"], "metadata.resource.k8s.io/v1alpha1", "{d}");
+    }
+
+    // dpctl's: the same, its own CDI spec per claim apart (named and shaped as dpctl writes it).
+    assert_eq!(ours.files, theirs.files);
+    assert_eq!(ours.specs, theirs.specs);
+    assert_eq!(ours.decoded, theirs.decoded);
+    let metadata_ids = |v: &Value| -> Vec<Value> {
+        v.as_array().into_iter().flatten().filter(|i| i.as_str().unwrap().contains("/metadata=")).cloned().collect()
+    };
+    assert_eq!(metadata_ids(&ours.cdi_ids), metadata_ids(&theirs.cdi_ids));
+    assert_eq!(metadata_ids(&ours.cdi_ids).len(), 2, "{:?}", ours.cdi_ids);
+    for c in ["all", "two-only"] {
+        assert_eq!(metadata_ids(&ours.containers[c]), metadata_ids(&theirs.containers[c]), "container {c}");
+    }
+    assert_eq!(metadata_ids(&ours.containers["two-only"]), [json!(format!("{DRIVER}/metadata={UID}_two"))]);
+}
+
+/// Without `--device-metadata` (the default, as the helper without
+/// EnableDeviceMetadata) nothing is written and no metadata CDI ID reaches
+/// a container; with it and a claim from a template, the file is mounted
+/// under `resourceclaimtemplates/<pod claim name>` and carries
+/// `podClaimName` (the claim's pod-claim-name annotation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_metadata_is_off_by_default_and_template_claims_use_the_pod_claim_name() {
+    let (off, left) = run(None, |t| dpctl_driver(t, &[])).await;
+    assert!(off.files.is_empty() && off.specs.is_empty() && left.is_empty(), "{off:#?}");
+    assert!(!off.cdi_ids.to_string().contains("/metadata="), "{off:#?}");
+    assert!(!off.containers.to_string().contains("/metadata="), "{off:#?}");
+
+    let t = DraTree::new();
+    let (kubelet, mut log) = kubelet(&t).await;
+    let (drv, mut out) = dpctl_driver(&t, &["--device-metadata"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write(
+        "template.yaml",
+        &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {{name: one-gpu, namespace: ml}}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {{deviceClassName: {DRIVER}}}\n"),
+    );
+    t.write(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer, namespace: ml, uid: pod-1}\nspec:\n  resourceClaims: [{name: g, resourceClaimTemplateName: one-gpu}]\n  containers: [{name: main, resources: {claims: [{name: g}]}}]\n",
+    );
+    log.wait_for("\"step\":\"running\"", 1).await;
+    out.wait_for("\"event\":\"device-metadata\"", 1).await;
+    let prepared = &events(&log, "claim-prepared")[0];
+    let (ns, name) = prepared["claim"].as_str().unwrap().split_once('/').unwrap();
+    let uid = prepared["uid"].as_str().unwrap();
+    let file = t.p(&format!("plugins/{DRIVER}/dra-device-metadata/{ns}_{name}/gpu/metadata.json"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["apiVersion"], "metadata.resource.k8s.io/v1beta1", "{text}");
+    assert_eq!(doc["podClaimName"], "g", "{text}");
+    assert_eq!((doc["metadata"]["name"].as_str(), doc["metadata"]["uid"].as_str()), (Some(name), Some(uid)));
+    assert_eq!(doc["requests"][0]["devices"][0]["attributes"]["driverName"]["string"], DRIVER, "{text}");
+    let id = format!("{DRIVER}/metadata={uid}_gpu");
+    assert!(prepared["cdiIds"].as_array().unwrap().contains(&json!(id)), "{prepared}");
+    let spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(t.p(&format!("cdi/{DRIVER}_metadata_{uid}_gpu.json"))).unwrap())
+            .unwrap();
+    let mount = &spec["devices"][0]["containerEdits"]["mounts"][0];
+    assert_eq!(
+        mount["containerPath"],
+        format!("/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/g/gpu/{DRIVER}-metadata.json")
+    );
+    assert_eq!(mount["hostPath"], s(&file));
+    assert_eq!(mount["options"], json!(["ro", "bind"]));
+    if let Some(decoder) = upstream_peer("devicemetadata") {
+        let mut c = tokio::process::Command::new(decoder);
+        c.arg(&file);
+        let r = run_cmd(c).await;
+        r.expect_code(0);
+        let d: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+        assert_eq!((d["validation"].as_str(), d["metadata"]["PodClaimName"].as_str()), (Some(""), Some("g")), "{d}");
+    }
+    std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
+    log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
+    out.wait_for("\"event\":\"unprepare\"", 1).await;
+    assert!(!file.exists() && !t.p(&format!("plugins/{DRIVER}/dra-device-metadata/{ns}_{name}")).exists());
+    assert!(metadata_specs(&t).is_empty());
+    sigterm(&drv);
+    stop_child(drv).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// `--device-metadata` is refused without v1beta1 (as the helper's Start)
+/// and without an API server to fetch the claims from, in one line each.
+#[tokio::test]
+async fn device_metadata_refuses_what_the_helper_refuses() {
+    let t = DraTree::new();
+    for (args, want) in [
+        (vec!["--device-metadata=v1alpha1"], "the latest metadata version is metadata.resource.k8s.io/v1beta1"),
+        (vec!["--device-metadata=v2"], "metadata version \"v2\" is not supported"),
+    ] {
+        let mut c = dra_serve_publishing(&t.root, DRIVER, &t.p("no-kubeconfig"), "dpctl-node");
+        c.args(&args);
+        let r = run_cmd(c).await;
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+    }
+    let root = t.root.display().to_string();
+    let mut c = dpctl_cmd(&["--kubelet-root-dir", &root, "dra", "serve", "--driver", DRIVER, "--device-metadata"]);
+    c.env_remove("KUBECONFIG");
+    let r = run_cmd(c).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--device-metadata: the metadata of a request is written from the ResourceClaim"),
+        "{}",
+        r.stderr
+    );
+}
