@@ -66,6 +66,22 @@ struct Seen {
     decoded: Vec<Value>,
 }
 
+impl Seen {
+    /// With the claim's `name` and `uid` replaced by `<claim>` and `<uid>` everywhere.
+    fn renamed(self, name: &str, uid: &str) -> Seen {
+        let r = |x: &str| x.replace(uid, "<uid>").replace(name, "<claim>");
+        let map = |m: BTreeMap<String, String>| m.into_iter().map(|(k, v)| (r(&k), r(&v))).collect();
+        let val = |v: Value| serde_json::from_str(&r(&v.to_string())).unwrap();
+        Seen {
+            files: map(self.files),
+            specs: map(self.specs),
+            cdi_ids: val(self.cdi_ids),
+            containers: val(self.containers),
+            decoded: self.decoded.into_iter().map(val).collect(),
+        }
+    }
+}
+
 /// The metadata files under the driver's plugin directory, read by
 /// upstream's decoder (paths relative to the root).
 async fn decode(bin: &Path, t: &DraTree) -> Vec<Value> {
@@ -110,14 +126,16 @@ async fn containers(t: &DraTree) -> Value {
 /// and whether every metadata file and spec was gone after the unprepare.
 async fn run(
     decoder: Option<&Path>,
+    manifests: &[(&str, &str)],
     spawn: impl FnOnce(&DraTree) -> (tokio::process::Child, Tail),
 ) -> (Seen, BTreeMap<String, String>) {
     let t = DraTree::new();
     let (kubelet, mut log) = kubelet(&t).await;
     let (drv, _out) = spawn(&t);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
-    t.write("claim.yaml", CLAIM);
-    t.write("pod.yaml", POD);
+    for (name, text) in manifests {
+        t.write(name, text);
+    }
     log.wait_for("\"step\":\"running\"", 1).await;
     let prepared = &events(&log, "claim-prepared")[0];
     assert!(events(&log, "cdi-unresolved").is_empty(), "every CDI ID resolves: {}", log.seen());
@@ -132,6 +150,9 @@ async fn run(
             None => vec![],
         },
     };
+    // A claim made from a template has a name and UID of its own in each run.
+    let (_, name) = prepared["claim"].as_str().unwrap().split_once('/').unwrap();
+    let seen = if name == "gpu" { seen } else { seen.renamed(name, prepared["uid"].as_str().unwrap()) };
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;
     let mut left = files_under(&meta_dir, &t.root);
@@ -140,6 +161,22 @@ async fn run(
     stop_child(drv).await;
     stop_tailed(kubelet, log).await.expect_code(0);
     (seen, left)
+}
+
+/// The driver on upstream's kubeletplugin helper, devices named as dpctl's
+/// (`dev-0`, `dev-1`), device metadata in `versions`.
+fn helper_driver(bin: &Path, t: &DraTree, versions: &str) -> (tokio::process::Child, Tail) {
+    let mut c = tokio::process::Command::new(bin);
+    c.args(["-kubeconfig", s(&t.p("kubeconfig")), "-node", "dpctl-node", "-driver", DRIVER])
+        .args(["-root", s(&t.root), "-cdi-dir", s(&t.p("cdi"))])
+        .args(["-device-prefix", "dev-", "-device-metadata", versions])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = c.spawn().unwrap();
+    let tail = Tail::stdout(&mut child);
+    (child, tail)
 }
 
 fn dpctl_driver(t: &DraTree, extra: &[&str]) -> (tokio::process::Child, Tail) {
@@ -164,20 +201,13 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
     let (Some(helper), Some(decoder)) = (upstream_peer("kubeletplugin"), upstream_peer("devicemetadata")) else {
         return;
     };
-    let (ours, left) = run(Some(&decoder), |t| dpctl_driver(t, &["--device-metadata=v1beta1,v1alpha1"])).await;
+    let (ours, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| {
+        dpctl_driver(t, &["--device-metadata=v1beta1,v1alpha1"])
+    })
+    .await;
     assert!(left.is_empty(), "unprepare removed dpctl's metadata: {left:?}");
-    let (theirs, left) = run(Some(&decoder), |t| {
-        let mut c = tokio::process::Command::new(&helper);
-        c.args(["-kubeconfig", s(&t.p("kubeconfig")), "-node", "dpctl-node", "-driver", DRIVER])
-            .args(["-root", s(&t.root), "-cdi-dir", s(&t.p("cdi"))])
-            .args(["-device-prefix", "dev-", "-device-metadata", "v1beta1,v1alpha1"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        let mut child = c.spawn().unwrap();
-        let tail = Tail::stdout(&mut child);
-        (child, tail)
+    let (theirs, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| {
+        helper_driver(&helper, t, "v1beta1,v1alpha1")
     })
     .await;
     assert!(left.is_empty(), "unprepare removed the helper's metadata: {left:?}");
@@ -226,6 +256,34 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
     assert_eq!(metadata_ids(&ours.containers["two-only"]), [json!(format!("{DRIVER}/metadata={UID}_two"))]);
 }
 
+const TEMPLATE: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: one-gpu, namespace: ml}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {deviceClassName: gpu.go.example.com}\n";
+const TEMPLATE_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer, namespace: ml, uid: pod-1}\nspec:\n  resourceClaims: [{name: g, resourceClaimTemplateName: one-gpu}]\n  containers: [{name: main, resources: {claims: [{name: g}]}}]\n";
+
+/// A claim made from a template for the pod's claim `g`, prepared by both
+/// with v1beta1 only: the same files (`podClaimName: g`, mounted under
+/// `resourceclaimtemplates/g/gpu/`), the claim's generated name and UID aside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_claim_metadata_is_the_kubeletplugin_helpers_too() {
+    let (Some(helper), Some(decoder)) = (upstream_peer("kubeletplugin"), upstream_peer("devicemetadata")) else {
+        return;
+    };
+    let manifests = [("template.yaml", TEMPLATE), ("pod.yaml", TEMPLATE_POD)];
+    let (ours, left) = run(Some(&decoder), &manifests, |t| dpctl_driver(t, &["--device-metadata"])).await;
+    assert!(left.is_empty(), "{left:?}");
+    let (theirs, left) = run(Some(&decoder), &manifests, |t| helper_driver(&helper, t, "v1beta1")).await;
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(theirs.files.keys().collect::<Vec<_>>(), ["ml_<claim>/gpu/metadata.json"], "{theirs:#?}");
+    assert!(theirs.files["ml_<claim>/gpu/metadata.json"].contains("\"podClaimName\": \"g\""), "{theirs:#?}");
+    assert!(
+        theirs.specs.values().all(|s| s.contains("/dra-device-attributes/resourceclaimtemplates/g/gpu/")),
+        "{theirs:#?}"
+    );
+    assert_eq!(theirs.decoded[0]["metadata"]["PodClaimName"], "g");
+    assert_eq!(ours.files, theirs.files);
+    assert_eq!(ours.specs, theirs.specs);
+    assert_eq!(ours.decoded, theirs.decoded);
+}
+
 /// Without `--device-metadata` (the default, as the helper without
 /// EnableDeviceMetadata) nothing is written and no metadata CDI ID reaches
 /// a container; with it and a claim from a template, the file is mounted
@@ -233,7 +291,7 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
 /// `podClaimName` (the claim's pod-claim-name annotation).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_metadata_is_off_by_default_and_template_claims_use_the_pod_claim_name() {
-    let (off, left) = run(None, |t| dpctl_driver(t, &[])).await;
+    let (off, left) = run(None, &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| dpctl_driver(t, &[])).await;
     assert!(off.files.is_empty() && off.specs.is_empty() && left.is_empty(), "{off:#?}");
     assert!(!off.cdi_ids.to_string().contains("/metadata="), "{off:#?}");
     assert!(!off.containers.to_string().contains("/metadata="), "{off:#?}");
