@@ -71,6 +71,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l root -d 'Look up ev
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-root-dir -d 'The kubelet\'s --root-dir (k3s: /var/lib/rancher/k3s/agent/kubelet) [default: a running kubelet\'s --root-dir from /proc, else /var/lib/kubelet]' -r -F
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l once -d 'Show the result and exit instead of running until Ctrl-C'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l dra -d 'Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l device-metadata -d 'With --dra: the driver also writes device metadata (KEP-5304), as `dra serve --device-metadata` does; the demo shows the file and the CDI spec that mounts it into the container'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l extended -d 'Demonstrate DRA-backed extended resources: the same pods served by a device plugin and by a DRA driver whose DeviceClass maps the resource, compared per container (dpctl compare)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-headers -d 'Print tables without their header line'

@@ -376,3 +376,39 @@ async fn device_metadata_refuses_what_the_helper_refuses() {
         r.stderr
     );
 }
+
+/// `dpctl demo --dra --device-metadata --once`: the claim's metadata CDI ID
+/// in PodResources, the file on the host and where it is mounted, and the
+/// v1beta1 object in it; plain `--dra` shows none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_dra_with_device_metadata_shows_the_file_and_its_mount() {
+    let r = run_cmd_within(dpctl_cmd(&["demo", "--dra", "--device-metadata", "--once"]), 60).await;
+    r.expect_code(0);
+    let out = &r.stdout;
+    let row = out.lines().find(|l| l.trim_start().starts_with("demo-trainer")).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains(",gpu.example.com/metadata="), "the metadata CDI ID after the device's: {row}");
+    let line = |key: &str| -> String {
+        out.lines()
+            .find_map(|l| l.trim_start().strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+            .trim()
+            .to_string()
+    };
+    assert!(
+        line("on host").ends_with("/plugins/gpu.example.com/dra-device-metadata/default_demo-gpu/gpu/metadata.json"),
+        "{out}"
+    );
+    assert_eq!(
+        line("container"),
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/demo-gpu/gpu/gpu.example.com-metadata.json"
+    );
+    assert!(line("CDI ID").starts_with("gpu.example.com/metadata=") && line("CDI ID").ends_with("_gpu"), "{out}");
+    assert!(out.contains("\"apiVersion\": \"metadata.resource.k8s.io/v1beta1\""), "{out}");
+    assert!(out.contains("Run `dpctl demo --dra --device-metadata` (without --once)"), "{out}");
+
+    let plain = run_cmd_within(dpctl_cmd(&["demo", "--dra", "--once"]), 60).await;
+    plain.expect_code(0);
+    assert!(!plain.stdout.contains("metadata="), "{}", plain.stdout);
+    let refused = run_cmd_within(dpctl_cmd(&["demo", "--device-metadata", "--once"]), 60).await;
+    assert_eq!(refused.code, 2, "--device-metadata needs --dra: {}", refused.stderr);
+}
