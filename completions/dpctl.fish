@@ -330,6 +330,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcomm
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -l no-color -d 'Never colour the output (also: NO_COLOR set, or stdout not a terminal)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -f -a "list" -d 'List the devices and prepared claims of a running dpctl dra serve'
+complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -f -a "update-metadata" -d 'Rewrite a prepared claim\'s device metadata for one request with network data, its generation one up (dra serve --device-metadata; the kubeletplugin helper\'s UpdateRequestMetadata)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -f -a "set-health" -d 'Set devices Healthy, Unhealthy or Unknown: names, then the health'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from device" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand dra; and __fish_seen_subcommand_from help" -f -a "info" -d 'Call GetInfo on a DRA plugin\'s registration socket'

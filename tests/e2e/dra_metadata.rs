@@ -64,7 +64,20 @@ struct Seen {
     cdi_ids: Value,
     containers: Value,
     decoded: Vec<Value>,
+    /// After request `two`'s metadata was updated with network data: the files and their reading.
+    updated: Option<(BTreeMap<String, String>, Vec<Value>)>,
 }
+
+/// How a run's driver is told to update request `two`'s metadata.
+enum Updater {
+    /// `dpctl dra device update-metadata` (live control).
+    Dpctl,
+    /// A `metadata …` line on the helper driver's stdin (UpdateRequestMetadata).
+    Helper(tokio::process::ChildStdin),
+}
+
+/// The network data both drivers are given.
+const NET: (&str, &str, &str) = ("net1", "10.0.0.5/24", "00:11:22:33:44:55");
 
 impl Seen {
     /// With the claim's `name` and `uid` replaced by `<claim>` and `<uid>` everywhere.
@@ -78,6 +91,7 @@ impl Seen {
             cdi_ids: val(self.cdi_ids),
             containers: val(self.containers),
             decoded: self.decoded.into_iter().map(val).collect(),
+            updated: self.updated.map(|(f, d)| (map(f), d.into_iter().map(val).collect())),
         }
     }
 }
@@ -127,11 +141,12 @@ async fn containers(t: &DraTree) -> Value {
 async fn run(
     decoder: Option<&Path>,
     manifests: &[(&str, &str)],
-    spawn: impl FnOnce(&DraTree) -> (tokio::process::Child, Tail),
+    update: bool,
+    spawn: impl FnOnce(&DraTree) -> (tokio::process::Child, Tail, Updater),
 ) -> (Seen, BTreeMap<String, String>) {
     let t = DraTree::new();
     let (kubelet, mut log) = kubelet(&t).await;
-    let (drv, _out) = spawn(&t);
+    let (drv, mut out, updater) = spawn(&t);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     for (name, text) in manifests {
         t.write(name, text);
@@ -140,7 +155,7 @@ async fn run(
     let prepared = &events(&log, "claim-prepared")[0];
     assert!(events(&log, "cdi-unresolved").is_empty(), "every CDI ID resolves: {}", log.seen());
     let meta_dir = t.p(&format!("plugins/{DRIVER}/dra-device-metadata"));
-    let seen = Seen {
+    let mut seen = Seen {
         files: files_under(&meta_dir, &t.root),
         specs: metadata_specs(&t),
         cdi_ids: prepared["cdiIds"].clone(),
@@ -149,7 +164,37 @@ async fn run(
             Some(b) => decode(b, &t).await,
             None => vec![],
         },
+        updated: None,
     };
+    if update {
+        let (ns, name) = prepared["claim"].as_str().unwrap().split_once('/').unwrap();
+        let (iface, ip, mac) = NET;
+        match updater {
+            Updater::Dpctl => {
+                let root = t.root.display().to_string();
+                let claim = format!("{ns}/{name}");
+                dpctl(&["--kubelet-root-dir", &root, "dra", "device", "update-metadata", &claim, "two"])
+                    .await
+                    .expect_code(2);
+                let args = ["--interface", iface, "--ip", ip, "--hardware-address", mac];
+                let mut cmd = vec!["--kubelet-root-dir", &root, "dra", "device", "update-metadata", &claim, "two"];
+                cmd.extend(args);
+                dpctl(&cmd).await.expect_code(0);
+            }
+            Updater::Helper(mut stdin) => {
+                use tokio::io::AsyncWriteExt;
+                let uid = prepared["uid"].as_str().unwrap();
+                let line = format!("metadata {ns} {name} {uid} two {iface} {ip} {mac}\n");
+                stdin.write_all(line.as_bytes()).await.unwrap();
+                out.wait_for("\"event\":\"metadata-updated\"", 1).await;
+            }
+        }
+        let decoded = match decoder {
+            Some(b) => decode(b, &t).await,
+            None => vec![],
+        };
+        seen.updated = Some((files_under(&meta_dir, &t.root), decoded));
+    }
     // A claim made from a template has a name and UID of its own in each run.
     let (_, name) = prepared["claim"].as_str().unwrap().split_once('/').unwrap();
     let seen = if name == "gpu" { seen } else { seen.renamed(name, prepared["uid"].as_str().unwrap()) };
@@ -165,7 +210,7 @@ async fn run(
 
 /// The driver on upstream's kubeletplugin helper, devices named as dpctl's
 /// (`dev-0`, `dev-1`), device metadata in `versions`.
-fn helper_driver(bin: &Path, t: &DraTree, versions: &str) -> (tokio::process::Child, Tail) {
+fn helper_driver(bin: &Path, t: &DraTree, versions: &str) -> (tokio::process::Child, Tail, Updater) {
     let mut c = tokio::process::Command::new(bin);
     c.args(["-kubeconfig", s(&t.p("kubeconfig")), "-node", "dpctl-node", "-driver", DRIVER])
         .args(["-root", s(&t.root), "-cdi-dir", s(&t.p("cdi"))])
@@ -176,15 +221,16 @@ fn helper_driver(bin: &Path, t: &DraTree, versions: &str) -> (tokio::process::Ch
         .kill_on_drop(true);
     let mut child = c.spawn().unwrap();
     let tail = Tail::stdout(&mut child);
-    (child, tail)
+    let stdin = child.stdin.take().unwrap();
+    (child, tail, Updater::Helper(stdin))
 }
 
-fn dpctl_driver(t: &DraTree, extra: &[&str]) -> (tokio::process::Child, Tail) {
+fn dpctl_driver(t: &DraTree, extra: &[&str]) -> (tokio::process::Child, Tail, Updater) {
     let mut c = dra_serve_publishing(&t.root, DRIVER, &t.p("kubeconfig"), "dpctl-node");
     c.args(["--pool", "dpctl-node", "--devices", "2"]).args(extra).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = c.spawn().unwrap();
     let tail = Tail::stdout(&mut child);
-    (child, tail)
+    (child, tail, Updater::Dpctl)
 }
 
 /// The same claim and pod prepared by `dra serve --device-metadata=v1beta1,v1alpha1`
@@ -201,12 +247,12 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
     let (Some(helper), Some(decoder)) = (upstream_peer("kubeletplugin"), upstream_peer("devicemetadata")) else {
         return;
     };
-    let (ours, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| {
+    let (ours, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], true, |t| {
         dpctl_driver(t, &["--device-metadata=v1beta1,v1alpha1"])
     })
     .await;
     assert!(left.is_empty(), "unprepare removed dpctl's metadata: {left:?}");
-    let (theirs, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| {
+    let (theirs, left) = run(Some(&decoder), &[("claim.yaml", CLAIM), ("pod.yaml", POD)], true, |t| {
         helper_driver(&helper, t, "v1beta1,v1alpha1")
     })
     .await;
@@ -254,6 +300,18 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
         assert_eq!(metadata_ids(&ours.containers[c]), metadata_ids(&theirs.containers[c]), "container {c}");
     }
     assert_eq!(metadata_ids(&ours.containers["two-only"]), [json!(format!("{DRIVER}/metadata={UID}_two"))]);
+
+    // UpdateRequestMetadata: request two's file rewritten at generation 2 with the network data, one's kept.
+    let (files, decoded) = theirs.updated.as_ref().unwrap();
+    assert_eq!(files["ml_gpu/one/metadata.json"], theirs.files["ml_gpu/one/metadata.json"]);
+    let two = decoded.iter().find(|d| d["file"].as_str().unwrap().ends_with("/two/metadata.json")).unwrap();
+    assert_eq!((two["metadata"]["generation"].as_i64(), two["validation"].as_str()), (Some(2), Some("")), "{two}");
+    assert_eq!(
+        two["metadata"]["Requests"][0]["Devices"][0]["NetworkData"],
+        json!({"interfaceName": "net1", "ips": ["10.0.0.5/24"], "hardwareAddress": "00:11:22:33:44:55"}),
+        "{two}"
+    );
+    assert_eq!(ours.updated, theirs.updated);
 }
 
 const TEMPLATE: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: one-gpu, namespace: ml}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {deviceClassName: gpu.go.example.com}\n";
@@ -268,9 +326,9 @@ async fn template_claim_metadata_is_the_kubeletplugin_helpers_too() {
         return;
     };
     let manifests = [("template.yaml", TEMPLATE), ("pod.yaml", TEMPLATE_POD)];
-    let (ours, left) = run(Some(&decoder), &manifests, |t| dpctl_driver(t, &["--device-metadata"])).await;
+    let (ours, left) = run(Some(&decoder), &manifests, false, |t| dpctl_driver(t, &["--device-metadata"])).await;
     assert!(left.is_empty(), "{left:?}");
-    let (theirs, left) = run(Some(&decoder), &manifests, |t| helper_driver(&helper, t, "v1beta1")).await;
+    let (theirs, left) = run(Some(&decoder), &manifests, false, |t| helper_driver(&helper, t, "v1beta1")).await;
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(theirs.files.keys().collect::<Vec<_>>(), ["ml_<claim>/gpu/metadata.json"], "{theirs:#?}");
     assert!(theirs.files["ml_<claim>/gpu/metadata.json"].contains("\"podClaimName\": \"g\""), "{theirs:#?}");
@@ -291,14 +349,14 @@ async fn template_claim_metadata_is_the_kubeletplugin_helpers_too() {
 /// `podClaimName` (the claim's pod-claim-name annotation).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_metadata_is_off_by_default_and_template_claims_use_the_pod_claim_name() {
-    let (off, left) = run(None, &[("claim.yaml", CLAIM), ("pod.yaml", POD)], |t| dpctl_driver(t, &[])).await;
+    let (off, left) = run(None, &[("claim.yaml", CLAIM), ("pod.yaml", POD)], false, |t| dpctl_driver(t, &[])).await;
     assert!(off.files.is_empty() && off.specs.is_empty() && left.is_empty(), "{off:#?}");
     assert!(!off.cdi_ids.to_string().contains("/metadata="), "{off:#?}");
     assert!(!off.containers.to_string().contains("/metadata="), "{off:#?}");
 
     let t = DraTree::new();
     let (kubelet, mut log) = kubelet(&t).await;
-    let (drv, mut out) = dpctl_driver(&t, &["--device-metadata"]);
+    let (drv, mut out, _) = dpctl_driver(&t, &["--device-metadata"]);
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     t.write(
         "template.yaml",
@@ -339,6 +397,27 @@ async fn device_metadata_is_off_by_default_and_template_claims_use_the_pod_claim
         r.expect_code(0);
         let d: Value = serde_json::from_str(r.stdout.trim()).unwrap();
         assert_eq!((d["validation"].as_str(), d["metadata"]["PodClaimName"].as_str()), (Some(""), Some("g")), "{d}");
+    }
+    // An update names a prepared claim and one of its requests.
+    let root = t.root.display().to_string();
+    let this = format!("{ns}/{name}");
+    for (claim, request, want) in [
+        ("ml/nope", "gpu", "no prepared claim \"ml/nope\""),
+        (this.as_str(), "nope", "request \"nope\" not found in prepared claim"),
+    ] {
+        let r = dpctl(&[
+            "--kubelet-root-dir",
+            &root,
+            "dra",
+            "device",
+            "update-metadata",
+            claim,
+            request,
+            "--interface",
+            "net1",
+        ])
+        .await;
+        assert!(r.code == 1 && r.stderr.contains(want), "{claim} {request}: {}", r.stderr);
     }
     std::fs::remove_file(t.p("manifests/pod.yaml")).unwrap();
     log.wait_for("\"event\":\"claim-unprepared\"", 1).await;

@@ -596,6 +596,7 @@ impl Driver {
                     ]
                     .into_iter()
                     .collect(),
+                    network: None,
                 });
             }
         }
@@ -898,6 +899,41 @@ impl Driver {
     fn control_op(&self, req: ControlRequest) -> Result<(), String> {
         match req {
             ControlRequest::List => Ok(()),
+            ControlRequest::UpdateMetadata { claim, request, network } => {
+                if self.cfg.metadata.is_empty() {
+                    return Err("device metadata is not enabled (dra serve --device-metadata)".into());
+                }
+                let uid = self
+                    .state
+                    .lock()
+                    .map_err(|_| "state lock poisoned".to_string())?
+                    .prepared
+                    .values()
+                    .find(|p| p.claim == claim)
+                    .map(|p| p.uid.clone())
+                    .ok_or_else(|| format!("no prepared claim {}", crate::core::text::quote(&claim)))?;
+                let (namespace, name) = claim.split_once('/').ok_or("the claim is namespace/name")?;
+                let c =
+                    metadata::ClaimRef { namespace: namespace.into(), name: name.into(), uid, pod_claim_name: None };
+                let generation = metadata::update_request(
+                    &self.cfg.metadata,
+                    &self.cfg.driver,
+                    &self.cfg.plugin_dir,
+                    &c,
+                    &request,
+                    &network,
+                )?;
+                self.log.event(
+                    "control",
+                    &[
+                        ("op", json!("update-metadata")),
+                        ("claim", json!(claim)),
+                        ("request", json!(request)),
+                        ("generation", json!(generation)),
+                    ],
+                );
+                Ok(())
+            }
             ControlRequest::SetHealth { devices, health, message } => {
                 let h = parse_health(&health).ok_or("health must be Healthy, Unhealthy or Unknown")?;
                 if devices.is_empty() {
@@ -954,6 +990,20 @@ impl Driver {
 pub enum ControlRequest {
     /// The devices and prepared claims.
     List,
+    /// Rewrite a request's device metadata with network data, the
+    /// generation one up (the helper's `UpdateRequestMetadata`).
+    #[serde(rename_all = "camelCase")]
+    UpdateMetadata {
+        /// The prepared claim, `namespace/name`.
+        #[serde(default)]
+        claim: String,
+        /// The request (or `request/subrequest`).
+        #[serde(default)]
+        request: String,
+        /// The network data of each of its devices.
+        #[serde(default)]
+        network: metadata::NetworkData,
+    },
     /// Set devices' health.
     SetHealth {
         /// Device names.

@@ -93,6 +93,22 @@ pub struct Device {
     pub name: String,
     /// String attributes (sorted by name).
     pub attributes: BTreeMap<String, String>,
+    /// Its network data (`UpdateRequestMetadata`, e.g. after CNI ran).
+    pub network: Option<NetworkData>,
+}
+
+/// A device's `networkData` (resource.k8s.io `NetworkDeviceData`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct NetworkData {
+    /// The interface's name in the pod.
+    #[serde(rename = "interfaceName", default, skip_serializing_if = "String::is_empty")]
+    pub interface_name: String,
+    /// Its IP addresses (CIDR).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
+    /// Its hardware address.
+    #[serde(rename = "hardwareAddress", default, skip_serializing_if = "String::is_empty")]
+    pub hardware_address: String,
 }
 
 /// The claim a metadata file is about.
@@ -195,6 +211,8 @@ struct DeviceDoc<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     attributes: BTreeMap<&'a str, Attribute<'a>>,
+    #[serde(rename = "networkData", skip_serializing_if = "Option::is_none")]
+    network_data: Option<&'a NetworkData>,
 }
 
 #[derive(Serialize)]
@@ -251,6 +269,7 @@ pub fn stream(
                             .iter()
                             .map(|(k, v)| (k.as_str(), Attribute { string: v.as_str() }))
                             .collect(),
+                        network_data: d.network.as_ref(),
                     })
                     .collect(),
             }],
@@ -351,6 +370,56 @@ pub fn write_claim(
     Ok(ids)
 }
 
+/// Rewrite one request's metadata file with `network` on each of its
+/// devices and the generation one up, as the helper's
+/// `UpdateRequestMetadata` does for a driver whose device data is known
+/// only after the pod sandbox exists: the file's first object gives the
+/// generation, the pod claim name and the devices (their attributes kept);
+/// `request` may name a subrequest (the file is its parent's). The new generation.
+pub fn update_request(
+    versions: &[Version],
+    driver: &str,
+    plugin_dir: &Path,
+    c: &ClaimRef,
+    request: &str,
+    network: &NetworkData,
+) -> Result<i64, String> {
+    let p = paths(driver, plugin_dir, Path::new(""), c, base_request(request))?;
+    let text = match crate::core::limits::read_file(&p.file, 1 << 20, "device metadata") {
+        Ok(t) => t,
+        Err(_) if !p.file.exists() => {
+            return Err(format!("request {request:?} not found in prepared claim {}/{}", c.namespace, c.name))
+        }
+        Err(e) => return Err(format!("read metadata file: {e}")),
+    };
+    let first: serde_json::Value = serde_json::Deserializer::from_str(&text)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .ok_or("decode existing metadata: no metadata objects found in stream")?
+        .map_err(|e| format!("decode existing metadata: {e}"))?;
+    let generation = first["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+    let devices: Vec<Device> = first["requests"][0]["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| Device {
+            pool: d["pool"].as_str().unwrap_or_default().to_string(),
+            name: d["name"].as_str().unwrap_or_default().to_string(),
+            attributes: d["attributes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v["string"].as_str()?.to_string())))
+                .collect(),
+            network: Some(network.clone()),
+        })
+        .collect();
+    let claim = ClaimRef { pod_claim_name: first["podClaimName"].as_str().map(str::to_string), ..c.clone() };
+    let stream = stream(versions, driver, &claim, generation, request, &devices)?;
+    crate::core::files::write_atomic(&p.file, stream.as_bytes()).map_err(|e| format!("write metadata file: {e}"))?;
+    Ok(generation)
+}
+
 /// Remove a claim's metadata directory and its CDI specs (metadata.go
 /// `cleanupClaim`); nothing there is fine, and so is a claim whose names
 /// cannot name a file ([`write_claim`] wrote nothing for it).
@@ -420,6 +489,7 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            network: None,
         };
         let s = stream(&[Version::V1beta1, Version::V1alpha1], "gpu.x", &claim(Some("g")), 1, "r/sub", &[d]).unwrap();
         let one = "{\n  \"kind\": \"DeviceMetadata\",\n  \"apiVersion\": \"metadata.resource.k8s.io/VER\",\n  \"metadata\": {\n    \"name\": \"gpu\",\n    \"namespace\": \"ml\",\n    \"uid\": \"11111111-2222\",\n    \"generation\": 1\n  },\n  \"podClaimName\": \"g\",\n  \"requests\": [\n    {\n      \"name\": \"r/sub\",\n      \"devices\": [\n        {\n          \"driver\": \"gpu.x\",\n          \"pool\": \"p\",\n          \"name\": \"dev-0\",\n          \"attributes\": {\n            \"device\": {\n              \"string\": \"dev-0\"\n            },\n            \"driverName\": {\n              \"string\": \"a\\u003cb\"\n            },\n            \"pool\": {\n              \"string\": \"p\"\n            }\n          }\n        }\n      ]\n    }\n  ]\n}\n";
@@ -466,7 +536,7 @@ mod tests {
     fn a_claim_is_written_and_cleaned_up() {
         let t = tempfile::tempdir().unwrap();
         let (plugin, cdi) = (t.path().join("plugin"), t.path().join("cdi"));
-        let d = Device { pool: "p".into(), name: "d".into(), attributes: BTreeMap::new() };
+        let d = Device { pool: "p".into(), name: "d".into(), attributes: BTreeMap::new(), network: None };
         let reqs: BTreeMap<String, Vec<Device>> =
             [("a/x".to_string(), vec![d.clone()]), ("b".to_string(), vec![d])].into_iter().collect();
         let ids = write_claim(&[Version::V1beta1], "gpu.x", &plugin, &cdi, &claim(None), &reqs).unwrap();
@@ -480,5 +550,32 @@ mod tests {
         assert_eq!(left, ["gpu.x_metadata_other_b.json"]);
         // Again: nothing there is fine.
         cleanup_claim("gpu.x", &plugin, &cdi, &claim(None)).unwrap();
+    }
+
+    #[test]
+    fn an_update_adds_network_data_and_counts_the_generation_up() {
+        let t = tempfile::tempdir().unwrap();
+        let (plugin, cdi) = (t.path().join("plugin"), t.path().join("cdi"));
+        let attrs: BTreeMap<String, String> = [("model".to_string(), "x".to_string())].into_iter().collect();
+        let d = Device { pool: "p".into(), name: "d".into(), attributes: attrs, network: None };
+        let reqs: BTreeMap<String, Vec<Device>> = [("a/x".to_string(), vec![d])].into_iter().collect();
+        let v = [Version::V1beta1, Version::V1alpha1];
+        write_claim(&v, "gpu.x", &plugin, &cdi, &claim(Some("g")), &reqs).unwrap();
+        let net = NetworkData { interface_name: "eth1".into(), ips: vec!["10.0.0.5/24".into()], ..Default::default() };
+        let bare = ClaimRef { pod_claim_name: None, ..claim(None) };
+        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a/x", &net), Ok(2));
+        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a", &net), Ok(3));
+        let text = std::fs::read_to_string(plugin.join("dra-device-metadata/ml_gpu/a/metadata.json")).unwrap();
+        let objs: Vec<serde_json::Value> =
+            serde_json::Deserializer::from_str(&text).into_iter().collect::<Result<_, _>>().unwrap();
+        assert_eq!(objs.len(), 2);
+        let o = &objs[0];
+        assert_eq!((o["metadata"]["generation"].as_i64(), o["podClaimName"].as_str()), (Some(3), Some("g")));
+        assert_eq!(o["requests"][0]["name"], "a");
+        let dev = &o["requests"][0]["devices"][0];
+        assert_eq!(dev["attributes"]["model"]["string"], "x");
+        assert_eq!(dev["networkData"], serde_json::json!({"interfaceName": "eth1", "ips": ["10.0.0.5/24"]}));
+        let e = update_request(&v, "gpu.x", &plugin, &bare, "b", &net).unwrap_err();
+        assert_eq!(e, "request \"b\" not found in prepared claim ml/gpu");
     }
 }

@@ -26,7 +26,9 @@
 // and one line per request client-go sent ({"request":"POST /apis/...",
 // "code":201,"contentType":...,"authorization":true}). Lines on stdin steer
 // it while it runs: "publish N" publishes N devices; "health DEVICE STATUS"
-// sends a health report (Healthy, Unhealthy, Unknown). SIGTERM or SIGINT
+// sends a health report (Healthy, Unhealthy, Unknown); "metadata NAMESPACE
+// NAME UID REQUEST INTERFACE IP HARDWARE-ADDRESS" calls the helper's
+// UpdateRequestMetadata for a prepared request with that network data. SIGTERM or SIGINT
 // stops the helper and exits 0.
 package main
 
@@ -102,9 +104,10 @@ type driver struct {
 	healthTimeout      time.Duration
 	client             kubernetes.Interface
 
-	mu      sync.Mutex
-	devices []string
-	status  map[string]kubeletplugin.HealthStatus
+	mu       sync.Mutex
+	devices  []string
+	prepared map[types.UID][]kubeletplugin.Device
+	status   map[string]kubeletplugin.HealthStatus
 }
 
 func (d *driver) cdiKind() string { return "k8s." + d.name + "/claim" }
@@ -229,6 +232,9 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			continue
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+		d.mu.Lock()
+		d.prepared[claim.UID] = devices
+		d.mu.Unlock()
 		ev["devices"] = names
 		if d.deviceStatus && len(statuses) > 0 {
 			c := claim.DeepCopy()
@@ -385,7 +391,7 @@ func main() {
 	defer cancel()
 	d := &driver{name: *name, node: *node, cdiDir: *cdiDir, devicePrefix: *devicePrefix, failPrepare: *failPrepare, failUnprepare: *failUnprepare,
 		deviceStatus: *deviceStatus, health: make(chan struct{}, 1), healthTimeout: *healthTimeout,
-		client: client, status: map[string]kubeletplugin.HealthStatus{}}
+		client: client, status: map[string]kubeletplugin.HealthStatus{}, prepared: map[types.UID][]kubeletplugin.Device{}}
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(*name),
 		kubeletplugin.NodeName(*node),
@@ -446,6 +452,27 @@ func main() {
 				default:
 				}
 				emit(map[string]any{"event": "health", "device": w[1], "health": w[2]})
+			case len(w) == 8 && w[0] == "metadata":
+				// metadata NAMESPACE NAME UID REQUEST INTERFACE IP HARDWARE-ADDRESS:
+				// the request's prepared devices, now with network data (an NRI hook's call).
+				ns, claimName, uid, request := w[1], w[2], types.UID(w[3]), w[4]
+				network := &resourceapi.NetworkDeviceData{InterfaceName: w[5], IPs: []string{w[6]}, HardwareAddress: w[7]}
+				d.mu.Lock()
+				var devs []kubeletplugin.Device
+				for _, dev := range d.prepared[uid] {
+					for _, r := range dev.Requests {
+						if resourceclaim.BaseRequestRef(r) == resourceclaim.BaseRequestRef(request) {
+							dev.Metadata = &kubeletplugin.DeviceMetadata{Attributes: dev.Metadata.Attributes, NetworkData: network}
+							devs = append(devs, dev)
+						}
+					}
+				}
+				d.mu.Unlock()
+				if err := helper.UpdateRequestMetadata(ctx, ns, claimName, uid, request, devs); err != nil {
+					emit(map[string]any{"event": "error", "message": "metadata", "error": err.Error()})
+					continue
+				}
+				emit(map[string]any{"event": "metadata-updated", "claim": ns + "/" + claimName, "request": request})
 			default:
 				emit(map[string]any{"event": "bad-command", "line": in.Text()})
 			}
