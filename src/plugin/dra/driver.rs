@@ -604,7 +604,8 @@ impl Driver {
             return;
         }
         let cfg = &self.cfg;
-        match metadata::write_claim(&cfg.metadata, &cfg.driver, &cfg.plugin_dir, &cfg.cdi_dir, &claim, &by_request) {
+        let dirs = (cfg.plugin_dir.as_path(), cfg.cdi_dir.as_path(), &cfg.host_root);
+        match metadata::write_claim(&cfg.metadata, &cfg.driver, dirs, &claim, &by_request) {
             Ok(ids) => {
                 let mut injected = std::collections::BTreeSet::new();
                 for d in &mut answer.devices {

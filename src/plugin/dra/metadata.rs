@@ -318,8 +318,9 @@ struct Mount<'a> {
 /// its cdiVersion the minimum its content needs (specs-go
 /// `MinimumRequiredVersion`: 0.5.0 for a device name starting with a digit,
 /// else 0.3.0; the kind's class `metadata` has no dot).
-pub fn cdi_spec(driver: &str, p: &Paths) -> Result<String, String> {
-    let host = p.file.to_str().ok_or_else(|| format!("metadata path {} is not UTF-8", p.file.display()))?;
+/// `host_file`: the metadata file as the host (the runtime) names it.
+pub fn cdi_spec(driver: &str, p: &Paths, host_file: &Path) -> Result<String, String> {
+    let host = host_file.to_str().ok_or_else(|| format!("metadata path {} is not UTF-8", host_file.display()))?;
     let spec = CdiSpec {
         cdi_version: if p.cdi_device.starts_with(|c: char| c.is_ascii_digit()) { "0.5.0" } else { "0.3.0" },
         kind: format!("{driver}/metadata"),
@@ -341,12 +342,12 @@ pub fn cdi_id(driver: &str, p: &Paths) -> String {
 
 /// Write the metadata and CDI spec of every request of a prepared claim
 /// (`devices`: each request as the prepared devices name it, with its
-/// devices in order); the CDI ID per base request name.
+/// devices in order); the CDI ID per base request name. The specs name the
+/// files as the host does (`host_root`: dpctl's `--root`).
 pub fn write_claim(
     versions: &[Version],
     driver: &str,
-    plugin_dir: &Path,
-    cdi_dir: &Path,
+    (plugin_dir, cdi_dir, host_root): (&Path, &Path, &crate::core::paths::HostRoot),
     c: &ClaimRef,
     devices: &BTreeMap<String, Vec<Device>>,
 ) -> Result<BTreeMap<String, String>, String> {
@@ -363,7 +364,7 @@ pub fn write_claim(
             crate::core::files::write_atomic(path, bytes).map_err(|e| format!("write {}: {e}", path.display()))
         };
         write(&p.file, text.as_bytes()).map_err(|e| format!("write metadata for request {request:?}: {e}"))?;
-        write(&p.cdi_spec, cdi_spec(driver, &p)?.as_bytes())
+        write(&p.cdi_spec, cdi_spec(driver, &p, &host_root.on_host(&p.file))?.as_bytes())
             .map_err(|e| format!("write CDI spec for request {request:?}: {e}"))?;
         ids.insert(base.to_string(), cdi_id(driver, &p));
     }
@@ -522,14 +523,14 @@ mod tests {
     #[test]
     fn the_cdi_spec_is_the_minimum_version_that_holds_it() {
         let p = paths("gpu.x", Path::new("/k"), Path::new("/cdi"), &claim(None), "r").unwrap();
-        let s = cdi_spec("gpu.x", &p).unwrap();
+        let s = cdi_spec("gpu.x", &p, &p.file).unwrap();
         assert!(s.starts_with("{\n  \"cdiVersion\": \"0.5.0\",\n  \"kind\": \"gpu.x/metadata\",\n"), "{s}");
         assert!(s.ends_with("  ],\n  \"containerEdits\": {}\n}"), "{s}");
         assert_eq!(crate::protocol::cdi::spec_problem(&s, false), None);
         let mut letters = claim(None);
         letters.uid = "u-1".into();
         let p = paths("gpu.x", Path::new("/k"), Path::new("/cdi"), &letters, "r").unwrap();
-        assert!(cdi_spec("gpu.x", &p).unwrap().contains("\"cdiVersion\": \"0.3.0\""));
+        assert!(cdi_spec("gpu.x", &p, &p.file).unwrap().contains("\"cdiVersion\": \"0.3.0\""));
     }
 
     #[test]
@@ -539,7 +540,8 @@ mod tests {
         let d = Device { pool: "p".into(), name: "d".into(), attributes: BTreeMap::new(), network: None };
         let reqs: BTreeMap<String, Vec<Device>> =
             [("a/x".to_string(), vec![d.clone()]), ("b".to_string(), vec![d])].into_iter().collect();
-        let ids = write_claim(&[Version::V1beta1], "gpu.x", &plugin, &cdi, &claim(None), &reqs).unwrap();
+        let root = crate::core::paths::HostRoot::default();
+        let ids = write_claim(&[Version::V1beta1], "gpu.x", (&plugin, &cdi, &root), &claim(None), &reqs).unwrap();
         assert_eq!(ids.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert!(plugin.join("dra-device-metadata/ml_gpu/a/metadata.json").exists());
         assert!(cdi.join("gpu.x_metadata_11111111-2222_b.json").exists());
@@ -550,6 +552,11 @@ mod tests {
         assert_eq!(left, ["gpu.x_metadata_other_b.json"]);
         // Again: nothing there is fine.
         cleanup_claim("gpu.x", &plugin, &cdi, &claim(None)).unwrap();
+        // Under --root the spec names the file as the host does.
+        let root = crate::core::paths::HostRoot::new(Some(t.path().to_path_buf()));
+        write_claim(&[Version::V1beta1], "gpu.x", (&plugin, &cdi, &root), &claim(None), &reqs).unwrap();
+        let spec = std::fs::read_to_string(cdi.join("gpu.x_metadata_11111111-2222_b.json")).unwrap();
+        assert!(spec.contains("\"hostPath\": \"/plugin/dra-device-metadata/ml_gpu/b/metadata.json\""), "{spec}");
     }
 
     #[test]
@@ -560,7 +567,8 @@ mod tests {
         let d = Device { pool: "p".into(), name: "d".into(), attributes: attrs, network: None };
         let reqs: BTreeMap<String, Vec<Device>> = [("a/x".to_string(), vec![d])].into_iter().collect();
         let v = [Version::V1beta1, Version::V1alpha1];
-        write_claim(&v, "gpu.x", &plugin, &cdi, &claim(Some("g")), &reqs).unwrap();
+        let root = crate::core::paths::HostRoot::default();
+        write_claim(&v, "gpu.x", (&plugin, &cdi, &root), &claim(Some("g")), &reqs).unwrap();
         let net = NetworkData { interface_name: "eth1".into(), ips: vec!["10.0.0.5/24".into()], ..Default::default() };
         let bare = ClaimRef { pod_claim_name: None, ..claim(None) };
         assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a/x", &net), Ok(2));
