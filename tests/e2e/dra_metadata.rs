@@ -14,10 +14,11 @@ use std::process::Stdio;
 const API: &[&str] = &["--api-server", "127.0.0.1:0"];
 const DRIVER: &str = "gpu.go.example.com";
 const UID: &str = "11111111-2222-3333-4444-555555555555";
-/// A claim of two requests (one device each) and a pod whose first
-/// container uses both, its second only `two` (upstream's e2e "must map
-/// device metadata to the right containers").
-const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.go.example.com\n    - name: two\n      exactly:\n        deviceClassName: gpu.go.example.com\n";
+/// A claim of two requests (one device each; `two` a firstAvailable one
+/// whose subrequest `one` is allocated: five devices cannot be had) and a
+/// pod whose first container uses both, its second only `two` (upstream's
+/// e2e "must map device metadata to the right containers").
+const CLAIM: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: gpu\n  namespace: ml\n  uid: 11111111-2222-3333-4444-555555555555\nspec:\n  devices:\n    requests:\n    - name: one\n      exactly:\n        deviceClassName: gpu.go.example.com\n    - name: two\n      firstAvailable:\n      - name: five\n        deviceClassName: gpu.go.example.com\n        count: 5\n      - name: one\n        deviceClassName: gpu.go.example.com\n";
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\n  namespace: ml\n  uid: pod-1\nspec:\n  resourceClaims:\n  - name: g\n    resourceClaimName: gpu\n  containers:\n  - name: all\n    resources:\n      claims:\n      - name: g\n  - name: two-only\n    resources:\n      claims:\n      - name: g\n        request: two\n";
 
 fn events(tail: &Tail, event: &str) -> Vec<Value> {
@@ -264,6 +265,8 @@ async fn device_metadata_is_the_kubeletplugin_helpers_byte_for_byte() {
         ["ml_gpu/one/metadata.json", "ml_gpu/two/metadata.json"],
         "{theirs:#?}"
     );
+    // A subrequest's devices: under its request's path, named with the subrequest inside.
+    assert!(theirs.files["ml_gpu/two/metadata.json"].contains("\"name\": \"two/one\""), "{theirs:#?}");
     let one = &theirs.files["ml_gpu/one/metadata.json"];
     let beta = one.find("metadata.resource.k8s.io/v1beta1").unwrap();
     assert!(beta < one.find("metadata.resource.k8s.io/v1alpha1").unwrap(), "{one}");

@@ -533,6 +533,18 @@ impl Driver {
                 }
             }
         }
+        // The answer names requests without their subrequest (`two/pair` → `two`),
+        // as the helper's stripSubrequestNames does: the kubelet matches them
+        // against the containers' `resources.claims[].request` (claiminfo.go).
+        for answer in resp.claims.values_mut() {
+            for d in &mut answer.devices {
+                for r in &mut d.request_names {
+                    if let Some((base, _)) = r.split_once('/') {
+                        *r = base.to_string();
+                    }
+                }
+            }
+        }
         if self.has(&Fault::MissingUid) {
             if let Some(last) = req.claims.last() {
                 resp.claims.remove(&last.uid);
