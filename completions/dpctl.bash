@@ -202,6 +202,9 @@ _dpctl() {
             dpctl__subcmd__dra__subcmd__device,set-health)
                 cmd="dpctl__subcmd__dra__subcmd__device__subcmd__set__subcmd__health"
                 ;;
+            dpctl__subcmd__dra__subcmd__device,update-metadata)
+                cmd="dpctl__subcmd__dra__subcmd__device__subcmd__update__subcmd__metadata"
+                ;;
             dpctl__subcmd__dra__subcmd__device__subcmd__help,help)
                 cmd="dpctl__subcmd__dra__subcmd__device__subcmd__help__subcmd__help"
                 ;;
@@ -210,6 +213,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__dra__subcmd__device__subcmd__help,set-health)
                 cmd="dpctl__subcmd__dra__subcmd__device__subcmd__help__subcmd__set__subcmd__health"
+                ;;
+            dpctl__subcmd__dra__subcmd__device__subcmd__help,update-metadata)
+                cmd="dpctl__subcmd__dra__subcmd__device__subcmd__help__subcmd__update__subcmd__metadata"
                 ;;
             dpctl__subcmd__dra__subcmd__help,device)
                 cmd="dpctl__subcmd__dra__subcmd__help__subcmd__device"
@@ -243,6 +249,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__dra__subcmd__help__subcmd__device,set-health)
                 cmd="dpctl__subcmd__dra__subcmd__help__subcmd__device__subcmd__set__subcmd__health"
+                ;;
+            dpctl__subcmd__dra__subcmd__help__subcmd__device,update-metadata)
+                cmd="dpctl__subcmd__dra__subcmd__help__subcmd__device__subcmd__update__subcmd__metadata"
                 ;;
             dpctl__subcmd__help,allocate)
                 cmd="dpctl__subcmd__help__subcmd__allocate"
@@ -378,6 +387,9 @@ _dpctl() {
                 ;;
             dpctl__subcmd__help__subcmd__dra__subcmd__device,set-health)
                 cmd="dpctl__subcmd__help__subcmd__dra__subcmd__device__subcmd__set__subcmd__health"
+                ;;
+            dpctl__subcmd__help__subcmd__dra__subcmd__device,update-metadata)
+                cmd="dpctl__subcmd__help__subcmd__dra__subcmd__device__subcmd__update__subcmd__metadata"
                 ;;
             dpctl__subcmd__help__subcmd__podresources,allocatable)
                 cmd="dpctl__subcmd__help__subcmd__podresources__subcmd__allocatable"
@@ -1228,7 +1240,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__demo)
-            opts="-o -v -h --once --dra --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --dra --device-metadata --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1668,7 +1680,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__device)
-            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help list set-health help"
+            opts="-o -v -h --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help list update-metadata set-health help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1706,7 +1718,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__device__subcmd__help)
-            opts="list set-health help"
+            opts="list update-metadata set-health help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1748,6 +1760,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__device__subcmd__help__subcmd__set__subcmd__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__dra__subcmd__device__subcmd__help__subcmd__update__subcmd__metadata)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1857,6 +1883,64 @@ _dpctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dpctl__subcmd__dra__subcmd__device__subcmd__update__subcmd__metadata)
+            opts="-o -v -h --interface --ip --hardware-address --driver --control --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --interface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hardware-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --driver)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --control)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plugin-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubelet-root-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dpctl__subcmd__dra__subcmd__health)
             opts="-o -v -h --service --count --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1918,7 +2002,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__help__subcmd__device)
-            opts="list set-health"
+            opts="list update-metadata set-health"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1946,6 +2030,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__help__subcmd__device__subcmd__set__subcmd__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__dra__subcmd__help__subcmd__device__subcmd__update__subcmd__metadata)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2248,7 +2346,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --device-metadata --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2315,6 +2413,10 @@ _dpctl() {
                     return 0
                     ;;
                 --binding-failure-conditions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device-metadata)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2698,7 +2800,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__dra__subcmd__device)
-            opts="list set-health"
+            opts="list update-metadata set-health"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2726,6 +2828,20 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__help__subcmd__dra__subcmd__device__subcmd__set__subcmd__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dpctl__subcmd__help__subcmd__dra__subcmd__device__subcmd__update__subcmd__metadata)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -40,7 +40,9 @@ const EXAMPLES: &str = "Examples:
   # the same, printed once, then cleaned up
   dpctl demo --once
   # DRA: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
-  dpctl demo --dra --once";
+  dpctl demo --dra --once
+  # DRA with device metadata (KEP-5304): the file the driver writes and the CDI mount that puts it in the container
+  dpctl demo --dra --device-metadata --once";
 
 /// `dpctl demo`
 #[derive(Debug, Args)]
@@ -51,6 +53,10 @@ pub struct DemoArgs {
     /// Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
     #[arg(long)]
     pub dra: bool,
+    /// With --dra: the driver also writes device metadata (KEP-5304), as `dra serve --device-metadata`
+    /// does; the demo shows the file and the CDI spec that mounts it into the container
+    #[arg(long, requires = "dra")]
+    pub device_metadata: bool,
     /// Demonstrate DRA-backed extended resources: the same pods served by a device plugin and by a DRA
     /// driver whose DeviceClass maps the resource, compared per container (dpctl compare)
     #[arg(long, conflicts_with = "dra")]
@@ -126,7 +132,7 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     if a.dra {
-        return super::demo_dra::run(ctx, a.once).await;
+        return super::demo_dra::run(ctx, a.once, a.device_metadata).await;
     }
     if a.extended {
         return super::compare::demo(ctx).await;

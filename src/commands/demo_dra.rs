@@ -77,8 +77,65 @@ async fn wait_for(
     }
 }
 
-/// Run the DRA demo.
-pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
+/// One request's device metadata as the demo shows it: the CDI ID, where
+/// the file is on the host and in the container, the file's first object.
+struct Metadata {
+    cdi_id: String,
+    host: String,
+    container: String,
+    first: String,
+}
+
+/// The device-metadata CDI specs in `cdi_dir` and the files they mount (`--device-metadata`).
+fn metadata_shown(cdi_dir: &std::path::Path) -> Vec<Metadata> {
+    let mut specs: Vec<std::path::PathBuf> = std::fs::read_dir(cdi_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{DRIVER}_metadata_"))))
+        .collect();
+    specs.sort();
+    specs
+        .iter()
+        .filter_map(|p| {
+            let text = crate::core::limits::read_file(p, 1 << 20, "CDI spec").ok()?;
+            let spec: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let dev = &spec["devices"][0];
+            let mount = &dev["containerEdits"]["mounts"][0];
+            let host = mount["hostPath"].as_str()?.to_string();
+            let stream = crate::core::limits::read_file(std::path::Path::new(&host), 1 << 20, "metadata").ok()?;
+            // The stream's first object: it ends at the first line that is "}".
+            let first = stream.split_inclusive('\n').take_while(|l| *l != "}\n").collect::<String>() + "}";
+            Some(Metadata {
+                cdi_id: format!("{}={}", spec["kind"].as_str()?, dev["name"].as_str()?),
+                host,
+                container: mount["containerPath"].as_str()?.to_string(),
+                first,
+            })
+        })
+        .collect()
+}
+
+/// Wait (at most 10 s) for the node's API server: the kubeconfig it wrote.
+async fn wait_for_kubeconfig(events: &mut mpsc::UnboundedReceiver<Arc<Stamped>>) -> Result<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) | Ok(None) => {
+                return Err(Error::failed("demo: the node's API server did not start within 10s"));
+            }
+            Ok(Some(e)) => {
+                if let KubeletEvent::ApiServer { kubeconfig, .. } = &e.event {
+                    return Ok(kubeconfig.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Run the DRA demo (`metadata`: the driver writes device metadata, KEP-5304).
+pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
     let node_dir = TempNode::new("demo-dra")?;
     let tree = node_dir.tree.clone();
     let (kubelet_log, driver_log) = (tree.logs.join("kubelet.log"), tree.logs.join("driver.log"));
@@ -86,7 +143,19 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         .map_err(|e| Error::failed(format!("cannot listen for SIGHUP: {e}")))?;
     let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
     let mut events = bus.subscribe();
-    let node = Node::start(NodeSpec::on_tree(&tree), bus).await?;
+    let mut spec = NodeSpec::on_tree(&tree);
+    if metadata {
+        // The driver writes a request's metadata from the ResourceClaim it fetches: the node's API server.
+        spec.api_server = Some(([127, 0, 0, 1], 0).into());
+    }
+    let node = Node::start(spec, bus).await?;
+    let publish = if metadata {
+        let kubeconfig = wait_for_kubeconfig(&mut events).await?;
+        let api = crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))?;
+        Some((api, crate::kubelet::dra::NODE_NAME.to_string()))
+    } else {
+        None
+    };
     let plugin_dir = tree.root.join("plugins").join(DRIVER);
     let cfg = Config {
         driver: DRIVER.into(),
@@ -107,8 +176,9 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         cdi_env: vec![],
         numa_nodes: None,
         binding: Default::default(),
+        metadata: if metadata { vec![crate::plugin::dra::metadata::Version::V1beta1] } else { vec![] },
         faults: vec![],
-        publish: None,
+        publish,
     };
     let tasks = Tasks::new();
     let (done_tx, mut done) = watch::channel(None::<String>);
@@ -148,7 +218,8 @@ pub async fn run(ctx: &Ctx, once: bool) -> Result<()> {
         }
     };
     let files = Files { claim: &claim_file, pod: &pod_file, kubelet_log: &kubelet_log, driver_log: &driver_log };
-    emit(&page(&tree, &n, &listed, &files, once))?;
+    let shown = if metadata { Some(metadata_shown(&tree.cdi_dir())) } else { None };
+    emit(&page(&tree, &n, &listed, &files, shown.as_deref(), once))?;
     if !once {
         let interrupted = crate::core::interrupted();
         tokio::pin!(interrupted);
@@ -179,7 +250,14 @@ struct Files<'a> {
 }
 
 /// The demo's page (pure): what the node shows, then what to try next.
-fn page(tree: &NodeTree, n: &NodeStatus, listed: &[Vec<String>], f: &Files<'_>, once: bool) -> String {
+fn page(
+    tree: &NodeTree,
+    n: &NodeStatus,
+    listed: &[Vec<String>],
+    f: &Files<'_>,
+    metadata: Option<&[Metadata]>,
+    once: bool,
+) -> String {
     let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
     let mut out =
         format!("dpctl demo --dra: a mock kubelet and a simulated DRA driver, running in {}\n\n", tree.root.display());
@@ -217,13 +295,38 @@ fn page(tree: &NodeTree, n: &NodeStatus, listed: &[Vec<String>], f: &Files<'_>, 
         tree.cdi_dir().display(),
         tree.root.join("dra_manager_state").display()
     ));
-    out.push_str(if once {
-        "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
-Run `dpctl demo --dra` (without --once) to keep them running, then in another shell try:\n\n"
+    if let Some(shown) = metadata {
+        out.push_str(
+            "\n   Device metadata (KEP-5304, --device-metadata): per request the driver wrote a file and a CDI spec\n   \
+that bind-mounts it read-only into the containers that use the request (its CDI ID is on the first device):\n",
+        );
+        if shown.is_empty() {
+            out.push_str("\n   (none found: see the driver's log)\n");
+        }
+        for m in shown {
+            out.push_str(&format!(
+                "\n   CDI ID     {}\n   on host    {}\n   container  {}\n\n{}\n",
+                m.cdi_id,
+                m.host,
+                m.container,
+                crate::render::indent(&m.first)
+            ));
+        }
+    }
+    let flags = if metadata.is_some() { "--dra --device-metadata" } else { "--dra" };
+    out.push_str(&if once {
+        format!(
+            "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
+Run `dpctl demo {flags}` (without --once) to keep them running, then in another shell try:\n\n"
+        )
     } else {
-        "\n4. Both keep running until Ctrl-C. In another shell, try:\n\n"
+        "\n4. Both keep running until Ctrl-C. In another shell, try:\n\n".to_string()
     });
     let root = tree.root.display().to_string();
+    let removed = match metadata {
+        Some(_) => "# the kubelet unprepares the claim; the driver removes its metadata",
+        None => "# the kubelet unprepares the claim",
+    };
     let cmds = [
         (format!("export DPCTL_KUBELET_ROOT_DIR={root}"), ""),
         (format!("export DPCTL_POD_RESOURCES_SOCKET={}", tree.pod_resources.display()), ""),
@@ -231,7 +334,7 @@ Run `dpctl demo --dra` (without --once) to keep them running, then in another sh
         (format!("dpctl dra probe {DRIVER}-reg.sock"), "# check it against the rules"),
         ("dpctl podresources list".to_string(), "# the claim, its device and CDI ID"),
         (format!("dpctl node --plugin-dir {}", tree.plugin_dir.display()), "# drivers, claims, pods"),
-        (format!("rm {}", f.pod.display()), "# the kubelet unprepares the claim"),
+        (format!("rm {}", f.pod.display()), removed),
         (format!("kill -HUP {}", std::process::id()), "# a kubelet restart: the claim stays prepared"),
     ];
     for (c, why) in &cmds {

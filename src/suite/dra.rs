@@ -186,6 +186,7 @@ mod engine_tests {
             publish: None,
             numa_nodes: None,
             binding: Default::default(),
+            metadata: vec![],
         };
         let tasks = crate::core::task::Tasks::new();
         {

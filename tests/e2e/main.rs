@@ -16,6 +16,7 @@ mod doctor;
 mod dra;
 mod dra_alloc;
 mod dra_kubelet;
+mod dra_metadata;
 mod dramanager_diff;
 mod extended;
 mod generations;

@@ -592,6 +592,8 @@ async fn a_plugin_registering_again_on_its_live_socket_fails_reg_009_on_every_ku
 const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&[], &[], ""),
     (&["--common-cdi-spec"], &[], ""),
+    // Device metadata (KEP-5304): a second CDI ID on each request's first device, its own spec per request.
+    (&["--device-metadata"], &[], ""),
     (&["--fault", "wrong-type"], &["DRA-REG-001"], "DRAPlugin"),
     (&["--fault", "endpoint-outside-root"], &["DRA-REG-001"], ""),
     (&["--fault", "no-versions"], &["DRA-REG-001"], ""),

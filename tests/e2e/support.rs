@@ -701,6 +701,7 @@ pub const UPSTREAM_PEERS: &[&str] = &[
     "controlplane",
     "dramanager",
     "devicemanager",
+    "devicemetadata",
 ];
 
 /// How to build them, as every message about them says it.

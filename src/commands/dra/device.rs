@@ -1,4 +1,4 @@
-//! `dpctl dra device list | set-health`: live control of a running
+//! `dpctl dra device list | set-health | update-metadata`: live control of a running
 //! `dpctl dra serve`, found through its control socket.
 
 use super::Ctx;
@@ -17,6 +17,10 @@ pub(super) const EXAMPLES: &str = "Examples:
 
 const DEVICE_LIST_EXAMPLES: &str = "Examples:
   dpctl --kubelet-root-dir /tmp/k dra device list -o json";
+
+const UPDATE_METADATA_EXAMPLES: &str = "Examples:
+  # as a network driver does once CNI ran: the pod sees generation 2 with the interface
+  dpctl --kubelet-root-dir /tmp/k dra device update-metadata ml/nic one --interface net1 --ip 10.0.0.5/24";
 
 const DEVICE_SET_HEALTH_EXAMPLES: &str = "Examples:
   dpctl --kubelet-root-dir /tmp/k dra device set-health dev-0 dev-1 Unhealthy --message 'XID 79'
@@ -57,6 +61,29 @@ pub enum DraDeviceCommand {
     /// List the devices and prepared claims of a running dpctl dra serve
     #[command(after_help = DEVICE_LIST_EXAMPLES)]
     List(#[command(flatten)] DraControlTarget),
+    /// Rewrite a prepared claim's device metadata for one request with network data, its generation
+    /// one up (dra serve --device-metadata; the kubeletplugin helper's UpdateRequestMetadata)
+    #[command(after_help = UPDATE_METADATA_EXAMPLES)]
+    UpdateMetadata {
+        /// The prepared claim: namespace/name
+        #[arg(value_name = "CLAIM")]
+        claim: String,
+        /// The request (or request/subrequest)
+        #[arg(value_name = "REQUEST")]
+        request: String,
+        /// The interface name in the pod
+        #[arg(long, value_name = "NAME")]
+        interface: Option<String>,
+        /// An IP address in CIDR notation (repeatable)
+        #[arg(long = "ip", value_name = "CIDR")]
+        ips: Vec<String>,
+        /// The hardware address
+        #[arg(long, value_name = "MAC")]
+        hardware_address: Option<String>,
+        #[command(flatten)]
+        /// Which serve.
+        target: DraControlTarget,
+    },
     /// Set devices Healthy, Unhealthy or Unknown: names, then the health
     #[command(override_usage = "dpctl dra device set-health [OPTIONS] DEVICE... HEALTH")]
     #[command(after_help = DEVICE_SET_HEALTH_EXAMPLES)]
@@ -77,6 +104,25 @@ pub enum DraDeviceCommand {
 pub(super) async fn run(ctx: &Ctx, d: &DraDeviceCommand) -> Result<()> {
     let (target, req) = match d {
         DraDeviceCommand::List(t) => (t, ControlRequest::List),
+        DraDeviceCommand::UpdateMetadata { claim, request, interface, ips, hardware_address, target } => (
+            {
+                if interface.is_none() && ips.is_empty() && hardware_address.is_none() {
+                    return Err(Error::usage(
+                        "update-metadata: give the network data: --interface, --ip or --hardware-address",
+                    ));
+                }
+                target
+            },
+            ControlRequest::UpdateMetadata {
+                claim: claim.clone(),
+                request: request.clone(),
+                network: crate::plugin::dra::metadata::NetworkData {
+                    interface_name: interface.clone().unwrap_or_default(),
+                    ips: ips.clone(),
+                    hardware_address: hardware_address.clone().unwrap_or_default(),
+                },
+            },
+        ),
         DraDeviceCommand::SetHealth { args, message, target } => {
             let (health, devices) = args.split_last().ok_or_else(|| Error::usage("name devices, then a health"))?;
             if rules::parse_health(health).is_none() {

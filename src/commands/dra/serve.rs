@@ -16,6 +16,8 @@ pub(super) const EXAMPLES: &str = "Examples:
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi
   # a second instance during a rolling update (uid-named sockets)
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --rolling-update 2 --cdi-dir /tmp/k/cdi
+  # device metadata (KEP-5304) for each prepared claim, mounted through CDI (claims from the API server)
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi --kubeconfig /tmp/k/kubeconfig --device-metadata
   # break a rule on purpose: dra probe flags it
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --fault missing-uid --fault long-message";
 
@@ -97,6 +99,13 @@ pub struct DraServeArgs {
     /// status.devices makes the scheduler deallocate the claim (with --binding-conditions; at most 4)
     #[arg(long, value_name = "TYPE,…", requires = "binding_conditions", value_delimiter = ',')]
     pub binding_failure_conditions: Vec<String>,
+    /// Device metadata (KEP-5304), as the kubeletplugin helper's EnableDeviceMetadata writes it: per
+    /// request of a prepared claim a metadata.json under <plugin dir>/dra-device-metadata/ and a CDI spec
+    /// mounting it at /var/run/kubernetes.io/dra-device-attributes/… (removed on unprepare).
+    /// VERSIONS: the metadata.resource.k8s.io versions written, in order (v1beta1 required;
+    /// v1alpha1 too for consumers built for 1.36) [default: v1beta1]. Needs an API server (the claims)
+    #[arg(long, value_name = "VERSIONS", num_args = 0..=1, require_equals = true, default_missing_value = "v1beta1")]
+    pub device_metadata: Option<String>,
     /// Log format
     #[arg(long, value_enum, default_value_t = LogFormat::Human, value_name = "FORMAT")]
     pub log_format: LogFormat,
@@ -137,6 +146,15 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         numa_nodes: a.numa_nodes,
         binding: (a.binding_conditions.clone(), a.binding_failure_conditions.clone()),
         faults: a.faults.clone(),
+        metadata: match &a.device_metadata {
+            None => vec![],
+            Some(v) => v
+                .split(',')
+                .map(|x| x.trim().parse::<crate::plugin::dra::metadata::Version>())
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .and_then(|v| crate::plugin::dra::metadata::check_versions(&v).map(|()| v))
+                .map_err(|e| Error::usage(format!("--device-metadata: {e}")))?,
+        },
         publish: match api_server(a)? {
             None => None,
             Some(api) => {

@@ -256,6 +256,7 @@ impl Fleet {
                 cdi_env: vec![],
                 numa_nodes: None,
                 binding: Default::default(),
+                metadata: vec![],
                 faults: vec![],
                 publish: Some((api.clone(), name.to_string())),
             };

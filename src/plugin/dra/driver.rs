@@ -3,7 +3,7 @@
 //! one snapshot channel), CDI spec files per prepared claim, and the live
 //! control handler. Faults (see [`super::Fault`]) break one rule each.
 
-use super::{Config, Fault};
+use super::{metadata, Config, Fault};
 use crate::api::dra_health_v1::{self as h1, DeviceHealth, DeviceIdentifier, HealthStatus};
 use crate::api::dra_health_v1alpha1 as h1a;
 use crate::api::dra_v1::{
@@ -165,6 +165,17 @@ pub fn allocation_of(claim: &serde_json::Value, c: &Claim, driver: &str) -> Resu
         .collect()
 }
 
+/// The claim's `resource.kubernetes.io/pod-claim-name` annotation (a claim
+/// made from a template for a pod's claim of that name), as the helper's
+/// `newClaimRef` reads it.
+pub fn pod_claim_name(claim: &serde_json::Value) -> Option<String> {
+    claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"].as_str().map(str::to_string)
+}
+
+/// What a prepare learns of a claim from the API server: its allocation for
+/// this driver and its pod claim name ([`pod_claim_name`]).
+type Fetched = (Vec<AllocatedDevice>, Option<String>);
+
 /// GET the claim as the kubeletplugin helper does (resource.k8s.io v1, then
 /// v1beta2 and v1beta1 on 404) and read its allocation for `driver`.
 async fn fetch_allocation(
@@ -172,7 +183,7 @@ async fn fetch_allocation(
     c: &Claim,
     driver: &str,
     check_uid: bool,
-) -> Result<Vec<AllocatedDevice>, String> {
+) -> Result<Fetched, String> {
     let t = std::time::Duration::from_secs(10);
     let mut last = String::new();
     for v in ["v1", "v1beta2", "v1beta1"] {
@@ -184,9 +195,9 @@ async fn fetch_allocation(
             200..=299 if !check_uid => {
                 let mut body = body;
                 body["metadata"]["uid"] = json!(c.uid);
-                return allocation_of(&body, c, driver);
+                return Ok((allocation_of(&body, c, driver)?, pod_claim_name(&body)));
             }
-            200..=299 => return allocation_of(&body, c, driver),
+            200..=299 => return Ok((allocation_of(&body, c, driver)?, pod_claim_name(&body))),
             404 => last = body["message"].as_str().unwrap_or("not found").to_string(),
             _ => {
                 let msg = body["message"].as_str().unwrap_or_default();
@@ -495,6 +506,10 @@ impl Driver {
                 _ => None,
             });
         }
+        let pod_claims: Vec<Option<String>> =
+            allocations.iter().map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).and_then(|(_, p)| p.clone())).collect();
+        let allocations: Vec<Option<Result<Vec<AllocatedDevice>, String>>> =
+            allocations.into_iter().map(|a| a.map(|r| r.map(|(d, _)| d))).collect();
         let mut st = self.state.lock().map_err(|_| Status::internal("state lock poisoned"))?;
         st.prepares += 1;
         let rotate = if self.has(&Fault::NotIdempotent) { st.prepares as usize } else { 0 };
@@ -511,6 +526,25 @@ impl Driver {
             resp.claims.insert(c.uid.clone(), answer);
         }
         drop(st);
+        if !self.cfg.metadata.is_empty() {
+            for (c, pod_claim) in req.claims.iter().zip(pod_claims) {
+                if let Some(answer) = resp.claims.get_mut(&c.uid).filter(|a| a.error.is_empty()) {
+                    self.write_metadata(c, pod_claim, answer);
+                }
+            }
+        }
+        // The answer names requests without their subrequest (`two/pair` → `two`),
+        // as the helper's stripSubrequestNames does: the kubelet matches them
+        // against the containers' `resources.claims[].request` (claiminfo.go).
+        for answer in resp.claims.values_mut() {
+            for d in &mut answer.devices {
+                for r in &mut d.request_names {
+                    if let Some((base, _)) = r.split_once('/') {
+                        *r = base.to_string();
+                    }
+                }
+            }
+        }
         if self.has(&Fault::MissingUid) {
             if let Some(last) = req.claims.last() {
                 resp.claims.remove(&last.uid);
@@ -545,6 +579,66 @@ impl Driver {
             ],
         );
         Ok(resp)
+    }
+
+    /// `--device-metadata`: write the metadata of each request of a
+    /// prepared claim and its CDI spec, and add the spec's CDI ID to the
+    /// first device of the request, as the kubeletplugin helper does after
+    /// the driver's PrepareResourceClaims; a write that fails is logged and
+    /// the claim answered without it (the helper logs "Failed to write
+    /// device metadata" and goes on).
+    fn write_metadata(&self, c: &Claim, pod_claim: Option<String>, answer: &mut NodePrepareResourceResponse) {
+        let claim = metadata::ClaimRef {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+            uid: c.uid.clone(),
+            pod_claim_name: pod_claim,
+        };
+        let mut by_request: BTreeMap<String, Vec<metadata::Device>> = BTreeMap::new();
+        for d in &answer.devices {
+            for r in &d.request_names {
+                by_request.entry(r.clone()).or_default().push(metadata::Device {
+                    pool: d.pool_name.clone(),
+                    name: d.device_name.clone(),
+                    // What the e2e test driver returns as the devices' metadata.
+                    attributes: [
+                        ("driverName".to_string(), self.cfg.driver.clone()),
+                        ("pool".to_string(), d.pool_name.clone()),
+                        ("device".to_string(), d.device_name.clone()),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    network: None,
+                });
+            }
+        }
+        if by_request.is_empty() {
+            return;
+        }
+        let cfg = &self.cfg;
+        let dirs = (cfg.plugin_dir.as_path(), cfg.cdi_dir.as_path(), &cfg.host_root);
+        match metadata::write_claim(&cfg.metadata, &cfg.driver, dirs, &claim, &by_request) {
+            Ok(ids) => {
+                let mut injected = std::collections::BTreeSet::new();
+                for d in &mut answer.devices {
+                    for r in &d.request_names {
+                        let base = metadata::base_request(r);
+                        if let Some(id) = ids.get(base).filter(|_| !injected.contains(base)) {
+                            d.cdi_device_ids.push(id.clone());
+                            injected.insert(base.to_string());
+                        }
+                    }
+                }
+                self.log.event(
+                    "device-metadata",
+                    &[("claim", json!(format!("{}/{}", c.namespace, c.name))), ("cdiIds", json!(ids))],
+                );
+            }
+            Err(e) => self.log.event(
+                "device-metadata-failed",
+                &[("claim", json!(format!("{}/{}", c.namespace, c.name))), ("error", json!(e))],
+            ),
+        }
     }
 
     fn prepare_one(
@@ -725,6 +819,24 @@ impl Driver {
             resp.claims.insert(c.uid.clone(), NodeUnprepareResourceResponse { error });
         }
         drop(st);
+        // --device-metadata: the claims unprepared lose their metadata files
+        // and CDI specs (the helper's cleanupClaim; a failure is the claim's error).
+        if !self.cfg.metadata.is_empty() {
+            for c in &req.claims {
+                let Some(answer) = resp.claims.get_mut(&c.uid).filter(|a| a.error.is_empty()) else { continue };
+                let claim = metadata::ClaimRef {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                    uid: c.uid.clone(),
+                    pod_claim_name: None,
+                };
+                if let Err(e) =
+                    metadata::cleanup_claim(&self.cfg.driver, &self.cfg.plugin_dir, &self.cfg.cdi_dir, &claim)
+                {
+                    answer.error = format!("clean up device metadata: {e}");
+                }
+            }
+        }
         if self.has(&Fault::MissingUid) {
             if let Some(last) = req.claims.last() {
                 resp.claims.remove(&last.uid);
@@ -800,6 +912,41 @@ impl Driver {
     fn control_op(&self, req: ControlRequest) -> Result<(), String> {
         match req {
             ControlRequest::List => Ok(()),
+            ControlRequest::UpdateMetadata { claim, request, network } => {
+                if self.cfg.metadata.is_empty() {
+                    return Err("device metadata is not enabled (dra serve --device-metadata)".into());
+                }
+                let uid = self
+                    .state
+                    .lock()
+                    .map_err(|_| "state lock poisoned".to_string())?
+                    .prepared
+                    .values()
+                    .find(|p| p.claim == claim)
+                    .map(|p| p.uid.clone())
+                    .ok_or_else(|| format!("no prepared claim {}", crate::core::text::quote(&claim)))?;
+                let (namespace, name) = claim.split_once('/').ok_or("the claim is namespace/name")?;
+                let c =
+                    metadata::ClaimRef { namespace: namespace.into(), name: name.into(), uid, pod_claim_name: None };
+                let generation = metadata::update_request(
+                    &self.cfg.metadata,
+                    &self.cfg.driver,
+                    &self.cfg.plugin_dir,
+                    &c,
+                    &request,
+                    &network,
+                )?;
+                self.log.event(
+                    "control",
+                    &[
+                        ("op", json!("update-metadata")),
+                        ("claim", json!(claim)),
+                        ("request", json!(request)),
+                        ("generation", json!(generation)),
+                    ],
+                );
+                Ok(())
+            }
             ControlRequest::SetHealth { devices, health, message } => {
                 let h = parse_health(&health).ok_or("health must be Healthy, Unhealthy or Unknown")?;
                 if devices.is_empty() {
@@ -856,6 +1003,20 @@ impl Driver {
 pub enum ControlRequest {
     /// The devices and prepared claims.
     List,
+    /// Rewrite a request's device metadata with network data, the
+    /// generation one up (the helper's `UpdateRequestMetadata`).
+    #[serde(rename_all = "camelCase")]
+    UpdateMetadata {
+        /// The prepared claim, `namespace/name`.
+        #[serde(default)]
+        claim: String,
+        /// The request (or `request/subrequest`).
+        #[serde(default)]
+        request: String,
+        /// The network data of each of its devices.
+        #[serde(default)]
+        network: metadata::NetworkData,
+    },
     /// Set devices' health.
     SetHealth {
         /// Device names.

@@ -15,6 +15,7 @@
 //! `run` is given.
 
 pub mod driver;
+pub mod metadata;
 pub mod slices;
 
 use crate::api::pluginregistration::PluginInfo;
@@ -306,6 +307,10 @@ pub struct Config {
     /// bindingConditions and bindingFailureConditions of every device
     /// (KEP-5007; both empty: none).
     pub binding: (Vec<String>, Vec<String>),
+    /// Device metadata (KEP-5304): the `metadata.resource.k8s.io` versions
+    /// written for each prepared claim, in order, as the kubeletplugin
+    /// helper's `EnableDeviceMetadata` does (empty: off).
+    pub metadata: Vec<metadata::Version>,
 }
 
 impl Config {
@@ -392,6 +397,15 @@ impl Config {
                 "--services must include {DRA_V1} or {DRA_V1BETA1} (got {})",
                 crate::core::text::id_list(&self.services)
             )));
+        }
+        if !self.metadata.is_empty() {
+            metadata::check_versions(&self.metadata).map_err(|e| Error::usage(format!("--device-metadata: {e}")))?;
+            if self.publish.is_none() {
+                return Err(Error::usage(
+                    "--device-metadata: the metadata of a request is written from the ResourceClaim the driver fetches, \
+                     as the kubeletplugin helper does; give it an API server (--kubeconfig, KUBECONFIG or in-cluster)",
+                ));
+            }
         }
         if let Some(u) = &self.rolling_uid {
             if u.is_empty() || !u.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
@@ -663,6 +677,7 @@ mod tests {
             publish: None,
             numa_nodes: None,
             binding: Default::default(),
+            metadata: vec![],
         }
     }
 

@@ -13,14 +13,22 @@
 //	    [-registrar-dir DIR] [-plugin-dir DIR] [-cdi-dir DIR] [-devices N]
 //	    [-json] [-rolling-update-uid UID] [-device-status]
 //	    [-fail-prepare] [-fail-unprepare] [-dra-v1=false] [-dra-v1beta1=false]
-//	    [-health=false] [-health-timeout 5s]
+//	    [-health=false] [-health-timeout 5s] [-device-prefix gpu-]
+//	    [-device-metadata v1beta1[,v1alpha1]]
+//
+// -device-metadata turns on the helper's device metadata (KEP-5304,
+// kubeletplugin.EnableDeviceMetadata with those versions, CDIDirectory the
+// -cdi-dir): each prepared device carries the attributes the e2e test
+// driver gives it (driverName, pool, device).
 //
 // Every event is one JSON line on stdout: {"event":"started",...},
 // {"event":"prepare",...}, {"event":"unprepare",...}, {"event":"stopped"},
 // and one line per request client-go sent ({"request":"POST /apis/...",
 // "code":201,"contentType":...,"authorization":true}). Lines on stdin steer
 // it while it runs: "publish N" publishes N devices; "health DEVICE STATUS"
-// sends a health report (Healthy, Unhealthy, Unknown). SIGTERM or SIGINT
+// sends a health report (Healthy, Unhealthy, Unknown); "metadata NAMESPACE
+// NAME UID REQUEST INTERFACE IP HARDWARE-ADDRESS" calls the helper's
+// UpdateRequestMetadata for a prepared request with that network data. SIGTERM or SIGINT
 // stops the helper and exits 0.
 package main
 
@@ -44,6 +52,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -87,6 +96,7 @@ func (s sniff) RoundTrip(r *http.Request) (*http.Response, error) {
 
 type driver struct {
 	name, node, cdiDir string
+	devicePrefix       string
 	failPrepare        bool
 	failUnprepare      bool
 	deviceStatus       bool
@@ -94,9 +104,10 @@ type driver struct {
 	healthTimeout      time.Duration
 	client             kubernetes.Interface
 
-	mu      sync.Mutex
-	devices []string
-	status  map[string]kubeletplugin.HealthStatus
+	mu       sync.Mutex
+	devices  []string
+	prepared map[types.UID][]kubeletplugin.Device
+	status   map[string]kubeletplugin.HealthStatus
 }
 
 func (d *driver) cdiKind() string { return "k8s." + d.name + "/claim" }
@@ -193,12 +204,16 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			config[r.Device] = env
 			names = append(names, r.Device)
+			pool, device := r.Pool, r.Device
 			devices = append(devices, kubeletplugin.Device{
 				Requests:     []string{r.Request},
 				PoolName:     r.Pool,
 				DeviceName:   r.Device,
 				CDIDeviceIDs: []string{d.cdiKind() + "=" + string(claim.UID) + "-" + r.Device},
 				ShareID:      r.ShareID,
+				// Ignored unless -device-metadata: as the e2e test driver's kubeletplugin.go.
+				Metadata: &kubeletplugin.DeviceMetadata{Attributes: map[string]resourceapi.DeviceAttribute{
+					"driverName": {StringValue: &d.name}, "pool": {StringValue: &pool}, "device": {StringValue: &device}}},
 			})
 			statuses = append(statuses, resourceapi.AllocatedDeviceStatus{Driver: d.name, Pool: r.Pool, Device: r.Device, ShareID: (*string)(r.ShareID),
 				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared",
@@ -217,6 +232,9 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			continue
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+		d.mu.Lock()
+		d.prepared[claim.UID] = devices
+		d.mu.Unlock()
 		ev["devices"] = names
 		if d.deviceStatus && len(statuses) > 0 {
 			c := claim.DeepCopy()
@@ -300,7 +318,7 @@ func (d *driver) resources(n int) resourceslice.DriverResources {
 	d.devices = nil
 	var devs []resourceapi.Device
 	for i := 0; i < n; i++ {
-		name := "gpu-" + strconv.Itoa(i)
+		name := d.devicePrefix + strconv.Itoa(i)
 		d.devices = append(d.devices, name)
 		model := "kubeletplugin"
 		idx := int64(i)
@@ -329,6 +347,8 @@ func main() {
 	draV1beta1 := fs.Bool("dra-v1beta1", true, "serve DRAPlugin v1beta1")
 	health := fs.Bool("health", true, "serve the health stream")
 	healthTimeout := fs.Duration("health-timeout", 5*time.Second, "each device's health check timeout")
+	devicePrefix := fs.String("device-prefix", "gpu-", "device names are this and 0, 1, …")
+	deviceMetadata := fs.String("device-metadata", "", "device metadata in these metadata.resource.k8s.io versions, in order (v1beta1,v1alpha1); empty: off")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	verbosity := fs.String("v", "0", "klog verbosity of the helper's log (stderr)")
@@ -369,9 +389,9 @@ func main() {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	d := &driver{name: *name, node: *node, cdiDir: *cdiDir, failPrepare: *failPrepare, failUnprepare: *failUnprepare,
+	d := &driver{name: *name, node: *node, cdiDir: *cdiDir, devicePrefix: *devicePrefix, failPrepare: *failPrepare, failUnprepare: *failUnprepare,
 		deviceStatus: *deviceStatus, health: make(chan struct{}, 1), healthTimeout: *healthTimeout,
-		client: client, status: map[string]kubeletplugin.HealthStatus{}}
+		client: client, status: map[string]kubeletplugin.HealthStatus{}, prepared: map[types.UID][]kubeletplugin.Device{}}
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(*name),
 		kubeletplugin.NodeName(*node),
@@ -384,6 +404,13 @@ func main() {
 	}
 	if *rolling != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(*rolling)))
+	}
+	if *deviceMetadata != "" {
+		var versions []schema.GroupVersion
+		for _, v := range strings.Split(*deviceMetadata, ",") {
+			versions = append(versions, schema.GroupVersion{Group: "metadata.resource.k8s.io", Version: v})
+		}
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, versions), kubeletplugin.CDIDirectory(*cdiDir))
 	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
@@ -425,6 +452,27 @@ func main() {
 				default:
 				}
 				emit(map[string]any{"event": "health", "device": w[1], "health": w[2]})
+			case len(w) == 8 && w[0] == "metadata":
+				// metadata NAMESPACE NAME UID REQUEST INTERFACE IP HARDWARE-ADDRESS:
+				// the request's prepared devices, now with network data (an NRI hook's call).
+				ns, claimName, uid, request := w[1], w[2], types.UID(w[3]), w[4]
+				network := &resourceapi.NetworkDeviceData{InterfaceName: w[5], IPs: []string{w[6]}, HardwareAddress: w[7]}
+				d.mu.Lock()
+				var devs []kubeletplugin.Device
+				for _, dev := range d.prepared[uid] {
+					for _, r := range dev.Requests {
+						if resourceclaim.BaseRequestRef(r) == resourceclaim.BaseRequestRef(request) {
+							dev.Metadata = &kubeletplugin.DeviceMetadata{Attributes: dev.Metadata.Attributes, NetworkData: network}
+							devs = append(devs, dev)
+						}
+					}
+				}
+				d.mu.Unlock()
+				if err := helper.UpdateRequestMetadata(ctx, ns, claimName, uid, request, devs); err != nil {
+					emit(map[string]any{"event": "error", "message": "metadata", "error": err.Error()})
+					continue
+				}
+				emit(map[string]any{"event": "metadata-updated", "claim": ns + "/" + claimName, "request": request})
 			default:
 				emit(map[string]any{"event": "bad-command", "line": in.Text()})
 			}
