@@ -176,6 +176,8 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
         cdi_env: vec![],
         numa_nodes: None,
         binding: Default::default(),
+        shared_capacity: vec![],
+        node_allocatable: vec![],
         metadata: if metadata { vec![crate::plugin::dra::metadata::Version::V1beta1] } else { vec![] },
         faults: vec![],
         publish,

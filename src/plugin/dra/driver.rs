@@ -264,12 +264,18 @@ impl Driver {
     }
 
     /// The CDI device name of device `d` of claim `uid` (the same in every
-    /// instance; with `new-cdi-ids`, this process's ID is in it).
-    fn cdi_device(&self, uid: &str, d: &str, run: Option<u64>) -> String {
+    /// instance; with `new-cdi-ids`, this process's ID is in it); a share
+    /// of a shareable device (its allocation's shareID) has a device of its
+    /// own, `<uid>-<device>-share-<shareID>`.
+    fn cdi_device(&self, uid: &str, d: &str, share: Option<&String>, run: Option<u64>) -> String {
         let base = if self.has(&Fault::NewCdiIds) {
             format!("{}-{d}-{}", safe_word(uid), std::process::id())
         } else {
             format!("{}-{d}", safe_word(uid))
+        };
+        let base = match share {
+            Some(id) => format!("{base}-share-{}", safe_word(id)),
+            None => base,
         };
         match run {
             Some(r) => format!("{base}-r{r}"),
@@ -313,7 +319,7 @@ impl Driver {
             // No env (edits left empty): the device is in the CDI name, `<uid>-<device>`.
             if devices.len() == n {
                 if let Some(x) = d["name"].as_str().and_then(|x| x.strip_prefix(&prefix)) {
-                    devices.push(x.to_string());
+                    devices.push(x.split("-share-").next().unwrap_or(x).to_string());
                 }
             }
         }
@@ -415,6 +421,7 @@ impl Driver {
         devices: &[String],
         run: Option<u64>,
         config: &BTreeMap<String, Vec<String>>,
+        shares: &BTreeMap<String, String>,
     ) -> Result<PathBuf, String> {
         let path = self.cdi_path(&c.uid);
         let env = |d: &String| -> Vec<String> {
@@ -423,6 +430,9 @@ impl Driver {
             } else {
                 self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
             };
+            if let (true, Some(id)) = (self.cfg.cdi_env.is_empty(), shares.get(d)) {
+                env.push(format!("DPCTL_DRA_SHARE={id}"));
+            }
             env.extend(config.get(d).into_iter().flatten().cloned());
             env
         };
@@ -430,7 +440,7 @@ impl Driver {
             "cdiVersion": "0.6.0",
             "kind": self.cdi_kind(),
             "devices": devices.iter().map(|d| json!({
-                "name": self.cdi_device(&c.uid, d, run),
+                "name": self.cdi_device(&c.uid, d, shares.get(d), run),
                 "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": env(d)}) },
             })).collect::<Vec<_>>(),
         });
@@ -563,21 +573,27 @@ impl Driver {
                 resp.claims.insert(u, NodePrepareResourceResponse::default());
             }
         }
-        self.log.event(
-            "prepare",
-            &[
-                ("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>())),
-                (
-                    "errors",
-                    json!(resp
-                        .claims
-                        .iter()
-                        .filter(|(_, r)| !r.error.is_empty())
-                        .map(|(u, _)| u.clone())
-                        .collect::<Vec<_>>()),
-                ),
-            ],
-        );
+        let errors: Vec<String> =
+            resp.claims.iter().filter(|(_, r)| !r.error.is_empty()).map(|(u, _)| u.clone()).collect();
+        let mut fields = vec![
+            ("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>())),
+            ("errors", json!(errors)),
+        ];
+        // Shares of shareable devices (KEP-5075): which claim got which share, and its CDI device.
+        let shares: Vec<serde_json::Value> = resp
+            .claims
+            .iter()
+            .flat_map(|(u, r)| r.devices.iter().map(move |d| (u, d)))
+            .filter_map(|(u, d)| {
+                d.share_id.as_ref().map(
+                    |id| json!({"claim": u, "device": d.device_name, "shareID": id, "cdiDeviceIds": d.cdi_device_ids}),
+                )
+            })
+            .collect();
+        if !shares.is_empty() {
+            fields.push(("shares", json!(shares)));
+        }
+        self.log.event("prepare", &fields);
         Ok(resp)
     }
 
@@ -713,7 +729,7 @@ impl Driver {
         let spec = if from_checkpoint && rotate == 0 {
             self.cdi_path(&c.uid)
         } else {
-            match self.write_spec(c, &in_spec, run, &config) {
+            match self.write_spec(c, &in_spec, run, &config, &shares) {
                 Ok(p) => p,
                 Err(e) => return fail(e),
             }
@@ -753,7 +769,7 @@ impl Driver {
                         let mut ids = vec![if self.has(&Fault::BadCdiId) {
                             d.clone()
                         } else {
-                            format!("{kind}={}", self.cdi_device(&c.uid, d, run))
+                            format!("{kind}={}", self.cdi_device(&c.uid, d, shares.get(d), run))
                         }];
                         if self.cfg.common_cdi_spec {
                             ids.push(self.common_cdi_id());
