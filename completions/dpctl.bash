@@ -1240,7 +1240,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__demo)
-            opts="-o -v -h --once --dra --device-metadata --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --dra --device-metadata --shares --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -72,6 +72,7 @@ complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l kubelet-root-dir -d
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l once -d 'Show the result and exit instead of running until Ctrl-C'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l dra -d 'Demonstrate DRA instead: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l device-metadata -d 'With --dra: the driver also writes device metadata (KEP-5304), as `dra serve --device-metadata` does; the demo shows the file and the CDI spec that mounts it into the container'
+complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l shares -d 'With --dra: two claims share one device (consumable capacity, KEP-5075), as `dra serve --shared-capacity` publishes it; the demo shows each claim\'s shareID and CDI device'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l extended -d 'Demonstrate DRA-backed extended resources: the same pods served by a device plugin and by a DRA driver whose DeviceClass maps the resource, compared per container (dpctl compare)'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l emit-defaults -d '-o json|yaml: also print fields at their default value (null, false, "", [], {}), like protojson\'s EmitDefaults'
 complete -c dpctl -n "__fish_dpctl_using_subcommand demo" -l no-headers -d 'Print tables without their header line'

@@ -214,3 +214,27 @@ async fn node_allocatable_resources_are_kept_only_with_their_gate_on() {
         stop_tailed(kubelet, log).await.expect_code(0);
     }
 }
+
+/// `dpctl demo --dra --shares --once`: two claims on the one device, each
+/// row of PodResources its own shareID and the CDI device named by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_dra_with_shares_shows_two_claims_sharing_one_device() {
+    let r = run_cmd_within(dpctl_cmd(&["demo", "--dra", "--shares", "--once"]), 60).await;
+    r.expect_code(0);
+    let out = &r.stdout;
+    let mut ids = Vec::new();
+    for pod in ["demo-trainer ", "demo-trainer-2 "] {
+        let row = out.lines().find(|l| l.trim_start().starts_with(pod)).unwrap_or_else(|| panic!("{pod}: {out}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols.len(), 7, "{row}");
+        assert_eq!(cols[4], "node-1/gpu-0", "{row}");
+        let share = cols[6];
+        assert_eq!(share.len(), 36, "a UUID: {row}");
+        assert!(cols[5].ends_with(&format!("-gpu-0-share-{share}")), "{row}");
+        ids.push(share.to_string());
+    }
+    assert_ne!(ids[0], ids[1], "{out}");
+    assert!(out.contains("Run `dpctl demo --dra --shares` (without --once)"), "{out}");
+    let refused = run_cmd_within(dpctl_cmd(&["demo", "--shares", "--once"]), 60).await;
+    assert_eq!(refused.code, 2, "--shares needs --dra: {}", refused.stderr);
+}
