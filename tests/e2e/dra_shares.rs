@@ -238,3 +238,57 @@ async fn demo_dra_with_shares_shows_two_claims_sharing_one_device() {
     let refused = run_cmd_within(dpctl_cmd(&["demo", "--shares", "--once"]), 60).await;
     assert_eq!(refused.code, 2, "--shares needs --dra: {}", refused.stderr);
 }
+
+/// One claim with two requests, each given a share of the one device (two
+/// results on dev-0, two shareIDs): the driver answers a device per result,
+/// each its request name, shareID and CDI device, so each container gets
+/// its own share (before, the answer was keyed by device and both results
+/// named the last request: a container got nothing, DRA-EXT-001's failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_claim_with_two_shares_of_a_device_answers_each_request_its_own_share() {
+    let t = DraTree::new();
+    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let (drv, mut dlog) = driver(&t, &["--devices", "1", "--shared-capacity", "memory=8Gi/default=1Gi/step=1Gi"]);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    dlog.wait_for("\"event\":\"resourceslice\"", 1).await;
+    t.write("class.yaml", CLASS);
+    t.write(
+        "claim.yaml",
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: two, namespace: ml}\nspec:\n  devices:\n    requests:\n    - {name: one, exactly: {deviceClassName: gpu}}\n    - {name: two, exactly: {deviceClassName: gpu}}\n",
+    );
+    log.wait_for("\"event\":\"dra-object\"", 2).await;
+    t.write(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml, uid: pod-p}\nspec:\n  resourceClaims: [{name: g, resourceClaimName: two}]\n  containers:\n  - {name: one, resources: {claims: [{name: g, request: one}]}}\n  - {name: two, resources: {claims: [{name: g, request: two}]}}\n",
+    );
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    // The driver's answer: a share per request, each its own CDI device.
+    dlog.wait_until(20, |s| s.matches("\"shareID\"").count() >= 2).await.expect("the driver logs both shares");
+    let logged: Vec<Value> =
+        events(&dlog, "prepare").iter().flat_map(|e| e["shares"].as_array().cloned().unwrap_or_default()).collect();
+    let mut requests: Vec<&str> = logged.iter().map(|x| x["request"].as_str().unwrap()).collect();
+    requests.sort();
+    assert_eq!(requests, ["one", "two"], "{}", dlog.seen());
+    let shares: Vec<String> = logged.iter().map(|x| x["shareID"].as_str().unwrap().to_string()).collect();
+    for x in &logged {
+        let id = x["shareID"].as_str().unwrap();
+        assert_eq!(x["cdiDeviceIds"].as_array().unwrap().len(), 1, "{x}");
+        assert!(x["cdiDeviceIds"][0].as_str().unwrap().ends_with(&format!("-dev-0-share-{id}")), "{x}");
+    }
+    // The kubelet's view: each container the CDI device of its own request's share.
+    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&node.stdout).unwrap();
+    let pod = v["draPods"].as_array().or(v["pods"].as_array()).into_iter().flatten().find(|p| p["pod"] == "ml/p");
+    let cdi = &pod.unwrap_or_else(|| panic!("no pod ml/p: {v}"))["cdiDevices"];
+    for container in ["one", "two"] {
+        let got = cdi[container].as_array().unwrap_or_else(|| panic!("{container}: {cdi}"));
+        let ids: Vec<&str> = got.iter().filter_map(Value::as_str).collect();
+        let of = logged.iter().find(|x| x["request"] == container).unwrap()["cdiDeviceIds"][0].as_str().unwrap();
+        assert_eq!(ids, [of], "container {container}: {cdi}");
+    }
+    assert_ne!(shares[0], shares[1], "{}", dlog.seen());
+    stop_child(drv).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
