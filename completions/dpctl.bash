@@ -1240,7 +1240,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__demo)
-            opts="-o -v -h --once --dra --device-metadata --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --once --dra --device-metadata --shares --extended --kubelet-version --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2346,7 +2346,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__dra__subcmd__serve)
-            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --device-metadata --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --driver --pool --devices --cdi-dir --services --no-register --rolling-update --health-timeout --fault --common-cdi-spec --withdraw-on-exit --kubeconfig --context --node-name --control-socket --env --numa-nodes --binding-conditions --binding-failure-conditions --shared-capacity --node-allocatable --device-metadata --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2413,6 +2413,14 @@ _dpctl() {
                     return 0
                     ;;
                 --binding-failure-conditions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --shared-capacity)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-allocatable)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

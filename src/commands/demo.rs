@@ -42,7 +42,9 @@ const EXAMPLES: &str = "Examples:
   # DRA: a simulated DRA driver, a ResourceClaim allocated, prepared and in PodResources
   dpctl demo --dra --once
   # DRA with device metadata (KEP-5304): the file the driver writes and the CDI mount that puts it in the container
-  dpctl demo --dra --device-metadata --once";
+  dpctl demo --dra --device-metadata --once
+  # DRA with shares (KEP-5075): two claims each get a share of one device, each its shareID and CDI device
+  dpctl demo --dra --shares --once";
 
 /// `dpctl demo`
 #[derive(Debug, Args)]
@@ -57,6 +59,10 @@ pub struct DemoArgs {
     /// does; the demo shows the file and the CDI spec that mounts it into the container
     #[arg(long, requires = "dra")]
     pub device_metadata: bool,
+    /// With --dra: two claims share one device (consumable capacity, KEP-5075), as `dra serve
+    /// --shared-capacity` publishes it; the demo shows each claim's shareID and CDI device
+    #[arg(long, requires = "dra")]
+    pub shares: bool,
     /// Demonstrate DRA-backed extended resources: the same pods served by a device plugin and by a DRA
     /// driver whose DeviceClass maps the resource, compared per container (dpctl compare)
     #[arg(long, conflicts_with = "dra")]
@@ -132,7 +138,8 @@ fn allocation_lines(checkpoint: &Path) -> Vec<String> {
 /// Run the command.
 pub async fn run(ctx: &Ctx, a: &DemoArgs) -> Result<()> {
     if a.dra {
-        return super::demo_dra::run(ctx, a.once, a.device_metadata).await;
+        let variant = super::demo_dra::Variant { metadata: a.device_metadata, shares: a.shares };
+        return super::demo_dra::run(ctx, a.once, variant).await;
     }
     if a.extended {
         return super::compare::demo(ctx).await;

@@ -50,6 +50,49 @@ spec:
       - name: gpu
 ";
 
+/// `--shares`: a second claim and pod; each claim asks 4Gi of a device's
+/// 8Gi memory, so both get a share of the one shareable device (KEP-5075).
+const SHARED_CLAIM: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: NAME
+  namespace: default
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.example.com
+        capacity:
+          requests:
+            memory: 4Gi
+";
+const SHARED_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-trainer-2
+  namespace: default
+spec:
+  resourceClaims:
+  - name: gpu
+    resourceClaimName: demo-gpu-2
+  containers:
+  - name: trainer
+    image: example.com/trainer:latest
+    resources:
+      claims:
+      - name: gpu
+";
+
+/// What the DRA demo shows besides the claim: `--device-metadata`, `--shares`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Variant {
+    /// The driver writes device metadata (KEP-5304).
+    pub metadata: bool,
+    /// Two claims share one device (consumable capacity, KEP-5075).
+    pub shares: bool,
+}
+
 /// Wait (at most `secs`) for the first kubelet event `f` accepts; a failed prepare is the error.
 async fn wait_for(
     events: &mut mpsc::UnboundedReceiver<Arc<Stamped>>,
@@ -134,8 +177,9 @@ async fn wait_for_kubeconfig(events: &mut mpsc::UnboundedReceiver<Arc<Stamped>>)
     }
 }
 
-/// Run the DRA demo (`metadata`: the driver writes device metadata, KEP-5304).
-pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
+/// Run the DRA demo, with `variant`'s extras.
+pub async fn run(ctx: &Ctx, once: bool, variant: Variant) -> Result<()> {
+    let Variant { metadata, shares } = variant;
     let node_dir = TempNode::new("demo-dra")?;
     let tree = node_dir.tree.clone();
     let (kubelet_log, driver_log) = (tree.logs.join("kubelet.log"), tree.logs.join("driver.log"));
@@ -144,12 +188,13 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
     let bus = EventBus::new(Logger::to_file(LogFormat::Human, &kubelet_log)?);
     let mut events = bus.subscribe();
     let mut spec = NodeSpec::on_tree(&tree);
-    if metadata {
-        // The driver writes a request's metadata from the ResourceClaim it fetches: the node's API server.
+    if metadata || shares {
+        // The driver writes a request's metadata, and reads a claim's share, from the
+        // ResourceClaim it fetches; shareable devices are published: the node's API server.
         spec.api_server = Some(([127, 0, 0, 1], 0).into());
     }
     let node = Node::start(spec, bus).await?;
-    let publish = if metadata {
+    let publish = if metadata || shares {
         let kubeconfig = wait_for_kubeconfig(&mut events).await?;
         let api = crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))?;
         Some((api, crate::kubelet::dra::NODE_NAME.to_string()))
@@ -160,7 +205,7 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
     let cfg = Config {
         driver: DRIVER.into(),
         pool: "node-1".into(),
-        devices: (0..4).map(|i| format!("gpu-{i}")).collect(),
+        devices: (0..if shares { 1 } else { 4 }).map(|i| format!("gpu-{i}")).collect(),
         kubelet_root: tree.root.clone(),
         registry_dir: tree.registry_dir.clone(),
         control_socket: plugin_dir.join(CONTROL_DIR).join(format!("{CONTROL_PREFIX}{}.sock", std::process::id())),
@@ -176,6 +221,17 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
         cdi_env: vec![],
         numa_nodes: None,
         binding: Default::default(),
+        shared_capacity: if shares {
+            vec![crate::plugin::dra::slices::SharedCapacity {
+                name: "memory".into(),
+                value: "8Gi".into(),
+                default: Some("1Gi".into()),
+                step: Some("1Gi".into()),
+            }]
+        } else {
+            vec![]
+        },
+        node_allocatable: vec![],
         metadata: if metadata { vec![crate::plugin::dra::metadata::Version::V1beta1] } else { vec![] },
         faults: vec![],
         publish,
@@ -193,11 +249,24 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
     let (claim_file, pod_file) = (tree.manifests.join("demo-gpu.yaml"), tree.manifests.join("demo-trainer.yaml"));
     let work = async {
         wait_for(&mut events, "the driver's registration", 10, |e| matches!(e, KubeletEvent::DraHealth { .. })).await?;
-        for (f, text) in [(&claim_file, CLAIM), (&pod_file, POD)] {
+        let mut manifests = vec![(claim_file.clone(), CLAIM.to_string()), (pod_file.clone(), POD.to_string())];
+        if shares {
+            manifests = vec![
+                (claim_file.clone(), SHARED_CLAIM.replace("NAME", "demo-gpu")),
+                (pod_file.clone(), POD.to_string()),
+                (tree.manifests.join("demo-gpu-2.yaml"), SHARED_CLAIM.replace("NAME", "demo-gpu-2")),
+                (tree.manifests.join("demo-trainer-2.yaml"), SHARED_POD.to_string()),
+            ];
+        }
+        for (f, text) in &manifests {
             crate::core::files::write_atomic(f, text.as_bytes())
                 .map_err(|e| Error::io(f, "cannot write the sample manifest", &e))?;
         }
-        wait_for(&mut events, "the claim's preparation", 15, |e| matches!(e, KubeletEvent::ClaimPrepared { .. })).await
+        for _ in 0..if shares { 2 } else { 1 } {
+            wait_for(&mut events, "the claim's preparation", 15, |e| matches!(e, KubeletEvent::ClaimPrepared { .. }))
+                .await?;
+        }
+        Ok(())
     };
     let outcome = node.race(work, &mut done, "the driver").await;
     let listed = match outcome {
@@ -219,7 +288,7 @@ pub async fn run(ctx: &Ctx, once: bool, metadata: bool) -> Result<()> {
     };
     let files = Files { claim: &claim_file, pod: &pod_file, kubelet_log: &kubelet_log, driver_log: &driver_log };
     let shown = if metadata { Some(metadata_shown(&tree.cdi_dir())) } else { None };
-    emit(&page(&tree, &n, &listed, &files, shown.as_deref(), once))?;
+    emit(&page(&tree, &n, &listed, &files, shown.as_deref(), shares, once))?;
     if !once {
         let interrupted = crate::core::interrupted();
         tokio::pin!(interrupted);
@@ -256,6 +325,7 @@ fn page(
     listed: &[Vec<String>],
     f: &Files<'_>,
     metadata: Option<&[Metadata]>,
+    shares: bool,
     once: bool,
 ) -> String {
     let s = |v: &serde_json::Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
@@ -270,10 +340,20 @@ fn page(
         })
         .collect();
     out.push_str(&crate::render::indent(&table(&["DRIVER", "SERVICE", "DEVICES"], &rows)));
-    out.push_str(&format!(
-        "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
-        f.claim.display()
-    ));
+    out.push_str(&if shares {
+        format!(
+            "\n\n2. The claims default/demo-gpu and default/demo-gpu-2 (in {}) each ask 4Gi\n   \
+of a device's memory. The driver publishes its device with allowMultipleAllocations and 8Gi\n   \
+(dra serve --shared-capacity memory=8Gi/default=1Gi/step=1Gi), so both were allocated a share\n   \
+of the one device (KEP-5075) and prepared for demo-trainer and demo-trainer-2:\n\n",
+            tree.manifests.display()
+        )
+    } else {
+        format!(
+            "\n\n2. The claim default/demo-gpu was allocated and prepared for demo-trainer ({}):\n\n",
+            f.claim.display()
+        )
+    });
     let rows: Vec<Vec<String>> = n
         .claims
         .iter()
@@ -288,8 +368,20 @@ fn page(
         })
         .collect();
     out.push_str(&crate::render::indent(&table(&["CLAIM", "DEVICES", "UID"], &rows)));
-    out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
-    out.push_str(&crate::render::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], listed)));
+    if shares {
+        out.push_str(
+            "\n\n3. PodResources lists both shares of the device, each with its shareID and its own CDI device\n   \
+(the driver names a share's CDI device <claim uid>-<device>-share-<shareID>):\n\n",
+        );
+        out.push_str(&crate::render::indent(&table(
+            &["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI", "SHARE"],
+            listed,
+        )));
+    } else {
+        out.push_str("\n\n3. PodResources lists it (what monitoring agents read):\n\n");
+        let rows: Vec<Vec<String>> = listed.iter().map(|r| r.iter().take(6).cloned().collect()).collect();
+        out.push_str(&crate::render::indent(&table(&["POD", "CONTAINER", "CLAIM", "DRIVER", "DEVICE", "CDI"], &rows)));
+    }
     out.push_str(&format!(
         "\n\n   The CDI spec the runtime would apply is in {}; the kubelet's DRA checkpoint is {}.\n",
         tree.cdi_dir().display(),
@@ -313,7 +405,12 @@ that bind-mounts it read-only into the containers that use the request (its CDI 
             ));
         }
     }
-    let flags = if metadata.is_some() { "--dra --device-metadata" } else { "--dra" };
+    let flags = match (metadata.is_some(), shares) {
+        (true, true) => "--dra --device-metadata --shares",
+        (true, false) => "--dra --device-metadata",
+        (false, true) => "--dra --shares",
+        (false, false) => "--dra",
+    };
     out.push_str(&if once {
         format!(
             "\n4. With --once the kubelet and the driver stop now, and the directory is removed.\n   \
@@ -367,6 +464,7 @@ async fn list(socket: &std::path::Path, timeout: Duration) -> Result<Vec<Vec<Str
                         cr.driver_name.clone(),
                         format!("{}/{}", cr.pool_name, cr.device_name),
                         cdi.join(","),
+                        cr.share_id.clone().unwrap_or_else(|| "-".into()),
                     ]);
                 }
             }

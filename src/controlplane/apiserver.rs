@@ -103,6 +103,10 @@ pub struct Store {
     changes: tokio::sync::watch::Sender<u64>,
     /// The controllers run after each write ([`Store::with_controller`]).
     controller: Option<Hook>,
+    /// DRANodeAllocatableResources (KEP-5517; alpha, off): off, a slice
+    /// write drops its devices' `nodeAllocatableResources` unless the slice
+    /// it replaces has them ([`drop_disabled_slice_fields`]).
+    node_allocatable_resources: bool,
 }
 
 /// The controllers, as a store holds them.
@@ -116,7 +120,12 @@ impl std::fmt::Debug for Hook {
 
 impl Default for Store {
     fn default() -> Self {
-        Store { inner: Mutex::default(), changes: tokio::sync::watch::channel(0).0, controller: None }
+        Store {
+            inner: Mutex::default(),
+            changes: tokio::sync::watch::channel(0).0,
+            controller: None,
+            node_allocatable_resources: false,
+        }
     }
 }
 
@@ -237,6 +246,13 @@ impl Store {
     /// controllers: [`crate::controlplane::controller`]).
     pub fn with_controller(controller: Controller) -> Store {
         Store { controller: Some(Hook(controller)), ..Store::default() }
+    }
+
+    /// The store with the DRANodeAllocatableResources gate `on` (off by
+    /// default, as kube-apiserver's in 1.36 and 1.37).
+    pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
+        self.node_allocatable_resources = on;
+        self
     }
 
     /// Run the controllers after a write, under its lock.
@@ -803,6 +819,7 @@ fn slices_answer(
                 Ok(n) => n,
                 Err(e) => return e,
             };
+            drop_disabled_slice_fields(store, &mut obj, None);
             let causes = validate::resource_slice(&obj, &n);
             if !causes.is_empty() {
                 return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
@@ -861,6 +878,29 @@ fn slices_answer(
     }
 }
 
+/// The ResourceSlice strategy's dropDisabledFields (PrepareForCreate and
+/// PrepareForUpdate, before validation; pkg/registry/resource/resourceslice/strategy.go
+/// of v1.37.2) for the gates the store has: with DRANodeAllocatableResources
+/// off, every device's `nodeAllocatableResources` goes, unless `old` (the
+/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse).
+fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value>) {
+    let has_node_allocatable = |s: &Value| {
+        s["spec"]["devices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d.get("nodeAllocatableResources").and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
+    };
+    if store.node_allocatable_resources || old.is_some_and(has_node_allocatable) {
+        return;
+    }
+    for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        if let Some(d) = d.as_object_mut() {
+            d.remove("nodeAllocatableResources");
+        }
+    }
+}
+
 /// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
 fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
     // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
@@ -874,6 +914,7 @@ fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) ->
     let Some(cur) = st.slices.get(n) else {
         return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
     };
+    drop_disabled_slice_fields(store, &mut obj, Some(cur));
     let mut causes = validate::resource_slice(&obj, n);
     causes.extend(rules::slice_update(&obj, cur));
     if !causes.is_empty() {

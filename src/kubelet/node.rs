@@ -712,7 +712,10 @@ async fn run(
         // API's pods bound to other nodes that joined it.
         let (store, timer) =
             crate::controlplane::controller::plane(s.manager.profile.version.minor(), crate::kubelet::dra::NODE_NAME);
-        let store = std::sync::Arc::new(store);
+        // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
+        let store = std::sync::Arc::new(
+            store.with_node_allocatable_resources(s.manager.profile.dra_node_allocatable_resources.enabled()),
+        );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions
         // reported as the static pods' are; cancelled and awaited with the

@@ -186,6 +186,8 @@ mod engine_tests {
             publish: None,
             numa_nodes: None,
             binding: Default::default(),
+            shared_capacity: vec![],
+            node_allocatable: vec![],
             metadata: vec![],
         };
         let tasks = crate::core::task::Tasks::new();

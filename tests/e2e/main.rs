@@ -17,6 +17,7 @@ mod dra;
 mod dra_alloc;
 mod dra_kubelet;
 mod dra_metadata;
+mod dra_shares;
 mod dramanager_diff;
 mod extended;
 mod generations;

@@ -594,6 +594,10 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--common-cdi-spec"], &[], ""),
     // Device metadata (KEP-5304): a second CDI ID on each request's first device, its own spec per request.
     (&["--device-metadata"], &[], ""),
+    // Shares (KEP-5075): claims share the devices (a CDI device per share); one claim may hold two shares of one.
+    (&["--shared-capacity", "memory=8Gi/default=1Gi/step=1Gi"], &[], ""),
+    // Node-allocatable resources (KEP-5517): published, dropped by the API server (the gate off).
+    (&["--node-allocatable", "cpu=2,memory=4Gi"], &[], ""),
     (&["--fault", "wrong-type"], &["DRA-REG-001"], "DRAPlugin"),
     (&["--fault", "endpoint-outside-root"], &["DRA-REG-001"], ""),
     (&["--fault", "no-versions"], &["DRA-REG-001"], ""),

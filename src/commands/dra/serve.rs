@@ -18,6 +18,10 @@ pub(super) const EXAMPLES: &str = "Examples:
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --rolling-update 2 --cdi-dir /tmp/k/cdi
   # device metadata (KEP-5304) for each prepared claim, mounted through CDI (claims from the API server)
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --cdi-dir /tmp/k/cdi --kubeconfig /tmp/k/kubeconfig --device-metadata
+  # consumable capacity (KEP-5075): claims share each device's 8Gi, 1Gi by default, in steps of 1Gi
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --kubeconfig /tmp/k/kubeconfig --shared-capacity memory=8Gi/default=1Gi/step=1Gi
+  # node-allocatable resources (KEP-5517; kept with mock-kubelet --feature-gates DRANodeAllocatableResources=true)
+  dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --kubeconfig /tmp/k/kubeconfig --node-allocatable cpu=2,memory=4Gi
   # break a rule on purpose: dra probe flags it
   dpctl --kubelet-root-dir /tmp/k dra serve --driver gpu.example.com --fault missing-uid --fault long-message";
 
@@ -99,6 +103,17 @@ pub struct DraServeArgs {
     /// status.devices makes the scheduler deallocate the claim (with --binding-conditions; at most 4)
     #[arg(long, value_name = "TYPE,…", requires = "binding_conditions", value_delimiter = ',')]
     pub binding_failure_conditions: Vec<String>,
+    /// Consumable capacity (KEP-5075): publish each device with allowMultipleAllocations and these
+    /// capacities, so several claims get shares of one device (each result a shareID and its
+    /// consumedCapacity; a CDI device per share). NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY]:
+    /// the request policy's default and validRange step (min: the default)
+    #[arg(long, value_name = "NAME=QUANTITY[/…],…", requires = "kubeconfig", value_delimiter = ',')]
+    pub shared_capacity: Vec<crate::plugin::dra::slices::SharedCapacity>,
+    /// Node-allocatable resources (KEP-5517): publish each device's nodeAllocatableResources, each
+    /// RESOURCE (cpu, memory, …) a mapping of deviceMultiplier QUANTITY. Alpha: the API server drops the
+    /// field unless its DRANodeAllocatableResources gate is on (mock-kubelet --feature-gates)
+    #[arg(long, value_name = "RESOURCE=QUANTITY,…", requires = "kubeconfig", value_delimiter = ',', value_parser = node_allocatable)]
+    pub node_allocatable: Vec<(String, String)>,
     /// Device metadata (KEP-5304), as the kubeletplugin helper's EnableDeviceMetadata writes it: per
     /// request of a prepared claim a metadata.json under <plugin dir>/dra-device-metadata/ and a CDI spec
     /// mounting it at /var/run/kubernetes.io/dra-device-attributes/… (removed on unprepare).
@@ -145,6 +160,8 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
         cdi_env: a.env.clone(),
         numa_nodes: a.numa_nodes,
         binding: (a.binding_conditions.clone(), a.binding_failure_conditions.clone()),
+        shared_capacity: a.shared_capacity.clone(),
+        node_allocatable: a.node_allocatable.clone(),
         faults: a.faults.clone(),
         metadata: match &a.device_metadata {
             None => vec![],
@@ -170,6 +187,17 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
             }
         },
     })
+}
+
+/// A `--node-allocatable` entry: `RESOURCE=QUANTITY`.
+fn node_allocatable(s: &str) -> std::result::Result<(String, String), String> {
+    let (r, q) = s.split_once('=').ok_or_else(|| format!("{s:?}: want RESOURCE=QUANTITY, e.g. cpu=2"))?;
+    let r = r.trim();
+    if r.is_empty() {
+        return Err(format!("{s:?}: no resource name; want RESOURCE=QUANTITY, e.g. cpu=2"));
+    }
+    crate::controlplane::objects::quantity::Quantity::parse(q)?;
+    Ok((r.to_string(), q.trim().to_string()))
 }
 
 /// Where to publish: `--kubeconfig` (its `--context`), else `KUBECONFIG`'s

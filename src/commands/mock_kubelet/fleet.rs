@@ -256,6 +256,8 @@ impl Fleet {
                 cdi_env: vec![],
                 numa_nodes: None,
                 binding: Default::default(),
+                shared_capacity: vec![],
+                node_allocatable: vec![],
                 metadata: vec![],
                 faults: vec![],
                 publish: Some((api.clone(), name.to_string())),

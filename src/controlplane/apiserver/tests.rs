@@ -880,3 +880,29 @@ fn a_slices_driver_name_is_validated_and_upper_case_is_warned_about() {
         answer_typed(&s, "n", "POST", SLICES, "", "application/json", slice("d", "gpu.example.com").as_bytes());
     assert!(strategy_warnings(&v).is_empty());
 }
+
+/// The resourceslice strategy's dropDisabledDRANodeAllocatableResourcesFields
+/// (v1.37.2): with the gate off a create and a replace lose the devices'
+/// nodeAllocatableResources, unless the slice replaced has some; with it on
+/// they are kept.
+#[test]
+fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
+    let nar = json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}});
+    let mut obj = slice_with("s", 1);
+    obj["spec"]["devices"][0]["nodeAllocatableResources"] = nar.clone();
+    let off = Store::default();
+    let (c, created) = call(&off, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{created}");
+    assert!(created["spec"]["devices"][0].get("nodeAllocatableResources").is_none(), "{created}");
+    let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj.clone());
+    assert_eq!(c, 200, "{put}");
+    assert!(put["spec"]["devices"][0].get("nodeAllocatableResources").is_none(), "{put}");
+    let on = Store::default().with_node_allocatable_resources(true);
+    let (c, created) = call(&on, "POST", SLICES, "", obj.clone());
+    assert_eq!((c, &created["spec"]["devices"][0]["nodeAllocatableResources"]), (201, &nar), "{created}");
+    // In use in the slice replaced: kept with the gate off too (a downgrade keeps what was written).
+    let stored = { on.lock().slices.get("s").cloned().unwrap() };
+    off.lock().put("s".into(), stored);
+    let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
+}

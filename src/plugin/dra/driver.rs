@@ -76,6 +76,14 @@ pub struct Driver {
     wedged: std::sync::atomic::AtomicBool,
 }
 
+/// One CDI device of a claim's spec: a device, or a share of one, and the
+/// env its opaque config gives it.
+struct SpecDevice {
+    device: String,
+    share: Option<String>,
+    config: Vec<String>,
+}
+
 /// One device of a claim's allocation (`status.allocation.devices.results[]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AllocatedDevice {
@@ -264,12 +272,18 @@ impl Driver {
     }
 
     /// The CDI device name of device `d` of claim `uid` (the same in every
-    /// instance; with `new-cdi-ids`, this process's ID is in it).
-    fn cdi_device(&self, uid: &str, d: &str, run: Option<u64>) -> String {
+    /// instance; with `new-cdi-ids`, this process's ID is in it); a share
+    /// of a shareable device (its allocation's shareID) has a device of its
+    /// own, `<uid>-<device>-share-<shareID>`.
+    fn cdi_device(&self, uid: &str, d: &str, share: Option<&String>, run: Option<u64>) -> String {
         let base = if self.has(&Fault::NewCdiIds) {
             format!("{}-{d}-{}", safe_word(uid), std::process::id())
         } else {
             format!("{}-{d}", safe_word(uid))
+        };
+        let base = match share {
+            Some(id) => format!("{base}-share-{}", safe_word(id)),
+            None => base,
         };
         match run {
             Some(r) => format!("{base}-r{r}"),
@@ -313,7 +327,7 @@ impl Driver {
             // No env (edits left empty): the device is in the CDI name, `<uid>-<device>`.
             if devices.len() == n {
                 if let Some(x) = d["name"].as_str().and_then(|x| x.strip_prefix(&prefix)) {
-                    devices.push(x.to_string());
+                    devices.push(x.split("-share-").next().unwrap_or(x).to_string());
                 }
             }
         }
@@ -407,31 +421,29 @@ impl Driver {
             .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))
     }
 
-    /// Write the claim's CDI spec (atomically; only files named as ours).
-    /// `config` is the env each device's opaque config gives it.
-    fn write_spec(
-        &self,
-        c: &Claim,
-        devices: &[String],
-        run: Option<u64>,
-        config: &BTreeMap<String, Vec<String>>,
-    ) -> Result<PathBuf, String> {
+    /// Write the claim's CDI spec (atomically; only files named as ours):
+    /// a CDI device per entry (a device, or a share of one).
+    fn write_spec(&self, c: &Claim, entries: &[SpecDevice], run: Option<u64>) -> Result<PathBuf, String> {
         let path = self.cdi_path(&c.uid);
-        let env = |d: &String| -> Vec<String> {
+        let env = |e: &SpecDevice| -> Vec<String> {
+            let d = &e.device;
             let mut env: Vec<String> = if self.cfg.cdi_env.is_empty() {
                 vec![format!("DPCTL_DRA_DEVICE={d}"), format!("DPCTL_DRA_CLAIM={}/{}", c.namespace, c.name)]
             } else {
                 self.cfg.cdi_env.iter().map(|(k, v)| format!("{k}={}", v.replace("{id}", d))).collect()
             };
-            env.extend(config.get(d).into_iter().flatten().cloned());
+            if let (true, Some(id)) = (self.cfg.cdi_env.is_empty(), &e.share) {
+                env.push(format!("DPCTL_DRA_SHARE={id}"));
+            }
+            env.extend(e.config.iter().cloned());
             env
         };
         let spec = json!({
             "cdiVersion": "0.6.0",
             "kind": self.cdi_kind(),
-            "devices": devices.iter().map(|d| json!({
-                "name": self.cdi_device(&c.uid, d, run),
-                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": env(d)}) },
+            "devices": entries.iter().map(|e| json!({
+                "name": self.cdi_device(&c.uid, &e.device, e.share.as_ref(), run),
+                "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": env(e)}) },
             })).collect::<Vec<_>>(),
         });
         crate::core::files::create_dir_all(&self.cfg.cdi_dir)
@@ -563,21 +575,28 @@ impl Driver {
                 resp.claims.insert(u, NodePrepareResourceResponse::default());
             }
         }
-        self.log.event(
-            "prepare",
-            &[
-                ("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>())),
-                (
-                    "errors",
-                    json!(resp
-                        .claims
-                        .iter()
-                        .filter(|(_, r)| !r.error.is_empty())
-                        .map(|(u, _)| u.clone())
-                        .collect::<Vec<_>>()),
-                ),
-            ],
-        );
+        let errors: Vec<String> =
+            resp.claims.iter().filter(|(_, r)| !r.error.is_empty()).map(|(u, _)| u.clone()).collect();
+        let mut fields = vec![
+            ("claims", json!(req.claims.iter().map(|c| c.uid.clone()).collect::<Vec<_>>())),
+            ("errors", json!(errors)),
+        ];
+        // Shares of shareable devices (KEP-5075): which claim got which share, and its CDI device.
+        let shares: Vec<serde_json::Value> = resp
+            .claims
+            .iter()
+            .flat_map(|(u, r)| r.devices.iter().map(move |d| (u, d)))
+            .filter_map(|(u, d)| {
+                d.share_id.as_ref().map(|id| {
+                    json!({"claim": u, "request": d.request_names.first(), "device": d.device_name, "shareID": id,
+                        "cdiDeviceIds": d.cdi_device_ids})
+                })
+            })
+            .collect();
+        if !shares.is_empty() {
+            fields.push(("shares", json!(shares)));
+        }
+        self.log.event("prepare", &fields);
         Ok(resp)
     }
 
@@ -677,14 +696,21 @@ impl Driver {
             Some(Ok(a)) => Some(a),
             None => None,
         };
-        let requests: BTreeMap<String, String> =
-            allocated.iter().flatten().map(|a| (a.device.clone(), a.request.clone())).collect();
-        let shares: BTreeMap<String, String> =
-            allocated.iter().flatten().filter_map(|a| a.share_id.clone().map(|s| (a.device.clone(), s))).collect();
-        let config: BTreeMap<String, Vec<String>> = if self.has(&Fault::IgnoreConfig) {
-            BTreeMap::new()
-        } else {
-            allocated.iter().flatten().map(|a| (a.device.clone(), a.config_env.clone())).collect()
+        // The allocation's results, one per prepared device in order (a claim may
+        // hold several shares of one device, KEP-5075: a result each); a device
+        // not at its result's place (a repeat that picked another) takes the first naming it.
+        let results: Vec<AllocatedDevice> = allocated.clone().unwrap_or_default();
+        let result_of = |i: usize, d: &String| {
+            results.get(i).filter(|a| a.device == *d).or_else(|| results.iter().find(|a| a.device == *d))
+        };
+        let ignore_config = self.has(&Fault::IgnoreConfig);
+        let entry = |i: usize, d: &String| {
+            let a = result_of(i, d);
+            SpecDevice {
+                device: d.clone(),
+                share: a.and_then(|a| a.share_id.clone()),
+                config: if ignore_config { vec![] } else { a.map(|a| a.config_env.clone()).unwrap_or_default() },
+            }
         };
         let devices = match (st.prepared.get(&c.uid), allocated) {
             (Some(p), _) if rotate == 0 => p.devices.clone(),
@@ -707,13 +733,18 @@ impl Driver {
         };
         // The spec keeps every device this claim was given (a repeat that picks
         // another device, as not-idempotent does, leaves earlier CDI IDs resolvable).
-        let mut in_spec = st.prepared.get(&c.uid).map(|p| p.devices.clone()).unwrap_or_default();
-        in_spec.extend(devices.iter().filter(|d| !in_spec.contains(d)).cloned().collect::<Vec<_>>());
+        let earlier = st.prepared.get(&c.uid).map(|p| p.devices.clone()).unwrap_or_default();
+        let mut in_spec: Vec<SpecDevice> = Vec::new();
+        for e in earlier.iter().enumerate().chain(devices.iter().enumerate()).map(|(i, d)| entry(i, d)) {
+            if !in_spec.iter().any(|x| x.device == e.device && x.share == e.share) {
+                in_spec.push(e);
+            }
+        }
         let run = run.or_else(|| st.prepared.get(&c.uid).and_then(|p| p.run));
         let spec = if from_checkpoint && rotate == 0 {
             self.cdi_path(&c.uid)
         } else {
-            match self.write_spec(c, &in_spec, run, &config) {
+            match self.write_spec(c, &in_spec, run) {
                 Ok(p) => p,
                 Err(e) => return fail(e),
             }
@@ -735,11 +766,13 @@ impl Driver {
         NodePrepareResourceResponse {
             devices: devices
                 .iter()
-                .map(|d| Device {
+                .enumerate()
+                .map(|(i, d)| (d, result_of(i, d)))
+                .map(|(d, a)| Device {
                     request_names: if self.has(&Fault::ForeignRequestNames) {
                         vec!["gpu".to_string()]
                     } else {
-                        requests.get(d).map(|r| vec![r.clone()]).unwrap_or_default()
+                        a.map(|a| vec![a.request.clone()]).unwrap_or_default()
                     },
                     pool_name: if self.has(&Fault::NoPoolName) {
                         String::new()
@@ -753,14 +786,14 @@ impl Driver {
                         let mut ids = vec![if self.has(&Fault::BadCdiId) {
                             d.clone()
                         } else {
-                            format!("{kind}={}", self.cdi_device(&c.uid, d, run))
+                            format!("{kind}={}", self.cdi_device(&c.uid, d, a.and_then(|a| a.share_id.as_ref()), run))
                         }];
                         if self.cfg.common_cdi_spec {
                             ids.push(self.common_cdi_id());
                         }
                         ids
                     },
-                    share_id: shares.get(d).cloned(),
+                    share_id: a.and_then(|a| a.share_id.clone()),
                 })
                 .collect(),
             error: String::new(),

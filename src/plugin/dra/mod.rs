@@ -307,6 +307,10 @@ pub struct Config {
     /// bindingConditions and bindingFailureConditions of every device
     /// (KEP-5007; both empty: none).
     pub binding: (Vec<String>, Vec<String>),
+    /// `--shared-capacity`: every device shareable with these capacities (KEP-5075).
+    pub shared_capacity: Vec<slices::SharedCapacity>,
+    /// `--node-allocatable`: every device's nodeAllocatableResources (KEP-5517).
+    pub node_allocatable: Vec<(String, String)>,
     /// Device metadata (KEP-5304): the `metadata.resource.k8s.io` versions
     /// written for each prepared claim, in order, as the kubeletplugin
     /// helper's `EnableDeviceMetadata` does (empty: off).
@@ -564,6 +568,8 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                 slices::spread_numa(&mut obj, n);
             }
             slices::bind_conditions(&mut obj, &cfg.binding.0, &cfg.binding.1);
+            slices::share_capacity(&mut obj, &cfg.shared_capacity);
+            slices::node_allocatable(&mut obj, &cfg.node_allocatable);
             if cfg.faults.contains(&Fault::EmptySlice) {
                 obj["spec"]["devices"] = json!([]);
             }
@@ -677,6 +683,8 @@ mod tests {
             publish: None,
             numa_nodes: None,
             binding: Default::default(),
+            shared_capacity: vec![],
+            node_allocatable: vec![],
             metadata: vec![],
         }
     }

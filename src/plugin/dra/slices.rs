@@ -95,6 +95,91 @@ pub fn bind_conditions(obj: &mut Value, conditions: &[String], failures: &[Strin
     }
 }
 
+/// One `--shared-capacity` entry (KEP-5075): a capacity every device has,
+/// shared by the claims allocated it, with an optional request policy
+/// (`default`: what a request that names no amount takes; `step`: the
+/// granularity of a request, from the default up: `validRange{min, step}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedCapacity {
+    /// The capacity's name (a QualifiedName; unqualified: the driver's domain).
+    pub name: String,
+    /// The device's whole capacity.
+    pub value: String,
+    /// requestPolicy.default.
+    pub default: Option<String>,
+    /// requestPolicy.validRange.step (min: the default, else the step).
+    pub step: Option<String>,
+}
+
+impl std::str::FromStr for SharedCapacity {
+    type Err = String;
+    /// `NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY]`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let want = "want NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY], e.g. memory=8Gi/default=1Gi/step=1Gi";
+        let mut parts = s.split('/');
+        let (name, value) = parts.next().and_then(|p| p.split_once('=')).ok_or_else(|| format!("{s:?}: {want}"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(format!("{s:?}: no capacity name; {want}"));
+        }
+        let quantity = |q: &str| -> std::result::Result<String, String> {
+            crate::controlplane::objects::quantity::Quantity::parse(q).map(|_| q.trim().to_string())
+        };
+        let mut c = SharedCapacity { name: name.to_string(), value: quantity(value)?, default: None, step: None };
+        for p in parts {
+            match p.split_once('=') {
+                Some(("default", q)) if c.default.is_none() => c.default = Some(quantity(q)?),
+                Some(("step", q)) if c.step.is_none() => c.step = Some(quantity(q)?),
+                _ => return Err(format!("{s:?}: {p:?} is not default=QUANTITY or step=QUANTITY (once each); {want}")),
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Make every device of the slice shareable (`allowMultipleAllocations`)
+/// with `caps` as its capacities and their request policies (nothing when
+/// `caps` is empty). Validation (names, a default within the range) is the
+/// API server's.
+pub fn share_capacity(obj: &mut Value, caps: &[SharedCapacity]) {
+    if caps.is_empty() {
+        return;
+    }
+    for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        d["allowMultipleAllocations"] = json!(true);
+        for c in caps {
+            let mut cap = json!({"value": c.value});
+            if c.default.is_some() || c.step.is_some() {
+                let mut policy = json!({});
+                if let Some(q) = c.default.as_ref().or(c.step.as_ref()) {
+                    policy["default"] = json!(q);
+                }
+                if let Some(step) = &c.step {
+                    policy["validRange"] = json!({"min": c.default.as_ref().unwrap_or(step), "step": step});
+                }
+                cap["requestPolicy"] = policy;
+            }
+            d["capacity"][&c.name] = cap;
+        }
+    }
+}
+
+/// Give every device of the slice `nodeAllocatableResources` (KEP-5517,
+/// 1.37's field): each `(resource, quantity)` a mapping of
+/// `deviceMultiplier` (an allocated device is that much of the node's
+/// resource). The API server drops the field unless the
+/// DRANodeAllocatableResources gate is on.
+pub fn node_allocatable(obj: &mut Value, resources: &[(String, String)]) {
+    if resources.is_empty() {
+        return;
+    }
+    for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        for (r, q) in resources {
+            d["nodeAllocatableResources"][r] = json!({"mapping": {"deviceMultiplier": q}});
+        }
+    }
+}
+
 fn api_error(what: &str, status: u16, body: &Value) -> Error {
     let msg = body.get("message").and_then(Value::as_str).unwrap_or("");
     Error::failed(format!("{what}: the API server answered {status} {msg}"))
@@ -175,6 +260,40 @@ mod tests {
             .map(|d| d["attributes"]["numaNode"]["int"].as_i64().unwrap())
             .collect();
         assert_eq!(got, [0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn shared_capacity_makes_every_device_shareable_with_its_request_policy() {
+        let caps: Vec<SharedCapacity> =
+            ["memory=8Gi/default=1Gi/step=1Gi", "cores=4"].iter().map(|c| c.parse().unwrap()).collect();
+        let mut obj = slice("s", "n", "gpu.example.com", "p", &["dev-0".into(), "dev-1".into()]);
+        share_capacity(&mut obj, &caps);
+        for d in obj["spec"]["devices"].as_array().unwrap() {
+            assert_eq!(d["allowMultipleAllocations"], true);
+            assert_eq!(
+                d["capacity"],
+                json!({"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}},
+                       "cores": {"value": "4"}})
+            );
+        }
+        let step: SharedCapacity = "memory=8Gi/step=2Gi".parse().unwrap();
+        assert_eq!((step.default, step.step.as_deref()), (None, Some("2Gi")));
+        for bad in ["memory", "=8Gi", "memory=lots", "memory=8Gi/default=x", "memory=8Gi/max=1", "m=1/step=1/step=2"] {
+            assert!(bad.parse::<SharedCapacity>().is_err(), "{bad}");
+        }
+        let mut plain = slice("s", "n", "d", "p", &["dev-0".into()]);
+        share_capacity(&mut plain, &[]);
+        assert!(plain["spec"]["devices"][0].get("allowMultipleAllocations").is_none());
+    }
+
+    #[test]
+    fn node_allocatable_resources_map_each_device_to_its_quantity() {
+        let mut obj = slice("s", "n", "d", "p", &["dev-0".into()]);
+        node_allocatable(&mut obj, &[("cpu".into(), "2".into()), ("memory".into(), "4Gi".into())]);
+        assert_eq!(
+            obj["spec"]["devices"][0]["nodeAllocatableResources"],
+            json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}, "memory": {"mapping": {"deviceMultiplier": "4Gi"}}})
+        );
     }
 }
 
