@@ -63,10 +63,23 @@ pub fn store(minor: u32, own: &str) -> Store {
     plane(minor, own).0
 }
 
+/// [`store`] with DRAWorkloadResourceClaims (KEP-5729; off by default in
+/// 1.36 and 1.37) set to `workload_claims`.
+pub fn store_with(minor: u32, own: &str, workload_claims: bool) -> Store {
+    plane_with(minor, own, workload_claims).0
+}
+
 /// [`store`], with the device-taint eviction controller's timer: its owner
 /// runs it ([`taints::Timer::run`]) on a task of its own, so that an
 /// eviction due later (a toleration's seconds) happens without a write.
 pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
+    plane_with(minor, own, false)
+}
+
+/// [`plane`] with DRAWorkloadResourceClaims set to `workload_claims`: on, a
+/// claim reserved for a pod's PodGroup is the pod's, and the scheduler's
+/// part reserves it for the pod no more (PreBind's IsReservedForPod).
+pub fn plane_with(minor: u32, own: &str, workload_claims: bool) -> (Store, taints::Timer) {
     let features = Features::of_minor(minor);
     // DRAExtendedResource (KEP-5004): beta, on, from 1.36.
     let extended = minor >= 36;
@@ -76,11 +89,43 @@ pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
     let own = own.to_string();
     let store = Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, features, extended, &own);
+        reconcile(tx, &mut made, Gates { features, extended, workload_claims }, &own);
         let mut ev = evictions.lock().unwrap_or_else(|p| p.into_inner());
         taints::sync(tx, &mut ev, &features, std::time::SystemTime::now());
     }));
     (store, timer)
+}
+
+/// The gates the controllers follow.
+#[derive(Debug, Clone, Copy)]
+struct Gates {
+    /// The scheduler's allocator features.
+    features: Features,
+    /// DRAExtendedResource (KEP-5004).
+    extended: bool,
+    /// DRAWorkloadResourceClaims (KEP-5729).
+    workload_claims: bool,
+}
+
+/// resourceclaim.IsReservedForPod: whether `reserved` (a claim's
+/// `status.reservedFor`) names the pod by its UID or — `pod_group` given,
+/// only with DRAWorkloadResourceClaims on (acceptPodGroupReservation) — the
+/// pod's PodGroup (`spec.schedulingGroup.podGroupName`) by API group,
+/// resource and name, as a pod does not know its PodGroup's UID.
+pub fn reserves_pod(reserved: &[Value], uid: &str, pod_group: Option<&str>) -> bool {
+    reserved.iter().any(|r| {
+        r["uid"] == uid
+            || pod_group
+                .is_some_and(|g| r["apiGroup"] == POD_GROUP_API_GROUP && r["resource"] == "podgroups" && r["name"] == g)
+    })
+}
+
+/// The API group of PodGroups (scheduling.k8s.io, served as v1beta1 in 1.37).
+pub const POD_GROUP_API_GROUP: &str = "scheduling.k8s.io";
+
+/// `spec.schedulingGroup.podGroupName` of a pod.
+pub fn pod_group(pod: &Value) -> Option<&str> {
+    pod["spec"]["schedulingGroup"]["podGroupName"].as_str().filter(|n| !n.is_empty())
 }
 
 /// A reservation made here: (`namespace/claim`, pod UID).
@@ -91,7 +136,8 @@ fn text(v: &Value) -> &str {
 }
 
 /// One pass over the pods and the reservations made.
-fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, extended: bool, own: &str) {
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, own: &str) {
+    let extended = gates.extended;
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
     release_deleted(tx);
@@ -100,7 +146,7 @@ fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Featu
         p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty()) || (extended && asks_dra_extended(p))
     };
     for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
-        sync_pod(tx, pod, made, features, extended);
+        sync_pod(tx, pod, made, gates);
     }
 }
 
@@ -167,12 +213,15 @@ pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Va
         "spec": template["spec"]["spec"]})
 }
 
-fn reserved_for(claim: &Value, uid: &str) -> bool {
-    claim["status"]["reservedFor"].as_array().is_some_and(|r| r.iter().any(|c| c["uid"] == uid))
+fn reserved_for(claim: &Value, uid: &str, pod_group: Option<&str>) -> bool {
+    claim["status"]["reservedFor"].as_array().is_some_and(|r| reserves_pod(r, uid, pod_group))
 }
 
 /// The resourceclaim controller's syncPod and the scheduler's part for one pod.
-fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, features: Features, extended: bool) {
+fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gates: Gates) {
+    let Gates { features, extended, workload_claims } = gates;
+    // PreBind: a claim IsReservedForPod (its PodGroup's, with the gate on) is not bound again.
+    let group = pod_group(pod).filter(|_| workload_claims);
     let meta = &pod["metadata"];
     if meta["deletionTimestamp"].is_string() || done(pod) {
         return;
@@ -257,7 +306,7 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
             }
             let key = format!("{ns}/{claim_name}");
             if claim["status"]["allocation"].is_object() {
-                if reserved_for(&claim, uid) {
+                if reserved_for(&claim, uid, group) {
                     continue;
                 }
                 let reserved = claim["status"]["reservedFor"].as_array().map_or(0, Vec::len);

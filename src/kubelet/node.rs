@@ -710,8 +710,12 @@ async fn run(
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         // The store with the control plane's controllers: the claims of the
         // API's pods bound to other nodes that joined it.
-        let (store, timer) =
-            crate::controlplane::controller::plane(s.manager.profile.version.minor(), crate::kubelet::dra::NODE_NAME);
+        let profile = &s.manager.profile;
+        let (store, timer) = crate::controlplane::controller::plane_with(
+            profile.version.minor(),
+            crate::kubelet::dra::NODE_NAME,
+            profile.dra_workload_resource_claims.enabled(),
+        );
         let store = std::sync::Arc::new(store);
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

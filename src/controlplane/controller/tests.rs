@@ -18,7 +18,12 @@ const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims";
 
 /// A store with a class, node-b's slice of `devices` devices and a template.
 fn cluster(devices: usize) -> Store {
-    let s = store(37, "dpctl-node");
+    cluster_with(devices, false)
+}
+
+/// [`cluster`] with DRAWorkloadResourceClaims set to `workload_claims`.
+fn cluster_with(devices: usize, workload_claims: bool) -> Store {
+    let s = store_with(37, "dpctl-node", workload_claims);
     ok(
         &s,
         "POST",
@@ -209,6 +214,48 @@ fn a_named_claim_is_shared_left_alone_once_allocated_and_deallocated_when_unused
     assert!(c["metadata"]["deletionTimestamp"].is_string() && c["status"]["allocation"].is_object(), "{c}");
     delete_pod(&s, "user");
     assert_eq!(call(&s, "GET", &format!("{CLAIMS}/doomed"), Value::Null).0, 404);
+}
+
+/// KEP-5729, the scheduler's PreBind (dynamicresources.go: a claim
+/// `IsReservedForPod(pod, claim, EnableDRAWorkloadResourceClaims)` is not
+/// bound again): a claim written allocated and reserved for PodGroup `team`
+/// is left as it is for a pod of `team` with DRAWorkloadResourceClaims on;
+/// with it off, or for a pod of another group, the pod is added to
+/// `reservedFor` as for any shared claim.
+#[test]
+fn a_claim_reserved_for_the_pods_pod_group_is_not_reserved_for_the_pod_with_the_gate_on() {
+    let group_entry =
+        json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": "group-uid"});
+    let reserved_after = |gate: bool, group: &str| -> Vec<Value> {
+        let s = cluster_with(1, gate);
+        let mut c = ok(
+            &s,
+            "POST",
+            CLAIMS,
+            json!({"metadata": {"name": "shared"},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+        );
+        c["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "g", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-0"}]}},
+            "reservedFor": [group_entry.clone()]});
+        ok(&s, "PUT", &format!("{CLAIMS}/shared/status"), c);
+        let mut p = pod("member", Some("node-b"), json!({"name": "g", "resourceClaimName": "shared"}));
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        ok(&s, "POST", &format!("{NS}/pods"), p);
+        let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+        assert_eq!(device(&c), "node-b/gpu-0", "left allocated as written: {c}");
+        c["status"]["reservedFor"].as_array().cloned().unwrap_or_default()
+    };
+    let group = std::slice::from_ref(&group_entry);
+    assert_eq!(reserved_after(true, "team"), group);
+    let off = reserved_after(false, "team");
+    assert_eq!((off.len(), &off[0], off[1]["name"].as_str()), (2, &group_entry, Some("member")), "{off:?}");
+    let other = reserved_after(true, "other");
+    assert_eq!((other.len(), other[1]["resource"].as_str()), (2, Some("pods")), "{other:?}");
+    let uid = |r: &Value| r["uid"].as_str().unwrap_or_default().to_string();
+    assert!(reserves_pod(group, "pod-uid", Some("team")));
+    assert!(!reserves_pod(group, "pod-uid", None));
+    assert!(reserves_pod(group, &uid(&group_entry), None), "a UID is a UID");
 }
 
 #[test]
