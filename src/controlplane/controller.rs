@@ -128,6 +128,87 @@ pub fn pod_group(pod: &Value) -> Option<&str> {
     pod["spec"]["schedulingGroup"]["podGroupName"].as_str().filter(|n| !n.is_empty())
 }
 
+/// The apiVersion of the PodGroups served (scheduling.k8s.io/v1beta1 in 1.37).
+pub const POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
+
+/// The PodGroup that owns `claim` as its controller: (name, uid)
+/// (claimPodGroupOwnerIndexFunc; the version of its apiVersion ignored).
+fn owning_pod_group(claim: &Value) -> Option<(&str, &str)> {
+    claim["metadata"]["ownerReferences"].as_array()?.iter().find_map(|o| {
+        (o["controller"] == true && text(&o["apiVersion"]).starts_with("scheduling.k8s.io/") && o["kind"] == "PodGroup")
+            .then(|| (text(&o["name"]), text(&o["uid"])))
+    })
+}
+
+/// resourceclaim.BindTo's match: `pod_claim` (a pod's spec.resourceClaims
+/// entry) is one of `group`'s spec.resourceClaims (same name, same
+/// resourceClaimName, same resourceClaimTemplateName): the claim is the
+/// group's.
+fn bound_to_group(group: &Value, pod_claim: &Value) -> bool {
+    group["spec"]["resourceClaims"].as_array().into_iter().flatten().any(|g| {
+        g["name"] == pod_claim["name"]
+            && g["resourceClaimName"] == pod_claim["resourceClaimName"]
+            && g["resourceClaimTemplateName"] == pod_claim["resourceClaimTemplateName"]
+    })
+}
+
+/// The resourceclaim controller's syncPodGroup (KEP-5729, with
+/// DRAWorkloadResourceClaims on): a claim from each template the PodGroup
+/// names, generated as `<group>-<claim>-XXXXX`, owned by the PodGroup
+/// (apiVersion scheduling.k8s.io/v1beta1, controller), annotated with the
+/// PodGroup claim's name; found again rather than made twice; named in the
+/// PodGroup's `status.resourceClaimStatuses`.
+fn sync_pod_group(tx: &mut Txn<'_>, group: &Value) {
+    let meta = &group["metadata"];
+    if meta["deletionTimestamp"].is_string() {
+        return;
+    }
+    let (ns, name, uid) = (text(&meta["namespace"]), text(&meta["name"]), text(&meta["uid"]));
+    let mut statuses = group["status"]["resourceClaimStatuses"].as_array().cloned().unwrap_or_default();
+    let mut changed = false;
+    for gc in group["spec"]["resourceClaims"].as_array().into_iter().flatten() {
+        let gc_name = text(&gc["name"]);
+        let Some(template) = gc["resourceClaimTemplateName"].as_str() else { continue };
+        let owned = |c: &Value| owning_pod_group(c).is_some_and(|(_, o)| o == uid);
+        let named = statuses.iter().find(|s| s["name"] == gc_name).and_then(|s| s["resourceClaimName"].as_str());
+        if named.is_some_and(|n| tx.claim(ns, n).is_some_and(|c| owned(&c))) {
+            continue;
+        }
+        let found = tx
+            .claims()
+            .find(|c| {
+                c["metadata"]["namespace"] == ns
+                    && owned(c)
+                    && c["metadata"]["annotations"][POD_CLAIM_ANNOTATION] == gc_name
+            })
+            .map(|c| text(&c["metadata"]["name"]).to_string());
+        let claim_name = match found {
+            Some(c) => c,
+            None => {
+                let Some(t) = tx.get("resource.k8s.io", "resourceclaimtemplates", ns, template) else { continue };
+                match tx.create_claim(claim_for(group, (POD_GROUP_API_VERSION, "PodGroup"), gc_name, &t)) {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                }
+            }
+        };
+        let entry = json!({"name": gc_name, "resourceClaimName": claim_name});
+        match statuses.iter_mut().find(|s| s["name"] == gc_name) {
+            Some(s) => *s = entry,
+            None => statuses.push(entry),
+        }
+        changed = true;
+    }
+    if changed {
+        let mut status = group["status"].clone();
+        if !status.is_object() {
+            status = json!({});
+        }
+        status["resourceClaimStatuses"] = json!(statuses);
+        tx.update_status(POD_GROUP_API_GROUP, "podgroups", ns, name, status);
+    }
+}
+
 /// A reservation made here: (`namespace/claim`, pod UID).
 type Reservation = (String, String);
 
@@ -141,6 +222,11 @@ fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, o
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
     release_deleted(tx);
+    if gates.workload_claims {
+        for group in tx.list(POD_GROUP_API_GROUP, "podgroups", None) {
+            sync_pod_group(tx, &group);
+        }
+    }
     let pods = tx.list("", "pods", None);
     let with_claims = |p: &&Value| {
         p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty()) || (extended && asks_dra_extended(p))
@@ -193,7 +279,13 @@ pub fn generate_name(pod: &str, pod_claim: &str) -> String {
 
 /// The claim the resourceclaim controller makes for `pod_claim` of `pod` from `template`.
 pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Value {
-    let meta = &pod["metadata"];
+    claim_for(pod, ("v1", "Pod"), pod_claim, template)
+}
+
+/// The claim the resourceclaim controller makes for `claim` of `owner`
+/// (a Pod, or a PodGroup: handlePodGroupClaim) from `template`, owned by it.
+fn claim_for(owner: &Value, (api_version, kind): (&str, &str), pod_claim: &str, template: &Value) -> Value {
+    let meta = &owner["metadata"];
     let mut annotations = template["spec"]["metadata"]["annotations"].clone();
     if !annotations.is_object() {
         annotations = json!({});
@@ -202,7 +294,7 @@ pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Va
     let mut m = json!({
         "generateName": generate_name(text(&meta["name"]), pod_claim),
         "namespace": meta["namespace"],
-        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+        "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
             "controller": true}],
         "annotations": annotations,
     });
@@ -233,26 +325,62 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
     let mut named: Vec<(String, Option<String>)> = Vec::new();
     let mut new_statuses = false;
     let mut ready = true;
+    // KEP-5729: the pod's PodGroup, when there is one and the gate is on (getPodGroup).
+    let pod_group_obj = group.and_then(|g| tx.get(POD_GROUP_API_GROUP, "podgroups", ns, g));
+    // The claims bound to the PodGroup (BindTo), reserved for it rather than the pod.
+    let mut for_group: BTreeSet<String> = BTreeSet::new();
     for pc in pod["spec"]["resourceClaims"].as_array().into_iter().flatten() {
         let pc_name = text(&pc["name"]).to_string();
+        let group_claim = pod_group_obj.as_ref().filter(|g| bound_to_group(g, pc));
         if let Some(n) = pc["resourceClaimName"].as_str() {
+            if group_claim.is_some() {
+                for_group.insert(n.to_string());
+            }
             named.push((pc_name, Some(n.to_string())));
             continue;
         }
         let Some(template) = pc["resourceClaimTemplateName"].as_str() else { continue };
+        let of_group =
+            |c: &Value| owning_pod_group(c).is_some_and(|(n, _)| Some(n) == group) && pod_group_obj.is_some();
         if let Some(entry) = statuses.iter().find(|s| s["name"] == pc_name.as_str()) {
             match entry["resourceClaimName"].as_str() {
                 None => {
                     named.push((pc_name, None));
                     continue;
                 }
-                Some(n) if tx.claim(ns, n).is_some_and(|c| owning_pod(&c).is_some_and(|(_, o)| o == uid)) => {
+                // IsForPod: the pod's, or (the gate on) its PodGroup's.
+                Some(n)
+                    if tx
+                        .claim(ns, n)
+                        .is_some_and(|c| owning_pod(&c).is_some_and(|(_, o)| o == uid) || of_group(&c)) =>
+                {
+                    if group_claim.is_some() {
+                        for_group.insert(n.to_string());
+                    }
                     named.push((pc_name, Some(n.to_string())));
                     continue;
                 }
                 // Gone, or no longer the pod's: made again.
                 Some(_) => {}
             }
+        }
+        if let Some(g) = group_claim {
+            // findPodGroupResourceClaim: the PodGroup's claim, once its status names it.
+            let made_for_group = g["status"]["resourceClaimStatuses"]
+                .as_array()
+                .and_then(|st| st.iter().find(|s| s["name"] == pc_name.as_str()))
+                .and_then(|s| s["resourceClaimName"].as_str())
+                .filter(|n| tx.claim(ns, n).is_some_and(|c| of_group(&c)))
+                .map(str::to_string);
+            match made_for_group {
+                Some(n) => {
+                    for_group.insert(n.clone());
+                    new_statuses = true;
+                    named.push((pc_name, Some(n)));
+                }
+                None => ready = false,
+            }
+            continue;
         }
         let found = tx
             .claims()
@@ -305,6 +433,10 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                 continue;
             }
             let key = format!("{ns}/{claim_name}");
+            let group_ref = pod_group_obj.as_ref().filter(|_| for_group.contains(claim_name)).map(|g| {
+                json!({"apiGroup": POD_GROUP_API_GROUP, "resource": "podgroups", "name": g["metadata"]["name"],
+                    "uid": g["metadata"]["uid"]})
+            });
             if claim["status"]["allocation"].is_object() {
                 if reserved_for(&claim, uid, group) {
                     continue;
@@ -338,10 +470,14 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                 claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
             }
             let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
-            reserved.push(json!({"resource": "pods", "name": name, "uid": uid}));
+            // bindClaim reserves for the consumer BindTo gives: the PodGroup, or the pod.
+            let pod_ref = group_ref.is_none();
+            reserved.push(group_ref.unwrap_or_else(|| json!({"resource": "pods", "name": name, "uid": uid})));
             claim["status"]["reservedFor"] = json!(reserved);
             tx.update_claim(claim);
-            made.insert((key, uid.to_string()));
+            if pod_ref {
+                made.insert((key, uid.to_string()));
+            }
         }
     }
     // The claims' names go into the pod's status once they are ready for a

@@ -258,6 +258,75 @@ fn a_claim_reserved_for_the_pods_pod_group_is_not_reserved_for_the_pod_with_the_
     assert!(reserves_pod(group, &uid(&group_entry), None), "a UID is a UID");
 }
 
+/// KEP-5729 with DRAWorkloadResourceClaims on (syncPodGroup,
+/// handlePodGroupClaim, BindTo, bindClaim): a PodGroup stored through the
+/// API (scheduling.k8s.io/v1beta1) naming a template gets one claim
+/// `<group>-<claim>-XXXXX` owned by it and named in its status; two pods of
+/// the group with the same pod claim both name that claim in their status,
+/// and it is allocated once and reserved for the PodGroup alone. With the
+/// gate off the PodGroup is stored and nothing is made for it: each pod gets
+/// its own claim.
+#[test]
+fn a_pod_groups_claim_is_made_from_its_template_owned_by_it_and_reserved_for_it() {
+    const GROUPS: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
+    let run = |gate: bool| {
+        let s = cluster_with(2, gate);
+        let g = ok(
+            &s,
+            "POST",
+            GROUPS,
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+                "spec": {"schedulingPolicy": {"basic": {}},
+                    "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]}}),
+        );
+        for name in ["w0", "w1"] {
+            let mut p = from_template(name, Some("node-b"));
+            p["spec"]["schedulingGroup"] = json!({"podGroupName": "team"});
+            ok(&s, "POST", &format!("{NS}/pods"), p);
+        }
+        let g2 = ok(&s, "GET", &format!("{GROUPS}/team"), Value::Null);
+        (s, g, g2)
+    };
+    let (s, created, g) = run(true);
+    let claim_name = g["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"))
+        .to_string();
+    assert_eq!(g["status"]["resourceClaimStatuses"][0]["name"], "g");
+    assert!(claim_name.starts_with("team-g-") && claim_name.len() == "team-g-".len() + 5, "{g}");
+    let claim = ok(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null);
+    assert_eq!(
+        claim["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "team",
+            "uid": created["metadata"]["uid"], "controller": true}])
+    );
+    assert_eq!(claim["metadata"]["annotations"][POD_CLAIM_ANNOTATION], "g");
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team",
+            "uid": created["metadata"]["uid"]}]),
+        "{claim}"
+    );
+    assert_eq!(device(&claim), "node-b/gpu-0");
+    for name in ["w0", "w1"] {
+        let p = get_pod(&s, name);
+        assert_eq!(
+            p["status"]["resourceClaimStatuses"],
+            json!([{"name": "g", "resourceClaimName": claim_name}]),
+            "{p}"
+        );
+    }
+    let items = call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len);
+    assert_eq!(items, Some(1), "one claim for the group");
+
+    let (s, _, g) = run(false);
+    assert!(g["status"]["resourceClaimStatuses"].is_null(), "{g}");
+    let (a, b) = (claim_of(&s, &get_pod(&s, "w0")), claim_of(&s, &get_pod(&s, "w1")));
+    assert_ne!(a["metadata"]["name"], b["metadata"]["name"]);
+    assert_eq!(a["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    assert_eq!(a["status"]["reservedFor"][0]["resource"], "pods");
+}
+
 #[test]
 fn generated_names_are_cut_in_proportion_as_the_controller_cuts_them() {
     assert_eq!(generate_name("p", "g"), "p-g-");
