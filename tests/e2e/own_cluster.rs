@@ -711,3 +711,96 @@ async fn a_pod_of_a_pod_group_is_refused_a_claim_reserved_for_the_group_with_the
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }
+
+/// KEP-5729 end to end, the gate on at both: a PodGroup stored through the
+/// API (scheduling.k8s.io/v1beta1) naming a template; the control plane
+/// makes the group's claim (owned by the PodGroup, named in its status),
+/// and two pods of the group asking for the same claim both run on node-b
+/// on that one claim, allocated once on node-b's slice and reserved for the
+/// PodGroup alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_groups_claim_made_by_the_control_plane_serves_its_pods_on_the_second_node() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let gates = ["--feature-gates", WORKLOAD_GATES];
+    let mut c = cluster_with(&a, &b, &gates, &gates).await;
+    let driver = "gpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "ml";
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert_eq!(code, 201, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    assert_eq!(call(&c.api, "POST", &path, Some(&template)).await.0, 201);
+    let groups = format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups");
+    let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]}});
+    let (code, group) = call(&c.api, "POST", &groups, Some(&group)).await;
+    assert_eq!(code, 201, "{group}");
+    let member = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": NODE, "schedulingGroup": {"podGroupName": "team"},
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                    "resources": {"claims": [{"name": "g"}]}}]}})
+    };
+    let first = c.create(&member("worker-0")).await;
+    let p0 = c.running(ns, "worker-0", &first).await;
+    let second = c.create(&member("worker-1")).await;
+    let p1 = c.running(ns, "worker-1", &second).await;
+
+    let (_, g) = call(&c.api, "GET", &format!("{groups}/team"), None).await;
+    let claim_name = g["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"))
+        .to_string();
+    assert!(claim_name.starts_with("team-g-"), "{g}");
+    for p in [&p0, &p1] {
+        assert_eq!(
+            p["status"]["resourceClaimStatuses"],
+            json!([{"name": "g", "resourceClaimName": claim_name}]),
+            "{p}"
+        );
+    }
+    let (_, claim) =
+        call(&c.api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}"), None)
+            .await;
+    let owner = &claim["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["apiVersion"].as_str(), &owner["uid"]),
+        (Some("PodGroup"), Some("scheduling.k8s.io/v1beta1"), &group["metadata"]["uid"]),
+        "{claim}"
+    );
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": group["metadata"]["uid"]}]),
+        "{claim}"
+    );
+    let r = &claim["status"]["allocation"]["devices"]["results"][0];
+    let written = format!(
+        "{driver}/{}/{}",
+        r["pool"].as_str().unwrap_or_else(|| panic!("{claim}")),
+        r["device"].as_str().unwrap()
+    );
+    let prepared: Vec<Value> =
+        events(&c.log, "claim-prepared").into_iter().filter(|e| e["claim"] == format!("{ns}/{claim_name}")).collect();
+    let cached: Vec<bool> = prepared.iter().map(|e| e["cached"] == true).collect();
+    assert_eq!(cached, [false, true], "prepared once: {}", c.log.seen());
+    assert_eq!(prepared[0]["devices"], json!([written]), "{}", prepared[0]);
+    assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
+    let (_, all) = call(&c.api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"), None).await;
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(1), "one claim for the group: {all}");
+
+    c.delete(ns, "worker-0", &first).await;
+    c.delete(ns, "worker-1", &second).await;
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
