@@ -409,6 +409,11 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
         "DeviceClass" => causes.extend(super::rules::device_class(obj)),
         "Pod" => causes.extend(super::rules::pod(obj)),
         "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
+        // ValidatePodGroup's hand-written rule (the rest of its validation is declarative, not modelled).
+        "PodGroup" if !obj["spec"]["parentCompositePodGroupName"].is_null() && obj["spec"]["workloadRef"].is_null() => {
+            causes
+                .push(super::rules::required("spec.workloadRef", "must be set when parentCompositePodGroupName is set"))
+        }
         _ => {}
     }
     causes
