@@ -223,6 +223,7 @@ fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, o
     prune(tx, made);
     release_deleted(tx);
     if gates.workload_claims {
+        release_pod_groups(tx);
         for group in tx.list(POD_GROUP_API_GROUP, "podgroups", None) {
             sync_pod_group(tx, &group);
         }
@@ -642,6 +643,49 @@ fn prune(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>) {
         }
         deallocate(&mut claim);
         tx.update_claim(claim);
+    }
+}
+
+/// syncClaim's PodGroup part and the garbage collector (KEP-5729, the gate
+/// on): a reservation of a PodGroup that is gone or replaced (another UID)
+/// goes; a claim reserved for nobody then is deallocated, and a claim owned
+/// by a PodGroup that is gone is deleted once nobody holds it.
+fn release_pod_groups(tx: &mut Txn<'_>) {
+    let groups: BTreeMap<(String, String), String> = tx
+        .list(POD_GROUP_API_GROUP, "podgroups", None)
+        .iter()
+        .map(|g| {
+            let m = &g["metadata"];
+            ((text(&m["namespace"]).to_string(), text(&m["name"]).to_string()), text(&m["uid"]).to_string())
+        })
+        .collect();
+    let live =
+        |ns: &str, name: &str, uid: &str| groups.get(&(ns.to_string(), name.to_string())).is_some_and(|u| u == uid);
+    let claims: Vec<Value> = tx.claims().cloned().collect();
+    for mut claim in claims {
+        let ns = text(&claim["metadata"]["namespace"]).to_string();
+        let name = text(&claim["metadata"]["name"]).to_string();
+        let reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
+        let remaining: Vec<Value> = reserved
+            .iter()
+            .filter(|r| {
+                !(r["apiGroup"] == POD_GROUP_API_GROUP && r["resource"] == "podgroups")
+                    || live(&ns, text(&r["name"]), text(&r["uid"]))
+            })
+            .cloned()
+            .collect();
+        let orphan = owning_pod_group(&claim).is_some_and(|(g, uid)| !live(&ns, g, uid));
+        if remaining.is_empty() && orphan {
+            tx.delete_claim(&ns, &name);
+            continue;
+        }
+        if remaining.len() < reserved.len() {
+            claim["status"]["reservedFor"] = json!(remaining);
+            if remaining.is_empty() {
+                deallocate(&mut claim);
+            }
+            tx.update_claim(claim);
+        }
     }
 }
 

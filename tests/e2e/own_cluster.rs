@@ -580,9 +580,9 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_on_the_second_node
 /// The gates of KEP-5729 (DRAWorkloadResourceClaims depends on GenericWorkload; both off by default in 1.37).
 const WORKLOAD_GATES: &str = "GenericWorkload=true,DRAWorkloadResourceClaims=true";
 
-/// The reservedFor entry of PodGroup `team`, as upstream's controller and scheduler write it.
-fn team_entry() -> Value {
-    json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": "5f1e7c0a-team-4d1b-9c3e-000000000001"})
+/// The reservedFor entry of PodGroup `team` (its UID), as upstream's controller and scheduler write it.
+fn team_entry(uid: &Value) -> Value {
+    json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": uid})
 }
 
 /// KEP-5729 on dpctl's own control plane (its gate on): `dra serve` on
@@ -590,7 +590,7 @@ fn team_entry() -> Value {
 /// node-b's slice and reserved for PodGroup `team` only; pods of `team`
 /// (`spec.schedulingGroup.podGroupName`) naming it, bound to node-b. The
 /// claim's reservation and what node-b's log says of the pods.
-async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::Child, Tail, String, String) {
+async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::Child, Tail, String, String, Value) {
     let driver = "gpu.own.dpctl.example.com";
     let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
     serve.stdout(std::process::Stdio::piped());
@@ -599,6 +599,13 @@ async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::
     serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
     wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
     let ns = "ml";
+    // The PodGroup (the control plane drops a reservation of a PodGroup that is not there).
+    let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}}});
+    let (code, group) =
+        call(&c.api, "POST", &format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"), Some(&group)).await;
+    assert_eq!(code, 201, "{group}");
+    let entry = team_entry(&group["metadata"]["uid"]);
     let claims = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims");
     let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "group-gpu", "namespace": ns},
@@ -618,11 +625,11 @@ async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::
     claim["status"] = json!({
         "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}]}},
-        "reservedFor": [team_entry()]});
+        "reservedFor": [entry.clone()]});
     let (code, body) = call(&c.api, "PUT", &format!("{claims}/group-gpu/status"), Some(&claim)).await;
     assert_eq!(code, 200, "{body}");
     let written = format!("{driver}/{pool}/{}", device.as_str().unwrap());
-    (serve, serve_log, format!("{claims}/group-gpu"), written)
+    (serve, serve_log, format!("{claims}/group-gpu"), written, entry)
 }
 
 fn member(name: &str) -> Value {
@@ -644,7 +651,7 @@ async fn pods_of_a_pod_group_run_on_a_claim_reserved_for_the_group_with_the_gate
     let (a, b) = (DraTree::new(), DraTree::new());
     let gates = ["--feature-gates", WORKLOAD_GATES];
     let mut c = cluster_with(&a, &b, &gates, &gates).await;
-    let (serve, serve_log, claim_path, written) = pod_group_claim_on_b(&mut c, &b).await;
+    let (serve, serve_log, claim_path, written, entry) = pod_group_claim_on_b(&mut c, &b).await;
     let first = c.create(&member("worker-0")).await;
     c.running("ml", "worker-0", &first).await;
     let second = c.create(&member("worker-1")).await;
@@ -664,7 +671,7 @@ async fn pods_of_a_pod_group_run_on_a_claim_reserved_for_the_group_with_the_gate
     assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
     assert!(events(&c.log, "claim-prepare-failed").is_empty(), "{}", c.log.seen());
     let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
-    assert_eq!(claim["status"]["reservedFor"], json!([team_entry()]), "the group's alone: {claim}");
+    assert_eq!(claim["status"]["reservedFor"], json!([entry]), "the group's alone: {claim}");
     let v = pod_resources(&b).await;
     for name in ["worker-0", "worker-1"] {
         let d = &listed(&v, name).unwrap_or_else(|| panic!("{v}"))["containers"][0]["dynamicResources"][0];
@@ -692,7 +699,7 @@ async fn pods_of_a_pod_group_run_on_a_claim_reserved_for_the_group_with_the_gate
 async fn a_pod_of_a_pod_group_is_refused_a_claim_reserved_for_the_group_with_the_gate_off() {
     let (a, b) = (DraTree::new(), DraTree::new());
     let mut c = cluster_with(&a, &b, &["--feature-gates", WORKLOAD_GATES], &[]).await;
-    let (serve, serve_log, claim_path, _) = pod_group_claim_on_b(&mut c, &b).await;
+    let (serve, serve_log, claim_path, _, entry) = pod_group_claim_on_b(&mut c, &b).await;
     let uid = c.create(&member("worker-0")).await;
     let failed = wait_event(&mut c.log, 30, "claim-prepare-failed", |e| e["pod"] == "ml/worker-0").await;
     let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
@@ -701,7 +708,7 @@ async fn a_pod_of_a_pod_group_is_refused_a_claim_reserved_for_the_group_with_the
         claim["metadata"]["uid"].as_str().unwrap()
     );
     assert!(failed["error"].as_str().is_some_and(|e| e.contains(&want)), "want {want:?}: {failed}");
-    assert_eq!(claim["status"]["reservedFor"], json!([team_entry()]), "{claim}");
+    assert_eq!(claim["status"]["reservedFor"], json!([entry]), "{claim}");
     assert!(events(&c.log, "claim-prepared").is_empty(), "{}", c.log.seen());
     let running =
         events(&c.log, "cluster-pod-status").into_iter().any(|e| e["uid"] == uid.as_str() && e["phase"] == "Running");

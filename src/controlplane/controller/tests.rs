@@ -224,10 +224,17 @@ fn a_named_claim_is_shared_left_alone_once_allocated_and_deallocated_when_unused
 /// `reservedFor` as for any shared claim.
 #[test]
 fn a_claim_reserved_for_the_pods_pod_group_is_not_reserved_for_the_pod_with_the_gate_on() {
-    let group_entry =
-        json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": "group-uid"});
-    let reserved_after = |gate: bool, group: &str| -> Vec<Value> {
+    // (the PodGroup's reservation entry, the claim's reservedFor once pod `member` of `group` came)
+    let reserved_after = |gate: bool, group: &str| -> (Value, Vec<Value>) {
         let s = cluster_with(1, gate);
+        let g = ok(
+            &s,
+            "POST",
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups",
+            json!({"metadata": {"name": "team"}, "spec": {"schedulingPolicy": {"basic": {}}}}),
+        );
+        let entry = json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team",
+            "uid": g["metadata"]["uid"]});
         let mut c = ok(
             &s,
             "POST",
@@ -237,25 +244,43 @@ fn a_claim_reserved_for_the_pods_pod_group_is_not_reserved_for_the_pod_with_the_
         );
         c["status"] = json!({"allocation": {"devices": {"results": [
                 {"request": "g", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-0"}]}},
-            "reservedFor": [group_entry.clone()]});
+            "reservedFor": [entry.clone()]});
         ok(&s, "PUT", &format!("{CLAIMS}/shared/status"), c);
         let mut p = pod("member", Some("node-b"), json!({"name": "g", "resourceClaimName": "shared"}));
         p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
         ok(&s, "POST", &format!("{NS}/pods"), p);
         let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
         assert_eq!(device(&c), "node-b/gpu-0", "left allocated as written: {c}");
-        c["status"]["reservedFor"].as_array().cloned().unwrap_or_default()
+        (entry, c["status"]["reservedFor"].as_array().cloned().unwrap_or_default())
     };
+    let (group_entry, on) = reserved_after(true, "team");
     let group = std::slice::from_ref(&group_entry);
-    assert_eq!(reserved_after(true, "team"), group);
-    let off = reserved_after(false, "team");
+    assert_eq!(on, group);
+    let (group_entry, off) = reserved_after(false, "team");
     assert_eq!((off.len(), &off[0], off[1]["name"].as_str()), (2, &group_entry, Some("member")), "{off:?}");
-    let other = reserved_after(true, "other");
+    let (_, other) = reserved_after(true, "other");
     assert_eq!((other.len(), other[1]["resource"].as_str()), (2, Some("pods")), "{other:?}");
     let uid = |r: &Value| r["uid"].as_str().unwrap_or_default().to_string();
     assert!(reserves_pod(group, "pod-uid", Some("team")));
     assert!(!reserves_pod(group, "pod-uid", None));
     assert!(reserves_pod(group, &uid(&group_entry), None), "a UID is a UID");
+
+    // syncClaim, the gate on: a reservation of a PodGroup that is not there goes, and the
+    // claim reserved for nobody then is deallocated.
+    let s = cluster_with(1, true);
+    let mut c = ok(
+        &s,
+        "POST",
+        CLAIMS,
+        json!({"metadata": {"name": "lost"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    );
+    c["status"] = json!({"allocation": {"devices": {"results": [
+            {"request": "g", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-0"}]}},
+        "reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "gone", "uid": "u"}]});
+    ok(&s, "PUT", &format!("{CLAIMS}/lost/status"), c);
+    let c = ok(&s, "GET", &format!("{CLAIMS}/lost"), Value::Null);
+    assert!(c["status"].get("reservedFor").is_none() && c["status"].get("allocation").is_none(), "{c}");
 }
 
 /// KEP-5729 with DRAWorkloadResourceClaims on (syncPodGroup,
@@ -318,6 +343,13 @@ fn a_pod_groups_claim_is_made_from_its_template_owned_by_it_and_reserved_for_it(
     }
     let items = call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len);
     assert_eq!(items, Some(1), "one claim for the group");
+    // The PodGroup deleted (its pods gone first): its reservation goes and
+    // the claim it owned is deleted (syncClaim, the garbage collector).
+    delete_pod(&s, "w0");
+    delete_pod(&s, "w1");
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null).0, 200, "the group still holds it");
+    ok(&s, "DELETE", &format!("{GROUPS}/team"), Value::Null);
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null).0, 404);
 
     let (s, _, g) = run(false);
     assert!(g["status"]["resourceClaimStatuses"].is_null(), "{g}");
