@@ -38,46 +38,48 @@ fn layer(module: &str) -> Option<u8> {
 /// over them, the pod sources, the node on top; the control plane's selector
 /// limits, then its typed objects and codec at the bottom, the client interface the kubelet
 /// uses at the top).
-const INNER: &[(&str, &[(&str, u8)])] = &[(
-    "controlplane",
-    &[
-        ("cel", 0),
-        ("objects", 1),
-        ("protobuf", 1),
-        ("allocator", 2),
-        ("extended", 2),
-        ("apiserver", 2),
-        ("scheduler", 3),
-        ("client", 3),
-        ("controller", 4),
-    ],
-),
-(
-    "kubelet",
-    &[
-        ("against", 0),
-        ("dirwatch", 0),
-        ("generation", 0),
-        ("lifecycle", 0),
-        ("manifest", 0),
-        ("profile", 0),
-        ("event", 1),
-        ("reproduce", 1),
-        ("devicemanager", 2),
-        ("dra", 2),
-        ("shell", 3),
-        ("cm", 4),
-        ("metrics", 4),
-        ("registration", 4),
-        ("handler", 5),
-        ("podresources", 5),
-        ("pods", 6),
-        ("watcher", 6),
-        ("cluster", 7),
-        ("tree", 7),
-        ("node", 8),
-    ],
-)];
+const INNER: &[(&str, &[(&str, u8)])] = &[
+    (
+        "controlplane",
+        &[
+            ("cel", 0),
+            ("objects", 1),
+            ("protobuf", 1),
+            ("allocator", 2),
+            ("extended", 2),
+            ("apiserver", 2),
+            ("scheduler", 3),
+            ("client", 3),
+            ("controller", 4),
+        ],
+    ),
+    (
+        "kubelet",
+        &[
+            ("against", 0),
+            ("dirwatch", 0),
+            ("generation", 0),
+            ("lifecycle", 0),
+            ("manifest", 0),
+            ("profile", 0),
+            ("event", 1),
+            ("reproduce", 1),
+            ("devicemanager", 2),
+            ("dra", 2),
+            ("shell", 3),
+            ("cm", 4),
+            ("metrics", 4),
+            ("registration", 4),
+            ("handler", 5),
+            ("podresources", 5),
+            ("pods", 6),
+            ("watcher", 6),
+            ("cluster", 7),
+            ("tree", 7),
+            ("node", 8),
+        ],
+    ),
+];
 
 /// The layer of part `part` of `module`: `None` when the module has no
 /// inner layers, `Some(None)` when the part is missing from them.
@@ -393,6 +395,9 @@ fn the_check_sees_an_upward_import_and_a_circle() {
     assert!(inner_violation("kubelet", "dra", "node").is_some(), "the kubelet's parts are layered too");
     assert_eq!(inner_violation("plugin", "dra", "server"), None, "a module without inner layers");
     assert!(is_test_file(Path::new("src/kubelet/dra/extended_tests.rs")) && is_test_file(Path::new("src/x/tests.rs")));
-    assert!(is_test_file(Path::new("src/kubelet/devicemanager/testutil.rs")) && !is_test_file(Path::new("src/kubelet/node.rs")));
+    assert!(
+        is_test_file(Path::new("src/kubelet/devicemanager/testutil.rs"))
+            && !is_test_file(Path::new("src/kubelet/node.rs"))
+    );
     assert!(layer("client") < layer("kubelet") && layer("core") < layer("client"));
 }

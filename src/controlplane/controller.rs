@@ -63,10 +63,23 @@ pub fn store(minor: u32, own: &str) -> Store {
     plane(minor, own).0
 }
 
+/// [`store`] with DRAWorkloadResourceClaims (KEP-5729; off by default in
+/// 1.36 and 1.37) set to `workload_claims`.
+pub fn store_with(minor: u32, own: &str, workload_claims: bool) -> Store {
+    plane_with(minor, own, workload_claims).0
+}
+
 /// [`store`], with the device-taint eviction controller's timer: its owner
 /// runs it ([`taints::Timer::run`]) on a task of its own, so that an
 /// eviction due later (a toleration's seconds) happens without a write.
 pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
+    plane_with(minor, own, false)
+}
+
+/// [`plane`] with DRAWorkloadResourceClaims set to `workload_claims`: on, a
+/// claim reserved for a pod's PodGroup is the pod's, and the scheduler's
+/// part reserves it for the pod no more (PreBind's IsReservedForPod).
+pub fn plane_with(minor: u32, own: &str, workload_claims: bool) -> (Store, taints::Timer) {
     let features = Features::of_minor(minor);
     // DRAExtendedResource (KEP-5004): beta, on, from 1.36.
     let extended = minor >= 36;
@@ -76,11 +89,124 @@ pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
     let own = own.to_string();
     let store = Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, features, extended, &own);
+        reconcile(tx, &mut made, Gates { features, extended, workload_claims }, &own);
         let mut ev = evictions.lock().unwrap_or_else(|p| p.into_inner());
         taints::sync(tx, &mut ev, &features, std::time::SystemTime::now());
     }));
     (store, timer)
+}
+
+/// The gates the controllers follow.
+#[derive(Debug, Clone, Copy)]
+struct Gates {
+    /// The scheduler's allocator features.
+    features: Features,
+    /// DRAExtendedResource (KEP-5004).
+    extended: bool,
+    /// DRAWorkloadResourceClaims (KEP-5729).
+    workload_claims: bool,
+}
+
+/// resourceclaim.IsReservedForPod: whether `reserved` (a claim's
+/// `status.reservedFor`) names the pod by its UID or — `pod_group` given,
+/// only with DRAWorkloadResourceClaims on (acceptPodGroupReservation) — the
+/// pod's PodGroup (`spec.schedulingGroup.podGroupName`) by API group,
+/// resource and name, as a pod does not know its PodGroup's UID.
+pub fn reserves_pod(reserved: &[Value], uid: &str, pod_group: Option<&str>) -> bool {
+    reserved.iter().any(|r| {
+        r["uid"] == uid
+            || pod_group
+                .is_some_and(|g| r["apiGroup"] == POD_GROUP_API_GROUP && r["resource"] == "podgroups" && r["name"] == g)
+    })
+}
+
+/// The API group of PodGroups (scheduling.k8s.io, served as v1beta1 in 1.37).
+pub const POD_GROUP_API_GROUP: &str = "scheduling.k8s.io";
+
+/// `spec.schedulingGroup.podGroupName` of a pod.
+pub fn pod_group(pod: &Value) -> Option<&str> {
+    pod["spec"]["schedulingGroup"]["podGroupName"].as_str().filter(|n| !n.is_empty())
+}
+
+/// The apiVersion of the PodGroups served (scheduling.k8s.io/v1beta1 in 1.37).
+pub const POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
+
+/// The PodGroup that owns `claim` as its controller: (name, uid)
+/// (claimPodGroupOwnerIndexFunc; the version of its apiVersion ignored).
+fn owning_pod_group(claim: &Value) -> Option<(&str, &str)> {
+    claim["metadata"]["ownerReferences"].as_array()?.iter().find_map(|o| {
+        (o["controller"] == true && text(&o["apiVersion"]).starts_with("scheduling.k8s.io/") && o["kind"] == "PodGroup")
+            .then(|| (text(&o["name"]), text(&o["uid"])))
+    })
+}
+
+/// resourceclaim.BindTo's match: `pod_claim` (a pod's spec.resourceClaims
+/// entry) is one of `group`'s spec.resourceClaims (same name, same
+/// resourceClaimName, same resourceClaimTemplateName): the claim is the
+/// group's.
+fn bound_to_group(group: &Value, pod_claim: &Value) -> bool {
+    group["spec"]["resourceClaims"].as_array().into_iter().flatten().any(|g| {
+        g["name"] == pod_claim["name"]
+            && g["resourceClaimName"] == pod_claim["resourceClaimName"]
+            && g["resourceClaimTemplateName"] == pod_claim["resourceClaimTemplateName"]
+    })
+}
+
+/// The resourceclaim controller's syncPodGroup (KEP-5729, with
+/// DRAWorkloadResourceClaims on): a claim from each template the PodGroup
+/// names, generated as `<group>-<claim>-XXXXX`, owned by the PodGroup
+/// (apiVersion scheduling.k8s.io/v1beta1, controller), annotated with the
+/// PodGroup claim's name; found again rather than made twice; named in the
+/// PodGroup's `status.resourceClaimStatuses`.
+fn sync_pod_group(tx: &mut Txn<'_>, group: &Value) {
+    let meta = &group["metadata"];
+    if meta["deletionTimestamp"].is_string() {
+        return;
+    }
+    let (ns, name, uid) = (text(&meta["namespace"]), text(&meta["name"]), text(&meta["uid"]));
+    let mut statuses = group["status"]["resourceClaimStatuses"].as_array().cloned().unwrap_or_default();
+    let mut changed = false;
+    for gc in group["spec"]["resourceClaims"].as_array().into_iter().flatten() {
+        let gc_name = text(&gc["name"]);
+        let Some(template) = gc["resourceClaimTemplateName"].as_str() else { continue };
+        let owned = |c: &Value| owning_pod_group(c).is_some_and(|(_, o)| o == uid);
+        let named = statuses.iter().find(|s| s["name"] == gc_name).and_then(|s| s["resourceClaimName"].as_str());
+        if named.is_some_and(|n| tx.claim(ns, n).is_some_and(|c| owned(&c))) {
+            continue;
+        }
+        let found = tx
+            .claims()
+            .find(|c| {
+                c["metadata"]["namespace"] == ns
+                    && owned(c)
+                    && c["metadata"]["annotations"][POD_CLAIM_ANNOTATION] == gc_name
+            })
+            .map(|c| text(&c["metadata"]["name"]).to_string());
+        let claim_name = match found {
+            Some(c) => c,
+            None => {
+                let Some(t) = tx.get("resource.k8s.io", "resourceclaimtemplates", ns, template) else { continue };
+                match tx.create_claim(claim_for(group, (POD_GROUP_API_VERSION, "PodGroup"), gc_name, &t)) {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                }
+            }
+        };
+        let entry = json!({"name": gc_name, "resourceClaimName": claim_name});
+        match statuses.iter_mut().find(|s| s["name"] == gc_name) {
+            Some(s) => *s = entry,
+            None => statuses.push(entry),
+        }
+        changed = true;
+    }
+    if changed {
+        let mut status = group["status"].clone();
+        if !status.is_object() {
+            status = json!({});
+        }
+        status["resourceClaimStatuses"] = json!(statuses);
+        tx.update_status(POD_GROUP_API_GROUP, "podgroups", ns, name, status);
+    }
 }
 
 /// A reservation made here: (`namespace/claim`, pod UID).
@@ -91,16 +217,23 @@ fn text(v: &Value) -> &str {
 }
 
 /// One pass over the pods and the reservations made.
-fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, features: Features, extended: bool, own: &str) {
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, own: &str) {
+    let extended = gates.extended;
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
     release_deleted(tx);
+    if gates.workload_claims {
+        release_pod_groups(tx);
+        for group in tx.list(POD_GROUP_API_GROUP, "podgroups", None) {
+            sync_pod_group(tx, &group);
+        }
+    }
     let pods = tx.list("", "pods", None);
     let with_claims = |p: &&Value| {
         p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty()) || (extended && asks_dra_extended(p))
     };
     for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
-        sync_pod(tx, pod, made, features, extended);
+        sync_pod(tx, pod, made, gates);
     }
 }
 
@@ -147,7 +280,13 @@ pub fn generate_name(pod: &str, pod_claim: &str) -> String {
 
 /// The claim the resourceclaim controller makes for `pod_claim` of `pod` from `template`.
 pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Value {
-    let meta = &pod["metadata"];
+    claim_for(pod, ("v1", "Pod"), pod_claim, template)
+}
+
+/// The claim the resourceclaim controller makes for `claim` of `owner`
+/// (a Pod, or a PodGroup: handlePodGroupClaim) from `template`, owned by it.
+fn claim_for(owner: &Value, (api_version, kind): (&str, &str), pod_claim: &str, template: &Value) -> Value {
+    let meta = &owner["metadata"];
     let mut annotations = template["spec"]["metadata"]["annotations"].clone();
     if !annotations.is_object() {
         annotations = json!({});
@@ -156,7 +295,7 @@ pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Va
     let mut m = json!({
         "generateName": generate_name(text(&meta["name"]), pod_claim),
         "namespace": meta["namespace"],
-        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+        "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
             "controller": true}],
         "annotations": annotations,
     });
@@ -167,12 +306,15 @@ pub fn claim_from_template(pod: &Value, pod_claim: &str, template: &Value) -> Va
         "spec": template["spec"]["spec"]})
 }
 
-fn reserved_for(claim: &Value, uid: &str) -> bool {
-    claim["status"]["reservedFor"].as_array().is_some_and(|r| r.iter().any(|c| c["uid"] == uid))
+fn reserved_for(claim: &Value, uid: &str, pod_group: Option<&str>) -> bool {
+    claim["status"]["reservedFor"].as_array().is_some_and(|r| reserves_pod(r, uid, pod_group))
 }
 
 /// The resourceclaim controller's syncPod and the scheduler's part for one pod.
-fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, features: Features, extended: bool) {
+fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gates: Gates) {
+    let Gates { features, extended, workload_claims } = gates;
+    // PreBind: a claim IsReservedForPod (its PodGroup's, with the gate on) is not bound again.
+    let group = pod_group(pod).filter(|_| workload_claims);
     let meta = &pod["metadata"];
     if meta["deletionTimestamp"].is_string() || done(pod) {
         return;
@@ -184,26 +326,62 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
     let mut named: Vec<(String, Option<String>)> = Vec::new();
     let mut new_statuses = false;
     let mut ready = true;
+    // KEP-5729: the pod's PodGroup, when there is one and the gate is on (getPodGroup).
+    let pod_group_obj = group.and_then(|g| tx.get(POD_GROUP_API_GROUP, "podgroups", ns, g));
+    // The claims bound to the PodGroup (BindTo), reserved for it rather than the pod.
+    let mut for_group: BTreeSet<String> = BTreeSet::new();
     for pc in pod["spec"]["resourceClaims"].as_array().into_iter().flatten() {
         let pc_name = text(&pc["name"]).to_string();
+        let group_claim = pod_group_obj.as_ref().filter(|g| bound_to_group(g, pc));
         if let Some(n) = pc["resourceClaimName"].as_str() {
+            if group_claim.is_some() {
+                for_group.insert(n.to_string());
+            }
             named.push((pc_name, Some(n.to_string())));
             continue;
         }
         let Some(template) = pc["resourceClaimTemplateName"].as_str() else { continue };
+        let of_group =
+            |c: &Value| owning_pod_group(c).is_some_and(|(n, _)| Some(n) == group) && pod_group_obj.is_some();
         if let Some(entry) = statuses.iter().find(|s| s["name"] == pc_name.as_str()) {
             match entry["resourceClaimName"].as_str() {
                 None => {
                     named.push((pc_name, None));
                     continue;
                 }
-                Some(n) if tx.claim(ns, n).is_some_and(|c| owning_pod(&c).is_some_and(|(_, o)| o == uid)) => {
+                // IsForPod: the pod's, or (the gate on) its PodGroup's.
+                Some(n)
+                    if tx
+                        .claim(ns, n)
+                        .is_some_and(|c| owning_pod(&c).is_some_and(|(_, o)| o == uid) || of_group(&c)) =>
+                {
+                    if group_claim.is_some() {
+                        for_group.insert(n.to_string());
+                    }
                     named.push((pc_name, Some(n.to_string())));
                     continue;
                 }
                 // Gone, or no longer the pod's: made again.
                 Some(_) => {}
             }
+        }
+        if let Some(g) = group_claim {
+            // findPodGroupResourceClaim: the PodGroup's claim, once its status names it.
+            let made_for_group = g["status"]["resourceClaimStatuses"]
+                .as_array()
+                .and_then(|st| st.iter().find(|s| s["name"] == pc_name.as_str()))
+                .and_then(|s| s["resourceClaimName"].as_str())
+                .filter(|n| tx.claim(ns, n).is_some_and(|c| of_group(&c)))
+                .map(str::to_string);
+            match made_for_group {
+                Some(n) => {
+                    for_group.insert(n.clone());
+                    new_statuses = true;
+                    named.push((pc_name, Some(n)));
+                }
+                None => ready = false,
+            }
+            continue;
         }
         let found = tx
             .claims()
@@ -256,8 +434,12 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
                 continue;
             }
             let key = format!("{ns}/{claim_name}");
+            let group_ref = pod_group_obj.as_ref().filter(|_| for_group.contains(claim_name)).map(|g| {
+                json!({"apiGroup": POD_GROUP_API_GROUP, "resource": "podgroups", "name": g["metadata"]["name"],
+                    "uid": g["metadata"]["uid"]})
+            });
             if claim["status"]["allocation"].is_object() {
-                if reserved_for(&claim, uid) {
+                if reserved_for(&claim, uid, group) {
                     continue;
                 }
                 let reserved = claim["status"]["reservedFor"].as_array().map_or(0, Vec::len);
@@ -289,10 +471,14 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, fea
                 claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
             }
             let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
-            reserved.push(json!({"resource": "pods", "name": name, "uid": uid}));
+            // bindClaim reserves for the consumer BindTo gives: the PodGroup, or the pod.
+            let pod_ref = group_ref.is_none();
+            reserved.push(group_ref.unwrap_or_else(|| json!({"resource": "pods", "name": name, "uid": uid})));
             claim["status"]["reservedFor"] = json!(reserved);
             tx.update_claim(claim);
-            made.insert((key, uid.to_string()));
+            if pod_ref {
+                made.insert((key, uid.to_string()));
+            }
         }
     }
     // The claims' names go into the pod's status once they are ready for a
@@ -457,6 +643,49 @@ fn prune(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>) {
         }
         deallocate(&mut claim);
         tx.update_claim(claim);
+    }
+}
+
+/// syncClaim's PodGroup part and the garbage collector (KEP-5729, the gate
+/// on): a reservation of a PodGroup that is gone or replaced (another UID)
+/// goes; a claim reserved for nobody then is deallocated, and a claim owned
+/// by a PodGroup that is gone is deleted once nobody holds it.
+fn release_pod_groups(tx: &mut Txn<'_>) {
+    let groups: BTreeMap<(String, String), String> = tx
+        .list(POD_GROUP_API_GROUP, "podgroups", None)
+        .iter()
+        .map(|g| {
+            let m = &g["metadata"];
+            ((text(&m["namespace"]).to_string(), text(&m["name"]).to_string()), text(&m["uid"]).to_string())
+        })
+        .collect();
+    let live =
+        |ns: &str, name: &str, uid: &str| groups.get(&(ns.to_string(), name.to_string())).is_some_and(|u| u == uid);
+    let claims: Vec<Value> = tx.claims().cloned().collect();
+    for mut claim in claims {
+        let ns = text(&claim["metadata"]["namespace"]).to_string();
+        let name = text(&claim["metadata"]["name"]).to_string();
+        let reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
+        let remaining: Vec<Value> = reserved
+            .iter()
+            .filter(|r| {
+                !(r["apiGroup"] == POD_GROUP_API_GROUP && r["resource"] == "podgroups")
+                    || live(&ns, text(&r["name"]), text(&r["uid"]))
+            })
+            .cloned()
+            .collect();
+        let orphan = owning_pod_group(&claim).is_some_and(|(g, uid)| !live(&ns, g, uid));
+        if remaining.is_empty() && orphan {
+            tx.delete_claim(&ns, &name);
+            continue;
+        }
+        if remaining.len() < reserved.len() {
+            claim["status"]["reservedFor"] = json!(remaining);
+            if remaining.is_empty() {
+                deallocate(&mut claim);
+            }
+            tx.update_claim(claim);
+        }
     }
 }
 

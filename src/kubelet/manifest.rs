@@ -64,6 +64,9 @@ pub struct Pod {
     pub containers: Vec<Container>,
     /// spec.resourceClaims (DRA).
     pub resource_claims: Vec<PodClaim>,
+    /// `spec.schedulingGroup.podGroupName`: the PodGroup it belongs to
+    /// (KEP-4671; a claim reserved for it is the pod's with DRAWorkloadResourceClaims).
+    pub pod_group: Option<String>,
 }
 
 impl Pod {
@@ -373,7 +376,23 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
             return Err(format!("container {:?} uses claim {n:?}, which is not in spec.resourceClaims", c.name));
         }
     }
-    Ok(Pod { uid, name: name.into(), namespace: namespace.into(), init_containers, containers, resource_claims })
+    let pod_group = match &spec["schedulingGroup"] {
+        Value::Null => None,
+        g => match &g["podGroupName"] {
+            Value::Null => None,
+            Value::String(n) if !n.is_empty() => Some(n.clone()),
+            _ => return Err("spec.schedulingGroup.podGroupName must be a non-empty string".to_string()),
+        },
+    };
+    Ok(Pod {
+        uid,
+        name: name.into(),
+        namespace: namespace.into(),
+        init_containers,
+        containers,
+        resource_claims,
+        pod_group,
+    })
 }
 
 fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
@@ -465,6 +484,16 @@ mod tests {
         assert!(parse(bad, Path::new("s.json")).unwrap_err().contains("only container restartPolicy is \"Always\""));
         let app = r#"{"metadata":{"name":"s"},"spec":{"containers":[{"name":"c","restartPolicy":"Always"}]}}"#;
         assert!(parse(app, Path::new("s.json")).unwrap_err().contains("only allowed on init containers"));
+    }
+
+    #[test]
+    fn a_pods_scheduling_group_names_its_pod_group() {
+        let y = "metadata: {name: p}\nspec:\n  schedulingGroup: {podGroupName: team}\n  containers: [{name: c}]\n";
+        assert_eq!(parse(y, Path::new("p.yaml")).unwrap().pod_group.as_deref(), Some("team"));
+        let none = "metadata: {name: p}\nspec:\n  containers: [{name: c}]\n";
+        assert_eq!(parse(none, Path::new("p.yaml")).unwrap().pod_group, None);
+        let bad = "metadata: {name: p}\nspec:\n  schedulingGroup: {podGroupName: 3}\n  containers: [{name: c}]\n";
+        assert!(parse(bad, Path::new("p.yaml")).unwrap_err().contains("spec.schedulingGroup.podGroupName"));
     }
 
     #[test]

@@ -710,11 +710,15 @@ async fn run(
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         // The store with the control plane's controllers: the claims of the
         // API's pods bound to other nodes that joined it.
-        let (store, timer) =
-            crate::controlplane::controller::plane(s.manager.profile.version.minor(), crate::kubelet::dra::NODE_NAME);
+        let profile = &s.manager.profile;
+        let (store, timer) = crate::controlplane::controller::plane_with(
+            profile.version.minor(),
+            crate::kubelet::dra::NODE_NAME,
+            profile.dra_workload_resource_claims.enabled(),
+        );
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
-            store.with_node_allocatable_resources(s.manager.profile.dra_node_allocatable_resources.enabled()),
+            store.with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled()),
         );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

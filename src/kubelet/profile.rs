@@ -272,6 +272,8 @@ pub const GATES: &[&str] = &[
     "DRADeviceCompatibilityGroups",
     "DRADerivedAttributes",
     "DRANodeAllocatableResources",
+    "GenericWorkload",
+    "DRAWorkloadResourceClaims",
 ];
 
 /// A behaviour profile: the kubelet as of one minor version.
@@ -324,6 +326,13 @@ pub struct Profile {
     pub dra_derived_attributes: Gate,
     /// DRANodeAllocatableResources (KEP-5517): alpha (off) from 1.36.
     pub dra_node_allocatable_resources: Gate,
+    /// GenericWorkload (KEP-4671): alpha (off) 1.35, beta (still off) 1.37;
+    /// DRAWorkloadResourceClaims depends on it.
+    pub generic_workload: Gate,
+    /// DRAWorkloadResourceClaims (KEP-5729): alpha (off) 1.36, beta (still
+    /// off) 1.37. On: a claim reserved for the pod's PodGroup
+    /// (`spec.schedulingGroup.podGroupName`) is the pod's to use.
+    pub dra_workload_resource_claims: Gate,
 }
 
 impl Default for Profile {
@@ -537,6 +546,8 @@ impl Profile {
             dra_compatibility_groups: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
             dra_derived_attributes: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
             dra_node_allocatable_resources: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            generic_workload: if v.0 >= 35 { Gate::Off } else { Gate::Absent },
+            dra_workload_resource_claims: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
         }
     }
 
@@ -576,6 +587,8 @@ impl Profile {
                 "DRADeviceCompatibilityGroups" => &mut self.dra_compatibility_groups,
                 "DRADerivedAttributes" => &mut self.dra_derived_attributes,
                 "DRANodeAllocatableResources" => &mut self.dra_node_allocatable_resources,
+                "GenericWorkload" => &mut self.generic_workload,
+                "DRAWorkloadResourceClaims" => &mut self.dra_workload_resource_claims,
                 n => {
                     return Err(format!(
                         "unrecognized feature gate: {n} (this mock kubelet sets: {})",
@@ -597,6 +610,14 @@ impl Profile {
                 (_, true) => Gate::On,
                 (_, false) => Gate::Off,
             };
+        }
+        // featuregate's dependency check (kube_features.go defaultKubernetesFeatureGateDependencies;
+        // DynamicResourceAllocation, the other dependency, is on wherever the gate exists).
+        if self.dra_workload_resource_claims.enabled() && !self.generic_workload.enabled() {
+            return Err(
+                "DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
+                    .into(),
+            );
         }
         Ok(self)
     }
@@ -748,6 +769,25 @@ mod tests {
         assert!(on(33, "DRAExtendedResource=true").unwrap_err().contains("kubelet 1.33 has no such gate"));
         assert!(on(36, "Nope=true").unwrap_err().contains("unrecognized feature gate: Nope"));
         assert!(on(36, "DRAExtendedResource=yes").unwrap_err().contains("invalid value"));
+    }
+
+    /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta
+    /// 1.37, off in both, depending on GenericWorkload (alpha 1.35, beta 1.37, off).
+    #[test]
+    fn the_workload_resource_claims_gate_is_off_on_1_36_and_1_37_and_needs_generic_workload() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        assert_eq!([35, 36, 37].map(|m| p(m).dra_workload_resource_claims), [Gate::Absent, Gate::Off, Gate::Off]);
+        assert_eq!([34, 35, 37].map(|m| p(m).generic_workload), [Gate::Absent, Gate::Off, Gate::Off]);
+        let on = |m, s: &str| p(m).with_gates(s).map(|p| p.dra_workload_resource_claims.enabled());
+        assert_eq!(on(36, "GenericWorkload=true,DRAWorkloadResourceClaims=true"), Ok(true));
+        assert_eq!(on(37, "DRAWorkloadResourceClaims=true,GenericWorkload=true"), Ok(true));
+        assert_eq!(on(37, "DRAWorkloadResourceClaims=false"), Ok(false));
+        assert_eq!(
+            on(37, "DRAWorkloadResourceClaims=true"),
+            Err("DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
+                .into())
+        );
+        assert!(on(35, "DRAWorkloadResourceClaims=true").unwrap_err().contains("kubelet 1.35 has no such gate"));
     }
 
     /// The README's profile table is this table.

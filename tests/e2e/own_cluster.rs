@@ -53,13 +53,22 @@ struct Cluster {
 }
 
 async fn cluster(a: &DraTree, b: &DraTree) -> Cluster {
-    let mut first = mock_kubelet_on(&a.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    cluster_with(a, b, &[], &[]).await
+}
+
+/// [`cluster`] with more arguments for the first mock kubelet (its control plane's) and for node-b.
+async fn cluster_with(a: &DraTree, b: &DraTree, first_args: &[&str], b_args: &[&str]) -> Cluster {
+    let mut args = vec!["--api-server", "127.0.0.1:0"];
+    args.extend_from_slice(first_args);
+    let mut first = mock_kubelet_on(&a.root, &args).spawn().unwrap();
     let mut first_log = Tail::stdout(&mut first);
     first_log.wait_for("\"event\":\"api-server\"", 1).await;
     // The kubeconfig the first writes under its root is all node-b needs.
     let kubeconfig = a.p("kubeconfig");
     let api = kube::load_kubeconfig(&kubeconfig).unwrap();
-    let mut node_b = mock_kubelet_on(&b.root, &["--kubeconfig", s(&kubeconfig), "--node-name", NODE]).spawn().unwrap();
+    let mut args = vec!["--kubeconfig", s(&kubeconfig), "--node-name", NODE];
+    args.extend_from_slice(b_args);
+    let mut node_b = mock_kubelet_on(&b.root, &args).spawn().unwrap();
     let mut log = Tail::stdout(&mut node_b);
     let registered = wait_event(&mut log, 20, "node-registered", |e| e["node"] == NODE).await;
     assert_eq!(registered["existed"], false, "created by its POST: {registered}");
@@ -564,6 +573,241 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_on_the_second_node
     let (code, body) = call(&c.api, "GET", &claim_path, None).await;
     assert_eq!(code, 404, "the special claim goes with its pod: {body}");
 
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
+
+/// The gates of KEP-5729 (DRAWorkloadResourceClaims depends on GenericWorkload; both off by default in 1.37).
+const WORKLOAD_GATES: &str = "GenericWorkload=true,DRAWorkloadResourceClaims=true";
+
+/// The reservedFor entry of PodGroup `team` (its UID), as upstream's controller and scheduler write it.
+fn team_entry(uid: &Value) -> Value {
+    json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": uid})
+}
+
+/// KEP-5729 on dpctl's own control plane (its gate on): `dra serve` on
+/// node-b; claim `group-gpu` written through the API already allocated on
+/// node-b's slice and reserved for PodGroup `team` only; pods of `team`
+/// (`spec.schedulingGroup.podGroupName`) naming it, bound to node-b. The
+/// claim's reservation and what node-b's log says of the pods.
+async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::Child, Tail, String, String, Value) {
+    let driver = "gpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "ml";
+    // The PodGroup (the control plane drops a reservation of a PodGroup that is not there).
+    let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}}});
+    let (code, group) =
+        call(&c.api, "POST", &format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"), Some(&group)).await;
+    assert_eq!(code, 201, "{group}");
+    let entry = team_entry(&group["metadata"]["uid"]);
+    let claims = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims");
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "group-gpu", "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}});
+    let (code, mut claim) = call(&c.api, "POST", &claims, Some(&claim)).await;
+    assert_eq!(code, 201, "{claim}");
+    let (_, slices) = call(
+        &c.api,
+        "GET",
+        &format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE}"),
+        None,
+    )
+    .await;
+    let spec = &slices["items"][0]["spec"];
+    let (pool, device) =
+        (spec["pool"]["name"].as_str().unwrap_or_else(|| panic!("{slices}")), &spec["devices"][0]["name"]);
+    claim["status"] = json!({
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}]}},
+        "reservedFor": [entry.clone()]});
+    let (code, body) = call(&c.api, "PUT", &format!("{claims}/group-gpu/status"), Some(&claim)).await;
+    assert_eq!(code, 200, "{body}");
+    let written = format!("{driver}/{pool}/{}", device.as_str().unwrap());
+    (serve, serve_log, format!("{claims}/group-gpu"), written, entry)
+}
+
+fn member(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"nodeName": NODE, "schedulingGroup": {"podGroupName": "team"},
+            "resourceClaims": [{"name": "g", "resourceClaimName": "group-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}})
+}
+
+/// KEP-5729, node-b's gate on (`--feature-gates
+/// GenericWorkload=true,DRAWorkloadResourceClaims=true`): two pods of
+/// PodGroup `team` using a claim reserved for `team` alone both run on
+/// node-b, the claim prepared once as written (nothing allocated by
+/// node-b, the pods never added to reservedFor); it is unprepared once the
+/// last member goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_pod_group_run_on_a_claim_reserved_for_the_group_with_the_gate_on() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let gates = ["--feature-gates", WORKLOAD_GATES];
+    let mut c = cluster_with(&a, &b, &gates, &gates).await;
+    let (serve, serve_log, claim_path, written, entry) = pod_group_claim_on_b(&mut c, &b).await;
+    let first = c.create(&member("worker-0")).await;
+    c.running("ml", "worker-0", &first).await;
+    let second = c.create(&member("worker-1")).await;
+    c.running("ml", "worker-1", &second).await;
+
+    let prepared = events(&c.log, "claim-prepared");
+    let p: Vec<&Value> = prepared.iter().filter(|e| e["claim"] == "ml/group-gpu").collect();
+    let cached: Vec<(&str, bool)> =
+        p.iter().map(|e| (e["pod"].as_str().unwrap_or_default(), e["cached"] == true)).collect();
+    assert_eq!(
+        cached,
+        [("ml/worker-0", false), ("ml/worker-1", true)],
+        "prepared once for the group: {}",
+        c.log.seen()
+    );
+    assert!(p.iter().all(|e| e["devices"] == json!([written])), "{p:?}");
+    assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
+    assert!(events(&c.log, "claim-prepare-failed").is_empty(), "{}", c.log.seen());
+    let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
+    assert_eq!(claim["status"]["reservedFor"], json!([entry]), "the group's alone: {claim}");
+    let v = pod_resources(&b).await;
+    for name in ["worker-0", "worker-1"] {
+        let d = &listed(&v, name).unwrap_or_else(|| panic!("{v}"))["containers"][0]["dynamicResources"][0];
+        assert_eq!(d["claimName"], "group-gpu", "{v}");
+    }
+
+    c.delete("ml", "worker-0", &first).await;
+    let freed = |e: &Value| e["claim"] == "ml/group-gpu" && e["stillUsed"] != true;
+    let un = events(&c.log, "claim-unprepared");
+    assert!(un.iter().all(|e| !freed(e)) && !un.is_empty(), "worker-1 still uses it: {}", c.log.seen());
+    c.delete("ml", "worker-1", &second).await;
+    let un = events(&c.log, "claim-unprepared");
+    assert!(un.iter().any(|e| freed(e) && e["pod"] == "ml/worker-1"), "{}", c.log.seen());
+
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
+
+/// KEP-5729, node-b's gate off (its default in 1.37) under a control plane
+/// with it on (a version skew upstream allows): the pod of `team` is refused
+/// the claim reserved for `team` with the kubelet's text
+/// (`pod NAME (UID) is not allowed to use ResourceClaim NAME (UID)`), never
+/// prepared nor run; the claim stays reserved for the group alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_of_a_pod_group_is_refused_a_claim_reserved_for_the_group_with_the_gate_off() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster_with(&a, &b, &["--feature-gates", WORKLOAD_GATES], &[]).await;
+    let (serve, serve_log, claim_path, _, entry) = pod_group_claim_on_b(&mut c, &b).await;
+    let uid = c.create(&member("worker-0")).await;
+    let failed = wait_event(&mut c.log, 30, "claim-prepare-failed", |e| e["pod"] == "ml/worker-0").await;
+    let (_, claim) = call(&c.api, "GET", &claim_path, None).await;
+    let want = format!(
+        "pod worker-0 ({uid}) is not allowed to use ResourceClaim group-gpu ({})",
+        claim["metadata"]["uid"].as_str().unwrap()
+    );
+    assert!(failed["error"].as_str().is_some_and(|e| e.contains(&want)), "want {want:?}: {failed}");
+    assert_eq!(claim["status"]["reservedFor"], json!([entry]), "{claim}");
+    assert!(events(&c.log, "claim-prepared").is_empty(), "{}", c.log.seen());
+    let running =
+        events(&c.log, "cluster-pod-status").into_iter().any(|e| e["uid"] == uid.as_str() && e["phase"] == "Running");
+    assert!(!running, "{}", c.log.seen());
+
+    c.delete("ml", "worker-0", &uid).await;
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}
+
+/// KEP-5729 end to end, the gate on at both: a PodGroup stored through the
+/// API (scheduling.k8s.io/v1beta1) naming a template; the control plane
+/// makes the group's claim (owned by the PodGroup, named in its status),
+/// and two pods of the group asking for the same claim both run on node-b
+/// on that one claim, allocated once on node-b's slice and reserved for the
+/// PodGroup alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_groups_claim_made_by_the_control_plane_serves_its_pods_on_the_second_node() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let gates = ["--feature-gates", WORKLOAD_GATES];
+    let mut c = cluster_with(&a, &b, &gates, &gates).await;
+    let driver = "gpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "ml";
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+    assert_eq!(code, 201, "{body}");
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    assert_eq!(call(&c.api, "POST", &path, Some(&template)).await.0, 201);
+    let groups = format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups");
+    let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]}});
+    let (code, group) = call(&c.api, "POST", &groups, Some(&group)).await;
+    assert_eq!(code, 201, "{group}");
+    let member = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": NODE, "schedulingGroup": {"podGroupName": "team"},
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                    "resources": {"claims": [{"name": "g"}]}}]}})
+    };
+    let first = c.create(&member("worker-0")).await;
+    let p0 = c.running(ns, "worker-0", &first).await;
+    let second = c.create(&member("worker-1")).await;
+    let p1 = c.running(ns, "worker-1", &second).await;
+
+    let (_, g) = call(&c.api, "GET", &format!("{groups}/team"), None).await;
+    let claim_name = g["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"))
+        .to_string();
+    assert!(claim_name.starts_with("team-g-"), "{g}");
+    for p in [&p0, &p1] {
+        assert_eq!(
+            p["status"]["resourceClaimStatuses"],
+            json!([{"name": "g", "resourceClaimName": claim_name}]),
+            "{p}"
+        );
+    }
+    let (_, claim) =
+        call(&c.api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}"), None)
+            .await;
+    let owner = &claim["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["apiVersion"].as_str(), &owner["uid"]),
+        (Some("PodGroup"), Some("scheduling.k8s.io/v1beta1"), &group["metadata"]["uid"]),
+        "{claim}"
+    );
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team", "uid": group["metadata"]["uid"]}]),
+        "{claim}"
+    );
+    let r = &claim["status"]["allocation"]["devices"]["results"][0];
+    let written = format!(
+        "{driver}/{}/{}",
+        r["pool"].as_str().unwrap_or_else(|| panic!("{claim}")),
+        r["device"].as_str().unwrap()
+    );
+    let prepared: Vec<Value> =
+        events(&c.log, "claim-prepared").into_iter().filter(|e| e["claim"] == format!("{ns}/{claim_name}")).collect();
+    let cached: Vec<bool> = prepared.iter().map(|e| e["cached"] == true).collect();
+    assert_eq!(cached, [false, true], "prepared once: {}", c.log.seen());
+    assert_eq!(prepared[0]["devices"], json!([written]), "{}", prepared[0]);
+    assert!(events(&c.log, "claim-allocated").is_empty(), "{}", c.log.seen());
+    let (_, all) = call(&c.api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"), None).await;
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(1), "one claim for the group: {all}");
+
+    c.delete(ns, "worker-0", &first).await;
+    c.delete(ns, "worker-1", &second).await;
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }

@@ -16,6 +16,8 @@
 //! [`crate::controlplane::controller`] makes and allocates their claims);
 //! apps/v1 Deployments and
 //! DaemonSets (with `status`); coordination.k8s.io/v1 Leases;
+//! scheduling.k8s.io/v1beta1 PodGroups (with `status`; KEP-5729's
+//! `spec.resourceClaims` read by [`crate::controlplane::controller`]);
 //! resource.k8s.io/v1 DeviceClasses (selectors validated; the mock kubelet
 //! writes its class manifests here in process, [`put`]) and
 //! ResourceClaimTemplates (spec immutable). Each kind: list (label and
@@ -167,6 +169,18 @@ pub(super) const KINDS: &[Kind] = &[
         status: false,
         generation: true,
         clear_status_on_create: false,
+        verbs: ALL,
+    },
+    // KEP-4671/5729: PodGroups as 1.37 serves them (scheduling.k8s.io/v1beta1, with `status`).
+    Kind {
+        group: "scheduling.k8s.io",
+        version: "v1beta1",
+        resource: "podgroups",
+        kind: "PodGroup",
+        namespaced: true,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
         verbs: ALL,
     },
     Kind {
@@ -395,6 +409,11 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
         "DeviceClass" => causes.extend(super::rules::device_class(obj)),
         "Pod" => causes.extend(super::rules::pod(obj)),
         "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
+        // ValidatePodGroup's hand-written rule (the rest of its validation is declarative, not modelled).
+        "PodGroup" if !obj["spec"]["parentCompositePodGroupName"].is_null() && obj["spec"]["workloadRef"].is_null() => {
+            causes
+                .push(super::rules::required("spec.workloadRef", "must be set when parentCompositePodGroupName is set"))
+        }
         _ => {}
     }
     causes

@@ -2,7 +2,7 @@
 //! unaggregated documents, always JSON): `/api`, `/api/v1`, `/apis`,
 //! `/apis/resource.k8s.io` and `/apis/resource.k8s.io/VERSION`, and the
 //! groups of the built-in kinds stored ([`super::builtin`]: `apps/v1`,
-//! `coordination.k8s.io/v1`), naming exactly the resources and verbs this
+//! `coordination.k8s.io/v1`, `scheduling.k8s.io/v1beta1`), naming exactly the resources and verbs this
 //! server serves.
 
 use serde_json::{json, Value};
@@ -46,11 +46,13 @@ fn group() -> Value {
 }
 
 /// The groups of built-in kinds besides core, as `/apis` lists them (after resource.k8s.io).
-const BUILTIN_GROUPS: &[&str] = &["apps", "coordination.k8s.io"];
+/// (group, its one version): scheduling.k8s.io's PodGroups are v1beta1 in 1.37.
+const BUILTIN_GROUPS: &[(&str, &str)] =
+    &[("apps", "v1"), ("coordination.k8s.io", "v1"), ("scheduling.k8s.io", "v1beta1")];
 
-/// A built-in group's APIGroup entry (one version, v1).
-fn builtin_group(g: &str) -> Value {
-    let v = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+/// A built-in group's APIGroup entry (its one version).
+fn builtin_group(g: &str, version: &str) -> Value {
+    let v = json!({"groupVersion": format!("{g}/{version}"), "version": version});
     json!({"name": g, "versions": [v], "preferredVersion": v})
 }
 
@@ -64,7 +66,7 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
             "resources": super::builtin::discovery("", "v1")}),
         "/apis" => {
             let mut groups = vec![group()];
-            groups.extend(BUILTIN_GROUPS.iter().map(|g| builtin_group(g)));
+            groups.extend(BUILTIN_GROUPS.iter().map(|(g, v)| builtin_group(g, v)));
             groups.extend(extra);
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
@@ -74,19 +76,18 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
             g["apiVersion"] = json!("v1");
             g
         }
-        _ if BUILTIN_GROUPS.iter().any(|g| path.strip_prefix("/apis/") == Some(*g)) => {
-            let mut g = builtin_group(&path["/apis/".len()..]);
+        _ if BUILTIN_GROUPS.iter().any(|(g, _)| path.strip_prefix("/apis/") == Some(*g)) => {
+            let g = &path["/apis/".len()..];
+            let v = BUILTIN_GROUPS.iter().find(|(x, _)| *x == g).map_or("v1", |(_, v)| v);
+            let mut g = builtin_group(g, v);
             g["kind"] = json!("APIGroup");
             g["apiVersion"] = json!("v1");
             g
         }
-        _ if BUILTIN_GROUPS
-            .iter()
-            .any(|g| path.strip_prefix("/apis/").and_then(|p| p.strip_suffix("/v1")) == Some(*g)) =>
-        {
-            let g = &path["/apis/".len()..path.len() - "/v1".len()];
-            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{g}/v1"),
-                "resources": super::builtin::discovery(g, "v1")})
+        _ if BUILTIN_GROUPS.iter().any(|(g, v)| path.strip_prefix("/apis/") == Some(&format!("{g}/{v}"))) => {
+            let (g, v) = path["/apis/".len()..].split_once('/').unwrap_or_default();
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{g}/{v}"),
+                "resources": super::builtin::discovery(g, v)})
         }
         _ => {
             let v = path.strip_prefix("/apis/resource.k8s.io/")?;
@@ -123,5 +124,13 @@ mod tests {
         assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
         assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());
         assert_eq!(answer("/apis/resource.k8s.io", vec![]).unwrap()["kind"], "APIGroup");
+        // PodGroups (KEP-4671/5729) as 1.37 serves them: scheduling.k8s.io/v1beta1 only.
+        let g = answer("/apis/scheduling.k8s.io", vec![]).unwrap();
+        assert_eq!(g["preferredVersion"]["groupVersion"], "scheduling.k8s.io/v1beta1", "{g}");
+        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![]).unwrap();
+        let names: Vec<&str> = s["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+        assert_eq!(names, ["podgroups", "podgroups/status"], "{s}");
+        assert!(answer("/apis/scheduling.k8s.io/v1", vec![]).is_none());
+        assert_eq!(answer("/apis/apps/v1", vec![]).unwrap()["groupVersion"], "apps/v1");
     }
 }

@@ -691,6 +691,40 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
     assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "nodes/status"), "{core}");
 }
 
+/// KEP-4671/5729: PodGroups stored as 1.37 serves them
+/// (scheduling.k8s.io/v1beta1, a status subresource, generation counted,
+/// status cleared on create and kept by an update of the object);
+/// ValidatePodGroup's hand-written rule refuses a parent without a
+/// workloadRef.
+#[test]
+fn pod_groups_are_stored_with_their_status_subresource() {
+    let s = Store::default();
+    const PG: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
+    let g = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]},
+        "status": {"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "x"}]}});
+    let (c, created) = call(&s, "POST", PG, "", g);
+    assert_eq!(c, 201, "{created}");
+    assert_eq!(
+        (created["metadata"]["generation"].as_i64(), created["status"].get("resourceClaimStatuses")),
+        (Some(1), None)
+    );
+    assert_eq!(created["kind"], "PodGroup");
+    let mut st = created.clone();
+    st["status"] = json!({"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "team-g-abcde"}]});
+    let (c, updated) = call(&s, "PUT", &format!("{PG}/team/status"), "", st);
+    assert_eq!((c, &updated["status"]["resourceClaimStatuses"][0]["resourceClaimName"]), (200, &json!("team-g-abcde")));
+    let mut o = updated.clone();
+    o["status"] = json!({});
+    let (c, kept) = call(&s, "PUT", &format!("{PG}/team"), "", o);
+    assert_eq!((c, &kept["status"]), (200, &updated["status"]), "an update of the object keeps its status");
+    let bad = json!({"metadata": {"name": "child"}, "spec": {"parentCompositePodGroupName": "p", "schedulingPolicy": {"basic": {}}}});
+    let (c, e) = call(&s, "POST", PG, "", bad);
+    assert_eq!(c, 422, "{e}");
+    assert_eq!(e["details"]["causes"][0]["field"], "spec.workloadRef", "{e}");
+    assert_eq!(call(&s, "GET", "/apis/scheduling.k8s.io/v1/namespaces/ml/podgroups", "", Value::Null).0, 404);
+}
+
 /// #47 item 3: a DeviceClass the kubelet admits from its manifests is
 /// written into the store in process (its uid kept, generation 1) and
 /// served; the same manifest again is no write, a changed one an update,

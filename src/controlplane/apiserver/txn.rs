@@ -111,7 +111,13 @@ impl Txn<'_> {
 
     /// Set pod `namespace/name`'s `status` (its status subresource); whether it was stored.
     pub fn update_pod_status(&mut self, namespace: &str, name: &str, status: Value) -> bool {
-        let Some(k) = builtin::kind_of("", "pods") else { return false };
+        self.update_status("", "pods", namespace, name, status)
+    }
+
+    /// Set the `status` of built-in object `group/resource` `namespace/name`
+    /// (its status subresource); whether it was stored.
+    pub fn update_status(&mut self, group: &str, resource: &str, namespace: &str, name: &str, status: Value) -> bool {
+        let Some(k) = builtin::kind_of(group, resource) else { return false };
         let at = builtin::key(k, namespace, name);
         let Some(cur) = self.st.builtin.get(&at).cloned() else { return false };
         if cur["status"] == status {

@@ -18,7 +18,12 @@ const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims";
 
 /// A store with a class, node-b's slice of `devices` devices and a template.
 fn cluster(devices: usize) -> Store {
-    let s = store(37, "dpctl-node");
+    cluster_with(devices, false)
+}
+
+/// [`cluster`] with DRAWorkloadResourceClaims set to `workload_claims`.
+fn cluster_with(devices: usize, workload_claims: bool) -> Store {
+    let s = store_with(37, "dpctl-node", workload_claims);
     ok(
         &s,
         "POST",
@@ -209,6 +214,149 @@ fn a_named_claim_is_shared_left_alone_once_allocated_and_deallocated_when_unused
     assert!(c["metadata"]["deletionTimestamp"].is_string() && c["status"]["allocation"].is_object(), "{c}");
     delete_pod(&s, "user");
     assert_eq!(call(&s, "GET", &format!("{CLAIMS}/doomed"), Value::Null).0, 404);
+}
+
+/// KEP-5729, the scheduler's PreBind (dynamicresources.go: a claim
+/// `IsReservedForPod(pod, claim, EnableDRAWorkloadResourceClaims)` is not
+/// bound again): a claim written allocated and reserved for PodGroup `team`
+/// is left as it is for a pod of `team` with DRAWorkloadResourceClaims on;
+/// with it off, or for a pod of another group, the pod is added to
+/// `reservedFor` as for any shared claim.
+#[test]
+fn a_claim_reserved_for_the_pods_pod_group_is_not_reserved_for_the_pod_with_the_gate_on() {
+    // (the PodGroup's reservation entry, the claim's reservedFor once pod `member` of `group` came)
+    let reserved_after = |gate: bool, group: &str| -> (Value, Vec<Value>) {
+        let s = cluster_with(1, gate);
+        let g = ok(
+            &s,
+            "POST",
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups",
+            json!({"metadata": {"name": "team"}, "spec": {"schedulingPolicy": {"basic": {}}}}),
+        );
+        let entry = json!({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team",
+            "uid": g["metadata"]["uid"]});
+        let mut c = ok(
+            &s,
+            "POST",
+            CLAIMS,
+            json!({"metadata": {"name": "shared"},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+        );
+        c["status"] = json!({"allocation": {"devices": {"results": [
+                {"request": "g", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-0"}]}},
+            "reservedFor": [entry.clone()]});
+        ok(&s, "PUT", &format!("{CLAIMS}/shared/status"), c);
+        let mut p = pod("member", Some("node-b"), json!({"name": "g", "resourceClaimName": "shared"}));
+        p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        ok(&s, "POST", &format!("{NS}/pods"), p);
+        let c = ok(&s, "GET", &format!("{CLAIMS}/shared"), Value::Null);
+        assert_eq!(device(&c), "node-b/gpu-0", "left allocated as written: {c}");
+        (entry, c["status"]["reservedFor"].as_array().cloned().unwrap_or_default())
+    };
+    let (group_entry, on) = reserved_after(true, "team");
+    let group = std::slice::from_ref(&group_entry);
+    assert_eq!(on, group);
+    let (group_entry, off) = reserved_after(false, "team");
+    assert_eq!((off.len(), &off[0], off[1]["name"].as_str()), (2, &group_entry, Some("member")), "{off:?}");
+    let (_, other) = reserved_after(true, "other");
+    assert_eq!((other.len(), other[1]["resource"].as_str()), (2, Some("pods")), "{other:?}");
+    let uid = |r: &Value| r["uid"].as_str().unwrap_or_default().to_string();
+    assert!(reserves_pod(group, "pod-uid", Some("team")));
+    assert!(!reserves_pod(group, "pod-uid", None));
+    assert!(reserves_pod(group, &uid(&group_entry), None), "a UID is a UID");
+
+    // syncClaim, the gate on: a reservation of a PodGroup that is not there goes, and the
+    // claim reserved for nobody then is deallocated.
+    let s = cluster_with(1, true);
+    let mut c = ok(
+        &s,
+        "POST",
+        CLAIMS,
+        json!({"metadata": {"name": "lost"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}),
+    );
+    c["status"] = json!({"allocation": {"devices": {"results": [
+            {"request": "g", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-0"}]}},
+        "reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "gone", "uid": "u"}]});
+    ok(&s, "PUT", &format!("{CLAIMS}/lost/status"), c);
+    let c = ok(&s, "GET", &format!("{CLAIMS}/lost"), Value::Null);
+    assert!(c["status"].get("reservedFor").is_none() && c["status"].get("allocation").is_none(), "{c}");
+}
+
+/// KEP-5729 with DRAWorkloadResourceClaims on (syncPodGroup,
+/// handlePodGroupClaim, BindTo, bindClaim): a PodGroup stored through the
+/// API (scheduling.k8s.io/v1beta1) naming a template gets one claim
+/// `<group>-<claim>-XXXXX` owned by it and named in its status; two pods of
+/// the group with the same pod claim both name that claim in their status,
+/// and it is allocated once and reserved for the PodGroup alone. With the
+/// gate off the PodGroup is stored and nothing is made for it: each pod gets
+/// its own claim.
+#[test]
+fn a_pod_groups_claim_is_made_from_its_template_owned_by_it_and_reserved_for_it() {
+    const GROUPS: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
+    let run = |gate: bool| {
+        let s = cluster_with(2, gate);
+        let g = ok(
+            &s,
+            "POST",
+            GROUPS,
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
+                "spec": {"schedulingPolicy": {"basic": {}},
+                    "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]}}),
+        );
+        for name in ["w0", "w1"] {
+            let mut p = from_template(name, Some("node-b"));
+            p["spec"]["schedulingGroup"] = json!({"podGroupName": "team"});
+            ok(&s, "POST", &format!("{NS}/pods"), p);
+        }
+        let g2 = ok(&s, "GET", &format!("{GROUPS}/team"), Value::Null);
+        (s, g, g2)
+    };
+    let (s, created, g) = run(true);
+    let claim_name = g["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"))
+        .to_string();
+    assert_eq!(g["status"]["resourceClaimStatuses"][0]["name"], "g");
+    assert!(claim_name.starts_with("team-g-") && claim_name.len() == "team-g-".len() + 5, "{g}");
+    let claim = ok(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null);
+    assert_eq!(
+        claim["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "team",
+            "uid": created["metadata"]["uid"], "controller": true}])
+    );
+    assert_eq!(claim["metadata"]["annotations"][POD_CLAIM_ANNOTATION], "g");
+    assert_eq!(
+        claim["status"]["reservedFor"],
+        json!([{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "team",
+            "uid": created["metadata"]["uid"]}]),
+        "{claim}"
+    );
+    assert_eq!(device(&claim), "node-b/gpu-0");
+    for name in ["w0", "w1"] {
+        let p = get_pod(&s, name);
+        assert_eq!(
+            p["status"]["resourceClaimStatuses"],
+            json!([{"name": "g", "resourceClaimName": claim_name}]),
+            "{p}"
+        );
+    }
+    let items = call(&s, "GET", CLAIMS, Value::Null).1["items"].as_array().map(Vec::len);
+    assert_eq!(items, Some(1), "one claim for the group");
+    // The PodGroup deleted (its pods gone first): its reservation goes and
+    // the claim it owned is deleted (syncClaim, the garbage collector).
+    delete_pod(&s, "w0");
+    delete_pod(&s, "w1");
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null).0, 200, "the group still holds it");
+    ok(&s, "DELETE", &format!("{GROUPS}/team"), Value::Null);
+    assert_eq!(call(&s, "GET", &format!("{CLAIMS}/{claim_name}"), Value::Null).0, 404);
+
+    let (s, _, g) = run(false);
+    assert!(g["status"]["resourceClaimStatuses"].is_null(), "{g}");
+    let (a, b) = (claim_of(&s, &get_pod(&s, "w0")), claim_of(&s, &get_pod(&s, "w1")));
+    assert_ne!(a["metadata"]["name"], b["metadata"]["name"]);
+    assert_eq!(a["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    assert_eq!(a["status"]["reservedFor"][0]["resource"], "pods");
 }
 
 #[test]

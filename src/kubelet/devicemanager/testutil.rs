@@ -84,6 +84,7 @@ pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
         init_containers: init,
         containers: app,
         resource_claims: vec![],
+        pod_group: None,
     }
 }
 

@@ -444,6 +444,10 @@ pub struct World<'a> {
     /// The scheduler's gates the profile sets (binding conditions, list
     /// attributes, compatibility groups, derived attributes).
     pub features: crate::controlplane::allocator::Features,
+    /// The pod's PodGroup (`spec.schedulingGroup.podGroupName`) when
+    /// DRAWorkloadResourceClaims is on: a claim reserved for it is the
+    /// pod's (resourceclaim.IsReservedForPod's acceptPodGroupReservation).
+    pub pod_group: Option<&'a str>,
 }
 
 /// What one attempt at preparing a pod's claims does.
@@ -636,8 +640,8 @@ impl ClaimCache {
         };
         let status = raw.map(|r| &r["status"]);
         if let Some(reserved) = status.and_then(|s| s["reservedFor"].as_array()) {
-            // resourceclaim.IsReservedForPod compares the UID only.
-            if !reserved.iter().any(|r| r["uid"] == pod_uid) {
+            // resourceclaim.IsReservedForPod: the UID, or the pod's PodGroup with the gate on.
+            if !crate::controlplane::controller::reserves_pod(reserved, pod_uid, w.pod_group) {
                 return Err(Cause::NotReserved {
                     pod: pod_name.to_string(),
                     pod_uid: pod_uid.to_string(),

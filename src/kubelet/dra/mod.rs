@@ -758,6 +758,10 @@ impl DraManager {
                 candidates: candidates.as_slice(),
                 drivers: &drivers,
                 features: self.spec.profile.allocator_features(),
+                pod_group: pod
+                    .pod_group
+                    .as_deref()
+                    .filter(|_| self.spec.profile.dra_workload_resource_claims.enabled()),
             };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;

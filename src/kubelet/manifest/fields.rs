@@ -116,6 +116,7 @@ const POD_SPEC: Shape = Fields(&[
     ("os", Any),
     ("hostUsers", Any),
     ("schedulingGates", Any),
+    ("schedulingGroup", Fields(&[("podGroupName", Any)])),
     ("resourceClaims", Items(&POD_CLAIM)),
     ("resources", Any),
 ]);
