@@ -206,7 +206,11 @@ fn objects(case: &Case, run: &str) -> Vec<Value> {
         .replace("{ns}", &c);
     let mut objs: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("case {}: {e}", case.name));
     for o in &mut objs {
-        o["apiVersion"] = json!(if o["kind"] == "Pod" { "v1" } else { "resource.k8s.io/v1" });
+        o["apiVersion"] = json!(match o["kind"].as_str() {
+            Some("Pod") => "v1",
+            Some("PodGroup") => "scheduling.k8s.io/v1beta1",
+            _ => "resource.k8s.io/v1",
+        });
     }
     objs
 }
@@ -223,6 +227,7 @@ fn collection(o: &Value, ns: &str) -> String {
         "ResourceSlice" => "/apis/resource.k8s.io/v1/resourceslices".into(),
         "ResourceClaim" => format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"),
         "ResourceClaimTemplate" => format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"),
+        "PodGroup" => format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"),
         k => panic!("no collection for {k}"),
     }
 }
@@ -409,10 +414,16 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
     let scheduled = match side {
         Side::Kube => pod["spec"]["nodeName"].is_string(),
         // Every claim allocated and reserved for the pod: what the scheduler does before it binds.
-        Side::Dpctl => claims.values().all(|c| {
-            c["allocation"].is_object()
-                && c["reservedFor"].as_array().is_some_and(|r| r.iter().any(|r| r["name"] == name))
-        }),
+        Side::Dpctl => {
+            let group = pod["spec"]["schedulingGroup"]["podGroupName"].as_str();
+            let mine = |r: &Value| {
+                (r["resource"] == "pods" && r["name"] == name)
+                    || (r["resource"] == "podgroups" && group.is_some_and(|g| r["name"] == g))
+            };
+            claims
+                .values()
+                .all(|c| c["allocation"].is_object() && c["reservedFor"].as_array().is_some_and(|r| r.iter().any(mine)))
+        }
     };
     json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings, "claims": claims})
 }
@@ -444,7 +455,7 @@ fn claim_shape(c: &Value) -> Value {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| json!({"resource": r["resource"], "name": r["name"]}))
+        .map(|r| json!({"apiGroup": r["apiGroup"], "resource": r["resource"], "name": r["name"]}))
         .collect();
     json!({
         "name": masked(m["name"].as_str().unwrap_or_default(), m["generateName"].as_str()),
@@ -485,6 +496,73 @@ fn write_case(case: &Case, run: &str, lines: &[String]) -> PathBuf {
     let body = json!({"case": case.name, "objects": objects(case, run), "differences": lines});
     std::fs::write(&f, serde_json::to_string_pretty(&body).unwrap()).unwrap();
     f
+}
+
+/// KEP-5729 with its gates on both sides: a PodGroup's claim from its
+/// template, made once, owned by and reserved for the group, named in the
+/// member pods' status.
+const GROUP_CASES: &[Case] = &[Case {
+    name: "pod-group",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0"},{"name":"dev-1"}]}},
+        {"kind":"ResourceClaimTemplate","metadata":{"name":"one-gpu"},"spec":{"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}}},
+        {"kind":"PodGroup","metadata":{"name":"team"},"spec":{"schedulingPolicy":{"basic":{}},
+            "resourceClaims":[{"name":"g","resourceClaimTemplateName":"one-gpu"}]}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"schedulingGroup":{"podGroupName":"team"},"resourceClaims":[{"name":"g","resourceClaimTemplateName":"one-gpu"}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"schedulingGroup":{"podGroupName":"team"},"resourceClaims":[{"name":"g","resourceClaimTemplateName":"one-gpu"}]}}
+    ]"#,
+}];
+
+/// The gates KEP-5729 needs, as every component of both control planes reads them.
+const GROUP_GATES: &str = "GenericWorkload=true,DRAWorkloadResourceClaims=true";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_scheduler_do() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    let d = tmp();
+    let mut c = tokio::process::Command::new(bin);
+    c.arg("serve").arg("-dir").arg(d.path());
+    c.args(["-feature-gates", GROUP_GATES, "-runtime-config", "scheduling.k8s.io/v1beta1=true"]);
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
+    let mut cp = c.spawn().unwrap();
+    let mut out = Tail::stdout(&mut cp);
+    out.wait_for("\"ready\":true", 1).await;
+    let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
+    let kube_api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+
+    let k = tmp();
+    let mut m = mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GROUP_GATES]);
+    let mut child = m.spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let ev: Value = log
+        .seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .unwrap();
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    let mut failures = Vec::new();
+    for case in GROUP_CASES {
+        let kube_out = run_case(&kube_api, Side::Kube, case, &run).await;
+        let placed =
+            kube_out.as_object().into_iter().flat_map(|m| m.values()).filter(|p| p["scheduled"] == true).count();
+        assert!(placed > 0, "kube-scheduler placed no member pod: {kube_out:#}");
+        let dpctl_out = run_case(&dpctl_api, Side::Dpctl, case, &run).await;
+        let mut lines = Vec::new();
+        diff("", &dpctl_out, &kube_out, &mut lines);
+        if !lines.is_empty() {
+            let f = write_case(case, &run, &lines);
+            failures.push(format!("case {} (written to {}):\n{}", case.name, f.display(), lines.join("\n")));
+        }
+    }
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 #[test]
