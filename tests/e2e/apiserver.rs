@@ -40,13 +40,7 @@ impl Node {
         let root = d.path().to_path_buf();
         let mut child = kubelet_cmd_with(&root, extra).spawn().unwrap();
         let mut log = Tail::stdout(&mut child);
-        log.wait_for("\"event\":\"api-server\"", 1).await;
-        let ev: Value = log
-            .seen()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|e| e["event"] == "api-server")
-            .unwrap();
+        let ev = api_server_event(&mut log).await;
         let addr = api_authority(ev["addr"].as_str().unwrap());
         let kubeconfig = PathBuf::from(ev["kubeconfig"].as_str().unwrap());
         let token = kubeconfig_token(&kubeconfig);

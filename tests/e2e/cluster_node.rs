@@ -33,6 +33,24 @@ fn events(tail: &Tail, event: &str) -> Vec<Value> {
     tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
 }
 
+/// `dpctl dra serve` of `driver` on `t`, publishing as `node` with the
+/// node's kubeconfig `kc` (`extra` flags after), once its slice is published.
+async fn serve_as_node(
+    t: &DraTree,
+    driver: &str,
+    kc: &Path,
+    node: &str,
+    extra: &[&str],
+) -> (tokio::process::Child, Tail) {
+    let mut serve = dra_serve_publishing(&t.root, driver, kc, node);
+    serve.args(extra);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    (serve, serve_log)
+}
+
 /// Namespace `ns`, a DeviceClass named after `driver` selecting its
 /// devices, and the template `one-gpu` in `ns` asking for one of them.
 async fn one_gpu_template(admin: &ApiServer, ns: &str, driver: &str) {
@@ -262,11 +280,7 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     let admin = api(&cp.kubeconfig);
 
     let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
 
     one_gpu_template(&admin, ns, driver).await;
@@ -329,11 +343,7 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_as_the_real_schedu
     let (kubelet, mut log) = join(cp, &t, node).await;
     let admin = api(&cp.kubeconfig);
     let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
 
     namespace(&admin, ns).await;
@@ -411,12 +421,9 @@ async fn the_real_scheduler_binds_a_pod_only_once_dra_serves_binding_conditions_
     let (kubelet, mut log) = join(cp, &t, node).await;
     let admin = api(&cp.kubeconfig);
     let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let mut serve = dra_serve_publishing(&t.root, driver, &kc, node);
-    serve.args(["--binding-conditions", "example.com/attached", "--binding-failure-conditions", "example.com/failed"]);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    let binding =
+        ["--binding-conditions", "example.com/attached", "--binding-failure-conditions", "example.com/failed"];
+    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &binding).await;
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
     let (_, slices) = call(
         &admin,

@@ -369,6 +369,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Allow-listed requests whose difference comes from kube-controller-manager
+/// acting in its own time (it may not have acted when the request is sent,
+/// on a loaded machine): alike is no failure for them.
+const MAY_BE_ALIKE: &[&str] = &["claim watch from the first create's resourceVersion"];
+
 /// A server the corpus is sent to.
 struct Server {
     kubeconfig: PathBuf,
@@ -595,13 +600,7 @@ async fn mock_kubelet(root: &Path) -> (tokio::process::Child, Tail, PathBuf) {
     c.stderr(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut log = Tail::stdout(&mut child);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let ev: Value = log
-        .seen()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["event"] == "api-server")
-        .unwrap();
+    let ev = api_server_event(&mut log).await;
     let kc = PathBuf::from(ev["kubeconfig"].as_str().unwrap());
     (child, log, kc)
 }
@@ -680,6 +679,9 @@ fn corpus_names_are_unique_and_the_allow_list_names_corpus_requests() {
     let n = names.len();
     names.dedup();
     assert_eq!(names.len(), n, "two corpus requests share a name");
+    for name in MAY_BE_ALIKE {
+        assert!(ALLOWED.iter().any(|(n, ..)| n == name), "{name:?} may be alike but is not allow-listed");
+    }
     for (name, why, source) in ALLOWED {
         assert!(CORPUS.iter().any(|r| r.name == *name), "allow-listed {name:?} is no corpus request");
         assert!(!why.is_empty() && source.contains(".go"), "{name:?}: a reason and upstream's source line");
@@ -765,6 +767,8 @@ async fn corpus_local_api_server_answers_as_kube_apiserver_does() {
         diff("", a, b, &mut lines);
         match (lines.is_empty(), allowed) {
             (true, None) => same += 1,
+            // A difference an asynchronous controller makes may not have happened yet.
+            (true, Some(_)) if MAY_BE_ALIKE.contains(&r.name) => same += 1,
             (true, Some(_)) => failures.push(format!("{:?}: allow-listed but answered alike now: drop it", r.name)),
             (false, Some((_, why, _))) => {
                 eprintln!("allowed: {} {} {:?} ({why}):\n{}", r.method, r.path, r.name, lines.join("\n"))

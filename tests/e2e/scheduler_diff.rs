@@ -536,13 +536,7 @@ async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_sche
     let mut m = mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GROUP_GATES]);
     let mut child = m.spawn().unwrap();
     let mut log = Tail::stdout(&mut child);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let ev: Value = log
-        .seen()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["event"] == "api-server")
-        .unwrap();
+    let ev = api_server_event(&mut log).await;
     let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
     let run = std::process::id().to_string();
     let mut failures = Vec::new();
@@ -597,13 +591,7 @@ async fn the_real_scheduler_and_dpctls_allocator_choose_alike() {
     let mut c = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]);
     let mut child = c.spawn().unwrap();
     let mut log = Tail::stdout(&mut child);
-    log.wait_for("\"event\":\"api-server\"", 1).await;
-    let ev: Value = log
-        .seen()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["event"] == "api-server")
-        .unwrap();
+    let ev = api_server_event(&mut log).await;
     let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
     let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
     let run = std::process::id().to_string();

@@ -1082,3 +1082,14 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Wait for the mock kubelet's `api-server` event in `log` (its local API
+/// server is up) and return it (`addr`, `kubeconfig`).
+pub async fn api_server_event(log: &mut Tail) -> serde_json::Value {
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    log.seen()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "api-server")
+        .expect("the api-server event just seen")
+}
