@@ -361,12 +361,23 @@ pub fn status_error(target: &Path, method: &'static str, status: tonic::Status) 
 #[derive(Debug)]
 pub struct SocketGuard {
     path: PathBuf,
-    ident: (u64, u64, i64, i64),
+    ident: FileIdent,
 }
 
-/// What tells one socket file from another at the same path.
-fn socket_ident(m: &std::fs::Metadata) -> (u64, u64, i64, i64) {
-    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+/// What tells one file (a socket) from another at the same path: its
+/// device and inode, and its birth time — inode numbers are reused at once
+/// when a socket is deleted and another created. Where the filesystem keeps
+/// no birth time, the change time stands in (a chmod moves it too: a plugin
+/// that sets its socket's mode after listen() would look re-created).
+pub type FileIdent = (u64, u64, i64, u32);
+
+/// The [`FileIdent`] of `m`.
+pub fn file_ident(m: &std::fs::Metadata) -> FileIdent {
+    let born = m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    match born {
+        Some(d) => (m.dev(), m.ino(), i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d.subsec_nanos()),
+        None => (m.dev(), m.ino(), m.ctime(), u32::try_from(m.ctime_nsec()).unwrap_or(0)),
+    }
 }
 
 impl SocketGuard {
@@ -378,7 +389,7 @@ impl SocketGuard {
     /// Whether the path still holds the socket this guard created.
     pub fn still_ours(&self) -> bool {
         std::fs::symlink_metadata(&self.path)
-            .map(|m| m.file_type().is_socket() && socket_ident(&m) == self.ident)
+            .map(|m| m.file_type().is_socket() && file_ident(&m) == self.ident)
             .unwrap_or(false)
     }
 }
@@ -435,7 +446,7 @@ pub async fn listen(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| Error::io(path, "cannot set socket mode 0660", &e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, "cannot inspect new socket", &e))?;
-    Ok((listener, SocketGuard { path: path.to_path_buf(), ident: socket_ident(&meta) }))
+    Ok((listener, SocketGuard { path: path.to_path_buf(), ident: file_ident(&meta) }))
 }
 
 /// How long a server stopped by its owner may finish its open calls before

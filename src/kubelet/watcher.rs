@@ -111,14 +111,13 @@ async fn register_one(
     }
 }
 
-/// What tells one socket file from another at the same path: inode numbers
-/// are reused when a plugin deletes and re-creates its socket at once, the
-/// change time (to the nanosecond) is not.
-type Ident = (u64, i64, i64);
+/// What tells one socket file from another at the same path (not its
+/// mode: a plugin may chmod its socket after listen(), as the kubelet's
+/// fsnotify watcher ignores).
+type Ident = crate::core::transport::FileIdent;
 
 fn ident(p: &Path) -> Ident {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(p).map(|m| (m.ino(), m.ctime(), m.ctime_nsec())).unwrap_or((0, 0, 0))
+    std::fs::symlink_metadata(p).map(|m| crate::core::transport::file_ident(&m)).unwrap_or_default()
 }
 
 /// One socket the watcher has seen.

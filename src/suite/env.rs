@@ -15,7 +15,6 @@ use crate::kubelet::event::{EventBus, KubeletEvent, RejectStage, Stamped};
 use crate::kubelet::node::{Node, NodeSpec};
 use crate::kubelet::tree::{NodeTree, TempNode, KUBELET_ROOT};
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -306,13 +305,9 @@ pub fn is_socket(path: &Path) -> bool {
     path_kind(path).ok() == Some(PathKind::Socket)
 }
 
-/// The (device, inode, change time) of a socket, to tell a re-created one:
-/// an inode number is often reused at once, the change time is not.
-pub fn socket_ident(path: &Path) -> Option<(u64, u64, i64, i64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .filter(|_| is_socket(path))
-        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+/// The identity of a socket, to tell a re-created one ([`crate::core::transport::FileIdent`]).
+pub fn socket_ident(path: &Path) -> Option<crate::core::transport::FileIdent> {
+    std::fs::symlink_metadata(path).ok().filter(|_| is_socket(path)).map(|m| crate::core::transport::file_ident(&m))
 }
 
 /// A DevicePlugin client that accepts snapshots of any size (the suite measures them itself).

@@ -1055,6 +1055,30 @@ async fn ten_silent_registration_sockets_do_not_hold_up_a_driver() {
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 
+/// A driver that sets its registration socket's mode after listen() (a
+/// chmod moves the file's change time) stays registered: the kubelet's
+/// plugin watcher re-registers on a socket created anew (fsnotify Create),
+/// never on a change of its attributes. The CI flake of DRA-ROLL-001: dpctl
+/// took the chmod for a re-creation, deregistered and registered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chmod_of_a_registered_socket_is_no_re_registration() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = DraTree::new();
+    let (kubelet, mut log) = t.kubelet();
+    let driver = serve(&t, &[]);
+    log.wait_for("\"event\":\"watcher-registered\"", 1).await;
+    let reg = t.p(&format!("plugins_registry/{DRIVER}-reg.sock"));
+    std::fs::set_permissions(&reg, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A socket created after the chmod: the scan that finds it has looked at the driver's again.
+    let silent = std::os::unix::net::UnixListener::bind(t.p("plugins_registry/z-silent.sock")).unwrap();
+    log.wait_for("\"event\":\"registration-rejected\"", 1).await;
+    assert!(events(&log, "dra-deregistered").is_empty(), "a chmod deregistered the driver:\n{}", log.seen());
+    assert_eq!(events(&log, "dra-registered").len(), 1, "registered once:\n{}", log.seen());
+    drop(silent);
+    stop_child(driver).await;
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
 /// kubernetes#139477 (1.37): a driver that advertises DRAResourceHealth but
 /// answers NodeWatchResources with Unimplemented is not watched again
 /// (dra_plugin_manager.go stops its retry loop); 1.36 keeps retrying every

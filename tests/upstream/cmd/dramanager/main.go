@@ -10,11 +10,11 @@
 // manager's clientset is client-go's fake holding the claims; the same claims
 // are served read-only over plain HTTP at an address written to DIR/kubeconfig,
 // so the driver (started by the test with DIR as its kubelet root) fetches the
-// claims it prepares as a real driver does. The oracle waits for the driver's
-// registration socket in DIR/plugins_registry, registers it through the
-// manager's plugin handler (GetInfo, ValidatePlugin, RegisterPlugin,
-// NotifyRegistrationStatus: what the kubelet's plugin watcher does), runs the
-// steps, and prints one JSON line: per step the error, the checkpoint file
+// claims it prepares as a real driver does. The kubelet's own plugin manager
+// (k8s.io/kubernetes/pkg/kubelet/pluginmanager: the plugin watcher on
+// DIR/plugins_registry and its reconciler, retrying as the kubelet does) hands
+// the driver to the DRA manager's plugin handler; the oracle waits until the
+// handler has registered it, runs the steps, and prints one JSON line: per step the error, the checkpoint file
 // DIR/dra_manager_state, and for every pod prepared and not unprepared, per
 // container: GetResources' CDI devices, the PodResources view (as
 // container_manager_linux.go GetDynamicResources builds it from
@@ -41,19 +41,19 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra/state"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
 type step struct {
@@ -234,55 +234,42 @@ users:
   user: {}
 `
 
-// registrationSocket waits (at most 30 s) for a socket in dir.
-func registrationSocket(dir string) (string, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if e.Type()&os.ModeSocket != 0 {
-				return filepath.Join(dir, e.Name()), nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no registration socket appeared in %s within 30s", dir)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// announcing is the DRA manager's plugin handler as the kubelet adds it to
+// its plugin manager, telling the oracle each time it has registered a plugin.
+type announcing struct {
+	cache.PluginHandler
+	registered chan struct{}
 }
 
-// register does what the kubelet's plugin watcher does for a DRA plugin
-// (pluginmanager operationexecutor RegisterPlugin): GetInfo, then the
-// handler's ValidatePlugin and RegisterPlugin, then NotifyRegistrationStatus.
-func register(ctx context.Context, m *dra.Manager, socket string) error {
-	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
+func (a announcing) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
+	err := a.PluginHandler.RegisterPlugin(ctx, name, endpoint, versions, timeout)
+	if err == nil {
+		select {
+		case a.registered <- struct{}{}:
+		default:
+		}
 	}
-	defer func() { _ = conn.Close() }()
-	client := registerapi.NewRegistrationClient(conn)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	info, err := client.GetInfo(cctx, &registerapi.InfoRequest{})
-	if err != nil {
-		return fmt.Errorf("GetInfo: %w", err)
+	return err
+}
+
+// awaitDriver waits (at most 60 s) for the plugin manager to register a driver.
+func (k *kubelet) awaitDriver() error {
+	select {
+	case <-k.registered:
+		return nil
+	case <-time.After(60 * time.Second):
+		return errors.New("the kubelet's plugin manager registered no driver within 60s")
 	}
-	h := m.GetWatcherHandler()
-	if err := h.ValidatePlugin(ctx, info.Name, info.Endpoint, info.SupportedVersions); err != nil {
-		_, _ = client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: false, Error: err.Error()})
-		return fmt.Errorf("ValidatePlugin: %w", err)
-	}
-	if err := h.RegisterPlugin(ctx, info.Name, info.Endpoint, info.SupportedVersions, nil); err != nil {
-		_, _ = client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: false, Error: err.Error()})
-		return fmt.Errorf("RegisterPlugin: %w", err)
-	}
-	if _, err := client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
-		return fmt.Errorf("NotifyRegistrationStatus: %w", err)
-	}
-	return nil
 }
 
 type notReady struct{}
+
+// allReady: the plugin manager's sources are ready (it does not ask).
+type allReady struct{}
+
+func (allReady) AllReady() bool { return true }
+
+func (allReady) AddSource(string) {}
 
 // AllReady is false: the manager's reconcile loop (which unprepares claims of
 // pods it is not told about) stays idle; the steps say what happens.
@@ -298,9 +285,16 @@ type kubelet struct {
 	m      *dra.Manager
 	cancel context.CancelFunc
 	ctx    context.Context
+	// registered has a value each time the plugin manager registered a driver.
+	registered chan struct{}
+	// stopPlugins stops the plugin manager.
+	stopPlugins chan struct{}
 }
 
-func start(dir, socket string, pods map[string]*v1.Pod, client *fake.Clientset) (*kubelet, error) {
+// start is the kubelet starting: its DRA manager, then its plugin manager
+// with the DRA handler, which registers whatever driver sockets
+// DIR/plugins_registry holds (after a restart: the driver already running).
+func start(dir string, pods map[string]*v1.Pod, client *fake.Clientset) (*kubelet, error) {
 	logger := klog.Background()
 	m, err := dra.NewManager(logger, client, dir)
 	if err != nil {
@@ -318,17 +312,15 @@ func start(dir, socket string, pods map[string]*v1.Pod, client *fake.Clientset) 
 		cancel()
 		return nil, err
 	}
-	k := &kubelet{m: m, cancel: cancel, ctx: ctx}
-	if socket != "" {
-		if err := register(ctx, m, socket); err != nil {
-			k.stop()
-			return nil, err
-		}
-	}
+	k := &kubelet{m: m, cancel: cancel, ctx: ctx, registered: make(chan struct{}, 1), stopPlugins: make(chan struct{})}
+	pm := pluginmanager.NewPluginManager(filepath.Join(dir, "plugins_registry"), &record.FakeRecorder{})
+	pm.AddHandler(registerapi.DRAPlugin, announcing{PluginHandler: m.GetWatcherHandler(), registered: k.registered})
+	go pm.Run(ctx, allReady{}, k.stopPlugins)
 	return k, nil
 }
 
 func (k *kubelet) stop() {
+	close(k.stopPlugins)
 	k.cancel()
 	k.m.Stop()
 }
@@ -431,22 +423,23 @@ func run(scenarioFile, dir string) (output, error) {
 	}
 	// The test starts the driver once this line is out (or the one of a register step).
 	fmt.Println(`{"ready":true}`)
-	socket := ""
-	if !sc.LateDriver {
-		if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
-			return out, err
-		}
-	}
 	pods := map[string]*v1.Pod{}
 	for _, p := range sc.Pods {
 		pods[p.Name] = p
 	}
 	active := map[string]*v1.Pod{}
-	k, err := start(dir, socket, active, client)
+	k, err := start(dir, active, client)
 	if err != nil {
 		return out, err
 	}
 	defer func() { k.stop() }()
+	// driver: a driver is running (registered before the first step, or by a register step).
+	driver := !sc.LateDriver
+	if driver {
+		if err := k.awaitDriver(); err != nil {
+			return out, err
+		}
+	}
 	ctx := context.Background()
 	for _, s := range sc.Steps {
 		r := stepResult{Op: s.Op, Pod: s.Pod}
@@ -468,17 +461,20 @@ func run(scenarioFile, dir string) (output, error) {
 			}
 		case "register":
 			fmt.Println(`{"waiting":"driver"}`)
-			if socket, err = registrationSocket(filepath.Join(dir, "plugins_registry")); err != nil {
+			if err = k.awaitDriver(); err != nil {
 				return out, err
 			}
-			if err = register(k.ctx, k.m, socket); err != nil {
-				return out, err
-			}
+			driver = true
 		case "restart":
 			k.stop()
-			k, err = start(dir, socket, active, client)
+			k, err = start(dir, active, client)
 			if err != nil {
 				return out, fmt.Errorf("restart: %w", err)
+			}
+			if driver {
+				if err = k.awaitDriver(); err != nil {
+					return out, fmt.Errorf("restart: %w", err)
+				}
 			}
 		default:
 			return out, fmt.Errorf("unknown step %q", s.Op)
