@@ -23,7 +23,7 @@
 //! the wire are dropped (Go writes every non-pointer string; its JSON omits
 //! empty ones).
 
-use crate::core::time::{civil_from_days, days_from_civil};
+use crate::core::time::{parse_unix, unix_rfc3339, unix_rfc3339_micro};
 use base64::Engine as _;
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -263,7 +263,7 @@ fn encode_value(f: &FieldDescriptorProto, v: &Value, out: &mut Vec<u8>) {
             let mut body = Vec::new();
             match f.type_name() {
                 TIME => {
-                    let Some(secs) = v.as_str().and_then(parse_rfc3339) else { return };
+                    let Some(secs) = v.as_str().and_then(parse_unix).map(|(secs, _)| secs) else { return };
                     put_tag(&mut body, 1, 0);
                     put_varint(&mut body, secs as u64);
                 }
@@ -276,7 +276,7 @@ fn encode_value(f: &FieldDescriptorProto, v: &Value, out: &mut Vec<u8>) {
                     put_bytes(&mut body, 1, s.as_bytes());
                 }
                 MICRO_TIME => {
-                    let Some((secs, nanos)) = v.as_str().and_then(parse_micro) else { return };
+                    let Some((secs, nanos)) = v.as_str().and_then(parse_unix) else { return };
                     put_tag(&mut body, 1, 0);
                     put_varint(&mut body, secs as u64);
                     if nanos != 0 {
@@ -399,7 +399,7 @@ fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, String> 
                 if secs == 0 {
                     Value::Null
                 } else {
-                    Value::String(format_rfc3339(secs))
+                    Value::String(unix_rfc3339(secs))
                 }
             }
             MICRO_TIME => {
@@ -414,7 +414,7 @@ fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, String> 
                 if secs == 0 && nanos == 0 {
                     Value::Null
                 } else {
-                    Value::String(format_micro(secs, nanos))
+                    Value::String(unix_rfc3339_micro(secs, nanos))
                 }
             }
             INT_OR_STRING => {
@@ -702,62 +702,6 @@ pub fn request_media(content_type: &str) -> Option<Media> {
     }
 }
 
-// ---- metav1.Time ----
-
-/// Seconds since the epoch of an RFC 3339 time (`2024-05-01T10:00:00Z`,
-/// fractions dropped, `±HH:MM` offsets applied).
-pub fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        rest = &frac[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let v = o[1..3].parse::<i64>().ok()? * 3600 + o[4..6].parse::<i64>().ok()? * 60;
-            if o.starts_with('-') {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return None,
-    };
-    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset)
-}
-
-/// A `metav1.MicroTime` (RFC 3339 with up to 9 fractional digits): seconds and nanoseconds.
-fn parse_micro(s: &str) -> Option<(i64, u32)> {
-    let secs = parse_rfc3339(s)?;
-    let frac = s.get(19..).and_then(|r| r.strip_prefix('.')).unwrap_or("");
-    let digits: String = frac.chars().take_while(char::is_ascii_digit).take(9).collect();
-    let nanos = if digits.is_empty() { 0 } else { format!("{digits:0<9}").parse().ok()? };
-    Some((secs, nanos))
-}
-
-/// `metav1.MicroTime`'s JSON form: RFC 3339 UTC with microseconds (`RFC3339Micro`).
-fn format_micro(secs: i64, nanos: u32) -> String {
-    let t = format_rfc3339(secs);
-    format!("{}.{:06}Z", &t[..t.len() - 1], nanos / 1000)
-}
-
-/// An RFC 3339 UTC time, seconds precision (metav1.Time's JSON form).
-pub fn format_rfc3339(secs: i64) -> String {
-    let (y, m, d) = civil_from_days(secs.div_euclid(86400));
-    let t = secs.rem_euclid(86400);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", t / 3600, t / 60 % 60, t % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -939,18 +883,6 @@ mod tests {
         assert_eq!(request_media("application/vnd.kubernetes.protobuf"), Some(Media::Protobuf));
         assert_eq!(request_media("application/json; charset=utf-8"), Some(Media::Json));
         assert_eq!(request_media("application/yaml"), None);
-    }
-
-    #[test]
-    fn times_read_and_write_as_rfc3339() {
-        for (s, v) in [("1970-01-01T00:00:00Z", 0), ("2024-02-29T12:34:56Z", 1709210096), ("1969-12-31T23:59:59Z", -1)]
-        {
-            assert_eq!(parse_rfc3339(s), Some(v), "{s}");
-            assert_eq!(format_rfc3339(v), s);
-        }
-        assert_eq!(parse_rfc3339("2024-02-29T14:34:56.123+02:00"), Some(1709210096));
-        assert_eq!(parse_rfc3339("2024-13-01T00:00:00Z"), None);
-        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 
     #[test]

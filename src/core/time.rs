@@ -1,6 +1,8 @@
 //! Durations in Go's notation (`500ms`, `1m30s`, as kubectl and crictl take
-//! them) and RFC 3339 timestamps, without a date-time dependency.
+//! them) and RFC 3339 timestamps (jiff's, in the forms Go reads and writes):
+//! the one place times are read and written as text.
 
+use jiff::Timestamp;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Parse a duration such as `5s`, `250ms`, `1m30s`, `1.5h` or a bare number of seconds.
@@ -88,115 +90,70 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
+/// A time as a timestamp (a time before 1970 — none is made here — as the epoch).
+fn stamp(t: SystemTime) -> Timestamp {
+    Timestamp::try_from(t).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
 /// Format a time as RFC 3339 UTC with milliseconds.
 pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, day) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60,
-        d.subsec_millis()
-    )
+    format!("{:.3}", stamp(t))
 }
 
 /// Format a time as metav1.Time writes it: RFC 3339 UTC in whole seconds,
 /// e.g. `2026-11-26T01:02:03Z` (a client that reads and writes an object
 /// back sends this form: a finer stored value would read as changed).
 pub fn rfc3339_seconds(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    rfc3339(UNIX_EPOCH + Duration::from_secs(secs)).replace(".000Z", "Z")
+    format!("{:.0}", stamp(t))
 }
 
 /// Format a time as Go's `time.Time` JSON does in UTC (RFC 3339 with
 /// nanoseconds, trailing zeros dropped), e.g. `2026-11-26T01:02:03.4567Z`.
 pub fn rfc3339_nano(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let ms = rfc3339(UNIX_EPOCH + Duration::from_secs(d.as_secs()));
-    let base = ms.trim_end_matches(".000Z");
-    let frac = format!("{:09}", d.subsec_nanos());
-    let frac = frac.trim_end_matches('0');
-    if frac.is_empty() {
-        format!("{base}Z")
-    } else {
-        format!("{base}.{frac}Z")
+    stamp(t).to_string()
+}
+
+/// Seconds since the epoch (before it: negative) as metav1.Time's JSON
+/// writes them: RFC 3339 UTC, whole seconds.
+pub fn unix_rfc3339(secs: i64) -> String {
+    Timestamp::from_second(secs).map(|t| format!("{t:.0}")).unwrap_or_else(|_| format!("{:.0}", Timestamp::MAX))
+}
+
+/// Seconds and nanoseconds since the epoch as metav1.MicroTime's JSON
+/// writes them (`RFC3339Micro`: six fractional digits).
+pub fn unix_rfc3339_micro(secs: i64, nanos: u32) -> String {
+    let t = Timestamp::new(secs, i32::try_from(nanos).unwrap_or(0)).unwrap_or(Timestamp::MAX);
+    format!("{t:.6}")
+}
+
+/// An RFC 3339 time as Go's `time.Time` JSON reads it
+/// (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`): the `T` and the seconds are
+/// required, as Go's layout requires them (jiff alone also takes a space or
+/// no seconds).
+fn timestamp(s: &str) -> Option<Timestamp> {
+    let b = s.as_bytes();
+    if b.len() < 20 || !matches!(b[10], b'T' | b't') || b[16] != b':' || !b[17..19].iter().all(u8::is_ascii_digit) {
+        return None;
     }
+    s.parse().ok()
+}
+
+/// An RFC 3339 time as seconds since the epoch (floored; before it:
+/// negative) and the nanoseconds past them.
+pub fn parse_unix(s: &str) -> Option<(i64, u32)> {
+    let n = timestamp(s)?.as_nanosecond();
+    let secs = i64::try_from(n.div_euclid(1_000_000_000)).ok()?;
+    let nanos = u32::try_from(n.rem_euclid(1_000_000_000)).ok()?;
+    Some((secs, nanos))
 }
 
 /// Parse an RFC 3339 time (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`), as Go's
 /// `time.Time` JSON writes it. Times before 1970 are refused.
 pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
     let bad = || format!("{s:?} is not an RFC 3339 time like 2026-11-26T01:02:03Z");
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
-        return Err(bad());
-    }
-    let num = |r: std::ops::Range<usize>| {
-        s.get(r).filter(|x| x.bytes().all(|c| c.is_ascii_digit())).and_then(|x| x.parse::<i64>().ok())
-    };
-    let (y, mo, d, h, mi, se) = match (num(0..4), num(5..7), num(8..10), num(11..13), num(14..16), num(17..19)) {
-        (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) => (y, mo, d, h, mi, se),
-        _ => return Err(bad()),
-    };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return Err(bad());
-    }
-    let mut rest = &s[19..];
-    let mut nanos: u32 = 0;
-    if let Some(f) = rest.strip_prefix('.') {
-        let digits = f.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || digits > 9 {
-            return Err(bad());
-        }
-        nanos = format!("{:0<9}", &f[..digits]).parse().map_err(|_| bad())?;
-        rest = &f[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let (oh, om) = match (num(s.len() - 5..s.len() - 3), num(s.len() - 2..s.len())) {
-                (Some(oh), Some(om)) => (oh, om),
-                _ => return Err(bad()),
-            };
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (oh * 3600 + om * 60)
-        }
-        _ => return Err(bad()),
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset;
+    let (secs, nanos) = parse_unix(s).ok_or_else(bad)?;
     let secs = u64::try_from(secs).map_err(|_| bad())?;
     Ok(UNIX_EPOCH + Duration::new(secs, nanos))
-}
-
-/// The civil date (year, month 1-12, day 1-31; proleptic Gregorian) of a
-/// day count since 1970-01-01: Howard Hinnant's days-to-civil algorithm.
-/// The one date conversion: RFC 3339 here and metav1.Time in the API
-/// server's encodings both use it.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian; month 1-12):
-/// the inverse of [`civil_from_days`].
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -228,17 +185,18 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(&rfc3339(leap)[..10], "2000-02-29");
+        assert_eq!(rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(1_764_119_323_956)), "2025-11-26T01:08:43Z");
     }
 
     #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        for z in (-800_000..800_000).step_by(997) {
-            let (y, m, d) = civil_from_days(z);
-            assert_eq!(days_from_civil(y, i64::from(m), i64::from(d)), z, "{y}-{m}-{d}");
+    fn metav1_times_read_and_write_before_and_after_the_epoch() {
+        assert_eq!(unix_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(unix_rfc3339(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(parse_unix("1969-12-31T23:59:59.5Z"), Some((-1, 500_000_000)));
+        assert_eq!(parse_unix("2024-02-29T14:34:56.123+02:00"), Some((1_709_210_096, 123_000_000)));
+        assert_eq!(unix_rfc3339_micro(1_709_210_096, 123_456_789), "2024-02-29T12:34:56.123456Z");
+        for bad in ["2024-02-29 14:34:56Z", "2024-02-29T14:34Z", "2024-13-01T00:00:00Z", "yesterday"] {
+            assert_eq!(parse_unix(bad), None, "{bad}");
         }
     }
 

@@ -154,9 +154,15 @@ pub fn context() -> Context<'static> {
     ctx.add_function("asApproximateFloat", |ftx: &FunctionContext, This(a): This<Value>| {
         quantity_of(ftx, &a).map(|q| q.nanos() as f64 / 1e9)
     });
-    ctx.add_function("major", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.major as i64));
-    ctx.add_function("minor", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.minor as i64));
-    ctx.add_function("patch", |ftx: &FunctionContext, This(a): This<Value>| semver_of(ftx, &a).map(|v| v.patch as i64));
+    ctx.add_function("major", |ftx: &FunctionContext, This(a): This<Value>| {
+        semver_of(ftx, &a).map(|v| i64::try_from(v.0.major).unwrap_or(i64::MAX))
+    });
+    ctx.add_function("minor", |ftx: &FunctionContext, This(a): This<Value>| {
+        semver_of(ftx, &a).map(|v| i64::try_from(v.0.minor).unwrap_or(i64::MAX))
+    });
+    ctx.add_function("patch", |ftx: &FunctionContext, This(a): This<Value>| {
+        semver_of(ftx, &a).map(|v| i64::try_from(v.0.patch).unwrap_or(i64::MAX))
+    });
     // lists.go includes: a list holds an equal item, or a scalar equals.
     ctx.add_function("includes", |This(a): This<Value>, b: Value| match &a {
         Value::List(items) => items.contains(&b),
@@ -219,14 +225,7 @@ impl Opaque for QuantityValue {
 /// A semantic version as a CEL value (precedence as semver 2.0.0 orders
 /// it, build metadata ignored; blang/semver's Equals).
 #[derive(Debug)]
-pub struct Semver {
-    major: u64,
-    minor: u64,
-    patch: u64,
-    pre: Vec<String>,
-    /// Build metadata (kept for the text, not compared).
-    build: Option<String>,
-}
+pub struct Semver(semver::Version);
 
 impl PartialEq for Semver {
     fn eq(&self, o: &Self) -> bool {
@@ -239,34 +238,14 @@ impl Eq for Semver {}
 impl std::fmt::Display for Semver {
     /// As blang/semver's Version.String() writes it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
-        if !self.pre.is_empty() {
-            write!(f, "-{}", self.pre.join("."))?;
-        }
-        if let Some(b) = &self.build {
-            write!(f, "+{b}")?;
-        }
-        Ok(())
+        self.0.fmt(f)
     }
 }
 
 impl Semver {
-    /// Parse `MAJOR.MINOR.PATCH[-PRE][+BUILD]`.
+    /// Parse `MAJOR.MINOR.PATCH[-PRE][+BUILD]` strictly, as blang/semver's `Parse`.
     pub fn parse(s: &str) -> Option<Semver> {
-        let (s, build) = s.split_once('+').map_or((s, None), |(v, b)| (v, Some(b.to_string())));
-        let (core, pre) = s.split_once('-').map_or((s, None), |(c, p)| (c, Some(p)));
-        let mut n = core
-            .split('.')
-            .map(|p| (!p.is_empty() && (p == "0" || !p.starts_with('0'))).then(|| p.parse::<u64>().ok()).flatten());
-        let (major, minor, patch) = (n.next()??, n.next()??, n.next()??);
-        if n.next().is_some() {
-            return None;
-        }
-        let pre: Vec<String> = pre.map(|p| p.split('.').map(str::to_string).collect()).unwrap_or_default();
-        if pre.iter().any(|p| p.is_empty()) {
-            return None;
-        }
-        Some(Semver { major, minor, patch, pre, build })
+        semver::Version::parse(s).ok().map(Semver)
     }
 }
 
@@ -278,28 +257,7 @@ impl PartialOrd for Semver {
 
 impl Ord for Semver {
     fn cmp(&self, o: &Self) -> Ordering {
-        let core = (self.major, self.minor, self.patch).cmp(&(o.major, o.minor, o.patch));
-        if core != Ordering::Equal {
-            return core;
-        }
-        match (self.pre.is_empty(), o.pre.is_empty()) {
-            (true, true) => return Ordering::Equal,
-            (true, false) => return Ordering::Greater,
-            (false, true) => return Ordering::Less,
-            _ => {}
-        }
-        for (a, b) in self.pre.iter().zip(&o.pre) {
-            let c = match (a.parse::<u64>(), b.parse::<u64>()) {
-                (Ok(x), Ok(y)) => x.cmp(&y),
-                (Ok(_), Err(_)) => Ordering::Less,
-                (Err(_), Ok(_)) => Ordering::Greater,
-                _ => a.cmp(b),
-            };
-            if c != Ordering::Equal {
-                return c;
-            }
-        }
-        self.pre.len().cmp(&o.pre.len())
+        self.0.cmp_precedence(&o.0)
     }
 }
 

@@ -774,7 +774,7 @@ fn delete(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         }
         let mut next = cur.clone();
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        next["metadata"]["deletionTimestamp"] = json!(crate::controlplane::protobuf::format_rfc3339(secs + grace));
+        next["metadata"]["deletionTimestamp"] = json!(crate::core::time::unix_rfc3339(secs + grace));
         next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
         if !terminating && k.generation {
             next["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
@@ -824,7 +824,7 @@ pub(super) fn delete_pod_gracefully(
         }
         let mut next = cur.clone();
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        next["metadata"]["deletionTimestamp"] = json!(crate::controlplane::protobuf::format_rfc3339(secs + grace));
+        next["metadata"]["deletionTimestamp"] = json!(crate::core::time::unix_rfc3339(secs + grace));
         next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
         if k.generation {
             next["metadata"]["generation"] = json!(cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1);

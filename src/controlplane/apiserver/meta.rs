@@ -108,8 +108,7 @@ pub(super) fn finalized(obj: &Value) -> bool {
 
 /// Now, as `metav1.Time` writes it.
 pub(super) fn now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    crate::controlplane::protobuf::format_rfc3339(secs as i64)
+    crate::core::time::rfc3339_seconds(std::time::SystemTime::now())
 }
 
 #[cfg(test)]

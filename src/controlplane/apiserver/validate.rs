@@ -246,10 +246,11 @@ fn compatibility_groups(d: &Value, at: &str) -> Vec<Cause> {
     out
 }
 
-/// List-typed attributes (KEP-5491): each list non-empty
-/// (validateDeviceAttribute), and the values of all attributes, a list's
-/// items each, at most 48 (numEntriesDeviceAttribute).
-fn list_attributes(d: &Value, at: &str) -> Vec<Cause> {
+/// Attribute values (validateDeviceAttribute): a version, and each item of
+/// a list of versions, semver 2.0.0; list-typed attributes (KEP-5491) each
+/// non-empty; and the values of all attributes, a list's items each, at
+/// most 48 (numEntriesDeviceAttribute).
+fn attribute_values(d: &Value, at: &str) -> Vec<Cause> {
     let mut out = Vec::new();
     let mut values = 0;
     if let Some(attrs) = d["attributes"].as_object() {
@@ -271,18 +272,36 @@ fn list_attributes(d: &Value, at: &str) -> Vec<Cause> {
         let mut keys: Vec<&String> = attrs.keys().collect();
         keys.sort();
         for k in keys {
+            let a = &attrs[k];
+            if let Some(v) = a["version"].as_str().filter(|v| !is_semver(v)) {
+                out.push(invalid_value(&format!("{at}.attributes[{k}].version"), &json!(v), SEMVER));
+            }
             for list in ["bools", "ints", "strings", "versions"] {
-                if attrs[k][list].as_array().is_some_and(Vec::is_empty) {
+                if a[list].as_array().is_some_and(Vec::is_empty) {
                     out.push(invalid_value(
                         &format!("{at}.attributes[{k}].{list}"),
-                        &attrs[k][list],
+                        &a[list],
                         "must not be empty if specified",
                     ));
+                }
+            }
+            for (i, v) in a["versions"].as_array().into_iter().flatten().enumerate() {
+                if let Some(v) = v.as_str().filter(|v| !is_semver(v)) {
+                    out.push(invalid_value(&format!("{at}.attributes[{k}].versions[{i}]"), &json!(v), SEMVER));
                 }
             }
         }
     }
     out
+}
+
+/// validateDeviceAttributeVersionValue's words.
+const SEMVER: &str = "must be a string compatible with semver.org spec 2.0.0";
+
+/// A version attribute as `semverRe` takes it (semver.org 2.0.0, strictly: no
+/// leading zeros, no `v`, three numbers).
+fn is_semver(v: &str) -> bool {
+    semver::Version::parse(v).is_ok()
 }
 
 /// validation.go validateNodeAllocatableResources (KEP-5517): each key
@@ -542,7 +561,7 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
                     ),
                 ));
             }
-            out.extend(list_attributes(d, &at));
+            out.extend(attribute_values(d, &at));
             let taints = len_of(&d["taints"]);
             if taints > MAX_TAINTS {
                 out.push(too_many(&format!("{at}.taints"), taints, MAX_TAINTS));
@@ -930,6 +949,15 @@ mod tests {
             [
                 "spec.devices[0]: Invalid value: 50: the total number of attribute values must not exceed 48",
                 "spec.devices[0].attributes[e].strings: Invalid value: []: must not be empty if specified"
+            ]
+        );
+        let versions = json!({"attributes": {"a": {"version": "1.0"}, "b": {"version": "1.2.3-rc.1+b.5"}, "c": {"versions": ["1.2.3", "v1.2.3", "01.2.3"]}}});
+        assert_eq!(
+            words(&slice_spec(&devices(1, versions))),
+            [
+                "spec.devices[0].attributes[a].version: Invalid value: \"1.0\": must be a string compatible with semver.org spec 2.0.0",
+                "spec.devices[0].attributes[c].versions[1]: Invalid value: \"v1.2.3\": must be a string compatible with semver.org spec 2.0.0",
+                "spec.devices[0].attributes[c].versions[2]: Invalid value: \"01.2.3\": must be a string compatible with semver.org spec 2.0.0"
             ]
         );
         let groups =
