@@ -553,10 +553,88 @@ async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_sche
             failures.push(format!("case {} (written to {}):\n{}", case.name, f.display(), lines.join("\n")));
         }
     }
+    failures.extend(pod_group_validation(&kube_api, &dpctl_api, &run).await);
     stop_tailed(child, log).await.expect_code(0);
     sigterm(&cp);
     let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// PodGroup specs sent to both API servers (KEP-5729's gates on): the
+/// declarative rules of scheduling.k8s.io/v1beta1 and ValidatePodGroup's.
+const GROUP_SPECS: &[(&str, &str)] = &[
+    ("basic", r#"{"schedulingPolicy":{"basic":{}}}"#),
+    ("gang", r#"{"schedulingPolicy":{"gang":{"minCount":2}}}"#),
+    ("no-policy", r#"{}"#),
+    ("both-policies", r#"{"schedulingPolicy":{"basic":{},"gang":{"minCount":2}}}"#),
+    ("gang-without-min-count", r#"{"schedulingPolicy":{"gang":{}}}"#),
+    (
+        "claim-from-template",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"g","resourceClaimTemplateName":"t"}]}"#,
+    ),
+    (
+        "claim-with-both-sources",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"g","resourceClaimName":"c","resourceClaimTemplateName":"t"}]}"#,
+    ),
+    ("claim-without-source", r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"g"}]}"#),
+    ("claim-without-name", r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"resourceClaimName":"c"}]}"#),
+    (
+        "claim-name-not-a-label",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"Bad_Name","resourceClaimName":"c"}]}"#,
+    ),
+    (
+        "claim-source-not-a-name",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"g","resourceClaimName":"Bad/c"}]}"#,
+    ),
+    (
+        "two-claims-one-name",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"g","resourceClaimName":"a"},{"name":"g","resourceClaimName":"b"}]}"#,
+    ),
+    ("parent-without-workload", r#"{"schedulingPolicy":{"basic":{}},"parentCompositePodGroupName":"p"}"#),
+    ("gang-negative-min-count", r#"{"schedulingPolicy":{"gang":{"minCount":-2}}}"#),
+    (
+        "five-claims",
+        r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"a","resourceClaimName":"a"},{"name":"b","resourceClaimName":"b"},{"name":"c","resourceClaimName":"c"},{"name":"d","resourceClaimName":"d"},{"name":"e","resourceClaimName":"e"}]}"#,
+    ),
+];
+
+/// An answer as compared: its code and its causes (`field: message`, sorted).
+fn answer_shape(code: u16, body: &Value) -> Value {
+    let mut causes: Vec<String> = body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{}: {}", c["field"].as_str().unwrap_or(""), c["message"].as_str().unwrap_or("")))
+        .collect();
+    causes.sort();
+    json!({"code": code, "causes": causes})
+}
+
+/// Each of [`GROUP_SPECS`] created on both sides; a differing answer is a
+/// failure, its request written beside the cases.
+async fn pod_group_validation(kube_api: &ApiServer, dpctl_api: &ApiServer, run: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    let path = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups";
+    for (name, spec) in GROUP_SPECS {
+        let spec: Value = serde_json::from_str(spec).unwrap();
+        let body = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("{name}-{run}")}, "spec": spec});
+        let (kc, kb) = call(kube_api, "POST", path, Some(&body)).await;
+        let (dc, db) = call(dpctl_api, "POST", path, Some(&body)).await;
+        let (k, d) = (answer_shape(kc, &kb), answer_shape(dc, &db));
+        if k != d {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scheduler-diff");
+            std::fs::create_dir_all(&dir).unwrap();
+            let f = dir.join(format!("podgroup-{name}.json"));
+            let doc = json!({"request": body, "kube-apiserver": k, "dpctl": d});
+            std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+            failures.push(format!(
+                "PodGroup {name} (written to {}):\n  kube-apiserver {k}\n  dpctl          {d}",
+                f.display()
+            ));
+        }
+    }
+    failures
 }
 
 #[test]

@@ -409,11 +409,7 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
         "DeviceClass" => causes.extend(super::rules::device_class(obj)),
         "Pod" => causes.extend(super::rules::pod(obj)),
         "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
-        // ValidatePodGroup's hand-written rule (the rest of its validation is declarative, not modelled).
-        "PodGroup" if !obj["spec"]["parentCompositePodGroupName"].is_null() && obj["spec"]["workloadRef"].is_null() => {
-            causes
-                .push(super::rules::required("spec.workloadRef", "must be set when parentCompositePodGroupName is set"))
-        }
+        "PodGroup" => causes.extend(super::rules::pod_group(obj)),
         _ => {}
     }
     causes
@@ -586,6 +582,9 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         }
     }
     default(k, &mut obj);
+    if k.kind == "PodGroup" {
+        super::rules::drop_disabled_pod_group_fields(&mut obj, None);
+    }
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
         return validate::invalid_status(k.group, k.kind, &name, &causes);
@@ -675,6 +674,9 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         n
     };
     default(k, &mut next);
+    if k.kind == "PodGroup" {
+        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur));
+    }
     if k.namespaced {
         next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
     }

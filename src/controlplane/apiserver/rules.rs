@@ -859,6 +859,80 @@ fn pod_claim_json(c: &Value) -> String {
 /// containers (names, images, resources: extended resources integral, with
 /// a limit and requests equal to it; claims naming the pod's claims) and
 /// `spec.resourceClaims`. The pod is defaulted first (requests from limits).
+/// The most claims a PodGroup may name (`+k8s:maxItems=4`).
+const MAX_POD_GROUP_CLAIMS: usize = 4;
+
+/// A PodGroup (scheduling.k8s.io/v1beta1) as 1.37 validates it: the
+/// declarative rules of `zz_generated.validations.go` (`Validate_PodGroupSpec`
+/// and the types under it) and `ValidatePodGroup`'s hand-written one (moot
+/// here: `parentCompositePodGroupName` is dropped, CompositePodGroup being
+/// off). Checked against kube-apiserver by tests/e2e/scheduler_diff.rs.
+/// `priority` and `priorityClassName` are not judged: kube-apiserver's
+/// Priority admission plugin answers for them first (403), and dpctl runs no
+/// admission for PodGroups.
+pub(super) fn pod_group(obj: &Value) -> Vec<Cause> {
+    let spec = &obj["spec"];
+    let mut out = Vec::new();
+    let policy = &spec["schedulingPolicy"];
+    out.extend(super::validate::union("spec.schedulingPolicy", policy, &["basic", "gang"]));
+    if let Some(gang) = policy.get("gang").filter(|g| g.is_object()) {
+        let at = "spec.schedulingPolicy.gang.minCount";
+        match gang["minCount"].as_i64().unwrap_or(0) {
+            0 => out.push(required(at, "")),
+            n if n < 1 => out.push(invalid_raw(at, &n.to_string(), "must be greater than or equal to 1")),
+            _ => {}
+        }
+    }
+    let claims = items(&spec["resourceClaims"]);
+    if claims.len() > MAX_POD_GROUP_CLAIMS {
+        out.push(too_many("spec.resourceClaims", claims.len(), MAX_POD_GROUP_CLAIMS));
+    } else {
+        let mut names: Vec<&str> = Vec::new();
+        for (i, c) in claims.iter().enumerate() {
+            let p = format!("spec.resourceClaims[{i}]");
+            let name = text(&c["name"]);
+            if names.contains(&name) {
+                // listType=map keyed by name: the later entry, written as JSON.
+                let mut item = serde_json::Map::new();
+                for f in ["name", "resourceClaimName", "resourceClaimTemplateName"] {
+                    if let Some(v) = c.get(f).filter(|v| !v.is_null()) {
+                        item.insert(f.into(), v.clone());
+                    }
+                }
+                out.push(Cause {
+                    reason: "FieldValueDuplicate",
+                    field: p.clone(),
+                    message: format!("Duplicate value: {}", Value::Object(item)),
+                });
+                continue;
+            }
+            names.push(name);
+            out.extend(super::validate::union(&p, c, &["resourceClaimName", "resourceClaimTemplateName"]));
+            if name.is_empty() {
+                out.push(required(&format!("{p}.name"), ""));
+            } else {
+                out.extend(label_causes(&format!("{p}.name"), name));
+            }
+            for f in ["resourceClaimName", "resourceClaimTemplateName"] {
+                if let Some(n) = c[f].as_str() {
+                    out.extend(subdomain_causes(&format!("{p}.{f}"), n));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The PodGroup strategy's dropDisabledPodGroupFields for what dpctl does
+/// not model (CompositePodGroup, alpha, off): `parentCompositePodGroupName`
+/// goes unless the PodGroup replaced (`old`) has it.
+pub(super) fn drop_disabled_pod_group_fields(obj: &mut Value, old: Option<&Value>) {
+    let in_use = old.is_some_and(|o| !o["spec"]["parentCompositePodGroupName"].is_null());
+    if let (false, Some(spec)) = (in_use, obj.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.remove("parentCompositePodGroupName");
+    }
+}
+
 pub(super) fn pod(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut out = Vec::new();

@@ -693,9 +693,10 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
 
 /// KEP-4671/5729: PodGroups stored as 1.37 serves them
 /// (scheduling.k8s.io/v1beta1, a status subresource, generation counted,
-/// status cleared on create and kept by an update of the object);
-/// ValidatePodGroup's hand-written rule refuses a parent without a
-/// workloadRef.
+/// status cleared on create and kept by an update of the object); a parent
+/// composite group is dropped with CompositePodGroup off, as kube-apiserver
+/// does (so ValidatePodGroup's workloadRef rule never sees it), and the
+/// declarative rules refuse a group with no scheduling policy.
 #[test]
 fn pod_groups_are_stored_with_their_status_subresource() {
     let s = Store::default();
@@ -719,9 +720,14 @@ fn pod_groups_are_stored_with_their_status_subresource() {
     let (c, kept) = call(&s, "PUT", &format!("{PG}/team"), "", o);
     assert_eq!((c, &kept["status"]), (200, &updated["status"]), "an update of the object keeps its status");
     let bad = json!({"metadata": {"name": "child"}, "spec": {"parentCompositePodGroupName": "p", "schedulingPolicy": {"basic": {}}}});
-    let (c, e) = call(&s, "POST", PG, "", bad);
+    let (c, child) = call(&s, "POST", PG, "", bad);
+    assert_eq!((c, child["spec"].get("parentCompositePodGroupName")), (201, None), "{child}");
+    let (c, e) = call(&s, "POST", PG, "", json!({"metadata": {"name": "none"}, "spec": {}}));
     assert_eq!(c, 422, "{e}");
-    assert_eq!(e["details"]["causes"][0]["field"], "spec.workloadRef", "{e}");
+    assert_eq!(
+        e["details"]["causes"][0]["message"], "Invalid value: \"\": must specify one of: `basic`, `gang`",
+        "{e}"
+    );
     assert_eq!(call(&s, "GET", "/apis/scheduling.k8s.io/v1/namespaces/ml/podgroups", "", Value::Null).0, 404);
 }
 

@@ -295,6 +295,22 @@ fn attribute_values(d: &Value, at: &str) -> Vec<Cause> {
     out
 }
 
+/// The declarative union's words (apimachinery `validate.Union`): none or
+/// several of `members` set in `obj` at `path`.
+pub(super) fn union(path: &str, obj: &Value, members: &[&str]) -> Option<Cause> {
+    let set: Vec<&str> = members.iter().copied().filter(|m| obj.get(*m).is_some_and(|v| !v.is_null())).collect();
+    let all: Vec<String> = members.iter().map(|m| format!("`{m}`")).collect();
+    match set.len() {
+        1 => None,
+        0 => Some(invalid(path, "", &format!("must specify one of: {}", all.join(", ")))),
+        _ => Some(invalid(
+            path,
+            &format!("{{{}}}", set.join(", ")),
+            &format!("must specify exactly one of: {}", all.join(", ")),
+        )),
+    }
+}
+
 /// validateDeviceAttributeVersionValue's words.
 const SEMVER: &str = "must be a string compatible with semver.org spec 2.0.0";
 
@@ -332,17 +348,7 @@ fn node_allocatable(d: &Value, at: &str) -> Vec<Cause> {
         }
         if !m.is_null() {
             let path = format!("{key}.mapping");
-            let set: Vec<&str> = ["capacityKey", "deviceMultiplier"].into_iter().filter(|k| !m[*k].is_null()).collect();
-            match set.len() {
-                // The declarative union (validate.Union): its words.
-                0 => out.push(invalid(&path, "", "must specify one of: `capacityKey`, `deviceMultiplier`")),
-                1 => {}
-                _ => out.push(invalid(
-                    &path,
-                    &format!("{{{}}}", set.join(", ")),
-                    "must specify exactly one of: `capacityKey`, `deviceMultiplier`",
-                )),
-            }
+            out.extend(union(&path, m, &["capacityKey", "deviceMultiplier"]));
             if let Some(k) = m["capacityKey"].as_str() {
                 if k.is_empty() {
                     out.push(invalid(&format!("{path}.capacityKey"), "", "capacityKey must not be an empty string"));
