@@ -74,6 +74,11 @@ pub struct Driver {
     tasks: crate::core::task::Tasks,
     /// Set by `deadlock-after-unknown-unprepare`: the lock is never released.
     wedged: std::sync::atomic::AtomicBool,
+    /// Cancelled when a fault makes the driver crash (`exit-on-missing-claim`);
+    /// [`Driver::crashed`] tells its owner, which ends the process as a panic would.
+    crash: CancellationToken,
+    /// What the crash says (a Go panic's line).
+    crash_words: Mutex<String>,
 }
 
 /// One CDI device of a claim's spec: a device, or a share of one, and the
@@ -255,7 +260,26 @@ impl Driver {
             stop: tasks.token().clone(),
             tasks,
             wedged: std::sync::atomic::AtomicBool::new(false),
+            crash: CancellationToken::new(),
+            crash_words: Mutex::new(String::new()),
         })
+    }
+
+    /// Crash as a driver whose handler panics: the words are kept for the
+    /// owner of the process, which ends it ([`Driver::crashed`]); the call
+    /// that crashed never answers (its caller sees the connection go).
+    async fn crash(&self, words: String) -> ! {
+        if let Ok(mut w) = self.crash_words.lock() {
+            *w = words;
+        }
+        self.crash.cancel();
+        std::future::pending().await
+    }
+
+    /// Resolves once a fault crashed the driver, with the panic's words.
+    pub async fn crashed(&self) -> String {
+        self.crash.cancelled().await;
+        self.crash_words.lock().map(|w| w.clone()).unwrap_or_default()
     }
 
     fn has(&self, f: &Fault) -> bool {
@@ -509,8 +533,7 @@ impl Driver {
                     if let (Err(e), true) = (&got, self.has(&Fault::ExitOnMissingClaim)) {
                         if e.ends_with(&format!("({NOT_FOUND})")) {
                             // As a driver whose client panics on the NotFound (the bug class).
-                            eprintln!("panic: interface conversion: {e}");
-                            std::process::exit(2);
+                            self.crash(format!("panic: interface conversion: {e}")).await;
                         }
                     }
                     Some(got)

@@ -604,6 +604,12 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     let result = loop {
         tokio::select! {
             _ = tasks.cancelled() => break Ok(()),
+            words = driver.crashed() => {
+                // A crash (a fault): the process ends at once as a Go panic
+                // ends it — exit status 2, its sockets and files left behind.
+                eprintln!("{words}");
+                std::process::exit(2);
+            }
             Some(st) = status_rx.recv() => {
                 if st.plugin_registered {
                     log.event("registered", &[("driver", json!(cfg.driver)), ("via", json!("plugin-watcher"))]);
