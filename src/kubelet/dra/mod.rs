@@ -358,7 +358,7 @@ impl DraManager {
             .await
             .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
         let health = self.spec.profile.dra_health.choose(&info.supported_versions);
-        let stop = self.gen.token.child_token();
+        let stop = self.gen.tasks.token().child_token();
         let instances = {
             let mut st = self.lock();
             st.seq += 1;
@@ -397,7 +397,7 @@ impl DraManager {
             let (me, driver, endpoint, socket) =
                 (self.clone(), info.name.clone(), endpoint.to_path_buf(), socket.to_path_buf());
             let stop = stop.clone();
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 stop.run_until_cancelled_owned(me.probe(driver, socket, endpoint)).await;
             });
         }
@@ -412,7 +412,7 @@ impl DraManager {
         if let Some(h) = health {
             let me = self.clone();
             let driver = info.name.clone();
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 stop.run_until_cancelled_owned(me.follow_health(driver, conn, h)).await;
             });
         }
@@ -450,7 +450,7 @@ impl DraManager {
         if let Some((driver, endpoint, instances)) = gone {
             if instances == 0 {
                 let me = self.clone();
-                self.gen.spawn(async move { me.save_health().await });
+                self.gen.tasks.spawn(async move { me.save_health().await });
             }
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
             self.sync_wipe(&driver);
@@ -512,7 +512,7 @@ impl DraManager {
             }
         };
         let (me, driver) = (self.clone(), driver.to_string());
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             // Before 1.33 (kubernetes#129832) the slices go at once.
             if me.spec.profile.dra_wipe_delay {
                 tokio::time::sleep(me.spec.wipe_delay).await;
@@ -1012,7 +1012,7 @@ impl DraManager {
     /// kubelet's doubling backoff, until it succeeds (or the generation ends);
     /// `attempt` attempts were made already.
     pub fn unprepare_in_background(self: &Arc<Self>, uid: &str, attempt: u32) {
-        let token = self.gen.token.child_token();
+        let token = self.gen.tasks.token().child_token();
         {
             let mut st = self.lock();
             if !st.pods.contains_key(uid) {
@@ -1023,7 +1023,7 @@ impl DraManager {
             }
         }
         let (me, uid) = (self.clone(), uid.to_string());
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             token
                 .run_until_cancelled(async {
                     let mut attempt = attempt;

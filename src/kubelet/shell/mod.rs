@@ -147,9 +147,9 @@ impl Manager {
     /// changes are persisted coalesced; admissions flush before they are acknowledged).
     pub fn start(self: &Arc<Self>) {
         let me = self.clone();
-        let token = self.gen.token.clone();
+        let token = self.gen.tasks.token().clone();
         // Not dropped mid-write: the loop only stops between writes.
-        self.gen.tracker.spawn(async move {
+        drop(self.gen.tasks.spawn_joined(async move {
             loop {
                 tokio::select! {
                     _ = me.dirty.notified() => {}
@@ -159,7 +159,7 @@ impl Manager {
                     me.event(KubeletEvent::CheckpointError { error: e.to_string() });
                 }
             }
-        });
+        }));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -218,7 +218,7 @@ impl Manager {
     pub async fn close(self: &Arc<Self>) {
         *self.gate.write().unwrap_or_else(|p| p.into_inner()) = true;
         self.lock().closed = true;
-        self.gen.end().await;
+        self.gen.tasks.stop().await;
         if let Err(e) = self.flush(true).await {
             self.bus.emit(KubeletEvent::CheckpointError { error: e.to_string() }, Some(self.gen.number));
         }
@@ -264,7 +264,7 @@ impl Manager {
         // endpoint stopped now: it goes when the grace period ends without its plugin.
         for r in &resources {
             let (me, r) = (self.clone(), r.clone());
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 tokio::time::sleep(me.cfg.grace_period).await;
                 let mut g = me.lock();
                 if !g.closed && g.st.waiting_over(&r) {
@@ -300,7 +300,7 @@ impl Manager {
         options: DevicePluginOptions,
         who: Registrant,
     ) -> Result<u64, StartError> {
-        let token = self.gen.token.child_token();
+        let token = self.gen.tasks.token().child_token();
         let mut g = self.lock();
         if g.closed {
             return Err(StartError::Restarting);
@@ -344,7 +344,7 @@ impl Manager {
         self.changed();
         let me = self.clone();
         let res = resource.to_string();
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             tokio::select! {
                 _ = endpoint::follow(me.clone(), res, reg.id, conn) => {}
                 _ = token.cancelled() => {}
@@ -461,7 +461,7 @@ impl Manager {
         self.unlock(g);
         let me = self.clone();
         let resource = resource.to_string();
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             tokio::time::sleep(me.cfg.grace_period).await;
             let mut g = me.lock();
             if g.closed || !g.st.grace_over(&resource, stopped) {
