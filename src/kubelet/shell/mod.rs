@@ -8,6 +8,7 @@
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::client::checkpoint;
 use crate::client::conn::PluginConn;
+use crate::core::coalesced::CoalescedWriter;
 use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::EndpointInfo;
 use crate::kubelet::devicemanager::{AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
@@ -106,8 +107,8 @@ pub struct Manager {
     /// Set when the generation closes; the event log is read-locked while it writes.
     gate: std::sync::RwLock<bool>,
     admission: tokio::sync::Mutex<()>,
-    /// The state version last written; held while writing, so writes are ordered.
-    written: Arc<Mutex<u64>>,
+    /// The checkpoint's change counter (the state's version) and written mark.
+    file: CoalescedWriter,
     dirty: tokio::sync::Notify,
     restarted: Mutex<Option<Instant>>,
     /// Settings.
@@ -134,7 +135,7 @@ impl Manager {
             inner: Mutex::new(inner),
             gate: std::sync::RwLock::new(false),
             admission: tokio::sync::Mutex::new(()),
-            written: Arc::new(Mutex::new(0)),
+            file: CoalescedWriter::new(),
             dirty: tokio::sync::Notify::new(),
             restarted: Mutex::new(None),
             cfg,
@@ -189,28 +190,24 @@ impl Manager {
         }
     }
 
-    /// Write the checkpoint if the state changed since the last write. After
+    /// Write the checkpoint if the state changed since the last write
+    /// (coalesced: the state's version is the change number). After
     /// [`Manager::close`] only the final write (`last`) is made.
     pub async fn flush(self: &Arc<Self>, last: bool) -> crate::core::Result<()> {
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut written = me.written.lock().unwrap_or_else(|p| p.into_inner());
-            let (data, version) = {
-                let g = me.lock();
-                if g.closed && !last {
-                    return Ok(());
-                }
-                (g.st.checkpoint_data(), g.st.version)
-            };
-            if version <= *written {
+        let upto = {
+            let g = self.lock();
+            if g.closed && !last {
                 return Ok(());
             }
-            checkpoint::write(&me.cfg.checkpoint, &data)?;
-            *written = version;
-            Ok(())
-        })
-        .await
-        .map_err(|e| crate::core::Error::failed(format!("checkpoint writer failed: {e}")))?
+            self.file.changed_up_to(g.st.version)
+        };
+        let snapshot = || {
+            let g = self.lock();
+            // Every version up to `upto` is in the state read here.
+            (!g.closed || last).then(|| g.st.checkpoint_data())
+        };
+        let path = self.cfg.checkpoint.clone();
+        self.file.write(upto, snapshot, move |data| checkpoint::write(&path, &data)).await
     }
 
     /// End this generation: no event or checkpoint write of it after this
@@ -255,7 +252,7 @@ impl Manager {
         let mut g = self.lock();
         let n = g.st.restore(&l.checkpoint.data);
         // What was just read is what the file holds.
-        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = g.st.version;
+        self.file.holds(g.st.version);
         let resources: BTreeSet<String> = g.st.resources.keys().cloned().collect();
         let resources_list = resources.iter().cloned().collect();
         self.ev(&mut g, KubeletEvent::CheckpointRestored { allocations: n, resources: resources_list });
