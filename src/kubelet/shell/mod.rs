@@ -12,7 +12,7 @@ use crate::core::coalesced::CoalescedWriter;
 use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::EndpointInfo;
 use crate::kubelet::devicemanager::{AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
-use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
+use crate::kubelet::event::{capped, EventBus, GenerationEvents, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,8 +104,6 @@ impl Config {
 /// The device manager of one generation.
 pub struct Manager {
     inner: Mutex<Inner>,
-    /// Set when the generation closes; the event log is read-locked while it writes.
-    gate: std::sync::RwLock<bool>,
     admission: tokio::sync::Mutex<()>,
     /// The checkpoint's change counter (the state's version) and written mark.
     file: CoalescedWriter,
@@ -115,6 +113,9 @@ pub struct Manager {
     pub cfg: Config,
     /// Where events go (the log and in-process subscribers).
     pub bus: EventBus,
+    /// This generation's events on the bus (closed with the generation);
+    /// the container manager emits through them too.
+    pub events: Arc<GenerationEvents>,
     /// The generation every task of this manager belongs to.
     pub gen: Generation,
 }
@@ -133,12 +134,12 @@ impl Manager {
         };
         Arc::new(Manager {
             inner: Mutex::new(inner),
-            gate: std::sync::RwLock::new(false),
             admission: tokio::sync::Mutex::new(()),
             file: CoalescedWriter::new(),
             dirty: tokio::sync::Notify::new(),
             restarted: Mutex::new(None),
             cfg,
+            events: GenerationEvents::new(bus.clone(), gen.number),
             bus,
             gen,
         })
@@ -169,10 +170,7 @@ impl Manager {
 
     /// Report an event, tagged with this generation, unless the generation is closed.
     pub fn event(&self, event: KubeletEvent) {
-        let closed = self.gate.read().unwrap_or_else(|p| p.into_inner());
-        if !*closed {
-            self.bus.emit(event, Some(self.gen.number));
-        }
+        self.events.emit(event);
     }
 
     /// Queue an event decided under the state lock; [`Manager::unlock`] reports it.
@@ -213,7 +211,7 @@ impl Manager {
     /// End this generation: no event or checkpoint write of it after this
     /// returns, except the final checkpoint written here.
     pub async fn close(self: &Arc<Self>) {
-        *self.gate.write().unwrap_or_else(|p| p.into_inner()) = true;
+        self.events.close();
         self.lock().closed = true;
         self.gen.tasks.stop().await;
         if let Err(e) = self.flush(true).await {
