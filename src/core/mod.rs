@@ -2,6 +2,7 @@
 //! serve), the HTTP/2 `:authority` shim, validation, paths, errors, time,
 //! and capping/escaping of echoed text.
 pub mod authority;
+pub mod coalesced;
 pub mod control;
 pub mod error;
 pub mod files;

@@ -39,6 +39,18 @@ impl Tasks {
         self.tracker.spawn(f)
     }
 
+    /// Run `f` in place as work of the group: [`Tasks::stop`] waits for it;
+    /// `None` if the group is cancelled first (then `f` is dropped).
+    pub async fn run<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        self.tracker.track_future(self.token.run_until_cancelled(f)).await
+    }
+
+    /// The group's tracker, for an API that takes a token and a tracker
+    /// (tasks spawned on it are awaited by [`Tasks::stop`]).
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.tracker
+    }
+
     /// The group's cancellation token.
     pub fn token(&self) -> &CancellationToken {
         &self.token

@@ -968,6 +968,38 @@ impl EventBus {
     }
 }
 
+/// One generation's events on the shared bus: each carries the generation's
+/// number, and none is emitted once the generation is closed (closing waits
+/// for an emit in progress), so nothing of an old generation is logged after
+/// the next one starts. The device manager and the container manager of a
+/// generation each emit through it.
+#[derive(Debug)]
+pub struct GenerationEvents {
+    bus: EventBus,
+    number: u64,
+    closed: std::sync::RwLock<bool>,
+}
+
+impl GenerationEvents {
+    /// The events of generation `number`, on `bus`.
+    pub fn new(bus: EventBus, number: u64) -> Arc<Self> {
+        Arc::new(GenerationEvents { bus, number, closed: std::sync::RwLock::new(false) })
+    }
+
+    /// Report `event` of this generation, unless the generation is closed.
+    pub fn emit(&self, event: KubeletEvent) {
+        let closed = self.closed.read().unwrap_or_else(|p| p.into_inner());
+        if !*closed {
+            self.bus.emit(event, Some(self.number));
+        }
+    }
+
+    /// Emit nothing more; returns once no emit is in progress.
+    pub fn close(&self) {
+        *self.closed.write().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+}
+
 /// At most [`LOG_LIST`] items of a list for the event log, then `+N more`.
 pub fn capped<T: ToString>(items: &[T]) -> Vec<String> {
     let mut v: Vec<String> = items.iter().take(LOG_LIST).map(|x| x.to_string()).collect();
@@ -1001,6 +1033,24 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_generations_events_carry_its_number_and_stop_when_it_closes() {
+        let bus = EventBus::new(Logger::with_sink(LogFormat::Json, Box::new(Sink::default()), 16));
+        let mut rx = bus.subscribe();
+        let events = GenerationEvents::new(bus.clone(), 3);
+        events.emit(KubeletEvent::Error { error: "open".into(), socket: None });
+        events.close();
+        events.emit(KubeletEvent::Error { error: "closed".into(), socket: None });
+        bus.emit(KubeletEvent::Error { error: "bus".into(), socket: None }, None);
+        let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|s| match &s.event {
+                KubeletEvent::Error { error, .. } => (error.clone(), s.generation),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(got, [("open".to_string(), Some(3)), ("bus".to_string(), None)]);
     }
 
     #[test]

@@ -1,43 +1,21 @@
-//! A generation of the mock kubelet: everything one run (until a restart or
-//! shutdown) starts is a task on its tracker, cancelled by its token.
+//! A generation of the mock kubelet: its number (every event of it carries
+//! the number) and the [`Tasks`] group everything one run (until a restart or
+//! shutdown) starts on; ending the generation stops the group.
 
-use std::future::Future;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use crate::core::task::Tasks;
 
-/// One generation of the mock kubelet: a cancellation token and a tracker
-/// that every task of the generation is spawned on.
-#[derive(Clone, Default)]
+/// One generation of the mock kubelet.
+#[derive(Debug, Clone, Default)]
 pub struct Generation {
     /// 0 for the first start, then one more per restart.
     pub number: u64,
-    /// Cancelled when the generation ends.
-    pub token: CancellationToken,
-    /// Holds every task of the generation.
-    pub tracker: TaskTracker,
+    /// Every task of the generation; stopped (cancelled and awaited) when it ends.
+    pub tasks: Tasks,
 }
 
 impl Generation {
-    /// Generation `number`.
+    /// Generation `number`, with a new task group.
     pub fn new(number: u64) -> Self {
-        Generation { number, token: CancellationToken::new(), tracker: TaskTracker::new() }
-    }
-
-    /// Run `f` as a task of this generation; it is dropped when the generation ends.
-    pub fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
-        let token = self.token.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                _ = f => {}
-                _ = token.cancelled() => {}
-            }
-        });
-    }
-
-    /// Cancel every task and wait until all of them are gone.
-    pub async fn end(&self) {
-        self.token.cancel();
-        self.tracker.close();
-        self.tracker.wait().await;
+        Generation { number, tasks: Tasks::new() }
     }
 }

@@ -1,14 +1,13 @@
 //! `/metrics` (Prometheus text format) and `/healthz` on a TCP address:
 //! the kubelet's device-plugin metrics plus capacity/allocatable gauges.
 
+use crate::core::task::Tasks;
 use crate::kubelet::devicemanager::BUCKETS;
 use crate::kubelet::shell::Manager;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -96,24 +95,19 @@ fn respond<B>(req: &http::Request<B>, manager: Option<&Manager>) -> http::Respon
     resp
 }
 
-/// Serve HTTP/1.1 until `stop`, one connection per task of `tracker` (as
+/// Serve HTTP/1.1 until `tasks` is cancelled, one connection per task of it (as
 /// the local API server does); each answer closes its connection, as the
 /// hand-written server before did. `current` holds the manager of the
 /// running generation.
-pub async fn serve(
-    listener: TcpListener,
-    current: watch::Receiver<Option<Arc<Manager>>>,
-    stop: CancellationToken,
-    tracker: TaskTracker,
-) {
+pub async fn serve(listener: TcpListener, current: watch::Receiver<Option<Arc<Manager>>>, tasks: Tasks) {
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
-            _ = stop.cancelled() => return,
+            _ = tasks.cancelled() => return,
         };
         let Ok((sock, _)) = conn else { continue };
         let current = current.clone();
-        tracker.spawn(stop.clone().run_until_cancelled_owned(async move {
+        tasks.spawn(async move {
             let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let mgr = current.borrow().clone();
                 std::future::ready(Ok::<_, std::convert::Infallible>(respond(&req, mgr.as_deref())))
@@ -124,7 +118,7 @@ pub async fn serve(
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
                 .await;
-        }));
+        });
     }
 }
 
@@ -172,8 +166,8 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
         let (_tx, rx) = watch::channel(None);
-        let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
-        tracker.spawn(serve(l, rx, stop.clone(), tracker.clone()));
+        let tasks = Tasks::new();
+        drop(tasks.spawn_joined(serve(l, rx, tasks.clone())));
         let get = exchange(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(get.starts_with("HTTP/1.1 503") && get.ends_with("\r\n\r\nrestarting"), "{get:?}");
         let head = exchange(addr, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
@@ -183,8 +177,7 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405") && post.contains("allow: GET, HEAD"), "{post:?}");
         let nope = exchange(addr, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(nope.starts_with("HTTP/1.1 404") && nope.contains("try /metrics or /healthz"), "{nope:?}");
-        stop.cancel();
-        tracker.close();
-        tracker.wait().await;
+        tasks.stop().await;
+        assert!(tasks.is_empty(), "the server and its connections are gone");
     }
 }

@@ -7,12 +7,13 @@
 //! `dpctl mock-kubelet`) ends the generation completely before the next one
 //! starts. Everything it does is reported as a typed [`KubeletEvent`] on its
 //! [`EventBus`] (the JSON log is those events serialised). Every task belongs
-//! to the node's tracker; [`Node::stop`] cancels and awaits all of them.
+//! to the node's task group; [`Node::stop`] cancels and awaits all of them.
 
 use crate::api::deviceplugin::registration_server::RegistrationServer;
 use crate::api::podresources::pod_resources_lister_server::PodResourcesListerServer;
 use crate::api::pods_v1alpha1::pods_server::PodsServer;
 use crate::core::paths::{CHECKPOINT_NAME, KUBELET_SOCKET_NAME};
+use crate::core::task::Tasks;
 use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
@@ -31,7 +32,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub use crate::client::status::NodeStatus;
 pub use crate::core::paths::status_socket;
@@ -451,9 +451,9 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     let ksock = s.plugin_dir.join(KUBELET_SOCKET_NAME);
     let (l, g) = listen(&ksock).await?;
     let reg = RegistrationServer::new(RegistrationService { mgr: mgr.clone(), dial_timeout: s.dial_timeout });
-    let failed = gen.token.clone();
+    let failed = gen.tasks.token().clone();
     let b2 = bus.clone();
-    gen.spawn(async move {
+    gen.tasks.spawn(async move {
         let _g = g;
         if let Err(e) = serve(l, reg, std::future::pending()).await {
             b2.emit(KubeletEvent::Error { error: e.to_string(), socket: None }, Some(number));
@@ -463,7 +463,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(pr) = &s.pod_resources_socket {
         let (l, g) = listen(pr).await?;
         let svc = PodResourcesListerServer::new(PodResourcesService::new(cm.clone()));
-        gen.spawn(async move {
+        gen.tasks.spawn(async move {
             let _g = g;
             let _ = serve(l, svc, std::future::pending()).await;
         });
@@ -477,23 +477,23 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
         let (l, g) = listen(p).await?;
         let svc = PodsServer::new(PodsService::new(cm.clone(), crate::kubelet::dra::NODE_NAME));
         bus.emit(KubeletEvent::PodsApi { socket: p.display().to_string() }, Some(number));
-        gen.spawn(async move {
+        gen.tasks.spawn(async move {
             let _g = g;
             let _ = serve(l, svc, std::future::pending()).await;
         });
     }
     if let Some(dir) = &s.manifests {
-        gen.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
+        gen.tasks.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
     }
     if let Some(c) = &s.cluster {
         let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
-        gen.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
+        gen.tasks.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
     }
     if let Some(dir) = &s.plugins_registry_dir {
         let handlers = Handlers::kubelet(&cm.devices, cm.dra.as_ref(), s.dial_timeout);
         let alias = s.endpoint_alias.clone();
         let wake = s.wake_on_changes;
-        gen.spawn(crate::kubelet::watcher::run(cm.clone(), handlers, dir.clone(), s.dial_timeout, alias, wake));
+        gen.tasks.spawn(crate::kubelet::watcher::run(cm.clone(), handlers, dir.clone(), s.dial_timeout, alias, wake));
     }
     Ok(cm)
 }
@@ -506,15 +506,15 @@ pub struct Node {
     bus: EventBus,
     current: watch::Receiver<Option<Arc<ContainerManager>>>,
     restart: mpsc::Sender<RestartRequest>,
-    stop: CancellationToken,
-    tracker: TaskTracker,
+    /// The engine's tasks: stopping them ends the running generation.
+    tasks: Tasks,
     ended: watch::Receiver<Option<std::result::Result<(), String>>>,
     kubelet_socket: PathBuf,
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.tasks.cancel();
     }
 }
 
@@ -526,14 +526,14 @@ impl Node {
         let (restart_tx, restart_rx) = mpsc::channel::<RestartRequest>(4);
         let (ended_tx, ended) = watch::channel(None);
         let (first_tx, first_rx) = oneshot::channel::<Result<()>>();
-        let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+        let tasks = Tasks::new();
         let kubelet_socket = spec.plugin_dir.join(KUBELET_SOCKET_NAME);
-        let (b, st) = (bus.clone(), stop.clone());
-        tracker.spawn(async move {
+        let (b, st) = (bus.clone(), tasks.token().clone());
+        drop(tasks.spawn_joined(async move {
             let r = run(spec, b, st, current_tx, restart_rx, first_tx).await;
             let _ = ended_tx.send(Some(r.map_err(|e| e.to_string())));
-        });
-        let node = Node { bus, current, restart: restart_tx, stop, tracker, ended, kubelet_socket };
+        }));
+        let node = Node { bus, current, restart: restart_tx, tasks, ended, kubelet_socket };
         match first_rx.await {
             Ok(Ok(())) => Ok(node),
             Ok(Err(e)) => {
@@ -647,9 +647,7 @@ impl Node {
 
     /// Stop: end the generation (final checkpoint written), cancel and await every task.
     pub async fn stop(&self) {
-        self.stop.cancel();
-        self.tracker.close();
-        self.tracker.wait().await;
+        self.tasks.stop().await;
     }
 }
 
@@ -671,7 +669,7 @@ async fn run(
         Err(Error::failed(text))
     };
     // Process-wide tasks (status socket, metrics) outlive generations.
-    let status = Generation::new(0);
+    let status = Tasks::new();
     let current_rx = current_tx.subscribe();
     // The metrics endpoint reads the device manager alone.
     let (devices_tx, devices_rx) = watch::channel::<Option<Arc<Manager>>>(None);
@@ -683,29 +681,24 @@ async fn run(
                 return fail_first(&mut first, Error::io(dir, "cannot create the control directory", &e));
             }
         }
-        let (c, st, b) = (current_rx.clone(), status.token.clone(), bus.clone());
-        status.tracker.spawn(async move {
+        let (c, st, b) = (current_rx.clone(), status.token().clone(), bus.clone());
+        drop(status.spawn_joined(async move {
             if let Err(e) = serve_status(p, c, st, b.clone()).await {
                 b.emit(KubeletEvent::Error { error: e.to_string(), socket: None }, None);
             }
-        });
+        }));
     }
     if let Some(addr) = s.metrics_addr {
         let l = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) => {
-                status.end().await;
+                status.stop().await;
                 let e = Error::failed(format!("--metrics-addr {addr}: cannot listen: {e}; choose a free port"));
                 return fail_first(&mut first, e);
             }
         };
         bus.emit(KubeletEvent::Metrics { addr: format!("http://{addr}/metrics") }, None);
-        status.tracker.spawn(crate::kubelet::metrics::serve(
-            l,
-            devices_rx.clone(),
-            status.token.clone(),
-            status.tracker.clone(),
-        ));
+        drop(status.spawn_joined(crate::kubelet::metrics::serve(l, devices_rx.clone(), status.clone())));
     }
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         // The store with the control plane's controllers: the claims of the
@@ -735,8 +728,8 @@ async fn run(
             crate::kubelet::dra::NODE_NAME.to_string(),
             s.manager.profile.version.minor(),
             store,
-            status.token.clone(),
-            status.tracker.clone(),
+            status.token().clone(),
+            status.tracker().clone(),
             s.api_server_mode,
         )
         .await;
@@ -745,20 +738,20 @@ async fn run(
                 bus.emit(KubeletEvent::ApiServer { addr: a.url, kubeconfig: a.kubeconfig.display().to_string() }, None)
             }
             Err(e) => {
-                status.end().await;
+                status.stop().await;
                 return fail_first(&mut first, e);
             }
         }
     }
     if let Some(c) = &s.cluster {
         let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
-        status.tracker.spawn(crate::kubelet::cluster::run_node(
+        drop(status.spawn_joined(crate::kubelet::cluster::run_node(
             c.clone(),
             machine,
             current_rx.clone(),
             bus.clone(),
-            status.token.clone(),
-        ));
+            status.token().clone(),
+        )));
     }
     let mut number = 0u64;
     let mut waiting: Option<oneshot::Sender<Result<()>>> = None;
@@ -768,7 +761,7 @@ async fn run(
         let mgr = match start_generation(&s, &bus, gen.clone()).await {
             Ok(m) => m,
             Err(e) => {
-                gen.end().await;
+                gen.tasks.stop().await;
                 if let Some(w) = waiting.take() {
                     let _ = w.send(Err(Error::failed(e.to_string())));
                 }
@@ -810,7 +803,7 @@ async fn run(
                 None => quit = true,
             },
             _ = timer => bus.emit(KubeletEvent::Restarting { reason: "--restart-every".into() }, Some(number)),
-            _ = gen.token.cancelled() => {
+            _ = gen.tasks.cancelled() => {
                 failure = Some(Error::failed("the kubelet socket stopped serving"));
                 quit = true;
             }
@@ -826,7 +819,7 @@ async fn run(
         }
         number += 1;
     };
-    status.end().await;
+    status.stop().await;
     if result.is_ok() {
         bus.emit(KubeletEvent::Stopped, None);
     }

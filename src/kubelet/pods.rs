@@ -197,7 +197,7 @@ impl Pods for PodsService {
         let sync = WatchPodsEvent { r#type: EventType::InitialSyncComplete as i32, pod: vec![] };
         let _ = tx.send(Ok(sync)).await;
         let gen = cm.devices.gen.clone();
-        gen.spawn(async move {
+        gen.tasks.spawn(async move {
             loop {
                 tokio::select! {
                     r = changes.changed() => if r.is_err() { return },

@@ -156,8 +156,7 @@ impl Registration for RegistrationService {
             endpoint: crate::core::text::cap(&r.endpoint).into_owned(),
         });
         // The call's work belongs to the generation: a restart cancels it and waits for it.
-        let gen = &self.mgr.gen;
-        let work = gen.tracker.track_future(gen.token.run_until_cancelled(self.handle(&r)));
+        let work = self.mgr.gen.tasks.run(self.handle(&r));
         let result = work.await.unwrap_or(Err(RegisterError::Restarting));
         match result {
             Ok(()) => Ok(tonic::Response::new(Empty {})),

@@ -200,7 +200,7 @@ pub async fn run(
             }
             in_flight.insert(sock.clone());
             let (handlers, alias, tx, sock) = (handlers.clone(), alias.clone(), done_tx.clone(), sock.clone());
-            cm.devices.gen.spawn(async move {
+            cm.devices.gen.tasks.spawn(async move {
                 let result = register_one(&handlers, &sock, dial_timeout, alias.as_ref().as_ref()).await;
                 let _ = tx.send(Attempt { sock, ident: id, result });
             });

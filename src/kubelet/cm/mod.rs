@@ -7,7 +7,7 @@
 
 use crate::kubelet::devicemanager::AdmissionError;
 use crate::kubelet::dra::{extended, DraManager};
-use crate::kubelet::event::KubeletEvent;
+use crate::kubelet::event::{GenerationEvents, KubeletEvent};
 use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
 use crate::kubelet::shell::Manager;
@@ -62,6 +62,9 @@ pub struct ContainerManager {
     /// The DRA manager (None: DRA plugins are not handled).
     pub dra: Option<Arc<DraManager>>,
     pods: Mutex<BTreeMap<String, Life>>,
+    /// The generation's events, which the device manager emits through too
+    /// (the DRA manager emits its own on the bus).
+    events: Arc<GenerationEvents>,
     /// Bumped whenever a pod is added, changes step or goes (the pods API's watch).
     changes: tokio::sync::watch::Sender<u64>,
 }
@@ -85,16 +88,17 @@ impl ContainerManager {
     /// Both managers of one generation.
     pub fn new(devices: Arc<Manager>, dra: Option<Arc<DraManager>>) -> Arc<Self> {
         let (changes, _) = tokio::sync::watch::channel(0);
-        Arc::new(ContainerManager { devices, dra, pods: Mutex::new(BTreeMap::new()), changes })
+        let events = devices.events.clone();
+        Arc::new(ContainerManager { devices, dra, pods: Mutex::new(BTreeMap::new()), events, changes })
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Life>> {
         self.pods.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Report an event of this generation.
+    /// Report an event of this generation (none once it is closed).
     pub fn event(&self, e: KubeletEvent) {
-        self.devices.event(e);
+        self.events.emit(e);
     }
 
     /// Admit pods (the device manager commits them together), then run
@@ -263,6 +267,7 @@ impl ContainerManager {
 
     /// End this generation (see [`Manager::close`]).
     pub async fn close(&self) {
+        self.events.close();
         self.devices.close().await;
     }
 }

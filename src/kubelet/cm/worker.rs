@@ -36,7 +36,7 @@ impl ContainerManager {
     /// other is carried to Running before this returns.
     pub(super) async fn run_pod(self: &Arc<Self>, pod: Pod, admission: Admission) {
         let uid = pod.uid.clone();
-        let (stop, busy) = (self.devices.gen.token.child_token(), Arc::new(tokio::sync::Mutex::new(())));
+        let (stop, busy) = (self.devices.gen.tasks.token().child_token(), Arc::new(tokio::sync::Mutex::new(())));
         let life = Life {
             pod: pod.clone(),
             step: Step::PrepareClaims,
@@ -63,7 +63,7 @@ impl ContainerManager {
             dra.track(&pod);
         }
         let me = self.clone();
-        self.devices.gen.spawn(async move {
+        self.devices.gen.tasks.spawn(async move {
             let _guard = guard;
             stop.run_until_cancelled(me.steps(&pod, Step::PrepareClaims, facts)).await;
         });

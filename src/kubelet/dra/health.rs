@@ -118,33 +118,17 @@ impl DraManager {
     /// Write the health cache to `<root>/dra_health_state` (healthinfo.go
     /// saveToCheckpointInternal: on every change and when a stream ends).
     /// As the claim checkpoint ([`super::persist`]): on the blocking pool,
-    /// and coalesced — one write covers every change made before it began,
-    /// so a flood of health changes from many drivers costs a few fsynced
-    /// writes, never a runtime worker held by each.
+    /// and coalesced ([`crate::core::coalesced`]) — one write covers every
+    /// change made before it began, so a flood of health changes from many
+    /// drivers costs a few fsynced writes, never a runtime worker held by each.
     pub(super) async fn save_health(&self) {
-        let upto = {
-            let mut st = self.lock();
-            st.health_recorded += 1;
-            st.health_recorded
-        };
-        let mut written = self.health_written.lock().await;
-        if *written >= upto {
-            return;
-        }
-        let (bytes, covers) = {
-            let st = self.lock();
-            (st.health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()), st.health_recorded)
-        };
+        let upto = self.health_file.changed();
         let path = self.health_state();
         let target = path.clone();
-        let done = tokio::task::spawn_blocking(move || crate::core::files::write_atomic(&target, &bytes))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-        match done {
-            Ok(()) => *written = covers,
-            Err(e) => {
-                self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
-            }
+        let snapshot = || Some(self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()));
+        let write = move |bytes: Vec<u8>| crate::core::files::write_atomic(&target, &bytes);
+        if let Err(e) = self.health_file.write(upto, snapshot, write).await {
+            self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
         }
     }
 

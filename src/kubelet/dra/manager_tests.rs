@@ -17,6 +17,7 @@ use crate::api::dra_v1::{
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
 use crate::core::log::{LogFormat, Logger};
+use crate::core::task::Tasks;
 use crate::kubelet::event::Stamped;
 use allocator::Allocated;
 use claiminfo::DriverPrep;
@@ -107,7 +108,7 @@ struct Node {
     fake: Arc<Fake>,
     rx: UnboundedReceiver<Arc<Stamped>>,
     gen: Generation,
-    server: Generation,
+    server: Tasks,
     socket: PathBuf,
 }
 
@@ -118,7 +119,7 @@ impl Node {
         let endpoint = root.join(format!("plugins/{DRIVER}/dra.sock"));
         std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
         let fake = Arc::new(fake);
-        let server = Generation::new(0);
+        let server = Tasks::new();
         let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
         let svc = DraPluginServer::new(Served(fake.clone()));
         server.spawn(async move {
@@ -158,8 +159,8 @@ impl Node {
     }
 
     async fn end(self) {
-        self.gen.token.cancel();
-        self.server.end().await;
+        self.gen.tasks.cancel();
+        self.server.stop().await;
     }
 }
 

@@ -44,6 +44,7 @@ pub mod view;
 use crate::api::pluginregistration::PluginInfo;
 use crate::client::dra::DraConn;
 use crate::controlplane::scheduler;
+use crate::core::coalesced::CoalescedWriter;
 use crate::kubelet::event::{EventBus, KubeletEvent, Refusal, RejectStage};
 use crate::kubelet::generation::Generation;
 use crate::kubelet::lifecycle::backoff;
@@ -152,10 +153,6 @@ struct State {
     /// Eviction key → when its NoExecute taint was first seen (the taint's
     /// timeAdded when it has none).
     taint_seen: BTreeMap<String, std::time::SystemTime>,
-    /// Changes made to the claim cache (see persist.rs).
-    recorded: u64,
-    /// Saves of the health cache asked for (see health.rs save_health).
-    health_recorded: u64,
     /// Stamped with every change to a ResourceSlice in `objects`.
     slices_stamp: u64,
     /// The candidates last computed, with what they were computed from.
@@ -193,12 +190,12 @@ pub struct DraManager {
     gen: Generation,
     state: Mutex<State>,
     changed: Notify,
-    /// The newest claim-cache change on disk; held while writing.
-    written: tokio::sync::Mutex<u64>,
+    /// The claim checkpoint's change counter and written mark (see persist.rs).
+    claims_file: CoalescedWriter,
     /// The CDI spec files read so far.
     cdi: cdi_index::CdiIndex,
-    /// The newest health-cache save on disk; held while writing.
-    health_written: tokio::sync::Mutex<u64>,
+    /// The health cache file's change counter and written mark (see health.rs save_health).
+    health_file: CoalescedWriter,
     /// The claims this manager has written into the control plane (held
     /// while writing: [`DraManager::publish_claims`]).
     published: Mutex<BTreeSet<String>>,
@@ -239,9 +236,9 @@ impl DraManager {
             gen,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
-            written: Default::default(),
+            claims_file: CoalescedWriter::new(),
             cdi: Default::default(),
-            health_written: Default::default(),
+            health_file: CoalescedWriter::new(),
             published: Default::default(),
         })
     }
@@ -358,7 +355,7 @@ impl DraManager {
             .await
             .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
         let health = self.spec.profile.dra_health.choose(&info.supported_versions);
-        let stop = self.gen.token.child_token();
+        let stop = self.gen.tasks.token().child_token();
         let instances = {
             let mut st = self.lock();
             st.seq += 1;
@@ -397,7 +394,7 @@ impl DraManager {
             let (me, driver, endpoint, socket) =
                 (self.clone(), info.name.clone(), endpoint.to_path_buf(), socket.to_path_buf());
             let stop = stop.clone();
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 stop.run_until_cancelled_owned(me.probe(driver, socket, endpoint)).await;
             });
         }
@@ -412,7 +409,7 @@ impl DraManager {
         if let Some(h) = health {
             let me = self.clone();
             let driver = info.name.clone();
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 stop.run_until_cancelled_owned(me.follow_health(driver, conn, h)).await;
             });
         }
@@ -450,7 +447,7 @@ impl DraManager {
         if let Some((driver, endpoint, instances)) = gone {
             if instances == 0 {
                 let me = self.clone();
-                self.gen.spawn(async move { me.save_health().await });
+                self.gen.tasks.spawn(async move { me.save_health().await });
             }
             self.event(KubeletEvent::DraDeregistered { driver: driver.clone(), endpoint, instances });
             self.sync_wipe(&driver);
@@ -512,7 +509,7 @@ impl DraManager {
             }
         };
         let (me, driver) = (self.clone(), driver.to_string());
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             // Before 1.33 (kubernetes#129832) the slices go at once.
             if me.spec.profile.dra_wipe_delay {
                 tokio::time::sleep(me.spec.wipe_delay).await;
@@ -765,7 +762,7 @@ impl DraManager {
             };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
-            let change = plan.record.then(|| Self::changed_claims(st));
+            let change = plan.record.then(|| self.claims_file.changed());
             let conns: BTreeMap<String, (DraConn, &'static str)> =
                 plan.batches.keys().filter_map(|d| Some((d.clone(), st.newest(d)?))).collect();
             (plan, conns, change)
@@ -827,7 +824,7 @@ impl DraManager {
                     st.claims.set_unresolved(k, missing);
                 }
             }
-            Self::changed_claims(&mut st)
+            self.claims_file.changed()
         };
         let stored = self.persist(change).await;
         if result.is_ok() && stored.is_ok() {
@@ -887,7 +884,7 @@ impl DraManager {
                         let change = {
                             let mut st = self.lock();
                             st.claims.remove(std::slice::from_ref(&key));
-                            Self::changed_claims(&mut st)
+                            self.claims_file.changed()
                         };
                         self.persist(change).await?;
                         let cause = Cause::Binding { claim: key.clone(), binding };
@@ -995,7 +992,7 @@ impl DraManager {
         let (removed, change) = {
             let mut st = self.lock();
             let removed = st.claims.remove(&plan.remove);
-            (removed, Self::changed_claims(&mut st))
+            (removed, self.claims_file.changed())
         };
         self.persist(change).await.map_err(fail)?;
         for (claim, uid) in plan.shared {
@@ -1012,7 +1009,7 @@ impl DraManager {
     /// kubelet's doubling backoff, until it succeeds (or the generation ends);
     /// `attempt` attempts were made already.
     pub fn unprepare_in_background(self: &Arc<Self>, uid: &str, attempt: u32) {
-        let token = self.gen.token.child_token();
+        let token = self.gen.tasks.token().child_token();
         {
             let mut st = self.lock();
             if !st.pods.contains_key(uid) {
@@ -1023,7 +1020,7 @@ impl DraManager {
             }
         }
         let (me, uid) = (self.clone(), uid.to_string());
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             token
                 .run_until_cancelled(async {
                     let mut attempt = attempt;

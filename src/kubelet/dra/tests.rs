@@ -1,6 +1,7 @@
 //! The DRA shell's own tests (the core's are beside it).
 
 use super::*;
+use crate::core::task::Tasks;
 use crate::kubelet::event::KubeletEvent;
 
 #[test]
@@ -38,7 +39,7 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     let endpoint = root.join("plugins/gpu.x/dra.sock");
     std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
     // A gRPC endpoint that answers nothing but HTTP/2 (all the kubelet dials).
-    let server = Generation::new(0);
+    let server = Tasks::new();
     let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
     let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
         Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
@@ -75,7 +76,7 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     };
     dra.register(&root.join("plugins_registry/gpu.x-reg.sock"), &info, &endpoint).await.unwrap();
     // The driver dies; its socket file stays (no deregistration).
-    server.token.cancel();
+    server.cancel();
     assert!(endpoint.exists());
     let mut seen = Vec::new();
     let wiped = tokio::time::timeout(Duration::from_secs(10), async {
@@ -94,7 +95,7 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
     let left: Vec<String> =
         store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(left, ["s1"], "another driver's slice stays");
-    gen.token.cancel();
+    gen.tasks.cancel();
 }
 
 /// TestAddSameName, "Same name, same endpoint -> error" (dra_plugin_manager.go add()).
@@ -128,7 +129,7 @@ fn the_kubelet_waits_45s_for_a_dra_call() {
 async fn a_call_past_its_timeout_is_deadline_exceeded_in_the_kubelets_words() {
     let dir = tempfile::tempdir().unwrap();
     let endpoint = dir.path().join("dra.sock");
-    let server = Generation::new(0);
+    let server = Tasks::new();
     let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
     let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
         std::future::pending::<Result<http::Response<tonic::body::Body>, std::convert::Infallible>>().await
@@ -146,13 +147,13 @@ async fn a_call_past_its_timeout_is_deadline_exceeded_in_the_kubelets_words() {
         cause.to_string(),
         "NodeUnprepareResources: rpc error: code = DeadlineExceeded desc = context deadline exceeded"
     );
-    server.end().await;
+    server.stop().await;
 }
 
 /// A DRA endpoint that answers HTTP/2 and nothing else (all registration dials).
-fn silent_endpoint(endpoint: &Path) -> Generation {
+fn silent_endpoint(endpoint: &Path) -> Tasks {
     std::fs::create_dir_all(endpoint.parent().unwrap()).unwrap();
-    let server = Generation::new(0);
+    let server = Tasks::new();
     let l = tokio::net::UnixListener::bind(endpoint).unwrap();
     let svc = tower::service_fn(|_r: http::Request<tonic::body::Body>| async {
         Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
@@ -259,9 +260,9 @@ async fn a_second_instance_replaces_the_first_before_1_33_and_joins_it_from_1_33
             assert_eq!(dra.drivers()[0].endpoints.len(), 1, "the newer instance stays");
         }
         assert!(slice_names(&store).contains(&"s1".to_string()), "nic.x keeps its slice");
-        gen.token.cancel();
-        a.token.cancel();
-        b.token.cancel();
+        gen.tasks.cancel();
+        a.cancel();
+        b.cancel();
     }
 }
 
@@ -278,11 +279,11 @@ async fn before_1_34_a_dead_endpoint_with_its_registration_keeps_its_slices() {
     let (dra, store, mut rx, gen) = manager_of(33, root, Duration::ZERO);
     let s1 = root.join("plugins_registry/gpu.x-reg.sock");
     dra.register(&s1, &gpu_info(&e1, &[rules::DRA_V1BETA1]), &e1).await.unwrap();
-    server.token.cancel();
+    server.cancel();
     next_event(&mut rx, |e| matches!(e, KubeletEvent::DraConnection { connected: false, .. }).then_some(())).await;
     assert!(dra.lock().pending_wipes.is_empty(), "no wipe scheduled on 1.33");
     assert_eq!(slice_names(&store), ["s0", "s1"]);
-    gen.token.cancel();
+    gen.tasks.cancel();
 }
 
 /// Port of upstream TestConnectionHandling (plugin/registration_test.go):
@@ -311,7 +312,7 @@ async fn test_connection_handling() {
             }
         };
         // The gRPC server stops; its socket file stays.
-        server.end().await;
+        server.stop().await;
         if removed {
             let wiped = next_event(&mut rx, |e| match e {
                 KubeletEvent::DraSlicesWiped { driver, slices } => Some((driver.clone(), slices.clone())),
@@ -329,9 +330,9 @@ async fn test_connection_handling() {
             next_event(&mut rx, connection(true)).await;
             assert!(!dra.lock().pending_wipes.contains_key("gpu.x"), "{what}: wiping should be stopped");
             assert_eq!(slice_names(&store), ["s0", "s1"], "{what}: the slice should still be there");
-            again.token.cancel();
+            again.cancel();
         }
-        gen.token.cancel();
+        gen.tasks.cancel();
     }
 }
 
@@ -362,7 +363,7 @@ fn a_plugin_listing_no_known_service_is_refused_from_1_34_and_called_on_v1alpha4
         assert!(!none.handles_plugins(), "1.30 has no DRAPlugin handler");
         assert!(new.handles_plugins());
         for g in [g1, g2, g3] {
-            g.token.cancel();
+            g.tasks.cancel();
         }
     });
 }
@@ -374,7 +375,7 @@ async fn the_v1alpha4_api_is_called_on_the_v1alpha3_node_service() {
     let dir = tempfile::tempdir().unwrap();
     let endpoint = dir.path().join("dra.sock");
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-    let server = Generation::new(0);
+    let server = Tasks::new();
     let l = tokio::net::UnixListener::bind(&endpoint).unwrap();
     let paths = seen.clone();
     let svc = tower::service_fn(move |r: http::Request<tonic::body::Body>| {
@@ -389,7 +390,7 @@ async fn the_v1alpha4_api_is_called_on_the_v1alpha3_node_service() {
     assert!(crate::core::status::go_text(&e).contains("Unimplemented"), "{e}");
     conn.unprepare(rules::DRA_V1ALPHA4, vec![]).await.unwrap_err();
     assert_eq!(*seen.lock().unwrap(), ["/v1alpha3.Node/NodePrepareResources", "/v1alpha3.Node/NodeUnprepareResources"]);
-    server.token.cancel();
+    server.cancel();
 }
 
 /// #34 item 3: nine kinds of damage to `dra_manager_state`. Each stops the

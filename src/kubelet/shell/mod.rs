@@ -8,10 +8,11 @@
 use crate::api::deviceplugin::{Device, DevicePluginOptions};
 use crate::client::checkpoint;
 use crate::client::conn::PluginConn;
+use crate::core::coalesced::CoalescedWriter;
 use crate::core::time::millis;
 use crate::kubelet::devicemanager::state::EndpointInfo;
 use crate::kubelet::devicemanager::{AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
-use crate::kubelet::event::{capped, EventBus, KubeletEvent, Registrant};
+use crate::kubelet::event::{capped, EventBus, GenerationEvents, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -103,17 +104,18 @@ impl Config {
 /// The device manager of one generation.
 pub struct Manager {
     inner: Mutex<Inner>,
-    /// Set when the generation closes; the event log is read-locked while it writes.
-    gate: std::sync::RwLock<bool>,
     admission: tokio::sync::Mutex<()>,
-    /// The state version last written; held while writing, so writes are ordered.
-    written: Arc<Mutex<u64>>,
+    /// The checkpoint's change counter (the state's version) and written mark.
+    file: CoalescedWriter,
     dirty: tokio::sync::Notify,
     restarted: Mutex<Option<Instant>>,
     /// Settings.
     pub cfg: Config,
     /// Where events go (the log and in-process subscribers).
     pub bus: EventBus,
+    /// This generation's events on the bus (closed with the generation);
+    /// the container manager emits through them too.
+    pub events: Arc<GenerationEvents>,
     /// The generation every task of this manager belongs to.
     pub gen: Generation,
 }
@@ -132,12 +134,12 @@ impl Manager {
         };
         Arc::new(Manager {
             inner: Mutex::new(inner),
-            gate: std::sync::RwLock::new(false),
             admission: tokio::sync::Mutex::new(()),
-            written: Arc::new(Mutex::new(0)),
+            file: CoalescedWriter::new(),
             dirty: tokio::sync::Notify::new(),
             restarted: Mutex::new(None),
             cfg,
+            events: GenerationEvents::new(bus.clone(), gen.number),
             bus,
             gen,
         })
@@ -147,9 +149,9 @@ impl Manager {
     /// changes are persisted coalesced; admissions flush before they are acknowledged).
     pub fn start(self: &Arc<Self>) {
         let me = self.clone();
-        let token = self.gen.token.clone();
+        let token = self.gen.tasks.token().clone();
         // Not dropped mid-write: the loop only stops between writes.
-        self.gen.tracker.spawn(async move {
+        drop(self.gen.tasks.spawn_joined(async move {
             loop {
                 tokio::select! {
                     _ = me.dirty.notified() => {}
@@ -159,7 +161,7 @@ impl Manager {
                     me.event(KubeletEvent::CheckpointError { error: e.to_string() });
                 }
             }
-        });
+        }));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -168,10 +170,7 @@ impl Manager {
 
     /// Report an event, tagged with this generation, unless the generation is closed.
     pub fn event(&self, event: KubeletEvent) {
-        let closed = self.gate.read().unwrap_or_else(|p| p.into_inner());
-        if !*closed {
-            self.bus.emit(event, Some(self.gen.number));
-        }
+        self.events.emit(event);
     }
 
     /// Queue an event decided under the state lock; [`Manager::unlock`] reports it.
@@ -189,36 +188,32 @@ impl Manager {
         }
     }
 
-    /// Write the checkpoint if the state changed since the last write. After
+    /// Write the checkpoint if the state changed since the last write
+    /// (coalesced: the state's version is the change number). After
     /// [`Manager::close`] only the final write (`last`) is made.
     pub async fn flush(self: &Arc<Self>, last: bool) -> crate::core::Result<()> {
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut written = me.written.lock().unwrap_or_else(|p| p.into_inner());
-            let (data, version) = {
-                let g = me.lock();
-                if g.closed && !last {
-                    return Ok(());
-                }
-                (g.st.checkpoint_data(), g.st.version)
-            };
-            if version <= *written {
+        let upto = {
+            let g = self.lock();
+            if g.closed && !last {
                 return Ok(());
             }
-            checkpoint::write(&me.cfg.checkpoint, &data)?;
-            *written = version;
-            Ok(())
-        })
-        .await
-        .map_err(|e| crate::core::Error::failed(format!("checkpoint writer failed: {e}")))?
+            self.file.changed_up_to(g.st.version)
+        };
+        let snapshot = || {
+            let g = self.lock();
+            // Every version up to `upto` is in the state read here.
+            (!g.closed || last).then(|| g.st.checkpoint_data())
+        };
+        let path = self.cfg.checkpoint.clone();
+        self.file.write(upto, snapshot, move |data| checkpoint::write(&path, &data)).await
     }
 
     /// End this generation: no event or checkpoint write of it after this
     /// returns, except the final checkpoint written here.
     pub async fn close(self: &Arc<Self>) {
-        *self.gate.write().unwrap_or_else(|p| p.into_inner()) = true;
+        self.events.close();
         self.lock().closed = true;
-        self.gen.end().await;
+        self.gen.tasks.stop().await;
         if let Err(e) = self.flush(true).await {
             self.bus.emit(KubeletEvent::CheckpointError { error: e.to_string() }, Some(self.gen.number));
         }
@@ -255,7 +250,7 @@ impl Manager {
         let mut g = self.lock();
         let n = g.st.restore(&l.checkpoint.data);
         // What was just read is what the file holds.
-        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = g.st.version;
+        self.file.holds(g.st.version);
         let resources: BTreeSet<String> = g.st.resources.keys().cloned().collect();
         let resources_list = resources.iter().cloned().collect();
         self.ev(&mut g, KubeletEvent::CheckpointRestored { allocations: n, resources: resources_list });
@@ -264,7 +259,7 @@ impl Manager {
         // endpoint stopped now: it goes when the grace period ends without its plugin.
         for r in &resources {
             let (me, r) = (self.clone(), r.clone());
-            self.gen.spawn(async move {
+            self.gen.tasks.spawn(async move {
                 tokio::time::sleep(me.cfg.grace_period).await;
                 let mut g = me.lock();
                 if !g.closed && g.st.waiting_over(&r) {
@@ -300,7 +295,7 @@ impl Manager {
         options: DevicePluginOptions,
         who: Registrant,
     ) -> Result<u64, StartError> {
-        let token = self.gen.token.child_token();
+        let token = self.gen.tasks.token().child_token();
         let mut g = self.lock();
         if g.closed {
             return Err(StartError::Restarting);
@@ -344,7 +339,7 @@ impl Manager {
         self.changed();
         let me = self.clone();
         let res = resource.to_string();
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             tokio::select! {
                 _ = endpoint::follow(me.clone(), res, reg.id, conn) => {}
                 _ = token.cancelled() => {}
@@ -461,7 +456,7 @@ impl Manager {
         self.unlock(g);
         let me = self.clone();
         let resource = resource.to_string();
-        self.gen.spawn(async move {
+        self.gen.tasks.spawn(async move {
             tokio::time::sleep(me.cfg.grace_period).await;
             let mut g = me.lock();
             if g.closed || !g.st.grace_over(&resource, stopped) {

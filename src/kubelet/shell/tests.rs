@@ -46,13 +46,13 @@ async fn ending_a_generation_awaits_every_task() {
         }
     }
     let flag = Flag(dropped.clone());
-    gen.spawn(async move {
+    gen.tasks.spawn(async move {
         let _f = flag;
         std::future::pending::<()>().await;
     });
-    gen.end().await;
+    gen.tasks.stop().await;
     assert!(dropped.load(Ordering::SeqCst), "the task was cancelled and dropped before end() returned");
-    assert!(gen.tracker.is_empty());
+    assert!(gen.tasks.is_empty());
 }
 
 #[tokio::test]
@@ -69,9 +69,9 @@ async fn closing_stops_timers_events_and_writes_except_the_last() {
         10,
     );
     m.stream_ended("vendor.example/r", id, "test");
-    assert!(!m.gen.tracker.is_empty(), "a grace timer and the writer run");
+    assert!(!m.gen.tasks.is_empty(), "a grace timer and the writer run");
     m.close().await;
-    assert!(m.gen.tracker.is_empty(), "every task of the generation is gone");
+    assert!(m.gen.tasks.is_empty(), "every task of the generation is gone");
     let mut seen = Vec::new();
     while let Ok(e) = events.try_recv() {
         seen.push(e);
