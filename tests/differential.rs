@@ -330,6 +330,8 @@ fn features(sc: &Value) -> allocator::Features {
         list_type_attributes: on(&sc["features"]["listTypeAttributes"]),
         compatibility_groups: on(&sc["features"]["compatibilityGroups"]),
         derived_attributes: on(&sc["features"]["derivedAttributes"]),
+        // On unless the scenario turns it off (1.34–1.35's default).
+        consumable_capacity: !on(&sc["features"]["consumableCapacityOff"]),
     }
 }
 
