@@ -127,8 +127,13 @@ pub struct Candidate {
     pub consumes: Vec<CounterSet>,
     /// Its own taints (DeviceTaintRules are added by the [`Catalog`]).
     pub taints: Vec<Taint>,
-    /// allowMultipleAllocations.
+    /// Shared by claims: allowMultipleAllocations with DRAConsumableCapacity on.
     pub multi: bool,
+    /// `device.allowMultipleAllocations` as selectors see it: the slice's
+    /// value, whatever DRAConsumableCapacity says (incubating and
+    /// experimental isSelectable pass it), false in upstream's `stable`
+    /// allocator (which passes none; cel.Device's nil is false).
+    pub allow_multiple_allocations: bool,
     /// Its pool's shared counter sets.
     pub counters: Vec<CounterSet>,
     /// bindsToNode (KEP-5007).
@@ -271,6 +276,7 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>, features: &Features)
                         // is not read (allocator_incubating.go allocateDevice; stable
                         // has no such field).
                         multi: d.multi && features.consumable_capacity,
+                        allow_multiple_allocations: d.multi && features.beyond_stable(),
                         counters: sets.clone(),
                         binds_to_node: d.binds_to_node,
                         binding_conditions: d.binding_conditions.clone(),

@@ -594,6 +594,12 @@ fn derived_attributes_feed_constraints_only_with_the_gate() {
     assert!(e.contains("cannot handle request with derived attributes"), "{e}");
 }
 
+/// One shareable device gpu-0 (8 × 10Gi of memory), model "a".
+fn spec_of_one() -> Value {
+    json!({"devices": [{"name": "gpu-0", "allowMultipleAllocations": true, "attributes": {"model": {"string": "a"}},
+        "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi"}}}}]})
+}
+
 /// KEP-5075 with DRAConsumableCapacity off (alpha, off, in 1.34–1.35;
 /// structured v0.37.2): `allowMultipleAllocations` is not read (incubating
 /// allocateDevice sets allowMultipleAllocations only with the feature), so
@@ -606,8 +612,7 @@ fn derived_attributes_feed_constraints_only_with_the_gate() {
 /// conditions) `incubating` runs and refuses them.
 #[test]
 fn without_consumable_capacity_a_shareable_device_goes_to_one_claim_whole() {
-    let spec = json!({"devices": [{"name": "gpu-0", "allowMultipleAllocations": true, "attributes": {"model": {"string": "a"}},
-        "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi"}}}}]});
+    let spec = spec_of_one();
     let off = Features::of_minor(35);
     assert!(
         !off.consumable_capacity && Features::of_minor(36).consumable_capacity && Features::ALL.consumable_capacity
@@ -649,4 +654,16 @@ fn without_consumable_capacity_a_shareable_device_goes_to_one_claim_whole() {
         "claim ns/c, subrequest s: has capacity requests, but the DRAConsumableCapacity feature is disabled"
     );
     assert!(run(&distinct, &with(incubating), &cands, &[]).is_ok(), "incubating knows distinctAttribute");
+    // Selectors see the slice's allowMultipleAllocations in incubating (feature on or
+    // off), false in stable (isSelectable's cel.Device).
+    let sel = |e: &str| {
+        claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x",
+            "selectors": [{"cel": {"expression": e}}]}}]}}))
+    };
+    let shareable_sel = sel("device.allowMultipleAllocations");
+    assert!(run(&shareable_sel, &with(off), &cands, &[]).is_err(), "stable: false");
+    let (incubating_cands, _) = pools(&[("p", spec_of_one())], &incubating);
+    let got = run(&shareable_sel, &with(incubating), &incubating_cands, &[]).unwrap();
+    assert_eq!((devices(&got), got[0].share_id.as_ref()), (vec!["r gpu-0".to_string()], None), "seen, not shared");
+    assert!(run(&shareable_sel, &with(on), &shareable, &[]).is_ok());
 }
