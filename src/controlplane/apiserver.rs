@@ -107,6 +107,13 @@ pub struct Store {
     /// write drops its devices' `nodeAllocatableResources` unless the slice
     /// it replaces has them ([`drop_disabled_slice_fields`]).
     node_allocatable_resources: bool,
+    /// DRAConsumableCapacity (KEP-5075; beta, on, from 1.36): off, a slice
+    /// write drops allowMultipleAllocations and capacity requestPolicy, a
+    /// claim create its capacity requests and distinctAttribute, a status
+    /// write its shareIDs and consumedCapacity, each unless what it
+    /// replaces uses them ([`drop_disabled_slice_fields`],
+    /// [`drop_disabled_claim_spec_fields`], [`drop_disabled_claim_status_fields`]).
+    consumable_capacity: bool,
 }
 
 /// The controllers, as a store holds them.
@@ -125,6 +132,7 @@ impl Default for Store {
             changes: tokio::sync::watch::channel(0).0,
             controller: None,
             node_allocatable_resources: false,
+            consumable_capacity: true,
         }
     }
 }
@@ -252,6 +260,13 @@ impl Store {
     /// default, as kube-apiserver's in 1.36 and 1.37).
     pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
         self.node_allocatable_resources = on;
+        self
+    }
+
+    /// The store with the DRAConsumableCapacity gate `on` (on by default,
+    /// as kube-apiserver's from 1.36; off in 1.34–1.35).
+    pub fn with_consumable_capacity(mut self, on: bool) -> Store {
+        self.consumable_capacity = on;
         self
     }
 
@@ -891,12 +906,93 @@ fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value
             .flatten()
             .any(|d| d.get("nodeAllocatableResources").and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
     };
-    if store.node_allocatable_resources || old.is_some_and(has_node_allocatable) {
+    if !(store.node_allocatable_resources || old.is_some_and(has_node_allocatable)) {
+        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+            if let Some(d) = d.as_object_mut() {
+                d.remove("nodeAllocatableResources");
+            }
+        }
+    }
+    // dropDisabledDRAConsumableCapacityFields, draConsumableCapacityFeatureInUse.
+    let shares = |s: &Value| {
+        s["spec"]["devices"].as_array().into_iter().flatten().any(|d| {
+            !d["allowMultipleAllocations"].is_null()
+                || d["capacity"].as_object().into_iter().flatten().any(|(_, c)| !c["requestPolicy"].is_null())
+        })
+    };
+    if !(store.consumable_capacity || old.is_some_and(shares)) {
+        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+            if let Some(m) = d.as_object_mut() {
+                m.remove("allowMultipleAllocations");
+            }
+            for (_, c) in d["capacity"].as_object_mut().into_iter().flatten() {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("requestPolicy");
+                }
+            }
+        }
+    }
+}
+
+/// Whether a claim spec uses DRAConsumableCapacity (resourceclaimspec
+/// DRAConsumableCapacityFeatureInUse: a distinctAttribute, a capacity request).
+fn claim_spec_uses_capacity(spec: &Value) -> bool {
+    let d = &spec["devices"];
+    d["constraints"].as_array().into_iter().flatten().any(|c| !c["distinctAttribute"].is_null())
+        || d["requests"].as_array().into_iter().flatten().any(|r| {
+            !r["exactly"]["capacity"].is_null()
+                || r["firstAvailable"].as_array().into_iter().flatten().any(|s| !s["capacity"].is_null())
+        })
+}
+
+/// The claim spec strategy's dropDisabledDRAResourceClaimConsumableCapacityFields
+/// (api/resourceclaimspec/util.go, for claims and claim templates): with
+/// DRAConsumableCapacity off, capacity requests and distinctAttribute go,
+/// unless `old` (the stored spec) uses them.
+pub(super) fn drop_disabled_claim_spec_fields(store: &Store, spec: &mut Value, old: Option<&Value>) {
+    if store.consumable_capacity || old.is_some_and(claim_spec_uses_capacity) {
         return;
     }
-    for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
+    let d = &mut spec["devices"];
+    for c in d["constraints"].as_array_mut().into_iter().flatten() {
+        if let Some(c) = c.as_object_mut() {
+            c.remove("distinctAttribute");
+        }
+    }
+    for r in d["requests"].as_array_mut().into_iter().flatten() {
+        if let Some(e) = r["exactly"].as_object_mut() {
+            e.remove("capacity");
+        }
+        for s in r["firstAvailable"].as_array_mut().into_iter().flatten() {
+            if let Some(s) = s.as_object_mut() {
+                s.remove("capacity");
+            }
+        }
+    }
+}
+
+/// The resourceclaim status strategy's
+/// dropDisabledDRAResourceClaimConsumableCapacityStatusFields: with
+/// DRAConsumableCapacity off, the results' shareID and consumedCapacity and
+/// the device statuses' shareID go, unless the stored claim `old` uses the
+/// feature (its spec, a result or a device status with a share).
+pub(super) fn drop_disabled_claim_status_fields(store: &Store, next: &mut Value, old: &Value) {
+    let results = |c: &Value| c["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
+    let in_use = claim_spec_uses_capacity(&old["spec"])
+        || results(old).iter().any(|r| !r["shareID"].is_null() || !r["consumedCapacity"].is_null())
+        || old["status"]["devices"].as_array().into_iter().flatten().any(|d| !d["shareID"].is_null());
+    if store.consumable_capacity || in_use {
+        return;
+    }
+    for r in next["status"]["allocation"]["devices"]["results"].as_array_mut().into_iter().flatten() {
+        if let Some(r) = r.as_object_mut() {
+            r.remove("shareID");
+            r.remove("consumedCapacity");
+        }
+    }
+    for d in next["status"]["devices"].as_array_mut().into_iter().flatten() {
         if let Some(d) = d.as_object_mut() {
-            d.remove("nodeAllocatableResources");
+            d.remove("shareID");
         }
     }
 }

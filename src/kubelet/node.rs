@@ -711,7 +711,9 @@ async fn run(
         );
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
-            store.with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled()),
+            store
+                .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
+                .with_consumable_capacity(profile.dra_consumable_capacity.enabled()),
         );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

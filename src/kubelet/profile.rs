@@ -272,6 +272,7 @@ pub const GATES: &[&str] = &[
     "DRADeviceCompatibilityGroups",
     "DRADerivedAttributes",
     "DRANodeAllocatableResources",
+    "DRAConsumableCapacity",
     "GenericWorkload",
     "DRAWorkloadResourceClaims",
 ];
@@ -326,6 +327,10 @@ pub struct Profile {
     pub dra_derived_attributes: Gate,
     /// DRANodeAllocatableResources (KEP-5517): alpha (off) from 1.36.
     pub dra_node_allocatable_resources: Gate,
+    /// DRAConsumableCapacity (KEP-5075): alpha (off) 1.34–1.35, beta (on)
+    /// from 1.36. Off: a device is never shared (allowMultipleAllocations
+    /// not read by the scheduler, dropped by the API server).
+    pub dra_consumable_capacity: Gate,
     /// GenericWorkload (KEP-4671): alpha (off) 1.35, beta (still off) 1.37;
     /// DRAWorkloadResourceClaims depends on it.
     pub generic_workload: Gate,
@@ -486,6 +491,13 @@ pub const TABLE: &[Behaviour] = &[
         after: "a device with bindingConditions is allocated (its pool tried after the others) and the result carries bindingConditions and bindingFailureConditions",
     },
     Behaviour {
+        field: "dra_consumable_capacity",
+        since: 36,
+        source: "DRAConsumableCapacity (KEP-5075): alpha 1.34, beta (on) 1.36 (pkg/features/kube_features.go); structured allocator.go (stable without it), internal/incubating allocateDevice, validateDeviceRequest; scheduler dynamicresources dra_manager.go GatherAllocatedState; registry resourceslice/strategy.go, resourceclaim/strategy.go, api/resourceclaimspec/util.go dropDisabledDRA*ConsumableCapacity*Fields",
+        before: "1.25-1.33: no such gate; 1.34-1.35: off by default (--feature-gates DRAConsumableCapacity=true): a device goes to one claim whole (allowMultipleAllocations dropped by the API server and not read by the scheduler; a share allocated before counts as the whole device), no shareID or consumedCapacity; capacity requests and distinctAttribute dropped from new claims",
+        after: "a device with allowMultipleAllocations is shared by claims while their consumedCapacity fits its capacity, each result a shareID (a UUID) the driver returns in Device.share_id; --feature-gates DRAConsumableCapacity=false turns it off",
+    },
+    Behaviour {
         field: "pods_api",
         since: 37,
         source: "KEP-4188 PodsAPI: alpha (off) 1.36, beta (on) 1.37 (pkg/features/kube_features.go); kubelet.go ListenAndServePods on <root-dir>/pods-api/pods-api.sock (kubeletconfig DefaultKubeletPodsAPIDirName, apis/pods/constants.go Socket), apis/pods/server.go; 100 QPS, burst 10 on ListPods and GetPod",
@@ -546,6 +558,11 @@ impl Profile {
             dra_compatibility_groups: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
             dra_derived_attributes: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
             dra_node_allocatable_resources: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_consumable_capacity: match (at("dra_consumable_capacity"), v.0) {
+                (true, _) => Gate::On,
+                (false, 34..) => Gate::Off,
+                (false, _) => Gate::Absent,
+            },
             generic_workload: if v.0 >= 35 { Gate::Off } else { Gate::Absent },
             dra_workload_resource_claims: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
         }
@@ -559,6 +576,7 @@ impl Profile {
             list_type_attributes: self.dra_list_type_attributes.enabled(),
             compatibility_groups: self.dra_compatibility_groups.enabled(),
             derived_attributes: self.dra_derived_attributes.enabled(),
+            consumable_capacity: self.dra_consumable_capacity.enabled(),
         }
     }
 
@@ -587,6 +605,7 @@ impl Profile {
                 "DRADeviceCompatibilityGroups" => &mut self.dra_compatibility_groups,
                 "DRADerivedAttributes" => &mut self.dra_derived_attributes,
                 "DRANodeAllocatableResources" => &mut self.dra_node_allocatable_resources,
+                "DRAConsumableCapacity" => &mut self.dra_consumable_capacity,
                 "GenericWorkload" => &mut self.generic_workload,
                 "DRAWorkloadResourceClaims" => &mut self.dra_workload_resource_claims,
                 n => {
@@ -788,6 +807,25 @@ mod tests {
                 .into())
         );
         assert!(on(35, "DRAWorkloadResourceClaims=true").unwrap_err().contains("kubelet 1.35 has no such gate"));
+    }
+
+    /// kube_features.go v1.37.2: DRAConsumableCapacity alpha 1.34, beta (on) 1.36.
+    #[test]
+    fn the_consumable_capacity_gate_is_off_on_1_34_and_1_35_and_on_from_1_36() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        assert_eq!(
+            [33, 34, 35, 36, 37].map(|m| p(m).dra_consumable_capacity),
+            [Gate::Absent, Gate::Off, Gate::Off, Gate::On, Gate::On]
+        );
+        assert_eq!([35, 36].map(|m| p(m).allocator_features().consumable_capacity), [false, true]);
+        let on = |m, s: &str| p(m).with_gates(s).map(|p| p.allocator_features().consumable_capacity);
+        assert_eq!(on(35, "DRAConsumableCapacity=true"), Ok(true));
+        assert_eq!(on(36, "DRAConsumableCapacity=false"), Ok(false));
+        // DRAFractionalCapacityRange, which depends on it, is on in 1.37 only with
+        // --min-compatibility-version 1.37 (the default is one minor before).
+        assert_eq!(on(37, "DRAConsumableCapacity=false"), Ok(false));
+        assert!(on(33, "DRAConsumableCapacity=true").unwrap_err().contains("kubelet 1.33 has no such gate"));
+        assert!(p(35).explain().contains("before 1.36: 1.25-1.33: no such gate; 1.34-1.35: off by default"));
     }
 
     /// The README's profile table is this table.

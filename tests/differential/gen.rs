@@ -569,17 +569,27 @@ pub fn scenario(r: &mut Rng) -> Value {
     let slices = slices(r, node);
     let allocated = allocated(r, &slices);
     let claims: Vec<Value> = (0..1 + r.below(3)).map(|i| claim(r, &format!("claim-{i}"))).collect();
-    json!({
+    let mut sc = json!({
         "bindingConditions": r.chance(0.5),
         "features": {
             "listTypeAttributes": r.chance(0.5),
             "compatibilityGroups": r.chance(0.5),
             "derivedAttributes": r.chance(0.5),
+            "consumableCapacityOff": r.chance(0.25),
         },
         "node": node,
         "slices": slices,
         "classes": classes(r),
         "allocated": allocated,
         "claims": claims,
-    })
+    });
+    // DRAConsumableCapacity off: half the time with every other feature off
+    // too, so that upstream runs its `stable` allocator (1.34–1.35's defaults).
+    if sc["features"]["consumableCapacityOff"] == json!(true) && r.chance(0.5) {
+        sc["bindingConditions"] = json!(false);
+        for f in ["listTypeAttributes", "compatibilityGroups", "derivedAttributes"] {
+            sc["features"][f] = json!(false);
+        }
+    }
+    sc
 }

@@ -215,6 +215,77 @@ async fn node_allocatable_resources_are_kept_only_with_their_gate_on() {
     }
 }
 
+/// DRAConsumableCapacity per version (alpha, off, in 1.34–1.35): on
+/// `--kubelet-version 1.35` the local API server drops the published
+/// device's allowMultipleAllocations and request policy and the scheduler's
+/// part gives the device to one claim whole (no shareID): the second pod's
+/// claim is not allocated. With `--feature-gates DRAConsumableCapacity=true`
+/// the two claims share the device, as on 1.36 and later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_1_35_two_claims_share_a_device_only_with_the_consumable_capacity_gate_on() {
+    for gate in [false, true] {
+        let t = DraTree::new();
+        let mut args = vec!["--api-server", "127.0.0.1:0", "--kubelet-version", "1.35"];
+        if gate {
+            args.extend(["--feature-gates", "DRAConsumableCapacity=true"]);
+        }
+        let mut kubelet = mock_kubelet_on(&t.root, &args).spawn().unwrap();
+        let mut log = Tail::stdout(&mut kubelet);
+        log.wait_for("\"event\":\"api-server\"", 1).await;
+        let api = kube::load_kubeconfig(&t.p("kubeconfig")).unwrap();
+        let (drv, mut dlog) = driver(&t, &["--devices", "1", "--shared-capacity", "memory=8Gi/default=1Gi/step=1Gi"]);
+        log.wait_for("\"event\":\"dra-registered\"", 1).await;
+        dlog.wait_for("\"event\":\"resourceslice\"", 1).await;
+        let (code, slices) = call(&api, "GET", "/apis/resource.k8s.io/v1/resourceslices").await;
+        assert_eq!(code, 200, "{slices}");
+        let dev = &slices["items"][0]["spec"]["devices"][0];
+        assert_eq!(dev.get("allowMultipleAllocations").is_some(), gate, "gate {gate}: {slices}");
+        assert_eq!(dev["capacity"]["memory"].get("requestPolicy").is_some(), gate, "gate {gate}: {slices}");
+        t.write("class.yaml", CLASS);
+        t.write("template.yaml", TEMPLATE);
+        log.wait_for("\"event\":\"dra-object\"", 2).await;
+        t.write("a.yaml", &pod("a"));
+        log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+        t.write("b.yaml", &pod("b"));
+        let settled = log
+            .wait_until(20, |s| {
+                let lines = || s.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+                let b_failed = lines().any(|v| v["event"] == "claim-prepare-failed" && v["pod"] == "ml/b");
+                running(s, "ml/b") || b_failed
+            })
+            .await;
+        settled.unwrap_or_else(|seen| panic!("gate {gate}: pod b had no outcome:\n{seen}"));
+        let allocated = events(&log, "claim-allocated");
+        let ids: Vec<Option<String>> = {
+            let mut out = Vec::new();
+            for a in &allocated {
+                let (ns, name) = a["claim"].as_str().unwrap().split_once('/').unwrap();
+                let (code, claim) =
+                    call(&api, "GET", &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")).await;
+                assert_eq!(code, 200, "{claim}");
+                let r = &claim["status"]["allocation"]["devices"]["results"][0];
+                assert_eq!(r["device"], "dev-0", "{claim}");
+                out.push(r["shareID"].as_str().map(str::to_string));
+            }
+            out
+        };
+        if gate {
+            assert_eq!(ids.len(), 2, "{}", log.seen());
+            assert!(ids.iter().all(Option::is_some) && ids[0] != ids[1], "two shares: {ids:?}");
+            log.wait_until(20, |s| running(s, "ml/a") && running(s, "ml/b")).await.expect("both pods Running");
+        } else {
+            assert_eq!(ids, [None], "one claim, the whole device: {}", log.seen());
+            let failed = events(&log, "claim-prepare-failed");
+            let failed = failed.iter().find(|f| f["pod"] == "ml/b").unwrap_or_else(|| panic!("{}", log.seen()));
+            let e = failed["error"].as_str().unwrap();
+            assert!(e.contains("1 match, 0 of them free"), "{e}");
+            assert!(!running(&log.seen(), "ml/b"), "{}", log.seen());
+        }
+        stop_child(drv).await;
+        stop_tailed(kubelet, log).await.expect_code(0);
+    }
+}
+
 /// `dpctl demo --dra --shares --once`: two claims on the one device, each
 /// row of PodResources its own shareID and the CDI device named by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,9 @@
 //! for byte when it holds at most one claim, as upstream orders several by map
 //! iteration), each reading the other's, and per container of every prepared
 //! pod: GetResources' CDI devices, the PodResources view and the names and
-//! resource IDs of allocatedResourcesStatus.
+//! resource IDs of allocatedResourcesStatus. Claims allocated with shares of
+//! a device (KEP-5075) carry each result's shareID to the driver, the
+//! checkpoint (`ShareID`) and PodResources (`share_id`).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -77,6 +79,21 @@ fn claim(name: &str, uid: &str, results: &[(&str, &str)], pods: &[&str]) -> Valu
             "reservedFor": pods.iter().map(|p| json!({"resource": "pods", "name": p, "uid": format!("{p}-uid")})).collect::<Vec<_>>(),
         }
     })
+}
+
+/// A ResourceClaim allocated with shares of devices (consumable capacity,
+/// KEP-5075): each result `(request, device, shareID)` consumes 1Gi of the
+/// device's memory, as the scheduler writes a share.
+fn shared_claim(name: &str, uid: &str, results: &[(&str, &str, &str)], pods: &[&str]) -> Value {
+    let plain: Vec<(&str, &str)> = results.iter().map(|(r, d, _)| (*r, *d)).collect();
+    let mut c = claim(name, uid, &plain, pods);
+    for (r, (_, _, share)) in
+        c["status"]["allocation"]["devices"]["results"].as_array_mut().into_iter().flatten().zip(results)
+    {
+        r["shareID"] = json!(share);
+        r["consumedCapacity"] = json!({"memory": "1Gi"});
+    }
+    c
 }
 
 /// A pod: its claims `(pod claim, claim name)` (a name starting with
@@ -260,6 +277,58 @@ fn cases() -> Vec<Case> {
             claims: vec![claim("gpu", "11111111-0000-0000-0000-00000000000a", &[("one", "dev-3")], &["a"])],
             pods: vec![pod("a", &[("g", "gpu")], &[("main", whole)])],
             steps: vec![Prepare("a"), Register, Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // ShareID (KEP-5075, kubernetes#134520): two claims, each a share
+            // of dev-0, in two pods; the driver answers each share's ID, which
+            // the checkpoint keeps (ShareID) and PodResources lists (share_id).
+            name: "two-claims-share-a-device".into(),
+            objects: vec![],
+            claims: vec![
+                shared_claim(
+                    "gpu-a",
+                    "11111111-0000-0000-0000-00000000000b",
+                    &[("one", "dev-0", "5f0c6a38-94a5-4c4e-9d0b-1e2f3a4b5c6d")],
+                    &["a"],
+                ),
+                shared_claim(
+                    "gpu-b",
+                    "11111111-0000-0000-0000-00000000000c",
+                    &[("one", "dev-0", "0d9e8f7a-6b5c-4d3e-8f2a-1b0c9d8e7f6a")],
+                    &["b"],
+                ),
+            ],
+            pods: vec![
+                pod("a", &[("g", "gpu-a")], &[("main", whole)]),
+                pod("b", &[("g", "gpu-b")], &[("main", whole)]),
+            ],
+            steps: vec![Prepare("a"), Prepare("b"), Restart, Unprepare("a"), Unprepare("b")],
+            generated: vec![],
+            driver: vec![],
+        },
+        Case {
+            // One claim, two requests, each a share of dev-1: two devices in
+            // the answer with the same name, told apart by their ShareID; each
+            // container names one request.
+            name: "one-claim-two-shares-of-a-device".into(),
+            objects: vec![],
+            claims: vec![shared_claim(
+                "gpu",
+                "11111111-0000-0000-0000-00000000000d",
+                &[
+                    ("one", "dev-1", "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"),
+                    ("two", "dev-1", "f0e1d2c3-b4a5-4968-8776-655443322110"),
+                ],
+                &["a"],
+            )],
+            pods: vec![pod(
+                "a",
+                &[("g", "gpu")],
+                &[("c-one", &[("g", "one")]), ("c-two", &[("g", "two")]), ("both", whole)],
+            )],
+            steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
         },

@@ -717,3 +717,88 @@ async fn the_real_scheduler_and_dpctls_allocator_choose_alike() {
     stop_tailed(child, log).await.expect_code(0);
     assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), CASES.len(), failures.join("\n\n"));
 }
+
+/// What each API server stored of the fields a gate guards, as (status,
+/// fields present) per write.
+async fn gated_fields(api: &ApiServer, run: &str) -> Value {
+    let slice = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("gated-{run}")},
+        "spec": {"driver": "gated.example.com", "nodeName": format!("gated-{run}"), "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "d0", "allowMultipleAllocations": true,
+                "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}},
+                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}});
+    let (code, s) = call(api, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&slice)).await;
+    let d = &s["spec"]["devices"][0];
+    let claim = |name: &str, exactly: Value, constraints: Value| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": format!("{name}-{run}")},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}], "constraints": constraints}}})
+    };
+    let path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+    let cap = claim(
+        "gated-cap",
+        json!({"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}),
+        json!([{"matchAttribute": "gated.example.com/x"}]),
+    );
+    let (ccode, c) = call(api, "POST", path, Some(&cap)).await;
+    let distinct =
+        claim("gated-distinct", json!({"deviceClassName": "c"}), json!([{"distinctAttribute": "gated.example.com/x"}]));
+    let (dcode, e) = call(api, "POST", path, Some(&distinct)).await;
+    let causes: Vec<Value> = e["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({"field": c["field"], "reason": c["reason"]}))
+        .collect();
+    json!({
+        "slice": {"code": code, "allowMultipleAllocations": d.get("allowMultipleAllocations").is_some(),
+            "requestPolicy": d["capacity"]["memory"].get("requestPolicy").is_some(),
+            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some()},
+        "capacityClaim": {"code": ccode, "capacity": c["spec"]["devices"]["requests"][0]["exactly"].get("capacity").is_some()},
+        "distinctClaim": {"code": dcode, "causes": causes},
+    })
+}
+
+/// #48: the local API server's strategies against kube-apiserver's (v1.37.2),
+/// with DRAConsumableCapacity off (as 1.34–1.35 have it) and at its 1.37
+/// default (on), DRANodeAllocatableResources at its default (off): what a
+/// ResourceSlice with allowMultipleAllocations, a requestPolicy and
+/// nodeAllocatableResources keeps, what a claim with capacity requests
+/// keeps, and how a claim whose only constraint is a distinctAttribute fares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    for gates in [Some("DRAConsumableCapacity=false"), None] {
+        let d = tmp();
+        let mut c = tokio::process::Command::new(bin.clone());
+        c.arg("serve").arg("-dir").arg(d.path());
+        let mut args = vec!["--api-server", "127.0.0.1:0"];
+        if let Some(g) = gates {
+            c.args(["-feature-gates", g]);
+            args.extend(["--feature-gates", g]);
+        }
+        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
+        let mut cp = c.spawn().unwrap();
+        let mut out = Tail::stdout(&mut cp);
+        out.wait_for("\"ready\":true", 1).await;
+        let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
+        let kube_api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+        let k = tmp();
+        let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
+        let mut log = Tail::stdout(&mut child);
+        let ev = api_server_event(&mut log).await;
+        let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+        let run = std::process::id().to_string();
+        let kube_out = gated_fields(&kube_api, &run).await;
+        let dpctl_out = gated_fields(&dpctl_api, &run).await;
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        eprintln!("gated fields ({gates:?}): kube-apiserver {kube_out}");
+        // Not vacuous: the slice was accepted, its share fields kept only with the gate on.
+        assert_eq!(kube_out["slice"]["code"], 201, "{kube_out:#}");
+        assert_eq!(kube_out["slice"]["allowMultipleAllocations"], gates.is_none(), "{kube_out:#}");
+        assert_eq!(
+            dpctl_out, kube_out,
+            "{gates:?}: dpctl's API server stores gated fields otherwise than kube-apiserver"
+        );
+    }
+}

@@ -106,7 +106,9 @@ pub struct DraServeArgs {
     /// Consumable capacity (KEP-5075): publish each device with allowMultipleAllocations and these
     /// capacities, so several claims get shares of one device (each result a shareID and its
     /// consumedCapacity; a CDI device per share). NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY]:
-    /// the request policy's default and validRange step (min: the default)
+    /// the request policy's default and validRange step (min: the default). Beta from 1.36: on a
+    /// 1.34–1.35 mock kubelet the API server drops allowMultipleAllocations and the policy unless
+    /// its DRAConsumableCapacity gate is on (mock-kubelet --feature-gates)
     #[arg(long, value_name = "NAME=QUANTITY[/…],…", requires = "kubeconfig", value_delimiter = ',')]
     pub shared_capacity: Vec<crate::plugin::dra::slices::SharedCapacity>,
     /// Node-allocatable resources (KEP-5517): publish each device's nodeAllocatableResources, each

@@ -314,7 +314,7 @@ fn device(c: &Candidate, literals: &[String]) -> Value {
         attrs.into_iter().map(|(k, v)| (k, Value::from(v))).collect::<HashMap<_, _>>().into(),
     );
     d.insert("capacity".into(), caps.into_iter().map(|(k, v)| (k, Value::from(v))).collect::<HashMap<_, _>>().into());
-    d.insert("allowMultipleAllocations".into(), Value::Bool(c.multi));
+    d.insert("allowMultipleAllocations".into(), Value::Bool(c.allow_multiple_allocations));
     d.into()
 }
 

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// kube-scheduler 1.37's defaults (pkg/features/kube_features.go v1.37.2);
 /// [`Features::of_minor`] another version's. The features GA or on in
 /// every version dpctl models with DRA (admin access, prioritized list,
-/// partitionable devices, device taints, consumable capacity) are always on.
+/// partitionable devices, device taints) are always on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
     /// DRADeviceBindingConditions and DRAResourceClaimDeviceStatus
@@ -52,6 +52,14 @@ pub struct Features {
     /// derivedAttributes are evaluated for constraints. Off: a claim with
     /// derivedAttributes cannot be allocated.
     pub derived_attributes: bool,
+    /// DRAConsumableCapacity (KEP-5075; alpha, off, 1.34–1.35; beta, on,
+    /// from 1.36): a device with allowMultipleAllocations is shared by
+    /// claims while their consumed capacity fits, each result a shareID.
+    /// Off: allowMultipleAllocations is not read (a device goes to one
+    /// claim whole), a share other claims hold counts as the whole device,
+    /// and capacity requests are ignored by the `stable` allocator or
+    /// refused by the others ([`Features::beyond_stable`]).
+    pub consumable_capacity: bool,
 }
 
 impl Default for Features {
@@ -67,17 +75,32 @@ impl Features {
         list_type_attributes: true,
         compatibility_groups: true,
         derived_attributes: true,
+        consumable_capacity: true,
     };
 
     /// The scheduler's defaults at 1.`minor` (kube_features.go): binding
-    /// conditions on from 1.36 (alpha, off, in 1.34–1.35); the others alpha.
+    /// conditions and consumable capacity on from 1.36 (alpha, off, in
+    /// 1.34–1.35); the others alpha.
     pub fn of_minor(minor: u32) -> Features {
         Features {
             binding_conditions: minor >= 36,
             list_type_attributes: false,
             compatibility_groups: false,
             derived_attributes: false,
+            consumable_capacity: minor >= 36,
         }
+    }
+
+    /// Whether a feature the `stable` allocator lacks is on, so that
+    /// structured.NewAllocator picks `incubating` or `experimental`
+    /// (allocator.go availableAllocators; stable's SupportedFeatures are
+    /// AdminAccess, PrioritizedList, PartitionableDevices, DeviceTaints).
+    pub fn beyond_stable(&self) -> bool {
+        self.binding_conditions
+            || self.list_type_attributes
+            || self.compatibility_groups
+            || self.derived_attributes
+            || self.consumable_capacity
     }
 }
 
@@ -104,8 +127,13 @@ pub struct Candidate {
     pub consumes: Vec<CounterSet>,
     /// Its own taints (DeviceTaintRules are added by the [`Catalog`]).
     pub taints: Vec<Taint>,
-    /// allowMultipleAllocations.
+    /// Shared by claims: allowMultipleAllocations with DRAConsumableCapacity on.
     pub multi: bool,
+    /// `device.allowMultipleAllocations` as selectors see it: the slice's
+    /// value, whatever DRAConsumableCapacity says (incubating and
+    /// experimental isSelectable pass it), false in upstream's `stable`
+    /// allocator (which passes none; cel.Device's nil is false).
+    pub allow_multiple_allocations: bool,
     /// Its pool's shared counter sets.
     pub counters: Vec<CounterSet>,
     /// bindsToNode (KEP-5007).
@@ -244,7 +272,11 @@ fn pools<'a>(objects: impl IntoIterator<Item = &'a Object>, features: &Features)
                         capacity: d.capacity.clone(),
                         consumes: d.consumes.clone(),
                         taints: d.taints.clone(),
-                        multi: d.multi,
+                        // Without DRAConsumableCapacity allowMultipleAllocations
+                        // is not read (allocator_incubating.go allocateDevice; stable
+                        // has no such field).
+                        multi: d.multi && features.consumable_capacity,
+                        allow_multiple_allocations: d.multi && features.beyond_stable(),
                         counters: sets.clone(),
                         binds_to_node: d.binds_to_node,
                         binding_conditions: d.binding_conditions.clone(),
@@ -482,6 +514,16 @@ pub enum Unallocatable {
         /// What it uses, and the gate.
         what: String,
     },
+    /// What the allocator the features choose cannot handle (upstream's
+    /// words after `claim NAME, `): capacity requests with
+    /// DRAConsumableCapacity off in `incubating`, a distinctAttribute
+    /// constraint in `stable`.
+    Unsupported {
+        /// `namespace/name` of the claim.
+        claim: String,
+        /// `request R: …`, `subrequest S: …` or `constraint #N: …`.
+        what: String,
+    },
     /// The search went through too many combinations.
     GaveUp {
         /// `namespace/name` of the claim.
@@ -502,6 +544,7 @@ impl Unallocatable {
                 | Unallocatable::PoolUnusable { .. }
                 | Unallocatable::Constraint { .. }
                 | Unallocatable::Disabled { .. }
+                | Unallocatable::Unsupported { .. }
         )
     }
 }
@@ -555,6 +598,7 @@ impl std::fmt::Display for Unallocatable {
                 f,
                 "claim {claim}, request {request}: cannot handle request with {what}, the feature is disabled"
             ),
+            Unallocatable::Unsupported { claim, what } => write!(f, "claim {claim}, {what}"),
             Unallocatable::GaveUp { claim, steps } => {
                 write!(f, "claim {claim}: no allocation found within {steps} steps of the search")
             }
@@ -624,6 +668,43 @@ pub fn allocate(
             }
         }
     }
+    // Without DRAConsumableCapacity (allocator.go picks by features):
+    // `stable` never reads capacity requests and knows matchAttribute only;
+    // `incubating` and `experimental` refuse capacity requests
+    // (validateDeviceRequest's DRAConsumableCapacity check).
+    let stripped;
+    let spec = if catalog.features.consumable_capacity {
+        spec
+    } else if catalog.features.beyond_stable() {
+        for r in &spec.requests {
+            let (kind, name) = match r.first_available.iter().find(|s| !s.capacity.is_empty()) {
+                Some(s) => ("subrequest", &s.name),
+                None if !r.capacity.is_empty() => ("request", &r.name),
+                None => continue,
+            };
+            return Err(Unallocatable::Unsupported {
+                claim: claim.to_string(),
+                what: format!(
+                    "{kind} {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+                ),
+            });
+        }
+        spec
+    } else {
+        if let Some(i) = spec.constraints.iter().position(|c| c.distinct) {
+            return Err(Unallocatable::Unsupported {
+                claim: claim.to_string(),
+                what: format!("constraint #{i}: empty constraint (unsupported constraint type?)"),
+            });
+        }
+        let mut s = spec.clone();
+        for r in &mut s.requests {
+            r.capacity.clear();
+            r.first_available.iter_mut().for_each(|s| s.capacity.clear());
+        }
+        stripped = s;
+        &stripped
+    };
     // On a large stack: selectors are parsed and run in the search.
     let searched = cel::with_stack(|| search::Search::new(claim, spec, catalog, candidates, taken, drivers).run());
     searched.unwrap_or_else(|e| {

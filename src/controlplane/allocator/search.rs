@@ -157,7 +157,10 @@ impl<'a> Search<'a> {
             } else {
                 special.get(&(a.driver.as_str(), a.pool.as_str(), a.device.as_str()))
             };
-            if a.share_id.is_some() || c.is_some_and(|c| c.multi) {
+            // Without DRAConsumableCapacity a share counts as the whole
+            // device (dynamicresources GatherAllocatedState, foreachAllocatedDevice).
+            let shares = catalog.features.consumable_capacity;
+            if shares && (a.share_id.is_some() || c.is_some_and(|c| c.multi)) {
                 let key = a.key();
                 let m = s.shared.entry(key.clone()).or_default();
                 for (name, q) in &a.consumed_capacity {

@@ -593,3 +593,77 @@ fn derived_attributes_feed_constraints_only_with_the_gate() {
     let e = run(&numa, &with(Features::default()), &cands, &[]).unwrap_err();
     assert!(e.contains("cannot handle request with derived attributes"), "{e}");
 }
+
+/// One shareable device gpu-0 (8 × 10Gi of memory), model "a".
+fn spec_of_one() -> Value {
+    json!({"devices": [{"name": "gpu-0", "allowMultipleAllocations": true, "attributes": {"model": {"string": "a"}},
+        "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi"}}}}]})
+}
+
+/// KEP-5075 with DRAConsumableCapacity off (alpha, off, in 1.34–1.35;
+/// structured v0.37.2): `allowMultipleAllocations` is not read (incubating
+/// allocateDevice sets allowMultipleAllocations only with the feature), so
+/// a shareable device goes to one claim whole, with no shareID and no
+/// consumedCapacity; a share another claim holds counts as the whole device
+/// (dynamicresources GatherAllocatedState: shared device IDs become device
+/// IDs). Capacity requests: with no other beyond-stable feature the
+/// `stable` allocator runs and never reads them (nor accepts a
+/// distinctAttribute constraint: "empty constraint"); with one (binding
+/// conditions) `incubating` runs and refuses them.
+#[test]
+fn without_consumable_capacity_a_shareable_device_goes_to_one_claim_whole() {
+    let spec = spec_of_one();
+    let off = Features::of_minor(35);
+    assert!(
+        !off.consumable_capacity && Features::of_minor(36).consumable_capacity && Features::ALL.consumable_capacity
+    );
+    let (cands, _) = pools(&[("p", spec.clone())], &off);
+    let plain = one("gpu.x", json!({}));
+    let first = run(&plain, &with(off), &cands, &[]).unwrap();
+    assert_eq!(devices(&first), ["r gpu-0"]);
+    assert_eq!((first[0].share_id.as_ref(), first[0].consumed_capacity.len()), (None, 0), "{first:?}");
+    let e = run(&plain, &with(off), &cands, &first).unwrap_err();
+    assert!(e.contains("1 match, 0 of them free"), "{e}");
+    // A share allocated while the feature was on holds the device whole.
+    let on = Features::of_minor(36);
+    let (shareable, _) = pools(&[("p", spec)], &on);
+    let share = run(&plain, &with(on), &shareable, &[]).unwrap();
+    assert!(share[0].share_id.is_some());
+    assert!(run(&plain, &with(on), &shareable, &share).is_ok(), "on: shared");
+    let e = run(&plain, &with(off), &cands, &share).unwrap_err();
+    assert!(e.contains("1 match, 0 of them free"), "{e}");
+    // stable: capacity requests are not read; a distinctAttribute constraint is refused.
+    let ask = one("gpu.x", json!({"capacity": {"requests": {"memory": "200Gi"}}}));
+    assert_eq!(devices(&run(&ask, &with(off), &cands, &[]).unwrap()), ["r gpu-0"]);
+    let distinct = claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}],
+        "constraints": [{"distinctAttribute": "gpu.x/model"}]}}));
+    assert_eq!(
+        run(&distinct, &with(off), &cands, &[]).unwrap_err(),
+        "claim ns/c, constraint #0: empty constraint (unsupported constraint type?)"
+    );
+    // incubating (binding conditions on): capacity requests refused, per request and subrequest.
+    let incubating = Features { binding_conditions: true, ..off };
+    assert_eq!(
+        run(&ask, &with(incubating), &cands, &[]).unwrap_err(),
+        "claim ns/c, request r: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+    );
+    let sub = claim(json!({"devices": {"requests": [{"name": "r", "firstAvailable": [
+        {"name": "s", "deviceClassName": "gpu.x", "capacity": {"requests": {"memory": "1Gi"}}}]}]}}));
+    assert_eq!(
+        run(&sub, &with(incubating), &cands, &[]).unwrap_err(),
+        "claim ns/c, subrequest s: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+    );
+    assert!(run(&distinct, &with(incubating), &cands, &[]).is_ok(), "incubating knows distinctAttribute");
+    // Selectors see the slice's allowMultipleAllocations in incubating (feature on or
+    // off), false in stable (isSelectable's cel.Device).
+    let sel = |e: &str| {
+        claim(json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x",
+            "selectors": [{"cel": {"expression": e}}]}}]}}))
+    };
+    let shareable_sel = sel("device.allowMultipleAllocations");
+    assert!(run(&shareable_sel, &with(off), &cands, &[]).is_err(), "stable: false");
+    let (incubating_cands, _) = pools(&[("p", spec_of_one())], &incubating);
+    let got = run(&shareable_sel, &with(incubating), &incubating_cands, &[]).unwrap();
+    assert_eq!((devices(&got), got[0].share_id.as_ref()), (vec!["r gpu-0".to_string()], None), "seen, not shared");
+    assert!(run(&shareable_sel, &with(on), &shareable, &[]).is_ok());
+}

@@ -581,6 +581,10 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
             obj["spec"]["taints"] = json!(taints);
         }
     }
+    if k.kind == "ResourceClaimTemplate" {
+        // The template strategy's dropDisabledFields (resourceclaimspec.DropDisabledFields).
+        super::drop_disabled_claim_spec_fields(store, &mut obj["spec"]["spec"], None);
+    }
     default(k, &mut obj);
     if k.kind == "PodGroup" {
         super::rules::drop_disabled_pod_group_fields(&mut obj, None);
@@ -696,6 +700,9 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         let had = cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str().and_then(|g| g.parse::<i64>().ok());
         let now = had.unwrap_or(1) + i64::from(next["spec"]["template"] != cur["spec"]["template"]);
         next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
+    }
+    if k.kind == "ResourceClaimTemplate" {
+        super::drop_disabled_claim_spec_fields(store, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
     }
     let mut causes = if k.kind == "Pod" && r.sub == Some("status") { vec![] } else { validate(k, &next, name) };
     causes.extend(validate_update(k, &next, cur));

@@ -351,6 +351,13 @@ pub(super) fn slice_update(new: &Value, old: &Value) -> Vec<Cause> {
 
 /// `validateResourceClaimSpec` of the spec at `at` (`spec`, or `spec.spec` in a template).
 pub(super) fn claim_spec(at: &str, spec: &Value) -> Vec<Cause> {
+    claim_spec_gated(at, spec, true)
+}
+
+/// [`claim_spec`] with DRAConsumableCapacity `consumable` (on or off): a
+/// constraint with neither matchAttribute nor distinctAttribute is refused
+/// in its words for each (validation.go validateDeviceConstraint).
+pub(super) fn claim_spec_gated(at: &str, spec: &Value, consumable: bool) -> Vec<Cause> {
     let devices = &spec["devices"];
     let base = format!("{at}.devices");
     let names = request_names(devices);
@@ -402,6 +409,16 @@ pub(super) fn claim_spec(at: &str, spec: &Value) -> Vec<Cause> {
     } else {
         for (i, c) in constraints.iter().enumerate() {
             out.extend(request_refs(&format!("{base}.constraints[{i}].requests"), &c["requests"], &names));
+            if c["matchAttribute"].is_null() && c["distinctAttribute"].is_null() {
+                out.push(if consumable {
+                    required(
+                        &format!("{base}.constraints[{i}]"),
+                        "exactly one of \"matchAttribute\" or \"distinctAttribute\" is required, but multiple fields are set",
+                    )
+                } else {
+                    required(&format!("{base}.constraints[{i}].matchAttribute"), "")
+                });
+            }
         }
     }
     let config = items(&devices["config"]);

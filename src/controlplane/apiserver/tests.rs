@@ -946,3 +946,90 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj);
     assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
 }
+
+/// DRAConsumableCapacity off (1.34–1.35; v1.37.2 resourceslice/strategy.go
+/// dropDisabledDRAConsumableCapacityFields): a slice loses its devices'
+/// allowMultipleAllocations and capacity requestPolicy unless the slice it
+/// replaces uses them; on (the default) they are kept.
+#[test]
+fn shareable_devices_lose_their_share_fields_with_consumable_capacity_off_unless_in_use() {
+    let mut obj = slice_with("s", 1);
+    obj["spec"]["devices"][0]["allowMultipleAllocations"] = json!(true);
+    let policy = json!({"default": "1Gi", "validRange": {"min": "1Gi"}});
+    obj["spec"]["devices"][0]["capacity"] = json!({"memory": {"value": "8Gi", "requestPolicy": policy}});
+    let off = Store::default().with_consumable_capacity(false);
+    let (c, created) = call(&off, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{created}");
+    let dev = &created["spec"]["devices"][0];
+    assert_eq!((dev.get("allowMultipleAllocations"), &dev["capacity"]), (None, &json!({"memory": {"value": "8Gi"}})));
+    let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj.clone());
+    assert_eq!(c, 200, "{put}");
+    assert!(put["spec"]["devices"][0].get("allowMultipleAllocations").is_none(), "{put}");
+    let on = Store::default();
+    let (c, created) = call(&on, "POST", SLICES, "", obj.clone());
+    assert_eq!((c, &created["spec"]["devices"][0]["allowMultipleAllocations"]), (201, &json!(true)), "{created}");
+    assert_eq!(created["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"], policy);
+    // In use in the slice replaced: kept with the gate off too.
+    let stored = { on.lock().slices.get("s").cloned().unwrap() };
+    off.lock().put("s".into(), stored);
+    let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, &put["spec"]["devices"][0]["allowMultipleAllocations"]), (200, &json!(true)), "{put}");
+}
+
+/// DRAConsumableCapacity off (api/resourceclaimspec/util.go
+/// dropDisabledDRAResourceClaimConsumableCapacityFields, resourceclaim/strategy.go
+/// dropDisabledDRAResourceClaimConsumableCapacityStatusFields): a created
+/// claim loses its capacity requests and distinctAttribute constraints; a
+/// status write loses the results' shareID and consumedCapacity and the
+/// device statuses' shareID, unless the stored claim uses them.
+#[test]
+fn claims_lose_capacity_requests_and_shares_with_consumable_capacity_off() {
+    let claims = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims";
+    let body = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
+        "spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}},
+            {"name": "f", "firstAvailable": [{"name": "s", "deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}]}],
+            "constraints": [{"matchAttribute": "d/y"}]}}});
+    let off = Store::default().with_consumable_capacity(false);
+    let (c, got) = call(&off, "POST", claims, "", body.clone());
+    assert_eq!(c, 201, "{got}");
+    let d = &got["spec"]["devices"];
+    assert_eq!(
+        (d["requests"][0]["exactly"].get("capacity"), d["requests"][1]["firstAvailable"][0].get("capacity")),
+        (None, None),
+        "{got}"
+    );
+    let on = Store::default();
+    let (c, got) = call(&on, "POST", claims, "", body.clone());
+    assert_eq!(
+        (c, &got["spec"]["devices"]["requests"][0]["exactly"]["capacity"]),
+        (201, &json!({"requests": {"memory": "1Gi"}}))
+    );
+    // A distinctAttribute dropped leaves an empty constraint, refused in the gate-off words.
+    let mut distinct = body;
+    distinct["metadata"]["name"] = json!("distinct");
+    distinct["spec"]["devices"]["constraints"] = json!([{"distinctAttribute": "d/x"}]);
+    let (c, e) = call(&off, "POST", claims, "", distinct.clone());
+    assert_eq!(
+        (c, &e["details"]["causes"][0]["field"]),
+        (422, &json!("spec.devices.constraints[0].matchAttribute")),
+        "{e}"
+    );
+    assert_eq!(call(&on, "POST", claims, "", distinct).0, 201);
+    // Status: the kubelet's claim without shares; a client writes an allocation with a share.
+    let share = "6a2b7d9e-1111-4222-8333-944455556666";
+    for (store, kept) in [(&off, false), (&on, true)] {
+        let mut plain = kubelet_claim("u1", "g0");
+        plain["status"] = json!({});
+        let (_, cur) = claim_call(store, &[plain], "GET", &format!("{CLAIM}/status"), "", "", "");
+        let mut put = cur.clone();
+        put["status"] = json!({"allocation": {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "g0",
+            "shareID": share, "consumedCapacity": {"memory": "1Gi"}}]}},
+            "devices": [{"driver": "d", "pool": "p", "device": "g0", "shareID": share}]});
+        let (c, got) = answer_typed(store, "n", "PUT", &format!("{CLAIM}/status"), "", "", put.to_string().as_bytes());
+        assert_eq!(c, 200, "{got}");
+        let r = &got["status"]["allocation"]["devices"]["results"][0];
+        assert_eq!((r.get("shareID").is_some(), r.get("consumedCapacity").is_some()), (kept, kept), "{got}");
+        assert_eq!(got["status"]["devices"][0].get("shareID").is_some(), kept, "{got}");
+    }
+}

@@ -2,7 +2,8 @@
 // (tests/differential.rs): each line of stdin is one scenario (JSON: the
 // node's ResourceSlices, DeviceClasses, claims already allocated and claims
 // to allocate, in order); each line of stdout is upstream's answer, from
-// k8s.io/dynamic-resource-allocation/structured with the 1.37 feature set.
+// k8s.io/dynamic-resource-allocation/structured with the 1.37 feature set
+// (DRAConsumableCapacity off on request, as in 1.34–1.35).
 //
 // The scenario's features are the scheduler's gates: binding conditions
 // (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus, beta in
@@ -48,6 +49,10 @@ type scenario struct {
 		ListTypeAttributes  bool `json:"listTypeAttributes"`
 		CompatibilityGroups bool `json:"compatibilityGroups"`
 		DerivedAttributes   bool `json:"derivedAttributes"`
+		// ConsumableCapacityOff: DRAConsumableCapacity off, as in 1.34–1.35
+		// (with DRAFractionalCapacityRange, which depends on it): with no
+		// other beyond-stable feature, structured picks "stable".
+		ConsumableCapacityOff bool `json:"consumableCapacityOff"`
 	} `json:"features"`
 	Node      string                       `json:"node"`
 	Slices    []*resourceapi.ResourceSlice `json:"slices"`
@@ -90,8 +95,10 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 }
 
 // state is what the scheduler's claim tracker gathers from allocated claims
-// (dynamicresources foreachAllocatedDevice with DRAConsumableCapacity on).
-func state(claims []*resourceapi.ResourceClaim) structured.AllocatedState {
+// (dynamicresources foreachAllocatedDevice; without DRAConsumableCapacity a
+// share counts as its whole device, as GatherAllocatedState and
+// ListAllAllocatedDevices do).
+func state(claims []*resourceapi.ResourceClaim, consumable bool) structured.AllocatedState {
 	s := structured.AllocatedState{
 		AllocatedDevices:         sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -106,7 +113,7 @@ func state(claims []*resourceapi.ResourceClaim) structured.AllocatedState {
 				continue
 			}
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if r.ShareID != nil {
+			if consumable && r.ShareID != nil {
 				s.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
 				if r.ConsumedCapacity != nil {
 					s.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
@@ -176,8 +183,8 @@ func run(sc *scenario) (a answer) {
 		PrioritizedList:         true,
 		PartitionableDevices:    true,
 		DeviceTaints:            true,
-		ConsumableCapacity:      true,
-		FractionalCapacityRange: true,
+		ConsumableCapacity:      !sc.Features.ConsumableCapacityOff,
+		FractionalCapacityRange: !sc.Features.ConsumableCapacityOff,
 		DeviceBindingAndStatus:  sc.BindingConditions,
 		ListTypeAttributes:      sc.Features.ListTypeAttributes,
 		CompatibilityGroups:     sc.Features.CompatibilityGroups,
@@ -188,12 +195,12 @@ func run(sc *scenario) (a answer) {
 		classes[c.Name] = c
 	}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: sc.Node, Labels: map[string]string{"kubernetes.io/hostname": sc.Node}}}
-	cache := cel.NewCache(100, cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: sc.Features.ListTypeAttributes})
+	cache := cel.NewCache(100, cel.Features{EnableConsumableCapacity: !sc.Features.ConsumableCapacityOff, EnableListTypeAttributes: sc.Features.ListTypeAttributes})
 	allocated := append([]*resourceapi.ResourceClaim{}, sc.Allocated...)
 	ctx := context.Background()
 	for _, claim := range sc.Claims {
 		defaults(claim)
-		alloc, err := structured.NewAllocator(ctx, features, state(allocated), classes, sc.Slices, cache)
+		alloc, err := structured.NewAllocator(ctx, features, state(allocated, !sc.Features.ConsumableCapacityOff), classes, sc.Slices, cache)
 		if err != nil {
 			a.Claims = append(a.Claims, claimAnswer{Outcome: "error", Error: err.Error()})
 			continue
