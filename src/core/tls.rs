@@ -37,36 +37,103 @@ fn cpu_supported() -> bool {
     }
 }
 
-/// The crypto provider every TLS config is built with; `Err` (one line, with
-/// what to do) on a CPU Graviola cannot run on.
-pub fn provider() -> Result<Arc<CryptoProvider>, String> {
+/// What is wrong with this machine's TLS or with TLS material; each says
+/// where the material came from and what to do.
+#[derive(Debug)]
+pub enum TlsError {
+    /// This CPU lacks what Graviola's crypto needs.
+    UnsupportedCpu,
+    /// Text that is not PEM (`what`: where it came from, e.g. "certificate-authority-data").
+    NotPem {
+        /// Where the text came from.
+        what: String,
+        /// The PEM parser's error.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// PEM text without a certificate.
+    NoCertificate {
+        /// Where the text came from.
+        what: String,
+    },
+    /// Text that is not a PEM private key.
+    NotKey {
+        /// Where the text came from.
+        what: String,
+        /// The PEM parser's error.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// PEM text without a private key.
+    NoKey {
+        /// Where the text came from.
+        what: String,
+    },
+    /// rustls refused what it was given.
+    Refused {
+        /// What was given, as the user knows it.
+        what: String,
+        /// What to do (empty, or `; …`).
+        fix: &'static str,
+        /// rustls's error.
+        source: rustls::Error,
+    },
+}
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsError::UnsupportedCpu => f.write_str(
+                "TLS is not available on this CPU (dpctl's TLS needs AES, carry-less multiply and AVX2 on \
+                 x86_64, or AES, SHA-2 and PMULL on arm64); use a plain http:// API server",
+            ),
+            TlsError::NotPem { what, source } => write!(f, "{what} is not PEM: {source}"),
+            TlsError::NotKey { what, source } => write!(f, "{what} is not a PEM private key: {source}"),
+            TlsError::NoCertificate { what } => {
+                write!(f, "{what} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            }
+            TlsError::NoKey { what } => {
+                write!(f, "{what} holds no PEM private key (-----BEGIN PRIVATE KEY----- or EC/RSA PRIVATE KEY)")
+            }
+            TlsError::Refused { what, fix, source } => write!(f, "{what}: {source}{fix}"),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TlsError::NotPem { source, .. } | TlsError::NotKey { source, .. } => Some(source),
+            TlsError::Refused { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The crypto provider every TLS config is built with; refused on a CPU
+/// Graviola cannot run on.
+pub fn provider() -> Result<Arc<CryptoProvider>, TlsError> {
     if !cpu_supported() {
-        return Err("TLS is not available on this CPU (dpctl's TLS needs AES, carry-less multiply and AVX2 on \
-                    x86_64, or AES, SHA-2 and PMULL on arm64); use a plain http:// API server"
-            .into());
+        return Err(TlsError::UnsupportedCpu);
     }
     Ok(Arc::new(rustls_graviola::default_provider()))
 }
 
-/// Every `CERTIFICATE` block of a PEM text; `Err` names what is wrong
-/// (`what`: where the text came from, e.g. "certificate-authority-data").
-pub fn certs_from_pem(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+/// Every `CERTIFICATE` block of a PEM text (`what`: where the text came
+/// from, e.g. "certificate-authority-data").
+pub fn certs_from_pem(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what} is not PEM: {e}"))?;
+        .map_err(|source| TlsError::NotPem { what: what.to_string(), source })?;
     if certs.is_empty() {
-        return Err(format!("{what} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+        return Err(TlsError::NoCertificate { what: what.to_string() });
     }
     Ok(certs)
 }
 
 /// The first private key (PKCS#8, PKCS#1 RSA or SEC1 EC) of a PEM text.
-pub fn key_from_pem(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, String> {
+pub fn key_from_pem(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_slice(pem).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => {
-            format!("{what} holds no PEM private key (-----BEGIN PRIVATE KEY----- or EC/RSA PRIVATE KEY)")
-        }
-        e => format!("{what} is not a PEM private key: {e}"),
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoKey { what: what.to_string() },
+        source => TlsError::NotKey { what: what.to_string(), source },
     })
 }
 
@@ -77,9 +144,11 @@ mod tests {
     #[test]
     fn pem_that_holds_no_certificate_or_key_is_named() {
         let e = certs_from_pem(b"hello", "certificate-authority-data").unwrap_err();
-        assert!(e.contains("certificate-authority-data holds no PEM certificate"), "{e}");
+        assert!(matches!(&e, TlsError::NoCertificate { what } if what == "certificate-authority-data"), "{e:?}");
+        assert!(e.to_string().contains("certificate-authority-data holds no PEM certificate"), "{e}");
         let e =
             key_from_pem(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "client-key").unwrap_err();
-        assert!(e.contains("client-key holds no PEM private key"), "{e}");
+        assert!(matches!(&e, TlsError::NoKey { .. }), "{e:?}");
+        assert!(e.to_string().contains("client-key holds no PEM private key"), "{e}");
     }
 }

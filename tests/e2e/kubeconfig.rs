@@ -194,7 +194,7 @@ async fn dpctl_reads(dir: &Path, case: &Case) -> Value {
     }
     let api = match kube::connect(&rc) {
         Ok(api) => api,
-        Err(e) => return fail("transport", e),
+        Err(e) => return fail("transport", e.to_string()),
     };
     // One request, as the oracle sends one: an exec plugin runs first.
     let r = kube::request(&api, "GET", "/version", None, std::time::Duration::from_secs(5)).await;

@@ -130,11 +130,16 @@ pub enum ExecError {
     /// A certificate without its key or the reverse.
     HalfPair,
     /// The certificate and key do not parse or do not match.
-    KeyPair(String),
+    KeyPair(Box<dyn std::error::Error + Send + Sync>),
     /// `expirationTimestamp` is not a time.
     Expiry(String),
-    /// The CA for `provideClusterInfo` could not be read.
-    ClusterCa(String),
+    /// The CA file for `provideClusterInfo` could not be read.
+    ClusterCa {
+        /// The kubeconfig's `certificate-authority`.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Display for ExecError {
@@ -182,7 +187,11 @@ impl fmt::Display for ExecError {
             ExecError::HalfPair => write!(f, "exec plugin returned only certificate or key, not both"),
             ExecError::KeyPair(e) => write!(f, "failed parsing client key/certificate: {e}"),
             ExecError::Expiry(e) => write!(f, "decoding stdout: status.expirationTimestamp: {e}"),
-            ExecError::ClusterCa(e) => write!(f, "failed to load CA bundle for execProvider: {e}"),
+            ExecError::ClusterCa { path, source } => write!(
+                f,
+                "failed to load CA bundle for execProvider: certificate-authority {}: {source}; fix the path",
+                path.display()
+            ),
         }
     }
 }
@@ -191,6 +200,8 @@ impl std::error::Error for ExecError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ExecError::NotFound { source, .. } | ExecError::Spawn { source, .. } => Some(source),
+            ExecError::ClusterCa { source, .. } => Some(source),
+            ExecError::KeyPair(e) => Some(e.as_ref()),
             _ => None,
         }
     }
@@ -269,8 +280,9 @@ pub fn credential(stdout: &[u8], api_version: &str) -> Result<Credential, ExecEr
     let cert = if cert.is_empty() {
         None
     } else {
-        crate::core::tls::certs_from_pem(cert.as_bytes(), "clientCertificateData").map_err(ExecError::KeyPair)?;
-        crate::core::tls::key_from_pem(key.as_bytes(), "clientKeyData").map_err(ExecError::KeyPair)?;
+        crate::core::tls::certs_from_pem(cert.as_bytes(), "clientCertificateData")
+            .map_err(|e| ExecError::KeyPair(Box::new(e)))?;
+        crate::core::tls::key_from_pem(key.as_bytes(), "clientKeyData").map_err(|e| ExecError::KeyPair(Box::new(e)))?;
         Some((cert.into_bytes(), key.into_bytes()))
     };
     Ok(Credential { token: (!token.is_empty()).then_some(token), cert, expiry })
@@ -335,7 +347,9 @@ pub struct Current {
 
 /// Builds the client TLS configuration for the certificate and key (PEM) a
 /// plugin gave: the connection's own settings plus that certificate.
-pub type CertTls = Box<dyn Fn(&[u8], &[u8]) -> Result<Arc<rustls::ClientConfig>, String> + Send + Sync>;
+pub type CertTls = Box<
+    dyn Fn(&[u8], &[u8]) -> Result<Arc<rustls::ClientConfig>, Box<dyn std::error::Error + Send + Sync>> + Send + Sync,
+>;
 
 /// One user's plugin and what it last gave, shared by every request.
 pub struct ExecAuth {

@@ -57,20 +57,88 @@ impl ApiServer {
     }
 }
 
-fn read_token(f: &Path) -> std::result::Result<String, String> {
-    let t = crate::core::limits::read_file(f, 64 << 10, "token file").map_err(|e| e.to_string())?;
+/// Why a connection to an API server could not be built from its
+/// configuration (a file it names, or the TLS it asks for); one line naming
+/// the kubeconfig field and the fix.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// A file the configuration names could not be read.
+    Read {
+        /// The kubeconfig field naming it (`certificate-authority`, `client-key`, `tokenFile`, …).
+        field: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The token file holds no token.
+    EmptyToken {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `tls-server-name` (or the server's host) is not a DNS name or an IP.
+    ServerName(String),
+    /// No CA given, and this system has none.
+    NoRoots,
+    /// TLS material rustls cannot use, or TLS this machine cannot do.
+    Tls(crate::core::tls::TlsError),
+    /// The exec credential plugin's part of the configuration.
+    Exec(exec::ExecError),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Read { field, path, source } => {
+                write!(f, "{field} {}: {source}; fix the path", path.display())
+            }
+            ConnectError::EmptyToken { path } => write!(f, "tokenFile {}: it is empty; fix the path", path.display()),
+            ConnectError::ServerName(name) => write!(f, "tls-server-name {name:?} is not a DNS name or IP"),
+            ConnectError::NoRoots => f.write_str(
+                "the kubeconfig names no certificate-authority and this system has no CA certificates; \
+                 add certificate-authority(-data)",
+            ),
+            ConnectError::Tls(e) => e.fmt(f),
+            ConnectError::Exec(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Read { source, .. } => Some(source),
+            ConnectError::Tls(e) => Some(e),
+            ConnectError::Exec(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::core::tls::TlsError> for ConnectError {
+    fn from(e: crate::core::tls::TlsError) -> Self {
+        ConnectError::Tls(e)
+    }
+}
+
+fn read_token(f: &Path) -> std::result::Result<String, ConnectError> {
+    let t = crate::core::limits::read_file(f, 64 << 10, "token file").map_err(|source| ConnectError::Read {
+        field: "tokenFile",
+        path: f.to_path_buf(),
+        source,
+    })?;
     let t = t.trim().to_string();
     if t.is_empty() {
-        return Err("it is empty".into());
+        return Err(ConnectError::EmptyToken { path: f.to_path_buf() });
     }
     Ok(t)
 }
 
 /// Read a PEM field's bytes.
-fn read_pem(p: &Pem, field: &str) -> std::result::Result<Vec<u8>, String> {
+fn read_pem(p: &Pem, field: &'static str) -> std::result::Result<Vec<u8>, ConnectError> {
     match p {
         Pem::Data(d) => Ok(d.clone()),
-        Pem::File(f) => std::fs::read(f).map_err(|e| format!("{field} {}: {e}; fix the path", f.display())),
+        Pem::File(f) => std::fs::read(f).map_err(|source| ConnectError::Read { field, path: f.clone(), source }),
     }
 }
 
@@ -116,11 +184,12 @@ impl rustls::client::danger::ServerCertVerifier for SkipVerify {
 
 /// The TLS client configuration of `rc`: its CA (else the system's roots),
 /// or no verification with `insecure-skip-tls-verify`; its client certificate.
-fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>, ConnectError> {
+    use crate::core::tls::TlsError;
     let provider = crate::core::tls::provider()?;
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(|source| TlsError::Refused { what: "TLS".into(), fix: "", source })?;
     let builder = if rc.insecure {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
     } else {
@@ -133,16 +202,18 @@ fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>,
                     Pem::Data(_) => format!("{field}-data"),
                 };
                 for c in crate::core::tls::certs_from_pem(&read_pem(p, field)?, &what)? {
-                    roots.add(c).map_err(|e| format!("{what}: not a CA certificate rustls can use: {e}"))?;
+                    roots.add(c).map_err(|source| TlsError::Refused {
+                        what: format!("{what}: not a CA certificate rustls can use"),
+                        fix: "",
+                        source,
+                    })?;
                 }
             }
             None => {
                 let found = rustls_native_certs::load_native_certs();
                 roots.add_parsable_certificates(found.certs);
                 if roots.is_empty() {
-                    return Err("the kubeconfig names no certificate-authority and this system has no CA \
-                                certificates; add certificate-authority(-data)"
-                        .into());
+                    return Err(ConnectError::NoRoots);
                 }
             }
         }
@@ -153,9 +224,11 @@ fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>,
         Some((cert, key)) => {
             let certs = crate::core::tls::certs_from_pem(&read_pem(cert, "client-certificate")?, "client-certificate")?;
             let key = crate::core::tls::key_from_pem(&read_pem(key, "client-key")?, "client-key")?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| format!("client-certificate and client-key: {e}; give a matching pair"))?
+            builder.with_client_auth_cert(certs, key).map_err(|source| TlsError::Refused {
+                what: "client-certificate and client-key".into(),
+                fix: "; give a matching pair",
+                source,
+            })?
         }
     };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -167,7 +240,7 @@ fn client_tls(rc: &RestConfig) -> std::result::Result<Arc<rustls::ClientConfig>,
 /// `clientcmd` reads a user's credentials only when the transport is TLS
 /// (`client_config.go`: "only try to read the auth information if we are
 /// secure"), so dpctl meets a server as every driver built on client-go does.
-pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
+pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, ConnectError> {
     if !rc.https {
         return Ok(ApiServer {
             authority: rc.authority.clone(),
@@ -182,14 +255,13 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
     }
     let tls = if rc.https {
         let name = rc.tls_server_name.clone().unwrap_or_else(|| rc.host.clone());
-        let server_name = ServerName::try_from(name.clone())
-            .map_err(|_| format!("tls-server-name {name:?} is not a DNS name or IP"))?;
+        let server_name = ServerName::try_from(name.clone()).map_err(|_| ConnectError::ServerName(name.clone()))?;
         Some((client_tls(rc)?, server_name))
     } else {
         None
     };
     let token = match &rc.token_file {
-        Some(f) => Some(read_token(f).map_err(|e| format!("tokenFile {}: {e}; fix the path", f.display()))?),
+        Some(f) => Some(read_token(f)?),
         None => rc.token.clone(),
     };
     let basic = rc.basic.as_ref().map(|(u, p)| {
@@ -203,9 +275,12 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
         Some(e) if !static_creds => {
             let ca = match &rc.ca {
                 None => None,
-                Some(p) => Some(
-                    read_pem(p, "certificate-authority").map_err(|err| exec::ExecError::ClusterCa(err).to_string())?,
-                ),
+                Some(p) => Some(read_pem(p, "certificate-authority").map_err(|e| match e {
+                    ConnectError::Read { path, source, .. } => {
+                        ConnectError::Exec(exec::ExecError::ClusterCa { path, source })
+                    }
+                    other => other,
+                })?),
             };
             let cluster = exec::ClusterInfo {
                 server: rc.server.clone(),
@@ -219,7 +294,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, String> {
             let cert_tls: exec::CertTls = Box::new(move |cert: &[u8], key: &[u8]| {
                 let mut rc = base.clone();
                 rc.client_cert = Some((Pem::Data(cert.to_vec()), Pem::Data(key.to_vec())));
-                client_tls(&rc)
+                client_tls(&rc).map_err(Into::into)
             });
             Some(Arc::new(exec::ExecAuth::new(e.clone(), Some(cluster), Some(cert_tls))))
         }
@@ -250,7 +325,7 @@ pub fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<RestConfig>
 /// [`read_kubeconfig`], connected as it says.
 pub fn load_kubeconfig_context(path: &Path, context: Option<&str>) -> Result<ApiServer> {
     let rc = read_kubeconfig(path, context)?;
-    connect(&rc).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())))
+    connect(&rc).map_err(|e| Error::usage(format!("--kubeconfig {}: {e}", path.display())).caused_by(e))
 }
 
 /// [`load_kubeconfig_context`] with the current context.
@@ -300,7 +375,7 @@ pub fn load_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<
     match read_kubeconfig_list(list, context)? {
         Loaded::NotFound(m) => Ok(Loaded::NotFound(m)),
         Loaded::Found(rc) => {
-            connect(&rc).map(Loaded::Found).map_err(|e| Error::usage(format!("KUBECONFIG={list}: {e}")))
+            connect(&rc).map(Loaded::Found).map_err(|e| Error::usage(format!("KUBECONFIG={list}: {e}")).caused_by(e))
         }
     }
 }
@@ -347,9 +422,9 @@ pub fn load_in_cluster() -> Result<Option<ApiServer>> {
     let env = config::InClusterEnv::from_process();
     match config::in_cluster(&env) {
         None => Ok(None),
-        Some(rc) => {
-            connect(&rc).map(Some).map_err(|e| Error::usage(format!("in-cluster config ({}): {e}", env.dir.display())))
-        }
+        Some(rc) => connect(&rc)
+            .map(Some)
+            .map_err(|e| Error::usage(format!("in-cluster config ({}): {e}", env.dir.display())).caused_by(e)),
     }
 }
 

@@ -147,7 +147,7 @@ pub async fn start(
             let token = new_token()
                 .map_err(|e| Error::failed(format!("API server: cannot read /dev/urandom for a token: {e}")))?;
             let tls = super::tls::local_tls(addr.ip())
-                .map_err(|e| Error::failed(format!("API server: cannot make its TLS certificate: {e}")))?;
+                .map_err(|e| Error::failed(format!("API server: cannot make its TLS certificate: {e}")).caused_by(e))?;
             (Some(tls), Some(token))
         }
     };

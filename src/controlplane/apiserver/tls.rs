@@ -11,6 +11,51 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+/// Why the local API server's CA or serving certificate could not be made.
+#[derive(Debug)]
+pub enum LocalTlsError {
+    /// TLS this machine cannot do.
+    Tls(crate::core::tls::TlsError),
+    /// Graviola could not make or encode a key, or give random numbers (its errors print as Debug).
+    Crypto(String),
+    /// rcgen refused a certificate's names or could not sign it.
+    Certificate {
+        /// Which certificate, or what of it.
+        what: &'static str,
+        /// rcgen's error.
+        source: rcgen::Error,
+    },
+    /// rustls refused the serving configuration.
+    Rustls {
+        /// What of it.
+        what: &'static str,
+        /// rustls's error.
+        source: rustls::Error,
+    },
+}
+
+impl std::fmt::Display for LocalTlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LocalTlsError::Tls(e) => e.fmt(f),
+            LocalTlsError::Crypto(e) => f.write_str(e),
+            LocalTlsError::Certificate { what, source } => write!(f, "{what}: {source}"),
+            LocalTlsError::Rustls { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for LocalTlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LocalTlsError::Tls(e) => Some(e),
+            LocalTlsError::Certificate { source, .. } => Some(source),
+            LocalTlsError::Rustls { source, .. } => Some(source),
+            LocalTlsError::Crypto(_) => None,
+        }
+    }
+}
+
 /// A P-256 key that signs for rcgen.
 struct Key {
     key: EcKey<P256>,
@@ -22,19 +67,23 @@ struct Key {
 const POINT: usize = 65;
 
 impl Key {
-    fn generate() -> Result<Key, String> {
-        let key = EcKey::<P256>::generate().map_err(|e| format!("cannot generate a key: {e:?}"))?;
+    fn generate() -> Result<Key, LocalTlsError> {
+        let crypto = LocalTlsError::Crypto;
+        let key = EcKey::<P256>::generate().map_err(|e| crypto(format!("cannot generate a key: {e:?}")))?;
         let mut buf = [0u8; 128];
-        let spki = key.to_spki_der(&mut buf).map_err(|e| format!("cannot encode a key: {e:?}"))?.to_vec();
+        let spki = key.to_spki_der(&mut buf).map_err(|e| crypto(format!("cannot encode a key: {e:?}")))?.to_vec();
         if spki.len() < POINT {
-            return Err("cannot encode a key: short SubjectPublicKeyInfo".into());
+            return Err(crypto("cannot encode a key: short SubjectPublicKeyInfo".into()));
         }
         Ok(Key { key, spki })
     }
 
-    fn pkcs8(&self) -> Result<PrivateKeyDer<'static>, String> {
+    fn pkcs8(&self) -> Result<PrivateKeyDer<'static>, LocalTlsError> {
         let mut buf = [0u8; 256];
-        let der = self.key.to_pkcs8_der(&mut buf).map_err(|e| format!("cannot encode a key: {e:?}"))?;
+        let der = self
+            .key
+            .to_pkcs8_der(&mut buf)
+            .map_err(|e| LocalTlsError::Crypto(format!("cannot encode a key: {e:?}")))?;
         Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der.to_vec())))
     }
 
@@ -66,16 +115,17 @@ impl rcgen::SigningKey for Key {
 }
 
 /// A random positive 128-bit serial number.
-fn serial() -> Result<rcgen::SerialNumber, String> {
+fn serial() -> Result<rcgen::SerialNumber, LocalTlsError> {
     let mut b = [0u8; 16];
-    graviola::random::fill(&mut b).map_err(|e| format!("no random numbers: {e:?}"))?;
+    graviola::random::fill(&mut b).map_err(|e| LocalTlsError::Crypto(format!("no random numbers: {e:?}")))?;
     b[0] &= 0x7f;
     b[0] |= 0x01;
     Ok(rcgen::SerialNumber::from_slice(&b))
 }
 
-fn params(cn: &str, key: &Key, sans: Vec<String>) -> Result<rcgen::CertificateParams, String> {
-    let mut p = rcgen::CertificateParams::new(sans).map_err(|e| format!("certificate names: {e}"))?;
+fn params(cn: &str, key: &Key, sans: Vec<String>) -> Result<rcgen::CertificateParams, LocalTlsError> {
+    let mut p = rcgen::CertificateParams::new(sans)
+        .map_err(|source| LocalTlsError::Certificate { what: "certificate names", source })?;
     p.distinguished_name = rcgen::DistinguishedName::new();
     p.distinguished_name.push(rcgen::DnType::CommonName, cn);
     p.serial_number = Some(serial()?);
@@ -96,13 +146,14 @@ pub struct LocalTls {
 }
 
 /// A fresh CA and a serving certificate for `ip` (and 127.0.0.1, `localhost`) it signed.
-pub fn local_tls(ip: IpAddr) -> Result<LocalTls, String> {
-    let provider = crate::core::tls::provider()?;
+pub fn local_tls(ip: IpAddr) -> Result<LocalTls, LocalTlsError> {
+    let provider = crate::core::tls::provider().map_err(LocalTlsError::Tls)?;
     let ca_key = Key::generate()?;
     let mut ca = params("dpctl mock-kubelet CA", &ca_key, Vec::new())?;
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
     ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
-    let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).map_err(|e| format!("CA certificate: {e}"))?;
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key)
+        .map_err(|source| LocalTlsError::Certificate { what: "CA certificate", source })?;
     let key = Key::generate()?;
     let mut sans = vec![ip.to_string(), "localhost".to_string()];
     if ip.to_string() != "127.0.0.1" {
@@ -112,15 +163,17 @@ pub fn local_tls(ip: IpAddr) -> Result<LocalTls, String> {
     server.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
     server.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     server.use_authority_key_identifier_extension = true;
-    let cert = server.signed_by(&key, &ca).map_err(|e| format!("serving certificate: {e}"))?;
+    let cert = server
+        .signed_by(&key, &ca)
+        .map_err(|source| LocalTlsError::Certificate { what: "serving certificate", source })?;
     let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
     let cert = cert.der().clone();
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(|source| LocalTlsError::Rustls { what: "TLS", source })?
         .with_no_client_auth()
         .with_single_cert(chain, key.pkcs8()?)
-        .map_err(|e| format!("TLS serving certificate: {e}"))?;
+        .map_err(|source| LocalTlsError::Rustls { what: "TLS serving certificate", source })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(LocalTls { ca_pem: ca.pem(), cert, config: Arc::new(config) })
 }
