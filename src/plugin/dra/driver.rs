@@ -678,7 +678,7 @@ impl Driver {
             }
             Err(e) => self.log.event(
                 "device-metadata-failed",
-                &[("claim", json!(format!("{}/{}", c.namespace, c.name))), ("error", json!(e))],
+                &[("claim", json!(format!("{}/{}", c.namespace, c.name))), ("error", json!(e.to_string()))],
             ),
         }
     }
@@ -991,7 +991,8 @@ impl Driver {
                     &c,
                     &request,
                     &network,
-                )?;
+                )
+                .map_err(|e| e.to_string())?;
                 self.log.event(
                     "control",
                     &[

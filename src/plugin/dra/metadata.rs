@@ -24,6 +24,94 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Why device metadata could not be written, updated or removed; worded as
+/// the helper's errors (the kubelet shows them as the claim's error).
+#[derive(Debug)]
+pub enum MetadataError {
+    /// A name from the kubelet that cannot name a file.
+    Component {
+        /// Which name (`namespace`, `claim name`, …).
+        what: &'static str,
+        /// The name.
+        value: String,
+    },
+    /// A metadata file's path that is not UTF-8 (a CDI spec holds text).
+    NotUtf8(PathBuf),
+    /// The metadata could not be encoded.
+    Encode(serde_json::Error),
+    /// A request's metadata file or CDI spec could not be written.
+    Write {
+        /// `metadata` or `CDI spec`.
+        what: &'static str,
+        /// The request.
+        request: String,
+        /// `create directory` or `write`.
+        step: &'static str,
+        /// The directory or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `UpdateRequestMetadata` for a request the claim has no file for.
+    RequestNotFound {
+        /// The request.
+        request: String,
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+    },
+    /// The existing metadata file could not be read.
+    Read(std::io::Error),
+    /// The existing metadata file does not decode (`None`: it holds no object).
+    Decode(Option<serde_json::Error>),
+    /// The updated metadata file could not be written.
+    Rewrite(std::io::Error),
+    /// A claim's metadata directory or CDI spec could not be removed.
+    Remove {
+        /// `metadata directory` or `CDI spec`.
+        what: &'static str,
+        /// The directory or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for MetadataError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetadataError::Component { what, value } => {
+                write!(f, "{what} {} cannot name a file", crate::core::text::quote(value))
+            }
+            MetadataError::NotUtf8(p) => write!(f, "metadata path {} is not UTF-8", p.display()),
+            MetadataError::Encode(e) => write!(f, "encode device metadata: {e}"),
+            MetadataError::Write { what, request, step, path, source } => {
+                write!(f, "write {what} for request {request:?}: {step} {}: {source}", path.display())
+            }
+            MetadataError::RequestNotFound { request, namespace, name } => {
+                write!(f, "request {request:?} not found in prepared claim {namespace}/{name}")
+            }
+            MetadataError::Read(e) => write!(f, "read metadata file: {e}"),
+            MetadataError::Decode(None) => f.write_str("decode existing metadata: no metadata objects found in stream"),
+            MetadataError::Decode(Some(e)) => write!(f, "decode existing metadata: {e}"),
+            MetadataError::Rewrite(e) => write!(f, "write metadata file: {e}"),
+            MetadataError::Remove { what, path, source } => write!(f, "remove {what} {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for MetadataError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MetadataError::Encode(e) | MetadataError::Decode(Some(e)) => Some(e),
+            MetadataError::Write { source, .. } | MetadataError::Remove { source, .. } => Some(source),
+            MetadataError::Read(e) | MetadataError::Rewrite(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// The API group of the metadata objects.
 pub const GROUP: &str = "metadata.resource.k8s.io";
 /// Where metadata files appear in a container (api/metadata `ContainerDir`).
@@ -130,9 +218,9 @@ pub fn base_request(r: &str) -> &str {
 }
 
 /// Why a path component from the kubelet cannot be used in a file path.
-fn component(what: &str, s: &str) -> Result<(), String> {
+fn component(what: &'static str, s: &str) -> Result<(), MetadataError> {
     if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) {
-        return Err(format!("{what} {} cannot name a file", crate::core::text::quote(s)));
+        return Err(MetadataError::Component { what, value: s.to_string() });
     }
     Ok(())
 }
@@ -151,7 +239,13 @@ pub struct Paths {
 }
 
 /// The paths of `request` (a base request name) of claim `c`.
-pub fn paths(driver: &str, plugin_dir: &Path, cdi_dir: &Path, c: &ClaimRef, request: &str) -> Result<Paths, String> {
+pub fn paths(
+    driver: &str,
+    plugin_dir: &Path,
+    cdi_dir: &Path,
+    c: &ClaimRef,
+    request: &str,
+) -> Result<Paths, MetadataError> {
     component("namespace", &c.namespace)?;
     component("claim name", &c.name)?;
     component("claim UID", &c.uid)?;
@@ -234,8 +328,8 @@ fn go_escape(s: String) -> String {
 }
 
 /// `json.MarshalIndent(v, "", "  ")`.
-fn marshal_indent<T: Serialize>(v: &T) -> Result<String, String> {
-    serde_json::to_string_pretty(v).map(go_escape).map_err(|e| format!("encode device metadata: {e}"))
+fn marshal_indent<T: Serialize>(v: &T) -> Result<String, MetadataError> {
+    serde_json::to_string_pretty(v).map(go_escape).map_err(MetadataError::Encode)
 }
 
 /// The metadata stream of one request (`request` as the devices name it,
@@ -248,7 +342,7 @@ pub fn stream(
     generation: i64,
     request: &str,
     devices: &[Device],
-) -> Result<String, String> {
+) -> Result<String, MetadataError> {
     let mut out = String::new();
     for v in versions {
         let doc = Doc {
@@ -319,8 +413,8 @@ struct Mount<'a> {
 /// `MinimumRequiredVersion`: 0.5.0 for a device name starting with a digit,
 /// else 0.3.0; the kind's class `metadata` has no dot).
 /// `host_file`: the metadata file as the host (the runtime) names it.
-pub fn cdi_spec(driver: &str, p: &Paths, host_file: &Path) -> Result<String, String> {
-    let host = host_file.to_str().ok_or_else(|| format!("metadata path {} is not UTF-8", host_file.display()))?;
+pub fn cdi_spec(driver: &str, p: &Paths, host_file: &Path) -> Result<String, MetadataError> {
+    let host = host_file.to_str().ok_or_else(|| MetadataError::NotUtf8(host_file.to_path_buf()))?;
     let spec = CdiSpec {
         cdi_version: if p.cdi_device.starts_with(|c: char| c.is_ascii_digit()) { "0.5.0" } else { "0.3.0" },
         kind: format!("{driver}/metadata"),
@@ -350,22 +444,27 @@ pub fn write_claim(
     (plugin_dir, cdi_dir, host_root): (&Path, &Path, &crate::core::paths::HostRoot),
     c: &ClaimRef,
     devices: &BTreeMap<String, Vec<Device>>,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, MetadataError> {
     let mut ids = BTreeMap::new();
     for (request, devs) in devices {
         let base = base_request(request);
         let p = paths(driver, plugin_dir, cdi_dir, c, base)?;
         let text = stream(versions, driver, c, 1, request, devs)?;
-        let write = |path: &Path, bytes: &[u8]| -> Result<(), String> {
+        let write = |what: &'static str, path: &Path, bytes: &[u8]| -> Result<(), MetadataError> {
+            let failed = |step, path: &Path, source| MetadataError::Write {
+                what,
+                request: request.clone(),
+                step,
+                path: path.to_path_buf(),
+                source,
+            };
             if let Some(dir) = path.parent() {
-                crate::core::files::create_dir_all(dir)
-                    .map_err(|e| format!("create directory {}: {e}", dir.display()))?;
+                crate::core::files::create_dir_all(dir).map_err(|e| failed("create directory", dir, e))?;
             }
-            crate::core::files::write_atomic(path, bytes).map_err(|e| format!("write {}: {e}", path.display()))
+            crate::core::files::write_atomic(path, bytes).map_err(|e| failed("write", path, e))
         };
-        write(&p.file, text.as_bytes()).map_err(|e| format!("write metadata for request {request:?}: {e}"))?;
-        write(&p.cdi_spec, cdi_spec(driver, &p, &host_root.on_host(&p.file))?.as_bytes())
-            .map_err(|e| format!("write CDI spec for request {request:?}: {e}"))?;
+        write("metadata", &p.file, text.as_bytes())?;
+        write("CDI spec", &p.cdi_spec, cdi_spec(driver, &p, &host_root.on_host(&p.file))?.as_bytes())?;
         ids.insert(base.to_string(), cdi_id(driver, &p));
     }
     Ok(ids)
@@ -384,20 +483,24 @@ pub fn update_request(
     c: &ClaimRef,
     request: &str,
     network: &NetworkData,
-) -> Result<i64, String> {
+) -> Result<i64, MetadataError> {
     let p = paths(driver, plugin_dir, Path::new(""), c, base_request(request))?;
     let text = match crate::core::limits::read_file(&p.file, 1 << 20, "device metadata") {
         Ok(t) => t,
         Err(_) if !p.file.exists() => {
-            return Err(format!("request {request:?} not found in prepared claim {}/{}", c.namespace, c.name))
+            return Err(MetadataError::RequestNotFound {
+                request: request.to_string(),
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+            })
         }
-        Err(e) => return Err(format!("read metadata file: {e}")),
+        Err(e) => return Err(MetadataError::Read(e)),
     };
     let first: serde_json::Value = serde_json::Deserializer::from_str(&text)
         .into_iter::<serde_json::Value>()
         .next()
-        .ok_or("decode existing metadata: no metadata objects found in stream")?
-        .map_err(|e| format!("decode existing metadata: {e}"))?;
+        .ok_or(MetadataError::Decode(None))?
+        .map_err(|e| MetadataError::Decode(Some(e)))?;
     let generation = first["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
     let devices: Vec<Device> = first["requests"][0]["devices"]
         .as_array()
@@ -417,14 +520,14 @@ pub fn update_request(
         .collect();
     let claim = ClaimRef { pod_claim_name: first["podClaimName"].as_str().map(str::to_string), ..c.clone() };
     let stream = stream(versions, driver, &claim, generation, request, &devices)?;
-    crate::core::files::write_atomic(&p.file, stream.as_bytes()).map_err(|e| format!("write metadata file: {e}"))?;
+    crate::core::files::write_atomic(&p.file, stream.as_bytes()).map_err(MetadataError::Rewrite)?;
     Ok(generation)
 }
 
 /// Remove a claim's metadata directory and its CDI specs (metadata.go
 /// `cleanupClaim`); nothing there is fine, and so is a claim whose names
 /// cannot name a file ([`write_claim`] wrote nothing for it).
-pub fn cleanup_claim(driver: &str, plugin_dir: &Path, cdi_dir: &Path, c: &ClaimRef) -> Result<(), String> {
+pub fn cleanup_claim(driver: &str, plugin_dir: &Path, cdi_dir: &Path, c: &ClaimRef) -> Result<(), MetadataError> {
     for (what, s) in [("namespace", &c.namespace), ("claim name", &c.name), ("claim UID", &c.uid)] {
         if component(what, s).is_err() {
             return Ok(());
@@ -433,7 +536,7 @@ pub fn cleanup_claim(driver: &str, plugin_dir: &Path, cdi_dir: &Path, c: &ClaimR
     let dir = claim_dir(plugin_dir, c);
     match std::fs::remove_dir_all(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(format!("remove metadata directory {}: {e}", dir.display()))
+            return Err(MetadataError::Remove { what: "metadata directory", path: dir, source: e })
         }
         _ => {}
     }
@@ -445,7 +548,7 @@ pub fn cleanup_claim(driver: &str, plugin_dir: &Path, cdi_dir: &Path, c: &ClaimR
         if name.starts_with(&prefix) && name.ends_with(".json") {
             match std::fs::remove_file(e.path()) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(format!("remove CDI spec {}: {err}", e.path().display()))
+                    return Err(MetadataError::Remove { what: "CDI spec", path: e.path(), source: err })
                 }
                 _ => {}
             }
@@ -571,8 +674,8 @@ mod tests {
         write_claim(&v, "gpu.x", (&plugin, &cdi, &root), &claim(Some("g")), &reqs).unwrap();
         let net = NetworkData { interface_name: "eth1".into(), ips: vec!["10.0.0.5/24".into()], ..Default::default() };
         let bare = ClaimRef { pod_claim_name: None, ..claim(None) };
-        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a/x", &net), Ok(2));
-        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a", &net), Ok(3));
+        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a/x", &net).ok(), Some(2));
+        assert_eq!(update_request(&v, "gpu.x", &plugin, &bare, "a", &net).ok(), Some(3));
         let text = std::fs::read_to_string(plugin.join("dra-device-metadata/ml_gpu/a/metadata.json")).unwrap();
         let objs: Vec<serde_json::Value> =
             serde_json::Deserializer::from_str(&text).into_iter().collect::<Result<_, _>>().unwrap();
@@ -584,6 +687,6 @@ mod tests {
         assert_eq!(dev["attributes"]["model"]["string"], "x");
         assert_eq!(dev["networkData"], serde_json::json!({"interfaceName": "eth1", "ips": ["10.0.0.5/24"]}));
         let e = update_request(&v, "gpu.x", &plugin, &bare, "b", &net).unwrap_err();
-        assert_eq!(e, "request \"b\" not found in prepared claim ml/gpu");
+        assert_eq!(e.to_string(), "request \"b\" not found in prepared claim ml/gpu");
     }
 }
