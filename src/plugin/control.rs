@@ -159,7 +159,36 @@ pub struct Answer {
     pub resources: Vec<ResourceView>,
 }
 
-fn handle(entries: &BTreeMap<String, Entry>, req: &Request) -> std::result::Result<Vec<ResourceView>, String> {
+/// Why a control request was refused.
+#[derive(Debug)]
+enum ControlError {
+    /// A resource this `dpctl serve` does not serve.
+    NotServed(String),
+    /// No resource named, and several are served.
+    Several(Vec<String>),
+    /// No device IDs given.
+    NoIds,
+    /// The change itself.
+    Inventory(crate::plugin::devices::InventoryError),
+    /// A health value that is not one.
+    Health(crate::protocol::rule::Violation),
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::NotServed(r) => write!(f, "this dpctl serve does not serve {}", quote(r)),
+            ControlError::Several(names) => {
+                write!(f, "several resources are served ({}); name one with --resource", names.join(", "))
+            }
+            ControlError::NoIds => f.write_str("no device IDs given"),
+            ControlError::Inventory(e) => e.fmt(f),
+            ControlError::Health(v) => v.fmt(f),
+        }
+    }
+}
+
+fn handle(entries: &BTreeMap<String, Entry>, req: &Request) -> std::result::Result<Vec<ResourceView>, ControlError> {
     let view = |name: &String, e: &Entry| ResourceView {
         resource: name.clone(),
         socket: e.socket.lock().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -173,26 +202,21 @@ fn handle(entries: &BTreeMap<String, Entry>, req: &Request) -> std::result::Resu
             .collect());
     }
     let (name, entry) = match req.resource() {
-        Some(r) => entries.get_key_value(r).ok_or_else(|| format!("this dpctl serve does not serve {}", quote(r)))?,
-        None if entries.len() == 1 => entries.iter().next().ok_or("no resources")?,
-        None => {
-            return Err(format!(
-                "several resources are served ({}); name one with --resource",
-                entries.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        }
+        Some(r) => entries.get_key_value(r).ok_or_else(|| ControlError::NotServed(r.clone()))?,
+        None if entries.len() == 1 => entries.iter().next().ok_or_else(|| ControlError::Several(vec![]))?,
+        None => return Err(ControlError::Several(entries.keys().cloned().collect())),
     };
     if req.ids().is_empty() {
-        return Err("no device IDs given".into());
+        return Err(ControlError::NoIds);
     }
     let inv = &entry.inventory;
     match req {
         Request::List { .. } => {}
-        Request::SetHealth { ids, health, .. } => inv.set_health(ids, health)?,
-        Request::Remove { ids, .. } => inv.remove(ids)?,
+        Request::SetHealth { ids, health, .. } => inv.set_health(ids, health).map_err(ControlError::Inventory)?,
+        Request::Remove { ids, .. } => inv.remove(ids).map_err(ControlError::Inventory)?,
         Request::Add { ids, health, numa, .. } => {
             let health = health.clone().unwrap_or_else(|| crate::api::HEALTHY.into());
-            crate::protocol::deviceplugin::parse_health(&health).map_err(|e| e.to_string())?;
+            crate::protocol::deviceplugin::parse_health(&health).map_err(ControlError::Health)?;
             inv.add(
                 ids.iter()
                     .map(|id| Device {
@@ -201,7 +225,8 @@ fn handle(entries: &BTreeMap<String, Entry>, req: &Request) -> std::result::Resu
                         topology: numa.map(|n| TopologyInfo { nodes: vec![NumaNode { id: n }] }),
                     })
                     .collect(),
-            )?
+            )
+            .map_err(ControlError::Inventory)?
         }
     }
     Ok(vec![view(name, entry)])
@@ -229,7 +254,7 @@ impl Handler for Control {
                 }
                 Answer { ok: true, error: None, resources }
             }
-            Err(e) => Self::refusal(cap_words(&e).into_owned()),
+            Err(e) => Self::refusal(cap_words(&e.to_string()).into_owned()),
         }
     }
 }

@@ -6,9 +6,66 @@
 use crate::api::deviceplugin::{Device, ListAndWatchResponse, NumaNode, TopologyInfo};
 use crate::api::{HEALTHY, UNHEALTHY};
 use crate::plugin::config::DeviceSpec;
+use crate::protocol::rule::Violation;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::watch;
+
+/// Why a change to the served devices was refused (nothing changed).
+#[derive(Debug)]
+pub enum InventoryError {
+    /// IDs no device has.
+    Unknown(Vec<String>),
+    /// The one ID a toggle names, which no device has.
+    UnknownDevice(String),
+    /// More devices than dpctl serves.
+    TooMany {
+        /// How many there would be.
+        count: usize,
+    },
+    /// A device ID longer than dpctl allows.
+    IdTooLong {
+        /// The ID.
+        id: String,
+    },
+    /// A protocol rule the change breaks (a health value, a device's fields).
+    Rule(Violation),
+}
+
+impl std::fmt::Display for InventoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN};
+        match self {
+            InventoryError::UnknownDevice(id) => write!(f, "unknown device {}", crate::core::text::quote(id)),
+            InventoryError::Unknown(ids) => write!(f, "unknown device(s): {}", crate::core::text::id_list(ids)),
+            InventoryError::TooMany { count } => {
+                write!(f, "{count} devices would be served; at most {MAX_DEVICES} are allowed")
+            }
+            InventoryError::IdTooLong { id } => write!(
+                f,
+                "device ID {} is {} bytes; at most {MAX_ID_LEN} are allowed",
+                crate::core::text::quote(id),
+                id.len()
+            ),
+            InventoryError::Rule(v) => v.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for InventoryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InventoryError::Rule(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The IDs of `ids` no device of `devices` has.
+fn unknown(devices: &[Device], ids: &[String]) -> Vec<String> {
+    let have: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    ids.iter().filter(|id| !have.contains(id.as_str())).cloned().collect()
+}
 
 /// An immutable view of the devices.
 #[derive(Debug, Default)]
@@ -77,7 +134,7 @@ impl Inventory {
         self.tx.subscribe()
     }
 
-    fn update(&self, f: impl FnOnce(&mut Vec<Device>) -> Result<(), String>) -> Result<(), String> {
+    fn update(&self, f: impl FnOnce(&mut Vec<Device>) -> Result<(), InventoryError>) -> Result<(), InventoryError> {
         let mut result = Ok(());
         self.tx.send_if_modified(|snap| {
             let mut devices = snap.response.devices.clone();
@@ -101,15 +158,14 @@ impl Inventory {
     }
 
     /// Set the health of devices; unknown IDs are an error and change nothing.
-    pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), String> {
-        crate::protocol::deviceplugin::parse_health(health).map_err(|v| v.to_string())?;
+    pub fn set_health(&self, ids: &[String], health: &str) -> Result<(), InventoryError> {
+        crate::protocol::deviceplugin::parse_health(health).map_err(InventoryError::Rule)?;
         // Sets, not nested scans: a control request may name 100,000 IDs.
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
-            let have: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
-            let unknown: Vec<&str> = ids.iter().map(String::as_str).filter(|id| !have.contains(id)).collect();
+            let unknown = unknown(devices, ids);
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
+                return Err(InventoryError::Unknown(unknown));
             }
             for d in devices.iter_mut().filter(|d| wanted.contains(d.id.as_str())) {
                 d.health = health.to_string();
@@ -119,13 +175,11 @@ impl Inventory {
     }
 
     /// Toggle one device between Healthy and Unhealthy; returns the new health.
-    pub fn toggle(&self, id: &str) -> Result<String, String> {
+    pub fn toggle(&self, id: &str) -> Result<String, InventoryError> {
         let mut new = String::new();
         self.update(|devices| {
-            let d = devices
-                .iter_mut()
-                .find(|d| d.id == id)
-                .ok_or_else(|| format!("unknown device {}", crate::core::text::quote(id)))?;
+            let d =
+                devices.iter_mut().find(|d| d.id == id).ok_or_else(|| InventoryError::UnknownDevice(id.to_string()))?;
             d.health = if d.health == HEALTHY { UNHEALTHY } else { HEALTHY }.to_string();
             new = d.health.clone();
             Ok(())
@@ -134,21 +188,14 @@ impl Inventory {
     }
 
     /// Add devices; an ID that exists already is an error and changes nothing.
-    pub fn add(&self, new: Vec<Device>) -> Result<(), String> {
+    pub fn add(&self, new: Vec<Device>) -> Result<(), InventoryError> {
         use crate::core::limits::{MAX_DEVICES, MAX_ID_LEN};
         self.update(|devices| {
             if devices.len() + new.len() > MAX_DEVICES {
-                return Err(format!(
-                    "{} devices would be served; at most {MAX_DEVICES} are allowed",
-                    devices.len() + new.len()
-                ));
+                return Err(InventoryError::TooMany { count: devices.len() + new.len() });
             }
             if let Some(d) = new.iter().find(|d| d.id.len() > MAX_ID_LEN) {
-                return Err(format!(
-                    "device ID {} is {} bytes; at most {MAX_ID_LEN} are allowed",
-                    crate::core::text::quote(&d.id),
-                    d.id.len()
-                ));
+                return Err(InventoryError::IdTooLong { id: d.id.clone() });
             }
             // The protocol's device rules, from the rulebook: a new device breaking a FAIL rule changes nothing.
             let old = devices.len();
@@ -158,20 +205,19 @@ impl Inventory {
                 .find(|v| v.is_fail() && v.device.is_some_and(|i| i >= old));
             if let Some(v) = broken {
                 devices.truncate(old);
-                return Err(v.to_string());
+                return Err(InventoryError::Rule(v));
             }
             Ok(())
         })
     }
 
     /// Remove devices; unknown IDs are an error and change nothing.
-    pub fn remove(&self, ids: &[String]) -> Result<(), String> {
+    pub fn remove(&self, ids: &[String]) -> Result<(), InventoryError> {
         let gone: HashSet<&str> = ids.iter().map(String::as_str).collect();
         self.update(|devices| {
-            let have: HashSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
-            let unknown: Vec<&str> = ids.iter().map(String::as_str).filter(|id| !have.contains(id)).collect();
+            let unknown = unknown(devices, ids);
             if !unknown.is_empty() {
-                return Err(format!("unknown device(s): {}", crate::core::text::id_list(&unknown)));
+                return Err(InventoryError::Unknown(unknown));
             }
             devices.retain(|d| !gone.contains(d.id.as_str()));
             Ok(())
@@ -212,24 +258,27 @@ mod tests {
         let inv = inv();
         let mut r = inv.subscribe();
         r.borrow_and_update();
-        assert!(inv.set_health(&["a".into(), "zz".into()], UNHEALTHY).unwrap_err().contains("zz"));
+        assert!(inv.set_health(&["a".into(), "zz".into()], UNHEALTHY).unwrap_err().to_string().contains("zz"));
         assert!(inv.set_health(&["a".into()], "healthy").is_err());
-        let dup = inv.add(vec![Device { id: "a".into(), health: HEALTHY.into(), topology: None }]).unwrap_err();
+        let dup =
+            inv.add(vec![Device { id: "a".into(), health: HEALTHY.into(), topology: None }]).unwrap_err().to_string();
         assert_eq!(dup, "device ID \"a\" appears more than once", "the rulebook's text");
-        let bad = inv.add(vec![Device { id: "c".into(), health: "ok".into(), topology: None }]).unwrap_err();
+        let bad =
+            inv.add(vec![Device { id: "c".into(), health: "ok".into(), topology: None }]).unwrap_err().to_string();
         assert!(bad.starts_with("device \"c\" has health \"ok\""), "{bad}");
         assert!(inv.add(vec![Device { id: String::new(), health: HEALTHY.into(), topology: None }]).is_err());
         assert!(inv.remove(&["nope".into()]).is_err());
         let many: Vec<Device> = (0..crate::core::limits::MAX_DEVICES)
             .map(|i| Device { id: format!("n{i}"), health: HEALTHY.into(), topology: None })
             .collect();
-        assert!(inv.add(many).unwrap_err().contains("at most 100000"));
-        let e = inv.add(vec![Device { id: "x".repeat(5000), ..Default::default() }]).unwrap_err();
+        assert!(matches!(inv.add(many), Err(InventoryError::TooMany { .. })));
+        let e = inv.add(vec![Device { id: "x".repeat(5000), ..Default::default() }]).unwrap_err().to_string();
         assert!(e.contains("is 5000 bytes") && e.len() < 200, "{e}");
         assert!(!r.has_changed().unwrap());
         assert_eq!(inv.current().get("a").unwrap().health, HEALTHY);
         assert_eq!(inv.toggle("b").unwrap(), UNHEALTHY);
         assert_eq!(inv.toggle("b").unwrap(), HEALTHY);
+        assert_eq!(inv.toggle("zz").unwrap_err().to_string(), "unknown device \"zz\"");
     }
 
     #[test]

@@ -122,7 +122,7 @@ pub(super) async fn watch_cmd(ctx: &Ctx, a: &BenchWatchArgs) -> Result<()> {
                     return Err(Error::failed(ans.error.unwrap_or_default()));
                 }
             } else if let Some(l) = &local {
-                l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed)?;
+                l.sim.inventory.set_health(std::slice::from_ref(&id), health).map_err(Error::failed_from)?;
             }
             loop {
                 match tokio::time::timeout(ctx.timeout, stream.next()).await {
