@@ -87,7 +87,7 @@ impl PluginHandler for DevicePlugins {
     async fn register(&self, _socket: &Path, info: &PluginInfo, endpoint: &Path) -> Result<(), Refusal> {
         let (conn, options) = connect_plugin(&self.mgr, endpoint, self.dial_timeout)
             .await
-            .map_err(|e| Refusal::new(RejectStage::DialBack, e))?;
+            .map_err(|e| Refusal::new(RejectStage::DialBack, e.to_string()))?;
         let who = Registrant {
             via: Via::PluginWatcher,
             version: info.supported_versions.join(","),

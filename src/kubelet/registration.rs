@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 /// Why the kubelet refused a registration. Its `Display` is the kubelet's
 /// text (what Register returns to the plugin).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum RegisterError {
     /// The request breaks a rule of the rulebook (version, resource name, endpoint).
     Invalid(Violation),
     /// Dialing the plugin back or GetDevicePluginOptions failed.
-    DialBack(String),
+    DialBack(DialBackError),
     /// The kubelet was restarting: register again.
     Restarting,
 }
@@ -46,7 +46,7 @@ impl std::fmt::Display for RegisterError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RegisterError::Invalid(v) => v.fmt(f),
-            RegisterError::DialBack(e) => f.write_str(e),
+            RegisterError::DialBack(e) => e.fmt(f),
             RegisterError::Restarting => f.write_str("the kubelet is restarting; register again"),
         }
     }
@@ -56,6 +56,7 @@ impl std::error::Error for RegisterError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RegisterError::Invalid(v) => Some(v),
+            RegisterError::DialBack(e) => Some(e),
             _ => None,
         }
     }
@@ -70,12 +71,51 @@ pub fn check_request(r: &RegisterRequest, plugin_dir: &Path) -> Result<(), Regis
         .map_or(Ok(()), |v| Err(RegisterError::Invalid(v)))
 }
 
+/// Why the kubelet could not take a plugin on after it asked to register.
+#[derive(Debug)]
+pub enum DialBackError {
+    /// No connection to its socket within the dial timeout.
+    Dial {
+        /// The last dial's error.
+        source: crate::client::conn::ConnError,
+        /// How long the kubelet tried.
+        tried: Duration,
+    },
+    /// GetDevicePluginOptions failed.
+    Options(crate::client::conn::ConnError),
+    /// The device manager refused the plugin once connected (the kubelet's PluginConnected).
+    Connect(crate::kubelet::shell::StartError),
+}
+
+impl std::fmt::Display for DialBackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DialBackError::Dial { source, tried } => write!(
+                f,
+                "failed to dial device plugin: {source} (tried for {}; the plugin must serve its socket before calling Register)",
+                crate::core::time::format_duration(*tried)
+            ),
+            DialBackError::Options(e) => write!(f, "failed to get device plugin options: {e}"),
+            DialBackError::Connect(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DialBackError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DialBackError::Dial { source, .. } | DialBackError::Options(source) => Some(source),
+            DialBackError::Connect(e) => Some(e),
+        }
+    }
+}
+
 /// Dial a plugin, retrying until `timeout` (as grpc-go's blocking dial does), then read its options.
 pub async fn connect_plugin(
     mgr: &Manager,
     socket: &Path,
     timeout: Duration,
-) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
+) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), DialBackError> {
     connect_plugin_reporting(mgr, socket, timeout, |_| {}).await
 }
 
@@ -85,19 +125,14 @@ pub async fn connect_plugin_reporting(
     socket: &Path,
     timeout: Duration,
     failing: impl FnOnce(String),
-) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), String> {
+) -> Result<(PluginConn, crate::api::deviceplugin::DevicePluginOptions), DialBackError> {
     let start = Instant::now();
     let mut failing = Some(failing);
     let conn = loop {
         let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
         match PluginConn::connect(socket, left.min(mgr.cfg.call_timeout), mgr.cfg.max_recv).await {
             Ok(c) => break c,
-            Err(e) if start.elapsed() >= timeout => {
-                return Err(format!(
-                    "failed to dial device plugin: {e} (tried for {}; the plugin must serve its socket before calling Register)",
-                    crate::core::time::format_duration(timeout)
-                ))
-            }
+            Err(source) if start.elapsed() >= timeout => return Err(DialBackError::Dial { source, tried: timeout }),
             Err(e) => {
                 if let Some(f) = failing.take() {
                     f(e.to_string());
@@ -106,7 +141,7 @@ pub async fn connect_plugin_reporting(
             }
         }
     };
-    let options = conn.options().await.map_err(|e| format!("failed to get device plugin options: {e}"))?;
+    let options = conn.options().await.map_err(DialBackError::Options)?;
     Ok((conn, options))
 }
 
@@ -141,7 +176,7 @@ impl RegistrationService {
         self.mgr.start_endpoint(&r.resource_name, conn, options, who).map(|_| ()).map_err(|e| match e {
             crate::kubelet::shell::StartError::Restarting => RegisterError::Restarting,
             // The kubelet's PluginConnected fails after the dial: its Connect error.
-            refused => RegisterError::DialBack(refused.to_string()),
+            refused => RegisterError::DialBack(DialBackError::Connect(refused)),
         })
     }
 }
