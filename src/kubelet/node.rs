@@ -713,7 +713,9 @@ async fn run(
         let store = std::sync::Arc::new(
             store
                 .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
-                .with_consumable_capacity(profile.dra_consumable_capacity.enabled()),
+                .with_consumable_capacity(profile.dra_consumable_capacity.enabled())
+                .with_generic_workload(profile.generic_workload.enabled())
+                .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
         );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

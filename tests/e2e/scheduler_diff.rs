@@ -802,3 +802,102 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         );
     }
 }
+
+/// The real control plane started with `args` (its own, in `dir`): the
+/// process and its admin client.
+async fn upstream_plane(bin: &Path, dir: &Path, args: &[&str]) -> (tokio::process::Child, ApiServer) {
+    let mut c = tokio::process::Command::new(bin);
+    c.arg("serve").arg("-dir").arg(dir).args(args);
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
+    let mut cp = c.spawn().unwrap();
+    let mut out = Tail::stdout(&mut cp);
+    out.wait_for("\"ready\":true", 1).await;
+    let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
+    let api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+    (cp, api)
+}
+
+/// A failed answer as compared: code, reason and message (an object: its code).
+fn refusal(code: u16, body: &Value) -> Value {
+    match body["kind"] == "Status" {
+        true => json!({"code": code, "reason": body["reason"], "message": body["message"], "details": body["details"]}),
+        false => json!({"code": code}),
+    }
+}
+
+/// What an API server answers of PodGroups: the group version's discovery,
+/// whether `/apis` lists it, a PodGroup naming a claim created (and whether
+/// the claim is kept), and a status write with a claim status (whether kept).
+async fn pod_group_serving(api: &ApiServer, run: &str) -> Value {
+    let (gcode, gv) = call(api, "GET", "/apis/scheduling.k8s.io/v1beta1", None).await;
+    let (_, groups) = call(api, "GET", "/apis", None).await;
+    let listed = groups["groups"].as_array().into_iter().flatten().any(|g| {
+        g["versions"].as_array().into_iter().flatten().any(|v| v["groupVersion"] == "scheduling.k8s.io/v1beta1")
+    });
+    let path = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups";
+    let name = format!("served-{run}");
+    let body = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}});
+    let (ccode, created) = call(api, "POST", path, Some(&body)).await;
+    let (lcode, list) = call(api, "GET", path, None).await;
+    let mut out = json!({
+        "discovery": refusal(gcode, &gv), "listed": listed, "list": refusal(lcode, &list),
+        "create": refusal(ccode, &created),
+    });
+    if ccode == 201 {
+        out["create"]["resourceClaims"] = json!(created["spec"].get("resourceClaims").is_some());
+        let mut s = created.clone();
+        s["status"] = json!({"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "c"}]});
+        let (scode, st) = call(api, "PUT", &format!("{path}/{name}/status"), Some(&s)).await;
+        out["status"] = refusal(scode, &st);
+        out["status"]["resourceClaimStatuses"] = json!(st["status"].get("resourceClaimStatuses").is_some());
+    }
+    out
+}
+
+/// #48: PodGroups by gate, as kube-apiserver (v1.37.2) serves them: with
+/// the default gates scheduling.k8s.io/v1beta1 is not served (404 at its
+/// discovery and its paths, not listed in `/apis`); with GenericWorkload on
+/// (and, for kube-apiserver, the group version in `--runtime-config`) it is,
+/// and with DRAWorkloadResourceClaims off a PodGroup's `spec.resourceClaims`
+/// and its `status.resourceClaimStatuses` are dropped
+/// (podgroup/strategy.go dropDisabledPodGroupFields,
+/// dropDisabledPodGroupStatusFields); with both on they are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    let runtime = ["-runtime-config", "scheduling.k8s.io/v1beta1=true"];
+    let configs: [(Option<&str>, &[&str]); 3] =
+        [(None, &[]), (Some("GenericWorkload=true"), &runtime), (Some(GROUP_GATES), &runtime)];
+    let mut failures = Vec::new();
+    for (gates, extra) in configs {
+        let d = tmp();
+        let mut go_args: Vec<&str> = extra.to_vec();
+        let mut args = vec!["--api-server", "127.0.0.1:0"];
+        if let Some(g) = gates {
+            go_args.extend(["-feature-gates", g]);
+            args.extend(["--feature-gates", g]);
+        }
+        let (cp, kube_api) = upstream_plane(&bin, d.path(), &go_args).await;
+        let k = tmp();
+        let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
+        let mut log = Tail::stdout(&mut child);
+        let ev = api_server_event(&mut log).await;
+        let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+        let run = std::process::id().to_string();
+        let kube_out = pod_group_serving(&kube_api, &run).await;
+        let dpctl_out = pod_group_serving(&dpctl_api, &run).await;
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let mut cp = cp;
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        eprintln!("PodGroups served ({gates:?}): kube-apiserver {kube_out}");
+        // Not vacuous: served exactly with GenericWorkload on, claims kept exactly with both gates.
+        assert_eq!(kube_out["create"]["code"] == 201, gates.is_some(), "{kube_out:#}");
+        assert_eq!(kube_out["create"]["resourceClaims"] == true, gates == Some(GROUP_GATES), "{kube_out:#}");
+        if dpctl_out != kube_out {
+            failures.push(format!("{gates:?}:\n  kube-apiserver {kube_out}\n  dpctl          {dpctl_out}"));
+        }
+    }
+    assert!(failures.is_empty(), "dpctl serves PodGroups otherwise than kube-apiserver:\n{}", failures.join("\n"));
+}

@@ -587,7 +587,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
     }
     default(k, &mut obj);
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut obj, None);
+        super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
     }
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
@@ -679,7 +679,10 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     };
     default(k, &mut next);
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur));
+        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur), store.workload_resource_claims);
+        if r.sub == Some("status") {
+            super::rules::drop_disabled_pod_group_status_fields(&mut next, cur, store.workload_resource_claims);
+        }
     }
     if k.namespaced {
         next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
