@@ -901,3 +901,121 @@ async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
     }
     assert!(failures.is_empty(), "dpctl serves PodGroups otherwise than kube-apiserver:\n{}", failures.join("\n"));
 }
+
+/// A pod on a device the next step taints NoExecute.
+const TAINT_CASE: Case = Case {
+    name: "taint-eviction",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0"}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"one"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"one"}]}}
+    ]"#,
+};
+
+/// Taint the case's one device NoExecute (a slice taint) and wait for the
+/// eviction: the pod being deleted (or gone) and the eviction's Event
+/// recorded. What was seen of the pod and the Event.
+async fn tainted_and_evicted(api: &ApiServer, run: &str) -> Value {
+    let c = format!("sd{run}-{}", TAINT_CASE.name);
+    let slice_path = format!("/apis/resource.k8s.io/v1/resourceslices/{c}-s");
+    let (code, mut slice) = call(api, "GET", &slice_path, None).await;
+    assert_eq!(code, 200, "{slice}");
+    slice["spec"]["devices"][0]["taints"] =
+        json!([{"key": "example.com/broken", "value": "yes", "effect": "NoExecute"}]);
+    let (code, body) = call(api, "PUT", &slice_path, Some(&slice)).await;
+    assert_eq!(code, 200, "{body}");
+    let pod_path = format!("/api/v1/namespaces/{c}/pods/p1");
+    let events = format!("/api/v1/namespaces/{c}/events");
+    until(60, &format!("pod {c}/p1 evicted and its Event recorded"), || {
+        let (api, pod_path, events) = (api.clone(), pod_path.clone(), events.clone());
+        async move {
+            let (code, pod) = call(&api, "GET", &pod_path, None).await;
+            let deleting = code == 404 || pod["metadata"]["deletionTimestamp"].is_string();
+            let (_, ev) = call(&api, "GET", &events, None).await;
+            let evictions: Vec<Value> = ev["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["involvedObject"]["name"] == "p1" && e["reason"] != "Scheduled")
+                .map(|e| stamped_masked(e, &pod["metadata"]["uid"]))
+                .collect();
+            let disruption: Vec<Value> = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["type"] == "DisruptionTarget")
+                .map(|c| stamped_masked(c, &Value::Null))
+                .collect();
+            (deleting && !evictions.is_empty()).then(|| {
+                json!({"pod": {"code": code, "deleting": pod["metadata"]["deletionTimestamp"].is_string(),
+                    "gracePeriodSeconds": pod["metadata"]["deletionGracePeriodSeconds"], "disruptionTarget": disruption},
+                    "events": evictions})
+            })
+        }
+    })
+    .await
+}
+
+/// An Event or a pod condition as compared: each field but those that
+/// differ from run to run (names, UIDs, resource versions, times) as
+/// written; those as present or not (a UID: whether it is the pod's).
+fn stamped_masked(v: &Value, pod_uid: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        // A list's items: kube-apiserver writes them without apiVersion and
+        // kind, dpctl's lists with (a difference of every list, not of the
+        // eviction: docs/fidelity.md).
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    for t in ["lastTransitionTime", "lastProbeTime", "firstTimestamp", "lastTimestamp", "eventTime"] {
+        if let Some(x) = v.get_mut(t) {
+            *x = json!(x.is_string());
+        }
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+        let shape = name.split_once('.').map(|(p, hex)| (p.to_string(), hex.chars().all(|c| c.is_ascii_hexdigit())));
+        m.insert("name".into(), json!(shape));
+        for f in ["uid", "resourceVersion", "creationTimestamp", "managedFields"] {
+            m.remove(f);
+        }
+    }
+    if let Some(o) = v.get_mut("involvedObject").and_then(Value::as_object_mut) {
+        let same = o.get("uid") == Some(pod_uid);
+        o.insert("uid".into(), json!(same));
+        o.remove("resourceVersion");
+    }
+    v
+}
+
+/// #48: NoExecute device-taint eviction against upstream's
+/// device-taint-eviction-controller (pkg/controller/devicetainteviction,
+/// v1.37.2, in the real control plane): a pod whose claim kube-scheduler
+/// (dpctl's allocator) allocated on a device that is then tainted NoExecute
+/// in its ResourceSlice gets the same `DisruptionTarget` condition (type,
+/// status, reason, message), the same Event (type, reason, message, source,
+/// reporting component, about the pod) and is deleted alike (graceful: it
+/// is bound to a node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_taint_eviction_is_as_upstreams_controller_does_it() {
+    let Some(cp) = control_plane() else { return };
+    let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
+    let d = tmp();
+    let mut child = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    let kube_case = run_case(&kube_api, Side::Kube, &TAINT_CASE, &run).await;
+    assert_eq!(kube_case["p1"]["scheduled"], true, "{kube_case:#}");
+    let dpctl_case = run_case(&dpctl_api, Side::Dpctl, &TAINT_CASE, &run).await;
+    assert_eq!(dpctl_case, kube_case, "the case before the taint");
+    let kube_out = tainted_and_evicted(&kube_api, &run).await;
+    let dpctl_out = tainted_and_evicted(&dpctl_api, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    eprintln!("device-taint eviction: kube {kube_out}");
+    assert_eq!(dpctl_out, kube_out, "dpctl's eviction differs from upstream's device-taint-eviction-controller");
+}

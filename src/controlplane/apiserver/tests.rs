@@ -1078,3 +1078,35 @@ fn claims_lose_capacity_requests_and_shares_with_consumable_capacity_off() {
         assert_eq!(got["status"]["devices"][0].get("shareID").is_some(), kept, "{got}");
     }
 }
+
+/// #48 (found comparing device-taint eviction with upstream's controller):
+/// an Event is stored as Go writes a v1.Event — unset times `null`, the
+/// reporter's fields `""` — and a pod condition written in process gets
+/// its unset `lastProbeTime` as `null`, as one written through the API.
+#[test]
+fn events_and_in_process_pod_conditions_carry_their_unset_fields() {
+    // A controller that marks pod ml/p (once) as the eviction controller does.
+    let s = Store::with_controller(Box::new(|tx| {
+        let Some(p) = tx.get("", "pods", "ml", "p") else { return };
+        if p["status"]["conditions"].is_null() {
+            let cond = json!({"conditions": [{"type": "DisruptionTarget", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+            assert!(tx.update_pod_status("ml", "p", cond));
+        }
+    }));
+    let e = json!({"metadata": {"name": "p.1"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
+    let (c, ev) = call(&s, "POST", "/api/v1/namespaces/ml/events", "", e);
+    assert_eq!(c, 201, "{ev}");
+    assert_eq!(
+        [&ev["eventTime"], &ev["firstTimestamp"], &ev["reportingComponent"], &ev["reportingInstance"]],
+        [&Value::Null, &Value::Null, &json!(""), &json!("")],
+        "{ev}"
+    );
+    assert!(ev.get("eventTime").is_some(), "{ev}");
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(call(&s, "POST", "/api/v1/namespaces/ml/pods", "", pod).0, 201);
+    let (_, p) = call(&s, "GET", "/api/v1/namespaces/ml/pods/p", "", Value::Null);
+    let c = &p["status"]["conditions"][0];
+    assert_eq!((c.get("lastProbeTime"), &c["type"]), (Some(&Value::Null), &json!("DisruptionTarget")), "{p}");
+}
