@@ -1019,3 +1019,46 @@ async fn device_taint_eviction_is_as_upstreams_controller_does_it() {
     eprintln!("device-taint eviction: kube {kube_out}");
     assert_eq!(dpctl_out, kube_out, "dpctl's eviction differs from upstream's device-taint-eviction-controller");
 }
+
+/// A claim of two devices whose list-typed attribute sets intersect (KEP-5491).
+const LIST_CASE: Case = Case {
+    name: "list-attributes",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0","attributes":{"ids":{"ints":[1,2]}}},{"name":"dev-1","attributes":{"ids":{"ints":[2,3]}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"two"},"spec":{"devices":{"requests":[{"name":"gpus","exactly":{"deviceClassName":"{c}-gpu","count":2}}],
+            "constraints":[{"matchAttribute":"{d}/ids"}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"gpus","resourceClaimName":"two"}]}}
+    ]"#,
+};
+
+/// #48: the control plane's allocator follows `--feature-gates` as the
+/// scheduler's does (its AllocatorFeatures from the gates, not the version
+/// alone): with DRAListTypeAttributes on (alpha, off in 1.37) on both
+/// sides, a claim whose devices' list-typed attributes intersect is
+/// allocated alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_planes_allocator_follows_the_feature_gates() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    const GATES: &str = "DRAListTypeAttributes=true";
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let k = tmp();
+    let mut child =
+        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    let kube_out = run_case(&kube_api, Side::Kube, &LIST_CASE, &run).await;
+    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &LIST_CASE, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    // Not vacuous: kube-scheduler placed the pod with both devices.
+    assert_eq!(kube_out["p1"]["scheduled"], true, "{kube_out:#}");
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    assert!(lines.is_empty(), "{GATES}: dpctl's control plane allocates otherwise:\n{}", lines.join("\n"));
+}
