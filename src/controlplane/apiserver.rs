@@ -114,6 +114,15 @@ pub struct Store {
     /// replaces uses them ([`drop_disabled_slice_fields`],
     /// [`drop_disabled_claim_spec_fields`], [`drop_disabled_claim_status_fields`]).
     consumable_capacity: bool,
+    /// GenericWorkload (KEP-4671; beta, off, in 1.37): off, scheduling.k8s.io/v1beta1
+    /// is not served (pkg/registry/scheduling/rest: no PodGroup storage without
+    /// it, and the group version is off in the default runtime-config): its paths
+    /// are 404 and discovery does not list it ([`Store::serves`]).
+    generic_workload: bool,
+    /// DRAWorkloadResourceClaims (KEP-5729; beta, off, in 1.37): off, a PodGroup
+    /// write drops `spec.resourceClaims` and a status write
+    /// `status.resourceClaimStatuses`, unless the PodGroup replaced names claims.
+    workload_resource_claims: bool,
 }
 
 /// The controllers, as a store holds them.
@@ -133,6 +142,8 @@ impl Default for Store {
             controller: None,
             node_allocatable_resources: false,
             consumable_capacity: true,
+            generic_workload: false,
+            workload_resource_claims: false,
         }
     }
 }
@@ -268,6 +279,31 @@ impl Store {
     pub fn with_consumable_capacity(mut self, on: bool) -> Store {
         self.consumable_capacity = on;
         self
+    }
+
+    /// The store with the GenericWorkload gate `on` (off by default, as
+    /// kube-apiserver's in 1.35–1.37): on, it serves scheduling.k8s.io/v1beta1
+    /// PodGroups (what kube-apiserver does with the gate and
+    /// `--runtime-config scheduling.k8s.io/v1beta1=true`).
+    pub fn with_generic_workload(mut self, on: bool) -> Store {
+        self.generic_workload = on;
+        self
+    }
+
+    /// The store with the DRAWorkloadResourceClaims gate `on` (off by
+    /// default, as kube-apiserver's in 1.36–1.37).
+    pub fn with_workload_resource_claims(mut self, on: bool) -> Store {
+        self.workload_resource_claims = on;
+        self
+    }
+
+    /// Whether the API group version `path` (decoded) falls in is served:
+    /// all but scheduling.k8s.io/v1beta1 with GenericWorkload off.
+    pub(crate) fn serves(&self, path: &str) -> bool {
+        let pod_groups = path
+            .strip_prefix("/apis/scheduling.k8s.io/v1beta1")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        self.generic_workload || !pod_groups
     }
 
     /// Run the controllers after a write, under its lock.
@@ -506,6 +542,14 @@ fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     )
 }
 
+/// kube-apiserver's answer under an API group version it does not serve
+/// (the NotFound handler's: no name, no details).
+fn unserved() -> (u16, Value) {
+    let (code, mut v) = status(404, "NotFound", "the server could not find the requested resource".into());
+    v["details"] = json!({});
+    (code, v)
+}
+
 /// The parameters of a query string, decoded as Go's `url.ParseQuery` does
 /// (`+` is a space, `%XX` an escaped byte).
 fn query_pairs(query: &str) -> Vec<(String, String)> {
@@ -634,10 +678,13 @@ pub fn answer_typed(
 ) -> (u16, Value) {
     let path = decoded_path(path);
     let path = path.as_str();
+    if !store.serves(path) {
+        return unserved();
+    }
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
-    if let Some(d) = discovery::answer(path, custom::groups(&store.lock())) {
+    if let Some(d) = discovery::answer(path, custom::groups(&store.lock()), store.generic_workload) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if method == "GET" && is_collection(store, path) {
@@ -1146,10 +1193,14 @@ async fn respond(
             if req.method() == http::Method::GET { (200, version_info(minor)) } else { method_not_allowed() };
         return Ok(reply(if code == 200 { Media::Json } else { media }, code, &v));
     }
+    if !store.serves(&decoded_path(req.uri().path())) {
+        let (code, v) = unserved();
+        return Ok(reply(media, code, &v));
+    }
     let groups = custom::groups(&store.lock());
     let found = {
         let path = decoded_path(req.uri().path());
-        discovery::answer(&path, groups).or_else(|| custom::discovery(&store.lock(), &path))
+        discovery::answer(&path, groups, store.generic_workload).or_else(|| custom::discovery(&store.lock(), &path))
     };
     if let Some(d) = found {
         // Discovery documents are read as JSON (client-go's discovery client asks for JSON).

@@ -80,16 +80,21 @@ pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
 /// claim reserved for a pod's PodGroup is the pod's, and the scheduler's
 /// part reserves it for the pod no more (PreBind's IsReservedForPod).
 pub fn plane_with(minor: u32, own: &str, workload_claims: bool) -> (Store, taints::Timer) {
-    let features = Features::of_minor(minor);
-    // DRAExtendedResource (KEP-5004): beta, on, from 1.36.
-    let extended = minor >= 36;
+    plane_gated(Gates { workload_claims, ..Gates::of_minor(minor) }, own)
+}
+
+/// [`plane`] with the controllers' gates `gates` (a profile's, its
+/// `--feature-gates` applied: the scheduler's allocator features as
+/// kube-scheduler reads them from its gates).
+pub fn plane_gated(gates: Gates, own: &str) -> (Store, taints::Timer) {
+    let Gates { features, .. } = gates;
     let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
     let (evictions, timer) = taints::state();
     let evictions = Mutex::new(evictions);
     let own = own.to_string();
     let store = Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, Gates { features, extended, workload_claims }, &own);
+        reconcile(tx, &mut made, gates, &own);
         let mut ev = evictions.lock().unwrap_or_else(|p| p.into_inner());
         taints::sync(tx, &mut ev, &features, std::time::SystemTime::now());
     }));
@@ -97,14 +102,23 @@ pub fn plane_with(minor: u32, own: &str, workload_claims: bool) -> (Store, taint
 }
 
 /// The gates the controllers follow.
-#[derive(Debug, Clone, Copy)]
-struct Gates {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gates {
     /// The scheduler's allocator features.
-    features: Features,
+    pub features: Features,
     /// DRAExtendedResource (KEP-5004).
-    extended: bool,
+    pub extended: bool,
     /// DRAWorkloadResourceClaims (KEP-5729).
-    workload_claims: bool,
+    pub workload_claims: bool,
+}
+
+impl Gates {
+    /// The defaults of Kubernetes 1.`minor`: the allocator's features
+    /// ([`Features::of_minor`]), DRAExtendedResource (beta, on, from 1.36),
+    /// DRAWorkloadResourceClaims off.
+    pub fn of_minor(minor: u32) -> Gates {
+        Gates { features: Features::of_minor(minor), extended: minor >= 36, workload_claims: false }
+    }
 }
 
 /// resourceclaim.IsReservedForPod: whether `reserved` (a claim's

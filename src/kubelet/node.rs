@@ -704,16 +704,20 @@ async fn run(
         // The store with the control plane's controllers: the claims of the
         // API's pods bound to other nodes that joined it.
         let profile = &s.manager.profile;
-        let (store, timer) = crate::controlplane::controller::plane_with(
-            profile.version.minor(),
-            crate::kubelet::dra::NODE_NAME,
-            profile.dra_workload_resource_claims.enabled(),
-        );
+        // Its gates are the profile's, `--feature-gates` applied (as the kubelet's allocator's).
+        let gates = crate::controlplane::controller::Gates {
+            features: profile.allocator_features(),
+            extended: profile.dra_extended_resource.enabled(),
+            workload_claims: profile.dra_workload_resource_claims.enabled(),
+        };
+        let (store, timer) = crate::controlplane::controller::plane_gated(gates, crate::kubelet::dra::NODE_NAME);
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
             store
                 .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
-                .with_consumable_capacity(profile.dra_consumable_capacity.enabled()),
+                .with_consumable_capacity(profile.dra_consumable_capacity.enabled())
+                .with_generic_workload(profile.generic_workload.enabled())
+                .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
         );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

@@ -790,6 +790,24 @@ mod tests {
         assert!(on(36, "DRAExtendedResource=yes").unwrap_err().contains("invalid value"));
     }
 
+    /// The control plane's gates (`mock-kubelet --api-server`) are the
+    /// profile's: at a version's defaults they are the controllers' defaults
+    /// for it, and `--feature-gates` moves them (#48).
+    #[test]
+    fn the_control_planes_gates_are_the_profiles() {
+        use crate::controlplane::controller::Gates;
+        let gates = |p: &Profile| Gates {
+            features: p.allocator_features(),
+            extended: p.dra_extended_resource.enabled(),
+            workload_claims: p.dra_workload_resource_claims.enabled(),
+        };
+        for m in [34, 35, 36, 37] {
+            assert_eq!(gates(&Profile::of(KubeletVersion(m))), Gates::of_minor(m), "1.{m}");
+        }
+        let on = Profile::of(KubeletVersion(37)).with_gates("DRAListTypeAttributes=true").unwrap();
+        assert!(gates(&on).features.list_type_attributes && !Gates::of_minor(37).features.list_type_attributes);
+    }
+
     /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta
     /// 1.37, off in both, depending on GenericWorkload (alpha 1.35, beta 1.37, off).
     #[test]

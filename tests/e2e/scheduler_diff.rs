@@ -802,3 +802,263 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         );
     }
 }
+
+/// The real control plane started with `args` (its own, in `dir`): the
+/// process and its admin client.
+async fn upstream_plane(bin: &Path, dir: &Path, args: &[&str]) -> (tokio::process::Child, ApiServer) {
+    let mut c = tokio::process::Command::new(bin);
+    c.arg("serve").arg("-dir").arg(dir).args(args);
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
+    let mut cp = c.spawn().unwrap();
+    let mut out = Tail::stdout(&mut cp);
+    out.wait_for("\"ready\":true", 1).await;
+    let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
+    let api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+    (cp, api)
+}
+
+/// A failed answer as compared: code, reason and message (an object: its code).
+fn refusal(code: u16, body: &Value) -> Value {
+    match body["kind"] == "Status" {
+        true => json!({"code": code, "reason": body["reason"], "message": body["message"], "details": body["details"]}),
+        false => json!({"code": code}),
+    }
+}
+
+/// What an API server answers of PodGroups: the group version's discovery,
+/// whether `/apis` lists it, a PodGroup naming a claim created (and whether
+/// the claim is kept), and a status write with a claim status (whether kept).
+async fn pod_group_serving(api: &ApiServer, run: &str) -> Value {
+    let (gcode, gv) = call(api, "GET", "/apis/scheduling.k8s.io/v1beta1", None).await;
+    let (_, groups) = call(api, "GET", "/apis", None).await;
+    let listed = groups["groups"].as_array().into_iter().flatten().any(|g| {
+        g["versions"].as_array().into_iter().flatten().any(|v| v["groupVersion"] == "scheduling.k8s.io/v1beta1")
+    });
+    let path = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups";
+    let name = format!("served-{run}");
+    let body = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}});
+    let (ccode, created) = call(api, "POST", path, Some(&body)).await;
+    let (lcode, list) = call(api, "GET", path, None).await;
+    let mut out = json!({
+        "discovery": refusal(gcode, &gv), "listed": listed, "list": refusal(lcode, &list),
+        "create": refusal(ccode, &created),
+    });
+    if ccode == 201 {
+        out["create"]["resourceClaims"] = json!(created["spec"].get("resourceClaims").is_some());
+        let mut s = created.clone();
+        s["status"] = json!({"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "c"}]});
+        let (scode, st) = call(api, "PUT", &format!("{path}/{name}/status"), Some(&s)).await;
+        out["status"] = refusal(scode, &st);
+        out["status"]["resourceClaimStatuses"] = json!(st["status"].get("resourceClaimStatuses").is_some());
+    }
+    out
+}
+
+/// #48: PodGroups by gate, as kube-apiserver (v1.37.2) serves them: with
+/// the default gates scheduling.k8s.io/v1beta1 is not served (404 at its
+/// discovery and its paths, not listed in `/apis`); with GenericWorkload on
+/// (and, for kube-apiserver, the group version in `--runtime-config`) it is,
+/// and with DRAWorkloadResourceClaims off a PodGroup's `spec.resourceClaims`
+/// and its `status.resourceClaimStatuses` are dropped
+/// (podgroup/strategy.go dropDisabledPodGroupFields,
+/// dropDisabledPodGroupStatusFields); with both on they are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    let runtime = ["-runtime-config", "scheduling.k8s.io/v1beta1=true"];
+    let configs: [(Option<&str>, &[&str]); 3] =
+        [(None, &[]), (Some("GenericWorkload=true"), &runtime), (Some(GROUP_GATES), &runtime)];
+    let mut failures = Vec::new();
+    for (gates, extra) in configs {
+        let d = tmp();
+        let mut go_args: Vec<&str> = extra.to_vec();
+        let mut args = vec!["--api-server", "127.0.0.1:0"];
+        if let Some(g) = gates {
+            go_args.extend(["-feature-gates", g]);
+            args.extend(["--feature-gates", g]);
+        }
+        let (cp, kube_api) = upstream_plane(&bin, d.path(), &go_args).await;
+        let k = tmp();
+        let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
+        let mut log = Tail::stdout(&mut child);
+        let ev = api_server_event(&mut log).await;
+        let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+        let run = std::process::id().to_string();
+        let kube_out = pod_group_serving(&kube_api, &run).await;
+        let dpctl_out = pod_group_serving(&dpctl_api, &run).await;
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let mut cp = cp;
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        eprintln!("PodGroups served ({gates:?}): kube-apiserver {kube_out}");
+        // Not vacuous: served exactly with GenericWorkload on, claims kept exactly with both gates.
+        assert_eq!(kube_out["create"]["code"] == 201, gates.is_some(), "{kube_out:#}");
+        assert_eq!(kube_out["create"]["resourceClaims"] == true, gates == Some(GROUP_GATES), "{kube_out:#}");
+        if dpctl_out != kube_out {
+            failures.push(format!("{gates:?}:\n  kube-apiserver {kube_out}\n  dpctl          {dpctl_out}"));
+        }
+    }
+    assert!(failures.is_empty(), "dpctl serves PodGroups otherwise than kube-apiserver:\n{}", failures.join("\n"));
+}
+
+/// A pod on a device the next step taints NoExecute.
+const TAINT_CASE: Case = Case {
+    name: "taint-eviction",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0"}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"one"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"one"}]}}
+    ]"#,
+};
+
+/// Taint the case's one device NoExecute (a slice taint) and wait for the
+/// eviction: the pod being deleted (or gone) and the eviction's Event
+/// recorded. What was seen of the pod and the Event.
+async fn tainted_and_evicted(api: &ApiServer, run: &str) -> Value {
+    let c = format!("sd{run}-{}", TAINT_CASE.name);
+    let slice_path = format!("/apis/resource.k8s.io/v1/resourceslices/{c}-s");
+    let (code, mut slice) = call(api, "GET", &slice_path, None).await;
+    assert_eq!(code, 200, "{slice}");
+    slice["spec"]["devices"][0]["taints"] =
+        json!([{"key": "example.com/broken", "value": "yes", "effect": "NoExecute"}]);
+    let (code, body) = call(api, "PUT", &slice_path, Some(&slice)).await;
+    assert_eq!(code, 200, "{body}");
+    let pod_path = format!("/api/v1/namespaces/{c}/pods/p1");
+    let events = format!("/api/v1/namespaces/{c}/events");
+    until(60, &format!("pod {c}/p1 evicted and its Event recorded"), || {
+        let (api, pod_path, events) = (api.clone(), pod_path.clone(), events.clone());
+        async move {
+            let (code, pod) = call(&api, "GET", &pod_path, None).await;
+            let deleting = code == 404 || pod["metadata"]["deletionTimestamp"].is_string();
+            let (_, ev) = call(&api, "GET", &events, None).await;
+            let evictions: Vec<Value> = ev["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["involvedObject"]["name"] == "p1" && e["reason"] != "Scheduled")
+                .map(|e| stamped_masked(e, &pod["metadata"]["uid"]))
+                .collect();
+            let disruption: Vec<Value> = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["type"] == "DisruptionTarget")
+                .map(|c| stamped_masked(c, &Value::Null))
+                .collect();
+            (deleting && !evictions.is_empty()).then(|| {
+                json!({"pod": {"code": code, "deleting": pod["metadata"]["deletionTimestamp"].is_string(),
+                    "gracePeriodSeconds": pod["metadata"]["deletionGracePeriodSeconds"], "disruptionTarget": disruption},
+                    "events": evictions})
+            })
+        }
+    })
+    .await
+}
+
+/// An Event or a pod condition as compared: each field but those that
+/// differ from run to run (names, UIDs, resource versions, times) as
+/// written; those as present or not (a UID: whether it is the pod's).
+fn stamped_masked(v: &Value, pod_uid: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        // A list's items: kube-apiserver writes them without apiVersion and
+        // kind, dpctl's lists with (a difference of every list, not of the
+        // eviction: docs/fidelity.md).
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    for t in ["lastTransitionTime", "lastProbeTime", "firstTimestamp", "lastTimestamp", "eventTime"] {
+        if let Some(x) = v.get_mut(t) {
+            *x = json!(x.is_string());
+        }
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+        let shape = name.split_once('.').map(|(p, hex)| (p.to_string(), hex.chars().all(|c| c.is_ascii_hexdigit())));
+        m.insert("name".into(), json!(shape));
+        for f in ["uid", "resourceVersion", "creationTimestamp", "managedFields"] {
+            m.remove(f);
+        }
+    }
+    if let Some(o) = v.get_mut("involvedObject").and_then(Value::as_object_mut) {
+        let same = o.get("uid") == Some(pod_uid);
+        o.insert("uid".into(), json!(same));
+        o.remove("resourceVersion");
+    }
+    v
+}
+
+/// #48: NoExecute device-taint eviction against upstream's
+/// device-taint-eviction-controller (pkg/controller/devicetainteviction,
+/// v1.37.2, in the real control plane): a pod whose claim kube-scheduler
+/// (dpctl's allocator) allocated on a device that is then tainted NoExecute
+/// in its ResourceSlice gets the same `DisruptionTarget` condition (type,
+/// status, reason, message), the same Event (type, reason, message, source,
+/// reporting component, about the pod) and is deleted alike (graceful: it
+/// is bound to a node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_taint_eviction_is_as_upstreams_controller_does_it() {
+    let Some(cp) = control_plane() else { return };
+    let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
+    let d = tmp();
+    let mut child = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    let kube_case = run_case(&kube_api, Side::Kube, &TAINT_CASE, &run).await;
+    assert_eq!(kube_case["p1"]["scheduled"], true, "{kube_case:#}");
+    let dpctl_case = run_case(&dpctl_api, Side::Dpctl, &TAINT_CASE, &run).await;
+    assert_eq!(dpctl_case, kube_case, "the case before the taint");
+    let kube_out = tainted_and_evicted(&kube_api, &run).await;
+    let dpctl_out = tainted_and_evicted(&dpctl_api, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    eprintln!("device-taint eviction: kube {kube_out}");
+    assert_eq!(dpctl_out, kube_out, "dpctl's eviction differs from upstream's device-taint-eviction-controller");
+}
+
+/// A claim of two devices whose list-typed attribute sets intersect (KEP-5491).
+const LIST_CASE: Case = Case {
+    name: "list-attributes",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0","attributes":{"ids":{"ints":[1,2]}}},{"name":"dev-1","attributes":{"ids":{"ints":[2,3]}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"two"},"spec":{"devices":{"requests":[{"name":"gpus","exactly":{"deviceClassName":"{c}-gpu","count":2}}],
+            "constraints":[{"matchAttribute":"{d}/ids"}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"gpus","resourceClaimName":"two"}]}}
+    ]"#,
+};
+
+/// #48: the control plane's allocator follows `--feature-gates` as the
+/// scheduler's does (its AllocatorFeatures from the gates, not the version
+/// alone): with DRAListTypeAttributes on (alpha, off in 1.37) on both
+/// sides, a claim whose devices' list-typed attributes intersect is
+/// allocated alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_planes_allocator_follows_the_feature_gates() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    const GATES: &str = "DRAListTypeAttributes=true";
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let k = tmp();
+    let mut child =
+        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    let kube_out = run_case(&kube_api, Side::Kube, &LIST_CASE, &run).await;
+    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &LIST_CASE, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    // Not vacuous: kube-scheduler placed the pod with both devices.
+    assert_eq!(kube_out["p1"]["scheduled"], true, "{kube_out:#}");
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    assert!(lines.is_empty(), "{GATES}: dpctl's control plane allocates otherwise:\n{}", lines.join("\n"));
+}

@@ -275,7 +275,7 @@ fn bad_request(message: String) -> (u16, Value) {
 
 /// The defaults kube-apiserver applies to `obj` of `k`
 /// (pkg/apis/apps/v1/defaults.go; a Secret's `type` and `stringData`).
-fn default(k: &Kind, obj: &mut Value) {
+pub(super) fn default(k: &Kind, obj: &mut Value) {
     match k.kind {
         "Deployment" | "DaemonSet" if !obj["spec"]["template"].is_null() => {
             // The pod template gets a pod's v1 defaults (SetDefaults_PodSpec, _Container).
@@ -331,6 +331,20 @@ fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
+        "Event" => {
+            // The times and reporter Go writes whether set or not (a zero
+            // Time/MicroTime is `null`; reportingComponent/Instance have no omitempty).
+            for f in ["firstTimestamp", "lastTimestamp", "eventTime"] {
+                if obj.get(f).is_none() {
+                    obj[f] = Value::Null;
+                }
+            }
+            for f in ["reportingComponent", "reportingInstance"] {
+                if obj.get(f).is_none_or(Value::is_null) {
+                    obj[f] = json!("");
+                }
+            }
+        }
         "Node" => {
             // NodeStatus's struct fields that are never omitted, as Go writes them empty.
             let st = &mut obj["status"];
@@ -587,7 +601,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
     }
     default(k, &mut obj);
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut obj, None);
+        super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
     }
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
@@ -679,7 +693,10 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     };
     default(k, &mut next);
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur));
+        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur), store.workload_resource_claims);
+        if r.sub == Some("status") {
+            super::rules::drop_disabled_pod_group_status_fields(&mut next, cur, store.workload_resource_claims);
+        }
     }
     if k.namespaced {
         next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();

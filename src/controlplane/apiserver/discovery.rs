@@ -57,16 +57,21 @@ fn builtin_group(g: &str, version: &str) -> Value {
 }
 
 /// The discovery document at `path`, if it is one (`extra`: the groups
-/// CustomResourceDefinitions declare, listed in `/apis` after this one).
-pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
+/// CustomResourceDefinitions declare, listed in `/apis` after this one;
+/// `pod_groups`: whether scheduling.k8s.io/v1beta1 is served, GenericWorkload
+/// on — off, kube-apiserver lists no version of the group that this server
+/// serves, so the group is left out).
+pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool) -> Option<Value> {
     let path = path.trim_end_matches('/');
+    let served = |g: &str| pod_groups || g != "scheduling.k8s.io";
+    let builtin_groups = || BUILTIN_GROUPS.iter().filter(|(g, _)| served(g));
     Some(match path {
         "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
         "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
             "resources": super::builtin::discovery("", "v1")}),
         "/apis" => {
             let mut groups = vec![group()];
-            groups.extend(BUILTIN_GROUPS.iter().map(|(g, v)| builtin_group(g, v)));
+            groups.extend(builtin_groups().map(|(g, v)| builtin_group(g, v)));
             groups.extend(extra);
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
@@ -76,7 +81,7 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
             g["apiVersion"] = json!("v1");
             g
         }
-        _ if BUILTIN_GROUPS.iter().any(|(g, _)| path.strip_prefix("/apis/") == Some(*g)) => {
+        _ if builtin_groups().any(|(g, _)| path.strip_prefix("/apis/") == Some(*g)) => {
             let g = &path["/apis/".len()..];
             let v = BUILTIN_GROUPS.iter().find(|(x, _)| *x == g).map_or("v1", |(_, v)| v);
             let mut g = builtin_group(g, v);
@@ -84,7 +89,7 @@ pub fn answer(path: &str, extra: Vec<Value>) -> Option<Value> {
             g["apiVersion"] = json!("v1");
             g
         }
-        _ if BUILTIN_GROUPS.iter().any(|(g, v)| path.strip_prefix("/apis/") == Some(&format!("{g}/{v}"))) => {
+        _ if builtin_groups().any(|(g, v)| path.strip_prefix("/apis/") == Some(&format!("{g}/{v}"))) => {
             let (g, v) = path["/apis/".len()..].split_once('/').unwrap_or_default();
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{g}/{v}"),
                 "resources": super::builtin::discovery(g, v)})
@@ -105,9 +110,9 @@ mod tests {
 
     #[test]
     fn discovery_names_the_served_resources_and_verbs() {
-        let g = answer("/apis", vec![]).unwrap();
+        let g = answer("/apis", vec![], true).unwrap();
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
-        let v1 = answer("/apis/resource.k8s.io/v1", vec![]).unwrap();
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![], true).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(
             names,
@@ -119,18 +124,33 @@ mod tests {
             json!(["create", "delete", "get", "list", "patch", "update", "watch"]),
             "clients write claims"
         );
-        let core = answer("/api/v1", vec![]).unwrap();
+        let core = answer("/api/v1", vec![], true).unwrap();
         assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"), "{core}");
-        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![]).unwrap()["resources"].as_array().unwrap().len() == 2);
-        assert!(answer("/apis/resource.k8s.io/v2", vec![]).is_none());
-        assert_eq!(answer("/apis/resource.k8s.io", vec![]).unwrap()["kind"], "APIGroup");
+        assert!(
+            answer("/apis/resource.k8s.io/v1beta1", vec![], true).unwrap()["resources"].as_array().unwrap().len() == 2
+        );
+        assert!(answer("/apis/resource.k8s.io/v2", vec![], true).is_none());
+        assert_eq!(answer("/apis/resource.k8s.io", vec![], true).unwrap()["kind"], "APIGroup");
         // PodGroups (KEP-4671/5729) as 1.37 serves them: scheduling.k8s.io/v1beta1 only.
-        let g = answer("/apis/scheduling.k8s.io", vec![]).unwrap();
+        let g = answer("/apis/scheduling.k8s.io", vec![], true).unwrap();
         assert_eq!(g["preferredVersion"]["groupVersion"], "scheduling.k8s.io/v1beta1", "{g}");
-        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![]).unwrap();
+        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], true).unwrap();
         let names: Vec<&str> = s["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, ["podgroups", "podgroups/status"], "{s}");
-        assert!(answer("/apis/scheduling.k8s.io/v1", vec![]).is_none());
-        assert_eq!(answer("/apis/apps/v1", vec![]).unwrap()["groupVersion"], "apps/v1");
+        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], true).is_none());
+        assert_eq!(answer("/apis/apps/v1", vec![], true).unwrap()["groupVersion"], "apps/v1");
+    }
+
+    /// GenericWorkload off (1.37's default): kube-apiserver serves no
+    /// scheduling.k8s.io/v1beta1, and lists the group with v1 only
+    /// (PriorityClasses, which this server does not serve): the group is not listed.
+    #[test]
+    fn pod_groups_are_not_discovered_with_generic_workload_off() {
+        let g = answer("/apis", vec![], false).unwrap();
+        let names: Vec<&str> = g["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
+        assert_eq!(names, ["resource.k8s.io", "apps", "coordination.k8s.io"], "{g}");
+        assert!(answer("/apis/scheduling.k8s.io", vec![], false).is_none());
+        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], false).is_none());
+        assert_eq!(answer("/apis/apps", vec![], false).unwrap()["kind"], "APIGroup");
     }
 }

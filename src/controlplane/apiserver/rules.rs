@@ -940,13 +940,37 @@ pub(super) fn pod_group(obj: &Value) -> Vec<Cause> {
     out
 }
 
-/// The PodGroup strategy's dropDisabledPodGroupFields for what dpctl does
-/// not model (CompositePodGroup, alpha, off): `parentCompositePodGroupName`
-/// goes unless the PodGroup replaced (`old`) has it.
-pub(super) fn drop_disabled_pod_group_fields(obj: &mut Value, old: Option<&Value>) {
-    let in_use = old.is_some_and(|o| !o["spec"]["parentCompositePodGroupName"].is_null());
-    if let (false, Some(spec)) = (in_use, obj.get_mut("spec").and_then(Value::as_object_mut)) {
-        spec.remove("parentCompositePodGroupName");
+/// The PodGroup strategy's dropDisabledPodGroupFields: `spec.resourceClaims`
+/// goes with DRAWorkloadResourceClaims off (`workload_claims`), and
+/// `parentCompositePodGroupName` (CompositePodGroup, alpha, off: not
+/// modelled) always, each unless the PodGroup replaced (`old`) has it.
+pub(super) fn drop_disabled_pod_group_fields(obj: &mut Value, old: Option<&Value>, workload_claims: bool) {
+    let in_use = |f: &str| old.is_some_and(|o| !o["spec"][f].is_null());
+    let claims_in_use = old.is_some_and(pod_group_claims_in_use);
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        if !in_use("parentCompositePodGroupName") {
+            spec.remove("parentCompositePodGroupName");
+        }
+        if !(workload_claims || claims_in_use) {
+            spec.remove("resourceClaims");
+        }
+    }
+}
+
+/// draWorkloadResourceClaimsInUse: the PodGroup's spec names claims.
+fn pod_group_claims_in_use(pg: &Value) -> bool {
+    pg["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty())
+}
+
+/// The PodGroup status strategy's dropDisabledPodGroupStatusFields: with
+/// DRAWorkloadResourceClaims off (`workload_claims`), a status write loses
+/// `status.resourceClaimStatuses` unless the PodGroup replaced (`old`) names claims.
+pub(super) fn drop_disabled_pod_group_status_fields(obj: &mut Value, old: &Value, workload_claims: bool) {
+    if workload_claims || pod_group_claims_in_use(old) {
+        return;
+    }
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        status.remove("resourceClaimStatuses");
     }
 }
 

@@ -500,7 +500,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
-    let g = discovery::answer("/apis", custom::groups(&s.lock())).unwrap();
+    let g = discovery::answer("/apis", custom::groups(&s.lock()), false).unwrap();
     assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
@@ -699,7 +699,7 @@ fn the_node_is_updated_and_the_other_built_in_kinds_are_stored() {
 /// declarative rules refuse a group with no scheduling policy.
 #[test]
 fn pod_groups_are_stored_with_their_status_subresource() {
-    let s = Store::default();
+    let s = Store::default().with_generic_workload(true).with_workload_resource_claims(true);
     const PG: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
     let g = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
         "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]},
@@ -729,6 +729,51 @@ fn pod_groups_are_stored_with_their_status_subresource() {
         "{e}"
     );
     assert_eq!(call(&s, "GET", "/apis/scheduling.k8s.io/v1/namespaces/ml/podgroups", "", Value::Null).0, 404);
+}
+
+/// #48: PodGroups by gate, as kube-apiserver 1.37 serves them. GenericWorkload
+/// off (the default): scheduling.k8s.io/v1beta1 is not served — its paths are
+/// kube-apiserver's NotFound (no details), for a watch too. On with
+/// DRAWorkloadResourceClaims off (podgroup/strategy.go
+/// dropDisabledPodGroupFields, dropDisabledPodGroupStatusFields): a create
+/// or update loses `spec.resourceClaims` and a status write
+/// `status.resourceClaimStatuses`, unless the PodGroup replaced names claims.
+#[test]
+fn pod_groups_follow_generic_workload_and_workload_resource_claims() {
+    const PG: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
+    let g = json!({"metadata": {"name": "team"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}});
+    let off = Store::default();
+    let (c, e) = call(&off, "POST", PG, "", g.clone());
+    assert_eq!(
+        (c, &e["reason"], &e["message"], &e["details"]),
+        (404, &json!("NotFound"), &json!("the server could not find the requested resource"), &json!({}))
+    );
+    assert_eq!(call(&off, "GET", "/apis/scheduling.k8s.io/v1beta1", "", Value::Null).0, 404);
+    assert_eq!(call(&off, "GET", PG, "watch=true", Value::Null).0, 404, "not served, for a watch too");
+    assert_eq!(call(&off, "GET", "/apis/scheduling.k8s.io/v1beta1x", "", Value::Null).0, 404);
+
+    let s = Store::default().with_generic_workload(true);
+    let (c, created) = call(&s, "POST", PG, "", g.clone());
+    assert_eq!((c, created["spec"].get("resourceClaims")), (201, None), "{created}");
+    let mut st = created.clone();
+    st["status"] = json!({"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "c"}]});
+    let (c, w) = call(&s, "PUT", &format!("{PG}/team/status"), "", st);
+    assert_eq!((c, w["status"].get("resourceClaimStatuses")), (200, None), "{w}");
+    let mut u = w.clone();
+    u["spec"]["resourceClaims"] = g["spec"]["resourceClaims"].clone();
+    let (c, w) = call(&s, "PUT", &format!("{PG}/team"), "", u);
+    assert_eq!((c, w["spec"].get("resourceClaims")), (200, None), "an update drops them too: {w}");
+    // In use by the PodGroup replaced: kept (one stored while the gate was on).
+    let on = Store::default().with_generic_workload(true).with_workload_resource_claims(true);
+    let (_, kept) = call(&on, "POST", PG, "", g);
+    let lax = on.with_workload_resource_claims(false);
+    let mut st = kept.clone();
+    st["status"] = json!({"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "c"}]});
+    let (c, w) = call(&lax, "PUT", &format!("{PG}/team/status"), "", st);
+    assert_eq!((c, &w["status"]["resourceClaimStatuses"][0]["name"]), (200, &json!("g")), "{w}");
+    let (c, w) = call(&lax, "PUT", &format!("{PG}/team"), "", w);
+    assert_eq!((c, &w["spec"]["resourceClaims"][0]["name"]), (200, &json!("g")), "{w}");
 }
 
 /// #47 item 3: a DeviceClass the kubelet admits from its manifests is
@@ -1032,4 +1077,36 @@ fn claims_lose_capacity_requests_and_shares_with_consumable_capacity_off() {
         assert_eq!((r.get("shareID").is_some(), r.get("consumedCapacity").is_some()), (kept, kept), "{got}");
         assert_eq!(got["status"]["devices"][0].get("shareID").is_some(), kept, "{got}");
     }
+}
+
+/// #48 (found comparing device-taint eviction with upstream's controller):
+/// an Event is stored as Go writes a v1.Event — unset times `null`, the
+/// reporter's fields `""` — and a pod condition written in process gets
+/// its unset `lastProbeTime` as `null`, as one written through the API.
+#[test]
+fn events_and_in_process_pod_conditions_carry_their_unset_fields() {
+    // A controller that marks pod ml/p (once) as the eviction controller does.
+    let s = Store::with_controller(Box::new(|tx| {
+        let Some(p) = tx.get("", "pods", "ml", "p") else { return };
+        if p["status"]["conditions"].is_null() {
+            let cond = json!({"conditions": [{"type": "DisruptionTarget", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+            assert!(tx.update_pod_status("ml", "p", cond));
+        }
+    }));
+    let e = json!({"metadata": {"name": "p.1"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
+    let (c, ev) = call(&s, "POST", "/api/v1/namespaces/ml/events", "", e);
+    assert_eq!(c, 201, "{ev}");
+    assert_eq!(
+        [&ev["eventTime"], &ev["firstTimestamp"], &ev["reportingComponent"], &ev["reportingInstance"]],
+        [&Value::Null, &Value::Null, &json!(""), &json!("")],
+        "{ev}"
+    );
+    assert!(ev.get("eventTime").is_some(), "{ev}");
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(call(&s, "POST", "/api/v1/namespaces/ml/pods", "", pod).0, 201);
+    let (_, p) = call(&s, "GET", "/api/v1/namespaces/ml/pods/p", "", Value::Null);
+    let c = &p["status"]["conditions"][0];
+    assert_eq!((c.get("lastProbeTime"), &c["type"]), (Some(&Value::Null), &json!("DisruptionTarget")), "{p}");
 }

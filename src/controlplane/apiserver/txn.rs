@@ -125,6 +125,11 @@ impl Txn<'_> {
         }
         let mut next = cur.clone();
         next["status"] = status;
+        // As an API write stores it (a pod's conditions with their unset times).
+        builtin::default(k, &mut next);
+        if cur == next {
+            return true;
+        }
         self.st.version += 1;
         meta::updated(&mut next, &cur, self.st.version);
         self.store.emit(self.st, "MODIFIED", next.clone());

@@ -21,9 +21,12 @@ fn cluster(devices: usize) -> Store {
     cluster_with(devices, false)
 }
 
-/// [`cluster`] with DRAWorkloadResourceClaims set to `workload_claims`.
+/// [`cluster`] with DRAWorkloadResourceClaims set to `workload_claims`
+/// (and GenericWorkload on: PodGroups served).
 fn cluster_with(devices: usize, workload_claims: bool) -> Store {
-    let s = store_with(37, "dpctl-node", workload_claims);
+    let s = store_with(37, "dpctl-node", workload_claims)
+        .with_generic_workload(true)
+        .with_workload_resource_claims(workload_claims);
     ok(
         &s,
         "POST",
