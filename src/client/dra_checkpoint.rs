@@ -102,21 +102,46 @@ struct Outer {
     checksum: u32,
 }
 
-/// CRC-32 (IEEE), as Go's hash/crc32.ChecksumIEEE.
+/// The CRC-32 (IEEE) of each byte value, for [`crc32`] a byte at a time.
+const CRC32_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 (IEEE), as Go's hash/crc32.ChecksumIEEE (table-driven: the
+/// checkpoint is summed on every write, two per prepare).
 pub fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
     for b in data {
-        crc ^= u32::from(*b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-        }
+        crc = (crc >> 8) ^ CRC32_TABLE[((crc ^ u32::from(*b)) & 0xFF) as usize];
     }
     !crc
 }
 
+/// [`Data`] as written: the entries borrowed, not cloned.
+#[derive(Serialize)]
+struct DataOut<'a> {
+    kind: &'a str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'a str,
+    #[serde(rename = "ClaimInfoStateList")]
+    entries: Option<&'a [Entry]>,
+}
+
 /// The file's bytes for `entries`.
 pub fn encode(entries: &[Entry]) -> Vec<u8> {
-    let data = Data { kind: KIND.into(), api_version: API_VERSION.into(), entries: Some(entries.to_vec()) };
+    let data = DataOut { kind: KIND, api_version: API_VERSION, entries: Some(entries) };
     let data = serde_json::to_string(&data).unwrap_or_default();
     let checksum = crc32(data.as_bytes());
     serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()

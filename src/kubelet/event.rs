@@ -633,6 +633,11 @@ pub enum KubeletEvent {
         cdi_ids: Vec<String>,
         /// Whether it was already prepared (no call made: the kubelet skips prepared claims).
         cached: bool,
+        /// The NodePrepareResources round trip that prepared it (its driver's
+        /// batch), in microseconds, as the kubelet's DRA client timed it; absent
+        /// when no call was made (cached).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_us: Option<u64>,
     },
     /// Preparing a pod's claims failed; it is retried.
     #[serde(rename_all = "camelCase")]

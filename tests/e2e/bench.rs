@@ -446,7 +446,7 @@ async fn bench_dra_retries_unprepare_at_the_end_and_names_what_may_be_left() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_kubelet_dra_prepares_every_claim_and_brings_it_back_after_a_restart() {
     let r = run_cmd_within(
-        dpctl_cmd(&["bench", "kubelet", "--dra", "--plugins", "2", "--devices", "3", "--pods", "5", "-o", "json"]),
+        dpctl_cmd(&["bench", "kubelet", "--dra", "--plugins", "2", "--devices", "4", "--pods", "5", "-o", "json"]),
         120,
     )
     .await;
@@ -457,7 +457,19 @@ async fn bench_kubelet_dra_prepares_every_claim_and_brings_it_back_after_a_resta
         assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
     }
     assert!(v["prepareLatencyMs"]["p99"].as_f64().is_some(), "{v}");
-    for k in ["preparedWithin2s", "cachedWithin1s", "rssUnder100Mib"] {
+    // Then the devices left (8 - 5) go to pods admitted one at a time: each
+    // one's admission → prepared, its driver's call, and the difference.
+    let one = &v["onePodAtATime"];
+    assert_eq!(one["pods"].as_u64(), Some(3), "{v}");
+    for k in ["admittedToPreparedMs", "driverCallMs", "overheadMs"] {
+        assert!(one[k]["p50"].as_f64().is_some_and(|x| x >= 0.0), "{k}: {v}");
+    }
+    let (total, call) = (one["admittedToPreparedMs"]["max"].as_f64(), one["driverCallMs"]["p50"].as_f64());
+    assert!(
+        total.zip(call).is_some_and(|(t, c)| c > 0.0 && c <= t),
+        "the driver's call is timed, within the whole: {v}"
+    );
+    for k in ["preparedWithin2s", "cachedWithin1s", "rssUnder100Mib", "overheadP50Within1ms", "overheadP99Within3ms"] {
         assert!(v["targets"][k] == "met" || v["targets"][k] == "missed", "{k}: {v}");
     }
     assert_ne!(v["interrupted"], true);

@@ -786,15 +786,22 @@ impl DraManager {
             self.event(KubeletEvent::DraOperationSkipped { claim: claim.clone(), driver: driver.clone(), operation });
         }
         for key in &plan.cached {
-            self.claim_prepared(&pod_key, key, true);
+            self.claim_prepared(&pod_key, key, true, None);
         }
         let mut result = Ok(());
+        // Each driver's NodePrepareResources round trip (µs), for its claims' events.
+        let mut call_us: BTreeMap<String, u64> = BTreeMap::new();
         for (driver, claims) in &plan.batches {
             let Some((conn, service)) = conns.get(driver) else {
                 result = Err(Cause::NotRegistered { driver: driver.clone() });
                 break;
             };
+            let called = std::time::Instant::now();
             let answer = conn.prepare(service, claims.clone()).await;
+            let took = u64::try_from(called.elapsed().as_micros()).unwrap_or(u64::MAX);
+            for c in claims {
+                call_us.insert(format!("{}/{}", c.namespace, c.name), took);
+            }
             let recorded = match answer {
                 Err(e) => Err(Cause::Call { op: Operation::Prepare, source: Box::new(e) }),
                 Ok(resp) => self.lock().claims.prepared(driver, claims, &resp),
@@ -829,7 +836,7 @@ impl DraManager {
         let stored = self.persist(change).await;
         if result.is_ok() && stored.is_ok() {
             for k in &plan.preparing {
-                self.claim_prepared(&pod_key, k, false);
+                self.claim_prepared(&pod_key, k, false, call_us.get(k).copied());
             }
         }
         result.and(stored).map_err(fail)?;
@@ -904,7 +911,9 @@ impl DraManager {
         }
     }
 
-    fn claim_prepared(&self, pod: &str, key: &str, cached: bool) {
+    /// `call_us`: the NodePrepareResources round trip that prepared it
+    /// (`None` when no call was made).
+    fn claim_prepared(&self, pod: &str, key: &str, cached: bool, call_us: Option<u64>) {
         let Some(c) = self.lock().claims.get(key).cloned() else { return };
         if !cached {
             for id in &c.cdi_unresolved {
@@ -918,6 +927,7 @@ impl DraManager {
             devices: c.device_words(),
             cdi_ids: c.cdi_ids(),
             cached,
+            call_us,
         });
     }
 

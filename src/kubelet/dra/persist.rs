@@ -17,7 +17,9 @@ impl DraManager {
         let path = self.spec.checkpoint();
         let target = path.clone();
         let snapshot = || {
-            let bytes = checkpoint::encode(&self.lock().claims.to_checkpoint());
+            // The entries taken under the state lock, encoded off it.
+            let entries = self.lock().claims.to_checkpoint();
+            let bytes = checkpoint::encode(&entries);
             // The control plane learns of the change as the checkpoint does:
             // before any driver is called for it.
             self.publish_claims();

@@ -18,8 +18,9 @@ impl DraManager {
     pub fn tainted_pods(&self, pods: &BTreeSet<String>) -> Vec<String> {
         let now = SystemTime::now();
         let mut st = self.lock();
-        let cands = self.candidates(&mut st);
+        let all = self.candidates(&mut st);
         let rules = allocator::Catalog::of(st.objects.values()).rules;
+        let cands = noexecute_only(&all, &rules);
         let mut seen = std::mem::take(&mut st.taint_seen);
         let uses: Vec<InUse<'_>> = st
             .claims
@@ -43,6 +44,23 @@ impl DraManager {
         }
         due
     }
+}
+
+/// The candidates a NoExecute taint can evict from: every candidate whose
+/// device (driver, pool, name) has one on some candidate, in order — so
+/// [`taints::decide`] finds each allocated device's first candidate as it
+/// would in the whole list, and skips the rest as it would (no NoExecute
+/// taint: no eviction). Each scan of the manifests decides over every
+/// prepared claim: a search of 10,000 untainted candidates per device held
+/// the state lock for tens of ms, and prepares waited on it.
+fn noexecute_only(all: &[Candidate], rules: &[crate::controlplane::objects::TaintRule]) -> Vec<Candidate> {
+    let key = |c: &Candidate| (c.driver.clone(), c.pool.clone(), c.device.clone());
+    let tainted: BTreeSet<(String, String, String)> =
+        all.iter().filter(|c| allocator::taints::of(c, rules).any(|t| t.effect == "NoExecute")).map(key).collect();
+    if tainted.is_empty() {
+        return Vec::new();
+    }
+    all.iter().filter(|c| tainted.contains(&key(c))).cloned().collect()
 }
 
 /// The `pod-evicted` event of an eviction (the static pods' here, or the

@@ -23,6 +23,13 @@ use std::time::{Duration, Instant};
 const PREPARED_TARGET_MS: f64 = 2000.0;
 const CACHED_TARGET_MS: f64 = 1000.0;
 const RSS_TARGET_MIB: f64 = 100.0;
+/// The prepare path's own cost (#50 item 5): admission → claim prepared less
+/// the driver's NodePrepareResources round trip, pods one at a time.
+const OVERHEAD_P50_TARGET_MS: f64 = 1.0;
+const OVERHEAD_P99_TARGET_MS: f64 = 3.0;
+/// Pods admitted one at a time after the other stages (fewer when the
+/// drivers' devices run out).
+const ONE_AT_A_TIME_PODS: u64 = 200;
 
 #[derive(Serialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -30,6 +37,8 @@ struct Targets {
     prepared_within_2s: Option<&'static str>,
     cached_within_1s: Option<&'static str>,
     rss_under_100_mib: Option<&'static str>,
+    overhead_p50_within_1ms: Option<&'static str>,
+    overhead_p99_within_3ms: Option<&'static str>,
 }
 
 /// "met" or "missed" (a word: structured output leaves `false` out).
@@ -59,8 +68,39 @@ struct DraReport {
     restart_all_cached_ms: Option<f64>,
     /// The kubelet engine's peak RSS (the drivers are processes of their own).
     peak_rss_mib: Option<f64>,
+    /// The prepare path itself: pods admitted one at a time.
+    one_pod_at_a_time: Option<PathFigures>,
     targets: Targets,
     interrupted: bool,
+}
+
+/// Pods admitted one at a time (the next once the last one's claim is
+/// prepared), each: admitted → claim prepared (the kubelet's event stamps),
+/// the driver's NodePrepareResources round trip as the kubelet's DRA client
+/// timed it (`claim-prepared` `callUs`), and the difference: dpctl's own.
+#[derive(Serialize, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct PathFigures {
+    pods: u64,
+    admitted_to_prepared_ms: Percentiles,
+    driver_call_ms: Percentiles,
+    overhead_ms: Percentiles,
+}
+
+/// The figures of `samples` (admitted → prepared, driver call), one a pod;
+/// the overhead is each pod's difference (never below zero).
+fn path_figures(samples: &[(Duration, Duration)]) -> PathFigures {
+    PathFigures {
+        pods: samples.len() as u64,
+        admitted_to_prepared_ms: percentiles(samples.iter().map(|s| s.0).collect()),
+        driver_call_ms: percentiles(samples.iter().map(|s| s.1).collect()),
+        overhead_ms: percentiles(samples.iter().map(|(t, c)| t.saturating_sub(*c)).collect()),
+    }
+}
+
+/// The overhead targets judged: (p50 ≤ 1 ms, p99 ≤ 3 ms).
+fn overhead_judged(f: &PathFigures) -> (&'static str, &'static str) {
+    (judged(f.overhead_ms.p50 <= OVERHEAD_P50_TARGET_MS), judged(f.overhead_ms.p99 <= OVERHEAD_P99_TARGET_MS))
 }
 
 fn driver_name(i: u64) -> String {
@@ -116,24 +156,85 @@ impl Drivers {
 /// staging directory beside the manifest directory, so that the timed stage
 /// measures the kubelet and not 2,000 fsyncs. [`publish`] moves them in.
 fn stage_manifests(tree: &NodeTree, a: &BenchKubeletArgs) -> Result<tempfile::TempDir> {
-    let staging = tempfile::Builder::new()
-        .prefix(".bench-manifests-")
-        .tempdir_in(&tree.root)
-        .map_err(|e| Error::io(&tree.root, "cannot create a staging directory in", &e))?;
+    let staging = staging_dir(tree)?;
     for i in 0..a.pods {
-        let claim = format!(
-            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{{"name":"c{i}","namespace":"bench"}},"spec":{{"devices":{{"requests":[{{"name":"r","exactly":{{"deviceClassName":"{}"}}}}]}}}}}}"#,
-            driver_name(i % a.plugins)
-        );
-        let pod = format!(
-            r#"{{"metadata":{{"name":"p{i}","namespace":"bench"}},"spec":{{"resourceClaims":[{{"name":"g","resourceClaimName":"c{i}"}}],"containers":[{{"name":"c","resources":{{"claims":[{{"name":"g"}}]}}}}]}}}}"#
-        );
-        for (f, text) in [(format!("c{i}.json"), claim), (format!("p{i}.json"), pod)] {
-            let f = staging.path().join(f);
-            std::fs::write(&f, text.as_bytes()).map_err(|e| Error::io(&f, "cannot write", &e))?;
-        }
+        stage_pod(&staging, "", i, &driver_name(i % a.plugins))?;
     }
     Ok(staging)
+}
+
+fn staging_dir(tree: &NodeTree) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(".bench-manifests-")
+        .tempdir_in(&tree.root)
+        .map_err(|e| Error::io(&tree.root, "cannot create a staging directory in", &e))
+}
+
+/// Claim `{prefix}c{i}` on `driver` and pod `{prefix}p{i}` using it, in `staging`.
+fn stage_pod(staging: &tempfile::TempDir, prefix: &str, i: u64, driver: &str) -> Result<()> {
+    let claim = format!(
+        r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{{"name":"{prefix}c{i}","namespace":"bench"}},"spec":{{"devices":{{"requests":[{{"name":"r","exactly":{{"deviceClassName":"{driver}"}}}}]}}}}}}"#
+    );
+    let pod = format!(
+        r#"{{"metadata":{{"name":"{prefix}p{i}","namespace":"bench"}},"spec":{{"resourceClaims":[{{"name":"g","resourceClaimName":"{prefix}c{i}"}}],"containers":[{{"name":"c","resources":{{"claims":[{{"name":"g"}}]}}}}]}}}}"#
+    );
+    for (f, text) in [(format!("{prefix}c{i}.json"), claim), (format!("{prefix}p{i}.json"), pod)] {
+        let f = staging.path().join(f);
+        std::fs::write(&f, text.as_bytes()).map_err(|e| Error::io(&f, "cannot write", &e))?;
+    }
+    Ok(())
+}
+
+/// Move `name` from `staging` into the manifest directory.
+fn move_in(staging: &tempfile::TempDir, tree: &NodeTree, name: &str) -> Result<()> {
+    let (from, to) = (staging.path().join(name), tree.manifests.join(name));
+    std::fs::rename(&from, &to).map_err(|e| Error::io(&to, "cannot move a manifest to", &e))
+}
+
+/// `n` pods (`s` prefix, claims on the drivers in turn) admitted one at a
+/// time: each pod's manifest (after its claim's) is moved in only once the
+/// last pod's claim is prepared. Times from the events' own stamps.
+async fn one_at_a_time(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<std::sync::Arc<crate::kubelet::event::Stamped>>,
+    tree: &NodeTree,
+    a: &BenchKubeletArgs,
+    n: u64,
+) -> Result<PathFigures> {
+    let staging = staging_dir(tree)?;
+    let mut samples = Vec::new();
+    for i in 0..n {
+        // On the drivers in turn after the first stage's pods, so that no
+        // driver runs out before the devices do.
+        stage_pod(&staging, "s", i, &driver_name((a.pods + i) % a.plugins))?;
+        let pod_key = format!("bench/sp{i}");
+        move_in(&staging, tree, &format!("sc{i}.json"))?;
+        move_in(&staging, tree, &format!("sp{i}.json"))?;
+        let mut admitted = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let e = match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) => {
+                    return Err(Error::failed(format!("bench: timed out waiting for {pod_key}'s claim prepared")))
+                }
+                Ok(None) => return Err(Error::failed("the kubelet engine stopped")),
+                Ok(Some(e)) => e,
+            };
+            match &e.event {
+                KubeletEvent::PodAdmitted { pod, .. } if *pod == pod_key => admitted = Some(e.at),
+                KubeletEvent::ClaimPrepared { pod, cached: false, call_us, .. } if *pod == pod_key => {
+                    let (Some(at), Some(call)) = (admitted, call_us) else {
+                        return Err(Error::failed(format!(
+                            "bench: {pod_key}'s claim prepared without its admission or driver call seen"
+                        )));
+                    };
+                    samples.push((e.at.saturating_duration_since(at), Duration::from_micros(*call)));
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(path_figures(&samples))
 }
 
 /// Every staged manifest renamed into the manifest directory (claims first,
@@ -141,9 +242,7 @@ fn stage_manifests(tree: &NodeTree, a: &BenchKubeletArgs) -> Result<tempfile::Te
 fn publish(staging: &tempfile::TempDir, tree: &NodeTree, a: &BenchKubeletArgs) -> Result<()> {
     for kind in ["c", "p"] {
         for i in 0..a.pods {
-            let name = format!("{kind}{i}.json");
-            let (from, to) = (staging.path().join(&name), tree.manifests.join(&name));
-            std::fs::rename(&from, &to).map_err(|e| Error::io(&to, "cannot move a manifest to", &e))?;
+            move_in(staging, tree, &format!("{kind}{i}.json"))?;
         }
     }
     Ok(())
@@ -235,6 +334,11 @@ pub(super) async fn run(format: Format, a: &BenchKubeletArgs) -> Result<()> {
                 .await?;
             }
             r.restart_all_cached_ms = Some(millis(t2.elapsed()));
+
+            let n = ONE_AT_A_TIME_PODS.min(a.plugins * a.devices - pods);
+            if n > 0 {
+                r.one_pod_at_a_time = Some(one_at_a_time(&mut events, &tree, a, n).await?);
+            }
             Ok::<(), Error>(())
         };
         tokio::select! {
@@ -247,6 +351,8 @@ pub(super) async fn run(format: Format, a: &BenchKubeletArgs) -> Result<()> {
         prepared_within_2s: r.all_prepared_ms.map(|v| judged(v <= PREPARED_TARGET_MS)),
         cached_within_1s: r.restart_all_cached_ms.map(|v| judged(v <= CACHED_TARGET_MS)),
         rss_under_100_mib: r.peak_rss_mib.map(|v| judged(v < RSS_TARGET_MIB)),
+        overhead_p50_within_1ms: r.one_pod_at_a_time.as_ref().map(|f| overhead_judged(f).0),
+        overhead_p99_within_3ms: r.one_pod_at_a_time.as_ref().map(|f| overhead_judged(f).1),
     };
     node.stop().await;
     drivers.stop().await;
@@ -262,6 +368,10 @@ pub(super) async fn run(format: Format, a: &BenchKubeletArgs) -> Result<()> {
 }
 
 fn show(format: Format, r: &DraReport) -> Result<()> {
+    let pct = |p: Option<&Percentiles>| {
+        p.map(|p| format!("p50 {:.2} / p90 {:.2} / p99 {:.2} ms", p.p50, p.p90, p.p99)).unwrap_or_else(|| "-".into())
+    };
+    let one = r.one_pod_at_a_time.as_ref();
     let ms = |v: Option<f64>| v.map(|v| format!("{v:.1} ms")).unwrap_or_else(|| "-".into());
     let met = |ok: Option<&str>, what: &str| match ok {
         Some("met") => format!("{what}: met"),
@@ -299,6 +409,24 @@ fn show(format: Format, r: &DraReport) -> Result<()> {
                     met(r.targets.cached_within_1s, "≤ 1 s"),
                 ],
                 vec![
+                    format!("{} pods one at a time: admitted → claim prepared", one.map_or(0, |f| f.pods)),
+                    pct(one.map(|f| &f.admitted_to_prepared_ms)),
+                    String::new(),
+                ],
+                vec![
+                    "  of which the driver's NodePrepareResources round trip".into(),
+                    pct(one.map(|f| &f.driver_call_ms)),
+                    String::new(),
+                ],
+                vec![
+                    "  the rest: the kubelet's own overhead".into(),
+                    pct(one.map(|f| &f.overhead_ms)),
+                    match (r.targets.overhead_p50_within_1ms, r.targets.overhead_p99_within_3ms) {
+                        (Some(a), Some(b)) => format!("{}, {}", met(Some(a), "p50 ≤ 1 ms"), met(Some(b), "p99 ≤ 3 ms")),
+                        _ => "-".into(),
+                    },
+                ],
+                vec![
                     "peak RSS (kubelet engine; drivers are processes of their own)".into(),
                     r.peak_rss_mib.map(|v| format!("{v} MiB")).unwrap_or_else(|| "unknown".into()),
                     met(r.targets.rss_under_100_mib, "< 100 MiB"),
@@ -306,5 +434,49 @@ fn show(format: Format, r: &DraReport) -> Result<()> {
             ],
         )),
         f => emit(&structured(f, r)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_figures_take_the_driver_call_from_each_pods_time() {
+        let ms = Duration::from_millis;
+        let samples: Vec<(Duration, Duration)> = (1..=100).map(|i| (ms(i + 10), ms(10))).collect();
+        let f = path_figures(&samples);
+        assert_eq!(f.pods, 100);
+        assert_eq!((f.admitted_to_prepared_ms.p50, f.admitted_to_prepared_ms.p99), (60.0, 109.0));
+        assert_eq!((f.driver_call_ms.p50, f.driver_call_ms.max), (10.0, 10.0));
+        assert_eq!(
+            (f.overhead_ms.p50, f.overhead_ms.p90, f.overhead_ms.p99, f.overhead_ms.max),
+            (50.0, 90.0, 99.0, 100.0)
+        );
+        // A call timed longer than the whole (clocks apart) is no negative overhead.
+        assert_eq!(path_figures(&[(ms(1), ms(2))]).overhead_ms.p50, 0.0);
+        assert_eq!(path_figures(&[]), PathFigures::default());
+    }
+
+    #[test]
+    fn the_overhead_targets_are_judged_in_every_format() {
+        let us = Duration::from_micros;
+        let f = path_figures(&[(us(1500), us(900))]);
+        assert_eq!(overhead_judged(&f), ("met", "met"));
+        // p50 1.0 ms (met, the bound included), p99 3.5 ms (missed).
+        let mixed: Vec<_> = (0..100).map(|i| (us(if i < 98 { 1900 } else { 4400 }), us(900))).collect();
+        assert_eq!(overhead_judged(&path_figures(&mixed)), ("met", "missed"));
+        assert_eq!(overhead_judged(&path_figures(&[(us(2100), us(1000))])), ("missed", "met"));
+        let mut r = DraReport { one_pod_at_a_time: Some(f), ..Default::default() };
+        r.targets.overhead_p50_within_1ms = Some("met");
+        r.targets.overhead_p99_within_3ms = Some("missed");
+        let v = serde_json::to_value(&r).unwrap_or_default();
+        assert_eq!(v["onePodAtATime"]["overheadMs"]["p50"], 0.6, "{v}");
+        assert_eq!(v["onePodAtATime"]["driverCallMs"]["p99"], 0.9, "{v}");
+        assert_eq!(v["onePodAtATime"]["admittedToPreparedMs"]["p90"], 1.5, "{v}");
+        assert_eq!(
+            (&v["targets"]["overheadP50Within1ms"], &v["targets"]["overheadP99Within3ms"]),
+            (&"met".into(), &"missed".into())
+        );
     }
 }
