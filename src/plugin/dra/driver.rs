@@ -17,7 +17,7 @@ use crate::protocol::dra::{health_word, parse_health, safe_word, MAX_HEALTH_MESS
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -61,6 +61,60 @@ pub struct PreparedClaim {
 struct State {
     prepared: BTreeMap<String, PreparedClaim>,
     prepares: u64,
+}
+
+/// Why a file of the driver's (a CDI spec, the `answer-from-checkpoint`
+/// checkpoint) could not be written; the claim's error says it.
+#[derive(Debug)]
+pub enum FileError {
+    /// The CDI spec directory could not be made.
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The content could not be encoded.
+    Encode(serde_json::Error),
+    /// The file could not be written.
+    Write {
+        /// `CDI spec` or `the checkpoint`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileError::CreateDir { dir, source } => write!(f, "cannot create CDI spec dir {}: {source}", dir.display()),
+            FileError::Encode(e) => e.fmt(f),
+            FileError::Write { what, path, source } => write!(f, "cannot write {what} {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FileError::CreateDir { source, .. } | FileError::Write { source, .. } => Some(source),
+            FileError::Encode(e) => Some(e),
+        }
+    }
+}
+
+/// Write `text` to `path` atomically in the CDI spec directory `dir` (made if missing).
+fn write_cdi_file(dir: &Path, path: &Path, text: &[u8]) -> Result<(), FileError> {
+    crate::core::files::create_dir_all(dir)
+        .map_err(|source| FileError::CreateDir { dir: dir.to_path_buf(), source })?;
+    crate::core::files::write_atomic(path, text).map_err(|source| FileError::Write {
+        what: "CDI spec",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The driver: configuration, prepared claims, device health.
@@ -377,7 +431,7 @@ impl Driver {
     }
 
     /// Record (`Some`) or forget (`None`) a claim in the checkpoint (`answer-from-checkpoint` only).
-    fn checkpoint_set(&self, uid: &str, p: Option<&PreparedClaim>) -> Result<(), String> {
+    fn checkpoint_set(&self, uid: &str, p: Option<&PreparedClaim>) -> Result<(), FileError> {
         if !self.has(&Fault::AnswerFromCheckpoint) {
             return Ok(());
         }
@@ -386,9 +440,12 @@ impl Driver {
             Some(p) => all.insert(uid.to_string(), p.clone()),
             None => all.remove(uid),
         };
-        let text = serde_json::to_vec(&all).map_err(|e| e.to_string())?;
-        crate::core::files::write_atomic(&self.checkpoint_path(), &text)
-            .map_err(|e| format!("cannot write the checkpoint {}: {e}", self.checkpoint_path().display()))
+        let text = serde_json::to_vec(&all).map_err(FileError::Encode)?;
+        crate::core::files::write_atomic(&self.checkpoint_path(), &text).map_err(|source| FileError::Write {
+            what: "the checkpoint",
+            path: self.checkpoint_path(),
+            source,
+        })
     }
 
     /// Remove every claim's CDI spec of this driver (the `remove-cdi-on-exit` fault).
@@ -428,7 +485,7 @@ impl Driver {
     /// With `--common-cdi-spec`, write the spec shared by every claim at start
     /// (as the example driver's `CreateCommonSpecFile` does); it stays when
     /// claims are unprepared. Without, nothing.
-    pub fn write_common_spec(&self) -> Result<(), String> {
+    pub fn write_common_spec(&self) -> Result<(), FileError> {
         if !self.cfg.common_cdi_spec {
             return Ok(());
         }
@@ -438,16 +495,13 @@ impl Driver {
             "kind": self.cdi_kind(),
             "devices": [{"name": "common", "containerEdits": {"env": [format!("DPCTL_DRA_DRIVER={}", self.cfg.driver)]}}],
         });
-        crate::core::files::create_dir_all(&self.cfg.cdi_dir)
-            .map_err(|e| format!("cannot create CDI spec dir {}: {e}", self.cfg.cdi_dir.display()))?;
-        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
-        crate::core::files::write_atomic(&path, &text)
-            .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))
+        let text = serde_json::to_vec_pretty(&spec).map_err(FileError::Encode)?;
+        write_cdi_file(&self.cfg.cdi_dir, &path, &text)
     }
 
     /// Write the claim's CDI spec (atomically; only files named as ours):
     /// a CDI device per entry (a device, or a share of one).
-    fn write_spec(&self, c: &Claim, entries: &[SpecDevice], run: Option<u64>) -> Result<PathBuf, String> {
+    fn write_spec(&self, c: &Claim, entries: &[SpecDevice], run: Option<u64>) -> Result<PathBuf, FileError> {
         let path = self.cdi_path(&c.uid);
         let env = |e: &SpecDevice| -> Vec<String> {
             let d = &e.device;
@@ -470,11 +524,8 @@ impl Driver {
                 "containerEdits": if self.has(&Fault::EmptyCdiEdits) { json!({}) } else { json!({"env": env(e)}) },
             })).collect::<Vec<_>>(),
         });
-        crate::core::files::create_dir_all(&self.cfg.cdi_dir)
-            .map_err(|e| format!("cannot create CDI spec dir {}: {e}", self.cfg.cdi_dir.display()))?;
-        let text = serde_json::to_vec_pretty(&spec).map_err(|e| e.to_string())?;
-        crate::core::files::write_atomic(&path, &text)
-            .map_err(|e| format!("cannot write CDI spec {}: {e}", path.display()))?;
+        let text = serde_json::to_vec_pretty(&spec).map_err(FileError::Encode)?;
+        write_cdi_file(&self.cfg.cdi_dir, &path, &text)?;
         Ok(path)
     }
 
@@ -769,7 +820,7 @@ impl Driver {
         } else {
             match self.write_spec(c, &in_spec, run) {
                 Ok(p) => p,
-                Err(e) => return fail(e),
+                Err(e) => return fail(e.to_string()),
             }
         };
         st.prepared.insert(
@@ -783,7 +834,7 @@ impl Driver {
             },
         );
         if let Err(e) = self.checkpoint_set(&c.uid, st.prepared.get(&c.uid)) {
-            return fail(e);
+            return fail(e.to_string());
         }
         let kind = self.cdi_kind();
         NodePrepareResourceResponse {
@@ -858,7 +909,7 @@ impl Driver {
             let mut error = String::new();
             let known = st.prepared.remove(&c.uid).or_else(|| self.read_back(&c.uid));
             if let Err(e) = self.checkpoint_set(&c.uid, None) {
-                error = e;
+                error = e.to_string();
             }
             if known.is_none() && self.has(&Fault::DeadlockAfterUnknownUnprepare) {
                 // The early return for an unknown claim skips the unlock (nvidia-gpu#378).

@@ -478,7 +478,7 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
         let files: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
         log.event("cdi-temp-files-removed", &[("files", json!(files))]);
     }
-    driver.write_common_spec().map_err(Error::failed)?;
+    driver.write_common_spec().map_err(Error::failed_from)?;
     let result = run_inner(&cfg, &driver, &log, &tasks).await;
     if tokio::time::timeout(Duration::from_secs(3), tasks.stop()).await.is_err() {
         log.event("warning", &[("message", json!("some servers did not stop within 3s"))]);
