@@ -78,6 +78,34 @@ async fn cluster_with(a: &DraTree, b: &DraTree, first_args: &[&str], b_args: &[&
 }
 
 impl Cluster {
+    /// `dpctl dra serve` of `driver` on node-b (kubelet root `root`),
+    /// publishing through the cluster; returned once its slice is published
+    /// and node-b registered it.
+    async fn driver_on_b(&mut self, root: &std::path::Path, driver: &str) -> (tokio::process::Child, Tail) {
+        let mut serve = dra_serve_publishing(root, driver, &self.kubeconfig, NODE);
+        serve.stdout(std::process::Stdio::piped());
+        let mut serve = serve.spawn().unwrap();
+        let mut serve_log = Tail::stdout(&mut serve);
+        serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+        wait_event(&mut self.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+        (serve, serve_log)
+    }
+
+    /// The DeviceClass `driver` (its devices) and the template `one-gpu` in
+    /// `ns` asking for one device as `exactly` says.
+    async fn class_and_template(&self, driver: &str, ns: &str, exactly: Value) {
+        let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+        let (code, body) = call(&self.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
+        assert_eq!(code, 201, "{body}");
+        let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}});
+        let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+        let (code, body) = call(&self.api, "POST", &path, Some(&template)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+
     /// Create pod `pod` through the API; its UID.
     async fn create(&self, pod: &Value) -> String {
         let ns = pod["metadata"]["namespace"].as_str().unwrap();
@@ -210,24 +238,10 @@ async fn a_pod_with_a_claim_runs_on_the_second_node_allocated_by_the_first_ones_
     let (a, b) = (DraTree::new(), DraTree::new());
     let mut c = cluster(&a, &b).await;
     let driver = "gpu.own.dpctl.example.com";
-    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
-    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let (serve, serve_log) = c.driver_on_b(&b.root, driver).await;
 
     let ns = "ml";
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert_eq!(code, 201, "{body}");
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
-    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
-    let (code, body) = call(&c.api, "POST", &path, Some(&template)).await;
-    assert_eq!(code, 201, "{body}");
+    c.class_and_template(driver, ns, json!({"deviceClassName": driver})).await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
         "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
             "containers": [{"name": "main", "image": "registry.example.com/app:1",
@@ -310,27 +324,13 @@ async fn claim_pod_on_b(
     tolerations: Value,
 ) -> (tokio::process::Child, Tail, String, String, String) {
     let driver = "gpu.own.dpctl.example.com";
-    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
-    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let (serve, serve_log) = c.driver_on_b(&b.root, driver).await;
     let ns = "ml";
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert_eq!(code, 201, "{body}");
     let mut exactly = json!({"deviceClassName": driver});
     if !tolerations.is_null() {
         exactly["tolerations"] = tolerations;
     }
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}});
-    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
-    let (code, body) = call(&c.api, "POST", &path, Some(&template)).await;
-    assert_eq!(code, 201, "{body}");
+    c.class_and_template(driver, ns, exactly).await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "trainer", "namespace": ns, "finalizers": ["example.com/keep"]},
         "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
@@ -501,12 +501,7 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_on_the_second_node
     let (a, b) = (DraTree::new(), DraTree::new());
     let mut c = cluster(&a, &b).await;
     let driver = "ext.own.dpctl.example.com";
-    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
-    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let (serve, serve_log) = c.driver_on_b(&b.root, driver).await;
 
     let ns = "ml";
     let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-gpu"},
@@ -592,12 +587,7 @@ fn team_entry(uid: &Value) -> Value {
 /// claim's reservation and what node-b's log says of the pods.
 async fn pod_group_claim_on_b(c: &mut Cluster, b: &DraTree) -> (tokio::process::Child, Tail, String, String, Value) {
     let driver = "gpu.own.dpctl.example.com";
-    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
-    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let (serve, serve_log) = c.driver_on_b(&b.root, driver).await;
     let ns = "ml";
     // The PodGroup (the control plane drops a reservation of a PodGroup that is not there).
     let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
@@ -731,22 +721,9 @@ async fn a_pod_groups_claim_made_by_the_control_plane_serves_its_pods_on_the_sec
     let gates = ["--feature-gates", WORKLOAD_GATES];
     let mut c = cluster_with(&a, &b, &gates, &gates).await;
     let driver = "gpu.own.dpctl.example.com";
-    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
-    serve.stdout(std::process::Stdio::piped());
-    let mut serve = serve.spawn().unwrap();
-    let mut serve_log = Tail::stdout(&mut serve);
-    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
-    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let (serve, serve_log) = c.driver_on_b(&b.root, driver).await;
     let ns = "ml";
-    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
-    let (code, body) = call(&c.api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", Some(&class)).await;
-    assert_eq!(code, 201, "{body}");
-    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}});
-    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
-    assert_eq!(call(&c.api, "POST", &path, Some(&template)).await.0, 201);
+    c.class_and_template(driver, ns, json!({"deviceClassName": driver})).await;
     let groups = format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups");
     let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "team"},
         "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]}});
