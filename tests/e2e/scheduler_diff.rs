@@ -522,15 +522,12 @@ const GROUP_GATES: &str = "GenericWorkload=true,DRAWorkloadResourceClaims=true";
 async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_scheduler_do() {
     let Some(bin) = upstream_peer("controlplane") else { return };
     let d = tmp();
-    let mut c = tokio::process::Command::new(bin);
-    c.arg("serve").arg("-dir").arg(d.path());
-    c.args(["-feature-gates", GROUP_GATES, "-runtime-config", "scheduling.k8s.io/v1beta1=true"]);
-    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
-    let mut cp = c.spawn().unwrap();
-    let mut out = Tail::stdout(&mut cp);
-    out.wait_for("\"ready\":true", 1).await;
-    let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
-    let kube_api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+    let (mut cp, kube_api) = upstream_plane(
+        &bin,
+        d.path(),
+        &["-feature-gates", GROUP_GATES, "-runtime-config", "scheduling.k8s.io/v1beta1=true"],
+    )
+    .await;
 
     let k = tmp();
     let mut m = mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GROUP_GATES]);
