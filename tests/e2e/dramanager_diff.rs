@@ -56,6 +56,8 @@ struct Case {
     generated: Vec<(&'static str, &'static str)>,
     /// Extra `dra serve` flags (faults).
     driver: Vec<&'static str>,
+    /// The kubelet's `--feature-gates` on both sides ("" for the version's defaults).
+    gates: &'static str,
 }
 
 impl Case {
@@ -114,6 +116,23 @@ fn pod(name: &str, claims: &[(&str, &str)], containers: &[(&str, &[(&str, &str)]
     })
 }
 
+/// A claim `claim` reserved for PodGroup `group` (KEP-5729), not for a pod.
+fn group_claim(claim: Value, group: &str) -> Value {
+    let mut c = claim;
+    c["status"]["reservedFor"] = json!([{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group,
+        "uid": format!("{group}-group-uid")}]);
+    c
+}
+
+/// `pod` as a member of PodGroup `group` (`spec.schedulingGroup.podGroupName`).
+fn in_group(pod: Value, group: &str) -> Value {
+    let mut p = pod;
+    p["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+    p
+}
+
+const WORKLOAD_CLAIMS: &str = "DRAWorkloadResourceClaims=true,GenericWorkload=true";
+
 /// A pod whose containers ask for the DRA-backed extended resource
 /// `example.com/gpu` (KEP-5004): `(container, count)`.
 fn extended_pod(name: &str, containers: &[(&str, u32)]) -> Value {
@@ -154,6 +173,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             name: "template-claim".into(),
@@ -163,6 +183,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![("a", "g")],
             driver: vec![],
+            gates: "",
         },
         Case {
             name: "two-containers-share-a-claim".into(),
@@ -177,6 +198,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // TestUpdateAllocatedResourcesStatus_Subrequest, TestGetResources:
@@ -197,6 +219,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             name: "two-claims-in-one-pod".into(),
@@ -213,6 +236,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // Prepared once for two pods, unprepared after the last.
@@ -223,6 +247,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Prepare("b"), Unprepare("a"), Unprepare("b")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // A pod reservedFor does not name: refused before anything is recorded.
@@ -233,6 +258,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("b"), Unprepare("b")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // The driver fails the claim: recorded with the pod, no devices;
@@ -244,6 +270,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec!["--fault", "prepare-error=device on fire"],
+            gates: "",
         },
         Case {
             // KEP-5004: the special claim the scheduler makes for the pod's
@@ -256,6 +283,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // The driver answers other request names than the mapping's
@@ -268,6 +296,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec!["--fault", "foreign-request-names"],
+            gates: "",
         },
         Case {
             // No driver yet: refused before anything is recorded; the driver
@@ -279,6 +308,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Register, Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // ShareID (KEP-5075, kubernetes#134520): two claims, each a share
@@ -307,6 +337,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Prepare("b"), Restart, Unprepare("a"), Unprepare("b")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // One claim, two requests, each a share of dev-1: two devices in
@@ -331,6 +362,7 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Unprepare("a")],
             generated: vec![],
             driver: vec![],
+            gates: "",
         },
         Case {
             // A kubelet restart from the checkpoint with the pod running, then
@@ -342,6 +374,51 @@ fn cases() -> Vec<Case> {
             steps: vec![Prepare("a"), Restart, Prepare("b"), Unprepare("a"), Unprepare("b")],
             generated: vec![],
             driver: vec![],
+            gates: "",
+        },
+        Case {
+            // KEP-5729 (IsReservedForPod with DRAWorkloadResourceClaims): a
+            // claim reserved for PodGroup team serves both pods of the group,
+            // prepared once and unprepared after the last; a pod of another
+            // group is refused.
+            name: "a-claim-reserved-for-a-pod-group".into(),
+            objects: vec![],
+            claims: vec![group_claim(
+                claim("gpu", "11111111-0000-0000-0000-00000000000e", &[("one", "dev-1")], &[]),
+                "team",
+            )],
+            pods: vec![
+                in_group(pod("a", &[("g", "gpu")], &[("main", whole)]), "team"),
+                in_group(pod("b", &[("g", "gpu")], &[("main", whole)]), "team"),
+                in_group(pod("c", &[("g", "gpu")], &[("main", whole)]), "other"),
+            ],
+            steps: vec![
+                Prepare("a"),
+                Prepare("b"),
+                Prepare("c"),
+                Unprepare("c"),
+                Restart,
+                Unprepare("a"),
+                Unprepare("b"),
+            ],
+            generated: vec![],
+            driver: vec![],
+            gates: WORKLOAD_CLAIMS,
+        },
+        Case {
+            // The same claim with the gate off (1.37's default): a pod of the
+            // group is not one the claim is reserved for.
+            name: "a-pod-group-claim-with-the-gate-off".into(),
+            objects: vec![],
+            claims: vec![group_claim(
+                claim("gpu", "11111111-0000-0000-0000-00000000000f", &[("one", "dev-2")], &[]),
+                "team",
+            )],
+            pods: vec![in_group(pod("a", &[("g", "gpu")], &[("main", whole)]), "team")],
+            steps: vec![Prepare("a"), Unprepare("a")],
+            generated: vec![],
+            driver: vec![],
+            gates: "",
         },
     ]
 }
@@ -491,9 +568,18 @@ async fn dpctl_pods(t: &DraTree, active: &BTreeMap<String, Value>) -> Value {
 
 /// A plain-http GET of the local API server (`--api-server-insecure`).
 async fn api_get(addr: &str, path: &str) -> Value {
+    api_call(addr, "GET", path, None).await
+}
+
+/// One request to the mock kubelet's API server (plain HTTP); the answer's body.
+async fn api_call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Value {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return Value::Null };
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
     if s.write_all(req.as_bytes()).await.is_err() {
         return Value::Null;
     }
@@ -538,7 +624,11 @@ struct Generated {
 async fn dpctl_side(c: &Case) -> (Side, Vec<Generated>) {
     let t = DraTree::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    let mut kubelet = mock_kubelet_on(&t.root, &["--api-server", &addr, "--api-server-insecure"]).spawn().unwrap();
+    let mut args = vec!["--api-server", addr.as_str(), "--api-server-insecure"];
+    if !c.gates.is_empty() {
+        args.extend(["--feature-gates", c.gates]);
+    }
+    let mut kubelet = mock_kubelet_on(&t.root, &args).spawn().unwrap();
     let mut log = Tail::stdout(&mut kubelet);
     log.wait_for("\"event\":\"api-server\"", 1).await;
     let mut driver = None;
@@ -546,7 +636,25 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Generated>) {
         driver = Some(spawn_driver(&t.root, &t.p("kubeconfig"), &c.driver));
         log.wait_for("\"event\":\"dra-registered\"", 1).await;
     }
-    let objects: Vec<&Value> = c.objects.iter().chain(&c.claims).collect();
+    // The PodGroups claims are reserved for, stored first: dpctl's control
+    // plane, like upstream's resourceclaim controller, drops a reservation
+    // of a PodGroup that is not there (upstream's side has no controller);
+    // with the gate off it serves no PodGroups and keeps the reservation.
+    let mut claims = c.claims.clone();
+    for claim in claims.iter_mut().filter(|_| c.gates.contains("DRAWorkloadResourceClaims=true")) {
+        for r in claim["status"]["reservedFor"].as_array_mut().into_iter().flatten() {
+            if r["resource"] != "podgroups" {
+                continue;
+            }
+            let group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": r["name"], "namespace": NS}, "spec": {"schedulingPolicy": {"basic": {}}}});
+            let path = format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups");
+            let stored = api_call(&addr, "POST", &path, Some(&group)).await;
+            assert!(stored["metadata"]["uid"].is_string(), "{}: PodGroup not stored: {stored}", c.name);
+            r["uid"] = stored["metadata"]["uid"].clone();
+        }
+    }
+    let objects: Vec<&Value> = c.objects.iter().chain(&claims).collect();
     if !objects.is_empty() {
         let docs: String = objects.iter().map(|v| format!("---\n{v}\n")).collect();
         t.write("objects.yaml", &docs);
@@ -725,7 +833,14 @@ async fn upstream_side(bin: &Path, c: &Case, generated: &[Generated]) -> Side {
         claims.push(claim);
     }
     let steps: Vec<Value> = c.steps.iter().map(|s| s.json()).collect();
-    let scenario = json!({"claims": claims, "pods": pods, "steps": steps, "lateDriver": c.late_driver()});
+    let gates: serde_json::Map<String, Value> = c
+        .gates
+        .split(',')
+        .filter_map(|g| g.split_once('='))
+        .map(|(k, v)| (k.to_string(), json!(v == "true")))
+        .collect();
+    let scenario =
+        json!({"claims": claims, "pods": pods, "steps": steps, "lateDriver": c.late_driver(), "featureGates": gates});
     let file = root.join("scenario.json");
     std::fs::write(&file, scenario.to_string()).unwrap();
     let mut oracle = tokio::process::Command::new(bin)
@@ -948,7 +1063,16 @@ fn generated(seed: u64) -> Case {
         order.swap(i, r.below(i + 1));
     }
     steps.extend(order.iter().map(|&p| Step::Unprepare(p)));
-    Case { name: format!("seed-{seed}"), objects: vec![], claims, pods, steps, generated: vec![], driver: vec![] }
+    Case {
+        name: format!("seed-{seed}"),
+        objects: vec![],
+        claims,
+        pods,
+        steps,
+        generated: vec![],
+        driver: vec![],
+        gates: "",
+    }
 }
 
 /// Where divergent generated scenarios are written (and read back as regression cases).
@@ -992,6 +1116,7 @@ fn case_of(v: &Value) -> Option<Case> {
         steps,
         generated: vec![],
         driver,
+        gates: "",
     })
 }
 

@@ -6,7 +6,8 @@
 //	dramanager -scenario FILE -dir DIR
 //
 // The scenario (JSON) gives ResourceClaims (already allocated: status.allocation
-// and reservedFor), Pods and steps (prepare POD, unprepare POD, restart). The
+// and reservedFor), Pods, steps (prepare POD, unprepare POD, restart) and
+// the feature gates to set (as the kubelet's --feature-gates). The
 // manager's clientset is client-go's fake holding the claims; the same claims
 // are served read-only over plain HTTP at an address written to DIR/kubeconfig,
 // so the driver (started by the test with DIR as its kubelet root) fetches the
@@ -46,6 +47,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -69,6 +71,9 @@ type scenario struct {
 	Claims     []*resourceapi.ResourceClaim `json:"claims"`
 	Pods       []*v1.Pod                    `json:"pods"`
 	Steps      []step                       `json:"steps"`
+	// FeatureGates set before the manager starts, as --feature-gates
+	// (e.g. DRAWorkloadResourceClaims: claims reserved for a PodGroup).
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 }
 
 type claimResource struct {
@@ -408,6 +413,9 @@ func run(scenarioFile, dir string) (output, error) {
 	var sc scenario
 	if err := json.Unmarshal(b, &sc); err != nil {
 		return out, fmt.Errorf("scenario: %w", err)
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(sc.FeatureGates); err != nil {
+		return out, fmt.Errorf("feature gates: %w", err)
 	}
 	objs := []runtime.Object{}
 	for _, c := range sc.Claims {
