@@ -67,6 +67,10 @@ pub struct Pod {
     /// `spec.schedulingGroup.podGroupName`: the PodGroup it belongs to
     /// (KEP-4671; a claim reserved for it is the pod's with DRAWorkloadResourceClaims).
     pub pod_group: Option<String>,
+    /// A pod of the API server (bound to this node), not a static pod: its
+    /// claims are read from the API server at every prepare attempt and
+    /// prepared as written — this node allocates and reserves nothing.
+    pub from_api: bool,
 }
 
 impl Pod {
@@ -303,7 +307,7 @@ pub fn from_object(v: &Value) -> Result<Pod, String> {
     if v.get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str).is_none_or(str::is_empty) {
         return Err("metadata.uid is required of a pod from the API server".into());
     }
-    pod(v, "", Path::new(""))
+    Ok(Pod { from_api: true, ..pod(v, "", Path::new(""))? })
 }
 
 fn value(text: &str) -> Result<Value, String> {
@@ -392,6 +396,7 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
         containers,
         resource_claims,
         pod_group,
+        from_api: false,
     })
 }
 

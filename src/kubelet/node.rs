@@ -433,7 +433,12 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     let dra = match &s.dra {
         Some(spec) => {
             // The DRA manager behaves as the device manager's kubelet version.
-            let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, ..spec.clone() };
+            // A node of a cluster reads its API pods' claims from the API server.
+            let claim_reader = s.cluster.as_ref().map(|c| {
+                Arc::new(crate::kubelet::cluster::Claims(c.api.clone()))
+                    as Arc<dyn crate::kubelet::dra::fetch::ClaimReader>
+            });
+            let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, claim_reader, ..spec.clone() };
             let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
             dra.restore()?;
             dra.restore_health();

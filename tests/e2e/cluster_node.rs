@@ -29,6 +29,10 @@ async fn call(api: &ApiServer, method: &str, path: &str, body: Option<&Value>) -
     kube::request(api, method, path, body, T).await.unwrap()
 }
 
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
 fn events(tail: &Tail, event: &str) -> Vec<Value> {
     tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
 }
@@ -323,6 +327,81 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
     let r = stop_tailed(serve, serve_log).await;
     r.expect_code(0);
+    stop_tailed(kubelet, log).await.expect_code(0);
+}
+
+/// The kubelet reads a pod's claims from the API server at every prepare
+/// attempt (manager.go PrepareResources GETs each one) and prepares them as
+/// written, so a claim that is neither allocated nor reserved when the pod
+/// reaches the node fails the attempts ("not allowed to use", the node
+/// allocating nothing itself) and is prepared once a scheduler wrote it:
+/// here a pod bound by `spec.nodeName` names a claim no scheduler allocated
+/// (the resourceclaim controller reserves only allocated claims for such a
+/// pod); the test writes the allocation and the reservation after the
+/// node's first refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_written_after_the_pod_reached_the_node_is_read_again_and_prepared_as_written() {
+    let Some(cp) = control_plane() else { return };
+    let node = "cp-node-late-claim";
+    let (ns, driver) = ("cp-late-claim", "gpu.late.dpctl.example.com");
+    let t = DraTree::new();
+    let (kubelet, mut log) = join(cp, &t, node).await;
+    let admin = api(&cp.kubeconfig);
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    one_gpu_template(&admin, ns, driver).await;
+
+    // The claim, unallocated; the pod naming it, bound to the node.
+    let claims = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims");
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "late-gpu", "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}});
+    let (code, mut claim) = call(&admin, "POST", &claims, Some(&claim)).await;
+    assert_eq!(code, 201, "{claim}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late", "namespace": ns},
+        "spec": {"nodeName": node, "resourceClaims": [{"name": "g", "resourceClaimName": "late-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let (code, pod) = call(&admin, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{pod}");
+    log.wait_for("\"event\":\"claim-prepare-failed\"", 1).await;
+    let failed = events(&log, "claim-prepare-failed");
+    let error = failed[0]["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains(&format!("is not allowed to use ResourceClaim late-gpu ({})", text(&claim["metadata"]["uid"]))),
+        "{}",
+        log.seen()
+    );
+    assert!(events(&log, "claim-allocated").is_empty(), "the node allocated nothing itself: {}", log.seen());
+
+    // Allocated on the node's last device and reserved for the pod, as a
+    // scheduler writes it: the next attempt reads it again and prepares it.
+    let (_, slices) = call(
+        &admin,
+        "GET",
+        &format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{node}"),
+        None,
+    )
+    .await;
+    let slice = &slices["items"][0]["spec"];
+    let device = slice["devices"].as_array().and_then(|d| d.last()).map(|d| d["name"].clone()).unwrap_or_default();
+    let pool = slice["pool"]["name"].clone();
+    claim["status"] = json!({
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]}},
+        "reservedFor": [{"resource": "pods", "name": "late", "uid": pod["metadata"]["uid"]}],
+    });
+    let (code, claim) = call(&admin, "PUT", &format!("{claims}/late-gpu/status"), Some(&claim)).await;
+    assert_eq!(code, 200, "{claim}");
+    running(&admin, ns, "late", node).await;
+    let prepared = events(&log, "claim-prepared");
+    let p =
+        prepared.iter().find(|e| e["claim"] == format!("{ns}/late-gpu")).unwrap_or_else(|| panic!("{}", log.seen()));
+    assert_eq!(p["devices"], json!([format!("{driver}/{}/{}", text(&pool), text(&device))]), "{p}");
+
+    delete_and_wait_gone(&admin, ns, "late").await;
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    stop_tailed(serve, serve_log).await.expect_code(0);
     stop_tailed(kubelet, log).await.expect_code(0);
 }
 

@@ -925,6 +925,7 @@ pub const CONTROL_PLANE_NODES: &[&str] = &[
     "cp-bench-2",
     "cp-node-binding",
     "cp-node-extended",
+    "cp-node-late-claim",
 ];
 
 static CONTROL_PLANE: std::sync::OnceLock<Result<ControlPlane, String>> = std::sync::OnceLock::new();

@@ -18,8 +18,9 @@
 //!   kubelet's API pod source is an informer on that field selector. Each new
 //!   pod goes through the same lifecycle as a static pod
 //!   ([`ContainerManager::admit`]); its ResourceClaims are read from the API
-//!   server first (GET, as the DRA manager's PrepareResources reads them) and
-//!   prepared exactly as the scheduler allocated them. A pod with a
+//!   server by the DRA manager at every prepare attempt ([`Claims`], as
+//!   PrepareResources GETs them) and prepared exactly as written: one not
+//!   allocated or not reserved for the pod fails the attempt, as on a kubelet. A pod with a
 //!   deletionTimestamp is stopped, unprepared and freed, then deleted with
 //!   gracePeriodSeconds 0 and its UID as precondition, as the status
 //!   manager does. Pod status is written by a status writer that follows
@@ -34,11 +35,35 @@ use crate::kubelet::manifest::ClaimSource;
 use objects::Machine;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+/// The node's API server as the DRA manager's claim reader: one GET per
+/// claim and attempt, as manager.go PrepareResources fetches it. A refusal
+/// heals at a later attempt — e.g. the Node authorizer's 403 "no
+/// relationship found" while its graph lags a binding (seen at 1,000 pods).
+#[derive(Debug)]
+pub struct Claims(pub ApiServer);
+
+impl crate::kubelet::dra::fetch::ClaimReader for Claims {
+    fn claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> crate::kubelet::dra::fetch::Read<'a> {
+        use crate::kubelet::dra::fetch::FetchError;
+        Box::pin(async move {
+            let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}");
+            match kube::request(&self.0, "GET", &path, None, CALL).await {
+                Ok((200, v)) => Ok(v),
+                Ok((code, body)) => {
+                    let message = body["message"].as_str().map(str::to_string).unwrap_or_else(|| body.to_string());
+                    Err(FetchError::Refused { code, message })
+                }
+                Err(e) => Err(FetchError::Call(Box::new(e))),
+            }
+        })
+    }
+}
 
 /// A node of a cluster: the API server (as the kubeconfig says) and the node's name.
 #[derive(Debug, Clone)]
@@ -60,9 +85,6 @@ const REPORT_EVERY: Duration = Duration::from_secs(300);
 /// A driver's ResourceSlices go this long after its last instance left (the
 /// kubelet's defaultWipingDelay, kubernetes#132058).
 const WIPE_DELAY: Duration = Duration::from_secs(30);
-/// How many times a pod's claim is read before its admission goes on
-/// without it (the delays between add up to about 13 s).
-const CLAIM_READS: u32 = 7;
 /// A watch asks the server to end it after this long (the reflector's 5–10 min).
 const WATCH_SECONDS: u64 = 300;
 
@@ -311,6 +333,8 @@ struct Bound {
     claims: Vec<String>,
     /// When it was first seen.
     since: String,
+    /// Its PodScheduled condition's lastTransitionTime: the scheduler's, or `since`.
+    scheduled: String,
     /// Admitted into the lifecycle (false: refused, terminal, or not runnable).
     admitted: bool,
     /// Being deleted.
@@ -480,6 +504,14 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
         return;
     }
     let since = objects::time(SystemTime::now());
+    let scheduled = p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "PodScheduled" && c["status"] == "True")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .unwrap_or(&since)
+        .to_string();
     let mut bound = Bound {
         key: key.clone(),
         namespace: namespace.to_string(),
@@ -487,6 +519,7 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
         spec: p["spec"].clone(),
         claims: Vec::new(),
         since,
+        scheduled,
         admitted: false,
         deleting: false,
         written: None,
@@ -521,35 +554,10 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
             }
         }
     }
-    // Its claims, read from the API server as the DRA manager reads them.
-    if let Some(d) = &cm.dra {
-        for claim in objects::claim_names(&pod) {
-            let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{claim}");
-            // Tried again on a refusal: the Node authorizer lets a node read
-            // a claim only once its graph links the claim to a pod bound to
-            // the node, which lags the binding (a 403 "no relationship
-            // found" seen at 1,000 pods); the kubelet reads claims at every
-            // prepare attempt, so it heals the same way.
-            for attempt in 0..CLAIM_READS {
-                let last = attempt + 1 == CLAIM_READS;
-                match kube::request(&c.api, "GET", &path, None, CALL).await {
-                    Ok((200, mut v)) => {
-                        v["kind"] = serde_json::json!("ResourceClaim");
-                        match crate::kubelet::dra::objects::parse(&v) {
-                            Ok(obj) => d.put_object(obj, Path::new("(api server)")),
-                            Err(e) => error(&bus, &format!("reading claim {namespace}/{claim}"), e),
-                        }
-                        break;
-                    }
-                    Ok((code, body)) if last => {
-                        error(&bus, "reading a claim", refused(&format!("GET {path}"), code, &body))
-                    }
-                    Err(e) if last => error(&bus, "reading a claim", e),
-                    _ => tokio::time::sleep(retry_delay(attempt)).await,
-                }
-            }
-            bound.claims.push(format!("{namespace}/{claim}"));
-        }
+    // Its claims are read by the DRA manager at every prepare attempt
+    // ([`Claims`]); they are forgotten once no pod here names them.
+    if cm.dra.is_some() {
+        bound.claims = objects::claim_names(&pod).iter().map(|claim| format!("{namespace}/{claim}")).collect();
     }
     lock(pods).insert(uid.to_string(), bound);
     let file = PathBuf::from(format!("(api server) {key}"));
@@ -654,7 +662,7 @@ async fn write_status(cm: Arc<ContainerManager>, c: &ClusterSpec, pods: BoundPod
             .filter(|(_, b)| b.admitted && !b.deleting)
             .filter_map(|(uid, b)| {
                 let v = views.get(uid)?;
-                let s = objects::pod_status(v, health.get(uid), &b.spec, &machine, &b.since);
+                let s = objects::pod_status(v, health.get(uid), &b.spec, &machine, &b.since, &b.scheduled);
                 (b.written.as_ref() != Some(&s)).then(|| {
                     let patch = objects::status_patch_from(uid, b.written.as_ref(), &s);
                     (uid.clone(), b.key.clone(), b.namespace.clone(), b.name.clone(), s, patch)

@@ -235,28 +235,34 @@ pub fn pod_ip(uid: &str) -> String {
 }
 
 /// A pod's status as the kubelet's status manager writes it: phase,
-/// conditions (PodReadyToStartContainers, Initialized, ContainersReady,
-/// Ready, beside the scheduler's PodScheduled), container statuses with
-/// each container's image from `spec` and allocatedResourcesStatus,
-/// hostIP/podIP and startTime. `since` is when the pod was first seen.
+/// conditions (PodReadyToStartContainers, Initialized, Ready,
+/// ContainersReady and PodScheduled True — the kubelet writes that one too,
+/// so a pod bound by `spec.nodeName` has it), container statuses with each
+/// container's image from `spec` and allocatedResourcesStatus,
+/// hostIP/podIP and startTime. `since` is when the pod was first seen;
+/// `scheduled` the PodScheduled condition's lastTransitionTime (the
+/// scheduler's when it wrote one: updateLastTransitionTime keeps it).
 pub fn pod_status(
     view: &PodView,
     health: Option<&BTreeMap<String, Vec<Value>>>,
     spec: &Value,
     machine: &Machine,
     since: &str,
+    scheduled: &str,
 ) -> Value {
     let shown = crate::kubelet::pods::pod_object(view, health, "");
     let mut status = shown["status"].clone();
     let sandbox = if status["phase"] == "Running" { "True" } else { "False" };
     if let Some(cs) = status["conditions"].as_array_mut() {
-        // PodScheduled is the scheduler's; the kubelet adds PodReadyToStartContainers.
+        // generateAPIPodStatus' order: PodReadyToStartContainers first, PodScheduled last.
         cs.retain(|c| c["type"] != "PodScheduled");
         cs.insert(0, json!({"type": "PodReadyToStartContainers", "status": sandbox}));
         for c in cs.iter_mut() {
             c["lastTransitionTime"] = json!(since);
             c["lastProbeTime"] = Value::Null;
         }
+        cs.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+            "lastTransitionTime": scheduled}));
     }
     let images: Map<String, Value> = ["initContainers", "containers"]
         .iter()
@@ -467,17 +473,18 @@ mod tests {
     fn a_running_pods_status_is_the_kubelets() {
         let pod = bound_pod(&api_pod()).unwrap();
         let view = PodView { pod, step: Step::Running, why: None, started: true, evicted: false };
-        let s = pod_status(&view, None, &api_pod()["spec"], &machine(), "t0");
+        let s = pod_status(&view, None, &api_pod()["spec"], &machine(), "t0", "t-1");
         assert_eq!(s["phase"], "Running");
         let types: Vec<&str> =
             s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
-        assert_eq!(types, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"]);
+        assert_eq!(types, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]);
         assert!(s["conditions"].as_array().unwrap().iter().all(|c| c["status"] == "True"));
+        assert_eq!(s["conditions"][4]["lastTransitionTime"], "t-1", "the scheduler's time is kept");
         assert!(s["containerStatuses"][0]["state"]["running"].is_object());
         assert_eq!(s["containerStatuses"][0]["image"], "busybox");
         assert_eq!((s["hostIP"].as_str(), s["podIPs"][0]["ip"].as_str()), (Some("127.0.0.1"), s["podIP"].as_str()));
         let waiting = PodView { step: Step::PrepareClaims, started: false, ..view };
-        let s = pod_status(&waiting, None, &api_pod()["spec"], &machine(), "t0");
+        let s = pod_status(&waiting, None, &api_pod()["spec"], &machine(), "t0", "t-1");
         assert_eq!(s["phase"], "Pending");
         assert_eq!(s["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating");
         assert_eq!(rejected_status("UnexpectedAdmissionError", "m")["phase"], "Failed");

@@ -85,6 +85,7 @@ pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
         containers: app,
         resource_claims: vec![],
         pod_group: None,
+        from_api: false,
     }
 }
 

@@ -83,6 +83,20 @@ pub enum Cause {
         /// Why.
         source: Box<Unallocatable>,
     },
+    /// A claim of a pod of the API server could not be read (manager.go:
+    /// "fetch ResourceClaim %s: %w").
+    Fetch {
+        /// The claim's name.
+        claim: String,
+        /// Why.
+        source: Box<super::fetch::FetchError>,
+    },
+    /// A claim read from the API server has no `status.allocation`
+    /// (newClaimInfoFromClaim: "not allocated").
+    Unallocated {
+        /// The claim's name.
+        claim: String,
+    },
     /// A driver the claim needs has no registered instance.
     NotRegistered {
         /// The driver.
@@ -155,6 +169,8 @@ impl std::fmt::Display for Cause {
             Cause::NotAllocated { claim, source } => write!(f, "ResourceClaim {claim} is not allocated: {source}"),
             // dynamicresources.go PreBind: "%w: claim=%s…", the claim deallocated.
             Cause::Binding { claim, binding } => write!(f, "{binding}: claim={claim}"),
+            Cause::Fetch { claim, source } => write!(f, "fetch ResourceClaim {claim}: {source}"),
+            Cause::Unallocated { claim } => write!(f, "ResourceClaim {claim}: not allocated"),
             Cause::NotRegistered { driver } => write!(f, "DRA driver {driver} is not registered"),
             // manager.go: fmt.Errorf("NodePrepareResources: %w", err), err a gRPC status.
             Cause::Call { op, source } => write!(f, "{op}: {}", crate::core::status::go_text(source)),
@@ -180,6 +196,7 @@ impl std::error::Error for Cause {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Cause::NotAllocated { source, .. } => Some(&**source),
+            Cause::Fetch { source, .. } => Some(&**source),
             Cause::Call { source, .. } => Some(&**source),
             Cause::Checkpoint { source, .. } => Some(source),
             _ => None,
@@ -448,6 +465,10 @@ pub struct World<'a> {
     /// DRAWorkloadResourceClaims is on: a claim reserved for it is the
     /// pod's (resourceclaim.IsReservedForPod's acceptPodGroupReservation).
     pub pod_group: Option<&'a str>,
+    /// The pod is one of the API server's: its claims are prepared as
+    /// written (a claim without `status.allocation` or not reserved for the
+    /// pod is refused, as the kubelet refuses it), never allocated here.
+    pub as_written: bool,
 }
 
 /// What one attempt at preparing a pod's claims does.
@@ -639,7 +660,11 @@ impl ClaimCache {
             },
         };
         let status = raw.map(|r| &r["status"]);
-        if let Some(reserved) = status.and_then(|s| s["reservedFor"].as_array()) {
+        // The kubelet checks every claim it fetched; this node's scheduler
+        // part reserves a static pod's claim that names nobody yet.
+        let nobody = Vec::new();
+        let reserved = status.and_then(|s| s["reservedFor"].as_array()).or(w.as_written.then_some(&nobody));
+        if let Some(reserved) = reserved {
             // resourceclaim.IsReservedForPod: the UID, or the pod's PodGroup with the gate on.
             if !crate::controlplane::controller::reserves_pod(reserved, pod_uid, w.pod_group) {
                 return Err(Cause::NotReserved {
@@ -655,6 +680,9 @@ impl ClaimCache {
                 return Err(Cause::OldClaim { claim: c.name.clone(), old_uid: known.uid.clone() });
             }
             return Ok((known.clone(), false));
+        }
+        if w.as_written && status.is_none_or(|s| s["allocation"].is_null()) {
+            return Err(Cause::Unallocated { claim: c.name.clone() });
         }
         let scheduled =
             scheduler::schedule(&key, &spec, status, w.objects.values(), w.candidates, taken, w.drivers, w.features)

@@ -66,6 +66,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
@@ -124,6 +125,7 @@ fn two_claims_of_one_pod_get_different_devices() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
@@ -142,6 +144,7 @@ fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
         drivers: &only_gpu,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
@@ -162,6 +165,7 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let p1 = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
@@ -215,6 +219,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         drivers: &BTreeSet::new(),
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let plan = cache.plan_prepare("ns", "pod", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
@@ -297,8 +302,14 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
     );
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     // No candidate device at all: the allocator is not asked.
-    let w =
-        World { objects: &objects, candidates: &[], drivers: &drivers, features: Default::default(), pod_group: None };
+    let w = World {
+        objects: &objects,
+        candidates: &[],
+        drivers: &drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "pod p2 (pod-2) is not allowed to use ResourceClaim c (uid-c)");
@@ -312,9 +323,47 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
     );
     // A manifest without reservedFor is reserved by this node's scheduler stand-in.
     with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
-    let w =
-        World { objects: &objects, candidates: &[], drivers: &drivers, features: Default::default(), pod_group: None };
+    let w = World {
+        objects: &objects,
+        candidates: &[],
+        drivers: &drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     assert!(cache.plan_prepare("ns", "pod-3", "p3", &claims(&["c"]), &w).is_ok());
+}
+
+/// #47: a pod of the API server (World::as_written) gets its claims as the
+/// kubelet does — a claim reserved for nobody is refused (this node's
+/// scheduler stand-in reserves nothing for it), one reserved but not
+/// allocated is refused in newClaimInfoFromClaim's words, and no candidate
+/// device is ever allocated for it.
+#[test]
+fn a_pod_of_the_api_gets_its_claims_as_written_or_not_at_all() {
+    let mut objects = BTreeMap::new();
+    let results = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d3"}]);
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let mine = serde_json::json!([{"resource": "pods", "name": "p1", "uid": "pod-1"}]);
+    fn api<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>) -> World<'a> {
+        World { objects, candidates: &[], drivers, features: Default::default(), pod_group: None, as_written: true }
+    }
+    let mut cache = ClaimCache::default();
+    with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
+    let e = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &api(&objects, &drivers)).unwrap_err();
+    assert_eq!(e.to_string(), "pod p1 (pod-1) is not allowed to use ResourceClaim c (uid-c)");
+    with_status(&mut objects, "uid-c", serde_json::json!({"reservedFor": mine}));
+    let e = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &api(&objects, &drivers)).unwrap_err();
+    assert_eq!(e.to_string(), "ResourceClaim c: not allocated");
+    assert!(cache.is_empty(), "nothing recorded for a refused pod");
+    with_status(
+        &mut objects,
+        "uid-c",
+        serde_json::json!({"allocation": {"devices": {"results": results}}, "reservedFor": mine}),
+    );
+    let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &api(&objects, &drivers)).unwrap();
+    assert!(plan.allocated.is_empty(), "allocated by nobody here");
+    assert_eq!(cache.get("ns/c").unwrap().allocation[0].device, "d3");
 }
 
 /// KEP-5729 (manager.go prepareResources, resourceclaim.IsReservedForPod):
@@ -334,8 +383,14 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
     };
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     with_status(&mut objects, "uid-c", group("scheduling.k8s.io", "podgroups", "team"));
-    let off =
-        World { objects: &objects, candidates: &[], drivers: &drivers, features: Default::default(), pod_group: None };
+    let off = World {
+        objects: &objects,
+        candidates: &[],
+        drivers: &drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &off).unwrap_err();
     assert_eq!(e.to_string(), "pod p1 (pod-1) is not allowed to use ResourceClaim c (uid-c)");
@@ -346,6 +401,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: Some("x"),
+        as_written: false,
     };
     assert!(matches!(cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &other), Err(Cause::NotReserved { .. })));
     let on = World {
@@ -354,6 +410,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: Some("team"),
+        as_written: false,
     };
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap();
     assert_eq!(plan.preparing, ["ns/c"]);
@@ -371,6 +428,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
             drivers: &drivers,
             features: Default::default(),
             pod_group: Some("team"),
+            as_written: false,
         };
         let e = ClaimCache::default().plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap_err();
         assert!(matches!(e, Cause::NotReserved { .. }), "{api_group}/{resource}: {e}");
@@ -388,15 +446,27 @@ fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
     with_status(&mut objects, "old", serde_json::json!({"allocation": {"devices": {"results": results}}}));
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let mut cache = ClaimCache::default();
-    let w =
-        World { objects: &objects, candidates: &[], drivers: &drivers, features: Default::default(), pod_group: None };
+    let w = World {
+        objects: &objects,
+        candidates: &[],
+        drivers: &drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.batches["gpu.x"][0].uid, "old");
     cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("old")).unwrap();
     cache.mark_prepared(&plan.preparing);
     with_status(&mut objects, "new", serde_json::json!({"allocation": {"devices": {"results": results}}}));
-    let w =
-        World { objects: &objects, candidates: &[], drivers: &drivers, features: Default::default(), pod_group: None };
+    let w = World {
+        objects: &objects,
+        candidates: &[],
+        drivers: &drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -423,6 +493,7 @@ fn test_prepare_resources_with_prepared_and_new_claim() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let first = cache.plan_prepare("ns", "pod-0", "p0", &claims(&["a"]), &w).unwrap();
@@ -454,6 +525,7 @@ fn a_written_allocation_of_another_claim_holds_its_device() {
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
@@ -478,9 +550,16 @@ fn a_restored_claim_is_prepared_again_for_a_new_pod_not_for_the_pods_it_names() 
         drivers: &drivers,
         features: Default::default(),
         pod_group: None,
+        as_written: false,
     };
-    let gone =
-        World { objects: &objects, candidates: &cands, drivers: &none, features: Default::default(), pod_group: None };
+    let gone = World {
+        objects: &objects,
+        candidates: &cands,
+        drivers: &none,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+    };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();

@@ -28,6 +28,7 @@ pub mod claim_objects;
 pub mod claiminfo;
 mod decide;
 pub mod extended;
+pub mod fetch;
 mod health;
 pub mod healthinfo;
 pub mod healthlog;
@@ -86,6 +87,9 @@ pub struct DraSpec {
     /// ResourceSlices drivers publish are read from it, the claims this
     /// manager admits, allocates and reserves are written to it.
     pub api: Option<Arc<dyn crate::controlplane::client::Client>>,
+    /// The API server a node of a cluster reads its pods' claims from, at
+    /// every prepare attempt of a pod of the API ([`fetch`]).
+    pub claim_reader: Option<Arc<dyn fetch::ClaimReader>>,
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
@@ -109,6 +113,7 @@ impl DraSpec {
             call_timeout: Duration::from_secs(rules::KUBELET_CALL_TIMEOUT_SECS),
             retry: Duration::from_millis(500),
             api: None,
+            claim_reader: None,
             wipe_delay: Duration::from_secs(30),
             slices_only: false,
             profile: Profile::default(),
@@ -653,7 +658,10 @@ impl DraManager {
     /// A failure is reported (`claim-prepare-failed`, attempt `attempt`) and
     /// kept as the pod's error until an attempt succeeds.
     pub async fn prepare(self: &Arc<Self>, pod: &Pod, attempt: u32) -> Result<Prepared, DraError> {
-        let r = self.prepare_once(pod).await;
+        let r = match self.fetch_claims(pod).await {
+            Ok(()) => self.prepare_once(pod).await,
+            Err(cause) => Err(DraError::new(Operation::Prepare, cause)),
+        };
         let pod_key = pod.key();
         {
             let mut st = self.lock();
@@ -673,6 +681,27 @@ impl DraManager {
             self.report_extended(pod);
         }
         r
+    }
+
+    /// A pod of the API server: each of its claims read again from the API
+    /// server, as the kubelet reads them at every attempt; a claim that
+    /// changed replaces the one held.
+    async fn fetch_claims(&self, pod: &Pod) -> Result<(), Cause> {
+        let Some(reader) = self.spec.claim_reader.as_ref().filter(|_| pod.from_api) else { return Ok(()) };
+        for c in pod_claims(pod).iter().filter(|c| c.template.is_none() && c.spec.is_none()) {
+            let fetched = reader.claim(&pod.namespace, &c.name).await;
+            let fail = |source| Cause::Fetch { claim: c.name.clone(), source: Box::new(source) };
+            let mut v = fetched.map_err(fail)?;
+            v["kind"] = serde_json::json!("ResourceClaim");
+            let obj = objects::parse(&v).map_err(|e| fail(fetch::FetchError::Invalid(e)))?;
+            let key = obj.key();
+            let same = matches!((self.lock().objects.get(&key), &obj),
+                (Some(Object::Claim { raw: held, .. }), Object::Claim { raw, .. }) if held == raw);
+            if !same {
+                self.put_object(obj, Path::new("(api server)"));
+            }
+        }
+        Ok(())
     }
 
     /// After a prepare: each container of the special claim that gets no
@@ -759,6 +788,7 @@ impl DraManager {
                     .pod_group
                     .as_deref()
                     .filter(|_| self.spec.profile.dra_workload_resource_claims.enabled()),
+                as_written: pod.from_api,
             };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
