@@ -35,6 +35,15 @@ pub enum ClaimSource {
     Claim(String),
     /// resourceClaimTemplateName: a claim generated for the pod.
     Template(String),
+    /// resourceClaimTemplateName of a pod of the API server: the claim the
+    /// resourceclaim controller made from it, as `status.resourceClaimStatuses`
+    /// names it — it must be the pod's (resourceclaim.Name's mustCheckOwner).
+    Generated {
+        /// The template.
+        template: String,
+        /// The claim made from it.
+        claim: String,
+    },
     /// The special claim of DRA-backed extended resources (not in the
     /// manifest: added when the pod is admitted, see `kubelet::dra::extended`).
     Extended(Box<extended::ExtendedClaim>),

@@ -90,7 +90,9 @@ pub fn pod_object(v: &PodView, health: Option<&BTreeMap<String, Vec<Value>>>, no
         .iter()
         .filter_map(|c| match &c.source {
             ClaimSource::Claim(n) => Some(json!({"name": c.name, "resourceClaimName": n})),
-            ClaimSource::Template(t) => Some(json!({"name": c.name, "resourceClaimTemplateName": t})),
+            ClaimSource::Template(t) | ClaimSource::Generated { template: t, .. } => {
+                Some(json!({"name": c.name, "resourceClaimTemplateName": t}))
+            }
             ClaimSource::Extended(_) => None,
         })
         .collect();

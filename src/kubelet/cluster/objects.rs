@@ -189,7 +189,7 @@ pub fn bound_pod(v: &Value) -> Result<Pod, String> {
         if let ClaimSource::Template(t) = &c.source {
             let named = statuses.iter().find(|s| s["name"] == c.name.as_str());
             match named.map(|s| s["resourceClaimName"].as_str()) {
-                Some(Some(n)) => c.source = ClaimSource::Claim(n.to_string()),
+                Some(Some(n)) => c.source = ClaimSource::Generated { template: t.clone(), claim: n.to_string() },
                 Some(None) => dropped.push(c.name.clone()),
                 None => {
                     return Err(format!(
@@ -221,7 +221,7 @@ pub fn claim_names(pod: &Pod) -> Vec<String> {
     pod.resource_claims
         .iter()
         .filter_map(|c| match &c.source {
-            ClaimSource::Claim(n) => Some(n.clone()),
+            ClaimSource::Claim(n) | ClaimSource::Generated { claim: n, .. } => Some(n.clone()),
             ClaimSource::Extended(x) => Some(x.status.resource_claim_name.clone()),
             ClaimSource::Template(_) => None,
         })
@@ -461,6 +461,11 @@ mod tests {
     fn a_bound_pods_template_claim_is_the_claim_its_status_names() {
         let pod = bound_pod(&api_pod()).unwrap();
         assert_eq!(claim_names(&pod), ["p-gpu-x7k2q"]);
+        assert_eq!(
+            pod.resource_claims[0].source,
+            ClaimSource::Generated { template: "t".into(), claim: "p-gpu-x7k2q".into() },
+            "the controller's claim: the DRA manager checks it is the pod's"
+        );
         assert_eq!(pod.containers[0].claims, ["gpu"], "a claim the controller decided against is left out");
         assert_eq!(pod.containers[0].resources.get("example.com/gpu"), Some(&1));
         assert!(!pod.containers[0].resources.contains_key("cpu"));

@@ -91,6 +91,12 @@ pub enum Cause {
         /// Why.
         source: Box<super::fetch::FetchError>,
     },
+    /// A claim the resourceclaim controller made from a template of the pod
+    /// is not the pod's (resourceclaim.IsForPod; its text).
+    NotForPod {
+        /// IsForPod's text.
+        message: String,
+    },
     /// A claim read from the API server has no `status.allocation`
     /// (newClaimInfoFromClaim: "not allocated").
     Unallocated {
@@ -171,6 +177,7 @@ impl std::fmt::Display for Cause {
             Cause::Binding { claim, binding } => write!(f, "{binding}: claim={claim}"),
             Cause::Fetch { claim, source } => write!(f, "fetch ResourceClaim {claim}: {source}"),
             Cause::Unallocated { claim } => write!(f, "ResourceClaim {claim}: not allocated"),
+            Cause::NotForPod { message } => f.write_str(message),
             Cause::NotRegistered { driver } => write!(f, "DRA driver {driver} is not registered"),
             // manager.go: fmt.Errorf("NodePrepareResources: %w", err), err a gRPC status.
             Cause::Call { op, source } => write!(f, "{op}: {}", crate::core::status::go_text(source)),

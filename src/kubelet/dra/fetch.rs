@@ -8,6 +8,41 @@ use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
 
+/// resourceclaim.IsForPod: claim `claim` (as read) is the one the
+/// resourceclaim controller made for `pod` — its controller owner is the pod,
+/// or, with DRAWorkloadResourceClaims (`group_owner`), the pod's PodGroup by
+/// name (a pod does not know its PodGroup's UID). The error is upstream's text.
+pub fn is_for_pod(pod: &crate::kubelet::manifest::Pod, claim: &Value, group_owner: bool) -> Result<(), String> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let (ns, name) = (text(&claim["metadata"]["namespace"]), text(&claim["metadata"]["name"]));
+    let (pns, pname) = (&pod.namespace, &pod.name);
+    if ns != *pns {
+        return Err(format!("ResourceClaim {ns}/{name} is not in the same namespace as Pod {pns}/{pname}"));
+    }
+    let owners = claim["metadata"]["ownerReferences"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let controller = owners.iter().find(|o| o["controller"] == true);
+    if controller.is_some_and(|o| o["uid"] == pod.uid.as_str()) {
+        return Ok(());
+    }
+    match pod.pod_group.as_deref().filter(|_| group_owner) {
+        Some(group) => {
+            let by_group = controller.is_some_and(|o| {
+                o["name"] == group
+                    && o["kind"] == "PodGroup"
+                    && o["apiVersion"].as_str().is_some_and(|v| v.starts_with("scheduling.k8s.io/"))
+            });
+            if by_group {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ResourceClaim {ns}/{name} was not created for Pod {pns}/{pname} (neither Pod nor PodGroup {group} is the owner)"
+                ))
+            }
+        }
+        None => Err(format!("ResourceClaim {ns}/{name} was not created for Pod {pns}/{pname} (Pod is not owner)")),
+    }
+}
+
 /// One claim read: the stored object, or why not.
 pub type Read<'a> = Pin<Box<dyn Future<Output = Result<Value, FetchError>> + Send + 'a>>;
 
@@ -51,5 +86,53 @@ impl std::error::Error for FetchError {
             FetchError::Refused { .. } | FetchError::Invalid(_) => None,
             FetchError::Call(e) => Some(&**e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(group: Option<&str>) -> crate::kubelet::manifest::Pod {
+        let mut v = json!({"metadata": {"name": "p", "namespace": "ml", "uid": "pod-uid"},
+            "spec": {"containers": [{"name": "c"}]}});
+        if let Some(g) = group {
+            v["spec"]["schedulingGroup"] = json!({"podGroupName": g});
+        }
+        crate::kubelet::manifest::from_object(&v).unwrap()
+    }
+
+    fn claim(ns: &str, owner: Value) -> Value {
+        json!({"metadata": {"name": "p-g-x7k2q", "namespace": ns, "ownerReferences": [owner]}})
+    }
+
+    /// resourceclaim.IsForPod (v0.37.2): the pod as controller, or its
+    /// PodGroup by name with the gate; otherwise upstream's words.
+    #[test]
+    fn a_generated_claim_must_be_the_pods_or_its_pod_groups() {
+        let by_pod = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "pod-uid", "controller": true});
+        assert_eq!(is_for_pod(&pod(None), &claim("ml", by_pod.clone()), false), Ok(()));
+        let not_controller = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "pod-uid"});
+        assert_eq!(
+            is_for_pod(&pod(None), &claim("ml", not_controller), false).unwrap_err(),
+            "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (Pod is not owner)"
+        );
+        assert_eq!(
+            is_for_pod(&pod(None), &claim("other", by_pod), false).unwrap_err(),
+            "ResourceClaim other/p-g-x7k2q is not in the same namespace as Pod ml/p"
+        );
+        let by_group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "team",
+            "uid": "group-uid", "controller": true});
+        assert_eq!(is_for_pod(&pod(Some("team")), &claim("ml", by_group.clone()), true), Ok(()));
+        assert_eq!(
+            is_for_pod(&pod(Some("team")), &claim("ml", by_group.clone()), false).unwrap_err(),
+            "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (Pod is not owner)",
+            "the gate off: a PodGroup owner is no owner of the pod"
+        );
+        assert_eq!(
+            is_for_pod(&pod(Some("other")), &claim("ml", by_group), true).unwrap_err(),
+            "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (neither Pod nor PodGroup other is the owner)"
+        );
     }
 }

@@ -211,7 +211,7 @@ pub fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
     pod.resource_claims
         .iter()
         .map(|c| match &c.source {
-            ClaimSource::Claim(n) => {
+            ClaimSource::Claim(n) | ClaimSource::Generated { claim: n, .. } => {
                 PodClaim { pod_claim: c.name.clone(), name: n.clone(), template: None, spec: None }
             }
             ClaimSource::Template(t) => PodClaim {
@@ -692,6 +692,14 @@ impl DraManager {
             let fetched = reader.claim(&pod.namespace, &c.name).await;
             let fail = |source| Cause::Fetch { claim: c.name.clone(), source: Box::new(source) };
             let mut v = fetched.map_err(fail)?;
+            let generated = pod
+                .resource_claims
+                .iter()
+                .any(|pc| matches!(&pc.source, ClaimSource::Generated { claim, .. } if *claim == c.name));
+            if generated {
+                let group = self.spec.profile.dra_workload_resource_claims.enabled();
+                fetch::is_for_pod(pod, &v, group).map_err(|message| Cause::NotForPod { message })?;
+            }
             v["kind"] = serde_json::json!("ResourceClaim");
             let obj = objects::parse(&v).map_err(|e| fail(fetch::FetchError::Invalid(e)))?;
             let key = obj.key();
