@@ -589,13 +589,25 @@ const GROUP_SPECS: &[(&str, &str)] = &[
     ),
     ("parent-without-workload", r#"{"schedulingPolicy":{"basic":{}},"parentCompositePodGroupName":"p"}"#),
     ("gang-negative-min-count", r#"{"schedulingPolicy":{"gang":{"minCount":-2}}}"#),
+    // The Priority admission plugin (admitPodGroup): the priority from the
+    // class (the system ones exist in every cluster), none given or the same.
+    ("system-priority-class", r#"{"schedulingPolicy":{"basic":{}},"priorityClassName":"system-cluster-critical"}"#),
+    ("unknown-priority-class", r#"{"schedulingPolicy":{"basic":{}},"priorityClassName":"no-such-class"}"#),
+    ("priority-given", r#"{"schedulingPolicy":{"basic":{}},"priority":5}"#),
+    ("priority-as-computed", r#"{"schedulingPolicy":{"basic":{}},"priority":0}"#),
+    (
+        "priority-and-class-disagree",
+        r#"{"schedulingPolicy":{"basic":{}},"priorityClassName":"system-node-critical","priority":1}"#,
+    ),
     (
         "five-claims",
         r#"{"schedulingPolicy":{"basic":{}},"resourceClaims":[{"name":"a","resourceClaimName":"a"},{"name":"b","resourceClaimName":"b"},{"name":"c","resourceClaimName":"c"},{"name":"d","resourceClaimName":"d"},{"name":"e","resourceClaimName":"e"}]}"#,
     ),
 ];
 
-/// An answer as compared: its code and its causes (`field: message`, sorted).
+/// An answer as compared: its code, its reason, its causes (`field:
+/// message`, sorted) and, created, the spec as stored (the admission's
+/// priority included).
 fn answer_shape(code: u16, body: &Value) -> Value {
     let mut causes: Vec<String> = body["details"]["causes"]
         .as_array()
@@ -604,7 +616,8 @@ fn answer_shape(code: u16, body: &Value) -> Value {
         .map(|c| format!("{}: {}", c["field"].as_str().unwrap_or(""), c["message"].as_str().unwrap_or("")))
         .collect();
     causes.sort();
-    json!({"code": code, "causes": causes})
+    let spec = if code == 201 { body["spec"].clone() } else { Value::Null };
+    json!({"code": code, "reason": body["reason"], "causes": causes, "spec": spec})
 }
 
 /// Each of [`GROUP_SPECS`] created on both sides; a differing answer is a

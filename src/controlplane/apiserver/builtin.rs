@@ -331,6 +331,8 @@ pub(super) fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
+        // SetObjectDefaults_PodGroup (v1beta1): disruptionMode single.
+        "PodGroup" if obj["spec"]["disruptionMode"].is_null() => obj["spec"]["disruptionMode"] = json!({"single": {}}),
         "Event" => {
             // The times and reporter Go writes whether set or not (a zero
             // Time/MicroTime is `null`; reportingComponent/Instance have no omitempty).
@@ -600,6 +602,15 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         super::drop_disabled_claim_spec_fields(store, &mut obj["spec"]["spec"], None);
     }
     default(k, &mut obj);
+    if matches!(k.kind, "Pod" | "PodGroup") {
+        // The Priority admission plugin (mutating, before validation).
+        if let Err(e) = super::rules::admit_priority(k.kind, &mut obj["spec"]) {
+            let given = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let (c, mut v) = status(403, "Forbidden", super::rules::forbidden_message(&k.qualified(), given, &e));
+            v["details"] = json!({"name": given, "group": k.group, "kind": k.resource});
+            return (c, v);
+        }
+    }
     if k.kind == "PodGroup" {
         super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
     }

@@ -763,14 +763,63 @@ pub(super) fn default_pod_create(pod: &mut Value, seed: u64) {
         }
     }
     spec["tolerations"] = json!(tolerations);
-    if spec["priority"].is_null() {
-        spec["priority"] = json!(0);
-    }
-    if spec["preemptionPolicy"].is_null() {
-        spec["preemptionPolicy"] = json!("PreemptLowerPriority");
-    }
     let qos = qos_class(&pod["spec"]);
     pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The PriorityClasses every cluster has (scheduling.SystemPriorityClasses:
+/// made by kube-apiserver's bootstrap controller; dpctl serves no others):
+/// name and value; their preemptionPolicy is PreemptLowerPriority.
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] =
+    &[("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
+
+/// The Priority admission plugin on a create (admitPod, admitPodGroup;
+/// GenericWorkload is on wherever PodGroups are served): the priority the
+/// class gives (no class: 0 and no name, there being no global default),
+/// written into `spec`; a priority or preemption policy given that differs
+/// from it, or a class that does not exist, is refused with the plugin's text.
+pub(super) fn admit_priority(kind: &str, spec: &mut Value) -> Result<(), String> {
+    let class = text(&spec["priorityClassName"]).to_string();
+    let computed = match class.as_str() {
+        "" => 0,
+        c => match SYSTEM_PRIORITY_CLASSES.iter().find(|(n, _)| *n == c) {
+            Some((_, v)) => *v,
+            None => return Err(format!("no PriorityClass with name {c} was found")),
+        },
+    };
+    let given = spec["priority"].as_i64();
+    if kind == "PodGroup" {
+        if let Some(p) = given.filter(|p| *p != computed) {
+            return Err(format!(
+                "priority set in the pod group ({p}) must match the priority computed ({computed}) based on the priority class set in the spec"
+            ));
+        }
+        // (the preemption policy only with PodGroupPreemptionPolicy, alpha and off)
+    } else {
+        if let Some(p) = given.filter(|p| *p != computed) {
+            return Err(format!(
+                "the integer value of priority ({p}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
+            ));
+        }
+        let policy = "PreemptLowerPriority";
+        if let Some(p) = spec["preemptionPolicy"].as_str().filter(|p| *p != policy) {
+            return Err(format!(
+                "the string value of PreemptionPolicy ({p}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+            ));
+        }
+        spec["preemptionPolicy"] = json!(policy);
+    }
+    spec["priority"] = json!(computed);
+    Ok(())
+}
+
+/// An admission plugin's refusal as errors.NewForbidden words it.
+pub(super) fn forbidden_message(qualified: &str, name: &str, why: &str) -> String {
+    if name.is_empty() {
+        format!("{qualified} is forbidden: {why}")
+    } else {
+        format!("{qualified} {name:?} is forbidden: {why}")
+    }
 }
 
 /// The containers of a pod spec (init containers first), mutable; none created.
@@ -879,19 +928,36 @@ fn pod_claim_json(c: &Value) -> String {
 /// The most claims a PodGroup may name (`+k8s:maxItems=4`).
 const MAX_POD_GROUP_CLAIMS: usize = 4;
 
+/// scheduling.HighestUserDefinablePriority.
+const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
+
 /// A PodGroup (scheduling.k8s.io/v1beta1) as 1.37 validates it: the
 /// declarative rules of `zz_generated.validations.go` (`Validate_PodGroupSpec`
 /// and the types under it) and `ValidatePodGroup`'s hand-written one (moot
 /// here: `parentCompositePodGroupName` is dropped, CompositePodGroup being
 /// off). Checked against kube-apiserver by tests/e2e/scheduler_diff.rs.
-/// `priority` and `priorityClassName` are not judged: kube-apiserver's
-/// Priority admission plugin answers for them first (403), and dpctl runs no
-/// admission for PodGroups.
+/// `priority` and `priorityClassName` come from the Priority admission
+/// plugin ([`admit_priority`], before this): the priority at most the
+/// highest user-definable one, the class a long name.
 pub(super) fn pod_group(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut out = Vec::new();
     let policy = &spec["schedulingPolicy"];
     out.extend(super::validate::union("spec.schedulingPolicy", policy, &["basic", "gang"]));
+    match &spec["disruptionMode"] {
+        Value::Null => out.push(required("spec.disruptionMode", "")),
+        mode => out.extend(super::validate::union("spec.disruptionMode", mode, &["single", "all"])),
+    }
+    if let Some(p) = spec["priority"].as_i64().filter(|p| *p > HIGHEST_USER_PRIORITY) {
+        out.push(invalid_raw(
+            "spec.priority",
+            &p.to_string(),
+            &format!("must be less than or equal to {HIGHEST_USER_PRIORITY}"),
+        ));
+    }
+    if let Some(c) = spec["priorityClassName"].as_str().filter(|c| !c.is_empty()) {
+        out.extend(subdomain_causes("spec.priorityClassName", c));
+    }
     if let Some(gang) = policy.get("gang").filter(|g| g.is_object()) {
         let at = "spec.schedulingPolicy.gang.minCount";
         match gang["minCount"].as_i64().unwrap_or(0) {
@@ -1093,6 +1159,34 @@ mod tests {
 
     fn fields(c: &[Cause]) -> Vec<String> {
         c.iter().map(|c| format!("{} {}", c.field, c.reason)).collect()
+    }
+
+    /// The Priority admission plugin (admitPod, admitPodGroup v1.37.2);
+    /// compared with kube-apiserver by the corpus and scheduler_diff.
+    #[test]
+    fn priority_comes_from_the_class_and_may_not_be_given_otherwise() {
+        let mut pod = json!({"priorityClassName": "system-node-critical"});
+        admit_priority("Pod", &mut pod).unwrap();
+        assert_eq!(
+            (pod["priority"].as_i64(), pod["preemptionPolicy"].as_str()),
+            (Some(2_000_001_000), Some("PreemptLowerPriority"))
+        );
+        let mut none = json!({});
+        admit_priority("PodGroup", &mut none).unwrap();
+        assert_eq!(none, json!({"priority": 0}), "a PodGroup gets no preemption policy (its gate is off)");
+        assert_eq!(
+            admit_priority("Pod", &mut json!({"priorityClassName": "x"})).unwrap_err(),
+            "no PriorityClass with name x was found"
+        );
+        assert!(admit_priority("Pod", &mut json!({"priority": 5}))
+            .unwrap_err()
+            .starts_with("the integer value of priority (5)"));
+        assert!(admit_priority("PodGroup", &mut json!({"priority": 5}))
+            .unwrap_err()
+            .starts_with("priority set in the pod group (5)"));
+        assert!(admit_priority("Pod", &mut json!({"preemptionPolicy": "Never"})).unwrap_err().contains("(Never)"));
+        assert_eq!(forbidden_message("pods", "", "no"), "pods is forbidden: no");
+        assert_eq!(forbidden_message("pods", "p", "no"), "pods \"p\" is forbidden: no");
     }
 
     #[test]
