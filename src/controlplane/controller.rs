@@ -32,11 +32,11 @@
 //!   deallocated (its allocation and the finalizer cleared) and, when it
 //!   was made for a pod that is gone, replaced or done, deleted.
 //!
-//! Only pods of the API are looked at, and the resourceclaim and scheduler
-//! parts leave out those bound to the node of the mock kubelet that serves
-//! the store: its claims (its manifests') are its own, and it runs no pod
-//! of the API (its static pods are not in the store; it evicts them itself
-//! with [`taints::decide`]).
+//! Only pods of the API are looked at — also those bound to the node of
+//! the mock kubelet that serves the store, which runs them as any node
+//! does; its static pods are not in the store (their claims are its
+//! manifests', allocated by its own scheduler part, and it evicts them
+//! itself with [`taints::decide`]).
 
 pub mod taints;
 
@@ -56,45 +56,42 @@ pub const POD_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 const RESERVED_FOR_MAX: usize = 256;
 
 /// A store whose writes are followed by these controllers, with the
-/// scheduler's gates of Kubernetes 1.`minor`. Pods bound to `own` (the
-/// node of the mock kubelet that serves the store, which runs no pod of
-/// the API and allocates its own claims from its node's slices) are left alone.
-pub fn store(minor: u32, own: &str) -> Store {
-    plane(minor, own).0
+/// scheduler's gates of Kubernetes 1.`minor`.
+pub fn store(minor: u32) -> Store {
+    plane(minor).0
 }
 
 /// [`store`] with DRAWorkloadResourceClaims (KEP-5729; off by default in
 /// 1.36 and 1.37) set to `workload_claims`.
-pub fn store_with(minor: u32, own: &str, workload_claims: bool) -> Store {
-    plane_with(minor, own, workload_claims).0
+pub fn store_with(minor: u32, workload_claims: bool) -> Store {
+    plane_with(minor, workload_claims).0
 }
 
 /// [`store`], with the device-taint eviction controller's timer: its owner
 /// runs it ([`taints::Timer::run`]) on a task of its own, so that an
 /// eviction due later (a toleration's seconds) happens without a write.
-pub fn plane(minor: u32, own: &str) -> (Store, taints::Timer) {
-    plane_with(minor, own, false)
+pub fn plane(minor: u32) -> (Store, taints::Timer) {
+    plane_with(minor, false)
 }
 
 /// [`plane`] with DRAWorkloadResourceClaims set to `workload_claims`: on, a
 /// claim reserved for a pod's PodGroup is the pod's, and the scheduler's
 /// part reserves it for the pod no more (PreBind's IsReservedForPod).
-pub fn plane_with(minor: u32, own: &str, workload_claims: bool) -> (Store, taints::Timer) {
-    plane_gated(Gates { workload_claims, ..Gates::of_minor(minor) }, own)
+pub fn plane_with(minor: u32, workload_claims: bool) -> (Store, taints::Timer) {
+    plane_gated(Gates { workload_claims, ..Gates::of_minor(minor) })
 }
 
 /// [`plane`] with the controllers' gates `gates` (a profile's, its
 /// `--feature-gates` applied: the scheduler's allocator features as
 /// kube-scheduler reads them from its gates).
-pub fn plane_gated(gates: Gates, own: &str) -> (Store, taints::Timer) {
+pub fn plane_gated(gates: Gates) -> (Store, taints::Timer) {
     let Gates { features, .. } = gates;
     let made: Mutex<BTreeSet<Reservation>> = Mutex::default();
     let (evictions, timer) = taints::state();
     let evictions = Mutex::new(evictions);
-    let own = own.to_string();
     let store = Store::with_controller(Box::new(move |tx| {
         let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-        reconcile(tx, &mut made, gates, &own);
+        reconcile(tx, &mut made, gates);
         let mut ev = evictions.lock().unwrap_or_else(|p| p.into_inner());
         taints::sync(tx, &mut ev, &features, std::time::SystemTime::now());
     }));
@@ -231,7 +228,7 @@ fn text(v: &Value) -> &str {
 }
 
 /// One pass over the pods and the reservations made.
-fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, own: &str) {
+fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates) {
     let extended = gates.extended;
     // Devices go back first, so that a pod waiting for one gets it in this pass.
     prune(tx, made);
@@ -246,7 +243,7 @@ fn reconcile(tx: &mut Txn<'_>, made: &mut BTreeSet<Reservation>, gates: Gates, o
     let with_claims = |p: &&Value| {
         p["spec"]["resourceClaims"].as_array().is_some_and(|c| !c.is_empty()) || (extended && asks_dra_extended(p))
     };
-    for pod in pods.iter().filter(with_claims).filter(|p| p["spec"]["nodeName"] != own) {
+    for pod in pods.iter().filter(with_claims) {
         sync_pod(tx, pod, made, gates);
     }
 }
@@ -465,6 +462,12 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                 match allocate(tx, &claim, node, features) {
                     Some(allocation) => {
                         claim["status"]["allocation"] = allocation;
+                        // bindClaim: with the binding conditions' gates on, the
+                        // claim the scheduler's part allocates carries the time.
+                        if features.binding_conditions {
+                            let now = crate::core::time::rfc3339_seconds(std::time::SystemTime::now());
+                            claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
+                        }
                         let fin = claim["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
                         if !fin.iter().any(|f| f == FINALIZER) {
                             let mut fin = fin;
@@ -478,12 +481,10 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                     }
                 }
             }
-            // bindClaim: with the binding conditions' gates on, every claim the
-            // scheduler reserves carries the time it was allocated.
-            if features.binding_conditions && claim["status"]["allocation"]["allocationTimestamp"].is_null() {
-                let now = crate::core::time::rfc3339_seconds(std::time::SystemTime::now());
-                claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
-            }
+            // A claim allocated before is reserved for a pod that came bound
+            // (spec.nodeName) as the resourceclaim controller's syncPod
+            // reserves it: no allocationTimestamp (kube-scheduler's bindClaim
+            // stamps one only for the pods it binds itself).
             let mut reserved = claim["status"]["reservedFor"].as_array().cloned().unwrap_or_default();
             // bindClaim reserves for the consumer BindTo gives: the PodGroup, or the pod.
             let pod_ref = group_ref.is_none();

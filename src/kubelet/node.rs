@@ -424,7 +424,15 @@ async fn serve_status(
 /// Start generation `gen`: clean the plugin directory, restore the
 /// checkpoint, serve Registration and PodResources, follow manifests and the
 /// plugin-watcher directory — every task on the generation's tracker.
-async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Result<Arc<ContainerManager>> {
+/// `own_api`: the node's own local API server (over loopback, with the
+/// kubeconfig it wrote for drivers), whose pods bound to this node it runs
+/// as a node of a cluster runs its pods.
+async fn start_generation(
+    s: &NodeSpec,
+    own_api: Option<&crate::kubelet::cluster::ClusterSpec>,
+    bus: &EventBus,
+    gen: Generation,
+) -> Result<Arc<ContainerManager>> {
     if s.clean_at_start {
         clean_plugin_dir(&s.plugin_dir, bus, gen.number).await?;
     }
@@ -434,7 +442,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
         Some(spec) => {
             // The DRA manager behaves as the device manager's kubelet version.
             // A node of a cluster reads its API pods' claims from the API server.
-            let claim_reader = s.cluster.as_ref().map(|c| {
+            let claim_reader = s.cluster.as_ref().or(own_api).map(|c| {
                 Arc::new(crate::kubelet::cluster::Claims(c.api.clone()))
                     as Arc<dyn crate::kubelet::dra::fetch::ClaimReader>
             });
@@ -490,7 +498,7 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
     if let Some(dir) = &s.manifests {
         gen.tasks.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
     }
-    if let Some(c) = &s.cluster {
+    if let Some(c) = s.cluster.as_ref().or(own_api) {
         let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
         gen.tasks.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
     }
@@ -705,6 +713,7 @@ async fn run(
         bus.emit(KubeletEvent::Metrics { addr: format!("http://{addr}/metrics") }, None);
         drop(status.spawn_joined(crate::kubelet::metrics::serve(l, devices_rx.clone(), status.clone())));
     }
+    let mut own_api = None;
     if let (Some(addr), Some(dra)) = (s.api_server, s.dra.as_mut()) {
         // The store with the control plane's controllers: the claims of the
         // API's pods bound to other nodes that joined it.
@@ -715,7 +724,7 @@ async fn run(
             extended: profile.dra_extended_resource.enabled(),
             workload_claims: profile.dra_workload_resource_claims.enabled(),
         };
-        let (store, timer) = crate::controlplane::controller::plane_gated(gates, crate::kubelet::dra::NODE_NAME);
+        let (store, timer) = crate::controlplane::controller::plane_gated(gates);
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
             store
@@ -746,6 +755,18 @@ async fn run(
         .await;
         match started {
             Ok(a) => {
+                // Its own pods of the API (bound to this node) come through the
+                // same client as a cluster's: the kubeconfig it wrote.
+                match crate::client::kube::load_kubeconfig(&a.kubeconfig) {
+                    Ok(api) => {
+                        let node = crate::kubelet::dra::NODE_NAME.to_string();
+                        own_api = Some(crate::kubelet::cluster::ClusterSpec { api, node, labels: Default::default() });
+                    }
+                    Err(e) => {
+                        status.stop().await;
+                        return fail_first(&mut first, e);
+                    }
+                }
                 bus.emit(KubeletEvent::ApiServer { addr: a.url, kubeconfig: a.kubeconfig.display().to_string() }, None)
             }
             Err(e) => {
@@ -769,7 +790,7 @@ async fn run(
     let result = loop {
         let started = Instant::now();
         let gen = Generation::new(number);
-        let mgr = match start_generation(&s, &bus, gen.clone()).await {
+        let mgr = match start_generation(&s, own_api.as_ref(), &bus, gen.clone()).await {
             Ok(m) => m,
             Err(e) => {
                 gen.tasks.stop().await;

@@ -788,3 +788,96 @@ async fn a_pod_groups_claim_made_by_the_control_plane_serves_its_pods_on_the_sec
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }
+
+/// #47 item 2: the mock kubelet that serves the API runs the API's pods
+/// bound to its own node (`dpctl-node`) through the same client as a node
+/// of a cluster (its own kubeconfig, over loopback), beside its static pods:
+/// the control plane makes, allocates and reserves the API pod's claim, the
+/// kubelet prepares it as written and leaves the stored claim the control
+/// plane's (its owner and reservation stay, it is not written over or
+/// deleted by the kubelet); a static pod's claim, allocated by the
+/// kubelet's own scheduler part, gets another device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_mock_kubelet_runs_the_apis_pods_bound_to_its_own_node_beside_its_static_pods() {
+    let a = DraTree::new();
+    let driver = "gpu.first.dpctl.example.com";
+    let (own, ns) = ("dpctl-node", "own");
+    let mut first = mock_kubelet_on(&a.root, &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut first);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let kubeconfig = a.p("kubeconfig");
+    let api = kube::load_kubeconfig(&kubeconfig).unwrap();
+    let mut serve = dra_serve_publishing(&a.root, driver, &kubeconfig, own);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut log, 20, "dra-registered", |e| e["driver"] == driver).await;
+
+    // The class as a manifest (the kubelet's scheduler part reads its manifests; the
+    // API server stores it), a template through the API, one as a manifest.
+    let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]}});
+    a.write("class.yaml", &class.to_string());
+    wait_event(&mut log, 20, "dra-object", |e| e["key"] == format!("DeviceClass {driver}")).await;
+    let template = |name: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": driver}}]}}}})
+    };
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates");
+    let (code, body) = call(&api, "POST", &path, Some(&template("one-gpu"))).await;
+    assert_eq!(code, 201, "{body}");
+
+    // A pod of the API bound to the first's own node.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "api-pod", "namespace": ns},
+        "spec": {"nodeName": own, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "g"}]}}]}});
+    let (code, created) = call(&api, "POST", &format!("/api/v1/namespaces/{ns}/pods"), Some(&pod)).await;
+    assert_eq!(code, 201, "{created}");
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    wait_event(&mut log, 30, "cluster-pod-status", |e| e["uid"] == uid.as_str() && e["phase"] == "Running").await;
+    let (_, running) = call(&api, "GET", &format!("/api/v1/namespaces/{ns}/pods/api-pod"), None).await;
+    let claim_name = running["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap().to_string();
+    let claim_path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}");
+    let (_, claim) = call(&api, "GET", &claim_path, None).await;
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["uid"], uid.as_str(), "the control plane's claim: {claim}");
+    assert_eq!(claim["status"]["reservedFor"][0]["uid"], uid.as_str(), "{claim}");
+    let result = &claim["status"]["allocation"]["devices"]["results"][0];
+    let api_device = format!("{driver}/{}/{}", text(&result["pool"]), text(&result["device"]));
+    let prepared = wait_event(&mut log, 20, "claim-prepared", |e| e["claim"] == format!("{ns}/{claim_name}")).await;
+    assert_eq!(prepared["devices"], json!([api_device]), "prepared as the control plane wrote it: {prepared}");
+    assert!(
+        events(&log, "claim-allocated").iter().all(|e| e["claim"] != format!("{ns}/{claim_name}")),
+        "the kubelet allocated the API pod's claim itself: {}",
+        log.seen()
+    );
+
+    // A static pod's claim: allocated by the kubelet, on another device.
+    let mut static_template = template("static-gpu");
+    static_template["metadata"]["namespace"] = json!("default");
+    a.write("static-template.yaml", &static_template.to_string());
+    let static_pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "static-pod", "namespace": "default"},
+        "spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "static-gpu"}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "g"}]}}]}});
+    a.write("static-pod.yaml", &static_pod.to_string());
+    let mine = wait_event(&mut log, 20, "claim-prepared", |e| e["pod"] == "default/static-pod").await;
+    assert_ne!(mine["devices"], json!([api_device]), "another device than the API pod's: {}", log.seen());
+
+    // The API pod deleted: unprepared, gone; its claim is the control plane's to delete.
+    let (code, body) = call(&api, "DELETE", &format!("/api/v1/namespaces/{ns}/pods/api-pod"), None).await;
+    assert_eq!(code, 200, "{body}");
+    wait_event(&mut log, 30, "cluster-pod-deleted", |e| e["uid"] == uid.as_str()).await;
+    assert!(
+        events(&log, "claim-unprepared").iter().any(|e| e["claim"] == format!("{ns}/{claim_name}")),
+        "{}",
+        log.seen()
+    );
+    assert!(events(&log, "cluster-error").is_empty(), "{}", log.seen());
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    stop_tailed(first, log).await.expect_code(0);
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}

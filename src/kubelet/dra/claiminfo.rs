@@ -476,6 +476,9 @@ pub struct World<'a> {
     /// written (a claim without `status.allocation` or not reserved for the
     /// pod is refused, as the kubelet refuses it), never allocated here.
     pub as_written: bool,
+    /// Devices held by claims outside this node's view (the control plane's
+    /// for pods of the API, not read yet): not handed out again.
+    pub held: &'a [Allocated],
 }
 
 /// What one attempt at preparing a pod's claims does.
@@ -730,6 +733,7 @@ impl ClaimCache {
         }));
         let mut base = self.taken();
         base.extend(&written);
+        base.extend(w.held);
         let mut mine: Vec<Allocated> = Vec::new();
         for c in claims {
             let taken: Vec<&Allocated> = base.iter().copied().chain(&mine).collect();

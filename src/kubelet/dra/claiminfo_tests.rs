@@ -67,6 +67,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
@@ -126,6 +127,7 @@ fn two_claims_of_one_pod_get_different_devices() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
@@ -145,6 +147,7 @@ fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
@@ -166,6 +169,7 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let p1 = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
@@ -220,6 +224,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let plan = cache.plan_prepare("ns", "pod", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
@@ -309,6 +314,7 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
@@ -330,6 +336,7 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     assert!(cache.plan_prepare("ns", "pod-3", "p3", &claims(&["c"]), &w).is_ok());
 }
@@ -346,7 +353,15 @@ fn a_pod_of_the_api_gets_its_claims_as_written_or_not_at_all() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let mine = serde_json::json!([{"resource": "pods", "name": "p1", "uid": "pod-1"}]);
     fn api<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>) -> World<'a> {
-        World { objects, candidates: &[], drivers, features: Default::default(), pod_group: None, as_written: true }
+        World {
+            objects,
+            candidates: &[],
+            drivers,
+            features: Default::default(),
+            pod_group: None,
+            as_written: true,
+            held: &[],
+        }
     }
     let mut cache = ClaimCache::default();
     with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
@@ -390,6 +405,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &off).unwrap_err();
@@ -402,6 +418,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
         features: Default::default(),
         pod_group: Some("x"),
         as_written: false,
+        held: &[],
     };
     assert!(matches!(cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &other), Err(Cause::NotReserved { .. })));
     let on = World {
@@ -411,6 +428,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
         features: Default::default(),
         pod_group: Some("team"),
         as_written: false,
+        held: &[],
     };
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap();
     assert_eq!(plan.preparing, ["ns/c"]);
@@ -429,6 +447,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
             features: Default::default(),
             pod_group: Some("team"),
             as_written: false,
+            held: &[],
         };
         let e = ClaimCache::default().plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap_err();
         assert!(matches!(e, Cause::NotReserved { .. }), "{api_group}/{resource}: {e}");
@@ -453,6 +472,7 @@ fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.batches["gpu.x"][0].uid, "old");
@@ -466,6 +486,7 @@ fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
     assert_eq!(
@@ -494,6 +515,7 @@ fn test_prepare_resources_with_prepared_and_new_claim() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let first = cache.plan_prepare("ns", "pod-0", "p0", &claims(&["a"]), &w).unwrap();
@@ -526,6 +548,7 @@ fn a_written_allocation_of_another_claim_holds_its_device() {
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
@@ -551,6 +574,7 @@ fn a_restored_claim_is_prepared_again_for_a_new_pod_not_for_the_pods_it_names() 
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let gone = World {
         objects: &objects,
@@ -559,6 +583,7 @@ fn a_restored_claim_is_prepared_again_for_a_new_pod_not_for_the_pods_it_names() 
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        held: &[],
     };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();

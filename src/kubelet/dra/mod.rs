@@ -162,6 +162,9 @@ struct State {
     slices_stamp: u64,
     /// The candidates last computed, with what they were computed from.
     candidates: Option<(CandidateStamp, Arc<Vec<Candidate>>)>,
+    /// Claims (`namespace/name`) read from the API server for its pods
+    /// ([`fetch`]): the API server's, never written into it from here.
+    api_claims: BTreeSet<String>,
 }
 
 /// What the allocator's candidates are computed from: manifest slices,
@@ -580,7 +583,13 @@ impl DraManager {
 
     /// A DRA object manifest went away.
     pub fn forget_object(&self, key: &str) {
-        let removed = self.lock().objects.remove(key);
+        let removed = {
+            let mut st = self.lock();
+            if let Some(claim) = key.strip_prefix("ResourceClaim ") {
+                st.api_claims.remove(claim);
+            }
+            st.objects.remove(key)
+        };
         if let Some(Object::Slice { .. }) = removed {
             self.lock().slices_stamp = crate::core::stamp();
         }
@@ -703,13 +712,32 @@ impl DraManager {
             v["kind"] = serde_json::json!("ResourceClaim");
             let obj = objects::parse(&v).map_err(|e| fail(fetch::FetchError::Invalid(e)))?;
             let key = obj.key();
-            let same = matches!((self.lock().objects.get(&key), &obj),
-                (Some(Object::Claim { raw: held, .. }), Object::Claim { raw, .. }) if held == raw);
+            let same = {
+                let mut st = self.lock();
+                st.api_claims.insert(format!("{}/{}", pod.namespace, c.name));
+                matches!((st.objects.get(&key), &obj),
+                    (Some(Object::Claim { raw: held, .. }), Object::Claim { raw, .. }) if held == raw)
+            };
             if !same {
                 self.put_object(obj, Path::new("(api server)"));
             }
         }
         Ok(())
+    }
+
+    /// The claims of the control plane this manager did not write (those it
+    /// allocated for pods of the API), with their keys: the devices of those
+    /// not read yet are given to no static pod by this node's scheduler
+    /// part, as kube-scheduler counts every allocated claim. Read without
+    /// the state lock (publishing holds `published`, then the state).
+    fn written_elsewhere(&self, pod: &Pod) -> Vec<(String, serde_json::Value)> {
+        let Some(api) = self.spec.api.as_ref().filter(|_| !pod.from_api) else { return Vec::new() };
+        let published = self.published.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        api.claim_keys()
+            .into_iter()
+            .filter(|k| !published.contains(k))
+            .filter_map(|k| Some((k.clone(), api.claim(&k)?)))
+            .collect()
     }
 
     /// After a prepare: each container of the special claim that gets no
@@ -781,11 +809,20 @@ impl DraManager {
     async fn prepare_once(self: &Arc<Self>, pod: &Pod) -> Result<Prepared, DraError> {
         let fail = |cause| DraError::new(Operation::Prepare, cause);
         let pod_key = pod.key();
+        let elsewhere = self.written_elsewhere(pod);
         let (plan, conns, change) = {
             let mut guard = self.lock();
             let st = &mut *guard;
             let p = st.pods.entry(pod.uid.clone()).or_insert_with(|| self.pod_info(pod)).clone();
             let candidates = self.candidates(st);
+            let held: Vec<Allocated> = elsewhere
+                .iter()
+                .filter(|(k, _)| !st.api_claims.contains(k))
+                .flat_map(|(_, c)| {
+                    c["status"]["allocation"]["devices"]["results"].as_array().map(|r| allocator::given(r))
+                })
+                .flatten()
+                .collect();
             let drivers: BTreeSet<String> = st.plugins.keys().cloned().collect();
             let world = World {
                 objects: &st.objects,
@@ -797,6 +834,7 @@ impl DraManager {
                     .as_deref()
                     .filter(|_| self.spec.profile.dra_workload_resource_claims.enabled()),
                 as_written: pod.from_api,
+                held: &held,
             };
             let plan =
                 st.claims.plan_prepare(&p.namespace, &pod.uid, &pod.name, &p.pod_claims, &world).map_err(fail)?;
@@ -1137,6 +1175,13 @@ impl DraManager {
         let st = self.lock();
         let mut out = claim_objects::claim_objects(&st.claims, &st.pods, &st.objects, node);
         extended::claim_objects(&mut out, &st.pods);
+        // The claims of the API server's pods are its own.
+        out.retain(|o| {
+            let m = &o["metadata"];
+            let key =
+                format!("{}/{}", m["namespace"].as_str().unwrap_or_default(), m["name"].as_str().unwrap_or_default());
+            !st.api_claims.contains(&key)
+        });
         out
     }
 

@@ -151,7 +151,7 @@ fn ok(s: &Store, m: &str, p: &str, b: Value) -> Value {
 /// request tolerates the taint for `seconds` (None: no toleration), and a
 /// pod bound to node-b using it; the pod as stored once its claim is allocated.
 fn cluster(seconds: Option<i64>) -> (Store, Timer, Value) {
-    let (s, timer) = super::super::plane(37, "dpctl-node");
+    let (s, timer) = super::super::plane(37);
     ok(
         &s,
         "POST",
