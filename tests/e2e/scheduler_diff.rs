@@ -411,6 +411,8 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
         claims.insert("<extended resources>".into(), shape);
     }
     let mappings = ext["requestMappings"].clone();
+    // KEP-5517: what the scheduler's DynamicResources plugin patched into the pod (PreBind).
+    let node_allocatable = pod["status"]["nodeAllocatableResourceClaimStatuses"].clone();
     let scheduled = match side {
         Side::Kube => pod["spec"]["nodeName"].is_string(),
         // Every claim allocated and reserved for the pod: what the scheduler does before it binds.
@@ -425,7 +427,8 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
                 .all(|c| c["allocation"].is_object() && c["reservedFor"].as_array().is_some_and(|r| r.iter().any(mine)))
         }
     };
-    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings, "claims": claims})
+    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings,
+        "nodeAllocatableResourceClaimStatuses": node_allocatable, "claims": claims})
 }
 
 /// What is compared of a claim.
@@ -1058,4 +1061,108 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
     let mut lines = Vec::new();
     diff("", &dpctl_out, &kube_out, &mut lines);
     assert!(lines.is_empty(), "{GATES}: dpctl's control plane allocates otherwise:\n{}", lines.join("\n"));
+}
+
+/// KEP-5517 (DRANodeAllocatableResources, alpha, off in 1.37) with the
+/// gate on on both sides: devices that are the node's cpu (a
+/// `deviceMultiplier` mapping), a GPU with a memory overhead (per pod and
+/// per container), a shared memory device whose consumed capacity maps to
+/// memory (`capacityKey`, `capacityMultiplier`); on a node of 8 cpu and
+/// 16Gi. p1 takes two cpu devices; p2 shares p1's mapped claim (refused:
+/// a mapped claim is not shared across pods); p3 and p4 share the
+/// overhead-only GPU claim (allowed, each pod its own overhead); p5 maps
+/// 3Gi of consumed capacity to 6Gi of memory; p6 asks for 3 cpu and a cpu
+/// device of 2 where 3 are left (refused: Insufficient cpu).
+const NODE_ALLOCATABLE_CASE: Case = Case {
+    name: "node-allocatable",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'cpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'gpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-mem"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'mem'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[
+                {"name":"cpu-0","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-1","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-2","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"gpu-0","attributes":{"kind":{"string":"gpu"}},"nodeAllocatableResources":{"memory":{"overhead":{"perPod":"1Gi","perContainer":"512Mi"}}}},
+                {"name":"mem-0","attributes":{"kind":{"string":"mem"}},"allowMultipleAllocations":true,"capacity":{"memory":{"value":"8Gi"}},
+                 "nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"2"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"cpus"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu","count":2}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"gpu"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"mem"},"spec":{"devices":{"requests":[{"name":"mem","exactly":{"deviceClassName":"{c}-mem","capacity":{"requests":{"memory":"3Gi"}}}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"more"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p3"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"a","resources":{"requests":{"memory":"1Gi"},"claims":[{"name":"gpu"}]}},{"name":"b","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p4"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p5"},"spec":{"resourceClaims":[{"name":"mem","resourceClaimName":"mem"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"mem"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p6"},"spec":{"resourceClaims":[{"name":"more","resourceClaimName":"more"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}}
+    ]"#,
+};
+
+/// #48, KEP-5517: with DRANodeAllocatableResources on on both sides
+/// (`-feature-gates` for the real control plane, `--feature-gates` for the
+/// mock kubelet), the pods of [`NODE_ALLOCATABLE_CASE`] are scheduled or
+/// refused alike and get the same `status.nodeAllocatableResourceClaimStatuses`
+/// (the claims, their containers, mapped quantities and overheads). Both
+/// sides have the case's Node (8 cpu, 16Gi): the real scheduler's and
+/// dpctl's fit check read its allocatable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    const GATES: &str = "DRANodeAllocatableResources=true";
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let k = tmp();
+    let mut child =
+        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    // The node declares the feature, as a kubelet with the gate on does
+    // (status.declaredFeatures): kube-apiserver's NodeDeclaredFeatureValidator
+    // admission refuses a slice with nodeAllocatableResources for a node that
+    // does not (403 `node "N" does not support DRANodeAllocatableResources feature`).
+    let node = node_name(&NODE_ALLOCATABLE_CASE, &run);
+    for api in [&kube_api, &dpctl_api] {
+        kube_node(api, &node).await;
+        let status = json!({"status": {"declaredFeatures": ["DRANodeAllocatableResources"]}});
+        let path = format!("/api/v1/nodes/{node}/status");
+        let merge = "application/merge-patch+json";
+        let (code, body) = kube::request_as(api, "PATCH", &path, merge, Some(&status), T).await.unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+    let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
+    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
+    // What an operator reads of a refused pod on the real side (docs/dra.md).
+    let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
+    for p in ["p2", "p6"] {
+        let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
+        eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
+    }
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    eprintln!("node-allocatable: kube {kube_out}");
+    // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
+    let placed: Vec<bool> = (1..=6).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
+    assert_eq!(placed, [true, false, true, true, true, false], "{kube_out:#}");
+    assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    if !lines.is_empty() {
+        let f = write_case(&NODE_ALLOCATABLE_CASE, &run, &lines);
+        panic!(
+            "{GATES}: dpctl's control plane accounts node-allocatable resources otherwise (written to {}):\n{}",
+            f.display(),
+            lines.join("\n")
+        );
+    }
 }
