@@ -748,7 +748,18 @@ async fn gated_fields(api: &ApiServer, run: &str) -> Value {
         .flatten()
         .map(|c| json!({"field": c["field"], "reason": c["reason"]}))
         .collect();
+    // A pod's status.nodeAllocatableResourceClaimStatuses (DRANodeAllocatableResources off in both runs).
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("gated-{run}")},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "registry.example.com/app:1"}]}});
+    create(api, "/api/v1/namespaces/default/pods", &pod).await;
+    let status = json!({"status": {"nodeAllocatableResourceClaimStatuses": [{"resourceClaimName": "x",
+        "mapping": [{"name": "cpu", "quantity": "2"}]}]}});
+    let path = format!("/api/v1/namespaces/default/pods/gated-{run}/status");
+    let (pcode, p) =
+        kube::request_as(api, "PATCH", &path, "application/merge-patch+json", Some(&status), T).await.unwrap();
     json!({
+        "podStatus": {"code": pcode, "nodeAllocatableResourceClaimStatuses": p["status"].get("nodeAllocatableResourceClaimStatuses").is_some()},
         "slice": {"code": code, "allowMultipleAllocations": d.get("allowMultipleAllocations").is_some(),
             "requestPolicy": d["capacity"]["memory"].get("requestPolicy").is_some(),
             "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some()},
@@ -1141,8 +1152,10 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     }
     let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
     let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
-    // What an operator reads of a refused pod on the real side (docs/dra.md).
     let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
+    let kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
+    let dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
+    // What an operator reads of a refused pod on the real side (docs/dra.md).
     for p in ["p2", "p6"] {
         let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
         eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
@@ -1155,8 +1168,11 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     let placed: Vec<bool> = (1..=6).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
     assert_eq!(placed, [true, false, true, true, true, false], "{kube_out:#}");
     assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
+    eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
+    assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
     let mut lines = Vec::new();
     diff("", &dpctl_out, &kube_out, &mut lines);
+    diff(".statusWrites", &dpctl_writes, &kube_writes, &mut lines);
     if !lines.is_empty() {
         let f = write_case(&NODE_ALLOCATABLE_CASE, &run, &lines);
         panic!(
@@ -1165,4 +1181,41 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
             lines.join("\n")
         );
     }
+}
+
+/// What an API server answers of `status.nodeAllocatableResourceClaimStatuses`
+/// written to a pod in `ns` (kept from the scheduler by a scheduling gate):
+/// a valid entry (kept), a status update without the field (the old kept:
+/// pod/strategy.go PrepareForUpdate), an invalid entry (422 and its causes:
+/// validateNodeAllocatableResourceClaimStatus), an explicit empty list (cleared).
+async fn node_allocatable_status_writes(api: &ApiServer, ns: &str) -> Value {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writes"},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "registry.example.com/app:1", "resources": {"claims": [{"name": "g"}]}}]}});
+    create(api, &format!("/api/v1/namespaces/{ns}/pods"), &pod).await;
+    let path = format!("/api/v1/namespaces/{ns}/pods/writes/status");
+    let merge = "application/merge-patch+json";
+    let field = "nodeAllocatableResourceClaimStatuses";
+    let patch = |v: Value| {
+        let (api, path) = (api.clone(), path.clone());
+        async move {
+            let (code, body) =
+                kube::request_as(&api, "PATCH", &path, merge, Some(&json!({"status": {field: v}})), T).await.unwrap();
+            json!({"code": code, "causes": answer_shape(code, &body)["causes"], field: body["status"][field]})
+        }
+    };
+    let valid = patch(json!([{"resourceClaimName": "x", "containers": ["c"],
+        "mapping": [{"name": "cpu", "quantity": "2"}], "overhead": [{"name": "memory", "perPod": "1Gi", "perContainer": "0"}]}]))
+    .await;
+    let (_, mut cur) = call(api, "GET", &format!("/api/v1/namespaces/{ns}/pods/writes"), None).await;
+    if let Some(st) = cur["status"].as_object_mut() {
+        st.remove(field);
+    }
+    let (code, body) = call(api, "PUT", &path, Some(&cur)).await;
+    let omitted = json!({"code": code, field: body["status"][field]});
+    let invalid = patch(json!([{"resourceClaimName": "nope",
+        "mapping": [{"name": "example.com/gpu", "quantity": "-1"}], "overhead": [{"name": "memory"}, {"name": "cpu", "perPod": "-1"}]}]))
+    .await;
+    let cleared = patch(json!([])).await;
+    json!({"valid": valid, "omitted": omitted, "invalid": invalid, "cleared": cleared})
 }

@@ -992,6 +992,61 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
 }
 
+/// A pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517, v1.37.2):
+/// dropped with the gate off (pod/util.go dropPodNodeAllocatableResourceStatus);
+/// with it on kept, kept by a status write that leaves it out
+/// (podStatusStrategy.PrepareForUpdate), cleared by an empty list, and
+/// validated (validateNodeAllocatableResourceClaimStatus).
+#[test]
+fn a_pods_node_allocatable_status_is_gated_kept_and_validated_as_kube_apiserver_does() {
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"resourceClaims": [{"name": "g", "resourceClaimName": "x"}], "containers": [{"name": "c", "image": "i"}]}});
+    let entry = json!([{"resourceClaimName": "x", "mapping": [{"name": "cpu", "quantity": "2"}]}]);
+    for (on, kept) in [(false, None), (true, Some(&entry))] {
+        let s = Store::default().with_node_allocatable_resources(on);
+        let (c, _) = call(&s, "POST", pods, "", pod.clone());
+        assert_eq!(c, 201);
+        let (c, got) = call(&s, "GET", &format!("{pods}/p"), "", Value::Null);
+        assert_eq!(c, 200);
+        let mut w = got.clone();
+        w["status"]["nodeAllocatableResourceClaimStatuses"] = entry.clone();
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", w.clone());
+        assert_eq!((c, put["status"].get("nodeAllocatableResourceClaimStatuses")), (200, kept), "gate {on}: {put}");
+        if !on {
+            continue;
+        }
+        let mut omitted = put.clone();
+        omitted["status"].as_object_mut().unwrap().remove("nodeAllocatableResourceClaimStatuses");
+        omitted["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", omitted.clone());
+        assert_eq!((c, &put["status"]["nodeAllocatableResourceClaimStatuses"]), (200, &entry), "{put}");
+        let mut bad = omitted.clone();
+        bad["status"]["nodeAllocatableResourceClaimStatuses"] =
+            json!([{"resourceClaimName": "nope", "overhead": [{"name": "example.com/gpu"}]}]);
+        let (c, refused) = call(&s, "PUT", &format!("{pods}/p/status"), "", bad);
+        let causes: Vec<&str> = refused["details"]["causes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["message"].as_str())
+            .collect();
+        assert_eq!(c, 422, "{refused}");
+        assert_eq!(
+            causes,
+            [
+                "Invalid value: \"nope\": no mapping found in pod reference",
+                "Invalid value: \"example.com/gpu\": must be a node allocatable resource name",
+                "Invalid value: \"\": at least one of perPod or perContainer must be set"
+            ]
+        );
+        let mut cleared = omitted;
+        cleared["status"]["nodeAllocatableResourceClaimStatuses"] = json!([]);
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", cleared);
+        assert_eq!((c, put["status"].get("nodeAllocatableResourceClaimStatuses")), (200, None), "{put}");
+    }
+}
+
 /// DRAConsumableCapacity off (1.34–1.35; v1.37.2 resourceslice/strategy.go
 /// dropDisabledDRAConsumableCapacityFields): a slice loses its devices'
 /// allowMultipleAllocations and capacity requestPolicy unless the slice it
