@@ -123,6 +123,11 @@ pub struct Store {
     /// write drops `spec.resourceClaims` and a status write
     /// `status.resourceClaimStatuses`, unless the PodGroup replaced names claims.
     workload_resource_claims: bool,
+    /// The Kubernetes minor version whose API shapes the decoder knows
+    /// (the `--kubelet-version` profile's; 37 by default): a ResourceSlice's
+    /// devices have 1.36's `nodeAllocatableResourceMappings` up to 1.36 and
+    /// 1.37's `nodeAllocatableResources` from 1.37 ([`fields::versioned`]).
+    api_minor: u32,
 }
 
 /// The controllers, as a store holds them.
@@ -144,6 +149,7 @@ impl Default for Store {
             consumable_capacity: true,
             generic_workload: false,
             workload_resource_claims: false,
+            api_minor: 37,
         }
     }
 }
@@ -271,6 +277,12 @@ impl Store {
     /// default, as kube-apiserver's in 1.36 and 1.37).
     pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
         self.node_allocatable_resources = on;
+        self
+    }
+
+    /// The store decoding the API shapes of Kubernetes 1.`minor` (37 by default).
+    pub fn with_api_minor(mut self, minor: u32) -> Store {
+        self.api_minor = minor;
         self
     }
 
@@ -640,6 +652,7 @@ fn decoded_body(method: &str, content_type: &str, body: &[u8]) -> Option<Value> 
 /// `Strict` refuses duplicate and unknown fields (400); otherwise unknown
 /// fields are dropped (the new body; None: the body as sent).
 fn field_validation(
+    minor: u32,
     method: &str,
     path: &str,
     query: &str,
@@ -650,7 +663,7 @@ fn field_validation(
         // A patch's result is judged once applied (fields::patched_strictly).
         return Ok(None);
     }
-    let Some(kind) = body_kind(path) else { return Ok(None) };
+    let Some(kind) = body_kind(path).map(|k| fields::versioned(k, minor)) else { return Ok(None) };
     let Some(mut obj) = decoded_body(method, content_type, body) else { return Ok(None) };
     if param(query, "fieldValidation").as_deref() == Some("Strict") {
         if let Some(refused) = fields::strict_refusal(kind, body, &obj) {
@@ -694,7 +707,7 @@ pub fn answer_typed(
         }
     }
     let validated;
-    let body = match field_validation(method, path, query, content_type, body) {
+    let body = match field_validation(store.api_minor, method, path, query, content_type, body) {
         Ok(Some(b)) => {
             validated = b;
             validated.as_slice()
@@ -904,9 +917,10 @@ fn slices_answer(
             let Some(cur) = st.slices.get(n).cloned() else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
-            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
-                .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
-            {
+            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES).and_then(|o| {
+                let kind = fields::versioned("ResourceSlice", store.api_minor);
+                fields::patched_strictly("resource.k8s.io", kind, n, o, query)
+            }) {
                 Ok(obj) => replace_slice(store, st, n, obj),
                 Err(e) => e,
             }
@@ -944,19 +958,26 @@ fn slices_answer(
 /// PrepareForUpdate, before validation; pkg/registry/resource/resourceslice/strategy.go
 /// of v1.37.2) for the gates the store has: with DRANodeAllocatableResources
 /// off, every device's `nodeAllocatableResources` goes, unless `old` (the
-/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse).
+/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse). Up
+/// to 1.36 the field is 1.36's `nodeAllocatableResourceMappings`, dropped
+/// the same way (1.36's strategy is not in the sources dpctl is checked
+/// against: taken to be 1.37's for the field it had).
 fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value>) {
+    let field = match store.api_minor {
+        m if m <= 36 => "nodeAllocatableResourceMappings",
+        _ => "nodeAllocatableResources",
+    };
     let has_node_allocatable = |s: &Value| {
         s["spec"]["devices"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|d| d.get("nodeAllocatableResources").and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
+            .any(|d| d.get(field).and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
     };
     if !(store.node_allocatable_resources || old.is_some_and(has_node_allocatable)) {
         for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
             if let Some(d) = d.as_object_mut() {
-                d.remove("nodeAllocatableResources");
+                d.remove(field);
             }
         }
     }
@@ -1278,7 +1299,7 @@ async fn respond(
         (None, Err(e)) => e,
         (None, Ok(buf)) => {
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
-            warnings = field_warnings(parts.method.as_str(), &path, &query, content_type, &buf);
+            warnings = field_warnings(store.api_minor, parts.method.as_str(), &path, &query, content_type, &buf);
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
@@ -1315,11 +1336,11 @@ fn strategy_warnings(written: &Value) -> Vec<String> {
     }
 }
 
-fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
+fn field_warnings(minor: u32, method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
     if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
         return vec![];
     }
-    let Some(kind) = body_kind(path) else { return vec![] };
+    let Some(kind) = body_kind(path).map(|k| fields::versioned(k, minor)) else { return vec![] };
     let Some(obj) = decoded_body(method, content_type, body) else { return vec![] };
     let mut out: Vec<String> = fields::duplicate(body).map(|d| format!("duplicate field {d:?}")).into_iter().collect();
     out.extend(fields::unknown(kind, &obj).into_iter().map(|u| format!("unknown field {u:?}")));

@@ -725,7 +725,9 @@ async fn gated_fields(api: &ApiServer, run: &str) -> Value {
         "spec": {"driver": "gated.example.com", "nodeName": format!("gated-{run}"), "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": "d0", "allowMultipleAllocations": true,
                 "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}},
-                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}});
+                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}},
+                // 1.36's shape (field 13, tombstoned in 1.37): an unknown field to 1.37.
+                "nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "2"}}}]}});
     let (code, s) = call(api, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&slice)).await;
     let d = &s["spec"]["devices"][0];
     let claim = |name: &str, exactly: Value, constraints: Value| {
@@ -762,7 +764,8 @@ async fn gated_fields(api: &ApiServer, run: &str) -> Value {
         "podStatus": {"code": pcode, "nodeAllocatableResourceClaimStatuses": p["status"].get("nodeAllocatableResourceClaimStatuses").is_some()},
         "slice": {"code": code, "allowMultipleAllocations": d.get("allowMultipleAllocations").is_some(),
             "requestPolicy": d["capacity"]["memory"].get("requestPolicy").is_some(),
-            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some()},
+            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some(),
+            "nodeAllocatableResourceMappings": d.get("nodeAllocatableResourceMappings").is_some()},
         "capacityClaim": {"code": ccode, "capacity": c["spec"]["devices"]["requests"][0]["exactly"].get("capacity").is_some()},
         "distinctClaim": {"code": dcode, "causes": causes},
     })

@@ -992,6 +992,53 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
 }
 
+/// KEP-5517's device field by API version: 1.37 tombstoned 1.36's
+/// `nodeAllocatableResourceMappings` (field 13; k8s.io/api v0.37.2
+/// resource/v1/types.go) — an unknown field there, dropped (or refused under
+/// Strict) — and 1.36 (k8s.io/api v0.36.6) has no `nodeAllocatableResources`.
+/// Under a 1.36 profile the mappings (v0.36.6 testdata/HEAD's shape) are kept
+/// with the gate on and dropped with it off unless the slice replaced has some.
+#[test]
+fn node_allocatable_fields_follow_the_profiles_api_version() {
+    let mappings = json!({"cpu": {"capacityKey": "cores", "allocationMultiplier": "2"}});
+    let resources = json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}});
+    let mut obj = slice_with("s", 1);
+    obj["spec"]["devices"][0]["capacity"] = json!({"cores": {"value": "8"}});
+    obj["spec"]["devices"][0]["nodeAllocatableResourceMappings"] = mappings.clone();
+    obj["spec"]["devices"][0]["nodeAllocatableResources"] = resources.clone();
+    let stored = |v: &Value, f: &str| v["spec"]["devices"][0].get(f).cloned();
+    // 1.37, the gate on: 1.36's field is unknown (dropped; refused under Strict).
+    let s37 = Store::default().with_node_allocatable_resources(true);
+    let (c, v) = call(&s37, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        (stored(&v, "nodeAllocatableResourceMappings"), stored(&v, "nodeAllocatableResources")),
+        (None, Some(resources))
+    );
+    let (c, v) = call(&s37, "POST", SLICES, "fieldValidation=Strict", obj.clone());
+    assert_eq!(c, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "strict decoding error: unknown field \"spec.devices[0].nodeAllocatableResourceMappings\""
+    );
+    // 1.36, the gate on: its own field kept, 1.37's unknown.
+    let s36 = Store::default().with_api_minor(36).with_node_allocatable_resources(true);
+    let (c, v) = call(&s36, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        (stored(&v, "nodeAllocatableResourceMappings"), stored(&v, "nodeAllocatableResources")),
+        (Some(mappings.clone()), None)
+    );
+    // 1.36, the gate off: dropped, unless the slice replaced has some.
+    let off = Store::default().with_api_minor(36);
+    let (c, v) = call(&off, "POST", SLICES, "", obj.clone());
+    assert_eq!((c, stored(&v, "nodeAllocatableResourceMappings")), (201, None), "{v}");
+    let kept = { s36.lock().slices.get("s").cloned().unwrap() };
+    off.lock().put("s".into(), kept);
+    let (c, v) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, stored(&v, "nodeAllocatableResourceMappings")), (200, Some(mappings)), "{v}");
+}
+
 /// A pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517, v1.37.2):
 /// dropped with the gate off (pod/util.go dropPodNodeAllocatableResourceStatus);
 /// with it on kept, kept by a status write that leaves it out
