@@ -744,7 +744,7 @@ pub fn answer_typed(
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
     let name = rest.strip_prefix('/').unwrap_or("");
-    let a = slices_answer(store, &mut st, method, name, query, content_type, body);
+    let a = slices_answer(store, &mut st, node, method, name, query, content_type, body);
     written(store, &mut st, method, a)
 }
 
@@ -827,9 +827,11 @@ fn written(store: &Store, st: &mut StoreInner, method: &str, a: (u16, Value)) ->
 }
 
 /// A request of the ResourceSlices collection or of slice `name`.
+#[allow(clippy::too_many_arguments)]
 fn slices_answer(
     store: &Store,
     st: &mut StoreInner,
+    node: &str,
     method: &str,
     name: &str,
     query: &str,
@@ -902,6 +904,9 @@ fn slices_answer(
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
+            if let Some(refused) = node_declared_features(store, st, node, &obj, &n) {
+                return refused;
+            }
             st.version += 1;
             set_kind(&mut obj);
             meta::created(&mut obj, &n, st.version, &format!("slice\0{n}\0{}", st.version), false);
@@ -910,7 +915,7 @@ fn slices_answer(
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => match parse(body) {
-            Ok(obj) => replace_slice(store, st, n, obj),
+            Ok(obj) => replace_slice(store, st, node, n, obj),
             Err(e) => e,
         },
         ("PATCH", n) if !n.is_empty() => {
@@ -921,7 +926,7 @@ fn slices_answer(
                 let kind = fields::versioned("ResourceSlice", store.api_minor);
                 fields::patched_strictly("resource.k8s.io", kind, n, o, query)
             }) {
-                Ok(obj) => replace_slice(store, st, n, obj),
+                Ok(obj) => replace_slice(store, st, node, n, obj),
                 Err(e) => e,
             }
         }
@@ -1066,7 +1071,74 @@ pub(super) fn drop_disabled_claim_status_fields(store: &Store, next: &mut Value,
 }
 
 /// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
-fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
+/// The feature a node declares (`status.declaredFeatures`) when its kubelet
+/// has DRANodeAllocatableResources on (component-helpers
+/// nodedeclaredfeatures/features/dranodeallocatableresources).
+pub const NODE_ALLOCATABLE_FEATURE: &str = "DRANodeAllocatableResources";
+
+/// kube-apiserver's NodeDeclaredFeatureValidator admission for slice `n`
+/// (plugin/pkg/admission/nodedeclaredfeatures/admission.go v1.37.2; with
+/// NodeDeclaredFeatures on, GA in 1.37 and beta-on in 1.36, and
+/// DRANodeAllocatableResources on): each device with
+/// `nodeAllocatableResources` must map to nodes that declare the feature —
+/// the slice's (or, with `perDeviceNodeSelection`, the device's) `nodeName`,
+/// every Node for `allNodes`; none at all is refused too. 403 Forbidden, as
+/// an admission plugin refuses. The store's own node (`own`: the mock
+/// kubelet serving it) declares it when the gate is on. A `nodeSelector` is
+/// not matched here (such devices pass).
+fn node_declared_features(store: &Store, st: &StoreInner, own: &str, obj: &Value, n: &str) -> Option<(u16, Value)> {
+    if !store.node_allocatable_resources || store.api_minor < 36 {
+        return None;
+    }
+    let forbidden = |why: String| {
+        let (c, mut v) = status(403, "Forbidden", format!("resourceslices.resource.k8s.io {n:?} is forbidden: {why}"));
+        v["details"] = json!({"name": n, "group": "resource.k8s.io", "kind": "resourceslices"});
+        (c, v)
+    };
+    let nodes = builtin::nodes(st);
+    let declares = |name: &str| {
+        name == own
+            || nodes.iter().any(|nd| {
+                nd["metadata"]["name"] == name
+                    && nd["status"]["declaredFeatures"]
+                        .as_array()
+                        .is_some_and(|f| f.iter().any(|x| x == NODE_ALLOCATABLE_FEATURE))
+            })
+    };
+    let exists = |name: &str| name == own || nodes.iter().any(|nd| nd["metadata"]["name"] == name);
+    let spec = &obj["spec"];
+    let per_device = spec["perDeviceNodeSelection"] == true;
+    for d in spec["devices"].as_array().into_iter().flatten() {
+        if d["nodeAllocatableResources"].as_object().is_none_or(|m| m.is_empty()) {
+            continue;
+        }
+        let dev = d["name"].as_str().unwrap_or_default();
+        let at = if per_device { d } else { spec };
+        let single = at["nodeName"].as_str().filter(|s| !s.is_empty());
+        let all = at["allNodes"] == true;
+        if single.is_none() && at["nodeSelector"].is_null() && !all {
+            return Some(forbidden(format!(
+                "device {dev:?} in ResourceSlice has NodeAllocatableResources but does not map to any nodes"
+            )));
+        }
+        if let Some(node) = single {
+            if !exists(node) {
+                return Some(forbidden(format!("node {node:?} not found for device {dev:?}")));
+            }
+            if !declares(node) {
+                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
+            }
+        } else if all {
+            let names = nodes.iter().filter_map(|nd| nd["metadata"]["name"].as_str());
+            if let Some(node) = names.into_iter().find(|nd| !declares(nd)) {
+                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
+            }
+        }
+    }
+    None
+}
+
+fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut obj: Value) -> (u16, Value) {
     // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
     if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
         return status(
@@ -1087,6 +1159,9 @@ fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) ->
     let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
     if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
         return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
+    }
+    if let Some(refused) = node_declared_features(store, st, node, &obj, n) {
+        return refused;
     }
     let cur = cur.clone();
     st.version += 1;

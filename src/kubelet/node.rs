@@ -486,7 +486,10 @@ async fn start_generation(s: &NodeSpec, bus: &EventBus, gen: Generation) -> Resu
         gen.tasks.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
     }
     if let Some(c) = &s.cluster {
-        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        if s.manager.profile.dra_node_allocatable_resources.enabled() {
+            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+        }
         gen.tasks.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
     }
     if let Some(dir) = &s.plugins_registry_dir {
@@ -752,7 +755,10 @@ async fn run(
         }
     }
     if let Some(c) = &s.cluster {
-        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        if s.manager.profile.dra_node_allocatable_resources.enabled() {
+            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+        }
         drop(status.spawn_joined(crate::kubelet::cluster::run_node(
             c.clone(),
             machine,

@@ -1156,8 +1156,10 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
     let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
     let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
-    let kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
-    let dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
+    let mut kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
+    let mut dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
+    kube_writes["admission"] = undeclared_node_slices(&kube_api, &run).await;
+    dpctl_writes["admission"] = undeclared_node_slices(&dpctl_api, &run).await;
     // What an operator reads of a refused pod on the real side (docs/dra.md).
     for p in ["p2", "p6"] {
         let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
@@ -1173,6 +1175,7 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
     eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
     assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
+    assert_eq!(kube_writes["admission"]["undeclared"]["code"], 403, "{kube_writes:#}");
     let mut lines = Vec::new();
     diff("", &dpctl_out, &kube_out, &mut lines);
     diff(".statusWrites", &dpctl_writes, &kube_writes, &mut lines);
@@ -1221,4 +1224,23 @@ async fn node_allocatable_status_writes(api: &ApiServer, ns: &str) -> Value {
     .await;
     let cleared = patch(json!([])).await;
     json!({"valid": valid, "omitted": omitted, "invalid": invalid, "cleared": cleared})
+}
+
+/// KEP-5517's slices for nodes that cannot take them (the gate on):
+/// kube-apiserver's NodeDeclaredFeatureValidator admission refuses a slice
+/// with nodeAllocatableResources for a Node that does not declare
+/// DRANodeAllocatableResources and for a Node that does not exist (403).
+async fn undeclared_node_slices(api: &ApiServer, run: &str) -> Value {
+    let undeclared = format!("sd{run}-undeclared");
+    kube_node(api, &undeclared).await;
+    let slice = |name: &str, node: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "na.example.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "cpu-0", "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}})
+    };
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let (uc, ub) = call(api, "POST", path, Some(&slice(&format!("{undeclared}-s"), &undeclared))).await;
+    let ghost = format!("sd{run}-ghost");
+    let (gc, gb) = call(api, "POST", path, Some(&slice(&format!("{ghost}-s"), &ghost))).await;
+    json!({"undeclared": refusal(uc, &ub), "ghost": refusal(gc, &gb)})
 }

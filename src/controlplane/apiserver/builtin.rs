@@ -470,6 +470,13 @@ pub(super) fn served(k: &Kind, obj: &Value) -> Value {
     o
 }
 
+/// The Nodes stored.
+pub(super) fn nodes(st: &StoreInner) -> Vec<&Value> {
+    let Some(k) = kind_of("", "nodes") else { return vec![] };
+    let prefix = format!("{}/{}/", k.group, k.resource);
+    st.builtin.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v).collect()
+}
+
 /// This node, as the store first holds it.
 fn node_object(node: &str, version: u64) -> Value {
     json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,

@@ -992,6 +992,44 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
 }
 
+/// NodeDeclaredFeatureValidator (plugin/pkg/admission/nodedeclaredfeatures
+/// v1.37.2), the gate on: a slice with node-allocatable resources for a
+/// Node that does not declare DRANodeAllocatableResources, or for no Node,
+/// is 403; for a Node that declares it, or the store's own node, it is
+/// taken; with the gate off nothing is checked (the field is dropped).
+#[test]
+fn node_allocatable_slices_need_a_node_that_declares_the_feature() {
+    let nodes = "/api/v1/nodes";
+    let on = Store::default().with_node_allocatable_resources(true);
+    for (name, declared) in [("plain", json!([])), ("ready", json!(["DRANodeAllocatableResources"]))] {
+        let (c, v) =
+            call(&on, "POST", nodes, "", json!({"metadata": {"name": name}, "status": {"declaredFeatures": declared}}));
+        assert_eq!(c, 201, "{v}");
+    }
+    let slice = |node: &str| {
+        let mut s = slice_with(&format!("{node}-s"), 1);
+        s["spec"]["nodeName"] = json!(node);
+        s["spec"]["devices"][0]["nodeAllocatableResources"] = json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}});
+        s
+    };
+    let (c, v) = call(&on, "POST", SLICES, "", slice("plain"));
+    assert_eq!(
+        (c, v["message"].as_str().unwrap_or_default()),
+        (403, "resourceslices.resource.k8s.io \"plain-s\" is forbidden: node \"plain\" does not support DRANodeAllocatableResources feature")
+    );
+    let (c, v) = call(&on, "POST", SLICES, "", slice("ghost"));
+    assert_eq!(
+        (c, v["message"].as_str().unwrap_or_default()),
+        (403, "resourceslices.resource.k8s.io \"ghost-s\" is forbidden: node \"ghost\" not found for device \"d0\"")
+    );
+    for node in ["ready", "node-1"] {
+        let (c, v) = call(&on, "POST", SLICES, "", slice(node));
+        assert_eq!(c, 201, "{node}: {v}");
+    }
+    let (c, v) = call(&Store::default(), "POST", SLICES, "", slice("ghost"));
+    assert_eq!(c, 201, "{v}");
+}
+
 /// KEP-5517's device field by API version: 1.37 tombstoned 1.36's
 /// `nodeAllocatableResourceMappings` (field 13; k8s.io/api v0.37.2
 /// resource/v1/types.go) — an unknown field there, dropped (or refused under
