@@ -289,9 +289,62 @@ pub fn pod_requests(pod: &Value, statuses: &Value) -> Resources {
     r
 }
 
-/// validatePodLevelResourcesCoverDRA's requests part: a pod-level request
-/// smaller than what the containers and `statuses` ask for refuses the pod
-/// (UnschedulableAndUnresolvable), with upstream's message.
+/// GetContainerDRAAllocations: what the statuses naming container `name`
+/// give it — mapped quantities, and per overhead `perPod + perContainer`.
+pub fn container_dra(statuses: &Value, name: &str) -> Resources {
+    let mut out = Resources::new();
+    for st in statuses.as_array().into_iter().flatten() {
+        if !st["containers"].as_array().is_some_and(|c| c.iter().any(|c| c == name)) {
+            continue;
+        }
+        for m in st["mapping"].as_array().into_iter().flatten() {
+            add_all(&mut out, &quantities(&json!({ text(&m["name"]): m["quantity"] })));
+        }
+        for o in st["overhead"].as_array().into_iter().flatten() {
+            let q = |k: &str| quantities(&json!({ "q": o[k] })).get("q").copied().unwrap_or(0);
+            *out.entry(text(&o["name"]).to_string()).or_default() += q("perPod") + q("perContainer");
+        }
+    }
+    out
+}
+
+/// AggregateContainerLimits with the DRA part (addDRANodeAllocatableLimits):
+/// the containers' limits aggregated as requests are, then `statuses`'
+/// resources added where a limit is declared, and to hugepages always.
+fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
+    let limits = |c: &Value| quantities(&c["resources"]["limits"]);
+    let mut result = Resources::new();
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        add_all(&mut result, &limits(c));
+    }
+    let mut sidecars = Resources::new();
+    let mut init = Resources::new();
+    for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
+        let r = limits(c);
+        if c["restartPolicy"] == "Always" {
+            add_all(&mut result, &r);
+            add_all(&mut sidecars, &r);
+            max_all(&mut init, &sidecars);
+        } else {
+            let mut need = sidecars.clone();
+            add_all(&mut need, &r);
+            max_all(&mut init, &need);
+        }
+    }
+    max_all(&mut result, &init);
+    for (k, v) in dra_resources(statuses) {
+        if result.contains_key(&k) || k.starts_with("hugepages-") {
+            *result.entry(k).or_default() += v;
+        }
+    }
+    result
+}
+
+/// validatePodLevelResourcesCoverDRA (UnschedulableAndUnresolvable, with
+/// upstream's messages): a pod-level request smaller than what the
+/// containers and `statuses` ask for; a pod-level hugepages limit below the
+/// containers' limits with the DRA part; a pod-level limit below a
+/// container's limit plus what the statuses give that container.
 pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
     let want = aggregate_requests(pod, statuses);
     for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
@@ -299,6 +352,29 @@ pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
             return Err(format!(
                 "pod level request for {k} is insufficient to cover the aggregated container and node-allocatable DRA requests"
             ));
+        }
+    }
+    let pod_limits = quantities(&pod["spec"]["resources"]["limits"]);
+    if pod_limits.is_empty() {
+        return Ok(());
+    }
+    for (k, v) in aggregate_limits(pod, statuses).iter().filter(|(k, _)| k.starts_with("hugepages-")) {
+        if pod_limits.get(k).is_some_and(|l| v > l) {
+            return Err(format!(
+                "pod level limit for {k} is insufficient to cover the aggregated container and node-allocatable DRA limits"
+            ));
+        }
+    }
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        let name = text(&c["name"]);
+        let dra = container_dra(statuses, name);
+        for (k, limit) in quantities(&c["resources"]["limits"]) {
+            let Some(pl) = pod_limits.get(&k).filter(|_| !k.starts_with("hugepages-")) else { continue };
+            if limit + dra.get(&k).copied().unwrap_or(0) > *pl {
+                return Err(format!(
+                    "pod level limit for {k} is insufficient to cover the limit and DRA overhead for container {name}"
+                ));
+            }
         }
     }
     Ok(())

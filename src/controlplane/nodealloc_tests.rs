@@ -94,6 +94,21 @@ fn pod_requests_count_containers_init_containers_and_the_dra_part() {
         pod_level_covers(&level, &statuses).unwrap_err(),
         "pod level request for cpu is insufficient to cover the aggregated container and node-allocatable DRA requests"
     );
+    // Limits: a container's limit plus what the claims give it (a: 4 cpu
+    // mapped; 1Gi + 512Mi of memory overhead) against the pod-level limit.
+    assert_eq!(
+        container_dra(&statuses, "a"),
+        [("cpu".to_string(), 4 * n), ("memory".to_string(), 3 * gi * n / 2)].into()
+    );
+    let mut limited = pod.clone();
+    limited["spec"]["resources"] = json!({"requests": {"cpu": "10"}, "limits": {"cpu": "5"}});
+    limited["spec"]["containers"][0]["resources"]["limits"] = json!({"cpu": "1"});
+    assert_eq!(pod_level_covers(&limited, &statuses), Ok(()), "1 + 4 <= 5");
+    limited["spec"]["containers"][0]["resources"]["limits"] = json!({"cpu": "1500m"});
+    assert_eq!(
+        pod_level_covers(&limited, &statuses).unwrap_err(),
+        "pod level limit for cpu is insufficient to cover the limit and DRA overhead for container a"
+    );
 }
 
 /// nodeFitsResources: cpu in millis, memory and ephemeral storage whole,

@@ -1086,7 +1086,10 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
 /// a mapped claim is not shared across pods); p3 and p4 share the
 /// overhead-only GPU claim (allowed, each pod its own overhead); p5 maps
 /// 3Gi of consumed capacity to 6Gi of memory; p6 asks for 3 cpu and a cpu
-/// device of 2 where 3 are left (refused: Insufficient cpu).
+/// device of 2 where 3 are left (refused: Insufficient cpu); p7's pod-level
+/// request of 1 cpu does not cover its claim's 2 (refused); p8's pod-level
+/// limit of 2.5 cpu does not cover its container's limit of 1 and the
+/// claim's 2 (refused).
 const NODE_ALLOCATABLE_CASE: Case = Case {
     name: "node-allocatable",
     objects: r#"[
@@ -1116,7 +1119,14 @@ const NODE_ALLOCATABLE_CASE: Case = Case {
         {"kind":"Pod","metadata":{"name":"p5"},"spec":{"resourceClaims":[{"name":"mem","resourceClaimName":"mem"}],
             "containers":[{"name":"c","resources":{"claims":[{"name":"mem"}]}}]}},
         {"kind":"Pod","metadata":{"name":"p6"},"spec":{"resourceClaims":[{"name":"more","resourceClaimName":"more"}],
-            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}}
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"level"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p7"},"spec":{"resources":{"requests":{"cpu":"1"}},"resourceClaims":[{"name":"level","resourceClaimName":"level"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"level"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"limit"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p8"},"spec":{"resources":{"requests":{"cpu":"2500m"},"limits":{"cpu":"2500m"}},
+            "resourceClaims":[{"name":"limit","resourceClaimName":"limit"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"},"claims":[{"name":"limit"}]}}]}}
     ]"#,
 };
 
@@ -1161,7 +1171,7 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     kube_writes["admission"] = undeclared_node_slices(&kube_api, &run).await;
     dpctl_writes["admission"] = undeclared_node_slices(&dpctl_api, &run).await;
     // What an operator reads of a refused pod on the real side (docs/dra.md).
-    for p in ["p2", "p6"] {
+    for p in ["p2", "p6", "p7", "p8"] {
         let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
         eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
     }
@@ -1170,8 +1180,8 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
     eprintln!("node-allocatable: kube {kube_out}");
     // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
-    let placed: Vec<bool> = (1..=6).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
-    assert_eq!(placed, [true, false, true, true, true, false], "{kube_out:#}");
+    let placed: Vec<bool> = (1..=8).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
+    assert_eq!(placed, [true, false, true, true, true, false, false, false], "{kube_out:#}");
     assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
     eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
     assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
