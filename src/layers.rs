@@ -47,6 +47,7 @@ const INNER: &[(&str, &[(&str, u8)])] = &[
             ("protobuf", 1),
             ("allocator", 2),
             ("extended", 2),
+            ("nodealloc", 2),
             ("apiserver", 2),
             ("scheduler", 3),
             ("client", 3),

@@ -123,6 +123,11 @@ pub struct Store {
     /// write drops `spec.resourceClaims` and a status write
     /// `status.resourceClaimStatuses`, unless the PodGroup replaced names claims.
     workload_resource_claims: bool,
+    /// The Kubernetes minor version whose API shapes the decoder knows
+    /// (the `--kubelet-version` profile's; 37 by default): a ResourceSlice's
+    /// devices have 1.36's `nodeAllocatableResourceMappings` up to 1.36 and
+    /// 1.37's `nodeAllocatableResources` from 1.37 ([`fields::versioned`]).
+    api_minor: u32,
 }
 
 /// The controllers, as a store holds them.
@@ -144,6 +149,7 @@ impl Default for Store {
             consumable_capacity: true,
             generic_workload: false,
             workload_resource_claims: false,
+            api_minor: 37,
         }
     }
 }
@@ -271,6 +277,12 @@ impl Store {
     /// default, as kube-apiserver's in 1.36 and 1.37).
     pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
         self.node_allocatable_resources = on;
+        self
+    }
+
+    /// The store decoding the API shapes of Kubernetes 1.`minor` (37 by default).
+    pub fn with_api_minor(mut self, minor: u32) -> Store {
+        self.api_minor = minor;
         self
     }
 
@@ -640,6 +652,7 @@ fn decoded_body(method: &str, content_type: &str, body: &[u8]) -> Option<Value> 
 /// `Strict` refuses duplicate and unknown fields (400); otherwise unknown
 /// fields are dropped (the new body; None: the body as sent).
 fn field_validation(
+    minor: u32,
     method: &str,
     path: &str,
     query: &str,
@@ -650,7 +663,7 @@ fn field_validation(
         // A patch's result is judged once applied (fields::patched_strictly).
         return Ok(None);
     }
-    let Some(kind) = body_kind(path) else { return Ok(None) };
+    let Some(kind) = body_kind(path).map(|k| fields::versioned(k, minor)) else { return Ok(None) };
     let Some(mut obj) = decoded_body(method, content_type, body) else { return Ok(None) };
     if param(query, "fieldValidation").as_deref() == Some("Strict") {
         if let Some(refused) = fields::strict_refusal(kind, body, &obj) {
@@ -694,7 +707,7 @@ pub fn answer_typed(
         }
     }
     let validated;
-    let body = match field_validation(method, path, query, content_type, body) {
+    let body = match field_validation(store.api_minor, method, path, query, content_type, body) {
         Ok(Some(b)) => {
             validated = b;
             validated.as_slice()
@@ -731,7 +744,7 @@ pub fn answer_typed(
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
     let name = rest.strip_prefix('/').unwrap_or("");
-    let a = slices_answer(store, &mut st, method, name, query, content_type, body);
+    let a = slices_answer(store, &mut st, node, method, name, query, content_type, body);
     written(store, &mut st, method, a)
 }
 
@@ -814,9 +827,11 @@ fn written(store: &Store, st: &mut StoreInner, method: &str, a: (u16, Value)) ->
 }
 
 /// A request of the ResourceSlices collection or of slice `name`.
+#[allow(clippy::too_many_arguments)]
 fn slices_answer(
     store: &Store,
     st: &mut StoreInner,
+    node: &str,
     method: &str,
     name: &str,
     query: &str,
@@ -889,6 +904,9 @@ fn slices_answer(
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
             }
+            if let Some(refused) = node_declared_features(store, st, node, &obj, &n) {
+                return refused;
+            }
             st.version += 1;
             set_kind(&mut obj);
             meta::created(&mut obj, &n, st.version, &format!("slice\0{n}\0{}", st.version), false);
@@ -897,17 +915,18 @@ fn slices_answer(
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => match parse(body) {
-            Ok(obj) => replace_slice(store, st, n, obj),
+            Ok(obj) => replace_slice(store, st, node, n, obj),
             Err(e) => e,
         },
         ("PATCH", n) if !n.is_empty() => {
             let Some(cur) = st.slices.get(n).cloned() else {
                 return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
             };
-            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
-                .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
-            {
-                Ok(obj) => replace_slice(store, st, n, obj),
+            match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES).and_then(|o| {
+                let kind = fields::versioned("ResourceSlice", store.api_minor);
+                fields::patched_strictly("resource.k8s.io", kind, n, o, query)
+            }) {
+                Ok(obj) => replace_slice(store, st, node, n, obj),
                 Err(e) => e,
             }
         }
@@ -944,19 +963,26 @@ fn slices_answer(
 /// PrepareForUpdate, before validation; pkg/registry/resource/resourceslice/strategy.go
 /// of v1.37.2) for the gates the store has: with DRANodeAllocatableResources
 /// off, every device's `nodeAllocatableResources` goes, unless `old` (the
-/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse).
+/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse). Up
+/// to 1.36 the field is 1.36's `nodeAllocatableResourceMappings`, dropped
+/// the same way (1.36's strategy is not in the sources dpctl is checked
+/// against: taken to be 1.37's for the field it had).
 fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value>) {
+    let field = match store.api_minor {
+        m if m <= 36 => "nodeAllocatableResourceMappings",
+        _ => "nodeAllocatableResources",
+    };
     let has_node_allocatable = |s: &Value| {
         s["spec"]["devices"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|d| d.get("nodeAllocatableResources").and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
+            .any(|d| d.get(field).and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
     };
     if !(store.node_allocatable_resources || old.is_some_and(has_node_allocatable)) {
         for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
             if let Some(d) = d.as_object_mut() {
-                d.remove("nodeAllocatableResources");
+                d.remove(field);
             }
         }
     }
@@ -1045,7 +1071,74 @@ pub(super) fn drop_disabled_claim_status_fields(store: &Store, next: &mut Value,
 }
 
 /// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
-fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
+/// The feature a node declares (`status.declaredFeatures`) when its kubelet
+/// has DRANodeAllocatableResources on (component-helpers
+/// nodedeclaredfeatures/features/dranodeallocatableresources).
+pub const NODE_ALLOCATABLE_FEATURE: &str = "DRANodeAllocatableResources";
+
+/// kube-apiserver's NodeDeclaredFeatureValidator admission for slice `n`
+/// (plugin/pkg/admission/nodedeclaredfeatures/admission.go v1.37.2; with
+/// NodeDeclaredFeatures on, GA in 1.37 and beta-on in 1.36, and
+/// DRANodeAllocatableResources on): each device with
+/// `nodeAllocatableResources` must map to nodes that declare the feature —
+/// the slice's (or, with `perDeviceNodeSelection`, the device's) `nodeName`,
+/// every Node for `allNodes`; none at all is refused too. 403 Forbidden, as
+/// an admission plugin refuses. The store's own node (`own`: the mock
+/// kubelet serving it) declares it when the gate is on. A `nodeSelector` is
+/// not matched here (such devices pass).
+fn node_declared_features(store: &Store, st: &StoreInner, own: &str, obj: &Value, n: &str) -> Option<(u16, Value)> {
+    if !store.node_allocatable_resources || store.api_minor < 36 {
+        return None;
+    }
+    let forbidden = |why: String| {
+        let (c, mut v) = status(403, "Forbidden", format!("resourceslices.resource.k8s.io {n:?} is forbidden: {why}"));
+        v["details"] = json!({"name": n, "group": "resource.k8s.io", "kind": "resourceslices"});
+        (c, v)
+    };
+    let nodes = builtin::nodes(st);
+    let declares = |name: &str| {
+        name == own
+            || nodes.iter().any(|nd| {
+                nd["metadata"]["name"] == name
+                    && nd["status"]["declaredFeatures"]
+                        .as_array()
+                        .is_some_and(|f| f.iter().any(|x| x == NODE_ALLOCATABLE_FEATURE))
+            })
+    };
+    let exists = |name: &str| name == own || nodes.iter().any(|nd| nd["metadata"]["name"] == name);
+    let spec = &obj["spec"];
+    let per_device = spec["perDeviceNodeSelection"] == true;
+    for d in spec["devices"].as_array().into_iter().flatten() {
+        if d["nodeAllocatableResources"].as_object().is_none_or(|m| m.is_empty()) {
+            continue;
+        }
+        let dev = d["name"].as_str().unwrap_or_default();
+        let at = if per_device { d } else { spec };
+        let single = at["nodeName"].as_str().filter(|s| !s.is_empty());
+        let all = at["allNodes"] == true;
+        if single.is_none() && at["nodeSelector"].is_null() && !all {
+            return Some(forbidden(format!(
+                "device {dev:?} in ResourceSlice has NodeAllocatableResources but does not map to any nodes"
+            )));
+        }
+        if let Some(node) = single {
+            if !exists(node) {
+                return Some(forbidden(format!("node {node:?} not found for device {dev:?}")));
+            }
+            if !declares(node) {
+                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
+            }
+        } else if all {
+            let names = nodes.iter().filter_map(|nd| nd["metadata"]["name"].as_str());
+            if let Some(node) = names.into_iter().find(|nd| !declares(nd)) {
+                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
+            }
+        }
+    }
+    None
+}
+
+fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut obj: Value) -> (u16, Value) {
     // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
     if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
         return status(
@@ -1066,6 +1159,9 @@ fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) ->
     let want = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default();
     if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
         return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
+    }
+    if let Some(refused) = node_declared_features(store, st, node, &obj, n) {
+        return refused;
     }
     let cur = cur.clone();
     st.version += 1;
@@ -1278,7 +1374,7 @@ async fn respond(
         (None, Err(e)) => e,
         (None, Ok(buf)) => {
             let content_type = if is_patch { content_type.as_str() } else { "application/json" };
-            warnings = field_warnings(parts.method.as_str(), &path, &query, content_type, &buf);
+            warnings = field_warnings(store.api_minor, parts.method.as_str(), &path, &query, content_type, &buf);
             answer_typed(&store, node, parts.method.as_str(), parts.uri.path(), &query, content_type, &buf)
         }
     };
@@ -1315,11 +1411,11 @@ fn strategy_warnings(written: &Value) -> Vec<String> {
     }
 }
 
-fn field_warnings(method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
+fn field_warnings(minor: u32, method: &str, path: &str, query: &str, content_type: &str, body: &[u8]) -> Vec<String> {
     if param(query, "fieldValidation").is_some_and(|v| v != "Warn") {
         return vec![];
     }
-    let Some(kind) = body_kind(path) else { return vec![] };
+    let Some(kind) = body_kind(path).map(|k| fields::versioned(k, minor)) else { return vec![] };
     let Some(obj) = decoded_body(method, content_type, body) else { return vec![] };
     let mut out: Vec<String> = fields::duplicate(body).map(|d| format!("duplicate field {d:?}")).into_iter().collect();
     out.extend(fields::unknown(kind, &obj).into_iter().map(|u| format!("unknown field {u:?}")));

@@ -20,9 +20,17 @@
 //!   writes it ([`crate::controlplane::scheduler::allocation_result`]),
 //!   reserved for the pod, with the scheduler's finalizer
 //!   `resource.kubernetes.io/delete-protection`; an allocated claim is left
-//!   as it is. A pod's `resourceClaimStatuses` are written once every claim
-//!   of it is allocated and reserved, so the node that runs it reads its
-//!   claims ready, as a kubelet does once the scheduler bound the pod;
+//!   as it is. A pod's claims are written all together once each can be
+//!   allocated and reserved, or not at all (the scheduler's Filter fails
+//!   the node with nothing touched). A pod's `resourceClaimStatuses` are
+//!   written once every claim of it is allocated and reserved, so the node
+//!   that runs it reads its claims ready, as a kubelet does once the
+//!   scheduler bound the pod. With DRANodeAllocatableResources on
+//!   (KEP-5517, [`crate::controlplane::nodealloc`]): a claim with a mapped
+//!   device reserved for another pod is not shared, the pod must fit the
+//!   Node's allocatable with its DRA part, and its
+//!   `nodeAllocatableResourceClaimStatuses` are written with the rest;
+//!   a pod refused stays pending, tried again after every write;
 //! - the device-taint eviction controller ([`taints`]): a pod bound to a
 //!   node whose claim's device carries a NoExecute taint it does not
 //!   tolerate gets `DisruptionTarget=True`, an Event, and is deleted;
@@ -43,6 +51,7 @@ pub mod taints;
 use super::allocator::{self, Allocated, Catalog, Features};
 use super::apiserver::{Store, Txn};
 use super::extended;
+use super::nodealloc;
 use super::objects::{self, Object};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,6 +116,8 @@ pub struct Gates {
     pub extended: bool,
     /// DRAWorkloadResourceClaims (KEP-5729).
     pub workload_claims: bool,
+    /// DRANodeAllocatableResources (KEP-5517; alpha, off in 1.36 and 1.37).
+    pub node_allocatable: bool,
 }
 
 impl Gates {
@@ -114,7 +125,12 @@ impl Gates {
     /// ([`Features::of_minor`]), DRAExtendedResource (beta, on, from 1.36),
     /// DRAWorkloadResourceClaims off.
     pub fn of_minor(minor: u32) -> Gates {
-        Gates { features: Features::of_minor(minor), extended: minor >= 36, workload_claims: false }
+        Gates {
+            features: Features::of_minor(minor),
+            extended: minor >= 36,
+            workload_claims: false,
+            node_allocatable: false,
+        }
     }
 }
 
@@ -323,7 +339,7 @@ fn reserved_for(claim: &Value, uid: &str, pod_group: Option<&str>) -> bool {
 
 /// The resourceclaim controller's syncPod and the scheduler's part for one pod.
 fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gates: Gates) {
-    let Gates { features, extended, workload_claims } = gates;
+    let Gates { features, extended, workload_claims, .. } = gates;
     // PreBind: a claim IsReservedForPod (its PodGroup's, with the gate on) is not bound again.
     let group = pod_group(pod).filter(|_| workload_claims);
     let meta = &pod["metadata"];
@@ -434,6 +450,14 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
             }
         }
     }
+    // The claims as they will be written: all of them or none (the
+    // scheduler binds a pod with every claim allocated and reserved, or
+    // leaves it unschedulable with none touched).
+    let mut pending: Vec<(Value, Option<String>)> = Vec::new();
+    // Every claim of the pod (key, claim as it will be): KEP-5517 reads them.
+    let mut pod_claims: Vec<(String, Value)> = Vec::new();
+    // The claims allocated in this pass: their devices are taken for the next.
+    let mut fresh: Vec<Value> = Vec::new();
     if !node.is_empty() {
         for claim_name in named.iter().filter_map(|(_, n)| n.as_deref()) {
             let Some(mut claim) = tx.claim(ns, claim_name) else {
@@ -451,6 +475,7 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
             });
             if claim["status"]["allocation"].is_object() {
                 if reserved_for(&claim, uid, group) {
+                    pod_claims.push((claim_name.to_string(), claim));
                     continue;
                 }
                 let reserved = claim["status"]["reservedFor"].as_array().map_or(0, Vec::len);
@@ -458,8 +483,18 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                     ready = false;
                     continue;
                 }
+                // KEP-5517 (validateNodeAllocatableDRAClaimSharing): a claim with a
+                // mapped device, reserved for another consumer, is not shared.
+                if gates.node_allocatable && reserved > 0 {
+                    let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned();
+                    if nodealloc::has_mapped(&results.unwrap_or_default(), &node_allocatable_devices(tx, None)) {
+                        ready = false;
+                        continue;
+                    }
+                }
             } else {
-                match allocate(tx, &claim, node, features) {
+                let planned: Vec<&Value> = fresh.iter().collect();
+                match allocate(tx, &claim, node, features, &planned) {
                     Some(allocation) => {
                         claim["status"]["allocation"] = allocation;
                         // bindClaim: with the binding conditions' gates on, the
@@ -468,6 +503,7 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                             let now = crate::core::time::rfc3339_seconds(std::time::SystemTime::now());
                             claim["status"]["allocation"]["allocationTimestamp"] = json!(now);
                         }
+                        fresh.push(claim.clone());
                         let fin = claim["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
                         if !fin.iter().any(|f| f == FINALIZER) {
                             let mut fin = fin;
@@ -490,8 +526,34 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
             let pod_ref = group_ref.is_none();
             reserved.push(group_ref.unwrap_or_else(|| json!({"resource": "pods", "name": name, "uid": uid})));
             claim["status"]["reservedFor"] = json!(reserved);
+            pod_claims.push((claim_name.to_string(), claim.clone()));
+            pending.push((claim, pod_ref.then_some(key)));
+        }
+    }
+    // KEP-5517: the pod's node-allocatable resources from its claims' devices,
+    // checked against the node while the pod is being placed (claims to
+    // reserve, or its status not written yet); a bound pod is not checked again.
+    let mut node_allocatable_status = None;
+    if gates.node_allocatable && !node.is_empty() && ready {
+        match node_allocatable(tx, pod, node, &named, &pod_claims) {
+            Ok(st) => {
+                let placing = !pending.is_empty()
+                    || st.as_ref().is_some_and(|s| pod["status"]["nodeAllocatableResourceClaimStatuses"] != *s);
+                match st {
+                    Some(st) if placing => match node_fits(tx, pod, node, &st, workload_claims) {
+                        Ok(()) => node_allocatable_status = Some(st),
+                        Err(_) => ready = false,
+                    },
+                    st => node_allocatable_status = st,
+                }
+            }
+            Err(_) => ready = false,
+        }
+    }
+    if ready {
+        for (claim, made_key) in pending {
             tx.update_claim(claim);
-            if pod_ref {
+            if let Some(key) = made_key {
                 made.insert((key, uid.to_string()));
             }
         }
@@ -499,9 +561,19 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
     // The claims' names go into the pod's status once they are ready for a
     // node to run it (a pod bound to no node: at once, as the controller writes them).
     let extended_new = extended_status.as_ref().is_some_and(|x| pod["status"]["extendedResourceClaimStatus"] != *x);
-    if (new_statuses && (ready || node.is_empty())) || (extended_new && ready) {
+    let node_allocatable_new =
+        node_allocatable_status.as_ref().is_some_and(|x| pod["status"]["nodeAllocatableResourceClaimStatuses"] != *x);
+    if (new_statuses && (ready || node.is_empty())) || ((extended_new || node_allocatable_new) && ready) {
         let mut all = statuses;
-        for (pc, claim) in named.iter().filter(|(pc, _)| !pc.is_empty()) {
+        // Only a template's claim is named there (a claim the pod names itself is not).
+        let direct = |pc: &str| {
+            pod["spec"]["resourceClaims"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["name"] == pc && c["resourceClaimName"].is_string())
+        };
+        for (pc, claim) in named.iter().filter(|(pc, _)| !pc.is_empty() && !direct(pc)) {
             let entry = match claim {
                 Some(c) => json!({"name": pc, "resourceClaimName": c}),
                 None => json!({"name": pc}),
@@ -518,8 +590,102 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
         if let Some(x) = extended_status {
             status["extendedResourceClaimStatus"] = x;
         }
+        if let Some(x) = node_allocatable_status {
+            status["nodeAllocatableResourceClaimStatuses"] = x;
+        }
         tx.update_pod_status(ns, name, status);
     }
+}
+
+/// The node-allocatable devices (KEP-5517) of the slices of `node`, or of
+/// every slice (None: claimHasNodeAllocatableMappedDevice looks at all).
+fn node_allocatable_devices(tx: &Txn<'_>, node: Option<&str>) -> nodealloc::Devices {
+    let slices: Vec<Object> = tx
+        .slices()
+        .filter(|s| node.is_none_or(|n| s["spec"]["nodeName"] == n || s["spec"]["allNodes"] == true))
+        .filter_map(|s| {
+            let mut s = s.clone();
+            s["kind"] = json!("ResourceSlice");
+            objects::parse(&s).ok()
+        })
+        .collect();
+    nodealloc::devices(&slices)
+}
+
+/// calculateAndCheckNodeAllocatableResources' first half for `pod` on
+/// `node`: its `status.nodeAllocatableResourceClaimStatuses` from `claims`
+/// (each claim of the pod as it will be written; `named`: pod claim →
+/// claim), sorted by claim; None when no claim's device has any.
+fn node_allocatable(
+    tx: &Txn<'_>,
+    pod: &Value,
+    node: &str,
+    named: &[(String, Option<String>)],
+    claims: &[(String, Value)],
+) -> Result<Option<Value>, String> {
+    let devices = node_allocatable_devices(tx, Some(node));
+    let mut out = Vec::new();
+    for (claim_name, claim) in claims {
+        let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
+        if !nodealloc::has_any(&results, &devices) {
+            continue;
+        }
+        let Some(mut st) = nodealloc::claim_status(claim_name, &results, &devices)? else { continue };
+        for (pc, _) in named.iter().filter(|(pc, n)| !pc.is_empty() && n.as_deref() == Some(claim_name.as_str())) {
+            st.containers.extend(nodealloc::containers_naming(pod, pc));
+        }
+        out.push(st);
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    out.sort_by(|a, b| a.resource_claim_name.cmp(&b.resource_claim_name));
+    Ok(Some(Value::Array(out.iter().map(nodealloc::ClaimStatus::to_json).collect())))
+}
+
+/// calculateAndCheckNodeAllocatableResources' second half: the pod-level
+/// requests cover the DRA part (validatePodLevelResourcesCoverDRA), and the
+/// pod with `statuses` fits what the node's allocatable leaves beside the
+/// other pods placed on it (nodeFitsResources). A node not in the store has
+/// no allocatable to check against: the pod fits.
+fn node_fits(tx: &Txn<'_>, pod: &Value, node: &str, statuses: &Value, workload_claims: bool) -> Result<(), String> {
+    nodealloc::pod_level_covers(pod, statuses)?;
+    let Some(n) = tx.get("", "nodes", "", node) else { return Ok(()) };
+    let uid = &pod["metadata"]["uid"];
+    let mut used = nodealloc::Resources::new();
+    for p in tx.list("", "pods", None) {
+        if p["spec"]["nodeName"] != node || p["metadata"]["uid"] == *uid || done(&p) || !placed(tx, &p, workload_claims)
+        {
+            continue;
+        }
+        let r = nodealloc::pod_requests(&p, &p["status"]["nodeAllocatableResourceClaimStatuses"]);
+        for (k, v) in r {
+            *used.entry(k).or_default() += v;
+        }
+    }
+    let demand = nodealloc::pod_requests(pod, statuses);
+    nodealloc::fits(&demand, &nodealloc::allocatable(&n), &used).map_err(|r| r.join(", "))
+}
+
+/// Whether pod `p` bound to a node counts as placed there (the scheduler's
+/// cache holds it): every claim it names exists and is reserved for it.
+fn placed(tx: &Txn<'_>, p: &Value, workload_claims: bool) -> bool {
+    let ns = text(&p["metadata"]["namespace"]);
+    let uid = text(&p["metadata"]["uid"]);
+    let group = pod_group(p).filter(|_| workload_claims);
+    let statuses = p["status"]["resourceClaimStatuses"].as_array().cloned().unwrap_or_default();
+    p["spec"]["resourceClaims"].as_array().into_iter().flatten().all(|pc| {
+        let claim = pc["resourceClaimName"].as_str().map(str::to_string).or_else(|| {
+            statuses
+                .iter()
+                .find(|s| s["name"] == pc["name"])
+                .map(|s| s["resourceClaimName"].as_str().map(str::to_string))?
+        });
+        match claim {
+            None => pc["resourceClaimTemplateName"].is_string() && statuses.iter().any(|s| s["name"] == pc["name"]),
+            Some(c) => tx.claim(ns, &c).is_some_and(|c| reserved_for(&c, uid, group)),
+        }
+    })
 }
 
 /// What a pod's DRA-backed extended resources need (KEP-5004).
@@ -571,7 +737,7 @@ fn special_claim(tx: &mut Txn<'_>, pod: &Value, node: &str, features: Features) 
     }
     let mut obj = extended::claim_object(&x, ns, name, uid);
     obj["metadata"]["name"] = json!(format!("{}*****", x.generate_name));
-    if allocate(tx, &obj, node, features).is_none() {
+    if allocate(tx, &obj, node, features, &[]).is_none() {
         return Special::Waiting;
     }
     if let Some(m) = obj["metadata"].as_object_mut() {
@@ -588,7 +754,7 @@ fn special_claim(tx: &mut Txn<'_>, pod: &Value, node: &str, features: Features) 
 
 /// Allocate `claim` for `node` from its slices; `status.allocation` as the
 /// scheduler writes it, or None when it cannot be allocated now.
-fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features) -> Option<Value> {
+fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features, planned: &[&Value]) -> Option<Value> {
     let slices: Vec<Object> = tx
         .slices()
         .filter(|s| s["spec"]["nodeName"] == node || s["spec"]["allNodes"] == true)
@@ -605,6 +771,7 @@ fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features) -> Opti
     let candidates = allocator::from_slices_with(&slices, &features);
     let held: Vec<Allocated> = tx
         .claims()
+        .chain(planned.iter().copied())
         .filter_map(|c| c["status"]["allocation"]["devices"]["results"].as_array().map(|r| allocator::given(r)))
         .flatten()
         .collect();

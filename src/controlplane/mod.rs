@@ -9,6 +9,7 @@ pub mod cel;
 pub mod client;
 pub mod controller;
 pub mod extended;
+pub mod nodealloc;
 pub mod objects;
 pub mod protobuf;
 pub mod scheduler;

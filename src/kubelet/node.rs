@@ -499,7 +499,10 @@ async fn start_generation(
         gen.tasks.spawn(watch_manifests(cm.clone(), dir.clone(), s.wake_on_changes));
     }
     if let Some(c) = s.cluster.as_ref().or(own_api) {
-        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        if s.manager.profile.dra_node_allocatable_resources.enabled() {
+            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+        }
         gen.tasks.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
     }
     if let Some(dir) = &s.plugins_registry_dir {
@@ -723,11 +726,13 @@ async fn run(
             features: profile.allocator_features(),
             extended: profile.dra_extended_resource.enabled(),
             workload_claims: profile.dra_workload_resource_claims.enabled(),
+            node_allocatable: profile.dra_node_allocatable_resources.enabled(),
         };
         let (store, timer) = crate::controlplane::controller::plane_gated(gates);
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
             store
+                .with_api_minor(profile.version.minor())
                 .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
                 .with_consumable_capacity(profile.dra_consumable_capacity.enabled())
                 .with_generic_workload(profile.generic_workload.enabled())
@@ -776,7 +781,10 @@ async fn run(
         }
     }
     if let Some(c) = &s.cluster {
-        let machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
+        if s.manager.profile.dra_node_allocatable_resources.enabled() {
+            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+        }
         drop(status.spawn_joined(crate::kubelet::cluster::run_node(
             c.clone(),
             machine,

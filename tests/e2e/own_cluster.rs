@@ -881,3 +881,45 @@ async fn the_first_mock_kubelet_runs_the_apis_pods_bound_to_its_own_node_beside_
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
 }
+
+/// #48, KEP-5517 on dpctl's own cluster, DRANodeAllocatableResources on for
+/// both mock kubelets: node-b declares the feature in its Node's
+/// `status.declaredFeatures` (as a kubelet with the gate does), so the
+/// control plane's API server takes its driver's slice with
+/// `nodeAllocatableResources` (kube-apiserver's NodeDeclaredFeatureValidator
+/// refuses it for a node that does not declare it); a pod on node-b with a
+/// claim of such a device runs, and the control plane wrote its
+/// `status.nodeAllocatableResourceClaimStatuses`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_on_node_b_gets_its_node_allocatable_status_from_the_control_plane() {
+    const GATES: [&str; 2] = ["--feature-gates", "DRANodeAllocatableResources=true"];
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster_with(&a, &b, &GATES, &GATES).await;
+    let (code, node) = call(&c.api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    assert_eq!((code, &node["status"]["declaredFeatures"]), (200, &json!(["DRANodeAllocatableResources"])), "{node}");
+    let driver = "cpu.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.args(["--node-allocatable", "cpu=100m"]).stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "cpus";
+    c.class_and_template(driver, ns, json!({"deviceClassName": driver})).await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": ns},
+        "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let uid = c.create(&pod).await;
+    let pod = c.running(ns, "pinned", &uid).await;
+    let claim =
+        pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"].as_str().unwrap_or_else(|| panic!("{pod}"));
+    assert_eq!(
+        pod["status"]["nodeAllocatableResourceClaimStatuses"],
+        json!([{"resourceClaimName": claim, "containers": ["main"], "mapping": [{"name": "cpu", "quantity": "100m"}]}]),
+        "{pod}"
+    );
+    c.delete(ns, "pinned", &uid).await;
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}

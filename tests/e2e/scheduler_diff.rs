@@ -411,6 +411,8 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
         claims.insert("<extended resources>".into(), shape);
     }
     let mappings = ext["requestMappings"].clone();
+    // KEP-5517: what the scheduler's DynamicResources plugin patched into the pod (PreBind).
+    let node_allocatable = pod["status"]["nodeAllocatableResourceClaimStatuses"].clone();
     let scheduled = match side {
         Side::Kube => pod["spec"]["nodeName"].is_string(),
         // Every claim allocated and reserved for the pod: what the scheduler does before it binds.
@@ -425,7 +427,8 @@ async fn outcome(api: &ApiServer, side: Side, ns: &str, name: &str) -> Value {
                 .all(|c| c["allocation"].is_object() && c["reservedFor"].as_array().is_some_and(|r| r.iter().any(mine)))
         }
     };
-    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings, "claims": claims})
+    json!({"scheduled": scheduled, "resourceClaimStatuses": statuses, "extendedResourceRequestMappings": mappings,
+        "nodeAllocatableResourceClaimStatuses": node_allocatable, "claims": claims})
 }
 
 /// What is compared of a claim.
@@ -735,7 +738,9 @@ async fn gated_fields(api: &ApiServer, run: &str) -> Value {
         "spec": {"driver": "gated.example.com", "nodeName": format!("gated-{run}"), "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": "d0", "allowMultipleAllocations": true,
                 "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}},
-                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}});
+                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}},
+                // 1.36's shape (field 13, tombstoned in 1.37): an unknown field to 1.37.
+                "nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "2"}}}]}});
     let (code, s) = call(api, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&slice)).await;
     let d = &s["spec"]["devices"][0];
     let claim = |name: &str, exactly: Value, constraints: Value| {
@@ -758,10 +763,22 @@ async fn gated_fields(api: &ApiServer, run: &str) -> Value {
         .flatten()
         .map(|c| json!({"field": c["field"], "reason": c["reason"]}))
         .collect();
+    // A pod's status.nodeAllocatableResourceClaimStatuses (DRANodeAllocatableResources off in both runs).
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("gated-{run}")},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "registry.example.com/app:1"}]}});
+    create(api, "/api/v1/namespaces/default/pods", &pod).await;
+    let status = json!({"status": {"nodeAllocatableResourceClaimStatuses": [{"resourceClaimName": "x",
+        "mapping": [{"name": "cpu", "quantity": "2"}]}]}});
+    let path = format!("/api/v1/namespaces/default/pods/gated-{run}/status");
+    let (pcode, p) =
+        kube::request_as(api, "PATCH", &path, "application/merge-patch+json", Some(&status), T).await.unwrap();
     json!({
+        "podStatus": {"code": pcode, "nodeAllocatableResourceClaimStatuses": p["status"].get("nodeAllocatableResourceClaimStatuses").is_some()},
         "slice": {"code": code, "allowMultipleAllocations": d.get("allowMultipleAllocations").is_some(),
             "requestPolicy": d["capacity"]["memory"].get("requestPolicy").is_some(),
-            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some()},
+            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some(),
+            "nodeAllocatableResourceMappings": d.get("nodeAllocatableResourceMappings").is_some()},
         "capacityClaim": {"code": ccode, "capacity": c["spec"]["devices"]["requests"][0]["exactly"].get("capacity").is_some()},
         "distinctClaim": {"code": dcode, "causes": causes},
     })
@@ -1071,4 +1088,182 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
     let mut lines = Vec::new();
     diff("", &dpctl_out, &kube_out, &mut lines);
     assert!(lines.is_empty(), "{GATES}: dpctl's control plane allocates otherwise:\n{}", lines.join("\n"));
+}
+
+/// KEP-5517 (DRANodeAllocatableResources, alpha, off in 1.37) with the
+/// gate on on both sides: devices that are the node's cpu (a
+/// `deviceMultiplier` mapping), a GPU with a memory overhead (per pod and
+/// per container), a shared memory device whose consumed capacity maps to
+/// memory (`capacityKey`, `capacityMultiplier`); on a node of 8 cpu and
+/// 16Gi. p1 takes two cpu devices; p2 shares p1's mapped claim (refused:
+/// a mapped claim is not shared across pods); p3 and p4 share the
+/// overhead-only GPU claim (allowed, each pod its own overhead); p5 maps
+/// 3Gi of consumed capacity to 6Gi of memory; p6 asks for 3 cpu and a cpu
+/// device of 2 where 3 are left (refused: Insufficient cpu); p7's pod-level
+/// request of 1 cpu does not cover its claim's 2 (refused); p8's pod-level
+/// limit of 2.5 cpu does not cover its container's limit of 1 and the
+/// claim's 2 (refused).
+const NODE_ALLOCATABLE_CASE: Case = Case {
+    name: "node-allocatable",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'cpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'gpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-mem"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'mem'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[
+                {"name":"cpu-0","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-1","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-2","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"gpu-0","attributes":{"kind":{"string":"gpu"}},"nodeAllocatableResources":{"memory":{"overhead":{"perPod":"1Gi","perContainer":"512Mi"}}}},
+                {"name":"mem-0","attributes":{"kind":{"string":"mem"}},"allowMultipleAllocations":true,"capacity":{"memory":{"value":"8Gi"}},
+                 "nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"2"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"cpus"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu","count":2}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"gpu"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"mem"},"spec":{"devices":{"requests":[{"name":"mem","exactly":{"deviceClassName":"{c}-mem","capacity":{"requests":{"memory":"3Gi"}}}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"more"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p3"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"a","resources":{"requests":{"memory":"1Gi"},"claims":[{"name":"gpu"}]}},{"name":"b","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p4"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p5"},"spec":{"resourceClaims":[{"name":"mem","resourceClaimName":"mem"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"mem"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p6"},"spec":{"resourceClaims":[{"name":"more","resourceClaimName":"more"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"level"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p7"},"spec":{"resources":{"requests":{"cpu":"1"}},"resourceClaims":[{"name":"level","resourceClaimName":"level"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"level"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"limit"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p8"},"spec":{"resources":{"requests":{"cpu":"2500m"},"limits":{"cpu":"2500m"}},
+            "resourceClaims":[{"name":"limit","resourceClaimName":"limit"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"},"claims":[{"name":"limit"}]}}]}}
+    ]"#,
+};
+
+/// #48, KEP-5517: with DRANodeAllocatableResources on on both sides
+/// (`-feature-gates` for the real control plane, `--feature-gates` for the
+/// mock kubelet), the pods of [`NODE_ALLOCATABLE_CASE`] are scheduled or
+/// refused alike and get the same `status.nodeAllocatableResourceClaimStatuses`
+/// (the claims, their containers, mapped quantities and overheads). Both
+/// sides have the case's Node (8 cpu, 16Gi): the real scheduler's and
+/// dpctl's fit check read its allocatable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    const GATES: &str = "DRANodeAllocatableResources=true";
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let k = tmp();
+    let mut child =
+        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let run = std::process::id().to_string();
+    // The node declares the feature, as a kubelet with the gate on does
+    // (status.declaredFeatures): kube-apiserver's NodeDeclaredFeatureValidator
+    // admission refuses a slice with nodeAllocatableResources for a node that
+    // does not (403 `node "N" does not support DRANodeAllocatableResources feature`).
+    let node = node_name(&NODE_ALLOCATABLE_CASE, &run);
+    for api in [&kube_api, &dpctl_api] {
+        kube_node(api, &node).await;
+        let status = json!({"status": {"declaredFeatures": ["DRANodeAllocatableResources"]}});
+        let path = format!("/api/v1/nodes/{node}/status");
+        let merge = "application/merge-patch+json";
+        let (code, body) = kube::request_as(api, "PATCH", &path, merge, Some(&status), T).await.unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+    let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
+    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
+    let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
+    let mut kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
+    let mut dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
+    kube_writes["admission"] = undeclared_node_slices(&kube_api, &run).await;
+    dpctl_writes["admission"] = undeclared_node_slices(&dpctl_api, &run).await;
+    // What an operator reads of a refused pod on the real side (docs/dra.md).
+    for p in ["p2", "p6", "p7", "p8"] {
+        let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
+        eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
+    }
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    eprintln!("node-allocatable: kube {kube_out}");
+    // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
+    let placed: Vec<bool> = (1..=8).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
+    assert_eq!(placed, [true, false, true, true, true, false, false, false], "{kube_out:#}");
+    assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
+    eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
+    assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
+    assert_eq!(kube_writes["admission"]["undeclared"]["code"], 403, "{kube_writes:#}");
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    diff(".statusWrites", &dpctl_writes, &kube_writes, &mut lines);
+    if !lines.is_empty() {
+        let f = write_case(&NODE_ALLOCATABLE_CASE, &run, &lines);
+        panic!(
+            "{GATES}: dpctl's control plane accounts node-allocatable resources otherwise (written to {}):\n{}",
+            f.display(),
+            lines.join("\n")
+        );
+    }
+}
+
+/// What an API server answers of `status.nodeAllocatableResourceClaimStatuses`
+/// written to a pod in `ns` (kept from the scheduler by a scheduling gate):
+/// a valid entry (kept), a status update without the field (the old kept:
+/// pod/strategy.go PrepareForUpdate), an invalid entry (422 and its causes:
+/// validateNodeAllocatableResourceClaimStatus), an explicit empty list (cleared).
+async fn node_allocatable_status_writes(api: &ApiServer, ns: &str) -> Value {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writes"},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "registry.example.com/app:1", "resources": {"claims": [{"name": "g"}]}}]}});
+    create(api, &format!("/api/v1/namespaces/{ns}/pods"), &pod).await;
+    let path = format!("/api/v1/namespaces/{ns}/pods/writes/status");
+    let merge = "application/merge-patch+json";
+    let field = "nodeAllocatableResourceClaimStatuses";
+    let patch = |v: Value| {
+        let (api, path) = (api.clone(), path.clone());
+        async move {
+            let (code, body) =
+                kube::request_as(&api, "PATCH", &path, merge, Some(&json!({"status": {field: v}})), T).await.unwrap();
+            json!({"code": code, "causes": answer_shape(code, &body)["causes"], field: body["status"][field]})
+        }
+    };
+    let valid = patch(json!([{"resourceClaimName": "x", "containers": ["c"],
+        "mapping": [{"name": "cpu", "quantity": "2"}], "overhead": [{"name": "memory", "perPod": "1Gi", "perContainer": "0"}]}]))
+    .await;
+    let (_, mut cur) = call(api, "GET", &format!("/api/v1/namespaces/{ns}/pods/writes"), None).await;
+    if let Some(st) = cur["status"].as_object_mut() {
+        st.remove(field);
+    }
+    let (code, body) = call(api, "PUT", &path, Some(&cur)).await;
+    let omitted = json!({"code": code, field: body["status"][field]});
+    let invalid = patch(json!([{"resourceClaimName": "nope",
+        "mapping": [{"name": "example.com/gpu", "quantity": "-1"}], "overhead": [{"name": "memory"}, {"name": "cpu", "perPod": "-1"}]}]))
+    .await;
+    let cleared = patch(json!([])).await;
+    json!({"valid": valid, "omitted": omitted, "invalid": invalid, "cleared": cleared})
+}
+
+/// KEP-5517's slices for nodes that cannot take them (the gate on):
+/// kube-apiserver's NodeDeclaredFeatureValidator admission refuses a slice
+/// with nodeAllocatableResources for a Node that does not declare
+/// DRANodeAllocatableResources and for a Node that does not exist (403).
+async fn undeclared_node_slices(api: &ApiServer, run: &str) -> Value {
+    let undeclared = format!("sd{run}-undeclared");
+    kube_node(api, &undeclared).await;
+    let slice = |name: &str, node: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "na.example.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "cpu-0", "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}})
+    };
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let (uc, ub) = call(api, "POST", path, Some(&slice(&format!("{undeclared}-s"), &undeclared))).await;
+    let ghost = format!("sd{run}-ghost");
+    let (gc, gb) = call(api, "POST", path, Some(&slice(&format!("{ghost}-s"), &ghost))).await;
+    json!({"undeclared": refusal(uc, &ub), "ghost": refusal(gc, &gb)})
 }

@@ -472,6 +472,13 @@ pub(super) fn served(k: &Kind, obj: &Value) -> Value {
     o
 }
 
+/// The Nodes stored.
+pub(super) fn nodes(st: &StoreInner) -> Vec<&Value> {
+    let Some(k) = kind_of("", "nodes") else { return vec![] };
+    let prefix = format!("{}/{}/", k.group, k.resource);
+    st.builtin.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v).collect()
+}
+
 /// This node, as the store first holds it.
 fn node_object(node: &str, version: u64) -> Value {
     json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
@@ -614,6 +621,9 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
     if k.kind == "PodGroup" {
         super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
     }
+    if k.kind == "Pod" {
+        super::rules::drop_disabled_pod_status_fields(&mut obj, None, store.node_allocatable_resources);
+    }
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
         return validate::invalid_status(k.group, k.kind, &name, &causes);
@@ -732,7 +742,17 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     if k.kind == "ResourceClaimTemplate" {
         super::drop_disabled_claim_spec_fields(store, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
     }
-    let mut causes = if k.kind == "Pod" && r.sub == Some("status") { vec![] } else { validate(k, &next, name) };
+    if k.kind == "Pod" {
+        if r.sub == Some("status") {
+            super::rules::keep_dra_pod_status(&mut next, cur);
+        }
+        super::rules::drop_disabled_pod_status_fields(&mut next, Some(cur), store.node_allocatable_resources);
+    }
+    let mut causes = if k.kind == "Pod" && r.sub == Some("status") {
+        super::rules::pod_node_allocatable_status(&next)
+    } else {
+        validate(k, &next, name)
+    };
     causes.extend(validate_update(k, &next, cur));
     if !causes.is_empty() {
         return validate::invalid_status(k.group, k.kind, name, &causes);

@@ -6,7 +6,7 @@
 //! without them, as a Go struct cannot hold them.
 //!
 //! The kinds' fields are known down to the levels listed in [`SCHEMAS`]
-//! (from k8s.io/api v0.37.2's JSON tags); below them (devices, volumes,
+//! (from k8s.io/api v0.37.2's JSON tags); below them (a device's values, volumes,
 //! statuses …) every field is taken as sent. Pure.
 
 use serde_json::Value;
@@ -152,10 +152,45 @@ const POD_SPEC: Node = Obj(&[
     ("evictionResponders", Open),
 ]);
 
-/// The kinds whose fields are known, and their top level.
-const SCHEMAS: &[(&str, Node)] = &[
-    (
-        "ResourceSlice",
+/// A ResourceSlice's device (`resource/v1` `Device`) as 1.37 has it: 1.36's
+/// `nodeAllocatableResourceMappings` (field 13) is tombstoned, replaced by
+/// `nodeAllocatableResources` (field 14).
+const DEVICE_37: Node = Obj(&[
+    ("name", Open),
+    ("attributes", Open),
+    ("capacity", Open),
+    ("consumesCounters", Open),
+    ("nodeName", Open),
+    ("nodeSelector", Open),
+    ("allNodes", Open),
+    ("taints", Open),
+    ("bindsToNode", Open),
+    ("bindingConditions", Open),
+    ("bindingFailureConditions", Open),
+    ("allowMultipleAllocations", Open),
+    ("nodeAllocatableResources", Open),
+]);
+
+/// A device as 1.36 has it (k8s.io/api v0.36.6): `nodeAllocatableResourceMappings`.
+const DEVICE_36: Node = Obj(&[
+    ("name", Open),
+    ("attributes", Open),
+    ("capacity", Open),
+    ("consumesCounters", Open),
+    ("nodeName", Open),
+    ("nodeSelector", Open),
+    ("allNodes", Open),
+    ("taints", Open),
+    ("bindsToNode", Open),
+    ("bindingConditions", Open),
+    ("bindingFailureConditions", Open),
+    ("allowMultipleAllocations", Open),
+    ("nodeAllocatableResourceMappings", Open),
+]);
+
+/// A ResourceSlice with devices of `$device`.
+macro_rules! slice_schema {
+    ($device:expr) => {
         Obj(&[
             ("apiVersion", Open),
             ("kind", Open),
@@ -168,15 +203,32 @@ const SCHEMAS: &[(&str, Node)] = &[
                     ("nodeName", Open),
                     ("nodeSelector", Open),
                     ("allNodes", Open),
-                    ("devices", Open),
+                    ("devices", List(&$device)),
                     ("perDeviceNodeSelection", Open),
                     ("sharedCounters", Open),
                     ("partitionTypeAttribute", Open),
                     ("skipNodeOperations", Open),
                 ]),
             ),
-        ]),
-    ),
+        ])
+    };
+}
+
+/// The schema's name for `kind` as the API server of Kubernetes 1.`minor`
+/// decodes it: a ResourceSlice's devices differ in 1.36 (and before, where
+/// neither node-allocatable field exists, 1.36's list is kept: its field is
+/// then dropped by its gate, off or absent there).
+pub(super) fn versioned(kind: &str, minor: u32) -> &str {
+    match (kind, minor) {
+        ("ResourceSlice", m) if m <= 36 => "ResourceSlice@1.36",
+        (k, _) => k,
+    }
+}
+
+/// The kinds whose fields are known, and their top level.
+const SCHEMAS: &[(&str, Node)] = &[
+    ("ResourceSlice@1.36", slice_schema!(DEVICE_36)),
+    ("ResourceSlice", slice_schema!(DEVICE_37)),
     (
         "ResourceClaim",
         Obj(&[
@@ -378,7 +430,8 @@ pub(super) fn patched_strictly(
                 problems.join(", ")
             ),
         };
-        return Err(super::validate::invalid_status(group, kind, name, &[cause]));
+        let shown = kind.split_once('@').map_or(kind, |(k, _)| k);
+        return Err(super::validate::invalid_status(group, shown, name, &[cause]));
     }
     drop_unknown(kind, &mut obj);
     Ok(obj)

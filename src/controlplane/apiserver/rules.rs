@@ -1040,6 +1040,98 @@ pub(super) fn drop_disabled_pod_group_status_fields(obj: &mut Value, old: &Value
     }
 }
 
+/// The DRA fields of a pod's status a status write keeps when it leaves
+/// them out (pod/strategy.go podStatusStrategy.PrepareForUpdate: an old or
+/// misbehaving client strips fields it does not know; an empty list still
+/// clears a list, and an empty list is not written: omitempty).
+pub(super) fn keep_dra_pod_status(next: &mut Value, cur: &Value) {
+    for f in ["resourceClaimStatuses", "extendedResourceClaimStatus", "nodeAllocatableResourceClaimStatuses"] {
+        let old = &cur["status"][f];
+        if next["status"][f].is_null() && !old.is_null() {
+            next["status"][f] = old.clone();
+        }
+    }
+    if let Some(st) = next["status"].as_object_mut() {
+        for f in ["resourceClaimStatuses", "nodeAllocatableResourceClaimStatuses"] {
+            if st.get(f).is_some_and(|v| v.is_null() || v.as_array().is_some_and(Vec::is_empty)) {
+                st.remove(f);
+            }
+        }
+    }
+}
+
+/// pod/util.go dropPodNodeAllocatableResourceStatus (every write of a pod):
+/// with DRANodeAllocatableResources off, `status.nodeAllocatableResourceClaimStatuses`
+/// goes unless the pod replaced (`old`) has some.
+pub(super) fn drop_disabled_pod_status_fields(obj: &mut Value, old: Option<&Value>, node_allocatable: bool) {
+    let in_use = old
+        .is_some_and(|o| o["status"]["nodeAllocatableResourceClaimStatuses"].as_array().is_some_and(|a| !a.is_empty()));
+    if node_allocatable || in_use {
+        return;
+    }
+    if let Some(st) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        st.remove("nodeAllocatableResourceClaimStatuses");
+    }
+}
+
+/// helper.IsNodeAllocatableResourceName: cpu, memory, hugepages-*.
+fn node_allocatable_name(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// validation.go validateNodeAllocatableResourceClaimStatus (a pod status
+/// write): each entry's claim is one the pod names (`spec.resourceClaims`
+/// or `status.resourceClaimStatuses`), its mapped and overhead resources are
+/// node-allocatable names with non-negative quantities, an overhead has
+/// `perPod` or `perContainer`.
+pub(super) fn pod_node_allocatable_status(pod: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let base = "status.nodeAllocatableResourceClaimStatuses";
+    let q = |v: &Value| {
+        v.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::parse(s).ok()).map(|q| {
+            let c = q.computed_like(q.nanos());
+            (c.nanos() < 0, c.text().to_string())
+        })
+    };
+    for (i, st) in items(&pod["status"]["nodeAllocatableResourceClaimStatuses"]).iter().enumerate() {
+        let at = format!("{base}[{i}]");
+        let claim = text(&st["resourceClaimName"]);
+        if claim.is_empty() {
+            continue;
+        }
+        let named = items(&pod["spec"]["resourceClaims"]).iter().any(|c| c["resourceClaimName"] == claim)
+            || items(&pod["status"]["resourceClaimStatuses"]).iter().any(|c| c["resourceClaimName"] == claim);
+        if !named {
+            out.push(invalid(&format!("{at}.resourceClaimName"), claim, "no mapping found in pod reference"));
+        }
+        for (j, m) in items(&st["mapping"]).iter().enumerate() {
+            let p = format!("{at}.mapping[{j}]");
+            if !node_allocatable_name(text(&m["name"])) {
+                out.push(invalid(&format!("{p}.name"), text(&m["name"]), "must be a node allocatable resource name"));
+            }
+            if let Some((true, v)) = q(&m["quantity"]) {
+                out.push(invalid(&format!("{p}.quantity"), &v, "must be non-negative"));
+            }
+        }
+        for (j, o) in items(&st["overhead"]).iter().enumerate() {
+            let p = format!("{at}.overhead[{j}]");
+            if !node_allocatable_name(text(&o["name"])) {
+                out.push(invalid(&format!("{p}.name"), text(&o["name"]), "must be a node allocatable resource name"));
+            }
+            if o["perPod"].is_null() && o["perContainer"].is_null() {
+                out.push(invalid(&p, "", "at least one of perPod or perContainer must be set"));
+                continue;
+            }
+            for f in ["perPod", "perContainer"] {
+                if let Some((true, v)) = q(&o[f]) {
+                    out.push(invalid(&format!("{p}.{f}"), &v, "must be non-negative"));
+                }
+            }
+        }
+    }
+    out
+}
+
 pub(super) fn pod(obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut out = Vec::new();

@@ -992,6 +992,146 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     assert_eq!((c, &put["spec"]["devices"][0]["nodeAllocatableResources"]), (200, &nar), "{put}");
 }
 
+/// NodeDeclaredFeatureValidator (plugin/pkg/admission/nodedeclaredfeatures
+/// v1.37.2), the gate on: a slice with node-allocatable resources for a
+/// Node that does not declare DRANodeAllocatableResources, or for no Node,
+/// is 403; for a Node that declares it, or the store's own node, it is
+/// taken; with the gate off nothing is checked (the field is dropped).
+#[test]
+fn node_allocatable_slices_need_a_node_that_declares_the_feature() {
+    let nodes = "/api/v1/nodes";
+    let on = Store::default().with_node_allocatable_resources(true);
+    for (name, declared) in [("plain", json!([])), ("ready", json!(["DRANodeAllocatableResources"]))] {
+        let (c, v) =
+            call(&on, "POST", nodes, "", json!({"metadata": {"name": name}, "status": {"declaredFeatures": declared}}));
+        assert_eq!(c, 201, "{v}");
+    }
+    let slice = |node: &str| {
+        let mut s = slice_with(&format!("{node}-s"), 1);
+        s["spec"]["nodeName"] = json!(node);
+        s["spec"]["devices"][0]["nodeAllocatableResources"] = json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}});
+        s
+    };
+    let (c, v) = call(&on, "POST", SLICES, "", slice("plain"));
+    assert_eq!(
+        (c, v["message"].as_str().unwrap_or_default()),
+        (403, "resourceslices.resource.k8s.io \"plain-s\" is forbidden: node \"plain\" does not support DRANodeAllocatableResources feature")
+    );
+    let (c, v) = call(&on, "POST", SLICES, "", slice("ghost"));
+    assert_eq!(
+        (c, v["message"].as_str().unwrap_or_default()),
+        (403, "resourceslices.resource.k8s.io \"ghost-s\" is forbidden: node \"ghost\" not found for device \"d0\"")
+    );
+    for node in ["ready", "node-1"] {
+        let (c, v) = call(&on, "POST", SLICES, "", slice(node));
+        assert_eq!(c, 201, "{node}: {v}");
+    }
+    let (c, v) = call(&Store::default(), "POST", SLICES, "", slice("ghost"));
+    assert_eq!(c, 201, "{v}");
+}
+
+/// KEP-5517's device field by API version: 1.37 tombstoned 1.36's
+/// `nodeAllocatableResourceMappings` (field 13; k8s.io/api v0.37.2
+/// resource/v1/types.go) — an unknown field there, dropped (or refused under
+/// Strict) — and 1.36 (k8s.io/api v0.36.6) has no `nodeAllocatableResources`.
+/// Under a 1.36 profile the mappings (v0.36.6 testdata/HEAD's shape) are kept
+/// with the gate on and dropped with it off unless the slice replaced has some.
+#[test]
+fn node_allocatable_fields_follow_the_profiles_api_version() {
+    let mappings = json!({"cpu": {"capacityKey": "cores", "allocationMultiplier": "2"}});
+    let resources = json!({"cpu": {"mapping": {"deviceMultiplier": "2"}}});
+    let mut obj = slice_with("s", 1);
+    obj["spec"]["devices"][0]["capacity"] = json!({"cores": {"value": "8"}});
+    obj["spec"]["devices"][0]["nodeAllocatableResourceMappings"] = mappings.clone();
+    obj["spec"]["devices"][0]["nodeAllocatableResources"] = resources.clone();
+    let stored = |v: &Value, f: &str| v["spec"]["devices"][0].get(f).cloned();
+    // 1.37, the gate on: 1.36's field is unknown (dropped; refused under Strict).
+    let s37 = Store::default().with_node_allocatable_resources(true);
+    let (c, v) = call(&s37, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        (stored(&v, "nodeAllocatableResourceMappings"), stored(&v, "nodeAllocatableResources")),
+        (None, Some(resources))
+    );
+    let (c, v) = call(&s37, "POST", SLICES, "fieldValidation=Strict", obj.clone());
+    assert_eq!(c, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "strict decoding error: unknown field \"spec.devices[0].nodeAllocatableResourceMappings\""
+    );
+    // 1.36, the gate on: its own field kept, 1.37's unknown.
+    let s36 = Store::default().with_api_minor(36).with_node_allocatable_resources(true);
+    let (c, v) = call(&s36, "POST", SLICES, "", obj.clone());
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        (stored(&v, "nodeAllocatableResourceMappings"), stored(&v, "nodeAllocatableResources")),
+        (Some(mappings.clone()), None)
+    );
+    // 1.36, the gate off: dropped, unless the slice replaced has some.
+    let off = Store::default().with_api_minor(36);
+    let (c, v) = call(&off, "POST", SLICES, "", obj.clone());
+    assert_eq!((c, stored(&v, "nodeAllocatableResourceMappings")), (201, None), "{v}");
+    let kept = { s36.lock().slices.get("s").cloned().unwrap() };
+    off.lock().put("s".into(), kept);
+    let (c, v) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj);
+    assert_eq!((c, stored(&v, "nodeAllocatableResourceMappings")), (200, Some(mappings)), "{v}");
+}
+
+/// A pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517, v1.37.2):
+/// dropped with the gate off (pod/util.go dropPodNodeAllocatableResourceStatus);
+/// with it on kept, kept by a status write that leaves it out
+/// (podStatusStrategy.PrepareForUpdate), cleared by an empty list, and
+/// validated (validateNodeAllocatableResourceClaimStatus).
+#[test]
+fn a_pods_node_allocatable_status_is_gated_kept_and_validated_as_kube_apiserver_does() {
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"resourceClaims": [{"name": "g", "resourceClaimName": "x"}], "containers": [{"name": "c", "image": "i"}]}});
+    let entry = json!([{"resourceClaimName": "x", "mapping": [{"name": "cpu", "quantity": "2"}]}]);
+    for (on, kept) in [(false, None), (true, Some(&entry))] {
+        let s = Store::default().with_node_allocatable_resources(on);
+        let (c, _) = call(&s, "POST", pods, "", pod.clone());
+        assert_eq!(c, 201);
+        let (c, got) = call(&s, "GET", &format!("{pods}/p"), "", Value::Null);
+        assert_eq!(c, 200);
+        let mut w = got.clone();
+        w["status"]["nodeAllocatableResourceClaimStatuses"] = entry.clone();
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", w.clone());
+        assert_eq!((c, put["status"].get("nodeAllocatableResourceClaimStatuses")), (200, kept), "gate {on}: {put}");
+        if !on {
+            continue;
+        }
+        let mut omitted = put.clone();
+        omitted["status"].as_object_mut().unwrap().remove("nodeAllocatableResourceClaimStatuses");
+        omitted["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", omitted.clone());
+        assert_eq!((c, &put["status"]["nodeAllocatableResourceClaimStatuses"]), (200, &entry), "{put}");
+        let mut bad = omitted.clone();
+        bad["status"]["nodeAllocatableResourceClaimStatuses"] =
+            json!([{"resourceClaimName": "nope", "overhead": [{"name": "example.com/gpu"}]}]);
+        let (c, refused) = call(&s, "PUT", &format!("{pods}/p/status"), "", bad);
+        let causes: Vec<&str> = refused["details"]["causes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["message"].as_str())
+            .collect();
+        assert_eq!(c, 422, "{refused}");
+        assert_eq!(
+            causes,
+            [
+                "Invalid value: \"nope\": no mapping found in pod reference",
+                "Invalid value: \"example.com/gpu\": must be a node allocatable resource name",
+                "Invalid value: \"\": at least one of perPod or perContainer must be set"
+            ]
+        );
+        let mut cleared = omitted;
+        cleared["status"]["nodeAllocatableResourceClaimStatuses"] = json!([]);
+        let (c, put) = call(&s, "PUT", &format!("{pods}/p/status"), "", cleared);
+        assert_eq!((c, put["status"].get("nodeAllocatableResourceClaimStatuses")), (200, None), "{put}");
+    }
+}
+
 /// DRAConsumableCapacity off (1.34–1.35; v1.37.2 resourceslice/strategy.go
 /// dropDisabledDRAConsumableCapacityFields): a slice loses its devices'
 /// allowMultipleAllocations and capacity requestPolicy unless the slice it

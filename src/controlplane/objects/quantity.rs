@@ -83,6 +83,28 @@ impl Quantity {
         Quantity { nanos, text: canonical(nanos) }
     }
 
+    /// From nano-units, written as apimachinery writes a computed
+    /// quantity of `self`'s format (the first operand's, as `Add` and
+    /// `NewDecimalQuantity` keep it): a BinarySI one (written with `Ki`..`Ei`)
+    /// with the largest binary suffix that leaves a whole number, unless it is
+    /// under 1024 in size or not whole (then DecimalSI, as
+    /// `CanonicalizeBytes` does); a DecimalSI one with a suffix of 10³ˣ.
+    pub fn computed_like(&self, nanos: i128) -> Quantity {
+        let binary = self.text.ends_with('i');
+        let n = nanos.unsigned_abs();
+        if binary && n % (NANO as u128) == 0 && n / (NANO as u128) >= 1024 {
+            let sign = if nanos < 0 { "-" } else { "" };
+            let whole = n / NANO as u128;
+            for (shift, suf) in [(60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")] {
+                if whole % (1u128 << shift) == 0 {
+                    return Quantity { nanos, text: format!("{sign}{}{suf}", whole >> shift) };
+                }
+            }
+            return Quantity { nanos, text: format!("{sign}{whole}") };
+        }
+        Quantity { nanos, text: decimal(nanos) }
+    }
+
     /// The value in nano-units.
     pub fn nanos(&self) -> i128 {
         self.nanos
@@ -109,6 +131,16 @@ fn canonical(nanos: i128) -> String {
                 return format!("{sign}{}{suf}", whole >> shift);
             }
         }
+    }
+    decimal(nanos)
+}
+
+/// DecimalSI's text for `nanos`: the largest suffix of 10³ˣ that leaves a whole number.
+fn decimal(nanos: i128) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    if n == 0 {
+        return "0".into();
     }
     for (p, suf) in [(27u32, "E"), (24, "P"), (21, "T"), (18, "G"), (15, "M"), (12, "k"), (9, ""), (6, "m"), (3, "u")] {
         let d = 10u128.pow(p);
@@ -163,5 +195,14 @@ mod tests {
         assert_eq!(Quantity::from_nanos(q("40Gi").nanos() * 2).text(), "80Gi");
         assert_eq!(Quantity::from_nanos(q("1500m").nanos()).text(), "1500m");
         assert_eq!(Quantity::from_nanos(q("3k").nanos()).text(), "3k");
+        // Computed in the first operand's format (KEP-5517's sums and products).
+        let like = |f: &str, v: &str| q(f).computed_like(q(v).nanos()).text().to_string();
+        assert_eq!(like("3Gi", "6Gi"), "6Gi");
+        assert_eq!(like("512Mi", "1536Mi"), "1536Mi");
+        assert_eq!(like("1Ki", "2000"), "2000", "binary, not a whole Ki");
+        assert_eq!(like("1Gi", "1000"), "1k", "binary under 1024 is written DecimalSI");
+        assert_eq!(like("2", "4"), "4");
+        assert_eq!(like("2", "2048"), "2048", "decimal stays decimal");
+        assert_eq!(like("500m", "1500m"), "1500m");
     }
 }

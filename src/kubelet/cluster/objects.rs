@@ -33,6 +33,13 @@ pub struct Machine {
     pub address: String,
     /// The kubelet version it reports (`v1.X.0`).
     pub kubelet_version: String,
+    /// `status.declaredFeatures` (NodeDeclaredFeatures, KEP-5328): the
+    /// features its kubelet declares — here DRANodeAllocatableResources
+    /// when that gate is on (component-helpers nodedeclaredfeatures
+    /// dranodeallocatableresources: Discover is the gate), which
+    /// kube-apiserver's NodeDeclaredFeatureValidator asks of a node before
+    /// it takes a slice with node-allocatable resources for it.
+    pub declared_features: Vec<String>,
 }
 
 impl Machine {
@@ -47,7 +54,13 @@ impl Machine {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             })
             .unwrap_or(1 << 20);
-        Machine { cpus, memory_kib, address: "127.0.0.1".into(), kubelet_version: format!("v{kubelet_version}.0") }
+        Machine {
+            cpus,
+            memory_kib,
+            address: "127.0.0.1".into(),
+            kubelet_version: format!("v{kubelet_version}.0"),
+            declared_features: vec![],
+        }
     }
 }
 
@@ -100,7 +113,7 @@ pub fn conditions(now: &str, since: &str) -> Vec<Value> {
 }
 
 /// The Node's status: resources, conditions (heartbeat `now`, transition
-/// `since`), nodeInfo, addresses.
+/// `since`), nodeInfo, addresses, and the features declared (`declaredFeatures`, when any).
 pub fn node_status(
     name: &str,
     machine: &Machine,
@@ -108,7 +121,7 @@ pub fn node_status(
     now: &str,
     since: &str,
 ) -> Value {
-    json!({
+    let mut status = json!({
         "capacity": resources.0,
         "allocatable": resources.1,
         "conditions": conditions(now, since),
@@ -124,7 +137,11 @@ pub fn node_status(
             "operatingSystem": std::env::consts::OS,
             "architecture": arch(),
         },
-    })
+    });
+    if !machine.declared_features.is_empty() {
+        status["declaredFeatures"] = json!(machine.declared_features);
+    }
+    status
 }
 
 /// GOARCH of this machine.
@@ -367,7 +384,13 @@ mod tests {
     use crate::kubelet::lifecycle::Step;
 
     fn machine() -> Machine {
-        Machine { cpus: 4, memory_kib: 1000, address: "127.0.0.1".into(), kubelet_version: "v1.37.0".into() }
+        Machine {
+            cpus: 4,
+            memory_kib: 1000,
+            address: "127.0.0.1".into(),
+            kubelet_version: "v1.37.0".into(),
+            declared_features: vec![],
+        }
     }
 
     #[test]
@@ -436,6 +459,11 @@ mod tests {
         let ready = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("True"), Some("KubeletReady")));
         assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "v1.37.0");
+        assert!(n["status"].get("declaredFeatures").is_none(), "no feature declared by default");
+        let mut m = machine();
+        m.declared_features.push("DRANodeAllocatableResources".into());
+        let status = node_status("n1", &m, &resources(&m, &[]), "now", "then");
+        assert_eq!(status["declaredFeatures"], json!(["DRANodeAllocatableResources"]));
     }
 
     #[test]

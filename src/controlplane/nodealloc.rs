@@ -1,0 +1,420 @@
+//! Node-allocatable resources through DRA (KEP-5517, the alpha
+//! DRANodeAllocatableResources gate) as kube-scheduler's DynamicResources
+//! plugin decides them, without I/O
+//! (pkg/scheduler/framework/plugins/dynamicresources/nodeallocatabledynamicresources.go,
+//! v1.37.2): what a pod's allocated devices make of the node's cpu, memory,
+//! … (`status.nodeAllocatableResourceClaimStatuses`), whether a claim with a
+//! mapped device may be shared, and whether the pod then fits the node
+//! (its requests as component-helpers' `PodRequests` counts them, the DRA
+//! part included). The control plane's controller uses it for pods of the
+//! API bound to a node.
+
+use super::objects::quantity::Quantity;
+use super::objects::{NodeAllocatable, Object};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// The node-allocatable entries of the devices of a node's slices:
+/// (driver, pool, device) → resource → entry. Devices without any are left out.
+pub type Devices = BTreeMap<(String, String, String), BTreeMap<String, NodeAllocatable>>;
+
+/// The devices of `slices` (those of one node) with `nodeAllocatableResources`.
+pub fn devices<'a>(slices: impl IntoIterator<Item = &'a Object>) -> Devices {
+    let mut out = Devices::new();
+    for s in slices {
+        let Object::Slice { driver, pool, devices, .. } = s else { continue };
+        for d in devices.iter().filter(|d| !d.node_allocatable.is_empty()) {
+            out.insert((driver.clone(), pool.clone(), d.name.clone()), d.node_allocatable.clone());
+        }
+    }
+    out
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+fn key(r: &Value) -> (String, String, String) {
+    (text(&r["driver"]).to_string(), text(&r["pool"]).to_string(), text(&r["device"]).to_string())
+}
+
+/// claimHasNodeAllocatableMappedDevice: whether a device of `results` (a
+/// claim's `status.allocation.devices.results`) has a `mapping` entry.
+pub fn has_mapped(results: &[Value], devices: &Devices) -> bool {
+    results.iter().any(|r| devices.get(&key(r)).is_some_and(|m| m.values().any(|e| e.mapped)))
+}
+
+/// Whether a device of `results` has node-allocatable resources at all
+/// (calculateAndCheckNodeAllocatableResources: the claim is looked at).
+pub fn has_any(results: &[Value], devices: &Devices) -> bool {
+    results.iter().any(|r| devices.contains_key(&key(r)))
+}
+
+/// One overhead entry of a claim's status (v1.NodeAllocatableOverheadResources).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overhead {
+    /// Per pod referencing the claim.
+    pub per_pod: Option<Quantity>,
+    /// Per container referencing it.
+    pub per_container: Option<Quantity>,
+}
+
+/// One entry of `status.nodeAllocatableResourceClaimStatuses`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimStatus {
+    /// The claim's name.
+    pub resource_claim_name: String,
+    /// The containers (init containers first) whose `resources.claims` name it.
+    pub containers: Vec<String>,
+    /// Resource → mapped quantity.
+    pub mapping: BTreeMap<String, Quantity>,
+    /// Resource → overhead.
+    pub overhead: BTreeMap<String, Overhead>,
+}
+
+impl ClaimStatus {
+    /// As the API writes it: empty lists left out (omitempty), lists sorted by name.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"resourceClaimName": self.resource_claim_name});
+        if !self.containers.is_empty() {
+            v["containers"] = json!(self.containers);
+        }
+        if !self.mapping.is_empty() {
+            let m: Vec<Value> = self.mapping.iter().map(|(n, q)| json!({"name": n, "quantity": q.text()})).collect();
+            v["mapping"] = json!(m);
+        }
+        if !self.overhead.is_empty() {
+            let o: Vec<Value> = self
+                .overhead
+                .iter()
+                .map(|(n, o)| {
+                    let mut e = json!({"name": n});
+                    if let Some(q) = &o.per_pod {
+                        e["perPod"] = json!(q.text());
+                    }
+                    if let Some(q) = &o.per_container {
+                        e["perContainer"] = json!(q.text());
+                    }
+                    e
+                })
+                .collect();
+            v["overhead"] = json!(o);
+        }
+        v
+    }
+}
+
+fn add(total: &mut Option<Quantity>, q: &Quantity) {
+    *total = Some(match total.take() {
+        None => q.computed_like(q.nanos()),
+        Some(t) => t.computed_like(t.nanos() + q.nanos()),
+    });
+}
+
+/// buildNodeAllocatableDRAInfo for one claim `name` with `results`: the
+/// mapped quantities (a `deviceMultiplier` per device; with `capacityKey`,
+/// the capacity the result consumed times `capacityMultiplier`) and the
+/// overheads summed over its devices; None when they add up to nothing.
+/// An error, as upstream's (the pod then is not scheduled): a `capacityKey`
+/// mapping of a result that consumed no capacity.
+pub fn claim_status(name: &str, results: &[Value], devices: &Devices) -> Result<Option<ClaimStatus>, String> {
+    let mut mapped: BTreeMap<String, Option<Quantity>> = BTreeMap::new();
+    let mut overhead: BTreeMap<String, (Option<Quantity>, Option<Quantity>)> = BTreeMap::new();
+    for r in results {
+        // A device without node-allocatable resources adds nothing.
+        let Some(entries) = devices.get(&key(r)) else { continue };
+        for (resource, e) in entries {
+            if let Some(cap) = e.capacity_key.as_deref().filter(|k| !k.is_empty()) {
+                let consumed = &r["consumedCapacity"];
+                if !consumed.is_object() {
+                    return Err(format!(
+                        "claim {name}, device {}: ConsumedCapacity is nil, but Capacity key '{cap}' is set in NodeAllocatableResources for resource {resource}",
+                        text(&r["device"])
+                    ));
+                }
+                let Some(c) = consumed.get(cap) else { continue };
+                let c = match c {
+                    Value::String(s) => Quantity::parse(s),
+                    other => Quantity::parse(&other.to_string()),
+                }?;
+                let q = match &e.capacity_multiplier {
+                    Some(m) if m.nanos() != 1_000_000_000 => c.computed_like(c.nanos() * m.nanos() / 1_000_000_000),
+                    _ => c,
+                };
+                add(mapped.entry(resource.clone()).or_default(), &q);
+            } else if let Some(m) = &e.device_multiplier {
+                add(mapped.entry(resource.clone()).or_default(), m);
+            }
+            if e.per_pod.is_some() || e.per_container.is_some() {
+                let o = overhead.entry(resource.clone()).or_default();
+                if let Some(q) = &e.per_pod {
+                    add(&mut o.0, q);
+                }
+                if let Some(q) = &e.per_container {
+                    add(&mut o.1, q);
+                }
+            }
+        }
+    }
+    let mapping: BTreeMap<String, Quantity> = mapped.into_iter().filter_map(|(n, q)| Some((n, q?))).collect();
+    let overhead: BTreeMap<String, Overhead> =
+        overhead.into_iter().map(|(n, (p, c))| (n, Overhead { per_pod: p, per_container: c })).collect();
+    if mapping.is_empty() && overhead.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(ClaimStatus { resource_claim_name: name.to_string(), containers: vec![], mapping, overhead }))
+}
+
+/// The containers of `pod` (init containers, then containers) that name
+/// pod claim `pod_claim` in `resources.claims`, once per naming entry, as
+/// buildNodeAllocatableDRAInfo lists them.
+pub fn containers_naming(pod: &Value, pod_claim: &str) -> Vec<String> {
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|k| pod["spec"][*k].as_array().into_iter().flatten())
+        .flat_map(|c| {
+            let n = c["resources"]["claims"]
+                .as_array()
+                .map_or(0, |cl| cl.iter().filter(|x| x["name"] == pod_claim).count());
+            std::iter::repeat_n(text(&c["name"]).to_string(), n)
+        })
+        .collect()
+}
+
+/// The refusal of validateNodeAllocatableDRAClaimSharing for claim `name`.
+pub fn sharing_refused(name: &str) -> String {
+    format!("node allocatable resource claim {name} has a mapped device and cannot be shared across pods")
+}
+
+/// A resource list in nano-units.
+pub type Resources = BTreeMap<String, i128>;
+
+fn quantities(v: &Value) -> Resources {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, q)| {
+            let q = match q {
+                Value::String(s) => Quantity::parse(s).ok()?,
+                other => Quantity::parse(&other.to_string()).ok()?,
+            };
+            Some((k.clone(), q.nanos()))
+        })
+        .collect()
+}
+
+fn add_all(to: &mut Resources, from: &Resources) {
+    for (k, v) in from {
+        *to.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn max_all(to: &mut Resources, from: &Resources) {
+    for (k, v) in from {
+        let e = to.entry(k.clone()).or_default();
+        *e = (*e).max(*v);
+    }
+}
+
+/// A container's requests: `requests`, and `limits` where a request is
+/// not given (the API's defaulting copies a limit into a missing request).
+fn container_requests(c: &Value) -> Resources {
+    let mut r = quantities(&c["resources"]["limits"]);
+    r.extend(quantities(&c["resources"]["requests"]));
+    r
+}
+
+/// addDRANodeAllocatableClaimResources: each status's mapped quantities,
+/// and its overheads per pod plus per container times its containers.
+pub fn dra_resources(statuses: &Value) -> Resources {
+    let mut out = Resources::new();
+    for st in statuses.as_array().into_iter().flatten() {
+        for m in st["mapping"].as_array().into_iter().flatten() {
+            add_all(&mut out, &quantities(&json!({ text(&m["name"]): m["quantity"] })));
+        }
+        let refs = st["containers"].as_array().map_or(0, Vec::len) as i128;
+        for o in st["overhead"].as_array().into_iter().flatten() {
+            let q = |k: &str| quantities(&json!({ "q": o[k] })).get("q").copied().unwrap_or(0);
+            let n = q("perPod") + if refs > 0 { q("perContainer") * refs } else { 0 };
+            *out.entry(text(&o["name"]).to_string()).or_default() += n;
+        }
+    }
+    out
+}
+
+/// IsSupportedPodLevelResource: cpu, memory and hugepages.
+fn pod_level(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// AggregateContainerRequests with the DRA part: the containers summed,
+/// restartable init containers added, each other init container's need
+/// (with the sidecars started before it) as a floor; then `statuses`'
+/// resources added (the pod's `nodeAllocatableResourceClaimStatuses`).
+pub fn aggregate_requests(pod: &Value, statuses: &Value) -> Resources {
+    let mut result = Resources::new();
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        add_all(&mut result, &container_requests(c));
+    }
+    let mut sidecars = Resources::new();
+    let mut init = Resources::new();
+    for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
+        let r = container_requests(c);
+        if c["restartPolicy"] == "Always" {
+            add_all(&mut result, &r);
+            add_all(&mut sidecars, &r);
+            max_all(&mut init, &sidecars);
+        } else {
+            let mut need = sidecars.clone();
+            add_all(&mut need, &r);
+            max_all(&mut init, &need);
+        }
+    }
+    max_all(&mut result, &init);
+    add_all(&mut result, &dra_resources(statuses));
+    result
+}
+
+/// PodRequests with DRANodeAllocatableResources and PodLevelResources on:
+/// [`aggregate_requests`], the pod-level requests (cpu, memory, hugepages)
+/// in place of theirs, `spec.overhead` added.
+pub fn pod_requests(pod: &Value, statuses: &Value) -> Resources {
+    let mut r = aggregate_requests(pod, statuses);
+    for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
+        if pod_level(&k) {
+            r.insert(k, v);
+        }
+    }
+    add_all(&mut r, &quantities(&pod["spec"]["overhead"]));
+    r
+}
+
+/// GetContainerDRAAllocations: what the statuses naming container `name`
+/// give it — mapped quantities, and per overhead `perPod + perContainer`.
+pub fn container_dra(statuses: &Value, name: &str) -> Resources {
+    let mut out = Resources::new();
+    for st in statuses.as_array().into_iter().flatten() {
+        if !st["containers"].as_array().is_some_and(|c| c.iter().any(|c| c == name)) {
+            continue;
+        }
+        for m in st["mapping"].as_array().into_iter().flatten() {
+            add_all(&mut out, &quantities(&json!({ text(&m["name"]): m["quantity"] })));
+        }
+        for o in st["overhead"].as_array().into_iter().flatten() {
+            let q = |k: &str| quantities(&json!({ "q": o[k] })).get("q").copied().unwrap_or(0);
+            *out.entry(text(&o["name"]).to_string()).or_default() += q("perPod") + q("perContainer");
+        }
+    }
+    out
+}
+
+/// AggregateContainerLimits with the DRA part (addDRANodeAllocatableLimits):
+/// the containers' limits aggregated as requests are, then `statuses`'
+/// resources added where a limit is declared, and to hugepages always.
+fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
+    let limits = |c: &Value| quantities(&c["resources"]["limits"]);
+    let mut result = Resources::new();
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        add_all(&mut result, &limits(c));
+    }
+    let mut sidecars = Resources::new();
+    let mut init = Resources::new();
+    for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
+        let r = limits(c);
+        if c["restartPolicy"] == "Always" {
+            add_all(&mut result, &r);
+            add_all(&mut sidecars, &r);
+            max_all(&mut init, &sidecars);
+        } else {
+            let mut need = sidecars.clone();
+            add_all(&mut need, &r);
+            max_all(&mut init, &need);
+        }
+    }
+    max_all(&mut result, &init);
+    for (k, v) in dra_resources(statuses) {
+        if result.contains_key(&k) || k.starts_with("hugepages-") {
+            *result.entry(k).or_default() += v;
+        }
+    }
+    result
+}
+
+/// validatePodLevelResourcesCoverDRA (UnschedulableAndUnresolvable, with
+/// upstream's messages): a pod-level request smaller than what the
+/// containers and `statuses` ask for; a pod-level hugepages limit below the
+/// containers' limits with the DRA part; a pod-level limit below a
+/// container's limit plus what the statuses give that container.
+pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
+    let want = aggregate_requests(pod, statuses);
+    for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
+        if pod_level(&k) && want.get(&k).is_some_and(|w| *w > v) {
+            return Err(format!(
+                "pod level request for {k} is insufficient to cover the aggregated container and node-allocatable DRA requests"
+            ));
+        }
+    }
+    let pod_limits = quantities(&pod["spec"]["resources"]["limits"]);
+    if pod_limits.is_empty() {
+        return Ok(());
+    }
+    for (k, v) in aggregate_limits(pod, statuses).iter().filter(|(k, _)| k.starts_with("hugepages-")) {
+        if pod_limits.get(k).is_some_and(|l| v > l) {
+            return Err(format!(
+                "pod level limit for {k} is insufficient to cover the aggregated container and node-allocatable DRA limits"
+            ));
+        }
+    }
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        let name = text(&c["name"]);
+        let dra = container_dra(statuses, name);
+        for (k, limit) in quantities(&c["resources"]["limits"]) {
+            let Some(pl) = pod_limits.get(&k).filter(|_| !k.starts_with("hugepages-")) else { continue };
+            if limit + dra.get(&k).copied().unwrap_or(0) > *pl {
+                return Err(format!(
+                    "pod level limit for {k} is insufficient to cover the limit and DRA overhead for container {name}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A quantity in the scheduler's unit: cpu in millis, the rest whole,
+/// rounded up (MilliValue, Value).
+fn scaled(name: &str, nanos: i128) -> i128 {
+    let unit = if name == "cpu" { 1_000_000 } else { 1_000_000_000 };
+    nanos.div_euclid(unit) + i128::from(nanos.rem_euclid(unit) != 0)
+}
+
+/// nodeFitsResources: `demand` against the node's `allocatable` less what
+/// the pods already on it `used` — cpu, memory, ephemeral-storage and
+/// hugepages only; each that does not fit gives `Insufficient <name>`.
+pub fn fits(demand: &Resources, allocatable: &Resources, used: &Resources) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    let names = ["cpu", "memory", "ephemeral-storage"];
+    let mut huge: Vec<&String> = demand.keys().filter(|k| k.starts_with("hugepages-")).collect();
+    huge.sort();
+    for name in names.iter().copied().chain(huge.iter().map(|s| s.as_str())) {
+        let get = |m: &Resources| scaled(name, m.get(name).copied().unwrap_or(0));
+        let want = get(demand);
+        let positive = want > 0 || name.starts_with("hugepages-");
+        if positive && want > get(allocatable) - get(used) {
+            reasons.push(format!("Insufficient {name}"));
+        }
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons)
+    }
+}
+
+/// A node's `status.allocatable` in nano-units.
+pub fn allocatable(node: &Value) -> Resources {
+    quantities(&node["status"]["allocatable"])
+}
+
+#[cfg(test)]
+#[path = "nodealloc_tests.rs"]
+mod tests;
