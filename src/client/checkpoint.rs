@@ -260,7 +260,9 @@ pub fn encode(data: &Data) -> Result<Vec<u8>> {
 /// Write a checkpoint atomically: a temp file in the same directory, fsync, rename.
 pub fn write(path: &Path, data: &Data) -> Result<()> {
     let text = encode(data)?;
-    crate::core::files::write_atomic(path, &text).map_err(|e| Error::io(path, "cannot write checkpoint", &e))
+    // As the kubelet's checkpoint manager writes it (the file synced, not its directory).
+    crate::core::files::write_atomic_with(path, &text, crate::core::files::Durability::File)
+        .map_err(|e| Error::io(path, "cannot write checkpoint", &e))
 }
 
 /// Move a corrupt checkpoint aside (`<name>.corrupt-<unix time>`); returns the new path.

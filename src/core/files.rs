@@ -47,11 +47,29 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// What a [`write_atomic_with`] syncs before and after its rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The file and its directory (the rename survives a power loss).
+    Full,
+    /// The file, not the directory: the kubelet's checkpoints
+    /// (pkg/kubelet/util/store/filestore.go writeFile: Sync, Rename).
+    File,
+    /// Nothing: the kubelet's DRA health cache (healthinfo.go
+    /// saveToCheckpoint: CreateTemp, Write, Close, Rename).
+    Unsynced,
+}
+
 /// Replace `path` with `bytes` atomically: a temp file with a random name in
 /// the same directory, created new (a planted symlink is never followed),
 /// mode 0600, fsync, rename over `path`, fsync the directory. On error the
 /// temp file is removed and `path` is unchanged.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, bytes, Durability::Full)
+}
+
+/// [`write_atomic`], syncing what `durability` says.
+pub fn write_atomic_with(path: &Path, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -63,10 +81,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .tempfile_in(dir)?;
     tmp.as_file().set_permissions(Permissions::from_mode(FILE_MODE))?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    if durability != Durability::Unsynced {
+        tmp.as_file().sync_all()?;
+    }
     tmp.persist(path).map_err(|e| e.error)?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    if durability == Durability::Full {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
     }
     Ok(())
 }
@@ -107,6 +129,19 @@ mod tests {
         let t = deep.join("new-trace");
         create_new(&t).unwrap();
         assert_eq!(mode(&t), FILE_MODE);
+    }
+
+    /// Every durability replaces the file whole, 0600, and leaves no temp file.
+    #[test]
+    fn each_durability_replaces_the_file_whole_and_privately() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("checkpoint");
+        for (i, how) in [Durability::Full, Durability::File, Durability::Unsynced].into_iter().enumerate() {
+            write_atomic_with(&p, format!("v{i}").as_bytes(), how).unwrap();
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("v{i}"), "{how:?}");
+            assert_eq!(mode(&p), 0o600, "{how:?}");
+        }
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "no temp file left");
     }
 
     #[test]

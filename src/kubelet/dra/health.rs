@@ -126,7 +126,10 @@ impl DraManager {
         let path = self.health_state();
         let target = path.clone();
         let snapshot = || Some(self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()));
-        let write = move |bytes: Vec<u8>| crate::core::files::write_atomic(&target, &bytes);
+        let write = move |bytes: Vec<u8>| {
+            // As the kubelet's health cache writes it (healthinfo.go: no sync).
+            crate::core::files::write_atomic_with(&target, &bytes, crate::core::files::Durability::Unsynced)
+        };
         if let Err(e) = self.health_file.write(upto, snapshot, write).await {
             self.event(KubeletEvent::DraCheckpointError { path: path.display().to_string(), error: e.to_string() })
         }

@@ -25,7 +25,10 @@ impl DraManager {
             self.publish_claims();
             Some(bytes)
         };
-        let write = move |bytes: Vec<u8>| crate::core::files::write_atomic(&target, &bytes);
+        let write = move |bytes: Vec<u8>| {
+            // As the kubelet's checkpoint manager writes it (the file synced, not its directory).
+            crate::core::files::write_atomic_with(&target, &bytes, crate::core::files::Durability::File)
+        };
         self.claims_file.write(upto, snapshot, write).await.map_err(|source| Cause::Checkpoint { path, source })
     }
 }
