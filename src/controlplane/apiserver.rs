@@ -72,6 +72,7 @@ pub mod claims;
 mod custom;
 mod discovery;
 mod fields;
+pub mod gated;
 mod listen;
 mod meta;
 mod patch;
@@ -103,17 +104,10 @@ pub struct Store {
     changes: tokio::sync::watch::Sender<u64>,
     /// The controllers run after each write ([`Store::with_controller`]).
     controller: Option<Hook>,
-    /// DRANodeAllocatableResources (KEP-5517; alpha, off): off, a slice
-    /// write drops its devices' `nodeAllocatableResources` unless the slice
-    /// it replaces has them ([`drop_disabled_slice_fields`]).
-    node_allocatable_resources: bool,
-    /// DRAConsumableCapacity (KEP-5075; beta, on, from 1.36): off, a slice
-    /// write drops allowMultipleAllocations and capacity requestPolicy, a
-    /// claim create its capacity requests and distinctAttribute, a status
-    /// write its shareIDs and consumedCapacity, each unless what it
-    /// replaces uses them ([`drop_disabled_slice_fields`],
-    /// [`drop_disabled_claim_spec_fields`], [`drop_disabled_claim_status_fields`]).
-    consumable_capacity: bool,
+    /// The gates of the resource.k8s.io strategies (the profile's): a write
+    /// loses the fields of a feature whose gate is off, unless what it
+    /// replaces uses them ([`gated`]).
+    gates: gated::ApiGates,
     /// GenericWorkload (KEP-4671; beta, off, in 1.37): off, scheduling.k8s.io/v1beta1
     /// is not served (pkg/registry/scheduling/rest: no PodGroup storage without
     /// it, and the group version is off in the default runtime-config): its paths
@@ -140,8 +134,7 @@ impl Default for Store {
             inner: Mutex::default(),
             changes: tokio::sync::watch::channel(0).0,
             controller: None,
-            node_allocatable_resources: false,
-            consumable_capacity: true,
+            gates: gated::ApiGates::default(),
             generic_workload: false,
             workload_resource_claims: false,
         }
@@ -267,17 +260,10 @@ impl Store {
         Store { controller: Some(Hook(controller)), ..Store::default() }
     }
 
-    /// The store with the DRANodeAllocatableResources gate `on` (off by
-    /// default, as kube-apiserver's in 1.36 and 1.37).
-    pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
-        self.node_allocatable_resources = on;
-        self
-    }
-
-    /// The store with the DRAConsumableCapacity gate `on` (on by default,
-    /// as kube-apiserver's from 1.36; off in 1.34–1.35).
-    pub fn with_consumable_capacity(mut self, on: bool) -> Store {
-        self.consumable_capacity = on;
+    /// The store with the resource.k8s.io strategies' gates `gates` (by
+    /// default kube-apiserver 1.37's: [`gated::ApiGates::default`]).
+    pub fn with_api_gates(mut self, gates: gated::ApiGates) -> Store {
+        self.gates = gates;
         self
     }
 
@@ -731,7 +717,7 @@ pub fn answer_typed(
         return status(404, "NotFound", format!("{path}: not served by the dpctl mock API server"));
     };
     let name = rest.strip_prefix('/').unwrap_or("");
-    let a = slices_answer(store, &mut st, method, name, query, content_type, body);
+    let a = slices_answer(store, &mut st, node, method, name, query, content_type, body);
     written(store, &mut st, method, a)
 }
 
@@ -814,9 +800,11 @@ fn written(store: &Store, st: &mut StoreInner, method: &str, a: (u16, Value)) ->
 }
 
 /// A request of the ResourceSlices collection or of slice `name`.
+#[allow(clippy::too_many_arguments)]
 fn slices_answer(
     store: &Store,
     st: &mut StoreInner,
+    node: &str,
     method: &str,
     name: &str,
     query: &str,
@@ -881,10 +869,14 @@ fn slices_answer(
                 Ok(n) => n,
                 Err(e) => return e,
             };
-            drop_disabled_slice_fields(store, &mut obj, None);
+            gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+            gated::slice(&store.gates, &mut obj, None);
             let causes = validate::resource_slice(&obj, &n);
             if !causes.is_empty() {
                 return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
+            }
+            if let Err(e) = slice_admission(store, st, node, &obj, &n) {
+                return e;
             }
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
@@ -897,7 +889,7 @@ fn slices_answer(
             (201, obj)
         }
         ("PUT", n) if !n.is_empty() => match parse(body) {
-            Ok(obj) => replace_slice(store, st, n, obj),
+            Ok(obj) => replace_slice(store, st, node, n, obj),
             Err(e) => e,
         },
         ("PATCH", n) if !n.is_empty() => {
@@ -907,7 +899,7 @@ fn slices_answer(
             match patch::patched(&cur, content_type, body, &query_pairs(query), patch::BUILTIN_TYPES)
                 .and_then(|o| fields::patched_strictly("resource.k8s.io", "ResourceSlice", n, o, query))
             {
-                Ok(obj) => replace_slice(store, st, n, obj),
+                Ok(obj) => replace_slice(store, st, node, n, obj),
                 Err(e) => e,
             }
         }
@@ -940,112 +932,25 @@ fn slices_answer(
     }
 }
 
-/// The ResourceSlice strategy's dropDisabledFields (PrepareForCreate and
-/// PrepareForUpdate, before validation; pkg/registry/resource/resourceslice/strategy.go
-/// of v1.37.2) for the gates the store has: with DRANodeAllocatableResources
-/// off, every device's `nodeAllocatableResources` goes, unless `old` (the
-/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse).
-fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value>) {
-    let has_node_allocatable = |s: &Value| {
-        s["spec"]["devices"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|d| d.get("nodeAllocatableResources").and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
-    };
-    if !(store.node_allocatable_resources || old.is_some_and(has_node_allocatable)) {
-        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
-            if let Some(d) = d.as_object_mut() {
-                d.remove("nodeAllocatableResources");
-            }
-        }
+/// The validating admission of slice `n` (after validation, as
+/// kube-apiserver's registry calls it): the NodeDeclaredFeatures plugin's
+/// check against the stored Nodes, this node's among them
+/// ([`gated::node_allocatable_admission`]).
+fn slice_admission(store: &Store, st: &mut StoreInner, node: &str, obj: &Value, n: &str) -> Result<(), (u16, Value)> {
+    if store.gates.node_allocatable_resources {
+        builtin::ensure_node(store, st, node);
     }
-    // dropDisabledDRAConsumableCapacityFields, draConsumableCapacityFeatureInUse.
-    let shares = |s: &Value| {
-        s["spec"]["devices"].as_array().into_iter().flatten().any(|d| {
-            !d["allowMultipleAllocations"].is_null()
-                || d["capacity"].as_object().into_iter().flatten().any(|(_, c)| !c["requestPolicy"].is_null())
-        })
-    };
-    if !(store.consumable_capacity || old.is_some_and(shares)) {
-        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
-            if let Some(m) = d.as_object_mut() {
-                m.remove("allowMultipleAllocations");
-            }
-            for (_, c) in d["capacity"].as_object_mut().into_iter().flatten() {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("requestPolicy");
-                }
-            }
-        }
-    }
-}
-
-/// Whether a claim spec uses DRAConsumableCapacity (resourceclaimspec
-/// DRAConsumableCapacityFeatureInUse: a distinctAttribute, a capacity request).
-fn claim_spec_uses_capacity(spec: &Value) -> bool {
-    let d = &spec["devices"];
-    d["constraints"].as_array().into_iter().flatten().any(|c| !c["distinctAttribute"].is_null())
-        || d["requests"].as_array().into_iter().flatten().any(|r| {
-            !r["exactly"]["capacity"].is_null()
-                || r["firstAvailable"].as_array().into_iter().flatten().any(|s| !s["capacity"].is_null())
-        })
-}
-
-/// The claim spec strategy's dropDisabledDRAResourceClaimConsumableCapacityFields
-/// (api/resourceclaimspec/util.go, for claims and claim templates): with
-/// DRAConsumableCapacity off, capacity requests and distinctAttribute go,
-/// unless `old` (the stored spec) uses them.
-pub(super) fn drop_disabled_claim_spec_fields(store: &Store, spec: &mut Value, old: Option<&Value>) {
-    if store.consumable_capacity || old.is_some_and(claim_spec_uses_capacity) {
-        return;
-    }
-    let d = &mut spec["devices"];
-    for c in d["constraints"].as_array_mut().into_iter().flatten() {
-        if let Some(c) = c.as_object_mut() {
-            c.remove("distinctAttribute");
-        }
-    }
-    for r in d["requests"].as_array_mut().into_iter().flatten() {
-        if let Some(e) = r["exactly"].as_object_mut() {
-            e.remove("capacity");
-        }
-        for s in r["firstAvailable"].as_array_mut().into_iter().flatten() {
-            if let Some(s) = s.as_object_mut() {
-                s.remove("capacity");
-            }
-        }
-    }
-}
-
-/// The resourceclaim status strategy's
-/// dropDisabledDRAResourceClaimConsumableCapacityStatusFields: with
-/// DRAConsumableCapacity off, the results' shareID and consumedCapacity and
-/// the device statuses' shareID go, unless the stored claim `old` uses the
-/// feature (its spec, a result or a device status with a share).
-pub(super) fn drop_disabled_claim_status_fields(store: &Store, next: &mut Value, old: &Value) {
-    let results = |c: &Value| c["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
-    let in_use = claim_spec_uses_capacity(&old["spec"])
-        || results(old).iter().any(|r| !r["shareID"].is_null() || !r["consumedCapacity"].is_null())
-        || old["status"]["devices"].as_array().into_iter().flatten().any(|d| !d["shareID"].is_null());
-    if store.consumable_capacity || in_use {
-        return;
-    }
-    for r in next["status"]["allocation"]["devices"]["results"].as_array_mut().into_iter().flatten() {
-        if let Some(r) = r.as_object_mut() {
-            r.remove("shareID");
-            r.remove("consumedCapacity");
-        }
-    }
-    for d in next["status"]["devices"].as_array_mut().into_iter().flatten() {
-        if let Some(d) = d.as_object_mut() {
-            d.remove("shareID");
-        }
-    }
+    let nodes: Vec<&Value> = st.builtin.range("/nodes//".to_string().."/nodes/0".to_string()).map(|(_, v)| v).collect();
+    gated::node_allocatable_admission(&store.gates, obj, &nodes).map_err(|why| {
+        let (code, mut v) =
+            status(403, "Forbidden", format!("resourceslices.resource.k8s.io {n:?} is forbidden: {why}"));
+        v["details"] = json!({"name": n, "group": "resource.k8s.io", "kind": "resourceslices"});
+        (code, v)
+    })
 }
 
 /// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
-fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) -> (u16, Value) {
+fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut obj: Value) -> (u16, Value) {
     // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
     if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
         return status(
@@ -1057,7 +962,8 @@ fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) ->
     let Some(cur) = st.slices.get(n) else {
         return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
     };
-    drop_disabled_slice_fields(store, &mut obj, Some(cur));
+    gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+    gated::slice(&store.gates, &mut obj, Some(cur));
     let mut causes = validate::resource_slice(&obj, n);
     causes.extend(rules::slice_update(&obj, cur));
     if !causes.is_empty() {
@@ -1068,6 +974,9 @@ fn replace_slice(store: &Store, st: &mut StoreInner, n: &str, mut obj: Value) ->
         return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
     }
     let cur = cur.clone();
+    if let Err(e) = slice_admission(store, st, node, &obj, n) {
+        return e;
+    }
     st.version += 1;
     set_kind(&mut obj);
     // metadata.generation counts spec changes (kube-apiserver's strategy).

@@ -714,8 +714,7 @@ async fn run(
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).
         let store = std::sync::Arc::new(
             store
-                .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
-                .with_consumable_capacity(profile.dra_consumable_capacity.enabled())
+                .with_api_gates(profile.api_gates())
                 .with_generic_workload(profile.generic_workload.enabled())
                 .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
         );

@@ -275,6 +275,13 @@ pub const GATES: &[&str] = &[
     "DRAConsumableCapacity",
     "GenericWorkload",
     "DRAWorkloadResourceClaims",
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
+    "DRAPartitionableDevices",
+    "DRAPartitionableDevicesType",
+    "DRAResourcePoolStatus",
+    "DRAPrioritizedList",
+    "DRAAdminAccess",
 ];
 
 /// A behaviour profile: the kubelet as of one minor version.
@@ -338,6 +345,31 @@ pub struct Profile {
     /// off) 1.37. On: a claim reserved for the pod's PodGroup
     /// (`spec.schedulingGroup.podGroupName`) is the pod's to use.
     pub dra_workload_resource_claims: Gate,
+    /// DRADeviceTaints (KEP-5055): alpha (off) 1.33, beta (on) 1.36, GA 1.37
+    /// (not locked). Off: the API server drops devices' taints and requests'
+    /// tolerations.
+    pub dra_device_taints: Gate,
+    /// DRADeviceTaintRules: alpha (off) 1.35, beta (off) 1.36, GA (on) 1.37;
+    /// depends on DRADeviceTaints (DeviceTaintRules are the mock kubelet's
+    /// manifests, not served: only the dependency is checked).
+    pub dra_device_taint_rules: Gate,
+    /// DRAPartitionableDevices (KEP-4815): alpha (off) 1.33, beta (on) 1.36.
+    /// Off: the API server drops sharedCounters, perDeviceNodeSelection and
+    /// devices' consumesCounters, nodeName, nodeSelector, allNodes.
+    pub dra_partitionable_devices: Gate,
+    /// DRAPartitionableDevicesType: alpha (off) 1.37, depending on
+    /// DRAPartitionableDevices and DRAResourcePoolStatus. Off: the API
+    /// server drops a slice's partitionTypeAttribute.
+    pub dra_partitionable_devices_type: Gate,
+    /// DRAResourcePoolStatus: alpha (off) from 1.36 (its API is not served
+    /// here: only DRAPartitionableDevicesType's dependency on it is checked).
+    pub dra_resource_pool_status: Gate,
+    /// DRAPrioritizedList (KEP-4816): alpha (off) 1.33, beta (on) 1.34, GA
+    /// 1.36, locked 1.37. Off: the API server drops requests' firstAvailable.
+    pub dra_prioritized_list: Gate,
+    /// DRAAdminAccess (KEP-5018): alpha (off) 1.32, beta (on) 1.34, GA and
+    /// locked 1.36. Off: the API server drops adminAccess.
+    pub dra_admin_access: Gate,
 }
 
 impl Default for Profile {
@@ -565,6 +597,35 @@ impl Profile {
             },
             generic_workload: if v.0 >= 35 { Gate::Off } else { Gate::Absent },
             dra_workload_resource_claims: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_device_taints: match v.0 {
+                36.. => Gate::On,
+                33.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_device_taint_rules: match v.0 {
+                37.. => Gate::On,
+                35.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_partitionable_devices: match v.0 {
+                36.. => Gate::On,
+                33.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_partitionable_devices_type: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
+            dra_resource_pool_status: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_prioritized_list: match v.0 {
+                37.. => Gate::Locked,
+                34.. => Gate::On,
+                33 => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_admin_access: match v.0 {
+                36.. => Gate::Locked,
+                34.. => Gate::On,
+                32.. => Gate::Off,
+                _ => Gate::Absent,
+            },
         }
     }
 
@@ -577,6 +638,28 @@ impl Profile {
             compatibility_groups: self.dra_compatibility_groups.enabled(),
             derived_attributes: self.dra_derived_attributes.enabled(),
             consumable_capacity: self.dra_consumable_capacity.enabled(),
+        }
+    }
+
+    /// The local API server's gates (its resource.k8s.io strategies'), as
+    /// this version's gates set them. DRAOptionalNodeOperations (alpha, off
+    /// in 1.37) is on where the profile honours skipNodeOperations: dpctl
+    /// models its gate on (docs/fidelity.md).
+    pub fn api_gates(&self) -> crate::controlplane::apiserver::gated::ApiGates {
+        crate::controlplane::apiserver::gated::ApiGates {
+            device_taints: self.dra_device_taints.enabled(),
+            partitionable_devices: self.dra_partitionable_devices.enabled(),
+            partitionable_devices_type: self.dra_partitionable_devices_type.enabled(),
+            binding_conditions: self.dra_binding_conditions.enabled(),
+            consumable_capacity: self.dra_consumable_capacity.enabled(),
+            compatibility_groups: self.dra_compatibility_groups.enabled(),
+            node_allocatable_resources: self.dra_node_allocatable_resources.enabled(),
+            list_type_attributes: self.dra_list_type_attributes.enabled(),
+            optional_node_operations: self.dra_skip_node_operations,
+            prioritized_list: self.dra_prioritized_list.enabled(),
+            admin_access: self.dra_admin_access.enabled(),
+            derived_attributes: self.dra_derived_attributes.enabled(),
+            extended_resource: self.dra_extended_resource.enabled(),
         }
     }
 
@@ -608,6 +691,13 @@ impl Profile {
                 "DRAConsumableCapacity" => &mut self.dra_consumable_capacity,
                 "GenericWorkload" => &mut self.generic_workload,
                 "DRAWorkloadResourceClaims" => &mut self.dra_workload_resource_claims,
+                "DRADeviceTaints" => &mut self.dra_device_taints,
+                "DRADeviceTaintRules" => &mut self.dra_device_taint_rules,
+                "DRAPartitionableDevices" => &mut self.dra_partitionable_devices,
+                "DRAPartitionableDevicesType" => &mut self.dra_partitionable_devices_type,
+                "DRAResourcePoolStatus" => &mut self.dra_resource_pool_status,
+                "DRAPrioritizedList" => &mut self.dra_prioritized_list,
+                "DRAAdminAccess" => &mut self.dra_admin_access,
                 n => {
                     return Err(format!(
                         "unrecognized feature gate: {n} (this mock kubelet sets: {})",
@@ -631,12 +721,38 @@ impl Profile {
             };
         }
         // featuregate's dependency check (kube_features.go defaultKubernetesFeatureGateDependencies;
-        // DynamicResourceAllocation, the other dependency, is on wherever the gate exists).
-        if self.dra_workload_resource_claims.enabled() && !self.generic_workload.enabled() {
-            return Err(
-                "DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
-                    .into(),
-            );
+        // DynamicResourceAllocation, NodeDeclaredFeatures and DRAResourceClaimDeviceStatus,
+        // the other dependencies, are on wherever these gates exist), in the order of that map.
+        type Needs<'a> = &'a [(&'a str, Gate)];
+        let deps: [(&str, Gate, Needs); 4] = [
+            (
+                "DRADeviceCompatibilityGroups",
+                self.dra_compatibility_groups,
+                &[("DRAPartitionableDevices", self.dra_partitionable_devices)],
+            ),
+            ("DRADeviceTaintRules", self.dra_device_taint_rules, &[("DRADeviceTaints", self.dra_device_taints)]),
+            (
+                "DRAPartitionableDevicesType",
+                self.dra_partitionable_devices_type,
+                &[
+                    ("DRAPartitionableDevices", self.dra_partitionable_devices),
+                    ("DRAResourcePoolStatus", self.dra_resource_pool_status),
+                ],
+            ),
+            (
+                "DRAWorkloadResourceClaims",
+                self.dra_workload_resource_claims,
+                &[("GenericWorkload", self.generic_workload)],
+            ),
+        ];
+        for (name, gate, needs) in deps {
+            let off: Vec<&str> = needs.iter().filter(|(_, g)| !g.enabled()).map(|(n, _)| *n).collect();
+            if gate.enabled() && !off.is_empty() {
+                return Err(format!(
+                    "{name} is enabled, but depends on features that are disabled: [{}]",
+                    off.join(" ")
+                ));
+            }
         }
         Ok(self)
     }
@@ -806,6 +922,48 @@ mod tests {
         }
         let on = Profile::of(KubeletVersion(37)).with_gates("DRAListTypeAttributes=true").unwrap();
         assert!(gates(&on).features.list_type_attributes && !Gates::of_minor(37).features.list_type_attributes);
+    }
+
+    /// The API server's gates (#48) are the profile's: at a version's
+    /// defaults kube-apiserver's (ApiGates::of_minor), but for
+    /// DRAOptionalNodeOperations, modelled on where skipNodeOperations is
+    /// honoured; `--feature-gates` moves them, with featuregate's
+    /// dependency checks.
+    #[test]
+    fn the_api_servers_gates_are_the_profiles() {
+        use crate::controlplane::apiserver::gated::ApiGates;
+        for m in [34, 35, 36, 37] {
+            let p = Profile::of(KubeletVersion(m));
+            let want = ApiGates { optional_node_operations: p.dra_skip_node_operations, ..ApiGates::of_minor(m) };
+            assert_eq!(p.api_gates(), want, "1.{m}");
+        }
+        let p = |m| Profile::of(KubeletVersion(m));
+        let gates = |m, s: &str| p(m).with_gates(s).map(|p| p.api_gates());
+        let off = gates(37, "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false").unwrap();
+        assert!(!off.device_taints && !off.partitionable_devices && off.prioritized_list);
+        assert_eq!(
+            gates(37, "DRADeviceTaints=false").unwrap_err(),
+            "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]"
+        );
+        assert_eq!(
+            gates(37, "DRADeviceCompatibilityGroups=true,DRAPartitionableDevices=false").unwrap_err(),
+            "DRADeviceCompatibilityGroups is enabled, but depends on features that are disabled: [DRAPartitionableDevices]"
+        );
+        assert_eq!(
+            gates(37, "DRAPartitionableDevicesType=true,DRAPartitionableDevices=false").unwrap_err(),
+            "DRAPartitionableDevicesType is enabled, but depends on features that are disabled: [DRAPartitionableDevices DRAResourcePoolStatus]"
+        );
+        assert!(
+            gates(37, "DRAPartitionableDevicesType=true,DRAResourcePoolStatus=true")
+                .unwrap()
+                .partitionable_devices_type
+        );
+        assert!(gates(37, "DRAPrioritizedList=false").unwrap_err().contains("locked to true"));
+        assert!(!gates(35, "DRAPrioritizedList=false,DRAAdminAccess=false")
+            .map(|g| g.prioritized_list || g.admin_access)
+            .unwrap());
+        assert!(gates(36, "DRAAdminAccess=false").unwrap_err().contains("locked to true"));
+        assert!(gates(32, "DRADeviceTaints=true").unwrap_err().contains("kubelet 1.32 has no such gate"));
     }
 
     /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta

@@ -471,10 +471,26 @@ pub(super) fn served(k: &Kind, obj: &Value) -> Value {
 }
 
 /// This node, as the store first holds it.
-fn node_object(node: &str, version: u64) -> Value {
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
+fn node_object(node: &str, version: u64, gates: &super::gated::ApiGates) -> Value {
+    let mut n = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
         "uid": crate::controlplane::objects::derived_uid(&format!("node\0{node}")),
-        "creationTimestamp": meta::now(), "resourceVersion": version.to_string()}})
+        "creationTimestamp": meta::now(), "resourceVersion": version.to_string()}});
+    // The kubelet declares the node features its gates enable (NodeDeclaredFeatures,
+    // component-helpers nodedeclaredfeatures: dranodeallocatableresources Discover).
+    if gates.node_allocatable_resources {
+        n["status"] = json!({"declaredFeatures": ["DRANodeAllocatableResources"]});
+    }
+    n
+}
+
+/// This node's Node object, made when first asked for.
+pub(super) fn ensure_node(store: &Store, st: &mut StoreInner, node: &str) {
+    let k = KINDS.iter().find(|k| k.kind == "Node").expect("Node is a built-in kind");
+    if !st.builtin.contains_key(&key(k, "", node)) {
+        st.version += 1;
+        let n = node_object(node, st.version, &store.gates);
+        st.builtin.insert(key(k, "", node), n);
+    }
 }
 
 /// What one request of a built-in kind asks for.
@@ -492,10 +508,8 @@ pub(super) struct Request<'a> {
 /// Answer one request of a built-in kind (not a watch).
 pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
     let k = r.kind;
-    if k.kind == "Node" && !st.builtin.contains_key(&key(k, "", q.node)) {
-        st.version += 1;
-        let node = node_object(q.node, st.version);
-        st.builtin.insert(key(k, "", q.node), node);
+    if k.kind == "Node" {
+        ensure_node(store, st, q.node);
     }
     let verb = match (q.method, r.name, r.sub) {
         ("GET", None, None) => "list",
@@ -597,7 +611,10 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
     }
     if k.kind == "ResourceClaimTemplate" {
         // The template strategy's dropDisabledFields (resourceclaimspec.DropDisabledFields).
-        super::drop_disabled_claim_spec_fields(store, &mut obj["spec"]["spec"], None);
+        super::gated::claim_spec(&store.gates, &mut obj["spec"]["spec"], None);
+    }
+    if k.kind == "DeviceClass" {
+        super::gated::device_class(&store.gates, &mut obj, None);
     }
     default(k, &mut obj);
     if k.kind == "PodGroup" {
@@ -719,7 +736,10 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
     }
     if k.kind == "ResourceClaimTemplate" {
-        super::drop_disabled_claim_spec_fields(store, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
+        super::gated::claim_spec(&store.gates, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
+    }
+    if k.kind == "DeviceClass" {
+        super::gated::device_class(&store.gates, &mut next, Some(cur));
     }
     let mut causes = if k.kind == "Pod" && r.sub == Some("status") { vec![] } else { validate(k, &next, name) };
     causes.extend(validate_update(k, &next, cur));

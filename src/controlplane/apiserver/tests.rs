@@ -982,7 +982,15 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj.clone());
     assert_eq!(c, 200, "{put}");
     assert!(put["spec"]["devices"][0].get("nodeAllocatableResources").is_none(), "{put}");
-    let on = Store::default().with_node_allocatable_resources(true);
+    let on = Store::default()
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
+    // With the gate on, the NodeDeclaredFeatures admission wants the slice's node, declaring
+    // the feature: another node is not there; this node declares it.
+    let mut elsewhere = obj.clone();
+    elsewhere["spec"]["nodeName"] = json!("node-2");
+    let (c, refused) = call(&on, "POST", SLICES, "", elsewhere);
+    let words = "resourceslices.resource.k8s.io \"s\" is forbidden: node \"node-2\" not found for device \"d0\"";
+    assert_eq!((c, refused["message"].as_str()), (403, Some(words)), "{refused}");
     let (c, created) = call(&on, "POST", SLICES, "", obj.clone());
     assert_eq!((c, &created["spec"]["devices"][0]["nodeAllocatableResources"]), (201, &nar), "{created}");
     // In use in the slice replaced: kept with the gate off too (a downgrade keeps what was written).
@@ -1002,7 +1010,8 @@ fn shareable_devices_lose_their_share_fields_with_consumable_capacity_off_unless
     obj["spec"]["devices"][0]["allowMultipleAllocations"] = json!(true);
     let policy = json!({"default": "1Gi", "validRange": {"min": "1Gi"}});
     obj["spec"]["devices"][0]["capacity"] = json!({"memory": {"value": "8Gi", "requestPolicy": policy}});
-    let off = Store::default().with_consumable_capacity(false);
+    let off =
+        Store::default().with_api_gates(super::gated::ApiGates { consumable_capacity: false, ..Default::default() });
     let (c, created) = call(&off, "POST", SLICES, "", obj.clone());
     assert_eq!(c, 201, "{created}");
     let dev = &created["spec"]["devices"][0];
@@ -1035,7 +1044,8 @@ fn claims_lose_capacity_requests_and_shares_with_consumable_capacity_off() {
             {"name": "r", "exactly": {"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}},
             {"name": "f", "firstAvailable": [{"name": "s", "deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}]}],
             "constraints": [{"matchAttribute": "d/y"}]}}});
-    let off = Store::default().with_consumable_capacity(false);
+    let off =
+        Store::default().with_api_gates(super::gated::ApiGates { consumable_capacity: false, ..Default::default() });
     let (c, got) = call(&off, "POST", claims, "", body.clone());
     assert_eq!(c, 201, "{got}");
     let d = &got["spec"]["devices"];
