@@ -22,7 +22,8 @@
 //!   a stale `resourceVersion` is 409; generation bumped on a spec change),
 //!   patch (JSON, merge, strategic merge, apply: [`patch`]), delete (a
 //!   DeleteOptions body's preconditions honoured); resource versions are integers;
-//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
+//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (the betas where
+//!   served: [`Store::with_resource_betas`]): the mock kubelet's
 //!   claims ([`claims`]) and those clients create, update, patch and delete,
 //!   and their `status` subresource, as the resourceclaim strategy judges
 //!   them ([`resourceclaims`], [`rules`]);
@@ -108,6 +109,12 @@ pub struct Store {
     /// loses the fields of a feature whose gate is off, unless what it
     /// replaces uses them ([`gated`]).
     gates: gated::ApiGates,
+    /// The resource.k8s.io group versions served, preferred first: `v1`,
+    /// then `v1beta2` and `v1beta1` where the profile serves them (off by
+    /// default from 1.34, as kube-apiserver's betaAPIGroupVersionsDisabledByDefault;
+    /// `mock-kubelet --runtime-config` turns them on). An unserved one's
+    /// paths are 404 and discovery does not list it ([`Store::serves`]).
+    resource_versions: &'static [&'static str],
     /// GenericWorkload (KEP-4671; beta, off, in 1.37): off, scheduling.k8s.io/v1beta1
     /// is not served (pkg/registry/scheduling/rest: no PodGroup storage without
     /// it, and the group version is off in the default runtime-config): its paths
@@ -135,6 +142,7 @@ impl Default for Store {
             changes: tokio::sync::watch::channel(0).0,
             controller: None,
             gates: gated::ApiGates::default(),
+            resource_versions: &["v1"],
             generic_workload: false,
             workload_resource_claims: false,
         }
@@ -267,6 +275,19 @@ impl Store {
         self
     }
 
+    /// The store serving resource.k8s.io `v1beta2` and `v1beta1` beside `v1`
+    /// as asked (by default neither, as kube-apiserver from 1.34 without
+    /// `--runtime-config resource.k8s.io/v1beta2=true,…`).
+    pub fn with_resource_betas(mut self, v1beta2: bool, v1beta1: bool) -> Store {
+        self.resource_versions = match (v1beta2, v1beta1) {
+            (true, true) => &["v1", "v1beta2", "v1beta1"],
+            (true, false) => &["v1", "v1beta2"],
+            (false, true) => &["v1", "v1beta1"],
+            (false, false) => &["v1"],
+        };
+        self
+    }
+
     /// The store with the GenericWorkload gate `on` (off by default, as
     /// kube-apiserver's in 1.35–1.37): on, it serves scheduling.k8s.io/v1beta1
     /// PodGroups (what kube-apiserver does with the gate and
@@ -284,12 +305,14 @@ impl Store {
     }
 
     /// Whether the API group version `path` (decoded) falls in is served:
-    /// all but scheduling.k8s.io/v1beta1 with GenericWorkload off.
+    /// all but scheduling.k8s.io/v1beta1 with GenericWorkload off and the
+    /// resource.k8s.io betas not in [`Store::resource_versions`].
     pub(crate) fn serves(&self, path: &str) -> bool {
-        let pod_groups = path
-            .strip_prefix("/apis/scheduling.k8s.io/v1beta1")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-        self.generic_workload || !pod_groups
+        let under = |gv: &str| path.strip_prefix(gv).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        let beta_off = ["v1beta2", "v1beta1"]
+            .iter()
+            .any(|v| !self.resource_versions.contains(v) && under(&format!("/apis/resource.k8s.io/{v}")));
+        (self.generic_workload || !under("/apis/scheduling.k8s.io/v1beta1")) && !beta_off
     }
 
     /// Run the controllers after a write, under its lock.
@@ -670,7 +693,9 @@ pub fn answer_typed(
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
-    if let Some(d) = discovery::answer(path, custom::groups(&store.lock()), store.generic_workload) {
+    if let Some(d) =
+        discovery::answer(path, custom::groups(&store.lock()), store.generic_workload, store.resource_versions)
+    {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if method == "GET" && is_collection(store, path) {
@@ -1109,7 +1134,8 @@ async fn respond(
     let groups = custom::groups(&store.lock());
     let found = {
         let path = decoded_path(req.uri().path());
-        discovery::answer(&path, groups, store.generic_workload).or_else(|| custom::discovery(&store.lock(), &path))
+        discovery::answer(&path, groups, store.generic_workload, store.resource_versions)
+            .or_else(|| custom::discovery(&store.lock(), &path))
     };
     if let Some(d) = found {
         // Discovery documents are read as JSON (client-go's discovery client asks for JSON).

@@ -715,6 +715,7 @@ async fn run(
         let store = std::sync::Arc::new(
             store
                 .with_api_gates(profile.api_gates())
+                .with_resource_betas(profile.api_resource_v1beta2, profile.api_resource_v1beta1)
                 .with_generic_workload(profile.generic_workload.enabled())
                 .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
         );

@@ -370,6 +370,13 @@ pub struct Profile {
     /// DRAAdminAccess (KEP-5018): alpha (off) 1.32, beta (on) 1.34, GA and
     /// locked 1.36. Off: the API server drops adminAccess.
     pub dra_admin_access: Gate,
+    /// The local API server serves resource.k8s.io/v1beta2 beside v1: off
+    /// from 1.34, as kube-apiserver (betaAPIGroupVersionsDisabledByDefault),
+    /// on before (dpctl serves every version there, see docs/fidelity.md);
+    /// `--runtime-config resource.k8s.io/v1beta2=true` turns it on.
+    pub api_resource_v1beta2: bool,
+    /// The same for resource.k8s.io/v1beta1.
+    pub api_resource_v1beta1: bool,
 }
 
 impl Default for Profile {
@@ -626,6 +633,8 @@ impl Profile {
                 32.. => Gate::Off,
                 _ => Gate::Absent,
             },
+            api_resource_v1beta2: v.0 < 34,
+            api_resource_v1beta1: v.0 < 34,
         }
     }
 
@@ -752,6 +761,37 @@ impl Profile {
                     "{name} is enabled, but depends on features that are disabled: [{}]",
                     off.join(" ")
                 ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Apply `--runtime-config GROUP/VERSION=BOOL,…` as kube-apiserver reads
+    /// it (a key alone is true; `api/beta` and `api/all` name every beta),
+    /// for the group versions the local API server can serve off its
+    /// default: resource.k8s.io/v1beta2 and v1beta1 (v1 is always served).
+    pub fn with_runtime_config(mut self, spec: &str) -> Result<Self, String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').unwrap_or((part, "true"));
+            let on = match value.trim() {
+                "" | "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                v => {
+                    return Err(format!(
+                        "invalid value of {key}: {v}, err: strconv.ParseBool: parsing {v:?}: invalid syntax"
+                    ))
+                }
+            };
+            match key.trim() {
+                "resource.k8s.io/v1beta2" => self.api_resource_v1beta2 = on,
+                "resource.k8s.io/v1beta1" => self.api_resource_v1beta1 = on,
+                "api/beta" | "api/all" => (self.api_resource_v1beta2, self.api_resource_v1beta1) = (on, on),
+                "resource.k8s.io/v1" if on => {}
+                k => {
+                    return Err(format!(
+                        "{k}: this mock kubelet's API server sets resource.k8s.io/v1beta2 and resource.k8s.io/v1beta1 (resource.k8s.io/v1 is always served)"
+                    ))
+                }
             }
         }
         Ok(self)
@@ -964,6 +1004,23 @@ mod tests {
             .unwrap());
         assert!(gates(36, "DRAAdminAccess=false").unwrap_err().contains("locked to true"));
         assert!(gates(32, "DRADeviceTaints=true").unwrap_err().contains("kubelet 1.32 has no such gate"));
+    }
+
+    /// pkg/controlplane/instance.go of v1.34.4–v1.37.2: resource.k8s.io
+    /// v1beta1 and v1beta2 are in betaAPIGroupVersionsDisabledByDefault.
+    #[test]
+    fn the_resource_betas_are_served_before_1_34_and_with_runtime_config() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        let betas = |p: Profile| (p.api_resource_v1beta2, p.api_resource_v1beta1);
+        assert_eq!([33, 34, 37].map(|m| betas(p(m))), [(true, true), (false, false), (false, false)]);
+        let rc = |s: &str| p(37).with_runtime_config(s).map(betas);
+        assert_eq!(rc("resource.k8s.io/v1beta1=true"), Ok((false, true)));
+        assert_eq!(rc("resource.k8s.io/v1beta2,resource.k8s.io/v1=true"), Ok((true, false)));
+        assert_eq!(rc("api/beta=true"), Ok((true, true)));
+        assert_eq!(p(33).with_runtime_config("resource.k8s.io/v1beta2=false").map(betas), Ok((false, true)));
+        assert!(rc("resource.k8s.io/v1beta1=yes").unwrap_err().contains("invalid value of resource.k8s.io/v1beta1"));
+        assert!(rc("resource.k8s.io/v1=false").unwrap_err().contains("always served"));
+        assert!(rc("apps/v1beta1=true").unwrap_err().starts_with("apps/v1beta1: "));
     }
 
     /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta

@@ -61,6 +61,12 @@ const CLAIM_1_STATUS: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourcec
 /// The corpus, in the order it is sent (later requests see earlier ones' objects).
 const CORPUS: &[Req] = &[
     // ResourceSlices.
+    // resource.k8s.io from 1.34: v1 only (instance.go betaAPIGroupVersionsDisabledByDefault).
+    req!("resource.k8s.io group", "GET", "/apis/resource.k8s.io", ""),
+    req!("resource.k8s.io/v1beta1 discovery", "GET", "/apis/resource.k8s.io/v1beta1", ""),
+    req!("resource.k8s.io/v1beta2 discovery", "GET", "/apis/resource.k8s.io/v1beta2", ""),
+    req!("slice list in v1beta1", "GET", "/apis/resource.k8s.io/v1beta1/resourceslices", ""),
+    req!("claim list in v1beta2", "GET", "/apis/resource.k8s.io/v1beta2/namespaces/{ns}/resourceclaims", ""),
     req!("slice create", "POST", SLICES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1","labels":{"corpus":"{p}"}},
             "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1},

@@ -142,9 +142,28 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
 }
 
 #[test]
-fn claims_are_served_in_each_version_with_their_allocation() {
-    // (the kubelet's claims, written into the store in process)
+fn the_resource_betas_are_not_served_by_default_as_from_1_34() {
+    // kube-apiserver v1.34–v1.37 pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault.
     let s = Store::default();
+    for p in [
+        "/apis/resource.k8s.io/v1beta1",
+        "/apis/resource.k8s.io/v1beta2/namespaces/ml/resourceclaims",
+        "/apis/resource.k8s.io/v1beta1/resourceslices",
+    ] {
+        let (c, e) = answer(&s, "n", "GET", p, "", b"");
+        assert_eq!((c, e["message"].as_str()), (404, Some("the server could not find the requested resource")), "{p}");
+    }
+    assert_eq!(answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims", "", b"").0, 200);
+    let one = Store::default().with_resource_betas(true, false);
+    assert_eq!(answer(&one, "n", "GET", "/apis/resource.k8s.io/v1beta2/namespaces/ml/resourceclaims", "", b"").0, 200);
+    assert_eq!(answer(&one, "n", "GET", "/apis/resource.k8s.io/v1beta1/namespaces/ml/resourceclaims", "", b"").0, 404);
+}
+
+#[test]
+fn claims_are_served_in_each_version_with_their_allocation() {
+    // (the kubelet's claims, written into the store in process; the betas
+    // served as with `--runtime-config resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true`)
+    let s = Store::default().with_resource_betas(true, true);
     let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
     assert!(s.put_claim(claim.clone()));
     assert!(!s.put_claim(claim.clone()), "the same claim again is no write");
@@ -262,7 +281,7 @@ fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, 
 /// stale resourceVersion or another uid is 409; devices must be allocated (422).
 #[test]
 fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver() {
-    let s = Store::default();
+    let s = Store::default().with_resource_betas(false, true);
     let claims = [kubelet_claim("u1", "g0")];
     let (c, got) = claim_call(&s, &claims, "GET", &format!("{CLAIM}/status"), "", "", "");
     assert_eq!(c, 200);
@@ -500,7 +519,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
-    let g = discovery::answer("/apis", custom::groups(&s.lock()), false).unwrap();
+    let g = discovery::answer("/apis", custom::groups(&s.lock()), false, &["v1"]).unwrap();
     assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
