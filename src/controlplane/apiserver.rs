@@ -845,7 +845,7 @@ fn slices_answer(
                 Ok(s) => s,
                 Err(e) => return e,
             };
-            let items: Vec<Value> = st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned().collect();
+            let items = list_items(st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned());
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -870,6 +870,7 @@ fn slices_answer(
                     items.push(s);
                 }
             }
+            let items = list_items(items);
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -1009,6 +1010,23 @@ fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut ob
     st.put(n.to_string(), obj.clone());
     store.emit(st, "MODIFIED", obj.clone());
     (200, obj)
+}
+
+/// A typed list's items as kube-apiserver writes them: without their
+/// `apiVersion` and `kind` (a list of a built-in kind encodes its items'
+/// empty TypeMeta; a custom resource's list, unstructured, keeps them).
+/// Watch events and single objects carry theirs.
+pub(super) fn list_items(items: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    items
+        .into_iter()
+        .map(|mut o| {
+            if let Some(m) = o.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            o
+        })
+        .collect()
 }
 
 /// One HTTP answer: a status and a whole body, in `media`.

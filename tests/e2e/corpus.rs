@@ -523,7 +523,15 @@ fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
         return json!({"code": code, "kind": "Status", "status": v["status"], "reason": v["reason"], "causes": causes});
     }
     if let Some(items) = v["items"].as_array() {
-        let mut names: Vec<Value> = items.iter().map(|i| generated(&i["metadata"]["name"])).collect();
+        // Each item's name, and its apiVersion and kind when it carries them (a typed list's
+        // items do not: kube-apiserver writes them without TypeMeta).
+        let mut names: Vec<Value> = items
+            .iter()
+            .map(|i| match (i.get("apiVersion"), i.get("kind")) {
+                (None, None) => generated(&i["metadata"]["name"]),
+                (a, k) => json!({"name": generated(&i["metadata"]["name"]), "apiVersion": a, "kind": k}),
+            })
+            .collect();
         names.sort_by_key(|n| n.to_string());
         return json!({"code": code, "kind": v["kind"], "apiVersion": v["apiVersion"], "items": names});
     }

@@ -563,6 +563,7 @@ fn list(st: &StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         .filter(|o| selectors::selected(&sel, o))
         .map(|o| served(k, o))
         .collect();
+    let items = super::list_items(items);
     (
         200,
         json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(),

@@ -192,6 +192,7 @@ fn list(st: &StoreInner, r: &ClaimRequest) -> (u16, Value) {
         .filter(|c| selectors::selected(&sel, c))
         .map(|c| served(c, r.version))
         .collect();
+    let items = super::list_items(items);
     (
         200,
         json!({"kind": "ResourceClaimList", "apiVersion": format!("{GROUP}/{}", r.version),
