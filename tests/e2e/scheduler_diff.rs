@@ -809,6 +809,12 @@ fn gated_writes(run: &str) -> Vec<(String, &'static str, String, Value)> {
         ("c-capacity", &capacity, json!([{"matchAttribute": "gated.example.com/x"}])),
         ("c-distinct", &json!({}), json!([{"distinctAttribute": "gated.example.com/x"}])),
         ("c-derived", &derived, uses_derived.clone()),
+        // Invalid with the gate on (its name in no constraint, no expression); dropped with it off.
+        (
+            "c-derived-unused",
+            &json!({"derivedAttributes": [{"name": "gated.example.com/other"}]}),
+            uses_derived.clone(),
+        ),
     ] {
         out.push((n.into(), "POST", CLAIMS.into(), claim(n, e.clone(), c)));
     }
@@ -932,6 +938,8 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         // The NodeDeclaredFeatures admission refuses a slice on a missing node only with DRANodeAllocatableResources on.
         let refused = if gates == Some(ALPHA_ON) { 403 } else { 201 };
         assert_eq!(kube_out["allocatable-missing"]["code"], refused, "{gates:?}: {kube_out:#}");
+        let invalid = if gates == Some(ALPHA_ON) { 422 } else { 201 };
+        assert_eq!(kube_out["c-derived-unused"]["code"], invalid, "{gates:?}: {kube_out:#}");
         assert_eq!(kube_out["st-status"]["code"], 200, "{gates:?}: {kube_out:#}");
         assert_eq!(
             kube_out["binding"]["spec"]["devices"][0].get("bindingConditions").is_some(),
