@@ -895,6 +895,7 @@ fn slices_answer(
                 Ok(n) => n,
                 Err(e) => return e,
             };
+            rules::omit_empty_lists(&mut obj);
             gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
             gated::slice(&store.gates, &mut obj, None);
             let causes = validate::resource_slice(&obj, &n);
@@ -988,6 +989,7 @@ fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut ob
     let Some(cur) = st.slices.get(n) else {
         return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
     };
+    rules::omit_empty_lists(&mut obj);
     gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
     gated::slice(&store.gates, &mut obj, Some(cur));
     let mut causes = validate::resource_slice(&obj, n);

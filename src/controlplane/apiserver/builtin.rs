@@ -610,6 +610,9 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
             obj["spec"]["taints"] = json!(taints);
         }
     }
+    if k.group == "resource.k8s.io" {
+        super::rules::omit_empty_lists(&mut obj);
+    }
     if k.kind == "ResourceClaimTemplate" {
         // The template strategy's dropDisabledFields (resourceclaimspec.DropDisabledFields).
         super::gated::claim_spec(&store.gates, &mut obj["spec"]["spec"], None);
@@ -735,6 +738,9 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         let had = cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str().and_then(|g| g.parse::<i64>().ok());
         let now = had.unwrap_or(1) + i64::from(next["spec"]["template"] != cur["spec"]["template"]);
         next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
+    }
+    if k.group == "resource.k8s.io" {
+        super::rules::omit_empty_lists(&mut next);
     }
     if k.kind == "ResourceClaimTemplate" {
         super::gated::claim_spec(&store.gates, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));

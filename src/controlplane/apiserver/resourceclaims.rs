@@ -231,6 +231,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) 
         Err(e) => return e,
     };
     obj["spec"] = super::claims::v1_spec(&obj["spec"]);
+    super::rules::omit_empty_lists(&mut obj);
     super::gated::claim_spec(&store.gates, &mut obj["spec"], None);
     obj["status"] = json!({});
     let mut causes = validate::object_meta(&obj["metadata"], &name);
@@ -298,6 +299,7 @@ fn update(store: &Store, st: &mut StoreInner, key: &str, cur: &Value, body: Valu
     }
     let mut next = body;
     next["spec"] = super::claims::v1_spec(&next["spec"]);
+    super::rules::omit_empty_lists(&mut next);
     super::gated::claim_spec(&store.gates, &mut next["spec"], Some(&cur["spec"]));
     next["status"] = cur["status"].clone();
     next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
@@ -408,6 +410,7 @@ fn update_status(
         Value::Object(_) => body["status"].clone(),
         _ => json!({}),
     };
+    super::rules::omit_empty_lists(&mut next["status"]);
     super::gated::claim_status(&store.gates, &mut next, cur);
     // A device status carries its (unset) conditions as the Go struct writes them.
     for d in next["status"]["devices"].as_array_mut().into_iter().flatten() {

@@ -261,6 +261,29 @@ fn exact(at: &str, e: &Value) -> Vec<Cause> {
     out
 }
 
+/// Go's `omitempty` on a resource.k8s.io/v1 object's lists, as kube-apiserver
+/// decodes a write and encodes what it stored: an empty list is written
+/// nowhere (k8s.io/api@v0.37.2 resource/v1/types.go: every list of these
+/// kinds and of ObjectMeta is `omitempty` but a DeviceClaim's `requests` (the
+/// `requests` under `devices`) and a device status's `conditions`). Raw
+/// JSON (`data`, `parameters`, `fieldsV1`) is left as sent.
+pub(super) fn omit_empty_lists(v: &mut Value) {
+    fn walk(v: &mut Value, parent: &str) {
+        match v {
+            Value::Object(m) => {
+                let kept = |k: &str| k == "conditions" || (k == "requests" && parent == "devices");
+                m.retain(|k, x| kept(k) || !x.as_array().is_some_and(Vec::is_empty));
+                for (k, x) in m.iter_mut().filter(|(k, _)| !["data", "parameters", "fieldsV1"].contains(&k.as_str())) {
+                    walk(x, k);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, parent)),
+            _ => {}
+        }
+    }
+    walk(v, "")
+}
+
 /// The attributes the constraints of a claim spec name, by the request they
 /// target ("" for a constraint on every request): validation.go
 /// gatherConstraintAttributes.
@@ -1150,6 +1173,19 @@ fn container_resources(at: &str, r: &Value, claim_names: &[String]) -> Vec<Cause
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_lists_are_omitted_but_requests_and_conditions() {
+        let mut v = json!({"metadata": {"finalizers": []}, "spec": {"devices": {"requests": [], "constraints": [],
+            "config": [{"requests": [], "opaque": {"parameters": {"l": []}}}]}},
+            "status": {"devices": [{"conditions": [], "data": {"x": []}}]}});
+        omit_empty_lists(&mut v);
+        assert_eq!(
+            v,
+            json!({"metadata": {}, "spec": {"devices": {"requests": [], "config": [{"opaque": {"parameters": {"l": []}}}]}},
+                "status": {"devices": [{"conditions": [], "data": {"x": []}}]}})
+        );
+    }
 
     /// validation.go validateDeviceDerivedAttribute: a derived attribute's
     /// name must be used by a constraint on its request (or all, or its
