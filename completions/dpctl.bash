@@ -3256,7 +3256,7 @@ _dpctl() {
             return 0
             ;;
         dpctl__subcmd__mock__subcmd__kubelet)
-            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --binding-timeout --kubelet-version --explain-profile --feature-gates --kubeconfig --context --node-name --node-labels --nodes --node-devices --node-dra-driver --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
+            opts="-o -v -h --pod-resources-socket --no-pod-resources --manifests --plugins-registry-dir --cdi-spec-dir --metrics-addr --api-server --api-server-insecure --api-server-tls --grace-period --max-recv-size --topology-policy --restart-every --dial-timeout --call-timeout --binding-timeout --kubelet-version --explain-profile --feature-gates --runtime-config --kubeconfig --context --node-name --node-labels --nodes --node-devices --node-dra-driver --log-format --output --emit-defaults --no-headers --timeout --verbose --no-color --plugin-dir --root --kubelet-root-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3319,6 +3319,10 @@ _dpctl() {
                     return 0
                     ;;
                 --feature-gates)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --runtime-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -114,6 +114,10 @@ pub struct MockKubeletArgs {
     /// Set feature gates the version has, the kubelet's way (e.g. DRAExtendedResource=true on 1.34 and 1.35)
     #[arg(long, value_name = "NAME=BOOL,…")]
     pub feature_gates: Option<String>,
+    /// Serve API group versions the version's kube-apiserver leaves off, its --runtime-config way
+    /// (from 1.34 resource.k8s.io/v1 only: e.g. resource.k8s.io/v1beta1=true)
+    #[arg(long, value_name = "GROUP/VERSION=BOOL,…", requires = "api_server")]
+    pub runtime_config: Option<String>,
     /// Be a node of the cluster of this kubeconfig (the node's own credentials, as a kubelet's
     /// kubeconfig): register the Node, renew its Lease, run the pods bound to it; turns on the
     /// plugin watcher. `{node}` in the path is replaced by the node's name (with --nodes, each
@@ -267,13 +271,16 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
     })
 }
 
-/// The profile of --kubelet-version with --feature-gates applied.
+/// The profile of --kubelet-version with --feature-gates and --runtime-config applied.
 fn profile(a: &MockKubeletArgs) -> Result<crate::kubelet::profile::Profile> {
-    let p = crate::kubelet::profile::Profile::of(a.kubelet_version);
-    match &a.feature_gates {
-        None => Ok(p),
-        Some(g) => p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}"))),
+    let mut p = crate::kubelet::profile::Profile::of(a.kubelet_version);
+    if let Some(g) = &a.feature_gates {
+        p = p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}")))?;
     }
+    if let Some(r) = &a.runtime_config {
+        p = p.with_runtime_config(r).map_err(|e| Error::usage(format!("--runtime-config: {e}")))?;
+    }
+    Ok(p)
 }
 
 /// Run the command: the engine until SIGINT/SIGTERM; SIGHUP restarts it in place.

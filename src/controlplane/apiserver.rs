@@ -22,7 +22,8 @@
 //!   a stale `resourceVersion` is 409; generation bumped on a spec change),
 //!   patch (JSON, merge, strategic merge, apply: [`patch`]), delete (a
 //!   DeleteOptions body's preconditions honoured); resource versions are integers;
-//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths: the mock kubelet's
+//! - `resourceclaims` in v1, v1beta2 and v1beta1 paths (the betas where
+//!   served: [`Store::with_resource_betas`]): the mock kubelet's
 //!   claims ([`claims`]) and those clients create, update, patch and delete,
 //!   and their `status` subresource, as the resourceclaim strategy judges
 //!   them ([`resourceclaims`], [`rules`]);
@@ -72,6 +73,7 @@ pub mod claims;
 mod custom;
 mod discovery;
 mod fields;
+pub mod gated;
 mod listen;
 mod meta;
 mod patch;
@@ -103,17 +105,16 @@ pub struct Store {
     changes: tokio::sync::watch::Sender<u64>,
     /// The controllers run after each write ([`Store::with_controller`]).
     controller: Option<Hook>,
-    /// DRANodeAllocatableResources (KEP-5517; alpha, off): off, a slice
-    /// write drops its devices' `nodeAllocatableResources` unless the slice
-    /// it replaces has them ([`drop_disabled_slice_fields`]).
-    node_allocatable_resources: bool,
-    /// DRAConsumableCapacity (KEP-5075; beta, on, from 1.36): off, a slice
-    /// write drops allowMultipleAllocations and capacity requestPolicy, a
-    /// claim create its capacity requests and distinctAttribute, a status
-    /// write its shareIDs and consumedCapacity, each unless what it
-    /// replaces uses them ([`drop_disabled_slice_fields`],
-    /// [`drop_disabled_claim_spec_fields`], [`drop_disabled_claim_status_fields`]).
-    consumable_capacity: bool,
+    /// The gates of the resource.k8s.io strategies (the profile's): a write
+    /// loses the fields of a feature whose gate is off, unless what it
+    /// replaces uses them ([`gated`]).
+    gates: gated::ApiGates,
+    /// The resource.k8s.io group versions served, preferred first: `v1`,
+    /// then `v1beta2` and `v1beta1` where the profile serves them (off by
+    /// default from 1.34, as kube-apiserver's betaAPIGroupVersionsDisabledByDefault;
+    /// `mock-kubelet --runtime-config` turns them on). An unserved one's
+    /// paths are 404 and discovery does not list it ([`Store::serves`]).
+    resource_versions: &'static [&'static str],
     /// GenericWorkload (KEP-4671; beta, off, in 1.37): off, scheduling.k8s.io/v1beta1
     /// is not served (pkg/registry/scheduling/rest: no PodGroup storage without
     /// it, and the group version is off in the default runtime-config): its paths
@@ -145,8 +146,8 @@ impl Default for Store {
             inner: Mutex::default(),
             changes: tokio::sync::watch::channel(0).0,
             controller: None,
-            node_allocatable_resources: false,
-            consumable_capacity: true,
+            gates: gated::ApiGates::default(),
+            resource_versions: &["v1"],
             generic_workload: false,
             workload_resource_claims: false,
             api_minor: 37,
@@ -273,10 +274,10 @@ impl Store {
         Store { controller: Some(Hook(controller)), ..Store::default() }
     }
 
-    /// The store with the DRANodeAllocatableResources gate `on` (off by
-    /// default, as kube-apiserver's in 1.36 and 1.37).
-    pub fn with_node_allocatable_resources(mut self, on: bool) -> Store {
-        self.node_allocatable_resources = on;
+    /// The store with the resource.k8s.io strategies' gates `gates` (by
+    /// default kube-apiserver 1.37's: [`gated::ApiGates::default`]).
+    pub fn with_api_gates(mut self, gates: gated::ApiGates) -> Store {
+        self.gates = gates;
         self
     }
 
@@ -286,10 +287,16 @@ impl Store {
         self
     }
 
-    /// The store with the DRAConsumableCapacity gate `on` (on by default,
-    /// as kube-apiserver's from 1.36; off in 1.34–1.35).
-    pub fn with_consumable_capacity(mut self, on: bool) -> Store {
-        self.consumable_capacity = on;
+    /// The store serving resource.k8s.io `v1beta2` and `v1beta1` beside `v1`
+    /// as asked (by default neither, as kube-apiserver from 1.34 without
+    /// `--runtime-config resource.k8s.io/v1beta2=true,…`).
+    pub fn with_resource_betas(mut self, v1beta2: bool, v1beta1: bool) -> Store {
+        self.resource_versions = match (v1beta2, v1beta1) {
+            (true, true) => &["v1", "v1beta2", "v1beta1"],
+            (true, false) => &["v1", "v1beta2"],
+            (false, true) => &["v1", "v1beta1"],
+            (false, false) => &["v1"],
+        };
         self
     }
 
@@ -310,12 +317,14 @@ impl Store {
     }
 
     /// Whether the API group version `path` (decoded) falls in is served:
-    /// all but scheduling.k8s.io/v1beta1 with GenericWorkload off.
+    /// all but scheduling.k8s.io/v1beta1 with GenericWorkload off and the
+    /// resource.k8s.io betas not in [`Store::resource_versions`].
     pub(crate) fn serves(&self, path: &str) -> bool {
-        let pod_groups = path
-            .strip_prefix("/apis/scheduling.k8s.io/v1beta1")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-        self.generic_workload || !pod_groups
+        let under = |gv: &str| path.strip_prefix(gv).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        let beta_off = ["v1beta2", "v1beta1"]
+            .iter()
+            .any(|v| !self.resource_versions.contains(v) && under(&format!("/apis/resource.k8s.io/{v}")));
+        (self.generic_workload || !under("/apis/scheduling.k8s.io/v1beta1")) && !beta_off
     }
 
     /// Run the controllers after a write, under its lock.
@@ -697,7 +706,9 @@ pub fn answer_typed(
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
-    if let Some(d) = discovery::answer(path, custom::groups(&store.lock()), store.generic_workload) {
+    if let Some(d) =
+        discovery::answer(path, custom::groups(&store.lock()), store.generic_workload, store.resource_versions)
+    {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if method == "GET" && is_collection(store, path) {
@@ -847,7 +858,7 @@ fn slices_answer(
                 Ok(s) => s,
                 Err(e) => return e,
             };
-            let items: Vec<Value> = st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned().collect();
+            let items = list_items(st.slices.values().filter(|s| selectors::selected(&sel, s)).cloned());
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -872,6 +883,7 @@ fn slices_answer(
                     items.push(s);
                 }
             }
+            let items = list_items(items);
             (
                 200,
                 json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
@@ -896,16 +908,18 @@ fn slices_answer(
                 Ok(n) => n,
                 Err(e) => return e,
             };
-            drop_disabled_slice_fields(store, &mut obj, None);
+            rules::omit_empty_lists(&mut obj);
+            gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+            gated::slice(&store.gates, &mut obj, None);
             let causes = validate::resource_slice(&obj, &n);
             if !causes.is_empty() {
                 return validate::invalid_status("resource.k8s.io", "ResourceSlice", &n, &causes);
             }
+            if let Err(e) = slice_admission(store, st, node, &obj, &n) {
+                return e;
+            }
             if st.slices.contains_key(&n) {
                 return status(409, "AlreadyExists", format!("resourceslices.resource.k8s.io {n:?} already exists"));
-            }
-            if let Some(refused) = node_declared_features(store, st, node, &obj, &n) {
-                return refused;
             }
             st.version += 1;
             set_kind(&mut obj);
@@ -959,185 +973,24 @@ fn slices_answer(
     }
 }
 
-/// The ResourceSlice strategy's dropDisabledFields (PrepareForCreate and
-/// PrepareForUpdate, before validation; pkg/registry/resource/resourceslice/strategy.go
-/// of v1.37.2) for the gates the store has: with DRANodeAllocatableResources
-/// off, every device's `nodeAllocatableResources` goes, unless `old` (the
-/// slice replaced) has some (draNodeAllocatableResourcesFeatureInUse). Up
-/// to 1.36 the field is 1.36's `nodeAllocatableResourceMappings`, dropped
-/// the same way (1.36's strategy is not in the sources dpctl is checked
-/// against: taken to be 1.37's for the field it had).
-fn drop_disabled_slice_fields(store: &Store, obj: &mut Value, old: Option<&Value>) {
-    let field = match store.api_minor {
-        m if m <= 36 => "nodeAllocatableResourceMappings",
-        _ => "nodeAllocatableResources",
-    };
-    let has_node_allocatable = |s: &Value| {
-        s["spec"]["devices"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|d| d.get(field).and_then(Value::as_object).is_some_and(|m| !m.is_empty()))
-    };
-    if !(store.node_allocatable_resources || old.is_some_and(has_node_allocatable)) {
-        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
-            if let Some(d) = d.as_object_mut() {
-                d.remove(field);
-            }
-        }
+/// The validating admission of slice `n` (after validation, as
+/// kube-apiserver's registry calls it): the NodeDeclaredFeatures plugin's
+/// check against the stored Nodes, this node's among them
+/// ([`gated::node_allocatable_admission`]).
+fn slice_admission(store: &Store, st: &mut StoreInner, node: &str, obj: &Value, n: &str) -> Result<(), (u16, Value)> {
+    if store.gates.node_allocatable_resources {
+        builtin::ensure_node(store, st, node);
     }
-    // dropDisabledDRAConsumableCapacityFields, draConsumableCapacityFeatureInUse.
-    let shares = |s: &Value| {
-        s["spec"]["devices"].as_array().into_iter().flatten().any(|d| {
-            !d["allowMultipleAllocations"].is_null()
-                || d["capacity"].as_object().into_iter().flatten().any(|(_, c)| !c["requestPolicy"].is_null())
-        })
-    };
-    if !(store.consumable_capacity || old.is_some_and(shares)) {
-        for d in obj["spec"]["devices"].as_array_mut().into_iter().flatten() {
-            if let Some(m) = d.as_object_mut() {
-                m.remove("allowMultipleAllocations");
-            }
-            for (_, c) in d["capacity"].as_object_mut().into_iter().flatten() {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("requestPolicy");
-                }
-            }
-        }
-    }
-}
-
-/// Whether a claim spec uses DRAConsumableCapacity (resourceclaimspec
-/// DRAConsumableCapacityFeatureInUse: a distinctAttribute, a capacity request).
-fn claim_spec_uses_capacity(spec: &Value) -> bool {
-    let d = &spec["devices"];
-    d["constraints"].as_array().into_iter().flatten().any(|c| !c["distinctAttribute"].is_null())
-        || d["requests"].as_array().into_iter().flatten().any(|r| {
-            !r["exactly"]["capacity"].is_null()
-                || r["firstAvailable"].as_array().into_iter().flatten().any(|s| !s["capacity"].is_null())
-        })
-}
-
-/// The claim spec strategy's dropDisabledDRAResourceClaimConsumableCapacityFields
-/// (api/resourceclaimspec/util.go, for claims and claim templates): with
-/// DRAConsumableCapacity off, capacity requests and distinctAttribute go,
-/// unless `old` (the stored spec) uses them.
-pub(super) fn drop_disabled_claim_spec_fields(store: &Store, spec: &mut Value, old: Option<&Value>) {
-    if store.consumable_capacity || old.is_some_and(claim_spec_uses_capacity) {
-        return;
-    }
-    let d = &mut spec["devices"];
-    for c in d["constraints"].as_array_mut().into_iter().flatten() {
-        if let Some(c) = c.as_object_mut() {
-            c.remove("distinctAttribute");
-        }
-    }
-    for r in d["requests"].as_array_mut().into_iter().flatten() {
-        if let Some(e) = r["exactly"].as_object_mut() {
-            e.remove("capacity");
-        }
-        for s in r["firstAvailable"].as_array_mut().into_iter().flatten() {
-            if let Some(s) = s.as_object_mut() {
-                s.remove("capacity");
-            }
-        }
-    }
-}
-
-/// The resourceclaim status strategy's
-/// dropDisabledDRAResourceClaimConsumableCapacityStatusFields: with
-/// DRAConsumableCapacity off, the results' shareID and consumedCapacity and
-/// the device statuses' shareID go, unless the stored claim `old` uses the
-/// feature (its spec, a result or a device status with a share).
-pub(super) fn drop_disabled_claim_status_fields(store: &Store, next: &mut Value, old: &Value) {
-    let results = |c: &Value| c["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
-    let in_use = claim_spec_uses_capacity(&old["spec"])
-        || results(old).iter().any(|r| !r["shareID"].is_null() || !r["consumedCapacity"].is_null())
-        || old["status"]["devices"].as_array().into_iter().flatten().any(|d| !d["shareID"].is_null());
-    if store.consumable_capacity || in_use {
-        return;
-    }
-    for r in next["status"]["allocation"]["devices"]["results"].as_array_mut().into_iter().flatten() {
-        if let Some(r) = r.as_object_mut() {
-            r.remove("shareID");
-            r.remove("consumedCapacity");
-        }
-    }
-    for d in next["status"]["devices"].as_array_mut().into_iter().flatten() {
-        if let Some(d) = d.as_object_mut() {
-            d.remove("shareID");
-        }
-    }
+    let nodes = builtin::nodes(st);
+    gated::node_allocatable_admission(&store.gates, obj, &nodes).map_err(|why| {
+        let (code, mut v) =
+            status(403, "Forbidden", format!("resourceslices.resource.k8s.io {n:?} is forbidden: {why}"));
+        v["details"] = json!({"name": n, "group": "resource.k8s.io", "kind": "resourceslices"});
+        (code, v)
+    })
 }
 
 /// Replace slice `n` with `obj` (a PUT's body, or a patch's result).
-/// The feature a node declares (`status.declaredFeatures`) when its kubelet
-/// has DRANodeAllocatableResources on (component-helpers
-/// nodedeclaredfeatures/features/dranodeallocatableresources).
-pub const NODE_ALLOCATABLE_FEATURE: &str = "DRANodeAllocatableResources";
-
-/// kube-apiserver's NodeDeclaredFeatureValidator admission for slice `n`
-/// (plugin/pkg/admission/nodedeclaredfeatures/admission.go v1.37.2; with
-/// NodeDeclaredFeatures on, GA in 1.37 and beta-on in 1.36, and
-/// DRANodeAllocatableResources on): each device with
-/// `nodeAllocatableResources` must map to nodes that declare the feature —
-/// the slice's (or, with `perDeviceNodeSelection`, the device's) `nodeName`,
-/// every Node for `allNodes`; none at all is refused too. 403 Forbidden, as
-/// an admission plugin refuses. The store's own node (`own`: the mock
-/// kubelet serving it) declares it when the gate is on. A `nodeSelector` is
-/// not matched here (such devices pass).
-fn node_declared_features(store: &Store, st: &StoreInner, own: &str, obj: &Value, n: &str) -> Option<(u16, Value)> {
-    if !store.node_allocatable_resources || store.api_minor < 36 {
-        return None;
-    }
-    let forbidden = |why: String| {
-        let (c, mut v) = status(403, "Forbidden", format!("resourceslices.resource.k8s.io {n:?} is forbidden: {why}"));
-        v["details"] = json!({"name": n, "group": "resource.k8s.io", "kind": "resourceslices"});
-        (c, v)
-    };
-    let nodes = builtin::nodes(st);
-    let declares = |name: &str| {
-        name == own
-            || nodes.iter().any(|nd| {
-                nd["metadata"]["name"] == name
-                    && nd["status"]["declaredFeatures"]
-                        .as_array()
-                        .is_some_and(|f| f.iter().any(|x| x == NODE_ALLOCATABLE_FEATURE))
-            })
-    };
-    let exists = |name: &str| name == own || nodes.iter().any(|nd| nd["metadata"]["name"] == name);
-    let spec = &obj["spec"];
-    let per_device = spec["perDeviceNodeSelection"] == true;
-    for d in spec["devices"].as_array().into_iter().flatten() {
-        if d["nodeAllocatableResources"].as_object().is_none_or(|m| m.is_empty()) {
-            continue;
-        }
-        let dev = d["name"].as_str().unwrap_or_default();
-        let at = if per_device { d } else { spec };
-        let single = at["nodeName"].as_str().filter(|s| !s.is_empty());
-        let all = at["allNodes"] == true;
-        if single.is_none() && at["nodeSelector"].is_null() && !all {
-            return Some(forbidden(format!(
-                "device {dev:?} in ResourceSlice has NodeAllocatableResources but does not map to any nodes"
-            )));
-        }
-        if let Some(node) = single {
-            if !exists(node) {
-                return Some(forbidden(format!("node {node:?} not found for device {dev:?}")));
-            }
-            if !declares(node) {
-                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
-            }
-        } else if all {
-            let names = nodes.iter().filter_map(|nd| nd["metadata"]["name"].as_str());
-            if let Some(node) = names.into_iter().find(|nd| !declares(nd)) {
-                return Some(forbidden(format!("node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")));
-            }
-        }
-    }
-    None
-}
-
 fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut obj: Value) -> (u16, Value) {
     // handlers/rest.go checkName: the body's name is the URL's (before the object is looked up).
     if let Some(other) = obj["metadata"]["name"].as_str().filter(|o| !o.is_empty() && o != &n) {
@@ -1150,7 +1003,9 @@ fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut ob
     let Some(cur) = st.slices.get(n) else {
         return status(404, "NotFound", format!("resourceslices.resource.k8s.io {n:?} not found"));
     };
-    drop_disabled_slice_fields(store, &mut obj, Some(cur));
+    rules::omit_empty_lists(&mut obj);
+    gated::default_slice(&mut obj, &crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+    gated::slice(&store.gates, &mut obj, Some(cur));
     let mut causes = validate::resource_slice(&obj, n);
     causes.extend(rules::slice_update(&obj, cur));
     if !causes.is_empty() {
@@ -1160,10 +1015,10 @@ fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut ob
     if !want.is_empty() && want != cur["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
         return status(409, "Conflict", format!("Operation cannot be fulfilled on resourceslices.resource.k8s.io {n:?}: the object has been modified; please apply your changes to the latest version and try again"));
     }
-    if let Some(refused) = node_declared_features(store, st, node, &obj, n) {
-        return refused;
-    }
     let cur = cur.clone();
+    if let Err(e) = slice_admission(store, st, node, &obj, n) {
+        return e;
+    }
     st.version += 1;
     set_kind(&mut obj);
     // metadata.generation counts spec changes (kube-apiserver's strategy).
@@ -1171,6 +1026,23 @@ fn replace_slice(store: &Store, st: &mut StoreInner, node: &str, n: &str, mut ob
     st.put(n.to_string(), obj.clone());
     store.emit(st, "MODIFIED", obj.clone());
     (200, obj)
+}
+
+/// A typed list's items as kube-apiserver writes them: without their
+/// `apiVersion` and `kind` (a list of a built-in kind encodes its items'
+/// empty TypeMeta; a custom resource's list, unstructured, keeps them).
+/// Watch events and single objects carry theirs.
+pub(super) fn list_items(items: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    items
+        .into_iter()
+        .map(|mut o| {
+            if let Some(m) = o.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            o
+        })
+        .collect()
 }
 
 /// One HTTP answer: a status and a whole body, in `media`.
@@ -1296,7 +1168,8 @@ async fn respond(
     let groups = custom::groups(&store.lock());
     let found = {
         let path = decoded_path(req.uri().path());
-        discovery::answer(&path, groups, store.generic_workload).or_else(|| custom::discovery(&store.lock(), &path))
+        discovery::answer(&path, groups, store.generic_workload, store.resource_versions)
+            .or_else(|| custom::discovery(&store.lock(), &path))
     };
     if let Some(d) = found {
         // Discovery documents are read as JSON (client-go's discovery client asks for JSON).

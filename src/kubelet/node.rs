@@ -501,7 +501,7 @@ async fn start_generation(
     if let Some(c) = s.cluster.as_ref().or(own_api) {
         let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
         if s.manager.profile.dra_node_allocatable_resources.enabled() {
-            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+            machine.declared_features.push(crate::controlplane::apiserver::gated::NODE_ALLOCATABLE_FEATURE.to_string());
         }
         gen.tasks.spawn(crate::kubelet::cluster::run_pods(cm.clone(), c.clone(), machine, s.manifests.is_none()));
     }
@@ -733,8 +733,8 @@ async fn run(
         let store = std::sync::Arc::new(
             store
                 .with_api_minor(profile.version.minor())
-                .with_node_allocatable_resources(profile.dra_node_allocatable_resources.enabled())
-                .with_consumable_capacity(profile.dra_consumable_capacity.enabled())
+                .with_api_gates(profile.api_gates())
+                .with_resource_betas(profile.api_resource_v1beta2, profile.api_resource_v1beta1)
                 .with_generic_workload(profile.generic_workload.enabled())
                 .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
         );
@@ -783,7 +783,7 @@ async fn run(
     if let Some(c) = &s.cluster {
         let mut machine = crate::kubelet::cluster::objects::Machine::here(&s.manager.profile.version.to_string());
         if s.manager.profile.dra_node_allocatable_resources.enabled() {
-            machine.declared_features.push(crate::controlplane::apiserver::NODE_ALLOCATABLE_FEATURE.to_string());
+            machine.declared_features.push(crate::controlplane::apiserver::gated::NODE_ALLOCATABLE_FEATURE.to_string());
         }
         drop(status.spawn_joined(crate::kubelet::cluster::run_node(
             c.clone(),

@@ -275,6 +275,13 @@ pub const GATES: &[&str] = &[
     "DRAConsumableCapacity",
     "GenericWorkload",
     "DRAWorkloadResourceClaims",
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
+    "DRAPartitionableDevices",
+    "DRAPartitionableDevicesType",
+    "DRAResourcePoolStatus",
+    "DRAPrioritizedList",
+    "DRAAdminAccess",
 ];
 
 /// A behaviour profile: the kubelet as of one minor version.
@@ -338,6 +345,38 @@ pub struct Profile {
     /// off) 1.37. On: a claim reserved for the pod's PodGroup
     /// (`spec.schedulingGroup.podGroupName`) is the pod's to use.
     pub dra_workload_resource_claims: Gate,
+    /// DRADeviceTaints (KEP-5055): alpha (off) 1.33, beta (on) 1.36, GA 1.37
+    /// (not locked). Off: the API server drops devices' taints and requests'
+    /// tolerations.
+    pub dra_device_taints: Gate,
+    /// DRADeviceTaintRules: alpha (off) 1.35, beta (off) 1.36, GA (on) 1.37;
+    /// depends on DRADeviceTaints (DeviceTaintRules are the mock kubelet's
+    /// manifests, not served: only the dependency is checked).
+    pub dra_device_taint_rules: Gate,
+    /// DRAPartitionableDevices (KEP-4815): alpha (off) 1.33, beta (on) 1.36.
+    /// Off: the API server drops sharedCounters, perDeviceNodeSelection and
+    /// devices' consumesCounters, nodeName, nodeSelector, allNodes.
+    pub dra_partitionable_devices: Gate,
+    /// DRAPartitionableDevicesType: alpha (off) 1.37, depending on
+    /// DRAPartitionableDevices and DRAResourcePoolStatus. Off: the API
+    /// server drops a slice's partitionTypeAttribute.
+    pub dra_partitionable_devices_type: Gate,
+    /// DRAResourcePoolStatus: alpha (off) from 1.36 (its API is not served
+    /// here: only DRAPartitionableDevicesType's dependency on it is checked).
+    pub dra_resource_pool_status: Gate,
+    /// DRAPrioritizedList (KEP-4816): alpha (off) 1.33, beta (on) 1.34, GA
+    /// 1.36, locked 1.37. Off: the API server drops requests' firstAvailable.
+    pub dra_prioritized_list: Gate,
+    /// DRAAdminAccess (KEP-5018): alpha (off) 1.32, beta (on) 1.34, GA and
+    /// locked 1.36. Off: the API server drops adminAccess.
+    pub dra_admin_access: Gate,
+    /// The local API server serves resource.k8s.io/v1beta2 beside v1: off
+    /// from 1.34, as kube-apiserver (betaAPIGroupVersionsDisabledByDefault),
+    /// on before (dpctl serves every version there, see docs/fidelity.md);
+    /// `--runtime-config resource.k8s.io/v1beta2=true` turns it on.
+    pub api_resource_v1beta2: bool,
+    /// The same for resource.k8s.io/v1beta1.
+    pub api_resource_v1beta1: bool,
 }
 
 impl Default for Profile {
@@ -565,6 +604,37 @@ impl Profile {
             },
             generic_workload: if v.0 >= 35 { Gate::Off } else { Gate::Absent },
             dra_workload_resource_claims: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_device_taints: match v.0 {
+                36.. => Gate::On,
+                33.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_device_taint_rules: match v.0 {
+                37.. => Gate::On,
+                35.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_partitionable_devices: match v.0 {
+                36.. => Gate::On,
+                33.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_partitionable_devices_type: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
+            dra_resource_pool_status: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            dra_prioritized_list: match v.0 {
+                37.. => Gate::Locked,
+                34.. => Gate::On,
+                33 => Gate::Off,
+                _ => Gate::Absent,
+            },
+            dra_admin_access: match v.0 {
+                36.. => Gate::Locked,
+                34.. => Gate::On,
+                32.. => Gate::Off,
+                _ => Gate::Absent,
+            },
+            api_resource_v1beta2: v.0 < 34,
+            api_resource_v1beta1: v.0 < 34,
         }
     }
 
@@ -577,6 +647,28 @@ impl Profile {
             compatibility_groups: self.dra_compatibility_groups.enabled(),
             derived_attributes: self.dra_derived_attributes.enabled(),
             consumable_capacity: self.dra_consumable_capacity.enabled(),
+        }
+    }
+
+    /// The local API server's gates (its resource.k8s.io strategies'), as
+    /// this version's gates set them. DRAOptionalNodeOperations (alpha, off
+    /// in 1.37) is on where the profile honours skipNodeOperations: dpctl
+    /// models its gate on (docs/fidelity.md).
+    pub fn api_gates(&self) -> crate::controlplane::apiserver::gated::ApiGates {
+        crate::controlplane::apiserver::gated::ApiGates {
+            device_taints: self.dra_device_taints.enabled(),
+            partitionable_devices: self.dra_partitionable_devices.enabled(),
+            partitionable_devices_type: self.dra_partitionable_devices_type.enabled(),
+            binding_conditions: self.dra_binding_conditions.enabled(),
+            consumable_capacity: self.dra_consumable_capacity.enabled(),
+            compatibility_groups: self.dra_compatibility_groups.enabled(),
+            node_allocatable_resources: self.dra_node_allocatable_resources.enabled(),
+            list_type_attributes: self.dra_list_type_attributes.enabled(),
+            optional_node_operations: self.dra_skip_node_operations,
+            prioritized_list: self.dra_prioritized_list.enabled(),
+            admin_access: self.dra_admin_access.enabled(),
+            derived_attributes: self.dra_derived_attributes.enabled(),
+            extended_resource: self.dra_extended_resource.enabled(),
         }
     }
 
@@ -608,6 +700,13 @@ impl Profile {
                 "DRAConsumableCapacity" => &mut self.dra_consumable_capacity,
                 "GenericWorkload" => &mut self.generic_workload,
                 "DRAWorkloadResourceClaims" => &mut self.dra_workload_resource_claims,
+                "DRADeviceTaints" => &mut self.dra_device_taints,
+                "DRADeviceTaintRules" => &mut self.dra_device_taint_rules,
+                "DRAPartitionableDevices" => &mut self.dra_partitionable_devices,
+                "DRAPartitionableDevicesType" => &mut self.dra_partitionable_devices_type,
+                "DRAResourcePoolStatus" => &mut self.dra_resource_pool_status,
+                "DRAPrioritizedList" => &mut self.dra_prioritized_list,
+                "DRAAdminAccess" => &mut self.dra_admin_access,
                 n => {
                     return Err(format!(
                         "unrecognized feature gate: {n} (this mock kubelet sets: {})",
@@ -631,12 +730,69 @@ impl Profile {
             };
         }
         // featuregate's dependency check (kube_features.go defaultKubernetesFeatureGateDependencies;
-        // DynamicResourceAllocation, the other dependency, is on wherever the gate exists).
-        if self.dra_workload_resource_claims.enabled() && !self.generic_workload.enabled() {
-            return Err(
-                "DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
-                    .into(),
-            );
+        // DynamicResourceAllocation, NodeDeclaredFeatures and DRAResourceClaimDeviceStatus,
+        // the other dependencies, are on wherever these gates exist), in the order of that map.
+        type Needs<'a> = &'a [(&'a str, Gate)];
+        let deps: [(&str, Gate, Needs); 4] = [
+            (
+                "DRADeviceCompatibilityGroups",
+                self.dra_compatibility_groups,
+                &[("DRAPartitionableDevices", self.dra_partitionable_devices)],
+            ),
+            ("DRADeviceTaintRules", self.dra_device_taint_rules, &[("DRADeviceTaints", self.dra_device_taints)]),
+            (
+                "DRAPartitionableDevicesType",
+                self.dra_partitionable_devices_type,
+                &[
+                    ("DRAPartitionableDevices", self.dra_partitionable_devices),
+                    ("DRAResourcePoolStatus", self.dra_resource_pool_status),
+                ],
+            ),
+            (
+                "DRAWorkloadResourceClaims",
+                self.dra_workload_resource_claims,
+                &[("GenericWorkload", self.generic_workload)],
+            ),
+        ];
+        for (name, gate, needs) in deps {
+            let off: Vec<&str> = needs.iter().filter(|(_, g)| !g.enabled()).map(|(n, _)| *n).collect();
+            if gate.enabled() && !off.is_empty() {
+                return Err(format!(
+                    "{name} is enabled, but depends on features that are disabled: [{}]",
+                    off.join(" ")
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Apply `--runtime-config GROUP/VERSION=BOOL,…` as kube-apiserver reads
+    /// it (a key alone is true; `api/beta` and `api/all` name every beta),
+    /// for the group versions the local API server can serve off its
+    /// default: resource.k8s.io/v1beta2 and v1beta1 (v1 is always served).
+    pub fn with_runtime_config(mut self, spec: &str) -> Result<Self, String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').unwrap_or((part, "true"));
+            let on = match value.trim() {
+                "" | "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                v => {
+                    return Err(format!(
+                        "invalid value of {key}: {v}, err: strconv.ParseBool: parsing {v:?}: invalid syntax"
+                    ))
+                }
+            };
+            match key.trim() {
+                "resource.k8s.io/v1beta2" => self.api_resource_v1beta2 = on,
+                "resource.k8s.io/v1beta1" => self.api_resource_v1beta1 = on,
+                "api/beta" | "api/all" => (self.api_resource_v1beta2, self.api_resource_v1beta1) = (on, on),
+                "resource.k8s.io/v1" if on => {}
+                k => {
+                    return Err(format!(
+                        "{k}: this mock kubelet's API server sets resource.k8s.io/v1beta2 and resource.k8s.io/v1beta1 (resource.k8s.io/v1 is always served)"
+                    ))
+                }
+            }
         }
         Ok(self)
     }
@@ -807,6 +963,65 @@ mod tests {
         }
         let on = Profile::of(KubeletVersion(37)).with_gates("DRAListTypeAttributes=true").unwrap();
         assert!(gates(&on).features.list_type_attributes && !Gates::of_minor(37).features.list_type_attributes);
+    }
+
+    /// The API server's gates (#48) are the profile's: at a version's
+    /// defaults kube-apiserver's (ApiGates::of_minor), but for
+    /// DRAOptionalNodeOperations, modelled on where skipNodeOperations is
+    /// honoured; `--feature-gates` moves them, with featuregate's
+    /// dependency checks.
+    #[test]
+    fn the_api_servers_gates_are_the_profiles() {
+        use crate::controlplane::apiserver::gated::ApiGates;
+        for m in [34, 35, 36, 37] {
+            let p = Profile::of(KubeletVersion(m));
+            let want = ApiGates { optional_node_operations: p.dra_skip_node_operations, ..ApiGates::of_minor(m) };
+            assert_eq!(p.api_gates(), want, "1.{m}");
+        }
+        let p = |m| Profile::of(KubeletVersion(m));
+        let gates = |m, s: &str| p(m).with_gates(s).map(|p| p.api_gates());
+        let off = gates(37, "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false").unwrap();
+        assert!(!off.device_taints && !off.partitionable_devices && off.prioritized_list);
+        assert_eq!(
+            gates(37, "DRADeviceTaints=false").unwrap_err(),
+            "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]"
+        );
+        assert_eq!(
+            gates(37, "DRADeviceCompatibilityGroups=true,DRAPartitionableDevices=false").unwrap_err(),
+            "DRADeviceCompatibilityGroups is enabled, but depends on features that are disabled: [DRAPartitionableDevices]"
+        );
+        assert_eq!(
+            gates(37, "DRAPartitionableDevicesType=true,DRAPartitionableDevices=false").unwrap_err(),
+            "DRAPartitionableDevicesType is enabled, but depends on features that are disabled: [DRAPartitionableDevices DRAResourcePoolStatus]"
+        );
+        assert!(
+            gates(37, "DRAPartitionableDevicesType=true,DRAResourcePoolStatus=true")
+                .unwrap()
+                .partitionable_devices_type
+        );
+        assert!(gates(37, "DRAPrioritizedList=false").unwrap_err().contains("locked to true"));
+        assert!(!gates(35, "DRAPrioritizedList=false,DRAAdminAccess=false")
+            .map(|g| g.prioritized_list || g.admin_access)
+            .unwrap());
+        assert!(gates(36, "DRAAdminAccess=false").unwrap_err().contains("locked to true"));
+        assert!(gates(32, "DRADeviceTaints=true").unwrap_err().contains("kubelet 1.32 has no such gate"));
+    }
+
+    /// pkg/controlplane/instance.go of v1.34.4–v1.37.2: resource.k8s.io
+    /// v1beta1 and v1beta2 are in betaAPIGroupVersionsDisabledByDefault.
+    #[test]
+    fn the_resource_betas_are_served_before_1_34_and_with_runtime_config() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        let betas = |p: Profile| (p.api_resource_v1beta2, p.api_resource_v1beta1);
+        assert_eq!([33, 34, 37].map(|m| betas(p(m))), [(true, true), (false, false), (false, false)]);
+        let rc = |s: &str| p(37).with_runtime_config(s).map(betas);
+        assert_eq!(rc("resource.k8s.io/v1beta1=true"), Ok((false, true)));
+        assert_eq!(rc("resource.k8s.io/v1beta2,resource.k8s.io/v1=true"), Ok((true, false)));
+        assert_eq!(rc("api/beta=true"), Ok((true, true)));
+        assert_eq!(p(33).with_runtime_config("resource.k8s.io/v1beta2=false").map(betas), Ok((false, true)));
+        assert!(rc("resource.k8s.io/v1beta1=yes").unwrap_err().contains("invalid value of resource.k8s.io/v1beta1"));
+        assert!(rc("resource.k8s.io/v1=false").unwrap_err().contains("always served"));
+        assert!(rc("apps/v1beta1=true").unwrap_err().starts_with("apps/v1beta1: "));
     }
 
     /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta

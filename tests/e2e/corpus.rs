@@ -61,10 +61,20 @@ const CLAIM_1_STATUS: &str = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourcec
 /// The corpus, in the order it is sent (later requests see earlier ones' objects).
 const CORPUS: &[Req] = &[
     // ResourceSlices.
+    // resource.k8s.io from 1.34: v1 only (instance.go betaAPIGroupVersionsDisabledByDefault).
+    req!("resource.k8s.io group", "GET", "/apis/resource.k8s.io", ""),
+    req!("resource.k8s.io/v1beta1 discovery", "GET", "/apis/resource.k8s.io/v1beta1", ""),
+    req!("resource.k8s.io/v1beta2 discovery", "GET", "/apis/resource.k8s.io/v1beta2", ""),
+    req!("slice list in v1beta1", "GET", "/apis/resource.k8s.io/v1beta1/resourceslices", ""),
+    req!("claim list in v1beta2", "GET", "/apis/resource.k8s.io/v1beta2/namespaces/{ns}/resourceclaims", ""),
     req!("slice create", "POST", SLICES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s1","labels":{"corpus":"{p}"}},
             "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}","generation":1,"resourceSliceCount":1},
             "devices":[{"name":"dev-0","attributes":{"model":{"string":"a"}},"capacity":{"mem":{"value":"1Gi"}}}]}}"#),
+    req!("slice create with empty lists", "POST", SLICES, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"{p}-s-empty"},
+            "spec":{"driver":"d.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}-e","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0","taints":[],"consumesCounters":[],"bindingConditions":[]}]}}"#),
     req!("slice create with generateName", "POST", SLICES, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"generateName":"{p}-g-","labels":{"corpus":"{p}"}},
             "spec":{"driver":"other.corpus.example.com","nodeName":"dpctl-node","pool":{"name":"{p}-g","generation":1,"resourceSliceCount":1},"devices":[{"name":"dev-0"}]}}"#),
@@ -169,6 +179,10 @@ const CORPUS: &[Req] = &[
     req!("claim create", "POST", CLAIMS, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c1","labels":{"corpus":"{p}"}},
             "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc"}}]}}}"#),
+    req!("claim create with empty lists", "POST", CLAIMS, "", JSON,
+        r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c-empty","finalizers":[]},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc","selectors":[],"tolerations":[]}}],
+            "constraints":[],"config":[]}}}"#),
     req!("claim create with generateName", "POST", CLAIMS, "", JSON,
         r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"generateName":"c-","labels":{"corpus":"{p}"}},
             "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"{p}-dc","allocationMode":"All"}}]}}}"#),
@@ -532,7 +546,15 @@ fn shape(watch: bool, code: u16, body: &[u8], ns: &str, p: &str) -> Value {
         return json!({"code": code, "kind": "Status", "status": v["status"], "reason": v["reason"], "causes": causes});
     }
     if let Some(items) = v["items"].as_array() {
-        let mut names: Vec<Value> = items.iter().map(|i| generated(&i["metadata"]["name"])).collect();
+        // Each item's name, and its apiVersion and kind when it carries them (a typed list's
+        // items do not: kube-apiserver writes them without TypeMeta).
+        let mut names: Vec<Value> = items
+            .iter()
+            .map(|i| match (i.get("apiVersion"), i.get("kind")) {
+                (None, None) => generated(&i["metadata"]["name"]),
+                (a, k) => json!({"name": generated(&i["metadata"]["name"]), "apiVersion": a, "kind": k}),
+            })
+            .collect();
         names.sort_by_key(|n| n.to_string());
         return json!({"code": code, "kind": v["kind"], "apiVersion": v["apiVersion"], "items": names});
     }

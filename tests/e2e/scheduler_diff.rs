@@ -486,7 +486,7 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
                 diff(&format!("{path}[{i}]"), p, q, out);
             }
         }
-        _ if a != b => out.push(format!("{path}: dpctl {a} / kube-scheduler {b}")),
+        _ if a != b => out.push(format!("{path}: dpctl {a} / upstream {b}")),
         _ => {}
     }
 }
@@ -667,7 +667,7 @@ fn cases_are_json_with_unique_names_and_a_pod_each() {
     assert_eq!(masked("p1-gpu-x7k2q", Some("p1-gpu-")), "p1-gpu-*****");
     let mut d = Vec::new();
     diff("", &json!({"a": {"b": [1]}}), &json!({"a": {"b": [2]}}), &mut d);
-    assert_eq!(d, vec![".a.b[0]: dpctl 1 / kube-scheduler 2".to_string()]);
+    assert_eq!(d, vec![".a.b[0]: dpctl 1 / upstream 2".to_string()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -731,83 +731,222 @@ async fn the_real_scheduler_and_dpctls_allocator_choose_alike() {
     assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), CASES.len(), failures.join("\n\n"));
 }
 
-/// What each API server stored of the fields a gate guards, as (status,
-/// fields present) per write.
-async fn gated_fields(api: &ApiServer, run: &str) -> Value {
-    let slice = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("gated-{run}")},
-        "spec": {"driver": "gated.example.com", "nodeName": format!("gated-{run}"), "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "d0", "allowMultipleAllocations": true,
-                "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}},
-                "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}},
-                // 1.36's shape (field 13, tombstoned in 1.37): an unknown field to 1.37.
-                "nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "2"}}}]}});
-    let (code, s) = call(api, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(&slice)).await;
-    let d = &s["spec"]["devices"][0];
-    let claim = |name: &str, exactly: Value, constraints: Value| {
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": format!("{name}-{run}")},
-            "spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}], "constraints": constraints}}})
+/// The writes of the gated-fields differential: `(name, method, path,
+/// body)`, in order. Each slice carries one feature's fields (a field
+/// dropped can make the rest invalid: one feature per object keeps each
+/// gate's effect apart); `plain` is then replaced with fields of several
+/// features (PrepareForUpdate with an old object that does not use them);
+/// the claims and the template carry one spec feature each; `st` gets a
+/// status with every gated result and device-status field.
+fn gated_writes(run: &str) -> Vec<(String, &'static str, String, Value)> {
+    const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
+    const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+    let node = format!("gated-{run}");
+    let slice = |name: &str, extra: Value, device: Value| {
+        let mut spec = json!({"driver": "gated.example.com", "nodeName": node,
+            "pool": {"name": format!("{name}-{run}"), "generation": 1, "resourceSliceCount": 1}});
+        if !device.is_null() {
+            let mut d = json!({"name": "d0", "attributes": {"model": {"string": "a"}}, "capacity": {"memory": {"value": "8Gi"}}});
+            d.as_object_mut().unwrap().extend(device.as_object().cloned().unwrap_or_default());
+            spec["devices"] = json!([d]);
+        }
+        spec.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": format!("{name}-{run}")}, "spec": spec})
     };
-    let path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
-    let cap = claim(
-        "gated-cap",
-        json!({"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}),
-        json!([{"matchAttribute": "gated.example.com/x"}]),
-    );
-    let (ccode, c) = call(api, "POST", path, Some(&cap)).await;
-    let distinct =
-        claim("gated-distinct", json!({"deviceClassName": "c"}), json!([{"distinctAttribute": "gated.example.com/x"}]));
-    let (dcode, e) = call(api, "POST", path, Some(&distinct)).await;
-    let causes: Vec<Value> = e["details"]["causes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| json!({"field": c["field"], "reason": c["reason"]}))
-        .collect();
-    // A pod's status.nodeAllocatableResourceClaimStatuses (DRANodeAllocatableResources off in both runs).
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("gated-{run}")},
-        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
-            "containers": [{"name": "c", "image": "registry.example.com/app:1"}]}});
-    create(api, "/api/v1/namespaces/default/pods", &pod).await;
-    let status = json!({"status": {"nodeAllocatableResourceClaimStatuses": [{"resourceClaimName": "x",
-        "mapping": [{"name": "cpu", "quantity": "2"}]}]}});
-    let path = format!("/api/v1/namespaces/default/pods/gated-{run}/status");
-    let (pcode, p) =
-        kube::request_as(api, "PATCH", &path, "application/merge-patch+json", Some(&status), T).await.unwrap();
-    json!({
-        "podStatus": {"code": pcode, "nodeAllocatableResourceClaimStatuses": p["status"].get("nodeAllocatableResourceClaimStatuses").is_some()},
-        "slice": {"code": code, "allowMultipleAllocations": d.get("allowMultipleAllocations").is_some(),
-            "requestPolicy": d["capacity"]["memory"].get("requestPolicy").is_some(),
-            "nodeAllocatableResources": d.get("nodeAllocatableResources").is_some(),
-            "nodeAllocatableResourceMappings": d.get("nodeAllocatableResourceMappings").is_some()},
-        "capacityClaim": {"code": ccode, "capacity": c["spec"]["devices"]["requests"][0]["exactly"].get("capacity").is_some()},
-        "distinctClaim": {"code": dcode, "causes": causes},
-    })
+    let taints = json!({"taints": [{"key": "example.com/t", "value": "v", "effect": "NoSchedule"}]});
+    let binding = json!({"bindingConditions": ["ready"], "bindingFailureConditions": ["failed"], "bindsToNode": true});
+    let share = json!({"allowMultipleAllocations": true,
+        "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}});
+    let allocatable = json!({"nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}});
+    let lists = json!({"attributes": {"model": {"string": "a"}, "links": {"strings": ["x", "y"]}}});
+    let counters = json!({"consumesCounters": [{"counterSet": "s", "counters": {"mem": {"value": "1Gi"}}}]});
+    let groups = json!({"consumesCounters": [{"counterSet": "s", "counters": {"mem": {"value": "1Gi"}}, "compatibilityGroups": ["mig"]}]});
+    let mut all = Value::Object(Default::default());
+    for f in [&taints, &binding, &share, &allocatable] {
+        all.as_object_mut().unwrap().extend(f.as_object().cloned().unwrap_or_default());
+    }
+    // The nodes the slices name: one whose kubelet declares node-allocatable DRA resources, one not.
+    let node_obj = |name: &str, features: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"declaredFeatures": features}});
+    let mut out: Vec<(String, &'static str, String, Value)> = vec![
+        ("node".into(), "POST", "/api/v1/nodes".into(), node_obj(&node, json!(["DRANodeAllocatableResources"]))),
+        ("node-bare".into(), "POST", "/api/v1/nodes".into(), node_obj(&format!("{node}-bare"), json!([]))),
+    ];
+    let on_node = |name: &str, n: String| {
+        let mut s = slice(name, json!({}), allocatable.clone());
+        s["spec"]["nodeName"] = json!(n);
+        s
+    };
+    let slices: Vec<(&str, Value)> = vec![
+        ("taints", slice("taints", json!({}), taints)),
+        ("binding", slice("binding", json!({}), binding)),
+        ("share", slice("share", json!({}), share)),
+        ("allocatable", slice("allocatable", json!({}), allocatable.clone())),
+        // 1.36's shape (field 13, tombstoned in 1.37): a field 1.37 does not know.
+        (
+            "mappings-1.36",
+            slice(
+                "mappings",
+                json!({}),
+                json!({"nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "2"}}}),
+            ),
+        ),
+        ("allocatable-bare", on_node("allocatable-bare", format!("{node}-bare"))),
+        ("allocatable-missing", on_node("allocatable-missing", format!("{node}-missing"))),
+        ("lists", slice("lists", json!({}), lists)),
+        ("counters", slice("counters", json!({}), counters)),
+        ("groups", slice("groups", json!({}), groups)),
+        (
+            "shared",
+            slice(
+                "shared",
+                json!({"sharedCounters": [{"name": "s", "counters": {"mem": {"value": "8Gi"}}}]}),
+                Value::Null,
+            ),
+        ),
+        ("per-device", {
+            let mut s = slice("per-device", json!({"perDeviceNodeSelection": true}), json!({"nodeName": node}));
+            s["spec"].as_object_mut().unwrap().remove("nodeName");
+            s
+        }),
+        ("ptype", slice("ptype", json!({"partitionTypeAttribute": "gated.example.com/type"}), json!({}))),
+        ("skip", slice("skip", json!({"skipNodeOperations": ["*"]}), json!({}))),
+        ("plain", slice("plain", json!({}), json!({}))),
+    ];
+    out.extend(slices.into_iter().map(|(n, b)| (n.to_string(), "POST", SLICES.to_string(), b)));
+    out.push(("plain-update".into(), "PUT", format!("{SLICES}/plain-{run}"), slice("plain", json!({}), all)));
+    let claim = |name: &str, exactly: Value, constraints: Value| {
+        let mut e = json!({"deviceClassName": "c"});
+        e.as_object_mut().unwrap().extend(exactly.as_object().cloned().unwrap_or_default());
+        let mut c = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": format!("{name}-{run}")},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": e}]}}});
+        if constraints.as_array().is_some_and(|c| !c.is_empty()) {
+            c["spec"]["devices"]["constraints"] = constraints;
+        }
+        c
+    };
+    let tolerations = json!({"tolerations": [{"key": "example.com/t", "operator": "Exists", "effect": "NoSchedule"}]});
+    let capacity = json!({"capacity": {"requests": {"memory": "1Gi"}}});
+    let derived = json!({"derivedAttributes": [{"name": "gated.example.com/numa",
+        "expression": "device.attributes['gated.example.com'].model"}]});
+    let uses_derived = json!([{"matchAttribute": "gated.example.com/numa"}]);
+    for (n, e, c) in [
+        ("c-tolerations", &tolerations, json!([])),
+        ("c-capacity", &capacity, json!([{"matchAttribute": "gated.example.com/x"}])),
+        ("c-distinct", &json!({}), json!([{"distinctAttribute": "gated.example.com/x"}])),
+        ("c-derived", &derived, uses_derived.clone()),
+        // Invalid with the gate on (its name in no constraint, no expression); dropped with it off.
+        (
+            "c-derived-unused",
+            &json!({"derivedAttributes": [{"name": "gated.example.com/other"}]}),
+            uses_derived.clone(),
+        ),
+    ] {
+        out.push((n.into(), "POST", CLAIMS.into(), claim(n, e.clone(), c)));
+    }
+    let mut t = claim("t-all", json!({}), uses_derived);
+    let mut e = t["spec"]["devices"]["requests"][0]["exactly"].clone();
+    for f in [&tolerations, &capacity, &derived] {
+        e.as_object_mut().unwrap().extend(f.as_object().cloned().unwrap_or_default());
+    }
+    t["spec"]["devices"]["requests"][0]["exactly"] = e;
+    let template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": format!("t-all-{run}")}, "spec": {"spec": t["spec"]}});
+    out.push((
+        "t-all".into(),
+        "POST",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates".into(),
+        template,
+    ));
+    out.push(("st".into(), "POST", CLAIMS.into(), claim("st", json!({}), json!([]))));
+    let share_id = "8c1a8d2e-5b1f-4c43-9f0e-0d6f3a7b2c11";
+    let mut status = claim("st", json!({}), json!([]));
+    status["status"] = json!({
+        "allocation": {"devices": {"results": [{"request": "r", "driver": "gated.example.com", "pool": format!("share-{run}"), "device": "d0",
+            "bindingConditions": ["ready"], "bindingFailureConditions": ["failed"], "shareID": share_id,
+            "consumedCapacity": {"memory": "1Gi"}, "skipNodeOperations": ["*"]}]}},
+        "devices": [{"driver": "gated.example.com", "pool": format!("share-{run}"), "device": "d0", "shareID": share_id}]});
+    out.push(("st-status".into(), "PUT", format!("{CLAIMS}/st-{run}/status"), status));
+    out
 }
 
-/// #48: the local API server's strategies against kube-apiserver's (v1.37.2),
-/// with DRAConsumableCapacity off (as 1.34–1.35 have it) and at its 1.37
-/// default (on), DRANodeAllocatableResources at its default (off): what a
-/// ResourceSlice with allowMultipleAllocations, a requestPolicy and
-/// nodeAllocatableResources keeps, what a claim with capacity requests
-/// keeps, and how a claim whose only constraint is a distinctAttribute fares.
+/// What an API server did with each of [`gated_writes`]: its code and, when
+/// it stored the object, its spec (and a claim's status); when it refused,
+/// the causes' fields and reasons.
+async fn gated_fields(api: &ApiServer, run: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    for (name, method, path, mut body) in gated_writes(run) {
+        if method == "PUT" {
+            // The object replaced as read (its resourceVersion: an update, not a blind write).
+            let (_, cur) = call(api, "GET", path.trim_end_matches("/status"), None).await;
+            body["metadata"] = cur["metadata"].clone();
+            if body.get("spec").is_none() {
+                body["spec"] = cur["spec"].clone();
+            }
+        }
+        let (code, mut got) = call(api, method, &path, Some(&body)).await;
+        // A taint's timeAdded is the server's clock: compared as set or not.
+        for d in got["spec"]["devices"].as_array_mut().into_iter().flatten() {
+            for t in d["taints"].as_array_mut().into_iter().flatten() {
+                if t["timeAdded"].is_string() {
+                    t["timeAdded"] = json!("<set>");
+                }
+            }
+        }
+        let what = match code {
+            _ if name.starts_with("node") => json!({"code": code}),
+            200 | 201 => json!({"code": code, "spec": got["spec"], "status": got["status"]}),
+            422 | 400 => {
+                let causes: Vec<Value> = got["details"]["causes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| json!({"field": c["field"], "reason": c["reason"]}))
+                    .collect();
+                json!({"code": code, "causes": causes})
+            }
+            _ => json!({"code": code, "reason": got["reason"], "message": got["message"]}),
+        };
+        out.insert(name, what);
+    }
+    Value::Object(out)
+}
+
+/// Every gate kube-apiserver's resource.k8s.io strategies read that an
+/// operator can turn off in 1.37 (DRADeviceTaintRules goes with
+/// DRADeviceTaints, which it depends on).
+const ALL_OFF: &str = "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false,DRADeviceBindingConditions=false,DRAConsumableCapacity=false";
+/// The alpha gates of those strategies that dpctl models, on.
+const ALPHA_ON: &str =
+    "DRAListTypeAttributes=true,DRADeviceCompatibilityGroups=true,DRADerivedAttributes=true,DRANodeAllocatableResources=true";
+
+/// Differences kept on purpose, by write and path, with the reason (each
+/// also in docs/fidelity.md); one that is alike now fails the test.
+const GATED_ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "skip",
+        ".skip.spec.skipNodeOperations",
+        "dpctl models DRAOptionalNodeOperations (alpha, off in 1.37) on: its kubelet honours skipNodeOperations",
+    ),
+    ("st-status", ".st-status.status.allocation.devices.results[0].skipNodeOperations", "as above"),
+];
+
+/// #48: the local API server's strategies against kube-apiserver's
+/// (v1.37.2, pkg/registry/resource/*/strategy.go and
+/// pkg/api/resourceclaimspec dropDisabled*Fields), with every gate they
+/// read that can be turned off, off ([`ALL_OFF`]), at their 1.37 defaults,
+/// and with the alpha ones on ([`ALPHA_ON`]): each write of
+/// [`gated_writes`] is answered alike and stores the same fields. A
+/// difference names the write and the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
     let Some(bin) = upstream_peer("controlplane") else { return };
-    for gates in [Some("DRAConsumableCapacity=false"), None] {
+    let mut failures = Vec::new();
+    for gates in [Some(ALL_OFF), None, Some(ALPHA_ON)] {
         let d = tmp();
-        let mut c = tokio::process::Command::new(bin.clone());
-        c.arg("serve").arg("-dir").arg(d.path());
+        let up: Vec<&str> = gates.map(|g| vec!["-feature-gates", g]).unwrap_or_default();
+        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &up).await;
         let mut args = vec!["--api-server", "127.0.0.1:0"];
-        if let Some(g) = gates {
-            c.args(["-feature-gates", g]);
-            args.extend(["--feature-gates", g]);
-        }
-        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).kill_on_drop(true);
-        let mut cp = c.spawn().unwrap();
-        let mut out = Tail::stdout(&mut cp);
-        out.wait_for("\"ready\":true", 1).await;
-        let ready: Value = serde_json::from_str(out.seen().lines().next().unwrap()).unwrap();
-        let kube_api = kube::load_kubeconfig(Path::new(ready["kubeconfig"].as_str().unwrap())).unwrap();
+        args.extend(gates.map(|g| ["--feature-gates", g]).into_iter().flatten());
         let k = tmp();
         let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
         let mut log = Tail::stdout(&mut child);
@@ -819,15 +958,39 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         stop_tailed(child, log).await.expect_code(0);
         sigterm(&cp);
         let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
-        eprintln!("gated fields ({gates:?}): kube-apiserver {kube_out}");
-        // Not vacuous: the slice was accepted, its share fields kept only with the gate on.
-        assert_eq!(kube_out["slice"]["code"], 201, "{kube_out:#}");
-        assert_eq!(kube_out["slice"]["allowMultipleAllocations"], gates.is_none(), "{kube_out:#}");
+        // Not vacuous: kube-apiserver stored the plain slice and the claim whose status was written.
+        assert_eq!(kube_out["plain"]["code"], 201, "{gates:?}: {kube_out:#}");
+        // The NodeDeclaredFeatures admission refuses a slice on a missing node only with DRANodeAllocatableResources on.
+        let refused = if gates == Some(ALPHA_ON) { 403 } else { 201 };
+        assert_eq!(kube_out["allocatable-missing"]["code"], refused, "{gates:?}: {kube_out:#}");
+        let invalid = if gates == Some(ALPHA_ON) { 422 } else { 201 };
+        assert_eq!(kube_out["c-derived-unused"]["code"], invalid, "{gates:?}: {kube_out:#}");
+        assert_eq!(kube_out["st-status"]["code"], 200, "{gates:?}: {kube_out:#}");
         assert_eq!(
-            dpctl_out, kube_out,
-            "{gates:?}: dpctl's API server stores gated fields otherwise than kube-apiserver"
+            kube_out["binding"]["spec"]["devices"][0].get("bindingConditions").is_some(),
+            gates != Some(ALL_OFF),
+            "{gates:?}: {kube_out:#}"
         );
+        let mut lines = Vec::new();
+        diff("", &dpctl_out, &kube_out, &mut lines);
+        for (w, path, why) in GATED_ALLOWED {
+            let before = lines.len();
+            lines.retain(|l| !l.starts_with(&format!("{path}:")));
+            if before == lines.len() && kube_out[w]["code"] == dpctl_out[w]["code"] && gates.is_none() {
+                failures.push(format!("{gates:?}: {path} is allowed to differ but is alike now: drop it"));
+            } else if before != lines.len() {
+                eprintln!("gated fields ({gates:?}): {path} differs, allowed: {why}");
+            }
+        }
+        if !lines.is_empty() {
+            failures.push(format!("{gates:?}:\n{}", lines.join("\n")));
+        }
     }
+    assert!(
+        failures.is_empty(),
+        "dpctl's API server stores gated fields otherwise than kube-apiserver:\n{}",
+        failures.join("\n\n")
+    );
 }
 
 /// The real control plane started with `args` (its own, in `dir`): the
@@ -1090,180 +1253,57 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
     assert!(lines.is_empty(), "{GATES}: dpctl's control plane allocates otherwise:\n{}", lines.join("\n"));
 }
 
-/// KEP-5517 (DRANodeAllocatableResources, alpha, off in 1.37) with the
-/// gate on on both sides: devices that are the node's cpu (a
-/// `deviceMultiplier` mapping), a GPU with a memory overhead (per pod and
-/// per container), a shared memory device whose consumed capacity maps to
-/// memory (`capacityKey`, `capacityMultiplier`); on a node of 8 cpu and
-/// 16Gi. p1 takes two cpu devices; p2 shares p1's mapped claim (refused:
-/// a mapped claim is not shared across pods); p3 and p4 share the
-/// overhead-only GPU claim (allowed, each pod its own overhead); p5 maps
-/// 3Gi of consumed capacity to 6Gi of memory; p6 asks for 3 cpu and a cpu
-/// device of 2 where 3 are left (refused: Insufficient cpu); p7's pod-level
-/// request of 1 cpu does not cover its claim's 2 (refused); p8's pod-level
-/// limit of 2.5 cpu does not cover its container's limit of 1 and the
-/// claim's 2 (refused).
-const NODE_ALLOCATABLE_CASE: Case = Case {
-    name: "node-allocatable",
-    objects: r#"[
-        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'cpu'"}}]}},
-        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'gpu'"}}]}},
-        {"kind":"DeviceClass","metadata":{"name":"{c}-mem"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'mem'"}}]}},
-        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
-            "devices":[
-                {"name":"cpu-0","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
-                {"name":"cpu-1","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
-                {"name":"cpu-2","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
-                {"name":"gpu-0","attributes":{"kind":{"string":"gpu"}},"nodeAllocatableResources":{"memory":{"overhead":{"perPod":"1Gi","perContainer":"512Mi"}}}},
-                {"name":"mem-0","attributes":{"kind":{"string":"mem"}},"allowMultipleAllocations":true,"capacity":{"memory":{"value":"8Gi"}},
-                 "nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"2"}}}}]}},
-        {"kind":"ResourceClaim","metadata":{"name":"cpus"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu","count":2}}]}}},
-        {"kind":"ResourceClaim","metadata":{"name":"gpu"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
-        {"kind":"ResourceClaim","metadata":{"name":"mem"},"spec":{"devices":{"requests":[{"name":"mem","exactly":{"deviceClassName":"{c}-mem","capacity":{"requests":{"memory":"3Gi"}}}}]}}},
-        {"kind":"ResourceClaim","metadata":{"name":"more"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
-        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
-            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"cpus"}]}}]}},
-        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
-            "containers":[{"name":"c","resources":{"claims":[{"name":"cpus"}]}}]}},
-        {"kind":"Pod","metadata":{"name":"p3"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
-            "containers":[{"name":"a","resources":{"requests":{"memory":"1Gi"},"claims":[{"name":"gpu"}]}},{"name":"b","resources":{"claims":[{"name":"gpu"}]}}]}},
-        {"kind":"Pod","metadata":{"name":"p4"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
-            "containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]}},
-        {"kind":"Pod","metadata":{"name":"p5"},"spec":{"resourceClaims":[{"name":"mem","resourceClaimName":"mem"}],
-            "containers":[{"name":"c","resources":{"claims":[{"name":"mem"}]}}]}},
-        {"kind":"Pod","metadata":{"name":"p6"},"spec":{"resourceClaims":[{"name":"more","resourceClaimName":"more"}],
-            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}},
-        {"kind":"ResourceClaim","metadata":{"name":"level"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
-        {"kind":"Pod","metadata":{"name":"p7"},"spec":{"resources":{"requests":{"cpu":"1"}},"resourceClaims":[{"name":"level","resourceClaimName":"level"}],
-            "containers":[{"name":"c","resources":{"claims":[{"name":"level"}]}}]}},
-        {"kind":"ResourceClaim","metadata":{"name":"limit"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
-        {"kind":"Pod","metadata":{"name":"p8"},"spec":{"resources":{"requests":{"cpu":"2500m"},"limits":{"cpu":"2500m"}},
-            "resourceClaims":[{"name":"limit","resourceClaimName":"limit"}],
-            "containers":[{"name":"c","resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"},"claims":[{"name":"limit"}]}}]}}
-    ]"#,
-};
+/// What an API server serves of resource.k8s.io by version: the group's
+/// versions, each beta's discovery, and a claim created in v1 read in each beta.
+async fn resource_versions(api: &ApiServer, run: &str) -> Value {
+    let (_, g) = call(api, "GET", "/apis/resource.k8s.io", None).await;
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": format!("rv-{run}")},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c"}}]}}});
+    let (created, _) =
+        call(api, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", Some(&claim)).await;
+    let mut out = json!({"versions": g["versions"], "created": created});
+    for v in ["v1beta2", "v1beta1"] {
+        let (d, _) = call(api, "GET", &format!("/apis/resource.k8s.io/{v}"), None).await;
+        let (c, got) =
+            call(api, "GET", &format!("/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims/rv-{run}"), None)
+                .await;
+        out[v] = json!({"discovery": d, "claim": c, "apiVersion": got["apiVersion"]});
+    }
+    out
+}
 
-/// #48, KEP-5517: with DRANodeAllocatableResources on on both sides
-/// (`-feature-gates` for the real control plane, `--feature-gates` for the
-/// mock kubelet), the pods of [`NODE_ALLOCATABLE_CASE`] are scheduled or
-/// refused alike and get the same `status.nodeAllocatableResourceClaimStatuses`
-/// (the claims, their containers, mapped quantities and overheads). Both
-/// sides have the case's Node (8 cpu, 16Gi): the real scheduler's and
-/// dpctl's fit check read its allocatable.
+/// #48: kube-apiserver 1.34–1.37 serves resource.k8s.io/v1 only unless
+/// `--runtime-config` enables a beta (pkg/controlplane/instance.go
+/// betaAPIGroupVersionsDisabledByDefault); the mock kubelet's
+/// `--runtime-config` does the same for its API server. With
+/// `resource.k8s.io/v1beta1=true` on both: the group lists v1 and v1beta1,
+/// a v1 claim reads in v1beta1, v1beta2 is 404. (The default, v1 alone, is
+/// in corpus.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
+async fn resource_betas_are_served_with_runtime_config_as_kube_apiserver_serves_them() {
     let Some(bin) = upstream_peer("controlplane") else { return };
-    const GATES: &str = "DRANodeAllocatableResources=true";
+    const RC: &str = "resource.k8s.io/v1beta1=true";
     let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-runtime-config", RC]).await;
     let k = tmp();
     let mut child =
-        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
+        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--runtime-config", RC]).spawn().unwrap();
     let mut log = Tail::stdout(&mut child);
     let ev = api_server_event(&mut log).await;
     let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
     let run = std::process::id().to_string();
-    // The node declares the feature, as a kubelet with the gate on does
-    // (status.declaredFeatures): kube-apiserver's NodeDeclaredFeatureValidator
-    // admission refuses a slice with nodeAllocatableResources for a node that
-    // does not (403 `node "N" does not support DRANodeAllocatableResources feature`).
-    let node = node_name(&NODE_ALLOCATABLE_CASE, &run);
-    for api in [&kube_api, &dpctl_api] {
-        kube_node(api, &node).await;
-        let status = json!({"status": {"declaredFeatures": ["DRANodeAllocatableResources"]}});
-        let path = format!("/api/v1/nodes/{node}/status");
-        let merge = "application/merge-patch+json";
-        let (code, body) = kube::request_as(api, "PATCH", &path, merge, Some(&status), T).await.unwrap();
-        assert_eq!(code, 200, "{body}");
-    }
-    let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
-    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
-    let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
-    let mut kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
-    let mut dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
-    kube_writes["admission"] = undeclared_node_slices(&kube_api, &run).await;
-    dpctl_writes["admission"] = undeclared_node_slices(&dpctl_api, &run).await;
-    // What an operator reads of a refused pod on the real side (docs/dra.md).
-    for p in ["p2", "p6", "p7", "p8"] {
-        let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
-        eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
-    }
+    let kube_out = resource_versions(&kube_api, &run).await;
+    let dpctl_out = resource_versions(&dpctl_api, &run).await;
     stop_tailed(child, log).await.expect_code(0);
     sigterm(&cp);
     let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
-    eprintln!("node-allocatable: kube {kube_out}");
-    // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
-    let placed: Vec<bool> = (1..=8).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
-    assert_eq!(placed, [true, false, true, true, true, false, false, false], "{kube_out:#}");
-    assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
-    eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
-    assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
-    assert_eq!(kube_writes["admission"]["undeclared"]["code"], 403, "{kube_writes:#}");
+    // Not vacuous: kube-apiserver serves the claim in v1beta1 and not in v1beta2.
+    assert_eq!(
+        (&kube_out["v1beta1"]["claim"], &kube_out["v1beta2"]["claim"]),
+        (&json!(200), &json!(404)),
+        "{kube_out:#}"
+    );
     let mut lines = Vec::new();
     diff("", &dpctl_out, &kube_out, &mut lines);
-    diff(".statusWrites", &dpctl_writes, &kube_writes, &mut lines);
-    if !lines.is_empty() {
-        let f = write_case(&NODE_ALLOCATABLE_CASE, &run, &lines);
-        panic!(
-            "{GATES}: dpctl's control plane accounts node-allocatable resources otherwise (written to {}):\n{}",
-            f.display(),
-            lines.join("\n")
-        );
-    }
-}
-
-/// What an API server answers of `status.nodeAllocatableResourceClaimStatuses`
-/// written to a pod in `ns` (kept from the scheduler by a scheduling gate):
-/// a valid entry (kept), a status update without the field (the old kept:
-/// pod/strategy.go PrepareForUpdate), an invalid entry (422 and its causes:
-/// validateNodeAllocatableResourceClaimStatus), an explicit empty list (cleared).
-async fn node_allocatable_status_writes(api: &ApiServer, ns: &str) -> Value {
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writes"},
-        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
-            "containers": [{"name": "c", "image": "registry.example.com/app:1", "resources": {"claims": [{"name": "g"}]}}]}});
-    create(api, &format!("/api/v1/namespaces/{ns}/pods"), &pod).await;
-    let path = format!("/api/v1/namespaces/{ns}/pods/writes/status");
-    let merge = "application/merge-patch+json";
-    let field = "nodeAllocatableResourceClaimStatuses";
-    let patch = |v: Value| {
-        let (api, path) = (api.clone(), path.clone());
-        async move {
-            let (code, body) =
-                kube::request_as(&api, "PATCH", &path, merge, Some(&json!({"status": {field: v}})), T).await.unwrap();
-            json!({"code": code, "causes": answer_shape(code, &body)["causes"], field: body["status"][field]})
-        }
-    };
-    let valid = patch(json!([{"resourceClaimName": "x", "containers": ["c"],
-        "mapping": [{"name": "cpu", "quantity": "2"}], "overhead": [{"name": "memory", "perPod": "1Gi", "perContainer": "0"}]}]))
-    .await;
-    let (_, mut cur) = call(api, "GET", &format!("/api/v1/namespaces/{ns}/pods/writes"), None).await;
-    if let Some(st) = cur["status"].as_object_mut() {
-        st.remove(field);
-    }
-    let (code, body) = call(api, "PUT", &path, Some(&cur)).await;
-    let omitted = json!({"code": code, field: body["status"][field]});
-    let invalid = patch(json!([{"resourceClaimName": "nope",
-        "mapping": [{"name": "example.com/gpu", "quantity": "-1"}], "overhead": [{"name": "memory"}, {"name": "cpu", "perPod": "-1"}]}]))
-    .await;
-    let cleared = patch(json!([])).await;
-    json!({"valid": valid, "omitted": omitted, "invalid": invalid, "cleared": cleared})
-}
-
-/// KEP-5517's slices for nodes that cannot take them (the gate on):
-/// kube-apiserver's NodeDeclaredFeatureValidator admission refuses a slice
-/// with nodeAllocatableResources for a Node that does not declare
-/// DRANodeAllocatableResources and for a Node that does not exist (403).
-async fn undeclared_node_slices(api: &ApiServer, run: &str) -> Value {
-    let undeclared = format!("sd{run}-undeclared");
-    kube_node(api, &undeclared).await;
-    let slice = |name: &str, node: &str| {
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": "na.example.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": "cpu-0", "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}})
-    };
-    let path = "/apis/resource.k8s.io/v1/resourceslices";
-    let (uc, ub) = call(api, "POST", path, Some(&slice(&format!("{undeclared}-s"), &undeclared))).await;
-    let ghost = format!("sd{run}-ghost");
-    let (gc, gb) = call(api, "POST", path, Some(&slice(&format!("{ghost}-s"), &ghost))).await;
-    json!({"undeclared": refusal(uc, &ub), "ghost": refusal(gc, &gb)})
+    assert!(lines.is_empty(), "{RC}: dpctl's API server serves otherwise:\n{}", lines.join("\n"));
 }

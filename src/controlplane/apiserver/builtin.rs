@@ -480,10 +480,26 @@ pub(super) fn nodes(st: &StoreInner) -> Vec<&Value> {
 }
 
 /// This node, as the store first holds it.
-fn node_object(node: &str, version: u64) -> Value {
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
+fn node_object(node: &str, version: u64, gates: &super::gated::ApiGates) -> Value {
+    let mut n = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": node,
         "uid": crate::controlplane::objects::derived_uid(&format!("node\0{node}")),
-        "creationTimestamp": meta::now(), "resourceVersion": version.to_string()}})
+        "creationTimestamp": meta::now(), "resourceVersion": version.to_string()}});
+    // The kubelet declares the node features its gates enable (NodeDeclaredFeatures,
+    // component-helpers nodedeclaredfeatures: dranodeallocatableresources Discover).
+    if gates.node_allocatable_resources {
+        n["status"] = json!({"declaredFeatures": ["DRANodeAllocatableResources"]});
+    }
+    n
+}
+
+/// This node's Node object, made when first asked for.
+pub(super) fn ensure_node(store: &Store, st: &mut StoreInner, node: &str) {
+    let k = KINDS.iter().find(|k| k.kind == "Node").expect("Node is a built-in kind");
+    if !st.builtin.contains_key(&key(k, "", node)) {
+        st.version += 1;
+        let n = node_object(node, st.version, &store.gates);
+        st.builtin.insert(key(k, "", node), n);
+    }
 }
 
 /// What one request of a built-in kind asks for.
@@ -501,10 +517,8 @@ pub(super) struct Request<'a> {
 /// Answer one request of a built-in kind (not a watch).
 pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
     let k = r.kind;
-    if k.kind == "Node" && !st.builtin.contains_key(&key(k, "", q.node)) {
-        st.version += 1;
-        let node = node_object(q.node, st.version);
-        st.builtin.insert(key(k, "", q.node), node);
+    if k.kind == "Node" {
+        ensure_node(store, st, q.node);
     }
     let verb = match (q.method, r.name, r.sub) {
         ("GET", None, None) => "list",
@@ -558,6 +572,7 @@ fn list(st: &StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         .filter(|o| selectors::selected(&sel, o))
         .map(|o| served(k, o))
         .collect();
+    let items = super::list_items(items);
     (
         200,
         json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(),
@@ -604,9 +619,15 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
             obj["spec"]["taints"] = json!(taints);
         }
     }
+    if k.group == "resource.k8s.io" {
+        super::rules::omit_empty_lists(&mut obj);
+    }
     if k.kind == "ResourceClaimTemplate" {
         // The template strategy's dropDisabledFields (resourceclaimspec.DropDisabledFields).
-        super::drop_disabled_claim_spec_fields(store, &mut obj["spec"]["spec"], None);
+        super::gated::claim_spec(&store.gates, &mut obj["spec"]["spec"], None);
+    }
+    if k.kind == "DeviceClass" {
+        super::gated::device_class(&store.gates, &mut obj, None);
     }
     default(k, &mut obj);
     if matches!(k.kind, "Pod" | "PodGroup") {
@@ -622,7 +643,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
     }
     if k.kind == "Pod" {
-        super::rules::drop_disabled_pod_status_fields(&mut obj, None, store.node_allocatable_resources);
+        super::rules::drop_disabled_pod_status_fields(&mut obj, None, store.gates.node_allocatable_resources);
     }
     let causes = validate(k, &obj, &name);
     if !causes.is_empty() {
@@ -739,14 +760,20 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         let now = had.unwrap_or(1) + i64::from(next["spec"]["template"] != cur["spec"]["template"]);
         next["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(now.to_string());
     }
+    if k.group == "resource.k8s.io" {
+        super::rules::omit_empty_lists(&mut next);
+    }
     if k.kind == "ResourceClaimTemplate" {
-        super::drop_disabled_claim_spec_fields(store, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
+        super::gated::claim_spec(&store.gates, &mut next["spec"]["spec"], Some(&cur["spec"]["spec"]));
+    }
+    if k.kind == "DeviceClass" {
+        super::gated::device_class(&store.gates, &mut next, Some(cur));
     }
     if k.kind == "Pod" {
         if r.sub == Some("status") {
             super::rules::keep_dra_pod_status(&mut next, cur);
         }
-        super::rules::drop_disabled_pod_status_fields(&mut next, Some(cur), store.node_allocatable_resources);
+        super::rules::drop_disabled_pod_status_fields(&mut next, Some(cur), store.gates.node_allocatable_resources);
     }
     let mut causes = if k.kind == "Pod" && r.sub == Some("status") {
         super::rules::pod_node_allocatable_status(&next)

@@ -8,8 +8,6 @@
 use serde_json::{json, Value};
 
 const GROUP: &str = "resource.k8s.io";
-/// The versions of the group served, preferred first.
-const VERSIONS: &[&str] = &["v1", "v1beta2", "v1beta1"];
 
 fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str]) -> Value {
     let singular = if name.contains('/') { String::new() } else { kind.to_lowercase() };
@@ -39,9 +37,10 @@ fn resources(version: &str) -> Vec<Value> {
     out
 }
 
-fn group() -> Value {
+/// The group, with the versions served (preferred first).
+fn group(served: &[&str]) -> Value {
     let versions: Vec<Value> =
-        VERSIONS.iter().map(|v| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v})).collect();
+        served.iter().map(|v| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v})).collect();
     json!({"name": GROUP, "versions": versions, "preferredVersion": versions[0]})
 }
 
@@ -60,8 +59,9 @@ fn builtin_group(g: &str, version: &str) -> Value {
 /// CustomResourceDefinitions declare, listed in `/apis` after this one;
 /// `pod_groups`: whether scheduling.k8s.io/v1beta1 is served, GenericWorkload
 /// on — off, kube-apiserver lists no version of the group that this server
-/// serves, so the group is left out).
-pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool) -> Option<Value> {
+/// serves, so the group is left out; `resource_versions`: the
+/// resource.k8s.io versions served, preferred first).
+pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool, resource_versions: &[&str]) -> Option<Value> {
     let path = path.trim_end_matches('/');
     let served = |g: &str| pod_groups || g != "scheduling.k8s.io";
     let builtin_groups = || BUILTIN_GROUPS.iter().filter(|(g, _)| served(g));
@@ -70,13 +70,13 @@ pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool) -> Option<Value> 
         "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
             "resources": super::builtin::discovery("", "v1")}),
         "/apis" => {
-            let mut groups = vec![group()];
+            let mut groups = vec![group(resource_versions)];
             groups.extend(builtin_groups().map(|(g, v)| builtin_group(g, v)));
             groups.extend(extra);
             json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         }
         "/apis/resource.k8s.io" => {
-            let mut g = group();
+            let mut g = group(resource_versions);
             g["kind"] = json!("APIGroup");
             g["apiVersion"] = json!("v1");
             g
@@ -96,7 +96,7 @@ pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool) -> Option<Value> 
         }
         _ => {
             let v = path.strip_prefix("/apis/resource.k8s.io/")?;
-            if !VERSIONS.contains(&v) {
+            if !resource_versions.contains(&v) {
                 return None;
             }
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{v}"), "resources": resources(v)})
@@ -108,11 +108,23 @@ pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool) -> Option<Value> 
 mod tests {
     use super::*;
 
+    const ALL: &[&str] = &["v1", "v1beta2", "v1beta1"];
+
+    /// 1.34–1.37's default: resource.k8s.io/v1 only (betaAPIGroupVersionsDisabledByDefault).
+    #[test]
+    fn the_resource_betas_are_discovered_only_when_served() {
+        let g = answer("/apis/resource.k8s.io", vec![], false, &["v1"]).unwrap();
+        assert_eq!(g["versions"], json!([{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]));
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], false, &["v1"]).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta2", vec![], false, &["v1", "v1beta1"]).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], false, &["v1", "v1beta1"]).is_some());
+    }
+
     #[test]
     fn discovery_names_the_served_resources_and_verbs() {
-        let g = answer("/apis", vec![], true).unwrap();
+        let g = answer("/apis", vec![], true, ALL).unwrap();
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
-        let v1 = answer("/apis/resource.k8s.io/v1", vec![], true).unwrap();
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![], true, ALL).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(
             names,
@@ -124,21 +136,22 @@ mod tests {
             json!(["create", "delete", "get", "list", "patch", "update", "watch"]),
             "clients write claims"
         );
-        let core = answer("/api/v1", vec![], true).unwrap();
+        let core = answer("/api/v1", vec![], true, ALL).unwrap();
         assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"), "{core}");
         assert!(
-            answer("/apis/resource.k8s.io/v1beta1", vec![], true).unwrap()["resources"].as_array().unwrap().len() == 2
+            answer("/apis/resource.k8s.io/v1beta1", vec![], true, ALL).unwrap()["resources"].as_array().unwrap().len()
+                == 2
         );
-        assert!(answer("/apis/resource.k8s.io/v2", vec![], true).is_none());
-        assert_eq!(answer("/apis/resource.k8s.io", vec![], true).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/resource.k8s.io/v2", vec![], true, ALL).is_none());
+        assert_eq!(answer("/apis/resource.k8s.io", vec![], true, ALL).unwrap()["kind"], "APIGroup");
         // PodGroups (KEP-4671/5729) as 1.37 serves them: scheduling.k8s.io/v1beta1 only.
-        let g = answer("/apis/scheduling.k8s.io", vec![], true).unwrap();
+        let g = answer("/apis/scheduling.k8s.io", vec![], true, ALL).unwrap();
         assert_eq!(g["preferredVersion"]["groupVersion"], "scheduling.k8s.io/v1beta1", "{g}");
-        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], true).unwrap();
+        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], true, ALL).unwrap();
         let names: Vec<&str> = s["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, ["podgroups", "podgroups/status"], "{s}");
-        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], true).is_none());
-        assert_eq!(answer("/apis/apps/v1", vec![], true).unwrap()["groupVersion"], "apps/v1");
+        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], true, ALL).is_none());
+        assert_eq!(answer("/apis/apps/v1", vec![], true, ALL).unwrap()["groupVersion"], "apps/v1");
     }
 
     /// GenericWorkload off (1.37's default): kube-apiserver serves no
@@ -146,11 +159,11 @@ mod tests {
     /// (PriorityClasses, which this server does not serve): the group is not listed.
     #[test]
     fn pod_groups_are_not_discovered_with_generic_workload_off() {
-        let g = answer("/apis", vec![], false).unwrap();
+        let g = answer("/apis", vec![], false, ALL).unwrap();
         let names: Vec<&str> = g["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
         assert_eq!(names, ["resource.k8s.io", "apps", "coordination.k8s.io"], "{g}");
-        assert!(answer("/apis/scheduling.k8s.io", vec![], false).is_none());
-        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], false).is_none());
-        assert_eq!(answer("/apis/apps", vec![], false).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/scheduling.k8s.io", vec![], false, ALL).is_none());
+        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], false, ALL).is_none());
+        assert_eq!(answer("/apis/apps", vec![], false, ALL).unwrap()["kind"], "APIGroup");
     }
 }

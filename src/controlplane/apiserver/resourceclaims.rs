@@ -192,6 +192,7 @@ fn list(st: &StoreInner, r: &ClaimRequest) -> (u16, Value) {
         .filter(|c| selectors::selected(&sel, c))
         .map(|c| served(c, r.version))
         .collect();
+    let items = super::list_items(items);
     (
         200,
         json!({"kind": "ResourceClaimList", "apiVersion": format!("{GROUP}/{}", r.version),
@@ -230,10 +231,11 @@ fn create(store: &Store, st: &mut StoreInner, r: &ClaimRequest) -> (u16, Value) 
         Err(e) => return e,
     };
     obj["spec"] = super::claims::v1_spec(&obj["spec"]);
-    super::drop_disabled_claim_spec_fields(store, &mut obj["spec"], None);
+    super::rules::omit_empty_lists(&mut obj);
+    super::gated::claim_spec(&store.gates, &mut obj["spec"], None);
     obj["status"] = json!({});
     let mut causes = validate::object_meta(&obj["metadata"], &name);
-    causes.extend(super::rules::claim_spec_gated("spec", &obj["spec"], store.consumable_capacity));
+    causes.extend(super::rules::claim_spec_gated("spec", &obj["spec"], store.gates.consumable_capacity));
     if !causes.is_empty() {
         return validate::invalid_status(GROUP, "ResourceClaim", &name, &causes);
     }
@@ -297,7 +299,8 @@ fn update(store: &Store, st: &mut StoreInner, key: &str, cur: &Value, body: Valu
     }
     let mut next = body;
     next["spec"] = super::claims::v1_spec(&next["spec"]);
-    super::drop_disabled_claim_spec_fields(store, &mut next["spec"], Some(&cur["spec"]));
+    super::rules::omit_empty_lists(&mut next);
+    super::gated::claim_spec(&store.gates, &mut next["spec"], Some(&cur["spec"]));
     next["status"] = cur["status"].clone();
     next["metadata"]["namespace"] = cur["metadata"]["namespace"].clone();
     let mut causes = validate::object_meta(&next["metadata"], name);
@@ -407,7 +410,8 @@ fn update_status(
         Value::Object(_) => body["status"].clone(),
         _ => json!({}),
     };
-    super::drop_disabled_claim_status_fields(store, &mut next, cur);
+    super::rules::omit_empty_lists(&mut next["status"]);
+    super::gated::claim_status(&store.gates, &mut next, cur);
     // A device status carries its (unset) conditions as the Go struct writes them.
     for d in next["status"]["devices"].as_array_mut().into_iter().flatten() {
         if d.get("conditions").is_none() {

@@ -261,6 +261,77 @@ fn exact(at: &str, e: &Value) -> Vec<Cause> {
     out
 }
 
+/// Go's `omitempty` on a resource.k8s.io/v1 object's lists, as kube-apiserver
+/// decodes a write and encodes what it stored: an empty list is written
+/// nowhere (k8s.io/api@v0.37.2 resource/v1/types.go: every list of these
+/// kinds and of ObjectMeta is `omitempty` but a DeviceClaim's `requests` (the
+/// `requests` under `devices`) and a device status's `conditions`). Raw
+/// JSON (`data`, `parameters`, `fieldsV1`) is left as sent.
+pub(super) fn omit_empty_lists(v: &mut Value) {
+    fn walk(v: &mut Value, parent: &str) {
+        match v {
+            Value::Object(m) => {
+                let kept = |k: &str| k == "conditions" || (k == "requests" && parent == "devices");
+                m.retain(|k, x| kept(k) || !x.as_array().is_some_and(Vec::is_empty));
+                for (k, x) in m.iter_mut().filter(|(k, _)| !["data", "parameters", "fieldsV1"].contains(&k.as_str())) {
+                    walk(x, k);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, parent)),
+            _ => {}
+        }
+    }
+    walk(v, "")
+}
+
+/// The attributes the constraints of a claim spec name, by the request they
+/// target ("" for a constraint on every request): validation.go
+/// gatherConstraintAttributes.
+fn constraint_attributes(devices: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for c in items(&devices["constraints"]) {
+        let attr = match (c["matchAttribute"].as_str(), c["distinctAttribute"].as_str()) {
+            (Some(a), _) | (None, Some(a)) => a.to_string(),
+            _ => continue,
+        };
+        match items(&c["requests"]) {
+            [] => out.push((String::new(), attr)),
+            reqs => out.extend(reqs.iter().map(|r| (text(r).to_string(), attr.clone()))),
+        }
+    }
+    out
+}
+
+/// validateDeviceDerivedAttributes (DRADerivedAttributes, KEP-6080) of the
+/// list at `at` of request `request` (`req/sub` for a subrequest): each
+/// name referenced by a constraint on every request, on this one or on its
+/// parent (isAttributeUsedByConstraint), each expression set and a CEL
+/// expression as a selector's; the names unique.
+fn derived_attributes(at: &str, list: &Value, request: &str, used: &[(String, String)]) -> Vec<Cause> {
+    const UNUSED: &str =
+        "must be referenced by at least one matchAttribute or distinctAttribute constraint targeting this request";
+    let parent = request.split_once('/').map(|(p, _)| p);
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, a) in items(list).iter().enumerate() {
+        let name = text(&a["name"]);
+        let targets = |r: &str| r.is_empty() || r == request || Some(r) == parent;
+        if name.is_empty() {
+            out.push(required(&format!("{at}[{i}].name"), ""));
+        } else if !used.iter().any(|(r, attr)| targets(r) && attr == name) {
+            out.push(invalid(&format!("{at}[{i}].name"), name, UNUSED));
+        }
+        match text(&a["expression"]) {
+            "" => out.push(required(&format!("{at}[{i}].expression"), "")),
+            e => out.extend(cel_expression(&format!("{at}[{i}].expression"), e)),
+        }
+        if !seen.insert(name) {
+            out.push(duplicate(&format!("{at}[{i}]"), name));
+        }
+    }
+    out
+}
+
 /// The request names of a claim spec: request name → its sub-request names.
 fn request_names(devices: &Value) -> Vec<(String, Vec<String>)> {
     items(&devices["requests"])
@@ -361,6 +432,7 @@ pub(super) fn claim_spec_gated(at: &str, spec: &Value, consumable: bool) -> Vec<
     let devices = &spec["devices"];
     let base = format!("{at}.devices");
     let names = request_names(devices);
+    let used = constraint_attributes(devices);
     let mut out = Vec::new();
     let requests = items(&devices["requests"]);
     if requests.len() > MAX_REQUESTS {
@@ -377,7 +449,11 @@ pub(super) fn claim_spec_gated(at: &str, spec: &Value, consumable: bool) -> Vec<
                     "null",
                     "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set",
                 )),
-                (true, false) => out.extend(exact(&format!("{p}.exactly"), &r["exactly"])),
+                (true, false) => {
+                    out.extend(exact(&format!("{p}.exactly"), &r["exactly"]));
+                    let (at, list) = (format!("{p}.exactly.derivedAttributes"), &r["exactly"]["derivedAttributes"]);
+                    out.extend(derived_attributes(&at, list, text(&r["name"]), &used));
+                }
                 (false, true) if subs.len() > MAX_SUBREQUESTS => {
                     out.push(too_many(&format!("{p}.firstAvailable"), subs.len(), MAX_SUBREQUESTS))
                 }
@@ -387,6 +463,13 @@ pub(super) fn claim_spec_gated(at: &str, spec: &Value, consumable: bool) -> Vec<
                         let sp = format!("{p}.firstAvailable[{j}]");
                         out.extend(label_causes(&format!("{sp}.name"), text(&s["name"])));
                         out.extend(exact(&sp, s));
+                        let sub = format!("{}/{}", text(&r["name"]), text(&s["name"]));
+                        out.extend(derived_attributes(
+                            &format!("{sp}.derivedAttributes"),
+                            &s["derivedAttributes"],
+                            &sub,
+                            &used,
+                        ));
                     }
                     for (j, s) in subs.iter().enumerate() {
                         if !seen.insert(text(&s["name"])) {
@@ -1248,6 +1331,55 @@ fn container_resources(at: &str, r: &Value, claim_names: &[String]) -> Vec<Cause
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_lists_are_omitted_but_requests_and_conditions() {
+        let mut v = json!({"metadata": {"finalizers": []}, "spec": {"devices": {"requests": [], "constraints": [],
+            "config": [{"requests": [], "opaque": {"parameters": {"l": []}}}]}},
+            "status": {"devices": [{"conditions": [], "data": {"x": []}}]}});
+        omit_empty_lists(&mut v);
+        assert_eq!(
+            v,
+            json!({"metadata": {}, "spec": {"devices": {"requests": [], "config": [{"opaque": {"parameters": {"l": []}}}]}},
+                "status": {"devices": [{"conditions": [], "data": {"x": []}}]}})
+        );
+    }
+
+    /// validation.go validateDeviceDerivedAttribute: a derived attribute's
+    /// name must be used by a constraint on its request (or all, or its
+    /// parent request), its expression set.
+    #[test]
+    fn derived_attributes_must_be_used_by_a_constraint_and_have_an_expression() {
+        let spec = |derived: Value, constraints: Value| {
+            json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c", "allocationMode": "ExactCount",
+                "count": 1, "derivedAttributes": derived}},
+                {"name": "p", "firstAvailable": [{"name": "s", "deviceClassName": "c", "allocationMode": "ExactCount", "count": 1,
+                    "derivedAttributes": [{"name": "d.example.com/n", "expression": "1"}]}]}],
+                "constraints": constraints}})
+        };
+        let fields = |c: Vec<Cause>| c.iter().map(|c| format!("{} {}", c.field, c.reason)).collect::<Vec<_>>();
+        let used = json!([{"matchAttribute": "d.example.com/n"}]);
+        assert!(claim_spec(
+            "spec",
+            &spec(json!([{"name": "d.example.com/n", "expression": "device.driver"}]), used.clone())
+        )
+        .is_empty());
+        assert_eq!(
+            fields(claim_spec("spec", &spec(json!([{"name": "d.example.com/x"}]), used.clone()))),
+            [
+                "spec.devices.requests[0].exactly.derivedAttributes[0].name FieldValueInvalid",
+                "spec.devices.requests[0].exactly.derivedAttributes[0].expression FieldValueRequired"
+            ]
+        );
+        // A constraint on the parent request covers the subrequest's; one on another request does not.
+        let on_p = json!([{"matchAttribute": "d.example.com/n", "requests": ["p", "r"]}]);
+        assert!(claim_spec("spec", &spec(json!([{"name": "d.example.com/n", "expression": "1"}]), on_p)).is_empty());
+        let on_r = json!([{"matchAttribute": "d.example.com/n", "requests": ["r"]}]);
+        assert_eq!(
+            fields(claim_spec("spec", &spec(json!([{"name": "d.example.com/n", "expression": "1"}]), on_r))),
+            ["spec.devices.requests[1].firstAvailable[0].derivedAttributes[0].name FieldValueInvalid"]
+        );
+    }
 
     fn fields(c: &[Cause]) -> Vec<String> {
         c.iter().map(|c| format!("{} {}", c.field, c.reason)).collect()

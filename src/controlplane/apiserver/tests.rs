@@ -142,9 +142,28 @@ fn verbs_a_served_path_does_not_serve_are_405_and_version_is_version_info() {
 }
 
 #[test]
-fn claims_are_served_in_each_version_with_their_allocation() {
-    // (the kubelet's claims, written into the store in process)
+fn the_resource_betas_are_not_served_by_default_as_from_1_34() {
+    // kube-apiserver v1.34–v1.37 pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault.
     let s = Store::default();
+    for p in [
+        "/apis/resource.k8s.io/v1beta1",
+        "/apis/resource.k8s.io/v1beta2/namespaces/ml/resourceclaims",
+        "/apis/resource.k8s.io/v1beta1/resourceslices",
+    ] {
+        let (c, e) = answer(&s, "n", "GET", p, "", b"");
+        assert_eq!((c, e["message"].as_str()), (404, Some("the server could not find the requested resource")), "{p}");
+    }
+    assert_eq!(answer(&s, "n", "GET", "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims", "", b"").0, 200);
+    let one = Store::default().with_resource_betas(true, false);
+    assert_eq!(answer(&one, "n", "GET", "/apis/resource.k8s.io/v1beta2/namespaces/ml/resourceclaims", "", b"").0, 200);
+    assert_eq!(answer(&one, "n", "GET", "/apis/resource.k8s.io/v1beta1/namespaces/ml/resourceclaims", "", b"").0, 404);
+}
+
+#[test]
+fn claims_are_served_in_each_version_with_their_allocation() {
+    // (the kubelet's claims, written into the store in process; the betas
+    // served as with `--runtime-config resource.k8s.io/v1beta2=true,resource.k8s.io/v1beta1=true`)
+    let s = Store::default().with_resource_betas(true, true);
     let claim = json!({"kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": "ml", "uid": "u"}, "status": {"allocation": {"devices": {"results": [{"driver": "d"}]}}}});
     assert!(s.put_claim(claim.clone()));
     assert!(!s.put_claim(claim.clone()), "the same claim again is no write");
@@ -262,7 +281,7 @@ fn claim_call(s: &Store, claims: &[Value], m: &str, p: &str, q: &str, ct: &str, 
 /// stale resourceVersion or another uid is 409; devices must be allocated (422).
 #[test]
 fn the_status_subresource_takes_device_status_with_conflicts_as_kube_apiserver() {
-    let s = Store::default();
+    let s = Store::default().with_resource_betas(false, true);
     let claims = [kubelet_claim("u1", "g0")];
     let (c, got) = claim_call(&s, &claims, "GET", &format!("{CLAIM}/status"), "", "", "");
     assert_eq!(c, 200);
@@ -500,7 +519,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
-    let g = discovery::answer("/apis", custom::groups(&s.lock()), false).unwrap();
+    let g = discovery::answer("/apis", custom::groups(&s.lock()), false, &["v1"]).unwrap();
     assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
@@ -982,7 +1001,15 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
     let (c, put) = call(&off, "PUT", &format!("{SLICES}/s"), "", obj.clone());
     assert_eq!(c, 200, "{put}");
     assert!(put["spec"]["devices"][0].get("nodeAllocatableResources").is_none(), "{put}");
-    let on = Store::default().with_node_allocatable_resources(true);
+    let on = Store::default()
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
+    // With the gate on, the NodeDeclaredFeatures admission wants the slice's node, declaring
+    // the feature: another node is not there; this node declares it.
+    let mut elsewhere = obj.clone();
+    elsewhere["spec"]["nodeName"] = json!("node-2");
+    let (c, refused) = call(&on, "POST", SLICES, "", elsewhere);
+    let words = "resourceslices.resource.k8s.io \"s\" is forbidden: node \"node-2\" not found for device \"d0\"";
+    assert_eq!((c, refused["message"].as_str()), (403, Some(words)), "{refused}");
     let (c, created) = call(&on, "POST", SLICES, "", obj.clone());
     assert_eq!((c, &created["spec"]["devices"][0]["nodeAllocatableResources"]), (201, &nar), "{created}");
     // In use in the slice replaced: kept with the gate off too (a downgrade keeps what was written).
@@ -1000,7 +1027,8 @@ fn node_allocatable_resources_are_dropped_with_their_gate_off_unless_in_use() {
 #[test]
 fn node_allocatable_slices_need_a_node_that_declares_the_feature() {
     let nodes = "/api/v1/nodes";
-    let on = Store::default().with_node_allocatable_resources(true);
+    let on = Store::default()
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
     for (name, declared) in [("plain", json!([])), ("ready", json!(["DRANodeAllocatableResources"]))] {
         let (c, v) =
             call(&on, "POST", nodes, "", json!({"metadata": {"name": name}, "status": {"declaredFeatures": declared}}));
@@ -1046,7 +1074,8 @@ fn node_allocatable_fields_follow_the_profiles_api_version() {
     obj["spec"]["devices"][0]["nodeAllocatableResources"] = resources.clone();
     let stored = |v: &Value, f: &str| v["spec"]["devices"][0].get(f).cloned();
     // 1.37, the gate on: 1.36's field is unknown (dropped; refused under Strict).
-    let s37 = Store::default().with_node_allocatable_resources(true);
+    let s37 = Store::default()
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
     let (c, v) = call(&s37, "POST", SLICES, "", obj.clone());
     assert_eq!(c, 201, "{v}");
     assert_eq!(
@@ -1060,7 +1089,9 @@ fn node_allocatable_fields_follow_the_profiles_api_version() {
         "strict decoding error: unknown field \"spec.devices[0].nodeAllocatableResourceMappings\""
     );
     // 1.36, the gate on: its own field kept, 1.37's unknown.
-    let s36 = Store::default().with_api_minor(36).with_node_allocatable_resources(true);
+    let s36 = Store::default()
+        .with_api_minor(36)
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
     let (c, v) = call(&s36, "POST", SLICES, "", obj.clone());
     assert_eq!(c, 201, "{v}");
     assert_eq!(
@@ -1089,7 +1120,8 @@ fn a_pods_node_allocatable_status_is_gated_kept_and_validated_as_kube_apiserver_
         "spec": {"resourceClaims": [{"name": "g", "resourceClaimName": "x"}], "containers": [{"name": "c", "image": "i"}]}});
     let entry = json!([{"resourceClaimName": "x", "mapping": [{"name": "cpu", "quantity": "2"}]}]);
     for (on, kept) in [(false, None), (true, Some(&entry))] {
-        let s = Store::default().with_node_allocatable_resources(on);
+        let s = Store::default()
+            .with_api_gates(super::gated::ApiGates { node_allocatable_resources: on, ..Default::default() });
         let (c, _) = call(&s, "POST", pods, "", pod.clone());
         assert_eq!(c, 201);
         let (c, got) = call(&s, "GET", &format!("{pods}/p"), "", Value::Null);
@@ -1142,7 +1174,8 @@ fn shareable_devices_lose_their_share_fields_with_consumable_capacity_off_unless
     obj["spec"]["devices"][0]["allowMultipleAllocations"] = json!(true);
     let policy = json!({"default": "1Gi", "validRange": {"min": "1Gi"}});
     obj["spec"]["devices"][0]["capacity"] = json!({"memory": {"value": "8Gi", "requestPolicy": policy}});
-    let off = Store::default().with_consumable_capacity(false);
+    let off =
+        Store::default().with_api_gates(super::gated::ApiGates { consumable_capacity: false, ..Default::default() });
     let (c, created) = call(&off, "POST", SLICES, "", obj.clone());
     assert_eq!(c, 201, "{created}");
     let dev = &created["spec"]["devices"][0];
@@ -1175,7 +1208,8 @@ fn claims_lose_capacity_requests_and_shares_with_consumable_capacity_off() {
             {"name": "r", "exactly": {"deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}},
             {"name": "f", "firstAvailable": [{"name": "s", "deviceClassName": "c", "capacity": {"requests": {"memory": "1Gi"}}}]}],
             "constraints": [{"matchAttribute": "d/y"}]}}});
-    let off = Store::default().with_consumable_capacity(false);
+    let off =
+        Store::default().with_api_gates(super::gated::ApiGates { consumable_capacity: false, ..Default::default() });
     let (c, got) = call(&off, "POST", claims, "", body.clone());
     assert_eq!(c, 201, "{got}");
     let d = &got["spec"]["devices"];

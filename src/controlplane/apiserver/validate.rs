@@ -273,6 +273,9 @@ fn attribute_values(d: &Value, at: &str) -> Vec<Cause> {
         keys.sort();
         for k in keys {
             let a = &attrs[k];
+            // The declarative union (DeviceAttribute's members; it takes over validateDeviceAttribute's count).
+            const MEMBERS: [&str; 8] = ["int", "bool", "string", "version", "ints", "bools", "strings", "versions"];
+            out.extend(union(&format!("{at}.attributes[{k}]"), a, &MEMBERS));
             if let Some(v) = a["version"].as_str().filter(|v| !is_semver(v)) {
                 out.push(invalid_value(&format!("{at}.attributes[{k}].version"), &json!(v), SEMVER));
             }
