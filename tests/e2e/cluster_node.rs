@@ -317,6 +317,8 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
 
     // Deleted: unprepared, then the pod object goes.
     delete_and_wait_gone(&admin, ns, "trainer").await;
+    // The node logs the delete after the API server answered it.
+    log.wait_for("\"event\":\"cluster-pod-deleted\"", 1).await;
     let unprepared = events(&log, "claim-unprepared");
     assert!(unprepared.iter().any(|e| e["claim"] == format!("{ns}/{claim_name}")), "{}", log.seen());
     let seen = log.seen();

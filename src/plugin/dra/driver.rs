@@ -244,7 +244,8 @@ pub fn pod_claim_name(claim: &serde_json::Value) -> Option<String> {
 type Fetched = (Vec<AllocatedDevice>, Option<String>);
 
 /// GET the claim as the kubeletplugin helper does (resource.k8s.io v1, then
-/// v1beta2 and v1beta1 on 404) and read its allocation for `driver`.
+/// v1beta2 and v1beta1 where a version is not served) and read its
+/// allocation for `driver`.
 async fn fetch_allocation(
     api: &super::slices::ApiServer,
     c: &Claim,
@@ -265,6 +266,12 @@ async fn fetch_allocation(
                 return Ok((allocation_of(&body, c, driver)?, pod_claim_name(&body)));
             }
             200..=299 => return Ok((allocation_of(&body, c, driver)?, pod_claim_name(&body))),
+            // The claim is not there (a NotFound naming it): no other version has it.
+            404 if body["details"]["name"].is_string() => {
+                let msg = body["message"].as_str().unwrap_or("not found");
+                return Err(format!("fetch ResourceClaim {}/{}: {msg} ({NOT_FOUND})", c.namespace, c.name));
+            }
+            // The version is not served (a bare 404): the next one may be.
             404 => last = body["message"].as_str().unwrap_or("not found").to_string(),
             _ => {
                 let msg = body["message"].as_str().unwrap_or_default();
