@@ -8,7 +8,8 @@
 //! cost a handful of writes, not N. The write runs on the blocking pool,
 //! never on a runtime worker, and writes are ordered (one at a time).
 
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 
 /// The blocking write ended without an answer (it panicked, or the runtime
 /// is shutting down).
@@ -49,6 +50,33 @@ pub struct CoalescedWriter {
     written: AtomicU64,
     /// Held while a write is in progress, so writes are ordered.
     writing: tokio::sync::Mutex<()>,
+    /// Writes on the blocking pool not finished yet — also one whose caller
+    /// stopped waiting (its task cancelled): [`CoalescedWriter::settled`].
+    pending: Arc<Pending>,
+}
+
+/// The count of unfinished blocking writes, and a wake-up when one ends.
+#[derive(Debug, Default)]
+struct Pending {
+    count: AtomicUsize,
+    ended: tokio::sync::Notify,
+}
+
+/// Counts one blocking write until it ends (returns or panics).
+struct PendingWrite(Arc<Pending>);
+
+impl PendingWrite {
+    fn start(p: &Arc<Pending>) -> PendingWrite {
+        p.count.fetch_add(1, SeqCst);
+        PendingWrite(p.clone())
+    }
+}
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, SeqCst);
+        self.0.ended.notify_waiters();
+    }
 }
 
 impl CoalescedWriter {
@@ -100,9 +128,30 @@ impl CoalescedWriter {
         // so before this snapshot.
         let covers = self.changes.load(SeqCst);
         let Some(state) = snapshot() else { return Ok(()) };
-        tokio::task::spawn_blocking(move || write(state)).await.map_err(|e| E::from(WriterLost(e)))??;
+        let pending = PendingWrite::start(&self.pending);
+        tokio::task::spawn_blocking(move || {
+            let _pending = pending;
+            write(state)
+        })
+        .await
+        .map_err(|e| E::from(WriterLost(e)))??;
         self.written.fetch_max(covers, SeqCst);
         Ok(())
+    }
+
+    /// Return once no write is on the blocking pool: one whose caller was
+    /// cancelled goes on to its end, and whoever owns the file's directory
+    /// (a temp tree removed after the kubelet stops) waits for it here.
+    pub async fn settled(&self) {
+        loop {
+            let ended = self.pending.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.pending.count.load(SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
     }
 }
 
@@ -139,6 +188,44 @@ mod tests {
             },
         )
         .await
+    }
+
+    /// A write whose caller was cancelled (its generation's tasks stopped)
+    /// still runs on the blocking pool; `settled` returns only after it ended.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn settled_waits_for_a_write_whose_caller_was_cancelled() {
+        let w = Arc::new(CoalescedWriter::new());
+        let upto = w.changed();
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let done = Arc::new(AtomicU64::new(0));
+        let (w2, d2) = (w.clone(), done.clone());
+        let caller = tokio::spawn(async move {
+            w2.write(
+                upto,
+                || Some(()),
+                move |()| {
+                    let _ = started_tx.send(());
+                    let _ = release_rx.recv();
+                    d2.store(1, SeqCst);
+                    Ok::<(), std::io::Error>(())
+                },
+            )
+            .await
+        });
+        started_rx.await.unwrap();
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        let settled = tokio::spawn({
+            let w = w.clone();
+            async move { w.settled().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!settled.is_finished(), "the write is still running");
+        release_tx.send(()).unwrap();
+        settled.await.unwrap();
+        assert_eq!(done.load(SeqCst), 1, "settled returned after the write ended");
+        w.settled().await;
     }
 
     #[tokio::test]

@@ -269,5 +269,8 @@ impl ContainerManager {
     pub async fn close(&self) {
         self.events.close();
         self.devices.close().await;
+        if let Some(d) = &self.dra {
+            d.settled().await;
+        }
     }
 }

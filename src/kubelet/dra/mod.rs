@@ -725,6 +725,14 @@ impl DraManager {
         Ok(())
     }
 
+    /// Return once no checkpoint or health-cache write of this manager is
+    /// still running (a write whose task was cancelled at the generation's
+    /// end goes on to its end on the blocking pool).
+    pub async fn settled(&self) {
+        self.claims_file.settled().await;
+        self.health_file.settled().await;
+    }
+
     /// The claims of the control plane this manager did not write (those it
     /// allocated for pods of the API), with their keys: the devices of those
     /// not read yet are given to no static pod by this node's scheduler

@@ -217,6 +217,7 @@ impl Manager {
         if let Err(e) = self.flush(true).await {
             self.bus.emit(KubeletEvent::CheckpointError { error: e.to_string() }, Some(self.gen.number));
         }
+        self.file.settled().await;
     }
 
     fn changed(&self) {
