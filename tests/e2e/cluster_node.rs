@@ -29,10 +29,6 @@ async fn call(api: &ApiServer, method: &str, path: &str, body: Option<&Value>) -
     kube::request(api, method, path, body, T).await.unwrap()
 }
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
-}
-
 fn events(tail: &Tail, event: &str) -> Vec<Value> {
     tail.seen().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v["event"] == event).collect()
 }

@@ -878,10 +878,6 @@ async fn the_first_mock_kubelet_runs_the_apis_pods_bound_to_its_own_node_beside_
     stop_tailed(first, log).await.expect_code(0);
 }
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or_default()
-}
-
 /// #48, KEP-5517 on dpctl's own cluster, DRANodeAllocatableResources on for
 /// both mock kubelets: node-b declares the feature in its Node's
 /// `status.declaredFeatures` (as a kubelet with the gate does), so the

@@ -1094,3 +1094,8 @@ pub async fn api_server_event(log: &mut Tail) -> serde_json::Value {
         .find(|e| e["event"] == "api-server")
         .expect("the api-server event just seen")
 }
+
+/// A JSON string's text ("" for anything else).
+pub fn text(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
