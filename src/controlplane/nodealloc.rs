@@ -252,25 +252,7 @@ fn pod_level(name: &str) -> bool {
 /// (with the sidecars started before it) as a floor; then `statuses`'
 /// resources added (the pod's `nodeAllocatableResourceClaimStatuses`).
 pub fn aggregate_requests(pod: &Value, statuses: &Value) -> Resources {
-    let mut result = Resources::new();
-    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
-        add_all(&mut result, &container_requests(c));
-    }
-    let mut sidecars = Resources::new();
-    let mut init = Resources::new();
-    for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
-        let r = container_requests(c);
-        if c["restartPolicy"] == "Always" {
-            add_all(&mut result, &r);
-            add_all(&mut sidecars, &r);
-            max_all(&mut init, &sidecars);
-        } else {
-            let mut need = sidecars.clone();
-            add_all(&mut need, &r);
-            max_all(&mut init, &need);
-        }
-    }
-    max_all(&mut result, &init);
+    let mut result = aggregate(pod, container_requests);
     add_all(&mut result, &dra_resources(statuses));
     result
 }
@@ -308,19 +290,19 @@ pub fn container_dra(statuses: &Value, name: &str) -> Resources {
     out
 }
 
-/// AggregateContainerLimits with the DRA part (addDRANodeAllocatableLimits):
-/// the containers' limits aggregated as requests are, then `statuses`'
-/// resources added where a limit is declared, and to hugepages always.
-fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
-    let limits = |c: &Value| quantities(&c["resources"]["limits"]);
+/// A pod's containers aggregated as the scheduler aggregates them (`of`
+/// each container's requests or limits): the containers summed, restartable
+/// init containers added, each other init container's need (with the
+/// sidecars started before it) as a floor.
+fn aggregate(pod: &Value, of: impl Fn(&Value) -> Resources) -> Resources {
     let mut result = Resources::new();
     for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
-        add_all(&mut result, &limits(c));
+        add_all(&mut result, &of(c));
     }
     let mut sidecars = Resources::new();
     let mut init = Resources::new();
     for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
-        let r = limits(c);
+        let r = of(c);
         if c["restartPolicy"] == "Always" {
             add_all(&mut result, &r);
             add_all(&mut sidecars, &r);
@@ -332,6 +314,14 @@ fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
         }
     }
     max_all(&mut result, &init);
+    result
+}
+
+/// AggregateContainerLimits with the DRA part (addDRANodeAllocatableLimits):
+/// the containers' limits aggregated as requests are, then `statuses`'
+/// resources added where a limit is declared, and to hugepages always.
+fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
+    let mut result = aggregate(pod, |c| quantities(&c["resources"]["limits"]));
     for (k, v) in dra_resources(statuses) {
         if result.contains_key(&k) || k.starts_with("hugepages-") {
             *result.entry(k).or_default() += v;
