@@ -36,6 +36,20 @@ fn candidates() -> Vec<Candidate> {
         .collect()
 }
 
+/// A world of `objects` and `drivers`: no candidate device, the default
+/// features, no PodGroup, a static pod's claims.
+fn bare<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>) -> World<'a> {
+    World {
+        objects,
+        candidates: &[],
+        drivers,
+        features: Default::default(),
+        pod_group: None,
+        as_written: false,
+        held: &[],
+    }
+}
+
 fn claims(names: &[&str]) -> Vec<PodClaim> {
     names
         .iter()
@@ -60,15 +74,7 @@ fn claims_are_recorded_with_every_driver_before_any_call_and_a_half_failed_prepa
     let objects = world_objects();
     let cands = candidates();
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap();
     assert!(plan.record, "the checkpoint is written before the calls");
@@ -120,15 +126,7 @@ fn two_claims_of_one_pod_get_different_devices() {
     let mut cands = candidates();
     cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "a2"]), &w).unwrap();
     let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
@@ -140,15 +138,7 @@ fn nothing_is_recorded_when_a_claim_or_a_driver_is_missing() {
     let objects = world_objects();
     let cands = candidates();
     let only_gpu: BTreeSet<String> = ["gpu.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &only_gpu,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &only_gpu) };
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a", "b"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "DRA driver nic.x is not registered");
@@ -162,15 +152,7 @@ fn a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_with_the_last() {
     let objects = world_objects();
     let cands = candidates();
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
     let mut cache = ClaimCache::default();
     let p1 = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &p1.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
@@ -217,15 +199,8 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
         skip: vec!["*".into()],
         ..Candidate::default()
     }];
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &BTreeSet::new(),
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let none = BTreeSet::new();
+    let w = World { candidates: &cands, ..bare(&objects, &none) };
     let plan = cache.plan_prepare("ns", "pod", "pod", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.skipped, [("ns/c".to_string(), "cp.x".to_string())]);
     assert!(plan.batches.is_empty());
@@ -307,15 +282,7 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
     );
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     // No candidate device at all: the allocator is not asked.
-    let w = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = bare(&objects, &drivers);
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
     assert_eq!(e.to_string(), "pod p2 (pod-2) is not allowed to use ResourceClaim c (uid-c)");
@@ -329,15 +296,7 @@ fn a_manifest_allocation_is_honoured_and_reserved_for_must_name_the_pod() {
     );
     // A manifest without reservedFor is reserved by this node's scheduler stand-in.
     with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
-    let w = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = bare(&objects, &drivers);
     assert!(cache.plan_prepare("ns", "pod-3", "p3", &claims(&["c"]), &w).is_ok());
 }
 
@@ -353,15 +312,7 @@ fn a_pod_of_the_api_gets_its_claims_as_written_or_not_at_all() {
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let mine = serde_json::json!([{"resource": "pods", "name": "p1", "uid": "pod-1"}]);
     fn api<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>) -> World<'a> {
-        World {
-            objects,
-            candidates: &[],
-            drivers,
-            features: Default::default(),
-            pod_group: None,
-            as_written: true,
-            held: &[],
-        }
+        World { as_written: true, ..bare(objects, drivers) }
     }
     let mut cache = ClaimCache::default();
     with_status(&mut objects, "uid-c", serde_json::json!({"allocation": {"devices": {"results": results}}}));
@@ -398,38 +349,14 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
     };
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     with_status(&mut objects, "uid-c", group("scheduling.k8s.io", "podgroups", "team"));
-    let off = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let off = bare(&objects, &drivers);
     let mut cache = ClaimCache::default();
     let e = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &off).unwrap_err();
     assert_eq!(e.to_string(), "pod p1 (pod-1) is not allowed to use ResourceClaim c (uid-c)");
     assert!(cache.is_empty());
-    let other = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: Some("x"),
-        as_written: false,
-        held: &[],
-    };
+    let other = World { pod_group: Some("x"), ..bare(&objects, &drivers) };
     assert!(matches!(cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &other), Err(Cause::NotReserved { .. })));
-    let on = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: Some("team"),
-        as_written: false,
-        held: &[],
-    };
+    let on = World { pod_group: Some("team"), ..bare(&objects, &drivers) };
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap();
     assert_eq!(plan.preparing, ["ns/c"]);
     cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-c")).unwrap();
@@ -440,15 +367,7 @@ fn a_claim_reserved_for_the_pods_pod_group_is_its_only_with_the_gate_on() {
     for (api_group, resource) in [("", "podgroups"), ("scheduling.k8s.io", "workloads"), ("apps", "podgroups")] {
         let mut objects = BTreeMap::new();
         with_status(&mut objects, "uid-c", group(api_group, resource, "team"));
-        let on = World {
-            objects: &objects,
-            candidates: &[],
-            drivers: &drivers,
-            features: Default::default(),
-            pod_group: Some("team"),
-            as_written: false,
-            held: &[],
-        };
+        let on = World { pod_group: Some("team"), ..bare(&objects, &drivers) };
         let e = ClaimCache::default().plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &on).unwrap_err();
         assert!(matches!(e, Cause::NotReserved { .. }), "{api_group}/{resource}: {e}");
     }
@@ -465,29 +384,13 @@ fn a_claim_recreated_with_a_new_uid_is_a_new_claim() {
     with_status(&mut objects, "old", serde_json::json!({"allocation": {"devices": {"results": results}}}));
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let mut cache = ClaimCache::default();
-    let w = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = bare(&objects, &drivers);
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
     assert_eq!(plan.batches["gpu.x"][0].uid, "old");
     cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("old")).unwrap();
     cache.mark_prepared(&plan.preparing);
     with_status(&mut objects, "new", serde_json::json!({"allocation": {"devices": {"results": results}}}));
-    let w = World {
-        objects: &objects,
-        candidates: &[],
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = bare(&objects, &drivers);
     let e = cache.plan_prepare("ns", "pod-2", "p2", &claims(&["c"]), &w).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -508,15 +411,7 @@ fn test_prepare_resources_with_prepared_and_new_claim() {
     let objects = world_objects();
     let cands = candidates();
     let drivers: BTreeSet<String> = ["gpu.x".to_string(), "nic.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
     let mut cache = ClaimCache::default();
     let first = cache.plan_prepare("ns", "pod-0", "p0", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &first.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
@@ -541,15 +436,7 @@ fn a_written_allocation_of_another_claim_holds_its_device() {
     let mut cands = candidates();
     cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     let devices: Vec<&str> = plan.allocated.iter().map(|c| c.allocation[0].device.as_str()).collect();
@@ -567,24 +454,8 @@ fn a_restored_claim_is_prepared_again_for_a_new_pod_not_for_the_pods_it_names() 
     let cands = candidates();
     let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
     let none: BTreeSet<String> = BTreeSet::new();
-    let w = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &drivers,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
-    let gone = World {
-        objects: &objects,
-        candidates: &cands,
-        drivers: &none,
-        features: Default::default(),
-        pod_group: None,
-        as_written: false,
-        held: &[],
-    };
+    let w = World { candidates: &cands, ..bare(&objects, &drivers) };
+    let gone = World { candidates: &cands, ..bare(&objects, &none) };
     let mut cache = ClaimCache::default();
     let plan = cache.plan_prepare("ns", "pod-1", "pod-1", &claims(&["a"]), &w).unwrap();
     cache.prepared("gpu.x", &plan.batches["gpu.x"], &ok_answer("uid-a")).unwrap();
