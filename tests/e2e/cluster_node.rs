@@ -98,6 +98,23 @@ async fn join(cp: &ControlPlane, t: &DraTree, node: &str) -> (tokio::process::Ch
     (child, log)
 }
 
+/// The mock kubelet on `t` as node `node` of `cp` ([`join`]) and `dpctl dra
+/// serve` of `driver` publishing as that node (`extra` flags after), once
+/// the kubelet registered the driver.
+async fn dra_node(
+    cp: &ControlPlane,
+    t: &DraTree,
+    node: &str,
+    driver: &str,
+    extra: &[&str],
+) -> (tokio::process::Child, Tail, tokio::process::Child, Tail) {
+    let (kubelet, mut log) = join(cp, t, node).await;
+    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
+    let (serve, serve_log) = serve_as_node(t, driver, &kc, node, extra).await;
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    (kubelet, log, serve, serve_log)
+}
+
 async fn namespace(admin: &ApiServer, ns: &str) {
     let (code, body) = call(
         admin,
@@ -276,12 +293,8 @@ async fn a_pod_with_a_claim_allocated_by_the_real_scheduler_is_prepared_as_writt
     let node = "cp-node-kubelet-dra";
     let (ns, driver) = ("cp-kubelet-dra", "gpu.kubelet.dpctl.example.com");
     let t = DraTree::new();
-    let (kubelet, mut log) = join(cp, &t, node).await;
+    let (kubelet, mut log, serve, serve_log) = dra_node(cp, &t, node, driver, &[]).await;
     let admin = api(&cp.kubeconfig);
-
-    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
 
     one_gpu_template(&admin, ns, driver).await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": ns},
@@ -343,11 +356,8 @@ async fn a_claim_written_after_the_pod_reached_the_node_is_read_again_and_prepar
     let node = "cp-node-late-claim";
     let (ns, driver) = ("cp-late-claim", "gpu.late.dpctl.example.com");
     let t = DraTree::new();
-    let (kubelet, mut log) = join(cp, &t, node).await;
+    let (kubelet, mut log, serve, serve_log) = dra_node(cp, &t, node, driver, &[]).await;
     let admin = api(&cp.kubeconfig);
-    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
     one_gpu_template(&admin, ns, driver).await;
 
     // The claim, unallocated; the pod naming it, bound to the node.
@@ -417,11 +427,8 @@ async fn a_pod_asking_for_a_dra_backed_extended_resource_runs_as_the_real_schedu
     let node = "cp-node-extended";
     let (ns, driver) = ("cp-kubelet-ext", "ext.kubelet.dpctl.example.com");
     let t = DraTree::new();
-    let (kubelet, mut log) = join(cp, &t, node).await;
+    let (kubelet, log, serve, serve_log) = dra_node(cp, &t, node, driver, &[]).await;
     let admin = api(&cp.kubeconfig);
-    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
-    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &[]).await;
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
 
     namespace(&admin, ns).await;
     let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-gpu-cp"},
@@ -495,13 +502,10 @@ async fn the_real_scheduler_binds_a_pod_only_once_dra_serves_binding_conditions_
     let node = "cp-node-binding";
     let (ns, driver) = ("cp-binding", "gpu.binding.dpctl.example.com");
     let t = DraTree::new();
-    let (kubelet, mut log) = join(cp, &t, node).await;
-    let admin = api(&cp.kubeconfig);
-    let kc = cp.dir.join(format!("node-{node}.kubeconfig"));
     let binding =
         ["--binding-conditions", "example.com/attached", "--binding-failure-conditions", "example.com/failed"];
-    let (serve, serve_log) = serve_as_node(&t, driver, &kc, node, &binding).await;
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let (kubelet, log, serve, serve_log) = dra_node(cp, &t, node, driver, &binding).await;
+    let admin = api(&cp.kubeconfig);
     let (_, slices) = call(
         &admin,
         "GET",
