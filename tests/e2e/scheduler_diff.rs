@@ -215,6 +215,20 @@ fn objects(case: &Case, run: &str) -> Vec<Value> {
     objs
 }
 
+/// `dpctl mock-kubelet --api-server 127.0.0.1:0` with `args` on a temp root:
+/// the root (kept while the kubelet runs), the process, its log, and a
+/// client of its API server.
+async fn dpctl_plane(args: &[&str]) -> (tempfile::TempDir, tokio::process::Child, Tail, ApiServer) {
+    let k = tmp();
+    let mut all = vec!["--api-server", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut child = mock_kubelet_on(k.path(), &all).spawn().unwrap();
+    let mut log = Tail::stdout(&mut child);
+    let ev = api_server_event(&mut log).await;
+    let api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    (k, child, log, api)
+}
+
 fn node_name(case: &Case, run: &str) -> String {
     format!("sd{run}-{}", case.name)
 }
@@ -532,12 +546,7 @@ async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_sche
     )
     .await;
 
-    let k = tmp();
-    let mut m = mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GROUP_GATES]);
-    let mut child = m.spawn().unwrap();
-    let mut log = Tail::stdout(&mut child);
-    let ev = api_server_event(&mut log).await;
-    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GROUP_GATES]).await;
     let run = std::process::id().to_string();
     let mut failures = Vec::new();
     for case in GROUP_CASES {
@@ -678,12 +687,7 @@ async fn the_real_scheduler_and_dpctls_allocator_choose_alike() {
         );
         return;
     };
-    let d = tmp();
-    let mut c = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]);
-    let mut child = c.spawn().unwrap();
-    let mut log = Tail::stdout(&mut child);
-    let ev = api_server_event(&mut log).await;
-    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let (_d, child, log, dpctl_api) = dpctl_plane(&[]).await;
     let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
     let run = std::process::id().to_string();
     // The cases run side by side on the real control plane (each on its own node).
@@ -945,13 +949,8 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         let d = tmp();
         let up: Vec<&str> = gates.map(|g| vec!["-feature-gates", g]).unwrap_or_default();
         let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &up).await;
-        let mut args = vec!["--api-server", "127.0.0.1:0"];
-        args.extend(gates.map(|g| ["--feature-gates", g]).into_iter().flatten());
-        let k = tmp();
-        let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
-        let mut log = Tail::stdout(&mut child);
-        let ev = api_server_event(&mut log).await;
-        let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+        let args: Vec<&str> = gates.map(|g| vec!["--feature-gates", g]).unwrap_or_default();
+        let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
         let run = std::process::id().to_string();
         let kube_out = gated_fields(&kube_api, &run).await;
         let dpctl_out = gated_fields(&dpctl_api, &run).await;
@@ -1063,17 +1062,13 @@ async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
     for (gates, extra) in configs {
         let d = tmp();
         let mut go_args: Vec<&str> = extra.to_vec();
-        let mut args = vec!["--api-server", "127.0.0.1:0"];
+        let mut args: Vec<&str> = Vec::new();
         if let Some(g) = gates {
             go_args.extend(["-feature-gates", g]);
             args.extend(["--feature-gates", g]);
         }
         let (cp, kube_api) = upstream_plane(&bin, d.path(), &go_args).await;
-        let k = tmp();
-        let mut child = mock_kubelet_on(k.path(), &args).spawn().unwrap();
-        let mut log = Tail::stdout(&mut child);
-        let ev = api_server_event(&mut log).await;
-        let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+        let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
         let run = std::process::id().to_string();
         let kube_out = pod_group_serving(&kube_api, &run).await;
         let dpctl_out = pod_group_serving(&dpctl_api, &run).await;
@@ -1193,11 +1188,7 @@ fn stamped_masked(v: &Value, pod_uid: &Value) -> Value {
 async fn device_taint_eviction_is_as_upstreams_controller_does_it() {
     let Some(cp) = control_plane() else { return };
     let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
-    let d = tmp();
-    let mut child = mock_kubelet_on(d.path(), &["--api-server", "127.0.0.1:0"]).spawn().unwrap();
-    let mut log = Tail::stdout(&mut child);
-    let ev = api_server_event(&mut log).await;
-    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let (_d, child, log, dpctl_api) = dpctl_plane(&[]).await;
     let run = std::process::id().to_string();
     let kube_case = run_case(&kube_api, Side::Kube, &TAINT_CASE, &run).await;
     assert_eq!(kube_case["p1"]["scheduled"], true, "{kube_case:#}");
@@ -1234,12 +1225,7 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
     const GATES: &str = "DRAListTypeAttributes=true";
     let d = tmp();
     let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
-    let k = tmp();
-    let mut child =
-        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--feature-gates", GATES]).spawn().unwrap();
-    let mut log = Tail::stdout(&mut child);
-    let ev = api_server_event(&mut log).await;
-    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GATES]).await;
     let run = std::process::id().to_string();
     let kube_out = run_case(&kube_api, Side::Kube, &LIST_CASE, &run).await;
     let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &LIST_CASE, &run).await;
@@ -1285,12 +1271,7 @@ async fn resource_betas_are_served_with_runtime_config_as_kube_apiserver_serves_
     const RC: &str = "resource.k8s.io/v1beta1=true";
     let d = tmp();
     let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-runtime-config", RC]).await;
-    let k = tmp();
-    let mut child =
-        mock_kubelet_on(k.path(), &["--api-server", "127.0.0.1:0", "--runtime-config", RC]).spawn().unwrap();
-    let mut log = Tail::stdout(&mut child);
-    let ev = api_server_event(&mut log).await;
-    let dpctl_api = kube::load_kubeconfig(Path::new(ev["kubeconfig"].as_str().unwrap())).unwrap();
+    let (_k, child, log, dpctl_api) = dpctl_plane(&["--runtime-config", RC]).await;
     let run = std::process::id().to_string();
     let kube_out = resource_versions(&kube_api, &run).await;
     let dpctl_out = resource_versions(&dpctl_api, &run).await;
