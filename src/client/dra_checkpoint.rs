@@ -102,31 +102,9 @@ struct Outer {
     checksum: u32,
 }
 
-/// The CRC-32 (IEEE) of each byte value, for [`crc32`] a byte at a time.
-const CRC32_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
-
-/// CRC-32 (IEEE), as Go's hash/crc32.ChecksumIEEE (table-driven: the
-/// checkpoint is summed on every write, two per prepare).
+/// CRC-32 (IEEE), as Go's hash/crc32.ChecksumIEEE.
 pub fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for b in data {
-        crc = (crc >> 8) ^ CRC32_TABLE[((crc ^ u32::from(*b)) & 0xFF) as usize];
-    }
-    !crc
+    crc32fast::hash(data)
 }
 
 /// [`Data`] as written: the entries borrowed, not cloned.
@@ -139,12 +117,105 @@ struct DataOut<'a> {
     entries: Option<&'a [Entry]>,
 }
 
-/// The file's bytes for `entries`.
+/// The file's bytes for `entries`: what serializing [`Outer`] with Data the
+/// JSON of [`Data`] gives, in one pass — Data is summed and escaped into the
+/// outer string as it is produced, never held as a string of its own (the
+/// checkpoint is written twice per prepare, every claim in it each time).
 pub fn encode(entries: &[Entry]) -> Vec<u8> {
     let data = DataOut { kind: KIND, api_version: API_VERSION, entries: Some(entries) };
-    let data = serde_json::to_string(&data).unwrap_or_default();
-    let checksum = crc32(data.as_bytes());
-    serde_json::to_vec(&Outer { data, checksum }).unwrap_or_default()
+    let mut out = Vec::with_capacity(256 + entries.len() * 512);
+    out.extend_from_slice(b"{\"Data\":\"");
+    let mut w = Escaped { out, crc: crc32fast::Hasher::new() };
+    // Serializing derived Serialize types of strings and maps into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut w, &data);
+    let Escaped { mut out, crc } = w;
+    out.extend_from_slice(format!("\",\"Checksum\":{}}}", crc.finalize()).as_bytes());
+    out
+}
+
+/// One entry encoded for [`encode_from`]: its JSON, and that JSON escaped
+/// as the contents of the file's Data string — kept by whoever holds the
+/// claim until it changes, so a write encodes only what changed.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedEntry {
+    json: Vec<u8>,
+    escaped: Vec<u8>,
+}
+
+/// `e` encoded for [`encode_from`].
+pub fn encode_entry(e: &Entry) -> EncodedEntry {
+    let mut w = Escaped { out: Vec::new(), crc: crc32fast::Hasher::new() };
+    // Serializing derived Serialize types of strings and maps cannot fail.
+    let json = serde_json::to_vec(e).unwrap_or_default();
+    let _ = std::io::Write::write_all(&mut w, &json);
+    EncodedEntry { json, escaped: w.out }
+}
+
+/// The file's bytes for the entries `encoded`, in order: byte for byte
+/// [`encode`] of the entries they were made from, assembled from the
+/// pieces (Data's frame summed and escaped here, each entry's kept).
+pub fn encode_from<'a>(encoded: impl IntoIterator<Item = &'a EncodedEntry>) -> Vec<u8> {
+    let head = format!(r#"{{"kind":{},"apiVersion":{},"ClaimInfoStateList":["#, json_str(KIND), json_str(API_VERSION));
+    let mut w = Escaped { out: Vec::with_capacity(4096), crc: crc32fast::Hasher::new() };
+    w.out.extend_from_slice(b"{\"Data\":\"");
+    let _ = std::io::Write::write_all(&mut w, head.as_bytes());
+    for (i, e) in encoded.into_iter().enumerate() {
+        if i > 0 {
+            let _ = std::io::Write::write_all(&mut w, b",");
+        }
+        w.crc.update(&e.json);
+        w.out.extend_from_slice(&e.escaped);
+    }
+    let _ = std::io::Write::write_all(&mut w, b"]}");
+    let Escaped { mut out, crc } = w;
+    out.extend_from_slice(format!("\",\"Checksum\":{}}}", crc.finalize()).as_bytes());
+    out
+}
+
+/// `s` as a JSON string.
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// A writer that sums what it is given and appends it to `out` escaped as
+/// the contents of a JSON string, exactly as serde_json escapes a string.
+struct Escaped {
+    out: Vec<u8>,
+    crc: crc32fast::Hasher,
+}
+
+impl std::io::Write for Escaped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.crc.update(buf);
+        let mut plain = 0;
+        for (i, &b) in buf.iter().enumerate() {
+            let escape: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                0..=0x1f => {
+                    self.out.extend_from_slice(&buf[plain..i]);
+                    self.out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+                    plain = i + 1;
+                    continue;
+                }
+                _ => continue,
+            };
+            self.out.extend_from_slice(&buf[plain..i]);
+            self.out.extend_from_slice(escape);
+            plain = i + 1;
+        }
+        self.out.extend_from_slice(&buf[plain..]);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The file a kubelet creates when it finds none (checkpointer.go
@@ -288,6 +359,64 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass encoder gives the bytes of the plain two-step encoding
+    /// (Data serialized to a string, then the outer object serialized with
+    /// it), also for names with every character JSON escapes.
+    #[test]
+    fn one_pass_encoding_is_the_two_step_encoding() {
+        let odd = "q\"b\\n\nr\rt\tb\u{8}f\u{c}c\u{1}\u{1f}é€😀<&>\u{7f}";
+        let device = Device {
+            pool_name: odd.into(),
+            device_name: "d".into(),
+            share_id: Some(odd.into()),
+            request_names: Some(vec![odd.into()]),
+            cdi_device_ids: Some(vec!["k8s.x/y=z".into()]),
+        };
+        let entry = |i: usize| Entry {
+            claim_uid: format!("uid-{i}"),
+            claim_name: format!("{odd}{i}"),
+            namespace: odd.into(),
+            pod_uids: [(odd.to_string(), Default::default())].into(),
+            driver_state: [(
+                odd.to_string(),
+                DriverState { devices: Some(vec![device.clone()]), skip_node_operations: None },
+            )]
+            .into(),
+        };
+        for entries in [vec![], vec![entry(0)], (0..50).map(entry).collect()] {
+            let data = DataOut { kind: KIND, api_version: API_VERSION, entries: Some(&entries) };
+            let data = serde_json::to_string(&data).unwrap();
+            let checksum = crc32(data.as_bytes());
+            let want = serde_json::to_vec(&Outer { data, checksum }).unwrap();
+            assert_eq!(String::from_utf8_lossy(&encode(&entries)), String::from_utf8_lossy(&want));
+            assert_eq!(decode(&encode(&entries)).unwrap(), entries);
+        }
+    }
+
+    /// Entries encoded one by one and assembled give [`encode`]'s bytes.
+    #[test]
+    fn assembled_entries_are_the_whole_encoding() {
+        let entry = |i: usize| Entry {
+            claim_uid: format!("uid-{i}"),
+            claim_name: format!("c\"{i}"),
+            namespace: "ns\\x".into(),
+            pod_uids: [(format!("p{i}"), Default::default())].into(),
+            driver_state: [(
+                "d".to_string(),
+                DriverState {
+                    devices: (i % 2 == 0).then(|| vec![Device { pool_name: "p".into(), ..Default::default() }]),
+                    skip_node_operations: (i % 3 == 0).then(|| vec!["NodePrepareResources".into()]),
+                },
+            )]
+            .into(),
+        };
+        for n in [0, 1, 2, 7] {
+            let entries: Vec<Entry> = (0..n).map(entry).collect();
+            let pieces: Vec<EncodedEntry> = entries.iter().map(encode_entry).collect();
+            assert_eq!(String::from_utf8_lossy(&encode_from(&pieces)), String::from_utf8_lossy(&encode(&entries)));
+        }
+    }
 
     #[test]
     fn crc32_is_ieee() {

@@ -638,6 +638,11 @@ pub enum KubeletEvent {
         /// when no call was made (cached).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_us: Option<u64>,
+        /// The time the attempt that prepared it waited for the checkpoint
+        /// on disk (two synced writes, before and after the call, as
+        /// manager.go writes it), in microseconds; absent with `call_us`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sync_us: Option<u64>,
     },
     /// Preparing a pod's claims failed; it is retried.
     #[serde(rename_all = "camelCase")]

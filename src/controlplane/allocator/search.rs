@@ -11,6 +11,7 @@ use crate::controlplane::objects::quantity::Quantity;
 use crate::controlplane::objects::{Attribute, ClaimSpec, Request, Selector};
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 /// Steps after which the search gives up (upstream is bounded by the
 /// scheduler's timeout instead).
@@ -105,7 +106,10 @@ pub(super) struct Search<'a> {
     counted: BTreeMap<(String, String, String, String), i128>,
     /// Made when a selector needs CEL run (not for `device.driver == X`).
     ctx: OnceCell<::cel::Context<'static>>,
-    programs: RefCell<HashMap<String, Result<Compiled, cel::Refused>>>,
+    programs: RefCell<HashMap<String, Program>>,
+    /// Per (sub-)request label: its selectors, compiled, in the order they
+    /// run (made once, not for every candidate tried).
+    sets: RefCell<HashMap<String, Rc<SelectorSet>>>,
     /// Per (sub-)request label, per candidate: not yet known, no, yes.
     fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
     /// Derived attributes evaluated, per (candidate, expression)
@@ -115,6 +119,16 @@ pub(super) struct Search<'a> {
     /// (driver, pool, counter set) (compatibilityGroupsBaselineForPool).
     baseline: OnceCell<HashMap<(String, String, String), Groups>>,
     steps: Cell<u64>,
+}
+
+/// A selector compiled (or why not), shared by every label that uses it.
+type Program = Rc<Result<Compiled, cel::Refused>>;
+
+/// A request's selectors as they run on a candidate: its class's (named
+/// in errors as `whose`), then its own, each with its index.
+struct SelectorSet {
+    whose: Option<String>,
+    groups: [Vec<(usize, Program)>; 2],
 }
 
 impl<'a> Search<'a> {
@@ -145,6 +159,7 @@ impl<'a> Search<'a> {
             counted: BTreeMap::new(),
             ctx: OnceCell::new(),
             programs: RefCell::new(HashMap::new()),
+            sets: RefCell::new(HashMap::new()),
             fits: RefCell::new(HashMap::new()),
             derived: RefCell::new(HashMap::new()),
             baseline: OnceCell::new(),
@@ -228,7 +243,7 @@ impl<'a> Search<'a> {
         let mut programs = self.programs.borrow_mut();
         for s in selectors {
             if !programs.contains_key(&s.expression) {
-                programs.insert(s.expression.clone(), cel::compile(&s.expression));
+                programs.insert(s.expression.clone(), Rc::new(cel::compile(&s.expression)));
             }
         }
     }
@@ -237,21 +252,7 @@ impl<'a> Search<'a> {
     /// upstream), in order; remembered per label across backtracking. Each
     /// selector is compiled once, not looked up per candidate.
     fn fitting(&self, r: &Request, label: &str) -> Result<Vec<usize>, Unallocatable> {
-        let (class_sel, class) = self.class(r, label)?;
-        self.compile(class_sel.iter().chain(&r.selectors));
-        let programs = self.programs.borrow();
-        let whose = class.map(|n| format!("class {n}: "));
-        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
-        for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
-            let mut g = Vec::new();
-            for (n, s) in sels.iter().enumerate() {
-                match programs.get(&s.expression) {
-                    Some(p) => g.push((n, p.as_ref())),
-                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
-                }
-            }
-            groups.push(g);
-        }
+        let set = self.selector_set(r, label)?;
         let known = self.fits.borrow_mut().remove(label);
         let mut fits = known.unwrap_or_else(|| vec![None; self.cands.len()]);
         let mut out = Vec::new();
@@ -259,7 +260,7 @@ impl<'a> Search<'a> {
         for (i, fit) in fits.iter_mut().enumerate() {
             let hit = match *fit {
                 Some(hit) => hit,
-                None => match self.selected(&groups, whose.as_deref(), i) {
+                None => match self.selected(&set, i) {
                     Ok(hit) => {
                         *fit = Some(hit);
                         hit
@@ -286,28 +287,39 @@ impl<'a> Search<'a> {
         if let Some(Some(hit)) = self.fits.borrow().get(label).and_then(|v| v.get(i).copied()) {
             return Ok(hit);
         }
-        let (class_sel, class) = self.class(r, label)?;
-        self.compile(class_sel.iter().chain(&r.selectors));
-        let programs = self.programs.borrow();
-        let whose = class.map(|n| format!("class {n}: "));
-        let mut groups: Vec<Vec<(usize, Result<&Compiled, &cel::Refused>)>> = Vec::new();
-        for sels in [class_sel.as_slice(), r.selectors.as_slice()] {
-            let mut g = Vec::new();
-            for (n, s) in sels.iter().enumerate() {
-                match programs.get(&s.expression) {
-                    Some(p) => g.push((n, p.as_ref())),
-                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
-                }
-            }
-            groups.push(g);
-        }
-        let hit = self.selected(&groups, whose.as_deref(), i)?;
+        let set = self.selector_set(r, label)?;
+        let hit = self.selected(&set, i)?;
         let mut fits = self.fits.borrow_mut();
-        let known = fits.entry(label.to_string()).or_insert_with(|| vec![None; self.cands.len()]);
-        if let Some(k) = known.get_mut(i) {
+        if !fits.contains_key(label) {
+            fits.insert(label.to_string(), vec![None; self.cands.len()]);
+        }
+        if let Some(k) = fits.get_mut(label).and_then(|known| known.get_mut(i)) {
             *k = Some(hit);
         }
         Ok(hit)
+    }
+
+    /// The selectors of `r` (its class's first, as upstream), compiled;
+    /// made once per label.
+    fn selector_set(&self, r: &Request, label: &str) -> Result<Rc<SelectorSet>, Unallocatable> {
+        if let Some(set) = self.sets.borrow().get(label) {
+            return Ok(set.clone());
+        }
+        let (class_sel, class) = self.class(r, label)?;
+        self.compile(class_sel.iter().chain(&r.selectors));
+        let programs = self.programs.borrow();
+        let mut groups: [Vec<(usize, Program)>; 2] = Default::default();
+        for (g, sels) in [class_sel.as_slice(), r.selectors.as_slice()].into_iter().enumerate() {
+            for (n, s) in sels.iter().enumerate() {
+                match programs.get(&s.expression) {
+                    Some(p) => groups[g].push((n, p.clone())),
+                    None => return Err(self.selector_error(None, n, "CEL program not compiled")),
+                }
+            }
+        }
+        let set = Rc::new(SelectorSet { whose: class.map(|n| format!("class {n}: ")), groups });
+        self.sets.borrow_mut().insert(label.to_string(), set.clone());
+        Ok(set)
     }
 
     /// The candidates that fit `r`, a selector error counting as not (for
@@ -337,22 +349,18 @@ impl<'a> Search<'a> {
 
     /// Whether candidate `i` matches every selector: `groups` are the
     /// class's (named by `whose`), then the request's, compiled.
-    fn selected(
-        &self,
-        groups: &[Vec<(usize, Result<&Compiled, &cel::Refused>)>],
-        whose: Option<&str>,
-        i: usize,
-    ) -> Result<bool, Unallocatable> {
+    fn selected(&self, set: &SelectorSet, i: usize) -> Result<bool, Unallocatable> {
         let c = &self.cands[i];
         // A device with binding conditions is not selectable while the
         // feature is off, before any selector runs (isSelectable).
         if !self.catalog.features.binding_conditions && !c.binding_conditions.is_empty() {
             return Ok(false);
         }
-        for (g, sels) in groups.iter().enumerate() {
-            let whose = if g == 0 { whose } else { None };
+        for (g, sels) in set.groups.iter().enumerate() {
+            let whose = if g == 0 { set.whose.as_deref() } else { None };
             for (n, compiled) in sels {
-                let compiled = compiled.map_err(|e| self.selector_error(whose, *n, &format!("CEL {e}")))?;
+                let compiled =
+                    compiled.as_ref().as_ref().map_err(|e| self.selector_error(whose, *n, &format!("CEL {e}")))?;
                 let ctx = self.ctx.get_or_init(cel::context);
                 let hit = cel::matches(ctx, compiled, c).map_err(|e| {
                     let e = format!("on device {}/{}/{}: CEL runtime error: {e}", c.driver, c.pool, c.device);
@@ -556,7 +564,7 @@ impl<'a> Search<'a> {
             claim: self.claim.to_string(),
             error: format!("request {label}: {e}"),
         };
-        let compiled = match programs.get(expr) {
+        let compiled = match programs.get(expr).map(|p| p.as_ref()) {
             Some(Ok(p)) => p,
             Some(Err(e)) => return Err(stop(format!("compile derived attribute {name} failed: {e}"))),
             None => return Err(stop(format!("compile derived attribute {name} failed: not compiled"))),

@@ -511,10 +511,54 @@ pub struct UnpreparePlan {
     pub remove: Vec<String>,
 }
 
+/// Claim `c`'s checkpoint entry (ClaimInfoState).
+fn entry(c: &ClaimInfo) -> checkpoint::Entry {
+    checkpoint::Entry {
+        claim_uid: c.uid.clone(),
+        claim_name: c.name.clone(),
+        namespace: c.namespace.clone(),
+        pod_uids: c.pods.iter().map(|p| (p.clone(), Default::default())).collect(),
+        driver_state: c
+            .drivers
+            .iter()
+            .map(|(d, prep)| {
+                let skip: Vec<String> = [Operation::Prepare, Operation::Unprepare]
+                    .into_iter()
+                    .filter(|op| c.skips(d, *op))
+                    .map(|op| op.rpc().to_string())
+                    .collect();
+                let devices = match prep {
+                    DriverPrep::Prepared(devs) => Some(devs.clone()),
+                    DriverPrep::Pending => None,
+                };
+                (
+                    d.clone(),
+                    checkpoint::DriverState { devices, skip_node_operations: (!skip.is_empty()).then_some(skip) },
+                )
+            })
+            .collect(),
+    }
+}
+
 /// The claim cache (claiminfo.go claimInfoCache).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ClaimCache {
     claims: BTreeMap<String, ClaimInfo>,
+    /// Each claim's checkpoint entry, encoded, until the claim changes:
+    /// every change goes through [`ClaimCache::claim_mut`] (or inserts or
+    /// removes), which drops it.
+    encoded: EncodedEntries,
+}
+
+/// A cache of encoded entries: not part of the cache's state (two caches
+/// with the same claims are equal whatever each has encoded).
+#[derive(Debug, Default, Clone)]
+struct EncodedEntries(BTreeMap<String, checkpoint::EncodedEntry>);
+
+impl PartialEq for EncodedEntries {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ClaimCache {
@@ -562,42 +606,32 @@ impl ClaimCache {
             };
             claims.insert(info.key(), info);
         }
-        ClaimCache { claims }
+        ClaimCache { claims, encoded: EncodedEntries::default() }
+    }
+
+    /// Claim `key` to change: its encoded entry goes.
+    fn claim_mut(&mut self, key: &str) -> Option<&mut ClaimInfo> {
+        self.encoded.0.remove(key);
+        self.claims.get_mut(key)
+    }
+
+    /// The checkpoint file's bytes: [`checkpoint::encode`] of
+    /// [`Self::to_checkpoint`], with only the claims changed since the last
+    /// call encoded again.
+    pub fn checkpoint_bytes(&mut self) -> Vec<u8> {
+        let encoded = &mut self.encoded.0;
+        encoded.retain(|k, _| self.claims.contains_key(k));
+        for (k, c) in &self.claims {
+            if !encoded.contains_key(k) {
+                encoded.insert(k.clone(), checkpoint::encode_entry(&entry(c)));
+            }
+        }
+        checkpoint::encode_from(encoded.values())
     }
 
     /// The checkpoint's entries: every recorded claim.
     pub fn to_checkpoint(&self) -> Vec<checkpoint::Entry> {
-        self.claims
-            .values()
-            .map(|c| checkpoint::Entry {
-                claim_uid: c.uid.clone(),
-                claim_name: c.name.clone(),
-                namespace: c.namespace.clone(),
-                pod_uids: c.pods.iter().map(|p| (p.clone(), Default::default())).collect(),
-                driver_state: c
-                    .drivers
-                    .iter()
-                    .map(|(d, prep)| {
-                        let skip: Vec<String> = [Operation::Prepare, Operation::Unprepare]
-                            .into_iter()
-                            .filter(|op| c.skips(d, *op))
-                            .map(|op| op.rpc().to_string())
-                            .collect();
-                        let devices = match prep {
-                            DriverPrep::Prepared(devs) => Some(devs.clone()),
-                            DriverPrep::Pending => None,
-                        };
-                        (
-                            d.clone(),
-                            checkpoint::DriverState {
-                                devices,
-                                skip_node_operations: (!skip.is_empty()).then_some(skip),
-                            },
-                        )
-                    })
-                    .collect(),
-            })
-            .collect()
+        self.claims.values().map(entry).collect()
     }
 
     /// Every claim.
@@ -612,7 +646,7 @@ impl ClaimCache {
 
     /// Its binding conditions are met (KEP-5007): it is prepared as any other.
     pub fn binding_met(&mut self, key: &str) {
-        if let Some(c) = self.claims.get_mut(key) {
+        if let Some(c) = self.claim_mut(key) {
             c.binding_pending = false;
         }
     }
@@ -620,6 +654,7 @@ impl ClaimCache {
     /// Put a claim in the cache as it is (tests of what is built from the cache).
     #[cfg(test)]
     pub fn insert_for_test(&mut self, c: ClaimInfo) {
+        self.encoded.0.remove(&c.key());
         self.claims.insert(c.key(), c);
     }
 
@@ -756,6 +791,7 @@ impl ClaimCache {
         let mut plan = PreparePlan::default();
         for (info, allocated_now) in resolved {
             let key = info.key();
+            self.encoded.0.remove(&key);
             let c = match self.claims.get_mut(&key) {
                 Some(c) => c,
                 None => {
@@ -793,7 +829,7 @@ impl ClaimCache {
     /// (manager.go: setPrepared, then the checkpoint).
     pub fn mark_prepared(&mut self, keys: &[String]) {
         for k in keys {
-            if let Some(c) = self.claims.get_mut(k) {
+            if let Some(c) = self.claim_mut(k) {
                 c.done = true;
                 c.restored = false;
             }
@@ -830,7 +866,7 @@ impl ClaimCache {
                 })
                 .collect();
             let key = format!("{}/{}", req.namespace, req.name);
-            if let Some(c) = self.claims.get_mut(&key) {
+            if let Some(c) = self.claim_mut(&key) {
                 c.drivers.insert(driver.to_string(), DriverPrep::Prepared(devs));
             }
         }
@@ -843,7 +879,7 @@ impl ClaimCache {
 
     /// Set a claim's unresolved CDI IDs.
     pub fn set_unresolved(&mut self, key: &str, ids: Vec<String>) {
-        if let Some(c) = self.claims.get_mut(key) {
+        if let Some(c) = self.claim_mut(key) {
             c.cdi_unresolved = ids;
         }
     }
@@ -854,7 +890,7 @@ impl ClaimCache {
     pub fn plan_unprepare(&mut self, uid: &str, keys: &[String]) -> UnpreparePlan {
         let mut plan = UnpreparePlan::default();
         for key in keys {
-            let Some(c) = self.claims.get_mut(key) else { continue };
+            let Some(c) = self.claim_mut(key) else { continue };
             if c.pods.len() > 1 || (!c.pods.contains(uid) && !c.pods.is_empty()) {
                 c.pods.remove(uid);
                 plan.shared.push((key.clone(), c.uid.clone()));
@@ -879,7 +915,12 @@ impl ClaimCache {
 
     /// Remove claims (their unprepare succeeded).
     pub fn remove(&mut self, keys: &[String]) -> Vec<ClaimInfo> {
-        keys.iter().filter_map(|k| self.claims.remove(k)).collect()
+        keys.iter()
+            .filter_map(|k| {
+                self.encoded.0.remove(k);
+                self.claims.remove(k)
+            })
+            .collect()
     }
 
     /// Pods the cache names that `known` does not: uid → (namespace, claim names).

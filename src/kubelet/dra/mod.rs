@@ -184,6 +184,15 @@ const PROBE_EVERY: Duration = Duration::from_millis(250);
 /// (dynamicresources.go: wait.PollUntilContextTimeout every 5 s).
 const BINDING_POLL: Duration = Duration::from_secs(5);
 
+/// How a claim's preparing call went, for its `claim-prepared` event.
+#[derive(Debug, Clone, Copy)]
+struct CallTiming {
+    /// Its driver's NodePrepareResources round trip (µs).
+    call_us: u64,
+    /// The attempt's waits for the checkpoint on disk (µs).
+    sync_us: u64,
+}
+
 /// What one successful prepare attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepared {
@@ -851,9 +860,11 @@ impl DraManager {
                 plan.batches.keys().filter_map(|d| Some((d.clone(), st.newest(d)?))).collect();
             (plan, conns, change)
         };
+        // The time waited for the checkpoint on disk, for the claims' events.
+        let mut synced = Duration::ZERO;
         if let Some(change) = change {
             // Recorded on disk before any driver is called.
-            self.persist(change).await.map_err(fail)?;
+            synced += self.persist_timed(change).await.map_err(fail)?;
         }
         for c in &plan.allocated {
             self.event(KubeletEvent::ClaimAllocated {
@@ -917,10 +928,12 @@ impl DraManager {
             }
             self.claims_file.changed()
         };
-        let stored = self.persist(change).await;
+        let stored = self.persist_timed(change).await.map(|t| synced += t);
         if result.is_ok() && stored.is_ok() {
+            let sync_us = u64::try_from(synced.as_micros()).unwrap_or(u64::MAX);
             for k in &plan.preparing {
-                self.claim_prepared(&pod_key, k, false, call_us.get(k).copied());
+                let timing = call_us.get(k).map(|&call_us| CallTiming { call_us, sync_us });
+                self.claim_prepared(&pod_key, k, false, timing);
             }
         }
         result.and(stored).map_err(fail)?;
@@ -995,9 +1008,9 @@ impl DraManager {
         }
     }
 
-    /// `call_us`: the NodePrepareResources round trip that prepared it
-    /// (`None` when no call was made).
-    fn claim_prepared(&self, pod: &str, key: &str, cached: bool, call_us: Option<u64>) {
+    /// `timing`: the NodePrepareResources round trip that prepared it and
+    /// the attempt's checkpoint waits (`None` when no call was made).
+    fn claim_prepared(&self, pod: &str, key: &str, cached: bool, timing: Option<CallTiming>) {
         let Some(c) = self.lock().claims.get(key).cloned() else { return };
         if !cached {
             for id in &c.cdi_unresolved {
@@ -1011,7 +1024,8 @@ impl DraManager {
             devices: c.device_words(),
             cdi_ids: c.cdi_ids(),
             cached,
-            call_us,
+            call_us: timing.map(|t| t.call_us),
+            sync_us: timing.map(|t| t.sync_us),
         });
     }
 
