@@ -13,11 +13,12 @@ use crate::api::dra_health_v1::{DeviceHealth, DeviceIdentifier, HealthStatus};
 use crate::api::dra_v1::{
     Claim, NodePrepareResourceResponse, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse,
 };
-use crate::protocol::dra::MAX_HEALTH_MESSAGE;
+use crate::api::pluginregistration::PluginInfo;
+use crate::protocol::dra::{DRA_V1, DRA_V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1, MAX_HEALTH_MESSAGE};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -274,6 +275,44 @@ impl std::str::FromStr for Fault {
             }
         })
     }
+}
+
+/// Whether `service` is served (`unserved-v1`, `unserved-v1beta1`,
+/// `unserved-health`: advertised, not served).
+pub fn serves(set: &[Fault], service: &str) -> bool {
+    !(set.contains(&Fault::UnservedV1) && service == DRA_V1
+        || set.contains(&Fault::UnservedV1beta1) && service == DRA_V1BETA1
+        || set.contains(&Fault::UnservedHealth) && (service == HEALTH_V1 || service == HEALTH_V1ALPHA1))
+}
+
+/// Whether the service socket goes deeper than a socket address holds (`long-endpoint`).
+pub fn long_endpoint(set: &[Fault]) -> bool {
+    set.contains(&Fault::LongEndpoint)
+}
+
+/// The GetInfo answer as sent for the service socket at host path
+/// `endpoint`: each registration fault breaks its rule of it.
+pub fn info(set: &[Fault], mut info: PluginInfo, endpoint: &Path) -> PluginInfo {
+    let f = |x: &Fault| set.contains(x);
+    if f(&Fault::NoVersions) {
+        info.supported_versions = vec!["v1alpha4.Node".into()];
+    }
+    if f(&Fault::V1beta1First) {
+        info.supported_versions.retain(|v| v != DRA_V1 && v != DRA_V1BETA1);
+        info.supported_versions.splice(0..0, [DRA_V1BETA1.to_string(), DRA_V1.to_string()]);
+    }
+    if f(&Fault::RelativeEndpoint) {
+        info.endpoint = endpoint.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    } else if f(&Fault::DeadEndpoint) {
+        info.endpoint = endpoint.with_file_name("nobody-serves-this.sock").display().to_string();
+    }
+    if f(&Fault::WrongType) {
+        info.r#type = crate::protocol::registration::PLUGIN_TYPE.into();
+    }
+    if f(&Fault::BadDriverName) {
+        info.name = format!("{}/Bad Name", info.name);
+    }
+    info
 }
 
 /// How long `late-prepare` holds each prepare before running it.

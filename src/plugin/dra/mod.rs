@@ -119,7 +119,7 @@ impl Config {
         if let Some(d) = outside_dir {
             return d.join(name);
         }
-        if self.faults.contains(&Fault::LongEndpoint) {
+        if faults::long_endpoint(&self.faults) {
             // Deep enough that the host path is over 107 bytes.
             let host_len = self.host_root.on_host(&self.plugin_dir).display().to_string().len();
             let pad = (crate::core::transport::SUN_PATH_MAX + 1).saturating_sub(host_len + name.len() + 2).max(1);
@@ -130,43 +130,18 @@ impl Config {
 
     /// The services served (advertised ones minus the unserved faults).
     pub fn served(&self) -> Vec<&str> {
-        self.services
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !(self.faults.contains(&Fault::UnservedV1) && *s == DRA_V1))
-            .filter(|s| !(self.faults.contains(&Fault::UnservedV1beta1) && *s == DRA_V1BETA1))
-            .filter(|s| !(self.faults.contains(&Fault::UnservedHealth) && (*s == HEALTH_V1 || *s == HEALTH_V1ALPHA1)))
-            .collect()
+        self.services.iter().map(String::as_str).filter(|s| faults::serves(&self.faults, s)).collect()
     }
 
-    /// The GetInfo answer for the service socket at host path `endpoint`.
+    /// The GetInfo answer for the service socket at host path `endpoint`, faults applied.
     pub fn info(&self, endpoint: &Path) -> PluginInfo {
-        let f = |x: &Fault| self.faults.contains(x);
-        let mut versions = self.services.clone();
-        if f(&Fault::NoVersions) {
-            versions = vec!["v1alpha4.Node".into()];
-        }
-        if f(&Fault::V1beta1First) {
-            versions.retain(|v| v != DRA_V1 && v != DRA_V1BETA1);
-            versions.splice(0..0, [DRA_V1BETA1.to_string(), DRA_V1.to_string()]);
-        }
-        let endpoint = if f(&Fault::RelativeEndpoint) {
-            endpoint.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-        } else if f(&Fault::DeadEndpoint) {
-            endpoint.with_file_name("nobody-serves-this.sock").display().to_string()
-        } else {
-            endpoint.display().to_string()
+        let info = PluginInfo {
+            r#type: PLUGIN_TYPE.into(),
+            name: self.driver.clone(),
+            endpoint: endpoint.display().to_string(),
+            supported_versions: self.services.clone(),
         };
-        PluginInfo {
-            r#type: if f(&Fault::WrongType) {
-                crate::protocol::registration::PLUGIN_TYPE.into()
-            } else {
-                PLUGIN_TYPE.into()
-            },
-            name: if f(&Fault::BadDriverName) { format!("{}/Bad Name", self.driver) } else { self.driver.clone() },
-            endpoint,
-            supported_versions: versions,
-        }
+        faults::info(&self.faults, info, endpoint)
     }
 
     /// Check the configuration against the rules the kubelet applies (faults aside).
@@ -204,7 +179,7 @@ impl Config {
         let host_root = self.host_root.on_host(&self.kubelet_root);
         let problems: Vec<String> = rules::endpoint_violations(&host_ep.display().to_string(), &host_root)
             .into_iter()
-            .filter(|v| !(self.faults.contains(&Fault::LongEndpoint) && v.rule.id == rules::ENDPOINT_LENGTH.id))
+            .filter(|v| !(faults::long_endpoint(&self.faults) && v.rule.id == rules::ENDPOINT_LENGTH.id))
             .map(|v| v.explained())
             .collect();
         if !problems.is_empty() {
