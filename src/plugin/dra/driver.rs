@@ -743,6 +743,47 @@ mod tests {
         }
     }
 
+    fn request(uid: &str) -> (NodePrepareResourcesRequest, NodeUnprepareResourcesRequest) {
+        let claims = vec![Claim { namespace: "ml".into(), name: "gpu".into(), uid: uid.into() }];
+        (NodePrepareResourcesRequest { claims: claims.clone() }, NodeUnprepareResourcesRequest { claims })
+    }
+
+    /// The helper carries out the core's plans (no sockets: its calls, in process).
+    #[tokio::test]
+    async fn the_helper_writes_what_the_core_decides_and_undoes_what_it_could_not_write() {
+        let dir = crate::core::transport::TempDir::new("dra-helper").unwrap();
+        let cfg = Arc::new(Config {
+            cdi_dir: dir.path().join("cdi"),
+            plugin_dir: dir.path().join("plugin"),
+            ..crate::plugin::dra::test_config(vec![])
+        });
+        let tasks = crate::core::task::Tasks::new();
+        let (prep, unprep) = request("u-1");
+        let d = Driver::new(cfg.clone(), Logger::silent(), tasks.clone());
+        let resp = d.prepare(prep.clone()).await.unwrap();
+        let answer = &resp.claims["u-1"];
+        assert_eq!((answer.error.as_str(), answer.devices.len()), ("", 1));
+        assert_eq!(answer.devices[0].cdi_device_ids, ["k8s.gpu.example.com/claim=u-1-dev-0"]);
+        let path = claims::cdi_path(&cfg, "u-1");
+        let spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(spec["devices"][0]["name"], "u-1-dev-0");
+        assert_eq!(d.view(true).prepared.len(), 1);
+        // Another instance answers the same from the spec and unprepares it.
+        let other = Driver::new(cfg.clone(), Logger::silent(), tasks.clone());
+        assert_eq!(other.prepare(prep.clone()).await.unwrap(), resp);
+        let un = other.unprepare(unprep).await.unwrap();
+        assert_eq!(un.claims["u-1"].error, "");
+        assert!(!path.exists() && other.view(true).prepared.is_empty());
+        // A spec that cannot be written is the claim's error, and it is not recorded.
+        let blocked = Arc::new(Config { cdi_dir: dir.path().join("file"), ..(*cfg).clone() });
+        std::fs::write(&blocked.cdi_dir, "").unwrap();
+        let d = Driver::new(blocked, Logger::silent(), tasks.clone());
+        let resp = d.prepare(prep).await.unwrap();
+        assert!(resp.claims["u-1"].error.starts_with("cannot create CDI spec dir"), "{resp:?}");
+        assert!(d.view(true).prepared.is_empty());
+        tasks.stop().await;
+    }
+
     #[test]
     fn control_requests_keep_their_wire_form() {
         assert_eq!(serde_json::to_string(&ControlRequest::List).unwrap(), r#"{"op":"list"}"#);

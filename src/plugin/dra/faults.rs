@@ -710,31 +710,14 @@ mod tests {
     use std::sync::Arc;
 
     fn cfg(faults: Vec<Fault>) -> Config {
-        let root = PathBuf::from("/var/lib/kubelet");
         Config {
             driver: "gpu.x".into(),
             pool: "p".into(),
             devices: vec!["d0".into(), "d1".into()],
-            registry_dir: root.join("plugins_registry"),
-            plugin_dir: root.join("plugins/gpu.x"),
-            kubelet_root: root,
-            host_root: Default::default(),
             cdi_dir: "/cdi".into(),
-            services: vec![],
-            register: true,
-            rolling_uid: None,
             health_timeout_secs: 4,
             common_cdi_spec: true,
-            withdraw_on_exit: false,
-            cdi_env: vec![],
-            control_socket: "/tmp/x.sock".into(),
-            faults,
-            publish: None,
-            numa_nodes: None,
-            binding: Default::default(),
-            shared_capacity: vec![],
-            node_allocatable: vec![],
-            metadata: vec![],
+            ..crate::plugin::dra::test_config(faults)
         }
     }
 

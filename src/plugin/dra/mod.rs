@@ -407,37 +407,43 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     result
 }
 
+/// A driver configuration for tests: gpu.example.com, pool-0, dev-0, under /var/lib/kubelet.
+#[cfg(test)]
+pub(crate) fn test_config(faults: Vec<Fault>) -> Config {
+    let root = PathBuf::from("/var/lib/kubelet");
+    Config {
+        driver: "gpu.example.com".into(),
+        pool: "pool-0".into(),
+        devices: vec!["dev-0".into()],
+        registry_dir: root.join("plugins_registry"),
+        plugin_dir: root.join("plugins/gpu.example.com"),
+        kubelet_root: root,
+        host_root: HostRoot::default(),
+        cdi_dir: "/var/run/cdi".into(),
+        services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
+        register: true,
+        rolling_uid: None,
+        health_timeout_secs: 0,
+        common_cdi_spec: false,
+        withdraw_on_exit: false,
+        cdi_env: vec![],
+        control_socket: "/tmp/x.sock".into(),
+        faults,
+        publish: None,
+        numa_nodes: None,
+        binding: Default::default(),
+        shared_capacity: vec![],
+        node_allocatable: vec![],
+        metadata: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cfg(faults: Vec<Fault>) -> Config {
-        let root = PathBuf::from("/var/lib/kubelet");
-        Config {
-            driver: "gpu.example.com".into(),
-            pool: "pool-0".into(),
-            devices: vec!["dev-0".into()],
-            registry_dir: root.join("plugins_registry"),
-            plugin_dir: root.join("plugins/gpu.example.com"),
-            kubelet_root: root,
-            host_root: HostRoot::default(),
-            cdi_dir: "/var/run/cdi".into(),
-            services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
-            register: true,
-            rolling_uid: None,
-            health_timeout_secs: 0,
-            common_cdi_spec: false,
-            withdraw_on_exit: false,
-            cdi_env: vec![],
-            control_socket: "/tmp/x.sock".into(),
-            faults,
-            publish: None,
-            numa_nodes: None,
-            binding: Default::default(),
-            shared_capacity: vec![],
-            node_allocatable: vec![],
-            metadata: vec![],
-        }
+        test_config(faults)
     }
 
     #[test]
