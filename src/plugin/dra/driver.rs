@@ -268,7 +268,14 @@ impl Driver {
             .zip(&unknown)
             .map(|(c, u)| if *u { self.faults.recall(&c.uid, || self.read_back(&c.uid)) } else { (None, false) })
             .collect();
-        let mut pod_claims = Vec::with_capacity(req.claims.len());
+        let (fetched, pod_claims): (Vec<_>, Vec<_>) = fetched
+            .into_iter()
+            .map(|f| match f {
+                Some(Ok((a, pod_claim))) => (Some(Ok(a)), pod_claim),
+                Some(Err(e)) => (Some(Err(e)), None),
+                None => (None, None),
+            })
+            .unzip();
         let plans: Vec<Result<(claims::PreparePlan, bool), ClaimError>> = {
             let mut st = self.state();
             let call = st.begin_call();
@@ -278,19 +285,11 @@ impl Driver {
                 req.claims.iter().zip(fetched).zip(racing).zip(recalled)
             {
                 let run = self.faults.rerun(&mut st, &c.uid, racing, call);
-                let allocated = match got {
-                    Some(Err(e)) => {
-                        pod_claims.push(None);
+                let allocated = match got.transpose() {
+                    Ok(a) => a,
+                    Err(e) => {
                         plans.push(Err(e));
                         continue;
-                    }
-                    Some(Ok((a, pod_claim))) => {
-                        pod_claims.push(pod_claim);
-                        Some(a)
-                    }
-                    None => {
-                        pod_claims.push(None);
-                        None
                     }
                 };
                 let plan = match self.faults.refuse(&st, c) {
