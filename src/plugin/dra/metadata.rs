@@ -143,31 +143,65 @@ impl Version {
     }
 }
 
+/// Why a choice of metadata versions is refused (worded as the helper's `Start`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum VersionError {
+    /// A version the helper does not write.
+    Unsupported(String),
+    /// None chosen.
+    NoneChosen,
+    /// A version listed twice.
+    Twice {
+        /// The version.
+        version: &'static str,
+        /// Where it is listed again.
+        at: usize,
+    },
+    /// The latest version is not among them.
+    NoLatest,
+}
+
+impl std::fmt::Display for VersionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionError::Unsupported(s) => {
+                write!(f, "metadata version {} is not supported (v1beta1, v1alpha1)", crate::core::text::quote(s))
+            }
+            VersionError::NoneChosen => f.write_str("metadata versions must be explicitly selected, none chosen"),
+            VersionError::Twice { version, at } => write!(f, "metadata version {version} is listed twice (at {at})"),
+            VersionError::NoLatest => write!(
+                f,
+                "the latest metadata version is {} and must be enabled explicitly",
+                Version::V1beta1.api_version()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for VersionError {}
+
 impl std::str::FromStr for Version {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = VersionError;
+    fn from_str(s: &str) -> Result<Self, VersionError> {
         match s.strip_prefix(&format!("{GROUP}/")).unwrap_or(s) {
             "v1beta1" => Ok(Version::V1beta1),
             "v1alpha1" => Ok(Version::V1alpha1),
-            _ => Err(format!("metadata version {} is not supported (v1beta1, v1alpha1)", crate::core::text::quote(s))),
+            _ => Err(VersionError::Unsupported(s.to_string())),
         }
     }
 }
 
 /// Check the versions as the helper's `Start` does: at least one, each
 /// known once, the latest (v1beta1) among them.
-pub fn check_versions(v: &[Version]) -> Result<(), String> {
+pub fn check_versions(v: &[Version]) -> Result<(), VersionError> {
     if v.is_empty() {
-        return Err("metadata versions must be explicitly selected, none chosen".into());
+        return Err(VersionError::NoneChosen);
     }
     if let Some((i, x)) = v.iter().enumerate().find(|(i, x)| v[..*i].contains(x)) {
-        return Err(format!("metadata version {} is listed twice (at {i})", x.name()));
+        return Err(VersionError::Twice { version: x.name(), at: i });
     }
     if !v.contains(&Version::V1beta1) {
-        return Err(format!(
-            "the latest metadata version is {} and must be enabled explicitly",
-            Version::V1beta1.api_version()
-        ));
+        return Err(VersionError::NoLatest);
     }
     Ok(())
 }
@@ -577,11 +611,12 @@ mod tests {
         assert!(check_versions(&[V1beta1, V1alpha1]).is_ok());
         assert!(check_versions(&[V1alpha1])
             .unwrap_err()
+            .to_string()
             .contains("latest metadata version is metadata.resource.k8s.io/v1beta1"));
-        assert!(check_versions(&[]).unwrap_err().contains("none chosen"));
-        assert!(check_versions(&[V1beta1, V1beta1]).unwrap_err().contains("twice"));
+        assert!(check_versions(&[]).unwrap_err().to_string().contains("none chosen"));
+        assert!(check_versions(&[V1beta1, V1beta1]).unwrap_err().to_string().contains("twice"));
         assert_eq!("metadata.resource.k8s.io/v1alpha1".parse::<Version>(), Ok(V1alpha1));
-        assert!("v1".parse::<Version>().unwrap_err().contains("not supported"));
+        assert!("v1".parse::<Version>().unwrap_err().to_string().contains("not supported"));
     }
 
     #[test]

@@ -14,9 +14,15 @@
 //! [`crate::protocol::dra`]. Every server is a task of the [`Tasks`] group
 //! `run` is given.
 
+pub mod claims;
 pub mod driver;
+pub mod error;
+pub mod faults;
+pub mod health;
 pub mod metadata;
 pub mod slices;
+
+pub use faults::{Fault, FaultError, FAULTS};
 
 use crate::api::pluginregistration::PluginInfo;
 use crate::core::log::Logger;
@@ -37,228 +43,6 @@ use tokio::sync::{mpsc, watch};
 pub const CONTROL_DIR: &str = "dpctl-control";
 /// The file-name prefix of `dpctl dra serve` control sockets.
 pub const CONTROL_PREFIX: &str = "dra-";
-
-/// A way to break one rule on purpose (one fault per rule of the rulebook,
-/// plus per-claim errors and slow calls).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// GetInfo type is not DRAPlugin (rule plugin-type).
-    WrongType,
-    /// GetInfo name is not a valid driver name (driver-name).
-    BadDriverName,
-    /// GetInfo endpoint is a relative path (endpoint-absolute).
-    RelativeEndpoint,
-    /// The service socket is served outside the kubelet root (endpoint-inside-root).
-    EndpointOutsideRoot,
-    /// The service socket path is longer than a socket address (endpoint-length).
-    LongEndpoint,
-    /// supported_versions names no service the kubelet speaks (supported-versions).
-    NoVersions,
-    /// v1beta1.DRAPlugin listed before v1.DRAPlugin (version-order).
-    V1beta1First,
-    /// GetInfo names an endpoint nobody serves (endpoint-reachable).
-    DeadEndpoint,
-    /// v1.DRAPlugin advertised but not served (service-answers).
-    UnservedV1,
-    /// v1beta1.DRAPlugin advertised but not served (DRA-VER-001).
-    UnservedV1beta1,
-    /// Every DRAPlugin call takes this long first (service-answers, with a short --timeout).
-    Slow(Duration),
-    /// The last claim of each call has no entry in the answer (answer-complete).
-    MissingUid,
-    /// The answer has an entry for a claim nobody asked for (answer-extra).
-    ExtraUid,
-    /// Prepared devices have no pool_name (device-fields).
-    NoPoolName,
-    /// CDI IDs are not qualified (cdi-id).
-    BadCdiId,
-    /// Each prepare picks another device (idempotent).
-    NotIdempotent,
-    /// Prepare devices of its own choosing (from the end of its list), not the claim's allocation (allocated-devices).
-    IgnoreAllocation,
-    /// Health advertised but not served (health-answers).
-    UnservedHealth,
-    /// The health stream ends after its first snapshot (health-stream).
-    HealthStreamEnd,
-    /// The first health entry names no pool (health-device).
-    HealthBadDevice,
-    /// Health messages over 1024 characters (health-message).
-    LongMessage,
-    /// last_updated_time not set (health-time).
-    NoTimestamp,
-    /// Every claim fails with this error.
-    PrepareError(String),
-    /// Unprepare leaves the claim's CDI spec behind (DRA-CDI-002).
-    KeepCdiSpec,
-    /// The published ResourceSlice lists no devices (DRA-SLICE-001; dra-driver-nvidia-gpu#1008).
-    EmptySlice,
-    /// The pool says it has two slices (resourceSliceCount 2); one is published (DRA-SLICE-001).
-    IncompletePool,
-    /// The slice is not published again once deleted (DRA-RESTART-001; kubernetes#132683).
-    NoRepublish,
-    /// Answers also carry the UIDs of other claims it has prepared (DRA-PREP-002, DRA-PREP-003).
-    AnswerOtherClaims,
-    /// Prepared devices name another pool than the allocation's (DRA-PREP-004).
-    WrongPool,
-    /// The claim's CDI spec has devices with empty container edits (DRA-CDI-001).
-    EmptyCdiEdits,
-    /// The health stream also names a device its slices do not have (DRA-HEALTH-001).
-    HealthUnknownDevice,
-    /// Unchanged health is never sent again, whatever health_check_timeout_seconds says (DRA-HEALTH-001).
-    StaleHealth,
-    /// Prepared claims are known in memory only: after a restart unprepare leaves their CDI specs (DRA-RESTART-002, DRA-ROLL-001).
-    MemoryOnlyState,
-    /// CDI device names carry the instance: a restarted driver answers new IDs (DRA-RESTART-002, DRA-ROLL-001; kubernetes#140471).
-    NewCdiIds,
-    /// The claims' CDI specs are removed when the driver exits (DRA-RESTART-002, DRA-ROLL-001; kubernetes#141433).
-    RemoveCdiOnExit,
-    /// A fetched claim's UID is not compared with the kubelet's (DRA-PREP-005; kubernetes#131617).
-    IgnoreUid,
-    /// The process exits when a claim it fetches is not found (DRA-PREP-006).
-    ExitOnMissingClaim,
-    /// Preparing a claim it has already prepared fails (DRA-PREP-002, DRA-PREP-003).
-    NotIdempotentError,
-    /// Prepared devices name a request the claim does not have (`gpu`), so
-    /// the kubelet maps them to no container (DRA-EXT-001; dra-driver-cpu#197).
-    ForeignRequestNames,
-    /// An unprepare of a claim it does not know answers success but keeps
-    /// its global lock: every later prepare and unprepare hangs (DRA-UNPREP-002
-    /// reports the first call past its deadline; dra-driver-nvidia-gpu#378).
-    DeadlockAfterUnknownUnprepare,
-    /// Concurrent first prepares of a claim each run the preparation: the
-    /// last rewrites the claim's CDI spec under new device names, so the
-    /// other answers differ and their CDI IDs resolve nowhere (DRA-PREP-007;
-    /// dra-driver-nvidia-gpu#729, #754).
-    RacyPrepare,
-    /// Prepared claims are also kept in a checkpoint of its own (in its
-    /// plugin directory); a claim found there is answered from it without
-    /// writing its CDI spec again, so after a reboot emptied the CDI
-    /// directory its IDs resolve nowhere (DRA-REBOOT-001; kubernetes#141433).
-    AnswerFromCheckpoint,
-    /// The opaque config of the claim and its DeviceClass is ignored: devices
-    /// are prepared with the defaults (DRA-CONFIG-001).
-    IgnoreConfig,
-    /// Each prepare runs 300 ms later in a task of its own, finishing even
-    /// when the kubelet gave up on the call and unprepared the claim since,
-    /// which leaves the claim prepared (DRA-PREP-008; dra-driver-nvidia-gpu#1162, #1188).
-    LatePrepare,
-}
-
-/// Every fault name with the rule it breaks (what `--fault` accepts).
-pub const FAULTS: &[(&str, &str)] = &[
-    ("wrong-type", "plugin-type"),
-    ("bad-driver-name", "driver-name"),
-    ("relative-endpoint", "endpoint-absolute"),
-    ("endpoint-outside-root", "endpoint-inside-root"),
-    ("long-endpoint", "endpoint-length"),
-    ("no-versions", "supported-versions"),
-    ("v1beta1-first", "version-order"),
-    ("dead-endpoint", "endpoint-reachable"),
-    ("unserved-v1", "service-answers"),
-    ("unserved-v1beta1", "supported-versions (v1beta1 advertised, not served: DRA-VER-001)"),
-    ("slow=DURATION", "service-answers (with a shorter --timeout)"),
-    ("missing-uid", "answer-complete"),
-    ("extra-uid", "answer-extra"),
-    ("no-pool-name", "device-fields"),
-    ("bad-cdi-id", "cdi-id"),
-    ("not-idempotent", "idempotent"),
-    ("ignore-allocation", "allocated-devices"),
-    ("unserved-health", "health-answers"),
-    ("health-stream-end", "health-stream"),
-    ("health-bad-device", "health-device"),
-    ("long-message", "health-message"),
-    ("no-timestamp", "health-time"),
-    ("prepare-error=MESSAGE", "(every claim fails with MESSAGE)"),
-    ("keep-cdi-spec", "(unprepare leaves the claim's CDI spec)"),
-    ("empty-slice", "(its ResourceSlice lists no devices)"),
-    ("incomplete-pool", "(resourceSliceCount 2, one slice published)"),
-    ("no-republish", "(its slice is not published again once deleted)"),
-    ("answer-other-claims", "answer-extra (UIDs of other prepared claims)"),
-    ("wrong-pool", "allocated-devices (another pool name)"),
-    ("empty-cdi-edits", "(CDI devices with empty container edits)"),
-    ("health-unknown-device", "(health for a device its slices lack)"),
-    ("stale-health", "(unchanged health never sent again)"),
-    ("memory-only-state", "(prepared claims known in memory only)"),
-    ("new-cdi-ids", "(a restarted driver answers new CDI IDs)"),
-    ("remove-cdi-on-exit", "(claims' CDI specs removed at exit)"),
-    ("ignore-uid", "(a fetched claim's UID is not compared)"),
-    ("exit-on-missing-claim", "(exits when a claim is not found)"),
-    ("not-idempotent-error", "idempotent (preparing again fails)"),
-    ("foreign-request-names", "(prepared devices name request \"gpu\", not the claim's: DRA-EXT-001)"),
-    ("deadlock-after-unknown-unprepare", "(an unprepare of an unknown claim keeps the lock: later calls hang)"),
-    ("racy-prepare", "(concurrent first prepares of a claim each rewrite its CDI spec)"),
-    ("answer-from-checkpoint", "(a claim in its own checkpoint is answered without writing its CDI spec)"),
-    ("ignore-config", "opaque-config (the claim's and class's opaque config is dropped)"),
-    ("late-prepare", "(a prepare finishes 300 ms later, even after its call was given up and the claim unprepared)"),
-];
-
-impl std::str::FromStr for Fault {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let (name, value) = match s.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (s, None),
-        };
-        let need = || value.filter(|v| !v.is_empty()).ok_or_else(|| format!("{name} needs a value: {name}=…"));
-        Ok(match name {
-            "wrong-type" => Fault::WrongType,
-            "bad-driver-name" => Fault::BadDriverName,
-            "relative-endpoint" => Fault::RelativeEndpoint,
-            "endpoint-outside-root" => Fault::EndpointOutsideRoot,
-            "long-endpoint" => Fault::LongEndpoint,
-            "no-versions" => Fault::NoVersions,
-            "v1beta1-first" => Fault::V1beta1First,
-            "dead-endpoint" => Fault::DeadEndpoint,
-            "unserved-v1" => Fault::UnservedV1,
-            "unserved-v1beta1" => Fault::UnservedV1beta1,
-            "slow" => Fault::Slow(crate::core::time::parse_duration(need()?)?),
-            "missing-uid" => Fault::MissingUid,
-            "extra-uid" => Fault::ExtraUid,
-            "no-pool-name" => Fault::NoPoolName,
-            "bad-cdi-id" => Fault::BadCdiId,
-            "not-idempotent" => Fault::NotIdempotent,
-            "ignore-allocation" => Fault::IgnoreAllocation,
-            "unserved-health" => Fault::UnservedHealth,
-            "health-stream-end" => Fault::HealthStreamEnd,
-            "health-bad-device" => Fault::HealthBadDevice,
-            "long-message" => Fault::LongMessage,
-            "no-timestamp" => Fault::NoTimestamp,
-            "prepare-error" => Fault::PrepareError(need()?.to_string()),
-            "keep-cdi-spec" => Fault::KeepCdiSpec,
-            "empty-slice" => Fault::EmptySlice,
-            "incomplete-pool" => Fault::IncompletePool,
-            "no-republish" => Fault::NoRepublish,
-            "answer-other-claims" => Fault::AnswerOtherClaims,
-            "wrong-pool" => Fault::WrongPool,
-            "empty-cdi-edits" => Fault::EmptyCdiEdits,
-            "health-unknown-device" => Fault::HealthUnknownDevice,
-            "stale-health" => Fault::StaleHealth,
-            "memory-only-state" => Fault::MemoryOnlyState,
-            "new-cdi-ids" => Fault::NewCdiIds,
-            "remove-cdi-on-exit" => Fault::RemoveCdiOnExit,
-            "ignore-uid" => Fault::IgnoreUid,
-            "exit-on-missing-claim" => Fault::ExitOnMissingClaim,
-            "not-idempotent-error" => Fault::NotIdempotentError,
-            "foreign-request-names" => Fault::ForeignRequestNames,
-            "deadlock-after-unknown-unprepare" => Fault::DeadlockAfterUnknownUnprepare,
-            "racy-prepare" => Fault::RacyPrepare,
-            "answer-from-checkpoint" => Fault::AnswerFromCheckpoint,
-            "ignore-config" => Fault::IgnoreConfig,
-            "late-prepare" => Fault::LatePrepare,
-            other => {
-                let names: Vec<&str> = FAULTS.iter().map(|(n, _)| n.split('=').next().unwrap_or(n)).collect();
-                let hint = crate::core::validate::did_you_mean(other, &names)
-                    .map(|n| format!("did you mean {n}? "))
-                    .unwrap_or_default();
-                return Err(format!(
-                    "unknown fault {}: {hint}known: {}",
-                    crate::core::text::quote(other),
-                    names.join(", ")
-                ));
-            }
-        })
-    }
-}
 
 /// The simulated driver's configuration.
 #[derive(Debug, Clone)]
@@ -335,7 +119,7 @@ impl Config {
         if let Some(d) = outside_dir {
             return d.join(name);
         }
-        if self.faults.contains(&Fault::LongEndpoint) {
+        if faults::long_endpoint(&self.faults) {
             // Deep enough that the host path is over 107 bytes.
             let host_len = self.host_root.on_host(&self.plugin_dir).display().to_string().len();
             let pad = (crate::core::transport::SUN_PATH_MAX + 1).saturating_sub(host_len + name.len() + 2).max(1);
@@ -346,43 +130,18 @@ impl Config {
 
     /// The services served (advertised ones minus the unserved faults).
     pub fn served(&self) -> Vec<&str> {
-        self.services
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !(self.faults.contains(&Fault::UnservedV1) && *s == DRA_V1))
-            .filter(|s| !(self.faults.contains(&Fault::UnservedV1beta1) && *s == DRA_V1BETA1))
-            .filter(|s| !(self.faults.contains(&Fault::UnservedHealth) && (*s == HEALTH_V1 || *s == HEALTH_V1ALPHA1)))
-            .collect()
+        self.services.iter().map(String::as_str).filter(|s| faults::serves(&self.faults, s)).collect()
     }
 
-    /// The GetInfo answer for the service socket at host path `endpoint`.
+    /// The GetInfo answer for the service socket at host path `endpoint`, faults applied.
     pub fn info(&self, endpoint: &Path) -> PluginInfo {
-        let f = |x: &Fault| self.faults.contains(x);
-        let mut versions = self.services.clone();
-        if f(&Fault::NoVersions) {
-            versions = vec!["v1alpha4.Node".into()];
-        }
-        if f(&Fault::V1beta1First) {
-            versions.retain(|v| v != DRA_V1 && v != DRA_V1BETA1);
-            versions.splice(0..0, [DRA_V1BETA1.to_string(), DRA_V1.to_string()]);
-        }
-        let endpoint = if f(&Fault::RelativeEndpoint) {
-            endpoint.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-        } else if f(&Fault::DeadEndpoint) {
-            endpoint.with_file_name("nobody-serves-this.sock").display().to_string()
-        } else {
-            endpoint.display().to_string()
+        let info = PluginInfo {
+            r#type: PLUGIN_TYPE.into(),
+            name: self.driver.clone(),
+            endpoint: endpoint.display().to_string(),
+            supported_versions: self.services.clone(),
         };
-        PluginInfo {
-            r#type: if f(&Fault::WrongType) {
-                crate::protocol::registration::PLUGIN_TYPE.into()
-            } else {
-                PLUGIN_TYPE.into()
-            },
-            name: if f(&Fault::BadDriverName) { format!("{}/Bad Name", self.driver) } else { self.driver.clone() },
-            endpoint,
-            supported_versions: versions,
-        }
+        faults::info(&self.faults, info, endpoint)
     }
 
     /// Check the configuration against the rules the kubelet applies (faults aside).
@@ -420,7 +179,7 @@ impl Config {
         let host_root = self.host_root.on_host(&self.kubelet_root);
         let problems: Vec<String> = rules::endpoint_violations(&host_ep.display().to_string(), &host_root)
             .into_iter()
-            .filter(|v| !(self.faults.contains(&Fault::LongEndpoint) && v.rule.id == rules::ENDPOINT_LENGTH.id))
+            .filter(|v| !(faults::long_endpoint(&self.faults) && v.rule.id == rules::ENDPOINT_LENGTH.id))
             .map(|v| v.explained())
             .collect();
         if !problems.is_empty() {
@@ -486,11 +245,6 @@ pub async fn run(cfg: Config, log: Logger, tasks: Tasks) -> Result<()> {
     result
 }
 
-/// `incomplete-pool`: one slice more than published.
-fn pool_len_plus_one(o: &serde_json::Value) -> i64 {
-    o["spec"]["pool"]["resourceSliceCount"].as_i64().unwrap_or(1) + 1
-}
-
 /// How often a publishing driver checks that its ResourceSlice is still there.
 const REPUBLISH_CHECK: Duration = Duration::from_millis(500);
 
@@ -511,11 +265,8 @@ async fn republish(api: &slices::ApiServer, name: &str, obj: &serde_json::Value,
 }
 
 async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks: &Tasks) -> Result<()> {
-    let outside = if cfg.faults.contains(&Fault::EndpointOutsideRoot) {
-        Some(crate::core::transport::TempDir::new("dra-outside")?)
-    } else {
-        None
-    };
+    let outside =
+        if driver.faults().outside_root() { Some(crate::core::transport::TempDir::new("dra-outside")?) } else { None };
     let sock = cfg.service_socket(outside.as_ref().map(|d| d.path()));
     if let Some(dir) = sock.parent() {
         crate::core::files::create_dir_all(dir)
@@ -570,16 +321,10 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             slices::bind_conditions(&mut obj, &cfg.binding.0, &cfg.binding.1);
             slices::share_capacity(&mut obj, &cfg.shared_capacity);
             slices::node_allocatable(&mut obj, &cfg.node_allocatable);
-            if cfg.faults.contains(&Fault::EmptySlice) {
-                obj["spec"]["devices"] = json!([]);
-            }
+            driver.faults().slice(&mut obj);
             // A large pool goes in several slices, each under the API's limit.
             let mut pool = slices::split_pool(&name, obj);
-            if cfg.faults.contains(&Fault::IncompletePool) {
-                for (_, o) in &mut pool {
-                    o["spec"]["pool"]["resourceSliceCount"] = json!(pool_len_plus_one(o));
-                }
-            }
+            driver.faults().pool(&mut pool);
             for (n, o) in &pool {
                 if let Err(e) = slices::publish(api, o, Duration::from_secs(10)).await {
                     if let Some(r) = reg_served.take() {
@@ -627,7 +372,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
                     guard = serve_services(driver, cfg, &sock, &serving).await?;
                     let _ = endpoint_tx.send(Some(sock.clone()));
                 }
-                let due = tokio::time::Instant::now() >= next_check && !cfg.faults.contains(&Fault::NoRepublish);
+                let due = tokio::time::Instant::now() >= next_check && driver.faults().republishes();
                 if let Some((api, pool)) = published.as_ref().filter(|_| due) {
                     next_check = tokio::time::Instant::now() + REPUBLISH_CHECK;
                     for (name, obj) in pool {
@@ -653,7 +398,7 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
             }
         }
     }
-    if cfg.faults.contains(&Fault::RemoveCdiOnExit) {
+    if driver.faults().removes_specs_at_exit() {
         driver.remove_claim_specs();
     }
     log.event("stopping", &[("driver", json!(cfg.driver))]);
@@ -662,37 +407,43 @@ async fn run_inner(cfg: &Arc<Config>, driver: &Arc<Driver>, log: &Logger, tasks:
     result
 }
 
+/// A driver configuration for tests: gpu.example.com, pool-0, dev-0, under /var/lib/kubelet.
+#[cfg(test)]
+pub(crate) fn test_config(faults: Vec<Fault>) -> Config {
+    let root = PathBuf::from("/var/lib/kubelet");
+    Config {
+        driver: "gpu.example.com".into(),
+        pool: "pool-0".into(),
+        devices: vec!["dev-0".into()],
+        registry_dir: root.join("plugins_registry"),
+        plugin_dir: root.join("plugins/gpu.example.com"),
+        kubelet_root: root,
+        host_root: HostRoot::default(),
+        cdi_dir: "/var/run/cdi".into(),
+        services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
+        register: true,
+        rolling_uid: None,
+        health_timeout_secs: 0,
+        common_cdi_spec: false,
+        withdraw_on_exit: false,
+        cdi_env: vec![],
+        control_socket: "/tmp/x.sock".into(),
+        faults,
+        publish: None,
+        numa_nodes: None,
+        binding: Default::default(),
+        shared_capacity: vec![],
+        node_allocatable: vec![],
+        metadata: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cfg(faults: Vec<Fault>) -> Config {
-        let root = PathBuf::from("/var/lib/kubelet");
-        Config {
-            driver: "gpu.example.com".into(),
-            pool: "pool-0".into(),
-            devices: vec!["dev-0".into()],
-            registry_dir: root.join("plugins_registry"),
-            plugin_dir: root.join("plugins/gpu.example.com"),
-            kubelet_root: root,
-            host_root: HostRoot::default(),
-            cdi_dir: "/var/run/cdi".into(),
-            services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
-            register: true,
-            rolling_uid: None,
-            health_timeout_secs: 0,
-            common_cdi_spec: false,
-            withdraw_on_exit: false,
-            cdi_env: vec![],
-            control_socket: "/tmp/x.sock".into(),
-            faults,
-            publish: None,
-            numa_nodes: None,
-            binding: Default::default(),
-            shared_capacity: vec![],
-            node_allocatable: vec![],
-            metadata: vec![],
-        }
+        test_config(faults)
     }
 
     #[test]
@@ -728,8 +479,8 @@ mod tests {
             assert!(n.parse::<Fault>().is_ok(), "{n}");
         }
         assert_eq!("slow=250ms".parse::<Fault>().unwrap(), Fault::Slow(Duration::from_millis(250)));
-        assert!("slow".parse::<Fault>().unwrap_err().contains("needs a value"));
-        assert!("misssing-uid".parse::<Fault>().unwrap_err().contains("did you mean missing-uid"));
+        assert!("slow".parse::<Fault>().unwrap_err().to_string().contains("needs a value"));
+        assert!("misssing-uid".parse::<Fault>().unwrap_err().to_string().contains("did you mean missing-uid"));
         let mut bad = cfg(vec![]);
         bad.driver = "Bad".into();
         assert!(bad.validate().unwrap_err().to_string().contains("--driver"));

@@ -111,26 +111,69 @@ pub struct SharedCapacity {
     pub step: Option<String>,
 }
 
+/// Why a `--shared-capacity` value is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CapacityError {
+    /// Not `NAME=QUANTITY…` at all.
+    Syntax(String),
+    /// No capacity name before `=`.
+    NoName(String),
+    /// A quantity that does not parse.
+    Quantity {
+        /// The quantity.
+        value: String,
+        /// What the quantity parser said.
+        message: String,
+    },
+    /// A part that is not `default=` or `step=` (or one given twice).
+    Part {
+        /// The whole value.
+        value: String,
+        /// The part.
+        part: String,
+    },
+}
+
+const CAPACITY_WANT: &str =
+    "want NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY], e.g. memory=8Gi/default=1Gi/step=1Gi";
+
+impl std::fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CapacityError::Syntax(s) => write!(f, "{s:?}: {CAPACITY_WANT}"),
+            CapacityError::NoName(s) => write!(f, "{s:?}: no capacity name; {CAPACITY_WANT}"),
+            CapacityError::Quantity { message, .. } => f.write_str(message),
+            CapacityError::Part { value, part } => {
+                write!(f, "{value:?}: {part:?} is not default=QUANTITY or step=QUANTITY (once each); {CAPACITY_WANT}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {}
+
 impl std::str::FromStr for SharedCapacity {
-    type Err = String;
+    type Err = CapacityError;
     /// `NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY]`.
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let want = "want NAME=QUANTITY[/default=QUANTITY][/step=QUANTITY], e.g. memory=8Gi/default=1Gi/step=1Gi";
+    fn from_str(s: &str) -> std::result::Result<Self, CapacityError> {
         let mut parts = s.split('/');
-        let (name, value) = parts.next().and_then(|p| p.split_once('=')).ok_or_else(|| format!("{s:?}: {want}"))?;
+        let (name, value) =
+            parts.next().and_then(|p| p.split_once('=')).ok_or_else(|| CapacityError::Syntax(s.to_string()))?;
         let name = name.trim();
         if name.is_empty() {
-            return Err(format!("{s:?}: no capacity name; {want}"));
+            return Err(CapacityError::NoName(s.to_string()));
         }
-        let quantity = |q: &str| -> std::result::Result<String, String> {
-            crate::controlplane::objects::quantity::Quantity::parse(q).map(|_| q.trim().to_string())
+        let quantity = |q: &str| -> std::result::Result<String, CapacityError> {
+            crate::controlplane::objects::quantity::Quantity::parse(q)
+                .map(|_| q.trim().to_string())
+                .map_err(|e| CapacityError::Quantity { value: q.to_string(), message: e.to_string() })
         };
         let mut c = SharedCapacity { name: name.to_string(), value: quantity(value)?, default: None, step: None };
         for p in parts {
             match p.split_once('=') {
                 Some(("default", q)) if c.default.is_none() => c.default = Some(quantity(q)?),
                 Some(("step", q)) if c.step.is_none() => c.step = Some(quantity(q)?),
-                _ => return Err(format!("{s:?}: {p:?} is not default=QUANTITY or step=QUANTITY (once each); {want}")),
+                _ => return Err(CapacityError::Part { value: s.to_string(), part: p.to_string() }),
             }
         }
         Ok(c)
