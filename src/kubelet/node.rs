@@ -293,7 +293,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             });
             let all = match r {
                 Err(e) => {
-                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e));
+                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Manifest(e.into()));
                     continue;
                 }
                 Ok(all) => all,

@@ -120,9 +120,9 @@ fn literals(expr: &str) -> Vec<String> {
 pub fn context() -> Context<'static> {
     let mut ctx = Context::default();
     ctx.add_function("quantity", |ftx: &FunctionContext, s: Arc<String>| -> Result<Value, ExecutionError> {
-        Quantity::parse(&s).map(qv).map_err(|e| ftx.error(e))
+        Quantity::read(&s).map(qv).map_err(|e| ftx.error(e))
     });
-    ctx.add_function("isQuantity", |s: Arc<String>| Quantity::parse(&s).is_ok());
+    ctx.add_function("isQuantity", |s: Arc<String>| Quantity::read(&s).is_ok());
     ctx.add_function("semver", |ftx: &FunctionContext, s: Arc<String>| -> Result<Value, ExecutionError> {
         Semver::parse(&s).map(|v| Value::Opaque(Arc::new(v))).ok_or_else(|| ftx.error(format!("invalid semver {s:?}")))
     });

@@ -739,7 +739,7 @@ fn extended(name: &str) -> bool {
 
 /// A quantity's value in nano-units, when it parses.
 fn nanos(q: &str) -> Option<i128> {
-    crate::controlplane::objects::quantity::Quantity::parse(q).ok().map(|v| v.nanos())
+    crate::controlplane::objects::quantity::Quantity::read(q).ok().map(|v| v.nanos())
 }
 
 /// The image pull policy kube-apiserver defaults for `image` (`:latest` or no tag: Always).
@@ -1171,7 +1171,7 @@ pub(super) fn pod_node_allocatable_status(pod: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
     let base = "status.nodeAllocatableResourceClaimStatuses";
     let q = |v: &Value| {
-        v.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::parse(s).ok()).map(|q| {
+        v.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::read(s).ok()).map(|q| {
             let c = q.computed_like(q.nanos());
             (c.nanos() < 0, c.text().to_string())
         })
