@@ -275,10 +275,10 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
 fn profile(a: &MockKubeletArgs) -> Result<crate::kubelet::profile::Profile> {
     let mut p = crate::kubelet::profile::Profile::of(a.kubelet_version);
     if let Some(g) = &a.feature_gates {
-        p = p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}")))?;
+        p = p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}")).caused_by(e))?;
     }
     if let Some(r) = &a.runtime_config {
-        p = p.with_runtime_config(r).map_err(|e| Error::usage(format!("--runtime-config: {e}")))?;
+        p = p.with_runtime_config(r).map_err(|e| Error::usage(format!("--runtime-config: {e}")).caused_by(e))?;
     }
     Ok(p)
 }
