@@ -263,13 +263,13 @@ async fn dra_call<T>(
 }
 
 /// Parse `NS/NAME/UID` into a claim.
-pub fn parse_claim(s: &str) -> std::result::Result<Claim, String> {
+pub fn parse_claim(s: &str) -> std::result::Result<Claim, crate::cli::FlagValueError> {
     let parts: Vec<&str> = s.split('/').collect();
     match parts.as_slice() {
         [ns, name, uid] if !ns.is_empty() && !name.is_empty() && !uid.is_empty() => {
             Ok(Claim { namespace: ns.to_string(), name: name.to_string(), uid: uid.to_string() })
         }
-        _ => Err(format!("{s:?} is not NAMESPACE/NAME/UID (e.g. default/gpu-claim/2f1c-…)")),
+        _ => Err(crate::cli::FlagValueError::not_form(s, "NAMESPACE/NAME/UID (e.g. default/gpu-claim/2f1c-…)")),
     }
 }
 
@@ -323,7 +323,7 @@ mod tests {
     fn claims_parse_as_namespace_name_uid() {
         let c = parse_claim("default/gpu/1234").unwrap();
         assert_eq!((c.namespace.as_str(), c.name.as_str(), c.uid.as_str()), ("default", "gpu", "1234"));
-        assert!(parse_claim("default/gpu").unwrap_err().contains("NAMESPACE/NAME/UID"));
+        assert!(parse_claim("default/gpu").unwrap_err().to_string().contains("NAMESPACE/NAME/UID"));
         assert!(parse_claim("a//c").is_err());
     }
 
