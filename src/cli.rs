@@ -64,16 +64,78 @@ pub fn parse_or_exit<T>(cmd: clap::Command, f: impl FnOnce(&clap::ArgMatches) ->
     }
 }
 
+/// Why a flag's value is refused (clap prints it after the flag and the value).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlagValueError {
+    /// Not of the form the flag takes: `"x" is not KEY=VALUE`.
+    NotForm {
+        /// The value given.
+        value: String,
+        /// The form, with an example where one helps.
+        form: &'static str,
+    },
+    /// Of the form, with a part wrong: `"x": the name is empty`.
+    Part {
+        /// The value given.
+        value: String,
+        /// What is wrong, and the fix.
+        problem: String,
+    },
+    /// A number beyond what it can hold: `"x" is out of range`.
+    OutOfRange(String),
+    /// Outside the flag's range: `must be greater than zero`.
+    Range(String),
+    /// A duration that does not parse.
+    Duration(crate::core::time::TimeError),
+    /// A quantity that does not parse.
+    Quantity(crate::controlplane::objects::quantity::QuantityError),
+}
+
+impl FlagValueError {
+    /// `value` is not `form`.
+    pub fn not_form(value: &str, form: &'static str) -> Self {
+        FlagValueError::NotForm { value: value.to_string(), form }
+    }
+
+    /// A part of `value` is wrong: `problem`.
+    pub fn part(value: &str, problem: impl Into<String>) -> Self {
+        FlagValueError::Part { value: value.to_string(), problem: problem.into() }
+    }
+}
+
+impl std::fmt::Display for FlagValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlagValueError::NotForm { value, form } => write!(f, "{value:?} is not {form}"),
+            FlagValueError::Part { value, problem } => write!(f, "{value:?}: {problem}"),
+            FlagValueError::OutOfRange(value) => write!(f, "{value:?} is out of range"),
+            FlagValueError::Range(range) => f.write_str(range),
+            FlagValueError::Duration(e) => e.fmt(f),
+            FlagValueError::Quantity(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for FlagValueError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FlagValueError::Duration(e) => Some(e),
+            FlagValueError::Quantity(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Parse a `--timeout`-style duration for clap.
-pub fn duration_arg(s: &str) -> Result<Duration, String> {
-    crate::core::time::parse_duration(s)
+pub fn duration_arg(s: &str) -> Result<Duration, FlagValueError> {
+    crate::core::time::parse_duration(s).map_err(FlagValueError::Duration)
 }
 
 /// Parse a duration that must be greater than zero, for clap.
-pub fn positive_duration_arg(s: &str) -> Result<Duration, String> {
+pub fn positive_duration_arg(s: &str) -> Result<Duration, FlagValueError> {
     let d = duration_arg(s)?;
     if d.is_zero() {
-        return Err("must be greater than zero".into());
+        return Err(FlagValueError::Range("must be greater than zero".into()));
     }
     Ok(d)
 }

@@ -52,6 +52,33 @@ fn device_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<BTr
     })
 }
 
+/// Why an entry's AllocResp cannot be decoded.
+#[derive(Debug)]
+pub enum AllocRespError {
+    /// Not base64.
+    Base64(base64::DecodeError),
+    /// Not a ContainerAllocateResponse.
+    Protobuf(prost::DecodeError),
+}
+
+impl std::fmt::Display for AllocRespError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllocRespError::Base64(e) => write!(f, "AllocResp is not base64: {e}"),
+            AllocRespError::Protobuf(e) => write!(f, "AllocResp is not a ContainerAllocateResponse: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AllocRespError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AllocRespError::Base64(e) => Some(e),
+            AllocRespError::Protobuf(e) => Some(e),
+        }
+    }
+}
+
 impl PodDeviceEntry {
     /// All device IDs, in NUMA order, each once (a device on several NUMA nodes is listed under each).
     pub fn ids(&self) -> Vec<String> {
@@ -60,15 +87,13 @@ impl PodDeviceEntry {
     }
 
     /// Decode AllocResp.
-    pub fn decode_alloc_resp(&self) -> std::result::Result<ContainerAllocateResponse, String> {
+    pub fn decode_alloc_resp(&self) -> std::result::Result<ContainerAllocateResponse, AllocRespError> {
         if self.alloc_resp.is_empty() {
             return Ok(ContainerAllocateResponse::default());
         }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(self.alloc_resp.trim())
-            .map_err(|e| format!("AllocResp is not base64: {e}"))?;
-        ContainerAllocateResponse::decode(bytes.as_slice())
-            .map_err(|e| format!("AllocResp is not a ContainerAllocateResponse: {e}"))
+        let bytes =
+            base64::engine::general_purpose::STANDARD.decode(self.alloc_resp.trim()).map_err(AllocRespError::Base64)?;
+        ContainerAllocateResponse::decode(bytes.as_slice()).map_err(AllocRespError::Protobuf)
     }
 
     /// Encode a response into AllocResp.

@@ -263,15 +263,27 @@ async fn dra_call<T>(
 }
 
 /// Parse `NS/NAME/UID` into a claim.
-pub fn parse_claim(s: &str) -> std::result::Result<Claim, String> {
+pub fn parse_claim(s: &str) -> std::result::Result<Claim, NotAClaim> {
     let parts: Vec<&str> = s.split('/').collect();
     match parts.as_slice() {
         [ns, name, uid] if !ns.is_empty() && !name.is_empty() && !uid.is_empty() => {
             Ok(Claim { namespace: ns.to_string(), name: name.to_string(), uid: uid.to_string() })
         }
-        _ => Err(format!("{s:?} is not NAMESPACE/NAME/UID (e.g. default/gpu-claim/2f1c-…)")),
+        _ => Err(NotAClaim(s.to_string())),
     }
 }
+
+/// A `--claim` (this text) that is not `NS/NAME/UID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAClaim(pub String);
+
+impl std::fmt::Display for NotAClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} is not NAMESPACE/NAME/UID (e.g. default/gpu-claim/2f1c-…)", self.0)
+    }
+}
+
+impl std::error::Error for NotAClaim {}
 
 /// Whether a driver's answer (a gRPC message or a claim's error) says it
 /// looked the claim up in an API server and did not find it (the
@@ -323,7 +335,7 @@ mod tests {
     fn claims_parse_as_namespace_name_uid() {
         let c = parse_claim("default/gpu/1234").unwrap();
         assert_eq!((c.namespace.as_str(), c.name.as_str(), c.uid.as_str()), ("default", "gpu", "1234"));
-        assert!(parse_claim("default/gpu").unwrap_err().contains("NAMESPACE/NAME/UID"));
+        assert!(parse_claim("default/gpu").unwrap_err().to_string().contains("NAMESPACE/NAME/UID"));
         assert!(parse_claim("a//c").is_err());
     }
 

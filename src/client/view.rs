@@ -131,11 +131,11 @@ async fn read_pod_resources(
     Ok((alloc.map(|a| allocatable_from_pod_resources(&a, resource)), pods_from_pod_resources(&list, resource)))
 }
 
-fn read_checkpoint(path: &Path, resource: &str) -> Result<(Vec<String>, Vec<PodHolding>), String> {
+fn read_checkpoint(path: &Path, resource: &str) -> crate::core::Result<(Vec<String>, Vec<PodHolding>)> {
     match crate::client::checkpoint::read(path) {
         Ok(Some(l)) => Ok(from_checkpoint(&l.checkpoint.data, resource)),
-        Ok(None) => Err(format!("{}: no checkpoint", path.display())),
-        Err(e) => Err(e.to_string()),
+        Ok(None) => Err(crate::core::Error::failed(format!("{}: no checkpoint", path.display()))),
+        Err(e) => Err(e),
     }
 }
 

@@ -119,7 +119,7 @@ pub async fn run(ctx: &Ctx, a: &CheckpointArgs) -> Result<()> {
         .map(|e| {
             let (alloc_resp, alloc_resp_error) = match e.decode_alloc_resp() {
                 Ok(r) => (Some(r), None),
-                Err(err) => (None, Some(err)),
+                Err(err) => (None, Some(err.to_string())),
             };
             Entry {
                 pod: names.get(&e.pod_uid).cloned(),

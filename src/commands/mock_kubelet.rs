@@ -5,7 +5,7 @@ pub mod fleet;
 
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::{duration_arg, positive_duration_arg};
+use crate::cli::{duration_arg, positive_duration_arg, FlagValueError};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
@@ -178,29 +178,29 @@ fn node_name(a: &MockKubeletArgs) -> Result<String> {
     Ok(node)
 }
 
-fn recv_size_arg(s: &str) -> Result<usize, String> {
+fn recv_size_arg(s: &str) -> Result<usize, FlagValueError> {
     let n = byte_size(s)?;
     let max = crate::core::limits::GRPC_MAX_RECV_CEILING;
     if n > max {
-        return Err(format!("at most {max} (1Gi) is allowed"));
+        return Err(FlagValueError::Range(format!("at most {max} (1Gi) is allowed")));
     }
     Ok(n)
 }
 
-fn byte_size(s: &str) -> Result<usize, String> {
+fn byte_size(s: &str) -> Result<usize, FlagValueError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: usize = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4194304, 4Mi, 512Ki)"))?;
+    let n: usize = num.parse().map_err(|_| FlagValueError::not_form(s, "a size (e.g. 4194304, 4Mi, 512Ki)"))?;
     let mult = match unit {
         "" => 1,
         "K" | "k" => 1000,
         "Ki" => 1024,
         "M" => 1_000_000,
         "Mi" => 1 << 20,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use Ki, Mi, K or M)")),
+        _ => return Err(FlagValueError::part(s, format!("unknown unit {unit:?} (use Ki, Mi, K or M)"))),
     };
-    n.checked_mul(mult).filter(|n| *n > 0).ok_or_else(|| format!("{s:?} is out of range"))
+    n.checked_mul(mult).filter(|n| *n > 0).ok_or_else(|| FlagValueError::OutOfRange(s.to_string()))
 }
 
 impl Invocation for MockKubeletArgs {
@@ -275,10 +275,10 @@ pub fn settings(ctx: &Ctx, a: &MockKubeletArgs) -> Result<NodeSpec> {
 fn profile(a: &MockKubeletArgs) -> Result<crate::kubelet::profile::Profile> {
     let mut p = crate::kubelet::profile::Profile::of(a.kubelet_version);
     if let Some(g) = &a.feature_gates {
-        p = p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}")))?;
+        p = p.with_gates(g).map_err(|e| Error::usage(format!("--feature-gates: {e}")).caused_by(e))?;
     }
     if let Some(r) = &a.runtime_config {
-        p = p.with_runtime_config(r).map_err(|e| Error::usage(format!("--runtime-config: {e}")))?;
+        p = p.with_runtime_config(r).map_err(|e| Error::usage(format!("--runtime-config: {e}")).caused_by(e))?;
     }
     Ok(p)
 }

@@ -72,10 +72,11 @@ pub struct ReplayArgs {
     pub log_format: LogFormat,
 }
 
-fn speed_arg(s: &str) -> Result<f64, String> {
-    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+fn speed_arg(s: &str) -> Result<f64, crate::cli::FlagValueError> {
+    use crate::cli::FlagValueError;
+    let f: f64 = s.parse().map_err(|_| FlagValueError::not_form(s, "a number"))?;
     if !(f.is_finite() && f > 0.0) {
-        return Err("must be greater than zero".into());
+        return Err(FlagValueError::Range("must be greater than zero".into()));
     }
     Ok(f)
 }

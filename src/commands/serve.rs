@@ -4,7 +4,7 @@
 
 use super::surface::{self, Invocation, Running, Spec};
 use super::Ctx;
-use crate::cli::{duration_arg, positive_duration_arg, RegistrationArgs};
+use crate::cli::{duration_arg, positive_duration_arg, FlagValueError, RegistrationArgs};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::{until_interrupted, Tasks};
 use crate::core::{Error, Result};
@@ -164,39 +164,39 @@ pub struct ServeArgs {
     pub health_one_stream: bool,
 }
 
-pub(crate) fn key_value(s: &str) -> Result<(String, String), String> {
+pub(crate) fn key_value(s: &str) -> Result<(String, String), FlagValueError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("{s:?} is not KEY=VALUE")),
+        _ => Err(FlagValueError::not_form(s, "KEY=VALUE")),
     }
 }
 
-fn mount_arg(s: &str) -> Result<MountTemplate, String> {
+fn mount_arg(s: &str) -> Result<MountTemplate, FlagValueError> {
     let parts: Vec<&str> = s.split(':').collect();
     let (host, ctr, ro) = match parts.as_slice() {
         [h, c] => (h, c, false),
         [h, c, "ro"] => (h, c, true),
         [h, c, "rw"] => (h, c, false),
-        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:ro|rw]")),
+        _ => return Err(FlagValueError::not_form(s, "HOST:CONTAINER[:ro|rw]")),
     };
     if host.is_empty() || ctr.is_empty() {
-        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+        return Err(FlagValueError::part(s, "both paths are needed (HOST:CONTAINER)"));
     }
     Ok(MountTemplate { host_path: host.to_string(), container_path: ctr.to_string(), read_only: ro })
 }
 
-fn device_spec_arg(s: &str) -> Result<crate::plugin::config::DeviceSpecTemplate, String> {
+fn device_spec_arg(s: &str) -> Result<crate::plugin::config::DeviceSpecTemplate, FlagValueError> {
     let parts: Vec<&str> = s.split(':').collect();
     let (host, ctr, perms) = match parts.as_slice() {
         [h, c] => (h, c, "rw"),
         [h, c, p] => (h, c, *p),
-        _ => return Err(format!("{s:?} is not HOST:CONTAINER[:PERMISSIONS]")),
+        _ => return Err(FlagValueError::not_form(s, "HOST:CONTAINER[:PERMISSIONS]")),
     };
     if host.is_empty() || ctr.is_empty() {
-        return Err(format!("{s:?}: both paths are needed (HOST:CONTAINER)"));
+        return Err(FlagValueError::part(s, "both paths are needed (HOST:CONTAINER)"));
     }
     if perms.is_empty() || !perms.chars().all(|c| "rwm".contains(c)) {
-        return Err(format!("{s:?}: permissions must be any of r, w, m"));
+        return Err(FlagValueError::part(s, "permissions must be any of r, w, m"));
     }
     Ok(crate::plugin::config::DeviceSpecTemplate {
         host_path: host.to_string(),
@@ -205,16 +205,17 @@ fn device_spec_arg(s: &str) -> Result<crate::plugin::config::DeviceSpecTemplate,
     })
 }
 
-fn flap_arg(s: &str) -> Result<crate::plugin::config::Flap, String> {
-    let (dev, period) = s.rsplit_once(':').ok_or_else(|| format!("{s:?} is not DEVICE:PERIOD (e.g. foo-1:2s)"))?;
+fn flap_arg(s: &str) -> Result<crate::plugin::config::Flap, FlagValueError> {
+    let (dev, period) =
+        s.rsplit_once(':').ok_or_else(|| FlagValueError::not_form(s, "DEVICE:PERIOD (e.g. foo-1:2s)"))?;
     let period = positive_duration_arg(period)?;
     Ok(crate::plugin::config::Flap { device: dev.to_string(), period })
 }
 
-fn rate_arg(s: &str) -> Result<f64, String> {
-    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+fn rate_arg(s: &str) -> Result<f64, FlagValueError> {
+    let r: f64 = s.parse().map_err(|_| FlagValueError::not_form(s, "a number"))?;
     if !(0.0..=1.0).contains(&r) {
-        return Err("must be between 0 and 1".into());
+        return Err(FlagValueError::Range("must be between 0 and 1".into()));
     }
     Ok(r)
 }

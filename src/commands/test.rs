@@ -117,7 +117,7 @@ impl Invocation for TestArgs {
 }
 
 fn pattern(flag: &str, p: &Option<String>) -> Result<Option<Pattern>> {
-    p.as_deref().map(|t| Pattern::parse(t).map_err(|e| Error::usage(format!("{flag} {e}")))).transpose()
+    p.as_deref().map(|t| Pattern::parse(t).map_err(|e| Error::usage(format!("{flag} {e}")).caused_by(e))).transpose()
 }
 
 /// Write `text` to `path` through a temp file and a rename, so a reader never sees half a report.

@@ -622,7 +622,7 @@ fn node_allocatable(
     node: &str,
     named: &[(String, Option<String>)],
     claims: &[(String, Value)],
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, nodealloc::Unschedulable> {
     let devices = node_allocatable_devices(tx, Some(node));
     let mut out = Vec::new();
     for (claim_name, claim) in claims {
@@ -648,7 +648,13 @@ fn node_allocatable(
 /// pod with `statuses` fits what the node's allocatable leaves beside the
 /// other pods placed on it (nodeFitsResources). A node not in the store has
 /// no allocatable to check against: the pod fits.
-fn node_fits(tx: &Txn<'_>, pod: &Value, node: &str, statuses: &Value, workload_claims: bool) -> Result<(), String> {
+fn node_fits(
+    tx: &Txn<'_>,
+    pod: &Value,
+    node: &str,
+    statuses: &Value,
+    workload_claims: bool,
+) -> Result<(), nodealloc::Unschedulable> {
     nodealloc::pod_level_covers(pod, statuses)?;
     let Some(n) = tx.get("", "nodes", "", node) else { return Ok(()) };
     let uid = &pod["metadata"]["uid"];
@@ -664,7 +670,7 @@ fn node_fits(tx: &Txn<'_>, pod: &Value, node: &str, statuses: &Value, workload_c
         }
     }
     let demand = nodealloc::pod_requests(pod, statuses);
-    nodealloc::fits(&demand, &nodealloc::allocatable(&n), &used).map_err(|r| r.join(", "))
+    nodealloc::fits(&demand, &nodealloc::allocatable(&n), &used).map_err(nodealloc::Unschedulable::Insufficient)
 }
 
 /// Whether pod `p` bound to a node counts as placed there (the scheduler's

@@ -111,13 +111,79 @@ fn add(total: &mut Option<Quantity>, q: &Quantity) {
     });
 }
 
+/// Why a pod does not fit a node by its node-allocatable resources
+/// (UnschedulableAndUnresolvable), in upstream's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unschedulable {
+    /// A `capacityKey` mapping of a result that consumed no capacity.
+    NoConsumedCapacity {
+        /// The claim.
+        claim: String,
+        /// The result's device.
+        device: String,
+        /// The mapping's `capacityKey`.
+        key: String,
+        /// The node-allocatable resource.
+        resource: String,
+    },
+    /// A consumed capacity that is no quantity.
+    Quantity(super::objects::quantity::QuantityError),
+    /// A pod-level request below what the containers and the claims ask (this resource).
+    PodLevelRequest(String),
+    /// A pod-level hugepages limit below the containers' with the DRA part (this resource).
+    PodLevelLimit(String),
+    /// A pod-level limit below a container's limit and its DRA overhead.
+    ContainerLimit {
+        /// The resource.
+        resource: String,
+        /// The container.
+        container: String,
+    },
+    /// What the node's allocatable does not leave room for (nodeFitsResources' reasons).
+    Insufficient(Vec<String>),
+}
+
+impl std::fmt::Display for Unschedulable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unschedulable::NoConsumedCapacity { claim, device, key, resource } => write!(
+                f,
+                "claim {claim}, device {device}: ConsumedCapacity is nil, but Capacity key '{key}' is set in NodeAllocatableResources for resource {resource}"
+            ),
+            Unschedulable::Quantity(e) => e.fmt(f),
+            Unschedulable::PodLevelRequest(k) => write!(
+                f,
+                "pod level request for {k} is insufficient to cover the aggregated container and node-allocatable DRA requests"
+            ),
+            Unschedulable::PodLevelLimit(k) => write!(
+                f,
+                "pod level limit for {k} is insufficient to cover the aggregated container and node-allocatable DRA limits"
+            ),
+            Unschedulable::ContainerLimit { resource, container } => write!(
+                f,
+                "pod level limit for {resource} is insufficient to cover the limit and DRA overhead for container {container}"
+            ),
+            Unschedulable::Insufficient(reasons) => f.write_str(&reasons.join(", ")),
+        }
+    }
+}
+
+impl std::error::Error for Unschedulable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unschedulable::Quantity(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// buildNodeAllocatableDRAInfo for one claim `name` with `results`: the
 /// mapped quantities (a `deviceMultiplier` per device; with `capacityKey`,
 /// the capacity the result consumed times `capacityMultiplier`) and the
 /// overheads summed over its devices; None when they add up to nothing.
 /// An error, as upstream's (the pod then is not scheduled): a `capacityKey`
 /// mapping of a result that consumed no capacity.
-pub fn claim_status(name: &str, results: &[Value], devices: &Devices) -> Result<Option<ClaimStatus>, String> {
+pub fn claim_status(name: &str, results: &[Value], devices: &Devices) -> Result<Option<ClaimStatus>, Unschedulable> {
     let mut mapped: BTreeMap<String, Option<Quantity>> = BTreeMap::new();
     let mut overhead: BTreeMap<String, (Option<Quantity>, Option<Quantity>)> = BTreeMap::new();
     for r in results {
@@ -127,16 +193,19 @@ pub fn claim_status(name: &str, results: &[Value], devices: &Devices) -> Result<
             if let Some(cap) = e.capacity_key.as_deref().filter(|k| !k.is_empty()) {
                 let consumed = &r["consumedCapacity"];
                 if !consumed.is_object() {
-                    return Err(format!(
-                        "claim {name}, device {}: ConsumedCapacity is nil, but Capacity key '{cap}' is set in NodeAllocatableResources for resource {resource}",
-                        text(&r["device"])
-                    ));
+                    return Err(Unschedulable::NoConsumedCapacity {
+                        claim: name.to_string(),
+                        device: text(&r["device"]).to_string(),
+                        key: cap.to_string(),
+                        resource: resource.clone(),
+                    });
                 }
                 let Some(c) = consumed.get(cap) else { continue };
                 let c = match c {
-                    Value::String(s) => Quantity::parse(s),
-                    other => Quantity::parse(&other.to_string()),
-                }?;
+                    Value::String(s) => Quantity::read(s),
+                    other => Quantity::read(&other.to_string()),
+                }
+                .map_err(Unschedulable::Quantity)?;
                 let q = match &e.capacity_multiplier {
                     Some(m) if m.nanos() != 1_000_000_000 => c.computed_like(c.nanos() * m.nanos() / 1_000_000_000),
                     _ => c,
@@ -195,8 +264,8 @@ fn quantities(v: &Value) -> Resources {
         .flatten()
         .filter_map(|(k, q)| {
             let q = match q {
-                Value::String(s) => Quantity::parse(s).ok()?,
-                other => Quantity::parse(&other.to_string()).ok()?,
+                Value::String(s) => Quantity::read(s).ok()?,
+                other => Quantity::read(&other.to_string()).ok()?,
             };
             Some((k.clone(), q.nanos()))
         })
@@ -335,13 +404,11 @@ fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
 /// containers and `statuses` ask for; a pod-level hugepages limit below the
 /// containers' limits with the DRA part; a pod-level limit below a
 /// container's limit plus what the statuses give that container.
-pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
+pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), Unschedulable> {
     let want = aggregate_requests(pod, statuses);
     for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
         if pod_level(&k) && want.get(&k).is_some_and(|w| *w > v) {
-            return Err(format!(
-                "pod level request for {k} is insufficient to cover the aggregated container and node-allocatable DRA requests"
-            ));
+            return Err(Unschedulable::PodLevelRequest(k));
         }
     }
     let pod_limits = quantities(&pod["spec"]["resources"]["limits"]);
@@ -350,9 +417,7 @@ pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
     }
     for (k, v) in aggregate_limits(pod, statuses).iter().filter(|(k, _)| k.starts_with("hugepages-")) {
         if pod_limits.get(k).is_some_and(|l| v > l) {
-            return Err(format!(
-                "pod level limit for {k} is insufficient to cover the aggregated container and node-allocatable DRA limits"
-            ));
+            return Err(Unschedulable::PodLevelLimit(k.clone()));
         }
     }
     for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
@@ -361,9 +426,7 @@ pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), String> {
         for (k, limit) in quantities(&c["resources"]["limits"]) {
             let Some(pl) = pod_limits.get(&k).filter(|_| !k.starts_with("hugepages-")) else { continue };
             if limit + dra.get(&k).copied().unwrap_or(0) > *pl {
-                return Err(format!(
-                    "pod level limit for {k} is insufficient to cover the limit and DRA overhead for container {name}"
-                ));
+                return Err(Unschedulable::ContainerLimit { resource: k, container: name.to_string() });
             }
         }
     }

@@ -43,7 +43,7 @@ fn a_claims_status_sums_its_devices_mappings_and_overheads() {
     let st = claim_status("mem", &[mem], &d).unwrap().unwrap();
     assert_eq!(st.to_json()["mapping"], json!([{"name": "memory", "quantity": "6Gi"}]));
     assert_eq!(claim_status("plain", &[result("plain")], &d), Ok(None));
-    assert!(claim_status("mem", &[result("mem-0")], &d).unwrap_err().contains("ConsumedCapacity is nil"));
+    assert!(claim_status("mem", &[result("mem-0")], &d).unwrap_err().to_string().contains("ConsumedCapacity is nil"));
     // Shared devices: mapped ones are not shared, overhead-only ones are.
     assert!(
         has_mapped(&[result("cpu-0")], &d) && has_mapped(&[json!({"driver": "d", "pool": "p", "device": "mem-0"})], &d)
@@ -91,7 +91,7 @@ fn pod_requests_count_containers_init_containers_and_the_dra_part() {
     assert_eq!(pod_level_covers(&level, &statuses), Ok(()));
     level["spec"]["resources"] = json!({"requests": {"cpu": "8"}});
     assert_eq!(
-        pod_level_covers(&level, &statuses).unwrap_err(),
+        pod_level_covers(&level, &statuses).unwrap_err().to_string(),
         "pod level request for cpu is insufficient to cover the aggregated container and node-allocatable DRA requests"
     );
     // Limits: a container's limit plus what the claims give it (a: 4 cpu
@@ -106,7 +106,7 @@ fn pod_requests_count_containers_init_containers_and_the_dra_part() {
     assert_eq!(pod_level_covers(&limited, &statuses), Ok(()), "1 + 4 <= 5");
     limited["spec"]["containers"][0]["resources"]["limits"] = json!({"cpu": "1500m"});
     assert_eq!(
-        pod_level_covers(&limited, &statuses).unwrap_err(),
+        pod_level_covers(&limited, &statuses).unwrap_err().to_string(),
         "pod level limit for cpu is insufficient to cover the limit and DRA overhead for container a"
     );
 }

@@ -126,28 +126,88 @@ enum Wire<'a> {
     Fixed32(u32),
 }
 
-fn varint(buf: &[u8], at: &mut usize) -> Result<u64, String> {
+/// Why a protobuf body or message cannot be read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtobufError {
+    /// The body ends inside a varint.
+    TruncatedVarint,
+    /// A varint longer than 10 bytes.
+    LongVarint,
+    /// The body ends inside a field.
+    TruncatedField,
+    /// A length that does not fit in memory.
+    LongLength,
+    /// A wire type protobuf does not have (or a group): the type and the field number.
+    WireType(u64, u64),
+    /// A message name the schema does not know.
+    UnknownMessage(String),
+    /// A string field (this one) that is not UTF-8.
+    NotUtf8(String),
+    /// A field (name, number) with a wire type its type cannot have.
+    UnexpectedWire(String, i32),
+    /// A kind (this one) with no protobuf message here.
+    NoProtobufForm(String),
+    /// A body without the `k8s\0` magic.
+    NoMagic,
+    /// A `contentEncoding` (this one) in the envelope.
+    ContentEncoding(String),
+    /// An envelope's kind this server does not serve.
+    NotServed {
+        /// The envelope's kind.
+        kind: String,
+        /// The envelope's apiVersion.
+        api_version: String,
+    },
+    /// A watch event longer than its 4-byte length can say.
+    EventTooLarge,
+}
+
+impl std::fmt::Display for ProtobufError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtobufError::TruncatedVarint => f.write_str("truncated varint"),
+            ProtobufError::LongVarint => f.write_str("varint over 10 bytes"),
+            ProtobufError::TruncatedField => f.write_str("truncated field"),
+            ProtobufError::LongLength => f.write_str("length over usize"),
+            ProtobufError::WireType(w, n) => write!(f, "unsupported wire type {w} (field {n})"),
+            ProtobufError::UnknownMessage(name) => write!(f, "{name} is not a known message"),
+            ProtobufError::NotUtf8(name) => write!(f, "field {name}: not UTF-8"),
+            ProtobufError::UnexpectedWire(name, n) => write!(f, "field {name} ({n}): unexpected wire type"),
+            ProtobufError::NoProtobufForm(kind) => write!(f, "kind {kind:?} has no protobuf form here"),
+            ProtobufError::NoMagic => f.write_str("the body does not start with the protobuf magic k8s\\0"),
+            ProtobufError::ContentEncoding(e) => write!(f, "contentEncoding {e:?} is not supported"),
+            ProtobufError::NotServed { kind, api_version } => {
+                write!(f, "kind {kind:?} (apiVersion {api_version:?}) is not served here")
+            }
+            ProtobufError::EventTooLarge => f.write_str("a watch event over 4 GiB"),
+        }
+    }
+}
+
+impl std::error::Error for ProtobufError {}
+
+fn varint(buf: &[u8], at: &mut usize) -> Result<u64, ProtobufError> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
-        let b = *buf.get(*at).ok_or("truncated varint")?;
+        let b = *buf.get(*at).ok_or(ProtobufError::TruncatedVarint)?;
         *at += 1;
         v |= u64::from(b & 0x7f) << shift;
         if b < 0x80 {
             return Ok(v);
         }
     }
-    Err("varint over 10 bytes".into())
+    Err(ProtobufError::LongVarint)
 }
 
-fn take<'a>(buf: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], String> {
-    let end = at.checked_add(n).filter(|e| *e <= buf.len()).ok_or("truncated field")?;
+fn take<'a>(buf: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], ProtobufError> {
+    let end = at.checked_add(n).filter(|e| *e <= buf.len()).ok_or(ProtobufError::TruncatedField)?;
     let s = &buf[*at..end];
     *at = end;
     Ok(s)
 }
 
 /// Every (field number, value) of one message, in wire order.
-fn fields(buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, String> {
+fn fields(buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, ProtobufError> {
     let mut out = Vec::new();
     each_field(buf, |n, v| out.push((n, v)))?;
     Ok(out)
@@ -318,12 +378,12 @@ fn encode_value(f: &FieldDescriptorProto, v: &Value, out: &mut Vec<u8>) {
 // ---- wire -> JSON ----
 
 /// Decode the message `name` (no envelope) into Kubernetes JSON.
-pub fn decode(name: &str, buf: &[u8]) -> Result<Value, String> {
-    let m = schema().messages.get(name).ok_or_else(|| format!("{name} is not a known message"))?;
+pub fn decode(name: &str, buf: &[u8]) -> Result<Value, ProtobufError> {
+    let m = schema().messages.get(name).ok_or_else(|| ProtobufError::UnknownMessage(name.to_string()))?;
     decode_message(m, buf)
 }
 
-fn decode_message(m: &DescriptorProto, buf: &[u8]) -> Result<Value, String> {
+fn decode_message(m: &DescriptorProto, buf: &[u8]) -> Result<Value, ProtobufError> {
     let mut obj = Map::new();
     for (num, w) in fields(buf)? {
         let Some(f) = m.field.iter().find(|f| f.number() as u64 == num) else { continue };
@@ -374,11 +434,11 @@ fn decode_message(m: &DescriptorProto, buf: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(obj))
 }
 
-fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, String> {
-    let wrong = || format!("field {} ({}): unexpected wire type", f.name(), f.number());
+fn decode_value(f: &FieldDescriptorProto, w: Wire<'_>) -> Result<Value, ProtobufError> {
+    let wrong = || ProtobufError::UnexpectedWire(f.name().to_string(), f.number());
     Ok(match (f.r#type(), w) {
         (Type::String, Wire::Bytes(b)) => {
-            Value::String(String::from_utf8(b.to_vec()).map_err(|_| format!("field {}: not UTF-8", f.name()))?)
+            Value::String(String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::NotUtf8(f.name().to_string()))?)
         }
         (Type::Bytes, Wire::Bytes(b)) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
         (Type::Bool, Wire::Varint(v)) => Value::Bool(v != 0),
@@ -486,15 +546,15 @@ pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 }
 
 /// An object (its `kind` and `apiVersion` fields naming it) as an enveloped protobuf body.
-pub fn encode_object(obj: &Value) -> Result<Vec<u8>, String> {
+pub fn encode_object(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
     let kind = obj["kind"].as_str().unwrap_or_default();
-    let name = message_for(kind).ok_or_else(|| format!("kind {kind:?} has no protobuf form here"))?;
+    let name = message_for(kind).ok_or_else(|| ProtobufError::NoProtobufForm(kind.to_string()))?;
     Ok(envelope(obj["apiVersion"].as_str().unwrap_or_default(), kind, &encode(name, obj)))
 }
 
 /// An enveloped protobuf body as Kubernetes JSON (with `apiVersion` and `kind` from the envelope).
-pub fn decode_object(body: &[u8]) -> Result<Value, String> {
-    let rest = body.strip_prefix(&MAGIC[..]).ok_or("the body does not start with the protobuf magic k8s\\0")?;
+pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
+    let rest = body.strip_prefix(&MAGIC[..]).ok_or(ProtobufError::NoMagic)?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
     for (n, w) in fields(rest)? {
         match (n, w) {
@@ -509,13 +569,13 @@ pub fn decode_object(body: &[u8]) -> Result<Value, String> {
             }
             (2, Wire::Bytes(r)) => raw = r,
             (3, Wire::Bytes(e)) if !e.is_empty() => {
-                return Err(format!("contentEncoding {:?} is not supported", String::from_utf8_lossy(e)))
+                return Err(ProtobufError::ContentEncoding(String::from_utf8_lossy(e).into_owned()))
             }
             _ => {}
         }
     }
-    let name =
-        message_for(&kind).ok_or_else(|| format!("kind {kind:?} (apiVersion {api_version:?}) is not served here"))?;
+    let name = message_for(&kind)
+        .ok_or_else(|| ProtobufError::NotServed { kind: kind.clone(), api_version: api_version.clone() })?;
     let mut obj = decode(name, raw)?;
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(kind);
@@ -523,23 +583,28 @@ pub fn decode_object(body: &[u8]) -> Result<Value, String> {
 }
 
 /// Call `f` with each (field number, value) of one message, in wire order, keeping nothing.
-fn each_field<'a>(buf: &'a [u8], mut f: impl FnMut(u64, Wire<'a>)) -> Result<(), String> {
+fn each_field<'a>(buf: &'a [u8], mut f: impl FnMut(u64, Wire<'a>)) -> Result<(), ProtobufError> {
     let mut at = 0;
     while at < buf.len() {
         let key = varint(buf, &mut at)?;
         let v = match key & 7 {
             0 => Wire::Varint(varint(buf, &mut at)?),
-            1 => Wire::Fixed64(u64::from_le_bytes(take(buf, &mut at, 8)?.try_into().map_err(|_| "fixed64")?)),
+            1 => Wire::Fixed64(u64::from_le_bytes(fixed(take(buf, &mut at, 8)?)?)),
             2 => {
-                let n = usize::try_from(varint(buf, &mut at)?).map_err(|_| "length over usize")?;
+                let n = usize::try_from(varint(buf, &mut at)?).map_err(|_| ProtobufError::LongLength)?;
                 Wire::Bytes(take(buf, &mut at, n)?)
             }
-            5 => Wire::Fixed32(u32::from_le_bytes(take(buf, &mut at, 4)?.try_into().map_err(|_| "fixed32")?)),
-            w => return Err(format!("unsupported wire type {w} (field {})", key >> 3)),
+            5 => Wire::Fixed32(u32::from_le_bytes(fixed(take(buf, &mut at, 4)?)?)),
+            w => return Err(ProtobufError::WireType(w, key >> 3)),
         };
         f(key >> 3, v);
     }
     Ok(())
+}
+
+/// `N` bytes [`take`] gave as an array.
+fn fixed<const N: usize>(b: &[u8]) -> Result<[u8; N], ProtobufError> {
+    b.try_into().map_err(|_| ProtobufError::TruncatedField)
 }
 
 /// An enveloped protobuf ResourceSlice read at the wire level, building
@@ -587,13 +652,13 @@ pub fn slice_shape(body: &[u8]) -> Option<(String, usize, bool)> {
 
 /// One protobuf watch frame: a 4-byte big-endian length, then the raw
 /// `WatchEvent{type, object: RawExtension{raw: the enveloped object}}`.
-pub fn watch_frame(kind: &str, obj: &Value) -> Result<Vec<u8>, String> {
+pub fn watch_frame(kind: &str, obj: &Value) -> Result<Vec<u8>, ProtobufError> {
     let mut raw_ext = Vec::new();
     put_bytes(&mut raw_ext, 1, &encode_object(obj)?);
     let mut ev = Vec::new();
     put_bytes(&mut ev, 1, kind.as_bytes());
     put_bytes(&mut ev, 2, &raw_ext);
-    let len = u32::try_from(ev.len()).map_err(|_| "a watch event over 4 GiB")?;
+    let len = u32::try_from(ev.len()).map_err(|_| ProtobufError::EventTooLarge)?;
     let mut out = len.to_be_bytes().to_vec();
     out.extend_from_slice(&ev);
     Ok(out)
@@ -807,10 +872,10 @@ mod tests {
 
     #[test]
     fn bad_bodies_are_errors_not_panics() {
-        assert!(decode_object(b"{\"kind\":\"x\"}").unwrap_err().contains("magic"));
+        assert_eq!(decode_object(b"{\"kind\":\"x\"}").unwrap_err(), ProtobufError::NoMagic);
         assert!(decode_object(b"k8s\0\x0a\x05ab").is_err(), "truncated");
         let other = envelope("v1", "Pod", b"");
-        assert!(decode_object(&other).unwrap_err().contains("\"Pod\""));
+        assert!(decode_object(&other).unwrap_err().to_string().contains("\"Pod\""));
         // Every prefix of a good body either decodes or is an error.
         let (_, good) = slice();
         for n in 0..good.len() {

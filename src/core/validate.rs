@@ -56,6 +56,33 @@ pub fn dns_subdomain(s: &str, max: usize) -> Result<(), DnsProblem> {
     }
 }
 
+/// Why a manifest's UID is refused (apimachinery's field error bodies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UidError {
+    /// Longer than [`UID_MAX`] bytes: how long it is.
+    TooLong(usize),
+    /// Not `[A-Za-z0-9._-]` starting and ending with a letter or digit: the UID.
+    Shape(String),
+}
+
+impl std::fmt::Display for UidError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UidError::TooLong(_) => write!(
+                f,
+                "Too long: may not be more than {UID_MAX} bytes (a UID is a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b)"
+            ),
+            UidError::Shape(s) => write!(
+                f,
+                "Invalid value: {}: a UID must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit (e.g. a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b); it names files and is sent to drivers",
+                quote(s)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UidError {}
+
 /// The longest object UID dpctl accepts in a manifest (the API server's
 /// own are 36-character RFC 4122 UUIDs; the kubelet derives 32 hex digits
 /// for a static pod without one).
@@ -68,7 +95,7 @@ pub const UID_MAX: usize = 128;
 /// anything long — never reaches a driver or a file name: at most
 /// [`UID_MAX`] characters of `[A-Za-z0-9._-]`, starting and ending with a
 /// letter or digit. The text is one line, the value capped and escaped.
-pub fn uid(s: &str) -> Result<(), String> {
+pub fn uid(s: &str) -> Result<(), UidError> {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_alphanumeric();
     let shape = !b.is_empty()
@@ -76,13 +103,10 @@ pub fn uid(s: &str) -> Result<(), String> {
         && b.last().is_some_and(alnum)
         && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'));
     if s.len() > UID_MAX {
-        return Err(format!("Too long: may not be more than {UID_MAX} bytes (a UID is a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b)"));
+        return Err(UidError::TooLong(s.len()));
     }
     if !shape {
-        return Err(format!(
-            "Invalid value: {}: a UID must consist of letters, digits, '-', '_' or '.', and start and end with a letter or digit (e.g. a UUID such as 0b8e7f0a-5c1d-4e2f-9a3b-7c6d5e4f3a2b); it names files and is sent to drivers",
-            quote(s)
-        ));
+        return Err(UidError::Shape(s.to_string()));
     }
     Ok(())
 }
@@ -185,10 +209,10 @@ mod users_terms_tests {
             assert_eq!(uid(ok), Ok(()), "{ok}");
         }
         for bad in ["../../../../tmp/escape", "a/b", "..", ".hidden", "x\0y", "sp ace", "a\u{202e}b", "-a", "a-", ""] {
-            let e = uid(bad).unwrap_err();
+            let e = uid(bad).unwrap_err().to_string();
             assert!(e.starts_with("Invalid value: ") && !e.contains('\n'), "{bad}: {e}");
         }
-        let e = uid(&"a".repeat(UID_MAX + 1)).unwrap_err();
+        let e = uid(&"a".repeat(UID_MAX + 1)).unwrap_err().to_string();
         assert!(e.starts_with("Too long: may not be more than 128 bytes"), "{e}");
         assert_eq!(uid(&"a".repeat(UID_MAX)), Ok(()));
     }

@@ -57,7 +57,7 @@ pub fn load(dirs: &[PathBuf]) -> Registry {
                 Ok(m) if m.len() > 16 << 20 => Err("larger than 16 MiB".to_string()),
                 _ => std::fs::read_to_string(&f).map_err(|e| e.to_string()),
             };
-            match text.and_then(|t| parse_spec(&t, yaml)) {
+            match text.and_then(|t| parse_spec(&t, yaml).map_err(|e| e.to_string())) {
                 Ok(names) => {
                     r.specs += 1;
                     r.devices.extend(names);

@@ -26,7 +26,40 @@ pub struct DraPlugin {
     pub endpoint: Option<Connect>,
     /// The health service it advertises and what opening it gave: the
     /// first snapshot's size, or why there was none.
-    pub health: Option<(String, Result<usize, String>)>,
+    pub health: Option<(String, Result<usize, NoSnapshot>)>,
+}
+
+/// Why a DRA plugin's health service gave no first snapshot.
+#[derive(Debug, Clone)]
+pub enum NoSnapshot {
+    /// Its endpoint does not answer.
+    Silent,
+    /// None within this time.
+    Timeout(Duration),
+    /// The call failed.
+    Failed(std::sync::Arc<crate::core::Error>),
+    /// The stream ended first.
+    Ended,
+}
+
+impl std::fmt::Display for NoSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoSnapshot::Silent => f.write_str("the endpoint does not answer"),
+            NoSnapshot::Timeout(t) => write!(f, "no snapshot within {}", crate::core::time::format_duration(*t)),
+            NoSnapshot::Failed(e) => write!(f, "{e}"),
+            NoSnapshot::Ended => f.write_str("the stream ended before a snapshot"),
+        }
+    }
+}
+
+impl std::error::Error for NoSnapshot {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NoSnapshot::Failed(e) => Some(&**e),
+            _ => None,
+        }
+    }
 }
 
 /// One claim in the kubelet's DRA checkpoint.
@@ -108,7 +141,7 @@ async fn inspect(socket: PathBuf, root: &crate::core::paths::HostRoot, t: Durati
     p.endpoint = Some(c);
     if let Some(svc) = rules::chosen_health(&p.info.supported_versions) {
         let r = if !answered {
-            Err("the endpoint does not answer".to_string())
+            Err(NoSnapshot::Silent)
         } else {
             let work = async {
                 let conn = DraConn::connect(&ep, t).await?;
@@ -116,9 +149,9 @@ async fn inspect(socket: PathBuf, root: &crate::core::paths::HostRoot, t: Durati
                 s.next(&ep).await
             };
             match tokio::time::timeout(t, work).await {
-                Err(_) => Err(format!("no snapshot within {}", crate::core::time::format_duration(t))),
-                Ok(Err(e)) => Err(e.to_string()),
-                Ok(Ok(None)) => Err("the stream ended before a snapshot".into()),
+                Err(_) => Err(NoSnapshot::Timeout(t)),
+                Ok(Err(e)) => Err(NoSnapshot::Failed(std::sync::Arc::new(e))),
+                Ok(Ok(None)) => Err(NoSnapshot::Ended),
                 Ok(Ok(Some(snap))) => Ok(snap.len()),
             }
         };
@@ -410,7 +443,7 @@ pub fn health_findings(f: &DraFacts) -> Vec<Finding> {
                 "dra-health",
                 p.info.name.clone(),
                 format!("DRA driver {} advertises {svc} but it does not answer: device health is unknown", p.info.name),
-                why.clone(),
+                why.to_string(),
                 rules::HEALTH_ANSWERS.fix,
             ))
         })
@@ -562,7 +595,8 @@ mod tests {
     fn an_advertised_health_service_that_does_not_answer_is_a_warning() {
         let mut p =
             plugin("g.example", "/var/lib/kubelet/plugins/g/dra.sock", &["v1.DRAPlugin", "v1.DRAResourceHealth"]);
-        p.health = Some(("v1.DRAResourceHealth".into(), Err("Unimplemented".into())));
+        let failed = crate::core::Error::failed("Unimplemented");
+        p.health = Some(("v1.DRAResourceHealth".into(), Err(NoSnapshot::Failed(std::sync::Arc::new(failed)))));
         let h = health_findings(&facts(vec![p.clone()]));
         assert_eq!(checks(&h), ["dra-health"]);
         assert_eq!(h[0].severity, Severity::Warning);

@@ -6,6 +6,7 @@
 
 use crate::core::limits::{MAX_MANIFEST_DEPTH, MAX_MANIFEST_FILE, MAX_MANIFEST_FLOW};
 use crate::core::text::cap_words;
+use objects::{FieldError, ObjectError, Problem};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -109,24 +110,25 @@ fn derived_uid(file: &str, text: &str) -> String {
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-fn quantity(v: &Value, what: &str) -> Result<u64, String> {
+fn quantity(v: &Value, what: &str) -> Result<u64, FieldError> {
     let s = match v {
         Value::Number(n) => n.to_string(),
         Value::String(s) => s.trim().to_string(),
-        other => return Err(format!("{what}: quantity {other} is not a number")),
+        other => return Err(FieldError::invalid(what, format!("quantity {other} is not a number"))),
     };
     if s.starts_with('-') {
-        return Err(format!("{what}: quantity {s:?} is negative"));
+        return Err(FieldError::invalid(what, format!("quantity {s:?} is negative")));
     }
-    s.parse::<u64>().map_err(|_| format!("{what}: quantity {s:?} must be a whole number of devices"))
+    s.parse::<u64>().map_err(|_| FieldError::invalid(what, format!("quantity {s:?} must be a whole number of devices")))
 }
 
-fn container(c: &Value, at: &str) -> Result<Container, String> {
+fn container(c: &Value, at: &str) -> Result<Container, FieldError> {
     let name = c
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or(format!("{at}: a container needs a name"))?;
+        .ok_or_else(|| FieldError::invalid(at, "a container needs a name"))?;
+    let this = format!("{at} {name:?}");
     let res = c.get("resources");
     let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
     let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
@@ -137,9 +139,8 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
             if let Some(r) = requests.and_then(|r| r.get(k)) {
                 let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
                 if rn != n {
-                    return Err(format!(
-                        "{at} {name:?}: requests {k}={rn} must equal limits {k}={n} for an extended resource"
-                    ));
+                    let detail = format!("requests {k}={rn} must equal limits {k}={n} for an extended resource");
+                    return Err(FieldError::invalid(this, detail));
                 }
             }
             if n > 0 {
@@ -151,9 +152,8 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
         if let Some((k, _)) =
             requests.iter().find(|(k, _)| is_extended(k) && !limits.is_some_and(|l| l.contains_key(*k)))
         {
-            return Err(format!(
-                "{at} {name:?}: {k} is requested without a limit; extended resources must be set in limits"
-            ));
+            let detail = format!("{k} is requested without a limit; extended resources must be set in limits");
+            return Err(FieldError::invalid(this, detail));
         }
     }
     let (mut claims, mut claim_requests) = (Vec::new(), Vec::new());
@@ -161,15 +161,16 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
         res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
     {
         let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-        claims.push(n.ok_or(format!("{at} {name:?} resources.claims[{i}].name is required"))?.to_string());
+        claims.push(n.ok_or_else(|| FieldError::required(format!("{this} resources.claims[{i}].name")))?.to_string());
         claim_requests.push(cl.get("request").and_then(Value::as_str).unwrap_or_default().to_string());
     }
     let restart_always = match c.get("restartPolicy") {
         None | Some(Value::Null) => false,
         Some(Value::String(p)) if p == "Always" => true,
         Some(other) => {
-            return Err(format!(
-                "{at} {name:?}: restartPolicy {other} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"
+            return Err(FieldError::invalid(
+                this,
+                format!("restartPolicy {other} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"),
             ))
         }
     };
@@ -179,11 +180,148 @@ fn container(c: &Value, at: &str) -> Result<Container, String> {
     Ok(Container { name: name.to_string(), resources: out, restart_always, claims, claim_requests, request_keys })
 }
 
+/// A YAML text too deeply nested to hand to the YAML parser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nesting {
+    /// Brackets nested deeper than [`MAX_MANIFEST_DEPTH`]: how deep.
+    Deep(usize),
+    /// More flow collections than [`MAX_MANIFEST_FLOW`]: how many.
+    Flow(usize),
+}
+
+impl std::fmt::Display for Nesting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Nesting::Deep(max) => write!(
+                f,
+                "nested {max} levels deep; at most {MAX_MANIFEST_DEPTH} are allowed (a pod spec needs about 10)"
+            ),
+            Nesting::Flow(opens) => write!(
+                f,
+                "{opens} flow collections ([…] or {{…}}); at most {MAX_MANIFEST_FLOW} are allowed in YAML (write large manifests as JSON or in block style)"
+            ),
+        }
+    }
+}
+
+/// Why a manifest file is not read: one line, without the file's name (the
+/// caller shows it next to the error).
+#[derive(Debug)]
+pub enum ManifestError {
+    /// The file cannot be read (or is larger than [`MAX_MANIFEST_FILE`]).
+    Read(std::io::Error),
+    /// The text is larger than [`MAX_MANIFEST_FILE`].
+    TooLarge,
+    /// Not JSON (a text starting with `{`).
+    Json(serde_json::Error),
+    /// Not YAML.
+    Yaml(serde_norway::Error),
+    /// Nested too deeply to parse.
+    Nesting(Nesting),
+    /// A document of several (numbered from 1) is refused.
+    Document(usize, Box<ManifestError>),
+    /// Refused, with the unknown fields that may explain it (a misspelt required field).
+    Unknown(Box<ManifestError>, Vec<String>),
+    /// Several documents where one was expected: how many.
+    Documents(usize),
+    /// More than one Pod in a file.
+    ManyPods,
+    /// A DRA object or an object of another API group that is not right.
+    Object(ObjectError),
+    /// A kind other than Pod where a pod is expected.
+    Kind(String),
+    /// A pod without `metadata`.
+    NoMetadata,
+    /// A pod without `spec`.
+    NoSpec,
+    /// A pod of the API server without `metadata.uid`.
+    NoUid,
+    /// One of the pod's fields.
+    Field(FieldError),
+    /// An app container (this one) with `restartPolicy: Always`.
+    SidecarInApp(String),
+    /// A container name used twice.
+    DuplicateContainer(String),
+    /// A container uses a claim not in `spec.resourceClaims`.
+    UnknownClaim {
+        /// The container.
+        container: String,
+        /// The claim it names.
+        claim: String,
+    },
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ManifestError::Read(e) => write!(f, "cannot read: {e}"),
+            ManifestError::TooLarge => {
+                write!(f, "larger than {}", crate::core::limits::human_bytes(MAX_MANIFEST_FILE))
+            }
+            ManifestError::Json(e) => write!(f, "not valid JSON: {}", cap_words(&e.to_string())),
+            ManifestError::Yaml(e) => write!(f, "not valid YAML: {}", cap_words(&e.to_string())),
+            ManifestError::Nesting(n) => n.fmt(f),
+            ManifestError::Document(i, e) => write!(f, "document {i}: {e}"),
+            ManifestError::Unknown(e, warnings) => write!(f, "{e} ({})", warnings.join("; ")),
+            ManifestError::Documents(n) => write!(f, "holds {n} documents; one was expected"),
+            ManifestError::ManyPods => {
+                f.write_str("holds more than one Pod; a static pod manifest holds one (put each pod in its own file)")
+            }
+            ManifestError::Object(e) => e.fmt(f),
+            ManifestError::Kind(kind) => write!(f, "kind is {kind:?}; a static pod manifest holds one Pod"),
+            ManifestError::NoMetadata => f.write_str("no metadata"),
+            ManifestError::NoSpec => f.write_str("no spec"),
+            ManifestError::NoUid => f.write_str("metadata.uid is required of a pod from the API server"),
+            ManifestError::Field(e) => e.fmt(f),
+            ManifestError::SidecarInApp(c) => {
+                write!(f, "container {c:?}: restartPolicy Always is only allowed on init containers (sidecars)")
+            }
+            ManifestError::DuplicateContainer(c) => write!(f, "container name {c:?} is used twice"),
+            ManifestError::UnknownClaim { container, claim } => {
+                write!(f, "container {container:?} uses claim {claim:?}, which is not in spec.resourceClaims")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ManifestError::Read(e) => Some(e),
+            ManifestError::Json(e) => Some(e),
+            ManifestError::Yaml(e) => Some(e),
+            ManifestError::Nesting(_) => None,
+            ManifestError::Document(_, e) | ManifestError::Unknown(e, _) => Some(&**e),
+            ManifestError::Object(e) => Some(e),
+            ManifestError::Field(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FieldError> for ManifestError {
+    fn from(e: FieldError) -> Self {
+        ManifestError::Field(e)
+    }
+}
+
+impl std::error::Error for Nesting {}
+
+/// Two errors are the same when they say the same (the parsers' errors
+/// inside have no equality of their own).
+impl PartialEq for ManifestError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for ManifestError {}
+
 /// Why a YAML text is too deeply nested to hand to the YAML parser, whose
 /// cost grows with flow depth times tokens (a 100 KB `{name: [[[…` took 24 s).
 /// Checked in one pass before parsing: the bracket depth (ignoring quotes),
 /// and — a bound no quoting trick can get around — the number of `[` and `{`.
-pub fn yaml_nesting_problem(text: &str) -> Option<String> {
+pub fn yaml_nesting_problem(text: &str) -> Option<Nesting> {
     let (mut depth, mut max, mut opens) = (0usize, 0usize, 0usize);
     for b in text.bytes() {
         match b {
@@ -197,23 +335,18 @@ pub fn yaml_nesting_problem(text: &str) -> Option<String> {
         }
     }
     if max > MAX_MANIFEST_DEPTH {
-        return Some(format!(
-            "nested {max} levels deep; at most {MAX_MANIFEST_DEPTH} are allowed (a pod spec needs about 10)"
-        ));
+        return Some(Nesting::Deep(max));
     }
     if opens > MAX_MANIFEST_FLOW {
-        return Some(format!(
-            "{opens} flow collections ([…] or {{…}}); at most {MAX_MANIFEST_FLOW} are allowed in YAML (write large manifests as JSON or in block style)"
-        ));
+        return Some(Nesting::Flow(opens));
     }
     None
 }
 
 /// Read (at most [`MAX_MANIFEST_FILE`] bytes) and parse one manifest file.
 /// Blocking and CPU-bound: call it off the async workers (`spawn_blocking`).
-pub fn load(file: &Path) -> Result<Pod, String> {
-    let text =
-        crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
+pub fn load(file: &Path) -> Result<Pod, ManifestError> {
+    let text = crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(ManifestError::Read)?;
     parse(&text, file)
 }
 
@@ -228,11 +361,11 @@ pub enum Manifest {
 
 /// Read and parse a manifest file that may hold a pod or a DRA object
 /// (blocking, like [`load`]); a file of several documents is refused here.
-pub fn load_any(file: &Path) -> Result<Manifest, String> {
+pub fn load_any(file: &Path) -> Result<Manifest, ManifestError> {
     let (mut all, _) = load_any_checked(file)?;
     match all.len() {
         1 => Ok(all.remove(0)),
-        n => Err(format!("holds {n} documents; one was expected")),
+        n => Err(ManifestError::Documents(n)),
     }
 }
 
@@ -241,34 +374,34 @@ pub fn load_any(file: &Path) -> Result<Manifest, String> {
 /// DRA object, or an object of another API group — with each document's
 /// unknown fields as warnings in kubectl's words (see [`unknown_fields`]).
 /// A file of several documents names the document of each error and warning.
-pub fn load_any_checked(file: &Path) -> Result<(Vec<Manifest>, Vec<String>), String> {
-    let text =
-        crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(|e| format!("cannot read: {e}"))?;
+pub fn load_any_checked(file: &Path) -> Result<(Vec<Manifest>, Vec<String>), ManifestError> {
+    let text = crate::core::limits::read_file(file, MAX_MANIFEST_FILE, "manifest").map_err(ManifestError::Read)?;
     let docs = documents(&text)?;
     let many = docs.len() > 1;
     let (mut out, mut all_warnings) = (Vec::new(), Vec::new());
     for (i, v) in docs.iter().enumerate() {
         let at = |m: String| if many { format!("document {}: {m}", i + 1) } else { m };
+        let at_error = |e: ManifestError| if many { ManifestError::Document(i + 1, Box::new(e)) } else { e };
         let warnings = unknown_fields(v);
         // A pod's derived UID comes from its own text (the whole file's when it is alone, as before).
         let own = if many { v.to_string() } else { text.clone() };
         let parsed = if objects::dra_kind(v).is_some() {
-            objects::parse(v).map(Manifest::Dra)
+            objects::parse(v).map(Manifest::Dra).map_err(ManifestError::Object)
         } else if objects::is_api_object(v) {
-            objects::parse_api_object(v).map(Manifest::Dra)
+            objects::parse_api_object(v).map(Manifest::Dra).map_err(ManifestError::Object)
         } else {
             pod(v, &own, file).map(Manifest::Pod)
         };
         match parsed {
             Ok(m) => out.push(m),
             // A required field missing is often a misspelt one: say which.
-            Err(e) if !warnings.is_empty() => return Err(at(format!("{e} ({})", warnings.join("; ")))),
-            Err(e) => return Err(at(e)),
+            Err(e) if !warnings.is_empty() => return Err(at_error(ManifestError::Unknown(Box::new(e), warnings))),
+            Err(e) => return Err(at_error(e)),
         }
         all_warnings.extend(warnings.into_iter().map(at));
     }
     if out.iter().filter(|m| matches!(m, Manifest::Pod(_))).count() > 1 {
-        return Err("holds more than one Pod; a static pod manifest holds one (put each pod in its own file)".into());
+        return Err(ManifestError::ManyPods);
     }
     Ok((out, all_warnings))
 }
@@ -276,20 +409,20 @@ pub fn load_any_checked(file: &Path) -> Result<(Vec<Manifest>, Vec<String>), Str
 /// The documents of a manifest's text: a JSON file is one; a YAML file is
 /// each `---` separated document, empty ones skipped (an empty file is one
 /// empty document, refused by what reads it).
-fn documents(text: &str) -> Result<Vec<Value>, String> {
+fn documents(text: &str) -> Result<Vec<Value>, ManifestError> {
     use serde::Deserialize as _;
     if text.len() as u64 > MAX_MANIFEST_FILE || text.trim_start().starts_with('{') {
         return value(text).map(|v| vec![v]);
     }
     if let Some(p) = yaml_nesting_problem(text) {
-        return Err(p);
+        return Err(ManifestError::Nesting(p));
     }
     let mut out = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
         let v = Value::deserialize(doc).map_err(|e| {
-            let e = format!("not valid YAML: {}", cap_words(&e.to_string()));
+            let e = ManifestError::Yaml(e);
             if i > 0 {
-                format!("document {}: {e}", i + 1)
+                ManifestError::Document(i + 1, Box::new(e))
             } else {
                 e
             }
@@ -306,47 +439,47 @@ fn documents(text: &str) -> Result<Vec<Value>, String> {
 
 /// Parse one manifest file's text. `file` goes into the derived UID; errors
 /// do not repeat it (the caller shows them next to the file's name).
-pub fn parse(text: &str, file: &Path) -> Result<Pod, String> {
+pub fn parse(text: &str, file: &Path) -> Result<Pod, ManifestError> {
     let v = value(text)?;
     pod(&v, text, file)
 }
 
 /// A pod read from an API server (it has its UID): what the lifecycle needs of it.
-pub fn from_object(v: &Value) -> Result<Pod, String> {
+pub fn from_object(v: &Value) -> Result<Pod, ManifestError> {
     if v.get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str).is_none_or(str::is_empty) {
-        return Err("metadata.uid is required of a pod from the API server".into());
+        return Err(ManifestError::NoUid);
     }
     Ok(Pod { from_api: true, ..pod(v, "", Path::new(""))? })
 }
 
-fn value(text: &str) -> Result<Value, String> {
+fn value(text: &str) -> Result<Value, ManifestError> {
     if text.len() as u64 > MAX_MANIFEST_FILE {
-        return Err(format!("larger than {}", crate::core::limits::human_bytes(MAX_MANIFEST_FILE)));
+        return Err(ManifestError::TooLarge);
     }
     let v: Value = if text.trim_start().starts_with('{') {
         // serde_json is linear and stops at 128 levels by itself.
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {}", cap_words(&e.to_string())))?
+        serde_json::from_str(text).map_err(ManifestError::Json)?
     } else {
         if let Some(p) = yaml_nesting_problem(text) {
-            return Err(p);
+            return Err(ManifestError::Nesting(p));
         }
-        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {}", cap_words(&e.to_string())))?
+        serde_norway::from_str(text).map_err(ManifestError::Yaml)?
     };
     Ok(v)
 }
 
-fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
+fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, ManifestError> {
     if let Some(kind) = v.get("kind").and_then(Value::as_str) {
         if kind != "Pod" {
-            return Err(format!("kind is {kind:?}; a static pod manifest holds one Pod"));
+            return Err(ManifestError::Kind(kind.to_string()));
         }
     }
-    let meta = v.get("metadata").ok_or_else(|| "no metadata".to_string())?;
+    let meta = v.get("metadata").ok_or(ManifestError::NoMetadata)?;
     let name = meta
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| "metadata.name is required".to_string())?;
+        .ok_or_else(|| FieldError::required("metadata.name"))?;
     let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
     let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let uid = meta
@@ -355,38 +488,35 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .unwrap_or_else(|| derived_uid(&fname, text));
-    crate::core::validate::uid(&uid).map_err(|e| format!("metadata.uid: {e}"))?;
-    let spec = v.get("spec").ok_or_else(|| "no spec".to_string())?;
-    let list = |key: &str| -> Result<Vec<Container>, String> {
+    crate::core::validate::uid(&uid).map_err(|e| FieldError::new("metadata.uid", Problem::Uid(e)))?;
+    let spec = v.get("spec").ok_or(ManifestError::NoSpec)?;
+    let list = |key: &str| -> Result<Vec<Container>, FieldError> {
         match spec.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
             Some(Value::Array(a)) => {
                 a.iter().enumerate().map(|(i, c)| container(c, &format!("spec.{key}[{i}]"))).collect()
             }
-            Some(_) => Err(format!("spec.{key} must be a list")),
+            Some(_) => Err(FieldError::must(format!("spec.{key}"), "be a list")),
         }
     };
     let init_containers = list("initContainers")?;
     let containers = list("containers")?;
     if let Some(c) = containers.iter().find(|c| c.restart_always) {
-        return Err(format!(
-            "container {:?}: restartPolicy Always is only allowed on init containers (sidecars)",
-            c.name
-        ));
+        return Err(ManifestError::SidecarInApp(c.name.clone()));
     }
     if containers.is_empty() {
-        return Err("spec.containers must list at least one container".to_string());
+        return Err(FieldError::must("spec.containers", "list at least one container").into());
     }
     let mut names = std::collections::HashSet::new();
     for c in init_containers.iter().chain(&containers) {
         if !names.insert(c.name.as_str()) {
-            return Err(format!("container name {:?} is used twice", c.name));
+            return Err(ManifestError::DuplicateContainer(c.name.clone()));
         }
     }
     let resource_claims = resource_claims(spec)?;
     for c in init_containers.iter().chain(&containers) {
         if let Some(n) = c.claims.iter().find(|n| !resource_claims.iter().any(|r| &r.name == *n)) {
-            return Err(format!("container {:?} uses claim {n:?}, which is not in spec.resourceClaims", c.name));
+            return Err(ManifestError::UnknownClaim { container: c.name.clone(), claim: n.clone() });
         }
     }
     let pod_group = match &spec["schedulingGroup"] {
@@ -394,7 +524,7 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
         g => match &g["podGroupName"] {
             Value::Null => None,
             Value::String(n) if !n.is_empty() => Some(n.clone()),
-            _ => return Err("spec.schedulingGroup.podGroupName must be a non-empty string".to_string()),
+            _ => return Err(FieldError::must("spec.schedulingGroup.podGroupName", "be a non-empty string").into()),
         },
     };
     Ok(Pod {
@@ -409,27 +539,30 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, String> {
     })
 }
 
-fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, String> {
+fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, FieldError> {
     let mut out: Vec<PodClaim> = Vec::new();
     let list = match spec.get("resourceClaims") {
         None | Some(Value::Null) => return Ok(out),
         Some(Value::Array(a)) => a,
-        Some(_) => return Err("spec.resourceClaims must be a list".into()),
+        Some(_) => return Err(FieldError::must("spec.resourceClaims", "be a list")),
     };
     for (i, c) in list.iter().enumerate() {
         let at = format!("spec.resourceClaims[{i}]");
         let name = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-        let name = name.ok_or(format!("{at}.name is required"))?.to_string();
+        let name = name.ok_or_else(|| FieldError::required(format!("{at}.name")))?.to_string();
         let s = |k: &str| c.get(k).and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_string);
         let source = match (s("resourceClaimName"), s("resourceClaimTemplateName")) {
             (Some(n), None) => ClaimSource::Claim(n),
             (None, Some(t)) => ClaimSource::Template(t),
             _ => {
-                return Err(format!("{at}: exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
+                return Err(FieldError::invalid(
+                    at,
+                    "exactly one of resourceClaimName and resourceClaimTemplateName must be set",
+                ))
             }
         };
         if out.iter().any(|o| o.name == name) {
-            return Err(format!("{at}: claim name {name:?} is used twice"));
+            return Err(FieldError::invalid(at, format!("claim name {name:?} is used twice")));
         }
         out.push(PodClaim { name, source });
     }
@@ -451,7 +584,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("all.yaml");
         std::fs::write(&f, "---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\nspec: {}\n---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: g, namespace: ml}\nspec: {devices: {requests: [{name: r, exactly: {deviceClasName: c}}]}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n").unwrap();
-        let e = load_any_checked(&f).unwrap_err();
+        let e = load_any_checked(&f).unwrap_err().to_string();
         assert_eq!(e, "document 2: spec.devices.requests[0]: deviceClassName is required (unknown field \"spec.devices.requests[0].exactly.deviceClasName\"; did you mean \"deviceClassName\"?)");
         std::fs::write(
             &f,
@@ -466,9 +599,9 @@ mod tests {
         assert!(matches!(&all[2], Manifest::Pod(p) if p.name == "p"));
         assert_eq!(warnings, ["document 1: unknown field \"extra\""]);
         std::fs::write(&f, "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c}]}\n---\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: c}]}\n").unwrap();
-        assert!(load_any_checked(&f).unwrap_err().contains("more than one Pod"));
+        assert!(load_any_checked(&f).unwrap_err().to_string().contains("more than one Pod"));
         std::fs::write(&f, "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c}]}\n---\n: : bad\n").unwrap();
-        assert!(load_any_checked(&f).unwrap_err().starts_with("document 2: not valid YAML"));
+        assert!(load_any_checked(&f).unwrap_err().to_string().starts_with("document 2: not valid YAML"));
     }
 
     #[test]
@@ -495,9 +628,12 @@ mod tests {
         let p = parse(j, Path::new("s.json")).unwrap();
         assert_eq!(p.init_containers.iter().map(|c| c.restart_always).collect::<Vec<_>>(), vec![true, false]);
         let bad = r#"{"metadata":{"name":"s"},"spec":{"initContainers":[{"name":"side","restartPolicy":"OnFailure"}],"containers":[{"name":"c"}]}}"#;
-        assert!(parse(bad, Path::new("s.json")).unwrap_err().contains("only container restartPolicy is \"Always\""));
+        assert!(parse(bad, Path::new("s.json"))
+            .unwrap_err()
+            .to_string()
+            .contains("only container restartPolicy is \"Always\""));
         let app = r#"{"metadata":{"name":"s"},"spec":{"containers":[{"name":"c","restartPolicy":"Always"}]}}"#;
-        assert!(parse(app, Path::new("s.json")).unwrap_err().contains("only allowed on init containers"));
+        assert!(parse(app, Path::new("s.json")).unwrap_err().to_string().contains("only allowed on init containers"));
     }
 
     #[test]
@@ -507,7 +643,7 @@ mod tests {
         let none = "metadata: {name: p}\nspec:\n  containers: [{name: c}]\n";
         assert_eq!(parse(none, Path::new("p.yaml")).unwrap().pod_group, None);
         let bad = "metadata: {name: p}\nspec:\n  schedulingGroup: {podGroupName: 3}\n  containers: [{name: c}]\n";
-        assert!(parse(bad, Path::new("p.yaml")).unwrap_err().contains("spec.schedulingGroup.podGroupName"));
+        assert!(parse(bad, Path::new("p.yaml")).unwrap_err().to_string().contains("spec.schedulingGroup.podGroupName"));
     }
 
     #[test]
@@ -529,7 +665,7 @@ mod tests {
             ("metadata: {name: p}\nspec:\n  resourceClaims: [{name: a, resourceClaimName: x}, {name: a, resourceClaimName: y}]\n  containers: [{name: c}]\n", "used twice"),
             ("metadata: {name: p}\nspec:\n  containers: [{name: c, resources: {claims: [{name: z}]}}]\n", "not in spec.resourceClaims"),
         ] {
-            let e = parse(text, Path::new("p.yaml")).unwrap_err();
+            let e = parse(text, Path::new("p.yaml")).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
     }
@@ -550,7 +686,7 @@ mod tests {
             (": : :".to_string(), "not valid YAML"),
             ("{".to_string(), "not valid JSON"),
         ] {
-            let e = parse(&text, Path::new("bad.yaml")).unwrap_err();
+            let e = parse(&text, Path::new("bad.yaml")).unwrap_err().to_string();
             assert!(e.contains(want) && !e.contains("bad.yaml"), "{text}: {e}");
         }
     }
@@ -559,18 +695,18 @@ mod tests {
     fn deep_or_huge_manifests_are_refused_before_parsing() {
         // The fuzzing run's stall: 100 KB of '[' inside a mapping (24 s before).
         let deep = format!("metadata: {{name: {}}}\n", "[".repeat(100_000));
-        let e = parse(&deep, Path::new("n.yaml")).unwrap_err();
+        let e = parse(&deep, Path::new("n.yaml")).unwrap_err().to_string();
         assert!(e.contains("nested 100001 levels deep; at most 64"), "{e}");
         // Quotes cannot hide depth: closers inside quoted scalars do not count for the parser,
         // but every opener counts for the bound.
         let tricky = format!("a: x 'y\nb: {}\n", "[ 'x]', ".repeat(5_000));
-        let e = parse(&tricky, Path::new("t.yaml")).unwrap_err();
+        let e = parse(&tricky, Path::new("t.yaml")).unwrap_err().to_string();
         assert!(e.contains("5000 flow collections"), "{e}");
         let big = format!("metadata: {{name: x}}\n#{}\n", "a".repeat(MAX_MANIFEST_FILE as usize));
-        assert!(parse(&big, Path::new("b.yaml")).unwrap_err().contains("larger than 512 KiB"));
+        assert!(parse(&big, Path::new("b.yaml")).unwrap_err().to_string().contains("larger than 512 KiB"));
         // JSON goes to serde_json, which is linear and refuses > 128 levels itself.
         let json = format!("{{\"metadata\": {}", "[".repeat(100_000));
-        assert!(parse(&json, Path::new("j.json")).unwrap_err().contains("not valid JSON"));
+        assert!(parse(&json, Path::new("j.json")).unwrap_err().to_string().contains("not valid JSON"));
         // A realistic manifest with flow collections still parses.
         let ok = "metadata: {name: p}\nspec:\n  containers:\n  - name: c\n    command: [\"sh\", \"-c\", \"[ -f x ] && echo '[['\"]\n    resources: {limits: {v.e/a: 1}}\n";
         assert_eq!(parse(ok, Path::new("ok.yaml")).unwrap().containers[0].resources["v.e/a"], 1);

@@ -293,7 +293,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             });
             let all = match r {
                 Err(e) => {
-                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Invalid(e));
+                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Manifest(e.into()));
                     continue;
                 }
                 Ok(all) => all,
@@ -524,7 +524,8 @@ pub struct Node {
     restart: mpsc::Sender<RestartRequest>,
     /// The engine's tasks: stopping them ends the running generation.
     tasks: Tasks,
-    ended: watch::Receiver<Option<std::result::Result<(), String>>>,
+    /// How the engine ended (shared: every watcher sees the one error).
+    ended: watch::Receiver<Option<std::result::Result<(), Arc<Error>>>>,
     kubelet_socket: PathBuf,
 }
 
@@ -547,7 +548,7 @@ impl Node {
         let (b, st) = (bus.clone(), tasks.token().clone());
         drop(tasks.spawn_joined(async move {
             let r = run(spec, b, st, current_tx, restart_rx, first_tx).await;
-            let _ = ended_tx.send(Some(r.map_err(|e| e.to_string())));
+            let _ = ended_tx.send(Some(r.map_err(Arc::new)));
         }));
         let node = Node { bus, current, restart: restart_tx, tasks, ended, kubelet_socket };
         match first_rx.await {
@@ -560,7 +561,7 @@ impl Node {
                 let mut ended = node.ended.clone();
                 let why = ended.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()).and_then(|r| r.err());
                 node.stop().await;
-                Err(Error::failed(why.unwrap_or_else(|| "the kubelet engine stopped at start".into())))
+                Err(why.map_or_else(|| Error::failed("the kubelet engine stopped at start"), Error::failed_from))
             }
         }
     }
@@ -633,7 +634,7 @@ impl Node {
     pub async fn finished(&self) -> Result<()> {
         let mut e = self.ended.clone();
         match e.wait_for(Option::is_some).await.ok().and_then(|r| r.clone()) {
-            Some(Err(why)) => Err(Error::failed(why)),
+            Some(Err(why)) => Err(Error::failed_from(why)),
             _ => Ok(()),
         }
     }

@@ -31,8 +31,7 @@ impl KubeletVersion {
     }
 
     /// `1.31`, `v1.31` or `1.31.4` (the patch is ignored). Errors name the supported range.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let range = format!("supported: 1.{OLDEST} to 1.{NEWEST}, e.g. --kubelet-version 1.{NEWEST}");
+    pub fn parse(s: &str) -> Result<Self, ProfileError> {
         let t = s.trim();
         let t = t.strip_prefix('v').unwrap_or(t);
         let mut parts = t.split('.');
@@ -43,19 +42,19 @@ impl KubeletVersion {
         let ok_shape = parts.next().is_none() && patch.is_none_or(|p| num(Some(p)).is_some());
         match (num(major), num(minor)) {
             (Some("1"), Some(m)) if ok_shape => {
-                let m: u32 = m.parse().map_err(|_| format!("kubelet version {s:?} is not supported ({range})"))?;
+                let m: u32 = m.parse().map_err(|_| ProfileError::Unsupported(s.to_string()))?;
                 if (OLDEST..=NEWEST).contains(&m) {
                     Ok(KubeletVersion(m))
                 } else {
-                    Err(format!("kubelet version {s:?} is not supported ({range})"))
+                    Err(ProfileError::Unsupported(s.to_string()))
                 }
             }
-            _ => Err(format!("kubelet version {s:?} is not a version like 1.{NEWEST} ({range})")),
+            _ => Err(ProfileError::NotVersion(s.to_string())),
         }
     }
 
     /// A comma-separated list (`1.31,1.37`), in the order given, without repeats.
-    pub fn parse_list(s: &str) -> Result<Vec<Self>, String> {
+    pub fn parse_list(s: &str) -> Result<Vec<Self>, ProfileError> {
         let mut out: Vec<KubeletVersion> = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let v = Self::parse(part)?;
@@ -64,7 +63,7 @@ impl KubeletVersion {
             }
         }
         if out.is_empty() {
-            return Err(format!("no kubelet version given; pass e.g. --kubelet-version 1.{OLDEST},1.{NEWEST}"));
+            return Err(ProfileError::NoVersion);
         }
         Ok(out)
     }
@@ -76,7 +75,7 @@ pub struct VersionList(pub Vec<KubeletVersion>);
 
 impl VersionList {
     /// Parse `1.31,1.37` (see [`KubeletVersion::parse_list`]).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, ProfileError> {
         KubeletVersion::parse_list(s).map(VersionList)
     }
 }
@@ -94,8 +93,8 @@ impl fmt::Display for KubeletVersion {
 }
 
 impl std::str::FromStr for KubeletVersion {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ProfileError;
+    fn from_str(s: &str) -> Result<Self, ProfileError> {
         Self::parse(s)
     }
 }
@@ -194,22 +193,18 @@ impl DraServices {
     /// `supported`, or why (after "invalid supported gRPC versions of DRA
     /// driver plugin X at endpoint Y: ") it refuses the plugin
     /// (registration.go / dra_plugin_manager.go validateSupportedServices).
-    pub fn choose(self, supported: &[String]) -> Result<&'static str, String> {
+    pub fn choose(self, supported: &[String]) -> Result<&'static str, ProfileError> {
         let listed = |s: &str| supported.iter().any(|x| x == s);
         match self {
-            DraServices::Absent => Err(format!("no handler registered for plugin type: {}", dra::PLUGIN_TYPE)),
+            DraServices::Absent => Err(ProfileError::NoDraHandler),
             DraServices::V1alpha4 => Ok(dra::DRA_V1ALPHA4),
-            _ if supported.is_empty() => Err("empty list of supported gRPC services (aka supported versions)".into()),
+            _ if supported.is_empty() => Err(ProfileError::NoServices),
             DraServices::V1beta1ThenAlpha => {
                 Ok(if listed(dra::DRA_V1BETA1) { dra::DRA_V1BETA1 } else { dra::DRA_V1ALPHA4 })
             }
-            DraServices::PluginOrder => dra::chosen_service(supported).ok_or_else(|| {
-                format!(
-                    "none of services supported by the plugin ({}) are supported by the kubelet ({})",
-                    go_quoted(supported),
-                    go_quoted(dra::KUBELET_DRA_SERVICES)
-                )
-            }),
+            DraServices::PluginOrder => {
+                dra::chosen_service(supported).ok_or_else(|| ProfileError::NoCommonService(supported.to_vec()))
+            }
         }
     }
 
@@ -234,6 +229,101 @@ impl DraHealth {
         }
     }
 }
+
+/// Why a version, a gate or a plugin's services are refused; where the
+/// kubelet refuses them too, in its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileError {
+    /// A version (this text) outside the supported range.
+    Unsupported(String),
+    /// A text that is no version.
+    NotVersion(String),
+    /// An empty version list.
+    NoVersion,
+    /// This kubelet has no DRA plugin handler.
+    NoDraHandler,
+    /// A DRA plugin listing no services.
+    NoServices,
+    /// None of the plugin's services (these) is one this kubelet speaks.
+    NoCommonService(Vec<String>),
+    /// A `--feature-gates` entry (this one) that is not NAME=BOOL.
+    GateForm(String),
+    /// A value that is not a Go bool.
+    NotBool {
+        /// The gate or group version.
+        name: String,
+        /// The value.
+        value: String,
+    },
+    /// A gate this mock kubelet does not set.
+    UnknownGate(String),
+    /// A gate this version does not have.
+    AbsentGate {
+        /// The gate.
+        name: String,
+        /// The version.
+        version: KubeletVersion,
+    },
+    /// A locked gate (this one) set to false.
+    LockedGate(String),
+    /// A gate on whose dependencies (these) are off.
+    Dependency {
+        /// The gate.
+        name: &'static str,
+        /// The gates it needs that are off.
+        off: Vec<String>,
+    },
+    /// A `--runtime-config` key the local API server does not serve off its default.
+    RuntimeConfigKey(String),
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let range = || format!("supported: 1.{OLDEST} to 1.{NEWEST}, e.g. --kubelet-version 1.{NEWEST}");
+        match self {
+            ProfileError::Unsupported(s) => write!(f, "kubelet version {s:?} is not supported ({})", range()),
+            ProfileError::NotVersion(s) => {
+                write!(f, "kubelet version {s:?} is not a version like 1.{NEWEST} ({})", range())
+            }
+            ProfileError::NoVersion => {
+                write!(f, "no kubelet version given; pass e.g. --kubelet-version 1.{OLDEST},1.{NEWEST}")
+            }
+            ProfileError::NoDraHandler => write!(f, "no handler registered for plugin type: {}", dra::PLUGIN_TYPE),
+            ProfileError::NoServices => f.write_str("empty list of supported gRPC services (aka supported versions)"),
+            ProfileError::NoCommonService(supported) => write!(
+                f,
+                "none of services supported by the plugin ({}) are supported by the kubelet ({})",
+                go_quoted(supported),
+                go_quoted(dra::KUBELET_DRA_SERVICES)
+            ),
+            ProfileError::GateForm(part) => {
+                write!(f, "--feature-gates {part:?}: want NAME=true|false, e.g. DRAExtendedResource=true")
+            }
+            ProfileError::NotBool { name, value } => write!(
+                f,
+                "invalid value of {name}: {value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax"
+            ),
+            ProfileError::UnknownGate(n) => {
+                write!(f, "unrecognized feature gate: {n} (this mock kubelet sets: {})", GATES.join(", "))
+            }
+            ProfileError::AbsentGate { name, version } => {
+                write!(f, "unrecognized feature gate: {name} (kubelet {version} has no such gate)")
+            }
+            ProfileError::LockedGate(name) => {
+                write!(f, "cannot set feature gate {name} to false, feature is locked to true")
+            }
+            ProfileError::Dependency { name, off } => {
+                write!(f, "{name} is enabled, but depends on features that are disabled: [{}]", off.join(" "))
+            }
+            ProfileError::RuntimeConfigKey(k) => write!(
+                f,
+                "{k}: this mock kubelet's API server sets resource.k8s.io/v1beta2 and resource.k8s.io/v1beta1 (resource.k8s.io/v1 is always served)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProfileError {}
 
 /// Go's `%q` of a `[]string`: `["a" "b"]`.
 fn go_quoted<S: AsRef<str>>(l: &[S]) -> String {
@@ -674,19 +764,13 @@ impl Profile {
 
     /// Apply `--feature-gates NAME=BOOL,…` (the kubelet's refusals: an
     /// unknown gate, and a locked gate set against its value).
-    pub fn with_gates(mut self, spec: &str) -> Result<Self, String> {
+    pub fn with_gates(mut self, spec: &str) -> Result<Self, ProfileError> {
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = part.split_once('=').ok_or_else(|| {
-                format!("--feature-gates {part:?}: want NAME=true|false, e.g. DRAExtendedResource=true")
-            })?;
+            let (name, value) = part.split_once('=').ok_or_else(|| ProfileError::GateForm(part.to_string()))?;
             let on = match value.trim() {
                 "true" => true,
                 "false" => false,
-                v => {
-                    return Err(format!(
-                        "invalid value of {name}: {v}, err: strconv.ParseBool: parsing {v:?}: invalid syntax"
-                    ))
-                }
+                v => return Err(ProfileError::NotBool { name: name.to_string(), value: v.to_string() }),
             };
             let gate = match name.trim() {
                 "DRAExtendedResource" => &mut self.dra_extended_resource,
@@ -707,23 +791,13 @@ impl Profile {
                 "DRAResourcePoolStatus" => &mut self.dra_resource_pool_status,
                 "DRAPrioritizedList" => &mut self.dra_prioritized_list,
                 "DRAAdminAccess" => &mut self.dra_admin_access,
-                n => {
-                    return Err(format!(
-                        "unrecognized feature gate: {n} (this mock kubelet sets: {})",
-                        GATES.join(", ")
-                    ))
-                }
+                n => return Err(ProfileError::UnknownGate(n.to_string())),
             };
             *gate = match (*gate, on) {
                 (Gate::Absent, _) => {
-                    return Err(format!(
-                        "unrecognized feature gate: {name} (kubelet {} has no such gate)",
-                        self.version
-                    ))
+                    return Err(ProfileError::AbsentGate { name: name.to_string(), version: self.version })
                 }
-                (Gate::Locked, false) => {
-                    return Err(format!("cannot set feature gate {name} to false, feature is locked to true"))
-                }
+                (Gate::Locked, false) => return Err(ProfileError::LockedGate(name.to_string())),
                 (Gate::Locked, true) => Gate::Locked,
                 (_, true) => Gate::On,
                 (_, false) => Gate::Off,
@@ -757,10 +831,7 @@ impl Profile {
         for (name, gate, needs) in deps {
             let off: Vec<&str> = needs.iter().filter(|(_, g)| !g.enabled()).map(|(n, _)| *n).collect();
             if gate.enabled() && !off.is_empty() {
-                return Err(format!(
-                    "{name} is enabled, but depends on features that are disabled: [{}]",
-                    off.join(" ")
-                ));
+                return Err(ProfileError::Dependency { name, off: off.iter().map(|n| n.to_string()).collect() });
             }
         }
         Ok(self)
@@ -770,28 +841,20 @@ impl Profile {
     /// it (a key alone is true; `api/beta` and `api/all` name every beta),
     /// for the group versions the local API server can serve off its
     /// default: resource.k8s.io/v1beta2 and v1beta1 (v1 is always served).
-    pub fn with_runtime_config(mut self, spec: &str) -> Result<Self, String> {
+    pub fn with_runtime_config(mut self, spec: &str) -> Result<Self, ProfileError> {
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').unwrap_or((part, "true"));
             let on = match value.trim() {
                 "" | "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
                 "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-                v => {
-                    return Err(format!(
-                        "invalid value of {key}: {v}, err: strconv.ParseBool: parsing {v:?}: invalid syntax"
-                    ))
-                }
+                v => return Err(ProfileError::NotBool { name: key.to_string(), value: v.to_string() }),
             };
             match key.trim() {
                 "resource.k8s.io/v1beta2" => self.api_resource_v1beta2 = on,
                 "resource.k8s.io/v1beta1" => self.api_resource_v1beta1 = on,
                 "api/beta" | "api/all" => (self.api_resource_v1beta2, self.api_resource_v1beta1) = (on, on),
                 "resource.k8s.io/v1" if on => {}
-                k => {
-                    return Err(format!(
-                        "{k}: this mock kubelet's API server sets resource.k8s.io/v1beta2 and resource.k8s.io/v1beta1 (resource.k8s.io/v1 is always served)"
-                    ))
-                }
+                k => return Err(ProfileError::RuntimeConfigKey(k.to_string())),
             }
         }
         Ok(self)
@@ -838,14 +901,14 @@ mod tests {
             assert_eq!(KubeletVersion::parse(s).map(KubeletVersion::minor), Ok(m), "{s}");
         }
         for s in ["1.24", "1.38", "2.31", "131", "1.x", "", "1.31.4.1", "1.31.", "v", "1.99999999999", "1.-1"] {
-            let e = KubeletVersion::parse(s).unwrap_err();
+            let e = KubeletVersion::parse(s).unwrap_err().to_string();
             assert!(e.contains("supported: 1.25 to 1.37"), "{s}: {e}");
         }
         assert_eq!(
             KubeletVersion::parse_list("1.31, 1.37,1.31").unwrap(),
             vec![KubeletVersion(31), KubeletVersion(37)]
         );
-        assert!(KubeletVersion::parse_list(" , ").unwrap_err().contains("no kubelet version"));
+        assert!(KubeletVersion::parse_list(" , ").unwrap_err().to_string().contains("no kubelet version"));
         assert_eq!(Profile::default().version.to_string(), "1.37");
     }
 
@@ -896,17 +959,20 @@ mod tests {
         let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let choose = |m, v: &[&str]| Profile::of(KubeletVersion(m)).dra_services.choose(&l(v));
         let (v1, v1b, a4) = (dra::DRA_V1, dra::DRA_V1BETA1, dra::DRA_V1ALPHA4);
-        assert!(choose(30, &[v1]).unwrap_err().contains("no handler registered for plugin type: DRAPlugin"));
+        assert!(choose(30, &[v1])
+            .unwrap_err()
+            .to_string()
+            .contains("no handler registered for plugin type: DRAPlugin"));
         assert_eq!(choose(31, &[v1, v1b]), Ok(a4), "1.31 calls v1alpha4 whatever is listed");
         assert_eq!(choose(31, &[]), Ok(a4));
         assert_eq!(choose(32, &[v1, v1b]), Ok(v1b), "the kubelet's order, not the plugin's");
         assert_eq!(choose(33, &[v1]), Ok(a4), "falls back to v1alpha4");
         assert_eq!(choose(32, &["1.0.0"]), Ok(a4));
-        assert!(choose(32, &[]).unwrap_err().contains("empty list of supported gRPC services"));
+        assert!(choose(32, &[]).unwrap_err().to_string().contains("empty list of supported gRPC services"));
         assert_eq!(choose(34, &[v1, v1b]), Ok(v1));
         assert_eq!(choose(34, &[v1b, v1]), Ok(v1b), "the plugin's order");
-        assert_eq!(choose(37, &[a4]).unwrap_err(), "none of services supported by the plugin ([\"v1alpha3.NodeService\"]) are supported by the kubelet ([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])");
-        assert!(choose(34, &[]).unwrap_err().contains("empty list"));
+        assert_eq!(choose(37, &[a4]).unwrap_err().to_string(), "none of services supported by the plugin ([\"v1alpha3.NodeService\"]) are supported by the kubelet ([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])");
+        assert!(choose(34, &[]).unwrap_err().to_string().contains("empty list"));
         let newest = |m| Profile::of(KubeletVersion(m)).dra_services.newest();
         assert_eq!((newest(30), newest(31), newest(33), newest(34)), (None, Some(a4), Some(v1b), Some(v1)));
         let health = |m, v: &[&str]| Profile::of(KubeletVersion(m)).dra_health.choose(&l(v));
@@ -929,7 +995,7 @@ mod tests {
         let gate = |m, s: &str| p(m).with_gates(s).map(|p| (p.pods_api.enabled(), p.dra_health_message.enabled()));
         assert_eq!(gate(36, "PodsAPI=true"), Ok((true, true)));
         assert_eq!(gate(37, "PodsAPI=false,ResourceHealthStatusMessage=false"), Ok((false, false)));
-        assert!(gate(35, "PodsAPI=true").unwrap_err().contains("kubelet 1.35 has no such gate"));
+        assert!(gate(35, "PodsAPI=true").unwrap_err().to_string().contains("kubelet 1.35 has no such gate"));
     }
 
     #[test]
@@ -940,10 +1006,10 @@ mod tests {
         assert_eq!(on(35, "DRAExtendedResource=false"), Ok(false));
         assert_eq!(on(36, "DRAExtendedResource=false"), Ok(false));
         assert_eq!(on(37, "DRAExtendedResource=true"), Ok(true));
-        assert!(on(37, "DRAExtendedResource=false").unwrap_err().contains("locked to true"));
-        assert!(on(33, "DRAExtendedResource=true").unwrap_err().contains("kubelet 1.33 has no such gate"));
-        assert!(on(36, "Nope=true").unwrap_err().contains("unrecognized feature gate: Nope"));
-        assert!(on(36, "DRAExtendedResource=yes").unwrap_err().contains("invalid value"));
+        assert!(on(37, "DRAExtendedResource=false").unwrap_err().to_string().contains("locked to true"));
+        assert!(on(33, "DRAExtendedResource=true").unwrap_err().to_string().contains("kubelet 1.33 has no such gate"));
+        assert!(on(36, "Nope=true").unwrap_err().to_string().contains("unrecognized feature gate: Nope"));
+        assert!(on(36, "DRAExtendedResource=yes").unwrap_err().to_string().contains("invalid value"));
     }
 
     /// The control plane's gates (`mock-kubelet --api-server`) are the
@@ -983,15 +1049,15 @@ mod tests {
         let off = gates(37, "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false").unwrap();
         assert!(!off.device_taints && !off.partitionable_devices && off.prioritized_list);
         assert_eq!(
-            gates(37, "DRADeviceTaints=false").unwrap_err(),
+            gates(37, "DRADeviceTaints=false").unwrap_err().to_string(),
             "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]"
         );
         assert_eq!(
-            gates(37, "DRADeviceCompatibilityGroups=true,DRAPartitionableDevices=false").unwrap_err(),
+            gates(37, "DRADeviceCompatibilityGroups=true,DRAPartitionableDevices=false").unwrap_err().to_string(),
             "DRADeviceCompatibilityGroups is enabled, but depends on features that are disabled: [DRAPartitionableDevices]"
         );
         assert_eq!(
-            gates(37, "DRAPartitionableDevicesType=true,DRAPartitionableDevices=false").unwrap_err(),
+            gates(37, "DRAPartitionableDevicesType=true,DRAPartitionableDevices=false").unwrap_err().to_string(),
             "DRAPartitionableDevicesType is enabled, but depends on features that are disabled: [DRAPartitionableDevices DRAResourcePoolStatus]"
         );
         assert!(
@@ -999,12 +1065,12 @@ mod tests {
                 .unwrap()
                 .partitionable_devices_type
         );
-        assert!(gates(37, "DRAPrioritizedList=false").unwrap_err().contains("locked to true"));
+        assert!(gates(37, "DRAPrioritizedList=false").unwrap_err().to_string().contains("locked to true"));
         assert!(!gates(35, "DRAPrioritizedList=false,DRAAdminAccess=false")
             .map(|g| g.prioritized_list || g.admin_access)
             .unwrap());
-        assert!(gates(36, "DRAAdminAccess=false").unwrap_err().contains("locked to true"));
-        assert!(gates(32, "DRADeviceTaints=true").unwrap_err().contains("kubelet 1.32 has no such gate"));
+        assert!(gates(36, "DRAAdminAccess=false").unwrap_err().to_string().contains("locked to true"));
+        assert!(gates(32, "DRADeviceTaints=true").unwrap_err().to_string().contains("kubelet 1.32 has no such gate"));
     }
 
     /// pkg/controlplane/instance.go of v1.34.4–v1.37.2: resource.k8s.io
@@ -1019,9 +1085,12 @@ mod tests {
         assert_eq!(rc("resource.k8s.io/v1beta2,resource.k8s.io/v1=true"), Ok((true, false)));
         assert_eq!(rc("api/beta=true"), Ok((true, true)));
         assert_eq!(p(33).with_runtime_config("resource.k8s.io/v1beta2=false").map(betas), Ok((false, true)));
-        assert!(rc("resource.k8s.io/v1beta1=yes").unwrap_err().contains("invalid value of resource.k8s.io/v1beta1"));
-        assert!(rc("resource.k8s.io/v1=false").unwrap_err().contains("always served"));
-        assert!(rc("apps/v1beta1=true").unwrap_err().starts_with("apps/v1beta1: "));
+        assert!(rc("resource.k8s.io/v1beta1=yes")
+            .unwrap_err()
+            .to_string()
+            .contains("invalid value of resource.k8s.io/v1beta1"));
+        assert!(rc("resource.k8s.io/v1=false").unwrap_err().to_string().contains("always served"));
+        assert!(rc("apps/v1beta1=true").unwrap_err().to_string().starts_with("apps/v1beta1: "));
     }
 
     /// kube_features.go v1.37.2: DRAWorkloadResourceClaims alpha 1.36, beta
@@ -1035,12 +1104,17 @@ mod tests {
         assert_eq!(on(36, "GenericWorkload=true,DRAWorkloadResourceClaims=true"), Ok(true));
         assert_eq!(on(37, "DRAWorkloadResourceClaims=true,GenericWorkload=true"), Ok(true));
         assert_eq!(on(37, "DRAWorkloadResourceClaims=false"), Ok(false));
+        let e = on(37, "DRAWorkloadResourceClaims=true").unwrap_err();
         assert_eq!(
-            on(37, "DRAWorkloadResourceClaims=true"),
-            Err("DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
-                .into())
+            e.to_string(),
+            "DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]"
         );
-        assert!(on(35, "DRAWorkloadResourceClaims=true").unwrap_err().contains("kubelet 1.35 has no such gate"));
+        let off = vec!["GenericWorkload".to_string()];
+        assert_eq!(e, ProfileError::Dependency { name: "DRAWorkloadResourceClaims", off }, "typed (#50)");
+        assert!(on(35, "DRAWorkloadResourceClaims=true")
+            .unwrap_err()
+            .to_string()
+            .contains("kubelet 1.35 has no such gate"));
     }
 
     /// kube_features.go v1.37.2: DRAConsumableCapacity alpha 1.34, beta (on) 1.36.
@@ -1058,7 +1132,10 @@ mod tests {
         // DRAFractionalCapacityRange, which depends on it, is on in 1.37 only with
         // --min-compatibility-version 1.37 (the default is one minor before).
         assert_eq!(on(37, "DRAConsumableCapacity=false"), Ok(false));
-        assert!(on(33, "DRAConsumableCapacity=true").unwrap_err().contains("kubelet 1.33 has no such gate"));
+        assert!(on(33, "DRAConsumableCapacity=true")
+            .unwrap_err()
+            .to_string()
+            .contains("kubelet 1.33 has no such gate"));
         assert!(p(35).explain().contains("before 1.36: 1.25-1.33: no such gate; 1.34-1.35: off by default"));
     }
 

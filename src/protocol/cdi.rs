@@ -70,30 +70,70 @@ struct SpecDevice {
     name: String,
 }
 
+/// Why the runtime would refuse a CDI spec file.
+#[derive(Debug)]
+pub enum SpecError {
+    /// Not YAML.
+    Yaml(serde_norway::Error),
+    /// Not JSON.
+    Json(serde_json::Error),
+    /// No `cdiVersion`.
+    NoVersion,
+    /// A kind (this one) that is not `vendor/class`.
+    Kind(String),
+    /// No devices.
+    NoDevices,
+    /// A device (this index) without a name.
+    NoName(usize),
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecError::Yaml(e) => write!(f, "not valid YAML: {e}"),
+            SpecError::Json(e) => write!(f, "not valid JSON: {e}"),
+            SpecError::NoVersion => f.write_str("no cdiVersion"),
+            SpecError::Kind(k) => write!(f, "kind {k:?} is not vendor.example/class"),
+            SpecError::NoDevices => f.write_str("no devices"),
+            SpecError::NoName(i) => write!(f, "devices[{i}] has no name"),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpecError::Yaml(e) => Some(e),
+            SpecError::Json(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Parse one spec file's text (YAML when `yaml`, else JSON): the qualified
 /// device names it defines, or why the runtime would refuse it (no
 /// cdiVersion, a kind that is not `vendor/class`, no devices, a device
 /// without a name).
-pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, String> {
+pub fn parse_spec(text: &str, yaml: bool) -> Result<Vec<String>, SpecError> {
     let spec: Spec = if yaml {
-        serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+        serde_norway::from_str(text).map_err(SpecError::Yaml)?
     } else {
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+        serde_json::from_str(text).map_err(SpecError::Json)?
     };
     if spec.cdi_version.trim().is_empty() {
-        return Err("no cdiVersion".into());
+        return Err(SpecError::NoVersion);
     }
     if !kind_ok(&spec.kind) {
-        return Err(format!("kind {:?} is not vendor.example/class", spec.kind));
+        return Err(SpecError::Kind(spec.kind));
     }
     let devices = spec.devices.unwrap_or_default();
     if devices.is_empty() {
-        return Err("no devices".into());
+        return Err(SpecError::NoDevices);
     }
     let mut out = Vec::new();
     for (i, d) in devices.iter().enumerate() {
         if d.name.is_empty() {
-            return Err(format!("devices[{i}] has no name"));
+            return Err(SpecError::NoName(i));
         }
         out.push(format!("{}={}", spec.kind, d.name));
     }
@@ -283,13 +323,20 @@ mod tests {
         assert_eq!(parse_spec(j, false).unwrap(), ["vendor.example/foo=foo-0", "vendor.example/foo=all"]);
         let y = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits: {}\n";
         assert_eq!(parse_spec(y, true).unwrap(), ["nvidia.com/gpu=0"]);
-        assert!(parse_spec("{", false).unwrap_err().contains("not valid JSON"));
-        assert!(parse_spec("kind: a/b\ndevices: [{name: x}]", true).unwrap_err().contains("cdiVersion"));
+        assert!(parse_spec("{", false).unwrap_err().to_string().contains("not valid JSON"));
+        assert!(parse_spec("kind: a/b\ndevices: [{name: x}]", true).unwrap_err().to_string().contains("cdiVersion"));
         assert!(parse_spec("cdiVersion: 0.6.0\nkind: nokind\ndevices: [{name: x}]", true)
             .unwrap_err()
+            .to_string()
             .contains("kind"));
-        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: []", true).unwrap_err().contains("no devices"));
-        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true).unwrap_err().contains("no name"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: []", true)
+            .unwrap_err()
+            .to_string()
+            .contains("no devices"));
+        assert!(parse_spec("cdiVersion: 0.6.0\nkind: a.b/c\ndevices: [{}]", true)
+            .unwrap_err()
+            .to_string()
+            .contains("no name"));
     }
 
     #[test]

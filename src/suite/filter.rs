@@ -49,7 +49,7 @@ group:NAME or title:TEXT match the group or title instead";
 impl Pattern {
     /// Parse a pattern; an empty pattern (or alternative) or an unclosed `[`
     /// is a usage error.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, PatternError> {
         let mut alternatives = Vec::new();
         for raw in text.split('|') {
             let mut s = raw.trim().to_lowercase();
@@ -70,9 +70,9 @@ impl Pattern {
                 s.pop();
             }
             if s.is_empty() {
-                return Err(format!("{text:?}: an empty alternative would match every scenario; remove the stray '|'"));
+                return Err(PatternError::EmptyAlternative(text.to_string()));
             }
-            let glob = compile(&s).map_err(|e| format!("{text:?}: {e}"))?;
+            let glob = compile(&s).map_err(|()| PatternError::UnclosedSet(text.to_string()))?;
             alternatives.push(Alt { field, anchored_start, anchored_end, glob });
         }
         Ok(Pattern { alternatives })
@@ -93,7 +93,32 @@ impl Pattern {
 }
 
 /// A glob's tokens (the text is lowercase already).
-fn compile(s: &str) -> Result<Vec<Tok>, String> {
+/// Why a `--focus`/`--skip` pattern (this text) is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternError {
+    /// An empty alternative, which would match every scenario.
+    EmptyAlternative(String),
+    /// A `[` without its `]`.
+    UnclosedSet(String),
+}
+
+impl std::fmt::Display for PatternError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PatternError::EmptyAlternative(t) => {
+                write!(f, "{t:?}: an empty alternative would match every scenario; remove the stray '|'")
+            }
+            PatternError::UnclosedSet(t) => {
+                write!(f, "{t:?}: '[' without its ']'; close the set, e.g. LAW-00[12]")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+/// The glob's tokens; `Err` for a `[` without its `]` (the one thing that can be wrong).
+fn compile(s: &str) -> Result<Vec<Tok>, ()> {
     let mut out = Vec::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -105,7 +130,7 @@ fn compile(s: &str) -> Result<Vec<Tok>, String> {
                 let mut ranges = Vec::new();
                 loop {
                     match chars.next() {
-                        None => return Err("'[' without its ']'; close the set, e.g. LAW-00[12]".into()),
+                        None => return Err(()),
                         Some(']') if !ranges.is_empty() => break,
                         Some(lo) => {
                             let hi = match (chars.peek().copied(), chars.clone().nth(1)) {
@@ -180,7 +205,7 @@ mod tests {
         assert!(Pattern::parse("REG||LAW").is_err());
         assert!(Pattern::parse("").is_err());
         assert!(Pattern::parse("title:").is_err());
-        let e = Pattern::parse("LAW-00[12").unwrap_err();
+        let e = Pattern::parse("LAW-00[12").unwrap_err().to_string();
         assert!(e.contains("'[' without its ']'"), "{e}");
     }
 

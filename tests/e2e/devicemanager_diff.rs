@@ -219,7 +219,7 @@ fn canonical(text: &str) -> Result<Value, String> {
     let l = checkpoint::parse(text, Path::new("checkpoint")).map_err(|e| e.to_string())?;
     let mut entries: Vec<Value> = Vec::new();
     for e in &l.checkpoint.data.pod_device_entries {
-        let resp = e.decode_alloc_resp()?;
+        let resp = e.decode_alloc_resp().map_err(|e| e.to_string())?;
         let resp = serde_json::to_value(&resp).map_err(|e| e.to_string())?;
         let numa: BTreeMap<&String, Vec<String>> = e
             .device_ids

@@ -82,14 +82,272 @@ pub struct Proxy {
     pub authorization: Option<String>,
 }
 
+/// Why a kubeconfig is refused: one line naming the field (`at`: its
+/// path, `clusters[NAME].cluster`, `users[NAME].user`) and the fix; where
+/// client-go refuses it too, in client-go's words.
+#[derive(Debug)]
+pub enum KubeconfigError {
+    /// Not YAML.
+    Yaml(serde_norway::Error),
+    /// YAML, but not a mapping.
+    NotMapping,
+    /// A name used twice in `clusters`, `users` or `contexts`.
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// The list.
+        list: &'static str,
+    },
+    /// Neither clusters nor contexts.
+    NoConfiguration,
+    /// No current-context, and not exactly one cluster to take.
+    NoCurrentContext,
+    /// The context named is not in `contexts`.
+    ContextNotFound(String),
+    /// The context (this one) names no cluster.
+    ContextWithoutCluster(String),
+    /// The context's cluster is not in `clusters`.
+    ClusterNotFound(String),
+    /// The context's user is not in `users`.
+    UserNotFound(String),
+    /// `proxy-url` with a scheme client-go does not take either.
+    ProxyScheme {
+        /// Where.
+        at: String,
+        /// The URL.
+        url: String,
+        /// The cluster's name.
+        cluster: String,
+        /// The scheme ("" for none).
+        scheme: String,
+    },
+    /// An `https://` or `socks5://` proxy, which client-go takes and dpctl does not.
+    ProxyNotHttp {
+        /// Where.
+        at: String,
+        /// The URL.
+        url: String,
+        /// The scheme.
+        scheme: String,
+    },
+    /// A `proxy-url` without a host.
+    ProxyNoHost {
+        /// Where.
+        at: String,
+        /// The URL.
+        url: String,
+    },
+    /// A `-data` field that is not base64.
+    NotBase64 {
+        /// Where.
+        at: String,
+        /// The field.
+        key: String,
+        /// The decoder's error.
+        source: base64::DecodeError,
+    },
+    /// A file field and its `-data` field both given.
+    BothPem {
+        /// Where.
+        at: String,
+        /// The file field.
+        key: String,
+        /// The `-data` field.
+        data_key: String,
+    },
+    /// `insecure-skip-tls-verify` with a certificate authority.
+    InsecureWithCa(String),
+    /// A user with both `exec` and `auth-provider`.
+    ExecAndAuthProvider {
+        /// Where.
+        at: String,
+        /// The user's name.
+        user: String,
+    },
+    /// An `auth-provider` (this name), which client-go removed.
+    AuthProvider {
+        /// Where.
+        at: String,
+        /// The provider's name.
+        name: String,
+    },
+    /// Impersonation (this field).
+    Impersonation {
+        /// Where.
+        at: String,
+        /// `as`, `as-groups`, `as-uid` or `as-user-extra`.
+        key: &'static str,
+    },
+    /// An `exec` section clientcmd's validation refuses: its reasons.
+    ExecInvalid {
+        /// Where.
+        at: String,
+        /// validateAuthInfo's errors.
+        errors: Vec<String>,
+    },
+    /// An `exec` apiVersion the exec authenticator does not take.
+    ExecApiVersion {
+        /// Where.
+        at: String,
+        /// The apiVersion.
+        api_version: String,
+    },
+    /// A client certificate without its key.
+    CertWithoutKey(String),
+    /// A client key without its certificate.
+    KeyWithoutCert(String),
+    /// A token and a username/password.
+    TwoAuthMethods(String),
+    /// No `server`.
+    NoServer(String),
+    /// A `server` (`what` is wrong with it).
+    Server {
+        /// Where.
+        at: String,
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        what: ServerProblem,
+    },
+}
+
+/// What is wrong with a cluster's `server`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerProblem {
+    /// A scheme (this one) other than http and https.
+    Scheme(String),
+    /// No host.
+    NoHost,
+    /// `[` without `]`.
+    Unclosed,
+    /// A port (this one) that is not a number.
+    Port(String),
+    /// Plain http with TLS settings.
+    PlainWithTls,
+}
+
+/// client-go's aggregate of validation errors: `invalid configuration: X`, or `[X, Y]` for several.
+fn invalid(errs: &[String]) -> String {
+    match errs {
+        [one] => format!("invalid configuration: {one}"),
+        many => format!("invalid configuration: [{}]", many.join(", ")),
+    }
+}
+
+impl std::fmt::Display for KubeconfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubeconfigError::Yaml(e) => write!(f, "not a kubeconfig (YAML): {}", super::exec::one_line(&e.to_string())),
+            KubeconfigError::NotMapping => f.write_str("not a kubeconfig: the file is not a YAML mapping"),
+            KubeconfigError::DuplicateName { name, list } => {
+                write!(f, "duplicate name {name:?} in {list} (clientcmd refuses it); keep one")
+            }
+            KubeconfigError::NoConfiguration => f.write_str("invalid configuration: no configuration has been provided; write a kubeconfig with a cluster, a user and a context"),
+            KubeconfigError::NoCurrentContext => f.write_str(
+                "no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)",
+            ),
+            KubeconfigError::ContextNotFound(c) => write!(f, "invalid configuration: context was not found for specified context: {c}; name one of the contexts (kubectl config get-contexts)"),
+            KubeconfigError::ContextWithoutCluster(c) => write!(f, "contexts[{c}].context.cluster is empty; name a cluster"),
+            KubeconfigError::ClusterNotFound(c) => write!(f, "cluster {c:?} is not in clusters; add it or fix the context"),
+            KubeconfigError::UserNotFound(u) => write!(f, "user {u:?} is not in users; add it or fix the context"),
+            KubeconfigError::ProxyScheme { at, url, cluster, scheme } => write!(
+                f,
+                "{at}.proxy-url: invalid configuration: invalid 'proxy-url' {url:?} for cluster {cluster:?}: unsupported scheme {scheme:?}, must be http, https, or socks5"
+            ),
+            KubeconfigError::ProxyNotHttp { at, url, scheme } => write!(
+                f,
+                "{at}.proxy-url {url:?}: dpctl tunnels through http:// proxies only (client-go also takes {scheme}); use an http proxy, or remove proxy-url"
+            ),
+            KubeconfigError::ProxyNoHost { at, url } => {
+                write!(f, "{at}.proxy-url {url:?} names no host; write http://HOST:PORT")
+            }
+            KubeconfigError::NotBase64 { at, key, source } => write!(
+                f,
+                "{at}.{key} is not base64 ({source}); put the PEM through `base64 -w0`, or name a file with {}",
+                key.trim_end_matches("-data")
+            ),
+            KubeconfigError::BothPem { at, key, data_key } => {
+                write!(f, "{at}: {data_key} and {key} are both specified (client-go refuses both); keep one")
+            }
+            KubeconfigError::InsecureWithCa(at) => write!(
+                f,
+                "{at}: insecure-skip-tls-verify with a certificate-authority is not allowed (as client-go); drop one"
+            ),
+            KubeconfigError::ExecAndAuthProvider { at, user } => write!(
+                f,
+                "{at}: {}; keep exec",
+                invalid(&[format!("authProvider cannot be provided in combination with an exec plugin for {user}")])
+            ),
+            KubeconfigError::AuthProvider { at, name } => {
+                let said = match name.as_str() {
+                    "gcp" => "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\" kubectl/client-go credential plugin instead. See https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke for further details".to_string(),
+                    "azure" => "The azure auth plugin has been removed. Please use the https://github.com/Azure/kubelogin kubectl/client-go credential plugin instead. See https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins for further details".to_string(),
+                    other => format!(
+                        "auth-provider {other:?} is not supported by dpctl (client-go removed its in-tree gcp and azure providers in 1.26 in favour of exec credential plugins); use an exec plugin (for OIDC, kubelogin's get-token) or a token"
+                    ),
+                };
+                write!(f, "{at}.auth-provider: {said}")
+            }
+            KubeconfigError::Impersonation { at, key } => {
+                write!(f, "{at}.{key}: impersonation is not supported by dpctl; give the identity's own credentials")
+            }
+            KubeconfigError::ExecInvalid { at, errors } => write!(
+                f,
+                "{at}.exec: {}; an exec section needs command, apiVersion ({}) and, for v1, interactiveMode (Never)",
+                invalid(errors),
+                exec::V1
+            ),
+            KubeconfigError::ExecApiVersion { at, api_version } => write!(
+                f,
+                "{at}.exec: exec plugin: invalid apiVersion {api_version:?}; use {} or {}",
+                exec::V1,
+                exec::V1BETA1
+            ),
+            KubeconfigError::CertWithoutKey(at) => {
+                write!(f, "{at}: client-certificate without client-key or client-key-data; add the key")
+            }
+            KubeconfigError::KeyWithoutCert(at) => write!(
+                f,
+                "{at}: client-key without client-certificate or client-certificate-data; add the certificate"
+            ),
+            KubeconfigError::TwoAuthMethods(at) => {
+                write!(f, "{at}: more than one authentication method (token and username/password); keep one")
+            }
+            KubeconfigError::NoServer(at) => write!(f, "{at}.server is empty; write https://HOST:PORT"),
+            KubeconfigError::Server { at, url, what } => match what {
+                ServerProblem::Scheme(other) => {
+                    write!(f, "{at}.server {url:?}: scheme {other:?} is not http or https; write https://HOST:PORT")
+                }
+                ServerProblem::NoHost => write!(f, "{at}.server {url:?} names no host; write https://HOST:PORT"),
+                ServerProblem::Unclosed => write!(f, "{at}.server {url:?}: unclosed [ in the host"),
+                ServerProblem::Port(p) => write!(f, "{at}.server {url:?}: port {p:?} is not a number"),
+                ServerProblem::PlainWithTls => {
+                    write!(f, "{at}.server {url:?} is plain http but TLS settings are given; write https://")
+                }
+            },
+        }
+    }
+}
+
+impl std::error::Error for KubeconfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KubeconfigError::Yaml(e) => Some(e),
+            KubeconfigError::NotBase64 { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// `proxy-url` as clientcmd validates it (`parseProxyURL`) and as dpctl can
 /// use it: an `http://` proxy; `https://` and `socks5://` (which client-go
 /// also takes) are refused with what to do.
-fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, String> {
-    let unsupported = |scheme: &str| {
-        format!(
-            "{at}.proxy-url: invalid configuration: invalid 'proxy-url' {url:?} for cluster {cluster:?}: unsupported scheme {scheme:?}, must be http, https, or socks5"
-        )
+fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, KubeconfigError> {
+    let unsupported = |scheme: &str| KubeconfigError::ProxyScheme {
+        at: at.to_string(),
+        url: url.to_string(),
+        cluster: cluster.to_string(),
+        scheme: scheme.to_string(),
     };
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(unsupported(""));
@@ -97,9 +355,11 @@ fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, String> {
     match scheme {
         "http" => {}
         "https" | "socks5" => {
-            return Err(format!(
-                "{at}.proxy-url {url:?}: dpctl tunnels through http:// proxies only (client-go also takes {scheme}); use an http proxy, or remove proxy-url"
-            ))
+            return Err(KubeconfigError::ProxyNotHttp {
+                at: at.to_string(),
+                url: url.to_string(),
+                scheme: scheme.to_string(),
+            })
         }
         other => return Err(unsupported(other)),
     }
@@ -109,7 +369,7 @@ fn proxy(url: &str, cluster: &str, at: &str) -> Result<Proxy, String> {
         None => (None, hostport),
     };
     if hostport.is_empty() {
-        return Err(format!("{at}.proxy-url {url:?} names no host; write http://HOST:PORT"));
+        return Err(KubeconfigError::ProxyNoHost { at: at.to_string(), url: url.to_string() });
     }
     // A port after the host (or after an [IPv6] literal's closing bracket).
     let after_host = match hostport.strip_prefix('[') {
@@ -169,19 +429,22 @@ fn resolve(dir: &Path, p: &str) -> PathBuf {
 }
 
 /// A `-data` field: base64 in the kubeconfig ([]byte in client-go's types).
-fn data(v: &Value, key: &str, at: &str) -> Result<Option<Vec<u8>>, String> {
+fn data(v: &Value, key: &str, at: &str) -> Result<Option<Vec<u8>>, KubeconfigError> {
     let Some(s) = str_at(v, key) else { return Ok(None) };
     let clean: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    let file_key = key.trim_end_matches("-data");
-    base64::engine::general_purpose::STANDARD.decode(clean).map(Some).map_err(|e| {
-        format!("{at}.{key} is not base64 ({e}); put the PEM through `base64 -w0`, or name a file with {file_key}")
+    base64::engine::general_purpose::STANDARD.decode(clean).map(Some).map_err(|source| KubeconfigError::NotBase64 {
+        at: at.to_string(),
+        key: key.to_string(),
+        source,
     })
 }
 
 /// File or data of one PEM field pair; both is client-go's validation error.
-fn pem(v: &Value, key: &str, data_key: &str, at: &str, dir: &Path, both: &str) -> Result<Option<Pem>, String> {
+fn pem(v: &Value, key: &str, data_key: &str, at: &str, dir: &Path) -> Result<Option<Pem>, KubeconfigError> {
     match (str_at(v, key), data(v, data_key, at)?) {
-        (Some(_), Some(_)) => Err(format!("{at}: {data_key} and {key} are both specified ({both}); keep one")),
+        (Some(_), Some(_)) => {
+            Err(KubeconfigError::BothPem { at: at.to_string(), key: key.to_string(), data_key: data_key.to_string() })
+        }
         (Some(f), None) => Ok(Some(Pem::File(resolve(dir, f)))),
         (None, Some(d)) => Ok(Some(Pem::Data(d))),
         (None, None) => Ok(None),
@@ -194,13 +457,12 @@ fn entry<'a>(v: &'a Value, list: &str, name: &str) -> Option<&'a Value> {
 }
 
 /// The server URL as `rest.DefaultServerURL` reads it.
-fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, String, String), String> {
+fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, String, String), KubeconfigError> {
+    let bad = |what| KubeconfigError::Server { at: at.to_string(), url: url.to_string(), what };
     let (https, rest) = match url.split_once("://") {
         Some(("https", rest)) => (true, rest),
         Some(("http", rest)) => (false, rest),
-        Some((other, _)) => {
-            return Err(format!("{at}.server {url:?}: scheme {other:?} is not http or https; write https://HOST:PORT"))
-        }
+        Some((other, _)) => return Err(bad(ServerProblem::Scheme(other.to_string()))),
         None => (default_tls, url),
     };
     let (authority, prefix) = match rest.split_once('/') {
@@ -209,11 +471,11 @@ fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, Strin
     };
     let prefix = if prefix == "/" { String::new() } else { prefix };
     if authority.is_empty() || authority.contains('@') {
-        return Err(format!("{at}.server {url:?} names no host; write https://HOST:PORT"));
+        return Err(bad(ServerProblem::NoHost));
     }
     // host, or [v6], with an optional :port.
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6.split_once(']').ok_or_else(|| format!("{at}.server {url:?}: unclosed [ in the host"))?;
+        let (h, after) = v6.split_once(']').ok_or_else(|| bad(ServerProblem::Unclosed))?;
         (h.to_string(), after.strip_prefix(':').map(str::to_string))
     } else {
         match authority.rsplit_once(':') {
@@ -223,7 +485,7 @@ fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, Strin
     };
     if let Some(p) = &port {
         if p.parse::<u16>().is_err() {
-            return Err(format!("{at}.server {url:?}: port {p:?} is not a number"));
+            return Err(bad(ServerProblem::Port(p.clone())));
         }
     }
     let authority = match port {
@@ -239,18 +501,17 @@ fn server(url: &str, default_tls: bool, at: &str) -> Result<(bool, String, Strin
 /// does before files are merged (`certificate-authority`,
 /// `client-certificate`, `client-key`, `tokenFile`, and an exec `command`
 /// with a `/` in it; a bare command is looked up in PATH).
-pub fn parse_file(text: &str, dir: &Path) -> Result<Value, String> {
+pub fn parse_file(text: &str, dir: &Path) -> Result<Value, KubeconfigError> {
     let mut v: Value = if text.trim().is_empty() {
         Value::Null
     } else {
-        serde_norway::from_str(text)
-            .map_err(|e| format!("not a kubeconfig (YAML): {}", super::exec::one_line(&e.to_string())))?
+        serde_norway::from_str(text).map_err(KubeconfigError::Yaml)?
     };
     if v.is_null() {
         v = Value::Object(Default::default());
     }
     if !v.is_object() {
-        return Err("not a kubeconfig: the file is not a YAML mapping".into());
+        return Err(KubeconfigError::NotMapping);
     }
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     for (list, item) in [("clusters", "cluster"), ("users", "user"), ("contexts", "context")] {
@@ -259,7 +520,7 @@ pub fn parse_file(text: &str, dir: &Path) -> Result<Value, String> {
         for e in entries.iter_mut() {
             let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_string();
             if !seen.insert(name.clone()) {
-                return Err(format!("duplicate name {name:?} in {list} (clientcmd refuses it); keep one"));
+                return Err(KubeconfigError::DuplicateName { name, list });
             }
             let Some(body) = e.get_mut(item).filter(|b| b.is_object()) else { continue };
             let keys: &[&str] = match item {
@@ -310,21 +571,13 @@ pub fn merge(files: Vec<Value>) -> Value {
 /// The API server of a kubeconfig's current context (or of `context`);
 /// relative paths resolve against `dir`, the kubeconfig's directory. `Err`
 /// is one line naming the field and the fix.
-pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result<RestConfig, String> {
+pub fn parse_kubeconfig(text: &str, dir: &Path, context: Option<&str>) -> Result<RestConfig, KubeconfigError> {
     rest_config(&parse_file(text, dir)?, context)
-}
-
-/// client-go's aggregate of validation errors: `invalid configuration: X`, or `[X, Y]` for several.
-fn invalid(errs: &[String]) -> String {
-    match errs {
-        [one] => format!("invalid configuration: {one}"),
-        many => format!("invalid configuration: [{}]", many.join(", ")),
-    }
 }
 
 /// A user's `exec` section as clientcmd validates it (`validateAuthInfo`) and
 /// the exec authenticator accepts it (the apiVersion).
-fn exec_config(e: &Value, user: &str, uat: &str) -> Result<exec::ExecConfig, String> {
+fn exec_config(e: &Value, user: &str, uat: &str) -> Result<exec::ExecConfig, KubeconfigError> {
     let api_version = str_at(e, "apiVersion").unwrap_or("").to_string();
     let mode = match str_at(e, "interactiveMode") {
         Some(m) => m.to_string(),
@@ -364,18 +617,10 @@ fn exec_config(e: &Value, user: &str, uat: &str) -> Result<exec::ExecConfig, Str
         }
     };
     if !errs.is_empty() {
-        return Err(format!(
-            "{uat}.exec: {}; an exec section needs command, apiVersion ({}) and, for v1, interactiveMode (Never)",
-            invalid(&errs),
-            exec::V1
-        ));
+        return Err(KubeconfigError::ExecInvalid { at: uat.to_string(), errors: errs });
     }
     if api_version != exec::V1 && api_version != exec::V1BETA1 {
-        return Err(format!(
-            "{uat}.exec: exec plugin: invalid apiVersion {api_version:?}; use {} or {}",
-            exec::V1,
-            exec::V1BETA1
-        ));
+        return Err(KubeconfigError::ExecApiVersion { at: uat.to_string(), api_version });
     }
     let args = e.get("args").and_then(Value::as_array).into_iter().flatten();
     Ok(exec::ExecConfig {
@@ -410,22 +655,9 @@ fn clean_ansi(s: &str) -> String {
     out
 }
 
-/// What client-go says of an `auth-provider`, and what to do instead.
-fn auth_provider(ap: &Value, uat: &str) -> String {
-    let name = str_at(ap, "name").unwrap_or("");
-    let said = match name {
-        "gcp" => "The gcp auth plugin has been removed. Please use the \"gke-gcloud-auth-plugin\" kubectl/client-go credential plugin instead. See https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke for further details".to_string(),
-        "azure" => "The azure auth plugin has been removed. Please use the https://github.com/Azure/kubelogin kubectl/client-go credential plugin instead. See https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins for further details".to_string(),
-        other => format!(
-            "auth-provider {other:?} is not supported by dpctl (client-go removed its in-tree gcp and azure providers in 1.26 in favour of exec credential plugins); use an exec plugin (for OIDC, kubelogin's get-token) or a token"
-        ),
-    };
-    format!("{uat}.auth-provider: {said}")
-}
-
 /// The API server and user of a (merged) kubeconfig's current context, or
 /// of `context`. Paths in `v` are already absolute ([`parse_file`]).
-pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, String> {
+pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, KubeconfigError> {
     let current = context.map(str::to_string).or_else(|| str_at(v, "current-context").map(str::to_string));
     let (cluster_name, user_name) = match &current {
         None => {
@@ -438,51 +670,36 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
             };
             let none = |list: &str| v.get(list).and_then(Value::as_array).is_none_or(Vec::is_empty);
             if none("clusters") && none("contexts") {
-                return Err("invalid configuration: no configuration has been provided; write a kubeconfig with a cluster, a user and a context".into());
+                return Err(KubeconfigError::NoConfiguration);
             }
-            let c = one("clusters").ok_or(
-                "no current-context and not exactly one cluster; set current-context (kubectl config use-context NAME)",
-            )?;
+            let c = one("clusters").ok_or(KubeconfigError::NoCurrentContext)?;
             (c, one("users"))
         }
         Some(current) => {
-            let ctx = entry(v, "contexts", current).ok_or_else(|| {
-                format!("invalid configuration: context was not found for specified context: {current}; name one of the contexts (kubectl config get-contexts)")
-            })?;
+            let ctx = entry(v, "contexts", current).ok_or_else(|| KubeconfigError::ContextNotFound(current.clone()))?;
             let c = ctx.get("context").cloned().unwrap_or(Value::Null);
-            let cluster = str_at(&c, "cluster")
-                .ok_or_else(|| format!("contexts[{current}].context.cluster is empty; name a cluster"))?;
+            let cluster =
+                str_at(&c, "cluster").ok_or_else(|| KubeconfigError::ContextWithoutCluster(current.clone()))?;
             (cluster.to_string(), str_at(&c, "user").map(str::to_string))
         }
     };
     let cluster = entry(v, "clusters", &cluster_name)
         .and_then(|c| c.get("cluster"))
-        .ok_or_else(|| format!("cluster {cluster_name:?} is not in clusters; add it or fix the context"))?;
+        .ok_or_else(|| KubeconfigError::ClusterNotFound(cluster_name.clone()))?;
     let cat = format!("clusters[{cluster_name}].cluster");
     let user = match &user_name {
         None => None,
         Some(u) => Some(
-            entry(v, "users", u)
-                .and_then(|x| x.get("user"))
-                .ok_or_else(|| format!("user {u:?} is not in users; add it or fix the context"))?,
+            entry(v, "users", u).and_then(|x| x.get("user")).ok_or_else(|| KubeconfigError::UserNotFound(u.clone()))?,
         ),
     };
     let uat = format!("users[{}].user", user_name.as_deref().unwrap_or(""));
     let proxy = str_at(cluster, "proxy-url").map(|p| proxy(p, &cluster_name, &cat)).transpose()?;
-    let ca = pem(
-        cluster,
-        "certificate-authority",
-        "certificate-authority-data",
-        &cat,
-        Path::new("/"),
-        "client-go refuses both",
-    )?;
+    let ca = pem(cluster, "certificate-authority", "certificate-authority-data", &cat, Path::new("/"))?;
     let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool).unwrap_or(false);
     if insecure && ca.is_some() {
         // client-go's transport: "specifying a root certificates file with the insecure flag is not allowed".
-        return Err(format!(
-            "{cat}: insecure-skip-tls-verify with a certificate-authority is not allowed (as client-go); drop one"
-        ));
+        return Err(KubeconfigError::InsecureWithCa(cat));
     }
     let tls_server_name = str_at(cluster, "tls-server-name").map(str::to_string);
     let exec_extension = cluster
@@ -498,37 +715,26 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
         let uname = user_name.as_deref().unwrap_or("");
         let has = |key: &str| u.get(key).is_some_and(|x| !x.is_null());
         if has("exec") && has("auth-provider") {
-            return Err(format!(
-                "{uat}: {}; keep exec",
-                invalid(&[format!("authProvider cannot be provided in combination with an exec plugin for {uname}")])
-            ));
+            return Err(KubeconfigError::ExecAndAuthProvider { at: uat, user: uname.to_string() });
         }
         if let Some(ap) = u.get("auth-provider").filter(|x| !x.is_null()) {
-            return Err(auth_provider(ap, &uat));
+            return Err(KubeconfigError::AuthProvider { at: uat, name: str_at(ap, "name").unwrap_or("").to_string() });
         }
         for key in ["as", "as-groups", "as-uid", "as-user-extra"] {
             if has(key) {
-                return Err(format!(
-                    "{uat}.{key}: impersonation is not supported by dpctl; give the identity's own credentials"
-                ));
+                return Err(KubeconfigError::Impersonation { at: uat, key });
             }
         }
         if let Some(e) = u.get("exec").filter(|x| !x.is_null()) {
             rc.exec = Some(exec_config(e, uname, &uat)?);
         }
         let root = Path::new("/");
-        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, root, "client-go refuses both")?;
-        let key = pem(u, "client-key", "client-key-data", &uat, root, "client-go refuses both")?;
+        let cert = pem(u, "client-certificate", "client-certificate-data", &uat, root)?;
+        let key = pem(u, "client-key", "client-key-data", &uat, root)?;
         rc.client_cert = match (cert, key) {
             (Some(c), Some(k)) => Some((c, k)),
-            (Some(_), None) => {
-                return Err(format!("{uat}: client-certificate without client-key or client-key-data; add the key"))
-            }
-            (None, Some(_)) => {
-                return Err(format!(
-                    "{uat}: client-key without client-certificate or client-certificate-data; add the certificate"
-                ))
-            }
+            (Some(_), None) => return Err(KubeconfigError::CertWithoutKey(uat)),
+            (None, Some(_)) => return Err(KubeconfigError::KeyWithoutCert(uat)),
             (None, None) => None,
         };
         rc.token = str_at(u, "token").map(str::to_string);
@@ -536,18 +742,16 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Strin
         let (name, pass) = (str_at(u, "username"), str_at(u, "password"));
         if name.is_some() || pass.is_some() {
             if rc.token.is_some() {
-                return Err(format!(
-                    "{uat}: more than one authentication method (token and username/password); keep one"
-                ));
+                return Err(KubeconfigError::TwoAuthMethods(uat));
             }
             rc.basic = Some((name.unwrap_or("").to_string(), pass.unwrap_or("").to_string()));
         }
     }
-    let url = str_at(cluster, "server").ok_or_else(|| format!("{cat}.server is empty; write https://HOST:PORT"))?;
+    let url = str_at(cluster, "server").ok_or_else(|| KubeconfigError::NoServer(cat.clone()))?;
     let default_tls = rc.ca.is_some() || rc.client_cert.is_some() || rc.insecure;
     let (https, authority, host, prefix) = server(url, default_tls, &cat)?;
     if !https && (rc.ca.is_some() || rc.client_cert.is_some() || rc.tls_server_name.is_some()) {
-        return Err(format!("{cat}.server {url:?} is plain http but TLS settings are given; write https://"));
+        return Err(KubeconfigError::Server { at: cat, url: url.to_string(), what: ServerProblem::PlainWithTls });
     }
     Ok(RestConfig { https, authority, host, prefix, server: url.to_string(), ..rc })
 }
@@ -641,8 +845,8 @@ current-context: here
         let one = parse_kubeconfig("clusters: [{name: c, cluster: {server: 'http://h/api-proxy'}}]", d, None).unwrap();
         assert_eq!((one.authority.as_str(), one.prefix.as_str(), one.token), ("h:80", "/api-proxy", None));
         let e = parse_kubeconfig(&FULL.replace("current-context: here", "current-context: gone"), d, None);
-        assert!(e.unwrap_err().contains("context was not found for specified context: gone"));
-        assert!(parse_kubeconfig("[", d, None).unwrap_err().contains("not a kubeconfig"));
+        assert!(e.unwrap_err().to_string().contains("context was not found for specified context: gone"));
+        assert!(parse_kubeconfig("[", d, None).unwrap_err().to_string().contains("not a kubeconfig"));
     }
 
     #[test]
@@ -678,7 +882,7 @@ current-context: here
             let text = format!(
                 "clusters: [{{name: c, cluster: {{{cluster}}}}}]\nusers: [{{name: u, user: {{{user}}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
             );
-            parse_kubeconfig(&text, d, None).unwrap_err()
+            parse_kubeconfig(&text, d, None).unwrap_err().to_string()
         };
         let s = "server: 'https://h:1'";
         for (cluster, user, want) in [
@@ -795,8 +999,8 @@ current-context: here
         assert_eq!(proxy("http://proxy", "c", "x").unwrap().authority, "proxy:80");
         assert_eq!(proxy("http://[::1]:8080", "c", "x").unwrap().authority, "[::1]:8080");
         assert_eq!(proxy("http://[::1]", "c", "x").unwrap().authority, "[::1]:80");
-        assert!(proxy("http://", "c", "x").unwrap_err().contains("names no host"));
-        assert!(proxy("proxy:3128", "c", "x").unwrap_err().contains("unsupported scheme \"\""));
+        assert!(proxy("http://", "c", "x").unwrap_err().to_string().contains("names no host"));
+        assert!(proxy("proxy:3128", "c", "x").unwrap_err().to_string().contains("unsupported scheme \"\""));
     }
 
     #[test]
@@ -823,7 +1027,7 @@ current-context: here
         assert_eq!(rest_config(&merge(vec![c, b, a]), None).unwrap().authority, "o:1", "c sets current-context first");
         assert_eq!(parse_file("", Path::new("/")).unwrap(), serde_json::json!({}), "an empty file is an empty config");
         let dup = parse_file("users: [{name: u, user: {}}, {name: u, user: {}}]", Path::new("/"));
-        assert!(dup.unwrap_err().contains("duplicate name \"u\" in users"));
+        assert!(dup.unwrap_err().to_string().contains("duplicate name \"u\" in users"));
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub enum ExecError {
     /// The certificate and key do not parse or do not match.
     KeyPair(Box<dyn std::error::Error + Send + Sync>),
     /// `expirationTimestamp` is not a time.
-    Expiry(String),
+    Expiry(crate::core::time::TimeError),
     /// The CA file for `provideClusterInfo` could not be read.
     ClusterCa {
         /// The kubeconfig's `certificate-authority`.
@@ -202,6 +202,7 @@ impl std::error::Error for ExecError {
             ExecError::NotFound { source, .. } | ExecError::Spawn { source, .. } => Some(source),
             ExecError::ClusterCa { source, .. } => Some(source),
             ExecError::KeyPair(e) => Some(e.as_ref()),
+            ExecError::Expiry(e) => Some(e),
             _ => None,
         }
     }

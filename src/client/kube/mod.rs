@@ -319,7 +319,7 @@ pub fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<RestConfig>
     let fail = |e: String| Error::usage(format!("--kubeconfig {}: {e}", path.display()));
     let text = crate::core::limits::read_file(path, 4 << 20, "kubeconfig").map_err(|e| fail(e.to_string()))?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    config::parse_kubeconfig(&text, dir, context).map_err(fail)
+    config::parse_kubeconfig(&text, dir, context).map_err(|e| fail(e.to_string()).caused_by(e))
 }
 
 /// [`read_kubeconfig`], connected as it says.
@@ -362,12 +362,14 @@ pub fn read_kubeconfig_list(list: &str, context: Option<&str>) -> Result<Loaded<
         let text = crate::core::limits::read_file(&path, 4 << 20, "kubeconfig")
             .map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        files.push(config::parse_file(&text, dir).map_err(|e| fail(format!("error loading config file {f:?}: {e}")))?);
+        let file = config::parse_file(&text, dir)
+            .map_err(|e| fail(format!("error loading config file {f:?}: {e}")).caused_by(e))?;
+        files.push(file);
     }
     if files.is_empty() {
         return Ok(Loaded::NotFound(missing));
     }
-    config::rest_config(&config::merge(files), context).map(Loaded::Found).map_err(fail)
+    config::rest_config(&config::merge(files), context).map(Loaded::Found).map_err(|e| fail(e.to_string()).caused_by(e))
 }
 
 /// [`read_kubeconfig_list`], connected as it says.

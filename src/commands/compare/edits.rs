@@ -130,19 +130,37 @@ pub struct Allow {
     pub key: Option<String>,
 }
 
+/// Every kind of difference `--allow` may name.
+fn allowable() -> Vec<&'static str> {
+    KINDS.iter().chain(DEVICE_KINDS).copied().chain(std::iter::once("admission")).collect()
+}
+
+/// An `--allow` naming a kind (this one) that is no kind of difference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAKind(pub String);
+
+impl std::fmt::Display for NotAKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is not a kind of difference; use one of {}, e.g. env:NVIDIA_VISIBLE_DEVICES",
+            self.0,
+            allowable().join(", ")
+        )
+    }
+}
+
+impl std::error::Error for NotAKind {}
+
 impl std::str::FromStr for Allow {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NotAKind;
+    fn from_str(s: &str) -> Result<Self, NotAKind> {
         let (kind, key) = match s.split_once(':') {
             Some((k, v)) => (k, Some(v.to_string()).filter(|v| !v.is_empty())),
             None => (s, None),
         };
-        let all: Vec<&str> = KINDS.iter().chain(DEVICE_KINDS).copied().chain(std::iter::once("admission")).collect();
-        if !all.contains(&kind) {
-            return Err(format!(
-                "{kind:?} is not a kind of difference; use one of {}, e.g. env:NVIDIA_VISIBLE_DEVICES",
-                all.join(", ")
-            ));
+        if !allowable().contains(&kind) {
+            return Err(NotAKind(kind.to_string()));
         }
         Ok(Allow { kind: kind.to_string(), key })
     }
@@ -232,7 +250,7 @@ mod tests {
         assert!(!d[0].allowed);
         let d = diff("one", "main", &a, &b, &["env:MODE".parse().unwrap()]);
         assert!(d[0].allowed);
-        assert!("nope:x".parse::<Allow>().unwrap_err().contains("not a kind"));
+        assert!("nope:x".parse::<Allow>().unwrap_err().to_string().contains("not a kind"));
         assert!("numa".parse::<Allow>().is_ok() && "admission".parse::<Allow>().is_ok());
     }
 }

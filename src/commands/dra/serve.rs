@@ -192,13 +192,14 @@ pub fn config(ctx: &Ctx, a: &DraServeArgs) -> Result<Config> {
 }
 
 /// A `--node-allocatable` entry: `RESOURCE=QUANTITY`.
-fn node_allocatable(s: &str) -> std::result::Result<(String, String), String> {
-    let (r, q) = s.split_once('=').ok_or_else(|| format!("{s:?}: want RESOURCE=QUANTITY, e.g. cpu=2"))?;
+fn node_allocatable(s: &str) -> std::result::Result<(String, String), crate::cli::FlagValueError> {
+    use crate::cli::FlagValueError;
+    let (r, q) = s.split_once('=').ok_or_else(|| FlagValueError::part(s, "want RESOURCE=QUANTITY, e.g. cpu=2"))?;
     let r = r.trim();
     if r.is_empty() {
-        return Err(format!("{s:?}: no resource name; want RESOURCE=QUANTITY, e.g. cpu=2"));
+        return Err(FlagValueError::part(s, "no resource name; want RESOURCE=QUANTITY, e.g. cpu=2"));
     }
-    crate::controlplane::objects::quantity::Quantity::parse(q)?;
+    crate::controlplane::objects::quantity::Quantity::read(q).map_err(FlagValueError::Quantity)?;
     Ok((r.to_string(), q.trim().to_string()))
 }
 

@@ -35,16 +35,19 @@ pub fn kubeconfig_for(pattern: &Path, node: &str) -> PathBuf {
 }
 
 /// `NAME=COUNT` (a resource or driver name and how many devices).
-pub fn name_count(s: &str) -> std::result::Result<(String, u32), String> {
-    let (name, count) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected NAME=COUNT"))?;
-    let count: u32 =
-        count.trim().parse().map_err(|_| format!("{s:?}: {count:?} is not a count of devices (1 to 16384)"))?;
+pub fn name_count(s: &str) -> std::result::Result<(String, u32), crate::cli::FlagValueError> {
+    use crate::cli::FlagValueError;
+    let (name, count) = s.split_once('=').ok_or_else(|| FlagValueError::part(s, "expected NAME=COUNT"))?;
+    let count: u32 = count
+        .trim()
+        .parse()
+        .map_err(|_| FlagValueError::part(s, format!("{count:?} is not a count of devices (1 to 16384)")))?;
     if !(1..=16384).contains(&count) {
-        return Err(format!("{s:?}: the count must be 1 to 16384"));
+        return Err(FlagValueError::part(s, "the count must be 1 to 16384"));
     }
     let name = name.trim();
     if name.is_empty() {
-        return Err(format!("{s:?}: the name is empty"));
+        return Err(FlagValueError::part(s, "the name is empty"));
     }
     Ok((name.to_string(), count))
 }

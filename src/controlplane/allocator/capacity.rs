@@ -9,10 +9,55 @@ use crate::controlplane::objects::quantity::Quantity;
 use crate::controlplane::objects::Capacity;
 use std::collections::BTreeMap;
 
+/// Why a device's capacity cannot be consumed as a request asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CapacityError {
+    /// The device has no capacity of this name.
+    NoCapacity(String),
+    /// An amount whose rounding goes above the valid range's max: what was
+    /// asked, what it rounds up to, the max.
+    AboveMax(Box<(Quantity, Quantity, Quantity)>),
+    /// An amount above every valid value.
+    AboveValues(Quantity),
+    /// More than the device has.
+    MoreThanDevice {
+        /// What would be consumed.
+        consumed: Quantity,
+        /// What the device has.
+        has: Quantity,
+    },
+    /// One capacity's (this name's) problem.
+    Capacity(String, Box<CapacityError>),
+}
+
+impl std::fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CapacityError::NoCapacity(name) => write!(f, "has no capacity {name:?}"),
+            CapacityError::AboveMax(b) => {
+                let (asked, rounded, max) = &**b;
+                write!(f, "{asked} rounds up to {rounded}, above the validRange max {max}")
+            }
+            CapacityError::AboveValues(q) => write!(f, "{q} is above every validValue"),
+            CapacityError::MoreThanDevice { consumed, has } => write!(f, "{consumed} is more than the device's {has}"),
+            CapacityError::Capacity(name, e) => write!(f, "capacity {name}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CapacityError::Capacity(_, e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
 /// What one request consumes of `cap` when it asks for `requested`: no
 /// amount takes the policy's default, or all of it without a policy; an
 /// amount is rounded up to the valid range's step or the next valid value.
-pub fn consumed_of(requested: Option<&Quantity>, cap: &Capacity) -> Result<Quantity, String> {
+pub fn consumed_of(requested: Option<&Quantity>, cap: &Capacity) -> Result<Quantity, CapacityError> {
     let Some(q) = requested else {
         return Ok(cap.policy.as_ref().and_then(|p| p.default.clone()).unwrap_or_else(|| cap.value.clone()));
     };
@@ -27,17 +72,12 @@ pub fn consumed_of(requested: Option<&Quantity>, cap: &Capacity) -> Result<Quant
             }
         }
         if let Some(max) = p.max.as_ref().filter(|m| v > **m) {
-            return Err(format!("{q} rounds up to {v}, above the validRange max {max}"));
+            return Err(CapacityError::AboveMax(Box::new((q.clone(), v, max.clone()))));
         }
         return Ok(v);
     }
     if !p.valid_values.is_empty() {
-        return p
-            .valid_values
-            .iter()
-            .find(|v| *v >= q)
-            .cloned()
-            .ok_or_else(|| format!("{q} is above every validValue"));
+        return p.valid_values.iter().find(|v| *v >= q).cloned().ok_or_else(|| CapacityError::AboveValues(q.clone()));
     }
     Ok(q.clone())
 }
@@ -51,17 +91,22 @@ fn resolve<'a>(c: &'a Candidate, name: &str) -> Option<&'a String> {
 /// What allocating `c` for a request with capacity `requests` consumes of
 /// each of its capacities, or why it cannot (a capacity it lacks, a policy
 /// the amount breaks, more than the device has).
-pub fn consumed(c: &Candidate, requests: &BTreeMap<String, Quantity>) -> Result<BTreeMap<String, Quantity>, String> {
+pub fn consumed(
+    c: &Candidate,
+    requests: &BTreeMap<String, Quantity>,
+) -> Result<BTreeMap<String, Quantity>, CapacityError> {
     let mut named = BTreeMap::new();
     for (name, q) in requests {
-        let full = resolve(c, name).ok_or_else(|| format!("has no capacity {name:?}"))?;
+        let full = resolve(c, name).ok_or_else(|| CapacityError::NoCapacity(name.clone()))?;
         named.insert(full.clone(), q);
     }
     let mut out = BTreeMap::new();
     for (name, cap) in &c.capacity {
-        let q = consumed_of(named.get(name).copied(), cap).map_err(|e| format!("capacity {name}: {e}"))?;
+        let q = consumed_of(named.get(name).copied(), cap)
+            .map_err(|e| CapacityError::Capacity(name.clone(), Box::new(e)))?;
         if q > cap.value {
-            return Err(format!("capacity {name}: {q} is more than the device's {}", cap.value));
+            let more = CapacityError::MoreThanDevice { consumed: q, has: cap.value.clone() };
+            return Err(CapacityError::Capacity(name.clone(), Box::new(more)));
         }
         out.insert(name.clone(), q);
     }

@@ -180,7 +180,7 @@ impl<'a> Search<'a> {
                 let m = s.shared.entry(key.clone()).or_default();
                 for (name, q) in &a.consumed_capacity {
                     let full = if name.contains('/') { name.clone() } else { format!("{}/{name}", a.driver) };
-                    *m.entry(full).or_default() += Quantity::parse(q).map_or(0, |q| q.nanos());
+                    *m.entry(full).or_default() += Quantity::read(q).map_or(0, |q| q.nanos());
                 }
                 s.shares.entry(key).or_default().extend(a.share_id.clone());
             } else {

@@ -136,7 +136,7 @@ fn first_available_takes_the_first_sub_request_that_fits_and_names_it() {
     assert_eq!(devices(&run(&spec, &none, &cands, &[]).unwrap()), ["any/nic n0", "both g0", "both g1"]);
     let bad = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {"requests": [
         {"name": "r", "exactly": {"deviceClassName": "x"}, "firstAvailable": [{"name": "s", "deviceClassName": "x"}]}]}}});
-    assert!(parse(&bad).unwrap_err().contains("exactly one of exactly and firstAvailable"));
+    assert!(parse(&bad).unwrap_err().to_string().contains("exactly one of exactly and firstAvailable"));
 }
 
 #[test]

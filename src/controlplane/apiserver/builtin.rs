@@ -634,7 +634,8 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         // The Priority admission plugin (mutating, before validation).
         if let Err(e) = super::rules::admit_priority(k.kind, &mut obj["spec"]) {
             let given = obj["metadata"]["name"].as_str().unwrap_or_default();
-            let (c, mut v) = status(403, "Forbidden", super::rules::forbidden_message(&k.qualified(), given, &e));
+            let (c, mut v) =
+                status(403, "Forbidden", super::rules::forbidden_message(&k.qualified(), given, &e.to_string()));
             v["details"] = json!({"name": given, "group": k.group, "kind": k.resource});
             return (c, v);
         }

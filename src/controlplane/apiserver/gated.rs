@@ -311,6 +311,41 @@ pub fn device_class(g: &ApiGates, obj: &mut Value, old: Option<&Value>) {
 /// (component-helpers nodedeclaredfeatures/features/dranodeallocatableresources).
 pub const NODE_ALLOCATABLE_FEATURE: &str = "DRANodeAllocatableResources";
 
+/// Why the NodeDeclaredFeatures admission refuses a slice, in its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeAllocatableRefusal {
+    /// A device's node (this one) does not exist.
+    NoNode {
+        /// The node.
+        node: String,
+        /// The device.
+        device: String,
+    },
+    /// A node (this one) that does not declare the feature.
+    Unsupported(String),
+    /// A device (this one) with node-allocatable resources that maps to no node.
+    NoNodes(String),
+}
+
+impl std::fmt::Display for NodeAllocatableRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeAllocatableRefusal::NoNode { node, device } => {
+                write!(f, "node {node:?} not found for device {device:?}")
+            }
+            NodeAllocatableRefusal::Unsupported(node) => {
+                write!(f, "node {node:?} does not support {NODE_ALLOCATABLE_FEATURE} feature")
+            }
+            NodeAllocatableRefusal::NoNodes(device) => write!(
+                f,
+                "device {device:?} in ResourceSlice has NodeAllocatableResources but does not map to any nodes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NodeAllocatableRefusal {}
+
 /// The NodeDeclaredFeatures admission plugin's ResourceSlice check (on
 /// create and update, after validation; plugin/pkg/admission/nodedeclaredfeatures
 /// validateNodeAllocatableDRA of v1.37.2), with DRANodeAllocatableResources
@@ -318,17 +353,13 @@ pub const NODE_ALLOCATABLE_FEATURE: &str = "DRANodeAllocatableResources";
 /// own nodeName, nodeSelector or allNodes under perDeviceNodeSelection, else
 /// the slice's), a named node must exist, and every node it maps to must
 /// declare the feature. `Err` is the refusal's reason (a 403 Forbidden).
-pub fn node_allocatable_admission(g: &ApiGates, slice: &Value, nodes: &[&Value]) -> Result<(), String> {
+pub fn node_allocatable_admission(g: &ApiGates, slice: &Value, nodes: &[&Value]) -> Result<(), NodeAllocatableRefusal> {
     if !g.node_allocatable_resources {
         return Ok(());
     }
     let declares = |n: &Value| items(&n["status"]["declaredFeatures"]).iter().any(|f| f == NODE_ALLOCATABLE_FEATURE);
-    let unsupported = |n: &Value| {
-        format!(
-            "node {:?} does not support {NODE_ALLOCATABLE_FEATURE} feature",
-            n["metadata"]["name"].as_str().unwrap_or_default()
-        )
-    };
+    let unsupported =
+        |n: &Value| NodeAllocatableRefusal::Unsupported(n["metadata"]["name"].as_str().unwrap_or_default().to_string());
     let spec = &slice["spec"];
     for d in items(&spec["devices"]).iter().filter(|d| filled(d, "nodeAllocatableResources")) {
         let name = d["name"].as_str().unwrap_or_default();
@@ -340,7 +371,7 @@ pub fn node_allocatable_admission(g: &ApiGates, slice: &Value, nodes: &[&Value])
             let n = nodes
                 .iter()
                 .find(|n| n["metadata"]["name"] == node)
-                .ok_or_else(|| format!("node {node:?} not found for device {name:?}"))?;
+                .ok_or_else(|| NodeAllocatableRefusal::NoNode { node: node.to_string(), device: name.to_string() })?;
             if !declares(n) {
                 return Err(unsupported(n));
             }
@@ -350,9 +381,7 @@ pub fn node_allocatable_admission(g: &ApiGates, slice: &Value, nodes: &[&Value])
                 return Err(unsupported(n));
             }
         } else {
-            return Err(format!(
-                "device {name:?} in ResourceSlice has NodeAllocatableResources but does not map to any nodes"
-            ));
+            return Err(NodeAllocatableRefusal::NoNodes(name.to_string()));
         }
     }
     Ok(())
@@ -552,11 +581,11 @@ mod tests {
         assert_eq!(node_allocatable_admission(&on, &on_a, &nodes), Ok(()));
         assert_eq!(node_allocatable_admission(&OFF, &slice(json!({"nodeName": "c"})), &nodes), Ok(()));
         assert_eq!(
-            node_allocatable_admission(&on, &slice(json!({"nodeName": "c"})), &nodes),
+            node_allocatable_admission(&on, &slice(json!({"nodeName": "c"})), &nodes).map_err(|e| e.to_string()),
             Err("node \"c\" not found for device \"d0\"".into())
         );
         assert_eq!(
-            node_allocatable_admission(&on, &slice(json!({"nodeName": "b"})), &nodes),
+            node_allocatable_admission(&on, &slice(json!({"nodeName": "b"})), &nodes).map_err(|e| e.to_string()),
             Err("node \"b\" does not support DRANodeAllocatableResources feature".into())
         );
         assert!(node_allocatable_admission(&on, &slice(json!({"allNodes": true})), &nodes).is_err());
@@ -566,6 +595,7 @@ mod tests {
         assert!(node_allocatable_admission(&on, &slice(sel("Gt", "1")), &nodes).is_err());
         assert!(node_allocatable_admission(&on, &slice(json!({"driver": "x"})), &nodes)
             .unwrap_err()
+            .to_string()
             .contains("does not map to any nodes"));
     }
 

@@ -85,28 +85,64 @@ fn new_token() -> std::io::Result<String> {
 /// Whether `path` may be (re)written as the mock kubelet's kubeconfig: absent,
 /// or a regular file (not a symlink) of this user that the mock kubelet wrote
 /// (its first line is [`KUBECONFIG_MARK`]); `Err` names what is there instead.
-fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), String> {
+fn kubeconfig_is_ours(path: &Path) -> std::result::Result<(), NotOurs> {
     use std::os::unix::fs::MetadataExt;
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot inspect it: {e}")),
+        Err(e) => return Err(NotOurs::Inspect(e)),
     };
     if !meta.file_type().is_file() {
-        return Err("it is not a regular file (a symlink, directory or other)".into());
+        return Err(NotOurs::NotFile);
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if meta.uid() != unsafe { libc::geteuid() } {
-        return Err(format!("it belongs to another user (uid {})", meta.uid()));
+        return Err(NotOurs::Owner(meta.uid()));
     }
     let mut head = String::new();
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let f = std::fs::File::open(path).map_err(NotOurs::Read)?;
     use std::io::{BufRead, Read};
-    std::io::BufReader::new(f.take(4096)).read_line(&mut head).map_err(|e| format!("cannot read it: {e}"))?;
+    std::io::BufReader::new(f.take(4096)).read_line(&mut head).map_err(NotOurs::Read)?;
     if head.trim_end() == KUBECONFIG_MARK {
         Ok(())
     } else {
-        Err("it is not one the mock kubelet wrote".into())
+        Err(NotOurs::NotWritten)
+    }
+}
+
+/// Why a file where the kubeconfig goes is not the mock kubelet's to rewrite.
+#[derive(Debug)]
+enum NotOurs {
+    /// Its metadata cannot be read.
+    Inspect(std::io::Error),
+    /// Not a regular file.
+    NotFile,
+    /// Another user's (this uid).
+    Owner(u32),
+    /// It cannot be read.
+    Read(std::io::Error),
+    /// Its first line is not [`KUBECONFIG_MARK`].
+    NotWritten,
+}
+
+impl std::fmt::Display for NotOurs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOurs::Inspect(e) => write!(f, "cannot inspect it: {e}"),
+            NotOurs::NotFile => f.write_str("it is not a regular file (a symlink, directory or other)"),
+            NotOurs::Owner(uid) => write!(f, "it belongs to another user (uid {uid})"),
+            NotOurs::Read(e) => write!(f, "cannot read it: {e}"),
+            NotOurs::NotWritten => f.write_str("it is not one the mock kubelet wrote"),
+        }
+    }
+}
+
+impl std::error::Error for NotOurs {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NotOurs::Inspect(e) | NotOurs::Read(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -140,6 +176,7 @@ pub async fn start(
             "{}: will not write the API server's kubeconfig over this file: {why}; move it away or choose another --kubelet-root",
             kubeconfig.display()
         ))
+        .caused_by(why)
     })?;
     let (tls, token) = match mode {
         Mode::Insecure => (None, None),

@@ -261,11 +261,12 @@ pub(super) fn patched(
             ),
         ));
     };
-    let parsed: Result<Value, String> = match t {
-        PatchType::Apply => serde_norway::from_slice(body).map_err(|e| e.to_string()),
-        _ => serde_json::from_slice(body).map_err(|e| e.to_string()),
+    let undecodable =
+        |e: &dyn std::fmt::Display| super::status(400, "BadRequest", format!("error decoding patch: {e}"));
+    let p: Value = match t {
+        PatchType::Apply => serde_norway::from_slice(body).map_err(|e| undecodable(&e))?,
+        _ => serde_json::from_slice(body).map_err(|e| undecodable(&e))?,
     };
-    let p = parsed.map_err(|e| super::status(400, "BadRequest", format!("error decoding patch: {e}")))?;
     if t == PatchType::Apply && !query.iter().any(|(k, v)| k == "fieldManager" && !v.is_empty()) {
         let (c, mut v) = super::status(
             422,

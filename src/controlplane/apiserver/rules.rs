@@ -739,7 +739,7 @@ fn extended(name: &str) -> bool {
 
 /// A quantity's value in nano-units, when it parses.
 fn nanos(q: &str) -> Option<i128> {
-    crate::controlplane::objects::quantity::Quantity::parse(q).ok().map(|v| v.nanos())
+    crate::controlplane::objects::quantity::Quantity::read(q).ok().map(|v| v.nanos())
 }
 
 /// The image pull policy kube-apiserver defaults for `image` (`:latest` or no tag: Always).
@@ -856,39 +856,78 @@ pub(super) fn default_pod_create(pod: &mut Value, seed: u64) {
 const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] =
     &[("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
 
+/// Why the Priority admission plugin refuses a pod or a pod group, in its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum PriorityRefusal {
+    /// A class (this name) that does not exist.
+    NoClass(String),
+    /// A pod group's priority that is not its class's.
+    GroupPriority {
+        /// The priority given.
+        given: i64,
+        /// The class's.
+        computed: i64,
+    },
+    /// A pod's priority given, other than its class's.
+    PodPriority {
+        /// The priority given.
+        given: i64,
+        /// The class's.
+        computed: i64,
+    },
+    /// A pod's preemption policy (this one) given, other than PreemptLowerPriority.
+    Preemption(String),
+}
+
+impl std::fmt::Display for PriorityRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PriorityRefusal::NoClass(c) => write!(f, "no PriorityClass with name {c} was found"),
+            PriorityRefusal::GroupPriority { given, computed } => write!(
+                f,
+                "priority set in the pod group ({given}) must match the priority computed ({computed}) based on the priority class set in the spec"
+            ),
+            PriorityRefusal::PodPriority { given, computed } => write!(
+                f,
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
+            ),
+            PriorityRefusal::Preemption(p) => write!(
+                f,
+                "the string value of PreemptionPolicy ({p}) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PriorityRefusal {}
+
 /// The Priority admission plugin on a create (admitPod, admitPodGroup;
 /// GenericWorkload is on wherever PodGroups are served): the priority the
 /// class gives (no class: 0 and no name, there being no global default),
 /// written into `spec`; a priority or preemption policy given that differs
 /// from it, or a class that does not exist, is refused with the plugin's text.
-pub(super) fn admit_priority(kind: &str, spec: &mut Value) -> Result<(), String> {
+pub(super) fn admit_priority(kind: &str, spec: &mut Value) -> Result<(), PriorityRefusal> {
     let class = text(&spec["priorityClassName"]).to_string();
     let computed = match class.as_str() {
         "" => 0,
         c => match SYSTEM_PRIORITY_CLASSES.iter().find(|(n, _)| *n == c) {
             Some((_, v)) => *v,
-            None => return Err(format!("no PriorityClass with name {c} was found")),
+            None => return Err(PriorityRefusal::NoClass(c.to_string())),
         },
     };
     let given = spec["priority"].as_i64();
     if kind == "PodGroup" {
-        if let Some(p) = given.filter(|p| *p != computed) {
-            return Err(format!(
-                "priority set in the pod group ({p}) must match the priority computed ({computed}) based on the priority class set in the spec"
-            ));
+        if let Some(given) = given.filter(|p| *p != computed) {
+            return Err(PriorityRefusal::GroupPriority { given, computed });
         }
         // (the preemption policy only with PodGroupPreemptionPolicy, alpha and off)
     } else {
-        if let Some(p) = given.filter(|p| *p != computed) {
-            return Err(format!(
-                "the integer value of priority ({p}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
-            ));
+        if let Some(given) = given.filter(|p| *p != computed) {
+            return Err(PriorityRefusal::PodPriority { given, computed });
         }
         let policy = "PreemptLowerPriority";
         if let Some(p) = spec["preemptionPolicy"].as_str().filter(|p| *p != policy) {
-            return Err(format!(
-                "the string value of PreemptionPolicy ({p}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-            ));
+            return Err(PriorityRefusal::Preemption(p.to_string()));
         }
         spec["preemptionPolicy"] = json!(policy);
     }
@@ -1171,7 +1210,7 @@ pub(super) fn pod_node_allocatable_status(pod: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
     let base = "status.nodeAllocatableResourceClaimStatuses";
     let q = |v: &Value| {
-        v.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::parse(s).ok()).map(|q| {
+        v.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::read(s).ok()).map(|q| {
             let c = q.computed_like(q.nanos());
             (c.nanos() < 0, c.text().to_string())
         })
@@ -1399,16 +1438,21 @@ mod tests {
         admit_priority("PodGroup", &mut none).unwrap();
         assert_eq!(none, json!({"priority": 0}), "a PodGroup gets no preemption policy (its gate is off)");
         assert_eq!(
-            admit_priority("Pod", &mut json!({"priorityClassName": "x"})).unwrap_err(),
+            admit_priority("Pod", &mut json!({"priorityClassName": "x"})).unwrap_err().to_string(),
             "no PriorityClass with name x was found"
         );
         assert!(admit_priority("Pod", &mut json!({"priority": 5}))
             .unwrap_err()
+            .to_string()
             .starts_with("the integer value of priority (5)"));
         assert!(admit_priority("PodGroup", &mut json!({"priority": 5}))
             .unwrap_err()
+            .to_string()
             .starts_with("priority set in the pod group (5)"));
-        assert!(admit_priority("Pod", &mut json!({"preemptionPolicy": "Never"})).unwrap_err().contains("(Never)"));
+        assert!(admit_priority("Pod", &mut json!({"preemptionPolicy": "Never"}))
+            .unwrap_err()
+            .to_string()
+            .contains("(Never)"));
         assert_eq!(forbidden_message("pods", "", "no"), "pods is forbidden: no");
         assert_eq!(forbidden_message("pods", "p", "no"), "pods \"p\" is forbidden: no");
     }

@@ -40,9 +40,50 @@ fn terms(s: &str) -> Vec<&str> {
     out.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
 }
 
+/// Why a selector is refused (400 BadRequest), in kube-apiserver's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectorError {
+    /// An operator (this character) where a label value belongs.
+    Operator(char),
+    /// An `in`/`notin` term (this one) without its `(…)` set.
+    Set(String),
+    /// A label term (this one) with no operator it knows.
+    Requirement(String),
+    /// A field selector (the whole, and the term) with no `=`, `==` or `!=`.
+    FieldTerm(String, String),
+    /// A field a ResourceSlice cannot be selected by.
+    SliceField(String),
+    /// A field a Pod cannot be selected by.
+    PodField(String),
+    /// A field other than metadata.name and metadata.namespace.
+    MetaField(String),
+}
+
+impl std::fmt::Display for SelectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectorError::Operator(c) => write!(f, "unable to parse requirement: found '{c}', expected: identifier"),
+            SelectorError::Set(t) => write!(f, "unable to parse requirement: {t}"),
+            SelectorError::Requirement(t) => {
+                write!(f, "unable to parse requirement: found '{t}', expected: in, notin, =, ==, !=, gt, lt")
+            }
+            SelectorError::FieldTerm(s, t) => write!(f, "invalid selector: '{s}'; can't understand '{t}'"),
+            SelectorError::SliceField(field) => {
+                write!(f, "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {field}")
+            }
+            SelectorError::PodField(field) => write!(f, "field label not supported: {field}"),
+            SelectorError::MetaField(field) => {
+                write!(f, "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SelectorError {}
+
 impl Labels {
     /// Parse `labelSelector`; `Err` is the BadRequest message.
-    pub fn parse(s: &str) -> Result<Labels, String> {
+    pub fn parse(s: &str) -> Result<Labels, SelectorError> {
         let mut out = Vec::new();
         for t in terms(s) {
             let set = |rest: &str| -> Option<Vec<String>> {
@@ -52,7 +93,7 @@ impl Labels {
             // labels/selector.go: after `=`, `==` or `!=` comes an identifier, not another operator.
             let op_value = t.split_once("!=").or_else(|| t.split_once("==")).or_else(|| t.split_once('='));
             if let Some(c) = op_value.and_then(|(_, v)| v.trim().chars().next()).filter(|c| "=!".contains(*c)) {
-                return Err(format!("unable to parse requirement: found '{c}', expected: identifier"));
+                return Err(SelectorError::Operator(c));
             }
             let req = if let Some(k) = t.strip_prefix('!') {
                 Label::Absent(k.trim().to_string())
@@ -61,15 +102,13 @@ impl Labels {
             } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
                 Label::Eq(k.trim().into(), v.trim().into())
             } else if let Some((k, rest)) = t.split_once(" notin ") {
-                Label::NotIn(k.trim().into(), set(rest).ok_or_else(|| format!("unable to parse requirement: {t}"))?)
+                Label::NotIn(k.trim().into(), set(rest).ok_or_else(|| SelectorError::Set(t.to_string()))?)
             } else if let Some((k, rest)) = t.split_once(" in ") {
-                Label::In(k.trim().into(), set(rest).ok_or_else(|| format!("unable to parse requirement: {t}"))?)
+                Label::In(k.trim().into(), set(rest).ok_or_else(|| SelectorError::Set(t.to_string()))?)
             } else if t.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
                 Label::Exists(t.to_string())
             } else {
-                return Err(format!(
-                    "unable to parse requirement: found '{t}', expected: in, notin, =, ==, !=, gt, lt"
-                ));
+                return Err(SelectorError::Requirement(t.to_string()));
             };
             out.push(req);
         }
@@ -97,12 +136,12 @@ pub struct Fields(Vec<(String, String, bool)>);
 
 /// The fields a kind can be selected by, and its word for any other
 /// (`Err`: kube-apiserver's BadRequest message).
-fn known(kind: &str, field: &str) -> Result<(), String> {
+fn known(kind: &str, field: &str) -> Result<(), SelectorError> {
     match kind {
         // pkg/apis/resource/v1/conversion.go
         "ResourceSlice" => match field {
             "metadata.name" | "spec.nodeName" | "spec.driver" | "spec.pool.name" => Ok(()),
-            _ => Err(format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {field}")),
+            _ => Err(SelectorError::SliceField(field.to_string())),
         },
         // pkg/apis/core/v1/conversion.go (AddFieldLabelConversionFuncForPod)
         "Pod" => match field {
@@ -117,21 +156,19 @@ fn known(kind: &str, field: &str) -> Result<(), String> {
             | "status.podIP"
             | "status.podIPs"
             | "status.nominatedNodeName" => Ok(()),
-            _ => Err(format!("field label not supported: {field}")),
+            _ => Err(SelectorError::PodField(field.to_string())),
         },
         // runtime.DefaultMetaV1FieldSelectorConversion
         _ => match field {
             "metadata.name" | "metadata.namespace" => Ok(()),
-            _ => {
-                Err(format!("{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""))
-            }
+            _ => Err(SelectorError::MetaField(field.to_string())),
         },
     }
 }
 
 impl Fields {
     /// Parse `fieldSelector` for objects of `kind`; `Err` is the BadRequest message.
-    pub fn parse(kind: &str, s: &str) -> Result<Fields, String> {
+    pub fn parse(kind: &str, s: &str) -> Result<Fields, SelectorError> {
         let mut out = Vec::new();
         for t in terms(s) {
             let (k, v, eq) = if let Some((k, v)) = t.split_once("!=") {
@@ -139,7 +176,7 @@ impl Fields {
             } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
                 (k, v, true)
             } else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{t}'"));
+                return Err(SelectorError::FieldTerm(s.to_string(), t.to_string()));
             };
             known(kind, k.trim())?;
             out.push((k.trim().to_string(), v.trim().to_string(), eq));
@@ -176,7 +213,7 @@ pub fn of_query(kind: &str, pairs: &[(String, String)]) -> Result<(Labels, Field
             "fieldSelector" => Fields::parse(kind, v).map(|f| fields.0.extend(f.0)),
             _ => Ok(()),
         };
-        r.map_err(|m| super::status(400, "BadRequest", m))?;
+        r.map_err(|e| super::status(400, "BadRequest", e.to_string()))?;
     }
     Ok((labels, fields))
 }
@@ -211,8 +248,14 @@ mod tests {
         }
         assert!(Labels::parse("a b c").is_err());
         // The corpus's "slice list by a bad label selector": kube-apiserver's 400 words.
-        assert_eq!(Labels::parse("a===b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
-        assert_eq!(Labels::parse("a!==b").unwrap_err(), "unable to parse requirement: found '=', expected: identifier");
+        assert_eq!(
+            Labels::parse("a===b").unwrap_err().to_string(),
+            "unable to parse requirement: found '=', expected: identifier"
+        );
+        assert_eq!(
+            Labels::parse("a!==b").unwrap_err().to_string(),
+            "unable to parse requirement: found '=', expected: identifier"
+        );
     }
 
     #[test]
@@ -222,11 +265,11 @@ mod tests {
         let pooled = json!({"spec": {"pool": {"name": "p"}}});
         assert!(Fields::parse("ResourceSlice", "spec.pool.name=p").unwrap().matches(&pooled));
         assert_eq!(
-            Fields::parse("ResourceSlice", "spec.allNodes=true").unwrap_err(),
+            Fields::parse("ResourceSlice", "spec.allNodes=true").unwrap_err().to_string(),
             "field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: spec.allNodes"
         );
         assert_eq!(
-            Fields::parse("ResourceClaim", "spec.x=1").unwrap_err(),
+            Fields::parse("ResourceClaim", "spec.x=1").unwrap_err().to_string(),
             "\"spec.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         );
         let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}});
@@ -234,7 +277,10 @@ mod tests {
             .unwrap()
             .matches(&pod));
         assert!(!Fields::parse("Pod", "spec.nodeName=n2").unwrap().matches(&pod));
-        assert_eq!(Fields::parse("Pod", "spec.bogus=x").unwrap_err(), "field label not supported: spec.bogus");
+        assert_eq!(
+            Fields::parse("Pod", "spec.bogus=x").unwrap_err().to_string(),
+            "field label not supported: spec.bogus"
+        );
         let (c, e) = of_query("ResourceSlice", &[("fieldSelector".into(), "status.x=1".into())]).unwrap_err();
         assert_eq!((c, e["reason"].as_str()), (400, Some("BadRequest")));
     }

@@ -46,13 +46,13 @@ impl Txn<'_> {
     }
 
     /// Create claim `obj` in its namespace (its `metadata.generateName`
-    /// honoured as a create through the API honours it); its name.
-    pub fn create_claim(&mut self, mut obj: Value) -> Result<String, String> {
+    /// honoured as a create through the API honours it); its name, or the
+    /// error status (code and `Status`) a create through the API would answer.
+    pub fn create_claim(&mut self, mut obj: Value) -> Result<String, (u16, Value)> {
         let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
         let StoreInner { generated, claims, .. } = &mut *self.st;
         let name =
-            meta::name_for_create(&obj, generated, |n| claims.contains_key(&format!("{ns}/{n}")), "resourceclaims")
-                .map_err(|(_, v)| v["message"].as_str().unwrap_or_default().to_string())?;
+            meta::name_for_create(&obj, generated, |n| claims.contains_key(&format!("{ns}/{n}")), "resourceclaims")?;
         let key = format!("{ns}/{name}");
         obj["metadata"]["namespace"] = json!(ns);
         if obj.get("status").is_none() {

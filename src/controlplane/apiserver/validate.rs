@@ -334,7 +334,7 @@ fn node_allocatable(d: &Value, at: &str) -> Vec<Cause> {
     let Some(map) = d["nodeAllocatableResources"].as_object() else { return out };
     let sign = |v: &Value| -> Option<(i32, String)> {
         let text = v.as_str().map(str::to_string).or_else(|| v.as_number().map(ToString::to_string))?;
-        let q = Quantity::parse(&text).ok()?;
+        let q = Quantity::read(&text).ok()?;
         Some((q.nanos().signum() as i32, q.text().to_string()))
     };
     let mut names: Vec<&String> = map.keys().collect();

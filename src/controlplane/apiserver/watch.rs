@@ -48,7 +48,11 @@ pub(super) fn whole(text: String) -> ChannelBody {
 
 /// One watch event in the negotiated encoding: a JSON line, or a protobuf
 /// frame; `Err` when the object has no form in that encoding.
-fn encode_event(media: Media, kind: &str, obj: &Value) -> std::result::Result<hyper::body::Bytes, String> {
+fn encode_event(
+    media: Media,
+    kind: &str,
+    obj: &Value,
+) -> std::result::Result<hyper::body::Bytes, crate::controlplane::protobuf::ProtobufError> {
     match media {
         Media::Json => {
             let mut t = json!({"type": kind, "object": obj}).to_string();

@@ -6,6 +6,7 @@
 //! attributes (KEP-5491) and node-allocatable resources (KEP-5517); request
 //! tolerations and DeviceTaintRules.
 
+use super::error::{FieldError, Problem};
 use super::quantity::Quantity;
 use super::Object;
 use serde_json::Value;
@@ -258,13 +259,13 @@ fn items(v: Option<&Value>) -> &[Value] {
 }
 
 /// A quantity field (a string, or a bare number as YAML may give it).
-pub(super) fn quantity(v: &Value, at: &str) -> Result<Quantity, String> {
+pub(super) fn quantity(v: &Value, at: &str) -> Result<Quantity, FieldError> {
     let text = match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
-        _ => return Err(format!("{at}: a quantity must be a string such as \"80Gi\"")),
+        _ => return Err(FieldError::invalid(at, "a quantity must be a string such as \"80Gi\"")),
     };
-    Quantity::parse(&text).map_err(|e| format!("{at}: {e}"))
+    Quantity::read(&text).map_err(|e| FieldError::new(at, Problem::Quantity(e)))
 }
 
 fn qualified(driver: &str, k: &str) -> String {
@@ -276,35 +277,41 @@ fn qualified(driver: &str, k: &str) -> String {
 }
 
 /// A list of strings (absent: empty).
-fn strings(v: Option<&Value>, at: &str) -> Result<Vec<String>, String> {
+fn strings(v: Option<&Value>, at: &str) -> Result<Vec<String>, FieldError> {
     let mut out = Vec::new();
     for (i, x) in items(v).iter().enumerate() {
-        out.push(x.as_str().ok_or_else(|| format!("{at}[{i}] must be a string"))?.to_string());
+        out.push(x.as_str().ok_or_else(|| FieldError::must(format!("{at}[{i}]"), "be a string"))?.to_string());
     }
     Ok(out)
 }
 
 /// A list attribute's items (`ints`, `bools`, `strings`, `versions`): a
 /// non-empty list of one type.
-fn list_of<T>(v: &Value, at: &str, item: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>, String> {
-    let a = v.as_array().ok_or_else(|| format!("{at} must be a list"))?;
+fn list_of<T>(v: &Value, at: &str, item: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>, FieldError> {
+    let a = v.as_array().ok_or_else(|| FieldError::must(at, "be a list"))?;
     if a.is_empty() {
-        return Err(format!("{at}: must not be empty if specified"));
+        return Err(FieldError::invalid(at, "must not be empty if specified"));
     }
-    a.iter().enumerate().map(|(i, x)| item(x).ok_or_else(|| format!("{at}[{i}] has the wrong type"))).collect()
+    a.iter()
+        .enumerate()
+        .map(|(i, x)| item(x).ok_or_else(|| FieldError::new(format!("{at}[{i}]"), Problem::WrongType)))
+        .collect()
 }
 
 /// One attribute's value: exactly one of string, int, bool, version, or
 /// (KEP-5491) strings, ints, bools, versions.
-fn attribute(a: &Value, at: &str) -> Result<Attribute, String> {
+fn attribute(a: &Value, at: &str) -> Result<Attribute, FieldError> {
     let text = |x: &Value| x.as_str().map(str::to_string);
     let fields = ["string", "int", "bool", "version", "strings", "ints", "bools", "versions"];
     let set: Vec<&str> = fields.iter().copied().filter(|f| a.get(*f).is_some_and(|v| !v.is_null())).collect();
     let [field] = set.as_slice() else {
-        return Err(format!("{at}: set exactly one of string, int, bool, version, strings, ints, bools, versions"));
+        return Err(FieldError::invalid(
+            at,
+            "set exactly one of string, int, bool, version, strings, ints, bools, versions",
+        ));
     };
     let v = &a[*field];
-    let wrong = || format!("{at}.{field} has the wrong type");
+    let wrong = || FieldError::new(format!("{at}.{field}"), Problem::WrongType);
     Ok(match *field {
         "string" => Attribute::String(text(v).ok_or_else(wrong)?),
         "int" => Attribute::Int(v.as_i64().ok_or_else(wrong)?),
@@ -317,7 +324,7 @@ fn attribute(a: &Value, at: &str) -> Result<Attribute, String> {
     })
 }
 
-fn node_allocatable(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, NodeAllocatable>, String> {
+fn node_allocatable(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, NodeAllocatable>, FieldError> {
     let mut out = BTreeMap::new();
     for (name, r) in v.and_then(Value::as_object).into_iter().flatten() {
         let at = format!("{at}[{name}]");
@@ -339,32 +346,33 @@ fn node_allocatable(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, Node
     Ok(out)
 }
 
-fn counters(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, Quantity>, String> {
+fn counters(v: Option<&Value>, at: &str) -> Result<BTreeMap<String, Quantity>, FieldError> {
     let mut out = BTreeMap::new();
     for (k, c) in v.and_then(Value::as_object).into_iter().flatten() {
         let at = format!("{at}[{k}]");
-        let value = c.get("value").ok_or_else(|| format!("{at}.value is required"))?;
+        let value = c.get("value").ok_or_else(|| FieldError::required(format!("{at}.value")))?;
         out.insert(k.clone(), quantity(value, &format!("{at}.value"))?);
     }
     Ok(out)
 }
 
-fn counter_sets(v: Option<&Value>, key: &str, at: &str) -> Result<Vec<CounterSet>, String> {
+fn counter_sets(v: Option<&Value>, key: &str, at: &str) -> Result<Vec<CounterSet>, FieldError> {
     let mut out = Vec::new();
     for (i, s) in items(v).iter().enumerate() {
         let at = format!("{at}[{i}]");
-        let name = str_of(s, key).ok_or_else(|| format!("{at}.{key} is required"))?.to_string();
+        let name = str_of(s, key).ok_or_else(|| FieldError::required(format!("{at}.{key}")))?.to_string();
         let groups = strings(s.get("compatibilityGroups"), &format!("{at}.compatibilityGroups"))?;
         out.push(CounterSet { name, counters: counters(s.get("counters"), &format!("{at}.counters"))?, groups });
     }
     Ok(out)
 }
 
-fn taint(v: &Value, at: &str) -> Result<Taint, String> {
-    let key = str_of(v, "key").ok_or_else(|| format!("{at}.key is required"))?.to_string();
-    let effect = str_of(v, "effect").ok_or_else(|| format!("{at}.effect is required"))?;
+fn taint(v: &Value, at: &str) -> Result<Taint, FieldError> {
+    let key = str_of(v, "key").ok_or_else(|| FieldError::required(format!("{at}.key")))?.to_string();
+    let effect = str_of(v, "effect").ok_or_else(|| FieldError::required(format!("{at}.effect")))?;
     if !["NoSchedule", "NoExecute", "None"].contains(&effect) {
-        return Err(format!("{at}.effect {effect:?} is not NoSchedule, NoExecute or None"));
+        let problem = Problem::NotSupported { value: effect.to_string(), allowed: "NoSchedule, NoExecute or None" };
+        return Err(FieldError::new(format!("{at}.effect"), problem));
     }
     Ok(Taint {
         key,
@@ -375,7 +383,7 @@ fn taint(v: &Value, at: &str) -> Result<Taint, String> {
             Some(t) => Some(
                 crate::core::time::parse_rfc3339(t)
                     .map(|_| t.to_string())
-                    .map_err(|e| format!("{at}.timeAdded: {e}"))?,
+                    .map_err(|e| FieldError::new(format!("{at}.timeAdded"), Problem::Time(e)))?,
             ),
             None => None,
         },
@@ -383,17 +391,18 @@ fn taint(v: &Value, at: &str) -> Result<Taint, String> {
 }
 
 /// A request's `tolerations`.
-pub(super) fn tolerations(v: Option<&Value>, at: &str) -> Result<Vec<Toleration>, String> {
+pub(super) fn tolerations(v: Option<&Value>, at: &str) -> Result<Vec<Toleration>, FieldError> {
     let mut out = Vec::new();
     for (i, t) in items(v).iter().enumerate() {
         let at = format!("{at}[{i}]");
         let operator = str_of(t, "operator").unwrap_or("Equal");
         if !["Equal", "Exists"].contains(&operator) {
-            return Err(format!("{at}.operator {operator:?} is not Equal or Exists"));
+            let problem = Problem::NotSupported { value: operator.to_string(), allowed: "Equal or Exists" };
+            return Err(FieldError::new(format!("{at}.operator"), problem));
         }
         let key = str_of(t, "key").map(str::to_string);
         if key.is_none() && operator != "Exists" {
-            return Err(format!("{at}: an empty key needs operator Exists"));
+            return Err(FieldError::invalid(at, "an empty key needs operator Exists"));
         }
         out.push(Toleration {
             key,
@@ -407,13 +416,13 @@ pub(super) fn tolerations(v: Option<&Value>, at: &str) -> Result<Vec<Toleration>
 }
 
 /// A DeviceTaintRule's spec.
-pub(super) fn taint_rule(spec: &Value) -> Result<super::TaintRule, String> {
+pub(super) fn taint_rule(spec: &Value) -> Result<super::TaintRule, FieldError> {
     let sel = spec.get("deviceSelector");
     let field = |k: &str| sel.and_then(|s| str_of(s, k)).map(str::to_string);
     if sel.is_some_and(|s| s.get("deviceClassName").is_some() || s.get("selectors").is_some()) {
-        return Err("spec.deviceSelector: only driver, pool and device are supported".into());
+        return Err(FieldError::invalid("spec.deviceSelector", "only driver, pool and device are supported"));
     }
-    let t = spec.get("taint").ok_or("spec.taint is required")?;
+    let t = spec.get("taint").ok_or_else(|| FieldError::required("spec.taint"))?;
     Ok(super::TaintRule {
         driver: field("driver"),
         pool: field("pool"),
@@ -422,7 +431,7 @@ pub(super) fn taint_rule(spec: &Value) -> Result<super::TaintRule, String> {
     })
 }
 
-fn policy(v: &Value, at: &str) -> Result<Policy, String> {
+fn policy(v: &Value, at: &str) -> Result<Policy, FieldError> {
     let q = |k: &str, v: Option<&Value>| v.map(|x| quantity(x, &format!("{at}.{k}"))).transpose();
     let range = v.get("validRange");
     let mut valid_values = Vec::new();
@@ -439,8 +448,8 @@ fn policy(v: &Value, at: &str) -> Result<Policy, String> {
     })
 }
 
-fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, String> {
-    let name = str_of(d, "name").ok_or_else(|| format!("{at}.name is required"))?.to_string();
+fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, FieldError> {
+    let name = str_of(d, "name").ok_or_else(|| FieldError::required(format!("{at}.name")))?.to_string();
     // v1beta1 nests everything but the name under `basic`.
     let b = d.get("basic").unwrap_or(d);
     let mut attributes = BTreeMap::new();
@@ -480,9 +489,10 @@ fn device(driver: &str, d: &Value, at: &str) -> Result<SliceDevice, String> {
 }
 
 /// A ResourceSlice's spec.
-pub(super) fn slice(name: String, s: &Value) -> Result<Object, String> {
-    let driver = str_of(s, "driver").ok_or("spec.driver is required")?.to_string();
-    let pool = s.get("pool").and_then(|p| str_of(p, "name")).ok_or("spec.pool.name is required")?.to_string();
+pub(super) fn slice(name: String, s: &Value) -> Result<Object, FieldError> {
+    let driver = str_of(s, "driver").ok_or_else(|| FieldError::required("spec.driver"))?.to_string();
+    let pool = s.get("pool").and_then(|p| str_of(p, "name"));
+    let pool = pool.ok_or_else(|| FieldError::required("spec.pool.name"))?.to_string();
     let mut devices = Vec::new();
     for (i, d) in items(s.get("devices")).iter().enumerate() {
         devices.push(device(&driver, d, &format!("spec.devices[{i}]"))?);

@@ -32,6 +32,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 mod devices;
+mod error;
 pub mod quantity;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ mod tests;
 pub use devices::{
     Attribute, AttributeSet, Capacity, CounterSet, NodeAllocatable, Policy, SliceDevice, Taint, Toleration,
 };
+pub use error::{FieldError, ObjectError, Problem};
 use quantity::Quantity;
 
 /// One CEL selector (`cel.expression`), compiled by the allocator as the
@@ -244,7 +246,7 @@ pub fn dra_kind(v: &Value) -> Option<&'static str> {
     KINDS.iter().find(|x| **x == k).copied()
 }
 
-fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
+fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, FieldError> {
     let mut out = Vec::new();
     for (i, s) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
         let expr = s
@@ -252,11 +254,11 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
             .and_then(|c| c.get("expression"))
             .and_then(Value::as_str)
             .filter(|e| !e.trim().is_empty())
-            .ok_or_else(|| format!("{at}[{i}]: a selector needs cel.expression"))?;
+            .ok_or_else(|| FieldError::invalid(format!("{at}[{i}]"), "a selector needs cel.expression"))?;
         // kube-apiserver refuses an expression too long or that does not
         // compile (parsed within cel-go's limits, never deeper).
         if let Err(e) = crate::controlplane::cel::check(expr) {
-            return Err(format!("{at}[{i}].cel.expression: {e}"));
+            return Err(FieldError::new(format!("{at}[{i}].cel.expression"), Problem::Cel(e)));
         }
         out.push(Selector { expression: expr.to_string() });
     }
@@ -266,18 +268,22 @@ fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, String> {
 /// A request's (or sub-request's) fields: class, count or All, selectors,
 /// adminAccess, tolerations, capacity requests. v1's defaults apply:
 /// allocationMode ExactCount, count 1.
-fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, String> {
+fn request_fields(name: String, e: &Value, at: &str) -> Result<Request, FieldError> {
     let class = e.get("deviceClassName").and_then(Value::as_str).filter(|c| !c.is_empty());
-    let class = class.ok_or_else(|| format!("{at}: deviceClassName is required"))?.to_string();
+    let class = class.ok_or_else(|| FieldError::invalid(at, "deviceClassName is required"))?.to_string();
     let all = match e.get("allocationMode").and_then(Value::as_str) {
         None | Some("ExactCount") => false,
         Some("All") => true,
-        Some(other) => return Err(format!("{at}: allocationMode {other:?} is not ExactCount or All")),
+        Some(other) => {
+            return Err(FieldError::invalid(at, format!("allocationMode {other:?} is not ExactCount or All")))
+        }
     };
     let count = match e.get("count") {
         None => 1,
-        Some(_) if all => return Err(format!("{at}: count must not be set with allocationMode All")),
-        Some(c) => c.as_u64().filter(|n| *n > 0).ok_or_else(|| format!("{at}: count must be a positive integer"))?,
+        Some(_) if all => return Err(FieldError::invalid(at, "count must not be set with allocationMode All")),
+        Some(c) => {
+            c.as_u64().filter(|n| *n > 0).ok_or_else(|| FieldError::invalid(at, "count must be a positive integer"))?
+        }
     };
     let admin = e.get("adminAccess").and_then(Value::as_bool).unwrap_or(false);
     let selectors = selectors(e.get("selectors"), &format!("{at}.selectors"))?;
@@ -297,40 +303,42 @@ pub const MAX_DERIVED_ATTRIBUTES: usize = 32;
 /// A request's `derivedAttributes` (KEP-6080): each a fully qualified name
 /// and a CEL expression that parses (as kube-apiserver refuses one that
 /// does not compile), at most 32, names unique.
-fn derived_attributes(v: Option<&Value>, at: &str) -> Result<Vec<(String, String)>, String> {
+fn derived_attributes(v: Option<&Value>, at: &str) -> Result<Vec<(String, String)>, FieldError> {
     let list = v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     if list.len() > MAX_DERIVED_ATTRIBUTES {
-        return Err(format!("{at}: Too many: {}: must have at most {MAX_DERIVED_ATTRIBUTES} items", list.len()));
+        return Err(FieldError::new(at, Problem::TooMany(list.len(), MAX_DERIVED_ATTRIBUTES)));
     }
     let mut out: Vec<(String, String)> = Vec::new();
     for (i, d) in list.iter().enumerate() {
         let at = format!("{at}[{i}]");
         let name = d.get("name").and_then(Value::as_str).filter(|n| n.contains('/'));
-        let name = name.ok_or_else(|| format!("{at}.name must be a fully qualified name (DOMAIN/ATTR)"))?;
+        let name = name.ok_or_else(|| FieldError::must(format!("{at}.name"), FULLY_QUALIFIED))?;
         if out.iter().any(|(n, _)| n == name) {
-            return Err(format!("{at}.name: Duplicate value: {name:?}"));
+            return Err(FieldError::new(format!("{at}.name"), Problem::Duplicate(name.to_string())));
         }
         let expr = d.get("expression").and_then(Value::as_str).filter(|e| !e.trim().is_empty());
-        let expr = expr.ok_or_else(|| format!("{at}.expression is required"))?;
+        let expr = expr.ok_or_else(|| FieldError::required(format!("{at}.expression")))?;
         if let Err(e) = crate::controlplane::cel::check(expr) {
-            return Err(format!("{at}.expression: {e}"));
+            return Err(FieldError::new(format!("{at}.expression"), Problem::Cel(e)));
         }
         out.push((name.to_string(), expr.to_string()));
     }
     Ok(out)
 }
 
-fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {
+fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, FieldError> {
     let mut out = Vec::new();
     for (i, c) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
         let at = format!("{at}[{i}]");
         let (key, distinct) = match (c.get("matchAttribute"), c.get("distinctAttribute")) {
-            (Some(_), Some(_)) => return Err(format!("{at}: set exactly one of matchAttribute and distinctAttribute")),
+            (Some(_), Some(_)) => {
+                return Err(FieldError::invalid(at, "set exactly one of matchAttribute and distinctAttribute"))
+            }
             (None, Some(_)) => ("distinctAttribute", true),
             _ => ("matchAttribute", false),
         };
         let attr = c.get(key).and_then(Value::as_str).filter(|a| a.contains('/'));
-        let attr = attr.ok_or_else(|| format!("{at}.{key} must be a fully qualified name (DOMAIN/ATTR)"))?;
+        let attr = attr.ok_or_else(|| FieldError::must(format!("{at}.{key}"), FULLY_QUALIFIED))?;
         let requests = c
             .get("requests")
             .and_then(Value::as_array)
@@ -341,29 +349,32 @@ fn constraints(v: Option<&Value>, at: &str) -> Result<Vec<Constraint>, String> {
     Ok(out)
 }
 
-fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
+/// The rule of an attribute's name.
+const FULLY_QUALIFIED: &str = "be a fully qualified name (DOMAIN/ATTR)";
+
+fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, FieldError> {
     let devs = spec.and_then(|s| s.get("devices"));
     let reqs = devs.and_then(|d| d.get("requests")).and_then(Value::as_array);
     let mut requests = Vec::new();
     for (i, r) in reqs.map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
         let at = format!("{at}.devices.requests[{i}]");
         let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-        let name = name.ok_or_else(|| format!("{at}.name is required"))?.to_string();
+        let name = name.ok_or_else(|| FieldError::required(format!("{at}.name")))?.to_string();
         let subs = r.get("firstAvailable").and_then(Value::as_array);
         if let Some(subs) = subs {
             if r.get("exactly").is_some() || r.get("deviceClassName").is_some() {
-                return Err(format!("{at}: set exactly one of exactly and firstAvailable"));
+                return Err(FieldError::invalid(at, "set exactly one of exactly and firstAvailable"));
             }
             if subs.is_empty() || subs.len() > 8 {
-                return Err(format!("{at}.firstAvailable must list 1 to 8 sub-requests"));
+                return Err(FieldError::must(format!("{at}.firstAvailable"), "list 1 to 8 sub-requests"));
             }
             let mut first_available = Vec::new();
             for (j, sub) in subs.iter().enumerate() {
                 let at = format!("{at}.firstAvailable[{j}]");
                 let sname = sub.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-                let sname = sname.ok_or_else(|| format!("{at}.name is required"))?.to_string();
+                let sname = sname.ok_or_else(|| FieldError::required(format!("{at}.name")))?.to_string();
                 if sub.get("adminAccess").is_some() {
-                    return Err(format!("{at}: adminAccess is not allowed in a sub-request"));
+                    return Err(FieldError::invalid(at, "adminAccess is not allowed in a sub-request"));
                 }
                 first_available.push(request_fields(sname, sub, &at)?);
             }
@@ -374,14 +385,15 @@ fn claim_spec(spec: Option<&Value>, at: &str) -> Result<ClaimSpec, String> {
         requests.push(request_fields(name, r.get("exactly").unwrap_or(r), &at)?);
     }
     if requests.is_empty() {
-        return Err(format!("{at}.devices.requests must list at least one request"));
+        return Err(FieldError::must(format!("{at}.devices.requests"), "list at least one request"));
     }
     let constraints = constraints(devs.and_then(|d| d.get("constraints")), &format!("{at}.devices.constraints"))?;
     for c in &constraints {
         for r in &c.requests {
             let base = r.split('/').next().unwrap_or(r);
             if !requests.iter().any(|q| q.name == base) {
-                return Err(format!("{at}.devices.constraints: request {r:?} is not one of the claim's requests"));
+                let detail = format!("request {r:?} is not one of the claim's requests");
+                return Err(FieldError::invalid(format!("{at}.devices.constraints"), detail));
             }
         }
     }
@@ -407,13 +419,13 @@ pub struct Crd {
 
 impl Crd {
     /// Read a CustomResourceDefinition; `Err` names what is missing.
-    pub fn parse(v: &Value) -> Result<Crd, String> {
+    pub fn parse(v: &Value) -> Result<Crd, ObjectError> {
         let spec = &v["spec"];
         let text = |x: &Value, what: &str| {
             x.as_str()
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
-                .ok_or(format!("CustomResourceDefinition: {what} is required"))
+                .ok_or_else(|| ObjectError::Crd(FieldError::required(what)))
         };
         let group = text(&spec["group"], "spec.group")?;
         let plural = text(&spec["names"]["plural"], "spec.names.plural")?;
@@ -427,7 +439,7 @@ impl Crd {
             .filter_map(|x| Some((x["name"].as_str()?.to_string(), x["subresources"]["status"].is_object())))
             .collect();
         if versions.is_empty() {
-            return Err("CustomResourceDefinition: spec.versions must serve at least one version".into());
+            return Err(ObjectError::Crd(FieldError::must("spec.versions", "serve at least one version")));
         }
         Ok(Crd { group, plural, singular, kind, namespaced: spec["scope"] != "Cluster", versions })
     }
@@ -445,9 +457,10 @@ pub fn is_api_object(v: &Value) -> bool {
 }
 
 /// Parse a manifest [`is_api_object`] says is one (a CRD is checked as one).
-pub fn parse_api_object(v: &Value) -> Result<Object, String> {
+pub fn parse_api_object(v: &Value) -> Result<Object, ObjectError> {
     let kind = v["kind"].as_str().unwrap_or_default();
-    let name = v["metadata"]["name"].as_str().filter(|n| !n.is_empty()).ok_or("metadata.name is required")?;
+    let name = v["metadata"]["name"].as_str().filter(|n| !n.is_empty());
+    let name = name.ok_or_else(|| FieldError::required("metadata.name"))?;
     if kind == "CustomResourceDefinition" {
         Crd::parse(v)?;
     }
@@ -458,11 +471,11 @@ pub fn parse_api_object(v: &Value) -> Result<Object, String> {
 }
 
 /// Parse one object of [`KINDS`] (the caller has checked the kind).
-pub fn parse(v: &Value) -> Result<Object, String> {
-    let kind = dra_kind(v).ok_or("not a DRA object")?;
-    let meta = v.get("metadata").ok_or("no metadata")?;
+pub fn parse(v: &Value) -> Result<Object, ObjectError> {
+    let kind = dra_kind(v).ok_or(ObjectError::NotDra)?;
+    let meta = v.get("metadata").ok_or(ObjectError::NoMetadata)?;
     let name = meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-    let name = name.ok_or("metadata.name is required")?.to_string();
+    let name = name.ok_or_else(|| FieldError::required("metadata.name"))?.to_string();
     let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
     let namespace = namespace.to_string();
     let spec = v.get("spec");
@@ -470,7 +483,7 @@ pub fn parse(v: &Value) -> Result<Object, String> {
         "ResourceClaim" => {
             let uid = meta.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string);
             let uid = uid.unwrap_or_else(|| derived_uid(&format!("claim\0{namespace}\0{name}")));
-            crate::core::validate::uid(&uid).map_err(|e| format!("metadata.uid: {e}"))?;
+            crate::core::validate::uid(&uid).map_err(|e| FieldError::new("metadata.uid", Problem::Uid(e)))?;
             Object::Claim { spec: claim_spec(spec, "spec")?, namespace, name, uid, raw: v.clone() }
         }
         "ResourceClaimTemplate" => {
@@ -497,7 +510,7 @@ pub fn parse(v: &Value) -> Result<Object, String> {
             let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
             Object::Namespace { name, labels }
         }
-        "DeviceTaintRule" => Object::TaintRule { rule: devices::taint_rule(spec.ok_or("no spec")?)?, name },
-        _ => devices::slice(name, spec.ok_or("no spec")?)?,
+        "DeviceTaintRule" => Object::TaintRule { rule: devices::taint_rule(spec.ok_or(ObjectError::NoSpec)?)?, name },
+        _ => devices::slice(name, spec.ok_or(ObjectError::NoSpec)?)?,
     })
 }

@@ -14,10 +14,37 @@ pub struct Quantity {
 
 const NANO: i128 = 1_000_000_000;
 
-impl Quantity {
+/// A text that is not a Kubernetes quantity (or is out of range): the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuantityError(pub String);
+
+impl std::fmt::Display for QuantityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "quantity {:?} is not a Kubernetes quantity (e.g. 80Gi, 500m, 1.5, 1e3)", self.0)
+    }
+}
+
+impl std::error::Error for QuantityError {}
+
+impl std::str::FromStr for Quantity {
+    type Err = QuantityError;
+
     /// Parse `s` in apimachinery's quantity syntax.
+    fn from_str(s: &str) -> Result<Quantity, QuantityError> {
+        Quantity::read(s)
+    }
+}
+
+impl Quantity {
+    /// [`Quantity::read`] with the error as text, for plugin::dra's flag
+    /// parsers (being restructured apart; everything else reads typed).
     pub fn parse(s: &str) -> Result<Quantity, String> {
-        let bad = || format!("quantity {s:?} is not a Kubernetes quantity (e.g. 80Gi, 500m, 1.5, 1e3)");
+        Quantity::read(s).map_err(|e| e.to_string())
+    }
+
+    /// Parse `s` in apimachinery's quantity syntax.
+    pub fn read(s: &str) -> Result<Quantity, QuantityError> {
+        let bad = || QuantityError(s.to_string());
         let t = s.trim();
         if t.is_empty() || t.len() > 64 {
             return Err(bad());
@@ -180,7 +207,7 @@ mod tests {
 
     #[test]
     fn quantities_parse_in_apimachinery_syntax_and_compare_by_value() {
-        let q = |s: &str| Quantity::parse(s).unwrap();
+        let q = |s: &str| Quantity::read(s).unwrap();
         assert_eq!(q("80Gi").nanos(), 80 * (1i128 << 30) * NANO);
         assert_eq!(q("1Gi"), q("1024Mi"));
         assert_eq!(q("1.5"), q("1500m"));
@@ -190,7 +217,7 @@ mod tests {
         assert!(q("40Gi") < q("43G") && q("40Gi") > q("42G"));
         assert!(q("-1") < q("0"));
         for bad in ["", "Gi", "1.2.3", "1Xi", "1 Gi", "abc", "1e99"] {
-            assert!(Quantity::parse(bad).unwrap_err().contains("not a Kubernetes quantity"), "{bad}");
+            assert!(Quantity::read(bad).unwrap_err().to_string().contains("not a Kubernetes quantity"), "{bad}");
         }
         assert_eq!(Quantity::from_nanos(q("40Gi").nanos() * 2).text(), "80Gi");
         assert_eq!(Quantity::from_nanos(q("1500m").nanos()).text(), "1500m");

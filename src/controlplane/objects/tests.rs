@@ -20,9 +20,9 @@ fn claims_templates_classes_and_slices_parse_in_v1_and_v1beta1_shapes() {
     assert_eq!(devices[0].attributes["other.io/n"], Attribute::Int(3));
     assert_eq!(devices[0].attributes["d.x/v"], Attribute::Version("1.2.3".into()));
     let bad = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{"devices":{"requests":[{"name":"r","firstAvailable":[]}]}}});
-    assert!(parse(&bad).unwrap_err().contains("firstAvailable"));
+    assert!(parse(&bad).unwrap_err().to_string().contains("firstAvailable"));
     let none = json!({"kind":"ResourceClaim","metadata":{"name":"x"},"spec":{}});
-    assert!(parse(&none).unwrap_err().contains("at least one request"));
+    assert!(parse(&none).unwrap_err().to_string().contains("at least one request"));
 }
 
 #[test]
@@ -35,7 +35,7 @@ fn v1_defaults_apply_and_selectors_are_kept_as_cel_expressions() {
     assert_eq!(r.selectors[0].expression, "device.attributes['gpu.x'].model == 'a'");
     let all_with_count = json!({"kind":"ResourceClaim","metadata":{"name":"c"},"spec":{"devices":{"requests":[
         {"name":"r","exactly":{"deviceClassName":"gpu","allocationMode":"All","count":2}}]}}});
-    assert!(parse(&all_with_count).unwrap_err().contains("count must not be set with allocationMode All"));
+    assert!(parse(&all_with_count).unwrap_err().to_string().contains("count must not be set with allocationMode All"));
 }
 
 #[test]
@@ -64,7 +64,7 @@ fn partitions_capacity_taints_tolerations_and_constraints_parse() {
     assert_eq!(spec.constraints[0].match_attribute, "gpu.x/numa");
     let bad = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"gpu.x","pool":{"name":"p"},
         "devices":[{"name":"g","capacity":{"memory":{"value":"lots"}}}]}});
-    assert!(parse(&bad).unwrap_err().contains("spec.devices[0].capacity[memory].value: quantity \"lots\""));
+    assert!(parse(&bad).unwrap_err().to_string().contains("spec.devices[0].capacity[memory].value: quantity \"lots\""));
     let rule = json!({"apiVersion":"resource.k8s.io/v1alpha3","kind":"DeviceTaintRule","metadata":{"name":"r"},
         "spec":{"deviceSelector":{"driver":"gpu.x","device":"g0"},"taint":{"key":"maint","effect":"NoExecute"}}});
     let Object::TaintRule { rule, .. } = parse(&rule).unwrap() else { panic!() };
@@ -76,7 +76,7 @@ fn partitions_capacity_taints_tolerations_and_constraints_parse() {
     };
     let Object::TaintRule { rule, .. } = parse(&stamped("2026-03-01T10:00:00Z")).unwrap() else { panic!() };
     assert_eq!(rule.taint.time_added.as_deref(), Some("2026-03-01T10:00:00Z"));
-    let e = parse(&stamped("yesterday")).unwrap_err();
+    let e = parse(&stamped("yesterday")).unwrap_err().to_string();
     assert!(e.contains("spec.taint.timeAdded: \"yesterday\" is not an RFC 3339 time"), "{e}");
     let ns =
         json!({"kind":"Namespace","metadata":{"name":"admin","labels":{"resource.kubernetes.io/admin-access":"true"}}});
@@ -87,6 +87,23 @@ fn partitions_capacity_taints_tolerations_and_constraints_parse() {
 fn a_selector_that_does_not_compile_is_refused_as_kube_apiserver_refuses_it() {
     let v = json!({"kind":"DeviceClass","metadata":{"name":"c"},"spec":{"selectors":[
         {"cel":{"expression":"device.driver == 'x'"}},{"cel":{"expression":"device.capacity['x'].memory >"}}]}});
-    let e = parse(&v).unwrap_err();
+    let e = parse(&v).unwrap_err().to_string();
     assert!(e.starts_with("spec.selectors[1].cel.expression: compilation failed"), "{e}");
+}
+
+/// #50: a field error is typed (path, problem, the cause as its source), its text as before.
+#[test]
+fn a_field_error_names_its_path_and_keeps_its_cause() {
+    use std::error::Error as _;
+    let v = json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"d","pool":{"name":"p"},
+        "devices":[{"name":"a","capacity":{"memory":{"value":"lots"}}}]}});
+    let ObjectError::Field(e) = parse(&v).unwrap_err() else { panic!("not a field error") };
+    assert_eq!(e.path, "spec.devices[0].capacity[memory].value");
+    assert!(matches!(&e.problem, Problem::Quantity(q) if q.0 == "lots"), "{e:?}");
+    assert_eq!(e.source().map(|s| s.to_string()), Some(quantity::QuantityError("lots".into()).to_string()));
+    let e = parse(&json!({"kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"pool":{"name":"p"}}})).unwrap_err();
+    assert_eq!(
+        (e.to_string().as_str(), e),
+        ("spec.driver is required", ObjectError::Field(FieldError::required("spec.driver")))
+    );
 }

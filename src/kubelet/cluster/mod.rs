@@ -531,7 +531,7 @@ async fn sync(cm: &Arc<ContainerManager>, c: &ClusterSpec, pods: &BoundPods, p: 
     }
     let pod = match objects::bound_pod(&p) {
         Ok(pod) => pod,
-        Err(e) if e.contains("resourceClaimStatuses") => return, // the controller has not named its claims yet
+        Err(objects::BoundPodError::NotNamedYet { .. }) => return, // the controller has not named its claims yet
         Err(e) => {
             error(&bus, &format!("reading pod {key}"), e);
             lock(pods).insert(uid.to_string(), bound);

@@ -194,12 +194,47 @@ pub fn lease(name: &str, node_uid: &str, renew: &str) -> Value {
     })
 }
 
+/// Why a pod bound to the node cannot be run (yet).
+#[derive(Debug)]
+pub enum BoundPodError {
+    /// The pod is not one the lifecycle can run.
+    Pod(crate::kubelet::manifest::ManifestError),
+    /// A claim from a template the resourceclaim controller has not named yet.
+    NotNamedYet {
+        /// The pod claim.
+        claim: String,
+        /// Its template.
+        template: String,
+    },
+}
+
+impl std::fmt::Display for BoundPodError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BoundPodError::Pod(e) => e.fmt(f),
+            BoundPodError::NotNamedYet { claim, template } => write!(
+                f,
+                "pod claim {claim:?} (template {template:?}) has no entry in status.resourceClaimStatuses yet"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BoundPodError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BoundPodError::Pod(e) => Some(e),
+            BoundPodError::NotNamedYet { .. } => None,
+        }
+    }
+}
+
 /// A pod bound to the node, as the lifecycle runs it: a claim from a
 /// template is the claim the resourceclaim controller made for it (named in
 /// status.resourceClaimStatuses, as resourceclaim.Name reads it); a pod
 /// claim the controller decided needs no claim (no name there) is left out.
-pub fn bound_pod(v: &Value) -> Result<Pod, String> {
-    let mut pod = crate::kubelet::manifest::from_object(v)?;
+pub fn bound_pod(v: &Value) -> Result<Pod, BoundPodError> {
+    let mut pod = crate::kubelet::manifest::from_object(v).map_err(BoundPodError::Pod)?;
     let statuses = v["status"]["resourceClaimStatuses"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let mut dropped = Vec::new();
     for c in &mut pod.resource_claims {
@@ -208,12 +243,7 @@ pub fn bound_pod(v: &Value) -> Result<Pod, String> {
             match named.map(|s| s["resourceClaimName"].as_str()) {
                 Some(Some(n)) => c.source = ClaimSource::Generated { template: t.clone(), claim: n.to_string() },
                 Some(None) => dropped.push(c.name.clone()),
-                None => {
-                    return Err(format!(
-                        "pod claim {:?} (template {t:?}) has no entry in status.resourceClaimStatuses yet",
-                        c.name
-                    ))
-                }
+                None => return Err(BoundPodError::NotNamedYet { claim: c.name.clone(), template: t.clone() }),
             }
         }
     }
@@ -499,7 +529,8 @@ mod tests {
         assert!(!pod.containers[0].resources.contains_key("cpu"));
         let mut early = api_pod();
         early["status"] = json!({});
-        assert!(bound_pod(&early).unwrap_err().contains("resourceClaimStatuses"));
+        let e = bound_pod(&early).unwrap_err();
+        assert!(matches!(e, BoundPodError::NotNamedYet { .. }) && e.to_string().contains("resourceClaimStatuses"));
     }
 
     #[test]

@@ -149,7 +149,9 @@ pub enum AdmissionError {
         /// The other manifest.
         other: PathBuf,
     },
-    /// The manifest cannot be read or the engine cannot go on (the text says which).
+    /// The manifest file cannot be read.
+    Manifest(std::sync::Arc<crate::kubelet::manifest::ManifestError>),
+    /// The manifest cannot be taken or the engine cannot go on (the text says which).
     Invalid(String),
 }
 
@@ -163,7 +165,9 @@ impl AdmissionError {
             AdmissionError::Unexpected(_) | AdmissionError::Checkpoint(_) => "UnexpectedAdmissionError".into(),
             AdmissionError::Topology => "TopologyAffinityError".into(),
             AdmissionError::OutOf { resource, .. } => format!("OutOf{resource}"),
-            AdmissionError::Duplicate { .. } | AdmissionError::Invalid(_) => "InvalidManifest".into(),
+            AdmissionError::Duplicate { .. } | AdmissionError::Manifest(_) | AdmissionError::Invalid(_) => {
+                "InvalidManifest".into()
+            }
         }
     }
 }
@@ -180,6 +184,7 @@ impl std::fmt::Display for AdmissionError {
             AdmissionError::Duplicate { pod, other } => {
                 write!(f, "pod {pod} already exists (from {})", other.display())
             }
+            AdmissionError::Manifest(e) => write!(f, "{e}"),
             AdmissionError::Invalid(e) => f.write_str(e),
         }
     }
@@ -189,6 +194,7 @@ impl std::error::Error for AdmissionError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AdmissionError::Unexpected(Cause::Devices(e)) => Some(e),
+            AdmissionError::Manifest(e) => Some(&**e),
             _ => None,
         }
     }

@@ -290,6 +290,19 @@ pub fn merge_with(
     (best, admit)
 }
 
+/// The topology manager refuses the pod: no NUMA affinity satisfies the
+/// policy (its text is [`TOPOLOGY_ERROR`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopologyRejected;
+
+impl std::fmt::Display for TopologyRejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(TOPOLOGY_ERROR)
+    }
+}
+
+impl std::error::Error for TopologyRejected {}
+
 /// The affinity for a container's devices, or the topology rejection.
 /// `Ok(None)`: no alignment (policy none, or no resource reports topology).
 #[allow(clippy::too_many_arguments)]
@@ -302,7 +315,7 @@ pub fn container_affinity(
     resources: &[(String, usize)],
     reusable: &BTreeMap<String, BTreeSet<String>>,
     pending: &BTreeMap<AllocKey, Allocation>,
-) -> Result<Option<BTreeSet<i64>>, String> {
+) -> Result<Option<BTreeSet<i64>>, TopologyRejected> {
     if policy == TopologyPolicy::None {
         return Ok(None);
     }
@@ -323,7 +336,7 @@ pub fn container_affinity(
     }
     let (best, admit) = merge_with(policy, rule, &nodes, &hints);
     if !admit {
-        return Err(TOPOLOGY_ERROR.to_string());
+        return Err(TopologyRejected);
     }
     Ok(best.affinity)
 }

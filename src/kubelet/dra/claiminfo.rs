@@ -94,8 +94,8 @@ pub enum Cause {
     /// A claim the resourceclaim controller made from a template of the pod
     /// is not the pod's (resourceclaim.IsForPod; its text).
     NotForPod {
-        /// IsForPod's text.
-        message: String,
+        /// Whose the claim is instead (IsForPod's text).
+        message: super::fetch::NotForPod,
     },
     /// A claim read from the API server has no `status.allocation`
     /// (newClaimInfoFromClaim: "not allocated").
@@ -177,7 +177,7 @@ impl std::fmt::Display for Cause {
             Cause::Binding { claim, binding } => write!(f, "{binding}: claim={claim}"),
             Cause::Fetch { claim, source } => write!(f, "fetch ResourceClaim {claim}: {source}"),
             Cause::Unallocated { claim } => write!(f, "ResourceClaim {claim}: not allocated"),
-            Cause::NotForPod { message } => f.write_str(message),
+            Cause::NotForPod { message } => write!(f, "{message}"),
             Cause::NotRegistered { driver } => write!(f, "DRA driver {driver} is not registered"),
             // manager.go: fmt.Errorf("NodePrepareResources: %w", err), err a gRPC status.
             Cause::Call { op, source } => write!(f, "{op}: {}", crate::core::status::go_text(source)),
@@ -206,6 +206,7 @@ impl std::error::Error for Cause {
             Cause::Fetch { source, .. } => Some(&**source),
             Cause::Call { source, .. } => Some(&**source),
             Cause::Checkpoint { source, .. } => Some(source),
+            Cause::NotForPod { message } => Some(message),
             _ => None,
         }
     }

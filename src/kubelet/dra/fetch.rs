@@ -12,12 +12,12 @@ use std::pin::Pin;
 /// resourceclaim controller made for `pod` — its controller owner is the pod,
 /// or, with DRAWorkloadResourceClaims (`group_owner`), the pod's PodGroup by
 /// name (a pod does not know its PodGroup's UID). The error is upstream's text.
-pub fn is_for_pod(pod: &crate::kubelet::manifest::Pod, claim: &Value, group_owner: bool) -> Result<(), String> {
+pub fn is_for_pod(pod: &crate::kubelet::manifest::Pod, claim: &Value, group_owner: bool) -> Result<(), NotForPod> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let (ns, name) = (text(&claim["metadata"]["namespace"]), text(&claim["metadata"]["name"]));
-    let (pns, pname) = (&pod.namespace, &pod.name);
-    if ns != *pns {
-        return Err(format!("ResourceClaim {ns}/{name} is not in the same namespace as Pod {pns}/{pname}"));
+    let not = |owner| NotForPod { claim: format!("{ns}/{name}"), pod: pod.key(), owner };
+    if ns != pod.namespace {
+        return Err(not(Owner::OtherNamespace));
     }
     let owners = claim["metadata"]["ownerReferences"].as_array().map(Vec::as_slice).unwrap_or_default();
     let controller = owners.iter().find(|o| o["controller"] == true);
@@ -34,14 +34,51 @@ pub fn is_for_pod(pod: &crate::kubelet::manifest::Pod, claim: &Value, group_owne
             if by_group {
                 Ok(())
             } else {
-                Err(format!(
-                    "ResourceClaim {ns}/{name} was not created for Pod {pns}/{pname} (neither Pod nor PodGroup {group} is the owner)"
-                ))
+                Err(not(Owner::NeitherPodNorGroup(group.to_string())))
             }
         }
-        None => Err(format!("ResourceClaim {ns}/{name} was not created for Pod {pns}/{pname} (Pod is not owner)")),
+        None => Err(not(Owner::NotPod)),
     }
 }
+
+/// Why a claim is not the pod's ([`is_for_pod`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// The claim is in another namespace than the pod.
+    OtherNamespace,
+    /// The pod is not the claim's controller owner.
+    NotPod,
+    /// Neither the pod nor its PodGroup (this name) is the claim's controller owner.
+    NeitherPodNorGroup(String),
+}
+
+/// A claim made from a template of a pod that is not the pod's
+/// (resourceclaim.IsForPod); its text is upstream's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotForPod {
+    /// The claim, `namespace/name`.
+    pub claim: String,
+    /// The pod, `namespace/name`.
+    pub pod: String,
+    /// Why not.
+    pub owner: Owner,
+}
+
+impl std::fmt::Display for NotForPod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let NotForPod { claim, pod, owner } = self;
+        match owner {
+            Owner::OtherNamespace => write!(f, "ResourceClaim {claim} is not in the same namespace as Pod {pod}"),
+            Owner::NotPod => write!(f, "ResourceClaim {claim} was not created for Pod {pod} (Pod is not owner)"),
+            Owner::NeitherPodNorGroup(group) => write!(
+                f,
+                "ResourceClaim {claim} was not created for Pod {pod} (neither Pod nor PodGroup {group} is the owner)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotForPod {}
 
 /// One claim read: the stored object, or why not.
 pub type Read<'a> = Pin<Box<dyn Future<Output = Result<Value, FetchError>> + Send + 'a>>;
@@ -67,7 +104,7 @@ pub enum FetchError {
     /// No answer (connection, TLS, credentials, timeout).
     Call(Box<crate::core::Error>),
     /// The answer is no ResourceClaim this kubelet can read.
-    Invalid(String),
+    Invalid(crate::controlplane::objects::ObjectError),
 }
 
 impl std::fmt::Display for FetchError {
@@ -75,7 +112,7 @@ impl std::fmt::Display for FetchError {
         match self {
             FetchError::Refused { message, .. } => f.write_str(message),
             FetchError::Call(e) => write!(f, "{e}"),
-            FetchError::Invalid(e) => f.write_str(e),
+            FetchError::Invalid(e) => write!(f, "{e}"),
         }
     }
 }
@@ -83,7 +120,8 @@ impl std::fmt::Display for FetchError {
 impl std::error::Error for FetchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            FetchError::Refused { .. } | FetchError::Invalid(_) => None,
+            FetchError::Refused { .. } => None,
+            FetchError::Invalid(e) => Some(e),
             FetchError::Call(e) => Some(&**e),
         }
     }
@@ -115,23 +153,23 @@ mod tests {
         assert_eq!(is_for_pod(&pod(None), &claim("ml", by_pod.clone()), false), Ok(()));
         let not_controller = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "pod-uid"});
         assert_eq!(
-            is_for_pod(&pod(None), &claim("ml", not_controller), false).unwrap_err(),
+            is_for_pod(&pod(None), &claim("ml", not_controller), false).unwrap_err().to_string(),
             "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (Pod is not owner)"
         );
         assert_eq!(
-            is_for_pod(&pod(None), &claim("other", by_pod), false).unwrap_err(),
+            is_for_pod(&pod(None), &claim("other", by_pod), false).unwrap_err().to_string(),
             "ResourceClaim other/p-g-x7k2q is not in the same namespace as Pod ml/p"
         );
         let by_group = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "team",
             "uid": "group-uid", "controller": true});
         assert_eq!(is_for_pod(&pod(Some("team")), &claim("ml", by_group.clone()), true), Ok(()));
         assert_eq!(
-            is_for_pod(&pod(Some("team")), &claim("ml", by_group.clone()), false).unwrap_err(),
+            is_for_pod(&pod(Some("team")), &claim("ml", by_group.clone()), false).unwrap_err().to_string(),
             "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (Pod is not owner)",
             "the gate off: a PodGroup owner is no owner of the pod"
         );
         assert_eq!(
-            is_for_pod(&pod(Some("other")), &claim("ml", by_group), true).unwrap_err(),
+            is_for_pod(&pod(Some("other")), &claim("ml", by_group), true).unwrap_err().to_string(),
             "ResourceClaim ml/p-g-x7k2q was not created for Pod ml/p (neither Pod nor PodGroup other is the owner)"
         );
     }

@@ -276,13 +276,14 @@ impl HealthCache {
     /// A cache from the state file's bytes (healthinfo.go loadFromCheckpoint),
     /// each report as old as its LastUpdated says (`now` is `wall`), every
     /// driver's health computed at `now`.
-    pub fn from_state(bytes: &[u8], now: Instant, wall: SystemTime) -> Result<HealthCache, String> {
-        let map: BTreeMap<String, DriverState> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn from_state(bytes: &[u8], now: Instant, wall: SystemTime) -> Result<HealthCache, StateError> {
+        let map: BTreeMap<String, DriverState> = serde_json::from_slice(bytes).map_err(StateError::Json)?;
         let mut c = HealthCache::default();
         for (driver, st) in map {
             let mut reports = BTreeMap::new();
             for (key, d) in st.devices {
-                let when = crate::core::time::parse_rfc3339(&d.last_updated).map_err(|e| format!("{key}: {e}"))?;
+                let when =
+                    crate::core::time::parse_rfc3339(&d.last_updated).map_err(|e| StateError::LastUpdated(key, e))?;
                 let age = wall.duration_since(when).unwrap_or_default();
                 let timeout = u64::try_from(d.timeout).ok().filter(|t| *t > 0).map(Duration::from_nanos);
                 let timeout = timeout.unwrap_or(DEFAULT_HEALTH_TIMEOUT);
@@ -300,6 +301,33 @@ impl HealthCache {
             c.refresh(&d, now);
         }
         Ok(c)
+    }
+}
+
+/// Why the health state file is not read.
+#[derive(Debug)]
+pub enum StateError {
+    /// Not the file's JSON.
+    Json(serde_json::Error),
+    /// A device's (this key's) LastUpdated that is not a time.
+    LastUpdated(String, crate::core::time::TimeError),
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Json(e) => write!(f, "{e}"),
+            StateError::LastUpdated(key, e) => write!(f, "{key}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StateError::Json(e) => Some(e),
+            StateError::LastUpdated(_, e) => Some(e),
+        }
     }
 }
 
@@ -436,6 +464,6 @@ mod tests {
         assert_eq!(r.words("gpu.x"), ["p/a=Unhealthy (too hot)", "p/b=Unknown"], "b went stale while down");
         assert!(HealthCache::from_state(b"{", now, wall).is_err());
         let bad = br#"{"d":{"Devices":{"p/a":{"PoolName":"p","DeviceName":"a","Health":"Healthy","LastUpdated":"yesterday"}}}}"#;
-        assert!(HealthCache::from_state(bad, now, wall).unwrap_err().contains("p/a"));
+        assert!(HealthCache::from_state(bad, now, wall).unwrap_err().to_string().contains("p/a"));
     }
 }

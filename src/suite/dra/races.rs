@@ -14,14 +14,37 @@ use crate::suite::Outcome;
 /// How many prepares of the claim run at once.
 const CONCURRENT: usize = 4;
 
-/// The sorted CDI IDs answered for `uid`, or what is wrong with the answer (pure).
-pub(super) fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, String> {
-    if let Some(extra) = r.claims.keys().find(|u| *u != uid) {
-        return Err(format!("an entry for claim UID {extra}, which was not asked"));
+/// What is wrong with a NodePrepareResources answer for one claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum BadAnswer {
+    /// An entry for a claim UID (this one) that was not asked.
+    NotAsked(String),
+    /// No entry for the claim.
+    NoEntry,
+    /// The claim's entry has this error.
+    Error(String),
+}
+
+impl std::fmt::Display for BadAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadAnswer::NotAsked(uid) => write!(f, "an entry for claim UID {uid}, which was not asked"),
+            BadAnswer::NoEntry => f.write_str("no entry for the claim"),
+            BadAnswer::Error(e) => write!(f, "error: {e}"),
+        }
     }
-    let Some(x) = r.claims.get(uid) else { return Err("no entry for the claim".into()) };
+}
+
+impl std::error::Error for BadAnswer {}
+
+/// The sorted CDI IDs answered for `uid`, or what is wrong with the answer (pure).
+pub(super) fn answered_ids(r: &NodePrepareResourcesResponse, uid: &str) -> Result<Vec<String>, BadAnswer> {
+    if let Some(extra) = r.claims.keys().find(|u| *u != uid) {
+        return Err(BadAnswer::NotAsked(extra.clone()));
+    }
+    let Some(x) = r.claims.get(uid) else { return Err(BadAnswer::NoEntry) };
     if !x.error.is_empty() {
-        return Err(format!("error: {}", x.error));
+        return Err(BadAnswer::Error(x.error.clone()));
     }
     let mut ids: Vec<String> = x.devices.iter().flat_map(|d| d.cdi_device_ids.iter().cloned()).collect();
     ids.sort();
@@ -68,7 +91,7 @@ pub(crate) async fn concurrent_prepares(s: &mut Sess) -> Outcome {
     for (rpc, r) in &answers {
         match answered_ids(r, &claim.uid) {
             Ok(i) => ids.push((rpc.clone(), i)),
-            Err(e) => return fail(&rules::IDEMPOTENT, rpc.clone(), e),
+            Err(e) => return fail(&rules::IDEMPOTENT, rpc.clone(), e.to_string()),
         }
     }
     let first = ids[0].1.clone();
@@ -247,11 +270,12 @@ mod tests {
     #[test]
     fn an_answer_gives_its_sorted_ids_or_says_what_is_wrong() {
         assert_eq!(answered_ids(&answer("u", &["v/c=b", "v/c=a"], ""), "u").unwrap(), ["v/c=a", "v/c=b"]);
-        assert_eq!(answered_ids(&answer("u", &[], "boom"), "u").unwrap_err(), "error: boom");
+        assert_eq!(answered_ids(&answer("u", &[], "boom"), "u").unwrap_err().to_string(), "error: boom");
         assert_eq!(
-            answered_ids(&answer("u", &[], ""), "w").unwrap_err(),
+            answered_ids(&answer("u", &[], ""), "w").unwrap_err().to_string(),
             "an entry for claim UID u, which was not asked"
         );
-        assert_eq!(answered_ids(&NodePrepareResourcesResponse::default(), "u").unwrap_err(), "no entry for the claim");
+        let e = answered_ids(&NodePrepareResourcesResponse::default(), "u").unwrap_err();
+        assert_eq!((e.to_string().as_str(), e), ("no entry for the claim", BadAnswer::NoEntry));
     }
 }

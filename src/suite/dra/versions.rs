@@ -124,7 +124,7 @@ pub(crate) async fn each_service(s: &mut Sess) -> Outcome {
                     format!("CDI IDs [{}], where {} answered [{}]", ids.join(", "), d.service, want.join(", ")),
                 )
             }
-            Err(e) => return fail(&rules::VERSIONS, rpc, e),
+            Err(e) => return fail(&rules::VERSIONS, rpc, e.to_string()),
         }
     }
     if !health.is_empty() {
