@@ -327,7 +327,7 @@ pub fn load(path: &std::path::Path) -> Loaded {
 /// newClaimInfoCache → state/checkpointer.go GetOrCreate), and the
 /// container manager with it. `set_aside` says where dpctl moved a damaged
 /// file (or why it could not), `None` when it was left in place.
-pub fn refusal(why: &str, set_aside: Option<&Result<std::path::PathBuf, String>>) -> String {
+pub fn refusal(why: &str, set_aside: Option<&crate::core::Result<std::path::PathBuf>>) -> String {
     let kubelet = format!(
         "failed to create claimInfo cache: GetOrCreate() on checkpoint state: failed to get checkpoint {NAME}: {why}"
     );

@@ -36,12 +36,6 @@ impl std::str::FromStr for Quantity {
 }
 
 impl Quantity {
-    /// [`Quantity::read`] with the error as text, for plugin::dra's flag
-    /// parsers (being restructured apart; everything else reads typed).
-    pub fn parse(s: &str) -> Result<Quantity, String> {
-        Quantity::read(s).map_err(|e| e.to_string())
-    }
-
     /// Parse `s` in apimachinery's quantity syntax.
     pub fn read(s: &str) -> Result<Quantity, QuantityError> {
         let bad = || QuantityError(s.to_string());

@@ -313,10 +313,10 @@ impl DraManager {
                 Err(crate::core::Error::failed(checkpoint::refusal(&error, None)))
             }
             checkpoint::Loaded::Damaged(error) => {
-                let aside = crate::client::checkpoint::set_aside(&path).map_err(|e| e.to_string());
+                let aside = crate::client::checkpoint::set_aside(&path);
                 let set_aside = match &aside {
                     Ok(p) => p.display().to_string(),
-                    Err(e) => e.clone(),
+                    Err(e) => e.to_string(),
                 };
                 self.event(KubeletEvent::DraCheckpointCorrupt { path: shown, error: error.clone(), set_aside });
                 Err(crate::core::Error::failed(checkpoint::refusal(&error, Some(&aside))))

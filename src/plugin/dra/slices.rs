@@ -164,7 +164,7 @@ impl std::str::FromStr for SharedCapacity {
             return Err(CapacityError::NoName(s.to_string()));
         }
         let quantity = |q: &str| -> std::result::Result<String, CapacityError> {
-            crate::controlplane::objects::quantity::Quantity::parse(q)
+            crate::controlplane::objects::quantity::Quantity::read(q)
                 .map(|_| q.trim().to_string())
                 .map_err(|e| CapacityError::Quantity { value: q.to_string(), message: e.to_string() })
         };
