@@ -28,7 +28,7 @@ pub(crate) async fn publishes_slice(s: &mut Sess) -> Outcome {
             Err(why) if Instant::now() > deadline => {
                 return Outcome::fail(
                     "GET /apis/resource.k8s.io/v1/resourceslices",
-                    why,
+                    why.to_string(),
                     "publish the node's devices as ResourceSlices, every slice of a pool (resourceSliceCount) at its generation (pass {kubeconfig} and {node-name} to the driver)",
                 )
             }

@@ -30,17 +30,47 @@ fn others<'a>(advertised: &'a [String], used: &[&str]) -> (Vec<&'a str>, Vec<&'a
     (dra, health)
 }
 
+/// Why a health service gave no first snapshot.
+#[derive(Debug)]
+enum NoSnapshot {
+    /// The call or the stream failed.
+    Call(crate::core::Error),
+    /// Nothing came within the time given.
+    Late(Duration),
+    /// The stream ended first.
+    Ended,
+}
+
+impl std::fmt::Display for NoSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoSnapshot::Call(e) => write!(f, "{e}"),
+            NoSnapshot::Late(d) => write!(f, "no snapshot within {d:?}"),
+            NoSnapshot::Ended => f.write_str("the stream ended before its first snapshot"),
+        }
+    }
+}
+
+impl std::error::Error for NoSnapshot {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NoSnapshot::Call(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// The first snapshot's `pool/device` names from `service`.
-async fn snapshot(c: &DraConn, service: &str) -> Result<BTreeSet<String>, String> {
+async fn snapshot(c: &DraConn, service: &str) -> Result<BTreeSet<String>, NoSnapshot> {
     let socket = c.socket().to_path_buf();
     let first = async {
-        let mut stream = c.health(service).await.map_err(|e| e.to_string())?;
-        stream.next(&socket).await.map_err(|e| e.to_string())
+        let mut stream = c.health(service).await?;
+        stream.next(&socket).await
     };
     match tokio::time::timeout(SNAPSHOT_WITHIN, first).await {
-        Err(_) => Err(format!("no snapshot within {SNAPSHOT_WITHIN:?}")),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(None)) => Err("the stream ended before its first snapshot".into()),
+        Err(_) => Err(NoSnapshot::Late(SNAPSHOT_WITHIN)),
+        Ok(Err(e)) => Err(NoSnapshot::Call(e)),
+        Ok(Ok(None)) => Err(NoSnapshot::Ended),
         Ok(Ok(Some(devices))) => Ok(devices
             .iter()
             .map(|d| {
@@ -138,7 +168,7 @@ pub(crate) async fn each_service(s: &mut Sess) -> Outcome {
                 d.health.as_deref().unwrap_or("none")
             );
             match snapshot(&c, service).await {
-                Err(e) => return fail(&rules::HEALTH_ANSWERS, rpc, e),
+                Err(e) => return fail(&rules::HEALTH_ANSWERS, rpc, e.to_string()),
                 Ok(got) if followed.as_ref().is_some_and(|f| *f != got) => {
                     let f = followed.unwrap_or_default();
                     return fail(
