@@ -214,13 +214,6 @@ pub async fn run(ctx: &Ctx, once: bool, variant: Variant) -> Result<()> {
         cdi_dir: tree.cdi_dir(),
         services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
         register: true,
-        rolling_uid: None,
-        health_timeout_secs: 0,
-        common_cdi_spec: false,
-        withdraw_on_exit: false,
-        cdi_env: vec![],
-        numa_nodes: None,
-        binding: Default::default(),
         shared_capacity: if shares {
             vec![crate::plugin::dra::slices::SharedCapacity {
                 name: "memory".into(),
@@ -231,10 +224,9 @@ pub async fn run(ctx: &Ctx, once: bool, variant: Variant) -> Result<()> {
         } else {
             vec![]
         },
-        node_allocatable: vec![],
         metadata: if metadata { vec![crate::plugin::dra::metadata::Version::V1beta1] } else { vec![] },
-        faults: vec![],
         publish,
+        ..Default::default()
     };
     let tasks = Tasks::new();
     let (done_tx, mut done) = watch::channel(None::<String>);

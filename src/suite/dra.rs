@@ -177,18 +177,7 @@ mod engine_tests {
             cdi_dir: tree.cdi_dir(),
             services: vec![crate::protocol::dra::DRA_V1.into()],
             register: true,
-            rolling_uid: None,
-            health_timeout_secs: 0,
-            common_cdi_spec: false,
-            withdraw_on_exit: false,
-            cdi_env: vec![],
-            faults: vec![],
-            publish: None,
-            numa_nodes: None,
-            binding: Default::default(),
-            shared_capacity: vec![],
-            node_allocatable: vec![],
-            metadata: vec![],
+            ..Default::default()
         };
         let tasks = crate::core::task::Tasks::new();
         {

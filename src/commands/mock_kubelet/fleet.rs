@@ -248,22 +248,11 @@ impl Fleet {
                     .join(CONTROL_DIR)
                     .join(format!("{CONTROL_PREFIX}{}.sock", std::process::id())),
                 plugin_dir,
-                host_root: Default::default(),
                 cdi_dir: tree.cdi_dir(),
                 services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
                 register: true,
-                rolling_uid: None,
-                health_timeout_secs: 0,
-                common_cdi_spec: false,
-                withdraw_on_exit: false,
-                cdi_env: vec![],
-                numa_nodes: None,
-                binding: Default::default(),
-                shared_capacity: vec![],
-                node_allocatable: vec![],
-                metadata: vec![],
-                faults: vec![],
                 publish: Some((api.clone(), name.to_string())),
+                ..Default::default()
             };
             let group = self.backends.child();
             self.backends.spawn_joined(async move {

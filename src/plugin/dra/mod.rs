@@ -45,7 +45,7 @@ pub const CONTROL_DIR: &str = "dpctl-control";
 pub const CONTROL_PREFIX: &str = "dra-";
 
 /// The simulated driver's configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     /// The driver name (GetInfo name, CDI vendor).
     pub driver: String,
@@ -422,19 +422,9 @@ pub(crate) fn test_config(faults: Vec<Fault>) -> Config {
         cdi_dir: "/var/run/cdi".into(),
         services: vec![DRA_V1.into(), DRA_V1BETA1.into(), HEALTH_V1.into()],
         register: true,
-        rolling_uid: None,
-        health_timeout_secs: 0,
-        common_cdi_spec: false,
-        withdraw_on_exit: false,
-        cdi_env: vec![],
         control_socket: "/tmp/x.sock".into(),
         faults,
-        publish: None,
-        numa_nodes: None,
-        binding: Default::default(),
-        shared_capacity: vec![],
-        node_allocatable: vec![],
-        metadata: vec![],
+        ..Default::default()
     }
 }
 
