@@ -275,6 +275,14 @@ pub enum ProfileError {
     },
     /// A `--runtime-config` key the local API server does not serve off its default.
     RuntimeConfigKey(String),
+    /// `--runtime-config` names a resource.k8s.io version this release did
+    /// not have (v1beta1 came in 1.32, v1beta2 in 1.33).
+    NotRegistered {
+        /// The group version.
+        group_version: &'static str,
+        /// The kubelet version.
+        version: KubeletVersion,
+    },
 }
 
 impl fmt::Display for ProfileError {
@@ -319,11 +327,20 @@ impl fmt::Display for ProfileError {
                 f,
                 "{k}: this mock kubelet's API server sets resource.k8s.io/v1beta2 and resource.k8s.io/v1beta1 (resource.k8s.io/v1 is always served)"
             ),
+            ProfileError::NotRegistered { group_version, version } => write!(
+                f,
+                "group version {group_version} that has not been registered (Kubernetes {version} has no such version; pick a newer --kubelet-version)"
+            ),
         }
     }
 }
 
 impl std::error::Error for ProfileError {}
+
+/// The release that added resource.k8s.io/v1beta1 (v1.32.0 instance.go).
+const V1BETA1_SINCE: u32 = 32;
+/// The release that added resource.k8s.io/v1beta2 (v1.33.0 instance.go).
+const V1BETA2_SINCE: u32 = 33;
 
 /// Go's `%q` of a `[]string`: `["a" "b"]`.
 fn go_quoted<S: AsRef<str>>(l: &[S]) -> String {
@@ -461,11 +478,15 @@ pub struct Profile {
     /// locked 1.36. Off: the API server drops adminAccess.
     pub dra_admin_access: Gate,
     /// The local API server serves resource.k8s.io/v1beta2 beside v1: off
-    /// from 1.34, as kube-apiserver (betaAPIGroupVersionsDisabledByDefault),
-    /// on before (dpctl serves every version there, see docs/fidelity.md);
-    /// `--runtime-config resource.k8s.io/v1beta2=true` turns it on.
+    /// from 1.34, as kube-apiserver (betaAPIGroupVersionsDisabledByDefault);
+    /// before, on from 1.33, the release that added it, as a DRA cluster of
+    /// that release enabled it (upstream lists it in
+    /// betaAPIGroupVersionsDisabledByDefault there too; pkg/controlplane/instance.go
+    /// of v1.33.0), and absent before 1.33 (`--runtime-config` naming it is
+    /// refused). `--runtime-config resource.k8s.io/v1beta2=BOOL` sets it.
     pub api_resource_v1beta2: bool,
-    /// The same for resource.k8s.io/v1beta1.
+    /// The same for resource.k8s.io/v1beta1, added in 1.32 (v1.32.0's
+    /// instance.go; 1.31 had v1alpha3 alone, not modelled).
     pub api_resource_v1beta1: bool,
 }
 
@@ -723,8 +744,10 @@ impl Profile {
                 32.. => Gate::Off,
                 _ => Gate::Absent,
             },
-            api_resource_v1beta2: v.0 < 34,
-            api_resource_v1beta1: v.0 < 34,
+            // Before 1.34 a DRA cluster enabled the betas its release had
+            // (off by default upstream; see the field's doc).
+            api_resource_v1beta2: (V1BETA2_SINCE..34).contains(&v.0),
+            api_resource_v1beta1: (V1BETA1_SINCE..34).contains(&v.0),
         }
     }
 
@@ -849,10 +872,18 @@ impl Profile {
                 "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
                 v => return Err(ProfileError::NotBool { name: key.to_string(), value: v.to_string() }),
             };
+            let had = |group_version: &'static str, since: u32| match self.version.0 >= since {
+                true => Ok(on),
+                false => Err(ProfileError::NotRegistered { group_version, version: self.version }),
+            };
             match key.trim() {
-                "resource.k8s.io/v1beta2" => self.api_resource_v1beta2 = on,
-                "resource.k8s.io/v1beta1" => self.api_resource_v1beta1 = on,
-                "api/beta" | "api/all" => (self.api_resource_v1beta2, self.api_resource_v1beta1) = (on, on),
+                "resource.k8s.io/v1beta2" => self.api_resource_v1beta2 = had("resource.k8s.io/v1beta2", V1BETA2_SINCE)?,
+                "resource.k8s.io/v1beta1" => self.api_resource_v1beta1 = had("resource.k8s.io/v1beta1", V1BETA1_SINCE)?,
+                // Every beta the release has.
+                "api/beta" | "api/all" => {
+                    self.api_resource_v1beta2 = on && self.version.0 >= V1BETA2_SINCE;
+                    self.api_resource_v1beta1 = on && self.version.0 >= V1BETA1_SINCE;
+                }
                 "resource.k8s.io/v1" if on => {}
                 k => return Err(ProfileError::RuntimeConfigKey(k.to_string())),
             }
@@ -1074,12 +1105,27 @@ mod tests {
     }
 
     /// pkg/controlplane/instance.go of v1.34.4–v1.37.2: resource.k8s.io
-    /// v1beta1 and v1beta2 are in betaAPIGroupVersionsDisabledByDefault.
+    /// v1beta1 and v1beta2 are in betaAPIGroupVersionsDisabledByDefault;
+    /// v1.33.0 registers both, v1.32.0 v1beta1 alone, v1.31.0 neither
+    /// (v1alpha3).
     #[test]
     fn the_resource_betas_are_served_before_1_34_and_with_runtime_config() {
         let p = |m| Profile::of(KubeletVersion(m));
         let betas = |p: Profile| (p.api_resource_v1beta2, p.api_resource_v1beta1);
-        assert_eq!([33, 34, 37].map(|m| betas(p(m))), [(true, true), (false, false), (false, false)]);
+        assert_eq!(
+            [31, 32, 33, 34, 37].map(|m| betas(p(m))),
+            [(false, false), (false, true), (true, true), (false, false), (false, false)]
+        );
+        assert_eq!(
+            p(32).with_runtime_config("resource.k8s.io/v1beta2=true").unwrap_err().to_string(),
+            "group version resource.k8s.io/v1beta2 that has not been registered (Kubernetes 1.32 has no such version; pick a newer --kubelet-version)"
+        );
+        assert!(matches!(
+            p(31).with_runtime_config("resource.k8s.io/v1beta1"),
+            Err(ProfileError::NotRegistered { group_version: "resource.k8s.io/v1beta1", .. })
+        ));
+        assert_eq!(p(32).with_runtime_config("api/beta=true").map(betas), Ok((false, true)));
+        assert_eq!(p(31).with_runtime_config("api/all").map(betas), Ok((false, false)));
         let rc = |s: &str| p(37).with_runtime_config(s).map(betas);
         assert_eq!(rc("resource.k8s.io/v1beta1=true"), Ok((false, true)));
         assert_eq!(rc("resource.k8s.io/v1beta2,resource.k8s.io/v1=true"), Ok((true, false)));
