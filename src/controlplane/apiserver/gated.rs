@@ -415,11 +415,20 @@ fn selects(selector: &Value, node: &Value) -> bool {
     })
 }
 
-/// The v1 defaulting of a slice's device taints (pkg/apis/resource/v1
-/// SetDefaults_DeviceTaint, as an object is decoded): a taint without
-/// `timeAdded` gets `now` (metav1.Time: whole seconds).
+/// The v1 defaulting of a slice's devices, as an object is decoded: a
+/// taint without `timeAdded` gets `now` (SetDefaults_DeviceTaint;
+/// metav1.Time: whole seconds), and 1.36's node-allocatable mapping without
+/// `allocationMultiplier` gets `"1"` (v1.36.3 pkg/apis/resource/v1
+/// SetDefaults_Device; the field exists only where the profile's API is 1.36's).
 pub fn default_slice(obj: &mut Value, now: &str) {
     for d in items_mut(obj, &["spec", "devices"]) {
+        if let Some(map) = d.get_mut("nodeAllocatableResourceMappings").and_then(Value::as_object_mut) {
+            for m in map.values_mut().filter_map(Value::as_object_mut) {
+                if m.get("allocationMultiplier").is_none_or(Value::is_null) {
+                    m.insert("allocationMultiplier".into(), Value::String("1".into()));
+                }
+            }
+        }
         for t in items_mut(d, &["taints"]) {
             if let Some(t) = t.as_object_mut().filter(|t| t.get("timeAdded").is_none_or(Value::is_null)) {
                 t.insert("timeAdded".into(), Value::String(now.into()));

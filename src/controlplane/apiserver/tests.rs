@@ -1108,6 +1108,52 @@ fn node_allocatable_fields_follow_the_profiles_api_version() {
     assert_eq!((c, stored(&v, "nodeAllocatableResourceMappings")), (200, Some(mappings)), "{v}");
 }
 
+/// 1.36's mappings as v1.36.3 defaults and validates them (pkg/apis/resource/v1
+/// SetDefaults_Device: allocationMultiplier 1; validation.go
+/// validateNodeAllocatableResourceMappings).
+#[test]
+fn node_allocatable_mappings_are_defaulted_and_validated_as_1_36_does() {
+    let s36 = Store::default()
+        .with_api_minor(36)
+        .with_api_gates(super::gated::ApiGates { node_allocatable_resources: true, ..Default::default() });
+    let with = |name: &str, mappings: Value| {
+        let mut obj = slice_with(name, 1);
+        obj["spec"]["devices"][0]["capacity"] = json!({"cores": {"value": "8"}});
+        obj["spec"]["devices"][0]["nodeAllocatableResourceMappings"] = mappings;
+        obj
+    };
+    let (c, v) =
+        call(&s36, "POST", SLICES, "", with("a", json!({"cpu": {"capacityKey": "cores"}, "kubernetes.io/x": {}})));
+    assert_eq!(c, 201, "{v}");
+    assert_eq!(
+        v["spec"]["devices"][0]["nodeAllocatableResourceMappings"],
+        json!({"cpu": {"capacityKey": "cores", "allocationMultiplier": "1"}, "kubernetes.io/x": {"allocationMultiplier": "1"}})
+    );
+    let bad = json!({"example.com/gpu": {"allocationMultiplier": "2"}, "memory": {"allocationMultiplier": "-1Gi"},
+        "cpu": {"capacityKey": "nope", "allocationMultiplier": "0"}, "hugepages-2Mi": {"capacityKey": ""}});
+    let (c, v) = call(&s36, "POST", SLICES, "", with("b", bad));
+    assert_eq!(c, 422, "{v}");
+    let got: Vec<String> = v["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}: {}", c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    let at = "spec.devices[0].nodeAllocatableResourceMappings";
+    assert_eq!(
+        got,
+        [
+            format!("{at}[cpu].allocationMultiplier: Invalid value: \"0\": must be positive"),
+            format!("{at}[cpu].capacityKey: Not found: \"nope\""),
+            format!(
+                "{at}[example.com/gpu]: Invalid value: \"example.com/gpu\": must be a node allocatable resource name"
+            ),
+            format!("{at}[hugepages-2Mi].capacityKey: Invalid value: \"\": capacityKey must not be an empty string"),
+            format!("{at}[memory].allocationMultiplier: Invalid value: \"-1Gi\": must be positive"),
+        ]
+    );
+}
+
 /// A pod's status.nodeAllocatableResourceClaimStatuses (KEP-5517, v1.37.2):
 /// dropped with the gate off (pod/util.go dropPodNodeAllocatableResourceStatus);
 /// with it on kept, kept by a status write that leaves it out

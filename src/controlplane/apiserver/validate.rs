@@ -401,6 +401,48 @@ fn node_allocatable(d: &Value, at: &str) -> Vec<Cause> {
     out
 }
 
+/// v1.36.3 validation.go validateNodeAllocatableResourceMappings (1.36's
+/// KEP-5517 field; 1.37 replaced it with `nodeAllocatableResources`): each
+/// key a native resource name (no `/`, or a `kubernetes.io/` one); at least
+/// one of allocationMultiplier or capacityKey (defaulting sets the
+/// multiplier, so through the API only a null entry misses both); a positive
+/// allocationMultiplier; a capacityKey non-empty and a capacity of the device.
+fn node_allocatable_mappings(d: &Value, at: &str) -> Vec<Cause> {
+    use crate::controlplane::objects::quantity::Quantity;
+    let mut out = Vec::new();
+    let Some(map) = d["nodeAllocatableResourceMappings"].as_object() else { return out };
+    let mut names: Vec<&String> = map.keys().collect();
+    names.sort();
+    for name in names {
+        let m = &map[name];
+        let key = format!("{at}.nodeAllocatableResourceMappings[{name}]");
+        if name.contains('/') && !name.contains("kubernetes.io/") {
+            out.push(invalid(&key, name, "must be a node allocatable resource name"));
+        }
+        let (mult, cap) = (&m["allocationMultiplier"], &m["capacityKey"]);
+        if mult.is_null() && cap.is_null() {
+            out.push(invalid(&key, "", "at least one of allocationMultiplier or capacityKey must be set"));
+            continue;
+        }
+        let text = mult.as_str().map(str::to_string).or_else(|| mult.as_number().map(ToString::to_string));
+        if let Some(q) = text.and_then(|t| Quantity::read(&t).ok()).filter(|q| q.nanos() <= 0) {
+            out.push(invalid(&format!("{key}.allocationMultiplier"), q.text(), "must be positive"));
+        }
+        if let Some(k) = cap.as_str() {
+            if k.is_empty() {
+                out.push(invalid(&format!("{key}.capacityKey"), "", "capacityKey must not be an empty string"));
+            } else if d["capacity"].get(k).is_none() {
+                out.push(Cause {
+                    reason: "FieldValueNotFound",
+                    field: format!("{key}.capacityKey"),
+                    message: format!("Not found: {}", go_quote(k)),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Whether a device has a list-typed attribute (validation.go haveListAttributes).
 fn has_list_attribute(d: &Value) -> bool {
     d["attributes"]
@@ -583,6 +625,7 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
             }
             out.extend(binding_parameters(d, &at));
             out.extend(node_allocatable(d, &at));
+            out.extend(node_allocatable_mappings(d, &at));
             let name = d["name"].as_str().unwrap_or_default();
             if !seen.insert(name) {
                 out.push(duplicate(&at, name));
