@@ -124,6 +124,10 @@ pub struct Store {
     /// write drops `spec.resourceClaims` and a status write
     /// `status.resourceClaimStatuses`, unless the PodGroup replaced names claims.
     workload_resource_claims: bool,
+    /// PodGroupPreemptionPolicy (alpha, off, in 1.37): on, the Priority
+    /// admission plugin fills a PodGroup's `spec.preemptionPolicy`; off, a
+    /// write drops it unless the PodGroup replaced has it.
+    pod_group_preemption_policy: bool,
     /// The Kubernetes minor version whose API shapes the decoder knows
     /// (the `--kubelet-version` profile's; 37 by default): a ResourceSlice's
     /// devices have 1.36's `nodeAllocatableResourceMappings` up to 1.36 and
@@ -150,6 +154,7 @@ impl Default for Store {
             resource_versions: &["v1"],
             generic_workload: false,
             workload_resource_claims: false,
+            pod_group_preemption_policy: false,
             api_minor: 37,
         }
     }
@@ -313,6 +318,13 @@ impl Store {
     /// default, as kube-apiserver's in 1.36–1.37).
     pub fn with_workload_resource_claims(mut self, on: bool) -> Store {
         self.workload_resource_claims = on;
+        self
+    }
+
+    /// The store with the PodGroupPreemptionPolicy gate `on` (off by
+    /// default, as kube-apiserver's in 1.37).
+    pub fn with_pod_group_preemption_policy(mut self, on: bool) -> Store {
+        self.pod_group_preemption_policy = on;
         self
     }
 

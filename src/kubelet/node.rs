@@ -737,7 +737,8 @@ async fn run(
                 .with_api_gates(profile.api_gates())
                 .with_resource_betas(profile.api_resource_v1beta2, profile.api_resource_v1beta1)
                 .with_generic_workload(profile.generic_workload.enabled())
-                .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled()),
+                .with_workload_resource_claims(profile.dra_workload_resource_claims.enabled())
+                .with_pod_group_preemption_policy(profile.pod_group_preemption_policy.enabled()),
         );
         dra.api = Some(store.clone());
         // The device-taint eviction controller's timer, and its evictions

@@ -382,6 +382,7 @@ pub const GATES: &[&str] = &[
     "DRAConsumableCapacity",
     "GenericWorkload",
     "DRAWorkloadResourceClaims",
+    "PodGroupPreemptionPolicy",
     "DRADeviceTaints",
     "DRADeviceTaintRules",
     "DRAPartitionableDevices",
@@ -452,6 +453,11 @@ pub struct Profile {
     /// off) 1.37. On: a claim reserved for the pod's PodGroup
     /// (`spec.schedulingGroup.podGroupName`) is the pod's to use.
     pub dra_workload_resource_claims: Gate,
+    /// PodGroupPreemptionPolicy (KEP-5710's PodGroup part): alpha (off) in
+    /// 1.37, needing GenericWorkload. On: the Priority admission plugin fills
+    /// a PodGroup's `spec.preemptionPolicy` from its class; off: the API
+    /// server drops the field unless the PodGroup replaced has it.
+    pub pod_group_preemption_policy: Gate,
     /// DRADeviceTaints (KEP-5055): alpha (off) 1.33, beta (on) 1.36, GA 1.37
     /// (not locked). Off: the API server drops devices' taints and requests'
     /// tolerations.
@@ -715,6 +721,7 @@ impl Profile {
             },
             generic_workload: if v.0 >= 35 { Gate::Off } else { Gate::Absent },
             dra_workload_resource_claims: if v.0 >= 36 { Gate::Off } else { Gate::Absent },
+            pod_group_preemption_policy: if v.0 >= 37 { Gate::Off } else { Gate::Absent },
             dra_device_taints: match v.0 {
                 36.. => Gate::On,
                 33.. => Gate::Off,
@@ -807,6 +814,7 @@ impl Profile {
                 "DRAConsumableCapacity" => &mut self.dra_consumable_capacity,
                 "GenericWorkload" => &mut self.generic_workload,
                 "DRAWorkloadResourceClaims" => &mut self.dra_workload_resource_claims,
+                "PodGroupPreemptionPolicy" => &mut self.pod_group_preemption_policy,
                 "DRADeviceTaints" => &mut self.dra_device_taints,
                 "DRADeviceTaintRules" => &mut self.dra_device_taint_rules,
                 "DRAPartitionableDevices" => &mut self.dra_partitionable_devices,
@@ -830,7 +838,7 @@ impl Profile {
         // DynamicResourceAllocation, NodeDeclaredFeatures and DRAResourceClaimDeviceStatus,
         // the other dependencies, are on wherever these gates exist), in the order of that map.
         type Needs<'a> = &'a [(&'a str, Gate)];
-        let deps: [(&str, Gate, Needs); 4] = [
+        let deps: [(&str, Gate, Needs); 5] = [
             (
                 "DRADeviceCompatibilityGroups",
                 self.dra_compatibility_groups,
@@ -848,6 +856,11 @@ impl Profile {
             (
                 "DRAWorkloadResourceClaims",
                 self.dra_workload_resource_claims,
+                &[("GenericWorkload", self.generic_workload)],
+            ),
+            (
+                "PodGroupPreemptionPolicy",
+                self.pod_group_preemption_policy,
                 &[("GenericWorkload", self.generic_workload)],
             ),
         ];
@@ -1161,6 +1174,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("kubelet 1.35 has no such gate"));
+    }
+
+    /// kube_features.go v1.37.2: PodGroupPreemptionPolicy alpha (off) 1.37,
+    /// depending on GenericWorkload.
+    #[test]
+    fn the_pod_group_preemption_policy_gate_is_1_37_alpha_and_needs_generic_workload() {
+        let p = |m| Profile::of(KubeletVersion(m));
+        assert_eq!([36, 37].map(|m| p(m).pod_group_preemption_policy), [Gate::Absent, Gate::Off]);
+        let on = |m, s: &str| p(m).with_gates(s).map(|p| p.pod_group_preemption_policy.enabled());
+        assert_eq!(on(37, "GenericWorkload=true,PodGroupPreemptionPolicy=true"), Ok(true));
+        assert_eq!(
+            on(37, "PodGroupPreemptionPolicy=true").unwrap_err().to_string(),
+            "PodGroupPreemptionPolicy is enabled, but depends on features that are disabled: [GenericWorkload]"
+        );
+        assert!(on(36, "PodGroupPreemptionPolicy=true")
+            .unwrap_err()
+            .to_string()
+            .contains("kubelet 1.36 has no such gate"));
     }
 
     /// kube_features.go v1.37.2: DRAConsumableCapacity alpha 1.34, beta (on) 1.36.

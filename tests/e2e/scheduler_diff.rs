@@ -1015,8 +1015,11 @@ fn refusal(code: u16, body: &Value) -> Value {
 }
 
 /// What an API server answers of PodGroups: the group version's discovery,
-/// whether `/apis` lists it, a PodGroup naming a claim created (and whether
-/// the claim is kept), and a status write with a claim status (whether kept).
+/// whether `/apis` lists it, a PodGroup naming a claim created (whether the
+/// claim is kept, the preemption policy stored), and a status write with a
+/// claim status (whether kept); a PodGroup giving `preemptionPolicy: Never`
+/// (the answer, the policy stored) and an update changing the first one's
+/// priority and claims (the answer, causes included).
 async fn pod_group_serving(api: &ApiServer, run: &str) -> Value {
     let (gcode, gv) = call(api, "GET", "/apis/scheduling.k8s.io/v1beta1", None).await;
     let (_, groups) = call(api, "GET", "/apis", None).await;
@@ -1040,6 +1043,18 @@ async fn pod_group_serving(api: &ApiServer, run: &str) -> Value {
         let (scode, st) = call(api, "PUT", &format!("{path}/{name}/status"), Some(&s)).await;
         out["status"] = refusal(scode, &st);
         out["status"]["resourceClaimStatuses"] = json!(st["status"].get("resourceClaimStatuses").is_some());
+        out["create"]["preemptionPolicy"] = created["spec"]["preemptionPolicy"].clone();
+        let never = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("never-{run}")},
+            "spec": {"schedulingPolicy": {"basic": {}}, "preemptionPolicy": "Never"}});
+        let (ncode, n) = call(api, "POST", path, Some(&never)).await;
+        out["never"] = refusal(ncode, &n);
+        out["never"]["preemptionPolicy"] = n["spec"]["preemptionPolicy"].clone();
+        let mut u = st.clone();
+        u["spec"]["priority"] = json!(7);
+        u["spec"]["resourceClaims"] = json!([{"name": "h", "resourceClaimName": "d"}]);
+        let (ucode, up) = call(api, "PUT", &format!("{path}/{name}"), Some(&u)).await;
+        out["update"] = refusal(ucode, &up);
     }
     out
 }
@@ -1051,13 +1066,18 @@ async fn pod_group_serving(api: &ApiServer, run: &str) -> Value {
 /// and with DRAWorkloadResourceClaims off a PodGroup's `spec.resourceClaims`
 /// and its `status.resourceClaimStatuses` are dropped
 /// (podgroup/strategy.go dropDisabledPodGroupFields,
-/// dropDisabledPodGroupStatusFields); with both on they are kept.
+/// dropDisabledPodGroupStatusFields); with both on they are kept. A
+/// PodGroup's `preemptionPolicy` is dropped with PodGroupPreemptionPolicy
+/// off and filled by the Priority admission plugin with it on (another value
+/// refused); its priority and claims are immutable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
     let Some(bin) = upstream_peer("controlplane") else { return };
     let runtime = ["-runtime-config", "scheduling.k8s.io/v1beta1=true"];
+    // The last also with PodGroupPreemptionPolicy (alpha, off in 1.37).
+    let all = format!("{GROUP_GATES},PodGroupPreemptionPolicy=true");
     let configs: [(Option<&str>, &[&str]); 3] =
-        [(None, &[]), (Some("GenericWorkload=true"), &runtime), (Some(GROUP_GATES), &runtime)];
+        [(None, &[]), (Some("GenericWorkload=true"), &runtime), (Some(all.as_str()), &runtime)];
     let mut failures = Vec::new();
     for (gates, extra) in configs {
         let d = tmp();
@@ -1077,9 +1097,15 @@ async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
         let mut cp = cp;
         let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
         eprintln!("PodGroups served ({gates:?}): kube-apiserver {kube_out}");
-        // Not vacuous: served exactly with GenericWorkload on, claims kept exactly with both gates.
+        // Not vacuous: served exactly with GenericWorkload on, claims kept
+        // and the preemption policy filled exactly with the last gates.
         assert_eq!(kube_out["create"]["code"] == 201, gates.is_some(), "{kube_out:#}");
-        assert_eq!(kube_out["create"]["resourceClaims"] == true, gates == Some(GROUP_GATES), "{kube_out:#}");
+        assert_eq!(kube_out["create"]["resourceClaims"] == true, gates == Some(all.as_str()), "{kube_out:#}");
+        assert_eq!(
+            kube_out["create"]["preemptionPolicy"] == "PreemptLowerPriority",
+            gates == Some(all.as_str()),
+            "{kube_out:#}"
+        );
         if dpctl_out != kube_out {
             failures.push(format!("{gates:?}:\n  kube-apiserver {kube_out}\n  dpctl          {dpctl_out}"));
         }

@@ -431,10 +431,36 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
     causes
 }
 
+/// A PodGroup's `+k8s:immutable` spec fields, in field order (k8s.io/api
+/// v0.37.2 scheduling/v1beta1 PodGroupSpec; `schedulingPolicy` and
+/// `schedulingConstraints` are not checked here).
+const POD_GROUP_IMMUTABLE: [&str; 7] = [
+    "parentCompositePodGroupName",
+    "workloadRef",
+    "resourceClaims",
+    "disruptionMode",
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+];
+
 /// What an update may not change (`ValidateResourceClaimTemplateUpdate`:
-/// the spec; `ValidatePodUpdate`: the spec but for its images).
+/// the spec; `ValidatePodUpdate`: the spec but for its images; a PodGroup's
+/// immutable fields as its declarative validation words it,
+/// `validate.Immutable`: `field.Invalid(path, nil, …)`, printed `null`, as
+/// `scheduler_diff` compares with kube-apiserver).
 fn validate_update(k: &Kind, next: &Value, cur: &Value) -> Vec<Cause> {
     match k.kind {
+        "PodGroup" => POD_GROUP_IMMUTABLE
+            .iter()
+            .filter(|f| {
+                let (a, b) = (&next["spec"][**f], &cur["spec"][**f]);
+                // An empty string or list is Go's zero value, as absent.
+                let empty = |v: &Value| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty);
+                a != b && !(empty(a) && empty(b))
+            })
+            .map(|f| super::rules::invalid_raw(&format!("spec.{f}"), "null", "field is immutable"))
+            .collect(),
         "ResourceClaimTemplate" if next["spec"] != cur["spec"] => vec![super::rules::invalid_raw(
             "spec",
             &super::rules::go_template_spec(&next["spec"]),
@@ -632,7 +658,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
     default(k, &mut obj);
     if matches!(k.kind, "Pod" | "PodGroup") {
         // The Priority admission plugin (mutating, before validation).
-        if let Err(e) = super::rules::admit_priority(k.kind, &mut obj["spec"]) {
+        if let Err(e) = super::rules::admit_priority(k.kind, &mut obj["spec"], store.pod_group_preemption_policy) {
             let given = obj["metadata"]["name"].as_str().unwrap_or_default();
             let (c, mut v) =
                 status(403, "Forbidden", super::rules::forbidden_message(&k.qualified(), given, &e.to_string()));
@@ -641,7 +667,12 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         }
     }
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut obj, None, store.workload_resource_claims);
+        super::rules::drop_disabled_pod_group_fields(
+            &mut obj,
+            None,
+            store.workload_resource_claims,
+            store.pod_group_preemption_policy,
+        );
     }
     if k.kind == "Pod" {
         super::rules::drop_disabled_pod_status_fields(&mut obj, None, store.gates.node_allocatable_resources);
@@ -736,7 +767,12 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     };
     default(k, &mut next);
     if k.kind == "PodGroup" {
-        super::rules::drop_disabled_pod_group_fields(&mut next, Some(cur), store.workload_resource_claims);
+        super::rules::drop_disabled_pod_group_fields(
+            &mut next,
+            Some(cur),
+            store.workload_resource_claims,
+            store.pod_group_preemption_policy,
+        );
         if r.sub == Some("status") {
             super::rules::drop_disabled_pod_group_status_fields(&mut next, cur, store.workload_resource_claims);
         }

@@ -877,6 +877,9 @@ pub(super) enum PriorityRefusal {
     },
     /// A pod's preemption policy (this one) given, other than PreemptLowerPriority.
     Preemption(String),
+    /// A pod group's preemption policy (this one) given, other than
+    /// PreemptLowerPriority (with PodGroupPreemptionPolicy on).
+    GroupPreemption(String),
 }
 
 impl std::fmt::Display for PriorityRefusal {
@@ -895,6 +898,10 @@ impl std::fmt::Display for PriorityRefusal {
                 f,
                 "the string value of PreemptionPolicy ({p}) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
             ),
+            PriorityRefusal::GroupPreemption(p) => write!(
+                f,
+                "the string value of PreemptionPolicy ({p}) must not be provided in pod group spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+            ),
         }
     }
 }
@@ -906,7 +913,9 @@ impl std::error::Error for PriorityRefusal {}
 /// class gives (no class: 0 and no name, there being no global default),
 /// written into `spec`; a priority or preemption policy given that differs
 /// from it, or a class that does not exist, is refused with the plugin's text.
-pub(super) fn admit_priority(kind: &str, spec: &mut Value) -> Result<(), PriorityRefusal> {
+/// A pod group's preemption policy only with PodGroupPreemptionPolicy on
+/// (`group_preemption`).
+pub(super) fn admit_priority(kind: &str, spec: &mut Value, group_preemption: bool) -> Result<(), PriorityRefusal> {
     let class = text(&spec["priorityClassName"]).to_string();
     let computed = match class.as_str() {
         "" => 0,
@@ -920,7 +929,14 @@ pub(super) fn admit_priority(kind: &str, spec: &mut Value) -> Result<(), Priorit
         if let Some(given) = given.filter(|p| *p != computed) {
             return Err(PriorityRefusal::GroupPriority { given, computed });
         }
-        // (the preemption policy only with PodGroupPreemptionPolicy, alpha and off)
+        if group_preemption {
+            // Every class here (none, or a system class) has PreemptLowerPriority.
+            let policy = "PreemptLowerPriority";
+            if let Some(p) = spec["preemptionPolicy"].as_str().filter(|p| *p != policy) {
+                return Err(PriorityRefusal::GroupPreemption(p.to_string()));
+            }
+            spec["preemptionPolicy"] = json!(policy);
+        }
     } else {
         if let Some(given) = given.filter(|p| *p != computed) {
             return Err(PriorityRefusal::PodPriority { given, computed });
@@ -1129,15 +1145,25 @@ pub(super) fn pod_group(obj: &Value) -> Vec<Cause> {
 }
 
 /// The PodGroup strategy's dropDisabledPodGroupFields: `spec.resourceClaims`
-/// goes with DRAWorkloadResourceClaims off (`workload_claims`), and
-/// `parentCompositePodGroupName` (CompositePodGroup, alpha, off: not
-/// modelled) always, each unless the PodGroup replaced (`old`) has it.
-pub(super) fn drop_disabled_pod_group_fields(obj: &mut Value, old: Option<&Value>, workload_claims: bool) {
+/// goes with DRAWorkloadResourceClaims off (`workload_claims`),
+/// `spec.preemptionPolicy` with PodGroupPreemptionPolicy off (`preemption`;
+/// dropDisabledPreemptionPolicyField), and `parentCompositePodGroupName`
+/// (CompositePodGroup, alpha, off: not modelled) always, each unless the
+/// PodGroup replaced (`old`) has it.
+pub(super) fn drop_disabled_pod_group_fields(
+    obj: &mut Value,
+    old: Option<&Value>,
+    workload_claims: bool,
+    preemption: bool,
+) {
     let in_use = |f: &str| old.is_some_and(|o| !o["spec"][f].is_null());
     let claims_in_use = old.is_some_and(pod_group_claims_in_use);
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         if !in_use("parentCompositePodGroupName") {
             spec.remove("parentCompositePodGroupName");
+        }
+        if !(preemption || in_use("preemptionPolicy")) {
+            spec.remove("preemptionPolicy");
         }
         if !(workload_claims || claims_in_use) {
             spec.remove("resourceClaims");
@@ -1429,30 +1455,40 @@ mod tests {
     #[test]
     fn priority_comes_from_the_class_and_may_not_be_given_otherwise() {
         let mut pod = json!({"priorityClassName": "system-node-critical"});
-        admit_priority("Pod", &mut pod).unwrap();
+        admit_priority("Pod", &mut pod, false).unwrap();
         assert_eq!(
             (pod["priority"].as_i64(), pod["preemptionPolicy"].as_str()),
             (Some(2_000_001_000), Some("PreemptLowerPriority"))
         );
         let mut none = json!({});
-        admit_priority("PodGroup", &mut none).unwrap();
+        admit_priority("PodGroup", &mut none, false).unwrap();
         assert_eq!(none, json!({"priority": 0}), "a PodGroup gets no preemption policy (its gate is off)");
         assert_eq!(
-            admit_priority("Pod", &mut json!({"priorityClassName": "x"})).unwrap_err().to_string(),
+            admit_priority("Pod", &mut json!({"priorityClassName": "x"}), false).unwrap_err().to_string(),
             "no PriorityClass with name x was found"
         );
-        assert!(admit_priority("Pod", &mut json!({"priority": 5}))
+        assert!(admit_priority("Pod", &mut json!({"priority": 5}), false)
             .unwrap_err()
             .to_string()
             .starts_with("the integer value of priority (5)"));
-        assert!(admit_priority("PodGroup", &mut json!({"priority": 5}))
+        assert!(admit_priority("PodGroup", &mut json!({"priority": 5}), false)
             .unwrap_err()
             .to_string()
             .starts_with("priority set in the pod group (5)"));
-        assert!(admit_priority("Pod", &mut json!({"preemptionPolicy": "Never"}))
+        assert!(admit_priority("Pod", &mut json!({"preemptionPolicy": "Never"}), false)
             .unwrap_err()
             .to_string()
             .contains("(Never)"));
+        // PodGroupPreemptionPolicy on (admitPodGroup): computed from the class,
+        // another value given refused.
+        let mut group = json!({"priorityClassName": "system-cluster-critical"});
+        admit_priority("PodGroup", &mut group, true).unwrap();
+        assert_eq!(group["preemptionPolicy"], "PreemptLowerPriority", "{group}");
+        assert_eq!(
+            admit_priority("PodGroup", &mut json!({"preemptionPolicy": "Never"}), true).unwrap_err().to_string(),
+            "the string value of PreemptionPolicy (Never) must not be provided in pod group spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+        );
+        admit_priority("PodGroup", &mut json!({"preemptionPolicy": "PreemptLowerPriority"}), true).unwrap();
         assert_eq!(forbidden_message("pods", "", "no"), "pods is forbidden: no");
         assert_eq!(forbidden_message("pods", "p", "no"), "pods \"p\" is forbidden: no");
     }

@@ -795,6 +795,59 @@ fn pod_groups_follow_generic_workload_and_workload_resource_claims() {
     assert_eq!((c, &w["spec"]["resourceClaims"][0]["name"]), (200, &json!("g")), "{w}");
 }
 
+/// #48: a PodGroup's `spec.preemptionPolicy` (PodGroupPreemptionPolicy, alpha
+/// and off in 1.37): off, dropped on create and update unless the PodGroup
+/// replaced has it (podgroup/strategy.go dropDisabledPreemptionPolicyField);
+/// on, the Priority admission plugin fills it from the class and refuses
+/// another value (admitPodGroup); either way it is immutable, as are the
+/// group's priority and claims (declarative `+k8s:immutable`).
+#[test]
+fn a_pod_groups_preemption_policy_follows_its_gate_and_admission() {
+    const PG: &str = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups";
+    let g = |name: &str, policy: Option<&str>| {
+        let mut g = json!({"metadata": {"name": name}, "spec": {"schedulingPolicy": {"basic": {}}}});
+        if let Some(p) = policy {
+            g["spec"]["preemptionPolicy"] = json!(p);
+        }
+        g
+    };
+    let off = Store::default().with_generic_workload(true);
+    let (c, v) = call(&off, "POST", PG, "", g("a", Some("Never")));
+    assert_eq!((c, v["spec"].get("preemptionPolicy"), &v["spec"]["priority"]), (201, None, &json!(0)), "{v}");
+    let on = Store::default().with_generic_workload(true).with_pod_group_preemption_policy(true);
+    let (c, v) = call(&on, "POST", PG, "", g("b", None));
+    assert_eq!((c, &v["spec"]["preemptionPolicy"]), (201, &json!("PreemptLowerPriority")), "{v}");
+    let (c, e) = call(&on, "POST", PG, "", g("c", Some("Never")));
+    assert_eq!(c, 403, "{e}");
+    assert_eq!(
+        e["message"],
+        "podgroups.scheduling.k8s.io \"c\" is forbidden: the string value of PreemptionPolicy (Never) must not be provided in pod group spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+    );
+    // Immutable: a change is refused with the declarative words.
+    let mut u = v.clone();
+    u["spec"]["preemptionPolicy"] = json!("Never");
+    u["spec"]["priority"] = json!(5);
+    let (c, e) = call(&on, "PUT", &format!("{PG}/b"), "", u);
+    assert_eq!(c, 422, "{e}");
+    let causes: Vec<(&str, &str)> = e["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("spec.priority", "Invalid value: null: field is immutable"),
+            ("spec.preemptionPolicy", "Invalid value: null: field is immutable")
+        ]
+    );
+    // Kept by an update with the gate off when the PodGroup replaced has it.
+    let lax = on.with_pod_group_preemption_policy(false);
+    let (c, w) = call(&lax, "PUT", &format!("{PG}/b"), "", v);
+    assert_eq!((c, &w["spec"]["preemptionPolicy"]), (200, &json!("PreemptLowerPriority")), "{w}");
+}
+
 /// #47 item 3: a DeviceClass the kubelet admits from its manifests is
 /// written into the store in process (its uid kept, generation 1) and
 /// served; the same manifest again is no write, a changed one an update,
