@@ -1177,3 +1177,259 @@ async fn generated_scenarios_match_upstreams_kubelet_dra_manager() {
     }
     assert!(report.is_empty(), "seed {seed}: dpctl's DRA manager differs from upstream's:\n\n{}", report.join("\n\n"));
 }
+
+/// One health case: the driver's flags, the window a retry is looked for in
+/// (0: none; wait for the health instead), a kubelet feature gate set on both sides.
+struct HealthCase {
+    name: &'static str,
+    driver: &'static [&'static str],
+    window: u64,
+    gate: Option<(&'static str, bool)>,
+}
+
+/// What one kubelet (upstream's oracle of a release, or dpctl's mock kubelet
+/// with that `--kubelet-version`) did with one driver's health service: the
+/// services it watched, in call order (`health-watch` lines of the driver's
+/// log), and the pod's allocatedResourcesStatus with health and message
+/// once every resource's health was known (or after 20 s).
+#[derive(Debug, PartialEq)]
+struct HealthSeen {
+    watches: Vec<String>,
+    status: Value,
+}
+
+fn health_watches(driver_log: &str) -> Vec<String> {
+    lines_of(driver_log, "health-watch", None).map(|v| v["service"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// `watches` as compared: each service once, in order, and whether any was
+/// watched again (a retry), since how many retries fit a window is timing.
+fn watch_shape(watches: &[String]) -> Value {
+    let mut services: Vec<&String> = Vec::new();
+    for w in watches {
+        if !services.contains(&w) {
+            services.push(w);
+        }
+    }
+    json!({"services": services, "again": watches.len() > services.len()})
+}
+
+/// The health view of dpctl's pod, in the oracle's shape.
+async fn dpctl_health(t: &DraTree, pod: &str) -> Value {
+    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    let node: Value = serde_json::from_str(&node.stdout).unwrap_or(Value::Null);
+    let p = node["draPods"]
+        .as_array()
+        .or(node["pods"].as_array())
+        .into_iter()
+        .flatten()
+        .find(|x| x["pod"] == format!("{NS}/{pod}"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut out = serde_json::Map::new();
+    for (cname, entries) in p["allocatedResourcesStatus"].as_object().into_iter().flatten() {
+        let mut status: Vec<Value> = entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let mut health: Vec<Value> = e["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        let mut h = json!({"resourceID": r["resourceID"], "health": r["health"]});
+                        if let Some(m) = r.get("message").filter(|m| !m.is_null()) {
+                            h["message"] = m.clone();
+                        }
+                        h
+                    })
+                    .collect();
+                health.sort_by_key(|h| h["resourceID"].as_str().unwrap_or_default().to_string());
+                let mut ids: Vec<Value> = health.iter().map(|h| h["resourceID"].clone()).collect();
+                ids.sort_by_key(|v| v.as_str().unwrap_or_default().to_string());
+                json!({"name": e["name"], "resourceIDs": ids, "health": health})
+            })
+            .collect();
+        status.sort_by_key(|v| v["name"].as_str().unwrap_or_default().to_string());
+        out.insert(cname.clone(), json!(status));
+    }
+    Value::Object(out)
+}
+
+/// Whether every resource of dpctl's health view has a health other than Unknown.
+fn health_known(view: &Value) -> bool {
+    view.as_object().into_iter().flatten().all(|(_, st)| {
+        st.as_array()
+            .into_iter()
+            .flatten()
+            .all(|e| e["health"].as_array().into_iter().flatten().all(|h| h["health"] != "Unknown"))
+    })
+}
+
+/// dpctl's side of a health case: the mock kubelet of `version` and the driver.
+async fn dpctl_health_side(version: &str, claim: &Value, p: &Value, hc: &HealthCase) -> HealthSeen {
+    let (driver_flags, window) = (hc.driver, hc.window);
+    let t = DraTree::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let gates = hc.gate.map(|(g, on)| format!("{g}={on}")).unwrap_or_default();
+    let mut args = vec!["--kubelet-version", version, "--api-server", addr.as_str(), "--api-server-insecure"];
+    if !gates.is_empty() {
+        args.extend(["--feature-gates", gates.as_str()]);
+    }
+    let mut kubelet = mock_kubelet_on(&t.root, &args).spawn().unwrap();
+    let mut log = Tail::stdout(&mut kubelet);
+    log.wait_for("\"event\":\"api-server\"", 1).await;
+    let (driver, dlog) = spawn_driver(&t.root, &t.p("kubeconfig"), driver_flags);
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    t.write("objects.yaml", &format!("---\n{claim}\n"));
+    log.wait_for("\"event\":\"dra-object\"", 1).await;
+    let name = p["metadata"]["name"].as_str().unwrap_or_default();
+    t.write(&format!("{name}.yaml"), &p.to_string());
+    log.wait_for("\"event\":\"claim-prepared\"", 1).await;
+    let status = match window {
+        // A retry (or its absence) needs time to show: the window is the observation.
+        0 => {
+            let mut view = dpctl_health(&t, name).await;
+            for _ in 0..1000 {
+                if health_known(&view) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                view = dpctl_health(&t, name).await;
+            }
+            view
+        }
+        ms => {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            Value::Null
+        }
+    };
+    stop_tailed(kubelet, log).await;
+    let dlog = stop_tailed(driver, dlog).await;
+    HealthSeen { watches: health_watches(&dlog.stdout), status }
+}
+
+/// Upstream's side: the oracle of that release with its own driver.
+async fn upstream_health_side(bin: &Path, claim: &Value, p: &Value, hc: &HealthCase) -> HealthSeen {
+    let (driver_flags, window) = (hc.driver, hc.window);
+    let d = tmp();
+    let root = d.path();
+    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
+    let name = p["metadata"]["name"].as_str().unwrap_or_default();
+    let last = match window {
+        0 => json!({"op": "health"}),
+        ms => json!({"op": "wait", "millis": ms}),
+    };
+    let mut scenario = json!({"claims": [claim], "pods": [p], "steps": [{"op": "prepare", "pod": name}, last]});
+    if let Some((gate, on)) = hc.gate {
+        scenario["featureGates"] = json!({gate: on});
+    }
+    let file = root.join("scenario.json");
+    std::fs::write(&file, scenario.to_string()).unwrap();
+    let mut oracle = tokio::process::Command::new(bin)
+        .args(["-scenario", s(&file), "-dir", s(root)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = Tail::stdout(&mut oracle);
+    out.wait_for("{\"ready\":true}", 1).await;
+    let (driver, dlog) = spawn_driver(root, &root.join("kubeconfig"), driver_flags);
+    if let Err(seen) = out.wait_until(90, |s| s.lines().any(|l| l.starts_with("{\"steps\""))).await {
+        panic!("health: the oracle {} gave no answer within 90s:\n{seen}", bin.display());
+    }
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), oracle.wait()).await;
+    assert!(matches!(status, Ok(Ok(s)) if s.success()), "the oracle: {status:?}");
+    let answer: Value = out
+        .seen()
+        .lines()
+        .find(|l| l.starts_with("{\"steps\""))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    assert!(answer["error"].is_null(), "the oracle failed: {}", answer["error"]);
+    let dlog = stop_tailed(driver, dlog).await;
+    let status = match window {
+        0 => {
+            let mut v = answer["steps"][1]["pods"][name].clone();
+            // The oracle's view carries CDI and PodResources too: keep the status.
+            for (_, c) in v.as_object_mut().into_iter().flatten() {
+                *c = c["status"].clone();
+            }
+            v
+        }
+        _ => Value::Null,
+    };
+    HealthSeen { watches: health_watches(&dlog.stdout), status }
+}
+
+/// #48: DRA health per version against upstream's kubelet of each release
+/// (`dramanager` of v1.37.2 and `dramanager-1.36` of v1.36.3, their real
+/// DRA managers and plugin managers): which health service the kubelet
+/// watches of a driver serving both (1.37: `v1.DRAResourceHealth`, 1.36:
+/// `v1alpha1`), the health and the message (over 1,024 characters, cut)
+/// in allocatedResourcesStatus, and whether a watch answered `Unimplemented`
+/// is tried again within 11 s (1.36 retries every 5 s; 1.37 stops,
+/// kubernetes#139477); with `ResourceHealthStatusMessage=false` no message. A difference names the version and the case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_health_per_version_matches_upstreams_kubelets() {
+    let Some(bin37) = upstream_peer("dramanager") else { return };
+    let Some(bin36) = upstream_peer("dramanager-1.36") else { return };
+    let c = claim("gpu", "11111111-0000-0000-0000-0000000000a1", &[("one", "dev-1")], &["a"]);
+    let p = pod("a", &[("g", "gpu")], &[("main", &[("g", "")])]);
+    let mut report = Vec::new();
+    let mut seen = Vec::new();
+    for (version, bin) in [("1.37", &bin37), ("1.36", &bin36)] {
+        let long = &["--fault", "long-message"][..];
+        for hc in [
+            HealthCase { name: "stream", driver: long, window: 0, gate: None },
+            HealthCase {
+                name: "no-message",
+                driver: long,
+                window: 0,
+                gate: Some(("ResourceHealthStatusMessage", false)),
+            },
+            HealthCase {
+                name: "unimplemented",
+                driver: &["--fault", "health-unimplemented"],
+                window: 11_000,
+                gate: None,
+            },
+        ] {
+            let case = hc.name;
+            let up = upstream_health_side(bin, &c, &p, &hc).await;
+            let dp = dpctl_health_side(version, &c, &p, &hc).await;
+            let (us, ds) = (watch_shape(&up.watches), watch_shape(&dp.watches));
+            eprintln!("health {version} {case}: upstream {us} {}; dpctl {ds} {}", up.status, dp.status);
+            if us != ds {
+                report.push(format!("{version} {case}: health watches:\n  upstream {us}\n  dpctl    {ds}"));
+            }
+            if up.status != dp.status {
+                report.push(format!(
+                    "{version} {case}: allocatedResourcesStatus:\n  upstream {}\n  dpctl    {}",
+                    up.status, dp.status
+                ));
+            }
+            seen.push((version, case, us, up.status));
+        }
+    }
+    // Not vacuous: the releases differ where upstream's code says they do.
+    let shape = |v: &str, c: &str| seen.iter().find(|s| s.0 == v && s.1 == c).map(|s| s.2.clone()).unwrap_or_default();
+    assert_eq!(shape("1.37", "stream")["services"], json!(["v1.DRAResourceHealth"]), "{seen:?}");
+    assert_eq!(shape("1.36", "stream")["services"], json!(["v1alpha1.DRAResourceHealth"]), "{seen:?}");
+    assert_eq!(
+        (shape("1.37", "unimplemented")["again"].clone(), shape("1.36", "unimplemented")["again"].clone()),
+        (json!(false), json!(true)),
+        "{seen:?}"
+    );
+    let message =
+        seen.iter().find(|s| s.0 == "1.37" && s.1 == "stream").map(|s| s.3["main"][0]["health"][0]["message"].clone());
+    assert!(
+        message.as_ref().and_then(|m| m.as_str()).is_some_and(|m| m.len() == 1024 && m.ends_with("...")),
+        "{message:?}"
+    );
+    let none = seen.iter().find(|s| s.0 == "1.37" && s.1 == "no-message").map(|s| s.3["main"][0]["health"][0].clone());
+    assert!(none.as_ref().is_some_and(|h| h["health"] == "Healthy" && h.get("message").is_none()), "{none:?}");
+    assert!(report.is_empty(), "dpctl's DRA health differs from upstream's kubelets:\n\n{}", report.join("\n\n"));
+}

@@ -623,6 +623,8 @@ const DRA_FAULTS: &[(&[&str], &[&str], &str)] = &[
     (&["--fault", "ignore-allocation"], &["DRA-PREP-004", "DRA-PREP-005", "DRA-CONFIG-001", "DRA-PREP-006"], ""),
     (&["--fault", "health-stream-end"], &["DRA-HEALTH-001"], ""),
     (&["--fault", "no-timestamp"], &["DRA-HEALTH-001"], ""),
+    // Every watch answered Unimplemented: the service it lists is not served (VER), no health (HEALTH).
+    (&["--fault", "health-unimplemented"], &["DRA-VER-001", "DRA-HEALTH-001"], ""),
     (
         &["--fault", "prepare-error=boom"],
         &["DRA-PREP-001", "DRA-RESTART-001", "DRA-RESTART-002", "DRA-ROLL-001"],

@@ -56,7 +56,7 @@ pub struct DraServeArgs {
     /// Break one rule on purpose (repeatable): wrong-type, bad-driver-name, relative-endpoint,
     /// endpoint-outside-root, long-endpoint, no-versions, v1beta1-first, dead-endpoint, unserved-v1,
     /// slow=DURATION, missing-uid, extra-uid, no-pool-name, bad-cdi-id, not-idempotent, ignore-allocation, unserved-health,
-    /// health-stream-end, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec,
+    /// health-stream-end, health-unimplemented, health-bad-device, long-message, no-timestamp, prepare-error=MESSAGE, keep-cdi-spec,
     /// empty-slice, incomplete-pool, no-republish, answer-other-claims, wrong-pool, empty-cdi-edits,
     /// health-unknown-device, stale-health, memory-only-state, new-cdi-ids, remove-cdi-on-exit, ignore-uid,
     /// exit-on-missing-claim, not-idempotent-error, foreign-request-names, deadlock-after-unknown-unprepare,

@@ -22,6 +22,7 @@ use crate::api::dra_v1::{
 use crate::api::dra_v1beta1 as v1b;
 use crate::client::dra::convert;
 use crate::core::log::Logger;
+use crate::protocol::dra::{HEALTH_V1, HEALTH_V1ALPHA1};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -456,6 +457,17 @@ impl Driver {
         self.faults.health(snap, &self.cfg, now_secs())
     }
 
+    /// A NodeWatchResources call on `service`, logged (`health-watch`), and
+    /// refused `Unimplemented` under `health-unimplemented`.
+    fn health_watch(&self, service: &str) -> Result<(), Status> {
+        let unimplemented = self.faults.health_unimplemented();
+        self.log.event("health-watch", &[("service", json!(service)), ("unimplemented", json!(unimplemented))]);
+        match unimplemented {
+            true => Err(Status::unimplemented(format!("{service}/NodeWatchResources: not implemented (fault)"))),
+            false => Ok(()),
+        }
+    }
+
     fn health_stream(self: &Arc<Self>) -> impl Stream<Item = Result<Vec<DeviceHealth>, Status>> + Send + 'static {
         let me = self.clone();
         let mut rx = self.health.subscribe();
@@ -693,6 +705,7 @@ impl h1::dra_resource_health_server::DraResourceHealth for HealthV1 {
         _: Request<h1::NodeWatchResourcesRequest>,
     ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
         use tokio_stream::StreamExt;
+        self.0.health_watch(HEALTH_V1)?;
         let s = self.0.health_stream().map(|r| r.map(|devices| h1::NodeWatchResourcesResponse { devices }));
         Ok(Response::new(Box::pin(s)))
     }
@@ -706,6 +719,7 @@ impl h1a::dra_resource_health_server::DraResourceHealth for HealthV1alpha1 {
         _: Request<h1a::NodeWatchResourcesRequest>,
     ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
         use tokio_stream::StreamExt;
+        self.0.health_watch(HEALTH_V1ALPHA1)?;
         let s = self.0.health_stream().map(|r| r.map(|devices| convert(&h1::NodeWatchResourcesResponse { devices })));
         Ok(Response::new(Box::pin(s)))
     }

@@ -67,6 +67,9 @@ pub enum Fault {
     UnservedHealth,
     /// The health stream ends after its first snapshot (health-stream).
     HealthStreamEnd,
+    /// Every health watch is answered `Unimplemented` (the service listed
+    /// and registered): 1.37's kubelet stops watching, 1.36's retries.
+    HealthUnimplemented,
     /// The first health entry names no pool (health-device).
     HealthBadDevice,
     /// Health messages over 1024 characters (health-message).
@@ -152,6 +155,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ("ignore-allocation", "allocated-devices"),
     ("unserved-health", "health-answers"),
     ("health-stream-end", "health-stream"),
+    ("health-unimplemented", "(every health watch answered Unimplemented)"),
     ("health-bad-device", "health-device"),
     ("long-message", "health-message"),
     ("no-timestamp", "health-time"),
@@ -241,6 +245,7 @@ impl std::str::FromStr for Fault {
             "ignore-allocation" => Fault::IgnoreAllocation,
             "unserved-health" => Fault::UnservedHealth,
             "health-stream-end" => Fault::HealthStreamEnd,
+            "health-unimplemented" => Fault::HealthUnimplemented,
             "health-bad-device" => Fault::HealthBadDevice,
             "long-message" => Fault::LongMessage,
             "no-timestamp" => Fault::NoTimestamp,
@@ -642,6 +647,11 @@ impl Faults {
         } else {
             every
         }
+    }
+
+    /// Whether a health watch is answered `Unimplemented` (`health-unimplemented`).
+    pub fn health_unimplemented(&self) -> bool {
+        self.has(&Fault::HealthUnimplemented)
     }
 
     /// Whether the health stream ends after its first snapshot (`health-stream-end`).

@@ -59,8 +59,10 @@ import (
 )
 
 type step struct {
-	Op  string `json:"op"` // prepare, unprepare, restart, register
+	Op  string `json:"op"` // prepare, unprepare, restart, register, health, wait
 	Pod string `json:"pod,omitempty"`
+	// Millis: how long a wait step lets time pass (a health stream's retries).
+	Millis int `json:"millis,omitempty"`
 }
 
 type scenario struct {
@@ -93,6 +95,15 @@ type dynamicResource struct {
 type resourceStatus struct {
 	Name        string   `json:"name"`
 	ResourceIDs []string `json:"resourceIDs"`
+	// Health: per resource ID its health and message, at a health step only
+	// (elsewhere when a stream's first snapshot arrives is a race).
+	Health []resourceHealth `json:"health,omitempty"`
+}
+
+type resourceHealth struct {
+	ResourceID string  `json:"resourceID"`
+	Health     string  `json:"health"`
+	Message    *string `json:"message,omitempty"`
 }
 
 type containerView struct {
@@ -246,8 +257,9 @@ type announcing struct {
 	registered chan struct{}
 }
 
-func (a announcing) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
-	err := a.PluginHandler.RegisterPlugin(ctx, name, endpoint, versions, timeout)
+// announce tells the oracle a plugin registered (RegisterPlugin, whose
+// signature is the release's, is in compat.go).
+func (a announcing) announce(err error) error {
 	if err == nil {
 		select {
 		case a.registered <- struct{}{}:
@@ -327,7 +339,7 @@ func start(dir string, pods map[string]*v1.Pod, client *fake.Clientset) (*kubele
 func (k *kubelet) stop() {
 	close(k.stopPlugins)
 	k.cancel()
-	k.m.Stop()
+	stopManager(k.m)
 }
 
 // podResources is container_manager_linux.go GetDynamicResources over
@@ -359,13 +371,36 @@ func podResources(infos []*dra.ClaimInfo) []dynamicResource {
 	return out
 }
 
-func view(m *dra.Manager, pod *v1.Pod) map[string]containerView {
-	out := map[string]containerView{}
+// allocatedStatus is the pod's containers' allocatedResourcesStatus as
+// UpdateAllocatedResourcesStatus fills it.
+func allocatedStatus(m *dra.Manager, pod *v1.Pod) *v1.PodStatus {
 	status := &v1.PodStatus{}
 	for _, c := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, v1.ContainerStatus{Name: c.Name})
 	}
-	m.UpdateAllocatedResourcesStatus(klog.Background(), pod, status)
+	updateStatus(m, pod, status)
+	return status
+}
+
+// healthKnown: every resource of every container has a health other than Unknown.
+func healthKnown(m *dra.Manager, pods map[string]*v1.Pod) bool {
+	for _, p := range pods {
+		for _, cs := range allocatedStatus(m, p).ContainerStatuses {
+			for _, rs := range cs.AllocatedResourcesStatus {
+				for _, r := range rs.Resources {
+					if r.Health == v1.ResourceHealthStatusUnknown || r.Health == "" {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+func view(m *dra.Manager, pod *v1.Pod, withHealth bool) map[string]containerView {
+	out := map[string]containerView{}
+	status := allocatedStatus(m, pod)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		var cv containerView
@@ -391,11 +426,18 @@ func view(m *dra.Manager, pod *v1.Pod) map[string]containerView {
 			}
 			for _, rs := range cs.AllocatedResourcesStatus {
 				ids := []string{}
+				health := []resourceHealth{}
 				for _, r := range rs.Resources {
 					ids = append(ids, string(r.ResourceID))
+					health = append(health, resourceHealth{ResourceID: string(r.ResourceID), Health: string(r.Health), Message: r.Message})
 				}
 				sort.Strings(ids)
-				cv.Status = append(cv.Status, resourceStatus{Name: string(rs.Name), ResourceIDs: ids})
+				sort.Slice(health, func(i, j int) bool { return health[i].ResourceID < health[j].ResourceID })
+				st := resourceStatus{Name: string(rs.Name), ResourceIDs: ids}
+				if withHealth {
+					st.Health = health
+				}
+				cv.Status = append(cv.Status, st)
 			}
 		}
 		sort.Slice(cv.Status, func(i, j int) bool { return cv.Status[i].Name < cv.Status[j].Name })
@@ -467,6 +509,14 @@ func run(scenarioFile, dir string) (output, error) {
 					delete(active, p.Name)
 				}
 			}
+		case "health":
+			// Until every resource's health is known (the driver's first
+			// snapshot arrived), at most 20 s; then the view shows it.
+			for deadline := time.Now().Add(20 * time.Second); !healthKnown(k.m, active) && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		case "wait":
+			time.Sleep(time.Duration(s.Millis) * time.Millisecond)
 		case "register":
 			fmt.Println(`{"waiting":"driver"}`)
 			if err = k.awaitDriver(); err != nil {
@@ -497,7 +547,7 @@ func run(scenarioFile, dir string) (output, error) {
 		r.Checkpoint = string(cp)
 		r.Pods = map[string]map[string]containerView{}
 		for name, p := range active {
-			r.Pods[name] = view(k.m, p)
+			r.Pods[name] = view(k.m, p, s.Op == "health")
 		}
 		out.Steps = append(out.Steps, r)
 	}

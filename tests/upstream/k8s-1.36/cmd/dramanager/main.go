@@ -1,0 +1,1 @@
+../../../cmd/dramanager/main.go
