@@ -18,12 +18,12 @@ use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
 use crate::kubelet::cm::ContainerManager;
+use crate::kubelet::devicemanager::shell::{Config, Generation, Manager};
 use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::handler::Handlers;
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;
-use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -293,7 +293,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             });
             let all = match r {
                 Err(e) => {
-                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Manifest(e.into()));
+                    mgr.reject_file(f, crate::kubelet::devicemanager::core::AdmissionError::Manifest(e.into()));
                     continue;
                 }
                 Ok(all) => all,
@@ -309,7 +309,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             if !objects.is_empty() && cm.dra.is_none() {
                 mgr.reject_file(
                     f,
-                    crate::kubelet::devicemanager::AdmissionError::Invalid(
+                    crate::kubelet::devicemanager::core::AdmissionError::Invalid(
                         "DRA objects need the DRA manager, which is off".into(),
                     ),
                 );
@@ -613,9 +613,9 @@ impl Node {
     pub async fn admit(
         &self,
         pod: crate::kubelet::manifest::Pod,
-    ) -> std::result::Result<(), crate::kubelet::devicemanager::AdmissionError> {
+    ) -> std::result::Result<(), crate::kubelet::devicemanager::core::AdmissionError> {
         let Some(m) = self.manager().await else {
-            return Err(crate::kubelet::devicemanager::AdmissionError::Invalid(
+            return Err(crate::kubelet::devicemanager::core::AdmissionError::Invalid(
                 "the kubelet is restarting; try again".into(),
             ));
         };

@@ -7,7 +7,7 @@
 //! patch), and a bound pod read back as the lifecycle's [`Pod`].
 
 use crate::kubelet::cm::PodView;
-use crate::kubelet::devicemanager::ResourceStatus;
+use crate::kubelet::devicemanager::core::ResourceStatus;
 use crate::kubelet::manifest::{ClaimSource, Pod, PodClaim};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
