@@ -420,12 +420,12 @@ fn cdi_search_path(ctx: &Ctx, a: &MockKubeletArgs) -> crate::core::paths::CdiSea
 
 /// The DRA manager's settings: `dra_manager_state` under [`node_root`];
 /// CDI IDs checked against [`cdi_search_path`].
-fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSpec> {
+fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::shell::DraSpec> {
     let root = node_root(ctx)?;
     let dirs = cdi_search_path(ctx, a).dirs;
     // The kubelet's 45 s per DRAPlugin call (dra_plugin.go defaultClientCallTimeout);
     // --call-timeout is the device plugins' Allocate timeout, not this.
-    let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
+    let mut spec = crate::kubelet::dra::shell::DraSpec::new(&root, dirs);
     spec.binding_timeout = a.binding_timeout;
     Some(spec)
 }

@@ -7,7 +7,7 @@
 
 use crate::api::pluginregistration::PluginInfo;
 use crate::kubelet::devicemanager::shell::Manager;
-use crate::kubelet::dra::DraManager;
+use crate::kubelet::dra::shell::DraManager;
 use crate::kubelet::event::{Refusal, Registrant, RejectStage, Via};
 use crate::kubelet::registration::connect_plugin;
 use crate::protocol::registration as rules;

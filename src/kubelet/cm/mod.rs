@@ -7,7 +7,7 @@
 
 use crate::kubelet::devicemanager::core::AdmissionError;
 use crate::kubelet::devicemanager::shell::Manager;
-use crate::kubelet::dra::{extended, DraManager};
+use crate::kubelet::dra::{core::extended, shell::DraManager};
 use crate::kubelet::event::{GenerationEvents, KubeletEvent};
 use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
