@@ -67,7 +67,6 @@ const INNER: &[(&str, &[(&str, u8)])] = &[
             ("reproduce", 1),
             ("devicemanager", 2),
             ("dra", 2),
-            ("shell", 3),
             ("cm", 4),
             ("metrics", 4),
             ("registration", 4),
@@ -284,6 +283,53 @@ fn module_of(src: &Path, file: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
+/// The kubelet's managers, each a sans-IO `core/` and an async `shell/`.
+const MANAGERS: &[&str] = &["devicemanager", "dra"];
+
+/// What a manager's core never does (outside comments and its tests): await,
+/// spawn, sleep, read a clock, touch a file or a socket.
+const NOT_IN_A_CORE: &[&str] = &[
+    ".await",
+    "async ",
+    "tokio::spawn",
+    "sleep",
+    "::now()",
+    "std::fs",
+    "File::",
+    "std::net",
+    "tokio::net",
+    "UnixStream",
+];
+
+#[test]
+fn a_managers_core_imports_no_shell_and_does_no_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut wrong = Vec::new();
+    for m in MANAGERS {
+        let mut list = Vec::new();
+        rust_files(&src.join("kubelet").join(m).join("core"), &mut list);
+        assert!(!list.is_empty(), "kubelet/{m} has no core/");
+        assert!(src.join("kubelet").join(m).join("shell").is_dir(), "kubelet/{m} has no shell/");
+        for f in list.iter().filter(|f| !is_test_file(f)) {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let here = module_path(&src, f);
+            for segs in crate_paths(code, &here, &child_modules(code)) {
+                if segs.len() > 2 && segs[0] == "kubelet" && segs[1] == *m && segs[2] != "core" {
+                    wrong.push(format!("{}: the core imports crate::{}", f.display(), segs.join("::")));
+                }
+            }
+            for line in code.lines() {
+                let line = line.split("//").next().unwrap_or("");
+                for bad in NOT_IN_A_CORE.iter().filter(|b| line.contains(**b)) {
+                    wrong.push(format!("{}: the core uses {bad}: {}", f.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "a manager's core reaching out:\n{}", wrong.join("\n"));
+}
+
 #[test]
 fn imports_only_run_down_the_layers_and_never_in_a_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -395,9 +441,11 @@ fn the_check_sees_an_upward_import_and_a_circle() {
     assert!(inner_violation("controlplane", "nowhere", "objects").is_some_and(|w| w.contains("no layer")));
     assert!(inner_violation("kubelet", "dra", "node").is_some(), "the kubelet's parts are layered too");
     assert_eq!(inner_violation("plugin", "dra", "server"), None, "a module without inner layers");
-    assert!(is_test_file(Path::new("src/kubelet/dra/extended_tests.rs")) && is_test_file(Path::new("src/x/tests.rs")));
     assert!(
-        is_test_file(Path::new("src/kubelet/devicemanager/testutil.rs"))
+        is_test_file(Path::new("src/kubelet/dra/core/extended_tests.rs")) && is_test_file(Path::new("src/x/tests.rs"))
+    );
+    assert!(
+        is_test_file(Path::new("src/kubelet/devicemanager/core/testutil.rs"))
             && !is_test_file(Path::new("src/kubelet/node.rs"))
     );
     assert!(layer("client") < layer("kubelet") && layer("core") < layer("client"));

@@ -18,9 +18,9 @@
 #[path = "differential/gen.rs"]
 mod gen;
 
+use dpctl::controlplane::allocator::{self, cel, Allocated, Candidate, Catalog, Unallocatable};
 use dpctl::controlplane::apiserver::claims::v1_spec;
 use dpctl::controlplane::scheduler;
-use dpctl::kubelet::dra::allocator::{self, cel, Allocated, Candidate, Catalog, Unallocatable};
 use dpctl::kubelet::manifest::objects::{self as objects, Object};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

@@ -197,7 +197,7 @@ pub async fn run(ctx: &Ctx, once: bool, variant: Variant) -> Result<()> {
     let publish = if metadata || shares {
         let kubeconfig = wait_for_kubeconfig(&mut events).await?;
         let api = crate::plugin::dra::slices::load_kubeconfig(std::path::Path::new(&kubeconfig))?;
-        Some((api, crate::kubelet::dra::NODE_NAME.to_string()))
+        Some((api, crate::kubelet::dra::core::NODE_NAME.to_string()))
     } else {
         None
     };

@@ -9,9 +9,9 @@ use crate::cli::{duration_arg, positive_duration_arg, FlagValueError};
 use crate::core::log::{LogFormat, Logger};
 use crate::core::paths::CHECKPOINT_NAME;
 use crate::core::{Error, Result};
+use crate::kubelet::devicemanager::shell::Config;
 use crate::kubelet::event::EventBus;
 use crate::kubelet::node::{Node, NodeSpec};
-use crate::kubelet::shell::Config;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -90,8 +90,8 @@ pub struct MockKubeletArgs {
     #[arg(long, default_value = "4Mi", value_parser = recv_size_arg, value_name = "BYTES")]
     pub max_recv_size: usize,
     /// Topology manager policy
-    #[arg(long, value_enum, default_value_t = crate::kubelet::devicemanager::TopologyPolicy::None)]
-    pub topology_policy: crate::kubelet::devicemanager::TopologyPolicy,
+    #[arg(long, value_enum, default_value_t = crate::kubelet::devicemanager::core::TopologyPolicy::None)]
+    pub topology_policy: crate::kubelet::devicemanager::core::TopologyPolicy,
     /// Simulate a kubelet restart on this schedule (as SIGHUP does)
     #[arg(long, value_parser = positive_duration_arg, value_name = "DURATION")]
     pub restart_every: Option<Duration>,
@@ -420,12 +420,12 @@ fn cdi_search_path(ctx: &Ctx, a: &MockKubeletArgs) -> crate::core::paths::CdiSea
 
 /// The DRA manager's settings: `dra_manager_state` under [`node_root`];
 /// CDI IDs checked against [`cdi_search_path`].
-fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::DraSpec> {
+fn dra_spec(ctx: &Ctx, a: &MockKubeletArgs) -> Option<crate::kubelet::dra::shell::DraSpec> {
     let root = node_root(ctx)?;
     let dirs = cdi_search_path(ctx, a).dirs;
     // The kubelet's 45 s per DRAPlugin call (dra_plugin.go defaultClientCallTimeout);
     // --call-timeout is the device plugins' Allocate timeout, not this.
-    let mut spec = crate::kubelet::dra::DraSpec::new(&root, dirs);
+    let mut spec = crate::kubelet::dra::shell::DraSpec::new(&root, dirs);
     spec.binding_timeout = a.binding_timeout;
     Some(spec)
 }

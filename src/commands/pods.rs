@@ -118,7 +118,7 @@ impl Invocation for PodsCommand {
 
 /// The pod a `pod` field holds (Kubernetes protobuf of core/v1 Pod) as JSON.
 pub fn decode(bytes: &[u8]) -> Result<Value> {
-    crate::kubelet::dra::protobuf::decode(".k8s.io.api.core.v1.Pod", bytes)
+    crate::controlplane::protobuf::decode(".k8s.io.api.core.v1.Pod", bytes)
         .map_err(|e| Error::failed(format!("the kubelet sent a pod that is not a core/v1 Pod in protobuf: {e}")))
 }
 

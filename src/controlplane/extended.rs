@@ -5,7 +5,7 @@
 //! and the pod's `status.extendedResourceClaimStatus`
 //! (pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go).
 //! The mock kubelet's scheduler part uses it for its own pods
-//! (`kubelet::dra::extended`), the control plane's controller for pods of
+//! (`kubelet::dra::core::extended`), the control plane's controller for pods of
 //! the API bound to a node.
 
 use super::objects::{ClaimSpec, Object, Request};

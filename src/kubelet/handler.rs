@@ -6,10 +6,10 @@
 //! manager (cm/dra/plugin/registration.go).
 
 use crate::api::pluginregistration::PluginInfo;
-use crate::kubelet::dra::DraManager;
+use crate::kubelet::devicemanager::shell::Manager;
+use crate::kubelet::dra::shell::DraManager;
 use crate::kubelet::event::{Refusal, Registrant, RejectStage, Via};
 use crate::kubelet::registration::connect_plugin;
-use crate::kubelet::shell::Manager;
 use crate::protocol::registration as rules;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,9 @@ impl PluginHandler for DevicePlugins {
             request_options: None,
         };
         self.mgr.start_endpoint(&info.name, conn, options, who).map(|_| ()).map_err(|e| match e {
-            crate::kubelet::shell::StartError::Restarting => Refusal::new(RejectStage::Restarting, e.to_string()),
+            crate::kubelet::devicemanager::shell::StartError::Restarting => {
+                Refusal::new(RejectStage::Restarting, e.to_string())
+            }
             refused => Refusal::new(RejectStage::DialBack, refused.to_string()),
         })
     }

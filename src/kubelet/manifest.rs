@@ -46,7 +46,7 @@ pub enum ClaimSource {
         claim: String,
     },
     /// The special claim of DRA-backed extended resources (not in the
-    /// manifest: added when the pod is admitted, see `kubelet::dra::extended`).
+    /// manifest: added when the pod is admitted, see `kubelet::dra::core::extended`).
     Extended(Box<extended::ExtendedClaim>),
 }
 

@@ -2,8 +2,8 @@
 //! the kubelet's device-plugin metrics plus capacity/allocatable gauges.
 
 use crate::core::task::Tasks;
-use crate::kubelet::devicemanager::BUCKETS;
-use crate::kubelet::shell::Manager;
+use crate::kubelet::devicemanager::core::BUCKETS;
+use crate::kubelet::devicemanager::shell::Manager;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use tokio::net::TcpListener;

@@ -1,8 +1,8 @@
 //! The kubelet role: one engine ([`node`]) on a node tree ([`tree`]) —
 //! registration and the plugin watcher dispatching to one handler per
 //! plugin type ([`watcher`], [`handler`]), the container manager ([`cm`])
-//! holding the device manager ([`devicemanager`] core + [`shell`]) and the
-//! DRA manager ([`dra`], core + shell) side by side and running the pod
+//! holding the device manager ([`devicemanager`]) and the DRA manager
+//! ([`dra`]) side by side, each a sans-IO core and an async shell, and running the pod
 //! lifecycle ([`lifecycle`]), checkpoints, PodResources, metrics —
 //! reporting typed events ([`event`]); as a node of a cluster ([`cluster`])
 //! it registers with an API server and runs the pods bound to it.
@@ -24,6 +24,5 @@ pub mod pods;
 pub mod profile;
 pub mod registration;
 pub mod reproduce;
-pub mod shell;
 pub mod tree;
 pub mod watcher;

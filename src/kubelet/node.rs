@@ -18,12 +18,12 @@ use crate::core::time::millis;
 use crate::core::transport::{listen, path_kind, serve, PathKind};
 use crate::core::{Error, Result};
 use crate::kubelet::cm::ContainerManager;
+use crate::kubelet::devicemanager::shell::{Config, Generation, Manager};
 use crate::kubelet::event::{EventBus, KubeletEvent};
 use crate::kubelet::handler::Handlers;
 use crate::kubelet::podresources::PodResourcesService;
 use crate::kubelet::pods::PodsService;
 use crate::kubelet::registration::RegistrationService;
-use crate::kubelet::shell::{Config, Generation, Manager};
 use crate::kubelet::tree::NodeTree;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -62,7 +62,7 @@ pub struct NodeSpec {
     /// Device manager settings.
     pub manager: Config,
     /// DRA manager settings (None: DRA plugins are not handled).
-    pub dra: Option<crate::kubelet::dra::DraSpec>,
+    pub dra: Option<crate::kubelet::dra::shell::DraSpec>,
     /// Serve the local API server (JSON ResourceSlices and claims) on this
     /// loopback address, writing `<root>/kubeconfig` for drivers (needs `dra`).
     pub api_server: Option<SocketAddr>,
@@ -101,7 +101,7 @@ impl NodeSpec {
             dial_timeout: Duration::from_secs(10),
             endpoint_alias: None,
             manager: Config::kubelet(&tree.plugin_dir),
-            dra: Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
+            dra: Some(crate::kubelet::dra::shell::DraSpec::new(&tree.root, vec![tree.cdi_dir()])),
             api_server: None,
             api_server_mode: Default::default(),
             clean_at_start: true,
@@ -293,7 +293,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             });
             let all = match r {
                 Err(e) => {
-                    mgr.reject_file(f, crate::kubelet::devicemanager::AdmissionError::Manifest(e.into()));
+                    mgr.reject_file(f, crate::kubelet::devicemanager::core::AdmissionError::Manifest(e.into()));
                     continue;
                 }
                 Ok(all) => all,
@@ -309,7 +309,7 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             if !objects.is_empty() && cm.dra.is_none() {
                 mgr.reject_file(
                     f,
-                    crate::kubelet::devicemanager::AdmissionError::Invalid(
+                    crate::kubelet::devicemanager::core::AdmissionError::Invalid(
                         "DRA objects need the DRA manager, which is off".into(),
                     ),
                 );
@@ -444,10 +444,10 @@ async fn start_generation(
             // A node of a cluster reads its API pods' claims from the API server.
             let claim_reader = s.cluster.as_ref().or(own_api).map(|c| {
                 Arc::new(crate::kubelet::cluster::Claims(c.api.clone()))
-                    as Arc<dyn crate::kubelet::dra::fetch::ClaimReader>
+                    as Arc<dyn crate::kubelet::dra::shell::fetch::ClaimReader>
             });
-            let spec = crate::kubelet::dra::DraSpec { profile: s.manager.profile, claim_reader, ..spec.clone() };
-            let dra = crate::kubelet::dra::DraManager::new(spec, bus.clone(), gen.clone());
+            let spec = crate::kubelet::dra::shell::DraSpec { profile: s.manager.profile, claim_reader, ..spec.clone() };
+            let dra = crate::kubelet::dra::shell::DraManager::new(spec, bus.clone(), gen.clone());
             dra.restore()?;
             dra.restore_health();
             dra.wipe_at_start();
@@ -488,7 +488,7 @@ async fn start_generation(
                 .map_err(|e| crate::core::Error::io(dir, "cannot create the pods API directory", &e))?;
         }
         let (l, g) = listen(p).await?;
-        let svc = PodsServer::new(PodsService::new(cm.clone(), crate::kubelet::dra::NODE_NAME));
+        let svc = PodsServer::new(PodsService::new(cm.clone(), crate::kubelet::dra::core::NODE_NAME));
         bus.emit(KubeletEvent::PodsApi { socket: p.display().to_string() }, Some(number));
         gen.tasks.spawn(async move {
             let _g = g;
@@ -613,9 +613,9 @@ impl Node {
     pub async fn admit(
         &self,
         pod: crate::kubelet::manifest::Pod,
-    ) -> std::result::Result<(), crate::kubelet::devicemanager::AdmissionError> {
+    ) -> std::result::Result<(), crate::kubelet::devicemanager::core::AdmissionError> {
         let Some(m) = self.manager().await else {
-            return Err(crate::kubelet::devicemanager::AdmissionError::Invalid(
+            return Err(crate::kubelet::devicemanager::core::AdmissionError::Invalid(
                 "the kubelet is restarting; try again".into(),
             ));
         };
@@ -747,12 +747,12 @@ async fn run(
         let (resync, b) = (store.clone(), bus.clone());
         status.spawn(timer.run(
             move || resync.resync(),
-            move |e| b.emit(crate::kubelet::dra::taints::evicted_event(&e.eviction), None),
+            move |e| b.emit(crate::kubelet::dra::core::taints::evicted_event(&e.eviction), None),
         ));
         let started = crate::controlplane::apiserver::start(
             addr,
             &dra.root,
-            crate::kubelet::dra::NODE_NAME.to_string(),
+            crate::kubelet::dra::core::NODE_NAME.to_string(),
             s.manager.profile.version.minor(),
             store,
             status.token().clone(),
@@ -766,7 +766,7 @@ async fn run(
                 // same client as a cluster's: the kubeconfig it wrote.
                 match crate::client::kube::load_kubeconfig(&a.kubeconfig) {
                     Ok(api) => {
-                        let node = crate::kubelet::dra::NODE_NAME.to_string();
+                        let node = crate::kubelet::dra::core::NODE_NAME.to_string();
                         own_api = Some(crate::kubelet::cluster::ClusterSpec { api, node, labels: Default::default() });
                     }
                     Err(e) => {

@@ -8,7 +8,7 @@ use crate::api::podresources::{
     ListPodResourcesResponse, NumaNode, PodResources, TopologyInfo,
 };
 use crate::kubelet::cm::ContainerManager;
-use crate::kubelet::devicemanager::PodStatus;
+use crate::kubelet::devicemanager::core::PodStatus;
 use crate::kubelet::profile::PodResourcesGet;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -16,8 +16,8 @@ use crate::api::pods_v1alpha1::pods_server::Pods;
 use crate::api::pods_v1alpha1::{
     EventType, GetPodRequest, GetPodResponse, ListPodsRequest, ListPodsResponse, WatchPodsEvent, WatchPodsRequest,
 };
+use crate::controlplane::protobuf;
 use crate::kubelet::cm::{ContainerManager, PodView};
-use crate::kubelet::dra::protobuf;
 use crate::kubelet::event::KubeletEvent;
 use crate::kubelet::lifecycle::{Phase, Step};
 use crate::kubelet::manifest::{ClaimSource, Container};

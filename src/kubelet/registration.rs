@@ -4,8 +4,8 @@
 
 use crate::api::deviceplugin::{registration_server::Registration, Empty, RegisterRequest};
 use crate::client::conn::PluginConn;
+use crate::kubelet::devicemanager::shell::Manager;
 use crate::kubelet::event::{KubeletEvent, Registrant, RejectStage, Via};
-use crate::kubelet::shell::Manager;
 use crate::protocol::{registration, Rule, Violation};
 use std::path::Path;
 use std::sync::Arc;
@@ -84,7 +84,7 @@ pub enum DialBackError {
     /// GetDevicePluginOptions failed.
     Options(crate::client::conn::ConnError),
     /// The device manager refused the plugin once connected (the kubelet's PluginConnected).
-    Connect(crate::kubelet::shell::StartError),
+    Connect(crate::kubelet::devicemanager::shell::StartError),
 }
 
 impl std::fmt::Display for DialBackError {
@@ -174,7 +174,7 @@ impl RegistrationService {
             request_options: r.options.map(Into::into),
         };
         self.mgr.start_endpoint(&r.resource_name, conn, options, who).map(|_| ()).map_err(|e| match e {
-            crate::kubelet::shell::StartError::Restarting => RegisterError::Restarting,
+            crate::kubelet::devicemanager::shell::StartError::Restarting => RegisterError::Restarting,
             // The kubelet's PluginConnected fails after the dial: its Connect error.
             refused => RegisterError::DialBack(DialBackError::Connect(refused)),
         })

@@ -189,7 +189,7 @@ mod engine_tests {
         }
         wait(&mut rx, |e| matches!(e, KubeletEvent::DraRegistered { .. }).then_some(())).await;
         // A slice the driver left behind (as a crashed driver does).
-        let obj = slices::slice("left", crate::kubelet::dra::NODE_NAME, driver, "p", &["d0".into()]);
+        let obj = slices::slice("left", crate::kubelet::dra::core::NODE_NAME, driver, "p", &["d0".into()]);
         slices::publish(&api, &obj, Duration::from_secs(5)).await.unwrap();
         let other = slices::slice("other", "another-node", driver, "p", &["d0".into()]);
         slices::publish(&api, &other, Duration::from_secs(5)).await.unwrap();

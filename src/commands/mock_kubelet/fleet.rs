@@ -181,7 +181,7 @@ impl Fleet {
             s.plugins_registry_dir = Some(tree.registry_dir.clone());
             s.metrics_addr = None;
             s.api_server = None;
-            s.dra = Some(crate::kubelet::dra::DraSpec::new(&tree.root, vec![cdi]));
+            s.dra = Some(crate::kubelet::dra::shell::DraSpec::new(&tree.root, vec![cdi]));
             s.cluster = Some(ClusterSpec { api: api.clone(), node: name.clone(), labels: spec.labels.clone() });
             let bus = EventBus::new(Logger::silent());
             forward(&self.forwarders, i as usize, &name, &bus, log.clone(), tap.clone());

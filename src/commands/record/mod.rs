@@ -576,7 +576,7 @@ async fn finish(
                 Ok(()) => Ok(()),
                 // From 1.37 the kubelet never closed the plugin's own stream: that
                 // instance is still registered, and a second one from its socket is refused.
-                Err(e) if e.to_string().contains(crate::kubelet::devicemanager::state::ALREADY_CONNECTED) => Ok(()),
+                Err(e) if e.to_string().contains(crate::kubelet::devicemanager::core::state::ALREADY_CONNECTED) => Ok(()),
                 Err(e) => Err(Error::failed(format!(
                     "the trace is complete, but the plugin's own socket could not be registered again: {e}; restart the plugin so it registers itself"
                 ))),

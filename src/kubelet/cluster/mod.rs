@@ -48,9 +48,9 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Claims(pub ApiServer);
 
-impl crate::kubelet::dra::fetch::ClaimReader for Claims {
-    fn claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> crate::kubelet::dra::fetch::Read<'a> {
-        use crate::kubelet::dra::fetch::FetchError;
+impl crate::kubelet::dra::shell::fetch::ClaimReader for Claims {
+    fn claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> crate::kubelet::dra::shell::fetch::Read<'a> {
+        use crate::kubelet::dra::core::fetch::FetchError;
         Box::pin(async move {
             let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}");
             match kube::request(&self.0, "GET", &path, None, CALL).await {

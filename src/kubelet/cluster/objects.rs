@@ -7,7 +7,7 @@
 //! patch), and a bound pod read back as the lifecycle's [`Pod`].
 
 use crate::kubelet::cm::PodView;
-use crate::kubelet::devicemanager::ResourceStatus;
+use crate::kubelet::devicemanager::core::ResourceStatus;
 use crate::kubelet::manifest::{ClaimSource, Pod, PodClaim};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -249,7 +249,8 @@ pub fn bound_pod(v: &Value) -> Result<Pod, BoundPodError> {
     }
     pod.resource_claims.retain(|c| !dropped.contains(&c.name));
     // KEP-5004: the special claim the scheduler made for the pod's DRA-backed extended resources.
-    if let Some(x) = crate::kubelet::dra::extended::given(&pod.name, &v["status"]["extendedResourceClaimStatus"]) {
+    if let Some(x) = crate::kubelet::dra::core::extended::given(&pod.name, &v["status"]["extendedResourceClaimStatus"])
+    {
         let name = x.status.resource_claim_name.clone();
         pod.resource_claims.push(PodClaim { name, source: ClaimSource::Extended(Box::new(x)) });
     }

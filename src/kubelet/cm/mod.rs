@@ -5,12 +5,12 @@
 //! The plugin watcher, the manifest loop, PodResources and the status views
 //! all go through it.
 
-use crate::kubelet::devicemanager::AdmissionError;
-use crate::kubelet::dra::{extended, DraManager};
+use crate::kubelet::devicemanager::core::AdmissionError;
+use crate::kubelet::devicemanager::shell::Manager;
+use crate::kubelet::dra::{core::extended, shell::DraManager};
 use crate::kubelet::event::{GenerationEvents, KubeletEvent};
 use crate::kubelet::lifecycle::{Phase, Reason, Step};
 use crate::kubelet::manifest::Pod;
-use crate::kubelet::shell::Manager;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

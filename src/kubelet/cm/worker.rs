@@ -3,10 +3,10 @@
 //! ([`crate::kubelet::lifecycle::next`] does).
 
 use super::{ContainerManager, Life};
+use crate::kubelet::devicemanager::shell::Admission;
 use crate::kubelet::event::KubeletEvent;
 use crate::kubelet::lifecycle::{self, Facts, Next, Outcome, Reason, Step};
 use crate::kubelet::manifest::Pod;
-use crate::kubelet::shell::Admission;
 use std::sync::Arc;
 
 impl ContainerManager {

@@ -1,20 +1,8 @@
-//! The kubelet's device manager as a synchronous core: plain data in, a
-//! decision out. [`state`] keeps registrations, devices, allocations and
-//! pods; [`topology`] computes hints and merges them under a policy;
-//! [`allocate`] plans a pod's admission as steps the async shell
-//! ([`crate::kubelet::shell`]) carries out; [`view`] is what `dpctl node`,
-//! metrics and PodResources read. Nothing here awaits, sleeps or does I/O.
-pub mod admission;
-pub mod allocate;
-pub mod state;
-pub mod topology;
-pub mod view;
-
-pub use admission::{AdmissionError, Cause, DevicesError};
-pub use allocate::{Admitted, Answer, PodAdmission, Step};
-pub use state::{AllocKey, Allocation, Dev, EndpointInfo, PodRecord, State};
-pub use topology::TopologyPolicy;
-pub use view::{ContainerStatus, Histogram, PodStatus, ResourceStatus, BUCKETS};
-
-#[cfg(test)]
-pub(crate) mod testutil;
+//! The kubelet's device manager (pkg/kubelet/cm/devicemanager), in two
+//! parts of one shape with the DRA manager's ([`crate::kubelet::dra`]): a
+//! sans-IO [`core`] (registrations, devices, allocations, topology, the
+//! admission plan, the views — plain data in, a decision out) and the async
+//! [`shell`] that carries its decisions out (RPCs, timers, the checkpoint,
+//! the events). The shell imports the core; the core knows no shell.
+pub mod core;
+pub mod shell;

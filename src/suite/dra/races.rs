@@ -7,7 +7,7 @@
 
 use super::session::{call_failed, fail, past_deadline, Sess};
 use crate::api::dra_v1::NodePrepareResourcesResponse;
-use crate::kubelet::dra::unresolved_cdi;
+use crate::kubelet::dra::shell::unresolved_cdi;
 use crate::protocol::dra as rules;
 use crate::suite::Outcome;
 

@@ -14,7 +14,7 @@
 //! with the claims of its checkpoint, in one call for the driver.
 
 use super::session::{call_failed, fail, Sess, REGISTER_WITHIN};
-use crate::kubelet::dra::unresolved_cdi;
+use crate::kubelet::dra::shell::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
 use crate::suite::Outcome;

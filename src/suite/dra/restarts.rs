@@ -6,7 +6,7 @@
 //! through the new instance removes what prepare created.
 
 use super::session::{call_failed, fail, Sess, POD_WITHIN, REGISTER_WITHIN};
-use crate::kubelet::dra::unresolved_cdi;
+use crate::kubelet::dra::shell::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
 use crate::suite::env::log_tail;

@@ -2,7 +2,7 @@
 //! the suite engine from [`super::SCENARIOS`].
 
 use super::session::{call_failed, fail, Sess};
-use crate::kubelet::dra::unresolved_cdi;
+use crate::kubelet::dra::shell::unresolved_cdi;
 use crate::kubelet::event::KubeletEvent;
 use crate::protocol::dra as rules;
 use crate::suite::Outcome;
@@ -18,7 +18,7 @@ pub(crate) async fn registers(s: &mut Sess) -> Outcome {
 pub(crate) async fn publishes_slice(s: &mut Sess) -> Outcome {
     let d = need!(s.driver().await);
     need!(s.api());
-    let node = crate::kubelet::dra::NODE_NAME;
+    let node = crate::kubelet::dra::core::NODE_NAME;
     // A driver publishes its slices after it registers: give it a moment.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

@@ -31,7 +31,7 @@ pub fn substitute(arg: &str, tree: &Tree) -> String {
 fn vars(tree: &Tree) -> [(&'static str, &'static str, String); 5] {
     [
         ("{kubeconfig}", "DPCTL_TEST_KUBECONFIG", tree.root.join("kubeconfig").display().to_string()),
-        ("{node-name}", "DPCTL_TEST_NODE_NAME", crate::kubelet::dra::NODE_NAME.to_string()),
+        ("{node-name}", "DPCTL_TEST_NODE_NAME", crate::kubelet::dra::core::NODE_NAME.to_string()),
         ("{kubelet-root-dir}", "DPCTL_TEST_KUBELET_ROOT_DIR", tree.root.display().to_string()),
         ("{plugins-registry-dir}", "DPCTL_TEST_PLUGINS_REGISTRY_DIR", tree.registry_dir.display().to_string()),
         ("{cdi-dir}", "DPCTL_TEST_CDI_DIR", tree.cdi_dir().display().to_string()),
@@ -188,7 +188,7 @@ impl Sess {
         let (_, list) = crate::plugin::dra::slices::request(&api, "GET", &path, None, self.timeout)
             .await
             .map_err(|e| Outcome::fail("list ResourceSlices", e.to_string(), "report this bug"))?;
-        let node = crate::kubelet::dra::NODE_NAME;
+        let node = crate::kubelet::dra::core::NODE_NAME;
         Ok(list["items"]
             .as_array()
             .cloned()

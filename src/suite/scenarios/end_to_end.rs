@@ -107,7 +107,7 @@ pub(crate) async fn rolling_update(s: &mut Env<'_>) -> Outcome {
                     answer: {
                         let log = s.plugin_log();
                         // Two instances on one socket path: since 1.37 the second's Register is refused (kubernetes#139338).
-                        let same = if log.contains(crate::kubelet::devicemanager::state::ALREADY_CONNECTED) {
+                        let same = if log.contains(crate::kubelet::devicemanager::core::state::ALREADY_CONNECTED) {
                             " (it served the first instance's socket path and the kubelet refused its Register: since 1.37 a socket the kubelet still streams from cannot register again, kubernetes#139338)"
                         } else {
                             ""

@@ -5,7 +5,7 @@
 use super::super::env::{Registration, Seen};
 use super::super::evidence;
 use super::ms;
-use crate::kubelet::devicemanager::state::ALREADY_CONNECTED;
+use crate::kubelet::devicemanager::core::state::ALREADY_CONNECTED;
 use std::time::Instant;
 
 /// The end of one of the kubelet's streams.

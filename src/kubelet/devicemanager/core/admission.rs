@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+/// The text of a topology admission failure (the kubelet's TopologyAffinityError).
+pub const TOPOLOGY_ERROR: &str = "Resources cannot be allocated with Topology locality";
+
 /// Why devicesToAllocate refused a container's devices (the kubelet's texts,
 /// before the admit handler wraps them as unexpected).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,7 +179,7 @@ impl std::fmt::Display for AdmissionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AdmissionError::Unexpected(c) => write!(f, "Allocate failed due to {c}, which is unexpected"),
-            AdmissionError::Topology => f.write_str(super::topology::TOPOLOGY_ERROR),
+            AdmissionError::Topology => f.write_str(TOPOLOGY_ERROR),
             AdmissionError::OutOf { resource, requested } => {
                 write!(f, "Node didn't have enough resource: {resource}, requested: {requested}, used: 0, capacity: 0")
             }

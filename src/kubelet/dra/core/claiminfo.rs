@@ -1,7 +1,7 @@
 //! The DRA manager's core, without I/O or async (pkg/kubelet/cm/dra
 //! claiminfo.go and manager.go's decisions): the claim cache, what to
 //! record, which driver to call with which claims, and what a driver's
-//! answer means. The shell ([`super::DraManager`]) makes the calls, writes
+//! answer means. The shell ([`crate::kubelet::dra::shell::DraManager`]) makes the calls, writes
 //! the checkpoint and reports the events.
 //!
 //! As the kubelet does, a claim is recorded (with every driver its
@@ -10,10 +10,10 @@
 //! unpreparing calls every driver the claim's state names, prepared or not,
 //! so a prepare that failed half-way leaks nothing.
 
-use super::allocator::{self, Allocated, Candidate, Unallocatable};
-use super::checkpoint;
-use super::objects::{ClaimSpec, Object};
 use crate::api::dra_v1::{Claim, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse};
+use crate::client::dra_checkpoint as checkpoint;
+use crate::controlplane::allocator::{self, Allocated, Candidate, Unallocatable};
+use crate::controlplane::objects::{self, ClaimSpec, Object};
 use crate::controlplane::scheduler::{self, Scheduled};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -480,6 +480,8 @@ pub struct World<'a> {
     /// Devices held by claims outside this node's view (the control plane's
     /// for pods of the API, not read yet): not handed out again.
     pub held: &'a [Allocated],
+    /// When this attempt runs: a claim allocated by it is stamped with it.
+    pub now: std::time::SystemTime,
 }
 
 /// What one attempt at preparing a pod's claims does.
@@ -691,12 +693,10 @@ impl ClaimCache {
         let (namespace, pod_uid, pod_name) = pod;
         let key = format!("{namespace}/{}", c.name);
         let (spec, uid, raw): (ClaimSpec, String, Option<&serde_json::Value>) = match (&c.spec, &c.template) {
-            (Some(spec), _) => {
-                (spec.clone(), super::objects::derived_uid(&format!("extended\0{pod_uid}\0{key}")), None)
-            }
+            (Some(spec), _) => (spec.clone(), objects::derived_uid(&format!("extended\0{pod_uid}\0{key}")), None),
             (None, Some(t)) => match w.objects.get(&format!("ResourceClaimTemplate {namespace}/{t}")) {
                 Some(Object::Template { spec, .. }) => {
-                    (spec.clone(), super::objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")), None)
+                    (spec.clone(), objects::derived_uid(&format!("generated\0{pod_uid}\0{key}")), None)
                 }
                 _ => return Err(Cause::NotFound { kind: "ResourceClaimTemplate", name: t.clone() }),
             },
@@ -738,7 +738,7 @@ impl ClaimCache {
         if allocated_now && w.features.binding_conditions {
             // Stamped as the scheduler's bindClaim does with the gates on;
             // its PreBind then waits for any binding conditions.
-            info.allocated_at = Some(std::time::SystemTime::now());
+            info.allocated_at = Some(w.now);
             info.binding_pending = info.allocation.iter().any(|a| !a.binding_conditions.is_empty());
         }
         Ok((info, allocated_now))

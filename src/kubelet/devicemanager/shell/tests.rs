@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::core::log::{LogFormat, Logger};
-use crate::kubelet::devicemanager::state::EndpointInfo;
+use crate::kubelet::devicemanager::core::state::EndpointInfo;
 use crate::kubelet::event::Via;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,12 +1,9 @@
-//! The claims of a pod of the API server, read from it at every prepare
-//! attempt as manager.go PrepareResources reads them (one GET per claim, no
-//! cache): a claim the scheduler or a controller writes after the pod
-//! reached the node is seen at the next attempt. The reader is the node's
-//! API server client ([`crate::kubelet::cluster`]); the manager only asks.
+//! A claim read from the API server for a pod of it, judged without I/O:
+//! whether a claim made from the pod's template is the pod's
+//! (resourceclaim.IsForPod), and why a claim could not be read. The reading
+//! is the shell's ([`crate::kubelet::dra::shell::fetch`]).
 
 use serde_json::Value;
-use std::future::Future;
-use std::pin::Pin;
 
 /// resourceclaim.IsForPod: claim `claim` (as read) is the one the
 /// resourceclaim controller made for `pod` — its controller owner is the pod,
@@ -79,15 +76,6 @@ impl std::fmt::Display for NotForPod {
 }
 
 impl std::error::Error for NotForPod {}
-
-/// One claim read: the stored object, or why not.
-pub type Read<'a> = Pin<Box<dyn Future<Output = Result<Value, FetchError>> + Send + 'a>>;
-
-/// Where the claims of pods of the API server are read.
-pub trait ClaimReader: Send + Sync + std::fmt::Debug {
-    /// ResourceClaim `namespace/name` as the API server stores it.
-    fn claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> Read<'a>;
-}
 
 /// Why a claim could not be read.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ fn world_objects() -> BTreeMap<String, Object> {
         let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
             "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": driver}}]}}});
-        let o = super::super::objects::parse(&v).unwrap();
+        let o = objects::parse(&v).unwrap();
         objects.insert(o.key(), o);
     }
     objects
@@ -47,6 +47,7 @@ fn bare<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>
         pod_group: None,
         as_written: false,
         held: &[],
+        now: std::time::SystemTime::now(),
     }
 }
 
@@ -121,7 +122,7 @@ fn two_claims_of_one_pod_get_different_devices() {
     let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "a2", "namespace": "ns", "uid": "uid-a2"},
         "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}});
-    let o = super::super::objects::parse(&v).unwrap();
+    let o = objects::parse(&v).unwrap();
     objects.insert(o.key(), o);
     let mut cands = candidates();
     cands.push(Candidate { device: "d1".into(), ..cands[0].clone() });
@@ -190,7 +191,7 @@ fn a_driver_skips_an_operation_only_when_every_device_of_it_does() {
     let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
         "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "cp.x"}}]}}});
-    let o = super::super::objects::parse(&v).unwrap();
+    let o = objects::parse(&v).unwrap();
     objects.insert(o.key(), o);
     let cands = vec![Candidate {
         driver: "cp.x".into(),
@@ -262,7 +263,7 @@ fn with_status(objects: &mut BTreeMap<String, Object>, uid: &str, status: serde_
     let v = serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "ns", "uid": uid},
         "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.x"}}]}}, "status": status});
-    let o = super::super::objects::parse(&v).unwrap();
+    let o = objects::parse(&v).unwrap();
     objects.insert(o.key(), o);
 }
 

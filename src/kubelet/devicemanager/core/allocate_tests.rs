@@ -4,7 +4,7 @@
 //! table tests of the admission plan. Facts carry over; the code is dpctl's.
 
 use super::*;
-use crate::kubelet::devicemanager::testutil::*;
+use crate::kubelet::devicemanager::core::testutil::*;
 use crate::kubelet::profile::Profile;
 
 const R1: &str = "domain1.com/resource1";

@@ -4,7 +4,7 @@
 //! node), as table tests of the state. Facts carry over; the code is dpctl's.
 
 use super::*;
-use crate::kubelet::devicemanager::testutil::*;
+use crate::kubelet::devicemanager::core::testutil::*;
 
 const R1: &str = "domain1.com/resource1";
 const R2: &str = "domain2.com/resource2";

@@ -16,6 +16,7 @@ use crate::api::dra_v1::{
     Claim, Device, NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
+use crate::controlplane::allocator;
 use crate::core::log::{LogFormat, Logger};
 use crate::core::task::Tasks;
 use crate::kubelet::event::Stamped;
@@ -147,11 +148,11 @@ impl Node {
     }
 
     fn cache(&self, c: ClaimInfo) {
-        self.dra.lock().claims.insert_for_test(c);
+        self.dra.lock().claims.cache.insert_for_test(c);
     }
 
     fn cached(&self, name: &str) -> Option<ClaimInfo> {
-        self.dra.lock().claims.get(&format!("{NS}/{name}")).cloned()
+        self.dra.lock().claims.cache.get(&format!("{NS}/{name}")).cloned()
     }
 
     fn calls(&self) -> (u32, u32) {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::controlplane::objects::Object;
-use crate::kubelet::devicemanager::testutil::{ctr, pod, sidecar};
+use crate::kubelet::devicemanager::core::testutil::{ctr, pod, sidecar};
 
 const GPU: &str = "example.com/gpu";
 

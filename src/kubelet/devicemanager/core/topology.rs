@@ -11,6 +11,8 @@
 //! above, the largest of the resources' minimal hint sizes (since 1.24,
 //! kubernetes#108154).
 
+/// The text of a topology admission failure (the kubelet's TopologyAffinityError).
+pub use super::admission::TOPOLOGY_ERROR;
 use super::state::{AllocKey, Allocation, State};
 pub use crate::kubelet::profile::HintMerge;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,9 +30,6 @@ pub enum TopologyPolicy {
     /// Reject pods that cannot get all devices from one NUMA node
     SingleNumaNode,
 }
-
-/// The text of a topology admission failure (the kubelet's TopologyAffinityError).
-pub const TOPOLOGY_ERROR: &str = "Resources cannot be allocated with Topology locality";
 
 /// The kubelet's limit on NUMA nodes for the topology manager.
 pub const MAX_NUMA_NODES: usize = 8;

@@ -68,11 +68,12 @@ impl HealthLog {
         self.flush(driver, now)
     }
 
-    /// When the driver's folded changes are due to be logged.
-    pub fn due(&self, driver: &str) -> Option<Instant> {
+    /// When the driver's folded changes are due to be logged (`now`, when
+    /// nothing was logged yet).
+    pub fn due(&self, driver: &str, now: Instant) -> Option<Instant> {
         let d = self.0.get(driver)?;
         d.pending.as_ref()?;
-        Some(d.last.map_or(Instant::now(), |t| t + MIN_GAP))
+        Some(d.last.map_or(now, |t| t + MIN_GAP))
     }
 
     /// The line of the driver's folded changes, when due at `now`.
@@ -129,12 +130,12 @@ mod tests {
             m[8].1 = "Unknown";
             assert_eq!(log.changed("x", map(&m), t1 + Duration::from_millis(u64::from(i))), None);
         }
-        assert_eq!(log.due("x"), Some(t1 + MIN_GAP));
+        assert_eq!(log.due("x", t1), Some(t1 + MIN_GAP));
         assert_eq!(log.flush("x", t1 + Duration::from_millis(999)), None, "not due yet");
         let l = log.flush("x", t1 + MIN_GAP).unwrap();
         assert_eq!(l.changed, ["p/d8=Unknown"], "d7 ended as it was logged; d8 changed");
         assert_eq!(l.folded, 400);
-        assert_eq!(log.due("x"), None);
+        assert_eq!(log.due("x", t1), None);
         // Another driver is not held by this one's gap.
         assert!(log.changed("y", map(&[("a", "Healthy")]), t1 + Duration::from_millis(1)).is_some());
         // A device no longer reported is named as gone.

@@ -220,7 +220,7 @@ pub struct State {
     /// Allocations.
     pub allocations: BTreeMap<AllocKey, Allocation>,
     /// Rejected manifests and why.
-    pub rejected: BTreeMap<PathBuf, super::AdmissionError>,
+    pub rejected: BTreeMap<PathBuf, super::admission::AdmissionError>,
     /// Register calls per resource (counted before validation, as the kubelet does).
     pub registrations: BTreeMap<String, u64>,
     /// Resources from the checkpoint not back yet after a restart.

@@ -1,18 +1,12 @@
 //! The claims written into the control plane: after every change to the
 //! claim cache (as the checkpoint is written, before any driver is called
-//! for it) and to the manifests that shape claims, each claim's object as
+//! for it) and to the manifests that shape claims
+//! ([`crate::kubelet::dra::core::object_cache::shapes_claims`]), each claim's object as
 //! this node has it is written through the control plane's client
 //! interface, and the claims it no longer has are deleted.
 
-use super::{DraManager, Object, NODE_NAME};
+use super::{DraManager, NODE_NAME};
 use std::collections::BTreeSet;
-
-/// Whether object `o` shapes the claims written into the control plane
-/// (a claim, the template of a generated one, a class whose config goes
-/// into allocations): only then does its change publish the claims.
-pub(super) fn shapes_claims(o: &Object) -> bool {
-    matches!(o, Object::Claim { .. } | Object::Template { .. } | Object::Class { .. })
-}
 
 impl DraManager {
     /// Write the claims as they are now into the control plane: each

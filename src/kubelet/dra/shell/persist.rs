@@ -33,11 +33,11 @@ impl DraManager {
             // write are encoded again; the rest is assembling their pieces.
             let bytes = {
                 let mut st = self.lock();
-                let bytes = st.claims.checkpoint_bytes();
+                let bytes = st.claims.cache.checkpoint_bytes();
                 // Every debug build (every test) holds the pieces to the whole encoding.
                 debug_assert_eq!(
                     String::from_utf8_lossy(&bytes),
-                    String::from_utf8_lossy(&checkpoint::encode(&st.claims.to_checkpoint()))
+                    String::from_utf8_lossy(&checkpoint::encode(&st.claims.cache.to_checkpoint()))
                 );
                 bytes
             };

@@ -5,8 +5,8 @@
 #![allow(clippy::type_complexity)]
 
 use super::*;
-use crate::kubelet::devicemanager::allocate::{devices_to_allocate, Choice, Want};
-use crate::kubelet::devicemanager::testutil::*;
+use crate::kubelet::devicemanager::core::allocate::{devices_to_allocate, Choice, Want};
+use crate::kubelet::devicemanager::core::testutil::*;
 
 fn sorted(mut h: Vec<Hint>) -> Vec<Hint> {
     h.sort_by_key(|h| {

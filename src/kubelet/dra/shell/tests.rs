@@ -1,6 +1,7 @@
 //! The DRA shell's own tests (the core's are beside it).
 
 use super::*;
+use crate::controlplane::apiserver;
 use crate::core::task::Tasks;
 use crate::kubelet::event::KubeletEvent;
 
@@ -19,14 +20,6 @@ fn cdi_ids_resolve_against_spec_files() {
     assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &ids), ["k8s.gpu.x/claim=gone"]);
     assert_eq!(unresolved_cdi(&[d.path().to_path_buf()], &["v.x/d=n".into()]), ["v.x/d=n"]);
     assert_eq!(unresolved_cdi(&[], &ids).len(), 3);
-}
-
-#[test]
-fn slices_are_wiped_only_when_no_instance_is_connected() {
-    assert_eq!(wipe_decision(false, false), WipeDecision::Schedule);
-    assert_eq!(wipe_decision(false, true), WipeDecision::Nothing, "the first deadline stands");
-    assert_eq!(wipe_decision(true, true), WipeDecision::Cancel);
-    assert_eq!(wipe_decision(true, false), WipeDecision::Nothing);
 }
 
 /// kubernetes#132058: a driver that dies without removing its sockets
@@ -96,25 +89,6 @@ async fn a_driver_whose_endpoint_stops_answering_has_its_slices_wiped_after_the_
         store.slices().iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(left, ["s1"], "another driver's slice stays");
     gen.tasks.cancel();
-}
-
-/// TestAddSameName, "Same name, same endpoint -> error" (dra_plugin_manager.go add()).
-#[test]
-fn the_same_endpoint_registered_again_through_another_socket_is_refused() {
-    let (s1, s2, e1, e2) =
-        (Path::new("/r/a.sock"), Path::new("/r/b.sock"), Path::new("/p/dra.sock"), Path::new("/p/dra2.sock"));
-    let known = [(s1, e1)];
-    assert_eq!(
-        duplicate_endpoint(known.iter().copied(), s2, e1, "gpu.x").as_deref(),
-        Some("endpoint /p/dra.sock already registered for DRA driver plugin gpu.x")
-    );
-    assert_eq!(duplicate_endpoint(known.iter().copied(), s2, e2, "gpu.x"), None, "another endpoint: a second instance");
-    assert_eq!(
-        duplicate_endpoint(known.iter().copied(), s1, e1, "gpu.x"),
-        None,
-        "the same socket replaces its instance"
-    );
-    assert_eq!(duplicate_endpoint(std::iter::empty(), s2, e1, "gpu.x"), None);
 }
 
 #[test]
@@ -281,7 +255,7 @@ async fn before_1_34_a_dead_endpoint_with_its_registration_keeps_its_slices() {
     dra.register(&s1, &gpu_info(&e1, &[rules::DRA_V1BETA1]), &e1).await.unwrap();
     server.cancel();
     next_event(&mut rx, |e| matches!(e, KubeletEvent::DraConnection { connected: false, .. }).then_some(())).await;
-    assert!(dra.lock().pending_wipes.is_empty(), "no wipe scheduled on 1.33");
+    assert!(dra.lock().registry.no_wipe_pending(), "no wipe scheduled on 1.33");
     assert_eq!(slice_names(&store), ["s0", "s1"]);
     gen.tasks.cancel();
 }
@@ -323,12 +297,12 @@ async fn test_connection_handling() {
             assert_eq!(slice_names(&store), ["s1"], "{what}: another driver's slice stays");
         } else {
             next_event(&mut rx, connection(false)).await;
-            assert!(dra.lock().pending_wipes.contains_key("gpu.x"), "{what}: wiping should be queued");
+            assert!(dra.lock().registry.wipe_pending("gpu.x"), "{what}: wiping should be queued");
             // The gRPC server starts again on the same endpoint.
             std::fs::remove_file(&endpoint).unwrap();
             let again = silent_endpoint(&endpoint);
             next_event(&mut rx, connection(true)).await;
-            assert!(!dra.lock().pending_wipes.contains_key("gpu.x"), "{what}: wiping should be stopped");
+            assert!(!dra.lock().registry.wipe_pending("gpu.x"), "{what}: wiping should be stopped");
             assert_eq!(slice_names(&store), ["s0", "s1"], "{what}: the slice should still be there");
             again.cancel();
         }

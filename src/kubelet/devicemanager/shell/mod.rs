@@ -10,8 +10,10 @@ use crate::client::checkpoint;
 use crate::client::conn::PluginConn;
 use crate::core::coalesced::CoalescedWriter;
 use crate::core::time::millis;
-use crate::kubelet::devicemanager::state::EndpointInfo;
-use crate::kubelet::devicemanager::{AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State};
+use crate::kubelet::devicemanager::core::state::EndpointInfo;
+use crate::kubelet::devicemanager::core::{
+    AdmissionError, ContainerStatus, Histogram, PodStatus, ResourceStatus, State,
+};
 use crate::kubelet::event::{capped, EventBus, GenerationEvents, KubeletEvent, Registrant};
 use crate::kubelet::manifest::Pod;
 use serde_json::json;
@@ -27,7 +29,7 @@ pub enum StartError {
     /// The generation closes (the kubelet restarts): register again.
     Restarting,
     /// The kubelet version refuses the registration.
-    Refused(crate::kubelet::devicemanager::state::Refused),
+    Refused(crate::kubelet::devicemanager::core::state::Refused),
 }
 
 impl std::fmt::Display for StartError {
@@ -48,7 +50,7 @@ impl std::error::Error for StartError {
     }
 }
 
-pub use crate::kubelet::devicemanager::TopologyPolicy;
+pub use crate::kubelet::devicemanager::core::TopologyPolicy;
 pub use crate::kubelet::generation::Generation;
 
 /// Manager settings.
@@ -342,7 +344,7 @@ impl Manager {
         let res = resource.to_string();
         self.gen.tasks.spawn(async move {
             tokio::select! {
-                _ = endpoint::follow(me.clone(), res, reg.id, conn) => {}
+                _ = me.clone().follow(res, reg.id, conn) => {}
                 _ = token.cancelled() => {}
             }
         });
@@ -381,11 +383,11 @@ impl Manager {
     }
 
     /// Endpoint `id`'s stream ended. What that does depends on the kubelet
-    /// version (see [`crate::kubelet::devicemanager::state::Ended`]); when
+    /// version (see [`crate::kubelet::devicemanager::core::state::Ended`]); when
     /// the current endpoint stops, a grace timer of this generation removes
     /// the resource (listed at 0/0) unless it registers again.
     pub fn stream_ended(self: &Arc<Self>, resource: &str, id: u64, why: &str) {
-        use crate::kubelet::devicemanager::state::Ended;
+        use crate::kubelet::devicemanager::core::state::Ended;
         let mut g = self.lock();
         let endpoint = g.conns.get(&id).map(|c| c.socket().display().to_string()).unwrap_or_default();
         let ended = g.st.stream_ended(resource, id);
@@ -576,8 +578,14 @@ impl Manager {
     }
 }
 
+/// A pod the device manager admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Its allocations came back from the checkpoint (a kubelet restart).
+    pub restored: bool,
+}
+
 mod admit;
-pub use admit::Admission;
 mod endpoint;
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! The DRA manager's health shell: the health stream of each driver
 //! (DRAResourceHealth.NodeWatchResources), what its snapshots change in the
-//! health cache ([`super::healthinfo`], pure) and the log ([`super::healthlog`]),
+//! health cache and the log ([`crate::kubelet::dra::core::health`], pure),
 //! and the cache's file `<root>/dra_health_state` (healthinfo.go).
 
 use super::*;
+use crate::kubelet::dra::core::health;
 
 /// How long after a health stream ended the kubelet opens it again
 /// (dra_plugin_manager.go: wait.UntilWithContext with 5*time.Second, 1.34-1.37).
@@ -40,7 +41,7 @@ impl DraManager {
             // The stream ended (or never opened): the kubelet's
             // HandleWatchResourcesStream clears the driver's health (every
             // device Unknown at once), then reconnects.
-            self.lock().health.clear_driver(&driver);
+            self.lock().health.cache.clear_driver(&driver);
             self.refresh_health(&driver).await;
             let unimplemented =
                 matches!(&ended, Some(crate::core::Error::Rpc { code: tonic::Code::Unimplemented, .. }));
@@ -77,24 +78,12 @@ impl DraManager {
     }
 
     /// Recompute the health the driver's devices count as now; an event
-    /// naming what changed ([`healthlog`]: at most one a second per driver,
+    /// naming what changed ([`crate::kubelet::dra::core::healthlog`]: at most one a second per driver,
     /// the rest folded into the next). When to look again: the next report
     /// going stale, or folded changes falling due.
     pub(super) async fn refresh_health(&self, driver: &str) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
-        let (changed, line, next) = {
-            let mut st = self.lock();
-            let r = st.health.refresh(driver, now);
-            let changed = r.as_ref().is_some_and(|r| r.changed.is_some());
-            let line = match r.as_ref().and_then(|r| r.changed.clone()) {
-                Some(map) => {
-                    st.health_log.changed(driver, map.into_iter().map(|(k, h)| (k, h.to_string())).collect(), now)
-                }
-                None => st.health_log.flush(driver, now),
-            };
-            let next = [r.and_then(|r| r.next), st.health_log.due(driver)].into_iter().flatten().min();
-            (changed, line, next)
-        };
+        let health::Refresh { changed, line, next } = self.lock().health.refresh(driver, now);
         if let Some(l) = line {
             self.event(KubeletEvent::DraHealth {
                 driver: driver.to_string(),
@@ -125,7 +114,8 @@ impl DraManager {
         let upto = self.health_file.changed();
         let path = self.health_state();
         let target = path.clone();
-        let snapshot = || Some(self.lock().health.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()));
+        let snapshot =
+            || Some(self.lock().health.cache.to_state(tokio::time::Instant::now(), std::time::SystemTime::now()));
         let write = move |bytes: Vec<u8>| {
             // As the kubelet's health cache writes it (healthinfo.go: no sync).
             crate::core::files::write_atomic_with(&target, &bytes, crate::core::files::Durability::Unsynced)
@@ -159,7 +149,7 @@ impl DraManager {
                     .iter()
                     .flat_map(|d| cache.words(d).into_iter().map(move |w| format!("{d} {w}")))
                     .collect();
-                self.lock().health = cache;
+                self.lock().health.cache = cache;
                 self.event(KubeletEvent::DraHealthRestored { path: path.display().to_string(), devices });
             }
         }

@@ -11,11 +11,11 @@
 //! API server owns (resourceVersion, generation, creationTimestamp) is set
 //! by the store ([`super::Store`]).
 
+use super::claiminfo::{ClaimCache, ClaimInfo};
+use super::view::PodInfo;
 use crate::controlplane::apiserver::claims::v1_spec;
 use crate::controlplane::objects::Object;
 use crate::controlplane::scheduler::allocation_result;
-use crate::kubelet::dra::claiminfo::{ClaimCache, ClaimInfo};
-use crate::kubelet::dra::view::PodInfo;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

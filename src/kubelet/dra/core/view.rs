@@ -2,10 +2,10 @@
 //! `dpctl node`'s drivers and pods, PodResources' dynamic resources, and
 //! the claims the local API server serves.
 
-use super::checkpoint;
 use super::claiminfo::{ClaimCache, ClaimInfo, ClaimsPhase, DriverPrep, PodClaim};
 use super::healthinfo::{Health, HealthCache};
 use crate::api::podresources::{CdiDevice, ClaimResource, DynamicResource};
+use crate::client::dra_checkpoint as checkpoint;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -374,7 +374,7 @@ pub fn claim_objects(claims: &ClaimCache, pods: &BTreeMap<String, PodInfo>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::dra::healthinfo::Snapshot;
+    use crate::kubelet::dra::core::healthinfo::Snapshot;
     use checkpoint::{Device, DriverState, Entry};
     use tokio::time::Instant;
 

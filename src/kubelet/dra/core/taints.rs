@@ -1,29 +1,44 @@
-//! NoExecute device taints on devices of the static pods' prepared claims.
-//! The decision is the control plane's device-taint eviction controller's
-//! ([`crate::controlplane::controller::taints::decide`]); the mock kubelet
-//! runs it over the claims of the pods of its manifests, which are not in
-//! the store (no mirror pods) so the controller cannot see them. Pods of
-//! the API are the controller's: the node deletes them when it sees them
-//! deleted. This is the shell: the wall clock, when each taint without a
-//! timeAdded was first seen, the `pod-evicted` events.
+//! NoExecute device taints on devices of the static pods' prepared claims,
+//! decided without I/O. The decision is the control plane's device-taint
+//! eviction controller's ([`crate::controlplane::controller::taints::decide`]);
+//! the mock kubelet runs it over the claims of the pods of its manifests,
+//! which are not in the store (no mirror pods) so the controller cannot see
+//! them. Pods of the API are the controller's: the node deletes them when
+//! it sees them deleted. What this keeps is when each taint without a
+//! timeAdded was first seen; the wall clock and the `pod-evicted` events
+//! are the shell's.
 
-use super::*;
+use super::claiminfo::ClaimCache;
+use crate::controlplane::allocator::{self, Candidate};
 use crate::controlplane::controller::taints::{self, InUse};
+use crate::controlplane::objects::{Object, TaintRule};
+use crate::kubelet::event::KubeletEvent;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-impl DraManager {
-    /// Static pods (of `pods`, by UID) a NoExecute device taint evicts now:
-    /// [`taints::decide`] over their prepared claims. Each is reported
-    /// (`pod-evicted`); the caller deletes the pods through the pod lifecycle.
-    pub fn tainted_pods(&self, pods: &BTreeSet<String>) -> Vec<String> {
-        let now = SystemTime::now();
-        let mut st = self.lock();
-        let all = self.candidates(&mut st);
-        let rules = allocator::Catalog::of(st.objects.values()).rules;
-        let cands = noexecute_only(&all, &rules);
-        let mut seen = std::mem::take(&mut st.taint_seen);
-        let uses: Vec<InUse<'_>> = st
-            .claims
+/// Taint eviction's memory.
+#[derive(Debug, Default)]
+pub struct TaintEviction {
+    /// Eviction key → when its NoExecute taint was first seen (the taint's
+    /// timeAdded when it has none).
+    seen: BTreeMap<String, SystemTime>,
+}
+
+impl TaintEviction {
+    /// The evictions due at `now` of the static pods `pods` (by UID):
+    /// [`taints::decide`] over their prepared claims of `claims`, the
+    /// candidates `all` and the taint rules of `objects`.
+    pub fn decide(
+        &mut self,
+        claims: &ClaimCache,
+        pods: &BTreeSet<String>,
+        all: &[Candidate],
+        objects: &BTreeMap<String, Object>,
+        now: SystemTime,
+    ) -> Vec<taints::Evict> {
+        let rules = allocator::Catalog::of(objects.values()).rules;
+        let cands = noexecute_only(all, &rules);
+        let uses: Vec<InUse<'_>> = claims
             .values()
             .filter(|c| c.pods.iter().any(|p| pods.contains(p)))
             .map(|c| InUse {
@@ -33,16 +48,7 @@ impl DraManager {
                 devices: &c.allocation,
             })
             .collect();
-        let decision = taints::decide(&uses, &cands, &rules, &mut seen, now);
-        drop(uses);
-        st.taint_seen = seen;
-        drop(st);
-        let mut due = Vec::new();
-        for e in decision.due {
-            due.push(e.pod.clone());
-            self.event(evicted_event(&e));
-        }
-        due
+        taints::decide(&uses, &cands, &rules, &mut self.seen, now).due
     }
 }
 
@@ -53,7 +59,7 @@ impl DraManager {
 /// taint: no eviction). Each scan of the manifests decides over every
 /// prepared claim: a search of 10,000 untainted candidates per device held
 /// the state lock for tens of ms, and prepares waited on it.
-fn noexecute_only(all: &[Candidate], rules: &[crate::controlplane::objects::TaintRule]) -> Vec<Candidate> {
+fn noexecute_only(all: &[Candidate], rules: &[TaintRule]) -> Vec<Candidate> {
     let key = |c: &Candidate| (c.driver.clone(), c.pool.clone(), c.device.clone());
     let tainted: BTreeSet<(String, String, String)> =
         all.iter().filter(|c| allocator::taints::of(c, rules).any(|t| t.effect == "NoExecute")).map(key).collect();

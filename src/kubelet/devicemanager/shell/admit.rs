@@ -3,27 +3,20 @@
 //! commit a batch to the checkpoint before acknowledging any of it, and call
 //! PreStartContainer where the plugin asks for it.
 
-use super::Manager;
+use super::{Admission, Manager};
 use crate::api::deviceplugin::{
     AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, PreStartContainerRequest,
     PreferredAllocationRequest,
 };
 use crate::client::conn::PluginConn;
 use crate::core::time::millis;
-use crate::kubelet::devicemanager::state::{AllocKey, PodRecord};
-use crate::kubelet::devicemanager::{AdmissionError, Answer, PodAdmission, Step};
+use crate::kubelet::devicemanager::core::state::{AllocKey, PodRecord};
+use crate::kubelet::devicemanager::core::{AdmissionError, Answer, PodAdmission, Step};
 use crate::kubelet::event::{capped, KubeletEvent};
 use crate::kubelet::manifest::Pod;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// A pod the device manager admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admission {
-    /// Its allocations came back from the checkpoint (a kubelet restart).
-    pub restored: bool,
-}
 
 /// A pod whose allocations are staged, waiting for the checkpoint write.
 struct Staged {
@@ -127,7 +120,7 @@ impl Manager {
     }
 
     /// Carry out the core's plan for one pod.
-    async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::Admitted, AdmissionError> {
+    async fn run_plan(&self, pod: &Pod) -> Result<crate::kubelet::devicemanager::core::Admitted, AdmissionError> {
         let mut plan = PodAdmission::new(pod, &self.lock().st, self.cfg.profile);
         let mut answer = Answer::Begin;
         loop {
