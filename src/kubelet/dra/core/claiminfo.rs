@@ -477,6 +477,11 @@ pub struct World<'a> {
     /// written (a claim without `status.allocation` or not reserved for the
     /// pod is refused, as the kubelet refuses it), never allocated here.
     pub as_written: bool,
+    /// The API server is dpctl's own (`--api-server`), whose controller
+    /// allocates the claims of API pods bound to a node, standing in for
+    /// kube-scheduler: the scheduler's PreBind wait for binding conditions
+    /// is then this kubelet's to do for them, as for claims it allocates.
+    pub own_plane: bool,
     /// Devices held by claims outside this node's view (the control plane's
     /// for pods of the API, not read yet): not handed out again.
     pub held: &'a [Allocated],
@@ -739,6 +744,14 @@ impl ClaimCache {
             // Stamped as the scheduler's bindClaim does with the gates on;
             // its PreBind then waits for any binding conditions.
             info.allocated_at = Some(w.now);
+            info.binding_pending = info.allocation.iter().any(|a| !a.binding_conditions.is_empty());
+        } else if w.own_plane && w.as_written && w.features.binding_conditions {
+            // Allocated by dpctl's own control plane (the scheduler's stand-in,
+            // which stamped it): its PreBind wait is done here.
+            let stamp = status.and_then(|s| s["allocation"]["allocationTimestamp"].as_str());
+            info.allocated_at = stamp.and_then(crate::core::time::parse_unix).and_then(|(s, n)| {
+                u64::try_from(s).ok().map(|s| std::time::UNIX_EPOCH + std::time::Duration::new(s, n))
+            });
             info.binding_pending = info.allocation.iter().any(|a| !a.binding_conditions.is_empty());
         }
         Ok((info, allocated_now))

@@ -46,6 +46,7 @@ fn bare<'a>(objects: &'a BTreeMap<String, Object>, drivers: &'a BTreeSet<String>
         features: Default::default(),
         pod_group: None,
         as_written: false,
+        own_plane: false,
         held: &[],
         now: std::time::SystemTime::now(),
     }
@@ -331,6 +332,44 @@ fn a_pod_of_the_api_gets_its_claims_as_written_or_not_at_all() {
     let plan = cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &api(&objects, &drivers)).unwrap();
     assert!(plan.allocated.is_empty(), "allocated by nobody here");
     assert_eq!(cache.get("ns/c").unwrap().allocation[0].device, "d3");
+}
+
+/// #48: a claim of an API pod that dpctl's own control plane allocated on a
+/// device with binding conditions (its controller stands in for
+/// kube-scheduler) waits here as PreBind would, from the allocation's stamp;
+/// one a real scheduler allocated (not `own_plane`: it waited before
+/// binding) or one without binding conditions does not.
+#[test]
+fn a_claim_our_own_plane_allocated_waits_for_its_binding_conditions() {
+    let mut objects = BTreeMap::new();
+    let drivers: BTreeSet<String> = ["gpu.x".to_string()].into();
+    let mine = serde_json::json!([{"resource": "pods", "name": "p1", "uid": "pod-1"}]);
+    let features = crate::controlplane::allocator::Features { binding_conditions: true, ..Default::default() };
+    let plan = |objects: &BTreeMap<String, Object>, own_plane: bool| {
+        let w = World { as_written: true, own_plane, features, ..bare(objects, &drivers) };
+        let mut cache = ClaimCache::default();
+        cache.plan_prepare("ns", "pod-1", "p1", &claims(&["c"]), &w).unwrap();
+        let c = cache.get("ns/c").unwrap();
+        (c.binding_pending, c.allocated_at)
+    };
+    let bound = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d3",
+        "bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]}]);
+    let stamp = "2026-12-06T10:00:00Z";
+    with_status(
+        &mut objects,
+        "uid-c",
+        serde_json::json!({"allocation": {"devices": {"results": bound}, "allocationTimestamp": stamp}, "reservedFor": mine}),
+    );
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_551_200);
+    assert_eq!(plan(&objects, true), (true, Some(at)));
+    assert_eq!(plan(&objects, false), (false, None), "a real scheduler waited before it bound the pod");
+    let plain = serde_json::json!([{"request": "r", "driver": "gpu.x", "pool": "p", "device": "d3"}]);
+    with_status(
+        &mut objects,
+        "uid-c",
+        serde_json::json!({"allocation": {"devices": {"results": plain}, "allocationTimestamp": stamp}, "reservedFor": mine}),
+    );
+    assert!(!plan(&objects, true).0, "no binding conditions, nothing to wait for");
 }
 
 /// KEP-5729 (manager.go prepareResources, resourceclaim.IsReservedForPod):

@@ -232,6 +232,12 @@ impl<T> ClaimBook<T> {
         self.api_claims.insert(key);
     }
 
+    /// Whether claim `namespace/name` was read from the API server (the
+    /// control plane's, not allocated here).
+    pub fn is_api(&self, key: &str) -> bool {
+        self.api_claims.contains(key)
+    }
+
     /// Claim `namespace/name`'s object went away: no longer the API server's.
     pub fn forget_api(&mut self, key: &str) {
         self.api_claims.remove(key);

@@ -607,6 +607,7 @@ impl DraManager {
                     .as_deref()
                     .filter(|_| self.spec.profile.dra_workload_resource_claims.enabled()),
                 as_written: pod.from_api,
+                own_plane: self.spec.api.is_some(),
                 held: &held,
                 now: std::time::SystemTime::now(),
             };
@@ -743,12 +744,28 @@ impl DraManager {
                         }
                     }
                     binding => {
-                        let change = {
+                        let (change, api_owned) = {
                             let mut st = self.lock();
                             st.claims.cache.remove(std::slice::from_ref(&key));
-                            self.claims_file.changed()
+                            (self.claims_file.changed(), st.claims.is_api(&key))
                         };
                         self.persist(change).await?;
+                        if api_owned {
+                            // The control plane's claim: deallocated in the store as the
+                            // scheduler's Unreserve and PostFilter leave it (reservedFor,
+                            // allocation and devices cleared); its controller allocates
+                            // it again for the pod.
+                            if let Some(api) = &self.spec.api {
+                                if let Some(mut c) = api.claim(&key) {
+                                    if let Some(st) = c.get_mut("status").and_then(|s| s.as_object_mut()) {
+                                        for f in ["reservedFor", "allocation", "devices"] {
+                                            st.remove(f);
+                                        }
+                                    }
+                                    api.put_claim(c);
+                                }
+                            }
+                        }
                         let cause = Cause::Binding { claim: key.clone(), binding };
                         self.event(KubeletEvent::ClaimBindingFailed {
                             pod: pod.to_string(),
