@@ -1351,7 +1351,7 @@ fn binding_shape(c: &Value) -> Value {
 /// PreBind. The real side's pod is past PreBind once bound (`nodeName`);
 /// dpctl's (bound from the start, as no scheduler picks a node there) once
 /// its kubelet logs `claim-binding-met`.
-async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str) -> Vec<Value> {
+async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str, timeout: bool) -> Vec<Value> {
     let ns = format!("bc{run}");
     let (driver, class) = (format!("bc{run}.example.com"), format!("bc{run}-gpu"));
     let node = match side {
@@ -1432,13 +1432,18 @@ async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str)
             json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conds}]);
         c
     };
-    let failed = set(&c, &[("example.com/attached", "False"), ("example.com/attach-failed", "True")]);
-    let (code, body) = call(api, "PUT", &format!("{claim_path}/status"), Some(&failed)).await;
-    assert_eq!(code, 200, "{body}");
+    // With `timeout`, nothing is written: the binding timeout passes.
+    let first_stamp = c["status"]["allocation"]["allocationTimestamp"].clone();
+    if !timeout {
+        let failed = set(&c, &[("example.com/attached", "False"), ("example.com/attach-failed", "True")]);
+        let (code, body) = call(api, "PUT", &format!("{claim_path}/status"), Some(&failed)).await;
+        assert_eq!(code, 200, "{body}");
+    }
     let again = async {
         loop {
-            if let Some(c) = allocated(api.clone(), true).await {
-                return c;
+            match allocated(api.clone(), true).await {
+                Some(c) if !timeout || c["status"]["allocation"]["allocationTimestamp"] != first_stamp => return c,
+                _ => {}
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -1462,6 +1467,9 @@ async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str)
     seen.push(
         json!({"step": "allocated-again", "claim": binding_shape(&c), "pastPreBind": past_prebind(api.clone()).await}),
     );
+    if timeout {
+        return seen;
+    }
     // 3. The binding condition True: past PreBind.
     let ready = set(&c, &[("example.com/attached", "True")]);
     let (code, body) = call(api, "PUT", &format!("{claim_path}/status"), Some(&ready)).await;
@@ -1489,7 +1497,7 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
     };
     let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
     let run = std::process::id().to_string();
-    let kube = binding_run(&kube_api, Side::Kube, None, &run).await;
+    let kube = binding_run(&kube_api, Side::Kube, None, &run, false).await;
     let (d, child, mut log, dpctl_api) = dpctl_plane(&[]).await;
     // The device's driver is registered on dpctl's node, as on a real one
     // (not publishing: the test's slice is the only one).
@@ -1505,7 +1513,7 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
             .spawn()
             .unwrap();
     log.wait_for("\"event\":\"dra-registered\"", 1).await;
-    let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run).await;
+    let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, false).await;
     let _ = driver.kill().await;
     stop_tailed(child, log).await.expect_code(0);
     eprintln!("binding differential: kube-scheduler {}\n  dpctl {}", json!(kube), json!(dp));
@@ -1519,4 +1527,46 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
         diff(k["step"].as_str().unwrap_or_default(), d, k, &mut lines);
     }
     assert!(lines.is_empty(), "dpctl's binding-condition wait differs from kube-scheduler's:\n{}", lines.join("\n"));
+}
+
+/// #48: the binding timeout (kube-scheduler's DynamicResources
+/// `bindingTimeout`, here 2 s on a control plane of its own beside `mock-kubelet
+/// --binding-timeout 2s`): a claim whose binding conditions nobody sets is
+/// deallocated once the timeout has passed since its allocation
+/// (`isClaimTimeout`, ErrDeviceBindingTimeout) and allocated again, the pod
+/// still held; each phase compared as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_timeout_deallocates_as_kube_schedulers_prebind() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    let d = tmp();
+    let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-binding-timeout", "2s"]).await;
+    let run = format!("{}t", std::process::id());
+    let kube = binding_run(&kube_api, Side::Kube, None, &run, true).await;
+    sigterm(&cp);
+    let mut cp = cp;
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    let (dd, child, mut log, dpctl_api) = dpctl_plane(&["--binding-timeout", "2s"]).await;
+    let cdi = dd.path().join("cdi");
+    std::fs::create_dir_all(&cdi).unwrap();
+    let driver_name = format!("bc{run}.example.com");
+    let root = dd.path().display().to_string();
+    let mut driver =
+        dpctl_cmd(&["--kubelet-root-dir", &root, "dra", "serve", "--driver", &driver_name, "--cdi-dir", s(&cdi)])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, true).await;
+    let _ = driver.kill().await;
+    let timed_out = log.seen().contains("device binding timeout");
+    stop_tailed(child, log).await.expect_code(0);
+    eprintln!("binding timeout differential: kube-scheduler {}\n  dpctl {}", json!(kube), json!(dp));
+    assert!(timed_out, "dpctl's kubelet logged no binding timeout");
+    let mut lines = Vec::new();
+    for (k, d) in kube.iter().zip(&dp) {
+        diff(k["step"].as_str().unwrap_or_default(), d, k, &mut lines);
+    }
+    assert!(lines.is_empty(), "dpctl's binding timeout differs from kube-scheduler's:\n{}", lines.join("\n"));
 }

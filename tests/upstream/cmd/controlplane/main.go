@@ -9,7 +9,7 @@
 // root-ca-cert-publisher controllers, so every namespace has its default
 // ServiceAccount and kube-root-ca.crt as on a cluster), all in one process.
 //
-//	controlplane serve -dir DIR [-node NAME]... [-feature-gates LIST] [-runtime-config LIST] [-v N]
+//	controlplane serve -dir DIR [-node NAME]... [-feature-gates LIST] [-runtime-config LIST] [-binding-timeout D] [-v N]
 //
 // serve writes into DIR: ca.crt (the CA of the serving certificate),
 // admin.kubeconfig (https, CA data, a bearer token in group system:masters),
@@ -257,6 +257,7 @@ func serve(args []string) error {
 	gates := fs.String("feature-gates", "", "kube-apiserver --feature-gates (every component reads the same gates)")
 	runtimeConfig := fs.String("runtime-config", "", "kube-apiserver --runtime-config")
 	verbosity := fs.String("v", "0", "klog verbosity")
+	bindingTimeout := fs.Duration("binding-timeout", 0, "kube-scheduler's DynamicResources bindingTimeout (0: its default, 10m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -405,6 +406,21 @@ func serve(args []string) error {
 	gvk := kubeschedulerconfigv1.SchemeGroupVersion.WithKind("KubeSchedulerConfiguration")
 	if _, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode([]byte(""), &gvk, &schedCfg); err != nil {
 		return fmt.Errorf("default scheduler configuration: %w", err)
+	}
+	if *bindingTimeout != 0 {
+		// As a KubeSchedulerConfiguration's pluginConfig sets it.
+		set := false
+		for _, p := range schedCfg.Profiles {
+			for _, pc := range p.PluginConfig {
+				if args, ok := pc.Args.(*schedconfig.DynamicResourcesArgs); ok {
+					args.BindingTimeout = &metav1.Duration{Duration: *bindingTimeout}
+					set = true
+				}
+			}
+		}
+		if !set {
+			return errors.New("-binding-timeout: the default profile has no DynamicResources arguments")
+		}
 	}
 	schedInformers := scheduler.NewInformerFactory(client, 0, nil)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
