@@ -273,16 +273,21 @@ fn shows_devices(s: &crate::kubelet::node::NodeStatus, res: &str, want: &[crate:
         && want.iter().all(|d| devs.get(&d.id).is_some_and(|x| x["health"] == d.health.as_str()))
 }
 
+/// What the mock kubelet made of a pod manifest.
+enum Decided {
+    /// Admitted: the pod's status.
+    Admitted(serde_json::Value),
+    /// Rejected, in the kubelet's words.
+    Rejected(String),
+}
+
 /// Pod status (by manifest file name) or the rejection of that file.
-fn admitted(
-    s: &crate::kubelet::node::NodeStatus,
-    file: &str,
-) -> Option<std::result::Result<serde_json::Value, String>> {
+fn admitted(s: &crate::kubelet::node::NodeStatus, file: &str) -> Option<Decided> {
     let ends = |f: &str| std::path::Path::new(f).file_name().is_some_and(|n| n == file);
     if let Some(p) = s.pods.iter().find(|p| p["file"].as_str().is_some_and(ends)) {
-        return Some(Ok(p.clone()));
+        return Some(Decided::Admitted(p.clone()));
     }
-    s.rejected.iter().find(|(f, _)| ends(f)).map(|(_, why)| Err(why.clone()))
+    s.rejected.iter().find(|(f, _)| ends(f)).map(|(_, why)| Decided::Rejected(why.clone()))
 }
 
 fn container_devices(pod: &serde_json::Value, container: &str, res: &str) -> Vec<String> {
@@ -424,8 +429,8 @@ async fn drive(
     .await?;
     for (file, _) in &plan.seed.manifests {
         match node.wait(&format!("the seeded pod {file}"), up, |s| admitted(s, file)).await? {
-            Ok(_) => {}
-            Err(why) => notes.push(format!("the mock kubelet rejected the seeded pod {file}: {why}")),
+            Decided::Admitted(_) => {}
+            Decided::Rejected(why) => notes.push(format!("the mock kubelet rejected the seeded pod {file}: {why}")),
         }
     }
     let mut decisions = Vec::new();
@@ -453,8 +458,8 @@ async fn drive(
         for (i, c) in step.containers.iter().enumerate() {
             // What the kubelet chose: the admitted allocation, else the Allocate it sent.
             let mut chosen = match &result {
-                Ok(pod) => container_devices(pod, &c.name, &res),
-                Err(_) => Vec::new(),
+                Decided::Admitted(pod) => container_devices(pod, &c.name, &res),
+                Decided::Rejected(_) => Vec::new(),
             };
             if chosen.is_empty() {
                 if let Some(r) = sent.get(i) {
@@ -464,7 +469,10 @@ async fn drive(
             }
             // The temp socket path says nothing to the reader.
             let sock = node.dir.tree.plugin_dir.join(REPLAYED_SOCKET).display().to_string();
-            let rejected = result.as_ref().err().map(|why| why.replace(&format!("{sock}: "), "the replayed plugin: "));
+            let rejected = match &result {
+                Decided::Rejected(why) => Some(why.replace(&format!("{sock}: "), "the replayed plugin: ")),
+                Decided::Admitted(_) => None,
+            };
             let same = match &c.error {
                 None => rejected.is_none() && chosen == c.recorded,
                 // The plugin refused then: the same request must be refused now.

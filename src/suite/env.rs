@@ -339,12 +339,44 @@ pub struct Registration {
     /// RegisterRequest.options (None with the plugin watcher).
     pub request_options: Option<DevicePluginOptions>,
     /// The dial-back: GetDevicePluginOptions, or why it failed.
-    pub dial_back: std::result::Result<DevicePluginOptions, String>,
+    pub dial_back: std::result::Result<DevicePluginOptions, StepFailed>,
     /// Why the kubelet rejected it (its text).
     pub rejected: Option<String>,
     /// With the plugin watcher: the NotifyRegistrationStatus result.
-    pub notify: Option<std::result::Result<(), String>>,
+    pub notify: Option<std::result::Result<(), StepFailed>>,
 }
+
+/// A step of a registration that failed, with the kubelet's words for it
+/// (from its `registration-rejected` event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepFailed {
+    /// The dial-back (GetDevicePluginOptions) failed.
+    DialBack(String),
+    /// No dial-back: the registration was refused before it (why).
+    NotDialled(String),
+    /// NotifyRegistrationStatus failed.
+    Notify(String),
+}
+
+impl StepFailed {
+    /// The kubelet's words.
+    pub fn words(&self) -> &str {
+        match self {
+            StepFailed::DialBack(w) | StepFailed::NotDialled(w) | StepFailed::Notify(w) => w,
+        }
+    }
+}
+
+impl std::fmt::Display for StepFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepFailed::NotDialled(w) => write!(f, "not dialled: {w}"),
+            StepFailed::DialBack(w) | StepFailed::Notify(w) => f.write_str(w),
+        }
+    }
+}
+
+impl std::error::Error for StepFailed {}
 
 fn options(o: crate::kubelet::event::Options) -> DevicePluginOptions {
     DevicePluginOptions {
@@ -462,13 +494,13 @@ impl Seen {
                     endpoint: endpoint.clone(),
                     socket,
                     request_options: request_options.map(options),
-                    dial_back: Err(format!("not dialled: {error}")),
+                    dial_back: Err(StepFailed::NotDialled(error.clone())),
                     rejected: None,
                     notify: None,
                 });
                 match stage {
-                    RejectStage::DialBack => r.dial_back = Err(error.clone()),
-                    RejectStage::Notify => r.notify = Some(Err(error.clone())),
+                    RejectStage::DialBack => r.dial_back = Err(StepFailed::DialBack(error.clone())),
+                    RejectStage::Notify => r.notify = Some(Err(StepFailed::Notify(error.clone()))),
                     RejectStage::Validation | RejectStage::GetInfo | RejectStage::Restarting => {
                         r.rejected = Some(error.clone())
                     }

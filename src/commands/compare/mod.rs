@@ -392,33 +392,33 @@ async fn compare(
         dra.write(&format!("{pod}.yaml"), &text)?;
     }
     // Each pod admitted or refused on each side.
-    let mut admitted_dp: BTreeMap<String, Result<(), String>> = BTreeMap::new();
+    let mut admitted_dp: BTreeMap<String, Admission> = BTreeMap::new();
     wait_event(&mut dp.events, 30, |e| {
         match e {
             KubeletEvent::PodAdmitted { pod, .. } => {
-                admitted_dp.insert(pod.trim_start_matches("default/").to_string(), Ok(()));
+                admitted_dp.insert(pod.trim_start_matches("default/").to_string(), Admission::Admitted);
             }
             KubeletEvent::PodRejected { file, pod_reason, reason } => {
                 let p = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                admitted_dp.insert(p, Err(format!("{pod_reason}: {reason}")));
+                admitted_dp.insert(p, Admission::Refused(format!("{pod_reason}: {reason}")));
             }
             _ => {}
         }
         (admitted_dp.len() >= PODS.len()).then_some(())
     })
     .await;
-    let mut admitted_dra: BTreeMap<String, Result<(), String>> = BTreeMap::new();
+    let mut admitted_dra: BTreeMap<String, Admission> = BTreeMap::new();
     wait_event(&mut dra.events, 30, |e| {
         match e {
             KubeletEvent::PodPhase { pod, phase: Phase::Running, .. } => {
-                admitted_dra.insert(pod.trim_start_matches("default/").to_string(), Ok(()));
+                admitted_dra.insert(pod.trim_start_matches("default/").to_string(), Admission::Admitted);
             }
             KubeletEvent::PodRejected { file, pod_reason, reason } => {
                 let p = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                admitted_dra.insert(p, Err(format!("{pod_reason}: {reason}")));
+                admitted_dra.insert(p, Admission::Refused(format!("{pod_reason}: {reason}")));
             }
             KubeletEvent::ClaimPrepareFailed { pod, error, attempt } if *attempt >= 3 => {
-                admitted_dra.insert(pod.trim_start_matches("default/").to_string(), Err(error.clone()));
+                admitted_dra.insert(pod.trim_start_matches("default/").to_string(), Admission::Refused(error.clone()));
             }
             _ => {}
         }
@@ -460,12 +460,12 @@ async fn compare(
     let mut both_devs = BTreeMap::new();
     for (pod, ctrs) in PODS {
         let (x, y) = (admitted_dp.get(*pod), admitted_dra.get(*pod));
-        let word = |r: Option<&Result<(), String>>| match r {
-            Some(Ok(())) => "admitted".to_string(),
-            Some(Err(e)) => format!("refused ({e})"),
+        let word = |r: Option<&Admission>| match r {
+            Some(Admission::Admitted) => "admitted".to_string(),
+            Some(Admission::Refused(e)) => format!("refused ({e})"),
             None => "no decision within 30s".to_string(),
         };
-        if word(x) != word(y) || !matches!(x, Some(Ok(()))) {
+        if word(x) != word(y) || !matches!(x, Some(Admission::Admitted)) {
             let allowed = a.allow.iter().any(|w| w.kind == "admission");
             differences.push(Difference {
                 pod: pod.to_string(),
@@ -581,4 +581,13 @@ fn records(r: &Report, took: Duration) -> Vec<crate::suite::Record> {
         });
     }
     out
+}
+
+/// What a kubelet decided about one pod of the comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Admission {
+    /// Admitted (the device plugin's side) or running (the DRA side).
+    Admitted,
+    /// Refused, in the kubelet's words (its event's reason or error).
+    Refused(String),
 }

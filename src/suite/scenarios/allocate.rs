@@ -22,7 +22,11 @@ pub(crate) async fn alloc_each(s: &mut Basic<'_>) -> Outcome {
                 }
             }
             Err(e) => {
-                return Outcome::fail(format!("Allocate([{id}])"), e, "allocate every device you advertise as Healthy")
+                return Outcome::fail(
+                    format!("Allocate([{id}])"),
+                    e.to_string(),
+                    "allocate every device you advertise as Healthy",
+                )
             }
         }
     }
@@ -43,7 +47,9 @@ pub(crate) async fn alloc_multi(s: &mut Basic<'_>) -> Outcome {
             format!("{} container responses for 2 containers", r.container_responses.len()),
             "answer one ContainerAllocateResponse per ContainerAllocateRequest, in order",
         ),
-        Err(e) => Outcome::fail("Allocate (2 containers)", e, "accept several container requests in one call"),
+        Err(e) => {
+            Outcome::fail("Allocate (2 containers)", e.to_string(), "accept several container requests in one call")
+        }
     }
 }
 
@@ -62,14 +68,16 @@ pub(crate) async fn alloc_not_empty(s: &mut Basic<'_>) -> Outcome {
             let fix = v.first().map_or("", |x| x.rule.fix);
             checks::judged(&format!("Allocate([{id}])"), &v, fix)
         }
-        Err(e) => Outcome::fail(format!("Allocate([{id}])"), e, "allocate every device you advertise as Healthy"),
+        Err(e) => {
+            Outcome::fail(format!("Allocate([{id}])"), e.to_string(), "allocate every device you advertise as Healthy")
+        }
     }
 }
 
 /// ALLOC-004.
 pub(crate) async fn alloc_unknown(s: &mut Basic<'_>) -> Outcome {
     match need!(s.allocate(vec![vec![UNKNOWN_ID.to_string()]]).await) {
-        Err(e) => Outcome::pass(e),
+        Err(e) => Outcome::pass(e.to_string()),
         Ok(_) => Outcome::fail(
             format!("Allocate([{UNKNOWN_ID}])"),
             "success for a device the plugin never advertised",
@@ -200,7 +208,7 @@ pub(crate) async fn pre_start(s: &mut Basic<'_>) -> Outcome {
     let healthy = need!(s.healthy().await);
     let Some(id) = healthy.first().cloned() else { return Outcome::skip("no healthy devices") };
     if let Err(e) = need!(s.allocate(vec![vec![id.clone()]]).await) {
-        return Outcome::fail(format!("Allocate([{id}])"), e, "allocate every healthy device");
+        return Outcome::fail(format!("Allocate([{id}])"), e.to_string(), "allocate every healthy device");
     }
     let mut c = need!(s.client().await);
     let req = PreStartContainerRequest { devices_ids: vec![id.clone()] };

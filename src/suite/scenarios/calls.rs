@@ -94,7 +94,7 @@ impl Env<'_> {
     pub(super) async fn allocate(
         &mut self,
         containers: Vec<Vec<String>>,
-    ) -> std::result::Result<std::result::Result<AllocateResponse, String>, Outcome> {
+    ) -> std::result::Result<std::result::Result<AllocateResponse, CallFailed>, Outcome> {
         let mut c = self.client().await?;
         let req = AllocateRequest {
             container_requests: containers
@@ -104,8 +104,8 @@ impl Env<'_> {
         };
         Ok(match tokio::time::timeout(self.o.timeout, c.allocate(req)).await {
             Ok(Ok(r)) => Ok(r.into_inner()),
-            Ok(Err(s)) => Err(evidence::status_text(s.code(), s.message())),
-            Err(_) => Err(format!("no answer within {:?}", self.o.timeout)),
+            Ok(Err(s)) => Err(CallFailed::Status(Box::new(s))),
+            Err(_) => Err(CallFailed::Timeout(self.o.timeout)),
         })
     }
 
@@ -183,6 +183,33 @@ impl Env<'_> {
         match &self.kubelet {
             Some(k) => k.allocatable(self.o.timeout).await.ok().and_then(|a| a.get(&res).map(Vec::len)).unwrap_or(0),
             None => 0,
+        }
+    }
+}
+
+/// Why a call the suite made to the plugin got no answer.
+#[derive(Debug)]
+pub(crate) enum CallFailed {
+    /// The plugin answered this gRPC status.
+    Status(Box<tonic::Status>),
+    /// No answer within this time.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallFailed::Status(s) => f.write_str(&evidence::status_text(s.code(), s.message())),
+            CallFailed::Timeout(t) => write!(f, "no answer within {t:?}"),
+        }
+    }
+}
+
+impl std::error::Error for CallFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallFailed::Status(s) => Some(s.as_ref()),
+            CallFailed::Timeout(_) => None,
         }
     }
 }

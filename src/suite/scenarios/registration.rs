@@ -179,7 +179,7 @@ pub(crate) async fn reg_watcher(s: &mut Basic<'_>) -> Outcome {
         );
     }
     match &r.notify {
-        Some(Err(e)) => Outcome::fail("NotifyRegistrationStatus", e.clone(), "answer NotifyRegistrationStatus"),
+        Some(Err(e)) => Outcome::fail("NotifyRegistrationStatus", e.to_string(), "answer NotifyRegistrationStatus"),
         _ => Outcome::pass(""),
     }
 }

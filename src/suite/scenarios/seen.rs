@@ -96,7 +96,7 @@ impl Seen {
             };
             live.retain(|l| l.generation == r.generation && !ended(l));
             if let Some(earlier) = live.iter().find(|l| l.socket == r.socket) {
-                let refused = r.dial_back.as_ref().err().is_some_and(|e| e.contains(ALREADY_CONNECTED));
+                let refused = r.dial_back.as_ref().err().is_some_and(|e| e.words().contains(ALREADY_CONNECTED));
                 if refused || (r.rejected.is_none() && r.dial_back.is_ok()) {
                     return Some(((*earlier).clone(), r.clone()));
                 }
@@ -114,11 +114,11 @@ impl Seen {
 mod tests {
     use super::*;
     use crate::api::deviceplugin::DevicePluginOptions;
-    use crate::suite::env::Via;
+    use crate::suite::env::{StepFailed, Via};
     use std::path::PathBuf;
     use std::time::Duration;
 
-    fn reg(at: Instant, dial_back: Result<DevicePluginOptions, String>) -> Registration {
+    fn reg(at: Instant, dial_back: Result<DevicePluginOptions, StepFailed>) -> Registration {
         Registration {
             at,
             generation: 1,
@@ -141,7 +141,7 @@ mod tests {
         seen.attempts.push((1, t0, "vendor.example/gpu".into(), "gpu.sock".into()));
         assert!(seen.pending_attempt(1, t0) && !seen.dial_back_failed(1, t0));
         let answered = t0 + Duration::from_millis(2500);
-        seen.regs.push(reg(answered, Err("connection refused".into())));
+        seen.regs.push(reg(answered, Err(StepFailed::DialBack("connection refused".into()))));
         seen.dial_fails.push((1, PathBuf::from("/p/gpu.sock"), t0 + Duration::from_millis(5), "refused".into()));
         assert!(!seen.pending_attempt(1, t0) && seen.dial_back_failed(1, t0));
         // The Register arrived when it was asked, not when the kubelet answered.
@@ -192,8 +192,8 @@ mod tests {
         assert!(seen.again_while_live("vendor.example/gpu").is_none());
         // 1.37 refuses the same socket while its stream is live
         let refused = Registration {
-            dial_back: Err("device plugin already connected: /p/gpu.sock".into()),
-            ..reg(at(30), Err(String::new()))
+            dial_back: Err(StepFailed::DialBack("device plugin already connected: /p/gpu.sock".into())),
+            ..reg(at(30), Err(StepFailed::DialBack(String::new())))
         };
         let mut v137 = seen.clone();
         v137.regs.push(refused);
@@ -212,7 +212,7 @@ mod tests {
         assert!(restarted.again_while_live("vendor.example/gpu").is_none());
         // a dial-back that failed for another reason is REG-005's, not this
         let mut other = seen;
-        other.regs.push(reg(at(30), Err("connection refused".into())));
+        other.regs.push(reg(at(30), Err(StepFailed::DialBack("connection refused".into()))));
         assert!(other.again_while_live("vendor.example/gpu").is_none());
     }
 }

@@ -223,7 +223,7 @@ impl Env<'_> {
             .stopping("the plugin exited at start", &[]);
         }
         if let (Some(r), false) = (self.seen.regs.iter().rev().find(|r| self.wanted(r)), accepted) {
-            let why = r.rejected.clone().or(r.dial_back.clone().err()).unwrap_or_default();
+            let why = r.rejected.clone().or(r.dial_back.as_ref().err().map(ToString::to_string)).unwrap_or_default();
             return Outcome::fail(
                 "Register (the kubelet's answer)",
                 format!("the kubelet refused every registration within {within:?}: {why}; plugin log: {log}"),
