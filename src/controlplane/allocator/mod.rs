@@ -324,11 +324,23 @@ pub fn given(results: &[serde_json::Value]) -> Vec<Allocated> {
 /// dynamicresources foreachAllocatedDevice; what to skip, adminAccess, the
 /// allocator's `taken` decides).
 pub fn held<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Allocated> {
+    held_where(objects, |_, _| true)
+}
+
+/// [`held`] of the claims `keep` takes (by namespace and name), asked only
+/// of a claim with an allocation (the common claim has none: no key is
+/// made for it).
+pub fn held_where<'a>(
+    objects: impl IntoIterator<Item = &'a Object>,
+    keep: impl Fn(&str, &str) -> bool,
+) -> Vec<Allocated> {
     let mut out = Vec::new();
     for o in objects {
-        if let Object::Claim { raw, .. } = o {
+        if let Object::Claim { raw, namespace, name, .. } = o {
             if let Some(results) = raw["status"]["allocation"]["devices"]["results"].as_array() {
-                out.extend(given(results));
+                if keep(namespace, name) {
+                    out.extend(given(results));
+                }
             }
         }
     }
