@@ -198,6 +198,7 @@ impl<'a> Search<'a> {
             steps: Cell::new(0),
         };
         let mut counted_devices = HashSet::new();
+        s.used.reserve(taken.len());
         for a in taken.iter().filter(|a| !a.admin) {
             let c = if special.is_empty() {
                 None
@@ -220,11 +221,13 @@ impl<'a> Search<'a> {
             }
             // A device consumes its counters once, however many shares it
             // has (allocator_incubating.go checkAvailableCounters counts
-            // each allocated device once).
-            if !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
+            // each allocated device once). Only a device that consumes
+            // counters is noted (the others have none to count).
+            let consumes = c.map(|c| c.consumes.as_slice()).unwrap_or(&[]);
+            if consumes.is_empty() || !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
                 continue;
             }
-            for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
+            for set in consumes {
                 for (counter, q) in &set.counters {
                     let k = (a.driver.clone(), a.pool.clone(), set.name.clone(), counter.clone());
                     *s.counted.entry(k).or_default() += q.nanos();

@@ -21,6 +21,13 @@ impl DraManager {
         let all = self.candidates(&mut st);
         let rules = allocator::Catalog::of(st.objects.values()).rules;
         let cands = noexecute_only(&all, &rules);
+        if cands.is_empty() {
+            // No NoExecute taint on any device: what `decide` answers (no
+            // eviction, no taint seen), without a use built per prepared
+            // claim under the state lock on every manifest scan.
+            st.taint_seen.clear();
+            return Vec::new();
+        }
         let mut seen = std::mem::take(&mut st.taint_seen);
         let uses: Vec<InUse<'_>> = st
             .claims
