@@ -156,7 +156,9 @@ pub fn encode_entry(e: &Entry) -> EncodedEntry {
 /// pieces (Data's frame summed and escaped here, each entry's kept).
 pub fn encode_from<'a>(encoded: impl IntoIterator<Item = &'a EncodedEntry>) -> Vec<u8> {
     let head = format!(r#"{{"kind":{},"apiVersion":{},"ClaimInfoStateList":["#, json_str(KIND), json_str(API_VERSION));
-    let mut w = Escaped { out: Vec::with_capacity(4096), crc: crc32fast::Hasher::new() };
+    let encoded: Vec<&EncodedEntry> = encoded.into_iter().collect();
+    let size = 256 + head.len() * 2 + encoded.iter().map(|e| e.escaped.len() + 1).sum::<usize>();
+    let mut w = Escaped { out: Vec::with_capacity(size), crc: crc32fast::Hasher::new() };
     w.out.extend_from_slice(b"{\"Data\":\"");
     let _ = std::io::Write::write_all(&mut w, head.as_bytes());
     for (i, e) in encoded.into_iter().enumerate() {

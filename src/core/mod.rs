@@ -5,6 +5,7 @@ pub mod authority;
 pub mod coalesced;
 pub mod control;
 pub mod error;
+pub mod fasthash;
 pub mod files;
 pub mod limits;
 pub mod log;

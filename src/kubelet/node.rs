@@ -207,20 +207,9 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
     let mut watch =
         wake.then(|| crate::kubelet::dirwatch::DirWatch::new(&dir, crate::kubelet::dirwatch::Changes::Files)).flatten();
     loop {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| {
-                        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                        !name.starts_with('.')
-                            && ["yaml", "yml", "json"].iter().any(|x| p.extension().is_some_and(|e| e == *x))
-                            && p.is_file()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        files.sort();
+        // Each file stat'ed once, in name order (crate::kubelet::manifest::list_dir).
+        let listed = crate::kubelet::manifest::list_dir(&dir);
+        let files: Vec<&PathBuf> = listed.iter().map(|l| &l.path).collect();
         // Compared as bytes: a Path compares component by component, and
         // this is every known file against every file there is, each scan.
         let present: std::collections::HashSet<&std::ffi::OsStr> = files.iter().map(|p| p.as_os_str()).collect();
@@ -239,10 +228,8 @@ async fn watch_manifests(cm: Arc<ContainerManager>, dir: PathBuf, wake: bool) {
             }
         }
         let mut changed = Vec::new();
-        for f in &files {
-            let meta = std::fs::metadata(f).ok();
-            let (modified, len) =
-                (meta.as_ref().and_then(|m| m.modified().ok()), meta.as_ref().map(|m| m.len()).unwrap_or(0));
+        for l in &listed {
+            let (f, modified, len) = (&l.path, l.modified, l.len);
             if let Some(s) = seen.get(f) {
                 if s.modified == modified && s.len == len {
                     continue;

@@ -91,6 +91,19 @@ fn driver_is(expr: &str) -> Option<String> {
     Some(inner.to_string())
 }
 
+/// Whether `expr` runs CEL's interpreter on a device (and so needs
+/// [`with_stack`]'s stack): false for `device.driver == "X"`, which
+/// [`matches`] answers with a string comparison.
+pub fn interpreted(expr: &str) -> bool {
+    driver_is(expr).is_none()
+}
+
+/// The driver a selector `device.driver == "X"` asks for (X), compared
+/// without running CEL; None for any other selector.
+pub fn driver_of(compiled: &Compiled) -> Option<&str> {
+    compiled.driver_is.as_deref()
+}
+
 /// The string literals of an expression (both quote styles).
 fn literals(expr: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -324,11 +324,23 @@ pub fn given(results: &[serde_json::Value]) -> Vec<Allocated> {
 /// dynamicresources foreachAllocatedDevice; what to skip, adminAccess, the
 /// allocator's `taken` decides).
 pub fn held<'a>(objects: impl IntoIterator<Item = &'a Object>) -> Vec<Allocated> {
+    held_where(objects, |_, _| true)
+}
+
+/// [`held`] of the claims `keep` takes (by namespace and name), asked only
+/// of a claim with an allocation (the common claim has none: no key is
+/// made for it).
+pub fn held_where<'a>(
+    objects: impl IntoIterator<Item = &'a Object>,
+    keep: impl Fn(&str, &str) -> bool,
+) -> Vec<Allocated> {
     let mut out = Vec::new();
     for o in objects {
-        if let Object::Claim { raw, .. } = o {
+        if let Object::Claim { raw, namespace, name, .. } = o {
             if let Some(results) = raw["status"]["allocation"]["devices"]["results"].as_array() {
-                out.extend(given(results));
+                if keep(namespace, name) {
+                    out.extend(given(results));
+                }
             }
         }
     }
@@ -705,12 +717,39 @@ pub fn allocate(
         stripped = s;
         &stripped
     };
-    // On a large stack: selectors are parsed and run in the search.
-    let searched = cel::with_stack(|| search::Search::new(claim, spec, catalog, candidates, taken, drivers).run());
+    // On a large stack when a selector runs CEL's interpreter (it recurses
+    // per level of the expression); a claim whose selectors all compare
+    // the driver (a class named after a driver, `device.driver == "X"`)
+    // runs here: a thread of 256 MiB of stack started and joined per claim
+    // was most of a prepare's planning time. A selector not parsed yet is
+    // parsed on a large stack of its own ([`cel::compile`]).
+    let run = || search::Search::new(claim, spec, catalog, candidates, taken, drivers).run();
+    if !needs_stack(spec, catalog) {
+        return run();
+    }
+    let searched = search::on_stack(run);
     searched.unwrap_or_else(|e| {
         Err(Unallocatable::Selector {
             claim: claim.to_string(),
             error: format!("cannot start a thread to run the selectors: {e}"),
+        })
+    })
+}
+
+/// Whether the search for `spec` may run CEL's interpreter: a selector of
+/// a (sub-)request or of its class other than `device.driver == "X"` (a
+/// class not in the catalog stands for its driver's selector), or a
+/// derived attribute.
+fn needs_stack(spec: &ClaimSpec, catalog: &Catalog) -> bool {
+    spec.requests.iter().any(|r| {
+        let subs: Vec<&super::objects::Request> =
+            if r.first_available.is_empty() { vec![r] } else { r.first_available.iter().collect() };
+        subs.into_iter().any(|s| {
+            let class_runs = match catalog.classes.get(&s.class) {
+                Some(sels) => sels.iter().any(|x| cel::interpreted(&x.expression)),
+                None => cel::interpreted(&Selector::driver(&s.class).expression),
+            };
+            class_runs || !s.derived.is_empty() || s.selectors.iter().any(|x| cel::interpreted(&x.expression))
         })
     })
 }

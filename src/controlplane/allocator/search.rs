@@ -9,6 +9,7 @@ use super::cel::{self, Compiled};
 use super::{capacity, taints, Allocated, Candidate, Catalog, Key, TooFew, Unallocatable};
 use crate::controlplane::objects::quantity::Quantity;
 use crate::controlplane::objects::{Attribute, ClaimSpec, Request, Selector};
+use crate::core::fasthash::FastSet;
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
@@ -16,6 +17,14 @@ use std::rc::Rc;
 /// Steps after which the search gives up (upstream is bounded by the
 /// scheduler's timeout instead).
 const MAX_STEPS: u64 = 200_000;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: scan every candidate (no [`Search::scan`]), to compare.
+    pub(super) static PLAIN_SCAN: Cell<bool> = const { Cell::new(false) };
+    /// Tests: the steps the last search on this thread took.
+    pub(super) static STEPS: Cell<u64> = const { Cell::new(0) };
+}
 
 /// resourceapi.AllocationResultsMaxSize: devices one claim's allocation may list.
 const MAX_RESULTS: usize = 32;
@@ -90,14 +99,33 @@ impl Groups {
     }
 }
 
+/// Run `f` (a search) on [`cel::with_stack`]'s thread; in tests, with
+/// this thread's [`PLAIN_SCAN`] and back with the search's [`STEPS`].
+pub(super) fn on_stack<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    #[cfg(test)]
+    {
+        let plain = PLAIN_SCAN.with(Cell::get);
+        let (out, steps) = cel::with_stack(move || {
+            PLAIN_SCAN.with(|p| p.set(plain));
+            let out = f();
+            (out, STEPS.with(Cell::get))
+        })?;
+        STEPS.with(|s| s.set(steps));
+        Ok(out)
+    }
+    #[cfg(not(test))]
+    cel::with_stack(f)
+}
+
 pub(super) struct Search<'a> {
     claim: &'a str,
     spec: &'a ClaimSpec,
     catalog: &'a Catalog,
     cands: &'a [Candidate],
     drivers: &'a BTreeSet<String>,
-    /// Devices other claims hold exclusively.
-    used: HashSet<(&'a str, &'a str, &'a str)>,
+    /// Devices other claims hold exclusively (looked up for each candidate
+    /// tried: a fast hash, not SipHash of three strings).
+    used: FastSet<(&'a str, &'a str, &'a str)>,
     /// Capacity other claims consume of shareable devices, in nano-units.
     shared: BTreeMap<Key, BTreeMap<String, i128>>,
     /// Share IDs other claims hold, per device.
@@ -112,6 +140,9 @@ pub(super) struct Search<'a> {
     sets: RefCell<HashMap<String, Rc<SelectorSet>>>,
     /// Per (sub-)request label, per candidate: not yet known, no, yes.
     fits: RefCell<HashMap<String, Vec<Option<bool>>>>,
+    /// Per driver, its candidates' indices in order: what a request whose
+    /// first selector is `device.driver == "X"` can match ([`Search::scan`]).
+    by_driver: RefCell<HashMap<String, Rc<Vec<usize>>>>,
     /// Derived attributes evaluated, per (candidate, expression)
     /// (allocator_experimental.go derivedAttributesCache).
     derived: RefCell<HashMap<(usize, String), Attribute>>,
@@ -153,7 +184,7 @@ impl<'a> Search<'a> {
             catalog,
             cands,
             drivers,
-            used: HashSet::new(),
+            used: FastSet::default(),
             shared: BTreeMap::new(),
             shares: BTreeMap::new(),
             counted: BTreeMap::new(),
@@ -161,11 +192,13 @@ impl<'a> Search<'a> {
             programs: RefCell::new(HashMap::new()),
             sets: RefCell::new(HashMap::new()),
             fits: RefCell::new(HashMap::new()),
+            by_driver: RefCell::new(HashMap::new()),
             derived: RefCell::new(HashMap::new()),
             baseline: OnceCell::new(),
             steps: Cell::new(0),
         };
         let mut counted_devices = HashSet::new();
+        s.used.reserve(taken.len());
         for a in taken.iter().filter(|a| !a.admin) {
             let c = if special.is_empty() {
                 None
@@ -188,11 +221,13 @@ impl<'a> Search<'a> {
             }
             // A device consumes its counters once, however many shares it
             // has (allocator_incubating.go checkAvailableCounters counts
-            // each allocated device once).
-            if !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
+            // each allocated device once). Only a device that consumes
+            // counters is noted (the others have none to count).
+            let consumes = c.map(|c| c.consumes.as_slice()).unwrap_or(&[]);
+            if consumes.is_empty() || !counted_devices.insert((a.driver.as_str(), a.pool.as_str(), a.device.as_str())) {
                 continue;
             }
-            for set in c.map(|c| c.consumes.as_slice()).unwrap_or(&[]) {
+            for set in consumes {
                 for (counter, q) in &set.counters {
                     let k = (a.driver.clone(), a.pool.clone(), set.name.clone(), counter.clone());
                     *s.counted.entry(k).or_default() += q.nanos();
@@ -219,8 +254,33 @@ impl<'a> Search<'a> {
             }
         }
         let mut mine = Vec::new();
-        self.request(0, &mut mine)?;
+        let r = self.request(0, &mut mine);
+        #[cfg(test)]
+        STEPS.with(|s| s.set(self.steps.get()));
+        r?;
         Ok(mine.into_iter().map(|p| p.result).collect())
+    }
+
+    /// The candidates the search tries for the ExactCount request `r`, in
+    /// order, when not all can match: one whose first selector to run (its
+    /// class's first, else its own) is `device.driver == "X"` matches
+    /// X's devices only, and on any other device that selector answers
+    /// false before another runs, so none of them can match or fail. None:
+    /// every candidate (also when the selectors cannot be made: the
+    /// search then reports that as it reaches a candidate).
+    fn scan(&self, r: &Request, label: &str) -> Option<Rc<Vec<usize>>> {
+        #[cfg(test)]
+        if PLAIN_SCAN.with(Cell::get) {
+            return None;
+        }
+        let set = self.selector_set(r, label).ok()?;
+        let (_, first) = set.groups.iter().flatten().next()?;
+        let driver = cel::driver_of(first.as_ref().as_ref().ok()?)?;
+        let mut index = self.by_driver.borrow_mut();
+        let list = index.entry(driver.to_string()).or_insert_with(|| {
+            Rc::new(self.cands.iter().enumerate().filter(|(_, c)| c.driver == driver).map(|(i, _)| i).collect())
+        });
+        Some(list.clone())
     }
 
     /// The class selectors of `r`, or why there are none.
@@ -323,9 +383,13 @@ impl<'a> Search<'a> {
     }
 
     /// The candidates that fit `r`, a selector error counting as not (for
-    /// explaining a failure only).
-    fn lenient(&self, r: &Request, label: &str) -> Vec<usize> {
-        (0..self.cands.len()).filter(|&i| self.fits(r, label, i).unwrap_or(false)).collect()
+    /// explaining a failure only); of `scan`'s only when given (the others
+    /// cannot fit).
+    fn lenient(&self, r: &Request, label: &str, scan: Option<&Vec<usize>>) -> Vec<usize> {
+        match scan {
+            Some(list) => list.iter().copied().filter(|&i| self.fits(r, label, i).unwrap_or(false)).collect(),
+            None => (0..self.cands.len()).filter(|&i| self.fits(r, label, i).unwrap_or(false)).collect(),
+        }
     }
 
     /// Whether candidate `i` is in use for a request with `admin`
@@ -632,6 +696,19 @@ impl<'a> Search<'a> {
         unreachable!("u32 salts cannot all clash")
     }
 
+    /// `n` steps at once: the candidates a [`Search::scan`] leaves out,
+    /// each of which the full scan would have stepped over (in use, or not
+    /// matching), so the search gives up exactly where the full scan would.
+    fn skip_steps(&self, n: usize) -> Result<(), Unallocatable> {
+        let total = self.steps.get().saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        if total > MAX_STEPS {
+            self.steps.set(MAX_STEPS + 1);
+            return Err(Unallocatable::GaveUp { claim: self.claim.to_string(), steps: MAX_STEPS });
+        }
+        self.steps.set(total);
+        Ok(())
+    }
+
     fn step(&self) -> Result<(), Unallocatable> {
         let n = self.steps.get() + 1;
         self.steps.set(n);
@@ -684,7 +761,15 @@ impl<'a> Search<'a> {
         // claim). ExactCount: selectors run device by device as the search
         // reaches a device not in use (allocateOne), so an error on a
         // device the search never needs does not count.
-        let fitting: Vec<usize> = if r.all { self.fitting(r, label)? } else { (0..self.cands.len()).collect() };
+        // ExactCount tries only the candidates that can match when the
+        // first selector names the driver ([`Search::scan`]).
+        let scan = if r.all { None } else { self.scan(r, label) };
+        let fitting: Vec<usize> = match &scan {
+            _ if r.all => self.fitting(r, label)?,
+            Some(list) => list.to_vec(),
+            None => (0..self.cands.len()).collect(),
+        };
+        let tried = if r.all { fitting.len() } else { self.cands.len() };
         let want = if r.all { fitting.len() } else { usize::try_from(r.count).unwrap_or(usize::MAX) };
         if mine.len().saturating_add(want) > MAX_RESULTS {
             return Err(Unallocatable::TooFew(Box::new(TooFew {
@@ -692,8 +777,8 @@ impl<'a> Search<'a> {
                 request: label.to_string(),
                 want: (!r.all).then_some(want as u64),
                 class: r.class.clone(),
-                fitting: fitting.len(),
-                free: fitting.len(),
+                fitting: tried,
+                free: tried,
                 why: vec![format!(
                     "the claim would hold {} devices, more than the {MAX_RESULTS} an allocation result may list",
                     mine.len().saturating_add(want)
@@ -701,20 +786,23 @@ impl<'a> Search<'a> {
             })));
         }
         let mut deeper = None;
-        if want > 0 && self.devices(i, r, label, admin, &fitting, 0, want, mine, &mut deeper)? {
+        let gaps = scan.is_some();
+        if want > 0 && self.devices(i, r, label, admin, &fitting, gaps, 0, want, mine, &mut deeper)? {
             return Ok(());
         }
         if let Some(e) = deeper {
             return Err(e);
         }
-        let fitting = if r.all { fitting } else { self.lenient(r, label) };
+        let fitting = if r.all { fitting } else { self.lenient(r, label, scan.as_deref()) };
         Err(self.diagnose(r, label, admin, &fitting, want, mine))
     }
 
     /// Picks `left` more devices for `r` from `fitting[start..]`; true when
     /// this and every later request were satisfied. The first failure of a
     /// later request (or of an All request's device) is kept in `deeper`,
-    /// reported rather than a diagnosis of this request.
+    /// reported rather than a diagnosis of this request. With `gaps`,
+    /// `fitting` is a [`Search::scan`]: the candidates it leaves out count
+    /// the steps the full scan would have taken over them.
     #[allow(clippy::too_many_arguments)]
     fn devices(
         &self,
@@ -723,6 +811,7 @@ impl<'a> Search<'a> {
         label: &str,
         admin: bool,
         fitting: &[usize],
+        gaps: bool,
         start: usize,
         left: usize,
         mine: &mut Vec<Pick>,
@@ -739,6 +828,11 @@ impl<'a> Search<'a> {
                 }
             };
         }
+        // The first candidate the full scan would try from here.
+        let mut next = match start.checked_sub(1).and_then(|p| fitting.get(p)) {
+            Some(&before) if gaps => before + 1,
+            _ => 0,
+        };
         for (pos, &c) in fitting.iter().enumerate().skip(start) {
             // All: every fitting device, so only the next one in order.
             if r.all && pos != start {
@@ -748,6 +842,10 @@ impl<'a> Search<'a> {
             // does, so that a selector's runtime error on the way counts).
             if r.all && fitting.len() - pos < left {
                 break;
+            }
+            if gaps {
+                self.skip_steps(c.saturating_sub(next))?;
+                next = c + 1;
             }
             self.step()?;
             if !r.all && (self.in_use(admin, c, mine) || !self.fits(r, label, c)?) {
@@ -779,10 +877,13 @@ impl<'a> Search<'a> {
                 Err(_) => continue,
             };
             mine.push(pick);
-            if self.devices(i, r, label, admin, fitting, pos + 1, left - 1, mine, deeper)? {
+            if self.devices(i, r, label, admin, fitting, gaps, pos + 1, left - 1, mine, deeper)? {
                 return Ok(true);
             }
             mine.pop();
+        }
+        if gaps {
+            self.skip_steps(self.cands.len().saturating_sub(next))?;
         }
         Ok(false)
     }

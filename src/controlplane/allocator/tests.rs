@@ -667,3 +667,96 @@ fn without_consumable_capacity_a_shareable_device_goes_to_one_claim_whole() {
     assert_eq!((devices(&got), got[0].share_id.as_ref()), (vec!["r gpu-0".to_string()], None), "seen, not shared");
     assert!(run(&shareable_sel, &with(on), &shareable, &[]).is_ok());
 }
+
+/// Allocate with the driver index ([`search::Search`] tries only the
+/// driver's devices) and with every candidate scanned: the same answer and
+/// the same number of search steps (so the search gives up at the same
+/// point), or the same error.
+fn indexed_as_plain(
+    spec: &ClaimSpec,
+    cat: &Catalog,
+    cands: &[Candidate],
+    taken: &[Allocated],
+) -> (Result<Vec<Allocated>, String>, u64) {
+    let plain = {
+        search::PLAIN_SCAN.with(|p| p.set(true));
+        let r = run(spec, cat, cands, taken);
+        search::PLAIN_SCAN.with(|p| p.set(false));
+        (r, search::STEPS.with(std::cell::Cell::get))
+    };
+    let indexed = (run(spec, cat, cands, taken), search::STEPS.with(std::cell::Cell::get));
+    assert_eq!(indexed, plain, "the driver index answers otherwise than the plain scan for {spec:?}");
+    indexed
+}
+
+#[test]
+fn the_driver_index_answers_as_scanning_every_candidate() {
+    // Three drivers' devices interleaved; each device's "v" pairs it with one other of its driver.
+    let drivers = ["a.x", "b.x", "c.x"];
+    let mut cands = Vec::new();
+    for i in 0..90 {
+        let d = drivers[i % 3];
+        let mut c = cand(d, &format!("dev-{i}"), if i % 2 == 0 { "big" } else { "small" });
+        c.attributes.insert(format!("{d}/v"), Attribute::Int((i / 6) as i64));
+        cands.push(c);
+    }
+    let taken: Vec<Allocated> =
+        (0..90).step_by(7).map(|i| held(drivers[i % 3], "node-1", &format!("dev-{i}"))).collect();
+    let cat = catalog(&[
+        class("a-big", &["device.driver == \"a.x\"", "device.attributes[\"a.x\"].model == \"big\""]),
+        class("big-a", &["device.attributes[\"a.x\"].model == \"big\"", "device.driver == \"a.x\""]),
+        class("a-fails", &["device.driver == \"a.x\"", "device.attributes[\"a.x\"].nope == 1"]),
+    ]);
+    let pair = |class: &str, count: u64, attr: &str| {
+        claim(json!({"devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": class, "count": count}}],
+            "constraints": [{"matchAttribute": attr}]}}))
+    };
+    let mut answers = Vec::new();
+    for spec in [
+        one("a.x", json!({})),
+        one("b.x", json!({"count": 3})),
+        one("c.x", json!({"count": 40})),
+        one("a-big", json!({"count": 2})),
+        one("big-a", json!({"count": 2})),
+        one("a-fails", json!({})),
+        one("a.x", json!({"selectors": [{"cel": {"expression": "device.attributes[\"a.x\"].model == \"small\""}}]})),
+        pair("a.x", 2, "a.x/v"),
+        pair("b.x", 3, "b.x/v"),
+        claim(json!({"devices": {"requests": [
+            {"name": "r", "firstAvailable": [
+                {"name": "s1", "deviceClassName": "c.x", "count": 31},
+                {"name": "s2", "deviceClassName": "a-big", "count": 2}]},
+            {"name": "q", "exactly": {"deviceClassName": "b.x", "count": 2}}]}})),
+    ] {
+        answers.push(indexed_as_plain(&spec, &cat, &cands, &taken).0.map(|d| devices(&d)));
+    }
+    // What each got (as before the index: dev-0 is taken, each 7th is).
+    let ok = |v: &[&str]| Ok(v.iter().map(|d| format!("r {d}")).collect::<Vec<_>>());
+    assert_eq!(answers[0], ok(&["dev-3"]));
+    assert_eq!(answers[1], ok(&["dev-1", "dev-4", "dev-10"]));
+    assert_eq!(answers[3], ok(&["dev-6", "dev-12"]));
+    assert_eq!(answers[7], ok(&["dev-6", "dev-9"]));
+    let err = |i: usize, text: &str| {
+        assert!(answers[i].as_ref().is_err_and(|e| e.contains(text)), "{i}: {:?}", answers[i]);
+    };
+    err(2, "wants 40 device(s) of class \"c.x\"; 90 match, 90 of them free");
+    err(4, "class big-a: selector #0: on device b.x/node-1/dev-1");
+    err(5, "class a-fails: selector #1: on device a.x/node-1/dev-3");
+    err(8, "wants 3 device(s) of class \"b.x\"; 30 match, 26 of them free");
+    // s1 wants 31 of the 26 free c.x devices: the search gives up (at the same step).
+    err(9, "no allocation found within 200000 steps");
+    // Three devices of one value when each value has two: every pair tried,
+    // the devices of the other drivers counted as steps as the plain scan takes them.
+    let many: Vec<Candidate> = (0..600)
+        .map(|i| {
+            let d = drivers[i % 3];
+            let mut c = cand(d, &format!("dev-{i}"), "m");
+            c.attributes.insert(format!("{d}/v"), Attribute::Int((i / 6) as i64));
+            c
+        })
+        .collect();
+    let (r, steps) = indexed_as_plain(&pair("a.x", 3, "a.x/v"), &cat, &many, &[]);
+    assert!(r.as_ref().is_err_and(|e| e.contains("200 match, 200 of them free")), "{r:?}");
+    assert_eq!(steps, 90_600);
+}

@@ -628,11 +628,21 @@ impl ClaimCache {
     /// call encoded again.
     pub fn checkpoint_bytes(&mut self) -> Vec<u8> {
         let encoded = &mut self.encoded.0;
-        encoded.retain(|k, _| self.claims.contains_key(k));
-        for (k, c) in &self.claims {
-            if !encoded.contains_key(k) {
-                encoded.insert(k.clone(), checkpoint::encode_entry(&entry(c)));
+        // One walk of both (each in key order), not a lookup per claim.
+        let (mut extra, mut missing) = (Vec::new(), Vec::new());
+        let mut have = encoded.keys().peekable();
+        for k in self.claims.keys() {
+            extra.extend(std::iter::from_fn(|| have.next_if(|h| *h < k)).cloned());
+            if have.next_if(|h| *h == k).is_none() {
+                missing.push(k);
             }
+        }
+        extra.extend(have.cloned());
+        for k in extra {
+            encoded.remove(&k);
+        }
+        for k in missing {
+            encoded.insert(k.clone(), checkpoint::encode_entry(&entry(&self.claims[k])));
         }
         checkpoint::encode_from(encoded.values())
     }
@@ -776,10 +786,9 @@ impl ClaimCache {
         // the devices of claims a scheduler already allocated (a written
         // status.allocation) that this node has not prepared: the
         // scheduler's claim tracker counts them in use too.
-        let written: Vec<Allocated> = allocator::held(w.objects.values().filter(|o| match o {
-            Object::Claim { namespace, name, .. } => !self.claims.contains_key(&format!("{namespace}/{name}")),
-            _ => false,
-        }));
+        let written: Vec<Allocated> = allocator::held_where(w.objects.values(), |namespace, name| {
+            !self.claims.contains_key(&format!("{namespace}/{name}"))
+        });
         let mut base = self.taken();
         base.extend(&written);
         base.extend(w.held);

@@ -38,6 +38,13 @@ impl TaintEviction {
     ) -> Vec<taints::Evict> {
         let rules = allocator::Catalog::of(objects.values()).rules;
         let cands = noexecute_only(all, &rules);
+        if cands.is_empty() {
+            // No NoExecute taint on any device: what `decide` answers (no
+            // eviction, no taint seen), without a use built per prepared
+            // claim under the state lock on every manifest scan.
+            self.seen.clear();
+            return Vec::new();
+        }
         let uses: Vec<InUse<'_>> = claims
             .values()
             .filter(|c| c.pods.iter().any(|p| pods.contains(p)))
