@@ -516,21 +516,31 @@ fn normalize_dynamic(list: &Value) -> Value {
     json!(out)
 }
 
+/// `dpctl node -o json` of the mock kubelet of `t`.
+async fn dpctl_node(t: &DraTree) -> Value {
+    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
+    serde_json::from_str(&node.stdout).unwrap_or(Value::Null)
+}
+
+/// Pod `NS/name` of a `dpctl node` answer (its DRA pods).
+fn node_pod<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
+    node["draPods"]
+        .as_array()
+        .or(node["pods"].as_array())
+        .into_iter()
+        .flatten()
+        .find(|x| x["pod"] == format!("{NS}/{name}"))
+}
+
 /// dpctl's view of the prepared pods, in the oracle's shape.
 async fn dpctl_pods(t: &DraTree, active: &BTreeMap<String, Value>) -> Value {
     let pr = dpctl(&["podresources", "list", "--socket", s(&t.p("pod-resources/kubelet.sock")), "-o", "json"]).await;
     let pr: Value = serde_json::from_str(&pr.stdout).unwrap_or(Value::Null);
-    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
-    let node: Value = serde_json::from_str(&node.stdout).unwrap_or(Value::Null);
+    let node = dpctl_node(t).await;
     let mut out = serde_json::Map::new();
     for (name, p) in active {
         let pr_pod = pr["podResources"].as_array().into_iter().flatten().find(|x| x["name"] == name.as_str());
-        let node_pod = node["draPods"]
-            .as_array()
-            .or(node["pods"].as_array())
-            .into_iter()
-            .flatten()
-            .find(|x| x["pod"] == format!("{NS}/{name}"));
+        let node_pod = node_pod(&node, name);
         let mut ctrs = serde_json::Map::new();
         for c in p["spec"]["containers"].as_array().into_iter().flatten() {
             let cname = c["name"].as_str().unwrap_or_default();
@@ -1216,16 +1226,8 @@ fn watch_shape(watches: &[String]) -> Value {
 
 /// The health view of dpctl's pod, in the oracle's shape.
 async fn dpctl_health(t: &DraTree, pod: &str) -> Value {
-    let node = dpctl(&["node", "--plugin-dir", s(&t.p("device-plugins")), "-o", "json"]).await;
-    let node: Value = serde_json::from_str(&node.stdout).unwrap_or(Value::Null);
-    let p = node["draPods"]
-        .as_array()
-        .or(node["pods"].as_array())
-        .into_iter()
-        .flatten()
-        .find(|x| x["pod"] == format!("{NS}/{pod}"))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let node = dpctl_node(t).await;
+    let p = node_pod(&node, pod).cloned().unwrap_or(Value::Null);
     let mut out = serde_json::Map::new();
     for (cname, entries) in p["allocatedResourcesStatus"].as_object().into_iter().flatten() {
         let mut status: Vec<Value> = entries

@@ -1342,6 +1342,23 @@ fn binding_shape(c: &Value) -> Value {
         "deviceConditions": conditions})
 }
 
+/// `dpctl dra serve` of `driver` registered on dpctl's node (kubelet root
+/// `root`), as the driver of a device is on a real node; not publishing: the
+/// test's slice is the only one. Returned once the kubelet logged it.
+async fn registered_driver(root: &Path, driver: &str, log: &mut Tail) -> tokio::process::Child {
+    let cdi = root.join("cdi");
+    std::fs::create_dir_all(&cdi).unwrap();
+    let root = root.display().to_string();
+    let child = dpctl_cmd(&["--kubelet-root-dir", &root, "dra", "serve", "--driver", driver, "--cdi-dir", s(&cdi)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    child
+}
+
 /// One binding-conditions run on one side (#48, KEP-5007): a device with a
 /// binding condition and a failure condition, a claim on it and a pod.
 /// Observed, in order: the claim allocated and the pod held before binding
@@ -1499,20 +1516,7 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
     let run = std::process::id().to_string();
     let kube = binding_run(&kube_api, Side::Kube, None, &run, false).await;
     let (d, child, mut log, dpctl_api) = dpctl_plane(&[]).await;
-    // The device's driver is registered on dpctl's node, as on a real one
-    // (not publishing: the test's slice is the only one).
-    let cdi = d.path().join("cdi");
-    std::fs::create_dir_all(&cdi).unwrap();
-    let driver_name = format!("bc{run}.example.com");
-    let root = d.path().display().to_string();
-    let mut driver =
-        dpctl_cmd(&["--kubelet-root-dir", &root, "dra", "serve", "--driver", &driver_name, "--cdi-dir", s(&cdi)])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let mut driver = registered_driver(d.path(), &format!("bc{run}.example.com"), &mut log).await;
     let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, false).await;
     let _ = driver.kill().await;
     stop_tailed(child, log).await.expect_code(0);
@@ -1546,18 +1550,7 @@ async fn binding_timeout_deallocates_as_kube_schedulers_prebind() {
     let mut cp = cp;
     let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
     let (dd, child, mut log, dpctl_api) = dpctl_plane(&["--binding-timeout", "2s"]).await;
-    let cdi = dd.path().join("cdi");
-    std::fs::create_dir_all(&cdi).unwrap();
-    let driver_name = format!("bc{run}.example.com");
-    let root = dd.path().display().to_string();
-    let mut driver =
-        dpctl_cmd(&["--kubelet-root-dir", &root, "dra", "serve", "--driver", &driver_name, "--cdi-dir", s(&cdi)])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-    log.wait_for("\"event\":\"dra-registered\"", 1).await;
+    let mut driver = registered_driver(dd.path(), &format!("bc{run}.example.com"), &mut log).await;
     let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, true).await;
     let _ = driver.kill().await;
     let timed_out = log.seen().contains("device binding timeout");
