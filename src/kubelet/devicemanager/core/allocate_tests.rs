@@ -43,7 +43,7 @@ fn upstream_pod_container_device_allocation() {
     ];
     for (name, p, want) in cases {
         let (r, _) = admit(&st, TopologyPolicy::None, &p, no_preferred);
-        assert_eq!(r.map(|_| ()), want.map_err(String::from), "{name}");
+        assert_eq!(r.map(|_| ()).map_err(|e| e.to_string()), want.map_err(String::from), "{name}");
     }
 }
 
@@ -149,7 +149,11 @@ fn preferred_allocation_answers_and_fallbacks() {
             answer.clone().map(|a| a.into_iter().map(String::from).collect())
         });
         assert_eq!(asked, 1, "{name}: asked once");
-        assert_eq!(r.map(|a| got(&a, "c", R1)), want.map(set).map_err(String::from), "{name}");
+        assert_eq!(
+            r.map(|a| got(&a, "c", R1)).map_err(|e| e.to_string()),
+            want.map(set).map_err(String::from),
+            "{name}"
+        );
     }
 }
 
@@ -212,7 +216,7 @@ fn upstream_stopped_endpoint_allocates_nothing() {
         (37, format!("Allocate failed due to no healthy devices present; cannot allocate unhealthy devices {R1}, which is unexpected")),
     ] {
         let (r, _) = admit_as(&st, kubelet(minor), TopologyPolicy::None, &p, no_preferred);
-        assert_eq!(r.unwrap_err(), want, "1.{minor}");
+        assert_eq!(r.unwrap_err().to_string(), want, "1.{minor}");
     }
 }
 
@@ -301,7 +305,7 @@ fn removed_resource_is_unregistered_not_unknown() {
     let p = pod("p", vec![], vec![ctr("c", &[(R1, 1)])]);
     let (r, _) = admit(&st, TopologyPolicy::None, &p, no_preferred);
     assert_eq!(
-        r.unwrap_err(),
+        r.unwrap_err().to_string(),
         format!("Allocate failed due to cannot allocate unregistered device {R1}, which is unexpected")
     );
 }
@@ -357,7 +361,7 @@ fn sidecar_and_app_container_never_share() {
     // with one device, the pod does not fit
     let one = state(&[(R1, vec![dev("Dev-1", &[])])], false);
     let (r, _) = admit(&one, TopologyPolicy::None, &p, no_preferred);
-    assert!(r.unwrap_err().contains("Requested: 1, Available: 0"));
+    assert!(r.unwrap_err().to_string().contains("Requested: 1, Available: 0"));
 }
 
 /// Answers the plugin gives to Allocate: none for the container fails the pod,
@@ -398,7 +402,7 @@ fn single_numa_node_admission() {
     st.allocations.clear();
     let (r, _) =
         admit(&st, TopologyPolicy::SingleNumaNode, &pod("big", vec![], vec![ctr("main", &[(R1, 3)])]), no_preferred);
-    assert_eq!(r.unwrap_err(), super::super::topology::TOPOLOGY_ERROR);
+    assert_eq!(r.unwrap_err().to_string(), super::super::topology::TOPOLOGY_ERROR);
     let (r, _) =
         admit(&st, TopologyPolicy::BestEffort, &pod("big", vec![], vec![ctr("main", &[(R1, 3)])]), no_preferred);
     assert_eq!(got(&r.unwrap(), "main", R1).len(), 3, "best-effort admits across nodes");

@@ -1,6 +1,7 @@
 //! Builders for the core's table tests: devices, registered resources, pods,
 //! and a driver that answers an admission's questions like a plugin would.
 
+use super::admission::AdmissionError;
 use super::allocate::{Admitted, Answer, PodAdmission, Step};
 use super::state::{Allocation, EndpointInfo, State};
 use super::topology::TopologyPolicy;
@@ -102,7 +103,7 @@ pub fn admit(
     policy: TopologyPolicy,
     p: &Pod,
     preferred: impl FnMut(&ContainerPreferredAllocationRequest) -> Option<Vec<String>>,
-) -> (Result<Admitted, String>, Vec<Step>) {
+) -> (Result<Admitted, AdmissionError>, Vec<Step>) {
     admit_as(st, Profile::default(), policy, p, preferred)
 }
 
@@ -113,7 +114,7 @@ pub fn admit_as(
     policy: TopologyPolicy,
     p: &Pod,
     mut preferred: impl FnMut(&ContainerPreferredAllocationRequest) -> Option<Vec<String>>,
-) -> (Result<Admitted, String>, Vec<Step>) {
+) -> (Result<Admitted, AdmissionError>, Vec<Step>) {
     let mut plan = PodAdmission::new(p, st, profile);
     let mut answer = Answer::Begin;
     let mut asked = Vec::new();
@@ -121,7 +122,7 @@ pub fn admit_as(
         let step = plan.next(st, policy, answer);
         asked.push(step.clone());
         answer = match step {
-            Step::Done(r) => return (r.map_err(|e| e.to_string()), asked),
+            Step::Done(r) => return (r, asked),
             Step::Preferred { request, .. } => match preferred(&request) {
                 Some(ids) => Answer::Preferred(ids),
                 None => Answer::PreferredFailed("rpc error: code = Unavailable".into()),
