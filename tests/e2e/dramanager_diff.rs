@@ -812,6 +812,23 @@ async fn dpctl_side(c: &Case) -> (Side, Vec<Generated>) {
     (side, generated)
 }
 
+/// The oracle `bin` on `scenario` with kubelet root `root`, once it is
+/// ready for the driver (`{"ready":true}`); its stdout tailed.
+async fn start_oracle(bin: &Path, root: &Path, scenario: &Value) -> (tokio::process::Child, Tail) {
+    let file = root.join("scenario.json");
+    std::fs::write(&file, scenario.to_string()).unwrap();
+    let mut oracle = tokio::process::Command::new(bin)
+        .args(["-scenario", s(&file), "-dir", s(root)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = Tail::stdout(&mut oracle);
+    out.wait_for("{\"ready\":true}", 1).await;
+    (oracle, out)
+}
+
 /// Upstream's side: the oracle with its own instance of the driver.
 async fn upstream_side(bin: &Path, c: &Case, generated: &[Generated]) -> Side {
     let d = tmp();
@@ -851,17 +868,7 @@ async fn upstream_side(bin: &Path, c: &Case, generated: &[Generated]) -> Side {
         .collect();
     let scenario =
         json!({"claims": claims, "pods": pods, "steps": steps, "lateDriver": c.late_driver(), "featureGates": gates});
-    let file = root.join("scenario.json");
-    std::fs::write(&file, scenario.to_string()).unwrap();
-    let mut oracle = tokio::process::Command::new(bin)
-        .args(["-scenario", s(&file), "-dir", s(root)])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = Tail::stdout(&mut oracle);
-    out.wait_for("{\"ready\":true}", 1).await;
+    let (mut oracle, mut out) = start_oracle(bin, root, &scenario).await;
     if c.late_driver() {
         if let Err(seen) = out.wait_until(60, |s| s.contains("{\"waiting\":\"driver\"}")).await {
             panic!("{}: the oracle never waited for the driver:\n{seen}", c.name);
@@ -1327,17 +1334,7 @@ async fn upstream_health_side(bin: &Path, claim: &Value, p: &Value, hc: &HealthC
     if let Some((gate, on)) = hc.gate {
         scenario["featureGates"] = json!({gate: on});
     }
-    let file = root.join("scenario.json");
-    std::fs::write(&file, scenario.to_string()).unwrap();
-    let mut oracle = tokio::process::Command::new(bin)
-        .args(["-scenario", s(&file), "-dir", s(root)])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = Tail::stdout(&mut oracle);
-    out.wait_for("{\"ready\":true}", 1).await;
+    let (mut oracle, mut out) = start_oracle(bin, root, &scenario).await;
     let (driver, dlog) = spawn_driver(root, &root.join("kubeconfig"), driver_flags);
     if let Err(seen) = out.wait_until(90, |s| s.lines().any(|l| l.starts_with("{\"steps\""))).await {
         panic!("health: the oracle {} gave no answer within 90s:\n{seen}", bin.display());
