@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the upstream peers and oracles (tests/upstream/cmd/*, and
-# tests/upstream/k8s-1.36: the DRA-manager oracle against 1.36; among them
+# tests/upstream/k8s-1.36: the DRA-manager and control-plane oracles against
+# 1.36; among them
 # controlplane: etcd, kube-apiserver, kube-scheduler and the DRA controllers in
 # one binary; and from k8s.io/kubernetes its sample device plugin and e2e DRA
 # test driver) from
@@ -32,9 +33,11 @@ cd tests/upstream
 # Upstream's own peers, from k8s.io/kubernetes by package path (the go.mod tool lines).
 "$go" build -trimpath -o "$out/bin/sample-device-plugin" k8s.io/kubernetes/test/images/sample-device-plugin
 "$go" build -trimpath -o "$out/bin/dra-test-driver" k8s.io/kubernetes/test/e2e/dra/test-driver
-# The DRA-manager oracle built against 1.36 as well (its own module: one Go
-# module holds one k8s.io/kubernetes), for what changed by version.
-(cd k8s-1.36 && "$go" build -trimpath -o "$out/bin/dramanager-1.36" ./cmd/dramanager)
+# The DRA-manager and control-plane oracles built against 1.36 as well (its
+# own module: one Go module holds one k8s.io/kubernetes), for what changed by
+# version.
+(cd k8s-1.36 && "$go" build -trimpath -o "$out/bin/dramanager-1.36" ./cmd/dramanager \
+  && "$go" build -trimpath -o "$out/bin/controlplane-1.36" ./cmd/controlplane)
 if [ "${1:-}" = "--vet" ]; then
   # -trimpath as the builds above: vet then reuses their compiled packages
   # from the cache instead of compiling every dependency again (cmd/controlplane

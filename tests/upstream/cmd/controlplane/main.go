@@ -86,8 +86,6 @@ import (
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
-	"k8s.io/kubernetes/pkg/controller/devicetainteviction"
-	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/pkg/controller/serviceaccount"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -422,7 +420,7 @@ func serve(args []string) error {
 			return errors.New("-binding-timeout: the default profile has no DynamicResources arguments")
 		}
 	}
-	schedInformers := scheduler.NewInformerFactory(client, 0, nil)
+	schedInformers := schedulerInformers(client)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	sched, err := scheduler.New(ctx, client, schedInformers, nil, profile.NewRecorderFactory(broadcaster),
@@ -447,21 +445,11 @@ func serve(args []string) error {
 
 	// The DRA controllers, as kube-controller-manager constructs them.
 	ctrlInformers := informers.NewSharedInformerFactory(client, 0)
-	claims, err := resourceclaim.NewController(klog.Background(), client,
-		ctrlInformers.Core().V1().Pods(),
-		ctrlInformers.Scheduling().V1beta1().PodGroups(),
-		ctrlInformers.Resource().V1().ResourceClaims(),
-		ctrlInformers.Resource().V1().ResourceClaimTemplates())
+	claims, err := claimController(client, ctrlInformers)
 	if err != nil {
 		return fmt.Errorf("resourceclaim controller: %w", err)
 	}
-	taints := devicetainteviction.New(client,
-		ctrlInformers.Core().V1().Pods(),
-		ctrlInformers.Resource().V1().ResourceClaims(),
-		ctrlInformers.Resource().V1().ResourceSlices(),
-		ctrlInformers.Resource().V1().DeviceTaintRules(),
-		ctrlInformers.Resource().V1().DeviceClasses(),
-		"device-taint-eviction-controller")
+	taints := taintEvictionController(client, ctrlInformers)
 	// The default ServiceAccount of every namespace and the kube-root-ca.crt
 	// ConfigMap, as kube-controller-manager's serviceaccount and
 	// root-ca-cert-publisher controllers keep them (pods need the first).

@@ -1,0 +1,1 @@
+../../../cmd/controlplane/main.go
