@@ -116,8 +116,9 @@ pub struct Gates {
     pub extended: bool,
     /// DRAWorkloadResourceClaims (KEP-5729).
     pub workload_claims: bool,
-    /// DRANodeAllocatableResources (KEP-5517; alpha, off in 1.36 and 1.37).
-    pub node_allocatable: bool,
+    /// DRANodeAllocatableResources (KEP-5517; alpha, off in 1.36 and 1.37),
+    /// and which release's shapes the scheduler's part reads and writes.
+    pub node_allocatable: nodealloc::Accounting,
 }
 
 impl Gates {
@@ -129,7 +130,7 @@ impl Gates {
             features: Features::of_minor(minor),
             extended: minor >= 36,
             workload_claims: false,
-            node_allocatable: false,
+            node_allocatable: nodealloc::Accounting::Off,
         }
     }
 }
@@ -483,14 +484,24 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
                     ready = false;
                     continue;
                 }
-                // KEP-5517 (validateNodeAllocatableDRAClaimSharing): a claim with a
-                // mapped device, reserved for another consumer, is not shared.
-                if gates.node_allocatable && reserved > 0 {
-                    let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned();
-                    if nodealloc::has_mapped(&results.unwrap_or_default(), &node_allocatable_devices(tx, None)) {
-                        ready = false;
-                        continue;
+                // KEP-5517 (validateNodeAllocatableDRAClaimSharing): 1.37: a claim
+                // with a mapped device, reserved for another consumer, is not
+                // shared; 1.36: a claim that another pod on the node has in its
+                // node-allocatable statuses is not.
+                let refused = match gates.node_allocatable {
+                    nodealloc::Accounting::Resources if reserved > 0 => {
+                        let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned();
+                        nodealloc::has_mapped(&results.unwrap_or_default(), &node_allocatable_devices(tx, None))
                     }
+                    nodealloc::Accounting::Mappings if !node.is_empty() => {
+                        let consumers = node_allocatable_consumers(tx, node, ns, claim_name, uid, workload_claims);
+                        nodealloc::sharing_36(claim_name, consumers).is_err()
+                    }
+                    _ => false,
+                };
+                if refused {
+                    ready = false;
+                    continue;
                 }
             } else {
                 let planned: Vec<&Value> = fresh.iter().collect();
@@ -534,16 +545,30 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
     // checked against the node while the pod is being placed (claims to
     // reserve, or its status not written yet); a bound pod is not checked again.
     let mut node_allocatable_status = None;
-    if gates.node_allocatable && !node.is_empty() && ready {
+    if gates.node_allocatable == nodealloc::Accounting::Mappings && !node.is_empty() && ready && !fresh.is_empty() {
+        // 1.36: only the claims allocated in this cycle, and every status
+        // written is checked against the node.
+        match node_allocatable_36(tx, pod, &named, &fresh) {
+            Ok(Some(st)) => match node_fits(tx, pod, node, &st, workload_claims, nodealloc::pod_level_requests_cover) {
+                Ok(()) => node_allocatable_status = Some(st),
+                Err(_) => ready = false,
+            },
+            Ok(None) => {}
+            Err(_) => ready = false,
+        }
+    }
+    if gates.node_allocatable == nodealloc::Accounting::Resources && !node.is_empty() && ready {
         match node_allocatable(tx, pod, node, &named, &pod_claims) {
             Ok(st) => {
                 let placing = !pending.is_empty()
                     || st.as_ref().is_some_and(|s| pod["status"]["nodeAllocatableResourceClaimStatuses"] != *s);
                 match st {
-                    Some(st) if placing => match node_fits(tx, pod, node, &st, workload_claims) {
-                        Ok(()) => node_allocatable_status = Some(st),
-                        Err(_) => ready = false,
-                    },
+                    Some(st) if placing => {
+                        match node_fits(tx, pod, node, &st, workload_claims, nodealloc::pod_level_covers) {
+                            Ok(()) => node_allocatable_status = Some(st),
+                            Err(_) => ready = false,
+                        }
+                    }
                     st => node_allocatable_status = st,
                 }
             }
@@ -643,8 +668,65 @@ fn node_allocatable(
     Ok(Some(Value::Array(out.iter().map(nodealloc::ClaimStatus::to_json).collect())))
 }
 
+/// 1.36's calculateAndCheckNodeAllocatableResources' first half for `pod`:
+/// its `status.nodeAllocatableResourceClaimStatuses` from the claims
+/// allocated in this cycle (`fresh`; `named`: pod claim → claim), whose
+/// devices are looked up by pool and name in every slice; sorted by claim;
+/// None when none has mappings. A status no container references is an error.
+fn node_allocatable_36(
+    tx: &Txn<'_>,
+    pod: &Value,
+    named: &[(String, Option<String>)],
+    fresh: &[Value],
+) -> Result<Option<Value>, nodealloc::Unschedulable> {
+    let devices = nodealloc::mappings(tx.slices());
+    let ns = text(&pod["metadata"]["namespace"]);
+    let mut out = Vec::new();
+    for claim in fresh {
+        let claim_name = text(&claim["metadata"]["name"]);
+        let results = claim["status"]["allocation"]["devices"]["results"].as_array().cloned().unwrap_or_default();
+        let Some(mut st) = nodealloc::mapped_status(ns, claim_name, &results, &devices)? else { continue };
+        for (pc, _) in named.iter().filter(|(pc, n)| !pc.is_empty() && n.as_deref() == Some(claim_name)) {
+            st.containers.extend(nodealloc::containers_naming(pod, pc));
+        }
+        if st.containers.is_empty() {
+            return Err(nodealloc::Unschedulable::NotReferenced(claim_name.to_string()));
+        }
+        out.push(st);
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    out.sort_by(|a, b| a.resource_claim_name.cmp(&b.resource_claim_name));
+    Ok(Some(Value::Array(out.iter().map(nodealloc::MappedStatus::to_json).collect())))
+}
+
+/// The other pods placed on `node` that name claim `ns/claim` in their
+/// `status.nodeAllocatableResourceClaimStatuses` (1.36's NodeInfo
+/// NodeAllocatableDRAClaimStates, the pod `uid` left out).
+fn node_allocatable_consumers(
+    tx: &Txn<'_>,
+    node: &str,
+    ns: &str,
+    claim: &str,
+    uid: &str,
+    workload_claims: bool,
+) -> usize {
+    tx.list("", "pods", Some(ns))
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"] == node && p["metadata"]["uid"] != uid && !done(p))
+        .filter(|p| {
+            p["status"]["nodeAllocatableResourceClaimStatuses"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|s| s["resourceClaimName"] == claim))
+        })
+        .filter(|p| placed(tx, p, workload_claims))
+        .count()
+}
+
 /// calculateAndCheckNodeAllocatableResources' second half: the pod-level
-/// requests cover the DRA part (validatePodLevelResourcesCoverDRA), and the
+/// requests cover the DRA part (`covers`: 1.37's validatePodLevelResourcesCoverDRA,
+/// 1.36's validatePodLevelRequestsCoverDRA), and the
 /// pod with `statuses` fits what the node's allocatable leaves beside the
 /// other pods placed on it (nodeFitsResources). A node not in the store has
 /// no allocatable to check against: the pod fits.
@@ -654,8 +736,9 @@ fn node_fits(
     node: &str,
     statuses: &Value,
     workload_claims: bool,
+    covers: fn(&Value, &Value) -> Result<(), nodealloc::Unschedulable>,
 ) -> Result<(), nodealloc::Unschedulable> {
-    nodealloc::pod_level_covers(pod, statuses)?;
+    covers(pod, statuses)?;
     let Some(n) = tx.get("", "nodes", "", node) else { return Ok(()) };
     let uid = &pod["metadata"]["uid"];
     let mut used = nodealloc::Resources::new();

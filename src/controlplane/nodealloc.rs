@@ -8,11 +8,190 @@
 //! (its requests as component-helpers' `PodRequests` counts them, the DRA
 //! part included). The control plane's controller uses it for pods of the
 //! API bound to a node.
+//!
+//! 1.36 had another alpha of it ([`Accounting::Mappings`], v1.36.3's
+//! nodeallocatabledynamicresources.go): a device's
+//! `nodeAllocatableResourceMappings` (`{RESOURCE: {capacityKey,
+//! allocationMultiplier}}`) found by pool and device name alone, only the
+//! claims allocated in the scheduling cycle counted, no overheads, the pod
+//! status a `resources` map, and other words for a shared claim.
 
 use super::objects::quantity::Quantity;
 use super::objects::{NodeAllocatable, Object};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+
+/// Which release's KEP-5517 the scheduler's part follows (the
+/// DRANodeAllocatableResources gate, alpha and off in 1.36 and 1.37; its
+/// API changed between them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accounting {
+    /// The gate off: nothing is accounted.
+    #[default]
+    Off,
+    /// 1.36: devices' `nodeAllocatableResourceMappings`, statuses with `resources`.
+    Mappings,
+    /// 1.37: devices' `nodeAllocatableResources`, statuses with `mapping` and `overhead`.
+    Resources,
+}
+
+impl Accounting {
+    /// The accounting of Kubernetes 1.`minor` with the gate `on` or off.
+    pub fn of(minor: u32, on: bool) -> Accounting {
+        match (on, minor) {
+            (false, _) => Accounting::Off,
+            (true, m) if m <= 36 => Accounting::Mappings,
+            (true, _) => Accounting::Resources,
+        }
+    }
+
+    /// Whether the gate is on.
+    pub fn on(self) -> bool {
+        self != Accounting::Off
+    }
+}
+
+/// One of 1.36's `nodeAllocatableResourceMappings` entries (v1.36.3
+/// `NodeAllocatableResourceMapping`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// capacityKey: the consumed capacity that is the base amount.
+    pub capacity_key: Option<String>,
+    /// allocationMultiplier (defaulted to 1 by the API server).
+    pub multiplier: Option<Quantity>,
+}
+
+/// 1.36's node-allocatable devices: (pool, device) → resource → mapping, the
+/// first device of that pool and name in the slices' order (getDeviceFromManager
+/// looks a result's device up by pool name alone, in every slice).
+pub type Mappings = BTreeMap<(String, String), BTreeMap<String, Mapping>>;
+
+/// The devices of `slices` (ResourceSlices as the API serves them, every
+/// node's) with `nodeAllocatableResourceMappings`. A device found before
+/// under the same pool and name hides the later one, mappings or not.
+pub fn mappings<'a>(slices: impl IntoIterator<Item = &'a Value>) -> Mappings {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Mappings::new();
+    for s in slices {
+        let pool = text(&s["spec"]["pool"]["name"]);
+        for d in s["spec"]["devices"].as_array().into_iter().flatten() {
+            let key = (pool.to_string(), text(&d["name"]).to_string());
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let Some(m) = d["nodeAllocatableResourceMappings"].as_object().filter(|m| !m.is_empty()) else { continue };
+            let entries = m
+                .iter()
+                .map(|(r, e)| {
+                    let capacity_key = e["capacityKey"].as_str().map(str::to_string);
+                    (r.clone(), Mapping { capacity_key, multiplier: quantity(&e["allocationMultiplier"]) })
+                })
+                .collect();
+            out.insert(key, entries);
+        }
+    }
+    out
+}
+
+fn quantity(v: &Value) -> Option<Quantity> {
+    match v {
+        Value::String(s) => Quantity::read(s).ok(),
+        Value::Number(n) => Quantity::read(&n.to_string()).ok(),
+        _ => None,
+    }
+}
+
+/// One entry of 1.36's `status.nodeAllocatableResourceClaimStatuses`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedStatus {
+    /// The claim's name.
+    pub resource_claim_name: String,
+    /// The containers (init containers first) whose `resources.claims` name it.
+    pub containers: Vec<String>,
+    /// Resource → quantity.
+    pub resources: BTreeMap<String, Quantity>,
+}
+
+impl MappedStatus {
+    /// As the API writes it (`containers` omitempty, `resources` always).
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"resourceClaimName": self.resource_claim_name});
+        if !self.containers.is_empty() {
+            v["containers"] = json!(self.containers);
+        }
+        let r: serde_json::Map<String, Value> =
+            self.resources.iter().map(|(n, q)| (n.clone(), json!(q.text()))).collect();
+        v["resources"] = Value::Object(r);
+        v
+    }
+}
+
+/// 1.36's buildNodeAllocatableDRAInfo for claim `namespace/name` with
+/// `results`: per result whose device has mappings, each mapping's quantity —
+/// with a `capacityKey`, the capacity the result consumed (none of that key:
+/// the mapping is skipped) times `allocationMultiplier`; without, the
+/// multiplier — summed by resource; None when no device has mappings. An
+/// error, in upstream's words: a `capacityKey` mapping of a result that
+/// consumed no capacity at all.
+pub fn mapped_status(
+    namespace: &str,
+    name: &str,
+    results: &[Value],
+    devices: &Mappings,
+) -> Result<Option<MappedStatus>, Unschedulable> {
+    let mut resources: BTreeMap<String, Option<Quantity>> = BTreeMap::new();
+    for r in results {
+        let key = (text(&r["pool"]).to_string(), text(&r["device"]).to_string());
+        let Some(entries) = devices.get(&key) else { continue };
+        for (resource, m) in entries {
+            let q = match m.capacity_key.as_deref().filter(|k| !k.is_empty()) {
+                Some(cap) => {
+                    let consumed = &r["consumedCapacity"];
+                    if !consumed.is_object() {
+                        return Err(Unschedulable::NoConsumedCapacity {
+                            claim: format!("{namespace}/{name}"),
+                            device: text(&r["device"]).to_string(),
+                            key: cap.to_string(),
+                            resource: resource.clone(),
+                            field: "NodeAllocatableResourceMappings",
+                        });
+                    }
+                    let Some(c) = consumed.get(cap) else { continue };
+                    let c = match c {
+                        Value::String(s) => Quantity::read(s),
+                        other => Quantity::read(&other.to_string()),
+                    }
+                    .map_err(Unschedulable::Quantity)?;
+                    match &m.multiplier {
+                        Some(x) => c.computed_like(c.nanos() * x.nanos() / 1_000_000_000),
+                        None => c,
+                    }
+                }
+                None => match &m.multiplier {
+                    Some(x) => x.clone(),
+                    None => Quantity::from_nanos(0),
+                },
+            };
+            add(resources.entry(resource.clone()).or_default(), &q);
+        }
+    }
+    if resources.is_empty() {
+        return Ok(None);
+    }
+    let resources = resources.into_iter().filter_map(|(n, q)| Some((n, q?))).collect();
+    Ok(Some(MappedStatus { resource_claim_name: name.to_string(), containers: vec![], resources }))
+}
+
+/// 1.36's validateNodeAllocatableDRAClaimSharing for an allocated claim
+/// `name` of a pod being placed: `consumers` is how many other pods on the
+/// node name it in their `status.nodeAllocatableResourceClaimStatuses`.
+pub fn sharing_36(name: &str, consumers: usize) -> Result<(), Unschedulable> {
+    match consumers {
+        0 => Ok(()),
+        1 => Err(Unschedulable::UsedByAnother(name.to_string())),
+        _ => Err(Unschedulable::SharedByPods(name.to_string())),
+    }
+}
 
 /// The node-allocatable entries of the devices of a node's slices:
 /// (driver, pool, device) → resource → entry. Devices without any are left out.
@@ -125,7 +304,15 @@ pub enum Unschedulable {
         key: String,
         /// The node-allocatable resource.
         resource: String,
+        /// The device's field (1.37 `NodeAllocatableResources`, 1.36 `NodeAllocatableResourceMappings`).
+        field: &'static str,
     },
+    /// 1.36: a claim with mapped devices that no container names.
+    NotReferenced(String),
+    /// 1.36: a claim with node-allocatable resources that two or more pods on the node use.
+    SharedByPods(String),
+    /// 1.36: a claim with node-allocatable resources that another pod on the node uses.
+    UsedByAnother(String),
     /// A consumed capacity that is no quantity.
     Quantity(super::objects::quantity::QuantityError),
     /// A pod-level request below what the containers and the claims ask (this resource).
@@ -146,10 +333,19 @@ pub enum Unschedulable {
 impl std::fmt::Display for Unschedulable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Unschedulable::NoConsumedCapacity { claim, device, key, resource } => write!(
+            Unschedulable::NoConsumedCapacity { claim, device, key, resource, field } => write!(
                 f,
-                "claim {claim}, device {device}: ConsumedCapacity is nil, but Capacity key '{key}' is set in NodeAllocatableResources for resource {resource}"
+                "claim {claim}, device {device}: ConsumedCapacity is nil, but Capacity key '{key}' is set in {field} for resource {resource}"
             ),
+            Unschedulable::NotReferenced(claim) => {
+                write!(f, "claim {claim}: node-allocatable resource claim not referenced by any container within the pod")
+            }
+            Unschedulable::SharedByPods(claim) => {
+                write!(f, "node allocatable resource claim {claim} shared by multiple pods")
+            }
+            Unschedulable::UsedByAnother(claim) => {
+                write!(f, "node allocatable resource claim {claim} is already used by another pod")
+            }
             Unschedulable::Quantity(e) => e.fmt(f),
             Unschedulable::PodLevelRequest(k) => write!(
                 f,
@@ -198,6 +394,7 @@ pub fn claim_status(name: &str, results: &[Value], devices: &Devices) -> Result<
                         device: text(&r["device"]).to_string(),
                         key: cap.to_string(),
                         resource: resource.clone(),
+                        field: "NodeAllocatableResources",
                     });
                 }
                 let Some(c) = consumed.get(cap) else { continue };
@@ -294,10 +491,12 @@ fn container_requests(c: &Value) -> Resources {
 }
 
 /// addDRANodeAllocatableClaimResources: each status's mapped quantities,
-/// and its overheads per pod plus per container times its containers.
+/// and its overheads per pod plus per container times its containers (1.37);
+/// or each status's `resources` (1.36's AggregateContainerRequests).
 pub fn dra_resources(statuses: &Value) -> Resources {
     let mut out = Resources::new();
     for st in statuses.as_array().into_iter().flatten() {
+        add_all(&mut out, &quantities(&st["resources"]));
         for m in st["mapping"].as_array().into_iter().flatten() {
             add_all(&mut out, &quantities(&json!({ text(&m["name"]): m["quantity"] })));
         }
@@ -405,12 +604,7 @@ fn aggregate_limits(pod: &Value, statuses: &Value) -> Resources {
 /// containers' limits with the DRA part; a pod-level limit below a
 /// container's limit plus what the statuses give that container.
 pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), Unschedulable> {
-    let want = aggregate_requests(pod, statuses);
-    for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
-        if pod_level(&k) && want.get(&k).is_some_and(|w| *w > v) {
-            return Err(Unschedulable::PodLevelRequest(k));
-        }
-    }
+    pod_level_requests_cover(pod, statuses)?;
     let pod_limits = quantities(&pod["spec"]["resources"]["limits"]);
     if pod_limits.is_empty() {
         return Ok(());
@@ -428,6 +622,19 @@ pub fn pod_level_covers(pod: &Value, statuses: &Value) -> Result<(), Unschedulab
             if limit + dra.get(&k).copied().unwrap_or(0) > *pl {
                 return Err(Unschedulable::ContainerLimit { resource: k, container: name.to_string() });
             }
+        }
+    }
+    Ok(())
+}
+
+/// The requests half of [`pod_level_covers`], all 1.36's
+/// validatePodLevelRequestsCoverDRA checks: no pod-level request (cpu,
+/// memory, hugepages) below what the containers and `statuses` ask for.
+pub fn pod_level_requests_cover(pod: &Value, statuses: &Value) -> Result<(), Unschedulable> {
+    let want = aggregate_requests(pod, statuses);
+    for (k, v) in quantities(&pod["spec"]["resources"]["requests"]) {
+        if pod_level(&k) && want.get(&k).is_some_and(|w| *w > v) {
+            return Err(Unschedulable::PodLevelRequest(k));
         }
     }
     Ok(())

@@ -128,3 +128,59 @@ fn a_pod_fits_what_the_node_has_left() {
         "node allocatable resource claim c has a mapped device and cannot be shared across pods"
     );
 }
+
+/// 1.36's accounting (v1.36.3 nodeallocatabledynamicresources.go): a
+/// device is found by pool and name in any slice (the first one), an
+/// `allocationMultiplier` per device, a consumed capacity times it, a
+/// `capacityKey` the result did not consume skipped, the status a
+/// `resources` map; a capacityKey with no consumed capacity at all is an
+/// error naming the claim with its namespace.
+#[test]
+fn release_1_36_maps_devices_by_pool_and_name() {
+    let slices = [
+        json!({"spec": {"driver": "a", "pool": {"name": "p"}, "devices": [
+            {"name": "cpu-0", "nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "2"}}},
+            {"name": "mem-0", "nodeAllocatableResourceMappings": {"memory": {"capacityKey": "memory", "allocationMultiplier": "2"},
+                "cpu": {"capacityKey": "cores", "allocationMultiplier": "1"}}}]}}),
+        // Another driver's device of the same pool and name is hidden by the first.
+        json!({"spec": {"driver": "b", "pool": {"name": "p"}, "devices": [
+            {"name": "cpu-0", "nodeAllocatableResourceMappings": {"cpu": {"allocationMultiplier": "100"}}}]}}),
+    ];
+    let m = mappings(slices.iter());
+    let r = |d: &str, consumed: Value| {
+        let mut r = json!({"request": "r", "driver": "other", "pool": "p", "device": d});
+        if !consumed.is_null() {
+            r["consumedCapacity"] = consumed;
+        }
+        r
+    };
+    let st = mapped_status("ns", "c", &[r("cpu-0", Value::Null), r("cpu-0", Value::Null)], &m).unwrap().unwrap();
+    assert_eq!(st.to_json(), json!({"resourceClaimName": "c", "resources": {"cpu": "4"}}));
+    let st = mapped_status("ns", "c", &[r("mem-0", json!({"memory": "1Gi"}))], &m).unwrap().unwrap();
+    assert_eq!(st.to_json(), json!({"resourceClaimName": "c", "resources": {"memory": "2Gi"}}));
+    assert_eq!(mapped_status("ns", "c", &[r("none", Value::Null)], &m), Ok(None));
+    let e = mapped_status("ns", "c", &[r("mem-0", Value::Null)], &m).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "claim ns/c, device mem-0: ConsumedCapacity is nil, but Capacity key 'cores' is set in NodeAllocatableResourceMappings for resource cpu"
+    );
+    assert_eq!(dra_resources(&json!([{"resources": {"cpu": "4", "memory": "1Gi"}}]))["cpu"], 4_000_000_000);
+}
+
+/// 1.36's validateNodeAllocatableDRAClaimSharing words, and which release's
+/// accounting a profile gets.
+#[test]
+fn release_1_36_refuses_a_claim_another_pod_accounts() {
+    assert_eq!(sharing_36("c", 0), Ok(()));
+    assert_eq!(
+        sharing_36("c", 1).unwrap_err().to_string(),
+        "node allocatable resource claim c is already used by another pod"
+    );
+    assert_eq!(
+        sharing_36("c", 2).unwrap_err().to_string(),
+        "node allocatable resource claim c shared by multiple pods"
+    );
+    assert_eq!(Accounting::of(36, true), Accounting::Mappings);
+    assert_eq!(Accounting::of(37, true), Accounting::Resources);
+    assert_eq!(Accounting::of(37, false), Accounting::Off);
+}

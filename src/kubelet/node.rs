@@ -714,7 +714,10 @@ async fn run(
             features: profile.allocator_features(),
             extended: profile.dra_extended_resource.enabled(),
             workload_claims: profile.dra_workload_resource_claims.enabled(),
-            node_allocatable: profile.dra_node_allocatable_resources.enabled(),
+            node_allocatable: crate::controlplane::nodealloc::Accounting::of(
+                profile.version.minor(),
+                profile.dra_node_allocatable_resources.enabled(),
+            ),
         };
         let (store, timer) = crate::controlplane::controller::plane_gated(gates);
         // The API server's gates are the profile's (kube-apiserver's strategies drop disabled fields).

@@ -1066,7 +1066,10 @@ mod tests {
             features: p.allocator_features(),
             extended: p.dra_extended_resource.enabled(),
             workload_claims: p.dra_workload_resource_claims.enabled(),
-            node_allocatable: p.dra_node_allocatable_resources.enabled(),
+            node_allocatable: crate::controlplane::nodealloc::Accounting::of(
+                p.version.minor(),
+                p.dra_node_allocatable_resources.enabled(),
+            ),
         };
         for m in [34, 35, 36, 37] {
             assert_eq!(gates(&Profile::of(KubeletVersion(m))), Gates::of_minor(m), "1.{m}");

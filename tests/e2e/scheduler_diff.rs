@@ -285,6 +285,11 @@ async fn kube_node(api: &ApiServer, name: &str) {
 
 /// Run `case` on one side; per pod its compared outcome.
 async fn run_case(api: &ApiServer, side: Side, case: &Case, run: &str) -> Value {
+    run_shaped(api, side, case, run, |_| {}).await
+}
+
+/// [`run_case`] with each of the case's objects passed through `shape` first.
+async fn run_shaped(api: &ApiServer, side: Side, case: &Case, run: &str, shape: fn(&mut Value)) -> Value {
     let ns = format!("sd{run}-{}", case.name);
     let node = node_name(case, run);
     // dpctl's local API server serves no Namespaces (every namespace exists there).
@@ -296,13 +301,16 @@ async fn run_case(api: &ApiServer, side: Side, case: &Case, run: &str) -> Value 
     }
     let mut pods = Vec::new();
     for mut o in objects(case, run) {
+        shape(&mut o);
         if o["kind"] == "Pod" {
             let spec = &mut o["spec"];
             if spec["containers"].is_null() {
                 spec["containers"] = json!([{"name": "c"}]);
             }
-            for c in spec["containers"].as_array_mut().into_iter().flatten() {
-                c["image"] = json!("registry.example.com/app:1");
+            for k in ["initContainers", "containers"] {
+                for c in spec[k].as_array_mut().into_iter().flatten() {
+                    c["image"] = json!("registry.example.com/app:1");
+                }
             }
             match side {
                 Side::Kube => spec["nodeSelector"] = json!({"kubernetes.io/hostname": node}),
@@ -507,10 +515,17 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 
 /// The failing case written where the failure names it.
 fn write_case(case: &Case, run: &str, lines: &[String]) -> PathBuf {
+    write_shaped(case, run, lines, |_| {}, case.name)
+}
+
+/// [`write_case`] with the objects as `shape` made them, in `stem`.json.
+fn write_shaped(case: &Case, run: &str, lines: &[String], shape: fn(&mut Value), stem: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scheduler-diff");
     std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(format!("{}.json", case.name));
-    let body = json!({"case": case.name, "objects": objects(case, run), "differences": lines});
+    let f = dir.join(format!("{stem}.json"));
+    let mut objects = objects(case, run);
+    objects.iter_mut().for_each(shape);
+    let body = json!({"case": case.name, "objects": objects, "differences": lines});
     std::fs::write(&f, serde_json::to_string_pretty(&body).unwrap()).unwrap();
     f
 }
@@ -1562,4 +1577,390 @@ async fn binding_timeout_deallocates_as_kube_schedulers_prebind() {
         diff(k["step"].as_str().unwrap_or_default(), d, k, &mut lines);
     }
     assert!(lines.is_empty(), "dpctl's binding timeout differs from kube-scheduler's:\n{}", lines.join("\n"));
+}
+
+/// KEP-5517 (DRANodeAllocatableResources, alpha, off in 1.37) with the
+/// gate on on both sides: devices that are the node's cpu (a
+/// `deviceMultiplier` mapping), a GPU with a memory overhead (per pod and
+/// per container), a shared memory device whose consumed capacity maps to
+/// memory (`capacityKey`, `capacityMultiplier`); on a node of 8 cpu and
+/// 16Gi. p1 takes two cpu devices; p2 shares p1's mapped claim (refused:
+/// a mapped claim is not shared across pods); p3 and p4 share the
+/// overhead-only GPU claim (allowed, each pod its own overhead); p5 maps
+/// 3Gi of consumed capacity to 6Gi of memory; p6 asks for 3 cpu and a cpu
+/// device of 2 where 3 are left (refused: Insufficient cpu); p7's pod-level
+/// request of 1 cpu does not cover its claim's 2 (refused); p8's pod-level
+/// limit of 2.5 cpu does not cover its container's limit of 1 and the
+/// claim's 2 (refused).
+const NODE_ALLOCATABLE_CASE: Case = Case {
+    name: "node-allocatable",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'cpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'gpu'"}}]}},
+        {"kind":"DeviceClass","metadata":{"name":"{c}-mem"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}' && device.attributes['{d}'].kind == 'mem'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[
+                {"name":"cpu-0","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-1","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"cpu-2","attributes":{"kind":{"string":"cpu"}},"nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}}}},
+                {"name":"gpu-0","attributes":{"kind":{"string":"gpu"}},"nodeAllocatableResources":{"memory":{"overhead":{"perPod":"1Gi","perContainer":"512Mi"}}}},
+                {"name":"mem-0","attributes":{"kind":{"string":"mem"}},"allowMultipleAllocations":true,"capacity":{"memory":{"value":"8Gi"}},
+                 "nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"2"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"cpus"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu","count":2}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"gpu"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"mem"},"spec":{"devices":{"requests":[{"name":"mem","exactly":{"deviceClassName":"{c}-mem","capacity":{"requests":{"memory":"3Gi"}}}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"more"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"cpus","resourceClaimName":"cpus"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"cpus"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p3"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"a","resources":{"requests":{"memory":"1Gi"},"claims":[{"name":"gpu"}]}},{"name":"b","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p4"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"gpu"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p5"},"spec":{"resourceClaims":[{"name":"mem","resourceClaimName":"mem"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"mem"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p6"},"spec":{"resourceClaims":[{"name":"more","resourceClaimName":"more"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"3"},"claims":[{"name":"more"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"level"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p7"},"spec":{"resources":{"requests":{"cpu":"1"}},"resourceClaims":[{"name":"level","resourceClaimName":"level"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"level"}]}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"limit"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p8"},"spec":{"resources":{"requests":{"cpu":"2500m"},"limits":{"cpu":"2500m"}},
+            "resourceClaims":[{"name":"limit","resourceClaimName":"limit"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"100m"},"limits":{"cpu":"1"},"claims":[{"name":"limit"}]}}]}}
+    ]"#,
+};
+
+/// #48, KEP-5517: with DRANodeAllocatableResources on on both sides
+/// (`-feature-gates` for the real control plane, `--feature-gates` for the
+/// mock kubelet), the pods of [`NODE_ALLOCATABLE_CASE`] are scheduled or
+/// refused alike and get the same `status.nodeAllocatableResourceClaimStatuses`
+/// (the claims, their containers, mapped quantities and overheads). Both
+/// sides have the case's Node (8 cpu, 16Gi): the real scheduler's and
+/// dpctl's fit check read its allocatable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
+    let Some(bin) = upstream_peer("controlplane") else { return };
+    const GATES: &str = "DRANodeAllocatableResources=true";
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GATES]).await;
+    let run = std::process::id().to_string();
+    // The node declares the feature, as a kubelet with the gate on does
+    // (status.declaredFeatures): kube-apiserver's NodeDeclaredFeatureValidator
+    // admission refuses a slice with nodeAllocatableResources for a node that
+    // does not (403 `node "N" does not support DRANodeAllocatableResources feature`).
+    let node = node_name(&NODE_ALLOCATABLE_CASE, &run);
+    allocatable_node(&kube_api, Side::Kube, &node, true).await;
+    allocatable_node(&dpctl_api, Side::Dpctl, &node, true).await;
+    let kube_out = run_case(&kube_api, Side::Kube, &NODE_ALLOCATABLE_CASE, &run).await;
+    let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &NODE_ALLOCATABLE_CASE, &run).await;
+    let ns = format!("sd{run}-{}", NODE_ALLOCATABLE_CASE.name);
+    let mut kube_writes = node_allocatable_status_writes(&kube_api, &ns).await;
+    let mut dpctl_writes = node_allocatable_status_writes(&dpctl_api, &ns).await;
+    kube_writes["admission"] = undeclared_node_slices(&kube_api, &run).await;
+    dpctl_writes["admission"] = undeclared_node_slices(&dpctl_api, &run).await;
+    // What an operator reads of a refused pod on the real side (docs/dra.md).
+    for p in ["p2", "p6", "p7", "p8"] {
+        let (_, pod) = call(&kube_api, "GET", &format!("/api/v1/namespaces/{ns}/pods/{p}"), None).await;
+        eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
+    }
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    eprintln!("node-allocatable: kube {kube_out}");
+    // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
+    let placed: Vec<bool> = (1..=8).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
+    assert_eq!(placed, [true, false, true, true, true, false, false, false], "{kube_out:#}");
+    assert!(kube_out["p1"]["nodeAllocatableResourceClaimStatuses"].is_array(), "{kube_out:#}");
+    eprintln!("node-allocatable status writes: kube-apiserver {kube_writes}");
+    assert_eq!(kube_writes["valid"]["code"], 200, "{kube_writes:#}");
+    assert_eq!(kube_writes["admission"]["undeclared"]["code"], 403, "{kube_writes:#}");
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    diff(".statusWrites", &dpctl_writes, &kube_writes, &mut lines);
+    if !lines.is_empty() {
+        let f = write_case(&NODE_ALLOCATABLE_CASE, &run, &lines);
+        panic!(
+            "{GATES}: dpctl's control plane accounts node-allocatable resources otherwise (written to {}):\n{}",
+            f.display(),
+            lines.join("\n")
+        );
+    }
+}
+
+/// What an API server answers of `status.nodeAllocatableResourceClaimStatuses`
+/// written to a pod in `ns` (kept from the scheduler by a scheduling gate):
+/// a valid entry (kept), a status update without the field (the old kept:
+/// pod/strategy.go PrepareForUpdate), an invalid entry (422 and its causes:
+/// validateNodeAllocatableResourceClaimStatus), an explicit empty list (cleared).
+async fn node_allocatable_status_writes(api: &ApiServer, ns: &str) -> Value {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writes"},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}], "resourceClaims": [{"name": "g", "resourceClaimName": "x"}],
+            "containers": [{"name": "c", "image": "registry.example.com/app:1", "resources": {"claims": [{"name": "g"}]}}]}});
+    create(api, &format!("/api/v1/namespaces/{ns}/pods"), &pod).await;
+    let path = format!("/api/v1/namespaces/{ns}/pods/writes/status");
+    let merge = "application/merge-patch+json";
+    let field = "nodeAllocatableResourceClaimStatuses";
+    let patch = |v: Value| {
+        let (api, path) = (api.clone(), path.clone());
+        async move {
+            let (code, body) =
+                kube::request_as(&api, "PATCH", &path, merge, Some(&json!({"status": {field: v}})), T).await.unwrap();
+            json!({"code": code, "causes": answer_shape(code, &body)["causes"], field: body["status"][field]})
+        }
+    };
+    let valid = patch(json!([{"resourceClaimName": "x", "containers": ["c"],
+        "mapping": [{"name": "cpu", "quantity": "2"}], "overhead": [{"name": "memory", "perPod": "1Gi", "perContainer": "0"}]}]))
+    .await;
+    let (_, mut cur) = call(api, "GET", &format!("/api/v1/namespaces/{ns}/pods/writes"), None).await;
+    if let Some(st) = cur["status"].as_object_mut() {
+        st.remove(field);
+    }
+    let (code, body) = call(api, "PUT", &path, Some(&cur)).await;
+    let omitted = json!({"code": code, field: body["status"][field]});
+    let invalid = patch(json!([{"resourceClaimName": "nope",
+        "mapping": [{"name": "example.com/gpu", "quantity": "-1"}], "overhead": [{"name": "memory"}, {"name": "cpu", "perPod": "-1"}]}]))
+    .await;
+    let cleared = patch(json!([])).await;
+    json!({"valid": valid, "omitted": omitted, "invalid": invalid, "cleared": cleared})
+}
+
+/// KEP-5517's slices for nodes that cannot take them (the gate on):
+/// kube-apiserver's NodeDeclaredFeatureValidator admission refuses a slice
+/// with nodeAllocatableResources for a Node that does not declare
+/// DRANodeAllocatableResources and for a Node that does not exist (403).
+async fn undeclared_node_slices(api: &ApiServer, run: &str) -> Value {
+    let undeclared = format!("sd{run}-undeclared");
+    kube_node(api, &undeclared).await;
+    let slice = |name: &str, node: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "na.example.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "cpu-0", "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "2"}}}}]}})
+    };
+    let path = "/apis/resource.k8s.io/v1/resourceslices";
+    let (uc, ub) = call(api, "POST", path, Some(&slice(&format!("{undeclared}-s"), &undeclared))).await;
+    let ghost = format!("sd{run}-ghost");
+    let (gc, gb) = call(api, "POST", path, Some(&slice(&format!("{ghost}-s"), &ghost))).await;
+    json!({"undeclared": refusal(uc, &ub), "ghost": refusal(gc, &gb)})
+}
+
+/// KEP-5517 cases (DRANodeAllocatableResources on), in 1.37's shape; each
+/// node has 8 cpus and 16Gi of memory allocatable. [`to_1_36`] makes 1.36's
+/// of them.
+const NODE_ALLOCATABLE_CASES: &[Case] = &[
+    Case {
+        name: "na-mapped",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{c}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"cpu-0","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}},"memory":{"mapping":{"deviceMultiplier":"1Gi"}}}},
+                       {"name":"cpu-1","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"2"}},"memory":{"mapping":{"deviceMultiplier":"1Gi"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"two"},"spec":{"devices":{"requests":[{"name":"cpus","exactly":{"deviceClassName":"{c}-cpu","count":2}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"two"}],
+            "initContainers":[{"name":"init","resources":{"claims":[{"name":"g"}]}}],
+            "containers":[{"name":"main","resources":{"requests":{"cpu":"1"},"claims":[{"name":"g"}]}},{"name":"side"}]}}
+    ]"#,
+    },
+    Case {
+        name: "na-fill",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{c}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"cpu-0","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"3"}}}},
+                       {"name":"cpu-1","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"3"}}}},
+                       {"name":"cpu-2","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"3"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"a"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"b"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"ResourceClaim","metadata":{"name":"c"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"a"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"g"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"b"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"claims":[{"name":"g"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p3"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"c"}],
+            "containers":[{"name":"c","resources":{"requests":{"cpu":"100m"},"claims":[{"name":"g"}]}}]}}
+    ]"#,
+    },
+    Case {
+        name: "na-shared-claim",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{c}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"cpu-0","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"1"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"one"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"one"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"g"}]}}]}},
+        {"kind":"Pod","metadata":{"name":"p2"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"one"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"g"}]}}]}}
+    ]"#,
+    },
+    Case {
+        name: "na-unreferenced",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-cpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{c}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"cpu-0","nodeAllocatableResources":{"cpu":{"mapping":{"deviceMultiplier":"1"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"one"},"spec":{"devices":{"requests":[{"name":"cpu","exactly":{"deviceClassName":"{c}-cpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"one"}],"containers":[{"name":"c"}]}}
+    ]"#,
+    },
+    Case {
+        name: "na-capacity",
+        objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-mem"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{c}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"mem-0","allowMultipleAllocations":true,
+                "capacity":{"memory":{"value":"8Gi","requestPolicy":{"default":"1Gi","validRange":{"min":"1Gi","step":"1Gi"}}}},
+                "nodeAllocatableResources":{"memory":{"mapping":{"capacityKey":"memory","capacityMultiplier":"1"}}}}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"three-gi"},"spec":{"devices":{"requests":[{"name":"mem","exactly":{"deviceClassName":"{c}-mem",
+            "capacity":{"requests":{"memory":"3Gi"}}}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"three-gi"}],
+            "containers":[{"name":"c","resources":{"claims":[{"name":"g"}]}}]}}
+    ]"#,
+    },
+];
+
+/// A 1.37 case object in 1.36's shape, as a driver built for 1.36 publishes
+/// it: a device's `nodeAllocatableResources` become
+/// `nodeAllocatableResourceMappings` (`deviceMultiplier`, or `capacityKey`
+/// with `capacityMultiplier`, as `allocationMultiplier`; 1.36 has no overheads).
+fn to_1_36(o: &mut Value) {
+    for d in o["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        let Some(Value::Object(na)) = d.as_object_mut().and_then(|d| d.remove("nodeAllocatableResources")) else {
+            continue;
+        };
+        let mut mappings = serde_json::Map::new();
+        for (res, e) in na {
+            let m = &e["mapping"];
+            let mut out = json!({});
+            if let Some(k) = m["capacityKey"].as_str() {
+                out["capacityKey"] = json!(k);
+            }
+            let mult = if m["capacityKey"].is_string() { &m["capacityMultiplier"] } else { &m["deviceMultiplier"] };
+            if !mult.is_null() {
+                out["allocationMultiplier"] = mult.clone();
+            }
+            if m.is_object() {
+                mappings.insert(res, out);
+            }
+        }
+        d["nodeAllocatableResourceMappings"] = Value::Object(mappings);
+    }
+}
+
+/// Node `name` on `side` for the KEP-5517 cases: 8 cpus, 16Gi; with
+/// `declared`, its kubelet declares DRANodeAllocatableResources (1.37's
+/// NodeDeclaredFeatures admission wants it for a slice with node-allocatable
+/// resources).
+async fn allocatable_node(api: &ApiServer, side: Side, name: &str, declared: bool) {
+    let merge = "application/merge-patch+json";
+    if side == Side::Kube {
+        kube_node(api, name).await;
+    } else {
+        let n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}});
+        let (code, body) = call(api, "POST", "/api/v1/nodes", Some(&n)).await;
+        assert!(code == 201 || code == 409, "node {name}: {code} {body}");
+        let res = json!({"cpu": "8", "memory": "16Gi", "pods": "110"});
+        let status = json!({"status": {"capacity": res, "allocatable": res}});
+        let path = format!("/api/v1/nodes/{name}/status");
+        let (code, body) = kube::request_as(api, "PATCH", &path, merge, Some(&status), T).await.unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+    if declared {
+        let status = json!({"status": {"declaredFeatures": ["DRANodeAllocatableResources"]}});
+        let path = format!("/api/v1/nodes/{name}/status");
+        let (code, body) = kube::request_as(api, "PATCH", &path, merge, Some(&status), T).await.unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+}
+
+/// A release compared: its name, its control-plane oracle, dpctl's
+/// arguments for it, and the shape of its objects.
+type Release = (&'static str, &'static str, &'static [&'static str], fn(&mut Value));
+
+/// #48, KEP-5517 per release: [`NODE_ALLOCATABLE_CASES`] with
+/// DRANodeAllocatableResources on, on kube-scheduler of v1.37.2
+/// (`controlplane`) and v1.36.3 (`controlplane-1.36`, the cases in 1.36's
+/// shape) and on dpctl's control plane of the same profile: per pod whether
+/// it is placed, the `status.nodeAllocatableResourceClaimStatuses` the
+/// scheduler wrote, and its claims. A difference names the release and the
+/// case, and the case is written where the failure says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_allocatable_resources_are_accounted_as_each_releases_scheduler_does() {
+    const GATE: &str = "DRANodeAllocatableResources=true";
+    let releases: [Release; 2] = [
+        ("1.37", "controlplane", &["--feature-gates", GATE], |_| {}),
+        ("1.36", "controlplane-1.36", &["--kubelet-version", "1.36", "--feature-gates", GATE], to_1_36),
+    ];
+    let mut failures = Vec::new();
+    for (release, bin, dpctl_args, shape) in releases {
+        let Some(bin) = upstream_peer(bin) else { return };
+        let d = tmp();
+        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATE]).await;
+        let (_k, child, log, dpctl_api) = dpctl_plane(dpctl_args).await;
+        let run = std::process::id().to_string();
+        let declared = release == "1.37";
+        let mut kube_runs = Vec::new();
+        for case in NODE_ALLOCATABLE_CASES {
+            allocatable_node(&kube_api, Side::Kube, &node_name(case, &run), declared).await;
+            kube_runs.push(run_shaped(&kube_api, Side::Kube, case, &run, shape).await);
+        }
+        // Not vacuous: the real scheduler wrote node-allocatable statuses and left a pod unscheduled.
+        let pods: Vec<&Value> =
+            kube_runs.iter().flat_map(|o| o.as_object().into_iter().flat_map(|m| m.values())).collect();
+        assert!(pods.iter().any(|p| p["nodeAllocatableResourceClaimStatuses"].is_array()), "{release}: {kube_runs:#?}");
+        assert!(pods.iter().any(|p| p["scheduled"] == false), "{release}: {kube_runs:#?}");
+        for (case, kube_out) in NODE_ALLOCATABLE_CASES.iter().zip(kube_runs) {
+            allocatable_node(&dpctl_api, Side::Dpctl, &node_name(case, &run), declared).await;
+            let dpctl_out = run_shaped(&dpctl_api, Side::Dpctl, case, &run, shape).await;
+            let mut lines = Vec::new();
+            diff("", &dpctl_out, &kube_out, &mut lines);
+            if lines.is_empty() {
+                eprintln!("node-allocatable differential {release}: {}: alike", case.name);
+            } else {
+                let f = write_shaped(case, &run, &lines, shape, &format!("{}-{release}", case.name));
+                failures.push(format!(
+                    "{release}, case {} (written to {}):\n{}",
+                    case.name,
+                    f.display(),
+                    lines.join("\n")
+                ));
+            }
+        }
+        // The API server's validation of a status written in the release's shape.
+        let bad = match release {
+            "1.36" => json!([{"resourceClaimName": "nope", "resources": {"example.com/x": "-1"}}]),
+            _ => json!([{"resourceClaimName": "nope", "mapping": [{"name": "example.com/x", "quantity": "-1"}]}]),
+        };
+        let (kube_bad, dpctl_bad) = (
+            bad_node_allocatable_status(&kube_api, &run, &bad).await,
+            bad_node_allocatable_status(&dpctl_api, &run, &bad).await,
+        );
+        assert_eq!(kube_bad["code"], 422, "{release}: {kube_bad}");
+        if dpctl_bad != kube_bad {
+            failures.push(format!("{release}, a bad status: dpctl {dpctl_bad}\n upstream {kube_bad}"));
+        }
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    }
+    assert!(failures.is_empty(), "dpctl accounts node-allocatable resources otherwise:\n{}", failures.join("\n\n"));
+}
+
+/// What `api` answers to na-mapped's pod p1 given `statuses` as its
+/// `status.nodeAllocatableResourceClaimStatuses`: the code and each cause.
+async fn bad_node_allocatable_status(api: &ApiServer, run: &str, statuses: &Value) -> Value {
+    let path = format!("/api/v1/namespaces/sd{run}-na-mapped/pods/p1");
+    let (code, mut pod) = call(api, "GET", &path, None).await;
+    assert_eq!(code, 200, "{pod}");
+    pod["status"]["nodeAllocatableResourceClaimStatuses"] = statuses.clone();
+    let (code, got) = call(api, "PUT", &format!("{path}/status"), Some(&pod)).await;
+    let causes: Vec<Value> = got["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({"field": c["field"], "reason": c["reason"], "message": c["message"]}))
+        .collect();
+    json!({"code": code, "causes": causes})
 }

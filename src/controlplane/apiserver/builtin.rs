@@ -813,7 +813,7 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         super::rules::drop_disabled_pod_status_fields(&mut next, Some(cur), store.gates.node_allocatable_resources);
     }
     let mut causes = if k.kind == "Pod" && r.sub == Some("status") {
-        super::rules::pod_node_allocatable_status(&next)
+        super::rules::pod_node_allocatable_status(&next, store.api_minor)
     } else {
         validate(k, &next, name)
     };

@@ -1232,7 +1232,10 @@ fn node_allocatable_name(name: &str) -> bool {
 /// or `status.resourceClaimStatuses`), its mapped and overhead resources are
 /// node-allocatable names with non-negative quantities, an overhead has
 /// `perPod` or `perContainer`.
-pub(super) fn pod_node_allocatable_status(pod: &Value) -> Vec<Cause> {
+pub(super) fn pod_node_allocatable_status(pod: &Value, minor: u32) -> Vec<Cause> {
+    if minor <= 36 {
+        return pod_node_allocatable_status_36(pod);
+    }
     let mut out = Vec::new();
     let base = "status.nodeAllocatableResourceClaimStatuses";
     let q = |v: &Value| {
@@ -1274,6 +1277,48 @@ pub(super) fn pod_node_allocatable_status(pod: &Value) -> Vec<Cause> {
                 if let Some((true, v)) = q(&o[f]) {
                     out.push(invalid(&format!("{p}.{f}"), &v, "must be non-negative"));
                 }
+            }
+        }
+    }
+    out
+}
+
+/// v1.36.3 validation.go validateNodeAllocatableResourceClaimStatus (1.36's
+/// shape, a `resources` map): each entry names a claim the pod names, has
+/// containers and resources, each resource a native name
+/// (v1helper.IsNativeResource: no `/`, or a `kubernetes.io/` one) with a
+/// non-negative quantity. The resources in name order (upstream walks a Go
+/// map: in any order).
+fn pod_node_allocatable_status_36(pod: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let base = "status.nodeAllocatableResourceClaimStatuses";
+    for (i, st) in items(&pod["status"]["nodeAllocatableResourceClaimStatuses"]).iter().enumerate() {
+        let at = format!("{base}[{i}]");
+        let claim = text(&st["resourceClaimName"]);
+        if claim.is_empty() {
+            out.push(required(&format!("{at}.resourceClaimName"), "must not be empty"));
+        }
+        let named = items(&pod["spec"]["resourceClaims"]).iter().any(|c| c["resourceClaimName"] == claim)
+            || items(&pod["status"]["resourceClaimStatuses"]).iter().any(|c| c["resourceClaimName"] == claim);
+        if !named {
+            out.push(invalid(&format!("{at}.resourceClaimName"), claim, "no mapping found in pod reference"));
+        }
+        if items(&st["containers"]).is_empty() {
+            out.push(required(&format!("{at}.containers"), "must not be empty"));
+        }
+        let resources = st["resources"].as_object().filter(|r| !r.is_empty());
+        let Some(resources) = resources else {
+            out.push(required(&format!("{at}.resources"), "must not be empty"));
+            continue;
+        };
+        for (name, q) in resources {
+            let key = format!("{at}.resources[{name}]");
+            if name.contains('/') && !name.contains("kubernetes.io/") {
+                out.push(invalid(&key, name, "must be a node allocatable resource name"));
+            }
+            let q = q.as_str().and_then(|s| crate::controlplane::objects::quantity::Quantity::read(s).ok());
+            if let Some(q) = q.filter(|q| q.nanos() < 0) {
+                out.push(invalid(&key, q.computed_like(q.nanos()).text(), "must be non-negative"));
             }
         }
     }
