@@ -949,55 +949,33 @@ const GATED_ALLOWED: &[(&str, &str, &str)] = &[
     ("st-status", ".st-status.status.allocation.devices.results[0].skipNodeOperations", "as above"),
 ];
 
+/// 1.36's counterparts of [`ALL_OFF`] and [`ALPHA_ON`] (v1.36.3
+/// kube_features.go: no DRADeviceCompatibilityGroups, DRADerivedAttributes
+/// or DRAPartitionableDevicesType yet; their fields are unknown there).
+const ALL_OFF_36: &str = ALL_OFF;
+/// The alpha gates of 1.36 among them, on.
+const ALPHA_ON_36: &str = "DRAListTypeAttributes=true,DRANodeAllocatableResources=true";
+
 /// #48: the local API server's strategies against kube-apiserver's
-/// (v1.37.2, pkg/registry/resource/*/strategy.go and
-/// pkg/api/resourceclaimspec dropDisabled*Fields), with every gate they
-/// read that can be turned off, off ([`ALL_OFF`]), at their 1.37 defaults,
-/// and with the alpha ones on ([`ALPHA_ON`]): each write of
-/// [`gated_writes`] is answered alike and stores the same fields. A
-/// difference names the write and the path.
+/// (pkg/registry/resource/*/strategy.go and pkg/api/resourceclaimspec
+/// dropDisabled*Fields) of v1.37.2 and of v1.36.3 (`controlplane-1.36`,
+/// dpctl under `--kubelet-version 1.36`), with every gate they read that
+/// can be turned off, off ([`ALL_OFF`]), at the release's defaults, and
+/// with the alpha ones on ([`ALPHA_ON`], [`ALPHA_ON_36`]): each write of
+/// [`gated_writes`] is answered alike and stores the same fields (a field
+/// the release does not have is an unknown one, dropped). A difference
+/// names the release, the write and the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
-    let Some(bin) = upstream_peer("controlplane") else { return };
     let mut failures = Vec::new();
-    for gates in [Some(ALL_OFF), None, Some(ALPHA_ON)] {
-        let d = tmp();
-        let up: Vec<&str> = gates.map(|g| vec!["-feature-gates", g]).unwrap_or_default();
-        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &up).await;
-        let args: Vec<&str> = gates.map(|g| vec!["--feature-gates", g]).unwrap_or_default();
-        let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
-        let run = std::process::id().to_string();
-        let kube_out = gated_fields(&kube_api, &run).await;
-        let dpctl_out = gated_fields(&dpctl_api, &run).await;
-        stop_tailed(child, log).await.expect_code(0);
-        sigterm(&cp);
-        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
-        // Not vacuous: kube-apiserver stored the plain slice and the claim whose status was written.
-        assert_eq!(kube_out["plain"]["code"], 201, "{gates:?}: {kube_out:#}");
-        // The NodeDeclaredFeatures admission refuses a slice on a missing node only with DRANodeAllocatableResources on.
-        let refused = if gates == Some(ALPHA_ON) { 403 } else { 201 };
-        assert_eq!(kube_out["allocatable-missing"]["code"], refused, "{gates:?}: {kube_out:#}");
-        let invalid = if gates == Some(ALPHA_ON) { 422 } else { 201 };
-        assert_eq!(kube_out["c-derived-unused"]["code"], invalid, "{gates:?}: {kube_out:#}");
-        assert_eq!(kube_out["st-status"]["code"], 200, "{gates:?}: {kube_out:#}");
-        assert_eq!(
-            kube_out["binding"]["spec"]["devices"][0].get("bindingConditions").is_some(),
-            gates != Some(ALL_OFF),
-            "{gates:?}: {kube_out:#}"
-        );
-        let mut lines = Vec::new();
-        diff("", &dpctl_out, &kube_out, &mut lines);
-        for (w, path, why) in GATED_ALLOWED {
-            let before = lines.len();
-            lines.retain(|l| !l.starts_with(&format!("{path}:")));
-            if before == lines.len() && kube_out[w]["code"] == dpctl_out[w]["code"] && gates.is_none() {
-                failures.push(format!("{gates:?}: {path} is allowed to differ but is alike now: drop it"));
-            } else if before != lines.len() {
-                eprintln!("gated fields ({gates:?}): {path} differs, allowed: {why}");
-            }
-        }
-        if !lines.is_empty() {
-            failures.push(format!("{gates:?}:\n{}", lines.join("\n")));
+    let releases: [GatedRelease; 2] = [
+        ("1.37", "controlplane", &[], [Some(ALL_OFF), None, Some(ALPHA_ON)]),
+        ("1.36", "controlplane-1.36", &["--kubelet-version", "1.36"], [Some(ALL_OFF_36), None, Some(ALPHA_ON_36)]),
+    ];
+    for (release, bin, base, gate_sets) in releases {
+        let Some(bin) = upstream_peer(bin) else { return };
+        for gates in gate_sets {
+            failures.extend(gated_fields_alike(release, &bin, base, gates).await);
         }
     }
     assert!(
@@ -1005,6 +983,64 @@ async fn gated_dra_fields_are_dropped_as_kube_apiserver_drops_them() {
         "dpctl's API server stores gated fields otherwise than kube-apiserver:\n{}",
         failures.join("\n\n")
     );
+}
+
+/// A release of the gated-fields differential: its name, its control-plane
+/// oracle, dpctl's arguments for it, and its three gate settings.
+type GatedRelease = (&'static str, &'static str, &'static [&'static str], [Option<&'static str>; 3]);
+
+/// One run of [`gated_dra_fields_are_dropped_as_kube_apiserver_drops_them`]:
+/// `release`'s control plane `bin` and dpctl with `base` arguments, both
+/// with `gates`; the differences found.
+async fn gated_fields_alike(release: &str, bin: &Path, base: &[&str], gates: Option<&str>) -> Vec<String> {
+    let mut failures = Vec::new();
+    let d = tmp();
+    let up: Vec<&str> = gates.map(|g| vec!["-feature-gates", g]).unwrap_or_default();
+    let (mut cp, kube_api) = upstream_plane(bin, d.path(), &up).await;
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(gates.map(|g| vec!["--feature-gates", g]).unwrap_or_default());
+    let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
+    let run = std::process::id().to_string();
+    let kube_out = gated_fields(&kube_api, &run).await;
+    let dpctl_out = gated_fields(&dpctl_api, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    let alpha = gates == Some(ALPHA_ON);
+    let at = format!("{release} {gates:?}");
+    // Not vacuous: kube-apiserver stored the plain slice and the claim whose status was written.
+    assert_eq!(kube_out["plain"]["code"], 201, "{at}: {kube_out:#}");
+    // The NodeDeclaredFeatures admission refuses a slice on a missing node only with 1.37's DRANodeAllocatableResources on.
+    assert_eq!(kube_out["allocatable-missing"]["code"], if alpha { 403 } else { 201 }, "{at}: {kube_out:#}");
+    assert_eq!(kube_out["c-derived-unused"]["code"], if alpha { 422 } else { 201 }, "{at}: {kube_out:#}");
+    assert_eq!(kube_out["st-status"]["code"], 200, "{at}: {kube_out:#}");
+    // 1.36's field is kept by 1.36 with its gate on, and by nothing else.
+    assert_eq!(
+        kube_out["mappings-1.36"]["spec"]["devices"][0].get("nodeAllocatableResourceMappings").is_some(),
+        release == "1.36" && gates == Some(ALPHA_ON_36),
+        "{at}: {kube_out:#}"
+    );
+    assert_eq!(
+        kube_out["binding"]["spec"]["devices"][0].get("bindingConditions").is_some(),
+        gates != Some(ALL_OFF),
+        "{at}: {kube_out:#}"
+    );
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    for (w, path, why) in GATED_ALLOWED {
+        let before = lines.len();
+        lines.retain(|l| !l.starts_with(&format!("{path}:")));
+        if before == lines.len() && kube_out[w]["code"] == dpctl_out[w]["code"] && gates.is_none() && release == "1.37"
+        {
+            failures.push(format!("{at}: {path} is allowed to differ but is alike now: drop it"));
+        } else if before != lines.len() {
+            eprintln!("gated fields ({at}): {path} differs, allowed: {why}");
+        }
+    }
+    if !lines.is_empty() {
+        failures.push(format!("{at}:\n{}", lines.join("\n")));
+    }
+    failures
 }
 
 /// The real control plane started with `args` (its own, in `dir`): the
