@@ -1564,14 +1564,30 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
         return;
     };
     let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
-    let run = std::process::id().to_string();
-    let kube = binding_run(&kube_api, Side::Kube, None, &run, false).await;
-    let (d, child, mut log, dpctl_api) = dpctl_plane(&[]).await;
+    binding_alike(&kube_api, &[], &std::process::id().to_string()).await;
+}
+
+/// The same against kube-scheduler of v1.36.3 (DRADeviceBindingConditions
+/// beta and on there too) and dpctl under `--kubelet-version 1.36`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_conditions_in_1_36_are_as_its_kube_schedulers() {
+    let Some(bin) = upstream_peer("controlplane-1.36") else { return };
+    let d = tmp();
+    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &[]).await;
+    binding_alike(&kube_api, &["--kubelet-version", "1.36"], &format!("{}v", std::process::id())).await;
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+}
+
+/// [`binding_run`] on `kube_api` and on dpctl's plane with `args`: each phase alike.
+async fn binding_alike(kube_api: &ApiServer, args: &[&str], run: &str) {
+    let kube = binding_run(kube_api, Side::Kube, None, run, false).await;
+    let (d, child, mut log, dpctl_api) = dpctl_plane(args).await;
     let mut driver = registered_driver(d.path(), &format!("bc{run}.example.com"), &mut log).await;
-    let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, false).await;
+    let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), run, false).await;
     let _ = driver.kill().await;
     stop_tailed(child, log).await.expect_code(0);
-    eprintln!("binding differential: kube-scheduler {}\n  dpctl {}", json!(kube), json!(dp));
+    eprintln!("binding differential {args:?}: kube-scheduler {}\n  dpctl {}", json!(kube), json!(dp));
     // Not vacuous: the real scheduler held the pod, then let it go.
     assert_eq!(
         kube.iter().map(|s| s["pastPreBind"].clone()).collect::<Vec<_>>(),
@@ -1581,7 +1597,11 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
     for (k, d) in kube.iter().zip(&dp) {
         diff(k["step"].as_str().unwrap_or_default(), d, k, &mut lines);
     }
-    assert!(lines.is_empty(), "dpctl's binding-condition wait differs from kube-scheduler's:\n{}", lines.join("\n"));
+    assert!(
+        lines.is_empty(),
+        "{args:?}: dpctl's binding-condition wait differs from kube-scheduler's:\n{}",
+        lines.join("\n")
+    );
 }
 
 /// #48: the binding timeout (kube-scheduler's DynamicResources
