@@ -336,7 +336,17 @@ impl Store {
         let beta_off = ["v1beta2", "v1beta1"]
             .iter()
             .any(|v| !self.resource_versions.contains(v) && under(&format!("/apis/resource.k8s.io/{v}")));
-        (self.generic_workload || !under("/apis/scheduling.k8s.io/v1beta1")) && !beta_off
+        let pod_groups_off = ["v1beta1", "v1alpha2"]
+            .iter()
+            .any(|v| self.pod_group_version() != Some(v) && under(&format!("/apis/scheduling.k8s.io/{v}")));
+        !pod_groups_off && !beta_off
+    }
+
+    /// The scheduling.k8s.io version PodGroups are served in: none with
+    /// GenericWorkload off; 1.36's kube-apiserver serves them as `v1alpha2`
+    /// (pkg/registry/scheduling/rest of v1.36.3), 1.37's as `v1beta1`.
+    pub(crate) fn pod_group_version(&self) -> Option<&'static str> {
+        self.generic_workload.then_some(if self.api_minor <= 36 { "v1alpha2" } else { "v1beta1" })
     }
 
     /// Run the controllers after a write, under its lock.
@@ -719,7 +729,7 @@ pub fn answer_typed(
         return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
     if let Some(d) =
-        discovery::answer(path, custom::groups(&store.lock()), store.generic_workload, store.resource_versions)
+        discovery::answer(path, custom::groups(&store.lock()), store.pod_group_version(), store.resource_versions)
     {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
@@ -1180,7 +1190,7 @@ async fn respond(
     let groups = custom::groups(&store.lock());
     let found = {
         let path = decoded_path(req.uri().path());
-        discovery::answer(&path, groups, store.generic_workload, store.resource_versions)
+        discovery::answer(&path, groups, store.pod_group_version(), store.resource_versions)
             .or_else(|| custom::discovery(&store.lock(), &path))
     };
     if let Some(d) = found {

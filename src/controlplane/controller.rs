@@ -156,9 +156,6 @@ pub fn pod_group(pod: &Value) -> Option<&str> {
     pod["spec"]["schedulingGroup"]["podGroupName"].as_str().filter(|n| !n.is_empty())
 }
 
-/// The apiVersion of the PodGroups served (scheduling.k8s.io/v1beta1 in 1.37).
-pub const POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
-
 /// The PodGroup that owns `claim` as its controller: (name, uid)
 /// (claimPodGroupOwnerIndexFunc; the version of its apiVersion ignored).
 fn owning_pod_group(claim: &Value) -> Option<(&str, &str)> {
@@ -214,7 +211,8 @@ fn sync_pod_group(tx: &mut Txn<'_>, group: &Value) {
             Some(c) => c,
             None => {
                 let Some(t) = tx.get("resource.k8s.io", "resourceclaimtemplates", ns, template) else { continue };
-                match tx.create_claim(claim_for(group, (POD_GROUP_API_VERSION, "PodGroup"), gc_name, &t)) {
+                let api_version = tx.pod_group_api_version();
+                match tx.create_claim(claim_for(group, (&api_version, "PodGroup"), gc_name, &t)) {
                     Ok(n) => n,
                     Err(_) => continue,
                 }

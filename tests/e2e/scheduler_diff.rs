@@ -241,7 +241,7 @@ fn collection(o: &Value, ns: &str) -> String {
         "ResourceSlice" => "/apis/resource.k8s.io/v1/resourceslices".into(),
         "ResourceClaim" => format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"),
         "ResourceClaimTemplate" => format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"),
-        "PodGroup" => format!("/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"),
+        "PodGroup" => format!("/apis/{}/namespaces/{ns}/podgroups", o["apiVersion"].as_str().unwrap()),
         k => panic!("no collection for {k}"),
     }
 }
@@ -552,35 +552,52 @@ const GROUP_GATES: &str = "GenericWorkload=true,DRAWorkloadResourceClaims=true";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_scheduler_do() {
-    let Some(bin) = upstream_peer("controlplane") else { return };
-    let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(
-        &bin,
-        d.path(),
-        &["-feature-gates", GROUP_GATES, "-runtime-config", "scheduling.k8s.io/v1beta1=true"],
-    )
-    .await;
-
-    let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GROUP_GATES]).await;
-    let run = std::process::id().to_string();
+    let releases: [(&str, &str, &str, &[&str]); 2] = [
+        ("controlplane", "scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1beta1=true", &[]),
+        (
+            "controlplane-1.36",
+            "scheduling.k8s.io/v1alpha2",
+            "scheduling.k8s.io/v1alpha2=true",
+            &["--kubelet-version", "1.36"],
+        ),
+    ];
     let mut failures = Vec::new();
-    for case in GROUP_CASES {
-        let kube_out = run_case(&kube_api, Side::Kube, case, &run).await;
-        let placed =
-            kube_out.as_object().into_iter().flat_map(|m| m.values()).filter(|p| p["scheduled"] == true).count();
-        assert!(placed > 0, "kube-scheduler placed no member pod: {kube_out:#}");
-        let dpctl_out = run_case(&dpctl_api, Side::Dpctl, case, &run).await;
-        let mut lines = Vec::new();
-        diff("", &dpctl_out, &kube_out, &mut lines);
-        if !lines.is_empty() {
-            let f = write_case(case, &run, &lines);
-            failures.push(format!("case {} (written to {}):\n{}", case.name, f.display(), lines.join("\n")));
+    for (bin, gv, runtime_config, base) in releases {
+        let Some(bin) = upstream_peer(bin) else { return };
+        let d = tmp();
+        let (mut cp, kube_api) =
+            upstream_plane(&bin, d.path(), &["-feature-gates", GROUP_GATES, "-runtime-config", runtime_config]).await;
+        let mut args = base.to_vec();
+        args.extend(["--feature-gates", GROUP_GATES]);
+        let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
+        let run = std::process::id().to_string();
+        // The PodGroups in the release's version.
+        let shape: fn(&mut Value) = match gv {
+            "scheduling.k8s.io/v1alpha2" => |o| {
+                if o["kind"] == "PodGroup" {
+                    o["apiVersion"] = json!("scheduling.k8s.io/v1alpha2");
+                }
+            },
+            _ => |_| {},
+        };
+        for case in GROUP_CASES {
+            let kube_out = run_shaped(&kube_api, Side::Kube, case, &run, shape).await;
+            let placed =
+                kube_out.as_object().into_iter().flat_map(|m| m.values()).filter(|p| p["scheduled"] == true).count();
+            assert!(placed > 0, "{gv}: kube-scheduler placed no member pod: {kube_out:#}");
+            let dpctl_out = run_shaped(&dpctl_api, Side::Dpctl, case, &run, shape).await;
+            let mut lines = Vec::new();
+            diff("", &dpctl_out, &kube_out, &mut lines);
+            if !lines.is_empty() {
+                let f = write_shaped(case, &run, &lines, shape, &format!("{}-{}", case.name, gv.replace('/', "_")));
+                failures.push(format!("{gv} case {} (written to {}):\n{}", case.name, f.display(), lines.join("\n")));
+            }
         }
+        failures.extend(pod_group_validation(&kube_api, &dpctl_api, &run, gv).await);
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
     }
-    failures.extend(pod_group_validation(&kube_api, &dpctl_api, &run).await);
-    stop_tailed(child, log).await.expect_code(0);
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -649,12 +666,13 @@ fn answer_shape(code: u16, body: &Value) -> Value {
 
 /// Each of [`GROUP_SPECS`] created on both sides; a differing answer is a
 /// failure, its request written beside the cases.
-async fn pod_group_validation(kube_api: &ApiServer, dpctl_api: &ApiServer, run: &str) -> Vec<String> {
+async fn pod_group_validation(kube_api: &ApiServer, dpctl_api: &ApiServer, run: &str, gv: &str) -> Vec<String> {
     let mut failures = Vec::new();
-    let path = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups";
+    let path = format!("/apis/{gv}/namespaces/default/podgroups");
+    let path = path.as_str();
     for (name, spec) in GROUP_SPECS {
         let spec: Value = serde_json::from_str(spec).unwrap();
-        let body = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        let body = json!({"apiVersion": gv, "kind": "PodGroup",
             "metadata": {"name": format!("{name}-{run}")}, "spec": spec});
         let (kc, kb) = call(kube_api, "POST", path, Some(&body)).await;
         let (dc, db) = call(dpctl_api, "POST", path, Some(&body)).await;
@@ -662,11 +680,11 @@ async fn pod_group_validation(kube_api: &ApiServer, dpctl_api: &ApiServer, run: 
         if k != d {
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scheduler-diff");
             std::fs::create_dir_all(&dir).unwrap();
-            let f = dir.join(format!("podgroup-{name}.json"));
+            let f = dir.join(format!("podgroup-{name}-{}.json", gv.replace('/', "_")));
             let doc = json!({"request": body, "kube-apiserver": k, "dpctl": d});
             std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
             failures.push(format!(
-                "PodGroup {name} (written to {}):\n  kube-apiserver {k}\n  dpctl          {d}",
+                "{gv} PodGroup {name} (written to {}):\n  kube-apiserver {k}\n  dpctl          {d}",
                 f.display()
             ));
         }

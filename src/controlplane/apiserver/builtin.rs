@@ -183,6 +183,19 @@ pub(super) const KINDS: &[Kind] = &[
         clear_status_on_create: true,
         verbs: ALL,
     },
+    // And as 1.36 serves them (scheduling.k8s.io/v1alpha2; one store: the
+    // store serves one of the two, Store::pod_group_version).
+    Kind {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        resource: "podgroups",
+        kind: "PodGroup",
+        namespaced: true,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
+        verbs: ALL,
+    },
     Kind {
         group: "coordination.k8s.io",
         version: "v1",
@@ -331,8 +344,10 @@ pub(super) fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
-        // SetObjectDefaults_PodGroup (v1beta1): disruptionMode single.
-        "PodGroup" if obj["spec"]["disruptionMode"].is_null() => obj["spec"]["disruptionMode"] = json!({"single": {}}),
+        // SetObjectDefaults_PodGroup: v1beta1's disruptionMode single, v1alpha2's "Pod".
+        "PodGroup" if obj["spec"]["disruptionMode"].is_null() => {
+            obj["spec"]["disruptionMode"] = if k.version == "v1alpha2" { json!("Pod") } else { json!({"single": {}}) };
+        }
         "Event" => {
             // The times and reporter Go writes whether set or not (a zero
             // Time/MicroTime is `null`; reportingComponent/Instance have no omitempty).
@@ -425,7 +440,7 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
         "DeviceClass" => causes.extend(super::rules::device_class(obj)),
         "Pod" => causes.extend(super::rules::pod(obj)),
         "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
-        "PodGroup" => causes.extend(super::rules::pod_group(obj)),
+        "PodGroup" => causes.extend(super::rules::pod_group(obj, k.version)),
         _ => {}
     }
     causes
@@ -444,6 +459,10 @@ const POD_GROUP_IMMUTABLE: [&str; 7] = [
     "preemptionPolicy",
 ];
 
+/// The same of 1.36's v1alpha2 PodGroupSpec (k8s.io/api v0.36.3).
+const POD_GROUP_IMMUTABLE_V1ALPHA2: [&str; 5] =
+    ["podGroupTemplateRef", "resourceClaims", "disruptionMode", "priorityClassName", "priority"];
+
 /// What an update may not change (`ValidateResourceClaimTemplateUpdate`:
 /// the spec; `ValidatePodUpdate`: the spec but for its images; a PodGroup's
 /// immutable fields as its declarative validation words it,
@@ -451,16 +470,18 @@ const POD_GROUP_IMMUTABLE: [&str; 7] = [
 /// `scheduler_diff` compares with kube-apiserver).
 fn validate_update(k: &Kind, next: &Value, cur: &Value) -> Vec<Cause> {
     match k.kind {
-        "PodGroup" => POD_GROUP_IMMUTABLE
-            .iter()
-            .filter(|f| {
-                let (a, b) = (&next["spec"][**f], &cur["spec"][**f]);
-                // An empty string or list is Go's zero value, as absent.
-                let empty = |v: &Value| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty);
-                a != b && !(empty(a) && empty(b))
-            })
-            .map(|f| super::rules::invalid_raw(&format!("spec.{f}"), "null", "field is immutable"))
-            .collect(),
+        "PodGroup" => {
+            (if k.version == "v1alpha2" { &POD_GROUP_IMMUTABLE_V1ALPHA2[..] } else { &POD_GROUP_IMMUTABLE[..] })
+                .iter()
+                .filter(|f| {
+                    let (a, b) = (&next["spec"][**f], &cur["spec"][**f]);
+                    // An empty string or list is Go's zero value, as absent.
+                    let empty = |v: &Value| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty);
+                    a != b && !(empty(a) && empty(b))
+                })
+                .map(|f| super::rules::invalid_raw(&format!("spec.{f}"), "null", "field is immutable"))
+                .collect()
+        }
         "ResourceClaimTemplate" if next["spec"] != cur["spec"] => vec![super::rules::invalid_raw(
             "spec",
             &super::rules::go_template_spec(&next["spec"]),
@@ -656,7 +677,8 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         super::gated::device_class(&store.gates, &mut obj, None);
     }
     default(k, &mut obj);
-    if matches!(k.kind, "Pod" | "PodGroup") {
+    // 1.36's Priority admission leaves PodGroups alone with WorkloadAwarePreemption off (its default).
+    if k.kind == "Pod" || (k.kind == "PodGroup" && k.version != "v1alpha2") {
         // The Priority admission plugin (mutating, before validation).
         if let Err(e) = super::rules::admit_priority(k.kind, &mut obj["spec"], store.pod_group_preemption_policy) {
             let given = obj["metadata"]["name"].as_str().unwrap_or_default();
@@ -667,6 +689,7 @@ fn create(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, V
         }
     }
     if k.kind == "PodGroup" {
+        super::rules::drop_unknown_pod_group_fields(&mut obj, k.version, None);
         super::rules::drop_disabled_pod_group_fields(
             &mut obj,
             None,
@@ -767,6 +790,7 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
     };
     default(k, &mut next);
     if k.kind == "PodGroup" {
+        super::rules::drop_unknown_pod_group_fields(&mut next, k.version, Some(cur));
         super::rules::drop_disabled_pod_group_fields(
             &mut next,
             Some(cur),

@@ -45,9 +45,8 @@ fn group(served: &[&str]) -> Value {
 }
 
 /// The groups of built-in kinds besides core, as `/apis` lists them (after resource.k8s.io).
-/// (group, its one version): scheduling.k8s.io's PodGroups are v1beta1 in 1.37.
-const BUILTIN_GROUPS: &[(&str, &str)] =
-    &[("apps", "v1"), ("coordination.k8s.io", "v1"), ("scheduling.k8s.io", "v1beta1")];
+/// (group, its one version): scheduling.k8s.io's version is the PodGroups' served.
+const BUILTIN_GROUPS: &[(&str, &str)] = &[("apps", "v1"), ("coordination.k8s.io", "v1")];
 
 /// A built-in group's APIGroup entry (its one version).
 fn builtin_group(g: &str, version: &str) -> Value {
@@ -57,14 +56,15 @@ fn builtin_group(g: &str, version: &str) -> Value {
 
 /// The discovery document at `path`, if it is one (`extra`: the groups
 /// CustomResourceDefinitions declare, listed in `/apis` after this one;
-/// `pod_groups`: whether scheduling.k8s.io/v1beta1 is served, GenericWorkload
-/// on — off, kube-apiserver lists no version of the group that this server
-/// serves, so the group is left out; `resource_versions`: the
+/// `pod_groups`: the scheduling.k8s.io version PodGroups are served in
+/// (GenericWorkload on) — none, kube-apiserver lists no version of the group
+/// that this server serves, so the group is left out; `resource_versions`: the
 /// resource.k8s.io versions served, preferred first).
-pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool, resource_versions: &[&str]) -> Option<Value> {
+pub fn answer(path: &str, extra: Vec<Value>, pod_groups: Option<&str>, resource_versions: &[&str]) -> Option<Value> {
     let path = path.trim_end_matches('/');
-    let served = |g: &str| pod_groups || g != "scheduling.k8s.io";
-    let builtin_groups = || BUILTIN_GROUPS.iter().filter(|(g, _)| served(g));
+    let scheduling = pod_groups.map(|v| ("scheduling.k8s.io", v));
+    let all: Vec<(&str, &str)> = BUILTIN_GROUPS.iter().copied().chain(scheduling).collect();
+    let builtin_groups = || all.iter();
     Some(match path {
         "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
         "/api/v1" => json!({"kind": "APIResourceList", "groupVersion": "v1",
@@ -83,7 +83,7 @@ pub fn answer(path: &str, extra: Vec<Value>, pod_groups: bool, resource_versions
         }
         _ if builtin_groups().any(|(g, _)| path.strip_prefix("/apis/") == Some(*g)) => {
             let g = &path["/apis/".len()..];
-            let v = BUILTIN_GROUPS.iter().find(|(x, _)| *x == g).map_or("v1", |(_, v)| v);
+            let v = all.iter().find(|(x, _)| *x == g).map_or("v1", |(_, v)| v);
             let mut g = builtin_group(g, v);
             g["kind"] = json!("APIGroup");
             g["apiVersion"] = json!("v1");
@@ -113,18 +113,18 @@ mod tests {
     /// 1.34–1.37's default: resource.k8s.io/v1 only (betaAPIGroupVersionsDisabledByDefault).
     #[test]
     fn the_resource_betas_are_discovered_only_when_served() {
-        let g = answer("/apis/resource.k8s.io", vec![], false, &["v1"]).unwrap();
+        let g = answer("/apis/resource.k8s.io", vec![], None, &["v1"]).unwrap();
         assert_eq!(g["versions"], json!([{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]));
-        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], false, &["v1"]).is_none());
-        assert!(answer("/apis/resource.k8s.io/v1beta2", vec![], false, &["v1", "v1beta1"]).is_none());
-        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], false, &["v1", "v1beta1"]).is_some());
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1"]).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta2", vec![], None, &["v1", "v1beta1"]).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1", "v1beta1"]).is_some());
     }
 
     #[test]
     fn discovery_names_the_served_resources_and_verbs() {
-        let g = answer("/apis", vec![], true, ALL).unwrap();
+        let g = answer("/apis", vec![], Some("v1beta1"), ALL).unwrap();
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
-        let v1 = answer("/apis/resource.k8s.io/v1", vec![], true, ALL).unwrap();
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![], Some("v1beta1"), ALL).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(
             names,
@@ -136,22 +136,25 @@ mod tests {
             json!(["create", "delete", "get", "list", "patch", "update", "watch"]),
             "clients write claims"
         );
-        let core = answer("/api/v1", vec![], true, ALL).unwrap();
+        let core = answer("/api/v1", vec![], Some("v1beta1"), ALL).unwrap();
         assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"), "{core}");
         assert!(
-            answer("/apis/resource.k8s.io/v1beta1", vec![], true, ALL).unwrap()["resources"].as_array().unwrap().len()
+            answer("/apis/resource.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL).unwrap()["resources"]
+                .as_array()
+                .unwrap()
+                .len()
                 == 2
         );
-        assert!(answer("/apis/resource.k8s.io/v2", vec![], true, ALL).is_none());
-        assert_eq!(answer("/apis/resource.k8s.io", vec![], true, ALL).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/resource.k8s.io/v2", vec![], Some("v1beta1"), ALL).is_none());
+        assert_eq!(answer("/apis/resource.k8s.io", vec![], Some("v1beta1"), ALL).unwrap()["kind"], "APIGroup");
         // PodGroups (KEP-4671/5729) as 1.37 serves them: scheduling.k8s.io/v1beta1 only.
-        let g = answer("/apis/scheduling.k8s.io", vec![], true, ALL).unwrap();
+        let g = answer("/apis/scheduling.k8s.io", vec![], Some("v1beta1"), ALL).unwrap();
         assert_eq!(g["preferredVersion"]["groupVersion"], "scheduling.k8s.io/v1beta1", "{g}");
-        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], true, ALL).unwrap();
+        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL).unwrap();
         let names: Vec<&str> = s["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, ["podgroups", "podgroups/status"], "{s}");
-        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], true, ALL).is_none());
-        assert_eq!(answer("/apis/apps/v1", vec![], true, ALL).unwrap()["groupVersion"], "apps/v1");
+        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], Some("v1beta1"), ALL).is_none());
+        assert_eq!(answer("/apis/apps/v1", vec![], Some("v1beta1"), ALL).unwrap()["groupVersion"], "apps/v1");
     }
 
     /// GenericWorkload off (1.37's default): kube-apiserver serves no
@@ -159,11 +162,11 @@ mod tests {
     /// (PriorityClasses, which this server does not serve): the group is not listed.
     #[test]
     fn pod_groups_are_not_discovered_with_generic_workload_off() {
-        let g = answer("/apis", vec![], false, ALL).unwrap();
+        let g = answer("/apis", vec![], None, ALL).unwrap();
         let names: Vec<&str> = g["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
         assert_eq!(names, ["resource.k8s.io", "apps", "coordination.k8s.io"], "{g}");
-        assert!(answer("/apis/scheduling.k8s.io", vec![], false, ALL).is_none());
-        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], false, ALL).is_none());
-        assert_eq!(answer("/apis/apps", vec![], false, ALL).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/scheduling.k8s.io", vec![], None, ALL).is_none());
+        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], None, ALL).is_none());
+        assert_eq!(answer("/apis/apps", vec![], None, ALL).unwrap()["kind"], "APIGroup");
     }
 }

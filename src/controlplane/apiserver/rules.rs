@@ -1077,14 +1077,17 @@ const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
 /// `priority` and `priorityClassName` come from the Priority admission
 /// plugin ([`admit_priority`], before this): the priority at most the
 /// highest user-definable one, the class a long name.
-pub(super) fn pod_group(obj: &Value) -> Vec<Cause> {
+pub(super) fn pod_group(obj: &Value, version: &str) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut out = Vec::new();
     let policy = &spec["schedulingPolicy"];
     out.extend(super::validate::union("spec.schedulingPolicy", policy, &["basic", "gang"]));
-    match &spec["disruptionMode"] {
-        Value::Null => out.push(required("spec.disruptionMode", "")),
-        mode => out.extend(super::validate::union("spec.disruptionMode", mode, &["single", "all"])),
+    match (&spec["disruptionMode"], version) {
+        (Value::Null, _) => out.push(required("spec.disruptionMode", "")),
+        // 1.36's v1alpha2: always `Pod` here (WorkloadAwarePreemption, off,
+        // drops what was given; drop_unknown_pod_group_fields).
+        (_, "v1alpha2") => {}
+        (mode, _) => out.extend(super::validate::union("spec.disruptionMode", mode, &["single", "all"])),
     }
     if let Some(p) = spec["priority"].as_i64().filter(|p| *p > HIGHEST_USER_PRIORITY) {
         out.push(invalid_raw(
@@ -1169,6 +1172,39 @@ pub(super) fn drop_disabled_pod_group_fields(
             spec.remove("resourceClaims");
         }
     }
+}
+
+/// The spec fields a PodGroup of `version` does not have, dropped as a Go
+/// struct drops unknown fields: 1.36's v1alpha2 has no
+/// `parentCompositePodGroupName`, `workloadRef` or `preemptionPolicy`;
+/// 1.37's v1beta1 no `podGroupTemplateRef`. And 1.36's gates, at their
+/// defaults (v1.36.3 podgroup/strategy.go dropDisabledPodGroupSpecFields):
+/// WorkloadAwarePreemption (alpha, off) drops `disruptionMode`,
+/// `priorityClassName` and `priority`, TopologyAwareWorkloadScheduling
+/// (alpha, off) `schedulingConstraints`, each unless the PodGroup replaced
+/// (`old`) has it; a v1alpha2 PodGroup then reads back with
+/// `disruptionMode: Pod` (defaulted when decoded) and
+/// `podGroupTemplateRef: null` (no omitempty).
+pub(super) fn drop_unknown_pod_group_fields(obj: &mut Value, version: &str, old: Option<&Value>) {
+    let unknown: &[&str] = match version {
+        "v1alpha2" => &["parentCompositePodGroupName", "workloadRef", "preemptionPolicy"],
+        _ => &["podGroupTemplateRef"],
+    };
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    for f in unknown {
+        spec.remove(*f);
+    }
+    if version != "v1alpha2" {
+        return;
+    }
+    for f in ["disruptionMode", "priorityClassName", "priority", "schedulingConstraints"] {
+        let in_use = old.is_some_and(|o| !o["spec"][f].is_null() && o["spec"][f] != "");
+        if !in_use {
+            spec.remove(f);
+        }
+    }
+    spec.entry("disruptionMode").or_insert_with(|| json!("Pod"));
+    spec.entry("podGroupTemplateRef").or_insert(Value::Null);
 }
 
 /// draWorkloadResourceClaimsInUse: the PodGroup's spec names claims.

@@ -519,7 +519,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
-    let g = discovery::answer("/apis", custom::groups(&s.lock()), false, &["v1"]).unwrap();
+    let g = discovery::answer("/apis", custom::groups(&s.lock()), None, &["v1"]).unwrap();
     assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
@@ -793,6 +793,30 @@ fn pod_groups_follow_generic_workload_and_workload_resource_claims() {
     assert_eq!((c, &w["status"]["resourceClaimStatuses"][0]["name"]), (200, &json!("g")), "{w}");
     let (c, w) = call(&lax, "PUT", &format!("{PG}/team"), "", w);
     assert_eq!((c, &w["spec"]["resourceClaims"][0]["name"]), (200, &json!("g")), "{w}");
+}
+
+/// #48: under a 1.36 profile PodGroups are 1.36's: `scheduling.k8s.io/v1alpha2`
+/// (not v1beta1, in discovery too), 1.37's fields unknown, WorkloadAwarePreemption's
+/// fields dropped (off in 1.36), `disruptionMode: Pod` and `podGroupTemplateRef: null`
+/// read back; a claim made from the group's template is owned by the v1alpha2
+/// PodGroup (compared with kube-apiserver v1.36.3 by scheduler_diff).
+#[test]
+fn pod_groups_under_1_36_are_v1alpha2() {
+    let s = Store::default().with_api_minor(36).with_generic_workload(true);
+    assert_eq!(call(&s, "GET", "/apis/scheduling.k8s.io/v1beta1", "", Value::Null).0, 404);
+    assert_eq!(call(&s, "GET", "/apis/scheduling.k8s.io/v1alpha2", "", Value::Null).0, 200);
+    let g = json!({"metadata": {"name": "team"}, "spec": {"schedulingPolicy": {"basic": {}}, "priority": 5,
+        "workloadRef": {"name": "w"}, "disruptionMode": "PodGroup"}});
+    let (c, created) = call(&s, "POST", "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml/podgroups", "", g.clone());
+    assert_eq!(c, 201, "{created}");
+    assert_eq!(
+        (&created["apiVersion"], &created["spec"]),
+        (
+            &json!("scheduling.k8s.io/v1alpha2"),
+            &json!({"schedulingPolicy": {"basic": {}}, "disruptionMode": "Pod", "podGroupTemplateRef": null})
+        )
+    );
+    assert_eq!(call(&s, "POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups", "", g).0, 404);
 }
 
 /// #48: a PodGroup's `spec.preemptionPolicy` (PodGroupPreemptionPolicy, alpha

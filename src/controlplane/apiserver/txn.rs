@@ -19,6 +19,12 @@ pub struct Txn<'a> {
 }
 
 impl Txn<'_> {
+    /// The apiVersion of the PodGroups served (`scheduling.k8s.io/v1beta1`,
+    /// 1.36's `v1alpha2`): an owner reference to a PodGroup names it.
+    pub fn pod_group_api_version(&self) -> String {
+        format!("scheduling.k8s.io/{}", self.store.pod_group_version().unwrap_or("v1beta1"))
+    }
+
     /// Every stored object of built-in `group`'s `resource` (in `namespace`, when given), as served.
     pub fn list(&self, group: &str, resource: &str, namespace: Option<&str>) -> Vec<Value> {
         builtin::kind_of(group, resource).map(|k| builtin::objects_of(self.st, k, namespace)).unwrap_or_default()
