@@ -339,7 +339,18 @@ impl Store {
         let pod_groups_off = ["v1beta1", "v1alpha2"]
             .iter()
             .any(|v| self.pod_group_version() != Some(v) && under(&format!("/apis/scheduling.k8s.io/{v}")));
-        !pod_groups_off && !beta_off
+        let rules_off = ["v1", "v1beta2"].iter().any(|v| {
+            self.taint_rule_version() != Some(v) && under(&format!("/apis/resource.k8s.io/{v}/devicetaintrules"))
+        });
+        !pod_groups_off && !beta_off && !rules_off
+    }
+
+    /// The resource.k8s.io version DeviceTaintRules are served in: none
+    /// with DRADeviceTaintRules off; `v1` from 1.37 (GA), `v1beta2` before
+    /// (1.36's beta, its gate off by default; v1beta2 itself is served only
+    /// with `--runtime-config`, as kube-apiserver's).
+    pub(crate) fn taint_rule_version(&self) -> Option<&'static str> {
+        self.gates.device_taint_rules.then_some(if self.api_minor >= 37 { "v1" } else { "v1beta2" })
     }
 
     /// The scheduling.k8s.io version PodGroups are served in: none with
@@ -728,9 +739,13 @@ pub fn answer_typed(
     if is_watch(query) {
         return status(405, "MethodNotAllowed", format!("{path}: a watch is served over HTTP only"));
     }
-    if let Some(d) =
-        discovery::answer(path, custom::groups(&store.lock()), store.pod_group_version(), store.resource_versions)
-    {
+    if let Some(d) = discovery::answer(
+        path,
+        custom::groups(&store.lock()),
+        store.pod_group_version(),
+        store.resource_versions,
+        store.taint_rule_version(),
+    ) {
         return if method == "GET" { (200, d) } else { method_not_allowed() };
     }
     if method == "GET" && is_collection(store, path) {
@@ -1190,7 +1205,7 @@ async fn respond(
     let groups = custom::groups(&store.lock());
     let found = {
         let path = decoded_path(req.uri().path());
-        discovery::answer(&path, groups, store.pod_group_version(), store.resource_versions)
+        discovery::answer(&path, groups, store.pod_group_version(), store.resource_versions, store.taint_rule_version())
             .or_else(|| custom::discovery(&store.lock(), &path))
     };
     if let Some(d) = found {

@@ -854,7 +854,10 @@ fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features, planned
     let classes: Vec<Object> =
         tx.list("resource.k8s.io", "deviceclasses", None).iter().filter_map(|c| objects::parse(c).ok()).collect();
     let Ok(Object::Claim { namespace, name, spec, .. }) = objects::parse(claim) else { return None };
-    let catalog = Catalog::with(classes.iter().chain(&slices), features);
+    // DeviceTaintRules' taints are the devices' as much as their own (the scheduler's allocator sees both).
+    let rules: Vec<Object> =
+        tx.taint_rules().into_iter().map(|rule| Object::TaintRule { name: String::new(), rule }).collect();
+    let catalog = Catalog::with(classes.iter().chain(&slices).chain(&rules), features);
     let candidates = allocator::from_slices_with(&slices, &features);
     let held: Vec<Allocated> = tx
         .claims()

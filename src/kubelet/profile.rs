@@ -777,6 +777,7 @@ impl Profile {
     pub fn api_gates(&self) -> crate::controlplane::apiserver::gated::ApiGates {
         crate::controlplane::apiserver::gated::ApiGates {
             device_taints: self.dra_device_taints.enabled(),
+            device_taint_rules: self.dra_device_taint_rules.enabled(),
             partitionable_devices: self.dra_partitionable_devices.enabled(),
             partitionable_devices_type: self.dra_partitionable_devices_type.enabled(),
             binding_conditions: self.dra_binding_conditions.enabled(),

@@ -1296,6 +1296,153 @@ async fn device_taint_eviction_is_as_upstreams_controller_does_it() {
     assert_eq!(dpctl_out, kube_out, "dpctl's eviction differs from upstream's device-taint-eviction-controller");
 }
 
+/// The case DeviceTaintRules act on: one device, a pod using it.
+const TAINT_RULE_CASE: Case = Case {
+    name: "taint-rule",
+    objects: r#"[
+        {"kind":"DeviceClass","metadata":{"name":"{c}-gpu"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '{d}'"}}]}},
+        {"kind":"ResourceSlice","metadata":{"name":"{c}-s"},"spec":{"driver":"{d}","nodeName":"{node}","pool":{"name":"{node}","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"dev-0"}]}},
+        {"kind":"ResourceClaim","metadata":{"name":"one"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"{c}-gpu"}}]}}},
+        {"kind":"Pod","metadata":{"name":"p1"},"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"one"}]}}
+    ]"#,
+};
+
+/// A DeviceTaintRule as compared: its spec (timeAdded as present or not),
+/// generation and `EvictionInProgress` condition (its time as present or not).
+fn rule_shape(code: u16, r: &Value) -> Value {
+    let mut spec = r["spec"].clone();
+    if let Some(t) = spec["taint"].get_mut("timeAdded") {
+        *t = json!(t.is_string());
+    }
+    let conditions: Vec<Value> =
+        r["status"]["conditions"].as_array().into_iter().flatten().map(|c| stamped_masked(c, &Value::Null)).collect();
+    json!({"code": code, "spec": spec, "generation": r["metadata"]["generation"], "conditions": conditions})
+}
+
+/// What `api` does with DeviceTaintRules on [`TAINT_RULE_CASE`]'s device:
+/// discovery's entries; an invalid rule's answer; an effect None rule's
+/// condition (what NoExecute would do); a NoExecute rule's eviction of the
+/// pod and its condition once complete; the first rule after its effect
+/// changed to NoSchedule (timeAdded set again, generation 2).
+async fn taint_rules(api: &ApiServer, run: &str) -> Value {
+    const RULES: &str = "/apis/resource.k8s.io/v1/devicetaintrules";
+    let c = format!("sd{run}-{}", TAINT_RULE_CASE.name);
+    let driver = format!("{}.sd.example.com", TAINT_RULE_CASE.name);
+    let (_, disc) = call(api, "GET", "/apis/resource.k8s.io/v1", None).await;
+    let discovery: Vec<Value> = disc["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with("devicetaintrules")))
+        .map(|r| json!({"name": r["name"], "namespaced": r["namespaced"], "kind": r["kind"], "verbs": r["verbs"]}))
+        .collect();
+    let rule = |name: &str, effect: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": format!("{c}-{name}")},
+            "spec": {"deviceSelector": {"driver": driver, "pool": c, "device": "dev-0"},
+                "taint": {"key": "example.com/broken", "value": "yes", "effect": effect}}})
+    };
+    let mut bad = rule("bad", "Bogus");
+    bad["spec"]["taint"]["key"] = json!("not a key");
+    bad["spec"]["deviceSelector"]["device"] = json!("Dev_0");
+    let (code, body) = call(api, "POST", RULES, Some(&bad)).await;
+    let invalid = answer_shape(code, &body);
+    let condition_of = |name: String, reason: Option<&'static str>| {
+        let api = api.clone();
+        async move {
+            until(60, &format!("DeviceTaintRule {name}'s condition {reason:?}"), || {
+                let (api, path) = (api.clone(), format!("{RULES}/{name}"));
+                async move {
+                    let (code, r) = call(&api, "GET", &path, None).await;
+                    let c = r["status"]["conditions"].as_array().and_then(|c| c.first().cloned())?;
+                    reason.is_none_or(|want| c["reason"] == want).then(|| rule_shape(code, &r))
+                }
+            })
+            .await
+        }
+    };
+    // A timeAdded of its own, which a change of the effect replaces with the time of the change.
+    let mut none = rule("none", "None");
+    none["spec"]["taint"]["timeAdded"] = json!("2020-01-01T00:00:00Z");
+    let (code, body) = call(api, "POST", RULES, Some(&none)).await;
+    assert_eq!(code, 201, "{body}");
+    let none = condition_of(format!("{c}-none"), None).await;
+    let (code, body) = call(api, "POST", RULES, Some(&rule("evict", "NoExecute"))).await;
+    assert_eq!(code, 201, "{body}");
+    let pod_path = format!("/api/v1/namespaces/{c}/pods/p1");
+    let pod = until(60, &format!("pod {c}/p1 evicted"), || {
+        let (api, pod_path) = (api.clone(), pod_path.clone());
+        async move {
+            let (code, pod) = call(&api, "GET", &pod_path, None).await;
+            (code == 404 || pod["metadata"]["deletionTimestamp"].is_string()).then(|| {
+                let disruption: Vec<Value> = pod["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["type"] == "DisruptionTarget")
+                    .map(|c| stamped_masked(c, &Value::Null))
+                    .collect();
+                json!({"code": code, "disruptionTarget": disruption})
+            })
+        }
+    })
+    .await;
+    let evict = condition_of(format!("{c}-evict"), Some("Completed")).await;
+    let path = format!("{RULES}/{c}-none");
+    let (_, mut first) = call(api, "GET", &path, None).await;
+    first["spec"]["taint"]["effect"] = json!("NoSchedule");
+    let before = first["spec"]["taint"]["timeAdded"].clone();
+    let (code, changed) = call(api, "PUT", &path, Some(&first)).await;
+    let mut changed_shape = rule_shape(code, &changed);
+    changed_shape["timeAddedChanged"] = json!(changed["spec"]["taint"]["timeAdded"] != before);
+    // DeleteCollection by label: only the labelled rule goes.
+    let mut labelled = rule("labelled", "NoSchedule");
+    labelled["metadata"]["labels"] = json!({"run": c});
+    assert_eq!(call(api, "POST", RULES, Some(&labelled)).await.0, 201);
+    let (code, gone) = call(api, "DELETE", &format!("{RULES}?labelSelector=run%3D{c}"), None).await;
+    let gone: Vec<Value> =
+        gone["items"].as_array().into_iter().flatten().map(|r| r["metadata"]["name"].clone()).collect();
+    let (_, left) = call(api, "GET", &format!("{RULES}/{c}-evict"), None).await;
+    json!({"discovery": discovery, "invalid": invalid, "none": none, "pod": pod, "evict": evict,
+        "changed": changed_shape, "deleteCollection": {"code": code, "deleted": gone, "evictLeft": left["metadata"]["name"]}})
+}
+
+/// KEP-5055's DeviceTaintRules (GA in 1.37: resource.k8s.io/v1), served by
+/// the local API server as kube-apiserver serves them and acted on as
+/// upstream's device-taint-eviction-controller acts (v1.37.2, the real
+/// control plane): discovery, validation, defaulting (timeAdded, set again
+/// when the effect changes; generation), the `EvictionInProgress` condition
+/// of an effect None rule (what NoExecute would do, counted) and of a
+/// NoExecute rule (`Completed`, the pods evicted), and the eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_taint_rules_are_served_and_evict_as_upstreams_do() {
+    let Some(cp) = control_plane() else { return };
+    let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
+    let (_d, child, log, dpctl_api) = dpctl_plane(&[]).await;
+    let run = std::process::id().to_string();
+    let kube_case = run_case(&kube_api, Side::Kube, &TAINT_RULE_CASE, &run).await;
+    assert_eq!(kube_case["p1"]["scheduled"], true, "{kube_case:#}");
+    let dpctl_case = run_case(&dpctl_api, Side::Dpctl, &TAINT_RULE_CASE, &run).await;
+    assert_eq!(dpctl_case, kube_case, "the case before the rules");
+    let kube_out = taint_rules(&kube_api, &run).await;
+    let dpctl_out = taint_rules(&dpctl_api, &run).await;
+    stop_tailed(child, log).await.expect_code(0);
+    eprintln!("device taint rules: kube {kube_out}");
+    // Not vacuous: kube-apiserver served them, refused the bad one, counted the None rule's pod.
+    assert_eq!(kube_out["discovery"].as_array().map(Vec::len), Some(2), "{kube_out:#}");
+    assert_eq!(kube_out["invalid"]["code"], 422, "{kube_out:#}");
+    assert_eq!(kube_out["none"]["conditions"][0]["reason"], "NoEffect", "{kube_out:#}");
+    assert_eq!(kube_out["changed"]["timeAddedChanged"], true, "{kube_out:#}");
+    assert_eq!(
+        kube_out["deleteCollection"]["deleted"],
+        json!([format!("sd{run}-{}-labelled", TAINT_RULE_CASE.name)]),
+        "{kube_out:#}"
+    );
+    let mut lines = Vec::new();
+    diff("", &dpctl_out, &kube_out, &mut lines);
+    assert!(lines.is_empty(), "dpctl's DeviceTaintRules differ from upstream's:\n{}", lines.join("\n"));
+}
+
 /// A claim of two devices whose list-typed attribute sets intersect (KEP-5491).
 const LIST_CASE: Case = Case {
     name: "list-attributes",

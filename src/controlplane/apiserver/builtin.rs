@@ -58,6 +58,9 @@ pub(super) struct Kind {
 }
 
 const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+/// [`ALL`] and DeleteCollection.
+const ALL_AND_COLLECTION: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
 /// The kinds served.
 pub(super) const KINDS: &[Kind] = &[
@@ -170,6 +173,30 @@ pub(super) const KINDS: &[Kind] = &[
         generation: true,
         clear_status_on_create: false,
         verbs: ALL,
+    },
+    // KEP-5055: DeviceTaintRules (GA in 1.37: v1; 1.36's beta: v1beta2;
+    // served by gate and version, Store::taint_rule_version).
+    Kind {
+        group: "resource.k8s.io",
+        version: "v1",
+        resource: "devicetaintrules",
+        kind: "DeviceTaintRule",
+        namespaced: false,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
+        verbs: ALL_AND_COLLECTION,
+    },
+    Kind {
+        group: "resource.k8s.io",
+        version: "v1beta2",
+        resource: "devicetaintrules",
+        kind: "DeviceTaintRule",
+        namespaced: false,
+        status: true,
+        generation: true,
+        clear_status_on_create: true,
+        verbs: ALL_AND_COLLECTION,
     },
     // KEP-4671/5729: PodGroups as 1.37 serves them (scheduling.k8s.io/v1beta1, with `status`).
     Kind {
@@ -344,6 +371,10 @@ pub(super) fn default(k: &Kind, obj: &mut Value) {
             }
         }
         "Pod" => super::rules::default_pod(obj),
+        // SetDefaults_DeviceTaint: a taint without `timeAdded` gets now (whole seconds).
+        "DeviceTaintRule" if obj["spec"]["taint"].is_object() && obj["spec"]["taint"]["timeAdded"].is_null() => {
+            obj["spec"]["taint"]["timeAdded"] = json!(crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+        }
         // SetObjectDefaults_PodGroup: v1beta1's disruptionMode single, v1alpha2's "Pod".
         "PodGroup" if obj["spec"]["disruptionMode"].is_null() => {
             obj["spec"]["disruptionMode"] = if k.version == "v1alpha2" { json!("Pod") } else { json!({"single": {}}) };
@@ -441,6 +472,7 @@ fn validate(k: &Kind, obj: &Value, name: &str) -> Vec<Cause> {
         "Pod" => causes.extend(super::rules::pod(obj)),
         "ResourceClaimTemplate" => causes.extend(super::rules::claim_spec("spec.spec", &obj["spec"]["spec"])),
         "PodGroup" => causes.extend(super::rules::pod_group(obj, k.version)),
+        "DeviceTaintRule" => causes.extend(validate::device_taint_rule(obj, None)),
         _ => {}
     }
     causes
@@ -574,6 +606,7 @@ pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request)
         ("PUT", Some(_), None | Some("status")) => "update",
         ("PATCH", Some(_), None | Some("status")) => "patch",
         ("DELETE", Some(_), None) => "delete",
+        ("DELETE", None, None) => "deletecollection",
         (_, Some(_), Some(s)) if s != "status" || !k.status => {
             return status(404, "NotFound", format!("{}/{s}: not served by the dpctl mock API server", k.resource))
         }
@@ -584,7 +617,11 @@ pub(super) fn answer(store: &Store, st: &mut StoreInner, r: &Route, q: &Request)
     }
     let ns = r.namespace.unwrap_or_default();
     let Some(name) = r.name else {
-        return if verb == "list" { list(st, r, q) } else { create(store, st, r, q) };
+        return match verb {
+            "list" => list(st, r, q),
+            "deletecollection" => delete_collection(store, st, r, q),
+            _ => create(store, st, r, q),
+        };
     };
     let Some(cur) = st.builtin.get(&key(k, ns, name)).cloned() else { return not_found(k, name) };
     match verb {
@@ -619,6 +656,32 @@ fn list(st: &StoreInner, r: &Route, q: &Request) -> (u16, Value) {
         .filter(|o| selectors::selected(&sel, o))
         .map(|o| served(k, o))
         .collect();
+    let items = super::list_items(items);
+    (
+        200,
+        json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(),
+            "metadata": {"resourceVersion": st.version.to_string()}, "items": items}),
+    )
+}
+
+/// DeleteCollection: every object the list would give deleted as a DELETE
+/// with the same options deletes it; the answer the list of them, as the
+/// generic store's DeleteCollection returns it.
+fn delete_collection(store: &Store, st: &mut StoreInner, r: &Route, q: &Request) -> (u16, Value) {
+    let (code, listed) = list(st, r, q);
+    if code != 200 {
+        return (code, listed);
+    }
+    let k = r.kind;
+    let mut items = Vec::new();
+    for o in listed["items"].as_array().into_iter().flatten() {
+        let (ns, name) = (o["metadata"]["namespace"].as_str(), o["metadata"]["name"].as_str().unwrap_or_default());
+        let Some(cur) = st.builtin.get(&key(k, ns.unwrap_or_default(), name)).cloned() else { continue };
+        let one = Route { kind: k, namespace: ns, name: Some(name), sub: None };
+        if delete(store, st, &one, name, &cur, q).0 == 200 {
+            items.push(served(k, &cur));
+        }
+    }
     let items = super::list_items(items);
     (
         200,
@@ -788,6 +851,14 @@ fn update(store: &Store, st: &mut StoreInner, r: &Route, name: &str, cur: &Value
         }
         n
     };
+    if k.kind == "DeviceTaintRule" && r.sub != Some("status") {
+        // PrepareForUpdate: a new effect with the old timeAdded gets now.
+        let (t, o) = (&next["spec"]["taint"], &cur["spec"]["taint"]);
+        if t["effect"] != o["effect"] && t["timeAdded"] == o["timeAdded"] {
+            next["spec"]["taint"]["timeAdded"] =
+                json!(crate::core::time::rfc3339_seconds(std::time::SystemTime::now()));
+        }
+    }
     default(k, &mut next);
     if k.kind == "PodGroup" {
         super::rules::drop_unknown_pod_group_fields(&mut next, k.version, Some(cur));
@@ -1112,8 +1183,18 @@ pub(super) fn is_of(k: &Kind, ns: Option<&str>, obj: &Value) -> bool {
 
 /// The discovery entries of `group/version`'s built-in kinds (none: not a group served here).
 pub(super) fn discovery(group: &str, version: &str) -> Vec<Value> {
+    // DeviceTaintRules are listed by their gate (discovery::resources).
+    discovery_where(group, version, |k| k.resource != "devicetaintrules")
+}
+
+/// [`discovery`]'s entries of one resource.
+pub(super) fn discovery_of(group: &str, version: &str, resource: &str) -> Vec<Value> {
+    discovery_where(group, version, |k| k.resource == resource)
+}
+
+fn discovery_where(group: &str, version: &str, keep: impl Fn(&Kind) -> bool) -> Vec<Value> {
     let mut out = Vec::new();
-    for k in KINDS.iter().filter(|k| k.group == group && k.version == version) {
+    for k in KINDS.iter().filter(|k| k.group == group && k.version == version && keep(k)) {
         out.push(json!({"name": k.resource, "singularName": k.kind.to_lowercase(), "namespaced": k.namespaced,
             "kind": k.kind, "verbs": k.verbs}));
         if k.status {

@@ -15,7 +15,7 @@ fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str]) -> Value {
 }
 
 /// The resources of `resource.k8s.io/version`.
-fn resources(version: &str) -> Vec<Value> {
+fn resources(version: &str, taint_rules: Option<&str>) -> Vec<Value> {
     let mut out = vec![
         resource(
             "resourceclaims",
@@ -33,6 +33,9 @@ fn resources(version: &str) -> Vec<Value> {
             &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         ));
         out.extend(super::builtin::discovery(GROUP, "v1"));
+    }
+    if taint_rules == Some(version) {
+        out.extend(super::builtin::discovery_of(GROUP, version, "devicetaintrules"));
     }
     out
 }
@@ -59,8 +62,15 @@ fn builtin_group(g: &str, version: &str) -> Value {
 /// `pod_groups`: the scheduling.k8s.io version PodGroups are served in
 /// (GenericWorkload on) — none, kube-apiserver lists no version of the group
 /// that this server serves, so the group is left out; `resource_versions`: the
-/// resource.k8s.io versions served, preferred first).
-pub fn answer(path: &str, extra: Vec<Value>, pod_groups: Option<&str>, resource_versions: &[&str]) -> Option<Value> {
+/// resource.k8s.io versions served, preferred first; `taint_rules`: the
+/// version DeviceTaintRules are served in, if any).
+pub fn answer(
+    path: &str,
+    extra: Vec<Value>,
+    pod_groups: Option<&str>,
+    resource_versions: &[&str],
+    taint_rules: Option<&str>,
+) -> Option<Value> {
     let path = path.trim_end_matches('/');
     let scheduling = pod_groups.map(|v| ("scheduling.k8s.io", v));
     let all: Vec<(&str, &str)> = BUILTIN_GROUPS.iter().copied().chain(scheduling).collect();
@@ -99,7 +109,7 @@ pub fn answer(path: &str, extra: Vec<Value>, pod_groups: Option<&str>, resource_
             if !resource_versions.contains(&v) {
                 return None;
             }
-            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{v}"), "resources": resources(v)})
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{v}"), "resources": resources(v, taint_rules)})
         }
     })
 }
@@ -113,48 +123,65 @@ mod tests {
     /// 1.34–1.37's default: resource.k8s.io/v1 only (betaAPIGroupVersionsDisabledByDefault).
     #[test]
     fn the_resource_betas_are_discovered_only_when_served() {
-        let g = answer("/apis/resource.k8s.io", vec![], None, &["v1"]).unwrap();
+        let g = answer("/apis/resource.k8s.io", vec![], None, &["v1"], Some("v1")).unwrap();
         assert_eq!(g["versions"], json!([{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]));
-        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1"]).is_none());
-        assert!(answer("/apis/resource.k8s.io/v1beta2", vec![], None, &["v1", "v1beta1"]).is_none());
-        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1", "v1beta1"]).is_some());
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1"], Some("v1")).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta2", vec![], None, &["v1", "v1beta1"], Some("v1")).is_none());
+        assert!(answer("/apis/resource.k8s.io/v1beta1", vec![], None, &["v1", "v1beta1"], Some("v1")).is_some());
     }
 
     #[test]
     fn discovery_names_the_served_resources_and_verbs() {
-        let g = answer("/apis", vec![], Some("v1beta1"), ALL).unwrap();
+        let g = answer("/apis", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap();
         assert_eq!(g["groups"][0]["preferredVersion"]["groupVersion"], "resource.k8s.io/v1");
-        let v1 = answer("/apis/resource.k8s.io/v1", vec![], Some("v1beta1"), ALL).unwrap();
+        let v1 = answer("/apis/resource.k8s.io/v1", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap();
         let names: Vec<&str> = v1["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(
             names,
-            ["resourceclaims", "resourceclaims/status", "resourceslices", "resourceclaimtemplates", "deviceclasses"]
+            [
+                "resourceclaims",
+                "resourceclaims/status",
+                "resourceslices",
+                "resourceclaimtemplates",
+                "deviceclasses",
+                "devicetaintrules",
+                "devicetaintrules/status"
+            ]
         );
+        // DRADeviceTaintRules off: none.
+        let off = answer("/apis/resource.k8s.io/v1", vec![], None, ALL, None).unwrap();
+        assert!(!off["resources"].as_array().unwrap().iter().any(|r| r["kind"] == "DeviceTaintRule"), "{off}");
         assert_eq!(v1["resources"][1]["verbs"], json!(["get", "patch", "update"]));
         assert_eq!(
             v1["resources"][0]["verbs"],
             json!(["create", "delete", "get", "list", "patch", "update", "watch"]),
             "clients write claims"
         );
-        let core = answer("/api/v1", vec![], Some("v1beta1"), ALL).unwrap();
+        let core = answer("/api/v1", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap();
         assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/status"), "{core}");
         assert!(
-            answer("/apis/resource.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL).unwrap()["resources"]
+            answer("/apis/resource.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap()["resources"]
                 .as_array()
                 .unwrap()
                 .len()
                 == 2
         );
-        assert!(answer("/apis/resource.k8s.io/v2", vec![], Some("v1beta1"), ALL).is_none());
-        assert_eq!(answer("/apis/resource.k8s.io", vec![], Some("v1beta1"), ALL).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/resource.k8s.io/v2", vec![], Some("v1beta1"), ALL, Some("v1")).is_none());
+        assert_eq!(
+            answer("/apis/resource.k8s.io", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap()["kind"],
+            "APIGroup"
+        );
         // PodGroups (KEP-4671/5729) as 1.37 serves them: scheduling.k8s.io/v1beta1 only.
-        let g = answer("/apis/scheduling.k8s.io", vec![], Some("v1beta1"), ALL).unwrap();
+        let g = answer("/apis/scheduling.k8s.io", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap();
         assert_eq!(g["preferredVersion"]["groupVersion"], "scheduling.k8s.io/v1beta1", "{g}");
-        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL).unwrap();
+        let s = answer("/apis/scheduling.k8s.io/v1beta1", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap();
         let names: Vec<&str> = s["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
         assert_eq!(names, ["podgroups", "podgroups/status"], "{s}");
-        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], Some("v1beta1"), ALL).is_none());
-        assert_eq!(answer("/apis/apps/v1", vec![], Some("v1beta1"), ALL).unwrap()["groupVersion"], "apps/v1");
+        assert!(answer("/apis/scheduling.k8s.io/v1", vec![], Some("v1beta1"), ALL, Some("v1")).is_none());
+        assert_eq!(
+            answer("/apis/apps/v1", vec![], Some("v1beta1"), ALL, Some("v1")).unwrap()["groupVersion"],
+            "apps/v1"
+        );
     }
 
     /// GenericWorkload off (1.37's default): kube-apiserver serves no
@@ -162,11 +189,11 @@ mod tests {
     /// (PriorityClasses, which this server does not serve): the group is not listed.
     #[test]
     fn pod_groups_are_not_discovered_with_generic_workload_off() {
-        let g = answer("/apis", vec![], None, ALL).unwrap();
+        let g = answer("/apis", vec![], None, ALL, Some("v1")).unwrap();
         let names: Vec<&str> = g["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
         assert_eq!(names, ["resource.k8s.io", "apps", "coordination.k8s.io"], "{g}");
-        assert!(answer("/apis/scheduling.k8s.io", vec![], None, ALL).is_none());
-        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], None, ALL).is_none());
-        assert_eq!(answer("/apis/apps", vec![], None, ALL).unwrap()["kind"], "APIGroup");
+        assert!(answer("/apis/scheduling.k8s.io", vec![], None, ALL, Some("v1")).is_none());
+        assert!(answer("/apis/scheduling.k8s.io/v1beta1", vec![], None, ALL, Some("v1")).is_none());
+        assert_eq!(answer("/apis/apps", vec![], None, ALL, Some("v1")).unwrap()["kind"], "APIGroup");
     }
 }

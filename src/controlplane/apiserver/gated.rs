@@ -19,6 +19,9 @@ use serde_json::Value;
 pub struct ApiGates {
     /// DRADeviceTaints: a device's `taints`, a request's `tolerations`.
     pub device_taints: bool,
+    /// DRADeviceTaintRules (alpha 1.35, beta off 1.36, GA on 1.37):
+    /// DeviceTaintRules are served (v1 from 1.37, v1beta2 before).
+    pub device_taint_rules: bool,
     /// DRAPartitionableDevices: `sharedCounters`, `perDeviceNodeSelection`,
     /// a device's `consumesCounters`, `nodeName`, `nodeSelector`, `allNodes`.
     pub partitionable_devices: bool,
@@ -56,6 +59,7 @@ impl ApiGates {
     pub fn of_minor(minor: u32) -> ApiGates {
         ApiGates {
             device_taints: minor >= 36,
+            device_taint_rules: minor >= 37,
             partitionable_devices: minor >= 36,
             partitionable_devices_type: false,
             binding_conditions: minor >= 36,
@@ -444,6 +448,7 @@ mod tests {
 
     const OFF: ApiGates = ApiGates {
         device_taints: false,
+        device_taint_rules: false,
         partitionable_devices: false,
         partitionable_devices_type: false,
         binding_conditions: false,
@@ -459,6 +464,7 @@ mod tests {
     };
     const ON: ApiGates = ApiGates {
         device_taints: true,
+        device_taint_rules: true,
         partitionable_devices: true,
         partitionable_devices_type: true,
         binding_conditions: true,

@@ -519,7 +519,7 @@ fn custom_resources_declared_by_crd_manifests_are_served() {
     assert_eq!(call(&s, "GET", &format!("{CDS}/cd"), "", Value::Null).0, 404);
     let (_, d) = call(&s, "GET", "/apis/resource.nvidia.com/v1beta1", "", Value::Null);
     assert_eq!(d["resources"][1]["name"], "computedomains/status");
-    let g = discovery::answer("/apis", custom::groups(&s.lock()), None, &["v1"]).unwrap();
+    let g = discovery::answer("/apis", custom::groups(&s.lock()), None, &["v1"], Some("v1")).unwrap();
     assert!(g["groups"].as_array().unwrap().iter().any(|g| g["name"] == "resource.nvidia.com"), "{g}");
     s.forget_manifest("Api resource.nvidia.com/ComputeDomain ml/from-manifest");
     assert_eq!(call(&s, "GET", CDS, "", Value::Null).1["items"].as_array().map(Vec::len), Some(0));
@@ -1406,4 +1406,30 @@ fn events_and_in_process_pod_conditions_carry_their_unset_fields() {
     let (_, p) = call(&s, "GET", "/api/v1/namespaces/ml/pods/p", "", Value::Null);
     let c = &p["status"]["conditions"][0];
     assert_eq!((c.get("lastProbeTime"), &c["type"]), (Some(&Value::Null), &json!("DisruptionTarget")), "{p}");
+}
+
+/// KEP-5055's DeviceTaintRules are served by their gate and the version's
+/// API (1.37: v1, GA, on; 1.36: v1beta2, beta, off, and only with v1beta2
+/// served), cluster-scoped, with `timeAdded` defaulted and the taint validated.
+#[test]
+fn device_taint_rules_are_served_by_gate_and_version() {
+    use super::gated::ApiGates;
+    const V1: &str = "/apis/resource.k8s.io/v1/devicetaintrules";
+    const V1BETA2: &str = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
+    let rule = |effect: &str| {
+        json!({"metadata": {"name": "r"}, "spec": {"deviceSelector": {"driver": "gpu.example.com"},
+            "taint": {"key": "example.com/broken", "effect": effect}}})
+    };
+    let s = Store::default();
+    let (c, created) = call(&s, "POST", V1, "", rule("NoExecute"));
+    assert_eq!((c, created["spec"]["taint"]["timeAdded"].is_string()), (201, true), "{created}");
+    assert_eq!(call(&s, "POST", V1, "", rule("Sometimes")).0, 422);
+    let off = Store::default().with_api_gates(ApiGates { device_taint_rules: false, ..ApiGates::of_minor(37) });
+    assert_eq!(call(&off, "POST", V1, "", rule("NoExecute")).0, 404);
+    let g36 = |on: bool| ApiGates { device_taint_rules: on, ..ApiGates::of_minor(36) };
+    let default36 = Store::default().with_api_minor(36).with_api_gates(g36(false)).with_resource_betas(true, false);
+    assert_eq!(call(&default36, "POST", V1BETA2, "", rule("NoExecute")).0, 404, "1.36: its gate is off");
+    let on36 = Store::default().with_api_minor(36).with_api_gates(g36(true)).with_resource_betas(true, false);
+    assert_eq!(call(&on36, "POST", V1, "", rule("NoExecute")).0, 404, "1.36 has no v1 DeviceTaintRule");
+    assert_eq!(call(&on36, "POST", V1BETA2, "", rule("NoExecute")).0, 201);
 }

@@ -145,7 +145,16 @@ impl Txn<'_> {
 
     /// The DeviceTaintRules held ([`Store::put_taint_rule`]).
     pub fn taint_rules(&self) -> Vec<crate::controlplane::objects::TaintRule> {
-        self.st.taint_rules.values().cloned().collect()
+        let api = self.api_taint_rules().into_iter().filter_map(|r| match crate::controlplane::objects::parse(&r) {
+            Ok(crate::controlplane::objects::Object::TaintRule { rule, .. }) => Some(rule),
+            _ => None,
+        });
+        self.st.taint_rules.values().cloned().chain(api).collect()
+    }
+
+    /// The DeviceTaintRules created through the API, as served.
+    pub fn api_taint_rules(&self) -> Vec<Value> {
+        self.list("resource.k8s.io", "devicetaintrules", None)
     }
 
     /// Create `obj` of a built-in kind (an Event a controller records:

@@ -616,6 +616,10 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
             let taints = len_of(&d["taints"]);
             if taints > MAX_TAINTS {
                 out.push(too_many(&format!("{at}.taints"), taints, MAX_TAINTS));
+            } else {
+                for (j, t) in d["taints"].as_array().into_iter().flatten().enumerate() {
+                    out.extend(device_taint(&format!("{at}.taints[{j}]"), t, None));
+                }
             }
             let cc = len_of(&d["consumesCounters"]);
             if cc > MAX_CONSUMES_COUNTERS {
@@ -636,6 +640,81 @@ pub fn slice_spec(spec: &Value) -> Vec<Cause> {
     if sets > MAX_COUNTER_SETS {
         out.push(too_many("spec.sharedCounters", sets, MAX_COUNTER_SETS));
     }
+    out
+}
+
+/// `PoolNameMaxLength`.
+const MAX_POOL_NAME: usize = 253;
+
+/// validatePoolName: required, at most 253 bytes, each `/`-separated part a DNS subdomain.
+fn pool_name(field: &str, pool: &str) -> Vec<Cause> {
+    if pool.is_empty() {
+        return vec![required(field, "")];
+    }
+    let mut out = Vec::new();
+    if pool.len() > MAX_POOL_NAME {
+        out.push(too_long(field, MAX_POOL_NAME));
+    }
+    for part in pool.split('/') {
+        if let Err(e) = dns_subdomain(part, DNS_SUBDOMAIN_MAX) {
+            out.push(invalid(field, part, &e.to_string()));
+        }
+    }
+    out
+}
+
+/// validateDeviceTaint (v1.37.2 validation.go): `key` a label key (required),
+/// `value` a label value, `effect` required and one of None, NoExecute,
+/// NoSchedule (checked when new or changed: `old`, the taint replaced).
+pub(super) fn device_taint(at: &str, t: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let key = t["key"].as_str().unwrap_or_default();
+    if key.is_empty() {
+        out.push(required(&format!("{at}.key"), ""));
+    }
+    for m in label_key(key).into_iter().filter(|_| !key.is_empty()) {
+        out.push(invalid(&format!("{at}.key"), key, &m));
+    }
+    let value = t["value"].as_str().unwrap_or_default();
+    for m in label_value(value) {
+        out.push(invalid(&format!("{at}.value"), value, &m));
+    }
+    let effect = t["effect"].as_str().unwrap_or_default();
+    if old.is_none_or(|o| o["effect"] != t["effect"]) {
+        const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "None"];
+        if effect.is_empty() {
+            out.push(required(&format!("{at}.effect"), ""));
+        } else if !EFFECTS.contains(&effect) {
+            out.push(Cause {
+                reason: "FieldValueNotSupported",
+                field: format!("{at}.effect"),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"NoExecute\", \"NoSchedule\", \"None\"",
+                    go_quote(effect)
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// ValidateDeviceTaintRule's spec (`old`: the rule replaced): the selector's
+/// driver, pool and device names, and the taint.
+pub(super) fn device_taint_rule(rule: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let sel = &rule["spec"]["deviceSelector"];
+    if let Some(d) = sel["driver"].as_str() {
+        out.extend(driver_name("spec.deviceSelector.driver", d));
+    }
+    if let Some(p) = sel["pool"].as_str() {
+        out.extend(pool_name("spec.deviceSelector.pool", p));
+    }
+    if let Some(d) = sel["device"].as_str() {
+        for m in dns_label(d) {
+            out.push(invalid("spec.deviceSelector.device", d, &m));
+        }
+    }
+    out.extend(device_taint("spec.taint", &rule["spec"]["taint"], old.map(|o| &o["spec"]["taint"])));
     out
 }
 

@@ -203,6 +203,8 @@ pub struct State {
     seen: BTreeMap<String, SystemTime>,
     /// The pods evicted (upstream's evictedPods): never twice.
     evicted: BTreeSet<String>,
+    /// Pods evicted per DeviceTaintRule UID (taintRuleStats' numEvictedPods).
+    rule_evicted: BTreeMap<String, u64>,
     /// When the next eviction is due, for the [`Timer`].
     next: watch::Sender<Option<SystemTime>>,
     /// Each eviction, for the store's owner to report.
@@ -230,7 +232,16 @@ pub struct Timer {
 pub fn state() -> (State, Timer) {
     let (next_tx, next) = watch::channel(None);
     let (done_tx, done) = mpsc::unbounded_channel();
-    (State { seen: BTreeMap::new(), evicted: BTreeSet::new(), next: next_tx, done: done_tx }, Timer { next, done })
+    (
+        State {
+            seen: BTreeMap::new(),
+            evicted: BTreeSet::new(),
+            rule_evicted: BTreeMap::new(),
+            next: next_tx,
+            done: done_tx,
+        },
+        Timer { next, done },
+    )
 }
 
 impl Timer {
@@ -253,9 +264,26 @@ impl Timer {
     }
 }
 
-/// One pass of the controller over the store (handlePod for every pod,
-/// then maybeDeletePod for those due).
+/// One pass of the controller over the store: the evictions ([`evict`]),
+/// then the DeviceTaintRules' status ([`rule_statuses`]); the timer wakes it
+/// for whichever is due first.
 pub fn sync(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, now: SystemTime) {
+    let next_eviction = evict(tx, st, features, now);
+    let next_status = rule_statuses(tx, st, features, now);
+    let next = match (next_eviction, next_status) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    st.next.send_if_modified(|n| {
+        let changed = *n != next;
+        *n = next;
+        changed
+    });
+}
+
+/// The evictions (handlePod for every pod, then maybeDeletePod for those
+/// due); when the next one is due.
+fn evict(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, now: SystemTime) -> Option<SystemTime> {
     let rules = tx.taint_rules();
     // Nothing to evict for without a NoExecute taint (the common case, looked at cheaply).
     let no_execute = |t: &Value| t["effect"] == "NoExecute";
@@ -271,7 +299,7 @@ pub fn sync(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, no
         // A pod evicted is being deleted: it is not looked at again either way.
         st.evicted.clear();
         st.seen.clear();
-        st.next.send_if_modified(|n| n.take().is_some());
+        None
     };
     if !tainted {
         return untainted(st);
@@ -315,20 +343,206 @@ pub fn sync(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, no
         .collect();
     let candidates = allocator::from_slices_with(&slices, features);
     let d = decide(&uses, &candidates, &rules, &mut st.seen, now);
+    let api_rules: Vec<(String, TaintRule)> = tx.api_taint_rules().iter().filter_map(rule_of).collect();
     for ev in d.due {
         let Some(pod) = with_claims.iter().find(|p| p["metadata"]["uid"] == ev.pod.as_str()) else { continue };
         let (ns, name) = (text(&pod["metadata"]["namespace"]).to_string(), text(&pod["metadata"]["name"]).to_string());
         st.evicted.insert(ev.pod.clone());
+        for (uid, _) in api_rules.iter().filter(|(_, r)| caused(r, &ev)) {
+            *st.rule_evicted.entry(uid.clone()).or_default() += 1;
+        }
         tx.create_event(deletion_event(pod, now));
         tx.update_pod_status(&ns, &name, with_condition(&pod["status"], now));
         tx.delete_pod(&ns, &name, &ev.pod);
         let _ = st.done.send(Evicted { name: format!("{ns}/{name}"), eviction: ev });
     }
-    st.next.send_if_modified(|n| {
-        let changed = *n != d.next;
-        *n = d.next;
-        changed
-    });
+    d.next
+}
+
+/// A DeviceTaintRule of the API as the allocator reads it, with its UID.
+fn rule_of(v: &Value) -> Option<(String, TaintRule)> {
+    match objects::parse(v) {
+        Ok(Object::TaintRule { rule, .. }) => Some((text(&v["metadata"]["uid"]).to_string(), rule)),
+        _ => None,
+    }
+}
+
+/// Whether `rule` selects `driver/pool/device`.
+fn selects(rule: &TaintRule, driver: &str, pool: &str, device: &str) -> bool {
+    rule.driver.as_deref().is_none_or(|d| d == driver)
+        && rule.pool.as_deref().is_none_or(|p| p == pool)
+        && rule.device.as_deref().is_none_or(|d| d == device)
+}
+
+/// Whether eviction `ev` is `rule`'s doing: its device selected, its taint the rule's.
+fn caused(rule: &TaintRule, ev: &Evict) -> bool {
+    let mut parts = ev.device.splitn(3, '/');
+    let (Some(driver), Some(pool), Some(device)) = (parts.next(), parts.next(), parts.next()) else { return false };
+    let t = &rule.taint;
+    selects(rule, driver, pool, device)
+        && ev.taint == format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), t.effect)
+}
+
+/// The condition type of a DeviceTaintRule's status (DeviceTaintConditionEvictionInProgress).
+pub const RULE_CONDITION: &str = "EvictionInProgress";
+/// ruleStatusPeriod: a rule's condition is computed again at most this often.
+pub const RULE_STATUS_PERIOD: Duration = Duration::from_secs(10);
+
+/// What the controller counts for one DeviceTaintRule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuleCounts {
+    /// Published devices (in ResourceSlices) the rule selects (effect None only).
+    pub published: u64,
+    /// Allocated devices the rule selects (effect None only).
+    pub allocated: u64,
+    /// Pods still to be evicted for it (None: that would be, were it NoExecute).
+    pub pending_pods: u64,
+    /// Their namespaces.
+    pub pending_namespaces: u64,
+    /// Pods evicted for it since the controller started.
+    pub evicted: u64,
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// The `EvictionInProgress` condition (updateRuleStatus, v1.37.2) of a rule
+/// with `effect` at `generation`, without its lastTransitionTime: NoExecute:
+/// True `PodsPendingEviction` while pods wait, then False `Completed` (or
+/// `NotStarted`); None: `NoEffect` with what NoExecute would do; others
+/// `OtherEffect`; the pods evicted so far appended.
+pub fn rule_condition(effect: &str, generation: i64, c: &RuleCounts) -> Value {
+    let (mut status, reason, mut message) = match effect {
+        "NoExecute" if c.pending_pods > 0 => (
+            "True",
+            "PodsPendingEviction".to_string(),
+            format!(
+                "{} evicted in {}.",
+                plural(c.pending_pods, "pod needs to be", "pods need to be"),
+                plural(c.pending_namespaces, "namespace", "different namespaces")
+            ),
+        ),
+        "NoExecute" if c.evicted > 0 => ("False", "Completed".to_string(), String::new()),
+        "NoExecute" => ("False", "NotStarted".to_string(), String::new()),
+        "None" => (
+            "False",
+            "NoEffect".to_string(),
+            format!(
+                "{} selected. {} selected. {} evicted in {} if the effect was NoExecute. This information will not be updated again. Recreate the DeviceTaintRule to trigger an update.",
+                plural(c.published, "published device", "published devices"),
+                plural(c.allocated, "allocated device", "allocated devices"),
+                plural(c.pending_pods, "pod would be", "pods would be"),
+                plural(c.pending_namespaces, "namespace", "different namespaces"),
+            ),
+        ),
+        _ => ("False", "OtherEffect".to_string(), "Eviction only happens for the NoExecute effect.".to_string()),
+    };
+    if c.evicted > 0 {
+        if !message.is_empty() {
+            message.push(' ');
+        }
+        message += &format!("{} evicted since starting the controller.", plural(c.evicted, "pod", "pods"));
+    }
+    if effect != "NoExecute" {
+        status = "False";
+    }
+    json!({"type": RULE_CONDITION, "status": status, "reason": reason, "message": message,
+        "observedGeneration": generation})
+}
+
+/// The DeviceTaintRules' `EvictionInProgress` conditions, written where they
+/// changed (the pods counted are those not being deleted whose allocated
+/// devices the rule, as NoExecute, would evict); an effect None rule's once
+/// per generation; a condition changed less than [`RULE_STATUS_PERIOD`] ago at
+/// the same generation waits: when the next one is due.
+fn rule_statuses(tx: &mut Txn<'_>, st: &State, features: &allocator::Features, now: SystemTime) -> Option<SystemTime> {
+    let rules = tx.api_taint_rules();
+    if rules.is_empty() {
+        return None;
+    }
+    let slices: Vec<Object> = tx
+        .slices()
+        .filter_map(|s| {
+            let mut s = s.clone();
+            s["kind"] = json!("ResourceSlice");
+            objects::parse(&s).ok()
+        })
+        .collect();
+    let candidates = allocator::from_slices_with(&slices, features);
+    let claims: BTreeMap<String, Vec<Allocated>> = tx
+        .claims()
+        .filter_map(|c| {
+            let key = format!("{}/{}", text(&c["metadata"]["namespace"]), text(&c["metadata"]["name"]));
+            c["status"]["allocation"]["devices"]["results"].as_array().map(|r| (key, allocator::given(r)))
+        })
+        .collect();
+    let pods: Vec<Value> = tx.list("", "pods", None);
+    let live: Vec<&Value> = pods.iter().filter(|p| evictable(p)).collect();
+    let mut next: Option<SystemTime> = None;
+    for v in &rules {
+        let Some((uid, rule)) = rule_of(v) else { continue };
+        let generation = v["metadata"]["generation"].as_i64().unwrap_or(1);
+        let conditions = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let existing = conditions.iter().find(|c| c["type"] == RULE_CONDITION);
+        if let Some(e) = existing.filter(|e| e["observedGeneration"].as_i64() == Some(generation)) {
+            if rule.taint.effect == "None" {
+                continue;
+            }
+            let changed = e["lastTransitionTime"].as_str().and_then(|t| crate::core::time::parse_rfc3339(t).ok());
+            if let Some(due) = changed.and_then(|t| t.checked_add(RULE_STATUS_PERIOD)).filter(|d| *d > now) {
+                next = Some(next.map_or(due, |n| n.min(due)));
+                continue;
+            }
+        }
+        let mut as_no_execute = rule.clone();
+        as_no_execute.taint.effect = "NoExecute".into();
+        let evicting = |devices: &[Allocated]| {
+            !allocator::taints::evictions(devices, &candidates, std::slice::from_ref(&as_no_execute)).is_empty()
+        };
+        let mut c = RuleCounts { evicted: st.rule_evicted.get(&uid).copied().unwrap_or(0), ..RuleCounts::default() };
+        if matches!(rule.taint.effect.as_str(), "NoExecute" | "None") {
+            let mut namespaces = BTreeSet::new();
+            for p in &live {
+                let ns = text(&p["metadata"]["namespace"]);
+                let uses = pod_claims(p).iter().filter_map(|(k, _)| claims.get(k)).any(|d| evicting(d));
+                if uses && !st.evicted.contains(text(&p["metadata"]["uid"])) {
+                    c.pending_pods += 1;
+                    namespaces.insert(ns.to_string());
+                }
+            }
+            c.pending_namespaces = namespaces.len() as u64;
+        }
+        if rule.taint.effect == "None" {
+            c.published = candidates.iter().filter(|d| selects(&rule, &d.driver, &d.pool, &d.device)).count() as u64;
+            c.allocated =
+                claims.values().flatten().filter(|a| selects(&rule, &a.driver, &a.pool, &a.device)).count() as u64;
+        }
+        let mut cond = rule_condition(&rule.taint.effect, generation, &c);
+        let same = existing
+            .is_some_and(|e| ["status", "reason", "message", "observedGeneration"].iter().all(|k| e[*k] == cond[*k]));
+        if same {
+            continue;
+        }
+        cond["lastTransitionTime"] = json!(crate::core::time::rfc3339_seconds(now));
+        let mut status = v["status"].clone();
+        if !status.is_object() {
+            status = json!({});
+        }
+        let mut list: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != RULE_CONDITION).collect();
+        list.push(cond);
+        status["conditions"] = json!(list);
+        tx.update_status("resource.k8s.io", "devicetaintrules", "", text(&v["metadata"]["name"]), status);
+        if rule.taint.effect != "None" {
+            let due = now.checked_add(RULE_STATUS_PERIOD).unwrap_or(now);
+            next = Some(next.map_or(due, |n| n.min(due)));
+        }
+    }
+    next
 }
 
 /// `status` with the `DisruptionTarget=True` condition (apipod.UpdatePodCondition:

@@ -300,3 +300,51 @@ fn a_pod_counts_only_its_allocated_claims_reserved_for_it() {
     done["status"]["phase"] = json!("Failed");
     assert!(in_use(&[unbound, deleting, done], &claims, &devices).is_empty());
 }
+
+/// updateRuleStatus's words (device_taint_eviction.go v1.37.2) for each
+/// effect and count; a generation is the condition's observedGeneration.
+#[test]
+fn a_rules_condition_is_worded_as_upstreams() {
+    let c = |pending_pods, pending_namespaces, evicted| RuleCounts {
+        published: 2,
+        allocated: 1,
+        pending_pods,
+        pending_namespaces,
+        evicted,
+    };
+    let words = |effect: &str, counts: RuleCounts| {
+        let v = rule_condition(effect, 3, &counts);
+        (
+            v["status"].as_str().unwrap_or("").to_string(),
+            v["reason"].as_str().unwrap_or("").to_string(),
+            v["message"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let s = |a: &str, b: &str, m: &str| (a.to_string(), b.to_string(), m.to_string());
+    assert_eq!(
+        words("NoExecute", c(1, 1, 0)),
+        s("True", "PodsPendingEviction", "1 pod needs to be evicted in 1 namespace.")
+    );
+    assert_eq!(
+        words("NoExecute", c(3, 2, 1)),
+        s(
+            "True",
+            "PodsPendingEviction",
+            "3 pods need to be evicted in 2 different namespaces. 1 pod evicted since starting the controller."
+        )
+    );
+    assert_eq!(
+        words("NoExecute", c(0, 0, 2)),
+        s("False", "Completed", "2 pods evicted since starting the controller.")
+    );
+    assert_eq!(words("NoExecute", c(0, 0, 0)), s("False", "NotStarted", ""));
+    assert_eq!(
+        words("None", c(0, 0, 0)),
+        s("False", "NoEffect", "2 published devices selected. 1 allocated device selected. 0 pods would be evicted in 0 different namespaces if the effect was NoExecute. This information will not be updated again. Recreate the DeviceTaintRule to trigger an update.")
+    );
+    assert_eq!(
+        words("NoSchedule", c(0, 0, 0)),
+        s("False", "OtherEffect", "Eviction only happens for the NoExecute effect.")
+    );
+    assert_eq!(rule_condition("NoSchedule", 3, &c(0, 0, 0))["observedGeneration"], 3);
+}
