@@ -624,13 +624,7 @@ fn sync_pod(tx: &mut Txn<'_>, pod: &Value, made: &mut BTreeSet<Reservation>, gat
 /// every slice (None: claimHasNodeAllocatableMappedDevice looks at all).
 fn node_allocatable_devices(tx: &Txn<'_>, node: Option<&str>) -> nodealloc::Devices {
     let slices: Vec<Object> = tx
-        .slices()
-        .filter(|s| node.is_none_or(|n| s["spec"]["nodeName"] == n || s["spec"]["allNodes"] == true))
-        .filter_map(|s| {
-            let mut s = s.clone();
-            s["kind"] = json!("ResourceSlice");
-            objects::parse(&s).ok()
-        })
+        .slice_objects(|s| node.is_none_or(|n| s["spec"]["nodeName"] == n || s["spec"]["allNodes"] == true))
         .collect();
     nodealloc::devices(&slices)
 }
@@ -842,15 +836,8 @@ fn special_claim(tx: &mut Txn<'_>, pod: &Value, node: &str, features: Features) 
 /// Allocate `claim` for `node` from its slices; `status.allocation` as the
 /// scheduler writes it, or None when it cannot be allocated now.
 fn allocate(tx: &Txn<'_>, claim: &Value, node: &str, features: Features, planned: &[&Value]) -> Option<Value> {
-    let slices: Vec<Object> = tx
-        .slices()
-        .filter(|s| s["spec"]["nodeName"] == node || s["spec"]["allNodes"] == true)
-        .filter_map(|s| {
-            let mut s = s.clone();
-            s["kind"] = json!("ResourceSlice");
-            objects::parse(&s).ok()
-        })
-        .collect();
+    let slices: Vec<Object> =
+        tx.slice_objects(|s| s["spec"]["nodeName"] == node || s["spec"]["allNodes"] == true).collect();
     let classes: Vec<Object> =
         tx.list("resource.k8s.io", "deviceclasses", None).iter().filter_map(|c| objects::parse(c).ok()).collect();
     let Ok(Object::Claim { namespace, name, spec, .. }) = objects::parse(claim) else { return None };

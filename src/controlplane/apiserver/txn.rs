@@ -152,6 +152,19 @@ impl Txn<'_> {
         self.st.taint_rules.values().cloned().chain(api).collect()
     }
 
+    /// The stored slices `keep` keeps, as the allocator reads them
+    /// ([`crate::controlplane::objects::parse`]); one that does not parse is left out.
+    pub fn slice_objects<'s>(
+        &'s self,
+        keep: impl Fn(&Value) -> bool + 's,
+    ) -> impl Iterator<Item = crate::controlplane::objects::Object> + 's {
+        self.slices().filter(move |s| keep(s)).filter_map(|s| {
+            let mut s = s.clone();
+            s["kind"] = json!("ResourceSlice");
+            crate::controlplane::objects::parse(&s).ok()
+        })
+    }
+
     /// The DeviceTaintRules created through the API, as served.
     pub fn api_taint_rules(&self) -> Vec<Value> {
         self.list("resource.k8s.io", "devicetaintrules", None)

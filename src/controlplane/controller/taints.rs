@@ -333,14 +333,7 @@ fn evict(tx: &mut Txn<'_>, st: &mut State, features: &allocator::Features, now: 
             None => uses.push(InUse { devices: &devices[&key], claim: key, uid, pods: vec![pod] }),
         }
     }
-    let slices: Vec<Object> = tx
-        .slices()
-        .filter_map(|s| {
-            let mut s = s.clone();
-            s["kind"] = json!("ResourceSlice");
-            objects::parse(&s).ok()
-        })
-        .collect();
+    let slices: Vec<Object> = tx.slice_objects(|_| true).collect();
     let candidates = allocator::from_slices_with(&slices, features);
     let d = decide(&uses, &candidates, &rules, &mut st.seen, now);
     let api_rules: Vec<(String, TaintRule)> = tx.api_taint_rules().iter().filter_map(rule_of).collect();
@@ -465,14 +458,7 @@ fn rule_statuses(tx: &mut Txn<'_>, st: &State, features: &allocator::Features, n
     if rules.is_empty() {
         return None;
     }
-    let slices: Vec<Object> = tx
-        .slices()
-        .filter_map(|s| {
-            let mut s = s.clone();
-            s["kind"] = json!("ResourceSlice");
-            objects::parse(&s).ok()
-        })
-        .collect();
+    let slices: Vec<Object> = tx.slice_objects(|_| true).collect();
     let candidates = allocator::from_slices_with(&slices, features);
     let claims: BTreeMap<String, Vec<Allocated>> = tx
         .claims()
