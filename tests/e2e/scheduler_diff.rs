@@ -1325,11 +1325,12 @@ fn rule_shape(code: u16, r: &Value) -> Value {
 /// condition (what NoExecute would do); a NoExecute rule's eviction of the
 /// pod and its condition once complete; the first rule after its effect
 /// changed to NoSchedule (timeAdded set again, generation 2).
-async fn taint_rules(api: &ApiServer, run: &str) -> Value {
-    const RULES: &str = "/apis/resource.k8s.io/v1/devicetaintrules";
+async fn taint_rules(api: &ApiServer, run: &str, version: &str) -> Value {
+    let rules = format!("/apis/resource.k8s.io/{version}/devicetaintrules");
+    let rules = rules.as_str();
     let c = format!("sd{run}-{}", TAINT_RULE_CASE.name);
     let driver = format!("{}.sd.example.com", TAINT_RULE_CASE.name);
-    let (_, disc) = call(api, "GET", "/apis/resource.k8s.io/v1", None).await;
+    let (_, disc) = call(api, "GET", &format!("/apis/resource.k8s.io/{version}"), None).await;
     let discovery: Vec<Value> = disc["resources"]
         .as_array()
         .into_iter()
@@ -1338,20 +1339,20 @@ async fn taint_rules(api: &ApiServer, run: &str) -> Value {
         .map(|r| json!({"name": r["name"], "namespaced": r["namespaced"], "kind": r["kind"], "verbs": r["verbs"]}))
         .collect();
     let rule = |name: &str, effect: &str| {
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": format!("{c}-{name}")},
+        json!({"apiVersion": format!("resource.k8s.io/{version}"), "kind": "DeviceTaintRule", "metadata": {"name": format!("{c}-{name}")},
             "spec": {"deviceSelector": {"driver": driver, "pool": c, "device": "dev-0"},
                 "taint": {"key": "example.com/broken", "value": "yes", "effect": effect}}})
     };
     let mut bad = rule("bad", "Bogus");
     bad["spec"]["taint"]["key"] = json!("not a key");
     bad["spec"]["deviceSelector"]["device"] = json!("Dev_0");
-    let (code, body) = call(api, "POST", RULES, Some(&bad)).await;
+    let (code, body) = call(api, "POST", rules, Some(&bad)).await;
     let invalid = answer_shape(code, &body);
     let condition_of = |name: String, reason: Option<&'static str>| {
-        let api = api.clone();
+        let (api, rules) = (api.clone(), rules.to_string());
         async move {
             until(60, &format!("DeviceTaintRule {name}'s condition {reason:?}"), || {
-                let (api, path) = (api.clone(), format!("{RULES}/{name}"));
+                let (api, path) = (api.clone(), format!("{rules}/{name}"));
                 async move {
                     let (code, r) = call(&api, "GET", &path, None).await;
                     let c = r["status"]["conditions"].as_array().and_then(|c| c.first().cloned())?;
@@ -1364,10 +1365,10 @@ async fn taint_rules(api: &ApiServer, run: &str) -> Value {
     // A timeAdded of its own, which a change of the effect replaces with the time of the change.
     let mut none = rule("none", "None");
     none["spec"]["taint"]["timeAdded"] = json!("2020-01-01T00:00:00Z");
-    let (code, body) = call(api, "POST", RULES, Some(&none)).await;
+    let (code, body) = call(api, "POST", rules, Some(&none)).await;
     assert_eq!(code, 201, "{body}");
     let none = condition_of(format!("{c}-none"), None).await;
-    let (code, body) = call(api, "POST", RULES, Some(&rule("evict", "NoExecute"))).await;
+    let (code, body) = call(api, "POST", rules, Some(&rule("evict", "NoExecute"))).await;
     assert_eq!(code, 201, "{body}");
     let pod_path = format!("/api/v1/namespaces/{c}/pods/p1");
     let pod = until(60, &format!("pod {c}/p1 evicted"), || {
@@ -1388,7 +1389,7 @@ async fn taint_rules(api: &ApiServer, run: &str) -> Value {
     })
     .await;
     let evict = condition_of(format!("{c}-evict"), Some("Completed")).await;
-    let path = format!("{RULES}/{c}-none");
+    let path = format!("{rules}/{c}-none");
     let (_, mut first) = call(api, "GET", &path, None).await;
     first["spec"]["taint"]["effect"] = json!("NoSchedule");
     let before = first["spec"]["taint"]["timeAdded"].clone();
@@ -1398,11 +1399,11 @@ async fn taint_rules(api: &ApiServer, run: &str) -> Value {
     // DeleteCollection by label: only the labelled rule goes.
     let mut labelled = rule("labelled", "NoSchedule");
     labelled["metadata"]["labels"] = json!({"run": c});
-    assert_eq!(call(api, "POST", RULES, Some(&labelled)).await.0, 201);
-    let (code, gone) = call(api, "DELETE", &format!("{RULES}?labelSelector=run%3D{c}"), None).await;
+    assert_eq!(call(api, "POST", rules, Some(&labelled)).await.0, 201);
+    let (code, gone) = call(api, "DELETE", &format!("{rules}?labelSelector=run%3D{c}"), None).await;
     let gone: Vec<Value> =
         gone["items"].as_array().into_iter().flatten().map(|r| r["metadata"]["name"].clone()).collect();
-    let (_, left) = call(api, "GET", &format!("{RULES}/{c}-evict"), None).await;
+    let (_, left) = call(api, "GET", &format!("{rules}/{c}-evict"), None).await;
     json!({"discovery": discovery, "invalid": invalid, "none": none, "pod": pod, "evict": evict,
         "changed": changed_shape, "deleteCollection": {"code": code, "deleted": gone, "evictLeft": left["metadata"]["name"]}})
 }
@@ -1410,37 +1411,65 @@ async fn taint_rules(api: &ApiServer, run: &str) -> Value {
 /// KEP-5055's DeviceTaintRules (GA in 1.37: resource.k8s.io/v1), served by
 /// the local API server as kube-apiserver serves them and acted on as
 /// upstream's device-taint-eviction-controller acts (v1.37.2, the real
-/// control plane): discovery, validation, defaulting (timeAdded, set again
-/// when the effect changes; generation), the `EvictionInProgress` condition
-/// of an effect None rule (what NoExecute would do, counted) and of a
-/// NoExecute rule (`Completed`, the pods evicted), and the eviction.
+/// control plane; and v1.36.3, `controlplane-1.36`, where they are
+/// resource.k8s.io/v1beta2 behind DRADeviceTaintRules, beta and off, and
+/// v1beta2's runtime-config): discovery, validation, defaulting (timeAdded,
+/// set again when the effect changes; generation), the `EvictionInProgress`
+/// condition of an effect None rule (what NoExecute would do, counted) and of
+/// a NoExecute rule (`Completed`, the pods evicted), the eviction, and a
+/// DeleteCollection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_taint_rules_are_served_and_evict_as_upstreams_do() {
-    let Some(cp) = control_plane() else { return };
-    let kube_api = kube::load_kubeconfig(&cp.kubeconfig).unwrap();
-    let (_d, child, log, dpctl_api) = dpctl_plane(&[]).await;
-    let run = std::process::id().to_string();
-    let kube_case = run_case(&kube_api, Side::Kube, &TAINT_RULE_CASE, &run).await;
-    assert_eq!(kube_case["p1"]["scheduled"], true, "{kube_case:#}");
-    let dpctl_case = run_case(&dpctl_api, Side::Dpctl, &TAINT_RULE_CASE, &run).await;
-    assert_eq!(dpctl_case, kube_case, "the case before the rules");
-    let kube_out = taint_rules(&kube_api, &run).await;
-    let dpctl_out = taint_rules(&dpctl_api, &run).await;
-    stop_tailed(child, log).await.expect_code(0);
-    eprintln!("device taint rules: kube {kube_out}");
-    // Not vacuous: kube-apiserver served them, refused the bad one, counted the None rule's pod.
-    assert_eq!(kube_out["discovery"].as_array().map(Vec::len), Some(2), "{kube_out:#}");
-    assert_eq!(kube_out["invalid"]["code"], 422, "{kube_out:#}");
-    assert_eq!(kube_out["none"]["conditions"][0]["reason"], "NoEffect", "{kube_out:#}");
-    assert_eq!(kube_out["changed"]["timeAddedChanged"], true, "{kube_out:#}");
-    assert_eq!(
-        kube_out["deleteCollection"]["deleted"],
-        json!([format!("sd{run}-{}-labelled", TAINT_RULE_CASE.name)]),
-        "{kube_out:#}"
-    );
-    let mut lines = Vec::new();
-    diff("", &dpctl_out, &kube_out, &mut lines);
-    assert!(lines.is_empty(), "dpctl's DeviceTaintRules differ from upstream's:\n{}", lines.join("\n"));
+    let releases: [(&str, &str, &[&str], &[&str]); 2] = [
+        ("controlplane", "v1", &[], &[]),
+        (
+            "controlplane-1.36",
+            "v1beta2",
+            &["-feature-gates", "DRADeviceTaintRules=true", "-runtime-config", "resource.k8s.io/v1beta2=true"],
+            &[
+                "--kubelet-version",
+                "1.36",
+                "--feature-gates",
+                "DRADeviceTaintRules=true",
+                "--runtime-config",
+                "resource.k8s.io/v1beta2=true",
+            ],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (bin, version, up, ours) in releases {
+        let Some(bin) = upstream_peer(bin) else { return };
+        let d = tmp();
+        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), up).await;
+        let (_d, child, log, dpctl_api) = dpctl_plane(ours).await;
+        let run = std::process::id().to_string();
+        let kube_case = run_case(&kube_api, Side::Kube, &TAINT_RULE_CASE, &run).await;
+        assert_eq!(kube_case["p1"]["scheduled"], true, "{version}: {kube_case:#}");
+        let dpctl_case = run_case(&dpctl_api, Side::Dpctl, &TAINT_RULE_CASE, &run).await;
+        assert_eq!(dpctl_case, kube_case, "{version}: the case before the rules");
+        let kube_out = taint_rules(&kube_api, &run, version).await;
+        let dpctl_out = taint_rules(&dpctl_api, &run, version).await;
+        stop_tailed(child, log).await.expect_code(0);
+        sigterm(&cp);
+        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        eprintln!("device taint rules {version}: kube {kube_out}");
+        // Not vacuous: kube-apiserver served them, refused the bad one, counted the None rule's pod.
+        assert_eq!(kube_out["discovery"].as_array().map(Vec::len), Some(2), "{version}: {kube_out:#}");
+        assert_eq!(kube_out["invalid"]["code"], 422, "{version}: {kube_out:#}");
+        assert_eq!(kube_out["none"]["conditions"][0]["reason"], "NoEffect", "{version}: {kube_out:#}");
+        assert_eq!(kube_out["changed"]["timeAddedChanged"], true, "{version}: {kube_out:#}");
+        assert_eq!(
+            kube_out["deleteCollection"]["deleted"],
+            json!([format!("sd{run}-{}-labelled", TAINT_RULE_CASE.name)]),
+            "{version}: {kube_out:#}"
+        );
+        let mut lines = Vec::new();
+        diff("", &dpctl_out, &kube_out, &mut lines);
+        if !lines.is_empty() {
+            failures.push(format!("{version}:\n{}", lines.join("\n")));
+        }
+    }
+    assert!(failures.is_empty(), "dpctl's DeviceTaintRules differ from upstream's:\n{}", failures.join("\n\n"));
 }
 
 /// A claim of two devices whose list-typed attribute sets intersect (KEP-5491).
