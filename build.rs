@@ -14,8 +14,8 @@
 //! as empty (Go's encoding/json), inline messages (`json:",inline"`)
 //! flattened, and the special JSON forms of Time, MicroTime, Quantity,
 //! IntOrString, RawExtension and FieldsV1 (src/api/k8s.rs). They derive
-//! `Deserialize` only: what dpctl writes as JSON is still built as
-//! `serde_json::Value`.
+//! `Deserialize` only (what dpctl writes as JSON is still built as
+//! `serde_json::Value`) and no `Debug` (most of their build time).
 //! Their cost: see `K8S_PROTOS`.
 
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -44,12 +44,15 @@ const PROTOS: &[&str] = &[
 /// as typed values (`crate::api::k8s`).
 ///
 /// Build time of the Rust types (2026-12-06, the shared 2-core machine at
-/// load ≈ 2.7; the dpctl lib alone, debug, `CARGO_INCREMENTAL=0 cargo build
-/// --lib --timings`): 75 s without them, 96 s with them (+21 s, about the
-/// +20 s k8s-openapi 0.29 costs a cold debug build, with none of its
-/// limits: every API group of this subset in one build, Quantity from a
-/// JSON number, the field numbers the protobuf codec uses). An incremental
-/// rebuild after `touch build.rs`: 15 s before, 19 s after.
+/// load ≈ 2.5; the dpctl lib alone, debug, `CARGO_INCREMENTAL=0 cargo build
+/// --lib`, wall / user CPU): 71.6 s / 75.8 s without them; 90.7 s / 89.1 s
+/// with them as prost generates them; 73.1 s / 78.3 s with them without
+/// prost's `Debug` impls (`skip_debug`), which were almost all of the cost:
+/// so +1.5 s wall, +2.5 s CPU, against the +20 s debug k8s-openapi 0.29
+/// costs a cold build (which also compiles one API version per build and
+/// refuses a Quantity written as a JSON number). The types have no `Debug`
+/// (compare their fields). An incremental rebuild after `touch build.rs`:
+/// 15 s before, 19 s with them (with `Debug`).
 const K8S_PROTOS: &[&str] = &[
     "proto/k8s/apimachinery/pkg/runtime/generated.proto",
     "proto/k8s/apimachinery/pkg/api/resource/generated.proto",
@@ -204,8 +207,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out, k8s.encode_file_descriptor_set())?;
     // Their Rust types: one module tree (k8s.io.rs includes each package's file).
     let fds = k8s.file_descriptor_set();
-    let mut builder =
-        tonic_prost_build::configure().build_client(false).build_server(false).btree_map(".").include_file("k8s.io.rs");
+    let mut builder = tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .btree_map(".")
+        .skip_debug(["."])
+        .include_file("k8s.io.rs");
     for file in &fds.file {
         let prefix = format!(".{}", file.package());
         for msg in &file.message_type {
