@@ -237,7 +237,9 @@ pub mod json {
 
     /// An inline message (`json:",inline"`, flattened): its fields are its
     /// parent's, so it is always there (its own fields may all be empty), and
-    /// a field of the wrong type in it is an error, not a missing message.
+    /// a field of the wrong type in it is an error, not a missing message
+    /// (serde_path_to_error's path of one stops at the parent: serde reads
+    /// a flattened message from a buffered copy of the parent's fields).
     pub fn inline<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
         T::deserialize(d).map(Some)
     }

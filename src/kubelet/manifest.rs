@@ -272,10 +272,6 @@ pub enum ManifestError {
     NoUid,
     /// One of the pod's fields.
     Field(FieldError),
-    /// A field of the wrong JSON type for a Pod (serde's words, after the
-    /// field's path: `spec.containers[0].name: invalid type: integer `3`,
-    /// expected a string`).
-    WrongType(serde_path_to_error::Error<serde_json::Error>),
     /// An app container (this one) with `restartPolicy: Always`.
     SidecarInApp(String),
     /// A container name used twice.
@@ -311,7 +307,6 @@ impl std::fmt::Display for ManifestError {
             ManifestError::NoSpec => f.write_str("no spec"),
             ManifestError::NoUid => f.write_str("metadata.uid is required of a pod from the API server"),
             ManifestError::Field(e) => e.fmt(f),
-            ManifestError::WrongType(e) => e.fmt(f),
             ManifestError::SidecarInApp(c) => {
                 write!(f, "container {c:?}: restartPolicy Always is only allowed on init containers (sidecars)")
             }
@@ -333,7 +328,6 @@ impl std::error::Error for ManifestError {
             ManifestError::Document(_, e) | ManifestError::Unknown(e, _) => Some(&**e),
             ManifestError::Object(e) => Some(e),
             ManifestError::Field(e) => Some(e),
-            ManifestError::WrongType(e) => Some(e.inner()),
             _ => None,
         }
     }
@@ -499,7 +493,7 @@ fn typed(v: &Value) -> Result<corev1::Pod, ManifestError> {
     if !v.is_object() {
         return Err(ManifestError::NoMetadata);
     }
-    serde_path_to_error::deserialize(v).map_err(ManifestError::WrongType)
+    Ok(objects::typed(v)?)
 }
 
 fn value(text: &str) -> Result<Value, ManifestError> {
