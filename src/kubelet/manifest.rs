@@ -480,16 +480,20 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, ManifestError> {
 
 /// A pod read from an API server (it has its UID): what the lifecycle needs of it.
 pub fn from_object(v: &Value) -> Result<Pod, ManifestError> {
-    let typed = typed(v)?;
-    if typed.metadata.as_ref().and_then(|m| m.uid.as_deref()).is_none_or(str::is_empty) {
+    from_api(&typed(v)?)
+}
+
+/// A typed pod read from an API server (it has its UID): what the lifecycle needs of it.
+pub fn from_api(p: &corev1::Pod) -> Result<Pod, ManifestError> {
+    if p.metadata.as_ref().and_then(|m| m.uid.as_deref()).is_none_or(str::is_empty) {
         return Err(ManifestError::NoUid);
     }
-    Ok(Pod { from_api: true, ..from_typed(&typed, "", Path::new(""))? })
+    Ok(Pod { from_api: true, ..from_typed(p, "", Path::new(""))? })
 }
 
 /// A pod's JSON as the typed `core/v1` Pod (a field of the wrong type names
 /// its path). Not an object (an empty document): no metadata.
-fn typed(v: &Value) -> Result<corev1::Pod, ManifestError> {
+pub fn typed(v: &Value) -> Result<corev1::Pod, ManifestError> {
     if !v.is_object() {
         return Err(ManifestError::NoMetadata);
     }
