@@ -15,7 +15,7 @@
 //! flattened, and the special JSON forms of Time, MicroTime, Quantity,
 //! IntOrString, RawExtension and FieldsV1 (src/api/k8s.rs). They derive
 //! `Deserialize` only (what dpctl writes as JSON is still built as
-//! `serde_json::Value`) and no `Debug` (most of their build time).
+//! `serde_json::Value`).
 //! Their cost: see `K8S_PROTOS`.
 
 use prost_types::field_descriptor_proto::{Label, Type};
@@ -44,15 +44,20 @@ const PROTOS: &[&str] = &[
 /// as typed values (`crate::api::k8s`).
 ///
 /// Build time of the Rust types (2026-12-06, the shared 2-core machine at
-/// load ≈ 2.5; the dpctl lib alone, debug, `CARGO_INCREMENTAL=0 cargo build
-/// --lib`, wall / user CPU): 71.6 s / 75.8 s without them; 90.7 s / 89.1 s
-/// with them as prost generates them; 73.1 s / 78.3 s with them without
-/// prost's `Debug` impls (`skip_debug`), which were almost all of the cost:
-/// so +1.5 s wall, +2.5 s CPU, against the +20 s debug k8s-openapi 0.29
-/// costs a cold build (which also compiles one API version per build and
-/// refuses a Quantity written as a JSON number). The types have no `Debug`
-/// (compare their fields). An incremental rebuild after `touch build.rs`:
-/// 15 s before, 19 s with them (with `Debug`).
+/// load 3–3.5), measured as a crate of their own (the generated files and
+/// src/api/k8s.rs, with a Pod and a DeviceClass read from a `&Value`
+/// through serde_path_to_error, as dpctl instantiates them; `touch` and
+/// `CARGO_INCREMENTAL=0 cargo build`, three runs): debug 8.6–9.7 s wall,
+/// 7.9–9.6 s user; release with dpctl's `codegen-units = 4` 15.5–16.5 s
+/// wall, 14.6–14.7 s user (prost's `Debug` impls are ≈ 0.7 s of the debug
+/// time and nothing measurable in release). Measured inside dpctl's lib the
+/// difference drowns in the machine's noise (the same commit took 72 s and
+/// 94 s). k8s-openapi 0.29 costs +20 s debug / +29 s release on a cold
+/// build, compiles one API version per build and refuses a Quantity written
+/// as a JSON number; but, a crate of its own, it is compiled once, where
+/// these types are part of dpctl's lib: every non-incremental (release)
+/// build of dpctl pays their ≈ 16 s, an incremental one little (`touch
+/// build.rs && cargo build`: 15 s before, 19 s after).
 const K8S_PROTOS: &[&str] = &[
     "proto/k8s/apimachinery/pkg/runtime/generated.proto",
     "proto/k8s/apimachinery/pkg/api/resource/generated.proto",
@@ -207,12 +212,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out, k8s.encode_file_descriptor_set())?;
     // Their Rust types: one module tree (k8s.io.rs includes each package's file).
     let fds = k8s.file_descriptor_set();
-    let mut builder = tonic_prost_build::configure()
-        .build_client(false)
-        .build_server(false)
-        .btree_map(".")
-        .skip_debug(["."])
-        .include_file("k8s.io.rs");
+    let mut builder =
+        tonic_prost_build::configure().build_client(false).build_server(false).btree_map(".").include_file("k8s.io.rs");
     for file in &fds.file {
         let prefix = format!(".{}", file.package());
         for msg in &file.message_type {
