@@ -1,5 +1,9 @@
 //! Generated protocol modules, one per API (two of them define a service
-//! called `Registration`), and the protojson helpers their serde derives use.
+//! called `Registration`), and the protojson helpers their serde derives use;
+//! [`k8s`], the Kubernetes API types of `proto/k8s/` with Kubernetes' JSON.
+
+pub mod k8s;
+mod k8s_inline;
 
 /// `deviceplugin/v1beta1` (proto package `v1beta1`): the kubelet's
 /// `Registration` service and the plugin's `DevicePlugin` service.

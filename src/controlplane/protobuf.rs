@@ -23,6 +23,7 @@
 //! the wire are dropped (Go writes every non-pointer string; its JSON omits
 //! empty ones).
 
+use crate::api::k8s::INLINE;
 use crate::core::time::{parse_unix, unix_rfc3339, unix_rfc3339_micro};
 use base64::Engine as _;
 use prost::Message as _;
@@ -224,15 +225,8 @@ pub fn encode(name: &str, obj: &Value) -> Vec<u8> {
     out
 }
 
-/// Message types Go embeds in their parent's JSON (`json:",inline"`): a
-/// field of one of these types holds the parent object's own fields
-/// (resource.k8s.io's DeviceConfiguration in claim, allocation and class configs).
-const INLINE: &[&str] = &[
-    ".k8s.io.api.resource.v1.DeviceConfiguration",
-    ".k8s.io.api.core.v1.VolumeSource",
-    ".k8s.io.api.core.v1.LocalObjectReference",
-];
-
+/// A field of a message type Go embeds in its parent's JSON
+/// (`json:",inline"`, [`INLINE`]): it holds the parent object's own fields.
 fn inline(f: &FieldDescriptorProto) -> bool {
     f.r#type() == Type::Message && INLINE.contains(&f.type_name())
 }

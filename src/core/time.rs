@@ -172,25 +172,13 @@ pub fn unix_rfc3339_micro(secs: i64, nanos: u32) -> String {
     format!("{t:.6}")
 }
 
-/// An RFC 3339 time as Go's `time.Time` JSON reads it
-/// (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`): the `T` and the seconds are
-/// required, as Go's layout requires them (jiff alone also takes a space or
-/// no seconds).
-fn timestamp(s: &str) -> Option<Timestamp> {
-    let b = s.as_bytes();
-    if b.len() < 20 || !matches!(b[10], b'T' | b't') || b[16] != b':' || !b[17..19].iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    s.parse().ok()
-}
-
 /// An RFC 3339 time as seconds since the epoch (floored; before it:
-/// negative) and the nanoseconds past them.
+/// negative) and the nanoseconds past them, as Go's `time.Time` JSON reads
+/// it (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`; the `T` and the seconds
+/// required): the reader the generated Kubernetes types use for
+/// `metav1.Time`, so the one RFC 3339 reader.
 pub fn parse_unix(s: &str) -> Option<(i64, u32)> {
-    let n = timestamp(s)?.as_nanosecond();
-    let secs = i64::try_from(n.div_euclid(1_000_000_000)).ok()?;
-    let nanos = u32::try_from(n.rem_euclid(1_000_000_000)).ok()?;
-    Some((secs, nanos))
+    crate::api::k8s::json::parse_unix(s)
 }
 
 /// Parse an RFC 3339 time (`2026-11-26T01:02:03[.frac](Z|±HH:MM)`), as Go's

@@ -1,9 +1,14 @@
 //! Static pod manifests, the kubelet's convention: one Pod per file (YAML or
 //! JSON) in a directory; beside them DRA objects, CRDs and their objects, a
-//! YAML file holding several documents as kubectl reads it. Only what the device manager needs is read:
-//! metadata (name, namespace, uid) and each init and app container's
-//! extended-resource limits.
+//! YAML file holding several documents as kubectl reads it. A pod is read as
+//! the typed `core/v1` Pod (`crate::api::k8s`: a field of the wrong JSON type
+//! is an error naming its path, as kubectl's decoding refuses it), and of it
+//! only what the device manager needs is kept: metadata (name, namespace,
+//! uid), each init and app container's extended-resource limits and claims,
+//! the pod's resource claims and scheduling group.
 
+use crate::api::k8s::api::core::v1 as corev1;
+use crate::api::k8s::apimachinery::pkg::api::resource::Quantity;
 use crate::core::limits::{MAX_MANIFEST_DEPTH, MAX_MANIFEST_FILE, MAX_MANIFEST_FLOW};
 use crate::core::text::cap_words;
 use objects::{FieldError, ObjectError, Problem};
@@ -146,11 +151,11 @@ fn derived_uid(file: &str, text: &str) -> String {
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-fn quantity(v: &Value, what: &str) -> Result<u64, FieldError> {
-    let s = match v {
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => s.trim().to_string(),
-        other => return Err(FieldError::invalid(what, format!("quantity {other} is not a number"))),
+/// A device count: a whole, non-negative number (a JSON number or a string,
+/// as a Quantity is written).
+fn quantity(q: &Quantity, what: &str) -> Result<u64, FieldError> {
+    let Some(s) = q.string.as_deref().map(str::trim) else {
+        return Err(FieldError::invalid(what, "quantity null is not a number"));
     };
     if s.starts_with('-') {
         return Err(FieldError::invalid(what, format!("quantity {s:?} is negative")));
@@ -158,59 +163,52 @@ fn quantity(v: &Value, what: &str) -> Result<u64, FieldError> {
     s.parse::<u64>().map_err(|_| FieldError::invalid(what, format!("quantity {s:?} must be a whole number of devices")))
 }
 
-fn container(c: &Value, at: &str) -> Result<Container, FieldError> {
+fn container(c: &corev1::Container, at: &str) -> Result<Container, FieldError> {
     let name = c
-        .get("name")
-        .and_then(Value::as_str)
+        .name
+        .as_deref()
         .filter(|n| !n.is_empty())
         .ok_or_else(|| FieldError::invalid(at, "a container needs a name"))?;
     let this = format!("{at} {name:?}");
-    let res = c.get("resources");
-    let limits = res.and_then(|r| r.get("limits")).and_then(Value::as_object);
-    let requests = res.and_then(|r| r.get("requests")).and_then(Value::as_object);
+    let none = BTreeMap::new();
+    let res = c.resources.as_ref();
+    let limits = res.map_or(&none, |r| &r.limits);
+    let requests = res.map_or(&none, |r| &r.requests);
     let mut out = BTreeMap::new();
-    if let Some(limits) = limits {
-        for (k, v) in limits.iter().filter(|(k, _)| is_extended(k) || k.starts_with(extended::DEVICE_CLASS_PREFIX)) {
-            let n = quantity(v, &format!("{at} {name:?} limits {k}"))?;
-            if let Some(r) = requests.and_then(|r| r.get(k)) {
-                let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
-                if rn != n {
-                    let detail = format!("requests {k}={rn} must equal limits {k}={n} for an extended resource");
-                    return Err(FieldError::invalid(this, detail));
-                }
+    for (k, v) in limits.iter().filter(|(k, _)| is_extended(k) || k.starts_with(extended::DEVICE_CLASS_PREFIX)) {
+        let n = quantity(v, &format!("{at} {name:?} limits {k}"))?;
+        if let Some(r) = requests.get(k) {
+            let rn = quantity(r, &format!("{at} {name:?} requests {k}"))?;
+            if rn != n {
+                let detail = format!("requests {k}={rn} must equal limits {k}={n} for an extended resource");
+                return Err(FieldError::invalid(this, detail));
             }
-            if n > 0 {
-                out.insert(k.clone(), n);
-            }
+        }
+        if n > 0 {
+            out.insert(k.clone(), n);
         }
     }
-    if let Some(requests) = requests {
-        if let Some((k, _)) =
-            requests.iter().find(|(k, _)| is_extended(k) && !limits.is_some_and(|l| l.contains_key(*k)))
-        {
-            let detail = format!("{k} is requested without a limit; extended resources must be set in limits");
-            return Err(FieldError::invalid(this, detail));
-        }
+    if let Some(k) = requests.keys().find(|k| is_extended(k) && !limits.contains_key(*k)) {
+        let detail = format!("{k} is requested without a limit; extended resources must be set in limits");
+        return Err(FieldError::invalid(this, detail));
     }
     let (mut claims, mut claim_requests) = (Vec::new(), Vec::new());
-    for (i, cl) in
-        res.and_then(|r| r.get("claims")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate()
-    {
-        let n = cl.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+    for (i, cl) in res.map_or(&[][..], |r| r.claims.as_slice()).iter().enumerate() {
+        let n = cl.name.as_deref().filter(|n| !n.is_empty());
         claims.push(n.ok_or_else(|| FieldError::required(format!("{this} resources.claims[{i}].name")))?.to_string());
-        claim_requests.push(cl.get("request").and_then(Value::as_str).unwrap_or_default().to_string());
+        claim_requests.push(cl.request.clone().unwrap_or_default());
     }
-    let restart_always = match c.get("restartPolicy") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(p)) if p == "Always" => true,
+    let restart_always = match c.restart_policy.as_deref() {
+        None => false,
+        Some("Always") => true,
         Some(other) => {
             return Err(FieldError::invalid(
                 this,
-                format!("restartPolicy {other} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"),
+                format!("restartPolicy {other:?} is not supported; the only container restartPolicy is \"Always\" (a sidecar init container)"),
             ))
         }
     };
-    let mut request_keys: Vec<String> = limits.into_iter().chain(requests).flat_map(|m| m.keys().cloned()).collect();
+    let mut request_keys: Vec<String> = limits.keys().chain(requests.keys()).cloned().collect();
     request_keys.sort();
     request_keys.dedup();
     Ok(Container { name: name.to_string(), resources: out, restart_always, claims, claim_requests, request_keys })
@@ -482,10 +480,24 @@ pub fn parse(text: &str, file: &Path) -> Result<Pod, ManifestError> {
 
 /// A pod read from an API server (it has its UID): what the lifecycle needs of it.
 pub fn from_object(v: &Value) -> Result<Pod, ManifestError> {
-    if v.get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str).is_none_or(str::is_empty) {
+    from_api(&typed(v)?)
+}
+
+/// A typed pod read from an API server (it has its UID): what the lifecycle needs of it.
+pub fn from_api(p: &corev1::Pod) -> Result<Pod, ManifestError> {
+    if p.metadata.as_ref().and_then(|m| m.uid.as_deref()).is_none_or(str::is_empty) {
         return Err(ManifestError::NoUid);
     }
-    Ok(Pod { from_api: true, ..pod(v, "", Path::new(""))? })
+    Ok(Pod { from_api: true, ..from_typed(p, "", Path::new(""))? })
+}
+
+/// A pod's JSON as the typed `core/v1` Pod (a field of the wrong type names
+/// its path). Not an object (an empty document): no metadata.
+pub fn typed(v: &Value) -> Result<corev1::Pod, ManifestError> {
+    if !v.is_object() {
+        return Err(ManifestError::NoMetadata);
+    }
+    Ok(objects::typed(v)?)
 }
 
 fn value(text: &str) -> Result<Value, ManifestError> {
@@ -505,38 +517,31 @@ fn value(text: &str) -> Result<Value, ManifestError> {
 }
 
 fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, ManifestError> {
+    // The kind is TypeMeta's, which the Pod message does not carry.
     if let Some(kind) = v.get("kind").and_then(Value::as_str) {
         if kind != "Pod" {
             return Err(ManifestError::Kind(kind.to_string()));
         }
     }
-    let meta = v.get("metadata").ok_or(ManifestError::NoMetadata)?;
-    let name = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| FieldError::required("metadata.name"))?;
-    let namespace = meta.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default");
+    from_typed(&typed(v)?, text, file)
+}
+
+/// The device manager's pod of a typed one; `text` and `file` derive the
+/// UID of a static pod without one.
+fn from_typed(p: &corev1::Pod, text: &str, file: &Path) -> Result<Pod, ManifestError> {
+    let meta = p.metadata.as_ref().ok_or(ManifestError::NoMetadata)?;
+    let nonempty = |s: &Option<String>| s.as_deref().filter(|n| !n.is_empty()).map(str::to_string);
+    let name = nonempty(&meta.name).ok_or_else(|| FieldError::required("metadata.name"))?;
+    let namespace = nonempty(&meta.namespace).unwrap_or_else(|| "default".into());
     let fname = file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let uid = meta
-        .get("uid")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| derived_uid(&fname, text));
+    let uid = nonempty(&meta.uid).unwrap_or_else(|| derived_uid(&fname, text));
     crate::core::validate::uid(&uid).map_err(|e| FieldError::new("metadata.uid", Problem::Uid(e)))?;
-    let spec = v.get("spec").ok_or(ManifestError::NoSpec)?;
-    let list = |key: &str| -> Result<Vec<Container>, FieldError> {
-        match spec.get(key) {
-            None | Some(Value::Null) => Ok(vec![]),
-            Some(Value::Array(a)) => {
-                a.iter().enumerate().map(|(i, c)| container(c, &format!("spec.{key}[{i}]"))).collect()
-            }
-            Some(_) => Err(FieldError::must(format!("spec.{key}"), "be a list")),
-        }
+    let spec = p.spec.as_ref().ok_or(ManifestError::NoSpec)?;
+    let list = |key: &str, cs: &[corev1::Container]| -> Result<Vec<Container>, FieldError> {
+        cs.iter().enumerate().map(|(i, c)| container(c, &format!("spec.{key}[{i}]"))).collect()
     };
-    let init_containers = list("initContainers")?;
-    let containers = list("containers")?;
+    let init_containers = list("initContainers", &spec.init_containers)?;
+    let containers = list("containers", &spec.containers)?;
     if let Some(c) = containers.iter().find(|c| c.restart_always) {
         return Err(ManifestError::SidecarInApp(c.name.clone()));
     }
@@ -549,45 +554,27 @@ fn pod(v: &Value, text: &str, file: &Path) -> Result<Pod, ManifestError> {
             return Err(ManifestError::DuplicateContainer(c.name.clone()));
         }
     }
-    let resource_claims = resource_claims(spec)?;
+    let resource_claims = resource_claims(&spec.resource_claims)?;
     for c in init_containers.iter().chain(&containers) {
         if let Some(n) = c.claims.iter().find(|n| !resource_claims.iter().any(|r| &r.name == *n)) {
             return Err(ManifestError::UnknownClaim { container: c.name.clone(), claim: n.clone() });
         }
     }
-    let pod_group = match &spec["schedulingGroup"] {
-        Value::Null => None,
-        g => match &g["podGroupName"] {
-            Value::Null => None,
-            Value::String(n) if !n.is_empty() => Some(n.clone()),
-            _ => return Err(FieldError::must("spec.schedulingGroup.podGroupName", "be a non-empty string").into()),
-        },
+    let pod_group = match spec.scheduling_group.as_ref().and_then(|g| g.pod_group_name.as_deref()) {
+        None => None,
+        Some("") => return Err(FieldError::must("spec.schedulingGroup.podGroupName", "be a non-empty string").into()),
+        Some(n) => Some(n.to_string()),
     };
-    Ok(Pod {
-        uid,
-        name: name.into(),
-        namespace: namespace.into(),
-        init_containers,
-        containers,
-        resource_claims,
-        pod_group,
-        from_api: false,
-    })
+    Ok(Pod { uid, name, namespace, init_containers, containers, resource_claims, pod_group, from_api: false })
 }
 
-fn resource_claims(spec: &Value) -> Result<Vec<PodClaim>, FieldError> {
+fn resource_claims(list: &[corev1::PodResourceClaim]) -> Result<Vec<PodClaim>, FieldError> {
     let mut out: Vec<PodClaim> = Vec::new();
-    let list = match spec.get("resourceClaims") {
-        None | Some(Value::Null) => return Ok(out),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(FieldError::must("spec.resourceClaims", "be a list")),
-    };
     for (i, c) in list.iter().enumerate() {
         let at = format!("spec.resourceClaims[{i}]");
-        let name = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
-        let name = name.ok_or_else(|| FieldError::required(format!("{at}.name")))?.to_string();
-        let s = |k: &str| c.get(k).and_then(Value::as_str).filter(|n| !n.is_empty()).map(str::to_string);
-        let source = match (s("resourceClaimName"), s("resourceClaimTemplateName")) {
+        let s = |v: &Option<String>| v.as_deref().filter(|n| !n.is_empty()).map(str::to_string);
+        let name = s(&c.name).ok_or_else(|| FieldError::required(format!("{at}.name")))?;
+        let source = match (s(&c.resource_claim_name), s(&c.resource_claim_template_name)) {
             (Some(n), None) => ClaimSource::Claim(n),
             (None, Some(t)) => ClaimSource::Template(t),
             _ => {
@@ -760,6 +747,42 @@ mod tests {
             let e = parse(&text, Path::new("bad.yaml")).unwrap_err().to_string();
             assert!(e.contains(want) && !e.contains("bad.yaml"), "{text}: {e}");
         }
+    }
+
+    /// The typed read: a field of the wrong JSON type is refused with its
+    /// path (any field, as kubectl refuses it), `null` lists are empty, and a
+    /// quantity may be a number or a string anywhere.
+    #[test]
+    fn fields_of_the_wrong_type_are_refused_with_their_path() {
+        for (text, want) in [
+            (
+                "metadata: {name: p}\nspec: {containers: {name: c}}\n",
+                "spec.containers: invalid type: map, expected a sequence",
+            ),
+            (
+                "metadata: {name: p}\nspec: {containers: [{name: c, command: sh}]}\n",
+                "spec.containers[0].command: invalid type: string",
+            ),
+            ("metadata: {name: 3}\nspec: {containers: [{name: c}]}\n", "metadata.name: invalid type: integer `3`"),
+            (
+                "metadata: {name: p}\nspec: {containers: [{name: c, resources: {limits: {cpu: {}}}}]}\n",
+                "spec.containers[0].resources.limits.cpu: invalid type: map, expected a quantity",
+            ),
+            (
+                "metadata: {name: p}\nspec: {terminationGracePeriodSeconds: \"30\", containers: [{name: c}]}\n",
+                "spec.terminationGracePeriodSeconds: invalid type: string \"30\"",
+            ),
+            ("", "no metadata"),
+            ("metadata: {name: p}\n", "no spec"),
+        ] {
+            let e = parse(text, Path::new("p.yaml")).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
+        let ok = "metadata: {name: p, labels: null}\nspec:\n  initContainers: null\n  resourceClaims: null\n  terminationGracePeriodSeconds: 30\n  containers: [{name: c, resources: {limits: {cpu: 1.5, v.e/a: 2}, requests: null}}]\n";
+        let p = parse(ok, Path::new("p.yaml")).unwrap();
+        assert!(p.init_containers.is_empty() && p.resource_claims.is_empty());
+        assert_eq!(p.containers[0].resources["v.e/a"], 2);
+        assert_eq!(p.containers[0].request_keys, ["cpu", "v.e/a"]);
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub enum Problem {
     Required,
     /// Present, of another JSON type: `PATH has the wrong type`.
     WrongType,
+    /// Of another JSON type than the typed object's field (`crate::api::k8s`),
+    /// in serde's words: `PATH: invalid type: map, expected a sequence`.
+    Type(String),
     /// A rule the value breaks, worded after `must`: `PATH must be a list`.
     Must(&'static str),
     /// A value outside its enumeration: `PATH "x" is not A or B`.
@@ -74,6 +77,7 @@ impl std::fmt::Display for FieldError {
         match &self.problem {
             Problem::Required => write!(f, "{at} is required"),
             Problem::WrongType => write!(f, "{at} has the wrong type"),
+            Problem::Type(detail) => write!(f, "{at}: {detail}"),
             Problem::Must(rule) => write!(f, "{at} must {rule}"),
             Problem::NotSupported { value, allowed } => write!(f, "{at} {value:?} is not {allowed}"),
             Problem::Duplicate(v) => write!(f, "{at}: Duplicate value: {v:?}"),

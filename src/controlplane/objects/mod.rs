@@ -25,9 +25,14 @@
 //! - a Namespace's labels (`resource.kubernetes.io/admin-access: "true"`
 //!   allows adminAccess in its claims).
 //!
+//! A DeviceClass is read as the typed `resource/v1` message
+//! ([`crate::api::k8s`], [`typed`]: a field of the wrong JSON type is refused
+//! with its path); the other kinds are still read from their JSON.
+//!
 //! Quantities parse as apimachinery's ([`quantity`]). Health does not steer
 //! allocation (the scheduler does not see it either).
 
+use crate::api::k8s::api::resource::v1 as resourcev1;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -246,23 +251,49 @@ pub fn dra_kind(v: &Value) -> Option<&'static str> {
     KINDS.iter().find(|x| **x == k).copied()
 }
 
+/// A JSON object as its typed Kubernetes message ([`crate::api::k8s`]): a
+/// field of the wrong JSON type is a [`Problem::Type`] at its path.
+pub fn typed<'de, T: serde::Deserialize<'de>>(v: &'de Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(v)
+        .map_err(|e| FieldError::new(e.path().to_string(), Problem::Type(e.into_inner().to_string())))
+}
+
+/// Selector `i` of the list at `at`: its CEL expression (`cel.expression`).
+fn selector(expr: Option<&str>, at: &str, i: usize) -> Result<Selector, FieldError> {
+    let expr = expr
+        .filter(|e| !e.trim().is_empty())
+        .ok_or_else(|| FieldError::invalid(format!("{at}[{i}]"), "a selector needs cel.expression"))?;
+    // kube-apiserver refuses an expression too long or that does not
+    // compile (parsed within cel-go's limits, never deeper).
+    if let Err(e) = crate::controlplane::cel::check(expr) {
+        return Err(FieldError::new(format!("{at}[{i}].cel.expression"), Problem::Cel(e)));
+    }
+    Ok(Selector { expression: expr.to_string() })
+}
+
 fn selectors(v: Option<&Value>, at: &str) -> Result<Vec<Selector>, FieldError> {
     let mut out = Vec::new();
     for (i, s) in v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]).iter().enumerate() {
-        let expr = s
-            .get("cel")
-            .and_then(|c| c.get("expression"))
-            .and_then(Value::as_str)
-            .filter(|e| !e.trim().is_empty())
-            .ok_or_else(|| FieldError::invalid(format!("{at}[{i}]"), "a selector needs cel.expression"))?;
-        // kube-apiserver refuses an expression too long or that does not
-        // compile (parsed within cel-go's limits, never deeper).
-        if let Err(e) = crate::controlplane::cel::check(expr) {
-            return Err(FieldError::new(format!("{at}[{i}].cel.expression"), Problem::Cel(e)));
-        }
-        out.push(Selector { expression: expr.to_string() });
+        out.push(selector(s.get("cel").and_then(|c| c.get("expression")).and_then(Value::as_str), at, i)?);
     }
     Ok(out)
+}
+
+/// A DeviceClass, read as the typed `resource/v1` DeviceClass.
+fn class(name: String, v: &Value) -> Result<Object, FieldError> {
+    let c: resourcev1::DeviceClass = typed(v)?;
+    let spec = c.spec.unwrap_or_default();
+    let selectors = spec
+        .selectors
+        .iter()
+        .enumerate()
+        .map(|(i, s)| selector(s.cel.as_ref().and_then(|c| c.expression.as_deref()), "spec.selectors", i))
+        .collect::<Result<_, _>>()?;
+    // spec.config goes into allocations as written: its JSON (checked typed above).
+    let config =
+        if spec.config.is_empty() { vec![] } else { v["spec"]["config"].as_array().cloned().unwrap_or_default() };
+    let extended_resource_name = spec.extended_resource_name.filter(|n| !n.is_empty());
+    Ok(Object::Class { name, selectors, config, extended_resource_name, raw: v.clone() })
 }
 
 /// A request's (or sub-request's) fields: class, count or All, selectors,
@@ -490,21 +521,7 @@ pub fn parse(v: &Value) -> Result<Object, ObjectError> {
             let parsed = claim_spec(spec.and_then(|s| s.get("spec")), "spec.spec")?;
             Object::Template { spec: parsed, namespace, name, raw: v.clone() }
         }
-        "DeviceClass" => {
-            let config = spec.and_then(|s| s.get("config")).and_then(Value::as_array).cloned().unwrap_or_default();
-            let extended_resource_name = spec
-                .and_then(|s| s.get("extendedResourceName"))
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .map(str::to_string);
-            Object::Class {
-                selectors: selectors(spec.and_then(|s| s.get("selectors")), "spec.selectors")?,
-                name,
-                config,
-                extended_resource_name,
-                raw: v.clone(),
-            }
-        }
+        "DeviceClass" => class(name, v)?,
         "Namespace" => {
             let labels = meta.get("labels").and_then(Value::as_object).into_iter().flatten();
             let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();

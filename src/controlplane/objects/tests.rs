@@ -91,6 +91,49 @@ fn a_selector_that_does_not_compile_is_refused_as_kube_apiserver_refuses_it() {
     assert!(e.starts_with("spec.selectors[1].cel.expression: compilation failed"), "{e}");
 }
 
+/// #50: a DeviceClass is read as the typed resource/v1 DeviceClass: its
+/// texts as before, a field of the wrong JSON type refused with its path,
+/// `null` lists empty, its config kept as written.
+#[test]
+fn a_device_class_is_read_typed() {
+    let class = |spec: Value| parse(&json!({"kind":"DeviceClass","metadata":{"name":"c"},"spec":spec}));
+    let Ok(Object::Class { selectors, config, extended_resource_name, .. }) = class(json!({
+        "selectors":[{"cel":{"expression":"device.driver == 'x'"}}],
+        "config":[{"opaque":{"driver":"x","parameters":{"kind":"Cfg","n":1}}}],
+        "extendedResourceName":"example.com/gpu"}))
+    else {
+        panic!("not a class")
+    };
+    assert_eq!(selectors, [Selector { expression: "device.driver == 'x'".into() }]);
+    assert_eq!(config, [json!({"opaque":{"driver":"x","parameters":{"kind":"Cfg","n":1}}})]);
+    assert_eq!(extended_resource_name.as_deref(), Some("example.com/gpu"));
+    let Ok(Object::Class { selectors, config, extended_resource_name, .. }) =
+        class(json!({"selectors":null,"config":null,"extendedResourceName":""}))
+    else {
+        panic!("not a class")
+    };
+    assert!(selectors.is_empty() && config.is_empty() && extended_resource_name.is_none());
+    for (spec, want) in [
+        (json!({"selectors":[{}]}), "spec.selectors[0]: a selector needs cel.expression"),
+        (json!({"selectors":[{"cel":{"expression":" "}}]}), "spec.selectors[0]: a selector needs cel.expression"),
+        (json!({"selectors":{"cel":{}}}), "spec.selectors: invalid type: map, expected a sequence"),
+        (
+            json!({"selectors":[{"cel":{"expression":3}}]}),
+            "spec.selectors[0].cel.expression: invalid type: integer `3`, expected a string",
+        ),
+        // Inside an inline message (DeviceConfiguration) the path stops at its parent.
+        (json!({"config":[{"opaque":{"driver":["x"]}}]}), "spec.config[0]: invalid type: sequence, expected a string"),
+        (
+            json!({"extendedResourceName":true}),
+            "spec.extendedResourceName: invalid type: boolean `true`, expected a string",
+        ),
+    ] {
+        let e = class(spec.clone()).unwrap_err();
+        assert!(matches!(&e, ObjectError::Field(_)), "{spec}: {e:?}");
+        assert_eq!(e.to_string(), want, "{spec}");
+    }
+}
+
 /// #50: a field error is typed (path, problem, the cause as its source), its text as before.
 #[test]
 fn a_field_error_names_its_path_and_keeps_its_cause() {

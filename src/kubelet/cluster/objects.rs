@@ -234,13 +234,14 @@ impl std::error::Error for BoundPodError {
 /// status.resourceClaimStatuses, as resourceclaim.Name reads it); a pod
 /// claim the controller decided needs no claim (no name there) is left out.
 pub fn bound_pod(v: &Value) -> Result<Pod, BoundPodError> {
-    let mut pod = crate::kubelet::manifest::from_object(v).map_err(BoundPodError::Pod)?;
-    let statuses = v["status"]["resourceClaimStatuses"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let typed = crate::kubelet::manifest::typed(v).map_err(BoundPodError::Pod)?;
+    let mut pod = crate::kubelet::manifest::from_api(&typed).map_err(BoundPodError::Pod)?;
+    let status = typed.status.unwrap_or_default();
     let mut dropped = Vec::new();
     for c in &mut pod.resource_claims {
         if let ClaimSource::Template(t) = &c.source {
-            let named = statuses.iter().find(|s| s["name"] == c.name.as_str());
-            match named.map(|s| s["resourceClaimName"].as_str()) {
+            let named = status.resource_claim_statuses.iter().find(|s| s.name.as_deref() == Some(c.name.as_str()));
+            match named.map(|s| s.resource_claim_name.as_deref()) {
                 Some(Some(n)) => c.source = ClaimSource::Generated { template: t.clone(), claim: n.to_string() },
                 Some(None) => dropped.push(c.name.clone()),
                 None => return Err(BoundPodError::NotNamedYet { claim: c.name.clone(), template: t.clone() }),
@@ -249,7 +250,8 @@ pub fn bound_pod(v: &Value) -> Result<Pod, BoundPodError> {
     }
     pod.resource_claims.retain(|c| !dropped.contains(&c.name));
     // KEP-5004: the special claim the scheduler made for the pod's DRA-backed extended resources.
-    if let Some(x) = crate::kubelet::dra::core::extended::given(&pod.name, &v["status"]["extendedResourceClaimStatus"])
+    if let Some(x) =
+        status.extended_resource_claim_status.and_then(|x| crate::kubelet::dra::core::extended::given(&pod.name, x))
     {
         let name = x.status.resource_claim_name.clone();
         pod.resource_claims.push(PodClaim { name, source: ClaimSource::Extended(Box::new(x)) });
@@ -532,6 +534,32 @@ mod tests {
         early["status"] = json!({});
         let e = bound_pod(&early).unwrap_err();
         assert!(matches!(e, BoundPodError::NotNamedYet { .. }) && e.to_string().contains("resourceClaimStatuses"));
+    }
+
+    /// KEP-5004: the special claim the scheduler named in
+    /// status.extendedResourceClaimStatus is among the bound pod's claims,
+    /// with its request mappings (read typed: a mapping of the wrong type is refused).
+    #[test]
+    fn a_bound_pods_extended_resource_claim_is_the_one_its_status_names() {
+        let mut v = api_pod();
+        v["status"]["extendedResourceClaimStatus"] = json!({"resourceClaimName": "p-extended-resources-abcde",
+            "requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]});
+        let pod = bound_pod(&v).unwrap();
+        assert_eq!(claim_names(&pod), ["p-gpu-x7k2q", "p-extended-resources-abcde"]);
+        let Some(ClaimSource::Extended(x)) = pod.resource_claims.last().map(|c| &c.source) else {
+            panic!("no special claim: {:?}", pod.resource_claims)
+        };
+        let m = &x.status.request_mappings[0];
+        assert_eq!(
+            (m.container_name.as_str(), m.resource_name.as_str(), m.request_name.as_str()),
+            ("c", "example.com/gpu", "container-0-request-0")
+        );
+        assert_eq!(x.generate_name, "p-extended-resources-");
+        v["status"]["extendedResourceClaimStatus"]["requestMappings"] = json!({"containerName": "c"});
+        let e = bound_pod(&v).unwrap_err().to_string();
+        assert!(e.starts_with("status.extendedResourceClaimStatus.requestMappings: invalid type: map"), "{e}");
+        v["status"]["extendedResourceClaimStatus"] = json!({"requestMappings": []});
+        assert_eq!(claim_names(&bound_pod(&v).unwrap()), ["p-gpu-x7k2q"], "no claim named: none");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use super::claiminfo::{ClaimCache, ClaimInfo};
 use super::view::{PodInfo, View};
+use crate::api::k8s::api::core::v1::PodExtendedResourceClaimStatus;
 use crate::api::podresources::DynamicResource;
 use crate::client::dra_checkpoint as checkpoint;
 use crate::kubelet::manifest::extended::{
@@ -63,24 +64,22 @@ pub fn take_given(pod: &mut Pod) -> Option<ExtendedClaim> {
 /// The special claim of a pod of the API from its
 /// `status.extendedResourceClaimStatus`: its name and mappings (its requests
 /// are the claim object's, read from the API server).
-pub fn given(pod: &str, status: &Value) -> Option<ExtendedClaim> {
-    let name = status["resourceClaimName"].as_str()?;
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    let request_mappings: Vec<RequestMapping> = status["requestMappings"]
-        .as_array()
+pub fn given(pod: &str, status: PodExtendedResourceClaimStatus) -> Option<ExtendedClaim> {
+    let name = status.resource_claim_name?;
+    let request_mappings: Vec<RequestMapping> = status
+        .request_mappings
         .into_iter()
-        .flatten()
         .map(|m| RequestMapping {
-            container_name: text(&m["containerName"]),
-            resource_name: text(&m["resourceName"]),
-            request_name: text(&m["requestName"]),
+            container_name: m.container_name.unwrap_or_default(),
+            resource_name: m.resource_name.unwrap_or_default(),
+            request_name: m.request_name.unwrap_or_default(),
         })
         .collect();
     let classes: BTreeSet<(String, String)> =
         request_mappings.iter().map(|m| (m.resource_name.clone(), String::new())).collect();
     Some(ExtendedClaim {
         generate_name: format!("{pod}-extended-resources-"),
-        status: ExtendedResourceClaimStatus { request_mappings, resource_claim_name: name.to_string() },
+        status: ExtendedResourceClaimStatus { request_mappings, resource_claim_name: name },
         spec: Default::default(),
         classes: classes.into_iter().collect(),
     })
