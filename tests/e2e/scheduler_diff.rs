@@ -565,7 +565,7 @@ async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_sche
     for (bin, gv, runtime_config, base) in releases {
         let Some(bin) = upstream_peer(bin) else { return };
         let d = tmp();
-        let (mut cp, kube_api) =
+        let (cp, kube_api) =
             upstream_plane(&bin, d.path(), &["-feature-gates", GROUP_GATES, "-runtime-config", runtime_config]).await;
         let mut args = base.to_vec();
         args.extend(["--feature-gates", GROUP_GATES]);
@@ -595,8 +595,7 @@ async fn pod_group_claims_are_made_and_reserved_as_upstreams_controller_and_sche
         }
         failures.extend(pod_group_validation(&kube_api, &dpctl_api, &run, gv).await);
         stop_tailed(child, log).await.expect_code(0);
-        sigterm(&cp);
-        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        stop_plane(cp).await;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -1014,7 +1013,7 @@ async fn gated_fields_alike(release: &str, bin: &Path, base: &[&str], gates: Opt
     let mut failures = Vec::new();
     let d = tmp();
     let up: Vec<&str> = gates.map(|g| vec!["-feature-gates", g]).unwrap_or_default();
-    let (mut cp, kube_api) = upstream_plane(bin, d.path(), &up).await;
+    let (cp, kube_api) = upstream_plane(bin, d.path(), &up).await;
     let mut args: Vec<&str> = base.to_vec();
     args.extend(gates.map(|g| vec!["--feature-gates", g]).unwrap_or_default());
     let (_k, child, log, dpctl_api) = dpctl_plane(&args).await;
@@ -1022,8 +1021,7 @@ async fn gated_fields_alike(release: &str, bin: &Path, base: &[&str], gates: Opt
     let kube_out = gated_fields(&kube_api, &run).await;
     let dpctl_out = gated_fields(&dpctl_api, &run).await;
     stop_tailed(child, log).await.expect_code(0);
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
     let alpha = gates == Some(ALPHA_ON);
     let at = format!("{release} {gates:?}");
     // Not vacuous: kube-apiserver stored the plain slice and the claim whose status was written.
@@ -1059,6 +1057,12 @@ async fn gated_fields_alike(release: &str, bin: &Path, base: &[&str], gates: Opt
         failures.push(format!("{at}:\n{}", lines.join("\n")));
     }
     failures
+}
+
+/// Stop a control plane [`upstream_plane`] started: SIGTERM, then up to 30 s for it to go.
+async fn stop_plane(mut cp: tokio::process::Child) {
+    sigterm(&cp);
+    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
 }
 
 /// The real control plane started with `args` (its own, in `dir`): the
@@ -1162,9 +1166,7 @@ async fn pod_groups_are_served_by_gate_as_kube_apiserver_serves_them() {
         let kube_out = pod_group_serving(&kube_api, &run).await;
         let dpctl_out = pod_group_serving(&dpctl_api, &run).await;
         stop_tailed(child, log).await.expect_code(0);
-        sigterm(&cp);
-        let mut cp = cp;
-        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        stop_plane(cp).await;
         eprintln!("PodGroups served ({gates:?}): kube-apiserver {kube_out}");
         // Not vacuous: served exactly with GenericWorkload on, claims kept
         // and the preemption policy filled exactly with the last gates.
@@ -1440,7 +1442,7 @@ async fn device_taint_rules_are_served_and_evict_as_upstreams_do() {
     for (bin, version, up, ours) in releases {
         let Some(bin) = upstream_peer(bin) else { return };
         let d = tmp();
-        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), up).await;
+        let (cp, kube_api) = upstream_plane(&bin, d.path(), up).await;
         let (_d, child, log, dpctl_api) = dpctl_plane(ours).await;
         let run = std::process::id().to_string();
         let kube_case = run_case(&kube_api, Side::Kube, &TAINT_RULE_CASE, &run).await;
@@ -1450,8 +1452,7 @@ async fn device_taint_rules_are_served_and_evict_as_upstreams_do() {
         let kube_out = taint_rules(&kube_api, &run, version).await;
         let dpctl_out = taint_rules(&dpctl_api, &run, version).await;
         stop_tailed(child, log).await.expect_code(0);
-        sigterm(&cp);
-        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        stop_plane(cp).await;
         eprintln!("device taint rules {version}: kube {kube_out}");
         // Not vacuous: kube-apiserver served them, refused the bad one, counted the None rule's pod.
         assert_eq!(kube_out["discovery"].as_array().map(Vec::len), Some(2), "{version}: {kube_out:#}");
@@ -1495,14 +1496,13 @@ async fn the_control_planes_allocator_follows_the_feature_gates() {
     let Some(bin) = upstream_peer("controlplane") else { return };
     const GATES: &str = "DRAListTypeAttributes=true";
     let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
     let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GATES]).await;
     let run = std::process::id().to_string();
     let kube_out = run_case(&kube_api, Side::Kube, &LIST_CASE, &run).await;
     let dpctl_out = run_case(&dpctl_api, Side::Dpctl, &LIST_CASE, &run).await;
     stop_tailed(child, log).await.expect_code(0);
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
     // Not vacuous: kube-scheduler placed the pod with both devices.
     assert_eq!(kube_out["p1"]["scheduled"], true, "{kube_out:#}");
     let mut lines = Vec::new();
@@ -1541,14 +1541,13 @@ async fn resource_betas_are_served_with_runtime_config_as_kube_apiserver_serves_
     let Some(bin) = upstream_peer("controlplane") else { return };
     const RC: &str = "resource.k8s.io/v1beta1=true";
     let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-runtime-config", RC]).await;
+    let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-runtime-config", RC]).await;
     let (_k, child, log, dpctl_api) = dpctl_plane(&["--runtime-config", RC]).await;
     let run = std::process::id().to_string();
     let kube_out = resource_versions(&kube_api, &run).await;
     let dpctl_out = resource_versions(&dpctl_api, &run).await;
     stop_tailed(child, log).await.expect_code(0);
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
     // Not vacuous: kube-apiserver serves the claim in v1beta1 and not in v1beta2.
     assert_eq!(
         (&kube_out["v1beta1"]["claim"], &kube_out["v1beta2"]["claim"]),
@@ -1767,10 +1766,9 @@ async fn binding_conditions_hold_fail_and_release_as_kube_schedulers_prebind() {
 async fn binding_conditions_in_1_36_are_as_its_kube_schedulers() {
     let Some(bin) = upstream_peer("controlplane-1.36") else { return };
     let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &[]).await;
+    let (cp, kube_api) = upstream_plane(&bin, d.path(), &[]).await;
     binding_alike(&kube_api, &["--kubelet-version", "1.36"], &format!("{}v", std::process::id())).await;
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
 }
 
 /// [`binding_run`] on `kube_api` and on dpctl's plane with `args`: each phase alike.
@@ -1811,9 +1809,7 @@ async fn binding_timeout_deallocates_as_kube_schedulers_prebind() {
     let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-binding-timeout", "2s"]).await;
     let run = format!("{}t", std::process::id());
     let kube = binding_run(&kube_api, Side::Kube, None, &run, true).await;
-    sigterm(&cp);
-    let mut cp = cp;
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
     let (dd, child, mut log, dpctl_api) = dpctl_plane(&["--binding-timeout", "2s"]).await;
     let mut driver = registered_driver(dd.path(), &format!("bc{run}.example.com"), &mut log).await;
     let dp = binding_run(&dpctl_api, Side::Dpctl, Some(&log), &run, true).await;
@@ -1894,7 +1890,7 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
     let Some(bin) = upstream_peer("controlplane") else { return };
     const GATES: &str = "DRANodeAllocatableResources=true";
     let d = tmp();
-    let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
+    let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATES]).await;
     let (_k, child, log, dpctl_api) = dpctl_plane(&["--feature-gates", GATES]).await;
     let run = std::process::id().to_string();
     // The node declares the feature, as a kubelet with the gate on does
@@ -1917,8 +1913,7 @@ async fn node_allocatable_resources_are_accounted_as_kube_scheduler_does() {
         eprintln!("kube-scheduler on {p}: {}", pod["status"]["conditions"]);
     }
     stop_tailed(child, log).await.expect_code(0);
-    sigterm(&cp);
-    let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+    stop_plane(cp).await;
     eprintln!("node-allocatable: kube {kube_out}");
     // Not vacuous: kube-scheduler placed p1 with a status and refused p2 and p6.
     let placed: Vec<bool> = (1..=8).map(|i| kube_out[format!("p{i}")]["scheduled"] == true).collect();
@@ -2147,7 +2142,7 @@ async fn node_allocatable_resources_are_accounted_as_each_releases_scheduler_doe
     for (release, bin, dpctl_args, shape) in releases {
         let Some(bin) = upstream_peer(bin) else { return };
         let d = tmp();
-        let (mut cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATE]).await;
+        let (cp, kube_api) = upstream_plane(&bin, d.path(), &["-feature-gates", GATE]).await;
         let (_k, child, log, dpctl_api) = dpctl_plane(dpctl_args).await;
         let run = std::process::id().to_string();
         let declared = release == "1.37";
@@ -2192,8 +2187,7 @@ async fn node_allocatable_resources_are_accounted_as_each_releases_scheduler_doe
             failures.push(format!("{release}, a bad status: dpctl {dpctl_bad}\n upstream {kube_bad}"));
         }
         stop_tailed(child, log).await.expect_code(0);
-        sigterm(&cp);
-        let _ = tokio::time::timeout(Duration::from_secs(30), cp.wait()).await;
+        stop_plane(cp).await;
     }
     assert!(failures.is_empty(), "dpctl accounts node-allocatable resources otherwise:\n{}", failures.join("\n\n"));
 }
