@@ -702,6 +702,9 @@ pub const UPSTREAM_PEERS: &[&str] = &[
     "dramanager",
     "devicemanager",
     "devicemetadata",
+    // Built against 1.36 (tests/upstream/k8s-1.36), the oracles of what changed by version.
+    "dramanager-1.36",
+    "controlplane-1.36",
 ];
 
 /// How to build them, as every message about them says it.
