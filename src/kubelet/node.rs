@@ -433,7 +433,13 @@ async fn start_generation(
                 Arc::new(crate::kubelet::cluster::Claims(c.api.clone()))
                     as Arc<dyn crate::kubelet::dra::shell::fetch::ClaimReader>
             });
-            let spec = crate::kubelet::dra::shell::DraSpec { profile: s.manager.profile, claim_reader, ..spec.clone() };
+            let joined_dpctl_plane = s.cluster.as_ref().is_some_and(|c| c.api.dpctl_plane);
+            let spec = crate::kubelet::dra::shell::DraSpec {
+                profile: s.manager.profile,
+                claim_reader,
+                joined_dpctl_plane,
+                ..spec.clone()
+            };
             let dra = crate::kubelet::dra::shell::DraManager::new(spec, bus.clone(), gen.clone());
             dra.restore()?;
             dra.restore_health();

@@ -28,6 +28,14 @@ pub fn rule_by_id(id: &str) -> Option<&'static Rule> {
     all_rules().find(|r| r.id == id)
 }
 
+/// The name of the cluster extension a dpctl mock kubelet writes into the
+/// kubeconfig of its local API server, and a mock kubelet joining with that
+/// kubeconfig reads: this control plane binds no pod (they come bound), so
+/// the node does kube-scheduler's PreBind wait itself. A named extension,
+/// which client-go keeps as an unknown object and otherwise ignores (as
+/// minikube's `cluster_info`).
+pub const DPCTL_PLANE_EXTENSION: &str = "dpctl.dev/control-plane";
+
 #[cfg(test)]
 mod tests {
     use super::*;

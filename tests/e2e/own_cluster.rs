@@ -919,3 +919,79 @@ async fn a_pod_on_node_b_gets_its_node_allocatable_status_from_the_control_plane
     stop_tailed(serve, serve_log).await.expect_code(0);
     c.stop().await;
 }
+
+/// Set the conditions of claim `ns/name`'s one allocated device in its `status.devices`.
+async fn set_binding_conditions(api: &ApiServer, ns: &str, name: &str, conditions: &[(&str, &str)]) {
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}");
+    let (code, mut claim) = call(api, "GET", &path, None).await;
+    assert_eq!(code, 200, "{claim}");
+    let r = claim["status"]["allocation"]["devices"]["results"][0].clone();
+    let conds: Vec<Value> = conditions
+        .iter()
+        .map(|(t, s)| {
+            json!({"type": t, "status": s, "reason": "Test", "message": format!("{t} is {s}"),
+                "lastTransitionTime": "2026-12-05T00:00:00Z"})
+        })
+        .collect();
+    claim["status"]["devices"] =
+        json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conds}]);
+    let (code, body) = call(api, "PUT", &format!("{path}/status"), Some(&claim)).await;
+    assert_eq!(code, 200, "{body}");
+}
+
+/// KEP-5007 on a node that joined dpctl's cluster: the kubeconfig the first
+/// mock kubelet writes names its control plane (a `dpctl.dev/control-plane`
+/// cluster extension), which binds no pod, so node-b does kube-scheduler's
+/// PreBind wait as the first node does: a pod of the API on node-b whose
+/// claim the control plane allocated on a device with binding conditions is
+/// held (no prepare) until they are True in the claim's `status.devices`;
+/// a failure condition deallocates the claim through the API server, and the
+/// control plane allocates it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_on_node_b_waits_for_its_devices_binding_conditions() {
+    let (a, b) = (DraTree::new(), DraTree::new());
+    let mut c = cluster(&a, &b).await;
+    let driver = "bind.own.dpctl.example.com";
+    let mut serve = dra_serve_publishing(&b.root, driver, &c.kubeconfig, NODE);
+    serve.args(["--binding-conditions", "example.com/attached", "--binding-failure-conditions", "example.com/failed"]);
+    serve.stdout(std::process::Stdio::piped());
+    let mut serve = serve.spawn().unwrap();
+    let mut serve_log = Tail::stdout(&mut serve);
+    serve_log.wait_for("\"event\":\"resourceslice\"", 1).await;
+    wait_event(&mut c.log, 20, "dra-registered", |e| e["driver"] == driver).await;
+    let ns = "binding";
+    c.class_and_template(driver, ns, json!({"deviceClassName": driver})).await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "held", "namespace": ns},
+        "spec": {"nodeName": NODE, "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1",
+                "resources": {"claims": [{"name": "g"}]}}]}});
+    let uid = c.create(&pod).await;
+    let pending = wait_event(&mut c.log, 30, "claim-binding-pending", |e| e["pod"] == format!("{ns}/held")).await;
+    let key = pending["claim"].as_str().unwrap().to_string();
+    let name = key.split_once('/').unwrap().1.to_string();
+    assert!(events(&c.log, "claim-prepared").is_empty(), "prepared before its binding conditions: {}", c.log.seen());
+    // A failure: deallocated through the API server, then allocated again by the control plane.
+    let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}");
+    let (_, first) = call(&c.api, "GET", &path, None).await;
+    set_binding_conditions(&c.api, ns, &name, &[("example.com/attached", "False"), ("example.com/failed", "True")])
+        .await;
+    wait_event(&mut c.log, 30, "claim-binding-failed", |e| e["claim"] == key.as_str()).await;
+    let again = until(30, "the claim allocated again without the failed status", || {
+        let (api, path) = (c.api.clone(), path.clone());
+        async move {
+            let (_, claim) = call(&api, "GET", &path, None).await;
+            let allocated = claim["status"]["allocation"].is_object();
+            let cleared = claim["status"]["devices"].as_array().is_none_or(Vec::is_empty);
+            (allocated && cleared).then_some(claim)
+        }
+    })
+    .await;
+    assert_eq!(again["metadata"]["uid"], first["metadata"]["uid"], "the same claim: {again}");
+    assert!(events(&c.log, "claim-prepared").is_empty(), "prepared after a failed binding: {}", c.log.seen());
+    // Attached: past the wait, prepared, running.
+    set_binding_conditions(&c.api, ns, &name, &[("example.com/attached", "True")]).await;
+    wait_event(&mut c.log, 30, "claim-binding-met", |e| e["claim"] == key.as_str()).await;
+    c.running(ns, "held", &uid).await;
+    stop_tailed(serve, serve_log).await.expect_code(0);
+    c.stop().await;
+}

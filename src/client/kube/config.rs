@@ -67,6 +67,9 @@ pub struct RestConfig {
     pub exec: Option<exec::ExecConfig>,
     /// The cluster's `client.authentication.k8s.io/exec` extension (the plugin's `spec.cluster.config`).
     pub exec_extension: Option<Value>,
+    /// The cluster carries [`crate::protocol::DPCTL_PLANE_EXTENSION`]: its API server is a dpctl
+    /// mock kubelet's, whose control plane binds no pod (they come bound).
+    pub dpctl_plane: bool,
     /// `proxy-url`: an http proxy every connection is tunnelled through (HTTP CONNECT).
     pub proxy: Option<Proxy>,
 }
@@ -710,7 +713,13 @@ pub fn rest_config(v: &Value, context: Option<&str>) -> Result<RestConfig, Kubec
         .find(|x| x.get("name").and_then(Value::as_str) == Some("client.authentication.k8s.io/exec"))
         .and_then(|x| x.get("extension"))
         .cloned();
-    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, proxy, ..Default::default() };
+    let dpctl_plane = cluster
+        .get("extensions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|x| x.get("name").and_then(Value::as_str) == Some(crate::protocol::DPCTL_PLANE_EXTENSION));
+    let mut rc = RestConfig { ca, insecure, tls_server_name, exec_extension, proxy, dpctl_plane, ..Default::default() };
     if let Some(u) = user {
         let uname = user_name.as_deref().unwrap_or("");
         let has = |key: &str| u.get(key).is_some_and(|x| !x.is_null());

@@ -40,6 +40,9 @@ pub struct ApiServer {
     pub exec: Option<Arc<exec::ExecAuth>>,
     /// `proxy-url`: every connection is tunnelled through this http proxy.
     pub proxy: Option<config::Proxy>,
+    /// The kubeconfig's cluster says this is a dpctl mock kubelet's API
+    /// server ([`crate::protocol::DPCTL_PLANE_EXTENSION`]).
+    pub dpctl_plane: bool,
 }
 
 impl ApiServer {
@@ -251,6 +254,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, ConnectError> 
             basic: None,
             exec: None,
             proxy: rc.proxy.clone(),
+            dpctl_plane: rc.dpctl_plane,
         });
     }
     let tls = if rc.https {
@@ -309,6 +313,7 @@ pub fn connect(rc: &RestConfig) -> std::result::Result<ApiServer, ConnectError> 
         basic,
         exec,
         proxy: rc.proxy.clone(),
+        dpctl_plane: rc.dpctl_plane,
     })
 }
 

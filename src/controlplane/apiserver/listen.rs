@@ -56,7 +56,9 @@ const KUBECONFIG_MARK: &str = "# Written by dpctl mock-kubelet for its local API
 /// server's certificate as `certificate-authority-data` and a bearer token
 /// (`users[].user.token`, as client-go and the kubeletplugin helper read
 /// them); or, with no CA, plain http and no credentials (client-go would not
-/// send them over http).
+/// send them over http). The cluster carries the extension that tells a
+/// mock kubelet joining with it that this control plane binds no pod
+/// ([`crate::protocol::DPCTL_PLANE_EXTENSION`]).
 pub fn kubeconfig(addr: SocketAddr, secure: Option<(&str, &str)>) -> String {
     use base64::Engine as _;
     let (cluster, user) = match secure {
@@ -70,7 +72,8 @@ pub fn kubeconfig(addr: SocketAddr, secure: Option<(&str, &str)>) -> String {
         ),
     };
     format!(
-        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    {cluster}\nusers:\n- name: dpctl\n  user: {user}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n"
+        "{KUBECONFIG_MARK}\napiVersion: v1\nkind: Config\nclusters:\n- name: dpctl\n  cluster:\n    {cluster}\n    extensions:\n    - name: {ext}\n      extension: {{binds: none}}\nusers:\n- name: dpctl\n  user: {user}\ncontexts:\n- name: dpctl\n  context:\n    cluster: dpctl\n    user: dpctl\ncurrent-context: dpctl\n",
+        ext = crate::protocol::DPCTL_PLANE_EXTENSION
     )
 }
 
@@ -231,6 +234,18 @@ where
 
 #[cfg(test)]
 mod tests {
+
+    /// The kubeconfig names the control plane as dpctl's (a cluster
+    /// extension a kubelet joining with it reads), and a kubeconfig without
+    /// the extension does not.
+    #[test]
+    fn the_kubeconfig_names_dpctls_control_plane() {
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let text = kubeconfig(addr, None);
+        assert!(parse_kubeconfig(&text, Path::new("/"), None).unwrap().dpctl_plane, "{text}");
+        let plain = text.replace(crate::protocol::DPCTL_PLANE_EXTENSION, "example.com/other");
+        assert!(!parse_kubeconfig(&plain, Path::new("/"), None).unwrap().dpctl_plane);
+    }
     use super::*;
     use crate::client::kube::config::{parse_kubeconfig, Pem};
 

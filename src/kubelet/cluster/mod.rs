@@ -63,6 +63,27 @@ impl crate::kubelet::dra::shell::fetch::ClaimReader for Claims {
             }
         })
     }
+
+    fn deallocate<'a>(&'a self, namespace: &'a str, name: &'a str) -> crate::kubelet::dra::shell::fetch::Read<'a> {
+        use crate::kubelet::dra::core::fetch::FetchError;
+        Box::pin(async move {
+            let mut c = self.claim(namespace, name).await?;
+            if let Some(st) = c.get_mut("status").and_then(Value::as_object_mut) {
+                for f in ["reservedFor", "allocation", "devices"] {
+                    st.remove(f);
+                }
+            }
+            let path = format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status");
+            match kube::request(&self.0, "PUT", &path, Some(&c), CALL).await {
+                Ok((200, v)) => Ok(v),
+                Ok((code, body)) => {
+                    let message = body["message"].as_str().map(str::to_string).unwrap_or_else(|| body.to_string());
+                    Err(FetchError::Refused { code, message })
+                }
+                Err(e) => Err(FetchError::Call(Box::new(e))),
+            }
+        })
+    }
 }
 
 /// A node of a cluster: the API server (as the kubeconfig says) and the node's name.

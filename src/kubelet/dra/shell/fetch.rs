@@ -18,4 +18,10 @@ pub type Read<'a> = Pin<Box<dyn Future<Output = Result<Value, FetchError>> + Sen
 pub trait ClaimReader: Send + Sync + std::fmt::Debug {
     /// ResourceClaim `namespace/name` as the API server stores it.
     fn claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> Read<'a>;
+
+    /// Deallocate ResourceClaim `namespace/name` (its `reservedFor`,
+    /// `allocation` and `devices` cleared), as kube-scheduler's Unreserve
+    /// leaves a claim whose binding failed: a node of dpctl's own cluster
+    /// does the scheduler's PreBind wait ([`super::DraSpec::joined_dpctl_plane`]).
+    fn deallocate<'a>(&'a self, namespace: &'a str, name: &'a str) -> Read<'a>;
 }

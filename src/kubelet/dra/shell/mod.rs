@@ -87,6 +87,11 @@ pub struct DraSpec {
     /// The API server a node of a cluster reads its pods' claims from, at
     /// every prepare attempt of a pod of the API ([`fetch`]).
     pub claim_reader: Option<Arc<dyn fetch::ClaimReader>>,
+    /// The cluster this node joined is a dpctl mock kubelet's (its
+    /// kubeconfig says so): as on that kubelet's own node, its control plane
+    /// binds no pod, so the scheduler's PreBind wait for binding conditions
+    /// is this kubelet's to do, over [`DraSpec::claim_reader`].
+    pub joined_dpctl_plane: bool,
     /// How long after a driver's last instance went away its ResourceSlices
     /// on this node are deleted (the kubelet's defaultWipingDelay, 30 s; kubernetes#132058).
     pub wipe_delay: Duration,
@@ -111,6 +116,7 @@ impl DraSpec {
             retry: Duration::from_millis(500),
             api: None,
             claim_reader: None,
+            joined_dpctl_plane: false,
             wipe_delay: Duration::from_secs(30),
             slices_only: false,
             profile: Profile::default(),
@@ -607,7 +613,7 @@ impl DraManager {
                     .as_deref()
                     .filter(|_| self.spec.profile.dra_workload_resource_claims.enabled()),
                 as_written: pod.from_api,
-                own_plane: self.spec.api.is_some(),
+                own_plane: self.spec.api.is_some() || self.spec.joined_dpctl_plane,
                 held: &held,
                 now: std::time::SystemTime::now(),
             };
@@ -725,7 +731,14 @@ impl DraManager {
             let mut waiting = false;
             let claims = pending(&self.lock());
             for (key, devices, at) in claims {
-                let stored = self.spec.api.as_ref().and_then(|a| a.claim(&key)).unwrap_or_default();
+                let stored = match (&self.spec.api, &self.spec.claim_reader) {
+                    (Some(a), _) => a.claim(&key).unwrap_or_default(),
+                    (None, Some(r)) => {
+                        let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+                        r.claim(ns, name).await.unwrap_or_default()
+                    }
+                    (None, None) => serde_json::Value::Null,
+                };
                 let now = std::time::SystemTime::now();
                 match scheduler::binding(&devices, &stored["status"]["devices"], at, now, self.spec.binding_timeout) {
                     scheduler::Binding::Ready => {
@@ -763,6 +776,16 @@ impl DraManager {
                                         }
                                     }
                                     api.put_claim(c);
+                                }
+                            } else if let Some(r) = &self.spec.claim_reader {
+                                // A node of dpctl's cluster: through the API server it joined.
+                                let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+                                if let Err(e) = r.deallocate(ns, name).await {
+                                    self.event(KubeletEvent::ClaimBindingFailed {
+                                        pod: pod.to_string(),
+                                        claim: key.clone(),
+                                        error: format!("deallocating the claim in the API server: {e}"),
+                                    });
                                 }
                             }
                         }
