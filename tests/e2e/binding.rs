@@ -55,18 +55,9 @@ fn claim_path(key: &str) -> String {
 /// As a binding controller does: the claim's device status with
 /// `conditions` (type → status), written through the status subresource.
 async fn set_conditions(api: &ApiServer, key: &str, conditions: &[(&str, &str)]) {
-    let (code, mut claim) = call(api, "GET", &claim_path(key), None).await;
+    let (code, claim) = call(api, "GET", &claim_path(key), None).await;
     assert_eq!(code, 200, "{claim}");
-    let r = &claim["status"]["allocation"]["devices"]["results"][0];
-    let conditions: Vec<Value> = conditions
-        .iter()
-        .map(|(t, s)| {
-            json!({"type": t, "status": s, "reason": "Test", "message": format!("{t} is {s}"),
-                "lastTransitionTime": "2026-12-05T00:00:00Z"})
-        })
-        .collect();
-    claim["status"]["devices"] =
-        json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conditions}]);
+    let claim = with_device_conditions(&claim, conditions);
     let (code, body) = call(api, "PUT", &format!("{}/status", claim_path(key)), Some(&claim)).await;
     assert_eq!(code, 200, "{body}");
 }

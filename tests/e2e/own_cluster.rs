@@ -923,18 +923,9 @@ async fn a_pod_on_node_b_gets_its_node_allocatable_status_from_the_control_plane
 /// Set the conditions of claim `ns/name`'s one allocated device in its `status.devices`.
 async fn set_binding_conditions(api: &ApiServer, ns: &str, name: &str, conditions: &[(&str, &str)]) {
     let path = format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}");
-    let (code, mut claim) = call(api, "GET", &path, None).await;
+    let (code, claim) = call(api, "GET", &path, None).await;
     assert_eq!(code, 200, "{claim}");
-    let r = claim["status"]["allocation"]["devices"]["results"][0].clone();
-    let conds: Vec<Value> = conditions
-        .iter()
-        .map(|(t, s)| {
-            json!({"type": t, "status": s, "reason": "Test", "message": format!("{t} is {s}"),
-                "lastTransitionTime": "2026-12-05T00:00:00Z"})
-        })
-        .collect();
-    claim["status"]["devices"] =
-        json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conds}]);
+    let claim = with_device_conditions(&claim, conditions);
     let (code, body) = call(api, "PUT", &format!("{path}/status"), Some(&claim)).await;
     assert_eq!(code, 200, "{body}");
 }

@@ -1679,24 +1679,11 @@ async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str,
     let c = until(60, &format!("{side:?}: claim allocated"), || allocated(api.clone(), false)).await;
     seen.push(json!({"step": "allocated", "claim": binding_shape(&c), "pastPreBind": past_prebind(api.clone()).await}));
     // 2. The failure condition True: deallocated and allocated again.
-    let set = |c: &Value, conditions: &[(&str, &str)]| {
-        let mut c = c.clone();
-        let r = &c["status"]["allocation"]["devices"]["results"][0];
-        let conds: Vec<Value> = conditions
-            .iter()
-            .map(|(t, s)| {
-                json!({"type": t, "status": s, "reason": "Test", "message": format!("{t} is {s}"),
-                "lastTransitionTime": "2026-12-05T00:00:00Z"})
-            })
-            .collect();
-        c["status"]["devices"] =
-            json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conds}]);
-        c
-    };
     // With `timeout`, nothing is written: the binding timeout passes.
     let first_stamp = c["status"]["allocation"]["allocationTimestamp"].clone();
     if !timeout {
-        let failed = set(&c, &[("example.com/attached", "False"), ("example.com/attach-failed", "True")]);
+        let failed =
+            with_device_conditions(&c, &[("example.com/attached", "False"), ("example.com/attach-failed", "True")]);
         let (code, body) = call(api, "PUT", &format!("{claim_path}/status"), Some(&failed)).await;
         assert_eq!(code, 200, "{body}");
     }
@@ -1732,7 +1719,7 @@ async fn binding_run(api: &ApiServer, side: Side, log: Option<&Tail>, run: &str,
         return seen;
     }
     // 3. The binding condition True: past PreBind.
-    let ready = set(&c, &[("example.com/attached", "True")]);
+    let ready = with_device_conditions(&c, &[("example.com/attached", "True")]);
     let (code, body) = call(api, "PUT", &format!("{claim_path}/status"), Some(&ready)).await;
     assert_eq!(code, 200, "{body}");
     until(60, &format!("{side:?}: the pod past PreBind"), || {

@@ -1102,3 +1102,22 @@ pub async fn api_server_event(log: &mut Tail) -> serde_json::Value {
 pub fn text(v: &serde_json::Value) -> &str {
     v.as_str().unwrap_or_default()
 }
+
+/// `claim` with its one allocated device's `status.devices` entry holding
+/// `conditions` (type → status), as a binding controller writes them
+/// (KEP-5007), to be written through the status subresource.
+pub fn with_device_conditions(claim: &serde_json::Value, conditions: &[(&str, &str)]) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let mut c = claim.clone();
+    let r = &claim["status"]["allocation"]["devices"]["results"][0];
+    let conds: Vec<Value> = conditions
+        .iter()
+        .map(|(t, s)| {
+            json!({"type": t, "status": s, "reason": "Test", "message": format!("{t} is {s}"),
+                "lastTransitionTime": "2026-12-05T00:00:00Z"})
+        })
+        .collect();
+    c["status"]["devices"] =
+        json!([{"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": conds}]);
+    c
+}
